@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Runs every test logbus has: unit, integration and doc tests; the loom models; Miri on the
+# unsafe core. Installs what it needs when it is missing and fails loudly when it cannot:
+# no step is ever skipped silently.
+#
+#   scripts/test-all.sh            # everything
+#   LOGBUS_STEPS="loom miri" scripts/test-all.sh   # a subset (names: tests loom miri)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+steps=${LOGBUS_STEPS:-"tests loom miri"}
+
+say() { printf '\n==> %s\n' "$*"; }
+die() { printf '\nFAILED: %s\n' "$*" >&2; exit 1; }
+
+command -v cargo >/dev/null || die "cargo is not installed (install Rust with rustup: https://rustup.rs)"
+
+run_tests() {
+    say "unit, integration and doc tests (all features)"
+    cargo test --workspace --all-features
+}
+
+run_loom() {
+    # Loom explores every interleaving up to the preemption bound; --release keeps it fast.
+    # Its own target directory: the cfg changes every crate's build.
+    say "loom models (LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2})"
+    RUSTFLAGS="--cfg logbus_loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}" \
+        cargo test -p logbus-loom-tests --release --target-dir target/loom
+}
+
+ensure_miri() {
+    if ! cargo +nightly miri --version >/dev/null 2>&1; then
+        say "installing Miri (nightly toolchain, components miri and rust-src)"
+        command -v rustup >/dev/null || die "rustup is needed to install Miri"
+        rustup toolchain install nightly --profile minimal --component miri,rust-src \
+            || die "could not install the nightly toolchain with Miri"
+    fi
+    cargo +nightly miri setup >/dev/null || die "cargo miri setup failed"
+}
+
+run_miri() {
+    ensure_miri
+    # The unsafe core: the shim and every structure with unsafe blocks. Test counts shrink
+    # under cfg(miri). Permissive provenance: parking_lot casts integers to pointers.
+    local filters=(sync::)
+    for module in ring queue observer; do
+        if [ -e "src/$module" ] || [ -e "src/$module.rs" ]; then
+            filters+=("$module::")
+        fi
+    done
+    say "Miri on the unsafe core: ${filters[*]}"
+    MIRIFLAGS="${MIRIFLAGS:--Zmiri-permissive-provenance}" \
+        cargo +nightly miri test -p logbus --lib --target-dir target/miri -- "${filters[@]}"
+}
+
+for step in $steps; do
+    case "$step" in
+        tests) run_tests ;;
+        loom) run_loom ;;
+        miri) run_miri ;;
+        *) die "unknown step '$step' (valid: tests loom miri)" ;;
+    esac
+done
+say "all steps passed: $steps"

@@ -1,0 +1,258 @@
+//! Turning keys and values into bytes and back.
+//!
+//! A [`Codec`] is needed where logbus must see bytes: hashing a key with the default
+//! partitioner (the only encoding an in-memory topic ever does) and persisting records to
+//! segment files (encoded once, at send). Integers are big-endian fixed-width, as Kafka's
+//! `IntegerSerializer`, `LongSerializer`, `ShortSerializer`, `FloatSerializer`,
+//! `DoubleSerializer` and `BooleanSerializer` write them, so keys hash to the partitions
+//! Kafka would choose and segment files read the same from Java. Strings are UTF-8
+//! (`StringSerializer`); `()` is empty.
+//!
+//! Every impl carries a [`TYPE_ID`](Codec::TYPE_ID): a stable name for the *encoding*,
+//! recorded in persisted topic metadata so that reopening a topic with another type is
+//! caught. It is a constant rather than `std::any::type_name`, whose output may change
+//! between compilers. Types with the same bytes share an id (`Vec<u8>` and `Bytes`), so a
+//! topic written with one can be read with the other.
+//!
+//! With the `serde` feature, [`serde_codec!`](crate::serde_codec) gives any serde type a
+//! codec in the compact postcard format.
+
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+
+/// Encoding of a key or value type to bytes and back.
+///
+/// # Examples
+///
+/// ```
+/// use logbus::Codec;
+///
+/// // Kafka's IntegerSerializer writes 42 as these four bytes.
+/// assert_eq!(42i32.to_bytes(), [0, 0, 0, 42]);
+/// assert_eq!(i32::decode(&[0, 0, 0, 42]).unwrap(), 42);
+///
+/// // Wrong length is a typed error, not a panic.
+/// let err = i32::decode(&[1, 2]).unwrap_err();
+/// assert_eq!(err.to_string(), "cannot decode logbus.i32: expected 4 bytes, got 2");
+/// ```
+pub trait Codec: Sized {
+    /// A stable name for this encoding, recorded with persisted topics.
+    const TYPE_ID: &'static str;
+
+    /// Appends the encoding of `self` to `out`.
+    fn encode(&self, out: &mut Vec<u8>);
+
+    /// Decodes a value from exactly `bytes`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Decode`] naming this type's id and what was wrong with the bytes.
+    fn decode(bytes: &[u8]) -> Result<Self>;
+
+    /// The encoding of `self` as a new vector.
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode(&mut out);
+        out
+    }
+}
+
+fn decode_error(type_id: &'static str, reason: impl Into<String>) -> Error {
+    Error::Decode {
+        type_id,
+        reason: reason.into(),
+    }
+}
+
+impl Codec for Vec<u8> {
+    const TYPE_ID: &'static str = "logbus.bytes";
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self);
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        Ok(bytes.to_vec())
+    }
+}
+
+impl Codec for Bytes {
+    const TYPE_ID: &'static str = "logbus.bytes";
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self);
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        Ok(Bytes::copy_from_slice(bytes))
+    }
+}
+
+impl Codec for String {
+    const TYPE_ID: &'static str = "logbus.string";
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.as_bytes());
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(s.to_owned()),
+            Err(e) => Err(decode_error(
+                Self::TYPE_ID,
+                format!("invalid UTF-8 at byte {}", e.valid_up_to()),
+            )),
+        }
+    }
+}
+
+impl Codec for () {
+    const TYPE_ID: &'static str = "logbus.unit";
+
+    fn encode(&self, _out: &mut Vec<u8>) {}
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        if bytes.is_empty() {
+            Ok(())
+        } else {
+            Err(decode_error(
+                Self::TYPE_ID,
+                format!("expected 0 bytes, got {}", bytes.len()),
+            ))
+        }
+    }
+}
+
+impl Codec for bool {
+    const TYPE_ID: &'static str = "logbus.bool";
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.push(u8::from(*self));
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        match bytes {
+            [0] => Ok(false),
+            [1] => Ok(true),
+            [b] => Err(decode_error(
+                Self::TYPE_ID,
+                format!("expected byte 0 or 1, got {b}"),
+            )),
+            _ => Err(decode_error(
+                Self::TYPE_ID,
+                format!("expected 1 byte, got {}", bytes.len()),
+            )),
+        }
+    }
+}
+
+/// Fixed-width big-endian numbers (Kafka's serializers for `short`, `int`, `long`, `float`,
+/// `double`; the unsigned and 8- and 128-bit widths follow the same rule).
+macro_rules! big_endian_codec {
+    ($($ty:ty => $id:literal),* $(,)?) => {$(
+        impl Codec for $ty {
+            const TYPE_ID: &'static str = $id;
+
+            fn encode(&self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_be_bytes());
+            }
+
+            fn decode(bytes: &[u8]) -> Result<Self> {
+                match <[u8; std::mem::size_of::<$ty>()]>::try_from(bytes) {
+                    Ok(array) => Ok(<$ty>::from_be_bytes(array)),
+                    Err(_) => Err(decode_error(
+                        Self::TYPE_ID,
+                        format!(
+                            "expected {} bytes, got {}",
+                            std::mem::size_of::<$ty>(),
+                            bytes.len()
+                        ),
+                    )),
+                }
+            }
+        }
+    )*};
+}
+
+big_endian_codec! {
+    i8 => "logbus.i8", u8 => "logbus.u8",
+    i16 => "logbus.i16", u16 => "logbus.u16",
+    i32 => "logbus.i32", u32 => "logbus.u32",
+    i64 => "logbus.i64", u64 => "logbus.u64",
+    i128 => "logbus.i128", u128 => "logbus.u128",
+    f32 => "logbus.f32", f64 => "logbus.f64",
+}
+
+/// Implements [`Codec`] for a serde type, encoded with [postcard](https://docs.rs/postcard)
+/// (compact, varint-based, a stable documented wire format). Needs the `serde` feature.
+///
+/// The second argument is the type's stable id: choose a name that says what the bytes are,
+/// and change it when the encoding changes incompatibly.
+///
+/// # Examples
+///
+/// ```
+/// # #[cfg(feature = "serde")] {
+/// use logbus::Codec;
+///
+/// #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+/// struct Order { id: u64, item: String }
+/// logbus::serde_codec!(Order, "shop.order.v1");
+///
+/// let order = Order { id: 7, item: "tea".into() };
+/// assert_eq!(Order::decode(&order.to_bytes()).unwrap(), order);
+/// assert_eq!(Order::TYPE_ID, "shop.order.v1");
+/// # }
+/// ```
+#[cfg(feature = "serde")]
+#[macro_export]
+macro_rules! serde_codec {
+    ($ty:ty, $id:literal) => {
+        impl $crate::Codec for $ty {
+            const TYPE_ID: &'static str = $id;
+
+            fn encode(&self, out: &mut ::std::vec::Vec<u8>) {
+                $crate::codec::__private::postcard_encode(self, out)
+            }
+
+            fn decode(bytes: &[u8]) -> $crate::Result<Self> {
+                $crate::codec::__private::postcard_decode(Self::TYPE_ID, bytes)
+            }
+        }
+    };
+}
+
+/// Support for [`serde_codec!`]; not a public API.
+#[cfg(feature = "serde")]
+#[doc(hidden)]
+pub mod __private {
+    use super::{decode_error, Result};
+
+    /// Appends the postcard encoding of `value` to `out`.
+    ///
+    /// # Panics
+    ///
+    /// If the type's `Serialize` impl itself fails (a custom impl returning an error);
+    /// derived impls never do.
+    pub fn postcard_encode<T: serde::Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+        let taken = std::mem::take(out);
+        *out = postcard::to_extend(value, taken)
+            .expect("serde type's Serialize impl failed (postcard cannot fail on its own)");
+    }
+
+    /// Decodes exactly `bytes` as a `T`.
+    pub fn postcard_decode<T: serde::de::DeserializeOwned>(
+        type_id: &'static str,
+        bytes: &[u8],
+    ) -> Result<T> {
+        match postcard::take_from_bytes::<T>(bytes) {
+            Ok((value, [])) => Ok(value),
+            Ok((_, rest)) => Err(decode_error(
+                type_id,
+                format!("{} trailing bytes after the value", rest.len()),
+            )),
+            Err(e) => Err(decode_error(type_id, e.to_string())),
+        }
+    }
+}

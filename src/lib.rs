@@ -1,0 +1,40 @@
+//! # logbus — Kafka's model inside one process
+//!
+//! Threads produce records to topics split into partitions; each partition is an
+//! append-only log addressed by offsets; consumer groups share partitions and commit
+//! offsets; any reader can replay from an offset or a timestamp. Beside it sit the two
+//! simpler shapes programs need first: a bounded blocking queue and an observer bus.
+//!
+//! The crate is built in layers, each a module that only calls the ones below it:
+//!
+//! | layer | module | what it is |
+//! |---|---|---|
+//! | 1 | `sync` (private) | the loom-switchable synchronisation shim |
+//! | 1 | [`codec`], [`clock`], [`error`] | bytes, time and errors shared by every layer |
+//!
+//! ## Guarantees
+//!
+//! - No `unsafe` block without a written safety argument; every lock-free structure is
+//!   model-checked with [loom](https://docs.rs/loom) and its unsafe core runs under Miri.
+//! - Bad input is a typed [`Error`] that says what was wrong and what is valid.
+//!
+//! ## Running logbus inside your own loom model
+//!
+//! Build with `RUSTFLAGS="--cfg logbus_loom"`: logbus then takes every atomic, lock, park and
+//! spawn from loom, so its structures can be used inside `loom::model` like loom's own types.
+//! The cfg is logbus's own (`logbus_loom`, not `loom`), so turning on loom for your crate
+//! does not flip logbus by accident.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+mod sync;
+
+pub mod clock;
+pub mod codec;
+pub mod error;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use codec::Codec;
+pub use error::{Error, Result};

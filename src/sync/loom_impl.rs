@@ -1,0 +1,128 @@
+//! The model-checking side of the shim: loom's types, wrapped where their signatures differ
+//! from the std side (`Mutex::lock` returning a `Result`, `Condvar::wait` taking the guard by
+//! value, no timed waits).
+
+pub(crate) use loom::sync::Arc;
+
+/// Atomics, loom's.
+pub(crate) mod atomic {
+    pub(crate) use loom::sync::atomic::{
+        fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    };
+}
+
+/// Spin-loop hint: under loom it yields to the model's scheduler.
+pub(crate) mod hint {
+    pub(crate) use loom::hint::spin_loop;
+}
+
+/// Threads, loom's.
+pub(crate) mod thread {
+    pub(crate) use loom::thread::{current, park, yield_now, JoinHandle, Thread};
+
+    /// Spawns a thread in the model (loom threads carry no names).
+    pub(crate) fn spawn_named<F, T>(_name: String, f: F) -> std::io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        Ok(loom::thread::spawn(f))
+    }
+}
+
+pub(crate) use loom::cell::UnsafeCell;
+
+/// A mutex with parking_lot's shape over loom's.
+#[derive(Debug, Default)]
+pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+
+/// The guard of [`Mutex`]; it remembers its mutex so that a wait can re-lock it.
+pub(crate) struct MutexGuard<'a, T> {
+    mutex: &'a Mutex<T>,
+    inner: Option<loom::sync::MutexGuard<'a, T>>,
+}
+
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(loom::sync::Mutex::new(value))
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        // A loom mutex is poisoned only if a model thread panicked, which fails the model.
+        let inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        MutexGuard {
+            mutex: self,
+            inner: Some(inner),
+        }
+    }
+
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        self.0.try_lock().ok().map(|inner| MutexGuard {
+            mutex: self,
+            inner: Some(inner),
+        })
+    }
+
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.0.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn into_inner(self) -> T {
+        self.0.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<T> std::ops::Deref for MutexGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.inner.as_ref().expect("guard is held outside a wait")
+    }
+}
+
+impl<T> std::ops::DerefMut for MutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.inner.as_mut().expect("guard is held outside a wait")
+    }
+}
+
+/// A condition variable with parking_lot's shape over loom's.
+#[derive(Debug, Default)]
+pub(crate) struct Condvar(loom::sync::Condvar);
+
+impl Condvar {
+    pub(crate) fn new() -> Self {
+        Self(loom::sync::Condvar::new())
+    }
+
+    pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
+        let inner = guard.inner.take().expect("guard is held outside a wait");
+        let inner = self.0.wait(inner).unwrap_or_else(|e| e.into_inner());
+        guard.inner = Some(inner);
+    }
+
+    /// Loom models no time: the wait releases the lock, lets the other threads run, re-locks
+    /// and reports that the deadline passed. Together with `time::expired` never firing on
+    /// its own, this makes "the deadline expires here" a point loom explores against every
+    /// interleaving of the other threads.
+    pub(crate) fn wait_until<T>(
+        &self,
+        guard: &mut MutexGuard<'_, T>,
+        _deadline: std::time::Instant,
+    ) -> bool {
+        drop(guard.inner.take());
+        loom::thread::yield_now();
+        let relocked = guard.mutex.lock().inner.take();
+        guard.inner = relocked;
+        true
+    }
+
+    pub(crate) fn notify_one(&self) -> bool {
+        self.0.notify_one();
+        true
+    }
+
+    pub(crate) fn notify_all(&self) -> usize {
+        self.0.notify_all();
+        0
+    }
+}

@@ -1,0 +1,124 @@
+//! The synchronisation shim: the only module that names atomics, `UnsafeCell`,
+//! `Mutex`/`Condvar`, parking, yielding, thread spawning and the clock used for deadlines.
+//!
+//! Everything above this layer imports its primitives from here, so that building with
+//! `RUSTFLAGS="--cfg logbus_loom"` swaps every one of them for [loom]'s model-checked
+//! equivalent and the whole crate can be explored by loom's scheduler (in `loom-tests/`, or
+//! inside a user's own loom model). `.ci/run` fails if any other file under `src/` names the
+//! std or parking_lot primitives directly (clippy's `disallowed-types` cannot tell a
+//! re-export from the original, so the check is a plain search).
+//!
+//! Two things loom does not model, and how the shim stands in for them:
+//! - **Time.** Under loom a timed wait ([`Condvar::wait_until`]) releases the lock, lets
+//!   other threads run and then reports that the deadline passed: a deadline "may expire at
+//!   any point". [`time::expired`] never reports expiry on its own under loom, so the only
+//!   way time passes in a model is through a timed wait, and every interleaving of that
+//!   expiry with the other threads is explored.
+//! - **Spinning.** Busy-wait hints become loom yields, and [`Backoff`] gives up spinning
+//!   after one step, so a model never livelocks in a spin loop.
+//!
+//! [loom]: https://docs.rs/loom
+
+// The shim exports a complete set of primitives; not every build of the crate uses each one.
+#![allow(dead_code, unused_imports)]
+
+mod backoff;
+
+#[cfg(not(logbus_loom))]
+mod std_impl;
+#[cfg(not(logbus_loom))]
+pub(crate) use std_impl::*;
+
+#[cfg(logbus_loom)]
+mod loom_impl;
+#[cfg(logbus_loom)]
+pub(crate) use loom_impl::*;
+
+pub(crate) use backoff::Backoff;
+pub(crate) use crossbeam_utils::CachePadded;
+
+/// Deadlines for the timed operations (`send_timeout`, `recv_deadline`, ...).
+pub(crate) mod time {
+    pub(crate) use std::time::{Duration, Instant};
+
+    /// The deadline `timeout` from now, or `None` when it lies beyond what `Instant` can
+    /// represent (treated as "wait forever").
+    pub(crate) fn deadline_after(timeout: Duration) -> Option<Instant> {
+        Instant::now().checked_add(timeout)
+    }
+
+    /// Whether `deadline` has passed.
+    ///
+    /// Under loom time never passes on its own: expiry is observed only through a timed
+    /// wait returning `true` (see the module docs).
+    pub(crate) fn expired(deadline: Instant) -> bool {
+        if cfg!(logbus_loom) {
+            false
+        } else {
+            Instant::now() >= deadline
+        }
+    }
+}
+
+#[cfg(all(test, not(logbus_loom)))]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn unsafe_cell_gives_access_through_closures() {
+        let cell = UnsafeCell::new(5u64);
+        // SAFETY: the cell is local to this test; no other reference to it exists.
+        cell.with_mut(|p| unsafe { *p += 1 });
+        // SAFETY: as above; the write has completed.
+        assert_eq!(cell.with(|p| unsafe { *p }), 6);
+        assert_eq!(cell.into_inner(), 6);
+    }
+
+    #[test]
+    fn backoff_spins_then_yields_then_completes() {
+        let mut b = Backoff::new();
+        let mut rounds = 0;
+        while !b.is_completed() {
+            b.snooze();
+            rounds += 1;
+            assert!(rounds < 100, "backoff never completes");
+        }
+        b.reset();
+        assert!(!b.is_completed());
+        b.spin();
+        assert!(!b.is_completed());
+    }
+
+    #[test]
+    fn timed_wait_reports_expiry_and_notify_wakes() {
+        let pair = Arc::new((Mutex::new(false), Condvar::new()));
+        let mut guard = pair.0.lock();
+        let deadline = time::deadline_after(Duration::from_millis(1)).unwrap();
+        while !time::expired(deadline) {
+            if pair.1.wait_until(&mut guard, deadline) {
+                break;
+            }
+        }
+        assert!(time::expired(deadline));
+        drop(guard);
+
+        let other = Arc::clone(&pair);
+        let t = thread::spawn_named("notifier".into(), move || {
+            *other.0.lock() = true;
+            other.1.notify_all();
+        })
+        .unwrap();
+        let mut guard = pair.0.lock();
+        while !*guard {
+            pair.1.wait(&mut guard);
+        }
+        drop(guard);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn far_deadlines_mean_forever() {
+        assert!(time::deadline_after(Duration::MAX).is_none());
+    }
+}
