@@ -23,9 +23,13 @@ run_tests() {
 run_loom() {
     # Loom explores every interleaving up to the preemption bound; --release keeps it fast.
     # Its own target directory: the cfg changes every crate's build.
+    # Crate-private pieces have their models in the library's own unit tests (the std-side
+    # unit tests are compiled out under the cfg); loom-tests/ holds the public-API models.
     say "loom models (LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2})"
-    RUSTFLAGS="--cfg logbus_loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}" \
-        cargo test -p logbus-loom-tests --release --target-dir target/loom
+    local loom_env=(env RUSTFLAGS="--cfg logbus_loom"
+        LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}")
+    "${loom_env[@]}" cargo test -p logbus --lib --release --target-dir target/loom
+    "${loom_env[@]}" cargo test -p logbus-loom-tests --release --target-dir target/loom
 }
 
 ensure_miri() {
