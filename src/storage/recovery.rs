@@ -256,6 +256,21 @@ pub(crate) fn load(
                     first_lost_offset: segment.next_offset(),
                     reason,
                 });
+            } else if let Some(u) = upper.filter(|&u| i >= start && segment.next_offset() < u) {
+                // Past the recovery point, a segment that ends before the next one begins
+                // lost its tail whole (the writes never reached the disk): the next segment's
+                // records follow a hole, so they go like any after a cut.
+                report.truncation = Some(Truncation {
+                    file: segment.log_path().to_path_buf(),
+                    position: segment.size(),
+                    bytes_dropped: 0,
+                    first_lost_offset: segment.next_offset(),
+                    reason: format!(
+                        "the segment ends at offset {} but the next segment starts at {u}: \
+                         the records between were lost",
+                        segment.next_offset()
+                    ),
+                });
             }
             segment.sync()?;
         }

@@ -464,6 +464,11 @@ impl SegmentSet {
         }
         let last = self.segments.len() - 1;
         self.segments[last].on_roll()?;
+        // A segment wholly below the recovery point is not re-read on open, so the final time
+        // index entry just written must be durable before anything relies on it.
+        if self.segments[last].next_offset() <= self.recovery_point {
+            self.segments[last].sync()?;
+        }
         let segment = Segment::create(
             &*self.io,
             &self.dir,

@@ -20,6 +20,7 @@ use std::path::Path;
 
 use super::index_file::{decode_entries, Entry, IndexFile};
 use super::io::Io;
+use super::record_batch::NO_TIMESTAMP;
 use crate::error::Result;
 
 /// Bytes per `.timeindex` entry.
@@ -112,9 +113,12 @@ impl TimeIndex {
         if self.inner.len() >= self.inner.max_entries() {
             return;
         }
-        if self.last().map_or(true, |last| {
-            timestamp > last.timestamp && offset >= last.offset
-        }) {
+        // An empty index behaves as if it ended with (no timestamp, base offset), as Kafka's
+        // does: entries without a timestamp are never added.
+        let (last_ts, last_offset) = self
+            .last()
+            .map_or((NO_TIMESTAMP, 0), |e| (e.timestamp, e.offset));
+        if timestamp > last_ts && offset >= last_offset {
             self.inner.push(TimeEntry { timestamp, offset });
         }
     }
