@@ -812,8 +812,13 @@ impl Segment {
         Ok(None)
     }
 
-    /// The first record whose timestamp is at or above `target`: `(offset, timestamp)`.
-    pub(crate) fn find_by_timestamp(&self, target: i64) -> Result<Option<(u64, i64)>> {
+    /// The first record at or above `min_offset` whose timestamp is at or above `target`:
+    /// `(offset, timestamp)`.
+    pub(crate) fn find_by_timestamp(
+        &self,
+        target: i64,
+        min_offset: u64,
+    ) -> Result<Option<(u64, i64)>> {
         if self.max_timestamp < target {
             return Ok(None);
         }
@@ -835,7 +840,10 @@ impl Segment {
                     Batch::decode_at(&bytes, pos).map_err(|e| e.in_file(&self.log_path, 0))?;
                 for record in batch.records().map_err(|e| e.in_file(&self.log_path, 0))? {
                     let record = record.map_err(|e| e.in_file(&self.log_path, 0))?;
-                    if record.timestamp >= target && record.offset >= 0 {
+                    if record.timestamp >= target
+                        && record.offset >= 0
+                        && record.offset as u64 >= min_offset
+                    {
                         return Ok(Some((record.offset as u64, record.timestamp)));
                     }
                 }

@@ -594,10 +594,8 @@ impl SegmentSet {
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(u64, i64)>> {
         for segment in &self.segments {
             if segment.max_timestamp() >= timestamp {
-                if let Some((offset, ts)) = segment.find_by_timestamp(timestamp)? {
-                    if offset >= self.log_start_offset {
-                        return Ok(Some((offset, ts)));
-                    }
+                if let Some(found) = segment.find_by_timestamp(timestamp, self.log_start_offset)? {
+                    return Ok(Some(found));
                 }
             }
         }
