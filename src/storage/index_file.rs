@@ -15,7 +15,7 @@ use super::io::{Io, IoFile, OpenMode};
 use crate::error::{Error, Result};
 
 /// A fixed-size index entry with a big-endian encoding relative to a segment's base offset.
-pub(crate) trait Entry: Copy + std::fmt::Debug {
+pub(crate) trait Entry: Copy + PartialEq + std::fmt::Debug {
     /// Bytes per entry in the file.
     const SIZE: usize;
     /// Encodes the entry relative to `base` into `out` (exactly `SIZE` bytes).
@@ -51,6 +51,8 @@ pub(crate) struct IndexFile<E: Entry> {
     unsynced: bool,
     max_entries: usize,
     scratch: Vec<u8>,
+    /// The entries before a rebuild began, to keep the file's unchanged prefix.
+    previous: Vec<E>,
 }
 
 impl<E: Entry> IndexFile<E> {
@@ -91,6 +93,7 @@ impl<E: Entry> IndexFile<E> {
             unsynced: false,
             max_entries: (max_bytes / E::SIZE as u64).max(2) as usize,
             scratch: Vec::new(),
+            previous: Vec::new(),
         };
         Ok((index, whole))
     }
@@ -164,8 +167,35 @@ impl<E: Entry> IndexFile<E> {
         Ok(())
     }
 
-    /// Drops every entry (file emptied at the next flush).
-    pub(crate) fn reset(&mut self) {
-        self.truncate_entries(0);
+    /// Whether [`sync`](IndexFile::sync) has anything to do.
+    pub(crate) fn is_unsynced(&self) -> bool {
+        self.unsynced || self.stale_len || self.persisted < self.entries.len()
+    }
+
+    /// Marks the file as possibly not durable (its contents were read, not written, by this
+    /// process: after a crash of the process alone they may still be only in the page cache).
+    pub(crate) fn mark_unsynced(&mut self) {
+        self.unsynced = true;
+    }
+
+    /// Starts rebuilding the entries from scratch (recovery).
+    pub(crate) fn begin_rebuild(&mut self) {
+        self.previous = std::mem::take(&mut self.entries);
+    }
+
+    /// Ends a rebuild: the file keeps the prefix of entries that did not change, so an index
+    /// rebuilt identical to what was on disk is not rewritten.
+    pub(crate) fn end_rebuild(&mut self) {
+        let common = self
+            .previous
+            .iter()
+            .zip(&self.entries)
+            .take_while(|(a, b)| a == b)
+            .count();
+        self.previous = Vec::new();
+        if common < self.persisted {
+            self.persisted = common;
+            self.stale_len = true;
+        }
     }
 }

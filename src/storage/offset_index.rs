@@ -117,8 +117,13 @@ impl OffsetIndex {
         self.inner.truncate_entries(keep);
     }
 
-    pub(crate) fn reset(&mut self) {
-        self.inner.reset();
+    pub(crate) fn begin_rebuild(&mut self) {
+        self.inner.begin_rebuild();
+    }
+
+    pub(crate) fn end_rebuild(&mut self) {
+        self.inner.end_rebuild();
+        self.inner.mark_unsynced();
     }
 
     pub(crate) fn flush(&mut self) -> Result<()> {
@@ -127,6 +132,10 @@ impl OffsetIndex {
 
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.inner.sync()
+    }
+
+    pub(crate) fn is_unsynced(&self) -> bool {
+        self.inner.is_unsynced()
     }
 
     /// The index file's path.

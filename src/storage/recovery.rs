@@ -272,7 +272,10 @@ pub(crate) fn load(
                     ),
                 });
             }
-            segment.sync()?;
+            // The last segment's indexes are rebuilt on every open (it holds the recovery
+            // point), so only its log must be durable; earlier ones' indexes too.
+            let is_last = i + 1 == bases.len() || report.truncation.is_some();
+            segment.sync(!is_last)?;
         }
         segments.push(segment);
     }
@@ -304,7 +307,7 @@ pub(crate) fn load(
         let old: Vec<Segment> = std::mem::take(&mut segments);
         delete_segment_files(io, dir, old)?;
         let mut fresh = Segment::create(io, dir, log_start, params, now_ms)?;
-        fresh.sync()?;
+        fresh.sync(true)?;
         io.sync_dir(dir).map_err(io_err("syncing directory", dir))?;
         segments.push(fresh);
     }

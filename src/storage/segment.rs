@@ -143,16 +143,19 @@ pub fn scan_log(
     end: u64,
     mut visit: impl FnMut(Batch<'_>) -> Result<bool>,
 ) -> Result<ScanEnd> {
-    let mut buf: Vec<u8> = Vec::new();
-    let mut buf_start = start; // file position of buf[0]
+    let mut buf = ScanBuf {
+        data: Vec::new(),
+        len: 0,
+        start,
+    };
     let mut off = 0usize; // next batch in buf
     loop {
-        let pos = buf_start + off as u64;
+        let pos = buf.start + off as u64;
         if pos >= end {
             return Ok(ScanEnd::Complete);
         }
         let left_in_file = end - pos;
-        let avail = (buf.len() - off) as u64;
+        let avail = (buf.len - off) as u64;
         if left_in_file < HEADER_SIZE_UP_TO_MAGIC as u64 {
             return Ok(ScanEnd::Partial {
                 position: pos,
@@ -160,11 +163,16 @@ pub fn scan_log(
             });
         }
         if avail < HEADER_SIZE_UP_TO_MAGIC as u64 {
-            refill(file, path, &mut buf, &mut buf_start, &mut off, end, 0)?;
+            buf.refill(file, path, &mut off, end, 0)?;
             continue;
         }
-        let extent = super::record_batch::next_batch_extent(&buf[off..]);
-        let length = i32::from_be_bytes([buf[off + 8], buf[off + 9], buf[off + 10], buf[off + 11]]);
+        let extent = super::record_batch::next_batch_extent(&buf.data[off..buf.len]);
+        let length = i32::from_be_bytes([
+            buf.data[off + 8],
+            buf.data[off + 9],
+            buf.data[off + 10],
+            buf.data[off + 11],
+        ]);
         if length < CORRUPT_BELOW_BATCH_LENGTH {
             debug_assert!(matches!(extent, Extent::Corrupt(_)));
             return Ok(ScanEnd::Corrupt {
@@ -185,18 +193,10 @@ pub fn scan_log(
         }
         if size > avail {
             // `size <= left_in_file`: the buffer never grows beyond what the file holds.
-            refill(
-                file,
-                path,
-                &mut buf,
-                &mut buf_start,
-                &mut off,
-                end,
-                size as usize,
-            )?;
+            buf.refill(file, path, &mut off, end, size as usize)?;
             continue;
         }
-        let bytes = &buf[off..off + size as usize];
+        let bytes = &buf.data[off..off + size as usize];
         let batch = match Batch::decode_at(bytes, pos) {
             Ok(batch) => batch,
             Err(e) => {
@@ -219,27 +219,42 @@ pub fn scan_log(
     }
 }
 
-/// Moves the unread bytes to the front of `buf` and reads more, at least `need` bytes in all
-/// (or a chunk, whichever is larger), never past `end`.
-fn refill(
-    file: &dyn IoFile,
-    path: &Path,
-    buf: &mut Vec<u8>,
-    buf_start: &mut u64,
-    off: &mut usize,
-    end: u64,
-    need: usize,
-) -> Result<()> {
-    buf.drain(..*off);
-    *buf_start += *off as u64;
-    *off = 0;
-    let have = buf.len();
-    let file_left = end - (*buf_start + have as u64);
-    let want = need.max(SCAN_CHUNK).saturating_sub(have) as u64;
-    let add = want.min(file_left) as usize;
-    buf.resize(have + add, 0);
-    file.read_exact_at(&mut buf[have..], *buf_start + have as u64)
-        .map_err(|e| Error::io(format!("reading {}", path.display()), e))
+/// A read buffer reused across refills: `data[..len]` holds file bytes from `start`.
+struct ScanBuf {
+    data: Vec<u8>,
+    len: usize,
+    start: u64,
+}
+
+impl ScanBuf {
+    /// Moves the bytes from `off` to the front and reads more, up to the larger of `need`
+    /// and a chunk in all, never past `end`. Memory is only zeroed when the buffer grows.
+    fn refill(
+        &mut self,
+        file: &dyn IoFile,
+        path: &Path,
+        off: &mut usize,
+        end: u64,
+        need: usize,
+    ) -> Result<()> {
+        self.data.copy_within(*off..self.len, 0);
+        self.len -= *off;
+        self.start += *off as u64;
+        *off = 0;
+        let file_left = end - (self.start + self.len as u64);
+        let want = need.max(SCAN_CHUNK).saturating_sub(self.len) as u64;
+        let add = want.min(file_left) as usize;
+        if self.data.len() < self.len + add {
+            self.data.resize(self.len + add, 0);
+        }
+        file.read_exact_at(
+            &mut self.data[self.len..self.len + add],
+            self.start + self.len as u64,
+        )
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        self.len += add;
+        Ok(())
+    }
 }
 
 /// What [`Segment::recover`] found.
@@ -520,8 +535,8 @@ impl Segment {
         upper_bound: Option<u64>,
     ) -> Result<SegmentRecovery> {
         self.flush_log()?;
-        self.offset_index.reset();
-        self.time_index.reset();
+        self.offset_index.begin_rebuild();
+        self.time_index.begin_rebuild();
         let base = self.base_offset;
         let interval = self.params.index_interval_bytes;
         let mut expected = min_offset.max(base);
@@ -607,6 +622,8 @@ impl Segment {
             self.log_unsynced = true;
         }
         self.time_index.maybe_append(max_ts, max_off, true);
+        self.offset_index.end_rebuild();
+        self.time_index.end_rebuild();
         self.offset_index.flush()?;
         self.time_index.flush()?;
         self.max_timestamp = max_ts;
@@ -732,8 +749,12 @@ impl Segment {
         self.time_index.flush()
     }
 
-    /// Flushes, then makes the log and both indexes durable.
-    pub(crate) fn sync(&mut self) -> Result<()> {
+    /// Flushes, then makes the log durable, and the indexes too when `indexes` is set.
+    ///
+    /// The active segment's indexes need no fsync: the segment holding the recovery point is
+    /// always recovered on open, which rebuilds them (as Kafka does). Indexes of a segment
+    /// that stopped being active must be durable before the recovery point passes it.
+    pub(crate) fn sync(&mut self, indexes: bool) -> Result<()> {
         self.flush()?;
         if self.log_unsynced {
             self.log
@@ -741,13 +762,18 @@ impl Segment {
                 .map_err(|e| Error::io(format!("syncing {}", self.log_path.display()), e))?;
             self.log_unsynced = false;
         }
-        self.offset_index.sync()?;
-        self.time_index.sync()
+        if indexes {
+            self.offset_index.sync()?;
+            self.time_index.sync()?;
+        }
+        Ok(())
     }
 
-    /// Whether anything was written since the last [`sync`](Segment::sync).
-    pub(crate) fn is_unsynced(&self) -> bool {
-        self.log_unsynced || !self.pending.is_empty()
+    /// Whether [`sync`](Segment::sync) with `indexes` has anything to do.
+    pub(crate) fn is_unsynced(&self, indexes: bool) -> bool {
+        self.log_unsynced
+            || !self.pending.is_empty()
+            || (indexes && (self.offset_index.is_unsynced() || self.time_index.is_unsynced()))
     }
 
     /// Called when the segment stops being the active one: writes the final time index entry
@@ -802,14 +828,33 @@ impl Segment {
             .lookup(offset)
             .map_or(0, |e| u64::from(e.position));
         let size = self.size();
+        // Headers are read from a window of the file (the scan is usually under
+        // `index_interval_bytes` plus a batch), not one read per batch.
+        let mut window: Vec<u8> = Vec::new();
+        let mut window_start = pos;
         while pos < size {
-            let h = self.read_header(pos)?;
+            let header_len = (size - pos).min(HEADER_SIZE as u64);
+            if pos < window_start || pos + header_len > window_start + window.len() as u64 {
+                let n = (size - pos).min(self.find_window()) as usize;
+                window.resize(n, 0);
+                self.read_exact_at(&mut window, pos)?;
+                window_start = pos;
+            }
+            let local = (pos - window_start) as usize;
+            let h = BatchHeader::parse(&window[local..local + header_len as usize])
+                .map_err(|e| e.in_file(&self.log_path, pos))?;
             if h.last_offset() >= 0 && h.last_offset() as u64 >= offset {
                 return Ok(Some((pos, h)));
             }
             pos += h.size();
         }
         Ok(None)
+    }
+
+    /// Bytes to read at once when scanning from an index entry: the entry is at most about
+    /// `index_interval_bytes` plus one batch before the target.
+    fn find_window(&self) -> u64 {
+        (self.params.index_interval_bytes + 4096).clamp(1024, 64 << 10)
     }
 
     /// The first record at or above `min_offset` whose timestamp is at or above `target`:

@@ -467,7 +467,7 @@ impl SegmentSet {
         // A segment wholly below the recovery point is not re-read on open, so the final time
         // index entry just written must be durable before anything relies on it.
         if self.segments[last].next_offset() <= self.recovery_point {
-            self.segments[last].sync()?;
+            self.segments[last].sync(true)?;
         }
         let segment = Segment::create(
             &*self.io,
@@ -505,9 +505,11 @@ impl SegmentSet {
     /// nothing is known about what reached the disk, and only recovery can tell.
     pub fn sync(&mut self) -> Result<()> {
         self.guarded(|set| {
-            for segment in &mut set.segments {
-                if segment.is_unsynced() {
-                    segment.sync()?;
+            let active = set.segments.len() - 1;
+            for (i, segment) in set.segments.iter_mut().enumerate() {
+                let indexes = i != active;
+                if segment.is_unsynced(indexes) {
+                    segment.sync(indexes)?;
                 }
             }
             set.recovery_point = set.log_end_offset();
@@ -714,7 +716,7 @@ impl SegmentSet {
                 set.segments[last].truncate_to(offset)?;
             }
             let last = set.segments.len() - 1;
-            set.segments[last].sync()?;
+            set.segments[last].sync(true)?;
             set.sync_dir()?;
             set.recovery_point = set.recovery_point.min(set.log_end_offset());
             Ok(set.log_end_offset())
@@ -733,6 +735,11 @@ impl SegmentSet {
             set.segments[last].on_roll()
         })?;
         self.sync()?;
+        // A clean close leaves the active segment's indexes durable too.
+        self.guarded(|set| {
+            let last = set.segments.len() - 1;
+            set.segments[last].sync(true)
+        })?;
         Ok(Checkpoints {
             recovery_point: self.recovery_point,
             log_start_offset: self.log_start_offset,
