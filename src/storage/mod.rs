@@ -36,7 +36,7 @@
 //! # Examples
 //!
 //! ```
-//! use std::sync::Arc;
+//! # use std::{sync::Arc};
 //! use logbus::storage::{Checkpoints, FsIo, LogConfig, Record, SegmentSet};
 //! use logbus::SystemClock;
 //!

@@ -11,8 +11,10 @@
 //! 3. index files (`.index`, `.timeindex`, `.txnindex`) without a `.log` are removed;
 //! 4. every segment from the one holding the recovery point onward — and any earlier segment
 //!    whose index is missing, cut mid-entry or out of order — is recovered: each batch is
-//!    checked (size, CRC, offsets increasing and inside the segment), the indexes are rebuilt,
-//!    and the log is cut at the first bad or incomplete batch;
+//!    checked (size, CRC, offsets dense from the segment's base offset and below the next
+//!    segment's — logbus never compacts and rolls a new segment at any gap, so a base offset,
+//!    which the CRC does not cover, that breaks this is corrupt), the indexes are rebuilt, and
+//!    the log is cut at the first bad or incomplete batch;
 //! 5. if anything was cut, every later segment is deleted (its data followed a hole);
 //! 6. the recovered segments are fsynced, so the recovery point becomes the log end offset.
 //!
@@ -388,7 +390,8 @@ struct BatchFacts {
 }
 
 /// Checks a partition directory without changing it: every `.log` must consist of valid
-/// batches (size, CRC, offsets increasing and inside the segment, no incomplete tail), every
+/// batches (size, CRC, record structure, offsets dense from the segment's base offset and
+/// below the next segment's, no incomplete tail), every
 /// `.index` entry must point at the start of a batch whose last offset it names, with offsets
 /// strictly increasing, and every `.timeindex` entry must name the last offset of a batch
 /// whose maximum timestamp — the largest so far in the segment — is the entry's timestamp,
@@ -401,7 +404,7 @@ struct BatchFacts {
 /// # Examples
 ///
 /// ```
-/// use std::sync::Arc;
+/// # use std::{sync::Arc};
 /// use logbus::storage::{verify_dir, Checkpoints, FsIo, LogConfig, Record, SegmentSet};
 /// use logbus::SystemClock;
 ///
@@ -452,7 +455,8 @@ fn verify_segment(
         .map_err(io_err("opening", &log_path))?;
     let len = file.len().map_err(io_err("reading length of", &log_path))?;
     let mut facts: Vec<BatchFacts> = Vec::new();
-    let mut expected = prev_next.unwrap_or(base).max(base);
+    let mut expected = base;
+    let min_offset = prev_next.unwrap_or(base);
     let mut running = i64::MIN;
     let end = scan_log(&*file, &log_path, 0, len, |batch| {
         let h = batch.header();
@@ -466,8 +470,15 @@ fn verify_segment(
                 },
             })
         };
-        if h.base_offset < 0 || (h.base_offset as u64) < expected {
-            return bad(format!("base offset must be >= {expected}"));
+        if h.base_offset != expected as i64 {
+            return bad(format!(
+                "base offset must be {expected} (offsets are dense inside a segment)"
+            ));
+        }
+        if expected < min_offset {
+            return bad(format!(
+                "offsets below {min_offset} belong to the previous segment"
+            ));
         }
         if h.last_offset_delta < 0 {
             return bad("lastOffsetDelta must be >= 0".into());

@@ -523,8 +523,9 @@ impl Segment {
     }
 
     /// Kafka's `LogSegment.recover`: rebuilds both indexes from the log, checking every batch
-    /// (size, CRC, offsets at or above `min_offset`, below `upper_bound`, and within a 32-bit
-    /// delta of the base offset), and cuts the log at the first bad or incomplete batch.
+    /// (size, CRC, offsets dense from the base offset, at or above `min_offset`, below
+    /// `upper_bound`, and within a 32-bit delta of the base offset), and cuts the log at the
+    /// first bad or incomplete batch.
     ///
     /// # Errors
     ///
@@ -539,7 +540,7 @@ impl Segment {
         self.time_index.begin_rebuild();
         let base = self.base_offset;
         let interval = self.params.index_interval_bytes;
-        let mut expected = min_offset.max(base);
+        let mut expected = base;
         let mut max_ts = NO_TIMESTAMP;
         let mut max_off = base;
         let mut last_entry_pos = 0u64;
@@ -567,8 +568,17 @@ impl Segment {
                     },
                 })
             };
-            if h.base_offset < 0 || (h.base_offset as u64) < expected {
-                return bad(format!("base offset must be >= {expected}"));
+            // logbus never compacts and starts a new segment at any gap, so offsets inside a
+            // segment are dense: a base offset (outside the CRC) that breaks this is corrupt.
+            if h.base_offset != expected as i64 {
+                return bad(format!(
+                    "base offset must be {expected} (offsets are dense inside a segment)"
+                ));
+            }
+            if expected < min_offset {
+                return bad(format!(
+                    "offsets below {min_offset} belong to the previous segment"
+                ));
             }
             if h.last_offset_delta < 0 {
                 return bad("lastOffsetDelta must be >= 0".into());

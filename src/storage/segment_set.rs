@@ -20,7 +20,7 @@
 //! # Examples
 //!
 //! ```
-//! use std::sync::Arc;
+//! # use std::{sync::Arc};
 //! use logbus::storage::{Checkpoints, FsIo, LogConfig, Record, SegmentSet};
 //! use logbus::SystemClock;
 //!
@@ -363,7 +363,8 @@ impl SegmentSet {
     }
 
     /// Appends an already encoded batch (e.g. copied from a leader). Its base offset must be
-    /// at or above the log end offset; the offsets between are left as a gap.
+    /// at or above the log end offset; the offsets between are left as a gap, and the batch
+    /// starts a new segment (offsets inside a segment are dense).
     ///
     /// # Errors
     ///
@@ -421,14 +422,17 @@ impl SegmentSet {
         }
         let now = self.clock.now_ms();
         self.guarded(|set| {
-            let roll = set.active().should_roll(
-                set.config.segment_bytes,
-                set.config.segment_ms,
-                size,
-                header.max_timestamp,
-                last,
-                now,
-            );
+            // A gap in offsets starts a new segment: offsets inside a segment stay dense.
+            let gap = header.base_offset as u64 > set.log_end_offset();
+            let roll = gap
+                || set.active().should_roll(
+                    set.config.segment_bytes,
+                    set.config.segment_ms,
+                    size,
+                    header.max_timestamp,
+                    last,
+                    now,
+                );
             if roll {
                 set.roll_at(header.base_offset as u64)?;
             }
@@ -459,8 +463,23 @@ impl SegmentSet {
 
     fn roll_at(&mut self, base: u64) -> Result<()> {
         let base = base.max(self.log_end_offset());
-        if self.active().is_empty() && self.active().base_offset() == base {
-            return Ok(());
+        if self.active().is_empty() {
+            if self.active().base_offset() == base {
+                return Ok(());
+            }
+            // An empty active segment is replaced rather than left behind empty.
+            let empty: Vec<Segment> = self.segments.drain(self.segments.len() - 1..).collect();
+            recovery::delete_segment_files(&*self.io, &self.dir, empty)?;
+            let segment = Segment::create(
+                &*self.io,
+                &self.dir,
+                base,
+                self.config.segment_params(),
+                self.clock.now_ms(),
+            )?;
+            self.segments.push(segment);
+            self.log_start_offset = self.log_start_offset.max(self.segments[0].base_offset());
+            return self.sync_dir();
         }
         let last = self.segments.len() - 1;
         self.segments[last].on_roll()?;
