@@ -49,7 +49,7 @@ pub enum Error {
         reason: Corruption,
     },
 
-    /// A segment, index or checkpoint-adjacent storage file failed validation.
+    /// A segment or index file failed validation.
     #[error("corrupt file {}: at byte {position}: {reason}", file.display())]
     CorruptSegment {
         /// The file holding the bad bytes.
@@ -85,6 +85,18 @@ pub enum Error {
         size: u64,
         /// The largest size accepted.
         max: u64,
+    },
+
+    /// A batch to append holds no record (a log's batches hold at least one).
+    #[error(
+        "cannot append an empty record batch (recordsCount {records_count}, lastOffsetDelta \
+         {last_offset_delta}); a batch needs at least one record"
+    )]
+    EmptyBatch {
+        /// The batch's record count.
+        records_count: i32,
+        /// The batch's last offset delta.
+        last_offset_delta: i32,
     },
 
     /// An offset lies outside the log.

@@ -59,7 +59,13 @@ fn kill_at_random_moments() {
     let mut total = 0;
     for round in 0..4 {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["crash_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "crash_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -69,7 +75,12 @@ fn kill_at_random_moments() {
         child.kill().unwrap();
         child.wait().unwrap();
         let mut out = String::new();
-        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
         let synced = out
             .lines()
             .filter_map(|l| l.strip_prefix("synced "))
@@ -96,7 +107,10 @@ fn kill_at_random_moments() {
             assert_eq!(r, &record(i as u64, 200), "round {round}: not a prefix");
         }
         assert_consistent(&FsIo, dir.path());
-        assert!(all.len() >= total, "round {round}: records lost across rounds");
+        assert!(
+            all.len() >= total,
+            "round {round}: records lost across rounds"
+        );
         total = all.len();
     }
     assert!(total > 0, "the child never appended");

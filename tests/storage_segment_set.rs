@@ -321,6 +321,14 @@ fn append_batch_checks_its_input() {
     assert_eq!((info.base_offset, log.log_end_offset()), (10, 11));
     assert_eq!(info.segment_base_offset, 10, "a gap starts a new segment");
     assert_eq!(log.read_records(1, 100).unwrap()[0].0, 10);
+    // No records.
+    assert!(matches!(
+        log.append(&[]),
+        Err(Error::EmptyBatch {
+            records_count: 0,
+            ..
+        })
+    ));
     // Still online: input errors do not take the log offline.
     assert!(!log.is_offline());
     // Too large.

@@ -838,33 +838,16 @@ impl Segment {
             .lookup(offset)
             .map_or(0, |e| u64::from(e.position));
         let size = self.size();
-        // Headers are read from a window of the file (the scan is usually under
-        // `index_interval_bytes` plus a batch), not one read per batch.
-        let mut window: Vec<u8> = Vec::new();
-        let mut window_start = pos;
+        // One small read per header: from an index entry the scan covers about
+        // `index_interval_bytes`, a few batches (measured faster than reading a window).
         while pos < size {
-            let header_len = (size - pos).min(HEADER_SIZE as u64);
-            if pos < window_start || pos + header_len > window_start + window.len() as u64 {
-                let n = (size - pos).min(self.find_window()) as usize;
-                window.resize(n, 0);
-                self.read_exact_at(&mut window, pos)?;
-                window_start = pos;
-            }
-            let local = (pos - window_start) as usize;
-            let h = BatchHeader::parse(&window[local..local + header_len as usize])
-                .map_err(|e| e.in_file(&self.log_path, pos))?;
+            let h = self.read_header(pos)?;
             if h.last_offset() >= 0 && h.last_offset() as u64 >= offset {
                 return Ok(Some((pos, h)));
             }
             pos += h.size();
         }
         Ok(None)
-    }
-
-    /// Bytes to read at once when scanning from an index entry: the entry is at most about
-    /// `index_interval_bytes` plus one batch before the target.
-    fn find_window(&self) -> u64 {
-        (self.params.index_interval_bytes + 4096).clamp(1024, 64 << 10)
     }
 
     /// The first record at or above `min_offset` whose timestamp is at or above `target`:

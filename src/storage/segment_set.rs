@@ -42,7 +42,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::io::Io;
-use super::record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, Record};
+use super::record_batch::{
+    next_batch_extent, Batch, BatchBuilder, BatchHeader, BatchIter, Extent, Record,
+};
 use super::recovery::{self, RecoveryReport};
 use super::segment::{Segment, SegmentParams};
 use crate::clock::Clock;
@@ -346,10 +348,10 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`]-free input errors leave the log usable:
-    /// [`Error::RecordTooLarge`] when the batch exceeds `max_batch_bytes` or `segment_bytes`,
-    /// or an empty `records`. I/O errors ([`Error::Io`]) take the log offline
-    /// ([`Error::LogOffline`] thereafter).
+    /// Errors in the input leave the log usable: [`Error::RecordTooLarge`] when the batch
+    /// exceeds `max_batch_bytes` or `segment_bytes`, [`Error::EmptyBatch`] for no records.
+    /// I/O errors
+    /// ([`Error::Io`]) take the log offline ([`Error::LogOffline`] thereafter).
     pub fn append(&mut self, records: &[Record]) -> Result<AppendInfo> {
         self.check_online()?;
         let mut builder = self.builder.take().unwrap_or_else(|| BatchBuilder::new(0));
@@ -397,10 +399,9 @@ impl SegmentSet {
     fn append_encoded(&mut self, bytes: &[u8]) -> Result<AppendInfo> {
         let header = BatchHeader::parse(bytes)?;
         if header.records_count <= 0 || header.last_offset_delta < 0 {
-            return Err(Error::RecordTooLarge {
-                what: "record batch (empty: at least one record is needed)",
-                size: 0,
-                max: 0,
+            return Err(Error::EmptyBatch {
+                records_count: header.records_count,
+                last_offset_delta: header.last_offset_delta,
             });
         }
         let size = bytes.len() as u64;
@@ -548,6 +549,25 @@ impl SegmentSet {
     /// [`Error::OffsetOutOfRange`] outside `[log start, log end]`; [`Error::CorruptSegment`]
     /// when a header on the way is unreadable; I/O errors.
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<Vec<u8>> {
+        let Some((mut bytes, path, pos)) = self.read_raw(offset, max_bytes)? else {
+            return Ok(Vec::new());
+        };
+        // Serve only batches whose CRC holds; a bad first batch is the caller's error.
+        let mut keep = 0u64;
+        for batch in BatchIter::with_base(&bytes, pos) {
+            match batch {
+                Ok(b) => keep += b.size(),
+                Err(e) if keep == 0 => return Err(e.in_file(path, 0)),
+                Err(_) => break,
+            }
+        }
+        bytes.truncate(keep as usize);
+        Ok(bytes)
+    }
+
+    /// Whole batches (cut by their length fields, not yet checked) from the one holding
+    /// `offset`, with the segment file and the position they start at.
+    fn read_raw(&self, offset: u64, max_bytes: usize) -> Result<Option<(Vec<u8>, &Path, u64)>> {
         let end = self.log_end_offset();
         if offset < self.log_start_offset || offset > end {
             return Err(Error::OffsetOutOfRange {
@@ -568,20 +588,16 @@ impl SegmentSet {
             let want = (max_bytes as u64).min(available).max(header.size());
             let mut bytes = vec![0u8; want as usize];
             segment.read_exact_at(&mut bytes, pos)?;
-            // Keep whole batches only.
-            let mut iter = BatchIter::new(&bytes);
-            let mut keep = 0u64;
-            for batch in iter.by_ref() {
-                match batch {
-                    Ok(b) => keep += b.size(),
-                    Err(e) if keep == 0 => return Err(e.in_file(segment.log_path(), pos)),
-                    Err(_) => break,
-                }
+            let mut keep = 0usize;
+            while let Extent::Batch(size) = next_batch_extent(&bytes[keep..]) {
+                keep += size;
             }
-            bytes.truncate(keep as usize);
-            return Ok(bytes);
+            // The first batch is always whole (its header gave the size); if its length field
+            // is bad, validation reports it.
+            bytes.truncate(keep.max(header.size() as usize).min(bytes.len()));
+            return Ok(Some((bytes, segment.log_path(), pos)));
         }
-        Ok(Vec::new())
+        Ok(None)
     }
 
     /// The records at and after `offset`, from the batches [`read`](SegmentSet::read)
@@ -592,12 +608,18 @@ impl SegmentSet {
     /// As [`read`](SegmentSet::read), plus [`Error::CorruptSegment`] for a malformed record
     /// and [`Error::UnsupportedCompression`] for a compressed batch.
     pub fn read_records(&self, offset: u64, max_bytes: usize) -> Result<Vec<(u64, Record)>> {
-        let bytes = self.read(offset, max_bytes)?;
+        let Some((bytes, path, pos)) = self.read_raw(offset, max_bytes)? else {
+            return Ok(Vec::new());
+        };
         let mut out = Vec::new();
-        for batch in BatchIter::new(&bytes) {
-            let batch = batch?;
-            for record in batch.records()? {
-                let record = record?;
+        for batch in BatchIter::with_base(&bytes, pos) {
+            let batch = match batch {
+                Ok(b) => b,
+                Err(e) if out.is_empty() => return Err(e.in_file(path, 0)),
+                Err(_) => break,
+            };
+            for record in batch.records().map_err(|e| e.in_file(path, 0))? {
+                let record = record.map_err(|e| e.in_file(path, 0))?;
                 if record.offset >= 0 && record.offset as u64 >= offset {
                     out.push((record.offset as u64, record.to_record()));
                 }
