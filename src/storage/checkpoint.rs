@@ -7,9 +7,9 @@
 //! (`topic partition offset`), and each partition directory a `leader-epoch-checkpoint` with
 //! [`EpochEntry`] entries (`epoch startOffset`).
 //!
-//! [`write`] replaces a file atomically and durably: it writes `<name>.tmp`, fsyncs it,
+//! [`write`](fn@write) replaces a file atomically and durably: it writes `<name>.tmp`, fsyncs it,
 //! renames it over `<name>` and fsyncs the directory, so a crash leaves the old file or the new
-//! one, never a mix. [`read`] rejects anything that does not follow the layout with an
+//! one, never a mix. [`read`](fn@read) rejects anything that does not follow the layout with an
 //! [`Error::InvalidCheckpoint`] naming the file and line.
 //!
 //! # Examples

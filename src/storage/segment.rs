@@ -2,14 +2,14 @@
 //! `LogSegment`).
 //!
 //! Appends go to an in-memory write buffer that reaches the file when it holds
-//! `write_buffer_bytes`, on [`flush`](Segment::flush) and on [`sync`](Segment::sync) (which also
-//! makes the bytes durable); readers of the segment see buffered bytes too. Index entries are
+//! `write_buffer_bytes`, on `flush` and on `sync` (which also makes the bytes durable);
+//! readers of the segment see buffered bytes too. Index entries are
 //! added by Kafka's rule: when more than `index_interval_bytes` were appended since the last
 //! entry, an entry for the incoming batch is added *before* its bytes are counted.
 //!
-//! [`recover`](Segment::recover) is Kafka's `LogSegment.recover`: every batch is checked (size,
-//! CRC, offsets increasing and inside the segment), the indexes are rebuilt as it goes, and the
-//! log is cut at the first bad batch.
+//! Recovery is Kafka's `LogSegment.recover`: every batch is checked (size, CRC, offsets dense
+//! from the base offset and below the next segment's), the indexes are rebuilt as it goes, and
+//! the log is cut at the first bad or incomplete batch.
 //!
 //! [`scan_log`] iterates the batches of any `.log` file with their positions, which is what a
 //! dump tool needs.
@@ -257,7 +257,7 @@ impl ScanBuf {
     }
 }
 
-/// What [`Segment::recover`] found.
+/// What recovering one segment found.
 #[derive(Debug)]
 pub struct SegmentRecovery {
     /// Bytes of valid batches kept.

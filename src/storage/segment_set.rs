@@ -235,7 +235,7 @@ pub struct SegmentSet {
 
 impl SegmentSet {
     /// Opens (creating if needed) the partition directory `dir`, running Kafka's log recovery
-    /// from `checkpoints.recovery_point` onward (see [`recovery`](super::recovery)).
+    /// from `checkpoints.recovery_point` onward (see the `recovery` module).
     ///
     /// # Errors
     ///
