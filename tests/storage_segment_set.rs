@@ -340,6 +340,19 @@ fn append_batch_checks_its_input() {
 }
 
 #[test]
+fn partition_leader_epoch_is_written_when_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open_real(dir.path(), LogConfig::default(), clock());
+    log.append(&[record(0, 10)]).unwrap();
+    log.set_partition_leader_epoch(7);
+    log.append(&[record(1, 10)]).unwrap();
+    let epochs: Vec<i32> = logbus::storage::BatchIter::new(&log.read(0, 1 << 20).unwrap())
+        .map(|b| b.unwrap().header().partition_leader_epoch)
+        .collect();
+    assert_eq!(epochs, vec![0, 7]);
+}
+
+#[test]
 fn invalid_config_names_the_setting() {
     let cases: Vec<(LogConfig, &str)> = vec![
         (

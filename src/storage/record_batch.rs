@@ -898,7 +898,13 @@ impl BatchBuilder {
         self
     }
 
-    /// Empties the builder for a new batch at `base_offset`, keeping its buffer.
+    /// Sets the partition leader epoch of this and later batches built with this builder.
+    pub fn set_partition_leader_epoch(&mut self, epoch: i32) {
+        self.partition_leader_epoch = epoch;
+    }
+
+    /// Empties the builder for a new batch at `base_offset`, keeping its buffer (and the
+    /// partition leader epoch).
     pub fn clear(&mut self, base_offset: i64) {
         self.buf.clear();
         self.buf.resize(HEADER_SIZE, 0);

@@ -110,8 +110,16 @@ pub(crate) fn load(
     now_ms: i64,
     checkpoints: Checkpoints,
 ) -> Result<Loaded> {
+    let existed = io.exists(dir).map_err(io_err("checking", dir))?;
     io.create_dir_all(dir)
         .map_err(io_err("creating directory", dir))?;
+    if !existed {
+        // A new directory's own name must be durable too.
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            io.sync_dir(parent)
+                .map_err(io_err("syncing directory", parent))?;
+        }
+    }
     let mut report = RecoveryReport::default();
     let mut names: BTreeSet<String> = io
         .list_dir(dir)

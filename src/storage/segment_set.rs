@@ -231,6 +231,9 @@ pub struct SegmentSet {
     recovery_point: u64,
     offline: bool,
     builder: Option<BatchBuilder>,
+    /// Written into the batches [`append`](SegmentSet::append) builds (0 until replication
+    /// sets it).
+    partition_leader_epoch: i32,
 }
 
 impl SegmentSet {
@@ -262,6 +265,7 @@ impl SegmentSet {
             recovery_point: loaded.report.recovery_point,
             offline: false,
             builder: None,
+            partition_leader_epoch: 0,
         };
         Ok((set, loaded.report))
     }
@@ -344,6 +348,12 @@ impl SegmentSet {
         r
     }
 
+    /// Sets the partition leader epoch written into the batches [`append`](SegmentSet::append)
+    /// builds from now on (0 by default; replication sets the leader's epoch).
+    pub fn set_partition_leader_epoch(&mut self, epoch: i32) {
+        self.partition_leader_epoch = epoch;
+    }
+
     /// Appends `records` as one batch at the log end offset.
     ///
     /// # Errors
@@ -356,6 +366,7 @@ impl SegmentSet {
         self.check_online()?;
         let mut builder = self.builder.take().unwrap_or_else(|| BatchBuilder::new(0));
         builder.clear(self.log_end_offset() as i64);
+        builder.set_partition_leader_epoch(self.partition_leader_epoch);
         let result = records
             .iter()
             .try_for_each(|r| builder.append_record(r))
