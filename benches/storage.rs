@@ -236,6 +236,7 @@ fn bench_lookup(root: &Path, pairs: u64) {
         Checkpoints {
             recovery_point: records,
             log_start_offset: 0,
+            clean_shutdown: true,
         },
     );
     // Every batch has the same size here (fixed-size keys and values, one record each), so

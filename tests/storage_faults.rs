@@ -333,6 +333,7 @@ fn run_until_failure(fs: &FaultyIo, arm: impl FnOnce(&FaultyIo)) -> (u64, Checkp
     let cp = Checkpoints {
         recovery_point: log.recovery_point(),
         log_start_offset: log.log_start_offset(),
+        clean_shutdown: false,
     };
     arm(fs);
     let mut i = 20;
@@ -577,6 +578,7 @@ fn power_loss_at_random_points_keeps_a_consistent_prefix() {
             cp = Checkpoints {
                 recovery_point: log.recovery_point(),
                 log_start_offset: log.log_start_offset(),
+                clean_shutdown: false,
             };
             for _ in 0..rng.usize(1..40) {
                 let n = rng.usize(1..4);

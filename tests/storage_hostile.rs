@@ -157,6 +157,7 @@ proptest! {
         let cp = Checkpoints {
             recovery_point: if full { 0 } else { recovery_point },
             log_start_offset: 0,
+            clean_shutdown: false,
         };
         let opened = SegmentSet::open(dir(), config, io.clone(), clock(), cp);
         let (log, _report) = match opened {

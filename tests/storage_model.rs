@@ -115,6 +115,9 @@ fn run(config: LogConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
         )
         .expect("open");
         assert!(report.truncation.is_none(), "{report:?}");
+        if cp.clean_shutdown {
+            assert_eq!(report.segments_recovered, 0, "clean shutdown: {report:?}");
+        }
         log
     };
     let mut log = reopen(Checkpoints::default());

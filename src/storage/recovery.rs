@@ -9,7 +9,8 @@
 //!    its indexes rebuilt; index `.swap` files, and any swap at or above an unfinished
 //!    `.cleaned` file's offset, are removed instead;
 //! 3. index files (`.index`, `.timeindex`, `.txnindex`) without a `.log` are removed;
-//! 4. every segment from the one holding the recovery point onward — and any earlier segment
+//! 4. unless the shutdown was clean ([`Checkpoints::clean_shutdown`]), every segment from the
+//!    one holding the recovery point onward — and any segment
 //!    whose index is missing, cut mid-entry or out of order — is recovered: each batch is
 //!    checked (size, CRC, offsets dense from the segment's base offset and below the next
 //!    segment's — logbus never compacts and rolls a new segment at any gap, so a base offset,
@@ -219,9 +220,15 @@ pub(crate) fn load(
     // 4-5. Open, and recover from the recovery point's segment onward.
     let params = config.segment_params();
     let bases: Vec<u64> = bases.into_iter().collect();
-    let start = bases
-        .partition_point(|&b| b <= checkpoints.recovery_point)
-        .saturating_sub(1);
+    // The first segment to revalidate: the one holding the recovery point (none after a
+    // clean shutdown).
+    let start = if checkpoints.clean_shutdown {
+        bases.len()
+    } else {
+        bases
+            .partition_point(|&b| b <= checkpoints.recovery_point)
+            .saturating_sub(1)
+    };
     let mut segments: Vec<Segment> = Vec::with_capacity(bases.len());
     let mut doomed: Vec<u64> = Vec::new();
     for (i, &base) in bases.iter().enumerate() {

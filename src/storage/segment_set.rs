@@ -178,8 +178,9 @@ impl LogConfig {
     }
 }
 
-/// The two offsets a partition log is opened with, as Kafka keeps them in the checkpoint
-/// files `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint`.
+/// What a partition log is opened with: the two offsets Kafka keeps in the checkpoint files
+/// `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint`, and whether the last
+/// shutdown was clean (Kafka's `.kafka_cleanshutdown` marker).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Checkpoints {
     /// Everything below this offset was durable at the last checkpoint: recovery revalidates
@@ -187,6 +188,12 @@ pub struct Checkpoints {
     pub recovery_point: u64,
     /// The first offset still held (raised by retention; 0 by default).
     pub log_start_offset: u64,
+    /// Set only when [`SegmentSet::close`] returned these checkpoints and nothing has written
+    /// to the directory since: then no segment is revalidated on open (only segments whose
+    /// indexes are missing or damaged, or whose tail does not parse, are recovered). Whoever
+    /// persists this flag must clear it when the log is opened again, as Kafka deletes its
+    /// clean-shutdown marker at startup.
+    pub clean_shutdown: bool,
 }
 
 /// Where an append landed.
@@ -775,8 +782,9 @@ impl SegmentSet {
         })
     }
 
-    /// Flushes, fsyncs and closes the log (a clean shutdown: the recovery point is then the
-    /// log end offset, to be written to the checkpoint file).
+    /// Flushes, fsyncs and closes the log: a clean shutdown. The checkpoints returned (the
+    /// recovery point is then the log end offset, and `clean_shutdown` is set) let the next
+    /// open skip revalidation.
     ///
     /// # Errors
     ///
@@ -795,6 +803,7 @@ impl SegmentSet {
         Ok(Checkpoints {
             recovery_point: self.recovery_point,
             log_start_offset: self.log_start_offset,
+            clean_shutdown: true,
         })
     }
 }
