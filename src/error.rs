@@ -99,6 +99,18 @@ pub enum Error {
         last_offset_delta: i32,
     },
 
+    /// A batch to append starts below the log end offset (offsets only grow).
+    #[error(
+        "cannot append a batch at offset {base_offset}: the log already ends at \
+         {log_end_offset}, and appends must start at or above it"
+    )]
+    OffsetBelowLogEnd {
+        /// The batch's base offset.
+        base_offset: i64,
+        /// The log end offset.
+        log_end_offset: u64,
+    },
+
     /// An offset lies outside the log.
     #[error("offset {requested} is out of range: the log holds offsets [{start}, {end})")]
     OffsetOutOfRange {

@@ -284,7 +284,10 @@ fn append_batch_checks_its_input() {
         .to_vec();
     assert!(matches!(
         log.append_batch(&old),
-        Err(Error::OffsetOutOfRange { .. })
+        Err(Error::OffsetBelowLogEnd {
+            base_offset: 0,
+            log_end_offset: 1
+        })
     ));
     // Corrupt.
     let mut bad = BatchBuilder::new(1)

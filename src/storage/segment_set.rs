@@ -367,8 +367,7 @@ impl SegmentSet {
     ///
     /// Errors in the input leave the log usable: [`Error::RecordTooLarge`] when the batch
     /// exceeds `max_batch_bytes` or `segment_bytes`, [`Error::EmptyBatch`] for no records.
-    /// I/O errors
-    /// ([`Error::Io`]) take the log offline ([`Error::LogOffline`] thereafter).
+    /// I/O errors ([`Error::Io`]) take the log offline ([`Error::LogOffline`] thereafter).
     pub fn append(&mut self, records: &[Record]) -> Result<AppendInfo> {
         self.check_online()?;
         let mut builder = self.builder.take().unwrap_or_else(|| BatchBuilder::new(0));
@@ -389,7 +388,7 @@ impl SegmentSet {
     /// # Errors
     ///
     /// [`Error::CorruptBatch`] when `batch` is not one valid batch (CRC, structure, records),
-    /// [`Error::OffsetOutOfRange`] for a base offset below the log end, the errors of
+    /// [`Error::OffsetBelowLogEnd`] for a base offset below the log end, the errors of
     /// [`append`](SegmentSet::append) otherwise.
     pub fn append_batch(&mut self, batch: &[u8]) -> Result<AppendInfo> {
         self.check_online()?;
@@ -405,10 +404,9 @@ impl SegmentSet {
         decoded.validate_records()?;
         let h = decoded.header();
         if h.base_offset < 0 || (h.base_offset as u64) < self.log_end_offset() {
-            return Err(Error::OffsetOutOfRange {
-                requested: h.base_offset.max(0) as u64,
-                start: self.log_end_offset(),
-                end: i64::MAX as u64,
+            return Err(Error::OffsetBelowLogEnd {
+                base_offset: h.base_offset,
+                log_end_offset: self.log_end_offset(),
             });
         }
         self.append_encoded(batch)
@@ -431,8 +429,9 @@ impl SegmentSet {
                 max,
             });
         }
+        // `last_offset` saturates at i64::MAX, and the offset after it must exist.
         let last = header.last_offset() as u64;
-        if last > i64::MAX as u64 - 1 {
+        if last >= i64::MAX as u64 {
             return Err(Error::OffsetOutOfRange {
                 requested: last,
                 start: self.log_start_offset,
