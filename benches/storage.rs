@@ -11,7 +11,8 @@
 //! Settings (environment): `LOGBUS_BENCH_DIR` (where files go; default: a temporary
 //! directory under the system temp dir — keep it on the disk you care about),
 //! `LOGBUS_BENCH_PAIRS` (7), `LOGBUS_BENCH_APPEND_MIB` (64 per run), `LOGBUS_BENCH_RECOVERY_MIB`
-//! (1024), `LOGBUS_BENCH_LOOKUP_MIB` (64).
+//! (1024), `LOGBUS_BENCH_LOOKUP_MIB` (64), `LOGBUS_BENCH_WRITE_BUFFER` (the log's
+//! `write_buffer_bytes`; default: the config's default).
 //!
 //! - **append**: logbus appends 1 KiB (then 100-byte) records, one record per batch, calling
 //!   `sync` (fdatasync) after every 1 MiB of record bytes; the baseline writes 1 MiB buffers
@@ -56,17 +57,22 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+fn config() -> LogConfig {
+    let default = LogConfig::default();
+    LogConfig {
+        write_buffer_bytes: env_u64(
+            "LOGBUS_BENCH_WRITE_BUFFER",
+            default.write_buffer_bytes as u64,
+        ) as usize,
+        ..default
+    }
+}
+
 fn open_set(dir: &Path, checkpoints: Checkpoints) -> SegmentSet {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    SegmentSet::open(
-        dir,
-        LogConfig::default(),
-        Arc::new(FsIo),
-        clock,
-        checkpoints,
-    )
-    .expect("open")
-    .0
+    SegmentSet::open(dir, config(), Arc::new(FsIo), clock, checkpoints)
+        .expect("open")
+        .0
 }
 
 /// logbus: `bytes` of records of `record_size`, one per batch, `sync` every MiB.
@@ -205,7 +211,7 @@ fn bench_recovery(root: &Path, pairs: u64) {
         let start = Instant::now();
         let (log, report) = SegmentSet::open(
             &dir,
-            LogConfig::default(),
+            config(),
             Arc::new(FsIo),
             Arc::new(SystemClock),
             Checkpoints::default(),

@@ -690,6 +690,7 @@ impl Segment {
 
     /// Whether the next batch (of `batch_size` bytes, max timestamp `max_timestamp`, last
     /// offset `last_offset`) must go to a new segment (Kafka's `LogSegment.shouldRoll`).
+    /// `now_ms` is called only when the batches carry no timestamps.
     pub(crate) fn should_roll(
         &self,
         segment_bytes: u64,
@@ -697,7 +698,7 @@ impl Segment {
         batch_size: u64,
         max_timestamp: i64,
         last_offset: u64,
-        now_ms: i64,
+        now_ms: impl FnOnce() -> i64,
     ) -> bool {
         let size = self.size();
         if size == 0 {
@@ -706,7 +707,7 @@ impl Segment {
         let full = size > segment_bytes.saturating_sub(batch_size);
         let waited = match self.rolling_timestamp {
             Some(first) if first >= 0 && max_timestamp >= 0 => max_timestamp.saturating_sub(first),
-            _ => now_ms.saturating_sub(self.created_ms),
+            _ => now_ms().saturating_sub(self.created_ms),
         };
         let old = waited > segment_ms;
         let index_full = self.offset_index.is_full() || self.time_index.is_full();

@@ -438,7 +438,6 @@ impl SegmentSet {
                 end: i64::MAX as u64,
             });
         }
-        let now = self.clock.now_ms();
         self.guarded(|set| {
             // A gap in offsets starts a new segment: offsets inside a segment stay dense.
             let gap = header.base_offset as u64 > set.log_end_offset();
@@ -449,7 +448,7 @@ impl SegmentSet {
                     size,
                     header.max_timestamp,
                     last,
-                    now,
+                    || set.clock.now_ms(),
                 );
             if roll {
                 set.roll_at(header.base_offset as u64)?;
