@@ -75,6 +75,24 @@ fn index_entries_follow_kafkas_rule() {
         }
     );
     assert_consistent(&FsIo, dir.path());
+
+    // Recovery rebuilds the same indexes by the same rule.
+    let index = dir.path().join(file_name(0, "index"));
+    let timeindex = dir.path().join(file_name(0, "timeindex"));
+    let (index_bytes, time_bytes) = (fs::read(&index).unwrap(), fs::read(&timeindex).unwrap());
+    fs::remove_file(&index).unwrap();
+    fs::remove_file(&timeindex).unwrap();
+    let (log, report) = open(
+        dir.path(),
+        LogConfig::default(),
+        Arc::new(FsIo),
+        clock(),
+        Checkpoints::default(),
+    );
+    assert_eq!(report.rebuilt_indexes.len(), 2);
+    log.close().unwrap();
+    assert_eq!(fs::read(&index).unwrap(), index_bytes);
+    assert_eq!(fs::read(&timeindex).unwrap(), time_bytes);
 }
 
 #[test]
