@@ -555,7 +555,6 @@ fn power_loss_at_random_points_keeps_a_consistent_prefix() {
         // Several crash/reopen rounds on the same disk.
         for round in 0..rng.usize(1..4) {
             let (mut log, report) = open(&sim_dir(), config.clone(), io.clone(), clock(), cp);
-            eprintln!("seed {seed} round {round} cp {cp:?} report {report:?}");
             let all = read_all(&log);
             assert!(
                 all.len() as u64 >= synced,
