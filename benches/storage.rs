@@ -139,7 +139,10 @@ fn bench_append(root: &Path, pairs: u64) {
                 (a, append_raw(&root.join("append-raw"), bytes))
             } else {
                 let b = append_raw(&root.join("append-raw"), bytes);
-                (append_logbus(&root.join("append-logbus"), record_size, bytes), b)
+                (
+                    append_logbus(&root.join("append-logbus"), record_size, bytes),
+                    b,
+                )
             };
             let a_rate = bytes as f64 / a.as_secs_f64() / 1e6;
             let b_rate = bytes as f64 / b.as_secs_f64() / 1e6;

@@ -70,19 +70,19 @@ fn unsynced_names_and_writes_may_vanish_and_outcomes_vary_by_seed() {
         fs.crash();
         let other = fs.read_file(Path::new("/d/other")).unwrap();
         // Whatever survived is a prefix of the writes, in order.
-        let ones = other.iter().take_while(|&&b| b == 2).count();
-        let threes = other[ones..].iter().take_while(|&&b| b == 3).count();
+        let first_write = other.iter().take_while(|&&b| b == 2).count();
+        let second_write = other[first_write..].iter().take_while(|&&b| b == 3).count();
         assert!(
-            other[ones + threes..].iter().all(|&b| b == 0),
+            other[first_write + second_write..].iter().all(|&b| b == 0),
             "seed {seed}"
         );
         assert!(
-            threes == 0 || ones == 2 * PAGE_SIZE,
+            second_write == 0 || first_write == 2 * PAGE_SIZE,
             "seed {seed}: out of order"
         );
-        if threes == PAGE_SIZE {
+        if second_write == PAGE_SIZE {
             kept_whole += 1;
-        } else if ones < 2 * PAGE_SIZE {
+        } else if first_write < 2 * PAGE_SIZE {
             vanished += 1; // part of the first unsynced write is gone
         } else {
             torn += 1;
