@@ -10,8 +10,9 @@
 //! # Durability
 //!
 //! [`append`](SegmentSet::append) makes records visible to readers of this set; bytes reach
-//! the operating system when the write buffer fills, on [`flush`](SegmentSet::flush) and on
-//! [`sync`](SegmentSet::sync); they are durable only after [`sync`](SegmentSet::sync), which
+//! the operating system when the write buffer fills, on [`flush`](SegmentSet::flush), on
+//! [`sync`](SegmentSet::sync) and when the set is dropped (a killed process loses at most the
+//! write buffer); they are durable only after [`sync`](SegmentSet::sync), which
 //! fsyncs every segment written since the last sync (log and indexes) and then advances the
 //! recovery point to the log end. New files' directory entries are fsynced when they are
 //! created, renamed or removed. After an I/O error in a write path the set refuses further
@@ -803,5 +804,18 @@ impl SegmentSet {
             log_start_offset: self.log_start_offset,
             clean_shutdown: true,
         })
+    }
+}
+
+impl Drop for SegmentSet {
+    /// Hands buffered bytes to the operating system, as `BufWriter` does on drop. Errors are
+    /// ignored here: call [`flush`](SegmentSet::flush), [`sync`](SegmentSet::sync) or
+    /// [`close`](SegmentSet::close) to see them. Nothing is made durable.
+    fn drop(&mut self) {
+        if !self.offline {
+            for segment in &mut self.segments {
+                let _ = segment.flush();
+            }
+        }
     }
 }
