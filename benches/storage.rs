@@ -231,6 +231,7 @@ fn bench_recovery(root: &Path, pairs: u64) {
         assert!(report.truncation.is_none());
         assert_eq!(log.log_end_offset(), records);
         assert_eq!(report.bytes_validated, log.size_bytes());
+        assert_eq!(report.batches_validated, records);
         drop(log);
         let b = read_dir_plainly(&dir);
         ratios.push(a.as_secs_f64() / b.as_secs_f64());

@@ -61,6 +61,8 @@ pub struct RecoveryReport {
     pub segments_recovered: usize,
     /// Bytes of valid batches revalidated.
     pub bytes_validated: u64,
+    /// Valid batches revalidated.
+    pub batches_validated: u64,
     /// Where the log was cut, if it was.
     pub truncation: Option<Truncation>,
     /// Segment `.log` files deleted because they followed a cut.
@@ -265,6 +267,7 @@ pub(crate) fn load(
             let outcome = segment.recover(min_offset, upper)?;
             report.segments_recovered += 1;
             report.bytes_validated += outcome.valid_bytes;
+            report.batches_validated += outcome.batches;
             if let Some((position, bytes, reason)) = outcome.truncated {
                 report.truncation = Some(Truncation {
                     file: segment.log_path().to_path_buf(),

@@ -259,7 +259,7 @@ impl ScanBuf {
 
 /// What recovering one segment found.
 #[derive(Debug)]
-pub struct SegmentRecovery {
+pub(crate) struct SegmentRecovery {
     /// Bytes of valid batches kept.
     pub valid_bytes: u64,
     /// Batches kept.
