@@ -322,6 +322,9 @@ fn main() {
     }
     let only = std::env::var("LOGBUS_BENCH_ONLY").unwrap_or_default();
     println!("storage benches in {} ({pairs} pairs each)", root.display());
+    if smoke {
+        println!("(smoke run without --bench: tiny sizes, one pair; the figures mean nothing)");
+    }
     if only.is_empty() || only == "append" {
         bench_append(&root, pairs);
     }
