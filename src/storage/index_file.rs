@@ -6,8 +6,11 @@
 //! nothing to trim on roll or close. Files written by Kafka and left untrimmed by a crash are
 //! still read correctly: loading stops at the first all-zero entry after the first, as Kafka's
 //! readers do. New entries are buffered in memory and reach the file on
-//! [`flush`](IndexFile::flush); indexes are rebuilt from the log on unclean recovery, so an
-//! index never needs to be durable before its log.
+//! [`flush`](IndexFile::flush). Recovery rebuilds the indexes of every segment it revalidates
+//! (always the one holding the recovery point), so only the indexes of segments wholly below
+//! the recovery point must be durable: the segment set fsyncs those before the recovery point
+//! passes them. A rebuild keeps the unchanged prefix of the file, so an intact index is not
+//! rewritten.
 
 use std::path::{Path, PathBuf};
 
