@@ -14,9 +14,9 @@
 //! [`sync`](SegmentSet::sync) and when the set is dropped (a killed process loses at most the
 //! write buffer); they are durable only after [`sync`](SegmentSet::sync), which
 //! fsyncs every segment written since the last sync (the log; the indexes too, except the
-//! active segment's, which recovery always rebuilds) and then advances the recovery point to
-//! the log end. New files' directory entries are fsynced when they are
-//! created, renamed or removed. After an I/O error in a write path the set refuses further
+//! active segment's, which recovery rebuilds after an unclean shutdown and `close` fsyncs)
+//! and then advances the recovery point to the log end. New files' directory entries are
+//! fsynced when they are created, renamed or removed. After an I/O error in a write path the set refuses further
 //! writes ([`Error::LogOffline`]): reopen it, and recovery keeps everything that was durable.
 //!
 //! # Examples
