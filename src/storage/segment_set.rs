@@ -16,8 +16,9 @@
 //! fsyncs every segment written since the last sync (the log; the indexes too, except the
 //! active segment's, which recovery rebuilds after an unclean shutdown and `close` fsyncs)
 //! and then advances the recovery point to the log end. New files' directory entries are
-//! fsynced when they are created, renamed or removed. After an I/O error in a write path the set refuses further
-//! writes ([`Error::LogOffline`]): reopen it, and recovery keeps everything that was durable.
+//! fsynced when they are created, renamed or removed. After an I/O error in a write path the
+//! set refuses further writes ([`Error::LogOffline`]): reopen it, and recovery keeps
+//! everything that was durable.
 //!
 //! # Examples
 //!
