@@ -186,3 +186,27 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Any text is a checkpoint or an `InvalidCheckpoint` naming a line of the file.
+    #[test]
+    fn arbitrary_checkpoint_text_is_parsed_or_rejected_with_a_line(
+        text in prop_oneof![
+            "[0-9 a-z\n-]{0,60}",
+            "0\n[0-9]{1,3}\n([a-z]{1,3} [0-9]{1,3} [0-9]{1,5}\n){0,4}",
+        ],
+    ) {
+        use logbus::storage::checkpoint::{parse, TopicPartitionOffset};
+        let path = Path::new("/x/recovery-point-offset-checkpoint");
+        match parse::<TopicPartitionOffset>(path, &text) {
+            Ok(entries) => prop_assert!(entries.len() <= text.lines().count()),
+            Err(logbus::Error::InvalidCheckpoint { file, line, .. }) => {
+                prop_assert_eq!(file.as_path(), path);
+                prop_assert!(line >= 1 && line <= text.lines().count() + 1);
+            }
+            Err(other) => prop_assert!(false, "unexpected error {:?}", other),
+        }
+    }
+}
