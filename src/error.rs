@@ -5,7 +5,9 @@
 //! it (what was wrong and what would have been valid); I/O failures keep the `io::Error` as
 //! their `source`.
 
+use std::fmt;
 use std::io;
+use std::path::{Path, PathBuf};
 
 /// Everything that can go wrong in logbus.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +37,115 @@ pub enum Error {
     #[error("timed out")]
     Timeout,
 
+    /// A record batch read from bytes in memory failed validation (see [`Corruption`]).
+    ///
+    /// Once the bytes are known to come from a file, the storage layer reports the same
+    /// problem as [`Error::CorruptSegment`] with the file's path.
+    #[error("corrupt record batch at byte {position}: {reason}")]
+    CorruptBatch {
+        /// Byte position of the offending field, from the start of the bytes decoded.
+        position: u64,
+        /// What was wrong.
+        reason: Corruption,
+    },
+
+    /// A segment or index file failed validation.
+    #[error("corrupt file {}: at byte {position}: {reason}", file.display())]
+    CorruptSegment {
+        /// The file holding the bad bytes.
+        file: PathBuf,
+        /// Byte position of the offending field (or batch) inside `file`.
+        position: u64,
+        /// What was wrong.
+        reason: Corruption,
+    },
+
+    /// A record batch is compressed; logbus reads and writes uncompressed batches only.
+    #[error(
+        "record batch at byte {position}{} is compressed with {codec}; logbus reads only \
+         uncompressed batches (attributes bits 0-2 = 0)",
+        in_file(file)
+    )]
+    UnsupportedCompression {
+        /// The file holding the batch, when it came from a file.
+        file: Option<PathBuf>,
+        /// Byte position where the batch starts.
+        position: u64,
+        /// The codec named by the batch's attributes (`gzip`, `snappy`, `lz4`, `zstd`, or
+        /// `unknown(n)`).
+        codec: String,
+    },
+
+    /// A record or batch is larger than a configured limit allows.
+    #[error("{what} of {size} bytes exceeds the limit of {max} bytes")]
+    RecordTooLarge {
+        /// What was too large (`"record batch"`, `"record key"`, ...).
+        what: &'static str,
+        /// Its size in bytes.
+        size: u64,
+        /// The largest size accepted.
+        max: u64,
+    },
+
+    /// A batch to append holds no record (a log's batches hold at least one).
+    #[error(
+        "cannot append an empty record batch (recordsCount {records_count}, lastOffsetDelta \
+         {last_offset_delta}); a batch needs at least one record"
+    )]
+    EmptyBatch {
+        /// The batch's record count.
+        records_count: i32,
+        /// The batch's last offset delta.
+        last_offset_delta: i32,
+    },
+
+    /// A batch to append starts below the log end offset (offsets only grow).
+    #[error(
+        "cannot append a batch at offset {base_offset}: the log already ends at \
+         {log_end_offset}, and appends must start at or above it"
+    )]
+    OffsetBelowLogEnd {
+        /// The batch's base offset.
+        base_offset: i64,
+        /// The log end offset.
+        log_end_offset: u64,
+    },
+
+    /// An offset lies outside the log.
+    #[error("offset {requested} is out of range: the log holds offsets [{start}, {end})")]
+    OffsetOutOfRange {
+        /// The offset asked for.
+        requested: u64,
+        /// The log start offset (the first offset still held).
+        start: u64,
+        /// The log end offset (one past the last offset held).
+        end: u64,
+    },
+
+    /// A checkpoint file does not follow Kafka's text layout.
+    #[error("invalid checkpoint file {}: line {line}: {reason}", file.display())]
+    InvalidCheckpoint {
+        /// The checkpoint file.
+        file: PathBuf,
+        /// The 1-based line number of the problem.
+        line: usize,
+        /// What was wrong, and what was expected.
+        reason: String,
+    },
+
+    /// An earlier I/O failure left a log in an unknown state on disk, so it refuses writes.
+    ///
+    /// As Kafka takes a log directory offline after a storage error, logbus stops writing to
+    /// the log; reopening it runs recovery, which keeps everything that was durable.
+    #[error(
+        "the log in {} is offline after an earlier I/O error; reopen it to run recovery",
+        dir.display()
+    )]
+    LogOffline {
+        /// The partition directory.
+        dir: PathBuf,
+    },
+
     /// An I/O operation failed.
     #[error("I/O error while {context}")]
     Io {
@@ -46,6 +157,139 @@ pub enum Error {
     },
 }
 
+/// What was wrong with a record batch or an index file (the `reason` of
+/// [`Error::CorruptBatch`] and [`Error::CorruptSegment`]).
+///
+/// Each variant carries the values read, so a message can say what was found and what is
+/// valid. The rules are Kafka's (`DefaultRecordBatch`, `DefaultRecord`, `LogSegment.recover`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Corruption {
+    /// Fewer bytes remain than a field or a declared length needs.
+    Truncated {
+        /// What was being read.
+        what: &'static str,
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes available.
+        available: u64,
+    },
+    /// `batchLength` is below the size of a batch header.
+    BatchLengthTooSmall {
+        /// The batch length read.
+        length: i32,
+    },
+    /// The magic byte is not 2 (logbus reads record format v2 only).
+    BadMagic {
+        /// The magic byte read.
+        magic: i8,
+    },
+    /// The stored CRC-32C does not match the bytes it covers.
+    CrcMismatch {
+        /// The CRC stored in the batch.
+        stored: u32,
+        /// The CRC computed over the batch's bytes.
+        computed: u32,
+    },
+    /// A varint ran past its maximum length (5 bytes for int32, 10 for int64).
+    VarintTooLong {
+        /// The maximum length in bytes.
+        max_bytes: u8,
+    },
+    /// A count or length that must be non-negative (or -1 for null) is not.
+    NegativeLength {
+        /// The field.
+        what: &'static str,
+        /// The value read.
+        value: i64,
+    },
+    /// A record did not consume exactly its declared `length`.
+    RecordLengthMismatch {
+        /// The declared length.
+        declared: u64,
+        /// The bytes its fields took.
+        consumed: u64,
+    },
+    /// Bytes remain in a batch after its `recordsCount` records.
+    TrailingBytes {
+        /// How many bytes remain.
+        count: u64,
+    },
+    /// A header key is not valid UTF-8.
+    HeaderKeyNotUtf8,
+    /// A batch's offsets are not valid where it sits in the log.
+    BadOffset {
+        /// The batch's base offset.
+        base_offset: i64,
+        /// The batch's last offset.
+        last_offset: i64,
+        /// The rule broken, with the valid range.
+        rule: String,
+    },
+    /// An index entry disagrees with the log or with the index's own ordering.
+    BadIndexEntry {
+        /// The entry's number in the index (0-based).
+        entry: u64,
+        /// What was wrong.
+        rule: String,
+    },
+}
+
+impl fmt::Display for Corruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Corruption::Truncated {
+                what,
+                needed,
+                available,
+            } => write!(f, "{what} needs {needed} bytes but only {available} remain"),
+            Corruption::BatchLengthTooSmall { length } => write!(
+                f,
+                "batchLength {length} is below 49 (a batch is at least its 61-byte header)"
+            ),
+            Corruption::BadMagic { magic } => {
+                write!(f, "magic byte {magic}, expected 2 (record format v2)")
+            }
+            Corruption::CrcMismatch { stored, computed } => write!(
+                f,
+                "CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}"
+            ),
+            Corruption::VarintTooLong { max_bytes } => {
+                write!(f, "varint longer than its maximum of {max_bytes} bytes")
+            }
+            Corruption::NegativeLength { what, value } => write!(
+                f,
+                "{what} is {value}; it must be >= 0 (or -1 where null is allowed)"
+            ),
+            Corruption::RecordLengthMismatch { declared, consumed } => write!(
+                f,
+                "record declares length {declared} but its fields take {consumed} bytes"
+            ),
+            Corruption::TrailingBytes { count } => write!(
+                f,
+                "{count} bytes remain after the declared records (incorrect declared batch size)"
+            ),
+            Corruption::HeaderKeyNotUtf8 => write!(f, "a header key is not valid UTF-8"),
+            Corruption::BadOffset {
+                base_offset,
+                last_offset,
+                rule,
+            } => write!(
+                f,
+                "batch with offsets [{base_offset}, {last_offset}] is out of place: {rule}"
+            ),
+            Corruption::BadIndexEntry { entry, rule } => write!(f, "index entry {entry}: {rule}"),
+        }
+    }
+}
+
+fn in_file(file: &Option<PathBuf>) -> String {
+    match file {
+        Some(path) => format!(" of {}", path.display()),
+        None => String::new(),
+    }
+}
+
 /// `Result` with [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -55,6 +299,29 @@ impl Error {
         Error::Io {
             context: context.into(),
             source,
+        }
+    }
+
+    /// Places a problem found in bytes read from `file` at `base` (the file position of the
+    /// first byte decoded): [`Error::CorruptBatch`] becomes [`Error::CorruptSegment`] and
+    /// [`Error::UnsupportedCompression`] gains the file. Other errors pass through unchanged.
+    pub fn in_file(self, file: &Path, base: u64) -> Self {
+        match self {
+            Error::CorruptBatch { position, reason } => Error::CorruptSegment {
+                file: file.to_path_buf(),
+                position: base + position,
+                reason,
+            },
+            Error::UnsupportedCompression {
+                file: None,
+                position,
+                codec,
+            } => Error::UnsupportedCompression {
+                file: Some(file.to_path_buf()),
+                position: base + position,
+                codec,
+            },
+            other => other,
         }
     }
 }

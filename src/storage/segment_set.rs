@@ -1,0 +1,823 @@
+//! One partition's log: the ordered segments of a partition directory (Kafka's `LocalLog`).
+//!
+//! The last segment is the *active* one and takes every append; a new one is rolled when the
+//! active segment would exceed `segment_bytes`, is older than `segment_ms` (counted from its
+//! first batch's timestamp, or from the clock when batches carry none), has a full index, or
+//! cannot express the next offset as a 32-bit delta. Retention deletes whole segments, oldest
+//! first, by age and by total size, only below a limit offset (the high watermark), and never
+//! the active segment without rolling a new one first.
+//!
+//! # Durability
+//!
+//! [`append`](SegmentSet::append) makes records visible to readers of this set; bytes reach
+//! the operating system when the write buffer fills, on [`flush`](SegmentSet::flush), on
+//! [`sync`](SegmentSet::sync) and when the set is dropped (a killed process loses at most the
+//! write buffer); they are durable only after [`sync`](SegmentSet::sync), which
+//! fsyncs every segment written since the last sync (the log; the indexes too, except the
+//! active segment's, which recovery rebuilds after an unclean shutdown and `close` fsyncs)
+//! and then advances the recovery point to the log end. New files' directory entries are
+//! fsynced when they are created, renamed or removed. After an I/O error in a write path the
+//! set refuses further writes ([`Error::LogOffline`]): reopen it, and recovery keeps
+//! everything that was durable.
+//!
+//! # Examples
+//!
+//! ```
+//! # use std::{sync::Arc};
+//! use logbus::storage::{Checkpoints, FsIo, LogConfig, Record, SegmentSet};
+//! use logbus::SystemClock;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let (mut log, _report) = SegmentSet::open(
+//!     dir.path(), LogConfig::default(), Arc::new(FsIo), Arc::new(SystemClock),
+//!     Checkpoints::default(),
+//! )?;
+//! let info = log.append(&[Record::new(1_700_000_000_000, Some(b"k"), b"hello")])?;
+//! assert_eq!(info.base_offset, 0);
+//! log.sync()?;
+//! let records = log.read_records(0, 1 << 20)?;
+//! assert_eq!(records[0].1.value.as_deref(), Some(&b"hello"[..]));
+//! assert_eq!(log.offset_for_timestamp(1_600_000_000_000)?, Some((0, 1_700_000_000_000)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::io::Io;
+use super::record_batch::{
+    next_batch_extent, Batch, BatchBuilder, BatchHeader, BatchIter, Extent, Record,
+};
+use super::recovery::{self, RecoveryReport};
+use super::segment::{Segment, SegmentParams};
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::sync::Arc;
+
+/// Milliseconds in seven days (Kafka's default `segment.ms` and `retention.ms`).
+pub const SEVEN_DAYS_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+
+/// A partition log's settings, with Kafka's names and defaults.
+///
+/// # Examples
+///
+/// ```
+/// use logbus::storage::LogConfig;
+///
+/// let config = LogConfig { segment_bytes: 16 << 20, ..LogConfig::default() };
+/// assert!(config.validate().is_ok());
+/// let bad = LogConfig { index_interval_bytes: -1, ..LogConfig::default() };
+/// assert!(bad.validate().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Roll when the active segment would exceed this many bytes (`segment.bytes`, 1 GiB).
+    /// Valid: 61 ..= 2^31 - 1 (index positions are 32-bit).
+    pub segment_bytes: u64,
+    /// Roll when the active segment's data spans more than this (`segment.ms`, 7 days). ≥ 1.
+    pub segment_ms: i64,
+    /// Maximum size of each index file (`segment.index.bytes`, 10 MiB); a full index rolls
+    /// the segment. ≥ 24 (two time index entries).
+    pub segment_index_bytes: u64,
+    /// Bytes between sparse index entries (`index.interval.bytes`, 4096). ≥ 0.
+    pub index_interval_bytes: i64,
+    /// Delete segments whose newest record is older than this (`retention.ms`, 7 days); -1
+    /// keeps them forever. Segments whose batches carry no timestamp are never deleted by age
+    /// (Kafka falls back to the file's modification time; logbus does not).
+    pub retention_ms: i64,
+    /// Delete the oldest segments while the log stays at or above this size
+    /// (`retention.bytes`); -1 (the default) means no size limit.
+    pub retention_bytes: i64,
+    /// The largest batch accepted, in bytes (`max.message.bytes`, 1048588). ≥ 61.
+    pub max_batch_bytes: u64,
+    /// Appended bytes are buffered in memory up to this size before they are written to the
+    /// file (64 KiB); 0 writes every batch through at once.
+    pub write_buffer_bytes: usize,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: SEVEN_DAYS_MS,
+            segment_index_bytes: 10 << 20,
+            index_interval_bytes: 4096,
+            retention_ms: SEVEN_DAYS_MS,
+            retention_bytes: -1,
+            max_batch_bytes: 1_048_588,
+            write_buffer_bytes: 64 << 10,
+        }
+    }
+}
+
+impl LogConfig {
+    /// Checks every value against its valid range.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] naming the first bad setting, its value and the valid range.
+    pub fn validate(&self) -> Result<()> {
+        fn bad(name: &'static str, value: impl fmt::Display, valid: &str) -> Result<()> {
+            Err(Error::InvalidConfig {
+                name,
+                value: value.to_string(),
+                valid: valid.to_string(),
+            })
+        }
+        if !(61..=i32::MAX as u64).contains(&self.segment_bytes) {
+            return bad(
+                "segment_bytes",
+                self.segment_bytes,
+                "must lie in 61 ..= 2147483647 (one batch header up to 32-bit positions)",
+            );
+        }
+        if self.segment_ms < 1 {
+            return bad("segment_ms", self.segment_ms, "must be at least 1");
+        }
+        if self.segment_index_bytes < 24 || self.segment_index_bytes > i32::MAX as u64 {
+            return bad(
+                "segment_index_bytes",
+                self.segment_index_bytes,
+                "must lie in 24 ..= 2147483647",
+            );
+        }
+        if self.index_interval_bytes < 0 {
+            return bad(
+                "index_interval_bytes",
+                self.index_interval_bytes,
+                "must be at least 0",
+            );
+        }
+        if self.retention_ms < -1 {
+            return bad(
+                "retention_ms",
+                self.retention_ms,
+                "must be -1 (keep forever) or at least 0",
+            );
+        }
+        if self.retention_bytes < -1 {
+            return bad(
+                "retention_bytes",
+                self.retention_bytes,
+                "must be -1 (no limit) or at least 0",
+            );
+        }
+        if !(61..=i32::MAX as u64).contains(&self.max_batch_bytes) {
+            return bad(
+                "max_batch_bytes",
+                self.max_batch_bytes,
+                "must lie in 61 ..= 2147483647",
+            );
+        }
+        Ok(())
+    }
+
+    pub(crate) fn segment_params(&self) -> SegmentParams {
+        SegmentParams {
+            index_interval_bytes: self.index_interval_bytes.max(0) as u64,
+            segment_index_bytes: self.segment_index_bytes,
+            write_buffer_bytes: self.write_buffer_bytes,
+        }
+    }
+}
+
+/// What a partition log is opened with: the two offsets Kafka keeps in the checkpoint files
+/// `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint`, and whether the last
+/// shutdown was clean (Kafka's `.kafka_cleanshutdown` marker).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Checkpoints {
+    /// Everything below this offset was durable at the last checkpoint: recovery revalidates
+    /// from the segment holding it onward (0, the default, revalidates everything).
+    pub recovery_point: u64,
+    /// The first offset still held (raised by retention; 0 by default).
+    pub log_start_offset: u64,
+    /// Set only when [`SegmentSet::close`] returned these checkpoints and nothing has written
+    /// to the directory since: then no segment is revalidated on open (only segments whose
+    /// indexes are missing or damaged, or whose tail does not parse, are recovered). Whoever
+    /// persists this flag must clear it when the log is opened again, as Kafka deletes its
+    /// clean-shutdown marker at startup.
+    pub clean_shutdown: bool,
+}
+
+/// Where an append landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// The first offset of the batch.
+    pub base_offset: u64,
+    /// The last offset of the batch.
+    pub last_offset: u64,
+    /// The base offset of the segment holding it.
+    pub segment_base_offset: u64,
+    /// Its byte position in that segment's `.log`.
+    pub position: u64,
+    /// The batch's largest timestamp.
+    pub max_timestamp: i64,
+}
+
+/// A summary of one segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// The segment's base offset (its file name).
+    pub base_offset: u64,
+    /// The offset after its last batch.
+    pub next_offset: u64,
+    /// Bytes in its `.log`.
+    pub size: u64,
+    /// Its largest timestamp (-1 when none).
+    pub max_timestamp: i64,
+}
+
+/// One partition's log on disk. See the [module docs](self).
+#[derive(Debug)]
+pub struct SegmentSet {
+    dir: PathBuf,
+    io: Arc<dyn Io>,
+    clock: Arc<dyn Clock>,
+    config: LogConfig,
+    /// Ordered by base offset; never empty; the last is active. Each segment's offsets lie in
+    /// `[base_offset, next segment's base_offset)`.
+    segments: Vec<Segment>,
+    log_start_offset: u64,
+    recovery_point: u64,
+    offline: bool,
+    builder: Option<BatchBuilder>,
+    /// Written into the batches [`append`](SegmentSet::append) builds (0 until replication
+    /// sets it).
+    partition_leader_epoch: i32,
+}
+
+impl SegmentSet {
+    /// Opens (creating if needed) the partition directory `dir`, running Kafka's log recovery
+    /// from `checkpoints.recovery_point` onward (see the `recovery` module).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for a bad `config`; [`Error::Io`] when the directory cannot be
+    /// read or repaired. Corruption is repaired, not an error: the returned
+    /// [`RecoveryReport`] says what was cut and why.
+    pub fn open(
+        dir: impl Into<PathBuf>,
+        config: LogConfig,
+        io: Arc<dyn Io>,
+        clock: Arc<dyn Clock>,
+        checkpoints: Checkpoints,
+    ) -> Result<(Self, RecoveryReport)> {
+        config.validate()?;
+        let dir = dir.into();
+        let loaded = recovery::load(&*io, &dir, &config, clock.now_ms(), checkpoints)?;
+        let set = SegmentSet {
+            dir,
+            io,
+            clock,
+            config,
+            segments: loaded.segments,
+            log_start_offset: loaded.report.log_start_offset,
+            recovery_point: loaded.report.recovery_point,
+            offline: false,
+            builder: None,
+            partition_leader_epoch: 0,
+        };
+        Ok((set, loaded.report))
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// The first offset held.
+    pub fn log_start_offset(&self) -> u64 {
+        self.log_start_offset
+    }
+
+    /// The offset the next append gets (one past the last offset held).
+    pub fn log_end_offset(&self) -> u64 {
+        // The list is empty only after a failed truncation took the log offline.
+        self.segments
+            .last()
+            .map_or(self.log_start_offset, Segment::next_offset)
+    }
+
+    /// Everything below this offset is durable (what `recovery-point-offset-checkpoint`
+    /// should hold for this partition).
+    pub fn recovery_point(&self) -> u64 {
+        self.recovery_point
+    }
+
+    /// Total bytes of every segment's `.log`.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.iter().map(Segment::size).sum()
+    }
+
+    /// Whether an earlier I/O error took the log offline.
+    pub fn is_offline(&self) -> bool {
+        self.offline
+    }
+
+    /// A summary of every segment, oldest first.
+    pub fn segments(&self) -> Vec<SegmentInfo> {
+        self.segments
+            .iter()
+            .map(|s| SegmentInfo {
+                base_offset: s.base_offset(),
+                next_offset: s.next_offset(),
+                size: s.size(),
+                max_timestamp: s.max_timestamp(),
+            })
+            .collect()
+    }
+
+    /// The active segment. Only called on an online log, whose list is never empty.
+    fn active(&self) -> &Segment {
+        let last = self.segments.len() - 1;
+        &self.segments[last]
+    }
+
+    fn check_online(&self) -> Result<()> {
+        if self.offline {
+            Err(Error::LogOffline {
+                dir: self.dir.clone(),
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Runs a write-path step; any error takes the log offline.
+    fn guarded<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        self.check_online()?;
+        let r = f(self);
+        if r.is_err() {
+            self.offline = true;
+        }
+        r
+    }
+
+    /// Sets the partition leader epoch written into the batches [`append`](SegmentSet::append)
+    /// builds from now on (0 by default; replication sets the leader's epoch).
+    pub fn set_partition_leader_epoch(&mut self, epoch: i32) {
+        self.partition_leader_epoch = epoch;
+    }
+
+    /// Appends `records` as one batch at the log end offset.
+    ///
+    /// # Errors
+    ///
+    /// Errors in the input leave the log usable: [`Error::RecordTooLarge`] when the batch
+    /// exceeds `max_batch_bytes` or `segment_bytes`, [`Error::EmptyBatch`] for no records.
+    /// I/O errors ([`Error::Io`]) take the log offline ([`Error::LogOffline`] thereafter).
+    pub fn append(&mut self, records: &[Record]) -> Result<AppendInfo> {
+        self.check_online()?;
+        let mut builder = self.builder.take().unwrap_or_else(|| BatchBuilder::new(0));
+        builder.clear(self.log_end_offset() as i64);
+        builder.set_partition_leader_epoch(self.partition_leader_epoch);
+        let result = records
+            .iter()
+            .try_for_each(|r| builder.append_record(r))
+            .and_then(|()| self.append_encoded(builder.finish()));
+        self.builder = Some(builder);
+        result
+    }
+
+    /// Appends an already encoded batch (e.g. copied from a leader). Its base offset must be
+    /// at or above the log end offset; the offsets between are left as a gap, and the batch
+    /// starts a new segment (offsets inside a segment are dense).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CorruptBatch`] when `batch` is not one valid batch (CRC, structure, records),
+    /// [`Error::OffsetBelowLogEnd`] for a base offset below the log end, the errors of
+    /// [`append`](SegmentSet::append) otherwise.
+    pub fn append_batch(&mut self, batch: &[u8]) -> Result<AppendInfo> {
+        self.check_online()?;
+        let decoded = Batch::decode(batch)?;
+        if decoded.size() != batch.len() as u64 {
+            return Err(Error::CorruptBatch {
+                position: decoded.size(),
+                reason: crate::error::Corruption::TrailingBytes {
+                    count: batch.len() as u64 - decoded.size(),
+                },
+            });
+        }
+        decoded.validate_records()?;
+        let h = decoded.header();
+        if h.base_offset < 0 || (h.base_offset as u64) < self.log_end_offset() {
+            return Err(Error::OffsetBelowLogEnd {
+                base_offset: h.base_offset,
+                log_end_offset: self.log_end_offset(),
+            });
+        }
+        self.append_encoded(batch)
+    }
+
+    fn append_encoded(&mut self, bytes: &[u8]) -> Result<AppendInfo> {
+        let header = BatchHeader::parse(bytes)?;
+        if header.records_count <= 0 || header.last_offset_delta < 0 {
+            return Err(Error::EmptyBatch {
+                records_count: header.records_count,
+                last_offset_delta: header.last_offset_delta,
+            });
+        }
+        let size = bytes.len() as u64;
+        let max = self.config.max_batch_bytes.min(self.config.segment_bytes);
+        if size > max {
+            return Err(Error::RecordTooLarge {
+                what: "record batch",
+                size,
+                max,
+            });
+        }
+        // `last_offset` saturates at i64::MAX, and the offset after it must exist.
+        let last = header.last_offset() as u64;
+        if last >= i64::MAX as u64 {
+            return Err(Error::OffsetOutOfRange {
+                requested: last,
+                start: self.log_start_offset,
+                end: i64::MAX as u64,
+            });
+        }
+        self.guarded(|set| {
+            // A gap in offsets starts a new segment: offsets inside a segment stay dense.
+            let gap = header.base_offset as u64 > set.log_end_offset();
+            let roll = gap
+                || set.active().should_roll(
+                    set.config.segment_bytes,
+                    set.config.segment_ms,
+                    size,
+                    header.max_timestamp,
+                    last,
+                    || set.clock.now_ms(),
+                );
+            if roll {
+                set.roll_at(header.base_offset as u64)?;
+            }
+            let segments = set.segments.len();
+            let active = &mut set.segments[segments - 1];
+            let position = active.size();
+            active.append(bytes, &header)?;
+            Ok(AppendInfo {
+                base_offset: header.base_offset as u64,
+                last_offset: last,
+                segment_base_offset: active.base_offset(),
+                position,
+                max_timestamp: header.max_timestamp,
+            })
+        })
+    }
+
+    /// Starts a new active segment at the log end offset (no-op when the active segment is
+    /// empty).
+    ///
+    /// # Errors
+    ///
+    /// I/O errors, which take the log offline.
+    pub fn roll(&mut self) -> Result<()> {
+        let at = self.log_end_offset();
+        self.guarded(|set| set.roll_at(at))
+    }
+
+    fn roll_at(&mut self, base: u64) -> Result<()> {
+        let base = base.max(self.log_end_offset());
+        if self.active().is_empty() {
+            if self.active().base_offset() == base {
+                return Ok(());
+            }
+            // An empty active segment is replaced rather than left behind empty.
+            let empty: Vec<Segment> = self.segments.drain(self.segments.len() - 1..).collect();
+            recovery::delete_segment_files(&*self.io, &self.dir, empty)?;
+            let segment = Segment::create(
+                &*self.io,
+                &self.dir,
+                base,
+                self.config.segment_params(),
+                self.clock.now_ms(),
+            )?;
+            self.segments.push(segment);
+            self.log_start_offset = self.log_start_offset.max(self.segments[0].base_offset());
+            return self.sync_dir();
+        }
+        let last = self.segments.len() - 1;
+        self.segments[last].on_roll()?;
+        // A segment wholly below the recovery point is not re-read on open, so the final time
+        // index entry just written must be durable before anything relies on it.
+        if self.segments[last].next_offset() <= self.recovery_point {
+            self.segments[last].sync(true)?;
+        }
+        let segment = Segment::create(
+            &*self.io,
+            &self.dir,
+            base,
+            self.config.segment_params(),
+            self.clock.now_ms(),
+        )?;
+        self.segments.push(segment);
+        self.sync_dir()
+    }
+
+    fn sync_dir(&self) -> Result<()> {
+        self.io
+            .sync_dir(&self.dir)
+            .map_err(|e| Error::io(format!("syncing directory {}", self.dir.display()), e))
+    }
+
+    /// Hands buffered bytes to the operating system (not durable: see
+    /// [`sync`](SegmentSet::sync)).
+    ///
+    /// # Errors
+    ///
+    /// I/O errors, which take the log offline.
+    pub fn flush(&mut self) -> Result<()> {
+        self.guarded(|set| set.segments.iter_mut().try_for_each(Segment::flush))
+    }
+
+    /// Makes everything appended so far durable and advances the recovery point to the log
+    /// end offset.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors (a failed fsync included), which take the log offline: after a failed fsync
+    /// nothing is known about what reached the disk, and only recovery can tell.
+    pub fn sync(&mut self) -> Result<()> {
+        self.guarded(|set| {
+            let active = set.segments.len() - 1;
+            for (i, segment) in set.segments.iter_mut().enumerate() {
+                let indexes = i != active;
+                if segment.is_unsynced(indexes) {
+                    segment.sync(indexes)?;
+                }
+            }
+            set.recovery_point = set.log_end_offset();
+            Ok(())
+        })
+    }
+
+    /// Reads whole batches starting with the one holding `offset`, from one segment: at least
+    /// one batch, more while the total stays within `max_bytes`. Returns no bytes at the log
+    /// end offset.
+    ///
+    /// The batches may begin below `offset` (a batch is never split); decode them with
+    /// [`BatchIter`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OffsetOutOfRange`] outside `[log start, log end]`; [`Error::CorruptSegment`]
+    /// when a header on the way is unreadable; I/O errors.
+    pub fn read(&self, offset: u64, max_bytes: usize) -> Result<Vec<u8>> {
+        let Some((mut bytes, path, pos)) = self.read_raw(offset, max_bytes)? else {
+            return Ok(Vec::new());
+        };
+        // Serve only batches whose CRC holds; a bad first batch is the caller's error.
+        let mut keep = 0u64;
+        for batch in BatchIter::with_base(&bytes, pos) {
+            match batch {
+                Ok(b) => keep += b.size(),
+                Err(e) if keep == 0 => return Err(e.in_file(path, 0)),
+                Err(_) => break,
+            }
+        }
+        bytes.truncate(keep as usize);
+        Ok(bytes)
+    }
+
+    /// Whole batches (cut by their length fields, not yet checked) from the one holding
+    /// `offset`, with the segment file and the position they start at.
+    fn read_raw(&self, offset: u64, max_bytes: usize) -> Result<Option<(Vec<u8>, &Path, u64)>> {
+        let end = self.log_end_offset();
+        if offset < self.log_start_offset || offset > end {
+            return Err(Error::OffsetOutOfRange {
+                requested: offset,
+                start: self.log_start_offset,
+                end,
+            });
+        }
+        let first = self
+            .segments
+            .partition_point(|s| s.base_offset() <= offset)
+            .saturating_sub(1);
+        for segment in &self.segments[first..] {
+            let Some((pos, header)) = segment.find_batch(offset)? else {
+                continue; // `offset` lies in a gap after this segment's batches
+            };
+            let available = segment.size() - pos;
+            let want = (max_bytes as u64).min(available).max(header.size());
+            let mut bytes = vec![0u8; want as usize];
+            segment.read_exact_at(&mut bytes, pos)?;
+            let mut keep = 0usize;
+            while let Extent::Batch(size) = next_batch_extent(&bytes[keep..]) {
+                keep += size;
+            }
+            // The first batch is always whole (its header gave the size); if its length field
+            // is bad, validation reports it.
+            bytes.truncate(keep.max(header.size() as usize).min(bytes.len()));
+            return Ok(Some((bytes, segment.log_path(), pos)));
+        }
+        Ok(None)
+    }
+
+    /// The records at and after `offset`, from the batches [`read`](SegmentSet::read)
+    /// returns.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](SegmentSet::read), plus [`Error::CorruptSegment`] for a malformed record
+    /// and [`Error::UnsupportedCompression`] for a compressed batch.
+    pub fn read_records(&self, offset: u64, max_bytes: usize) -> Result<Vec<(u64, Record)>> {
+        let Some((bytes, path, pos)) = self.read_raw(offset, max_bytes)? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for batch in BatchIter::with_base(&bytes, pos) {
+            let batch = match batch {
+                Ok(b) => b,
+                Err(e) if out.is_empty() => return Err(e.in_file(path, 0)),
+                Err(_) => break,
+            };
+            for record in batch.records().map_err(|e| e.in_file(path, 0))? {
+                let record = record.map_err(|e| e.in_file(path, 0))?;
+                if record.offset >= 0 && record.offset as u64 >= offset {
+                    out.push((record.offset as u64, record.to_record()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The first record whose timestamp is at or after `timestamp`: `(offset, timestamp)`, or
+    /// `None` when every record is older (Kafka's `offsetsForTimes`).
+    ///
+    /// # Errors
+    ///
+    /// As [`read_records`](SegmentSet::read_records).
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(u64, i64)>> {
+        for segment in &self.segments {
+            if segment.max_timestamp() >= timestamp {
+                if let Some(found) = segment.find_by_timestamp(timestamp, self.log_start_offset)? {
+                    return Ok(Some(found));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Applies retention: deletes whole segments, oldest first, that lie entirely below
+    /// `limit_offset` (the high watermark) and are older than `retention_ms` (newest record
+    /// vs the clock), or whose removal keeps the log at or above `retention_bytes`, or that
+    /// lie entirely below the log start offset. The active segment goes only if a new one is
+    /// rolled first. Returns the base offsets deleted.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors, which take the log offline.
+    pub fn delete_old_segments(&mut self, limit_offset: u64) -> Result<Vec<u64>> {
+        let now = self.clock.now_ms();
+        let retention_ms = self.config.retention_ms;
+        let mut deleted = Vec::new();
+        if retention_ms >= 0 {
+            deleted.extend(self.delete_while(limit_offset, |s| {
+                s.max_timestamp() >= 0 && now.saturating_sub(s.max_timestamp()) > retention_ms
+            })?);
+        }
+        if self.config.retention_bytes >= 0 {
+            let mut excess = self.size_bytes() as i64 - self.config.retention_bytes;
+            deleted.extend(self.delete_while(limit_offset, |s| {
+                if excess - s.size() as i64 >= 0 {
+                    excess -= s.size() as i64;
+                    true
+                } else {
+                    false
+                }
+            })?);
+        }
+        let start = self.log_start_offset;
+        let bases: Vec<u64> = self.segments.iter().map(Segment::base_offset).collect();
+        let mut i = 0;
+        deleted.extend(self.delete_while(limit_offset, |_| {
+            i += 1;
+            bases.get(i).is_some_and(|&next| next <= start)
+        })?);
+        Ok(deleted)
+    }
+
+    fn delete_while(
+        &mut self,
+        limit_offset: u64,
+        mut predicate: impl FnMut(&Segment) -> bool,
+    ) -> Result<Vec<u64>> {
+        self.check_online()?;
+        let end = self.log_end_offset();
+        let n = self.segments.len();
+        let mut count = 0;
+        for (i, segment) in self.segments.iter().enumerate() {
+            let upper = self.segments.get(i + 1).map_or(end, Segment::base_offset);
+            let is_active = i == n - 1;
+            if upper > limit_offset || (is_active && segment.is_empty()) || !predicate(segment) {
+                break;
+            }
+            count += 1;
+        }
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        self.guarded(|set| {
+            if count == set.segments.len() {
+                let at = set.log_end_offset();
+                set.roll_at(at)?;
+            }
+            let doomed: Vec<Segment> = set.segments.drain(..count).collect();
+            let bases = doomed.iter().map(Segment::base_offset).collect();
+            set.log_start_offset = set.log_start_offset.max(set.segments[0].base_offset());
+            set.recovery_point = set.recovery_point.max(set.log_start_offset);
+            recovery::delete_segment_files(&*set.io, &set.dir, doomed)?;
+            Ok(bases)
+        })
+    }
+
+    /// Removes every record at or above `offset`, whole batches at a time: when `offset` lies
+    /// inside a batch, that batch goes too and the new log end is its base offset. Below the
+    /// log start offset, the log is emptied and restarts at `offset`. The cut is made durable.
+    /// Returns the new log end offset.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors, which take the log offline.
+    pub fn truncate_to(&mut self, offset: u64) -> Result<u64> {
+        self.check_online()?;
+        if offset >= self.log_end_offset() {
+            return Ok(self.log_end_offset());
+        }
+        self.guarded(|set| {
+            if offset < set.log_start_offset {
+                // Delete first: the new segment may reuse a name.
+                let doomed: Vec<Segment> = set.segments.drain(..).collect();
+                recovery::delete_segment_files(&*set.io, &set.dir, doomed)?;
+                let fresh = Segment::create(
+                    &*set.io,
+                    &set.dir,
+                    offset,
+                    set.config.segment_params(),
+                    set.clock.now_ms(),
+                )?;
+                set.segments.push(fresh);
+                set.log_start_offset = offset;
+            } else {
+                let mut doomed = Vec::new();
+                while set.segments.len() > 1
+                    && set.segments[set.segments.len() - 1].base_offset() >= offset
+                {
+                    doomed.extend(set.segments.pop());
+                }
+                recovery::delete_segment_files(&*set.io, &set.dir, doomed)?;
+                let last = set.segments.len() - 1;
+                set.segments[last].truncate_to(offset)?;
+            }
+            let last = set.segments.len() - 1;
+            set.segments[last].sync(true)?;
+            set.sync_dir()?;
+            set.recovery_point = set.recovery_point.min(set.log_end_offset());
+            Ok(set.log_end_offset())
+        })
+    }
+
+    /// Flushes, fsyncs and closes the log: a clean shutdown. The checkpoints returned (the
+    /// recovery point is then the log end offset, and `clean_shutdown` is set) let the next
+    /// open skip revalidation.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors.
+    pub fn close(mut self) -> Result<Checkpoints> {
+        self.guarded(|set| {
+            let last = set.segments.len() - 1;
+            set.segments[last].on_roll()
+        })?;
+        self.sync()?;
+        // A clean close leaves the active segment's indexes durable too.
+        self.guarded(|set| {
+            let last = set.segments.len() - 1;
+            set.segments[last].sync(true)
+        })?;
+        Ok(Checkpoints {
+            recovery_point: self.recovery_point,
+            log_start_offset: self.log_start_offset,
+            clean_shutdown: true,
+        })
+    }
+}
+
+impl Drop for SegmentSet {
+    /// Hands buffered bytes to the operating system, as `BufWriter` does on drop. Errors are
+    /// ignored here: call [`flush`](SegmentSet::flush), [`sync`](SegmentSet::sync) or
+    /// [`close`](SegmentSet::close) to see them. Nothing is made durable.
+    fn drop(&mut self) {
+        if !self.offline {
+            for segment in &mut self.segments {
+                let _ = segment.flush();
+            }
+        }
+    }
+}
