@@ -20,12 +20,37 @@ run_tests() {
     cargo test --workspace --all-features
 }
 
+ensure_python_venv() {
+    # kafka-python is the independent implementation the interop test checks our segment
+    # files against; it lives in a local virtual environment, created when missing.
+    local venv=.venv
+    if ! "$venv/bin/python" -c 'import kafka.record' >/dev/null 2>&1; then
+        say "creating $venv with kafka-python (PyPI)"
+        command -v python3 >/dev/null || die "python3 is needed for the interop test"
+        python3 -m venv "$venv" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+        "$venv/bin/pip" install --quiet 'kafka-python>=2.2' crc32c \
+            || die "could not install kafka-python from PyPI"
+    fi
+    LOGBUS_PYTHON="$PWD/$venv/bin/python"
+    export LOGBUS_PYTHON
+}
+
+run_interop() {
+    ensure_python_venv
+    say "interop: kafka-python reads logbus's segments, logbus reads kafka-python's"
+    cargo test -p logbus --all-features --test storage_interop -- --ignored
+}
+
 run_loom() {
     # Loom explores every interleaving up to the preemption bound; --release keeps it fast.
     # Its own target directory: the cfg changes every crate's build.
+    # Crate-private pieces have their models in the library's own unit tests (the std-side
+    # unit tests are compiled out under the cfg); loom-tests/ holds the public-API models.
     say "loom models (LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2})"
-    RUSTFLAGS="--cfg logbus_loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}" \
-        cargo test -p logbus-loom-tests --release --target-dir target/loom
+    local loom_env=(env RUSTFLAGS="--cfg logbus_loom"
+        LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}")
+    "${loom_env[@]}" cargo test -p logbus --lib --release --target-dir target/loom
+    "${loom_env[@]}" cargo test -p logbus-loom-tests --release --target-dir target/loom
 }
 
 ensure_miri() {
@@ -58,7 +83,8 @@ for step in $steps; do
         tests) run_tests ;;
         loom) run_loom ;;
         miri) run_miri ;;
-        *) die "unknown step '$step' (valid: tests loom miri)" ;;
+        interop) run_interop ;;
+        *) die "unknown step '$step' (valid: tests loom miri interop)" ;;
     esac
 done
 say "all steps passed: $steps"

@@ -18,7 +18,7 @@ pub(crate) mod hint {
 
 /// Threads, loom's.
 pub(crate) mod thread {
-    pub(crate) use loom::thread::{current, park, yield_now, JoinHandle, Thread};
+    pub(crate) use loom::thread::{current, park, spawn, yield_now, JoinHandle, Thread};
 
     /// Spawns a thread in the model (loom threads carry no names).
     pub(crate) fn spawn_named<F, T>(_name: String, f: F) -> std::io::Result<JoinHandle<T>>

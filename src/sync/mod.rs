@@ -23,6 +23,7 @@
 #![allow(dead_code, unused_imports)]
 
 mod backoff;
+mod wait_set;
 
 #[cfg(not(logbus_loom))]
 mod std_impl;
@@ -36,6 +37,7 @@ pub(crate) use loom_impl::*;
 
 pub(crate) use backoff::Backoff;
 pub(crate) use crossbeam_utils::CachePadded;
+pub(crate) use wait_set::WaitSet;
 
 /// Deadlines for the timed operations (`send_timeout`, `recv_deadline`, ...).
 pub(crate) mod time {

@@ -16,7 +16,7 @@ pub(crate) mod hint {
 
 /// Threads: spawning, yielding, parking.
 pub(crate) mod thread {
-    pub(crate) use std::thread::{current, park, yield_now, JoinHandle, Thread};
+    pub(crate) use std::thread::{current, park, spawn, yield_now, JoinHandle, Thread};
 
     /// Spawns a named thread.
     pub(crate) fn spawn_named<F, T>(name: String, f: F) -> std::io::Result<JoinHandle<T>>

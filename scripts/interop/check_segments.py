@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Independent check of a logbus partition directory with kafka-python's record parser.
+
+Usage: check_segments.py DIR EXPECTED [--index-interval N] [--closed]
+
+DIR holds NNNNNNNNNNNNNNNNNNNN.log/.index/.timeindex files written by logbus. EXPECTED lists
+the records that were written, one per line, tab-separated:
+
+    offset  timestamp  key  value  headers
+
+key/value are hex, or '-' for null; headers is a comma-separated list of
+name_hex:value_hex (value '-' for null), empty for none.
+
+Checks, by the rules in shared KAFKA_FORMAT.md:
+- every batch parses, is magic 2, its CRC-32C is valid, and the .log holds only whole batches;
+- records (offsets, timestamps, keys, values, headers, nulls included) equal EXPECTED, with
+  dense offsets across segments and each file named by its first batch's base offset;
+- .index entries are exactly those Kafka's append rule produces for the given
+  index.interval.bytes (an entry for an incoming batch when more than N bytes were appended
+  since the last entry; the first batch never gets one), each mapping the batch's last offset
+  to its start position; trailing zero entries (preallocation) are ignored;
+- .timeindex entries are exactly those the same rule produces (largest timestamp so far and
+  the last offset of the batch holding it, appended only when strictly greater), plus, with
+  --closed, the final entry written on roll and close.
+Exits 0 when all hold; otherwise prints every problem and exits 1.
+"""
+
+import os
+import struct
+import sys
+
+from kafka.record.memory_records import MemoryRecords
+
+problems = []
+
+
+def problem(msg):
+    problems.append(msg)
+    print("PROBLEM:", msg)
+
+
+def parse_bytes(field):
+    return None if field == "-" else bytes.fromhex(field)
+
+
+def parse_expected(path):
+    records = []
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            off, ts, key, value, headers = line.split("\t")
+            hdrs = []
+            if headers:
+                for pair in headers.split(","):
+                    name, val = pair.split(":")
+                    hdrs.append((bytes.fromhex(name).decode("utf-8"), parse_bytes(val)))
+            records.append((int(off), int(ts), parse_bytes(key), parse_bytes(value), hdrs))
+    return records
+
+
+def read_entries(path, size, fmt):
+    """Whole entries, stopping at the first all-zero entry (a preallocated tail; a real first
+    entry is never all zero, since a segment's first batch never gets one)."""
+    if not os.path.exists(path):
+        return None
+    data = open(path, "rb").read()
+    entries = []
+    for i in range(len(data) // size):
+        chunk = data[i * size:(i + 1) * size]
+        if chunk == b"\0" * size:
+            break
+        entries.append(struct.unpack(fmt, chunk))
+    return entries
+
+
+def check_segment(log_path, interval, closed):
+    base = int(os.path.basename(log_path)[:20])
+    data = open(log_path, "rb").read()
+    mr = MemoryRecords(data)
+    batches = []  # (position, size, last_offset, max_timestamp)
+    records = []
+    pos = 0
+    while mr.has_next():
+        batch = mr.next_batch()
+        size = 12 + struct.unpack_from(">i", data, pos + 8)[0]
+        if batch.magic != 2:
+            problem(f"{log_path}@{pos}: magic {batch.magic}, expected 2")
+        if not batch.validate_crc():  # before iterating (kafka-python asserts otherwise)
+            problem(f"{log_path}@{pos}: CRC-32C mismatch")
+        if pos == 0 and batch.base_offset != base:
+            problem(f"{log_path}: named {base}, first batch starts at offset {batch.base_offset}")
+        recs = [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in batch]
+        if len(recs) != batch.records_count:
+            problem(f"{log_path}@{pos}: {len(recs)} records, header says {batch.records_count}")
+        records += recs
+        batches.append((pos, size, batch.last_offset, batch.max_timestamp))
+        pos += size
+    if pos != len(data):
+        problem(f"{log_path}: {len(data) - pos} bytes after the last whole batch at {pos}")
+
+    # Kafka's append rule, replayed: the entry for an incoming batch is written before its
+    # bytes are counted, with the largest timestamp so far (incoming batch included).
+    want_index, want_time = [], []
+    since, max_ts, max_ts_offset = 0, -1, -1
+    for position, size, last, batch_max in batches:
+        if batch_max > max_ts:
+            max_ts, max_ts_offset = batch_max, last
+        if since > interval:
+            want_index.append((last - base, position))
+            if not want_time or max_ts > want_time[-1][0]:
+                want_time.append((max_ts, max_ts_offset - base))
+            since = 0
+        since += size
+    if closed and batches and (not want_time or max_ts > want_time[-1][0]):
+        want_time.append((max_ts, max_ts_offset - base))
+
+    stem = log_path[:-4]
+    index = read_entries(stem + ".index", 8, ">ii")
+    if index is None:
+        problem(f"{stem}.index missing")
+    elif index != want_index:
+        problem(f"{stem}.index: {len(index)} entries {index[:6]}... differ from Kafka's rule: "
+                f"{len(want_index)} entries {want_index[:6]}...")
+    timeindex = read_entries(stem + ".timeindex", 12, ">qi")
+    if timeindex is None:
+        problem(f"{stem}.timeindex missing")
+    elif timeindex != want_time:
+        problem(f"{stem}.timeindex: {len(timeindex)} entries {timeindex[:6]}... differ from "
+                f"Kafka's rule: {len(want_time)} entries {want_time[:6]}...")
+    # The rules DumpLogSegments --verify-index-only applies, independently of the replay.
+    starts = {p: last for p, _, last, _ in batches}
+    for rel, position in index or []:
+        if starts.get(position) != base + rel:
+            problem(f"{stem}.index: entry ({rel}, {position}) names no batch ending at {base + rel}")
+    maxima = {last: ts for _, _, last, ts in batches}
+    for a, b in zip(timeindex or [], (timeindex or [])[1:]):
+        if b[0] <= a[0]:
+            problem(f"{stem}.timeindex: timestamps not strictly increasing: {a} then {b}")
+    for ts, rel in timeindex or []:
+        if maxima.get(base + rel) != ts:
+            problem(f"{stem}.timeindex: entry ({ts}, {rel}) names no batch ending at "
+                    f"{base + rel} with that max timestamp")
+    return records
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) < 2:
+        print(__doc__)
+        return 2
+    directory, expected_path = args[0], args[1]
+    interval = int(args[args.index("--index-interval") + 1]) if "--index-interval" in args else 4096
+    closed = "--closed" in args
+    logs = sorted(f for f in os.listdir(directory) if f.endswith(".log"))
+    if not logs:
+        problem(f"{directory}: no .log files")
+    records = []
+    for name in logs:
+        records += check_segment(os.path.join(directory, name), interval, closed)
+    expected = parse_expected(expected_path)
+    if len(records) != len(expected):
+        problem(f"{len(records)} records in the files, {len(expected)} expected")
+    for got, want in zip(records, expected):
+        if got != want:
+            problem(f"record {want[0]}: got {got!r}, expected {want!r}")
+            break
+    for a, b in zip(records, records[1:]):
+        if b[0] != a[0] + 1:
+            problem(f"offsets not dense: {a[0]} then {b[0]}")
+            break
+    print(f"checked {len(logs)} segments, {len(records)} records: "
+          + ("OK" if not problems else f"{len(problems)} problems"))
+    return 0 if not problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

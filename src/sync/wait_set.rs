@@ -1,0 +1,180 @@
+//! Parking for waiters, with no system call on the notifying side while nobody waits.
+//!
+//! A waiter spins and yields first (see [`Backoff`](super::Backoff)); only when that fails
+//! does it come here to park. The notifier (the thread that just published progress) pays one
+//! `SeqCst` fence and one load per notification; it takes the lock and wakes threads only
+//! when a waiter is registered.
+//!
+//! The lost-wake-up argument is Dekker's: the notifier publishes its progress, then
+//! `fence(SeqCst)`, then reads `waiters`; the waiter increments `waiters`, then
+//! `fence(SeqCst)`, then re-checks the condition. The two fences are ordered one way or the
+//! other, so either the waiter's re-check sees the progress, or the notifier sees the waiter
+//! (and then takes the lock, which the waiter holds from registration until it is inside
+//! `Condvar::wait`, so the notification cannot fall between its check and its sleep).
+
+use super::atomic::{fence, AtomicUsize, Ordering};
+use super::time::{self, Instant};
+use super::{Condvar, Mutex};
+
+/// A set of parked threads waiting for a condition another thread makes true.
+#[derive(Debug, Default)]
+pub(crate) struct WaitSet {
+    /// Threads between registration and leaving `wait_until`.
+    waiters: AtomicUsize,
+    lock: Mutex<()>,
+    cond: Condvar,
+}
+
+impl WaitSet {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Wakes every parked waiter. Call it *after* publishing the progress waiters look for.
+    #[inline]
+    pub(crate) fn notify_all(&self) {
+        // SeqCst fence: pairs with the fence in `wait_until` (see the module docs).
+        fence(Ordering::SeqCst);
+        // Relaxed: the fence above orders this load after the caller's publication.
+        if self.waiters.load(Ordering::Relaxed) != 0 {
+            self.wake_all();
+        }
+    }
+
+    /// Whether any thread is parked or about to park.
+    #[inline]
+    pub(crate) fn has_waiters(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.waiters.load(Ordering::Relaxed) != 0
+    }
+
+    #[cold]
+    fn wake_all(&self) {
+        // Taking the lock orders this wake-up after a registered waiter's last check.
+        drop(self.lock.lock());
+        self.cond.notify_all();
+    }
+
+    /// Parks until `ready` returns `Some`, or until `deadline` passes (then `None`, after one
+    /// last check of `ready`). `ready` must be cheap and is called with the wait set's lock
+    /// held; it is re-checked after every wake-up, spurious ones included.
+    pub(crate) fn wait_until<R>(
+        &self,
+        deadline: Option<Instant>,
+        mut ready: impl FnMut() -> Option<R>,
+    ) -> Option<R> {
+        let mut guard = self.lock.lock();
+        // Relaxed increment: the SeqCst fence right after it is what pairs with the
+        // notifier's fence.
+        self.waiters.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let result = loop {
+            if let Some(r) = ready() {
+                break Some(r);
+            }
+            match deadline {
+                None => self.cond.wait(&mut guard),
+                Some(deadline) => {
+                    if time::expired(deadline) || self.cond.wait_until(&mut guard, deadline) {
+                        break ready();
+                    }
+                }
+            }
+        };
+        // Relaxed: leaving only makes notifiers' fast path more likely; a stale count costs
+        // one spurious lock/notify, never a lost wake-up.
+        self.waiters.fetch_sub(1, Ordering::Relaxed);
+        drop(guard);
+        result
+    }
+}
+
+#[cfg(all(test, not(logbus_loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::atomic::AtomicBool;
+    use crate::sync::{thread, Arc};
+    use std::time::Duration;
+
+    #[test]
+    fn notify_wakes_a_parked_waiter() {
+        let set = Arc::new(WaitSet::new());
+        let flag = Arc::new(AtomicBool::new(false));
+        let (s, f) = (Arc::clone(&set), Arc::clone(&flag));
+        let waiter = thread::spawn_named("waiter".into(), move || {
+            s.wait_until(None, || f.load(Ordering::Acquire).then_some(7))
+        })
+        .unwrap();
+        while !set.has_waiters() {
+            thread::yield_now();
+        }
+        flag.store(true, Ordering::Release);
+        set.notify_all();
+        assert_eq!(waiter.join().unwrap(), Some(7));
+        assert!(!set.has_waiters());
+    }
+
+    #[test]
+    fn deadline_ends_the_wait_with_a_last_check() {
+        let set = WaitSet::new();
+        let deadline = time::deadline_after(Duration::from_millis(2));
+        assert_eq!(set.wait_until(deadline, || None::<()>), None);
+        let mut calls = 0;
+        let past = Some(Instant::now());
+        assert_eq!(
+            set.wait_until(past, || {
+                calls += 1;
+                (calls == 2).then_some(calls)
+            }),
+            Some(2)
+        );
+    }
+}
+
+/// Loom models of the wait set itself (crate-private, so they live here rather than in
+/// `loom-tests/`; the test script runs them with the other models).
+#[cfg(all(test, logbus_loom))]
+mod loom_models {
+    use super::*;
+    use crate::sync::atomic::AtomicBool;
+    use crate::sync::{thread, Arc};
+
+    /// A notification racing a waiter's registration is never lost: loom reports a deadlock
+    /// if the waiter could sleep forever.
+    #[test]
+    fn no_lost_wake_up() {
+        loom::model(|| {
+            let set = Arc::new(WaitSet::new());
+            let flag = Arc::new(AtomicBool::new(false));
+            let (s, f) = (Arc::clone(&set), Arc::clone(&flag));
+            let notifier = thread::spawn(move || {
+                f.store(true, Ordering::Release);
+                s.notify_all();
+            });
+            let got = set.wait_until(None, || flag.load(Ordering::Acquire).then_some(()));
+            assert_eq!(got, Some(()));
+            notifier.join().unwrap();
+        });
+    }
+
+    /// A timed wait may expire at any point; when it reports `None` the flag was not yet set
+    /// at its last check, and when it reports `Some` the flag was set.
+    #[test]
+    fn timed_wait_expiry_races_notification() {
+        loom::model(|| {
+            let set = Arc::new(WaitSet::new());
+            let flag = Arc::new(AtomicBool::new(false));
+            let (s, f) = (Arc::clone(&set), Arc::clone(&flag));
+            let notifier = thread::spawn(move || {
+                f.store(true, Ordering::Release);
+                s.notify_all();
+            });
+            let deadline = Some(Instant::now());
+            let got = set.wait_until(deadline, || flag.load(Ordering::Acquire).then_some(()));
+            notifier.join().unwrap();
+            if got.is_some() {
+                assert!(flag.load(Ordering::Relaxed));
+            }
+        });
+    }
+}
