@@ -20,6 +20,7 @@ use std::path::Path;
 
 use super::index_file::{decode_entries, Entry, IndexFile};
 use super::io::Io;
+use super::record_batch::NO_TIMESTAMP;
 use crate::error::Result;
 
 /// Bytes per `.timeindex` entry.
@@ -112,7 +113,9 @@ impl TimeIndex {
         if self.inner.len() >= self.inner.max_entries() {
             return;
         }
-        if self.last().map_or(true, |last| {
+        // An empty index behaves as if its last entry were (no timestamp, base offset), as
+        // Kafka's `TimeIndex.lastEntry` does: a segment without timestamps gets no entry.
+        if self.last().map_or(timestamp > NO_TIMESTAMP, |last| {
             timestamp > last.timestamp && offset >= last.offset
         }) {
             self.inner.push(TimeEntry { timestamp, offset });

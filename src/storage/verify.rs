@@ -325,6 +325,38 @@ mod tests {
         assert!(problem.reason.contains("CRC"), "{problem:?}");
     }
 
+    /// Regression (found by the `recovery` fuzz target): closing or recovering a segment
+    /// without timestamps wrote a time index entry `(-1, base)` naming no batch.
+    #[test]
+    fn segments_without_timestamps_get_no_time_index_entry() {
+        let io = FaultyIo::new(5);
+        let dir = Path::new("/data/t-2");
+        let open = || {
+            SegmentSet::open(
+                dir,
+                LogConfig::default(),
+                Arc::new(io.clone()),
+                Arc::new(SystemClock),
+                Checkpoints::default(),
+            )
+            .unwrap()
+            .0
+        };
+        open().close().unwrap(); // an empty segment, closed
+        assert_eq!(verify_partition(&io, dir).unwrap().problem, None);
+        let index = dir.join("00000000000000000000.timeindex");
+        assert_eq!(io.read_file(&index).unwrap(), b"");
+
+        let mut log = open(); // recovered from offset 0: indexes rebuilt
+        log.append(&[Record::new(-1, None, b"no timestamp")])
+            .unwrap();
+        log.close().unwrap();
+        assert_eq!(verify_partition(&io, dir).unwrap().problem, None);
+        assert_eq!(io.read_file(&index).unwrap(), b"");
+        drop(open());
+        assert_eq!(verify_partition(&io, dir).unwrap().problem, None);
+    }
+
     #[test]
     fn misnamed_and_stray_files() {
         let io = FaultyIo::new(4);
