@@ -2,7 +2,7 @@
 //! directory holding many (what `logbus verify` runs).
 //!
 //! [`verify_partition`] adds the checks of the directory's names to
-//! [`verify_dir`](super::recovery::verify_dir)'s checks of its contents: every `.log`,
+//! [`verify_dir`]'s checks of its contents: every `.log`,
 //! `.index` and `.timeindex` file must be named by a 20-digit base offset, and every index
 //! must have its `.log` (Kafka's `LogLoader` deletes stray indexes and ignores misnamed files,
 //! so a directory holding either is not as Kafka would leave it). [`verify_path`] finds the
@@ -12,21 +12,33 @@
 //! # Examples
 //!
 //! ```
-//! use std::sync::Arc;
+//! use std::fs;
+//! use logbus::storage::record_batch::BatchBuilder;
 //! use logbus::storage::verify::verify_path;
-//! use logbus::storage::{Checkpoints, FsIo, LogConfig, Record, SegmentSet};
-//! use logbus::SystemClock;
 //!
+//! // A log directory with two partitions of one segment each (sparse indexes: none yet).
 //! let root = tempfile::tempdir()?;
 //! for partition in ["orders-0", "orders-1"] {
-//!     let (mut log, _) = SegmentSet::open(root.path().join(partition), LogConfig::default(),
-//!         Arc::new(FsIo), Arc::new(SystemClock), Checkpoints::default())?;
-//!     log.append(&[Record::new(1_700_000_000_000, None, b"v")])?;
-//!     log.close()?;
+//!     let dir = root.path().join(partition);
+//!     fs::create_dir(&dir)?;
+//!     let batch = BatchBuilder::new(0).with_record(1_700_000_000_000, None, Some(b"v"))?;
+//!     fs::write(dir.join("00000000000000000000.log"), batch.clone().finish())?;
+//!     fs::write(dir.join("00000000000000000000.index"), b"")?;
+//!     fs::write(dir.join("00000000000000000000.timeindex"), b"")?;
 //! }
 //! let report = verify_path(root.path())?;
 //! assert_eq!(report.partitions.len(), 2);
+//! assert_eq!(report.batches(), 2);
 //! assert!(report.first_problem().is_none());
+//!
+//! // A torn tail is named with its file and byte position.
+//! let log = root.path().join("orders-1/00000000000000000000.log");
+//! let mut bytes = fs::read(&log)?;
+//! let size = bytes.len() as u64;
+//! bytes.extend_from_slice(&bytes.clone()[..30]);
+//! fs::write(&log, bytes)?;
+//! let problem = verify_path(root.path())?.first_problem().cloned().unwrap();
+//! assert_eq!((problem.file, problem.position), (log, size));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
