@@ -347,6 +347,22 @@ fn verify_names_a_corrupt_index_entry() {
 }
 
 #[test]
+fn verify_names_a_segment_deleted_by_hand_unless_gaps_are_allowed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("orders-0");
+    write_partition(&dir);
+    let logs = files(&dir, "log");
+    let doomed = logs[1].with_extension("");
+    for suffix in ["log", "index", "timeindex"] {
+        fs::remove_file(doomed.with_extension(suffix)).unwrap();
+    }
+    assert_problem(&dir, &logs[2], 0, "offsets are not dense");
+    let (code, out, err) = run(&["verify", "--allow-gaps"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("all consistent"), "{out}");
+}
+
+#[test]
 fn bad_input_is_a_message_and_exit_code_2() {
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("no-such-dir");

@@ -2,7 +2,7 @@
 //! and `.timeindex` files and a recovery-point checkpoint — opened with Kafka's recovery on
 //! the in-memory `FaultyIo`, then read end to end, appended to, closed and reopened. Nothing
 //! may panic; when recovery revalidated everything (recovery point 0), the directory it leaves
-//! must pass `verify_partition`.
+//! must pass `verify_partition_with` (gaps allowed).
 //!
 //! Input layout: a flags byte, three big-endian u16 lengths (index, time index, checkpoint),
 //! a u16 split point and a u8 second base offset, then the bytes of each file in that order;
@@ -17,7 +17,7 @@ use logbus::storage::checkpoint::{self, TopicPartitionOffset};
 use logbus::storage::fault::FaultyIo;
 use logbus::storage::io::{Io, OpenMode};
 use logbus::storage::segment::file_name;
-use logbus::storage::verify::verify_partition;
+use logbus::storage::verify::{verify_partition_with, VerifyOptions};
 use logbus::storage::{Checkpoints, LogConfig, Record, SegmentSet};
 use logbus::ManualClock;
 
@@ -140,7 +140,10 @@ fuzz_target!(|data: &[u8]| {
     };
     assert!(report.log_start_offset <= report.log_end_offset);
     if checkpoints.recovery_point == 0 {
-        let verified = verify_partition(&io, dir).expect("verify reads the recovered directory");
+        // Recovery keeps offset gaps it finds (as Kafka does): only increasing offsets.
+        let options = VerifyOptions::default().dense_offsets(false);
+        let verified =
+            verify_partition_with(&io, dir, options).expect("verify reads the recovered directory");
         assert_eq!(
             verified.problem, None,
             "recovery left an inconsistent directory: {report:?}"

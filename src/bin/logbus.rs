@@ -4,7 +4,8 @@
 //!   entries of `.index` and `.timeindex` files, in the layout of Kafka's `kafka-dump-log`
 //!   (`DumpLogSegments`). Add `--print-data` for keys and values.
 //! - `logbus verify <dir>` checks a partition directory, or a directory of them, with
-//!   [`logbus::storage::verify`], and names the file and byte position of the first problem.
+//!   [`logbus::storage::verify`], and names the file and byte position of the first problem;
+//!   every offset must be present unless `--allow-gaps` is given.
 //!
 //! Exit status: 0 when all went well (for `verify`: every partition is consistent), 1 when
 //! `verify` found a problem, 2 for bad input (a missing path, a file that is not a segment,
@@ -25,7 +26,7 @@ use logbus::storage::record_batch::{
     HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
 };
 use logbus::storage::segment::{parse_file_name, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
-use logbus::storage::verify::{partition_dirs, verify_path};
+use logbus::storage::verify::{partition_dirs, verify_path_with, VerifyOptions};
 use logbus::storage::{offset_index, time_index, FsIo, Io, IoFile, OpenMode};
 use logbus::Error;
 
@@ -58,6 +59,10 @@ enum Command {
     Verify {
         /// A partition directory, or a directory of them.
         path: PathBuf,
+        /// Accept offset gaps (compacted topics, batches appended with a gap): check only
+        /// that offsets increase. By default every offset must be present.
+        #[arg(long)]
+        allow_gaps: bool,
     },
 }
 
@@ -87,7 +92,7 @@ fn main() -> ExitCode {
     let mut out = BufWriter::new(stdout.lock());
     let result = match &cli.command {
         Command::Dump { path, print_data } => dump(&mut out, path, *print_data),
-        Command::Verify { path } => verify(&mut out, path),
+        Command::Verify { path, allow_gaps } => verify(&mut out, path, *allow_gaps),
     };
     let result = result.and_then(|code| {
         out.flush()?;
@@ -123,8 +128,9 @@ fn chain(e: &dyn std::error::Error) -> String {
 // ---------------------------------------------------------------------------------------------
 // verify
 
-fn verify(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
-    let report = verify_path(path)?;
+fn verify(out: &mut dyn Write, path: &Path, allow_gaps: bool) -> Result<ExitCode, Failure> {
+    let options = VerifyOptions::default().dense_offsets(!allow_gaps);
+    let report = verify_path_with(path, options)?;
     for partition in &report.partitions {
         let r = &partition.report;
         match &r.problem {

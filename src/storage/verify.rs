@@ -5,7 +5,9 @@
 //! [`verify_dir`]'s checks of its contents: every `.log`,
 //! `.index` and `.timeindex` file must be named by a 20-digit base offset, and every index
 //! must have its `.log` (Kafka's `LogLoader` deletes stray indexes and ignores misnamed files,
-//! so a directory holding either is not as Kafka would leave it). [`verify_path`] finds the
+//! so a directory holding either is not as Kafka would leave it), and by default requires
+//! dense offsets (see [`VerifyOptions`]): no offset missing inside or between segments, as
+//! after a segment was deleted by hand. [`verify_path`] finds the
 //! partition directories under a path — the path itself when it holds segment files,
 //! otherwise its subdirectories that do — and verifies each one.
 //!
@@ -46,13 +48,45 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::io::{FsIo, Io};
+use super::io::{FsIo, Io, OpenMode};
 use super::recovery::{verify_dir, Problem, VerifyReport};
-use super::segment::{parse_file_name, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use super::segment::{
+    file_name, parse_file_name, scan_log, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+};
 use crate::error::{Error, Result};
 
 /// The suffixes of the files that make up a segment.
 const SEGMENT_SUFFIXES: [&str; 3] = [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX];
+
+/// Which of the optional checks [`verify_partition_with`] and [`verify_path_with`] make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct VerifyOptions {
+    /// Require dense offsets (the default): each segment's first batch starts at the
+    /// segment's base offset, each batch at one past the previous batch's last offset (across
+    /// segments too, so a segment deleted by hand is found), and the records of each batch
+    /// take every offset from its base to its last, in order. Turn it off for logs that may
+    /// hold gaps — compacted Kafka topics, or batches appended with a gap through
+    /// [`SegmentSet::append_batch`](super::SegmentSet::append_batch) — to check only that
+    /// offsets increase.
+    pub dense_offsets: bool,
+}
+
+impl Default for VerifyOptions {
+    fn default() -> Self {
+        VerifyOptions {
+            dense_offsets: true,
+        }
+    }
+}
+
+impl VerifyOptions {
+    /// The options with [`dense_offsets`](VerifyOptions::dense_offsets) set to `dense`.
+    pub fn dense_offsets(mut self, dense: bool) -> Self {
+        self.dense_offsets = dense;
+        self
+    }
+}
 
 /// The verification of one partition directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,15 +146,11 @@ fn is_segment_file(name: &str) -> bool {
     parse_file_name(name).is_some_and(|(_, suffix)| SEGMENT_SUFFIXES.contains(&suffix))
 }
 
-/// Checks the partition directory `dir` without changing it: first its names (every segment
-/// file named by a 20-digit base offset, no index without its `.log`), then its contents as
-/// [`verify_dir`] does (batches, CRCs, offsets, both indexes against the batches, no
-/// incomplete tail). Stops at the first problem, which names the file and byte position.
+/// [`verify_partition_with`] with the default options (dense offsets required).
 ///
 /// # Errors
 ///
-/// [`Error::Io`] when the directory or a file in it cannot be read. Inconsistencies are not
-/// errors: they are the report's [`problem`](VerifyReport::problem).
+/// As [`verify_partition_with`].
 ///
 /// # Examples
 ///
@@ -144,6 +174,51 @@ fn is_segment_file(name: &str) -> bool {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn verify_partition(io: &dyn Io, dir: &Path) -> Result<VerifyReport> {
+    verify_partition_with(io, dir, VerifyOptions::default())
+}
+
+/// Checks the partition directory `dir` without changing it: first its names (every segment
+/// file named by a 20-digit base offset, no index without its `.log`), then its contents as
+/// [`verify_dir`] does (batches, CRCs, offsets increasing and inside their segment, both
+/// indexes against the batches, no incomplete tail), then, with
+/// [`dense_offsets`](VerifyOptions::dense_offsets), that no offset is missing. Stops at the
+/// first problem, which names the file and byte position.
+///
+/// # Errors
+///
+/// [`Error::Io`] when the directory or a file in it cannot be read. Inconsistencies are not
+/// errors: they are the report's [`problem`](VerifyReport::problem).
+///
+/// # Examples
+///
+/// ```
+/// use std::path::Path;
+/// use logbus::storage::fault::FaultyIo;
+/// use logbus::storage::io::{Io, OpenMode};
+/// use logbus::storage::record_batch::BatchBuilder;
+/// use logbus::storage::verify::{verify_partition_with, VerifyOptions};
+///
+/// let io = FaultyIo::new(1);
+/// let dir = Path::new("/compacted-0");
+/// io.create_dir_all(dir)?;
+/// // Offsets 0 and 5: a gap, as compaction leaves.
+/// let mut log = BatchBuilder::new(0).with_record(1, None, Some(b"a"))?.finish().to_vec();
+/// log.extend_from_slice(BatchBuilder::new(5).with_record(2, None, Some(b"b"))?.finish());
+/// io.open(&dir.join("00000000000000000000.log"), OpenMode::CreateNew)?.write_all_at(&log, 0)?;
+/// io.open(&dir.join("00000000000000000000.index"), OpenMode::CreateNew)?;
+/// io.open(&dir.join("00000000000000000000.timeindex"), OpenMode::CreateNew)?;
+///
+/// let strict = verify_partition_with(&io, dir, VerifyOptions::default())?;
+/// assert!(strict.problem.unwrap().reason.contains("offsets are not dense"));
+/// let gaps_allowed = VerifyOptions::default().dense_offsets(false);
+/// assert_eq!(verify_partition_with(&io, dir, gaps_allowed)?.problem, None);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn verify_partition_with(
+    io: &dyn Io,
+    dir: &Path,
+    options: VerifyOptions,
+) -> Result<VerifyReport> {
     let names = io
         .list_dir(dir)
         .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
@@ -181,7 +256,87 @@ pub fn verify_partition(io: &dyn Io, dir: &Path) -> Result<VerifyReport> {
             ..VerifyReport::default()
         });
     }
-    verify_dir(io, dir)
+    let mut report = verify_dir(io, dir)?;
+    if report.problem.is_none() && options.dense_offsets {
+        report.problem = check_dense(io, dir, &logs)?;
+    }
+    Ok(report)
+}
+
+/// The dense-offsets check of [`VerifyOptions::dense_offsets`], on a directory that passed
+/// [`verify_dir`] (so every batch is whole and valid).
+fn check_dense(io: &dyn Io, dir: &Path, bases: &BTreeSet<u64>) -> Result<Option<Problem>> {
+    let mut expected: Option<u64> = None;
+    for &base in bases {
+        let path = dir.join(file_name(base, LOG_SUFFIX));
+        if let Some(e) = expected.filter(|&e| e != base) {
+            return Ok(Some(Problem {
+                file: path,
+                position: 0,
+                reason: format!(
+                    "offsets are not dense: the segment's base offset is {base} but the previous \
+                     segment ends before {e} (a segment deleted by hand?)"
+                ),
+            }));
+        }
+        let file = io
+            .open(&path, OpenMode::Read)
+            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        let len = file
+            .len()
+            .map_err(|e| Error::io(format!("reading length of {}", path.display()), e))?;
+        let mut next = base;
+        let mut problem = None;
+        scan_log(&*file, &path, 0, len, |batch| {
+            let h = batch.header();
+            let mut gap = |reason: String| {
+                problem = Some(Problem {
+                    file: path.clone(),
+                    position: batch.position(),
+                    reason: format!("offsets are not dense: {reason}"),
+                });
+                Ok(false)
+            };
+            if h.base_offset != next as i64 {
+                let what = if batch.position() == 0 {
+                    "the segment's base offset, from its file name"
+                } else {
+                    "one past the previous batch's last offset"
+                };
+                return gap(format!(
+                    "the batch starts at offset {}, expected {next} ({what})",
+                    h.base_offset
+                ));
+            }
+            if i64::from(h.records_count) != i64::from(h.last_offset_delta) + 1 {
+                return gap(format!(
+                    "the batch holds {} records for offsets {}..={}",
+                    h.records_count,
+                    h.base_offset,
+                    h.last_offset()
+                ));
+            }
+            // A compressed batch's records cannot be read here; its counts matched above.
+            if let Ok(records) = batch.records() {
+                for (i, record) in records.enumerate() {
+                    let offset = record?.offset;
+                    if offset != h.base_offset.wrapping_add(i as i64) {
+                        return gap(format!(
+                            "record {i} of the batch at offset {} has offset {offset}",
+                            h.base_offset
+                        ));
+                    }
+                }
+            }
+            next = h.last_offset() as u64 + 1;
+            Ok(true)
+        })?;
+        if problem.is_some() {
+            return Ok(problem);
+        }
+        expected = Some(next);
+    }
+    Ok(None)
 }
 
 fn metadata(path: &Path) -> Result<fs::Metadata> {
@@ -246,20 +401,33 @@ pub fn partition_dirs(path: &Path) -> Result<Vec<PathBuf>> {
     Ok(dirs)
 }
 
-/// Verifies every partition directory at `path` (see [`partition_dirs`]) with
-/// [`verify_partition`]; a problem in one partition does not stop the others.
+/// [`verify_path_with`] with the default options (dense offsets required).
 ///
 /// # Errors
 ///
-/// As [`partition_dirs`] and [`verify_partition`].
+/// As [`verify_path_with`].
 ///
 /// # Examples
 ///
 /// See the [module docs](self).
 pub fn verify_path(path: &Path) -> Result<TreeReport> {
+    verify_path_with(path, VerifyOptions::default())
+}
+
+/// Verifies every partition directory at `path` (see [`partition_dirs`]) with
+/// [`verify_partition_with`]; a problem in one partition does not stop the others.
+///
+/// # Errors
+///
+/// As [`partition_dirs`] and [`verify_partition_with`].
+///
+/// # Examples
+///
+/// See the [module docs](self).
+pub fn verify_path_with(path: &Path, options: VerifyOptions) -> Result<TreeReport> {
     let mut report = TreeReport::default();
     for dir in partition_dirs(path)? {
-        let partition = verify_partition(&FsIo, &dir)?;
+        let partition = verify_partition_with(&FsIo, &dir, options)?;
         report.partitions.push(PartitionReport {
             dir,
             report: partition,
@@ -367,6 +535,112 @@ mod tests {
         assert_eq!(io.read_file(&index).unwrap(), b"");
         drop(open());
         assert_eq!(verify_partition(&io, dir).unwrap().problem, None);
+    }
+
+    #[test]
+    fn gaps_fail_the_dense_check_only() {
+        let io = FaultyIo::new(6);
+        let dir = Path::new("/data/t-3");
+        write_partition(Arc::new(io.clone()), dir, 200);
+        let dense = VerifyOptions::default();
+        let gaps = VerifyOptions::default().dense_offsets(false);
+        assert_eq!(
+            verify_partition_with(&io, dir, dense).unwrap().problem,
+            None
+        );
+
+        // A segment deleted by hand: the next one names the gap.
+        let logs: Vec<String> = io
+            .list_dir(dir)
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.ends_with(".log"))
+            .collect();
+        let (doomed, after) = (parse_file_name(&logs[2]).unwrap().0, &logs[3]);
+        for suffix in SEGMENT_SUFFIXES {
+            io.remove_file(&dir.join(file_name(doomed, suffix)))
+                .unwrap();
+        }
+        let problem = verify_partition(&io, dir).unwrap().problem.unwrap();
+        assert_eq!((problem.file, problem.position), (dir.join(after), 0));
+        assert!(problem.reason.contains("not dense"), "{}", problem.reason);
+        assert_eq!(verify_partition_with(&io, dir, gaps).unwrap().problem, None);
+
+        // A batch appended with a gap inside the active segment.
+        let dir = Path::new("/data/t-4");
+        let (mut log, _) = SegmentSet::open(
+            dir,
+            LogConfig::default(),
+            Arc::new(io.clone()),
+            Arc::new(SystemClock),
+            Checkpoints::default(),
+        )
+        .unwrap();
+        log.append(&[Record::new(1, None, b"a")]).unwrap();
+        let batch =
+            crate::storage::record_batch::encode_batch(9, &[Record::new(2, None, b"b")]).unwrap();
+        let info = log.append_batch(&batch).unwrap();
+        log.close().unwrap();
+        let problem = verify_partition(&io, dir).unwrap().problem.unwrap();
+        assert_eq!(problem.position, info.position);
+        assert!(
+            problem.reason.contains("starts at offset 9, expected 1"),
+            "{}",
+            problem.reason
+        );
+        assert_eq!(verify_partition_with(&io, dir, gaps).unwrap().problem, None);
+    }
+
+    #[test]
+    fn records_must_fill_their_batch() {
+        use crate::storage::record_batch::{crc32c, BatchBuilder};
+        let io = FaultyIo::new(7);
+        let dir = Path::new("/data/t-5");
+        io.create_dir_all(dir).unwrap();
+        let log = dir.join("00000000000000000000.log");
+        for suffix in SEGMENT_SUFFIXES {
+            io.open(&dir.join(file_name(0, suffix)), OpenMode::CreateNew)
+                .unwrap();
+        }
+        let good = BatchBuilder::new(0)
+            .with_record(7, None, Some(b"a"))
+            .unwrap()
+            .with_record(7, None, Some(b"b"))
+            .unwrap()
+            .finish()
+            .to_vec();
+        let with_crc = |mut b: Vec<u8>| {
+            let crc = crc32c(&b[21..]);
+            b[17..21].copy_from_slice(&crc.to_be_bytes());
+            b
+        };
+        let check = |bytes: &[u8]| {
+            assert!(io.write_file(&log, bytes));
+            verify_partition(&io, dir).unwrap().problem
+        };
+        assert_eq!(check(&good), None);
+
+        // lastOffsetDelta 2 for two records.
+        let mut b = good.clone();
+        b[26] = 2;
+        let problem = check(&with_crc(b)).unwrap();
+        assert!(
+            problem.reason.contains("2 records for offsets 0..=2"),
+            "{problem:?}"
+        );
+
+        // The second record's offset delta 0 instead of 1 (zig-zag 2 -> 0).
+        let mut b = good.clone();
+        let second = 61 + 1 + usize::from(b[61] / 2);
+        assert_eq!(b[second + 3], 2, "offsetDelta of record 1");
+        b[second + 3] = 0;
+        let problem = check(&with_crc(b)).unwrap();
+        assert!(
+            problem
+                .reason
+                .contains("record 1 of the batch at offset 0 has offset 0"),
+            "{problem:?}"
+        );
     }
 
     #[test]
