@@ -59,8 +59,9 @@ enum Command {
     Verify {
         /// A partition directory, or a directory of them.
         path: PathBuf,
-        /// Accept offset gaps (compacted topics, batches appended with a gap): check only
-        /// that offsets increase. By default every offset must be present.
+        /// Accept missing offsets (between segments, or inside compacted batches) where the
+        /// storage layer's own checks allow them. By default every offset from the first
+        /// segment's base offset to the log end must be present.
         #[arg(long)]
         allow_gaps: bool,
     },
