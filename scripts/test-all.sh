@@ -4,11 +4,11 @@
 # no step is ever skipped silently.
 #
 #   scripts/test-all.sh            # everything
-#   LOGBUS_STEPS="loom miri" scripts/test-all.sh   # a subset (names: tests loom miri)
+#   LOGBUS_STEPS="loom miri" scripts/test-all.sh   # a subset (names: tests loom miri interop)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-steps=${LOGBUS_STEPS:-"tests loom miri"}
+steps=${LOGBUS_STEPS:-"tests loom miri interop"}
 
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf '\nFAILED: %s\n' "$*" >&2; exit 1; }

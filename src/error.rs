@@ -146,6 +146,16 @@ pub enum Error {
         dir: PathBuf,
     },
 
+    /// A path given as a segment file or a partition directory is neither (e.g. a file not
+    /// named `NNNNNNNNNNNNNNNNNNNN.log`, or a directory holding no segments).
+    #[error("{}: {reason}", path.display())]
+    NotASegment {
+        /// The path given.
+        path: PathBuf,
+        /// What it is instead, and what would have been accepted.
+        reason: String,
+    },
+
     /// An I/O operation failed.
     #[error("I/O error while {context}")]
     Io {

@@ -109,11 +109,12 @@ def check_segment(log_path, interval, closed):
             max_ts, max_ts_offset = batch_max, last
         if since > interval:
             want_index.append((last - base, position))
-            if not want_time or max_ts > want_time[-1][0]:
+            if max_ts > (want_time[-1][0] if want_time else -1):
                 want_time.append((max_ts, max_ts_offset - base))
             since = 0
         since += size
-    if closed and batches and (not want_time or max_ts > want_time[-1][0]):
+    # An empty time index counts as ending with (-1, base): no entry without a timestamp.
+    if closed and max_ts > (want_time[-1][0] if want_time else -1):
         want_time.append((max_ts, max_ts_offset - base))
 
     stem = log_path[:-4]

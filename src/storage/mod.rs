@@ -21,6 +21,7 @@
 //! | [`segment_set`] | a partition directory: roll, retention, truncation, durability |
 //! | [`recovery`] | opening a directory (Kafka's recovery) and [`verify_dir`] |
 //! | [`checkpoint`] | Kafka's checkpoint text files, replaced atomically |
+//! | [`verify`] | read-only checks of a partition directory or a directory of them |
 //!
 //! # Guarantees
 //!
@@ -69,6 +70,7 @@ pub mod segment;
 pub mod segment_set;
 pub mod time_index;
 pub mod varint;
+pub mod verify;
 
 pub use io::{FsIo, Io, IoFile, OpenMode};
 pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, Header, Record};

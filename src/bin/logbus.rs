@@ -1,0 +1,570 @@
+//! `logbus`: look inside segment directories (logbus's, or Kafka's own: the format is the same).
+//!
+//! - `logbus dump <segment-or-dir>` prints the batches and records of `.log` files and the
+//!   entries of `.index` and `.timeindex` files, in the layout of Kafka's `kafka-dump-log`
+//!   (`DumpLogSegments`). Add `--print-data` for keys and values.
+//! - `logbus verify <dir>` checks a partition directory, or a directory of them, with
+//!   [`logbus::storage::verify`], and names the file and byte position of the first problem;
+//!   every offset must be present unless `--allow-gaps` is given.
+//!
+//! Exit status: 0 when all went well (for `verify`: every partition is consistent), 1 when
+//! `verify` found a problem, 2 for bad input (a missing path, a file that is not a segment,
+//! an unreadable file) or a usage error. `dump` prints what it can of damaged files (a batch
+//! whose CRC does not match is shown with `isvalid: false`) and exits 0; checking is
+//! `verify`'s job.
+//!
+//! Built only with the `cli` feature: `cargo run --features cli --bin logbus -- dump <path>`.
+
+use std::fmt::Write as _;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use logbus::storage::record_batch::{
+    crc32c, Batch, BatchHeader, TimestampType, CORRUPT_BELOW_BATCH_LENGTH, HEADER_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
+};
+use logbus::storage::segment::{parse_file_name, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use logbus::storage::verify::{partition_dirs, verify_path_with, VerifyOptions};
+use logbus::storage::{offset_index, time_index, FsIo, Io, IoFile, OpenMode};
+use logbus::Error;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "logbus",
+    version,
+    about = "Dump and verify partition directories in Kafka's segment format"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the batches, records and index entries of a segment file (.log, .index,
+    /// .timeindex), a partition directory, or a directory of partition directories, as
+    /// Kafka's kafka-dump-log does.
+    Dump {
+        /// A segment file or a directory.
+        path: PathBuf,
+        /// Also print each record's key and value (UTF-8 text as is, other bytes as 0x-hex).
+        #[arg(long)]
+        print_data: bool,
+    },
+    /// Check every segment and index of a partition directory (or of each partition directory
+    /// in a directory): exit 0 when all are consistent, 1 naming the file and byte position of
+    /// the first problem otherwise.
+    Verify {
+        /// A partition directory, or a directory of them.
+        path: PathBuf,
+        /// Accept missing offsets (between segments, or inside compacted batches) where the
+        /// storage layer's own checks allow them. By default every offset from the first
+        /// segment's base offset to the log end must be present.
+        #[arg(long)]
+        allow_gaps: bool,
+    },
+}
+
+/// Why a command failed.
+enum Failure {
+    /// The input was bad (or unreadable): exit 2.
+    Input(Error),
+    /// Writing the output failed (e.g. a closed pipe).
+    Output(io::Error),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Input(e)
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Failure::Output(e)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let result = match &cli.command {
+        Command::Dump { path, print_data } => dump(&mut out, path, *print_data),
+        Command::Verify { path, allow_gaps } => verify(&mut out, path, *allow_gaps),
+    };
+    let result = result.and_then(|code| {
+        out.flush()?;
+        Ok(code)
+    });
+    match result {
+        Ok(code) => code,
+        // `logbus dump ... | head`: the reader is gone, nothing more to say.
+        Err(Failure::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(Failure::Output(e)) => {
+            eprintln!("logbus: cannot write the output: {e}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Input(e)) => {
+            drop(out.flush());
+            eprintln!("logbus: {}", chain(&e));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// An error with its sources, on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let _ = write!(text, ": {s}");
+        source = s.source();
+    }
+    text
+}
+
+// ---------------------------------------------------------------------------------------------
+// verify
+
+fn verify(out: &mut dyn Write, path: &Path, allow_gaps: bool) -> Result<ExitCode, Failure> {
+    let options = VerifyOptions::default().dense_offsets(!allow_gaps);
+    let report = verify_path_with(path, options)?;
+    for partition in &report.partitions {
+        let r = &partition.report;
+        match &r.problem {
+            None => writeln!(
+                out,
+                "{}: OK ({} segments, {} batches)",
+                partition.dir.display(),
+                r.segments,
+                r.batches
+            )?,
+            Some(p) => {
+                // The reason of a corrupt batch repeats the file and position: say them once.
+                let prefix = format!(
+                    "corrupt file {}: at byte {}: ",
+                    p.file.display(),
+                    p.position
+                );
+                let reason = p.reason.strip_prefix(&prefix).unwrap_or(&p.reason);
+                writeln!(
+                    out,
+                    "{}: PROBLEM in {} at byte {}: {reason}",
+                    partition.dir.display(),
+                    p.file.display(),
+                    p.position
+                )?
+            }
+        }
+    }
+    let bad = report.problems().count();
+    writeln!(
+        out,
+        "verified {} partition(s), {} segment(s), {} batch(es): {}",
+        report.partitions.len(),
+        report.segments(),
+        report.batches(),
+        if bad == 0 {
+            "all consistent".to_string()
+        } else {
+            format!("{bad} with problems")
+        }
+    )?;
+    Ok(if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// dump
+
+/// What a segment file holds, by its suffix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Log,
+    Index,
+    TimeIndex,
+}
+
+/// The base offset and kind of a segment file, from its name.
+fn classify(name: &str) -> Option<(u64, Kind)> {
+    let (base, suffix) = parse_file_name(name)?;
+    let kind = match suffix {
+        LOG_SUFFIX => Kind::Log,
+        INDEX_SUFFIX => Kind::Index,
+        TIME_INDEX_SUFFIX => Kind::TimeIndex,
+        _ => return None,
+    };
+    Some((base, kind))
+}
+
+fn dump(out: &mut dyn Write, path: &Path, print_data: bool) -> Result<ExitCode, Failure> {
+    let is_dir = std::fs::metadata(path)
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
+        .is_dir();
+    if !is_dir {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let Some((base, kind)) = classify(name) else {
+            return Err(Error::NotASegment {
+                path: path.to_path_buf(),
+                reason: "not a segment file: expected a name like 00000000000000000000.log \
+                         (.index, .timeindex), or a directory"
+                    .into(),
+            }
+            .into());
+        };
+        dump_file(out, path, base, kind, print_data)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut first = true;
+    for dir in partition_dirs(path)? {
+        let names = FsIo
+            .list_dir(&dir)
+            .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+        let mut files: Vec<(u64, Kind, String)> = names
+            .into_iter()
+            .filter_map(|n| classify(&n).map(|(base, kind)| (base, kind, n)))
+            .collect();
+        files.sort();
+        for (base, kind, name) in files {
+            if !first {
+                writeln!(out)?;
+            }
+            first = false;
+            dump_file(out, &dir.join(name), base, kind, print_data)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn open(path: &Path) -> Result<(Box<dyn IoFile>, u64), Error> {
+    let file = FsIo
+        .open(path, OpenMode::Read)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    let len = file
+        .len()
+        .map_err(|e| Error::io(format!("reading the length of {}", path.display()), e))?;
+    Ok((file, len))
+}
+
+fn read_at(file: &dyn IoFile, path: &Path, buf: &mut [u8], pos: u64) -> Result<(), Error> {
+    file.read_exact_at(buf, pos)
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))
+}
+
+fn dump_file(
+    out: &mut dyn Write,
+    path: &Path,
+    base: u64,
+    kind: Kind,
+    print_data: bool,
+) -> Result<(), Failure> {
+    writeln!(out, "Dumping {}", path.display())?;
+    match kind {
+        Kind::Log => dump_log(out, path, base, print_data),
+        Kind::Index => dump_index(out, path, base, offset_index::ENTRY_SIZE),
+        Kind::TimeIndex => dump_index(out, path, base, time_index::ENTRY_SIZE),
+    }
+}
+
+fn dump_index(out: &mut dyn Write, path: &Path, base: u64, entry: usize) -> Result<(), Failure> {
+    let (file, len) = open(path)?;
+    let bytes = file
+        .read_all()
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    let whole = bytes.len() / entry * entry;
+    let shown = if entry == offset_index::ENTRY_SIZE {
+        let entries = offset_index::parse(&bytes, base);
+        for e in &entries {
+            writeln!(out, "offset: {} position: {}", e.offset, e.position)?;
+        }
+        entries.len() * entry
+    } else {
+        let entries = time_index::parse(&bytes, base);
+        for e in &entries {
+            writeln!(out, "timestamp: {} offset: {}", e.timestamp, e.offset)?;
+        }
+        entries.len() * entry
+    };
+    if shown < whole {
+        writeln!(
+            out,
+            "Stopped at the all-zero entry at byte {shown}: {} unused bytes (an untrimmed, \
+             preallocated index)",
+            whole - shown
+        )?;
+    }
+    if (whole as u64) < len {
+        writeln!(
+            out,
+            "Found {} trailing bytes at byte {whole} that do not form a whole {entry}-byte entry",
+            len - whole as u64
+        )?;
+    }
+    Ok(())
+}
+
+fn dump_log(out: &mut dyn Write, path: &Path, base: u64, print_data: bool) -> Result<(), Failure> {
+    let (file, len) = open(path)?;
+    writeln!(out, "Log starting offset: {base}")?;
+    let mut pos = 0u64;
+    let mut head = [0u8; HEADER_SIZE];
+    let mut buf = Vec::new();
+    while pos < len {
+        let left = len - pos;
+        if left < HEADER_SIZE_UP_TO_MAGIC as u64 {
+            return partial_tail(out, path, pos, left);
+        }
+        let head_len = left.min(HEADER_SIZE as u64) as usize;
+        read_at(&*file, path, &mut head[..head_len], pos)?;
+        let length = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
+        if length < CORRUPT_BELOW_BATCH_LENGTH {
+            writeln!(
+                out,
+                "Found a corrupt batch at byte {pos}: batchLength {length} is below \
+                 {CORRUPT_BELOW_BATCH_LENGTH}; {left} bytes from there not shown"
+            )?;
+            return Ok(());
+        }
+        let size = LOG_OVERHEAD as u64 + length as u64;
+        if size > left {
+            return partial_tail(out, path, pos, left);
+        }
+        // `size <= left`: never more than the file holds.
+        buf.resize(size as usize, 0);
+        read_at(&*file, path, &mut buf, pos)?;
+        let header = match BatchHeader::parse(&buf) {
+            Ok(h) => h,
+            Err(e) => {
+                writeln!(
+                    out,
+                    "Found an unreadable batch at byte {pos}: {}; {left} bytes from there not \
+                     shown",
+                    chain(&e.in_file(path, pos))
+                )?;
+                return Ok(());
+            }
+        };
+        let valid = crc32c(&buf[21..]) == header.crc;
+        write_batch(out, &header, pos, valid)?;
+        if valid {
+            match Batch::decode_at(&buf, pos) {
+                Ok(batch) => write_records(out, &batch, path, print_data)?,
+                Err(e) => writeln!(out, "| records not shown: {}", e.in_file(path, 0))?,
+            }
+        } else {
+            writeln!(out, "| records not shown: the CRC does not match")?;
+        }
+        pos += size;
+    }
+    Ok(())
+}
+
+fn partial_tail(out: &mut dyn Write, path: &Path, pos: u64, bytes: u64) -> Result<(), Failure> {
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    writeln!(
+        out,
+        "Found {bytes} invalid bytes at the end of {name} (from byte {pos}: an incomplete batch)"
+    )?;
+    Ok(())
+}
+
+fn timestamp_type(header: &BatchHeader) -> &'static str {
+    match header.timestamp_type() {
+        TimestampType::CreateTime => "CreateTime",
+        TimestampType::LogAppendTime => "LogAppendTime",
+    }
+}
+
+/// A record's sequence number: the base sequence plus its offset delta, wrapping from
+/// `i32::MAX` to 0, or -1 when the producer is not idempotent (Kafka's
+/// `DefaultRecordBatch.incrementSequence`).
+fn sequence(base_sequence: i32, delta: i64) -> i64 {
+    if base_sequence < 0 {
+        return -1;
+    }
+    let span = i64::from(i32::MAX) + 1;
+    (i64::from(base_sequence) + delta.rem_euclid(span)) % span
+}
+
+fn write_batch(
+    out: &mut dyn Write,
+    h: &BatchHeader,
+    position: u64,
+    valid: bool,
+) -> Result<(), Failure> {
+    writeln!(
+        out,
+        "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {} \
+         producerId: {} producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} \
+         isControl: {} position: {position} {}: {} size: {} magic: {} compresscodec: {} \
+         crc: {} isvalid: {valid}",
+        h.base_offset,
+        h.last_offset(),
+        h.records_count,
+        h.base_sequence,
+        sequence(h.base_sequence, i64::from(h.last_offset_delta)),
+        h.producer_id,
+        h.producer_epoch,
+        h.partition_leader_epoch,
+        h.is_transactional(),
+        h.is_control(),
+        timestamp_type(h),
+        h.max_timestamp,
+        h.size(),
+        h.magic,
+        h.compression(),
+        h.crc,
+    )?;
+    Ok(())
+}
+
+fn write_records(
+    out: &mut dyn Write,
+    batch: &Batch<'_>,
+    path: &Path,
+    print_data: bool,
+) -> Result<(), Failure> {
+    let h = batch.header();
+    let records = match batch.records() {
+        Ok(records) => records,
+        Err(e) => {
+            writeln!(out, "| records not shown: {}", e.in_file(path, 0))?;
+            return Ok(());
+        }
+    };
+    for record in records {
+        let r = match record {
+            Ok(r) => r,
+            Err(e) => {
+                writeln!(out, "| invalid record: {}", e.in_file(path, 0))?;
+                break;
+            }
+        };
+        let size = |b: Option<&[u8]>| b.map_or(-1, |b| b.len() as i64);
+        let header_keys: Vec<&str> = r.headers.iter().map(|h| h.key).collect();
+        let mut line = format!(
+            "| offset: {} {}: {} keySize: {} valueSize: {} sequence: {} headerKeys: [{}]",
+            r.offset,
+            timestamp_type(h),
+            r.timestamp,
+            size(r.key),
+            size(r.value),
+            sequence(h.base_sequence, r.offset.wrapping_sub(h.base_offset)),
+            header_keys.join(",")
+        );
+        if h.is_control() {
+            line.push_str(&control_marker(r.key, r.value));
+        } else if print_data {
+            // As Kafka's tool: a null key or value is left out (its size says -1).
+            if let Some(key) = r.key {
+                let _ = write!(line, " key: {}", show_bytes(key));
+            }
+            if let Some(value) = r.value {
+                let _ = write!(line, " payload: {}", show_bytes(value));
+            }
+        }
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+/// A control record's meaning: key = int16 version, int16 type; a transaction marker's value
+/// = int16 version, int32 coordinator epoch.
+fn control_marker(key: Option<&[u8]>, value: Option<&[u8]>) -> String {
+    let Some(&[_, _, t0, t1, ..]) = key else {
+        return " controlType: unknown (key shorter than 4 bytes)".into();
+    };
+    let kind = i16::from_be_bytes([t0, t1]);
+    let name = match kind {
+        0 => "ABORT",
+        1 => "COMMIT",
+        _ => return format!(" controlType: {kind}"),
+    };
+    match value {
+        Some(&[_, _, e0, e1, e2, e3, ..]) => format!(
+            " endTxnMarker: {name} coordinatorEpoch: {}",
+            i32::from_be_bytes([e0, e1, e2, e3])
+        ),
+        _ => format!(" endTxnMarker: {name}"),
+    }
+}
+
+/// Bytes for a terminal: valid UTF-8 as text (control characters escaped), anything else as
+/// `0x` and hex digits.
+fn show_bytes(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text
+            .chars()
+            .flat_map(|c| {
+                let escape = c.is_control();
+                let s: Vec<char> = if escape {
+                    c.escape_default().collect()
+                } else {
+                    vec![c]
+                };
+                s
+            })
+            .collect(),
+        Err(_) => {
+            let mut s = String::with_capacity(2 + 2 * bytes.len());
+            s.push_str("0x");
+            for b in bytes {
+                let _ = write!(s, "{b:02x}");
+            }
+            s
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequences_wrap() {
+        assert_eq!(sequence(-1, 5), -1);
+        assert_eq!(sequence(10, 5), 15);
+        assert_eq!(sequence(i32::MAX, 1), 0);
+        assert_eq!(sequence(i32::MAX - 1, 3), 1);
+    }
+
+    #[test]
+    fn bytes_for_a_terminal() {
+        assert_eq!(show_bytes(b"k0"), "k0");
+        assert_eq!(show_bytes(b"a\nb"), "a\\nb");
+        assert_eq!(show_bytes(&[0xff, 0x00]), "0xff00");
+        assert_eq!(show_bytes(b""), "");
+    }
+
+    #[test]
+    fn control_records() {
+        let key = [0, 0, 0, 1];
+        let value = [0, 0, 0, 0, 0, 7];
+        assert_eq!(
+            control_marker(Some(&key), Some(&value)),
+            " endTxnMarker: COMMIT coordinatorEpoch: 7"
+        );
+        assert_eq!(control_marker(Some(&[0, 0, 0, 5]), None), " controlType: 5");
+        assert!(control_marker(None, None).contains("unknown"));
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(classify("00000000000000000042.log"), Some((42, Kind::Log)));
+        assert_eq!(
+            classify("00000000000000000042.timeindex"),
+            Some((42, Kind::TimeIndex))
+        );
+        assert_eq!(classify("00000000000000000042.txnindex"), None);
+        assert_eq!(classify("42.log"), None);
+    }
+}

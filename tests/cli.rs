@@ -1,0 +1,404 @@
+//! The `logbus` binary (`dump`, `verify`) on partition directories written by the storage
+//! layer, intact and damaged. Needs the `cli` feature (`cargo test --all-features`).
+#![cfg(feature = "cli")]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use logbus::storage::record_batch::{encode_batch, BatchHeader, Header, Record};
+use logbus::storage::{offset_index, time_index};
+use logbus::storage::{Checkpoints, FsIo, LogConfig, SegmentSet};
+use logbus::SystemClock;
+
+fn logbus(args: &[&std::ffi::OsStr]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_logbus"))
+        .args(args)
+        .output()
+        .expect("run the logbus binary");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "logbus panicked: {stderr}");
+    out
+}
+
+fn run(args: &[&str], path: &Path) -> (i32, String, String) {
+    let mut all: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    all.push(path.as_os_str());
+    let out = logbus(&all);
+    (
+        out.status.code().expect("exited normally"),
+        String::from_utf8(out.stdout).expect("UTF-8 output"),
+        String::from_utf8(out.stderr).expect("UTF-8 errors"),
+    )
+}
+
+/// The first batch every test partition starts with: three records, one with a null key, one
+/// with a null value, timestamps out of order, headers.
+fn first_batch() -> Vec<Record> {
+    let header = |k: &str, v: Option<&[u8]>| Header {
+        key: k.into(),
+        value: v.map(<[u8]>::to_vec),
+    };
+    vec![
+        Record {
+            timestamp: 1_700_000_000_000,
+            key: Some(b"k0".to_vec()),
+            value: Some(b"v0".to_vec()),
+            headers: vec![header("h", Some(b"x"))],
+        },
+        Record {
+            timestamp: 1_700_000_000_005,
+            key: None,
+            value: Some(b"v1".to_vec()),
+            headers: vec![],
+        },
+        Record {
+            timestamp: 1_699_999_999_990,
+            key: Some(b"k2".to_vec()),
+            value: None,
+            headers: vec![header("a", None), header("b", Some(b""))],
+        },
+    ]
+}
+
+/// Writes a partition: the first batch, then 120 one-record batches, in segments of about
+/// 1 KiB with index entries every 200 bytes; closed cleanly.
+fn write_partition(dir: &Path) {
+    let config = LogConfig {
+        segment_bytes: 1024,
+        index_interval_bytes: 200,
+        ..LogConfig::default()
+    };
+    let (mut log, _) = SegmentSet::open(
+        dir,
+        config,
+        Arc::new(FsIo),
+        Arc::new(SystemClock),
+        Checkpoints::default(),
+    )
+    .unwrap();
+    log.append(&first_batch()).unwrap();
+    for i in 0..120i64 {
+        let ts = 1_700_000_001_000 + (i % 9) * 100;
+        log.append(&[Record::new(
+            ts,
+            Some(b"key"),
+            format!("value-{i}").as_bytes(),
+        )])
+        .unwrap();
+    }
+    log.close().unwrap();
+}
+
+fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == suffix))
+        .collect();
+    out.sort();
+    out
+}
+
+fn base_of(path: &Path) -> u64 {
+    path.file_stem().unwrap().to_str().unwrap().parse().unwrap()
+}
+
+/// Start positions of the batches of a `.log` file.
+fn batch_starts(log: &Path) -> Vec<u64> {
+    let bytes = fs::read(log).unwrap();
+    let mut starts = Vec::new();
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        starts.push(pos as u64);
+        pos += BatchHeader::parse(&bytes[pos..]).unwrap().size() as usize;
+    }
+    starts
+}
+
+#[test]
+fn dump_prints_batches_records_and_indexes_like_kafka() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("orders-0");
+    write_partition(&dir);
+    let (code, out, err) = run(&["dump"], &dir);
+    assert_eq!(code, 0, "{err}");
+
+    // The first batch, field by field (size and CRC from the same records encoded here: the
+    // CRC does not cover the base offset).
+    let bytes = encode_batch(0, &first_batch()).unwrap();
+    let h = BatchHeader::parse(&bytes).unwrap();
+    let first_log = dir.join("00000000000000000000.log");
+    let expected = [
+        format!("Dumping {}", first_log.display()),
+        "Log starting offset: 0".to_string(),
+        format!(
+            "baseOffset: 0 lastOffset: 2 count: 3 baseSequence: -1 lastSequence: -1 \
+             producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false \
+             isControl: false position: 0 CreateTime: 1700000000005 size: {} magic: 2 \
+             compresscodec: none crc: {} isvalid: true",
+            bytes.len(),
+            h.crc
+        ),
+        "| offset: 0 CreateTime: 1700000000000 keySize: 2 valueSize: 2 sequence: -1 \
+         headerKeys: [h]"
+            .to_string(),
+        "| offset: 1 CreateTime: 1700000000005 keySize: -1 valueSize: 2 sequence: -1 \
+         headerKeys: []"
+            .to_string(),
+        "| offset: 2 CreateTime: 1699999999990 keySize: 2 valueSize: -1 sequence: -1 \
+         headerKeys: [a,b]"
+            .to_string(),
+    ];
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[..expected.len()], expected.map(|s| s), "{out}");
+    assert!(!out.contains("payload:"), "payloads only with --print-data");
+
+    // Every batch of every segment, every index and time index entry, in file order.
+    let logs = files(&dir, "log");
+    assert!(logs.len() >= 4, "expected several segments: {logs:?}");
+    let mut batches = 0;
+    let mut index_entries = 0;
+    for log in &logs {
+        let base = base_of(log);
+        let stem = log.with_extension("");
+        batches += batch_starts(log).len();
+        let dump_of = |path: &Path| {
+            let start = out
+                .find(&format!("Dumping {}\n", path.display()))
+                .unwrap_or_else(|| panic!("no dump of {}", path.display()));
+            let rest = &out[start..];
+            let end = rest[1..].find("Dumping ").map_or(rest.len(), |e| e + 1);
+            // Files are separated by a blank line.
+            rest[..end].trim_end().to_string()
+        };
+        let log_dump = dump_of(log);
+        for pos in batch_starts(log) {
+            assert!(
+                log_dump.contains(&format!(" position: {pos} ")),
+                "{log_dump}"
+            );
+        }
+        let index = stem.with_extension("index");
+        let index_dump = dump_of(&index);
+        let entries = offset_index::parse(&fs::read(&index).unwrap(), base);
+        index_entries += entries.len();
+        let want: Vec<String> = entries
+            .iter()
+            .map(|e| format!("offset: {} position: {}", e.offset, e.position))
+            .collect();
+        assert_eq!(index_dump.lines().skip(1).collect::<Vec<_>>(), want);
+        let time = stem.with_extension("timeindex");
+        let time_dump = dump_of(&time);
+        let entries = time_index::parse(&fs::read(&time).unwrap(), base);
+        assert!(
+            !entries.is_empty(),
+            "a closed segment has its final time entry"
+        );
+        let want: Vec<String> = entries
+            .iter()
+            .map(|e| format!("timestamp: {} offset: {}", e.timestamp, e.offset))
+            .collect();
+        assert_eq!(time_dump.lines().skip(1).collect::<Vec<_>>(), want);
+    }
+    assert_eq!(batches, 121);
+    assert!(
+        index_entries > 10,
+        "the 200-byte interval gives many entries"
+    );
+    assert_eq!(out.matches("isvalid: true").count(), 121);
+    assert_eq!(out.matches("| offset: ").count(), 123);
+}
+
+#[test]
+fn dump_with_data_and_of_single_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("orders-0");
+    write_partition(&dir);
+    let log = dir.join("00000000000000000000.log");
+    let (code, out, _) = run(&["dump", "--print-data"], &log);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("headerKeys: [h] key: k0 payload: v0\n"),
+        "{out}"
+    );
+    assert!(out.contains("headerKeys: [] payload: v1\n"), "{out}");
+    assert!(out.contains("headerKeys: [a,b] key: k2\n"), "{out}");
+    assert!(out.contains("key: key payload: value-0\n"), "{out}");
+    assert!(!out.contains("Dumping") || out.matches("Dumping").count() == 1);
+
+    let index = files(&dir, "index").remove(1);
+    let (code, out, _) = run(&["dump"], &index);
+    assert_eq!(code, 0);
+    assert!(
+        out.starts_with(&format!("Dumping {}\n", index.display())),
+        "{out}"
+    );
+    assert!(
+        out.lines().skip(1).all(|l| l.starts_with("offset: ")),
+        "{out}"
+    );
+
+    // A damaged batch is shown as invalid, and a torn tail is named.
+    let mut bytes = fs::read(&log).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    bytes.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 1, 0, 0, 0, 0, 0, 2, 7]);
+    fs::write(&log, &bytes).unwrap();
+    let (code, out, _) = run(&["dump"], &log);
+    assert_eq!(code, 0);
+    assert!(out.contains("isvalid: false"), "{out}");
+    assert!(
+        out.contains("records not shown: the CRC does not match"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Found 18 invalid bytes at the end of 00000000000000000000.log"),
+        "{out}"
+    );
+}
+
+#[test]
+fn verify_accepts_what_the_storage_layer_wrote() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_partition(&tmp.path().join("orders-0"));
+    write_partition(&tmp.path().join("orders-1"));
+    // A partition directory, and a directory of them.
+    for path in [tmp.path().join("orders-0"), tmp.path().to_path_buf()] {
+        let (code, out, err) = run(&["verify"], &path);
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(out.contains("orders-0: OK ("), "{out}");
+        assert!(out.contains("all consistent"), "{out}");
+    }
+}
+
+/// Runs `verify` on `dir` expecting a problem in `file` at byte `position`.
+fn assert_problem(dir: &Path, file: &Path, position: u64, what: &str) {
+    let (code, out, err) = run(&["verify"], dir);
+    assert_eq!(code, 1, "{out}{err}");
+    let want = format!("PROBLEM in {} at byte {position}: ", file.display());
+    let line = out
+        .lines()
+        .find(|l| l.contains("PROBLEM"))
+        .unwrap_or_else(|| panic!("no problem reported: {out}"));
+    assert!(line.contains(&want), "expected `{want}` in {line}");
+    assert!(line.contains(what), "expected `{what}` in {line}");
+}
+
+#[test]
+fn verify_names_the_file_and_position_of_a_flipped_byte() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("orders-0");
+    write_partition(&dir);
+    let log = files(&dir, "log").remove(2);
+    let starts = batch_starts(&log);
+    let mut bytes = fs::read(&log).unwrap();
+    bytes[starts[3] as usize + 70] ^= 0x10; // inside the fourth batch's record
+    fs::write(&log, &bytes).unwrap();
+    // The problem is at the batch's CRC field.
+    assert_problem(&dir, &log, starts[3] + 17, "CRC-32C mismatch");
+}
+
+#[test]
+fn verify_names_a_truncated_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("orders-0");
+    write_partition(&dir);
+    let log = files(&dir, "log").remove(1);
+    let starts = batch_starts(&log);
+    let len = fs::metadata(&log).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(len - 3)
+        .unwrap();
+    assert_problem(&dir, &log, *starts.last().unwrap(), "incomplete batch");
+}
+
+#[test]
+fn verify_names_a_corrupt_index_entry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("orders-0");
+    write_partition(&dir);
+    let index = files(&dir, "index").remove(0);
+    let mut bytes = fs::read(&index).unwrap();
+    assert!(bytes.len() >= 16, "two entries at least");
+    bytes[8 + 7] ^= 0x01; // the second entry's position, off by one
+    fs::write(&index, &bytes).unwrap();
+    assert_problem(&dir, &index, 8, "no batch starts at that position");
+
+    // A time index cut mid-entry.
+    fs::write(&index, {
+        bytes[8 + 7] ^= 0x01;
+        &bytes
+    })
+    .unwrap();
+    let time = files(&dir, "timeindex").remove(1);
+    let len = fs::metadata(&time).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&time)
+        .unwrap()
+        .set_len(len - 5)
+        .unwrap();
+    assert_problem(&dir, &time, len - 12, "not a multiple");
+}
+
+#[test]
+fn verify_names_a_segment_deleted_by_hand_unless_gaps_are_allowed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("orders-0");
+    write_partition(&dir);
+    let logs = files(&dir, "log");
+    let doomed = logs[1].with_extension("");
+    for suffix in ["log", "index", "timeindex"] {
+        fs::remove_file(doomed.with_extension(suffix)).unwrap();
+    }
+    assert_problem(&dir, &logs[2], 0, "offsets are not dense");
+    let (code, out, err) = run(&["verify", "--allow-gaps"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("all consistent"), "{out}");
+}
+
+#[test]
+fn bad_input_is_a_message_and_exit_code_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("no-such-dir");
+    for cmd in ["dump", "verify"] {
+        let (code, _, err) = run(&[cmd], &missing);
+        assert_eq!(code, 2, "{cmd}: {err}");
+        assert!(
+            err.contains("no-such-dir") && err.contains("No such file"),
+            "{err}"
+        );
+    }
+
+    let notes = tmp.path().join("notes.txt");
+    fs::write(&notes, "hello").unwrap();
+    let (code, _, err) = run(&["dump"], &notes);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a segment file"), "{err}");
+    let (code, _, err) = run(&["verify"], &notes);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a directory"), "{err}");
+
+    let empty = tmp.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    let (code, _, err) = run(&["verify"], &empty);
+    assert_eq!(code, 2);
+    assert!(err.contains("no segment files"), "{err}");
+
+    // An unreadable segment: a directory where a .log file should be.
+    let dir = tmp.path().join("orders-0");
+    write_partition(&dir);
+    fs::create_dir(dir.join("00000000000000099998.log")).unwrap();
+    let (code, _, err) = run(&["verify"], &dir);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("00000000000000099998.log"), "{err}");
+
+    // Usage errors come from clap, also with exit code 2.
+    let out = logbus(&["frobnicate".as_ref()]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,297 @@
+//! Interop with an independent implementation of Kafka's format: kafka-python.
+//!
+//! - kafka-python parses a partition directory the storage layer wrote
+//!   (`scripts/interop/check_segments.py`): CRCs, records (nulls included), and every `.index`
+//!   and `.timeindex` entry against Kafka's rules.
+//! - The storage layer opens a segment kafka-python's own batch builder wrote
+//!   (`scripts/interop/write_segment.py`), rebuilds its indexes, and reads every record back;
+//!   the rebuilt indexes pass the same checker.
+//!
+//! These tests need Python with kafka-python: `scripts/test-all.sh` (step `interop`) creates a
+//! virtual environment, sets `LOGBUS_PYTHON` and runs them with `--ignored`. Run that way
+//! without `LOGBUS_PYTHON`, they fail rather than pass without checking anything.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use logbus::storage::record_batch::{BatchIter, Header, Record};
+use logbus::storage::{Checkpoints, FsIo, LogConfig, SegmentSet};
+use logbus::SystemClock;
+
+fn python() -> String {
+    std::env::var("LOGBUS_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "LOGBUS_PYTHON is not set: it must name a Python with kafka-python>=2.2 (run \
+             `LOGBUS_STEPS=interop scripts/test-all.sh`, which creates .venv and sets it)"
+        )
+    })
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts/interop")
+        .join(name)
+}
+
+/// Runs a script under `$LOGBUS_PYTHON`, asserting it exits 0 (printing its output if not).
+fn run_python(name: &str, args: &[&std::ffi::OsStr]) -> String {
+    let out = Command::new(python())
+        .arg(script(name))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run $LOGBUS_PYTHON ({}): {e}", python()));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{name} {args:?} failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    stdout
+}
+
+fn hex(bytes: Option<&[u8]>) -> String {
+    match bytes {
+        None => "-".into(),
+        Some(b) => b.iter().fold(String::new(), |mut s, x| {
+            let _ = write!(s, "{x:02x}");
+            s
+        }),
+    }
+}
+
+fn unhex(field: &str) -> Option<Vec<u8>> {
+    if field == "-" {
+        return None;
+    }
+    let bytes = (0..field.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&field[i..i + 2], 16).expect("hex"))
+        .collect();
+    Some(bytes)
+}
+
+/// One line of the checker's EXPECTED format: offset, timestamp, key, value, headers.
+fn expected_line(offset: u64, r: &Record) -> String {
+    let headers: Vec<String> = r
+        .headers
+        .iter()
+        .map(|h| {
+            format!(
+                "{}:{}",
+                hex(Some(h.key.as_bytes())),
+                hex(h.value.as_deref())
+            )
+        })
+        .collect();
+    format!(
+        "{offset}\t{}\t{}\t{}\t{}",
+        r.timestamp,
+        hex(r.key.as_deref()),
+        hex(r.value.as_deref()),
+        headers.join(",")
+    )
+}
+
+fn parse_expected(text: &str) -> Vec<(u64, Record)> {
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|line| {
+            let f: Vec<&str> = line.split('\t').collect();
+            assert_eq!(f.len(), 5, "bad EXPECTED line {line:?}");
+            let headers = f[4]
+                .split(',')
+                .filter(|p| !p.is_empty())
+                .map(|pair| {
+                    let (k, v) = pair.split_once(':').expect("name:value");
+                    Header {
+                        key: String::from_utf8(unhex(k).expect("a header name is not null"))
+                            .expect("UTF-8 header name"),
+                        value: unhex(v),
+                    }
+                })
+                .collect();
+            let record = Record {
+                timestamp: f[1].parse().expect("timestamp"),
+                key: unhex(f[2]),
+                value: unhex(f[3]),
+                headers,
+            };
+            (f[0].parse().expect("offset"), record)
+        })
+        .collect()
+}
+
+fn random_bytes(rng: &mut fastrand::Rng, max: usize) -> Option<Vec<u8>> {
+    match rng.u8(0..10) {
+        0 => None,
+        1 => Some(Vec::new()),
+        _ => Some((0..rng.usize(1..=max)).map(|_| rng.u8(..)).collect()),
+    }
+}
+
+/// A random record: null, empty and random keys, values and header values; header names
+/// ASCII, non-ASCII or empty; timestamps out of order (and, never first in a batch, a record
+/// without one).
+fn random_record(rng: &mut fastrand::Rng, first_in_batch: bool) -> Record {
+    let names = ["h", "trace-id", "é", "", "content-type"];
+    let headers = (0..rng.usize(0..=3))
+        .map(|_| Header {
+            key: names[rng.usize(..names.len())].to_string(),
+            value: random_bytes(rng, 12),
+        })
+        .collect();
+    let timestamp = if !first_in_batch && rng.u8(0..20) == 0 {
+        -1
+    } else {
+        1_700_000_000_000 + rng.i64(-5_000..5_000)
+    };
+    Record {
+        timestamp,
+        key: random_bytes(rng, 16),
+        value: random_bytes(rng, 120),
+        headers,
+    }
+}
+
+const INDEX_INTERVAL: i64 = 300;
+
+fn open(dir: &Path, index_interval_bytes: i64, checkpoints: Checkpoints) -> SegmentSet {
+    let config = LogConfig {
+        segment_bytes: 4096,
+        index_interval_bytes,
+        ..LogConfig::default()
+    };
+    SegmentSet::open(
+        dir,
+        config,
+        Arc::new(FsIo),
+        Arc::new(SystemClock),
+        checkpoints,
+    )
+    .expect("open the partition directory")
+    .0
+}
+
+#[test]
+#[ignore = "needs kafka-python: run by scripts/test-all.sh (interop step)"]
+fn kafka_python_reads_what_logbus_wrote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("interop-0");
+    let mut rng = fastrand::Rng::with_seed(0x10_6b05);
+    let mut expected = String::new();
+    let mut written = 0u64;
+
+    // Two sessions: the first ends with a roll and a clean close, the second reopens from the
+    // checkpoints and goes on.
+    let mut checkpoints = Checkpoints::default();
+    for session in 0..2 {
+        let mut log = open(&dir, INDEX_INTERVAL, checkpoints);
+        assert_eq!(log.log_end_offset(), written);
+        for _ in 0..150 {
+            let count = rng.usize(1..=5);
+            let records: Vec<Record> = (0..count)
+                .map(|i| random_record(&mut rng, i == 0))
+                .collect();
+            let info = log.append(&records).expect("append");
+            assert_eq!(info.base_offset, written);
+            for r in &records {
+                expected.push_str(&expected_line(written, r));
+                expected.push('\n');
+                written += 1;
+            }
+        }
+        if session == 0 {
+            log.roll().expect("roll");
+        }
+        checkpoints = log.close().expect("close");
+    }
+    let segments = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "log")
+        })
+        .count();
+    assert!(segments >= 5, "expected several segments, got {segments}");
+
+    let expected_path = tmp.path().join("expected.tsv");
+    std::fs::write(&expected_path, &expected).unwrap();
+    let interval = INDEX_INTERVAL.to_string();
+    let out = run_python(
+        "check_segments.py",
+        &[
+            dir.as_os_str(),
+            expected_path.as_os_str(),
+            "--index-interval".as_ref(),
+            interval.as_ref(),
+            "--closed".as_ref(),
+        ],
+    );
+    assert!(
+        out.contains(&format!(
+            "checked {segments} segments, {written} records: OK"
+        )),
+        "{out}"
+    );
+}
+
+#[test]
+#[ignore = "needs kafka-python: run by scripts/test-all.sh (interop step)"]
+fn logbus_reads_what_kafka_python_wrote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("from-python-0");
+    let expected_path = tmp.path().join("expected.tsv");
+    run_python(
+        "write_segment.py",
+        &[dir.as_os_str(), expected_path.as_os_str()],
+    );
+    let expected = parse_expected(&std::fs::read_to_string(&expected_path).unwrap());
+    assert!(expected.len() > 50, "the script writes several batches");
+
+    // Only a .log: opening recovers the segment and rebuilds both indexes.
+    let interval = 64;
+    let log = open(&dir, interval, Checkpoints::default());
+    assert_eq!(log.log_end_offset(), expected.len() as u64);
+    let mut got = Vec::new();
+    let mut offset = 0;
+    while offset < log.log_end_offset() {
+        let records = log.read_records(offset, 1 << 20).expect("read");
+        offset = records.last().expect("records up to the log end").0 + 1;
+        got.extend(records);
+    }
+    assert_eq!(got.len(), expected.len());
+    for (g, e) in got.iter().zip(&expected) {
+        assert_eq!(g, e);
+    }
+    // The leader epoch kafka-python's bytes carry (patched in, outside the CRC).
+    let bytes = log.read(0, 1 << 20).unwrap();
+    for batch in BatchIter::new(&bytes) {
+        assert_eq!(batch.unwrap().header().partition_leader_epoch, 3);
+    }
+    // Lookups through the rebuilt indexes.
+    for (offset, _) in expected.iter().step_by(7) {
+        assert_eq!(log.read_records(*offset, 1).unwrap()[0].0, *offset);
+    }
+    log.close().expect("close");
+
+    // Recovery wrote Kafka's final time index entry, so the checker's closed rule applies.
+    let out = run_python(
+        "check_segments.py",
+        &[
+            dir.as_os_str(),
+            expected_path.as_os_str(),
+            "--index-interval".as_ref(),
+            interval.to_string().as_ref(),
+            "--closed".as_ref(),
+        ],
+    );
+    assert!(out.contains(": OK"), "{out}");
+    let index = std::fs::read(dir.join("00000000000000000000.index")).unwrap();
+    assert!(!index.is_empty(), "a 64-byte interval gives index entries");
+}
