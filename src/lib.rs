@@ -11,6 +11,7 @@
 //! |---|---|---|
 //! | 1 | `sync` (private) | the loom-switchable synchronisation shim |
 //! | 1 | [`codec`], [`clock`], [`error`] | bytes, time and errors shared by every layer |
+//! | 2 | [`ring`] | the lock-free ring (the Disruptor's structure): the in-memory tail of every log |
 //!
 //! ## Guarantees
 //!
@@ -34,6 +35,7 @@ mod sync;
 pub mod clock;
 pub mod codec;
 pub mod error;
+pub mod ring;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Codec;

@@ -1,0 +1,338 @@
+//! Claiming and publishing: the LMAX Disruptor's sequencers, single- and multi-producer.
+//!
+//! - **Single producer.** Claims are private: the producer bumps its own `next` and, after
+//!   writing, stores the end of the run into the shared published cursor (a plain `Release`
+//!   store, no read-modify-write). It re-reads the gating readers only when its cached limit
+//!   says the ring may be full.
+//! - **Multi-producer.** Producers claim runs with a CAS on the shared claim cursor (a CAS
+//!   rather than the Disruptor's `fetch_add` because the claim must stay under the gating
+//!   limit, and because the same word carries the closed bit). Each slot's tag is its
+//!   availability stamp, so readers see out-of-order publishes correctly.
+//!
+//! Both write a run of slots and publish it once, then notify parked readers with the light
+//! fence (no system call unless a reader is parked). A producer waits (spin, yield, park) only
+//! for gating readers in [`Overflow::Block`](super::Overflow::Block) mode.
+//!
+//! # Why unlocked writes are sound
+//!
+//! A write takes the slot lock only when the producer's [`GateView`] says a non-gating reader
+//! exists. Otherwise the only readers are gating ones, and the producer claims `s` only below
+//! `min(gating cursors) + capacity`, so every gating reader has passed `s - capacity` (its
+//! Release cursor store, read with Acquire) before its slot is overwritten. A non-gating
+//! reader that joined after the producer's last refresh starts at or above the overwrite
+//! floor, which no claim under a stale limit reaches (see `registry`).
+
+use super::registry::GateView;
+use super::shared::{Shared, CLOSED_BIT};
+use crate::sync::atomic::Ordering;
+use crate::sync::time::{self, Instant};
+use crate::sync::{asym_fence, Arc, Backoff};
+
+/// How long a publish may wait for space.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Wait {
+    /// Not at all.
+    No,
+    /// Until the deadline (`None`: forever).
+    Until(Option<Instant>),
+}
+
+/// Why a publish stopped before publishing everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    Full,
+    Closed,
+    Timeout,
+}
+
+enum Claim {
+    /// `len` sequences from `first` are ours.
+    Run {
+        first: u64,
+        len: u64,
+    },
+    Full {
+        at: u64,
+    },
+    Closed,
+}
+
+/// One producer handle's private state.
+#[derive(Debug)]
+pub(crate) struct Sequencer<T> {
+    pub(crate) shared: Arc<Shared<T>>,
+    view: GateView,
+    /// Claims stay below this (exclusive); see `registry`.
+    limit: u64,
+    /// Single producer: the next sequence to claim.
+    next: u64,
+}
+
+impl<T> Sequencer<T> {
+    pub(crate) fn new(shared: Arc<Shared<T>>) -> Self {
+        let next = shared.start;
+        Self {
+            shared,
+            view: GateView::new(),
+            // Forces a refresh before the first claim.
+            limit: 0,
+            next,
+        }
+    }
+
+    /// The next sequence this producer will claim (single producer), or the ring's claim
+    /// cursor (multi-producer).
+    pub(crate) fn next_sequence(&self) -> u64 {
+        if self.shared.multi {
+            self.shared.tail()
+        } else {
+            self.next
+        }
+    }
+
+    /// Recomputes the claim limit at claim position `at`.
+    fn refresh(shared: &Shared<T>, view: &mut GateView, at: u64) -> u64 {
+        let blocks = shared.blocks();
+        shared.registry.refresh(view, |view| {
+            let gate = match view.min_gate() {
+                Some(g) if blocks => g.min(at),
+                _ => at,
+            };
+            gate + shared.capacity
+        })
+    }
+
+    fn claim(&mut self, want: u64) -> Claim {
+        if !self.shared.multi {
+            if self.next + want > self.limit {
+                self.limit = Self::refresh(&self.shared, &mut self.view, self.next);
+                if self.next >= self.limit {
+                    return Claim::Full { at: self.next };
+                }
+            }
+            let len = want.min(self.limit - self.next);
+            let first = self.next;
+            self.next += len;
+            return Claim::Run { first, len };
+        }
+        let claim = &self.shared.claim;
+        let mut backoff = Backoff::new();
+        // Relaxed: the CAS below decides; this is its first guess.
+        let mut c = claim.load(Ordering::Relaxed);
+        loop {
+            if c & CLOSED_BIT != 0 {
+                return Claim::Closed;
+            }
+            if c + want > self.limit {
+                self.limit = Self::refresh(&self.shared, &mut self.view, c);
+                if c >= self.limit {
+                    return Claim::Full { at: c };
+                }
+            }
+            let len = want.min(self.limit - c);
+            // Relaxed on both: the claim only hands out sequence numbers; slot contents are
+            // ordered by the slot tags (Acquire/Release in `slot`), gating by the cursors.
+            match claim.compare_exchange_weak(c, c + len, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Claim::Run { first: c, len },
+                Err(now) => {
+                    c = now;
+                    backoff.spin();
+                }
+            }
+        }
+    }
+
+    /// Waits until a claim at `at` might fit, the reader set changes, the ring closes or the
+    /// deadline passes. Returns `false` on timeout.
+    fn wait_for_space(&self, at: u64, deadline: Option<Instant>) -> bool {
+        let shared = &*self.shared;
+        let ready = || {
+            shared.is_close_requested()
+                || !shared.registry.is_current(&self.view)
+                || self
+                    .view
+                    .min_gate()
+                    .map_or(true, |g| g.saturating_add(shared.capacity) > at)
+        };
+        let mut backoff = Backoff::new();
+        while !backoff.is_completed() {
+            if ready() {
+                return true;
+            }
+            backoff.snooze();
+        }
+        if deadline.is_some_and(time::expired) {
+            return ready();
+        }
+        shared
+            .producers_wait
+            .wait_until(deadline, || {
+                // The heavy side of the handshake with `notify_all_light` in the readers.
+                asym_fence::heavy();
+                ready().then_some(())
+            })
+            .is_some()
+    }
+
+    /// Publishes `n` values read from `src` (moved out, in order), claiming and writing runs
+    /// as space allows. Returns how many were published (moved into the ring) and why it
+    /// stopped early, if it did.
+    ///
+    /// # Safety
+    ///
+    /// `src..src + n` are initialised values the caller gives up: the first `returned.0` of
+    /// them are moved into the ring; the caller must neither use nor drop those, and keeps
+    /// ownership of the rest.
+    pub(crate) unsafe fn publish_from(
+        &mut self,
+        src: *const T,
+        n: usize,
+        wait: Wait,
+    ) -> (usize, Option<Stop>) {
+        if !self.shared.multi && !self.begin_sp() {
+            return (0, Some(Stop::Closed));
+        }
+        let mut done = 0usize;
+        let mut stop = None;
+        while done < n {
+            match self.claim((n - done) as u64) {
+                Claim::Run { first, len } => {
+                    // SAFETY: `first..first + len` are claimed by us; the caller gave us
+                    // `src + done .. src + done + len` (len ≤ n - done).
+                    unsafe { self.write_run(first, src.add(done), len as usize) };
+                    done += len as usize;
+                }
+                Claim::Closed => {
+                    stop = Some(Stop::Closed);
+                    break;
+                }
+                Claim::Full { at } => {
+                    if self.shared.is_close_requested() {
+                        stop = Some(Stop::Closed);
+                        break;
+                    }
+                    match wait {
+                        Wait::No => {
+                            stop = Some(Stop::Full);
+                            break;
+                        }
+                        Wait::Until(deadline) => {
+                            if !self.wait_for_space(at, deadline) {
+                                stop = Some(Stop::Timeout);
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if !self.shared.multi {
+            self.end_sp();
+        }
+        (done, stop)
+    }
+
+    /// Single producer: enters a publish (the close handshake, see `Shared::close`).
+    #[inline]
+    fn begin_sp(&mut self) -> bool {
+        let shared = &*self.shared;
+        // Relaxed: ordered before the load below by the light fence, which pairs with the
+        // heavy fence in `close`.
+        shared.sp.in_flight.store(true, Ordering::Relaxed);
+        asym_fence::light();
+        if shared.is_close_requested() {
+            self.end_sp();
+            return false;
+        }
+        true
+    }
+
+    /// Single producer: leaves a publish; finishes a close that raced with it.
+    #[inline]
+    fn end_sp(&mut self) {
+        let shared = &*self.shared;
+        // Release: `close` reads this with Acquire and then our published cursor.
+        shared.sp.in_flight.store(false, Ordering::Release);
+        asym_fence::light();
+        if shared.is_close_requested() {
+            shared.finish_close(shared.tail());
+        }
+    }
+
+    /// Writes `len` values from `src` into the claimed run `first..first + len` and publishes
+    /// it. Old values are dropped after each write, outside the slot lock; if one's `Drop`
+    /// panics, the rest of the run is still written (leaking what it replaces) and published,
+    /// so a claimed slot is never left empty.
+    ///
+    /// # Safety
+    ///
+    /// `first..first + len` is claimed by this producer; `src..src + len` are initialised
+    /// values moved into the ring.
+    unsafe fn write_run(&mut self, first: u64, src: *const T, len: usize) {
+        struct Run<'a, T> {
+            shared: &'a Shared<T>,
+            first: u64,
+            src: *const T,
+            len: usize,
+            written: usize,
+            lock: bool,
+        }
+        impl<T> Run<'_, T> {
+            /// # Safety
+            /// `i < len`, not written yet; see `write_run`.
+            unsafe fn write(&mut self, i: usize) -> Option<T> {
+                let seq = self.first + i as u64;
+                let shared = self.shared;
+                // SAFETY: the caller of `write_run` gave us `src..src + len`; each index is
+                // read once (`written` moves past it right after).
+                let value = unsafe { self.src.add(i).read() };
+                self.written = i + 1;
+                // SAFETY: `seq` is claimed by us; `wait_prev` covers a multi-producer
+                // previous lap still being written; `lock` follows our gate view (see the
+                // module docs for why unlocked writes are sound).
+                unsafe {
+                    shared.slot(seq).write(
+                        seq,
+                        value,
+                        shared.prev_tag(seq),
+                        shared.multi,
+                        self.lock,
+                    )
+                }
+            }
+        }
+        impl<T> Drop for Run<'_, T> {
+            fn drop(&mut self) {
+                // Unwinding from an old value's Drop: finish the run, leaking what it replaces
+                // (a second panic here would abort).
+                while self.written < self.len {
+                    // SAFETY: `written < len` and not written yet.
+                    let old = unsafe { self.write(self.written) };
+                    std::mem::forget(old);
+                }
+                let shared = self.shared;
+                if !shared.multi {
+                    // Release: publishes the run's slot writes to readers' Acquire loads.
+                    shared
+                        .sp
+                        .published
+                        .store(self.first + self.len as u64, Ordering::Release);
+                }
+                // Per run, not per entry; a fence-free check unless a reader is parked.
+                shared.readers_wait.notify_all_light();
+            }
+        }
+        let mut run = Run {
+            shared: &self.shared,
+            first,
+            src,
+            len,
+            written: 0,
+            lock: self.view.lossy(),
+        };
+        for i in 0..len {
+            // SAFETY: `i < len`, written in order.
+            drop(unsafe { run.write(i) });
+        }
+    }
+}
