@@ -18,8 +18,8 @@
 //!   they fall a lap behind ([`TryReadError::Lagged`]).
 //! - **Overflow** ([`Overflow`]): `Block` (producers wait for gating readers) or
 //!   `Overwrite` (producers never wait for readers).
-//! - **Waiting** (`wait` strategy, in `reader`/`sequencer` over `sync::{Backoff, WaitSet}`):
-//!   spin briefly, then yield, then park. Publishing and reading cost no system call and no
+//! - **Waiting** (`wait`, over `sync::{Backoff, WaitSet}`): spin briefly, then yield,
+//!   then park. Publishing and reading cost no system call and no
 //!   `mfence` while nobody is parked: the notifying side uses an asymmetric (compiler-only)
 //!   fence and the parking side pays a `membarrier` (see `sync::asym_fence`).
 //!
@@ -71,6 +71,7 @@ mod registry;
 mod sequencer;
 mod shared;
 mod slot;
+mod wait;
 
 #[cfg(all(test, not(logbus_loom)))]
 mod tests;

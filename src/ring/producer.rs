@@ -53,7 +53,12 @@ macro_rules! producer_methods {
         /// # Errors
         ///
         /// [`PublishError`] with the value when the ring is closed.
+        #[inline]
         pub fn publish(&mut self, value: T) -> Result<(), PublishError<T>> {
+            let value = match self.seq.try_fast_one(value) {
+                Ok(()) => return Ok(()),
+                Err(value) => value,
+            };
             publish_one(&mut self.seq, value, Wait::Until(None)).map_err(|(v, _)| PublishError(v))
         }
 
@@ -63,7 +68,12 @@ macro_rules! producer_methods {
         ///
         /// [`TryPublishError::Full`] when a gating reader holds the slot,
         /// [`TryPublishError::Closed`] when the ring is closed; both hand the value back.
+        #[inline]
         pub fn try_publish(&mut self, value: T) -> Result<(), TryPublishError<T>> {
+            let value = match self.seq.try_fast_one(value) {
+                Ok(()) => return Ok(()),
+                Err(value) => value,
+            };
             publish_one(&mut self.seq, value, Wait::No).map_err(|(v, stop)| match stop {
                 Stop::Full => TryPublishError::Full(v),
                 _ => TryPublishError::Closed(v),

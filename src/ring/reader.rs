@@ -14,9 +14,10 @@ use super::error::{GetError, ReadError, ReadTimeoutError, TryReadError};
 use super::registry::ReaderCursor;
 use super::shared::Shared;
 use super::slot::Probe;
+use super::wait;
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Duration, Instant};
-use crate::sync::{asym_fence, Arc, Backoff};
+use crate::sync::Arc;
 
 /// A reader of a [`Ring`](super::Ring): its own position, its own pace.
 ///
@@ -263,24 +264,7 @@ impl<T> Reader<T> {
 
     /// Waits until [`readable`](Self::readable) or the deadline. Returns `false` on timeout.
     fn wait(&self, deadline: Option<Instant>) -> bool {
-        let mut backoff = Backoff::new();
-        while !backoff.is_completed() {
-            if self.readable() {
-                return true;
-            }
-            backoff.snooze();
-        }
-        if deadline.is_some_and(time::expired) {
-            return self.readable();
-        }
-        self.shared
-            .readers_wait
-            .wait_until(deadline, || {
-                // The heavy side of the handshake with producers' `notify_all_light`.
-                asym_fence::heavy();
-                self.readable().then_some(())
-            })
-            .is_some()
+        wait::wait_until(&self.shared.readers_wait, deadline, || self.readable())
     }
 
     fn read_with_deadline<R>(
@@ -361,6 +345,21 @@ impl<T> Reader<T> {
         T: Clone,
     {
         self.read_with_deadline(None, |r| r.try_read_batch(out, max))
+            .map_err(forever)
+    }
+
+    /// Runs `f(sequence, &entry)` over up to `max` entries like
+    /// [`try_read_with`](Self::try_read_with), waiting until at least one is available.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read).
+    pub fn read_with<R>(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(u64, &T) -> R,
+    ) -> Result<(usize, Option<R>), ReadError> {
+        self.read_with_deadline(None, |r| r.try_read_with(max, &mut f))
             .map_err(forever)
     }
 

@@ -12,14 +12,15 @@
 //! A producer with a stale view may still claim up to its limit. So that a joining reader
 //! never starts where such a producer may overwrite, every producer publishes its limit into
 //! `limit` (a maximum over all producers) *before* claiming under it, then re-reads `epoch`;
-//! a joining reader bumps `epoch`, then reads `limit`. Both sides fence (`SeqCst`) between
-//! their store and their load, so either the producer sees the new reader (and recomputes
+//! a joining reader bumps `epoch`, then reads `limit`. Both sides fence between
+//! their store and their load (an asymmetric pair: `light` on the producer, `heavy` on the
+//! reader), so either the producer sees the new reader (and recomputes
 //! its limit and its locking with it) or the reader sees the producer's limit — and starts
 //! no lower than `limit - capacity`, the *overwrite floor*: no claim under any limit
 //! published so far evicts a sequence at or above it.
 
-use crate::sync::atomic::{fence, AtomicU64, Ordering};
-use crate::sync::{Arc, CachePadded, Mutex};
+use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{asym_fence, Arc, CachePadded, Mutex};
 
 /// One reader's cursor, shared with producers.
 #[derive(Debug)]
@@ -100,6 +101,7 @@ impl Registry {
     pub(crate) fn refresh(
         &self,
         view: &mut GateView,
+        sole_producer: bool,
         mut limit_for: impl FnMut(&GateView) -> u64,
     ) -> u64 {
         loop {
@@ -113,10 +115,19 @@ impl Registry {
                 view.lossy = readers.iter().any(|r| !r.gating);
             }
             let limit = limit_for(view);
-            // Relaxed RMW: ordered before the epoch load by the SeqCst fence below.
-            self.limit.fetch_max(limit, Ordering::Relaxed);
-            // SeqCst fence: pairs with the fence in `join` (Dekker; see the module docs).
-            fence(Ordering::SeqCst);
+            if sole_producer {
+                // The only writer of `limit`: a load and a store, no read-modify-write.
+                // Relaxed: ordered before the epoch load by the fence below.
+                if self.limit.load(Ordering::Relaxed) < limit {
+                    self.limit.store(limit, Ordering::Relaxed);
+                }
+            } else {
+                // Relaxed RMW: ordered before the epoch load by the fence below.
+                self.limit.fetch_max(limit, Ordering::Relaxed);
+            }
+            // The light side of an asymmetric Dekker handshake with `join`'s heavy fence
+            // (see the module docs): producers refresh often, readers join rarely.
+            asym_fence::light();
             if self.is_current(view) {
                 return limit;
             }
@@ -129,8 +140,8 @@ impl Registry {
         readers.push(cursor);
         // Release: pairs with the Acquire in `is_current`.
         self.epoch.fetch_add(1, Ordering::Release);
-        // SeqCst fence: pairs with the fence in `refresh`.
-        fence(Ordering::SeqCst);
+        // The heavy side of the handshake with `refresh`'s light fence.
+        asym_fence::heavy();
         // Relaxed: ordered by the fence above.
         let limit = self.limit.load(Ordering::Relaxed);
         drop(readers);
@@ -139,8 +150,8 @@ impl Registry {
 
     /// The current overwrite floor (a lower bound on what any reader may still join at).
     pub(crate) fn floor(&self, capacity: u64) -> u64 {
-        // SeqCst fence: as in `join`, for a caller that has already joined.
-        fence(Ordering::SeqCst);
+        // Heavy fence: as in `join`, for a caller that has already joined.
+        asym_fence::heavy();
         // Relaxed: ordered by the fence above.
         self.limit.load(Ordering::Relaxed).saturating_sub(capacity)
     }

@@ -3,7 +3,7 @@
 
 use super::config::{Overflow, RingConfig};
 use super::registry::Registry;
-use super::slot::{tag, Slot};
+use super::slot::{tag, Slot, Slots};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{asym_fence, CachePadded, WaitSet};
 
@@ -12,19 +12,21 @@ pub(crate) const CLOSED_BIT: u64 = 1 << 63;
 /// `closed_at` while the ring is open.
 pub(crate) const OPEN: u64 = u64::MAX;
 
+/// The low bit of the single producer's cursor word: set while the producer is inside a
+/// publish (the close handshake, see `Shared::close`).
+pub(crate) const BUSY: u64 = 1;
+
 /// The single producer's shared cursor (one writer: the producer).
 #[derive(Debug)]
 pub(crate) struct SpCursor {
-    /// End (exclusive) of the published prefix.
-    pub(crate) published: AtomicU64,
-    /// True while the producer is inside a publish (the close handshake, see `close`).
-    pub(crate) in_flight: AtomicBool,
+    /// `(end of the published prefix) << 1 | BUSY while publishing`. One word, so entering
+    /// and leaving a publish are stores to a line the producer already owns.
+    pub(crate) word: AtomicU64,
 }
 
 pub(crate) struct Shared<T> {
-    /// `capacity` slots; sequence `s` lives in `slots[s & mask]`.
-    pub(crate) slots: Box<[Slot<T>]>,
-    pub(crate) mask: u64,
+    /// `capacity` slots; sequence `s` lives in slot `s & mask`.
+    pub(crate) slots: Slots<T>,
     pub(crate) capacity: u64,
     /// The first sequence of the ring (0, or where a recovered log ends).
     pub(crate) start: u64,
@@ -53,16 +55,14 @@ impl<T> Shared<T> {
         let capacity = config.capacity as u64;
         asym_fence::init();
         Self {
-            slots: (0..capacity).map(|_| Slot::new()).collect(),
-            mask: capacity - 1,
+            slots: Slots::new(config.capacity),
             capacity,
             start: config.start,
             overflow: config.overflow,
             multi,
             claim: CachePadded::new(AtomicU64::new(config.start)),
             sp: CachePadded::new(SpCursor {
-                published: AtomicU64::new(config.start),
-                in_flight: AtomicBool::new(false),
+                word: AtomicU64::new(config.start << 1),
             }),
             close_requested: AtomicBool::new(false),
             closed_at: CachePadded::new(AtomicU64::new(OPEN)),
@@ -73,10 +73,9 @@ impl<T> Shared<T> {
         }
     }
 
-    #[inline]
-    pub(crate) fn slot(&self, seq: u64) -> &Slot<T> {
-        // The mask keeps the index in bounds; `get_unchecked` would gain nothing measurable.
-        &self.slots[(seq & self.mask) as usize]
+    #[inline(always)]
+    pub(crate) fn slot(&self, seq: u64) -> Slot<'_, T> {
+        self.slots.get(seq)
     }
 
     /// The tag a slot must hold before `seq` is written into it.
@@ -98,7 +97,7 @@ impl<T> Shared<T> {
             self.claim.load(Ordering::Acquire) & !CLOSED_BIT
         } else {
             // Acquire: pairs with the producer's Release store of its cursor.
-            self.sp.published.load(Ordering::Acquire)
+            self.sp.word.load(Ordering::Acquire) >> 1
         }
     }
 
@@ -127,15 +126,16 @@ impl<T> Shared<T> {
             let end = self.claim.fetch_or(CLOSED_BIT, Ordering::AcqRel) & !CLOSED_BIT;
             self.finish_close(end);
         } else {
-            // The handshake: we store `close_requested`, heavy-fence, load `in_flight`; the
-            // producer stores `in_flight`, light-fences, loads `close_requested`. Either we see
-            // it idle (and its next publish sees the request and refuses), or it sees the
-            // request when it ends the publish in flight and finishes the close itself.
+            // The handshake: we store `close_requested`, heavy-fence, load the cursor word;
+            // the producer stores the word (BUSY set or cleared), light-fences, loads
+            // `close_requested`. Either we see it idle (and its next publish sees the request
+            // and refuses), or it sees the request when it ends the publish in flight and
+            // finishes the close itself.
             asym_fence::heavy();
-            // Acquire: pairs with the producer's Release store of `in_flight = false`, after
-            // its cursor store.
-            if !self.sp.in_flight.load(Ordering::Acquire) {
-                self.finish_close(self.tail());
+            // Acquire: pairs with the producer's Release store that ends a publish.
+            let word = self.sp.word.load(Ordering::Acquire);
+            if word & BUSY == 0 {
+                self.finish_close(word >> 1);
             }
         }
         self.producers_wait.notify_all();

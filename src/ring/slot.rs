@@ -57,28 +57,79 @@ pub(crate) enum Probe {
     Overwritten(u64),
 }
 
-/// One slot.
-pub(crate) struct Slot<T> {
-    /// See the module docs.
-    state: AtomicU64,
-    /// Initialised exactly when `state`'s tag is non-zero (outside a write).
-    value: UnsafeCell<MaybeUninit<T>>,
+/// All slots of a ring, stored as two arrays (states, values) rather than an array of
+/// pairs: a gating reader of a single-producer ring never touches the states, so it pulls
+/// only value cache lines from the producer (8 `u64` entries per line instead of 4).
+pub(crate) struct Slots<T> {
+    /// See the module docs; `states[i]` governs `values[i]`.
+    states: Box<[AtomicU64]>,
+    /// `values[i]` is initialised exactly when `states[i]`'s tag is non-zero (outside a
+    /// write).
+    values: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    mask: usize,
 }
 
-// SAFETY: a slot hands out `&T` to several reader threads at once (clones run concurrently
-// under the shared access count) and moves values in from producer threads and out to the
-// thread that drops the ring: that needs `T: Send + Sync`. Every access to `value` follows
-// the protocol on `state` (or the gating argument in `sequencer`), so there are no data races.
-unsafe impl<T: Send + Sync> Sync for Slot<T> {}
+// SAFETY: the slots hand out `&T` to several reader threads at once (clones run concurrently
+// under the shared access count) and move values in from producer threads and out to the
+// thread that drops the ring: that needs `T: Send + Sync`. Every access to a value follows
+// the protocol on its state word (or the gating argument in `sequencer`), so there are no
+// data races.
+unsafe impl<T: Send + Sync> Sync for Slots<T> {}
 
-impl<T> Slot<T> {
-    pub(crate) fn new() -> Self {
+impl<T> Slots<T> {
+    /// `capacity` empty slots (a power of two).
+    pub(crate) fn new(capacity: usize) -> Self {
+        debug_assert!(capacity.is_power_of_two());
         Self {
-            state: AtomicU64::new(0),
-            value: UnsafeCell::new(MaybeUninit::uninit()),
+            states: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
+            values: (0..capacity)
+                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+                .collect(),
+            mask: capacity - 1,
         }
     }
 
+    /// The slot of sequence `seq`.
+    #[inline(always)]
+    pub(crate) fn get(&self, seq: u64) -> Slot<'_, T> {
+        let i = seq as usize & self.mask;
+        debug_assert!(i < self.states.len() && i < self.values.len());
+        // SAFETY: both arrays have `mask + 1` elements, and `i <= mask`.
+        unsafe {
+            Slot {
+                state: self.states.get_unchecked(i),
+                value: self.values.get_unchecked(i),
+            }
+        }
+    }
+}
+
+impl<T> Drop for Slots<T> {
+    fn drop(&mut self) {
+        for (state, value) in self.states.iter_mut().zip(self.values.iter_mut()) {
+            // Relaxed: `&mut self`, no other thread can touch the slot.
+            let st = state.load(Ordering::Relaxed);
+            debug_assert_ne!(st & ACCESS_MASK, WRITING);
+            if st >> ACCESS_BITS != 0 {
+                value.with_mut(|p| {
+                    // SAFETY: a non-zero tag means the cell is initialised; `&mut self`
+                    // means no one else uses it; the tag is cleared below so it is dropped
+                    // once.
+                    unsafe { (*p).assume_init_drop() }
+                });
+                state.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// One slot: its state word and its value cell.
+pub(crate) struct Slot<'a, T> {
+    state: &'a AtomicU64,
+    value: &'a UnsafeCell<MaybeUninit<T>>,
+}
+
+impl<T> Slot<'_, T> {
     /// The tag currently stored (ignores the access byte).
     #[inline]
     pub(crate) fn tag(&self) -> u64 {
@@ -120,7 +171,7 @@ impl<T> Slot<T> {
     /// - Without `lock`, no reader can be reading the slot's value: every gating reader has
     ///   passed `seq - capacity` and no non-gating reader may read below this producer's
     ///   overwrite floor (see `sequencer`).
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn write(
         &self,
         seq: u64,
@@ -163,7 +214,9 @@ impl<T> Slot<T> {
             // it); a non-zero previous tag means the cell is initialised, and the read moves
             // the old value out before the write below overwrites it without dropping.
             unsafe {
-                let old = (prev_tag != 0).then(|| (*p).assume_init_read());
+                // Types without drop glue are simply overwritten (no read of the old line).
+                let old =
+                    (prev_tag != 0 && std::mem::needs_drop::<T>()).then(|| (*p).assume_init_read());
                 (*p).write(value);
                 old
             }
@@ -181,7 +234,7 @@ impl<T> Slot<T> {
     /// The caller has seen `seq` published in this slot (an Acquire load of the tag or of
     /// the producer's cursor) and is a gating reader that has not passed `seq`, so no
     /// producer can overwrite the slot until it does.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn read_unlocked<R>(&self, f: impl FnOnce(&T) -> R) -> R {
         self.value.with(|p| {
             // SAFETY: published (initialised) and not overwritten while the caller's cursor
@@ -220,27 +273,12 @@ impl<T> Slot<T> {
                 backoff.spin();
                 continue;
             }
-            let _unlock = ReadGuard(&self.state);
+            let _unlock = ReadGuard(self.state);
             return Ok(self.value.with(|p| {
                 // SAFETY: the tag says `seq` is published (initialised), and our share of the
                 // access count keeps writers out until `_unlock` drops.
                 f(unsafe { (*p).assume_init_ref() })
             }));
-        }
-    }
-
-    /// Drops the value held, if any. Only with exclusive access (the ring's drop).
-    pub(crate) fn drop_value(&mut self) {
-        // Relaxed: `&mut self`, no other thread can touch the slot.
-        let st = self.state.load(Ordering::Relaxed);
-        debug_assert_ne!(st & ACCESS_MASK, WRITING);
-        if st >> ACCESS_BITS != 0 {
-            self.value.with_mut(|p| {
-                // SAFETY: a non-zero tag means the cell is initialised; `&mut self` means no
-                // one else uses it; the tag is cleared below so it is dropped once.
-                unsafe { (*p).assume_init_drop() }
-            });
-            self.state.store(0, Ordering::Relaxed);
         }
     }
 }
@@ -253,11 +291,5 @@ impl Drop for ReadGuard<'_> {
     fn drop(&mut self) {
         // Release: the clone happens before a writer's Acquire CAS that sees the count drop.
         self.0.fetch_sub(1, Ordering::Release);
-    }
-}
-
-impl<T> Drop for Slot<T> {
-    fn drop(&mut self) {
-        self.drop_value();
     }
 }
