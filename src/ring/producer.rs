@@ -198,6 +198,60 @@ impl<T> Producer<T> {
     producer_methods!();
 }
 
+impl<T> Producer<T> {
+    /// Publishes `n` entries made by `make(sequence)` directly in their slots: claims room
+    /// for a whole run (up to the capacity), writes it, publishes it once — the Disruptor's
+    /// batch publish, with no intermediate buffer. Waits while the ring is full.
+    ///
+    /// If `make` panics, the entries made so far are published, the rest of the claim is
+    /// given back, and the panic continues.
+    ///
+    /// # Errors
+    ///
+    /// [`BatchClosed`] when the ring closed first (with how many were published).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::ring::{Ring, RingConfig, Start};
+    ///
+    /// let (mut producer, ring) = Ring::single_producer(RingConfig::new(8))?;
+    /// let mut reader = ring.gating_reader(Start::Tail)?;
+    /// producer.publish_with(5, |seq| seq * 10).unwrap();
+    /// let mut out = Vec::new();
+    /// reader.try_read_batch(&mut out, 8).unwrap();
+    /// assert_eq!(out, [0, 10, 20, 30, 40]);
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn publish_with(
+        &mut self,
+        n: usize,
+        make: impl FnMut(u64) -> T,
+    ) -> Result<(), BatchClosed> {
+        match self.seq.publish_with(n, make, Wait::Until(None)) {
+            (_, None) => Ok(()),
+            (published, Some(_)) => Err(BatchClosed { published }),
+        }
+    }
+
+    /// Like [`publish_with`](Self::publish_with), but only what fits now (possibly nothing):
+    /// returns how many entries were made and published.
+    ///
+    /// # Errors
+    ///
+    /// [`BatchClosed`] when the ring is closed.
+    pub fn try_publish_with(
+        &mut self,
+        n: usize,
+        make: impl FnMut(u64) -> T,
+    ) -> Result<usize, BatchClosed> {
+        match self.seq.publish_with(n, make, Wait::No) {
+            (published, Some(Stop::Closed)) => Err(BatchClosed { published }),
+            (published, _) => Ok(published),
+        }
+    }
+}
+
 impl<T> Drop for Producer<T> {
     fn drop(&mut self) {
         self.seq.shared.close();

@@ -194,12 +194,14 @@ impl<T> Reader<T> {
             }
             let shared = &*self.shared;
             let n = (max as u64).min(self.known_end - self.next);
-            let mut last = None;
-            for seq in self.next..self.next + n {
-                // SAFETY: `seq < known_end`, seen published with Acquire; we are a gating
-                // reader at or below `seq`, so no producer overwrites it before `commit`.
-                last = Some(unsafe { shared.slot(seq).read_unlocked(|v| f(seq, v)) });
-            }
+            // SAFETY: every sequence below `known_end` was seen published with Acquire; we are
+            // a gating reader at `next`, so no producer overwrites them before `commit`; the
+            // run is at most the capacity.
+            let last = unsafe {
+                shared
+                    .slots
+                    .read_run_unlocked(self.next, self.next + n, &mut f)
+            };
             self.next += n;
             self.commit();
             return Ok((n as usize, last));

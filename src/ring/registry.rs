@@ -34,7 +34,8 @@ pub(crate) struct ReaderCursor {
 
 #[derive(Debug)]
 pub(crate) struct Registry {
-    readers: Mutex<Vec<Arc<ReaderCursor>>>,
+    /// Padded: joins, leaves and snapshots write the lock word.
+    readers: CachePadded<Mutex<Vec<Arc<ReaderCursor>>>>,
     /// Bumped (under `readers`' lock) whenever a reader joins or leaves.
     epoch: CachePadded<AtomicU64>,
     /// The highest claim limit any producer has published (exclusive): every claim made so
@@ -81,7 +82,7 @@ impl GateView {
 impl Registry {
     pub(crate) fn new(initial_limit: u64) -> Self {
         Self {
-            readers: Mutex::new(Vec::new()),
+            readers: CachePadded::new(Mutex::new(Vec::new())),
             epoch: CachePadded::new(AtomicU64::new(0)),
             limit: CachePadded::new(AtomicU64::new(initial_limit)),
         }

@@ -23,7 +23,7 @@
 //! floor, which no claim under a stale limit reaches (see `registry`).
 
 use super::registry::GateView;
-use super::shared::{Shared, BUSY, CLOSED_BIT};
+use super::shared::{Shared, CLOSED_BIT};
 use super::wait;
 use crate::sync::atomic::Ordering;
 use crate::sync::time::Instant;
@@ -56,6 +56,42 @@ enum Claim {
         at: u64,
     },
     Closed,
+}
+
+/// Single producer: leaves a publish (everything claimed is published by now, `next` is the
+/// end); finishes a close that raced with it.
+fn leave_sp<T>(shared: &Shared<T>, next: u64) {
+    debug_assert_eq!(shared.tail(), next);
+    // Release: `close` loads it with Acquire, then `published`.
+    shared.busy.store(false, Ordering::Release);
+    asym_fence::light();
+    if shared.is_close_requested() {
+        shared.finish_close(next);
+    }
+}
+
+/// A single-producer run being written by `publish_with`: publishes what was written when
+/// dropped, and on unwind gives the unwritten rest of the claim back and leaves the publish.
+struct SpRun<'a, T> {
+    shared: &'a Shared<T>,
+    next: &'a mut u64,
+    first: u64,
+    written: u64,
+}
+
+impl<T> Drop for SpRun<'_, T> {
+    fn drop(&mut self) {
+        let end = self.first + self.written;
+        // Unclaim the slots never written (nothing to undo in them: their tags and values
+        // are untouched).
+        *self.next = end;
+        // Release: publishes the written slots to readers' Acquire loads.
+        self.shared.published.store(end, Ordering::Release);
+        self.shared.readers_wait.notify_all_light();
+        if std::thread::panicking() {
+            leave_sp(self.shared, end);
+        }
+    }
 }
 
 /// One producer handle's private state.
@@ -227,7 +263,7 @@ impl<T> Sequencer<T> {
 
     /// Single producer, one value, known space: the fast path of `publish`. Hands the value
     /// back when the slow path must decide (limit reached, ring closing, multi-producer).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn try_fast_one(&mut self, value: T) -> Result<(), T> {
         let shared = &*self.shared;
         if shared.multi || self.next >= self.limit {
@@ -246,6 +282,8 @@ impl<T> Sequencer<T> {
                 .write(seq, value, shared.prev_tag(seq), false, self.view.lossy())
         };
         self.next = seq + 1;
+        // Release: publishes the slot write to readers' Acquire loads.
+        shared.published.store(seq + 1, Ordering::Release);
         self.end_sp();
         self.shared.readers_wait.notify_all_light();
         drop(old);
@@ -257,11 +295,8 @@ impl<T> Sequencer<T> {
     fn begin_sp(&self) -> bool {
         let shared = &*self.shared;
         // Relaxed: ordered before the load below by the light fence, which pairs with the
-        // heavy fence in `close`; the BUSY bit changes no published position.
-        shared
-            .sp
-            .word
-            .store((self.next << 1) | BUSY, Ordering::Relaxed);
+        // heavy fence in `close`.
+        shared.busy.store(true, Ordering::Relaxed);
         asym_fence::light();
         if shared.is_close_requested() {
             self.end_sp();
@@ -270,17 +305,87 @@ impl<T> Sequencer<T> {
         true
     }
 
-    /// Single producer: publishes everything claimed and leaves the publish; finishes a
-    /// close that raced with it.
+    /// Single producer: leaves a publish (everything claimed is published by now); finishes
+    /// a close that raced with it.
     #[inline]
     fn end_sp(&self) {
-        let shared = &*self.shared;
-        // Release: publishes the slot writes to readers' (and `close`'s) Acquire loads.
-        shared.sp.word.store(self.next << 1, Ordering::Release);
-        asym_fence::light();
-        if shared.is_close_requested() {
-            shared.finish_close(self.next);
+        leave_sp(&self.shared, self.next);
+    }
+
+    /// Single producer: publishes `n` values made by `make(sequence)` straight into their
+    /// slots, claiming and publishing whole runs (the Disruptor's batch publish). If `make`
+    /// (or an old value's `Drop`) panics, what was written so far is published, the rest of
+    /// the claim is given back, and the panic continues.
+    pub(crate) fn publish_with(
+        &mut self,
+        n: usize,
+        mut make: impl FnMut(u64) -> T,
+        wait: Wait,
+    ) -> (usize, Option<Stop>) {
+        debug_assert!(!self.shared.multi, "publish_with is single-producer only");
+        if !self.begin_sp() {
+            return (0, Some(Stop::Closed));
         }
+        let mut done = 0usize;
+        let mut stop = None;
+        while done < n {
+            let want = (n - done) as u64;
+            let min_len = match wait {
+                Wait::No => 1,
+                Wait::Until(_) => want.min(self.shared.capacity),
+            };
+            match self.claim(want, min_len) {
+                Claim::Run { first, len } => {
+                    let lock = self.view.lossy();
+                    let mut run = SpRun {
+                        shared: &self.shared,
+                        next: &mut self.next,
+                        first,
+                        written: 0,
+                    };
+                    for i in 0..len {
+                        let seq = first + i;
+                        let value = make(seq);
+                        let shared = run.shared;
+                        // SAFETY: `seq` is claimed by us (single producer: no previous-lap
+                        // writer); `lock` follows our gate view (module docs).
+                        let old = unsafe {
+                            shared
+                                .slot(seq)
+                                .write(seq, value, shared.prev_tag(seq), false, lock)
+                        };
+                        run.written = i + 1;
+                        drop(old);
+                    }
+                    drop(run);
+                    done += len as usize;
+                }
+                Claim::Closed => {
+                    stop = Some(Stop::Closed);
+                    break;
+                }
+                Claim::Full { at } => {
+                    if self.shared.is_close_requested() {
+                        stop = Some(Stop::Closed);
+                        break;
+                    }
+                    match wait {
+                        Wait::No => {
+                            stop = Some(Stop::Full);
+                            break;
+                        }
+                        Wait::Until(deadline) => {
+                            if !self.wait_for_space(at, min_len, deadline) {
+                                stop = Some(Stop::Timeout);
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.end_sp();
+        (done, stop)
     }
 
     /// Writes `len` values from `src` into the claimed run `first..first + len` and publishes
@@ -336,16 +441,45 @@ impl<T> Sequencer<T> {
                 }
                 let shared = self.shared;
                 if !shared.multi {
-                    // Release: publishes the run's slot writes to readers' Acquire loads (still
-                    // BUSY: `end_sp` clears it).
-                    shared.sp.word.store(
-                        ((self.first + self.len as u64) << 1) | BUSY,
-                        Ordering::Release,
-                    );
+                    // Release: publishes the run's slot writes to readers' Acquire loads.
+                    shared
+                        .published
+                        .store(self.first + self.len as u64, Ordering::Release);
                 }
                 // Per run, not per entry; a fence-free check unless a reader is parked.
                 shared.readers_wait.notify_all_light();
             }
+        }
+        let lock = self.view.lossy();
+        if !lock && !std::mem::needs_drop::<T>() {
+            // The common case for plain data: no slot locks and nothing to drop, so nothing
+            // in the loop can panic and no unwind guard is needed — a tight loop.
+            let shared = &*self.shared;
+            for i in 0..len {
+                let seq = first + i as u64;
+                // SAFETY: `seq` is claimed by us; `src + i` is ours to move (caller);
+                // `wait_prev` covers a multi-producer previous lap still being written; no
+                // non-gating reader is known, so no lock (module docs); `T` has no drop glue,
+                // so the replaced value needs no drop.
+                unsafe {
+                    shared.slot(seq).write(
+                        seq,
+                        src.add(i).read(),
+                        shared.prev_tag(seq),
+                        shared.multi,
+                        false,
+                    );
+                }
+            }
+            if !shared.multi {
+                // Release: publishes the run's slot writes to readers' Acquire loads.
+                shared
+                    .published
+                    .store(first + len as u64, Ordering::Release);
+            }
+            // Per run, not per entry; a fence-free check unless a reader is parked.
+            shared.readers_wait.notify_all_light();
+            return;
         }
         let mut run = Run {
             shared: &self.shared,
@@ -353,7 +487,7 @@ impl<T> Sequencer<T> {
             src,
             len,
             written: 0,
-            lock: self.view.lossy(),
+            lock,
         };
         for i in 0..len {
             // SAFETY: `i < len`, written in order.

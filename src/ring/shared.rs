@@ -12,18 +12,6 @@ pub(crate) const CLOSED_BIT: u64 = 1 << 63;
 /// `closed_at` while the ring is open.
 pub(crate) const OPEN: u64 = u64::MAX;
 
-/// The low bit of the single producer's cursor word: set while the producer is inside a
-/// publish (the close handshake, see `Shared::close`).
-pub(crate) const BUSY: u64 = 1;
-
-/// The single producer's shared cursor (one writer: the producer).
-#[derive(Debug)]
-pub(crate) struct SpCursor {
-    /// `(end of the published prefix) << 1 | BUSY while publishing`. One word, so entering
-    /// and leaving a publish are stores to a line the producer already owns.
-    pub(crate) word: AtomicU64,
-}
-
 pub(crate) struct Shared<T> {
     /// `capacity` slots; sequence `s` lives in slot `s & mask`.
     pub(crate) slots: Slots<T>,
@@ -34,8 +22,12 @@ pub(crate) struct Shared<T> {
     pub(crate) multi: bool,
     /// Multi-producer: the next sequence to claim, plus [`CLOSED_BIT`] once closed.
     pub(crate) claim: CachePadded<AtomicU64>,
-    /// Single producer: its published cursor.
-    pub(crate) sp: CachePadded<SpCursor>,
+    /// Single producer: the end (exclusive) of its published prefix. Readers poll it.
+    pub(crate) published: CachePadded<AtomicU64>,
+    /// Single producer: true while it is inside a publish (the close handshake, see
+    /// `close`). On its own line, which readers never read, so setting and clearing it per
+    /// publish costs the producer no cache-line transfer.
+    pub(crate) busy: CachePadded<AtomicBool>,
     /// Set by `close` (the ring refuses new publishes from then on).
     pub(crate) close_requested: AtomicBool,
     /// [`OPEN`], or the end (exclusive) of what will ever be published: readers at or past it
@@ -44,10 +36,12 @@ pub(crate) struct Shared<T> {
     /// Live producer handles; the last one to go closes the ring.
     pub(crate) producers: AtomicUsize,
     pub(crate) registry: Registry,
-    /// Readers parked on an empty ring. Producers notify with the light fence.
-    pub(crate) readers_wait: WaitSet,
-    /// Producers parked on a full ring. Gating readers notify with the light fence.
-    pub(crate) producers_wait: WaitSet,
+    /// Readers parked on an empty ring. Producers notify with the light fence. Padded: a
+    /// parking reader writes it, and the fields every publish reads must not share its line.
+    pub(crate) readers_wait: CachePadded<WaitSet>,
+    /// Producers parked on a full ring. Gating readers notify with the light fence. Padded
+    /// for the same reason.
+    pub(crate) producers_wait: CachePadded<WaitSet>,
 }
 
 impl<T> Shared<T> {
@@ -61,15 +55,14 @@ impl<T> Shared<T> {
             overflow: config.overflow,
             multi,
             claim: CachePadded::new(AtomicU64::new(config.start)),
-            sp: CachePadded::new(SpCursor {
-                word: AtomicU64::new(config.start << 1),
-            }),
+            published: CachePadded::new(AtomicU64::new(config.start)),
+            busy: CachePadded::new(AtomicBool::new(false)),
             close_requested: AtomicBool::new(false),
             closed_at: CachePadded::new(AtomicU64::new(OPEN)),
             producers: AtomicUsize::new(1),
             registry: Registry::new(config.start + capacity),
-            readers_wait: WaitSet::new(),
-            producers_wait: WaitSet::new(),
+            readers_wait: CachePadded::new(WaitSet::new()),
+            producers_wait: CachePadded::new(WaitSet::new()),
         }
     }
 
@@ -97,7 +90,7 @@ impl<T> Shared<T> {
             self.claim.load(Ordering::Acquire) & !CLOSED_BIT
         } else {
             // Acquire: pairs with the producer's Release store of its cursor.
-            self.sp.word.load(Ordering::Acquire) >> 1
+            self.published.load(Ordering::Acquire)
         }
     }
 
@@ -126,16 +119,16 @@ impl<T> Shared<T> {
             let end = self.claim.fetch_or(CLOSED_BIT, Ordering::AcqRel) & !CLOSED_BIT;
             self.finish_close(end);
         } else {
-            // The handshake: we store `close_requested`, heavy-fence, load the cursor word;
-            // the producer stores the word (BUSY set or cleared), light-fences, loads
-            // `close_requested`. Either we see it idle (and its next publish sees the request
-            // and refuses), or it sees the request when it ends the publish in flight and
-            // finishes the close itself.
+            // The handshake: we store `close_requested`, heavy-fence, load `busy`; the
+            // producer stores `busy` (set or cleared), light-fences, loads `close_requested`.
+            // Either we see it idle (and its next publish sees the request and refuses), or
+            // it sees the request when it ends the publish in flight and finishes the close
+            // itself.
             asym_fence::heavy();
-            // Acquire: pairs with the producer's Release store that ends a publish.
-            let word = self.sp.word.load(Ordering::Acquire);
-            if word & BUSY == 0 {
-                self.finish_close(word >> 1);
+            // Acquire: pairs with the producer's Release store of `busy = false`, which
+            // follows its store of `published`.
+            if !self.busy.load(Ordering::Acquire) {
+                self.finish_close(self.tail());
             }
         }
         self.producers_wait.notify_all();

@@ -89,6 +89,35 @@ impl<T> Slots<T> {
         }
     }
 
+    /// Runs `f(seq, &value)` over the values of `from..to` without taking slot locks.
+    ///
+    /// # Safety
+    ///
+    /// As [`Slot::read_unlocked`] for every sequence of the range (all published, seen with
+    /// Acquire, and protected by the caller's gating cursor); `to - from <= capacity`.
+    #[inline(always)]
+    pub(crate) unsafe fn read_run_unlocked<R>(
+        &self,
+        from: u64,
+        to: u64,
+        mut f: impl FnMut(u64, &T) -> R,
+    ) -> Option<R> {
+        // Hoisted out of the loop: the caller's closure may write through pointers the
+        // compiler cannot tell apart from ours.
+        let values = &*self.values;
+        let mask = self.mask;
+        let mut last = None;
+        for seq in from..to {
+            // SAFETY: `seq & mask < values.len()`.
+            let cell = unsafe { values.get_unchecked(seq as usize & mask) };
+            last = Some(cell.with(|p| {
+                // SAFETY: the caller's guarantee (published, initialised, not overwritten).
+                f(seq, unsafe { (*p).assume_init_ref() })
+            }));
+        }
+        last
+    }
+
     /// The slot of sequence `seq`.
     #[inline(always)]
     pub(crate) fn get(&self, seq: u64) -> Slot<'_, T> {

@@ -408,3 +408,34 @@ fn threads_overwrite() {
     run_threads(true, 2, 1, Overflow::Overwrite, N / 2);
     run_threads(false, 1, 2, Overflow::Overwrite, N);
 }
+
+#[test]
+fn publish_with_writes_in_place_and_survives_a_panicking_maker() {
+    let (mut p, ring) = sp::<String>(4);
+    let mut r = ring.gating_reader(Start::Tail).unwrap();
+    p.publish_with(3, |seq| format!("e{seq}")).unwrap();
+    assert_eq!(p.try_publish_with(5, |seq| format!("e{seq}")), Ok(1));
+    let mut out = Vec::new();
+    assert_eq!(r.try_read_batch(&mut out, 10), Ok(4));
+    assert_eq!(out, ["e0", "e1", "e2", "e3"]);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        p.publish_with(3, |seq| {
+            assert!(seq < 5, "maker fails at 5");
+            format!("e{seq}")
+        })
+    }));
+    assert!(caught.is_err());
+    // 4 was published, 5 and 6 were given back.
+    assert_eq!(p.next_sequence(), 5);
+    assert_eq!(r.try_read(), Ok("e4".to_string()));
+    assert_eq!(r.try_read(), Err(TryReadError::Empty));
+    p.publish_with(2, |seq| format!("e{seq}")).unwrap();
+    assert_eq!(r.try_read(), Ok("e5".to_string()));
+    ring.close();
+    assert_eq!(
+        p.publish_with(1, |_| String::new()),
+        Err(BatchClosed { published: 0 })
+    );
+    assert_eq!(r.try_read(), Ok("e6".to_string()));
+    assert_eq!(r.try_read(), Err(TryReadError::Closed));
+}

@@ -1,11 +1,14 @@
 //! The ring's waiting strategy: spin briefly, then yield, then park.
 //!
-//! A waiter first runs [`Backoff`] (a few exponentially growing spins, then a few yields),
-//! then keeps yielding for up to [`YIELDS`] more rounds (tens of microseconds) before it
-//! parks in a [`WaitSet`]. Parking costs the parked thread a wake-up of ~10–15 µs and the
-//! notifier a system call, so it is kept for waits that are long compared to that; yielding
-//! costs ~1 µs per round and hands the core to the thread being waited for when threads
-//! outnumber cores (`BENCHMARKS.md`: spin-only waiting collapses on 2 cores).
+//! A waiter spins a few exponentially growing rounds (63 pause instructions in all, a
+//! couple of microseconds, checking between rounds), then yields up to [`YIELDS`] times
+//! (tens of microseconds, checking after each), and only then parks in a [`WaitSet`].
+//! Parking costs the parked thread a wake-up of ~10–15 µs and the notifier a system call,
+//! so it is kept for waits that are long compared to that; yielding costs ~0.5 µs per round
+//! and hands the core to the thread being waited for when threads outnumber cores
+//! (`BENCHMARKS.md`: spin-only waiting collapses on 2 cores). This is the schedule of
+//! `sync::Backoff` with a longer yield phase; it is written out here because the ring's
+//! waiters also need the yield phase bounded and the park at its end.
 //!
 //! The park is the heavy side of an asymmetric Dekker handshake: the waiter registers, then
 //! calls [`asym_fence::heavy`] before each check of its condition, while the notifying side
@@ -13,13 +16,22 @@
 //! [`asym_fence::light`] in [`WaitSet::notify_all_light`]. So there is no fence and no system
 //! call on the fast path while nobody is parked.
 //!
-//! Under loom, [`Backoff`] completes after one step and there are no extra yields, so models
-//! reach the park quickly.
+//! Under loom there is one spin round (a loom yield) and no yield rounds, so models reach
+//! the park quickly.
 
 use crate::sync::time::{self, Instant};
-use crate::sync::{asym_fence, thread, Backoff, WaitSet};
+use crate::sync::{asym_fence, hint, thread, WaitSet};
 
-/// Extra yield rounds between the backoff and the park.
+/// Spin rounds before the first yield: round `k` spins `2^k` pause instructions, then
+/// checks. Short on purpose: on a 2-core machine shared with other work, a waiter that spins
+/// long keeps the core from the very thread it waits for (measured: 2000 pauses before the
+/// first yield cut the SPSC throughput four- to tenfold).
+#[cfg(not(logbus_loom))]
+const SPIN_ROUNDS: u32 = 6;
+#[cfg(logbus_loom)]
+const SPIN_ROUNDS: u32 = 1;
+
+/// Yield rounds (each followed by a check) before parking: tens of microseconds.
 #[cfg(not(logbus_loom))]
 const YIELDS: u32 = 64;
 #[cfg(logbus_loom)]
@@ -34,12 +46,13 @@ pub(crate) fn wait_until(
     deadline: Option<Instant>,
     mut ready: impl FnMut() -> bool,
 ) -> bool {
-    let mut backoff = Backoff::new();
-    while !backoff.is_completed() {
+    for round in 0..SPIN_ROUNDS {
         if ready() {
             return true;
         }
-        backoff.snooze();
+        for _ in 0..1u32 << round {
+            hint::spin_loop();
+        }
     }
     for _ in 0..YIELDS {
         if ready() {
