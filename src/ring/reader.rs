@@ -19,6 +19,9 @@ use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Duration, Instant};
 use crate::sync::Arc;
 
+/// A gating reader moves its cursor at least this often within one long run.
+const COMMIT_EVERY: u64 = 128;
+
 /// A reader of a [`Ring`](super::Ring): its own position, its own pace.
 ///
 /// Created by [`Ring::reader`](super::Ring::reader) (non-gating) or
@@ -194,16 +197,22 @@ impl<T> Reader<T> {
             }
             let shared = &*self.shared;
             let n = (max as u64).min(self.known_end - self.next);
-            // SAFETY: every sequence below `known_end` was seen published with Acquire; we are
-            // a gating reader at `next`, so no producer overwrites them before `commit`; the
-            // run is at most the capacity.
-            let last = unsafe {
-                shared
-                    .slots
-                    .read_run_unlocked(self.next, self.next + n, &mut f)
-            };
-            self.next += n;
-            self.commit();
+            let end = self.next + n;
+            // In a long run, hand slots back to producers every `COMMIT_EVERY` entries, so a
+            // full ring refills behind us while we read (a pipeline, not a convoy).
+            let mut last = None;
+            while self.next < end {
+                let stop = end.min(self.next + COMMIT_EVERY);
+                // SAFETY: every sequence below `known_end` was seen published with Acquire;
+                // we are a gating reader at `next`, so no producer overwrites them before
+                // `commit`; the run is at most the capacity.
+                let r = unsafe { shared.slots.read_run_unlocked(self.next, stop, &mut f) };
+                if r.is_some() {
+                    last = r;
+                }
+                self.next = stop;
+                self.commit();
+            }
             return Ok((n as usize, last));
         }
         let mut read = 0usize;
