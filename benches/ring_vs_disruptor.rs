@@ -2,7 +2,7 @@
 //!
 //! Workloads (u64 entries, capacity 1024): one producer and one or three readers, publishing
 //! one entry at a time or in batches. logbus runs its public blocking API (`publish`,
-//! `publish_batch`, `Reader::read_with` — spin, yield, then park); the disruptor runs its
+//! `publish_with`, `Reader::read_run` — spin, yield, then park); the disruptor runs its
 //! event poller with the same spin→yield loop around `try_publish`/`poll` (its busy-spin
 //! handlers collapse when threads outnumber cores, see BENCHMARKS.md). Each pair runs logbus
 //! then the disruptor; the table shows each side's median throughput and the median of the
@@ -95,9 +95,12 @@ fn logbus_run(w: Workload, entries: u64) -> f64 {
                         }
                         continue;
                     }
-                    match r.read_with(max, |_, v| sum = sum.wrapping_add(*v)) {
-                        Ok((n, _)) => {
-                            count += n as u64;
+                    match r.read_run(max) {
+                        Ok(mut run) => {
+                            for v in &mut run {
+                                sum = sum.wrapping_add(*v);
+                                count += 1;
+                            }
                             calls += 1;
                         }
                         Err(ReadError::Closed) => break,
@@ -116,7 +119,17 @@ fn logbus_run(w: Workload, entries: u64) -> f64 {
             })
         })
         .collect();
-    if w.batch > 1 {
+    if w.batch > 1 && std::env::var("RING_BENCH_BATCH_API").as_deref() == Ok("vec") {
+        // Batches moved in from a reused Vec (`publish_batch`).
+        let mut batch = Vec::with_capacity(w.batch);
+        let mut i = 0;
+        while i < entries {
+            let end = (i + w.batch as u64).min(entries);
+            batch.extend(i..end);
+            producer.publish_batch(&mut batch).unwrap();
+            i = end;
+        }
+    } else if w.batch > 1 {
         // The Disruptor-style batch publish: claim a run, write in place, publish once.
         let mut i = 0;
         while i < entries {

@@ -82,7 +82,7 @@ pub use error::{
     TryPublishError, TryReadError,
 };
 pub use producer::{MultiProducer, Producer};
-pub use reader::Reader;
+pub use reader::{ReadRun, Reader};
 
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::{Arc, CachePadded};

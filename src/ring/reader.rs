@@ -245,6 +245,85 @@ impl<T> Reader<T> {
         Ok((read, last))
     }
 
+    /// Borrows up to `max` available entries in place, as an iterator of `&T` (no clones):
+    /// `for entry in &mut run { .. }`. Dropping the run moves the cursor past the entries
+    /// iterated (the Disruptor's event-poller shape). The producers cannot overwrite the run
+    /// while it is alive, so keep it short.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_read`](Self::try_read) when nothing is available.
+    ///
+    /// # Panics
+    ///
+    /// If the reader is not gating: a non-gating reader may not hold slots (producers never
+    /// wait for it), so it reads with [`try_read_with`](Self::try_read_with) or clones.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::ring::{Ring, RingConfig, Start};
+    ///
+    /// let (mut producer, ring) = Ring::single_producer(RingConfig::new(8))?;
+    /// let mut reader = ring.gating_reader(Start::Tail)?;
+    /// producer.publish_with(3, |seq| seq + 1).unwrap();
+    /// let mut run = reader.try_read_run(usize::MAX).unwrap();
+    /// let sum: u64 = (&mut run).sum();
+    /// drop(run);
+    /// assert_eq!(sum, 6);
+    /// assert_eq!(reader.position(), 3);
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn try_read_run(&mut self, max: usize) -> Result<ReadRun<'_, T>, TryReadError> {
+        assert!(self.gating, "try_read_run needs a gating reader");
+        let n = self.run_available(max)?;
+        Ok(self.run_of(n))
+    }
+
+    /// Gating: how many entries (up to `max`) are known published from the position.
+    fn run_available(&mut self, max: usize) -> Result<u64, TryReadError> {
+        if self.known_end - self.next < max as u64
+            && !self.refresh_known()
+            && self.next >= self.known_end
+        {
+            return Err(self.nothing());
+        }
+        Ok((max as u64).min(self.known_end - self.next))
+    }
+
+    fn run_of(&mut self, n: u64) -> ReadRun<'_, T> {
+        let start = self.next;
+        ReadRun {
+            reader: self,
+            next: start,
+            end: start + n,
+        }
+    }
+
+    /// Like [`try_read_run`](Self::try_read_run), waiting until at least one entry is
+    /// available.
+    ///
+    /// # Errors
+    ///
+    /// [`ReadError::Closed`] once the ring is closed and drained.
+    ///
+    /// # Panics
+    ///
+    /// As [`try_read_run`](Self::try_read_run).
+    pub fn read_run(&mut self, max: usize) -> Result<ReadRun<'_, T>, ReadError> {
+        assert!(self.gating, "read_run needs a gating reader");
+        loop {
+            match self.run_available(max) {
+                Ok(n) => return Ok(self.run_of(n)),
+                Err(TryReadError::Empty) => {
+                    self.wait(None);
+                }
+                Err(TryReadError::Lagged(n)) => return Err(ReadError::Lagged(n)),
+                Err(_) => return Err(ReadError::Closed),
+            }
+        }
+    }
+
     /// Appends up to `max` available entries to `out` (clones, in sequence order), moving the
     /// cursor once. Returns how many were appended. Allocates only if `out` must grow.
     ///
@@ -456,6 +535,69 @@ impl<T> Reader<T> {
     /// still in memory?").
     pub fn contains(&self, seq: u64) -> bool {
         self.get_with(seq, |_| ()).is_ok()
+    }
+}
+
+/// A run of published entries borrowed in place from a gating [`Reader`]; see
+/// [`Reader::try_read_run`]. Iterate it through `&mut run`; dropping it moves the reader's
+/// cursor past what was iterated.
+pub struct ReadRun<'r, T> {
+    reader: &'r mut Reader<T>,
+    /// The next sequence the iterator yields.
+    next: u64,
+    /// End (exclusive) of the run: every sequence below it was seen published.
+    end: u64,
+}
+
+impl<T> ReadRun<'_, T> {
+    /// How many entries are left to iterate.
+    pub fn len(&self) -> usize {
+        (self.end - self.next) as usize
+    }
+
+    /// Whether the run is exhausted.
+    pub fn is_empty(&self) -> bool {
+        self.next == self.end
+    }
+
+    /// The sequence of the next entry the iterator yields.
+    pub fn next_sequence(&self) -> u64 {
+        self.next
+    }
+}
+
+impl<'g, T> Iterator for &'g mut ReadRun<'_, T> {
+    type Item = &'g T;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'g T> {
+        if self.next == self.end {
+            return None;
+        }
+        let seq = self.next;
+        self.next += 1;
+        let cell = self.reader.shared.slots.value_cell(seq);
+        // SAFETY: `seq < end`, seen published with Acquire; the reader is gating and its
+        // cursor stays at or below `seq` until the run drops, and the returned reference
+        // borrows the run (`'g`), so it cannot outlive that: no producer overwrites the slot
+        // while the reference lives.
+        Some(unsafe { &*cell.with(|p| (*p).as_ptr()) })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = (self.end - self.next) as usize;
+        (n, Some(n))
+    }
+}
+
+impl<T> ExactSizeIterator for &mut ReadRun<'_, T> {}
+
+impl<T> Drop for ReadRun<'_, T> {
+    fn drop(&mut self) {
+        if self.next > self.reader.next {
+            self.reader.next = self.next;
+            self.reader.commit();
+        }
     }
 }
 

@@ -284,8 +284,14 @@ impl<T> Sequencer<T> {
         self.next = seq + 1;
         // Release: publishes the slot write to readers' Acquire loads.
         shared.published.store(seq + 1, Ordering::Release);
-        self.end_sp();
-        self.shared.readers_wait.notify_all_light();
+        // Leaving the publish (`leave_sp`) and notifying readers share one light fence.
+        // Release: `close` loads `busy` with Acquire, then `published`.
+        shared.busy.store(false, Ordering::Release);
+        asym_fence::light();
+        if shared.is_close_requested() {
+            shared.finish_close(seq + 1);
+        }
+        shared.readers_wait.notify_all_after_light_fence();
         drop(old);
         Ok(())
     }

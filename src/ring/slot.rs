@@ -118,6 +118,13 @@ impl<T> Slots<T> {
         last
     }
 
+    /// The value cell of sequence `seq` (for readers that hold the slot by gating).
+    #[inline(always)]
+    pub(crate) fn value_cell(&self, seq: u64) -> &UnsafeCell<MaybeUninit<T>> {
+        // SAFETY: `values` has `mask + 1` elements and the index is at most `mask`.
+        unsafe { self.values.get_unchecked(seq as usize & self.mask) }
+    }
+
     /// The slot of sequence `seq`.
     #[inline(always)]
     pub(crate) fn get(&self, seq: u64) -> Slot<'_, T> {

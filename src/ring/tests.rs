@@ -439,3 +439,39 @@ fn publish_with_writes_in_place_and_survives_a_panicking_maker() {
     assert_eq!(r.try_read(), Ok("e6".to_string()));
     assert_eq!(r.try_read(), Err(TryReadError::Closed));
 }
+
+#[test]
+fn read_runs_borrow_in_place_and_commit_what_was_iterated() {
+    let (mut p, ring) = sp::<String>(4);
+    let mut r = ring.gating_reader(Start::Tail).unwrap();
+    assert!(matches!(r.try_read_run(8), Err(TryReadError::Empty)));
+    p.publish_with(4, |seq| format!("e{seq}")).unwrap();
+    {
+        let mut run = r.try_read_run(8).unwrap();
+        assert_eq!(run.len(), 4);
+        let firsts: Vec<&String> = (&mut run).take(3).collect();
+        assert_eq!(firsts, ["e0", "e1", "e2"]);
+        assert_eq!(run.next_sequence(), 3);
+    }
+    // Three were iterated: the ring has room for exactly three more.
+    assert_eq!(r.position(), 3);
+    assert_eq!(p.try_publish_with(8, |seq| format!("e{seq}")), Ok(3));
+    let mut run = r.read_run(2).unwrap();
+    let got: Vec<String> = (&mut run).cloned().collect();
+    drop(run);
+    assert_eq!(got, ["e3", "e4"]);
+    drop(p);
+    let mut rest = Vec::new();
+    while let Ok(mut run) = r.read_run(usize::MAX) {
+        rest.extend((&mut run).cloned());
+    }
+    assert_eq!(rest, ["e5", "e6"]);
+}
+
+#[test]
+#[should_panic(expected = "gating reader")]
+fn read_runs_need_a_gating_reader() {
+    let (_p, ring) = sp::<u8>(2);
+    let mut r = ring.reader(Start::Tail).unwrap();
+    let _ = r.try_read_run(1);
+}

@@ -55,6 +55,17 @@ impl WaitSet {
         }
     }
 
+    /// The notification of [`notify_all_light`](Self::notify_all_light) for a caller that
+    /// has just issued [`asym_fence::light`] itself (after publishing its progress), so that
+    /// one fence serves several handshakes.
+    #[inline]
+    pub(crate) fn notify_all_after_light_fence(&self) {
+        // Relaxed: the caller's light fence orders this load after its publication.
+        if self.waiters.load(Ordering::Relaxed) != 0 {
+            self.wake_all();
+        }
+    }
+
     /// Whether any thread is parked or about to park.
     #[inline]
     pub(crate) fn has_waiters(&self) -> bool {
