@@ -273,13 +273,29 @@ impl<T> Sequencer<T> {
         if !self.begin_sp() {
             return Err(value);
         }
-        // SAFETY: `seq < limit` is ours (single producer); the slot holds `seq - capacity`
-        // (or nothing) and, per our gate view, needs the lock only if a non-gating reader
-        // exists (module docs).
-        let old = unsafe {
-            shared
-                .slot(seq)
-                .write(seq, value, shared.prev_tag(seq), false, self.view.lossy())
+        let lock = self.view.lossy();
+        let old = if !lock && !std::mem::needs_drop::<T>() {
+            let mut value = Some(value);
+            // SAFETY: `seq < limit` is ours (single producer), no non-gating reader is known
+            // (module docs), `T` has no drop glue.
+            unsafe {
+                shared.slots.write_run_unlocked(
+                    seq,
+                    1,
+                    |_| value.take().expect("one value"),
+                    |_| {},
+                );
+            }
+            None
+        } else {
+            // SAFETY: `seq < limit` is ours (single producer); the slot holds
+            // `seq - capacity` (or nothing) and, per our gate view, needs the lock only if a
+            // non-gating reader exists (module docs).
+            unsafe {
+                shared
+                    .slot(seq)
+                    .write(seq, value, shared.prev_tag(seq), false, lock)
+            }
         };
         self.next = seq + 1;
         // Release: publishes the slot write to readers' Acquire loads.
@@ -349,6 +365,20 @@ impl<T> Sequencer<T> {
                         first,
                         written: 0,
                     };
+                    if !lock && !std::mem::needs_drop::<T>() {
+                        let shared = run.shared;
+                        // SAFETY: the run is claimed by us (single producer: no previous-lap
+                        // writer), no non-gating reader is known (module docs), `T` has no
+                        // drop glue, `len <= capacity`.
+                        unsafe {
+                            shared.slots.write_run_unlocked(first, len, &mut make, |i| {
+                                run.written = i + 1;
+                            });
+                        }
+                        drop(run);
+                        done += len as usize;
+                        continue;
+                    }
                     for i in 0..len {
                         let seq = first + i;
                         let value = make(seq);

@@ -118,6 +118,46 @@ impl<T> Slots<T> {
         last
     }
 
+    /// Writes `make(seq)` into the slots of `first..first + len` without locks, for a type
+    /// without drop glue (the replaced values need no drop), tagging each slot. `after(i)`
+    /// runs after the `i`-th write (the caller's panic bookkeeping).
+    ///
+    /// # Safety
+    ///
+    /// As [`Slot::write`] without `lock` and without `wait_prev`, for every sequence of the
+    /// range; `T` has no drop glue; `len <= capacity`.
+    #[inline(always)]
+    pub(crate) unsafe fn write_run_unlocked(
+        &self,
+        first: u64,
+        len: u64,
+        mut make: impl FnMut(u64) -> T,
+        mut after: impl FnMut(u64),
+    ) {
+        debug_assert!(!std::mem::needs_drop::<T>());
+        // Hoisted: `make` may write through pointers the compiler cannot tell from ours.
+        let states = &*self.states;
+        let values = &*self.values;
+        let mask = self.mask;
+        for i in 0..len {
+            let seq = first + i;
+            let idx = seq as usize & mask;
+            let value = make(seq);
+            // SAFETY: `idx <= mask` indexes both arrays; the caller owns the slot (as for
+            // `Slot::write`); `T` has no drop glue, so overwriting leaks nothing.
+            unsafe {
+                values.get_unchecked(idx).with_mut(|p| {
+                    (*p).write(value);
+                });
+                // Release: publishes the value (see `Slot::write`).
+                states
+                    .get_unchecked(idx)
+                    .store(tag(seq) << ACCESS_BITS, Ordering::Release);
+            }
+            after(i);
+        }
+    }
+
     /// The value cell of sequence `seq` (for readers that hold the slot by gating).
     #[inline(always)]
     pub(crate) fn value_cell(&self, seq: u64) -> &UnsafeCell<MaybeUninit<T>> {
