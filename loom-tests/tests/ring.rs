@@ -299,3 +299,29 @@ fn gating_reader_joins_while_publishing() {
         assert_eq!(t.join().unwrap(), 3);
     });
 }
+
+/// The plain-data fast path (no drop glue: the producer writes runs without reading the old
+/// values) racing a non-gating reader that joins mid-stream and a batch written in place:
+/// every value the reader sees is the one published at its sequence.
+#[test]
+fn plain_data_fast_path_with_a_joining_reader() {
+    model(|| {
+        let (mut producer, ring) = Ring::<u64>::single_producer(RingConfig::new(2)).unwrap();
+        let joiner = ring.clone();
+        let t = thread::spawn(move || {
+            let mut reader = joiner.reader(Start::Oldest).unwrap();
+            loop {
+                match reader.try_read_with(2, |seq, v| assert_eq!(*v, seq * 7)) {
+                    Ok(_) | Err(TryReadError::Lagged(_)) => {}
+                    Err(TryReadError::Empty) => thread::yield_now(),
+                    Err(TryReadError::Closed) => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        });
+        producer.publish(0).unwrap();
+        producer.publish_with(2, |seq| seq * 7).unwrap();
+        drop(producer);
+        t.join().unwrap();
+    });
+}

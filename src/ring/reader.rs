@@ -1,7 +1,9 @@
 //! Readers: independent cursors over the ring, gating or not.
 //!
 //! A reader keeps its position privately and stores it into its shared cursor once per read
-//! call (once per batch for the batch forms). A **gating** reader holds producers back, so it
+//! call (for a long batch, every 128 entries, so a full ring refills behind a reader while
+//! it reads). A gating reader can also borrow a published run in place ([`ReadRun`], the
+//! Disruptor event poller's shape) instead of cloning. A **gating** reader holds producers back, so it
 //! reads slots without locking them: it caches the end of the published prefix and looks at
 //! the producers' cursor (single producer) or the slot tags (multi-producer) only when it
 //! has read everything it knew about. A **non-gating** reader never holds producers back: it
