@@ -110,10 +110,11 @@ pub enum Start {
 ///
 /// ```
 /// use logbus::ring::{Ring, RingConfig, Start, ReadError};
+/// use std::thread;
 ///
 /// let (mut producer, ring) = Ring::single_producer(RingConfig::new(8))?;
 /// let mut reader = ring.gating_reader(Start::Tail)?;
-/// let t = std::thread::spawn(move || {
+/// let t = thread::spawn(move || {
 ///     for i in 0..100u64 {
 ///         producer.publish(i).unwrap(); // waits while the reader is a lap behind
 ///     }

@@ -266,13 +266,14 @@ impl<T> Drop for Producer<T> {
 ///
 /// ```
 /// use logbus::ring::{Ring, RingConfig, Start};
+/// use std::thread;
 ///
 /// let (producer, ring) = Ring::multi_producer(RingConfig::new(64))?;
 /// let mut reader = ring.gating_reader(Start::Oldest)?;
 /// let handles: Vec<_> = (0..2u64)
 ///     .map(|p| {
 ///         let mut producer = producer.clone();
-///         std::thread::spawn(move || {
+///         thread::spawn(move || {
 ///             for i in 0..10 {
 ///                 producer.publish(p * 100 + i).unwrap();
 ///             }

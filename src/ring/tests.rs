@@ -3,7 +3,6 @@
 
 use super::*;
 use crate::sync::atomic::AtomicUsize;
-use std::sync::Arc as StdArc;
 use std::thread;
 use std::time::Duration;
 
@@ -227,12 +226,12 @@ fn timeouts_expire() {
 
 /// Counts drops; the payload also carries a value to check.
 #[derive(Debug)]
-struct Counted(u64, StdArc<AtomicUsize>);
+struct Counted(u64, crate::sync::Arc<AtomicUsize>);
 
 impl Clone for Counted {
     fn clone(&self) -> Self {
         self.1.fetch_add(1, Ordering::Relaxed);
-        Counted(self.0, StdArc::clone(&self.1))
+        Counted(self.0, crate::sync::Arc::clone(&self.1))
     }
 }
 
@@ -245,10 +244,10 @@ impl Drop for Counted {
 #[test]
 fn every_value_dropped_exactly_once() {
     for overflow in [Overflow::Block, Overflow::Overwrite] {
-        let live = StdArc::new(AtomicUsize::new(0));
+        let live = crate::sync::Arc::new(AtomicUsize::new(0));
         let make = |i| {
             live.fetch_add(1, Ordering::Relaxed);
-            Counted(i, StdArc::clone(&live))
+            Counted(i, crate::sync::Arc::clone(&live))
         };
         {
             let config = RingConfig::new(4).overflow(overflow);
