@@ -76,12 +76,24 @@ struct SpRun<'a, T> {
     shared: &'a Shared<T>,
     next: &'a mut u64,
     first: u64,
-    written: u64,
+    /// Slots written so far, or `None` when the writer does not count them (the plain-data
+    /// loop): then, on unwind, the written prefix is found from the slot tags, which the
+    /// writer stores in order.
+    written: Option<u64>,
+    len: u64,
 }
 
 impl<T> Drop for SpRun<'_, T> {
     fn drop(&mut self) {
-        let end = self.first + self.written;
+        let written = self.written.unwrap_or_else(|| {
+            (0..self.len)
+                .take_while(|&i| {
+                    let seq = self.first + i;
+                    self.shared.slot(seq).tag() == super::slot::tag(seq)
+                })
+                .count() as u64
+        });
+        let end = self.first + written;
         // Unclaim the slots never written (nothing to undo in them: their tags and values
         // are untouched).
         *self.next = end;
@@ -279,12 +291,9 @@ impl<T> Sequencer<T> {
             // SAFETY: `seq < limit` is ours (single producer), no non-gating reader is known
             // (module docs), `T` has no drop glue.
             unsafe {
-                shared.slots.write_run_unlocked(
-                    seq,
-                    1,
-                    |_| value.take().expect("one value"),
-                    |_| {},
-                );
+                shared
+                    .slots
+                    .write_run_unlocked(seq, 1, |_| value.take().expect("one value"));
             }
             None
         } else {
@@ -363,7 +372,8 @@ impl<T> Sequencer<T> {
                         shared: &self.shared,
                         next: &mut self.next,
                         first,
-                        written: 0,
+                        written: Some(0),
+                        len,
                     };
                     if !lock && !std::mem::needs_drop::<T>() {
                         let shared = run.shared;
@@ -371,9 +381,9 @@ impl<T> Sequencer<T> {
                         // writer), no non-gating reader is known (module docs), `T` has no
                         // drop glue, `len <= capacity`.
                         unsafe {
-                            shared.slots.write_run_unlocked(first, len, &mut make, |i| {
-                                run.written = i + 1;
-                            });
+                            run.written = None;
+                            shared.slots.write_run_unlocked(first, len, &mut make);
+                            run.written = Some(len);
                         }
                         drop(run);
                         done += len as usize;
@@ -390,7 +400,7 @@ impl<T> Sequencer<T> {
                                 .slot(seq)
                                 .write(seq, value, shared.prev_tag(seq), false, lock)
                         };
-                        run.written = i + 1;
+                        run.written = Some(i + 1);
                         drop(old);
                     }
                     drop(run);

@@ -119,8 +119,8 @@ impl<T> Slots<T> {
     }
 
     /// Writes `make(seq)` into the slots of `first..first + len` without locks, for a type
-    /// without drop glue (the replaced values need no drop), tagging each slot. `after(i)`
-    /// runs after the `i`-th write (the caller's panic bookkeeping).
+    /// without drop glue (the replaced values need no drop), tagging each slot in order (if
+    /// `make` panics, the written prefix is the run of slots carrying their new tags).
     ///
     /// # Safety
     ///
@@ -132,7 +132,6 @@ impl<T> Slots<T> {
         first: u64,
         len: u64,
         mut make: impl FnMut(u64) -> T,
-        mut after: impl FnMut(u64),
     ) {
         debug_assert!(!std::mem::needs_drop::<T>());
         // Hoisted: `make` may write through pointers the compiler cannot tell from ours.
@@ -154,7 +153,6 @@ impl<T> Slots<T> {
                     .get_unchecked(idx)
                     .store(tag(seq) << ACCESS_BITS, Ordering::Release);
             }
-            after(i);
         }
     }
 

@@ -474,3 +474,27 @@ fn read_runs_need_a_gating_reader() {
     let mut r = ring.reader(Start::Tail).unwrap();
     let _ = r.try_read_run(1);
 }
+
+#[test]
+fn publish_with_plain_data_panicking_maker_publishes_the_written_prefix() {
+    let (mut p, ring) = sp::<u64>(8);
+    let mut r = ring.gating_reader(Start::Tail).unwrap();
+    // Wrap once so the slots hold older tags, then fail in the middle of a run.
+    p.publish_with(6, |seq| seq).unwrap();
+    let mut out = Vec::new();
+    r.try_read_batch(&mut out, 8).unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        p.publish_with(6, |seq| {
+            assert!(seq < 9, "maker fails at 9");
+            seq
+        })
+    }));
+    assert!(caught.is_err());
+    assert_eq!(p.next_sequence(), 9);
+    out.clear();
+    assert_eq!(r.try_read_batch(&mut out, 8), Ok(3));
+    assert_eq!(out, [6, 7, 8]);
+    p.publish_with(2, |seq| seq * 100).unwrap();
+    assert_eq!(r.try_read(), Ok(900));
+    assert_eq!(r.try_read(), Ok(1000));
+}
