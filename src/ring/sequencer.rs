@@ -81,6 +81,9 @@ struct SpRun<'a, T> {
     /// writer stores in order.
     written: Option<u64>,
     len: u64,
+    /// Set when the run ended normally; otherwise the drop is an unwind and must also leave
+    /// the publish.
+    done: bool,
 }
 
 impl<T> Drop for SpRun<'_, T> {
@@ -100,7 +103,7 @@ impl<T> Drop for SpRun<'_, T> {
         // Release: publishes the written slots to readers' Acquire loads.
         self.shared.published.store(end, Ordering::Release);
         self.shared.readers_wait.notify_all_light();
-        if std::thread::panicking() {
+        if !self.done {
             leave_sp(self.shared, end);
         }
     }
@@ -374,6 +377,7 @@ impl<T> Sequencer<T> {
                         first,
                         written: Some(0),
                         len,
+                        done: false,
                     };
                     if !lock && !std::mem::needs_drop::<T>() {
                         let shared = run.shared;
@@ -384,6 +388,7 @@ impl<T> Sequencer<T> {
                             run.written = None;
                             shared.slots.write_run_unlocked(first, len, &mut make);
                             run.written = Some(len);
+                            run.done = true;
                         }
                         drop(run);
                         done += len as usize;
@@ -403,6 +408,7 @@ impl<T> Sequencer<T> {
                         run.written = Some(i + 1);
                         drop(old);
                     }
+                    run.done = true;
                     drop(run);
                     done += len as usize;
                 }
