@@ -2,7 +2,7 @@
 //!
 //! Workloads (u64 entries, capacity 1024): one producer and one or three readers, publishing
 //! one entry at a time or in batches. logbus runs its public blocking API (`publish`,
-//! `publish_with`, `Reader::read_run` — spin, yield, then park); the disruptor runs its
+//! `publish_with`, `Reader::read_run` — yield, then park); the disruptor runs its
 //! event poller with the same spin→yield loop around `try_publish`/`poll` (its busy-spin
 //! handlers collapse when threads outnumber cores, see BENCHMARKS.md). Each pair runs logbus
 //! then the disruptor; the table shows each side's median throughput and the median of the

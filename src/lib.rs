@@ -45,7 +45,7 @@
 //! ```
 //!
 //! What blocks: `publish*` on an [`Overflow::Block`](ring::Overflow::Block) ring while a
-//! gating reader is a full lap behind, and `read*` on an empty ring (spin, yield, then park);
+//! gating reader is a full lap behind, and `read*` on an empty ring (yield, then park);
 //! every `try_*` returns at once. What allocates: creating a ring or a reader, never an entry.
 //! Ordering: every reader sees entries in sequence order, each producer's in its own order.
 //!

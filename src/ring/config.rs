@@ -7,7 +7,7 @@ use crate::Error;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Overflow {
-    /// Producers wait for *gating* readers (spin, yield, then park): no entry a gating reader
+    /// Producers wait for *gating* readers (yield, then park): no entry a gating reader
     /// has not passed is ever overwritten. Non-gating readers never hold producers back; when
     /// they fall a full lap behind they are told how much they missed.
     #[default]

@@ -18,8 +18,9 @@
 //!   they fall a lap behind ([`TryReadError::Lagged`]).
 //! - **Overflow** ([`Overflow`]): `Block` (producers wait for gating readers) or
 //!   `Overwrite` (producers never wait for readers).
-//! - **Waiting** (`wait`, over `sync::{Backoff, WaitSet}`): spin briefly, then yield,
-//!   then park. Publishing and reading cost no system call and no
+//! - **Waiting** (`wait`, over `sync::WaitSet`): check, yield, then park (a spin phase
+//!   exists but is zero rounds by default: spinning measured worse than yielding on the
+//!   2-vCPU VMs, see `wait`). Publishing and reading cost no system call and no
 //!   `mfence` while nobody is parked: the notifying side uses an asymmetric (compiler-only)
 //!   fence and the parking side pays a `membarrier` (see `sync::asym_fence`).
 //!

@@ -47,7 +47,7 @@ fn publish_vec<T>(seq: &mut Sequencer<T>, batch: &mut Vec<T>, wait: Wait) -> (us
 
 macro_rules! producer_methods {
     () => {
-        /// Publishes `value`, waiting (spin, yield, then park) while the ring is full of
+        /// Publishes `value`, waiting (yield, then park) while the ring is full of
         /// entries a gating reader has not read.
         ///
         /// # Errors

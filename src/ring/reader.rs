@@ -382,7 +382,7 @@ impl<T> Reader<T> {
         }
     }
 
-    /// Reads the next entry, waiting (spin, yield, then park) until one is published.
+    /// Reads the next entry, waiting (yield, then park) until one is published.
     ///
     /// # Errors
     ///

@@ -10,7 +10,7 @@
 //!   availability stamp, so readers see out-of-order publishes correctly.
 //!
 //! Both write a run of slots and publish it once, then notify parked readers with the light
-//! fence (no system call unless a reader is parked). A producer waits (spin, yield, park) only
+//! fence (no system call unless a reader is parked). A producer waits (yield, then park) only
 //! for gating readers in [`Overflow::Block`](super::Overflow::Block) mode.
 //!
 //! # Why unlocked writes are sound
