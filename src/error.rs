@@ -33,6 +33,19 @@ pub enum Error {
         reason: String,
     },
 
+    /// A position (a ring sequence, a partition offset) lies outside the range that can be
+    /// served.
+    #[error("sequence {requested} out of range: valid is {oldest}..={newest}")]
+    SequenceOutOfRange {
+        /// The sequence asked for.
+        requested: u64,
+        /// The oldest valid sequence at the time of the request.
+        oldest: u64,
+        /// The newest valid sequence at the time of the request (inclusive; for a reader's
+        /// start this is the next sequence to be published).
+        newest: u64,
+    },
+
     /// An operation did not complete before its deadline.
     #[error("timed out")]
     Timeout,

@@ -11,6 +11,44 @@
 //! |---|---|---|
 //! | 1 | `sync` (private) | the loom-switchable synchronisation shim |
 //! | 1 | [`codec`], [`clock`], [`error`] | bytes, time and errors shared by every layer |
+//! | 2 | [`ring`] | the lock-free ring (the Disruptor's structure): the in-memory tail of every log |
+//! | 4 | [`storage`] | one partition's log on disk, in Kafka's segment format (RecordBatch v2) |
+//!
+//! ## The ring: one producer, readers at their own pace
+//!
+//! [`ring`] is the lock-free ring every log is built on (the LMAX Disruptor's structure):
+//! sequence-numbered slots, a single- or multi-producer sequencer, and any number of readers
+//! with their own cursors. *Gating* readers hold producers back; the others never do and are
+//! told exactly how many entries they missed when they fall a lap behind.
+//!
+//! ```
+//! use logbus::ring::{Overflow, ReadError, Ring, RingConfig, Start, TryReadError};
+//!
+//! // Overwrite mode: the producer never waits for readers.
+//! let config = RingConfig::new(8).overflow(Overflow::Overwrite);
+//! let (mut producer, ring) = Ring::single_producer(config)?;
+//! let mut follower = ring.reader(Start::Tail)?;
+//!
+//! producer.publish_with(20, |seq| seq * 2).unwrap(); // a batch, written in place
+//! // The follower was a lap and more behind: 12 entries are gone, it is told so...
+//! assert_eq!(follower.try_read(), Err(TryReadError::Lagged(12)));
+//! // ...and continues from the oldest entry still in the ring.
+//! assert_eq!(follower.try_read(), Ok(24));
+//!
+//! drop(producer); // closes the ring: readers drain what is left, then see `Closed`
+//! let mut rest = Vec::new();
+//! while let Ok(n) = follower.read_batch(&mut rest, 16) {
+//!     assert!(n > 0);
+//! }
+//! assert_eq!(rest.len(), 7);
+//! assert_eq!(follower.read(), Err(ReadError::Closed));
+//! # Ok::<(), logbus::Error>(())
+//! ```
+//!
+//! What blocks: `publish*` on an [`Overflow::Block`](ring::Overflow::Block) ring while a
+//! gating reader is a full lap behind, and `read*` on an empty ring (yield, then park);
+//! every `try_*` returns at once. What allocates: creating a ring or a reader, never an entry.
+//! Ordering: every reader sees entries in sequence order, each producer's in its own order.
 //! | 4 | [`storage`] | one partition's log on disk, in Kafka's segment format (RecordBatch v2) |
 //!
 //! ## Guarantees
@@ -35,6 +73,7 @@ mod sync;
 pub mod clock;
 pub mod codec;
 pub mod error;
+pub mod ring;
 pub mod storage;
 
 pub use clock::{Clock, ManualClock, SystemClock};

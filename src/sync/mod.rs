@@ -22,6 +22,7 @@
 // The shim exports a complete set of primitives; not every build of the crate uses each one.
 #![allow(dead_code, unused_imports)]
 
+pub(crate) mod asym_fence;
 mod backoff;
 mod wait_set;
 

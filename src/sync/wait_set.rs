@@ -14,7 +14,7 @@
 
 use super::atomic::{fence, AtomicUsize, Ordering};
 use super::time::{self, Instant};
-use super::{Condvar, Mutex};
+use super::{asym_fence, Condvar, Mutex};
 
 /// A set of parked threads waiting for a condition another thread makes true.
 #[derive(Debug, Default)]
@@ -36,6 +36,31 @@ impl WaitSet {
         // SeqCst fence: pairs with the fence in `wait_until` (see the module docs).
         fence(Ordering::SeqCst);
         // Relaxed: the fence above orders this load after the caller's publication.
+        if self.waiters.load(Ordering::Relaxed) != 0 {
+            self.wake_all();
+        }
+    }
+
+    /// Like [`notify_all`](Self::notify_all), but the notifier pays only
+    /// [`asym_fence::light`] (a compiler fence where membarrier is available). Only for wait
+    /// sets whose waiters call [`asym_fence::heavy`] at the start of their `ready` closure,
+    /// which completes the Dekker handshake from the waiting side.
+    #[inline]
+    pub(crate) fn notify_all_light(&self) {
+        asym_fence::light();
+        // Relaxed: the fence above (paired with the waiter's heavy fence) orders this load
+        // after the caller's publication.
+        if self.waiters.load(Ordering::Relaxed) != 0 {
+            self.wake_all();
+        }
+    }
+
+    /// The notification of [`notify_all_light`](Self::notify_all_light) for a caller that
+    /// has just issued [`asym_fence::light`] itself (after publishing its progress), so that
+    /// one fence serves several handshakes.
+    #[inline]
+    pub(crate) fn notify_all_after_light_fence(&self) {
+        // Relaxed: the caller's light fence orders this load after its publication.
         if self.waiters.load(Ordering::Relaxed) != 0 {
             self.wake_all();
         }

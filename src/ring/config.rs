@@ -1,0 +1,85 @@
+//! How a ring is shaped: capacity, what happens when it is full, where its sequences start.
+
+use super::slot::MAX_START;
+use crate::Error;
+
+/// What a producer does when the slot it needs still holds an entry a reader has not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Overflow {
+    /// Producers wait for *gating* readers (yield, then park): no entry a gating reader
+    /// has not passed is ever overwritten. Non-gating readers never hold producers back; when
+    /// they fall a full lap behind they are told how much they missed.
+    #[default]
+    Block,
+    /// Producers never wait for readers: the oldest entry is overwritten, and a reader that
+    /// falls behind gets [`TryReadError::Lagged`](super::TryReadError::Lagged) with the exact
+    /// count it missed. Gating readers cannot be created on such a ring.
+    Overwrite,
+}
+
+/// The configuration of a ring.
+///
+/// # Examples
+///
+/// ```
+/// use logbus::ring::{Overflow, RingConfig};
+///
+/// let config = RingConfig::new(1024).overflow(Overflow::Overwrite).start_sequence(5000);
+/// assert_eq!(config.capacity(), 1024);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingConfig {
+    pub(crate) capacity: usize,
+    pub(crate) overflow: Overflow,
+    pub(crate) start: u64,
+}
+
+impl RingConfig {
+    /// A ring of `capacity` slots (a power of two, at least 2), in [`Overflow::Block`] mode,
+    /// starting at sequence 0. The capacity is checked when the ring is built.
+    pub const fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            overflow: Overflow::Block,
+            start: 0,
+        }
+    }
+
+    /// What producers do when the ring is full.
+    pub const fn overflow(mut self, overflow: Overflow) -> Self {
+        self.overflow = overflow;
+        self
+    }
+
+    /// The first sequence the ring hands out (e.g. a partition's log end after recovery).
+    /// At most 2^55.
+    pub const fn start_sequence(mut self, start: u64) -> Self {
+        self.start = start;
+        self
+    }
+
+    /// The configured capacity.
+    pub const fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Checks the configuration.
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if self.capacity < 2 || !self.capacity.is_power_of_two() || self.capacity > 1 << 32 {
+            return Err(Error::InvalidConfig {
+                name: "capacity",
+                value: self.capacity.to_string(),
+                valid: "a power of two from 2 to 2^32".into(),
+            });
+        }
+        if self.start > MAX_START {
+            return Err(Error::InvalidConfig {
+                name: "start_sequence",
+                value: self.start.to_string(),
+                valid: format!("0..={MAX_START}"),
+            });
+        }
+        Ok(())
+    }
+}

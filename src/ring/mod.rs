@@ -1,0 +1,308 @@
+//! A lock-free ring of sequence-numbered slots: the LMAX Disruptor's structure.
+//!
+//! - **Slots and sequences.** A power-of-two number of slots, addressed by a 64-bit
+//!   sequence (`slot = sequence & (capacity - 1)`). Sequences start at 0 or at any chosen
+//!   value ([`RingConfig::start_sequence`], e.g. a partition's log end after recovery) and
+//!   are never reused: they are the partition log's offsets.
+//! - **Sequencers** (`sequencer`): a single-producer fast path ([`Producer`]: a private claim
+//!   counter and one `Release` store of the published cursor per run) and a multi-producer
+//!   claim ([`MultiProducer`]: one CAS per run on the shared claim cursor). Both claim a run
+//!   of slots, write it, and publish it once.
+//! - **Per-slot publication** (`slot`): each slot's tag is its availability stamp (the
+//!   sequence it holds), so multi-producer publishes that land out of order are seen
+//!   correctly; readers only read a contiguous published prefix.
+//! - **Readers** (`reader`): any number, each with its own cursor, added and removed at run
+//!   time, starting at any sequence still in the ring ([`Start`]). *Gating* readers hold
+//!   producers back (a producer never overwrites a slot a gating reader has not passed);
+//!   *non-gating* readers never do, and are told exactly how many entries they missed when
+//!   they fall a lap behind ([`TryReadError::Lagged`]).
+//! - **Overflow** ([`Overflow`]): `Block` (producers wait for gating readers) or
+//!   `Overwrite` (producers never wait for readers).
+//! - **Waiting** (`wait`, over `sync::WaitSet`): check, yield, then park (a spin phase
+//!   exists but is zero rounds by default: spinning measured worse than yielding on the
+//!   2-vCPU VMs, see `wait`). Publishing and reading cost no system call and no
+//!   `mfence` while nobody is parked: the notifying side uses an asymmetric (compiler-only)
+//!   fence and the parking side pays a `membarrier` (see `sync::asym_fence`).
+//!
+//! # Reading is sound for any `T`, even while a producer overwrites
+//!
+//! Readers receive clones (`T: Clone`). A seqlock (read optimistically, check afterwards)
+//! would be unsound here: cloning torn bytes of a non-`Copy` `T` is undefined behaviour.
+//! Instead each slot's state word doubles as a reader/writer lock held for the length of one
+//! clone (readers) or one move (writers): a producer may wait out one in-flight clone, never a
+//! reader's progress. Gating readers need no lock at all (gating keeps producers away), and
+//! producers skip the lock while no non-gating reader exists.
+//!
+//! # Guarantees
+//!
+//! - **Ordering:** every reader sees the entries it reads in sequence order; in a
+//!   multi-producer ring each producer's entries keep their order.
+//! - **Blocking:** only `publish*` (without `try_`) on a [`Overflow::Block`] ring whose
+//!   gating readers lag a full lap, and `read*` on an empty ring. `try_*` never block.
+//! - **Allocation:** none per entry. Creating a ring allocates the slots; adding a reader
+//!   allocates its cursor; producers re-snapshot the reader list (allocating only if it
+//!   grew) when readers join or leave. Batch reads push into your `Vec`.
+//! - **Drop:** every value is dropped exactly once: when overwritten, or when the ring's last
+//!   handle goes.
+//! - **Close:** [`Ring::close`] (or dropping the last producer) wakes every waiter; readers
+//!   drain what was published and then get `Closed`; producers get their value back.
+//!
+//! # Examples
+//!
+//! ```
+//! use logbus::ring::{Overflow, Ring, RingConfig, Start, TryReadError};
+//!
+//! // A ring that never blocks its producer: a late reader is told how much it missed.
+//! let (mut producer, ring) =
+//!     Ring::single_producer(RingConfig::new(4).overflow(Overflow::Overwrite))?;
+//! let mut reader = ring.reader(Start::Tail)?;
+//! for i in 0..10u64 {
+//!     producer.publish(i).unwrap();
+//! }
+//! assert_eq!(reader.try_read(), Err(TryReadError::Lagged(6)));
+//! assert_eq!(reader.try_read(), Ok(6));
+//! # Ok::<(), logbus::Error>(())
+//! ```
+
+mod config;
+mod error;
+mod producer;
+mod reader;
+mod registry;
+mod sequencer;
+mod shared;
+mod slot;
+mod wait;
+
+#[cfg(all(test, not(logbus_loom)))]
+mod tests;
+
+pub use config::{Overflow, RingConfig};
+pub use error::{
+    BatchClosed, GetError, PublishError, PublishTimeoutError, ReadError, ReadTimeoutError,
+    TryPublishError, TryReadError,
+};
+pub use producer::{MultiProducer, Producer};
+pub use reader::{ReadRun, Reader};
+
+use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{Arc, CachePadded};
+use crate::Error;
+use registry::ReaderCursor;
+use sequencer::Sequencer;
+use shared::Shared;
+
+/// Where a new reader starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// At the oldest entry still in the ring.
+    Oldest,
+    /// At the next entry to be published (reads only what comes after it joined).
+    Tail,
+    /// At this sequence; it must still be in the ring, or be the next to be published.
+    At(u64),
+}
+
+/// A handle to a ring: adds readers, closes it, answers questions about it. `Clone` is
+/// cheap (an `Arc`). `Send` and `Sync` when `T: Send + Sync` (readers clone entries on
+/// several threads at once).
+///
+/// # Examples
+///
+/// ```
+/// use logbus::ring::{Ring, RingConfig, Start, ReadError};
+/// use std::thread;
+///
+/// let (mut producer, ring) = Ring::single_producer(RingConfig::new(8))?;
+/// let mut reader = ring.gating_reader(Start::Tail)?;
+/// let t = thread::spawn(move || {
+///     for i in 0..100u64 {
+///         producer.publish(i).unwrap(); // waits while the reader is a lap behind
+///     }
+/// }); // dropping the producer closes the ring
+/// let mut sum = 0;
+/// loop {
+///     match reader.read() {
+///         Ok(v) => sum += v,
+///         Err(ReadError::Closed) => break,
+///         Err(e) => panic!("{e}"),
+///     }
+/// }
+/// t.join().unwrap();
+/// assert_eq!(sum, 4950);
+/// # Ok::<(), logbus::Error>(())
+/// ```
+pub struct Ring<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T> Clone for Ring<T> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Ring<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.shared.fmt(f)
+    }
+}
+
+impl<T> Ring<T> {
+    /// A ring with one producer (the fast path). Dropping the producer closes the ring.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] when the capacity is not a power of two in `2..=2^32` or the
+    /// start sequence exceeds 2^55.
+    pub fn single_producer(config: RingConfig) -> Result<(Producer<T>, Ring<T>), Error> {
+        config.validate()?;
+        let shared = Arc::new(Shared::new(&config, false));
+        let ring = Ring {
+            shared: Arc::clone(&shared),
+        };
+        Ok((Producer::new(Sequencer::new(shared)), ring))
+    }
+
+    /// A ring for any number of producers (clone the [`MultiProducer`]). Dropping the last
+    /// producer closes the ring.
+    ///
+    /// # Errors
+    ///
+    /// As [`single_producer`](Self::single_producer).
+    pub fn multi_producer(config: RingConfig) -> Result<(MultiProducer<T>, Ring<T>), Error> {
+        config.validate()?;
+        let shared = Arc::new(Shared::new(&config, true));
+        let ring = Ring {
+            shared: Arc::clone(&shared),
+        };
+        Ok((MultiProducer::new(Sequencer::new(shared)), ring))
+    }
+
+    /// A non-gating reader: producers never wait for it; if it falls a lap behind it gets
+    /// [`TryReadError::Lagged`] with the number of entries it missed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::SequenceOutOfRange`] with the valid range when `start` is
+    /// [`Start::At`] a sequence no longer (or not yet) in the ring.
+    pub fn reader(&self, start: Start) -> Result<Reader<T>, Error> {
+        self.add_reader(start, false)
+    }
+
+    /// A gating reader: producers never overwrite an entry it has not read, and wait for it
+    /// when the ring is full (the partition log's disk writer).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] on an [`Overflow::Overwrite`] ring;
+    /// [`Error::SequenceOutOfRange`] as for [`reader`](Self::reader).
+    pub fn gating_reader(&self, start: Start) -> Result<Reader<T>, Error> {
+        if !self.shared.blocks() {
+            return Err(Error::InvalidConfig {
+                name: "overflow",
+                value: "Overwrite".into(),
+                valid: "gating readers need Overflow::Block".into(),
+            });
+        }
+        self.add_reader(start, true)
+    }
+
+    fn add_reader(&self, start: Start, gating: bool) -> Result<Reader<T>, Error> {
+        let shared = &self.shared;
+        let cap = shared.capacity;
+        // A provisional position no higher than the floor we will get: safe for producers
+        // that see the cursor before we store the real one.
+        let provisional = shared.registry.floor(cap).max(shared.start);
+        let cursor = Arc::new(ReaderCursor {
+            next: CachePadded::new(AtomicU64::new(provisional)),
+            gating,
+        });
+        let floor = shared
+            .registry
+            .join(Arc::clone(&cursor), cap)
+            .max(shared.start);
+        let tail = shared.tail();
+        let newest = tail.max(floor);
+        let oldest = tail.saturating_sub(cap).max(floor);
+        let pos = match start {
+            Start::Oldest => oldest,
+            Start::Tail => newest,
+            Start::At(s) if (oldest..=newest).contains(&s) => s,
+            Start::At(s) => {
+                shared.registry.leave(&cursor);
+                return Err(Error::SequenceOutOfRange {
+                    requested: s,
+                    oldest,
+                    newest,
+                });
+            }
+        };
+        // Release: pairs with producers' Acquire loads of gating cursors.
+        cursor.next.store(pos, Ordering::Release);
+        if gating {
+            shared.producers_wait.notify_all();
+        }
+        Ok(Reader::new(Arc::clone(shared), cursor, pos, floor, gating))
+    }
+
+    /// The number of slots.
+    pub fn capacity(&self) -> usize {
+        self.shared.capacity as usize
+    }
+
+    /// The ring's first sequence.
+    pub fn start_sequence(&self) -> u64 {
+        self.shared.start
+    }
+
+    /// The producers' cursor: the next sequence to be published (single producer) or claimed
+    /// (multi-producer; claimed entries are published shortly after).
+    pub fn cursor(&self) -> u64 {
+        self.shared.tail()
+    }
+
+    /// How many entries the ring holds (at most the capacity).
+    pub fn len(&self) -> usize {
+        let s = &*self.shared;
+        (s.tail() - s.start).min(s.capacity) as usize
+    }
+
+    /// Whether nothing was ever published.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The oldest sequence a new reader could start at now (a hint: producers move on).
+    pub fn oldest(&self) -> u64 {
+        let s = &*self.shared;
+        s.tail()
+            .saturating_sub(s.capacity)
+            .max(s.registry.floor(s.capacity))
+            .max(s.start)
+    }
+
+    /// The number of readers attached.
+    pub fn reader_count(&self) -> usize {
+        self.shared.registry.len()
+    }
+
+    /// Closes the ring: publishes fail from now on (handing values back), readers read what
+    /// was published and then get `Closed`, and every parked producer and reader wakes.
+    /// Idempotent.
+    pub fn close(&self) {
+        self.shared.close();
+    }
+
+    /// Whether [`close`](Self::close) was called (or every producer is gone).
+    pub fn is_closed(&self) -> bool {
+        self.shared.is_closed()
+    }
+
+    /// The overflow mode.
+    pub fn overflow(&self) -> Overflow {
+        self.shared.overflow
+    }
+}

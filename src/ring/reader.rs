@@ -1,0 +1,623 @@
+//! Readers: independent cursors over the ring, gating or not.
+//!
+//! A reader keeps its position privately and stores it into its shared cursor once per read
+//! call (for a long batch, every 128 entries, so a full ring refills behind a reader while
+//! it reads). A gating reader can also borrow a published run in place ([`ReadRun`], the
+//! Disruptor event poller's shape) instead of cloning. A **gating** reader holds producers back, so it
+//! reads slots without locking them: it caches the end of the published prefix and looks at
+//! the producers' cursor (single producer) or the slot tags (multi-producer) only when it
+//! has read everything it knew about. A **non-gating** reader never holds producers back: it
+//! reads each entry under the slot's shared lock (held for one clone), and when the slot
+//! already holds a later lap it reports [`TryReadError::Lagged`] with the exact number of
+//! entries it skipped, and continues from the oldest entry still available — tokio
+//! broadcast's rule.
+
+use super::error::{GetError, ReadError, ReadTimeoutError, TryReadError};
+use super::registry::ReaderCursor;
+use super::shared::Shared;
+use super::slot::Probe;
+use super::wait;
+use crate::sync::atomic::Ordering;
+use crate::sync::time::{self, Duration, Instant};
+use crate::sync::Arc;
+
+/// A gating reader moves its cursor at least this often within one long run.
+const COMMIT_EVERY: u64 = 128;
+
+/// A reader of a [`Ring`](super::Ring): its own position, its own pace.
+///
+/// Created by [`Ring::reader`](super::Ring::reader) (non-gating) or
+/// [`Ring::gating_reader`](super::Ring::gating_reader). Dropping it removes it from the ring
+/// (a gating reader stops holding producers back at once).
+///
+/// # Examples
+///
+/// ```
+/// use logbus::ring::{Ring, RingConfig, Start, TryReadError};
+///
+/// let (mut producer, ring) = Ring::single_producer(RingConfig::new(8))?;
+/// let mut reader = ring.gating_reader(Start::Tail)?;
+/// producer.publish(7u64).unwrap();
+/// assert_eq!(reader.try_read(), Ok(7));
+/// assert_eq!(reader.try_read(), Err(TryReadError::Empty));
+/// # Ok::<(), logbus::Error>(())
+/// ```
+pub struct Reader<T> {
+    shared: Arc<Shared<T>>,
+    cursor: Arc<ReaderCursor>,
+    /// The next sequence to read.
+    next: u64,
+    /// Gating readers: every sequence below this is known to be published.
+    known_end: u64,
+    /// Non-gating readers: the lowest sequence this reader may read (its overwrite floor at
+    /// join time; see `registry`).
+    floor: u64,
+    gating: bool,
+}
+
+impl<T> std::fmt::Debug for Reader<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("position", &self.next)
+            .field("gating", &self.gating)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Reader<T> {
+    pub(crate) fn new(
+        shared: Arc<Shared<T>>,
+        cursor: Arc<ReaderCursor>,
+        next: u64,
+        floor: u64,
+        gating: bool,
+    ) -> Self {
+        Self {
+            shared,
+            cursor,
+            next,
+            known_end: next,
+            floor,
+            gating,
+        }
+    }
+
+    /// The next sequence this reader will read.
+    pub fn position(&self) -> u64 {
+        self.next
+    }
+
+    /// Whether producers wait for this reader.
+    pub fn is_gating(&self) -> bool {
+        self.gating
+    }
+
+    /// How many entries are published (or claimed) ahead of this reader: a hint, since
+    /// producers keep going.
+    pub fn backlog(&self) -> u64 {
+        self.shared.tail().saturating_sub(self.next)
+    }
+
+    /// Stores the position into the shared cursor, and (gating) wakes producers parked on a
+    /// full ring.
+    #[inline]
+    fn commit(&self) {
+        // Release: pairs with the producers' Acquire loads in `GateView::min_gate`, so our
+        // reads of the slots below `next` happen before they are overwritten.
+        self.cursor.next.store(self.next, Ordering::Release);
+        if self.gating {
+            // Fence-free unless a producer is parked (it pays the heavy fence).
+            self.shared.producers_wait.notify_all_light();
+        }
+    }
+
+    /// Gating: extends `known_end` to the end of the published prefix. Returns whether
+    /// something new is known.
+    #[inline]
+    fn refresh_known(&mut self) -> bool {
+        let shared = &*self.shared;
+        if shared.multi {
+            let hi = shared.tail();
+            let mut end = self.known_end.max(self.next);
+            while end < hi && shared.slot(end).is_published(end) {
+                end += 1;
+            }
+            self.known_end = end;
+        } else {
+            // Acquire (in `tail`): pairs with the producer's Release store of its cursor.
+            self.known_end = shared.tail();
+        }
+        self.known_end > self.next
+    }
+
+    /// `Empty` or `Closed` when nothing is available at `next`.
+    #[inline]
+    fn nothing(&self) -> TryReadError {
+        if self.next >= self.shared.closed_at() {
+            TryReadError::Closed
+        } else {
+            TryReadError::Empty
+        }
+    }
+
+    /// Non-gating: the slot at `next` holds `later`; jump to the oldest entry still in the
+    /// ring and say how many were skipped.
+    fn lagged(&mut self, later: u64) -> TryReadError {
+        let cap = self.shared.capacity;
+        // Every sequence claimed so far is at most `later`'s or the tail; a sequence `x` is
+        // gone once `x + capacity` was claimed.
+        let newest_claimed_end = (later + 1).max(self.shared.tail());
+        let to = (newest_claimed_end - cap).max(self.next + 1);
+        let missed = to - self.next;
+        self.next = to;
+        self.commit();
+        TryReadError::Lagged(missed)
+    }
+
+    /// Reads the next entry if one is available, without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`TryReadError::Empty`] when nothing new is published; [`TryReadError::Lagged`]`(n)`
+    /// when a non-gating reader fell a lap behind (it missed exactly `n` entries and is now at
+    /// the oldest one still available); [`TryReadError::Closed`] when the ring is closed and
+    /// everything published was read.
+    #[inline]
+    pub fn try_read(&mut self) -> Result<T, TryReadError>
+    where
+        T: Clone,
+    {
+        self.try_read_with(1, |_, v| v.clone())
+            .map(|(_, v)| v.expect("one entry read"))
+    }
+
+    /// Runs `f(sequence, &entry)` over up to `max` available entries in sequence order (a
+    /// contiguous run), then moves the cursor once. Returns how many were read and the value
+    /// of the last call of `f`.
+    ///
+    /// For a non-gating reader each call runs under the slot's shared lock: keep `f` short.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_read`](Self::try_read) when not even one entry could be read.
+    #[inline]
+    pub fn try_read_with<R>(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(u64, &T) -> R,
+    ) -> Result<(usize, Option<R>), TryReadError> {
+        if max == 0 {
+            return Ok((0, None));
+        }
+        if self.gating {
+            // Look at the producers' side only when the cached prefix cannot fill the request.
+            if self.known_end - self.next < max as u64
+                && !self.refresh_known()
+                && self.next >= self.known_end
+            {
+                return Err(self.nothing());
+            }
+            let shared = &*self.shared;
+            let n = (max as u64).min(self.known_end - self.next);
+            let end = self.next + n;
+            // In a long run, hand slots back to producers every `COMMIT_EVERY` entries, so a
+            // full ring refills behind us while we read (a pipeline, not a convoy).
+            let mut last = None;
+            while self.next < end {
+                let stop = end.min(self.next + COMMIT_EVERY);
+                // SAFETY: every sequence below `known_end` was seen published with Acquire;
+                // we are a gating reader at `next`, so no producer overwrites them before
+                // `commit`; the run is at most the capacity.
+                let r = unsafe { shared.slots.read_run_unlocked(self.next, stop, &mut f) };
+                if r.is_some() {
+                    last = r;
+                }
+                self.next = stop;
+                self.commit();
+            }
+            return Ok((n as usize, last));
+        }
+        let mut read = 0usize;
+        let mut last = None;
+        let mut lagged = None;
+        while read < max {
+            let seq = self.next;
+            match self.shared.slot(seq).read_locked(seq, |v| f(seq, v)) {
+                Ok(r) => {
+                    last = Some(r);
+                    read += 1;
+                    self.next += 1;
+                }
+                Err(Probe::NotYet) => break,
+                Err(Probe::Overwritten(later)) => {
+                    if read == 0 {
+                        lagged = Some(later);
+                    }
+                    break;
+                }
+            }
+        }
+        if let Some(later) = lagged {
+            return Err(self.lagged(later));
+        }
+        if read == 0 {
+            return Err(self.nothing());
+        }
+        self.commit();
+        Ok((read, last))
+    }
+
+    /// Borrows up to `max` available entries in place, as an iterator of `&T` (no clones):
+    /// `for entry in &mut run { .. }`. Dropping the run moves the cursor past the entries
+    /// iterated (the Disruptor's event-poller shape). The producers cannot overwrite the run
+    /// while it is alive, so keep it short.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_read`](Self::try_read) when nothing is available.
+    ///
+    /// # Panics
+    ///
+    /// If the reader is not gating: a non-gating reader may not hold slots (producers never
+    /// wait for it), so it reads with [`try_read_with`](Self::try_read_with) or clones.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::ring::{Ring, RingConfig, Start};
+    ///
+    /// let (mut producer, ring) = Ring::single_producer(RingConfig::new(8))?;
+    /// let mut reader = ring.gating_reader(Start::Tail)?;
+    /// producer.publish_with(3, |seq| seq + 1).unwrap();
+    /// let mut run = reader.try_read_run(usize::MAX).unwrap();
+    /// let sum: u64 = (&mut run).sum();
+    /// drop(run);
+    /// assert_eq!(sum, 6);
+    /// assert_eq!(reader.position(), 3);
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn try_read_run(&mut self, max: usize) -> Result<ReadRun<'_, T>, TryReadError> {
+        assert!(self.gating, "try_read_run needs a gating reader");
+        let n = self.run_available(max)?;
+        Ok(self.run_of(n))
+    }
+
+    /// Gating: how many entries (up to `max`) are known published from the position.
+    fn run_available(&mut self, max: usize) -> Result<u64, TryReadError> {
+        if self.known_end - self.next < max as u64
+            && !self.refresh_known()
+            && self.next >= self.known_end
+        {
+            return Err(self.nothing());
+        }
+        Ok((max as u64).min(self.known_end - self.next))
+    }
+
+    fn run_of(&mut self, n: u64) -> ReadRun<'_, T> {
+        let start = self.next;
+        ReadRun {
+            reader: self,
+            next: start,
+            end: start + n,
+        }
+    }
+
+    /// Like [`try_read_run`](Self::try_read_run), waiting until at least one entry is
+    /// available.
+    ///
+    /// # Errors
+    ///
+    /// [`ReadError::Closed`] once the ring is closed and drained.
+    ///
+    /// # Panics
+    ///
+    /// As [`try_read_run`](Self::try_read_run).
+    pub fn read_run(&mut self, max: usize) -> Result<ReadRun<'_, T>, ReadError> {
+        assert!(self.gating, "read_run needs a gating reader");
+        loop {
+            match self.run_available(max) {
+                Ok(n) => return Ok(self.run_of(n)),
+                Err(TryReadError::Empty) => {
+                    self.wait(None);
+                }
+                Err(TryReadError::Lagged(n)) => return Err(ReadError::Lagged(n)),
+                Err(_) => return Err(ReadError::Closed),
+            }
+        }
+    }
+
+    /// Appends up to `max` available entries to `out` (clones, in sequence order), moving the
+    /// cursor once. Returns how many were appended. Allocates only if `out` must grow.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_read`](Self::try_read) when nothing could be read.
+    pub fn try_read_batch(&mut self, out: &mut Vec<T>, max: usize) -> Result<usize, TryReadError>
+    where
+        T: Clone,
+    {
+        self.try_read_with(max, |_, v| out.push(v.clone()))
+            .map(|(n, _)| n)
+    }
+
+    /// Whether a read would not come back `Empty` (something published or overwritten at
+    /// the position, or the ring closed).
+    fn readable(&self) -> bool {
+        let seq = self.next;
+        let shared = &*self.shared;
+        let there = if self.gating && !shared.multi {
+            // The same test `refresh_known` makes (the slot tag is written before the cursor).
+            shared.tail() > seq
+        } else {
+            shared.slot(seq).reached(seq)
+        };
+        there || seq >= shared.closed_at()
+    }
+
+    /// Waits until [`readable`](Self::readable) or the deadline. Returns `false` on timeout.
+    fn wait(&self, deadline: Option<Instant>) -> bool {
+        wait::wait_until(&self.shared.readers_wait, deadline, || self.readable())
+    }
+
+    fn read_with_deadline<R>(
+        &mut self,
+        deadline: Option<Instant>,
+        mut attempt: impl FnMut(&mut Self) -> Result<R, TryReadError>,
+    ) -> Result<R, ReadTimeoutError> {
+        loop {
+            match attempt(self) {
+                Ok(r) => return Ok(r),
+                Err(TryReadError::Lagged(n)) => return Err(ReadTimeoutError::Lagged(n)),
+                Err(TryReadError::Closed) => return Err(ReadTimeoutError::Closed),
+                Err(TryReadError::Empty) => {
+                    if !self.wait(deadline) {
+                        return attempt(self).map_err(|e| match e {
+                            TryReadError::Lagged(n) => ReadTimeoutError::Lagged(n),
+                            TryReadError::Closed => ReadTimeoutError::Closed,
+                            TryReadError::Empty => ReadTimeoutError::Timeout,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the next entry, waiting (yield, then park) until one is published.
+    ///
+    /// # Errors
+    ///
+    /// [`ReadError::Lagged`] (non-gating readers, see [`try_read`](Self::try_read)) or
+    /// [`ReadError::Closed`] once the ring is closed and drained.
+    pub fn read(&mut self) -> Result<T, ReadError>
+    where
+        T: Clone,
+    {
+        self.read_with_deadline(None, |r| r.try_read())
+            .map_err(forever)
+    }
+
+    /// Like [`read`](Self::read), giving up after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`ReadTimeoutError::Timeout`] when nothing arrived in time, otherwise as `read`.
+    pub fn read_timeout(&mut self, timeout: Duration) -> Result<T, ReadTimeoutError>
+    where
+        T: Clone,
+    {
+        self.read_deadline_opt(time::deadline_after(timeout))
+    }
+
+    /// Like [`read`](Self::read), giving up at `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// [`ReadTimeoutError::Timeout`] when nothing arrived in time, otherwise as `read`.
+    pub fn read_deadline(&mut self, deadline: Instant) -> Result<T, ReadTimeoutError>
+    where
+        T: Clone,
+    {
+        self.read_deadline_opt(Some(deadline))
+    }
+
+    fn read_deadline_opt(&mut self, deadline: Option<Instant>) -> Result<T, ReadTimeoutError>
+    where
+        T: Clone,
+    {
+        self.read_with_deadline(deadline, |r| r.try_read())
+    }
+
+    /// Appends up to `max` entries to `out`, waiting until at least one is available.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read).
+    pub fn read_batch(&mut self, out: &mut Vec<T>, max: usize) -> Result<usize, ReadError>
+    where
+        T: Clone,
+    {
+        self.read_with_deadline(None, |r| r.try_read_batch(out, max))
+            .map_err(forever)
+    }
+
+    /// Runs `f(sequence, &entry)` over up to `max` entries like
+    /// [`try_read_with`](Self::try_read_with), waiting until at least one is available.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read).
+    pub fn read_with<R>(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(u64, &T) -> R,
+    ) -> Result<(usize, Option<R>), ReadError> {
+        self.read_with_deadline(None, |r| r.try_read_with(max, &mut f))
+            .map_err(forever)
+    }
+
+    /// Like [`read_batch`](Self::read_batch), giving up after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`ReadTimeoutError::Timeout`] when nothing arrived in time, otherwise as `read`.
+    pub fn read_batch_timeout(
+        &mut self,
+        out: &mut Vec<T>,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<usize, ReadTimeoutError>
+    where
+        T: Clone,
+    {
+        self.read_with_deadline(time::deadline_after(timeout), |r| {
+            r.try_read_batch(out, max)
+        })
+    }
+
+    /// Runs `f` on the entry at `seq` if this reader may still see it, without moving the
+    /// cursor: the partition layer's "read by offset from the ring". A gating reader may ask
+    /// for any published sequence at or after its position; a non-gating reader for any
+    /// sequence from where it joined that has not been overwritten.
+    ///
+    /// # Errors
+    ///
+    /// [`GetError::Evicted`] when the entry is gone (or behind a gating reader's cursor),
+    /// [`GetError::NotPublished`] when it is not published yet.
+    pub fn get_with<R>(&self, seq: u64, f: impl FnOnce(&T) -> R) -> Result<R, GetError> {
+        let shared = &*self.shared;
+        if self.gating {
+            if seq < self.next {
+                return Err(GetError::Evicted {
+                    requested: seq,
+                    oldest: self.next,
+                });
+            }
+            if seq >= shared.tail() || !shared.slot(seq).is_published(seq) {
+                return Err(GetError::NotPublished { requested: seq });
+            }
+            // SAFETY: seen published with Acquire (`is_published`); we gate at `next ≤ seq`,
+            // so no producer overwrites it while `&self` is borrowed.
+            return Ok(unsafe { shared.slot(seq).read_unlocked(f) });
+        }
+        let oldest = || {
+            shared
+                .tail()
+                .saturating_sub(shared.capacity)
+                .max(self.floor)
+        };
+        if seq < self.floor {
+            return Err(GetError::Evicted {
+                requested: seq,
+                oldest: oldest(),
+            });
+        }
+        match shared.slot(seq).read_locked(seq, f) {
+            Ok(r) => Ok(r),
+            Err(Probe::NotYet) => Err(GetError::NotPublished { requested: seq }),
+            Err(Probe::Overwritten(_)) => Err(GetError::Evicted {
+                requested: seq,
+                oldest: oldest(),
+            }),
+        }
+    }
+
+    /// A clone of the entry at `seq`; see [`get_with`](Self::get_with).
+    ///
+    /// # Errors
+    ///
+    /// As [`get_with`](Self::get_with).
+    pub fn get(&self, seq: u64) -> Result<T, GetError>
+    where
+        T: Clone,
+    {
+        self.get_with(seq, T::clone)
+    }
+
+    /// Whether the entry at `seq` is still in the ring for this reader ("is offset `seq`
+    /// still in memory?").
+    pub fn contains(&self, seq: u64) -> bool {
+        self.get_with(seq, |_| ()).is_ok()
+    }
+}
+
+/// A run of published entries borrowed in place from a gating [`Reader`]; see
+/// [`Reader::try_read_run`]. Iterate it through `&mut run`; dropping it moves the reader's
+/// cursor past what was iterated.
+pub struct ReadRun<'r, T> {
+    reader: &'r mut Reader<T>,
+    /// The next sequence the iterator yields.
+    next: u64,
+    /// End (exclusive) of the run: every sequence below it was seen published.
+    end: u64,
+}
+
+impl<T> ReadRun<'_, T> {
+    /// How many entries are left to iterate.
+    pub fn len(&self) -> usize {
+        (self.end - self.next) as usize
+    }
+
+    /// Whether the run is exhausted.
+    pub fn is_empty(&self) -> bool {
+        self.next == self.end
+    }
+
+    /// The sequence of the next entry the iterator yields.
+    pub fn next_sequence(&self) -> u64 {
+        self.next
+    }
+}
+
+impl<'g, T> Iterator for &'g mut ReadRun<'_, T> {
+    type Item = &'g T;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'g T> {
+        if self.next == self.end {
+            return None;
+        }
+        let seq = self.next;
+        self.next += 1;
+        let cell = self.reader.shared.slots.value_cell(seq);
+        // SAFETY: `seq < end`, seen published with Acquire; the reader is gating and its
+        // cursor stays at or below `seq` until the run drops, and the returned reference
+        // borrows the run (`'g`), so it cannot outlive that: no producer overwrites the slot
+        // while the reference lives.
+        Some(unsafe { &*cell.with(|p| (*p).as_ptr()) })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = (self.end - self.next) as usize;
+        (n, Some(n))
+    }
+}
+
+impl<T> ExactSizeIterator for &mut ReadRun<'_, T> {}
+
+impl<T> Drop for ReadRun<'_, T> {
+    fn drop(&mut self) {
+        if self.next > self.reader.next {
+            self.reader.next = self.next;
+            self.reader.commit();
+        }
+    }
+}
+
+fn forever(e: ReadTimeoutError) -> ReadError {
+    match e {
+        ReadTimeoutError::Lagged(n) => ReadError::Lagged(n),
+        ReadTimeoutError::Closed => ReadError::Closed,
+        // No deadline was given.
+        ReadTimeoutError::Timeout => unreachable!("a wait without deadline timed out"),
+    }
+}
+
+impl<T> Drop for Reader<T> {
+    fn drop(&mut self) {
+        self.shared.registry.leave(&self.cursor);
+        if self.gating {
+            // Full fence: leaving is rare, and parked producers must see the cursor at MAX.
+            self.shared.producers_wait.notify_all();
+        }
+    }
+}

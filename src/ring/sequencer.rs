@@ -1,0 +1,549 @@
+//! Claiming and publishing: the LMAX Disruptor's sequencers, single- and multi-producer.
+//!
+//! - **Single producer.** Claims are private: the producer bumps its own `next` and, after
+//!   writing, stores the end of the run into the shared published cursor (a plain `Release`
+//!   store, no read-modify-write). It re-reads the gating readers only when its cached limit
+//!   says the ring may be full.
+//! - **Multi-producer.** Producers claim runs with a CAS on the shared claim cursor (a CAS
+//!   rather than the Disruptor's `fetch_add` because the claim must stay under the gating
+//!   limit, and because the same word carries the closed bit). Each slot's tag is its
+//!   availability stamp, so readers see out-of-order publishes correctly.
+//!
+//! Both write a run of slots and publish it once, then notify parked readers with the light
+//! fence (no system call unless a reader is parked). A producer waits (yield, then park) only
+//! for gating readers in [`Overflow::Block`](super::Overflow::Block) mode.
+//!
+//! # Why unlocked writes are sound
+//!
+//! A write takes the slot lock only when the producer's [`GateView`] says a non-gating reader
+//! exists. Otherwise the only readers are gating ones, and the producer claims `s` only below
+//! `min(gating cursors) + capacity`, so every gating reader has passed `s - capacity` (its
+//! Release cursor store, read with Acquire) before its slot is overwritten. A non-gating
+//! reader that joined after the producer's last refresh starts at or above the overwrite
+//! floor, which no claim under a stale limit reaches (see `registry`).
+
+use super::registry::GateView;
+use super::shared::{Shared, CLOSED_BIT};
+use super::wait;
+use crate::sync::atomic::Ordering;
+use crate::sync::time::Instant;
+use crate::sync::{asym_fence, Arc, Backoff};
+
+/// How long a publish may wait for space.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Wait {
+    /// Not at all.
+    No,
+    /// Until the deadline (`None`: forever).
+    Until(Option<Instant>),
+}
+
+/// Why a publish stopped before publishing everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    Full,
+    Closed,
+    Timeout,
+}
+
+enum Claim {
+    /// `len` sequences from `first` are ours.
+    Run {
+        first: u64,
+        len: u64,
+    },
+    Full {
+        at: u64,
+    },
+    Closed,
+}
+
+/// Single producer: leaves a publish (everything claimed is published by now, `next` is the
+/// end); finishes a close that raced with it.
+fn leave_sp<T>(shared: &Shared<T>, next: u64) {
+    debug_assert_eq!(shared.tail(), next);
+    // Release: `close` loads it with Acquire, then `published`.
+    shared.busy.store(false, Ordering::Release);
+    asym_fence::light();
+    if shared.is_close_requested() {
+        shared.finish_close(next);
+    }
+}
+
+/// A single-producer run being written by `publish_with`: publishes what was written when
+/// dropped, and on unwind gives the unwritten rest of the claim back and leaves the publish.
+struct SpRun<'a, T> {
+    shared: &'a Shared<T>,
+    next: &'a mut u64,
+    first: u64,
+    /// Slots written so far, or `None` when the writer does not count them (the plain-data
+    /// loop): then, on unwind, the written prefix is found from the slot tags, which the
+    /// writer stores in order.
+    written: Option<u64>,
+    len: u64,
+    /// Set when the run ended normally; otherwise the drop is an unwind and must also leave
+    /// the publish.
+    done: bool,
+}
+
+impl<T> Drop for SpRun<'_, T> {
+    fn drop(&mut self) {
+        let written = self.written.unwrap_or_else(|| {
+            (0..self.len)
+                .take_while(|&i| {
+                    let seq = self.first + i;
+                    self.shared.slot(seq).tag() == super::slot::tag(seq)
+                })
+                .count() as u64
+        });
+        let end = self.first + written;
+        // Unclaim the slots never written (nothing to undo in them: their tags and values
+        // are untouched).
+        *self.next = end;
+        // Release: publishes the written slots to readers' Acquire loads.
+        self.shared.published.store(end, Ordering::Release);
+        self.shared.readers_wait.notify_all_light();
+        if !self.done {
+            leave_sp(self.shared, end);
+        }
+    }
+}
+
+/// One producer handle's private state.
+#[derive(Debug)]
+pub(crate) struct Sequencer<T> {
+    pub(crate) shared: Arc<Shared<T>>,
+    view: GateView,
+    /// Claims stay below this (exclusive); see `registry`.
+    limit: u64,
+    /// Single producer: the next sequence to claim.
+    next: u64,
+}
+
+impl<T> Sequencer<T> {
+    pub(crate) fn new(shared: Arc<Shared<T>>) -> Self {
+        let next = shared.start;
+        Self {
+            shared,
+            view: GateView::new(),
+            // Forces a refresh before the first claim.
+            limit: 0,
+            next,
+        }
+    }
+
+    /// The next sequence this producer will claim (single producer), or the ring's claim
+    /// cursor (multi-producer).
+    pub(crate) fn next_sequence(&self) -> u64 {
+        if self.shared.multi {
+            self.shared.tail()
+        } else {
+            self.next
+        }
+    }
+
+    /// Recomputes the claim limit at claim position `at`.
+    fn refresh(shared: &Shared<T>, view: &mut GateView, at: u64) -> u64 {
+        let blocks = shared.blocks();
+        shared.registry.refresh(view, !shared.multi, |view| {
+            let gate = match view.min_gate() {
+                Some(g) if blocks => g.min(at),
+                _ => at,
+            };
+            gate + shared.capacity
+        })
+    }
+
+    /// Claims up to `want` sequences, at least `min_len` of them (else `Full`).
+    fn claim(&mut self, want: u64, min_len: u64) -> Claim {
+        if !self.shared.multi {
+            if self.next + want > self.limit {
+                self.limit = Self::refresh(&self.shared, &mut self.view, self.next);
+                if self.next + min_len > self.limit {
+                    return Claim::Full { at: self.next };
+                }
+            }
+            let len = want.min(self.limit - self.next);
+            let first = self.next;
+            self.next += len;
+            return Claim::Run { first, len };
+        }
+        let claim = &self.shared.claim;
+        let mut backoff = Backoff::new();
+        // Relaxed: the CAS below decides; this is its first guess.
+        let mut c = claim.load(Ordering::Relaxed);
+        loop {
+            if c & CLOSED_BIT != 0 {
+                return Claim::Closed;
+            }
+            if c + want > self.limit {
+                self.limit = Self::refresh(&self.shared, &mut self.view, c);
+                if c + min_len > self.limit {
+                    return Claim::Full { at: c };
+                }
+            }
+            let len = want.min(self.limit - c);
+            // Relaxed on both: the claim only hands out sequence numbers; slot contents are
+            // ordered by the slot tags (Acquire/Release in `slot`), gating by the cursors.
+            match claim.compare_exchange_weak(c, c + len, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Claim::Run { first: c, len },
+                Err(now) => {
+                    c = now;
+                    backoff.spin();
+                }
+            }
+        }
+    }
+
+    /// Waits until a claim of `need` sequences at `at` might fit, the reader set changes,
+    /// the ring closes or the deadline passes. Returns `false` on timeout.
+    fn wait_for_space(&self, at: u64, need: u64, deadline: Option<Instant>) -> bool {
+        let shared = &*self.shared;
+        let ready = || {
+            shared.is_close_requested()
+                || !shared.registry.is_current(&self.view)
+                || self
+                    .view
+                    .min_gate()
+                    .map_or(true, |g| g.saturating_add(shared.capacity) >= at + need)
+        };
+        wait::wait_until(&shared.producers_wait, deadline, ready)
+    }
+
+    /// Publishes `n` values read from `src` (moved out, in order), claiming and writing runs
+    /// as space allows. Returns how many were published (moved into the ring) and why it
+    /// stopped early, if it did.
+    ///
+    /// # Safety
+    ///
+    /// `src..src + n` are initialised values the caller gives up: the first `returned.0` of
+    /// them are moved into the ring; the caller must neither use nor drop those, and keeps
+    /// ownership of the rest.
+    pub(crate) unsafe fn publish_from(
+        &mut self,
+        src: *const T,
+        n: usize,
+        wait: Wait,
+    ) -> (usize, Option<Stop>) {
+        if !self.shared.multi && !self.begin_sp() {
+            return (0, Some(Stop::Closed));
+        }
+        let mut done = 0usize;
+        let mut stop = None;
+        while done < n {
+            let want = (n - done) as u64;
+            // Blocking publishes wait for room for a whole run (up to the capacity), as the
+            // Disruptor's batch claim does: fewer, larger runs, and fewer limit refreshes
+            // than chasing the slowest reader one slot at a time.
+            let min_len = match wait {
+                Wait::No => 1,
+                Wait::Until(_) => want.min(self.shared.capacity),
+            };
+            match self.claim(want, min_len) {
+                Claim::Run { first, len } => {
+                    // SAFETY: `first..first + len` are claimed by us; the caller gave us
+                    // `src + done .. src + done + len` (len ≤ n - done).
+                    unsafe { self.write_run(first, src.add(done), len as usize) };
+                    done += len as usize;
+                }
+                Claim::Closed => {
+                    stop = Some(Stop::Closed);
+                    break;
+                }
+                Claim::Full { at } => {
+                    if self.shared.is_close_requested() {
+                        stop = Some(Stop::Closed);
+                        break;
+                    }
+                    match wait {
+                        Wait::No => {
+                            stop = Some(Stop::Full);
+                            break;
+                        }
+                        Wait::Until(deadline) => {
+                            if !self.wait_for_space(at, min_len, deadline) {
+                                stop = Some(Stop::Timeout);
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if !self.shared.multi {
+            self.end_sp();
+        }
+        (done, stop)
+    }
+
+    /// Single producer, one value, known space: the fast path of `publish`. Hands the value
+    /// back when the slow path must decide (limit reached, ring closing, multi-producer).
+    #[inline(always)]
+    pub(crate) fn try_fast_one(&mut self, value: T) -> Result<(), T> {
+        let shared = &*self.shared;
+        if shared.multi || self.next >= self.limit {
+            return Err(value);
+        }
+        let seq = self.next;
+        if !self.begin_sp() {
+            return Err(value);
+        }
+        let lock = self.view.lossy();
+        let old = if !lock && !std::mem::needs_drop::<T>() {
+            let mut value = Some(value);
+            // SAFETY: `seq < limit` is ours (single producer), no non-gating reader is known
+            // (module docs), `T` has no drop glue.
+            unsafe {
+                shared
+                    .slots
+                    .write_run_unlocked(seq, 1, |_| value.take().expect("one value"));
+            }
+            None
+        } else {
+            // SAFETY: `seq < limit` is ours (single producer); the slot holds
+            // `seq - capacity` (or nothing) and, per our gate view, needs the lock only if a
+            // non-gating reader exists (module docs).
+            unsafe {
+                shared
+                    .slot(seq)
+                    .write(seq, value, shared.prev_tag(seq), false, lock)
+            }
+        };
+        self.next = seq + 1;
+        // Release: publishes the slot write to readers' Acquire loads.
+        shared.published.store(seq + 1, Ordering::Release);
+        // Leaving the publish (`leave_sp`) and notifying readers share one light fence.
+        // Release: `close` loads `busy` with Acquire, then `published`.
+        shared.busy.store(false, Ordering::Release);
+        asym_fence::light();
+        if shared.is_close_requested() {
+            shared.finish_close(seq + 1);
+        }
+        shared.readers_wait.notify_all_after_light_fence();
+        drop(old);
+        Ok(())
+    }
+
+    /// Single producer: enters a publish (the close handshake, see `Shared::close`).
+    #[inline]
+    fn begin_sp(&self) -> bool {
+        let shared = &*self.shared;
+        // Relaxed: ordered before the load below by the light fence, which pairs with the
+        // heavy fence in `close`.
+        shared.busy.store(true, Ordering::Relaxed);
+        asym_fence::light();
+        if shared.is_close_requested() {
+            self.end_sp();
+            return false;
+        }
+        true
+    }
+
+    /// Single producer: leaves a publish (everything claimed is published by now); finishes
+    /// a close that raced with it.
+    #[inline]
+    fn end_sp(&self) {
+        leave_sp(&self.shared, self.next);
+    }
+
+    /// Single producer: publishes `n` values made by `make(sequence)` straight into their
+    /// slots, claiming and publishing whole runs (the Disruptor's batch publish). If `make`
+    /// (or an old value's `Drop`) panics, what was written so far is published, the rest of
+    /// the claim is given back, and the panic continues.
+    pub(crate) fn publish_with(
+        &mut self,
+        n: usize,
+        mut make: impl FnMut(u64) -> T,
+        wait: Wait,
+    ) -> (usize, Option<Stop>) {
+        debug_assert!(!self.shared.multi, "publish_with is single-producer only");
+        if !self.begin_sp() {
+            return (0, Some(Stop::Closed));
+        }
+        let mut done = 0usize;
+        let mut stop = None;
+        while done < n {
+            let want = (n - done) as u64;
+            let min_len = match wait {
+                Wait::No => 1,
+                Wait::Until(_) => want.min(self.shared.capacity),
+            };
+            match self.claim(want, min_len) {
+                Claim::Run { first, len } => {
+                    let lock = self.view.lossy();
+                    let mut run = SpRun {
+                        shared: &self.shared,
+                        next: &mut self.next,
+                        first,
+                        written: Some(0),
+                        len,
+                        done: false,
+                    };
+                    if !lock && !std::mem::needs_drop::<T>() {
+                        let shared = run.shared;
+                        // SAFETY: the run is claimed by us (single producer: no previous-lap
+                        // writer), no non-gating reader is known (module docs), `T` has no
+                        // drop glue, `len <= capacity`.
+                        unsafe {
+                            run.written = None;
+                            shared.slots.write_run_unlocked(first, len, &mut make);
+                            run.written = Some(len);
+                            run.done = true;
+                        }
+                        drop(run);
+                        done += len as usize;
+                        continue;
+                    }
+                    for i in 0..len {
+                        let seq = first + i;
+                        let value = make(seq);
+                        let shared = run.shared;
+                        // SAFETY: `seq` is claimed by us (single producer: no previous-lap
+                        // writer); `lock` follows our gate view (module docs).
+                        let old = unsafe {
+                            shared
+                                .slot(seq)
+                                .write(seq, value, shared.prev_tag(seq), false, lock)
+                        };
+                        run.written = Some(i + 1);
+                        drop(old);
+                    }
+                    run.done = true;
+                    drop(run);
+                    done += len as usize;
+                }
+                Claim::Closed => {
+                    stop = Some(Stop::Closed);
+                    break;
+                }
+                Claim::Full { at } => {
+                    if self.shared.is_close_requested() {
+                        stop = Some(Stop::Closed);
+                        break;
+                    }
+                    match wait {
+                        Wait::No => {
+                            stop = Some(Stop::Full);
+                            break;
+                        }
+                        Wait::Until(deadline) => {
+                            if !self.wait_for_space(at, min_len, deadline) {
+                                stop = Some(Stop::Timeout);
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.end_sp();
+        (done, stop)
+    }
+
+    /// Writes `len` values from `src` into the claimed run `first..first + len` and publishes
+    /// it. Old values are dropped after each write, outside the slot lock; if one's `Drop`
+    /// panics, the rest of the run is still written (leaking what it replaces) and published,
+    /// so a claimed slot is never left empty.
+    ///
+    /// # Safety
+    ///
+    /// `first..first + len` is claimed by this producer; `src..src + len` are initialised
+    /// values moved into the ring.
+    unsafe fn write_run(&mut self, first: u64, src: *const T, len: usize) {
+        struct Run<'a, T> {
+            shared: &'a Shared<T>,
+            first: u64,
+            src: *const T,
+            len: usize,
+            written: usize,
+            lock: bool,
+        }
+        impl<T> Run<'_, T> {
+            /// # Safety
+            /// `i < len`, not written yet; see `write_run`.
+            unsafe fn write(&mut self, i: usize) -> Option<T> {
+                let seq = self.first + i as u64;
+                let shared = self.shared;
+                // SAFETY: the caller of `write_run` gave us `src..src + len`; each index is
+                // read once (`written` moves past it right after).
+                let value = unsafe { self.src.add(i).read() };
+                self.written = i + 1;
+                // SAFETY: `seq` is claimed by us; `wait_prev` covers a multi-producer
+                // previous lap still being written; `lock` follows our gate view (see the
+                // module docs for why unlocked writes are sound).
+                unsafe {
+                    shared.slot(seq).write(
+                        seq,
+                        value,
+                        shared.prev_tag(seq),
+                        shared.multi,
+                        self.lock,
+                    )
+                }
+            }
+        }
+        impl<T> Drop for Run<'_, T> {
+            fn drop(&mut self) {
+                // Unwinding from an old value's Drop: finish the run, leaking what it replaces
+                // (a second panic here would abort).
+                while self.written < self.len {
+                    // SAFETY: `written < len` and not written yet.
+                    let old = unsafe { self.write(self.written) };
+                    std::mem::forget(old);
+                }
+                let shared = self.shared;
+                if !shared.multi {
+                    // Release: publishes the run's slot writes to readers' Acquire loads.
+                    shared
+                        .published
+                        .store(self.first + self.len as u64, Ordering::Release);
+                }
+                // Per run, not per entry; a fence-free check unless a reader is parked.
+                shared.readers_wait.notify_all_light();
+            }
+        }
+        let lock = self.view.lossy();
+        if !lock && !std::mem::needs_drop::<T>() {
+            // The common case for plain data: no slot locks and nothing to drop, so nothing
+            // in the loop can panic and no unwind guard is needed — a tight loop.
+            let shared = &*self.shared;
+            for i in 0..len {
+                let seq = first + i as u64;
+                // SAFETY: `seq` is claimed by us; `src + i` is ours to move (caller);
+                // `wait_prev` covers a multi-producer previous lap still being written; no
+                // non-gating reader is known, so no lock (module docs); `T` has no drop glue,
+                // so the replaced value needs no drop.
+                unsafe {
+                    shared.slot(seq).write(
+                        seq,
+                        src.add(i).read(),
+                        shared.prev_tag(seq),
+                        shared.multi,
+                        false,
+                    );
+                }
+            }
+            if !shared.multi {
+                // Release: publishes the run's slot writes to readers' Acquire loads.
+                shared
+                    .published
+                    .store(first + len as u64, Ordering::Release);
+            }
+            // Per run, not per entry; a fence-free check unless a reader is parked.
+            shared.readers_wait.notify_all_light();
+            return;
+        }
+        let mut run = Run {
+            shared: &self.shared,
+            first,
+            src,
+            len,
+            written: 0,
+            lock,
+        };
+        for i in 0..len {
+            // SAFETY: `i < len`, written in order.
+            drop(unsafe { run.write(i) });
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! The state every handle of one ring shares: the slots, the producer cursors, the close
+//! state, the reader registry and the two wait sets.
+
+use super::config::{Overflow, RingConfig};
+use super::registry::Registry;
+use super::slot::{tag, Slot, Slots};
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{asym_fence, CachePadded, WaitSet};
+
+/// The bit of `claim` that marks a closed multi-producer ring.
+pub(crate) const CLOSED_BIT: u64 = 1 << 63;
+/// `closed_at` while the ring is open.
+pub(crate) const OPEN: u64 = u64::MAX;
+
+pub(crate) struct Shared<T> {
+    /// `capacity` slots; sequence `s` lives in slot `s & mask`.
+    pub(crate) slots: Slots<T>,
+    pub(crate) capacity: u64,
+    /// The first sequence of the ring (0, or where a recovered log ends).
+    pub(crate) start: u64,
+    pub(crate) overflow: Overflow,
+    pub(crate) multi: bool,
+    /// Multi-producer: the next sequence to claim, plus [`CLOSED_BIT`] once closed.
+    pub(crate) claim: CachePadded<AtomicU64>,
+    /// Single producer: the end (exclusive) of its published prefix. Readers poll it.
+    pub(crate) published: CachePadded<AtomicU64>,
+    /// Single producer: true while it is inside a publish (the close handshake, see
+    /// `close`). On its own line, which readers never read, so setting and clearing it per
+    /// publish costs the producer no cache-line transfer.
+    pub(crate) busy: CachePadded<AtomicBool>,
+    /// Set by `close` (the ring refuses new publishes from then on).
+    pub(crate) close_requested: AtomicBool,
+    /// [`OPEN`], or the end (exclusive) of what will ever be published: readers at or past it
+    /// are done.
+    pub(crate) closed_at: CachePadded<AtomicU64>,
+    /// Live producer handles; the last one to go closes the ring.
+    pub(crate) producers: AtomicUsize,
+    pub(crate) registry: Registry,
+    /// Readers parked on an empty ring. Producers notify with the light fence. Padded: a
+    /// parking reader writes it, and the fields every publish reads must not share its line.
+    pub(crate) readers_wait: CachePadded<WaitSet>,
+    /// Producers parked on a full ring. Gating readers notify with the light fence. Padded
+    /// for the same reason.
+    pub(crate) producers_wait: CachePadded<WaitSet>,
+}
+
+impl<T> Shared<T> {
+    pub(crate) fn new(config: &RingConfig, multi: bool) -> Self {
+        let capacity = config.capacity as u64;
+        asym_fence::init();
+        Self {
+            slots: Slots::new(config.capacity),
+            capacity,
+            start: config.start,
+            overflow: config.overflow,
+            multi,
+            claim: CachePadded::new(AtomicU64::new(config.start)),
+            published: CachePadded::new(AtomicU64::new(config.start)),
+            busy: CachePadded::new(AtomicBool::new(false)),
+            close_requested: AtomicBool::new(false),
+            closed_at: CachePadded::new(AtomicU64::new(OPEN)),
+            producers: AtomicUsize::new(1),
+            registry: Registry::new(config.start + capacity),
+            readers_wait: CachePadded::new(WaitSet::new()),
+            producers_wait: CachePadded::new(WaitSet::new()),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn slot(&self, seq: u64) -> Slot<'_, T> {
+        self.slots.get(seq)
+    }
+
+    /// The tag a slot must hold before `seq` is written into it.
+    #[inline]
+    pub(crate) fn prev_tag(&self, seq: u64) -> u64 {
+        if seq >= self.start + self.capacity {
+            tag(seq - self.capacity)
+        } else {
+            0
+        }
+    }
+
+    /// The next sequence producers will claim (single producer: the end of the published
+    /// prefix, since its claims are private until published).
+    #[inline]
+    pub(crate) fn tail(&self) -> u64 {
+        if self.multi {
+            // Acquire: pairs with the claimers' CAS; only a hint for readers.
+            self.claim.load(Ordering::Acquire) & !CLOSED_BIT
+        } else {
+            // Acquire: pairs with the producer's Release store of its cursor.
+            self.published.load(Ordering::Acquire)
+        }
+    }
+
+    /// The end (exclusive) of what will ever be published, once closed.
+    #[inline]
+    pub(crate) fn closed_at(&self) -> u64 {
+        // Acquire: pairs with the Release in `finish_close`, so everything published below
+        // it is visible with it.
+        self.closed_at.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    pub(crate) fn is_close_requested(&self) -> bool {
+        // Relaxed: a hint on the fast path; the handshake in `close` decides.
+        self.close_requested.load(Ordering::Relaxed)
+    }
+
+    /// Closes the ring: refuses new publishes, and lets readers finish once they drained what
+    /// was published. Wakes every parked producer and reader. Idempotent.
+    pub(crate) fn close(&self) {
+        // SeqCst: one side of the close handshake with the single producer (below).
+        self.close_requested.store(true, Ordering::SeqCst);
+        if self.multi {
+            // AcqRel: claims are CASes on this word; after this no claim succeeds, and every
+            // claim below the returned value is (or will be) published by its producer.
+            let end = self.claim.fetch_or(CLOSED_BIT, Ordering::AcqRel) & !CLOSED_BIT;
+            self.finish_close(end);
+        } else {
+            // The handshake: we store `close_requested`, heavy-fence, load `busy`; the
+            // producer stores `busy` (set or cleared), light-fences, loads `close_requested`.
+            // Either we see it idle (and its next publish sees the request and refuses), or
+            // it sees the request when it ends the publish in flight and finishes the close
+            // itself.
+            asym_fence::heavy();
+            // Acquire: pairs with the producer's Release store of `busy = false`, which
+            // follows its store of `published`.
+            if !self.busy.load(Ordering::Acquire) {
+                self.finish_close(self.tail());
+            }
+        }
+        self.producers_wait.notify_all();
+    }
+
+    /// Records where the closed ring ends and wakes readers.
+    pub(crate) fn finish_close(&self, end: u64) {
+        // Release: pairs with the Acquire in `closed_at`. `fetch_min`: both sides of the
+        // close handshake may get here, with the same end.
+        self.closed_at.fetch_min(end, Ordering::Release);
+        self.readers_wait.notify_all();
+    }
+
+    /// Whether the ring is closed (no publish will succeed any more).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.is_close_requested()
+    }
+
+    /// Whether producers may wait for gating readers.
+    #[inline]
+    pub(crate) fn blocks(&self) -> bool {
+        self.overflow == Overflow::Block
+    }
+}
+
+impl<T> std::fmt::Debug for Shared<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ring")
+            .field("capacity", &self.capacity)
+            .field("start", &self.start)
+            .field("overflow", &self.overflow)
+            .field("multi_producer", &self.multi)
+            .field("tail", &self.tail())
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}

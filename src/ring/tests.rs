@@ -1,0 +1,500 @@
+//! Unit tests of the ring's unsafe core; Miri runs them (`ring::` filter), with counts
+//! shrunk under `cfg(miri)`.
+
+use super::*;
+use crate::sync::atomic::AtomicUsize;
+use std::thread;
+use std::time::Duration;
+
+const N: u64 = if cfg!(miri) { 200 } else { 20_000 };
+
+fn sp<T>(cap: usize) -> (Producer<T>, Ring<T>) {
+    Ring::single_producer(RingConfig::new(cap)).unwrap()
+}
+
+#[test]
+fn publish_then_read_in_order_with_wrap_around() {
+    let (mut p, ring) = sp::<u64>(4);
+    let mut r = ring.gating_reader(Start::Tail).unwrap();
+    for lap in 0..5u64 {
+        for i in 0..4 {
+            p.try_publish(lap * 4 + i).unwrap();
+        }
+        assert!(matches!(p.try_publish(99), Err(TryPublishError::Full(99))));
+        for i in 0..4 {
+            assert_eq!(r.try_read(), Ok(lap * 4 + i));
+        }
+        assert_eq!(r.try_read(), Err(TryReadError::Empty));
+    }
+    assert_eq!(ring.cursor(), 20);
+    assert_eq!(ring.len(), 4);
+}
+
+#[test]
+fn multi_producer_publish_and_read() {
+    let (mut p, ring) = Ring::<u64>::multi_producer(RingConfig::new(8)).unwrap();
+    let mut q = p.clone();
+    let mut r = ring.gating_reader(Start::Oldest).unwrap();
+    p.publish(1).unwrap();
+    q.publish(2).unwrap();
+    assert_eq!(r.try_read(), Ok(1));
+    assert_eq!(r.try_read(), Ok(2));
+    assert_eq!(r.try_read(), Err(TryReadError::Empty));
+    drop(p);
+    assert!(!ring.is_closed());
+    drop(q);
+    assert!(ring.is_closed());
+    assert_eq!(r.try_read(), Err(TryReadError::Closed));
+}
+
+#[test]
+fn batches_publish_in_runs_and_read_in_runs() {
+    let (mut p, ring) = sp::<String>(8);
+    let mut r = ring.gating_reader(Start::Tail).unwrap();
+    let mut batch: Vec<String> = (0..6).map(|i| i.to_string()).collect();
+    p.publish_batch(&mut batch).unwrap();
+    assert!(batch.is_empty());
+    batch.extend((6..12).map(|i| i.to_string()));
+    // Only 2 slots are free while the reader has not moved.
+    assert_eq!(p.try_publish_batch(&mut batch), Ok(2));
+    assert_eq!(batch, ["8", "9", "10", "11"]);
+    let mut out = Vec::new();
+    assert_eq!(r.try_read_batch(&mut out, 5), Ok(5));
+    assert_eq!(out, ["0", "1", "2", "3", "4"]);
+    assert_eq!(p.try_publish_batch(&mut batch), Ok(4));
+    let mut seqs = Vec::new();
+    let (n, last) = r
+        .try_read_with(100, |seq, v: &String| {
+            seqs.push(seq);
+            v.len()
+        })
+        .unwrap();
+    assert_eq!(n, 7);
+    assert_eq!(last, Some(2));
+    assert_eq!(seqs, (5..12).collect::<Vec<_>>());
+}
+
+#[test]
+fn overwrite_reports_exact_lag_and_keeps_place() {
+    let config = RingConfig::new(4).overflow(Overflow::Overwrite);
+    let (mut p, ring) = Ring::<u64>::single_producer(config).unwrap();
+    let mut r = ring.reader(Start::Tail).unwrap();
+    assert!(ring.gating_reader(Start::Tail).is_err());
+    for i in 0..3 {
+        p.publish(i).unwrap();
+    }
+    assert_eq!(r.try_read(), Ok(0));
+    for i in 3..13 {
+        p.try_publish(i).unwrap();
+    }
+    // 13 published, 4 kept (9..13): the reader at 1 missed 1..9.
+    assert_eq!(r.try_read(), Err(TryReadError::Lagged(8)));
+    assert_eq!(r.position(), 9);
+    let mut out = Vec::new();
+    assert_eq!(r.try_read_batch(&mut out, 10), Ok(4));
+    assert_eq!(out, [9, 10, 11, 12]);
+    assert_eq!(r.try_read(), Err(TryReadError::Empty));
+}
+
+#[test]
+fn non_gating_reader_on_blocking_ring_lags_behind_gating_one() {
+    let (mut p, ring) = sp::<u64>(4);
+    let mut g = ring.gating_reader(Start::Tail).unwrap();
+    let mut slow = ring.reader(Start::Tail).unwrap();
+    for i in 0..12 {
+        p.publish(i).unwrap();
+        assert_eq!(g.try_read(), Ok(i));
+    }
+    assert_eq!(slow.try_read(), Err(TryReadError::Lagged(8)));
+    assert_eq!(slow.try_read(), Ok(8));
+    assert!(slow.contains(11));
+    assert!(!slow.contains(12));
+    assert_eq!(slow.get(10), Ok(10));
+    assert!(matches!(slow.get(3), Err(GetError::Evicted { .. })));
+    assert_eq!(slow.get(12), Err(GetError::NotPublished { requested: 12 }));
+    assert_eq!(g.get(12), Err(GetError::NotPublished { requested: 12 }));
+    assert!(matches!(
+        g.get(5),
+        Err(GetError::Evicted { oldest: 12, .. })
+    ));
+}
+
+#[test]
+fn readers_join_at_a_sequence_and_leave() {
+    let config = RingConfig::new(8).start_sequence(1000);
+    let (mut p, ring) = Ring::<u64>::single_producer(config).unwrap();
+    assert_eq!(p.next_sequence(), 1000);
+    let g = ring.gating_reader(Start::Oldest).unwrap();
+    for i in 1000..1006 {
+        p.publish(i).unwrap();
+    }
+    let mut late = ring.reader(Start::At(1003)).unwrap();
+    assert_eq!(late.try_read(), Ok(1003));
+    assert_eq!(ring.reader_count(), 2);
+    match ring.reader(Start::At(999)) {
+        Err(Error::SequenceOutOfRange {
+            requested: 999,
+            oldest: 1000,
+            newest: 1006,
+        }) => {}
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(ring.reader(Start::At(1007)).is_err());
+    // The gating reader holds the producer at a full ring; leaving frees it.
+    p.publish(1006).unwrap();
+    p.publish(1007).unwrap();
+    assert!(matches!(p.try_publish(1008), Err(TryPublishError::Full(_))));
+    drop(g);
+    assert_eq!(ring.reader_count(), 1);
+    p.try_publish(1008).unwrap();
+    let mut tail = ring.reader(Start::Tail).unwrap();
+    assert_eq!(tail.position(), 1009);
+    assert_eq!(tail.try_read(), Err(TryReadError::Empty));
+}
+
+#[test]
+fn bad_configs_are_typed_errors() {
+    for cap in [0, 1, 3, 6] {
+        assert!(matches!(
+            Ring::<u8>::single_producer(RingConfig::new(cap)),
+            Err(Error::InvalidConfig {
+                name: "capacity",
+                ..
+            })
+        ));
+    }
+    assert!(matches!(
+        Ring::<u8>::multi_producer(RingConfig::new(2).start_sequence(u64::MAX)),
+        Err(Error::InvalidConfig {
+            name: "start_sequence",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn close_wakes_parked_reader_and_producer() {
+    let (mut p, ring) = sp::<u64>(2);
+    let mut r = ring.gating_reader(Start::Tail).unwrap();
+    let reader = thread::spawn(move || {
+        let first = r.read();
+        (first, r)
+    });
+    p.publish(1).unwrap();
+    let (first, mut r) = reader.join().unwrap();
+    assert_eq!(first, Ok(1));
+    p.publish(2).unwrap();
+    p.publish(3).unwrap();
+    let closer = ring.clone();
+    let producer = thread::spawn(move || {
+        let res = p.publish(4); // full: parks until close
+        (res.map_err(PublishError::into_inner), p)
+    });
+    thread::sleep(Duration::from_millis(if cfg!(miri) { 1 } else { 20 }));
+    closer.close();
+    let (res, _p) = producer.join().unwrap();
+    assert_eq!(res, Err(4));
+    assert_eq!(r.read(), Ok(2));
+    assert_eq!(r.read(), Ok(3));
+    assert_eq!(r.read(), Err(ReadError::Closed));
+    assert_eq!(
+        r.read_timeout(Duration::from_millis(1)),
+        Err(ReadTimeoutError::Closed)
+    );
+}
+
+#[test]
+fn timeouts_expire() {
+    let (mut p, ring) = sp::<u64>(2);
+    let mut r = ring.gating_reader(Start::Tail).unwrap();
+    assert_eq!(
+        r.read_timeout(Duration::from_millis(1)),
+        Err(ReadTimeoutError::Timeout)
+    );
+    p.publish(1).unwrap();
+    p.publish(2).unwrap();
+    assert!(matches!(
+        p.publish_timeout(3, Duration::from_millis(1)),
+        Err(PublishTimeoutError::Timeout(3))
+    ));
+    let mut out = Vec::new();
+    assert_eq!(
+        r.read_batch_timeout(&mut out, 8, Duration::from_millis(1)),
+        Ok(2)
+    );
+}
+
+/// Counts drops; the payload also carries a value to check.
+#[derive(Debug)]
+struct Counted(u64, crate::sync::Arc<AtomicUsize>);
+
+impl Clone for Counted {
+    fn clone(&self) -> Self {
+        self.1.fetch_add(1, Ordering::Relaxed);
+        Counted(self.0, crate::sync::Arc::clone(&self.1))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.1.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn every_value_dropped_exactly_once() {
+    for overflow in [Overflow::Block, Overflow::Overwrite] {
+        let live = crate::sync::Arc::new(AtomicUsize::new(0));
+        let make = |i| {
+            live.fetch_add(1, Ordering::Relaxed);
+            Counted(i, crate::sync::Arc::clone(&live))
+        };
+        {
+            let config = RingConfig::new(4).overflow(overflow);
+            let (mut p, ring) = Ring::multi_producer(config).unwrap();
+            let mut r = ring.reader(Start::Tail).unwrap();
+            for i in 0..3 {
+                p.publish(make(i)).unwrap();
+            }
+            assert_eq!(r.try_read().unwrap().0, 0);
+            let mut batch: Vec<_> = (3..10).map(make).collect();
+            if overflow == Overflow::Block {
+                p.publish_batch(&mut batch).unwrap();
+            } else {
+                assert_eq!(p.try_publish_batch(&mut batch), Ok(7));
+            }
+            drop(r);
+            ring.close();
+            let refused = p.try_publish(make(99)).unwrap_err().into_inner();
+            assert_eq!(refused.0, 99);
+            drop(refused);
+            // Four values remain in the ring; the rest were overwritten and dropped.
+            assert_eq!(live.load(Ordering::Relaxed), 4);
+        }
+        assert_eq!(live.load(Ordering::Relaxed), 0, "{overflow:?}");
+    }
+}
+
+#[test]
+fn a_panicking_clone_releases_the_slot() {
+    #[derive(Debug)]
+    struct Bomb(bool);
+    impl Clone for Bomb {
+        fn clone(&self) -> Self {
+            assert!(!self.0, "boom");
+            Bomb(false)
+        }
+    }
+    let config = RingConfig::new(2).overflow(Overflow::Overwrite);
+    let (mut p, ring) = Ring::single_producer(config).unwrap();
+    let mut r = ring.reader(Start::Tail).unwrap();
+    p.publish(Bomb(true)).unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.try_read()));
+    assert!(caught.is_err());
+    // The writer must be able to lock the slot again.
+    for _ in 0..4 {
+        p.publish(Bomb(false)).unwrap();
+    }
+}
+
+#[test]
+fn panicking_drop_of_an_overwritten_value_still_publishes_the_run() {
+    #[derive(Debug, Clone)]
+    struct Grenade(u64);
+    impl Drop for Grenade {
+        fn drop(&mut self) {
+            if self.0 == 1 && !thread::panicking() {
+                panic!("drop of 1");
+            }
+        }
+    }
+    let config = RingConfig::new(2).overflow(Overflow::Overwrite);
+    let (mut p, ring) = Ring::single_producer(config).unwrap();
+    let mut batch = vec![Grenade(0), Grenade(1)];
+    p.publish_batch(&mut batch).unwrap();
+    let mut r = ring.reader(Start::Tail).unwrap();
+    let mut batch = vec![Grenade(2), Grenade(3)];
+    let caught =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.publish_batch(&mut batch)));
+    assert!(caught.is_err());
+    assert_eq!(ring.cursor(), 4);
+    assert_eq!(r.try_read().map(|g| g.0), Ok(2));
+    assert_eq!(r.try_read().map(|g| g.0), Ok(3));
+    std::mem::forget(r.try_read());
+}
+
+fn run_threads(multi: bool, producers: u64, readers: usize, overflow: Overflow, per: u64) {
+    let config = RingConfig::new(8).overflow(overflow);
+    let (mut handles, ring) = if multi {
+        let (p, ring) = Ring::<u64>::multi_producer(config).unwrap();
+        let ps: Vec<_> = (0..producers).map(|_| Ok(p.clone())).collect();
+        (ps, ring)
+    } else {
+        let (p, ring) = Ring::<u64>::single_producer(config).unwrap();
+        (vec![Err(p)], ring)
+    };
+    let gating = overflow == Overflow::Block;
+    let rs: Vec<_> = (0..readers)
+        .map(|i| {
+            let mut r = if gating && i % 2 == 0 {
+                ring.gating_reader(Start::Oldest).unwrap()
+            } else {
+                ring.reader(Start::Oldest).unwrap()
+            };
+            thread::spawn(move || {
+                let mut last = [None::<u64>; 4];
+                let (mut got, mut missed) = (0u64, 0u64);
+                let mut out = Vec::new();
+                loop {
+                    out.clear();
+                    match r.read_batch(&mut out, 3) {
+                        Ok(_) => {
+                            for v in &out {
+                                let (p, i) = ((v >> 32) as usize, v & 0xffff_ffff);
+                                assert!(last[p].map_or(true, |l| l < i), "order");
+                                last[p] = Some(i);
+                                got += 1;
+                            }
+                        }
+                        Err(ReadError::Lagged(n)) => missed += n,
+                        Err(ReadError::Closed) => return (got, missed, r.is_gating()),
+                    }
+                }
+            })
+        })
+        .collect();
+    let ps: Vec<_> = handles
+        .drain(..)
+        .enumerate()
+        .map(|(k, h)| {
+            thread::spawn(move || {
+                let v = |i: u64| ((k as u64) << 32) | i;
+                match h {
+                    Ok(mut p) => (0..per).for_each(|i| p.publish(v(i)).unwrap()),
+                    Err(mut p) => (0..per).for_each(|i| p.publish(v(i)).unwrap()),
+                }
+            })
+        })
+        .collect();
+    for p in ps {
+        p.join().unwrap();
+    }
+    if !multi {
+        assert!(ring.is_closed());
+    }
+    let total = per * if multi { producers } else { 1 };
+    for r in rs {
+        let (got, missed, gating) = r.join().unwrap();
+        assert_eq!(got + missed, total);
+        if gating {
+            assert_eq!(missed, 0);
+        }
+    }
+}
+
+#[test]
+fn threads_single_producer_gating_and_not() {
+    run_threads(false, 1, 2, Overflow::Block, N);
+}
+
+#[test]
+fn threads_multi_producer_gating_and_not() {
+    run_threads(true, 2, 2, Overflow::Block, N / 2);
+}
+
+#[test]
+fn threads_overwrite() {
+    run_threads(true, 2, 1, Overflow::Overwrite, N / 2);
+    run_threads(false, 1, 2, Overflow::Overwrite, N);
+}
+
+#[test]
+fn publish_with_writes_in_place_and_survives_a_panicking_maker() {
+    let (mut p, ring) = sp::<String>(4);
+    let mut r = ring.gating_reader(Start::Tail).unwrap();
+    p.publish_with(3, |seq| format!("e{seq}")).unwrap();
+    assert_eq!(p.try_publish_with(5, |seq| format!("e{seq}")), Ok(1));
+    let mut out = Vec::new();
+    assert_eq!(r.try_read_batch(&mut out, 10), Ok(4));
+    assert_eq!(out, ["e0", "e1", "e2", "e3"]);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        p.publish_with(3, |seq| {
+            assert!(seq < 5, "maker fails at 5");
+            format!("e{seq}")
+        })
+    }));
+    assert!(caught.is_err());
+    // 4 was published, 5 and 6 were given back.
+    assert_eq!(p.next_sequence(), 5);
+    assert_eq!(r.try_read(), Ok("e4".to_string()));
+    assert_eq!(r.try_read(), Err(TryReadError::Empty));
+    p.publish_with(2, |seq| format!("e{seq}")).unwrap();
+    assert_eq!(r.try_read(), Ok("e5".to_string()));
+    ring.close();
+    assert_eq!(
+        p.publish_with(1, |_| String::new()),
+        Err(BatchClosed { published: 0 })
+    );
+    assert_eq!(r.try_read(), Ok("e6".to_string()));
+    assert_eq!(r.try_read(), Err(TryReadError::Closed));
+}
+
+#[test]
+fn read_runs_borrow_in_place_and_commit_what_was_iterated() {
+    let (mut p, ring) = sp::<String>(4);
+    let mut r = ring.gating_reader(Start::Tail).unwrap();
+    assert!(matches!(r.try_read_run(8), Err(TryReadError::Empty)));
+    p.publish_with(4, |seq| format!("e{seq}")).unwrap();
+    {
+        let mut run = r.try_read_run(8).unwrap();
+        assert_eq!(run.len(), 4);
+        let firsts: Vec<&String> = (&mut run).take(3).collect();
+        assert_eq!(firsts, ["e0", "e1", "e2"]);
+        assert_eq!(run.next_sequence(), 3);
+    }
+    // Three were iterated: the ring has room for exactly three more.
+    assert_eq!(r.position(), 3);
+    assert_eq!(p.try_publish_with(8, |seq| format!("e{seq}")), Ok(3));
+    let mut run = r.read_run(2).unwrap();
+    let got: Vec<String> = (&mut run).cloned().collect();
+    drop(run);
+    assert_eq!(got, ["e3", "e4"]);
+    drop(p);
+    let mut rest = Vec::new();
+    while let Ok(mut run) = r.read_run(usize::MAX) {
+        rest.extend((&mut run).cloned());
+    }
+    assert_eq!(rest, ["e5", "e6"]);
+}
+
+#[test]
+#[should_panic(expected = "gating reader")]
+fn read_runs_need_a_gating_reader() {
+    let (_p, ring) = sp::<u8>(2);
+    let mut r = ring.reader(Start::Tail).unwrap();
+    let _ = r.try_read_run(1);
+}
+
+#[test]
+fn publish_with_plain_data_panicking_maker_publishes_the_written_prefix() {
+    let (mut p, ring) = sp::<u64>(8);
+    let mut r = ring.gating_reader(Start::Tail).unwrap();
+    // Wrap once so the slots hold older tags, then fail in the middle of a run.
+    p.publish_with(6, |seq| seq).unwrap();
+    let mut out = Vec::new();
+    r.try_read_batch(&mut out, 8).unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        p.publish_with(6, |seq| {
+            assert!(seq < 9, "maker fails at 9");
+            seq
+        })
+    }));
+    assert!(caught.is_err());
+    assert_eq!(p.next_sequence(), 9);
+    out.clear();
+    assert_eq!(r.try_read_batch(&mut out, 8), Ok(3));
+    assert_eq!(out, [6, 7, 8]);
+    p.publish_with(2, |seq| seq * 100).unwrap();
+    assert_eq!(r.try_read(), Ok(900));
+    assert_eq!(r.try_read(), Ok(1000));
+}

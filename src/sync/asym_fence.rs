@@ -1,0 +1,139 @@
+//! Asymmetric fences: a nearly free fence for the hot side of a Dekker-style handshake, paid
+//! for by a heavy fence on the rare side.
+//!
+//! The handshake between a publisher and a thread about to park is Dekker's: each side stores
+//! (its progress / its registration), then fences, then loads the other side's word. With a
+//! `SeqCst` fence on both sides, the publisher pays an `mfence` per publication, which on x86
+//! waits for its store buffer to drain — the single most expensive step of a ring publish.
+//!
+//! Linux's `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` issues a full memory barrier on every
+//! CPU currently running a thread of this process. With it, the hot side needs only a
+//! compiler fence ([`light`]) and the waiting side calls [`heavy`] (a system call, cheap next
+//! to the park that follows). This is the "asymmetric fence" of the membarrier man page and of
+//! folly's `asymmetricLightBarrier`/`asymmetricHeavyBarrier`.
+//!
+//! Where membarrier is unavailable (other systems, older kernels, seccomp filters, Miri), both
+//! sides fall back to `fence(SeqCst)`. Under loom both are `fence(SeqCst)`, so the models
+//! check the handshake itself.
+//!
+//! Pairing rule: every [`light`] on one side of a handshake must be paired with a [`heavy`]
+//! on the other side (or with `fence(SeqCst)` on both when the fallback is active, which this
+//! module arranges by itself).
+
+#[cfg(logbus_loom)]
+mod imp {
+    use crate::sync::atomic::{fence, Ordering};
+
+    pub(crate) fn init() {}
+
+    #[inline]
+    pub(crate) fn light() {
+        fence(Ordering::SeqCst);
+    }
+
+    pub(crate) fn heavy() {
+        fence(Ordering::SeqCst);
+    }
+}
+
+#[cfg(not(logbus_loom))]
+mod imp {
+    use std::sync::atomic::{compiler_fence, fence, AtomicU8, Ordering};
+
+    const UNKNOWN: u8 = 0;
+    const MEMBARRIER: u8 = 1;
+    const FALLBACK: u8 = 2;
+
+    /// Whether membarrier is registered for this process. Moves once from `UNKNOWN` to one of
+    /// the other two and never changes again. While it reads `UNKNOWN`, both sides use full
+    /// fences, which pair with anything.
+    static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+    /// Registers this process for expedited membarriers (once; later calls are a load).
+    pub(crate) fn init() {
+        // Relaxed: STATE only selects which fence the callers use; both choices are correct
+        // while the other side still sees the older state (see `light`).
+        if STATE.load(Ordering::Relaxed) == UNKNOWN {
+            let state = if register() { MEMBARRIER } else { FALLBACK };
+            // Release/Acquire are not needed for correctness (see above); SeqCst keeps the
+            // transition simple to reason about.
+            STATE.store(state, Ordering::SeqCst);
+        }
+    }
+
+    /// The hot side's fence.
+    #[inline]
+    pub(crate) fn light() {
+        // Relaxed: a `light` that reads MEMBARRIER pairs with a `heavy` that can only have
+        // read MEMBARRIER too (the state never leaves it); any other reading takes a full fence.
+        if STATE.load(Ordering::Relaxed) == MEMBARRIER {
+            compiler_fence(Ordering::SeqCst);
+        } else {
+            fence(Ordering::SeqCst);
+        }
+    }
+
+    /// The rare side's fence: a barrier on every running thread of the process.
+    pub(crate) fn heavy() {
+        init();
+        fence(Ordering::SeqCst);
+        // Relaxed: set by `init` on this thread or read after it (see `light`).
+        if STATE.load(Ordering::Relaxed) == MEMBARRIER && !expedited() {
+            // The kernel refused after registering (never seen in practice): nothing can be
+            // done safely but abort, because `light` callers rely on this barrier.
+            std::process::abort();
+        }
+    }
+
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn register() -> bool {
+        const MEMBARRIER_CMD_QUERY: libc::c_long = 0;
+        const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+        const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+        // SAFETY: membarrier takes integer arguments only and touches no user memory.
+        let supported = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0) };
+        if supported < 0 || supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED == 0 {
+            return false;
+        }
+        // SAFETY: as above.
+        let registered = unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+                0,
+                0,
+            )
+        };
+        registered == 0 && expedited()
+    }
+
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn expedited() -> bool {
+        const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+        // SAFETY: membarrier takes integer arguments only and touches no user memory.
+        unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 }
+    }
+
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    fn register() -> bool {
+        false
+    }
+
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    fn expedited() -> bool {
+        false
+    }
+}
+
+pub(crate) use imp::{heavy, init, light};
+
+#[cfg(all(test, not(logbus_loom)))]
+mod tests {
+    #[test]
+    fn fences_run_in_either_mode() {
+        super::light();
+        super::init();
+        super::heavy();
+        super::light();
+    }
+}
