@@ -49,7 +49,6 @@
 //! gating reader is a full lap behind, and `read*` on an empty ring (yield, then park);
 //! every `try_*` returns at once. What allocates: creating a ring or a reader, never an entry.
 //! Ordering: every reader sees entries in sequence order, each producer's in its own order.
-//! | 4 | [`storage`] | one partition's log on disk, in Kafka's segment format (RecordBatch v2) |
 //!
 //! ## Guarantees
 //!
