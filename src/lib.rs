@@ -11,6 +11,7 @@
 //! |---|---|---|
 //! | 1 | `sync` (private) | the loom-switchable synchronisation shim |
 //! | 1 | [`codec`], [`clock`], [`error`] | bytes, time and errors shared by every layer |
+//! | 3 | [`queue`] | a bounded blocking MPMC queue (crossbeam-channel's API, plus batches) |
 //!
 //! ## Guarantees
 //!
@@ -34,6 +35,7 @@ mod sync;
 pub mod clock;
 pub mod codec;
 pub mod error;
+pub mod queue;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Codec;
