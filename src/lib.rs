@@ -12,6 +12,7 @@
 //! | 1 | `sync` (private) | the loom-switchable synchronisation shim |
 //! | 1 | [`codec`], [`clock`], [`error`] | bytes, time and errors shared by every layer |
 //! | 3 | [`queue`] | a bounded blocking MPMC queue (crossbeam-channel's API, plus batches) |
+//! | 3 | [`observer`] | an observer bus: publish once, every subscriber's callback runs |
 //!
 //! ## Guarantees
 //!
@@ -35,6 +36,7 @@ mod sync;
 pub mod clock;
 pub mod codec;
 pub mod error;
+pub mod observer;
 pub mod queue;
 
 pub use clock::{Clock, ManualClock, SystemClock};

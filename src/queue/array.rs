@@ -521,12 +521,6 @@ impl<T> Channel<T> {
         }
     }
 
-    /// Whether the queue is disconnected.
-    pub(crate) fn is_disconnected(&self) -> bool {
-        // SeqCst: one total order with `disconnect`.
-        self.tail.load(Ordering::SeqCst) & self.mark_bit != 0
-    }
-
     /// Takes the next message on behalf of the last receiver, which is going away: waits out
     /// a sender that claimed its slot before the disconnection but has not written it yet.
     /// `None` once the queue is empty.

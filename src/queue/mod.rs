@@ -62,6 +62,9 @@ pub use error::{
 use crate::sync::time;
 
 /// The two implementations behind one pair of handle types.
+// One per queue, inside its `Arc`: the array's size is its cache padding, and boxing it
+// would put an extra indirection on the hot path.
+#[allow(clippy::large_enum_variant)]
 enum Flavor<T> {
     Array(array::Channel<T>),
     Zero(zero::Channel<T>),
@@ -410,13 +413,6 @@ impl<T> Flavor<T> {
             Flavor::Zero(ch) => ch.try_recv(),
         }
     }
-
-    fn is_disconnected(&self) -> bool {
-        match self {
-            Flavor::Array(ch) => ch.is_disconnected(),
-            Flavor::Zero(ch) => ch.is_disconnected(),
-        }
-    }
 }
 
 impl<T> Receiver<T> {
@@ -631,11 +627,6 @@ impl<T> Receiver<T> {
     /// Whether both receivers belong to the same queue.
     pub fn same_channel(&self, other: &Receiver<T>) -> bool {
         self.inner.same_queue(&other.inner)
-    }
-
-    /// Whether the queue is disconnected (a side has lost all its handles, or it was closed).
-    pub(crate) fn is_disconnected(&self) -> bool {
-        self.inner.is_disconnected()
     }
 }
 

@@ -173,10 +173,6 @@ impl<T> Channel<T> {
         self.state.lock().disconnected = true;
         self.changed.notify_all();
     }
-
-    pub(crate) fn is_disconnected(&self) -> bool {
-        self.state.lock().disconnected
-    }
 }
 
 #[cfg(all(test, not(logbus_loom)))]
