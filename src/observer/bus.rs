@@ -14,8 +14,9 @@ use crate::sync::{Arc, Mutex};
 /// State shared by the bus, its subscriptions and its worker threads.
 pub(crate) struct Shared<T> {
     /// The current subscribers. Replaced (never mutated in place) on every change, so a
-    /// publish clones the `Arc` under the lock and iterates with the lock released.
-    subscribers: Mutex<Arc<[Arc<Subscriber<T>>]>>,
+    /// publish clones the `Arc` under the lock and iterates with the lock released. (An
+    /// `Arc<Vec<_>>` rather than an `Arc<[_]>`: loom's `Arc` holds only sized values.)
+    subscribers: Mutex<Arc<Vec<Arc<Subscriber<T>>>>>,
     next_id: AtomicU64,
     pub(crate) reporter: Arc<Reporter>,
     /// Worker threads of subscriptions dropped inside their own callback, to be joined;
@@ -29,7 +30,7 @@ impl<T> Shared<T> {
         let mut list = self.subscribers.lock();
         if list.iter().any(|s| s.id == id) {
             let kept: Vec<_> = list.iter().filter(|s| s.id != id).cloned().collect();
-            let old = std::mem::replace(&mut *list, kept.into());
+            let old = std::mem::replace(&mut *list, Arc::new(kept));
             drop(list);
             drop(old);
         }
@@ -74,7 +75,7 @@ impl<T: Clone + Send + 'static> EventBus<T> {
     pub fn new() -> Self {
         Self {
             shared: Arc::new(Shared {
-                subscribers: Mutex::new(Arc::from(Vec::new())),
+                subscribers: Mutex::new(Arc::new(Vec::new())),
                 next_id: AtomicU64::new(1),
                 reporter: Arc::new(Reporter::default()),
                 orphans: Mutex::new((false, Vec::new())),
@@ -107,7 +108,7 @@ impl<T: Clone + Send + 'static> EventBus<T> {
         F: Fn(&T) + Send + Sync + 'static,
     {
         let id = self.next_id();
-        self.register(Subscriber::new_sync(id, Arc::new(callback)))
+        self.register(Subscriber::new_sync(id, Arc::new(Box::new(callback))))
     }
 
     /// Subscribes `callback` with the given [`Delivery`].
@@ -139,7 +140,7 @@ impl<T: Clone + Send + 'static> EventBus<T> {
         F: Fn(&T) + Send + Sync + 'static,
     {
         let id = self.next_id();
-        let callback: Callback<T> = Arc::new(callback);
+        let callback: Callback<T> = Arc::new(Box::new(callback));
         let sub = match delivery {
             Delivery::Sync => Subscriber::new_sync(id, callback),
             Delivery::Async { capacity: 0, .. } => {
@@ -173,7 +174,7 @@ impl<T: Clone + Send + 'static> EventBus<T> {
             let mut list = self.shared.subscribers.lock();
             let mut grown: Vec<_> = list.iter().cloned().collect();
             grown.push(Arc::clone(&sub));
-            let old = std::mem::replace(&mut *list, grown.into());
+            let old = std::mem::replace(&mut *list, Arc::new(grown));
             drop(list);
             drop(old);
         }
@@ -229,7 +230,7 @@ impl<T: Clone + Send + 'static> EventBus<T> {
     where
         H: Fn(&SubscriberPanic) + Send + Sync + 'static,
     {
-        let hook: Hook = Arc::new(hook);
+        let hook: Hook = Arc::new(Box::new(hook));
         self.shared.reporter.set_hook(Some(hook));
     }
 
@@ -251,7 +252,7 @@ impl<T> Drop for EventBus<T> {
     fn drop(&mut self) {
         let list = {
             let mut list = self.shared.subscribers.lock();
-            std::mem::replace(&mut *list, Arc::from(Vec::new()))
+            std::mem::replace(&mut *list, Arc::new(Vec::new()))
         };
         for sub in list.iter() {
             sub.deactivate();

@@ -30,7 +30,7 @@ impl fmt::Display for SubscriberPanic {
 impl std::error::Error for SubscriberPanic {}
 
 /// The user's error hook.
-pub(crate) type Hook = Arc<dyn Fn(&SubscriberPanic) + Send + Sync>;
+pub(crate) type Hook = Arc<Box<dyn Fn(&SubscriberPanic) + Send + Sync>>;
 
 /// Counts panics and forwards them to the hook; shared by the bus and its worker threads.
 #[derive(Default)]

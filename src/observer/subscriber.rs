@@ -38,7 +38,7 @@ pub enum Overflow {
 }
 
 /// A boxed subscriber callback.
-pub(crate) type Callback<T> = Arc<dyn Fn(&T) + Send + Sync>;
+pub(crate) type Callback<T> = Arc<Box<dyn Fn(&T) + Send + Sync>>;
 
 /// The asynchronous part of a subscriber.
 struct Worker<T> {

@@ -203,15 +203,12 @@ impl<T> Channel<T> {
             } else if stamp.wrapping_add(self.one_lap) == tail + 1 {
                 // The slot still holds last lap's message: full, unless a receiver is
                 // between its claim and its stamp store.
-                fence(Ordering::SeqCst);
-                // Relaxed: ordered by the fence above.
-                let head = self.head.load(Ordering::Relaxed);
-                if head.wrapping_add(self.one_lap) == tail {
-                    return Err(TrySendError::Full(()));
-                }
-                backoff.spin();
-                // Relaxed: a guess, validated by the CAS.
-                tail = self.tail.load(Ordering::Relaxed);
+                // Either the queue is full, or a receiver has claimed the slot and not yet
+                // freed it; either way no slot is free *now* (the receive has not
+                // completed), so report `Full`. A blocking send parks on the slot's stamp
+                // (`send_ready`) and the receiver's notification wakes it, so nobody spins
+                // on a thread that may be descheduled.
+                return Err(TrySendError::Full(()));
             } else {
                 // Another sender claimed this slot and has not finished; look again.
                 backoff.snooze();
@@ -314,19 +311,19 @@ impl<T> Channel<T> {
             } else if stamp == head {
                 // The slot is empty for this lap: the queue is empty, unless a sender is
                 // between its claim and its stamp store.
+                // The queue is empty, or a sender has claimed the slot and not yet
+                // published it; either way no message is there *now* (that send has not
+                // completed). It is `Disconnected` only when no send is in progress.
                 fence(Ordering::SeqCst);
                 // Relaxed: ordered by the fence above.
                 let tail = self.tail.load(Ordering::Relaxed);
-                if tail & !self.mark_bit == head {
-                    return Err(if tail & self.mark_bit != 0 {
+                return Err(
+                    if tail & self.mark_bit != 0 && tail & !self.mark_bit == head {
                         TryRecvError::Disconnected
                     } else {
                         TryRecvError::Empty
-                    });
-                }
-                backoff.spin();
-                // Relaxed: a guess, validated by the CAS.
-                head = self.head.load(Ordering::Relaxed);
+                    },
+                );
             } else {
                 // Another receiver claimed this slot and has not finished; look again.
                 backoff.snooze();
@@ -413,21 +410,41 @@ impl<T> Channel<T> {
         }
     }
 
-    /// Whether a sender could make progress: a slot is free or the queue is disconnected.
+    /// Whether a sender could make progress: the slot at the tail is free, or the queue is
+    /// disconnected. Called by a registered waiter (see `WaitSet`); the receiver that frees
+    /// the slot stores its stamp before notifying, so one of the two sees the other.
+    ///
+    /// The cursor is read with read-modify-writes (adding 0), which see its newest value; a
+    /// plain load may return an older one, and a waiter would retry and find nothing, in a
+    /// loop that never parks. If the cursor moves while we look, another sender made
+    /// progress and our view is stale: report ready and retry rather than sleep on it (that
+    /// sender notifies receivers, not us). Only waiters about to park pay for this.
     fn send_ready(&self) -> bool {
-        // SeqCst: these loads follow the wait set's fence (see `WaitSet`).
-        let tail = self.tail.load(Ordering::SeqCst);
-        let head = self.head.load(Ordering::SeqCst);
-        tail & self.mark_bit != 0 || head.wrapping_add(self.one_lap) != tail
+        let tail = self.tail.fetch_add(0, Ordering::SeqCst);
+        if tail & self.mark_bit != 0 {
+            return true;
+        }
+        // Acquire: pairs with the Release stamp store in `consume`.
+        let stamp = self.buffer[tail & (self.mark_bit - 1)]
+            .stamp
+            .load(Ordering::Acquire);
+        stamp == tail || self.tail.fetch_add(0, Ordering::SeqCst) != tail
     }
 
-    /// Whether a receiver could make progress: a message is there or the queue is
-    /// disconnected.
+    /// Whether a receiver could make progress: the slot at the head holds a message, or the
+    /// queue is disconnected with no send in progress. Called by a registered waiter; the
+    /// sender stores the stamp before notifying. As in `send_ready`, a head that moves while
+    /// we look (another receiver took a message) means ready: retry.
     fn recv_ready(&self) -> bool {
-        // SeqCst: these loads follow the wait set's fence (see `WaitSet`).
-        let tail = self.tail.load(Ordering::SeqCst);
-        let head = self.head.load(Ordering::SeqCst);
-        tail & self.mark_bit != 0 || tail != head
+        let head = self.head.fetch_add(0, Ordering::SeqCst);
+        let tail = self.tail.fetch_add(0, Ordering::SeqCst);
+        // Acquire: pairs with the Release stamp store in `publish`.
+        let stamp = self.buffer[head & (self.mark_bit - 1)]
+            .stamp
+            .load(Ordering::Acquire);
+        stamp == head + 1
+            || (tail & self.mark_bit != 0 && tail & !self.mark_bit == head)
+            || self.head.fetch_add(0, Ordering::SeqCst) != head
     }
 
     /// Sends, waiting for room until `deadline` (forever with `None`).
