@@ -45,23 +45,18 @@
 //! # Examples
 //!
 //! ```
-//! use std::sync::atomic::{AtomicUsize, Ordering};
-//! use std::sync::Arc;
 //! use logbus::observer::{Delivery, EventBus, Overflow};
 //!
 //! let bus = EventBus::<String>::new();
-//! let count = Arc::new(AtomicUsize::new(0));
-//! let c = Arc::clone(&count);
-//! let sync_sub = bus.subscribe(move |e| {
-//!     c.fetch_add(e.len(), Ordering::Relaxed);
-//! });
+//! let (lengths, seen) = logbus::queue::bounded(8);
+//! let sync_sub = bus.subscribe(move |e| lengths.send(e.len()).unwrap());
 //! let async_sub = bus
 //!     .subscribe_with(Delivery::Async { capacity: 8, overflow: Overflow::DropOldest }, |e| {
 //!         let _ = e.to_uppercase();
 //!     })
 //!     .unwrap();
 //! assert_eq!(bus.publish("hello".to_string()), 2);
-//! assert_eq!(count.load(Ordering::Relaxed), 5);
+//! assert_eq!(seen.try_recv(), Ok(5));
 //! drop(async_sub); // joins its thread
 //! drop(sync_sub);
 //! assert_eq!(bus.publish("unheard".to_string()), 0);
