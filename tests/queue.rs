@@ -572,3 +572,58 @@ fn stress_8x8_every_message_once_in_producer_order() {
     }
     assert!(all == expected, "some message was lost or duplicated");
 }
+
+/// Capacity 1 and more threads than cores: nearly every operation waits, so this exercises
+/// parking and every wake-up path; a lost wake-up hangs the test.
+#[test]
+fn parking_stress_capacity_one() {
+    let per: u64 = 5_000;
+    let (tx, rx) = bounded::<u64>(1);
+    let producers: Vec<_> = (0..3u64)
+        .map(|p| {
+            let tx = tx.clone();
+            thread::spawn(move || {
+                for i in 0..per {
+                    if i % 2 == 0 {
+                        tx.send(p * per + i).unwrap();
+                    } else {
+                        tx.send_batch(&mut vec![p * per + i]).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    let consumers: Vec<_> = (0..3)
+        .map(|c| {
+            let rx = rx.clone();
+            thread::spawn(move || {
+                let mut got = Vec::new();
+                let mut out = Vec::new();
+                loop {
+                    if c == 0 {
+                        match rx.recv_batch(&mut out, 4) {
+                            Ok(_) => got.append(&mut out),
+                            Err(_) => return got,
+                        }
+                    } else {
+                        match rx.recv() {
+                            Ok(m) => got.push(m),
+                            Err(_) => return got,
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    drop(rx);
+    for p in producers {
+        p.join().unwrap();
+    }
+    let mut all: Vec<u64> = consumers
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..3 * per).collect::<Vec<_>>());
+}

@@ -5,6 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
+use std::time::Duration;
 
 use logbus::queue::bounded;
 
@@ -47,6 +48,9 @@ fn steady_state_sends_and_receives_do_not_allocate() {
     let (tx, rx) = bounded::<u64>(64);
     let (done_tx, done_rx) = bounded::<()>(1);
     let consumer = thread::spawn(move || {
+        // Let the producer fill the queue and park once during the warm-up (parking_lot
+        // sets up its per-thread parking data on a thread's first park).
+        thread::sleep(Duration::from_millis(30));
         let mut out = Vec::with_capacity(64);
         let mut sum = 0u64;
         let mut n = 0u64;
@@ -74,6 +78,8 @@ fn steady_state_sends_and_receives_do_not_allocate() {
         }
     };
     send_phase(WARM_UP);
+    // And let the consumer find the queue empty and park once, still before counting.
+    thread::sleep(Duration::from_millis(30));
     COUNTING.store(true, Ordering::SeqCst);
     send_phase(WINDOW);
     COUNTING.store(false, Ordering::SeqCst);

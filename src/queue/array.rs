@@ -53,6 +53,9 @@ struct Slot<T> {
 struct Patience {
     backoff: Backoff,
     extra_yields: u32,
+    /// Set once the waiter has parked: a wake-up that finds the operation still in flight
+    /// yields before looking again, so it never spins on a descheduled peer.
+    parked: bool,
 }
 
 impl Patience {
@@ -60,6 +63,7 @@ impl Patience {
         Self {
             backoff: Backoff::new(),
             extra_yields: 0,
+            parked: false,
         }
     }
 
@@ -239,7 +243,8 @@ impl<T> Channel<T> {
             written += 1;
         }
         debug_assert_eq!(written, claim.n, "a claimed slot was left unwritten");
-        self.receivers.notify_all();
+        // The claim's SeqCst CAS on `tail` published the progress receivers wait for.
+        self.receivers.notify_all_after_rmw();
     }
 
     /// Sends `msg` if a slot is free.
@@ -351,7 +356,8 @@ impl<T> Channel<T> {
                 .store(claim.pos + i + self.one_lap, Ordering::Release);
             sink(msg);
         }
-        self.senders.notify_all();
+        // The claim's SeqCst CAS on `head` published the progress senders wait for.
+        self.senders.notify_all_after_rmw();
     }
 
     /// Receives a message if one is there.
@@ -404,47 +410,69 @@ impl<T> Channel<T> {
         if patience.snooze() {
             return Waited::Retry;
         }
+        if patience.parked {
+            thread::yield_now();
+        }
+        patience.parked = true;
         match set.wait_until(deadline, || ready(self).then_some(())) {
             Some(()) => Waited::Retry,
             None => Waited::Expired,
         }
     }
 
-    /// Whether a sender could make progress: the slot at the tail is free, or the queue is
-    /// disconnected. Called by a registered waiter (see `WaitSet`); the receiver that frees
-    /// the slot stores its stamp before notifying, so one of the two sees the other.
+    /// Whether a sender could make progress (checked by a registered waiter, see
+    /// `WaitSet`). Two predicates, one for each way a receiver notifies:
+    /// - std build: receivers notify with [`WaitSet::notify_all_after_rmw`], no fence; the
+    ///   progress they publish is their `SeqCst` CAS on `head`, so the waiter must look at
+    ///   the cursors (read by read-modify-write, as that method requires): a receiver has
+    ///   claimed a slot of the last lap, so one is free or about to be. A retry that finds
+    ///   the receiver still in flight yields and looks again (as crossbeam-channel spins
+    ///   there).
+    /// - loom build: `notify_all_after_rmw` keeps the fence, which lets the waiter use the
+    ///   exact predicate (the slot at the tail is free, by its stamp) and park through the
+    ///   in-flight window. Loom explores a waiter spinning on an in-flight peer without
+    ///   bound, so it checks this fenced variant; the std variant rests on the argument in
+    ///   `notify_all_after_rmw`, the same one crossbeam-channel's waker relies on.
     ///
-    /// The cursor is read with read-modify-writes (adding 0), which see its newest value; a
-    /// plain load may return an older one, and a waiter would retry and find nothing, in a
-    /// loop that never parks. If the cursor moves while we look, another sender made
-    /// progress and our view is stale: report ready and retry rather than sleep on it (that
-    /// sender notifies receivers, not us). Only waiters about to park pay for this.
+    /// Both read the cursors with read-modify-writes: they see the newest values (a plain
+    /// load may return an older one, and a waiter would retry and find nothing, in a loop
+    /// that never parks), and a cursor that moves while we look means ready (retry) rather
+    /// than sleeping on a stale view.
     fn send_ready(&self) -> bool {
         let tail = self.tail.fetch_add(0, Ordering::SeqCst);
         if tail & self.mark_bit != 0 {
             return true;
         }
-        // Acquire: pairs with the Release stamp store in `consume`.
-        let stamp = self.buffer[tail & (self.mark_bit - 1)]
-            .stamp
-            .load(Ordering::Acquire);
-        stamp == tail || self.tail.fetch_add(0, Ordering::SeqCst) != tail
+        if cfg!(logbus_loom) {
+            // Acquire: pairs with the Release stamp store in `consume`.
+            let stamp = self.buffer[tail & (self.mark_bit - 1)]
+                .stamp
+                .load(Ordering::Acquire);
+            stamp == tail || self.tail.fetch_add(0, Ordering::SeqCst) != tail
+        } else {
+            let head = self.head.fetch_add(0, Ordering::SeqCst);
+            head.wrapping_add(self.one_lap) != tail
+        }
     }
 
-    /// Whether a receiver could make progress: the slot at the head holds a message, or the
-    /// queue is disconnected with no send in progress. Called by a registered waiter; the
-    /// sender stores the stamp before notifying. As in `send_ready`, a head that moves while
-    /// we look (another receiver took a message) means ready: retry.
+    /// Whether a receiver could make progress; the mirror image of `send_ready`: std build,
+    /// a sender has claimed a slot (its `SeqCst` CAS on `tail`) or the queue is
+    /// disconnected; loom build, the slot at the head holds a message (by its stamp) or the
+    /// queue is disconnected with no send in flight.
     fn recv_ready(&self) -> bool {
         let head = self.head.fetch_add(0, Ordering::SeqCst);
         let tail = self.tail.fetch_add(0, Ordering::SeqCst);
-        // Acquire: pairs with the Release stamp store in `publish`.
-        let stamp = self.buffer[head & (self.mark_bit - 1)]
-            .stamp
-            .load(Ordering::Acquire);
-        stamp == head + 1
-            || (tail & self.mark_bit != 0 && tail & !self.mark_bit == head)
-            || self.head.fetch_add(0, Ordering::SeqCst) != head
+        if cfg!(logbus_loom) {
+            // Acquire: pairs with the Release stamp store in `publish`.
+            let stamp = self.buffer[head & (self.mark_bit - 1)]
+                .stamp
+                .load(Ordering::Acquire);
+            stamp == head + 1
+                || (tail & self.mark_bit != 0 && tail & !self.mark_bit == head)
+                || self.head.fetch_add(0, Ordering::SeqCst) != head
+        } else {
+            tail & self.mark_bit != 0 || tail & !self.mark_bit != head
+        }
     }
 
     /// Sends, waiting for room until `deadline` (forever with `None`).
