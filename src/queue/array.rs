@@ -22,8 +22,12 @@
 //! # Waiting
 //!
 //! A thread that finds the queue full (empty) spins, yields, and only then parks in the
-//! `senders` (`receivers`) [`WaitSet`]; the other side calls `notify_all` after each
-//! operation, which costs one fence and one load while nobody is parked.
+//! `senders` (`receivers`) [`WaitSet`]; the other side calls
+//! [`WaitSet::notify_all_after_rmw`] after each operation, which costs one load while nobody
+//! is parked: the operation's claim (a `SeqCst` CAS) already orders it, so no fence is needed
+//! (see `send_ready` for what the waiters check, and why loom checks a fenced variant).
+//! Claimed-but-unfinished operations are reported as full (empty) rather than waited out
+//! inside the `try_` calls; blocking calls yield through that short window.
 
 use std::mem::MaybeUninit;
 use std::ptr;

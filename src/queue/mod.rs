@@ -21,8 +21,8 @@
 //!   different senders interleave in the order their sends claimed slots.
 //! - **Blocking.** `send` blocks only while the queue is full, `recv` only while it is
 //!   empty. A waiting thread spins briefly, yields, and then parks; a thread that completes
-//!   an operation pays one fence and one load to check for parked threads, and a system call
-//!   only when one is parked.
+//!   an operation pays one load to check for parked threads (its claim's `SeqCst` CAS
+//!   orders that load; no fence), and a system call only when one is parked.
 //! - **Allocation.** `bounded` allocates the buffer once; sending and receiving never
 //!   allocate (the batch operations may grow the `Vec` the caller passes in).
 //! - **Disconnection.** When every `Sender` is gone, receivers drain what is left and then
