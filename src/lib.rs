@@ -12,6 +12,8 @@
 //! | 1 | `sync` (private) | the loom-switchable synchronisation shim |
 //! | 1 | [`codec`], [`clock`], [`error`] | bytes, time and errors shared by every layer |
 //! | 2 | [`ring`] | the lock-free ring (the Disruptor's structure): the in-memory tail of every log |
+//! | 3 | [`queue`] | a bounded blocking MPMC queue (crossbeam-channel's API, plus batches) |
+//! | 3 | [`observer`] | an observer bus: publish once, every subscriber's callback runs |
 //! | 4 | [`storage`] | one partition's log on disk, in Kafka's segment format (RecordBatch v2) |
 //!
 //! ## The ring: one producer, readers at their own pace
@@ -56,6 +58,33 @@
 //!   model-checked with [loom](https://docs.rs/loom) and its unsafe core runs under Miri.
 //! - Bad input is a typed [`Error`] that says what was wrong and what is valid.
 //!
+//! ## The bounded queue and the observer bus
+//!
+//! [`queue::bounded`] is a drop-in for `crossbeam_channel::bounded` (same methods, same
+//! error types), plus batch operations that move many messages per synchronisation:
+//!
+//! ```
+//! use logbus::queue::bounded;
+//!
+//! let (tx, rx) = bounded::<u64>(1024);
+//! let mut batch: Vec<u64> = (0..64).collect();
+//! tx.send_batch(&mut batch).unwrap(); // one claim for the 64 slots
+//! let mut out = Vec::with_capacity(64);
+//! assert_eq!(rx.recv_batch(&mut out, 64), Ok(64));
+//! ```
+//!
+//! [`observer::EventBus`] calls every subscriber for each published event, on the
+//! publisher's thread or on the subscriber's own thread through a bounded buffer:
+//!
+//! ```
+//! use logbus::observer::EventBus;
+//!
+//! let bus = EventBus::new();
+//! let sub = bus.subscribe(|e: &&str| assert_eq!(*e, "deployed"));
+//! assert_eq!(bus.publish("deployed"), 1);
+//! drop(sub); // unsubscribes
+//! ```
+//!
 //! ## Running logbus inside your own loom model
 //!
 //! Build with `RUSTFLAGS="--cfg logbus_loom"`: logbus then takes every atomic, lock, park and
@@ -72,6 +101,8 @@ mod sync;
 pub mod clock;
 pub mod codec;
 pub mod error;
+pub mod observer;
+pub mod queue;
 pub mod ring;
 pub mod storage;
 

@@ -66,6 +66,28 @@ impl WaitSet {
         }
     }
 
+    /// Wakes every parked waiter, for a notifier whose progress was published by a `SeqCst`
+    /// read-modify-write (a CAS that claimed a slot, say) sequenced before this call, and
+    /// whose waiters' `ready` reads that same atomic with a `SeqCst` read-modify-write.
+    /// Then no fence is needed on the notifying side: the notifier's RMW and its `SeqCst`
+    /// load of `waiters` are in the single total order S with the waiter's fence and RMW
+    /// (C++20 [atomics.order]: if the waiter's RMW reads a value older than the notifier's,
+    /// it precedes it in S, so the waiter's fence precedes the notifier's load in S and that
+    /// load sees the registration). On x86 this is one plain load: the RMW's `lock` prefix
+    /// is already a full barrier.
+    ///
+    /// Loom does not model the total order of `SeqCst` loads (it treats them as `Acquire`),
+    /// so under loom this is [`notify_all`](Self::notify_all), fence included: models check
+    /// the fenced protocol, and the argument above is what carries it over to the std build.
+    #[inline]
+    pub(crate) fn notify_all_after_rmw(&self) {
+        if cfg!(logbus_loom) {
+            self.notify_all();
+        } else if self.waiters.load(Ordering::SeqCst) != 0 {
+            self.wake_all();
+        }
+    }
+
     /// Whether any thread is parked or about to park.
     #[inline]
     pub(crate) fn has_waiters(&self) -> bool {

@@ -1,0 +1,387 @@
+//! logbus::queue against crossbeam-channel, kanal, flume and std's `sync_channel`, all
+//! bounded with capacity 1024 and `u64` messages, interleaved in one run (A B A B …): each
+//! repetition runs every contender once, and the figure quoted is the median over the
+//! repetitions of the per-repetition ratio logbus / peer (BENCHMARKS.md explains why
+//! absolute numbers mean little on the shared 2-vCPU machines).
+//!
+//! Peers run in their documented blocking mode: crossbeam's `send`/`recv`, kanal's sync API,
+//! flume's `send`/`recv`, std's `SyncSender::send`/`Receiver::recv`.
+//!
+//! ```sh
+//! cargo bench --bench queue_vs_peers
+//! LOGBUS_BENCH_MSGS=4000000 LOGBUS_BENCH_REPS=9 LOGBUS_BENCH_PINGS=50000 cargo bench --bench queue_vs_peers
+//! ```
+
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Instant;
+
+const CAP: usize = 1024;
+const BATCH: usize = 64;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// One queue implementation in its blocking mode.
+trait Contender: 'static {
+    const NAME: &'static str;
+    type S: Send + 'static;
+    type R: Send + 'static;
+    fn make(cap: usize) -> (Self::S, Self::R);
+    fn clone_s(s: &Self::S) -> Self::S;
+    /// `None` when the receiver cannot be cloned (std).
+    fn clone_r(r: &Self::R) -> Option<Self::R>;
+    fn send(s: &Self::S, v: u64);
+    fn recv(r: &Self::R) -> Option<u64>;
+}
+
+struct Logbus;
+impl Contender for Logbus {
+    const NAME: &'static str = "logbus";
+    type S = logbus::queue::Sender<u64>;
+    type R = logbus::queue::Receiver<u64>;
+    fn make(cap: usize) -> (Self::S, Self::R) {
+        logbus::queue::bounded(cap)
+    }
+    fn clone_s(s: &Self::S) -> Self::S {
+        s.clone()
+    }
+    fn clone_r(r: &Self::R) -> Option<Self::R> {
+        Some(r.clone())
+    }
+    fn send(s: &Self::S, v: u64) {
+        s.send(v).unwrap()
+    }
+    fn recv(r: &Self::R) -> Option<u64> {
+        r.recv().ok()
+    }
+}
+
+struct Crossbeam;
+impl Contender for Crossbeam {
+    const NAME: &'static str = "crossbeam-channel";
+    type S = crossbeam_channel::Sender<u64>;
+    type R = crossbeam_channel::Receiver<u64>;
+    fn make(cap: usize) -> (Self::S, Self::R) {
+        crossbeam_channel::bounded(cap)
+    }
+    fn clone_s(s: &Self::S) -> Self::S {
+        s.clone()
+    }
+    fn clone_r(r: &Self::R) -> Option<Self::R> {
+        Some(r.clone())
+    }
+    fn send(s: &Self::S, v: u64) {
+        s.send(v).unwrap()
+    }
+    fn recv(r: &Self::R) -> Option<u64> {
+        r.recv().ok()
+    }
+}
+
+struct Kanal;
+impl Contender for Kanal {
+    const NAME: &'static str = "kanal";
+    type S = kanal::Sender<u64>;
+    type R = kanal::Receiver<u64>;
+    fn make(cap: usize) -> (Self::S, Self::R) {
+        kanal::bounded(cap)
+    }
+    fn clone_s(s: &Self::S) -> Self::S {
+        s.clone()
+    }
+    fn clone_r(r: &Self::R) -> Option<Self::R> {
+        Some(r.clone())
+    }
+    fn send(s: &Self::S, v: u64) {
+        s.send(v).unwrap()
+    }
+    fn recv(r: &Self::R) -> Option<u64> {
+        r.recv().ok()
+    }
+}
+
+struct Flume;
+impl Contender for Flume {
+    const NAME: &'static str = "flume";
+    type S = flume::Sender<u64>;
+    type R = flume::Receiver<u64>;
+    fn make(cap: usize) -> (Self::S, Self::R) {
+        flume::bounded(cap)
+    }
+    fn clone_s(s: &Self::S) -> Self::S {
+        s.clone()
+    }
+    fn clone_r(r: &Self::R) -> Option<Self::R> {
+        Some(r.clone())
+    }
+    fn send(s: &Self::S, v: u64) {
+        s.send(v).unwrap()
+    }
+    fn recv(r: &Self::R) -> Option<u64> {
+        r.recv().ok()
+    }
+}
+
+struct StdSync;
+impl Contender for StdSync {
+    const NAME: &'static str = "std sync_channel";
+    type S = std::sync::mpsc::SyncSender<u64>;
+    type R = std::sync::mpsc::Receiver<u64>;
+    fn make(cap: usize) -> (Self::S, Self::R) {
+        std::sync::mpsc::sync_channel(cap)
+    }
+    fn clone_s(s: &Self::S) -> Self::S {
+        s.clone()
+    }
+    fn clone_r(_: &Self::R) -> Option<Self::R> {
+        None
+    }
+    fn send(s: &Self::S, v: u64) {
+        s.send(v).unwrap()
+    }
+    fn recv(r: &Self::R) -> Option<u64> {
+        r.recv().ok()
+    }
+}
+
+/// Messages per second with `p` producers and `c` consumers moving `total` messages;
+/// `None` when the contender cannot have several consumers.
+fn throughput<C: Contender>(p: usize, c: usize, total: usize) -> Option<f64> {
+    let (tx, rx) = C::make(CAP);
+    let mut rxs = vec![rx];
+    for _ in 1..c {
+        rxs.push(C::clone_r(&rxs[0])?);
+    }
+    let per = total / p;
+    let start = Instant::now();
+    let producers: Vec<_> = (0..p)
+        .map(|_| {
+            let tx = C::clone_s(&tx);
+            thread::spawn(move || {
+                for i in 0..per as u64 {
+                    C::send(&tx, i);
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    let consumers: Vec<_> = rxs
+        .into_iter()
+        .map(|rx| {
+            thread::spawn(move || {
+                let mut n = 0u64;
+                while let Some(v) = C::recv(&rx) {
+                    n += 1;
+                    std::hint::black_box(v);
+                }
+                n
+            })
+        })
+        .collect();
+    for t in producers {
+        t.join().unwrap();
+    }
+    let got: u64 = consumers.into_iter().map(|t| t.join().unwrap()).sum();
+    let secs = start.elapsed().as_secs_f64();
+    assert_eq!(got as usize, per * p);
+    Some(got as f64 / secs)
+}
+
+/// logbus SPSC moving messages in batches of `BATCH` (send_batch / recv_batch).
+fn logbus_batched(total: usize) -> f64 {
+    let (tx, rx) = logbus::queue::bounded::<u64>(CAP);
+    let start = Instant::now();
+    let producer = thread::spawn(move || {
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut i = 0u64;
+        while (i as usize) < total {
+            for _ in 0..BATCH {
+                batch.push(i);
+                i += 1;
+            }
+            tx.send_batch(&mut batch).unwrap();
+        }
+    });
+    let mut out = Vec::with_capacity(BATCH);
+    let mut n = 0usize;
+    while rx.recv_batch(&mut out, BATCH).is_ok() {
+        n += out.len();
+        out.clear();
+    }
+    producer.join().unwrap();
+    let secs = start.elapsed().as_secs_f64();
+    assert!(n >= total);
+    n as f64 / secs
+}
+
+/// Round-trip latencies (ns, sorted) of `pings` ping-pongs between two threads.
+fn ping_pong<C: Contender>(pings: usize) -> Vec<u64> {
+    let (ping_tx, ping_rx) = C::make(CAP);
+    let (pong_tx, pong_rx) = C::make(CAP);
+    let echo = thread::spawn(move || {
+        while let Some(v) = C::recv(&ping_rx) {
+            C::send(&pong_tx, v);
+        }
+    });
+    let mut lat = Vec::with_capacity(pings);
+    for i in 0..pings as u64 {
+        let t = Instant::now();
+        C::send(&ping_tx, i);
+        let v = C::recv(&pong_rx).unwrap();
+        lat.push(t.elapsed().as_nanos() as u64);
+        assert_eq!(v, i);
+    }
+    drop(ping_tx);
+    echo.join().unwrap();
+    lat.sort_unstable();
+    lat
+}
+
+fn pct(sorted: &[u64], p: f64) -> u64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Results of one workload: per repetition, each contender's figure.
+#[derive(Default)]
+struct Series {
+    rows: Vec<(&'static str, Vec<f64>)>,
+}
+
+impl Series {
+    fn push(&mut self, name: &'static str, v: f64) {
+        match self.rows.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, vs)) => vs.push(v),
+            None => self.rows.push((name, vec![v])),
+        }
+    }
+
+    fn get(&self, name: &str) -> &[f64] {
+        &self.rows.iter().find(|(n, _)| *n == name).unwrap().1
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: keep that quick.
+    let benching = std::env::args().any(|a| a == "--bench");
+    let total = env(
+        "LOGBUS_BENCH_MSGS",
+        if benching { 2_000_000 } else { 20_000 },
+    );
+    let reps = env("LOGBUS_BENCH_REPS", if benching { 7 } else { 1 });
+    let pings = env("LOGBUS_BENCH_PINGS", if benching { 20_000 } else { 200 });
+    let only = std::env::var("LOGBUS_BENCH_ONLY").unwrap_or_default();
+    let run = |w: &str| only.is_empty() || only.split(',').any(|o| o == w);
+    println!(
+        "queue_vs_peers: capacity {CAP}, u64, {total} messages per run, {pings} ping-pongs, {reps} interleaved repetitions"
+    );
+
+    let workloads: [(&str, usize, usize); 3] = [("spsc", 1, 1), ("mpsc4", 4, 1), ("mpmc2x2", 2, 2)];
+    let mut table: Vec<(String, Series)> = Vec::new();
+    for (name, p, c) in workloads {
+        if !run(name) {
+            continue;
+        }
+        let mut s = Series::default();
+        for _ in 0..reps {
+            s.push(Logbus::NAME, throughput::<Logbus>(p, c, total).unwrap());
+            s.push(
+                Crossbeam::NAME,
+                throughput::<Crossbeam>(p, c, total).unwrap(),
+            );
+            s.push(Kanal::NAME, throughput::<Kanal>(p, c, total).unwrap());
+            s.push(Flume::NAME, throughput::<Flume>(p, c, total).unwrap());
+            if let Some(v) = throughput::<StdSync>(p, c, total) {
+                s.push(StdSync::NAME, v);
+            }
+        }
+        table.push((name.to_string(), s));
+    }
+    if run("batch") {
+        let mut s = Series::default();
+        for _ in 0..reps {
+            s.push("logbus batch 64", logbus_batched(total));
+            s.push(
+                Crossbeam::NAME,
+                throughput::<Crossbeam>(1, 1, total).unwrap(),
+            );
+        }
+        table.push(("spsc batch64".to_string(), s));
+    }
+
+    println!();
+    println!("| workload | contender | median Mmsg/s | median ratio logbus/contender |");
+    println!("|---|---|---|---|");
+    for (name, s) in &table {
+        let ours_name = s.rows[0].0;
+        let ours = s.get(ours_name);
+        println!(
+            "| {name} | {ours_name} | {:.1} | |",
+            median(ours.to_vec()) / 1e6
+        );
+        for (peer, vs) in s.rows.iter().skip(1) {
+            let ratios: Vec<f64> = ours.iter().zip(vs).map(|(a, b)| a / b).collect();
+            println!(
+                "| {name} | {peer} | {:.1} | {:.2}× |",
+                median(vs.clone()) / 1e6,
+                median(ratios)
+            );
+        }
+    }
+
+    if run("pingpong") {
+        let mut p50: Series = Series::default();
+        let mut p99: Series = Series::default();
+        fn one<C: Contender>(pings: usize, p50: &mut Series, p99: &mut Series) {
+            let lat = ping_pong::<C>(pings);
+            p50.push(C::NAME, pct(&lat, 0.50) as f64);
+            p99.push(C::NAME, pct(&lat, 0.99) as f64);
+        }
+        for _ in 0..reps {
+            one::<Logbus>(pings, &mut p50, &mut p99);
+            one::<Crossbeam>(pings, &mut p50, &mut p99);
+            one::<Kanal>(pings, &mut p50, &mut p99);
+            one::<Flume>(pings, &mut p50, &mut p99);
+            one::<StdSync>(pings, &mut p50, &mut p99);
+        }
+        println!();
+        println!("| ping-pong round trip | p50 ns (median) | p99 ns (median) | median ratio p50 logbus/contender |");
+        println!("|---|---|---|---|");
+        let ours = p50.get(Logbus::NAME).to_vec();
+        for (name, vs) in &p50.rows {
+            let ratios: Vec<f64> = ours.iter().zip(vs).map(|(a, b)| a / b).collect();
+            println!(
+                "| {name} | {:.0} | {:.0} | {:.2} |",
+                median(vs.clone()),
+                median(p99.get(name).to_vec()),
+                median(ratios)
+            );
+        }
+    }
+    // The harness's own cost: an uncontended Mutex<u64> increment per "message".
+    if benching && run("baseline") {
+        let m = Arc::new(Mutex::new(0u64));
+        let start = Instant::now();
+        for _ in 0..total {
+            *m.lock().unwrap() += 1;
+        }
+        println!(
+            "\nbaseline: uncontended std Mutex increment, {:.1} M/s on one thread",
+            total as f64 / start.elapsed().as_secs_f64() / 1e6
+        );
+    }
+}

@@ -1,0 +1,182 @@
+//! Loom models of `logbus::queue`: every interleaving (up to the preemption bound) of
+//! small scenarios, with capacity 2 and `Arc` payloads so that a lost or doubled message
+//! shows up as a leak or a double drop.
+#![cfg(logbus_loom)]
+
+use std::time::Duration;
+
+use logbus::queue::{bounded, RecvTimeoutError, SendTimeoutError, TryRecvError};
+use loom::sync::Arc;
+use loom::thread;
+
+/// Messages per producer in the MPMC models (kept small: loom's cost grows steeply).
+const MSGS: u8 = 2;
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(2);
+    }
+    // A thread that finds a slot claimed but not yet written spins (a loom yield) until the
+    // other thread finishes; each spin is a branch, so allow more than the default 1,000.
+    builder.max_branches = 20_000;
+    builder.check(f);
+}
+
+/// Two producers, one consumer: every message arrives once, each producer's in order.
+#[test]
+fn two_producers_one_consumer() {
+    model(|| {
+        let (tx, rx) = bounded::<Arc<(u8, u8)>>(2);
+        let producers: Vec<_> = (0..2u8)
+            .map(|p| {
+                let tx = tx.clone();
+                thread::spawn(move || {
+                    for i in 0..MSGS {
+                        tx.send(Arc::new((p, i))).unwrap();
+                    }
+                })
+            })
+            .collect();
+        drop(tx);
+        let mut next = [0u8; 2];
+        for m in rx.iter() {
+            let (p, i) = *m;
+            assert_eq!(next[p as usize], i, "producer {p} out of order");
+            next[p as usize] += 1;
+        }
+        assert_eq!(next, [MSGS, MSGS]);
+        for p in producers {
+            p.join().unwrap();
+        }
+    });
+}
+
+/// One producer, two consumers (one using batches): each message is taken exactly once.
+#[test]
+fn one_producer_two_consumers() {
+    model(|| {
+        let (tx, rx) = bounded::<Arc<u8>>(2);
+        let rx2 = rx.clone();
+        let consumer = thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut out = Vec::new();
+            while rx2.recv_batch(&mut out, 2).is_ok() {
+                got.extend(out.drain(..).map(|m| *m));
+            }
+            got
+        });
+        let producer = thread::spawn(move || {
+            for i in 0..MSGS {
+                tx.send(Arc::new(i)).unwrap();
+            }
+        });
+        let mut got: Vec<u8> = rx.iter().map(|m| *m).collect();
+        producer.join().unwrap();
+        let theirs = consumer.join().unwrap();
+        assert!(theirs.windows(2).all(|w| w[0] < w[1]));
+        assert!(got.windows(2).all(|w| w[0] < w[1]));
+        got.extend(theirs);
+        got.sort_unstable();
+        assert_eq!(got, (0..MSGS).collect::<Vec<_>>());
+    });
+}
+
+/// The last receiver going away wakes a sender blocked on a full queue, which gets its
+/// message back; the queued message is dropped (loom checks every `Arc` is freed).
+#[test]
+fn disconnect_races_a_blocked_send() {
+    model(|| {
+        let (tx, rx) = bounded::<Arc<u8>>(2);
+        tx.send(Arc::new(0)).unwrap();
+        tx.send(Arc::new(1)).unwrap();
+        let sender = thread::spawn(move || tx.send(Arc::new(2)));
+        drop(rx);
+        let back = sender.join().unwrap().unwrap_err().into_inner();
+        assert_eq!(*back, 2);
+        assert_eq!(Arc::strong_count(&back), 1);
+    });
+}
+
+/// The last sender going away wakes a receiver blocked on an empty queue, after it
+/// received what had been sent.
+#[test]
+fn disconnect_races_a_blocked_recv() {
+    model(|| {
+        let (tx, rx) = bounded::<Arc<u8>>(2);
+        let receiver = thread::spawn(move || {
+            let mut got = Vec::new();
+            loop {
+                match rx.recv() {
+                    Ok(m) => got.push(*m),
+                    Err(_) => return got,
+                }
+            }
+        });
+        tx.send(Arc::new(7)).unwrap();
+        drop(tx);
+        assert_eq!(receiver.join().unwrap(), [7]);
+    });
+}
+
+/// A timed send on a full queue races a receive that makes room: either the message went
+/// in (and is received) or it came back with `Timeout` — never both, never lost.
+#[test]
+fn a_timeout_races_a_send() {
+    model(|| {
+        let (tx, rx) = bounded::<Arc<u8>>(2);
+        tx.send(Arc::new(0)).unwrap();
+        tx.send(Arc::new(1)).unwrap();
+        let sender = thread::spawn(move || {
+            let r = tx.send_timeout(Arc::new(2), Duration::from_millis(1));
+            (r, tx)
+        });
+        assert_eq!(*rx.recv().unwrap(), 0);
+        let (result, tx) = sender.join().unwrap();
+        assert_eq!(*rx.recv().unwrap(), 1);
+        match result {
+            Ok(()) => assert_eq!(*rx.try_recv().unwrap(), 2),
+            Err(SendTimeoutError::Timeout(m)) => {
+                assert_eq!(*m, 2);
+                assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Empty);
+            }
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        drop(tx);
+        assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Disconnected);
+    });
+}
+
+/// A timed receive races a send: it returns the message or times out, and in the latter
+/// case the message is still in the queue.
+#[test]
+fn a_timeout_races_a_recv() {
+    model(|| {
+        let (tx, rx) = bounded::<Arc<u8>>(2);
+        let receiver = thread::spawn(move || (rx.recv_timeout(Duration::from_millis(1)), rx));
+        tx.send(Arc::new(5)).unwrap();
+        let (result, rx) = receiver.join().unwrap();
+        match result {
+            Ok(m) => assert_eq!(*m, 5),
+            Err(RecvTimeoutError::Timeout) => assert_eq!(*rx.try_recv().unwrap(), 5),
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    });
+}
+
+/// A rendezvous hand-off racing the receiver's disconnection: the message is either taken
+/// or handed back.
+#[test]
+fn rendezvous_send_races_disconnect() {
+    model(|| {
+        let (tx, rx) = bounded::<Arc<u8>>(0);
+        let sender = thread::spawn(move || tx.send(Arc::new(1)));
+        let got = rx.recv_timeout(Duration::from_millis(1));
+        drop(rx);
+        match (got, sender.join().unwrap()) {
+            (Ok(m), Ok(())) => assert_eq!(*m, 1),
+            (Err(RecvTimeoutError::Timeout), Err(e)) => assert_eq!(*e.into_inner(), 1),
+            (g, s) => panic!("inconsistent: {g:?} / {s:?}"),
+        }
+    });
+}

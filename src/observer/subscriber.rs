@@ -1,0 +1,195 @@
+//! One subscriber: its callback, how events reach it (on the publisher's thread, or through
+//! a bounded buffer drained by its own thread), and how it stops.
+
+use std::fmt;
+
+use super::report::{Reporter, Stats};
+use crate::queue::{self, TrySendError};
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::thread::{self, JoinHandle};
+use crate::sync::{Arc, Mutex};
+
+/// How events reach a subscriber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// The callback runs on the publisher's thread, inside [`EventBus::publish`]
+    /// (`publish` returns after it did). Several publishing threads may run it at once.
+    ///
+    /// [`EventBus::publish`]: super::EventBus::publish
+    Sync,
+    /// `publish` puts a clone of the event into a bounded buffer of `capacity` events; the
+    /// subscriber's own thread takes events out in order and runs the callback.
+    Async {
+        /// Events the buffer holds (at least 1).
+        capacity: usize,
+        /// What `publish` does when the buffer is full.
+        overflow: Overflow,
+    },
+}
+
+/// What publishing does when an asynchronous subscriber's buffer is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overflow {
+    /// `publish` waits for room (backpressure: a slow subscriber slows publishers down).
+    Block,
+    /// `publish` drops the oldest buffered event to make room and counts it
+    /// ([`Subscription::dropped`](super::Subscription::dropped)); it never waits.
+    DropOldest,
+}
+
+/// A boxed subscriber callback.
+pub(crate) type Callback<T> = Arc<Box<dyn Fn(&T) + Send + Sync>>;
+
+/// The asynchronous part of a subscriber.
+struct Worker<T> {
+    tx: queue::Sender<T>,
+    /// Held by publishers to evict the oldest event (`Overflow::DropOldest` only).
+    evict: Option<queue::Receiver<T>>,
+    /// Set by an unsubscription: the worker stops without delivering what is buffered.
+    stop_now: Arc<AtomicBool>,
+    handle: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A registered subscriber.
+pub(crate) struct Subscriber<T> {
+    pub(crate) id: u64,
+    callback: Callback<T>,
+    /// Cleared on unsubscription; publishes that start afterwards skip this subscriber.
+    active: AtomicBool,
+    pub(crate) stats: Arc<Stats>,
+    worker: Option<Worker<T>>,
+}
+
+impl<T> fmt::Debug for Subscriber<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Subscriber")
+            .field("id", &self.id)
+            .field("async", &self.worker.is_some())
+            .finish()
+    }
+}
+
+/// How far an asynchronous subscriber's thread gets before stopping.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Stop {
+    /// Deliver what is buffered, then stop (the bus is closing).
+    Drain,
+    /// Stop after the callback in progress (the subscriber left).
+    Now,
+}
+
+impl<T: Send + 'static> Subscriber<T> {
+    /// A subscriber delivered on the publisher's thread.
+    pub(crate) fn new_sync(id: u64, callback: Callback<T>) -> Self {
+        Self {
+            id,
+            callback,
+            active: AtomicBool::new(true),
+            stats: Arc::new(Stats::default()),
+            worker: None,
+        }
+    }
+
+    /// A subscriber with its own thread draining a buffer of `capacity` (≥ 1) events.
+    pub(crate) fn new_async(
+        id: u64,
+        callback: Callback<T>,
+        capacity: usize,
+        overflow: Overflow,
+        reporter: Arc<Reporter>,
+    ) -> std::io::Result<Self> {
+        let (tx, rx) = queue::bounded::<T>(capacity);
+        let evict = (overflow == Overflow::DropOldest).then(|| rx.clone());
+        let stop_now = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(Stats::default());
+        let handle = {
+            let (callback, stop_now, stats) = (
+                Arc::clone(&callback),
+                Arc::clone(&stop_now),
+                Arc::clone(&stats),
+            );
+            thread::spawn_named(format!("logbus-observer-{id}"), move || {
+                // One event at a time (not a batch): an event taken out of the buffer is no
+                // longer evictable, so the buffer's bound stays exactly `capacity`.
+                while let Ok(event) = rx.recv() {
+                    // Acquire: pairs with the Release store in `stop`.
+                    if stop_now.load(Ordering::Acquire) {
+                        return;
+                    }
+                    reporter.run(id, &stats, || callback(&event));
+                }
+            })?
+        };
+        Ok(Self {
+            id,
+            callback,
+            active: AtomicBool::new(true),
+            stats,
+            worker: Some(Worker {
+                tx,
+                evict,
+                stop_now,
+                handle: Mutex::new(Some(handle)),
+            }),
+        })
+    }
+}
+
+impl<T: Clone> Subscriber<T> {
+    /// Delivers `event` (sync) or buffers a clone of it (async). `false` when the
+    /// subscriber has left, or its synchronous callback panicked.
+    pub(crate) fn deliver(&self, event: &T, reporter: &Reporter) -> bool {
+        // Acquire: pairs with the Release store in `deactivate`.
+        if !self.active.load(Ordering::Acquire) {
+            return false;
+        }
+        let Some(worker) = &self.worker else {
+            return reporter.run(self.id, &self.stats, || (self.callback)(event));
+        };
+        let Some(evict) = &worker.evict else {
+            return worker.tx.send(event.clone()).is_ok();
+        };
+        let mut event = event.clone();
+        loop {
+            match worker.tx.try_send(event) {
+                Ok(()) => return true,
+                Err(TrySendError::Disconnected(_)) => return false,
+                Err(TrySendError::Full(back)) => {
+                    event = back;
+                    if let Ok(oldest) = evict.try_recv() {
+                        // Relaxed: a statistic.
+                        self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                        drop(oldest);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<T> Subscriber<T> {
+    /// No publish starting from now delivers to this subscriber.
+    pub(crate) fn deactivate(&self) {
+        // Release: pairs with the Acquire load in `deliver`.
+        self.active.store(false, Ordering::Release);
+    }
+
+    /// Stops the worker thread (if any) and joins it. Returns the handle instead when called
+    /// from that very thread (a callback unsubscribing itself), for someone else to join.
+    pub(crate) fn stop(&self, how: Stop) -> Option<JoinHandle<()>> {
+        self.deactivate();
+        let worker = self.worker.as_ref()?;
+        if how == Stop::Now {
+            // Release: pairs with the Acquire load in the worker loop.
+            worker.stop_now.store(true, Ordering::Release);
+        }
+        worker.tx.close();
+        let handle = worker.handle.lock().take()?;
+        if handle.thread().id() == thread::current().id() {
+            return Some(handle);
+        }
+        // A panic inside the worker is caught per callback; the thread itself does not panic.
+        let _ = handle.join();
+        None
+    }
+}

@@ -1,0 +1,826 @@
+//! The bounded flavour: Dmitry Vyukov's bounded MPMC queue ("Bounded MPMC queue",
+//! 1024cores.net), an array of slots each carrying a *stamp*, as in crossbeam's `ArrayQueue`
+//! and the array flavour of crossbeam-channel.
+//!
+//! # Positions and stamps
+//!
+//! `head` and `tail` are *positions*: the low bits (below `mark_bit`) are an index into the
+//! buffer, the bits from `one_lap` up count laps, and `tail` alone may carry `mark_bit`, set
+//! once when the queue is disconnected. `one_lap = 2 * mark_bit` and `mark_bit` is the
+//! smallest power of two above `cap`, so any capacity works exactly (no rounding up) and a
+//! position moves to the next lap with one addition when its index reaches `cap`.
+//!
+//! A slot's stamp says whose turn it is. For the slot at position `p` (this lap):
+//! - `stamp == p`: empty, a sender may claim it by moving `tail` past `p`;
+//! - `stamp == p + 1`: holds a message, a receiver may claim it by moving `head` past `p`;
+//! - `stamp == p + one_lap`: consumed, empty for the next lap.
+//!
+//! So the fast path of a send is one CAS on `tail`, one slot write and one `Release` store
+//! of the stamp; a receive is one CAS on `head`, one slot read and one `Release` store. A
+//! batch claims `n` consecutive slots of one lap with a single CAS.
+//!
+//! # Waiting
+//!
+//! A thread that finds the queue full (empty) spins, yields, and only then parks in the
+//! `senders` (`receivers`) [`WaitSet`]; the other side calls
+//! [`WaitSet::notify_all_after_rmw`] after each operation, which costs one load while nobody
+//! is parked: the operation's claim (a `SeqCst` CAS) already orders it, so no fence is needed
+//! (see `send_ready` for what the waiters check, and why loom checks a fenced variant).
+//! Claimed-but-unfinished operations are reported as full (empty) rather than waited out
+//! inside the `try_` calls; blocking calls yield through that short window.
+
+use std::mem::MaybeUninit;
+use std::ptr;
+
+use super::error::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
+use crate::sync::atomic::{fence, AtomicUsize, Ordering};
+use crate::sync::time::{self, Instant};
+use crate::sync::{thread, Backoff, CachePadded, UnsafeCell, WaitSet};
+
+/// Yields after the [`Backoff`] is exhausted and before parking. Waking a parked thread
+/// costs ~10–15 µs on the target VMs (BENCHMARKS.md), a yield well under 1 µs, so a waiter
+/// keeps yielding a while longer when the other side is likely still running.
+#[cfg(not(logbus_loom))]
+const EXTRA_YIELDS: u32 = 32;
+#[cfg(logbus_loom)]
+const EXTRA_YIELDS: u32 = 0;
+
+/// One cell of the buffer.
+struct Slot<T> {
+    /// Whose turn it is (see the module docs).
+    stamp: AtomicUsize,
+    /// Initialised exactly when `stamp == position + 1`.
+    msg: UnsafeCell<MaybeUninit<T>>,
+}
+
+/// Spin, yield, then park: the waiting strategy of every blocking operation.
+struct Patience {
+    backoff: Backoff,
+    extra_yields: u32,
+    /// Set once the waiter has parked: a wake-up that finds the operation still in flight
+    /// yields before looking again, so it never spins on a descheduled peer.
+    parked: bool,
+}
+
+impl Patience {
+    fn new() -> Self {
+        Self {
+            backoff: Backoff::new(),
+            extra_yields: 0,
+            parked: false,
+        }
+    }
+
+    /// Waits a little without parking; `false` once it is time to park.
+    fn snooze(&mut self) -> bool {
+        if !self.backoff.is_completed() {
+            self.backoff.snooze();
+            true
+        } else if self.extra_yields < EXTRA_YIELDS {
+            self.extra_yields += 1;
+            thread::yield_now();
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The outcome of one round of waiting.
+enum Waited {
+    /// Try the operation again.
+    Retry,
+    /// The deadline passed while the condition did not hold.
+    Expired,
+}
+
+/// A claimed run of slots: positions `pos .. pos + n`, all in one lap.
+struct Claim {
+    pos: usize,
+    n: usize,
+}
+
+/// A bounded MPMC queue of `T`.
+pub(crate) struct Channel<T> {
+    /// The next position to receive from. Never carries `mark_bit`.
+    head: CachePadded<AtomicUsize>,
+    /// The next position to send to, plus `mark_bit` once disconnected.
+    tail: CachePadded<AtomicUsize>,
+    /// `cap` slots; slot `i` starts with stamp `i` (empty, lap 0).
+    buffer: Box<[Slot<T>]>,
+    /// The capacity asked for.
+    cap: usize,
+    /// The smallest power of two above `cap`: the disconnection bit of `tail`.
+    mark_bit: usize,
+    /// `2 * mark_bit`: adding it moves a position to the same index one lap later.
+    one_lap: usize,
+    /// Senders parked until a slot frees up or the queue disconnects.
+    senders: CachePadded<WaitSet>,
+    /// Receivers parked until a message arrives or the queue disconnects.
+    receivers: CachePadded<WaitSet>,
+}
+
+// SAFETY: messages move between threads through the slots (so `T: Send` is needed and
+// enough); every access to a slot's contents is made exclusive by the stamp protocol (a
+// thread touches a slot's message only between claiming it with a CAS and publishing the
+// next stamp).
+unsafe impl<T: Send> Send for Channel<T> {}
+// SAFETY: as above; shared references hand out no `&T`, only owned messages.
+unsafe impl<T: Send> Sync for Channel<T> {}
+
+impl<T> Channel<T> {
+    /// A queue holding at most `cap` messages.
+    ///
+    /// # Panics
+    ///
+    /// If `cap` is 0 (the rendezvous flavour handles that) or so large that positions would
+    /// overflow a `usize`.
+    pub(crate) fn with_capacity(cap: usize) -> Self {
+        assert!(cap > 0, "the array flavour needs a capacity of at least 1");
+        let mark_bit = (cap + 1).next_power_of_two();
+        let one_lap = mark_bit
+            .checked_mul(2)
+            .expect("queue capacity too large for its position encoding");
+        let buffer = (0..cap)
+            .map(|i| Slot {
+                stamp: AtomicUsize::new(i),
+                msg: UnsafeCell::new(MaybeUninit::uninit()),
+            })
+            .collect();
+        Self {
+            head: CachePadded::new(AtomicUsize::new(0)),
+            tail: CachePadded::new(AtomicUsize::new(0)),
+            buffer,
+            cap,
+            mark_bit,
+            one_lap,
+            senders: CachePadded::new(WaitSet::new()),
+            receivers: CachePadded::new(WaitSet::new()),
+        }
+    }
+
+    /// The position after a run of `n` slots starting at `pos`, which must end inside the lap.
+    #[inline]
+    fn advance(&self, pos: usize, n: usize) -> usize {
+        let index = pos & (self.mark_bit - 1);
+        debug_assert!(index + n <= self.cap);
+        if index + n < self.cap {
+            pos + n
+        } else {
+            (pos & !(self.one_lap - 1)).wrapping_add(self.one_lap)
+        }
+    }
+
+    /// Claims up to `max` (≥ 1) consecutive empty slots of the current lap for sending.
+    fn claim_send(&self, max: usize) -> Result<Claim, TrySendError<()>> {
+        let mut backoff = Backoff::new();
+        // Relaxed: only a guess; the CAS below validates it.
+        let mut tail = self.tail.load(Ordering::Relaxed);
+        loop {
+            if tail & self.mark_bit != 0 {
+                return Err(TrySendError::Disconnected(()));
+            }
+            let index = tail & (self.mark_bit - 1);
+            // Acquire: pairs with the Release stamp store of the receiver that emptied the
+            // slot, so its read of the old message happens before our write.
+            let stamp = self.buffer[index].stamp.load(Ordering::Acquire);
+            if stamp == tail {
+                let limit = max.min(self.cap - index);
+                let mut n = 1;
+                while n < limit
+                    // Acquire: as above, for each further slot of the run.
+                    && self.buffer[index + n].stamp.load(Ordering::Acquire) == tail + n
+                {
+                    n += 1;
+                }
+                let new_tail = self.advance(tail, n);
+                // SeqCst on success: one total order with the disconnect mark and the
+                // fences of the full/empty checks (Relaxed on failure: we only retry).
+                match self.tail.compare_exchange_weak(
+                    tail,
+                    new_tail,
+                    Ordering::SeqCst,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return Ok(Claim { pos: tail, n }),
+                    Err(current) => {
+                        tail = current;
+                        backoff.spin();
+                    }
+                }
+            } else if stamp.wrapping_add(self.one_lap) == tail + 1 {
+                // The slot still holds last lap's message: full, unless a receiver is
+                // between its claim and its stamp store.
+                // Either the queue is full, or a receiver has claimed the slot and not yet
+                // freed it; either way no slot is free *now* (the receive has not
+                // completed), so report `Full`. A blocking send parks on the slot's stamp
+                // (`send_ready`) and the receiver's notification wakes it, so nobody spins
+                // on a thread that may be descheduled.
+                return Err(TrySendError::Full(()));
+            } else {
+                // Another sender claimed this slot and has not finished; look again.
+                backoff.snooze();
+                // Relaxed: a guess, validated by the CAS.
+                tail = self.tail.load(Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Writes the messages of `msgs` into the claimed slots and publishes them.
+    ///
+    /// # Safety
+    ///
+    /// `claim` came from `claim_send` and is written exactly once; `msgs` yields at least
+    /// `claim.n` messages (only trusted iterators are passed: `Once`, `vec::Drain`).
+    unsafe fn publish(&self, claim: Claim, msgs: impl Iterator<Item = T>) {
+        let index = claim.pos & (self.mark_bit - 1);
+        let mut written = 0;
+        for (i, msg) in msgs.take(claim.n).enumerate() {
+            let slot = &self.buffer[index + i];
+            // SAFETY: the CAS in `claim_send` gave this thread the slot: its stamp said
+            // empty and no other sender can claim the position again, no receiver reads it
+            // before the stamp store below.
+            slot.msg
+                .with_mut(|p| unsafe { ptr::write(p, MaybeUninit::new(msg)) });
+            // Release: pairs with the Acquire stamp load in `claim_recv`, publishing the write.
+            slot.stamp.store(claim.pos + i + 1, Ordering::Release);
+            written += 1;
+        }
+        debug_assert_eq!(written, claim.n, "a claimed slot was left unwritten");
+        // The claim's SeqCst CAS on `tail` published the progress receivers wait for.
+        self.receivers.notify_all_after_rmw();
+    }
+
+    /// Sends `msg` if a slot is free.
+    pub(crate) fn try_send(&self, msg: T) -> Result<(), TrySendError<T>> {
+        match self.claim_send(1) {
+            Ok(claim) => {
+                // SAFETY: a fresh claim of one slot, filled with one message.
+                unsafe { self.publish(claim, std::iter::once(msg)) };
+                Ok(())
+            }
+            Err(TrySendError::Full(())) => Err(TrySendError::Full(msg)),
+            Err(TrySendError::Disconnected(())) => Err(TrySendError::Disconnected(msg)),
+        }
+    }
+
+    /// Moves as many messages from the front of `batch` as fit right now (at most one lap's
+    /// worth per claim) and returns how many went in.
+    pub(crate) fn try_send_batch(&self, batch: &mut Vec<T>) -> Result<usize, TrySendError<()>> {
+        let mut sent = 0;
+        while !batch.is_empty() {
+            match self.claim_send(batch.len()) {
+                Ok(claim) => {
+                    let n = claim.n;
+                    // SAFETY: a fresh claim of `n ≤ batch.len()` slots; `drain(..n)` yields
+                    // exactly `n` messages.
+                    unsafe { self.publish(claim, batch.drain(..n)) };
+                    sent += n;
+                }
+                Err(TrySendError::Full(())) if sent > 0 => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(sent)
+    }
+
+    /// Claims up to `max` (≥ 1) consecutive full slots of the current lap for receiving.
+    fn claim_recv(&self, max: usize) -> Result<Claim, TryRecvError> {
+        let mut backoff = Backoff::new();
+        // Relaxed: only a guess; the CAS below validates it.
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            let index = head & (self.mark_bit - 1);
+            // Acquire: pairs with the Release stamp store in `publish`: the message is written.
+            let stamp = self.buffer[index].stamp.load(Ordering::Acquire);
+            if stamp == head + 1 {
+                let limit = max.min(self.cap - index);
+                let mut n = 1;
+                while n < limit
+                    // Acquire: as above, for each further slot of the run.
+                    && self.buffer[index + n].stamp.load(Ordering::Acquire) == head + n + 1
+                {
+                    n += 1;
+                }
+                let new_head = self.advance(head, n);
+                // SeqCst on success: one total order with the tail and the fences of the
+                // full/empty checks (Relaxed on failure: we only retry).
+                match self.head.compare_exchange_weak(
+                    head,
+                    new_head,
+                    Ordering::SeqCst,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return Ok(Claim { pos: head, n }),
+                    Err(current) => {
+                        head = current;
+                        backoff.spin();
+                    }
+                }
+            } else if stamp == head {
+                // The slot is empty for this lap: the queue is empty, unless a sender is
+                // between its claim and its stamp store.
+                // The queue is empty, or a sender has claimed the slot and not yet
+                // published it; either way no message is there *now* (that send has not
+                // completed). It is `Disconnected` only when no send is in progress.
+                fence(Ordering::SeqCst);
+                // Relaxed: ordered by the fence above.
+                let tail = self.tail.load(Ordering::Relaxed);
+                return Err(
+                    if tail & self.mark_bit != 0 && tail & !self.mark_bit == head {
+                        TryRecvError::Disconnected
+                    } else {
+                        TryRecvError::Empty
+                    },
+                );
+            } else {
+                // Another receiver claimed this slot and has not finished; look again.
+                backoff.snooze();
+                // Relaxed: a guess, validated by the CAS.
+                head = self.head.load(Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Reads the messages out of the claimed slots, frees them, and hands each to `sink`.
+    ///
+    /// # Safety
+    ///
+    /// `claim` came from `claim_recv` and is consumed exactly once.
+    unsafe fn consume(&self, claim: Claim, mut sink: impl FnMut(T)) {
+        let index = claim.pos & (self.mark_bit - 1);
+        for i in 0..claim.n {
+            let slot = &self.buffer[index + i];
+            // SAFETY: the CAS in `claim_recv` gave this thread the slot; its stamp said it
+            // holds an initialised message, which we move out exactly once.
+            let msg = slot.msg.with(|p| unsafe { ptr::read(p).assume_init() });
+            // Release: pairs with the Acquire stamp load in `claim_send` (next lap's write
+            // comes after this read).
+            slot.stamp
+                .store(claim.pos + i + self.one_lap, Ordering::Release);
+            sink(msg);
+        }
+        // The claim's SeqCst CAS on `head` published the progress senders wait for.
+        self.senders.notify_all_after_rmw();
+    }
+
+    /// Receives a message if one is there.
+    pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
+        let claim = self.claim_recv(1)?;
+        let mut out = None;
+        // SAFETY: a fresh claim, consumed once.
+        unsafe { self.consume(claim, |m| out = Some(m)) };
+        Ok(out.expect("a claim of one slot yields one message"))
+    }
+
+    /// Appends up to `max` (≥ 1) waiting messages to `out`; `Empty`/`Disconnected` when none.
+    pub(crate) fn try_recv_batch(
+        &self,
+        out: &mut Vec<T>,
+        max: usize,
+    ) -> Result<usize, TryRecvError> {
+        // Reserve before claiming: nothing may panic between a claim and its consumption.
+        out.reserve(max.min(self.cap));
+        let mut got = 0;
+        while got < max {
+            match self.claim_recv(max - got) {
+                Ok(claim) => {
+                    got += claim.n;
+                    // SAFETY: a fresh claim, consumed once; `out` has room (pushes never
+                    // reallocate, so they cannot panic).
+                    unsafe { self.consume(claim, |m| out.push(m)) };
+                }
+                Err(_) if got > 0 => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(got)
+    }
+
+    /// One round of waiting for `ready` (checked under the wait set's lock after
+    /// registering, so a notification cannot be missed).
+    fn wait(
+        &self,
+        set: &WaitSet,
+        deadline: Option<Instant>,
+        patience: &mut Patience,
+        ready: impl Fn(&Self) -> bool,
+    ) -> Waited {
+        if let Some(deadline) = deadline {
+            if time::expired(deadline) {
+                return Waited::Expired;
+            }
+        }
+        if patience.snooze() {
+            return Waited::Retry;
+        }
+        if patience.parked {
+            thread::yield_now();
+        }
+        patience.parked = true;
+        match set.wait_until(deadline, || ready(self).then_some(())) {
+            Some(()) => Waited::Retry,
+            None => Waited::Expired,
+        }
+    }
+
+    /// Whether a sender could make progress (checked by a registered waiter, see
+    /// `WaitSet`). Two predicates, one for each way a receiver notifies:
+    /// - std build: receivers notify with [`WaitSet::notify_all_after_rmw`], no fence; the
+    ///   progress they publish is their `SeqCst` CAS on `head`, so the waiter must look at
+    ///   the cursors (read by read-modify-write, as that method requires): a receiver has
+    ///   claimed a slot of the last lap, so one is free or about to be. A retry that finds
+    ///   the receiver still in flight yields and looks again (as crossbeam-channel spins
+    ///   there).
+    /// - loom build: `notify_all_after_rmw` keeps the fence, which lets the waiter use the
+    ///   exact predicate (the slot at the tail is free, by its stamp) and park through the
+    ///   in-flight window. Loom explores a waiter spinning on an in-flight peer without
+    ///   bound, so it checks this fenced variant; the std variant rests on the argument in
+    ///   `notify_all_after_rmw`, the same one crossbeam-channel's waker relies on.
+    ///
+    /// Both read the cursors with read-modify-writes: they see the newest values (a plain
+    /// load may return an older one, and a waiter would retry and find nothing, in a loop
+    /// that never parks), and a cursor that moves while we look means ready (retry) rather
+    /// than sleeping on a stale view.
+    fn send_ready(&self) -> bool {
+        let tail = self.tail.fetch_add(0, Ordering::SeqCst);
+        if tail & self.mark_bit != 0 {
+            return true;
+        }
+        if cfg!(logbus_loom) {
+            // Acquire: pairs with the Release stamp store in `consume`.
+            let stamp = self.buffer[tail & (self.mark_bit - 1)]
+                .stamp
+                .load(Ordering::Acquire);
+            stamp == tail || self.tail.fetch_add(0, Ordering::SeqCst) != tail
+        } else {
+            let head = self.head.fetch_add(0, Ordering::SeqCst);
+            head.wrapping_add(self.one_lap) != tail
+        }
+    }
+
+    /// Whether a receiver could make progress; the mirror image of `send_ready`: std build,
+    /// a sender has claimed a slot (its `SeqCst` CAS on `tail`) or the queue is
+    /// disconnected; loom build, the slot at the head holds a message (by its stamp) or the
+    /// queue is disconnected with no send in flight.
+    fn recv_ready(&self) -> bool {
+        let head = self.head.fetch_add(0, Ordering::SeqCst);
+        let tail = self.tail.fetch_add(0, Ordering::SeqCst);
+        if cfg!(logbus_loom) {
+            // Acquire: pairs with the Release stamp store in `publish`.
+            let stamp = self.buffer[head & (self.mark_bit - 1)]
+                .stamp
+                .load(Ordering::Acquire);
+            stamp == head + 1
+                || (tail & self.mark_bit != 0 && tail & !self.mark_bit == head)
+                || self.head.fetch_add(0, Ordering::SeqCst) != head
+        } else {
+            tail & self.mark_bit != 0 || tail & !self.mark_bit != head
+        }
+    }
+
+    /// Sends, waiting for room until `deadline` (forever with `None`).
+    pub(crate) fn send(
+        &self,
+        mut msg: T,
+        deadline: Option<Instant>,
+    ) -> Result<(), SendTimeoutError<T>> {
+        let mut patience = Patience::new();
+        loop {
+            match self.try_send(msg) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Disconnected(m)) => {
+                    return Err(SendTimeoutError::Disconnected(m))
+                }
+                Err(TrySendError::Full(m)) => msg = m,
+            }
+            if let Waited::Expired =
+                self.wait(&self.senders, deadline, &mut patience, Self::send_ready)
+            {
+                return Err(SendTimeoutError::Timeout(msg));
+            }
+        }
+    }
+
+    /// Moves every message of `batch` into the queue, waiting for room as needed.
+    pub(crate) fn send_batch(&self, batch: &mut Vec<T>) -> Result<(), TrySendError<()>> {
+        let mut patience = Patience::new();
+        loop {
+            match self.try_send_batch(batch) {
+                Ok(_) if batch.is_empty() => return Ok(()),
+                Ok(0) | Err(TrySendError::Full(())) => {}
+                Ok(_) => patience = Patience::new(),
+                Err(e) => return Err(e),
+            }
+            // No deadline: the wait cannot expire.
+            let _ = self.wait(&self.senders, None, &mut patience, Self::send_ready);
+        }
+    }
+
+    /// Receives, waiting for a message until `deadline` (forever with `None`).
+    pub(crate) fn recv(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        let mut patience = Patience::new();
+        loop {
+            match self.try_recv() {
+                Ok(m) => return Ok(m),
+                Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
+                Err(TryRecvError::Empty) => {}
+            }
+            if let Waited::Expired =
+                self.wait(&self.receivers, deadline, &mut patience, Self::recv_ready)
+            {
+                return Err(RecvTimeoutError::Timeout);
+            }
+        }
+    }
+
+    /// Appends between 1 and `max` (≥ 1) messages to `out`, waiting for the first until
+    /// `deadline`.
+    pub(crate) fn recv_batch(
+        &self,
+        out: &mut Vec<T>,
+        max: usize,
+        deadline: Option<Instant>,
+    ) -> Result<usize, RecvTimeoutError> {
+        let mut patience = Patience::new();
+        loop {
+            match self.try_recv_batch(out, max) {
+                Ok(n) => return Ok(n),
+                Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
+                Err(TryRecvError::Empty) => {}
+            }
+            if let Waited::Expired =
+                self.wait(&self.receivers, deadline, &mut patience, Self::recv_ready)
+            {
+                return Err(RecvTimeoutError::Timeout);
+            }
+        }
+    }
+
+    /// Marks the queue disconnected and wakes every parked thread; `true` if this call did it.
+    pub(crate) fn disconnect(&self) -> bool {
+        // SeqCst: one total order with the cursor CASes and the wait sets' fences.
+        let tail = self.tail.fetch_or(self.mark_bit, Ordering::SeqCst);
+        if tail & self.mark_bit == 0 {
+            self.senders.notify_all();
+            self.receivers.notify_all();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Takes the next message on behalf of the last receiver, which is going away: waits out
+    /// a sender that claimed its slot before the disconnection but has not written it yet.
+    /// `None` once the queue is empty.
+    ///
+    /// Only one thread drains at a time (the last receiver's drop, or the queue's own drop).
+    fn take_for_discard(&self) -> Option<T> {
+        // SeqCst: after the disconnect mark no claim moves `tail` again, so this is final.
+        let tail = self.tail.load(Ordering::SeqCst) & !self.mark_bit;
+        // Relaxed: only this thread moves `head` now (no receiver is left).
+        let head = self.head.load(Ordering::Relaxed);
+        if head == tail {
+            return None;
+        }
+        let index = head & (self.mark_bit - 1);
+        let slot = &self.buffer[index];
+        let mut backoff = Backoff::new();
+        // Acquire: pairs with the Release stamp store in `publish`.
+        while slot.stamp.load(Ordering::Acquire) != head + 1 {
+            backoff.snooze();
+        }
+        // Relaxed: no other receiver reads `head` any more; senders see the mark first.
+        self.head.store(self.advance(head, 1), Ordering::Relaxed);
+        // SAFETY: the stamp says the slot holds a message and no other receiver exists, so
+        // this thread moves it out exactly once (head moved past it before it is dropped).
+        let msg = slot.msg.with(|p| unsafe { ptr::read(p).assume_init() });
+        // Release: pairs with the Acquire stamp load of any later reader of the slot.
+        slot.stamp
+            .store(head.wrapping_add(self.one_lap), Ordering::Release);
+        Some(msg)
+    }
+
+    /// Drops every message still queued, each exactly once. If a message's `Drop` panics,
+    /// the rest are still dropped (a second panic aborts, as for `Vec`), and the queue stays
+    /// consistent: each message leaves the buffer before it is dropped.
+    pub(crate) fn discard_all(&self) {
+        struct Rest<'a, T>(&'a Channel<T>);
+        impl<T> Drop for Rest<'_, T> {
+            fn drop(&mut self) {
+                while let Some(msg) = self.0.take_for_discard() {
+                    drop(msg);
+                }
+            }
+        }
+        let rest = Rest(self);
+        while let Some(msg) = self.take_for_discard() {
+            drop(msg);
+        }
+        std::mem::forget(rest);
+    }
+
+    /// The number of messages in the queue.
+    pub(crate) fn len(&self) -> usize {
+        loop {
+            // SeqCst: a consistent snapshot of both cursors (re-checked below).
+            let tail = self.tail.load(Ordering::SeqCst);
+            let head = self.head.load(Ordering::SeqCst);
+            if self.tail.load(Ordering::SeqCst) == tail {
+                let tail = tail & !self.mark_bit;
+                let hix = head & (self.mark_bit - 1);
+                let tix = tail & (self.mark_bit - 1);
+                return if hix < tix {
+                    tix - hix
+                } else if hix > tix {
+                    self.cap - hix + tix
+                } else if tail == head {
+                    0
+                } else {
+                    self.cap
+                };
+            }
+        }
+    }
+
+    /// The capacity asked for.
+    pub(crate) fn capacity(&self) -> usize {
+        self.cap
+    }
+}
+
+impl<T> Drop for Channel<T> {
+    fn drop(&mut self) {
+        // The last receiver already discarded everything; this covers a queue dropped with
+        // messages by any other path.
+        self.discard_all();
+    }
+}
+
+#[cfg(all(test, not(logbus_loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::atomic::AtomicUsize as Counter;
+    use crate::sync::Arc;
+
+    struct Tracked(Arc<Counter>);
+    impl Drop for Tracked {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn exact_capacity_and_positions_wrap_many_laps() {
+        for cap in [1, 2, 3, 7, 8] {
+            let ch = Channel::with_capacity(cap);
+            for round in 0..(if cfg!(miri) { 5 } else { 50 }) {
+                for i in 0..cap {
+                    ch.try_send(round * 100 + i).unwrap();
+                }
+                assert_eq!(ch.len(), cap);
+                assert!(matches!(ch.try_send(0), Err(TrySendError::Full(0))));
+                for i in 0..cap {
+                    assert_eq!(ch.try_recv(), Ok(round * 100 + i));
+                }
+                assert_eq!(ch.try_recv(), Err(TryRecvError::Empty));
+                assert_eq!(ch.len(), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn batches_stop_at_the_lap_end_and_continue() {
+        let ch = Channel::with_capacity(5);
+        ch.try_send(0u32).unwrap();
+        ch.try_send(1).unwrap();
+        assert_eq!(ch.try_recv(), Ok(0));
+        assert_eq!(ch.try_recv(), Ok(1));
+        let mut batch: Vec<u32> = (10..20).collect();
+        assert_eq!(ch.try_send_batch(&mut batch).unwrap(), 5);
+        assert_eq!(batch, (15..20).collect::<Vec<_>>());
+        let mut out = Vec::new();
+        assert_eq!(ch.try_recv_batch(&mut out, 4).unwrap(), 4);
+        assert_eq!(out, vec![10, 11, 12, 13]);
+        assert_eq!(ch.try_send_batch(&mut batch).unwrap(), 4);
+        out.clear();
+        assert_eq!(ch.try_recv_batch(&mut out, 100).unwrap(), 5);
+        assert_eq!(out, vec![14, 15, 16, 17, 18]);
+        assert_eq!(ch.try_recv_batch(&mut out, 1), Err(TryRecvError::Empty));
+    }
+
+    #[test]
+    fn disconnect_then_drain_then_disconnected() {
+        let ch = Channel::with_capacity(2);
+        ch.try_send(1).unwrap();
+        assert!(ch.disconnect());
+        assert!(!ch.disconnect());
+        assert!(matches!(ch.try_send(2), Err(TrySendError::Disconnected(2))));
+        assert_eq!(ch.try_recv(), Ok(1));
+        assert_eq!(ch.try_recv(), Err(TryRecvError::Disconnected));
+        assert_eq!(ch.recv(None), Err(RecvTimeoutError::Disconnected));
+    }
+
+    #[test]
+    fn queued_messages_are_dropped_once() {
+        let drops = Arc::new(Counter::new(0));
+        {
+            let ch = Channel::with_capacity(3);
+            for _ in 0..3 {
+                ch.try_send(Tracked(Arc::clone(&drops))).unwrap();
+            }
+            drop(ch.try_recv().unwrap());
+            assert_eq!(drops.load(Ordering::Relaxed), 1);
+            ch.try_send(Tracked(Arc::clone(&drops))).unwrap();
+            ch.disconnect();
+            ch.discard_all();
+            assert_eq!(drops.load(Ordering::Relaxed), 4);
+        }
+        assert_eq!(drops.load(Ordering::Relaxed), 4);
+    }
+
+    #[test]
+    fn a_panicking_drop_leaves_the_rest_dropped_once() {
+        struct Bomb(bool, Arc<Counter>);
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                self.1.fetch_add(1, Ordering::Relaxed);
+                if self.0 {
+                    panic!("boom");
+                }
+            }
+        }
+        let drops = Arc::new(Counter::new(0));
+        let ch = Channel::with_capacity(4);
+        ch.try_send(Bomb(false, Arc::clone(&drops))).unwrap();
+        ch.try_send(Bomb(true, Arc::clone(&drops))).unwrap();
+        ch.try_send(Bomb(false, Arc::clone(&drops))).unwrap();
+        ch.disconnect();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ch.discard_all()));
+        assert!(r.is_err());
+        assert_eq!(drops.load(Ordering::Relaxed), 3);
+        assert_eq!(ch.len(), 0);
+        assert_eq!(ch.try_recv().err(), Some(TryRecvError::Disconnected));
+    }
+
+    #[test]
+    fn threads_pass_every_message_once() {
+        let n = if cfg!(miri) { 200 } else { 20_000 };
+        let ch = Arc::new(Channel::with_capacity(4));
+        let producers: Vec<_> = (0..2)
+            .map(|p| {
+                let ch = Arc::clone(&ch);
+                thread::spawn(move || {
+                    let mut batch = Vec::new();
+                    for i in 0..n {
+                        if i % 3 == 0 {
+                            batch.push(p * n + i);
+                            ch.send_batch(&mut batch).unwrap();
+                        } else {
+                            ch.send(p * n + i, None).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        let consumer = {
+            let ch = Arc::clone(&ch);
+            thread::spawn(move || {
+                let mut seen = vec![false; 2 * n];
+                let mut last = [None::<usize>; 2];
+                let mut out = Vec::new();
+                let mut count = 0;
+                while count < 2 * n {
+                    out.clear();
+                    ch.recv_batch(&mut out, 3, None).unwrap();
+                    for &m in &out {
+                        assert!(!seen[m]);
+                        seen[m] = true;
+                        let p = m / n;
+                        assert!(last[p].map_or(true, |l| l < m), "per-producer order");
+                        last[p] = Some(m);
+                        count += 1;
+                    }
+                }
+            })
+        };
+        for p in producers {
+            p.join().unwrap();
+        }
+        consumer.join().unwrap();
+        assert_eq!(ch.len(), 0);
+    }
+
+    #[test]
+    fn timed_operations_expire() {
+        let ch = Channel::with_capacity(1);
+        let soon = time::deadline_after(std::time::Duration::from_millis(5));
+        assert_eq!(ch.recv(soon), Err(RecvTimeoutError::Timeout));
+        ch.try_send(1).unwrap();
+        let soon = time::deadline_after(std::time::Duration::from_millis(5));
+        assert!(matches!(
+            ch.send(2, soon),
+            Err(SendTimeoutError::Timeout(2))
+        ));
+    }
+}

@@ -1,0 +1,725 @@
+//! A bounded blocking queue: point-to-point, each message taken by exactly one receiver,
+//! first in first out, a full queue blocks senders.
+//!
+//! The API is crossbeam-channel's (`bounded`, `send`/`try_send`/`send_timeout`/
+//! `send_deadline`, the same for `recv`, `iter`/`try_iter`, the same error types), so code
+//! switches between the two by changing an import. On top of it, batch operations move many
+//! messages per synchronisation: [`Sender::send_batch`], [`Sender::try_send_batch`],
+//! [`Receiver::recv_batch`], [`Receiver::try_recv_batch`].
+//!
+//! # Flavours
+//!
+//! - `bounded(n)` with `n > 0`: Vyukov's bounded MPMC array queue with per-slot stamps
+//!   (`array.rs`). Sending is one CAS on the tail, one slot write and one `Release` store;
+//!   receiving the mirror image. Head and tail live on separate cache lines.
+//! - `bounded(0)`: a rendezvous queue (`zero.rs`): a send completes when a receiver takes
+//!   the message.
+//!
+//! # Guarantees
+//!
+//! - **Order.** Messages from one sender are received in the order sent; messages from
+//!   different senders interleave in the order their sends claimed slots.
+//! - **Blocking.** `send` blocks only while the queue is full, `recv` only while it is
+//!   empty. A waiting thread spins briefly, yields, and then parks; a thread that completes
+//!   an operation pays one load to check for parked threads (its claim's `SeqCst` CAS
+//!   orders that load; no fence), and a system call only when one is parked.
+//! - **Allocation.** `bounded` allocates the buffer once; sending and receiving never
+//!   allocate (the batch operations may grow the `Vec` the caller passes in).
+//! - **Disconnection.** When every `Sender` is gone, receivers drain what is left and then
+//!   get `Disconnected`; when every `Receiver` is gone, sends hand their message back and the
+//!   messages still queued are dropped (each exactly once). Threads blocked on either side
+//!   wake up. A message whose `Drop` panics leaves the queue consistent.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::thread;
+//!
+//! let (tx, rx) = logbus::queue::bounded(16);
+//! let producer = thread::spawn(move || {
+//!     for i in 0..100u64 {
+//!         tx.send(i).unwrap(); // blocks while 16 messages wait
+//!     }
+//! }); // `tx` dropped: the receiver sees the end after draining
+//! let sum: u64 = rx.iter().sum();
+//! producer.join().unwrap();
+//! assert_eq!(sum, 4950);
+//! ```
+
+mod array;
+mod counter;
+mod error;
+mod zero;
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use counter::{Disconnect, Handle};
+pub use error::{
+    RecvError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError,
+};
+
+use crate::sync::time;
+
+/// The two implementations behind one pair of handle types.
+// One per queue, inside its `Arc`: the array's size is its cache padding, and boxing it
+// would put an extra indirection on the hot path.
+#[allow(clippy::large_enum_variant)]
+enum Flavor<T> {
+    Array(array::Channel<T>),
+    Zero(zero::Channel<T>),
+}
+
+impl<T> Disconnect for Flavor<T> {
+    fn disconnect_senders(&self) {
+        match self {
+            Flavor::Array(ch) => {
+                ch.disconnect();
+            }
+            Flavor::Zero(ch) => ch.disconnect(),
+        }
+    }
+
+    fn disconnect_receivers(&self) {
+        match self {
+            Flavor::Array(ch) => {
+                ch.disconnect();
+                ch.discard_all();
+            }
+            Flavor::Zero(ch) => ch.disconnect(),
+        }
+    }
+}
+
+/// Creates a queue holding at most `capacity` messages; `bounded(0)` makes a rendezvous
+/// queue, where each send waits for a receiver to take its message.
+///
+/// # Panics
+///
+/// If `capacity` exceeds `usize::MAX / 4` (its position encoding needs two spare bits);
+/// memory would run out long before.
+///
+/// # Examples
+///
+/// ```
+/// use logbus::queue::{bounded, TrySendError};
+///
+/// let (tx, rx) = bounded(2);
+/// tx.send("a").unwrap();
+/// tx.send("b").unwrap();
+/// assert_eq!(tx.try_send("c"), Err(TrySendError::Full("c")));
+/// assert_eq!(rx.recv(), Ok("a"));
+/// assert_eq!(tx.capacity(), Some(2));
+/// ```
+pub fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
+    let flavor = if capacity == 0 {
+        Flavor::Zero(zero::Channel::new())
+    } else {
+        assert!(
+            capacity <= usize::MAX / 4,
+            "queue capacity {capacity} is too large (at most usize::MAX / 4)"
+        );
+        Flavor::Array(array::Channel::with_capacity(capacity))
+    };
+    let (s, r) = counter::new(flavor);
+    (Sender { inner: s }, Receiver { inner: r })
+}
+
+/// The sending side of a queue. Clone it for more producers; the queue disconnects for
+/// receivers when the last clone is dropped.
+pub struct Sender<T> {
+    inner: Handle<Flavor<T>>,
+}
+
+/// The receiving side of a queue. Clone it for more consumers (each message goes to one of
+/// them); the queue disconnects for senders when the last clone is dropped.
+pub struct Receiver<T> {
+    inner: Handle<Flavor<T>>,
+}
+
+// Both handles are `Send + Sync` exactly when `T: Send`: the flavours are (see their
+// `unsafe impl`s and the std/loom types they hold), and the `Arc` in `Handle` passes that on.
+
+fn deadline(timeout: Duration) -> Option<Instant> {
+    time::deadline_after(timeout)
+}
+
+fn timeout_to_try<T>(e: SendTimeoutError<T>) -> SendError<T> {
+    SendError(e.into_inner())
+}
+
+impl<T> Sender<T> {
+    /// Sends `msg`, blocking while the queue is full.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError`] with the message when every receiver is gone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, rx) = logbus::queue::bounded(1);
+    /// tx.send(1).unwrap();
+    /// drop(rx);
+    /// assert_eq!(tx.send(2).unwrap_err().into_inner(), 2);
+    /// ```
+    pub fn send(&self, msg: T) -> Result<(), SendError<T>> {
+        match &*self.inner {
+            Flavor::Array(ch) => ch.send(msg, None),
+            Flavor::Zero(ch) => ch.send(msg, None),
+        }
+        .map_err(timeout_to_try)
+    }
+
+    /// Sends `msg` if that is possible without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`TrySendError::Full`] when the queue is full (rendezvous: no receiver is waiting),
+    /// [`TrySendError::Disconnected`] when every receiver is gone; both carry the message.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::queue::{bounded, TrySendError};
+    ///
+    /// let (tx, _rx) = bounded(1);
+    /// assert_eq!(tx.try_send(1), Ok(()));
+    /// assert_eq!(tx.try_send(2), Err(TrySendError::Full(2)));
+    /// ```
+    pub fn try_send(&self, msg: T) -> Result<(), TrySendError<T>> {
+        match &*self.inner {
+            Flavor::Array(ch) => ch.try_send(msg),
+            Flavor::Zero(ch) => ch.try_send(msg),
+        }
+    }
+
+    /// Sends `msg`, waiting at most `timeout` for room.
+    ///
+    /// # Errors
+    ///
+    /// [`SendTimeoutError::Timeout`] when the queue stayed full,
+    /// [`SendTimeoutError::Disconnected`] when every receiver is gone; both carry the message.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use logbus::queue::{bounded, SendTimeoutError};
+    ///
+    /// let (tx, _rx) = bounded(1);
+    /// tx.send(1).unwrap();
+    /// let r = tx.send_timeout(2, Duration::from_millis(1));
+    /// assert_eq!(r, Err(SendTimeoutError::Timeout(2)));
+    /// ```
+    pub fn send_timeout(&self, msg: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
+        self.send_until(msg, deadline(timeout))
+    }
+
+    /// Sends `msg`, waiting for room until `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// As [`send_timeout`](Self::send_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let (tx, rx) = logbus::queue::bounded(1);
+    /// tx.send_deadline(1, Instant::now() + Duration::from_secs(1)).unwrap();
+    /// assert_eq!(rx.recv(), Ok(1));
+    /// ```
+    pub fn send_deadline(&self, msg: T, deadline: Instant) -> Result<(), SendTimeoutError<T>> {
+        self.send_until(msg, Some(deadline))
+    }
+
+    fn send_until(&self, msg: T, deadline: Option<Instant>) -> Result<(), SendTimeoutError<T>> {
+        match &*self.inner {
+            Flavor::Array(ch) => ch.send(msg, deadline),
+            Flavor::Zero(ch) => ch.send(msg, deadline),
+        }
+    }
+
+    /// Moves every message of `batch` into the queue, in order, blocking while the queue is
+    /// full; `batch` is left empty (its allocation kept for reuse). Each wait-free stretch
+    /// of free slots is claimed with one atomic operation and receivers are notified once
+    /// per stretch, which is what makes batches cheaper than single sends. (A rendezvous
+    /// queue hands the messages over one by one.)
+    ///
+    /// # Errors
+    ///
+    /// When every receiver is gone: [`SendError`] holding the messages not sent (in order);
+    /// `batch` is then empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, rx) = logbus::queue::bounded(8);
+    /// let mut batch = vec![1, 2, 3];
+    /// tx.send_batch(&mut batch).unwrap();
+    /// assert!(batch.is_empty());
+    /// let mut out = Vec::new();
+    /// assert_eq!(rx.try_recv_batch(&mut out, 10), Ok(3));
+    /// assert_eq!(out, [1, 2, 3]);
+    /// ```
+    pub fn send_batch(&self, batch: &mut Vec<T>) -> Result<(), SendError<Vec<T>>> {
+        let disconnected = match &*self.inner {
+            Flavor::Array(ch) => ch.send_batch(batch).is_err(),
+            Flavor::Zero(ch) => {
+                let mut failed = None;
+                let mut rest = batch.drain(..);
+                for msg in rest.by_ref() {
+                    if let Err(e) = ch.send(msg, None) {
+                        failed = Some(e.into_inner());
+                        break;
+                    }
+                }
+                let rest: Vec<T> = failed.into_iter().chain(rest).collect();
+                if rest.is_empty() {
+                    false
+                } else {
+                    return Err(SendError(rest));
+                }
+            }
+        };
+        if disconnected {
+            Err(SendError(std::mem::take(batch)))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Moves as many messages from the front of `batch` as fit without waiting and returns
+    /// how many (0 when the queue is full); the rest stay in `batch`, in order.
+    ///
+    /// # Errors
+    ///
+    /// When every receiver is gone: [`SendError`] holding the messages not sent (in order);
+    /// `batch` is then empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, _rx) = logbus::queue::bounded(2);
+    /// let mut batch = vec![1, 2, 3];
+    /// assert_eq!(tx.try_send_batch(&mut batch).unwrap(), 2);
+    /// assert_eq!(batch, [3]);
+    /// ```
+    pub fn try_send_batch(&self, batch: &mut Vec<T>) -> Result<usize, SendError<Vec<T>>> {
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        let result = match &*self.inner {
+            Flavor::Array(ch) => ch.try_send_batch(batch),
+            Flavor::Zero(ch) => {
+                let mut sent = 0;
+                let mut outcome = Ok(0);
+                while !batch.is_empty() {
+                    let msg = batch.remove(0);
+                    match ch.try_send(msg) {
+                        Ok(()) => sent += 1,
+                        Err(e) => {
+                            let disconnected = e.is_disconnected();
+                            batch.insert(0, e.into_inner());
+                            if disconnected {
+                                outcome = Err(TrySendError::Disconnected(()));
+                            }
+                            break;
+                        }
+                    }
+                }
+                outcome.map(|_: usize| sent)
+            }
+        };
+        match result {
+            Ok(n) => Ok(n),
+            Err(TrySendError::Full(())) => Ok(0),
+            Err(TrySendError::Disconnected(())) => Err(SendError(std::mem::take(batch))),
+        }
+    }
+
+    /// Whether the queue is empty.
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// Whether the queue is full (always, for a rendezvous queue).
+    pub fn is_full(&self) -> bool {
+        self.inner.is_full()
+    }
+
+    /// The number of messages in the queue.
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// The capacity given to [`bounded`]: `Some(n)` exactly as asked.
+    pub fn capacity(&self) -> Option<usize> {
+        Some(self.inner.capacity())
+    }
+
+    /// Whether both senders belong to the same queue.
+    pub fn same_channel(&self, other: &Sender<T>) -> bool {
+        self.inner.same_queue(&other.inner)
+    }
+
+    /// Disconnects the queue for everyone (used by the observer bus to stop a worker):
+    /// sends fail from now on, receivers drain and then see `Disconnected`.
+    pub(crate) fn close(&self) {
+        match &*self.inner {
+            Flavor::Array(ch) => {
+                ch.disconnect();
+            }
+            Flavor::Zero(ch) => ch.disconnect(),
+        }
+    }
+}
+
+impl<T> Flavor<T> {
+    fn len(&self) -> usize {
+        match self {
+            Flavor::Array(ch) => ch.len(),
+            Flavor::Zero(_) => 0,
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        match self {
+            Flavor::Array(ch) => ch.capacity(),
+            Flavor::Zero(_) => 0,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn is_full(&self) -> bool {
+        self.len() == self.capacity()
+    }
+
+    fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        match self {
+            Flavor::Array(ch) => ch.recv(deadline),
+            Flavor::Zero(ch) => ch.recv(deadline),
+        }
+    }
+
+    fn try_recv(&self) -> Result<T, TryRecvError> {
+        match self {
+            Flavor::Array(ch) => ch.try_recv(),
+            Flavor::Zero(ch) => ch.try_recv(),
+        }
+    }
+}
+
+impl<T> Receiver<T> {
+    /// Receives a message, blocking while the queue is empty.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvError`] when the queue is empty and every sender is gone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, rx) = logbus::queue::bounded(1);
+    /// tx.send(5).unwrap();
+    /// drop(tx);
+    /// assert_eq!(rx.recv(), Ok(5));
+    /// assert!(rx.recv().is_err());
+    /// ```
+    pub fn recv(&self) -> Result<T, RecvError> {
+        self.inner.recv_until(None).map_err(|_| RecvError)
+    }
+
+    /// Receives a message if one is waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`TryRecvError::Empty`] when none is waiting, [`TryRecvError::Disconnected`] when
+    /// moreover every sender is gone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::queue::{bounded, TryRecvError};
+    ///
+    /// let (tx, rx) = bounded::<u8>(1);
+    /// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    /// drop(tx);
+    /// assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+    /// ```
+    pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        self.inner.try_recv()
+    }
+
+    /// Receives a message, waiting at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvTimeoutError::Timeout`] when nothing arrived in time,
+    /// [`RecvTimeoutError::Disconnected`] when the queue is empty and every sender is gone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use logbus::queue::{bounded, RecvTimeoutError};
+    ///
+    /// let (_tx, rx) = bounded::<u8>(1);
+    /// assert_eq!(rx.recv_timeout(Duration::from_millis(1)), Err(RecvTimeoutError::Timeout));
+    /// ```
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+        self.inner.recv_until(deadline(timeout))
+    }
+
+    /// Receives a message, waiting until `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// As [`recv_timeout`](Self::recv_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let (tx, rx) = logbus::queue::bounded(1);
+    /// tx.send(3).unwrap();
+    /// assert_eq!(rx.recv_deadline(Instant::now() + Duration::from_secs(1)), Ok(3));
+    /// ```
+    pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+        self.inner.recv_until(Some(deadline))
+    }
+
+    /// Appends between 1 and `max` messages to `out`, blocking until at least one is there;
+    /// returns how many (0 only when `max` is 0). Each stretch of waiting messages is claimed
+    /// with one atomic operation and senders are notified once per stretch. `out` grows by
+    /// up to `min(max, capacity)` before any message is taken, so reusing one `Vec` keeps
+    /// this allocation-free.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvError`] when the queue is empty and every sender is gone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, rx) = logbus::queue::bounded(8);
+    /// for i in 0..5 {
+    ///     tx.send(i).unwrap();
+    /// }
+    /// let mut out = Vec::new();
+    /// assert_eq!(rx.recv_batch(&mut out, 3), Ok(3));
+    /// assert_eq!(out, [0, 1, 2]);
+    /// ```
+    pub fn recv_batch(&self, out: &mut Vec<T>, max: usize) -> Result<usize, RecvError> {
+        if max == 0 {
+            return Ok(0);
+        }
+        match &*self.inner {
+            Flavor::Array(ch) => ch.recv_batch(out, max, None).map_err(|_| RecvError),
+            Flavor::Zero(ch) => {
+                out.push(ch.recv(None).map_err(|_| RecvError)?);
+                let mut n = 1;
+                while n < max {
+                    match ch.try_recv() {
+                        Ok(m) => out.push(m),
+                        Err(_) => break,
+                    }
+                    n += 1;
+                }
+                Ok(n)
+            }
+        }
+    }
+
+    /// Appends up to `max` waiting messages to `out` without blocking; returns how many.
+    ///
+    /// # Errors
+    ///
+    /// [`TryRecvError::Empty`] when none is waiting (and `max > 0`),
+    /// [`TryRecvError::Disconnected`] when moreover every sender is gone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::queue::{bounded, TryRecvError};
+    ///
+    /// let (tx, rx) = bounded(8);
+    /// let mut out = Vec::new();
+    /// assert_eq!(rx.try_recv_batch(&mut out, 4), Err(TryRecvError::Empty));
+    /// tx.send(1).unwrap();
+    /// assert_eq!(rx.try_recv_batch(&mut out, 4), Ok(1));
+    /// ```
+    pub fn try_recv_batch(&self, out: &mut Vec<T>, max: usize) -> Result<usize, TryRecvError> {
+        if max == 0 {
+            return Ok(0);
+        }
+        match &*self.inner {
+            Flavor::Array(ch) => ch.try_recv_batch(out, max),
+            Flavor::Zero(ch) => {
+                out.push(ch.try_recv()?);
+                let mut n = 1;
+                while n < max {
+                    match ch.try_recv() {
+                        Ok(m) => out.push(m),
+                        Err(_) => break,
+                    }
+                    n += 1;
+                }
+                Ok(n)
+            }
+        }
+    }
+
+    /// A blocking iterator: yields messages until the queue is empty and disconnected.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, rx) = logbus::queue::bounded(4);
+    /// tx.send(1).unwrap();
+    /// tx.send(2).unwrap();
+    /// drop(tx);
+    /// assert_eq!(rx.iter().collect::<Vec<_>>(), [1, 2]);
+    /// ```
+    pub fn iter(&self) -> Iter<'_, T> {
+        Iter { rx: self }
+    }
+
+    /// A non-blocking iterator: yields the messages waiting now, stops at the first empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, rx) = logbus::queue::bounded(4);
+    /// tx.send(1).unwrap();
+    /// assert_eq!(rx.try_iter().collect::<Vec<_>>(), [1]);
+    /// ```
+    pub fn try_iter(&self) -> TryIter<'_, T> {
+        TryIter { rx: self }
+    }
+
+    /// Whether the queue is empty.
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// Whether the queue is full (always, for a rendezvous queue).
+    pub fn is_full(&self) -> bool {
+        self.inner.is_full()
+    }
+
+    /// The number of messages in the queue.
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// The capacity given to [`bounded`]: `Some(n)` exactly as asked.
+    pub fn capacity(&self) -> Option<usize> {
+        Some(self.inner.capacity())
+    }
+
+    /// Whether both receivers belong to the same queue.
+    pub fn same_channel(&self, other: &Receiver<T>) -> bool {
+        self.inner.same_queue(&other.inner)
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<T> Clone for Receiver<T> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<T> fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sender")
+            .field("len", &self.len())
+            .field("capacity", &self.inner.capacity())
+            .finish()
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receiver")
+            .field("len", &self.len())
+            .field("capacity", &self.inner.capacity())
+            .finish()
+    }
+}
+
+/// The blocking iterator of [`Receiver::iter`].
+#[derive(Debug)]
+pub struct Iter<'a, T> {
+    rx: &'a Receiver<T>,
+}
+
+impl<T> Iterator for Iter<'_, T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        self.rx.recv().ok()
+    }
+}
+
+/// The non-blocking iterator of [`Receiver::try_iter`].
+#[derive(Debug)]
+pub struct TryIter<'a, T> {
+    rx: &'a Receiver<T>,
+}
+
+impl<T> Iterator for TryIter<'_, T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        self.rx.try_recv().ok()
+    }
+}
+
+/// The owning blocking iterator of `Receiver`'s `IntoIterator`.
+#[derive(Debug)]
+pub struct IntoIter<T> {
+    rx: Receiver<T>,
+}
+
+impl<T> Iterator for IntoIter<T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        self.rx.recv().ok()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Receiver<T> {
+    type Item = T;
+    type IntoIter = Iter<'a, T>;
+
+    fn into_iter(self) -> Iter<'a, T> {
+        self.iter()
+    }
+}
+
+impl<T> IntoIterator for Receiver<T> {
+    type Item = T;
+    type IntoIter = IntoIter<T>;
+
+    fn into_iter(self) -> IntoIter<T> {
+        IntoIter { rx: self }
+    }
+}

@@ -1,0 +1,213 @@
+//! The rendezvous flavour (`bounded(0)`): a send completes only when a receiver takes the
+//! message, as in crossbeam-channel's zero-capacity channel.
+//!
+//! A hand-off slot under a mutex (the classic monitor solution of the rendezvous problem):
+//! a sender waits for the slot to be free, puts its message there with a ticket number, and
+//! waits until the receivers' count of taken messages reaches its ticket; a receiver takes
+//! whatever is in the slot. `try_send` succeeds only when a receiver is already waiting,
+//! `try_recv` only when a sender is already waiting. Rendezvous is a hand-off between two
+//! parked threads by nature, so this flavour favours simplicity over speed.
+
+use super::error::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
+use crate::sync::time::{self, Instant};
+use crate::sync::{Condvar, Mutex, MutexGuard};
+
+struct State<T> {
+    /// The message being handed over, if any.
+    slot: Option<T>,
+    /// Messages put in the slot so far (the last one's ticket).
+    placed: u64,
+    /// Messages taken from the slot so far.
+    taken: u64,
+    /// Receivers inside a blocking `recv` (they check the slot before leaving).
+    waiting_receivers: usize,
+    /// Set once either side has lost its last handle.
+    disconnected: bool,
+}
+
+/// A zero-capacity queue.
+pub(crate) struct Channel<T> {
+    state: Mutex<State<T>>,
+    /// Every change of `state` is announced here (few waiters, so one condvar suffices).
+    changed: Condvar,
+}
+
+impl<T> Channel<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            state: Mutex::new(State {
+                slot: None,
+                placed: 0,
+                taken: 0,
+                waiting_receivers: 0,
+                disconnected: false,
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// Waits for a change; `true` when `deadline` has passed (the caller re-checks once).
+    fn wait(&self, guard: &mut MutexGuard<'_, State<T>>, deadline: Option<Instant>) -> bool {
+        match deadline {
+            None => {
+                self.changed.wait(guard);
+                false
+            }
+            Some(d) => time::expired(d) || self.changed.wait_until(guard, d),
+        }
+    }
+
+    /// Puts `msg` in the free slot and waits until a receiver takes it.
+    fn hand_over(
+        &self,
+        mut st: MutexGuard<'_, State<T>>,
+        msg: T,
+        deadline: Option<Instant>,
+    ) -> Result<(), SendTimeoutError<T>> {
+        debug_assert!(st.slot.is_none());
+        st.slot = Some(msg);
+        st.placed += 1;
+        let ticket = st.placed;
+        self.changed.notify_all();
+        loop {
+            if st.taken >= ticket {
+                return Ok(());
+            }
+            let expired = !st.disconnected && self.wait(&mut st, deadline);
+            if st.taken >= ticket {
+                return Ok(());
+            }
+            if st.disconnected || expired {
+                // Not taken: the slot still holds our message (only one is there at a time).
+                let msg = st
+                    .slot
+                    .take()
+                    .expect("an untaken message stays in the slot");
+                st.placed -= 1;
+                self.changed.notify_all();
+                return Err(if st.disconnected {
+                    SendTimeoutError::Disconnected(msg)
+                } else {
+                    SendTimeoutError::Timeout(msg)
+                });
+            }
+        }
+    }
+
+    pub(crate) fn send(
+        &self,
+        msg: T,
+        deadline: Option<Instant>,
+    ) -> Result<(), SendTimeoutError<T>> {
+        let mut st = self.state.lock();
+        loop {
+            if st.disconnected {
+                return Err(SendTimeoutError::Disconnected(msg));
+            }
+            if st.slot.is_none() {
+                return self.hand_over(st, msg, deadline);
+            }
+            if self.wait(&mut st, deadline) && st.slot.is_some() && !st.disconnected {
+                return Err(SendTimeoutError::Timeout(msg));
+            }
+        }
+    }
+
+    pub(crate) fn try_send(&self, msg: T) -> Result<(), TrySendError<T>> {
+        let st = self.state.lock();
+        if st.disconnected {
+            return Err(TrySendError::Disconnected(msg));
+        }
+        if st.slot.is_some() || st.waiting_receivers == 0 {
+            return Err(TrySendError::Full(msg));
+        }
+        // A receiver is parked in `recv` and checks the slot before it leaves, even on
+        // timeout, so the hand-over completes without waiting for anyone new.
+        self.hand_over(st, msg, None).map_err(|e| match e {
+            SendTimeoutError::Timeout(m) => TrySendError::Full(m),
+            SendTimeoutError::Disconnected(m) => TrySendError::Disconnected(m),
+        })
+    }
+
+    fn take(&self, st: &mut MutexGuard<'_, State<T>>) -> Option<T> {
+        let msg = st.slot.take()?;
+        st.taken += 1;
+        self.changed.notify_all();
+        Some(msg)
+    }
+
+    pub(crate) fn recv(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        let mut st = self.state.lock();
+        st.waiting_receivers += 1;
+        // Senders using `try_send` look for waiting receivers.
+        self.changed.notify_all();
+        let result = loop {
+            if let Some(msg) = self.take(&mut st) {
+                break Ok(msg);
+            }
+            if st.disconnected {
+                break Err(RecvTimeoutError::Disconnected);
+            }
+            if self.wait(&mut st, deadline) {
+                break self.take(&mut st).ok_or(if st.disconnected {
+                    RecvTimeoutError::Disconnected
+                } else {
+                    RecvTimeoutError::Timeout
+                });
+            }
+        };
+        st.waiting_receivers -= 1;
+        result
+    }
+
+    pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
+        let mut st = self.state.lock();
+        match self.take(&mut st) {
+            Some(msg) => Ok(msg),
+            None if st.disconnected => Err(TryRecvError::Disconnected),
+            None => Err(TryRecvError::Empty),
+        }
+    }
+
+    pub(crate) fn disconnect(&self) {
+        self.state.lock().disconnected = true;
+        self.changed.notify_all();
+    }
+}
+
+#[cfg(all(test, not(logbus_loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::{thread, Arc};
+    use std::time::Duration;
+
+    #[test]
+    fn try_operations_need_a_partner() {
+        let ch = Channel::new();
+        assert_eq!(ch.try_send(1), Err(TrySendError::Full(1)));
+        assert_eq!(ch.try_recv(), Err(TryRecvError::Empty));
+        let soon = time::deadline_after(Duration::from_millis(2));
+        assert_eq!(ch.send(1, soon), Err(SendTimeoutError::Timeout(1)));
+        let soon = time::deadline_after(Duration::from_millis(2));
+        assert_eq!(ch.recv(soon), Err(RecvTimeoutError::Timeout));
+        ch.disconnect();
+        assert_eq!(ch.try_send(1), Err(TrySendError::Disconnected(1)));
+        assert_eq!(ch.try_recv(), Err(TryRecvError::Disconnected));
+    }
+
+    #[test]
+    fn hand_over_between_threads() {
+        let n = if cfg!(miri) { 20 } else { 500 };
+        let ch = Arc::new(Channel::new());
+        let other = Arc::clone(&ch);
+        let t = thread::spawn(move || {
+            for i in 0..n {
+                other.send(i, None).unwrap();
+            }
+        });
+        for i in 0..n {
+            assert_eq!(ch.recv(None), Ok(i));
+        }
+        t.join().unwrap();
+    }
+}
