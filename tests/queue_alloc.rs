@@ -2,44 +2,13 @@
 //! allocations while messages flow through a warmed-up queue, single and batched, with a
 //! second thread on the other side.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+mod alloc_common;
+
+use alloc_common::allocations_during;
 use std::thread;
 use std::time::Duration;
 
 use logbus::queue::bounded;
-
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, passed on as is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 #[test]
 fn steady_state_sends_and_receives_do_not_allocate() {
@@ -80,10 +49,7 @@ fn steady_state_sends_and_receives_do_not_allocate() {
     send_phase(WARM_UP);
     // And let the consumer find the queue empty and park once, still before counting.
     thread::sleep(Duration::from_millis(30));
-    COUNTING.store(true, Ordering::SeqCst);
-    send_phase(WINDOW);
-    COUNTING.store(false, Ordering::SeqCst);
-    let counted = ALLOCATIONS.load(Ordering::SeqCst);
+    let counted = allocations_during(|| send_phase(WINDOW));
     done_rx.recv().unwrap();
     let sum = consumer.join().unwrap();
     assert_eq!(
