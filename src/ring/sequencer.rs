@@ -197,6 +197,20 @@ impl<T> Sequencer<T> {
 
     /// Waits until a claim of `need` sequences at `at` might fit, the reader set changes,
     /// the ring closes or the deadline passes. Returns `false` on timeout.
+    /// After a claim found the ring full at `at`: waits for `min_len` free slots as `wait`
+    /// allows and returns `None` to claim again, or why the batch stops.
+    fn wait_or_stop(&self, at: u64, min_len: u64, wait: Wait) -> Option<Stop> {
+        if self.shared.is_close_requested() {
+            return Some(Stop::Closed);
+        }
+        match wait {
+            Wait::No => Some(Stop::Full),
+            Wait::Until(deadline) => {
+                (!self.wait_for_space(at, min_len, deadline)).then_some(Stop::Timeout)
+            }
+        }
+    }
+
     fn wait_for_space(&self, at: u64, need: u64, deadline: Option<Instant>) -> bool {
         let shared = &*self.shared;
         let ready = || {
@@ -251,21 +265,9 @@ impl<T> Sequencer<T> {
                     break;
                 }
                 Claim::Full { at } => {
-                    if self.shared.is_close_requested() {
-                        stop = Some(Stop::Closed);
+                    if let Some(why) = self.wait_or_stop(at, min_len, wait) {
+                        stop = Some(why);
                         break;
-                    }
-                    match wait {
-                        Wait::No => {
-                            stop = Some(Stop::Full);
-                            break;
-                        }
-                        Wait::Until(deadline) => {
-                            if !self.wait_for_space(at, min_len, deadline) {
-                                stop = Some(Stop::Timeout);
-                                break;
-                            }
-                        }
                     }
                 }
             }
@@ -417,21 +419,9 @@ impl<T> Sequencer<T> {
                     break;
                 }
                 Claim::Full { at } => {
-                    if self.shared.is_close_requested() {
-                        stop = Some(Stop::Closed);
+                    if let Some(why) = self.wait_or_stop(at, min_len, wait) {
+                        stop = Some(why);
                         break;
-                    }
-                    match wait {
-                        Wait::No => {
-                            stop = Some(Stop::Full);
-                            break;
-                        }
-                        Wait::Until(deadline) => {
-                            if !self.wait_for_space(at, min_len, deadline) {
-                                stop = Some(Stop::Timeout);
-                                break;
-                            }
-                        }
                     }
                 }
             }
