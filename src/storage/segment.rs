@@ -789,7 +789,12 @@ impl Segment {
         self.bytes_since_last_entry += size;
         self.next_offset = last + 1;
         if self.pending.len() >= self.params.write_buffer_bytes {
+            let from = self.flushed;
             self.flush_log()?;
+            // The device starts on these bytes while more are appended, so the next `sync`
+            // waits only for the tail. Only a hint: a failed write-back is reported by the
+            // fdatasync that `sync` makes, so an error here changes nothing and is dropped.
+            self.log.start_writeback(from, self.flushed - from).ok();
         }
         Ok(())
     }
