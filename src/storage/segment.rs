@@ -1,8 +1,9 @@
 //! One segment: a `.log` file of batches with its `.index` and `.timeindex` (Kafka's
 //! `LogSegment`).
 //!
-//! Appends go to an in-memory write buffer that reaches the file when it holds
-//! `write_buffer_bytes`, on `flush` and on `sync` (which also makes the bytes durable);
+//! Appends are encoded straight into an in-memory write buffer that reaches the file when it
+//! holds `write_buffer_bytes` (then up to a 64 KiB boundary of the file, with write-back
+//! started as a hint), on `flush` and on `sync` (which also makes the bytes durable);
 //! readers of the segment see buffered bytes too. Index entries are
 //! added by Kafka's rule: when more than `index_interval_bytes` were appended since the last
 //! entry, an entry for the incoming batch is added *before* its bytes are counted.
