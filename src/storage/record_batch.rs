@@ -869,7 +869,10 @@ pub fn next_batch_extent(rest: &[u8]) -> Extent {
 /// ```
 #[derive(Debug, Clone)]
 pub struct BatchBuilder {
+    /// The batch occupies `buf[start..]`; `start` is 0 except inside
+    /// [`encode_onto`](BatchBuilder::encode_onto), which builds at the end of another buffer.
     buf: Vec<u8>,
+    start: usize,
     base_offset: i64,
     partition_leader_epoch: i32,
     count: i32,
@@ -882,6 +885,7 @@ impl BatchBuilder {
     pub fn new(base_offset: i64) -> Self {
         let mut b = BatchBuilder {
             buf: Vec::with_capacity(HEADER_SIZE + 64),
+            start: 0,
             base_offset,
             partition_leader_epoch: 0,
             count: 0,
@@ -906,8 +910,8 @@ impl BatchBuilder {
     /// Empties the builder for a new batch at `base_offset`, keeping its buffer (and the
     /// partition leader epoch).
     pub fn clear(&mut self, base_offset: i64) {
-        self.buf.clear();
-        self.buf.resize(HEADER_SIZE, 0);
+        self.buf.truncate(self.start);
+        self.buf.resize(self.start + HEADER_SIZE, 0);
         self.base_offset = base_offset;
         self.count = 0;
         self.base_timestamp = NO_TIMESTAMP;
@@ -936,7 +940,7 @@ impl BatchBuilder {
 
     /// Bytes the finished batch will occupy.
     pub fn size(&self) -> usize {
-        self.buf.len()
+        self.buf.len() - self.start
     }
 
     /// Appends one record.
@@ -1000,7 +1004,7 @@ impl BatchBuilder {
             header_lens.push((hk_len, hv_len));
         }
         let body_len = i32::try_from(body).map_err(|_| too_large(body))?;
-        let total = self.buf.len() as u64 + varint_size(body_len) as u64 + body as u64;
+        let total = self.size() as u64 + varint_size(body_len) as u64 + body as u64;
         if total - LOG_OVERHEAD as u64 > i32::MAX as u64 {
             return Err(Error::RecordTooLarge {
                 what: "record batch",
@@ -1074,14 +1078,21 @@ impl BatchBuilder {
     /// Writes the header and CRC and returns the batch's bytes (the builder keeps them until
     /// the next [`clear`](BatchBuilder::clear); calling `finish` again is harmless).
     pub fn finish(&mut self) -> &[u8] {
-        let b = &mut self.buf;
+        self.write_header();
+        &self.buf[self.start..]
+    }
+
+    /// Writes the header and the CRC (one pass over the contiguous batch bytes) and returns
+    /// the header, built from what the builder knows rather than parsed back.
+    fn write_header(&mut self) -> BatchHeader {
+        let b = &mut self.buf[self.start..];
         let batch_length = (b.len() - LOG_OVERHEAD) as i32;
+        let last_offset_delta = (self.count - 1).max(0);
         b[0..8].copy_from_slice(&self.base_offset.to_be_bytes());
         b[8..12].copy_from_slice(&batch_length.to_be_bytes());
         b[12..16].copy_from_slice(&self.partition_leader_epoch.to_be_bytes());
         b[16] = MAGIC as u8;
         b[21..23].copy_from_slice(&0i16.to_be_bytes()); // no compression, CreateTime
-        let last_offset_delta = (self.count - 1).max(0);
         b[23..27].copy_from_slice(&last_offset_delta.to_be_bytes());
         b[27..35].copy_from_slice(&self.base_timestamp.to_be_bytes());
         b[35..43].copy_from_slice(&self.max_timestamp.to_be_bytes());
@@ -1091,7 +1102,51 @@ impl BatchBuilder {
         b[57..61].copy_from_slice(&self.count.to_be_bytes());
         let crc = crc32c(&b[ATTRIBUTES_OFFSET..]);
         b[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
-        &self.buf
+        BatchHeader {
+            base_offset: self.base_offset,
+            batch_length,
+            partition_leader_epoch: self.partition_leader_epoch,
+            magic: MAGIC,
+            crc,
+            attributes: 0,
+            last_offset_delta,
+            base_timestamp: self.base_timestamp,
+            max_timestamp: self.max_timestamp,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            records_count: self.count,
+        }
+    }
+
+    /// Encodes `records` as one batch at `base_offset` straight onto the end of `out` (its
+    /// earlier bytes stay), so a caller's write buffer receives the batch without an
+    /// intermediate copy. Returns the batch's header; the batch is `out[len before..]`.
+    ///
+    /// # Errors
+    ///
+    /// As [`append`](BatchBuilder::append); `out` is then as it was.
+    pub(crate) fn encode_onto(
+        &mut self,
+        out: &mut Vec<u8>,
+        base_offset: i64,
+        records: &[Record],
+    ) -> Result<BatchHeader> {
+        let before = out.len();
+        std::mem::swap(&mut self.buf, out);
+        self.start = before;
+        self.clear(base_offset);
+        let result = records
+            .iter()
+            .try_for_each(|r| self.append_record(r))
+            .map(|()| self.write_header());
+        if result.is_err() {
+            self.buf.truncate(before);
+        }
+        std::mem::swap(&mut self.buf, out);
+        self.start = 0;
+        self.clear(base_offset);
+        result
     }
 }
 

@@ -1,8 +1,9 @@
 //! One segment: a `.log` file of batches with its `.index` and `.timeindex` (Kafka's
 //! `LogSegment`).
 //!
-//! Appends go to an in-memory write buffer that reaches the file when it holds
-//! `write_buffer_bytes`, on `flush` and on `sync` (which also makes the bytes durable);
+//! Appends are encoded straight into an in-memory write buffer that reaches the file when it
+//! holds `write_buffer_bytes` (then up to a 64 KiB boundary of the file, with write-back
+//! started as a hint), on `flush` and on `sync` (which also makes the bytes durable);
 //! readers of the segment see buffered bytes too. Index entries are
 //! added by Kafka's rule: when more than `index_interval_bytes` were appended since the last
 //! entry, an entry for the incoming batch is added *before* its bytes are counted.
@@ -70,8 +71,15 @@ pub(crate) struct SegmentParams {
     pub(crate) write_buffer_bytes: usize,
 }
 
-/// Size of the reads recovery and [`scan_log`] make.
-const SCAN_CHUNK: usize = 4 << 20;
+/// Size of the reads recovery and [`scan_log`] make: small enough that the buffer stays in
+/// the L2 cache between the kernel's copy into it and the CRC pass over it (4 MiB reads
+/// measured 0.1x slower in recovery than 512 KiB ones), large enough that syscalls are few.
+const SCAN_CHUNK: usize = 512 << 10;
+
+/// Write-outs of a full write buffer end on a multiple of this file position (the rest stays
+/// buffered): the page cache then fills whole, aligned (large) folios, which measured about
+/// 1.3x cheaper in the kernel than unaligned writes of the same size on ext4.
+const WRITE_ALIGN: u64 = 64 << 10;
 
 /// How a scan of a `.log` ended.
 #[derive(Debug)]
@@ -105,7 +113,7 @@ pub enum ScanEnd {
 ///
 /// `visit` returns `Ok(true)` to go on, `Ok(false)` to stop, or an error to declare the batch
 /// bad (the scan then ends with [`ScanEnd::Corrupt`] at that batch). Reads are large and
-/// sequential; memory use is bounded by the larger of 4 MiB and the largest batch, and never
+/// sequential; memory use is bounded by the larger of 512 KiB and the largest batch, and never
 /// exceeds what the file holds.
 ///
 /// # Errors
@@ -700,7 +708,30 @@ impl Segment {
         last_offset: u64,
         now_ms: impl FnOnce() -> i64,
     ) -> bool {
-        let size = self.size();
+        self.roll_due(
+            self.size(),
+            segment_bytes,
+            segment_ms,
+            batch_size,
+            max_timestamp,
+            last_offset,
+            now_ms,
+        )
+    }
+
+    /// [`should_roll`](Segment::should_roll) for a segment of `size` bytes (its size before
+    /// a batch was staged with [`stage`](Segment::stage)).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn roll_due(
+        &self,
+        size: u64,
+        segment_bytes: u64,
+        segment_ms: i64,
+        batch_size: u64,
+        max_timestamp: i64,
+        last_offset: u64,
+        now_ms: impl FnOnce() -> i64,
+    ) -> bool {
         if size == 0 {
             return false;
         }
@@ -717,9 +748,38 @@ impl Segment {
 
     /// Appends one encoded batch (already checked) with its parsed header.
     pub(crate) fn append(&mut self, bytes: &[u8], header: &BatchHeader) -> Result<()> {
-        let position = self.size();
+        self.pending.extend_from_slice(bytes);
+        self.commit_staged(bytes.len() as u64, header)
+    }
+
+    /// Lets `encode` write one batch straight onto the end of the write buffer and returns
+    /// its header and size. The batch is *staged*: the segment does not count it until
+    /// [`commit_staged`](Segment::commit_staged), and [`unstage`](Segment::unstage) removes
+    /// it. Nothing else may touch the segment in between. On an error from `encode` the
+    /// buffer must be as it was (as [`BatchBuilder::encode_onto`] guarantees).
+    ///
+    /// [`BatchBuilder::encode_onto`]: super::record_batch::BatchBuilder::encode_onto
+    pub(crate) fn stage(
+        &mut self,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<BatchHeader>,
+    ) -> Result<(BatchHeader, u64)> {
+        let before = self.pending.len();
+        let header = encode(&mut self.pending)?;
+        Ok((header, (self.pending.len() - before) as u64))
+    }
+
+    /// Removes the batch of `size` bytes [`stage`](Segment::stage) wrote.
+    pub(crate) fn unstage(&mut self, size: u64) {
+        let len = self.pending.len() - size as usize;
+        self.pending.truncate(len);
+    }
+
+    /// Counts the last `size` bytes of the write buffer (a checked batch with `header`) as
+    /// appended: indexes, offsets, timestamps; writes the buffer out when it is full.
+    pub(crate) fn commit_staged(&mut self, size: u64, header: &BatchHeader) -> Result<()> {
+        let position = self.size() - size;
         let last = header.last_offset() as u64;
-        if self.is_empty() {
+        if position == 0 {
             self.rolling_timestamp = Some(header.max_timestamp);
         }
         if header.max_timestamp > self.max_timestamp {
@@ -732,12 +792,35 @@ impl Segment {
                 .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, false);
             self.bytes_since_last_entry = 0;
         }
-        self.bytes_since_last_entry += bytes.len() as u64;
-        self.pending.extend_from_slice(bytes);
+        self.bytes_since_last_entry += size;
         self.next_offset = last + 1;
         if self.pending.len() >= self.params.write_buffer_bytes {
-            self.flush_log()?;
+            self.write_out_aligned()?;
         }
+        Ok(())
+    }
+
+    /// Writes the full write buffer out up to a [`WRITE_ALIGN`] boundary of the file, keeping
+    /// the rest buffered, then starts the write-back of what it wrote.
+    fn write_out_aligned(&mut self) -> Result<()> {
+        let from = self.flushed;
+        let end = from + self.pending.len() as u64;
+        let aligned = (end - end % WRITE_ALIGN).saturating_sub(from) as usize;
+        let n = if aligned == 0 {
+            self.pending.len()
+        } else {
+            aligned
+        };
+        self.log
+            .write_all_at(&self.pending[..n], from)
+            .map_err(|e| Error::io(format!("writing {}", self.log_path.display()), e))?;
+        self.flushed += n as u64;
+        self.pending.drain(..n);
+        self.log_unsynced = true;
+        // The device starts on these bytes while more are appended, so the next `sync` waits
+        // only for the tail. Only a hint: a failed write-back is reported by the fdatasync
+        // that `sync` makes, so an error here changes nothing and is dropped.
+        self.log.start_writeback(from, n as u64).ok();
         Ok(())
     }
 

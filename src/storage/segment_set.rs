@@ -373,6 +373,9 @@ impl SegmentSet {
     /// I/O errors ([`Error::Io`]) take the log offline ([`Error::LogOffline`] thereafter).
     pub fn append(&mut self, records: &[Record]) -> Result<AppendInfo> {
         self.check_online()?;
+        if let Some(info) = self.append_in_place(records)? {
+            return Ok(info);
+        }
         let mut builder = self.builder.take().unwrap_or_else(|| BatchBuilder::new(0));
         builder.clear(self.log_end_offset() as i64);
         builder.set_partition_leader_epoch(self.partition_leader_epoch);
@@ -382,6 +385,69 @@ impl SegmentSet {
             .and_then(|()| self.append_encoded(builder.finish()));
         self.builder = Some(builder);
         result
+    }
+
+    /// The common case of [`append`](SegmentSet::append) without a copy: the batch is
+    /// encoded straight into the active segment's write buffer. Returns `None`, having changed
+    /// nothing, when the batch needs the general path: no records, records too large to
+    /// stage in the write buffer, a batch over the size limits, or a roll due.
+    fn append_in_place(&mut self, records: &[Record]) -> Result<Option<AppendInfo>> {
+        // Staging a batch far larger than the write buffer would leave the buffer that large.
+        let payload = records.iter().fold(0usize, |sum, r| {
+            let headers = r.headers.iter().fold(0usize, |h, x| {
+                h.saturating_add(x.key.len())
+                    .saturating_add(x.value.as_ref().map_or(0, Vec::len))
+            });
+            sum.saturating_add(r.key.as_ref().map_or(0, Vec::len))
+                .saturating_add(r.value.as_ref().map_or(0, Vec::len))
+                .saturating_add(headers)
+        });
+        if records.is_empty() || payload > self.config.write_buffer_bytes {
+            return Ok(None);
+        }
+        let base = self.log_end_offset();
+        let max = self.config.max_batch_bytes.min(self.config.segment_bytes);
+        let (segment_bytes, segment_ms) = (self.config.segment_bytes, self.config.segment_ms);
+        let epoch = self.partition_leader_epoch;
+        let mut builder = self.builder.take().unwrap_or_else(|| BatchBuilder::new(0));
+        builder.set_partition_leader_epoch(epoch);
+        let clock = &self.clock;
+        let Some(active) = self.segments.last_mut() else {
+            self.builder = Some(builder);
+            return Ok(None);
+        };
+        let position = active.size();
+        let staged = active.stage(|out| builder.encode_onto(out, base as i64, records));
+        self.builder = Some(builder);
+        let (header, size) = staged?;
+        let last = header.last_offset() as u64;
+        let keep = size <= max
+            && last < i64::MAX as u64
+            && !active.roll_due(
+                position,
+                segment_bytes,
+                segment_ms,
+                size,
+                header.max_timestamp,
+                last,
+                || clock.now_ms(),
+            );
+        if !keep {
+            active.unstage(size);
+            return Ok(None);
+        }
+        let info = AppendInfo {
+            base_offset: base,
+            last_offset: last,
+            segment_base_offset: active.base_offset(),
+            position,
+            max_timestamp: header.max_timestamp,
+        };
+        self.guarded(|set| {
+            let segments = set.segments.len();
+            set.segments[segments - 1].commit_staged(size, &header)
+        })?;
+        Ok(Some(info))
     }
 
     /// Appends an already encoded batch (e.g. copied from a leader). Its base offset must be
