@@ -99,6 +99,13 @@ impl Patience {
         }
     }
 
+    /// Whether a blocking receive must tell `Empty` from `Disconnected` on this look (see
+    /// `claim_recv`): always, except on the first look of a receive without a deadline that
+    /// will poll densely next (it looks again exactly before it ever yields or parks).
+    fn exact_recv(&self, deadline: Option<Instant>) -> bool {
+        DENSE_POLLS == 0 || self.polled || deadline.is_some()
+    }
+
     /// Waits a little without parking; `false` once it is time to park.
     fn snooze(&mut self) -> bool {
         if self.polled {
@@ -365,7 +372,13 @@ impl<T> Channel<T> {
     }
 
     /// Claims up to `max` (≥ 1) consecutive full slots of the current lap for receiving.
-    fn claim_recv(&self, max: usize) -> Result<Claim, TryRecvError> {
+    ///
+    /// With `exact` false, an empty slot at the head is reported as `Empty` at once, without
+    /// the fence and the load of `tail` that tell `Disconnected` apart: the first look of a
+    /// blocking receive, which then polls the head's stamp and looks again exactly. Loading
+    /// `tail` there would pull the senders' cursor line away from them just before the
+    /// send the receiver is waiting for (a cache miss on the round trip of every hop).
+    fn claim_recv(&self, max: usize, exact: bool) -> Result<Claim, TryRecvError> {
         let mut backoff = Backoff::new();
         // Relaxed: only a guess; the CAS below validates it.
         let mut head = self.head.load(Ordering::Relaxed);
@@ -397,6 +410,8 @@ impl<T> Channel<T> {
                         backoff.spin();
                     }
                 }
+            } else if stamp == head && !exact {
+                return Err(TryRecvError::Empty);
             } else if stamp == head {
                 // The slot is empty for this lap: the queue is empty, unless a sender is
                 // between its claim and its stamp store.
@@ -456,7 +471,12 @@ impl<T> Channel<T> {
 
     /// Receives a message if one is there.
     pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
-        let claim = self.claim_recv(1)?;
+        self.recv_now(true)
+    }
+
+    /// `try_recv`, with `exact` as in `claim_recv`.
+    fn recv_now(&self, exact: bool) -> Result<T, TryRecvError> {
+        let claim = self.claim_recv(1, exact)?;
         let mut out = None;
         // SAFETY: a fresh claim, consumed once.
         unsafe { self.consume(claim, |m| out = Some(m)) };
@@ -469,12 +489,23 @@ impl<T> Channel<T> {
         out: &mut Vec<T>,
         max: usize,
     ) -> Result<usize, TryRecvError> {
+        self.recv_batch_now(out, max, true)
+    }
+
+    /// `try_recv_batch`, with `exact` as in `claim_recv` (for the first claim; later ones
+    /// only end the batch when they fail).
+    fn recv_batch_now(
+        &self,
+        out: &mut Vec<T>,
+        max: usize,
+        exact: bool,
+    ) -> Result<usize, TryRecvError> {
         let mut got = 0;
         while got < max {
             // Reserve before claiming: nothing may panic between a claim and its
             // consumption (a claim takes at most `cap` slots).
             out.reserve((max - got).min(self.cap));
-            match self.claim_recv(max - got) {
+            match self.claim_recv(max - got, exact && got == 0) {
                 Ok(claim) => {
                     let index = claim.pos & (self.mark_bit - 1);
                     // `claim.n ≤ (max - got).min(cap)`: the reservation above covers it.
@@ -661,7 +692,7 @@ impl<T> Channel<T> {
     pub(crate) fn recv(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
         let mut patience = Patience::new();
         loop {
-            match self.try_recv() {
+            match self.recv_now(patience.exact_recv(deadline)) {
                 Ok(m) => return Ok(m),
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {}
@@ -688,7 +719,7 @@ impl<T> Channel<T> {
     ) -> Result<usize, RecvTimeoutError> {
         let mut patience = Patience::new();
         loop {
-            match self.try_recv_batch(out, max) {
+            match self.recv_batch_now(out, max, patience.exact_recv(deadline)) {
                 Ok(n) => return Ok(n),
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {}
