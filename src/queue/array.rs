@@ -34,7 +34,10 @@
 //!
 //! A thread that finds the queue full (empty) first polls the one stamp it waits on, one
 //! spin hint apart (`DENSE_POLLS`, the spin budget of a [`Backoff`]), then yields, and only
-//! then parks in the `senders` (`receivers`) [`WaitSet`]; the other side calls
+//! then parks in the `senders` (`receivers`) [`WaitSet`]. A blocking receive's first look
+//! does not load `tail` (which tells `Disconnected` from `Empty`) when the head slot is
+//! empty: that load would make the sender's next claim miss in the cache on every round
+//! trip; the look after the dense poll is exact. The other side calls
 //! [`WaitSet::notify_all_after_rmw`] after each operation, which costs one load while nobody
 //! is parked: the operation's claim (a `SeqCst` CAS) already orders it, so no fence is needed
 //! (see `send_ready` for what the waiters check, and why loom checks a fenced variant).
