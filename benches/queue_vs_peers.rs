@@ -10,6 +10,9 @@
 //! ```sh
 //! cargo bench --bench queue_vs_peers
 //! LOGBUS_BENCH_MSGS=4000000 LOGBUS_BENCH_REPS=9 LOGBUS_BENCH_PINGS=50000 cargo bench --bench queue_vs_peers
+//! # only some workloads (spsc, mpsc4, mpmc2x2, batch, pingpong, baseline) and peers
+//! # (crossbeam, kanal, flume, std), e.g. for profiling or a quick A/B of two builds:
+//! LOGBUS_BENCH_ONLY=batch,pingpong LOGBUS_BENCH_PEERS=crossbeam cargo bench --bench queue_vs_peers
 //! ```
 
 use std::sync::{Arc, Mutex};
@@ -286,6 +289,8 @@ fn main() {
     let pings = env("LOGBUS_BENCH_PINGS", if benching { 20_000 } else { 200 });
     let only = std::env::var("LOGBUS_BENCH_ONLY").unwrap_or_default();
     let run = |w: &str| only.is_empty() || only.split(',').any(|o| o == w);
+    let peers = std::env::var("LOGBUS_BENCH_PEERS").unwrap_or_default();
+    let peer = |p: &str| peers.is_empty() || peers.split(',').any(|o| o == p);
     println!(
         "queue_vs_peers: capacity {CAP}, u64, {total} messages per run, {pings} ping-pongs, {reps} interleaved repetitions"
     );
@@ -299,14 +304,22 @@ fn main() {
         let mut s = Series::default();
         for _ in 0..reps {
             s.push(Logbus::NAME, throughput::<Logbus>(p, c, total).unwrap());
-            s.push(
-                Crossbeam::NAME,
-                throughput::<Crossbeam>(p, c, total).unwrap(),
-            );
-            s.push(Kanal::NAME, throughput::<Kanal>(p, c, total).unwrap());
-            s.push(Flume::NAME, throughput::<Flume>(p, c, total).unwrap());
-            if let Some(v) = throughput::<StdSync>(p, c, total) {
-                s.push(StdSync::NAME, v);
+            if peer("crossbeam") {
+                s.push(
+                    Crossbeam::NAME,
+                    throughput::<Crossbeam>(p, c, total).unwrap(),
+                );
+            }
+            if peer("kanal") {
+                s.push(Kanal::NAME, throughput::<Kanal>(p, c, total).unwrap());
+            }
+            if peer("flume") {
+                s.push(Flume::NAME, throughput::<Flume>(p, c, total).unwrap());
+            }
+            if peer("std") {
+                if let Some(v) = throughput::<StdSync>(p, c, total) {
+                    s.push(StdSync::NAME, v);
+                }
             }
         }
         table.push((name.to_string(), s));
@@ -315,10 +328,12 @@ fn main() {
         let mut s = Series::default();
         for _ in 0..reps {
             s.push("logbus batch 64", logbus_batched(total));
-            s.push(
-                Crossbeam::NAME,
-                throughput::<Crossbeam>(1, 1, total).unwrap(),
-            );
+            if peer("crossbeam") {
+                s.push(
+                    Crossbeam::NAME,
+                    throughput::<Crossbeam>(1, 1, total).unwrap(),
+                );
+            }
         }
         table.push(("spsc batch64".to_string(), s));
     }
@@ -353,10 +368,18 @@ fn main() {
         }
         for _ in 0..reps {
             one::<Logbus>(pings, &mut p50, &mut p99);
-            one::<Crossbeam>(pings, &mut p50, &mut p99);
-            one::<Kanal>(pings, &mut p50, &mut p99);
-            one::<Flume>(pings, &mut p50, &mut p99);
-            one::<StdSync>(pings, &mut p50, &mut p99);
+            if peer("crossbeam") {
+                one::<Crossbeam>(pings, &mut p50, &mut p99);
+            }
+            if peer("kanal") {
+                one::<Kanal>(pings, &mut p50, &mut p99);
+            }
+            if peer("flume") {
+                one::<Flume>(pings, &mut p50, &mut p99);
+            }
+            if peer("std") {
+                one::<StdSync>(pings, &mut p50, &mut p99);
+            }
         }
         println!();
         println!("| ping-pong round trip | p50 ns (median) | p99 ns (median) | median ratio p50 logbus/contender |");

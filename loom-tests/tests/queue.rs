@@ -82,6 +82,29 @@ fn one_producer_two_consumers() {
     });
 }
 
+/// A batch send (a run of two slots, its stamps stored last slot first) races a batch
+/// receive: every message arrives once, in order, and the receiver never reads a slot of
+/// the run before its message is written (loom reports the data race if it could).
+#[test]
+fn a_batch_send_races_a_batch_receive() {
+    model(|| {
+        let (tx, rx) = bounded::<Arc<u8>>(2);
+        let producer = thread::spawn(move || {
+            let mut batch = vec![Arc::new(0u8), Arc::new(1)];
+            tx.send_batch(&mut batch).unwrap();
+            assert!(batch.is_empty());
+            tx.send(Arc::new(2)).unwrap();
+        });
+        let mut got = Vec::new();
+        let mut out = Vec::new();
+        while rx.recv_batch(&mut out, 2).is_ok() {
+            got.extend(out.drain(..).map(|m| *m));
+        }
+        producer.join().unwrap();
+        assert_eq!(got, vec![0, 1, 2]);
+    });
+}
+
 /// The last receiver going away wakes a sender blocked on a full queue, which gets its
 /// message back; the queued message is dropped (loom checks every `Arc` is freed).
 #[test]

@@ -19,10 +19,25 @@
 //! of the stamp; a receive is one CAS on `head`, one slot read and one `Release` store. A
 //! batch claims `n` consecutive slots of one lap with a single CAS.
 //!
+//! # Layout and batches
+//!
+//! Unlike crossbeam's `{stamp, message}` slots, the stamps and the messages live in two
+//! arrays (structure of arrays, as in the `ring` layer): eight `u64` messages share a cache
+//! line that only senders write and only receivers read, and the stamps, the only lines
+//! both sides write, pack eight to a line. A batch copies its messages straight between the
+//! caller's `Vec` and the message array in one loop, then stores the run's stamps in one
+//! loop, last slot first: the first stamp is a `Release` store made after the others, so a
+//! thread whose `Acquire` load sees it sees the whole run, and a consumer takes a
+//! producer's batch with one claim instead of chasing the stamps as they appear.
+//!
 //! # Waiting
 //!
-//! A thread that finds the queue full (empty) spins, yields, and only then parks in the
-//! `senders` (`receivers`) [`WaitSet`]; the other side calls
+//! A thread that finds the queue full (empty) first polls the one stamp it waits on, one
+//! spin hint apart (`DENSE_POLLS`, the spin budget of a [`Backoff`]), then yields, and only
+//! then parks in the `senders` (`receivers`) [`WaitSet`]. A blocking receive's first look
+//! does not load `tail` (which tells `Disconnected` from `Empty`) when the head slot is
+//! empty: that load would make the sender's next claim miss in the cache on every round
+//! trip; the look after the dense poll is exact. The other side calls
 //! [`WaitSet::notify_all_after_rmw`] after each operation, which costs one load while nobody
 //! is parked: the operation's claim (a `SeqCst` CAS) already orders it, so no fence is needed
 //! (see `send_ready` for what the waiters check, and why loom checks a fenced variant).
@@ -35,7 +50,11 @@ use std::ptr;
 use super::error::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
 use crate::sync::atomic::{fence, AtomicUsize, Ordering};
 use crate::sync::time::{self, Instant};
-use crate::sync::{thread, Backoff, CachePadded, UnsafeCell, WaitSet};
+use crate::sync::{hint, thread, Backoff, CachePadded, UnsafeCell, WaitSet};
+
+/// The yields of a [`Backoff`] (its steps 7 to 10), taken by a waiter that polled densely
+/// instead of running the backoff's spin rounds.
+const BACKOFF_YIELDS: u32 = 4;
 
 /// Yields after the [`Backoff`] is exhausted and before parking. Waking a parked thread
 /// costs ~10–15 µs on the target VMs (BENCHMARKS.md), a yield well under 1 µs, so a waiter
@@ -45,16 +64,27 @@ const EXTRA_YIELDS: u32 = 32;
 #[cfg(logbus_loom)]
 const EXTRA_YIELDS: u32 = 0;
 
-/// One cell of the buffer.
-struct Slot<T> {
-    /// Whose turn it is (see the module docs).
-    stamp: AtomicUsize,
-    /// Initialised exactly when `stamp == position + 1`.
-    msg: UnsafeCell<MaybeUninit<T>>,
-}
+/// How many times a waiter polls the one stamp it waits on, one spin hint apart, before it
+/// starts yielding. This replaces the spin rounds of the [`Backoff`] with the same budget
+/// (its rounds spin 1 + 2 + … + 64 = 127 hints; a hint takes ~17 ns on the target VMs, so
+/// about 2–3 µs with the loads): the waiter burns no more time before yielding, but instead
+/// of looking again only after exponentially growing spins (a reply arriving after 0.5 µs
+/// was seen after ~1 µs), it sees the stamp move within one poll, which is what a
+/// ping-pong round trip and a batch consumer racing a filling queue wait on. The poll reads
+/// only that slot's stamp and this side's cursor (no fence, no cursor of the other side).
+/// Loom models no spinning: there the [`Backoff`] runs as before.
+#[cfg(not(logbus_loom))]
+const DENSE_POLLS: u32 = 128;
+#[cfg(logbus_loom)]
+const DENSE_POLLS: u32 = 0;
 
-/// Spin, yield, then park: the waiting strategy of every blocking operation.
+/// One message cell of the buffer; initialised exactly when its stamp is `position + 1`.
+type Cell<T> = UnsafeCell<MaybeUninit<T>>;
+
+/// Poll densely, spin, yield, then park: the waiting strategy of every blocking operation.
 struct Patience {
+    /// Whether the dense poll of the awaited stamp has been done (once per operation).
+    polled: bool,
     backoff: Backoff,
     extra_yields: u32,
     /// Set once the waiter has parked: a wake-up that finds the operation still in flight
@@ -65,15 +95,32 @@ struct Patience {
 impl Patience {
     fn new() -> Self {
         Self {
+            polled: false,
             backoff: Backoff::new(),
             extra_yields: 0,
             parked: false,
         }
     }
 
+    /// Whether a blocking receive must tell `Empty` from `Disconnected` on this look (see
+    /// `claim_recv`): always, except on the first look of a receive without a deadline that
+    /// will poll densely next (it looks again exactly before it ever yields or parks).
+    fn exact_recv(&self, deadline: Option<Instant>) -> bool {
+        DENSE_POLLS == 0 || self.polled || deadline.is_some()
+    }
+
     /// Waits a little without parking; `false` once it is time to park.
     fn snooze(&mut self) -> bool {
-        if !self.backoff.is_completed() {
+        if self.polled {
+            // The dense poll took the place of the spin rounds: yield, then park.
+            if self.extra_yields < EXTRA_YIELDS + BACKOFF_YIELDS {
+                self.extra_yields += 1;
+                thread::yield_now();
+                true
+            } else {
+                false
+            }
+        } else if !self.backoff.is_completed() {
             self.backoff.snooze();
             true
         } else if self.extra_yields < EXTRA_YIELDS {
@@ -106,8 +153,13 @@ pub(crate) struct Channel<T> {
     head: CachePadded<AtomicUsize>,
     /// The next position to send to, plus `mark_bit` once disconnected.
     tail: CachePadded<AtomicUsize>,
-    /// `cap` slots; slot `i` starts with stamp `i` (empty, lap 0).
-    buffer: Box<[Slot<T>]>,
+    /// One stamp per slot (whose turn it is, see the module docs); slot `i` starts with
+    /// stamp `i` (empty, lap 0). Kept apart from the messages (structure of arrays).
+    stamps: Box<[AtomicUsize]>,
+    /// One message cell per slot, initialised exactly when its stamp is `position + 1`.
+    /// Only senders write these lines and only receivers read them, so a line of messages
+    /// travels one way per lap; the stamps are the only lines both sides write.
+    cells: Box<[Cell<T>]>,
     /// The capacity asked for.
     cap: usize,
     /// The smallest power of two above `cap`: the disconnection bit of `tail`.
@@ -141,16 +193,15 @@ impl<T> Channel<T> {
         let one_lap = mark_bit
             .checked_mul(2)
             .expect("queue capacity too large for its position encoding");
-        let buffer = (0..cap)
-            .map(|i| Slot {
-                stamp: AtomicUsize::new(i),
-                msg: UnsafeCell::new(MaybeUninit::uninit()),
-            })
+        let stamps = (0..cap).map(AtomicUsize::new).collect();
+        let cells = (0..cap)
+            .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
             .collect();
         Self {
             head: CachePadded::new(AtomicUsize::new(0)),
             tail: CachePadded::new(AtomicUsize::new(0)),
-            buffer,
+            stamps,
+            cells,
             cap,
             mark_bit,
             one_lap,
@@ -183,13 +234,13 @@ impl<T> Channel<T> {
             let index = tail & (self.mark_bit - 1);
             // Acquire: pairs with the Release stamp store of the receiver that emptied the
             // slot, so its read of the old message happens before our write.
-            let stamp = self.buffer[index].stamp.load(Ordering::Acquire);
+            let stamp = self.stamps[index].load(Ordering::Acquire);
             if stamp == tail {
                 let limit = max.min(self.cap - index);
                 let mut n = 1;
                 while n < limit
                     // Acquire: as above, for each further slot of the run.
-                    && self.buffer[index + n].stamp.load(Ordering::Acquire) == tail + n
+                    && self.stamps[index + n].load(Ordering::Acquire) == tail + n
                 {
                     n += 1;
                 }
@@ -226,27 +277,42 @@ impl<T> Channel<T> {
         }
     }
 
-    /// Writes the messages of `msgs` into the claimed slots and publishes them.
+    /// Writes the messages of `msgs` into the claimed slots and publishes them: all the
+    /// messages first, then all the stamps, so a run's message lines are written in one
+    /// tight loop and its stamp lines are touched once.
     ///
     /// # Safety
     ///
     /// `claim` came from `claim_send` and is written exactly once; `msgs` yields at least
-    /// `claim.n` messages (only trusted iterators are passed: `Once`, `vec::Drain`).
+    /// `claim.n` messages and cannot panic (only trusted iterators are passed: `Once`,
+    /// `vec::Drain`), since receivers would wait forever on a claimed slot left unwritten.
     unsafe fn publish(&self, claim: Claim, msgs: impl Iterator<Item = T>) {
         let index = claim.pos & (self.mark_bit - 1);
+        let cells = &self.cells[index..index + claim.n];
         let mut written = 0;
-        for (i, msg) in msgs.take(claim.n).enumerate() {
-            let slot = &self.buffer[index + i];
+        for (cell, msg) in cells.iter().zip(msgs) {
             // SAFETY: the CAS in `claim_send` gave this thread the slot: its stamp said
             // empty and no other sender can claim the position again, no receiver reads it
             // before the stamp store below.
-            slot.msg
-                .with_mut(|p| unsafe { ptr::write(p, MaybeUninit::new(msg)) });
-            // Release: pairs with the Acquire stamp load in `claim_recv`, publishing the write.
-            slot.stamp.store(claim.pos + i + 1, Ordering::Release);
+            cell.with_mut(|p| unsafe { ptr::write(p, MaybeUninit::new(msg)) });
             written += 1;
         }
         debug_assert_eq!(written, claim.n, "a claimed slot was left unwritten");
+        self.publish_stamps(&claim);
+    }
+
+    /// Publishes a claimed run whose messages are all written: stores its stamps and wakes
+    /// parked receivers.
+    fn publish_stamps(&self, claim: &Claim) {
+        let index = claim.pos & (self.mark_bit - 1);
+        // Last slot first: a receiver claims a run from its first slot on, so once it sees
+        // the first stamp the whole run is there and it takes the run with one claim
+        // instead of chasing the stamps one by one.
+        for (i, stamp) in self.stamps[index..index + claim.n].iter().enumerate().rev() {
+            // Release: pairs with the Acquire stamp load in `claim_recv`, publishing the
+            // message writes made before this call.
+            stamp.store(claim.pos + i + 1, Ordering::Release);
+        }
         // The claim's SeqCst CAS on `tail` published the progress receivers wait for.
         self.receivers.notify_all_after_rmw();
     }
@@ -265,40 +331,70 @@ impl<T> Channel<T> {
     }
 
     /// Moves as many messages from the front of `batch` as fit right now (at most one lap's
-    /// worth per claim) and returns how many went in.
+    /// worth per claim) and returns how many went in. The messages are copied straight from
+    /// the `Vec`'s buffer into the slots, and what is left is moved to the front once.
     pub(crate) fn try_send_batch(&self, batch: &mut Vec<T>) -> Result<usize, TrySendError<()>> {
+        let len = batch.len();
+        let base = batch.as_mut_ptr();
+        // SAFETY: 0 ≤ capacity. Until the length is restored below the `Vec` owns no
+        // message, so nothing is dropped twice even if something here panicked (the rest
+        // would leak instead).
+        unsafe { batch.set_len(0) };
         let mut sent = 0;
-        while !batch.is_empty() {
-            match self.claim_send(batch.len()) {
-                Ok(claim) => {
-                    let n = claim.n;
-                    // SAFETY: a fresh claim of `n ≤ batch.len()` slots; `drain(..n)` yields
-                    // exactly `n` messages.
-                    unsafe { self.publish(claim, batch.drain(..n)) };
-                    sent += n;
-                }
-                Err(TrySendError::Full(())) if sent > 0 => break,
-                Err(e) => return Err(e),
+        let result = loop {
+            if sent == len {
+                break Ok(());
             }
+            match self.claim_send(len - sent) {
+                Ok(claim) => {
+                    let index = claim.pos & (self.mark_bit - 1);
+                    for (i, cell) in self.cells[index..index + claim.n].iter().enumerate() {
+                        // SAFETY: `sent + i < len`: an initialised message of the batch, read
+                        // exactly once (`sent` moves past it below and the `Vec` no longer
+                        // owns it).
+                        let msg = unsafe { ptr::read(base.add(sent + i)) };
+                        // SAFETY: the CAS in `claim_send` gave this thread the slot: its
+                        // stamp said empty, no other sender can claim the position again,
+                        // and no receiver reads it before `publish_stamps`.
+                        cell.with_mut(|p| unsafe { ptr::write(p, MaybeUninit::new(msg)) });
+                    }
+                    self.publish_stamps(&claim);
+                    sent += claim.n;
+                }
+                Err(TrySendError::Full(())) if sent > 0 => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        // SAFETY: the messages `sent .. len` were not moved out; they go to the front of the
+        // buffer (the ranges may overlap: `ptr::copy`) and the `Vec` owns them again.
+        unsafe {
+            ptr::copy(base.add(sent), base, len - sent);
+            batch.set_len(len - sent);
         }
-        Ok(sent)
+        result.map(|()| sent)
     }
 
     /// Claims up to `max` (≥ 1) consecutive full slots of the current lap for receiving.
-    fn claim_recv(&self, max: usize) -> Result<Claim, TryRecvError> {
+    ///
+    /// With `exact` false, an empty slot at the head is reported as `Empty` at once, without
+    /// the fence and the load of `tail` that tell `Disconnected` apart: the first look of a
+    /// blocking receive, which then polls the head's stamp and looks again exactly. Loading
+    /// `tail` there would pull the senders' cursor line away from them just before the
+    /// send the receiver is waiting for (a cache miss on the round trip of every hop).
+    fn claim_recv(&self, max: usize, exact: bool) -> Result<Claim, TryRecvError> {
         let mut backoff = Backoff::new();
         // Relaxed: only a guess; the CAS below validates it.
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
             let index = head & (self.mark_bit - 1);
             // Acquire: pairs with the Release stamp store in `publish`: the message is written.
-            let stamp = self.buffer[index].stamp.load(Ordering::Acquire);
+            let stamp = self.stamps[index].load(Ordering::Acquire);
             if stamp == head + 1 {
                 let limit = max.min(self.cap - index);
                 let mut n = 1;
                 while n < limit
                     // Acquire: as above, for each further slot of the run.
-                    && self.buffer[index + n].stamp.load(Ordering::Acquire) == head + n + 1
+                    && self.stamps[index + n].load(Ordering::Acquire) == head + n + 1
                 {
                     n += 1;
                 }
@@ -317,6 +413,8 @@ impl<T> Channel<T> {
                         backoff.spin();
                     }
                 }
+            } else if stamp == head && !exact {
+                return Err(TryRecvError::Empty);
             } else if stamp == head {
                 // The slot is empty for this lap: the queue is empty, unless a sender is
                 // between its claim and its stamp store.
@@ -342,23 +440,33 @@ impl<T> Channel<T> {
         }
     }
 
-    /// Reads the messages out of the claimed slots, frees them, and hands each to `sink`.
+    /// Reads the messages out of the claimed slots, hands each to `sink`, then frees the
+    /// slots (all the messages first, then all the stamps, as in `publish`).
     ///
     /// # Safety
     ///
-    /// `claim` came from `claim_recv` and is consumed exactly once.
+    /// `claim` came from `claim_recv` and is consumed exactly once; `sink` cannot panic
+    /// (senders would wait forever on a slot never freed).
     unsafe fn consume(&self, claim: Claim, mut sink: impl FnMut(T)) {
         let index = claim.pos & (self.mark_bit - 1);
-        for i in 0..claim.n {
-            let slot = &self.buffer[index + i];
+        for cell in &self.cells[index..index + claim.n] {
             // SAFETY: the CAS in `claim_recv` gave this thread the slot; its stamp said it
-            // holds an initialised message, which we move out exactly once.
-            let msg = slot.msg.with(|p| unsafe { ptr::read(p).assume_init() });
+            // holds an initialised message, which we move out exactly once (`free_run`,
+            // after the reads, hands the slot to the next lap's sender).
+            sink(cell.with(|p| unsafe { ptr::read(p).assume_init() }));
+        }
+        self.free_run(&claim);
+    }
+
+    /// Frees a claimed run whose messages were all moved out: stores its stamps for the next
+    /// lap and wakes parked senders.
+    fn free_run(&self, claim: &Claim) {
+        let index = claim.pos & (self.mark_bit - 1);
+        // Last slot first, for the same reason as in `publish_stamps`.
+        for (i, stamp) in self.stamps[index..index + claim.n].iter().enumerate().rev() {
             // Release: pairs with the Acquire stamp load in `claim_send` (next lap's write
-            // comes after this read).
-            slot.stamp
-                .store(claim.pos + i + self.one_lap, Ordering::Release);
-            sink(msg);
+            // comes after the reads made before this call).
+            stamp.store(claim.pos + i + self.one_lap, Ordering::Release);
         }
         // The claim's SeqCst CAS on `head` published the progress senders wait for.
         self.senders.notify_all_after_rmw();
@@ -366,7 +474,12 @@ impl<T> Channel<T> {
 
     /// Receives a message if one is there.
     pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
-        let claim = self.claim_recv(1)?;
+        self.recv_now(true)
+    }
+
+    /// `try_recv`, with `exact` as in `claim_recv`.
+    fn recv_now(&self, exact: bool) -> Result<T, TryRecvError> {
+        let claim = self.claim_recv(1, exact)?;
         let mut out = None;
         // SAFETY: a fresh claim, consumed once.
         unsafe { self.consume(claim, |m| out = Some(m)) };
@@ -379,16 +492,37 @@ impl<T> Channel<T> {
         out: &mut Vec<T>,
         max: usize,
     ) -> Result<usize, TryRecvError> {
-        // Reserve before claiming: nothing may panic between a claim and its consumption.
-        out.reserve(max.min(self.cap));
+        self.recv_batch_now(out, max, true)
+    }
+
+    /// `try_recv_batch`, with `exact` as in `claim_recv` (for the first claim; later ones
+    /// only end the batch when they fail).
+    fn recv_batch_now(
+        &self,
+        out: &mut Vec<T>,
+        max: usize,
+        exact: bool,
+    ) -> Result<usize, TryRecvError> {
         let mut got = 0;
         while got < max {
-            match self.claim_recv(max - got) {
+            // Reserve before claiming: nothing may panic between a claim and its
+            // consumption (a claim takes at most `cap` slots).
+            out.reserve((max - got).min(self.cap));
+            match self.claim_recv(max - got, exact && got == 0) {
                 Ok(claim) => {
+                    let index = claim.pos & (self.mark_bit - 1);
+                    // `claim.n ≤ (max - got).min(cap)`: the reservation above covers it.
+                    let spare = &mut out.spare_capacity_mut()[..claim.n];
+                    for (dst, cell) in spare.iter_mut().zip(&self.cells[index..]) {
+                        // SAFETY: the CAS in `claim_recv` gave this thread the slot; its
+                        // stamp said it holds an initialised message, which is moved out
+                        // exactly once (`free_run` hands the slot to the next lap after).
+                        *dst = cell.with(|p| unsafe { ptr::read(p) });
+                    }
+                    // SAFETY: the `claim.n` elements after the length were just initialised.
+                    unsafe { out.set_len(out.len() + claim.n) };
+                    self.free_run(&claim);
                     got += claim.n;
-                    // SAFETY: a fresh claim, consumed once; `out` has room (pushes never
-                    // reallocate, so they cannot panic).
-                    unsafe { self.consume(claim, |m| out.push(m)) };
                 }
                 Err(_) if got > 0 => break,
                 Err(e) => return Err(e),
@@ -397,19 +531,32 @@ impl<T> Channel<T> {
         Ok(got)
     }
 
-    /// One round of waiting for `ready` (checked under the wait set's lock after
-    /// registering, so a notification cannot be missed).
+    /// One round of waiting: first (once) a dense poll until `changed` says the awaited
+    /// stamp moved, then the spin/yield rounds of the [`Backoff`], then parking until
+    /// `ready` (checked under the wait set's lock after registering, so a notification
+    /// cannot be missed).
     fn wait(
         &self,
         set: &WaitSet,
         deadline: Option<Instant>,
         patience: &mut Patience,
+        changed: impl Fn(&Self) -> bool,
         ready: impl Fn(&Self) -> bool,
     ) -> Waited {
         if let Some(deadline) = deadline {
             if time::expired(deadline) {
                 return Waited::Expired;
             }
+        }
+        if DENSE_POLLS > 0 && !patience.polled {
+            patience.polled = true;
+            for _ in 0..DENSE_POLLS {
+                hint::spin_loop();
+                if changed(self) {
+                    break;
+                }
+            }
+            return Waited::Retry;
         }
         if patience.snooze() {
             return Waited::Retry;
@@ -422,6 +569,27 @@ impl<T> Channel<T> {
             Some(()) => Waited::Retry,
             None => Waited::Expired,
         }
+    }
+
+    /// A hint for the dense poll of a waiting sender: the slot at the tail no longer holds
+    /// last lap's message (or the queue is disconnected). Relaxed loads: only a hint, the
+    /// retry that follows claims with the full protocol.
+    fn send_changed(&self) -> bool {
+        // Relaxed: a hint (see above).
+        let tail = self.tail.load(Ordering::Relaxed);
+        // Relaxed: a hint (see above).
+        let stamp = self.stamps[tail & (self.mark_bit - 1)].load(Ordering::Relaxed);
+        tail & self.mark_bit != 0 || stamp.wrapping_add(self.one_lap) != tail + 1
+    }
+
+    /// A hint for the dense poll of a waiting receiver: the slot at the head is no longer
+    /// empty for this lap. Disconnection is left to the [`Backoff`] rounds (the poll ends
+    /// after `DENSE_POLLS` at most). Relaxed loads, as in `send_changed`.
+    fn recv_changed(&self) -> bool {
+        // Relaxed: a hint (see above).
+        let head = self.head.load(Ordering::Relaxed);
+        // Relaxed: a hint (see above).
+        self.stamps[head & (self.mark_bit - 1)].load(Ordering::Relaxed) != head
     }
 
     /// Whether a sender could make progress (checked by a registered waiter, see
@@ -449,9 +617,7 @@ impl<T> Channel<T> {
         }
         if cfg!(logbus_loom) {
             // Acquire: pairs with the Release stamp store in `consume`.
-            let stamp = self.buffer[tail & (self.mark_bit - 1)]
-                .stamp
-                .load(Ordering::Acquire);
+            let stamp = self.stamps[tail & (self.mark_bit - 1)].load(Ordering::Acquire);
             stamp == tail || self.tail.fetch_add(0, Ordering::SeqCst) != tail
         } else {
             let head = self.head.fetch_add(0, Ordering::SeqCst);
@@ -468,9 +634,7 @@ impl<T> Channel<T> {
         let tail = self.tail.fetch_add(0, Ordering::SeqCst);
         if cfg!(logbus_loom) {
             // Acquire: pairs with the Release stamp store in `publish`.
-            let stamp = self.buffer[head & (self.mark_bit - 1)]
-                .stamp
-                .load(Ordering::Acquire);
+            let stamp = self.stamps[head & (self.mark_bit - 1)].load(Ordering::Acquire);
             stamp == head + 1
                 || (tail & self.mark_bit != 0 && tail & !self.mark_bit == head)
                 || self.head.fetch_add(0, Ordering::SeqCst) != head
@@ -494,9 +658,13 @@ impl<T> Channel<T> {
                 }
                 Err(TrySendError::Full(m)) => msg = m,
             }
-            if let Waited::Expired =
-                self.wait(&self.senders, deadline, &mut patience, Self::send_ready)
-            {
+            if let Waited::Expired = self.wait(
+                &self.senders,
+                deadline,
+                &mut patience,
+                Self::send_changed,
+                Self::send_ready,
+            ) {
                 return Err(SendTimeoutError::Timeout(msg));
             }
         }
@@ -513,7 +681,13 @@ impl<T> Channel<T> {
                 Err(e) => return Err(e),
             }
             // No deadline: the wait cannot expire.
-            let _ = self.wait(&self.senders, None, &mut patience, Self::send_ready);
+            let _ = self.wait(
+                &self.senders,
+                None,
+                &mut patience,
+                Self::send_changed,
+                Self::send_ready,
+            );
         }
     }
 
@@ -521,14 +695,18 @@ impl<T> Channel<T> {
     pub(crate) fn recv(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
         let mut patience = Patience::new();
         loop {
-            match self.try_recv() {
+            match self.recv_now(patience.exact_recv(deadline)) {
                 Ok(m) => return Ok(m),
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {}
             }
-            if let Waited::Expired =
-                self.wait(&self.receivers, deadline, &mut patience, Self::recv_ready)
-            {
+            if let Waited::Expired = self.wait(
+                &self.receivers,
+                deadline,
+                &mut patience,
+                Self::recv_changed,
+                Self::recv_ready,
+            ) {
                 return Err(RecvTimeoutError::Timeout);
             }
         }
@@ -544,14 +722,18 @@ impl<T> Channel<T> {
     ) -> Result<usize, RecvTimeoutError> {
         let mut patience = Patience::new();
         loop {
-            match self.try_recv_batch(out, max) {
+            match self.recv_batch_now(out, max, patience.exact_recv(deadline)) {
                 Ok(n) => return Ok(n),
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {}
             }
-            if let Waited::Expired =
-                self.wait(&self.receivers, deadline, &mut patience, Self::recv_ready)
-            {
+            if let Waited::Expired = self.wait(
+                &self.receivers,
+                deadline,
+                &mut patience,
+                Self::recv_changed,
+                Self::recv_ready,
+            ) {
                 return Err(RecvTimeoutError::Timeout);
             }
         }
@@ -584,20 +766,19 @@ impl<T> Channel<T> {
             return None;
         }
         let index = head & (self.mark_bit - 1);
-        let slot = &self.buffer[index];
+        let stamp = &self.stamps[index];
         let mut backoff = Backoff::new();
         // Acquire: pairs with the Release stamp store in `publish`.
-        while slot.stamp.load(Ordering::Acquire) != head + 1 {
+        while stamp.load(Ordering::Acquire) != head + 1 {
             backoff.snooze();
         }
         // Relaxed: no other receiver reads `head` any more; senders see the mark first.
         self.head.store(self.advance(head, 1), Ordering::Relaxed);
         // SAFETY: the stamp says the slot holds a message and no other receiver exists, so
         // this thread moves it out exactly once (head moved past it before it is dropped).
-        let msg = slot.msg.with(|p| unsafe { ptr::read(p).assume_init() });
+        let msg = self.cells[index].with(|p| unsafe { ptr::read(p).assume_init() });
         // Release: pairs with the Acquire stamp load of any later reader of the slot.
-        slot.stamp
-            .store(head.wrapping_add(self.one_lap), Ordering::Release);
+        stamp.store(head.wrapping_add(self.one_lap), Ordering::Release);
         Some(msg)
     }
 
@@ -737,6 +918,28 @@ mod tests {
             assert_eq!(drops.load(Ordering::Relaxed), 4);
         }
         assert_eq!(drops.load(Ordering::Relaxed), 4);
+    }
+
+    #[test]
+    fn batches_of_owned_messages_move_each_message_once() {
+        let drops = Arc::new(Counter::new(0));
+        let ch = Channel::with_capacity(4);
+        ch.try_send(Tracked(Arc::clone(&drops))).unwrap();
+        let mut batch: Vec<_> = (0..6).map(|_| Tracked(Arc::clone(&drops))).collect();
+        // Three fit now; the other three stay in the batch, moved to its front.
+        assert_eq!(ch.try_send_batch(&mut batch).unwrap(), 3);
+        assert_eq!(batch.len(), 3);
+        let mut out = Vec::new();
+        assert_eq!(ch.try_recv_batch(&mut out, 10).unwrap(), 4);
+        assert_eq!(drops.load(Ordering::Relaxed), 0);
+        drop(out);
+        assert_eq!(drops.load(Ordering::Relaxed), 4);
+        // The next lap, from the first slot on.
+        assert_eq!(ch.try_send_batch(&mut batch).unwrap(), 3);
+        assert!(batch.is_empty());
+        assert_eq!(ch.len(), 3);
+        drop(ch);
+        assert_eq!(drops.load(Ordering::Relaxed), 7);
     }
 
     #[test]
