@@ -4,45 +4,15 @@
 //! warmed-up segment set whose write buffer is written out many times; and the batches written
 //! that way are byte for byte what the batch builder encodes.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+mod alloc_common;
+
 use std::sync::Arc;
+
+use alloc_common::allocations_during;
 
 use logbus::storage::record_batch::encode_batch;
 use logbus::storage::{Checkpoints, FsIo, LogConfig, Record, SegmentSet};
 use logbus::{Clock, SystemClock};
-
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, passed on as is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 fn record(i: u64) -> Record {
     Record {
@@ -75,14 +45,12 @@ fn steady_state_appends_do_not_allocate_and_write_the_builders_bytes() {
         log.append(std::slice::from_ref(r)).unwrap();
     }
     let mut positions = Vec::with_capacity(WINDOW as usize);
-    ALLOCATIONS.store(0, Ordering::SeqCst);
-    COUNTING.store(true, Ordering::SeqCst);
-    for r in &records[WARM_UP as usize..] {
-        let info = log.append(std::slice::from_ref(r)).unwrap();
-        positions.push(info.position);
-    }
-    COUNTING.store(false, Ordering::SeqCst);
-    let allocations = ALLOCATIONS.load(Ordering::SeqCst);
+    let allocations = allocations_during(|| {
+        for r in &records[WARM_UP as usize..] {
+            let info = log.append(std::slice::from_ref(r)).unwrap();
+            positions.push(info.position);
+        }
+    });
     // About 540 index entries in the window: each of the two entry vectors doubles at most
     // 10 times. One allocation per append would be 2048.
     assert!(
