@@ -32,8 +32,8 @@ use std::path::{Path, PathBuf};
 use super::io::{Io, OpenMode};
 use super::offset_index;
 use super::segment::{
-    file_name, parse_file_name, scan_log, ScanEnd, Segment, INDEX_SUFFIX, LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
+    check_batch_offsets, file_name, parse_file_name, scan_log, ScanEnd, Segment, INDEX_SUFFIX,
+    LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use super::segment_set::{Checkpoints, LogConfig};
 use super::time_index;
@@ -478,40 +478,7 @@ fn verify_segment(
     let mut running = i64::MIN;
     let end = scan_log(&*file, &log_path, 0, len, |batch| {
         let h = batch.header();
-        let bad = |rule: String| {
-            Err(Error::CorruptBatch {
-                position: batch.position(),
-                reason: crate::error::Corruption::BadOffset {
-                    base_offset: h.base_offset,
-                    last_offset: h.last_offset(),
-                    rule,
-                },
-            })
-        };
-        if h.base_offset != expected as i64 {
-            return bad(format!(
-                "base offset must be {expected} (offsets are dense inside a segment)"
-            ));
-        }
-        if expected < min_offset {
-            return bad(format!(
-                "offsets below {min_offset} belong to the previous segment"
-            ));
-        }
-        if h.last_offset_delta < 0 {
-            return bad("lastOffsetDelta must be >= 0".into());
-        }
-        let last = h.last_offset() as u64;
-        if last - base > i32::MAX as u64 {
-            return bad("offset does not fit in the segment's 32-bit delta".into());
-        }
-        if let Some(u) = upper {
-            if last >= u {
-                return bad(format!(
-                    "offsets must be below {u}, the next segment's base"
-                ));
-            }
-        }
+        let last = check_batch_offsets(&batch, base, expected, min_offset, upper)?;
         batch.validate_records().or_else(|e| match e {
             Error::UnsupportedCompression { .. } => Ok(()),
             other => Err(other),

@@ -566,45 +566,7 @@ impl Segment {
         let end = scan_log(&**log, log_path, 0, file_len, |batch| {
             let h = batch.header();
             let pos = batch.position();
-            let bad = |rule: String| {
-                Err(Error::CorruptBatch {
-                    position: pos,
-                    reason: Corruption::BadOffset {
-                        base_offset: h.base_offset,
-                        last_offset: h.last_offset(),
-                        rule,
-                    },
-                })
-            };
-            // logbus never compacts and starts a new segment at any gap, so offsets inside a
-            // segment are dense: a base offset (outside the CRC) that breaks this is corrupt.
-            if h.base_offset != expected as i64 {
-                return bad(format!(
-                    "base offset must be {expected} (offsets are dense inside a segment)"
-                ));
-            }
-            if expected < min_offset {
-                return bad(format!(
-                    "offsets below {min_offset} belong to the previous segment"
-                ));
-            }
-            if h.last_offset_delta < 0 {
-                return bad("lastOffsetDelta must be >= 0".into());
-            }
-            let last = h.last_offset() as u64;
-            if last - base > i32::MAX as u64 {
-                return bad(format!(
-                    "offsets must lie within [{base}, {}] in this segment",
-                    base + i32::MAX as u64
-                ));
-            }
-            if let Some(upper) = upper_bound {
-                if last >= upper {
-                    return bad(format!(
-                        "offsets must be below {upper}, the next segment's base offset"
-                    ));
-                }
-            }
+            let last = check_batch_offsets(&batch, base, expected, min_offset, upper_bound)?;
             if h.max_timestamp > max_ts {
                 max_ts = h.max_timestamp;
                 max_off = last;
@@ -1002,4 +964,58 @@ impl Segment {
             self.time_index.path().to_path_buf(),
         ]
     }
+}
+
+/// Kafka's offset checks for `batch`, found where offset `expected` should start in the segment
+/// based at `base`: offsets are dense inside a segment (logbus never compacts and starts a new
+/// segment at any gap, so a base offset — outside the CRC — that breaks this is corrupt), not
+/// below `min_offset` (the previous segment's end), with a non-negative last offset delta,
+/// within the segment's 32-bit relative range and below `upper` (the next segment's base).
+/// Returns the batch's last offset. Recovery and `verify_dir` both apply it.
+pub(crate) fn check_batch_offsets(
+    batch: &Batch<'_>,
+    base: u64,
+    expected: u64,
+    min_offset: u64,
+    upper: Option<u64>,
+) -> Result<u64> {
+    let h = batch.header();
+    let bad = |rule: String| {
+        Err(Error::CorruptBatch {
+            position: batch.position(),
+            reason: Corruption::BadOffset {
+                base_offset: h.base_offset,
+                last_offset: h.last_offset(),
+                rule,
+            },
+        })
+    };
+    if h.base_offset != expected as i64 {
+        return bad(format!(
+            "base offset must be {expected} (offsets are dense inside a segment)"
+        ));
+    }
+    if expected < min_offset {
+        return bad(format!(
+            "offsets below {min_offset} belong to the previous segment"
+        ));
+    }
+    if h.last_offset_delta < 0 {
+        return bad("lastOffsetDelta must be >= 0".into());
+    }
+    let last = h.last_offset() as u64;
+    if last - base > i32::MAX as u64 {
+        return bad(format!(
+            "offsets must lie within [{base}, {}] in this segment",
+            base + i32::MAX as u64
+        ));
+    }
+    if let Some(upper) = upper {
+        if last >= upper {
+            return bad(format!(
+                "offsets must be below {upper}, the next segment's base offset"
+            ));
+        }
+    }
+    Ok(last)
 }
