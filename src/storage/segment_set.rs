@@ -556,13 +556,7 @@ impl SegmentSet {
             // An empty active segment is replaced rather than left behind empty.
             let empty: Vec<Segment> = self.segments.drain(self.segments.len() - 1..).collect();
             recovery::delete_segment_files(&*self.io, &self.dir, empty)?;
-            let segment = Segment::create(
-                &*self.io,
-                &self.dir,
-                base,
-                self.config.segment_params(),
-                self.clock.now_ms(),
-            )?;
+            let segment = self.create_segment(base)?;
             self.segments.push(segment);
             self.log_start_offset = self.log_start_offset.max(self.segments[0].base_offset());
             return self.sync_dir();
@@ -574,15 +568,20 @@ impl SegmentSet {
         if self.segments[last].next_offset() <= self.recovery_point {
             self.segments[last].sync(true)?;
         }
-        let segment = Segment::create(
+        let segment = self.create_segment(base)?;
+        self.segments.push(segment);
+        self.sync_dir()
+    }
+
+    /// A new, empty segment at `base` with this log's settings (not yet in `segments`).
+    fn create_segment(&self, base: u64) -> Result<Segment> {
+        Segment::create(
             &*self.io,
             &self.dir,
             base,
             self.config.segment_params(),
             self.clock.now_ms(),
-        )?;
-        self.segments.push(segment);
-        self.sync_dir()
+        )
     }
 
     fn sync_dir(&self) -> Result<()> {
@@ -821,13 +820,7 @@ impl SegmentSet {
                 // Delete first: the new segment may reuse a name.
                 let doomed: Vec<Segment> = set.segments.drain(..).collect();
                 recovery::delete_segment_files(&*set.io, &set.dir, doomed)?;
-                let fresh = Segment::create(
-                    &*set.io,
-                    &set.dir,
-                    offset,
-                    set.config.segment_params(),
-                    set.clock.now_ms(),
-                )?;
+                let fresh = set.create_segment(offset)?;
                 set.segments.push(fresh);
                 set.log_start_offset = offset;
             } else {
