@@ -21,6 +21,12 @@
 //! Release cursor store, read with Acquire) before its slot is overwritten. A non-gating
 //! reader that joined after the producer's last refresh starts at or above the overwrite
 //! floor, which no claim under a stale limit reaches (see `registry`).
+//!
+//! A single producer that also has plain data (no drop glue) goes one step further: it writes
+//! only the value cells and publishes the run by its cursor store, leaving the slot tags to
+//! lag (`slot`, "Stale tags"). Readers of a single-producer ring take publication from the
+//! cursor, and every overwrite a non-gating reader could observe happens after the producer
+//! saw that reader, hence under the slot lock with an exact tag.
 
 use super::registry::GateView;
 use super::shared::{Shared, CLOSED_BIT};
@@ -76,10 +82,8 @@ struct SpRun<'a, T> {
     shared: &'a Shared<T>,
     next: &'a mut u64,
     first: u64,
-    /// Slots written so far, or `None` when the writer does not count them (the plain-data
-    /// loop): then, on unwind, the written prefix is found from the slot tags, which the
-    /// writer stores in order.
-    written: Option<u64>,
+    /// Slots written so far (in order from `first`).
+    written: u64,
     len: u64,
     /// Set when the run ended normally; otherwise the drop is an unwind and must also leave
     /// the publish.
@@ -88,15 +92,8 @@ struct SpRun<'a, T> {
 
 impl<T> Drop for SpRun<'_, T> {
     fn drop(&mut self) {
-        let written = self.written.unwrap_or_else(|| {
-            (0..self.len)
-                .take_while(|&i| {
-                    let seq = self.first + i;
-                    self.shared.slot(seq).tag() == super::slot::tag(seq)
-                })
-                .count() as u64
-        });
-        let end = self.first + written;
+        debug_assert!(self.written <= self.len);
+        let end = self.first + self.written;
         // Unclaim the slots never written (nothing to undo in them: their tags and values
         // are untouched).
         *self.next = end;
@@ -296,9 +293,12 @@ impl<T> Sequencer<T> {
             // SAFETY: `seq < limit` is ours (single producer), no non-gating reader is known
             // (module docs), `T` has no drop glue.
             unsafe {
-                shared
-                    .slots
-                    .write_run_unlocked(seq, 1, |_| value.take().expect("one value"));
+                shared.slots.write_run_untagged(
+                    seq,
+                    1,
+                    |_| value.take().expect("one value"),
+                    &mut 0,
+                );
             }
             None
         } else {
@@ -377,21 +377,24 @@ impl<T> Sequencer<T> {
                         shared: &self.shared,
                         next: &mut self.next,
                         first,
-                        written: Some(0),
+                        written: 0,
                         len,
                         done: false,
                     };
                     if !lock && !std::mem::needs_drop::<T>() {
                         let shared = run.shared;
-                        // SAFETY: the run is claimed by us (single producer: no previous-lap
-                        // writer), no non-gating reader is known (module docs), `T` has no
-                        // drop glue, `len <= capacity`.
+                        // SAFETY: the run is claimed by us (single producer), no non-gating
+                        // reader is known (module docs), `T` has no drop glue,
+                        // `len <= capacity`.
                         unsafe {
-                            run.written = None;
-                            shared.slots.write_run_unlocked(first, len, &mut make);
-                            run.written = Some(len);
-                            run.done = true;
+                            shared.slots.write_run_untagged(
+                                first,
+                                len,
+                                &mut make,
+                                &mut run.written,
+                            );
                         }
+                        run.done = true;
                         drop(run);
                         done += len as usize;
                         continue;
@@ -407,7 +410,7 @@ impl<T> Sequencer<T> {
                                 .slot(seq)
                                 .write(seq, value, shared.prev_tag(seq), false, lock)
                         };
-                        run.written = Some(i + 1);
+                        run.written = i + 1;
                         drop(old);
                     }
                     run.done = true;
@@ -497,6 +500,26 @@ impl<T> Sequencer<T> {
             // The common case for plain data: no slot locks and nothing to drop, so nothing
             // in the loop can panic and no unwind guard is needed — a tight loop.
             let shared = &*self.shared;
+            if !shared.multi {
+                // SAFETY: `first..first + len` is claimed by us (single producer), no
+                // non-gating reader is known (module docs), `T` has no drop glue; each
+                // `src + i` is ours to move (caller) and read once.
+                unsafe {
+                    shared.slots.write_run_untagged(
+                        first,
+                        len as u64,
+                        |seq| src.add((seq - first) as usize).read(),
+                        &mut 0,
+                    );
+                }
+                // Release: publishes the run's slot writes to readers' Acquire loads.
+                shared
+                    .published
+                    .store(first + len as u64, Ordering::Release);
+                // Per run, not per entry; a fence-free check unless a reader is parked.
+                shared.readers_wait.notify_all_light();
+                return;
+            }
             for i in 0..len {
                 let seq = first + i as u64;
                 // SAFETY: `seq` is claimed by us; `src + i` is ours to move (caller);
@@ -512,12 +535,6 @@ impl<T> Sequencer<T> {
                         false,
                     );
                 }
-            }
-            if !shared.multi {
-                // Release: publishes the run's slot writes to readers' Acquire loads.
-                shared
-                    .published
-                    .store(first + len as u64, Ordering::Release);
             }
             // Per run, not per entry; a fence-free check unless a reader is parked.
             shared.readers_wait.notify_all_light();

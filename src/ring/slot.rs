@@ -22,13 +22,27 @@
 //! write. A writer takes the lock only when a non-gating reader might be cloning the slot
 //! (see `sequencer`): gating readers are protected by gating alone.
 //!
+//! # Stale tags (single producer)
+//!
+//! A single producer that knows of no non-gating reader writes plain data without touching
+//! the state words at all ([`Slots::write_run_untagged`]): the tag stores were half the
+//! stores of a batch publish, and readers of a single-producer ring learn what is published
+//! from the producer's cursor, not from the tags. So in a single-producer ring a tag may
+//! *lag*: it is always the tag of some value the slot held, hence at most the tag of what it
+//! holds now, and it is exact for every slot written since the producer saw a non-gating
+//! reader. A non-gating reader therefore treats "tag below mine, and my sequence is below the
+//! published cursor" as "the slot holds mine" ([`Slot::read_locked`]'s `published`), and a
+//! writer taking the lock accepts any tag up to the one it replaces. Overwriting is always
+//! tagged while a non-gating reader may read (the overwrite floor, see `registry`), so
+//! "overwritten" is always seen exactly.
+//!
 //! Sequences stay below `2^56 - 1` (the ring refuses start sequences beyond
 //! [`MAX_START`]; at 10^9 entries a second that leaves two years).
 
 use std::mem::MaybeUninit;
 
 use crate::sync::atomic::{AtomicU64, Ordering};
-use crate::sync::{Backoff, UnsafeCell};
+use crate::sync::{hint, Backoff, UnsafeCell};
 
 /// Bits of the access byte.
 const ACCESS_BITS: u32 = 8;
@@ -57,14 +71,21 @@ pub(crate) enum Probe {
     Overwritten(u64),
 }
 
+/// The cache line size assumed by [`Slots::prefetch_run`].
+const LINE: usize = 64;
+/// The most cache lines [`Slots::prefetch_run`] asks for at once (4 KiB of values: well
+/// inside L1, so prefetching never evicts what the reader is about to use).
+const PREFETCH_LINES: u64 = 64;
+
 /// All slots of a ring, stored as two arrays (states, values) rather than an array of
 /// pairs: a gating reader of a single-producer ring never touches the states, so it pulls
 /// only value cache lines from the producer (8 `u64` entries per line instead of 4).
 pub(crate) struct Slots<T> {
     /// See the module docs; `states[i]` governs `values[i]`.
     states: Box<[AtomicU64]>,
-    /// `values[i]` is initialised exactly when `states[i]`'s tag is non-zero (outside a
-    /// write).
+    /// `values[i]` is initialised when `states[i]`'s tag is non-zero (outside a write); a
+    /// single producer's untagged writes may also leave it initialised under tag zero, but
+    /// only for types without drop glue, which need no drop.
     values: Box<[UnsafeCell<MaybeUninit<T>>]>,
     mask: usize,
 }
@@ -118,49 +139,86 @@ impl<T> Slots<T> {
         last
     }
 
-    /// Writes `make(seq)` into the slots of `first..first + len` without locks, for a type
-    /// without drop glue (the replaced values need no drop), tagging each slot in order (if
-    /// `make` panics, the written prefix is the run of slots carrying their new tags).
+    /// Writes `make(seq)` into the value cells of `first..first + len`, leaving the state
+    /// words alone (module docs, "Stale tags"): a single producer's plain-data fast path,
+    /// published afterwards by its cursor. `written` counts the cells written, so that a
+    /// panicking `make` leaves the written prefix known.
+    ///
+    /// The run is written as at most two contiguous stretches (before and after the wrap),
+    /// so for simple `make` the compiler writes several values per store.
     ///
     /// # Safety
     ///
-    /// As [`Slot::write`] without `lock` and without `wait_prev`, for every sequence of the
-    /// range; `T` has no drop glue; `len <= capacity`.
+    /// - Single-producer ring; the caller has claimed the range, and no reader can be reading
+    ///   its slots: every gating reader has passed `seq - capacity`, and no non-gating reader
+    ///   may read at or above this producer's overwrite floor (see `sequencer`), so nobody
+    ///   takes the slots' locks either.
+    /// - `T` has no drop glue (the replaced values are overwritten without a drop).
+    /// - `len <= capacity`.
     #[inline(always)]
-    pub(crate) unsafe fn write_run_unlocked(
+    pub(crate) unsafe fn write_run_untagged(
         &self,
         first: u64,
         len: u64,
         mut make: impl FnMut(u64) -> T,
+        written: &mut u64,
     ) {
         debug_assert!(!std::mem::needs_drop::<T>());
+        debug_assert!(len as usize <= self.values.len());
         // Hoisted: `make` may write through pointers the compiler cannot tell from ours.
-        let states = &*self.states;
         let values = &*self.values;
-        let mask = self.mask;
-        for i in 0..len {
-            let seq = first + i;
-            let idx = seq as usize & mask;
-            let value = make(seq);
-            // SAFETY: `idx <= mask` indexes both arrays; the caller owns the slot (as for
-            // `Slot::write`); `T` has no drop glue, so overwriting leaks nothing.
-            unsafe {
-                values.get_unchecked(idx).with_mut(|p| {
-                    (*p).write(value);
+        let start = first as usize & self.mask;
+        let head = (len as usize).min(values.len() - start);
+        let mut seq = first;
+        for stretch in [&values[start..start + head], &values[..len as usize - head]] {
+            for cell in stretch {
+                let value = make(seq);
+                cell.with_mut(|p| {
+                    // SAFETY: the caller owns the slot (no reader, no other writer); `T` has
+                    // no drop glue, so overwriting leaks nothing.
+                    unsafe { (*p).write(value) };
                 });
-                // Release: publishes the value (see `Slot::write`).
-                states
-                    .get_unchecked(idx)
-                    .store(tag(seq) << ACCESS_BITS, Ordering::Release);
+                seq += 1;
+                *written += 1;
             }
         }
     }
 
-    /// The value cell of sequence `seq` (for readers that hold the slot by gating).
+    /// Prefetches the value cells of `from..to` (at most [`PREFETCH_LINES`] cache lines from
+    /// `from`), for a reader about to read them all: their misses then overlap instead of
+    /// stalling the reader one line at a time. With a producer writing just ahead, each line
+    /// is a transfer from the producer's core; in the 1 → 1 batch benchmark this took the
+    /// reader from ~0.73× to ~0.92× of a minimal reference ring (interleaved medians).
+    #[inline]
+    pub(crate) fn prefetch_run(&self, from: u64, to: u64) {
+        let values = &*self.values;
+        let step = (LINE / std::mem::size_of::<T>().max(1)).max(1) as u64;
+        let end = to.min(from + PREFETCH_LINES * step);
+        let mut seq = from;
+        while seq < end {
+            // `seq & mask` indexes `values`.
+            let cell = &values[seq as usize & self.mask];
+            hint::prefetch_read(cell.with(|p| p));
+            seq += step;
+        }
+    }
+
+    /// The slot index of sequence `seq`.
     #[inline(always)]
-    pub(crate) fn value_cell(&self, seq: u64) -> &UnsafeCell<MaybeUninit<T>> {
-        // SAFETY: `values` has `mask + 1` elements and the index is at most `mask`.
-        unsafe { self.values.get_unchecked(seq as usize & self.mask) }
+    pub(crate) fn index(&self, seq: u64) -> usize {
+        seq as usize & self.mask
+    }
+
+    /// The value cell at slot index `index` (for readers that hold the slot by gating).
+    ///
+    /// # Safety
+    ///
+    /// `index` is below the capacity.
+    #[inline(always)]
+    pub(crate) unsafe fn cell_at(&self, index: usize) -> &UnsafeCell<MaybeUninit<T>> {
+        debug_assert!(index < self.values.len());
+        // SAFETY: the caller's guarantee.
+        unsafe { self.values.get_unchecked(index) }
     }
 
     /// The slot of sequence `seq`.
@@ -241,7 +299,8 @@ impl<T> Slot<'_, T> {
     /// # Safety
     ///
     /// - The caller has claimed `seq` (no other producer writes `seq`).
-    /// - Without `wait_prev`, the slot already holds `prev_tag` and no producer is writing it.
+    /// - Without `wait_prev` (single producer), the slot holds the value tagged `prev_tag`
+    ///   (its state may show a lagging tag, module docs) and no producer is writing it.
     /// - Without `lock`, no reader can be reading the slot's value: every gating reader has
     ///   passed `seq - capacity` and no non-gating reader may read below this producer's
     ///   overwrite floor (see `sequencer`).
@@ -262,7 +321,13 @@ impl<T> Slot<'_, T> {
                 // reader's clone and with the previous writer's Release store, so both
                 // happen before this write.
                 let st = self.state.load(Ordering::Acquire);
-                if st == prev_tag << ACCESS_BITS
+                // Multi-producer tags are exact; a single producer's may lag (module docs).
+                let replaceable = if wait_prev {
+                    st == prev_tag << ACCESS_BITS
+                } else {
+                    st & ACCESS_MASK == 0 && st >> ACCESS_BITS <= prev_tag
+                };
+                if replaceable
                     && self
                         .state
                         .compare_exchange_weak(st, writing, Ordering::Acquire, Ordering::Relaxed)
@@ -281,7 +346,7 @@ impl<T> Slot<'_, T> {
                 backoff.snooze();
             }
         } else {
-            debug_assert_eq!(self.tag(), prev_tag, "slot overwritten out of turn");
+            debug_assert!(self.tag() <= prev_tag, "slot overwritten out of turn");
         }
         let old = self.value.with_mut(|p| {
             // SAFETY: we own the slot (the lock, or the caller's guarantee that nobody reads
@@ -318,8 +383,18 @@ impl<T> Slot<'_, T> {
     }
 
     /// Runs `f` on the value of `seq` under the slot's shared lock, or says why it cannot.
+    ///
+    /// `published`: the caller saw `seq` below a single producer's published cursor (Acquire)
+    /// and may not read below that producer's overwrite floor; then a lagging tag (below
+    /// `seq`'s) means the slot holds `seq` (module docs, "Stale tags"). Multi-producer rings
+    /// pass `false`: their tags are exact.
     #[inline]
-    pub(crate) fn read_locked<R>(&self, seq: u64, f: impl FnOnce(&T) -> R) -> Result<R, Probe> {
+    pub(crate) fn read_locked<R>(
+        &self,
+        seq: u64,
+        published: bool,
+        f: impl FnOnce(&T) -> R,
+    ) -> Result<R, Probe> {
         let want = tag(seq);
         let mut backoff = Backoff::new();
         loop {
@@ -330,7 +405,7 @@ impl<T> Slot<'_, T> {
             if t > want {
                 return Err(Probe::Overwritten(t - 1));
             }
-            if t < want || access == WRITING {
+            if (t < want && !published) || access == WRITING {
                 return Err(Probe::NotYet);
             }
             if access == MAX_READERS {

@@ -498,3 +498,81 @@ fn publish_with_plain_data_panicking_maker_publishes_the_written_prefix() {
     assert_eq!(r.try_read(), Ok(900));
     assert_eq!(r.try_read(), Ok(1000));
 }
+
+/// A single producer of plain data leaves slot tags behind while no non-gating reader exists
+/// (module docs of `slot`, "Stale tags"): readers that join later still read exactly what was
+/// published, overwrites after they joined are seen with the exact lag, and a reader that
+/// joins after another one left starts over cleanly.
+#[test]
+fn non_gating_readers_join_over_untagged_slots() {
+    let config = RingConfig::new(4).overflow(Overflow::Overwrite);
+    let (mut p, ring) = Ring::<u64>::single_producer(config).unwrap();
+    p.publish_with(10, |seq| seq * 3).unwrap();
+    // The producer may still claim up to its published limit (12) without seeing a new
+    // reader, so the reader starts at the overwrite floor, 12 - 4.
+    let mut r = ring.reader(Start::Oldest).unwrap();
+    assert_eq!(r.position(), 8);
+    assert_eq!(r.get(9), Ok(27));
+    for seq in 8..10 {
+        assert_eq!(r.try_read(), Ok(seq * 3));
+    }
+    assert_eq!(r.try_read(), Err(TryReadError::Empty));
+    // Lapped by 10 entries (10 and 11 written untagged under the old limit, the rest under
+    // the slot locks): 10..16 are gone, 16..20 are still there.
+    p.publish_with(10, |seq| seq * 3).unwrap();
+    assert_eq!(r.try_read(), Err(TryReadError::Lagged(6)));
+    let mut out = Vec::new();
+    assert_eq!(r.try_read_batch(&mut out, 10), Ok(4));
+    assert_eq!(out, [48, 51, 54, 57]);
+    drop(r);
+    // Untagged again once the producer notices the reader left, then a new reader.
+    for _ in 0..3 {
+        p.publish_with(4, |seq| seq * 3).unwrap();
+    }
+    let mut r = ring.reader(Start::Oldest).unwrap();
+    let first = r.position();
+    assert_eq!(first, 28);
+    assert_eq!(r.get(first), Ok(first * 3));
+    assert_eq!(r.try_read(), Ok(first * 3));
+    p.publish_with(5, |seq| seq * 3).unwrap();
+    assert_eq!(r.try_read(), Err(TryReadError::Lagged(4)));
+    assert_eq!(r.try_read(), Ok(33 * 3));
+}
+
+/// A gating reader's random access on a single-producer ring goes by the producer's cursor,
+/// since plain-data slots may carry lagging tags.
+#[test]
+fn gating_get_on_untagged_slots() {
+    let (mut p, ring) = sp::<u64>(4);
+    let mut g = ring.gating_reader(Start::Tail).unwrap();
+    for round in 0..3u64 {
+        p.publish_with(4, |seq| seq + 100).unwrap();
+        let base = round * 4;
+        assert_eq!(g.get(base + 2), Ok(base + 102));
+        assert!(g.contains(base + 3));
+        assert_eq!(
+            g.get(base + 4),
+            Err(GetError::NotPublished {
+                requested: base + 4
+            })
+        );
+        let mut out = Vec::new();
+        assert_eq!(g.try_read_batch(&mut out, 8), Ok(4));
+        assert_eq!(out, [base + 100, base + 101, base + 102, base + 103]);
+    }
+}
+
+/// Prefetching a run is only a hint: zero-sized and large entries read back the same.
+#[test]
+fn read_runs_of_zero_sized_and_large_entries() {
+    let (mut p, ring) = sp::<()>(8);
+    let mut g = ring.gating_reader(Start::Tail).unwrap();
+    p.publish_with(6, |_| ()).unwrap();
+    assert_eq!((&mut g.try_read_run(10).unwrap()).count(), 6);
+    let (mut p, ring) = sp::<[u64; 20]>(8);
+    let mut g = ring.gating_reader(Start::Tail).unwrap();
+    p.publish_with(7, |seq| [seq; 20]).unwrap();
+    assert_eq!(p.try_publish_with(7, |seq| [seq; 20]), Ok(1));
+    let run: Vec<u64> = (&mut g.try_read_run(10).unwrap()).map(|v| v[19]).collect();
+    assert_eq!(run, [0, 1, 2, 3, 4, 5, 6, 7]);
+}

@@ -14,6 +14,12 @@ pub(crate) mod atomic {
 /// Spin-loop hint: under loom it yields to the model's scheduler.
 pub(crate) mod hint {
     pub(crate) use loom::hint::spin_loop;
+
+    /// A prefetch changes no result, so loom has nothing to model.
+    #[inline(always)]
+    pub(crate) fn prefetch_read<T>(p: *const T) {
+        let _ = p;
+    }
 }
 
 /// Threads, loom's.
