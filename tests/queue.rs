@@ -627,3 +627,90 @@ fn parking_stress_capacity_one() {
     all.sort_unstable();
     assert_eq!(all, (0..3 * per).collect::<Vec<_>>());
 }
+
+/// One thread per side at first (both sides biased: plain cursor stores), then the handles
+/// are shared by reference between several threads (`Sender` and `Receiver` are `Sync`),
+/// which revokes both biases mid-stream. Every message arrives exactly once, and each
+/// sending thread's messages in order.
+#[test]
+fn handles_shared_by_reference_after_a_single_threaded_start() {
+    const PER: u64 = 50_000;
+    let (tx, rx) = bounded::<u64>(64);
+    // Phase 1: one sender thread, one receiver thread.
+    let got_first = thread::scope(|s| {
+        let r = s.spawn(|| (0..PER).map(|_| rx.recv().unwrap()).collect::<Vec<_>>());
+        for i in 0..PER {
+            tx.send(i).unwrap();
+        }
+        r.join().unwrap()
+    });
+    assert_eq!(got_first, (0..PER).collect::<Vec<_>>());
+    // Phase 2: three threads send through `&tx`, two receive through `&rx`.
+    let seen: Vec<Vec<u64>> = thread::scope(|s| {
+        let receivers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    while let Ok(v) = rx.recv_timeout(Duration::from_secs(5)) {
+                        mine.push(v);
+                        if v == u64::MAX {
+                            break;
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        let senders: Vec<_> = (1..=3u64)
+            .map(|k| {
+                let tx = &tx;
+                s.spawn(move || {
+                    for i in 0..PER {
+                        tx.send(k << 32 | i).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in senders {
+            h.join().unwrap();
+        }
+        tx.send(u64::MAX).unwrap();
+        tx.send(u64::MAX).unwrap();
+        receivers.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut all: Vec<u64> = Vec::new();
+    for mine in &seen {
+        for k in 1..=3u64 {
+            let from_k: Vec<u64> = mine.iter().copied().filter(|v| v >> 32 == k).collect();
+            assert!(
+                from_k.windows(2).all(|w| w[0] < w[1]),
+                "sender {k} out of order"
+            );
+        }
+        all.extend(mine.iter().copied().filter(|&v| v != u64::MAX));
+    }
+    all.sort_unstable();
+    let expected: Vec<u64> = (1..=3u64)
+        .flat_map(|k| (0..PER).map(move |i| k << 32 | i))
+        .collect();
+    assert_eq!(all, expected);
+}
+
+/// A sender used from one thread, then moved to another: the second thread revokes the
+/// first one's bias and carries on with the shared protocol; nothing is lost or doubled.
+#[test]
+fn a_sender_moved_to_another_thread_keeps_every_message() {
+    let (tx, rx) = bounded::<u64>(8);
+    let reader = thread::spawn(move || rx.iter().collect::<Vec<_>>());
+    for i in 0..1000 {
+        tx.send(i).unwrap();
+    }
+    thread::spawn(move || {
+        for i in 1000..2000 {
+            tx.send(i).unwrap();
+        }
+    })
+    .join()
+    .unwrap();
+    assert_eq!(reader.join().unwrap(), (0..2000).collect::<Vec<_>>());
+}

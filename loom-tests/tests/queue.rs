@@ -203,3 +203,54 @@ fn rendezvous_send_races_disconnect() {
         }
     });
 }
+
+/// One `Sender` shared by reference between two threads: the first to send holds the
+/// senders' bias (plain stores of `tail`), the second revokes it mid-flight. Every message
+/// arrives exactly once (an `Arc` payload lost or doubled fails the model), and the
+/// receiver, itself biased, wakes for each.
+#[test]
+fn a_shared_sender_handle_revokes_the_bias() {
+    model(|| {
+        let (tx, rx) = bounded::<Arc<u8>>(2);
+        let tx = Arc::new(tx);
+        let senders: Vec<_> = (0..2u8)
+            .map(|i| {
+                let tx = Arc::clone(&tx);
+                thread::spawn(move || tx.send(Arc::new(i)).unwrap())
+            })
+            .collect();
+        let mut got = [
+            rx.recv().map(|m| *m).unwrap(),
+            rx.recv().map(|m| *m).unwrap(),
+        ];
+        for s in senders {
+            s.join().unwrap();
+        }
+        got.sort_unstable();
+        assert_eq!(got, [0, 1]);
+        assert!(matches!(rx.try_recv(), Err(TryRecvError::Empty)));
+    });
+}
+
+/// The last receiver goes away while the only sender, holding the senders' bias, sends:
+/// `disconnect` revokes the bias before it marks `tail`, so the mark is never overwritten;
+/// every send either lands (and its message is dropped by the receiver's drain) or hands
+/// its message back, and a send after the drop always sees the disconnection.
+#[test]
+fn the_last_receiver_leaves_while_a_biased_sender_sends() {
+    model(|| {
+        let (tx, rx) = bounded::<Arc<u8>>(2);
+        let sender = thread::spawn(move || {
+            let first = tx.send(Arc::new(1)).is_ok();
+            let second = tx.send(Arc::new(2)).is_ok();
+            (first, second, tx)
+        });
+        drop(rx);
+        let (first, second, tx) = sender.join().unwrap();
+        assert!(
+            first || !second,
+            "a send succeeded after one saw the disconnection"
+        );
+        assert!(tx.send(Arc::new(3)).is_err(), "the mark was lost");
+    });
+}

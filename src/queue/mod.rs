@@ -47,6 +47,7 @@
 //! ```
 
 mod array;
+mod bias;
 mod counter;
 mod error;
 mod zero;
