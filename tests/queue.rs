@@ -628,10 +628,9 @@ fn parking_stress_capacity_one() {
     assert_eq!(all, (0..3 * per).collect::<Vec<_>>());
 }
 
-/// One thread per side at first (both sides biased: plain cursor stores), then the handles
-/// are shared by reference between several threads (`Sender` and `Receiver` are `Sync`),
-/// which revokes both biases mid-stream. Every message arrives exactly once, and each
-/// sending thread's messages in order.
+/// One thread per side at first, then the handles are shared by reference between several
+/// threads (`Sender` and `Receiver` are `Sync`) mid-stream. Every message arrives exactly
+/// once, and each sending thread's messages in order.
 #[test]
 fn handles_shared_by_reference_after_a_single_threaded_start() {
     const PER: u64 = 50_000;
@@ -696,8 +695,8 @@ fn handles_shared_by_reference_after_a_single_threaded_start() {
     assert_eq!(all, expected);
 }
 
-/// A sender used from one thread, then moved to another: the second thread revokes the
-/// first one's bias and carries on with the shared protocol; nothing is lost or doubled.
+/// A sender used from one thread, then moved to another: nothing is lost or doubled, and
+/// the order holds.
 #[test]
 fn a_sender_moved_to_another_thread_keeps_every_message() {
     let (tx, rx) = bounded::<u64>(8);

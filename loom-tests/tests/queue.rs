@@ -204,12 +204,11 @@ fn rendezvous_send_races_disconnect() {
     });
 }
 
-/// One `Sender` shared by reference between two threads: the first to send holds the
-/// senders' bias (plain stores of `tail`), the second revokes it mid-flight. Every message
-/// arrives exactly once (an `Arc` payload lost or doubled fails the model), and the
-/// receiver, itself biased, wakes for each.
+/// One `Sender` shared by reference between two threads (it is `Sync`): every message
+/// arrives exactly once (an `Arc` payload lost or doubled fails the model), and the receiver
+/// wakes for each.
 #[test]
-fn a_shared_sender_handle_revokes_the_bias() {
+fn one_sender_handle_shared_by_two_threads() {
     model(|| {
         let (tx, rx) = bounded::<Arc<u8>>(2);
         let tx = Arc::new(tx);
@@ -232,12 +231,11 @@ fn a_shared_sender_handle_revokes_the_bias() {
     });
 }
 
-/// The last receiver goes away while the only sender, holding the senders' bias, sends:
-/// `disconnect` revokes the bias before it marks `tail`, so the mark is never overwritten;
-/// every send either lands (and its message is dropped by the receiver's drain) or hands
-/// its message back, and a send after the drop always sees the disconnection.
+/// The last receiver goes away while the only sender sends: every send either lands (and
+/// its message is dropped by the receiver's drain) or hands its message back, and a send
+/// after the drop always sees the disconnection.
 #[test]
-fn the_last_receiver_leaves_while_a_biased_sender_sends() {
+fn the_last_receiver_leaves_while_the_sender_sends() {
     model(|| {
         let (tx, rx) = bounded::<Arc<u8>>(2);
         let sender = thread::spawn(move || {
@@ -251,6 +249,6 @@ fn the_last_receiver_leaves_while_a_biased_sender_sends() {
             first || !second,
             "a send succeeded after one saw the disconnection"
         );
-        assert!(tx.send(Arc::new(3)).is_err(), "the mark was lost");
+        assert!(tx.send(Arc::new(3)).is_err(), "the disconnection was lost");
     });
 }

@@ -43,27 +43,14 @@
 //! (see `send_ready` for what the waiters check, and why loom checks a fenced variant).
 //! Claimed-but-unfinished operations are reported as full (empty) rather than waited out
 //! inside the `try_` calls; blocking calls yield through that short window.
-//!
-//! # One thread per side
-//!
-//! While only one thread has ever sent (received), it holds that side's [`Bias`] and moves
-//! `tail` (`head`) with a plain store instead of the CAS: a CAS drains the store buffer, and
-//! in a single-producer queue the stores it waits for are the previous message's, to lines
-//! the consumer is polling. Such an operation notifies with [`WaitSet::notify_all_light`]
-//! (no RMW orders it), so every waiter issues [`asym_fence::heavy`] before each look at its
-//! condition once parked. A second thread's first operation on the side revokes the bias,
-//! and from then on the side uses the CAS protocol above. Only receivers can set the
-//! disconnect mark on `tail` while a sender may be sending, and `disconnect` revokes the
-//! senders' bias before it does, so a plain store never overwrites the mark.
 
 use std::mem::MaybeUninit;
 use std::ptr;
 
-use super::bias::Bias;
 use super::error::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
 use crate::sync::atomic::{fence, AtomicUsize, Ordering};
 use crate::sync::time::{self, Instant};
-use crate::sync::{asym_fence, hint, thread, Backoff, CachePadded, UnsafeCell, WaitSet};
+use crate::sync::{hint, thread, Backoff, CachePadded, UnsafeCell, WaitSet};
 
 /// The yields of a [`Backoff`] (its steps 7 to 10), taken by a waiter that polled densely
 /// instead of running the backoff's spin rounds.
@@ -154,33 +141,10 @@ enum Waited {
     Expired,
 }
 
-/// Moves a cursor that only the calling thread moves (it holds the side's bias): a plain
-/// store. Release: the other side's (fenced) load that sees the move also sees what this
-/// thread did before it.
-///
-/// Other threads read the cursor with loads and with read-modify-writes (the waiters'
-/// `fetch_add(0)`, `disconnect`'s `fetch_or` after revoking the bias), and an RMW is atomic
-/// with respect to a concurrent store (it reads the last value in the modification order,
-/// C++ [atomics.order]), so no store is lost. Loom 0.7 does not enforce that
-/// (tokio-rs/loom#254: a store can land between the read and the write of a concurrent RMW
-/// and be lost), so under loom the store is a `swap`, which is at least as strong and which
-/// loom models correctly.
-#[inline]
-fn store_own_cursor(cursor: &AtomicUsize, pos: usize) {
-    if cfg!(logbus_loom) {
-        cursor.swap(pos, Ordering::Release);
-    } else {
-        cursor.store(pos, Ordering::Release);
-    }
-}
-
 /// A claimed run of slots: positions `pos .. pos + n`, all in one lap.
 struct Claim {
     pos: usize,
     n: usize,
-    /// Claimed under the side's bias, which the claimant leaves once the run is published
-    /// (freed).
-    biased: bool,
 }
 
 /// A bounded MPMC queue of `T`.
@@ -206,11 +170,6 @@ pub(crate) struct Channel<T> {
     senders: CachePadded<WaitSet>,
     /// Receivers parked until a message arrives or the queue disconnects.
     receivers: CachePadded<WaitSet>,
-    /// The senders' reservation for a sole sending thread (module docs). Padded: its owner
-    /// writes it twice per operation.
-    send_bias: CachePadded<Bias>,
-    /// The receivers' reservation, likewise.
-    recv_bias: CachePadded<Bias>,
 }
 
 // SAFETY: messages move between threads through the slots (so `T: Send` is needed and
@@ -248,8 +207,6 @@ impl<T> Channel<T> {
             one_lap,
             senders: CachePadded::new(WaitSet::new()),
             receivers: CachePadded::new(WaitSet::new()),
-            send_bias: CachePadded::new(Bias::new()),
-            recv_bias: CachePadded::new(Bias::new()),
         }
     }
 
@@ -267,13 +224,6 @@ impl<T> Channel<T> {
 
     /// Claims up to `max` (≥ 1) consecutive empty slots of the current lap for sending.
     fn claim_send(&self, max: usize) -> Result<Claim, TrySendError<()>> {
-        if self.send_bias.enter() {
-            let claim = self.claim_send_biased(max);
-            if claim.is_err() {
-                self.send_bias.leave();
-            }
-            return claim;
-        }
         let mut backoff = Backoff::new();
         // Relaxed: only a guess; the CAS below validates it.
         let mut tail = self.tail.load(Ordering::Relaxed);
@@ -303,13 +253,7 @@ impl<T> Channel<T> {
                     Ordering::SeqCst,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => {
-                        return Ok(Claim {
-                            pos: tail,
-                            n,
-                            biased: false,
-                        })
-                    }
+                    Ok(_) => return Ok(Claim { pos: tail, n }),
                     Err(current) => {
                         tail = current;
                         backoff.spin();
@@ -331,38 +275,6 @@ impl<T> Channel<T> {
                 tail = self.tail.load(Ordering::Relaxed);
             }
         }
-    }
-
-    /// `claim_send` for the thread holding the senders' bias: the same checks, and a plain
-    /// store of `tail` instead of the CAS (no other thread moves it, see the module docs).
-    fn claim_send_biased(&self, max: usize) -> Result<Claim, TrySendError<()>> {
-        // Relaxed: only this thread moves `tail` while it holds the bias, and the mark is
-        // set only after revoking it.
-        let tail = self.tail.load(Ordering::Relaxed);
-        if tail & self.mark_bit != 0 {
-            return Err(TrySendError::Disconnected(()));
-        }
-        let index = tail & (self.mark_bit - 1);
-        // Acquire: pairs with the Release stamp store of the receiver that emptied the slot.
-        let stamp = self.stamps[index].load(Ordering::Acquire);
-        if stamp != tail {
-            // Last lap's message is still there (no other sender can be mid-send: every
-            // send so far was this thread's, and each published before returning).
-            debug_assert_eq!(stamp.wrapping_add(self.one_lap), tail + 1);
-            return Err(TrySendError::Full(()));
-        }
-        let limit = max.min(self.cap - index);
-        let mut n = 1;
-        // Acquire: as above, for each further slot of the run.
-        while n < limit && self.stamps[index + n].load(Ordering::Acquire) == tail + n {
-            n += 1;
-        }
-        store_own_cursor(&self.tail, self.advance(tail, n));
-        Ok(Claim {
-            pos: tail,
-            n,
-            biased: true,
-        })
     }
 
     /// Writes the messages of `msgs` into the claimed slots and publishes them: all the
@@ -401,14 +313,8 @@ impl<T> Channel<T> {
             // message writes made before this call.
             stamp.store(claim.pos + i + 1, Ordering::Release);
         }
-        if claim.biased {
-            self.send_bias.leave();
-            // No RMW ordered the progress: fence (lightly) before looking for waiters.
-            self.receivers.notify_all_light();
-        } else {
-            // The claim's SeqCst CAS on `tail` published the progress receivers wait for.
-            self.receivers.notify_all_after_rmw();
-        }
+        // The claim's SeqCst CAS on `tail` published the progress receivers wait for.
+        self.receivers.notify_all_after_rmw();
     }
 
     /// Sends `msg` if a slot is free.
@@ -476,13 +382,6 @@ impl<T> Channel<T> {
     /// `tail` there would pull the senders' cursor line away from them just before the
     /// send the receiver is waiting for (a cache miss on the round trip of every hop).
     fn claim_recv(&self, max: usize, exact: bool) -> Result<Claim, TryRecvError> {
-        if self.recv_bias.enter() {
-            let claim = self.claim_recv_biased(max, exact);
-            if claim.is_err() {
-                self.recv_bias.leave();
-            }
-            return claim;
-        }
         let mut backoff = Backoff::new();
         // Relaxed: only a guess; the CAS below validates it.
         let mut head = self.head.load(Ordering::Relaxed);
@@ -508,72 +407,36 @@ impl<T> Channel<T> {
                     Ordering::SeqCst,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => {
-                        return Ok(Claim {
-                            pos: head,
-                            n,
-                            biased: false,
-                        })
-                    }
+                    Ok(_) => return Ok(Claim { pos: head, n }),
                     Err(current) => {
                         head = current;
                         backoff.spin();
                     }
                 }
+            } else if stamp == head && !exact {
+                return Err(TryRecvError::Empty);
             } else if stamp == head {
-                return Err(self.empty_or_disconnected(head, exact));
+                // The slot is empty for this lap: the queue is empty, unless a sender is
+                // between its claim and its stamp store.
+                // The queue is empty, or a sender has claimed the slot and not yet
+                // published it; either way no message is there *now* (that send has not
+                // completed). It is `Disconnected` only when no send is in progress.
+                fence(Ordering::SeqCst);
+                // Relaxed: ordered by the fence above.
+                let tail = self.tail.load(Ordering::Relaxed);
+                return Err(
+                    if tail & self.mark_bit != 0 && tail & !self.mark_bit == head {
+                        TryRecvError::Disconnected
+                    } else {
+                        TryRecvError::Empty
+                    },
+                );
             } else {
                 // Another receiver claimed this slot and has not finished; look again.
                 backoff.snooze();
                 // Relaxed: a guess, validated by the CAS.
                 head = self.head.load(Ordering::Relaxed);
             }
-        }
-    }
-
-    /// `claim_recv` for the thread holding the receivers' bias: the same checks, and a plain
-    /// store of `head` instead of the CAS (no other thread moves it, see the module docs).
-    fn claim_recv_biased(&self, max: usize, exact: bool) -> Result<Claim, TryRecvError> {
-        // Relaxed: only this thread moves `head` while it holds the bias.
-        let head = self.head.load(Ordering::Relaxed);
-        let index = head & (self.mark_bit - 1);
-        // Acquire: pairs with the Release stamp store in `publish`: the message is written.
-        let stamp = self.stamps[index].load(Ordering::Acquire);
-        if stamp != head + 1 {
-            // Empty for this lap (no other receiver can be mid-receive, as in
-            // `claim_send_biased`).
-            debug_assert_eq!(stamp, head);
-            return Err(self.empty_or_disconnected(head, exact));
-        }
-        let limit = max.min(self.cap - index);
-        let mut n = 1;
-        // Acquire: as above, for each further slot of the run.
-        while n < limit && self.stamps[index + n].load(Ordering::Acquire) == head + n + 1 {
-            n += 1;
-        }
-        store_own_cursor(&self.head, self.advance(head, n));
-        Ok(Claim {
-            pos: head,
-            n,
-            biased: true,
-        })
-    }
-
-    /// The slot at `head` is empty for this lap: the queue is empty, unless a sender is
-    /// between its claim and its stamp store; either way no message is there *now* (that
-    /// send has not completed). It is `Disconnected` only when no send is in progress. With
-    /// `exact` false the answer is `Empty` without looking (see `claim_recv`).
-    fn empty_or_disconnected(&self, head: usize, exact: bool) -> TryRecvError {
-        if !exact {
-            return TryRecvError::Empty;
-        }
-        fence(Ordering::SeqCst);
-        // Relaxed: ordered by the fence above.
-        let tail = self.tail.load(Ordering::Relaxed);
-        if tail & self.mark_bit != 0 && tail & !self.mark_bit == head {
-            TryRecvError::Disconnected
-        } else {
-            TryRecvError::Empty
         }
     }
 
@@ -605,14 +468,8 @@ impl<T> Channel<T> {
             // comes after the reads made before this call).
             stamp.store(claim.pos + i + self.one_lap, Ordering::Release);
         }
-        if claim.biased {
-            self.recv_bias.leave();
-            // No RMW ordered the progress: fence (lightly) before looking for waiters.
-            self.senders.notify_all_light();
-        } else {
-            // The claim's SeqCst CAS on `head` published the progress senders wait for.
-            self.senders.notify_all_after_rmw();
-        }
+        // The claim's SeqCst CAS on `head` published the progress senders wait for.
+        self.senders.notify_all_after_rmw();
     }
 
     /// Receives a message if one is there.
@@ -708,13 +565,7 @@ impl<T> Channel<T> {
             thread::yield_now();
         }
         patience.parked = true;
-        match set.wait_until(deadline, || {
-            // The heavy side of the handshake with a biased peer's `notify_all_light`
-            // (module docs); a peer that notifies after its CAS needs no fence, and gets one
-            // anyway at the price of a system call per look while parked.
-            asym_fence::heavy();
-            ready(self).then_some(())
-        }) {
+        match set.wait_until(deadline, || ready(self).then_some(())) {
             Some(()) => Waited::Retry,
             None => Waited::Expired,
         }
@@ -890,9 +741,6 @@ impl<T> Channel<T> {
 
     /// Marks the queue disconnected and wakes every parked thread; `true` if this call did it.
     pub(crate) fn disconnect(&self) -> bool {
-        // A sole sender moves `tail` with plain stores: make it use the CAS first, so that
-        // its next claim sees the mark instead of overwriting it.
-        self.send_bias.revoke();
         // SeqCst: one total order with the cursor CASes and the wait sets' fences.
         let tail = self.tail.fetch_or(self.mark_bit, Ordering::SeqCst);
         if tail & self.mark_bit == 0 {
@@ -938,8 +786,6 @@ impl<T> Channel<T> {
     /// the rest are still dropped (a second panic aborts, as for `Vec`), and the queue stays
     /// consistent: each message leaves the buffer before it is dropped.
     pub(crate) fn discard_all(&self) {
-        // Whatever thread received last, its moves of `head` happen before ours.
-        self.recv_bias.revoke();
         struct Rest<'a, T>(&'a Channel<T>);
         impl<T> Drop for Rest<'_, T> {
             fn drop(&mut self) {

@@ -47,7 +47,6 @@
 //! ```
 
 mod array;
-mod bias;
 mod counter;
 mod error;
 mod zero;
