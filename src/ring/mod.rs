@@ -10,7 +10,9 @@
 //!   of slots, write it, and publish it once.
 //! - **Per-slot publication** (`slot`): each slot's tag is its availability stamp (the
 //!   sequence it holds), so multi-producer publishes that land out of order are seen
-//!   correctly; readers only read a contiguous published prefix.
+//!   correctly; readers only read a contiguous published prefix. A single producer of plain
+//!   data with no non-gating reader skips the tag stores and publishes by its cursor alone
+//!   (`slot`, "Stale tags").
 //! - **Readers** (`reader`): any number, each with its own cursor, added and removed at run
 //!   time, starting at any sequence still in the ring ([`Start`]). *Gating* readers hold
 //!   producers back (a producer never overwrites a slot a gating reader has not passed);
