@@ -222,6 +222,20 @@ impl<T> Channel<T> {
         }
     }
 
+    /// How many consecutive slots from `index` (at most `max`, within the lap) carry the
+    /// stamps `stamp, stamp + 1, ...`: the run a claim can take once the slot at `index`
+    /// was seen with `stamp` (empty slots for a sender, messages for a receiver).
+    fn run_len(&self, index: usize, max: usize, stamp: usize) -> usize {
+        let limit = max.min(self.cap - index);
+        let mut n = 1;
+        // Acquire: pairs with the Release stamp store that made each further slot
+        // empty (`free_run`) or full (`publish_stamps`), as for the first one.
+        while n < limit && self.stamps[index + n].load(Ordering::Acquire) == stamp + n {
+            n += 1;
+        }
+        n
+    }
+
     /// Claims up to `max` (≥ 1) consecutive empty slots of the current lap for sending.
     fn claim_send(&self, max: usize) -> Result<Claim, TrySendError<()>> {
         let mut backoff = Backoff::new();
@@ -236,14 +250,7 @@ impl<T> Channel<T> {
             // slot, so its read of the old message happens before our write.
             let stamp = self.stamps[index].load(Ordering::Acquire);
             if stamp == tail {
-                let limit = max.min(self.cap - index);
-                let mut n = 1;
-                while n < limit
-                    // Acquire: as above, for each further slot of the run.
-                    && self.stamps[index + n].load(Ordering::Acquire) == tail + n
-                {
-                    n += 1;
-                }
+                let n = self.run_len(index, max, tail);
                 let new_tail = self.advance(tail, n);
                 // SeqCst on success: one total order with the disconnect mark and the
                 // fences of the full/empty checks (Relaxed on failure: we only retry).
@@ -390,14 +397,7 @@ impl<T> Channel<T> {
             // Acquire: pairs with the Release stamp store in `publish`: the message is written.
             let stamp = self.stamps[index].load(Ordering::Acquire);
             if stamp == head + 1 {
-                let limit = max.min(self.cap - index);
-                let mut n = 1;
-                while n < limit
-                    // Acquire: as above, for each further slot of the run.
-                    && self.stamps[index + n].load(Ordering::Acquire) == head + n + 1
-                {
-                    n += 1;
-                }
+                let n = self.run_len(index, max, head + 1);
                 let new_head = self.advance(head, n);
                 // SeqCst on success: one total order with the tail and the fences of the
                 // full/empty checks (Relaxed on failure: we only retry).
