@@ -175,20 +175,17 @@ impl<E: Entry> IndexFile<E> {
         self.unsynced || self.stale_len || self.persisted < self.entries.len()
     }
 
-    /// Marks the file as possibly not durable (its contents were read, not written, by this
-    /// process: after a crash of the process alone they may still be only in the page cache).
-    pub(crate) fn mark_unsynced(&mut self) {
-        self.unsynced = true;
-    }
-
     /// Starts rebuilding the entries from scratch (recovery).
     pub(crate) fn begin_rebuild(&mut self) {
         self.previous = std::mem::take(&mut self.entries);
     }
 
     /// Ends a rebuild: the file keeps the prefix of entries that did not change, so an index
-    /// rebuilt identical to what was on disk is not rewritten.
+    /// rebuilt identical to what was on disk is not rewritten. The file is marked possibly
+    /// not durable: its contents were read, not written, by this process, and after a crash
+    /// of the process alone they may still be only in the page cache.
     pub(crate) fn end_rebuild(&mut self) {
+        self.unsynced = true;
         let common = self
             .previous
             .iter()

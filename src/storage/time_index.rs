@@ -135,7 +135,6 @@ impl TimeIndex {
 
     pub(crate) fn end_rebuild(&mut self) {
         self.inner.end_rebuild();
-        self.inner.mark_unsynced();
     }
 
     pub(crate) fn flush(&mut self) -> Result<()> {
