@@ -576,3 +576,33 @@ fn read_runs_of_zero_sized_and_large_entries() {
     let run: Vec<u64> = (&mut g.try_read_run(10).unwrap()).map(|v| v[19]).collect();
     assert_eq!(run, [0, 1, 2, 3, 4, 5, 6, 7]);
 }
+
+#[test]
+fn a_reader_paces_itself_only_after_catching_up_with_a_short_run() {
+    let (mut p, ring) = sp::<u64>(64);
+    let mut gating = ring.gating_reader(Start::Tail).unwrap();
+    let mut lagging = ring.reader(Start::Tail).unwrap();
+    p.publish_with(20, |seq| seq).unwrap();
+    // A run cut short by `max` did not reach the published end.
+    assert_eq!(gating.try_read_with(5, |_, _| ()).unwrap().0, 5);
+    assert!(!gating.paces_next());
+    assert_eq!(lagging.try_read_with(5, |_, _| ()).unwrap().0, 5);
+    assert!(!lagging.paces_next());
+    // The rest (15 < 64 / 4) reaches it.
+    assert_eq!(gating.try_read_with(100, |_, _| ()).unwrap().0, 15);
+    assert!(gating.paces_next());
+    assert_eq!(lagging.try_read_with(100, |_, _| ()).unwrap().0, 15);
+    assert!(lagging.paces_next());
+    // A blocking read paces once, then reads as usual.
+    p.publish(20).unwrap();
+    assert_eq!(gating.read(), Ok(20));
+    assert_eq!(lagging.read(), Ok(20));
+    // A long run (16 = 64 / 4) that reaches the published end is not short.
+    p.publish_with(16, |seq| seq).unwrap();
+    let run = gating.read_run(usize::MAX).unwrap();
+    assert_eq!(run.len(), 16);
+    drop(run);
+    assert!(!gating.paces_next());
+    assert_eq!(lagging.read_with(100, |_, _| ()).unwrap().0, 16);
+    assert!(!lagging.paces_next());
+}

@@ -22,6 +22,10 @@
 //! [`asym_fence::light`] in [`WaitSet::notify_all_light`]. So there is no fence and no system
 //! call on the fast path while nobody is parked.
 //!
+//! Waiting for an *empty* ring is one half of a reader's patience; the other is not looking
+//! too soon after catching up (the reader's pacing, `reader`), which keeps a reader off the
+//! lines the producer is writing.
+//!
 //! Under loom there is one spin round (a loom yield) and no yield rounds, so models reach
 //! the park quickly.
 
