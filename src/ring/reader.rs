@@ -139,7 +139,7 @@ impl<T> Reader<T> {
     }
 
     /// Whether the next blocking read will pace itself.
-    #[cfg(test)]
+    #[cfg(all(test, not(logbus_loom)))]
     pub(super) fn paces_next(&self) -> bool {
         self.caught_up
     }
