@@ -48,9 +48,10 @@ use std::mem::MaybeUninit;
 use std::ptr;
 
 use super::error::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
+use super::owners::Owners;
 use crate::sync::atomic::{fence, AtomicUsize, Ordering};
 use crate::sync::time::{self, Instant};
-use crate::sync::{hint, thread, Backoff, CachePadded, UnsafeCell, WaitSet};
+use crate::sync::{asym_fence, hint, thread, Backoff, CachePadded, UnsafeCell, WaitSet};
 
 /// The yields of a [`Backoff`] (its steps 7 to 10), taken by a waiter that polled densely
 /// instead of running the backoff's spin rounds.
@@ -145,6 +146,24 @@ enum Waited {
 struct Claim {
     pos: usize,
     n: usize,
+    /// Claimed by the side's owner (the owned protocol): published by a cursor store, and
+    /// the owner leaves its operation then.
+    owned: bool,
+}
+
+/// Moves a cursor that only the calling thread moves (it owns the side): a plain `Release`
+/// store (pairs with the other side's `Acquire` loads). Under loom a `swap`: loom 0.7 can
+/// lose a plain store that races a read-modify-write of the same atomic
+/// (tokio-rs/loom#254), and waiters read the cursors with `fetch_add(0)`.
+#[inline]
+fn store_own_cursor(cursor: &AtomicUsize, pos: usize) {
+    if cfg!(logbus_loom) {
+        // Release: as the store below.
+        cursor.swap(pos, Ordering::Release);
+    } else {
+        // Release: publishes the operation's slot accesses to the other side's Acquire loads.
+        cursor.store(pos, Ordering::Release);
+    }
 }
 
 /// A bounded MPMC queue of `T`.
@@ -170,6 +189,12 @@ pub(crate) struct Channel<T> {
     senders: CachePadded<WaitSet>,
     /// Receivers parked until a message arrives or the queue disconnects.
     receivers: CachePadded<WaitSet>,
+    /// Whether one thread per side owns the queue (the owned protocol) or it is shared.
+    owners: Owners,
+    /// Owned protocol: the sending owner's last look at `head` (only it touches this).
+    send_seen_head: CachePadded<AtomicUsize>,
+    /// Owned protocol: the receiving owner's last look at `tail` (only it touches this).
+    recv_seen_tail: CachePadded<AtomicUsize>,
 }
 
 // SAFETY: messages move between threads through the slots (so `T: Send` is needed and
@@ -188,6 +213,16 @@ impl<T> Channel<T> {
     /// If `cap` is 0 (the rendezvous flavour handles that) or so large that positions would
     /// overflow a `usize`.
     pub(crate) fn with_capacity(cap: usize) -> Self {
+        // Under loom the owned protocol is checked by this module's own models
+        // (`loom_models`); every other model (the public API's, a user's) checks the shared
+        // protocol, whose revocation paths would otherwise multiply each model's states past
+        // what loom explores in reasonable time and memory.
+        Self::with_protocol(cap, !cfg!(logbus_loom))
+    }
+
+    /// A queue holding at most `cap` messages, which may run the owned protocol while one
+    /// thread per side uses it (`owned`), or always runs the shared one.
+    fn with_protocol(cap: usize, owned: bool) -> Self {
         assert!(cap > 0, "the array flavour needs a capacity of at least 1");
         let mark_bit = (cap + 1).next_power_of_two();
         let one_lap = mark_bit
@@ -207,6 +242,50 @@ impl<T> Channel<T> {
             one_lap,
             senders: CachePadded::new(WaitSet::new()),
             receivers: CachePadded::new(WaitSet::new()),
+            owners: if owned {
+                Owners::new()
+            } else {
+                Owners::shared()
+            },
+            send_seen_head: CachePadded::new(AtomicUsize::new(0)),
+            recv_seen_tail: CachePadded::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// The number of positions from lap 0, index 0 to `pos` (without the mark): positions
+    /// skip from index `cap` to the next lap, so distances are taken on this.
+    #[inline]
+    fn linear(&self, pos: usize) -> usize {
+        // `one_lap` is a power of two: a shift, not a division.
+        (pos >> self.one_lap.trailing_zeros()) * self.cap + (pos & (self.mark_bit - 1))
+    }
+
+    /// How many messages lie between `head` and `tail` (neither marked): at most `cap`.
+    #[inline]
+    fn distance(&self, head: usize, tail: usize) -> usize {
+        self.linear(tail) - self.linear(head)
+    }
+
+    /// Owned to shared: writes every slot's stamp from the cursors, which the owned
+    /// protocol keeps alone. Runs in the revoker, after both owners' last operations (see
+    /// `owners`) and before any shared one.
+    fn convert(&self) {
+        // Relaxed: the owners' cursor stores happen before (their Release `leave`, the
+        // revoker's Acquire `busy` loads); `tail` carries no mark yet (`disconnect` revokes
+        // before it marks).
+        let head = self.head.load(Ordering::Relaxed);
+        // Relaxed: as above.
+        let tail = self.tail.load(Ordering::Relaxed) & !self.mark_bit;
+        let mut pos = head;
+        for _ in 0..self.cap {
+            let stamp = if self.linear(pos) < self.linear(tail) {
+                pos + 1
+            } else {
+                pos
+            };
+            // Relaxed: the revoker's Release store of SHARED publishes it.
+            self.stamps[pos & (self.mark_bit - 1)].store(stamp, Ordering::Relaxed);
+            pos = self.advance(pos, 1);
         }
     }
 
@@ -238,6 +317,13 @@ impl<T> Channel<T> {
 
     /// Claims up to `max` (≥ 1) consecutive empty slots of the current lap for sending.
     fn claim_send(&self, max: usize) -> Result<Claim, TrySendError<()>> {
+        if self.owners.enter(&self.owners.send, || self.convert()) {
+            let claim = self.claim_send_owned(max);
+            if claim.is_err() {
+                self.owners.send.leave();
+            }
+            return claim;
+        }
         let mut backoff = Backoff::new();
         // Relaxed: only a guess; the CAS below validates it.
         let mut tail = self.tail.load(Ordering::Relaxed);
@@ -260,7 +346,13 @@ impl<T> Channel<T> {
                     Ordering::SeqCst,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => return Ok(Claim { pos: tail, n }),
+                    Ok(_) => {
+                        return Ok(Claim {
+                            pos: tail,
+                            n,
+                            owned: false,
+                        })
+                    }
                     Err(current) => {
                         tail = current;
                         backoff.spin();
@@ -282,6 +374,37 @@ impl<T> Channel<T> {
                 tail = self.tail.load(Ordering::Relaxed);
             }
         }
+    }
+
+    /// `claim_send` for the sending owner: the free slots are those the receiving owner has
+    /// moved `head` past (it stores `head` after reading), seen through a cached copy that is
+    /// refreshed only when it cannot cover the request.
+    fn claim_send_owned(&self, max: usize) -> Result<Claim, TrySendError<()>> {
+        // Relaxed: only this thread moves `tail` while it owns the side.
+        let tail = self.tail.load(Ordering::Relaxed);
+        if tail & self.mark_bit != 0 {
+            return Err(TrySendError::Disconnected(()));
+        }
+        // Relaxed: only this thread uses the copy.
+        let mut head = self.send_seen_head.load(Ordering::Relaxed);
+        let want = max.min(self.cap);
+        if self.cap - self.distance(head, tail) < want {
+            // Acquire: pairs with the receiving owner's Release store of `head`, made after
+            // it read the slots it frees (or with the revoker's SHARED store, transitively).
+            head = self.head.load(Ordering::Acquire);
+            // Relaxed: only this thread uses the copy.
+            self.send_seen_head.store(head, Ordering::Relaxed);
+        }
+        let free = self.cap - self.distance(head, tail);
+        if free == 0 {
+            return Err(TrySendError::Full(()));
+        }
+        let index = tail & (self.mark_bit - 1);
+        Ok(Claim {
+            pos: tail,
+            n: free.min(want).min(self.cap - index),
+            owned: true,
+        })
     }
 
     /// Writes the messages of `msgs` into the claimed slots and publishes them: all the
@@ -311,6 +434,14 @@ impl<T> Channel<T> {
     /// Publishes a claimed run whose messages are all written: stores its stamps and wakes
     /// parked receivers.
     fn publish_stamps(&self, claim: &Claim) {
+        if claim.owned {
+            store_own_cursor(&self.tail, self.advance(claim.pos, claim.n));
+            self.owners.send.leave();
+            // No read-modify-write ordered the progress: the light fence pairs with the heavy
+            // one a parking waiter issues in the owned protocol (`wait`).
+            self.receivers.notify_all_light();
+            return;
+        }
         let index = claim.pos & (self.mark_bit - 1);
         // Last slot first: a receiver claims a run from its first slot on, so once it sees
         // the first stamp the whole run is there and it takes the run with one claim
@@ -389,6 +520,13 @@ impl<T> Channel<T> {
     /// `tail` there would pull the senders' cursor line away from them just before the
     /// send the receiver is waiting for (a cache miss on the round trip of every hop).
     fn claim_recv(&self, max: usize, exact: bool) -> Result<Claim, TryRecvError> {
+        if self.owners.enter(&self.owners.recv, || self.convert()) {
+            let claim = self.claim_recv_owned(max);
+            if claim.is_err() {
+                self.owners.recv.leave();
+            }
+            return claim;
+        }
         let mut backoff = Backoff::new();
         // Relaxed: only a guess; the CAS below validates it.
         let mut head = self.head.load(Ordering::Relaxed);
@@ -407,7 +545,13 @@ impl<T> Channel<T> {
                     Ordering::SeqCst,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => return Ok(Claim { pos: head, n }),
+                    Ok(_) => {
+                        return Ok(Claim {
+                            pos: head,
+                            n,
+                            owned: false,
+                        })
+                    }
                     Err(current) => {
                         head = current;
                         backoff.spin();
@@ -440,6 +584,39 @@ impl<T> Channel<T> {
         }
     }
 
+    /// `claim_recv` for the receiving owner: the messages are those the sending owner has
+    /// moved `tail` past (it stores `tail` after writing them), seen through a cached copy
+    /// refreshed only when it cannot cover the request. Always exact: an empty queue's
+    /// `tail` says whether it is disconnected.
+    fn claim_recv_owned(&self, max: usize) -> Result<Claim, TryRecvError> {
+        // Relaxed: only this thread moves `head` while it owns the side.
+        let head = self.head.load(Ordering::Relaxed);
+        // Relaxed: only this thread uses the copy.
+        let mut tail = self.recv_seen_tail.load(Ordering::Relaxed);
+        let want = max.min(self.cap);
+        if self.distance(head, tail & !self.mark_bit) < want {
+            // Acquire: pairs with the sending owner's Release store of `tail`, made after it
+            // wrote the messages (or with the revoker's SHARED store, transitively).
+            tail = self.tail.load(Ordering::Acquire);
+            // Relaxed: only this thread uses the copy.
+            self.recv_seen_tail.store(tail, Ordering::Relaxed);
+        }
+        let available = self.distance(head, tail & !self.mark_bit);
+        if available == 0 {
+            return Err(if tail & self.mark_bit != 0 {
+                TryRecvError::Disconnected
+            } else {
+                TryRecvError::Empty
+            });
+        }
+        let index = head & (self.mark_bit - 1);
+        Ok(Claim {
+            pos: head,
+            n: available.min(want).min(self.cap - index),
+            owned: true,
+        })
+    }
+
     /// Reads the messages out of the claimed slots, hands each to `sink`, then frees the
     /// slots (all the messages first, then all the stamps, as in `publish`).
     ///
@@ -461,6 +638,13 @@ impl<T> Channel<T> {
     /// Frees a claimed run whose messages were all moved out: stores its stamps for the next
     /// lap and wakes parked senders.
     fn free_run(&self, claim: &Claim) {
+        if claim.owned {
+            store_own_cursor(&self.head, self.advance(claim.pos, claim.n));
+            self.owners.recv.leave();
+            // As in `publish_stamps`.
+            self.senders.notify_all_light();
+            return;
+        }
         let index = claim.pos & (self.mark_bit - 1);
         // Last slot first, for the same reason as in `publish_stamps`.
         for (i, stamp) in self.stamps[index..index + claim.n].iter().enumerate().rev() {
@@ -565,7 +749,14 @@ impl<T> Channel<T> {
             thread::yield_now();
         }
         patience.parked = true;
-        match set.wait_until(deadline, || ready(self).then_some(())) {
+        match set.wait_until(deadline, || {
+            if !self.owners.is_shared() {
+                // An owner notifies with the light fence only (`publish_stamps`): this is the
+                // heavy side of that handshake. Once shared, the claims' CASes order it.
+                asym_fence::heavy();
+            }
+            ready(self).then_some(())
+        }) {
             Some(()) => Waited::Retry,
             None => Waited::Expired,
         }
@@ -575,6 +766,13 @@ impl<T> Channel<T> {
     /// last lap's message (or the queue is disconnected). Relaxed loads: only a hint, the
     /// retry that follows claims with the full protocol.
     fn send_changed(&self) -> bool {
+        if !self.owners.is_shared() {
+            // The owned protocol keeps no stamps: look for the receiving owner's progress
+            // past the `head` the failed claim saw. Relaxed: a hint (see above).
+            return self.head.load(Ordering::Relaxed)
+                != self.send_seen_head.load(Ordering::Relaxed)
+                || self.tail.load(Ordering::Relaxed) & self.mark_bit != 0;
+        }
         // Relaxed: a hint (see above).
         let tail = self.tail.load(Ordering::Relaxed);
         // Relaxed: a hint (see above).
@@ -586,6 +784,11 @@ impl<T> Channel<T> {
     /// empty for this lap. Disconnection is left to the [`Backoff`] rounds (the poll ends
     /// after `DENSE_POLLS` at most). Relaxed loads, as in `send_changed`.
     fn recv_changed(&self) -> bool {
+        if !self.owners.is_shared() {
+            // The owned protocol keeps no stamps: `tail` moved (or was marked) past `head`.
+            // Relaxed: a hint (see above).
+            return self.tail.load(Ordering::Relaxed) != self.head.load(Ordering::Relaxed);
+        }
         // Relaxed: a hint (see above).
         let head = self.head.load(Ordering::Relaxed);
         // Relaxed: a hint (see above).
@@ -615,7 +818,9 @@ impl<T> Channel<T> {
         if tail & self.mark_bit != 0 {
             return true;
         }
-        if cfg!(logbus_loom) {
+        // The owned protocol has no in-flight window (an owner publishes with one store)
+        // and keeps no stamps: the cursors are exact there, in both builds.
+        if cfg!(logbus_loom) && self.owners.is_shared() {
             // Acquire: pairs with the Release stamp store in `consume`.
             let stamp = self.stamps[tail & (self.mark_bit - 1)].load(Ordering::Acquire);
             stamp == tail || self.tail.fetch_add(0, Ordering::SeqCst) != tail
@@ -632,7 +837,8 @@ impl<T> Channel<T> {
     fn recv_ready(&self) -> bool {
         let head = self.head.fetch_add(0, Ordering::SeqCst);
         let tail = self.tail.fetch_add(0, Ordering::SeqCst);
-        if cfg!(logbus_loom) {
+        // As in `send_ready`: cursors in the owned protocol.
+        if cfg!(logbus_loom) && self.owners.is_shared() {
             // Acquire: pairs with the Release stamp store in `publish`.
             let stamp = self.stamps[head & (self.mark_bit - 1)].load(Ordering::Acquire);
             stamp == head + 1
@@ -741,6 +947,9 @@ impl<T> Channel<T> {
 
     /// Marks the queue disconnected and wakes every parked thread; `true` if this call did it.
     pub(crate) fn disconnect(&self) -> bool {
+        // An owner moves `tail` with plain stores, which could overwrite the mark: the
+        // queue goes shared first (once; a heavy fence if it was owned).
+        self.owners.revoke(|| self.convert());
         // SeqCst: one total order with the cursor CASes and the wait sets' fences.
         let tail = self.tail.fetch_or(self.mark_bit, Ordering::SeqCst);
         if tail & self.mark_bit == 0 {
@@ -786,6 +995,9 @@ impl<T> Channel<T> {
     /// the rest are still dropped (a second panic aborts, as for `Vec`), and the queue stays
     /// consistent: each message leaves the buffer before it is dropped.
     pub(crate) fn discard_all(&self) {
+        // The stamps say what is left, so the queue must be shared (it is, after
+        // `disconnect`; a queue dropped by another path is converted here).
+        self.owners.revoke(|| self.convert());
         struct Rest<'a, T>(&'a Channel<T>);
         impl<T> Drop for Rest<'_, T> {
             fn drop(&mut self) {
@@ -1025,5 +1237,94 @@ mod tests {
             ch.send(2, soon),
             Err(SendTimeoutError::Timeout(2))
         ));
+    }
+}
+
+#[cfg(all(test, logbus_loom))]
+mod loom_models {
+    //! The owned protocol and its revocation (the public-API models in `loom-tests/` run
+    //! the shared protocol, see `Channel::with_capacity`). `Arc` payloads: a message lost or
+    //! delivered twice shows up as a leak or a double drop.
+    use super::*;
+    use crate::sync::{thread, Arc};
+
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(2);
+        }
+        builder.max_branches = 20_000;
+        builder.check(f);
+    }
+
+    /// One sending thread, one receiving thread, capacity 1: both own their sides, the
+    /// sender waits on a full queue and the receiver on an empty one, every message arrives
+    /// once and in order, and the last one is still delivered after the disconnection.
+    #[test]
+    fn owners_pass_messages_through_a_full_and_an_empty_queue() {
+        model(|| {
+            let ch = Arc::new(Channel::with_protocol(1, true));
+            let tx = Arc::clone(&ch);
+            let sender = thread::spawn(move || {
+                for i in 0..3u8 {
+                    tx.send(Arc::new(i), None).unwrap();
+                }
+                tx.disconnect();
+            });
+            let mut got = Vec::new();
+            while let Ok(m) = ch.recv(None) {
+                got.push(*m);
+            }
+            sender.join().unwrap();
+            assert_eq!(got, [0, 1, 2]);
+        });
+    }
+
+    /// A second sending thread arrives while the owners run: the revocation converts the
+    /// cursors into stamps between their operations, and both messages arrive once.
+    #[test]
+    fn a_second_sender_revokes_the_owners_mid_stream() {
+        model(|| {
+            let ch = Arc::new(Channel::with_protocol(2, true));
+            let senders: Vec<_> = (0..2u8)
+                .map(|p| {
+                    let tx = Arc::clone(&ch);
+                    thread::spawn(move || tx.send(Arc::new(p), None).unwrap())
+                })
+                .collect();
+            let mut got = [*ch.recv(None).unwrap(), *ch.recv(None).unwrap()];
+            for s in senders {
+                s.join().unwrap();
+            }
+            got.sort_unstable();
+            assert_eq!(got, [0, 1]);
+            assert_eq!(ch.try_recv().unwrap_err(), TryRecvError::Empty);
+        });
+    }
+
+    /// The receiving side disconnects (revoking) while the sending owner sends: each send
+    /// either lands, and its message is received or discarded exactly once, or hands its
+    /// message back; none lands after a send saw the disconnection.
+    #[test]
+    fn a_disconnection_revokes_the_sending_owner_mid_send() {
+        model(|| {
+            let ch = Arc::new(Channel::with_protocol(2, true));
+            let tx = Arc::clone(&ch);
+            let sender = thread::spawn(move || {
+                let first = tx.try_send(Arc::new(1u8)).is_ok();
+                let second = tx.try_send(Arc::new(2u8)).is_ok();
+                (first, second)
+            });
+            let got = ch.try_recv().ok().map(|m| *m);
+            ch.disconnect();
+            let (first, second) = sender.join().unwrap();
+            assert!(first || !second, "a send landed after one saw the disconnection");
+            if let Some(v) = got {
+                assert_eq!(v, 1);
+                assert!(first);
+            }
+            ch.discard_all();
+            assert!(ch.try_send(Arc::new(3)).is_err());
+        });
     }
 }

@@ -49,6 +49,7 @@
 mod array;
 mod counter;
 mod error;
+mod owners;
 mod zero;
 
 use std::fmt;

@@ -26,6 +26,19 @@ pub(crate) mod hint {
 pub(crate) mod thread {
     pub(crate) use loom::thread::{current, park, spawn, yield_now, JoinHandle, Thread};
 
+    /// The first token handed out; smaller values are left to callers as sentinels.
+    pub(crate) const FIRST_TOKEN: usize = 16;
+
+    /// A number naming the calling model thread (see the std side). Derived from loom's
+    /// thread id, so it adds no atomic (and no state) to the model; distinct threads get
+    /// distinct tokens unless their 64-bit hashes collide.
+    pub(crate) fn token() -> usize {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        loom::thread::current().id().hash(&mut h);
+        (h.finish() as usize).max(FIRST_TOKEN)
+    }
+
     /// Spawns a thread in the model (loom threads carry no names).
     pub(crate) fn spawn_named<F, T>(_name: String, f: F) -> std::io::Result<JoinHandle<T>>
     where

@@ -33,6 +33,35 @@ pub(crate) mod hint {
 pub(crate) mod thread {
     pub(crate) use std::thread::{current, park, spawn, yield_now, JoinHandle, Thread};
 
+    /// The first token handed out; smaller values are left to callers as sentinels.
+    pub(crate) const FIRST_TOKEN: usize = 16;
+
+    /// A number naming the calling thread: the same on every call from one thread, never
+    /// given to another thread, at least [`FIRST_TOKEN`]. One thread-local read after the
+    /// first call (`std::thread::current()` would clone an `Arc`, a locked increment).
+    #[inline]
+    pub(crate) fn token() -> usize {
+        use std::cell::Cell;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(FIRST_TOKEN);
+        thread_local! {
+            static TOKEN: Cell<usize> = const { Cell::new(0) };
+        }
+        // A `Cell<usize>` has no destructor, so `with` works at any point of the thread's
+        // life, thread-local teardown included.
+        TOKEN.with(|t| {
+            let v = t.get();
+            if v != 0 {
+                return v;
+            }
+            // Relaxed: only uniqueness matters, which the read-modify-write gives.
+            let v = NEXT.fetch_add(1, Ordering::Relaxed);
+            assert!(v >= FIRST_TOKEN, "thread tokens exhausted");
+            t.set(v);
+            v
+        })
+    }
+
     /// Spawns a named thread.
     pub(crate) fn spawn_named<F, T>(name: String, f: F) -> std::io::Result<JoinHandle<T>>
     where
