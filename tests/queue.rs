@@ -713,3 +713,46 @@ fn a_sender_moved_to_another_thread_keeps_every_message() {
     .unwrap();
     assert_eq!(reader.join().unwrap(), (0..2000).collect::<Vec<_>>());
 }
+
+/// One sender and one receiver run the owned (cursor-only) protocol for a while, then a
+/// second sender and a second receiver join mid-stream (revoking it): every message
+/// arrives exactly once and each sender's messages in order.
+#[test]
+fn threads_joining_an_owned_stream_lose_and_double_nothing() {
+    const N: u64 = if cfg!(miri) { 200 } else { 200_000 };
+    let (tx, rx) = logbus::queue::bounded::<(u8, u64)>(64);
+    let (tx2, rx2) = (tx.clone(), rx.clone());
+    let first = std::thread::spawn(move || {
+        for i in 0..N {
+            tx.send((0, i)).unwrap();
+        }
+    });
+    let collect = |rx: logbus::queue::Receiver<(u8, u64)>| {
+        std::thread::spawn(move || {
+            let mut last = [None::<u64>; 2];
+            let mut n = 0u64;
+            for (p, i) in rx.iter() {
+                let p = p as usize;
+                assert!(last[p].map_or(true, |l| l < i), "sender {p} out of order");
+                last[p] = Some(i);
+                n += 1;
+            }
+            n
+        })
+    };
+    let receiver = collect(rx);
+    // Let the owners run alone first.
+    while !first.is_finished() && tx2.len() < 32 {
+        std::thread::yield_now();
+    }
+    let second = std::thread::spawn(move || {
+        for i in 0..N {
+            tx2.send((1, i)).unwrap();
+        }
+    });
+    let receiver2 = collect(rx2);
+    first.join().unwrap();
+    second.join().unwrap();
+    let total = receiver.join().unwrap() + receiver2.join().unwrap();
+    assert_eq!(total, 2 * N);
+}

@@ -320,7 +320,7 @@ impl<T> Channel<T> {
         if self.owners.enter(&self.owners.send, || self.convert()) {
             let claim = self.claim_send_owned(max);
             if claim.is_err() {
-                self.owners.send.leave();
+                self.owners.leave(&self.owners.send);
             }
             return claim;
         }
@@ -436,7 +436,7 @@ impl<T> Channel<T> {
     fn publish_stamps(&self, claim: &Claim) {
         if claim.owned {
             store_own_cursor(&self.tail, self.advance(claim.pos, claim.n));
-            self.owners.send.leave();
+            self.owners.leave(&self.owners.send);
             // No read-modify-write ordered the progress: the light fence pairs with the heavy
             // one a parking waiter issues in the owned protocol (`wait`).
             self.receivers.notify_all_light();
@@ -523,7 +523,7 @@ impl<T> Channel<T> {
         if self.owners.enter(&self.owners.recv, || self.convert()) {
             let claim = self.claim_recv_owned(max);
             if claim.is_err() {
-                self.owners.recv.leave();
+                self.owners.leave(&self.owners.recv);
             }
             return claim;
         }
@@ -640,7 +640,7 @@ impl<T> Channel<T> {
     fn free_run(&self, claim: &Claim) {
         if claim.owned {
             store_own_cursor(&self.head, self.advance(claim.pos, claim.n));
-            self.owners.recv.leave();
+            self.owners.leave(&self.owners.recv);
             // As in `publish_stamps`.
             self.senders.notify_all_light();
             return;
@@ -1302,6 +1302,57 @@ mod loom_models {
         });
     }
 
+    /// Two sending threads, one of them sending twice: whichever comes second revokes,
+    /// possibly between the first one's two sends or while the receiver waits on an empty
+    /// queue; every message arrives once and each sender's in order.
+    #[test]
+    fn senders_in_order_across_a_revocation() {
+        model(|| {
+            let ch = Arc::new(Channel::with_protocol(2, true));
+            let senders: Vec<_> = (0..2u8)
+                .map(|p| {
+                    let tx = Arc::clone(&ch);
+                    thread::spawn(move || {
+                        for i in 0..2 - p {
+                            tx.send(Arc::new((p, i)), None).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            let mut next = [0u8; 2];
+            for _ in 0..3 {
+                let m = ch.recv(None).unwrap();
+                let (p, i) = *m;
+                assert_eq!(next[p as usize], i, "sender {p} out of order");
+                next[p as usize] += 1;
+            }
+            for s in senders {
+                s.join().unwrap();
+            }
+            assert_eq!(next, [2, 1]);
+        });
+    }
+
+    /// A second receiving thread revokes while the first receives and the sender sends:
+    /// each message is taken exactly once.
+    #[test]
+    fn a_second_receiver_revokes_the_owners() {
+        model(|| {
+            let ch = Arc::new(Channel::<Arc<u8>>::with_protocol(2, true));
+            let receivers: Vec<_> = (0..2)
+                .map(|_| {
+                    let rx = Arc::clone(&ch);
+                    thread::spawn(move || *rx.recv(None).unwrap())
+                })
+                .collect();
+            ch.send(Arc::new(0u8), None).unwrap();
+            ch.send(Arc::new(1u8), None).unwrap();
+            let mut got: Vec<u8> = receivers.into_iter().map(|r| r.join().unwrap()).collect();
+            got.sort_unstable();
+            assert_eq!(got, [0, 1]);
+        });
+    }
+
     /// The receiving side disconnects (revoking) while the sending owner sends: each send
     /// either lands, and its message is received or discarded exactly once, or hands its
     /// message back; none lands after a send saw the disconnection.
@@ -1318,7 +1369,10 @@ mod loom_models {
             let got = ch.try_recv().ok().map(|m| *m);
             ch.disconnect();
             let (first, second) = sender.join().unwrap();
-            assert!(first || !second, "a send landed after one saw the disconnection");
+            assert!(
+                first || !second,
+                "a send landed after one saw the disconnection"
+            );
             if let Some(v) = got {
                 assert_eq!(v, 1);
                 assert!(first);

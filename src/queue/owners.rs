@@ -28,9 +28,14 @@
 //!
 //! An owner never waits while busy (a full or empty queue ends the operation and the
 //! blocking call waits outside it), so the revoker waits at most for one operation per side.
+//! It waits by parking in `waits`, not by spinning, and so do the threads that find a
+//! revocation in progress: an owner's [`Owners::leave`] pays the light side of an asymmetric
+//! fence and a load, the revoker the heavy side. (Spinning there made loom's executions run
+//! past 20,000 branches; parking let it find a lost wake-up, an owner whose `hold` failed
+//! clearing `busy` without waking the revoker, now fixed by leaving through `leave`.)
 
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use crate::sync::{asym_fence, thread, Backoff, CachePadded};
+use crate::sync::{asym_fence, thread, CachePadded, WaitSet};
 
 /// No thread has operated on the side yet.
 const UNOWNED: usize = 0;
@@ -58,16 +63,17 @@ impl Side {
         }
     }
 
-    /// Ends the owner's operation (after [`Owners::enter`] returned `true`).
+    /// Clears `busy` (see [`Owners::leave`]).
     #[inline]
-    pub(crate) fn leave(&self) {
+    fn clear_busy(&self) {
         // Release: the operation's stores happen before the revoker's Acquire load of
         // `busy`.
         self.busy.store(false, Ordering::Release);
     }
 
     /// The owner's side of the handshake: marks an operation in flight, then checks that
-    /// the side is still ours.
+    /// the side is still ours. `busy` stays set either way: the caller clears it with
+    /// [`Owners::leave`], which also wakes a revoker that saw it set.
     #[inline]
     fn hold(&self, me: usize) -> bool {
         // Relaxed: ordered before the load below by the light fence, which pairs with the
@@ -75,11 +81,7 @@ impl Side {
         self.busy.store(true, Ordering::Relaxed);
         asym_fence::light();
         // Relaxed: ordered by the fence above.
-        if self.owner.load(Ordering::Relaxed) == me {
-            return true;
-        }
-        self.leave();
-        false
+        self.owner.load(Ordering::Relaxed) == me
     }
 
     /// Whether the side runs the shared protocol for good.
@@ -98,6 +100,9 @@ pub(crate) struct Owners {
     pub(crate) recv: Side,
     /// Set by the one thread that revokes.
     revoker: AtomicBool,
+    /// The revoker waits here for an owner's operation to end, and the other threads for
+    /// the revocation to end: parking, not spinning, so loom's executions stay short.
+    waits: CachePadded<WaitSet>,
 }
 
 impl Owners {
@@ -107,6 +112,7 @@ impl Owners {
             send: Side::new(),
             recv: Side::new(),
             revoker: AtomicBool::new(false),
+            waits: CachePadded::new(WaitSet::new()),
         }
     }
 
@@ -132,21 +138,47 @@ impl Owners {
             return false;
         }
         let me = thread::token();
-        if owner == me && side.hold(me) {
+        if owner == me && self.hold(side, me) {
             return true;
         }
         self.enter_slow(side, me, convert)
     }
 
+    /// [`Side::hold`], leaving at once when the side is no longer ours.
+    #[inline]
+    fn hold(&self, side: &Side, me: usize) -> bool {
+        if side.hold(me) {
+            return true;
+        }
+        self.leave(side);
+        false
+    }
+
+    /// Ends an owned operation on `side` (after [`enter`](Self::enter) returned `true`):
+    /// clears `busy` and wakes a revoker waiting for it.
+    #[inline]
+    pub(crate) fn leave(&self, side: &Side) {
+        side.clear_busy();
+        // The light side of the handshake with the revoker's heavy fence (`revoke`).
+        self.waits.notify_all_light();
+    }
+
+    /// Waits until the revocation in progress has ended.
+    #[cold]
+    fn wait_shared(&self) {
+        let _ = self
+            .waits
+            .wait_until(None, || self.is_shared().then_some(()));
+    }
+
     #[cold]
     fn enter_slow(&self, side: &Side, me: usize, convert: impl FnOnce()) -> bool {
         let mut convert = Some(convert);
-        let mut backoff = Backoff::new();
         loop {
             // Acquire: as in `enter`.
             match side.owner.load(Ordering::Acquire) {
                 SHARED => return false,
-                REVOKING => backoff.snooze(),
+                REVOKING => self.wait_shared(),
                 UNOWNED => {
                     // The side's first operation: take it. Relaxed: `hold` fences next round;
                     // what the other side did is ordered by the cursors' Acquire loads.
@@ -158,7 +190,7 @@ impl Owners {
                     );
                 }
                 owner if owner == me => {
-                    if side.hold(me) {
+                    if self.hold(side, me) {
                         return true;
                     }
                 }
@@ -166,7 +198,7 @@ impl Owners {
                     if let Some(convert) = convert.take() {
                         self.revoke(convert);
                     } else {
-                        backoff.snooze();
+                        self.wait_shared();
                     }
                 }
             }
@@ -189,10 +221,7 @@ impl Owners {
         }
         // AcqRel: elects one revoker; a loser's Acquire of SHARED below orders the rest.
         if self.revoker.swap(true, Ordering::AcqRel) {
-            let mut backoff = Backoff::new();
-            while !self.is_shared() {
-                backoff.snooze();
-            }
+            self.wait_shared();
             return;
         }
         for side in [&self.send, &self.recv] {
@@ -204,11 +233,15 @@ impl Owners {
         }
         asym_fence::heavy();
         for side in [&self.send, &self.recv] {
-            let mut backoff = Backoff::new();
-            // Acquire: pairs with the owner's Release in `leave`, so its last operation
+            // Acquire: pairs with the owner's Release in `clear_busy`, so its last operation
             // happens before the conversion.
-            while side.busy.load(Ordering::Acquire) {
-                backoff.snooze();
+            if side.busy.load(Ordering::Acquire) {
+                let _ = self.waits.wait_until(None, || {
+                    // The heavy side of the handshake with `leave`'s light fence.
+                    asym_fence::heavy();
+                    // Acquire: as above.
+                    (!side.busy.load(Ordering::Acquire)).then_some(())
+                });
             }
         }
         convert();
@@ -216,6 +249,7 @@ impl Owners {
             // Release: pairs with the Acquire loads that find SHARED. A `swap` as above.
             side.owner.swap(SHARED, Ordering::Release);
         }
+        self.waits.notify_all();
     }
 }
 
@@ -228,9 +262,12 @@ mod tests {
     fn the_first_thread_of_each_side_owns_it_until_a_second_one_comes() {
         let owners = Arc::new(Owners::new());
         assert!(owners.enter(&owners.send, || unreachable!()));
-        owners.send.leave();
-        assert!(owners.enter(&owners.recv, || unreachable!()), "one thread may own both");
-        owners.recv.leave();
+        owners.leave(&owners.send);
+        assert!(
+            owners.enter(&owners.recv, || unreachable!()),
+            "one thread may own both"
+        );
+        owners.leave(&owners.recv);
         let converted = Arc::new(AtomicUsize::new(0));
         let (o, c) = (Arc::clone(&owners), Arc::clone(&converted));
         let shared = std::thread::spawn(move || {
@@ -270,7 +307,7 @@ mod tests {
                         if o.enter(&o.send, || {
                             c.fetch_add(1, Ordering::Relaxed);
                         }) {
-                            o.send.leave();
+                            o.leave(&o.send);
                         }
                     }
                 })
