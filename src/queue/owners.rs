@@ -256,7 +256,7 @@ impl Owners {
 #[cfg(all(test, not(logbus_loom)))]
 mod tests {
     use super::*;
-    use std::sync::Arc;
+    use crate::sync::Arc;
 
     #[test]
     fn the_first_thread_of_each_side_owns_it_until_a_second_one_comes() {
@@ -270,7 +270,7 @@ mod tests {
         owners.leave(&owners.recv);
         let converted = Arc::new(AtomicUsize::new(0));
         let (o, c) = (Arc::clone(&owners), Arc::clone(&converted));
-        let shared = std::thread::spawn(move || {
+        let shared = crate::sync::thread::spawn(move || {
             o.enter(&o.recv, || {
                 c.fetch_add(1, Ordering::Relaxed);
             })
@@ -302,7 +302,7 @@ mod tests {
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 let (o, c) = (Arc::clone(&owners), Arc::clone(&converted));
-                std::thread::spawn(move || {
+                crate::sync::thread::spawn(move || {
                     for _ in 0..100 {
                         if o.enter(&o.send, || {
                             c.fetch_add(1, Ordering::Relaxed);
