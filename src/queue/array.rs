@@ -275,18 +275,21 @@ impl<T> Channel<T> {
         }
     }
 
-    /// The number of positions from lap 0, index 0 to `pos` (without the mark): positions
-    /// skip from index `cap` to the next lap, so distances are taken on this.
-    #[inline]
-    fn linear(&self, pos: usize) -> usize {
-        // `one_lap` is a power of two: a shift, not a division.
-        (pos >> self.one_lap.trailing_zeros()) * self.cap + (pos & (self.mark_bit - 1))
-    }
-
-    /// How many messages lie between `head` and `tail` (neither marked): at most `cap`.
+    /// How many messages lie between `head` and `tail` (neither marked, `tail` at most one
+    /// lap ahead): from the indices, and the laps only when the indices are equal.
     #[inline]
     fn distance(&self, head: usize, tail: usize) -> usize {
-        self.linear(tail) - self.linear(head)
+        let hix = head & (self.mark_bit - 1);
+        let tix = tail & (self.mark_bit - 1);
+        if hix < tix {
+            tix - hix
+        } else if hix > tix {
+            self.cap - hix + tix
+        } else if tail == head {
+            0
+        } else {
+            self.cap
+        }
     }
 
     /// Owned to shared: writes every slot's stamp from the cursors, which the owned
@@ -299,13 +302,11 @@ impl<T> Channel<T> {
         let head = self.head.load(Ordering::Relaxed);
         // Relaxed: as above.
         let tail = self.tail.load(Ordering::Relaxed) & !self.mark_bit;
+        let full = self.distance(head, tail);
         let mut pos = head;
-        for _ in 0..self.cap {
-            let stamp = if self.linear(pos) < self.linear(tail) {
-                pos + 1
-            } else {
-                pos
-            };
+        for k in 0..self.cap {
+            // The first `full` positions from `head` hold messages, the rest are free.
+            let stamp = if k < full { pos + 1 } else { pos };
             // Relaxed: the revoker's Release store of SHARED publishes it.
             self.stamps[pos & (self.mark_bit - 1)].store(stamp, Ordering::Relaxed);
             pos = self.advance(pos, 1);
@@ -1043,18 +1044,7 @@ impl<T> Channel<T> {
             let tail = self.tail.load(Ordering::SeqCst);
             let head = self.head.load(Ordering::SeqCst);
             if self.tail.load(Ordering::SeqCst) == tail {
-                let tail = tail & !self.mark_bit;
-                let hix = head & (self.mark_bit - 1);
-                let tix = tail & (self.mark_bit - 1);
-                return if hix < tix {
-                    tix - hix
-                } else if hix > tix {
-                    self.cap - hix + tix
-                } else if tail == head {
-                    0
-                } else {
-                    self.cap
-                };
+                return self.distance(head, tail & !self.mark_bit);
             }
         }
     }
