@@ -108,6 +108,10 @@ pub(crate) struct Owners {
 impl Owners {
     /// Both sides unowned: the first thread to operate on a side will own it.
     pub(crate) fn new() -> Self {
+        // The owners' fences are the light side of asymmetric fences: register for the
+        // heavy side now (once per process), or every light fence stays a full `mfence`
+        // (three per owned operation) until some thread happens to issue a heavy one.
+        asym_fence::init();
         Self {
             send: Side::new(),
             recv: Side::new(),
@@ -144,6 +148,24 @@ impl Owners {
         self.enter_slow(side, me, convert)
     }
 
+    /// The owner's fast entry: `true` when the calling thread owns `side` and now holds it
+    /// for one operation (end it with [`leave`](Self::leave) or
+    /// [`leave_notifying`](Self::leave_notifying)); `false` in every other case, which
+    /// [`enter`](Self::enter) sorts out.
+    #[inline]
+    pub(crate) fn try_hold(&self, side: &Side) -> bool {
+        let me = thread::token();
+        // Relaxed: `hold` checks again after its fence.
+        side.owner.load(Ordering::Relaxed) == me && self.hold(side, me)
+    }
+
+    /// Whether the calling thread owns `side` (a hint: the side may be revoked next).
+    #[inline]
+    pub(crate) fn owns(&self, side: &Side) -> bool {
+        // Relaxed: a hint.
+        side.owner.load(Ordering::Relaxed) == thread::token()
+    }
+
     /// [`Side::hold`], leaving at once when the side is no longer ours.
     #[inline]
     fn hold(&self, side: &Side, me: usize) -> bool {
@@ -161,6 +183,17 @@ impl Owners {
         side.clear_busy();
         // The light side of the handshake with the revoker's heavy fence (`revoke`).
         self.waits.notify_all_light();
+    }
+
+    /// [`leave`](Self::leave), then wakes the threads parked in `peers` (the other side's
+    /// waiters, after the owner published its progress before this call): one light fence
+    /// serves both handshakes.
+    #[inline]
+    pub(crate) fn leave_notifying(&self, side: &Side, peers: &WaitSet) {
+        side.clear_busy();
+        asym_fence::light();
+        self.waits.notify_all_after_light_fence();
+        peers.notify_all_after_light_fence();
     }
 
     /// Waits until the revocation in progress has ended.
