@@ -47,11 +47,10 @@
 //! inside the `try_` calls; blocking calls yield through that short window.
 
 //!
-//! # One thread per side: the owned protocol
+//! # One thread per side at a time: the owned protocol
 //!
-//! While one thread has ever sent and one has ever received, each *owns* its side
-//! (`owners`) and the queue runs Lamport's single-producer single-consumer protocol instead
-//! of the above:
+//! Each side is *owned* by one thread at a time (`owners`), and the queue runs Lamport's
+//! single-producer single-consumer protocol instead of the above:
 //! - the sender writes the messages and stores `tail`, and the receiver reads them and
 //!   stores `head`, each with a plain `Release` store (`store_own_cursor`);
 //! - each side checks for room or messages against a cached copy of the other's cursor;
@@ -70,13 +69,14 @@
 //! `claim_recv_owned`, and a blocking owner that keeps finding short runs paces itself
 //! before it looks (`pace`).
 //!
-//! The first operation of a second thread on either side *revokes* both ownerships. It waits
-//! out the owners' operations in flight, rebuilds every stamp from the two cursors
-//! (`convert`), and from then on every thread runs the shared protocol for good.
-//! `disconnect` and `discard_all` revoke first, since an owner's plain store of `tail` would
-//! overwrite the disconnect mark. Under loom the public constructor keeps queues shared (see
-//! `with_capacity`), and this module's own models check the owned protocol and its
-//! revocation.
+//! Another thread operating on a side takes it over (the owner's `Seen` goes with the
+//! side), and the queue stays owned. When a side changes hands faster than its budget
+//! allows (`owners`), the queue is *revoked*: the owners' operations in flight are waited
+//! out, every stamp is rebuilt from the two cursors (`convert`), and from then on every
+//! thread runs the shared protocol for good. `disconnect` and `discard_all` revoke first,
+//! since an owner's plain store of `tail` would overwrite the disconnect mark. Under loom
+//! the public constructor keeps queues shared (see `with_capacity`), and this module's own
+//! models check the owned protocol, its changes of owner and its revocation.
 
 use std::mem::MaybeUninit;
 use std::ptr;
@@ -211,9 +211,9 @@ enum Waited {
 struct Claim {
     pos: usize,
     n: usize,
-    /// Claimed by the side's owner (the owned protocol): published by a cursor store, and
-    /// the owner leaves its operation then.
-    owned: bool,
+    /// Claimed by the side's owner (the owned protocol), whose token this is: published by
+    /// a cursor store, and the owner leaves its operation then.
+    held: Option<usize>,
 }
 
 /// Moves a cursor that only the calling thread moves (it owns the side), and the owner's
@@ -317,12 +317,18 @@ impl<T> Channel<T> {
         // (`loom_models`); every other model (the public API's, a user's) checks the shared
         // protocol, whose revocation paths would otherwise multiply each model's states past
         // what loom explores in reasonable time and memory.
-        Self::with_protocol(cap, !cfg!(logbus_loom))
+        let owners = if cfg!(logbus_loom) {
+            Owners::shared()
+        } else {
+            Owners::new()
+        };
+        Self::with_protocol(cap, owners)
     }
 
-    /// A queue holding at most `cap` messages, which may run the owned protocol while one
-    /// thread per side uses it (`owned`), or always runs the shared one.
-    fn with_protocol(cap: usize, owned: bool) -> Self {
+    /// A queue holding at most `cap` messages, whose protocol `owners` decides: owned while
+    /// one thread per side uses it ([`Owners::new`]), or shared from the start
+    /// ([`Owners::shared`]).
+    fn with_protocol(cap: usize, owners: Owners) -> Self {
         assert!(cap > 0, "the array flavour needs a capacity of at least 1");
         let mark_bit = (cap + 1).next_power_of_two();
         let one_lap = mark_bit
@@ -342,11 +348,7 @@ impl<T> Channel<T> {
             one_lap,
             senders: CachePadded::new(WaitSet::new()),
             receivers: CachePadded::new(WaitSet::new()),
-            owners: if owned {
-                Owners::new()
-            } else {
-                Owners::shared()
-            },
+            owners,
             // An empty queue: every slot free, no message.
             send_seen: CachePadded::new(Seen::new(cap)),
             recv_seen: CachePadded::new(Seen::new(0)),
@@ -401,6 +403,17 @@ impl<T> Channel<T> {
         } else {
             (pos & !(self.one_lap - 1)).wrapping_add(self.one_lap) + (index + d - self.cap)
         }
+    }
+
+    /// How many messages have gone through `cursor` (`head` or `tail`) since the queue was
+    /// made: the laps times the capacity plus the index (a hint for the owners' change
+    /// budget, see `owners`).
+    fn moved(&self, cursor: &AtomicUsize) -> usize {
+        // Relaxed: a hint.
+        let pos = cursor.load(Ordering::Relaxed) & !self.mark_bit;
+        (pos / self.one_lap)
+            .wrapping_mul(self.cap)
+            .wrapping_add(pos & (self.mark_bit - 1))
     }
 
     /// The position after a run of `n` slots starting at `pos`, which must end inside the lap.
@@ -462,10 +475,14 @@ impl<T> Channel<T> {
 
     /// Claims up to `max` (≥ 1) consecutive empty slots of the current lap for sending.
     fn claim_send(&self, max: usize, pace: bool) -> Result<Claim, TrySendError<()>> {
-        if self.owners.enter(&self.owners.send, || self.convert()) {
-            let claim = self.claim_send_owned(max, pace);
+        let side = &self.owners.send;
+        if let Some(me) = self
+            .owners
+            .enter(side, || self.moved(&self.tail), || self.convert())
+        {
+            let claim = self.claim_send_owned(max, pace, me);
             if claim.is_err() {
-                self.owners.leave(&self.owners.send);
+                self.owners.leave(side, me);
             }
             return claim;
         }
@@ -495,7 +512,7 @@ impl<T> Channel<T> {
                         return Ok(Claim {
                             pos: tail,
                             n,
-                            owned: false,
+                            held: None,
                         })
                     }
                     Err(current) => {
@@ -524,7 +541,12 @@ impl<T> Channel<T> {
     /// `claim_send` for the sending owner: the free slots are those the receiving owner has
     /// moved `head` past (it stores `head` after reading), seen through a cached copy that is
     /// refreshed only when it cannot cover the request.
-    fn claim_send_owned(&self, max: usize, pace: bool) -> Result<Claim, TrySendError<()>> {
+    fn claim_send_owned(
+        &self,
+        max: usize,
+        pace: bool,
+        me: usize,
+    ) -> Result<Claim, TrySendError<()>> {
         let seen = &self.send_seen;
         // Relaxed: only this thread moves `tail` while it owns the side. It carries no
         // disconnect mark: `disconnect` revokes before it marks, so no owned operation sees
@@ -555,7 +577,7 @@ impl<T> Channel<T> {
         Ok(Claim {
             pos: tail,
             n,
-            owned: true,
+            held: Some(me),
         })
     }
 
@@ -586,7 +608,7 @@ impl<T> Channel<T> {
     /// Publishes a claimed run whose messages are all written: stores its stamps and wakes
     /// parked receivers.
     fn publish_stamps(&self, claim: &Claim) {
-        if claim.owned {
+        if let Some(me) = claim.held {
             store_own_cursor(
                 &self.tail,
                 &self.send_seen,
@@ -595,7 +617,7 @@ impl<T> Channel<T> {
             // No read-modify-write ordered the progress: the light fence pairs with the heavy
             // one a parking waiter issues in the owned protocol (`wait`).
             self.owners
-                .leave_notifying(&self.owners.send, &self.receivers);
+                .leave_notifying(&self.owners.send, me, &self.receivers);
             return;
         }
         let index = claim.pos & (self.mark_bit - 1);
@@ -617,14 +639,14 @@ impl<T> Channel<T> {
     #[inline]
     fn send_owned_fast(&self, msg: T) -> Result<(), T> {
         let side = &self.owners.send;
-        if !self.owners.try_hold(side) {
+        let Some(me) = self.owners.try_hold(side) else {
             return Err(msg);
-        }
+        };
         let seen = &self.send_seen;
         // Relaxed: only the owner uses its `Seen`.
         let credit = seen.credit.load(Ordering::Relaxed);
         if credit == 0 {
-            self.owners.leave(side);
+            self.owners.leave(side, me);
             return Err(msg);
         }
         // Relaxed: only this thread moves `tail` while it owns the side (no disconnect mark,
@@ -640,7 +662,7 @@ impl<T> Channel<T> {
             .with_mut(|p| unsafe { ptr::write(p, MaybeUninit::new(msg)) });
         store_own_cursor(&self.tail, seen, self.advance(tail, 1));
         // As in `publish_stamps`.
-        self.owners.leave_notifying(side, &self.receivers);
+        self.owners.leave_notifying(side, me, &self.receivers);
         Ok(())
     }
 
@@ -649,14 +671,12 @@ impl<T> Channel<T> {
     #[inline]
     fn recv_owned_fast(&self) -> Option<T> {
         let side = &self.owners.recv;
-        if !self.owners.try_hold(side) {
-            return None;
-        }
+        let me = self.owners.try_hold(side)?;
         let seen = &self.recv_seen;
         // Relaxed: only the owner uses its `Seen`.
         let credit = seen.credit.load(Ordering::Relaxed);
         if credit == 0 {
-            self.owners.leave(side);
+            self.owners.leave(side, me);
             return None;
         }
         // Relaxed: only this thread moves `head` while it owns the side.
@@ -671,7 +691,7 @@ impl<T> Channel<T> {
             self.cells[head & (self.mark_bit - 1)].with(|p| unsafe { ptr::read(p).assume_init() });
         store_own_cursor(&self.head, seen, self.advance(head, 1));
         // As in `free_run`.
-        self.owners.leave_notifying(side, &self.senders);
+        self.owners.leave_notifying(side, me, &self.senders);
         Some(msg)
     }
 
@@ -755,10 +775,14 @@ impl<T> Channel<T> {
     /// send the receiver is waiting for (a cache miss on the round trip of every hop).
     fn claim_recv(&self, max: usize, look: Look) -> Result<Claim, TryRecvError> {
         let exact = look.exact;
-        if self.owners.enter(&self.owners.recv, || self.convert()) {
-            let claim = self.claim_recv_owned(max, look.pace);
+        let side = &self.owners.recv;
+        if let Some(me) = self
+            .owners
+            .enter(side, || self.moved(&self.head), || self.convert())
+        {
+            let claim = self.claim_recv_owned(max, look.pace, me);
             if claim.is_err() {
-                self.owners.leave(&self.owners.recv);
+                self.owners.leave(side, me);
             }
             return claim;
         }
@@ -784,7 +808,7 @@ impl<T> Channel<T> {
                         return Ok(Claim {
                             pos: head,
                             n,
-                            owned: false,
+                            held: None,
                         })
                     }
                     Err(current) => {
@@ -823,7 +847,7 @@ impl<T> Channel<T> {
     /// moved `tail` past (it stores `tail` after writing them), seen through a cached copy
     /// refreshed only when it cannot cover the request. Always exact: an empty queue's
     /// `tail` says whether it is disconnected.
-    fn claim_recv_owned(&self, max: usize, pace: bool) -> Result<Claim, TryRecvError> {
+    fn claim_recv_owned(&self, max: usize, pace: bool, me: usize) -> Result<Claim, TryRecvError> {
         let seen = &self.recv_seen;
         // Relaxed: only this thread moves `head` while it owns the side.
         let head = seen.own.load(Ordering::Relaxed);
@@ -856,7 +880,7 @@ impl<T> Channel<T> {
         Ok(Claim {
             pos: head,
             n,
-            owned: true,
+            held: Some(me),
         })
     }
 
@@ -881,7 +905,7 @@ impl<T> Channel<T> {
     /// Frees a claimed run whose messages were all moved out: stores its stamps for the next
     /// lap and wakes parked senders.
     fn free_run(&self, claim: &Claim) {
-        if claim.owned {
+        if let Some(me) = claim.held {
             store_own_cursor(
                 &self.head,
                 &self.recv_seen,
@@ -889,7 +913,7 @@ impl<T> Channel<T> {
             );
             // As in `publish_stamps`.
             self.owners
-                .leave_notifying(&self.owners.recv, &self.senders);
+                .leave_notifying(&self.owners.recv, me, &self.senders);
             return;
         }
         let index = claim.pos & (self.mark_bit - 1);
@@ -1588,6 +1612,7 @@ mod loom_models {
     //! The owned protocol and its revocation (the public-API models in `loom-tests/` run
     //! the shared protocol, see `Channel::with_capacity`). `Arc` payloads: a message lost or
     //! delivered twice shows up as a leak or a double drop.
+    use super::super::owners::TRANSFER_BURST;
     use super::*;
     use crate::sync::{thread, Arc};
 
@@ -1606,7 +1631,7 @@ mod loom_models {
     #[test]
     fn owners_pass_messages_through_a_full_and_an_empty_queue() {
         model(|| {
-            let ch = Arc::new(Channel::with_protocol(1, true));
+            let ch = Arc::new(Channel::with_protocol(1, Owners::new()));
             let tx = Arc::clone(&ch);
             let sender = thread::spawn(move || {
                 for i in 0..3u8 {
@@ -1630,7 +1655,7 @@ mod loom_models {
     #[test]
     fn owners_spend_their_credit_on_the_fast_paths() {
         model(|| {
-            let ch = Arc::new(Channel::with_protocol(2, true));
+            let ch = Arc::new(Channel::with_protocol(2, Owners::new()));
             let tx = Arc::clone(&ch);
             let sender = thread::spawn(move || {
                 for i in 0..4u8 {
@@ -1644,12 +1669,13 @@ mod loom_models {
         });
     }
 
-    /// A second sending thread arrives while the owners run: the revocation converts the
-    /// cursors into stamps between their operations, and both messages arrive once.
+    /// A second sending thread arrives while the owners run, with no owner change allowed:
+    /// the revocation converts the cursors into stamps between their operations, and both
+    /// messages arrive once.
     #[test]
     fn a_second_sender_revokes_the_owners_mid_stream() {
         model(|| {
-            let ch = Arc::new(Channel::with_protocol(2, true));
+            let ch = Arc::new(Channel::with_protocol(2, Owners::with_burst(0)));
             let senders: Vec<_> = (0..2u8)
                 .map(|p| {
                     let tx = Arc::clone(&ch);
@@ -1666,13 +1692,33 @@ mod loom_models {
         });
     }
 
-    /// Two sending threads, one of them sending twice: whichever comes second revokes,
-    /// possibly between the first one's two sends or while the receiver waits on an empty
-    /// queue; every message arrives once and each sender's in order.
+    /// Two sending threads, one of them sending twice: whichever comes second revokes (no
+    /// owner change allowed), possibly between the first one's two sends or while the
+    /// receiver waits on an empty queue; every message arrives once and each sender's in
+    /// order.
     #[test]
     fn senders_in_order_across_a_revocation() {
-        model(|| {
-            let ch = Arc::new(Channel::with_protocol(2, true));
+        senders_in_order(0);
+    }
+
+    /// As `senders_in_order_across_a_revocation`, with owner changes allowed: the second
+    /// sender takes the sending side over (and the first may take it back), the queue
+    /// staying owned.
+    #[test]
+    fn senders_in_order_across_owner_changes() {
+        senders_in_order(TRANSFER_BURST);
+    }
+
+    /// As above, with one change allowed: the first change is a transfer, a second one
+    /// makes the queue shared.
+    #[test]
+    fn senders_in_order_across_a_transfer_then_a_revocation() {
+        senders_in_order(1);
+    }
+
+    fn senders_in_order(burst: usize) {
+        model(move || {
+            let ch = Arc::new(Channel::with_protocol(2, Owners::with_burst(burst)));
             let senders: Vec<_> = (0..2u8)
                 .map(|p| {
                     let tx = Arc::clone(&ch);
@@ -1697,12 +1743,26 @@ mod loom_models {
         });
     }
 
-    /// A second receiving thread revokes while the first receives and the sender sends:
-    /// each message is taken exactly once.
+    /// A second receiving thread revokes (no owner change allowed) while the first receives
+    /// and the sender sends: each message is taken exactly once.
     #[test]
     fn a_second_receiver_revokes_the_owners() {
-        model(|| {
-            let ch = Arc::new(Channel::<Arc<u8>>::with_protocol(2, true));
+        receivers_take_each_once(0);
+    }
+
+    /// As `a_second_receiver_revokes_the_owners`, the second receiver taking the receiving
+    /// side over instead.
+    #[test]
+    fn a_second_receiver_takes_the_side_over() {
+        receivers_take_each_once(TRANSFER_BURST);
+    }
+
+    fn receivers_take_each_once(burst: usize) {
+        model(move || {
+            let ch = Arc::new(Channel::<Arc<u8>>::with_protocol(
+                2,
+                Owners::with_burst(burst),
+            ));
             let receivers: Vec<_> = (0..2)
                 .map(|_| {
                     let rx = Arc::clone(&ch);
@@ -1723,7 +1783,7 @@ mod loom_models {
     #[test]
     fn a_disconnection_revokes_the_sending_owner_mid_send() {
         model(|| {
-            let ch = Arc::new(Channel::with_protocol(2, true));
+            let ch = Arc::new(Channel::with_protocol(2, Owners::new()));
             let tx = Arc::clone(&ch);
             let sender = thread::spawn(move || {
                 let first = tx.try_send(Arc::new(1u8)).is_ok();

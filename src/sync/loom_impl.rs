@@ -29,14 +29,27 @@ pub(crate) mod thread {
     /// The first token handed out; smaller values are left to callers as sentinels.
     pub(crate) const FIRST_TOKEN: usize = 16;
 
-    /// A number naming the calling model thread (see the std side). Derived from loom's
-    /// thread id, so it adds no atomic (and no state) to the model; distinct threads get
-    /// distinct tokens unless their 64-bit hashes collide.
+    /// See the std side. Fewer than there: every slot is an atomic in the model's state.
+    pub(crate) const SLOTS: usize = 8;
+
+    /// See the std side.
+    pub(crate) fn slot(token: usize) -> Option<usize> {
+        token.checked_sub(FIRST_TOKEN).filter(|&s| s < SLOTS)
+    }
+
+    /// A number naming the calling model thread (see the std side): `FIRST_TOKEN` plus
+    /// loom's index of the thread in this execution, so every model thread has a slot and
+    /// the token adds no atomic (and no state) to the model.
     pub(crate) fn token() -> usize {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        loom::thread::current().id().hash(&mut h);
-        (h.finish() as usize).max(FIRST_TOKEN)
+        // loom exposes the index only through `Debug`: "ThreadId(3)".
+        let id = format!("{:?}", loom::thread::current().id());
+        let n: usize = id
+            .trim_start_matches("ThreadId(")
+            .trim_end_matches(')')
+            .parse()
+            .expect("loom's ThreadId debug format");
+        assert!(n < SLOTS, "more model threads than slots");
+        FIRST_TOKEN + n
     }
 
     /// Spawns a thread in the model (loom threads carry no names).

@@ -36,30 +36,90 @@ pub(crate) mod thread {
     /// The first token handed out; smaller values are left to callers as sentinels.
     pub(crate) const FIRST_TOKEN: usize = 16;
 
-    /// A number naming the calling thread: the same on every call from one thread, never
-    /// given to another thread, at least [`FIRST_TOKEN`]. One thread-local read after the
-    /// first call (`std::thread::current()` would clone an `Arc`, a locked increment).
+    /// How many live threads can hold a *slot*: a token in `FIRST_TOKEN .. FIRST_TOKEN +
+    /// SLOTS`, which callers use to index small per-thread arrays (see [`slot`]).
+    pub(crate) const SLOTS: usize = 64;
+
+    /// The slot of a token, if it has one.
+    #[inline]
+    pub(crate) fn slot(token: usize) -> Option<usize> {
+        token.checked_sub(FIRST_TOKEN).filter(|&s| s < SLOTS)
+    }
+
+    /// A number naming the calling thread: the same on every call from one thread while it
+    /// lives, never held by two live threads at once, at least [`FIRST_TOKEN`]. The first
+    /// [`SLOTS`] live threads get slot tokens, which go back to a pool when the thread
+    /// exits (so a later thread may get the same token); the others get tokens never
+    /// handed out before. One thread-local read after the first call
+    /// (`std::thread::current()` would clone an `Arc`, a locked increment).
+    ///
+    /// During thread-local teardown each call returns a fresh slotless token.
     #[inline]
     pub(crate) fn token() -> usize {
-        use std::cell::Cell;
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static NEXT: AtomicUsize = AtomicUsize::new(FIRST_TOKEN);
-        thread_local! {
-            static TOKEN: Cell<usize> = const { Cell::new(0) };
-        }
-        // A `Cell<usize>` has no destructor, so `with` works at any point of the thread's
-        // life, thread-local teardown included.
-        TOKEN.with(|t| {
-            let v = t.get();
-            if v != 0 {
-                return v;
+        TOKEN
+            .try_with(|t| {
+                let v = t.0.get();
+                if v != 0 {
+                    return v;
+                }
+                let v = Token::take();
+                t.0.set(v);
+                v
+            })
+            .unwrap_or_else(|_| Token::unslotted())
+    }
+
+    thread_local! {
+        static TOKEN: Token = const { Token(std::cell::Cell::new(0)) };
+    }
+
+    /// Which slots are held (bit `s` set: slot `s` is some live thread's).
+    static SLOTS_HELD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    /// The next slotless token.
+    static NEXT_UNSLOTTED: std::sync::atomic::AtomicUsize =
+        std::sync::atomic::AtomicUsize::new(FIRST_TOKEN + SLOTS);
+    const _: () = assert!(SLOTS <= 64);
+
+    /// A thread's token (0 until its first call); gives its slot back when the thread exits.
+    struct Token(std::cell::Cell<usize>);
+
+    impl Token {
+        fn take() -> usize {
+            use std::sync::atomic::Ordering;
+            // Relaxed: a guess, validated by the CAS.
+            let mut held = SLOTS_HELD.load(Ordering::Relaxed);
+            while held != u64::MAX {
+                let s = held.trailing_ones() as usize;
+                // Acquire: pairs with the Release that gave the slot back, so whatever the
+                // slot's previous thread did under its token happens before our first use.
+                match SLOTS_HELD.compare_exchange_weak(
+                    held,
+                    held | 1 << s,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return FIRST_TOKEN + s,
+                    Err(now) => held = now,
+                }
             }
+            Self::unslotted()
+        }
+
+        fn unslotted() -> usize {
             // Relaxed: only uniqueness matters, which the read-modify-write gives.
-            let v = NEXT.fetch_add(1, Ordering::Relaxed);
-            assert!(v >= FIRST_TOKEN, "thread tokens exhausted");
-            t.set(v);
+            let v = NEXT_UNSLOTTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            assert!(v >= FIRST_TOKEN + SLOTS, "thread tokens exhausted");
             v
-        })
+        }
+    }
+
+    impl Drop for Token {
+        fn drop(&mut self) {
+            if let Some(s) = slot(self.0.get()) {
+                // Release: see `take`.
+                SLOTS_HELD.fetch_and(!(1 << s), std::sync::atomic::Ordering::Release);
+            }
+        }
     }
 
     /// Spawns a named thread.
