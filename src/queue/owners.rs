@@ -7,7 +7,7 @@
 //! (Lamport's single-producer single-consumer queue). Another thread that operates on a
 //! side *takes it over*: it waits out the owner's operation in flight and becomes the owner,
 //! and the queue stays owned. Only when a side changes hands faster than its budget allows
-//! ([`TRANSFER_BURST`], then one change per [`TRANSFER_RUN`] messages) is the queue
+//! (at most [`TRANSFER_BURST`] banked, one earned per [`TRANSFER_RUN`] messages) is the queue
 //! *revoked* for good: both owners' operations are waited out, the stamps are rebuilt from
 //! the cursors, and from then on every thread runs the shared protocol (stamps and CAS
 //! claims, `array`).
@@ -60,15 +60,22 @@ const REVOKING: usize = 1;
 const SHARED: usize = 2;
 const _: () = assert!(SHARED < thread::FIRST_TOKEN);
 
-/// Owner changes every side may make however little it has moved: the first operations of
-/// the threads that start using a queue together.
-pub(crate) const TRANSFER_BURST: usize = 8;
-/// Beyond the burst, a side may change owners once per this many messages moved through
-/// it; a change past that budget makes the queue shared for good instead (threads taking
-/// turns that fast pay more for the changes than the shared protocol costs). In the
-/// benchmarks' MPMC 2×2 and MPSC 4→1 runs a side changed hands every ~4,000–20,000
-/// messages.
-const TRANSFER_RUN: usize = 1024;
+/// How many owner changes a side may bank: it starts with this many (the first operations
+/// of threads that start using a queue together), spends one per change, and earns one back
+/// per [`TRANSFER_RUN`] messages moved through it, never holding more than this. A change
+/// with none left makes the queue shared for good instead: threads taking turns that fast
+/// would pay more for the changes (a `membarrier` each, 1–5 µs here, the time of ~100–300
+/// owned messages) than the shared protocol saves them. A cap, not a running total, so that
+/// a long-lived queue cannot bank millions of changes and then spend them all on a pattern
+/// that thrashes: that costs at most this many changes.
+///
+/// In the benchmarks' MPMC 2×2 runs a side changed hands every ~4,000–20,000 messages on
+/// average, but in bursts: two senders filling the queue in turn changed it every ~500
+/// messages for a while. With a cap of 8 and one change per 1024 messages those bursts made
+/// the queue shared (36–37 M/s against 60–64 with no cap); 64 and 256 kept it owned (49–61).
+pub(crate) const TRANSFER_BURST: usize = 64;
+/// Messages moved per change of owner earned back (see [`TRANSFER_BURST`]).
+const TRANSFER_RUN: usize = 256;
 
 /// One side's ownership.
 #[derive(Debug)]
@@ -83,16 +90,20 @@ pub(crate) struct Side {
     /// took over (with one flag, that late clear could hide the new owner's operation from
     /// the next change of owner).
     busy: CachePadded<[AtomicBool; thread::SLOTS]>,
-    /// Owner changes so far. Only the thread changing owners touches it (under `revoker`).
-    transfers: AtomicUsize,
+    /// Owner changes the side may still make (see [`TRANSFER_BURST`]). Only the thread
+    /// changing owners touches it and `earned_at` (under `revoker`).
+    changes_left: AtomicUsize,
+    /// The messages moved through the side when `changes_left` last earned changes back.
+    earned_at: AtomicUsize,
 }
 
 impl Side {
-    fn new() -> Self {
+    fn new(burst: usize) -> Self {
         Self {
             owner: CachePadded::new(AtomicUsize::new(UNOWNED)),
             busy: CachePadded::new(std::array::from_fn(|_| AtomicBool::new(false))),
-            transfers: AtomicUsize::new(0),
+            changes_left: AtomicUsize::new(burst),
+            earned_at: AtomicUsize::new(0),
         }
     }
 
@@ -106,7 +117,7 @@ impl Side {
     /// The owner's side of the handshake: marks an operation in flight, then checks that
     /// the side is still ours. The flag stays set either way: the caller clears it with
     /// [`Owners::leave`], which also wakes a thread waiting for it.
-    #[inline]
+    #[inline(always)]
     fn hold(&self, me: usize) -> bool {
         // Relaxed: ordered before the load below by the light fence, which pairs with the
         // heavy fence of the thread changing owners.
@@ -154,8 +165,8 @@ impl Owners {
         // (three per owned operation) until some thread happens to issue a heavy one.
         asym_fence::init();
         Self {
-            send: Side::new(),
-            recv: Side::new(),
+            send: Side::new(burst),
+            recv: Side::new(burst),
             revoker: AtomicBool::new(false),
             burst,
             waits: CachePadded::new(WaitSet::new()),
@@ -205,7 +216,7 @@ impl Owners {
     /// now holds it for one operation (end it with [`leave`](Self::leave) or
     /// [`leave_notifying`](Self::leave_notifying)); `None` in every other case, which
     /// [`enter`](Self::enter) sorts out.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn try_hold(&self, side: &Side) -> Option<usize> {
         let me = thread::token();
         // Relaxed: `hold` checks again after its fence.
@@ -220,7 +231,7 @@ impl Owners {
     }
 
     /// [`Side::hold`], leaving at once when the side is no longer ours.
-    #[inline]
+    #[inline(always)]
     fn hold(&self, side: &Side, me: usize) -> bool {
         if side.hold(me) {
             return true;
@@ -244,7 +255,7 @@ impl Owners {
     /// [`leave`](Self::leave), then wakes the threads parked in `peers` (the other side's
     /// waiters, after the owner published its progress before this call): one light fence
     /// serves both handshakes.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn leave_notifying(&self, side: &Side, me: usize, peers: &WaitSet) {
         // Release: as in `leave`.
         side.busy(me).store(false, Ordering::Release);
@@ -305,9 +316,7 @@ impl Owners {
             self.end_change();
             return;
         }
-        // Relaxed: only the thread holding `revoker` touches the count.
-        let transfers = side.transfers.load(Ordering::Relaxed);
-        if thread::slot(me).is_none() || transfers >= self.burst + moved() / TRANSFER_RUN {
+        if thread::slot(me).is_none() || !self.spend_change(side, moved()) {
             // Too many changes (or we could not own): shared for good.
             self.revoke_elected(convert);
             return;
@@ -317,12 +326,30 @@ impl Owners {
         // busy load.
         side.owner.swap(REVOKING, Ordering::Relaxed);
         self.wait_idle(side, prev);
-        // Relaxed: as above.
-        side.transfers.store(transfers + 1, Ordering::Relaxed);
         // Release: the previous owner's operations (ordered before by `wait_idle`'s Acquire)
         // happen before ours, which start with an Acquire load of this.
         side.owner.swap(me, Ordering::Release);
         self.end_change();
+    }
+
+    /// Takes one change of owner from `side`'s budget, after earning back one per
+    /// [`TRANSFER_RUN`] of the `moved` messages since the last time (up to the cap, see
+    /// [`TRANSFER_BURST`]); `false` when none is left. Only under `revoker`.
+    fn spend_change(&self, side: &Side, moved: usize) -> bool {
+        // Relaxed (all four): only the thread holding `revoker` touches these, and the
+        // election orders the holders one after the other.
+        let at = side.earned_at.load(Ordering::Relaxed);
+        let earned = moved.wrapping_sub(at) / TRANSFER_RUN;
+        let mut left = side.changes_left.load(Ordering::Relaxed);
+        if earned > 0 {
+            left = left.saturating_add(earned).min(self.burst);
+            side.earned_at
+                .store(at.wrapping_add(earned * TRANSFER_RUN), Ordering::Relaxed);
+        }
+        let spent = left > 0;
+        side.changes_left
+            .store(left.saturating_sub(1), Ordering::Relaxed);
+        spent
     }
 
     /// Makes the calling thread the one changing owners, if no other thread is.
@@ -517,22 +544,38 @@ mod tests {
         assert_eq!(owners.enter(&owners.recv, || 0, || unreachable!()), None);
     }
 
-    #[test]
-    fn messages_moved_earn_more_changes() {
-        let owners = Arc::new(Owners::with_burst(0));
-        let first = owners.enter(&owners.send, || 0, || unreachable!()).unwrap();
-        owners.leave(&owners.send, first);
+    /// Four threads take the sending side in turn, the first at no cost, each next one
+    /// after `moved(i)` messages; which of them owned it.
+    fn changes_after(burst: usize, moved: fn(usize) -> usize) -> Vec<bool> {
+        let owners = Arc::new(Owners::with_burst(burst));
         let o = Arc::clone(&owners);
-        let got = in_turns(2, move |i| {
-            let t = o.enter(&o.send, || TRANSFER_RUN + i, || {});
+        in_turns(4, move |i| {
+            let t = o.enter(&o.send, || moved(i), || {});
             if let Some(t) = t {
                 o.leave(&o.send, t);
             }
             t.is_some()
-        });
-        // One change earned by one run of messages; the second is not earned yet.
-        assert_eq!(got, [true, false]);
-        assert!(owners.is_shared());
+        })
+    }
+
+    #[test]
+    fn messages_moved_earn_changes_back_up_to_the_cap() {
+        // One change banked: spent at once, earned back by a run of messages.
+        assert_eq!(changes_after(1, |i| i * TRANSFER_RUN), [true; 4]);
+        // No message moved: the second thread spends the one banked, the third thread
+        // finds none left and makes the queue shared.
+        assert_eq!(changes_after(1, |_| 0), [true, true, false, false]);
+        // Earning never banks more than the cap: ten runs earn one change, spent by the
+        // third thread; the fourth, with nothing moved since, finds none.
+        assert_eq!(
+            changes_after(1, |i| if i < 2 { 0 } else { 10 * TRANSFER_RUN }),
+            [true, true, true, false]
+        );
+        // No change allowed at all.
+        assert_eq!(
+            changes_after(0, |i| i * TRANSFER_RUN),
+            [true, false, false, false]
+        );
     }
 
     #[test]

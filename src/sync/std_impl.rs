@@ -54,7 +54,7 @@ pub(crate) mod thread {
     /// (`std::thread::current()` would clone an `Arc`, a locked increment).
     ///
     /// During thread-local teardown each call returns a fresh slotless token.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn token() -> usize {
         TOKEN
             .try_with(|t| {
