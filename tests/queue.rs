@@ -756,3 +756,86 @@ fn threads_joining_an_owned_stream_lose_and_double_nothing() {
     let total = receiver.join().unwrap() + receiver2.join().unwrap();
     assert_eq!(total, 2 * N);
 }
+
+/// Four senders and two receivers take turns, a burst at a time, so that each side changes
+/// hands hundreds of times while staying on the owned protocol (a side changes owner rather
+/// than going shared while turns are this long): every message arrives exactly once, each
+/// sender's in order, and the receivers' turns see each sender's messages in order too.
+#[test]
+fn sides_changing_hands_in_turns_lose_reorder_and_double_nothing() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    const SENDERS: usize = 4;
+    const BURST: u64 = if cfg!(miri) { 20 } else { 2_000 };
+    const ROUNDS: u64 = if cfg!(miri) { 3 } else { 50 };
+    let total = SENDERS as u64 * BURST * ROUNDS;
+    let (tx, rx) = logbus::queue::bounded::<(usize, u64)>(256);
+    let turn = Arc::new(AtomicUsize::new(0));
+    let senders: Vec<_> = (0..SENDERS)
+        .map(|p| {
+            let (tx, turn) = (tx.clone(), Arc::clone(&turn));
+            std::thread::spawn(move || {
+                for round in 0..ROUNDS {
+                    // Wait for our turn: the senders send one after the other.
+                    while turn.load(Ordering::Acquire) != round as usize * SENDERS + p {
+                        std::thread::yield_now();
+                    }
+                    for i in 0..BURST {
+                        tx.send((p, round * BURST + i)).unwrap();
+                    }
+                    turn.fetch_add(1, Ordering::AcqRel);
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    // Two receivers take turns too, each taking a stretch of messages before passing on;
+    // what each saw is merged afterwards.
+    let rturn = Arc::new(AtomicUsize::new(0));
+    let receivers: Vec<_> = (0..2)
+        .map(|r| {
+            let (rx, rturn) = (rx.clone(), Arc::clone(&rturn));
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                loop {
+                    let t = rturn.load(Ordering::Acquire);
+                    if t == usize::MAX {
+                        return got;
+                    }
+                    if t % 2 != r {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    for _ in 0..BURST / 2 {
+                        match rx.recv() {
+                            Ok(m) => got.push(m),
+                            Err(_) => {
+                                rturn.store(usize::MAX, Ordering::Release);
+                                return got;
+                            }
+                        }
+                    }
+                    rturn.fetch_add(1, Ordering::AcqRel);
+                }
+            })
+        })
+        .collect();
+    drop(rx);
+    for s in senders {
+        s.join().unwrap();
+    }
+    let mut all: Vec<(usize, u64)> = Vec::new();
+    for r in receivers {
+        let got = r.join().unwrap();
+        let mut last = [None::<u64>; SENDERS];
+        for &(p, i) in &got {
+            assert!(last[p].map_or(true, |l| l < i), "sender {p} out of order");
+            last[p] = Some(i);
+        }
+        all.extend(got);
+    }
+    assert_eq!(all.len() as u64, total, "lost or doubled messages");
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len() as u64, total, "a message delivered twice");
+}
