@@ -298,9 +298,11 @@ impl Seen {
 }
 
 // SAFETY: messages move between threads through the slots (so `T: Send` is needed and
-// enough); every access to a slot's contents is made exclusive by the stamp protocol (a
-// thread touches a slot's message only between claiming it with a CAS and publishing the
-// next stamp).
+// enough); every access to a slot's contents is made exclusive by the protocol: in the
+// shared one a thread touches a slot's message only between claiming it with a CAS and
+// publishing the next stamp; in the owned one only the side's owner touches slots, only
+// those between the two cursors that belong to its side, and changes of owner and the
+// conversion are ordered after the previous owner's operations (`owners`).
 unsafe impl<T: Send> Send for Channel<T> {}
 // SAFETY: as above; shared references hand out no `&T`, only owned messages.
 unsafe impl<T: Send> Sync for Channel<T> {}
@@ -595,9 +597,10 @@ impl<T> Channel<T> {
         let cells = &self.cells[index..index + claim.n];
         let mut written = 0;
         for (cell, msg) in cells.iter().zip(msgs) {
-            // SAFETY: the CAS in `claim_send` gave this thread the slot: its stamp said
-            // empty and no other sender can claim the position again, no receiver reads it
-            // before the stamp store below.
+            // SAFETY: `claim_send` gave this thread the slot: by a CAS past a stamp saying
+            // empty (shared; no other sender can claim the position again), or as the
+            // sending owner with the slot between `tail` and the receiver's `head` (owned).
+            // No receiver reads it before the stamp or cursor store that publishes it.
             cell.with_mut(|p| unsafe { ptr::write(p, MaybeUninit::new(msg)) });
             written += 1;
         }
@@ -656,8 +659,9 @@ impl<T> Channel<T> {
         seen.credit.store(credit - 1, Ordering::Relaxed);
         // SAFETY: the credit says the slot at `tail` is free: the receiving owner moved
         // `head` past it (Release, read by our Acquire refresh) after reading its last
-        // message, and only this thread writes slots while it owns the side. The receiver
-        // reads it only after the `tail` store below.
+        // message, and only the sending side's owner writes slots (a change of owner waits
+        // out the previous owner's operation and orders it before ours, see `owners`). The
+        // receiver reads the slot only after the `tail` store below.
         self.cells[tail & (self.mark_bit - 1)]
             .with_mut(|p| unsafe { ptr::write(p, MaybeUninit::new(msg)) });
         store_own_cursor(&self.tail, seen, self.advance(tail, 1));
@@ -685,8 +689,9 @@ impl<T> Channel<T> {
         seen.credit.store(credit - 1, Ordering::Relaxed);
         // SAFETY: the credit says the slot at `head` holds a message: the sending owner
         // moved `tail` past it (Release, read by our Acquire refresh) after writing it, and
-        // only this thread reads slots while it owns the side. We move it out once: `head`
-        // moves past it below, and the sender writes the slot only after that store.
+        // only the receiving side's owner reads slots (changes of owner are ordered, see
+        // `owners`). We move it out once: `head` moves past it below, and the sender writes
+        // the slot only after that store.
         let msg =
             self.cells[head & (self.mark_bit - 1)].with(|p| unsafe { ptr::read(p).assume_init() });
         store_own_cursor(&self.head, seen, self.advance(head, 1));
@@ -745,8 +750,7 @@ impl<T> Channel<T> {
                         // exactly once (`sent` moves past it below and the `Vec` no longer
                         // owns it).
                         let msg = unsafe { ptr::read(base.add(sent + i)) };
-                        // SAFETY: the CAS in `claim_send` gave this thread the slot: its
-                        // stamp said empty, no other sender can claim the position again,
+                        // SAFETY: `claim_send` gave this thread the slot (as in `publish`),
                         // and no receiver reads it before `publish_stamps`.
                         cell.with_mut(|p| unsafe { ptr::write(p, MaybeUninit::new(msg)) });
                     }
@@ -894,9 +898,10 @@ impl<T> Channel<T> {
     unsafe fn consume(&self, claim: Claim, mut sink: impl FnMut(T)) {
         let index = claim.pos & (self.mark_bit - 1);
         for cell in &self.cells[index..index + claim.n] {
-            // SAFETY: the CAS in `claim_recv` gave this thread the slot; its stamp said it
-            // holds an initialised message, which we move out exactly once (`free_run`,
-            // after the reads, hands the slot to the next lap's sender).
+            // SAFETY: `claim_recv` gave this thread the slot, which holds an initialised
+            // message (its stamp said so, or the sending owner's `tail` had passed it); we
+            // move it out exactly once (`free_run`, after the reads, hands the slot to the
+            // next lap's sender).
             sink(cell.with(|p| unsafe { ptr::read(p).assume_init() }));
         }
         self.free_run(&claim);
@@ -979,9 +984,9 @@ impl<T> Channel<T> {
                     // `claim.n ≤ (max - got).min(cap)`: the reservation above covers it.
                     let spare = &mut out.spare_capacity_mut()[..claim.n];
                     for (dst, cell) in spare.iter_mut().zip(&self.cells[index..]) {
-                        // SAFETY: the CAS in `claim_recv` gave this thread the slot; its
-                        // stamp said it holds an initialised message, which is moved out
-                        // exactly once (`free_run` hands the slot to the next lap after).
+                        // SAFETY: `claim_recv` gave this thread the slot, which holds an
+                        // initialised message (as in `consume`), moved out exactly once
+                        // (`free_run` hands the slot to the next lap after).
                         *dst = cell.with(|p| unsafe { ptr::read(p) });
                     }
                     // SAFETY: the `claim.n` elements after the length were just initialised.
