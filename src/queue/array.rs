@@ -119,7 +119,7 @@ const DENSE_POLLS: u32 = 0;
 #[cfg(not(logbus_loom))]
 const PACE_SPINS: u32 = 20;
 #[cfg(logbus_loom)]
-const PACE_SPINS: u32 = 20;
+const PACE_SPINS: u32 = 0;
 
 /// See `Channel::full_slack`.
 const FULL_SLACK: usize = 16;
@@ -395,18 +395,6 @@ impl<T> Channel<T> {
         }
     }
 
-    /// The position `d` (< cap) slots after `pos`, into the next lap if need be.
-    #[inline]
-    fn ahead(&self, pos: usize, d: usize) -> usize {
-        let index = pos & (self.mark_bit - 1);
-        debug_assert!(d < self.cap);
-        if index + d < self.cap {
-            pos + d
-        } else {
-            (pos & !(self.one_lap - 1)).wrapping_add(self.one_lap) + (index + d - self.cap)
-        }
-    }
-
     /// How many messages have gone through `cursor` (`head` or `tail`) since the queue was
     /// made: the laps times the capacity plus the index (a hint for the owners' change
     /// budget, see `owners`).
@@ -418,15 +406,17 @@ impl<T> Channel<T> {
             .wrapping_add(pos & (self.mark_bit - 1))
     }
 
-    /// The position after a run of `n` slots starting at `pos`, which must end inside the lap.
+    /// The position `n` (≤ cap) slots after `pos`, into the next lap if need be: the
+    /// position after a claimed run (which ends inside the lap), or a look ahead of the
+    /// tail (`send_changed`).
     #[inline]
     fn advance(&self, pos: usize, n: usize) -> usize {
         let index = pos & (self.mark_bit - 1);
-        debug_assert!(index + n <= self.cap);
+        debug_assert!(n <= self.cap);
         if index + n < self.cap {
             pos + n
         } else {
-            (pos & !(self.one_lap - 1)).wrapping_add(self.one_lap)
+            (pos & !(self.one_lap - 1)).wrapping_add(self.one_lap) + (index + n - self.cap)
         }
     }
 
@@ -941,7 +931,7 @@ impl<T> Channel<T> {
         }
     }
 
-    /// `try_recv`, with `exact` as in `claim_recv`.
+    /// `try_recv`, with `look` as in `claim_recv`.
     fn recv_now(&self, look: Look) -> Result<T, TryRecvError> {
         let claim = self.claim_recv(1, look)?;
         let mut out = None;
@@ -959,7 +949,7 @@ impl<T> Channel<T> {
         self.recv_batch_now(out, max, Look::TRY)
     }
 
-    /// `try_recv_batch`, with `exact` as in `claim_recv` (for the first claim; later ones
+    /// `try_recv_batch`, with `look` as in `claim_recv` (for the first claim; later ones
     /// only end the batch when they fail).
     fn recv_batch_now(
         &self,
@@ -1074,7 +1064,7 @@ impl<T> Channel<T> {
         if tail & self.mark_bit != 0 {
             return true;
         }
-        let pos = self.ahead(tail, slack);
+        let pos = self.advance(tail, slack);
         // Relaxed: a hint (see above).
         let stamp = self.stamps[pos & (self.mark_bit - 1)].load(Ordering::Relaxed);
         // No longer last lap's message: freed (or taken by a receiver about to free it).
@@ -1426,10 +1416,11 @@ mod tests {
     fn positions_ahead_cross_into_the_next_lap() {
         let ch = Channel::<u8>::with_capacity(5);
         let lap = ch.one_lap;
-        assert_eq!(ch.ahead(1, 3), 4);
-        assert_eq!(ch.ahead(3, 2), lap);
-        assert_eq!(ch.ahead(3, 3), lap + 1);
-        assert_eq!(ch.ahead(lap + 4, 4), 2 * lap + 3);
+        assert_eq!(ch.advance(1, 3), 4);
+        assert_eq!(ch.advance(3, 2), lap);
+        assert_eq!(ch.advance(3, 3), lap + 1);
+        assert_eq!(ch.advance(lap + 4, 4), 2 * lap + 3);
+        assert_eq!(ch.advance(0, 5), lap, "a whole lap's run");
         assert_eq!(ch.full_slack(), 2, "at most half the queue");
         assert_eq!(Channel::<u8>::with_capacity(1).full_slack(), 0);
         assert_eq!(Channel::<u8>::with_capacity(1024).full_slack(), FULL_SLACK);

@@ -156,8 +156,8 @@ impl Owners {
         Self::with_burst(TRANSFER_BURST)
     }
 
-    /// [`new`](Self::new), with `burst` owner changes allowed per side before the budget
-    /// of one per [`TRANSFER_RUN`] messages applies (0: the first change makes the queue
+    /// [`new`](Self::new), with `burst` in place of [`TRANSFER_BURST`]: the owner changes
+    /// each side starts with and may bank at most (0: the first change makes the queue
     /// shared).
     pub(crate) fn with_burst(burst: usize) -> Self {
         // The owners' fences are the light side of asymmetric fences: register for the
@@ -188,7 +188,7 @@ impl Owners {
     ///
     /// A side owned by another thread is taken over (the previous owner's operation in
     /// flight is waited out) while the side's change budget allows, see
-    /// [`TRANSFER_RUN`]; `moved` says how many messages have gone through the side. Past
+    /// [`TRANSFER_BURST`]; `moved` says how many messages have gone through the side. Past
     /// the budget, the queue is made shared for good, `convert` turning the owned state
     /// into the shared one.
     #[inline]
@@ -243,7 +243,7 @@ impl Owners {
     /// Ends an owned operation of the thread `me` on `side` (after [`enter`](Self::enter)
     /// or [`try_hold`](Self::try_hold)): clears its busy flag and wakes a thread waiting for
     /// it to change owners.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn leave(&self, side: &Side, me: usize) {
         // Release: the operation's accesses happen before the Acquire load of the thread
         // changing owners.
@@ -257,10 +257,8 @@ impl Owners {
     /// serves both handshakes.
     #[inline(always)]
     pub(crate) fn leave_notifying(&self, side: &Side, me: usize, peers: &WaitSet) {
-        // Release: as in `leave`.
-        side.busy(me).store(false, Ordering::Release);
-        asym_fence::light();
-        self.waits.notify_all_after_light_fence();
+        // `leave` ends with the light fence, which orders this load too.
+        self.leave(side, me);
         peers.notify_all_after_light_fence();
     }
 
