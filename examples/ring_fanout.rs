@@ -14,7 +14,9 @@
 //! - **late** joins after half a second at the oldest entry still in the ring.
 //!
 //! Then a second, shorter phase uses [`Overflow::Block`] with the slowed reader gating: the
-//! producer now waits for it, and nobody misses anything.
+//! producer now waits for it, so it never misses an entry. The fast reader there is not
+//! gating: the producer does not wait for it either, so if the scheduler takes its core
+//! away for a moment it may be lapped and is told so, like any non-gating reader.
 //!
 //! Each reader checks that what it reads plus what it was told it missed is exactly the span
 //! it was attached for, and the table shows throughput and lag per reader.
@@ -149,13 +151,14 @@ fn main() -> Result<(), logbus::Error> {
     drop(producer); // closes the ring: readers drain, then see Closed
     let reports: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     print(
-        "phase 1: Overflow::Overwrite (producer never waits; late readers are told what they missed)",
+        "phase 1: Overflow::Overwrite (producer never waits; a reader it laps is told how many entries it missed; late joins at the oldest entry still there)",
         published,
         secs,
         &reports,
     );
 
-    // Phase 2: the slowed reader gates; the producer waits for it and nobody misses a thing.
+    // Phase 2: the slowed reader gates; the producer waits for it, so it misses nothing. The
+    // fast reader does not gate: nothing waits for it, and a lap behind it is told so.
     let (mut producer, ring) = Ring::<u64>::single_producer(RingConfig::new(4096))?;
     let gating = ring.gating_reader(Start::Tail)?;
     let fast_r = ring.reader(Start::Tail)?;
@@ -177,7 +180,7 @@ fn main() -> Result<(), logbus::Error> {
     assert_eq!(reports[1].missed, 0, "a gating reader never misses");
     assert_eq!(reports[1].read, published);
     print(
-        "phase 2: Overflow::Block, slowed reader gating (producer waits for it)",
+        "phase 2: Overflow::Block, slowed reader gating (producer waits for it: it misses nothing; fast does not gate)",
         published,
         secs,
         &reports,

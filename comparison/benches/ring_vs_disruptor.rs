@@ -9,9 +9,9 @@
 //! per-pair ratios (logbus / disruptor). Bar: ratio ≥ 1.0.
 //!
 //! ```text
-//! cargo bench --bench ring_vs_disruptor
-//! RING_BENCH_ENTRIES=4000000 RING_BENCH_PAIRS=9 RING_BENCH_BATCH=64 cargo bench --bench ring_vs_disruptor
-//! RING_BENCH_ONLY=batch cargo bench --bench ring_vs_disruptor   # workloads whose name contains it
+//! cargo bench -p logbus-comparison --bench ring_vs_disruptor
+//! RING_BENCH_ENTRIES=4000000 RING_BENCH_PAIRS=9 RING_BENCH_BATCH=64 cargo bench -p logbus-comparison --bench ring_vs_disruptor
+//! RING_BENCH_ONLY=batch cargo bench -p logbus-comparison --bench ring_vs_disruptor   # workloads whose name contains it
 //! ```
 
 use std::hint::black_box;

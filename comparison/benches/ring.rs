@@ -1,5 +1,5 @@
-//! Criterion benches of the ring, for profiling (`perf record` on `cargo bench --bench ring
-//! -- --profile-time 5 <filter>`). Single-threaded round trips isolate the cost of each
+//! Criterion benches of the ring, for profiling (`perf record` on
+//! `cargo bench -p logbus-comparison --bench ring -- --profile-time 5 <filter>`). Single-threaded round trips isolate the cost of each
 //! operation; the threaded SPSC run shows the hand-off. For comparisons with peers use the
 //! interleaved harness `ring_vs_disruptor` instead.
 
