@@ -15,6 +15,7 @@
 //! | 3 | [`queue`] | a bounded blocking MPMC queue (crossbeam-channel's API, plus batches) |
 //! | 3 | [`observer`] | an observer bus: publish once, every subscriber's callback runs |
 //! | 4 | [`storage`] | one partition's log on disk, in Kafka's segment format (RecordBatch v2) |
+//! | 7 | [`group`] | consumer groups: Kafka's partition assignors (range, round-robin, sticky, cooperative-sticky) as a pure API |
 //!
 //! ## The ring: one producer, readers at their own pace
 //!
@@ -101,6 +102,7 @@ mod sync;
 pub mod clock;
 pub mod codec;
 pub mod error;
+pub mod group;
 pub mod observer;
 pub mod queue;
 pub mod ring;
