@@ -718,3 +718,910 @@ fn test_member_info_sorting() {
         ["c", "b", "a"]
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// AbstractStickyAssignorTest: every case runs on both sticky assignors (see `both`).
+// ---------------------------------------------------------------------------------------
+
+fn subs_of(list: Vec<(&str, Subscription)>) -> Subs {
+    list.into_iter().map(|(m, s)| (m.to_string(), s)).collect()
+}
+
+fn exact(list: &[(&str, &str)]) -> Assignment {
+    exact_cases::expected(list)
+}
+
+#[test]
+fn test_sticky_one_consumer_no_topic() {
+    let subs = subs_of(vec![("consumer", sub(&[]))]);
+    let a = both(&counts(&[]), &subs, Some(&[]));
+    assert_eq!(a, exact(&[("consumer", "")]));
+    assert!(is_fully_balanced(&a));
+}
+
+#[test]
+fn test_sticky_one_consumer_nonexistent_topic() {
+    let subs = subs_of(vec![("consumer", sub(&["topic"]))]);
+    let a = both(&counts(&[("topic", 0)]), &subs, Some(&[]));
+    assert_eq!(a, exact(&[("consumer", "")]));
+}
+
+#[test]
+fn test_sticky_one_consumer_one_topic() {
+    let subs = subs_of(vec![("consumer", sub(&["topic"]))]);
+    let a = both(&counts(&[("topic", 3)]), &subs, Some(&[]));
+    assert_eq!(a, exact(&[("consumer", "topic-0, topic-1, topic-2")]));
+}
+
+#[test]
+fn test_sticky_only_assigns_partitions_from_subscribed_topics() {
+    // The member reports owning partitions of a topic it does not subscribe to.
+    let owned = parse("topic-0, topic-1, other-0, other-1");
+    let subs = subs_of(vec![("consumer", owning(&["topic"], &owned, GENERATION))]);
+    let a = both(&counts(&[("topic", 2)]), &subs, Some(&[]));
+    assert_eq!(a, exact(&[("consumer", "topic-0, topic-1")]));
+}
+
+#[test]
+fn test_sticky_one_consumer_multiple_topics() {
+    let subs = subs_of(vec![("consumer", sub(T12))]);
+    let a = both(&counts(&[("topic1", 1), ("topic2", 2)]), &subs, Some(&[]));
+    assert_eq!(a, exact(&[("consumer", "topic1-0, topic2-0, topic2-1")]));
+}
+
+#[test]
+fn test_sticky_two_consumers_one_topic_one_partition() {
+    let subs = subs_of(vec![
+        ("consumer1", sub(&["topic"])),
+        ("consumer2", sub(&["topic"])),
+    ]);
+    let a = both(&counts(&[("topic", 1)]), &subs, Some(&[]));
+    assert!(is_fully_balanced(&a));
+}
+
+#[test]
+fn test_sticky_two_consumers_one_topic_two_partitions() {
+    let subs = subs_of(vec![
+        ("consumer1", sub(&["topic"])),
+        ("consumer2", sub(&["topic"])),
+    ]);
+    let a = both(&counts(&[("topic", 2)]), &subs, Some(&[]));
+    assert_eq!(
+        a,
+        exact(&[("consumer1", "topic-0"), ("consumer2", "topic-1")])
+    );
+}
+
+#[test]
+fn test_multiple_consumers_mixed_topic_subscriptions() {
+    let subs = subs_of(vec![
+        ("consumer1", sub(&["topic1"])),
+        ("consumer2", sub(T12)),
+        ("consumer3", sub(&["topic1"])),
+    ]);
+    // The general algorithm (Kafka: `partitionsTransferringOwnership` is null).
+    let a = both(&counts(&[("topic1", 3), ("topic2", 2)]), &subs, None);
+    assert_eq!(
+        a,
+        exact(&[
+            ("consumer1", "topic1-0, topic1-2"),
+            ("consumer2", "topic2-0, topic2-1"),
+            ("consumer3", "topic1-1"),
+        ])
+    );
+    assert!(is_fully_balanced(&a));
+}
+
+#[test]
+fn test_sticky_two_consumers_two_topics_six_partitions() {
+    let subs = subs_of(vec![("consumer1", sub(T12)), ("consumer2", sub(T12))]);
+    let a = both(&counts(&[("topic1", 3), ("topic2", 3)]), &subs, Some(&[]));
+    assert_eq!(
+        a,
+        exact(&[
+            ("consumer1", "topic1-0, topic1-2, topic2-1"),
+            ("consumer2", "topic1-1, topic2-0, topic2-2"),
+        ])
+    );
+}
+
+#[test]
+fn test_consumer_owning_min_quota_expected_max_quota() {
+    let subs = subs_of(vec![
+        (
+            "consumer1",
+            owning(T12, &parse("topic1-0, topic2-1"), GENERATION),
+        ),
+        (
+            "consumer2",
+            owning(T12, &parse("topic1-1, topic2-2"), GENERATION),
+        ),
+    ]);
+    let a = both(&counts(&[("topic1", 2), ("topic2", 3)]), &subs, Some(&[]));
+    assert_eq!(
+        a,
+        exact(&[
+            ("consumer1", "topic1-0, topic2-1, topic2-0"),
+            ("consumer2", "topic1-1, topic2-2"),
+        ])
+    );
+    assert!(is_fully_balanced(&a));
+}
+
+#[test]
+fn test_max_quota_consumer_more_than_num_expected_max_capacity_members() {
+    let subs = subs_of(vec![
+        (
+            "consumer1",
+            owning(T12, &parse("topic1-0, topic2-0"), GENERATION),
+        ),
+        (
+            "consumer2",
+            owning(T12, &parse("topic1-1, topic2-1"), GENERATION),
+        ),
+        ("consumer3", owning(T12, &[], GENERATION)),
+    ]);
+    let a = both(
+        &counts(&[("topic1", 2), ("topic2", 2)]),
+        &subs,
+        Some(&[(tp("topic2", 0), "consumer3")]),
+    );
+    assert_eq!(
+        a,
+        exact(&[
+            ("consumer1", "topic1-0"),
+            ("consumer2", "topic1-1, topic2-1"),
+            ("consumer3", "topic2-0"),
+        ])
+    );
+}
+
+#[test]
+fn test_all_consumers_are_under_min_quota() {
+    let subs = subs_of(vec![
+        ("consumer1", owning(T12, &parse("topic1-0"), GENERATION)),
+        ("consumer2", owning(T12, &parse("topic1-1"), GENERATION)),
+        ("consumer3", owning(T12, &[], GENERATION)),
+    ]);
+    let a = both(&counts(&[("topic1", 2), ("topic2", 3)]), &subs, Some(&[]));
+    assert_eq!(
+        a,
+        exact(&[
+            ("consumer1", "topic1-0, topic2-1"),
+            ("consumer2", "topic1-1, topic2-2"),
+            ("consumer3", "topic2-0"),
+        ])
+    );
+}
+
+#[test]
+fn test_add_remove_consumer_one_topic() {
+    let counts = counts(&[("topic", 3)]);
+    let mut subs = subs_of(vec![("consumer1", sub(&["topic"]))]);
+    let a = both(&counts, &subs, Some(&[]));
+    assert_eq!(a, exact(&[("consumer1", "topic-0, topic-1, topic-2")]));
+
+    subs = subs_of(vec![
+        ("consumer1", owning(&["topic"], &a["consumer1"], GENERATION)),
+        ("consumer2", owning(&["topic"], &[], GENERATION)),
+    ]);
+    let a = both(&counts, &subs, Some(&[(tp("topic", 2), "consumer2")]));
+    assert_eq!(
+        a,
+        exact(&[("consumer1", "topic-0, topic-1"), ("consumer2", "topic-2")])
+    );
+
+    subs = subs_of(vec![(
+        "consumer2",
+        owning(&["topic"], &a["consumer2"], GENERATION),
+    )]);
+    let a = both(&counts, &subs, Some(&[]));
+    assert_eq!(
+        set(&a["consumer2"]),
+        set(&parse("topic-2, topic-1, topic-0"))
+    );
+}
+
+#[test]
+fn test_topic_balance_after_reassignment() {
+    let counts = counts(&[("topic1", 12), ("topic2", 12)]);
+    let per_topic = |a: &Assignment, n: usize| {
+        for ps in a.values() {
+            for t in T12 {
+                assert_eq!(ps.iter().filter(|p| p.topic == *t).count(), n, "{a:?}");
+            }
+        }
+    };
+    let subs = subs_of(vec![("consumer1", sub(T12))]);
+    let a = both(&counts, &subs, Some(&[]));
+    per_topic(&a, 12);
+
+    let subs = subs_of(vec![
+        ("consumer1", owning(T12, &a["consumer1"], GENERATION)),
+        ("consumer2", owning(T12, &[], GENERATION)),
+    ]);
+    let a = both(&counts, &subs, None);
+    per_topic(&a, 6);
+
+    let subs = subs_of(vec![
+        ("consumer1", owning(T12, &a["consumer1"], GENERATION)),
+        ("consumer2", owning(T12, &a["consumer2"], GENERATION)),
+        ("consumer3", owning(T12, &[], GENERATION)),
+        ("consumer4", owning(T12, &[], GENERATION)),
+    ]);
+    let a = both(&counts, &subs, None);
+    per_topic(&a, 3);
+
+    let subs = subs_of(vec![
+        ("consumer3", owning(T12, &a["consumer3"], GENERATION)),
+        ("consumer4", owning(T12, &a["consumer4"], GENERATION)),
+    ]);
+    let a = both(&counts, &subs, Some(&[]));
+    per_topic(&a, 6);
+}
+
+#[test]
+fn test_add_remove_two_consumers_two_topics() {
+    let counts = counts(&[("topic1", 3), ("topic2", 4)]);
+    let subs = subs_of(vec![("consumer1", sub(T12)), ("consumer2", sub(T12))]);
+    let a = both(&counts, &subs, Some(&[]));
+    assert_eq!(
+        a,
+        exact(&[
+            ("consumer1", "topic1-0, topic1-2, topic2-1, topic2-3"),
+            ("consumer2", "topic1-1, topic2-0, topic2-2"),
+        ])
+    );
+
+    let subs = subs_of(vec![
+        ("consumer1", owning(T12, &a["consumer1"], GENERATION)),
+        ("consumer2", owning(T12, &a["consumer2"], GENERATION)),
+        ("consumer3", owning(T12, &[], GENERATION)),
+        ("consumer4", owning(T12, &[], GENERATION)),
+    ]);
+    let transferring = [
+        (tp("topic1", 2), "consumer3"),
+        (tp("topic2", 3), "consumer3"),
+        (tp("topic2", 2), "consumer4"),
+    ];
+    let a = both(&counts, &subs, Some(&transferring));
+    assert_eq!(
+        a,
+        exact(&[
+            ("consumer1", "topic1-0, topic2-1"),
+            ("consumer2", "topic2-0, topic1-1"),
+            ("consumer3", "topic1-2, topic2-3"),
+            ("consumer4", "topic2-2"),
+        ])
+    );
+
+    let subs = subs_of(vec![
+        ("consumer3", owning(T12, &a["consumer3"], GENERATION)),
+        ("consumer4", owning(T12, &a["consumer4"], GENERATION)),
+    ]);
+    let a = both(&counts, &subs, Some(&[]));
+    assert_eq!(
+        a,
+        exact(&[
+            ("consumer3", "topic1-2, topic2-3, topic1-0, topic2-1"),
+            ("consumer4", "topic2-2, topic1-1, topic2-0"),
+        ])
+    );
+}
+
+#[test]
+fn test_poor_round_robin_assignment_scenario() {
+    let counts: Counts = (1..=5).map(|i| (format!("topic{i}"), i % 2 + 1)).collect();
+    let all = ["topic1", "topic2", "topic3", "topic4", "topic5"];
+    let odd = ["topic1", "topic3", "topic5"];
+    let subs = subs_of(vec![
+        ("consumer1", sub(&all)),
+        ("consumer2", sub(&odd)),
+        ("consumer3", sub(&odd)),
+        ("consumer4", sub(&all)),
+    ]);
+    both(&counts, &subs, None);
+}
+
+#[test]
+fn test_add_remove_topic_two_consumers() {
+    let mut counts = counts(&[("topic", 3)]);
+    let subs = subs_of(vec![
+        ("consumer1", sub(&["topic"])),
+        ("consumer2", sub(&["topic"])),
+    ]);
+    let a1 = both(&counts, &subs, Some(&[]));
+    assert!(is_fully_balanced(&a1));
+
+    counts.insert("topic2".into(), 3);
+    let both_topics = ["topic", "topic2"];
+    let subs = subs_of(vec![
+        (
+            "consumer1",
+            owning(&both_topics, &a1["consumer1"], GENERATION),
+        ),
+        (
+            "consumer2",
+            owning(&both_topics, &a1["consumer2"], GENERATION),
+        ),
+    ]);
+    let a2 = both(&counts, &subs, Some(&[]));
+    assert_eq!((a2["consumer1"].len(), a2["consumer2"].len()), (3, 3));
+    for m in ["consumer1", "consumer2"] {
+        assert!(set(&a2[m]).is_superset(&set(&a1[m])), "sticky for {m}");
+    }
+
+    counts.remove("topic");
+    let subs = subs_of(vec![
+        (
+            "consumer1",
+            owning(&["topic2"], &a2["consumer1"], GENERATION),
+        ),
+        (
+            "consumer2",
+            owning(&["topic2"], &a2["consumer2"], GENERATION),
+        ),
+    ]);
+    let a3 = both(&counts, &subs, Some(&[]));
+    assert!(is_fully_balanced(&a3));
+    for m in ["consumer1", "consumer2"] {
+        assert!(set(&a2[m]).is_superset(&set(&a3[m])), "sticky for {m}");
+    }
+}
+
+#[test]
+fn test_reassignment_after_one_consumer_leaves() {
+    let counts: Counts = (1..20).map(|i| (name("t", i, 20), i as u32)).collect();
+    let topics: Vec<String> = (1..20).map(|i| name("t", i, 20)).collect();
+    let mut subs = Subs::new();
+    for i in 1..20 {
+        let ts: Vec<&str> = topics[..i].iter().map(String::as_str).collect();
+        subs.insert(name("c", i, 20), sub(&ts));
+    }
+    let a = both(&counts, &subs, None);
+    let mut subs = with_owned(&subs, &a, GENERATION);
+    subs.remove("c10");
+    let a = both(&counts, &subs, None);
+    assert_sticky(&subs, &a);
+}
+
+#[test]
+fn test_reassignment_after_one_consumer_added() {
+    let counts = counts(&[("topic", 20)]);
+    let mut subs: Subs = (1..10)
+        .map(|i| (name("c", i, 10), sub(&["topic"])))
+        .collect();
+    both(&counts, &subs, Some(&[]));
+    subs.insert(name("c", 10, 10), sub(&["topic"]));
+    both(&counts, &subs, Some(&[]));
+}
+
+#[test]
+fn test_same_subscriptions() {
+    let counts: Counts = (1..15).map(|i| (name("t", i, 15), i as u32)).collect();
+    let topics: Vec<&str> = counts.keys().map(String::as_str).collect();
+    let subs: Subs = (1..9).map(|i| (name("c", i, 9), sub(&topics))).collect();
+    let a = both(&counts, &subs, Some(&[]));
+    let mut subs = with_owned(&subs, &a, GENERATION);
+    subs.remove(&name("c", 5, 9));
+    both(&counts, &subs, Some(&[]));
+}
+
+/// Kafka's large-scale cases, scaled down for debug builds; the full size runs in
+/// `large_scale_timings` (ignored by default).
+fn large(
+    topic_count: usize,
+    partition_count: u32,
+    consumer_count: usize,
+    subscribe: impl Fn(usize, &[String]) -> Vec<String>,
+) {
+    let topics: Vec<String> = (0..topic_count)
+        .map(|i| name("t", i, topic_count))
+        .collect();
+    let counts: Counts = topics
+        .iter()
+        .map(|t| (t.clone(), partition_count))
+        .collect();
+    let subs: Subs = (0..consumer_count)
+        .map(|i| {
+            let ts = subscribe(i, &topics);
+            (name("c", i, consumer_count), Subscription::new(ts))
+        })
+        .collect();
+    let a = assign(&StickyAssignor, &counts, &subs);
+    assert_complete(&subs, &a, &counts);
+    // Kafka feeds back all members but the first (which keeps its empty owned list).
+    let mut next = with_owned(&subs, &a, GENERATION);
+    next.insert(
+        name("c", 0, consumer_count),
+        subs[&name("c", 0, consumer_count)].clone(),
+    );
+    let b = assign(&StickyAssignor, &counts, &next);
+    verify_validity_and_balance(&next, &b, &counts);
+    let c = assign(&CooperativeStickyAssignor, &counts, &next);
+    verify_cooperative(&next, &c, &counts);
+}
+
+#[test]
+fn test_large_assignment_and_group_with_uniform_subscription() {
+    large(50, 200, 200, |_, topics| topics.to_vec());
+}
+
+#[test]
+fn test_large_assignment_and_group_with_non_equal_subscription() {
+    large(50, 200, 200, |i, topics| {
+        if i == 199 {
+            topics[..1].to_vec()
+        } else {
+            topics.to_vec()
+        }
+    });
+}
+
+#[test]
+fn test_assignment_and_group_with_non_equal_subscription_not_timeout() {
+    // Kafka's full size (100 topics x 200 partitions, 500 members) halved in each dimension.
+    large(50, 100, 250, |i, topics| {
+        let half = topics.len() / 2;
+        if i % 4 == 0 {
+            topics[..half].to_vec()
+        } else {
+            topics[half..].to_vec()
+        }
+    });
+}
+
+#[test]
+fn test_subscription_not_equal_and_assign_same_partition_with3_generation() {
+    let counts = counts(&[("topic", 6), ("topic1", 1)]);
+    for g in [
+        [1, 2, 3],
+        [1, 3, 2],
+        [2, 1, 3],
+        [2, 3, 1],
+        [3, 1, 2],
+        [3, 2, 1],
+    ] {
+        let subs = subs_of(vec![
+            (
+                "consumer1",
+                owning(&["topic"], &parse("topic-0, topic-2"), g[0]),
+            ),
+            (
+                "consumer2",
+                owning(&["topic"], &parse("topic-1, topic-2, topic-3"), g[1]),
+            ),
+            (
+                "consumer3",
+                owning(&["topic"], &parse("topic-2, topic-4, topic-5"), g[2]),
+            ),
+            ("consumer4", owning(&["topic1"], &parse("topic1-0"), 2)),
+        ]);
+        for assignor in [
+            &StickyAssignor as &dyn PartitionAssignor,
+            &CooperativeStickyAssignor,
+        ] {
+            let a = assign(assignor, &counts, &subs);
+            let all: Vec<_> = a.values().flatten().collect();
+            let distinct: HashSet<_> = all.iter().collect();
+            assert_eq!(all.len(), distinct.len());
+            for list in a.values() {
+                // Kafka asserts 1..=2 for its own assign; the cooperative one may hold back
+                // a revoked partition, leaving a member empty for one round.
+                assert!(list.len() <= 2, "{a:?}");
+                if assignor.name() == "sticky" {
+                    assert!(!list.is_empty(), "{a:?}");
+                }
+            }
+        }
+    }
+}
+
+/// Kafka's `getRandomSublist`: removes a random number (below the length) of random items.
+fn random_sublist(rng: &mut fastrand::Rng, list: &[String]) -> Vec<String> {
+    let mut items = list.to_vec();
+    let remove = rng.usize(..list.len());
+    for _ in 0..remove {
+        let i = rng.usize(..items.len());
+        items.remove(i);
+    }
+    items
+}
+
+#[test]
+fn test_large_assignment_with_multiple_consumers_leaving_and_random_subscription() {
+    let mut rng = fastrand::Rng::with_seed(0x6b61666b61);
+    let (topic_count, consumer_count) = (40, 200);
+    let counts: Counts = (0..topic_count)
+        .map(|i| (name("t", i, topic_count), rng.u32(1..=10)))
+        .collect();
+    let mut subs = Subs::new();
+    for i in 0..consumer_count {
+        let n = rng.usize(..20);
+        let ts: Vec<String> = (0..n)
+            .map(|_| name("t", rng.usize(..topic_count), topic_count))
+            .collect();
+        subs.insert(name("c", i, consumer_count), Subscription::new(ts));
+    }
+    let a = both(&counts, &subs, None);
+    let mut subs = with_owned(&subs, &a, GENERATION);
+    for _ in 0..50 {
+        subs.remove(&name("c", rng.usize(..consumer_count), consumer_count));
+    }
+    let a = both(&counts, &subs, None);
+    assert_sticky(&subs, &a);
+}
+
+#[test]
+fn test_new_subscription() {
+    let counts: Counts = (1..5).map(|i| (name("t", i, 5), 1)).collect();
+    let mut subs = Subs::new();
+    for i in 0..3usize {
+        let ts: Vec<String> = (i..=(3 * i).saturating_sub(2))
+            .filter(|&j| j >= i && 3 * i >= 2 + j)
+            .map(|j| name("t", j, 5))
+            .collect();
+        subs.insert(name("c", i, 3), Subscription::new(ts));
+    }
+    let a = both(&counts, &subs, None);
+    let mut subs = with_owned(&subs, &a, GENERATION);
+    subs.get_mut("c0").unwrap().topics.insert(name("t", 1, 5));
+    let b = both(&counts, &subs, None);
+    assert_sticky(&subs, &b);
+}
+
+#[test]
+fn test_move_existing_assignments() {
+    let counts: Counts = (1..=6).map(|i| (format!("topic{i}"), 1)).collect();
+    let subs = subs_of(vec![
+        ("consumer1", owning(T12, &parse("topic1-0"), GENERATION)),
+        (
+            "consumer2",
+            owning(
+                &["topic1", "topic2", "topic3", "topic4"],
+                &parse("topic2-0, topic3-0"),
+                GENERATION,
+            ),
+        ),
+        (
+            "consumer3",
+            owning(
+                &["topic2", "topic3", "topic4", "topic5", "topic6"],
+                &parse("topic4-0, topic5-0, topic6-0"),
+                GENERATION,
+            ),
+        ),
+    ]);
+    both(&counts, &subs, None);
+}
+
+#[test]
+fn test_stickiness() {
+    let counts = counts(&[("topic1", 3)]);
+    let subs: Subs = (1..=4)
+        .map(|i| (format!("consumer{i}"), sub(&["topic1"])))
+        .collect();
+    let a = both(&counts, &subs, Some(&[]));
+    assert!(a.values().all(|ps| ps.len() <= 1));
+    // The potential group leader leaves.
+    let mut subs = with_owned(&subs, &a, GENERATION);
+    subs.remove("consumer1");
+    let b = both(&counts, &subs, Some(&[]));
+    for (m, ps) in &b {
+        assert_eq!(ps.len(), 1);
+        assert!(
+            a[m].is_empty() || ps.contains(&a[m][0]),
+            "stickiness for {m}"
+        );
+    }
+}
+
+#[test]
+fn test_assignment_updated_for_deleted_topic() {
+    let counts = counts(&[("topic1", 1), ("topic3", 100)]);
+    let subs = subs_of(vec![("consumer", sub(&["topic1", "topic2", "topic3"]))]);
+    let a = both(&counts, &subs, Some(&[]));
+    assert_eq!(a["consumer"].len(), 101);
+}
+
+#[test]
+fn test_no_exception_thrown_when_only_subscribed_topic_deleted() {
+    let subs = subs_of(vec![("consumer", sub(&["topic"]))]);
+    let a = both(&counts(&[("topic", 3)]), &subs, Some(&[]));
+    let subs = with_owned(&subs, &a, GENERATION);
+    let a = both(&counts(&[]), &subs, Some(&[]));
+    assert_eq!(a, exact(&[("consumer", "")]));
+}
+
+#[test]
+fn test_reassignment_with_random_subscriptions_and_changes() {
+    let mut rng = fastrand::Rng::with_seed(42);
+    for _round in 1..=100 {
+        let topic_count = 10 + rng.usize(..10);
+        let topics: Vec<String> = (0..topic_count).map(|i| name("t", i, 20)).collect();
+        let counts: Counts = topics
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), i as u32 + 1))
+            .collect();
+        let consumer_count = 20 + rng.usize(..20);
+        let subs: Subs = (0..consumer_count)
+            .map(|i| {
+                (
+                    name("c", i, 40),
+                    Subscription::new(random_sublist(&mut rng, &topics)),
+                )
+            })
+            .collect();
+        let a = both(&counts, &subs, None);
+        let subs: Subs = (0..consumer_count)
+            .map(|i| {
+                let m = name("c", i, 40);
+                let ts = random_sublist(&mut rng, &topics);
+                let ts: Vec<&str> = ts.iter().map(String::as_str).collect();
+                let s = owning(&ts, &a[&m], GENERATION);
+                (m, s)
+            })
+            .collect();
+        let b = both(&counts, &subs, None);
+        assert_sticky(&subs, &b);
+    }
+}
+
+#[test]
+fn test_all_consumers_reach_expected_quota_and_are_considered_filled() {
+    let subs = subs_of(vec![
+        (
+            "consumer1",
+            owning(&["topic"], &parse("topic-0, topic-1"), GENERATION),
+        ),
+        (
+            "consumer2",
+            owning(&["topic"], &parse("topic-2"), GENERATION),
+        ),
+        ("consumer3", owning(&["topic"], &[], GENERATION)),
+    ]);
+    let a = both(&counts(&[("topic", 4)]), &subs, Some(&[]));
+    assert_eq!(
+        a,
+        exact(&[
+            ("consumer1", "topic-0, topic-1"),
+            ("consumer2", "topic-2"),
+            ("consumer3", "topic-3")
+        ])
+    );
+}
+
+const TT2: &[&str] = &["topic", "topic2"];
+
+#[test]
+fn test_owned_partitions_are_invalidated_for_consumer_with_stale_generation() {
+    let owned = parse("topic-0, topic-2, topic2-1");
+    let subs = subs_of(vec![
+        ("consumer1", owning(TT2, &owned, 10)),
+        ("consumer2", owning(TT2, &owned, 9)),
+    ]);
+    let a = both(&counts(&[("topic", 3), ("topic2", 3)]), &subs, Some(&[]));
+    assert_eq!(set(&a["consumer1"]), set(&owned));
+    assert_eq!(
+        set(&a["consumer2"]),
+        set(&parse("topic-1, topic2-0, topic2-2"))
+    );
+}
+
+#[test]
+fn test_owned_partitions_are_invalidated_for_consumer_with_no_generation() {
+    let owned = parse("topic-0, topic-2, topic2-1");
+    let subs = subs_of(vec![
+        ("consumer1", owning(TT2, &owned, 10)),
+        ("consumer2", sub(TT2).with_owned_partitions(owned.clone())),
+    ]);
+    let a = both(&counts(&[("topic", 3), ("topic2", 3)]), &subs, Some(&[]));
+    assert_eq!(set(&a["consumer1"]), set(&owned));
+    assert_eq!(
+        set(&a["consumer2"]),
+        set(&parse("topic-1, topic2-0, topic2-2"))
+    );
+}
+
+#[test]
+fn test_partitions_transferring_ownership_include_the_partition_claimed_by_multiple_consumers_in_same_generation(
+) {
+    let subs = subs_of(vec![
+        (
+            "consumer1",
+            owning(&["topic"], &parse("topic-0, topic-1"), GENERATION),
+        ),
+        (
+            "consumer2",
+            owning(&["topic"], &parse("topic-0, topic-2"), GENERATION),
+        ),
+        ("consumer3", owning(&["topic"], &[], GENERATION)),
+    ]);
+    let a = both(
+        &counts(&[("topic", 3)]),
+        &subs,
+        Some(&[(tp("topic", 0), "consumer3")]),
+    );
+    assert_eq!(
+        a,
+        exact(&[
+            ("consumer1", "topic-1"),
+            ("consumer2", "topic-2"),
+            ("consumer3", "topic-0")
+        ])
+    );
+}
+
+#[test]
+fn test_ensure_partitions_assigned_to_highest_generation() {
+    let all = ["topic", "topic2", "topic3"];
+    let subs = subs_of(vec![
+        (
+            "consumer1",
+            owning(&all, &parse("topic-0, topic2-0, topic3-0"), 10),
+        ),
+        (
+            "consumer2",
+            owning(&all, &parse("topic-1, topic2-1, topic3-1"), 9),
+        ),
+        (
+            "consumer3",
+            owning(&all, &parse("topic2-1, topic3-0, topic3-2"), 8),
+        ),
+    ]);
+    let a = both(
+        &counts(&[("topic", 3), ("topic2", 3), ("topic3", 3)]),
+        &subs,
+        Some(&[]),
+    );
+    assert_eq!(
+        set(&a["consumer1"]),
+        set(&parse("topic-0, topic2-0, topic3-0"))
+    );
+    assert_eq!(
+        set(&a["consumer2"]),
+        set(&parse("topic-1, topic2-1, topic3-1"))
+    );
+    assert_eq!(
+        set(&a["consumer3"]),
+        set(&parse("topic-2, topic2-2, topic3-2"))
+    );
+}
+
+#[test]
+fn test_no_reassignment_on_current_members() {
+    let all = ["topic", "topic2", "topic3", "topic1"];
+    let subs = subs_of(vec![
+        ("consumer1", sub(&all)),
+        (
+            "consumer2",
+            owning(&all, &parse("topic-0, topic2-0, topic1-0"), 9),
+        ),
+        (
+            "consumer3",
+            owning(&all, &parse("topic3-2, topic2-2, topic1-1"), 8),
+        ),
+        (
+            "consumer4",
+            owning(&all, &parse("topic3-1, topic-1, topic-2"), 7),
+        ),
+    ]);
+    let counts = counts(&[("topic", 3), ("topic1", 3), ("topic2", 3), ("topic3", 3)]);
+    let a = both(&counts, &subs, Some(&[]));
+    assert_eq!(
+        set(&a["consumer1"]),
+        set(&parse("topic1-2, topic2-1, topic3-0"))
+    );
+}
+
+#[test]
+fn test_owned_partitions_are_invalidated_for_consumer_with_multiple_generation() {
+    let subs = subs_of(vec![
+        (
+            "consumer1",
+            owning(TT2, &parse("topic-0, topic2-1, topic-1"), 10),
+        ),
+        (
+            "consumer2",
+            owning(TT2, &parse("topic-0, topic2-1, topic2-2"), 8),
+        ),
+    ]);
+    let a = both(&counts(&[("topic", 3), ("topic2", 3)]), &subs, Some(&[]));
+    assert_eq!(
+        set(&a["consumer1"]),
+        set(&parse("topic-0, topic2-1, topic-1"))
+    );
+    assert_eq!(
+        set(&a["consumer2"]),
+        set(&parse("topic-2, topic2-2, topic2-0"))
+    );
+}
+
+/// The non-rack parts of Kafka's rack tests: members `consumer0..2`, default generation,
+/// lists compared sorted (Kafka's `toSortedString`).
+fn rack_case(
+    assignor: &dyn PartitionAssignor,
+    member_topics: &[&[&str]],
+    owned: Option<&[&str]>,
+    expected: &[&str],
+) {
+    let counts = counts(&[("t1", 6), ("t2", 7), ("t3", 2)]);
+    let subs: Subs = member_topics
+        .iter()
+        .enumerate()
+        .map(|(i, ts)| {
+            let own = owned.map(|o| parse(o[i])).unwrap_or_default();
+            (format!("consumer{i}"), sub(ts).with_owned_partitions(own))
+        })
+        .collect();
+    let got: Vec<Vec<TopicPartition>> = assign(assignor, &counts, &subs)
+        .into_values()
+        .map(|mut ps| {
+            ps.sort_by_key(|p| p.to_string());
+            ps
+        })
+        .collect();
+    let want: Vec<Vec<TopicPartition>> = expected.iter().map(|e| parse(e)).collect();
+    assert_eq!(got, want, "{}", assignor.name());
+}
+
+const ALL3: &[&str] = &["t1", "t2", "t3"];
+
+#[test]
+fn test_rack_aware_assignment_with_uniform_subscription() {
+    let expected = [
+        "t1-0, t1-3, t2-0, t2-3, t2-6",
+        "t1-1, t1-4, t2-1, t2-4, t3-0",
+        "t1-2, t1-5, t2-2, t2-5, t3-1",
+    ];
+    for assignor in [
+        &StickyAssignor as &dyn PartitionAssignor,
+        &CooperativeStickyAssignor,
+    ] {
+        rack_case(assignor, &[ALL3, ALL3, ALL3], None, &expected);
+        // Stickiness is retained.
+        rack_case(assignor, &[ALL3, ALL3, ALL3], Some(&expected), &expected);
+    }
+}
+
+#[test]
+fn test_rack_aware_assignment_with_non_equal_subscription() {
+    let members: &[&[&str]] = &[ALL3, ALL3, &["t1", "t3"]];
+    let expected = [
+        "t1-5, t2-0, t2-2, t2-4, t2-6",
+        "t1-3, t2-1, t2-3, t2-5, t3-0",
+        "t1-0, t1-1, t1-2, t1-4, t3-1",
+    ];
+    for assignor in [
+        &StickyAssignor as &dyn PartitionAssignor,
+        &CooperativeStickyAssignor,
+    ] {
+        rack_case(assignor, members, None, &expected);
+        rack_case(assignor, members, Some(&expected), &expected);
+    }
+    // From misaligned owned partitions, the cooperative assignor first revokes, then assigns.
+    let owned = [
+        "t1-0, t1-1, t1-2, t1-3, t1-4",
+        "t1-5, t2-0, t2-1, t2-2, t2-3",
+        "t2-4, t2-5, t2-6, t3-0, t3-1",
+    ];
+    let intermediate = ["t1-2, t1-3, t1-4", "t2-0, t2-1, t2-2, t2-3", "t3-0, t3-1"];
+    let last = [
+        "t1-2, t1-3, t1-4, t2-4, t2-5",
+        "t2-0, t2-1, t2-2, t2-3, t2-6",
+        "t1-0, t1-1, t1-5, t3-0, t3-1",
+    ];
+    rack_case(
+        &CooperativeStickyAssignor,
+        members,
+        Some(&owned),
+        &intermediate,
+    );
+    rack_case(
+        &CooperativeStickyAssignor,
+        members,
+        Some(&intermediate),
+        &last,
+    );
+}

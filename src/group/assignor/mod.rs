@@ -198,6 +198,27 @@ pub(super) fn java_cmp(a: &str, b: &str) -> Ordering {
     a.encode_utf16().cmp(b.encode_utf16())
 }
 
+/// The order in which a Java `HashMap` built by inserting `keys` (into a default-sized map)
+/// iterates them: by bucket, the bucket being the spread `String.hashCode` masked by the
+/// table size. Kafka's assignors iterate such maps (members, topics) and their results depend
+/// on it; within a bucket Java keeps insertion order, for which Java string order stands in.
+pub(super) fn java_hash_map_order<'a>(keys: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut keys: Vec<&'a str> = keys.into_iter().collect();
+    // The table doubles from 16 buckets whenever it is more than three quarters full.
+    let mut buckets: u64 = 16;
+    while keys.len() as u64 > buckets / 4 * 3 {
+        buckets *= 2;
+    }
+    let bucket = |key: &str| {
+        let hash = key.encode_utf16().fold(0u32, |h, unit| {
+            h.wrapping_mul(31).wrapping_add(u32::from(unit))
+        });
+        u64::from(hash ^ (hash >> 16)) & (buckets - 1)
+    };
+    keys.sort_by(|a, b| bucket(a).cmp(&bucket(b)).then_with(|| java_cmp(a, b)));
+    keys
+}
+
 /// Kafka's `MemberInfo` order: static members first, by group instance id, then the others by
 /// member id. Kafka's sort is stable over a `HashMap`'s order; ties (two members with one
 /// instance id) fall back to the member id here.

@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{empty_assignment, member_info_cmp, PartitionAssignor, Subscription, Topics};
+use super::{
+    empty_assignment, java_hash_map_order, member_info_cmp, PartitionAssignor, Subscription, Topics,
+};
 use crate::group::TopicPartition;
 
 /// Kafka's range assignor: works topic by topic.
@@ -49,14 +51,16 @@ impl PartitionAssignor for RangeAssignor {
     ) -> BTreeMap<String, Vec<TopicPartition>> {
         let mut assignment = empty_assignment(subscriptions);
         let topics = Topics::new(partitions_per_topic, subscriptions);
-        for (t, &topic) in topics.names.iter().enumerate() {
+        // Kafka walks the topics in its `HashMap`'s order, which orders each member's list.
+        for topic in java_hash_map_order(topics.names.iter().copied()) {
+            let Some(t) = topics.get(topic) else { continue };
             let mut members: Vec<(&str, &Subscription)> = subscriptions
                 .iter()
                 .filter(|(_, s)| s.topics.contains(topic))
                 .map(|(m, s)| (m.as_str(), s))
                 .collect();
             members.sort_by(|a, b| member_info_cmp(*a, *b));
-            let count = u64::from(topics.counts[t]);
+            let count = u64::from(topics.counts[t as usize]);
             // `members` is not empty: `Topics` keeps only subscribed topics.
             let k = members.len() as u64;
             let (per_member, with_extra) = (count / k, count % k);

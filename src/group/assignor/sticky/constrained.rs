@@ -5,7 +5,7 @@
 //! `ceil(P/N)` (max quota) partitions, and exactly `P % N` members get the max quota:
 //! 1. Each member keeps what it owned up to its quota, taking its owned partitions by
 //!    partition number, then topic, so that what it keeps spans its topics evenly. The first
-//!    members (in member-id order) owning at least the max quota keep the max quota, until
+//!    members (in Kafka's `HashMap` order) owning at least the max quota keep the max quota, until
 //!    `P % N` members have it; the others keep the min quota.
 //! 2. The free partitions (by topic, then number) are dealt round-robin, first to the
 //!    members below the min quota, then one each to members at the min quota until `P % N`
@@ -17,13 +17,17 @@ use super::Claims;
 use crate::group::assignor::Topics;
 
 /// Returns the assignment (dense partitions per member) and the partitions handed to a new
-/// owner although some member still claimed them, as (partition, new owner).
+/// owner although some member still claimed them, as (partition, new owner). `order` is the
+/// order in which Kafka visits the members (its `HashMap`'s).
 pub(super) fn assign(
     topics: &Topics<'_>,
     claims: Claims,
+    order: &[usize],
 ) -> (Vec<Vec<usize>>, Vec<(usize, usize)>) {
     let Claims {
-        owned, multiple, ..
+        mut owned,
+        multiple,
+        ..
     } = claims;
     let members = owned.len();
     let total = topics.total_partitions();
@@ -32,13 +36,14 @@ pub(super) fn assign(
     let expected_over_min = total % members;
     let mut current_over_min = 0;
 
-    let mut assignment: Vec<Vec<usize>> = Vec::with_capacity(members);
+    let mut assignment: Vec<Vec<usize>> = vec![Vec::new(); members];
     let mut assigned = vec![false; total];
     let mut revoked = vec![false; total];
     let mut under_min: Vec<usize> = Vec::new();
     let mut at_min: VecDeque<usize> = VecDeque::new();
 
-    for (m, mut own) in owned.into_iter().enumerate() {
+    for &m in order {
+        let mut own = std::mem::take(&mut owned[m]);
         own.sort_by_key(|&d| {
             let t = topics.topic_of(d);
             (d - topics.offsets[t as usize], t)
@@ -66,7 +71,7 @@ pub(super) fn assign(
         for &d in &own {
             assigned[d] = true;
         }
-        assignment.push(own);
+        assignment[m] = own;
     }
 
     // Member indices are in member-id order, so sorting them sorts by member id.

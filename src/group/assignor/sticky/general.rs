@@ -23,6 +23,7 @@ pub(super) fn assign(
     topics: &Topics<'_>,
     subs: &[&Subscription],
     claims: Claims,
+    order: &[usize],
 ) -> Vec<Vec<usize>> {
     let Claims {
         owned,
@@ -32,14 +33,14 @@ pub(super) fn assign(
     let mut state = State::new(topics, subs, owned);
 
     // The owner of an older generation of each partition: the claim of the highest
-    // generation below the maximum (the first such claim on ties, as in Kafka).
+    // generation below the maximum (the first one Kafka visits on ties).
     let mut previous: HashMap<usize, (usize, i32)> = HashMap::new();
-    for (m, sub) in subs.iter().enumerate() {
-        let g = generation(sub);
+    for &m in order {
+        let g = generation(subs[m]);
         if g >= max_generation {
             continue;
         }
-        for d in sub
+        for d in subs[m]
             .owned_partitions
             .iter()
             .filter_map(|tp| topics.dense(tp))

@@ -5,7 +5,7 @@
 //! tests) depend on its exact results, not only on its properties:
 //! 1. [`Claims`]: the partitions each member owned, after the generation rule settles
 //!    conflicting claims (highest generation wins; a tie at that generation drops the
-//!    partition from both). Claims are read in member-id order.
+//!    partition from both). Claims are read in the order Kafka reads them.
 //! 2. When all members subscribe to the same topics, the *constrained* algorithm
 //!    ([`constrained`]): keep owned partitions up to a quota (`floor` or `ceil` of
 //!    partitions / members), then deal the rest round-robin to the members below quota.
@@ -17,7 +17,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::{empty_assignment, java_cmp, PartitionAssignor, Subscription, Topics};
+use super::{
+    empty_assignment, java_cmp, java_hash_map_order, PartitionAssignor, Subscription, Topics,
+};
 use crate::group::TopicPartition;
 
 mod constrained;
@@ -38,7 +40,7 @@ mod movements;
 /// variant). Kafka's rack-aware matching is not implemented (logbus has no replicas).
 ///
 /// Where Kafka's algorithm depends on a `HashMap`'s iteration order, members are taken in
-/// member-id order. One safeguard Kafka lacks: the balancing loop stops after a number of
+/// that same order (see the [`group`](crate::group) docs). One safeguard Kafka lacks: the balancing loop stops after a number of
 /// moves proportional to the partition count (never reached in Kafka's tests or logbus's).
 ///
 /// [`CooperativeStickyAssignor`]: crate::group::CooperativeStickyAssignor
@@ -89,6 +91,8 @@ pub(super) struct Engine<'a> {
     pub topics: Topics<'a>,
     pub ids: Vec<&'a str>,
     pub subs: Vec<&'a Subscription>,
+    /// Member indices in the order Kafka iterates its `HashMap` of subscriptions.
+    pub hash_order: Vec<usize>,
     subscriptions: &'a BTreeMap<String, Subscription>,
 }
 
@@ -110,9 +114,16 @@ impl<'a> Engine<'a> {
         let mut members: Vec<(&'a str, &'a Subscription)> =
             subscriptions.iter().map(|(m, s)| (m.as_str(), s)).collect();
         members.sort_by(|a, b| java_cmp(a.0, b.0));
+        let ids: Vec<&'a str> = members.iter().map(|m| m.0).collect();
+        let position: HashMap<&str, usize> = ids.iter().enumerate().map(|(i, m)| (*m, i)).collect();
+        let hash_order = java_hash_map_order(ids.iter().copied())
+            .into_iter()
+            .filter_map(|m| position.get(m).copied())
+            .collect();
         Engine {
             topics: Topics::new(partitions_per_topic, subscriptions),
-            ids: members.iter().map(|m| m.0).collect(),
+            hash_order,
+            ids,
             subs: members.iter().map(|m| m.1).collect(),
             subscriptions,
         }
@@ -126,10 +137,11 @@ impl<'a> Engine<'a> {
                 transferring: Some(Vec::new()),
             };
         }
-        let claims = Claims::resolve(&self.topics, &self.subs);
+        let claims = Claims::resolve(&self.topics, &self.subs, &self.hash_order);
         let all_equal = self.subs.windows(2).all(|w| w[0].topics == w[1].topics);
         if all_equal {
-            let (assignment, transferring) = constrained::assign(&self.topics, claims);
+            let (assignment, transferring) =
+                constrained::assign(&self.topics, claims, &self.hash_order);
             Outcome {
                 engine: self,
                 assignment,
@@ -138,7 +150,7 @@ impl<'a> Engine<'a> {
         } else {
             Outcome {
                 engine: self,
-                assignment: general::assign(&self.topics, &self.subs, claims),
+                assignment: general::assign(&self.topics, &self.subs, claims, &self.hash_order),
                 transferring: None,
             }
         }
@@ -173,12 +185,13 @@ pub(super) struct Claims {
 }
 
 impl Claims {
-    fn resolve(topics: &Topics<'_>, subs: &[&Subscription]) -> Self {
+    fn resolve(topics: &Topics<'_>, subs: &[&Subscription], order: &[usize]) -> Self {
         let mut owned: Vec<Vec<usize>> = vec![Vec::new(); subs.len()];
         let mut multiple = HashSet::new();
         let mut max_generation = -1;
         let mut holder: HashMap<usize, usize> = HashMap::new();
-        for (m, sub) in subs.iter().enumerate() {
+        for &m in order {
+            let sub = subs[m];
             let generation = generation(sub);
             max_generation = max_generation.max(generation);
             for tp in &sub.owned_partitions {
