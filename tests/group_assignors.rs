@@ -1625,3 +1625,321 @@ fn test_rack_aware_assignment_with_non_equal_subscription() {
         &last,
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// StickyAssignorTest and CooperativeStickyAssignorTest.
+// ---------------------------------------------------------------------------------------
+
+fn claimed_by_two(partitions: u32) -> (Counts, Subs) {
+    let subs = subs_of(vec![
+        (
+            "consumer1",
+            owning(&["topic"], &parse("topic-0, topic-1"), GENERATION),
+        ),
+        (
+            "consumer2",
+            owning(&["topic"], &parse("topic-0, topic-2"), GENERATION),
+        ),
+        ("consumer3", owning(&["topic"], &[], GENERATION)),
+    ]);
+    (counts(&[("topic", partitions)]), subs)
+}
+
+#[test]
+fn test_all_consumers_have_owned_partition_invalidated_when_claimed_by_multiple_consumers_in_same_generation_with_equal_partitions_per_consumer(
+) {
+    let (counts, subs) = claimed_by_two(3);
+    let eager = assign(&StickyAssignor, &counts, &subs);
+    assert_eq!(
+        eager,
+        exact(&[
+            ("consumer1", "topic-1"),
+            ("consumer2", "topic-2"),
+            ("consumer3", "topic-0")
+        ])
+    );
+    verify_validity_and_balance(&subs, &eager, &counts);
+    // Cooperative: topic-0 is still owned (twice), so nobody gets it until both revoked it.
+    let cooperative = assign(&CooperativeStickyAssignor, &counts, &subs);
+    assert_eq!(
+        cooperative,
+        exact(&[
+            ("consumer1", "topic-1"),
+            ("consumer2", "topic-2"),
+            ("consumer3", "")
+        ])
+    );
+    verify_cooperative(&subs, &cooperative, &counts);
+}
+
+#[test]
+fn test_all_consumers_have_owned_partition_invalidated_when_claimed_by_multiple_consumers_in_same_generation_with_unequal_partitions_per_consumer(
+) {
+    let (counts, subs) = claimed_by_two(4);
+    let eager = assign(&StickyAssignor, &counts, &subs);
+    assert_eq!(
+        eager,
+        exact(&[
+            ("consumer1", "topic-1, topic-3"),
+            ("consumer2", "topic-2"),
+            ("consumer3", "topic-0")
+        ])
+    );
+    verify_validity_and_balance(&subs, &eager, &counts);
+    let cooperative = assign(&CooperativeStickyAssignor, &counts, &subs);
+    assert_eq!(
+        cooperative,
+        exact(&[
+            ("consumer1", "topic-1, topic-3"),
+            ("consumer2", "topic-2"),
+            ("consumer3", "")
+        ])
+    );
+    verify_cooperative(&subs, &cooperative, &counts);
+}
+
+fn disjoint(a: &[TopicPartition], b: &[TopicPartition]) -> bool {
+    set(a).is_disjoint(&set(b))
+}
+
+fn contains_all(a: &[TopicPartition], b: &[TopicPartition]) -> bool {
+    set(a).is_superset(&set(b))
+}
+
+#[test]
+fn test_assignment_with_multiple_generations1() {
+    for all_equal in [true, false] {
+        let all = ["topic", "topic2"];
+        let c2_topics: &[&str] = if all_equal { &all } else { &["topic"] };
+        let counts = counts(&[("topic", 6), ("topic2", 6)]);
+        let subs = subs_of(vec![
+            ("consumer1", sub(&all)),
+            ("consumer2", sub(c2_topics)),
+            ("consumer3", sub(&all)),
+        ]);
+        let r1 = both(&counts, &subs, None);
+        assert!(r1.values().all(|ps| ps.len() == 4));
+        assert!(is_fully_balanced(&r1));
+
+        let subs = subs_of(vec![
+            ("consumer1", owning(&all, &r1["consumer1"], GENERATION)),
+            ("consumer2", owning(c2_topics, &r1["consumer2"], GENERATION)),
+        ]);
+        let r2 = both(&counts, &subs, None);
+        assert!(r2.values().all(|ps| ps.len() == 6));
+        if all_equal {
+            assert!(contains_all(&r2["consumer1"], &r1["consumer1"]));
+        }
+        assert!(contains_all(&r2["consumer2"], &r1["consumer2"]));
+        assert!(!disjoint(&r2["consumer2"], &r1["consumer3"]));
+
+        // consumer3 comes back claiming its partitions of generation 1; consumer2 owned some
+        // of them in generation 2, which wins.
+        let subs = subs_of(vec![
+            ("consumer2", owning(c2_topics, &r2["consumer2"], 2)),
+            ("consumer3", owning(&all, &r1["consumer3"], 1)),
+        ]);
+        let r3 = both(&counts, &subs, None);
+        assert!(r3.values().all(|ps| ps.len() == 6));
+        assert!(disjoint(&r3["consumer2"], &r3["consumer3"]));
+    }
+}
+
+#[test]
+fn test_assignment_with_multiple_generations2() {
+    for all_equal in [true, false] {
+        let all = ["topic", "topic2", "topic3"];
+        let c1_topics: &[&str] = if all_equal { &all } else { &["topic"] };
+        let c3_topics: &[&str] = if all_equal {
+            &all
+        } else {
+            &["topic", "topic2"]
+        };
+        let counts = counts(&[("topic", 4), ("topic2", 4), ("topic3", 4)]);
+        let subs = subs_of(vec![
+            ("consumer1", sub(c1_topics)),
+            ("consumer2", sub(&all)),
+            ("consumer3", sub(c3_topics)),
+        ]);
+        let r1 = both(&counts, &subs, None);
+        assert!(r1.values().all(|ps| ps.len() == 4));
+
+        let subs = subs_of(vec![("consumer2", owning(&all, &r1["consumer2"], 1))]);
+        let r2 = both(&counts, &subs, None);
+        assert_eq!(r2["consumer2"].len(), 12);
+        assert!(contains_all(&r2["consumer2"], &r1["consumer2"]));
+
+        let subs = subs_of(vec![
+            ("consumer1", owning(c1_topics, &r1["consumer1"], 1)),
+            ("consumer2", owning(&all, &r2["consumer2"], 2)),
+            ("consumer3", owning(c3_topics, &r1["consumer3"], 1)),
+        ]);
+        let r3 = both(&counts, &subs, None);
+        assert!(r3.values().all(|ps| ps.len() == 4));
+    }
+}
+
+#[test]
+fn test_assignment_with_conflicting_previous_generations() {
+    for all_equal in [true, false] {
+        let all = ["topic", "topic2", "topic3"];
+        let c1_topics: &[&str] = if all_equal { &all } else { &["topic"] };
+        let c2_topics: &[&str] = if all_equal {
+            &all
+        } else {
+            &["topic", "topic2"]
+        };
+        let counts = counts(&[("topic", 4), ("topic2", 4), ("topic3", 4)]);
+        let c1_owned = if all_equal {
+            parse("topic-0, topic-1, topic-2, topic2-2, topic2-3, topic3-0")
+        } else {
+            parse("topic-0, topic-1, topic-2, topic-3")
+        };
+        let c2_owned = parse("topic-0, topic-1, topic2-0, topic2-1, topic2-2, topic2-3");
+        let c3_owned = parse("topic-2, topic-3, topic3-0, topic3-1, topic3-2, topic3-3");
+        let subs = subs_of(vec![
+            ("consumer1", owning(c1_topics, &c1_owned, 1)),
+            ("consumer2", owning(c2_topics, &c2_owned, 2)),
+            ("consumer3", owning(&all, &c3_owned, 2)),
+        ]);
+        let a = both(&counts, &subs, None);
+        assert!(a.values().all(|ps| ps.len() == 4));
+        assert!(contains_all(&c2_owned, &a["consumer2"]));
+        assert!(contains_all(&c3_owned, &a["consumer3"]));
+    }
+}
+
+/// StickyAssignorTest.testSchemaBackwardCompatibility: one member reports its partitions in
+/// the old user-data schema, without a generation.
+#[test]
+fn test_schema_backward_compatibility() {
+    let c1_before = parse("topic-0, topic-2");
+    let c2_before = parse("topic-1");
+    let subs = subs_of(vec![
+        ("consumer1", owning(&["topic"], &c1_before, 1)),
+        (
+            "consumer2",
+            sub(&["topic"]).with_owned_partitions(c2_before.clone()),
+        ),
+        ("consumer3", sub(&["topic"])),
+    ]);
+    let a = both(&counts(&[("topic", 3)]), &subs, None);
+    assert!(a.values().all(|ps| ps.len() == 1));
+    assert!(contains_all(&c1_before, &a["consumer1"]));
+    assert!(contains_all(&c2_before, &a["consumer2"]));
+}
+
+/// StickyAssignorTest and CooperativeStickyAssignorTest `testAssignorWithOldVersionSubscriptions`:
+/// members of the older protocol versions report the same owned partitions and generation
+/// through user data, which here is the same `Subscription` fields.
+#[test]
+fn test_assignor_with_old_version_subscriptions() {
+    let subs = subs_of(vec![
+        (
+            "consumer1",
+            owning(&["topic1"], &parse("topic1-0"), GENERATION),
+        ),
+        (
+            "consumer2",
+            owning(&["topic1"], &parse("topic1-1"), GENERATION),
+        ),
+        ("consumer3", owning(&["topic1"], &[], GENERATION)),
+    ]);
+    let a = both(&counts(&[("topic1", 3)]), &subs, Some(&[]));
+    assert_eq!(
+        a,
+        exact(&[
+            ("consumer1", "topic1-0"),
+            ("consumer2", "topic1-1"),
+            ("consumer3", "topic1-2")
+        ])
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Inputs that do not apply: skipped as Kafka skips them, never a panic.
+// ---------------------------------------------------------------------------------------
+
+fn all_assignors() -> [&'static dyn PartitionAssignor; 4] {
+    [
+        &RangeAssignor,
+        &RoundRobinAssignor,
+        &StickyAssignor,
+        &CooperativeStickyAssignor,
+    ]
+}
+
+#[test]
+fn no_members_gives_an_empty_assignment() {
+    for a in all_assignors() {
+        assert!(
+            a.assign(&counts(&[("t", 3)]), &Subs::new()).is_empty(),
+            "{}",
+            a.name()
+        );
+    }
+}
+
+#[test]
+fn owned_partitions_that_do_not_exist_are_ignored() {
+    // Partition numbers beyond the count, unknown topics, topics nobody subscribes to.
+    let owned = parse("t-7, t-3, gone-0, other-0, t-0");
+    let subs = subs_of(vec![
+        ("a", owning(&["t"], &owned, 3)),
+        ("b", owning(&["t"], &parse("t-1"), 3)),
+    ]);
+    let counts = counts(&[("t", 3), ("other", 2)]);
+    for a in all_assignors() {
+        let got = assign(a, &counts, &subs);
+        assert_complete(&subs, &got, &counts);
+    }
+    assert_eq!(
+        assign(&StickyAssignor, &counts, &subs),
+        exact(&[("a", "t-0, t-2"), ("b", "t-1")])
+    );
+}
+
+#[test]
+fn a_member_claiming_one_partition_twice_loses_it_as_in_kafka() {
+    // Kafka counts the second claim as a conflict in the same generation.
+    let subs = subs_of(vec![
+        ("a", owning(&["t"], &parse("t-0, t-0, t-1"), 1)),
+        ("b", owning(&["t"], &[], 1)),
+    ]);
+    let counts = counts(&[("t", 2)]);
+    assert_eq!(
+        assign(&StickyAssignor, &counts, &subs),
+        exact(&[("a", "t-1"), ("b", "t-0")])
+    );
+    // ... and the cooperative assignor holds it back: `a` still claims it.
+    assert_eq!(
+        assign(&CooperativeStickyAssignor, &counts, &subs),
+        exact(&[("a", "t-1"), ("b", "")])
+    );
+}
+
+#[test]
+fn topics_with_zero_partitions_and_subscriptions_to_nothing() {
+    let subs = subs_of(vec![
+        ("a", sub(&["empty", "t"])),
+        ("b", sub(&[])),
+        ("c", sub(&["t"])),
+    ]);
+    let counts = counts(&[("empty", 0), ("t", 4)]);
+    for a in all_assignors() {
+        let got = assign(a, &counts, &subs);
+        assert_complete(&subs, &got, &counts);
+        assert!(got["b"].is_empty(), "{}", a.name());
+    }
+}
+
+#[test]
+fn names_compare_as_java_strings() {
+    // U+1F600 sorts after U+FF61 in UTF-8 (code point) order but before it in UTF-16 order
+    // (a surrogate pair, 0xD83D...), which is Java's and so Kafka's: it comes first.
+    let subs = subs_of(vec![("\u{1F600}", sub(&["t"])), ("\u{FF61}", sub(&["t"]))]);
+    let got = assign(&RoundRobinAssignor, &counts(&[("t", 1)]), &subs);
+    assert_eq!(got["\u{1F600}"], [tp("t", 0)]);
+    let got = assign(&RangeAssignor, &counts(&[("t", 1)]), &subs);
+    assert_eq!(got["\u{1F600}"], [tp("t", 0)]);
+}
