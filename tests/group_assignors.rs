@@ -1943,3 +1943,157 @@ fn names_compare_as_java_strings() {
     let got = assign(&RangeAssignor, &counts(&[("t", 1)]), &subs);
     assert_eq!(got["\u{1F600}"], [tp("t", 0)]);
 }
+
+// ---------------------------------------------------------------------------------------
+// Random inputs: the invariants every assignor keeps.
+// ---------------------------------------------------------------------------------------
+
+mod random {
+    use super::*;
+    use proptest::prelude::*;
+
+    const TOPICS: [&str; 6] = ["a", "b", "c", "t1", "t10", "unknown"];
+    const MEMBERS: [&str; 8] = ["m0", "m1", "m2", "consumer-b", "consumer-a", "x", "y", "z"];
+
+    fn input() -> impl Strategy<Value = (Counts, Subs)> {
+        input_sized(8, MEMBERS.len())
+    }
+
+    /// Partition counts below `max_count`; up to `max_members` members (named from
+    /// `MEMBERS`, then `m8`, `m9`...).
+    fn input_sized(max_count: u32, max_members: usize) -> impl Strategy<Value = (Counts, Subs)> {
+        let counts = proptest::collection::btree_map(
+            proptest::sample::select(&TOPICS[..5]).prop_map(String::from),
+            0u32..max_count,
+            0..5,
+        );
+        let names: Vec<String> = (0..max_members)
+            .map(|i| {
+                MEMBERS
+                    .get(i)
+                    .map_or_else(|| format!("m{i}"), |m| m.to_string())
+            })
+            .collect();
+        let member = (
+            proptest::sample::subsequence(&TOPICS[..], 0..=TOPICS.len()),
+            proptest::collection::vec(
+                (proptest::sample::select(&TOPICS[..]), 0u32..max_count + 1)
+                    .prop_map(|(t, p)| tp(t, p)),
+                0..7,
+            ),
+            proptest::option::of(-2i32..4),
+            proptest::option::of(proptest::sample::select(&["i1", "i2", "i3"][..])),
+        )
+            .prop_map(|(topics, owned, generation, instance)| {
+                let mut s = sub(&topics).with_owned_partitions(owned);
+                s.generation = generation;
+                s.group_instance_id = instance.map(String::from);
+                s
+            });
+        let subs = proptest::collection::btree_map(
+            proptest::sample::select(names),
+            member,
+            0..max_members,
+        );
+        (counts, subs)
+    }
+
+    /// Partitions assigned at most once, only to members subscribed to their topic, and
+    /// existing.
+    fn valid(subs: &Subs, a: &Assignment, counts: &Counts) {
+        assert_eq!(
+            a.keys().collect::<Vec<_>>(),
+            subs.keys().collect::<Vec<_>>()
+        );
+        let mut seen = HashSet::new();
+        for (m, ps) in a {
+            for p in ps {
+                assert!(
+                    subs[m].topics.contains(&p.topic),
+                    "{p} to {m}, not subscribed"
+                );
+                assert!(
+                    p.partition < counts.get(&p.topic).copied().unwrap_or(0),
+                    "{p} exists"
+                );
+                assert!(seen.insert(p.clone()), "{p} assigned twice");
+            }
+        }
+    }
+
+    fn check_invariants(counts: &Counts, subs: &Subs) -> Result<(), TestCaseError> {
+        for assignor in all_assignors() {
+            let a = assignor.assign(&counts, &subs);
+            valid(&subs, &a, &counts);
+            prop_assert_eq!(&a, &assignor.assign(&counts, &subs), "deterministic");
+            if assignor.name() != "cooperative-sticky" {
+                assert_complete(&subs, &a, &counts);
+            }
+        }
+
+        let sticky = StickyAssignor.assign(&counts, &subs);
+        verify_validity_and_balance(&subs, &sticky, &counts);
+        let first = subs.values().next();
+        if subs
+            .values()
+            .all(|s| Some(&s.topics) == first.map(|f| &f.topics))
+        {
+            prop_assert!(is_fully_balanced(&sticky), "{:?}", sticky);
+        }
+
+        // The cooperative assignment is the sticky one without the partitions that move
+        // away from a member still claiming them.
+        let cooperative = CooperativeStickyAssignor.assign(&counts, &subs);
+        for (m, ps) in &sticky {
+            let kept = set(&cooperative[m]);
+            prop_assert!(set(ps).is_superset(&kept));
+            for p in ps.iter().filter(|p| !kept.contains(p)) {
+                let claimed_elsewhere = subs
+                    .iter()
+                    .any(|(o, s)| o != m && s.owned_partitions.contains(p));
+                let claimed_twice = subs[m].owned_partitions.iter().filter(|x| *x == p).count() > 1;
+                prop_assert!(
+                    claimed_elsewhere || claimed_twice,
+                    "{} held back from {}",
+                    p,
+                    m
+                );
+            }
+        }
+        verify_cooperative(&subs, &cooperative, &counts);
+        Ok(())
+    }
+
+    proptest! {
+        // 512 cases by default; PROPTEST_CASES overrides.
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512),
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn every_assignor_keeps_its_invariants((counts, subs) in input()) {
+            check_invariants(&counts, &subs)?;
+        }
+
+        #[test]
+        fn larger_groups_keep_the_invariants((counts, subs) in input_sized(40, 40)) {
+            check_invariants(&counts, &subs)?;
+        }
+
+        /// A second round from the first round's result: members keep what stays balanced.
+        #[test]
+        fn sticky_rounds_are_sticky((counts, subs) in input()) {
+            let first = StickyAssignor.assign(&counts, &subs);
+            let next = with_owned(&subs, &first, 5);
+            let second = StickyAssignor.assign(&counts, &next);
+            verify_validity_and_balance(&next, &second, &counts);
+            assert_sticky(&next, &second);
+            // With nothing changed, nothing moves.
+            prop_assert_eq!(
+                second.values().map(|ps| set(ps)).collect::<Vec<_>>(),
+                first.values().map(|ps| set(ps)).collect::<Vec<_>>()
+            );
+        }
+    }
+}
