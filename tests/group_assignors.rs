@@ -2097,3 +2097,64 @@ mod random {
         }
     }
 }
+
+/// Timings at scale (no assertion on time; run with
+/// `cargo test --release --test group_assignors -- --ignored --nocapture large_scale`).
+/// Prints the time of a fresh assignment and of the next round from its result.
+#[test]
+#[ignore = "timing run; see the command in the doc comment"]
+fn large_scale_timings() {
+    /// `shape(i, n)`: the range of the `n` topics member `i` subscribes to.
+    fn run(
+        label: &str,
+        topics: usize,
+        partitions: u32,
+        members: usize,
+        shape: impl Fn(usize, usize) -> std::ops::Range<usize>,
+    ) {
+        let names: Vec<String> = (0..topics).map(|i| name("t", i, topics)).collect();
+        let counts: Counts = names.iter().map(|t| (t.clone(), partitions)).collect();
+        let subs: Subs = (0..members)
+            .map(|i| {
+                let ts = &names[shape(i, topics)];
+                (name("c", i, members), Subscription::new(ts.iter().cloned()))
+            })
+            .collect();
+        for assignor in [
+            &StickyAssignor as &dyn PartitionAssignor,
+            &CooperativeStickyAssignor,
+        ] {
+            let start = std::time::Instant::now();
+            let first = assignor.assign(&counts, &subs);
+            let fresh = start.elapsed();
+            let next = with_owned(&subs, &first, GENERATION);
+            let start = std::time::Instant::now();
+            let second = assignor.assign(&counts, &next);
+            let again = start.elapsed();
+            assert_complete(&next, &second, &counts);
+            println!(
+                "{label}: {members} members x {} partitions, {}: fresh {fresh:?}, next round {again:?}",
+                topics * partitions as usize,
+                assignor.name(),
+            );
+        }
+    }
+    let all = |_, n| 0..n;
+    let last_on_one = |members: usize| move |i, n| if i == members - 1 { 0..1 } else { 0..n };
+    // A quarter of the members on the first half of the topics, the rest on the other half.
+    let halves = |i: usize, n: usize| if i % 4 == 0 { 0..n / 2 } else { n / 2..n };
+    run("uniform", 10, 1_000, 1_000, all);
+    run(
+        "one member on one topic",
+        10,
+        1_000,
+        1_000,
+        last_on_one(1_000),
+    );
+    run("halves", 10, 1_000, 1_000, halves);
+    // Kafka's testLargeAssignmentAndGroupWithUniformSubscription, ...NonEqualSubscription and
+    // testAssignmentAndGroupWithNonEqualSubscriptionNotTimeout at full size.
+    run("kafka uniform", 500, 2_000, 2_000, all);
+    run("kafka non-equal", 500, 2_000, 2_000, last_on_one(2_000));
+    run("kafka halves", 100, 200, 500, halves);
+}
