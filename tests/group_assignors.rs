@@ -2023,16 +2023,16 @@ mod random {
 
     fn check_invariants(counts: &Counts, subs: &Subs) -> Result<(), TestCaseError> {
         for assignor in all_assignors() {
-            let a = assignor.assign(&counts, &subs);
-            valid(&subs, &a, &counts);
-            prop_assert_eq!(&a, &assignor.assign(&counts, &subs), "deterministic");
+            let a = assignor.assign(counts, subs);
+            valid(subs, &a, counts);
+            prop_assert_eq!(&a, &assignor.assign(counts, subs), "deterministic");
             if assignor.name() != "cooperative-sticky" {
-                assert_complete(&subs, &a, &counts);
+                assert_complete(subs, &a, counts);
             }
         }
 
-        let sticky = StickyAssignor.assign(&counts, &subs);
-        verify_validity_and_balance(&subs, &sticky, &counts);
+        let sticky = StickyAssignor.assign(counts, subs);
+        verify_validity_and_balance(subs, &sticky, counts);
         let first = subs.values().next();
         if subs
             .values()
@@ -2043,7 +2043,7 @@ mod random {
 
         // The cooperative assignment is the sticky one without the partitions that move
         // away from a member still claiming them.
-        let cooperative = CooperativeStickyAssignor.assign(&counts, &subs);
+        let cooperative = CooperativeStickyAssignor.assign(counts, subs);
         for (m, ps) in &sticky {
             let kept = set(&cooperative[m]);
             prop_assert!(set(ps).is_superset(&kept));
@@ -2060,7 +2060,7 @@ mod random {
                 );
             }
         }
-        verify_cooperative(&subs, &cooperative, &counts);
+        verify_cooperative(subs, &cooperative, counts);
         Ok(())
     }
 

@@ -30,6 +30,32 @@
 //! assert_eq!(assignment["consumer-a"], [TopicPartition::new("orders", 0), TopicPartition::new("orders", 1)]);
 //! assert_eq!(assignment["consumer-b"], [TopicPartition::new("orders", 2)]);
 //! ```
+//!
+//! ## Inputs are never an error
+//!
+//! Kafka's assignors accept any subscriptions and skip what does not apply; logbus's do the
+//! same, so [`PartitionAssignor::assign`] returns an assignment, never an error, and never
+//! panics:
+//! - a subscribed topic missing from `partitions_per_topic`, or with 0 partitions, is skipped
+//!   (Kafka: "no metadata is available");
+//! - a topic in `partitions_per_topic` that no member subscribes to is not assigned;
+//! - owned partitions of topics that are unknown or no longer subscribed, and owned partition
+//!   numbers at or beyond the topic's partition count, are ignored;
+//! - conflicting ownership claims follow Kafka's generation rule (see [`Subscription`]);
+//! - no members gives an empty assignment; a member subscribed to nothing gets an empty list.
+//!
+//! The result has one entry per member and one element per assigned partition, so its size
+//! is bounded by the partition counts the caller passes.
+//!
+//! ## Order
+//!
+//! Kafka compares member ids, group instance ids and topic names as Java strings (by UTF-16
+//! code unit); so do these assignors. For the names Kafka allows (`[a-zA-Z0-9._-]`) that is
+//! plain byte order. Where Kafka's result depends on the iteration order of a Java `HashMap`
+//! (of member ids in the sticky assignors, of topics in the range assignor's lists), logbus
+//! iterates in that same order, computed from Java's `String.hashCode`. Two keys in one hash
+//! bucket are iterated by Java in the order they were inserted, which the assignor cannot
+//! know; logbus takes them in string order.
 
 use std::fmt;
 
@@ -42,7 +68,8 @@ pub use assignor::{
 
 /// One partition of one topic: Kafka's `TopicPartition`.
 ///
-/// Ordered by topic, then partition; printed as `topic-partition` (`orders-3`), like Kafka.
+/// Ordered by topic (byte order, which is Java's for Kafka's legal topic names), then
+/// partition; printed as `topic-partition` (`orders-3`), like Kafka.
 ///
 /// # Examples
 ///

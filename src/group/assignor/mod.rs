@@ -1,28 +1,7 @@
 //! The assignor trait, the subscription a member sends, and what the assignors share.
 //!
-//! # Inputs are never an error
-//!
-//! Kafka's assignors accept any subscriptions and skip what does not apply; logbus's do the
-//! same, so [`PartitionAssignor::assign`] returns an assignment, never an error, and never
-//! panics:
-//! - a subscribed topic missing from `partitions_per_topic`, or with 0 partitions, is skipped
-//!   (Kafka: "no metadata is available");
-//! - a topic in `partitions_per_topic` that no member subscribes to is not assigned;
-//! - owned partitions of topics that are unknown or no longer subscribed, and owned partition
-//!   numbers at or beyond the topic's partition count, are ignored;
-//! - conflicting ownership claims follow Kafka's generation rule (see [`Subscription`]);
-//! - no members gives an empty assignment; a member subscribed to nothing gets an empty list.
-//!
-//! The result has one entry per member and one element per assigned partition, so its size
-//! is bounded by the partition counts the caller passes.
-//!
-//! # Order
-//!
-//! Kafka compares member ids, group instance ids and topic names as Java strings (UTF-16 code
-//! units); so do these assignors, which for the names Kafka allows ( `[a-zA-Z0-9._-]`) is plain
-//! byte order. Where Kafka's result depends on the iteration order of a `HashMap`, logbus uses
-//! the sorted order instead, which is what Kafka's own tests observe for names like
-//! `consumer1`, `consumer2`.
+//! The public behaviour (inputs that do not apply, order) is documented on
+//! [`crate::group`].
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -111,8 +90,8 @@ pub trait PartitionAssignor: Send + Sync {
     ///
     /// `partitions_per_topic` gives each topic's partition count; `subscriptions` maps each
     /// member id to its [`Subscription`]. The result has an entry for every member id, with
-    /// an empty list for a member that gets nothing. See the [module docs](self) for how
-    /// inputs that do not apply are handled (they are skipped, never an error).
+    /// an empty list for a member that gets nothing. See [`group`](crate::group#inputs-are-never-an-error)
+    /// for how inputs that do not apply are handled (they are skipped, never an error).
     fn assign(
         &self,
         partitions_per_topic: &BTreeMap<String, u32>,
