@@ -2158,3 +2158,46 @@ fn large_scale_timings() {
     run("kafka non-equal", 500, 2_000, 2_000, last_on_one(2_000));
     run("kafka halves", 100, 200, 500, halves);
 }
+
+#[test]
+fn assignors_are_send_sync_and_pluggable() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<RangeAssignor>();
+    send_sync::<RoundRobinAssignor>();
+    send_sync::<StickyAssignor>();
+    send_sync::<CooperativeStickyAssignor>();
+    send_sync::<Subscription>();
+    send_sync::<TopicPartition>();
+    send_sync::<Box<dyn PartitionAssignor>>();
+    // A group holds its assignor as a trait object.
+    let chosen: Vec<Box<dyn PartitionAssignor>> = vec![
+        Box::new(RangeAssignor),
+        Box::new(RoundRobinAssignor),
+        Box::new(StickyAssignor),
+        Box::new(CooperativeStickyAssignor),
+    ];
+    let subs = subs_of(vec![("a", sub(&["t"])), ("b", sub(&["t"]))]);
+    for a in &chosen {
+        assert_complete(
+            &subs,
+            &a.assign(&counts(&[("t", 5)]), &subs),
+            &counts(&[("t", 5)]),
+        );
+    }
+}
+
+/// Kafka's constrained algorithm takes a first-visited member with no topics as subscribed
+/// like the others; logbus never assigns a partition to a member not subscribed to it.
+#[test]
+fn a_member_with_no_topics_gets_nothing_from_the_sticky_assignors() {
+    // "consumer3" is visited first in Kafka's HashMap order (see the hash-order tests).
+    let subs = subs_of(vec![
+        ("consumer1", sub(&["t"])),
+        ("consumer2", sub(&["t"])),
+        ("consumer3", sub(&[])),
+    ]);
+    let counts = counts(&[("t", 6)]);
+    let a = both(&counts, &subs, None);
+    assert!(a["consumer3"].is_empty());
+    assert_eq!(a["consumer1"].len(), 3);
+}

@@ -40,7 +40,11 @@ mod movements;
 /// variant). Kafka's rack-aware matching is not implemented (logbus has no replicas).
 ///
 /// Where Kafka's algorithm depends on a `HashMap`'s iteration order, members are taken in
-/// that same order (see the [`group`](crate::group) docs). One safeguard Kafka lacks: the balancing loop stops after a number of
+/// that same order (see the [`group`](crate::group) docs). Two departures from Kafka, both
+/// where Kafka would assign a partition to a member not subscribed to its topic: Kafka takes
+/// members with no topics that it happens to visit first as subscribed like the others
+/// (logbus compares subscriptions exactly), and it may return a partition to its owner of an
+/// older generation that no longer subscribes to the topic (logbus does not). One safeguard Kafka lacks: the balancing loop stops after a number of
 /// moves proportional to the partition count (never reached in Kafka's tests or logbus's).
 ///
 /// [`CooperativeStickyAssignor`]: crate::group::CooperativeStickyAssignor
