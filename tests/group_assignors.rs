@@ -2104,20 +2104,20 @@ mod random {
 #[test]
 #[ignore = "timing run; see the command in the doc comment"]
 fn large_scale_timings() {
-    /// `shape(i, n)`: the range of the `n` topics member `i` subscribes to.
-    fn run(
+    /// `shape(i, n)`: the indices of the `n` topics member `i` subscribes to.
+    fn run<R: IntoIterator<Item = usize>>(
         label: &str,
         topics: usize,
         partitions: u32,
         members: usize,
-        shape: impl Fn(usize, usize) -> std::ops::Range<usize>,
+        shape: impl Fn(usize, usize) -> R,
     ) {
         let names: Vec<String> = (0..topics).map(|i| name("t", i, topics)).collect();
         let counts: Counts = names.iter().map(|t| (t.clone(), partitions)).collect();
         let subs: Subs = (0..members)
             .map(|i| {
-                let ts = &names[shape(i, topics)];
-                (name("c", i, members), Subscription::new(ts.iter().cloned()))
+                let ts = shape(i, topics).into_iter().map(|t| names[t].clone());
+                (name("c", i, members), Subscription::new(ts))
             })
             .collect();
         for assignor in [
@@ -2157,6 +2157,12 @@ fn large_scale_timings() {
     run("kafka uniform", 500, 2_000, 2_000, all);
     run("kafka non-equal", 500, 2_000, 2_000, last_on_one(2_000));
     run("kafka halves", 100, 200, 500, halves);
+    // Each member on a random half of 100 topics of 100 partitions.
+    let random_halves = |i: usize, n: usize| {
+        let mut rng = fastrand::Rng::with_seed(i as u64);
+        (0..n).filter(move |_| rng.bool()).collect::<Vec<_>>()
+    };
+    run("random halves", 100, 100, 1_000, random_halves);
 }
 
 #[test]
