@@ -17,7 +17,9 @@
 //!    which the CRC does not cover, that breaks this is corrupt), the indexes are rebuilt, and
 //!    the log is cut at the first bad or incomplete batch;
 //! 5. if anything was cut, every later segment is deleted (its data followed a hole);
-//! 6. the recovered segments are fsynced, so the recovery point becomes the log end offset.
+//! 6. every recovered segment is fsynced — its bytes may be writes that an earlier life of the
+//!    process left in the page cache without an fsync (it was killed, or an fsync failed) —
+//!    so the recovery point becomes the log end offset.
 //!
 //! The [`RecoveryReport`] says what was removed, rebuilt and cut (file, byte position, bytes
 //! dropped, and the first offset no longer present).
@@ -292,8 +294,12 @@ pub(crate) fn load(
                     ),
                 });
             }
-            // The last segment's indexes are rebuilt on every open (it holds the recovery
-            // point), so only its log must be durable; earlier ones' indexes too.
+            // Its bytes were read back from the page cache, which may hold writes an earlier
+            // life never fsynced (a killed process, a failed fsync): only an fsync now makes
+            // them durable, and the reported recovery point relies on it. The last segment's
+            // indexes are rebuilt on every open (it holds the recovery point), so only its log
+            // must be durable; earlier ones' indexes too.
+            segment.mark_unsynced();
             let is_last = i + 1 == bases.len() || report.truncation.is_some();
             segment.sync(!is_last)?;
         }

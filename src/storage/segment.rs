@@ -825,6 +825,13 @@ impl Segment {
         Ok(())
     }
 
+    /// Marks the log as holding bytes that may not be durable: a segment found on open past
+    /// the recovery point was written by an earlier life of the process, whose page cache
+    /// writes may never have been fsynced (a kill, or a failed fsync, leaves them there).
+    pub(crate) fn mark_unsynced(&mut self) {
+        self.log_unsynced = true;
+    }
+
     /// Whether [`sync`](Segment::sync) with `indexes` has anything to do.
     pub(crate) fn is_unsynced(&self, indexes: bool) -> bool {
         self.log_unsynced
