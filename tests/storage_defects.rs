@@ -253,7 +253,6 @@ fn recovered_data_is_made_durable_before_it_is_called_durable() {
 // 2. A legal offset gap deletes durable segments.
 
 #[test]
-#[ignore = "issue 10 defect 2: not fixed yet"]
 fn legal_offset_gap_keeps_durable_segments() {
     let dir = tempfile::tempdir().unwrap();
     let (mut log, _) = open_real(dir.path(), Checkpoints::default()).unwrap();
@@ -287,7 +286,6 @@ fn legal_offset_gap_keeps_durable_segments() {
 }
 
 #[test]
-#[ignore = "issue 10 defect 2: not fixed yet"]
 fn legal_offset_gap_in_a_compacted_partition_is_kept_whole() {
     // As Kafka's cleaner leaves it: the first batch above the segment's base offset, records
     // missing inside batches, gaps between batches and between segments.

@@ -12,10 +12,11 @@
 //! 4. unless the shutdown was clean ([`Checkpoints::clean_shutdown`]), every segment from the
 //!    one holding the recovery point onward — and any segment
 //!    whose index is missing, cut mid-entry or out of order — is recovered: each batch is
-//!    checked (size, CRC, offsets dense from the segment's base offset and below the next
-//!    segment's — logbus never compacts and rolls a new segment at any gap, so a base offset,
-//!    which the CRC does not cover, that breaks this is corrupt), the indexes are rebuilt, and
-//!    the log is cut at the first bad or incomplete batch;
+//!    checked (size, CRC, offsets strictly increasing from the segment's base offset and
+//!    below the next segment's; they may jump, as compaction, transactions and replication
+//!    leave them), the indexes are rebuilt, and the log is cut at the first bad or incomplete
+//!    batch — only there: a gap in offsets, inside or between segments, is legal and kept
+//!    (and listed in [`RecoveryReport::gaps`] when it lies between segments);
 //! 5. if anything was cut, every later segment is deleted (its data followed a hole);
 //! 6. every recovered segment is fsynced — its bytes may be writes that an earlier life of the
 //!    process left in the page cache without an fsync (it was killed, or an fsync failed) —
@@ -278,21 +279,6 @@ pub(crate) fn load(
                     first_lost_offset: segment.next_offset(),
                     reason,
                 });
-            } else if let Some(u) = upper.filter(|&u| i >= start && segment.next_offset() < u) {
-                // Past the recovery point, a segment that ends before the next one begins
-                // lost its tail whole (the writes never reached the disk): the next segment's
-                // records follow a hole, so they go like any after a cut.
-                report.truncation = Some(Truncation {
-                    file: segment.log_path().to_path_buf(),
-                    position: segment.size(),
-                    bytes_dropped: 0,
-                    first_lost_offset: segment.next_offset(),
-                    reason: format!(
-                        "the segment ends at offset {} but the next segment starts at {u}: \
-                         the records between were lost",
-                        segment.next_offset()
-                    ),
-                });
             }
             // Its bytes were read back from the page cache, which may hold writes an earlier
             // life never fsynced (a killed process, a failed fsync): only an fsync now makes
@@ -414,8 +400,9 @@ struct BatchFacts {
 }
 
 /// Checks a partition directory without changing it: every `.log` must consist of valid
-/// batches (size, CRC, record structure, offsets dense from the segment's base offset and
-/// below the next segment's, no incomplete tail), every
+/// batches (size, CRC, record structure, offsets strictly increasing from the segment's base
+/// offset — gaps allowed, as recovery allows them — and below the next segment's, no
+/// incomplete tail), every
 /// `.index` entry must point at the start of a batch whose last offset it names, with offsets
 /// strictly increasing, and every `.timeindex` entry must name the last offset of a batch
 /// whose maximum timestamp — the largest so far in the segment — is the entry's timestamp,

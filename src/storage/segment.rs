@@ -8,9 +8,9 @@
 //! added by Kafka's rule: when more than `index_interval_bytes` were appended since the last
 //! entry, an entry for the incoming batch is added *before* its bytes are counted.
 //!
-//! Recovery is Kafka's `LogSegment.recover`: every batch is checked (size, CRC, offsets dense
-//! from the base offset and below the next segment's), the indexes are rebuilt as it goes, and
-//! the log is cut at the first bad or incomplete batch.
+//! Recovery is Kafka's `LogSegment.recover`: every batch is checked (size, CRC, records,
+//! offsets increasing from the base offset, possibly with gaps, and below the next segment's),
+//! the indexes are rebuilt as it goes, and the log is cut at the first bad or incomplete batch.
 //!
 //! [`scan_log`] iterates the batches of any `.log` file with their positions, which is what a
 //! dump tool needs.
@@ -531,7 +531,7 @@ impl Segment {
     }
 
     /// Kafka's `LogSegment.recover`: rebuilds both indexes from the log, checking every batch
-    /// (size, CRC, offsets dense from the base offset, at or above `min_offset`, below
+    /// (size, CRC, offsets increasing from the base offset, at or above `min_offset`, below
     /// `upper_bound`, and within a 32-bit delta of the base offset), and cuts the log at the
     /// first bad or incomplete batch.
     ///
@@ -973,12 +973,14 @@ impl Segment {
     }
 }
 
-/// Kafka's offset checks for `batch`, found where offset `expected` should start in the segment
-/// based at `base`: offsets are dense inside a segment (logbus never compacts and starts a new
-/// segment at any gap, so a base offset — outside the CRC — that breaks this is corrupt), not
-/// below `min_offset` (the previous segment's end), with a non-negative last offset delta,
-/// within the segment's 32-bit relative range and below `upper` (the next segment's base).
-/// Returns the batch's last offset. Recovery and `verify_dir` both apply it.
+/// Kafka's offset checks for `batch`, the next batch of the segment based at `base` after
+/// offset `expected` (one past the previous batch's last offset, or the segment's base offset):
+/// offsets strictly increase but may jump (compaction, transactions and replicas leave gaps),
+/// so the batch starts at or above `expected` and at or above `min_offset` (the previous
+/// segment's end); its last offset delta is non-negative; its offsets stay within the
+/// segment's 32-bit relative range, below `upper` (the next segment's base) and below
+/// `i64::MAX` (the offset after the last must exist). Returns the batch's last offset.
+/// Recovery and `verify_dir` both apply it.
 pub(crate) fn check_batch_offsets(
     batch: &Batch<'_>,
     base: u64,
@@ -997,20 +999,24 @@ pub(crate) fn check_batch_offsets(
             },
         })
     };
-    if h.base_offset != expected as i64 {
-        return bad(format!(
-            "base offset must be {expected} (offsets are dense inside a segment)"
-        ));
-    }
-    if expected < min_offset {
-        return bad(format!(
-            "offsets below {min_offset} belong to the previous segment"
-        ));
+    let floor = expected.max(min_offset);
+    if h.base_offset < 0 || (h.base_offset as u64) < floor {
+        return bad(if floor == expected && batch.position() > 0 {
+            format!("base offset must be at least {floor} (offsets increase strictly)")
+        } else {
+            format!("base offset must be at least {floor} (the segment's first offset)")
+        });
     }
     if h.last_offset_delta < 0 {
         return bad("lastOffsetDelta must be >= 0".into());
     }
     let last = h.last_offset() as u64;
+    if last >= i64::MAX as u64 {
+        return bad(format!(
+            "offsets must be below {} (the offset after the last must exist)",
+            i64::MAX
+        ));
+    }
     if last - base > i32::MAX as u64 {
         return bad(format!(
             "offsets must lie within [{base}, {}] in this segment",

@@ -15,7 +15,8 @@
 //! write buffer); they are durable only after [`sync`](SegmentSet::sync), which
 //! fsyncs every segment written since the last sync (the log; the indexes too, except the
 //! active segment's, which recovery rebuilds after an unclean shutdown and `close` fsyncs)
-//! and then advances the recovery point to the log end. New files' directory entries are
+//! and then advances the recovery point to the log end; a roll fsyncs every segment before the
+//! new one takes writes (see [`roll`](SegmentSet::roll)). New files' directory entries are
 //! fsynced when they are created, renamed or removed. After an I/O error in a write path the
 //! set refuses further writes ([`Error::LogOffline`]): reopen it, and recovery keeps
 //! everything that was durable.
@@ -451,8 +452,9 @@ impl SegmentSet {
     }
 
     /// Appends an already encoded batch (e.g. copied from a leader). Its base offset must be
-    /// at or above the log end offset; the offsets between are left as a gap, and the batch
-    /// starts a new segment (offsets inside a segment are dense).
+    /// at or above the log end offset; the offsets between are left as a gap (as Kafka's
+    /// compaction, transactions and replicas leave them), which recovery and `verify_dir`
+    /// keep. A read at an offset inside a gap returns the records after it.
     ///
     /// # Errors
     ///
@@ -508,17 +510,14 @@ impl SegmentSet {
             });
         }
         self.guarded(|set| {
-            // A gap in offsets starts a new segment: offsets inside a segment stay dense.
-            let gap = header.base_offset as u64 > set.log_end_offset();
-            let roll = gap
-                || set.active().should_roll(
-                    set.config.segment_bytes,
-                    set.config.segment_ms,
-                    size,
-                    header.max_timestamp,
-                    last,
-                    || set.clock.now_ms(),
-                );
+            let roll = set.active().should_roll(
+                set.config.segment_bytes,
+                set.config.segment_ms,
+                size,
+                header.max_timestamp,
+                last,
+                || set.clock.now_ms(),
+            );
             if roll {
                 set.roll_at(header.base_offset as u64)?;
             }
@@ -537,7 +536,8 @@ impl SegmentSet {
     }
 
     /// Starts a new active segment at the log end offset (no-op when the active segment is
-    /// empty).
+    /// empty). The segments written so far are fsynced first, which advances the recovery
+    /// point to the log end offset.
     ///
     /// # Errors
     ///
@@ -563,11 +563,12 @@ impl SegmentSet {
         }
         let last = self.segments.len() - 1;
         self.segments[last].on_roll()?;
-        // A segment wholly below the recovery point is not re-read on open, so the final time
-        // index entry just written must be durable before anything relies on it.
-        if self.segments[last].next_offset() <= self.recovery_point {
-            self.segments[last].sync(true)?;
-        }
+        // Every segment is durable before a new one takes writes, as Kafka flushes a segment
+        // it rolls (there asynchronously). Offsets may legally jump between segments, so
+        // recovery could not tell a later segment that survived a crash while an earlier
+        // one's tail was lost from a gap: this ordering makes that crash impossible, and the
+        // log after any crash a prefix of what was appended. One fsync per `segment_bytes`.
+        self.sync_segments()?;
         let segment = self.create_segment(base)?;
         self.segments.push(segment);
         self.sync_dir()
@@ -608,17 +609,20 @@ impl SegmentSet {
     /// I/O errors (a failed fsync included), which take the log offline: after a failed fsync
     /// nothing is known about what reached the disk, and only recovery can tell.
     pub fn sync(&mut self) -> Result<()> {
-        self.guarded(|set| {
-            let active = set.segments.len() - 1;
-            for (i, segment) in set.segments.iter_mut().enumerate() {
-                let indexes = i != active;
-                if segment.is_unsynced(indexes) {
-                    segment.sync(indexes)?;
-                }
+        self.guarded(Self::sync_segments)
+    }
+
+    /// [`sync`](SegmentSet::sync)'s work, not guarded.
+    fn sync_segments(&mut self) -> Result<()> {
+        let active = self.segments.len() - 1;
+        for (i, segment) in self.segments.iter_mut().enumerate() {
+            let indexes = i != active;
+            if segment.is_unsynced(indexes) {
+                segment.sync(indexes)?;
             }
-            set.recovery_point = set.log_end_offset();
-            Ok(())
-        })
+        }
+        self.recovery_point = self.log_end_offset();
+        Ok(())
     }
 
     /// Reads whole batches starting with the one holding `offset`, from one segment: at least
