@@ -169,6 +169,34 @@ pub enum Error {
         reason: String,
     },
 
+    /// The partition directory is open already: another [`SegmentSet`] holds its lock, in
+    /// this process or another (one writer per directory).
+    ///
+    /// [`SegmentSet`]: crate::storage::SegmentSet
+    #[error(
+        "partition directory {} is in use: another open log holds the lock on {} (one writer \
+         per directory; close it first)",
+        dir.display(),
+        lock_file.display()
+    )]
+    DirectoryLocked {
+        /// The partition directory.
+        dir: PathBuf,
+        /// The lock file held.
+        lock_file: PathBuf,
+    },
+
+    /// A path in a partition directory is not a regular file (a symbolic link, a FIFO, a
+    /// device, a directory): logbus opens only regular files, so that nothing blocks on a
+    /// FIFO and nothing is written through a link to a file elsewhere.
+    #[error("{}: not a regular file: it is {what}; segment files must be regular files", path.display())]
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead.
+        what: &'static str,
+    },
+
     /// An I/O operation failed.
     #[error("I/O error while {context}")]
     Io {
@@ -322,6 +350,19 @@ impl Error {
         Error::Io {
             context: context.into(),
             source,
+        }
+    }
+
+    /// The error of opening `path`, doing `what` (`"opening"`, `"creating"`):
+    /// [`Error::NotRegularFile`] when the [`Io`](crate::storage::Io) refused a path that is
+    /// not a regular file, [`Error::Io`] naming the path otherwise.
+    pub fn opening(what: &str, path: &Path, source: io::Error) -> Self {
+        match crate::storage::io::NotRegularFile::of(&source) {
+            Some(n) => Error::NotRegularFile {
+                path: path.to_path_buf(),
+                what: n.what,
+            },
+            None => Error::io(format!("{what} {}", path.display()), source),
         }
     }
 

@@ -320,14 +320,25 @@ fn legal_offset_gap_in_a_compacted_partition_is_kept_whole() {
 // 3. Two writers on one directory.
 
 #[test]
-#[ignore = "issue 10 defect 3: not fixed yet"]
 fn two_writers_on_one_directory_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (mut first, _) = open_real(dir.path(), Checkpoints::default()).unwrap();
     first.append(&[record(0, 10)]).unwrap();
     first.sync().unwrap();
-    let second = open_real(dir.path(), Checkpoints::default());
-    assert!(second.is_err(), "a second writer opened the directory");
+    let second = open_real(dir.path(), Checkpoints::default()).map(|_| ());
+    assert!(
+        matches!(&second, Err(Error::DirectoryLocked { dir: d, .. }) if d == dir.path()),
+        "a second writer opened the directory: {second:?}"
+    );
+    // From another thread too.
+    let path = dir.path().to_path_buf();
+    let other = std::thread::spawn(move || open_real(&path, Checkpoints::default()).map(|_| ()))
+        .join()
+        .unwrap();
+    assert!(
+        matches!(other, Err(Error::DirectoryLocked { .. })),
+        "{other:?}"
+    );
     // Released on close.
     first.close().unwrap();
     let (again, _) = open_real(dir.path(), Checkpoints::default()).unwrap();
@@ -354,7 +365,6 @@ fn lock_child() {
 }
 
 #[test]
-#[ignore = "issue 10 defect 3: not fixed yet"]
 fn two_writers_in_two_processes_are_refused() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
@@ -541,7 +551,6 @@ fn segment_larger_than_its_index_can_address_is_refused() {
 
 #[cfg(unix)]
 #[test]
-#[ignore = "issue 10 defect 9: not fixed yet"]
 fn special_files_are_refused_naming_the_path() {
     use std::sync::mpsc;
     use std::time::Duration;
@@ -568,6 +577,10 @@ fn special_files_are_refused_naming_the_path() {
     assert!(!matches!(verified, Ok(true)), "a FIFO verified as OK");
     let err = opened.expect_err("a FIFO was opened as a segment");
     assert!(
+        matches!(&err, Error::NotRegularFile { path, .. } if *path == fifo),
+        "{err}"
+    );
+    assert!(
         err.to_string().contains(&fifo.display().to_string()),
         "{err}"
     );
@@ -586,7 +599,7 @@ fn special_files_are_refused_naming_the_path() {
         .map(|_| ())
         .expect_err("a symlinked segment was opened");
     assert!(
-        err.to_string().contains(&link.display().to_string()),
+        matches!(&err, Error::NotRegularFile { path, what: "a symbolic link" } if *path == link),
         "{err}"
     );
     assert_eq!(
@@ -603,6 +616,23 @@ fn special_files_are_refused_naming_the_path() {
         !matches!(&verified, Ok(r) if r.problem.is_none()),
         "{verified:?}"
     );
+
+    // A dangling symlink where an index should be is not created through.
+    let dir = tempfile::tempdir().unwrap();
+    write_segments(
+        dir.path(),
+        &[(0, encode_batch(0, &[record(0, 10)]).unwrap())],
+    );
+    let index = dir.path().join(file_name(0, "index"));
+    fs::remove_file(&index).unwrap();
+    let target = outside.path().join("made-through-link");
+    std::os::unix::fs::symlink(&target, &index).unwrap();
+    let opened = open_real(dir.path(), Checkpoints::default()).map(|_| ());
+    assert!(
+        matches!(&opened, Err(Error::NotRegularFile { path, .. }) if *path == index),
+        "{opened:?}"
+    );
+    assert!(!target.exists());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -245,7 +245,7 @@ fn dump(out: &mut dyn Write, path: &Path, print_data: bool) -> Result<ExitCode, 
 fn open(path: &Path) -> Result<(Box<dyn IoFile>, u64), Error> {
     let file = FsIo
         .open(path, OpenMode::Read)
-        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        .map_err(|e| Error::opening("opening", path, e))?;
     let len = file
         .len()
         .map_err(|e| Error::io(format!("reading the length of {}", path.display()), e))?;

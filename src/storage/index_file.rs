@@ -75,7 +75,7 @@ impl<E: Entry> IndexFile<E> {
         };
         let file = io
             .open(path, mode)
-            .map_err(|e| Error::io(format!("opening index {}", path.display()), e))?;
+            .map_err(|e| Error::opening("opening index", path, e))?;
         let bytes = if fresh {
             Vec::new()
         } else {

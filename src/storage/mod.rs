@@ -72,7 +72,7 @@ pub mod time_index;
 pub mod varint;
 pub mod verify;
 
-pub use io::{FsIo, Io, IoFile, OpenMode};
+pub use io::{DirLock, FsIo, Io, IoFile, OpenMode};
 pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, Header, Record};
 pub use recovery::{verify_dir, Problem, RecoveryReport, Truncation, VerifyReport};
 pub use segment::{scan_log, ScanEnd};

@@ -1,7 +1,8 @@
 //! Opening a partition directory: Kafka's log segment recovery (`LogLoader`,
 //! `LogSegment.recover`), and a read-only consistency check of a directory.
 //!
-//! On open, in this order:
+//! On open, in this order (holding the directory's lock, [`Io::lock_dir`], throughout and for
+//! as long as the log stays open):
 //! 1. files ending `.deleted` or `.cleaned` are removed (interrupted deletions and
 //!    compactions);
 //! 2. interrupted swaps are finished: a `NNN.log.swap` (from a compaction that got as far as
@@ -32,7 +33,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::io::{Io, OpenMode};
+use super::io::{DirLock, Io, OpenMode, LOCK_FILE};
 use super::offset_index;
 use super::segment::{
     check_batch_offsets, file_name, parse_file_name, scan_log, ScanEnd, Segment, INDEX_SUFFIX,
@@ -101,6 +102,8 @@ impl RecoveryReport {
 pub(crate) struct Loaded {
     pub(crate) segments: Vec<Segment>,
     pub(crate) report: RecoveryReport,
+    /// The directory's lock, held for as long as the log is open.
+    pub(crate) lock: Box<dyn DirLock>,
 }
 
 fn io_err(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
@@ -126,6 +129,17 @@ pub(crate) fn load(
                 .map_err(io_err("syncing directory", parent))?;
         }
     }
+    // One writer per directory: nothing is read or repaired before the lock is held.
+    let lock = io.lock_dir(dir).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            Error::DirectoryLocked {
+                dir: dir.to_path_buf(),
+                lock_file: dir.join(LOCK_FILE),
+            }
+        } else {
+            Error::io(format!("locking {}", dir.join(LOCK_FILE).display()), e)
+        }
+    })?;
     let mut report = RecoveryReport::default();
     let mut names: BTreeSet<String> = io
         .list_dir(dir)
@@ -174,7 +188,7 @@ pub(crate) fn load(
         let swap_path = dir.join(&swap_name);
         let file = io
             .open(&swap_path, OpenMode::Read)
-            .map_err(io_err("opening", &swap_path))?;
+            .map_err(|e| Error::opening("opening", &swap_path, e))?;
         let len = file
             .len()
             .map_err(io_err("reading length of", &swap_path))?;
@@ -327,7 +341,11 @@ pub(crate) fn load(
     report.log_start_offset = log_start;
     report.log_end_offset = log_end;
     report.recovery_point = log_end;
-    Ok(Loaded { segments, report })
+    Ok(Loaded {
+        segments,
+        report,
+        lock,
+    })
 }
 
 fn segment_paths(dir: &Path, base: u64) -> [PathBuf; 3] {
@@ -463,7 +481,7 @@ fn verify_segment(
     let log_path = dir.join(file_name(base, LOG_SUFFIX));
     let file = io
         .open(&log_path, OpenMode::Read)
-        .map_err(io_err("opening", &log_path))?;
+        .map_err(|e| Error::opening("opening", &log_path, e))?;
     let len = file.len().map_err(io_err("reading length of", &log_path))?;
     let mut facts: Vec<BatchFacts> = Vec::new();
     let mut expected = base;
@@ -622,6 +640,6 @@ fn read_if_exists(io: &dyn Io, path: &Path) -> Result<Option<Vec<u8>>> {
     }
     let file = io
         .open(path, OpenMode::Read)
-        .map_err(io_err("opening", path))?;
+        .map_err(|e| Error::opening("opening", path, e))?;
     file.read_all().map(Some).map_err(io_err("reading", path))
 }

@@ -335,7 +335,7 @@ impl Segment {
         let log_path = dir.join(file_name(base_offset, LOG_SUFFIX));
         let log = io
             .open(&log_path, OpenMode::Truncate)
-            .map_err(|e| Error::io(format!("creating {}", log_path.display()), e))?;
+            .map_err(|e| Error::opening("creating", &log_path, e))?;
         let (offset_index, _) = OffsetIndex::open(
             io,
             &dir.join(file_name(base_offset, INDEX_SUFFIX)),
@@ -382,7 +382,7 @@ impl Segment {
         let log_path = dir.join(file_name(base_offset, LOG_SUFFIX));
         let log = io
             .open(&log_path, OpenMode::ReadWrite)
-            .map_err(|e| Error::io(format!("opening {}", log_path.display()), e))?;
+            .map_err(|e| Error::opening("opening", &log_path, e))?;
         let flushed = log
             .len()
             .map_err(|e| Error::io(format!("reading length of {}", log_path.display()), e))?;

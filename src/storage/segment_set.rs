@@ -45,7 +45,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::io::Io;
+use super::io::{DirLock, Io};
 use super::record_batch::{
     next_batch_extent, Batch, BatchBuilder, BatchHeader, BatchIter, Extent, Record,
 };
@@ -245,6 +245,9 @@ pub struct SegmentSet {
     /// Written into the batches [`append`](SegmentSet::append) builds (0 until replication
     /// sets it).
     partition_leader_epoch: i32,
+    /// The directory's lock (one writer per directory), released when the set is dropped:
+    /// declared last, so it outlives the flush `Drop` makes.
+    _lock: Box<dyn DirLock>,
 }
 
 impl SegmentSet {
@@ -253,8 +256,10 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for a bad `config`; [`Error::Io`] when the directory cannot be
-    /// read or repaired. Corruption is repaired, not an error: the returned
+    /// [`Error::InvalidConfig`] for a bad `config`; [`Error::DirectoryLocked`] when another
+    /// open log (in this process or another) holds the directory — the lock, a `flock` on
+    /// `.lock` with [`FsIo`](super::FsIo), is held until the set is closed or dropped, and
+    /// dies with the process; [`Error::Io`] when the directory cannot be read or repaired. Corruption is repaired, not an error: the returned
     /// [`RecoveryReport`] says what was cut and why.
     pub fn open(
         dir: impl Into<PathBuf>,
@@ -277,6 +282,7 @@ impl SegmentSet {
             offline: false,
             builder: None,
             partition_leader_epoch: 0,
+            _lock: loaded.lock,
         };
         Ok((set, loaded.report))
     }

@@ -283,7 +283,7 @@ fn check_dense(io: &dyn Io, dir: &Path, bases: &BTreeSet<u64>) -> Result<Option<
         }
         let file = io
             .open(&path, OpenMode::Read)
-            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+            .map_err(|e| Error::opening("opening", &path, e))?;
         let len = file
             .len()
             .map_err(|e| Error::io(format!("reading length of {}", path.display()), e))?;
