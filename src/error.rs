@@ -197,6 +197,40 @@ pub enum Error {
         what: &'static str,
     },
 
+    /// A segment file is larger than a segment may be: index positions are 32-bit, so a
+    /// `.log` past 2^31 - 1 bytes (Kafka's `segment.bytes` limit) cannot be indexed.
+    #[error(
+        "segment {} holds {size} bytes, more than the {max} a segment may hold (index positions \
+         are 32-bit, as Kafka's)",
+        path.display()
+    )]
+    SegmentTooLarge {
+        /// The `.log` file.
+        path: PathBuf,
+        /// Its length.
+        size: u64,
+        /// The largest length accepted.
+        max: u64,
+    },
+
+    /// A valid batch (its CRC holds) is larger than the configured `max_batch_bytes`, which
+    /// bounds the memory a read may take: raise the limit to open or read this log.
+    #[error(
+        "the batch at byte {position} of {} is {size} bytes (its CRC holds), more than \
+         max_batch_bytes = {max}; raise max_batch_bytes to read it",
+        file.display()
+    )]
+    BatchTooLarge {
+        /// The `.log` file.
+        file: PathBuf,
+        /// Where the batch starts.
+        position: u64,
+        /// Its size in bytes.
+        size: u64,
+        /// The configured limit.
+        max: u64,
+    },
+
     /// An I/O operation failed.
     #[error("I/O error while {context}")]
     Io {
@@ -277,6 +311,23 @@ pub enum Corruption {
         /// The rule broken, with the valid range.
         rule: String,
     },
+    /// A record's offset delta lies outside its batch or does not increase.
+    BadOffsetDelta {
+        /// The record's offset delta.
+        delta: i64,
+        /// The smallest valid delta here (one past the previous record's).
+        min: i64,
+        /// The batch's `lastOffsetDelta`.
+        last_offset_delta: i32,
+    },
+    /// A batch larger than the limit that bounds reads, whose bytes do not hold a valid
+    /// batch (its CRC, computed without holding it in memory, does not match).
+    BatchTooLarge {
+        /// The size its length field claims.
+        size: u64,
+        /// The limit.
+        max: u64,
+    },
     /// An index entry disagrees with the log or with the index's own ordering.
     BadIndexEntry {
         /// The entry's number in the index (0-based).
@@ -321,6 +372,21 @@ impl fmt::Display for Corruption {
                 "{count} bytes remain after the declared records (incorrect declared batch size)"
             ),
             Corruption::HeaderKeyNotUtf8 => write!(f, "a header key is not valid UTF-8"),
+            Corruption::BadOffsetDelta {
+                delta,
+                min,
+                last_offset_delta,
+            } => write!(
+                f,
+                "record offset delta {delta} is out of place: record deltas increase strictly \
+                 within [0, lastOffsetDelta = {last_offset_delta}], so this one must lie in \
+                 [{min}, {last_offset_delta}]"
+            ),
+            Corruption::BatchTooLarge { size, max } => write!(
+                f,
+                "a batch of {size} bytes, over the {max}-byte limit, does not hold a valid batch \
+                 (CRC-32C mismatch)"
+            ),
             Corruption::BadOffset {
                 base_offset,
                 last_offset,

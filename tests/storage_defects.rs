@@ -395,7 +395,6 @@ fn two_writers_in_two_processes_are_refused() {
 // 4. Offsets at or above 2^63.
 
 #[test]
-#[ignore = "issue 10 defect 4: not fixed yet"]
 fn offsets_at_or_above_two_to_the_63_in_names_are_typed_errors() {
     for name in ["18446744073709551615", "09223372036854775808"] {
         let dir = tempfile::tempdir().unwrap();
@@ -406,8 +405,11 @@ fn offsets_at_or_above_two_to_the_63_in_names_are_typed_errors() {
             !matches!(&verified, Ok(r) if r.problem.is_none()),
             "{name}: verified as OK: {verified:?}"
         );
-        let opened = open_real(dir.path(), Checkpoints::default());
-        assert!(opened.is_err(), "{name}: opened");
+        let opened = open_real(dir.path(), Checkpoints::default()).map(|_| ());
+        assert!(
+            matches!(&opened, Err(Error::NotASegment { path, .. }) if path.ends_with(format!("{name}.log"))),
+            "{name}: {opened:?}"
+        );
     }
 }
 
@@ -418,7 +420,6 @@ const SPARSE: u64 = 300 << 20;
 const BOUND: usize = 32 << 20;
 
 #[test]
-#[ignore = "issue 10 defect 5: not fixed yet"]
 fn sparse_files_do_not_exhaust_memory() {
     let dir = tempfile::tempdir().unwrap();
     let (mut log, _) = open_real(dir.path(), Checkpoints::default()).unwrap();
@@ -513,7 +514,6 @@ fn batch_with_fewer_records_than_its_offsets_makes_progress() {
 // 8. Logs over 4 GiB.
 
 #[test]
-#[ignore = "issue 10 defect 8: not fixed yet"]
 fn segment_larger_than_its_index_can_address_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let batch = encode_batch(0, &[record(0, 10)]).unwrap();
@@ -526,8 +526,11 @@ fn segment_larger_than_its_index_can_address_is_refused() {
         .unwrap()
         .set_len(huge)
         .unwrap();
-    let opened = open_real(dir.path(), Checkpoints::default());
-    assert!(opened.is_err(), "a 4.5 GiB segment was opened");
+    let opened = open_real(dir.path(), Checkpoints::default()).map(|_| ());
+    assert!(
+        matches!(&opened, Err(Error::SegmentTooLarge { path, size, .. }) if *path == log_path && *size == huge),
+        "a 4.5 GiB segment was opened: {opened:?}"
+    );
     assert_eq!(
         fs::metadata(&log_path).unwrap().len(),
         huge,
@@ -639,7 +642,6 @@ fn special_files_are_refused_naming_the_path() {
 // 10. Foreign `.swap` files are trusted.
 
 #[test]
-#[ignore = "issue 10 defect 10: not fixed yet"]
 fn foreign_swap_files_are_reported_never_used() {
     let dir = tempfile::tempdir().unwrap();
     let (mut log, _) = open_real(dir.path(), Checkpoints::default()).unwrap();
@@ -650,13 +652,18 @@ fn foreign_swap_files_are_reported_never_used() {
     let swap = dir.path().join(format!("{}.swap", file_name(0, "log")));
     fs::write(&swap, b"").unwrap();
     for cp in [cp, Checkpoints::default()] {
-        let (log, _report) = open_real(dir.path(), cp).unwrap();
+        let (log, report) = open_real(dir.path(), cp).unwrap();
         assert_eq!(
             log.log_end_offset(),
             6,
             "the swap file replaced the segment"
         );
         assert_eq!(read_all(&log).len(), 6);
+        assert_eq!(report.foreign_files, vec![swap.clone()]);
+        assert!(swap.exists(), "a file logbus did not write was removed");
+        drop(log);
+        let verified = verify_dir(&FsIo, dir.path()).unwrap();
+        assert_eq!(verified.problem.map(|p| p.file), Some(swap.clone()));
     }
 }
 

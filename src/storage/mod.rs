@@ -74,6 +74,9 @@ pub mod verify;
 
 pub use io::{DirLock, FsIo, Io, IoFile, OpenMode};
 pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, Header, Record};
-pub use recovery::{verify_dir, Problem, RecoveryReport, Truncation, VerifyReport};
+pub use recovery::{
+    verify_dir, verify_dir_bounded, Problem, RecoveryReport, Truncation, VerifyReport,
+    VERIFY_MAX_BATCH_BYTES,
+};
 pub use segment::{scan_log, ScanEnd};
 pub use segment_set::{AppendInfo, Checkpoints, LogConfig, SegmentInfo, SegmentSet};

@@ -60,7 +60,36 @@ pub fn parse_file_name(name: &str) -> Option<(u64, &str)> {
     if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some((stem.parse().ok()?, suffix))
+    let base: u64 = stem.parse().ok()?;
+    (base <= MAX_OFFSET).then_some((base, suffix))
+}
+
+/// The largest offset a segment name may carry: Kafka's offsets are signed 64-bit.
+pub const MAX_OFFSET: u64 = i64::MAX as u64;
+
+/// Why `name`, shaped like a segment file name (20 digits, a dot, a suffix), names no valid
+/// base offset: `Some` for offsets above [`MAX_OFFSET`] (which [`parse_file_name`] rejects),
+/// `None` otherwise.
+///
+/// # Examples
+///
+/// ```
+/// use logbus::storage::segment::bad_offset_in_name;
+/// assert!(bad_offset_in_name("18446744073709551615.log").is_some());
+/// assert!(bad_offset_in_name("00000000000000000042.log").is_none());
+/// ```
+pub fn bad_offset_in_name(name: &str) -> Option<String> {
+    let (stem, _) = name.split_once('.')?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    match stem.parse::<u64>() {
+        Ok(base) if base <= MAX_OFFSET => None,
+        _ => Some(format!(
+            "the base offset {stem} in the name is above {MAX_OFFSET}: offsets are signed 64-bit \
+             (as Kafka's), so no segment can start there"
+        )),
+    }
 }
 
 /// Settings a segment needs (a subset of the segment set's config).
@@ -69,7 +98,13 @@ pub(crate) struct SegmentParams {
     pub(crate) index_interval_bytes: u64,
     pub(crate) segment_index_bytes: u64,
     pub(crate) write_buffer_bytes: usize,
+    /// The largest batch a read holds in memory.
+    pub(crate) max_batch_bytes: u64,
 }
+
+/// The largest `.log` a segment may be: index positions are 32-bit signed, as Kafka's
+/// (`segment.bytes` ≤ 2^31 - 1).
+pub const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
 
 /// Size of the reads recovery and [`scan_log`] make: small enough that the buffer stays in
 /// the L2 cache between the kernel's copy into it and the CRC pass over it (4 MiB reads
@@ -113,12 +148,15 @@ pub enum ScanEnd {
 ///
 /// `visit` returns `Ok(true)` to go on, `Ok(false)` to stop, or an error to declare the batch
 /// bad (the scan then ends with [`ScanEnd::Corrupt`] at that batch). Reads are large and
-/// sequential; memory use is bounded by the larger of 512 KiB and the largest batch, and never
-/// exceeds what the file holds.
+/// sequential; memory use is bounded by the larger of 512 KiB and `max_batch_bytes`, and never
+/// exceeds what the file holds. A batch over `max_batch_bytes` is never held: its CRC is
+/// checked as it streams by, and it ends the scan as corruption when the CRC fails, or with
+/// [`Error::BatchTooLarge`] when it is a valid batch (the limit is too low for this log).
 ///
 /// # Errors
 ///
-/// [`Error::Io`] when reading fails. Corruption is not an error here: it is how the scan ends.
+/// [`Error::Io`] when reading fails; [`Error::BatchTooLarge`] for a valid batch over
+/// `max_batch_bytes`. Corruption is not an error here: it is how the scan ends.
 ///
 /// # Examples
 ///
@@ -136,7 +174,7 @@ pub enum ScanEnd {
 /// file.write_all_at(&batch[..10], batch.len() as u64)?; // a torn second batch
 ///
 /// let mut offsets = Vec::new();
-/// let end = scan_log(&*file, Path::new(&path), 0, file.len()?, |b| {
+/// let end = scan_log(&*file, Path::new(&path), 0, file.len()?, 1 << 20, |b| {
 ///     offsets.push((b.position(), b.header().base_offset));
 ///     Ok(true)
 /// })?;
@@ -149,6 +187,7 @@ pub fn scan_log(
     path: &Path,
     start: u64,
     end: u64,
+    max_batch_bytes: u64,
     mut visit: impl FnMut(Batch<'_>) -> Result<bool>,
 ) -> Result<ScanEnd> {
     let mut buf = ScanBuf {
@@ -199,6 +238,23 @@ pub fn scan_log(
                 bytes: left_in_file,
             });
         }
+        if size > max_batch_bytes {
+            // Never held in memory: its CRC is computed as it streams by. Garbage (a sparse
+            // file, a torn length) is corruption; a real batch over the limit is an error the
+            // caller must see, never a cut.
+            return match oversized_batch(file, path, pos, size, max_batch_bytes)? {
+                Some(error) => Ok(ScanEnd::Corrupt {
+                    position: pos,
+                    error,
+                }),
+                None => Err(Error::BatchTooLarge {
+                    file: path.to_path_buf(),
+                    position: pos,
+                    size,
+                    max: max_batch_bytes,
+                }),
+            };
+        }
         if size > avail {
             // `size <= left_in_file`: the buffer never grows beyond what the file holds.
             buf.refill(file, path, &mut off, end, size as usize)?;
@@ -225,6 +281,54 @@ pub fn scan_log(
             }
         }
     }
+}
+
+/// Checks the batch of `size` bytes at `pos` (known to lie inside the file) without holding it:
+/// `Some` corruption when its magic or its CRC is wrong, `None` when it is a valid batch.
+fn oversized_batch(
+    file: &dyn IoFile,
+    path: &Path,
+    pos: u64,
+    size: u64,
+    max: u64,
+) -> Result<Option<Error>> {
+    const CHUNK: usize = 256 << 10;
+    let read = |buf: &mut [u8], at: u64| {
+        file.read_exact_at(buf, at)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))
+    };
+    let mut head = [0u8; HEADER_SIZE];
+    read(&mut head, pos)?;
+    let corrupt = |at: u64, reason: Corruption| {
+        Some(Error::CorruptSegment {
+            file: path.to_path_buf(),
+            position: pos + at,
+            reason,
+        })
+    };
+    if head[16] != 2 {
+        return Ok(corrupt(
+            16,
+            Corruption::BadMagic {
+                magic: head[16] as i8,
+            },
+        ));
+    }
+    let stored = u32::from_be_bytes([head[17], head[18], head[19], head[20]]);
+    let mut crc = 0u32;
+    let mut buf = vec![0u8; CHUNK];
+    let mut at = pos + 21;
+    let end = pos + size;
+    while at < end {
+        let n = (end - at).min(CHUNK as u64) as usize;
+        read(&mut buf[..n], at)?;
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        at += n as u64;
+    }
+    if crc != stored {
+        return Ok(corrupt(8, Corruption::BatchTooLarge { size, max }));
+    }
+    Ok(None)
 }
 
 /// A read buffer reused across refills: `data[..len]` holds file bytes from `start`.
@@ -386,6 +490,13 @@ impl Segment {
         let flushed = log
             .len()
             .map_err(|e| Error::io(format!("reading length of {}", log_path.display()), e))?;
+        if flushed > MAX_SEGMENT_BYTES {
+            return Err(Error::SegmentTooLarge {
+                path: log_path,
+                size: flushed,
+                max: MAX_SEGMENT_BYTES,
+            });
+        }
         let index_path = dir.join(file_name(base_offset, INDEX_SUFFIX));
         let time_path = dir.join(file_name(base_offset, TIME_INDEX_SUFFIX));
         let exists = |p: &Path| {
@@ -493,14 +604,14 @@ impl Segment {
         };
         while pos < size {
             let h = self.read_header(pos)?;
-            if h.base_offset < 0 || h.last_offset_delta < 0 {
+            if h.base_offset < 0 || h.last_offset_delta < 0 || h.last_offset() == i64::MAX {
                 return Err(Error::CorruptSegment {
                     file: self.log_path.clone(),
                     position: pos,
                     reason: Corruption::BadOffset {
                         base_offset: h.base_offset,
                         last_offset: h.last_offset(),
-                        rule: "offsets must be >= 0".into(),
+                        rule: format!("offsets must lie in [0, {})", i64::MAX),
                     },
                 });
             }
@@ -563,7 +674,8 @@ impl Segment {
             time_index,
             ..
         } = self;
-        let end = scan_log(&**log, log_path, 0, file_len, |batch| {
+        let max_batch = self.params.max_batch_bytes;
+        let end = scan_log(&**log, log_path, 0, file_len, max_batch, |batch| {
             let h = batch.header();
             let pos = batch.position();
             let last = check_batch_offsets(&batch, base, expected, min_offset, upper_bound)?;
@@ -909,6 +1021,7 @@ impl Segment {
         &self,
         target: i64,
         min_offset: u64,
+        max_batch_bytes: u64,
     ) -> Result<Option<(u64, i64)>> {
         if self.max_timestamp < target {
             return Ok(None);
@@ -925,6 +1038,14 @@ impl Segment {
         while pos < size {
             let h = self.read_header(pos)?;
             if h.max_timestamp >= target {
+                if h.size() > max_batch_bytes {
+                    return Err(Error::BatchTooLarge {
+                        file: self.log_path.clone(),
+                        position: pos,
+                        size: h.size(),
+                        max: max_batch_bytes,
+                    });
+                }
                 let mut bytes = vec![0u8; h.size() as usize];
                 self.read_exact_at(&mut bytes, pos)?;
                 let batch =

@@ -178,6 +178,7 @@ impl LogConfig {
             index_interval_bytes: self.index_interval_bytes.max(0) as u64,
             segment_index_bytes: self.segment_index_bytes,
             write_buffer_bytes: self.write_buffer_bytes,
+            max_batch_bytes: self.max_batch_bytes,
         }
     }
 }
@@ -679,6 +680,16 @@ impl SegmentSet {
                 continue; // `offset` lies in a gap after this segment's batches
             };
             let available = segment.size() - pos;
+            if header.size() > self.config.max_batch_bytes {
+                // Below the recovery point nothing was re-read on open: a hostile length
+                // field must not size an allocation.
+                return Err(Error::BatchTooLarge {
+                    file: segment.log_path().to_path_buf(),
+                    position: pos,
+                    size: header.size(),
+                    max: self.config.max_batch_bytes,
+                });
+            }
             let want = (max_bytes as u64).min(available).max(header.size());
             let mut bytes = vec![0u8; want as usize];
             segment.read_exact_at(&mut bytes, pos)?;
@@ -731,7 +742,12 @@ impl SegmentSet {
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(u64, i64)>> {
         for segment in &self.segments {
             if segment.max_timestamp() >= timestamp {
-                if let Some(found) = segment.find_by_timestamp(timestamp, self.log_start_offset)? {
+                let found = segment.find_by_timestamp(
+                    timestamp,
+                    self.log_start_offset,
+                    self.config.max_batch_bytes,
+                )?;
+                if let Some(found) = found {
                     return Ok(Some(found));
                 }
             }

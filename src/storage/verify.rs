@@ -49,9 +49,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::io::{FsIo, Io, OpenMode};
-use super::recovery::{verify_dir, Problem, VerifyReport};
+use super::recovery::{verify_dir_bounded, Problem, VerifyReport, VERIFY_MAX_BATCH_BYTES};
 use super::segment::{
-    file_name, parse_file_name, scan_log, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    bad_offset_in_name, file_name, parse_file_name, scan_log, INDEX_SUFFIX, LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
 };
 use crate::error::{Error, Result};
 
@@ -70,12 +71,17 @@ pub struct VerifyOptions {
     /// [`SegmentSet::append_batch`](super::SegmentSet::append_batch) — to check offsets only
     /// as [`verify_dir`] does.
     pub dense_offsets: bool,
+    /// The largest batch read into memory ([`VERIFY_MAX_BATCH_BYTES`] by default): a valid
+    /// batch above it is reported as a problem, unchecked, so memory stays bounded whatever
+    /// the files claim.
+    pub max_batch_bytes: u64,
 }
 
 impl Default for VerifyOptions {
     fn default() -> Self {
         VerifyOptions {
             dense_offsets: true,
+            max_batch_bytes: VERIFY_MAX_BATCH_BYTES,
         }
     }
 }
@@ -84,6 +90,12 @@ impl VerifyOptions {
     /// The options with [`dense_offsets`](VerifyOptions::dense_offsets) set to `dense`.
     pub fn dense_offsets(mut self, dense: bool) -> Self {
         self.dense_offsets = dense;
+        self
+    }
+
+    /// The options with [`max_batch_bytes`](VerifyOptions::max_batch_bytes) set to `max`.
+    pub fn max_batch_bytes(mut self, max: u64) -> Self {
+        self.max_batch_bytes = max;
         self
     }
 }
@@ -232,6 +244,7 @@ pub fn verify_partition_with(
         .collect();
     for name in &names {
         let reason = match parse_file_name(name) {
+            _ if bad_offset_in_name(name).is_some() => bad_offset_in_name(name).unwrap_or_default(),
             Some((base, suffix)) if suffix != LOG_SUFFIX && SEGMENT_SUFFIXES.contains(&suffix) => {
                 if logs.contains(&base) {
                     continue;
@@ -258,16 +271,21 @@ pub fn verify_partition_with(
             ..VerifyReport::default()
         });
     }
-    let mut report = verify_dir(io, dir)?;
+    let mut report = verify_dir_bounded(io, dir, options.max_batch_bytes)?;
     if report.problem.is_none() && options.dense_offsets {
-        report.problem = check_dense(io, dir, &logs)?;
+        report.problem = check_dense(io, dir, &logs, options.max_batch_bytes)?;
     }
     Ok(report)
 }
 
 /// The dense-offsets check of [`VerifyOptions::dense_offsets`], on a directory that passed
 /// [`verify_dir`] (so every batch is whole and valid).
-fn check_dense(io: &dyn Io, dir: &Path, bases: &BTreeSet<u64>) -> Result<Option<Problem>> {
+fn check_dense(
+    io: &dyn Io,
+    dir: &Path,
+    bases: &BTreeSet<u64>,
+    max_batch_bytes: u64,
+) -> Result<Option<Problem>> {
     let mut expected: Option<u64> = None;
     for &base in bases {
         let path = dir.join(file_name(base, LOG_SUFFIX));
@@ -289,7 +307,7 @@ fn check_dense(io: &dyn Io, dir: &Path, bases: &BTreeSet<u64>) -> Result<Option<
             .map_err(|e| Error::io(format!("reading length of {}", path.display()), e))?;
         let mut next = base;
         let mut problem = None;
-        scan_log(&*file, &path, 0, len, |batch| {
+        scan_log(&*file, &path, 0, len, max_batch_bytes, |batch| {
             let h = batch.header();
             let mut gap = |reason: String| {
                 problem = Some(Problem {
