@@ -461,7 +461,6 @@ fn sparse_files_do_not_exhaust_memory() {
 // 6. Batches with a valid CRC but bad records.
 
 #[test]
-#[ignore = "issue 10 defect 6: not fixed yet"]
 fn batch_with_valid_crc_but_bad_records_is_cut_and_refused() {
     let good = encode_batch(0, &[record(0, 10)]).unwrap();
     let bad_key = raw_batch(1, 0, 0, -1, &[raw_record(0, -5, b"", b"v")]);
@@ -488,7 +487,6 @@ fn batch_with_valid_crc_but_bad_records_is_cut_and_refused() {
 // 7. Batches with fewer records than lastOffsetDelta + 1.
 
 #[test]
-#[ignore = "issue 10 defect 7: not fixed yet"]
 fn batch_with_fewer_records_than_its_offsets_makes_progress() {
     let dir = tempfile::tempdir().unwrap();
     let (mut log, _) = open_real(dir.path(), Checkpoints::default()).unwrap();
@@ -671,7 +669,6 @@ fn foreign_swap_files_are_reported_never_used() {
 // 11. Transaction control records come back as user records.
 
 #[test]
-#[ignore = "issue 10 defect 11: not fixed yet"]
 fn transaction_control_records_are_not_returned_as_user_records() {
     let dir = tempfile::tempdir().unwrap();
     let (mut log, _) = open_real(dir.path(), Checkpoints::default()).unwrap();

@@ -679,6 +679,12 @@ impl Segment {
             let h = batch.header();
             let pos = batch.position();
             let last = check_batch_offsets(&batch, base, expected, min_offset, upper_bound)?;
+            // A CRC can seal malformed records too: such a batch is corrupt, or a reader from
+            // below it would be stuck there. Compressed batches cannot be looked into.
+            match batch.validate_records() {
+                Ok(()) | Err(Error::UnsupportedCompression { .. }) => {}
+                Err(e) => return Err(e),
+            }
             if h.max_timestamp > max_ts {
                 max_ts = h.max_timestamp;
                 max_off = last;
@@ -1037,7 +1043,7 @@ impl Segment {
         let size = self.size();
         while pos < size {
             let h = self.read_header(pos)?;
-            if h.max_timestamp >= target {
+            if h.max_timestamp >= target && !h.is_control() {
                 if h.size() > max_batch_bytes {
                     return Err(Error::BatchTooLarge {
                         file: self.log_path.clone(),

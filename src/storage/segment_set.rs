@@ -705,32 +705,53 @@ impl SegmentSet {
         Ok(None)
     }
 
-    /// The records at and after `offset`, from the batches [`read`](SegmentSet::read)
-    /// returns.
+    /// The records at and after `offset`: from the batches [`read`](SegmentSet::read)
+    /// returns, or the next ones when those hold none (an offset inside a gap, a batch whose
+    /// records were compacted away, a transaction marker), so a reader always makes progress;
+    /// empty only when no record lies between `offset` and the log end.
+    ///
+    /// Transaction control records (commit and abort markers: batches with the control
+    /// attribute) are not returned, as Kafka's consumers never hand them to the application;
+    /// [`read`](SegmentSet::read) returns their batches as stored.
     ///
     /// # Errors
     ///
     /// As [`read`](SegmentSet::read), plus [`Error::CorruptSegment`] for a malformed record
     /// and [`Error::UnsupportedCompression`] for a compressed batch.
     pub fn read_records(&self, offset: u64, max_bytes: usize) -> Result<Vec<(u64, Record)>> {
-        let Some((bytes, path, pos)) = self.read_raw(offset, max_bytes)? else {
-            return Ok(Vec::new());
-        };
-        let mut out = Vec::new();
-        for batch in BatchIter::with_base(&bytes, pos) {
-            let batch = match batch {
-                Ok(b) => b,
-                Err(e) if out.is_empty() => return Err(e.in_file(path, 0)),
-                Err(_) => break,
+        let end = self.log_end_offset();
+        let mut from = offset;
+        loop {
+            let Some((bytes, path, pos)) = self.read_raw(from, max_bytes)? else {
+                return Ok(Vec::new());
             };
-            for record in batch.records().map_err(|e| e.in_file(path, 0))? {
-                let record = record.map_err(|e| e.in_file(path, 0))?;
-                if record.offset >= 0 && record.offset as u64 >= offset {
-                    out.push((record.offset as u64, record.to_record()));
+            let mut out = Vec::new();
+            let mut next = from;
+            for (i, batch) in BatchIter::with_base(&bytes, pos).enumerate() {
+                let batch = match batch {
+                    Ok(b) => b,
+                    Err(e) if i == 0 => return Err(e.in_file(path, 0)),
+                    Err(_) => break,
+                };
+                let h = batch.header();
+                next = next.max(h.next_offset().max(0) as u64);
+                if h.is_control() {
+                    continue;
+                }
+                for record in batch.records().map_err(|e| e.in_file(path, 0))? {
+                    let record = record.map_err(|e| e.in_file(path, 0))?;
+                    if record.offset >= 0 && record.offset as u64 >= offset {
+                        out.push((record.offset as u64, record.to_record()));
+                    }
                 }
             }
+            // Each round starts past the batches the last one read (`next` > `from`: the
+            // first batch read holds an offset at or above `from`).
+            if !out.is_empty() || next <= from || next >= end {
+                return Ok(out);
+            }
+            from = next;
         }
-        Ok(out)
     }
 
     /// The first record whose timestamp is at or after `timestamp`: `(offset, timestamp)`, or

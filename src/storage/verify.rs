@@ -652,13 +652,21 @@ mod tests {
         let second = 61 + 1 + usize::from(b[61] / 2);
         assert_eq!(b[second + 3], 2, "offsetDelta of record 1");
         b[second + 3] = 0;
-        let problem = check(&with_crc(b)).unwrap();
+        // Deltas must increase inside a batch: a structural rule, found with or without the
+        // dense check.
+        let b = with_crc(b);
+        let problem = check(&b).unwrap();
         assert!(
             problem
                 .reason
-                .contains("record 1 of the batch at offset 0 has offset 0"),
+                .contains("record offset delta 0 is out of place"),
             "{problem:?}"
         );
+        let gaps = VerifyOptions::default().dense_offsets(false);
+        assert!(verify_partition_with(&io, dir, gaps)
+            .unwrap()
+            .problem
+            .is_some());
     }
 
     #[test]
