@@ -407,7 +407,6 @@ fn bad_input_is_a_message_and_exit_code_2() {
 /// every other partition.
 #[cfg(unix)]
 #[test]
-#[ignore = "issue 10 defect 11: not fixed yet"]
 fn cli_reports_every_partition_and_fails_at_the_end() {
     let tmp = tempfile::tempdir().unwrap();
     write_partition(&tmp.path().join("a-0"));

@@ -9,7 +9,9 @@
 //!
 //! Exit status: 0 when all went well (for `verify`: every partition is consistent), 1 when
 //! `verify` found a problem, 2 for bad input (a missing path, a file that is not a segment,
-//! an unreadable file) or a usage error. `dump` prints what it can of damaged files (a batch
+//! an unreadable file, a dangling symlink, a special file) or a usage error. A partition or
+//! file that cannot be read is reported and skipped: every other one is still verified or
+//! dumped, and the status is set at the end. `dump` prints what it can of damaged files (a batch
 //! whose CRC does not match is shown with `isvalid: false`) and exits 0; checking is
 //! `verify`'s job.
 //!
@@ -134,6 +136,14 @@ fn verify(out: &mut dyn Write, path: &Path, allow_gaps: bool) -> Result<ExitCode
     let report = verify_path_with(path, options)?;
     for partition in &report.partitions {
         let r = &partition.report;
+        if let Some(error) = &partition.error {
+            writeln!(
+                out,
+                "{}: ERROR: cannot be checked: {error}",
+                partition.dir.display()
+            )?;
+            continue;
+        }
         match &r.problem {
             None => writeln!(
                 out,
@@ -161,22 +171,36 @@ fn verify(out: &mut dyn Write, path: &Path, allow_gaps: bool) -> Result<ExitCode
         }
     }
     let bad = report.problems().count();
+    let unreadable = report.errors().count();
+    let mut summary = Vec::new();
+    if bad > 0 {
+        summary.push(format!("{bad} with problems"));
+    }
+    if unreadable > 0 {
+        summary.push(format!("{unreadable} could not be checked"));
+    }
     writeln!(
         out,
         "verified {} partition(s), {} segment(s), {} batch(es): {}",
         report.partitions.len(),
         report.segments(),
         report.batches(),
-        if bad == 0 {
+        if summary.is_empty() {
             "all consistent".to_string()
         } else {
-            format!("{bad} with problems")
+            summary.join(", ")
         }
     )?;
-    Ok(if bad == 0 {
-        ExitCode::SUCCESS
-    } else {
+    for (dir, error) in report.errors() {
+        eprintln!("logbus: {}: {error}", dir.display());
+    }
+    // Every partition was reported above; the exit status sums them up.
+    Ok(if unreadable > 0 {
+        ExitCode::from(2)
+    } else if bad > 0 {
         ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 
@@ -222,10 +246,21 @@ fn dump(out: &mut dyn Write, path: &Path, print_data: bool) -> Result<ExitCode, 
         return Ok(ExitCode::SUCCESS);
     }
     let mut first = true;
+    let mut failed = 0usize;
+    // A file or partition that cannot be read is reported and skipped: every other one is
+    // still dumped, and the exit status says something failed.
+    let mut report = |e: Error| {
+        failed += 1;
+        eprintln!("logbus: {}", chain(&e));
+    };
     for dir in partition_dirs(path)? {
-        let names = FsIo
-            .list_dir(&dir)
-            .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+        let names = match FsIo.list_dir(&dir) {
+            Ok(names) => names,
+            Err(e) => {
+                report(Error::io(format!("listing {}", dir.display()), e));
+                continue;
+            }
+        };
         let mut files: Vec<(u64, Kind, String)> = names
             .into_iter()
             .filter_map(|n| classify(&n).map(|(base, kind)| (base, kind, n)))
@@ -236,10 +271,18 @@ fn dump(out: &mut dyn Write, path: &Path, print_data: bool) -> Result<ExitCode, 
                 writeln!(out)?;
             }
             first = false;
-            dump_file(out, &dir.join(name), base, kind, print_data)?;
+            match dump_file(out, &dir.join(name), base, kind, print_data) {
+                Ok(()) => {}
+                Err(Failure::Input(e)) => report(e),
+                Err(output) => return Err(output),
+            }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if failed > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn open(path: &Path) -> Result<(Box<dyn IoFile>, u64), Error> {
@@ -273,24 +316,40 @@ fn dump_file(
 }
 
 fn dump_index(out: &mut dyn Write, path: &Path, base: u64, entry: usize) -> Result<(), Failure> {
+    // Read in chunks of whole entries: a (sparse) index of any length takes bounded memory.
+    const CHUNK: usize = 8 << 13; // a multiple of both entry sizes, 8 and 12 bytes: 64 KiB
     let (file, len) = open(path)?;
-    let bytes = file
-        .read_all()
-        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-    let whole = bytes.len() / entry * entry;
-    let shown = if entry == offset_index::ENTRY_SIZE {
-        let entries = offset_index::parse(&bytes, base);
-        for e in &entries {
-            writeln!(out, "offset: {} position: {}", e.offset, e.position)?;
+    let whole = len / entry as u64 * entry as u64;
+    let mut chunk = vec![0u8; CHUNK.min(whole as usize)];
+    let mut at = 0u64;
+    let mut shown = 0u64;
+    while at < whole {
+        let n = (whole - at).min(CHUNK as u64) as usize;
+        read_at(&*file, path, &mut chunk[..n], at)?;
+        let bytes = &chunk[..n];
+        // An all-zero entry after the first ends the entries (Kafka's preallocated tail).
+        if at > 0 && bytes[..entry].iter().all(|&b| b == 0) {
+            break;
         }
-        entries.len() * entry
-    } else {
-        let entries = time_index::parse(&bytes, base);
-        for e in &entries {
-            writeln!(out, "timestamp: {} offset: {}", e.timestamp, e.offset)?;
+        let count = if entry == offset_index::ENTRY_SIZE {
+            let entries = offset_index::parse(bytes, base);
+            for e in &entries {
+                writeln!(out, "offset: {} position: {}", e.offset, e.position)?;
+            }
+            entries.len()
+        } else {
+            let entries = time_index::parse(bytes, base);
+            for e in &entries {
+                writeln!(out, "timestamp: {} offset: {}", e.timestamp, e.offset)?;
+            }
+            entries.len()
+        };
+        shown += (count * entry) as u64;
+        if count * entry < n {
+            break;
         }
-        entries.len() * entry
-    };
+        at += n as u64;
+    }
     if shown < whole {
         writeln!(
             out,
@@ -299,15 +358,18 @@ fn dump_index(out: &mut dyn Write, path: &Path, base: u64, entry: usize) -> Resu
             whole - shown
         )?;
     }
-    if (whole as u64) < len {
+    if whole < len {
         writeln!(
             out,
             "Found {} trailing bytes at byte {whole} that do not form a whole {entry}-byte entry",
-            len - whole as u64
+            len - whole
         )?;
     }
     Ok(())
 }
+
+/// The largest batch `dump` reads into memory (what `verify` allows by default).
+const DUMP_MAX_BATCH_BYTES: u64 = logbus::storage::VERIFY_MAX_BATCH_BYTES;
 
 fn dump_log(out: &mut dyn Write, path: &Path, base: u64, print_data: bool) -> Result<(), Failure> {
     let (file, len) = open(path)?;
@@ -334,6 +396,16 @@ fn dump_log(out: &mut dyn Write, path: &Path, base: u64, print_data: bool) -> Re
         let size = LOG_OVERHEAD as u64 + length as u64;
         if size > left {
             return partial_tail(out, path, pos, left);
+        }
+        if size > DUMP_MAX_BATCH_BYTES {
+            // Not read into memory (a sparse file can claim anything).
+            writeln!(
+                out,
+                "Found a batch of {size} bytes at byte {pos}, over the {DUMP_MAX_BATCH_BYTES}-byte \
+                 limit of dump: not shown"
+            )?;
+            pos += size;
+            continue;
         }
         // `size <= left`: never more than the file holds.
         buf.resize(size as usize, 0);

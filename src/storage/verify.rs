@@ -107,6 +107,10 @@ pub struct PartitionReport {
     pub dir: PathBuf,
     /// What was checked there, and the first problem if any.
     pub report: VerifyReport,
+    /// Why the partition could not be checked (a file that cannot be read, a dangling
+    /// symlink, a special file), with its sources; `report` then holds what was checked
+    /// before. Other partitions are checked all the same.
+    pub error: Option<String>,
 }
 
 /// What [`verify_path`] checked: every partition directory found, in path order.
@@ -131,6 +135,13 @@ impl TreeReport {
         self.partitions
             .iter()
             .filter_map(|p| p.report.problem.as_ref())
+    }
+
+    /// The partitions that could not be checked, with why.
+    pub fn errors(&self) -> impl Iterator<Item = (&Path, &str)> {
+        self.partitions
+            .iter()
+            .filter_map(|p| Some((p.dir.as_path(), p.error.as_deref()?)))
     }
 
     /// Segments checked across all partitions.
@@ -359,6 +370,18 @@ fn check_dense(
     Ok(None)
 }
 
+/// An error with its sources, on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
 fn metadata(path: &Path) -> Result<fs::Metadata> {
     fs::metadata(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))
 }
@@ -406,7 +429,16 @@ pub fn partition_dirs(path: &Path) -> Result<Vec<PathBuf>> {
     let mut dirs = Vec::new();
     for name in names {
         let child = path.join(name);
-        if metadata(&child)?.is_dir() && list(&child)?.iter().any(|n| is_segment_file(n)) {
+        // A subdirectory that cannot be read is listed, so that verifying it reports why,
+        // beside every other partition.
+        let holds_segments = match fs::metadata(&child) {
+            Ok(m) if m.is_dir() => {
+                list(&child).map_or(true, |n| n.iter().any(|n| is_segment_file(n)))
+            }
+            Ok(_) => false,
+            Err(_) => fs::symlink_metadata(&child).is_ok_and(|m| m.is_symlink()),
+        };
+        if holds_segments {
             dirs.push(child);
         }
     }
@@ -435,11 +467,12 @@ pub fn verify_path(path: &Path) -> Result<TreeReport> {
 }
 
 /// Verifies every partition directory at `path` (see [`partition_dirs`]) with
-/// [`verify_partition_with`]; a problem in one partition does not stop the others.
+/// [`verify_partition_with`]; a problem in one partition does not stop the others, nor does
+/// one that cannot be read (its [`PartitionReport::error`] says why).
 ///
 /// # Errors
 ///
-/// As [`partition_dirs`] and [`verify_partition_with`].
+/// As [`partition_dirs`].
 ///
 /// # Examples
 ///
@@ -447,10 +480,14 @@ pub fn verify_path(path: &Path) -> Result<TreeReport> {
 pub fn verify_path_with(path: &Path, options: VerifyOptions) -> Result<TreeReport> {
     let mut report = TreeReport::default();
     for dir in partition_dirs(path)? {
-        let partition = verify_partition_with(&FsIo, &dir, options)?;
+        let (partition, error) = match verify_partition_with(&FsIo, &dir, options) {
+            Ok(partition) => (partition, None),
+            Err(e) => (VerifyReport::default(), Some(error_chain(&e))),
+        };
         report.partitions.push(PartitionReport {
             dir,
             report: partition,
+            error,
         });
     }
     Ok(report)
