@@ -575,7 +575,7 @@ impl SegmentSet {
         // recovery could not tell a later segment that survived a crash while an earlier
         // one's tail was lost from a gap: this ordering makes that crash impossible, and the
         // log after any crash a prefix of what was appended. One fsync per `segment_bytes`.
-        self.sync_segments()?;
+        self.sync_segments(true)?;
         let segment = self.create_segment(base)?;
         self.segments.push(segment);
         self.sync_dir()
@@ -616,14 +616,16 @@ impl SegmentSet {
     /// I/O errors (a failed fsync included), which take the log offline: after a failed fsync
     /// nothing is known about what reached the disk, and only recovery can tell.
     pub fn sync(&mut self) -> Result<()> {
-        self.guarded(Self::sync_segments)
+        self.guarded(|set| set.sync_segments(false))
     }
 
-    /// [`sync`](SegmentSet::sync)'s work, not guarded.
-    fn sync_segments(&mut self) -> Result<()> {
+    /// [`sync`](SegmentSet::sync)'s work, not guarded; with `rolling`, the active segment's
+    /// indexes too (it is about to stop being active, and the recovery point to pass it, after
+    /// which nothing rebuilds them).
+    fn sync_segments(&mut self, rolling: bool) -> Result<()> {
         let active = self.segments.len() - 1;
         for (i, segment) in self.segments.iter_mut().enumerate() {
-            let indexes = i != active;
+            let indexes = rolling || i != active;
             if segment.is_unsynced(indexes) {
                 segment.sync(indexes)?;
             }
