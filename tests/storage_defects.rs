@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use logbus::storage::fault::{Fault, FaultyIo};
-use logbus::storage::record_batch::{crc32c, encode_batch};
+use logbus::storage::record_batch::encode_batch;
 use logbus::storage::segment::file_name;
 use logbus::storage::{verify_dir, Checkpoints, FsIo, Io, LogConfig, OpenMode, SegmentSet};
 use logbus::Error;
@@ -81,63 +81,6 @@ static MEASURE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 // ---------------------------------------------------------------------------------------------
 // Hand-made batches (the builder only writes well-formed ones).
-
-fn put_varint(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    while z >= 0x80 {
-        out.push((z as u8 & 0x7f) | 0x80);
-        z >>= 7;
-    }
-    out.push(z as u8);
-}
-
-/// One record, length-prefixed: `key_len` is written as given (so it may lie).
-fn raw_record(offset_delta: i64, key_len: i64, key: &[u8], value: &[u8]) -> Vec<u8> {
-    let mut body = vec![0u8]; // attributes
-    put_varint(&mut body, 0); // timestamp delta
-    put_varint(&mut body, offset_delta);
-    put_varint(&mut body, key_len);
-    body.extend_from_slice(key);
-    put_varint(&mut body, value.len() as i64);
-    body.extend_from_slice(value);
-    put_varint(&mut body, 0); // headers
-    let mut out = Vec::new();
-    put_varint(&mut out, body.len() as i64);
-    out.extend(body);
-    out
-}
-
-/// A batch with a valid CRC around whatever records it is given.
-fn raw_batch(
-    base: i64,
-    last_offset_delta: i32,
-    attributes: i16,
-    producer_id: i64,
-    records: &[Vec<u8>],
-) -> Vec<u8> {
-    let mut b = Vec::new();
-    b.extend_from_slice(&base.to_be_bytes());
-    b.extend_from_slice(&0i32.to_be_bytes()); // length, below
-    b.extend_from_slice(&0i32.to_be_bytes()); // partition leader epoch
-    b.push(2);
-    b.extend_from_slice(&0u32.to_be_bytes()); // crc, below
-    b.extend_from_slice(&attributes.to_be_bytes());
-    b.extend_from_slice(&last_offset_delta.to_be_bytes());
-    b.extend_from_slice(&T0.to_be_bytes());
-    b.extend_from_slice(&T0.to_be_bytes());
-    b.extend_from_slice(&producer_id.to_be_bytes());
-    b.extend_from_slice(&0i16.to_be_bytes());
-    b.extend_from_slice(&(-1i32).to_be_bytes());
-    b.extend_from_slice(&(records.len() as i32).to_be_bytes());
-    for r in records {
-        b.extend_from_slice(r);
-    }
-    let len = (b.len() - 12) as i32;
-    b[8..12].copy_from_slice(&len.to_be_bytes());
-    let crc = crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    b
-}
 
 /// Writes a partition directory by hand: `(base, log bytes)` per segment, empty indexes.
 fn write_segments(dir: &Path, segments: &[(u64, Vec<u8>)]) {

@@ -138,7 +138,7 @@ pub(crate) fn load(
                 lock_file: dir.join(LOCK_FILE),
             }
         } else {
-            Error::io(format!("locking {}", dir.join(LOCK_FILE).display()), e)
+            Error::opening("locking", &dir.join(LOCK_FILE), e)
         }
     })?;
     let mut report = RecoveryReport::default();
@@ -703,16 +703,18 @@ fn read_index(
     limit: usize,
     entry: usize,
 ) -> Result<std::result::Result<Vec<u8>, Problem>> {
-    if !io.exists(path).map_err(io_err("checking", path))? {
-        return Ok(Err(Problem {
-            file: path.to_path_buf(),
-            position: 0,
-            reason: "missing index".into(),
-        }));
-    }
-    let file = io
-        .open(path, OpenMode::Read)
-        .map_err(|e| Error::opening("opening", path, e))?;
+    // Opened without a look first: a dangling symlink is not "missing" but not a file.
+    let file = match io.open(path, OpenMode::Read) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Err(Problem {
+                file: path.to_path_buf(),
+                position: 0,
+                reason: "missing index".into(),
+            }))
+        }
+        Err(e) => return Err(Error::opening("opening", path, e)),
+    };
     let len = file.len().map_err(io_err("reading length of", path))?;
     if len > limit as u64 {
         return Ok(Err(Problem {
