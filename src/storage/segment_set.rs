@@ -11,15 +11,18 @@
 //!
 //! [`append`](SegmentSet::append) makes records visible to readers of this set; bytes reach
 //! the operating system when the write buffer fills, on [`flush`](SegmentSet::flush), on
-//! [`sync`](SegmentSet::sync) and when the set is dropped (a killed process loses at most the
-//! write buffer); they are durable only after [`sync`](SegmentSet::sync), which
+//! [`sync`](SegmentSet::sync), on a roll and when the set is dropped (a killed process loses at
+//! most the write buffer); they are durable only after an fsync. [`sync`](SegmentSet::sync)
 //! fsyncs every segment written since the last sync (the log; the indexes too, except the
 //! active segment's, which recovery rebuilds after an unclean shutdown and `close` fsyncs)
-//! and then advances the recovery point to the log end; a roll fsyncs every segment before the
-//! new one takes writes (see [`roll`](SegmentSet::roll)). New files' directory entries are
-//! fsynced when they are created, renamed or removed. After an I/O error in a write path the
-//! set refuses further writes ([`Error::LogOffline`]): reopen it, and recovery keeps
-//! everything that was durable.
+//! and then advances the [`recovery_point`](SegmentSet::recovery_point) to the log end; a roll
+//! fsyncs every segment, the rolled one's indexes included, before the new one takes writes
+//! (see [`roll`](SegmentSet::roll)), so a crash keeps a prefix of what was appended. New files'
+//! directory entries are fsynced when they are created, renamed or removed. After an I/O error
+//! in a write path the set refuses further writes ([`Error::LogOffline`]): reopen it, and
+//! recovery keeps everything that was durable, and fsyncs what it recovered (see the
+//! [storage docs](super#durability-contract) for what an unclean reopen implies). The
+//! directory is locked while the set is open: one writer per directory.
 //!
 //! # Examples
 //!
