@@ -303,6 +303,20 @@ fn open_regular(path: &Path, mode: OpenMode) -> io::Result<fs::File> {
         use std::os::unix::fs::OpenOptionsExt;
         o.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
     }
+    // Without the flags (libc is a Linux-only dependency), a look first: racy, but it keeps
+    // a symlink or a FIFO found in a directory from being followed or blocked on.
+    #[cfg(not(target_os = "linux"))]
+    if let Ok(meta) = fs::symlink_metadata(path) {
+        let kind = meta.file_type();
+        if kind.is_symlink() {
+            return Err(NotRegularFile::error("a symbolic link"));
+        }
+        if !kind.is_file() && !kind.is_dir() {
+            return Err(NotRegularFile::error(
+                "a special file (FIFO, socket or device)",
+            ));
+        }
+    }
     let file = match o.open(path) {
         Ok(file) => file,
         #[cfg(target_os = "linux")]

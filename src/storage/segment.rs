@@ -1128,10 +1128,13 @@ pub(crate) fn check_batch_offsets(
     };
     let floor = expected.max(min_offset);
     if h.base_offset < 0 || (h.base_offset as u64) < floor {
-        return bad(if floor == expected && batch.position() > 0 {
+        return bad(if batch.position() > 0 {
             format!("base offset must be at least {floor} (offsets increase strictly)")
         } else {
-            format!("base offset must be at least {floor} (the segment's first offset)")
+            format!(
+                "base offset must be at least {floor} (the segment's base offset, and past the \
+                 previous segment's last offset)"
+            )
         });
     }
     if h.last_offset_delta < 0 {
