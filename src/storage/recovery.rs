@@ -9,6 +9,7 @@
 //! 2. `.swap` and `.cleaned` files — Kafka's compaction writes them, logbus never does — are
 //!    listed in [`RecoveryReport::foreign_files`] and left alone: unlike Kafka, logbus never
 //!    lets a swap file replace a segment, since nothing of its own could have written one;
+//!    files named like segment files but not by a 20-digit base offset are listed there too;
 //! 3. index files (`.index`, `.timeindex`, `.txnindex`) without a `.log` are removed;
 //! 4. unless the shutdown was clean ([`Checkpoints::clean_shutdown`]), every segment from the
 //!    one holding the recovery point onward — and any segment
@@ -76,10 +77,12 @@ pub struct RecoveryReport {
     pub rebuilt_indexes: Vec<PathBuf>,
     /// Leftover files removed (`.deleted` files, indexes without a `.log`).
     pub removed_files: Vec<PathBuf>,
-    /// Files logbus never writes that Kafka's compaction leaves (`.swap`, `.cleaned`): left
-    /// in place and unused — a swap file never replaces a segment.
+    /// Files logbus never writes, left in place and unused: Kafka's compaction leftovers
+    /// (`.swap`, `.cleaned` — a swap file never replaces a segment) and files named like
+    /// segment files but not by a 20-digit base offset.
     pub foreign_files: Vec<PathBuf>,
-    /// Offset ranges `[from, to)` missing between segments (e.g. a segment deleted by hand).
+    /// Offset ranges `[from, to)` missing between segments: legal (compaction, appends with a
+    /// gap) and kept, or a segment deleted by hand.
     pub gaps: Vec<(u64, u64)>,
     /// The log start offset after opening.
     pub log_start_offset: u64,
@@ -176,8 +179,14 @@ pub(crate) fn load(
 
     // 2. Files logbus never writes — a compaction's `.cleaned` and `.swap` files — are reported
     //    and left alone: never used to replace a segment, never deleted.
+    //    So are files named like segment files but not by a 20-digit base offset (Kafka's
+    //    recovery ignores them too).
     for name in &names {
-        if name.ends_with(".swap") || name.ends_with(".cleaned") {
+        let misnamed = [".log", ".index", ".timeindex", ".txnindex"]
+            .iter()
+            .any(|s| name.ends_with(s))
+            && parse_file_name(name).is_none();
+        if name.ends_with(".swap") || name.ends_with(".cleaned") || misnamed {
             report.foreign_files.push(dir.join(name));
         }
     }
