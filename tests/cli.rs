@@ -437,3 +437,25 @@ fn cli_reports_every_partition_and_fails_at_the_end() {
         }
     }
 }
+
+/// Batches over `--max-batch-bytes` are never read into memory: dump says so and goes on,
+/// verify reports them unchecked.
+#[test]
+fn batches_over_the_limit_are_not_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("orders-0");
+    write_partition(&dir);
+    let (code, out, err) = run(&["dump", "--max-batch-bytes", "90"], &dir);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("over --max-batch-bytes 90: not shown"),
+        "{out}"
+    );
+    // The one-record batches that follow the first (larger) one are still shown.
+    assert!(out.contains("baseOffset: 3 lastOffset: 3"), "{out}");
+    let (code, out, _) = run(&["verify", "--max-batch-bytes", "90"], &dir);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("over the 90-byte limit"), "{out}");
+    let (code, out, _) = run(&["verify"], &dir);
+    assert_eq!(code, 0, "{out}");
+}

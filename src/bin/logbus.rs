@@ -29,7 +29,9 @@ use logbus::storage::record_batch::{
 };
 use logbus::storage::segment::{parse_file_name, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use logbus::storage::verify::{partition_dirs, verify_path_with, VerifyOptions};
-use logbus::storage::{offset_index, time_index, FsIo, Io, IoFile, OpenMode};
+use logbus::storage::{
+    offset_index, time_index, FsIo, Io, IoFile, OpenMode, VERIFY_MAX_BATCH_BYTES,
+};
 use logbus::Error;
 
 #[derive(Debug, Parser)]
@@ -54,6 +56,9 @@ enum Command {
         /// Also print each record's key and value (UTF-8 text as is, other bytes as 0x-hex).
         #[arg(long)]
         print_data: bool,
+        /// Batches larger than this many bytes are not read into memory (a line says so).
+        #[arg(long, default_value_t = VERIFY_MAX_BATCH_BYTES)]
+        max_batch_bytes: u64,
     },
     /// Check every segment and index of a partition directory (or of each partition directory
     /// in a directory): exit 0 when all are consistent, 1 naming the file and byte position of
@@ -66,6 +71,10 @@ enum Command {
         /// segment's base offset to the log end must be present.
         #[arg(long)]
         allow_gaps: bool,
+        /// Batches larger than this many bytes are not read into memory: a valid one is
+        /// reported as a problem, unchecked.
+        #[arg(long, default_value_t = VERIFY_MAX_BATCH_BYTES)]
+        max_batch_bytes: u64,
     },
 }
 
@@ -94,8 +103,16 @@ fn main() -> ExitCode {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let result = match &cli.command {
-        Command::Dump { path, print_data } => dump(&mut out, path, *print_data),
-        Command::Verify { path, allow_gaps } => verify(&mut out, path, *allow_gaps),
+        Command::Dump {
+            path,
+            print_data,
+            max_batch_bytes,
+        } => dump(&mut out, path, *print_data, *max_batch_bytes),
+        Command::Verify {
+            path,
+            allow_gaps,
+            max_batch_bytes,
+        } => verify(&mut out, path, *allow_gaps, *max_batch_bytes),
     };
     let result = result.and_then(|code| {
         out.flush()?;
@@ -131,8 +148,15 @@ fn chain(e: &dyn std::error::Error) -> String {
 // ---------------------------------------------------------------------------------------------
 // verify
 
-fn verify(out: &mut dyn Write, path: &Path, allow_gaps: bool) -> Result<ExitCode, Failure> {
-    let options = VerifyOptions::default().dense_offsets(!allow_gaps);
+fn verify(
+    out: &mut dyn Write,
+    path: &Path,
+    allow_gaps: bool,
+    max_batch_bytes: u64,
+) -> Result<ExitCode, Failure> {
+    let options = VerifyOptions::default()
+        .dense_offsets(!allow_gaps)
+        .max_batch_bytes(max_batch_bytes);
     let report = verify_path_with(path, options)?;
     for partition in &report.partitions {
         let r = &partition.report;
@@ -227,7 +251,12 @@ fn classify(name: &str) -> Option<(u64, Kind)> {
     Some((base, kind))
 }
 
-fn dump(out: &mut dyn Write, path: &Path, print_data: bool) -> Result<ExitCode, Failure> {
+fn dump(
+    out: &mut dyn Write,
+    path: &Path,
+    print_data: bool,
+    max_batch: u64,
+) -> Result<ExitCode, Failure> {
     let is_dir = std::fs::metadata(path)
         .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
         .is_dir();
@@ -242,7 +271,7 @@ fn dump(out: &mut dyn Write, path: &Path, print_data: bool) -> Result<ExitCode, 
             }
             .into());
         };
-        dump_file(out, path, base, kind, print_data)?;
+        dump_file(out, path, base, kind, print_data, max_batch)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut first = true;
@@ -271,7 +300,7 @@ fn dump(out: &mut dyn Write, path: &Path, print_data: bool) -> Result<ExitCode, 
                 writeln!(out)?;
             }
             first = false;
-            match dump_file(out, &dir.join(name), base, kind, print_data) {
+            match dump_file(out, &dir.join(name), base, kind, print_data, max_batch) {
                 Ok(()) => {}
                 Err(Failure::Input(e)) => report(e),
                 Err(output) => return Err(output),
@@ -306,10 +335,11 @@ fn dump_file(
     base: u64,
     kind: Kind,
     print_data: bool,
+    max_batch: u64,
 ) -> Result<(), Failure> {
     writeln!(out, "Dumping {}", path.display())?;
     match kind {
-        Kind::Log => dump_log(out, path, base, print_data),
+        Kind::Log => dump_log(out, path, base, print_data, max_batch),
         Kind::Index => dump_index(out, path, base, offset_index::ENTRY_SIZE),
         Kind::TimeIndex => dump_index(out, path, base, time_index::ENTRY_SIZE),
     }
@@ -368,10 +398,13 @@ fn dump_index(out: &mut dyn Write, path: &Path, base: u64, entry: usize) -> Resu
     Ok(())
 }
 
-/// The largest batch `dump` reads into memory (what `verify` allows by default).
-const DUMP_MAX_BATCH_BYTES: u64 = logbus::storage::VERIFY_MAX_BATCH_BYTES;
-
-fn dump_log(out: &mut dyn Write, path: &Path, base: u64, print_data: bool) -> Result<(), Failure> {
+fn dump_log(
+    out: &mut dyn Write,
+    path: &Path,
+    base: u64,
+    print_data: bool,
+    max_batch: u64,
+) -> Result<(), Failure> {
     let (file, len) = open(path)?;
     writeln!(out, "Log starting offset: {base}")?;
     let mut pos = 0u64;
@@ -397,12 +430,12 @@ fn dump_log(out: &mut dyn Write, path: &Path, base: u64, print_data: bool) -> Re
         if size > left {
             return partial_tail(out, path, pos, left);
         }
-        if size > DUMP_MAX_BATCH_BYTES {
+        if size > max_batch {
             // Not read into memory (a sparse file can claim anything).
             writeln!(
                 out,
-                "Found a batch of {size} bytes at byte {pos}, over the {DUMP_MAX_BATCH_BYTES}-byte \
-                 limit of dump: not shown"
+                "Found a batch of {size} bytes at byte {pos}, over --max-batch-bytes \
+                 {max_batch}: not shown"
             )?;
             pos += size;
             continue;

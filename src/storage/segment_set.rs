@@ -263,7 +263,11 @@ impl SegmentSet {
     /// [`Error::InvalidConfig`] for a bad `config`; [`Error::DirectoryLocked`] when another
     /// open log (in this process or another) holds the directory — the lock, a `flock` on
     /// `.lock` with [`FsIo`](super::FsIo), is held until the set is closed or dropped, and
-    /// dies with the process; [`Error::Io`] when the directory cannot be read or repaired. Corruption is repaired, not an error: the returned
+    /// dies with the process; [`Error::NotASegment`] for a segment name above `i64::MAX`;
+    /// [`Error::NotRegularFile`] for a segment file that is a symlink, FIFO or device;
+    /// [`Error::SegmentTooLarge`] for a `.log` over 2^31 − 1 bytes; [`Error::BatchTooLarge`]
+    /// for a valid batch over `max_batch_bytes`; [`Error::Io`] when the directory cannot be
+    /// read or repaired. Corruption is repaired, not an error: the returned
     /// [`RecoveryReport`] says what was cut and why.
     pub fn open(
         dir: impl Into<PathBuf>,
