@@ -360,7 +360,8 @@ fn offsets_at_or_above_two_to_the_63_in_names_are_typed_errors() {
 // 5. Sparse files exhaust memory.
 
 const SPARSE: u64 = 300 << 20;
-const BOUND: usize = 32 << 20;
+// Well below the 300 MiB the files claim; other tests of this binary allocate meanwhile.
+const BOUND: usize = 64 << 20;
 
 #[test]
 fn sparse_files_do_not_exhaust_memory() {
