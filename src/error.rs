@@ -169,6 +169,68 @@ pub enum Error {
         reason: String,
     },
 
+    /// The partition directory is open already: another [`SegmentSet`] holds its lock, in
+    /// this process or another (one writer per directory).
+    ///
+    /// [`SegmentSet`]: crate::storage::SegmentSet
+    #[error(
+        "partition directory {} is in use: another open log holds the lock on {} (one writer \
+         per directory; close it first)",
+        dir.display(),
+        lock_file.display()
+    )]
+    DirectoryLocked {
+        /// The partition directory.
+        dir: PathBuf,
+        /// The lock file held.
+        lock_file: PathBuf,
+    },
+
+    /// A path in a partition directory is not a regular file (a symbolic link, a FIFO, a
+    /// device, a directory): logbus opens only regular files, so that nothing blocks on a
+    /// FIFO and nothing is written through a link to a file elsewhere.
+    #[error("{}: not a regular file: it is {what}; segment files must be regular files", path.display())]
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead.
+        what: &'static str,
+    },
+
+    /// A segment file is larger than a segment may be: index positions are 32-bit, so a
+    /// `.log` past 2^31 - 1 bytes (Kafka's `segment.bytes` limit) cannot be indexed.
+    #[error(
+        "segment {} holds {size} bytes, more than the {max} a segment may hold (index positions \
+         are 32-bit, as Kafka's)",
+        path.display()
+    )]
+    SegmentTooLarge {
+        /// The `.log` file.
+        path: PathBuf,
+        /// Its length.
+        size: u64,
+        /// The largest length accepted.
+        max: u64,
+    },
+
+    /// A valid batch (its CRC holds) is larger than the configured `max_batch_bytes`, which
+    /// bounds the memory a read may take: raise the limit to open or read this log.
+    #[error(
+        "the batch at byte {position} of {} is {size} bytes (its CRC holds), more than \
+         max_batch_bytes = {max}; raise max_batch_bytes to read it",
+        file.display()
+    )]
+    BatchTooLarge {
+        /// The `.log` file.
+        file: PathBuf,
+        /// Where the batch starts.
+        position: u64,
+        /// Its size in bytes.
+        size: u64,
+        /// The configured limit.
+        max: u64,
+    },
+
     /// An I/O operation failed.
     #[error("I/O error while {context}")]
     Io {
@@ -249,6 +311,23 @@ pub enum Corruption {
         /// The rule broken, with the valid range.
         rule: String,
     },
+    /// A record's offset delta lies outside its batch or does not increase.
+    BadOffsetDelta {
+        /// The record's offset delta.
+        delta: i64,
+        /// The smallest valid delta here (one past the previous record's).
+        min: i64,
+        /// The batch's `lastOffsetDelta`.
+        last_offset_delta: i32,
+    },
+    /// A batch larger than the limit that bounds reads, whose bytes do not hold a valid
+    /// batch (its CRC, computed without holding it in memory, does not match).
+    BatchTooLarge {
+        /// The size its length field claims.
+        size: u64,
+        /// The limit.
+        max: u64,
+    },
     /// An index entry disagrees with the log or with the index's own ordering.
     BadIndexEntry {
         /// The entry's number in the index (0-based).
@@ -293,6 +372,21 @@ impl fmt::Display for Corruption {
                 "{count} bytes remain after the declared records (incorrect declared batch size)"
             ),
             Corruption::HeaderKeyNotUtf8 => write!(f, "a header key is not valid UTF-8"),
+            Corruption::BadOffsetDelta {
+                delta,
+                min,
+                last_offset_delta,
+            } => write!(
+                f,
+                "record offset delta {delta} is out of place: record deltas increase strictly \
+                 within [0, lastOffsetDelta = {last_offset_delta}], so this one must lie in \
+                 [{min}, {last_offset_delta}]"
+            ),
+            Corruption::BatchTooLarge { size, max } => write!(
+                f,
+                "a batch of {size} bytes, over the {max}-byte limit, does not hold a valid batch \
+                 (CRC-32C mismatch)"
+            ),
             Corruption::BadOffset {
                 base_offset,
                 last_offset,
@@ -322,6 +416,19 @@ impl Error {
         Error::Io {
             context: context.into(),
             source,
+        }
+    }
+
+    /// The error of opening `path`, doing `what` (`"opening"`, `"creating"`):
+    /// [`Error::NotRegularFile`] when the [`Io`](crate::storage::Io) refused a path that is
+    /// not a regular file, [`Error::Io`] naming the path otherwise.
+    pub fn opening(what: &str, path: &Path, source: io::Error) -> Self {
+        match crate::storage::io::NotRegularFile::of(&source) {
+            Some(n) => Error::NotRegularFile {
+                path: path.to_path_buf(),
+                what: n.what,
+            },
+            None => Error::io(format!("{what} {}", path.display()), source),
         }
     }
 

@@ -402,3 +402,60 @@ fn bad_input_is_a_message_and_exit_code_2() {
     let out = logbus(&["frobnicate".as_ref()]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Defect 11 of issue 10: one unreadable file or dangling symlink must not hide the report on
+/// every other partition.
+#[cfg(unix)]
+#[test]
+fn cli_reports_every_partition_and_fails_at_the_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_partition(&tmp.path().join("a-0"));
+    let broken = tmp.path().join("b-0");
+    fs::create_dir(&broken).unwrap();
+    std::os::unix::fs::symlink(
+        tmp.path().join("nowhere"),
+        broken.join("00000000000000000000.log"),
+    )
+    .unwrap();
+    write_partition(&tmp.path().join("c-0"));
+    for command in ["verify", "dump"] {
+        let (code, out, err) = run(&[command], tmp.path());
+        assert_ne!(code, 0, "{command}: {out}{err}");
+        let a = tmp.path().join("a-0");
+        let c = tmp.path().join("c-0");
+        let all = format!("{out}{err}");
+        for dir in [&a, &broken, &c] {
+            assert!(
+                all.contains(&dir.display().to_string()),
+                "{command}: {} not reported:\n{all}",
+                dir.display()
+            );
+        }
+        if command == "verify" {
+            assert!(out.contains(&format!("{}: OK", a.display())), "{out}");
+            assert!(out.contains(&format!("{}: OK", c.display())), "{out}");
+        }
+    }
+}
+
+/// Batches over `--max-batch-bytes` are never read into memory: dump says so and goes on,
+/// verify reports them unchecked.
+#[test]
+fn batches_over_the_limit_are_not_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("orders-0");
+    write_partition(&dir);
+    let (code, out, err) = run(&["dump", "--max-batch-bytes", "90"], &dir);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("over --max-batch-bytes 90: not shown"),
+        "{out}"
+    );
+    // The one-record batches that follow the first (larger) one are still shown.
+    assert!(out.contains("baseOffset: 3 lastOffset: 3"), "{out}");
+    let (code, out, _) = run(&["verify", "--max-batch-bytes", "90"], &dir);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("over the 90-byte limit"), "{out}");
+    let (code, out, _) = run(&["verify"], &dir);
+    assert_eq!(code, 0, "{out}");
+}

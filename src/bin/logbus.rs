@@ -9,7 +9,9 @@
 //!
 //! Exit status: 0 when all went well (for `verify`: every partition is consistent), 1 when
 //! `verify` found a problem, 2 for bad input (a missing path, a file that is not a segment,
-//! an unreadable file) or a usage error. `dump` prints what it can of damaged files (a batch
+//! an unreadable file, a dangling symlink, a special file) or a usage error. A partition or
+//! file that cannot be read is reported and skipped: every other one is still verified or
+//! dumped, and the status is set at the end. `dump` prints what it can of damaged files (a batch
 //! whose CRC does not match is shown with `isvalid: false`) and exits 0; checking is
 //! `verify`'s job.
 //!
@@ -27,7 +29,9 @@ use logbus::storage::record_batch::{
 };
 use logbus::storage::segment::{parse_file_name, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use logbus::storage::verify::{partition_dirs, verify_path_with, VerifyOptions};
-use logbus::storage::{offset_index, time_index, FsIo, Io, IoFile, OpenMode};
+use logbus::storage::{
+    offset_index, time_index, FsIo, Io, IoFile, OpenMode, VERIFY_MAX_BATCH_BYTES,
+};
 use logbus::Error;
 
 #[derive(Debug, Parser)]
@@ -52,6 +56,9 @@ enum Command {
         /// Also print each record's key and value (UTF-8 text as is, other bytes as 0x-hex).
         #[arg(long)]
         print_data: bool,
+        /// Batches larger than this many bytes are not read into memory (a line says so).
+        #[arg(long, default_value_t = VERIFY_MAX_BATCH_BYTES)]
+        max_batch_bytes: u64,
     },
     /// Check every segment and index of a partition directory (or of each partition directory
     /// in a directory): exit 0 when all are consistent, 1 naming the file and byte position of
@@ -64,6 +71,10 @@ enum Command {
         /// segment's base offset to the log end must be present.
         #[arg(long)]
         allow_gaps: bool,
+        /// Batches larger than this many bytes are not read into memory: a valid one is
+        /// reported as a problem, unchecked.
+        #[arg(long, default_value_t = VERIFY_MAX_BATCH_BYTES)]
+        max_batch_bytes: u64,
     },
 }
 
@@ -92,8 +103,16 @@ fn main() -> ExitCode {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let result = match &cli.command {
-        Command::Dump { path, print_data } => dump(&mut out, path, *print_data),
-        Command::Verify { path, allow_gaps } => verify(&mut out, path, *allow_gaps),
+        Command::Dump {
+            path,
+            print_data,
+            max_batch_bytes,
+        } => dump(&mut out, path, *print_data, *max_batch_bytes),
+        Command::Verify {
+            path,
+            allow_gaps,
+            max_batch_bytes,
+        } => verify(&mut out, path, *allow_gaps, *max_batch_bytes),
     };
     let result = result.and_then(|code| {
         out.flush()?;
@@ -129,11 +148,26 @@ fn chain(e: &dyn std::error::Error) -> String {
 // ---------------------------------------------------------------------------------------------
 // verify
 
-fn verify(out: &mut dyn Write, path: &Path, allow_gaps: bool) -> Result<ExitCode, Failure> {
-    let options = VerifyOptions::default().dense_offsets(!allow_gaps);
+fn verify(
+    out: &mut dyn Write,
+    path: &Path,
+    allow_gaps: bool,
+    max_batch_bytes: u64,
+) -> Result<ExitCode, Failure> {
+    let options = VerifyOptions::default()
+        .dense_offsets(!allow_gaps)
+        .max_batch_bytes(max_batch_bytes);
     let report = verify_path_with(path, options)?;
     for partition in &report.partitions {
         let r = &partition.report;
+        if let Some(error) = &partition.error {
+            writeln!(
+                out,
+                "{}: ERROR: cannot be checked: {error}",
+                partition.dir.display()
+            )?;
+            continue;
+        }
         match &r.problem {
             None => writeln!(
                 out,
@@ -161,22 +195,36 @@ fn verify(out: &mut dyn Write, path: &Path, allow_gaps: bool) -> Result<ExitCode
         }
     }
     let bad = report.problems().count();
+    let unreadable = report.errors().count();
+    let mut summary = Vec::new();
+    if bad > 0 {
+        summary.push(format!("{bad} with problems"));
+    }
+    if unreadable > 0 {
+        summary.push(format!("{unreadable} could not be checked"));
+    }
     writeln!(
         out,
         "verified {} partition(s), {} segment(s), {} batch(es): {}",
         report.partitions.len(),
         report.segments(),
         report.batches(),
-        if bad == 0 {
+        if summary.is_empty() {
             "all consistent".to_string()
         } else {
-            format!("{bad} with problems")
+            summary.join(", ")
         }
     )?;
-    Ok(if bad == 0 {
-        ExitCode::SUCCESS
-    } else {
+    for (dir, error) in report.errors() {
+        eprintln!("logbus: {}: {error}", dir.display());
+    }
+    // Every partition was reported above; the exit status sums them up.
+    Ok(if unreadable > 0 {
+        ExitCode::from(2)
+    } else if bad > 0 {
         ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 
@@ -203,7 +251,12 @@ fn classify(name: &str) -> Option<(u64, Kind)> {
     Some((base, kind))
 }
 
-fn dump(out: &mut dyn Write, path: &Path, print_data: bool) -> Result<ExitCode, Failure> {
+fn dump(
+    out: &mut dyn Write,
+    path: &Path,
+    print_data: bool,
+    max_batch: u64,
+) -> Result<ExitCode, Failure> {
     let is_dir = std::fs::metadata(path)
         .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
         .is_dir();
@@ -218,14 +271,25 @@ fn dump(out: &mut dyn Write, path: &Path, print_data: bool) -> Result<ExitCode, 
             }
             .into());
         };
-        dump_file(out, path, base, kind, print_data)?;
+        dump_file(out, path, base, kind, print_data, max_batch)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut first = true;
+    let mut failed = 0usize;
+    // A file or partition that cannot be read is reported and skipped: every other one is
+    // still dumped, and the exit status says something failed.
+    let mut report = |e: Error| {
+        failed += 1;
+        eprintln!("logbus: {}", chain(&e));
+    };
     for dir in partition_dirs(path)? {
-        let names = FsIo
-            .list_dir(&dir)
-            .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+        let names = match FsIo.list_dir(&dir) {
+            Ok(names) => names,
+            Err(e) => {
+                report(Error::io(format!("listing {}", dir.display()), e));
+                continue;
+            }
+        };
         let mut files: Vec<(u64, Kind, String)> = names
             .into_iter()
             .filter_map(|n| classify(&n).map(|(base, kind)| (base, kind, n)))
@@ -236,16 +300,24 @@ fn dump(out: &mut dyn Write, path: &Path, print_data: bool) -> Result<ExitCode, 
                 writeln!(out)?;
             }
             first = false;
-            dump_file(out, &dir.join(name), base, kind, print_data)?;
+            match dump_file(out, &dir.join(name), base, kind, print_data, max_batch) {
+                Ok(()) => {}
+                Err(Failure::Input(e)) => report(e),
+                Err(output) => return Err(output),
+            }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if failed > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn open(path: &Path) -> Result<(Box<dyn IoFile>, u64), Error> {
     let file = FsIo
         .open(path, OpenMode::Read)
-        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        .map_err(|e| Error::opening("opening", path, e))?;
     let len = file
         .len()
         .map_err(|e| Error::io(format!("reading the length of {}", path.display()), e))?;
@@ -263,34 +335,51 @@ fn dump_file(
     base: u64,
     kind: Kind,
     print_data: bool,
+    max_batch: u64,
 ) -> Result<(), Failure> {
     writeln!(out, "Dumping {}", path.display())?;
     match kind {
-        Kind::Log => dump_log(out, path, base, print_data),
+        Kind::Log => dump_log(out, path, base, print_data, max_batch),
         Kind::Index => dump_index(out, path, base, offset_index::ENTRY_SIZE),
         Kind::TimeIndex => dump_index(out, path, base, time_index::ENTRY_SIZE),
     }
 }
 
 fn dump_index(out: &mut dyn Write, path: &Path, base: u64, entry: usize) -> Result<(), Failure> {
+    // Read in chunks of whole entries: a (sparse) index of any length takes bounded memory.
+    const CHUNK: usize = 8 << 13; // a multiple of both entry sizes, 8 and 12 bytes: 64 KiB
     let (file, len) = open(path)?;
-    let bytes = file
-        .read_all()
-        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-    let whole = bytes.len() / entry * entry;
-    let shown = if entry == offset_index::ENTRY_SIZE {
-        let entries = offset_index::parse(&bytes, base);
-        for e in &entries {
-            writeln!(out, "offset: {} position: {}", e.offset, e.position)?;
+    let whole = len / entry as u64 * entry as u64;
+    let mut chunk = vec![0u8; CHUNK.min(whole as usize)];
+    let mut at = 0u64;
+    let mut shown = 0u64;
+    while at < whole {
+        let n = (whole - at).min(CHUNK as u64) as usize;
+        read_at(&*file, path, &mut chunk[..n], at)?;
+        let bytes = &chunk[..n];
+        // An all-zero entry after the first ends the entries (Kafka's preallocated tail).
+        if at > 0 && bytes[..entry].iter().all(|&b| b == 0) {
+            break;
         }
-        entries.len() * entry
-    } else {
-        let entries = time_index::parse(&bytes, base);
-        for e in &entries {
-            writeln!(out, "timestamp: {} offset: {}", e.timestamp, e.offset)?;
+        let count = if entry == offset_index::ENTRY_SIZE {
+            let entries = offset_index::parse(bytes, base);
+            for e in &entries {
+                writeln!(out, "offset: {} position: {}", e.offset, e.position)?;
+            }
+            entries.len()
+        } else {
+            let entries = time_index::parse(bytes, base);
+            for e in &entries {
+                writeln!(out, "timestamp: {} offset: {}", e.timestamp, e.offset)?;
+            }
+            entries.len()
+        };
+        shown += (count * entry) as u64;
+        if count * entry < n {
+            break;
         }
-        entries.len() * entry
-    };
+        at += n as u64;
+    }
     if shown < whole {
         writeln!(
             out,
@@ -299,17 +388,23 @@ fn dump_index(out: &mut dyn Write, path: &Path, base: u64, entry: usize) -> Resu
             whole - shown
         )?;
     }
-    if (whole as u64) < len {
+    if whole < len {
         writeln!(
             out,
             "Found {} trailing bytes at byte {whole} that do not form a whole {entry}-byte entry",
-            len - whole as u64
+            len - whole
         )?;
     }
     Ok(())
 }
 
-fn dump_log(out: &mut dyn Write, path: &Path, base: u64, print_data: bool) -> Result<(), Failure> {
+fn dump_log(
+    out: &mut dyn Write,
+    path: &Path,
+    base: u64,
+    print_data: bool,
+    max_batch: u64,
+) -> Result<(), Failure> {
     let (file, len) = open(path)?;
     writeln!(out, "Log starting offset: {base}")?;
     let mut pos = 0u64;
@@ -334,6 +429,16 @@ fn dump_log(out: &mut dyn Write, path: &Path, base: u64, print_data: bool) -> Re
         let size = LOG_OVERHEAD as u64 + length as u64;
         if size > left {
             return partial_tail(out, path, pos, left);
+        }
+        if size > max_batch {
+            // Not read into memory (a sparse file can claim anything).
+            writeln!(
+                out,
+                "Found a batch of {size} bytes at byte {pos}, over --max-batch-bytes \
+                 {max_batch}: not shown"
+            )?;
+            pos += size;
+            continue;
         }
         // `size <= left`: never more than the file holds.
         buf.resize(size as usize, 0);

@@ -206,7 +206,8 @@ pub fn read<E: CheckpointEntry>(io: &dyn Io, path: &Path) -> Result<Option<Vec<E
     }
     let bytes = io
         .open(path, OpenMode::Read)
-        .and_then(|f| f.read_all())
+        .map_err(|e| Error::opening("opening", path, e))?
+        .read_all()
         .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
     let text = std::str::from_utf8(&bytes).map_err(|e| {
         let line = 1 + bytes[..e.valid_up_to()]

@@ -12,7 +12,9 @@
 //!   file writes survive in whole 4096-byte pages, the last page possibly torn (cut at a random
 //!   byte, the rest of the page lost or zero-filled as when a file's size reached the disk
 //!   before its data). Handles opened before the crash fail afterwards, as a restarted process
-//!   has none.
+//!   has none, and directory locks are released.
+//! - **Process death.** [`kill`](FaultyIo::kill) ends the "process" without a power loss:
+//!   handles fail and locks are released, but every write stays (the page cache survives).
 //!
 //! It is public, not `cfg(test)`, so that integration tests and fuzz targets can use it; it
 //! is not meant for production use.
@@ -44,7 +46,7 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::io::{Io, IoFile, OpenMode};
+use super::io::{DirLock, Io, IoFile, OpenMode};
 use crate::sync::{Arc, Mutex};
 
 /// Page size of the simulated disk: writes not yet fsynced survive a crash in whole pages.
@@ -131,6 +133,9 @@ struct State {
     rng: fastrand::Rng,
     generation: u64,
     crashes: u64,
+    /// Locked directories ([`Io::lock_dir`]), each with the id of the guard holding it.
+    locks: BTreeMap<PathBuf, u64>,
+    next_lock_id: u64,
 }
 
 impl State {
@@ -222,6 +227,8 @@ impl FaultyIo {
                 rng: fastrand::Rng::with_seed(seed),
                 generation: 0,
                 crashes: 0,
+                locks: BTreeMap::new(),
+                next_lock_id: 0,
             })),
         }
     }
@@ -245,6 +252,15 @@ impl FaultyIo {
     /// Bytes all files hold together.
     pub fn used_bytes(&self) -> u64 {
         self.state.lock().used_bytes()
+    }
+
+    /// Simulates the death of the process using this file system, without a power loss:
+    /// every open handle stops working and every directory lock is released, while the files
+    /// keep every write (the page cache survives a killed process) — synced or not.
+    pub fn kill(&self) {
+        let mut s = self.state.lock();
+        s.generation += 1;
+        s.locks.clear();
     }
 
     /// How many times [`crash`](FaultyIo::crash) ran.
@@ -321,6 +337,7 @@ impl FaultyIo {
         }
         s.generation += 1;
         s.crashes += 1;
+        s.locks.clear();
     }
 
     /// The current contents of the file at `path` (what a read would see), if it exists.
@@ -470,6 +487,52 @@ impl Io for FaultyIo {
     fn exists(&self, path: &Path) -> io::Result<bool> {
         let s = self.state.lock();
         Ok(s.names.contains_key(path) || s.dirs.contains(path))
+    }
+
+    fn lock_dir(&self, dir: &Path) -> io::Result<Box<dyn DirLock>> {
+        let mut s = self.state.lock();
+        if !s.dirs.contains(dir) {
+            return Err(not_found(dir));
+        }
+        if s.locks.contains_key(dir) {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("{}: locked", dir.display()),
+            ));
+        }
+        let id = s.next_lock_id;
+        s.next_lock_id += 1;
+        s.locks.insert(dir.to_path_buf(), id);
+        Ok(Box::new(SimLock {
+            state: self.state.clone(),
+            dir: dir.to_path_buf(),
+            id,
+        }))
+    }
+}
+
+/// A directory lock of [`FaultyIo`]; released on drop unless a kill or crash released it
+/// already (then another guard may hold the directory, which this one must not release).
+struct SimLock {
+    state: Arc<Mutex<State>>,
+    dir: PathBuf,
+    id: u64,
+}
+
+impl fmt::Debug for SimLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimLock").field("dir", &self.dir).finish()
+    }
+}
+
+impl DirLock for SimLock {}
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        let mut s = self.state.lock();
+        if s.locks.get(&self.dir) == Some(&self.id) {
+            s.locks.remove(&self.dir);
+        }
     }
 }
 

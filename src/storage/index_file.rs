@@ -75,17 +75,26 @@ impl<E: Entry> IndexFile<E> {
         };
         let file = io
             .open(path, mode)
-            .map_err(|e| Error::io(format!("opening index {}", path.display()), e))?;
-        let bytes = if fresh {
+            .map_err(|e| Error::opening("opening index", path, e))?;
+        let len = if fresh {
+            0
+        } else {
+            file.len()
+                .map_err(|e| Error::io(format!("reading length of {}", path.display()), e))?
+        };
+        // A file longer than an index may grow (a sparse file, say) is not read: it counts as
+        // damaged, the segment is recovered and the file cut to the rebuilt entries.
+        let oversized = len > max_bytes;
+        let bytes = if fresh || oversized {
             Vec::new()
         } else {
             file.read_all()
                 .map_err(|e| Error::io(format!("reading index {}", path.display()), e))?
         };
-        let whole = bytes.len() % E::SIZE == 0;
+        let whole = !oversized && bytes.len() % E::SIZE == 0;
         let entries = decode_entries::<E>(&bytes, base_offset);
         let persisted = entries.len();
-        let exact = whole && persisted * E::SIZE == bytes.len();
+        let exact = whole && persisted as u64 * E::SIZE as u64 == len;
         let index = IndexFile {
             path: path.to_path_buf(),
             file,

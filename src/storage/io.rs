@@ -190,7 +190,23 @@ pub trait Io: Send + Sync + fmt::Debug {
 
     /// Whether `path` exists.
     fn exists(&self, path: &Path) -> io::Result<bool>;
+
+    /// Takes the exclusive lock of the directory `dir` (which must exist), held until the
+    /// returned guard is dropped or the process dies: one writer per partition directory, as
+    /// Kafka locks its log directories with a `.lock` file.
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` when the lock is held (by this process or another), or the underlying
+    /// error.
+    fn lock_dir(&self, dir: &Path) -> io::Result<Box<dyn DirLock>>;
 }
+
+/// The name of the file [`FsIo::lock_dir`] locks in a partition directory.
+pub const LOCK_FILE: &str = ".lock";
+
+/// A held directory lock ([`Io::lock_dir`]); dropping it releases the lock.
+pub trait DirLock: Send + Sync + fmt::Debug {}
 
 /// The real file system, through `std::fs`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -201,15 +217,7 @@ struct FsFile(fs::File);
 
 impl Io for FsIo {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn IoFile>> {
-        let mut o = fs::OpenOptions::new();
-        match mode {
-            OpenMode::Read => o.read(true),
-            OpenMode::ReadWrite => o.read(true).write(true),
-            OpenMode::Create => o.read(true).write(true).create(true),
-            OpenMode::CreateNew => o.read(true).write(true).create_new(true),
-            OpenMode::Truncate => o.read(true).write(true).create(true).truncate(true),
-        };
-        Ok(Box::new(FsFile(o.open(path)?)))
+        Ok(Box::new(FsFile(open_regular(path, mode)?)))
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
@@ -251,7 +259,118 @@ impl Io for FsIo {
     fn exists(&self, path: &Path) -> io::Result<bool> {
         path.try_exists()
     }
+
+    /// An exclusive, non-blocking `flock` on `dir/.lock` (created if missing). `flock` locks
+    /// belong to the open file description, so a second open in the same process conflicts
+    /// too, and the kernel drops the lock when the process dies. Outside Linux the file is
+    /// created but not locked.
+    fn lock_dir(&self, dir: &Path) -> io::Result<Box<dyn DirLock>> {
+        let file = open_regular(&dir.join(LOCK_FILE), OpenMode::Create)?;
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::io::AsRawFd;
+            // SAFETY: `flock` only reads its integer arguments; the descriptor is open for as
+            // long as `file` lives, which outlasts the call.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(Box::new(FsDirLock(file)))
+    }
 }
+
+/// The locked `.lock` file: closing it releases the `flock`.
+#[derive(Debug)]
+struct FsDirLock(#[allow(dead_code)] fs::File);
+
+impl DirLock for FsDirLock {}
+
+/// Opens `path` as `mode` says, only if it is a regular file: a symbolic link is not followed
+/// (`O_NOFOLLOW`) and the open does not block (`O_NONBLOCK`, so a FIFO cannot hang it); anything
+/// else is a [`NotRegularFile`] error.
+fn open_regular(path: &Path, mode: OpenMode) -> io::Result<fs::File> {
+    let mut o = fs::OpenOptions::new();
+    match mode {
+        OpenMode::Read => o.read(true),
+        OpenMode::ReadWrite => o.read(true).write(true),
+        OpenMode::Create => o.read(true).write(true).create(true),
+        OpenMode::CreateNew => o.read(true).write(true).create_new(true),
+        OpenMode::Truncate => o.read(true).write(true).create(true).truncate(true),
+    };
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    // Without the flags (libc is a Linux-only dependency), a look first: racy, but it keeps
+    // a symlink or a FIFO found in a directory from being followed or blocked on.
+    #[cfg(not(target_os = "linux"))]
+    if let Ok(meta) = fs::symlink_metadata(path) {
+        let kind = meta.file_type();
+        if kind.is_symlink() {
+            return Err(NotRegularFile::error("a symbolic link"));
+        }
+        if !kind.is_file() && !kind.is_dir() {
+            return Err(NotRegularFile::error(
+                "a special file (FIFO, socket or device)",
+            ));
+        }
+    }
+    let file = match o.open(path) {
+        Ok(file) => file,
+        #[cfg(target_os = "linux")]
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(NotRegularFile::error("a symbolic link"))
+        }
+        #[cfg(target_os = "linux")]
+        Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
+            return Err(NotRegularFile::error("a directory"))
+        }
+        Err(e) => return Err(e),
+    };
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_symlink() {
+            "a symbolic link"
+        } else {
+            "a special file (FIFO, socket or device)"
+        };
+        return Err(NotRegularFile::error(what));
+    }
+    // Reads and writes of a regular file ignore O_NONBLOCK; only the open needed it.
+    Ok(file)
+}
+
+/// The payload of the `io::Error` an [`Io`] returns for a path that is not a regular file;
+/// the storage layer turns it into [`Error::NotRegularFile`](crate::Error::NotRegularFile).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotRegularFile {
+    /// What the path is instead (`"a symbolic link"`, `"a directory"`, ...).
+    pub what: &'static str,
+}
+
+impl NotRegularFile {
+    /// An `io::Error` (kind `InvalidInput`) carrying this payload for `path`.
+    pub fn error(what: &'static str) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidInput, NotRegularFile { what })
+    }
+
+    /// The payload, if `e` carries one.
+    pub fn of(e: &io::Error) -> Option<&NotRegularFile> {
+        e.get_ref().and_then(|inner| inner.downcast_ref())
+    }
+}
+
+impl fmt::Display for NotRegularFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "not a regular file: it is {}", self.what)
+    }
+}
+
+impl std::error::Error for NotRegularFile {}
 
 impl IoFile for FsFile {
     fn len(&self) -> io::Result<u64> {

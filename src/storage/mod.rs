@@ -23,16 +23,70 @@
 //! | [`checkpoint`] | Kafka's checkpoint text files, replaced atomically |
 //! | [`verify`] | read-only checks of a partition directory or a directory of them |
 //!
-//! # Guarantees
+//! # Durability contract
 //!
-//! - What [`SegmentSet::sync`] returned from survives a crash; after a crash the log reopens
-//!   as a prefix of what was appended (the [`RecoveryReport`] says where it was cut).
-//! - No input bytes — a damaged file, a crafted batch — make logbus panic, loop, read out of
-//!   bounds or allocate more than the input holds; they are typed errors
+//! - **Visible, then durable.** [`SegmentSet::append`] makes records visible to readers of the
+//!   set. Bytes reach the operating system when the write buffer fills, on
+//!   [`flush`](SegmentSet::flush), [`sync`](SegmentSet::sync), a roll, [`close`](SegmentSet::close)
+//!   and drop, so a killed process loses at most its write buffer; only an fsync makes them
+//!   survive a power loss.
+//! - **The recovery point is the promise.** Every record below
+//!   [`SegmentSet::recovery_point`] is durable. `sync` fsyncs every segment written since the
+//!   last one and moves the recovery point to the log end; a roll does the same before the new
+//!   segment takes writes; `close` also fsyncs the active segment's indexes and returns
+//!   [`Checkpoints`] with `clean_shutdown` set. When `sync` or `close` returns `Ok`, everything
+//!   appended before the call is durable.
+//! - **A failed write or fsync** takes the set offline ([`Error::LogOffline`](crate::Error));
+//!   nothing is promised about what was not yet durable. Reopen it. On Linux a failed fsync
+//!   may already have discarded the pages it could not write: logbus cannot see that, and
+//!   only what an fsync that returned `Ok` covered is promised.
+//! - **An unclean reopen** — any open without `clean_shutdown` (after a kill, a power loss, a
+//!   failed fsync, a drop without `close`) — revalidates every segment from the one holding
+//!   the checkpointed recovery point on, cuts the log at the first torn or corrupt batch
+//!   (deleting every later segment), and fsyncs every segment it revalidated before it
+//!   returns: the recovery point it reports, the log end, is then true. Records that an earlier
+//!   life appended but never synced, and that survived in the page cache, are kept and become
+//!   durable at that open. The recovery point handed to `open` must be one the log reported:
+//!   segments wholly below it are trusted, not re-read (as in Kafka).
+//! - **Prefix.** A roll fsyncs the segments before it, so a crash never keeps a later segment
+//!   while losing an earlier one's tail: after any crash the log is a prefix of what was
+//!   appended, and at least everything below the last recovery point reported.
+//! - **One writer per directory.** An open set holds an exclusive `flock` on `<dir>/.lock`
+//!   ([`Io::lock_dir`]); a second open, in this process or another, fails with
+//!   [`Error::DirectoryLocked`](crate::Error::DirectoryLocked). The lock goes with `close`, drop
+//!   or the process (on Linux; elsewhere the file is created but not locked).
+//!
+//! # Limits
+//!
+//! - **Segments** hold at most 2^31 − 1 bytes (index positions are 32-bit; Kafka's
+//!   `segment.bytes` limit): `segment_bytes` cannot exceed it, appends roll before it, and a
+//!   larger `.log` found on open is refused
+//!   ([`Error::SegmentTooLarge`](crate::Error::SegmentTooLarge)), untouched.
+//! - **Offsets** lie in 0 ..= 2^63 − 2 (Kafka's are signed 64-bit, and the offset after the
+//!   last must exist); a file named with a larger base offset is refused
+//!   ([`Error::NotASegment`](crate::Error::NotASegment)).
+//! - **Gaps.** Offsets increase strictly across batches and segments but may jump, as Kafka's
+//!   compaction, transactions and replicas leave them (and as
+//!   [`SegmentSet::append_batch`] may append). Recovery and [`verify_dir`] keep gaps; only
+//!   corrupt or torn bytes are cut. A read at an offset inside a gap returns the records after
+//!   it. A batch's base offset lies outside its CRC (Kafka's format): a flipped bit that
+//!   raises the last batch's base offset reads as a gap.
+//! - **Memory** is bounded by configuration, not by what files claim: a read holds at most
+//!   `max_batch_bytes` of batch (a larger valid batch is
+//!   [`Error::BatchTooLarge`](crate::Error::BatchTooLarge), never cut; a larger invalid one is
+//!   corruption, found by a streaming CRC), an index at most `segment_index_bytes`;
+//!   [`verify`] and `logbus dump` hold batches up to 16 MiB ([`VERIFY_MAX_BATCH_BYTES`]).
+//! - **Records** are validated on append and on recovery (structure, and offset deltas
+//!   increasing inside `[0, lastOffsetDelta]`). Compressed batches are kept (their CRC is
+//!   checked) but reading them is [`Error::UnsupportedCompression`](crate::Error).
+//!   [`SegmentSet::read_records`] skips transaction control records, as Kafka's consumers do.
+//! - **Files** are opened only if regular (no symlinks, FIFOs, devices:
+//!   [`Error::NotRegularFile`](crate::Error::NotRegularFile)). Kafka's compaction leftovers
+//!   (`.swap`, `.cleaned`), which logbus never writes, are reported and left alone.
+//! - No input bytes make logbus panic, loop or read out of bounds; they are typed errors
 //!   ([`Error::CorruptSegment`](crate::Error::CorruptSegment) with file and byte position) or
-//!   documented repairs.
-//! - Files are written only through [`Io`], with positioned writes; nothing is memory-mapped.
-//!   Index files are not preallocated: they always hold exactly their entries.
+//!   reported repairs ([`RecoveryReport`]). Files are written only through [`Io`], with
+//!   positioned writes; nothing is memory-mapped, and index files hold exactly their entries.
 //!
 //! # Examples
 //!
@@ -72,8 +126,11 @@ pub mod time_index;
 pub mod varint;
 pub mod verify;
 
-pub use io::{FsIo, Io, IoFile, OpenMode};
+pub use io::{DirLock, FsIo, Io, IoFile, OpenMode};
 pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, Header, Record};
-pub use recovery::{verify_dir, Problem, RecoveryReport, Truncation, VerifyReport};
+pub use recovery::{
+    verify_dir, verify_dir_bounded, Problem, RecoveryReport, Truncation, VerifyReport,
+    VERIFY_MAX_BATCH_BYTES,
+};
 pub use segment::{scan_log, ScanEnd};
 pub use segment_set::{AppendInfo, Checkpoints, LogConfig, SegmentInfo, SegmentSet};

@@ -383,7 +383,9 @@ impl<'a> Batch<'a> {
     ///
     /// [`Error::UnsupportedCompression`] for a compressed batch; [`Error::CorruptBatch`] when
     /// `recordsCount` is negative. The iterator yields [`Error::CorruptBatch`] for a malformed
-    /// record or trailing bytes, then stops.
+    /// record, a record whose offset delta is outside `[0, lastOffsetDelta]` or not above the
+    /// previous record's (records may skip offsets, as compaction leaves them, but never leave
+    /// their batch), or trailing bytes, then stops.
     pub fn records(&self) -> Result<Records<'a>> {
         let compression = self.header.compression();
         if compression != Compression::None {
@@ -406,6 +408,8 @@ impl<'a> Batch<'a> {
             bytes: self.bytes,
             pos: HEADER_SIZE,
             remaining: self.header.records_count as u32,
+            next_min_delta: 0,
+            last_offset_delta: self.header.last_offset_delta,
             base_offset: self.header.base_offset,
             base_timestamp: self.header.base_timestamp,
             log_append_time: (self.header.timestamp_type() == TimestampType::LogAppendTime)
@@ -526,6 +530,9 @@ pub struct Records<'a> {
     bytes: &'a [u8],
     pos: usize,
     remaining: u32,
+    /// The smallest offset delta the next record may have: deltas increase strictly.
+    next_min_delta: i64,
+    last_offset_delta: i32,
     base_offset: i64,
     base_timestamp: i64,
     log_append_time: Option<i64>,
@@ -675,7 +682,22 @@ impl<'a> Records<'a> {
         };
         let _attributes = c.byte("record attributes")?;
         let timestamp_delta = c.varlong()?;
+        let delta_at = c.pos;
         let offset_delta = c.varint()?;
+        // A record's offset lies inside its batch, after the previous record's: otherwise a
+        // read would serve offsets beyond the log end or out of order.
+        let delta = i64::from(offset_delta);
+        if delta < self.next_min_delta || delta > i64::from(self.last_offset_delta) {
+            return Err(c.err(
+                delta_at,
+                Corruption::BadOffsetDelta {
+                    delta,
+                    min: self.next_min_delta,
+                    last_offset_delta: self.last_offset_delta,
+                },
+            ));
+        }
+        self.next_min_delta = delta + 1;
         let key = c.bytes("record key length", true)?;
         let value = c.bytes("record value length", true)?;
         let count_at = c.pos;

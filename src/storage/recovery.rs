@@ -1,23 +1,28 @@
 //! Opening a partition directory: Kafka's log segment recovery (`LogLoader`,
 //! `LogSegment.recover`), and a read-only consistency check of a directory.
 //!
-//! On open, in this order:
-//! 1. files ending `.deleted` or `.cleaned` are removed (interrupted deletions and
-//!    compactions);
-//! 2. interrupted swaps are finished: a `NNN.log.swap` (from a compaction that got as far as
-//!    renaming) replaces the segments whose offsets it covers and is renamed to `NNN.log`,
-//!    its indexes rebuilt; index `.swap` files, and any swap at or above an unfinished
-//!    `.cleaned` file's offset, are removed instead;
+//! On open, in this order (holding the directory's lock, [`Io::lock_dir`], throughout and for
+//! as long as the log stays open):
+//! 0. a name shaped like a segment file whose offset is above `i64::MAX` is an error
+//!    ([`Error::NotASegment`]): Kafka's offsets are signed 64-bit;
+//! 1. files ending `.deleted` are removed (interrupted deletions);
+//! 2. `.swap` and `.cleaned` files — Kafka's compaction writes them, logbus never does — are
+//!    listed in [`RecoveryReport::foreign_files`] and left alone: unlike Kafka, logbus never
+//!    lets a swap file replace a segment, since nothing of its own could have written one;
+//!    files named like segment files but not by a 20-digit base offset are listed there too;
 //! 3. index files (`.index`, `.timeindex`, `.txnindex`) without a `.log` are removed;
 //! 4. unless the shutdown was clean ([`Checkpoints::clean_shutdown`]), every segment from the
 //!    one holding the recovery point onward — and any segment
 //!    whose index is missing, cut mid-entry or out of order — is recovered: each batch is
-//!    checked (size, CRC, offsets dense from the segment's base offset and below the next
-//!    segment's — logbus never compacts and rolls a new segment at any gap, so a base offset,
-//!    which the CRC does not cover, that breaks this is corrupt), the indexes are rebuilt, and
-//!    the log is cut at the first bad or incomplete batch;
+//!    checked (size, CRC, offsets strictly increasing from the segment's base offset and
+//!    below the next segment's; they may jump, as compaction, transactions and replication
+//!    leave them), the indexes are rebuilt, and the log is cut at the first bad or incomplete
+//!    batch — only there: a gap in offsets, inside or between segments, is legal and kept
+//!    (and listed in [`RecoveryReport::gaps`] when it lies between segments);
 //! 5. if anything was cut, every later segment is deleted (its data followed a hole);
-//! 6. the recovered segments are fsynced, so the recovery point becomes the log end offset.
+//! 6. every recovered segment is fsynced — its bytes may be writes that an earlier life of the
+//!    process left in the page cache without an fsync (it was killed, or an fsync failed) —
+//!    so the recovery point becomes the log end offset.
 //!
 //! The [`RecoveryReport`] says what was removed, rebuilt and cut (file, byte position, bytes
 //! dropped, and the first offset no longer present).
@@ -29,11 +34,11 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::io::{Io, OpenMode};
+use super::io::{DirLock, Io, OpenMode, LOCK_FILE};
 use super::offset_index;
 use super::segment::{
-    check_batch_offsets, file_name, parse_file_name, scan_log, ScanEnd, Segment, INDEX_SUFFIX,
-    LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    bad_offset_in_name, check_batch_offsets, file_name, parse_file_name, scan_log, ScanEnd,
+    Segment, INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_BYTES, TIME_INDEX_SUFFIX,
 };
 use super::segment_set::{Checkpoints, LogConfig};
 use super::time_index;
@@ -70,11 +75,14 @@ pub struct RecoveryReport {
     /// Index files rebuilt because they were missing or damaged (segments recovered only
     /// because they lie past the recovery point are not listed).
     pub rebuilt_indexes: Vec<PathBuf>,
-    /// Leftover files removed (`.deleted`, `.cleaned`, `.swap`, stray indexes).
+    /// Leftover files removed (`.deleted` files, indexes without a `.log`).
     pub removed_files: Vec<PathBuf>,
-    /// `.log.swap` files renamed into place.
-    pub completed_swaps: Vec<PathBuf>,
-    /// Offset ranges `[from, to)` missing between segments (e.g. a segment deleted by hand).
+    /// Files logbus never writes, left in place and unused: Kafka's compaction leftovers
+    /// (`.swap`, `.cleaned` — a swap file never replaces a segment) and files named like
+    /// segment files but not by a 20-digit base offset.
+    pub foreign_files: Vec<PathBuf>,
+    /// Offset ranges `[from, to)` missing between segments: legal (compaction, appends with a
+    /// gap) and kept, or a segment deleted by hand.
     pub gaps: Vec<(u64, u64)>,
     /// The log start offset after opening.
     pub log_start_offset: u64,
@@ -85,19 +93,21 @@ pub struct RecoveryReport {
 }
 
 impl RecoveryReport {
-    /// Whether the log was opened exactly as found (nothing cut, removed or rebuilt).
+    /// Whether the log was opened exactly as found (nothing cut, removed or rebuilt; files
+    /// left alone in [`foreign_files`](RecoveryReport::foreign_files) do not count).
     pub fn is_clean(&self) -> bool {
         self.truncation.is_none()
             && self.deleted_segments.is_empty()
             && self.rebuilt_indexes.is_empty()
             && self.removed_files.is_empty()
-            && self.completed_swaps.is_empty()
     }
 }
 
 pub(crate) struct Loaded {
     pub(crate) segments: Vec<Segment>,
     pub(crate) report: RecoveryReport,
+    /// The directory's lock, held for as long as the log is open.
+    pub(crate) lock: Box<dyn DirLock>,
 }
 
 fn io_err(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
@@ -123,6 +133,17 @@ pub(crate) fn load(
                 .map_err(io_err("syncing directory", parent))?;
         }
     }
+    // One writer per directory: nothing is read or repaired before the lock is held.
+    let lock = io.lock_dir(dir).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            Error::DirectoryLocked {
+                dir: dir.to_path_buf(),
+                lock_file: dir.join(LOCK_FILE),
+            }
+        } else {
+            Error::opening("locking", &dir.join(LOCK_FILE), e)
+        }
+    })?;
     let mut report = RecoveryReport::default();
     let mut names: BTreeSet<String> = io
         .list_dir(dir)
@@ -138,65 +159,36 @@ pub(crate) fn load(
         Ok::<(), Error>(())
     };
 
-    // 1. Interrupted deletions and compactions.
-    let mut min_cleaned = u64::MAX;
+    // Names that look like segment files but carry an offset no segment can have.
+    for name in &names {
+        if let Some(reason) = bad_offset_in_name(name) {
+            return Err(Error::NotASegment {
+                path: dir.join(name),
+                reason,
+            });
+        }
+    }
+
+    // 1. Interrupted deletions (logbus's own `.deleted` files).
     for name in names.clone() {
-        if name.ends_with(".deleted") || name.ends_with(".cleaned") {
-            if name.ends_with(".cleaned") {
-                if let Some((base, _)) = parse_file_name(&name) {
-                    min_cleaned = min_cleaned.min(base);
-                }
-            }
+        if name.ends_with(".deleted") {
             remove(&mut names, &mut report, &name)?;
             changed = true;
         }
     }
 
-    // 2. Interrupted swaps.
-    let mut log_swaps = Vec::new();
-    for name in names.clone() {
-        if !name.ends_with(".swap") {
-            continue;
+    // 2. Files logbus never writes — a compaction's `.cleaned` and `.swap` files — are reported
+    //    and left alone: never used to replace a segment, never deleted.
+    //    So are files named like segment files but not by a 20-digit base offset (Kafka's
+    //    recovery ignores them too).
+    for name in &names {
+        let misnamed = [".log", ".index", ".timeindex", ".txnindex"]
+            .iter()
+            .any(|s| name.ends_with(s))
+            && parse_file_name(name).is_none();
+        if name.ends_with(".swap") || name.ends_with(".cleaned") || misnamed {
+            report.foreign_files.push(dir.join(name));
         }
-        match parse_file_name(&name) {
-            Some((base, "log.swap")) if base < min_cleaned => log_swaps.push(base),
-            _ => {
-                remove(&mut names, &mut report, &name)?;
-                changed = true;
-            }
-        }
-    }
-    for base in log_swaps {
-        let swap_name = format!("{}.swap", file_name(base, LOG_SUFFIX));
-        let swap_path = dir.join(&swap_name);
-        let file = io
-            .open(&swap_path, OpenMode::Read)
-            .map_err(io_err("opening", &swap_path))?;
-        let len = file
-            .len()
-            .map_err(io_err("reading length of", &swap_path))?;
-        let mut next = base;
-        scan_log(&*file, &swap_path, 0, len, |batch| {
-            next = next.max(batch.header().next_offset().max(0) as u64);
-            Ok(true)
-        })?;
-        drop(file);
-        // Remove the segments the swap replaces (its own base included).
-        for name in names.clone() {
-            if let Some((b, suffix)) = parse_file_name(&name) {
-                let covered = b == base || (b > base && b < next);
-                if covered && matches!(suffix, "log" | "index" | "timeindex" | "txnindex") {
-                    remove(&mut names, &mut report, &name)?;
-                }
-            }
-        }
-        let log_path = dir.join(file_name(base, LOG_SUFFIX));
-        io.rename(&swap_path, &log_path)
-            .map_err(io_err("renaming", &swap_path))?;
-        names.remove(&swap_name);
-        names.insert(file_name(base, LOG_SUFFIX));
-        report.completed_swaps.push(swap_path);
-        changed = true;
     }
 
     // 3. Index files without a log.
@@ -276,24 +268,13 @@ pub(crate) fn load(
                     first_lost_offset: segment.next_offset(),
                     reason,
                 });
-            } else if let Some(u) = upper.filter(|&u| i >= start && segment.next_offset() < u) {
-                // Past the recovery point, a segment that ends before the next one begins
-                // lost its tail whole (the writes never reached the disk): the next segment's
-                // records follow a hole, so they go like any after a cut.
-                report.truncation = Some(Truncation {
-                    file: segment.log_path().to_path_buf(),
-                    position: segment.size(),
-                    bytes_dropped: 0,
-                    first_lost_offset: segment.next_offset(),
-                    reason: format!(
-                        "the segment ends at offset {} but the next segment starts at {u}: \
-                         the records between were lost",
-                        segment.next_offset()
-                    ),
-                });
             }
-            // The last segment's indexes are rebuilt on every open (it holds the recovery
-            // point), so only its log must be durable; earlier ones' indexes too.
+            // Its bytes were read back from the page cache, which may hold writes an earlier
+            // life never fsynced (a killed process, a failed fsync): only an fsync now makes
+            // them durable, and the reported recovery point relies on it. The last segment's
+            // indexes are rebuilt on every open (it holds the recovery point), so only its log
+            // must be durable; earlier ones' indexes too.
+            segment.mark_unsynced();
             let is_last = i + 1 == bases.len() || report.truncation.is_some();
             segment.sync(!is_last)?;
         }
@@ -335,7 +316,11 @@ pub(crate) fn load(
     report.log_start_offset = log_start;
     report.log_end_offset = log_end;
     report.recovery_point = log_end;
-    Ok(Loaded { segments, report })
+    Ok(Loaded {
+        segments,
+        report,
+        lock,
+    })
 }
 
 fn segment_paths(dir: &Path, base: u64) -> [PathBuf; 3] {
@@ -408,8 +393,9 @@ struct BatchFacts {
 }
 
 /// Checks a partition directory without changing it: every `.log` must consist of valid
-/// batches (size, CRC, record structure, offsets dense from the segment's base offset and
-/// below the next segment's, no incomplete tail), every
+/// batches (size, CRC, record structure, offsets strictly increasing from the segment's base
+/// offset — gaps allowed, as recovery allows them — and below the next segment's, no
+/// incomplete tail), every
 /// `.index` entry must point at the start of a batch whose last offset it names, with offsets
 /// strictly increasing, and every `.timeindex` entry must name the last offset of a batch
 /// whose maximum timestamp — the largest so far in the segment — is the entry's timestamp,
@@ -436,19 +422,81 @@ struct BatchFacts {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn verify_dir(io: &dyn Io, dir: &Path) -> Result<VerifyReport> {
+    verify_dir_bounded(io, dir, VERIFY_MAX_BATCH_BYTES)
+}
+
+/// The largest batch [`verify_dir`] reads into memory (16 MiB); a valid batch above it is a
+/// [`Problem`] (see [`verify_dir_bounded`] to raise it).
+pub const VERIFY_MAX_BATCH_BYTES: u64 = 16 << 20;
+
+/// [`verify_dir`], holding no batch over `max_batch_bytes` in memory: a larger batch whose
+/// CRC fails is corruption, one whose CRC holds is a [`Problem`] saying the limit is too low.
+/// Index files are read only when no larger than the segment's batches can fill (one entry
+/// per batch) or 10 MiB (Kafka's preallocated size), so memory is bounded by the limit and the
+/// log's batches, never by file lengths.
+///
+/// # Errors
+///
+/// As [`verify_dir`].
+pub fn verify_dir_bounded(io: &dyn Io, dir: &Path, max_batch_bytes: u64) -> Result<VerifyReport> {
     let names = io.list_dir(dir).map_err(io_err("listing", dir))?;
+    let mut report = VerifyReport::default();
+    for name in &names {
+        let problem = |reason: String| Problem {
+            file: dir.join(name),
+            position: 0,
+            reason,
+        };
+        if let Some(reason) = bad_offset_in_name(name) {
+            report.problem = Some(problem(reason));
+            return Ok(report);
+        }
+        if name.ends_with(".swap") || name.ends_with(".cleaned") {
+            report.problem = Some(problem(
+                "a compaction's temporary file, which logbus never writes (its recovery leaves \
+                 it unused)"
+                    .into(),
+            ));
+            return Ok(report);
+        }
+    }
     let bases: Vec<u64> = names
         .iter()
         .filter_map(|n| parse_file_name(n))
         .filter(|(_, s)| *s == LOG_SUFFIX)
         .map(|(b, _)| b)
         .collect();
-    let mut report = VerifyReport::default();
     let mut prev_next: Option<u64> = None;
     for (i, &base) in bases.iter().enumerate() {
         report.segments += 1;
         let upper = bases.get(i + 1).copied();
-        match verify_segment(io, dir, base, upper, prev_next, &mut report)? {
+        let checked = verify_segment(
+            io,
+            dir,
+            base,
+            upper,
+            prev_next,
+            max_batch_bytes,
+            &mut report,
+        );
+        let checked = match checked {
+            // A valid batch over the limit: the directory cannot be checked within it.
+            Err(Error::BatchTooLarge {
+                file,
+                position,
+                size,
+                max,
+            }) => Err(Problem {
+                file,
+                position,
+                reason: format!(
+                    "a batch of {size} bytes (its CRC holds) is over the {max}-byte limit of \
+                     this check; its records were not checked"
+                ),
+            }),
+            other => other?,
+        };
+        match checked {
             Ok(next) => prev_next = Some(next),
             Err(problem) => {
                 report.problem = Some(problem);
@@ -465,18 +513,31 @@ fn verify_segment(
     base: u64,
     upper: Option<u64>,
     prev_next: Option<u64>,
+    max_batch_bytes: u64,
     report: &mut VerifyReport,
 ) -> Result<std::result::Result<u64, Problem>> {
     let log_path = dir.join(file_name(base, LOG_SUFFIX));
     let file = io
         .open(&log_path, OpenMode::Read)
-        .map_err(io_err("opening", &log_path))?;
+        .map_err(|e| Error::opening("opening", &log_path, e))?;
     let len = file.len().map_err(io_err("reading length of", &log_path))?;
+    if len > MAX_SEGMENT_BYTES {
+        return Ok(Err(Problem {
+            reason: Error::SegmentTooLarge {
+                path: log_path.clone(),
+                size: len,
+                max: MAX_SEGMENT_BYTES,
+            }
+            .to_string(),
+            file: log_path,
+            position: MAX_SEGMENT_BYTES,
+        }));
+    }
     let mut facts: Vec<BatchFacts> = Vec::new();
     let mut expected = base;
     let min_offset = prev_next.unwrap_or(base);
     let mut running = i64::MIN;
-    let end = scan_log(&*file, &log_path, 0, len, |batch| {
+    let end = scan_log(&*file, &log_path, 0, len, max_batch_bytes, |batch| {
         let h = batch.header();
         let last = check_batch_offsets(&batch, base, expected, min_offset, upper)?;
         batch.validate_records().or_else(|e| match e {
@@ -518,13 +579,22 @@ fn verify_segment(
     let next = facts.last().map_or(base, |f| f.last_offset + 1);
 
     // The offset index.
+    // An index holds at most one entry per batch, unless preallocated as Kafka does.
+    let index_limit = |entry: usize| (facts.len() * entry).max(KAFKA_INDEX_BYTES);
     let index_path = dir.join(file_name(base, INDEX_SUFFIX));
-    let Some(bytes) = read_if_exists(io, &index_path)? else {
-        return Ok(Err(Problem {
-            file: index_path,
-            position: 0,
-            reason: "missing offset index".into(),
-        }));
+    let bytes = match read_index(
+        io,
+        &index_path,
+        index_limit(offset_index::ENTRY_SIZE),
+        offset_index::ENTRY_SIZE,
+    )? {
+        Ok(bytes) => bytes,
+        Err(mut problem) => {
+            if problem.reason == "missing index" {
+                problem.reason = "missing offset index".into();
+            }
+            return Ok(Err(problem));
+        }
     };
     if bytes.len() % offset_index::ENTRY_SIZE != 0 {
         return Ok(Err(Problem {
@@ -568,12 +638,19 @@ fn verify_segment(
 
     // The time index.
     let time_path = dir.join(file_name(base, TIME_INDEX_SUFFIX));
-    let Some(bytes) = read_if_exists(io, &time_path)? else {
-        return Ok(Err(Problem {
-            file: time_path,
-            position: 0,
-            reason: "missing time index".into(),
-        }));
+    let bytes = match read_index(
+        io,
+        &time_path,
+        index_limit(time_index::ENTRY_SIZE),
+        time_index::ENTRY_SIZE,
+    )? {
+        Ok(bytes) => bytes,
+        Err(mut problem) => {
+            if problem.reason == "missing index" {
+                problem.reason = "missing time index".into();
+            }
+            return Ok(Err(problem));
+        }
     };
     if bytes.len() % time_index::ENTRY_SIZE != 0 {
         return Ok(Err(Problem {
@@ -623,12 +700,43 @@ fn verify_segment(
     Ok(Ok(next))
 }
 
-fn read_if_exists(io: &dyn Io, path: &Path) -> Result<Option<Vec<u8>>> {
-    if !io.exists(path).map_err(io_err("checking", path))? {
-        return Ok(None);
+/// Kafka's default `segment.index.bytes`: the size its active segment's indexes are
+/// preallocated to.
+const KAFKA_INDEX_BYTES: usize = 10 << 20;
+
+/// The index file's bytes, if it exists and holds at most `limit` of them; a longer file (a
+/// sparse one, say) is a [`Problem`] and is not read.
+fn read_index(
+    io: &dyn Io,
+    path: &Path,
+    limit: usize,
+    entry: usize,
+) -> Result<std::result::Result<Vec<u8>, Problem>> {
+    // Opened without a look first: a dangling symlink is not "missing" but not a file.
+    let file = match io.open(path, OpenMode::Read) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Err(Problem {
+                file: path.to_path_buf(),
+                position: 0,
+                reason: "missing index".into(),
+            }))
+        }
+        Err(e) => return Err(Error::opening("opening", path, e)),
+    };
+    let len = file.len().map_err(io_err("reading length of", path))?;
+    if len > limit as u64 {
+        return Ok(Err(Problem {
+            file: path.to_path_buf(),
+            position: limit as u64,
+            reason: format!(
+                "the index is {len} bytes, more than its segment's batches can fill ({limit} \
+                 bytes of {entry}-byte entries, or Kafka's preallocated 10 MiB)"
+            ),
+        }));
     }
-    let file = io
-        .open(path, OpenMode::Read)
-        .map_err(io_err("opening", path))?;
-    file.read_all().map(Some).map_err(io_err("reading", path))
+    let mut bytes = vec![0u8; len as usize];
+    file.read_exact_at(&mut bytes, 0)
+        .map_err(io_err("reading", path))?;
+    Ok(Ok(bytes))
 }

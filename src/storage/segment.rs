@@ -8,9 +8,9 @@
 //! added by Kafka's rule: when more than `index_interval_bytes` were appended since the last
 //! entry, an entry for the incoming batch is added *before* its bytes are counted.
 //!
-//! Recovery is Kafka's `LogSegment.recover`: every batch is checked (size, CRC, offsets dense
-//! from the base offset and below the next segment's), the indexes are rebuilt as it goes, and
-//! the log is cut at the first bad or incomplete batch.
+//! Recovery is Kafka's `LogSegment.recover`: every batch is checked (size, CRC, records,
+//! offsets increasing from the base offset, possibly with gaps, and below the next segment's),
+//! the indexes are rebuilt as it goes, and the log is cut at the first bad or incomplete batch.
 //!
 //! [`scan_log`] iterates the batches of any `.log` file with their positions, which is what a
 //! dump tool needs.
@@ -60,7 +60,36 @@ pub fn parse_file_name(name: &str) -> Option<(u64, &str)> {
     if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some((stem.parse().ok()?, suffix))
+    let base: u64 = stem.parse().ok()?;
+    (base <= MAX_OFFSET).then_some((base, suffix))
+}
+
+/// The largest offset a segment name may carry: Kafka's offsets are signed 64-bit.
+pub const MAX_OFFSET: u64 = i64::MAX as u64;
+
+/// Why `name`, shaped like a segment file name (20 digits, a dot, a suffix), names no valid
+/// base offset: `Some` for offsets above [`MAX_OFFSET`] (which [`parse_file_name`] rejects),
+/// `None` otherwise.
+///
+/// # Examples
+///
+/// ```
+/// use logbus::storage::segment::bad_offset_in_name;
+/// assert!(bad_offset_in_name("18446744073709551615.log").is_some());
+/// assert!(bad_offset_in_name("00000000000000000042.log").is_none());
+/// ```
+pub fn bad_offset_in_name(name: &str) -> Option<String> {
+    let (stem, _) = name.split_once('.')?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    match stem.parse::<u64>() {
+        Ok(base) if base <= MAX_OFFSET => None,
+        _ => Some(format!(
+            "the base offset {stem} in the name is above {MAX_OFFSET}: offsets are signed 64-bit \
+             (as Kafka's), so no segment can start there"
+        )),
+    }
 }
 
 /// Settings a segment needs (a subset of the segment set's config).
@@ -69,7 +98,13 @@ pub(crate) struct SegmentParams {
     pub(crate) index_interval_bytes: u64,
     pub(crate) segment_index_bytes: u64,
     pub(crate) write_buffer_bytes: usize,
+    /// The largest batch a read holds in memory.
+    pub(crate) max_batch_bytes: u64,
 }
+
+/// The largest `.log` a segment may be: index positions are 32-bit signed, as Kafka's
+/// (`segment.bytes` ≤ 2^31 - 1).
+pub const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
 
 /// Size of the reads recovery and [`scan_log`] make: small enough that the buffer stays in
 /// the L2 cache between the kernel's copy into it and the CRC pass over it (4 MiB reads
@@ -113,12 +148,15 @@ pub enum ScanEnd {
 ///
 /// `visit` returns `Ok(true)` to go on, `Ok(false)` to stop, or an error to declare the batch
 /// bad (the scan then ends with [`ScanEnd::Corrupt`] at that batch). Reads are large and
-/// sequential; memory use is bounded by the larger of 512 KiB and the largest batch, and never
-/// exceeds what the file holds.
+/// sequential; memory use is bounded by the larger of 512 KiB and `max_batch_bytes`, and never
+/// exceeds what the file holds. A batch over `max_batch_bytes` is never held: its CRC is
+/// checked as it streams by, and it ends the scan as corruption when the CRC fails, or with
+/// [`Error::BatchTooLarge`] when it is a valid batch (the limit is too low for this log).
 ///
 /// # Errors
 ///
-/// [`Error::Io`] when reading fails. Corruption is not an error here: it is how the scan ends.
+/// [`Error::Io`] when reading fails; [`Error::BatchTooLarge`] for a valid batch over
+/// `max_batch_bytes`. Corruption is not an error here: it is how the scan ends.
 ///
 /// # Examples
 ///
@@ -136,7 +174,7 @@ pub enum ScanEnd {
 /// file.write_all_at(&batch[..10], batch.len() as u64)?; // a torn second batch
 ///
 /// let mut offsets = Vec::new();
-/// let end = scan_log(&*file, Path::new(&path), 0, file.len()?, |b| {
+/// let end = scan_log(&*file, Path::new(&path), 0, file.len()?, 1 << 20, |b| {
 ///     offsets.push((b.position(), b.header().base_offset));
 ///     Ok(true)
 /// })?;
@@ -149,6 +187,7 @@ pub fn scan_log(
     path: &Path,
     start: u64,
     end: u64,
+    max_batch_bytes: u64,
     mut visit: impl FnMut(Batch<'_>) -> Result<bool>,
 ) -> Result<ScanEnd> {
     let mut buf = ScanBuf {
@@ -199,6 +238,23 @@ pub fn scan_log(
                 bytes: left_in_file,
             });
         }
+        if size > max_batch_bytes {
+            // Never held in memory: its CRC is computed as it streams by. Garbage (a sparse
+            // file, a torn length) is corruption; a real batch over the limit is an error the
+            // caller must see, never a cut.
+            return match oversized_batch(file, path, pos, size, max_batch_bytes)? {
+                Some(error) => Ok(ScanEnd::Corrupt {
+                    position: pos,
+                    error,
+                }),
+                None => Err(Error::BatchTooLarge {
+                    file: path.to_path_buf(),
+                    position: pos,
+                    size,
+                    max: max_batch_bytes,
+                }),
+            };
+        }
         if size > avail {
             // `size <= left_in_file`: the buffer never grows beyond what the file holds.
             buf.refill(file, path, &mut off, end, size as usize)?;
@@ -225,6 +281,54 @@ pub fn scan_log(
             }
         }
     }
+}
+
+/// Checks the batch of `size` bytes at `pos` (known to lie inside the file) without holding it:
+/// `Some` corruption when its magic or its CRC is wrong, `None` when it is a valid batch.
+fn oversized_batch(
+    file: &dyn IoFile,
+    path: &Path,
+    pos: u64,
+    size: u64,
+    max: u64,
+) -> Result<Option<Error>> {
+    const CHUNK: usize = 256 << 10;
+    let read = |buf: &mut [u8], at: u64| {
+        file.read_exact_at(buf, at)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))
+    };
+    let mut head = [0u8; HEADER_SIZE];
+    read(&mut head, pos)?;
+    let corrupt = |at: u64, reason: Corruption| {
+        Some(Error::CorruptSegment {
+            file: path.to_path_buf(),
+            position: pos + at,
+            reason,
+        })
+    };
+    if head[16] != 2 {
+        return Ok(corrupt(
+            16,
+            Corruption::BadMagic {
+                magic: head[16] as i8,
+            },
+        ));
+    }
+    let stored = u32::from_be_bytes([head[17], head[18], head[19], head[20]]);
+    let mut crc = 0u32;
+    let mut buf = vec![0u8; CHUNK];
+    let mut at = pos + 21;
+    let end = pos + size;
+    while at < end {
+        let n = (end - at).min(CHUNK as u64) as usize;
+        read(&mut buf[..n], at)?;
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        at += n as u64;
+    }
+    if crc != stored {
+        return Ok(corrupt(8, Corruption::BatchTooLarge { size, max }));
+    }
+    Ok(None)
 }
 
 /// A read buffer reused across refills: `data[..len]` holds file bytes from `start`.
@@ -335,7 +439,7 @@ impl Segment {
         let log_path = dir.join(file_name(base_offset, LOG_SUFFIX));
         let log = io
             .open(&log_path, OpenMode::Truncate)
-            .map_err(|e| Error::io(format!("creating {}", log_path.display()), e))?;
+            .map_err(|e| Error::opening("creating", &log_path, e))?;
         let (offset_index, _) = OffsetIndex::open(
             io,
             &dir.join(file_name(base_offset, INDEX_SUFFIX)),
@@ -382,10 +486,17 @@ impl Segment {
         let log_path = dir.join(file_name(base_offset, LOG_SUFFIX));
         let log = io
             .open(&log_path, OpenMode::ReadWrite)
-            .map_err(|e| Error::io(format!("opening {}", log_path.display()), e))?;
+            .map_err(|e| Error::opening("opening", &log_path, e))?;
         let flushed = log
             .len()
             .map_err(|e| Error::io(format!("reading length of {}", log_path.display()), e))?;
+        if flushed > MAX_SEGMENT_BYTES {
+            return Err(Error::SegmentTooLarge {
+                path: log_path,
+                size: flushed,
+                max: MAX_SEGMENT_BYTES,
+            });
+        }
         let index_path = dir.join(file_name(base_offset, INDEX_SUFFIX));
         let time_path = dir.join(file_name(base_offset, TIME_INDEX_SUFFIX));
         let exists = |p: &Path| {
@@ -493,14 +604,14 @@ impl Segment {
         };
         while pos < size {
             let h = self.read_header(pos)?;
-            if h.base_offset < 0 || h.last_offset_delta < 0 {
+            if h.base_offset < 0 || h.last_offset_delta < 0 || h.last_offset() == i64::MAX {
                 return Err(Error::CorruptSegment {
                     file: self.log_path.clone(),
                     position: pos,
                     reason: Corruption::BadOffset {
                         base_offset: h.base_offset,
                         last_offset: h.last_offset(),
-                        rule: "offsets must be >= 0".into(),
+                        rule: format!("offsets must lie in [0, {})", i64::MAX),
                     },
                 });
             }
@@ -531,7 +642,7 @@ impl Segment {
     }
 
     /// Kafka's `LogSegment.recover`: rebuilds both indexes from the log, checking every batch
-    /// (size, CRC, offsets dense from the base offset, at or above `min_offset`, below
+    /// (size, CRC, offsets increasing from the base offset, at or above `min_offset`, below
     /// `upper_bound`, and within a 32-bit delta of the base offset), and cuts the log at the
     /// first bad or incomplete batch.
     ///
@@ -563,10 +674,17 @@ impl Segment {
             time_index,
             ..
         } = self;
-        let end = scan_log(&**log, log_path, 0, file_len, |batch| {
+        let max_batch = self.params.max_batch_bytes;
+        let end = scan_log(&**log, log_path, 0, file_len, max_batch, |batch| {
             let h = batch.header();
             let pos = batch.position();
             let last = check_batch_offsets(&batch, base, expected, min_offset, upper_bound)?;
+            // A CRC can seal malformed records too: such a batch is corrupt, or a reader from
+            // below it would be stuck there. Compressed batches cannot be looked into.
+            match batch.validate_records() {
+                Ok(()) | Err(Error::UnsupportedCompression { .. }) => {}
+                Err(e) => return Err(e),
+            }
             if h.max_timestamp > max_ts {
                 max_ts = h.max_timestamp;
                 max_off = last;
@@ -825,6 +943,13 @@ impl Segment {
         Ok(())
     }
 
+    /// Marks the log as holding bytes that may not be durable: a segment found on open past
+    /// the recovery point was written by an earlier life of the process, whose page cache
+    /// writes may never have been fsynced (a kill, or a failed fsync, leaves them there).
+    pub(crate) fn mark_unsynced(&mut self) {
+        self.log_unsynced = true;
+    }
+
     /// Whether [`sync`](Segment::sync) with `indexes` has anything to do.
     pub(crate) fn is_unsynced(&self, indexes: bool) -> bool {
         self.log_unsynced
@@ -902,6 +1027,7 @@ impl Segment {
         &self,
         target: i64,
         min_offset: u64,
+        max_batch_bytes: u64,
     ) -> Result<Option<(u64, i64)>> {
         if self.max_timestamp < target {
             return Ok(None);
@@ -917,7 +1043,15 @@ impl Segment {
         let size = self.size();
         while pos < size {
             let h = self.read_header(pos)?;
-            if h.max_timestamp >= target {
+            if h.max_timestamp >= target && !h.is_control() {
+                if h.size() > max_batch_bytes {
+                    return Err(Error::BatchTooLarge {
+                        file: self.log_path.clone(),
+                        position: pos,
+                        size: h.size(),
+                        max: max_batch_bytes,
+                    });
+                }
                 let mut bytes = vec![0u8; h.size() as usize];
                 self.read_exact_at(&mut bytes, pos)?;
                 let batch =
@@ -966,12 +1100,14 @@ impl Segment {
     }
 }
 
-/// Kafka's offset checks for `batch`, found where offset `expected` should start in the segment
-/// based at `base`: offsets are dense inside a segment (logbus never compacts and starts a new
-/// segment at any gap, so a base offset — outside the CRC — that breaks this is corrupt), not
-/// below `min_offset` (the previous segment's end), with a non-negative last offset delta,
-/// within the segment's 32-bit relative range and below `upper` (the next segment's base).
-/// Returns the batch's last offset. Recovery and `verify_dir` both apply it.
+/// Kafka's offset checks for `batch`, the next batch of the segment based at `base` after
+/// offset `expected` (one past the previous batch's last offset, or the segment's base offset):
+/// offsets strictly increase but may jump (compaction, transactions and replicas leave gaps),
+/// so the batch starts at or above `expected` and at or above `min_offset` (the previous
+/// segment's end); its last offset delta is non-negative; its offsets stay within the
+/// segment's 32-bit relative range, below `upper` (the next segment's base) and below
+/// `i64::MAX` (the offset after the last must exist). Returns the batch's last offset.
+/// Recovery and `verify_dir` both apply it.
 pub(crate) fn check_batch_offsets(
     batch: &Batch<'_>,
     base: u64,
@@ -990,20 +1126,27 @@ pub(crate) fn check_batch_offsets(
             },
         })
     };
-    if h.base_offset != expected as i64 {
-        return bad(format!(
-            "base offset must be {expected} (offsets are dense inside a segment)"
-        ));
-    }
-    if expected < min_offset {
-        return bad(format!(
-            "offsets below {min_offset} belong to the previous segment"
-        ));
+    let floor = expected.max(min_offset);
+    if h.base_offset < 0 || (h.base_offset as u64) < floor {
+        return bad(if batch.position() > 0 {
+            format!("base offset must be at least {floor} (offsets increase strictly)")
+        } else {
+            format!(
+                "base offset must be at least {floor} (the segment's base offset, and past the \
+                 previous segment's last offset)"
+            )
+        });
     }
     if h.last_offset_delta < 0 {
         return bad("lastOffsetDelta must be >= 0".into());
     }
     let last = h.last_offset() as u64;
+    if last >= i64::MAX as u64 {
+        return bad(format!(
+            "offsets must be below {} (the offset after the last must exist)",
+            i64::MAX
+        ));
+    }
     if last - base > i32::MAX as u64 {
         return bad(format!(
             "offsets must lie within [{base}, {}] in this segment",

@@ -11,14 +11,18 @@
 //!
 //! [`append`](SegmentSet::append) makes records visible to readers of this set; bytes reach
 //! the operating system when the write buffer fills, on [`flush`](SegmentSet::flush), on
-//! [`sync`](SegmentSet::sync) and when the set is dropped (a killed process loses at most the
-//! write buffer); they are durable only after [`sync`](SegmentSet::sync), which
+//! [`sync`](SegmentSet::sync), on a roll and when the set is dropped (a killed process loses at
+//! most the write buffer); they are durable only after an fsync. [`sync`](SegmentSet::sync)
 //! fsyncs every segment written since the last sync (the log; the indexes too, except the
 //! active segment's, which recovery rebuilds after an unclean shutdown and `close` fsyncs)
-//! and then advances the recovery point to the log end. New files' directory entries are
-//! fsynced when they are created, renamed or removed. After an I/O error in a write path the
-//! set refuses further writes ([`Error::LogOffline`]): reopen it, and recovery keeps
-//! everything that was durable.
+//! and then advances the [`recovery_point`](SegmentSet::recovery_point) to the log end; a roll
+//! fsyncs every segment, the rolled one's indexes included, before the new one takes writes
+//! (see [`roll`](SegmentSet::roll)), so a crash keeps a prefix of what was appended. New files'
+//! directory entries are fsynced when they are created, renamed or removed. After an I/O error
+//! in a write path the set refuses further writes ([`Error::LogOffline`]): reopen it, and
+//! recovery keeps everything that was durable, and fsyncs what it recovered (see the
+//! [storage docs](super#durability-contract) for what an unclean reopen implies). The
+//! directory is locked while the set is open: one writer per directory.
 //!
 //! # Examples
 //!
@@ -44,7 +48,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::io::Io;
+use super::io::{DirLock, Io};
 use super::record_batch::{
     next_batch_extent, Batch, BatchBuilder, BatchHeader, BatchIter, Extent, Record,
 };
@@ -177,6 +181,7 @@ impl LogConfig {
             index_interval_bytes: self.index_interval_bytes.max(0) as u64,
             segment_index_bytes: self.segment_index_bytes,
             write_buffer_bytes: self.write_buffer_bytes,
+            max_batch_bytes: self.max_batch_bytes,
         }
     }
 }
@@ -244,6 +249,9 @@ pub struct SegmentSet {
     /// Written into the batches [`append`](SegmentSet::append) builds (0 until replication
     /// sets it).
     partition_leader_epoch: i32,
+    /// The directory's lock (one writer per directory), released when the set is dropped:
+    /// declared last, so it outlives the flush `Drop` makes.
+    _lock: Box<dyn DirLock>,
 }
 
 impl SegmentSet {
@@ -252,7 +260,13 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for a bad `config`; [`Error::Io`] when the directory cannot be
+    /// [`Error::InvalidConfig`] for a bad `config`; [`Error::DirectoryLocked`] when another
+    /// open log (in this process or another) holds the directory — the lock, a `flock` on
+    /// `.lock` with [`FsIo`](super::FsIo), is held until the set is closed or dropped, and
+    /// dies with the process; [`Error::NotASegment`] for a segment name above `i64::MAX`;
+    /// [`Error::NotRegularFile`] for a segment file that is a symlink, FIFO or device;
+    /// [`Error::SegmentTooLarge`] for a `.log` over 2^31 − 1 bytes; [`Error::BatchTooLarge`]
+    /// for a valid batch over `max_batch_bytes`; [`Error::Io`] when the directory cannot be
     /// read or repaired. Corruption is repaired, not an error: the returned
     /// [`RecoveryReport`] says what was cut and why.
     pub fn open(
@@ -276,6 +290,7 @@ impl SegmentSet {
             offline: false,
             builder: None,
             partition_leader_epoch: 0,
+            _lock: loaded.lock,
         };
         Ok((set, loaded.report))
     }
@@ -451,8 +466,9 @@ impl SegmentSet {
     }
 
     /// Appends an already encoded batch (e.g. copied from a leader). Its base offset must be
-    /// at or above the log end offset; the offsets between are left as a gap, and the batch
-    /// starts a new segment (offsets inside a segment are dense).
+    /// at or above the log end offset; the offsets between are left as a gap (as Kafka's
+    /// compaction, transactions and replicas leave them), which recovery and `verify_dir`
+    /// keep. A read at an offset inside a gap returns the records after it.
     ///
     /// # Errors
     ///
@@ -508,17 +524,14 @@ impl SegmentSet {
             });
         }
         self.guarded(|set| {
-            // A gap in offsets starts a new segment: offsets inside a segment stay dense.
-            let gap = header.base_offset as u64 > set.log_end_offset();
-            let roll = gap
-                || set.active().should_roll(
-                    set.config.segment_bytes,
-                    set.config.segment_ms,
-                    size,
-                    header.max_timestamp,
-                    last,
-                    || set.clock.now_ms(),
-                );
+            let roll = set.active().should_roll(
+                set.config.segment_bytes,
+                set.config.segment_ms,
+                size,
+                header.max_timestamp,
+                last,
+                || set.clock.now_ms(),
+            );
             if roll {
                 set.roll_at(header.base_offset as u64)?;
             }
@@ -537,7 +550,8 @@ impl SegmentSet {
     }
 
     /// Starts a new active segment at the log end offset (no-op when the active segment is
-    /// empty).
+    /// empty). The segments written so far are fsynced first, which advances the recovery
+    /// point to the log end offset.
     ///
     /// # Errors
     ///
@@ -563,11 +577,12 @@ impl SegmentSet {
         }
         let last = self.segments.len() - 1;
         self.segments[last].on_roll()?;
-        // A segment wholly below the recovery point is not re-read on open, so the final time
-        // index entry just written must be durable before anything relies on it.
-        if self.segments[last].next_offset() <= self.recovery_point {
-            self.segments[last].sync(true)?;
-        }
+        // Every segment is durable before a new one takes writes, as Kafka flushes a segment
+        // it rolls (there asynchronously). Offsets may legally jump between segments, so
+        // recovery could not tell a later segment that survived a crash while an earlier
+        // one's tail was lost from a gap: this ordering makes that crash impossible, and the
+        // log after any crash a prefix of what was appended. One fsync per `segment_bytes`.
+        self.sync_segments(true)?;
         let segment = self.create_segment(base)?;
         self.segments.push(segment);
         self.sync_dir()
@@ -608,17 +623,22 @@ impl SegmentSet {
     /// I/O errors (a failed fsync included), which take the log offline: after a failed fsync
     /// nothing is known about what reached the disk, and only recovery can tell.
     pub fn sync(&mut self) -> Result<()> {
-        self.guarded(|set| {
-            let active = set.segments.len() - 1;
-            for (i, segment) in set.segments.iter_mut().enumerate() {
-                let indexes = i != active;
-                if segment.is_unsynced(indexes) {
-                    segment.sync(indexes)?;
-                }
+        self.guarded(|set| set.sync_segments(false))
+    }
+
+    /// [`sync`](SegmentSet::sync)'s work, not guarded; with `rolling`, the active segment's
+    /// indexes too (it is about to stop being active, and the recovery point to pass it, after
+    /// which nothing rebuilds them).
+    fn sync_segments(&mut self, rolling: bool) -> Result<()> {
+        let active = self.segments.len() - 1;
+        for (i, segment) in self.segments.iter_mut().enumerate() {
+            let indexes = rolling || i != active;
+            if segment.is_unsynced(indexes) {
+                segment.sync(indexes)?;
             }
-            set.recovery_point = set.log_end_offset();
-            Ok(())
-        })
+        }
+        self.recovery_point = self.log_end_offset();
+        Ok(())
     }
 
     /// Reads whole batches starting with the one holding `offset`, from one segment: at least
@@ -669,6 +689,16 @@ impl SegmentSet {
                 continue; // `offset` lies in a gap after this segment's batches
             };
             let available = segment.size() - pos;
+            if header.size() > self.config.max_batch_bytes {
+                // Below the recovery point nothing was re-read on open: a hostile length
+                // field must not size an allocation.
+                return Err(Error::BatchTooLarge {
+                    file: segment.log_path().to_path_buf(),
+                    position: pos,
+                    size: header.size(),
+                    max: self.config.max_batch_bytes,
+                });
+            }
             let want = (max_bytes as u64).min(available).max(header.size());
             let mut bytes = vec![0u8; want as usize];
             segment.read_exact_at(&mut bytes, pos)?;
@@ -684,32 +714,53 @@ impl SegmentSet {
         Ok(None)
     }
 
-    /// The records at and after `offset`, from the batches [`read`](SegmentSet::read)
-    /// returns.
+    /// The records at and after `offset`: from the batches [`read`](SegmentSet::read)
+    /// returns, or the next ones when those hold none (an offset inside a gap, a batch whose
+    /// records were compacted away, a transaction marker), so a reader always makes progress;
+    /// empty only when no record lies between `offset` and the log end.
+    ///
+    /// Transaction control records (commit and abort markers: batches with the control
+    /// attribute) are not returned, as Kafka's consumers never hand them to the application;
+    /// [`read`](SegmentSet::read) returns their batches as stored.
     ///
     /// # Errors
     ///
     /// As [`read`](SegmentSet::read), plus [`Error::CorruptSegment`] for a malformed record
     /// and [`Error::UnsupportedCompression`] for a compressed batch.
     pub fn read_records(&self, offset: u64, max_bytes: usize) -> Result<Vec<(u64, Record)>> {
-        let Some((bytes, path, pos)) = self.read_raw(offset, max_bytes)? else {
-            return Ok(Vec::new());
-        };
-        let mut out = Vec::new();
-        for batch in BatchIter::with_base(&bytes, pos) {
-            let batch = match batch {
-                Ok(b) => b,
-                Err(e) if out.is_empty() => return Err(e.in_file(path, 0)),
-                Err(_) => break,
+        let end = self.log_end_offset();
+        let mut from = offset;
+        loop {
+            let Some((bytes, path, pos)) = self.read_raw(from, max_bytes)? else {
+                return Ok(Vec::new());
             };
-            for record in batch.records().map_err(|e| e.in_file(path, 0))? {
-                let record = record.map_err(|e| e.in_file(path, 0))?;
-                if record.offset >= 0 && record.offset as u64 >= offset {
-                    out.push((record.offset as u64, record.to_record()));
+            let mut out = Vec::new();
+            let mut next = from;
+            for (i, batch) in BatchIter::with_base(&bytes, pos).enumerate() {
+                let batch = match batch {
+                    Ok(b) => b,
+                    Err(e) if i == 0 => return Err(e.in_file(path, 0)),
+                    Err(_) => break,
+                };
+                let h = batch.header();
+                next = next.max(h.next_offset().max(0) as u64);
+                if h.is_control() {
+                    continue;
+                }
+                for record in batch.records().map_err(|e| e.in_file(path, 0))? {
+                    let record = record.map_err(|e| e.in_file(path, 0))?;
+                    if record.offset >= 0 && record.offset as u64 >= offset {
+                        out.push((record.offset as u64, record.to_record()));
+                    }
                 }
             }
+            // Each round starts past the batches the last one read (`next` > `from`: the
+            // first batch read holds an offset at or above `from`).
+            if !out.is_empty() || next <= from || next >= end {
+                return Ok(out);
+            }
+            from = next;
         }
-        Ok(out)
     }
 
     /// The first record whose timestamp is at or after `timestamp`: `(offset, timestamp)`, or
@@ -721,7 +772,12 @@ impl SegmentSet {
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(u64, i64)>> {
         for segment in &self.segments {
             if segment.max_timestamp() >= timestamp {
-                if let Some(found) = segment.find_by_timestamp(timestamp, self.log_start_offset)? {
+                let found = segment.find_by_timestamp(
+                    timestamp,
+                    self.log_start_offset,
+                    self.config.max_batch_bytes,
+                )?;
+                if let Some(found) = found {
                     return Ok(Some(found));
                 }
             }

@@ -2,7 +2,7 @@
 //! directory holding many (what `logbus verify` runs).
 //!
 //! [`verify_partition`] adds the checks of the directory's names to
-//! [`verify_dir`]'s checks of its contents: every `.log`,
+//! [`verify_dir`](super::verify_dir)'s checks of its contents: every `.log`,
 //! `.index` and `.timeindex` file must be named by a 20-digit base offset, and every index
 //! must have its `.log` (Kafka's `LogLoader` deletes stray indexes and ignores misnamed files,
 //! so a directory holding either is not as Kafka would leave it), and by default requires
@@ -49,9 +49,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::io::{FsIo, Io, OpenMode};
-use super::recovery::{verify_dir, Problem, VerifyReport};
+use super::recovery::{verify_dir_bounded, Problem, VerifyReport, VERIFY_MAX_BATCH_BYTES};
 use super::segment::{
-    file_name, parse_file_name, scan_log, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    bad_offset_in_name, file_name, parse_file_name, scan_log, INDEX_SUFFIX, LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
 };
 use crate::error::{Error, Result};
 
@@ -68,14 +69,19 @@ pub struct VerifyOptions {
     /// take every offset from its base to its last, in order. Turn it off for logs that may
     /// hold gaps — compacted Kafka topics, or batches appended with a gap through
     /// [`SegmentSet::append_batch`](super::SegmentSet::append_batch) — to check offsets only
-    /// as [`verify_dir`] does.
+    /// as [`verify_dir`](super::verify_dir) does.
     pub dense_offsets: bool,
+    /// The largest batch read into memory ([`VERIFY_MAX_BATCH_BYTES`] by default): a valid
+    /// batch above it is reported as a problem, unchecked, so memory stays bounded whatever
+    /// the files claim.
+    pub max_batch_bytes: u64,
 }
 
 impl Default for VerifyOptions {
     fn default() -> Self {
         VerifyOptions {
             dense_offsets: true,
+            max_batch_bytes: VERIFY_MAX_BATCH_BYTES,
         }
     }
 }
@@ -84,6 +90,12 @@ impl VerifyOptions {
     /// The options with [`dense_offsets`](VerifyOptions::dense_offsets) set to `dense`.
     pub fn dense_offsets(mut self, dense: bool) -> Self {
         self.dense_offsets = dense;
+        self
+    }
+
+    /// The options with [`max_batch_bytes`](VerifyOptions::max_batch_bytes) set to `max`.
+    pub fn max_batch_bytes(mut self, max: u64) -> Self {
+        self.max_batch_bytes = max;
         self
     }
 }
@@ -95,6 +107,10 @@ pub struct PartitionReport {
     pub dir: PathBuf,
     /// What was checked there, and the first problem if any.
     pub report: VerifyReport,
+    /// Why the partition could not be checked (a file that cannot be read, a dangling
+    /// symlink, a special file), with its sources; `report` then holds what was checked
+    /// before. Other partitions are checked all the same.
+    pub error: Option<String>,
 }
 
 /// What [`verify_path`] checked: every partition directory found, in path order.
@@ -119,6 +135,13 @@ impl TreeReport {
         self.partitions
             .iter()
             .filter_map(|p| p.report.problem.as_ref())
+    }
+
+    /// The partitions that could not be checked, with why.
+    pub fn errors(&self) -> impl Iterator<Item = (&Path, &str)> {
+        self.partitions
+            .iter()
+            .filter_map(|p| Some((p.dir.as_path(), p.error.as_deref()?)))
     }
 
     /// Segments checked across all partitions.
@@ -179,7 +202,7 @@ pub fn verify_partition(io: &dyn Io, dir: &Path) -> Result<VerifyReport> {
 
 /// Checks the partition directory `dir` without changing it: first its names (every segment
 /// file named by a 20-digit base offset, no index without its `.log`), then its contents as
-/// [`verify_dir`] does (batches, CRCs, offsets increasing and inside their segment, both
+/// [`verify_dir`](super::verify_dir) does (batches, CRCs, offsets increasing and inside their segment, both
 /// indexes against the batches, no incomplete tail), then, with
 /// [`dense_offsets`](VerifyOptions::dense_offsets), that no offset is missing. Stops at the
 /// first problem, which names the file and byte position.
@@ -232,6 +255,7 @@ pub fn verify_partition_with(
         .collect();
     for name in &names {
         let reason = match parse_file_name(name) {
+            _ if bad_offset_in_name(name).is_some() => bad_offset_in_name(name).unwrap_or_default(),
             Some((base, suffix)) if suffix != LOG_SUFFIX && SEGMENT_SUFFIXES.contains(&suffix) => {
                 if logs.contains(&base) {
                     continue;
@@ -258,16 +282,21 @@ pub fn verify_partition_with(
             ..VerifyReport::default()
         });
     }
-    let mut report = verify_dir(io, dir)?;
+    let mut report = verify_dir_bounded(io, dir, options.max_batch_bytes)?;
     if report.problem.is_none() && options.dense_offsets {
-        report.problem = check_dense(io, dir, &logs)?;
+        report.problem = check_dense(io, dir, &logs, options.max_batch_bytes)?;
     }
     Ok(report)
 }
 
 /// The dense-offsets check of [`VerifyOptions::dense_offsets`], on a directory that passed
-/// [`verify_dir`] (so every batch is whole and valid).
-fn check_dense(io: &dyn Io, dir: &Path, bases: &BTreeSet<u64>) -> Result<Option<Problem>> {
+/// [`verify_dir`](super::verify_dir) (so every batch is whole and valid).
+fn check_dense(
+    io: &dyn Io,
+    dir: &Path,
+    bases: &BTreeSet<u64>,
+    max_batch_bytes: u64,
+) -> Result<Option<Problem>> {
     let mut expected: Option<u64> = None;
     for &base in bases {
         let path = dir.join(file_name(base, LOG_SUFFIX));
@@ -283,13 +312,13 @@ fn check_dense(io: &dyn Io, dir: &Path, bases: &BTreeSet<u64>) -> Result<Option<
         }
         let file = io
             .open(&path, OpenMode::Read)
-            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+            .map_err(|e| Error::opening("opening", &path, e))?;
         let len = file
             .len()
             .map_err(|e| Error::io(format!("reading length of {}", path.display()), e))?;
         let mut next = base;
         let mut problem = None;
-        scan_log(&*file, &path, 0, len, |batch| {
+        scan_log(&*file, &path, 0, len, max_batch_bytes, |batch| {
             let h = batch.header();
             let mut gap = |reason: String| {
                 problem = Some(Problem {
@@ -341,6 +370,18 @@ fn check_dense(io: &dyn Io, dir: &Path, bases: &BTreeSet<u64>) -> Result<Option<
     Ok(None)
 }
 
+/// An error with its sources, on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
 fn metadata(path: &Path) -> Result<fs::Metadata> {
     fs::metadata(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))
 }
@@ -388,7 +429,16 @@ pub fn partition_dirs(path: &Path) -> Result<Vec<PathBuf>> {
     let mut dirs = Vec::new();
     for name in names {
         let child = path.join(name);
-        if metadata(&child)?.is_dir() && list(&child)?.iter().any(|n| is_segment_file(n)) {
+        // A subdirectory that cannot be read is listed, so that verifying it reports why,
+        // beside every other partition.
+        let holds_segments = match fs::metadata(&child) {
+            Ok(m) if m.is_dir() => {
+                list(&child).map_or(true, |n| n.iter().any(|n| is_segment_file(n)))
+            }
+            Ok(_) => false,
+            Err(_) => fs::symlink_metadata(&child).is_ok_and(|m| m.is_symlink()),
+        };
+        if holds_segments {
             dirs.push(child);
         }
     }
@@ -417,11 +467,12 @@ pub fn verify_path(path: &Path) -> Result<TreeReport> {
 }
 
 /// Verifies every partition directory at `path` (see [`partition_dirs`]) with
-/// [`verify_partition_with`]; a problem in one partition does not stop the others.
+/// [`verify_partition_with`]; a problem in one partition does not stop the others, nor does
+/// one that cannot be read (its [`PartitionReport::error`] says why).
 ///
 /// # Errors
 ///
-/// As [`partition_dirs`] and [`verify_partition_with`].
+/// As [`partition_dirs`].
 ///
 /// # Examples
 ///
@@ -429,10 +480,14 @@ pub fn verify_path(path: &Path) -> Result<TreeReport> {
 pub fn verify_path_with(path: &Path, options: VerifyOptions) -> Result<TreeReport> {
     let mut report = TreeReport::default();
     for dir in partition_dirs(path)? {
-        let partition = verify_partition_with(&FsIo, &dir, options)?;
+        let (partition, error) = match verify_partition_with(&FsIo, &dir, options) {
+            Ok(partition) => (partition, None),
+            Err(e) => (VerifyReport::default(), Some(error_chain(&e))),
+        };
         report.partitions.push(PartitionReport {
             dir,
             report: partition,
+            error,
         });
     }
     Ok(report)
@@ -634,13 +689,21 @@ mod tests {
         let second = 61 + 1 + usize::from(b[61] / 2);
         assert_eq!(b[second + 3], 2, "offsetDelta of record 1");
         b[second + 3] = 0;
-        let problem = check(&with_crc(b)).unwrap();
+        // Deltas must increase inside a batch: a structural rule, found with or without the
+        // dense check.
+        let b = with_crc(b);
+        let problem = check(&b).unwrap();
         assert!(
             problem
                 .reason
-                .contains("record 1 of the batch at offset 0 has offset 0"),
+                .contains("record offset delta 0 is out of place"),
             "{problem:?}"
         );
+        let gaps = VerifyOptions::default().dense_offsets(false);
+        assert!(verify_partition_with(&io, dir, gaps)
+            .unwrap()
+            .problem
+            .is_some());
     }
 
     #[test]
