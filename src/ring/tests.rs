@@ -606,3 +606,30 @@ fn a_reader_paces_itself_only_after_catching_up_with_a_short_run() {
     assert_eq!(lagging.read_with(100, |_, _| ()).unwrap().0, 16);
     assert!(!lagging.paces_next());
 }
+
+/// `last_sequence` names the sequence each handle's last publish got, whichever path
+/// published it (the one-entry fast path, a claimed run, `publish_with`).
+#[test]
+fn last_sequence_is_each_handles_own_last_publish() {
+    let (mut sp, _ring) = Ring::single_producer(RingConfig::new(8)).unwrap();
+    assert_eq!(sp.last_sequence(), None);
+    sp.publish(1u64).unwrap();
+    assert_eq!(sp.last_sequence(), Some(0));
+    sp.publish_with(3, |s| s).unwrap();
+    assert_eq!(sp.last_sequence(), Some(3));
+    let mut batch = vec![7u64, 8];
+    sp.publish_batch(&mut batch).unwrap();
+    assert_eq!(sp.last_sequence(), Some(5));
+
+    let (mut a, ring) =
+        Ring::multi_producer(RingConfig::new(8).overflow(Overflow::Overwrite)).unwrap();
+    let mut b = a.clone();
+    a.publish(String::from("a0")).unwrap();
+    b.publish(String::from("b0")).unwrap();
+    a.try_publish(String::from("a1")).unwrap();
+    assert_eq!((a.last_sequence(), b.last_sequence()), (Some(2), Some(1)));
+    b.publish_timeout(String::from("b1"), std::time::Duration::from_secs(1))
+        .unwrap();
+    assert_eq!(b.last_sequence(), Some(3));
+    assert_eq!(ring.cursor(), 4);
+}
