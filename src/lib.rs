@@ -15,6 +15,8 @@
 //! | 3 | [`queue`] | a bounded blocking MPMC queue (crossbeam-channel's API, plus batches) |
 //! | 3 | [`observer`] | an observer bus: publish once, every subscriber's callback runs |
 //! | 4 | [`storage`] | one partition's log on disk, in Kafka's segment format (RecordBatch v2) |
+//! | 5 | `partition` (private) | one partition's log: the ring as its tail, log start / HW / LEO, commit gating |
+//! | 7 | [`broker`], [`producer`], [`consumer`] | typed topics, Kafka's partitioner, assign / poll / commit / seek |
 //!
 //! ## The ring: one producer, readers at their own pace
 //!
@@ -98,14 +100,22 @@
 
 mod sync;
 
+pub mod broker;
 pub mod clock;
 pub mod codec;
+pub mod consumer;
 pub mod error;
 pub mod observer;
+mod partition;
+pub mod producer;
 pub mod queue;
 pub mod ring;
 pub mod storage;
 
+pub use broker::{Broker, Overflow, Topic, TopicConfig, TopicPartition};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Codec;
+pub use consumer::{Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, OffsetReset};
 pub use error::{Error, Result};
+pub use partition::Headers;
+pub use producer::{Producer, Record, RecordMetadata};

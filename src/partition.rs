@@ -1,0 +1,455 @@
+//! One partition's log (layer 5): the ring as its in-memory tail, the offsets it owns (log
+//! start, high watermark, log end), where a read is served from, and the consumer groups'
+//! committed offsets that gate its producers.
+//!
+//! - **Offsets are ring sequences.** The ring starts at 0, so a record's offset is the
+//!   sequence its publish got; offsets are dense and never reused.
+//! - **Log end (LEO)** is the ring's claim cursor: every offset below it is claimed, and is
+//!   published by its producer a moment later (a read stops at the first offset not yet
+//!   published, so nothing is ever served out of order). **HW equals LEO** until replicas
+//!   exist: `high_watermark` is the one place that will change when they do.
+//! - **Log start** is the oldest offset not yet overwritten or expired: `LEO - capacity`
+//!   (a claim of `s + capacity` overwrites `s`), or later once records pass the retention
+//!   age. Records below it are gone; a read there is told so ([`ReadOutcome::OutOfRange`]).
+//! - **Reads** go through [`Partition::read`], the one function that decides where an
+//!   offset is served from (today always the ring; disk reads join there). They use one
+//!   non-gating ring reader created with the partition (the *anchor*, whose overwrite floor
+//!   is offset 0), so any offset still in the ring can be read by any consumer, at any
+//!   position, without registering a reader per consumer; each record is read under its
+//!   slot's lock for the length of one clone, and a slot already holding a later lap tells
+//!   the reader exactly where the log now starts.
+//! - **Commit gating** (`Overflow::Block` topics): each registered group holds a *gating*
+//!   ring reader parked at its committed offset (at its starting position until its first
+//!   commit). Producers never overwrite a record at or above the lowest gate, so no record a
+//!   group has not committed is lost; read positions never gate. A commit moves the gate
+//!   forward by skipping entries (no clone, no lock); a commit backwards replaces the gate
+//!   with a new one at the lower offset, or — when producers may already hold room over it
+//!   (a producer's claim limit, once computed, cannot be taken back) — at the lowest offset
+//!   the ring can still protect (its overwrite floor). The committed offset itself is stored
+//!   as given.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use bytes::Bytes;
+
+use crate::ring::{
+    GetError, MultiProducer, Overflow as RingOverflow, Reader, Ring, RingConfig, Start,
+};
+use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::time::Instant;
+use crate::sync::{Arc, Mutex, WaitSet};
+use crate::{Error, Result};
+
+/// Record headers: `(key, value)` pairs, in order, keys not unique (Kafka's `Headers`).
+/// An empty vector costs no allocation.
+pub type Headers = Vec<(String, Option<Bytes>)>;
+
+/// What the ring of a partition holds for one record.
+#[derive(Clone)]
+pub(crate) struct Entry<K, V> {
+    pub(crate) timestamp: i64,
+    pub(crate) key: Option<K>,
+    pub(crate) value: V,
+    pub(crate) headers: Headers,
+}
+
+/// The shape of one partition.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PartitionConfig {
+    /// Ring slots (a power of two).
+    pub(crate) capacity: usize,
+    /// Whether registered groups gate producers (`Overflow::Block`).
+    pub(crate) gated: bool,
+    /// Records older than this many milliseconds are expired.
+    pub(crate) retention_ms: Option<i64>,
+}
+
+/// What [`Partition::read`] found at the requested offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadOutcome {
+    /// This many records were passed to the callback, from the requested offset on.
+    Read(usize),
+    /// Nothing published at the offset yet (it is the log end, or being written).
+    Empty,
+    /// The offset is below the log start or above the log end: the valid range now.
+    OutOfRange {
+        /// The log start offset.
+        start: u64,
+        /// The log end offset.
+        end: u64,
+    },
+}
+
+/// How long an append may wait for room.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum AppendWait {
+    /// Not at all.
+    No,
+    /// Until the deadline (`None`: for ever).
+    Until(Option<Instant>),
+}
+
+/// Why an append did not happen (the entry is handed back with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AppendError {
+    /// A gate holds the slot (only with [`AppendWait::No`]).
+    Full,
+    /// The deadline passed first.
+    Timeout,
+    /// The partition is closed (its topic was deleted).
+    Closed,
+}
+
+/// The offsets of one partition at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Offsets {
+    pub(crate) log_start: u64,
+    pub(crate) high_watermark: u64,
+    pub(crate) log_end: u64,
+}
+
+/// A registered group on one partition.
+struct GroupGate<K, V> {
+    committed: Option<u64>,
+    /// Gated partitions only: a gating reader at the committed offset (or the start).
+    gate: Option<Reader<Entry<K, V>>>,
+}
+
+/// One partition's log.
+pub(crate) struct Partition<K, V> {
+    ring: Ring<Entry<K, V>>,
+    /// Cloned into every producer's [`Appender`]; also keeps the ring open until `close`.
+    producer: MultiProducer<Entry<K, V>>,
+    /// The non-gating reader every read goes through (module docs).
+    anchor: Reader<Entry<K, V>>,
+    capacity: u64,
+    config: PartitionConfig,
+    /// Records below this offset have expired by retention (only grows).
+    expired_below: AtomicU64,
+    groups: Mutex<HashMap<Arc<str>, GroupGate<K, V>>>,
+    /// The topic's arrival notifications: producers notify after each append.
+    arrivals: Arc<WaitSet>,
+}
+
+impl<K, V> fmt::Debug for Partition<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Partition")
+            .field("capacity", &self.capacity)
+            .field("log_end", &self.log_end())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, V> Partition<K, V> {
+    /// A new, empty partition.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] when the capacity is not a power of two in `2..=2^32`.
+    pub(crate) fn new(config: PartitionConfig, arrivals: Arc<WaitSet>) -> Result<Self> {
+        let overflow = if config.gated {
+            RingOverflow::Block
+        } else {
+            RingOverflow::Overwrite
+        };
+        let (producer, ring) = Ring::multi_producer(
+            RingConfig::new(config.capacity).overflow(overflow),
+        )
+        .map_err(|e| match e {
+            Error::InvalidConfig { value, valid, .. } => Error::InvalidConfig {
+                name: "records_in_memory",
+                value,
+                valid,
+            },
+            other => other,
+        })?;
+        // Joined before any producer exists: its floor is 0 and every producer sees it.
+        let anchor = ring.reader(Start::Oldest)?;
+        Ok(Self {
+            ring,
+            producer,
+            anchor,
+            capacity: config.capacity as u64,
+            config,
+            expired_below: AtomicU64::new(0),
+            groups: Mutex::new(HashMap::new()),
+            arrivals,
+        })
+    }
+
+    /// A handle for one producer thread.
+    pub(crate) fn appender(&self) -> Appender<K, V> {
+        Appender {
+            handle: self.producer.clone(),
+            arrivals: Arc::clone(&self.arrivals),
+        }
+    }
+
+    /// The log end offset: one past the last offset claimed (module docs).
+    pub(crate) fn log_end(&self) -> u64 {
+        self.ring.cursor()
+    }
+
+    /// The high watermark: consumers read only below it. Equal to the log end until
+    /// replicas exist.
+    pub(crate) fn high_watermark(&self) -> u64 {
+        self.log_end()
+    }
+
+    /// The log start offset at `now_ms` (applying retention).
+    pub(crate) fn log_start(&self, now_ms: i64) -> u64 {
+        let end = self.log_end();
+        let in_ring = end.saturating_sub(self.capacity);
+        // Relaxed: a lower bound that only grows; the records themselves are read through
+        // their slots' tags, which say whether they are still there.
+        let mut start = in_ring.max(self.expired_below.load(Ordering::Relaxed));
+        if let Some(retention) = self.config.retention_ms {
+            let cutoff = now_ms.saturating_sub(retention);
+            while start < end {
+                match self.anchor.get_with(start, |e| e.timestamp) {
+                    Ok(ts) if ts < cutoff => start += 1,
+                    Ok(_) | Err(GetError::NotPublished { .. }) => break,
+                    // Overwritten meanwhile: the ring's own start has moved past it.
+                    Err(_) => start = start.max(self.log_end().saturating_sub(self.capacity)),
+                }
+            }
+            // Relaxed: as above.
+            self.expired_below.fetch_max(start, Ordering::Relaxed);
+        }
+        start
+    }
+
+    /// Log start, high watermark and log end.
+    pub(crate) fn offsets(&self, now_ms: i64) -> Offsets {
+        let log_end = self.log_end();
+        Offsets {
+            log_start: self.log_start(now_ms).min(log_end),
+            high_watermark: self.high_watermark(),
+            log_end,
+        }
+    }
+
+    /// Whether a read at `offset` would find something (a record, or the partition closed).
+    pub(crate) fn readable(&self, offset: u64) -> bool {
+        self.high_watermark() > offset || self.ring.is_closed()
+    }
+
+    /// Passes the records from `offset` on (at most `max`, below the high watermark) to `f`,
+    /// in offset order. The one place that decides where a read is served from: today the
+    /// ring; records below the in-memory tail will be read from disk here.
+    pub(crate) fn read(
+        &self,
+        offset: u64,
+        max: usize,
+        now_ms: i64,
+        mut f: impl FnMut(u64, &Entry<K, V>),
+    ) -> ReadOutcome {
+        let start = self.log_start(now_ms);
+        let hw = self.high_watermark();
+        if offset < start || offset > hw {
+            return ReadOutcome::OutOfRange {
+                start: start.min(hw),
+                end: hw,
+            };
+        }
+        let mut n = 0;
+        let mut at = offset;
+        while n < max && at < hw {
+            match self.anchor.get_with(at, |e| f(at, e)) {
+                Ok(()) => {
+                    n += 1;
+                    at += 1;
+                }
+                Err(GetError::NotPublished { .. }) => break,
+                Err(_) => {
+                    if n == 0 {
+                        // Overwritten since we looked: the log start moved past `offset`.
+                        let end = self.high_watermark();
+                        return ReadOutcome::OutOfRange {
+                            start: self.log_start(now_ms).min(end),
+                            end,
+                        };
+                    }
+                    break;
+                }
+            }
+        }
+        if n == 0 {
+            ReadOutcome::Empty
+        } else {
+            ReadOutcome::Read(n)
+        }
+    }
+
+    /// The first offset at or after the log start whose record's timestamp is at or after
+    /// `timestamp` (Kafka's `offsetsForTimes`), with that timestamp; `None` if there is none.
+    pub(crate) fn offset_for_time(&self, timestamp: i64, now_ms: i64) -> Option<(u64, i64)> {
+        let mut at = self.log_start(now_ms);
+        loop {
+            let end = self.high_watermark();
+            if at >= end {
+                return None;
+            }
+            match self.anchor.get_with(at, |e| e.timestamp) {
+                Ok(ts) if ts >= timestamp => return Some((at, ts)),
+                Ok(_) => at += 1,
+                Err(GetError::NotPublished { .. }) => return None,
+                // Overwritten while we scanned: continue from the new start.
+                Err(_) => at = at.max(self.log_start(now_ms)) + 1,
+            }
+        }
+    }
+
+    /// Registers `group` on this partition if it is not yet, gating (on a gated partition)
+    /// at `start` until its first commit. Returns its committed offset.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] when the partition is closed.
+    pub(crate) fn register_group(&self, group: &Arc<str>, start: u64) -> Result<Option<u64>> {
+        let mut groups = self.groups.lock();
+        if let Some(g) = groups.get(group) {
+            return Ok(g.committed);
+        }
+        let gate = if self.config.gated {
+            Some(self.gate_at(start)?)
+        } else {
+            None
+        };
+        groups.insert(
+            Arc::clone(group),
+            GroupGate {
+                committed: None,
+                gate,
+            },
+        );
+        Ok(None)
+    }
+
+    /// The committed offset of `group`, if it committed on this partition.
+    pub(crate) fn committed(&self, group: &str) -> Option<u64> {
+        self.groups.lock().get(group).and_then(|g| g.committed)
+    }
+
+    /// Stores `offset` as `group`'s committed offset (the next record it will read),
+    /// registering the group first if needed, and moves its gate there.
+    ///
+    /// # Errors
+    ///
+    /// `Err((start, end))` with the valid range when `offset` lies past the log end.
+    pub(crate) fn commit(
+        &self,
+        group: &Arc<str>,
+        offset: u64,
+        now_ms: i64,
+    ) -> std::result::Result<(), (u64, u64)> {
+        let end = self.log_end();
+        if offset > end {
+            return Err((self.log_start(now_ms).min(end), end));
+        }
+        let mut groups = self.groups.lock();
+        let entry = groups.entry(Arc::clone(group)).or_insert(GroupGate {
+            committed: None,
+            gate: None,
+        });
+        entry.committed = Some(offset);
+        if !self.config.gated {
+            return Ok(());
+        }
+        match &mut entry.gate {
+            Some(gate) if gate.position() <= offset => advance(gate, offset),
+            slot => {
+                // Backwards (or no gate yet): a new gate at the lower offset first, then
+                // drop the old one, so there is never a moment without a gate.
+                if let Ok(new) = self.gate_at(offset) {
+                    *slot = Some(new);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets `group` on this partition: its gate stops holding producers back at once.
+    pub(crate) fn remove_group(&self, group: &str) {
+        let removed = self.groups.lock().remove(group);
+        drop(removed);
+    }
+
+    /// A gating reader at `offset`, or at the log start if `offset` is gone.
+    fn gate_at(&self, offset: u64) -> Result<Reader<Entry<K, V>>> {
+        match self.ring.gating_reader(Start::At(offset)) {
+            Ok(r) => Ok(r),
+            Err(Error::SequenceOutOfRange { oldest, .. }) if offset < oldest => {
+                self.ring.gating_reader(Start::Oldest)
+            }
+            Err(Error::SequenceOutOfRange { .. }) => self.ring.gating_reader(Start::Tail),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Closes the partition: appends fail from now on, waiting producers and consumers wake.
+    pub(crate) fn close(&self) {
+        self.ring.close();
+        self.arrivals.notify_all();
+    }
+}
+
+/// Moves a gating reader forward to `offset`, as far as records are published: an offset
+/// committed while its record is still being written leaves the gate just behind it (safe:
+/// it holds producers back a little longer), and the next commit moves it on.
+fn advance<T>(gate: &mut Reader<T>, offset: u64) {
+    while gate.position() < offset {
+        let left = (offset - gate.position()) as usize;
+        if gate.try_read_with(left, |_, _| ()).is_err() {
+            break;
+        }
+    }
+}
+
+/// One producer thread's handle on a partition.
+pub(crate) struct Appender<K, V> {
+    handle: MultiProducer<Entry<K, V>>,
+    arrivals: Arc<WaitSet>,
+}
+
+impl<K, V> fmt::Debug for Appender<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Appender").finish_non_exhaustive()
+    }
+}
+
+impl<K, V> Appender<K, V> {
+    /// Appends `entry`, returning its offset; hands it back when it was not appended.
+    pub(crate) fn append(
+        &mut self,
+        entry: Entry<K, V>,
+        wait: AppendWait,
+    ) -> std::result::Result<u64, (Entry<K, V>, AppendError)> {
+        use crate::ring::{PublishTimeoutError, TryPublishError};
+        let done = match wait {
+            AppendWait::No => self.handle.try_publish(entry).map_err(|e| match e {
+                TryPublishError::Full(v) => (v, AppendError::Full),
+                TryPublishError::Closed(v) => (v, AppendError::Closed),
+            }),
+            AppendWait::Until(None) => self
+                .handle
+                .publish(entry)
+                .map_err(|e| (e.into_inner(), AppendError::Closed)),
+            AppendWait::Until(Some(deadline)) => self
+                .handle
+                .publish_deadline(entry, deadline)
+                .map_err(|e| match e {
+                    PublishTimeoutError::Timeout(v) => (v, AppendError::Timeout),
+                    PublishTimeoutError::Closed(v) => (v, AppendError::Closed),
+                }),
+        };
+        done?;
+        // Fence-free unless a consumer is parked; waiters take the heavy fence.
+        self.arrivals.notify_all_light();
+        Ok(self
+            .handle
+            .last_sequence()
+            .expect("a successful publish records its sequence"))
+    }
+}
