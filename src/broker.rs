@@ -27,7 +27,9 @@ use std::time::Duration;
 use crate::clock::{Clock, SystemClock};
 use crate::partition::{Offsets, Partition, PartitionConfig};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use crate::sync::{Arc, Mutex, WaitSet};
+// Std's Arc (also under loom): the broker shares unsized values (see `sync::StdArc`).
+use crate::sync::StdArc as Arc;
+use crate::sync::{Mutex, WaitSet};
 use crate::{Error, Result};
 
 /// The most partitions a topic may have.

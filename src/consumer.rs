@@ -39,8 +39,10 @@ use std::time::Duration;
 
 use crate::broker::{Broker, TopicInner, TopicPartition};
 use crate::partition::{Entry, Headers, Partition, ReadOutcome};
+use crate::sync::asym_fence;
 use crate::sync::time::{self, Instant};
-use crate::sync::{asym_fence, Arc};
+// Std's Arc (also under loom): topic names are `Arc<str>` (see `sync::StdArc`).
+use crate::sync::StdArc as Arc;
 use crate::{Error, Result};
 
 /// Where a consumer starts when its group has no committed offset, and where it goes when

@@ -38,7 +38,9 @@ use crate::broker::{Broker, TopicInner};
 use crate::codec::Codec;
 use crate::partition::{AppendError, AppendWait, Appender, Entry, Headers};
 use crate::sync::time;
-use crate::sync::{Arc, Mutex};
+// Std's Arc (also under loom): partitioners are trait objects (see `sync::StdArc`).
+use crate::sync::Mutex;
+use crate::sync::StdArc as Arc;
 use crate::{Error, Result};
 
 /// Kafka's `Utils.murmur2`: the 32-bit murmur2 hash (seed `0x9747b28c`) that Kafka's

@@ -40,6 +40,13 @@ pub(crate) use backoff::Backoff;
 pub(crate) use crossbeam_utils::CachePadded;
 pub(crate) use wait_set::WaitSet;
 
+/// `std::sync::Arc`, under loom too: loom's `Arc` cannot hold unsized values (`Arc<str>`,
+/// `Arc<[T]>`, `Arc<dyn Trait>`), which the broker layer shares (names, partition lists,
+/// type-erased topics, clocks, partitioners). Its reference count is invisible to loom, so
+/// it only shares values built before they are shared and synchronised by their own
+/// (loom-visible) primitives inside.
+pub(crate) use std::sync::Arc as StdArc;
+
 /// Deadlines for the timed operations (`send_timeout`, `recv_deadline`, ...).
 pub(crate) mod time {
     pub(crate) use std::time::{Duration, Instant};
