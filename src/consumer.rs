@@ -39,11 +39,17 @@ use std::time::Duration;
 
 use crate::broker::{Broker, TopicInner, TopicPartition};
 use crate::partition::{Entry, Headers, Partition, ReadOutcome};
-use crate::sync::asym_fence;
 use crate::sync::time::{self, Instant};
+use crate::sync::{asym_fence, thread};
 // Std's Arc (also under loom): topic names are `Arc<str>` (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
 use crate::{Error, Result};
+
+/// Yields a waiting poll takes before parking (none under loom, which models no time).
+#[cfg(not(logbus_loom))]
+const YIELDS: u32 = 64;
+#[cfg(logbus_loom)]
+const YIELDS: u32 = 0;
 
 /// Where a consumer starts when its group has no committed offset, and where it goes when
 /// its position is out of range (Kafka's `auto.offset.reset`).
@@ -576,17 +582,26 @@ where
         } else {
             deadline
         };
+        let ready = || {
+            self.assigned.iter().any(|a| {
+                !a.paused
+                    && (a.topic.is_deleted()
+                        || a.position.map_or(true, |p| a.partition.readable(p)))
+            })
+        };
+        // Yield a few times before parking, as the ring's readers do: a record usually
+        // arrives within a yield or two, and a parked consumer costs every producer a
+        // wake-up system call.
+        for _ in 0..YIELDS {
+            if ready() || deadline.is_some_and(time::expired) {
+                return;
+            }
+            thread::yield_now();
+        }
         first.topic.arrivals.wait_until(deadline, || {
             // The heavy side of the handshake with the producers' light notification.
             asym_fence::heavy();
-            self.assigned
-                .iter()
-                .any(|a| {
-                    !a.paused
-                        && (a.topic.is_deleted()
-                            || a.position.map_or(true, |p| a.partition.readable(p)))
-                })
-                .then_some(())
+            ready().then_some(())
         });
     }
 

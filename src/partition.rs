@@ -454,6 +454,21 @@ impl<K, V> Appender<K, V> {
             .last_sequence()
             .expect("a successful publish records its sequence"))
     }
+
+    /// Appends every entry of `entries` in order (draining it), waiting for room: one
+    /// claim per run the ring can take, one notification.
+    ///
+    /// # Errors
+    ///
+    /// [`AppendError::Closed`]: the entries not appended stay in `entries`, in order.
+    pub(crate) fn append_batch(
+        &mut self,
+        entries: &mut Vec<Entry<K, V>>,
+    ) -> std::result::Result<(), AppendError> {
+        let done = self.handle.publish_batch(entries);
+        self.arrivals.notify_all_light();
+        done.map_err(|_| AppendError::Closed)
+    }
 }
 
 /// Loom models of the partition's concurrent paths (crate-private, so they live here; the

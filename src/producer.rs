@@ -28,7 +28,6 @@
 //! ```
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -358,8 +357,51 @@ impl<K, V> Cached<K, V> {
 }
 
 struct State<K, V> {
-    topics: HashMap<Box<str>, Cached<K, V>>,
+    /// The topics this producer sent to, searched by name: a producer usually sends to a
+    /// few topics, and comparing a short name beats hashing it.
+    topics: Vec<Cached<K, V>>,
+    /// Key bytes for the partitioner (reused).
     scratch: Vec<u8>,
+    /// `send_batch`: the run of entries for one partition being gathered, and what each
+    /// record said about its partition and timestamp (to hand it back unchanged).
+    run: Vec<Entry<K, V>>,
+    run_meta: Vec<(Option<u32>, Option<i64>)>,
+}
+
+impl<K, V> State<K, V> {
+    fn new() -> Self {
+        Self {
+            topics: Vec::new(),
+            scratch: Vec::new(),
+            run: Vec::new(),
+            run_meta: Vec::new(),
+        }
+    }
+}
+
+/// A `send_batch` that stopped: the error with its record, and the records after it not
+/// sent, in order.
+type RunFailure<K, V> = (SendError<K, V>, Vec<Record<K, V>>);
+
+/// A send that failed, with the record handed back.
+fn send_error<K, V>(error: Error, record: Record<K, V>) -> SendError<K, V> {
+    SendError {
+        inner: Box::new((error, record)),
+    }
+}
+
+/// The error for an append that did not happen.
+fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
+    match why {
+        AppendError::Full => Error::Full {
+            topic: topic.to_owned(),
+            partition,
+        },
+        AppendError::Timeout => Error::Timeout,
+        AppendError::Closed => Error::Closed {
+            what: format!("topic `{topic}` was deleted"),
+        },
+    }
 }
 
 /// Sends records to a broker's topics. `Clone` (each clone has its own per-partition
@@ -389,10 +431,7 @@ impl<K, V> Clone for Producer<K, V> {
             broker: self.broker.clone(),
             config: self.config,
             choice: Arc::clone(&self.choice),
-            state: Mutex::new(State {
-                topics: HashMap::new(),
-                scratch: Vec::new(),
-            }),
+            state: Mutex::new(State::new()),
         }
     }
 }
@@ -464,10 +503,7 @@ where
             broker,
             config,
             choice: Arc::new(choice),
-            state: Mutex::new(State {
-                topics: HashMap::new(),
-                scratch: Vec::new(),
-            }),
+            state: Mutex::new(State::new()),
         }
     }
 
@@ -514,19 +550,113 @@ where
     /// The first failure, with its record; the records after it stay in `records`, in
     /// order, and those before it were sent.
     pub fn send_batch(&self, records: &mut Vec<Record<K, V>>) -> Result<usize, SendError<K, V>> {
-        let mut state = self.state.lock();
+        let mut guard = self.state.lock();
+        let state = &mut *guard;
+        // Consecutive records for one partition are appended as one run (one claim per
+        // run of the ring's capacity, one notification).
+        let mut run = std::mem::take(&mut state.run);
+        let mut meta = std::mem::take(&mut state.run_meta);
+        let mut run_at: Option<(usize, u32)> = None;
         let mut sent = 0;
+        let mut failed: Option<RunFailure<K, V>> = None;
         let mut rest = records.drain(..);
         for record in rest.by_ref() {
-            if let Err(e) = self.send_locked(&mut state, record, AppendWait::Until(None)) {
-                let tail: Vec<_> = rest.collect();
-                records.extend(tail);
-                return Err(e);
+            let (t, partition) = match self.route(state, &record) {
+                Ok(at) => at,
+                Err(error) => {
+                    // The records before it are sent first.
+                    failed = Some(match Self::flush_run(state, run_at, &mut run, &mut meta) {
+                        Ok(()) => (send_error(error, record), Vec::new()),
+                        Err(mut e) => {
+                            e.1.push(record);
+                            e
+                        }
+                    });
+                    break;
+                }
+            };
+            if run_at.is_some_and(|at| at != (t, partition)) {
+                if let Err(mut e) = Self::flush_run(state, run_at, &mut run, &mut meta) {
+                    e.1.push(record);
+                    failed = Some(e);
+                    break;
+                }
+                sent += meta.len();
+                meta.clear();
             }
-            sent += 1;
+            let timestamp = match record.timestamp {
+                Some(ts) => ts,
+                None => self.broker.now_ms().max(0),
+            };
+            meta.push((record.partition, record.timestamp));
+            run.push(Entry {
+                timestamp,
+                key: record.key,
+                value: record.value,
+                headers: record.headers,
+            });
+            run_at = Some((t, partition));
         }
-        drop(rest);
-        Ok(sent)
+        if failed.is_none() && !run.is_empty() {
+            match Self::flush_run(state, run_at, &mut run, &mut meta) {
+                Ok(()) => sent += meta.len(),
+                Err(e) => failed = Some(e),
+            }
+        }
+        meta.clear();
+        let outcome = match failed {
+            None => Ok(sent),
+            Some((error, mut unsent)) => {
+                unsent.extend(rest.by_ref());
+                drop(rest);
+                records.extend(unsent);
+                Err(error)
+            }
+        };
+        run.clear();
+        state.run = run;
+        state.run_meta = meta;
+        outcome
+    }
+
+    /// Appends the gathered run to partition `at`, waiting for room. On failure, hands
+    /// back the error (with the first record not appended) and the other records not
+    /// appended, in order; `meta` then holds the appended records' entries only.
+    fn flush_run(
+        state: &mut State<K, V>,
+        at: Option<(usize, u32)>,
+        run: &mut Vec<Entry<K, V>>,
+        meta: &mut Vec<(Option<u32>, Option<i64>)>,
+    ) -> Result<(), RunFailure<K, V>> {
+        let Some((t, partition)) = at else {
+            return Ok(());
+        };
+        let cached = &mut state.topics[t];
+        let total = run.len();
+        match cached.appenders[partition as usize].append_batch(run) {
+            Ok(()) => Ok(()),
+            Err(why) => {
+                let name: &str = &cached.topic.name;
+                let done = total - run.len();
+                let mut unsent: Vec<Record<K, V>> = run
+                    .drain(..)
+                    .zip(meta.drain(done..))
+                    .map(|(e, (explicit, given))| Record {
+                        topic: Cow::Owned(name.to_owned()),
+                        partition: explicit,
+                        timestamp: given,
+                        key: e.key,
+                        value: e.value,
+                        headers: e.headers,
+                    })
+                    .collect();
+                let first = unsent.remove(0);
+                Err((
+                    send_error(append_error(why, name, partition), first),
+                    unsent,
+                ))
+            }
+        }
     }
 
     /// Waits until every record sent so far is acknowledged. In memory a record is
@@ -556,34 +686,9 @@ where
         record: Record<K, V>,
         wait: AppendWait,
     ) -> Result<RecordMetadata, SendError<K, V>> {
-        let fail = |error, record| {
-            Err(SendError {
-                inner: Box::new((error, record)),
-            })
-        };
-        if let Some(ts) = record.timestamp {
-            if ts < 0 {
-                return fail(Error::InvalidTimestamp { timestamp: ts }, record);
-            }
-        }
-        let State { topics, scratch } = state;
-        let cached = match topics.get_mut(&*record.topic) {
-            Some(c) if !c.topic.is_deleted() => c,
-            _ => {
-                topics.remove(&*record.topic);
-                match self.broker.topic_inner::<K, V>(&record.topic) {
-                    Ok(topic) => topics
-                        .entry(record.topic.as_ref().into())
-                        .or_insert(Cached::new(topic)),
-                    Err(error) => return fail(error, record),
-                }
-            }
-        };
-        cached.refresh();
-        let count = cached.appenders.len() as u32;
-        let partition = match self.choose(cached, &record, count, scratch) {
-            Ok(p) => p,
-            Err(error) => return fail(error, record),
+        let (t, partition) = match self.route(state, &record) {
+            Ok(at) => at,
+            Err(error) => return Err(send_error(error, record)),
         };
         let timestamp = match record.timestamp {
             Some(ts) => ts,
@@ -603,13 +708,14 @@ where
             value,
             headers,
         };
-        match cached.appenders[partition as usize].append(entry, wait) {
+        match state.topics[t].appenders[partition as usize].append(entry, wait) {
             Ok(offset) => Ok(RecordMetadata {
                 partition,
                 offset,
                 timestamp,
             }),
             Err((entry, why)) => {
+                let error = append_error(why, &topic, partition);
                 let record = Record {
                     topic,
                     partition: explicit,
@@ -618,19 +724,38 @@ where
                     value: entry.value,
                     headers: entry.headers,
                 };
-                let error = match why {
-                    AppendError::Full => Error::Full {
-                        topic: record.topic.to_string(),
-                        partition,
-                    },
-                    AppendError::Timeout => Error::Timeout,
-                    AppendError::Closed => Error::Closed {
-                        what: format!("topic `{}` was deleted", record.topic),
-                    },
-                };
-                fail(error, record)
+                Err(send_error(error, record))
             }
         }
+    }
+
+    /// Finds (or caches) the record's topic and chooses its partition: the index of the
+    /// topic in the producer's cache, and the partition.
+    fn route(&self, state: &mut State<K, V>, record: &Record<K, V>) -> Result<(usize, u32)> {
+        if let Some(ts) = record.timestamp {
+            if ts < 0 {
+                return Err(Error::InvalidTimestamp { timestamp: ts });
+            }
+        }
+        let State {
+            topics, scratch, ..
+        } = state;
+        let name: &str = &record.topic;
+        let t = match topics.iter().position(|c| *c.topic.name == *name) {
+            Some(t) if !topics[t].topic.is_deleted() => t,
+            found => {
+                if let Some(t) = found {
+                    topics.swap_remove(t);
+                }
+                topics.push(Cached::new(self.broker.topic_inner::<K, V>(name)?));
+                topics.len() - 1
+            }
+        };
+        let cached = &mut topics[t];
+        cached.refresh();
+        let count = cached.appenders.len() as u32;
+        let partition = self.choose(cached, record, count, scratch)?;
+        Ok((t, partition))
     }
 
     /// The partition for `record` (module docs).

@@ -857,3 +857,28 @@ fn send_and_sync_shapes() {
     fn clone<T: Clone>() {}
     clone::<logbus::Producer<String, u64>>();
 }
+
+#[test]
+fn send_batch_blocked_on_a_deleted_topic_hands_back_what_it_did_not_append() {
+    let (b, _) = broker();
+    b.create_topic::<(), u64>("t", TopicConfig::new(1).records_in_memory(2))
+        .unwrap();
+    let mut c = b.consumer::<(), u64>(earliest("g")).unwrap();
+    c.assign(&[tp("t", 0)]).unwrap();
+    let p = b.producer::<(), u64>();
+    let h = thread::spawn(move || {
+        let mut batch: Vec<_> = (0..5).map(|i| Record::new("t", i)).collect();
+        let e = p.send_batch(&mut batch).unwrap_err();
+        (e, batch)
+    });
+    thread::sleep(Duration::from_millis(20));
+    b.delete_topic("t").unwrap();
+    let (e, rest) = h.join().unwrap();
+    assert!(matches!(e.error(), Error::Closed { .. }), "{e}");
+    assert_eq!(
+        e.into_record().value,
+        2,
+        "offsets 0 and 1 fit before the gate"
+    );
+    assert_eq!(rest.iter().map(|r| r.value).collect::<Vec<_>>(), [3, 4]);
+}
