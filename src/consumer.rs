@@ -909,7 +909,7 @@ fn read_one<K: Clone, V: Clone>(
                     timestamp: e.timestamp,
                     key: e.key.clone(),
                     value: e.value.clone(),
-                    headers: e.headers.clone(),
+                    headers: e.headers.as_deref().cloned().unwrap_or_default(),
                 });
             });
         match outcome {

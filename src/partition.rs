@@ -53,7 +53,19 @@ pub(crate) struct Entry<K, V> {
     pub(crate) timestamp: i64,
     pub(crate) key: Option<K>,
     pub(crate) value: V,
-    pub(crate) headers: Headers,
+    /// Boxed: 8 bytes in every slot instead of a vector's 24, for records that mostly
+    /// carry none (`None` when empty).
+    pub(crate) headers: Option<Box<Headers>>,
+}
+
+/// Headers as an entry stores them.
+pub(crate) fn box_headers(headers: Headers) -> Option<Box<Headers>> {
+    (!headers.is_empty()).then(|| Box::new(headers))
+}
+
+/// An entry's headers as a record carries them.
+pub(crate) fn unbox_headers(headers: Option<Box<Headers>>) -> Headers {
+    headers.map(|h| *h).unwrap_or_default()
 }
 
 /// The shape of one partition.
@@ -496,7 +508,7 @@ mod loom_models {
             timestamp: v as i64,
             key: None,
             value: crate::sync::Arc::new(v),
-            headers: Vec::new(),
+            headers: None,
         }
     }
 

@@ -35,7 +35,9 @@ use bytes::Bytes;
 
 use crate::broker::{Broker, TopicInner};
 use crate::codec::Codec;
-use crate::partition::{AppendError, AppendWait, Appender, Entry, Headers};
+use crate::partition::{
+    box_headers, unbox_headers, AppendError, AppendWait, Appender, Entry, Headers,
+};
 use crate::sync::time;
 // Std's Arc (also under loom): partitioners are trait objects (see `sync::StdArc`).
 use crate::sync::Mutex;
@@ -322,6 +324,8 @@ enum Choice<K> {
 /// One topic as a producer caches it: its partitions' appenders and the sticky state.
 struct Cached<K, V> {
     topic: Arc<TopicInner<K, V>>,
+    /// Address and length of the last `&'static str` name that found this topic.
+    static_name: Option<(usize, usize)>,
     generation: u64,
     appenders: Vec<Appender<K, V>>,
     sticky: u32,
@@ -331,6 +335,7 @@ struct Cached<K, V> {
 impl<K, V> Cached<K, V> {
     fn new(topic: Arc<TopicInner<K, V>>) -> Self {
         let mut c = Self {
+            static_name: None,
             generation: u64::MAX,
             topic,
             appenders: Vec::new(),
@@ -593,7 +598,7 @@ where
                 timestamp,
                 key: record.key,
                 value: record.value,
-                headers: record.headers,
+                headers: box_headers(record.headers),
             });
             run_at = Some((t, partition));
         }
@@ -647,7 +652,7 @@ where
                         timestamp: given,
                         key: e.key,
                         value: e.value,
-                        headers: e.headers,
+                        headers: unbox_headers(e.headers),
                     })
                     .collect();
                 let first = unsent.remove(0);
@@ -706,7 +711,7 @@ where
             timestamp,
             key,
             value,
-            headers,
+            headers: box_headers(headers),
         };
         match state.topics[t].appenders[partition as usize].append(entry, wait) {
             Ok(offset) => Ok(RecordMetadata {
@@ -722,7 +727,7 @@ where
                     timestamp: given,
                     key: entry.key,
                     value: entry.value,
-                    headers: entry.headers,
+                    headers: unbox_headers(entry.headers),
                 };
                 Err(send_error(error, record))
             }
@@ -741,7 +746,22 @@ where
             topics, scratch, ..
         } = state;
         let name: &str = &record.topic;
-        let t = match topics.iter().position(|c| *c.topic.name == *name) {
+        // A `&'static str` name seen before is recognised by its address (static strings
+        // are never freed, so address and length say the bytes); others compare bytes.
+        let at_static = match &record.topic {
+            Cow::Borrowed(s) => Some((s.as_ptr() as usize, s.len())),
+            Cow::Owned(_) => None,
+        };
+        let found = match at_static {
+            Some(key) => topics.iter().position(|c| c.static_name == Some(key)),
+            None => None,
+        };
+        let found = found.or_else(|| {
+            topics
+                .iter()
+                .position(|c| c.topic.name.len() == name.len() && *c.topic.name == *name)
+        });
+        let t = match found {
             Some(t) if !topics[t].topic.is_deleted() => t,
             found => {
                 if let Some(t) = found {
@@ -752,6 +772,9 @@ where
             }
         };
         let cached = &mut topics[t];
+        if at_static.is_some() {
+            cached.static_name = at_static;
+        }
         cached.refresh();
         let count = cached.appenders.len() as u32;
         let partition = self.choose(cached, record, count, scratch)?;

@@ -673,6 +673,14 @@ fn block_gates_producers_on_the_committed_offset_until_delete_group() {
     }
     let e = p.try_send(Record::new("t", 4)).unwrap_err();
     assert!(matches!(e.error(), Error::Full { partition: 0, .. }), "{e}");
+    let e = p
+        .try_send(Record::new("t", 4).timestamp(9).header("h", None))
+        .unwrap_err();
+    let back = e.into_record();
+    assert_eq!(
+        (back.value, back.timestamp, back.headers.len()),
+        (4, Some(9), 1)
+    );
     // Reading does not release the gate: committing does.
     assert_eq!(c.poll(Duration::ZERO).unwrap().len(), 4);
     assert!(p.try_send(Record::new("t", 4)).is_err());
@@ -881,4 +889,24 @@ fn send_batch_blocked_on_a_deleted_topic_hands_back_what_it_did_not_append() {
         "offsets 0 and 1 fit before the gate"
     );
     assert_eq!(rest.iter().map(|r| r.value).collect::<Vec<_>>(), [3, 4]);
+}
+
+#[test]
+fn owned_and_static_topic_names_find_their_topics() {
+    let (b, _) = broker();
+    for name in ["ab", "ba", "abc"] {
+        b.create_topic::<(), u64>(name, TopicConfig::new(1))
+            .unwrap();
+    }
+    let p = b.producer::<(), u64>();
+    for i in 0..6u64 {
+        for name in ["ab", "ba", "abc"] {
+            let owned = Record::new(name.to_string(), i);
+            assert_eq!(p.send(owned).unwrap().offset, 2 * i);
+            assert_eq!(p.send(Record::new(name, i)).unwrap().offset, 2 * i + 1);
+        }
+    }
+    for name in ["ab", "ba", "abc"] {
+        assert_eq!(b.describe_topic(name).unwrap().partitions[0].log_end, 12);
+    }
 }
