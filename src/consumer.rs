@@ -161,8 +161,8 @@ impl ConsumerConfig {
 /// A record as a consumer receives it (Kafka's `ConsumerRecord`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct ConsumerRecord<K, V> {
-    /// The topic.
-    pub topic: Arc<str>,
+    /// The topic (an interned name: copying it into each record costs nothing).
+    pub topic: &'static str,
     /// The partition.
     pub partition: u32,
     /// The record's offset in the partition.
@@ -225,7 +225,7 @@ impl<K, V> ConsumerRecords<K, V> {
     ) -> impl Iterator<Item = &'a ConsumerRecord<K, V>> + 'a {
         self.records
             .iter()
-            .filter(move |r| r.partition == tp.partition && *r.topic == *tp.topic)
+            .filter(move |r| r.partition == tp.partition && r.topic == tp.topic)
     }
 
     /// The partitions that have records here, in first-seen order.
@@ -234,9 +234,9 @@ impl<K, V> ConsumerRecords<K, V> {
         for r in &self.records {
             if !seen
                 .iter()
-                .any(|tp| tp.partition == r.partition && *tp.topic == *r.topic)
+                .any(|tp| tp.partition == r.partition && tp.topic == r.topic)
             {
-                seen.push(TopicPartition::new(&*r.topic, r.partition));
+                seen.push(TopicPartition::new(r.topic, r.partition));
             }
         }
         seen
@@ -308,8 +308,8 @@ impl ConsumerMetrics {
 /// One assigned partition.
 struct Assigned<K, V> {
     tp: TopicPartition,
-    /// The consumer's own copy of the name (so records' `Arc` counts stay on this thread).
-    name: Arc<str>,
+    /// The topic's interned name, copied into each record.
+    name: &'static str,
     topic: Arc<TopicInner<K, V>>,
     partition: Arc<Partition<K, V>>,
     /// The next offset to read; `None` without committed offset under `OffsetReset::None`.
@@ -445,7 +445,7 @@ where
                 None => self.reset_target(&partition, now),
             };
             self.assigned.push(Assigned {
-                name: Arc::from(&*topic.name),
+                name: crate::sync::intern(&topic.name),
                 tp,
                 topic,
                 partition,
@@ -897,13 +897,13 @@ fn read_one<K: Clone, V: Clone>(
     };
     // At most one reset per call: a reset target is in range when chosen.
     for _ in 0..2 {
-        let name = &a.name;
+        let name = a.name;
         let partition = a.tp.partition;
         let outcome = a
             .partition
             .read(position, max, now, |offset, e: &Entry<K, V>| {
                 out.push(ConsumerRecord {
-                    topic: Arc::clone(name),
+                    topic: name,
                     partition,
                     offset,
                     timestamp: e.timestamp,

@@ -65,7 +65,7 @@ fn produce_then_consume_with_offsets_timestamps_headers() {
     let recs = c.poll(Duration::from_secs(1)).unwrap();
     assert_eq!(recs.len(), 2);
     let r: Vec<_> = recs.iter().collect();
-    assert_eq!((&*r[0].topic, r[0].partition, r[0].offset), ("t", 0, 0));
+    assert_eq!((r[0].topic, r[0].partition, r[0].offset), ("t", 0, 0));
     assert_eq!(r[0].key.as_deref(), Some("k"));
     assert_eq!(r[1].timestamp, 5);
     assert_eq!(r[1].headers.len(), 2);

@@ -621,7 +621,7 @@ fn step(real: &mut Real, m: &mut Model, op: &Op) {
             };
             let r = cons.poll(Duration::ZERO).map(|recs| {
                 recs.iter()
-                    .map(|r| (real.inc_of[&*r.topic], r.partition, r.offset, r.value))
+                    .map(|r| (real.inc_of[r.topic], r.partition, r.offset, r.value))
                     .collect::<Vec<_>>()
             });
             let expect = m.poll(c);

@@ -24,6 +24,7 @@
 
 pub(crate) mod asym_fence;
 mod backoff;
+mod intern;
 mod wait_set;
 
 #[cfg(not(logbus_loom))]
@@ -38,6 +39,7 @@ pub(crate) use loom_impl::*;
 
 pub(crate) use backoff::Backoff;
 pub(crate) use crossbeam_utils::CachePadded;
+pub(crate) use intern::intern;
 pub(crate) use wait_set::WaitSet;
 
 /// `std::sync::Arc`, under loom too: loom's `Arc` cannot hold unsized values (`Arc<str>`,
