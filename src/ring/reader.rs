@@ -640,6 +640,46 @@ impl<T> Reader<T> {
         }
     }
 
+    /// Runs `f(sequence, &entry)` over the entries from `from` on, in order, up to `max` of
+    /// them, without moving the cursor: [`get_with`](Self::get_with) for a run (the
+    /// partition layer's read by offset). Non-gating readers only (each entry is read under
+    /// its slot's lock). Returns how many were read and, when fewer than `max`, why the run
+    /// stopped.
+    #[allow(dead_code)] // The partition layer switches to it in the next commit.
+    pub(crate) fn get_run_with(
+        &self,
+        from: u64,
+        max: usize,
+        mut f: impl FnMut(u64, &T),
+    ) -> (usize, Option<GetError>) {
+        debug_assert!(!self.gating, "get_run_with reads under slot locks");
+        let shared = &*self.shared;
+        let evicted = |seq: u64| GetError::Evicted {
+            requested: seq,
+            oldest: shared
+                .tail()
+                .saturating_sub(shared.capacity)
+                .max(self.floor),
+        };
+        if from < self.floor {
+            return (0, Some(evicted(from)));
+        }
+        let published_end = self.published_end();
+        let mut n = 0;
+        while n < max {
+            let seq = from + n as u64;
+            match shared
+                .slot(seq)
+                .read_locked(seq, seq < published_end, |v| f(seq, v))
+            {
+                Ok(()) => n += 1,
+                Err(Probe::NotYet) => return (n, Some(GetError::NotPublished { requested: seq })),
+                Err(Probe::Overwritten(_)) => return (n, Some(evicted(seq))),
+            }
+        }
+        (n, None)
+    }
+
     /// A clone of the entry at `seq`; see [`get_with`](Self::get_with).
     ///
     /// # Errors

@@ -633,3 +633,27 @@ fn last_sequence_is_each_handles_own_last_publish() {
     assert_eq!(b.last_sequence(), Some(3));
     assert_eq!(ring.cursor(), 4);
 }
+
+/// `get_run_with` reads a run by sequence without moving the cursor, and says why a run
+/// stopped short: not yet published, or overwritten.
+#[test]
+fn get_run_with_reads_runs_and_says_why_it_stopped() {
+    let (mut p, ring) =
+        Ring::multi_producer(RingConfig::new(4).overflow(Overflow::Overwrite)).unwrap();
+    let r = ring.reader(Start::Oldest).unwrap();
+    for i in 0..3u64 {
+        p.publish(i * 10).unwrap();
+    }
+    let mut seen = Vec::new();
+    let (n, why) = r.get_run_with(1, 10, |s, v| seen.push((s, *v)));
+    assert_eq!((n, why), (2, Some(GetError::NotPublished { requested: 3 })));
+    assert_eq!(seen, [(1, 10), (2, 20)]);
+    assert_eq!(r.get_run_with(0, 2, |_, _| ()), (2, None));
+    for i in 3..7u64 {
+        p.publish(i * 10).unwrap();
+    }
+    let (n, why) = r.get_run_with(2, 10, |_, _| ());
+    assert_eq!(n, 0);
+    assert!(matches!(why, Some(GetError::Evicted { requested: 2, .. })));
+    assert_eq!(r.position(), 0, "the cursor does not move");
+}
