@@ -257,7 +257,7 @@ impl<K, V> Partition<K, V> {
         offset: u64,
         max: usize,
         now_ms: i64,
-        mut f: impl FnMut(u64, &Entry<K, V>),
+        f: impl FnMut(u64, &Entry<K, V>),
     ) -> ReadOutcome {
         let start = self.log_start(now_ms);
         let hw = self.high_watermark();
@@ -267,32 +267,18 @@ impl<K, V> Partition<K, V> {
                 end: hw,
             };
         }
-        let mut n = 0;
-        let mut at = offset;
-        while n < max && at < hw {
-            match self.anchor.get_with(at, |e| f(at, e)) {
-                Ok(()) => {
-                    n += 1;
-                    at += 1;
-                }
-                Err(GetError::NotPublished { .. }) => break,
-                Err(_) => {
-                    if n == 0 {
-                        // Overwritten since we looked: the log start moved past `offset`.
-                        let end = self.high_watermark();
-                        return ReadOutcome::OutOfRange {
-                            start: self.log_start(now_ms).min(end),
-                            end,
-                        };
-                    }
-                    break;
+        let max = max.min((hw - offset).min(usize::MAX as u64) as usize);
+        match self.anchor.get_run_with(offset, max, f) {
+            (0, Some(GetError::Evicted { .. })) => {
+                // Overwritten since we looked: the log start moved past `offset`.
+                let end = self.high_watermark();
+                ReadOutcome::OutOfRange {
+                    start: self.log_start(now_ms).min(end),
+                    end,
                 }
             }
-        }
-        if n == 0 {
-            ReadOutcome::Empty
-        } else {
-            ReadOutcome::Read(n)
+            (0, _) => ReadOutcome::Empty,
+            (n, _) => ReadOutcome::Read(n),
         }
     }
 

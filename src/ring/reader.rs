@@ -645,7 +645,6 @@ impl<T> Reader<T> {
     /// partition layer's read by offset). Non-gating readers only (each entry is read under
     /// its slot's lock). Returns how many were read and, when fewer than `max`, why the run
     /// stopped.
-    #[allow(dead_code)] // The partition layer switches to it in the next commit.
     pub(crate) fn get_run_with(
         &self,
         from: u64,
