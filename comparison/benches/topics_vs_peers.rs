@@ -10,7 +10,8 @@
 //!   on a `Block` topic; crossbeam-channel `send`/`recv` [≥ 2×]; the `disruptor` crate's
 //!   batch publish (64) and event poller, spin→yield [≥ 0.8×].
 //! - `fanout`: 1 producer → 3 groups on a `Block` topic, per reader; tokio broadcast with
-//!   `try_recv` + spin→yield, the producer holding back so no reader lags [≥ 2×]; the `bus`
+//!   `try_recv` + spin→yield, the producer holding back (on the readers' published counts)
+//!   so no reader lags [≥ 2×]; the `bus`
 //!   crate, blocking `broadcast`/`recv` [≥ 2×].
 //! - `scaling`: 1, 2, 4 producers → 8 partitions → one group of 2 consumers, records/s.
 //! - `latency`: produce → poll one record at a time (the next is sent once the last was
@@ -267,10 +268,15 @@ fn tokio_fanout(n: u64) -> f64 {
     let (tx, rx) = tokio::sync::broadcast::channel::<Event>(CAP);
     let rxs: Vec<_> = (0..3).map(|_| tx.subscribe()).collect();
     drop(rx);
+    // Each reader's count, so the producer can hold back without `Sender::len` (which
+    // takes the channel's lock and dominated the profile).
+    let counts: Arc<Vec<AtomicU64>> = Arc::new((0..3).map(|_| AtomicU64::new(0)).collect());
     let start = Instant::now();
     let readers: Vec<_> = rxs
         .into_iter()
-        .map(|mut rx| {
+        .enumerate()
+        .map(|(i, mut rx)| {
+            let counts = Arc::clone(&counts);
             thread::spawn(move || {
                 use tokio::sync::broadcast::error::TryRecvError;
                 let mut sum = 0u64;
@@ -281,9 +287,15 @@ fn tokio_fanout(n: u64) -> f64 {
                         Ok(e) => {
                             sum = sum.wrapping_add(e.value ^ e.timestamp as u64);
                             count += 1;
+                            if count % 64 == 0 {
+                                counts[i].store(count, Ordering::Release);
+                            }
                             backoff.0 = 0;
                         }
-                        Err(TryRecvError::Empty) => backoff.wait(),
+                        Err(TryRecvError::Empty) => {
+                            counts[i].store(count, Ordering::Release);
+                            backoff.wait();
+                        }
                         Err(TryRecvError::Closed) => break,
                         Err(TryRecvError::Lagged(k)) => panic!("lagged {k}"),
                     }
@@ -295,10 +307,18 @@ fn tokio_fanout(n: u64) -> f64 {
         })
         .collect();
     let mut backoff = SpinYield(0);
+    let mut slowest = 0;
     for v in 0..n {
         // Hold back so that no reader lags (tokio broadcast never blocks a sender).
-        while tx.len() >= CAP - 1 {
-            backoff.wait();
+        while v - slowest >= CAP as u64 - 64 {
+            slowest = counts
+                .iter()
+                .map(|c| c.load(Ordering::Acquire))
+                .min()
+                .unwrap_or(0);
+            if v - slowest >= CAP as u64 - 64 {
+                backoff.wait();
+            }
         }
         backoff.0 = 0;
         tx.send(Event {
