@@ -655,6 +655,10 @@ where
                         headers: unbox_headers(e.headers),
                     })
                     .collect();
+                if unsent.is_empty() {
+                    // The ring stops a batch early only with entries left; nothing to hand back.
+                    return Ok(());
+                }
                 let first = unsent.remove(0);
                 Err((
                     send_error(append_error(why, name, partition), first),
