@@ -657,3 +657,31 @@ fn get_run_with_reads_runs_and_says_why_it_stopped() {
     assert!(matches!(why, Some(GetError::Evicted { requested: 2, .. })));
     assert_eq!(r.position(), 0, "the cursor does not move");
 }
+
+/// A gating reader's `get_run_with` reads published entries at or after its position
+/// without moving it, and refuses what lies behind it.
+#[test]
+fn gating_get_run_with_reads_ahead_of_its_position() {
+    let (p, ring) = Ring::multi_producer(RingConfig::new(4)).unwrap();
+    let mut gate = ring.gating_reader(Start::Oldest).unwrap();
+    let mut p = p;
+    for i in 0..3u64 {
+        p.publish(i + 100).unwrap();
+    }
+    let mut seen = Vec::new();
+    let (n, why) = gate.get_run_with(1, 5, |s, v| seen.push((s, *v)));
+    assert_eq!((n, why), (2, Some(GetError::NotPublished { requested: 3 })));
+    assert_eq!(seen, [(1, 101), (2, 102)]);
+    gate.try_read_with(2, |_, _| ()).unwrap();
+    assert_eq!(gate.position(), 2);
+    let (n, why) = gate.get_run_with(1, 5, |_, _| ());
+    assert_eq!(n, 0);
+    assert!(matches!(
+        why,
+        Some(GetError::Evicted {
+            requested: 1,
+            oldest: 2
+        })
+    ));
+    assert_eq!(gate.get_run_with(2, 1, |_, _| ()), (1, None));
+}
