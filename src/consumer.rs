@@ -38,7 +38,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::broker::{Broker, TopicInner, TopicPartition};
-use crate::partition::{Entry, Headers, Partition, ReadOutcome};
+use crate::partition::{Entry, GroupSlot, Headers, Partition, ReadOutcome};
 use crate::sync::time::{self, Instant};
 use crate::sync::{asym_fence, thread};
 // Std's Arc (also under loom): topic names are `Arc<str>` (see `sync::StdArc`).
@@ -314,6 +314,9 @@ struct Assigned<K, V> {
     partition: Arc<Partition<K, V>>,
     /// The next offset to read; `None` without committed offset under `OffsetReset::None`.
     position: Option<u64>,
+    /// The consumer's group on this partition (reads at or after its gate take no slot
+    /// locks).
+    group: Option<Arc<GroupSlot<K, V>>>,
     paused: bool,
 }
 
@@ -434,17 +437,18 @@ where
                 self.assigned.push(old.swap_remove(i));
                 continue;
             }
-            let position = match &self.group {
+            let (position, group) = match &self.group {
                 Some(g) => {
                     let committed = partition.committed(g);
                     let position = committed.or_else(|| self.reset_target(&partition, now));
                     let start = position.unwrap_or_else(|| partition.log_start(now));
                     partition.register_group(g, start)?;
-                    position
+                    (position, partition.group_slot(g))
                 }
-                None => self.reset_target(&partition, now),
+                None => (self.reset_target(&partition, now), None),
             };
             self.assigned.push(Assigned {
+                group,
                 name: crate::sync::intern(&topic.name),
                 tp,
                 topic,
@@ -899,9 +903,12 @@ fn read_one<K: Clone, V: Clone>(
     for _ in 0..2 {
         let name = a.name;
         let partition = a.tp.partition;
-        let outcome = a
-            .partition
-            .read(position, max, now, |offset, e: &Entry<K, V>| {
+        let outcome = a.partition.read(
+            position,
+            max,
+            now,
+            a.group.as_deref(),
+            |offset, e: &Entry<K, V>| {
                 out.push(ConsumerRecord {
                     topic: name,
                     partition,
@@ -911,7 +918,8 @@ fn read_one<K: Clone, V: Clone>(
                     value: e.value.clone(),
                     headers: e.headers.as_deref().cloned().unwrap_or_default(),
                 });
-            });
+            },
+        );
         match outcome {
             ReadOutcome::Read(n) => {
                 a.position = Some(position + n as u64);
