@@ -17,7 +17,10 @@
 //!   is offset 0), so any offset still in the ring can be read by any consumer, at any
 //!   position, without registering a reader per consumer; each record is read under its
 //!   slot's lock for the length of one clone, and a slot already holding a later lap tells
-//!   the reader exactly where the log now starts.
+//!   the reader exactly where the log now starts. A consumer whose group gates the
+//!   partition reads the records at or after the gate through the gate instead, without
+//!   slot locks: it holds the group's lock for the run, so the gate cannot move past them
+//!   and no producer can overwrite them.
 //! - **Commit gating** (`Overflow::Block` topics): each registered group holds a *gating*
 //!   ring reader parked at its committed offset (at its starting position until its first
 //!   commit). Producers never overwrite a record at or above the lowest gate, so no record a
