@@ -240,6 +240,149 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+
+    /// No topic of this name exists.
+    #[error("unknown topic `{topic}`")]
+    UnknownTopic {
+        /// The name asked for.
+        topic: String,
+    },
+
+    /// `create_topic` with a name already taken.
+    #[error("topic `{topic}` already exists")]
+    TopicExists {
+        /// The name.
+        topic: String,
+    },
+
+    /// A topic name breaks Kafka's rule: 1 to 249 characters of `[a-zA-Z0-9._-]`, not `.`
+    /// or `..`.
+    #[error("invalid topic name {name:?}: {reason}")]
+    InvalidTopicName {
+        /// The name given.
+        name: String,
+        /// Why it was refused, and what is valid.
+        reason: String,
+    },
+
+    /// A partition number at or above the topic's partition count.
+    #[error("partition {partition} of topic `{topic}` does not exist: the topic has {count} partitions (0..{count})")]
+    PartitionOutOfRange {
+        /// The topic.
+        topic: String,
+        /// The partition asked for.
+        partition: u32,
+        /// The topic's partition count.
+        count: u32,
+    },
+
+    /// `add_partitions` asked for fewer partitions than the topic has (partitions can only
+    /// be added, as in Kafka).
+    #[error("topic `{topic}` has {current} partitions; a partition count can only grow, so {requested} is refused")]
+    PartitionsCannotShrink {
+        /// The topic.
+        topic: String,
+        /// Its partition count.
+        current: u32,
+        /// The count asked for.
+        requested: u32,
+    },
+
+    /// A topic exists with other key or value types than the ones asked for.
+    #[error("topic `{topic}` holds {existing}, not {requested}")]
+    TypeMismatch {
+        /// The topic.
+        topic: String,
+        /// Its types, as `Topic<K, V>`.
+        existing: String,
+        /// The types asked for, as `Topic<K, V>`.
+        requested: String,
+    },
+
+    /// A consumer's position in a partition is outside what the partition holds (behind
+    /// the tail, with `auto_offset_reset = None`), or an offset given to `commit_offsets`
+    /// lies past the log end.
+    #[error("offset {requested} of `{topic}`-{partition} is out of range: the partition holds [{start}, {end})")]
+    PartitionOffsetOutOfRange {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The offset asked for.
+        requested: u64,
+        /// The log start offset.
+        start: u64,
+        /// The log end offset.
+        end: u64,
+    },
+
+    /// A consumer with `auto_offset_reset = None` has no committed offset and no position
+    /// for a partition: seek first.
+    #[error(
+        "no committed offset for `{topic}`-{partition} and auto_offset_reset is None: seek first"
+    )]
+    NoOffsetForPartition {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+    },
+
+    /// A consumer operation on a partition it is not assigned.
+    #[error("`{topic}`-{partition} is not assigned to this consumer")]
+    NotAssigned {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+    },
+
+    /// A group operation (commit, committed) by a consumer created without a `group_id`.
+    #[error("{operation} needs a group id; this consumer was created without one")]
+    NoGroupId {
+        /// The operation refused.
+        operation: &'static str,
+    },
+
+    /// No consumer group of this name is known.
+    #[error("unknown consumer group `{group}`")]
+    UnknownGroup {
+        /// The group asked for.
+        group: String,
+    },
+
+    /// `delete_group` while consumers of the group are open.
+    #[error("consumer group `{group}` still has {members} open consumers; close them first")]
+    GroupNotEmpty {
+        /// The group.
+        group: String,
+        /// How many of its consumers are open.
+        members: usize,
+    },
+
+    /// `try_send` found the partition full of records a group has not committed
+    /// (`Overflow::Block`).
+    #[error("partition {partition} of topic `{topic}` is full of records not yet committed")]
+    Full {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+    },
+
+    /// A record timestamp below 0 (Kafka refuses negative timestamps).
+    #[error("invalid timestamp {timestamp}: record timestamps are milliseconds since the Unix epoch, >= 0")]
+    InvalidTimestamp {
+        /// The timestamp given.
+        timestamp: i64,
+    },
+
+    /// The object operated on is closed (a deleted topic, a closed consumer).
+    #[error("closed: {what}")]
+    Closed {
+        /// What is closed.
+        what: String,
+    },
 }
 
 /// What was wrong with a record batch or an index file (the `reason` of

@@ -15,7 +15,43 @@
 //! | 3 | [`queue`] | a bounded blocking MPMC queue (crossbeam-channel's API, plus batches) |
 //! | 3 | [`observer`] | an observer bus: publish once, every subscriber's callback runs |
 //! | 4 | [`storage`] | one partition's log on disk, in Kafka's segment format (RecordBatch v2) |
+//! | 5 | `partition` (private) | one partition's log: the ring as its tail, log start / HW / LEO, commit gating |
+//! | 7 | [`broker`], [`producer`], [`consumer`] | typed topics, Kafka's partitioner, assign / poll / commit / seek |
 //! | 7 | [`group`] | consumer groups: Kafka's partition assignors (range, round-robin, sticky, cooperative-sticky) as a pure API |
+//!
+//! ## Topics: Kafka's model in memory
+//!
+//! A [`Broker`] holds typed topics split into partitions; a [`Producer`] sends
+//! [`Record`]s (a key lands on the partition Kafka's default partitioner would choose); a
+//! [`Consumer`] is assigned partitions, polls from its position, commits under its group id
+//! and seeks back by offset or timestamp to replay.
+//!
+//! ```
+//! use std::time::Duration;
+//! use logbus::{Broker, ConsumerConfig, OffsetReset, Record, TopicConfig, TopicPartition};
+//!
+//! let broker = Broker::in_memory();
+//! broker.create_topic::<String, u64>("orders", TopicConfig::new(3))?;
+//! let producer = broker.producer::<String, u64>();
+//! let sent = producer.send(Record::new("orders", 42).key("customer-7".to_string()))?;
+//!
+//! let mut consumer = broker.consumer::<String, u64>(
+//!     ConsumerConfig::new().group_id("billing").auto_offset_reset(OffsetReset::Earliest),
+//! )?;
+//! let tp = TopicPartition::new("orders", sent.partition);
+//! consumer.assign(&[tp.clone()])?;
+//! let records = consumer.poll(Duration::from_secs(1))?;
+//! assert_eq!(records.iter().next().map(|r| r.value), Some(42));
+//! consumer.commit_sync()?; // the group resumes after this record
+//! consumer.seek(&tp, 0)?; // replay
+//! # Ok::<(), logbus::Error>(())
+//! ```
+//!
+//! What blocks: `send` on an [`Overflow::Block`] topic while a partition is full of records
+//! a registered group has not committed; `poll` until a record arrives or the timeout
+//! passes. What allocates: creating topics, producers and consumers, and `poll`'s result
+//! vector; never `send` or [`poll_into`](Consumer::poll_into) per record (no key, no
+//! headers). Ordering: per partition, in offset order; offsets are dense from 0.
 //!
 //! ## The ring: one producer, readers at their own pace
 //!
@@ -99,15 +135,25 @@
 
 mod sync;
 
+pub mod broker;
 pub mod clock;
 pub mod codec;
+pub mod consumer;
 pub mod error;
 pub mod group;
 pub mod observer;
+mod partition;
+pub mod producer;
 pub mod queue;
 pub mod ring;
 pub mod storage;
+mod topic_partition;
 
+pub use broker::{Broker, Overflow, Topic, TopicConfig};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Codec;
+pub use consumer::{Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, OffsetReset};
 pub use error::{Error, Result};
+pub use partition::Headers;
+pub use producer::{Producer, Record, RecordMetadata};
+pub use topic_partition::TopicPartition;

@@ -147,6 +147,13 @@ macro_rules! producer_methods {
             }
         }
 
+        /// The sequence of the last entry published through this handle (`None` before
+        /// the first): after a successful [`publish`](Self::publish), the sequence that
+        /// entry got — a partition's offset for the record just appended.
+        pub fn last_sequence(&self) -> Option<u64> {
+            self.seq.last_sequence()
+        }
+
         /// A handle to the ring (to add readers, close it, query it).
         pub fn ring(&self) -> Ring<T> {
             Ring {

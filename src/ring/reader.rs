@@ -640,6 +640,73 @@ impl<T> Reader<T> {
         }
     }
 
+    /// Runs `f(sequence, &entry)` over the entries from `from` on, in order, up to `max` of
+    /// them, without moving the cursor: [`get_with`](Self::get_with) for a run (the
+    /// partition layer's read by offset), under the same rules. A gating reader reads the
+    /// published entries at or after its position without locks (it holds producers back
+    /// from them for as long as it is borrowed); a non-gating reader reads each entry under
+    /// its slot's lock. Returns how many were read and, when fewer than `max`, why the run
+    /// stopped.
+    pub(crate) fn get_run_with(
+        &self,
+        from: u64,
+        max: usize,
+        mut f: impl FnMut(u64, &T),
+    ) -> (usize, Option<GetError>) {
+        let shared = &*self.shared;
+        if self.gating {
+            if from < self.next {
+                return (
+                    0,
+                    Some(GetError::Evicted {
+                        requested: from,
+                        oldest: self.next,
+                    }),
+                );
+            }
+            let tail = shared.tail();
+            let mut n = 0;
+            while n < max {
+                let seq = from + n as u64;
+                // As in `get_with`: a single producer's cursor says it is published, a
+                // multi-producer slot's tag does.
+                if seq >= tail || (shared.multi && !shared.slot(seq).is_published(seq)) {
+                    return (n, Some(GetError::NotPublished { requested: seq }));
+                }
+                // SAFETY: seen published with Acquire (the cursor or `is_published`); we gate
+                // at `next <= seq` and `&self` is borrowed until we return, so the cursor
+                // cannot move and no producer overwrites the slot meanwhile.
+                unsafe { shared.slot(seq).read_unlocked(|v| f(seq, v)) };
+                n += 1;
+            }
+            return (n, None);
+        }
+        let evicted = |seq: u64| GetError::Evicted {
+            requested: seq,
+            oldest: shared
+                .tail()
+                .saturating_sub(shared.capacity)
+                .max(self.floor),
+        };
+        if from < self.floor {
+            return (0, Some(evicted(from)));
+        }
+        let published_end = self.published_end();
+        let mut n = 0;
+        while n < max {
+            let seq = from + n as u64;
+            match shared
+                .slot(seq)
+                .read_locked(seq, seq < published_end, |v| f(seq, v))
+            {
+                Ok(()) => n += 1,
+                Err(Probe::NotYet) => return (n, Some(GetError::NotPublished { requested: seq })),
+                Err(Probe::Overwritten(_)) => return (n, Some(evicted(seq))),
+            }
+        }
+        (n, None)
+    }
+
     /// A clone of the entry at `seq`; see [`get_with`](Self::get_with).
     ///
     /// # Errors

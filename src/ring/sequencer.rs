@@ -115,7 +115,12 @@ pub(crate) struct Sequencer<T> {
     limit: u64,
     /// Single producer: the next sequence to claim.
     next: u64,
+    /// The sequence of the last entry this handle published ([`LAST_NONE`] before the first).
+    last: u64,
 }
+
+/// `Sequencer::last` before the handle published anything.
+const LAST_NONE: u64 = u64::MAX;
 
 impl<T> Sequencer<T> {
     pub(crate) fn new(shared: Arc<Shared<T>>) -> Self {
@@ -126,6 +131,7 @@ impl<T> Sequencer<T> {
             // Forces a refresh before the first claim.
             limit: 0,
             next,
+            last: LAST_NONE,
         }
     }
 
@@ -137,6 +143,11 @@ impl<T> Sequencer<T> {
         } else {
             self.next
         }
+    }
+
+    /// The sequence of the last entry this handle published, if any.
+    pub(crate) fn last_sequence(&self) -> Option<u64> {
+        (self.last != LAST_NONE).then_some(self.last)
     }
 
     /// Recomputes the claim limit at claim position `at`.
@@ -255,6 +266,7 @@ impl<T> Sequencer<T> {
                     // SAFETY: `first..first + len` are claimed by us; the caller gave us
                     // `src + done .. src + done + len` (len ≤ n - done).
                     unsafe { self.write_run(first, src.add(done), len as usize) };
+                    self.last = first + len - 1;
                     done += len as usize;
                 }
                 Claim::Closed => {
@@ -312,6 +324,7 @@ impl<T> Sequencer<T> {
             }
         };
         self.next = seq + 1;
+        self.last = seq;
         // Release: publishes the slot write to readers' Acquire loads.
         shared.published.store(seq + 1, Ordering::Release);
         // Leaving the publish (`leave_sp`) and notifying readers share one light fence.
@@ -396,6 +409,7 @@ impl<T> Sequencer<T> {
                         }
                         run.done = true;
                         drop(run);
+                        self.last = first + len - 1;
                         done += len as usize;
                         continue;
                     }
@@ -415,6 +429,7 @@ impl<T> Sequencer<T> {
                     }
                     run.done = true;
                     drop(run);
+                    self.last = first + len - 1;
                     done += len as usize;
                 }
                 Claim::Closed => {

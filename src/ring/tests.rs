@@ -606,3 +606,82 @@ fn a_reader_paces_itself_only_after_catching_up_with_a_short_run() {
     assert_eq!(lagging.read_with(100, |_, _| ()).unwrap().0, 16);
     assert!(!lagging.paces_next());
 }
+
+/// `last_sequence` names the sequence each handle's last publish got, whichever path
+/// published it (the one-entry fast path, a claimed run, `publish_with`).
+#[test]
+fn last_sequence_is_each_handles_own_last_publish() {
+    let (mut sp, _ring) = Ring::single_producer(RingConfig::new(8)).unwrap();
+    assert_eq!(sp.last_sequence(), None);
+    sp.publish(1u64).unwrap();
+    assert_eq!(sp.last_sequence(), Some(0));
+    sp.publish_with(3, |s| s).unwrap();
+    assert_eq!(sp.last_sequence(), Some(3));
+    let mut batch = vec![7u64, 8];
+    sp.publish_batch(&mut batch).unwrap();
+    assert_eq!(sp.last_sequence(), Some(5));
+
+    let (mut a, ring) =
+        Ring::multi_producer(RingConfig::new(8).overflow(Overflow::Overwrite)).unwrap();
+    let mut b = a.clone();
+    a.publish(String::from("a0")).unwrap();
+    b.publish(String::from("b0")).unwrap();
+    a.try_publish(String::from("a1")).unwrap();
+    assert_eq!((a.last_sequence(), b.last_sequence()), (Some(2), Some(1)));
+    b.publish_timeout(String::from("b1"), std::time::Duration::from_secs(1))
+        .unwrap();
+    assert_eq!(b.last_sequence(), Some(3));
+    assert_eq!(ring.cursor(), 4);
+}
+
+/// `get_run_with` reads a run by sequence without moving the cursor, and says why a run
+/// stopped short: not yet published, or overwritten.
+#[test]
+fn get_run_with_reads_runs_and_says_why_it_stopped() {
+    let (mut p, ring) =
+        Ring::multi_producer(RingConfig::new(4).overflow(Overflow::Overwrite)).unwrap();
+    let r = ring.reader(Start::Oldest).unwrap();
+    for i in 0..3u64 {
+        p.publish(i * 10).unwrap();
+    }
+    let mut seen = Vec::new();
+    let (n, why) = r.get_run_with(1, 10, |s, v| seen.push((s, *v)));
+    assert_eq!((n, why), (2, Some(GetError::NotPublished { requested: 3 })));
+    assert_eq!(seen, [(1, 10), (2, 20)]);
+    assert_eq!(r.get_run_with(0, 2, |_, _| ()), (2, None));
+    for i in 3..7u64 {
+        p.publish(i * 10).unwrap();
+    }
+    let (n, why) = r.get_run_with(2, 10, |_, _| ());
+    assert_eq!(n, 0);
+    assert!(matches!(why, Some(GetError::Evicted { requested: 2, .. })));
+    assert_eq!(r.position(), 0, "the cursor does not move");
+}
+
+/// A gating reader's `get_run_with` reads published entries at or after its position
+/// without moving it, and refuses what lies behind it.
+#[test]
+fn gating_get_run_with_reads_ahead_of_its_position() {
+    let (p, ring) = Ring::multi_producer(RingConfig::new(4)).unwrap();
+    let mut gate = ring.gating_reader(Start::Oldest).unwrap();
+    let mut p = p;
+    for i in 0..3u64 {
+        p.publish(i + 100).unwrap();
+    }
+    let mut seen = Vec::new();
+    let (n, why) = gate.get_run_with(1, 5, |s, v| seen.push((s, *v)));
+    assert_eq!((n, why), (2, Some(GetError::NotPublished { requested: 3 })));
+    assert_eq!(seen, [(1, 101), (2, 102)]);
+    gate.try_read_with(2, |_, _| ()).unwrap();
+    assert_eq!(gate.position(), 2);
+    let (n, why) = gate.get_run_with(1, 5, |_, _| ());
+    assert_eq!(n, 0);
+    assert!(matches!(
+        why,
+        Some(GetError::Evicted {
+            requested: 1,
+            oldest: 2
+        })
+    ));
+    assert_eq!(gate.get_run_with(2, 1, |_, _| ()), (1, None));
+}

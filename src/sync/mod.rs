@@ -24,6 +24,7 @@
 
 pub(crate) mod asym_fence;
 mod backoff;
+mod intern;
 mod wait_set;
 
 #[cfg(not(logbus_loom))]
@@ -38,7 +39,15 @@ pub(crate) use loom_impl::*;
 
 pub(crate) use backoff::Backoff;
 pub(crate) use crossbeam_utils::CachePadded;
+pub(crate) use intern::intern;
 pub(crate) use wait_set::WaitSet;
+
+/// `std::sync::Arc`, under loom too: loom's `Arc` cannot hold unsized values (`Arc<str>`,
+/// `Arc<[T]>`, `Arc<dyn Trait>`), which the broker layer shares (names, partition lists,
+/// type-erased topics, clocks, partitioners). Its reference count is invisible to loom, so
+/// it only shares values built before they are shared and synchronised by their own
+/// (loom-visible) primitives inside.
+pub(crate) use std::sync::Arc as StdArc;
 
 /// Deadlines for the timed operations (`send_timeout`, `recv_deadline`, ...).
 pub(crate) mod time {

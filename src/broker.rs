@@ -1,0 +1,805 @@
+//! The broker (layer 7): an in-process registry of typed topics and consumer groups.
+//!
+//! A [`Broker`] is a cheap handle (`Clone`, `Send + Sync`); every clone sees the same topics.
+//! Topics are typed: [`Broker::create_topic::<K, V>`](Broker::create_topic) fixes the key and
+//! value types, and asking for the topic with other types is an [`Error::TypeMismatch`].
+//! Producers and consumers come from the broker ([`Broker::producer`], [`Broker::consumer`]).
+//!
+//! # Examples
+//!
+//! ```
+//! use logbus::broker::{Broker, TopicConfig};
+//!
+//! let broker = Broker::in_memory();
+//! let topic = broker.create_topic::<String, u64>("orders", TopicConfig::new(3))?;
+//! assert_eq!(topic.partition_count(), 3);
+//! broker.add_partitions("orders", 6)?;
+//! assert_eq!(broker.describe_topic("orders")?.partitions.len(), 6);
+//! assert!(broker.topic::<String, String>("orders").is_err()); // other value type
+//! # Ok::<(), logbus::Error>(())
+//! ```
+
+use std::any::{type_name, Any, TypeId};
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+use crate::clock::{Clock, SystemClock};
+use crate::partition::{Offsets, Partition, PartitionConfig};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+// Std's Arc (also under loom): the broker shares unsized values (see `sync::StdArc`).
+use crate::sync::StdArc as Arc;
+use crate::sync::{Mutex, WaitSet};
+pub use crate::topic_partition::TopicPartition;
+use crate::{Error, Result};
+
+/// The most partitions a topic may have.
+pub const MAX_PARTITIONS: u32 = 1 << 16;
+/// The most records a partition may keep in memory.
+pub const MAX_RECORDS_IN_MEMORY: usize = 1 << 28;
+/// The longest topic name (Kafka's limit).
+pub const MAX_TOPIC_NAME_LEN: usize = 249;
+
+/// What a producer does when a partition's memory is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Overflow {
+    /// Producers wait while the oldest record in memory is not yet committed by every
+    /// registered consumer group: no record a group has not committed is overwritten.
+    /// Consumers without a group id never hold producers back; with no group registered
+    /// a `Block` topic overwrites its oldest records like `DropOldest`.
+    #[default]
+    Block,
+    /// Producers never wait: the oldest record is overwritten, and a consumer that falls
+    /// behind is reset per its `auto_offset_reset` and told how much it skipped.
+    DropOldest,
+}
+
+/// How a topic is shaped.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use logbus::broker::{Overflow, TopicConfig};
+///
+/// let config = TopicConfig::new(8)
+///     .records_in_memory(1 << 16)
+///     .retention(Duration::from_secs(3600))
+///     .overflow(Overflow::DropOldest);
+/// assert_eq!(config.partitions(), 8);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicConfig {
+    partitions: u32,
+    records_in_memory: usize,
+    retention: Option<Duration>,
+    overflow: Overflow,
+}
+
+impl TopicConfig {
+    /// `partitions` partitions, 4096 records in memory each, no retention limit,
+    /// [`Overflow::Block`].
+    pub const fn new(partitions: u32) -> Self {
+        Self {
+            partitions,
+            records_in_memory: 4096,
+            retention: None,
+            overflow: Overflow::Block,
+        }
+    }
+
+    /// Records each partition keeps in memory: a power of two from 2 to
+    /// [`MAX_RECORDS_IN_MEMORY`]. Memory is taken at creation.
+    pub const fn records_in_memory(mut self, records: usize) -> Self {
+        self.records_in_memory = records;
+        self
+    }
+
+    /// Records older than this (by their timestamp, against the broker's clock) are
+    /// expired: below the log start, no longer read.
+    pub const fn retention(mut self, age: Duration) -> Self {
+        self.retention = Some(age);
+        self
+    }
+
+    /// What producers do when a partition is full.
+    pub const fn overflow(mut self, overflow: Overflow) -> Self {
+        self.overflow = overflow;
+        self
+    }
+
+    /// The partition count.
+    pub const fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    /// Records kept in memory per partition.
+    pub const fn records_in_memory_per_partition(&self) -> usize {
+        self.records_in_memory
+    }
+
+    /// The retention age, if any.
+    pub const fn retention_age(&self) -> Option<Duration> {
+        self.retention
+    }
+
+    /// The overflow policy.
+    pub const fn overflow_policy(&self) -> Overflow {
+        self.overflow
+    }
+
+    fn validate(&self) -> Result<()> {
+        check_partition_count(self.partitions)?;
+        let r = self.records_in_memory;
+        if !(2..=MAX_RECORDS_IN_MEMORY).contains(&r) || !r.is_power_of_two() {
+            return Err(Error::InvalidConfig {
+                name: "records_in_memory",
+                value: r.to_string(),
+                valid: format!("a power of two from 2 to {MAX_RECORDS_IN_MEMORY}"),
+            });
+        }
+        if self.retention == Some(Duration::ZERO) {
+            return Err(Error::InvalidConfig {
+                name: "retention",
+                value: "0s".into(),
+                valid: "a positive duration (or no retention limit)".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn partition_config(&self) -> PartitionConfig {
+        PartitionConfig {
+            capacity: self.records_in_memory,
+            gated: self.overflow == Overflow::Block,
+            retention_ms: self
+                .retention
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        }
+    }
+}
+
+fn check_partition_count(n: u32) -> Result<()> {
+    if !(1..=MAX_PARTITIONS).contains(&n) {
+        return Err(Error::InvalidConfig {
+            name: "partitions",
+            value: n.to_string(),
+            valid: format!("1 to {MAX_PARTITIONS}"),
+        });
+    }
+    Ok(())
+}
+
+/// Checks a topic name against Kafka's rule: 1 to 249 characters of `[a-zA-Z0-9._-]`,
+/// not `.` or `..`. Such a name can never reach outside a directory it names a child of.
+///
+/// # Errors
+///
+/// [`Error::InvalidTopicName`] saying why.
+///
+/// # Examples
+///
+/// ```
+/// use logbus::broker::validate_topic_name;
+///
+/// assert!(validate_topic_name("orders.eu-west_1").is_ok());
+/// assert!(validate_topic_name("../etc").is_err());
+/// ```
+pub fn validate_topic_name(name: &str) -> Result<()> {
+    let fail = |reason: String| {
+        Err(Error::InvalidTopicName {
+            name: name.to_owned(),
+            reason,
+        })
+    };
+    if name.is_empty() {
+        return fail("a topic name needs 1 to 249 characters; it is empty".into());
+    }
+    if name == "." || name == ".." {
+        return fail("`.` and `..` are not allowed as topic names".into());
+    }
+    if name.len() > MAX_TOPIC_NAME_LEN {
+        return fail(format!(
+            "{} characters is longer than the limit of {MAX_TOPIC_NAME_LEN}",
+            name.len()
+        ));
+    }
+    if let Some((i, c)) = name
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return fail(format!(
+            "character {c:?} at byte {i} is not allowed: only ASCII letters, digits, `.`, `_` \
+             and `-`"
+        ));
+    }
+    Ok(())
+}
+
+/// One partition as [`Broker::describe_topic`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// The partition number.
+    pub partition: u32,
+    /// The first offset still held.
+    pub log_start: u64,
+    /// Consumers read below this offset (equal to `log_end` until replicas exist).
+    pub high_watermark: u64,
+    /// One past the last offset appended.
+    pub log_end: u64,
+    /// Records held in memory (`log_end - log_start`).
+    pub records_in_memory: u64,
+}
+
+/// A topic as [`Broker::describe_topic`] sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicDescription {
+    /// The topic's name.
+    pub name: String,
+    /// Its key type's name (for messages; not a stable identifier).
+    pub key_type: &'static str,
+    /// Its value type's name.
+    pub value_type: &'static str,
+    /// Its configuration (with the current partition count).
+    pub config: TopicConfig,
+    /// Every partition, in order.
+    pub partitions: Vec<PartitionInfo>,
+}
+
+/// A topic's partitions at one moment (replaced whole when partitions are added).
+pub(crate) type PartitionList<K, V> = Arc<[Arc<Partition<K, V>>]>;
+
+/// The state of one topic shared by every handle, producer and consumer.
+pub(crate) struct TopicInner<K, V> {
+    pub(crate) name: Arc<str>,
+    config: TopicConfig,
+    partitions: Mutex<PartitionList<K, V>>,
+    /// Bumped when partitions are added; producers re-read the list when it moved.
+    generation: AtomicU64,
+    deleted: AtomicBool,
+    /// Producers notify it after each append; consumers wait on it.
+    pub(crate) arrivals: Arc<WaitSet>,
+}
+
+impl<K, V> TopicInner<K, V> {
+    /// The current partitions.
+    pub(crate) fn partitions(&self) -> PartitionList<K, V> {
+        Arc::clone(&self.partitions.lock())
+    }
+
+    /// The partition list's generation (changes when partitions are added).
+    pub(crate) fn generation(&self) -> u64 {
+        // Acquire: pairs with the Release bump in `add_partitions`, so a new generation
+        // comes with the new list (also published under the mutex).
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Whether the topic was deleted.
+    pub(crate) fn is_deleted(&self) -> bool {
+        // Acquire: pairs with the Release store in `delete`.
+        self.deleted.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn partition(&self, partition: u32) -> Result<Arc<Partition<K, V>>> {
+        let parts = self.partitions();
+        parts
+            .get(partition as usize)
+            .cloned()
+            .ok_or_else(|| Error::PartitionOutOfRange {
+                topic: self.name.to_string(),
+                partition,
+                count: parts.len() as u32,
+            })
+    }
+}
+
+/// The operations on a topic that need no knowledge of its types.
+trait TopicAdmin: Send + Sync {
+    fn config(&self) -> TopicConfig;
+    fn partition_count(&self) -> u32;
+    fn add_partitions(&self, total: u32) -> Result<()>;
+    fn delete(&self);
+    fn offsets(&self, partition: u32, now_ms: i64) -> Result<Offsets>;
+    fn offset_for_time(
+        &self,
+        partition: u32,
+        timestamp: i64,
+        now_ms: i64,
+    ) -> Result<Option<(u64, i64)>>;
+    fn commit(&self, group: &Arc<str>, partition: u32, offset: u64, now_ms: i64) -> Result<()>;
+    fn committed(&self, group: &str, partition: u32) -> Result<Option<u64>>;
+    fn remove_group(&self, group: &str);
+}
+
+impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInner<K, V> {
+    fn config(&self) -> TopicConfig {
+        TopicConfig {
+            partitions: self.partition_count(),
+            ..self.config
+        }
+    }
+
+    fn partition_count(&self) -> u32 {
+        self.partitions.lock().len() as u32
+    }
+
+    fn add_partitions(&self, total: u32) -> Result<()> {
+        let mut parts = self.partitions.lock();
+        let current = parts.len() as u32;
+        if total <= current {
+            return Err(Error::PartitionsCannotShrink {
+                topic: self.name.to_string(),
+                current,
+                requested: total,
+            });
+        }
+        check_partition_count(total)?;
+        let mut grown: Vec<_> = parts.iter().cloned().collect();
+        for _ in current..total {
+            grown.push(Arc::new(Partition::new(
+                self.config.partition_config(),
+                Arc::clone(&self.arrivals),
+            )?));
+        }
+        *parts = grown.into();
+        // Release: pairs with the Acquire in `generation`.
+        self.generation.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
+    fn delete(&self) {
+        // Release: pairs with the Acquire in `is_deleted`.
+        self.deleted.store(true, Ordering::Release);
+        for p in self.partitions().iter() {
+            p.close();
+        }
+        self.arrivals.notify_all();
+    }
+
+    fn offsets(&self, partition: u32, now_ms: i64) -> Result<Offsets> {
+        Ok(self.partition(partition)?.offsets(now_ms))
+    }
+
+    fn offset_for_time(
+        &self,
+        partition: u32,
+        timestamp: i64,
+        now_ms: i64,
+    ) -> Result<Option<(u64, i64)>> {
+        Ok(self
+            .partition(partition)?
+            .offset_for_time(timestamp, now_ms))
+    }
+
+    fn commit(&self, group: &Arc<str>, partition: u32, offset: u64, now_ms: i64) -> Result<()> {
+        self.partition(partition)?
+            .commit(group, offset, now_ms)
+            .map_err(|(start, end)| Error::PartitionOffsetOutOfRange {
+                topic: self.name.to_string(),
+                partition,
+                requested: offset,
+                start,
+                end,
+            })
+    }
+
+    fn committed(&self, group: &str, partition: u32) -> Result<Option<u64>> {
+        Ok(self.partition(partition)?.committed(group))
+    }
+
+    fn remove_group(&self, group: &str) {
+        for p in self.partitions().iter() {
+            p.remove_group(group);
+        }
+    }
+}
+
+/// A registered topic, typed or not.
+#[derive(Clone)]
+struct TopicSlot {
+    key: (TypeId, &'static str),
+    value: (TypeId, &'static str),
+    typed: Arc<dyn Any + Send + Sync>,
+    admin: Arc<dyn TopicAdmin>,
+}
+
+#[derive(Debug, Default)]
+struct GroupState {
+    /// Open consumers with this group id.
+    open: usize,
+}
+
+struct BrokerInner {
+    clock: Arc<dyn Clock>,
+    topics: Mutex<HashMap<String, TopicSlot>>,
+    groups: Mutex<HashMap<String, GroupState>>,
+}
+
+/// An in-process broker: typed topics of partitioned logs, and the consumer groups' offsets.
+///
+/// Cheap to clone (an `Arc`); `Send + Sync`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use logbus::broker::{Broker, TopicConfig, TopicPartition};
+/// use logbus::consumer::{ConsumerConfig, OffsetReset};
+/// use logbus::producer::Record;
+///
+/// let broker = Broker::in_memory();
+/// broker.create_topic::<(), String>("greetings", TopicConfig::new(1))?;
+/// let producer = broker.producer::<(), String>();
+/// let meta = producer.send(Record::new("greetings", "hello".to_string()))?;
+/// assert_eq!((meta.partition, meta.offset), (0, 0));
+///
+/// let config = ConsumerConfig::new().group_id("readers").auto_offset_reset(OffsetReset::Earliest);
+/// let mut consumer = broker.consumer::<(), String>(config)?;
+/// consumer.assign(&[TopicPartition::new("greetings", 0)])?;
+/// let records = consumer.poll(Duration::from_secs(1))?;
+/// assert_eq!(records.iter().next().unwrap().value, "hello");
+/// consumer.commit_sync()?;
+/// # Ok::<(), logbus::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Broker {
+    inner: Arc<BrokerInner>,
+}
+
+impl fmt::Debug for Broker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Broker")
+            .field("topics", &self.topics())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Broker`] (today: which clock it reads).
+#[derive(Debug)]
+pub struct BrokerBuilder {
+    clock: Arc<dyn Clock>,
+}
+
+impl BrokerBuilder {
+    /// The clock for record timestamps and retention ([`SystemClock`] by default;
+    /// [`ManualClock`](crate::ManualClock) in tests).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The broker.
+    pub fn build(self) -> Broker {
+        Broker {
+            inner: Arc::new(BrokerInner {
+                clock: self.clock,
+                topics: Mutex::new(HashMap::new()),
+                groups: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+}
+
+impl Broker {
+    /// A broker keeping everything in memory, reading the system clock.
+    pub fn in_memory() -> Self {
+        Self::builder().build()
+    }
+
+    /// A builder, to choose the clock.
+    pub fn builder() -> BrokerBuilder {
+        BrokerBuilder {
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// The broker's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
+    }
+
+    /// Creates a topic with key type `K` and value type `V`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidTopicName`], [`Error::InvalidConfig`] (partition count, memory,
+    /// retention), [`Error::TopicExists`].
+    pub fn create_topic<K, V>(&self, name: &str, config: TopicConfig) -> Result<Topic<K, V>>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
+    {
+        validate_topic_name(name)?;
+        config.validate()?;
+        let mut topics = self.inner.topics.lock();
+        if topics.contains_key(name) {
+            return Err(Error::TopicExists {
+                topic: name.to_owned(),
+            });
+        }
+        let arrivals = Arc::new(WaitSet::new());
+        let partitions = (0..config.partitions)
+            .map(|_| Partition::new(config.partition_config(), Arc::clone(&arrivals)).map(Arc::new))
+            .collect::<Result<Vec<_>>>()?;
+        let inner = Arc::new(TopicInner {
+            name: Arc::from(name),
+            config,
+            partitions: Mutex::new(partitions.into()),
+            generation: AtomicU64::new(0),
+            deleted: AtomicBool::new(false),
+            arrivals,
+        });
+        topics.insert(
+            name.to_owned(),
+            TopicSlot {
+                key: (TypeId::of::<K>(), type_name::<K>()),
+                value: (TypeId::of::<V>(), type_name::<V>()),
+                typed: Arc::clone(&inner) as Arc<dyn Any + Send + Sync>,
+                admin: Arc::clone(&inner) as Arc<dyn TopicAdmin>,
+            },
+        );
+        Ok(Topic { inner })
+    }
+
+    /// The topic `name`, which must have key type `K` and value type `V`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`], or [`Error::TypeMismatch`] naming both types.
+    pub fn topic<K, V>(&self, name: &str) -> Result<Topic<K, V>>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
+    {
+        self.topic_inner(name).map(|inner| Topic { inner })
+    }
+
+    pub(crate) fn topic_inner<K, V>(&self, name: &str) -> Result<Arc<TopicInner<K, V>>>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
+    {
+        let slot = self.slot(name)?;
+        if slot.key.0 != TypeId::of::<K>() || slot.value.0 != TypeId::of::<V>() {
+            return Err(Error::TypeMismatch {
+                topic: name.to_owned(),
+                existing: format!("Topic<{}, {}>", slot.key.1, slot.value.1),
+                requested: format!("Topic<{}, {}>", type_name::<K>(), type_name::<V>()),
+            });
+        }
+        match slot.typed.downcast::<TopicInner<K, V>>() {
+            Ok(inner) => Ok(inner),
+            // The type ids matched, so the downcast cannot fail; say so rather than panic.
+            Err(_) => Err(Error::TypeMismatch {
+                topic: name.to_owned(),
+                existing: format!("Topic<{}, {}>", slot.key.1, slot.value.1),
+                requested: format!("Topic<{}, {}>", type_name::<K>(), type_name::<V>()),
+            }),
+        }
+    }
+
+    fn slot(&self, name: &str) -> Result<TopicSlot> {
+        self.inner
+            .topics
+            .lock()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownTopic {
+                topic: name.to_owned(),
+            })
+    }
+
+    /// Grows topic `name` to `total` partitions. Keys hash over the new count from then on
+    /// (as in Kafka: a key may land on another partition than before).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`]; [`Error::PartitionsCannotShrink`] when `total` is not above
+    /// the current count; [`Error::InvalidConfig`] above [`MAX_PARTITIONS`].
+    pub fn add_partitions(&self, name: &str, total: u32) -> Result<()> {
+        self.slot(name)?.admin.add_partitions(total)
+    }
+
+    /// Deletes topic `name`: its records and its groups' offsets go; producers sending to
+    /// it and consumers assigned to it get an error; a new topic may take the name.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`].
+    pub fn delete_topic(&self, name: &str) -> Result<()> {
+        let slot = self
+            .inner
+            .topics
+            .lock()
+            .remove(name)
+            .ok_or_else(|| Error::UnknownTopic {
+                topic: name.to_owned(),
+            })?;
+        slot.admin.delete();
+        Ok(())
+    }
+
+    /// The names of all topics, sorted.
+    pub fn topics(&self) -> Vec<String> {
+        let mut names: Vec<_> = self.inner.topics.lock().keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Topic `name`'s types, configuration and, per partition, log start, high watermark,
+    /// log end and records in memory.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`].
+    pub fn describe_topic(&self, name: &str) -> Result<TopicDescription> {
+        let slot = self.slot(name)?;
+        let now = self.now_ms();
+        let config = slot.admin.config();
+        let partitions = (0..config.partitions)
+            .map(|p| {
+                slot.admin.offsets(p, now).map(|o| PartitionInfo {
+                    partition: p,
+                    log_start: o.log_start,
+                    high_watermark: o.high_watermark,
+                    log_end: o.log_end,
+                    records_in_memory: o.log_end - o.log_start,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(TopicDescription {
+            name: name.to_owned(),
+            key_type: slot.key.1,
+            value_type: slot.value.1,
+            config,
+            partitions,
+        })
+    }
+
+    /// The consumer groups known (every group a consumer was created with, until
+    /// [`delete_group`](Self::delete_group)), sorted.
+    pub fn groups(&self) -> Vec<String> {
+        let mut names: Vec<_> = self.inner.groups.lock().keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Deletes consumer group `name`: its committed offsets go, and it stops holding the
+    /// producers of `Block` topics back.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownGroup`]; [`Error::GroupNotEmpty`] while a consumer of the group is
+    /// open.
+    pub fn delete_group(&self, name: &str) -> Result<()> {
+        {
+            let mut groups = self.inner.groups.lock();
+            match groups.get(name) {
+                None => {
+                    return Err(Error::UnknownGroup {
+                        group: name.to_owned(),
+                    })
+                }
+                Some(g) if g.open > 0 => {
+                    return Err(Error::GroupNotEmpty {
+                        group: name.to_owned(),
+                        members: g.open,
+                    })
+                }
+                Some(_) => {
+                    groups.remove(name);
+                }
+            }
+        }
+        let admins: Vec<_> = self
+            .inner
+            .topics
+            .lock()
+            .values()
+            .map(|s| Arc::clone(&s.admin))
+            .collect();
+        for admin in admins {
+            admin.remove_group(name);
+        }
+        Ok(())
+    }
+
+    /// A consumer opened with `group`.
+    pub(crate) fn join_group(&self, group: &str) {
+        self.inner
+            .groups
+            .lock()
+            .entry(group.to_owned())
+            .or_default()
+            .open += 1;
+    }
+
+    /// A consumer of `group` closed.
+    pub(crate) fn leave_group(&self, group: &str) {
+        if let Some(g) = self.inner.groups.lock().get_mut(group) {
+            g.open = g.open.saturating_sub(1);
+        }
+    }
+
+    pub(crate) fn offsets(&self, tp: &TopicPartition) -> Result<Offsets> {
+        self.slot(&tp.topic)?
+            .admin
+            .offsets(tp.partition, self.now_ms())
+    }
+
+    pub(crate) fn offset_for_time(
+        &self,
+        tp: &TopicPartition,
+        timestamp: i64,
+    ) -> Result<Option<(u64, i64)>> {
+        self.slot(&tp.topic)?
+            .admin
+            .offset_for_time(tp.partition, timestamp, self.now_ms())
+    }
+
+    pub(crate) fn commit(&self, group: &Arc<str>, tp: &TopicPartition, offset: u64) -> Result<()> {
+        self.slot(&tp.topic)?
+            .admin
+            .commit(group, tp.partition, offset, self.now_ms())
+    }
+
+    pub(crate) fn committed(&self, group: &str, tp: &TopicPartition) -> Result<Option<u64>> {
+        self.slot(&tp.topic)?.admin.committed(group, tp.partition)
+    }
+
+    /// Checks that `tp` names an existing partition.
+    pub(crate) fn check_partition(&self, tp: &TopicPartition) -> Result<()> {
+        let count = self.slot(&tp.topic)?.admin.partition_count();
+        if tp.partition >= count {
+            return Err(Error::PartitionOutOfRange {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                count,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A handle to a typed topic. Cheap to clone.
+pub struct Topic<K, V> {
+    inner: Arc<TopicInner<K, V>>,
+}
+
+impl<K, V> Clone for Topic<K, V> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<K, V> fmt::Debug for Topic<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Topic")
+            .field("name", &self.inner.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, V> Topic<K, V> {
+    /// The topic's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The current partition count.
+    pub fn partition_count(&self) -> u32 {
+        self.inner.partitions().len() as u32
+    }
+
+    /// Whether the topic was deleted (this handle then refers to nothing).
+    pub fn is_deleted(&self) -> bool {
+        self.inner.is_deleted()
+    }
+}

@@ -1,0 +1,952 @@
+//! Consumers (layer 7): assigned partitions, positions, polling, committing, seeking.
+//!
+//! A [`Consumer<K, V>`](Consumer) is created by [`Broker::consumer`] from a
+//! [`ConsumerConfig`], and is used by one thread at a time (`Send`, not `Sync`), as
+//! Kafka's `KafkaConsumer`. It reads the partitions it is [assigned](Consumer::assign),
+//! each from its own *position* (the offset of the next record it will read), and with a
+//! group id it commits positions as the group's *committed offsets* (Kafka's meaning: the
+//! next record to read). Group membership and rebalancing come later; today every
+//! consumer is assigned its partitions by hand, and several consumers with one group id
+//! share that group's committed offsets.
+//!
+//! # Where a consumer starts, and what happens behind the tail
+//!
+//! On assignment a partition's position is the group's committed offset, else per
+//! [`OffsetReset`]: the log start (`Earliest`), the log end (`Latest`, the default, as in
+//! Kafka), or none (`None`: [`poll`](Consumer::poll) fails with
+//! [`Error::NoOffsetForPartition`] until you seek).
+//!
+//! When a position falls below the log start (overwritten on a `DropOldest` topic, expired
+//! by retention) or lies past the log end: with `None`, `poll` fails with
+//! [`Error::PartitionOffsetOutOfRange`] carrying the valid range and the position stays for
+//! you to seek; with `Earliest` or `Latest` the consumer moves to the log start or end and
+//! counts the records it skipped in its [metrics](Consumer::metrics), per partition — a gap
+//! is never silent.
+//!
+//! # Gating
+//!
+//! On an [`Overflow::Block`](crate::broker::Overflow::Block) topic, a group registers on a
+//! partition when a consumer with that group id is first assigned it: from then on
+//! producers never overwrite a record at or above the group's committed offset (its
+//! starting position until its first commit), until [`Broker::delete_group`]. Consumers
+//! without a group id never hold producers back.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use crate::broker::{Broker, TopicInner, TopicPartition};
+use crate::partition::{Entry, GroupSlot, Headers, Partition, ReadOutcome};
+use crate::sync::time::{self, Instant};
+use crate::sync::{asym_fence, thread};
+// Std's Arc (also under loom): topic names are `Arc<str>` (see `sync::StdArc`).
+use crate::sync::StdArc as Arc;
+use crate::{Error, Result};
+
+/// Yields a waiting poll takes before parking (none under loom, which models no time).
+#[cfg(not(logbus_loom))]
+const YIELDS: u32 = 64;
+#[cfg(logbus_loom)]
+const YIELDS: u32 = 0;
+
+/// Where a consumer starts when its group has no committed offset, and where it goes when
+/// its position is out of range (Kafka's `auto.offset.reset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OffsetReset {
+    /// The log start.
+    Earliest,
+    /// The log end (Kafka's default).
+    #[default]
+    Latest,
+    /// Neither: fail with a typed error and keep the position for the user to seek.
+    None,
+}
+
+/// How a consumer is set up (Kafka's consumer configs of the same names).
+///
+/// # Examples
+///
+/// ```
+/// use logbus::consumer::{ConsumerConfig, OffsetReset};
+///
+/// let config = ConsumerConfig::new()
+///     .group_id("billing")
+///     .client_id("billing-1")
+///     .auto_offset_reset(OffsetReset::Earliest)
+///     .max_poll_records(1000);
+/// assert_eq!(config.group(), Some("billing"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerConfig {
+    group_id: Option<String>,
+    client_id: Option<String>,
+    auto_offset_reset: OffsetReset,
+    max_poll_records: usize,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ConsumerConfig {
+    /// No group, no client id, `Latest`, at most 500 records per poll (Kafka's defaults).
+    pub fn new() -> Self {
+        Self {
+            group_id: None,
+            client_id: None,
+            auto_offset_reset: OffsetReset::Latest,
+            max_poll_records: 500,
+        }
+    }
+
+    /// The consumer group whose committed offsets this consumer uses.
+    pub fn group_id(mut self, group: impl Into<String>) -> Self {
+        self.group_id = Some(group.into());
+        self
+    }
+
+    /// A name for this consumer (for messages and metrics).
+    pub fn client_id(mut self, id: impl Into<String>) -> Self {
+        self.client_id = Some(id.into());
+        self
+    }
+
+    /// See [`OffsetReset`].
+    pub fn auto_offset_reset(mut self, reset: OffsetReset) -> Self {
+        self.auto_offset_reset = reset;
+        self
+    }
+
+    /// The most records one [`Consumer::poll`] returns (at least 1).
+    pub fn max_poll_records(mut self, max: usize) -> Self {
+        self.max_poll_records = max;
+        self
+    }
+
+    /// The group id, if any.
+    pub fn group(&self) -> Option<&str> {
+        self.group_id.as_deref()
+    }
+
+    /// The client id, if any.
+    pub fn client(&self) -> Option<&str> {
+        self.client_id.as_deref()
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.max_poll_records == 0 {
+            return Err(Error::InvalidConfig {
+                name: "max_poll_records",
+                value: "0".into(),
+                valid: "at least 1".into(),
+            });
+        }
+        if let Some(g) = &self.group_id {
+            if g.is_empty() {
+                return Err(Error::InvalidConfig {
+                    name: "group_id",
+                    value: "\"\"".into(),
+                    valid: "a non-empty name (or no group id)".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A record as a consumer receives it (Kafka's `ConsumerRecord`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ConsumerRecord<K, V> {
+    /// The topic (an interned name: copying it into each record costs nothing).
+    pub topic: &'static str,
+    /// The partition.
+    pub partition: u32,
+    /// The record's offset in the partition.
+    pub offset: u64,
+    /// Milliseconds since the Unix epoch.
+    pub timestamp: i64,
+    /// The key, if any.
+    pub key: Option<K>,
+    /// The value.
+    pub value: V,
+    /// The headers.
+    pub headers: Headers,
+}
+
+impl<K, V> fmt::Debug for ConsumerRecord<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConsumerRecord")
+            .field("topic", &self.topic)
+            .field("partition", &self.partition)
+            .field("offset", &self.offset)
+            .field("timestamp", &self.timestamp)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The records one [`Consumer::poll`] returned, in the order read (offset order within each
+/// partition).
+pub struct ConsumerRecords<K, V> {
+    records: Vec<ConsumerRecord<K, V>>,
+}
+
+impl<K, V> fmt::Debug for ConsumerRecords<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConsumerRecords")
+            .field("len", &self.records.len())
+            .finish()
+    }
+}
+
+impl<K, V> ConsumerRecords<K, V> {
+    /// How many records.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Every record.
+    pub fn iter(&self) -> std::slice::Iter<'_, ConsumerRecord<K, V>> {
+        self.records.iter()
+    }
+
+    /// The records of one partition, in offset order.
+    pub fn records<'a>(
+        &'a self,
+        tp: &'a TopicPartition,
+    ) -> impl Iterator<Item = &'a ConsumerRecord<K, V>> + 'a {
+        self.records
+            .iter()
+            .filter(move |r| r.partition == tp.partition && r.topic == tp.topic)
+    }
+
+    /// The partitions that have records here, in first-seen order.
+    pub fn partitions(&self) -> Vec<TopicPartition> {
+        let mut seen: Vec<TopicPartition> = Vec::new();
+        for r in &self.records {
+            if !seen
+                .iter()
+                .any(|tp| tp.partition == r.partition && tp.topic == r.topic)
+            {
+                seen.push(TopicPartition::new(r.topic, r.partition));
+            }
+        }
+        seen
+    }
+
+    /// The records as a vector.
+    pub fn into_vec(self) -> Vec<ConsumerRecord<K, V>> {
+        self.records
+    }
+}
+
+impl<K, V> IntoIterator for ConsumerRecords<K, V> {
+    type Item = ConsumerRecord<K, V>;
+    type IntoIter = std::vec::IntoIter<ConsumerRecord<K, V>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.records.into_iter()
+    }
+}
+
+impl<'a, K, V> IntoIterator for &'a ConsumerRecords<K, V> {
+    type Item = &'a ConsumerRecord<K, V>;
+    type IntoIter = std::slice::Iter<'a, ConsumerRecord<K, V>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.records.iter()
+    }
+}
+
+/// An offset with the timestamp of its record ([`Consumer::offsets_for_times`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetAndTimestamp {
+    /// The offset.
+    pub offset: u64,
+    /// Its record's timestamp.
+    pub timestamp: i64,
+}
+
+/// What a consumer counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConsumerMetrics {
+    records: u64,
+    skipped: HashMap<TopicPartition, u64>,
+}
+
+impl ConsumerMetrics {
+    /// Records returned by polls.
+    pub fn records_consumed(&self) -> u64 {
+        self.records
+    }
+
+    /// Records skipped on `tp` because the position fell behind the log start and was
+    /// reset (`Earliest`/`Latest`).
+    pub fn skipped(&self, tp: &TopicPartition) -> u64 {
+        self.skipped.get(tp).copied().unwrap_or(0)
+    }
+
+    /// Records skipped over every partition.
+    pub fn total_skipped(&self) -> u64 {
+        self.skipped.values().sum()
+    }
+
+    /// Skipped counts per partition (only partitions with a skip).
+    pub fn skipped_by_partition(&self) -> &HashMap<TopicPartition, u64> {
+        &self.skipped
+    }
+}
+
+/// One assigned partition.
+struct Assigned<K, V> {
+    tp: TopicPartition,
+    /// The topic's interned name, copied into each record.
+    name: &'static str,
+    topic: Arc<TopicInner<K, V>>,
+    partition: Arc<Partition<K, V>>,
+    /// The next offset to read; `None` without committed offset under `OffsetReset::None`.
+    position: Option<u64>,
+    /// The consumer's group on this partition (reads at or after its gate take no slot
+    /// locks).
+    group: Option<Arc<GroupSlot<K, V>>>,
+    paused: bool,
+}
+
+/// Reads the partitions it is assigned; commits under its group id. `Send`, not `Sync`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use logbus::broker::{Broker, TopicConfig, TopicPartition};
+/// use logbus::consumer::{ConsumerConfig, OffsetReset};
+/// use logbus::producer::Record;
+///
+/// let broker = Broker::in_memory();
+/// broker.create_topic::<(), u64>("ticks", TopicConfig::new(1))?;
+/// let producer = broker.producer::<(), u64>();
+/// for i in 0..10 {
+///     producer.send(Record::new("ticks", i))?;
+/// }
+/// let tp = TopicPartition::new("ticks", 0);
+/// let mut consumer = broker.consumer::<(), u64>(
+///     ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest),
+/// )?;
+/// consumer.assign(&[tp.clone()])?;
+/// let mut batch = Vec::with_capacity(16);
+/// assert_eq!(consumer.poll_into(&mut batch, 16, Duration::ZERO)?, 10);
+/// consumer.seek(&tp, 7)?; // replay from offset 7
+/// batch.clear();
+/// consumer.poll_into(&mut batch, 16, Duration::ZERO)?;
+/// assert_eq!(batch.iter().map(|r| r.value).collect::<Vec<_>>(), [7, 8, 9]);
+/// # Ok::<(), logbus::Error>(())
+/// ```
+pub struct Consumer<K, V> {
+    broker: Broker,
+    config: ConsumerConfig,
+    group: Option<Arc<str>>,
+    assigned: Vec<Assigned<K, V>>,
+    /// Where the next poll starts, for fairness over partitions.
+    next: usize,
+    metrics: ConsumerMetrics,
+    /// One thread at a time, as Kafka's consumer.
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+impl<K, V> fmt::Debug for Consumer<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Consumer")
+            .field("config", &self.config)
+            .field(
+                "assignment",
+                &self.assigned.iter().map(|a| &a.tp).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Broker {
+    /// A consumer with `config`. With a group id, the group is known to the broker from
+    /// now on (until [`delete_group`](Broker::delete_group)), and counts this consumer as
+    /// open until it is closed or dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] (`max_poll_records` of 0, an empty group id).
+    pub fn consumer<K, V>(&self, config: ConsumerConfig) -> Result<Consumer<K, V>>
+    where
+        K: Clone + Send + Sync + 'static,
+        V: Clone + Send + Sync + 'static,
+    {
+        config.validate()?;
+        let group: Option<Arc<str>> = config.group_id.as_deref().map(Arc::from);
+        if let Some(g) = &group {
+            self.join_group(g);
+        }
+        Ok(Consumer {
+            broker: self.clone(),
+            config,
+            group,
+            assigned: Vec::new(),
+            next: 0,
+            metrics: ConsumerMetrics::default(),
+            _not_sync: PhantomData,
+        })
+    }
+}
+
+impl<K, V> Consumer<K, V>
+where
+    K: Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+{
+    /// Reads exactly `partitions` from now on (replacing the previous assignment; positions
+    /// of partitions that stay assigned are kept). Each new partition starts at the group's
+    /// committed offset, else per [`OffsetReset`]; with a group id on a `Block` topic the
+    /// group registers on it (see the module docs). Nothing changes if any partition is
+    /// refused.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`], [`Error::TypeMismatch`], [`Error::PartitionOutOfRange`].
+    pub fn assign(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        let mut resolved = Vec::with_capacity(partitions.len());
+        for tp in partitions {
+            if resolved.iter().any(|(t, _, _)| t == tp) {
+                continue;
+            }
+            let topic = self.broker.topic_inner::<K, V>(&tp.topic)?;
+            let partition = topic.partition(tp.partition)?;
+            resolved.push((tp.clone(), topic, partition));
+        }
+        let mut old: Vec<_> = std::mem::take(&mut self.assigned);
+        let now = self.broker.now_ms();
+        for (tp, topic, partition) in resolved {
+            if let Some(i) = old
+                .iter()
+                .position(|a| a.tp == tp && Arc::ptr_eq(&a.partition, &partition))
+            {
+                self.assigned.push(old.swap_remove(i));
+                continue;
+            }
+            let (position, group) = match &self.group {
+                Some(g) => {
+                    let committed = partition.committed(g);
+                    let position = committed.or_else(|| self.reset_target(&partition, now));
+                    let start = position.unwrap_or_else(|| partition.log_start(now));
+                    partition.register_group(g, start)?;
+                    (position, partition.group_slot(g))
+                }
+                None => (self.reset_target(&partition, now), None),
+            };
+            self.assigned.push(Assigned {
+                group,
+                name: crate::sync::intern(&topic.name),
+                tp,
+                topic,
+                partition,
+                position,
+                paused: false,
+            });
+        }
+        self.next = 0;
+        Ok(())
+    }
+
+    /// The partitions assigned, in assignment order.
+    pub fn assignment(&self) -> Vec<TopicPartition> {
+        self.assigned.iter().map(|a| a.tp.clone()).collect()
+    }
+
+    /// Where [`OffsetReset`] puts a position (`None` for `OffsetReset::None`).
+    fn reset_target(&self, partition: &Partition<K, V>, now: i64) -> Option<u64> {
+        match self.config.auto_offset_reset {
+            OffsetReset::Earliest => Some(partition.log_start(now)),
+            OffsetReset::Latest => Some(partition.log_end()),
+            OffsetReset::None => None,
+        }
+    }
+
+    /// Waits up to `timeout` for records and returns what is available (at most
+    /// `max_poll_records`), reading the assigned, unpaused partitions in turn.
+    /// With nothing assigned it returns at once, empty.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PartitionOffsetOutOfRange`] (position out of range with `OffsetReset::None`),
+    /// [`Error::NoOffsetForPartition`], [`Error::UnknownTopic`] (an assigned topic was
+    /// deleted). Records read before the problem are returned first; the error comes with
+    /// the next poll.
+    pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords<K, V>> {
+        let mut records = Vec::new();
+        let max = self.config.max_poll_records;
+        self.poll_into(&mut records, max, timeout)?;
+        Ok(ConsumerRecords { records })
+    }
+
+    /// Like [`poll`](Self::poll), appending at most `max` records to `out` and returning
+    /// how many: no allocation when `out` has room (the hot-loop form).
+    ///
+    /// # Errors
+    ///
+    /// As [`poll`](Self::poll).
+    pub fn poll_into(
+        &mut self,
+        out: &mut Vec<ConsumerRecord<K, V>>,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<usize> {
+        if self.assigned.is_empty() || max == 0 {
+            return Ok(0);
+        }
+        let mut deadline: Option<Option<Instant>> = None;
+        loop {
+            let n = self.fetch(out, max)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            let d = *deadline.get_or_insert_with(|| time::deadline_after(timeout));
+            if d.is_some_and(time::expired) {
+                return Ok(0);
+            }
+            self.wait(d);
+        }
+    }
+
+    /// Reads what is available now from the unpaused partitions, starting with the one
+    /// after where the last fetch started.
+    fn fetch(&mut self, out: &mut Vec<ConsumerRecord<K, V>>, max: usize) -> Result<usize> {
+        let now = self.broker.now_ms();
+        let len = self.assigned.len();
+        let first = self.next % len;
+        self.next = (first + 1) % len;
+        let mut total = 0;
+        for i in 0..len {
+            if total >= max {
+                break;
+            }
+            let a = &mut self.assigned[(first + i) % len];
+            if a.paused {
+                continue;
+            }
+            match read_one(
+                a,
+                out,
+                max - total,
+                now,
+                self.config.auto_offset_reset,
+                &mut self.metrics,
+            ) {
+                Ok(n) => total += n,
+                Err(e) if total > 0 => {
+                    // Hand over what was read; the problem stays and surfaces next time.
+                    let _ = e;
+                    self.next = (first + i) % len;
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.metrics.records += total as u64;
+        Ok(total)
+    }
+
+    /// Parks until an unpaused assigned partition has something at its position, or the
+    /// deadline. Waits on one topic's arrivals at a time: with partitions of several topics
+    /// it wakes at least every millisecond to look at the others.
+    fn wait(&self, deadline: Option<Instant>) {
+        let Some(first) = self.assigned.iter().find(|a| !a.paused) else {
+            // Everything paused: wait out the deadline on the first topic's arrivals.
+            if let Some(a) = self.assigned.first() {
+                a.topic
+                    .arrivals
+                    .wait_until(deadline, || a.topic.is_deleted().then_some(()));
+            }
+            return;
+        };
+        let several = self
+            .assigned
+            .iter()
+            .any(|a| !Arc::ptr_eq(&a.topic.arrivals, &first.topic.arrivals));
+        let deadline = if several {
+            let slice = time::deadline_after(Duration::from_millis(1));
+            match (deadline, slice) {
+                (Some(d), Some(s)) => Some(d.min(s)),
+                (None, s) => s,
+                (d, None) => d,
+            }
+        } else {
+            deadline
+        };
+        let ready = || {
+            self.assigned.iter().any(|a| {
+                !a.paused
+                    && (a.topic.is_deleted()
+                        || a.position.map_or(true, |p| a.partition.readable(p)))
+            })
+        };
+        // Yield a few times before parking, as the ring's readers do: a record usually
+        // arrives within a yield or two, and a parked consumer costs every producer a
+        // wake-up system call.
+        for _ in 0..YIELDS {
+            if ready() || deadline.is_some_and(time::expired) {
+                return;
+            }
+            thread::yield_now();
+        }
+        first.topic.arrivals.wait_until(deadline, || {
+            // The heavy side of the handshake with the producers' light notification.
+            asym_fence::heavy();
+            ready().then_some(())
+        });
+    }
+
+    fn find(&self, tp: &TopicPartition) -> Result<usize> {
+        self.assigned
+            .iter()
+            .position(|a| a.tp == *tp)
+            .ok_or_else(|| Error::NotAssigned {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+            })
+    }
+
+    fn group(&self, operation: &'static str) -> Result<Arc<str>> {
+        self.group.clone().ok_or(Error::NoGroupId { operation })
+    }
+
+    /// Commits the current position of every assigned partition that has one, as the
+    /// group's committed offsets.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoGroupId`]; [`Error::UnknownTopic`] when an assigned topic was deleted.
+    pub fn commit_sync(&mut self) -> Result<()> {
+        let group = self.group("commit_sync")?;
+        for a in &self.assigned {
+            if let Some(p) = a.position {
+                if a.topic.is_deleted() {
+                    return Err(Error::UnknownTopic {
+                        topic: a.tp.topic.clone(),
+                    });
+                }
+                let now = self.broker.now_ms();
+                a.partition.commit(&group, p, now).map_err(|(start, end)| {
+                    Error::PartitionOffsetOutOfRange {
+                        topic: a.tp.topic.clone(),
+                        partition: a.tp.partition,
+                        requested: p,
+                        start,
+                        end,
+                    }
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits the given offsets (each the next record to read) for the group, on any
+    /// existing partitions (assigned or not). All are checked before any is stored.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoGroupId`], [`Error::UnknownTopic`], [`Error::PartitionOutOfRange`],
+    /// [`Error::PartitionOffsetOutOfRange`] (an offset past the log end).
+    pub fn commit_offsets(&mut self, offsets: &[(TopicPartition, u64)]) -> Result<()> {
+        let group = self.group("commit_offsets")?;
+        for (tp, offset) in offsets {
+            self.broker.check_partition(tp)?;
+            let o = self.broker.offsets(tp)?;
+            if *offset > o.log_end {
+                return Err(Error::PartitionOffsetOutOfRange {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                    requested: *offset,
+                    start: o.log_start,
+                    end: o.log_end,
+                });
+            }
+        }
+        for (tp, offset) in offsets {
+            self.broker.commit(&group, tp, *offset)?;
+        }
+        Ok(())
+    }
+
+    /// The group's committed offset for `tp`, if it committed one.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoGroupId`], [`Error::UnknownTopic`], [`Error::PartitionOutOfRange`].
+    pub fn committed(&self, tp: &TopicPartition) -> Result<Option<u64>> {
+        let group = self.group("committed")?;
+        self.broker.committed(&group, tp)
+    }
+
+    /// The offset of the next record this consumer will read from `tp`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotAssigned`]; [`Error::NoOffsetForPartition`] (no position yet under
+    /// `OffsetReset::None`).
+    pub fn position(&self, tp: &TopicPartition) -> Result<u64> {
+        let a = &self.assigned[self.find(tp)?];
+        a.position.ok_or_else(|| Error::NoOffsetForPartition {
+            topic: tp.topic.clone(),
+            partition: tp.partition,
+        })
+    }
+
+    /// Moves the position in `tp` to `offset`; the next poll reads from there. An offset
+    /// out of range is handled at that poll (see the module docs).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotAssigned`].
+    pub fn seek(&mut self, tp: &TopicPartition, offset: u64) -> Result<()> {
+        let i = self.find(tp)?;
+        self.assigned[i].position = Some(offset);
+        Ok(())
+    }
+
+    /// Moves the positions in `partitions` (every assigned partition if empty) to their
+    /// log start.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotAssigned`] (nothing moves).
+    pub fn seek_to_beginning(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        self.seek_each(partitions, |p, now| p.log_start(now))
+    }
+
+    /// Moves the positions in `partitions` (every assigned partition if empty) to their
+    /// log end.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotAssigned`] (nothing moves).
+    pub fn seek_to_end(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        self.seek_each(partitions, |p, _| p.log_end())
+    }
+
+    fn seek_each(
+        &mut self,
+        partitions: &[TopicPartition],
+        to: impl Fn(&Partition<K, V>, i64) -> u64,
+    ) -> Result<()> {
+        let indices: Vec<usize> = if partitions.is_empty() {
+            (0..self.assigned.len()).collect()
+        } else {
+            partitions
+                .iter()
+                .map(|tp| self.find(tp))
+                .collect::<Result<_>>()?
+        };
+        let now = self.broker.now_ms();
+        for i in indices {
+            let a = &mut self.assigned[i];
+            a.position = Some(to(&a.partition, now));
+        }
+        Ok(())
+    }
+
+    /// For each `(partition, timestamp)`, the first offset whose record's timestamp is at
+    /// or after `timestamp`, with that timestamp (`None` when no record is). Partitions
+    /// need not be assigned.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidTimestamp`] (negative), [`Error::UnknownTopic`],
+    /// [`Error::PartitionOutOfRange`].
+    pub fn offsets_for_times(
+        &self,
+        query: &[(TopicPartition, i64)],
+    ) -> Result<HashMap<TopicPartition, Option<OffsetAndTimestamp>>> {
+        let mut out = HashMap::with_capacity(query.len());
+        for (tp, ts) in query {
+            if *ts < 0 {
+                return Err(Error::InvalidTimestamp { timestamp: *ts });
+            }
+            let found = self.broker.offset_for_time(tp, *ts)?;
+            out.insert(
+                tp.clone(),
+                found.map(|(offset, timestamp)| OffsetAndTimestamp { offset, timestamp }),
+            );
+        }
+        Ok(out)
+    }
+
+    /// The log start offset of each partition. Partitions need not be assigned.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`], [`Error::PartitionOutOfRange`].
+    pub fn beginning_offsets(
+        &self,
+        partitions: &[TopicPartition],
+    ) -> Result<HashMap<TopicPartition, u64>> {
+        partitions
+            .iter()
+            .map(|tp| Ok((tp.clone(), self.broker.offsets(tp)?.log_start)))
+            .collect()
+    }
+
+    /// The log end offset (the high watermark) of each partition. Partitions need not be
+    /// assigned.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`], [`Error::PartitionOutOfRange`].
+    pub fn end_offsets(
+        &self,
+        partitions: &[TopicPartition],
+    ) -> Result<HashMap<TopicPartition, u64>> {
+        partitions
+            .iter()
+            .map(|tp| Ok((tp.clone(), self.broker.offsets(tp)?.high_watermark)))
+            .collect()
+    }
+
+    /// Stops reading `partitions` until [`resume`](Self::resume) (positions stay).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotAssigned`] (nothing changes).
+    pub fn pause(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        self.set_paused(partitions, true)
+    }
+
+    /// Reads `partitions` again.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotAssigned`] (nothing changes).
+    pub fn resume(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        self.set_paused(partitions, false)
+    }
+
+    /// The paused partitions.
+    pub fn paused(&self) -> Vec<TopicPartition> {
+        self.assigned
+            .iter()
+            .filter(|a| a.paused)
+            .map(|a| a.tp.clone())
+            .collect()
+    }
+
+    fn set_paused(&mut self, partitions: &[TopicPartition], paused: bool) -> Result<()> {
+        let indices = partitions
+            .iter()
+            .map(|tp| self.find(tp))
+            .collect::<Result<Vec<_>>>()?;
+        for i in indices {
+            self.assigned[i].paused = paused;
+        }
+        Ok(())
+    }
+
+    /// What this consumer counted: records consumed, records skipped per partition.
+    pub fn metrics(&self) -> &ConsumerMetrics {
+        &self.metrics
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ConsumerConfig {
+        &self.config
+    }
+
+    /// Closes the consumer (as dropping it does): its group no longer counts it as open.
+    /// Positions not committed are lost; committed offsets and the group's gates stay.
+    pub fn close(self) {
+        drop(self);
+    }
+}
+
+impl<K, V> Drop for Consumer<K, V> {
+    fn drop(&mut self) {
+        if let Some(g) = &self.group {
+            self.broker.leave_group(g);
+        }
+    }
+}
+
+/// Reads from one assigned partition into `out`, handling an out-of-range position per
+/// `reset`.
+fn read_one<K: Clone, V: Clone>(
+    a: &mut Assigned<K, V>,
+    out: &mut Vec<ConsumerRecord<K, V>>,
+    max: usize,
+    now: i64,
+    reset: OffsetReset,
+    metrics: &mut ConsumerMetrics,
+) -> Result<usize> {
+    if a.topic.is_deleted() {
+        return Err(Error::UnknownTopic {
+            topic: a.tp.topic.clone(),
+        });
+    }
+    let Some(mut position) = a.position else {
+        return Err(Error::NoOffsetForPartition {
+            topic: a.tp.topic.clone(),
+            partition: a.tp.partition,
+        });
+    };
+    // At most one reset per call: a reset target is in range when chosen.
+    for _ in 0..2 {
+        let name = a.name;
+        let partition = a.tp.partition;
+        let outcome = a.partition.read(
+            position,
+            max,
+            now,
+            a.group.as_deref(),
+            |offset, e: &Entry<K, V>| {
+                out.push(ConsumerRecord {
+                    topic: name,
+                    partition,
+                    offset,
+                    timestamp: e.timestamp,
+                    key: e.key.clone(),
+                    value: e.value.clone(),
+                    headers: e.headers.as_deref().cloned().unwrap_or_default(),
+                });
+            },
+        );
+        match outcome {
+            ReadOutcome::Read(n) => {
+                a.position = Some(position + n as u64);
+                return Ok(n);
+            }
+            ReadOutcome::Empty => return Ok(0),
+            ReadOutcome::OutOfRange { start, end } => {
+                let target = match reset {
+                    OffsetReset::None => {
+                        return Err(Error::PartitionOffsetOutOfRange {
+                            topic: a.tp.topic.clone(),
+                            partition: a.tp.partition,
+                            requested: position,
+                            start,
+                            end,
+                        })
+                    }
+                    OffsetReset::Earliest => start,
+                    OffsetReset::Latest => end,
+                };
+                if target > position {
+                    *metrics.skipped.entry(a.tp.clone()).or_insert(0) += target - position;
+                }
+                position = target;
+                a.position = Some(target);
+            }
+        }
+    }
+    Ok(0)
+}

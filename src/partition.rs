@@ -1,0 +1,712 @@
+//! One partition's log (layer 5): the ring as its in-memory tail, the offsets it owns (log
+//! start, high watermark, log end), where a read is served from, and the consumer groups'
+//! committed offsets that gate its producers.
+//!
+//! - **Offsets are ring sequences.** The ring starts at 0, so a record's offset is the
+//!   sequence its publish got; offsets are dense and never reused.
+//! - **Log end (LEO)** is the ring's claim cursor: every offset below it is claimed, and is
+//!   published by its producer a moment later (a read stops at the first offset not yet
+//!   published, so nothing is ever served out of order). **HW equals LEO** until replicas
+//!   exist: `high_watermark` is the one place that will change when they do.
+//! - **Log start** is the oldest offset not yet overwritten or expired: `LEO - capacity`
+//!   (a claim of `s + capacity` overwrites `s`), or later once records pass the retention
+//!   age. Records below it are gone; a read there is told so ([`ReadOutcome::OutOfRange`]).
+//! - **Reads** go through [`Partition::read`], the one function that decides where an
+//!   offset is served from (today always the ring; disk reads join there). They use one
+//!   non-gating ring reader created with the partition (the *anchor*, whose overwrite floor
+//!   is offset 0), so any offset still in the ring can be read by any consumer, at any
+//!   position, without registering a reader per consumer; each record is read under its
+//!   slot's lock for the length of one clone, and a slot already holding a later lap tells
+//!   the reader exactly where the log now starts. A consumer whose group gates the
+//!   partition reads the records at or after the gate through the gate instead, without
+//!   slot locks: it holds the group's lock for the run, so the gate cannot move past them
+//!   and no producer can overwrite them.
+//! - **Commit gating** (`Overflow::Block` topics): each registered group holds a *gating*
+//!   ring reader parked at its committed offset (at its starting position until its first
+//!   commit). Producers never overwrite a record at or above the lowest gate, so no record a
+//!   group has not committed is lost; read positions never gate. A commit moves the gate
+//!   forward by skipping entries (no clone, no lock); a commit backwards replaces the gate
+//!   with a new one at the lower offset, or — when producers may already hold room over it
+//!   (a producer's claim limit, once computed, cannot be taken back) — at the lowest offset
+//!   the ring can still protect (its overwrite floor). The committed offset itself is stored
+//!   as given.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use bytes::Bytes;
+
+use crate::ring::{
+    GetError, MultiProducer, Overflow as RingOverflow, Reader, Ring, RingConfig, Start,
+};
+use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::time::Instant;
+// Std's Arc (also under loom): group names are `Arc<str>` (see `sync::StdArc`).
+use crate::sync::StdArc as Arc;
+use crate::sync::{Mutex, WaitSet};
+use crate::{Error, Result};
+
+/// Record headers: `(key, value)` pairs, in order, keys not unique (Kafka's `Headers`).
+/// An empty vector costs no allocation.
+pub type Headers = Vec<(String, Option<Bytes>)>;
+
+/// What the ring of a partition holds for one record.
+#[derive(Clone)]
+pub(crate) struct Entry<K, V> {
+    pub(crate) timestamp: i64,
+    pub(crate) key: Option<K>,
+    pub(crate) value: V,
+    /// Boxed: 8 bytes in every slot instead of a vector's 24, for records that mostly
+    /// carry none (`None` when empty).
+    pub(crate) headers: Option<Box<Headers>>,
+}
+
+/// Headers as an entry stores them.
+pub(crate) fn box_headers(headers: Headers) -> Option<Box<Headers>> {
+    (!headers.is_empty()).then(|| Box::new(headers))
+}
+
+/// An entry's headers as a record carries them.
+pub(crate) fn unbox_headers(headers: Option<Box<Headers>>) -> Headers {
+    headers.map(|h| *h).unwrap_or_default()
+}
+
+/// The shape of one partition.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PartitionConfig {
+    /// Ring slots (a power of two).
+    pub(crate) capacity: usize,
+    /// Whether registered groups gate producers (`Overflow::Block`).
+    pub(crate) gated: bool,
+    /// Records older than this many milliseconds are expired.
+    pub(crate) retention_ms: Option<i64>,
+}
+
+/// What [`Partition::read`] found at the requested offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadOutcome {
+    /// This many records were passed to the callback, from the requested offset on.
+    Read(usize),
+    /// Nothing published at the offset yet (it is the log end, or being written).
+    Empty,
+    /// The offset is below the log start or above the log end: the valid range now.
+    OutOfRange {
+        /// The log start offset.
+        start: u64,
+        /// The log end offset.
+        end: u64,
+    },
+}
+
+/// How long an append may wait for room.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum AppendWait {
+    /// Not at all.
+    No,
+    /// Until the deadline (`None`: for ever).
+    Until(Option<Instant>),
+}
+
+/// Why an append did not happen (the entry is handed back with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AppendError {
+    /// A gate holds the slot (only with [`AppendWait::No`]).
+    Full,
+    /// The deadline passed first.
+    Timeout,
+    /// The partition is closed (its topic was deleted).
+    Closed,
+}
+
+/// The offsets of one partition at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Offsets {
+    pub(crate) log_start: u64,
+    pub(crate) high_watermark: u64,
+    pub(crate) log_end: u64,
+}
+
+/// A registered group on one partition.
+pub(crate) struct GroupGate<K, V> {
+    committed: Option<u64>,
+    /// Gated partitions only: a gating reader at the committed offset (or the start).
+    gate: Option<Reader<Entry<K, V>>>,
+}
+
+/// A group's state on one partition, behind its own lock: commits take it to move the
+/// gate, and a reader of the group takes it to read, without slot locks, the records at
+/// or after the gate (which cannot move while it is held).
+pub(crate) type GroupSlot<K, V> = Mutex<GroupGate<K, V>>;
+
+/// The registered groups of a partition, by name.
+type GroupMap<K, V> = HashMap<Arc<str>, Arc<GroupSlot<K, V>>>;
+
+/// One partition's log.
+pub(crate) struct Partition<K, V> {
+    ring: Ring<Entry<K, V>>,
+    /// Cloned into every producer's [`Appender`]; also keeps the ring open until `close`.
+    producer: MultiProducer<Entry<K, V>>,
+    /// The non-gating reader every read goes through (module docs).
+    anchor: Reader<Entry<K, V>>,
+    capacity: u64,
+    config: PartitionConfig,
+    /// Records below this offset have expired by retention (only grows).
+    expired_below: AtomicU64,
+    groups: Mutex<GroupMap<K, V>>,
+    /// The topic's arrival notifications: producers notify after each append.
+    arrivals: Arc<WaitSet>,
+}
+
+impl<K, V> fmt::Debug for Partition<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Partition")
+            .field("capacity", &self.capacity)
+            .field("log_end", &self.log_end())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, V> Partition<K, V> {
+    /// A new, empty partition.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] when the capacity is not a power of two in `2..=2^32`.
+    pub(crate) fn new(config: PartitionConfig, arrivals: Arc<WaitSet>) -> Result<Self> {
+        let overflow = if config.gated {
+            RingOverflow::Block
+        } else {
+            RingOverflow::Overwrite
+        };
+        let (producer, ring) = Ring::multi_producer(
+            RingConfig::new(config.capacity).overflow(overflow),
+        )
+        .map_err(|e| match e {
+            Error::InvalidConfig { value, valid, .. } => Error::InvalidConfig {
+                name: "records_in_memory",
+                value,
+                valid,
+            },
+            other => other,
+        })?;
+        // Joined before any producer exists: its floor is 0 and every producer sees it.
+        let anchor = ring.reader(Start::Oldest)?;
+        Ok(Self {
+            ring,
+            producer,
+            anchor,
+            capacity: config.capacity as u64,
+            config,
+            expired_below: AtomicU64::new(0),
+            groups: Mutex::new(HashMap::new()),
+            arrivals,
+        })
+    }
+
+    /// A handle for one producer thread.
+    pub(crate) fn appender(&self) -> Appender<K, V> {
+        Appender {
+            handle: self.producer.clone(),
+            arrivals: Arc::clone(&self.arrivals),
+        }
+    }
+
+    /// The log end offset: one past the last offset claimed (module docs).
+    pub(crate) fn log_end(&self) -> u64 {
+        self.ring.cursor()
+    }
+
+    /// The high watermark: consumers read only below it. Equal to the log end until
+    /// replicas exist.
+    pub(crate) fn high_watermark(&self) -> u64 {
+        self.log_end()
+    }
+
+    /// The log start offset at `now_ms` (applying retention).
+    pub(crate) fn log_start(&self, now_ms: i64) -> u64 {
+        let end = self.log_end();
+        let in_ring = end.saturating_sub(self.capacity);
+        // Relaxed: a lower bound that only grows; the records themselves are read through
+        // their slots' tags, which say whether they are still there.
+        let mut start = in_ring.max(self.expired_below.load(Ordering::Relaxed));
+        if let Some(retention) = self.config.retention_ms {
+            let cutoff = now_ms.saturating_sub(retention);
+            while start < end {
+                match self.anchor.get_with(start, |e| e.timestamp) {
+                    Ok(ts) if ts < cutoff => start += 1,
+                    Ok(_) | Err(GetError::NotPublished { .. }) => break,
+                    // Overwritten meanwhile: the ring's own start has moved past it.
+                    Err(_) => start = start.max(self.log_end().saturating_sub(self.capacity)),
+                }
+            }
+            // Relaxed: as above.
+            self.expired_below.fetch_max(start, Ordering::Relaxed);
+        }
+        start
+    }
+
+    /// Log start, high watermark and log end.
+    pub(crate) fn offsets(&self, now_ms: i64) -> Offsets {
+        let log_end = self.log_end();
+        Offsets {
+            log_start: self.log_start(now_ms).min(log_end),
+            high_watermark: self.high_watermark(),
+            log_end,
+        }
+    }
+
+    /// Whether a read at `offset` would find something (a record, or the partition closed).
+    pub(crate) fn readable(&self, offset: u64) -> bool {
+        self.high_watermark() > offset || self.ring.is_closed()
+    }
+
+    /// Passes the records from `offset` on (at most `max`, below the high watermark) to `f`,
+    /// in offset order. The one place that decides where a read is served from: today the
+    /// ring; records below the in-memory tail will be read from disk here.
+    ///
+    /// With `group` (the reader's group on this partition), records at or after the
+    /// group's gate are read without slot locks: the group's lock, held for the run, keeps
+    /// the gate (and so the producers) from moving past them.
+    pub(crate) fn read(
+        &self,
+        offset: u64,
+        max: usize,
+        now_ms: i64,
+        group: Option<&GroupSlot<K, V>>,
+        mut f: impl FnMut(u64, &Entry<K, V>),
+    ) -> ReadOutcome {
+        let start = self.log_start(now_ms);
+        let hw = self.high_watermark();
+        if offset < start || offset > hw {
+            return ReadOutcome::OutOfRange {
+                start: start.min(hw),
+                end: hw,
+            };
+        }
+        let max = max.min((hw - offset).min(usize::MAX as u64) as usize);
+        if let Some(group) = group {
+            let g = group.lock();
+            if let Some(gate) = &g.gate {
+                if let (n @ 1.., _) = gate.get_run_with(offset, max, &mut f) {
+                    return ReadOutcome::Read(n);
+                }
+            }
+        }
+        match self.anchor.get_run_with(offset, max, f) {
+            (0, Some(GetError::Evicted { .. })) => {
+                // Overwritten since we looked: the log start moved past `offset`, even if
+                // the claim cursor we load next is older than the write that overwrote it.
+                let start = self.log_start(now_ms).max(offset + 1);
+                ReadOutcome::OutOfRange {
+                    start,
+                    end: self.high_watermark().max(start),
+                }
+            }
+            (0, _) => ReadOutcome::Empty,
+            (n, _) => ReadOutcome::Read(n),
+        }
+    }
+
+    /// The first offset at or after the log start whose record's timestamp is at or after
+    /// `timestamp` (Kafka's `offsetsForTimes`), with that timestamp; `None` if there is none.
+    pub(crate) fn offset_for_time(&self, timestamp: i64, now_ms: i64) -> Option<(u64, i64)> {
+        let mut at = self.log_start(now_ms);
+        loop {
+            let end = self.high_watermark();
+            if at >= end {
+                return None;
+            }
+            match self.anchor.get_with(at, |e| e.timestamp) {
+                Ok(ts) if ts >= timestamp => return Some((at, ts)),
+                Ok(_) => at += 1,
+                Err(GetError::NotPublished { .. }) => return None,
+                // Overwritten while we scanned: continue from the new start.
+                Err(_) => at = at.max(self.log_start(now_ms)) + 1,
+            }
+        }
+    }
+
+    /// Registers `group` on this partition if it is not yet, gating (on a gated partition)
+    /// at `start` until its first commit. Returns its committed offset.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] when the partition is closed.
+    pub(crate) fn register_group(&self, group: &Arc<str>, start: u64) -> Result<Option<u64>> {
+        let mut groups = self.groups.lock();
+        if let Some(g) = groups.get(group) {
+            return Ok(g.lock().committed);
+        }
+        let gate = if self.config.gated {
+            Some(self.gate_at(start)?)
+        } else {
+            None
+        };
+        groups.insert(
+            Arc::clone(group),
+            Arc::new(Mutex::new(GroupGate {
+                committed: None,
+                gate,
+            })),
+        );
+        Ok(None)
+    }
+
+    /// The state of `group` on this partition, if registered (for [`read`](Self::read)).
+    pub(crate) fn group_slot(&self, group: &str) -> Option<Arc<GroupSlot<K, V>>> {
+        self.groups.lock().get(group).cloned()
+    }
+
+    /// The committed offset of `group`, if it committed on this partition.
+    pub(crate) fn committed(&self, group: &str) -> Option<u64> {
+        self.group_slot(group).and_then(|g| g.lock().committed)
+    }
+
+    /// Stores `offset` as `group`'s committed offset (the next record it will read),
+    /// registering the group first if needed, and moves its gate there.
+    ///
+    /// # Errors
+    ///
+    /// `Err((start, end))` with the valid range when `offset` lies past the log end.
+    pub(crate) fn commit(
+        &self,
+        group: &Arc<str>,
+        offset: u64,
+        now_ms: i64,
+    ) -> std::result::Result<(), (u64, u64)> {
+        let end = self.log_end();
+        if offset > end {
+            return Err((self.log_start(now_ms).min(end), end));
+        }
+        let slot = Arc::clone(
+            self.groups
+                .lock()
+                .entry(Arc::clone(group))
+                .or_insert_with(|| {
+                    Arc::new(Mutex::new(GroupGate {
+                        committed: None,
+                        gate: None,
+                    }))
+                }),
+        );
+        let mut entry = slot.lock();
+        entry.committed = Some(offset);
+        if !self.config.gated {
+            return Ok(());
+        }
+        match &mut entry.gate {
+            Some(gate) if gate.position() <= offset => advance(gate, offset),
+            slot => {
+                // Backwards (or no gate yet): a new gate at the lower offset first, then
+                // drop the old one, so there is never a moment without a gate.
+                if let Ok(new) = self.gate_at(offset) {
+                    *slot = Some(new);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets `group` on this partition: its gate stops holding producers back at once
+    /// (also if a reader still holds the group's slot).
+    pub(crate) fn remove_group(&self, group: &str) {
+        let removed = self.groups.lock().remove(group);
+        if let Some(slot) = removed {
+            let gate = slot.lock().gate.take();
+            drop(gate);
+        }
+    }
+
+    /// A gating reader at `offset`, or at the log start if `offset` is gone.
+    fn gate_at(&self, offset: u64) -> Result<Reader<Entry<K, V>>> {
+        match self.ring.gating_reader(Start::At(offset)) {
+            Ok(r) => Ok(r),
+            Err(Error::SequenceOutOfRange { oldest, .. }) if offset < oldest => {
+                self.ring.gating_reader(Start::Oldest)
+            }
+            Err(Error::SequenceOutOfRange { .. }) => self.ring.gating_reader(Start::Tail),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Closes the partition: appends fail from now on, waiting producers and consumers wake.
+    pub(crate) fn close(&self) {
+        self.ring.close();
+        self.arrivals.notify_all();
+    }
+}
+
+/// Moves a gating reader forward to `offset`, as far as records are published: an offset
+/// committed while its record is still being written leaves the gate just behind it (safe:
+/// it holds producers back a little longer), and the next commit moves it on.
+fn advance<T>(gate: &mut Reader<T>, offset: u64) {
+    while gate.position() < offset {
+        let left = (offset - gate.position()) as usize;
+        if gate.try_read_with(left, |_, _| ()).is_err() {
+            break;
+        }
+    }
+}
+
+/// One producer thread's handle on a partition.
+pub(crate) struct Appender<K, V> {
+    handle: MultiProducer<Entry<K, V>>,
+    arrivals: Arc<WaitSet>,
+}
+
+impl<K, V> fmt::Debug for Appender<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Appender").finish_non_exhaustive()
+    }
+}
+
+impl<K, V> Appender<K, V> {
+    /// Appends `entry`, returning its offset; hands it back when it was not appended.
+    pub(crate) fn append(
+        &mut self,
+        entry: Entry<K, V>,
+        wait: AppendWait,
+    ) -> std::result::Result<u64, (Entry<K, V>, AppendError)> {
+        use crate::ring::{PublishTimeoutError, TryPublishError};
+        let done = match wait {
+            AppendWait::No => self.handle.try_publish(entry).map_err(|e| match e {
+                TryPublishError::Full(v) => (v, AppendError::Full),
+                TryPublishError::Closed(v) => (v, AppendError::Closed),
+            }),
+            AppendWait::Until(None) => self
+                .handle
+                .publish(entry)
+                .map_err(|e| (e.into_inner(), AppendError::Closed)),
+            AppendWait::Until(Some(deadline)) => self
+                .handle
+                .publish_deadline(entry, deadline)
+                .map_err(|e| match e {
+                    PublishTimeoutError::Timeout(v) => (v, AppendError::Timeout),
+                    PublishTimeoutError::Closed(v) => (v, AppendError::Closed),
+                }),
+        };
+        done?;
+        // Fence-free unless a consumer is parked; waiters take the heavy fence.
+        self.arrivals.notify_all_light();
+        Ok(self
+            .handle
+            .last_sequence()
+            .expect("a successful publish records its sequence"))
+    }
+
+    /// Appends every entry of `entries` in order (draining it), waiting for room: one
+    /// claim per run the ring can take, one notification.
+    ///
+    /// # Errors
+    ///
+    /// [`AppendError::Closed`]: the entries not appended stay in `entries`, in order.
+    pub(crate) fn append_batch(
+        &mut self,
+        entries: &mut Vec<Entry<K, V>>,
+    ) -> std::result::Result<(), AppendError> {
+        let done = self.handle.publish_batch(entries);
+        self.arrivals.notify_all_light();
+        done.map_err(|_| AppendError::Closed)
+    }
+}
+
+/// Loom models of the partition's concurrent paths (crate-private, so they live here; the
+/// test script runs them with the other models). Capacity 2, at most 3 threads, `Arc`
+/// payloads so a lost or doubled value fails the model.
+#[cfg(all(test, logbus_loom))]
+mod loom_models {
+    use super::*;
+    use crate::sync::thread;
+
+    /// Loom's `Arc`: a value dropped twice or never fails the model.
+    type Value = crate::sync::Arc<u64>;
+
+    fn partition(gated: bool) -> Arc<Partition<(), Value>> {
+        let config = PartitionConfig {
+            capacity: 2,
+            gated,
+            retention_ms: None,
+        };
+        Arc::new(Partition::new(config, Arc::new(WaitSet::new())).unwrap())
+    }
+
+    fn entry(v: u64) -> Entry<(), Value> {
+        Entry {
+            timestamp: v as i64,
+            key: None,
+            value: crate::sync::Arc::new(v),
+            headers: None,
+        }
+    }
+
+    fn append(a: &mut Appender<(), Value>, v: u64, wait: AppendWait) -> u64 {
+        a.append(entry(v), wait).map_err(|(_, e)| e).unwrap()
+    }
+
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(2);
+        }
+        builder.check(f);
+    }
+
+    /// Reads `offset` until it is published: `Some(value)`, or `None` if it is out of range.
+    fn read_at(p: &Partition<(), Value>, offset: u64) -> Option<u64> {
+        loop {
+            let mut got = None;
+            match p.read(offset, 1, 0, None, |_, e| got = Some(*e.value)) {
+                ReadOutcome::Read(1) => return got,
+                ReadOutcome::OutOfRange { .. } => return None,
+                _ => thread::yield_now(),
+            }
+        }
+    }
+
+    /// Append and read: two producers append concurrently; a reader sees each offset's
+    /// record exactly once, with the value its producer was told it got.
+    /// Key ordering: the Release store of a slot's tag after the write (`slot::write`)
+    /// against the reader's Acquire load (`slot::read_locked`).
+    #[test]
+    fn concurrent_appends_are_read_at_their_offsets() {
+        model(|| {
+            let p = partition(true);
+            let handles: Vec<_> = (0..2u64)
+                .map(|k| {
+                    let mut a = p.appender();
+                    thread::spawn(move || {
+                        let offset = append(&mut a, 10 + k, AppendWait::No);
+                        (offset, 10 + k)
+                    })
+                })
+                .collect();
+            let seen = [read_at(&p, 0), read_at(&p, 1)];
+            let mut told: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            told.sort();
+            for (offset, value) in told {
+                assert_eq!(seen[offset as usize], Some(value));
+            }
+            assert_eq!(p.log_end(), 2);
+        });
+    }
+
+    /// Commit gating: with a group gating at 0 on a capacity-2 partition, the producer's
+    /// third append waits until the group commits, and its fourth until the group commits
+    /// past offset 1: a record at or above the committed offset is never overwritten, and
+    /// the waiting producer always wakes (loom reports a lost wake-up as a deadlock).
+    /// Key ordering: the gate's wake-up (the gating reader's cursor store and notification
+    /// against the waiting producer's fenced re-check).
+    #[test]
+    fn commit_releases_a_waiting_producer() {
+        model(|| {
+            let p = partition(true);
+            let group: Arc<str> = Arc::from("g");
+            p.register_group(&group, 0).unwrap();
+            let mut a = p.appender();
+            let producer = thread::spawn(move || {
+                for v in 0..4 {
+                    assert_eq!(append(&mut a, v, AppendWait::Until(None)), v);
+                }
+            });
+            assert_eq!(read_at(&p, 0), Some(0));
+            assert_eq!(read_at(&p, 1), Some(1));
+            // Nothing committed yet: offset 0 is still there.
+            assert_eq!(read_at(&p, 0), Some(0));
+            p.commit(&group, 1, 0).unwrap();
+            assert_eq!(read_at(&p, 2), Some(2));
+            assert_eq!(read_at(&p, 1), Some(1), "offset 1 is not committed yet");
+            p.commit(&group, 3, 0).unwrap();
+            assert_eq!(read_at(&p, 3), Some(3));
+            producer.join().unwrap();
+            assert_eq!(p.committed("g"), Some(3));
+        });
+    }
+
+    /// Reads through a group's gate (no slot locks) while the producer waits on that gate
+    /// and the reader commits as it goes: every record is read once, in order, never while
+    /// it is overwritten. Key ordering: the Acquire load of a slot's tag in the gated read
+    /// (`slot::is_published`) against the writer's Release store.
+    #[test]
+    fn gated_reads_race_no_overwrite() {
+        model(|| {
+            let p = partition(true);
+            let group: Arc<str> = Arc::from("g");
+            p.register_group(&group, 0).unwrap();
+            let slot = p.group_slot("g").unwrap();
+            let mut a = p.appender();
+            let producer = thread::spawn(move || {
+                for v in 0..3 {
+                    append(&mut a, v, AppendWait::Until(None));
+                }
+            });
+            let mut next = 0;
+            while next < 3 {
+                let mut got = Vec::new();
+                match p.read(next, 2, 0, Some(&slot), |o, e| got.push((o, *e.value))) {
+                    ReadOutcome::Read(n) => {
+                        for (i, (o, v)) in got.into_iter().enumerate() {
+                            assert_eq!((o, v), (next + i as u64, next + i as u64));
+                        }
+                        next += n as u64;
+                        p.commit(&group, next, 0).unwrap();
+                    }
+                    ReadOutcome::Empty => thread::yield_now(),
+                    other => panic!("{other:?}"),
+                }
+            }
+            producer.join().unwrap();
+        });
+    }
+
+    /// Another member of the group commits past a gated read in progress: the commit
+    /// waits for the read (the group's lock), so the producer cannot overwrite what is
+    /// being read; the reader gets offset 0's value or is told it is gone.
+    #[test]
+    fn a_commit_racing_a_gated_read_waits_for_it() {
+        model(|| {
+            let p = partition(true);
+            let group: Arc<str> = Arc::from("g");
+            p.register_group(&group, 0).unwrap();
+            let slot = p.group_slot("g").unwrap();
+            let mut a = p.appender();
+            append(&mut a, 0, AppendWait::No);
+            append(&mut a, 1, AppendWait::No);
+            let (p2, g2) = (Arc::clone(&p), Arc::clone(&group));
+            let member = thread::spawn(move || p2.commit(&g2, 2, 0).unwrap());
+            let producer = thread::spawn(move || {
+                append(&mut a, 2, AppendWait::Until(None));
+                append(&mut a, 3, AppendWait::Until(None));
+            });
+            let mut got = None;
+            match p.read(0, 1, 0, Some(&slot), |_, e| got = Some(*e.value)) {
+                ReadOutcome::Read(1) => assert_eq!(got, Some(0)),
+                ReadOutcome::OutOfRange { start, .. } => assert!(start > 0),
+                other => panic!("{other:?}"),
+            }
+            member.join().unwrap();
+            producer.join().unwrap();
+        });
+    }
+
+    /// Drop-oldest: the producer overwrites offset 0 while a reader clones it; the reader
+    /// gets offset 0's value or is told the offset is gone, never a torn or later value.
+    /// Key ordering: the reader's Release of its share of the slot lock (`ReadGuard`)
+    /// against the writer's Acquire CAS that takes the slot.
+    #[test]
+    fn overwrite_never_races_a_reader() {
+        model(|| {
+            let p = partition(false);
+            let mut a = p.appender();
+            append(&mut a, 0, AppendWait::No);
+            let producer = thread::spawn(move || {
+                append(&mut a, 1, AppendWait::No);
+                append(&mut a, 2, AppendWait::No);
+            });
+            let got = read_at(&p, 0);
+            assert!(got.is_none() || got == Some(0), "{got:?}");
+            producer.join().unwrap();
+            assert_eq!(read_at(&p, 0), None);
+            assert_eq!(read_at(&p, 2), Some(2));
+        });
+    }
+}

@@ -1,0 +1,834 @@
+//! Producers (layer 7): records, Kafka's partitioner, and sending.
+//!
+//! A [`Producer<K, V>`](Producer) sends [`Record`]s to the topics of its broker. Where a
+//! record goes is decided as Kafka's `KafkaProducer` decides it:
+//!
+//! 1. the record's explicit partition;
+//! 2. else a user [`Partitioner`], if the producer has one (it may decline);
+//! 3. else, with a key, `toPositive(murmur2(key bytes)) % partitions` over the key's
+//!    [`Codec`] bytes ([`partition_for_key`]), so a key lands on the same partition number
+//!    here as in a Kafka cluster with the same partition count;
+//! 4. else sticky batches: the producer keeps sending to one partition for
+//!    [`ProducerConfig::sticky_batch`] records, then moves to the next (Kafka's
+//!    `BuiltInPartitioner` switches after `batch.size` bytes; records here are not
+//!    serialized, so the batch is counted in records).
+//!
+//! # Examples
+//!
+//! ```
+//! use logbus::broker::{Broker, TopicConfig};
+//! use logbus::producer::{partition_for_key, Record};
+//!
+//! let broker = Broker::in_memory();
+//! broker.create_topic::<String, u64>("clicks", TopicConfig::new(6))?;
+//! let producer = broker.producer::<String, u64>();
+//! let meta = producer.send(Record::new("clicks", 1).key("user-7".to_string()))?;
+//! assert_eq!(meta.partition, partition_for_key(b"user-7", 6));
+//! # Ok::<(), logbus::Error>(())
+//! ```
+
+use std::borrow::Cow;
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::broker::{Broker, TopicInner};
+use crate::codec::Codec;
+use crate::partition::{
+    box_headers, unbox_headers, AppendError, AppendWait, Appender, Entry, Headers,
+};
+use crate::sync::time;
+// Std's Arc (also under loom): partitioners are trait objects (see `sync::StdArc`).
+use crate::sync::Mutex;
+use crate::sync::StdArc as Arc;
+use crate::{Error, Result};
+
+/// Kafka's `Utils.murmur2`: the 32-bit murmur2 hash (seed `0x9747b28c`) that Kafka's
+/// default partitioner applies to a record's key bytes.
+///
+/// # Examples
+///
+/// ```
+/// // One of the cases of Kafka's UtilsTest.testMurmur2.
+/// assert_eq!(logbus::producer::murmur2(b"21"), -973932308);
+/// ```
+pub fn murmur2(data: &[u8]) -> i32 {
+    const SEED: u32 = 0x9747_b28c;
+    const M: u32 = 0x5bd1_e995;
+    const R: u32 = 24;
+    // Kafka computes on Java ints: wrapping arithmetic, unsigned shifts (`>>>`).
+    let mut h: u32 = SEED ^ data.len() as u32;
+    let mut words = data.chunks_exact(4);
+    for w in &mut words {
+        let mut k = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> R;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M);
+        h ^= k;
+    }
+    let tail = words.remainder();
+    if !tail.is_empty() {
+        if tail.len() >= 3 {
+            h ^= u32::from(tail[2]) << 16;
+        }
+        if tail.len() >= 2 {
+            h ^= u32::from(tail[1]) << 8;
+        }
+        h ^= u32::from(tail[0]);
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    h as i32
+}
+
+/// Kafka's `Utils.toPositive`: clears the sign bit (not `abs`, which overflows on
+/// `i32::MIN`).
+pub fn to_positive(n: i32) -> u32 {
+    (n & 0x7fff_ffff) as u32
+}
+
+/// Kafka's `BuiltInPartitioner.partitionForKey`: `toPositive(murmur2(key)) % partitions`,
+/// the partition a key's bytes land on in a topic of `partitions` partitions.
+///
+/// `partitions` of 0 returns 0 (there is no valid answer; a topic has at least one).
+///
+/// # Examples
+///
+/// ```
+/// use logbus::producer::partition_for_key;
+///
+/// assert_eq!(partition_for_key(b"a", 10), 4);
+/// ```
+pub fn partition_for_key(key: &[u8], partitions: u32) -> u32 {
+    to_positive(murmur2(key))
+        .checked_rem(partitions)
+        .unwrap_or(0)
+}
+
+/// Chooses partitions for a producer's records (Kafka's `Partitioner`).
+///
+/// Called for records without an explicit partition. Returning `None` lets the built-in
+/// choice decide (key hash, else sticky batches); a number at or above `partition_count`
+/// fails the send with [`Error::PartitionOutOfRange`].
+///
+/// # Examples
+///
+/// ```
+/// use logbus::producer::Partitioner;
+///
+/// /// Every record with an even key to partition 0.
+/// struct Evens;
+/// impl Partitioner<u64> for Evens {
+///     fn partition(&self, _topic: &str, key: Option<&u64>, _partitions: u32) -> Option<u32> {
+///         key.filter(|k| *k % 2 == 0).map(|_| 0)
+///     }
+/// }
+/// ```
+pub trait Partitioner<K>: Send + Sync + 'static {
+    /// The partition for a record of `topic` with `key`, out of `partition_count`.
+    fn partition(&self, topic: &str, key: Option<&K>, partition_count: u32) -> Option<u32>;
+}
+
+/// A record to send (Kafka's `ProducerRecord`).
+///
+/// # Examples
+///
+/// ```
+/// use logbus::producer::Record;
+///
+/// let record = Record::new("orders", 42u64)
+///     .key("eu".to_string())
+///     .partition(3)
+///     .timestamp(1_700_000_000_000)
+///     .header("trace", Some(bytes::Bytes::from_static(b"abc")));
+/// assert_eq!(record.headers.len(), 1);
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct Record<K, V> {
+    /// The topic's name (`&'static str` names cost no allocation).
+    pub topic: Cow<'static, str>,
+    /// An explicit partition, or `None` to let the partitioner choose.
+    pub partition: Option<u32>,
+    /// Milliseconds since the Unix epoch, or `None` for the broker clock's time at send.
+    pub timestamp: Option<i64>,
+    /// The key, if any.
+    pub key: Option<K>,
+    /// The value.
+    pub value: V,
+    /// Headers (none costs no allocation).
+    pub headers: Headers,
+}
+
+impl<K, V> fmt::Debug for Record<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Record")
+            .field("topic", &self.topic)
+            .field("partition", &self.partition)
+            .field("timestamp", &self.timestamp)
+            .field("has_key", &self.key.is_some())
+            .field("headers", &self.headers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, V> Record<K, V> {
+    /// A record of `value` for `topic`, without key, partition, timestamp or headers.
+    pub fn new(topic: impl Into<Cow<'static, str>>, value: V) -> Self {
+        Self {
+            topic: topic.into(),
+            partition: None,
+            timestamp: None,
+            key: None,
+            value,
+            headers: Vec::new(),
+        }
+    }
+
+    /// With a key.
+    pub fn key(mut self, key: K) -> Self {
+        self.key = Some(key);
+        self
+    }
+
+    /// With an explicit partition.
+    pub fn partition(mut self, partition: u32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
+    /// With a timestamp (milliseconds since the Unix epoch, at least 0).
+    pub fn timestamp(mut self, timestamp: i64) -> Self {
+        self.timestamp = Some(timestamp);
+        self
+    }
+
+    /// With one more header.
+    pub fn header(mut self, key: impl Into<String>, value: Option<Bytes>) -> Self {
+        self.headers.push((key.into(), value));
+        self
+    }
+}
+
+/// Where a sent record went (Kafka's `RecordMetadata`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RecordMetadata {
+    /// The partition.
+    pub partition: u32,
+    /// The record's offset in it.
+    pub offset: u64,
+    /// The record's timestamp.
+    pub timestamp: i64,
+}
+
+/// A send that failed: the reason, and the record handed back.
+///
+/// `Debug` prints the reason only (no `K: Debug` bound). Converts into [`Error`] with `?`.
+pub struct SendError<K, V> {
+    /// Boxed: a send's `Result` stays small on the path that succeeds.
+    inner: Box<(Error, Record<K, V>)>,
+}
+
+impl<K, V> SendError<K, V> {
+    /// Why the send failed.
+    pub fn error(&self) -> &Error {
+        &self.inner.0
+    }
+
+    /// The record that was not sent.
+    pub fn into_record(self) -> Record<K, V> {
+        self.inner.1
+    }
+
+    /// The reason, dropping the record.
+    pub fn into_error(self) -> Error {
+        self.inner.0
+    }
+}
+
+impl<K, V> fmt::Debug for SendError<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendError")
+            .field("error", self.error())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, V> fmt::Display for SendError<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "send failed: {}", self.error())
+    }
+}
+
+impl<K, V> std::error::Error for SendError<K, V> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.error())
+    }
+}
+
+impl<K, V> From<SendError<K, V>> for Error {
+    fn from(e: SendError<K, V>) -> Self {
+        e.into_error()
+    }
+}
+
+/// How a producer behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerConfig {
+    sticky_batch: u32,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ProducerConfig {
+    /// Sticky batches of 256 records.
+    pub const fn new() -> Self {
+        Self { sticky_batch: 256 }
+    }
+
+    /// Records without key or partition go to one partition for this many records, then
+    /// to the next (at least 1).
+    pub const fn sticky_batch(mut self, records: u32) -> Self {
+        self.sticky_batch = records;
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.sticky_batch == 0 {
+            return Err(Error::InvalidConfig {
+                name: "sticky_batch",
+                value: "0".into(),
+                valid: "at least 1 record".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// How a producer chooses partitions for records without an explicit one.
+enum Choice<K> {
+    /// Kafka's default: the key's codec bytes, hashed.
+    KeyHash(fn(&K, &mut Vec<u8>)),
+    /// A user partitioner; when it declines, sticky batches (the key type may have no
+    /// codec to hash).
+    User(Arc<dyn Partitioner<K>>),
+}
+
+/// One topic as a producer caches it: its partitions' appenders and the sticky state.
+struct Cached<K, V> {
+    topic: Arc<TopicInner<K, V>>,
+    /// Address and length of the last `&'static str` name that found this topic.
+    static_name: Option<(usize, usize)>,
+    generation: u64,
+    appenders: Vec<Appender<K, V>>,
+    sticky: u32,
+    sticky_left: u32,
+}
+
+impl<K, V> Cached<K, V> {
+    fn new(topic: Arc<TopicInner<K, V>>) -> Self {
+        let mut c = Self {
+            static_name: None,
+            generation: u64::MAX,
+            topic,
+            appenders: Vec::new(),
+            sticky: 0,
+            sticky_left: 0,
+        };
+        c.refresh();
+        // Producers start their sticky rotation at different partitions.
+        c.sticky = fastrand::u32(..c.appenders.len().max(1) as u32);
+        c
+    }
+
+    /// Picks up added partitions.
+    fn refresh(&mut self) {
+        let generation = self.topic.generation();
+        if generation != self.generation {
+            let parts = self.topic.partitions();
+            for p in parts.iter().skip(self.appenders.len()) {
+                self.appenders.push(p.appender());
+            }
+            self.generation = generation;
+        }
+    }
+}
+
+struct State<K, V> {
+    /// The topics this producer sent to, searched by name: a producer usually sends to a
+    /// few topics, and comparing a short name beats hashing it.
+    topics: Vec<Cached<K, V>>,
+    /// Key bytes for the partitioner (reused).
+    scratch: Vec<u8>,
+    /// `send_batch`: the run of entries for one partition being gathered, and what each
+    /// record said about its partition and timestamp (to hand it back unchanged).
+    run: Vec<Entry<K, V>>,
+    run_meta: Vec<(Option<u32>, Option<i64>)>,
+}
+
+impl<K, V> State<K, V> {
+    fn new() -> Self {
+        Self {
+            topics: Vec::new(),
+            scratch: Vec::new(),
+            run: Vec::new(),
+            run_meta: Vec::new(),
+        }
+    }
+}
+
+/// A `send_batch` that stopped: the error with its record, and the records after it not
+/// sent, in order.
+type RunFailure<K, V> = (SendError<K, V>, Vec<Record<K, V>>);
+
+/// A send that failed, with the record handed back.
+fn send_error<K, V>(error: Error, record: Record<K, V>) -> SendError<K, V> {
+    SendError {
+        inner: Box::new((error, record)),
+    }
+}
+
+/// The error for an append that did not happen.
+fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
+    match why {
+        AppendError::Full => Error::Full {
+            topic: topic.to_owned(),
+            partition,
+        },
+        AppendError::Timeout => Error::Timeout,
+        AppendError::Closed => Error::Closed {
+            what: format!("topic `{topic}` was deleted"),
+        },
+    }
+}
+
+/// Sends records to a broker's topics. `Clone` (each clone has its own per-partition
+/// handles, so threads that each hold a clone never contend) and `Send + Sync`.
+///
+/// A producer checks a topic's types once, when it first sends to it, then caches it.
+/// `send` blocks only on an [`Overflow::Block`](crate::broker::Overflow::Block) topic whose
+/// partition is full of records a registered group has not committed.
+pub struct Producer<K, V> {
+    broker: Broker,
+    config: ProducerConfig,
+    choice: Arc<Choice<K>>,
+    state: Mutex<State<K, V>>,
+}
+
+impl<K, V> fmt::Debug for Producer<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Producer")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, V> Clone for Producer<K, V> {
+    fn clone(&self) -> Self {
+        Self {
+            broker: self.broker.clone(),
+            config: self.config,
+            choice: Arc::clone(&self.choice),
+            state: Mutex::new(State::new()),
+        }
+    }
+}
+
+impl Broker {
+    /// A producer with the default configuration and Kafka's default partitioner.
+    pub fn producer<K, V>(&self) -> Producer<K, V>
+    where
+        K: Codec + Send + Sync + 'static,
+        V: Send + Sync + 'static,
+    {
+        Producer::new(
+            self.clone(),
+            ProducerConfig::new(),
+            Choice::KeyHash(<K as Codec>::encode),
+        )
+    }
+
+    /// A producer with `config` and Kafka's default partitioner.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] (a sticky batch of 0).
+    pub fn producer_with_config<K, V>(&self, config: ProducerConfig) -> Result<Producer<K, V>>
+    where
+        K: Codec + Send + Sync + 'static,
+        V: Send + Sync + 'static,
+    {
+        config.validate()?;
+        Ok(Producer::new(
+            self.clone(),
+            config,
+            Choice::KeyHash(<K as Codec>::encode),
+        ))
+    }
+
+    /// A producer whose records without an explicit partition go where `partitioner`
+    /// says (or, when it declines, to sticky batches: keys of a type without a [`Codec`]
+    /// cannot be hashed).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] (a sticky batch of 0).
+    pub fn producer_with_partitioner<K, V>(
+        &self,
+        config: ProducerConfig,
+        partitioner: impl Partitioner<K>,
+    ) -> Result<Producer<K, V>>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
+    {
+        config.validate()?;
+        Ok(Producer::new(
+            self.clone(),
+            config,
+            Choice::User(Arc::new(partitioner)),
+        ))
+    }
+}
+
+impl<K, V> Producer<K, V>
+where
+    K: Send + Sync + 'static,
+    V: Send + Sync + 'static,
+{
+    fn new(broker: Broker, config: ProducerConfig, choice: Choice<K>) -> Self {
+        Self {
+            broker,
+            config,
+            choice: Arc::new(choice),
+            state: Mutex::new(State::new()),
+        }
+    }
+
+    /// Sends `record`, waiting while its partition is full of records a registered group
+    /// has not committed ([`Overflow::Block`](crate::broker::Overflow::Block)); never
+    /// waits on a `DropOldest` topic. Returns where the record went.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError`] with the record and: [`Error::UnknownTopic`], [`Error::TypeMismatch`],
+    /// [`Error::PartitionOutOfRange`] (explicit or user-chosen partition),
+    /// [`Error::InvalidTimestamp`], [`Error::Closed`] (the topic was deleted meanwhile).
+    pub fn send(&self, record: Record<K, V>) -> Result<RecordMetadata, SendError<K, V>> {
+        self.send_with(record, AppendWait::Until(None))
+    }
+
+    /// Sends `record` if its partition has room now.
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Self::send), plus [`Error::Full`].
+    pub fn try_send(&self, record: Record<K, V>) -> Result<RecordMetadata, SendError<K, V>> {
+        self.send_with(record, AppendWait::No)
+    }
+
+    /// Like [`send`](Self::send), giving up after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Self::send), plus [`Error::Timeout`].
+    pub fn send_timeout(
+        &self,
+        record: Record<K, V>,
+        timeout: Duration,
+    ) -> Result<RecordMetadata, SendError<K, V>> {
+        self.send_with(record, AppendWait::Until(time::deadline_after(timeout)))
+    }
+
+    /// Sends every record of `records` in order (draining it; its capacity is kept for
+    /// reuse), taking the producer's lock once. Returns how many were sent.
+    ///
+    /// # Errors
+    ///
+    /// The first failure, with its record; the records after it stay in `records`, in
+    /// order, and those before it were sent.
+    pub fn send_batch(&self, records: &mut Vec<Record<K, V>>) -> Result<usize, SendError<K, V>> {
+        let mut guard = self.state.lock();
+        let state = &mut *guard;
+        // Consecutive records for one partition are appended as one run (one claim per
+        // run of the ring's capacity, one notification).
+        let mut run = std::mem::take(&mut state.run);
+        let mut meta = std::mem::take(&mut state.run_meta);
+        let mut run_at: Option<(usize, u32)> = None;
+        let mut sent = 0;
+        let mut failed: Option<RunFailure<K, V>> = None;
+        let mut rest = records.drain(..);
+        for record in rest.by_ref() {
+            let (t, partition) = match self.route(state, &record) {
+                Ok(at) => at,
+                Err(error) => {
+                    // The records before it are sent first.
+                    failed = Some(match Self::flush_run(state, run_at, &mut run, &mut meta) {
+                        Ok(()) => (send_error(error, record), Vec::new()),
+                        Err(mut e) => {
+                            e.1.push(record);
+                            e
+                        }
+                    });
+                    break;
+                }
+            };
+            if run_at.is_some_and(|at| at != (t, partition)) {
+                if let Err(mut e) = Self::flush_run(state, run_at, &mut run, &mut meta) {
+                    e.1.push(record);
+                    failed = Some(e);
+                    break;
+                }
+                sent += meta.len();
+                meta.clear();
+            }
+            let timestamp = match record.timestamp {
+                Some(ts) => ts,
+                None => self.broker.now_ms().max(0),
+            };
+            meta.push((record.partition, record.timestamp));
+            run.push(Entry {
+                timestamp,
+                key: record.key,
+                value: record.value,
+                headers: box_headers(record.headers),
+            });
+            run_at = Some((t, partition));
+        }
+        if failed.is_none() && !run.is_empty() {
+            match Self::flush_run(state, run_at, &mut run, &mut meta) {
+                Ok(()) => sent += meta.len(),
+                Err(e) => failed = Some(e),
+            }
+        }
+        meta.clear();
+        let outcome = match failed {
+            None => Ok(sent),
+            Some((error, mut unsent)) => {
+                unsent.extend(rest.by_ref());
+                drop(rest);
+                records.extend(unsent);
+                Err(error)
+            }
+        };
+        run.clear();
+        state.run = run;
+        state.run_meta = meta;
+        outcome
+    }
+
+    /// Appends the gathered run to partition `at`, waiting for room. On failure, hands
+    /// back the error (with the first record not appended) and the other records not
+    /// appended, in order; `meta` then holds the appended records' entries only.
+    fn flush_run(
+        state: &mut State<K, V>,
+        at: Option<(usize, u32)>,
+        run: &mut Vec<Entry<K, V>>,
+        meta: &mut Vec<(Option<u32>, Option<i64>)>,
+    ) -> Result<(), RunFailure<K, V>> {
+        let Some((t, partition)) = at else {
+            return Ok(());
+        };
+        let cached = &mut state.topics[t];
+        let total = run.len();
+        match cached.appenders[partition as usize].append_batch(run) {
+            Ok(()) => Ok(()),
+            Err(why) => {
+                let name: &str = &cached.topic.name;
+                let done = total - run.len();
+                let mut unsent: Vec<Record<K, V>> = run
+                    .drain(..)
+                    .zip(meta.drain(done..))
+                    .map(|(e, (explicit, given))| Record {
+                        topic: Cow::Owned(name.to_owned()),
+                        partition: explicit,
+                        timestamp: given,
+                        key: e.key,
+                        value: e.value,
+                        headers: unbox_headers(e.headers),
+                    })
+                    .collect();
+                if unsent.is_empty() {
+                    // The ring stops a batch early only with entries left; nothing to hand back.
+                    return Ok(());
+                }
+                let first = unsent.remove(0);
+                Err((
+                    send_error(append_error(why, name, partition), first),
+                    unsent,
+                ))
+            }
+        }
+    }
+
+    /// Waits until every record sent so far is acknowledged. In memory a record is
+    /// acknowledged when `send` returns, so this returns at once; it is here so that code
+    /// written against Kafka's producer keeps its shape (and persisted topics will wait
+    /// here for their flush policy).
+    ///
+    /// # Errors
+    ///
+    /// None today.
+    pub fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn send_with(
+        &self,
+        record: Record<K, V>,
+        wait: AppendWait,
+    ) -> Result<RecordMetadata, SendError<K, V>> {
+        let mut state = self.state.lock();
+        self.send_locked(&mut state, record, wait)
+    }
+
+    fn send_locked(
+        &self,
+        state: &mut State<K, V>,
+        record: Record<K, V>,
+        wait: AppendWait,
+    ) -> Result<RecordMetadata, SendError<K, V>> {
+        let (t, partition) = match self.route(state, &record) {
+            Ok(at) => at,
+            Err(error) => return Err(send_error(error, record)),
+        };
+        let timestamp = match record.timestamp {
+            Some(ts) => ts,
+            None => self.broker.now_ms().max(0),
+        };
+        let Record {
+            topic,
+            partition: explicit,
+            timestamp: given,
+            key,
+            value,
+            headers,
+        } = record;
+        let entry = Entry {
+            timestamp,
+            key,
+            value,
+            headers: box_headers(headers),
+        };
+        match state.topics[t].appenders[partition as usize].append(entry, wait) {
+            Ok(offset) => Ok(RecordMetadata {
+                partition,
+                offset,
+                timestamp,
+            }),
+            Err((entry, why)) => {
+                let error = append_error(why, &topic, partition);
+                let record = Record {
+                    topic,
+                    partition: explicit,
+                    timestamp: given,
+                    key: entry.key,
+                    value: entry.value,
+                    headers: unbox_headers(entry.headers),
+                };
+                Err(send_error(error, record))
+            }
+        }
+    }
+
+    /// Finds (or caches) the record's topic and chooses its partition: the index of the
+    /// topic in the producer's cache, and the partition.
+    fn route(&self, state: &mut State<K, V>, record: &Record<K, V>) -> Result<(usize, u32)> {
+        if let Some(ts) = record.timestamp {
+            if ts < 0 {
+                return Err(Error::InvalidTimestamp { timestamp: ts });
+            }
+        }
+        let State {
+            topics, scratch, ..
+        } = state;
+        let name: &str = &record.topic;
+        // A `&'static str` name seen before is recognised by its address (static strings
+        // are never freed, so address and length say the bytes); others compare bytes.
+        let at_static = match &record.topic {
+            Cow::Borrowed(s) => Some((s.as_ptr() as usize, s.len())),
+            Cow::Owned(_) => None,
+        };
+        let found = match at_static {
+            Some(key) => topics.iter().position(|c| c.static_name == Some(key)),
+            None => None,
+        };
+        let found = found.or_else(|| {
+            topics
+                .iter()
+                .position(|c| c.topic.name.len() == name.len() && *c.topic.name == *name)
+        });
+        let t = match found {
+            Some(t) if !topics[t].topic.is_deleted() => t,
+            found => {
+                if let Some(t) = found {
+                    topics.swap_remove(t);
+                }
+                topics.push(Cached::new(self.broker.topic_inner::<K, V>(name)?));
+                topics.len() - 1
+            }
+        };
+        let cached = &mut topics[t];
+        if at_static.is_some() {
+            cached.static_name = at_static;
+        }
+        cached.refresh();
+        let count = cached.appenders.len() as u32;
+        let partition = self.choose(cached, record, count, scratch)?;
+        Ok((t, partition))
+    }
+
+    /// The partition for `record` (module docs).
+    fn choose(
+        &self,
+        cached: &mut Cached<K, V>,
+        record: &Record<K, V>,
+        count: u32,
+        scratch: &mut Vec<u8>,
+    ) -> Result<u32> {
+        let out_of_range = |partition| Error::PartitionOutOfRange {
+            topic: record.topic.to_string(),
+            partition,
+            count,
+        };
+        if let Some(p) = record.partition {
+            return if p < count {
+                Ok(p)
+            } else {
+                Err(out_of_range(p))
+            };
+        }
+        let encode = match &*self.choice {
+            Choice::KeyHash(encode) => Some(*encode),
+            Choice::User(partitioner) => {
+                if let Some(p) = partitioner.partition(&record.topic, record.key.as_ref(), count) {
+                    return if p < count {
+                        Ok(p)
+                    } else {
+                        Err(out_of_range(p))
+                    };
+                }
+                None
+            }
+        };
+        if let (Some(key), Some(encode)) = (&record.key, encode) {
+            scratch.clear();
+            encode(key, scratch);
+            return Ok(partition_for_key(scratch, count));
+        }
+        // Sticky: stay for `sticky_batch` records, then move on.
+        if cached.sticky_left == 0 || cached.sticky >= count {
+            cached.sticky = (cached.sticky + 1) % count;
+            cached.sticky_left = self.config.sticky_batch;
+        }
+        cached.sticky_left -= 1;
+        Ok(cached.sticky)
+    }
+}
