@@ -13,8 +13,8 @@
 //!   age. Records below it are gone; a read there is told so ([`ReadOutcome::OutOfRange`]).
 //! - **Reads** go through [`Partition::read`], the one function that decides where an
 //!   offset is served from (today always the ring; disk reads join there). They use one
-//!   non-gating ring reader created with the partition (the *anchor*, whose overwrite floor
-//!   is offset 0), so any offset still in the ring can be read by any consumer, at any
+//!   non-gating ring reader created with the partition (the *anchor*, an announcing reader:
+//!   producers take slot locks only while it reads), so any offset still in the ring can be read by any consumer, at any
 //!   position, without registering a reader per consumer; each record is read under its
 //!   slot's lock for the length of one clone, and a slot already holding a later lap tells
 //!   the reader exactly where the log now starts. A consumer whose group gates the
@@ -189,8 +189,8 @@ impl<K, V> Partition<K, V> {
             },
             other => other,
         })?;
-        // Joined before any producer exists: its floor is 0 and every producer sees it.
-        let anchor = ring.reader(Start::Oldest)?;
+        // Announcing: producers take slot locks only while it reads (ring `reader` docs).
+        let anchor = ring.announcing_reader()?;
         Ok(Self {
             ring,
             producer,
