@@ -389,6 +389,26 @@ impl<K, V> Partition<K, V> {
                     }))
                 }),
         );
+        self.commit_slot(&slot, offset, || now_ms)
+    }
+
+    /// [`commit`](Self::commit) for a group whose state the caller holds (from
+    /// [`group_slot`](Self::group_slot)): no lookup by name. `now_ms` is asked only for
+    /// the error.
+    ///
+    /// # Errors
+    ///
+    /// As [`commit`](Self::commit).
+    pub(crate) fn commit_slot(
+        &self,
+        slot: &GroupSlot<K, V>,
+        offset: u64,
+        now_ms: impl FnOnce() -> i64,
+    ) -> std::result::Result<(), (u64, u64)> {
+        let end = self.log_end();
+        if offset > end {
+            return Err((self.log_start(now_ms()).min(end), end));
+        }
         let mut entry = slot.lock();
         entry.committed = Some(offset);
         if !self.config.gated {
@@ -690,8 +710,11 @@ mod loom_models {
 
     /// Drop-oldest: the producer overwrites offset 0 while a reader clones it; the reader
     /// gets offset 0's value or is told the offset is gone, never a torn or later value.
-    /// Key ordering: the reader's Release of its share of the slot lock (`ReadGuard`)
-    /// against the writer's Acquire CAS that takes the slot.
+    /// Key orderings: the anchor's announcement (count, `SeqCst` fence, claim cursor)
+    /// against the producer's claim, `SeqCst` fence and Acquire load of the count
+    /// (`Shared::announce` / `reads_announced`: dropping either fence, or the Acquire,
+    /// fails this model); then the reader's Release of its share of the slot lock
+    /// (`ReadGuard`) against the writer's Acquire CAS that takes the slot.
     #[test]
     fn overwrite_never_races_a_reader() {
         model(|| {
