@@ -285,9 +285,9 @@ impl<K, V> Partition<K, V> {
         }
         let max = max.min((hw - offset).min(usize::MAX as u64) as usize);
         if let Some(group) = group {
-            let g = group.lock();
-            if let Some(gate) = &g.gate {
-                if let (n @ 1.., _) = gate.get_run_with(offset, max, &mut f) {
+            let mut g = group.lock();
+            if let Some(gate) = &mut g.gate {
+                if let (n @ 1.., _) = gate.get_run_with_noting(offset, max, &mut f) {
                     return ReadOutcome::Read(n);
                 }
             }

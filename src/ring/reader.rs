@@ -732,6 +732,25 @@ impl<T> Reader<T> {
         (n, None)
     }
 
+    /// [`get_run_with`](Self::get_run_with) for a gating reader held mutably (the
+    /// partition's gated reads): a run read from within the known published prefix extends
+    /// it, so that moving the cursor over the same entries later needs no tag loads (for a
+    /// multi-producer ring those are cache misses on lines the producers are writing).
+    pub(crate) fn get_run_with_noting(
+        &mut self,
+        from: u64,
+        max: usize,
+        f: impl FnMut(u64, &T),
+    ) -> (usize, Option<GetError>) {
+        let (n, why) = self.get_run_with(from, max, f);
+        if self.gating && from <= self.known_end.max(self.next) && from >= self.next {
+            // Every sequence of `next..from` was known published, and `from..from + n`
+            // were just seen published (Acquire) by the run.
+            self.known_end = self.known_end.max(from + n as u64);
+        }
+        (n, why)
+    }
+
     /// A clone of the entry at `seq`; see [`get_with`](Self::get_with).
     ///
     /// # Errors
