@@ -43,8 +43,21 @@
 //! [`WaitSet::notify_all_after_rmw`] after each operation, which costs one load while nobody
 //! is parked: the operation's claim (a `SeqCst` CAS) already orders it, so no fence is needed
 //! (see `send_ready` for what the waiters check, and why loom checks a fenced variant).
-//! Claimed-but-unfinished operations are reported as full (empty) rather than waited out
-//! inside the `try_` calls; blocking calls yield through that short window.
+//!
+//! # Linearizability
+//!
+//! A claim is an operation's linearization point: once a sender's CAS has moved `tail`
+//! past a slot, its send has taken effect, even before the message is written. So a look
+//! that finds the slot at `head` claimed but not yet written (or, for a sender, the slot at
+//! `tail` claimed by a receiver but not yet freed) waits that operation out instead of
+//! reporting `Empty` (`Full`), as crossbeam's array flavour does: `try_recv`, `try_send`
+//! and the batch forms answer as if the queue were behind one lock (a batch as a sequence
+//! of single operations that stops only where the queue was empty, full). The window is a
+//! few instructions long unless the other thread was descheduled, and the wait yields.
+//! Only the first look of a blocking operation without a deadline skips this (it polls and
+//! looks again exactly before it yields or parks, and nobody sees its answer). The owned
+//! protocol has no such window: an owner publishes with one cursor store. `len` reads both
+//! cursors at one instant.
 
 //!
 //! # One thread per side at a time: the owned protocol
@@ -172,10 +185,14 @@ impl Patience {
     }
 }
 
-/// How a receive looks at the queue.
+/// How an operation looks at the queue.
 #[derive(Clone, Copy)]
 struct Look {
-    /// Tell `Empty` from `Disconnected` (see `claim_recv`).
+    /// Answer as of one instant (linearizable): a slot claimed by an operation of the
+    /// other side that has not finished counts as moved (that operation has taken effect),
+    /// so the look waits it out rather than report `Empty` (`Full`); and an empty queue is
+    /// told apart from a disconnected one. Every `try_` look is exact; only the first look
+    /// of a blocking operation without a deadline may not be (see `claim_recv`).
     exact: bool,
     /// The first look of a blocking operation, which may pace itself (see `Channel::pace`).
     pace: bool,
@@ -188,9 +205,9 @@ impl Look {
         pace: false,
     };
 
-    /// The first look of a blocking receive. It need not tell `Empty` from `Disconnected`
-    /// when it has no deadline and will poll densely next: it looks again exactly before it
-    /// ever yields or parks.
+    /// The first look of a blocking operation. It need not be exact when it has no
+    /// deadline and will poll densely next: it looks again exactly before it ever yields or
+    /// parks, and nobody sees its `Empty` (`Full`).
     fn first(deadline: Option<Instant>) -> Self {
         Self {
             exact: DENSE_POLLS == 0 || deadline.is_some(),
@@ -466,12 +483,19 @@ impl<T> Channel<T> {
     }
 
     /// Claims up to `max` (≥ 1) consecutive empty slots of the current lap for sending.
-    fn claim_send(&self, max: usize, pace: bool) -> Result<Claim, TrySendError<()>> {
+    ///
+    /// With `look.exact`, `Full` means the queue was full at one instant during the call:
+    /// a slot whose receiver has claimed it (moved `head` past it) but not yet freed it is
+    /// waited out, since that receive has taken effect. Otherwise such a slot is reported
+    /// as `Full` at once (the first look of a blocking send, which retries anyway).
+    fn claim_send(&self, max: usize, look: Look) -> Result<Claim, TrySendError<()>> {
+        let pace = look.pace;
         let side = &self.owners.send;
         if let Some(me) = self
             .owners
             .enter(side, || self.moved(&self.tail), || self.convert())
         {
+            // The owned protocol has no claimed-but-unwritten slot: always exact.
             let claim = self.claim_send_owned(max, pace, me);
             if claim.is_err() {
                 self.owners.leave(side, me);
@@ -515,12 +539,25 @@ impl<T> Channel<T> {
             } else if stamp.wrapping_add(self.one_lap) == tail + 1 {
                 // The slot still holds last lap's message: full, unless a receiver is
                 // between its claim and its stamp store.
-                // Either the queue is full, or a receiver has claimed the slot and not yet
-                // freed it; either way no slot is free *now* (the receive has not
-                // completed), so report `Full`. A blocking send parks on the slot's stamp
-                // (`send_ready`) and the receiver's notification wakes it, so nobody spins
-                // on a thread that may be descheduled.
-                return Err(TrySendError::Full(()));
+                if !look.exact {
+                    return Err(TrySendError::Full(()));
+                }
+                // SeqCst: orders the load of `head` after the stamp load in the total order
+                // of the cursor CASes, as in `claim_recv`.
+                fence(Ordering::SeqCst);
+                // Relaxed: ordered by the fence above.
+                let head = self.head.load(Ordering::Relaxed);
+                if head.wrapping_add(self.one_lap) == tail {
+                    // Nobody has claimed the slot: full at this instant.
+                    return Err(TrySendError::Full(()));
+                }
+                // A receiver moved `head` past the slot: its receive has taken effect and
+                // the slot is as good as free. Wait for its stamp store (crossbeam's array
+                // flavour waits there too); it is a few instructions away unless that
+                // thread was descheduled, and `snooze` yields.
+                backoff.snooze();
+                // Relaxed: a guess, validated by the CAS.
+                tail = self.tail.load(Ordering::Relaxed);
             } else {
                 // Another sender claimed this slot and has not finished; look again.
                 backoff.snooze();
@@ -695,13 +732,13 @@ impl<T> Channel<T> {
     pub(crate) fn try_send(&self, msg: T) -> Result<(), TrySendError<T>> {
         match self.send_owned_fast(msg) {
             Ok(()) => Ok(()),
-            Err(msg) => self.send_now(msg, false),
+            Err(msg) => self.send_now(msg, Look::TRY),
         }
     }
 
-    /// `try_send`, with `pace` as in `claim_send`.
-    fn send_now(&self, msg: T, pace: bool) -> Result<(), TrySendError<T>> {
-        match self.claim_send(1, pace) {
+    /// `try_send`, with `look` as in `claim_send`.
+    fn send_now(&self, msg: T, look: Look) -> Result<(), TrySendError<T>> {
+        match self.claim_send(1, look) {
             Ok(claim) => {
                 // SAFETY: a fresh claim of one slot, filled with one message.
                 unsafe { self.publish(claim, std::iter::once(msg)) };
@@ -716,11 +753,13 @@ impl<T> Channel<T> {
     /// worth per claim) and returns how many went in. The messages are copied straight from
     /// the `Vec`'s buffer into the slots, and what is left is moved to the front once.
     pub(crate) fn try_send_batch(&self, batch: &mut Vec<T>) -> Result<usize, TrySendError<()>> {
-        self.send_batch_now(batch, false)
+        self.send_batch_now(batch, Look::TRY)
     }
 
-    /// `try_send_batch`, with `pace` as in `claim_send` (for the first claim).
-    fn send_batch_now(&self, batch: &mut Vec<T>, pace: bool) -> Result<usize, TrySendError<()>> {
+    /// `try_send_batch`, with `look` as in `claim_send` (for the first claim; later ones
+    /// only end the batch when they fail, and are exact). A batch is a sequence of sends:
+    /// it stops short only when the queue was full at one instant.
+    fn send_batch_now(&self, batch: &mut Vec<T>, look: Look) -> Result<usize, TrySendError<()>> {
         let len = batch.len();
         let base = batch.as_mut_ptr();
         // SAFETY: 0 ≤ capacity. Until the length is restored below the `Vec` owns no
@@ -732,7 +771,8 @@ impl<T> Channel<T> {
             if sent == len {
                 break Ok(());
             }
-            match self.claim_send(len - sent, pace && sent == 0) {
+            let look = if sent == 0 { look } else { Look::TRY };
+            match self.claim_send(len - sent, look) {
                 Ok(claim) => {
                     let index = claim.pos & (self.mark_bit - 1);
                     for (i, cell) in self.cells[index..index + claim.n].iter().enumerate() {
@@ -814,20 +854,28 @@ impl<T> Channel<T> {
                 return Err(TryRecvError::Empty);
             } else if stamp == head {
                 // The slot is empty for this lap: the queue is empty, unless a sender is
-                // between its claim and its stamp store.
-                // The queue is empty, or a sender has claimed the slot and not yet
-                // published it; either way no message is there *now* (that send has not
-                // completed). It is `Disconnected` only when no send is in progress.
+                // between its claim and its stamp store. SeqCst: orders the load of `tail`
+                // after the stamp load in the total order of the cursor CASes (a sender's
+                // claim of this slot moved `tail` before it stored the stamp).
                 fence(Ordering::SeqCst);
                 // Relaxed: ordered by the fence above.
                 let tail = self.tail.load(Ordering::Relaxed);
-                return Err(
-                    if tail & self.mark_bit != 0 && tail & !self.mark_bit == head {
+                if tail & !self.mark_bit == head {
+                    // Nobody has claimed the slot: empty at this instant (`head` only grows
+                    // and never passes `tail`).
+                    return Err(if tail & self.mark_bit != 0 {
                         TryRecvError::Disconnected
                     } else {
                         TryRecvError::Empty
-                    },
-                );
+                    });
+                }
+                // A sender moved `tail` past the slot: its send has taken effect (a thread
+                // may already have seen it complete), so reporting `Empty` would be a lie.
+                // Wait for its stamp store, as crossbeam's array flavour does; `snooze`
+                // yields, for a sender that was descheduled.
+                backoff.snooze();
+                // Relaxed: a guess, validated by the CAS.
+                head = self.head.load(Ordering::Relaxed);
             } else {
                 // Another receiver claimed this slot and has not finished; look again.
                 backoff.snooze();
@@ -1168,9 +1216,9 @@ impl<T> Channel<T> {
     fn send_slow(&self, mut msg: T, deadline: Option<Instant>) -> Result<(), SendTimeoutError<T>> {
         let mut patience = Patience::new();
         // A local, not a field of `patience`: the fast path reads nothing back from it.
-        let mut first = true;
+        let mut look = Look::first(deadline);
         loop {
-            match self.send_now(msg, std::mem::take(&mut first)) {
+            match self.send_now(msg, std::mem::replace(&mut look, Look::TRY)) {
                 Ok(()) => return Ok(()),
                 Err(TrySendError::Disconnected(m)) => {
                     return Err(SendTimeoutError::Disconnected(m))
@@ -1193,12 +1241,12 @@ impl<T> Channel<T> {
     pub(crate) fn send_batch(&self, batch: &mut Vec<T>) -> Result<(), TrySendError<()>> {
         let mut patience = Patience::new();
         // As in `send`.
-        let mut first = true;
+        let mut look = Look::first(None);
         loop {
-            match self.send_batch_now(batch, std::mem::take(&mut first)) {
+            match self.send_batch_now(batch, std::mem::replace(&mut look, Look::TRY)) {
                 Ok(_) if batch.is_empty() => return Ok(()),
                 Ok(0) | Err(TrySendError::Full(())) => {}
-                Ok(_) => (patience, first) = (Patience::new(), true),
+                Ok(_) => (patience, look) = (Patience::new(), Look::first(None)),
                 Err(e) => return Err(e),
             }
             // No deadline: the wait cannot expire.
