@@ -347,7 +347,7 @@ impl<T> Channel<T> {
     /// A queue holding at most `cap` messages, whose protocol `owners` decides: owned while
     /// one thread per side uses it ([`Owners::new`]), or shared from the start
     /// ([`Owners::shared`]).
-    fn with_protocol(cap: usize, owners: Owners) -> Self {
+    pub(super) fn with_protocol(cap: usize, owners: Owners) -> Self {
         assert!(cap > 0, "the array flavour needs a capacity of at least 1");
         let mark_bit = (cap + 1).next_power_of_two();
         let one_lap = mark_bit
@@ -495,8 +495,7 @@ impl<T> Channel<T> {
             .owners
             .enter(side, || self.moved(&self.tail), || self.convert())
         {
-            // The owned protocol has no claimed-but-unwritten slot: always exact.
-            let claim = self.claim_send_owned(max, pace, me);
+            let claim = self.claim_send_owned(max, look, me);
             if claim.is_err() {
                 self.owners.leave(side, me);
             }
@@ -570,12 +569,20 @@ impl<T> Channel<T> {
     /// `claim_send` for the sending owner: the free slots are those the receiving owner has
     /// moved `head` past (it stores `head` after reading), seen through a cached copy that is
     /// refreshed only when it cannot cover the request.
+    ///
+    /// An exact look that finds no free slot fences and looks again before it reports
+    /// `Full`: the cursors move by plain stores, and without the fence this thread's last
+    /// `tail` store and the receiver's last `head` store could both still sit in store
+    /// buffers while each side reads the other's old cursor, one reporting `Full` and the
+    /// other `Empty` about the same messages (no order of the operations gives both; the
+    /// linearizability check found it with batches).
     fn claim_send_owned(
         &self,
         max: usize,
-        pace: bool,
+        look: Look,
         me: usize,
     ) -> Result<Claim, TrySendError<()>> {
+        let pace = look.pace;
         let seen = &self.send_seen;
         // Relaxed: only this thread moves `tail` while it owns the side. It carries no
         // disconnect mark: `disconnect` revokes before it marks, so no owned operation sees
@@ -592,6 +599,16 @@ impl<T> Channel<T> {
             // Relaxed: only this thread uses its `Seen`.
             seen.cursor.store(head, Ordering::Relaxed);
             free = self.cap - self.distance(head, tail);
+            if free == 0 && look.exact {
+                // SeqCst: pairs with the receiving owner's fence before it reports `Empty`
+                // (Dekker: one of the two sees the other's cursor store).
+                fence(Ordering::SeqCst);
+                // Acquire: as above.
+                let head = self.head.load(Ordering::Acquire);
+                // Relaxed: only this thread uses its `Seen`.
+                seen.cursor.store(head, Ordering::Relaxed);
+                free = self.cap - self.distance(head, tail);
+            }
             self.note_run(seen, &self.owners.recv, pace, free);
         }
         if free == 0 {
@@ -814,7 +831,7 @@ impl<T> Channel<T> {
             .owners
             .enter(side, || self.moved(&self.head), || self.convert())
         {
-            let claim = self.claim_recv_owned(max, look.pace, me);
+            let claim = self.claim_recv_owned(max, look, me);
             if claim.is_err() {
                 self.owners.leave(side, me);
             }
@@ -887,9 +904,11 @@ impl<T> Channel<T> {
 
     /// `claim_recv` for the receiving owner: the messages are those the sending owner has
     /// moved `tail` past (it stores `tail` after writing them), seen through a cached copy
-    /// refreshed only when it cannot cover the request. Always exact: an empty queue's
-    /// `tail` says whether it is disconnected.
-    fn claim_recv_owned(&self, max: usize, pace: bool, me: usize) -> Result<Claim, TryRecvError> {
+    /// refreshed only when it cannot cover the request. An empty queue's `tail` says whether
+    /// it is disconnected; an exact look fences before it reports `Empty`, as in
+    /// `claim_send_owned`.
+    fn claim_recv_owned(&self, max: usize, look: Look, me: usize) -> Result<Claim, TryRecvError> {
+        let pace = look.pace;
         let seen = &self.recv_seen;
         // Relaxed: only this thread moves `head` while it owns the side.
         let head = seen.own.load(Ordering::Relaxed);
@@ -900,7 +919,13 @@ impl<T> Channel<T> {
             self.pace(seen, pace);
             // Acquire: pairs with the sending owner's Release store of `tail`, made after it
             // wrote the messages (or with the revoker's SHARED store, transitively).
-            let tail = self.tail.load(Ordering::Acquire);
+            let mut tail = self.tail.load(Ordering::Acquire);
+            if tail == head && look.exact {
+                // SeqCst: pairs with the sending owner's fence before it reports `Full`.
+                fence(Ordering::SeqCst);
+                // Acquire: as above.
+                tail = self.tail.load(Ordering::Acquire);
+            }
             // Relaxed: only this thread uses its `Seen`.
             seen.cursor.store(tail, Ordering::Relaxed);
             available = self.distance(head, tail & !self.mark_bit);
@@ -1392,6 +1417,10 @@ impl<T> Channel<T> {
 
     /// The number of messages in the queue.
     pub(crate) fn len(&self) -> usize {
+        // SeqCst: owners move the cursors by plain stores; the fence orders this thread's
+        // last one before the loads (as in `claim_send_owned`), so two threads each moving
+        // one cursor and then asking `len` cannot both read the other's old cursor.
+        fence(Ordering::SeqCst);
         loop {
             // SeqCst: a consistent snapshot of both cursors (re-checked below).
             let tail = self.tail.load(Ordering::SeqCst);

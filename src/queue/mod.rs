@@ -49,6 +49,8 @@
 mod array;
 mod counter;
 mod error;
+#[cfg(all(test, not(logbus_loom)))]
+mod linearizability;
 mod owners;
 mod zero;
 
