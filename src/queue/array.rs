@@ -489,7 +489,6 @@ impl<T> Channel<T> {
     /// waited out, since that receive has taken effect. Otherwise such a slot is reported
     /// as `Full` at once (the first look of a blocking send, which retries anyway).
     fn claim_send(&self, max: usize, look: Look) -> Result<Claim, TrySendError<()>> {
-        let pace = look.pace;
         let side = &self.owners.send;
         if let Some(me) = self
             .owners
