@@ -1392,9 +1392,11 @@ impl<T> Channel<T> {
         Some(msg)
     }
 
-    /// Drops every message still queued, each exactly once. If a message's `Drop` panics,
-    /// the rest are still dropped (a second panic aborts, as for `Vec`), and the queue stays
-    /// consistent: each message leaves the buffer before it is dropped.
+    /// Drops every message still queued, each exactly once, each after it has left the
+    /// buffer (so the queue stays consistent whatever a `Drop` does). If a message's `Drop`
+    /// panics, that panic propagates once the rest are dropped: they are dropped while it
+    /// unwinds, each inside `catch_unwind`, since a second panic escaping a destructor during
+    /// unwinding would abort the process; their panics go to the panic hook and no further.
     pub(crate) fn discard_all(&self) {
         // The stamps say what is left, so the queue must be shared (it is, after
         // `disconnect`; a queue dropped by another path is converted here).
@@ -1403,7 +1405,9 @@ impl<T> Channel<T> {
         impl<T> Drop for Rest<'_, T> {
             fn drop(&mut self) {
                 while let Some(msg) = self.0.take_for_discard() {
-                    drop(msg);
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                        drop(msg);
+                    }));
                 }
             }
         }
@@ -1846,6 +1850,43 @@ mod loom_models {
             let mut got: Vec<u8> = receivers.into_iter().map(|r| r.join().unwrap()).collect();
             got.sort_unstable();
             assert_eq!(got, [0, 1]);
+        });
+    }
+
+    /// Linearizability of the owned protocol's `try_` paths: the sending owner sends `a` and
+    /// `b` into a queue of 2, then `try_send`s; the receiving owner takes `a`, then
+    /// `try_recv`s. `Full` on the third send says `a` was still there after `b` went in;
+    /// `Empty` after taking `a` says `b` had not gone in: no order of the operations gives
+    /// both. The cursors move by plain stores, so without the fences before `Full`/`Empty`
+    /// (`claim_send_owned`, `claim_recv_owned`) each side may read the other's old cursor;
+    /// taking out either fence makes this model fail. The owners' light fences are modelled
+    /// as the compiler fences they are on the std build (no owner change or parking here
+    /// pairs with them), or loom's `SeqCst` stand-in would order the cursors by itself.
+    #[test]
+    fn owned_try_operations_are_linearizable() {
+        asym_fence::light_as_compiler_fence(|| owned_try_model());
+    }
+
+    fn owned_try_model() {
+        model(|| {
+            let ch = Arc::new(Channel::<Arc<u8>>::with_protocol(2, Owners::new()));
+            let rx = Arc::clone(&ch);
+            let receiver = thread::spawn(move || {
+                // Whether it took `a`, and then what its next look found.
+                let first = rx.try_recv().ok().map(|m| *m);
+                first.map(|a| (a, rx.try_recv().map(|m| *m)))
+            });
+            ch.try_send(Arc::new(0u8)).unwrap();
+            ch.try_send(Arc::new(1u8)).unwrap();
+            let third = ch.try_send(Arc::new(2u8));
+            let full = matches!(third, Err(TrySendError::Full(_)));
+            if let Some((a, second)) = receiver.join().unwrap() {
+                assert_eq!(a, 0);
+                assert!(
+                    !(full && second == Err(TryRecvError::Empty)),
+                    "`Full` with `a` taken, `Empty` with `b` sent"
+                );
+            }
         });
     }
 

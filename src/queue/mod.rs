@@ -28,7 +28,14 @@
 //! - **Disconnection.** When every `Sender` is gone, receivers drain what is left and then
 //!   get `Disconnected`; when every `Receiver` is gone, sends hand their message back and the
 //!   messages still queued are dropped (each exactly once). Threads blocked on either side
-//!   wake up. A message whose `Drop` panics leaves the queue consistent.
+//!   wake up.
+//! - **Panics.** A message whose `Drop` panics leaves the queue consistent: a message leaves
+//!   the queue before it is dropped. When the queue drops the messages left in it (the last
+//!   receiver going, or the queue itself), the first such panic propagates from that drop
+//!   after every other message has been dropped, once each; further panics from those
+//!   drops are reported by the panic hook and go no further (a second panic escaping while
+//!   unwinding would abort the process). crossbeam-channel instead leaks the messages after
+//!   the first panic. The handles are `UnwindSafe` and `RefUnwindSafe`.
 //!
 //! # Examples
 //!
@@ -55,6 +62,7 @@ mod owners;
 mod zero;
 
 use std::fmt;
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::time::{Duration, Instant};
 
 use counter::{Disconnect, Handle};
@@ -142,6 +150,15 @@ pub struct Receiver<T> {
 
 // Both handles are `Send + Sync` exactly when `T: Send`: the flavours are (see their
 // `unsafe impl`s and the std/loom types they hold), and the `Arc` in `Handle` passes that on.
+
+// A panic never leaves a queue half-updated: no user code runs inside an operation except a
+// message's `Drop`, and a message leaves the buffer before it is dropped. So a handle used
+// after a caught panic behaves as before, and code wrapping a send or a receive in
+// `catch_unwind` compiles as it does with crossbeam-channel, whose handles are both.
+impl<T> UnwindSafe for Sender<T> {}
+impl<T> RefUnwindSafe for Sender<T> {}
+impl<T> UnwindSafe for Receiver<T> {}
+impl<T> RefUnwindSafe for Receiver<T> {}
 
 fn deadline(timeout: Duration) -> Option<Instant> {
     time::deadline_after(timeout)
