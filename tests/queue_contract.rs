@@ -109,3 +109,49 @@ fn batch_forms_after_own_operation_make_progress() {
         assert_eq!(tx.try_send_batch(&mut batch), Ok(1));
     });
 }
+
+/// Error types print as crossbeam-channel's: the same `Debug`, and a `Display` that starts
+/// with crossbeam's words (logbus says more after them), so code matching either keeps
+/// working after switching imports.
+#[test]
+fn errors_print_as_crossbeam_channels_do() {
+    use crossbeam_channel as cb;
+    use logbus::queue as lb;
+
+    fn same<A: std::fmt::Debug + std::fmt::Display, B: std::fmt::Debug + std::fmt::Display>(
+        ours: A,
+        theirs: B,
+    ) {
+        assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
+        let (ours, theirs) = (ours.to_string(), theirs.to_string());
+        assert!(
+            ours.starts_with(&theirs),
+            "{ours:?} does not start with {theirs:?}"
+        );
+    }
+    same(lb::SendError(1), cb::SendError(1));
+    same(lb::TrySendError::Full(1), cb::TrySendError::Full(1));
+    same(
+        lb::TrySendError::Disconnected(1),
+        cb::TrySendError::Disconnected(1),
+    );
+    same(
+        lb::SendTimeoutError::Timeout(1),
+        cb::SendTimeoutError::Timeout(1),
+    );
+    same(
+        lb::SendTimeoutError::Disconnected(1),
+        cb::SendTimeoutError::Disconnected(1),
+    );
+    same(lb::RecvError, cb::RecvError);
+    same(lb::TryRecvError::Empty, cb::TryRecvError::Empty);
+    same(
+        lb::TryRecvError::Disconnected,
+        cb::TryRecvError::Disconnected,
+    );
+    same(lb::RecvTimeoutError::Timeout, cb::RecvTimeoutError::Timeout);
+    same(
+        lb::RecvTimeoutError::Disconnected,
+        cb::RecvTimeoutError::Disconnected,
+    );
+}

@@ -26,12 +26,13 @@
 //! - **Allocation.** `bounded` allocates the buffer once; sending and receiving never
 //!   allocate (the batch operations may grow the `Vec` the caller passes in).
 //! - **Disconnection.** When every `Sender` is gone, receivers drain what is left and then
-//!   get `Disconnected`; when every `Receiver` is gone, sends hand their message back and the
-//!   messages still queued are dropped (each exactly once). Threads blocked on either side
-//!   wake up.
+//!   get `Disconnected`; when every `Receiver` is gone, sends hand their message back, and
+//!   the messages still queued stay until the senders go too: the last handle of either
+//!   side drops them, each exactly once (as crossbeam-channel's bounded flavour does).
+//!   Threads blocked on either side wake up.
 //! - **Panics.** A message whose `Drop` panics leaves the queue consistent: a message leaves
-//!   the queue before it is dropped. When the queue drops the messages left in it (the last
-//!   receiver going, or the queue itself), the first such panic propagates from that drop
+//!   the queue before it is dropped. When the queue drops the messages left in it (in the
+//!   drop of its last handle), the first such panic propagates from that drop
 //!   after every other message has been dropped, once each; further panics from those
 //!   drops are reported by the panic hook and go no further (a second panic escaping while
 //!   unwinding would abort the process). crossbeam-channel instead leaks the messages after
@@ -92,13 +93,9 @@ impl<T> Disconnect for Flavor<T> {
     }
 
     fn disconnect_receivers(&self) {
-        match self {
-            Flavor::Array(ch) => {
-                ch.disconnect();
-                ch.discard_all();
-            }
-            Flavor::Zero(ch) => ch.disconnect(),
-        }
+        // The messages still queued stay until the queue is freed (the last handle of
+        // either side), as in crossbeam-channel's bounded flavour: `len` still counts them.
+        self.disconnect_senders();
     }
 }
 
