@@ -155,3 +155,127 @@ fn errors_print_as_crossbeam_channels_do() {
         cb::RecvTimeoutError::Disconnected,
     );
 }
+
+/// The handles and iterators print as crossbeam-channel's.
+#[test]
+fn handles_print_as_crossbeam_channels_do() {
+    let (tx, rx) = bounded::<u8>(2);
+    let (ctx, crx) = crossbeam_channel::bounded::<u8>(2);
+    assert_eq!(format!("{tx:?}"), format!("{ctx:?}"));
+    assert_eq!(format!("{rx:?}"), format!("{crx:?}"));
+    assert_eq!(format!("{:?}", rx.iter()), format!("{:?}", crx.iter()));
+    assert_eq!(
+        format!("{:?}", rx.try_iter()),
+        format!("{:?}", crx.try_iter())
+    );
+    assert_eq!(
+        format!("{:?}", rx.into_iter()),
+        format!("{:?}", crx.into_iter())
+    );
+}
+
+/// Differential test against crossbeam-channel itself, single-threaded (so every answer is
+/// determined): random sequences of non-blocking operations, handle clones and drops on
+/// `bounded(0..=3)` give the same answers from both, including after either side is gone
+/// (messages kept until the senders go, `len` still counting them) and for the rendezvous
+/// queue (no receiver waiting: `Full`).
+#[test]
+fn answers_match_crossbeam_channel_operation_by_operation() {
+    use std::time::Duration;
+    for seed in 0..400u64 {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let cap = rng.usize(0..=3);
+        let (tx, rx) = bounded::<u32>(cap);
+        let (ctx, crx) = crossbeam_channel::bounded::<u32>(cap);
+        let (mut txs, mut rxs, mut ctxs, mut crxs) = (vec![tx], vec![rx], vec![ctx], vec![crx]);
+        let mut trace = Vec::new();
+        for step in 0..40u32 {
+            let op = rng.usize(..12);
+            let (ours, theirs) = match op {
+                0 | 1 if !txs.is_empty() => (
+                    format!("{:?}", txs[0].try_send(step)),
+                    format!("{:?}", ctxs[0].try_send(step)),
+                ),
+                2 | 3 if !rxs.is_empty() => (
+                    format!("{:?}", rxs[0].try_recv()),
+                    format!("{:?}", crxs[0].try_recv()),
+                ),
+                4 if !txs.is_empty() => (
+                    format!("{:?}", txs[0].send_timeout(step, Duration::ZERO)),
+                    format!("{:?}", ctxs[0].send_timeout(step, Duration::ZERO)),
+                ),
+                5 if !rxs.is_empty() => (
+                    format!("{:?}", rxs[0].recv_timeout(Duration::ZERO)),
+                    format!("{:?}", crxs[0].recv_timeout(Duration::ZERO)),
+                ),
+                6 if !txs.is_empty() => {
+                    let (t, c) = (&txs[0], &ctxs[0]);
+                    (
+                        format!(
+                            "{} {} {} {:?}",
+                            t.len(),
+                            t.is_empty(),
+                            t.is_full(),
+                            t.capacity()
+                        ),
+                        format!(
+                            "{} {} {} {:?}",
+                            c.len(),
+                            c.is_empty(),
+                            c.is_full(),
+                            c.capacity()
+                        ),
+                    )
+                }
+                7 if !rxs.is_empty() => {
+                    let (r, c) = (&rxs[0], &crxs[0]);
+                    (
+                        format!(
+                            "{} {} {} {:?}",
+                            r.len(),
+                            r.is_empty(),
+                            r.is_full(),
+                            r.capacity()
+                        ),
+                        format!(
+                            "{} {} {} {:?}",
+                            c.len(),
+                            c.is_empty(),
+                            c.is_full(),
+                            c.capacity()
+                        ),
+                    )
+                }
+                8 if !rxs.is_empty() && rng.bool() => (
+                    format!("{:?}", rxs[0].try_iter().collect::<Vec<_>>()),
+                    format!("{:?}", crxs[0].try_iter().collect::<Vec<_>>()),
+                ),
+                9 if !txs.is_empty() => {
+                    if rng.bool() {
+                        txs.push(txs[0].clone());
+                        ctxs.push(ctxs[0].clone());
+                    } else {
+                        txs.pop();
+                        ctxs.pop();
+                    }
+                    (String::new(), String::new())
+                }
+                10 if !rxs.is_empty() => {
+                    if rng.bool() {
+                        rxs.push(rxs[0].clone());
+                        crxs.push(crxs[0].clone());
+                    } else {
+                        rxs.pop();
+                        crxs.pop();
+                    }
+                    (String::new(), String::new())
+                }
+                // Both sides gone: nothing left to compare.
+                _ if txs.is_empty() && rxs.is_empty() => break,
+                _ => continue,
+            };
+            trace.push(format!("op {op}: {theirs}"));
+            assert_eq!(ours, theirs, "seed {seed}, capacity {cap}, after {trace:?}");
+        }
+    }
+}

@@ -251,6 +251,36 @@ fn store_own_cursor(cursor: &AtomicUsize, seen: &Seen, pos: usize) {
     }
 }
 
+/// Reads the stamp a thread waits on to change (an operation of the other side in flight on
+/// that slot). Under loom by a read-modify-write, which reads the newest value: a load may
+/// return the old one for ever, and the model's wait would never end (loom counts it as a
+/// spin lock). A plain load on the std build, where a store becomes visible.
+#[inline]
+fn read_awaited(stamp: &AtomicUsize) -> usize {
+    if cfg!(logbus_loom) {
+        // Acquire: as below.
+        stamp.fetch_add(0, Ordering::Acquire)
+    } else {
+        // Acquire: pairs with the Release stamp store the waiter waits for.
+        stamp.load(Ordering::Acquire)
+    }
+}
+
+/// Stores a slot's stamp (`Release`: publishes the slot accesses made before to the other
+/// side's `Acquire` stamp loads). Under loom a `swap`: loom 0.7 can lose a plain store that
+/// races a read-modify-write of the same atomic (tokio-rs/loom#254), here `read_awaited`,
+/// and the waiter would wait for ever.
+#[inline]
+fn store_stamp(stamp: &AtomicUsize, value: usize) {
+    if cfg!(logbus_loom) {
+        // Release: as below.
+        stamp.swap(value, Ordering::Release);
+    } else {
+        // Release: see above; the pairing Acquire loads are named at each call.
+        stamp.store(value, Ordering::Release);
+    }
+}
+
 /// A bounded MPMC queue of `T`.
 pub(crate) struct Channel<T> {
     /// The next position to receive from. Never carries `mark_bit`.
@@ -553,7 +583,9 @@ impl<T> Channel<T> {
                 // the slot is as good as free. Wait for its stamp store (crossbeam's array
                 // flavour waits there too); it is a few instructions away unless that
                 // thread was descheduled, and `snooze` yields.
-                backoff.snooze();
+                while read_awaited(&self.stamps[index]) == stamp {
+                    backoff.snooze();
+                }
                 // Relaxed: a guess, validated by the CAS.
                 tail = self.tail.load(Ordering::Relaxed);
             } else {
@@ -673,7 +705,7 @@ impl<T> Channel<T> {
         for (i, stamp) in self.stamps[index..index + claim.n].iter().enumerate().rev() {
             // Release: pairs with the Acquire stamp load in `claim_recv`, publishing the
             // message writes made before this call.
-            stamp.store(claim.pos + i + 1, Ordering::Release);
+            store_stamp(stamp, claim.pos + i + 1);
         }
         // The claim's SeqCst CAS on `tail` published the progress receivers wait for.
         self.receivers.notify_all_after_rmw();
@@ -889,7 +921,9 @@ impl<T> Channel<T> {
                 // may already have seen it complete), so reporting `Empty` would be a lie.
                 // Wait for its stamp store, as crossbeam's array flavour does; `snooze`
                 // yields, for a sender that was descheduled.
-                backoff.snooze();
+                while read_awaited(&self.stamps[index]) == stamp {
+                    backoff.snooze();
+                }
                 // Relaxed: a guess, validated by the CAS.
                 head = self.head.load(Ordering::Relaxed);
             } else {
@@ -988,7 +1022,7 @@ impl<T> Channel<T> {
         for (i, stamp) in self.stamps[index..index + claim.n].iter().enumerate().rev() {
             // Release: pairs with the Acquire stamp load in `claim_send` (next lap's write
             // comes after the reads made before this call).
-            stamp.store(claim.pos + i + self.one_lap, Ordering::Release);
+            store_stamp(stamp, claim.pos + i + self.one_lap);
         }
         // The claim's SeqCst CAS on `head` published the progress senders wait for.
         self.senders.notify_all_after_rmw();
@@ -1378,8 +1412,7 @@ impl<T> Channel<T> {
         let index = head & (self.mark_bit - 1);
         let stamp = &self.stamps[index];
         let mut backoff = Backoff::new();
-        // Acquire: pairs with the Release stamp store in `publish`.
-        while stamp.load(Ordering::Acquire) != head + 1 {
+        while read_awaited(stamp) != head + 1 {
             backoff.snooze();
         }
         // Relaxed: no other receiver reads `head` any more; senders see the mark first.
@@ -1388,7 +1421,7 @@ impl<T> Channel<T> {
         // this thread moves it out exactly once (head moved past it before it is dropped).
         let msg = self.cells[index].with(|p| unsafe { ptr::read(p).assume_init() });
         // Release: pairs with the Acquire stamp load of any later reader of the slot.
-        stamp.store(head.wrapping_add(self.one_lap), Ordering::Release);
+        store_stamp(stamp, head.wrapping_add(self.one_lap));
         Some(msg)
     }
 

@@ -663,26 +663,38 @@ impl<T> Clone for Receiver<T> {
     }
 }
 
+// The handles and iterators print as crossbeam-channel's do.
 impl<T> fmt::Debug for Sender<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sender")
-            .field("len", &self.len())
-            .field("capacity", &self.inner.capacity())
-            .finish()
+        f.pad("Sender { .. }")
     }
 }
 
 impl<T> fmt::Debug for Receiver<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Receiver")
-            .field("len", &self.len())
-            .field("capacity", &self.inner.capacity())
-            .finish()
+        f.pad("Receiver { .. }")
+    }
+}
+
+impl<T> fmt::Debug for Iter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad("Iter { .. }")
+    }
+}
+
+impl<T> fmt::Debug for TryIter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad("TryIter { .. }")
+    }
+}
+
+impl<T> fmt::Debug for IntoIter<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad("IntoIter { .. }")
     }
 }
 
 /// The blocking iterator of [`Receiver::iter`].
-#[derive(Debug)]
 pub struct Iter<'a, T> {
     rx: &'a Receiver<T>,
 }
@@ -696,7 +708,6 @@ impl<T> Iterator for Iter<'_, T> {
 }
 
 /// The non-blocking iterator of [`Receiver::try_iter`].
-#[derive(Debug)]
 pub struct TryIter<'a, T> {
     rx: &'a Receiver<T>,
 }
@@ -710,7 +721,6 @@ impl<T> Iterator for TryIter<'_, T> {
 }
 
 /// The owning blocking iterator of `Receiver`'s `IntoIterator`.
-#[derive(Debug)]
 pub struct IntoIter<T> {
     rx: Receiver<T>,
 }
