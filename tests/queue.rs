@@ -49,8 +49,9 @@ fn accessors_follow_the_contents() {
     assert!(rx.same_channel(&rx.clone()));
     let (other, _r) = bounded::<i32>(3);
     assert!(!tx.same_channel(&other));
-    assert!(format!("{tx:?}").contains("capacity: 3"));
-    assert!(format!("{rx:?}").contains("len: 2"));
+    // As crossbeam-channel prints them.
+    assert_eq!(format!("{tx:?}"), "Sender { .. }");
+    assert_eq!(format!("{rx:?}"), "Receiver { .. }");
 }
 
 #[test]
