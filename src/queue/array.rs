@@ -54,8 +54,8 @@
 //! and the batch forms answer as if the queue were behind one lock (a batch as a sequence
 //! of single operations that stops only where the queue was empty, full). The window is a
 //! few instructions long unless the other thread was descheduled, and the wait yields.
-//! Only the first look of a blocking operation without a deadline skips this (it polls and
-//! looks again exactly before it yields or parks, and nobody sees its answer). The owned
+//! Only a blocking operation without a deadline skips this: nobody sees its answer, and it
+//! waits for the stamp (or parks) and looks again. The owned
 //! protocol has no such window: an owner publishes with one cursor store. `len` reads both
 //! cursors at one instant.
 
@@ -188,30 +188,44 @@ impl Patience {
 /// How an operation looks at the queue.
 #[derive(Clone, Copy)]
 struct Look {
-    /// Answer as of one instant (linearizable): a slot claimed by an operation of the
-    /// other side that has not finished counts as moved (that operation has taken effect),
-    /// so the look waits it out rather than report `Empty` (`Full`); and an empty queue is
-    /// told apart from a disconnected one. Every `try_` look is exact; only the first look
-    /// of a blocking operation without a deadline may not be (see `claim_recv`).
+    /// Tell an empty queue from a disconnected one (see `claim_recv`).
     exact: bool,
+    /// Answer as of one instant (linearizable): a slot claimed by an operation of the other
+    /// side that has not finished counts as moved (that operation has taken effect), so the
+    /// look waits it out rather than report `Empty` (`Full`), and an owner fences before it
+    /// reports either. Every `try_` look and every look of a timed operation settles; a
+    /// blocking operation without a deadline need not, since nobody sees its `Empty`
+    /// (`Full`): it waits (parks) and looks again.
+    settle: bool,
     /// The first look of a blocking operation, which may pace itself (see `Channel::pace`).
     pace: bool,
 }
 
 impl Look {
-    /// A `try_` operation, or a blocking one after it waited: exact, no pacing.
+    /// A `try_` operation.
     const TRY: Self = Self {
         exact: true,
+        settle: true,
         pace: false,
     };
 
     /// The first look of a blocking operation. It need not be exact when it has no
     /// deadline and will poll densely next: it looks again exactly before it ever yields or
-    /// parks, and nobody sees its `Empty` (`Full`).
+    /// parks.
     fn first(deadline: Option<Instant>) -> Self {
         Self {
             exact: DENSE_POLLS == 0 || deadline.is_some(),
+            settle: deadline.is_some(),
             pace: true,
+        }
+    }
+
+    /// A look of a blocking operation after it waited, or a later claim of a batch.
+    fn again(self) -> Self {
+        Self {
+            exact: true,
+            settle: self.settle,
+            pace: false,
         }
     }
 }
@@ -514,7 +528,7 @@ impl<T> Channel<T> {
 
     /// Claims up to `max` (≥ 1) consecutive empty slots of the current lap for sending.
     ///
-    /// With `look.exact`, `Full` means the queue was full at one instant during the call:
+    /// With `look.settle`, `Full` means the queue was full at one instant during the call:
     /// a slot whose receiver has claimed it (moved `head` past it) but not yet freed it is
     /// waited out, since that receive has taken effect. Otherwise such a slot is reported
     /// as `Full` at once (the first look of a blocking send, which retries anyway).
@@ -567,7 +581,7 @@ impl<T> Channel<T> {
             } else if stamp.wrapping_add(self.one_lap) == tail + 1 {
                 // The slot still holds last lap's message: full, unless a receiver is
                 // between its claim and its stamp store.
-                if !look.exact {
+                if !look.settle {
                     return Err(TrySendError::Full(()));
                 }
                 // SeqCst: orders the load of `head` after the stamp load in the total order
@@ -630,7 +644,7 @@ impl<T> Channel<T> {
             // Relaxed: only this thread uses its `Seen`.
             seen.cursor.store(head, Ordering::Relaxed);
             free = self.cap - self.distance(head, tail);
-            if free == 0 && look.exact {
+            if free == 0 && look.settle {
                 // SeqCst: pairs with the receiving owner's fence before it reports `Empty`
                 // (Dekker: one of the two sees the other's cursor store).
                 fence(Ordering::SeqCst);
@@ -805,8 +819,8 @@ impl<T> Channel<T> {
     }
 
     /// `try_send_batch`, with `look` as in `claim_send` (for the first claim; later ones
-    /// only end the batch when they fail, and are exact). A batch is a sequence of sends:
-    /// it stops short only when the queue was full at one instant.
+    /// only end the batch when they fail, and settle when it does). A settling batch is a
+    /// sequence of sends: it stops short only when the queue was full at one instant.
     fn send_batch_now(&self, batch: &mut Vec<T>, look: Look) -> Result<usize, TrySendError<()>> {
         let len = batch.len();
         let base = batch.as_mut_ptr();
@@ -819,7 +833,7 @@ impl<T> Channel<T> {
             if sent == len {
                 break Ok(());
             }
-            let look = if sent == 0 { look } else { Look::TRY };
+            let look = if sent == 0 { look } else { look.again() };
             match self.claim_send(len - sent, look) {
                 Ok(claim) => {
                     let index = claim.pos & (self.mark_bit - 1);
@@ -908,14 +922,17 @@ impl<T> Channel<T> {
                 fence(Ordering::SeqCst);
                 // Relaxed: ordered by the fence above.
                 let tail = self.tail.load(Ordering::Relaxed);
-                if tail & !self.mark_bit == head {
+                if tail & !self.mark_bit == head || !look.settle {
                     // Nobody has claimed the slot: empty at this instant (`head` only grows
-                    // and never passes `tail`).
-                    return Err(if tail & self.mark_bit != 0 {
-                        TryRecvError::Disconnected
-                    } else {
-                        TryRecvError::Empty
-                    });
+                    // and never passes `tail`). (Or a sender has, and this look need not
+                    // wait for it: not disconnected then, since the mark stops claims.)
+                    return Err(
+                        if tail & !self.mark_bit == head && tail & self.mark_bit != 0 {
+                            TryRecvError::Disconnected
+                        } else {
+                            TryRecvError::Empty
+                        },
+                    );
                 }
                 // A sender moved `tail` past the slot: its send has taken effect (a thread
                 // may already have seen it complete), so reporting `Empty` would be a lie.
@@ -953,7 +970,7 @@ impl<T> Channel<T> {
             // Acquire: pairs with the sending owner's Release store of `tail`, made after it
             // wrote the messages (or with the revoker's SHARED store, transitively).
             let mut tail = self.tail.load(Ordering::Acquire);
-            if tail == head && look.exact {
+            if tail == head && look.settle {
                 // SeqCst: pairs with the sending owner's fence before it reports `Full`.
                 fence(Ordering::SeqCst);
                 // Acquire: as above.
@@ -1072,7 +1089,7 @@ impl<T> Channel<T> {
                 look
             } else {
                 // Later claims only end the batch when they fail.
-                Look::TRY
+                look.again()
             };
             match self.claim_recv(max - got, look) {
                 Ok(claim) => {
@@ -1276,7 +1293,9 @@ impl<T> Channel<T> {
         // A local, not a field of `patience`: the fast path reads nothing back from it.
         let mut look = Look::first(deadline);
         loop {
-            match self.send_now(msg, std::mem::replace(&mut look, Look::TRY)) {
+            let this = look;
+            look = this.again();
+            match self.send_now(msg, this) {
                 Ok(()) => return Ok(()),
                 Err(TrySendError::Disconnected(m)) => {
                     return Err(SendTimeoutError::Disconnected(m))
@@ -1301,7 +1320,9 @@ impl<T> Channel<T> {
         // As in `send`.
         let mut look = Look::first(None);
         loop {
-            match self.send_batch_now(batch, std::mem::replace(&mut look, Look::TRY)) {
+            let this = look;
+            look = this.again();
+            match self.send_batch_now(batch, this) {
                 Ok(_) if batch.is_empty() => return Ok(()),
                 Ok(0) | Err(TrySendError::Full(())) => {}
                 Ok(_) => (patience, look) = (Patience::new(), Look::first(None)),
@@ -1334,7 +1355,9 @@ impl<T> Channel<T> {
         // As in `send`.
         let mut look = Look::first(deadline);
         loop {
-            match self.recv_now(std::mem::replace(&mut look, Look::TRY)) {
+            let this = look;
+            look = this.again();
+            match self.recv_now(this) {
                 Ok(m) => return Ok(m),
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {}
@@ -1363,7 +1386,9 @@ impl<T> Channel<T> {
         // As in `send`.
         let mut look = Look::first(deadline);
         loop {
-            match self.recv_batch_now(out, max, std::mem::replace(&mut look, Look::TRY)) {
+            let this = look;
+            look = this.again();
+            match self.recv_batch_now(out, max, this) {
                 Ok(n) => return Ok(n),
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {}

@@ -17,6 +17,13 @@
 //!
 //! # Guarantees
 //!
+//! - **Linearizability.** Every operation takes effect at one instant between its call and
+//!   its return, whichever threads use the queue and however often they take turns:
+//!   `try_recv`, `try_send`, `len`, `is_empty` and `is_full` answer as if the queue were
+//!   behind one lock (`try_recv` never reports `Empty` while a message whose send has
+//!   returned is waiting). `try_send_batch` and `try_recv_batch` are sequences of such
+//!   single operations: they move fewer messages than asked only when the queue was full
+//!   (empty) at an instant during the call.
 //! - **Order.** Messages from one sender are received in the order sent; messages from
 //!   different senders interleave in the order their sends claimed slots.
 //! - **Blocking.** `send` blocks only while the queue is full, `recv` only while it is
@@ -37,6 +44,14 @@
 //!   drops are reported by the panic hook and go no further (a second panic escaping while
 //!   unwinding would abort the process). crossbeam-channel instead leaks the messages after
 //!   the first panic. The handles are `UnwindSafe` and `RefUnwindSafe`.
+//!
+//! # Differences from crossbeam-channel
+//!
+//! - Only the bounded and rendezvous flavours: no `unbounded`, `select!`/`Select`, `after`,
+//!   `at`, `tick` or `never` yet.
+//! - When the queue drops its messages and one's `Drop` panics, the others are still
+//!   dropped (crossbeam leaks them); see **Panics** above.
+//! - The batch operations are logbus's own.
 //!
 //! # Examples
 //!
