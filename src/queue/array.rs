@@ -55,9 +55,12 @@
 //! of single operations that stops only where the queue was empty, full). The window is a
 //! few instructions long unless the other thread was descheduled, and the wait yields.
 //! Only a blocking operation without a deadline skips this: nobody sees its answer, and it
-//! waits for the stamp (or parks) and looks again. The owned
-//! protocol has no such window: an owner publishes with one cursor store. `len` reads both
-//! cursors at one instant.
+//! waits for the stamp (or parks) and looks again.
+//!
+//! The owned protocol has no such window (an owner publishes with one cursor store), but
+//! its cursors move by plain stores: an owner that finds the queue full (empty) fences and
+//! reads the other cursor again before it says so, and `len` fences before it reads both
+//! cursors (see `claim_send_owned`).
 
 //!
 //! # One thread per side at a time: the owned protocol
