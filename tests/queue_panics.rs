@@ -216,3 +216,25 @@ fn rendezvous_with_panicking_messages() {
     assert!(catch_unwind(AssertUnwindSafe(move || drop(back))).is_err());
     assert_eq!(bombs.dropped(), 2);
 }
+
+/// A thread that panics while it holds the queue's last handles drops the queue while
+/// unwinding: a message panicking then must not escape (a panic escaping a destructor during
+/// unwinding aborts the process). The thread ends with its own panic; every message is
+/// dropped once.
+#[test]
+fn a_thread_unwinding_with_the_last_handles_drops_the_queue_without_aborting() {
+    let bombs = Arc::new(Bombs::new());
+    let b = Arc::clone(&bombs);
+    let r = thread::spawn(move || {
+        let (tx, _rx) = filled(&b, 4, 3, &[0, 2]);
+        let _keep = tx;
+        panic!("the thread's own panic");
+    })
+    .join();
+    let msg = r.unwrap_err();
+    assert_eq!(
+        *msg.downcast_ref::<&str>().unwrap(),
+        "the thread's own panic"
+    );
+    assert_eq!(bombs.dropped(), 3);
+}

@@ -1458,6 +1458,7 @@ impl<T> Channel<T> {
     /// panics, that panic propagates once the rest are dropped: they are dropped while it
     /// unwinds, each inside `catch_unwind`, since a second panic escaping a destructor during
     /// unwinding would abort the process; their panics go to the panic hook and no further.
+    /// A thread that is already unwinding when it drops the queue catches every drop.
     pub(crate) fn discard_all(&self) {
         // The stamps say what is left, so the queue must be shared (it is, after
         // `disconnect`; a queue dropped by another path is converted here).
@@ -1473,10 +1474,14 @@ impl<T> Channel<T> {
             }
         }
         let rest = Rest(self);
-        while let Some(msg) = self.take_for_discard() {
-            drop(msg);
+        // A thread already unwinding (it dropped the last handle while panicking) must not
+        // let a panic escape at all: `rest` then catches every drop.
+        if !std::thread::panicking() {
+            while let Some(msg) = self.take_for_discard() {
+                drop(msg);
+            }
         }
-        std::mem::forget(rest);
+        drop(rest);
     }
 
     /// The number of messages in the queue.
