@@ -17,10 +17,10 @@
 use std::collections::{HashSet, VecDeque};
 
 use super::array::Channel;
-use super::error::{TryRecvError, TrySendError};
+use super::error::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
 use super::owners::Owners;
 use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use crate::sync::{hint, thread, Arc};
+use crate::sync::{hint, thread, time, Arc};
 
 /// One step of the sequential specification, with the answer the real queue gave.
 #[derive(Clone, Debug, PartialEq)]
@@ -160,9 +160,9 @@ fn record(cap: usize, owners: Owners, threads: usize, ops: usize, seed: u64) -> 
                         hint::spin_loop();
                     }
                     let kind = if op + 1 == ops && t == 0 && rng.bool() {
-                        7
+                        9
                     } else {
-                        rng.usize(..7)
+                        rng.usize(..9)
                     };
                     let mut steps = Vec::new();
                     // SeqCst: one total order of the stamps, consistent with real time.
@@ -217,6 +217,29 @@ fn record(cap: usize, owners: Owners, threads: usize, ops: usize, seed: u64) -> 
                             }
                         }
                         6 => steps.push(Step::Len(ch.len())),
+                        // Timed operations whose deadline has passed: a timeout is a claim
+                        // that the queue was full (empty) at an instant, as for `try_`.
+                        7 => {
+                            next_value += 1;
+                            steps.push(
+                                match ch
+                                    .send(next_value, time::deadline_after(time::Duration::ZERO))
+                                {
+                                    Ok(()) => Step::Sent(next_value),
+                                    Err(SendTimeoutError::Timeout(_)) => Step::Full,
+                                    Err(SendTimeoutError::Disconnected(_)) => {
+                                        Step::SendDisconnected
+                                    }
+                                },
+                            );
+                        }
+                        8 => {
+                            steps.push(match ch.recv(time::deadline_after(time::Duration::ZERO)) {
+                                Ok(v) => Step::Received(v),
+                                Err(RecvTimeoutError::Timeout) => Step::Empty,
+                                Err(RecvTimeoutError::Disconnected) => Step::RecvDisconnected,
+                            })
+                        }
                         _ => {
                             ch.disconnect();
                             steps.push(Step::Disconnect);
