@@ -58,8 +58,19 @@
 //! know; logbus takes them in string order.
 
 mod assignor;
+pub(crate) mod config;
+pub(crate) mod coordinator;
+mod describe;
+mod listener;
+pub(crate) mod member;
+mod push;
 
 pub use crate::topic_partition::TopicPartition;
+pub use config::{DEFAULT_AUTO_COMMIT_INTERVAL, DEFAULT_MAX_POLL_INTERVAL};
+pub use coordinator::GroupState;
+pub use describe::{GroupDescription, GroupListing, MemberDescription, PartitionLag};
+pub use listener::RebalanceListener;
+pub use push::{PushSubscription, PushReport};
 pub use assignor::{
     CooperativeStickyAssignor, PartitionAssignor, RangeAssignor, RebalanceProtocol,
     RoundRobinAssignor, StickyAssignor, Subscription,
