@@ -735,9 +735,11 @@ impl Broker {
     pub(crate) fn coordinator(&self, group: &str) -> Arc<crate::group::coordinator::Coordinator> {
         let mut groups = self.inner.groups.lock();
         let g = groups.entry(group.to_owned()).or_default();
-        Arc::clone(g.coordinator.get_or_insert_with(|| {
-            Arc::new(crate::group::coordinator::Coordinator::new(group))
-        }))
+        Arc::clone(
+            g.coordinator.get_or_insert_with(|| {
+                Arc::new(crate::group::coordinator::Coordinator::new(group))
+            }),
+        )
     }
 
     /// The coordinator of `group`, if the group exists and has one; `Err` if unknown.

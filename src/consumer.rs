@@ -627,10 +627,10 @@ where
         let ready = || {
             called()
                 || self.assigned.iter().any(|a| {
-                !a.paused
-                    && (a.topic.is_deleted()
-                        || a.position.map_or(true, |p| a.partition.readable(p)))
-            })
+                    !a.paused
+                        && (a.topic.is_deleted()
+                            || a.position.map_or(true, |p| a.partition.readable(p)))
+                })
         };
         // Yield a few times before parking, as the ring's readers do: a record usually
         // arrives within a yield or two, and a parked consumer costs every producer a
@@ -691,7 +691,11 @@ where
         }
     }
 
-    fn commit_offsets_inner(&self, group: &Arc<str>, offsets: &[(TopicPartition, u64)]) -> Result<()> {
+    fn commit_offsets_inner(
+        &self,
+        group: &Arc<str>,
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<()> {
         for (tp, offset) in offsets {
             self.broker.check_partition(tp)?;
             let o = self.broker.offsets(tp)?;

@@ -298,25 +298,26 @@ impl Coordinator {
                 // The static member comes back: it takes over its assignment, no rebalance
                 // unless its subscription changed.
                 if let Some(mut m) = g.members.remove(&old_id) {
-                let changed = m.topics != req.topics;
-                m.client_id = req.client_id.to_owned();
-                m.topics = req.topics;
-                m.held.clear();
-                m.departed = false;
-                m.synced = false;
-                m.joined = !g.preparing;
-                m.last_seen_ms = now;
-                m.max_poll_interval_ms = req.max_poll_interval_ms;
-                m.signal = Arc::clone(&signal);
-                g.members.insert(id.clone(), m);
-                if changed {
-                    g.trigger(meta);
-                }
-                return Ok((id, signal));
+                    let changed = m.topics != req.topics;
+                    m.client_id = req.client_id.to_owned();
+                    m.topics = req.topics;
+                    m.held.clear();
+                    m.departed = false;
+                    m.synced = false;
+                    m.joined = !g.preparing;
+                    m.last_seen_ms = now;
+                    m.max_poll_interval_ms = req.max_poll_interval_ms;
+                    m.signal = Arc::clone(&signal);
+                    g.members.insert(id.clone(), m);
+                    if changed {
+                        g.trigger(meta);
+                    }
+                    return Ok((id, signal));
                 }
             }
         }
-        g.trigger(meta);
+        // Every member rejoins; the new one has joined by asking.
+        g.start_rebalance();
         g.members.insert(
             id.clone(),
             Member {
@@ -409,7 +410,12 @@ impl Coordinator {
     }
 
     /// `member` changed what it subscribes to.
-    pub(crate) fn update_topics(&self, member: &str, topics: BTreeSet<String>, meta: &dyn Metadata) {
+    pub(crate) fn update_topics(
+        &self,
+        member: &str,
+        topics: BTreeSet<String>,
+        meta: &dyn Metadata,
+    ) {
         let mut g = self.inner.lock();
         let Some(m) = g.members.get_mut(member) else {
             return;
@@ -542,6 +548,11 @@ impl Inner {
 
     /// Starts a rebalance (if none is being prepared) and asks every member to rejoin.
     fn trigger(&mut self, meta: &dyn Metadata) {
+        self.start_rebalance();
+        self.try_complete(meta);
+    }
+
+    fn start_rebalance(&mut self) {
         if !self.preparing {
             self.preparing = true;
             for m in self.members.values_mut() {
@@ -549,7 +560,6 @@ impl Inner {
                 m.signal.raise();
             }
         }
-        self.try_complete(meta);
     }
 
     /// Evicts members silent for longer than their `max_poll_interval`.
@@ -705,9 +715,10 @@ mod loom_tests {
             // takes the partition in generation 2 and starts at the committed offset.
             let b = join(&c, "b", 100);
             let start = match c.step(&b, &OneTopic, 100) {
-                Step::Assign { generation: 2, assignment } if !assignment.is_empty() => {
-                    *committed.lock().unwrap()
-                }
+                Step::Assign {
+                    generation: 2,
+                    assignment,
+                } if !assignment.is_empty() => *committed.lock().unwrap(),
                 other => panic!("b should own the partition in generation 2: {other:?}"),
             };
             let accepted = old_owner.join().unwrap();

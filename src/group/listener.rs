@@ -35,7 +35,11 @@ use crate::group::TopicPartition;
 /// ```
 pub trait RebalanceListener<K, V>: Send {
     /// `partitions` are about to be taken from this consumer.
-    fn on_partitions_revoked(&mut self, consumer: &mut Consumer<K, V>, partitions: &[TopicPartition]) {
+    fn on_partitions_revoked(
+        &mut self,
+        consumer: &mut Consumer<K, V>,
+        partitions: &[TopicPartition],
+    ) {
         let _ = (consumer, partitions);
     }
 

@@ -37,9 +37,18 @@ pub(crate) struct Membership<K, V> {
 
 impl<K, V> Membership<K, V> {
     /// Runs `commit` if this member is in the group's current generation.
-    pub(crate) fn commit<R>(&self, broker: &Broker, commit: impl FnOnce() -> Result<R>) -> Result<R> {
-        self.coordinator
-            .commit(&self.member_id, self.generation, broker, broker.now_ms(), commit)
+    pub(crate) fn commit<R>(
+        &self,
+        broker: &Broker,
+        commit: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        self.coordinator.commit(
+            &self.member_id,
+            self.generation,
+            broker,
+            broker.now_ms(),
+            commit,
+        )
     }
 }
 
@@ -424,7 +433,8 @@ where
             if let Some(m) = &self.membership {
                 if matches!(m.spec, Spec::Pattern(_)) {
                     let topics = self.resolve(&m.spec);
-                    m.coordinator.update_topics(&m.member_id, topics, &self.broker);
+                    m.coordinator
+                        .update_topics(&m.member_id, topics, &self.broker);
                 }
                 m.coordinator.check_metadata(&self.broker);
             }
@@ -497,7 +507,11 @@ where
             self.next = 0;
         }
         if let Some(m) = &self.membership {
-            let still = if cooperative { held.clone() } else { Vec::new() };
+            let still = if cooperative {
+                held.clone()
+            } else {
+                Vec::new()
+            };
             m.coordinator
                 .rejoin(&m.member_id, held, still, &self.broker);
         }
@@ -509,10 +523,16 @@ where
         };
         m.generation = generation;
         let held: Vec<TopicPartition> = self.assigned.iter().map(|a| a.tp.clone()).collect();
-        let revoked: Vec<TopicPartition> =
-            held.iter().filter(|tp| !assignment.contains(tp)).cloned().collect();
-        let added: Vec<TopicPartition> =
-            assignment.iter().filter(|tp| !held.contains(tp)).cloned().collect();
+        let revoked: Vec<TopicPartition> = held
+            .iter()
+            .filter(|tp| !assignment.contains(tp))
+            .cloned()
+            .collect();
+        let added: Vec<TopicPartition> = assignment
+            .iter()
+            .filter(|tp| !held.contains(tp))
+            .cloned()
+            .collect();
         if !revoked.is_empty() {
             self.auto_commit_all();
             self.call_listener(Callback::Revoked, &revoked);
@@ -611,8 +631,17 @@ mod tests {
     #[test]
     fn patterns_are_checked() {
         assert!(validate_pattern("orders-*").is_ok());
-        assert!(matches!(validate_pattern(""), Err(Error::InvalidPattern { .. })));
-        assert!(matches!(validate_pattern("orders|x"), Err(Error::InvalidPattern { .. })));
-        assert!(matches!(validate_pattern("a+"), Err(Error::InvalidPattern { .. })));
+        assert!(matches!(
+            validate_pattern(""),
+            Err(Error::InvalidPattern { .. })
+        ));
+        assert!(matches!(
+            validate_pattern("orders|x"),
+            Err(Error::InvalidPattern { .. })
+        ));
+        assert!(matches!(
+            validate_pattern("a+"),
+            Err(Error::InvalidPattern { .. })
+        ));
     }
 }

@@ -66,12 +66,12 @@ pub(crate) mod member;
 mod push;
 
 pub use crate::topic_partition::TopicPartition;
-pub use config::{DEFAULT_AUTO_COMMIT_INTERVAL, DEFAULT_MAX_POLL_INTERVAL};
-pub use coordinator::GroupState;
-pub use describe::{GroupDescription, GroupListing, MemberDescription, PartitionLag};
-pub use listener::RebalanceListener;
-pub use push::{PushSubscription, PushReport};
 pub use assignor::{
     CooperativeStickyAssignor, PartitionAssignor, RangeAssignor, RebalanceProtocol,
     RoundRobinAssignor, StickyAssignor, Subscription,
 };
+pub use config::{DEFAULT_AUTO_COMMIT_INTERVAL, DEFAULT_MAX_POLL_INTERVAL};
+pub use coordinator::GroupState;
+pub use describe::{GroupDescription, GroupListing, MemberDescription, PartitionLag};
+pub use listener::RebalanceListener;
+pub use push::{PushReport, PushSubscription};

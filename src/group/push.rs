@@ -10,8 +10,8 @@ use crate::consumer::{Consumer, ConsumerConfig, ConsumerRecord, OffsetReset};
 use crate::group::TopicPartition;
 use crate::sync::atomic::{AtomicBool, Ordering};
 // Std's Arc (also under loom): see `sync::StdArc`.
-use crate::sync::StdArc as Arc;
 use crate::sync::thread;
+use crate::sync::StdArc as Arc;
 use crate::{Error, Result};
 
 /// How long one poll of the loop waits before it looks at the stop flag again.
