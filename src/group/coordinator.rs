@@ -711,15 +711,16 @@ mod loom_tests {
                     c1.commit(&a, 1, &OneTopic, 0, || Ok(())).is_ok() && write().is_ok()
                 }
             });
-            // `b` joins at time 100: `a` has not polled for 100 ms and is evicted; `b`
-            // takes the partition in generation 2 and starts at the committed offset.
+            // `b` joins at time 100: `a` has not polled for 100 ms and is evicted (the
+            // group is empty in generation 2); `b` takes the partition in generation 3 and
+            // starts at the committed offset.
             let b = join(&c, "b", 100);
             let start = match c.step(&b, &OneTopic, 100) {
                 Step::Assign {
-                    generation: 2,
+                    generation: 3,
                     assignment,
                 } if !assignment.is_empty() => *committed.lock().unwrap(),
-                other => panic!("b should own the partition in generation 2: {other:?}"),
+                other => panic!("b should own the partition in generation 3: {other:?}"),
             };
             let accepted = old_owner.join().unwrap();
             let final_committed = *committed.lock().unwrap();
@@ -741,7 +742,7 @@ mod loom_tests {
     /// The same model with the generation check and the write not under one lock: loom
     /// finds the interleaving where the stale commit lands after the new owner started.
     #[test]
-    #[should_panic]
+    #[should_panic(expected = "b started below a commit the group accepted")]
     fn handoff_commit_unlocked_is_caught() {
         handoff(false);
     }
