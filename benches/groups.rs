@@ -23,7 +23,7 @@ fn config(client: &str, cooperative: bool) -> ConsumerConfig {
         .auto_offset_reset(OffsetReset::Latest)
         .max_poll_records(1 << 16);
     if cooperative {
-        c.assignor(CooperativeStickyAssignor::default())
+        c.assignor(CooperativeStickyAssignor)
     } else {
         c.assignor(RangeAssignor)
     }

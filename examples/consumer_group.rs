@@ -60,7 +60,7 @@ fn worker(broker: &Broker, name: &str) -> logbus::Result<Worker> {
         .client_id(name)
         .auto_offset_reset(OffsetReset::Earliest)
         // Only the partitions that move stop; the others are read through the rebalance.
-        .assignor(CooperativeStickyAssignor::default());
+        .assignor(CooperativeStickyAssignor);
     let mut consumer = broker.consumer::<String, u64>(config)?;
     consumer.subscribe_with_listener(&["orders"], Announce(name.to_string()))?;
     let (stop, done) = (

@@ -58,11 +58,13 @@ fn settle(consumers: &mut [&mut Consumer<(), u64>]) {
 }
 
 /// Records every callback, as `(kind, partitions)`.
+type Event = (&'static str, Vec<TopicPartition>);
+
 #[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<(&'static str, Vec<TopicPartition>)>>>);
+struct Log(Arc<Mutex<Vec<Event>>>);
 
 impl Log {
-    fn take(&self) -> Vec<(&'static str, Vec<TopicPartition>)> {
+    fn take(&self) -> Vec<Event> {
         std::mem::take(&mut *self.0.lock().unwrap())
     }
 }
@@ -165,7 +167,7 @@ fn eager_revokes_everything_then_assigns() {
 fn cooperative_revokes_only_what_moves_and_keeps_reading_the_rest() {
     let (b, _) = broker();
     b.create_topic::<(), u64>("t", TopicConfig::new(4)).unwrap();
-    let coop = |client: &str| cfg("g", client).assignor(CooperativeStickyAssignor::default());
+    let coop = |client: &str| cfg("g", client).assignor(CooperativeStickyAssignor);
     let log = Log::default();
     let mut a = b.consumer::<(), u64>(coop("a")).unwrap();
     a.subscribe_with_listener(&["t"], log.clone()).unwrap();
@@ -633,9 +635,9 @@ fn a_commit_in_on_partitions_revoked_is_accepted_and_seen_by_the_next_owner() {
         let mk = |client: &str| {
             let c = cfg(&group, client).enable_auto_commit(false);
             if assignor == "sticky" {
-                c.assignor(StickyAssignor::default())
+                c.assignor(StickyAssignor)
             } else {
-                c.assignor(CooperativeStickyAssignor::default())
+                c.assignor(CooperativeStickyAssignor)
             }
         };
         // `z` sorts after `a`, and the sticky assignors would keep the partition with

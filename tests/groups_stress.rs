@@ -135,7 +135,7 @@ fn start_member(b: &Broker, name: &str, cooperative: bool, tracker: &Shared) -> 
         .max_poll_interval(Duration::from_millis(400))
         .max_poll_records(64);
     config = if cooperative {
-        config.assignor(CooperativeStickyAssignor::default())
+        config.assignor(CooperativeStickyAssignor)
     } else {
         config.assignor(RangeAssignor)
     };

@@ -86,8 +86,8 @@ impl fmt::Display for GroupDescription {
         )?;
         writeln!(
             f,
-            "{:<16} {:>9} {:>14} {:>14} {:>8}  {}",
-            "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID"
+            "{:<16} {:>9} {:>14} {:>14} {:>8}  CONSUMER-ID",
+            "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"
         )?;
         let dash = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
         for p in &self.partitions {
