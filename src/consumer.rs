@@ -5,9 +5,10 @@
 //! Kafka's `KafkaConsumer`. It reads the partitions it is [assigned](Consumer::assign),
 //! each from its own *position* (the offset of the next record it will read), and with a
 //! group id it commits positions as the group's *committed offsets* (Kafka's meaning: the
-//! next record to read). Group membership and rebalancing come later; today every
-//! consumer is assigned its partitions by hand, and several consumers with one group id
-//! share that group's committed offsets.
+//! next record to read). A consumer either is assigned its partitions by hand
+//! ([`assign`](Consumer::assign)), or [subscribes](Consumer::subscribe) to topics and lets
+//! its group share their partitions among its members, rebalancing as members come and go
+//! (see [`group`](crate::group)): never both at once.
 //!
 //! # Where a consumer starts, and what happens behind the tail
 //!
@@ -29,10 +30,13 @@
 //! partition when a consumer with that group id is first assigned it: from then on
 //! producers never overwrite a record at or above the group's committed offset (its
 //! starting position until its first commit), until [`Broker::delete_group`]. Consumers
-//! without a group id never hold producers back.
+//! without a group id never hold producers back. A subscribed consumer auto-commits by
+//! default, also every half partition capacity it reads, so producers never wait for the
+//! commit interval (see [`ConsumerConfig::enable_auto_commit`]); with auto-commit off,
+//! commit at least that often or producers wait.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -442,24 +446,47 @@ where
 
     /// `assign` without the subscription check: the group's assignments go through here.
     pub(crate) fn assign_inner(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        // Linear in the partitions (a group may hand a member thousands at once): topics
+        // resolved once each, duplicates and kept partitions found by hash.
         let mut resolved = Vec::with_capacity(partitions.len());
+        let mut unique: HashSet<&TopicPartition> = HashSet::with_capacity(partitions.len());
+        let mut topics: Vec<Arc<TopicInner<K, V>>> = Vec::new();
         for tp in partitions {
-            if resolved.iter().any(|(t, _, _)| t == tp) {
+            if !unique.insert(tp) {
                 continue;
             }
-            let topic = self.broker.topic_inner::<K, V>(&tp.topic)?;
+            let topic = match topics.iter().find(|t| *t.name == *tp.topic) {
+                Some(t) => Arc::clone(t),
+                None => {
+                    let t = self.broker.topic_inner::<K, V>(&tp.topic)?;
+                    topics.push(Arc::clone(&t));
+                    t
+                }
+            };
             let partition = topic.partition(tp.partition)?;
             resolved.push((tp.clone(), topic, partition));
         }
-        let mut old: Vec<_> = std::mem::take(&mut self.assigned);
+        let mut old: Vec<Option<Assigned<K, V>>> = std::mem::take(&mut self.assigned)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let index: HashMap<TopicPartition, usize> = old
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| a.as_ref().map(|a| (a.tp.clone(), i)))
+            .collect();
         let now = self.broker.now_ms();
         for (tp, topic, partition) in resolved {
-            if let Some(i) = old
-                .iter()
-                .position(|a| a.tp == tp && Arc::ptr_eq(&a.partition, &partition))
-            {
-                self.assigned.push(old.swap_remove(i));
-                continue;
+            if let Some(&i) = index.get(&tp) {
+                if old[i]
+                    .as_ref()
+                    .is_some_and(|a| Arc::ptr_eq(&a.partition, &partition))
+                {
+                    if let Some(a) = old[i].take() {
+                        self.assigned.push(a);
+                        continue;
+                    }
+                }
             }
             let (position, group) = match &self.group {
                 Some(g) => {

@@ -745,3 +745,27 @@ fn push_members_process_at_least_once_and_report_panics_without_losing_positions
     assert_eq!(c.committed(&tp("t", 0)).unwrap(), Some(10));
     assert_eq!(c.committed(&tp("t", 1)).unwrap(), Some(10));
 }
+
+#[test]
+fn a_panicking_listener_panics_that_poll_and_the_consumer_carries_on() {
+    let (b, _) = broker();
+    b.create_topic::<(), u64>("t", TopicConfig::new(2)).unwrap();
+    produce(&b, "t", 2, 3);
+    struct Boom(bool);
+    impl RebalanceListener<(), u64> for Boom {
+        fn on_partitions_assigned(&mut self, _: &mut Consumer<(), u64>, _: &[TopicPartition]) {
+            if !self.0 {
+                self.0 = true;
+                panic!("listener fails once");
+            }
+        }
+    }
+    let mut c = b.consumer::<(), u64>(cfg("g", "a")).unwrap();
+    c.subscribe_with_listener(&["t"], Boom(false)).unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.poll(Z)));
+    assert!(caught.is_err());
+    // The next poll finishes taking the assignment and reads.
+    assert_eq!(c.poll(Z).unwrap().len(), 6);
+    assert_eq!(c.assignment().len(), 2);
+    assert_eq!(b.describe_group("g").unwrap().state, GroupState::Stable);
+}

@@ -1,7 +1,8 @@
 //! A consumer as a group member: subscribe, rejoin, take assignments, revoke, auto-commit,
 //! leave. Runs on the consumer's own thread, inside `poll`, `unsubscribe` and close.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use crate::broker::{validate_topic_name, Broker};
 use crate::consumer::Consumer;
@@ -152,16 +153,21 @@ impl<K, V> Consumer<K, V> {
             return;
         };
         m.in_listener = true;
-        match which {
+        let outcome = catch_unwind(AssertUnwindSafe(|| match which {
             Callback::Revoked => listener.on_partitions_revoked(self, partitions),
             Callback::Assigned => listener.on_partitions_assigned(self, partitions),
             Callback::Lost => listener.on_partitions_lost(self, partitions),
-        }
+        }));
         if let Some(m) = self.membership.as_mut() {
             m.in_listener = false;
             if m.listener.is_none() {
                 m.listener = Some(listener);
             }
+        }
+        // A panicking listener panics the caller's poll, as in Kafka; the consumer stays
+        // usable (its listener is back, polls are allowed).
+        if let Err(payload) = outcome {
+            resume_unwind(payload);
         }
     }
 
@@ -522,21 +528,24 @@ where
             return Ok(());
         };
         m.generation = generation;
-        let held: Vec<TopicPartition> = self.assigned.iter().map(|a| a.tp.clone()).collect();
-        let revoked: Vec<TopicPartition> = held
+        let target: HashSet<&TopicPartition> = assignment.iter().collect();
+        let held: HashSet<TopicPartition> = self.assigned.iter().map(|a| a.tp.clone()).collect();
+        let revoked: Vec<TopicPartition> = self
+            .assigned
             .iter()
-            .filter(|tp| !assignment.contains(tp))
-            .cloned()
+            .filter(|a| !target.contains(&a.tp))
+            .map(|a| a.tp.clone())
             .collect();
         let added: Vec<TopicPartition> = assignment
             .iter()
-            .filter(|tp| !held.contains(tp))
+            .filter(|tp| !held.contains(*tp))
             .cloned()
             .collect();
         if !revoked.is_empty() {
             self.auto_commit_all();
             self.call_listener(Callback::Revoked, &revoked);
-            self.assigned.retain(|a| !revoked.contains(&a.tp));
+            let gone: HashSet<&TopicPartition> = revoked.iter().collect();
+            self.assigned.retain(|a| !gone.contains(&a.tp));
             self.next = 0;
         }
         let mut failure = None;
