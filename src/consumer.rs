@@ -622,6 +622,19 @@ where
     /// it wakes at least every millisecond to look at the others.
     fn wait(&self, deadline: Option<Instant>) {
         let signal = self.membership.as_ref().map(|m| &*m.signal);
+        // A member waiting in poll still polls, as far as its group is concerned: it wakes
+        // at least every half `max_poll_interval` to say so (Kafka's heartbeat thread).
+        let deadline = match (signal, deadline) {
+            (None, d) => d,
+            (Some(_), d) => {
+                let slice = time::deadline_after(self.config.member.max_poll_interval / 2);
+                match (d, slice) {
+                    (Some(d), Some(s)) => Some(d.min(s)),
+                    (None, s) => s,
+                    (d, None) => d,
+                }
+            }
+        };
         let called = || signal.is_some_and(|s| s.raised());
         if let (Some(s), true) = (signal, self.assigned.iter().all(|a| a.paused)) {
             // A member with nothing to read waits for its group.

@@ -769,3 +769,32 @@ fn a_panicking_listener_panics_that_poll_and_the_consumer_carries_on() {
     assert_eq!(c.assignment().len(), 2);
     assert_eq!(b.describe_group("g").unwrap().state, GroupState::Stable);
 }
+
+#[test]
+fn a_push_member_stops_on_an_error_that_would_repeat_and_reports_it() {
+    let b = Broker::in_memory();
+    b.create_topic::<(), u64>("t", TopicConfig::new(1)).unwrap();
+    let config = ConsumerConfig::new()
+        .group_id("g")
+        .auto_offset_reset(OffsetReset::None);
+    let member = b
+        .subscribe_with_config(config, &["t"], |_: &ConsumerRecord<(), u64>| {})
+        .unwrap();
+    while !member.is_finished() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(matches!(
+        member.stop(),
+        Err(Error::NoOffsetForPartition { partition: 0, .. })
+    ));
+    // It left the group.
+    assert!(b.describe_group("g").unwrap().members.is_empty());
+    assert!(matches!(
+        b.subscribe_with_config(
+            ConsumerConfig::new(),
+            &["t"],
+            |_: &ConsumerRecord<(), u64>| {}
+        ),
+        Err(Error::NoGroupId { .. })
+    ));
+}

@@ -649,12 +649,10 @@ impl Inner {
 #[cfg(all(test, logbus_loom))]
 mod loom_tests {
     //! The hand-off of a partition from a revoked member to its new owner, with the old
-    //! owner's commit racing its eviction. The committed offset lives in a loom mutex here
+    //! owner's commit racing its eviction. The committed offset lives in a mutex here
     //! (the partition's own commit is modelled in `partition`'s loom tests).
     use super::*;
     use crate::group::RangeAssignor;
-    use loom::sync::Mutex as LoomMutex;
-    use std::sync::Arc as StdArc;
 
     struct OneTopic;
     impl Metadata for OneTopic {
@@ -686,7 +684,7 @@ mod loom_tests {
     /// (the real path) or checks the generation first and writes after (the weakened one).
     fn handoff(locked: bool) {
         loom::model(move || {
-            let c = StdArc::new(Coordinator::new("g"));
+            let c = Arc::new(Coordinator::new("g"));
             let a = join(&c, "a", 0);
             // `a` takes partition 0 in generation 1.
             assert_eq!(
@@ -697,12 +695,12 @@ mod loom_tests {
                 }
             );
             c.synced(&a, 1, vec![TopicPartition::new("t", 0)], false, &OneTopic);
-            let committed = StdArc::new(LoomMutex::new(0u64));
+            let committed = Arc::new(Mutex::new(0u64));
 
-            let (c1, k1) = (StdArc::clone(&c), StdArc::clone(&committed));
+            let (c1, k1) = (Arc::clone(&c), Arc::clone(&committed));
             let old_owner = loom::thread::spawn(move || {
                 let write = || {
-                    *k1.lock().unwrap() = 5;
+                    *k1.lock() = 5;
                     Ok(())
                 };
                 if locked {
@@ -719,11 +717,11 @@ mod loom_tests {
                 Step::Assign {
                     generation: 3,
                     assignment,
-                } if !assignment.is_empty() => *committed.lock().unwrap(),
+                } if !assignment.is_empty() => *committed.lock(),
                 other => panic!("b should own the partition in generation 3: {other:?}"),
             };
             let accepted = old_owner.join().unwrap();
-            let final_committed = *committed.lock().unwrap();
+            let final_committed = *committed.lock();
             // An accepted commit is never behind the new owner's back: either b started
             // from it, or it was refused.
             if accepted {

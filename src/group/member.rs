@@ -110,27 +110,30 @@ enum Callback {
 /// Membership steps that need nothing of `K` and `V` (so that `Drop` can run them).
 impl<K, V> Consumer<K, V> {
     /// Commits every assigned position (no generation check).
+    /// Every partition that can be is committed; the first refusal is returned after.
     pub(crate) fn commit_positions(&self, group: &Arc<str>) -> Result<()> {
+        let mut first = None;
         for a in &self.assigned {
             if let Some(p) = a.position {
                 if a.topic.is_deleted() {
-                    return Err(Error::UnknownTopic {
+                    first.get_or_insert(Error::UnknownTopic {
                         topic: a.tp.topic.clone(),
                     });
+                    continue;
                 }
                 let now = self.broker.now_ms();
-                a.partition.commit(group, p, now).map_err(|(start, end)| {
-                    Error::PartitionOffsetOutOfRange {
+                if let Err((start, end)) = a.partition.commit(group, p, now) {
+                    first.get_or_insert(Error::PartitionOffsetOutOfRange {
                         topic: a.tp.topic.clone(),
                         partition: a.tp.partition,
                         requested: p,
                         start,
                         end,
-                    }
-                })?;
+                    });
+                }
             }
         }
-        Ok(())
+        first.map_or(Ok(()), Err)
     }
 
     /// The member id while subscribed (`{client_id or group_instance_id}-{sequence}`,

@@ -65,8 +65,9 @@ impl PushSubscription {
     ///
     /// [`Error::CallbackPanicked`] when the callback panicked: the member stopped there,
     /// committing the records before it, so the group reads that record again;
-    /// otherwise the error that ended the poll loop (for example [`Error::UnknownGroup`]
-    /// when the group was deleted under it).
+    /// otherwise the error that ended the poll loop (any error of
+    /// [`Consumer::poll`] but a deleted topic, for example
+    /// [`Error::NoOffsetForPartition`] under `OffsetReset::None`).
     pub fn stop(mut self) -> Result<PushReport> {
         self.finish()
     }
@@ -219,10 +220,15 @@ where
         batch.clear();
         match consumer.poll_into(&mut batch, max, POLL_SLICE) {
             Ok(_) => {}
-            Err(e @ Error::UnknownGroup { .. }) => return Err(e),
-            // A deleted topic, a position out of range: the next rebalance or reset deals
-            // with it; keep serving the other partitions.
-            Err(_) => continue,
+            // A deleted topic: the rebalance it causes takes it away at the next poll.
+            Err(Error::UnknownTopic { .. }) => continue,
+            // Anything else (a position out of range under `OffsetReset::None`, ...)
+            // would come back at every poll: the member stops and reports it.
+            Err(e) => {
+                commit(consumer, &mut report);
+                consumer.unsubscribe();
+                return Err(e);
+            }
         }
         for (i, record) in batch.iter().enumerate() {
             if let Err(payload) = catch_unwind(AssertUnwindSafe(|| callback(record))) {
