@@ -652,18 +652,23 @@ fn step(real: &mut Real, m: &mut Model, op: &Op) {
             let mc = m.consumers[c].as_ref().unwrap();
             let expect = match mc.group {
                 None => Err(MErr::NoGroupId),
+                // As Kafka's OffsetCommit: every partition that can be committed is; the
+                // first refusal is reported.
                 Some(g) => {
                     let mut res = Ok(());
                     for a in &mc.assigned {
                         if let Some(pos) = a.pos {
                             let topic = &mut m.topics[a.inc];
                             if topic.deleted {
-                                res = Err(MErr::UnknownTopic);
-                                break;
+                                if res.is_ok() {
+                                    res = Err(MErr::UnknownTopic);
+                                }
+                                continue;
                             }
                             if let Err((s, e)) = topic.parts[a.p as usize].commit(g, pos) {
-                                res = Err(MErr::OffsetOutOfRange(pos, s, e));
-                                break;
+                                if res.is_ok() {
+                                    res = Err(MErr::OffsetOutOfRange(pos, s, e));
+                                }
                             }
                         }
                     }
