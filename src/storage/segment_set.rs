@@ -497,6 +497,20 @@ impl SegmentSet {
         self.append_encoded(batch)
     }
 
+    /// Appends the batch `builder` holds at the log end offset (its base offset is set to
+    /// it), without decoding it again: for writers that built the batch themselves, records
+    /// validated by construction.
+    ///
+    /// # Errors
+    ///
+    /// As [`append`](SegmentSet::append).
+    pub fn append_built(&mut self, builder: &mut BatchBuilder) -> Result<AppendInfo> {
+        self.check_online()?;
+        builder.set_base_offset(self.log_end_offset() as i64);
+        builder.set_partition_leader_epoch(self.partition_leader_epoch);
+        self.append_encoded(builder.finish())
+    }
+
     fn append_encoded(&mut self, bytes: &[u8]) -> Result<AppendInfo> {
         let header = BatchHeader::parse(bytes)?;
         if header.records_count <= 0 || header.last_offset_delta < 0 {
