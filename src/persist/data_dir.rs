@@ -641,7 +641,17 @@ impl DataDir {
                 let _ = partition.commit(&group, offset, 0);
             }
             drop(loaded);
-            let writer = spawn_writer(cell, Arc::clone(&partition), gate, meta.persist.flush)?;
+            let limit = meta
+                .persist
+                .segment_bytes
+                .min(meta.log_config().max_batch_bytes) as usize;
+            let writer = spawn_writer(
+                cell,
+                Arc::clone(&partition),
+                gate,
+                meta.persist.flush,
+                limit,
+            )?;
             started.push(OpenPartition {
                 topic: meta.name.clone(),
                 partition: p,

@@ -278,6 +278,7 @@ pub(crate) fn spawn_writer<K, V>(
     partition: Arc<Partition<K, V>>,
     gate: Reader<Entry<K, V>>,
     policy: FlushPolicy,
+    batch_limit: usize,
 ) -> Result<JoinHandle<()>>
 where
     K: Codec + Send + Sync + 'static,
@@ -290,6 +291,7 @@ where
             partition,
             gate,
             policy,
+            batch_limit,
             builder: BatchBuilder::new(0),
             key: Vec::new(),
             value: Vec::new(),
@@ -311,6 +313,8 @@ struct Writer<K, V> {
     partition: Arc<Partition<K, V>>,
     gate: Reader<Entry<K, V>>,
     policy: FlushPolicy,
+    /// No batch grows past this (the segment size), unless one record alone does.
+    batch_limit: usize,
     builder: BatchBuilder,
     key: Vec<u8>,
     value: Vec<u8>,
@@ -398,6 +402,7 @@ impl<K: Codec, V: Codec> Writer<K, V> {
         }
         self.builder.clear(pos as i64);
         let (builder, key, value) = (&mut self.builder, &mut self.key, &mut self.value);
+        let (target, limit) = (BATCH_TARGET.min(self.batch_limit / 2), self.batch_limit);
         let mut n = 0usize;
         let mut stop = false;
         let mut failed = None;
@@ -418,10 +423,21 @@ impl<K: Codec, V: Codec> Writer<K, V> {
                 .map(|h| h.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect())
                 .unwrap_or_default();
             let k = e.key.as_ref().map(|_| key.as_slice());
+            let estimate = key.len()
+                + value.len()
+                + headers
+                    .iter()
+                    .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len) + 10)
+                    .sum::<usize>()
+                + 32;
+            if n > 0 && builder.size() + estimate > limit {
+                stop = true;
+                return;
+            }
             match builder.append(e.timestamp, k, Some(value), &headers) {
                 Ok(()) => {
                     n += 1;
-                    stop = builder.size() >= BATCH_TARGET;
+                    stop = builder.size() >= target;
                 }
                 Err(err) => {
                     stop = true;

@@ -1,0 +1,312 @@
+//! Durable topics: restart and replay, typed errors, and a SIGKILL crash test.
+
+use std::time::Duration;
+
+use logbus::broker::{Broker, TopicConfig, TopicPartition};
+use logbus::consumer::{ConsumerConfig, OffsetReset};
+use logbus::persist::{FlushPolicy, PersistConfig};
+use logbus::producer::Record;
+use logbus::Error;
+
+fn tp(p: u32) -> TopicPartition {
+    TopicPartition::new("t", p)
+}
+
+fn read_all(
+    broker: &Broker,
+    group: Option<&str>,
+    from: Option<u64>,
+    want: usize,
+) -> Vec<(u64, String)> {
+    let mut config = ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest);
+    if let Some(g) = group {
+        config = config.group_id(g);
+    }
+    let mut c = broker.consumer::<String, String>(config).unwrap();
+    c.assign(&[tp(0)]).unwrap();
+    if let Some(o) = from {
+        c.seek(&tp(0), o).unwrap();
+    }
+    let mut got = Vec::new();
+    let mut idle = 0;
+    while got.len() < want && idle < 50 {
+        let recs = c.poll(Duration::from_millis(20)).unwrap();
+        if recs.is_empty() {
+            idle += 1;
+        }
+        for r in recs.iter() {
+            got.push((r.offset, r.value.clone()));
+        }
+    }
+    if group.is_some() {
+        c.commit_sync().unwrap();
+    }
+    got
+}
+
+#[test]
+fn restart_resumes_groups_and_replays_from_disk_and_timestamps() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let broker = Broker::open(dir.path()).unwrap();
+        // A small ring: most records are read back from the segments.
+        broker
+            .create_persisted_topic::<String, String>(
+                "t",
+                TopicConfig::new(1).records_in_memory(16),
+                PersistConfig::new()
+                    .segment_bytes(4096)
+                    .flush(FlushPolicy::Os),
+            )
+            .unwrap();
+        let p = broker.producer::<String, String>();
+        for i in 0..1000 {
+            p.send(
+                Record::new("t", format!("v{i}"))
+                    .key(format!("k{i}"))
+                    .timestamp(1_000 + i as i64)
+                    .header("h", Some(bytes::Bytes::from_static(b"x"))),
+            )
+            .unwrap();
+        }
+        // A reader that fell off the ring catches up through disk, no gap, no duplicate.
+        let got = read_all(&broker, Some("g"), None, 600);
+        assert!(got.len() >= 600);
+        for (i, (o, v)) in got.iter().enumerate() {
+            assert_eq!((*o, v.as_str()), (i as u64, format!("v{i}").as_str()));
+        }
+        broker.close().unwrap();
+    }
+    let broker = Broker::open(dir.path()).unwrap();
+    assert!(broker
+        .recovery_reports()
+        .iter()
+        .all(|r| r.report.is_clean()));
+    assert!(matches!(
+        broker.open_topic::<String, Vec<u8>>("t"),
+        Err(Error::TypeMismatch { .. })
+    ));
+    let topic = broker.open_topic::<String, String>("t").unwrap();
+    assert_eq!(
+        broker.describe_topic("t").unwrap().partitions[0].log_end,
+        1000
+    );
+    // The group resumes from its committed offset, while a producer keeps writing.
+    let p = broker.producer::<String, String>();
+    let writer = std::thread::spawn(move || {
+        for i in 1000..1500 {
+            p.send(Record::new("t", format!("v{i}")).timestamp(1_000 + i as i64))
+                .unwrap();
+        }
+    });
+    let resumed = read_all(&broker, Some("g"), None, 1);
+    let first = resumed[0].0;
+    assert!(first >= 600 && first <= 1000, "resumed at {first}");
+    // Another replays from 0 and from a timestamp, from disk.
+    let all = read_all(&broker, None, Some(0), 1500);
+    writer.join().unwrap();
+    assert_eq!(all.len(), 1500);
+    for (i, (o, v)) in all.iter().enumerate() {
+        assert_eq!((*o, v.as_str()), (i as u64, format!("v{i}").as_str()));
+    }
+    let mut c = broker
+        .consumer::<String, String>(ConsumerConfig::new())
+        .unwrap();
+    c.assign(&[tp(0)]).unwrap();
+    let found = c.offsets_for_times(&[(tp(0), 1_250)]).unwrap();
+    assert_eq!(found[&tp(0)].map(|o| o.offset), Some(250));
+    topic.sync().unwrap();
+    broker.close().unwrap();
+}
+
+#[test]
+fn a_second_broker_on_the_directory_is_refused_and_limits_are_typed() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    assert!(matches!(
+        Broker::open(dir.path()),
+        Err(Error::DirectoryLocked { .. })
+    ));
+    broker
+        .create_persisted_topic::<(), Vec<u8>>(
+            "t",
+            TopicConfig::new(1),
+            PersistConfig::new().max_message_bytes(1000),
+        )
+        .unwrap();
+    assert!(matches!(
+        broker.create_persisted_topic::<(), Vec<u8>>(
+            "t",
+            TopicConfig::new(1),
+            PersistConfig::new()
+        ),
+        Err(Error::TopicExists { .. })
+    ));
+    let p = broker.producer::<(), Vec<u8>>();
+    let err = p.send(Record::new("t", vec![0u8; 2000])).unwrap_err();
+    assert!(matches!(err.error(), Error::RecordTooLarge { .. }), "{err}");
+    p.send(Record::new("t", vec![0u8; 100])).unwrap();
+    broker.close().unwrap();
+    let again = Broker::open(dir.path()).unwrap();
+    again.close().unwrap();
+}
+
+#[test]
+fn retention_by_size_moves_the_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .retention_check_interval(Duration::from_millis(10))
+        .open()
+        .unwrap();
+    broker
+        .create_persisted_topic::<(), Vec<u8>>(
+            "t",
+            TopicConfig::new(1).records_in_memory(64),
+            PersistConfig::new()
+                .segment_bytes(8192)
+                .retention_bytes(16384),
+        )
+        .unwrap();
+    let p = broker.producer::<(), Vec<u8>>();
+    for _ in 0..500 {
+        p.send(Record::new("t", vec![7u8; 200])).unwrap();
+    }
+    broker.sync().unwrap();
+    let mut start = 0;
+    for _ in 0..500 {
+        start = broker.describe_topic("t").unwrap().partitions[0].log_start;
+        if start > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(start > 0, "retention never moved the log start");
+    let mut c = broker
+        .consumer::<(), Vec<u8>>(ConsumerConfig::new().auto_offset_reset(OffsetReset::None))
+        .unwrap();
+    c.assign(&[TopicPartition::new("t", 0)]).unwrap();
+    c.seek(&TopicPartition::new("t", 0), 0).unwrap();
+    assert!(matches!(
+        c.poll(Duration::from_millis(10)),
+        Err(Error::PartitionOffsetOutOfRange { .. })
+    ));
+    broker.close().unwrap();
+}
+
+/// The child side of the crash test: produces under EveryBatch, printing each acked
+/// offset, committing as it goes, until killed.
+#[test]
+#[ignore = "run by sigkill_rounds as a child process"]
+fn crash_child() {
+    let Ok(dir) = std::env::var("LOGBUS_CRASH_DIR") else {
+        return;
+    };
+    use std::io::Write;
+    let broker = Broker::builder()
+        .data_dir(&dir)
+        .offsets_checkpoint_interval(Duration::from_millis(5))
+        .open()
+        .unwrap();
+    let _ = broker.create_persisted_topic::<String, String>(
+        "t",
+        TopicConfig::new(1).records_in_memory(64),
+        PersistConfig::new()
+            .segment_bytes(4096)
+            .flush(FlushPolicy::EveryBatch),
+    );
+    broker.open_topic::<String, String>("t").unwrap();
+    let end = broker.describe_topic("t").unwrap().partitions[0].log_end;
+    let p = broker.producer::<String, String>();
+    let mut c = broker
+        .consumer::<String, String>(ConsumerConfig::new().group_id("g"))
+        .unwrap();
+    c.assign(&[tp(0)]).unwrap();
+    let mut out = std::io::stdout().lock();
+    for i in end.. {
+        let m = p.send(Record::new("t", format!("v{i}"))).unwrap();
+        writeln!(out, "acked {}", m.offset).unwrap();
+        if i % 7 == 0 {
+            c.commit_offsets(&[(tp(0), m.offset)]).unwrap();
+            writeln!(out, "committed {}", m.offset).unwrap();
+        }
+        out.flush().unwrap();
+    }
+}
+
+#[test]
+fn sigkill_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut acked_max: Option<u64> = None;
+    let mut committed_ever = std::collections::HashSet::new();
+    for round in 0..20u64 {
+        let mut child = std::process::Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "crash_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("LOGBUS_CRASH_DIR", dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(60 + (round * 37) % 150));
+        child.kill().unwrap(); // SIGKILL
+        let out = child.wait_with_output().unwrap();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Some(o) = line.strip_prefix("acked ") {
+                let o: u64 = o.parse().unwrap();
+                acked_max = Some(acked_max.map_or(o, |m| m.max(o)));
+            } else if let Some(o) = line.strip_prefix("committed ") {
+                committed_ever.insert(o.parse::<u64>().unwrap());
+            }
+        }
+        let broker = Broker::open(dir.path()).unwrap();
+        if !broker.persisted_topics().contains(&"t".to_string()) {
+            broker.close().unwrap();
+            continue;
+        }
+        broker.open_topic::<String, String>("t").unwrap();
+        let end = broker.describe_topic("t").unwrap().partitions[0].log_end;
+        if let Some(m) = acked_max {
+            assert!(
+                end > m,
+                "round {round}: acked offset {m} lost (log end {end})"
+            );
+        }
+        // A prefix with dense offsets: every record's value names its offset.
+        let all = read_all(&broker, None, Some(0), end as usize);
+        assert_eq!(all.len() as u64, end, "round {round}");
+        for (i, (o, v)) in all.iter().enumerate() {
+            assert_eq!(
+                (*o, v.clone()),
+                (i as u64, format!("v{i}")),
+                "round {round}"
+            );
+        }
+        let mut c = broker
+            .consumer::<String, String>(ConsumerConfig::new().group_id("g"))
+            .unwrap();
+        c.assign(&[tp(0)]).unwrap();
+        if let Some(o) = c.committed(&tp(0)).unwrap() {
+            assert!(
+                committed_ever.contains(&o) || o == end,
+                "round {round}: committed {o}"
+            );
+        }
+        drop(c);
+        broker.close().unwrap();
+        let report =
+            logbus::storage::verify_dir(&logbus::storage::FsIo, &dir.path().join("t-0")).unwrap();
+        assert!(
+            report.problem.is_none(),
+            "round {round}: {:?}",
+            report.problem
+        );
+    }
+    assert!(acked_max.is_some());
+}
