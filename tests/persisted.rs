@@ -240,6 +240,7 @@ fn sigkill_rounds() {
     let exe = std::env::current_exe().unwrap();
     let mut acked_max: Option<u64> = None;
     let mut committed_ever = std::collections::HashSet::new();
+    let mut rounds_checked = 0;
     for round in 0..20u64 {
         let mut child = std::process::Command::new(&exe)
             .args([
@@ -272,6 +273,11 @@ fn sigkill_rounds() {
         }
         broker.open_topic::<String, String>("t").unwrap();
         let end = broker.describe_topic("t").unwrap().partitions[0].log_end;
+        eprintln!(
+            "round {round}: log end {end}, acked up to {acked_max:?}, {} commits seen",
+            committed_ever.len()
+        );
+        rounds_checked += 1;
         if let Some(m) = acked_max {
             assert!(
                 end > m,
@@ -309,4 +315,8 @@ fn sigkill_rounds() {
         );
     }
     assert!(acked_max.is_some());
+    assert!(
+        rounds_checked >= 19,
+        "only {rounds_checked} rounds reopened a topic"
+    );
 }
