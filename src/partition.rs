@@ -403,6 +403,14 @@ impl<K, V> Partition<K, V> {
                 return match disk.read(offset, max, &mut f) {
                     Ok(0) => ReadOutcome::Empty,
                     Ok(n) => ReadOutcome::Read(n),
+                    // Retention moved the log start past `offset` meanwhile.
+                    Err(_) if offset < disk.log_start() => {
+                        let _ = disk.take_error();
+                        ReadOutcome::OutOfRange {
+                            start: disk.log_start().min(hw),
+                            end: hw,
+                        }
+                    }
                     Err(_) => ReadOutcome::Failed,
                 };
             }

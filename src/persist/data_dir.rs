@@ -747,6 +747,38 @@ impl DataDir {
         }
     }
 
+    /// See [`Broker::simulate_process_death`].
+    pub(crate) fn abandon(&self) {
+        // AcqRel: as in `close`.
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Release: pairs with the Acquire in `stopping`.
+        self.stop.store(true, Ordering::Release);
+        self.stop_wait.notify_all();
+        if let Some(h) = self.background.lock().take() {
+            let _ = h.join();
+        }
+        let cells: Vec<_> = self.cells.lock().values().cloned().collect();
+        for cell in &cells {
+            cell.abandon();
+        }
+        let mut open = std::mem::take(&mut *self.open.lock());
+        for p in &open {
+            (p.close)();
+        }
+        for p in &mut open {
+            if let Some(w) = p.writer.take() {
+                let _ = w.join();
+            }
+        }
+        for cell in &cells {
+            // A dead process flushes nothing: no `Drop` of the set.
+            std::mem::forget(cell.log.lock().take());
+        }
+        std::mem::forget(self.lock.lock().take());
+    }
+
     fn write_offsets_from(&self, open: &[OpenPartition]) -> Result<()> {
         let mut all = self.loaded.lock().clone();
         for p in open {

@@ -40,7 +40,11 @@ pub(crate) struct LogCell {
     /// Records below this are acknowledged by the flush policy (fsynced under EveryBatch).
     acked: AtomicU64,
     offline: AtomicBool,
+    /// Set by `abandon`: the writer stops at once, writing nothing more.
+    abandoned: AtomicBool,
     error: Mutex<Option<String>>,
+    /// The last failed disk read's error, for its reader.
+    read_error: Mutex<Option<Error>>,
     /// Notified when `written`, `acked` or `offline` change.
     progress: WaitSet,
 }
@@ -57,7 +61,9 @@ impl LogCell {
             acked: AtomicU64::new(end),
             log: Mutex::new(Some(set)),
             offline: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
             error: Mutex::new(None),
+            read_error: Mutex::new(None),
             progress: WaitSet::new(),
         }
     }
@@ -94,6 +100,20 @@ impl LogCell {
         self.progress.notify_all();
     }
 
+    /// Stops the writer without another write, and wakes waiting sends.
+    pub(crate) fn abandon(&self) {
+        // Release: pairs with the writer's Acquire load.
+        self.abandoned.store(true, Ordering::Release);
+        self.fail(&Error::Closed {
+            what: "the broker's process died (simulated)".into(),
+        });
+    }
+
+    fn is_abandoned(&self) -> bool {
+        // Acquire: pairs with the Release store in `abandon`.
+        self.abandoned.load(Ordering::Acquire)
+    }
+
     pub(crate) fn error(&self) -> Error {
         let reason = self.error.lock().clone();
         Error::Io {
@@ -127,8 +147,16 @@ impl LogCell {
         }
         let mut log = self.log.lock();
         let Some(set) = log.as_mut() else {
-            return Ok(()); // closed: close fsynced everything
+            // Closed (close fsynced everything), unless abandoned.
+            return if self.is_offline() {
+                Err(self.error())
+            } else {
+                Ok(())
+            };
         };
+        if self.is_offline() {
+            return Err(self.error());
+        }
         if let Err(e) = set.sync() {
             drop(log);
             self.fail(&e);
@@ -171,15 +199,16 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
             };
             (set.read(offset, max_bytes), set.log_end_offset())
         };
-        let bytes = bytes.map_err(|e| {
-            *self.cell.error.lock() = Some(e.to_string());
-            e
-        })?;
-        let mut n = 0usize;
         let stored = |e: Error| {
-            *self.cell.error.lock() = Some(e.to_string());
-            e
+            let copy = Error::Io {
+                context: format!("reading `{}`-{}", self.cell.topic, self.cell.partition),
+                source: std::io::Error::other(e.to_string()),
+            };
+            *self.cell.read_error.lock() = Some(e);
+            copy
         };
+        let bytes = bytes.map_err(stored)?;
+        let mut n = 0usize;
         for batch in BatchIter::new(&bytes) {
             let batch = batch.map_err(stored)?;
             if batch.header().is_control() {
@@ -264,7 +293,11 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
     }
 
     fn take_error(&self) -> Error {
-        self.cell.error()
+        self.cell
+            .read_error
+            .lock()
+            .take()
+            .unwrap_or_else(|| self.cell.error())
     }
 
     fn sync_to(&self, end: u64) -> Result<()> {
@@ -326,6 +359,9 @@ struct Writer<K, V> {
 impl<K: Codec, V: Codec> Writer<K, V> {
     fn run(&mut self) -> Result<()> {
         loop {
+            if self.cell.is_abandoned() {
+                return Ok(());
+            }
             let pos = self.gate.position();
             let available = self.gate.get_run_with(pos, 1, |_, _| ()).0 > 0;
             if !available {
@@ -356,6 +392,9 @@ impl<K: Codec, V: Codec> Writer<K, V> {
     /// written) and apply an interval policy.
     fn idle(&mut self) -> Result<()> {
         let mut log = self.cell.log.lock();
+        if self.cell.is_abandoned() {
+            return Ok(());
+        }
         if let Some(set) = log.as_mut() {
             set.flush()?;
         }
@@ -367,6 +406,9 @@ impl<K: Codec, V: Codec> Writer<K, V> {
         if let FlushPolicy::Interval(d) = self.policy {
             if self.unsynced_records > 0 && self.last_sync.elapsed() >= d {
                 let mut log = self.cell.log.lock();
+                if self.cell.is_abandoned() {
+                    return Ok(());
+                }
                 let Some(set) = log.as_mut() else {
                     return Ok(());
                 };
@@ -386,6 +428,9 @@ impl<K: Codec, V: Codec> Writer<K, V> {
 
     fn write_batch(&mut self, pos: u64) -> Result<()> {
         let mut log = self.cell.log.lock();
+        if self.cell.is_abandoned() {
+            return Ok(());
+        }
         let Some(set) = log.as_mut() else {
             return Err(Error::Closed {
                 what: "partition log".into(),

@@ -387,6 +387,20 @@ impl Broker {
     }
 }
 
+impl Broker {
+    /// For crash tests: stops every thread of the broker as the death of its process would,
+    /// writing nothing more — no flush, no checkpoint, no marker; buffered bytes and open
+    /// files are abandoned (leaked), locks stay until the simulated file system's
+    /// [`crash`](crate::storage::fault::FaultyIo::crash) or
+    /// [`kill`](crate::storage::fault::FaultyIo::kill). Waiting sends return (unacknowledged).
+    #[doc(hidden)]
+    pub fn simulate_process_death(&self) {
+        if let Some(d) = self.data() {
+            d.abandon();
+        }
+    }
+}
+
 impl<K, V> crate::broker::Topic<K, V> {
     /// Makes every record sent to this (persisted) topic before the call durable. A no-op
     /// for an in-memory topic.
