@@ -839,14 +839,17 @@ fn read_tpo(io: &dyn Io, path: &Path) -> Result<HashMap<(String, u32), u64>> {
 /// A closed data directory as `logbus describe` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataDirDescription {
+    /// Per topic: `(name, partitions, key codec type id, value codec type id)`.
+    pub topics: Vec<(String, u32, String, String)>,
     /// Per topic partition: `(topic, partition, log start, log end)`.
     pub partitions: Vec<(String, u32, u64, u64)>,
     /// Per group and partition: `(group, topic, partition, committed offset)`.
     pub groups: Vec<(String, String, u32, u64)>,
 }
 
-/// Opens the data directory `dir` (running recovery), reads its partitions' offsets and the
-/// committed group offsets, and closes it again.
+/// Opens the data directory `dir` (running recovery: it must not be in use), reads its
+/// topics, its partitions' offsets and the committed group offsets, and closes it again
+/// (cleanly: the checkpoints and the clean-shutdown marker are rewritten).
 ///
 /// # Errors
 ///
@@ -855,6 +858,27 @@ pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> 
     let broker = Broker::open(dir)?;
     let data = broker.data().cloned();
     let (partitions, groups) = data.as_ref().map(|d| d.summary()).unwrap_or_default();
+    let topics = data
+        .as_ref()
+        .map(|d| {
+            d.metas
+                .lock()
+                .values()
+                .map(|m| {
+                    (
+                        m.name.clone(),
+                        m.partitions,
+                        m.key_type.clone(),
+                        m.value_type.clone(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     broker.close()?;
-    Ok(DataDirDescription { partitions, groups })
+    Ok(DataDirDescription {
+        topics,
+        partitions,
+        groups,
+    })
 }
