@@ -177,9 +177,21 @@ fn write_row(size: usize, total_mb: u64, pairs: usize) {
         }
         broker.close().unwrap();
     }
-    report(&format!("write {size}B"), "MiB/s", &mut ours, &mut theirs, &mut ratios);
+    report(
+        &format!("write {size}B"),
+        "MiB/s",
+        &mut ours,
+        &mut theirs,
+        &mut ratios,
+    );
     if size == 1024 {
-        report("replay 1KiB", "MiB/s", &mut r_ours, &mut r_theirs, &mut r_ratios);
+        report(
+            "replay 1KiB",
+            "MiB/s",
+            &mut r_ours,
+            &mut r_theirs,
+            &mut r_ratios,
+        );
     }
 }
 
@@ -201,7 +213,8 @@ fn everybatch_row(producers: usize, per_producer: u64) {
             let record = record.clone();
             std::thread::spawn(move || {
                 for _ in 0..per_producer {
-                    p.send(Record::new("t", record.clone()).partition(0)).unwrap();
+                    p.send(Record::new("t", record.clone()).partition(0))
+                        .unwrap();
                 }
             })
         })
@@ -224,7 +237,10 @@ fn main() {
     }
     let total_mb = env_u64("PERSIST_BENCH_MB", 64);
     let pairs = env_u64("PERSIST_BENCH_PAIRS", 5) as usize;
-    println!("persisted topics vs raw disk: {total_mb} MiB per run, {pairs} pairs, dir {}", env!("CARGO_TARGET_TMPDIR"));
+    println!(
+        "persisted topics vs raw disk: {total_mb} MiB per run, {pairs} pairs, dir {}",
+        env!("CARGO_TARGET_TMPDIR")
+    );
     write_row(1024, total_mb, pairs);
     write_row(100, total_mb, pairs);
     for n in [1, 4, 16] {

@@ -606,6 +606,7 @@ impl DataDir {
                 })?;
             let disk = Arc::new(PartitionLog::<K, V> {
                 cell: Arc::clone(&cell),
+                buf: Mutex::new(Vec::new()),
                 policy: meta.persist.flush,
                 max_message_bytes: meta.persist.max_message_bytes,
                 _types: PhantomData,

@@ -172,6 +172,8 @@ impl LogCell {
 /// A persisted partition as [`Partition`] sees it (the codecs live here).
 pub(crate) struct PartitionLog<K, V> {
     pub(crate) cell: Arc<LogCell>,
+    /// A read buffer kept between disk reads.
+    pub(crate) buf: Mutex<Vec<u8>>,
     pub(crate) policy: FlushPolicy,
     pub(crate) max_message_bytes: u64,
     pub(crate) _types: PhantomData<fn() -> (K, V)>,
@@ -191,59 +193,24 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
     }
 
     fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, &Entry<K, V>)) -> Result<usize> {
-        let max_bytes = (max.saturating_mul(1024)).clamp(64 << 10, 4 << 20);
-        let (bytes, end) = {
+        // At most 1 MiB a read: the bytes stay in cache while they are decoded.
+        let max_bytes = (max.saturating_mul(1024)).clamp(64 << 10, 1 << 20);
+        // One reused buffer (a fresh one per read costs page faults); a concurrent reader
+        // finds it taken and uses its own.
+        let mut bytes = std::mem::take(&mut *self.buf.lock());
+        let (read, end) = {
             let log = self.cell.log.lock();
             let Some(set) = log.as_ref() else {
                 return Err(self.cell.error());
             };
-            (set.read(offset, max_bytes), set.log_end_offset())
+            (
+                set.read_into(offset, max_bytes, &mut bytes),
+                set.log_end_offset(),
+            )
         };
-        let stored = |e: Error| {
-            let copy = Error::Io {
-                context: format!("reading `{}`-{}", self.cell.topic, self.cell.partition),
-                source: std::io::Error::other(e.to_string()),
-            };
-            *self.cell.read_error.lock() = Some(e);
-            copy
-        };
-        let bytes = bytes.map_err(stored)?;
-        let mut n = 0usize;
-        for batch in BatchIter::new(&bytes) {
-            let batch = batch.map_err(stored)?;
-            if batch.header().is_control() {
-                continue;
-            }
-            for record in batch.records().map_err(stored)? {
-                let r = record.map_err(stored)?;
-                let at = r.offset as u64;
-                if r.offset < 0 || at < offset + n as u64 || at >= end {
-                    continue;
-                }
-                if n >= max {
-                    return Ok(n);
-                }
-                let key = match r.key {
-                    Some(k) => Some(K::decode(k).map_err(stored)?),
-                    None => None,
-                };
-                let value = V::decode(r.value.unwrap_or_default()).map_err(stored)?;
-                let headers: Vec<(String, Option<Bytes>)> = r
-                    .headers
-                    .iter()
-                    .map(|h| (h.key.to_owned(), h.value.map(Bytes::copy_from_slice)))
-                    .collect();
-                let entry = Entry {
-                    timestamp: r.timestamp,
-                    key,
-                    value,
-                    headers: crate::partition::box_headers(headers),
-                };
-                f(at, &entry);
-                n += 1;
-            }
-        }
-        Ok(n)
+        let n = self.decode(&bytes, read, offset, end, max, f);
+        *self.buf.lock() = bytes;
+        n
     }
 
     fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>> {
@@ -257,7 +224,6 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
     fn disk_end(&self) -> u64 {
         self.cell.written()
     }
-
     fn check_size(&self, entry: &Entry<K, V>) -> std::result::Result<(), (u64, u64)> {
         let size = SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
@@ -302,6 +268,65 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
 
     fn sync_to(&self, end: u64) -> Result<()> {
         self.cell.sync_to(end)
+    }
+}
+
+impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
+    /// The records of `bytes` (whole batches) from `offset` on, below `end`, at most `max`.
+    fn decode(
+        &self,
+        bytes: &[u8],
+        read: Result<()>,
+        offset: u64,
+        end: u64,
+        max: usize,
+        f: &mut dyn FnMut(u64, &Entry<K, V>),
+    ) -> Result<usize> {
+        let stored = |e: Error| {
+            let copy = Error::Io {
+                context: format!("reading `{}`-{}", self.cell.topic, self.cell.partition),
+                source: std::io::Error::other(e.to_string()),
+            };
+            *self.cell.read_error.lock() = Some(e);
+            copy
+        };
+        read.map_err(stored)?;
+        let mut n = 0usize;
+        for batch in BatchIter::new(bytes) {
+            let batch = batch.map_err(stored)?;
+            if batch.header().is_control() {
+                continue;
+            }
+            for record in batch.records().map_err(stored)? {
+                let r = record.map_err(stored)?;
+                let at = r.offset as u64;
+                if r.offset < 0 || at < offset + n as u64 || at >= end {
+                    continue;
+                }
+                if n >= max {
+                    return Ok(n);
+                }
+                let key = match r.key {
+                    Some(k) => Some(K::decode(k).map_err(stored)?),
+                    None => None,
+                };
+                let value = V::decode(r.value.unwrap_or_default()).map_err(stored)?;
+                let headers: Vec<(String, Option<Bytes>)> = r
+                    .headers
+                    .iter()
+                    .map(|h| (h.key.to_owned(), h.value.map(Bytes::copy_from_slice)))
+                    .collect();
+                let entry = Entry {
+                    timestamp: r.timestamp,
+                    key,
+                    value,
+                    headers: crate::partition::box_headers(headers),
+                };
+                f(at, &entry);
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 }
 
@@ -370,6 +395,14 @@ impl<K: Codec, V: Codec> Writer<K, V> {
                     if self.gate.get_run_with(pos, 1, |_, _| ()).0 == 0 {
                         return Ok(());
                     }
+                    continue;
+                }
+                // A producer usually sends again within a moment: wait a little before
+                // handing a partly filled buffer to the OS (fewer, larger writes).
+                if self
+                    .gate
+                    .wait_for_entry(crate::sync::time::deadline_after(Duration::from_millis(1)))
+                {
                     continue;
                 }
                 self.idle()?;
