@@ -151,6 +151,11 @@ pub mod storage;
 mod topic_partition;
 
 pub use broker::{Broker, Overflow, Topic, TopicConfig};
+// The README's snippets compile and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Codec;
 pub use consumer::{Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, OffsetReset};
