@@ -118,7 +118,7 @@ fn parent(dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
         broker.consumer::<String, String>(ConsumerConfig::new().group_id("billing"))?;
     for p in 0..PARTITIONS {
         let tp = TopicPartition::new(TOPIC, p);
-        billing.assign(&[tp.clone()])?;
+        billing.assign(std::slice::from_ref(&tp))?;
         println!(
             "  group billing resumes {TOPIC}-{p} at {:?}",
             billing.committed(&tp)?

@@ -101,7 +101,7 @@ fn restart_resumes_groups_and_replays_from_disk_and_timestamps() {
     });
     let resumed = read_all(&broker, Some("g"), None, 1);
     let first = resumed[0].0;
-    assert!(first >= 600 && first <= 1000, "resumed at {first}");
+    assert!((600..=1000).contains(&first), "resumed at {first}");
     // Another replays from 0 and from a timestamp, from disk.
     let all = read_all(&broker, None, Some(0), 1500);
     writer.join().unwrap();
@@ -386,7 +386,7 @@ fn power_loss_rounds() {
                 )
                 .unwrap();
             let tp = TopicPartition::new(name.clone(), 0);
-            c.assign(&[tp.clone()]).unwrap();
+            c.assign(std::slice::from_ref(&tp)).unwrap();
             let clamped = broker.clamped_offsets();
             // A clamped offset is the group's committed offset from now on.
             for x in clamped.iter().filter(|x| x.topic == name) {
@@ -473,7 +473,7 @@ fn power_loss_rounds() {
                     .consumer::<(), String>(ConsumerConfig::new().group_id("g"))
                     .unwrap();
                 let tp = TopicPartition::new(name.clone(), 0);
-                c.assign(&[tp.clone()]).unwrap();
+                c.assign(std::slice::from_ref(&tp)).unwrap();
                 let mut r = fastrand::Rng::with_seed(seed);
                 let start = broker.describe_topic(&name).unwrap().partitions[0].log_end;
                 for n in start.. {

@@ -98,7 +98,7 @@ fn replay_logbus(broker: &Broker, count: u64) -> Duration {
         )
         .unwrap();
     let tp = TopicPartition::new("t", 0);
-    c.assign(&[tp.clone()]).unwrap();
+    c.assign(std::slice::from_ref(&tp)).unwrap();
     c.seek(&tp, 0).unwrap();
     let mut out = Vec::with_capacity(4096);
     let started = Instant::now();

@@ -795,12 +795,7 @@ impl DataDir {
     }
 
     /// Per partition: log start and log end; per group: committed offsets.
-    pub(crate) fn summary(
-        &self,
-    ) -> (
-        Vec<(String, u32, u64, u64)>,
-        Vec<(String, String, u32, u64)>,
-    ) {
+    pub(crate) fn summary(&self) -> (Vec<PartitionRow>, Vec<GroupRow>) {
         let parts = self
             .cells
             .lock()
@@ -836,6 +831,11 @@ fn read_tpo(io: &dyn Io, path: &Path) -> Result<HashMap<(String, u32), u64>> {
         .map(|e| ((e.topic, e.partition), e.offset))
         .collect())
 }
+
+/// `(topic, partition, log start, log end)`.
+pub type PartitionRow = (String, u32, u64, u64);
+/// `(group, topic, partition, committed offset)`.
+pub type GroupRow = (String, String, u32, u64);
 
 /// A closed data directory as `logbus describe` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]

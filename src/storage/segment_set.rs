@@ -685,7 +685,7 @@ impl SegmentSet {
         };
         // Serve only batches whose CRC holds; a bad first batch is the caller's error.
         let mut keep = 0u64;
-        for batch in BatchIter::with_base(&bytes, pos) {
+        for batch in BatchIter::with_base(bytes, pos) {
             match batch {
                 Ok(b) => keep += b.size(),
                 Err(e) if keep == 0 => return Err(e.in_file(path, 0)),
