@@ -15,9 +15,10 @@ use crate::clock::Clock;
 use crate::codec::Codec;
 use crate::partition::Partition;
 use crate::storage::checkpoint::{self, CheckpointEntry, TopicPartitionOffset};
-use crate::storage::{Checkpoints, DirLock, Io, LogConfig, RecoveryReport, SegmentSet};
+use crate::storage::{Checkpoints, DirLock, FsIo, Io, LogConfig, RecoveryReport, SegmentSet};
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::thread::{self, JoinHandle};
+use crate::sync::Arc as SyncArc;
 use crate::sync::StdArc as Arc;
 use crate::sync::{Mutex, WaitSet};
 use crate::{Error, Result};
@@ -27,6 +28,21 @@ const LOG_STARTS: &str = "log-start-offset-checkpoint";
 const OFFSETS: &str = "consumer-offsets-checkpoint";
 const CLEAN: &str = ".logbus_cleanshutdown";
 const TOPIC_SUFFIX: &str = ".topic";
+
+/// The broker's clock (a std `Arc`) as the storage layer takes clocks (`sync::Arc`, which
+/// is loom's under `logbus_loom`).
+#[derive(Debug)]
+struct BrokerClock(Arc<dyn Clock>);
+
+impl Clock for BrokerClock {
+    fn now_ms(&self) -> i64 {
+        self.0.now_ms()
+    }
+
+    fn monotonic_ns(&self) -> u64 {
+        self.0.monotonic_ns()
+    }
+}
 
 /// What recovery did to one partition when the broker opened.
 #[derive(Debug, Clone)]
@@ -238,9 +254,10 @@ struct OpenPartition {
 /// The state of a broker's data directory.
 pub(crate) struct DataDir {
     dir: PathBuf,
-    io: Arc<dyn Io>,
+    io: SyncArc<dyn Io>,
     options: DataDirOptions,
-    clock: Arc<dyn Clock>,
+    /// The broker's clock, shared the way the storage layer takes it.
+    clock: SyncArc<dyn Clock>,
     lock: Mutex<Option<Box<dyn DirLock>>>,
     metas: Mutex<BTreeMap<String, TopicMeta>>,
     cells: Mutex<BTreeMap<(String, u32), Arc<LogCell>>>,
@@ -273,7 +290,12 @@ impl DataDir {
         options: DataDirOptions,
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<Self>> {
-        let io = Arc::clone(&options.io);
+        let clock: SyncArc<dyn Clock> =
+            crate::sync::arc_from_std(Arc::new(BrokerClock(clock)) as Arc<dyn Clock>);
+        let io = match &options.io {
+            Some(io) => SyncArc::clone(io),
+            None => crate::sync::arc_from_std(Arc::new(FsIo) as Arc<dyn Io>),
+        };
         io.create_dir_all(&dir)
             .map_err(|e| io_err("creating", &dir, e))?;
         let lock = io.lock_dir(&dir).map_err(|e| {
@@ -331,8 +353,8 @@ impl DataDir {
                 let (set, report) = SegmentSet::open(
                     dir.join(format!("{}-{p}", meta.name)),
                     meta.log_config(),
-                    Arc::clone(&io),
-                    Arc::clone(&clock),
+                    SyncArc::clone(&io),
+                    SyncArc::clone(&clock),
                     checkpoints,
                 )?;
                 Ok((meta.name.clone(), *p, set, report))
@@ -541,8 +563,8 @@ impl DataDir {
             let (set, _) = SegmentSet::open(
                 self.dir.join(format!("{name}-{p}")),
                 meta.log_config(),
-                Arc::clone(&self.io),
-                Arc::clone(&self.clock),
+                SyncArc::clone(&self.io),
+                SyncArc::clone(&self.clock),
                 Checkpoints::default(),
             )?;
             self.cells

@@ -55,7 +55,7 @@ use std::time::Duration;
 pub(crate) use data_dir::DataDir;
 pub use data_dir::{describe_data_dir, ClampedOffset, DataDirDescription, PartitionRecovery};
 
-use crate::storage::{FsIo, Io};
+use crate::storage::Io;
 use crate::sync::StdArc as Arc;
 use crate::{Error, Result};
 
@@ -193,7 +193,9 @@ impl PersistConfig {
 #[derive(Debug, Clone)]
 pub(crate) struct DataDirOptions {
     pub(crate) dir: Option<PathBuf>,
-    pub(crate) io: Arc<dyn Io>,
+    /// `None`: the real file system (made at open, so that building an in-memory broker
+    /// allocates nothing here).
+    pub(crate) io: Option<crate::sync::Arc<dyn Io>>,
     pub(crate) offsets_interval: Duration,
     pub(crate) retention_interval: Duration,
 }
@@ -202,7 +204,7 @@ impl Default for DataDirOptions {
     fn default() -> Self {
         Self {
             dir: None,
-            io: Arc::new(FsIo),
+            io: None,
             offsets_interval: Duration::from_secs(5),
             retention_interval: Duration::from_secs(1),
         }
@@ -218,10 +220,10 @@ impl BrokerBuilder {
         self
     }
 
-    /// The file system under the data directory ([`FsIo`] by default;
+    /// The file system under the data directory ([`FsIo`](crate::storage::FsIo) by default;
     /// [`FaultyIo`](crate::storage::fault::FaultyIo) to simulate crashes).
-    pub fn io(mut self, io: Arc<dyn Io>) -> Self {
-        self.persist.io = io;
+    pub fn io(mut self, io: crate::sync::Arc<dyn Io>) -> Self {
+        self.persist.io = Some(io);
         self
     }
 
