@@ -467,7 +467,14 @@ fn power_loss_rounds() {
             let seed = rng.u64(..);
             threads.push(std::thread::spawn(move || {
                 let name = format!("p{i}");
-                let topic = broker.open_topic::<(), String>(&name).unwrap();
+                // The broker may die before this thread gets to open its topic.
+                let topic = match broker.open_topic::<(), String>(&name) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        assert!(dead.load(Ordering::SeqCst), "{e}");
+                        return;
+                    }
+                };
                 let p = broker.producer::<(), String>();
                 let mut c = broker
                     .consumer::<(), String>(ConsumerConfig::new().group_id("g"))
