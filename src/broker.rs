@@ -425,6 +425,8 @@ struct TopicSlot {
 struct GroupState {
     /// Open consumers with this group id.
     open: usize,
+    /// Membership and rebalancing, once a consumer of the group subscribed.
+    coordinator: Option<Arc<crate::group::coordinator::Coordinator>>,
 }
 
 struct BrokerInner {
@@ -433,6 +435,8 @@ struct BrokerInner {
     data: Option<Arc<crate::persist::DataDir>>,
     topics: Mutex<HashMap<String, TopicSlot>>,
     groups: Mutex<HashMap<String, GroupState>>,
+    /// Bumped when a topic is created, deleted or grown (subscriptions look again).
+    metadata_version: AtomicU64,
 }
 
 /// An in-process broker: typed topics of partitioned logs, and the consumer groups' offsets.
@@ -508,6 +512,7 @@ impl Broker {
                 data,
                 topics: Mutex::new(HashMap::new()),
                 groups: Mutex::new(HashMap::new()),
+                metadata_version: AtomicU64::new(0),
             }),
         }
     }
@@ -576,6 +581,8 @@ impl Broker {
                 admin: Arc::clone(&inner) as Arc<dyn TopicAdmin>,
             },
         );
+        drop(topics);
+        self.bump_metadata();
         Ok(Topic { inner })
     }
 
@@ -664,7 +671,9 @@ impl Broker {
     /// [`Error::UnknownTopic`]; [`Error::PartitionsCannotShrink`] when `total` is not above
     /// the current count; [`Error::InvalidConfig`] above [`MAX_PARTITIONS`].
     pub fn add_partitions(&self, name: &str, total: u32) -> Result<()> {
-        self.slot(name)?.admin.add_partitions(total)
+        self.slot(name)?.admin.add_partitions(total)?;
+        self.bump_metadata();
+        Ok(())
     }
 
     /// Deletes topic `name`: its records and its groups' offsets go; producers sending to
@@ -683,6 +692,7 @@ impl Broker {
                 topic: name.to_owned(),
             })?;
         slot.admin.delete();
+        self.bump_metadata();
         Ok(())
     }
 
@@ -754,7 +764,9 @@ impl Broker {
                     })
                 }
                 Some(_) => {
-                    groups.remove(name);
+                    if let Some(c) = groups.remove(name).and_then(|g| g.coordinator) {
+                        c.kill();
+                    }
                 }
             }
         }
@@ -779,6 +791,52 @@ impl Broker {
             .entry(group.to_owned())
             .or_default()
             .open += 1;
+    }
+
+    /// The coordinator of `group` (created on first use).
+    pub(crate) fn coordinator(&self, group: &str) -> Arc<crate::group::coordinator::Coordinator> {
+        let mut groups = self.inner.groups.lock();
+        let g = groups.entry(group.to_owned()).or_default();
+        Arc::clone(
+            g.coordinator.get_or_insert_with(|| {
+                Arc::new(crate::group::coordinator::Coordinator::new(group))
+            }),
+        )
+    }
+
+    /// The coordinator of `group`, if the group exists and has one; `Err` if unknown.
+    pub(crate) fn group_coordinator(
+        &self,
+        group: &str,
+    ) -> Result<Option<Arc<crate::group::coordinator::Coordinator>>> {
+        match self.inner.groups.lock().get(group) {
+            None => Err(Error::UnknownGroup {
+                group: group.to_owned(),
+            }),
+            Some(g) => Ok(g.coordinator.clone()),
+        }
+    }
+
+    /// Changes when topics are created, deleted or grown.
+    pub(crate) fn metadata_version(&self) -> u64 {
+        // Acquire: pairs with the Release in `bump_metadata`, so the new topics are seen.
+        self.inner.metadata_version.load(Ordering::Acquire)
+    }
+
+    fn bump_metadata(&self) {
+        // Release: pairs with the Acquire in `metadata_version`.
+        self.inner.metadata_version.fetch_add(1, Ordering::Release);
+    }
+
+    /// Whether topic `name` exists with key type `K` and value type `V`.
+    pub(crate) fn has_topic_of<K: 'static, V: 'static>(&self, name: &str) -> bool {
+        self.slot(name)
+            .is_ok_and(|s| s.key.0 == TypeId::of::<K>() && s.value.0 == TypeId::of::<V>())
+    }
+
+    /// The partition count of topic `name`, if it exists.
+    pub(crate) fn partition_count(&self, name: &str) -> Option<u32> {
+        self.slot(name).ok().map(|s| s.admin.partition_count())
     }
 
     /// A consumer of `group` closed.
@@ -871,5 +929,11 @@ impl<K, V> Topic<K, V> {
     /// Whether the topic was deleted (this handle then refers to nothing).
     pub fn is_deleted(&self) -> bool {
         self.inner.is_deleted()
+    }
+}
+
+impl crate::group::coordinator::Metadata for Broker {
+    fn partition_count(&self, topic: &str) -> Option<u32> {
+        Broker::partition_count(self, topic)
     }
 }

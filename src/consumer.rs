@@ -5,9 +5,10 @@
 //! Kafka's `KafkaConsumer`. It reads the partitions it is [assigned](Consumer::assign),
 //! each from its own *position* (the offset of the next record it will read), and with a
 //! group id it commits positions as the group's *committed offsets* (Kafka's meaning: the
-//! next record to read). Group membership and rebalancing come later; today every
-//! consumer is assigned its partitions by hand, and several consumers with one group id
-//! share that group's committed offsets.
+//! next record to read). A consumer either is assigned its partitions by hand
+//! ([`assign`](Consumer::assign)), or [subscribes](Consumer::subscribe) to topics and lets
+//! its group share their partitions among its members, rebalancing as members come and go
+//! (see [`group`](crate::group)): never both at once.
 //!
 //! # Where a consumer starts, and what happens behind the tail
 //!
@@ -29,10 +30,13 @@
 //! partition when a consumer with that group id is first assigned it: from then on
 //! producers never overwrite a record at or above the group's committed offset (its
 //! starting position until its first commit), until [`Broker::delete_group`]. Consumers
-//! without a group id never hold producers back.
+//! without a group id never hold producers back. A subscribed consumer auto-commits by
+//! default, also every half partition capacity it reads, so producers never wait for the
+//! commit interval (see [`ConsumerConfig::enable_auto_commit`]); with auto-commit off,
+//! commit at least that often or producers wait.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -84,6 +88,8 @@ pub struct ConsumerConfig {
     client_id: Option<String>,
     auto_offset_reset: OffsetReset,
     max_poll_records: usize,
+    /// Group membership settings (`crate::group::config`).
+    pub(crate) member: crate::group::config::MemberConfig,
 }
 
 impl Default for ConsumerConfig {
@@ -100,6 +106,7 @@ impl ConsumerConfig {
             client_id: None,
             auto_offset_reset: OffsetReset::Latest,
             max_poll_records: 500,
+            member: crate::group::config::MemberConfig::default(),
         }
     }
 
@@ -132,12 +139,18 @@ impl ConsumerConfig {
         self.group_id.as_deref()
     }
 
+    /// The most records one poll returns.
+    pub fn poll_records(&self) -> usize {
+        self.max_poll_records
+    }
+
     /// The client id, if any.
     pub fn client(&self) -> Option<&str> {
         self.client_id.as_deref()
     }
 
     fn validate(&self) -> Result<()> {
+        self.member.validate()?;
         if self.max_poll_records == 0 {
             return Err(Error::InvalidConfig {
                 name: "max_poll_records",
@@ -306,17 +319,17 @@ impl ConsumerMetrics {
 }
 
 /// One assigned partition.
-struct Assigned<K, V> {
-    tp: TopicPartition,
+pub(crate) struct Assigned<K, V> {
+    pub(crate) tp: TopicPartition,
     /// The topic's interned name, copied into each record.
     name: &'static str,
-    topic: Arc<TopicInner<K, V>>,
-    partition: Arc<Partition<K, V>>,
+    pub(crate) topic: Arc<TopicInner<K, V>>,
+    pub(crate) partition: Arc<Partition<K, V>>,
     /// The next offset to read; `None` without committed offset under `OffsetReset::None`.
-    position: Option<u64>,
+    pub(crate) position: Option<u64>,
     /// The consumer's group on this partition (reads at or after its gate take no slot
     /// locks).
-    group: Option<Arc<GroupSlot<K, V>>>,
+    pub(crate) group: Option<Arc<GroupSlot<K, V>>>,
     paused: bool,
 }
 
@@ -350,13 +363,15 @@ struct Assigned<K, V> {
 /// # Ok::<(), logbus::Error>(())
 /// ```
 pub struct Consumer<K, V> {
-    broker: Broker,
-    config: ConsumerConfig,
-    group: Option<Arc<str>>,
-    assigned: Vec<Assigned<K, V>>,
+    pub(crate) broker: Broker,
+    pub(crate) config: ConsumerConfig,
+    pub(crate) group: Option<Arc<str>>,
+    pub(crate) assigned: Vec<Assigned<K, V>>,
+    /// Set while subscribed (group management): see `crate::group::member`.
+    pub(crate) membership: Option<crate::group::member::Membership<K, V>>,
     /// Where the next poll starts, for fairness over partitions.
-    next: usize,
-    metrics: ConsumerMetrics,
+    pub(crate) next: usize,
+    pub(crate) metrics: ConsumerMetrics,
     /// One thread at a time, as Kafka's consumer.
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -396,6 +411,7 @@ impl Broker {
             config,
             group,
             assigned: Vec::new(),
+            membership: None,
             next: 0,
             metrics: ConsumerMetrics::default(),
             _not_sync: PhantomData,
@@ -416,26 +432,61 @@ where
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownTopic`], [`Error::TypeMismatch`], [`Error::PartitionOutOfRange`].
+    /// [`Error::UnknownTopic`], [`Error::TypeMismatch`], [`Error::PartitionOutOfRange`];
+    /// [`Error::SubscriptionConflict`] while subscribed.
     pub fn assign(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        if self.membership.is_some() {
+            return Err(Error::SubscriptionConflict {
+                operation: "assign",
+                current: "is subscribed to topics",
+            });
+        }
+        self.assign_inner(partitions)
+    }
+
+    /// `assign` without the subscription check: the group's assignments go through here.
+    pub(crate) fn assign_inner(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        // Linear in the partitions (a group may hand a member thousands at once): topics
+        // resolved once each, duplicates and kept partitions found by hash.
         let mut resolved = Vec::with_capacity(partitions.len());
+        let mut unique: HashSet<&TopicPartition> = HashSet::with_capacity(partitions.len());
+        let mut topics: Vec<Arc<TopicInner<K, V>>> = Vec::new();
         for tp in partitions {
-            if resolved.iter().any(|(t, _, _)| t == tp) {
+            if !unique.insert(tp) {
                 continue;
             }
-            let topic = self.broker.topic_inner::<K, V>(&tp.topic)?;
+            let topic = match topics.iter().find(|t| *t.name == *tp.topic) {
+                Some(t) => Arc::clone(t),
+                None => {
+                    let t = self.broker.topic_inner::<K, V>(&tp.topic)?;
+                    topics.push(Arc::clone(&t));
+                    t
+                }
+            };
             let partition = topic.partition(tp.partition)?;
             resolved.push((tp.clone(), topic, partition));
         }
-        let mut old: Vec<_> = std::mem::take(&mut self.assigned);
+        let mut old: Vec<Option<Assigned<K, V>>> = std::mem::take(&mut self.assigned)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let index: HashMap<TopicPartition, usize> = old
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| a.as_ref().map(|a| (a.tp.clone(), i)))
+            .collect();
         let now = self.broker.now_ms();
         for (tp, topic, partition) in resolved {
-            if let Some(i) = old
-                .iter()
-                .position(|a| a.tp == tp && Arc::ptr_eq(&a.partition, &partition))
-            {
-                self.assigned.push(old.swap_remove(i));
-                continue;
+            if let Some(&i) = index.get(&tp) {
+                if old[i]
+                    .as_ref()
+                    .is_some_and(|a| Arc::ptr_eq(&a.partition, &partition))
+                {
+                    if let Some(a) = old[i].take() {
+                        self.assigned.push(a);
+                        continue;
+                    }
+                }
             }
             let (position, group) = match &self.group {
                 Some(g) => {
@@ -504,12 +555,19 @@ where
         max: usize,
         timeout: Duration,
     ) -> Result<usize> {
-        if self.assigned.is_empty() || max == 0 {
+        if max == 0 || (self.assigned.is_empty() && self.membership.is_none()) {
             return Ok(0);
         }
         let mut deadline: Option<Option<Instant>> = None;
         loop {
-            let n = self.fetch(out, max)?;
+            if self.membership.is_some() {
+                self.group_poll()?;
+            }
+            let n = if self.assigned.is_empty() {
+                0
+            } else {
+                self.fetch(out, max)?
+            };
             if n > 0 {
                 return Ok(n);
             }
@@ -563,6 +621,26 @@ where
     /// deadline. Waits on one topic's arrivals at a time: with partitions of several topics
     /// it wakes at least every millisecond to look at the others.
     fn wait(&self, deadline: Option<Instant>) {
+        let signal = self.membership.as_ref().map(|m| &*m.signal);
+        // A member waiting in poll still polls, as far as its group is concerned: it wakes
+        // at least every half `max_poll_interval` to say so (Kafka's heartbeat thread).
+        let deadline = match (signal, deadline) {
+            (None, d) => d,
+            (Some(_), d) => {
+                let slice = time::deadline_after(self.config.member.max_poll_interval / 2);
+                match (d, slice) {
+                    (Some(d), Some(s)) => Some(d.min(s)),
+                    (None, s) => s,
+                    (d, None) => d,
+                }
+            }
+        };
+        let called = || signal.is_some_and(|s| s.raised());
+        if let (Some(s), true) = (signal, self.assigned.iter().all(|a| a.paused)) {
+            // A member with nothing to read waits for its group.
+            s.events.wait_until(deadline, || called().then_some(()));
+            return;
+        }
         let Some(first) = self.assigned.iter().find(|a| !a.paused) else {
             // Everything paused: wait out the deadline on the first topic's arrivals.
             if let Some(a) = self.assigned.first() {
@@ -587,11 +665,12 @@ where
             deadline
         };
         let ready = || {
-            self.assigned.iter().any(|a| {
-                !a.paused
-                    && (a.topic.is_deleted()
-                        || a.position.map_or(true, |p| a.partition.readable(p)))
-            })
+            called()
+                || self.assigned.iter().any(|a| {
+                    !a.paused
+                        && (a.topic.is_deleted()
+                            || a.position.map_or(true, |p| a.partition.readable(p)))
+                })
         };
         // Yield a few times before parking, as the ring's readers do: a record usually
         // arrives within a yield or two, and a parked consumer costs every producer a
@@ -619,7 +698,7 @@ where
             })
     }
 
-    fn group(&self, operation: &'static str) -> Result<Arc<str>> {
+    pub(crate) fn group(&self, operation: &'static str) -> Result<Arc<str>> {
         self.group.clone().ok_or(Error::NoGroupId { operation })
     }
 
@@ -631,29 +710,10 @@ where
     /// [`Error::NoGroupId`]; [`Error::UnknownTopic`] when an assigned topic was deleted.
     pub fn commit_sync(&mut self) -> Result<()> {
         let group = self.group("commit_sync")?;
-        for a in &self.assigned {
-            if let Some(p) = a.position {
-                if a.topic.is_deleted() {
-                    return Err(Error::UnknownTopic {
-                        topic: a.tp.topic.clone(),
-                    });
-                }
-                let now = || self.broker.now_ms();
-                // The group's state held since `assign`: no lookup by name.
-                let done = match &a.group {
-                    Some(slot) => a.partition.commit_slot(slot, p, now),
-                    None => a.partition.commit(&group, p, now()),
-                };
-                done.map_err(|(start, end)| Error::PartitionOffsetOutOfRange {
-                    topic: a.tp.topic.clone(),
-                    partition: a.tp.partition,
-                    requested: p,
-                    start,
-                    end,
-                })?;
-            }
+        match &self.membership {
+            Some(m) => m.commit(&self.broker, || self.commit_positions(&group)),
+            None => self.commit_positions(&group),
         }
-        Ok(())
     }
 
     /// Commits the given offsets (each the next record to read) for the group, on any
@@ -665,6 +725,17 @@ where
     /// [`Error::PartitionOffsetOutOfRange`] (an offset past the log end).
     pub fn commit_offsets(&mut self, offsets: &[(TopicPartition, u64)]) -> Result<()> {
         let group = self.group("commit_offsets")?;
+        match &self.membership {
+            Some(m) => m.commit(&self.broker, || self.commit_offsets_inner(&group, offsets)),
+            None => self.commit_offsets_inner(&group, offsets),
+        }
+    }
+
+    fn commit_offsets_inner(
+        &self,
+        group: &Arc<str>,
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<()> {
         for (tp, offset) in offsets {
             self.broker.check_partition(tp)?;
             let o = self.broker.offsets(tp)?;
@@ -679,7 +750,7 @@ where
             }
         }
         for (tp, offset) in offsets {
-            self.broker.commit(&group, tp, *offset)?;
+            self.broker.commit(group, tp, *offset)?;
         }
         Ok(())
     }
@@ -867,7 +938,10 @@ where
     }
 
     /// Closes the consumer (as dropping it does): its group no longer counts it as open.
-    /// Positions not committed are lost; committed offsets and the group's gates stay.
+    /// A subscribed consumer first commits its positions if `enable_auto_commit` is on,
+    /// runs its listener's `on_partitions_revoked`, and leaves the group (which
+    /// rebalances; a static member keeps its place until `max_poll_interval`). Positions
+    /// not committed are lost; committed offsets and the group's gates stay.
     pub fn close(self) {
         drop(self);
     }
@@ -875,6 +949,7 @@ where
 
 impl<K, V> Drop for Consumer<K, V> {
     fn drop(&mut self) {
+        crate::group::member::on_close(self);
         if let Some(g) = &self.group {
             self.broker.leave_group(g);
         }

@@ -383,6 +383,85 @@ pub enum Error {
         /// What is closed.
         what: String,
     },
+
+    /// A commit from a group member that is no longer in the group's current generation
+    /// (a rebalance completed without it, or it was evicted): its partitions may belong to
+    /// another member now (Kafka's `CommitFailedException`, `ILLEGAL_GENERATION`).
+    #[error(
+        "member `{member}` of group `{group}` is in generation {member_generation}, the group in \
+         {group_generation}: the commit is refused (poll to rejoin)"
+    )]
+    StaleGeneration {
+        /// The group.
+        group: String,
+        /// The member id.
+        member: String,
+        /// The generation the member acted in.
+        member_generation: i32,
+        /// The group's current generation.
+        group_generation: i32,
+    },
+
+    /// `assign` and `subscribe` mixed on one consumer (Kafka's "Subscription to topics,
+    /// partitions and pattern are mutually exclusive").
+    #[error("{operation}: this consumer {current}; call unsubscribe first")]
+    SubscriptionConflict {
+        /// The operation refused.
+        operation: &'static str,
+        /// What the consumer does now.
+        current: &'static str,
+    },
+
+    /// A consumer joining a group whose members use another assignor (Kafka's
+    /// `INCONSISTENT_GROUP_PROTOCOL`).
+    #[error("a consumer joining group `{group}` asks for assignor `{requested}`, the group uses `{current}`")]
+    InconsistentGroupProtocol {
+        /// The group.
+        group: String,
+        /// The assignor the group's members use.
+        current: String,
+        /// The assignor the new member asked for.
+        requested: String,
+    },
+
+    /// A static member (`group_instance_id`) joining while a consumer with the same
+    /// instance id is still open in the group.
+    #[error("group instance id `{instance}` is already used by an open member of group `{group}`")]
+    DuplicateInstanceId {
+        /// The group.
+        group: String,
+        /// The instance id.
+        instance: String,
+    },
+
+    /// A subscription pattern with characters outside `[a-zA-Z0-9._-*?]`.
+    #[error("invalid subscription pattern `{pattern}`: {reason}")]
+    InvalidPattern {
+        /// The pattern given.
+        pattern: String,
+        /// What was wrong, and what is allowed.
+        reason: String,
+    },
+
+    /// `poll` called from inside a rebalance listener of the same consumer.
+    #[error("poll called from inside a rebalance listener; commit, seek or pause there instead")]
+    PollInListener,
+
+    /// A push-style subscription's callback panicked; the record it panicked on was not
+    /// committed (the group reads it again).
+    #[error("callback of member `{member}` panicked on `{topic}`-{partition} at offset {offset}: {message}")]
+    CallbackPanicked {
+        /// The member whose callback panicked.
+        member: String,
+        /// The record's topic.
+        topic: String,
+        /// The record's partition.
+        partition: u32,
+        /// The record's offset (committed offsets stay at or below it).
+        offset: u64,
+        /// The panic's message, if it was a string.
+        message: String,
+    },
 }
 
 /// What was wrong with a record batch or an index file (the `reason` of

@@ -17,7 +17,7 @@
 //! | 4 | [`storage`] | one partition's log on disk, in Kafka's segment format (RecordBatch v2) |
 //! | 5 | `partition` (private) | one partition's log: the ring as its tail, log start / HW / LEO, commit gating |
 //! | 7 | [`broker`], [`producer`], [`consumer`] | typed topics, Kafka's partitioner, assign / poll / commit / seek |
-//! | 7 | [`group`] | consumer groups: Kafka's partition assignors (range, round-robin, sticky, cooperative-sticky) as a pure API |
+//! | 7 | [`group`] | consumer groups: membership, generations, eager and cooperative rebalancing, listeners, lag; Kafka's partition assignors (range, round-robin, sticky, cooperative-sticky) as a pure API |
 //!
 //! ## Topics: Kafka's model in memory
 //!

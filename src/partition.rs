@@ -585,6 +585,11 @@ impl<K, V> Partition<K, V> {
         }
     }
 
+    /// Records the partition keeps in memory.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
     /// Closes the partition: appends fail from now on, waiting producers and consumers wake.
     pub(crate) fn close(&self) {
         self.ring.close();

@@ -737,12 +737,35 @@ fn a_blocked_send_wakes_on_commit_and_on_delete() {
     assert_eq!(c.poll(Duration::ZERO).unwrap().len(), 2);
     c.commit_sync().unwrap();
     assert_eq!(h.join().unwrap().unwrap(), 2);
-    p.send(Record::new("t", 3)).unwrap();
-    let p3 = p.clone();
-    let h = thread::spawn(move || p3.send(Record::new("t", 4)).map_err(|e| e.into_error()));
-    thread::sleep(Duration::from_millis(20));
-    b.delete_topic("t").unwrap();
-    assert!(matches!(h.join().unwrap(), Err(Error::Closed { .. })));
+    drop(c);
+    // A send blocked on a full partition when its topic is deleted ends with `Closed`. The
+    // sender thread may not have reached its wait before the delete on a loaded machine (its
+    // send then finds no topic): repeat, waiting longer each time, until a blocked send was
+    // seen woken.
+    let mut woken = false;
+    for attempt in 1..=20u64 {
+        b.create_topic::<(), u64>("u", TopicConfig::new(1).records_in_memory(2))
+            .unwrap();
+        let mut c = b.consumer::<(), u64>(earliest("gu")).unwrap();
+        c.assign(&[tp("u", 0)]).unwrap();
+        p.send(Record::new("u", 0)).unwrap();
+        p.send(Record::new("u", 1)).unwrap();
+        let p3 = p.clone();
+        let h = thread::spawn(move || p3.send(Record::new("u", 2)).map_err(|e| e.into_error()));
+        thread::sleep(Duration::from_millis(20 * attempt));
+        b.delete_topic("u").unwrap();
+        match h.join().unwrap() {
+            Err(Error::Closed { .. }) => woken = true,
+            Err(Error::UnknownTopic { .. }) => {}
+            other => panic!("a send racing delete_topic returned {other:?}"),
+        }
+        drop(c);
+        b.delete_group("gu").unwrap();
+        if woken {
+            break;
+        }
+    }
+    assert!(woken, "no send was seen blocked and woken by delete_topic");
 }
 
 /// A backward commit is stored as asked, but can gate producers only from the lowest

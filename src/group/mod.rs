@@ -1,4 +1,61 @@
-//! Consumer groups: Kafka's partition assignors as a pure API.
+//! Consumer groups: membership, generations, rebalancing, lag; and Kafka's partition
+//! assignors as a pure API.
+//!
+//! ## Groups in a broker
+//!
+//! Consumers with one group id that [`subscribe`](crate::Consumer::subscribe) (or
+//! [`subscribe_pattern`](crate::Consumer::subscribe_pattern)) are the members of that group:
+//! each partition of the subscribed topics is read by one member per *generation*. The group
+//! rebalances — a new generation, the assignor run again — when a member subscribes,
+//! changes its subscription, unsubscribes, closes or is dropped, does not poll within its
+//! `max_poll_interval` (on the broker's [`Clock`](crate::Clock); it is then evicted), when a
+//! subscribed topic gains partitions, and when a topic matching a pattern is created.
+//! Everything a member does for the group happens on its own thread, inside its `poll`:
+//! - **eager** assignors (range, round-robin, sticky, or yours): every member revokes
+//!   everything (its [`RebalanceListener::on_partitions_revoked`] runs, and it may commit
+//!   there), rejoins, and once all have rejoined gets its new assignment;
+//! - **cooperative** (cooperative-sticky): members keep reading while they rejoin; only the
+//!   partitions that move are revoked from their old owner, and handed to the new one in a
+//!   second round once revoked.
+//!
+//! Member ids are `{client_id}-{sequence}` (`{group_instance_id}-{sequence}` for static
+//! members), so the assignors see members in the order they joined within each client id.
+//! A commit by a member that is not in the group's current generation is refused with
+//! [`Error::StaleGeneration`](crate::Error::StaleGeneration), carrying both generations.
+//! [`Broker::describe_group`](crate::Broker::describe_group) shows the group as
+//! `kafka-consumer-groups --describe` does; [`Broker::subscribe_with`](crate::Broker::subscribe_with)
+//! runs a member on a thread of its own and calls back per record.
+//!
+//! Kafka's defaults: range assignor, auto-commit on every 5 s, `max_poll_interval` 5
+//! minutes, `auto_offset_reset` latest. logbus adds one rule to auto-commit: it also commits
+//! after half a partition's in-memory capacity was read, so producers of `Block` topics
+//! (which wait on the group's commits) never wait for the interval.
+//!
+//! ```
+//! use std::time::Duration;
+//! use logbus::{Broker, ConsumerConfig, OffsetReset, TopicConfig};
+//!
+//! let broker = Broker::in_memory();
+//! broker.create_topic::<(), u64>("orders", TopicConfig::new(4))?;
+//! let config = |name: &str| {
+//!     ConsumerConfig::new().group_id("billing").client_id(name).auto_offset_reset(OffsetReset::Earliest)
+//! };
+//! let mut a = broker.consumer::<(), u64>(config("a"))?;
+//! let mut b = broker.consumer::<(), u64>(config("b"))?;
+//! a.subscribe(&["orders"])?;
+//! b.subscribe(&["orders"])?;
+//! for _ in 0..3 {
+//!     a.poll(Duration::ZERO)?;
+//!     b.poll(Duration::ZERO)?;
+//! }
+//! assert_eq!((a.assignment().len(), b.assignment().len()), (2, 2));
+//! drop(a); // leaves: `b` gets everything at its next poll
+//! b.poll(Duration::ZERO)?;
+//! assert_eq!(b.assignment().len(), 4);
+//! # Ok::<(), logbus::Error>(())
+//! ```
+//!
+//! ## Assignors
 //!
 //! A consumer group splits the partitions of the topics its members subscribe to: each
 //! partition has one owner per generation. *Which* member owns which partition is decided by
@@ -58,9 +115,20 @@
 //! know; logbus takes them in string order.
 
 mod assignor;
+pub(crate) mod config;
+pub(crate) mod coordinator;
+mod describe;
+mod listener;
+pub(crate) mod member;
+mod push;
 
 pub use crate::topic_partition::TopicPartition;
 pub use assignor::{
     CooperativeStickyAssignor, PartitionAssignor, RangeAssignor, RebalanceProtocol,
     RoundRobinAssignor, StickyAssignor, Subscription,
 };
+pub use config::{DEFAULT_AUTO_COMMIT_INTERVAL, DEFAULT_MAX_POLL_INTERVAL};
+pub use coordinator::GroupState;
+pub use describe::{GroupDescription, GroupListing, MemberDescription, PartitionLag};
+pub use listener::RebalanceListener;
+pub use push::{PushReport, PushSubscription};
