@@ -38,6 +38,8 @@ ensure_python_venv() {
 run_interop() {
     ensure_python_venv
     say "interop: kafka-python reads logbus's segments, logbus reads kafka-python's"
+    # The persisted-log example's data directory is one of the inputs (built, not run, here).
+    cargo build -p logbus --all-features --example persisted_log
     cargo test -p logbus --all-features --test storage_interop -- --ignored
 }
 

@@ -149,7 +149,7 @@ impl TopicConfig {
         Ok(())
     }
 
-    fn partition_config(&self) -> PartitionConfig {
+    pub(crate) fn partition_config(&self) -> PartitionConfig {
         PartitionConfig {
             capacity: self.records_in_memory,
             gated: self.overflow == Overflow::Block,
@@ -263,6 +263,23 @@ pub(crate) struct TopicInner<K, V> {
 }
 
 impl<K, V> TopicInner<K, V> {
+    /// A topic of the given partitions (all notifying `arrivals`).
+    pub(crate) fn new(
+        name: &str,
+        config: TopicConfig,
+        partitions: Vec<Arc<Partition<K, V>>>,
+        arrivals: Arc<WaitSet>,
+    ) -> Self {
+        Self {
+            name: Arc::from(name),
+            config,
+            partitions: Mutex::new(partitions.into()),
+            generation: AtomicU64::new(0),
+            deleted: AtomicBool::new(false),
+            arrivals,
+        }
+    }
+
     /// The current partitions.
     pub(crate) fn partitions(&self) -> PartitionList<K, V> {
         Arc::clone(&self.partitions.lock())
@@ -414,6 +431,8 @@ struct GroupState {
 
 struct BrokerInner {
     clock: Arc<dyn Clock>,
+    /// The data directory of a broker opened on one (`crate::persist`).
+    data: Option<Arc<crate::persist::DataDir>>,
     topics: Mutex<HashMap<String, TopicSlot>>,
     groups: Mutex<HashMap<String, GroupState>>,
     /// Bumped when a topic is created, deleted or grown (subscriptions look again).
@@ -462,7 +481,9 @@ impl fmt::Debug for Broker {
 /// Builds a [`Broker`] (today: which clock it reads).
 #[derive(Debug)]
 pub struct BrokerBuilder {
-    clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// Where and how a data directory is opened ([`BrokerBuilder::open`]).
+    pub(crate) persist: crate::persist::DataDirOptions,
 }
 
 impl BrokerBuilder {
@@ -475,9 +496,20 @@ impl BrokerBuilder {
 
     /// The broker.
     pub fn build(self) -> Broker {
+        Broker::from_parts(self.clock, None)
+    }
+}
+
+impl Broker {
+    /// A broker reading `clock`, persisting to `data` if given.
+    pub(crate) fn from_parts(
+        clock: Arc<dyn Clock>,
+        data: Option<Arc<crate::persist::DataDir>>,
+    ) -> Broker {
         Broker {
             inner: Arc::new(BrokerInner {
-                clock: self.clock,
+                clock,
+                data,
                 topics: Mutex::new(HashMap::new()),
                 groups: Mutex::new(HashMap::new()),
                 metadata_version: AtomicU64::new(0),
@@ -496,6 +528,7 @@ impl Broker {
     pub fn builder() -> BrokerBuilder {
         BrokerBuilder {
             clock: Arc::new(SystemClock),
+            persist: crate::persist::DataDirOptions::default(),
         }
     }
 
@@ -551,6 +584,35 @@ impl Broker {
         drop(topics);
         self.bump_metadata();
         Ok(Topic { inner })
+    }
+
+    /// The data directory, for a broker opened on one.
+    pub(crate) fn data(&self) -> Option<&Arc<crate::persist::DataDir>> {
+        self.inner.data.as_ref()
+    }
+
+    /// Registers a topic built elsewhere (a persisted one).
+    pub(crate) fn register_topic<K, V>(&self, inner: &Arc<TopicInner<K, V>>) -> Result<()>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
+    {
+        let mut topics = self.inner.topics.lock();
+        if topics.contains_key(&*inner.name) {
+            return Err(Error::TopicExists {
+                topic: inner.name.to_string(),
+            });
+        }
+        topics.insert(
+            inner.name.to_string(),
+            TopicSlot {
+                key: (TypeId::of::<K>(), type_name::<K>()),
+                value: (TypeId::of::<V>(), type_name::<V>()),
+                typed: Arc::clone(inner) as Arc<dyn Any + Send + Sync>,
+                admin: Arc::clone(inner) as Arc<dyn TopicAdmin>,
+            },
+        );
+        Ok(())
     }
 
     /// The topic `name`, which must have key type `K` and value type `V`.
@@ -846,6 +908,14 @@ impl<K, V> fmt::Debug for Topic<K, V> {
 }
 
 impl<K, V> Topic<K, V> {
+    pub(crate) fn from_inner(inner: Arc<TopicInner<K, V>>) -> Self {
+        Self { inner }
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<TopicInner<K, V>> {
+        &self.inner
+    }
+
     /// The topic's name.
     pub fn name(&self) -> &str {
         &self.inner.name

@@ -1004,6 +1004,7 @@ fn read_one<K: Clone, V: Clone>(
                 return Ok(n);
             }
             ReadOutcome::Empty => return Ok(0),
+            ReadOutcome::Failed => return Err(a.partition.disk_error()),
             ReadOutcome::OutOfRange { start, end } => {
                 let target = match reset {
                     OffsetReset::None => {

@@ -143,6 +143,7 @@ pub mod error;
 pub mod group;
 pub mod observer;
 mod partition;
+pub mod persist;
 pub mod producer;
 pub mod queue;
 pub mod ring;

@@ -89,6 +89,8 @@ pub(crate) enum ReadOutcome {
     Read(usize),
     /// Nothing published at the offset yet (it is the log end, or being written).
     Empty,
+    /// A read from disk failed ([`DiskLog::take_error`] says why).
+    Failed,
     /// The offset is below the log start or above the log end: the valid range now.
     OutOfRange {
         /// The log start offset.
@@ -116,6 +118,8 @@ pub(crate) enum AppendError {
     Timeout,
     /// The partition is closed (its topic was deleted).
     Closed,
+    /// The record exceeds the topic's `max_message_bytes` (size, limit).
+    TooLarge(u64, u64),
 }
 
 /// The offsets of one partition at one moment.
@@ -155,6 +159,31 @@ pub(crate) struct Partition<K, V> {
     groups: Mutex<GroupMap<K, V>>,
     /// The topic's arrival notifications: producers notify after each append.
     arrivals: Arc<WaitSet>,
+    /// Persisted partitions: the log on disk below the ring (`crate::persist`).
+    disk: Option<Arc<dyn DiskLog<K, V>>>,
+}
+
+/// A persisted partition's log on disk, as the partition sees it: implemented by
+/// `crate::persist`, which knows the codecs (this layer does not).
+pub(crate) trait DiskLog<K, V>: Send + Sync {
+    /// The log start offset (retention moves it).
+    fn log_start(&self) -> u64;
+    /// Passes the records from `offset` on (at most `max`, all below the ring's oldest
+    /// record) to `f`; the count read, or the error that stopped the read.
+    fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, &Entry<K, V>)) -> Result<usize>;
+    /// The first record on disk with a timestamp at or after `timestamp` (time index).
+    fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>>;
+    /// The log end on disk (records at and above it are only in the ring).
+    fn disk_end(&self) -> u64;
+    /// Refuses an entry larger than the topic's `max_message_bytes`: `Err((size, max))`.
+    fn check_size(&self, entry: &Entry<K, V>) -> std::result::Result<(), (u64, u64)>;
+    /// Waits until the record at `offset` is acknowledged by the flush policy (or the log
+    /// went offline).
+    fn wait_acked(&self, offset: u64);
+    /// The error a failed disk read left, for the reader.
+    fn take_error(&self) -> Error;
+    /// Makes every record below `end` durable (waiting for the writer to reach it).
+    fn sync_to(&self, end: u64) -> Result<()>;
 }
 
 impl<K, V> fmt::Debug for Partition<K, V> {
@@ -200,7 +229,79 @@ impl<K, V> Partition<K, V> {
             expired_below: AtomicU64::new(0),
             groups: Mutex::new(HashMap::new()),
             arrivals,
+            disk: None,
         })
+    }
+
+    /// A persisted partition whose ring starts at `start` (the log end on disk), with a
+    /// gating reader for the disk writer created before any producer. Groups never gate.
+    pub(crate) fn persisted(
+        config: PartitionConfig,
+        arrivals: Arc<WaitSet>,
+        start: u64,
+        disk: Arc<dyn DiskLog<K, V>>,
+    ) -> Result<(Self, Reader<Entry<K, V>>)> {
+        let config = PartitionConfig {
+            gated: false,
+            retention_ms: None,
+            ..config
+        };
+        let (producer, ring) = Ring::multi_producer(
+            RingConfig::new(config.capacity)
+                .overflow(RingOverflow::Block)
+                .start_sequence(start),
+        )?;
+        let anchor = ring.announcing_reader()?;
+        let writer = ring.gating_reader(Start::Oldest)?;
+        let partition = Self {
+            ring,
+            producer,
+            anchor,
+            capacity: config.capacity as u64,
+            config,
+            expired_below: AtomicU64::new(0),
+            groups: Mutex::new(HashMap::new()),
+            arrivals,
+            disk: Some(disk),
+        };
+        Ok((partition, writer))
+    }
+
+    /// Makes every record appended so far durable (persisted partitions).
+    pub(crate) fn sync_disk(&self) -> Result<()> {
+        match &self.disk {
+            Some(disk) => disk.sync_to(self.log_end()),
+            None => Ok(()),
+        }
+    }
+
+    /// Why the last disk read failed (after [`ReadOutcome::Failed`]).
+    pub(crate) fn disk_error(&self) -> Error {
+        match &self.disk {
+            Some(disk) => disk.take_error(),
+            None => Error::Closed {
+                what: "partition has no log on disk".into(),
+            },
+        }
+    }
+
+    /// Whether the ring is closed (the writer's exit condition).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.ring.is_closed()
+    }
+
+    /// The committed offset of every group on this partition (for the offsets checkpoint).
+    pub(crate) fn committed_all(&self) -> Vec<(Arc<str>, u64)> {
+        let slots: Vec<_> = self
+            .groups
+            .lock()
+            .iter()
+            .map(|(g, s)| (Arc::clone(g), Arc::clone(s)))
+            .collect();
+        slots
+            .into_iter()
+            .filter_map(|(g, s)| s.lock().committed.map(|c| (g, c)))
+            .collect()
     }
 
     /// A handle for one producer thread.
@@ -208,6 +309,7 @@ impl<K, V> Partition<K, V> {
         Appender {
             handle: self.producer.clone(),
             arrivals: Arc::clone(&self.arrivals),
+            disk: self.disk.clone(),
         }
     }
 
@@ -224,6 +326,9 @@ impl<K, V> Partition<K, V> {
 
     /// The log start offset at `now_ms` (applying retention).
     pub(crate) fn log_start(&self, now_ms: i64) -> u64 {
+        if let Some(disk) = &self.disk {
+            return disk.log_start();
+        }
         let end = self.log_end();
         let in_ring = end.saturating_sub(self.capacity);
         // Relaxed: a lower bound that only grows; the records themselves are read through
@@ -292,7 +397,31 @@ impl<K, V> Partition<K, V> {
                 }
             }
         }
-        match self.anchor.get_run_with(offset, max, f) {
+        let f = match &self.disk {
+            Some(disk) if offset < disk.disk_end() && offset < self.ring.oldest() => {
+                let mut f = f;
+                return match disk.read(offset, max, &mut f) {
+                    Ok(0) => ReadOutcome::Empty,
+                    Ok(n) => ReadOutcome::Read(n),
+                    // Retention moved the log start past `offset` meanwhile.
+                    Err(_) if offset < disk.log_start() => {
+                        let _ = disk.take_error();
+                        ReadOutcome::OutOfRange {
+                            start: disk.log_start().min(hw),
+                            end: hw,
+                        }
+                    }
+                    Err(_) => ReadOutcome::Failed,
+                };
+            }
+            _ => f,
+        };
+        let mut f = f;
+        match self.anchor.get_run_with(offset, max, &mut f) {
+            // Written to disk and overwritten since we looked.
+            (0, Some(GetError::Evicted { .. })) if self.disk.is_some() => {
+                self.read(offset, max, now_ms, None, f)
+            }
             (0, Some(GetError::Evicted { .. })) => {
                 // Overwritten since we looked: the log start moved past `offset`, even if
                 // the claim cursor we load next is older than the write that overwrote it.
@@ -311,6 +440,13 @@ impl<K, V> Partition<K, V> {
     /// `timestamp` (Kafka's `offsetsForTimes`), with that timestamp; `None` if there is none.
     pub(crate) fn offset_for_time(&self, timestamp: i64, now_ms: i64) -> Option<(u64, i64)> {
         let mut at = self.log_start(now_ms);
+        if let Some(disk) = &self.disk {
+            if let Ok(Some(found)) = disk.offset_for_time(timestamp) {
+                return Some(found);
+            }
+            // Not on disk: the ring's records not yet written (or still held).
+            at = at.max(disk.disk_end().min(self.ring.oldest()));
+        }
         loop {
             let end = self.high_watermark();
             if at >= end {
@@ -477,6 +613,7 @@ fn advance<T>(gate: &mut Reader<T>, offset: u64) {
 pub(crate) struct Appender<K, V> {
     handle: MultiProducer<Entry<K, V>>,
     arrivals: Arc<WaitSet>,
+    disk: Option<Arc<dyn DiskLog<K, V>>>,
 }
 
 impl<K, V> fmt::Debug for Appender<K, V> {
@@ -493,6 +630,11 @@ impl<K, V> Appender<K, V> {
         wait: AppendWait,
     ) -> std::result::Result<u64, (Entry<K, V>, AppendError)> {
         use crate::ring::{PublishTimeoutError, TryPublishError};
+        if let Some(disk) = &self.disk {
+            if let Err((size, max)) = disk.check_size(&entry) {
+                return Err((entry, AppendError::TooLarge(size, max)));
+            }
+        }
         let done = match wait {
             AppendWait::No => self.handle.try_publish(entry).map_err(|e| match e {
                 TryPublishError::Full(v) => (v, AppendError::Full),
@@ -513,10 +655,16 @@ impl<K, V> Appender<K, V> {
         done?;
         // Fence-free unless a consumer is parked; waiters take the heavy fence.
         self.arrivals.notify_all_light();
-        Ok(self
+        let offset = self
             .handle
             .last_sequence()
-            .expect("a successful publish records its sequence"))
+            .expect("a successful publish records its sequence");
+        if let Some(disk) = &self.disk {
+            // On a log gone offline this returns unacknowledged: the topic's `sync` reports
+            // the error, and later sends fail (the writer closes the ring).
+            disk.wait_acked(offset);
+        }
+        Ok(offset)
     }
 
     /// Appends every entry of `entries` in order (draining it), waiting for room: one
@@ -529,8 +677,20 @@ impl<K, V> Appender<K, V> {
         &mut self,
         entries: &mut Vec<Entry<K, V>>,
     ) -> std::result::Result<(), AppendError> {
+        if let Some(disk) = &self.disk {
+            if let Some(Err((size, max))) = entries
+                .iter()
+                .map(|e| disk.check_size(e))
+                .find(Result::is_err)
+            {
+                return Err(AppendError::TooLarge(size, max));
+            }
+        }
         let done = self.handle.publish_batch(entries);
         self.arrivals.notify_all_light();
+        if let (Some(disk), Some(last)) = (&self.disk, self.handle.last_sequence()) {
+            disk.wait_acked(last);
+        }
         done.map_err(|_| AppendError::Closed)
     }
 }

@@ -403,6 +403,11 @@ fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
             partition,
         },
         AppendError::Timeout => Error::Timeout,
+        AppendError::TooLarge(size, max) => Error::RecordTooLarge {
+            what: "record (max_message_bytes)",
+            size,
+            max,
+        },
         AppendError::Closed => Error::Closed {
             what: format!("topic `{topic}` was deleted"),
         },

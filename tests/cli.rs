@@ -459,3 +459,56 @@ fn batches_over_the_limit_are_not_read() {
     let (code, out, _) = run(&["verify"], &dir);
     assert_eq!(code, 0, "{out}");
 }
+
+#[test]
+fn describe_lists_topics_partitions_and_group_lag() {
+    use logbus::broker::{Broker, TopicConfig, TopicPartition};
+    use logbus::consumer::ConsumerConfig;
+    use logbus::persist::PersistConfig;
+    use logbus::producer::Record as Sent;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = Broker::open(tmp.path()).unwrap();
+    broker
+        .create_persisted_topic::<String, u64>("clicks", TopicConfig::new(2), PersistConfig::new())
+        .unwrap();
+    let p = broker.producer::<String, u64>();
+    for i in 0..10 {
+        p.send(Sent::new("clicks", i).partition(0)).unwrap();
+    }
+    let mut c = broker
+        .consumer::<String, u64>(ConsumerConfig::new().group_id("g 1"))
+        .unwrap();
+    c.commit_offsets(&[(TopicPartition::new("clicks", 0), 4)])
+        .unwrap();
+    drop(c);
+    broker.close().unwrap();
+
+    let (code, out, err) = run(&["describe"], tmp.path());
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Topic: clicks\tPartitions: 2\tKey: logbus.string\tValue: logbus.u64"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\tPartition: 0\tLogStartOffset: 0\tLogEndOffset: 10"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\tPartition: 1\tLogStartOffset: 0\tLogEndOffset: 0"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "Group: g 1\tTopic: clicks\tPartition: 0\tCommitted: 4\tLogEndOffset: 10\tLag: 6"
+        ),
+        "{out}"
+    );
+
+    // In use: a typed error, exit 2.
+    let broker = Broker::open(tmp.path()).unwrap();
+    let (code, _, err) = run(&["describe"], tmp.path());
+    assert_eq!(code, 2);
+    assert!(err.contains("in use"), "{err}");
+    broker.close().unwrap();
+}

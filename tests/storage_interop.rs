@@ -7,6 +7,8 @@
 //!   (`scripts/interop/write_segment.py`), rebuilds its indexes, and reads every record back;
 //!   the rebuilt indexes pass the same checker.
 //!
+//! - kafka-python checks the data directory `examples/persisted_log.rs` leaves behind.
+//!
 //! These tests need Python with kafka-python: `scripts/test-all.sh` (step `interop`) creates a
 //! virtual environment, sets `LOGBUS_PYTHON` and runs them with `--ignored`. Run that way
 //! without `LOGBUS_PYTHON`, they fail rather than pass without checking anything.
@@ -294,4 +296,89 @@ fn logbus_reads_what_kafka_python_wrote() {
     assert!(out.contains(": OK"), "{out}");
     let index = std::fs::read(dir.join("00000000000000000000.index")).unwrap();
     assert!(!index.is_empty(), "a 64-byte interval gives index entries");
+}
+
+/// The data directory `examples/persisted_log.rs` leaves behind (a child produced, aborted,
+/// the parent recovered, replayed and closed) passes kafka-python's check, indexes
+/// included: every partition holds a prefix of the orders the example sends, rebuilt here
+/// from the example's deterministic scheme (key, value, headers and timestamp of order `i`).
+#[test]
+#[ignore = "needs kafka-python: run by scripts/test-all.sh (interop step)"]
+fn kafka_python_reads_the_persisted_log_example() {
+    use logbus::producer::partition_for_key;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("orders-data");
+    // `cargo test` builds the examples next to the test binaries' directory.
+    let exe = std::env::current_exe().unwrap();
+    let example = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("examples")
+        .join(format!("persisted_log{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        example.exists(),
+        "{} is missing: build it first (`cargo build --example persisted_log`, as \
+         scripts/test-all.sh does)",
+        example.display()
+    );
+    let out = Command::new(&example)
+        .arg(&data)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", example.display()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let description = logbus::persist::describe_data_dir(&data).unwrap();
+    // The example's scheme (examples/persisted_log.rs: `order`, BASE_TS, ORDERS).
+    let (base_ts, orders, partitions) = (1_700_000_000_000i64, 20_000u64, 2u32);
+    let mut expected = vec![String::new(); partitions as usize];
+    let mut next = vec![0u64; partitions as usize];
+    let mut checked = 0;
+    for i in 0..orders {
+        let key = format!("customer-{}", i % 50);
+        let p = partition_for_key(key.as_bytes(), partitions) as usize;
+        let (_, _, start, end) = description.partitions[p].clone();
+        assert_eq!(start, 0);
+        if next[p] < end {
+            let record = Record {
+                timestamp: base_ts + i as i64 * 10,
+                key: Some(key.into_bytes()),
+                value: Some(format!("order {i}: {} units", i % 7 + 1).into_bytes()),
+                headers: vec![
+                    Header {
+                        key: "trace-id".into(),
+                        value: Some(format!("t-{i}").into_bytes()),
+                    },
+                    Header {
+                        key: "replayed".into(),
+                        value: None,
+                    },
+                ],
+            };
+            expected[p].push_str(&expected_line(next[p], &record));
+            expected[p].push('\n');
+            checked += 1;
+        }
+        next[p] += 1;
+    }
+    assert!(checked > 1000, "the child wrote only {checked} records");
+    for p in 0..partitions {
+        let expected_path = tmp.path().join(format!("expected-{p}"));
+        std::fs::write(&expected_path, &expected[p as usize]).unwrap();
+        let dir = data.join(format!("orders-{p}"));
+        let out = run_python(
+            "check_segments.py",
+            &[
+                dir.as_os_str(),
+                expected_path.as_os_str(),
+                "--index-interval".as_ref(),
+                "4096".as_ref(),
+                "--closed".as_ref(),
+            ],
+        );
+        assert!(out.contains("OK"), "{out}");
+    }
 }

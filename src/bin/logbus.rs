@@ -7,6 +7,10 @@
 //!   [`logbus::storage::verify`], and names the file and byte position of the first problem;
 //!   every offset must be present unless `--allow-gaps` is given.
 //!
+//! - `logbus describe <data-dir>` lists a broker's closed data directory: its persisted
+//!   topics, each partition's log start and log end, and each group's committed offsets and
+//!   lag (it opens the directory, so recovery runs, and closes it cleanly).
+//!
 //! Exit status: 0 when all went well (for `verify`: every partition is consistent), 1 when
 //! `verify` found a problem, 2 for bad input (a missing path, a file that is not a segment,
 //! an unreadable file, a dangling symlink, a special file) or a usage error. A partition or
@@ -38,7 +42,7 @@ use logbus::Error;
 #[command(
     name = "logbus",
     version,
-    about = "Dump and verify partition directories in Kafka's segment format"
+    about = "Dump and verify partition directories in Kafka's segment format; describe a data directory"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -75,6 +79,12 @@ enum Command {
         /// reported as a problem, unchecked.
         #[arg(long, default_value_t = VERIFY_MAX_BATCH_BYTES)]
         max_batch_bytes: u64,
+    },
+    /// List a broker's data directory (not in use): topics, partitions with log start and
+    /// log end, groups with committed offsets and lag.
+    Describe {
+        /// The data directory.
+        path: PathBuf,
     },
 }
 
@@ -113,6 +123,7 @@ fn main() -> ExitCode {
             allow_gaps,
             max_batch_bytes,
         } => verify(&mut out, path, *allow_gaps, *max_batch_bytes),
+        Command::Describe { path } => describe(&mut out, path),
     };
     let result = result.and_then(|code| {
         out.flush()?;
@@ -143,6 +154,45 @@ fn chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+// ---------------------------------------------------------------------------------------------
+// describe
+
+fn describe(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
+    if !path.is_dir() {
+        return Err(Failure::Input(Error::Io {
+            context: format!("opening data directory {}", path.display()),
+            source: io::Error::new(io::ErrorKind::NotFound, "not a directory"),
+        }));
+    }
+    let d = logbus::persist::describe_data_dir(path)?;
+    writeln!(out, "Data directory {}", path.display())?;
+    for (name, partitions, key, value) in &d.topics {
+        writeln!(
+            out,
+            "Topic: {name}\tPartitions: {partitions}\tKey: {key}\tValue: {value}"
+        )?;
+        for (_, p, start, end) in d.partitions.iter().filter(|x| x.0 == *name) {
+            writeln!(
+                out,
+                "\tPartition: {p}\tLogStartOffset: {start}\tLogEndOffset: {end}"
+            )?;
+        }
+    }
+    for (group, topic, p, offset) in &d.groups {
+        let end = d
+            .partitions
+            .iter()
+            .find(|x| x.0 == *topic && x.1 == *p)
+            .map_or(*offset, |x| x.3);
+        writeln!(
+            out,
+            "Group: {group}\tTopic: {topic}\tPartition: {p}\tCommitted: {offset}\tLogEndOffset: {end}\tLag: {}",
+            end.saturating_sub(*offset)
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 // ---------------------------------------------------------------------------------------------

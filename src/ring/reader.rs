@@ -485,6 +485,13 @@ impl<T> Reader<T> {
     ///
     /// A gating reader of a single-producer ring keeps the producer's cursor it loaded as its
     /// known end (see [`know_some`](Self::know_some)).
+    /// Waits (yield, then park) until an entry is readable at the position, the ring
+    /// closes, or the deadline passes: for a reader that then reads by sequence (the
+    /// persisted partition's writer). Returns whether it did not time out.
+    pub(crate) fn wait_for_entry(&mut self, deadline: Option<Instant>) -> bool {
+        self.wait(deadline)
+    }
+
     fn wait(&mut self, deadline: Option<Instant>) -> bool {
         if !self.gating || self.shared.multi {
             return wait::wait_until(&self.shared.readers_wait, deadline, || self.readable());

@@ -497,6 +497,20 @@ impl SegmentSet {
         self.append_encoded(batch)
     }
 
+    /// Appends the batch `builder` holds at the log end offset (its base offset is set to
+    /// it), without decoding it again: for writers that built the batch themselves, records
+    /// validated by construction.
+    ///
+    /// # Errors
+    ///
+    /// As [`append`](SegmentSet::append).
+    pub fn append_built(&mut self, builder: &mut BatchBuilder) -> Result<AppendInfo> {
+        self.check_online()?;
+        builder.set_base_offset(self.log_end_offset() as i64);
+        builder.set_partition_leader_epoch(self.partition_leader_epoch);
+        self.append_encoded(builder.finish())
+    }
+
     fn append_encoded(&mut self, bytes: &[u8]) -> Result<AppendInfo> {
         let header = BatchHeader::parse(bytes)?;
         if header.records_count <= 0 || header.last_offset_delta < 0 {
@@ -653,12 +667,25 @@ impl SegmentSet {
     /// [`Error::OffsetOutOfRange`] outside `[log start, log end]`; [`Error::CorruptSegment`]
     /// when a header on the way is unreadable; I/O errors.
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<Vec<u8>> {
-        let Some((mut bytes, path, pos)) = self.read_raw(offset, max_bytes)? else {
-            return Ok(Vec::new());
+        let mut bytes = Vec::new();
+        self.read_into(offset, max_bytes, &mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// [`read`](SegmentSet::read) into `bytes` (replacing its contents), reusing its
+    /// allocation: for readers that read repeatedly.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](SegmentSet::read).
+    pub fn read_into(&self, offset: u64, max_bytes: usize, bytes: &mut Vec<u8>) -> Result<()> {
+        let Some((path, pos)) = self.read_raw_into(offset, max_bytes, bytes)? else {
+            bytes.clear();
+            return Ok(());
         };
         // Serve only batches whose CRC holds; a bad first batch is the caller's error.
         let mut keep = 0u64;
-        for batch in BatchIter::with_base(&bytes, pos) {
+        for batch in BatchIter::with_base(bytes, pos) {
             match batch {
                 Ok(b) => keep += b.size(),
                 Err(e) if keep == 0 => return Err(e.in_file(path, 0)),
@@ -666,12 +693,25 @@ impl SegmentSet {
             }
         }
         bytes.truncate(keep as usize);
-        Ok(bytes)
+        Ok(())
     }
 
     /// Whole batches (cut by their length fields, not yet checked) from the one holding
     /// `offset`, with the segment file and the position they start at.
     fn read_raw(&self, offset: u64, max_bytes: usize) -> Result<Option<(Vec<u8>, &Path, u64)>> {
+        let mut bytes = Vec::new();
+        Ok(self
+            .read_raw_into(offset, max_bytes, &mut bytes)?
+            .map(|(path, pos)| (bytes, path, pos)))
+    }
+
+    /// [`read_raw`](Self::read_raw) into `bytes`.
+    fn read_raw_into(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        bytes: &mut Vec<u8>,
+    ) -> Result<Option<(&Path, u64)>> {
         let end = self.log_end_offset();
         if offset < self.log_start_offset || offset > end {
             return Err(Error::OffsetOutOfRange {
@@ -700,16 +740,18 @@ impl SegmentSet {
                 });
             }
             let want = (max_bytes as u64).min(available).max(header.size());
-            let mut bytes = vec![0u8; want as usize];
-            segment.read_exact_at(&mut bytes, pos)?;
+            bytes.clear();
+            bytes.resize(want as usize, 0);
+            segment.read_exact_at(bytes, pos)?;
             let mut keep = 0usize;
             while let Extent::Batch(size) = next_batch_extent(&bytes[keep..]) {
                 keep += size;
             }
             // The first batch is always whole (its header gave the size); if its length field
             // is bad, validation reports it.
-            bytes.truncate(keep.max(header.size() as usize).min(bytes.len()));
-            return Ok(Some((bytes, segment.log_path(), pos)));
+            let len = keep.max(header.size() as usize).min(bytes.len());
+            bytes.truncate(len);
+            return Ok(Some((segment.log_path(), pos)));
         }
         Ok(None)
     }

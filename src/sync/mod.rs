@@ -49,6 +49,15 @@ pub(crate) use wait_set::WaitSet;
 /// (loom-visible) primitives inside.
 pub(crate) use std::sync::Arc as StdArc;
 
+/// A [`StdArc`] as the shim's `Arc` (the same type, except under loom): for values built
+/// unsized (`dyn Trait`), which loom's `Arc` cannot coerce to.
+pub(crate) fn arc_from_std<T: ?Sized>(arc: StdArc<T>) -> Arc<T> {
+    #[cfg(logbus_loom)]
+    return Arc::from_std(arc);
+    #[cfg(not(logbus_loom))]
+    arc
+}
+
 /// Deadlines for the timed operations (`send_timeout`, `recv_deadline`, ...).
 pub(crate) mod time {
     pub(crate) use std::time::{Duration, Instant};

@@ -1,0 +1,907 @@
+//! The data directory: its lock, topic metadata, Kafka's checkpoint files, committed
+//! offsets, the clean-shutdown marker, recovery at open, and the background thread.
+
+use std::collections::{BTreeMap, HashMap};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rayon::prelude::*;
+
+use super::log::{spawn_writer, LogCell, PartitionLog};
+use super::{DataDirOptions, FlushPolicy, PersistConfig};
+use crate::broker::{Broker, Topic, TopicConfig, TopicInner};
+use crate::clock::Clock;
+use crate::codec::Codec;
+use crate::partition::Partition;
+use crate::storage::checkpoint::{self, CheckpointEntry, TopicPartitionOffset};
+use crate::storage::{Checkpoints, DirLock, FsIo, Io, LogConfig, RecoveryReport, SegmentSet};
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::thread::{self, JoinHandle};
+use crate::sync::Arc as SyncArc;
+use crate::sync::StdArc as Arc;
+use crate::sync::{Mutex, WaitSet};
+use crate::{Error, Result};
+
+const RECOVERY_POINTS: &str = "recovery-point-offset-checkpoint";
+const LOG_STARTS: &str = "log-start-offset-checkpoint";
+const OFFSETS: &str = "consumer-offsets-checkpoint";
+const CLEAN: &str = ".logbus_cleanshutdown";
+const TOPIC_SUFFIX: &str = ".topic";
+
+/// The broker's clock (a std `Arc`) as the storage layer takes clocks (`sync::Arc`, which
+/// is loom's under `logbus_loom`).
+#[derive(Debug)]
+struct BrokerClock(Arc<dyn Clock>);
+
+impl Clock for BrokerClock {
+    fn now_ms(&self) -> i64 {
+        self.0.now_ms()
+    }
+
+    fn monotonic_ns(&self) -> u64 {
+        self.0.monotonic_ns()
+    }
+}
+
+/// What recovery did to one partition when the broker opened.
+#[derive(Debug, Clone)]
+pub struct PartitionRecovery {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: u32,
+    /// The storage layer's report (truncations, the recovered log end).
+    pub report: RecoveryReport,
+}
+
+/// A committed offset found beyond its partition's recovered log end, clamped to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClampedOffset {
+    /// The group.
+    pub group: String,
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: u32,
+    /// The offset in the checkpoint.
+    pub committed: u64,
+    /// The recovered log end it was clamped to.
+    pub log_end: u64,
+}
+
+/// One `key value` line of a topic's metadata file.
+#[derive(Debug, Clone)]
+struct MetaLine(String, String);
+
+impl CheckpointEntry for MetaLine {
+    fn to_line(&self) -> std::result::Result<String, String> {
+        Ok(format!("{} {}", self.0, self.1))
+    }
+
+    fn parse_line(line: &str) -> std::result::Result<Self, String> {
+        match line.split_once(' ') {
+            Some((k, v)) if !k.is_empty() => Ok(MetaLine(k.into(), v.into())),
+            _ => Err(format!("expected `key value`, found {line:?}")),
+        }
+    }
+}
+
+/// `group topic partition offset` (the group percent-encoded: it may hold spaces).
+#[derive(Debug, Clone)]
+struct GroupOffset(String, TopicPartitionOffset);
+
+fn escape(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c == '%' || c.is_whitespace() {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn unescape(s: &str) -> std::result::Result<String, String> {
+    let mut bytes = Vec::new();
+    let mut it = s.bytes();
+    while let Some(b) = it.next() {
+        if b == b'%' {
+            let hex: Vec<u8> = it.by_ref().take(2).collect();
+            let h = std::str::from_utf8(&hex)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            bytes.push(h.ok_or_else(|| format!("bad escape in {s:?}"))?);
+        } else {
+            bytes.push(b);
+        }
+    }
+    String::from_utf8(bytes).map_err(|_| format!("group {s:?} is not UTF-8"))
+}
+
+impl CheckpointEntry for GroupOffset {
+    fn to_line(&self) -> std::result::Result<String, String> {
+        Ok(format!("{} {}", escape(&self.0), self.1.to_line()?))
+    }
+
+    fn parse_line(line: &str) -> std::result::Result<Self, String> {
+        let (g, rest) = line
+            .split_once(' ')
+            .ok_or_else(|| format!("expected `group topic partition offset`, found {line:?}"))?;
+        Ok(GroupOffset(
+            unescape(g)?,
+            TopicPartitionOffset::parse_line(rest)?,
+        ))
+    }
+}
+
+/// A persisted topic's metadata, as stored.
+#[derive(Debug, Clone)]
+pub(crate) struct TopicMeta {
+    pub(crate) name: String,
+    pub(crate) partitions: u32,
+    pub(crate) key_type: String,
+    pub(crate) value_type: String,
+    pub(crate) records_in_memory: usize,
+    pub(crate) retention_ms: i64,
+    pub(crate) persist: PersistConfig,
+}
+
+impl TopicMeta {
+    fn lines(&self) -> Vec<MetaLine> {
+        let p = &self.persist;
+        let flush = match p.flush {
+            FlushPolicy::EveryBatch => "every_batch".to_string(),
+            FlushPolicy::Messages(n) => format!("messages:{n}"),
+            FlushPolicy::Bytes(n) => format!("bytes:{n}"),
+            FlushPolicy::Interval(d) => format!("interval_ms:{}", d.as_millis()),
+            FlushPolicy::Os => "os".to_string(),
+        };
+        [
+            ("partitions", self.partitions.to_string()),
+            ("key_type", self.key_type.clone()),
+            ("value_type", self.value_type.clone()),
+            ("records_in_memory", self.records_in_memory.to_string()),
+            ("retention_ms", self.retention_ms.to_string()),
+            (
+                "retention_bytes",
+                p.retention_bytes.map_or(-1, |b| b as i64).to_string(),
+            ),
+            ("segment_bytes", p.segment_bytes.to_string()),
+            ("max_message_bytes", p.max_message_bytes.to_string()),
+            ("flush", flush),
+        ]
+        .into_iter()
+        .map(|(k, v)| MetaLine(k.into(), v))
+        .collect()
+    }
+
+    fn parse(name: &str, path: &Path, lines: Vec<MetaLine>) -> Result<Self> {
+        let map: HashMap<String, String> = lines.into_iter().map(|l| (l.0, l.1)).collect();
+        let bad = |what: &str| Error::InvalidCheckpoint {
+            file: path.to_path_buf(),
+            line: 0,
+            reason: format!("topic metadata: {what} missing or invalid"),
+        };
+        let get = |k: &str| map.get(k).cloned().ok_or_else(|| bad(k));
+        let num = |k: &str| get(k)?.parse::<i64>().map_err(|_| bad(k));
+        let flush = get("flush")?;
+        let flush = match flush.split_once(':') {
+            None if flush == "every_batch" => FlushPolicy::EveryBatch,
+            None if flush == "os" => FlushPolicy::Os,
+            Some(("messages", n)) => FlushPolicy::Messages(n.parse().map_err(|_| bad("flush"))?),
+            Some(("bytes", n)) => FlushPolicy::Bytes(n.parse().map_err(|_| bad("flush"))?),
+            Some(("interval_ms", n)) => {
+                FlushPolicy::Interval(Duration::from_millis(n.parse().map_err(|_| bad("flush"))?))
+            }
+            _ => return Err(bad("flush")),
+        };
+        let retention_bytes = num("retention_bytes")?;
+        let mut persist = PersistConfig::new()
+            .flush(flush)
+            .segment_bytes(num("segment_bytes")? as u64)
+            .max_message_bytes(num("max_message_bytes")? as u64);
+        if retention_bytes >= 0 {
+            persist = persist.retention_bytes(retention_bytes as u64);
+        }
+        Ok(TopicMeta {
+            name: name.to_owned(),
+            partitions: u32::try_from(num("partitions")?).map_err(|_| bad("partitions"))?,
+            key_type: get("key_type")?,
+            value_type: get("value_type")?,
+            records_in_memory: usize::try_from(num("records_in_memory")?)
+                .map_err(|_| bad("records_in_memory"))?,
+            retention_ms: num("retention_ms")?,
+            persist,
+        })
+    }
+
+    fn topic_config(&self) -> TopicConfig {
+        let mut c = TopicConfig::new(self.partitions).records_in_memory(self.records_in_memory);
+        if self.retention_ms > 0 {
+            c = c.retention(Duration::from_millis(self.retention_ms as u64));
+        }
+        c
+    }
+
+    fn log_config(&self) -> LogConfig {
+        let p = &self.persist;
+        LogConfig {
+            segment_bytes: p.segment_bytes,
+            retention_ms: self.retention_ms,
+            retention_bytes: p.retention_bytes.map_or(-1, |b| b as i64),
+            // The writer's batches: up to its target plus one record.
+            max_batch_bytes: (256 << 10) + p.max_message_bytes + 4096,
+            ..LogConfig::default()
+        }
+    }
+}
+
+/// A partition of an open topic, type-erased.
+struct OpenPartition {
+    topic: String,
+    partition: u32,
+    committed: Box<dyn Fn() -> Vec<(Arc<str>, u64)> + Send + Sync>,
+    close: Box<dyn Fn() + Send + Sync>,
+    sync: Box<dyn Fn() -> Result<()> + Send + Sync>,
+    writer: Option<JoinHandle<()>>,
+}
+
+/// The state of a broker's data directory.
+pub(crate) struct DataDir {
+    dir: PathBuf,
+    io: SyncArc<dyn Io>,
+    options: DataDirOptions,
+    /// The broker's clock, shared the way the storage layer takes it.
+    clock: SyncArc<dyn Clock>,
+    lock: Mutex<Option<Box<dyn DirLock>>>,
+    metas: Mutex<BTreeMap<String, TopicMeta>>,
+    cells: Mutex<BTreeMap<(String, u32), Arc<LogCell>>>,
+    reports: Vec<PartitionRecovery>,
+    /// Offsets from the checkpoint, for topics not opened yet.
+    loaded: Mutex<BTreeMap<(String, String, u32), u64>>,
+    clamped: Mutex<Vec<ClampedOffset>>,
+    open: Mutex<Vec<OpenPartition>>,
+    background: Mutex<Option<JoinHandle<()>>>,
+    stop: AtomicBool,
+    stop_wait: WaitSet,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for DataDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataDir")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::io(format!("{what} {}", path.display()), e)
+}
+
+impl DataDir {
+    pub(crate) fn open(
+        dir: PathBuf,
+        options: DataDirOptions,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Self>> {
+        let clock: SyncArc<dyn Clock> =
+            crate::sync::arc_from_std(Arc::new(BrokerClock(clock)) as Arc<dyn Clock>);
+        let io = match &options.io {
+            Some(io) => SyncArc::clone(io),
+            None => crate::sync::arc_from_std(Arc::new(FsIo) as Arc<dyn Io>),
+        };
+        io.create_dir_all(&dir)
+            .map_err(|e| io_err("creating", &dir, e))?;
+        let lock = io.lock_dir(&dir).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                Error::DirectoryLocked {
+                    dir: dir.clone(),
+                    lock_file: dir.join(crate::storage::io::LOCK_FILE),
+                }
+            } else {
+                io_err("locking", &dir, e)
+            }
+        })?;
+        let marker = dir.join(CLEAN);
+        let clean = io
+            .exists(&marker)
+            .map_err(|e| io_err("checking", &marker, e))?;
+        if clean {
+            // As Kafka deletes its marker at startup: from now on the directory is being
+            // written, and a crash must not look clean.
+            io.remove_file(&marker)
+                .map_err(|e| io_err("removing", &marker, e))?;
+            io.sync_dir(&dir).map_err(|e| io_err("syncing", &dir, e))?;
+        }
+        let points = read_tpo(&*io, &dir.join(RECOVERY_POINTS))?;
+        let starts = read_tpo(&*io, &dir.join(LOG_STARTS))?;
+        let mut metas = BTreeMap::new();
+        for name in io.list_dir(&dir).map_err(|e| io_err("listing", &dir, e))? {
+            let Some(topic) = name.strip_suffix(TOPIC_SUFFIX) else {
+                continue;
+            };
+            if crate::broker::validate_topic_name(topic).is_err() {
+                continue;
+            }
+            let path = dir.join(&name);
+            if let Some(lines) = checkpoint::read::<MetaLine>(&*io, &path)? {
+                metas.insert(topic.to_owned(), TopicMeta::parse(topic, &path, lines)?);
+            }
+        }
+        // Every partition recovers in parallel: recovery is CPU (CRC) and I/O bound per
+        // partition and independent across them, so a broker with many partitions opens in
+        // the time of its largest one, not the sum (rayon's pool sizes itself to the cores).
+        let jobs: Vec<(TopicMeta, u32)> = metas
+            .values()
+            .flat_map(|m| (0..m.partitions).map(move |p| (m.clone(), p)))
+            .collect();
+        let opened: Vec<Result<(String, u32, SegmentSet, RecoveryReport)>> = jobs
+            .par_iter()
+            .map(|(meta, p)| {
+                let key = (meta.name.clone(), *p);
+                let checkpoints = Checkpoints {
+                    recovery_point: points.get(&key).copied().unwrap_or(0),
+                    log_start_offset: starts.get(&key).copied().unwrap_or(0),
+                    clean_shutdown: clean,
+                };
+                let (set, report) = SegmentSet::open(
+                    dir.join(format!("{}-{p}", meta.name)),
+                    meta.log_config(),
+                    SyncArc::clone(&io),
+                    SyncArc::clone(&clock),
+                    checkpoints,
+                )?;
+                Ok((meta.name.clone(), *p, set, report))
+            })
+            .collect();
+        let mut cells = BTreeMap::new();
+        let mut reports = Vec::new();
+        for r in opened {
+            let (topic, partition, set, report) = r?;
+            cells.insert(
+                (topic.clone(), partition),
+                Arc::new(LogCell::new(&topic, partition, set)),
+            );
+            reports.push(PartitionRecovery {
+                topic,
+                partition,
+                report,
+            });
+        }
+        let mut loaded = BTreeMap::new();
+        let offsets_path = dir.join(OFFSETS);
+        for g in checkpoint::read::<GroupOffset>(&*io, &offsets_path)?.unwrap_or_default() {
+            loaded.insert((g.0, g.1.topic, g.1.partition), g.1.offset);
+        }
+        Ok(Arc::new(DataDir {
+            dir,
+            io,
+            options,
+            clock,
+            lock: Mutex::new(Some(lock)),
+            metas: Mutex::new(metas),
+            cells: Mutex::new(cells),
+            reports,
+            loaded: Mutex::new(loaded),
+            clamped: Mutex::new(Vec::new()),
+            open: Mutex::new(Vec::new()),
+            background: Mutex::new(None),
+            stop: AtomicBool::new(false),
+            stop_wait: WaitSet::new(),
+            closed: AtomicBool::new(false),
+        }))
+    }
+
+    pub(crate) fn start_background(self: &Arc<Self>, _broker: &Broker) -> Result<()> {
+        let me = Arc::clone(self);
+        let handle = thread::spawn_named("logbus-retention".into(), move || me.background())
+            .map_err(|e| Error::io("spawning the retention thread", e))?;
+        *self.background.lock() = Some(handle);
+        Ok(())
+    }
+
+    fn stopping(&self) -> bool {
+        // Acquire: pairs with the Release store in `close`.
+        self.stop.load(Ordering::Acquire)
+    }
+
+    fn background(&self) {
+        let tick = self
+            .options
+            .retention_interval
+            .min(self.options.offsets_interval);
+        let mut since_offsets = Duration::ZERO;
+        let mut since_retention = Duration::ZERO;
+        while !self.stopping() {
+            let deadline = crate::sync::time::deadline_after(tick);
+            self.stop_wait
+                .wait_until(deadline, || self.stopping().then_some(()));
+            if self.stopping() {
+                return;
+            }
+            since_offsets += tick;
+            since_retention += tick;
+            if since_retention >= self.options.retention_interval {
+                since_retention = Duration::ZERO;
+                self.retention();
+                // A failure leaves the previous file in place; the next tick retries.
+                let _ = self.write_log_checkpoints(None);
+            }
+            if since_offsets >= self.options.offsets_interval {
+                since_offsets = Duration::ZERO;
+                let _ = self.write_offsets();
+            }
+        }
+    }
+
+    /// Deletes expired segments of every partition; the log start moves up.
+    pub(crate) fn retention(&self) {
+        let cells: Vec<_> = self.cells.lock().values().cloned().collect();
+        for cell in cells {
+            let mut log = cell.log.lock();
+            let Some(set) = log.as_mut() else { continue };
+            if set.is_offline() {
+                continue;
+            }
+            // Only what the writer put on disk is eligible (the high watermark).
+            let limit = set.log_end_offset();
+            match set.delete_old_segments(limit) {
+                Ok(_) => cell.set_log_start(set.log_start_offset()),
+                Err(e) => {
+                    drop(log);
+                    cell.fail(&e);
+                }
+            }
+        }
+    }
+
+    fn write_log_checkpoints(&self, closed: Option<&[(String, u32, Checkpoints)]>) -> Result<()> {
+        let mut points = Vec::new();
+        let mut starts = Vec::new();
+        match closed {
+            Some(list) => {
+                for (t, p, c) in list {
+                    points.push(tpo(t, *p, c.recovery_point));
+                    starts.push(tpo(t, *p, c.log_start_offset));
+                }
+            }
+            None => {
+                for ((t, p), cell) in self.cells.lock().iter() {
+                    let log = cell.log.lock();
+                    if let Some(set) = log.as_ref() {
+                        points.push(tpo(t, *p, set.recovery_point()));
+                        starts.push(tpo(t, *p, set.log_start_offset()));
+                    }
+                }
+            }
+        }
+        checkpoint::write(&*self.io, &self.dir.join(RECOVERY_POINTS), &points)?;
+        checkpoint::write(&*self.io, &self.dir.join(LOG_STARTS), &starts)
+    }
+
+    /// Checkpoints every committed offset (atomically: temp file, fsync, rename).
+    pub(crate) fn write_offsets(&self) -> Result<()> {
+        let mut all = self.loaded.lock().clone();
+        for p in self.open.lock().iter() {
+            for (g, o) in (p.committed)() {
+                all.insert((g.to_string(), p.topic.clone(), p.partition), o);
+            }
+        }
+        let entries: Vec<GroupOffset> = all
+            .into_iter()
+            .map(|((g, t, p), o)| GroupOffset(g, tpo(&t, p, o)))
+            .collect();
+        checkpoint::write(&*self.io, &self.dir.join(OFFSETS), &entries)
+    }
+
+    pub(crate) fn topic_names(&self) -> Vec<String> {
+        self.metas.lock().keys().cloned().collect()
+    }
+
+    pub(crate) fn reports(&self) -> Vec<PartitionRecovery> {
+        self.reports.clone()
+    }
+
+    pub(crate) fn clamped(&self) -> Vec<ClampedOffset> {
+        self.clamped.lock().clone()
+    }
+
+    fn check_open(&self) -> Result<()> {
+        // Acquire: pairs with the Release store in `close`.
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed {
+                what: format!("broker on {}", self.dir.display()),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn create_topic<K, V>(
+        &self,
+        broker: &Broker,
+        name: &str,
+        config: TopicConfig,
+        persist: PersistConfig,
+    ) -> Result<Topic<K, V>>
+    where
+        K: Codec + Send + Sync + 'static,
+        V: Codec + Send + Sync + 'static,
+    {
+        self.check_open()?;
+        // Validates partitions and memory as for any topic.
+        broker.create_topic::<K, V>(name, config)?;
+        let _ = broker.delete_topic(name);
+        let mut metas = self.metas.lock();
+        if metas.contains_key(name) {
+            return Err(Error::TopicExists {
+                topic: name.to_owned(),
+            });
+        }
+        let meta = TopicMeta {
+            name: name.to_owned(),
+            partitions: config.partitions(),
+            key_type: K::TYPE_ID.to_owned(),
+            value_type: V::TYPE_ID.to_owned(),
+            records_in_memory: config.records_in_memory_per_partition(),
+            retention_ms: config
+                .retention_age()
+                .map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            persist,
+        };
+        checkpoint::write(
+            &*self.io,
+            &self.dir.join(format!("{name}{TOPIC_SUFFIX}")),
+            &meta.lines(),
+        )?;
+        for p in 0..meta.partitions {
+            let (set, _) = SegmentSet::open(
+                self.dir.join(format!("{name}-{p}")),
+                meta.log_config(),
+                SyncArc::clone(&self.io),
+                SyncArc::clone(&self.clock),
+                Checkpoints::default(),
+            )?;
+            self.cells
+                .lock()
+                .insert((name.to_owned(), p), Arc::new(LogCell::new(name, p, set)));
+        }
+        metas.insert(name.to_owned(), meta.clone());
+        drop(metas);
+        self.start_topic::<K, V>(broker, &meta)
+    }
+
+    pub(crate) fn open_topic<K, V>(&self, broker: &Broker, name: &str) -> Result<Topic<K, V>>
+    where
+        K: Codec + Send + Sync + 'static,
+        V: Codec + Send + Sync + 'static,
+    {
+        self.check_open()?;
+        if let Ok(t) = broker.topic::<K, V>(name) {
+            return Ok(t);
+        }
+        let meta = self
+            .metas
+            .lock()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownTopic {
+                topic: name.to_owned(),
+            })?;
+        if meta.key_type != K::TYPE_ID || meta.value_type != V::TYPE_ID {
+            return Err(Error::TypeMismatch {
+                topic: name.to_owned(),
+                existing: format!(
+                    "Topic<{}, {}> (codec type ids)",
+                    meta.key_type, meta.value_type
+                ),
+                requested: format!("Topic<{}, {}>", K::TYPE_ID, V::TYPE_ID),
+            });
+        }
+        self.start_topic::<K, V>(broker, &meta)
+    }
+
+    /// Builds the typed topic over the partitions' logs, starts its writers, restores its
+    /// groups' offsets and registers it with the broker.
+    fn start_topic<K, V>(&self, broker: &Broker, meta: &TopicMeta) -> Result<Topic<K, V>>
+    where
+        K: Codec + Send + Sync + 'static,
+        V: Codec + Send + Sync + 'static,
+    {
+        let config = meta.topic_config();
+        let arrivals = Arc::new(WaitSet::new());
+        let mut partitions = Vec::new();
+        let mut started = Vec::new();
+        for p in 0..meta.partitions {
+            let cell = self
+                .cells
+                .lock()
+                .get(&(meta.name.clone(), p))
+                .cloned()
+                .ok_or_else(|| Error::UnknownTopic {
+                    topic: format!("{}-{p}", meta.name),
+                })?;
+            let disk = Arc::new(PartitionLog::<K, V> {
+                cell: Arc::clone(&cell),
+                buf: Mutex::new(Vec::new()),
+                policy: meta.persist.flush,
+                max_message_bytes: meta.persist.max_message_bytes,
+                _types: PhantomData,
+            });
+            let (partition, gate) = Partition::persisted(
+                config.partition_config(),
+                Arc::clone(&arrivals),
+                cell.written(),
+                disk,
+            )?;
+            let partition = Arc::new(partition);
+            // Restore the groups' offsets, clamped to the recovered log end.
+            let end = cell.written();
+            let mut loaded = self.loaded.lock();
+            let mine: Vec<_> = loaded
+                .keys()
+                .filter(|(_, t, q)| *t == meta.name && *q == p)
+                .cloned()
+                .collect();
+            for key in mine {
+                let committed = loaded.remove(&key).unwrap_or(0);
+                let offset = committed.min(end);
+                if committed > end {
+                    self.clamped.lock().push(ClampedOffset {
+                        group: key.0.clone(),
+                        topic: meta.name.clone(),
+                        partition: p,
+                        committed,
+                        log_end: end,
+                    });
+                }
+                let group: Arc<str> = Arc::from(key.0.as_str());
+                let _ = partition.commit(&group, offset, 0);
+            }
+            drop(loaded);
+            let limit = meta
+                .persist
+                .segment_bytes
+                .min(meta.log_config().max_batch_bytes) as usize;
+            let writer = spawn_writer(
+                cell,
+                Arc::clone(&partition),
+                gate,
+                meta.persist.flush,
+                limit,
+            )?;
+            started.push(OpenPartition {
+                topic: meta.name.clone(),
+                partition: p,
+                committed: {
+                    let part = Arc::clone(&partition);
+                    Box::new(move || part.committed_all())
+                },
+                close: {
+                    let part = Arc::clone(&partition);
+                    Box::new(move || part.close())
+                },
+                sync: {
+                    let part = Arc::clone(&partition);
+                    Box::new(move || part.sync_disk())
+                },
+                writer: Some(writer),
+            });
+            partitions.push(partition);
+        }
+        self.open.lock().extend(started);
+        let inner = Arc::new(TopicInner::new(&meta.name, config, partitions, arrivals));
+        broker.register_topic(&inner)?;
+        Ok(Topic::from_inner(inner))
+    }
+
+    pub(crate) fn sync_all(&self, _broker: &Broker) -> Result<()> {
+        self.check_open()?;
+        for p in self.open.lock().iter() {
+            (p.sync)()?;
+        }
+        self.write_offsets()
+    }
+
+    pub(crate) fn close(&self, _broker: &Broker) -> Result<()> {
+        // AcqRel: one closer; pairs with the Acquire in `check_open`.
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // Release: pairs with the Acquire in `stopping`.
+        self.stop.store(true, Ordering::Release);
+        self.stop_wait.notify_all();
+        if let Some(h) = self.background.lock().take() {
+            let _ = h.join();
+        }
+        let mut open = std::mem::take(&mut *self.open.lock());
+        for p in &open {
+            (p.close)();
+        }
+        for p in &mut open {
+            if let Some(w) = p.writer.take() {
+                let _ = w.join();
+            }
+        }
+        let mut first_error = None;
+        let offsets = self.write_offsets_from(&open);
+        drop(open);
+        let cells: Vec<_> = self.cells.lock().values().cloned().collect();
+        let mut closed = Vec::new();
+        for cell in cells {
+            let set = cell.log.lock().take();
+            if let Some(set) = set {
+                match set.close() {
+                    Ok(c) => closed.push((cell.topic.clone(), cell.partition, c)),
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        if let Err(e) = offsets {
+            first_error.get_or_insert(e);
+        }
+        if first_error.is_none() {
+            if let Err(e) = self.write_log_checkpoints(Some(&closed)) {
+                first_error = Some(e);
+            }
+        }
+        if first_error.is_none() {
+            let marker = self.dir.join(CLEAN);
+            let r = self
+                .io
+                .open(&marker, crate::storage::OpenMode::Truncate)
+                .and_then(|f| f.sync_all())
+                .and_then(|()| self.io.sync_dir(&self.dir));
+            if let Err(e) = r {
+                first_error = Some(io_err("writing", &marker, e));
+            }
+        }
+        self.lock.lock().take();
+        match first_error {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+
+    /// See [`Broker::simulate_process_death`].
+    pub(crate) fn abandon(&self) {
+        // AcqRel: as in `close`.
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Release: pairs with the Acquire in `stopping`.
+        self.stop.store(true, Ordering::Release);
+        self.stop_wait.notify_all();
+        if let Some(h) = self.background.lock().take() {
+            let _ = h.join();
+        }
+        let cells: Vec<_> = self.cells.lock().values().cloned().collect();
+        for cell in &cells {
+            cell.abandon();
+        }
+        let mut open = std::mem::take(&mut *self.open.lock());
+        for p in &open {
+            (p.close)();
+        }
+        for p in &mut open {
+            if let Some(w) = p.writer.take() {
+                let _ = w.join();
+            }
+        }
+        for cell in &cells {
+            // A dead process flushes nothing: no `Drop` of the set.
+            std::mem::forget(cell.log.lock().take());
+        }
+        std::mem::forget(self.lock.lock().take());
+    }
+
+    fn write_offsets_from(&self, open: &[OpenPartition]) -> Result<()> {
+        let mut all = self.loaded.lock().clone();
+        for p in open {
+            for (g, o) in (p.committed)() {
+                all.insert((g.to_string(), p.topic.clone(), p.partition), o);
+            }
+        }
+        let entries: Vec<GroupOffset> = all
+            .into_iter()
+            .map(|((g, t, p), o)| GroupOffset(g, tpo(&t, p, o)))
+            .collect();
+        checkpoint::write(&*self.io, &self.dir.join(OFFSETS), &entries)
+    }
+
+    /// Per partition: log start and log end; per group: committed offsets.
+    pub(crate) fn summary(&self) -> (Vec<PartitionRow>, Vec<GroupRow>) {
+        let parts = self
+            .cells
+            .lock()
+            .iter()
+            .map(|((t, p), c)| (t.clone(), *p, c.log_start(), c.written()))
+            .collect();
+        let mut groups: BTreeMap<(String, String, u32), u64> = self.loaded.lock().clone();
+        for p in self.open.lock().iter() {
+            for (g, o) in (p.committed)() {
+                groups.insert((g.to_string(), p.topic.clone(), p.partition), o);
+            }
+        }
+        let groups = groups
+            .into_iter()
+            .map(|((g, t, p), o)| (g, t, p, o))
+            .collect();
+        (parts, groups)
+    }
+}
+
+fn tpo(topic: &str, partition: u32, offset: u64) -> TopicPartitionOffset {
+    TopicPartitionOffset {
+        topic: topic.to_owned(),
+        partition,
+        offset,
+    }
+}
+
+fn read_tpo(io: &dyn Io, path: &Path) -> Result<HashMap<(String, u32), u64>> {
+    Ok(checkpoint::read::<TopicPartitionOffset>(io, path)?
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| ((e.topic, e.partition), e.offset))
+        .collect())
+}
+
+/// `(topic, partition, log start, log end)`.
+pub type PartitionRow = (String, u32, u64, u64);
+/// `(group, topic, partition, committed offset)`.
+pub type GroupRow = (String, String, u32, u64);
+
+/// A closed data directory as `logbus describe` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataDirDescription {
+    /// Per topic: `(name, partitions, key codec type id, value codec type id)`.
+    pub topics: Vec<(String, u32, String, String)>,
+    /// Per topic partition: `(topic, partition, log start, log end)`.
+    pub partitions: Vec<(String, u32, u64, u64)>,
+    /// Per group and partition: `(group, topic, partition, committed offset)`.
+    pub groups: Vec<(String, String, u32, u64)>,
+}
+
+/// Opens the data directory `dir` (running recovery: it must not be in use), reads its
+/// topics, its partitions' offsets and the committed group offsets, and closes it again
+/// (cleanly: the checkpoints and the clean-shutdown marker are rewritten).
+///
+/// # Errors
+///
+/// As [`BrokerBuilder::open`](crate::broker::BrokerBuilder::open).
+pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> {
+    let broker = Broker::open(dir)?;
+    let data = broker.data().cloned();
+    let (partitions, groups) = data.as_ref().map(|d| d.summary()).unwrap_or_default();
+    let topics = data
+        .as_ref()
+        .map(|d| {
+            d.metas
+                .lock()
+                .values()
+                .map(|m| {
+                    (
+                        m.name.clone(),
+                        m.partitions,
+                        m.key_type.clone(),
+                        m.value_type.clone(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    broker.close()?;
+    Ok(DataDirDescription {
+        topics,
+        partitions,
+        groups,
+    })
+}

@@ -1,0 +1,558 @@
+//! One persisted partition: its segment set shared by the writer, disk readers, retention
+//! and checkpoints ([`LogCell`]); the partition layer's view of it ([`PartitionLog`]); the
+//! writer thread.
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::FlushPolicy;
+use crate::codec::Codec;
+use crate::partition::{DiskLog, Entry, Partition};
+use crate::ring::Reader;
+use crate::storage::{BatchBuilder, BatchIter, SegmentSet};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::thread::{self, JoinHandle};
+use crate::sync::StdArc as Arc;
+use crate::sync::{Mutex, WaitSet};
+use crate::{Error, Result};
+
+/// The writer stops adding records to a batch at this size.
+const BATCH_TARGET: usize = 256 << 10;
+/// Records the writer looks at per batch, at most.
+const RUN_MAX: usize = 64 << 10;
+
+/// One partition's log and the offsets its writer has reached.
+#[derive(Debug)]
+pub(crate) struct LogCell {
+    pub(crate) topic: String,
+    pub(crate) partition: u32,
+    pub(crate) dir: PathBuf,
+    /// `None` once closed.
+    pub(crate) log: Mutex<Option<SegmentSet>>,
+    /// Mirrors of the set's offsets, read without the lock.
+    log_start: AtomicU64,
+    /// Records below this are in the segment set.
+    written: AtomicU64,
+    /// Records below this are acknowledged by the flush policy (fsynced under EveryBatch).
+    acked: AtomicU64,
+    offline: AtomicBool,
+    /// Set by `abandon`: the writer stops at once, writing nothing more.
+    abandoned: AtomicBool,
+    error: Mutex<Option<String>>,
+    /// The last failed disk read's error, for its reader.
+    read_error: Mutex<Option<Error>>,
+    /// Notified when `written`, `acked` or `offline` change.
+    progress: WaitSet,
+}
+
+impl LogCell {
+    pub(crate) fn new(topic: &str, partition: u32, set: SegmentSet) -> Self {
+        let end = set.log_end_offset();
+        Self {
+            topic: topic.to_owned(),
+            partition,
+            dir: set.dir().to_path_buf(),
+            log_start: AtomicU64::new(set.log_start_offset()),
+            written: AtomicU64::new(end),
+            acked: AtomicU64::new(end),
+            log: Mutex::new(Some(set)),
+            offline: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
+            error: Mutex::new(None),
+            read_error: Mutex::new(None),
+            progress: WaitSet::new(),
+        }
+    }
+
+    pub(crate) fn log_start(&self) -> u64 {
+        // Acquire: pairs with the Release stores after retention.
+        self.log_start.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_log_start(&self, start: u64) {
+        // Release: pairs with the Acquire in `log_start`.
+        self.log_start.store(start, Ordering::Release);
+    }
+
+    pub(crate) fn written(&self) -> u64 {
+        // Acquire: pairs with the writer's Release store after its append.
+        self.written.load(Ordering::Acquire)
+    }
+
+    fn is_offline(&self) -> bool {
+        // Acquire: pairs with the Release store in `fail`.
+        self.offline.load(Ordering::Acquire)
+    }
+
+    /// Takes the log offline after an I/O error and wakes every waiter.
+    pub(crate) fn fail(&self, e: &Error) {
+        let mut err = self.error.lock();
+        if err.is_none() {
+            *err = Some(e.to_string());
+        }
+        drop(err);
+        // Release: pairs with the Acquire in `is_offline`.
+        self.offline.store(true, Ordering::Release);
+        self.progress.notify_all();
+    }
+
+    /// Stops the writer without another write, and wakes waiting sends.
+    pub(crate) fn abandon(&self) {
+        // Release: pairs with the writer's Acquire load.
+        self.abandoned.store(true, Ordering::Release);
+        self.fail(&Error::Closed {
+            what: "the broker's process died (simulated)".into(),
+        });
+    }
+
+    fn is_abandoned(&self) -> bool {
+        // Acquire: pairs with the Release store in `abandon`.
+        self.abandoned.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn error(&self) -> Error {
+        let reason = self.error.lock().clone();
+        Error::Io {
+            context: format!(
+                "the log of `{}`-{} in {} is offline",
+                self.topic,
+                self.partition,
+                self.dir.display()
+            ),
+            source: std::io::Error::other(reason.unwrap_or_else(|| "closed".into())),
+        }
+    }
+
+    fn publish(&self, written: u64, acked: Option<u64>) {
+        // Release: pairs with the Acquire loads in `written` and the waiters.
+        self.written.store(written, Ordering::Release);
+        if let Some(a) = acked {
+            // Release: pairs with the Acquire in `wait_acked`.
+            self.acked.fetch_max(a, Ordering::Release);
+        }
+        self.progress.notify_all();
+    }
+
+    /// Waits until the writer has put every record below `end` into the set, then fsyncs.
+    pub(crate) fn sync_to(&self, end: u64) -> Result<()> {
+        self.progress.wait_until(None, || {
+            (self.written() >= end || self.is_offline()).then_some(())
+        });
+        if self.is_offline() {
+            return Err(self.error());
+        }
+        let mut log = self.log.lock();
+        let Some(set) = log.as_mut() else {
+            // Closed (close fsynced everything), unless abandoned.
+            return if self.is_offline() {
+                Err(self.error())
+            } else {
+                Ok(())
+            };
+        };
+        if self.is_offline() {
+            return Err(self.error());
+        }
+        if let Err(e) = set.sync() {
+            drop(log);
+            self.fail(&e);
+            return Err(e);
+        }
+        let synced = set.log_end_offset();
+        drop(log);
+        self.publish(self.written().max(synced), Some(synced));
+        Ok(())
+    }
+}
+
+/// A persisted partition as [`Partition`] sees it (the codecs live here).
+pub(crate) struct PartitionLog<K, V> {
+    pub(crate) cell: Arc<LogCell>,
+    /// A read buffer kept between disk reads.
+    pub(crate) buf: Mutex<Vec<u8>>,
+    pub(crate) policy: FlushPolicy,
+    pub(crate) max_message_bytes: u64,
+    pub(crate) _types: PhantomData<fn() -> (K, V)>,
+}
+
+thread_local! {
+    /// Encoding scratch for the size check at send.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Kafka's per-record overhead bound (varints, attributes) beyond keys, values and headers.
+const RECORD_OVERHEAD: u64 = 21;
+
+impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for PartitionLog<K, V> {
+    fn log_start(&self) -> u64 {
+        self.cell.log_start()
+    }
+
+    fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, &Entry<K, V>)) -> Result<usize> {
+        // At most 1 MiB a read: the bytes stay in cache while they are decoded.
+        let max_bytes = (max.saturating_mul(1024)).clamp(64 << 10, 1 << 20);
+        // One reused buffer (a fresh one per read costs page faults); a concurrent reader
+        // finds it taken and uses its own.
+        let mut bytes = std::mem::take(&mut *self.buf.lock());
+        let (read, end) = {
+            let log = self.cell.log.lock();
+            let Some(set) = log.as_ref() else {
+                return Err(self.cell.error());
+            };
+            (
+                set.read_into(offset, max_bytes, &mut bytes),
+                set.log_end_offset(),
+            )
+        };
+        let n = self.decode(&bytes, read, offset, end, max, f);
+        *self.buf.lock() = bytes;
+        n
+    }
+
+    fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>> {
+        let log = self.cell.log.lock();
+        match log.as_ref() {
+            Some(set) => set.offset_for_timestamp(timestamp),
+            None => Ok(None),
+        }
+    }
+
+    fn disk_end(&self) -> u64 {
+        self.cell.written()
+    }
+    fn check_size(&self, entry: &Entry<K, V>) -> std::result::Result<(), (u64, u64)> {
+        let size = SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            s.clear();
+            if let Some(k) = &entry.key {
+                k.encode(&mut s);
+            }
+            entry.value.encode(&mut s);
+            s.len() as u64
+        });
+        let headers: u64 = entry.headers.as_deref().map_or(0, |h| {
+            h.iter()
+                .map(|(k, v)| k.len() as u64 + v.as_ref().map_or(0, |v| v.len() as u64) + 10)
+                .sum()
+        });
+        let size = size + headers + RECORD_OVERHEAD;
+        if size > self.max_message_bytes {
+            Err((size, self.max_message_bytes))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn wait_acked(&self, offset: u64) {
+        if self.policy != FlushPolicy::EveryBatch {
+            return;
+        }
+        self.cell.progress.wait_until(None, || {
+            // Acquire: pairs with the writer's Release in `publish`.
+            (self.cell.acked.load(Ordering::Acquire) > offset || self.cell.is_offline())
+                .then_some(())
+        });
+    }
+
+    fn take_error(&self) -> Error {
+        self.cell
+            .read_error
+            .lock()
+            .take()
+            .unwrap_or_else(|| self.cell.error())
+    }
+
+    fn sync_to(&self, end: u64) -> Result<()> {
+        self.cell.sync_to(end)
+    }
+}
+
+impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
+    /// The records of `bytes` (whole batches) from `offset` on, below `end`, at most `max`.
+    fn decode(
+        &self,
+        bytes: &[u8],
+        read: Result<()>,
+        offset: u64,
+        end: u64,
+        max: usize,
+        f: &mut dyn FnMut(u64, &Entry<K, V>),
+    ) -> Result<usize> {
+        let stored = |e: Error| {
+            let copy = Error::Io {
+                context: format!("reading `{}`-{}", self.cell.topic, self.cell.partition),
+                source: std::io::Error::other(e.to_string()),
+            };
+            *self.cell.read_error.lock() = Some(e);
+            copy
+        };
+        read.map_err(stored)?;
+        let mut n = 0usize;
+        for batch in BatchIter::new(bytes) {
+            let batch = batch.map_err(stored)?;
+            if batch.header().is_control() {
+                continue;
+            }
+            for record in batch.records().map_err(stored)? {
+                let r = record.map_err(stored)?;
+                let at = r.offset as u64;
+                if r.offset < 0 || at < offset + n as u64 || at >= end {
+                    continue;
+                }
+                if n >= max {
+                    return Ok(n);
+                }
+                let key = match r.key {
+                    Some(k) => Some(K::decode(k).map_err(stored)?),
+                    None => None,
+                };
+                let value = V::decode(r.value.unwrap_or_default()).map_err(stored)?;
+                let headers: Vec<(String, Option<Bytes>)> = r
+                    .headers
+                    .iter()
+                    .map(|h| (h.key.to_owned(), h.value.map(Bytes::copy_from_slice)))
+                    .collect();
+                let entry = Entry {
+                    timestamp: r.timestamp,
+                    key,
+                    value,
+                    headers: crate::partition::box_headers(headers),
+                };
+                f(at, &entry);
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// Spawns the writer of one partition: a gating reader of its ring (see the module docs).
+pub(crate) fn spawn_writer<K, V>(
+    cell: Arc<LogCell>,
+    partition: Arc<Partition<K, V>>,
+    gate: Reader<Entry<K, V>>,
+    policy: FlushPolicy,
+    batch_limit: usize,
+) -> Result<JoinHandle<()>>
+where
+    K: Codec + Send + Sync + 'static,
+    V: Codec + Send + Sync + 'static,
+{
+    let name = format!("logbus-writer-{}-{}", cell.topic, cell.partition);
+    thread::spawn_named(name, move || {
+        let mut w = Writer {
+            cell,
+            partition,
+            gate,
+            policy,
+            batch_limit,
+            builder: BatchBuilder::new(0),
+            key: Vec::new(),
+            value: Vec::new(),
+            unsynced_records: 0,
+            unsynced_bytes: 0,
+            last_sync: Instant::now(),
+        };
+        if let Err(e) = w.run() {
+            w.cell.fail(&e);
+            // Sends fail from now on; what was acknowledged stays acknowledged.
+            w.partition.close();
+        }
+    })
+    .map_err(|e| Error::io("spawning a partition writer thread", e))
+}
+
+struct Writer<K, V> {
+    cell: Arc<LogCell>,
+    partition: Arc<Partition<K, V>>,
+    gate: Reader<Entry<K, V>>,
+    policy: FlushPolicy,
+    /// No batch grows past this (the segment size), unless one record alone does.
+    batch_limit: usize,
+    builder: BatchBuilder,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    unsynced_records: u64,
+    unsynced_bytes: u64,
+    last_sync: Instant,
+}
+
+impl<K: Codec, V: Codec> Writer<K, V> {
+    fn run(&mut self) -> Result<()> {
+        loop {
+            if self.cell.is_abandoned() {
+                return Ok(());
+            }
+            let pos = self.gate.position();
+            let available = self.gate.get_run_with(pos, 1, |_, _| ()).0 > 0;
+            if !available {
+                if self.partition.is_closed() {
+                    // Closed and drained (a closing ring still serves what was published).
+                    if self.gate.get_run_with(pos, 1, |_, _| ()).0 == 0 {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                // A producer usually sends again within a moment: wait a little before
+                // handing a partly filled buffer to the OS (fewer, larger writes).
+                if self
+                    .gate
+                    .wait_for_entry(crate::sync::time::deadline_after(Duration::from_millis(1)))
+                {
+                    continue;
+                }
+                self.idle()?;
+                let wait = match self.policy {
+                    FlushPolicy::Interval(d) if self.unsynced_records > 0 => d
+                        .saturating_sub(self.last_sync.elapsed())
+                        .max(Duration::from_micros(100)),
+                    _ => Duration::from_millis(50),
+                };
+                let deadline = crate::sync::time::deadline_after(wait);
+                let _ = self.gate.wait_for_entry(deadline);
+                self.maybe_sync_on_time()?;
+                continue;
+            }
+            self.write_batch(pos)?;
+        }
+    }
+
+    /// Nothing to write: hand the buffer to the OS (a process crash then loses nothing
+    /// written) and apply an interval policy.
+    fn idle(&mut self) -> Result<()> {
+        let mut log = self.cell.log.lock();
+        if self.cell.is_abandoned() {
+            return Ok(());
+        }
+        if let Some(set) = log.as_mut() {
+            set.flush()?;
+        }
+        drop(log);
+        self.maybe_sync_on_time()
+    }
+
+    fn maybe_sync_on_time(&mut self) -> Result<()> {
+        if let FlushPolicy::Interval(d) = self.policy {
+            if self.unsynced_records > 0 && self.last_sync.elapsed() >= d {
+                let mut log = self.cell.log.lock();
+                if self.cell.is_abandoned() {
+                    return Ok(());
+                }
+                let Some(set) = log.as_mut() else {
+                    return Ok(());
+                };
+                set.sync()?;
+                drop(log);
+                self.synced();
+            }
+        }
+        Ok(())
+    }
+
+    fn synced(&mut self) {
+        self.unsynced_records = 0;
+        self.unsynced_bytes = 0;
+        self.last_sync = Instant::now();
+    }
+
+    fn write_batch(&mut self, pos: u64) -> Result<()> {
+        let mut log = self.cell.log.lock();
+        if self.cell.is_abandoned() {
+            return Ok(());
+        }
+        let Some(set) = log.as_mut() else {
+            return Err(Error::Closed {
+                what: "partition log".into(),
+            });
+        };
+        if set.log_end_offset() != pos {
+            return Err(Error::Io {
+                context: format!("writing `{}`-{}", self.cell.topic, self.cell.partition),
+                source: std::io::Error::other(format!(
+                    "the log ends at {} but the writer is at {pos}",
+                    set.log_end_offset()
+                )),
+            });
+        }
+        self.builder.clear(pos as i64);
+        let (builder, key, value) = (&mut self.builder, &mut self.key, &mut self.value);
+        let (target, limit) = (BATCH_TARGET.min(self.batch_limit / 2), self.batch_limit);
+        let mut n = 0usize;
+        let mut stop = false;
+        let mut failed = None;
+        // The records stay in the ring (the gate has not moved) until they are in the set.
+        self.gate.get_run_with(pos, RUN_MAX, |_, e| {
+            if stop {
+                return;
+            }
+            key.clear();
+            value.clear();
+            if let Some(k) = &e.key {
+                k.encode(key);
+            }
+            e.value.encode(value);
+            let headers: Vec<(&str, Option<&[u8]>)> = e
+                .headers
+                .as_deref()
+                .map(|h| h.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect())
+                .unwrap_or_default();
+            let k = e.key.as_ref().map(|_| key.as_slice());
+            let estimate = key.len()
+                + value.len()
+                + headers
+                    .iter()
+                    .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len) + 10)
+                    .sum::<usize>()
+                + 32;
+            if n > 0 && builder.size() + estimate > limit {
+                stop = true;
+                return;
+            }
+            match builder.append(e.timestamp, k, Some(value), &headers) {
+                Ok(()) => {
+                    n += 1;
+                    stop = builder.size() >= target;
+                }
+                Err(err) => {
+                    stop = true;
+                    if n == 0 {
+                        failed = Some(err);
+                    }
+                }
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let bytes = self.builder.size() as u64;
+        set.append_built(&mut self.builder)?;
+        let written = pos + n as u64;
+        self.unsynced_records += n as u64;
+        self.unsynced_bytes += bytes;
+        let sync = match self.policy {
+            FlushPolicy::EveryBatch => true,
+            FlushPolicy::Messages(m) => self.unsynced_records >= m,
+            FlushPolicy::Bytes(b) => self.unsynced_bytes >= b,
+            FlushPolicy::Interval(d) => self.last_sync.elapsed() >= d,
+            FlushPolicy::Os => false,
+        };
+        if sync {
+            set.sync()?;
+        }
+        drop(log);
+        if sync {
+            self.synced();
+        }
+        // Only now may producers reuse the slots.
+        let _ = self.gate.try_read_with(n, |_, _| ());
+        self.cell.publish(written, Some(written));
+        Ok(())
+    }
+}

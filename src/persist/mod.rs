@@ -1,0 +1,419 @@
+//! Durable topics: a broker opened on a data directory, whose persisted topics keep their
+//! records in Kafka's segment format (layer 5's disk half; see [`crate::storage`]).
+//!
+//! # Layout
+//!
+//! ```text
+//! <data dir>/.lock                              one broker per directory (flock)
+//! <data dir>/<topic>.topic                      topic metadata: partitions, codec type ids, config
+//! <data dir>/<topic>-<partition>/               a segment set (.log, .index, .timeindex)
+//! <data dir>/recovery-point-offset-checkpoint   Kafka's files, `topic partition offset`
+//! <data dir>/log-start-offset-checkpoint
+//! <data dir>/consumer-offsets-checkpoint        `group topic partition offset`
+//! <data dir>/.logbus_cleanshutdown              written by `close`, removed at open
+//! ```
+//!
+//! # How a record reaches the disk
+//!
+//! The partition's ring is the cache of the tail. One writer thread per partition is a
+//! *gating* reader of the ring: it encodes the published records it finds (up to 256 KiB)
+//! into one RecordBatch, appends it, applies the [`FlushPolicy`], and only then moves its
+//! gate, so a record leaves the ring only once it is in the segment set, and producers wait
+//! only when the ring is full of records not yet written. A thread per partition (rather
+//! than one per broker) keeps a slow fsync of one partition from delaying the others.
+//!
+//! A consumer whose position is below the ring's oldest record reads from the segments and,
+//! once it reaches the ring, from the ring: the offsets are the same, so there is no gap
+//! and no duplicate.
+//!
+//! # Durability
+//!
+//! - [`FlushPolicy::EveryBatch`]: a send returns only once the batch holding its record is
+//!   fsynced; producers sending at the same time share one fsync (group commit).
+//! - The other policies acknowledge a send once its record is in the ring; they fsync every
+//!   N records, every N bytes, every interval, or never (the OS writes back). The default,
+//!   [`FlushPolicy::Interval`] of 1 s, loses at most the last second on a power loss.
+//!   A process crash loses only what was still in the ring, not yet written: the writer
+//!   hands its buffer to the OS whenever it catches up.
+//! - [`Topic::sync`](crate::broker::Topic::sync) and [`Broker::sync`] force an fsync of
+//!   everything sent before the call.
+//! - Committed group offsets are written to `consumer-offsets-checkpoint` (atomically) every
+//!   [`BrokerBuilder::offsets_checkpoint_interval`] (5 s by default) and on close. After a
+//!   crash a group resumes from the last checkpoint: it re-reads at most what it committed
+//!   since (at-least-once). An offset beyond a recovered log end is clamped to it and
+//!   reported ([`Broker::clamped_offsets`]).
+//! - [`Broker::close`] stops the writers (draining the rings), closes every segment set,
+//!   writes the checkpoints and the clean-shutdown marker, and joins every thread; the next
+//!   open then skips revalidation, as Kafka does.
+
+mod data_dir;
+mod log;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub(crate) use data_dir::DataDir;
+pub use data_dir::{describe_data_dir, ClampedOffset, DataDirDescription, PartitionRecovery};
+
+use crate::storage::Io;
+use crate::sync::StdArc as Arc;
+use crate::{Error, Result};
+
+/// When a persisted topic's writer fsyncs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FlushPolicy {
+    /// After every batch the writer appends; a send is acknowledged only after its batch is
+    /// fsynced, and concurrent producers share an fsync (group commit).
+    EveryBatch,
+    /// After this many records (Kafka's `flush.messages`).
+    Messages(u64),
+    /// After this many bytes of batches.
+    Bytes(u64),
+    /// When this long has passed since the last fsync (Kafka's `flush.ms`).
+    Interval(Duration),
+    /// Never explicitly: the operating system writes back (Kafka's default).
+    Os,
+}
+
+impl Default for FlushPolicy {
+    /// An fsync every second: a power loss loses at most the last second's records.
+    fn default() -> Self {
+        FlushPolicy::Interval(Duration::from_secs(1))
+    }
+}
+
+/// How a persisted topic is kept on disk.
+///
+/// # Examples
+///
+/// ```
+/// use logbus::persist::{FlushPolicy, PersistConfig};
+///
+/// let config = PersistConfig::new()
+///     .flush(FlushPolicy::Bytes(1 << 20))
+///     .segment_bytes(64 << 20)
+///     .retention_bytes(1 << 30)
+///     .max_message_bytes(1 << 20);
+/// assert_eq!(config.flush_policy(), FlushPolicy::Bytes(1 << 20));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PersistConfig {
+    flush: FlushPolicy,
+    segment_bytes: u64,
+    retention_bytes: Option<u64>,
+    max_message_bytes: u64,
+}
+
+impl Default for PersistConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PersistConfig {
+    /// The default flush policy, 1 GiB segments, no size limit, 1 MiB records at most
+    /// (Kafka's defaults).
+    pub const fn new() -> Self {
+        Self {
+            flush: FlushPolicy::Interval(Duration::from_secs(1)),
+            segment_bytes: 1 << 30,
+            retention_bytes: None,
+            max_message_bytes: 1_048_588,
+        }
+    }
+
+    /// When to fsync.
+    pub const fn flush(mut self, policy: FlushPolicy) -> Self {
+        self.flush = policy;
+        self
+    }
+
+    /// Roll segments at this size (`segment.bytes`; 4 KiB to 2^31 - 1).
+    pub const fn segment_bytes(mut self, bytes: u64) -> Self {
+        self.segment_bytes = bytes;
+        self
+    }
+
+    /// Delete the oldest segments while a partition stays at or above this size
+    /// (`retention.bytes`).
+    pub const fn retention_bytes(mut self, bytes: u64) -> Self {
+        self.retention_bytes = Some(bytes);
+        self
+    }
+
+    /// The largest record accepted at send, encoded (`max.message.bytes`; 64 B to 64 MiB).
+    pub const fn max_message_bytes(mut self, bytes: u64) -> Self {
+        self.max_message_bytes = bytes;
+        self
+    }
+
+    /// The flush policy.
+    pub const fn flush_policy(&self) -> FlushPolicy {
+        self.flush
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = |name, value: String, valid: &str| {
+            Err(Error::InvalidConfig {
+                name,
+                value,
+                valid: valid.into(),
+            })
+        };
+        if !(4096..=i32::MAX as u64).contains(&self.segment_bytes) {
+            return bad(
+                "segment_bytes",
+                self.segment_bytes.to_string(),
+                "4096 ..= 2147483647",
+            );
+        }
+        if !(64..=64 << 20).contains(&self.max_message_bytes) {
+            return bad(
+                "max_message_bytes",
+                self.max_message_bytes.to_string(),
+                "64 ..= 67108864",
+            );
+        }
+        match self.flush {
+            FlushPolicy::Messages(0) | FlushPolicy::Bytes(0) => bad(
+                "flush",
+                format!("{:?}", self.flush),
+                "a count of at least 1",
+            ),
+            FlushPolicy::Interval(d) if d.is_zero() => {
+                bad("flush", "Interval(0s)".into(), "a positive interval")
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Where and how a broker's data directory is opened (the builder's part).
+#[derive(Debug, Clone)]
+pub(crate) struct DataDirOptions {
+    pub(crate) dir: Option<PathBuf>,
+    /// `None`: the real file system (made at open, so that building an in-memory broker
+    /// allocates nothing here).
+    pub(crate) io: Option<crate::sync::Arc<dyn Io>>,
+    pub(crate) offsets_interval: Duration,
+    pub(crate) retention_interval: Duration,
+}
+
+impl Default for DataDirOptions {
+    fn default() -> Self {
+        Self {
+            dir: None,
+            io: None,
+            offsets_interval: Duration::from_secs(5),
+            retention_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+use crate::broker::{Broker, BrokerBuilder};
+
+impl BrokerBuilder {
+    /// The data directory [`open`](Self::open) opens (created if missing).
+    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.persist.dir = Some(dir.into());
+        self
+    }
+
+    /// The file system under the data directory ([`FsIo`](crate::storage::FsIo) by default;
+    /// [`FaultyIo`](crate::storage::fault::FaultyIo) to simulate crashes).
+    pub fn io(mut self, io: crate::sync::Arc<dyn Io>) -> Self {
+        self.persist.io = Some(io);
+        self
+    }
+
+    /// How often committed group offsets are checkpointed (5 s by default; also on close).
+    /// After a crash a group re-reads at most what it committed during one interval.
+    pub fn offsets_checkpoint_interval(mut self, every: Duration) -> Self {
+        self.persist.offsets_interval = every;
+        self
+    }
+
+    /// How often retention runs, and the recovery-point and log-start checkpoints are
+    /// written (1 s by default).
+    pub fn retention_check_interval(mut self, every: Duration) -> Self {
+        self.persist.retention_interval = every;
+        self
+    }
+
+    /// Opens the broker on its data directory: takes the directory's lock, recovers every
+    /// partition (in parallel, see [`Broker::recovery_reports`]) and loads the committed
+    /// offsets. Persisted topics are then opened with [`Broker::open_topic`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] without a data directory; [`Error::DirectoryLocked`] when
+    /// another broker holds it; [`Error::InvalidCheckpoint`] for a damaged metadata or
+    /// checkpoint file; the storage layer's errors from recovery.
+    pub fn open(self) -> Result<Broker> {
+        let Some(dir) = self.persist.dir.clone() else {
+            return Err(Error::InvalidConfig {
+                name: "data_dir",
+                value: "none".into(),
+                valid: "a directory (BrokerBuilder::data_dir)".into(),
+            });
+        };
+        let data = DataDir::open(dir, self.persist.clone(), Arc::clone(&self.clock))?;
+        let broker = Broker::from_parts(Arc::clone(&self.clock), Some(Arc::clone(&data)));
+        data.start_background(&broker)?;
+        Ok(broker)
+    }
+}
+
+impl Broker {
+    /// Opens a broker on the data directory `dir` (see [`BrokerBuilder::open`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`BrokerBuilder::open`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, TopicConfig};
+    /// use logbus::persist::PersistConfig;
+    /// use logbus::producer::Record;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let broker = Broker::open(dir.path())?;
+    /// broker.create_persisted_topic::<String, String>("events", TopicConfig::new(1),
+    ///     PersistConfig::new())?;
+    /// broker.producer::<String, String>().send(Record::new("events", "hi".to_string()))?;
+    /// broker.close()?;
+    ///
+    /// let broker = Broker::open(dir.path())?;
+    /// let topic = broker.open_topic::<String, String>("events")?;
+    /// assert_eq!(broker.describe_topic("events")?.partitions[0].log_end, 1);
+    /// # drop(topic);
+    /// broker.close()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open(dir: impl Into<PathBuf>) -> Result<Broker> {
+        Broker::builder().data_dir(dir).open()
+    }
+
+    fn data_or_err(&self) -> Result<&Arc<DataDir>> {
+        self.data().ok_or_else(|| Error::InvalidConfig {
+            name: "data_dir",
+            value: "none (an in-memory broker)".into(),
+            valid: "a broker opened with Broker::open or BrokerBuilder::open".into(),
+        })
+    }
+
+    /// Creates a persisted topic: its partitions live in `<data dir>/<name>-<n>/`, its
+    /// metadata (with the codecs' type ids) in `<data dir>/<name>.topic`. The topic's
+    /// `records_in_memory` sizes the ring that caches the tail; its retention age applies
+    /// to segments; `Overflow` does not apply (producers wait only for the disk writer).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] (also on an in-memory broker), [`Error::InvalidTopicName`],
+    /// [`Error::TopicExists`] (in memory or on disk), I/O errors.
+    pub fn create_persisted_topic<K, V>(
+        &self,
+        name: &str,
+        config: crate::broker::TopicConfig,
+        persist: PersistConfig,
+    ) -> Result<crate::broker::Topic<K, V>>
+    where
+        K: crate::codec::Codec + Send + Sync + 'static,
+        V: crate::codec::Codec + Send + Sync + 'static,
+    {
+        crate::broker::validate_topic_name(name)?;
+        persist.validate()?;
+        self.data_or_err()?
+            .create_topic::<K, V>(self, name, config, persist)
+    }
+
+    /// Opens a persisted topic recovered from the data directory (or returns it if already
+    /// open), checking its codecs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`]; [`Error::TypeMismatch`] when the topic was created with other
+    /// key or value codecs (type ids), naming both.
+    pub fn open_topic<K, V>(&self, name: &str) -> Result<crate::broker::Topic<K, V>>
+    where
+        K: crate::codec::Codec + Send + Sync + 'static,
+        V: crate::codec::Codec + Send + Sync + 'static,
+    {
+        self.data_or_err()?.open_topic::<K, V>(self, name)
+    }
+
+    /// The persisted topics in the data directory (open or not), sorted.
+    pub fn persisted_topics(&self) -> Vec<String> {
+        self.data().map(|d| d.topic_names()).unwrap_or_default()
+    }
+
+    /// What recovery did to each partition when the broker opened, by topic and partition.
+    pub fn recovery_reports(&self) -> Vec<PartitionRecovery> {
+        self.data().map(|d| d.reports()).unwrap_or_default()
+    }
+
+    /// Committed offsets found beyond a recovered log end at open, and clamped to it.
+    pub fn clamped_offsets(&self) -> Vec<ClampedOffset> {
+        self.data().map(|d| d.clamped()).unwrap_or_default()
+    }
+
+    /// Makes every record sent to a persisted topic before the call durable, and checkpoints
+    /// the committed offsets.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error that took a log offline.
+    pub fn sync(&self) -> Result<()> {
+        match self.data() {
+            Some(d) => d.sync_all(self),
+            None => Ok(()),
+        }
+    }
+
+    /// Closes the broker: stops and joins the writers (after they wrote every record sent),
+    /// closes every partition log (fsync), writes Kafka's checkpoint files, the committed
+    /// offsets and the clean-shutdown marker, joins the background thread and releases the
+    /// directory. Sends fail afterwards. A no-op for an in-memory broker.
+    ///
+    /// # Errors
+    ///
+    /// The first I/O error (the marker is then not written: the next open recovers).
+    pub fn close(&self) -> Result<()> {
+        match self.data() {
+            Some(d) => d.close(self),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Broker {
+    /// For crash tests: stops every thread of the broker as the death of its process would,
+    /// writing nothing more — no flush, no checkpoint, no marker; buffered bytes and open
+    /// files are abandoned (leaked), locks stay until the simulated file system's
+    /// [`crash`](crate::storage::fault::FaultyIo::crash) or
+    /// [`kill`](crate::storage::fault::FaultyIo::kill). Waiting sends return (unacknowledged).
+    #[doc(hidden)]
+    pub fn simulate_process_death(&self) {
+        if let Some(d) = self.data() {
+            d.abandon();
+        }
+    }
+}
+
+impl<K, V> crate::broker::Topic<K, V> {
+    /// Makes every record sent to this (persisted) topic before the call durable. A no-op
+    /// for an in-memory topic.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error that took a partition's log offline.
+    pub fn sync(&self) -> Result<()> {
+        for p in self.inner().partitions().iter() {
+            p.sync_disk()?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,528 @@
+//! Durable topics: restart and replay, typed errors, and a SIGKILL crash test.
+
+use std::time::Duration;
+
+use logbus::broker::{Broker, TopicConfig, TopicPartition};
+use logbus::consumer::{ConsumerConfig, OffsetReset};
+use logbus::persist::{FlushPolicy, PersistConfig};
+use logbus::producer::Record;
+use logbus::Error;
+
+fn tp(p: u32) -> TopicPartition {
+    TopicPartition::new("t", p)
+}
+
+fn read_all(
+    broker: &Broker,
+    group: Option<&str>,
+    from: Option<u64>,
+    want: usize,
+) -> Vec<(u64, String)> {
+    let mut config = ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest);
+    if let Some(g) = group {
+        config = config.group_id(g);
+    }
+    let mut c = broker.consumer::<String, String>(config).unwrap();
+    c.assign(&[tp(0)]).unwrap();
+    if let Some(o) = from {
+        c.seek(&tp(0), o).unwrap();
+    }
+    let mut got = Vec::new();
+    let mut idle = 0;
+    while got.len() < want && idle < 50 {
+        let recs = c.poll(Duration::from_millis(20)).unwrap();
+        if recs.is_empty() {
+            idle += 1;
+        }
+        for r in recs.iter() {
+            got.push((r.offset, r.value.clone()));
+        }
+    }
+    if group.is_some() {
+        c.commit_sync().unwrap();
+    }
+    got
+}
+
+#[test]
+fn restart_resumes_groups_and_replays_from_disk_and_timestamps() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let broker = Broker::open(dir.path()).unwrap();
+        // A small ring: most records are read back from the segments.
+        broker
+            .create_persisted_topic::<String, String>(
+                "t",
+                TopicConfig::new(1).records_in_memory(16),
+                PersistConfig::new()
+                    .segment_bytes(4096)
+                    .flush(FlushPolicy::Os),
+            )
+            .unwrap();
+        let p = broker.producer::<String, String>();
+        for i in 0..1000 {
+            p.send(
+                Record::new("t", format!("v{i}"))
+                    .key(format!("k{i}"))
+                    .timestamp(1_000 + i as i64)
+                    .header("h", Some(bytes::Bytes::from_static(b"x"))),
+            )
+            .unwrap();
+        }
+        // A reader that fell off the ring catches up through disk, no gap, no duplicate.
+        let got = read_all(&broker, Some("g"), None, 600);
+        assert!(got.len() >= 600);
+        for (i, (o, v)) in got.iter().enumerate() {
+            assert_eq!((*o, v.as_str()), (i as u64, format!("v{i}").as_str()));
+        }
+        broker.close().unwrap();
+    }
+    let broker = Broker::open(dir.path()).unwrap();
+    assert!(broker
+        .recovery_reports()
+        .iter()
+        .all(|r| r.report.is_clean()));
+    assert!(matches!(
+        broker.open_topic::<String, Vec<u8>>("t"),
+        Err(Error::TypeMismatch { .. })
+    ));
+    let topic = broker.open_topic::<String, String>("t").unwrap();
+    assert_eq!(
+        broker.describe_topic("t").unwrap().partitions[0].log_end,
+        1000
+    );
+    // The group resumes from its committed offset, while a producer keeps writing.
+    let p = broker.producer::<String, String>();
+    let writer = std::thread::spawn(move || {
+        for i in 1000..1500 {
+            p.send(Record::new("t", format!("v{i}")).timestamp(1_000 + i as i64))
+                .unwrap();
+        }
+    });
+    let resumed = read_all(&broker, Some("g"), None, 1);
+    let first = resumed[0].0;
+    assert!((600..=1000).contains(&first), "resumed at {first}");
+    // Another replays from 0 and from a timestamp, from disk.
+    let all = read_all(&broker, None, Some(0), 1500);
+    writer.join().unwrap();
+    assert_eq!(all.len(), 1500);
+    for (i, (o, v)) in all.iter().enumerate() {
+        assert_eq!((*o, v.as_str()), (i as u64, format!("v{i}").as_str()));
+    }
+    let mut c = broker
+        .consumer::<String, String>(ConsumerConfig::new())
+        .unwrap();
+    c.assign(&[tp(0)]).unwrap();
+    let found = c.offsets_for_times(&[(tp(0), 1_250)]).unwrap();
+    assert_eq!(found[&tp(0)].map(|o| o.offset), Some(250));
+    topic.sync().unwrap();
+    broker.close().unwrap();
+}
+
+#[test]
+fn a_second_broker_on_the_directory_is_refused_and_limits_are_typed() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    assert!(matches!(
+        Broker::open(dir.path()),
+        Err(Error::DirectoryLocked { .. })
+    ));
+    broker
+        .create_persisted_topic::<(), Vec<u8>>(
+            "t",
+            TopicConfig::new(1),
+            PersistConfig::new().max_message_bytes(1000),
+        )
+        .unwrap();
+    assert!(matches!(
+        broker.create_persisted_topic::<(), Vec<u8>>(
+            "t",
+            TopicConfig::new(1),
+            PersistConfig::new()
+        ),
+        Err(Error::TopicExists { .. })
+    ));
+    let p = broker.producer::<(), Vec<u8>>();
+    let err = p.send(Record::new("t", vec![0u8; 2000])).unwrap_err();
+    assert!(matches!(err.error(), Error::RecordTooLarge { .. }), "{err}");
+    p.send(Record::new("t", vec![0u8; 100])).unwrap();
+    broker.close().unwrap();
+    let again = Broker::open(dir.path()).unwrap();
+    again.close().unwrap();
+}
+
+#[test]
+fn retention_by_size_moves_the_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .retention_check_interval(Duration::from_millis(10))
+        .open()
+        .unwrap();
+    broker
+        .create_persisted_topic::<(), Vec<u8>>(
+            "t",
+            TopicConfig::new(1).records_in_memory(64),
+            PersistConfig::new()
+                .segment_bytes(8192)
+                .retention_bytes(16384),
+        )
+        .unwrap();
+    let p = broker.producer::<(), Vec<u8>>();
+    for _ in 0..500 {
+        p.send(Record::new("t", vec![7u8; 200])).unwrap();
+    }
+    broker.sync().unwrap();
+    let mut start = 0;
+    for _ in 0..500 {
+        start = broker.describe_topic("t").unwrap().partitions[0].log_start;
+        if start > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(start > 0, "retention never moved the log start");
+    let mut c = broker
+        .consumer::<(), Vec<u8>>(ConsumerConfig::new().auto_offset_reset(OffsetReset::None))
+        .unwrap();
+    c.assign(&[TopicPartition::new("t", 0)]).unwrap();
+    c.seek(&TopicPartition::new("t", 0), 0).unwrap();
+    assert!(matches!(
+        c.poll(Duration::from_millis(10)),
+        Err(Error::PartitionOffsetOutOfRange { .. })
+    ));
+    broker.close().unwrap();
+}
+
+/// The child side of the crash test: produces under EveryBatch, printing each acked
+/// offset, committing as it goes, until killed.
+#[test]
+#[ignore = "run by sigkill_rounds as a child process"]
+fn crash_child() {
+    let Ok(dir) = std::env::var("LOGBUS_CRASH_DIR") else {
+        return;
+    };
+    use std::io::Write;
+    let broker = Broker::builder()
+        .data_dir(&dir)
+        .offsets_checkpoint_interval(Duration::from_millis(5))
+        .open()
+        .unwrap();
+    let _ = broker.create_persisted_topic::<String, String>(
+        "t",
+        TopicConfig::new(1).records_in_memory(64),
+        PersistConfig::new()
+            .segment_bytes(4096)
+            .flush(FlushPolicy::EveryBatch),
+    );
+    broker.open_topic::<String, String>("t").unwrap();
+    let end = broker.describe_topic("t").unwrap().partitions[0].log_end;
+    let p = broker.producer::<String, String>();
+    let mut c = broker
+        .consumer::<String, String>(ConsumerConfig::new().group_id("g"))
+        .unwrap();
+    c.assign(&[tp(0)]).unwrap();
+    let mut out = std::io::stdout().lock();
+    for i in end.. {
+        let m = p.send(Record::new("t", format!("v{i}"))).unwrap();
+        writeln!(out, "acked {}", m.offset).unwrap();
+        if i % 7 == 0 {
+            c.commit_offsets(&[(tp(0), m.offset)]).unwrap();
+            writeln!(out, "committed {}", m.offset).unwrap();
+        }
+        out.flush().unwrap();
+    }
+}
+
+#[test]
+fn sigkill_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut acked_max: Option<u64> = None;
+    let mut committed_ever = std::collections::HashSet::new();
+    let mut rounds_checked = 0;
+    for round in 0..20u64 {
+        let mut child = std::process::Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "crash_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("LOGBUS_CRASH_DIR", dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(60 + (round * 37) % 150));
+        child.kill().unwrap(); // SIGKILL
+        let out = child.wait_with_output().unwrap();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Some(o) = line.strip_prefix("acked ") {
+                let o: u64 = o.parse().unwrap();
+                acked_max = Some(acked_max.map_or(o, |m| m.max(o)));
+            } else if let Some(o) = line.strip_prefix("committed ") {
+                committed_ever.insert(o.parse::<u64>().unwrap());
+            }
+        }
+        let broker = Broker::open(dir.path()).unwrap();
+        if !broker.persisted_topics().contains(&"t".to_string()) {
+            broker.close().unwrap();
+            continue;
+        }
+        broker.open_topic::<String, String>("t").unwrap();
+        let end = broker.describe_topic("t").unwrap().partitions[0].log_end;
+        eprintln!(
+            "round {round}: log end {end}, acked up to {acked_max:?}, {} commits seen",
+            committed_ever.len()
+        );
+        rounds_checked += 1;
+        if let Some(m) = acked_max {
+            assert!(
+                end > m,
+                "round {round}: acked offset {m} lost (log end {end})"
+            );
+        }
+        // A prefix with dense offsets: every record's value names its offset.
+        let all = read_all(&broker, None, Some(0), end as usize);
+        assert_eq!(all.len() as u64, end, "round {round}");
+        for (i, (o, v)) in all.iter().enumerate() {
+            assert_eq!(
+                (*o, v.clone()),
+                (i as u64, format!("v{i}")),
+                "round {round}"
+            );
+        }
+        let mut c = broker
+            .consumer::<String, String>(ConsumerConfig::new().group_id("g"))
+            .unwrap();
+        c.assign(&[tp(0)]).unwrap();
+        if let Some(o) = c.committed(&tp(0)).unwrap() {
+            assert!(
+                committed_ever.contains(&o) || o == end,
+                "round {round}: committed {o}"
+            );
+        }
+        drop(c);
+        broker.close().unwrap();
+        let report =
+            logbus::storage::verify_dir(&logbus::storage::FsIo, &dir.path().join("t-0")).unwrap();
+        assert!(
+            report.problem.is_none(),
+            "round {round}: {:?}",
+            report.problem
+        );
+    }
+    assert!(acked_max.is_some());
+    assert!(
+        rounds_checked >= 19,
+        "only {rounds_checked} rounds reopened a topic"
+    );
+}
+
+/// Power loss at broker level: >= 50 simulated crashes (FaultyIo) while four topics (one per
+/// flush policy) produce, roll small segments, run retention and write checkpoints. After
+/// each: every partition is a dense prefix (values name their offsets) holding every record
+/// acknowledged under EveryBatch and every record below a `sync` that returned, indexes are
+/// consistent, and committed offsets are ones that were committed (or clamped, reported).
+#[test]
+fn power_loss_rounds() {
+    use logbus::storage::fault::FaultyIo;
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let fs = FaultyIo::new(0x5eed);
+    let data = std::path::PathBuf::from("/data");
+    let policies = [
+        FlushPolicy::EveryBatch,
+        FlushPolicy::Messages(16),
+        FlushPolicy::Bytes(4096),
+        FlushPolicy::Os,
+    ];
+    // Per topic: offsets promised durable (max), committed offsets ever committed.
+    let mut promised = [0u64; 4];
+    let mut committed_ever: Vec<HashSet<u64>> = vec![HashSet::new(); 4];
+    let mut rng = fastrand::Rng::with_seed(42);
+    let rounds = 60;
+    for round in 0..rounds {
+        let broker = Broker::builder()
+            .io(Arc::new(fs.clone()))
+            .data_dir(&data)
+            .retention_check_interval(Duration::from_millis(2))
+            .offsets_checkpoint_interval(Duration::from_millis(3))
+            .open()
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        for (i, policy) in policies.iter().enumerate() {
+            let name = format!("p{i}");
+            let topic = match broker.open_topic::<(), String>(&name) {
+                Ok(t) => t,
+                Err(Error::UnknownTopic { .. }) => broker
+                    .create_persisted_topic::<(), String>(
+                        &name,
+                        TopicConfig::new(1).records_in_memory(32),
+                        PersistConfig::new()
+                            .segment_bytes(4096)
+                            .retention_bytes(24 << 10)
+                            .flush(*policy),
+                    )
+                    .unwrap(),
+                Err(e) => panic!("round {round}: {e}"),
+            };
+            let o = broker.describe_topic(&name).unwrap().partitions[0];
+            assert!(
+                o.log_end >= promised[i],
+                "round {round} {name}: log end {} < promised {}",
+                o.log_end,
+                promised[i]
+            );
+            // Dense prefix: every retained record's value names its offset.
+            let mut c = broker
+                .consumer::<(), String>(
+                    ConsumerConfig::new()
+                        .group_id("g")
+                        .auto_offset_reset(OffsetReset::None),
+                )
+                .unwrap();
+            let tp = TopicPartition::new(name.clone(), 0);
+            c.assign(std::slice::from_ref(&tp)).unwrap();
+            let clamped = broker.clamped_offsets();
+            // A clamped offset is the group's committed offset from now on.
+            for x in clamped.iter().filter(|x| x.topic == name) {
+                assert!(x.committed > x.log_end && committed_ever[i].contains(&x.committed));
+                committed_ever[i].insert(x.log_end);
+            }
+            if let Some(got) = c.committed(&tp).unwrap() {
+                let was_clamped = clamped.iter().any(|x| x.topic == name && x.log_end == got);
+                assert!(
+                    committed_ever[i].contains(&got) || was_clamped,
+                    "round {round} {name}: committed {got} never committed"
+                );
+            }
+            c.seek(&tp, o.log_start).unwrap();
+            let mut next = o.log_start;
+            let mut empty = 0;
+            while next < o.log_end {
+                // Retention runs meanwhile: a start that moved past us is followed.
+                let recs = match c.poll(Duration::from_millis(5)) {
+                    Ok(recs) => recs,
+                    Err(Error::PartitionOffsetOutOfRange { start, .. }) if start > next => {
+                        next = start;
+                        c.seek(&tp, start).unwrap();
+                        continue;
+                    }
+                    Err(e) => panic!("round {round} {name}: {e:?}"),
+                };
+                empty = if recs.is_empty() { empty + 1 } else { 0 };
+                assert!(
+                    empty < 200,
+                    "round {round} {name}: stuck at {next} in {o:?}"
+                );
+                for r in recs.iter() {
+                    assert_eq!(
+                        (r.offset, r.value.clone()),
+                        (next, format!("v{next}")),
+                        "round {round} {name}"
+                    );
+                    next += 1;
+                }
+            }
+            drop(topic);
+        }
+        // Recovery left consistent segments and indexes: checked on the closed directory,
+        // then the broker reopens (cleanly) to produce until it dies.
+        broker.close().unwrap();
+        for i in 0..4 {
+            let report = logbus::storage::verify_dir(&fs, &data.join(format!("p{i}-0"))).unwrap();
+            assert!(
+                report.problem.is_none(),
+                "round {round} p{i}: {:?}",
+                report.problem
+            );
+        }
+        let broker = Broker::builder()
+            .io(Arc::new(fs.clone()))
+            .data_dir(&data)
+            .retention_check_interval(Duration::from_millis(2))
+            .offsets_checkpoint_interval(Duration::from_millis(3))
+            .open()
+            .unwrap();
+        assert!(broker
+            .recovery_reports()
+            .iter()
+            .all(|r| r.report.is_clean()));
+        // Produce on every topic while the main thread picks the moment of death.
+        let dead = Arc::new(AtomicBool::new(false));
+        let acks = Arc::new(Mutex::new([0u64; 4]));
+        let commits = Arc::new(Mutex::new(vec![Vec::new(); 4]));
+        let mut threads = Vec::new();
+        for i in 0..4 {
+            let (broker, dead, acks, commits) = (
+                broker.clone(),
+                Arc::clone(&dead),
+                Arc::clone(&acks),
+                Arc::clone(&commits),
+            );
+            let seed = rng.u64(..);
+            threads.push(std::thread::spawn(move || {
+                let name = format!("p{i}");
+                // The broker may die before this thread gets to open its topic.
+                let topic = match broker.open_topic::<(), String>(&name) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        assert!(dead.load(Ordering::SeqCst), "{e}");
+                        return;
+                    }
+                };
+                let p = broker.producer::<(), String>();
+                let mut c = broker
+                    .consumer::<(), String>(ConsumerConfig::new().group_id("g"))
+                    .unwrap();
+                let tp = TopicPartition::new(name.clone(), 0);
+                c.assign(std::slice::from_ref(&tp)).unwrap();
+                let mut r = fastrand::Rng::with_seed(seed);
+                let start = broker.describe_topic(&name).unwrap().partitions[0].log_end;
+                for n in start.. {
+                    match p.send(Record::new(name.clone(), format!("v{n}"))) {
+                        Ok(m) => {
+                            assert_eq!(m.offset, n);
+                            if i == 0 && !dead.load(Ordering::SeqCst) {
+                                let mut a = acks.lock().unwrap();
+                                a[i] = a[i].max(m.offset + 1);
+                            }
+                        }
+                        Err(_) => return,
+                    }
+                    if n % 23 == 0 {
+                        let end = n + 1;
+                        if topic.sync().is_ok() && !dead.load(Ordering::SeqCst) {
+                            let mut a = acks.lock().unwrap();
+                            a[i] = a[i].max(end);
+                        }
+                    }
+                    if n % 11 == 0 {
+                        let at = n.saturating_sub(r.u64(..5));
+                        commits.lock().unwrap()[i].push(at);
+                        if c.commit_offsets(&[(tp.clone(), at)]).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }));
+        }
+        std::thread::sleep(Duration::from_millis(rng.u64(5..40)));
+        dead.store(true, Ordering::SeqCst);
+        broker.simulate_process_death();
+        for t in threads {
+            t.join().unwrap();
+        }
+        fs.crash();
+        let a = acks.lock().unwrap();
+        for i in 0..4 {
+            promised[i] = promised[i].max(a[i]);
+            committed_ever[i].extend(commits.lock().unwrap()[i].iter().copied());
+        }
+    }
+    assert!(fs.crashes() >= 50);
+}
