@@ -23,11 +23,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use logbus::storage::file_names::{parse_file_name, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use logbus::storage::record_batch::{
     crc32c, Batch, BatchHeader, TimestampType, CORRUPT_BELOW_BATCH_LENGTH, HEADER_SIZE,
     HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
 };
-use logbus::storage::segment::{parse_file_name, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use logbus::storage::verify::{partition_dirs, verify_path_with, VerifyOptions};
 use logbus::storage::{
     offset_index, time_index, FsIo, Io, IoFile, OpenMode, VERIFY_MAX_BATCH_BYTES,

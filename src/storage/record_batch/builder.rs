@@ -6,7 +6,6 @@ use super::{BatchHeader, Record, HEADER_SIZE, LOG_OVERHEAD, MAGIC, NO_TIMESTAMP}
 use crate::error::{Error, Result};
 use crate::storage::varint::{put_varint, put_varlong, varint_size, varlong_size};
 
-/// ```
 /// Builds one uncompressed batch, record by record, into a reusable buffer.
 ///
 /// Offsets are dense from the base offset (record `i` gets offset delta `i`); the first
@@ -29,6 +28,7 @@ use crate::storage::varint::{put_varint, put_varlong, varint_size, varlong_size}
 /// b.clear(1); // reuse the buffer for the next batch
 /// assert!(b.is_empty());
 /// # Ok::<(), logbus::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct BatchBuilder {
     /// The batch occupies `buf[start..]`; `start` is 0 except inside
