@@ -19,6 +19,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::file_names::{file_name, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use super::index_file::IndexFile;
 use super::io::{Io, IoFile, OpenMode};
 use super::offset_index::OffsetIndex;
 use super::record_batch::{Batch, BatchHeader, HEADER_SIZE, NO_TIMESTAMP};
@@ -116,29 +117,40 @@ impl Segment {
         let log = io
             .open(&log_path, OpenMode::Truncate)
             .map_err(|e| Error::opening("creating", &log_path, e))?;
-        let (offset_index, _) = OffsetIndex::open(
-            io,
-            &dir.join(file_name(base_offset, INDEX_SUFFIX)),
-            base_offset,
-            params.segment_index_bytes,
-            true,
-        )?;
-        let (time_index, _) = TimeIndex::open(
-            io,
-            &dir.join(file_name(base_offset, TIME_INDEX_SUFFIX)),
-            base_offset,
-            params.segment_index_bytes,
-            true,
-        )?;
+        let (segment, _) = Self::with_indexes(io, dir, base_offset, params, now_ms, log, true)?;
         Ok(Segment {
+            log_unsynced: true,
+            ..segment
+        })
+    }
+
+    /// A segment over `log` (not yet read: empty as far as its fields say) with its two
+    /// indexes opened (`fresh`: emptied). Returns whether each index held whole entries.
+    fn with_indexes(
+        io: &dyn Io,
+        dir: &Path,
+        base_offset: u64,
+        params: SegmentParams,
+        now_ms: i64,
+        log: Box<dyn IoFile>,
+        fresh: bool,
+    ) -> Result<(Self, [bool; 2])> {
+        let (max, path) = (params.segment_index_bytes, |s| {
+            dir.join(file_name(base_offset, s))
+        });
+        let (offset_index, index_whole) =
+            IndexFile::open(io, &path(INDEX_SUFFIX), base_offset, max, fresh)?;
+        let (time_index, time_whole) =
+            IndexFile::open(io, &path(TIME_INDEX_SUFFIX), base_offset, max, fresh)?;
+        let segment = Segment {
             base_offset,
-            log_path,
+            log_path: dir.join(file_name(base_offset, LOG_SUFFIX)),
             log,
             flushed: 0,
             pending: Vec::new(),
-            log_unsynced: true,
-            offset_index,
-            time_index,
+            log_unsynced: false,
+            offset_index: OffsetIndex::from(offset_index),
+            time_index: TimeIndex::from(time_index),
             params,
             bytes_since_last_entry: 0,
             max_timestamp: NO_TIMESTAMP,
@@ -146,7 +158,8 @@ impl Segment {
             rolling_timestamp: None,
             created_ms: now_ms,
             next_offset: base_offset,
-        })
+        };
+        Ok((segment, [index_whole, time_whole]))
     }
 
     /// Opens an existing segment (its `.log` must exist; missing indexes are created empty).
@@ -181,37 +194,9 @@ impl Segment {
         };
         let index_existed = exists(&index_path)?;
         let time_existed = exists(&time_path)?;
-        let (offset_index, index_whole) = OffsetIndex::open(
-            io,
-            &index_path,
-            base_offset,
-            params.segment_index_bytes,
-            false,
-        )?;
-        let (time_index, time_whole) = TimeIndex::open(
-            io,
-            &time_path,
-            base_offset,
-            params.segment_index_bytes,
-            false,
-        )?;
-        let segment = Segment {
-            base_offset,
-            log_path,
-            log,
-            flushed,
-            pending: Vec::new(),
-            log_unsynced: false,
-            offset_index,
-            time_index,
-            params,
-            bytes_since_last_entry: 0,
-            max_timestamp: NO_TIMESTAMP,
-            offset_of_max_timestamp: base_offset,
-            rolling_timestamp: None,
-            created_ms: now_ms,
-            next_offset: base_offset,
-        };
+        let (segment, [index_whole, time_whole]) =
+            Self::with_indexes(io, dir, base_offset, params, now_ms, log, false)?;
+        let segment = Segment { flushed, ..segment };
         let health = IndexHealth {
             offset_index_ok: index_existed && index_whole && segment.offset_index_sane(),
             time_index_ok: time_existed && time_whole && segment.time_index_sane(),
@@ -331,8 +316,8 @@ impl Segment {
         upper_bound: Option<u64>,
     ) -> Result<SegmentRecovery> {
         self.flush_log()?;
-        self.offset_index.begin_rebuild();
-        self.time_index.begin_rebuild();
+        self.offset_index.file_mut().begin_rebuild();
+        self.time_index.file_mut().begin_rebuild();
         let base = self.base_offset;
         let interval = self.params.index_interval_bytes;
         let mut next = base;
@@ -401,10 +386,10 @@ impl Segment {
             self.log_unsynced = true;
         }
         self.time_index.maybe_append(max_ts, max_off, true);
-        self.offset_index.end_rebuild();
-        self.time_index.end_rebuild();
-        self.offset_index.flush()?;
-        self.time_index.flush()?;
+        self.offset_index.file_mut().end_rebuild();
+        self.time_index.file_mut().end_rebuild();
+        self.offset_index.file_mut().flush()?;
+        self.time_index.file_mut().flush()?;
         self.max_timestamp = max_ts;
         self.offset_of_max_timestamp = max_off;
         self.rolling_timestamp = rolling;
@@ -458,30 +443,9 @@ impl Segment {
     }
 
     /// Whether the next batch (of `batch_size` bytes, max timestamp `max_timestamp`, last
-    /// offset `last_offset`) must go to a new segment (Kafka's `LogSegment.shouldRoll`).
+    /// offset `last_offset`) must go to a new segment of `size` bytes (its size now, or before
+    /// a batch was staged with [`stage`](Segment::stage)): Kafka's `LogSegment.shouldRoll`.
     /// `now_ms` is called only when the batches carry no timestamps.
-    pub(crate) fn should_roll(
-        &self,
-        segment_bytes: u64,
-        segment_ms: i64,
-        batch_size: u64,
-        max_timestamp: i64,
-        last_offset: u64,
-        now_ms: impl FnOnce() -> i64,
-    ) -> bool {
-        self.roll_due(
-            self.size(),
-            segment_bytes,
-            segment_ms,
-            batch_size,
-            max_timestamp,
-            last_offset,
-            now_ms,
-        )
-    }
-
-    /// [`should_roll`](Segment::should_roll) for a segment of `size` bytes (its size before
-    /// a batch was staged with [`stage`](Segment::stage)).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn roll_due(
         &self,
@@ -600,8 +564,8 @@ impl Segment {
     /// Hands buffered log bytes and index entries to the operating system.
     pub(crate) fn flush(&mut self) -> Result<()> {
         self.flush_log()?;
-        self.offset_index.flush()?;
-        self.time_index.flush()
+        self.offset_index.file_mut().flush()?;
+        self.time_index.file_mut().flush()
     }
 
     /// Flushes, then makes the log durable, and the indexes too when `indexes` is set.
@@ -618,8 +582,8 @@ impl Segment {
             self.log_unsynced = false;
         }
         if indexes {
-            self.offset_index.sync()?;
-            self.time_index.sync()?;
+            self.offset_index.file_mut().sync()?;
+            self.time_index.file_mut().sync()?;
         }
         Ok(())
     }
@@ -764,10 +728,10 @@ impl Segment {
             .map_err(|e| Error::io(format!("truncating {}", self.log_path.display()), e))?;
         self.flushed = pos;
         self.log_unsynced = true;
-        self.offset_index.truncate_to(offset);
-        self.time_index.truncate_to(offset);
-        self.offset_index.flush()?;
-        self.time_index.flush()?;
+        self.offset_index.file_mut().truncate_to(offset);
+        self.time_index.file_mut().truncate_to(offset);
+        self.offset_index.file_mut().flush()?;
+        self.time_index.file_mut().flush()?;
         self.load()
     }
 
