@@ -1,5 +1,5 @@
 //! Walking the batches of a `.log` file: [`scan_log`] checks each batch's size and CRC with
-//! bounded memory, and [`check_batch_offsets`] is Kafka's rule for where a batch's offsets may
+//! bounded memory, and `check_batch_offsets` is Kafka's rule for where a batch's offsets may
 //! lie. Recovery, the verifier and `logbus dump` all read logs through here.
 
 use std::path::Path;

@@ -11,9 +11,7 @@
 //! Recovery is Kafka's `LogSegment.recover`: every batch is checked (size, CRC, records,
 //! offsets increasing from the base offset, possibly with gaps, and below the next segment's),
 //! the indexes are rebuilt as it goes, and the log is cut at the first bad or incomplete batch.
-//!
-//! [`scan_log`] iterates the batches of any `.log` file with their positions, which is what a
-//! dump tool needs.
+//! The batch walk and the per-batch rules live in [`scan`](super::scan), shared with the verifier.
 
 use std::fmt;
 use std::path::{Path, PathBuf};

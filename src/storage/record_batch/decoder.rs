@@ -238,7 +238,7 @@ pub struct Header {
 /// A record, owned: what is appended, and what is read back (its offset comes beside it).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Record {
-    /// Milliseconds since the Unix epoch, or [`NO_TIMESTAMP`].
+    /// Milliseconds since the Unix epoch, or [`NO_TIMESTAMP`](super::NO_TIMESTAMP).
     pub timestamp: i64,
     /// The key; `None` is a null key.
     pub key: Option<Vec<u8>>,

@@ -105,7 +105,7 @@ pub(super) fn be_i64(b: &[u8], at: usize) -> i64 {
 
 impl BatchHeader {
     /// Parses the header at the start of `buf` and checks `batchLength` and the magic byte
-    /// (not the CRC: see [`Batch::decode`]).
+    /// (not the CRC: see [`Batch::decode`](super::Batch::decode)).
     ///
     /// # Errors
     ///

@@ -19,7 +19,7 @@
 //!
 //! logbus writes uncompressed batches with producer id, epoch and base sequence -1 (no
 //! idempotence yet) and `CreateTime` timestamps. Reading a compressed batch's records is an
-//! [`Error::UnsupportedCompression`]; its header and CRC can still be read and checked.
+//! [`Error::UnsupportedCompression`](crate::Error::UnsupportedCompression); its header and CRC can still be read and checked.
 //!
 //! # Examples
 //!

@@ -2,7 +2,7 @@
 //! directory holding many (what `logbus verify` runs).
 //!
 //! [`verify_partition`] adds the checks of the directory's names to
-//! [`verify_dir`](super::verify_dir)'s checks of its contents: every `.log`,
+//! [`verify_dir`]'s checks of its contents: every `.log`,
 //! `.index` and `.timeindex` file must be named by a 20-digit base offset, and every index
 //! must have its `.log` (Kafka's `LogLoader` deletes stray indexes and ignores misnamed files,
 //! so a directory holding either is not as Kafka would leave it), and by default requires
@@ -184,7 +184,7 @@ pub struct VerifyOptions {
     /// take every offset from its base to its last, in order. Turn it off for logs that may
     /// hold gaps — compacted Kafka topics, or batches appended with a gap through
     /// [`SegmentSet::append_batch`](super::SegmentSet::append_batch) — to check offsets only
-    /// as [`verify_dir`](super::verify_dir) does.
+    /// as [`verify_dir`] does.
     pub dense_offsets: bool,
     /// The largest batch read into memory ([`VERIFY_MAX_BATCH_BYTES`] by default): a valid
     /// batch above it is reported as a problem, unchecked, so memory stays bounded whatever
@@ -303,7 +303,7 @@ pub fn verify_partition(io: &dyn Io, dir: &Path) -> Result<VerifyReport> {
 
 /// Checks the partition directory `dir` without changing it: first its names (every segment
 /// file named by a 20-digit base offset, no index without its `.log`), then its contents as
-/// [`verify_dir`](super::verify_dir) does (batches, CRCs, offsets increasing and inside their segment, both
+/// [`verify_dir`] does (batches, CRCs, offsets increasing and inside their segment, both
 /// indexes against the batches, no incomplete tail), then, with
 /// [`dense_offsets`](VerifyOptions::dense_offsets), that no offset is missing. Stops at the
 /// first problem, which names the file and byte position.
