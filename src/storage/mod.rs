@@ -13,7 +13,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`io`] | the I/O trait under every file access, and the real file system |
-//! | [`fault`] | test support: an in-memory file system with injected faults and power loss |
+//! | `fault` | test support (feature `test-util`): an in-memory file system with injected faults and power loss |
 //! | [`varint`] | zig-zag varints |
 //! | [`record_batch`] | the RecordBatch v2 codec |
 //! | [`offset_index`], [`time_index`] | the sparse `.index` and `.timeindex` files |
@@ -116,6 +116,7 @@
 //! ```
 
 pub mod checkpoint;
+#[cfg(any(test, feature = "test-util"))]
 pub mod fault;
 pub mod file_names;
 mod index_file;
