@@ -11,7 +11,7 @@
 //! Every impl carries a [`TYPE_ID`](Codec::TYPE_ID): a stable name for the *encoding*, for
 //! persisted topic metadata to record (planned), so that reopening a topic with another type
 //! will be caught. (In memory, a topic checks its key and value types by `TypeId`: asking for
-//! it with others is [`Error::TypeMismatch`](crate::Error::TypeMismatch).) It is a constant
+//! it with others is [`Error::TypeMismatch`].) It is a constant
 //! rather than `std::any::type_name`, whose output may change between compilers. Types with
 //! the same bytes share an id (`Vec<u8>` and `Bytes`), so a topic written with one will be
 //! readable with the other.
