@@ -51,6 +51,7 @@ pub(super) fn verify(io: &dyn Io, dir: &Path, checks: Checks) -> Result<VerifyRe
     let mut report = VerifyReport::default();
     if let Some(p) = check_names(dir, &names, &bases, checks.names) {
         report.problem = Some(p);
+        report.unchecked_segments = bases.len();
         return Ok(report);
     }
     let bases: Vec<u64> = bases.into_iter().collect();
@@ -96,6 +97,7 @@ pub(super) fn verify(io: &dyn Io, dir: &Path, checks: Checks) -> Result<VerifyRe
                 size,
                 max,
             }) => {
+                report.unchecked_segments = bases.len() - report.segments;
                 report.problem = Some(Problem {
                     file,
                     position,
@@ -111,6 +113,7 @@ pub(super) fn verify(io: &dyn Io, dir: &Path, checks: Checks) -> Result<VerifyRe
             Ok(Ok(next)) => prev_next = Some(next),
             Ok(Err(p)) => {
                 report.problem = Some(p);
+                report.unchecked_segments = bases.len() - report.segments;
                 return Ok(report);
             }
         }

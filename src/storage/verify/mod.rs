@@ -9,7 +9,7 @@
 //! dense offsets (see [`VerifyOptions`]): no offset missing inside or between segments, as
 //! after a segment was deleted by hand. [`verify_path`] finds the
 //! partition directories under a path — the path itself when it holds segment files,
-//! otherwise its subdirectories that do — and verifies each one.
+//! otherwise every directory below it, at any depth, that does — and verifies each one.
 //!
 //! # Examples
 //!
@@ -110,6 +110,9 @@ pub struct Problem {
 pub struct VerifyReport {
     /// Segments checked (up to the first problem).
     pub segments: usize,
+    /// Segments not reached: verification stops at the first problem, and the segments after
+    /// it (all of them, for a problem in the directory's names) are not checked.
+    pub unchecked_segments: usize,
     /// Valid batches seen.
     pub batches: u64,
     /// The first problem, or `None` when every segment and index is consistent.
@@ -268,6 +271,14 @@ impl TreeReport {
     pub fn batches(&self) -> u64 {
         self.partitions.iter().map(|p| p.report.batches).sum()
     }
+
+    /// Segments not reached across all partitions (see [`VerifyReport::unchecked_segments`]).
+    pub fn unchecked_segments(&self) -> usize {
+        self.partitions
+            .iter()
+            .map(|p| p.report.unchecked_segments)
+            .sum()
+    }
 }
 
 /// [`verify_partition_with`] with the default options (dense offsets required).
@@ -378,13 +389,14 @@ fn list(dir: &Path) -> Result<Vec<String>> {
 }
 
 /// The partition directories at `path` on the file system: `path` itself when it holds
-/// segment files, otherwise each subdirectory of `path` that does, in name order.
+/// segment files, otherwise every directory below `path`, at any depth, that does, in path
+/// order.
 ///
 /// # Errors
 ///
 /// [`Error::Io`] when `path` or a subdirectory cannot be read (e.g. it does not exist);
 /// [`Error::NotASegment`] when `path` is not a directory, or neither it nor any
-/// subdirectory holds segment files.
+/// directory below it holds segment files.
 ///
 /// # Examples
 ///
@@ -413,21 +425,7 @@ pub fn partition_dirs(path: &Path) -> Result<Vec<PathBuf>> {
         return Ok(vec![path.to_path_buf()]);
     }
     let mut dirs = Vec::new();
-    for name in names {
-        let child = path.join(name);
-        // A subdirectory that cannot be read is listed, so that verifying it reports why,
-        // beside every other partition.
-        let holds_segments = match fs::metadata(&child) {
-            Ok(m) if m.is_dir() => {
-                list(&child).map_or(true, |n| n.iter().any(|n| is_segment_file(n)))
-            }
-            Ok(_) => false,
-            Err(_) => fs::symlink_metadata(&child).is_ok_and(|m| m.is_symlink()),
-        };
-        if holds_segments {
-            dirs.push(child);
-        }
-    }
+    find_partitions(path, names, &mut dirs);
     if dirs.is_empty() {
         return Err(Error::NotASegment {
             path: path.to_path_buf(),
@@ -437,6 +435,37 @@ pub fn partition_dirs(path: &Path) -> Result<Vec<PathBuf>> {
         });
     }
     Ok(dirs)
+}
+
+/// Adds the partition directories below `dir` (whose entries are `names`) to `dirs`, in name
+/// order, at any depth: a subdirectory holding segment files is one, any other is searched.
+/// Only real directories are searched (a symlink loop cannot trap the walk); a symlink to a
+/// directory of segment files is still a partition. A subdirectory that cannot be read, and a
+/// dangling symlink, are listed, so that verifying them reports why, beside every other
+/// partition.
+fn find_partitions(dir: &Path, mut names: Vec<String>, dirs: &mut Vec<PathBuf>) {
+    names.sort();
+    for name in names {
+        let child = dir.join(name);
+        let Ok(meta) = fs::metadata(&child) else {
+            if fs::symlink_metadata(&child).is_ok_and(|m| m.is_symlink()) {
+                dirs.push(child);
+            }
+            continue;
+        };
+        if !meta.is_dir() {
+            continue;
+        }
+        let Ok(names) = list(&child) else {
+            dirs.push(child);
+            continue;
+        };
+        if names.iter().any(|n| is_segment_file(n)) {
+            dirs.push(child);
+        } else if fs::symlink_metadata(&child).is_ok_and(|m| !m.is_symlink()) {
+            find_partitions(&child, names, dirs);
+        }
+    }
 }
 
 /// [`verify_path_with`] with the default options (dense offsets required).

@@ -284,3 +284,34 @@ fn bad_paths() {
         other => panic!("expected NotFound, got {other:?}"),
     }
 }
+
+#[test]
+fn a_problem_counts_the_segments_not_reached() {
+    let io = FaultyIo::new(8);
+    let dir = Path::new("/data/t-6");
+    write_partition(Arc::new(io.clone()), dir, 200);
+    let clean = verify_partition(&io, dir).unwrap();
+    assert_eq!(clean.unchecked_segments, 0);
+    let logs: Vec<String> = io
+        .list_dir(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    let path = dir.join(&logs[1]);
+    let mut bytes = io.read_file(&path).unwrap();
+    bytes[70] ^= 1;
+    assert!(io.write_file(&path, &bytes));
+    let report = verify_partition(&io, dir).unwrap();
+    assert_eq!(report.problem.unwrap().kind, ProblemKind::CorruptBatch);
+    assert_eq!(report.segments, 2);
+    assert_eq!(report.unchecked_segments, logs.len() - 2);
+
+    // A problem in the names: nothing was checked.
+    io.open(&dir.join("7.log"), OpenMode::CreateNew).unwrap();
+    let report = verify_partition(&io, dir).unwrap();
+    assert_eq!(
+        (report.segments, report.unchecked_segments),
+        (0, logs.len())
+    );
+}
