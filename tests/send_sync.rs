@@ -68,6 +68,32 @@ mod queue {
         assert_not_send!(Sender<Rc<u8>>);
         assert_not_send!(Receiver<Rc<u8>>);
     }
+
+    #[test]
+    fn handles_are_unwind_safe_as_crossbeam_channels_are() {
+        // For any payload, even one that is neither (`Cell` is not `RefUnwindSafe`).
+        unwind_safe::<Sender<Cell<u32>>>();
+        unwind_safe::<Receiver<Cell<u32>>>();
+        unwind_safe::<Iter<'static, Cell<u32>>>();
+        unwind_safe::<TryIter<'static, Cell<u32>>>();
+        unwind_safe::<IntoIter<Cell<u32>>>();
+    }
+
+    #[test]
+    fn a_send_wrapped_in_catch_unwind_compiles_and_the_queue_works_after() {
+        let (tx, rx) = logbus::queue::bounded(2);
+        // No `AssertUnwindSafe`: the closure borrows both handles.
+        let r = std::panic::catch_unwind(|| {
+            tx.send(1).unwrap();
+            assert_eq!(rx.recv(), Ok(1));
+            tx.send(2).unwrap();
+            panic!("after the send");
+        });
+        assert!(r.is_err());
+        assert_eq!(rx.try_recv(), Ok(2));
+        tx.send(3).unwrap();
+        assert_eq!(rx.recv(), Ok(3));
+    }
 }
 
 mod ring {

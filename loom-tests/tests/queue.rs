@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use logbus::queue::{bounded, RecvTimeoutError, SendTimeoutError, TryRecvError};
+use logbus::queue::{bounded, RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -250,5 +250,49 @@ fn the_last_receiver_leaves_while_the_sender_sends() {
             "a send succeeded after one saw the disconnection"
         );
         assert!(tx.send(Arc::new(3)).is_err(), "the disconnection was lost");
+    });
+}
+
+/// Linearizability of `try_recv` (the public API runs the shared protocol under loom): two
+/// threads each send, then `try_recv`. When a thread calls `try_recv` its own send has
+/// completed, so a message is there even if the other thread claimed the head slot first
+/// and has not written it yet: `Empty` would be a lie. Fails (`Empty`) with the wait for a
+/// claimed-but-unwritten slot taken out of `claim_recv`.
+#[test]
+fn try_recv_after_a_completed_send_finds_a_message() {
+    model(|| {
+        let (tx, rx) = bounded::<Arc<u8>>(2);
+        let (tx2, rx2) = (tx.clone(), rx.clone());
+        let other = thread::spawn(move || {
+            tx2.send(Arc::new(1)).unwrap();
+            rx2.try_recv().map(|_| ())
+        });
+        tx.send(Arc::new(0)).unwrap();
+        assert_eq!(rx.try_recv().map(|_| ()), Ok(()));
+        assert_eq!(other.join().unwrap(), Ok(()));
+    });
+}
+
+/// The mirror image for `try_send`: the queue starts full, two threads each receive, then
+/// `try_send`; a slot is free when each calls it, even if the other thread claimed the tail
+/// slot's message and has not freed the slot yet. Fails (`Full`) with the wait taken out
+/// of `claim_send`.
+#[test]
+fn try_send_after_a_completed_recv_finds_room() {
+    model(|| {
+        let (tx, rx) = bounded::<Arc<u8>>(2);
+        tx.send(Arc::new(0)).unwrap();
+        tx.send(Arc::new(1)).unwrap();
+        let (tx2, rx2) = (tx.clone(), rx.clone());
+        let other = thread::spawn(move || {
+            rx2.recv().unwrap();
+            tx2.try_send(Arc::new(3)).map_err(|e| e.is_full())
+        });
+        rx.recv().unwrap();
+        assert!(!matches!(
+            tx.try_send(Arc::new(2)),
+            Err(TrySendError::Full(_))
+        ));
+        assert_eq!(other.join().unwrap(), Ok(()));
     });
 }

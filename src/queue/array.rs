@@ -43,8 +43,24 @@
 //! [`WaitSet::notify_all_after_rmw`] after each operation, which costs one load while nobody
 //! is parked: the operation's claim (a `SeqCst` CAS) already orders it, so no fence is needed
 //! (see `send_ready` for what the waiters check, and why loom checks a fenced variant).
-//! Claimed-but-unfinished operations are reported as full (empty) rather than waited out
-//! inside the `try_` calls; blocking calls yield through that short window.
+//!
+//! # Linearizability
+//!
+//! A claim is an operation's linearization point: once a sender's CAS has moved `tail`
+//! past a slot, its send has taken effect, even before the message is written. So a look
+//! that finds the slot at `head` claimed but not yet written (or, for a sender, the slot at
+//! `tail` claimed by a receiver but not yet freed) waits that operation out instead of
+//! reporting `Empty` (`Full`), as crossbeam's array flavour does: `try_recv`, `try_send`
+//! and the batch forms answer as if the queue were behind one lock (a batch as a sequence
+//! of single operations that stops only where the queue was empty, full). The window is a
+//! few instructions long unless the other thread was descheduled, and the wait yields.
+//! Only a blocking operation without a deadline skips this: nobody sees its answer, and it
+//! waits for the stamp (or parks) and looks again.
+//!
+//! The owned protocol has no such window (an owner publishes with one cursor store), but
+//! its cursors move by plain stores: an owner that finds the queue full (empty) fences and
+//! reads the other cursor again before it says so, and `len` fences before it reads both
+//! cursors (see `claim_send_owned`).
 
 //!
 //! # One thread per side at a time: the owned protocol
@@ -172,29 +188,47 @@ impl Patience {
     }
 }
 
-/// How a receive looks at the queue.
+/// How an operation looks at the queue.
 #[derive(Clone, Copy)]
 struct Look {
-    /// Tell `Empty` from `Disconnected` (see `claim_recv`).
+    /// Tell an empty queue from a disconnected one (see `claim_recv`).
     exact: bool,
+    /// Answer as of one instant (linearizable): a slot claimed by an operation of the other
+    /// side that has not finished counts as moved (that operation has taken effect), so the
+    /// look waits it out rather than report `Empty` (`Full`), and an owner fences before it
+    /// reports either. Every `try_` look and every look of a timed operation settles; a
+    /// blocking operation without a deadline need not, since nobody sees its `Empty`
+    /// (`Full`): it waits (parks) and looks again.
+    settle: bool,
     /// The first look of a blocking operation, which may pace itself (see `Channel::pace`).
     pace: bool,
 }
 
 impl Look {
-    /// A `try_` operation, or a blocking one after it waited: exact, no pacing.
+    /// A `try_` operation.
     const TRY: Self = Self {
         exact: true,
+        settle: true,
         pace: false,
     };
 
-    /// The first look of a blocking receive. It need not tell `Empty` from `Disconnected`
-    /// when it has no deadline and will poll densely next: it looks again exactly before it
-    /// ever yields or parks.
+    /// The first look of a blocking operation. It need not be exact when it has no
+    /// deadline and will poll densely next: it looks again exactly before it ever yields or
+    /// parks.
     fn first(deadline: Option<Instant>) -> Self {
         Self {
             exact: DENSE_POLLS == 0 || deadline.is_some(),
+            settle: deadline.is_some(),
             pace: true,
+        }
+    }
+
+    /// A look of a blocking operation after it waited, or a later claim of a batch.
+    fn again(self) -> Self {
+        Self {
+            exact: true,
+            settle: self.settle,
+            pace: false,
         }
     }
 }
@@ -231,6 +265,36 @@ fn store_own_cursor(cursor: &AtomicUsize, seen: &Seen, pos: usize) {
     } else {
         // Release: publishes the operation's slot accesses to the other side's Acquire loads.
         cursor.store(pos, Ordering::Release);
+    }
+}
+
+/// Reads the stamp a thread waits on to change (an operation of the other side in flight on
+/// that slot). Under loom by a read-modify-write, which reads the newest value: a load may
+/// return the old one for ever, and the model's wait would never end (loom counts it as a
+/// spin lock). A plain load on the std build, where a store becomes visible.
+#[inline]
+fn read_awaited(stamp: &AtomicUsize) -> usize {
+    if cfg!(logbus_loom) {
+        // Acquire: as below.
+        stamp.fetch_add(0, Ordering::Acquire)
+    } else {
+        // Acquire: pairs with the Release stamp store the waiter waits for.
+        stamp.load(Ordering::Acquire)
+    }
+}
+
+/// Stores a slot's stamp (`Release`: publishes the slot accesses made before to the other
+/// side's `Acquire` stamp loads). Under loom a `swap`: loom 0.7 can lose a plain store that
+/// races a read-modify-write of the same atomic (tokio-rs/loom#254), here `read_awaited`,
+/// and the waiter would wait for ever.
+#[inline]
+fn store_stamp(stamp: &AtomicUsize, value: usize) {
+    if cfg!(logbus_loom) {
+        // Release: as below.
+        stamp.swap(value, Ordering::Release);
+    } else {
+        // Release: see above; the pairing Acquire loads are named at each call.
+        stamp.store(value, Ordering::Release);
     }
 }
 
@@ -330,7 +394,7 @@ impl<T> Channel<T> {
     /// A queue holding at most `cap` messages, whose protocol `owners` decides: owned while
     /// one thread per side uses it ([`Owners::new`]), or shared from the start
     /// ([`Owners::shared`]).
-    fn with_protocol(cap: usize, owners: Owners) -> Self {
+    pub(super) fn with_protocol(cap: usize, owners: Owners) -> Self {
         assert!(cap > 0, "the array flavour needs a capacity of at least 1");
         let mark_bit = (cap + 1).next_power_of_two();
         let one_lap = mark_bit
@@ -466,13 +530,18 @@ impl<T> Channel<T> {
     }
 
     /// Claims up to `max` (≥ 1) consecutive empty slots of the current lap for sending.
-    fn claim_send(&self, max: usize, pace: bool) -> Result<Claim, TrySendError<()>> {
+    ///
+    /// With `look.settle`, `Full` means the queue was full at one instant during the call:
+    /// a slot whose receiver has claimed it (moved `head` past it) but not yet freed it is
+    /// waited out, since that receive has taken effect. Otherwise such a slot is reported
+    /// as `Full` at once (the first look of a blocking send, which retries anyway).
+    fn claim_send(&self, max: usize, look: Look) -> Result<Claim, TrySendError<()>> {
         let side = &self.owners.send;
         if let Some(me) = self
             .owners
             .enter(side, || self.moved(&self.tail), || self.convert())
         {
-            let claim = self.claim_send_owned(max, pace, me);
+            let claim = self.claim_send_owned(max, look, me);
             if claim.is_err() {
                 self.owners.leave(side, me);
             }
@@ -515,12 +584,27 @@ impl<T> Channel<T> {
             } else if stamp.wrapping_add(self.one_lap) == tail + 1 {
                 // The slot still holds last lap's message: full, unless a receiver is
                 // between its claim and its stamp store.
-                // Either the queue is full, or a receiver has claimed the slot and not yet
-                // freed it; either way no slot is free *now* (the receive has not
-                // completed), so report `Full`. A blocking send parks on the slot's stamp
-                // (`send_ready`) and the receiver's notification wakes it, so nobody spins
-                // on a thread that may be descheduled.
-                return Err(TrySendError::Full(()));
+                if !look.settle {
+                    return Err(TrySendError::Full(()));
+                }
+                // SeqCst: orders the load of `head` after the stamp load in the total order
+                // of the cursor CASes, as in `claim_recv`.
+                fence(Ordering::SeqCst);
+                // Relaxed: ordered by the fence above.
+                let head = self.head.load(Ordering::Relaxed);
+                if head.wrapping_add(self.one_lap) == tail {
+                    // Nobody has claimed the slot: full at this instant.
+                    return Err(TrySendError::Full(()));
+                }
+                // A receiver moved `head` past the slot: its receive has taken effect and
+                // the slot is as good as free. Wait for its stamp store (crossbeam's array
+                // flavour waits there too); it is a few instructions away unless that
+                // thread was descheduled, and `snooze` yields.
+                while read_awaited(&self.stamps[index]) == stamp {
+                    backoff.snooze();
+                }
+                // Relaxed: a guess, validated by the CAS.
+                tail = self.tail.load(Ordering::Relaxed);
             } else {
                 // Another sender claimed this slot and has not finished; look again.
                 backoff.snooze();
@@ -533,12 +617,20 @@ impl<T> Channel<T> {
     /// `claim_send` for the sending owner: the free slots are those the receiving owner has
     /// moved `head` past (it stores `head` after reading), seen through a cached copy that is
     /// refreshed only when it cannot cover the request.
+    ///
+    /// An exact look that finds no free slot fences and looks again before it reports
+    /// `Full`: the cursors move by plain stores, and without the fence this thread's last
+    /// `tail` store and the receiver's last `head` store could both still sit in store
+    /// buffers while each side reads the other's old cursor, one reporting `Full` and the
+    /// other `Empty` about the same messages (no order of the operations gives both; the
+    /// linearizability check found it with batches).
     fn claim_send_owned(
         &self,
         max: usize,
-        pace: bool,
+        look: Look,
         me: usize,
     ) -> Result<Claim, TrySendError<()>> {
+        let pace = look.pace;
         let seen = &self.send_seen;
         // Relaxed: only this thread moves `tail` while it owns the side. It carries no
         // disconnect mark: `disconnect` revokes before it marks, so no owned operation sees
@@ -555,6 +647,16 @@ impl<T> Channel<T> {
             // Relaxed: only this thread uses its `Seen`.
             seen.cursor.store(head, Ordering::Relaxed);
             free = self.cap - self.distance(head, tail);
+            if free == 0 && look.settle {
+                // SeqCst: pairs with the receiving owner's fence before it reports `Empty`
+                // (Dekker: one of the two sees the other's cursor store).
+                fence(Ordering::SeqCst);
+                // Acquire: as above.
+                let head = self.head.load(Ordering::Acquire);
+                // Relaxed: only this thread uses its `Seen`.
+                seen.cursor.store(head, Ordering::Relaxed);
+                free = self.cap - self.distance(head, tail);
+            }
             self.note_run(seen, &self.owners.recv, pace, free);
         }
         if free == 0 {
@@ -620,7 +722,7 @@ impl<T> Channel<T> {
         for (i, stamp) in self.stamps[index..index + claim.n].iter().enumerate().rev() {
             // Release: pairs with the Acquire stamp load in `claim_recv`, publishing the
             // message writes made before this call.
-            stamp.store(claim.pos + i + 1, Ordering::Release);
+            store_stamp(stamp, claim.pos + i + 1);
         }
         // The claim's SeqCst CAS on `tail` published the progress receivers wait for.
         self.receivers.notify_all_after_rmw();
@@ -695,13 +797,13 @@ impl<T> Channel<T> {
     pub(crate) fn try_send(&self, msg: T) -> Result<(), TrySendError<T>> {
         match self.send_owned_fast(msg) {
             Ok(()) => Ok(()),
-            Err(msg) => self.send_now(msg, false),
+            Err(msg) => self.send_now(msg, Look::TRY),
         }
     }
 
-    /// `try_send`, with `pace` as in `claim_send`.
-    fn send_now(&self, msg: T, pace: bool) -> Result<(), TrySendError<T>> {
-        match self.claim_send(1, pace) {
+    /// `try_send`, with `look` as in `claim_send`.
+    fn send_now(&self, msg: T, look: Look) -> Result<(), TrySendError<T>> {
+        match self.claim_send(1, look) {
             Ok(claim) => {
                 // SAFETY: a fresh claim of one slot, filled with one message.
                 unsafe { self.publish(claim, std::iter::once(msg)) };
@@ -716,11 +818,13 @@ impl<T> Channel<T> {
     /// worth per claim) and returns how many went in. The messages are copied straight from
     /// the `Vec`'s buffer into the slots, and what is left is moved to the front once.
     pub(crate) fn try_send_batch(&self, batch: &mut Vec<T>) -> Result<usize, TrySendError<()>> {
-        self.send_batch_now(batch, false)
+        self.send_batch_now(batch, Look::TRY)
     }
 
-    /// `try_send_batch`, with `pace` as in `claim_send` (for the first claim).
-    fn send_batch_now(&self, batch: &mut Vec<T>, pace: bool) -> Result<usize, TrySendError<()>> {
+    /// `try_send_batch`, with `look` as in `claim_send` (for the first claim; later ones
+    /// only end the batch when they fail, and settle when it does). A settling batch is a
+    /// sequence of sends: it stops short only when the queue was full at one instant.
+    fn send_batch_now(&self, batch: &mut Vec<T>, look: Look) -> Result<usize, TrySendError<()>> {
         let len = batch.len();
         let base = batch.as_mut_ptr();
         // SAFETY: 0 ≤ capacity. Until the length is restored below the `Vec` owns no
@@ -732,7 +836,8 @@ impl<T> Channel<T> {
             if sent == len {
                 break Ok(());
             }
-            match self.claim_send(len - sent, pace && sent == 0) {
+            let look = if sent == 0 { look } else { look.again() };
+            match self.claim_send(len - sent, look) {
                 Ok(claim) => {
                     let index = claim.pos & (self.mark_bit - 1);
                     for (i, cell) in self.cells[index..index + claim.n].iter().enumerate() {
@@ -774,7 +879,7 @@ impl<T> Channel<T> {
             .owners
             .enter(side, || self.moved(&self.head), || self.convert())
         {
-            let claim = self.claim_recv_owned(max, look.pace, me);
+            let claim = self.claim_recv_owned(max, look, me);
             if claim.is_err() {
                 self.owners.leave(side, me);
             }
@@ -814,20 +919,33 @@ impl<T> Channel<T> {
                 return Err(TryRecvError::Empty);
             } else if stamp == head {
                 // The slot is empty for this lap: the queue is empty, unless a sender is
-                // between its claim and its stamp store.
-                // The queue is empty, or a sender has claimed the slot and not yet
-                // published it; either way no message is there *now* (that send has not
-                // completed). It is `Disconnected` only when no send is in progress.
+                // between its claim and its stamp store. SeqCst: orders the load of `tail`
+                // after the stamp load in the total order of the cursor CASes (a sender's
+                // claim of this slot moved `tail` before it stored the stamp).
                 fence(Ordering::SeqCst);
                 // Relaxed: ordered by the fence above.
                 let tail = self.tail.load(Ordering::Relaxed);
-                return Err(
-                    if tail & self.mark_bit != 0 && tail & !self.mark_bit == head {
-                        TryRecvError::Disconnected
-                    } else {
-                        TryRecvError::Empty
-                    },
-                );
+                if tail & !self.mark_bit == head || !look.settle {
+                    // Nobody has claimed the slot: empty at this instant (`head` only grows
+                    // and never passes `tail`). (Or a sender has, and this look need not
+                    // wait for it: not disconnected then, since the mark stops claims.)
+                    return Err(
+                        if tail & !self.mark_bit == head && tail & self.mark_bit != 0 {
+                            TryRecvError::Disconnected
+                        } else {
+                            TryRecvError::Empty
+                        },
+                    );
+                }
+                // A sender moved `tail` past the slot: its send has taken effect (a thread
+                // may already have seen it complete), so reporting `Empty` would be a lie.
+                // Wait for its stamp store, as crossbeam's array flavour does; `snooze`
+                // yields, for a sender that was descheduled.
+                while read_awaited(&self.stamps[index]) == stamp {
+                    backoff.snooze();
+                }
+                // Relaxed: a guess, validated by the CAS.
+                head = self.head.load(Ordering::Relaxed);
             } else {
                 // Another receiver claimed this slot and has not finished; look again.
                 backoff.snooze();
@@ -839,9 +957,11 @@ impl<T> Channel<T> {
 
     /// `claim_recv` for the receiving owner: the messages are those the sending owner has
     /// moved `tail` past (it stores `tail` after writing them), seen through a cached copy
-    /// refreshed only when it cannot cover the request. Always exact: an empty queue's
-    /// `tail` says whether it is disconnected.
-    fn claim_recv_owned(&self, max: usize, pace: bool, me: usize) -> Result<Claim, TryRecvError> {
+    /// refreshed only when it cannot cover the request. An empty queue's `tail` says whether
+    /// it is disconnected; an exact look fences before it reports `Empty`, as in
+    /// `claim_send_owned`.
+    fn claim_recv_owned(&self, max: usize, look: Look, me: usize) -> Result<Claim, TryRecvError> {
+        let pace = look.pace;
         let seen = &self.recv_seen;
         // Relaxed: only this thread moves `head` while it owns the side.
         let head = seen.own.load(Ordering::Relaxed);
@@ -852,7 +972,13 @@ impl<T> Channel<T> {
             self.pace(seen, pace);
             // Acquire: pairs with the sending owner's Release store of `tail`, made after it
             // wrote the messages (or with the revoker's SHARED store, transitively).
-            let tail = self.tail.load(Ordering::Acquire);
+            let mut tail = self.tail.load(Ordering::Acquire);
+            if tail == head && look.settle {
+                // SeqCst: pairs with the sending owner's fence before it reports `Full`.
+                fence(Ordering::SeqCst);
+                // Acquire: as above.
+                tail = self.tail.load(Ordering::Acquire);
+            }
             // Relaxed: only this thread uses its `Seen`.
             seen.cursor.store(tail, Ordering::Relaxed);
             available = self.distance(head, tail & !self.mark_bit);
@@ -916,7 +1042,7 @@ impl<T> Channel<T> {
         for (i, stamp) in self.stamps[index..index + claim.n].iter().enumerate().rev() {
             // Release: pairs with the Acquire stamp load in `claim_send` (next lap's write
             // comes after the reads made before this call).
-            stamp.store(claim.pos + i + self.one_lap, Ordering::Release);
+            store_stamp(stamp, claim.pos + i + self.one_lap);
         }
         // The claim's SeqCst CAS on `head` published the progress senders wait for.
         self.senders.notify_all_after_rmw();
@@ -966,7 +1092,7 @@ impl<T> Channel<T> {
                 look
             } else {
                 // Later claims only end the batch when they fail.
-                Look::TRY
+                look.again()
             };
             match self.claim_recv(max - got, look) {
                 Ok(claim) => {
@@ -1168,9 +1294,11 @@ impl<T> Channel<T> {
     fn send_slow(&self, mut msg: T, deadline: Option<Instant>) -> Result<(), SendTimeoutError<T>> {
         let mut patience = Patience::new();
         // A local, not a field of `patience`: the fast path reads nothing back from it.
-        let mut first = true;
+        let mut look = Look::first(deadline);
         loop {
-            match self.send_now(msg, std::mem::take(&mut first)) {
+            let this = look;
+            look = this.again();
+            match self.send_now(msg, this) {
                 Ok(()) => return Ok(()),
                 Err(TrySendError::Disconnected(m)) => {
                     return Err(SendTimeoutError::Disconnected(m))
@@ -1193,12 +1321,14 @@ impl<T> Channel<T> {
     pub(crate) fn send_batch(&self, batch: &mut Vec<T>) -> Result<(), TrySendError<()>> {
         let mut patience = Patience::new();
         // As in `send`.
-        let mut first = true;
+        let mut look = Look::first(None);
         loop {
-            match self.send_batch_now(batch, std::mem::take(&mut first)) {
+            let this = look;
+            look = this.again();
+            match self.send_batch_now(batch, this) {
                 Ok(_) if batch.is_empty() => return Ok(()),
                 Ok(0) | Err(TrySendError::Full(())) => {}
-                Ok(_) => (patience, first) = (Patience::new(), true),
+                Ok(_) => (patience, look) = (Patience::new(), Look::first(None)),
                 Err(e) => return Err(e),
             }
             // No deadline: the wait cannot expire.
@@ -1228,7 +1358,9 @@ impl<T> Channel<T> {
         // As in `send`.
         let mut look = Look::first(deadline);
         loop {
-            match self.recv_now(std::mem::replace(&mut look, Look::TRY)) {
+            let this = look;
+            look = this.again();
+            match self.recv_now(this) {
                 Ok(m) => return Ok(m),
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {}
@@ -1257,7 +1389,9 @@ impl<T> Channel<T> {
         // As in `send`.
         let mut look = Look::first(deadline);
         loop {
-            match self.recv_batch_now(out, max, std::mem::replace(&mut look, Look::TRY)) {
+            let this = look;
+            look = this.again();
+            match self.recv_batch_now(out, max, this) {
                 Ok(n) => return Ok(n),
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {}
@@ -1306,8 +1440,7 @@ impl<T> Channel<T> {
         let index = head & (self.mark_bit - 1);
         let stamp = &self.stamps[index];
         let mut backoff = Backoff::new();
-        // Acquire: pairs with the Release stamp store in `publish`.
-        while stamp.load(Ordering::Acquire) != head + 1 {
+        while read_awaited(stamp) != head + 1 {
             backoff.snooze();
         }
         // Relaxed: no other receiver reads `head` any more; senders see the mark first.
@@ -1316,13 +1449,16 @@ impl<T> Channel<T> {
         // this thread moves it out exactly once (head moved past it before it is dropped).
         let msg = self.cells[index].with(|p| unsafe { ptr::read(p).assume_init() });
         // Release: pairs with the Acquire stamp load of any later reader of the slot.
-        stamp.store(head.wrapping_add(self.one_lap), Ordering::Release);
+        store_stamp(stamp, head.wrapping_add(self.one_lap));
         Some(msg)
     }
 
-    /// Drops every message still queued, each exactly once. If a message's `Drop` panics,
-    /// the rest are still dropped (a second panic aborts, as for `Vec`), and the queue stays
-    /// consistent: each message leaves the buffer before it is dropped.
+    /// Drops every message still queued, each exactly once, each after it has left the
+    /// buffer (so the queue stays consistent whatever a `Drop` does). If a message's `Drop`
+    /// panics, that panic propagates once the rest are dropped: they are dropped while it
+    /// unwinds, each inside `catch_unwind`, since a second panic escaping a destructor during
+    /// unwinding would abort the process; their panics go to the panic hook and no further.
+    /// A thread that is already unwinding when it drops the queue catches every drop.
     pub(crate) fn discard_all(&self) {
         // The stamps say what is left, so the queue must be shared (it is, after
         // `disconnect`; a queue dropped by another path is converted here).
@@ -1331,19 +1467,29 @@ impl<T> Channel<T> {
         impl<T> Drop for Rest<'_, T> {
             fn drop(&mut self) {
                 while let Some(msg) = self.0.take_for_discard() {
-                    drop(msg);
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                        drop(msg);
+                    }));
                 }
             }
         }
         let rest = Rest(self);
-        while let Some(msg) = self.take_for_discard() {
-            drop(msg);
+        // A thread already unwinding (it dropped the last handle while panicking) must not
+        // let a panic escape at all: `rest` then catches every drop.
+        if !std::thread::panicking() {
+            while let Some(msg) = self.take_for_discard() {
+                drop(msg);
+            }
         }
-        std::mem::forget(rest);
+        drop(rest);
     }
 
     /// The number of messages in the queue.
     pub(crate) fn len(&self) -> usize {
+        // SeqCst: owners move the cursors by plain stores; the fence orders this thread's
+        // last one before the loads (as in `claim_send_owned`), so two threads each moving
+        // one cursor and then asking `len` cannot both read the other's old cursor.
+        fence(Ordering::SeqCst);
         loop {
             // SeqCst: a consistent snapshot of both cursors (re-checked below).
             let tail = self.tail.load(Ordering::SeqCst);
@@ -1770,6 +1916,43 @@ mod loom_models {
             let mut got: Vec<u8> = receivers.into_iter().map(|r| r.join().unwrap()).collect();
             got.sort_unstable();
             assert_eq!(got, [0, 1]);
+        });
+    }
+
+    /// Linearizability of the owned protocol's `try_` paths: the sending owner sends `a` and
+    /// `b` into a queue of 2, then `try_send`s; the receiving owner takes `a`, then
+    /// `try_recv`s. `Full` on the third send says `a` was still there after `b` went in;
+    /// `Empty` after taking `a` says `b` had not gone in: no order of the operations gives
+    /// both. The cursors move by plain stores, so without the fences before `Full`/`Empty`
+    /// (`claim_send_owned`, `claim_recv_owned`) each side may read the other's old cursor;
+    /// taking out either fence makes this model fail. The owners' light fences are modelled
+    /// as the compiler fences they are on the std build (no owner change or parking here
+    /// pairs with them), or loom's `SeqCst` stand-in would order the cursors by itself.
+    #[test]
+    fn owned_try_operations_are_linearizable() {
+        asym_fence::light_as_compiler_fence(|| owned_try_model());
+    }
+
+    fn owned_try_model() {
+        model(|| {
+            let ch = Arc::new(Channel::<Arc<u8>>::with_protocol(2, Owners::new()));
+            let rx = Arc::clone(&ch);
+            let receiver = thread::spawn(move || {
+                // Whether it took `a`, and then what its next look found.
+                let first = rx.try_recv().ok().map(|m| *m);
+                first.map(|a| (a, rx.try_recv().map(|m| *m)))
+            });
+            ch.try_send(Arc::new(0u8)).unwrap();
+            ch.try_send(Arc::new(1u8)).unwrap();
+            let third = ch.try_send(Arc::new(2u8));
+            let full = matches!(third, Err(TrySendError::Full(_)));
+            if let Some((a, second)) = receiver.join().unwrap() {
+                assert_eq!(a, 0);
+                assert!(
+                    !(full && second == Err(TryRecvError::Empty)),
+                    "`Full` with `a` taken, `Empty` with `b` sent"
+                );
+            }
         });
     }
 

@@ -14,7 +14,7 @@ use crate::sync::Arc;
 pub(crate) trait Disconnect {
     /// Every sender is gone: wake receivers, which drain and then see `Disconnected`.
     fn disconnect_senders(&self);
-    /// Every receiver is gone: wake senders and drop the messages still queued.
+    /// Every receiver is gone: wake senders (their sends fail from now on).
     fn disconnect_receivers(&self);
 }
 

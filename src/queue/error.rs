@@ -125,32 +125,33 @@ impl RecvTimeoutError {
     }
 }
 
+// crossbeam-channel's send-side errors print their `Debug` form quoted (it formats a
+// string with `Debug`); so do these, for code that compares `{:?}` output.
 impl<T> fmt::Debug for SendError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("SendError(..)")
+        fmt::Debug::fmt("SendError(..)", f)
     }
 }
 
 impl<T> fmt::Debug for TrySendError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Full(_) => f.write_str("Full(..)"),
-            Self::Disconnected(_) => f.write_str("Disconnected(..)"),
+            Self::Full(_) => fmt::Debug::fmt("Full(..)", f),
+            Self::Disconnected(_) => fmt::Debug::fmt("Disconnected(..)", f),
         }
     }
 }
 
 impl<T> fmt::Debug for SendTimeoutError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Timeout(_) => f.write_str("Timeout(..)"),
-            Self::Disconnected(_) => f.write_str("Disconnected(..)"),
-        }
+        fmt::Debug::fmt("SendTimeoutError(..)", f)
     }
 }
 
+// Each message starts with crossbeam-channel's wording, word for word (code may match on
+// it), and says more after it.
 const SEND_DISCONNECTED: &str =
-    "sending on a disconnected queue: every receiver is gone (the message is returned)";
+    "sending on a disconnected channel (every receiver is gone; the message is returned)";
 
 impl<T> fmt::Display for SendError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -162,7 +163,7 @@ impl<T> fmt::Display for TrySendError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Full(_) => f.write_str(
-                "sending on a full queue: it holds `capacity` messages (the message is returned)",
+                "sending on a full channel (it holds `capacity` messages; the message is returned)",
             ),
             Self::Disconnected(_) => f.write_str(SEND_DISCONNECTED),
         }
@@ -173,7 +174,8 @@ impl<T> fmt::Display for SendTimeoutError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Timeout(_) => f.write_str(
-                "timed out sending: the queue stayed full until the deadline (the message is returned)",
+                "timed out waiting on send operation (the queue stayed full until the deadline; \
+                 the message is returned)",
             ),
             Self::Disconnected(_) => f.write_str(SEND_DISCONNECTED),
         }
@@ -181,7 +183,7 @@ impl<T> fmt::Display for SendTimeoutError<T> {
 }
 
 const RECV_DISCONNECTED: &str =
-    "receiving on an empty and disconnected queue: every sender is gone";
+    "receiving on an empty and disconnected channel (every sender is gone)";
 
 impl fmt::Display for RecvError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -192,7 +194,7 @@ impl fmt::Display for RecvError {
 impl fmt::Display for TryRecvError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Empty => f.write_str("receiving on an empty queue (senders remain)"),
+            Self::Empty => f.write_str("receiving on an empty channel (senders remain)"),
             Self::Disconnected => f.write_str(RECV_DISCONNECTED),
         }
     }
@@ -202,9 +204,12 @@ impl fmt::Display for RecvTimeoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Timeout => f.write_str(
-                "timed out receiving: the queue stayed empty until the deadline (senders remain)",
+                "timed out waiting on receive operation (the queue stayed empty until the \
+                 deadline; senders remain)",
             ),
-            Self::Disconnected => f.write_str(RECV_DISCONNECTED),
+            Self::Disconnected => {
+                f.write_str("channel is empty and disconnected (every sender is gone)")
+            }
         }
     }
 }

@@ -17,6 +17,13 @@
 //!
 //! # Guarantees
 //!
+//! - **Linearizability.** Every operation takes effect at one instant between its call and
+//!   its return, whichever threads use the queue and however often they take turns:
+//!   `try_recv`, `try_send`, `len`, `is_empty` and `is_full` answer as if the queue were
+//!   behind one lock (`try_recv` never reports `Empty` while a message whose send has
+//!   returned is waiting). `try_send_batch` and `try_recv_batch` are sequences of such
+//!   single operations: they move fewer messages than asked only when the queue was full
+//!   (empty) at an instant during the call.
 //! - **Order.** Messages from one sender are received in the order sent; messages from
 //!   different senders interleave in the order their sends claimed slots.
 //! - **Blocking.** `send` blocks only while the queue is full, `recv` only while it is
@@ -26,9 +33,25 @@
 //! - **Allocation.** `bounded` allocates the buffer once; sending and receiving never
 //!   allocate (the batch operations may grow the `Vec` the caller passes in).
 //! - **Disconnection.** When every `Sender` is gone, receivers drain what is left and then
-//!   get `Disconnected`; when every `Receiver` is gone, sends hand their message back and the
-//!   messages still queued are dropped (each exactly once). Threads blocked on either side
-//!   wake up. A message whose `Drop` panics leaves the queue consistent.
+//!   get `Disconnected`; when every `Receiver` is gone, sends hand their message back, and
+//!   the messages still queued stay until the senders go too: the last handle of either
+//!   side drops them, each exactly once (as crossbeam-channel's bounded flavour does).
+//!   Threads blocked on either side wake up.
+//! - **Panics.** A message whose `Drop` panics leaves the queue consistent: a message leaves
+//!   the queue before it is dropped. When the queue drops the messages left in it (in the
+//!   drop of its last handle), the first such panic propagates from that drop
+//!   after every other message has been dropped, once each; further panics from those
+//!   drops are reported by the panic hook and go no further (a second panic escaping while
+//!   unwinding would abort the process). crossbeam-channel instead leaks the messages after
+//!   the first panic. The handles are `UnwindSafe` and `RefUnwindSafe`.
+//!
+//! # Differences from crossbeam-channel
+//!
+//! - Only the bounded and rendezvous flavours: no `unbounded`, `select!`/`Select`, `after`,
+//!   `at`, `tick` or `never` yet.
+//! - When the queue drops its messages and one's `Drop` panics, the others are still
+//!   dropped (crossbeam leaks them); see **Panics** above.
+//! - The batch operations are logbus's own.
 //!
 //! # Examples
 //!
@@ -49,10 +72,13 @@
 mod array;
 mod counter;
 mod error;
+#[cfg(all(test, not(logbus_loom)))]
+mod linearizability;
 mod owners;
 mod zero;
 
 use std::fmt;
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::time::{Duration, Instant};
 
 use counter::{Disconnect, Handle};
@@ -82,13 +108,9 @@ impl<T> Disconnect for Flavor<T> {
     }
 
     fn disconnect_receivers(&self) {
-        match self {
-            Flavor::Array(ch) => {
-                ch.disconnect();
-                ch.discard_all();
-            }
-            Flavor::Zero(ch) => ch.disconnect(),
-        }
+        // The messages still queued stay until the queue is freed (the last handle of
+        // either side), as in crossbeam-channel's bounded flavour: `len` still counts them.
+        self.disconnect_senders();
     }
 }
 
@@ -140,6 +162,15 @@ pub struct Receiver<T> {
 
 // Both handles are `Send + Sync` exactly when `T: Send`: the flavours are (see their
 // `unsafe impl`s and the std/loom types they hold), and the `Arc` in `Handle` passes that on.
+
+// A panic never leaves a queue half-updated: no user code runs inside an operation except a
+// message's `Drop`, and a message leaves the buffer before it is dropped. So a handle used
+// after a caught panic behaves as before, and code wrapping a send or a receive in
+// `catch_unwind` compiles as it does with crossbeam-channel, whose handles are both.
+impl<T> UnwindSafe for Sender<T> {}
+impl<T> RefUnwindSafe for Sender<T> {}
+impl<T> UnwindSafe for Receiver<T> {}
+impl<T> RefUnwindSafe for Receiver<T> {}
 
 fn deadline(timeout: Duration) -> Option<Instant> {
     time::deadline_after(timeout)
@@ -647,26 +678,38 @@ impl<T> Clone for Receiver<T> {
     }
 }
 
+// The handles and iterators print as crossbeam-channel's do.
 impl<T> fmt::Debug for Sender<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sender")
-            .field("len", &self.len())
-            .field("capacity", &self.inner.capacity())
-            .finish()
+        f.pad("Sender { .. }")
     }
 }
 
 impl<T> fmt::Debug for Receiver<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Receiver")
-            .field("len", &self.len())
-            .field("capacity", &self.inner.capacity())
-            .finish()
+        f.pad("Receiver { .. }")
+    }
+}
+
+impl<T> fmt::Debug for Iter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad("Iter { .. }")
+    }
+}
+
+impl<T> fmt::Debug for TryIter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad("TryIter { .. }")
+    }
+}
+
+impl<T> fmt::Debug for IntoIter<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad("IntoIter { .. }")
     }
 }
 
 /// The blocking iterator of [`Receiver::iter`].
-#[derive(Debug)]
 pub struct Iter<'a, T> {
     rx: &'a Receiver<T>,
 }
@@ -680,7 +723,6 @@ impl<T> Iterator for Iter<'_, T> {
 }
 
 /// The non-blocking iterator of [`Receiver::try_iter`].
-#[derive(Debug)]
 pub struct TryIter<'a, T> {
     rx: &'a Receiver<T>,
 }
@@ -694,7 +736,6 @@ impl<T> Iterator for TryIter<'_, T> {
 }
 
 /// The owning blocking iterator of `Receiver`'s `IntoIterator`.
-#[derive(Debug)]
 pub struct IntoIter<T> {
     rx: Receiver<T>,
 }
