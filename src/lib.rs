@@ -2,8 +2,13 @@
 //!
 //! Threads produce records to topics split into partitions; each partition is an
 //! append-only log addressed by offsets; consumer groups share partitions and commit
-//! offsets; any reader can replay from an offset or a timestamp. Beside it sit the two
-//! simpler shapes programs need first: a bounded blocking queue and an observer bus.
+//! offsets; any reader can replay from an offset or a timestamp. Beside it
+//! sit the two simpler shapes programs need first: a bounded blocking queue and an observer
+//! bus.
+//!
+//! Topics live in memory, or on disk in Kafka's segment format ([`persist`]); consumers are
+//! [assigned](Consumer::assign) partitions or [subscribe](Consumer::subscribe) as members of
+//! a [`group`] whose partitions Kafka's assignors share out.
 //!
 //! The crate is built in layers, each a module that only calls the ones below it:
 //!
@@ -14,8 +19,9 @@
 //! | 2 | [`ring`] | the lock-free ring (the Disruptor's structure): the in-memory tail of every log |
 //! | 3 | [`queue`] | a bounded blocking MPMC queue (crossbeam-channel's API, plus batches) |
 //! | 3 | [`observer`] | an observer bus: publish once, every subscriber's callback runs |
-//! | 4 | [`storage`] | one partition's log on disk, in Kafka's segment format (RecordBatch v2) |
+//! | 4 | [`storage`] | one partition's log on disk, in Kafka's segment format (RecordBatch v2), the files of persisted topics |
 //! | 5 | `partition` (private) | one partition's log: the ring as its tail, log start / HW / LEO, commit gating |
+//! | 5 | [`persist`] | persisted topics: a data directory, a disk writer per partition, flush policies, checkpoints, retention |
 //! | 7 | [`broker`], [`producer`], [`consumer`] | typed topics, Kafka's partitioner, assign / poll / commit / seek |
 //! | 7 | [`group`] | consumer groups: membership, generations, eager and cooperative rebalancing, listeners, lag; Kafka's partition assignors (range, round-robin, sticky, cooperative-sticky) as a pure API |
 //!
@@ -127,7 +133,19 @@
 //! Build with `RUSTFLAGS="--cfg logbus_loom"`: logbus then takes every atomic, lock, park and
 //! spawn from loom, so its structures can be used inside `loom::model` like loom's own types.
 //! The cfg is logbus's own (`logbus_loom`, not `loom`), so turning on loom for your crate
-//! does not flip logbus by accident.
+//! does not flip logbus by accident. One command, with a preemption bound that keeps models
+//! small enough to finish:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg logbus_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release
+//! ```
+//!
+//! Declare the cfg so that your builds do not warn about it (`Cargo.toml`):
+//!
+//! ```toml
+//! [lints.rust]
+//! unexpected_cfgs = { level = "warn", check-cfg = ["cfg(logbus_loom)"] }
+//! ```
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

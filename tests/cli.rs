@@ -512,3 +512,72 @@ fn describe_lists_topics_partitions_and_group_lag() {
     assert!(err.contains("in use"), "{err}");
     broker.close().unwrap();
 }
+
+/// `verify` finds partition directories at any depth (a directory of log directories, as
+/// a broker with several `log.dirs` has), not only one level down.
+#[test]
+fn verify_finds_partitions_at_any_depth() {
+    let tmp = tempfile::tempdir().unwrap();
+    let deep = [
+        tmp.path().join("disk-1/kafka-logs/orders-0"),
+        tmp.path().join("disk-2/orders-1"),
+    ];
+    for dir in &deep {
+        fs::create_dir_all(dir.parent().unwrap()).unwrap();
+        write_partition(dir);
+    }
+    fs::create_dir_all(tmp.path().join("disk-3/empty")).unwrap();
+    let (code, out, err) = run(&["verify"], tmp.path());
+    assert_eq!(code, 0, "{out}{err}");
+    for dir in &deep {
+        assert!(out.contains(&format!("{}: OK (", dir.display())), "{out}");
+    }
+    assert!(out.contains("verified 2 partition(s)"), "{out}");
+
+    // A problem deep down is found and fails the run.
+    let log = files(&deep[0], "log").remove(0);
+    let len = fs::metadata(&log).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(len - 1)
+        .unwrap();
+    let (code, out, err) = run(&["verify"], tmp.path());
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains(&format!("PROBLEM in {}", log.display())),
+        "{out}"
+    );
+}
+
+/// When `verify` stops at a partition's first problem, its summary says so and counts the
+/// segments it did not reach, rather than reporting only the segments it checked.
+#[test]
+fn verify_says_when_it_stopped_early() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("orders-0");
+    write_partition(&dir);
+    let logs = files(&dir, "log");
+    assert!(logs.len() >= 4, "{logs:?}");
+    let log = &logs[1];
+    let mut bytes = fs::read(log).unwrap();
+    bytes[70] ^= 0x10; // the first batch of the second segment
+    fs::write(log, &bytes).unwrap();
+    let (code, out, err) = run(&["verify"], &dir);
+    assert_eq!(code, 1, "{out}{err}");
+    let not_checked = logs.len() - 2;
+    assert!(
+        out.contains(&format!(
+            "stopped at the problem: {not_checked} later segment(s) not checked"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "verified 1 partition(s), 2 of {} segment(s)",
+            logs.len()
+        )),
+        "{out}"
+    );
+}

@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+use logbus::storage::file_names::file_name;
 use logbus::storage::record_batch::{crc32c, encode_batch, BatchHeader};
-use logbus::storage::segment::file_name;
 use logbus::storage::verify::{verify_partition_with, VerifyOptions};
 use logbus::storage::{Checkpoints, FsIo, LogConfig, Record, SegmentSet};
 use logbus::Error;

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use logbus::storage::fault::{Fault, FaultyIo};
+use logbus::storage::file_names::file_name;
 use logbus::storage::record_batch::encode_batch;
-use logbus::storage::segment::file_name;
 use logbus::storage::{verify_dir, Checkpoints, FsIo, Io, LogConfig, OpenMode, SegmentSet};
 use logbus::Error;
 use storage_common::*;

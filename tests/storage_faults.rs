@@ -10,7 +10,7 @@ use std::sync::Arc;
 use logbus::error::Corruption;
 use logbus::storage::checkpoint::{self, TopicPartitionOffset};
 use logbus::storage::fault::{Fault, FaultyIo};
-use logbus::storage::segment::file_name;
+use logbus::storage::file_names::file_name;
 use logbus::storage::{Checkpoints, FsIo, Io, LogConfig, SegmentSet};
 use logbus::Error;
 use storage_common::*;

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use logbus::storage::segment::file_name;
+use logbus::storage::file_names::file_name;
 use logbus::storage::{
     offset_index, time_index, BatchBuilder, Checkpoints, FsIo, LogConfig, Record, SegmentSet,
 };

@@ -16,7 +16,7 @@ use libfuzzer_sys::fuzz_target;
 use logbus::storage::checkpoint::{self, TopicPartitionOffset};
 use logbus::storage::fault::FaultyIo;
 use logbus::storage::io::{Io, OpenMode};
-use logbus::storage::segment::file_name;
+use logbus::storage::file_names::file_name;
 use logbus::storage::verify::{verify_partition_with, VerifyOptions};
 use logbus::storage::{Checkpoints, LogConfig, Record, SegmentSet};
 use logbus::ManualClock;

@@ -3,7 +3,7 @@
 //! - `logbus dump <segment-or-dir>` prints the batches and records of `.log` files and the
 //!   entries of `.index` and `.timeindex` files, in the layout of Kafka's `kafka-dump-log`
 //!   (`DumpLogSegments`). Add `--print-data` for keys and values.
-//! - `logbus verify <dir>` checks a partition directory, or a directory of them, with
+//! - `logbus verify <dir>` checks a partition directory, or every one below a directory, with
 //!   [`logbus::storage::verify`], and names the file and byte position of the first problem;
 //!   every offset must be present unless `--allow-gaps` is given.
 //!
@@ -27,11 +27,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use logbus::storage::file_names::{parse_file_name, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use logbus::storage::record_batch::{
     crc32c, Batch, BatchHeader, TimestampType, CORRUPT_BELOW_BATCH_LENGTH, HEADER_SIZE,
     HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
 };
-use logbus::storage::segment::{parse_file_name, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use logbus::storage::verify::{partition_dirs, verify_path_with, VerifyOptions};
 use logbus::storage::{
     offset_index, time_index, FsIo, Io, IoFile, OpenMode, VERIFY_MAX_BATCH_BYTES,
@@ -234,9 +234,13 @@ fn verify(
                     p.position
                 );
                 let reason = p.reason.strip_prefix(&prefix).unwrap_or(&p.reason);
+                let stopped = match r.unchecked_segments {
+                    0 => String::new(),
+                    n => format!(" (stopped at the problem: {n} later segment(s) not checked)"),
+                };
                 writeln!(
                     out,
-                    "{}: PROBLEM in {} at byte {}: {reason}",
+                    "{}: PROBLEM in {} at byte {}: {reason}{stopped}",
                     partition.dir.display(),
                     p.file.display(),
                     p.position
@@ -253,11 +257,19 @@ fn verify(
     if unreadable > 0 {
         summary.push(format!("{unreadable} could not be checked"));
     }
+    // Verification of a partition stops at its first problem: say how far it got.
+    let segments = match report.unchecked_segments() {
+        0 => format!("{} segment(s)", report.segments()),
+        n => format!(
+            "{} of {} segment(s) (the other {n} follow a problem: not checked)",
+            report.segments(),
+            report.segments() + n
+        ),
+    };
     writeln!(
         out,
-        "verified {} partition(s), {} segment(s), {} batch(es): {}",
+        "verified {} partition(s), {segments}, {} batch(es): {}",
         report.partitions.len(),
-        report.segments(),
         report.batches(),
         if summary.is_empty() {
             "all consistent".to_string()

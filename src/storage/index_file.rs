@@ -25,6 +25,8 @@ pub(crate) trait Entry: Copy + PartialEq + std::fmt::Debug {
     fn encode(&self, base: u64, out: &mut Vec<u8>);
     /// Decodes `SIZE` bytes relative to `base`.
     fn decode(bytes: &[u8], base: u64) -> Self;
+    /// The (absolute) offset the entry names.
+    fn offset(&self) -> u64;
 }
 
 /// Decodes the entries of an index file's bytes: whole entries only, stopping at the first
@@ -134,8 +136,10 @@ impl<E: Entry> IndexFile<E> {
         self.entries.push(entry);
     }
 
-    /// Keeps the first `n` entries (in memory now, in the file at the next flush).
-    pub(crate) fn truncate_entries(&mut self, n: usize) {
+    /// Drops entries whose offset is at or above `offset` (in memory now, in the file at the
+    /// next flush).
+    pub(crate) fn truncate_to(&mut self, offset: u64) {
+        let n = self.entries.partition_point(|e| e.offset() < offset);
         self.entries.truncate(n);
         if n < self.persisted {
             self.persisted = n;

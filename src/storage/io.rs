@@ -2,7 +2,8 @@
 //!
 //! Everything the storage layer does to a disk goes through [`Io`] (directories, names) and
 //! [`IoFile`] (one open file), so that a test can substitute
-//! [`FaultyIo`](super::fault::FaultyIo), which injects failures and simulates power loss.
+//! `storage::fault::FaultyIo` (feature `test-util`), which injects failures and simulates
+//! power loss.
 //! Files are only ever read and written with positioned calls (`pread`/`pwrite` on Unix);
 //! nothing is memory-mapped, so a full disk is an error, never a `SIGBUS`.
 //!

@@ -13,15 +13,17 @@
 //! | module | what |
 //! |---|---|
 //! | [`io`] | the I/O trait under every file access, and the real file system |
-//! | [`fault`] | test support: an in-memory file system with injected faults and power loss |
+//! | `fault` | test support (feature `test-util`): an in-memory file system with injected faults and power loss |
 //! | [`varint`] | zig-zag varints |
 //! | [`record_batch`] | the RecordBatch v2 codec |
 //! | [`offset_index`], [`time_index`] | the sparse `.index` and `.timeindex` files |
-//! | [`segment`] | one segment: append, lookup, recovery of one `.log`, [`scan_log`] |
+//! | [`file_names`] | segment file names (`NNNNNNNNNNNNNNNNNNNN.log`) and sorting a directory's names |
+//! | [`scan`] | walking a `.log`'s batches ([`scan_log`]) and Kafka's offset rules for a segment |
+//! | [`segment`] | one segment: append, lookup, recovery of one `.log` |
 //! | [`segment_set`] | a partition directory: roll, retention, truncation, durability |
-//! | [`recovery`] | opening a directory (Kafka's recovery) and [`verify_dir`] |
+//! | [`recovery`] | opening a directory: Kafka's `LogLoader` |
 //! | [`checkpoint`] | Kafka's checkpoint text files, replaced atomically |
-//! | [`verify`] | read-only checks of a partition directory or a directory of them |
+//! | [`verify`] | read-only checks of a partition directory ([`verify_dir`]) or a directory of them |
 //!
 //! # Durability contract
 //!
@@ -114,12 +116,15 @@
 //! ```
 
 pub mod checkpoint;
+#[cfg(any(test, feature = "test-util"))]
 pub mod fault;
+pub mod file_names;
 mod index_file;
 pub mod io;
 pub mod offset_index;
 pub mod record_batch;
 pub mod recovery;
+pub mod scan;
 pub mod segment;
 pub mod segment_set;
 pub mod time_index;
@@ -128,9 +133,9 @@ pub mod verify;
 
 pub use io::{DirLock, FsIo, Io, IoFile, OpenMode};
 pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, Header, Record};
-pub use recovery::{
-    verify_dir, verify_dir_bounded, Problem, RecoveryReport, Truncation, VerifyReport,
-    VERIFY_MAX_BATCH_BYTES,
-};
-pub use segment::{scan_log, ScanEnd};
+pub use recovery::{RecoveryReport, Truncation};
+pub use scan::{scan_log, ScanEnd};
 pub use segment_set::{AppendInfo, Checkpoints, LogConfig, SegmentInfo, SegmentSet};
+pub use verify::{
+    verify_dir, verify_dir_bounded, Problem, ProblemKind, VerifyReport, VERIFY_MAX_BATCH_BYTES,
+};

@@ -1,5 +1,5 @@
 //! Opening a partition directory: Kafka's log segment recovery (`LogLoader`,
-//! `LogSegment.recover`), and a read-only consistency check of a directory.
+//! `LogSegment.recover`). The read-only check of a directory is [`verify`](super::verify).
 //!
 //! On open, in this order (holding the directory's lock, [`Io::lock_dir`], throughout and for
 //! as long as the log stays open):
@@ -29,19 +29,18 @@
 //!
 //! Offsets and timestamps below the recovery point are not re-read (as in Kafka): a bit
 //! flipped there is caught when the batch is read (its CRC is checked then) and by
-//! [`verify_dir`].
+//! [`verify_dir`](super::verify_dir).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::io::{DirLock, Io, OpenMode, LOCK_FILE};
-use super::offset_index;
-use super::segment::{
-    bad_offset_in_name, check_batch_offsets, file_name, parse_file_name, scan_log, ScanEnd,
-    Segment, INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_BYTES, TIME_INDEX_SUFFIX,
+use super::file_names::{
+    bad_offset_in_name, file_name, is_misnamed, log_bases, parse_file_name, INDEX_SUFFIX,
+    LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
+use super::io::{DirLock, Io, OpenMode, LOCK_FILE};
+use super::segment::Segment;
 use super::segment_set::{Checkpoints, LogConfig};
-use super::time_index;
 use crate::error::{Error, Result};
 
 /// Where recovery cut the log.
@@ -182,22 +181,17 @@ pub(crate) fn load(
     //    So are files named like segment files but not by a 20-digit base offset (Kafka's
     //    recovery ignores them too).
     for name in &names {
-        let misnamed = [".log", ".index", ".timeindex", ".txnindex"]
-            .iter()
-            .any(|s| name.ends_with(s))
-            && parse_file_name(name).is_none();
+        let misnamed = is_misnamed(
+            name,
+            &[LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, "txnindex"],
+        );
         if name.ends_with(".swap") || name.ends_with(".cleaned") || misnamed {
             report.foreign_files.push(dir.join(name));
         }
     }
 
     // 3. Index files without a log.
-    let bases: BTreeSet<u64> = names
-        .iter()
-        .filter_map(|n| parse_file_name(n))
-        .filter(|(_, suffix)| *suffix == LOG_SUFFIX)
-        .map(|(base, _)| base)
-        .collect();
+    let bases = log_bases(&names);
     for name in names.clone() {
         if let Some((base, suffix)) = parse_file_name(&name) {
             let is_index = matches!(suffix, "index" | "timeindex" | "txnindex");
@@ -361,382 +355,4 @@ fn delete_files(io: &dyn Io, dir: &Path, paths: &[PathBuf]) -> Result<()> {
         io.remove_file(path).map_err(io_err("removing", path))?;
     }
     Ok(())
-}
-
-/// The first inconsistency [`verify_dir`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// The file holding it.
-    pub file: PathBuf,
-    /// Its byte position in that file.
-    pub position: u64,
-    /// What is wrong.
-    pub reason: String,
-}
-
-/// What [`verify_dir`] checked.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct VerifyReport {
-    /// Segments checked (up to the first problem).
-    pub segments: usize,
-    /// Valid batches seen.
-    pub batches: u64,
-    /// The first problem, or `None` when every segment and index is consistent.
-    pub problem: Option<Problem>,
-}
-
-struct BatchFacts {
-    position: u64,
-    last_offset: u64,
-    running_max_timestamp: i64,
-    max_timestamp: i64,
-}
-
-/// Checks a partition directory without changing it: every `.log` must consist of valid
-/// batches (size, CRC, record structure, offsets strictly increasing from the segment's base
-/// offset — gaps allowed, as recovery allows them — and below the next segment's, no
-/// incomplete tail), every
-/// `.index` entry must point at the start of a batch whose last offset it names, with offsets
-/// strictly increasing, and every `.timeindex` entry must name the last offset of a batch
-/// whose maximum timestamp — the largest so far in the segment — is the entry's timestamp,
-/// with timestamps strictly increasing. Stops at the first problem (file and byte position).
-///
-/// # Errors
-///
-/// [`Error::Io`] when a file cannot be read (a missing index is a [`Problem`], not an error).
-///
-/// # Examples
-///
-/// ```
-/// # use std::{sync::Arc};
-/// use logbus::storage::{verify_dir, Checkpoints, FsIo, LogConfig, Record, SegmentSet};
-/// use logbus::SystemClock;
-///
-/// let dir = tempfile::tempdir()?;
-/// let (mut log, _) = SegmentSet::open(dir.path(), LogConfig::default(), Arc::new(FsIo),
-///     Arc::new(SystemClock), Checkpoints::default())?;
-/// log.append(&[Record::new(1, None, b"a")])?;
-/// log.close()?;
-/// let report = verify_dir(&FsIo, dir.path())?;
-/// assert_eq!((report.segments, report.batches, report.problem), (1, 1, None));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn verify_dir(io: &dyn Io, dir: &Path) -> Result<VerifyReport> {
-    verify_dir_bounded(io, dir, VERIFY_MAX_BATCH_BYTES)
-}
-
-/// The largest batch [`verify_dir`] reads into memory (16 MiB); a valid batch above it is a
-/// [`Problem`] (see [`verify_dir_bounded`] to raise it).
-pub const VERIFY_MAX_BATCH_BYTES: u64 = 16 << 20;
-
-/// [`verify_dir`], holding no batch over `max_batch_bytes` in memory: a larger batch whose
-/// CRC fails is corruption, one whose CRC holds is a [`Problem`] saying the limit is too low.
-/// Index files are read only when no larger than the segment's batches can fill (one entry
-/// per batch) or 10 MiB (Kafka's preallocated size), so memory is bounded by the limit and the
-/// log's batches, never by file lengths.
-///
-/// # Errors
-///
-/// As [`verify_dir`].
-pub fn verify_dir_bounded(io: &dyn Io, dir: &Path, max_batch_bytes: u64) -> Result<VerifyReport> {
-    let names = io.list_dir(dir).map_err(io_err("listing", dir))?;
-    let mut report = VerifyReport::default();
-    for name in &names {
-        let problem = |reason: String| Problem {
-            file: dir.join(name),
-            position: 0,
-            reason,
-        };
-        if let Some(reason) = bad_offset_in_name(name) {
-            report.problem = Some(problem(reason));
-            return Ok(report);
-        }
-        if name.ends_with(".swap") || name.ends_with(".cleaned") {
-            report.problem = Some(problem(
-                "a compaction's temporary file, which logbus never writes (its recovery leaves \
-                 it unused)"
-                    .into(),
-            ));
-            return Ok(report);
-        }
-    }
-    let bases: Vec<u64> = names
-        .iter()
-        .filter_map(|n| parse_file_name(n))
-        .filter(|(_, s)| *s == LOG_SUFFIX)
-        .map(|(b, _)| b)
-        .collect();
-    let mut prev_next: Option<u64> = None;
-    for (i, &base) in bases.iter().enumerate() {
-        report.segments += 1;
-        let upper = bases.get(i + 1).copied();
-        let checked = verify_segment(
-            io,
-            dir,
-            base,
-            upper,
-            prev_next,
-            max_batch_bytes,
-            &mut report,
-        );
-        let checked = match checked {
-            // A valid batch over the limit: the directory cannot be checked within it.
-            Err(Error::BatchTooLarge {
-                file,
-                position,
-                size,
-                max,
-            }) => Err(Problem {
-                file,
-                position,
-                reason: format!(
-                    "a batch of {size} bytes (its CRC holds) is over the {max}-byte limit of \
-                     this check; its records were not checked"
-                ),
-            }),
-            other => other?,
-        };
-        match checked {
-            Ok(next) => prev_next = Some(next),
-            Err(problem) => {
-                report.problem = Some(problem);
-                return Ok(report);
-            }
-        }
-    }
-    Ok(report)
-}
-
-fn verify_segment(
-    io: &dyn Io,
-    dir: &Path,
-    base: u64,
-    upper: Option<u64>,
-    prev_next: Option<u64>,
-    max_batch_bytes: u64,
-    report: &mut VerifyReport,
-) -> Result<std::result::Result<u64, Problem>> {
-    let log_path = dir.join(file_name(base, LOG_SUFFIX));
-    let file = io
-        .open(&log_path, OpenMode::Read)
-        .map_err(|e| Error::opening("opening", &log_path, e))?;
-    let len = file.len().map_err(io_err("reading length of", &log_path))?;
-    if len > MAX_SEGMENT_BYTES {
-        return Ok(Err(Problem {
-            reason: Error::SegmentTooLarge {
-                path: log_path.clone(),
-                size: len,
-                max: MAX_SEGMENT_BYTES,
-            }
-            .to_string(),
-            file: log_path,
-            position: MAX_SEGMENT_BYTES,
-        }));
-    }
-    let mut facts: Vec<BatchFacts> = Vec::new();
-    let mut expected = base;
-    let min_offset = prev_next.unwrap_or(base);
-    let mut running = i64::MIN;
-    let end = scan_log(&*file, &log_path, 0, len, max_batch_bytes, |batch| {
-        let h = batch.header();
-        let last = check_batch_offsets(&batch, base, expected, min_offset, upper)?;
-        batch.validate_records().or_else(|e| match e {
-            Error::UnsupportedCompression { .. } => Ok(()),
-            other => Err(other),
-        })?;
-        running = running.max(h.max_timestamp);
-        facts.push(BatchFacts {
-            position: batch.position(),
-            last_offset: last,
-            running_max_timestamp: running,
-            max_timestamp: h.max_timestamp,
-        });
-        expected = last + 1;
-        Ok(true)
-    })?;
-    report.batches += facts.len() as u64;
-    match end {
-        ScanEnd::Complete | ScanEnd::Stopped { .. } => {}
-        ScanEnd::Partial { position, bytes } => {
-            return Ok(Err(Problem {
-                file: log_path,
-                position,
-                reason: format!("incomplete batch: the last {bytes} bytes do not form a batch"),
-            }))
-        }
-        ScanEnd::Corrupt { error, position } => {
-            let position = match &error {
-                Error::CorruptSegment { position, .. } => *position,
-                _ => position,
-            };
-            return Ok(Err(Problem {
-                file: log_path,
-                position,
-                reason: error.to_string(),
-            }));
-        }
-    }
-    let next = facts.last().map_or(base, |f| f.last_offset + 1);
-
-    // The offset index.
-    // An index holds at most one entry per batch, unless preallocated as Kafka does.
-    let index_limit = |entry: usize| (facts.len() * entry).max(KAFKA_INDEX_BYTES);
-    let index_path = dir.join(file_name(base, INDEX_SUFFIX));
-    let bytes = match read_index(
-        io,
-        &index_path,
-        index_limit(offset_index::ENTRY_SIZE),
-        offset_index::ENTRY_SIZE,
-    )? {
-        Ok(bytes) => bytes,
-        Err(mut problem) => {
-            if problem.reason == "missing index" {
-                problem.reason = "missing offset index".into();
-            }
-            return Ok(Err(problem));
-        }
-    };
-    if bytes.len() % offset_index::ENTRY_SIZE != 0 {
-        return Ok(Err(Problem {
-            position: (bytes.len() - bytes.len() % offset_index::ENTRY_SIZE) as u64,
-            file: index_path,
-            reason: format!(
-                "file length {} is not a multiple of the {}-byte entry size",
-                bytes.len(),
-                offset_index::ENTRY_SIZE
-            ),
-        }));
-    }
-    let mut prev: Option<u64> = None;
-    for (i, e) in offset_index::parse(&bytes, base).iter().enumerate() {
-        let position = (i * offset_index::ENTRY_SIZE) as u64;
-        let problem = |reason: String| {
-            Ok(Err(Problem {
-                file: index_path.clone(),
-                position,
-                reason: format!(
-                    "entry {i} (offset {}, position {}): {reason}",
-                    e.offset, e.position
-                ),
-            }))
-        };
-        if prev.is_some_and(|p| e.offset <= p) {
-            return problem("offsets must strictly increase".into());
-        }
-        prev = Some(e.offset);
-        match facts.binary_search_by_key(&u64::from(e.position), |f| f.position) {
-            Ok(j) if facts[j].last_offset == e.offset => {}
-            Ok(j) => {
-                return problem(format!(
-                    "the batch there has last offset {}",
-                    facts[j].last_offset
-                ))
-            }
-            Err(_) => return problem("no batch starts at that position".into()),
-        }
-    }
-
-    // The time index.
-    let time_path = dir.join(file_name(base, TIME_INDEX_SUFFIX));
-    let bytes = match read_index(
-        io,
-        &time_path,
-        index_limit(time_index::ENTRY_SIZE),
-        time_index::ENTRY_SIZE,
-    )? {
-        Ok(bytes) => bytes,
-        Err(mut problem) => {
-            if problem.reason == "missing index" {
-                problem.reason = "missing time index".into();
-            }
-            return Ok(Err(problem));
-        }
-    };
-    if bytes.len() % time_index::ENTRY_SIZE != 0 {
-        return Ok(Err(Problem {
-            position: (bytes.len() - bytes.len() % time_index::ENTRY_SIZE) as u64,
-            file: time_path,
-            reason: format!(
-                "file length {} is not a multiple of the {}-byte entry size",
-                bytes.len(),
-                time_index::ENTRY_SIZE
-            ),
-        }));
-    }
-    let mut prev: Option<i64> = None;
-    for (i, e) in time_index::parse(&bytes, base).iter().enumerate() {
-        let position = (i * time_index::ENTRY_SIZE) as u64;
-        let problem = |reason: String| {
-            Ok(Err(Problem {
-                file: time_path.clone(),
-                position,
-                reason: format!(
-                    "entry {i} (timestamp {}, offset {}): {reason}",
-                    e.timestamp, e.offset
-                ),
-            }))
-        };
-        if prev.is_some_and(|p| e.timestamp <= p) {
-            return problem("timestamps must strictly increase".into());
-        }
-        prev = Some(e.timestamp);
-        let found = facts
-            .binary_search_by_key(&e.offset, |f| f.last_offset)
-            .ok()
-            .map(|j| &facts[j]);
-        match found {
-            Some(f) if f.max_timestamp == e.timestamp && f.running_max_timestamp == e.timestamp => {
-            }
-            Some(f) => {
-                return problem(format!(
-                    "the batch ending there has max timestamp {} and the segment's largest so far \
-                     is {}",
-                    f.max_timestamp, f.running_max_timestamp
-                ))
-            }
-            None => return problem("no batch ends at that offset".into()),
-        }
-    }
-    Ok(Ok(next))
-}
-
-/// Kafka's default `segment.index.bytes`: the size its active segment's indexes are
-/// preallocated to.
-const KAFKA_INDEX_BYTES: usize = 10 << 20;
-
-/// The index file's bytes, if it exists and holds at most `limit` of them; a longer file (a
-/// sparse one, say) is a [`Problem`] and is not read.
-fn read_index(
-    io: &dyn Io,
-    path: &Path,
-    limit: usize,
-    entry: usize,
-) -> Result<std::result::Result<Vec<u8>, Problem>> {
-    // Opened without a look first: a dangling symlink is not "missing" but not a file.
-    let file = match io.open(path, OpenMode::Read) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Err(Problem {
-                file: path.to_path_buf(),
-                position: 0,
-                reason: "missing index".into(),
-            }))
-        }
-        Err(e) => return Err(Error::opening("opening", path, e)),
-    };
-    let len = file.len().map_err(io_err("reading length of", path))?;
-    if len > limit as u64 {
-        return Ok(Err(Problem {
-            file: path.to_path_buf(),
-            position: limit as u64,
-            reason: format!(
-                "the index is {len} bytes, more than its segment's batches can fill ({limit} \
-                 bytes of {entry}-byte entries, or Kafka's preallocated 10 MiB)"
-            ),
-        }));
-    }
-    let mut bytes = vec![0u8; len as usize];
-    file.read_exact_at(&mut bytes, 0)
-        .map_err(io_err("reading", path))?;
-    Ok(Ok(bytes))
 }

@@ -11,86 +11,19 @@
 //! Recovery is Kafka's `LogSegment.recover`: every batch is checked (size, CRC, records,
 //! offsets increasing from the base offset, possibly with gaps, and below the next segment's),
 //! the indexes are rebuilt as it goes, and the log is cut at the first bad or incomplete batch.
-//!
-//! [`scan_log`] iterates the batches of any `.log` file with their positions, which is what a
-//! dump tool needs.
+//! The batch walk and the per-batch rules live in [`scan`](super::scan), shared with the verifier.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use super::file_names::{file_name, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use super::index_file::IndexFile;
 use super::io::{Io, IoFile, OpenMode};
 use super::offset_index::OffsetIndex;
-use super::record_batch::{
-    Batch, BatchHeader, Extent, CORRUPT_BELOW_BATCH_LENGTH, HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC,
-    LOG_OVERHEAD, NO_TIMESTAMP,
-};
+use super::record_batch::{Batch, BatchHeader, HEADER_SIZE, NO_TIMESTAMP};
+use super::scan::{scan_segment, ScanEnd, SegmentBounds};
 use super::time_index::TimeIndex;
 use crate::error::{Corruption, Error, Result};
-
-/// Suffix of a segment's log file.
-pub const LOG_SUFFIX: &str = "log";
-/// Suffix of a segment's offset index.
-pub const INDEX_SUFFIX: &str = "index";
-/// Suffix of a segment's time index.
-pub const TIME_INDEX_SUFFIX: &str = "timeindex";
-
-/// The file name of a segment file: the base offset as 20 zero-padded digits, then the suffix.
-///
-/// # Examples
-///
-/// ```
-/// use logbus::storage::segment::file_name;
-/// assert_eq!(file_name(42, "log"), "00000000000000000042.log");
-/// ```
-pub fn file_name(base_offset: u64, suffix: &str) -> String {
-    format!("{base_offset:020}.{suffix}")
-}
-
-/// Splits a name like `00000000000000000042.log` into `(42, "log")`; `None` for other names.
-///
-/// # Examples
-///
-/// ```
-/// use logbus::storage::segment::parse_file_name;
-/// assert_eq!(parse_file_name("00000000000000000042.timeindex"), Some((42, "timeindex")));
-/// assert_eq!(parse_file_name("42.log"), None);
-/// ```
-pub fn parse_file_name(name: &str) -> Option<(u64, &str)> {
-    let (stem, suffix) = name.split_once('.')?;
-    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let base: u64 = stem.parse().ok()?;
-    (base <= MAX_OFFSET).then_some((base, suffix))
-}
-
-/// The largest offset a segment name may carry: Kafka's offsets are signed 64-bit.
-pub const MAX_OFFSET: u64 = i64::MAX as u64;
-
-/// Why `name`, shaped like a segment file name (20 digits, a dot, a suffix), names no valid
-/// base offset: `Some` for offsets above [`MAX_OFFSET`] (which [`parse_file_name`] rejects),
-/// `None` otherwise.
-///
-/// # Examples
-///
-/// ```
-/// use logbus::storage::segment::bad_offset_in_name;
-/// assert!(bad_offset_in_name("18446744073709551615.log").is_some());
-/// assert!(bad_offset_in_name("00000000000000000042.log").is_none());
-/// ```
-pub fn bad_offset_in_name(name: &str) -> Option<String> {
-    let (stem, _) = name.split_once('.')?;
-    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    match stem.parse::<u64>() {
-        Ok(base) if base <= MAX_OFFSET => None,
-        _ => Some(format!(
-            "the base offset {stem} in the name is above {MAX_OFFSET}: offsets are signed 64-bit \
-             (as Kafka's), so no segment can start there"
-        )),
-    }
-}
 
 /// Settings a segment needs (a subset of the segment set's config).
 #[derive(Debug, Clone, Copy)]
@@ -106,268 +39,10 @@ pub(crate) struct SegmentParams {
 /// (`segment.bytes` ≤ 2^31 - 1).
 pub const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
 
-/// Size of the reads recovery and [`scan_log`] make: small enough that the buffer stays in
-/// the L2 cache between the kernel's copy into it and the CRC pass over it (4 MiB reads
-/// measured 0.1x slower in recovery than 512 KiB ones), large enough that syscalls are few.
-const SCAN_CHUNK: usize = 512 << 10;
-
 /// Write-outs of a full write buffer end on a multiple of this file position (the rest stays
 /// buffered): the page cache then fills whole, aligned (large) folios, which measured about
 /// 1.3x cheaper in the kernel than unaligned writes of the same size on ext4.
 const WRITE_ALIGN: u64 = 64 << 10;
-
-/// How a scan of a `.log` ended.
-#[derive(Debug)]
-pub enum ScanEnd {
-    /// Every byte up to the end formed valid batches.
-    Complete,
-    /// The last `bytes` bytes, from `position`, are an incomplete batch (a torn tail).
-    Partial {
-        /// Where the incomplete batch starts.
-        position: u64,
-        /// Its bytes.
-        bytes: u64,
-    },
-    /// The batch at `position` is corrupt (or its offsets were rejected by the visitor).
-    Corrupt {
-        /// Where the bad batch starts.
-        position: u64,
-        /// What was wrong, as [`Error::CorruptSegment`] with the byte position of the field.
-        error: Error,
-    },
-    /// The visitor asked to stop before the batch at `position`.
-    Stopped {
-        /// Where the next batch starts.
-        position: u64,
-    },
-}
-
-/// Iterates the batches of `file` (a `.log`) from byte `start` to byte `end`, checking each
-/// one's size and CRC, and calls `visit` with each valid batch (its
-/// [`position`](Batch::position) is its place in the file).
-///
-/// `visit` returns `Ok(true)` to go on, `Ok(false)` to stop, or an error to declare the batch
-/// bad (the scan then ends with [`ScanEnd::Corrupt`] at that batch). Reads are large and
-/// sequential; memory use is bounded by the larger of 512 KiB and `max_batch_bytes`, and never
-/// exceeds what the file holds. A batch over `max_batch_bytes` is never held: its CRC is
-/// checked as it streams by, and it ends the scan as corruption when the CRC fails, or with
-/// [`Error::BatchTooLarge`] when it is a valid batch (the limit is too low for this log).
-///
-/// # Errors
-///
-/// [`Error::Io`] when reading fails; [`Error::BatchTooLarge`] for a valid batch over
-/// `max_batch_bytes`. Corruption is not an error here: it is how the scan ends.
-///
-/// # Examples
-///
-/// ```
-/// use logbus::storage::io::{FsIo, Io, OpenMode};
-/// use logbus::storage::record_batch::BatchBuilder;
-/// use logbus::storage::segment::{scan_log, ScanEnd};
-/// use std::path::Path;
-///
-/// let dir = tempfile::tempdir()?;
-/// let path = dir.path().join("00000000000000000000.log");
-/// let file = FsIo.open(&path, OpenMode::CreateNew)?;
-/// let batch = BatchBuilder::new(0).with_record(5, None, Some(b"v"))?.finish().to_vec();
-/// file.write_all_at(&batch, 0)?;
-/// file.write_all_at(&batch[..10], batch.len() as u64)?; // a torn second batch
-///
-/// let mut offsets = Vec::new();
-/// let end = scan_log(&*file, Path::new(&path), 0, file.len()?, 1 << 20, |b| {
-///     offsets.push((b.position(), b.header().base_offset));
-///     Ok(true)
-/// })?;
-/// assert_eq!(offsets, vec![(0, 0)]);
-/// assert!(matches!(end, ScanEnd::Partial { bytes: 10, .. }));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn scan_log(
-    file: &dyn IoFile,
-    path: &Path,
-    start: u64,
-    end: u64,
-    max_batch_bytes: u64,
-    mut visit: impl FnMut(Batch<'_>) -> Result<bool>,
-) -> Result<ScanEnd> {
-    let mut buf = ScanBuf {
-        data: Vec::new(),
-        len: 0,
-        start,
-    };
-    let mut off = 0usize; // next batch in buf
-    loop {
-        let pos = buf.start + off as u64;
-        if pos >= end {
-            return Ok(ScanEnd::Complete);
-        }
-        let left_in_file = end - pos;
-        let avail = (buf.len - off) as u64;
-        if left_in_file < HEADER_SIZE_UP_TO_MAGIC as u64 {
-            return Ok(ScanEnd::Partial {
-                position: pos,
-                bytes: left_in_file,
-            });
-        }
-        if avail < HEADER_SIZE_UP_TO_MAGIC as u64 {
-            buf.refill(file, path, &mut off, end, 0)?;
-            continue;
-        }
-        let extent = super::record_batch::next_batch_extent(&buf.data[off..buf.len]);
-        let length = i32::from_be_bytes([
-            buf.data[off + 8],
-            buf.data[off + 9],
-            buf.data[off + 10],
-            buf.data[off + 11],
-        ]);
-        if length < CORRUPT_BELOW_BATCH_LENGTH {
-            debug_assert!(matches!(extent, Extent::Corrupt(_)));
-            return Ok(ScanEnd::Corrupt {
-                position: pos,
-                error: Error::CorruptSegment {
-                    file: path.to_path_buf(),
-                    position: pos + 8,
-                    reason: Corruption::BatchLengthTooSmall { length },
-                },
-            });
-        }
-        let size = LOG_OVERHEAD as u64 + length as u64;
-        if size > left_in_file {
-            return Ok(ScanEnd::Partial {
-                position: pos,
-                bytes: left_in_file,
-            });
-        }
-        if size > max_batch_bytes {
-            // Never held in memory: its CRC is computed as it streams by. Garbage (a sparse
-            // file, a torn length) is corruption; a real batch over the limit is an error the
-            // caller must see, never a cut.
-            return match oversized_batch(file, path, pos, size, max_batch_bytes)? {
-                Some(error) => Ok(ScanEnd::Corrupt {
-                    position: pos,
-                    error,
-                }),
-                None => Err(Error::BatchTooLarge {
-                    file: path.to_path_buf(),
-                    position: pos,
-                    size,
-                    max: max_batch_bytes,
-                }),
-            };
-        }
-        if size > avail {
-            // `size <= left_in_file`: the buffer never grows beyond what the file holds.
-            buf.refill(file, path, &mut off, end, size as usize)?;
-            continue;
-        }
-        let bytes = &buf.data[off..off + size as usize];
-        let batch = match Batch::decode_at(bytes, pos) {
-            Ok(batch) => batch,
-            Err(e) => {
-                return Ok(ScanEnd::Corrupt {
-                    position: pos,
-                    error: e.in_file(path, 0),
-                })
-            }
-        };
-        match visit(batch) {
-            Ok(true) => off += size as usize,
-            Ok(false) => return Ok(ScanEnd::Stopped { position: pos }),
-            Err(e) => {
-                return Ok(ScanEnd::Corrupt {
-                    position: pos,
-                    error: e.in_file(path, 0),
-                })
-            }
-        }
-    }
-}
-
-/// Checks the batch of `size` bytes at `pos` (known to lie inside the file) without holding it:
-/// `Some` corruption when its magic or its CRC is wrong, `None` when it is a valid batch.
-fn oversized_batch(
-    file: &dyn IoFile,
-    path: &Path,
-    pos: u64,
-    size: u64,
-    max: u64,
-) -> Result<Option<Error>> {
-    const CHUNK: usize = 256 << 10;
-    let read = |buf: &mut [u8], at: u64| {
-        file.read_exact_at(buf, at)
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))
-    };
-    let mut head = [0u8; HEADER_SIZE];
-    read(&mut head, pos)?;
-    let corrupt = |at: u64, reason: Corruption| {
-        Some(Error::CorruptSegment {
-            file: path.to_path_buf(),
-            position: pos + at,
-            reason,
-        })
-    };
-    if head[16] != 2 {
-        return Ok(corrupt(
-            16,
-            Corruption::BadMagic {
-                magic: head[16] as i8,
-            },
-        ));
-    }
-    let stored = u32::from_be_bytes([head[17], head[18], head[19], head[20]]);
-    let mut crc = 0u32;
-    let mut buf = vec![0u8; CHUNK];
-    let mut at = pos + 21;
-    let end = pos + size;
-    while at < end {
-        let n = (end - at).min(CHUNK as u64) as usize;
-        read(&mut buf[..n], at)?;
-        crc = crc32c::crc32c_append(crc, &buf[..n]);
-        at += n as u64;
-    }
-    if crc != stored {
-        return Ok(corrupt(8, Corruption::BatchTooLarge { size, max }));
-    }
-    Ok(None)
-}
-
-/// A read buffer reused across refills: `data[..len]` holds file bytes from `start`.
-struct ScanBuf {
-    data: Vec<u8>,
-    len: usize,
-    start: u64,
-}
-
-impl ScanBuf {
-    /// Moves the bytes from `off` to the front and reads more, up to the larger of `need`
-    /// and a chunk in all, never past `end`. Memory is only zeroed when the buffer grows.
-    fn refill(
-        &mut self,
-        file: &dyn IoFile,
-        path: &Path,
-        off: &mut usize,
-        end: u64,
-        need: usize,
-    ) -> Result<()> {
-        self.data.copy_within(*off..self.len, 0);
-        self.len -= *off;
-        self.start += *off as u64;
-        *off = 0;
-        let file_left = end - (self.start + self.len as u64);
-        let want = need.max(SCAN_CHUNK).saturating_sub(self.len) as u64;
-        let add = want.min(file_left) as usize;
-        if self.data.len() < self.len + add {
-            self.data.resize(self.len + add, 0);
-        }
-        file.read_exact_at(
-            &mut self.data[self.len..self.len + add],
-            self.start + self.len as u64,
-        )
-        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        self.len += add;
-        Ok(())
-    }
-}
 
 /// What recovering one segment found.
 #[derive(Debug)]
@@ -440,29 +115,40 @@ impl Segment {
         let log = io
             .open(&log_path, OpenMode::Truncate)
             .map_err(|e| Error::opening("creating", &log_path, e))?;
-        let (offset_index, _) = OffsetIndex::open(
-            io,
-            &dir.join(file_name(base_offset, INDEX_SUFFIX)),
-            base_offset,
-            params.segment_index_bytes,
-            true,
-        )?;
-        let (time_index, _) = TimeIndex::open(
-            io,
-            &dir.join(file_name(base_offset, TIME_INDEX_SUFFIX)),
-            base_offset,
-            params.segment_index_bytes,
-            true,
-        )?;
+        let (segment, _) = Self::with_indexes(io, dir, base_offset, params, now_ms, log, true)?;
         Ok(Segment {
+            log_unsynced: true,
+            ..segment
+        })
+    }
+
+    /// A segment over `log` (not yet read: empty as far as its fields say) with its two
+    /// indexes opened (`fresh`: emptied). Returns whether each index held whole entries.
+    fn with_indexes(
+        io: &dyn Io,
+        dir: &Path,
+        base_offset: u64,
+        params: SegmentParams,
+        now_ms: i64,
+        log: Box<dyn IoFile>,
+        fresh: bool,
+    ) -> Result<(Self, [bool; 2])> {
+        let (max, path) = (params.segment_index_bytes, |s| {
+            dir.join(file_name(base_offset, s))
+        });
+        let (offset_index, index_whole) =
+            IndexFile::open(io, &path(INDEX_SUFFIX), base_offset, max, fresh)?;
+        let (time_index, time_whole) =
+            IndexFile::open(io, &path(TIME_INDEX_SUFFIX), base_offset, max, fresh)?;
+        let segment = Segment {
             base_offset,
-            log_path,
+            log_path: dir.join(file_name(base_offset, LOG_SUFFIX)),
             log,
             flushed: 0,
             pending: Vec::new(),
-            log_unsynced: true,
-            offset_index,
-            time_index,
+            log_unsynced: false,
+            offset_index: OffsetIndex::from(offset_index),
+            time_index: TimeIndex::from(time_index),
             params,
             bytes_since_last_entry: 0,
             max_timestamp: NO_TIMESTAMP,
@@ -470,7 +156,8 @@ impl Segment {
             rolling_timestamp: None,
             created_ms: now_ms,
             next_offset: base_offset,
-        })
+        };
+        Ok((segment, [index_whole, time_whole]))
     }
 
     /// Opens an existing segment (its `.log` must exist; missing indexes are created empty).
@@ -505,37 +192,9 @@ impl Segment {
         };
         let index_existed = exists(&index_path)?;
         let time_existed = exists(&time_path)?;
-        let (offset_index, index_whole) = OffsetIndex::open(
-            io,
-            &index_path,
-            base_offset,
-            params.segment_index_bytes,
-            false,
-        )?;
-        let (time_index, time_whole) = TimeIndex::open(
-            io,
-            &time_path,
-            base_offset,
-            params.segment_index_bytes,
-            false,
-        )?;
-        let segment = Segment {
-            base_offset,
-            log_path,
-            log,
-            flushed,
-            pending: Vec::new(),
-            log_unsynced: false,
-            offset_index,
-            time_index,
-            params,
-            bytes_since_last_entry: 0,
-            max_timestamp: NO_TIMESTAMP,
-            offset_of_max_timestamp: base_offset,
-            rolling_timestamp: None,
-            created_ms: now_ms,
-            next_offset: base_offset,
-        };
+        let (segment, [index_whole, time_whole]) =
+            Self::with_indexes(io, dir, base_offset, params, now_ms, log, false)?;
+        let segment = Segment { flushed, ..segment };
         let health = IndexHealth {
             offset_index_ok: index_existed && index_whole && segment.offset_index_sane(),
             time_index_ok: time_existed && time_whole && segment.time_index_sane(),
@@ -655,11 +314,11 @@ impl Segment {
         upper_bound: Option<u64>,
     ) -> Result<SegmentRecovery> {
         self.flush_log()?;
-        self.offset_index.begin_rebuild();
-        self.time_index.begin_rebuild();
+        self.offset_index.file_mut().begin_rebuild();
+        self.time_index.file_mut().begin_rebuild();
         let base = self.base_offset;
         let interval = self.params.index_interval_bytes;
-        let mut expected = base;
+        let mut next = base;
         let mut max_ts = NO_TIMESTAMP;
         let mut max_off = base;
         let mut last_entry_pos = 0u64;
@@ -675,31 +334,36 @@ impl Segment {
             ..
         } = self;
         let max_batch = self.params.max_batch_bytes;
-        let end = scan_log(&**log, log_path, 0, file_len, max_batch, |batch| {
-            let h = batch.header();
-            let pos = batch.position();
-            let last = check_batch_offsets(&batch, base, expected, min_offset, upper_bound)?;
-            // A CRC can seal malformed records too: such a batch is corrupt, or a reader from
-            // below it would be stuck there. Compressed batches cannot be looked into.
-            match batch.validate_records() {
-                Ok(()) | Err(Error::UnsupportedCompression { .. }) => {}
-                Err(e) => return Err(e),
-            }
-            if h.max_timestamp > max_ts {
-                max_ts = h.max_timestamp;
-                max_off = last;
-            }
-            if pos - last_entry_pos > interval {
-                offset_index.append(last, pos as u32);
-                time_index.maybe_append(max_ts, max_off, false);
-                last_entry_pos = pos;
-            }
-            rolling.get_or_insert(h.max_timestamp);
-            expected = last + 1;
-            valid = pos + batch.size();
-            batches += 1;
-            Ok(true)
-        })?;
+        let bounds = SegmentBounds {
+            base,
+            min_offset,
+            upper: upper_bound,
+        };
+        let end = scan_segment(
+            &**log,
+            log_path,
+            file_len,
+            max_batch,
+            bounds,
+            |batch, last| {
+                let h = batch.header();
+                let pos = batch.position();
+                if h.max_timestamp > max_ts {
+                    max_ts = h.max_timestamp;
+                    max_off = last;
+                }
+                if pos - last_entry_pos > interval {
+                    offset_index.append(last, pos as u32);
+                    time_index.maybe_append(max_ts, max_off, false);
+                    last_entry_pos = pos;
+                }
+                rolling.get_or_insert(h.max_timestamp);
+                next = last + 1;
+                valid = pos + batch.size();
+                batches += 1;
+                Ok(true)
+            },
+        )?;
         let truncated = match end {
             ScanEnd::Complete | ScanEnd::Stopped { .. } => None,
             ScanEnd::Partial { position, bytes } => Some((
@@ -720,14 +384,14 @@ impl Segment {
             self.log_unsynced = true;
         }
         self.time_index.maybe_append(max_ts, max_off, true);
-        self.offset_index.end_rebuild();
-        self.time_index.end_rebuild();
-        self.offset_index.flush()?;
-        self.time_index.flush()?;
+        self.offset_index.file_mut().end_rebuild();
+        self.time_index.file_mut().end_rebuild();
+        self.offset_index.file_mut().flush()?;
+        self.time_index.file_mut().flush()?;
         self.max_timestamp = max_ts;
         self.offset_of_max_timestamp = max_off;
         self.rolling_timestamp = rolling;
-        self.next_offset = if batches > 0 { expected } else { base };
+        self.next_offset = next;
         self.bytes_since_last_entry = valid - last_entry_pos;
         Ok(SegmentRecovery {
             valid_bytes: valid,
@@ -777,30 +441,9 @@ impl Segment {
     }
 
     /// Whether the next batch (of `batch_size` bytes, max timestamp `max_timestamp`, last
-    /// offset `last_offset`) must go to a new segment (Kafka's `LogSegment.shouldRoll`).
+    /// offset `last_offset`) must go to a new segment of `size` bytes (its size now, or before
+    /// a batch was staged with [`stage`](Segment::stage)): Kafka's `LogSegment.shouldRoll`.
     /// `now_ms` is called only when the batches carry no timestamps.
-    pub(crate) fn should_roll(
-        &self,
-        segment_bytes: u64,
-        segment_ms: i64,
-        batch_size: u64,
-        max_timestamp: i64,
-        last_offset: u64,
-        now_ms: impl FnOnce() -> i64,
-    ) -> bool {
-        self.roll_due(
-            self.size(),
-            segment_bytes,
-            segment_ms,
-            batch_size,
-            max_timestamp,
-            last_offset,
-            now_ms,
-        )
-    }
-
-    /// [`should_roll`](Segment::should_roll) for a segment of `size` bytes (its size before
-    /// a batch was staged with [`stage`](Segment::stage)).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn roll_due(
         &self,
@@ -919,8 +562,8 @@ impl Segment {
     /// Hands buffered log bytes and index entries to the operating system.
     pub(crate) fn flush(&mut self) -> Result<()> {
         self.flush_log()?;
-        self.offset_index.flush()?;
-        self.time_index.flush()
+        self.offset_index.file_mut().flush()?;
+        self.time_index.file_mut().flush()
     }
 
     /// Flushes, then makes the log durable, and the indexes too when `indexes` is set.
@@ -937,8 +580,8 @@ impl Segment {
             self.log_unsynced = false;
         }
         if indexes {
-            self.offset_index.sync()?;
-            self.time_index.sync()?;
+            self.offset_index.file_mut().sync()?;
+            self.time_index.file_mut().sync()?;
         }
         Ok(())
     }
@@ -1083,10 +726,10 @@ impl Segment {
             .map_err(|e| Error::io(format!("truncating {}", self.log_path.display()), e))?;
         self.flushed = pos;
         self.log_unsynced = true;
-        self.offset_index.truncate_to(offset);
-        self.time_index.truncate_to(offset);
-        self.offset_index.flush()?;
-        self.time_index.flush()?;
+        self.offset_index.file_mut().truncate_to(offset);
+        self.time_index.file_mut().truncate_to(offset);
+        self.offset_index.file_mut().flush()?;
+        self.time_index.file_mut().flush()?;
         self.load()
     }
 
@@ -1098,67 +741,4 @@ impl Segment {
             self.time_index.path().to_path_buf(),
         ]
     }
-}
-
-/// Kafka's offset checks for `batch`, the next batch of the segment based at `base` after
-/// offset `expected` (one past the previous batch's last offset, or the segment's base offset):
-/// offsets strictly increase but may jump (compaction, transactions and replicas leave gaps),
-/// so the batch starts at or above `expected` and at or above `min_offset` (the previous
-/// segment's end); its last offset delta is non-negative; its offsets stay within the
-/// segment's 32-bit relative range, below `upper` (the next segment's base) and below
-/// `i64::MAX` (the offset after the last must exist). Returns the batch's last offset.
-/// Recovery and `verify_dir` both apply it.
-pub(crate) fn check_batch_offsets(
-    batch: &Batch<'_>,
-    base: u64,
-    expected: u64,
-    min_offset: u64,
-    upper: Option<u64>,
-) -> Result<u64> {
-    let h = batch.header();
-    let bad = |rule: String| {
-        Err(Error::CorruptBatch {
-            position: batch.position(),
-            reason: Corruption::BadOffset {
-                base_offset: h.base_offset,
-                last_offset: h.last_offset(),
-                rule,
-            },
-        })
-    };
-    let floor = expected.max(min_offset);
-    if h.base_offset < 0 || (h.base_offset as u64) < floor {
-        return bad(if batch.position() > 0 {
-            format!("base offset must be at least {floor} (offsets increase strictly)")
-        } else {
-            format!(
-                "base offset must be at least {floor} (the segment's base offset, and past the \
-                 previous segment's last offset)"
-            )
-        });
-    }
-    if h.last_offset_delta < 0 {
-        return bad("lastOffsetDelta must be >= 0".into());
-    }
-    let last = h.last_offset() as u64;
-    if last >= i64::MAX as u64 {
-        return bad(format!(
-            "offsets must be below {} (the offset after the last must exist)",
-            i64::MAX
-        ));
-    }
-    if last - base > i32::MAX as u64 {
-        return bad(format!(
-            "offsets must lie within [{base}, {}] in this segment",
-            base + i32::MAX as u64
-        ));
-    }
-    if let Some(upper) = upper {
-        if last >= upper {
-            return bad(format!(
-                "offsets must be below {upper}, the next segment's base offset"
-            ));
-        }
-    }
-    Ok(last)
 }

@@ -538,7 +538,9 @@ impl SegmentSet {
             });
         }
         self.guarded(|set| {
-            let roll = set.active().should_roll(
+            let active = set.active();
+            let roll = active.roll_due(
+                active.size(),
                 set.config.segment_bytes,
                 set.config.segment_ms,
                 size,

@@ -19,9 +19,7 @@
 use std::path::Path;
 
 use super::index_file::{decode_entries, Entry, IndexFile};
-use super::io::Io;
 use super::record_batch::NO_TIMESTAMP;
-use crate::error::Result;
 
 /// Bytes per `.timeindex` entry.
 pub const ENTRY_SIZE: usize = 12;
@@ -42,6 +40,10 @@ impl Entry for TimeEntry {
         out.extend_from_slice(&self.timestamp.to_be_bytes());
         let relative = self.offset.wrapping_sub(base) as u32;
         out.extend_from_slice(&relative.to_be_bytes());
+    }
+
+    fn offset(&self) -> u64 {
+        self.offset
     }
 
     fn decode(b: &[u8], base: u64) -> Self {
@@ -67,20 +69,13 @@ pub struct TimeIndex {
     inner: IndexFile<TimeEntry>,
 }
 
-impl TimeIndex {
-    /// Opens the index at `path` (created if missing; emptied if `fresh`). Returns it with
-    /// `false` when the file was cut mid-entry.
-    pub(crate) fn open(
-        io: &dyn Io,
-        path: &Path,
-        base_offset: u64,
-        max_bytes: u64,
-        fresh: bool,
-    ) -> Result<(Self, bool)> {
-        let (inner, whole) = IndexFile::open(io, path, base_offset, max_bytes, fresh)?;
-        Ok((TimeIndex { inner }, whole))
+impl From<IndexFile<TimeEntry>> for TimeIndex {
+    fn from(inner: IndexFile<TimeEntry>) -> Self {
+        TimeIndex { inner }
     }
+}
 
+impl TimeIndex {
     /// The entries, in order.
     pub fn entries(&self) -> &[TimeEntry] {
         self.inner.entries()
@@ -123,28 +118,12 @@ impl TimeIndex {
         }
     }
 
-    /// Drops entries whose offset is at or above `offset`.
-    pub(crate) fn truncate_to(&mut self, offset: u64) {
-        let keep = self.entries().partition_point(|e| e.offset < offset);
-        self.inner.truncate_entries(keep);
+    /// The file under the index: flushing, syncing, truncating and rebuilding it.
+    pub(crate) fn file_mut(&mut self) -> &mut IndexFile<TimeEntry> {
+        &mut self.inner
     }
 
-    pub(crate) fn begin_rebuild(&mut self) {
-        self.inner.begin_rebuild();
-    }
-
-    pub(crate) fn end_rebuild(&mut self) {
-        self.inner.end_rebuild();
-    }
-
-    pub(crate) fn flush(&mut self) -> Result<()> {
-        self.inner.flush()
-    }
-
-    pub(crate) fn sync(&mut self) -> Result<()> {
-        self.inner.sync()
-    }
-
+    /// Whether entries were added or dropped since the last sync.
     pub(crate) fn is_unsynced(&self) -> bool {
         self.inner.is_unsynced()
     }

@@ -81,9 +81,12 @@ mod imp {
         // while the other side still sees the older state (see `light`).
         if STATE.load(Ordering::Relaxed) == UNKNOWN {
             let state = if register() { MEMBARRIER } else { FALLBACK };
-            // Release/Acquire are not needed for correctness (see above); SeqCst keeps the
-            // transition simple to reason about.
-            STATE.store(state, Ordering::SeqCst);
+            // Only the first decision stands: two threads may race here, and a second store
+            // could otherwise take STATE from MEMBARRIER to FALLBACK, which `light`'s argument
+            // forbids (a `light` that ran as a compiler fence would then meet a `heavy` that
+            // issues no membarrier). A loser that registered leaves the registration unused.
+            // SeqCst (both): the transition is rare; no weaker ordering is needed (see above).
+            let _ = STATE.compare_exchange(UNKNOWN, state, Ordering::SeqCst, Ordering::SeqCst);
         }
     }
 
@@ -104,11 +107,52 @@ mod imp {
         init();
         fence(Ordering::SeqCst);
         // Relaxed: set by `init` on this thread or read after it (see `light`).
-        if STATE.load(Ordering::Relaxed) == MEMBARRIER && !expedited() {
-            // The kernel refused after registering (never seen in practice): nothing can be
-            // done safely but abort, because `light` callers rely on this barrier.
+        if STATE.load(Ordering::Relaxed) == MEMBARRIER && !expedited_or_retry() {
+            // `light` callers that ran as compiler fences rely on this barrier, and no other
+            // way to force one on every running thread is known to hold on every architecture
+            // (see `expedited_or_retry`): returning would break the handshake silently.
             std::process::abort();
         }
+    }
+
+    /// Issues the expedited membarrier, retrying the failures that can happen after a
+    /// successful registration. Registration belongs to the address space: a child of `fork`
+    /// inherits it and `exec` discards it together with this module's memory, so `EPERM`
+    /// (not registered) and `EINVAL`/`ENOSYS` cannot follow a registration that succeeded.
+    /// What remains is `ENOMEM` (the kernel allocates a CPU mask per call), and, defensively,
+    /// `EINTR`/`EAGAIN`: transient, and no barrier was issued, so retrying is sound; retries
+    /// are bounded and yield between attempts.
+    ///
+    /// A failure that persists returns `false`. Why there is no fallback then: full fences
+    /// from now on would cover future handshakes, but not a `light` that already ran as a
+    /// compiler fence and whose handshake is in flight; covering it needs a barrier on that
+    /// thread's CPU, issued from here. The known ways are an `mprotect` TLB shootdown (its
+    /// IPIs serialize on x86, but arm64 invalidates TLBs by broadcast without interrupting
+    /// other CPUs, and the kernel owes no IPI to a CPU in lazy-TLB mode), or a signal to every
+    /// thread that ever ran `light`, acknowledged from its handler (liburcu's signal flavour;
+    /// it needs a registry of those threads and a signal number taken from the application).
+    /// Until one of those is built, abort is the only sound answer to a kernel that refuses.
+    fn expedited_or_retry() -> bool {
+        const ATTEMPTS: u32 = 64;
+        for _ in 0..ATTEMPTS {
+            match expedited() {
+                Ok(()) => return true,
+                Err(Errno::Transient) => std::thread::yield_now(),
+                Err(Errno::Other) => return false,
+            }
+        }
+        false
+    }
+
+    /// Why an expedited membarrier failed.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    // Off Linux (and under Miri) no membarrier is issued, so no errno is ever classified.
+    #[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
+    enum Errno {
+        /// `ENOMEM`, `EINTR`, `EAGAIN`: worth retrying.
+        Transient,
+        /// Anything else.
+        Other,
     }
 
     #[cfg(all(target_os = "linux", not(miri)))]
@@ -130,14 +174,22 @@ mod imp {
                 0,
             )
         };
-        registered == 0 && expedited()
+        registered == 0 && expedited().is_ok()
     }
 
     #[cfg(all(target_os = "linux", not(miri)))]
-    fn expedited() -> bool {
+    fn expedited() -> Result<(), Errno> {
         const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
         // SAFETY: membarrier takes integer arguments only and touches no user memory.
-        unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 }
+        let r =
+            unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) };
+        if r == 0 {
+            return Ok(());
+        }
+        Err(match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::ENOMEM | libc::EINTR | libc::EAGAIN) => Errno::Transient,
+            _ => Errno::Other,
+        })
     }
 
     #[cfg(not(all(target_os = "linux", not(miri))))]
@@ -146,8 +198,8 @@ mod imp {
     }
 
     #[cfg(not(all(target_os = "linux", not(miri))))]
-    fn expedited() -> bool {
-        false
+    fn expedited() -> Result<(), Errno> {
+        Err(Errno::Other)
     }
 }
 
@@ -163,5 +215,32 @@ mod tests {
         super::init();
         super::heavy();
         super::light();
+    }
+
+    /// `expedited_or_retry` relies on a child of `fork` inheriting the registration along
+    /// with the memory that says "registered": its `heavy` must issue the barrier, not abort.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    #[test]
+    fn heavy_works_in_a_forked_child() {
+        super::init();
+        // SAFETY: the child runs only `heavy` (system calls and atomics: no lock, no
+        // allocation, nothing a fork of a multi-threaded process makes unsafe) and `_exit`.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            super::heavy();
+            super::light();
+            super::heavy();
+            // SAFETY: `_exit` ends the child without running the parent's atexit handlers.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: `pid` is our child; `status` is a valid out pointer.
+        let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(waited, pid);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child died: status {status:#x}"
+        );
     }
 }

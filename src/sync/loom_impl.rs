@@ -7,7 +7,7 @@ pub(crate) use loom::sync::Arc;
 /// Atomics, loom's.
 pub(crate) mod atomic {
     pub(crate) use loom::sync::atomic::{
-        fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+        fence, AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering,
     };
 }
 
@@ -24,7 +24,9 @@ pub(crate) mod hint {
 
 /// Threads, loom's.
 pub(crate) mod thread {
-    pub(crate) use loom::thread::{current, park, spawn, yield_now, JoinHandle, Thread};
+    #[cfg(test)]
+    pub(crate) use loom::thread::spawn;
+    pub(crate) use loom::thread::{current, yield_now, JoinHandle};
 
     /// The first token handed out; smaller values are left to callers as sentinels.
     pub(crate) const FIRST_TOKEN: usize = 16;
@@ -87,21 +89,6 @@ impl<T> Mutex<T> {
             inner: Some(inner),
         }
     }
-
-    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
-        self.0.try_lock().ok().map(|inner| MutexGuard {
-            mutex: self,
-            inner: Some(inner),
-        })
-    }
-
-    pub(crate) fn get_mut(&mut self) -> &mut T {
-        self.0.get_mut().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn into_inner(self) -> T {
-        self.0.into_inner().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 impl<T> std::ops::Deref for MutexGuard<'_, T> {
@@ -145,11 +132,6 @@ impl Condvar {
         loom::thread::yield_now();
         let relocked = guard.mutex.lock().inner.take();
         guard.inner = relocked;
-        true
-    }
-
-    pub(crate) fn notify_one(&self) -> bool {
-        self.0.notify_one();
         true
     }
 

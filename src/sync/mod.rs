@@ -19,9 +19,6 @@
 //!
 //! [loom]: https://docs.rs/loom
 
-// The shim exports a complete set of primitives; not every build of the crate uses each one.
-#![allow(dead_code, unused_imports)]
-
 pub(crate) mod asym_fence;
 mod backoff;
 mod intern;

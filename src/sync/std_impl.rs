@@ -5,7 +5,7 @@ pub(crate) use std::sync::Arc;
 /// Atomics, re-exported so that the loom build can substitute its own.
 pub(crate) mod atomic {
     pub(crate) use std::sync::atomic::{
-        fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+        fence, AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering,
     };
 }
 
@@ -31,7 +31,9 @@ pub(crate) mod hint {
 
 /// Threads: spawning, yielding, parking.
 pub(crate) mod thread {
-    pub(crate) use std::thread::{current, park, spawn, yield_now, JoinHandle, Thread};
+    #[cfg(test)]
+    pub(crate) use std::thread::spawn;
+    pub(crate) use std::thread::{current, yield_now, JoinHandle};
 
     /// The first token handed out; smaller values are left to callers as sentinels.
     pub(crate) const FIRST_TOKEN: usize = 16;
@@ -143,6 +145,7 @@ impl<T> UnsafeCell<T> {
         Self(std::cell::UnsafeCell::new(value))
     }
 
+    #[cfg(test)]
     pub(crate) fn into_inner(self) -> T {
         self.0.into_inner()
     }
@@ -189,10 +192,6 @@ impl Condvar {
         deadline: std::time::Instant,
     ) -> bool {
         self.0.wait_until(guard, deadline).timed_out()
-    }
-
-    pub(crate) fn notify_one(&self) -> bool {
-        self.0.notify_one()
     }
 
     pub(crate) fn notify_all(&self) -> usize {

@@ -1,0 +1,380 @@
+//! Walking the batches of a `.log` file: [`scan_log`] checks each batch's size and CRC with
+//! bounded memory, and `check_batch_offsets` is Kafka's rule for where a batch's offsets may
+//! lie. Recovery, the verifier and `logbus dump` all read logs through here.
+
+use std::path::Path;
+
+use super::io::IoFile;
+use super::record_batch::{
+    Batch, Extent, CORRUPT_BELOW_BATCH_LENGTH, HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
+};
+use crate::error::{Corruption, Error, Result};
+
+/// Size of the reads recovery and [`scan_log`] make: small enough that the buffer stays in
+/// the L2 cache between the kernel's copy into it and the CRC pass over it (4 MiB reads
+/// measured 0.1x slower in recovery than 512 KiB ones), large enough that syscalls are few.
+const SCAN_CHUNK: usize = 512 << 10;
+
+/// How a scan of a `.log` ended.
+#[derive(Debug)]
+pub enum ScanEnd {
+    /// Every byte up to the end formed valid batches.
+    Complete,
+    /// The last `bytes` bytes, from `position`, are an incomplete batch (a torn tail).
+    Partial {
+        /// Where the incomplete batch starts.
+        position: u64,
+        /// Its bytes.
+        bytes: u64,
+    },
+    /// The batch at `position` is corrupt (or its offsets were rejected by the visitor).
+    Corrupt {
+        /// Where the bad batch starts.
+        position: u64,
+        /// What was wrong, as [`Error::CorruptSegment`] with the byte position of the field.
+        error: Error,
+    },
+    /// The visitor asked to stop before the batch at `position`.
+    Stopped {
+        /// Where the next batch starts.
+        position: u64,
+    },
+}
+
+/// Iterates the batches of `file` (a `.log`) from byte `start` to byte `end`, checking each
+/// one's size and CRC, and calls `visit` with each valid batch (its
+/// [`position`](Batch::position) is its place in the file).
+///
+/// `visit` returns `Ok(true)` to go on, `Ok(false)` to stop, or an error to declare the batch
+/// bad (the scan then ends with [`ScanEnd::Corrupt`] at that batch). Reads are large and
+/// sequential; memory use is bounded by the larger of 512 KiB and `max_batch_bytes`, and never
+/// exceeds what the file holds. A batch over `max_batch_bytes` is never held: its CRC is
+/// checked as it streams by, and it ends the scan as corruption when the CRC fails, or with
+/// [`Error::BatchTooLarge`] when it is a valid batch (the limit is too low for this log).
+///
+/// # Errors
+///
+/// [`Error::Io`] when reading fails; [`Error::BatchTooLarge`] for a valid batch over
+/// `max_batch_bytes`. Corruption is not an error here: it is how the scan ends.
+///
+/// # Examples
+///
+/// ```
+/// use logbus::storage::io::{FsIo, Io, OpenMode};
+/// use logbus::storage::record_batch::BatchBuilder;
+/// use logbus::storage::scan::{scan_log, ScanEnd};
+/// use std::path::Path;
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("00000000000000000000.log");
+/// let file = FsIo.open(&path, OpenMode::CreateNew)?;
+/// let batch = BatchBuilder::new(0).with_record(5, None, Some(b"v"))?.finish().to_vec();
+/// file.write_all_at(&batch, 0)?;
+/// file.write_all_at(&batch[..10], batch.len() as u64)?; // a torn second batch
+///
+/// let mut offsets = Vec::new();
+/// let end = scan_log(&*file, Path::new(&path), 0, file.len()?, 1 << 20, |b| {
+///     offsets.push((b.position(), b.header().base_offset));
+///     Ok(true)
+/// })?;
+/// assert_eq!(offsets, vec![(0, 0)]);
+/// assert!(matches!(end, ScanEnd::Partial { bytes: 10, .. }));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn scan_log(
+    file: &dyn IoFile,
+    path: &Path,
+    start: u64,
+    end: u64,
+    max_batch_bytes: u64,
+    mut visit: impl FnMut(Batch<'_>) -> Result<bool>,
+) -> Result<ScanEnd> {
+    let mut buf = ScanBuf {
+        data: Vec::new(),
+        len: 0,
+        start,
+    };
+    let mut off = 0usize; // next batch in buf
+    loop {
+        let pos = buf.start + off as u64;
+        if pos >= end {
+            return Ok(ScanEnd::Complete);
+        }
+        let left_in_file = end - pos;
+        let avail = (buf.len - off) as u64;
+        if left_in_file < HEADER_SIZE_UP_TO_MAGIC as u64 {
+            return Ok(ScanEnd::Partial {
+                position: pos,
+                bytes: left_in_file,
+            });
+        }
+        if avail < HEADER_SIZE_UP_TO_MAGIC as u64 {
+            buf.refill(file, path, &mut off, end, 0)?;
+            continue;
+        }
+        let extent = super::record_batch::next_batch_extent(&buf.data[off..buf.len]);
+        let length = i32::from_be_bytes([
+            buf.data[off + 8],
+            buf.data[off + 9],
+            buf.data[off + 10],
+            buf.data[off + 11],
+        ]);
+        if length < CORRUPT_BELOW_BATCH_LENGTH {
+            debug_assert!(matches!(extent, Extent::Corrupt(_)));
+            return Ok(ScanEnd::Corrupt {
+                position: pos,
+                error: Error::CorruptSegment {
+                    file: path.to_path_buf(),
+                    position: pos + 8,
+                    reason: Corruption::BatchLengthTooSmall { length },
+                },
+            });
+        }
+        let size = LOG_OVERHEAD as u64 + length as u64;
+        if size > left_in_file {
+            return Ok(ScanEnd::Partial {
+                position: pos,
+                bytes: left_in_file,
+            });
+        }
+        if size > max_batch_bytes {
+            // Never held in memory: its CRC is computed as it streams by. Garbage (a sparse
+            // file, a torn length) is corruption; a real batch over the limit is an error the
+            // caller must see, never a cut.
+            return match oversized_batch(file, path, pos, size, max_batch_bytes)? {
+                Some(error) => Ok(ScanEnd::Corrupt {
+                    position: pos,
+                    error,
+                }),
+                None => Err(Error::BatchTooLarge {
+                    file: path.to_path_buf(),
+                    position: pos,
+                    size,
+                    max: max_batch_bytes,
+                }),
+            };
+        }
+        if size > avail {
+            // `size <= left_in_file`: the buffer never grows beyond what the file holds.
+            buf.refill(file, path, &mut off, end, size as usize)?;
+            continue;
+        }
+        let bytes = &buf.data[off..off + size as usize];
+        let batch = match Batch::decode_at(bytes, pos) {
+            Ok(batch) => batch,
+            Err(e) => {
+                return Ok(ScanEnd::Corrupt {
+                    position: pos,
+                    error: e.in_file(path, 0),
+                })
+            }
+        };
+        match visit(batch) {
+            Ok(true) => off += size as usize,
+            Ok(false) => return Ok(ScanEnd::Stopped { position: pos }),
+            Err(e) => {
+                return Ok(ScanEnd::Corrupt {
+                    position: pos,
+                    error: e.in_file(path, 0),
+                })
+            }
+        }
+    }
+}
+
+/// Checks the batch of `size` bytes at `pos` (known to lie inside the file) without holding it:
+/// `Some` corruption when its magic or its CRC is wrong, `None` when it is a valid batch.
+fn oversized_batch(
+    file: &dyn IoFile,
+    path: &Path,
+    pos: u64,
+    size: u64,
+    max: u64,
+) -> Result<Option<Error>> {
+    const CHUNK: usize = 256 << 10;
+    let read = |buf: &mut [u8], at: u64| {
+        file.read_exact_at(buf, at)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))
+    };
+    let mut head = [0u8; HEADER_SIZE];
+    read(&mut head, pos)?;
+    let corrupt = |at: u64, reason: Corruption| {
+        Some(Error::CorruptSegment {
+            file: path.to_path_buf(),
+            position: pos + at,
+            reason,
+        })
+    };
+    if head[16] != 2 {
+        return Ok(corrupt(
+            16,
+            Corruption::BadMagic {
+                magic: head[16] as i8,
+            },
+        ));
+    }
+    let stored = u32::from_be_bytes([head[17], head[18], head[19], head[20]]);
+    let mut crc = 0u32;
+    let mut buf = vec![0u8; CHUNK];
+    let mut at = pos + 21;
+    let end = pos + size;
+    while at < end {
+        let n = (end - at).min(CHUNK as u64) as usize;
+        read(&mut buf[..n], at)?;
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        at += n as u64;
+    }
+    if crc != stored {
+        return Ok(corrupt(8, Corruption::BatchTooLarge { size, max }));
+    }
+    Ok(None)
+}
+
+/// A read buffer reused across refills: `data[..len]` holds file bytes from `start`.
+struct ScanBuf {
+    data: Vec<u8>,
+    len: usize,
+    start: u64,
+}
+
+impl ScanBuf {
+    /// Moves the bytes from `off` to the front and reads more, up to the larger of `need`
+    /// and a chunk in all, never past `end`. Memory is only zeroed when the buffer grows.
+    fn refill(
+        &mut self,
+        file: &dyn IoFile,
+        path: &Path,
+        off: &mut usize,
+        end: u64,
+        need: usize,
+    ) -> Result<()> {
+        self.data.copy_within(*off..self.len, 0);
+        self.len -= *off;
+        self.start += *off as u64;
+        *off = 0;
+        let file_left = end - (self.start + self.len as u64);
+        let want = need.max(SCAN_CHUNK).saturating_sub(self.len) as u64;
+        let add = want.min(file_left) as usize;
+        if self.data.len() < self.len + add {
+            self.data.resize(self.len + add, 0);
+        }
+        file.read_exact_at(
+            &mut self.data[self.len..self.len + add],
+            self.start + self.len as u64,
+        )
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        self.len += add;
+        Ok(())
+    }
+}
+
+/// Kafka's offset checks for `batch`, the next batch of the segment based at `base` after
+/// offset `expected` (one past the previous batch's last offset, or the segment's base offset):
+/// offsets strictly increase but may jump (compaction, transactions and replicas leave gaps),
+/// so the batch starts at or above `expected` and at or above `min_offset` (the previous
+/// segment's end); its last offset delta is non-negative; its offsets stay within the
+/// segment's 32-bit relative range, below `upper` (the next segment's base) and below
+/// `i64::MAX` (the offset after the last must exist). Returns the batch's last offset.
+/// Recovery and `verify_dir` both apply it.
+pub(crate) fn check_batch_offsets(
+    batch: &Batch<'_>,
+    base: u64,
+    expected: u64,
+    min_offset: u64,
+    upper: Option<u64>,
+) -> Result<u64> {
+    let h = batch.header();
+    let bad = |rule: String| {
+        Err(Error::CorruptBatch {
+            position: batch.position(),
+            reason: Corruption::BadOffset {
+                base_offset: h.base_offset,
+                last_offset: h.last_offset(),
+                rule,
+            },
+        })
+    };
+    let floor = expected.max(min_offset);
+    if h.base_offset < 0 || (h.base_offset as u64) < floor {
+        return bad(if batch.position() > 0 {
+            format!("base offset must be at least {floor} (offsets increase strictly)")
+        } else {
+            format!(
+                "base offset must be at least {floor} (the segment's base offset, and past the \
+                 previous segment's last offset)"
+            )
+        });
+    }
+    if h.last_offset_delta < 0 {
+        return bad("lastOffsetDelta must be >= 0".into());
+    }
+    let last = h.last_offset() as u64;
+    if last >= i64::MAX as u64 {
+        return bad(format!(
+            "offsets must be below {} (the offset after the last must exist)",
+            i64::MAX
+        ));
+    }
+    if last - base > i32::MAX as u64 {
+        return bad(format!(
+            "offsets must lie within [{base}, {}] in this segment",
+            base + i32::MAX as u64
+        ));
+    }
+    if let Some(upper) = upper {
+        if last >= upper {
+            return bad(format!(
+                "offsets must be below {upper}, the next segment's base offset"
+            ));
+        }
+    }
+    Ok(last)
+}
+
+/// The bounds a segment's batches must keep (see [`check_batch_offsets`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SegmentBounds {
+    /// The segment's base offset (from its file name).
+    pub(crate) base: u64,
+    /// The previous segment's end: no batch starts below it.
+    pub(crate) min_offset: u64,
+    /// The next segment's base offset: every offset lies below it.
+    pub(crate) upper: Option<u64>,
+}
+
+/// Walks a segment's `.log` from its start as [`scan_log`] does, holding every batch to
+/// Kafka's rules for a segment: its offsets ([`check_batch_offsets`]) and its records'
+/// structure (a compressed batch's records cannot be looked into: its CRC vouches for it).
+/// `visit` sees each batch that passes, with its last offset; a batch that fails ends the
+/// scan as [`ScanEnd::Corrupt`]. Recovery and the verifier both check segments through here.
+///
+/// # Errors
+///
+/// As [`scan_log`].
+pub(crate) fn scan_segment(
+    file: &dyn IoFile,
+    path: &Path,
+    len: u64,
+    max_batch_bytes: u64,
+    bounds: SegmentBounds,
+    mut visit: impl FnMut(&Batch<'_>, u64) -> Result<bool>,
+) -> Result<ScanEnd> {
+    let mut expected = bounds.base;
+    scan_log(file, path, 0, len, max_batch_bytes, |batch| {
+        let last = check_batch_offsets(
+            &batch,
+            bounds.base,
+            expected,
+            bounds.min_offset,
+            bounds.upper,
+        )?;
+        // A CRC can seal malformed records too: such a batch is corrupt, or a reader from
+        // below it would be stuck there.
+        match batch.validate_records() {
+            Ok(()) | Err(Error::UnsupportedCompression { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        expected = last + 1;
+        visit(&batch, last)
+    })
+}
