@@ -1,7 +1,7 @@
-//! A bounded blocking queue: point-to-point, each message taken by exactly one receiver,
-//! first in first out, a full queue blocks senders.
+//! A blocking queue: point-to-point, each message taken by exactly one receiver, first in
+//! first out; bounded (a full queue blocks senders) or unbounded.
 //!
-//! The API is crossbeam-channel's (`bounded`, `send`/`try_send`/`send_timeout`/
+//! The API is crossbeam-channel's (`bounded`, `unbounded`, `send`/`try_send`/`send_timeout`/
 //! `send_deadline`, the same for `recv`, `iter`/`try_iter`, the same error types), so code
 //! switches between the two by changing an import. On top of it, batch operations move many
 //! messages per synchronisation: [`Sender::send_batch`], [`Sender::try_send_batch`],
@@ -14,6 +14,9 @@
 //!   receiving the mirror image. Head and tail live on separate cache lines.
 //! - `bounded(0)`: a rendezvous queue (`zero.rs`): a send completes when a receiver takes
 //!   the message.
+//! - `unbounded()`: a linked list of blocks of 31 slots (`list.rs`), as crossbeam's list
+//!   flavour: a send claims a slot with one CAS and never blocks; drained blocks are
+//!   recycled (a few spares per queue) or freed.
 //!
 //! # Guarantees
 //!
@@ -31,7 +34,9 @@
 //!   an operation pays one load to check for parked threads (its claim's `SeqCst` CAS
 //!   orders that load; no fence), and a system call only when one is parked.
 //! - **Allocation.** `bounded` allocates the buffer once; sending and receiving never
-//!   allocate (the batch operations may grow the `Vec` the caller passes in).
+//!   allocate (the batch operations may grow the `Vec` the caller passes in). `unbounded`
+//!   allocates a block when its spares run out: never per message, and not at all in a
+//!   steady state whose length stays within a few blocks.
 //! - **Disconnection.** When every `Sender` is gone, receivers drain what is left and then
 //!   get `Disconnected`; when every `Receiver` is gone, sends hand their message back, and
 //!   the messages still queued stay until the senders go too: the last handle of either
@@ -47,8 +52,10 @@
 //!
 //! # Differences from crossbeam-channel
 //!
-//! - Only the bounded and rendezvous flavours: no `unbounded`, `select!`/`Select`, `after`,
-//!   `at`, `tick` or `never` yet.
+//! - No `select!`/`Select`, `after`, `at`, `tick` or `never` yet.
+//! - When the last receiver of an unbounded queue goes, the queued messages stay until the
+//!   senders go too, as in the bounded flavours (crossbeam's list flavour drops them at
+//!   once); sends fail from then on, so the queue does not grow.
 //! - When the queue drops its messages and one's `Drop` panics, the others are still
 //!   dropped (crossbeam leaks them); see **Panics** above.
 //! - The batch operations are logbus's own.
@@ -74,6 +81,7 @@ mod counter;
 mod error;
 #[cfg(all(test, not(logbus_loom)))]
 mod linearizability;
+mod list;
 mod owners;
 mod zero;
 
@@ -94,6 +102,7 @@ use crate::sync::time;
 #[allow(clippy::large_enum_variant)]
 enum Flavor<T> {
     Array(array::Channel<T>),
+    List(list::Channel<T>),
     Zero(zero::Channel<T>),
 }
 
@@ -101,6 +110,9 @@ impl<T> Disconnect for Flavor<T> {
     fn disconnect_senders(&self) {
         match self {
             Flavor::Array(ch) => {
+                ch.disconnect();
+            }
+            Flavor::List(ch) => {
                 ch.disconnect();
             }
             Flavor::Zero(ch) => ch.disconnect(),
@@ -148,6 +160,29 @@ pub fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     (Sender { inner: s }, Receiver { inner: r })
 }
 
+/// Creates a queue with no capacity limit: sends never block (and never report `Full`).
+///
+/// Messages live in blocks of 31 slots linked in a list; a block whose messages have all
+/// been received is kept for reuse (up to a few spare blocks per queue) or freed, so a
+/// queue whose receivers keep up allocates nothing per message once warm.
+///
+/// # Examples
+///
+/// ```
+/// let (tx, rx) = logbus::queue::unbounded();
+/// for i in 0..1000 {
+///     tx.send(i).unwrap(); // never blocks
+/// }
+/// assert_eq!(tx.len(), 1000);
+/// assert_eq!(tx.capacity(), None);
+/// drop(tx);
+/// assert_eq!(rx.iter().sum::<i32>(), 499_500);
+/// ```
+pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
+    let (s, r) = counter::new(Flavor::List(list::Channel::new()));
+    (Sender { inner: s }, Receiver { inner: r })
+}
+
 /// The sending side of a queue. Clone it for more producers; the queue disconnects for
 /// receivers when the last clone is dropped.
 pub struct Sender<T> {
@@ -180,6 +215,42 @@ fn timeout_to_try<T>(e: SendTimeoutError<T>) -> SendError<T> {
     SendError(e.into_inner())
 }
 
+/// Sends every message of `batch` in order to an unbounded queue (never full); on
+/// disconnection hands back the ones not sent, in order.
+fn list_send_batch<T>(
+    ch: &list::Channel<T>,
+    batch: &mut Vec<T>,
+) -> Result<usize, SendError<Vec<T>>> {
+    let n = batch.len();
+    let mut rest = batch.drain(..);
+    for msg in rest.by_ref() {
+        if let Err(msg) = ch.send(msg) {
+            let rest: Vec<T> = std::iter::once(msg).chain(rest).collect();
+            return Err(SendError(rest));
+        }
+    }
+    Ok(n)
+}
+
+/// Appends up to `max` waiting messages after `first` (already received) to `out`.
+fn recv_more<T>(
+    out: &mut Vec<T>,
+    first: T,
+    max: usize,
+    mut try_recv: impl FnMut() -> Result<T, TryRecvError>,
+) -> usize {
+    out.push(first);
+    let mut n = 1;
+    while n < max {
+        match try_recv() {
+            Ok(m) => out.push(m),
+            Err(_) => break,
+        }
+        n += 1;
+    }
+    n
+}
+
 impl<T> Sender<T> {
     /// Sends `msg`, blocking while the queue is full.
     ///
@@ -198,6 +269,7 @@ impl<T> Sender<T> {
     pub fn send(&self, msg: T) -> Result<(), SendError<T>> {
         match &*self.inner {
             Flavor::Array(ch) => ch.send(msg, None),
+            Flavor::List(ch) => ch.send(msg).map_err(SendTimeoutError::Disconnected),
             Flavor::Zero(ch) => ch.send(msg, None),
         }
         .map_err(timeout_to_try)
@@ -222,6 +294,7 @@ impl<T> Sender<T> {
     pub fn try_send(&self, msg: T) -> Result<(), TrySendError<T>> {
         match &*self.inner {
             Flavor::Array(ch) => ch.try_send(msg),
+            Flavor::List(ch) => ch.send(msg).map_err(TrySendError::Disconnected),
             Flavor::Zero(ch) => ch.try_send(msg),
         }
     }
@@ -270,6 +343,7 @@ impl<T> Sender<T> {
     fn send_until(&self, msg: T, deadline: Option<Instant>) -> Result<(), SendTimeoutError<T>> {
         match &*self.inner {
             Flavor::Array(ch) => ch.send(msg, deadline),
+            Flavor::List(ch) => ch.send(msg).map_err(SendTimeoutError::Disconnected),
             Flavor::Zero(ch) => ch.send(msg, deadline),
         }
     }
@@ -299,6 +373,9 @@ impl<T> Sender<T> {
     pub fn send_batch(&self, batch: &mut Vec<T>) -> Result<(), SendError<Vec<T>>> {
         let disconnected = match &*self.inner {
             Flavor::Array(ch) => ch.send_batch(batch).is_err(),
+            Flavor::List(ch) => {
+                return list_send_batch(ch, batch).map(|_| ());
+            }
             Flavor::Zero(ch) => {
                 let mut failed = None;
                 let mut rest = batch.drain(..);
@@ -345,6 +422,7 @@ impl<T> Sender<T> {
         }
         let result = match &*self.inner {
             Flavor::Array(ch) => ch.try_send_batch(batch),
+            Flavor::List(ch) => return list_send_batch(ch, batch),
             Flavor::Zero(ch) => {
                 let mut sent = 0;
                 let mut outcome = Ok(0);
@@ -377,7 +455,8 @@ impl<T> Sender<T> {
         self.inner.is_empty()
     }
 
-    /// Whether the queue is full (always, for a rendezvous queue).
+    /// Whether the queue is full (always for a rendezvous queue, never for an unbounded
+    /// one).
     pub fn is_full(&self) -> bool {
         self.inner.is_full()
     }
@@ -387,9 +466,10 @@ impl<T> Sender<T> {
         self.inner.len()
     }
 
-    /// The capacity given to [`bounded`]: `Some(n)` exactly as asked.
+    /// The capacity given to [`bounded`] (`Some(n)` exactly as asked), `None` for
+    /// [`unbounded`].
     pub fn capacity(&self) -> Option<usize> {
-        Some(self.inner.capacity())
+        self.inner.capacity()
     }
 
     /// Whether both senders belong to the same queue.
@@ -404,6 +484,9 @@ impl<T> Sender<T> {
             Flavor::Array(ch) => {
                 ch.disconnect();
             }
+            Flavor::List(ch) => {
+                ch.disconnect();
+            }
             Flavor::Zero(ch) => ch.disconnect(),
         }
     }
@@ -413,14 +496,16 @@ impl<T> Flavor<T> {
     fn len(&self) -> usize {
         match self {
             Flavor::Array(ch) => ch.len(),
+            Flavor::List(ch) => ch.len(),
             Flavor::Zero(_) => 0,
         }
     }
 
-    fn capacity(&self) -> usize {
+    fn capacity(&self) -> Option<usize> {
         match self {
-            Flavor::Array(ch) => ch.capacity(),
-            Flavor::Zero(_) => 0,
+            Flavor::Array(ch) => Some(ch.capacity()),
+            Flavor::List(_) => None,
+            Flavor::Zero(_) => Some(0),
         }
     }
 
@@ -429,12 +514,13 @@ impl<T> Flavor<T> {
     }
 
     fn is_full(&self) -> bool {
-        self.len() == self.capacity()
+        Some(self.len()) == self.capacity()
     }
 
     fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
         match self {
             Flavor::Array(ch) => ch.recv(deadline),
+            Flavor::List(ch) => ch.recv(deadline),
             Flavor::Zero(ch) => ch.recv(deadline),
         }
     }
@@ -442,6 +528,7 @@ impl<T> Flavor<T> {
     fn try_recv(&self) -> Result<T, TryRecvError> {
         match self {
             Flavor::Array(ch) => ch.try_recv(),
+            Flavor::List(ch) => ch.try_recv(),
             Flavor::Zero(ch) => ch.try_recv(),
         }
     }
@@ -554,6 +641,10 @@ impl<T> Receiver<T> {
         }
         match &*self.inner {
             Flavor::Array(ch) => ch.recv_batch(out, max, None).map_err(|_| RecvError),
+            Flavor::List(ch) => {
+                let first = ch.recv(None).map_err(|_| RecvError)?;
+                Ok(recv_more(out, first, max, || ch.try_recv()))
+            }
             Flavor::Zero(ch) => {
                 out.push(ch.recv(None).map_err(|_| RecvError)?);
                 let mut n = 1;
@@ -593,6 +684,10 @@ impl<T> Receiver<T> {
         }
         match &*self.inner {
             Flavor::Array(ch) => ch.try_recv_batch(out, max),
+            Flavor::List(ch) => {
+                let first = ch.try_recv()?;
+                Ok(recv_more(out, first, max, || ch.try_recv()))
+            }
             Flavor::Zero(ch) => {
                 out.push(ch.try_recv()?);
                 let mut n = 1;
@@ -641,7 +736,8 @@ impl<T> Receiver<T> {
         self.inner.is_empty()
     }
 
-    /// Whether the queue is full (always, for a rendezvous queue).
+    /// Whether the queue is full (always for a rendezvous queue, never for an unbounded
+    /// one).
     pub fn is_full(&self) -> bool {
         self.inner.is_full()
     }
@@ -651,9 +747,10 @@ impl<T> Receiver<T> {
         self.inner.len()
     }
 
-    /// The capacity given to [`bounded`]: `Some(n)` exactly as asked.
+    /// The capacity given to [`bounded`] (`Some(n)` exactly as asked), `None` for
+    /// [`unbounded`].
     pub fn capacity(&self) -> Option<usize> {
-        Some(self.inner.capacity())
+        self.inner.capacity()
     }
 
     /// Whether both receivers belong to the same queue.
