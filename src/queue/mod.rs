@@ -17,6 +17,8 @@
 //! - `unbounded()`: a linked list of blocks of 31 slots (`list.rs`), as crossbeam's list
 //!   flavour: a send claims a slot with one CAS and never blocks; drained blocks are
 //!   recycled (a few spares per queue) or freed.
+//! - `after`, `at`, `tick`, `never` (`timer.rs`): receive-only queues of `Instant`s, as
+//!   crossbeam's: computed from the clock when received, no thread behind them.
 //!
 //! # Guarantees
 //!
@@ -52,7 +54,7 @@
 //!
 //! # Differences from crossbeam-channel
 //!
-//! - No `select!`/`Select`, `after`, `at`, `tick` or `never` yet.
+//! - No `select!`/`Select` yet.
 //! - When the last receiver of an unbounded queue goes, the queued messages stay until the
 //!   senders go too, as in the bounded flavours (crossbeam's list flavour drops them at
 //!   once); sends fail from then on, so the queue does not grow.
@@ -83,6 +85,7 @@ mod error;
 mod linearizability;
 mod list;
 mod owners;
+mod timer;
 mod zero;
 
 use std::fmt;
@@ -104,6 +107,11 @@ enum Flavor<T> {
     Array(array::Channel<T>),
     List(list::Channel<T>),
     Zero(zero::Channel<T>),
+    /// `after`, `at`, `tick`, `never`: receive-only. The function turns the timer's
+    /// `Instant` into the message: the identity, for the timers made with `T = Instant` (a
+    /// safe stand-in for crossbeam's transmute), and `None` for `never::<T>()`, which has no
+    /// message to convert.
+    Timer(timer::Channel, Option<fn(Instant) -> T>),
 }
 
 impl<T> Disconnect for Flavor<T> {
@@ -116,6 +124,8 @@ impl<T> Disconnect for Flavor<T> {
                 ch.disconnect();
             }
             Flavor::Zero(ch) => ch.disconnect(),
+            // A timer has no senders and never disconnects.
+            Flavor::Timer(..) => {}
         }
     }
 
@@ -181,6 +191,86 @@ pub fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
 pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
     let (s, r) = counter::new(Flavor::List(list::Channel::new()));
     (Sender { inner: s }, Receiver { inner: r })
+}
+
+/// A receiver with no sender, for the timers: it never disconnects.
+fn timer(ch: timer::Channel) -> Receiver<Instant> {
+    let (s, r) = counter::new(Flavor::Timer(ch, Some(|t| t)));
+    drop(s);
+    Receiver { inner: r }
+}
+
+/// A receiver that delivers one message, the instant `duration` from now, once that instant
+/// has passed (as crossbeam-channel's `after`). It never disconnects: after its message,
+/// `recv` blocks for good and `try_recv` reports `Empty`. Useful as a timeout arm.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// let start = Instant::now();
+/// let timeout = logbus::queue::after(Duration::from_millis(5));
+/// let fired = timeout.recv().unwrap();
+/// assert!(fired >= start + Duration::from_millis(5));
+/// ```
+pub fn after(duration: Duration) -> Receiver<Instant> {
+    match Instant::now().checked_add(duration) {
+        Some(when) => at(when),
+        None => never(),
+    }
+}
+
+/// A receiver that delivers one message, `when`, once `when` has passed (as
+/// crossbeam-channel's `at`); otherwise as [`after`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Instant;
+///
+/// let now = Instant::now();
+/// assert_eq!(logbus::queue::at(now).recv(), Ok(now));
+/// ```
+pub fn at(when: Instant) -> Receiver<Instant> {
+    timer(timer::Channel::at(when))
+}
+
+/// A receiver that delivers the instant each tick was due, every `duration` (as
+/// crossbeam-channel's `tick`): the first a `duration` after this call, then one a
+/// `duration` after each tick received. Ticks nobody receives do not pile up: at most one
+/// is waiting. With cloned receivers each tick goes to one of them.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let ticker = logbus::queue::tick(Duration::from_millis(1));
+/// let first = ticker.recv().unwrap();
+/// let second = ticker.recv().unwrap();
+/// assert!(second >= first + Duration::from_millis(1));
+/// ```
+pub fn tick(duration: Duration) -> Receiver<Instant> {
+    timer(timer::Channel::tick(duration))
+}
+
+/// A receiver that never delivers anything and never disconnects (as crossbeam-channel's
+/// `never`): `recv` blocks for good, `recv_timeout` times out, `try_recv` reports `Empty`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use logbus::queue::{never, RecvTimeoutError};
+///
+/// let rx = never::<std::time::Instant>();
+/// assert_eq!(rx.recv_timeout(Duration::from_millis(1)), Err(RecvTimeoutError::Timeout));
+/// ```
+pub fn never<T>() -> Receiver<T> {
+    let (s, r) = counter::new(Flavor::Timer(timer::Channel::Never, None));
+    drop(s);
+    Receiver { inner: r }
 }
 
 /// The sending side of a queue. Clone it for more producers; the queue disconnects for
@@ -271,6 +361,7 @@ impl<T> Sender<T> {
             Flavor::Array(ch) => ch.send(msg, None),
             Flavor::List(ch) => ch.send(msg).map_err(SendTimeoutError::Disconnected),
             Flavor::Zero(ch) => ch.send(msg, None),
+            Flavor::Timer(..) => Err(SendTimeoutError::Disconnected(msg)),
         }
         .map_err(timeout_to_try)
     }
@@ -296,6 +387,7 @@ impl<T> Sender<T> {
             Flavor::Array(ch) => ch.try_send(msg),
             Flavor::List(ch) => ch.send(msg).map_err(TrySendError::Disconnected),
             Flavor::Zero(ch) => ch.try_send(msg),
+            Flavor::Timer(..) => Err(TrySendError::Disconnected(msg)),
         }
     }
 
@@ -345,6 +437,7 @@ impl<T> Sender<T> {
             Flavor::Array(ch) => ch.send(msg, deadline),
             Flavor::List(ch) => ch.send(msg).map_err(SendTimeoutError::Disconnected),
             Flavor::Zero(ch) => ch.send(msg, deadline),
+            Flavor::Timer(..) => Err(SendTimeoutError::Disconnected(msg)),
         }
     }
 
@@ -376,6 +469,7 @@ impl<T> Sender<T> {
             Flavor::List(ch) => {
                 return list_send_batch(ch, batch).map(|_| ());
             }
+            Flavor::Timer(..) => true,
             Flavor::Zero(ch) => {
                 let mut failed = None;
                 let mut rest = batch.drain(..);
@@ -423,6 +517,7 @@ impl<T> Sender<T> {
         let result = match &*self.inner {
             Flavor::Array(ch) => ch.try_send_batch(batch),
             Flavor::List(ch) => return list_send_batch(ch, batch),
+            Flavor::Timer(..) => Err(TrySendError::Disconnected(())),
             Flavor::Zero(ch) => {
                 let mut sent = 0;
                 let mut outcome = Ok(0);
@@ -488,6 +583,8 @@ impl<T> Sender<T> {
                 ch.disconnect();
             }
             Flavor::Zero(ch) => ch.disconnect(),
+            // A timer has no senders and never disconnects.
+            Flavor::Timer(..) => {}
         }
     }
 }
@@ -498,6 +595,7 @@ impl<T> Flavor<T> {
             Flavor::Array(ch) => ch.len(),
             Flavor::List(ch) => ch.len(),
             Flavor::Zero(_) => 0,
+            Flavor::Timer(ch, _) => ch.len(),
         }
     }
 
@@ -506,6 +604,7 @@ impl<T> Flavor<T> {
             Flavor::Array(ch) => Some(ch.capacity()),
             Flavor::List(_) => None,
             Flavor::Zero(_) => Some(0),
+            Flavor::Timer(ch, _) => Some(ch.capacity()),
         }
     }
 
@@ -522,6 +621,11 @@ impl<T> Flavor<T> {
             Flavor::Array(ch) => ch.recv(deadline),
             Flavor::List(ch) => ch.recv(deadline),
             Flavor::Zero(ch) => ch.recv(deadline),
+            Flavor::Timer(ch, to_msg) => ch.recv(deadline).and_then(|t| match to_msg {
+                Some(f) => Ok(f(t)),
+                // `never` delivers nothing; a timeout is all it can report.
+                None => Err(RecvTimeoutError::Timeout),
+            }),
         }
     }
 
@@ -530,6 +634,9 @@ impl<T> Flavor<T> {
             Flavor::Array(ch) => ch.try_recv(),
             Flavor::List(ch) => ch.try_recv(),
             Flavor::Zero(ch) => ch.try_recv(),
+            Flavor::Timer(ch, to_msg) => ch
+                .try_recv()
+                .and_then(|t| to_msg.map(|f| f(t)).ok_or(TryRecvError::Empty)),
         }
     }
 }
@@ -645,17 +752,9 @@ impl<T> Receiver<T> {
                 let first = ch.recv(None).map_err(|_| RecvError)?;
                 Ok(recv_more(out, first, max, || ch.try_recv()))
             }
-            Flavor::Zero(ch) => {
-                out.push(ch.recv(None).map_err(|_| RecvError)?);
-                let mut n = 1;
-                while n < max {
-                    match ch.try_recv() {
-                        Ok(m) => out.push(m),
-                        Err(_) => break,
-                    }
-                    n += 1;
-                }
-                Ok(n)
+            Flavor::Zero(_) | Flavor::Timer(..) => {
+                let first = self.inner.recv_until(None).map_err(|_| RecvError)?;
+                Ok(recv_more(out, first, max, || self.inner.try_recv()))
             }
         }
     }
@@ -688,17 +787,9 @@ impl<T> Receiver<T> {
                 let first = ch.try_recv()?;
                 Ok(recv_more(out, first, max, || ch.try_recv()))
             }
-            Flavor::Zero(ch) => {
-                out.push(ch.try_recv()?);
-                let mut n = 1;
-                while n < max {
-                    match ch.try_recv() {
-                        Ok(m) => out.push(m),
-                        Err(_) => break,
-                    }
-                    n += 1;
-                }
-                Ok(n)
+            Flavor::Zero(_) | Flavor::Timer(..) => {
+                let first = self.inner.try_recv()?;
+                Ok(recv_more(out, first, max, || self.inner.try_recv()))
             }
         }
     }
