@@ -31,8 +31,8 @@ fn steady_state_unbounded_traffic_does_not_allocate() {
 
     // Two threads: at most 20 messages in flight (credits come back through a bounded
     // queue, which never allocates), so at most three blocks are in use at once.
-    const WARM_UP: u64 = 50_000;
-    const WINDOW: u64 = 200_000;
+    const WARM_UP: u64 = 20_000;
+    const WINDOW: u64 = 100_000;
     const IN_FLIGHT: usize = 20;
     let (tx, rx) = unbounded::<u64>();
     let (credit_tx, credit_rx) = bounded::<()>(IN_FLIGHT);
