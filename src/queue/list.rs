@@ -282,6 +282,9 @@ impl<T> Channel<T> {
     }
 
     /// Sends `msg` (never waits for room).
+    // Out of line: keeps the handles' dispatch small, so the bounded flavour's fast
+    // path stays inlined into callers.
+    #[inline(never)]
     pub(crate) fn send(&self, msg: T) -> Result<(), T> {
         let Some((block, offset)) = self.start_send() else {
             return Err(msg);
@@ -393,12 +396,18 @@ impl<T> Channel<T> {
         msg
     }
 
+    // Out of line: keeps the handles' dispatch small, so the bounded flavour's fast
+    // path stays inlined into callers.
+    #[inline(never)]
     pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
         let (block, offset) = self.start_recv()?;
         // SAFETY: just claimed.
         Ok(unsafe { self.read(block, offset) })
     }
 
+    // Out of line: keeps the handles' dispatch small, so the bounded flavour's fast
+    // path stays inlined into callers.
+    #[inline(never)]
     pub(crate) fn recv(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
         let attempt = || match self.try_recv() {
             Ok(msg) => Some(Ok(msg)),
