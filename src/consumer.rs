@@ -638,15 +638,18 @@ where
                         topic: a.tp.topic.clone(),
                     });
                 }
-                let now = self.broker.now_ms();
-                a.partition.commit(&group, p, now).map_err(|(start, end)| {
-                    Error::PartitionOffsetOutOfRange {
-                        topic: a.tp.topic.clone(),
-                        partition: a.tp.partition,
-                        requested: p,
-                        start,
-                        end,
-                    }
+                let now = || self.broker.now_ms();
+                // The group's state held since `assign`: no lookup by name.
+                let done = match &a.group {
+                    Some(slot) => a.partition.commit_slot(slot, p, now),
+                    None => a.partition.commit(&group, p, now()),
+                };
+                done.map_err(|(start, end)| Error::PartitionOffsetOutOfRange {
+                    topic: a.tp.topic.clone(),
+                    partition: a.tp.partition,
+                    requested: p,
+                    start,
+                    end,
                 })?;
             }
         }

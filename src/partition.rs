@@ -13,8 +13,8 @@
 //!   age. Records below it are gone; a read there is told so ([`ReadOutcome::OutOfRange`]).
 //! - **Reads** go through [`Partition::read`], the one function that decides where an
 //!   offset is served from (today always the ring; disk reads join there). They use one
-//!   non-gating ring reader created with the partition (the *anchor*, whose overwrite floor
-//!   is offset 0), so any offset still in the ring can be read by any consumer, at any
+//!   non-gating ring reader created with the partition (the *anchor*, an announcing reader:
+//!   producers take slot locks only while it reads), so any offset still in the ring can be read by any consumer, at any
 //!   position, without registering a reader per consumer; each record is read under its
 //!   slot's lock for the length of one clone, and a slot already holding a later lap tells
 //!   the reader exactly where the log now starts. A consumer whose group gates the
@@ -189,8 +189,8 @@ impl<K, V> Partition<K, V> {
             },
             other => other,
         })?;
-        // Joined before any producer exists: its floor is 0 and every producer sees it.
-        let anchor = ring.reader(Start::Oldest)?;
+        // Announcing: producers take slot locks only while it reads (ring `reader` docs).
+        let anchor = ring.announcing_reader()?;
         Ok(Self {
             ring,
             producer,
@@ -285,9 +285,9 @@ impl<K, V> Partition<K, V> {
         }
         let max = max.min((hw - offset).min(usize::MAX as u64) as usize);
         if let Some(group) = group {
-            let g = group.lock();
-            if let Some(gate) = &g.gate {
-                if let (n @ 1.., _) = gate.get_run_with(offset, max, &mut f) {
+            let mut g = group.lock();
+            if let Some(gate) = &mut g.gate {
+                if let (n @ 1.., _) = gate.get_run_with_noting(offset, max, &mut f) {
                     return ReadOutcome::Read(n);
                 }
             }
@@ -389,6 +389,26 @@ impl<K, V> Partition<K, V> {
                     }))
                 }),
         );
+        self.commit_slot(&slot, offset, || now_ms)
+    }
+
+    /// [`commit`](Self::commit) for a group whose state the caller holds (from
+    /// [`group_slot`](Self::group_slot)): no lookup by name. `now_ms` is asked only for
+    /// the error.
+    ///
+    /// # Errors
+    ///
+    /// As [`commit`](Self::commit).
+    pub(crate) fn commit_slot(
+        &self,
+        slot: &GroupSlot<K, V>,
+        offset: u64,
+        now_ms: impl FnOnce() -> i64,
+    ) -> std::result::Result<(), (u64, u64)> {
+        let end = self.log_end();
+        if offset > end {
+            return Err((self.log_start(now_ms()).min(end), end));
+        }
         let mut entry = slot.lock();
         entry.committed = Some(offset);
         if !self.config.gated {
@@ -690,8 +710,11 @@ mod loom_models {
 
     /// Drop-oldest: the producer overwrites offset 0 while a reader clones it; the reader
     /// gets offset 0's value or is told the offset is gone, never a torn or later value.
-    /// Key ordering: the reader's Release of its share of the slot lock (`ReadGuard`)
-    /// against the writer's Acquire CAS that takes the slot.
+    /// Key orderings: the anchor's announcement (count, `SeqCst` fence, claim cursor)
+    /// against the producer's claim, `SeqCst` fence and Acquire load of the count
+    /// (`Shared::announce` / `reads_announced`: dropping either fence, or the Acquire,
+    /// fails this model); then the reader's Release of its share of the slot lock
+    /// (`ReadGuard`) against the writer's Acquire CAS that takes the slot.
     #[test]
     fn overwrite_never_races_a_reader() {
         model(|| {

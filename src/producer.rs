@@ -565,8 +565,10 @@ where
         let mut sent = 0;
         let mut failed: Option<RunFailure<K, V>> = None;
         let mut rest = records.drain(..);
+        // The topic of the previous record: a batch usually names one topic throughout.
+        let mut hint = None;
         for record in rest.by_ref() {
-            let (t, partition) = match self.route(state, &record) {
+            let (t, partition) = match self.route_hinted(state, &record, &mut hint) {
                 Ok(at) => at,
                 Err(error) => {
                     // The records before it are sent first.
@@ -736,6 +738,43 @@ where
                 Err(send_error(error, record))
             }
         }
+    }
+
+    /// [`route`](Self::route) within one `send_batch`: a record naming the same topic as the
+    /// one before (`hint`, its cache index) skips the lookup and the checks for deletion and
+    /// added partitions, done once for the batch's run of that topic (an append to a topic
+    /// deleted meanwhile still fails, as `Closed`).
+    #[inline]
+    fn route_hinted(
+        &self,
+        state: &mut State<K, V>,
+        record: &Record<K, V>,
+        hint: &mut Option<usize>,
+    ) -> Result<(usize, u32)> {
+        if let Some(t) = *hint {
+            let cached = &state.topics[t];
+            let same = match &record.topic {
+                Cow::Borrowed(s) => cached.static_name == Some((s.as_ptr() as usize, s.len())),
+                Cow::Owned(s) => *cached.topic.name == **s,
+            };
+            if same {
+                if let Some(ts) = record.timestamp {
+                    if ts < 0 {
+                        return Err(Error::InvalidTimestamp { timestamp: ts });
+                    }
+                }
+                let State {
+                    topics, scratch, ..
+                } = state;
+                let cached = &mut topics[t];
+                let count = cached.appenders.len() as u32;
+                let partition = self.choose(cached, record, count, scratch)?;
+                return Ok((t, partition));
+            }
+        }
+        let at = self.route(state, record)?;
+        *hint = Some(at.0);
+        Ok(at)
     }
 
     /// Finds (or caches) the record's topic and chooses its partition: the index of the

@@ -23,6 +23,8 @@
 //! cargo bench -p logbus-comparison --bench topics_vs_peers
 //! TOPICS_BENCH_RECORDS=4000000 TOPICS_BENCH_PAIRS=9 cargo bench -p logbus-comparison --bench topics_vs_peers
 //! TOPICS_BENCH_ONLY=1to1,fanout cargo bench -p logbus-comparison --bench topics_vs_peers
+//! # logbus alone, no peers (A/B between logbus builds):
+//! TOPICS_BENCH_SOLO=1 TOPICS_BENCH_ONLY=1to1 cargo bench -p logbus-comparison --bench topics_vs_peers
 //! ```
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -546,6 +548,17 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Runs `ours` and each peer interleaved `pairs` times; prints one row per peer.
 fn compare(row: &str, pairs: u64, ours: &dyn Fn() -> f64, peers: &[(&str, &dyn Fn() -> f64, f64)]) {
+    if std::env::var_os("TOPICS_BENCH_SOLO").is_some() {
+        // logbus alone (A/B of logbus builds): every run's figure and the median.
+        let v: Vec<f64> = (0..pairs).map(|_| ours()).collect();
+        let each: Vec<String> = v.iter().map(|x| format!("{:.1}", x / 1e6)).collect();
+        println!(
+            "| {row} | {:.1} | (solo: {}) |",
+            median(v) / 1e6,
+            each.join(" ")
+        );
+        return;
+    }
     let mut mine = Vec::new();
     let mut theirs: Vec<Vec<f64>> = vec![Vec::new(); peers.len()];
     let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); peers.len()];

@@ -212,6 +212,29 @@ impl<T> Ring<T> {
         self.add_reader(start, true)
     }
 
+    /// A non-gating reader at the oldest entry that costs producers nothing while it is
+    /// idle: each read announces itself (`reader`, "Announcing readers"). For readers that
+    /// read by sequence now and then (the partition's reads by offset). On a single-producer
+    /// ring (whose unlocked writes also skip the slot tags) it is a plain non-gating reader.
+    ///
+    /// # Errors
+    ///
+    /// As [`reader`](Self::reader).
+    pub(crate) fn announcing_reader(&self) -> Result<Reader<T>, Error> {
+        if !self.shared.multi {
+            return self.reader(Start::Oldest);
+        }
+        let cursor = Arc::new(ReaderCursor {
+            next: CachePadded::new(AtomicU64::new(self.shared.start)),
+            gating: false,
+        });
+        Ok(Reader::announcing(
+            Arc::clone(&self.shared),
+            cursor,
+            self.shared.start,
+        ))
+    }
+
     fn add_reader(&self, start: Start, gating: bool) -> Result<Reader<T>, Error> {
         let shared = &self.shared;
         let cap = shared.capacity;

@@ -12,13 +12,24 @@
 //! entries it skipped, and continues from the oldest entry still available — tokio
 //! broadcast's rule.
 //!
+//! An **announcing** reader (multi-producer rings only; [`Ring::announcing_reader`], crate
+//! private) is a non-gating reader that producers do not keep in their view, so it costs
+//! them no slot locks while it is idle: instead each read announces itself (a count, then a
+//! `SeqCst` fence, then the claim cursor), producers check that count after each claimed run
+//! (after a `SeqCst` fence, see `sequencer`) and take the locks while it is non-zero, and
+//! the read stays above every slot a run claimed before its announcement may overwrite
+//! unlocked. It reads any sequence still in the ring, like a non-gating reader that joined
+//! at the start.
+//!
+//! [`Ring::announcing_reader`]: super::Ring::announcing_reader
+//!
 //! A blocking read that follows a read which caught up with the producers after a short run
 //! first spins half a microsecond without touching shared memory ([`Reader::pace`]): a
 //! reader on the producer's heels costs the producer a cache miss on every store.
 
 use super::error::{GetError, ReadError, ReadTimeoutError, TryReadError};
 use super::registry::ReaderCursor;
-use super::shared::Shared;
+use super::shared::{Announced, Shared};
 use super::slot::Probe;
 use super::wait;
 use crate::sync::atomic::Ordering;
@@ -71,6 +82,8 @@ pub struct Reader<T> {
     /// join time; see `registry`).
     floor: u64,
     gating: bool,
+    /// Announces each read instead of being in producers' view (module docs).
+    announcing: bool,
 }
 
 impl<T> std::fmt::Debug for Reader<T> {
@@ -99,7 +112,18 @@ impl<T> Reader<T> {
             caught_up: false,
             floor,
             gating,
+            announcing: false,
         }
+    }
+
+    /// An announcing reader at `next` (module docs): not registered; `shared` is
+    /// multi-producer.
+    pub(crate) fn announcing(shared: Arc<Shared<T>>, cursor: Arc<ReaderCursor>, next: u64) -> Self {
+        debug_assert!(shared.multi);
+        let floor = shared.start;
+        let mut r = Self::new(shared, cursor, next, floor, false);
+        r.announcing = true;
+        r
     }
 
     /// The next sequence this reader will read.
@@ -302,7 +326,13 @@ impl<T> Reader<T> {
         let mut lagged = None;
         let mut caught_up = false;
         let published_end = self.published_end();
-        while read < max {
+        let (announced, floor) = read_floor(&self.shared, self.announcing, self.floor);
+        if self.next < floor {
+            // Overwritten (or being overwritten): as if the slot showed the lap that ends
+            // at the claim cursor the announcement saw.
+            lagged = Some(floor + self.shared.capacity - 1);
+        }
+        while lagged.is_none() && read < max {
             let seq = self.next;
             let published = seq < published_end;
             match self
@@ -327,6 +357,7 @@ impl<T> Reader<T> {
                 }
             }
         }
+        drop(announced);
         if let Some(later) = lagged {
             return Err(self.lagged(later));
         }
@@ -617,13 +648,9 @@ impl<T> Reader<T> {
             // `next ≤ seq`, so no producer overwrites it while `&self` is borrowed.
             return Ok(unsafe { shared.slot(seq).read_unlocked(f) });
         }
-        let oldest = || {
-            shared
-                .tail()
-                .saturating_sub(shared.capacity)
-                .max(self.floor)
-        };
-        if seq < self.floor {
+        let (_announced, floor) = read_floor(&self.shared, self.announcing, self.floor);
+        let oldest = || shared.tail().saturating_sub(shared.capacity).max(floor);
+        if seq < floor {
             return Err(GetError::Evicted {
                 requested: seq,
                 oldest: oldest(),
@@ -681,14 +708,12 @@ impl<T> Reader<T> {
             }
             return (n, None);
         }
+        let (_announced, floor) = read_floor(&self.shared, self.announcing, self.floor);
         let evicted = |seq: u64| GetError::Evicted {
             requested: seq,
-            oldest: shared
-                .tail()
-                .saturating_sub(shared.capacity)
-                .max(self.floor),
+            oldest: shared.tail().saturating_sub(shared.capacity).max(floor),
         };
-        if from < self.floor {
+        if from < floor {
             return (0, Some(evicted(from)));
         }
         let published_end = self.published_end();
@@ -705,6 +730,25 @@ impl<T> Reader<T> {
             }
         }
         (n, None)
+    }
+
+    /// [`get_run_with`](Self::get_run_with) for a gating reader held mutably (the
+    /// partition's gated reads): a run read from within the known published prefix extends
+    /// it, so that moving the cursor over the same entries later needs no tag loads (for a
+    /// multi-producer ring those are cache misses on lines the producers are writing).
+    pub(crate) fn get_run_with_noting(
+        &mut self,
+        from: u64,
+        max: usize,
+        f: impl FnMut(u64, &T),
+    ) -> (usize, Option<GetError>) {
+        let (n, why) = self.get_run_with(from, max, f);
+        if self.gating && from <= self.known_end.max(self.next) && from >= self.next {
+            // Every sequence of `next..from` was known published, and `from..from + n`
+            // were just seen published (Acquire) by the run.
+            self.known_end = self.known_end.max(from + n as u64);
+        }
+        (n, why)
     }
 
     /// A clone of the entry at `seq`; see [`get_with`](Self::get_with).
@@ -809,9 +853,23 @@ fn forever(e: ReadTimeoutError) -> ReadError {
     }
 }
 
+/// Non-gating: starts an announced read if the reader announces (the guard ends it), and
+/// returns the lowest sequence the read may touch (the reader's `floor` or higher).
+#[inline]
+fn read_floor<T>(shared: &Shared<T>, announcing: bool, floor: u64) -> (Option<Announced<'_>>, u64) {
+    if announcing {
+        let (guard, lowest) = shared.announce();
+        (Some(guard), lowest.max(floor))
+    } else {
+        (None, floor)
+    }
+}
+
 impl<T> Drop for Reader<T> {
     fn drop(&mut self) {
-        self.shared.registry.leave(&self.cursor);
+        if !self.announcing {
+            self.shared.registry.leave(&self.cursor);
+        }
         if self.gating {
             // Full fence: leaving is rare, and parked producers must see the cursor at MAX.
             self.shared.producers_wait.notify_all();

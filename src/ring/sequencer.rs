@@ -21,6 +21,10 @@
 //! Release cursor store, read with Acquire) before its slot is overwritten. A non-gating
 //! reader that joined after the producer's last refresh starts at or above the overwrite
 //! floor, which no claim under a stale limit reaches (see `registry`).
+//! An announcing reader (multi-producer rings, see `reader`) is not in the producer's view:
+//! each claimed run checks for reads it announced, after the claim and a `SeqCst` fence,
+//! and takes the locks for the run if one is in progress; the reader reads only above every
+//! slot that a run claimed before its announcement overwrites.
 //!
 //! A single producer that also has plain data (no drop glue) goes one step further: it writes
 //! only the value cells and publishes the run by its cursor store, leaving the slot tags to
@@ -510,7 +514,8 @@ impl<T> Sequencer<T> {
                 shared.readers_wait.notify_all_light();
             }
         }
-        let lock = self.view.lossy();
+        // Multi-producer: also while an announcing reader reads (module docs).
+        let lock = self.view.lossy() || (self.shared.multi && self.shared.reads_announced());
         if !lock && !std::mem::needs_drop::<T>() {
             // The common case for plain data: no slot locks and nothing to drop, so nothing
             // in the loop can panic and no unwind guard is needed — a tight loop.

@@ -4,7 +4,7 @@
 use super::config::{Overflow, RingConfig};
 use super::registry::Registry;
 use super::slot::{tag, Slot, Slots};
-use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{asym_fence, CachePadded, WaitSet};
 
 /// The bit of `claim` that marks a closed multi-producer ring.
@@ -36,6 +36,9 @@ pub(crate) struct Shared<T> {
     /// Live producer handles; the last one to go closes the ring.
     pub(crate) producers: AtomicUsize,
     pub(crate) registry: Registry,
+    /// Multi-producer: reads in progress by announcing readers (see `reader`, "Announcing
+    /// readers"). Padded: such reads write it, and every claimed run reads it.
+    pub(crate) announced: CachePadded<AtomicU64>,
     /// Readers parked on an empty ring. Producers notify with the light fence. Padded: a
     /// parking reader writes it, and the fields every publish reads must not share its line.
     pub(crate) readers_wait: CachePadded<WaitSet>,
@@ -61,6 +64,7 @@ impl<T> Shared<T> {
             closed_at: CachePadded::new(AtomicU64::new(OPEN)),
             producers: AtomicUsize::new(1),
             registry: Registry::new(config.start + capacity),
+            announced: CachePadded::new(AtomicU64::new(0)),
             readers_wait: CachePadded::new(WaitSet::new()),
             producers_wait: CachePadded::new(WaitSet::new()),
         }
@@ -92,6 +96,36 @@ impl<T> Shared<T> {
             // Acquire: pairs with the producer's Release store of its cursor.
             self.published.load(Ordering::Acquire)
         }
+    }
+
+    /// Multi-producer, after claiming a run: whether its writes must take the slot locks
+    /// because an announcing reader may be reading (`reader`, "Announcing readers").
+    #[inline]
+    pub(crate) fn reads_announced(&self) -> bool {
+        // SeqCst: Dekker's handshake with `announce` (our claim CAS, fence, load; its
+        // increment, fence, load of the claim cursor): either we see its count, or it sees
+        // our claim and never reads a slot this run overwrites.
+        fence(Ordering::SeqCst);
+        // Acquire: pairs with the Release decrement that ends an announced read, so its
+        // clones happen before our unlocked overwrite.
+        self.announced.load(Ordering::Acquire) != 0
+    }
+
+    /// Multi-producer: starts an announced read. Returns the guard that ends it and the
+    /// lowest sequence it may read under slot locks: every lower one is overwritten or
+    /// being overwritten, possibly by an unlocked write.
+    #[inline]
+    pub(crate) fn announce(&self) -> (Announced<'_>, u64) {
+        debug_assert!(self.multi);
+        // Relaxed: ordered before the claim load by the fence.
+        self.announced.fetch_add(1, Ordering::Relaxed);
+        let guard = Announced(&self.announced);
+        // SeqCst: the other side of `reads_announced`'s fence.
+        fence(Ordering::SeqCst);
+        // Relaxed: ordered after our increment by the fence; a claim it misses sees our
+        // count and locks.
+        let claimed = self.claim.load(Ordering::Relaxed) & !CLOSED_BIT;
+        (guard, claimed.saturating_sub(self.capacity).max(self.start))
     }
 
     /// The end (exclusive) of what will ever be published, once closed.
@@ -151,6 +185,17 @@ impl<T> Shared<T> {
     #[inline]
     pub(crate) fn blocks(&self) -> bool {
         self.overflow == Overflow::Block
+    }
+}
+
+/// An announced read in progress; dropping it ends the read (also on unwind).
+pub(crate) struct Announced<'a>(&'a AtomicU64);
+
+impl Drop for Announced<'_> {
+    fn drop(&mut self) {
+        // Release: the clones of the read happen before a producer's Acquire load that sees
+        // the count drop (then it overwrites without locks).
+        self.0.fetch_sub(1, Ordering::Release);
     }
 }
 

@@ -685,3 +685,42 @@ fn gating_get_run_with_reads_ahead_of_its_position() {
     ));
     assert_eq!(gate.get_run_with(2, 1, |_, _| ()), (1, None));
 }
+
+/// An announcing reader reads by sequence and by cursor like a non-gating reader that
+/// joined at the start, is invisible to producers' views (no slot locks while idle), and
+/// leaves its count at zero after every read, also a refused one.
+#[test]
+fn announcing_reader_reads_like_a_reader_from_the_start() {
+    let (mut p, ring) =
+        Ring::multi_producer(RingConfig::new(4).overflow(Overflow::Overwrite)).unwrap();
+    let mut r = ring.announcing_reader().unwrap();
+    assert_eq!(ring.reader_count(), 0, "not registered");
+    for i in 0..3u64 {
+        p.publish(format!("v{i}")).unwrap();
+    }
+    assert_eq!(r.get(1).as_deref(), Ok("v1"));
+    let mut seen = Vec::new();
+    assert_eq!(
+        r.get_run_with(0, 5, |s, v| seen.push((s, v.clone()))),
+        (3, Some(GetError::NotPublished { requested: 3 }))
+    );
+    assert_eq!(seen.len(), 3);
+    assert_eq!(r.try_read().as_deref(), Ok("v0"));
+    for i in 3..9u64 {
+        p.publish(format!("v{i}")).unwrap();
+    }
+    // 0..5 are overwritten: refused by the announcement's floor (claim cursor 9 - 4).
+    assert!(matches!(
+        r.get(4),
+        Err(GetError::Evicted { requested: 4, .. })
+    ));
+    let (n, why) = r.get_run_with(2, 5, |_, _| ());
+    assert_eq!(n, 0);
+    assert!(matches!(why, Some(GetError::Evicted { requested: 2, .. })));
+    assert_eq!(r.try_read(), Err(TryReadError::Lagged(4)));
+    assert_eq!(r.try_read().as_deref(), Ok("v5"));
+    assert_eq!(r.get(8).as_deref(), Ok("v8"));
+    assert_eq!(ring.shared.announced.load(Ordering::Relaxed), 0);
+    drop(r);
+    assert_eq!(ring.reader_count(), 0);
+}
