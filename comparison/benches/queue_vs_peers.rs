@@ -10,7 +10,8 @@
 //! ```sh
 //! cargo bench --bench queue_vs_peers
 //! LOGBUS_BENCH_MSGS=4000000 LOGBUS_BENCH_REPS=9 LOGBUS_BENCH_PINGS=50000 cargo bench --bench queue_vs_peers
-//! # only some workloads (spsc, mpsc4, mpmc2x2, batch, pingpong, baseline) and peers
+//! # only some workloads (spsc, mpsc4, mpmc2x2, unbounded-spsc, unbounded-mpmc2x2, batch,
+//! # pingpong, baseline) and peers
 //! # (crossbeam, kanal, flume, std), e.g. for profiling or a quick A/B of two builds:
 //! LOGBUS_BENCH_ONLY=batch,pingpong LOGBUS_BENCH_PEERS=crossbeam cargo bench --bench queue_vs_peers
 //! ```
@@ -71,6 +72,52 @@ impl Contender for Crossbeam {
     type R = crossbeam_channel::Receiver<u64>;
     fn make(cap: usize) -> (Self::S, Self::R) {
         crossbeam_channel::bounded(cap)
+    }
+    fn clone_s(s: &Self::S) -> Self::S {
+        s.clone()
+    }
+    fn clone_r(r: &Self::R) -> Option<Self::R> {
+        Some(r.clone())
+    }
+    fn send(s: &Self::S, v: u64) {
+        s.send(v).unwrap()
+    }
+    fn recv(r: &Self::R) -> Option<u64> {
+        r.recv().ok()
+    }
+}
+
+/// `unbounded()` (the capacity argument is ignored), for the unbounded rows.
+struct LogbusUnbounded;
+impl Contender for LogbusUnbounded {
+    const NAME: &'static str = "logbus unbounded";
+    type S = logbus::queue::Sender<u64>;
+    type R = logbus::queue::Receiver<u64>;
+    fn make(_cap: usize) -> (Self::S, Self::R) {
+        logbus::queue::unbounded()
+    }
+    fn clone_s(s: &Self::S) -> Self::S {
+        s.clone()
+    }
+    fn clone_r(r: &Self::R) -> Option<Self::R> {
+        Some(r.clone())
+    }
+    fn send(s: &Self::S, v: u64) {
+        s.send(v).unwrap()
+    }
+    fn recv(r: &Self::R) -> Option<u64> {
+        r.recv().ok()
+    }
+}
+
+/// crossbeam-channel's `unbounded()` (list flavour).
+struct CrossbeamUnbounded;
+impl Contender for CrossbeamUnbounded {
+    const NAME: &'static str = "crossbeam-channel unbounded";
+    type S = crossbeam_channel::Sender<u64>;
+    type R = crossbeam_channel::Receiver<u64>;
+    fn make(_cap: usize) -> (Self::S, Self::R) {
+        crossbeam_channel::unbounded()
     }
     fn clone_s(s: &Self::S) -> Self::S {
         s.clone()
@@ -320,6 +367,26 @@ fn main() {
                 if let Some(v) = throughput::<StdSync>(p, c, total) {
                     s.push(StdSync::NAME, v);
                 }
+            }
+        }
+        table.push((name.to_string(), s));
+    }
+    // Unbounded queues (linked blocks), logbus against crossbeam's list flavour.
+    for (name, p, c) in [("unbounded-spsc", 1, 1), ("unbounded-mpmc2x2", 2, 2)] {
+        if !run(name) {
+            continue;
+        }
+        let mut s = Series::default();
+        for _ in 0..reps {
+            s.push(
+                LogbusUnbounded::NAME,
+                throughput::<LogbusUnbounded>(p, c, total).unwrap(),
+            );
+            if peer("crossbeam") {
+                s.push(
+                    CrossbeamUnbounded::NAME,
+                    throughput::<CrossbeamUnbounded>(p, c, total).unwrap(),
+                );
             }
         }
         table.push((name.to_string(), s));

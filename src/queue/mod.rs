@@ -1,7 +1,7 @@
-//! A bounded blocking queue: point-to-point, each message taken by exactly one receiver,
-//! first in first out, a full queue blocks senders.
+//! A blocking queue: point-to-point, each message taken by exactly one receiver, first in
+//! first out; bounded (a full queue blocks senders) or unbounded.
 //!
-//! The API is crossbeam-channel's (`bounded`, `send`/`try_send`/`send_timeout`/
+//! The API is crossbeam-channel's (`bounded`, `unbounded`, `send`/`try_send`/`send_timeout`/
 //! `send_deadline`, the same for `recv`, `iter`/`try_iter`, the same error types), so code
 //! switches between the two by changing an import. On top of it, batch operations move many
 //! messages per synchronisation: [`Sender::send_batch`], [`Sender::try_send_batch`],
@@ -14,6 +14,11 @@
 //!   receiving the mirror image. Head and tail live on separate cache lines.
 //! - `bounded(0)`: a rendezvous queue (`zero.rs`): a send completes when a receiver takes
 //!   the message.
+//! - `unbounded()`: a linked list of blocks of 31 slots (`list.rs`), as crossbeam's list
+//!   flavour: a send claims a slot with one CAS and never blocks; drained blocks are
+//!   recycled (a few spares per queue) or freed.
+//! - `after`, `at`, `tick`, `never` (`timer.rs`): receive-only queues of `Instant`s, as
+//!   crossbeam's: computed from the clock when received, no thread behind them.
 //!
 //! # Guarantees
 //!
@@ -31,7 +36,9 @@
 //!   an operation pays one load to check for parked threads (its claim's `SeqCst` CAS
 //!   orders that load; no fence), and a system call only when one is parked.
 //! - **Allocation.** `bounded` allocates the buffer once; sending and receiving never
-//!   allocate (the batch operations may grow the `Vec` the caller passes in).
+//!   allocate (the batch operations may grow the `Vec` the caller passes in). `unbounded`
+//!   allocates a block when its spares run out: never per message, and not at all in a
+//!   steady state whose length stays within a few blocks.
 //! - **Disconnection.** When every `Sender` is gone, receivers drain what is left and then
 //!   get `Disconnected`; when every `Receiver` is gone, sends hand their message back, and
 //!   the messages still queued stay until the senders go too: the last handle of either
@@ -47,8 +54,10 @@
 //!
 //! # Differences from crossbeam-channel
 //!
-//! - Only the bounded and rendezvous flavours: no `unbounded`, `select!`/`Select`, `after`,
-//!   `at`, `tick` or `never` yet.
+//! - No `select!`/`Select` yet.
+//! - When the last receiver of an unbounded queue goes, the queued messages stay until the
+//!   senders go too, as in the bounded flavours (crossbeam's list flavour drops them at
+//!   once); sends fail from then on, so the queue does not grow.
 //! - When the queue drops its messages and one's `Drop` panics, the others are still
 //!   dropped (crossbeam leaks them); see **Panics** above.
 //! - The batch operations are logbus's own.
@@ -74,7 +83,9 @@ mod counter;
 mod error;
 #[cfg(all(test, not(logbus_loom)))]
 mod linearizability;
+mod list;
 mod owners;
+mod timer;
 mod zero;
 
 use std::fmt;
@@ -94,7 +105,13 @@ use crate::sync::time;
 #[allow(clippy::large_enum_variant)]
 enum Flavor<T> {
     Array(array::Channel<T>),
+    List(list::Channel<T>),
     Zero(zero::Channel<T>),
+    /// `after`, `at`, `tick`, `never`: receive-only. The function turns the timer's
+    /// `Instant` into the message: the identity, for the timers made with `T = Instant` (a
+    /// safe stand-in for crossbeam's transmute), and `None` for `never::<T>()`, which has no
+    /// message to convert.
+    Timer(timer::Channel, Option<fn(Instant) -> T>),
 }
 
 impl<T> Disconnect for Flavor<T> {
@@ -103,7 +120,12 @@ impl<T> Disconnect for Flavor<T> {
             Flavor::Array(ch) => {
                 ch.disconnect();
             }
+            Flavor::List(ch) => {
+                ch.disconnect();
+            }
             Flavor::Zero(ch) => ch.disconnect(),
+            // A timer has no senders and never disconnects.
+            Flavor::Timer(..) => {}
         }
     }
 
@@ -148,6 +170,109 @@ pub fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     (Sender { inner: s }, Receiver { inner: r })
 }
 
+/// Creates a queue with no capacity limit: sends never block (and never report `Full`).
+///
+/// Messages live in blocks of 31 slots linked in a list; a block whose messages have all
+/// been received is kept for reuse (up to a few spare blocks per queue) or freed, so a
+/// queue whose receivers keep up allocates nothing per message once warm.
+///
+/// # Examples
+///
+/// ```
+/// let (tx, rx) = logbus::queue::unbounded();
+/// for i in 0..1000 {
+///     tx.send(i).unwrap(); // never blocks
+/// }
+/// assert_eq!(tx.len(), 1000);
+/// assert_eq!(tx.capacity(), None);
+/// drop(tx);
+/// assert_eq!(rx.iter().sum::<i32>(), 499_500);
+/// ```
+pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
+    let (s, r) = counter::new(Flavor::List(list::Channel::new()));
+    (Sender { inner: s }, Receiver { inner: r })
+}
+
+/// A receiver with no sender, for the timers: it never disconnects.
+fn timer(ch: timer::Channel) -> Receiver<Instant> {
+    let (s, r) = counter::new(Flavor::Timer(ch, Some(|t| t)));
+    drop(s);
+    Receiver { inner: r }
+}
+
+/// A receiver that delivers one message, the instant `duration` from now, once that instant
+/// has passed (as crossbeam-channel's `after`). It never disconnects: after its message,
+/// `recv` blocks for good and `try_recv` reports `Empty`. Useful as a timeout arm.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// let start = Instant::now();
+/// let timeout = logbus::queue::after(Duration::from_millis(5));
+/// let fired = timeout.recv().unwrap();
+/// assert!(fired >= start + Duration::from_millis(5));
+/// ```
+pub fn after(duration: Duration) -> Receiver<Instant> {
+    match Instant::now().checked_add(duration) {
+        Some(when) => at(when),
+        None => never(),
+    }
+}
+
+/// A receiver that delivers one message, `when`, once `when` has passed (as
+/// crossbeam-channel's `at`); otherwise as [`after`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Instant;
+///
+/// let now = Instant::now();
+/// assert_eq!(logbus::queue::at(now).recv(), Ok(now));
+/// ```
+pub fn at(when: Instant) -> Receiver<Instant> {
+    timer(timer::Channel::at(when))
+}
+
+/// A receiver that delivers the instant each tick was due, every `duration` (as
+/// crossbeam-channel's `tick`): the first a `duration` after this call, then one a
+/// `duration` after each tick received. Ticks nobody receives do not pile up: at most one
+/// is waiting. With cloned receivers each tick goes to one of them.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let ticker = logbus::queue::tick(Duration::from_millis(1));
+/// let first = ticker.recv().unwrap();
+/// let second = ticker.recv().unwrap();
+/// assert!(second >= first + Duration::from_millis(1));
+/// ```
+pub fn tick(duration: Duration) -> Receiver<Instant> {
+    timer(timer::Channel::tick(duration))
+}
+
+/// A receiver that never delivers anything and never disconnects (as crossbeam-channel's
+/// `never`): `recv` blocks for good, `recv_timeout` times out, `try_recv` reports `Empty`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use logbus::queue::{never, RecvTimeoutError};
+///
+/// let rx = never::<std::time::Instant>();
+/// assert_eq!(rx.recv_timeout(Duration::from_millis(1)), Err(RecvTimeoutError::Timeout));
+/// ```
+pub fn never<T>() -> Receiver<T> {
+    let (s, r) = counter::new(Flavor::Timer(timer::Channel::Never, None));
+    drop(s);
+    Receiver { inner: r }
+}
+
 /// The sending side of a queue. Clone it for more producers; the queue disconnects for
 /// receivers when the last clone is dropped.
 pub struct Sender<T> {
@@ -180,6 +305,42 @@ fn timeout_to_try<T>(e: SendTimeoutError<T>) -> SendError<T> {
     SendError(e.into_inner())
 }
 
+/// Sends every message of `batch` in order to an unbounded queue (never full); on
+/// disconnection hands back the ones not sent, in order.
+fn list_send_batch<T>(
+    ch: &list::Channel<T>,
+    batch: &mut Vec<T>,
+) -> Result<usize, SendError<Vec<T>>> {
+    let n = batch.len();
+    let mut rest = batch.drain(..);
+    for msg in rest.by_ref() {
+        if let Err(msg) = ch.send(msg) {
+            let rest: Vec<T> = std::iter::once(msg).chain(rest).collect();
+            return Err(SendError(rest));
+        }
+    }
+    Ok(n)
+}
+
+/// Appends up to `max` waiting messages after `first` (already received) to `out`.
+fn recv_more<T>(
+    out: &mut Vec<T>,
+    first: T,
+    max: usize,
+    mut try_recv: impl FnMut() -> Result<T, TryRecvError>,
+) -> usize {
+    out.push(first);
+    let mut n = 1;
+    while n < max {
+        match try_recv() {
+            Ok(m) => out.push(m),
+            Err(_) => break,
+        }
+        n += 1;
+    }
+    n
+}
+
 impl<T> Sender<T> {
     /// Sends `msg`, blocking while the queue is full.
     ///
@@ -198,7 +359,9 @@ impl<T> Sender<T> {
     pub fn send(&self, msg: T) -> Result<(), SendError<T>> {
         match &*self.inner {
             Flavor::Array(ch) => ch.send(msg, None),
+            Flavor::List(ch) => ch.send(msg).map_err(SendTimeoutError::Disconnected),
             Flavor::Zero(ch) => ch.send(msg, None),
+            Flavor::Timer(..) => Err(SendTimeoutError::Disconnected(msg)),
         }
         .map_err(timeout_to_try)
     }
@@ -222,7 +385,9 @@ impl<T> Sender<T> {
     pub fn try_send(&self, msg: T) -> Result<(), TrySendError<T>> {
         match &*self.inner {
             Flavor::Array(ch) => ch.try_send(msg),
+            Flavor::List(ch) => ch.send(msg).map_err(TrySendError::Disconnected),
             Flavor::Zero(ch) => ch.try_send(msg),
+            Flavor::Timer(..) => Err(TrySendError::Disconnected(msg)),
         }
     }
 
@@ -270,7 +435,9 @@ impl<T> Sender<T> {
     fn send_until(&self, msg: T, deadline: Option<Instant>) -> Result<(), SendTimeoutError<T>> {
         match &*self.inner {
             Flavor::Array(ch) => ch.send(msg, deadline),
+            Flavor::List(ch) => ch.send(msg).map_err(SendTimeoutError::Disconnected),
             Flavor::Zero(ch) => ch.send(msg, deadline),
+            Flavor::Timer(..) => Err(SendTimeoutError::Disconnected(msg)),
         }
     }
 
@@ -299,6 +466,10 @@ impl<T> Sender<T> {
     pub fn send_batch(&self, batch: &mut Vec<T>) -> Result<(), SendError<Vec<T>>> {
         let disconnected = match &*self.inner {
             Flavor::Array(ch) => ch.send_batch(batch).is_err(),
+            Flavor::List(ch) => {
+                return list_send_batch(ch, batch).map(|_| ());
+            }
+            Flavor::Timer(..) => true,
             Flavor::Zero(ch) => {
                 let mut failed = None;
                 let mut rest = batch.drain(..);
@@ -345,6 +516,8 @@ impl<T> Sender<T> {
         }
         let result = match &*self.inner {
             Flavor::Array(ch) => ch.try_send_batch(batch),
+            Flavor::List(ch) => return list_send_batch(ch, batch),
+            Flavor::Timer(..) => Err(TrySendError::Disconnected(())),
             Flavor::Zero(ch) => {
                 let mut sent = 0;
                 let mut outcome = Ok(0);
@@ -377,7 +550,8 @@ impl<T> Sender<T> {
         self.inner.is_empty()
     }
 
-    /// Whether the queue is full (always, for a rendezvous queue).
+    /// Whether the queue is full (always for a rendezvous queue, never for an unbounded
+    /// one).
     pub fn is_full(&self) -> bool {
         self.inner.is_full()
     }
@@ -387,9 +561,10 @@ impl<T> Sender<T> {
         self.inner.len()
     }
 
-    /// The capacity given to [`bounded`]: `Some(n)` exactly as asked.
+    /// The capacity given to [`bounded`] (`Some(n)` exactly as asked), `None` for
+    /// [`unbounded`].
     pub fn capacity(&self) -> Option<usize> {
-        Some(self.inner.capacity())
+        self.inner.capacity()
     }
 
     /// Whether both senders belong to the same queue.
@@ -404,7 +579,12 @@ impl<T> Sender<T> {
             Flavor::Array(ch) => {
                 ch.disconnect();
             }
+            Flavor::List(ch) => {
+                ch.disconnect();
+            }
             Flavor::Zero(ch) => ch.disconnect(),
+            // A timer has no senders and never disconnects.
+            Flavor::Timer(..) => {}
         }
     }
 }
@@ -413,14 +593,18 @@ impl<T> Flavor<T> {
     fn len(&self) -> usize {
         match self {
             Flavor::Array(ch) => ch.len(),
+            Flavor::List(ch) => ch.len(),
             Flavor::Zero(_) => 0,
+            Flavor::Timer(ch, _) => ch.len(),
         }
     }
 
-    fn capacity(&self) -> usize {
+    fn capacity(&self) -> Option<usize> {
         match self {
-            Flavor::Array(ch) => ch.capacity(),
-            Flavor::Zero(_) => 0,
+            Flavor::Array(ch) => Some(ch.capacity()),
+            Flavor::List(_) => None,
+            Flavor::Zero(_) => Some(0),
+            Flavor::Timer(ch, _) => Some(ch.capacity()),
         }
     }
 
@@ -429,20 +613,30 @@ impl<T> Flavor<T> {
     }
 
     fn is_full(&self) -> bool {
-        self.len() == self.capacity()
+        Some(self.len()) == self.capacity()
     }
 
     fn recv_until(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
         match self {
             Flavor::Array(ch) => ch.recv(deadline),
+            Flavor::List(ch) => ch.recv(deadline),
             Flavor::Zero(ch) => ch.recv(deadline),
+            Flavor::Timer(ch, to_msg) => ch.recv(deadline).and_then(|t| match to_msg {
+                Some(f) => Ok(f(t)),
+                // `never` delivers nothing; a timeout is all it can report.
+                None => Err(RecvTimeoutError::Timeout),
+            }),
         }
     }
 
     fn try_recv(&self) -> Result<T, TryRecvError> {
         match self {
             Flavor::Array(ch) => ch.try_recv(),
+            Flavor::List(ch) => ch.try_recv(),
             Flavor::Zero(ch) => ch.try_recv(),
+            Flavor::Timer(ch, to_msg) => ch
+                .try_recv()
+                .and_then(|t| to_msg.map(|f| f(t)).ok_or(TryRecvError::Empty)),
         }
     }
 }
@@ -554,17 +748,13 @@ impl<T> Receiver<T> {
         }
         match &*self.inner {
             Flavor::Array(ch) => ch.recv_batch(out, max, None).map_err(|_| RecvError),
-            Flavor::Zero(ch) => {
-                out.push(ch.recv(None).map_err(|_| RecvError)?);
-                let mut n = 1;
-                while n < max {
-                    match ch.try_recv() {
-                        Ok(m) => out.push(m),
-                        Err(_) => break,
-                    }
-                    n += 1;
-                }
-                Ok(n)
+            Flavor::List(ch) => {
+                let first = ch.recv(None).map_err(|_| RecvError)?;
+                Ok(recv_more(out, first, max, || ch.try_recv()))
+            }
+            Flavor::Zero(_) | Flavor::Timer(..) => {
+                let first = self.inner.recv_until(None).map_err(|_| RecvError)?;
+                Ok(recv_more(out, first, max, || self.inner.try_recv()))
             }
         }
     }
@@ -593,17 +783,13 @@ impl<T> Receiver<T> {
         }
         match &*self.inner {
             Flavor::Array(ch) => ch.try_recv_batch(out, max),
-            Flavor::Zero(ch) => {
-                out.push(ch.try_recv()?);
-                let mut n = 1;
-                while n < max {
-                    match ch.try_recv() {
-                        Ok(m) => out.push(m),
-                        Err(_) => break,
-                    }
-                    n += 1;
-                }
-                Ok(n)
+            Flavor::List(ch) => {
+                let first = ch.try_recv()?;
+                Ok(recv_more(out, first, max, || ch.try_recv()))
+            }
+            Flavor::Zero(_) | Flavor::Timer(..) => {
+                let first = self.inner.try_recv()?;
+                Ok(recv_more(out, first, max, || self.inner.try_recv()))
             }
         }
     }
@@ -641,7 +827,8 @@ impl<T> Receiver<T> {
         self.inner.is_empty()
     }
 
-    /// Whether the queue is full (always, for a rendezvous queue).
+    /// Whether the queue is full (always for a rendezvous queue, never for an unbounded
+    /// one).
     pub fn is_full(&self) -> bool {
         self.inner.is_full()
     }
@@ -651,9 +838,10 @@ impl<T> Receiver<T> {
         self.inner.len()
     }
 
-    /// The capacity given to [`bounded`]: `Some(n)` exactly as asked.
+    /// The capacity given to [`bounded`] (`Some(n)` exactly as asked), `None` for
+    /// [`unbounded`].
     pub fn capacity(&self) -> Option<usize> {
-        Some(self.inner.capacity())
+        self.inner.capacity()
     }
 
     /// Whether both receivers belong to the same queue.

@@ -1,0 +1,134 @@
+//! The timer flavours behind `after`, `at`, `tick` and `never`, as crossbeam-channel's:
+//! receive-only queues whose messages are the instants at which they were due.
+//!
+//! No thread runs them: a receiver computes whether a message is due from the clock, and a
+//! blocking receiver sleeps until the due time (or its own deadline, whichever is first).
+//! Delivery is decided by an atomic compare-and-swap, so with cloned receivers each message
+//! goes to exactly one of them. They never disconnect.
+
+use std::time::{Duration, Instant};
+
+use super::error::{RecvTimeoutError, TryRecvError};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// What a timer delivers.
+pub(crate) enum Channel {
+    /// One message at `when` (`after`, `at`).
+    At { when: Instant, taken: AtomicBool },
+    /// A message every `period`, the first at `start + period`; `next` counts nanoseconds
+    /// from `start` to the next due instant. A tick missed by a slow receiver is not
+    /// delivered late in a burst: the next one is due a period after it was received.
+    Tick {
+        start: Instant,
+        period: Duration,
+        next: AtomicU64,
+    },
+    /// Nothing, ever (`never`).
+    Never,
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Channel {
+    pub(crate) fn at(when: Instant) -> Self {
+        Channel::At {
+            when,
+            taken: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn tick(period: Duration) -> Self {
+        Channel::Tick {
+            start: Instant::now(),
+            period,
+            next: AtomicU64::new(nanos(period)),
+        }
+    }
+
+    /// When the next message is due (`None`: never, from this receiver's view now).
+    fn due(&self) -> Option<Instant> {
+        match self {
+            // Relaxed: `taken` guards no other data; the swap in `try_recv` decides.
+            Channel::At { when, taken } => (!taken.load(Ordering::Relaxed)).then_some(*when),
+            Channel::Tick { start, next, .. } => {
+                // Relaxed: as above, the CAS in `try_recv` decides.
+                start.checked_add(Duration::from_nanos(next.load(Ordering::Relaxed)))
+            }
+            Channel::Never => None,
+        }
+    }
+
+    pub(crate) fn try_recv(&self) -> Result<Instant, TryRecvError> {
+        let now = Instant::now();
+        match self {
+            Channel::At { when, taken } => {
+                // Relaxed: the flag guards no other data; the swap makes one receiver win.
+                if now >= *when && !taken.swap(true, Ordering::Relaxed) {
+                    return Ok(*when);
+                }
+                Err(TryRecvError::Empty)
+            }
+            Channel::Tick {
+                start,
+                period,
+                next,
+            } => {
+                let elapsed = nanos(now.saturating_duration_since(*start));
+                // Relaxed: as above, the CAS makes one receiver win each tick.
+                let mut due = next.load(Ordering::Relaxed);
+                while elapsed >= due {
+                    let following = elapsed.saturating_add(nanos(*period));
+                    match next.compare_exchange_weak(
+                        due,
+                        following,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => return Ok(*start + Duration::from_nanos(due)),
+                        Err(now_due) => due = now_due,
+                    }
+                }
+                Err(TryRecvError::Empty)
+            }
+            Channel::Never => Err(TryRecvError::Empty),
+        }
+    }
+
+    pub(crate) fn recv(&self, deadline: Option<Instant>) -> Result<Instant, RecvTimeoutError> {
+        loop {
+            if let Ok(t) = self.try_recv() {
+                return Ok(t);
+            }
+            let wake = match (self.due(), deadline) {
+                (Some(d), Some(dl)) => Some(d.min(dl)),
+                (d, dl) => d.or(dl),
+            };
+            match wake {
+                Some(w) => {
+                    let now = Instant::now();
+                    if deadline.is_some_and(|dl| now >= dl) {
+                        return Err(RecvTimeoutError::Timeout);
+                    }
+                    std::thread::sleep(w.saturating_duration_since(now));
+                }
+                // Nothing will ever come and there is no deadline: block for good, as
+                // crossbeam's `never` (and a taken `after`) do.
+                None => std::thread::sleep(Duration::from_secs(3600)),
+            }
+        }
+    }
+
+    /// 1 when a message is due and not yet taken.
+    pub(crate) fn len(&self) -> usize {
+        usize::from(self.due().is_some_and(|d| Instant::now() >= d))
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        match self {
+            Channel::Never => 0,
+            _ => 1,
+        }
+    }
+}
