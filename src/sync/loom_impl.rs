@@ -7,7 +7,7 @@ pub(crate) use loom::sync::Arc;
 /// Atomics, loom's.
 pub(crate) mod atomic {
     pub(crate) use loom::sync::atomic::{
-        fence, AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering,
+        fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
     };
 }
 
