@@ -137,12 +137,18 @@ fn main() -> logbus::Result<()> {
     }
     let d = broker.describe_group("billing")?;
     println!("\nall {ORDERS} orders produced; the group caught up\n\n{d}");
-    println!("records processed: worker-1 {w1_done} (before it left)");
-    let mut total = w1_done;
+    // Stop every worker first: each close rebalances and its listener prints, so the
+    // table below comes after the last of those lines.
+    println!("the workers stop");
+    let mut done = Vec::new();
     for (name, w) in workers {
         w.stop.store(true, Ordering::Relaxed);
         w.thread.join().expect("worker");
-        let n = w.done.load(Ordering::Relaxed);
+        done.push((name, w.done.load(Ordering::Relaxed)));
+    }
+    println!("\nrecords processed: worker-1 {w1_done} (before it left)");
+    let mut total = w1_done;
+    for (name, n) in done {
         total += n;
         println!("                   {name} {n}");
     }
