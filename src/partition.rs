@@ -207,10 +207,39 @@ impl<K, V> Partition<K, V> {
         } else {
             RingOverflow::Overwrite
         };
-        let (producer, ring) = Ring::multi_producer(
-            RingConfig::new(config.capacity).overflow(overflow),
-        )
-        .map_err(|e| match e {
+        let ring_config = RingConfig::new(config.capacity).overflow(overflow);
+        Self::with_ring(config, ring_config, arrivals, None)
+    }
+
+    /// A persisted partition whose ring starts at `start` (the log end on disk), with a
+    /// gating reader for the disk writer created before any producer. Groups never gate.
+    pub(crate) fn persisted(
+        config: PartitionConfig,
+        arrivals: Arc<WaitSet>,
+        start: u64,
+        disk: Arc<dyn DiskLog<K, V>>,
+    ) -> Result<(Self, Reader<Entry<K, V>>)> {
+        let config = PartitionConfig {
+            gated: false,
+            retention_ms: None,
+            ..config
+        };
+        let ring_config = RingConfig::new(config.capacity)
+            .overflow(RingOverflow::Block)
+            .start_sequence(start);
+        let partition = Self::with_ring(config, ring_config, arrivals, Some(disk))?;
+        let writer = partition.ring.gating_reader(Start::Oldest)?;
+        Ok((partition, writer))
+    }
+
+    /// The partition over a new multi-producer ring made from `ring_config`.
+    fn with_ring(
+        config: PartitionConfig,
+        ring_config: RingConfig,
+        arrivals: Arc<WaitSet>,
+        disk: Option<Arc<dyn DiskLog<K, V>>>,
+    ) -> Result<Self> {
+        let (producer, ring) = Ring::multi_producer(ring_config).map_err(|e| match e {
             Error::InvalidConfig { value, valid, .. } => Error::InvalidConfig {
                 name: "records_in_memory",
                 value,
@@ -229,42 +258,8 @@ impl<K, V> Partition<K, V> {
             expired_below: AtomicU64::new(0),
             groups: Mutex::new(HashMap::new()),
             arrivals,
-            disk: None,
+            disk,
         })
-    }
-
-    /// A persisted partition whose ring starts at `start` (the log end on disk), with a
-    /// gating reader for the disk writer created before any producer. Groups never gate.
-    pub(crate) fn persisted(
-        config: PartitionConfig,
-        arrivals: Arc<WaitSet>,
-        start: u64,
-        disk: Arc<dyn DiskLog<K, V>>,
-    ) -> Result<(Self, Reader<Entry<K, V>>)> {
-        let config = PartitionConfig {
-            gated: false,
-            retention_ms: None,
-            ..config
-        };
-        let (producer, ring) = Ring::multi_producer(
-            RingConfig::new(config.capacity)
-                .overflow(RingOverflow::Block)
-                .start_sequence(start),
-        )?;
-        let anchor = ring.announcing_reader()?;
-        let writer = ring.gating_reader(Start::Oldest)?;
-        let partition = Self {
-            ring,
-            producer,
-            anchor,
-            capacity: config.capacity as u64,
-            config,
-            expired_below: AtomicU64::new(0),
-            groups: Mutex::new(HashMap::new()),
-            arrivals,
-            disk: Some(disk),
-        };
-        Ok((partition, writer))
     }
 
     /// Makes every record appended so far durable (persisted partitions).
