@@ -491,37 +491,23 @@ impl<T> Channel<T> {
 
 impl<T> Drop for Channel<T> {
     fn drop(&mut self) {
-        // Drops every message left, each once, each after it left the list; a panic from
-        // one propagates after the rest are dropped (theirs caught, as a second panic
-        // unwinding out of a destructor would abort), as in the bounded flavour.
-        struct Rest<'a, T>(&'a mut Channel<T>);
-        impl<T> Drop for Rest<'_, T> {
-            fn drop(&mut self) {
-                while let Some(msg) = self.0.take_for_discard() {
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-                        drop(msg);
-                    }));
-                }
-                let head = self.0.head.block.load(Ordering::Relaxed);
-                // SAFETY: the last block, holding no message now; blocks before it were
-                // recycled or freed by the receivers and `take_for_discard`.
-                drop(unsafe { Box::from_raw(head) });
-                for spare in &self.0.spares {
-                    let block = spare.swap(ptr::null_mut(), Ordering::Relaxed);
-                    if !block.is_null() {
-                        // SAFETY: spares are reset blocks owned by the queue.
-                        drop(unsafe { Box::from_raw(block) });
-                    }
-                }
+        // Every message left, each once, each after it left the list (a panic from one
+        // resumes once the blocks are freed; `leftovers` says why the rest are caught).
+        let panic = super::leftovers::drop_each(|| self.take_for_discard());
+        let head = self.head.block.load(Ordering::Relaxed);
+        // SAFETY: the last block, holding no message now; blocks before it were recycled or
+        // freed by the receivers and `take_for_discard`.
+        drop(unsafe { Box::from_raw(head) });
+        for spare in &self.spares {
+            let block = spare.swap(ptr::null_mut(), Ordering::Relaxed);
+            if !block.is_null() {
+                // SAFETY: spares are reset blocks owned by the queue.
+                drop(unsafe { Box::from_raw(block) });
             }
         }
-        let rest = Rest(self);
-        if !std::thread::panicking() {
-            while let Some(msg) = rest.0.take_for_discard() {
-                drop(msg);
-            }
+        if let Some(payload) = panic {
+            std::panic::resume_unwind(payload);
         }
-        drop(rest);
     }
 }
 

@@ -9,9 +9,12 @@
 //!
 //! # Flavours
 //!
-//! - `bounded(n)` with `n > 0`: Vyukov's bounded MPMC array queue with per-slot stamps
-//!   (`array.rs`). Sending is one CAS on the tail, one slot write and one `Release` store;
-//!   receiving the mirror image. Head and tail live on separate cache lines.
+//! - `bounded(n)` with `n > 0`: an array of slots (`array/`). While one thread at a time
+//!   uses each side, it runs Lamport's single-producer single-consumer protocol with no
+//!   locked instruction per message (the *owned* protocol; another thread taking a side
+//!   over keeps it); once threads take turns faster than that allows, Vyukov's bounded
+//!   MPMC protocol with per-slot stamps, one CAS per operation (the *shared* protocol), for
+//!   good. Head and tail live on separate cache lines.
 //! - `bounded(0)`: a rendezvous queue (`zero.rs`): a send completes when a receiver takes
 //!   the message.
 //! - `unbounded()`: a linked list of blocks of 31 slots (`list.rs`), as crossbeam's list
@@ -81,6 +84,7 @@
 mod array;
 mod counter;
 mod error;
+mod leftovers;
 #[cfg(all(test, not(logbus_loom)))]
 mod linearizability;
 mod list;

@@ -1,0 +1,320 @@
+//! Waiting: what a blocking operation does while the queue is full (empty).
+//!
+//!
+//! A thread that finds the queue full (empty) first polls the one stamp it waits on, one
+//! spin hint apart (`DENSE_POLLS`, the spin budget of a [`Backoff`]), then yields, and only
+//! then parks in the `senders` (`receivers`) [`WaitSet`]. A sender polls the stamp a few
+//! slots past the tail rather than the first (`freed_before_refill`), so that it does not write the
+//! lines the receivers are reading. A blocking receive's first look
+//! does not load `tail` (which tells `Disconnected` from `Empty`) when the head slot is
+//! empty: that load would make the sender's next claim miss in the cache on every round
+//! trip; the look after the dense poll is exact. The other side calls
+//! [`WaitSet::notify_all_after_rmw`] after each operation, which costs one load while nobody
+//! is parked: the operation's claim (a `SeqCst` CAS) already orders it, so no fence is needed
+
+use super::{Channel, Look};
+use crate::queue::error::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
+use crate::sync::atomic::Ordering;
+use crate::sync::time::{self, Instant};
+use crate::sync::{asym_fence, hint, thread, Backoff, WaitSet};
+
+/// The yields of a [`Backoff`] (its steps 7 to 10), taken by a waiter that polled densely
+/// instead of running the backoff's spin rounds.
+const BACKOFF_YIELDS: u32 = 4;
+
+/// Yields after the [`Backoff`] is exhausted and before parking. Waking a parked thread
+/// costs ~10–15 µs on the target VMs (BENCHMARKS.md), a yield well under 1 µs, so a waiter
+/// keeps yielding a while longer when the other side is likely still running.
+#[cfg(not(logbus_loom))]
+const EXTRA_YIELDS: u32 = 32;
+#[cfg(logbus_loom)]
+const EXTRA_YIELDS: u32 = 0;
+
+/// How many times a waiter polls the one stamp it waits on, one spin hint apart, before it
+/// starts yielding. This replaces the spin rounds of the [`Backoff`] with the same budget
+/// (its rounds spin 1 + 2 + … + 64 = 127 hints; a hint takes ~17 ns on the target VMs, so
+/// about 2–3 µs with the loads): the waiter burns no more time before yielding, but instead
+/// of looking again only after exponentially growing spins (a reply arriving after 0.5 µs
+/// was seen after ~1 µs), it sees the stamp move within one poll, which is what a
+/// ping-pong round trip and a batch consumer racing a filling queue wait on. The poll reads
+/// only that slot's stamp and this side's cursor (no fence, no cursor of the other side).
+/// Loom models no spinning: there the [`Backoff`] runs as before.
+#[cfg(not(logbus_loom))]
+pub(super) const DENSE_POLLS: u32 = 128;
+#[cfg(logbus_loom)]
+pub(super) const DENSE_POLLS: u32 = 0;
+
+/// See `Channel::freed_before_refill`.
+pub(super) const FREED_BEFORE_REFILL: usize = 16;
+
+/// Poll densely, spin, yield, then park: the waiting strategy of every blocking operation.
+pub(super) struct WaitState {
+    /// Whether the dense poll of the awaited stamp has been done (once per operation).
+    polled: bool,
+    backoff: Backoff,
+    extra_yields: u32,
+    /// Set once the waiter has parked: a wake-up that finds the operation still in flight
+    /// yields before looking again, so it never spins on a descheduled peer.
+    parked: bool,
+}
+
+impl WaitState {
+    pub(super) fn new() -> Self {
+        Self {
+            polled: false,
+            backoff: Backoff::new(),
+            extra_yields: 0,
+            parked: false,
+        }
+    }
+
+    /// Waits a little without parking; `false` once it is time to park.
+    fn snooze(&mut self) -> bool {
+        if self.polled {
+            // The dense poll took the place of the spin rounds: yield, then park.
+            if self.extra_yields < EXTRA_YIELDS + BACKOFF_YIELDS {
+                self.extra_yields += 1;
+                thread::yield_now();
+                true
+            } else {
+                false
+            }
+        } else if !self.backoff.is_completed() {
+            self.backoff.snooze();
+            true
+        } else if self.extra_yields < EXTRA_YIELDS {
+            self.extra_yields += 1;
+            thread::yield_now();
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The outcome of one round of waiting.
+pub(super) enum Waited {
+    /// Try the operation again.
+    Retry,
+    /// The deadline passed while the condition did not hold.
+    Expired,
+}
+
+impl<T> Channel<T> {
+    /// One round of waiting: first (once) a dense poll until `changed` says the awaited
+    /// stamp moved, then the spin/yield rounds of the [`Backoff`], then parking until
+    /// `ready` (checked under the wait set's lock after registering, so a notification
+    /// cannot be missed).
+    pub(super) fn wait(
+        &self,
+        set: &WaitSet,
+        deadline: Option<Instant>,
+        waiting: &mut WaitState,
+        changed: impl Fn(&Self) -> bool,
+        ready: impl Fn(&Self) -> bool,
+    ) -> Waited {
+        if let Some(deadline) = deadline {
+            if time::expired(deadline) {
+                return Waited::Expired;
+            }
+        }
+        if DENSE_POLLS > 0 && !waiting.polled {
+            waiting.polled = true;
+            for _ in 0..DENSE_POLLS {
+                hint::spin_loop();
+                if changed(self) {
+                    break;
+                }
+            }
+            return Waited::Retry;
+        }
+        if waiting.snooze() {
+            return Waited::Retry;
+        }
+        if waiting.parked {
+            thread::yield_now();
+        }
+        waiting.parked = true;
+        match set.wait_until(deadline, || {
+            if !self.owners.is_shared() {
+                // An owner notifies with the light fence only (`publish_stamps`): this is the
+                // heavy side of that handshake. Once shared, the claims' CASes order it.
+                asym_fence::heavy();
+            }
+            ready(self).then_some(())
+        }) {
+            Some(()) => Waited::Retry,
+            None => Waited::Expired,
+        }
+    }
+
+    /// A hint for the dense poll of a waiting sender: the receivers have freed a few slots
+    /// past the tail (`freed_before_refill`), or the queue is disconnected. Relaxed loads: only a
+    /// hint, the retry that follows claims with the full protocol.
+    ///
+    /// Not the first free slot: a sender that jumps on each slot as it frees writes the
+    /// stamp and message lines the receiver is reading next, and both sides then pay a line
+    /// transfer per message. Waiting for a few more lets the receiver leave those lines and
+    /// the sender fill them in one go. The poll is bounded (`DENSE_POLLS`), so a receiver
+    /// that frees only one slot still lets the sender in, a poll later.
+    pub(super) fn send_changed(&self) -> bool {
+        let slack = self.freed_before_refill();
+        if !self.owners.is_shared() {
+            // The owned protocol keeps no stamps: look for the receiving owner's progress
+            // past the `head` the failed claim saw. Relaxed: a hint (see above).
+            let head = self.head.load(Ordering::Relaxed);
+            // Relaxed: a hint (see above).
+            let last_head = self.send_cache.cursor.load(Ordering::Relaxed);
+            return (head != last_head && self.distance(last_head, head) > slack)
+                // Relaxed: a hint (see above).
+                || self.tail.load(Ordering::Relaxed) & self.mark_bit != 0;
+        }
+        // Relaxed: a hint (see above).
+        let tail = self.tail.load(Ordering::Relaxed);
+        if tail & self.mark_bit != 0 {
+            return true;
+        }
+        let pos = self.advance(tail, slack);
+        // Relaxed: a hint (see above).
+        let stamp = self.stamps[pos & (self.mark_bit - 1)].load(Ordering::Relaxed);
+        // No longer last lap's message: freed (or taken by a receiver about to free it).
+        stamp.wrapping_add(self.one_lap) != pos + 1
+    }
+
+    /// How many slots past the first free one a sender waiting on a full queue waits to see
+    /// freed (`send_changed`): two lines of stamps, at most half the queue. In interleaved
+    /// runs of `benches/queue_vs_peers.rs` (senders often find the queue full there), 16
+    /// raised MPMC 2×2 from 26–29 to 32–35 M/s and MPSC 4→1 from 25–29 to 27–32 M/s against
+    /// 0 (8 and 32 did no better).
+    #[inline]
+    pub(super) fn freed_before_refill(&self) -> usize {
+        FREED_BEFORE_REFILL.min((self.cap - 1) / 2)
+    }
+
+    /// A hint for the dense poll of a waiting receiver: the slot at the head is no longer
+    /// empty for this lap. Disconnection is left to the [`Backoff`] rounds (the poll ends
+    /// after `DENSE_POLLS` at most). Relaxed loads, as in `send_changed`.
+    pub(super) fn recv_changed(&self) -> bool {
+        if !self.owners.is_shared() {
+            // The owned protocol keeps no stamps: `tail` moved (or was marked) past `head`.
+            // Relaxed: a hint (see above).
+            return self.tail.load(Ordering::Relaxed) != self.head.load(Ordering::Relaxed);
+        }
+        // Relaxed: a hint (see above).
+        let head = self.head.load(Ordering::Relaxed);
+        // Relaxed: a hint (see above).
+        self.stamps[head & (self.mark_bit - 1)].load(Ordering::Relaxed) != head
+    }
+
+    /// Whether a sender could make progress (checked by a registered waiter, see
+    /// `WaitSet`). Two predicates, one for each way a receiver notifies:
+    /// - std build: receivers notify with [`WaitSet::notify_all_after_rmw`], no fence; the
+    ///   progress they publish is their `SeqCst` CAS on `head`, so the waiter must look at
+    ///   the cursors (read by read-modify-write, as that method requires): a receiver has
+    ///   claimed a slot of the last lap, so one is free or about to be. A retry that finds
+    ///   the receiver still in flight yields and looks again (as crossbeam-channel spins
+    ///   there).
+    /// - loom build: `notify_all_after_rmw` keeps the fence, which lets the waiter use the
+    ///   exact predicate (the slot at the tail is free, by its stamp) and park through the
+    ///   in-flight window. Loom explores a waiter spinning on an in-flight peer without
+    ///   bound, so it checks this fenced variant; the std variant rests on the argument in
+    ///   `notify_all_after_rmw`, the same one crossbeam-channel's waker relies on.
+    ///
+    /// Both read the cursors with read-modify-writes: they see the newest values (a plain
+    /// load may return an older one, and a waiter would retry and find nothing, in a loop
+    /// that never parks), and a cursor that moves while we look means ready (retry) rather
+    /// than sleeping on a stale view.
+    pub(super) fn send_ready(&self) -> bool {
+        let tail = self.tail.fetch_add(0, Ordering::SeqCst);
+        if tail & self.mark_bit != 0 {
+            return true;
+        }
+        // The owned protocol has no in-flight window (an owner publishes with one store)
+        // and keeps no stamps: the cursors are exact there, in both builds.
+        if cfg!(logbus_loom) && self.owners.is_shared() {
+            // Acquire: pairs with the Release stamp store in `consume`.
+            let stamp = self.stamps[tail & (self.mark_bit - 1)].load(Ordering::Acquire);
+            stamp == tail || self.tail.fetch_add(0, Ordering::SeqCst) != tail
+        } else {
+            let head = self.head.fetch_add(0, Ordering::SeqCst);
+            head.wrapping_add(self.one_lap) != tail
+        }
+    }
+
+    /// Whether a receiver could make progress; the mirror image of `send_ready`: std build,
+    /// a sender has claimed a slot (its `SeqCst` CAS on `tail`) or the queue is
+    /// disconnected; loom build, the slot at the head holds a message (by its stamp) or the
+    /// queue is disconnected with no send in flight.
+    pub(super) fn recv_ready(&self) -> bool {
+        let head = self.head.fetch_add(0, Ordering::SeqCst);
+        let tail = self.tail.fetch_add(0, Ordering::SeqCst);
+        // As in `send_ready`: cursors in the owned protocol.
+        if cfg!(logbus_loom) && self.owners.is_shared() {
+            // Acquire: pairs with the Release stamp store in `publish`.
+            let stamp = self.stamps[head & (self.mark_bit - 1)].load(Ordering::Acquire);
+            stamp == head + 1
+                || (tail & self.mark_bit != 0 && tail & !self.mark_bit == head)
+                || self.head.fetch_add(0, Ordering::SeqCst) != head
+        } else {
+            tail & self.mark_bit != 0 || tail & !self.mark_bit != head
+        }
+    }
+
+    /// `send` past the owned fast path.
+    #[inline(never)]
+    pub(super) fn send_slow(
+        &self,
+        mut msg: T,
+        deadline: Option<Instant>,
+    ) -> Result<(), SendTimeoutError<T>> {
+        let mut waiting = WaitState::new();
+        // A local, not a field of `waiting`: the fast path reads nothing back from it.
+        let mut look = Look::first(deadline);
+        loop {
+            let this = look;
+            look = this.again();
+            match self.send_now(msg, this) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Disconnected(m)) => {
+                    return Err(SendTimeoutError::Disconnected(m))
+                }
+                Err(TrySendError::Full(m)) => msg = m,
+            }
+            if let Waited::Expired = self.wait(
+                &self.senders,
+                deadline,
+                &mut waiting,
+                Self::send_changed,
+                Self::send_ready,
+            ) {
+                return Err(SendTimeoutError::Timeout(msg));
+            }
+        }
+    }
+
+    /// `recv` past the owned fast path.
+    #[inline(never)]
+    pub(super) fn recv_slow(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        let mut waiting = WaitState::new();
+        // As in `send`.
+        let mut look = Look::first(deadline);
+        loop {
+            let this = look;
+            look = this.again();
+            match self.recv_now(this) {
+                Ok(m) => return Ok(m),
+                Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
+                Err(TryRecvError::Empty) => {}
+            }
+            if let Waited::Expired = self.wait(
+                &self.receivers,
+                deadline,
+                &mut waiting,
+                Self::recv_changed,
+                Self::recv_ready,
+            ) {
+                return Err(RecvTimeoutError::Timeout);
+            }
+        }
+    }
+}
