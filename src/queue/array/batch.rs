@@ -13,7 +13,6 @@ impl<T> Channel<T> {
     /// Moves as many messages from the front of `batch` as fit right now (at most one lap's
     /// worth per claim) and returns how many went in. The messages are copied straight from
     /// the `Vec`'s buffer into the slots, and what is left is moved to the front once.
-    #[inline]
     pub(crate) fn try_send_batch(&self, batch: &mut Vec<T>) -> Result<usize, TrySendError<()>> {
         self.send_batch_now(batch, Look::TRY)
     }
@@ -21,7 +20,6 @@ impl<T> Channel<T> {
     /// `try_send_batch`, with `look` as in `claim_send` (for the first claim; later ones
     /// only end the batch when they fail, and settle when it does). A settling batch is a
     /// sequence of sends: it stops short only when the queue was full at one instant.
-    #[inline]
     pub(super) fn send_batch_now(
         &self,
         batch: &mut Vec<T>,
@@ -68,7 +66,6 @@ impl<T> Channel<T> {
     }
 
     /// Appends up to `max` (≥ 1) waiting messages to `out`; `Empty`/`Disconnected` when none.
-    #[inline]
     pub(crate) fn try_recv_batch(
         &self,
         out: &mut Vec<T>,
@@ -79,7 +76,6 @@ impl<T> Channel<T> {
 
     /// `try_recv_batch`, with `look` as in `claim_recv` (for the first claim; later ones
     /// only end the batch when they fail).
-    #[inline]
     pub(super) fn recv_batch_now(
         &self,
         out: &mut Vec<T>,

@@ -88,7 +88,6 @@ impl Look {
     /// The first look of a blocking operation. It need not be exact when it has no
     /// deadline and will poll densely next: it looks again exactly before it ever yields or
     /// parks.
-    #[inline]
     fn first(deadline: Option<Instant>) -> Self {
         Self {
             exact: DENSE_POLLS == 0 || deadline.is_some(),
@@ -98,7 +97,6 @@ impl Look {
     }
 
     /// A look of a blocking operation after it waited, or a later claim of a batch.
-    #[inline]
     fn again(self) -> Self {
         Self {
             exact: true,
@@ -260,7 +258,6 @@ impl<T> Channel<T> {
     }
 
     /// `try_send`, with `look` as in `claim_send`.
-    #[inline]
     fn send_now(&self, msg: T, look: Look) -> Result<(), TrySendError<T>> {
         match self.claim_send(1, look) {
             Ok(claim) => {
@@ -283,7 +280,6 @@ impl<T> Channel<T> {
     }
 
     /// `try_recv`, with `look` as in `claim_recv`.
-    #[inline]
     fn recv_now(&self, look: Look) -> Result<T, TryRecvError> {
         let claim = self.claim_recv(1, look)?;
         let mut out = None;
@@ -341,7 +337,6 @@ impl<T> Channel<T> {
     }
 
     /// The number of messages in the queue.
-    #[inline]
     pub(crate) fn len(&self) -> usize {
         // SeqCst: owners move the cursors by plain stores; the fence orders this thread's
         // last one before the loads (as in `claim_send_owned`), so two threads each moving

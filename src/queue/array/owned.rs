@@ -173,7 +173,6 @@ impl<T> Channel<T> {
     /// buffers while each side reads the other's old cursor, one reporting `Full` and the
     /// other `Empty` about the same messages (no order of the operations gives both; the
     /// linearizability check found it with batches).
-    #[inline]
     pub(super) fn claim_send_owned(
         &self,
         max: usize,
@@ -230,7 +229,6 @@ impl<T> Channel<T> {
     /// refreshed only when it cannot cover the request. An empty queue's `tail` says whether
     /// it is disconnected; an exact look fences before it reports `Empty`, as in
     /// `claim_send_owned`.
-    #[inline]
     pub(super) fn claim_recv_owned(
         &self,
         max: usize,

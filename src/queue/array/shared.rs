@@ -57,7 +57,6 @@ impl<T> Channel<T> {
     /// How many consecutive slots from `index` (at most `max`, within the lap) carry the
     /// stamps `stamp, stamp + 1, ...`: the run a claim can take once the slot at `index`
     /// was seen with `stamp` (empty slots for a sender, messages for a receiver).
-    #[inline]
     pub(super) fn run_len(&self, index: usize, max: usize, stamp: usize) -> usize {
         let limit = max.min(self.cap - index);
         let mut n = 1;
@@ -75,7 +74,6 @@ impl<T> Channel<T> {
     /// a slot whose receiver has claimed it (moved `head` past it) but not yet freed it is
     /// waited out, since that receive has taken effect. Otherwise such a slot is reported
     /// as `Full` at once (the first look of a blocking send, which retries anyway).
-    #[inline]
     pub(super) fn claim_send(&self, max: usize, look: Look) -> Result<Claim, TrySendError<()>> {
         let side = &self.owners.send;
         if let Some(me) = self
@@ -164,7 +162,6 @@ impl<T> Channel<T> {
     /// `claim` came from `claim_send` and is written exactly once; `msgs` yields at least
     /// `claim.n` messages and cannot panic (only trusted iterators are passed: `Once`,
     /// `vec::Drain`), since receivers would wait forever on a claimed slot left unwritten.
-    #[inline]
     pub(super) unsafe fn publish(&self, claim: Claim, msgs: impl Iterator<Item = T>) {
         let index = claim.pos & (self.mark_bit - 1);
         let cells = &self.cells[index..index + claim.n];
@@ -183,7 +180,6 @@ impl<T> Channel<T> {
 
     /// Publishes a claimed run whose messages are all written: stores its stamps and wakes
     /// parked receivers.
-    #[inline]
     pub(super) fn publish_stamps(&self, claim: &Claim) {
         if let Some(me) = claim.held {
             store_own_cursor(
@@ -217,7 +213,6 @@ impl<T> Channel<T> {
     /// blocking receive, which then polls the head's stamp and looks again exactly. Loading
     /// `tail` there would pull the senders' cursor line away from them just before the
     /// send the receiver is waiting for (a cache miss on the round trip of every hop).
-    #[inline]
     pub(super) fn claim_recv(&self, max: usize, look: Look) -> Result<Claim, TryRecvError> {
         let exact = look.exact;
         let side = &self.owners.recv;
@@ -308,7 +303,6 @@ impl<T> Channel<T> {
     ///
     /// `claim` came from `claim_recv` and is consumed exactly once; `sink` cannot panic
     /// (senders would wait forever on a slot never freed).
-    #[inline]
     pub(super) unsafe fn consume(&self, claim: Claim, mut sink: impl FnMut(T)) {
         let index = claim.pos & (self.mark_bit - 1);
         for cell in &self.cells[index..index + claim.n] {
@@ -323,7 +317,6 @@ impl<T> Channel<T> {
 
     /// Frees a claimed run whose messages were all moved out: stores its stamps for the next
     /// lap and wakes parked senders.
-    #[inline]
     pub(super) fn free_run(&self, claim: &Claim) {
         if let Some(me) = claim.held {
             store_own_cursor(

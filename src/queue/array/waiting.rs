@@ -69,7 +69,6 @@ impl WaitState {
     }
 
     /// Waits a little without parking; `false` once it is time to park.
-    #[inline]
     fn snooze(&mut self) -> bool {
         if self.polled {
             // The dense poll took the place of the spin rounds: yield, then park.
@@ -106,7 +105,6 @@ impl<T> Channel<T> {
     /// stamp moved, then the spin/yield rounds of the [`Backoff`], then parking until
     /// `ready` (checked under the wait set's lock after registering, so a notification
     /// cannot be missed).
-    #[inline]
     pub(super) fn wait(
         &self,
         set: &WaitSet,
@@ -159,7 +157,6 @@ impl<T> Channel<T> {
     /// transfer per message. Waiting for a few more lets the receiver leave those lines and
     /// the sender fill them in one go. The poll is bounded (`DENSE_POLLS`), so a receiver
     /// that frees only one slot still lets the sender in, a poll later.
-    #[inline]
     pub(super) fn send_changed(&self) -> bool {
         let slack = self.freed_before_refill();
         if !self.owners.is_shared() {
@@ -197,7 +194,6 @@ impl<T> Channel<T> {
     /// A hint for the dense poll of a waiting receiver: the slot at the head is no longer
     /// empty for this lap. Disconnection is left to the [`Backoff`] rounds (the poll ends
     /// after `DENSE_POLLS` at most). Relaxed loads, as in `send_changed`.
-    #[inline]
     pub(super) fn recv_changed(&self) -> bool {
         if !self.owners.is_shared() {
             // The owned protocol keeps no stamps: `tail` moved (or was marked) past `head`.
@@ -228,7 +224,6 @@ impl<T> Channel<T> {
     /// load may return an older one, and a waiter would retry and find nothing, in a loop
     /// that never parks), and a cursor that moves while we look means ready (retry) rather
     /// than sleeping on a stale view.
-    #[inline]
     pub(super) fn send_ready(&self) -> bool {
         let tail = self.tail.fetch_add(0, Ordering::SeqCst);
         if tail & self.mark_bit != 0 {
@@ -250,7 +245,6 @@ impl<T> Channel<T> {
     /// a sender has claimed a slot (its `SeqCst` CAS on `tail`) or the queue is
     /// disconnected; loom build, the slot at the head holds a message (by its stamp) or the
     /// queue is disconnected with no send in flight.
-    #[inline]
     pub(super) fn recv_ready(&self) -> bool {
         let head = self.head.fetch_add(0, Ordering::SeqCst);
         let tail = self.tail.fetch_add(0, Ordering::SeqCst);
