@@ -10,7 +10,7 @@
 //! ```sh
 //! cargo bench --bench queue_vs_peers
 //! LOGBUS_BENCH_MSGS=4000000 LOGBUS_BENCH_REPS=9 LOGBUS_BENCH_PINGS=50000 cargo bench --bench queue_vs_peers
-//! # only some workloads (spsc, mpsc4, mpmc2x2, unbounded-spsc, unbounded-mpmc2x2, batch,
+//! # only some workloads (spsc, mpsc4, mpmc2x2, unbounded-spsc, unbounded-mpmc2x2, select2, batch,
 //! # pingpong, baseline) and peers
 //! # (crossbeam, kanal, flume, std), e.g. for profiling or a quick A/B of two builds:
 //! LOGBUS_BENCH_ONLY=batch,pingpong LOGBUS_BENCH_PEERS=crossbeam cargo bench --bench queue_vs_peers
@@ -269,6 +269,70 @@ fn logbus_batched(total: usize) -> f64 {
     n as f64 / secs
 }
 
+/// Two producers, each sending `total / 2` messages into its own queue (bounded, `CAP`),
+/// and one consumer taking them with `select!` over both queues until both disconnect.
+/// The same code for logbus and crossbeam-channel: only the crate names differ.
+macro_rules! select_two {
+    ($name:ident, $bounded:path, $select:path) => {
+        fn $name(total: usize) -> f64 {
+            use $select as select;
+            let (tx1, rx1) = $bounded(CAP);
+            let (tx2, rx2) = $bounded(CAP);
+            let start = Instant::now();
+            let producers: Vec<_> = [tx1, tx2]
+                .into_iter()
+                .map(|tx| {
+                    thread::spawn(move || {
+                        for i in 0..(total / 2) as u64 {
+                            tx.send(i).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            let (mut open1, mut open2) = (true, true);
+            let mut n = 0usize;
+            let mut sum = 0u64;
+            while open1 || open2 {
+                if open1 && open2 {
+                    select! {
+                        recv(rx1) -> m => match m {
+                            Ok(v) => { n += 1; sum = sum.wrapping_add(v); }
+                            Err(_) => open1 = false,
+                        },
+                        recv(rx2) -> m => match m {
+                            Ok(v) => { n += 1; sum = sum.wrapping_add(v); }
+                            Err(_) => open2 = false,
+                        },
+                    }
+                } else {
+                    let rx = if open1 { &rx1 } else { &rx2 };
+                    match rx.recv() {
+                        Ok(v) => {
+                            n += 1;
+                            sum = sum.wrapping_add(v);
+                        }
+                        Err(_) => (open1, open2) = (false, false),
+                    }
+                }
+            }
+            for p in producers {
+                p.join().unwrap();
+            }
+            let secs = start.elapsed().as_secs_f64();
+            assert_eq!(n, total / 2 * 2);
+            std::hint::black_box(sum);
+            n as f64 / secs
+        }
+    };
+}
+
+select_two!(logbus_select, logbus::queue::bounded, logbus::select);
+select_two!(
+    crossbeam_select,
+    crossbeam_channel::bounded,
+    crossbeam_channel::select
+);
+
 /// Round-trip latencies (ns, sorted) of `pings` ping-pongs between two threads.
 fn ping_pong<C: Contender>(pings: usize) -> Vec<u64> {
     let (ping_tx, ping_rx) = C::make(CAP);
@@ -390,6 +454,16 @@ fn main() {
             }
         }
         table.push((name.to_string(), s));
+    }
+    if run("select2") {
+        let mut s = Series::default();
+        for _ in 0..reps {
+            s.push("logbus select!", logbus_select(total));
+            if peer("crossbeam") {
+                s.push("crossbeam-channel select!", crossbeam_select(total));
+            }
+        }
+        table.push(("select! over 2 queues".to_string(), s));
     }
     if run("batch") {
         // Eight times the messages of the other rows, for both contenders: at 2M messages

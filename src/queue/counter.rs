@@ -61,6 +61,11 @@ impl<C: Disconnect> Handle<C> {
     }
 
     /// Whether both handles refer to the same queue.
+    /// The queue's identity (its allocation's address), for telling handles apart.
+    pub(crate) fn id(&self) -> usize {
+        Arc::as_ptr(&self.counter) as *const () as usize
+    }
+
     pub(crate) fn same_queue(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.counter, &other.counter)
     }

@@ -244,3 +244,51 @@ impl From<RecvError> for RecvTimeoutError {
         Self::Disconnected
     }
 }
+
+/// [`Select::try_select`](super::Select::try_select) found no operation ready.
+#[derive(PartialEq, Eq, Clone, Copy, Debug)]
+pub struct TrySelectError;
+
+/// [`Select::select_timeout`](super::Select::select_timeout) or
+/// [`select_deadline`](super::Select::select_deadline) found no operation ready in time.
+#[derive(PartialEq, Eq, Clone, Copy, Debug)]
+pub struct SelectTimeoutError;
+
+/// [`Select::try_ready`](super::Select::try_ready) found no operation ready.
+#[derive(PartialEq, Eq, Clone, Copy, Debug)]
+pub struct TryReadyError;
+
+/// [`Select::ready_timeout`](super::Select::ready_timeout) or
+/// [`ready_deadline`](super::Select::ready_deadline) found no operation ready in time.
+#[derive(PartialEq, Eq, Clone, Copy, Debug)]
+pub struct ReadyTimeoutError;
+
+// crossbeam-channel's wording.
+impl fmt::Display for TrySelectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        "all operations in select would block".fmt(f)
+    }
+}
+
+impl fmt::Display for SelectTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        "timed out waiting on select".fmt(f)
+    }
+}
+
+impl fmt::Display for TryReadyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        "all operations in select would block".fmt(f)
+    }
+}
+
+impl fmt::Display for ReadyTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        "timed out waiting on ready".fmt(f)
+    }
+}
+
+impl StdError for TrySelectError {}
+impl StdError for SelectTimeoutError {}
+impl StdError for TryReadyError {}
+impl StdError for ReadyTimeoutError {}

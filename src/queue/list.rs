@@ -39,7 +39,7 @@ use std::ptr;
 use super::error::{RecvTimeoutError, TryRecvError};
 use crate::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use crate::sync::time::Instant;
-use crate::sync::{Backoff, CachePadded, UnsafeCell, WaitSet};
+use crate::sync::{Arc, Backoff, CachePadded, Signal, UnsafeCell, WaitSet};
 
 /// Slots per block. Small under loom, so that a model with three messages crosses a block
 /// boundary.
@@ -438,6 +438,23 @@ impl<T> Channel<T> {
             self.receivers.notify_all();
         }
         first
+    }
+
+    /// Whether the queue is disconnected.
+    pub(crate) fn is_disconnected(&self) -> bool {
+        // SeqCst: in the total order with the disconnect mark's `fetch_or`.
+        self.tail.index.load(Ordering::SeqCst) & MARK_BIT != 0
+    }
+
+    /// A select watches the receivers' wait set (sends never wait): every wake-up raises
+    /// `signal`. The caller re-checks the queue after this returns.
+    pub(crate) fn watch(&self, signal: &Arc<Signal>) {
+        self.receivers.watch(signal);
+    }
+
+    /// Undoes [`watch`](Self::watch).
+    pub(crate) fn unwatch(&self, signal: &Arc<Signal>) {
+        self.receivers.unwatch(signal);
     }
 
     /// The number of messages in the queue.

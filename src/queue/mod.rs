@@ -23,6 +23,9 @@
 //! - `after`, `at`, `tick`, `never` (`timer.rs`): receive-only queues of `Instant`s, as
 //!   crossbeam's: computed from the clock when received, no thread behind them.
 //!
+//! [`select!`](crate::select!) and [`Select`] wait on several operations of any of these at
+//! once, choosing at random among the ready ones (`select.rs`).
+//!
 //! # Guarantees
 //!
 //! - **Linearizability.** Every operation takes effect at one instant between its call and
@@ -57,7 +60,13 @@
 //!
 //! # Differences from crossbeam-channel
 //!
-//! - No `select!`/`Select` yet.
+//! - [`select!`](crate::select!) builds a send arm's message the first time it tries the
+//!   arm (crossbeam: once the arm is chosen); a message built for an arm that was not
+//!   chosen is dropped. A [`Select`] receive takes its message when it is selected
+//!   ([`SelectedOperation::recv`] hands it over; dropping the operation drops it, where
+//!   crossbeam panics), and a selected [`Select`] send completes at once unless another
+//!   sender took the room meanwhile (it then waits as `send` does; crossbeam reserves the
+//!   slot).
 //! - When the last receiver of an unbounded queue goes, the queued messages stay until the
 //!   senders go too, as in the bounded flavours (crossbeam's list flavour drops them at
 //!   once); sends fail from then on, so the queue does not grow.
@@ -88,6 +97,9 @@ mod leftovers;
 #[cfg(all(test, not(logbus_loom)))]
 mod linearizability;
 mod list;
+mod select;
+#[macro_use]
+mod select_macro;
 mod owners;
 mod timer;
 mod zero;
@@ -96,10 +108,19 @@ use std::fmt;
 use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::time::{Duration, Instant};
 
+#[doc(inline)]
+pub use crate::select;
 use counter::{Disconnect, Handle};
 pub use error::{
-    RecvError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError,
+    ReadyTimeoutError, RecvError, RecvTimeoutError, SelectTimeoutError, SendError,
+    SendTimeoutError, TryReadyError, TryRecvError, TrySelectError, TrySendError,
 };
+#[doc(hidden)]
+pub use select::{
+    run as __select_run, Arm as __SelectArm, RecvArm as __RecvArm, SendArm as __SendArm,
+    Wait as __SelectWait,
+};
+pub use select::{Select, SelectedOperation};
 
 use crate::sync::time;
 

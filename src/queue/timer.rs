@@ -48,7 +48,7 @@ impl Channel {
     }
 
     /// When the next message is due (`None`: never, from this receiver's view now).
-    fn due(&self) -> Option<Instant> {
+    pub(crate) fn due(&self) -> Option<Instant> {
         match self {
             // Relaxed: `taken` guards no other data; the swap in `try_recv` decides.
             Channel::At { when, taken } => (!taken.load(Ordering::Relaxed)).then_some(*when),

@@ -10,7 +10,7 @@
 
 use super::error::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
 use crate::sync::time::{self, Instant};
-use crate::sync::{Condvar, Mutex, MutexGuard};
+use crate::sync::{Arc, Condvar, Mutex, MutexGuard, Signal};
 
 struct State<T> {
     /// The message being handed over, if any.
@@ -23,6 +23,11 @@ struct State<T> {
     waiting_receivers: usize,
     /// Set once either side has lost its last handle.
     disconnected: bool,
+    /// Threads selecting over this queue among others: every change raises their signals.
+    watchers: Vec<Arc<Signal>>,
+    /// How many of them have a receive arm here: they count as waiting receivers for
+    /// `try_send`, and take a message handed to them before they stop watching.
+    watching_receivers: usize,
 }
 
 /// A zero-capacity queue.
@@ -41,9 +46,56 @@ impl<T> Channel<T> {
                 taken: 0,
                 waiting_receivers: 0,
                 disconnected: false,
+                watchers: Vec::new(),
+                watching_receivers: 0,
             }),
             changed: Condvar::new(),
         }
+    }
+
+    /// Announces a change of `st` to the threads waiting here and to the watchers.
+    fn announce(&self, st: &State<T>) {
+        self.changed.notify_all();
+        for signal in &st.watchers {
+            signal.raise();
+        }
+    }
+
+    /// Starts watching (a select): every change raises `signal` from now on.
+    pub(crate) fn watch(&self, signal: &Arc<Signal>, receiving: bool) {
+        let mut st = self.state.lock();
+        st.watchers.push(Arc::clone(signal));
+        if receiving {
+            st.watching_receivers += 1;
+            // A `try_send` looks for receivers.
+            self.announce(&st);
+        }
+    }
+
+    /// Undoes [`watch`](Self::watch). A `try_send` waiting for a watching receiver to take
+    /// its message takes it back once no receiver is left.
+    pub(crate) fn unwatch(&self, signal: &Arc<Signal>, receiving: bool) {
+        let mut st = self.state.lock();
+        if let Some(i) = st.watchers.iter().position(|s| Arc::ptr_eq(s, signal)) {
+            st.watchers.swap_remove(i);
+        }
+        if receiving {
+            st.watching_receivers -= 1;
+            self.announce(&st);
+        }
+    }
+
+    /// Whether a send would complete now (or fail: disconnected) without waiting for a
+    /// receiver to arrive.
+    pub(crate) fn send_ready(&self) -> bool {
+        let st = self.state.lock();
+        st.disconnected || (st.slot.is_none() && st.waiting_receivers + st.watching_receivers > 0)
+    }
+
+    /// Whether a receive would complete now (or fail: disconnected).
+    pub(crate) fn recv_ready(&self) -> bool {
+        let st = self.state.lock();
+        st.disconnected || st.slot.is_some()
     }
 
     /// Waits for a change; `true` when `deadline` has passed (the caller re-checks once).
@@ -63,28 +115,33 @@ impl<T> Channel<T> {
         mut st: MutexGuard<'_, State<T>>,
         msg: T,
         deadline: Option<Instant>,
+        give_back: bool,
     ) -> Result<(), SendTimeoutError<T>> {
         debug_assert!(st.slot.is_none());
         st.slot = Some(msg);
         st.placed += 1;
         let ticket = st.placed;
-        self.changed.notify_all();
+        self.announce(&st);
         loop {
             if st.taken >= ticket {
                 return Ok(());
             }
-            let expired = !st.disconnected && self.wait(&mut st, deadline);
+            // `give_back` (a `try_send`): the receivers it counted on may leave without
+            // taking the message (a watching select that chose another arm).
+            let abandoned = give_back && st.waiting_receivers + st.watching_receivers == 0;
+            let expired = !st.disconnected && !abandoned && self.wait(&mut st, deadline);
             if st.taken >= ticket {
                 return Ok(());
             }
-            if st.disconnected || expired {
+            let abandoned = give_back && st.waiting_receivers + st.watching_receivers == 0;
+            if st.disconnected || expired || abandoned {
                 // Not taken: the slot still holds our message (only one is there at a time).
                 let msg = st
                     .slot
                     .take()
                     .expect("an untaken message stays in the slot");
                 st.placed -= 1;
-                self.changed.notify_all();
+                self.announce(&st);
                 return Err(if st.disconnected {
                     SendTimeoutError::Disconnected(msg)
                 } else {
@@ -105,7 +162,7 @@ impl<T> Channel<T> {
                 return Err(SendTimeoutError::Disconnected(msg));
             }
             if st.slot.is_none() {
-                return self.hand_over(st, msg, deadline);
+                return self.hand_over(st, msg, deadline, false);
             }
             if self.wait(&mut st, deadline) && st.slot.is_some() && !st.disconnected {
                 return Err(SendTimeoutError::Timeout(msg));
@@ -118,12 +175,13 @@ impl<T> Channel<T> {
         if st.disconnected {
             return Err(TrySendError::Disconnected(msg));
         }
-        if st.slot.is_some() || st.waiting_receivers == 0 {
+        if st.slot.is_some() || st.waiting_receivers + st.watching_receivers == 0 {
             return Err(TrySendError::Full(msg));
         }
         // A receiver is parked in `recv` and checks the slot before it leaves, even on
-        // timeout, so the hand-over completes without waiting for anyone new.
-        self.hand_over(st, msg, None).map_err(|e| match e {
+        // timeout, so the hand-over completes without waiting for anyone new; a watching
+        // select takes it, or leaves and the message comes back (`Full`).
+        self.hand_over(st, msg, None, true).map_err(|e| match e {
             SendTimeoutError::Timeout(m) => TrySendError::Full(m),
             SendTimeoutError::Disconnected(m) => TrySendError::Disconnected(m),
         })
@@ -132,7 +190,7 @@ impl<T> Channel<T> {
     fn take(&self, st: &mut MutexGuard<'_, State<T>>) -> Option<T> {
         let msg = st.slot.take()?;
         st.taken += 1;
-        self.changed.notify_all();
+        self.announce(st);
         Some(msg)
     }
 
@@ -140,7 +198,7 @@ impl<T> Channel<T> {
         let mut st = self.state.lock();
         st.waiting_receivers += 1;
         // Senders using `try_send` look for waiting receivers.
-        self.changed.notify_all();
+        self.announce(&st);
         let result = loop {
             if let Some(msg) = self.take(&mut st) {
                 break Ok(msg);
@@ -157,6 +215,8 @@ impl<T> Channel<T> {
             }
         };
         st.waiting_receivers -= 1;
+        // A `try_send` counting on this receiver may have to take its message back.
+        self.announce(&st);
         result
     }
 
@@ -170,8 +230,9 @@ impl<T> Channel<T> {
     }
 
     pub(crate) fn disconnect(&self) {
-        self.state.lock().disconnected = true;
-        self.changed.notify_all();
+        let mut st = self.state.lock();
+        st.disconnected = true;
+        self.announce(&st);
     }
 }
 

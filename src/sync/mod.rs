@@ -22,6 +22,7 @@
 pub(crate) mod asym_fence;
 mod backoff;
 mod intern;
+mod signal;
 mod wait_set;
 
 #[cfg(not(logbus_loom))]
@@ -37,6 +38,7 @@ pub(crate) use loom_impl::*;
 pub(crate) use backoff::Backoff;
 pub(crate) use crossbeam_utils::CachePadded;
 pub(crate) use intern::intern;
+pub(crate) use signal::Signal;
 pub(crate) use wait_set::WaitSet;
 
 /// `std::sync::Arc`, under loom too: loom's `Arc` cannot hold unsized values (`Arc<str>`,

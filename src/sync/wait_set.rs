@@ -14,14 +14,16 @@
 
 use super::atomic::{fence, AtomicUsize, Ordering};
 use super::time::{self, Instant};
-use super::{asym_fence, Condvar, Mutex};
+use super::{asym_fence, Arc, Condvar, Mutex, Signal};
 
 /// A set of parked threads waiting for a condition another thread makes true.
 #[derive(Debug, Default)]
 pub(crate) struct WaitSet {
     /// Threads between registration and leaving `wait_until`.
     waiters: AtomicUsize,
-    lock: Mutex<()>,
+    /// The signals of threads watching this set from a `select` (see [`watch`](Self::watch)),
+    /// raised by every wake-up.
+    lock: Mutex<Vec<Arc<Signal>>>,
     cond: Condvar,
 }
 
@@ -98,8 +100,36 @@ impl WaitSet {
     #[cold]
     fn wake_all(&self) {
         // Taking the lock orders this wake-up after a registered waiter's last check.
-        drop(self.lock.lock());
+        let watchers = self.lock.lock();
+        for signal in watchers.iter() {
+            signal.raise();
+        }
+        drop(watchers);
         self.cond.notify_all();
+    }
+
+    /// Registers `signal` to be raised by every wake-up from now on, as a parked waiter
+    /// would be woken, until [`unwatch`](Self::unwatch): for a thread that waits on several
+    /// sets at once. It counts as a waiter, so notifiers take their slow path meanwhile.
+    /// The caller re-checks its conditions after this returns, then parks on the signal:
+    /// the fence here pairs with the notifier's as in [`wait_until`](Self::wait_until).
+    pub(crate) fn watch(&self, signal: &Arc<Signal>) {
+        let mut watchers = self.lock.lock();
+        watchers.push(Arc::clone(signal));
+        // Relaxed increment: the SeqCst fence below is what pairs with the notifier's.
+        self.waiters.fetch_add(1, Ordering::Relaxed);
+        drop(watchers);
+        fence(Ordering::SeqCst);
+    }
+
+    /// Undoes one [`watch`](Self::watch) of `signal`.
+    pub(crate) fn unwatch(&self, signal: &Arc<Signal>) {
+        let mut watchers = self.lock.lock();
+        if let Some(i) = watchers.iter().position(|s| Arc::ptr_eq(s, signal)) {
+            watchers.swap_remove(i);
+            // Relaxed: as when a waiter leaves `wait_until`.
+            self.waiters.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     /// Parks until `ready` returns `Some`, or until `deadline` passes (then `None`, after one

@@ -54,7 +54,7 @@ use super::error::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendErro
 use super::owners::Owners;
 use crate::sync::atomic::{fence, AtomicUsize, Ordering};
 use crate::sync::time::Instant;
-use crate::sync::{CachePadded, UnsafeCell, WaitSet};
+use crate::sync::{asym_fence, Arc, CachePadded, Signal, UnsafeCell, WaitSet};
 use owned::OwnerCache;
 use waiting::DENSE_POLLS;
 
@@ -355,6 +355,38 @@ impl<T> Channel<T> {
     /// The capacity asked for.
     pub(crate) fn capacity(&self) -> usize {
         self.cap
+    }
+
+    /// Whether the queue is disconnected.
+    pub(crate) fn is_disconnected(&self) -> bool {
+        // SeqCst: in the total order with the disconnect mark's `fetch_or`.
+        self.tail.load(Ordering::SeqCst) & self.mark_bit != 0
+    }
+
+    /// A select watches the senders' (`sending`) or the receivers' wait set: every wake-up
+    /// of that set raises `signal`. The caller re-checks the queue after this returns.
+    pub(crate) fn watch(&self, signal: &Arc<Signal>, sending: bool) {
+        if sending {
+            &self.senders
+        } else {
+            &self.receivers
+        }
+        .watch(signal);
+        if !self.owners.is_shared() {
+            // An owner notifies with the light fence only: this is the heavy side of that
+            // handshake, as a parking waiter issues it (`wait`).
+            asym_fence::heavy();
+        }
+    }
+
+    /// Undoes [`watch`](Self::watch).
+    pub(crate) fn unwatch(&self, signal: &Arc<Signal>, sending: bool) {
+        if sending {
+            &self.senders
+        } else {
+            &self.receivers
+        }
+        .unwatch(signal);
     }
 }
 

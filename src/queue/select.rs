@@ -1,0 +1,821 @@
+//! Waiting on several queue operations at once: [`Select`] and the
+//! [`select!`](crate::select!) macro, with crossbeam-channel's API and fairness.
+//!
+//! # How a select waits
+//!
+//! Each round tries the arms in a random order (a fresh shuffle per round, so among ready
+//! arms each is equally likely to go first). A receive arm *performs* its receive when it
+//! tries (`try_recv`): the message is then held for the caller, so a selected receive
+//! always completes. A send arm of [`select!`](crate::select!) performs a `try_send` with its
+//! message (built the first time the arm is tried); a send arm of [`Select`] only checks
+//! that a send would complete now, and [`SelectedOperation::send`] sends.
+//!
+//! When no arm is ready after a short spin-and-yield, the selecting thread *watches* every
+//! queue: it adds its [`Signal`] to the wait set its operation would park in (the array
+//! flavour's senders or receivers, the list flavour's receivers, the rendezvous flavour's
+//! state), tries every arm again, and parks on the signal. Any wake-up of those wait sets
+//! raises the signal. No notification is lost: watching registers as a parked waiter
+//! does (increment, then a `SeqCst` fence) before the re-check, so the notifier's load of
+//! the waiter count after its progress and the selector's re-check after its registration
+//! are ordered one way or the other (Dekker, as in `WaitSet`); an owned array queue's
+//! notifier pays only a light fence, so watching it issues the heavy one. Timers need no
+//! watching: the park ends at the earliest instant a timer arm is due.
+//!
+//! A rendezvous queue hands a message only to a receiver that is there: a watching select
+//! counts as one for `try_send`, takes a message handed to it before it stops watching,
+//! and while it watches, tries none of its own rendezvous send arms (it stops watching
+//! first), so two selects offering each other rendezvous sends never wait on each other.
+
+use std::cell::Cell;
+use std::fmt;
+use std::hash::BuildHasher;
+use std::marker::PhantomData;
+use std::time::{Duration, Instant};
+
+use super::error::{
+    ReadyTimeoutError, RecvError, SelectTimeoutError, SendError, TryReadyError, TrySelectError,
+    TrySendError,
+};
+use super::{Flavor, Receiver, Sender};
+use crate::sync::{time, Arc, Backoff, Signal};
+
+/// What one try of an arm found.
+#[doc(hidden)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Step {
+    /// The operation completed (or, for a readiness check, could complete now).
+    Done,
+    /// It cannot complete now.
+    NotReady,
+    /// It could complete, but not while the select watches (a rendezvous send): stop
+    /// watching and try again.
+    AfterWatching,
+}
+
+/// A selecting thread's signal, as the arms see it. Opaque.
+#[doc(hidden)]
+pub struct Watch(Arc<Signal>);
+
+/// One arm of a select. Implemented by the arm types of [`select!`](crate::select!) and
+/// [`Select`]; not for use outside this crate's macro.
+#[doc(hidden)]
+pub trait Arm {
+    /// Tries the operation once; `watching` says whether the select watches the queues now.
+    fn attempt(&mut self, watching: bool) -> Step;
+    /// Starts watching the arm's queue (see the module docs).
+    fn watch(&self, w: &Watch);
+    /// Stops watching it.
+    fn unwatch(&self, w: &Watch);
+    /// When a timer arm is next due.
+    fn due(&self) -> Option<Instant>;
+}
+
+/// Where an arm's queue watch goes.
+fn watch_flavor<T>(f: &Flavor<T>, w: &Watch, sending: bool, on: bool) {
+    match f {
+        Flavor::Array(ch) => {
+            if on {
+                ch.watch(&w.0, sending);
+            } else {
+                ch.unwatch(&w.0, sending);
+            }
+        }
+        // Sends never wait on an unbounded queue: nothing to watch.
+        Flavor::List(ch) if !sending => {
+            if on {
+                ch.watch(&w.0);
+            } else {
+                ch.unwatch(&w.0);
+            }
+        }
+        Flavor::List(_) => {}
+        Flavor::Zero(ch) => {
+            if on {
+                ch.watch(&w.0, !sending);
+            } else {
+                ch.unwatch(&w.0, !sending);
+            }
+        }
+        Flavor::Timer(..) => {}
+    }
+}
+
+/// Whether a receive would complete now (a message, or disconnected).
+fn recv_ready<T>(f: &Flavor<T>) -> bool {
+    match f {
+        Flavor::Array(ch) => ch.len() > 0 || ch.is_disconnected(),
+        Flavor::List(ch) => ch.len() > 0 || ch.is_disconnected(),
+        Flavor::Zero(ch) => ch.recv_ready(),
+        Flavor::Timer(ch, to_msg) => to_msg.is_some() && ch.len() > 0,
+    }
+}
+
+/// Whether a send would complete now (room, a receiver waiting, or disconnected).
+fn send_ready<T>(f: &Flavor<T>) -> bool {
+    match f {
+        Flavor::Array(ch) => ch.is_disconnected() || ch.len() < ch.capacity(),
+        Flavor::List(_) | Flavor::Timer(..) => true,
+        Flavor::Zero(ch) => ch.send_ready(),
+    }
+}
+
+fn timer_due<T>(f: &Flavor<T>) -> Option<Instant> {
+    match f {
+        Flavor::Timer(ch, Some(_)) => ch.due(),
+        _ => None,
+    }
+}
+
+/// A receive arm: performs the receive and keeps the outcome until the caller takes it.
+#[doc(hidden)]
+pub struct RecvArm<'a, T> {
+    rx: &'a Receiver<T>,
+    /// Only check readiness (`Select::ready`), do not receive.
+    check_only: bool,
+    got: Option<Result<T, RecvError>>,
+}
+
+impl<'a, T> RecvArm<'a, T> {
+    #[doc(hidden)]
+    pub fn new(rx: &'a Receiver<T>) -> Self {
+        Self {
+            rx,
+            check_only: false,
+            got: None,
+        }
+    }
+
+    /// The received message, or `RecvError` when the queue was empty and disconnected.
+    #[doc(hidden)]
+    pub fn take(&mut self) -> Result<T, RecvError> {
+        self.got
+            .take()
+            .expect("a selected receive arm holds its outcome")
+    }
+}
+
+impl<T> Arm for RecvArm<'_, T> {
+    fn attempt(&mut self, _watching: bool) -> Step {
+        if self.check_only {
+            return if recv_ready(&self.rx.inner) {
+                Step::Done
+            } else {
+                Step::NotReady
+            };
+        }
+        match self.rx.inner.try_recv() {
+            Ok(m) => {
+                self.got = Some(Ok(m));
+                Step::Done
+            }
+            Err(super::TryRecvError::Disconnected) => {
+                self.got = Some(Err(RecvError));
+                Step::Done
+            }
+            Err(super::TryRecvError::Empty) => Step::NotReady,
+        }
+    }
+
+    fn watch(&self, w: &Watch) {
+        watch_flavor(&self.rx.inner, w, false, true);
+    }
+
+    fn unwatch(&self, w: &Watch) {
+        watch_flavor(&self.rx.inner, w, false, false);
+    }
+
+    fn due(&self) -> Option<Instant> {
+        timer_due(&self.rx.inner)
+    }
+}
+
+/// A send arm of [`select!`](crate::select!): builds its message the first time it is
+/// tried, then `try_send`s it; the outcome waits for the caller.
+#[doc(hidden)]
+pub struct SendArm<'a, T, F> {
+    tx: &'a Sender<T>,
+    make: Option<F>,
+    msg: Option<T>,
+    sent: Option<Result<(), SendError<T>>>,
+}
+
+impl<'a, T, F: FnOnce() -> T> SendArm<'a, T, F> {
+    #[doc(hidden)]
+    pub fn new(tx: &'a Sender<T>, make: F) -> Self {
+        Self {
+            tx,
+            make: Some(make),
+            msg: None,
+            sent: None,
+        }
+    }
+
+    /// `Ok` once sent, the message back when every receiver was gone.
+    #[doc(hidden)]
+    pub fn take(&mut self) -> Result<(), SendError<T>> {
+        self.sent
+            .take()
+            .expect("a selected send arm holds its outcome")
+    }
+}
+
+impl<T, F: FnOnce() -> T> Arm for SendArm<'_, T, F> {
+    fn attempt(&mut self, watching: bool) -> Step {
+        if watching && matches!(&*self.tx.inner, Flavor::Zero(_)) {
+            // A rendezvous hand-over may wait for the receiver: never while watching.
+            return if send_ready(&self.tx.inner) {
+                Step::AfterWatching
+            } else {
+                Step::NotReady
+            };
+        }
+        let msg = match self.msg.take() {
+            Some(m) => m,
+            None => match self.make.take() {
+                Some(make) => make(),
+                None => return Step::NotReady,
+            },
+        };
+        match self.tx.try_send(msg) {
+            Ok(()) => {
+                self.sent = Some(Ok(()));
+                Step::Done
+            }
+            Err(TrySendError::Disconnected(m)) => {
+                self.sent = Some(Err(SendError(m)));
+                Step::Done
+            }
+            Err(TrySendError::Full(m)) => {
+                self.msg = Some(m);
+                Step::NotReady
+            }
+        }
+    }
+
+    fn watch(&self, w: &Watch) {
+        watch_flavor(&self.tx.inner, w, true, true);
+    }
+
+    fn unwatch(&self, w: &Watch) {
+        watch_flavor(&self.tx.inner, w, true, false);
+    }
+
+    fn due(&self) -> Option<Instant> {
+        None
+    }
+}
+
+/// A send arm of [`Select`]: ready when a send would complete now.
+struct SendReadyArm<'a, T> {
+    tx: &'a Sender<T>,
+}
+
+impl<T> Arm for SendReadyArm<'_, T> {
+    fn attempt(&mut self, watching: bool) -> Step {
+        match (send_ready(&self.tx.inner), watching) {
+            (false, _) => Step::NotReady,
+            // As in `SendArm`: a rendezvous send is made after watching ends.
+            (true, true) if matches!(&*self.tx.inner, Flavor::Zero(_)) => Step::AfterWatching,
+            (true, _) => Step::Done,
+        }
+    }
+
+    fn watch(&self, w: &Watch) {
+        watch_flavor(&self.tx.inner, w, true, true);
+    }
+
+    fn unwatch(&self, w: &Watch) {
+        watch_flavor(&self.tx.inner, w, true, false);
+    }
+
+    fn due(&self) -> Option<Instant> {
+        None
+    }
+}
+
+/// How long a select may wait.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub enum Wait {
+    /// Not at all (`default`, `try_select`).
+    No,
+    /// Until the instant, or for good with `None`.
+    Until(Option<Instant>),
+}
+
+impl Wait {
+    /// Waiting at most `timeout`.
+    #[doc(hidden)]
+    pub fn timeout(timeout: Duration) -> Self {
+        Wait::Until(time::deadline_after(timeout))
+    }
+}
+
+/// A random permutation of the arms, new each round; on the stack up to 32 arms (all a
+/// `select!` can have), so a select allocates nothing.
+enum Order {
+    Inline([u8; 32], usize),
+    Heap(Vec<usize>),
+}
+
+thread_local! {
+    static RNG: Cell<u64> = const { Cell::new(0) };
+}
+
+/// xorshift64*, seeded per thread: the
+/// shuffles need no quality beyond "each ready arm equally likely first".
+fn random() -> u64 {
+    RNG.with(|c| {
+        let mut x = c.get();
+        if x == 0 {
+            // std's per-thread random hash keys, drawn from the OS once per process.
+            x = std::collections::hash_map::RandomState::new().hash_one(0x9E37_79B9u64) | 1;
+        }
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        c.set(x);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    })
+}
+
+impl Order {
+    fn new(n: usize) -> Self {
+        if n <= 32 {
+            let mut idx = [0u8; 32];
+            for (i, x) in idx.iter_mut().enumerate().take(n) {
+                *x = i as u8;
+            }
+            Order::Inline(idx, n)
+        } else {
+            Order::Heap((0..n).collect())
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Order::Inline(_, n) => *n,
+            Order::Heap(v) => v.len(),
+        }
+    }
+
+    /// The arm tried `k`-th this round.
+    fn get(&self, k: usize) -> usize {
+        match self {
+            Order::Inline(idx, _) => usize::from(idx[k]),
+            Order::Heap(v) => v[k],
+        }
+    }
+
+    /// Fisher–Yates. Under loom the order stays fixed: a model must replay identically.
+    fn shuffle(&mut self) {
+        if cfg!(logbus_loom) {
+            return;
+        }
+        for i in (1..self.len()).rev() {
+            let j = (random() % (i as u64 + 1)) as usize;
+            match self {
+                Order::Inline(idx, _) => idx.swap(i, j),
+                Order::Heap(v) => v.swap(i, j),
+            }
+        }
+    }
+}
+
+/// Runs a select over `arms`: the index of the arm that completed, or `None` when `wait`
+/// ran out first. An empty list waits out `wait` (forever, with no deadline).
+#[doc(hidden)]
+pub fn run(arms: &mut [&mut dyn Arm], wait: Wait) -> Option<usize> {
+    let deadline = match wait {
+        Wait::No => None,
+        Wait::Until(d) => d,
+    };
+    let mut order = Order::new(arms.len());
+    let mut backoff = Backoff::new();
+    loop {
+        order.shuffle();
+        for k in 0..order.len() {
+            let i = order.get(k);
+            if arms[i].attempt(false) == Step::Done {
+                return Some(i);
+            }
+        }
+        if matches!(wait, Wait::No) || deadline.is_some_and(time::expired) {
+            return None;
+        }
+        if !backoff.is_completed() {
+            backoff.snooze();
+            continue;
+        }
+        let w = Watch(Signal::for_this_thread());
+        for a in arms.iter() {
+            a.watch(&w);
+        }
+        let mut found = try_watching(arms, &order);
+        if found.is_none() {
+            let due = arms.iter().filter_map(|a| a.due()).min();
+            let wake = match (due, deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            // With no arm and no deadline this blocks for good, as crossbeam's does.
+            w.0.wait(wake);
+            order.shuffle();
+            found = try_watching(arms, &order);
+        }
+        for a in arms.iter() {
+            a.unwatch(&w);
+        }
+        if let Some(Some(i)) = found {
+            return Some(i);
+        }
+    }
+}
+
+/// Tries the arms while watching: `Some(Some(i))` when arm `i` completed, `Some(None)` when
+/// one is ready only after watching ends, `None` when none is ready.
+fn try_watching(arms: &mut [&mut dyn Arm], order: &Order) -> Option<Option<usize>> {
+    for k in 0..order.len() {
+        let i = order.get(k);
+        match arms[i].attempt(true) {
+            Step::Done => return Some(Some(i)),
+            Step::AfterWatching => return Some(None),
+            Step::NotReady => {}
+        }
+    }
+    None
+}
+
+/// One of [`Select`]'s operations, as added.
+enum Op<'a> {
+    Recv(Box<dyn ErasedRecv + 'a>),
+    Send(Box<dyn Arm + 'a>, usize),
+}
+
+/// A receive arm whose message type is erased, for [`Select`].
+trait ErasedRecv: Arm {
+    fn queue(&self) -> usize;
+    fn set_check_only(&mut self, check_only: bool);
+    /// The outcome, as a `*mut Option<Result<T, RecvError>>` for the queue's `T`.
+    fn outcome(&mut self) -> *mut ();
+}
+
+impl<T> ErasedRecv for RecvArm<'_, T> {
+    fn queue(&self) -> usize {
+        self.rx.inner.id()
+    }
+
+    fn set_check_only(&mut self, check_only: bool) {
+        self.check_only = check_only;
+    }
+
+    fn outcome(&mut self) -> *mut () {
+        (&mut self.got as *mut Option<Result<T, RecvError>>).cast()
+    }
+}
+
+/// Waits on a set of queue operations and picks one that is ready, as crossbeam-channel's
+/// `Select`: add receive and send operations, then `select` (or `try_select`,
+/// `select_timeout`, `select_deadline`) and complete the returned operation, or `ready`
+/// (and its forms) to learn which one is ready without performing it. When several are
+/// ready, each is equally likely to be chosen.
+///
+/// A selected receive has already taken its message (so it always completes);
+/// a selected send could complete when it was chosen, and
+/// [`SelectedOperation::send`] completes it at once unless another sender took the room
+/// meanwhile (it then waits as [`Sender::send`] does).
+///
+/// # Examples
+///
+/// ```
+/// use logbus::queue::{bounded, unbounded, Select};
+///
+/// let (tx1, rx1) = bounded::<i32>(1);
+/// let (tx2, rx2) = unbounded::<&str>();
+/// tx2.send("two").unwrap();
+///
+/// let mut sel = Select::new();
+/// let a = sel.recv(&rx1);
+/// let b = sel.recv(&rx2);
+/// let oper = sel.select();
+/// match oper.index() {
+///     i if i == a => println!("{:?}", oper.recv(&rx1)),
+///     i if i == b => assert_eq!(oper.recv(&rx2), Ok("two")),
+///     _ => unreachable!(),
+/// }
+/// # drop(tx1);
+/// ```
+pub struct Select<'a> {
+    ops: Vec<Option<Op<'a>>>,
+}
+
+impl fmt::Debug for Select<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad("Select { .. }")
+    }
+}
+
+impl Default for Select<'_> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<'a> Select<'a> {
+    /// An empty set of operations.
+    pub fn new() -> Self {
+        Self { ops: Vec::new() }
+    }
+
+    /// Adds a send operation on `s`; returns its index.
+    pub fn send<T>(&mut self, s: &'a Sender<T>) -> usize {
+        self.ops.push(Some(Op::Send(
+            Box::new(SendReadyArm { tx: s }),
+            s.inner.id(),
+        )));
+        self.ops.len() - 1
+    }
+
+    /// Adds a receive operation on `r`; returns its index.
+    pub fn recv<T>(&mut self, r: &'a Receiver<T>) -> usize {
+        self.ops.push(Some(Op::Recv(Box::new(RecvArm::new(r)))));
+        self.ops.len() - 1
+    }
+
+    /// Removes the operation with index `index` (indices of the others stay).
+    ///
+    /// # Panics
+    ///
+    /// If no operation has that index (never added, or removed already), as
+    /// crossbeam-channel's does.
+    pub fn remove(&mut self, index: usize) {
+        let op = self.ops.get_mut(index).and_then(Option::take);
+        assert!(op.is_some(), "no operation has index {index}");
+    }
+
+    fn run(&mut self, wait: Wait, check_only: bool) -> Option<usize> {
+        let mut ids = Vec::with_capacity(self.ops.len());
+        let mut arms: Vec<&mut dyn Arm> = Vec::with_capacity(self.ops.len());
+        for (i, op) in self.ops.iter_mut().enumerate() {
+            match op {
+                Some(Op::Recv(a)) => {
+                    a.set_check_only(check_only);
+                    ids.push(i);
+                    arms.push(&mut **a);
+                }
+                Some(Op::Send(a, _)) => {
+                    ids.push(i);
+                    arms.push(&mut **a);
+                }
+                None => {}
+            }
+        }
+        run(&mut arms, wait).map(|k| ids[k])
+    }
+
+    fn selected(&mut self, index: usize) -> SelectedOperation<'_> {
+        let kind = match self.ops[index].as_mut() {
+            Some(Op::Recv(arm)) => Selected::Recv {
+                queue: arm.queue(),
+                outcome: arm.outcome(),
+            },
+            Some(Op::Send(_, queue)) => Selected::Send { queue: *queue },
+            None => unreachable!("a selected operation exists"),
+        };
+        SelectedOperation {
+            index,
+            kind,
+            _select: PhantomData,
+        }
+    }
+
+    /// Waits until one operation completes (a receive) or could (a send), and returns it.
+    pub fn select(&mut self) -> SelectedOperation<'_> {
+        let i = self
+            .run(Wait::Until(None), false)
+            .expect("a select without deadline returns an operation");
+        self.selected(i)
+    }
+
+    /// As [`select`](Self::select), without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`TrySelectError`] when no operation was ready.
+    pub fn try_select(&mut self) -> Result<SelectedOperation<'_>, TrySelectError> {
+        match self.run(Wait::No, false) {
+            Some(i) => Ok(self.selected(i)),
+            None => Err(TrySelectError),
+        }
+    }
+
+    /// As [`select`](Self::select), waiting at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`SelectTimeoutError`] when no operation was ready in time.
+    pub fn select_timeout(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<SelectedOperation<'_>, SelectTimeoutError> {
+        match self.run(Wait::timeout(timeout), false) {
+            Some(i) => Ok(self.selected(i)),
+            None => Err(SelectTimeoutError),
+        }
+    }
+
+    /// As [`select`](Self::select), waiting until `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// [`SelectTimeoutError`] when no operation was ready in time.
+    pub fn select_deadline(
+        &mut self,
+        deadline: Instant,
+    ) -> Result<SelectedOperation<'_>, SelectTimeoutError> {
+        match self.run(Wait::Until(Some(deadline)), false) {
+            Some(i) => Ok(self.selected(i)),
+            None => Err(SelectTimeoutError),
+        }
+    }
+
+    /// Waits until an operation is ready and returns its index, performing nothing: the
+    /// caller then tries it (it may have been taken by another thread meanwhile).
+    pub fn ready(&mut self) -> usize {
+        self.run(Wait::Until(None), true)
+            .expect("a wait without deadline returns an operation")
+    }
+
+    /// As [`ready`](Self::ready), without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`TryReadyError`] when no operation was ready.
+    pub fn try_ready(&mut self) -> Result<usize, TryReadyError> {
+        self.run(Wait::No, true).ok_or(TryReadyError)
+    }
+
+    /// As [`ready`](Self::ready), waiting at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`ReadyTimeoutError`] when no operation was ready in time.
+    pub fn ready_timeout(&mut self, timeout: Duration) -> Result<usize, ReadyTimeoutError> {
+        self.run(Wait::timeout(timeout), true)
+            .ok_or(ReadyTimeoutError)
+    }
+
+    /// As [`ready`](Self::ready), waiting until `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// [`ReadyTimeoutError`] when no operation was ready in time.
+    pub fn ready_deadline(&mut self, deadline: Instant) -> Result<usize, ReadyTimeoutError> {
+        self.run(Wait::Until(Some(deadline)), true)
+            .ok_or(ReadyTimeoutError)
+    }
+}
+
+/// The operation a [`Select`] chose; complete it with [`recv`](Self::recv) or
+/// [`send`](Self::send) on the same handle. Dropping it without completing a selected
+/// receive drops the message it took (crossbeam-channel panics instead).
+pub struct SelectedOperation<'s> {
+    index: usize,
+    kind: Selected,
+    /// The outcome of a receive lives in its arm, inside the `Select` this borrows.
+    _select: PhantomData<&'s mut ()>,
+}
+
+/// What a [`SelectedOperation`] completes.
+enum Selected {
+    /// A receive from the queue `queue`, whose outcome is at `outcome` (a
+    /// `*mut Option<Result<T, RecvError>>` for the queue's `T`).
+    Recv { queue: usize, outcome: *mut () },
+    /// A send to the queue `queue`.
+    Send { queue: usize },
+}
+
+impl fmt::Debug for SelectedOperation<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad("SelectedOperation { .. }")
+    }
+}
+
+impl SelectedOperation<'_> {
+    /// The index [`Select::send`] or [`Select::recv`] returned for this operation.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Completes a selected receive: the message, or [`RecvError`] when the queue was
+    /// empty and disconnected.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvError`] as above.
+    ///
+    /// # Panics
+    ///
+    /// If `r` is not the receiver (or a clone of it) this operation was added with, as
+    /// crossbeam-channel's does.
+    pub fn recv<T>(self, r: &Receiver<T>) -> Result<T, RecvError> {
+        let Selected::Recv { queue, outcome } = self.kind else {
+            panic!("the selected operation is a send, not a receive");
+        };
+        assert!(
+            queue == r.inner.id(),
+            "passed a receiver that was not selected"
+        );
+        let outcome = outcome.cast::<Option<Result<T, RecvError>>>();
+        // SAFETY: `outcome` points at the arm's `got`, inside the `Select` this operation
+        // borrows mutably (so alive and not otherwise accessed); the arm was built from a
+        // receiver of the same queue as `r` (checked above, and the arm's reference keeps
+        // that queue alive, so its address names no other), and a queue holds messages of
+        // one type, so the arm's `T` is this `T`.
+        let got = unsafe { (*outcome).take() };
+        got.expect("a selected receive holds its outcome")
+    }
+
+    /// Completes a selected send of `msg`.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError`] with the message when every receiver is gone.
+    ///
+    /// # Panics
+    ///
+    /// If `s` is not the sender (or a clone of it) this operation was added with.
+    pub fn send<T>(self, s: &Sender<T>, msg: T) -> Result<(), SendError<T>> {
+        let Selected::Send { queue } = self.kind else {
+            panic!("the selected operation is a receive, not a send");
+        };
+        assert!(
+            queue == s.inner.id(),
+            "passed a sender that was not selected"
+        );
+        match s.try_send(msg) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Disconnected(m)) => Err(SendError(m)),
+            Err(TrySendError::Full(m)) => s.send(m),
+        }
+    }
+}
+
+/// Loom models of a select's registration against the queues' notifications.
+#[cfg(all(test, logbus_loom))]
+mod loom_models {
+    use crate::queue::{bounded, unbounded, RecvError};
+    use crate::sync::thread;
+
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(2);
+        }
+        builder.check(f);
+    }
+
+    /// A thread selects over a bounded and an unbounded queue while one thread sends on the
+    /// first and another disconnects the second: the select returns the message or the
+    /// disconnection, whichever it saw, and never sleeps through both (loom reports a
+    /// deadlock if a wake-up could be lost between its registration and its park).
+    #[test]
+    fn a_select_races_a_send_and_a_disconnect() {
+        model(|| {
+            let (t1, r1) = bounded::<u8>(1);
+            let (t2, r2) = unbounded::<u8>();
+            let sender = thread::spawn(move || t1.send(7).unwrap());
+            let dropper = thread::spawn(move || drop(t2));
+            let got = crate::select! {
+                recv(r1) -> m => m,
+                recv(r2) -> m => { assert_eq!(m, Err(RecvError)); Ok(0) }
+            };
+            assert!(got == Ok(7) || got == Ok(0));
+            sender.join().unwrap();
+            dropper.join().unwrap();
+            if got == Ok(0) {
+                assert_eq!(r1.try_recv(), Ok(7));
+            }
+        });
+    }
+
+    /// A select waiting to send into a full bounded queue, and to receive from a
+    /// rendezvous queue, while another thread frees a slot: the send goes through.
+    #[test]
+    fn a_select_send_waits_for_room() {
+        model(|| {
+            let (t1, r1) = bounded::<u8>(1);
+            t1.send(1).unwrap();
+            let (_t0, r0) = bounded::<u8>(0);
+            let receiver = thread::spawn(move || {
+                let first = r1.recv().unwrap();
+                (first, r1.recv().unwrap())
+            });
+            crate::select! {
+                send(t1, 2) -> res => res.unwrap(),
+                recv(r0) -> _ => unreachable!(),
+            }
+            assert_eq!(receiver.join().unwrap(), (1, 2));
+        });
+    }
+}

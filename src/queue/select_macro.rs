@@ -1,0 +1,153 @@
+//! The `select!` macro: crossbeam-channel's syntax over [`Select`](super::Select)'s engine.
+
+/// Waits on several queue operations and runs the arm of the one that completes, as
+/// crossbeam-channel's `select!`: `recv(r) -> msg => body`, `send(s, m) -> res => body`,
+/// then optionally `default => body` (when nothing is ready now) or
+/// `default(timeout) => body` (when nothing was ready in time). When several operations
+/// are ready, each is equally likely to be chosen. `recv` arms accept any
+/// [`Receiver`](crate::queue::Receiver), timers (`after`, `tick`, `never`) included.
+///
+/// `msg` is bound to `Result<T, RecvError>` and `res` to `Result<(), SendError<T>>`.
+/// A send arm's message expression is evaluated when that arm is first tried (crossbeam
+/// evaluates it once its arm is chosen): a message built for an arm that was not chosen is
+/// dropped. At most 32 operations per `select!`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use logbus::queue::{after, bounded, unbounded};
+///
+/// let (tx1, rx1) = bounded::<u32>(4);
+/// let (tx2, rx2) = unbounded::<&str>();
+/// tx2.send("hello").unwrap();
+///
+/// logbus::select! {
+///     recv(rx1) -> msg => panic!("unexpected {msg:?}"),
+///     recv(rx2) -> msg => assert_eq!(msg, Ok("hello")),
+///     recv(after(Duration::from_secs(1))) -> _ => panic!("timed out"),
+/// }
+///
+/// // Nothing is ready: the default arm runs.
+/// let ran_default = logbus::select! {
+///     recv(rx1) -> _ => false,
+///     send(tx1, 7) -> res => { res.unwrap(); false }
+///     default => true,
+/// };
+/// // The send arm was ready (room in `tx1`'s queue), so it ran.
+/// assert!(!ran_default);
+/// assert_eq!(rx1.try_recv(), Ok(7));
+/// ```
+#[macro_export]
+macro_rules! select {
+    ($($tokens:tt)*) => {
+        $crate::__logbus_select!(
+            @parse () ()
+            (__r0 __r1 __r2 __r3 __r4 __r5 __r6 __r7 __r8 __r9 __r10 __r11 __r12 __r13 __r14
+             __r15 __r16 __r17 __r18 __r19 __r20 __r21 __r22 __r23 __r24 __r25 __r26 __r27
+             __r28 __r29 __r30 __r31)
+            (__a0 __a1 __a2 __a3 __a4 __a5 __a6 __a7 __a8 __a9 __a10 __a11 __a12 __a13 __a14
+             __a15 __a16 __a17 __a18 __a19 __a20 __a21 __a22 __a23 __a24 __a25 __a26 __a27
+             __a28 __a29 __a30 __a31)
+            $($tokens)*
+        )
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __logbus_select {
+    // recv arms
+    (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
+        recv($rx:expr) -> $res:pat => $body:block, $($rest:tt)*) => {
+        $crate::__logbus_select!(@parse ($($arms)* [(&$rx) (recv) $r $a ($res) {$body}])
+            ($($d)*) ($($rs)*) ($($as)*) $($rest)*)
+    };
+    (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
+        recv($rx:expr) -> $res:pat => $body:block $($rest:tt)*) => {
+        $crate::__logbus_select!(@parse ($($arms)* [(&$rx) (recv) $r $a ($res) {$body}])
+            ($($d)*) ($($rs)*) ($($as)*) $($rest)*)
+    };
+    (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
+        recv($rx:expr) -> $res:pat => $body:expr, $($rest:tt)*) => {
+        $crate::__logbus_select!(@parse ($($arms)* [(&$rx) (recv) $r $a ($res) {$body}])
+            ($($d)*) ($($rs)*) ($($as)*) $($rest)*)
+    };
+    (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
+        recv($rx:expr) -> $res:pat => $body:expr) => {
+        $crate::__logbus_select!(@parse ($($arms)* [(&$rx) (recv) $r $a ($res) {$body}])
+            ($($d)*) ($($rs)*) ($($as)*))
+    };
+    // send arms
+    (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
+        send($tx:expr, $m:expr) -> $res:pat => $body:block, $($rest:tt)*) => {
+        $crate::__logbus_select!(@parse ($($arms)* [(&$tx) (send $m) $r $a ($res) {$body}])
+            ($($d)*) ($($rs)*) ($($as)*) $($rest)*)
+    };
+    (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
+        send($tx:expr, $m:expr) -> $res:pat => $body:block $($rest:tt)*) => {
+        $crate::__logbus_select!(@parse ($($arms)* [(&$tx) (send $m) $r $a ($res) {$body}])
+            ($($d)*) ($($rs)*) ($($as)*) $($rest)*)
+    };
+    (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
+        send($tx:expr, $m:expr) -> $res:pat => $body:expr, $($rest:tt)*) => {
+        $crate::__logbus_select!(@parse ($($arms)* [(&$tx) (send $m) $r $a ($res) {$body}])
+            ($($d)*) ($($rs)*) ($($as)*) $($rest)*)
+    };
+    (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
+        send($tx:expr, $m:expr) -> $res:pat => $body:expr) => {
+        $crate::__logbus_select!(@parse ($($arms)* [(&$tx) (send $m) $r $a ($res) {$body}])
+            ($($d)*) ($($rs)*) ($($as)*))
+    };
+    // default arms
+    (@parse ($($arms:tt)*) () $rs:tt $as:tt default => $body:block $(,)?) => {
+        $crate::__logbus_select!(@emit ($($arms)*)
+            ($crate::queue::__SelectWait::No) {$body})
+    };
+    (@parse ($($arms:tt)*) () $rs:tt $as:tt default => $body:expr $(,)?) => {
+        $crate::__logbus_select!(@emit ($($arms)*)
+            ($crate::queue::__SelectWait::No) {$body})
+    };
+    (@parse ($($arms:tt)*) () $rs:tt $as:tt default($t:expr) => $body:block $(,)?) => {
+        $crate::__logbus_select!(@emit ($($arms)*)
+            ($crate::queue::__SelectWait::timeout($t)) {$body})
+    };
+    (@parse ($($arms:tt)*) () $rs:tt $as:tt default($t:expr) => $body:expr $(,)?) => {
+        $crate::__logbus_select!(@emit ($($arms)*)
+            ($crate::queue::__SelectWait::timeout($t)) {$body})
+    };
+    // the end, no default
+    (@parse ($($arms:tt)*) () $rs:tt $as:tt) => {
+        $crate::__logbus_select!(@emit ($($arms)*)
+            ($crate::queue::__SelectWait::Until(None))
+            { unreachable!("a select without default waits until an arm is chosen") })
+    };
+    (@parse $($other:tt)*) => {
+        compile_error!("select!: expected `recv(r) -> res => body`, `send(s, msg) -> res => body`, `default => body` or `default(timeout) => body`, separated by commas, at most 32 operations, `default` last")
+    };
+
+    (@arm $h:ident (recv)) => { $crate::queue::__RecvArm::new($h) };
+    (@arm $h:ident (send $m:expr)) => { $crate::queue::__SendArm::new($h, || $m) };
+
+    (@emit ($([($($handle:tt)*) $kind:tt $r:ident $a:ident ($res:pat) $body:tt])*)
+        ($($wait:tt)*) $default:tt) => {{
+        $( let $r = $($handle)*; )*
+        $( let mut $a = $crate::__logbus_select!(@arm $r $kind); )*
+        let __which = $crate::queue::__select_run(
+            &mut [$(&mut $a as &mut dyn $crate::queue::__SelectArm),*],
+            $($wait)*,
+        );
+        let mut __n = 0usize;
+        $(
+            let $r = __which == ::core::option::Option::Some(__n);
+            __n += 1;
+        )*
+        let _ = __n;
+        $(
+            if $r {
+                let $res = $a.take();
+                $body
+            } else
+        )* $default
+    }};
+}
