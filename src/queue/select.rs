@@ -403,7 +403,10 @@ pub fn run(arms: &mut [&mut dyn Arm], wait: Wait) -> Option<usize> {
         if matches!(wait, Wait::No) || deadline.is_some_and(time::expired) {
             return None;
         }
-        if !backoff.is_completed() {
+        // Under loom straight to watching: a spin hint there is a loom yield, which would run
+        // the other threads to completion before the select ever registers, and the models
+        // would never see an operation land between its last look and its registration.
+        if !cfg!(logbus_loom) && !backoff.is_completed() {
             backoff.snooze();
             continue;
         }
@@ -786,9 +789,12 @@ mod loom_models {
             let (t2, r2) = unbounded::<u8>();
             let sender = thread::spawn(move || t1.send(7).unwrap());
             let dropper = thread::spawn(move || drop(t2));
+            // The unbounded arm first (under loom the arms are tried in order): its look at
+            // the queue has no fence of its own, so only the watch's fence orders it after
+            // the registration (the bounded arm's look fences, and would hide a missing one).
             let got = crate::select! {
-                recv(r1) -> m => m,
                 recv(r2) -> m => { assert_eq!(m, Err(RecvError)); Ok(0) }
+                recv(r1) -> m => m,
             };
             assert!(got == Ok(7) || got == Ok(0));
             sender.join().unwrap();
@@ -796,6 +802,24 @@ mod loom_models {
             if got == Ok(0) {
                 assert_eq!(r1.try_recv(), Ok(7));
             }
+        });
+    }
+
+    /// A select over an unbounded queue and a rendezvous queue, and a thread that
+    /// disconnects the first: the only event that can end the select. A wake-up lost
+    /// between the select's last look and its park is a deadlock loom reports.
+    #[test]
+    fn a_select_sees_a_disconnect() {
+        model(|| {
+            let (t2, r2) = unbounded::<u8>();
+            let (_t0, r0) = bounded::<u8>(0);
+            let dropper = thread::spawn(move || drop(t2));
+            let got = crate::select! {
+                recv(r2) -> m => m,
+                recv(r0) -> _ => unreachable!(),
+            };
+            assert_eq!(got, Err(RecvError));
+            dropper.join().unwrap();
         });
     }
 

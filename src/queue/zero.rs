@@ -64,12 +64,13 @@ impl<T> Channel<T> {
     /// Starts watching (a select): every change raises `signal` from now on.
     pub(crate) fn watch(&self, signal: &Arc<Signal>, receiving: bool) {
         let mut st = self.state.lock();
-        st.watchers.push(Arc::clone(signal));
         if receiving {
             st.watching_receivers += 1;
-            // A `try_send` looks for receivers.
+            // A `try_send` looks for receivers. Before our own signal joins: raising it
+            // would end our own wait before it starts, in every round.
             self.announce(&st);
         }
+        st.watchers.push(Arc::clone(signal));
     }
 
     /// Undoes [`watch`](Self::watch). A `try_send` waiting for a watching receiver to take
