@@ -303,6 +303,37 @@ fn exchange(
 }
 
 #[test]
+fn a_parked_rendezvous_send_arm_is_found_by_try_recv() {
+    // A blocking select whose only ready-able arm is a rendezvous send parks as a blocking
+    // `send` would: with its message where a receiver's `try_recv` finds it. (Found by
+    // crossbeam-channel's own `try_recv` select test: the select used to wait for a
+    // receiver to be parked in `recv`, so `try_recv` never saw its message.)
+    let (tx, rx) = bounded::<u32>(0);
+    let sender = thread::spawn(move || {
+        select! {
+            send(tx, 7) -> res => res.unwrap(),
+            recv(never::<u32>()) -> _ => unreachable!(),
+        }
+    });
+    // Poll without ever waiting in `recv` (which would let the select send the usual
+    // way); give up after ~10 s of polling, long after the select has parked.
+    let mut got = None;
+    for _ in 0..10_000 {
+        if let Ok(v) = rx.try_recv() {
+            got = Some(v);
+            break;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        got,
+        Some(7),
+        "try_recv never saw the parked select's message"
+    );
+    sender.join().unwrap();
+}
+
+#[test]
 fn two_selects_meet_on_a_rendezvous_queue() {
     // Both sides select (neither waits in `send` or `recv` while the other has work), in
     // both directions at once: each select's receive arm must meet the other's send arm.

@@ -66,7 +66,7 @@
 //!   ([`SelectedOperation::recv`] hands it over; dropping the operation drops it, where
 //!   crossbeam panics), and a selected [`Select`] send completes at once unless another
 //!   sender took the room meanwhile (it then waits as `send` does; crossbeam reserves the
-//!   slot).
+//!   slot). [`Select`] needs `T: Send` (crossbeam's does not, and is `Send` regardless).
 //! - When the last receiver of an unbounded queue goes, the queued messages stay until the
 //!   senders go too, as in the bounded flavours (crossbeam's list flavour drops them at
 //!   once); sends fail from then on, so the queue does not grow.

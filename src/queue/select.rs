@@ -68,6 +68,16 @@ pub trait Arm {
     fn unwatch(&self, w: &Watch);
     /// When a timer arm is next due.
     fn due(&self) -> Option<Instant>;
+    /// The select is about to park: a rendezvous send puts its message where a receiver
+    /// can take it, as a parked `send` does (`true` if it did). At most one arm per park.
+    fn offer(&mut self, _w: &Watch) -> bool {
+        false
+    }
+    /// The park ended: settles an offer. `true` when a receiver took the message (the arm
+    /// completed); otherwise the message is back and the arm tries as before.
+    fn withdraw(&mut self) -> bool {
+        false
+    }
 }
 
 /// Where an arm's queue watch goes.
@@ -130,19 +140,13 @@ fn timer_due<T>(f: &Flavor<T>) -> Option<Instant> {
 #[doc(hidden)]
 pub struct RecvArm<'a, T> {
     rx: &'a Receiver<T>,
-    /// Only check readiness (`Select::ready`), do not receive.
-    check_only: bool,
     got: Option<Result<T, RecvError>>,
 }
 
 impl<'a, T> RecvArm<'a, T> {
     #[doc(hidden)]
     pub fn new(rx: &'a Receiver<T>) -> Self {
-        Self {
-            rx,
-            check_only: false,
-            got: None,
-        }
+        Self { rx, got: None }
     }
 
     /// The received message, or `RecvError` when the queue was empty and disconnected.
@@ -156,13 +160,6 @@ impl<'a, T> RecvArm<'a, T> {
 
 impl<T> Arm for RecvArm<'_, T> {
     fn attempt(&mut self, _watching: bool) -> Step {
-        if self.check_only {
-            return if recv_ready(&self.rx.inner) {
-                Step::Done
-            } else {
-                Step::NotReady
-            };
-        }
         match self.rx.inner.try_recv() {
             Ok(m) => {
                 self.got = Some(Ok(m));
@@ -196,6 +193,8 @@ pub struct SendArm<'a, T, F> {
     tx: &'a Sender<T>,
     make: Option<F>,
     msg: Option<T>,
+    /// The ticket of a message offered on a rendezvous queue while the select parks.
+    offered: Option<u64>,
     sent: Option<Result<(), SendError<T>>>,
 }
 
@@ -206,6 +205,7 @@ impl<'a, T, F: FnOnce() -> T> SendArm<'a, T, F> {
             tx,
             make: Some(make),
             msg: None,
+            offered: None,
             sent: None,
         }
     }
@@ -263,33 +263,44 @@ impl<T, F: FnOnce() -> T> Arm for SendArm<'_, T, F> {
     fn due(&self) -> Option<Instant> {
         None
     }
-}
 
-/// A send arm of [`Select`]: ready when a send would complete now.
-struct SendReadyArm<'a, T> {
-    tx: &'a Sender<T>,
-}
-
-impl<T> Arm for SendReadyArm<'_, T> {
-    fn attempt(&mut self, watching: bool) -> Step {
-        match (send_ready(&self.tx.inner), watching) {
-            (false, _) => Step::NotReady,
-            // As in `SendArm`: a rendezvous send is made after watching ends.
-            (true, true) if matches!(&*self.tx.inner, Flavor::Zero(_)) => Step::AfterWatching,
-            (true, _) => Step::Done,
+    fn offer(&mut self, w: &Watch) -> bool {
+        let Flavor::Zero(ch) = &*self.tx.inner else {
+            return false;
+        };
+        let msg = match self.msg.take() {
+            Some(m) => m,
+            None => match self.make.take() {
+                Some(make) => make(),
+                None => return false,
+            },
+        };
+        match ch.offer(msg, &w.0) {
+            Ok(ticket) => {
+                self.offered = Some(ticket);
+                true
+            }
+            Err(msg) => {
+                self.msg = Some(msg);
+                false
+            }
         }
     }
 
-    fn watch(&self, w: &Watch) {
-        watch_flavor(&self.tx.inner, w, true, true);
-    }
-
-    fn unwatch(&self, w: &Watch) {
-        watch_flavor(&self.tx.inner, w, true, false);
-    }
-
-    fn due(&self) -> Option<Instant> {
-        None
+    fn withdraw(&mut self) -> bool {
+        let (Some(ticket), Flavor::Zero(ch)) = (self.offered.take(), &*self.tx.inner) else {
+            return false;
+        };
+        match ch.withdraw(ticket) {
+            None => {
+                self.sent = Some(Ok(()));
+                true
+            }
+            Some(msg) => {
+                self.msg = Some(msg);
+                false
+            }
+        }
     }
 }
 
@@ -421,10 +432,23 @@ pub fn run(arms: &mut [&mut dyn Arm], wait: Wait) -> Option<usize> {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
+            // One rendezvous send (at most) offers its message while the select parks,
+            // so a receiver's `try_recv` finds it as it would a parked sender's; settled
+            // before any other arm is tried, so the select never completes two arms.
+            let offered = (0..order.len())
+                .map(|k| order.get(k))
+                .find(|&i| arms[i].offer(&w));
             // With no arm and no deadline this blocks for good, as crossbeam's does.
             w.0.wait(wake);
-            order.shuffle();
-            found = try_watching(arms, &order);
+            if let Some(i) = offered {
+                if arms[i].withdraw() {
+                    found = Some(Some(i));
+                }
+            }
+            if found.is_none() {
+                order.shuffle();
+                found = try_watching(arms, &order);
+            }
         }
         for a in arms.iter() {
             a.unwatch(&w);
@@ -449,31 +473,166 @@ fn try_watching(arms: &mut [&mut dyn Arm], order: &Order) -> Option<Option<usize
     None
 }
 
+/// A message received by a [`Select`], its type erased until
+/// [`SelectedOperation::recv`] names it: a boxed `Result<T, RecvError>`.
+struct Received {
+    ptr: *mut (),
+    drop_fn: unsafe fn(*mut ()),
+}
+
+/// Drops the box behind an erased pointer.
+///
+/// # Safety
+///
+/// `p` came from `Box::<U>::into_raw` and is dropped once.
+unsafe fn drop_boxed<U>(p: *mut ()) {
+    // SAFETY: the caller's contract.
+    drop(unsafe { Box::from_raw(p.cast::<U>()) });
+}
+
+impl Received {
+    fn new<T>(outcome: Result<T, RecvError>) -> Self {
+        Self {
+            ptr: Box::into_raw(Box::new(outcome)).cast(),
+            drop_fn: drop_boxed::<Result<T, RecvError>>,
+        }
+    }
+
+    /// # Safety
+    ///
+    /// `T` is the type this was made with.
+    unsafe fn take<T>(self) -> Result<T, RecvError> {
+        let ptr = self.ptr.cast::<Result<T, RecvError>>();
+        std::mem::forget(self);
+        // SAFETY: made by `new::<T>` (the caller's contract), and ownership moves out once:
+        // `forget` above keeps `Drop` from freeing it again.
+        *unsafe { Box::from_raw(ptr) }
+    }
+}
+
+impl Drop for Received {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and `drop_fn` were made together by `new`, and `take` forgets the
+        // value it moves out, so this runs at most once per box.
+        unsafe { (self.drop_fn)(self.ptr) }
+    }
+}
+
+/// A handle a [`Select`] operates on, its message type erased.
+trait Handle: Send + Sync {
+    /// The queue's identity.
+    fn id(&self) -> usize;
+    /// Whether the operation could complete now.
+    fn ready(&self) -> bool;
+    /// A receive's attempt: its outcome when it completed.
+    fn receive(&self) -> Option<Received>;
+    /// Whether this is a send on a rendezvous queue (see `Step::AfterWatching`).
+    fn rendezvous_send(&self) -> bool;
+    fn watch(&self, w: &Watch, on: bool);
+    fn due(&self) -> Option<Instant>;
+}
+
+impl<T: Send> Handle for Receiver<T> {
+    fn id(&self) -> usize {
+        self.inner.id()
+    }
+
+    fn ready(&self) -> bool {
+        recv_ready(&self.inner)
+    }
+
+    fn receive(&self) -> Option<Received> {
+        match self.inner.try_recv() {
+            Ok(m) => Some(Received::new(Ok(m))),
+            Err(super::TryRecvError::Disconnected) => Some(Received::new::<T>(Err(RecvError))),
+            Err(super::TryRecvError::Empty) => None,
+        }
+    }
+
+    fn rendezvous_send(&self) -> bool {
+        false
+    }
+
+    fn watch(&self, w: &Watch, on: bool) {
+        watch_flavor(&self.inner, w, false, on);
+    }
+
+    fn due(&self) -> Option<Instant> {
+        timer_due(&self.inner)
+    }
+}
+
+impl<T: Send> Handle for Sender<T> {
+    fn id(&self) -> usize {
+        self.inner.id()
+    }
+
+    fn ready(&self) -> bool {
+        send_ready(&self.inner)
+    }
+
+    fn receive(&self) -> Option<Received> {
+        None
+    }
+
+    fn rendezvous_send(&self) -> bool {
+        matches!(&*self.inner, Flavor::Zero(_))
+    }
+
+    fn watch(&self, w: &Watch, on: bool) {
+        watch_flavor(&self.inner, w, true, on);
+    }
+
+    fn due(&self) -> Option<Instant> {
+        None
+    }
+}
+
 /// One of [`Select`]'s operations, as added.
-enum Op<'a> {
-    Recv(Box<dyn ErasedRecv + 'a>),
-    Send(Box<dyn Arm + 'a>, usize),
+#[derive(Clone, Copy)]
+struct Op<'a> {
+    handle: &'a dyn Handle,
+    receiving: bool,
 }
 
-/// A receive arm whose message type is erased, for [`Select`].
-trait ErasedRecv: Arm {
-    fn queue(&self) -> usize;
-    fn set_check_only(&mut self, check_only: bool);
-    /// The outcome, as a `*mut Option<Result<T, RecvError>>` for the queue's `T`.
-    fn outcome(&mut self) -> *mut ();
+/// An operation of a [`Select`] during one run: a receive performs itself (unless only
+/// readiness is asked), a send only checks that it could complete.
+struct OpArm<'a> {
+    op: Op<'a>,
+    check_only: bool,
+    got: Option<Received>,
 }
 
-impl<T> ErasedRecv for RecvArm<'_, T> {
-    fn queue(&self) -> usize {
-        self.rx.inner.id()
+impl Arm for OpArm<'_> {
+    fn attempt(&mut self, watching: bool) -> Step {
+        let h = self.op.handle;
+        if self.op.receiving && !self.check_only {
+            return match h.receive() {
+                Some(r) => {
+                    self.got = Some(r);
+                    Step::Done
+                }
+                None => Step::NotReady,
+            };
+        }
+        match (h.ready(), watching && h.rendezvous_send()) {
+            (false, _) => Step::NotReady,
+            // As in `SendArm`: a rendezvous send is made after watching ends.
+            (true, true) => Step::AfterWatching,
+            (true, false) => Step::Done,
+        }
     }
 
-    fn set_check_only(&mut self, check_only: bool) {
-        self.check_only = check_only;
+    fn watch(&self, w: &Watch) {
+        self.op.handle.watch(w, true);
     }
 
-    fn outcome(&mut self) -> *mut () {
-        (&mut self.got as *mut Option<Result<T, RecvError>>).cast()
+    fn unwatch(&self, w: &Watch) {
+        self.op.handle.watch(w, false);
+    }
+
+    fn due(&self) -> Option<Instant> {
+        self.op.handle.due()
     }
 }
 
@@ -483,10 +642,10 @@ impl<T> ErasedRecv for RecvArm<'_, T> {
 /// (and its forms) to learn which one is ready without performing it. When several are
 /// ready, each is equally likely to be chosen.
 ///
-/// A selected receive has already taken its message (so it always completes);
-/// a selected send could complete when it was chosen, and
-/// [`SelectedOperation::send`] completes it at once unless another sender took the room
-/// meanwhile (it then waits as [`Sender::send`] does).
+/// A selected receive has already taken its message (so it always completes); a selected
+/// send could complete when it was chosen, and [`SelectedOperation::send`] completes it at
+/// once unless another sender took the room meanwhile (it then waits as [`Sender::send`]
+/// does). Messages must be `Send` (a `Select` may move between threads, as crossbeam's).
 ///
 /// # Examples
 ///
@@ -508,6 +667,7 @@ impl<T> ErasedRecv for RecvArm<'_, T> {
 /// }
 /// # drop(tx1);
 /// ```
+#[derive(Clone, Default)]
 pub struct Select<'a> {
     ops: Vec<Option<Op<'a>>>,
 }
@@ -518,12 +678,6 @@ impl fmt::Debug for Select<'_> {
     }
 }
 
-impl Default for Select<'_> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl<'a> Select<'a> {
     /// An empty set of operations.
     pub fn new() -> Self {
@@ -531,17 +685,20 @@ impl<'a> Select<'a> {
     }
 
     /// Adds a send operation on `s`; returns its index.
-    pub fn send<T>(&mut self, s: &'a Sender<T>) -> usize {
-        self.ops.push(Some(Op::Send(
-            Box::new(SendReadyArm { tx: s }),
-            s.inner.id(),
-        )));
+    pub fn send<T: Send>(&mut self, s: &'a Sender<T>) -> usize {
+        self.ops.push(Some(Op {
+            handle: s,
+            receiving: false,
+        }));
         self.ops.len() - 1
     }
 
     /// Adds a receive operation on `r`; returns its index.
-    pub fn recv<T>(&mut self, r: &'a Receiver<T>) -> usize {
-        self.ops.push(Some(Op::Recv(Box::new(RecvArm::new(r)))));
+    pub fn recv<T: Send>(&mut self, r: &'a Receiver<T>) -> usize {
+        self.ops.push(Some(Op {
+            handle: r,
+            receiving: true,
+        }));
         self.ops.len() - 1
     }
 
@@ -556,48 +713,48 @@ impl<'a> Select<'a> {
         assert!(op.is_some(), "no operation has index {index}");
     }
 
-    fn run(&mut self, wait: Wait, check_only: bool) -> Option<usize> {
-        let mut ids = Vec::with_capacity(self.ops.len());
-        let mut arms: Vec<&mut dyn Arm> = Vec::with_capacity(self.ops.len());
-        for (i, op) in self.ops.iter_mut().enumerate() {
-            match op {
-                Some(Op::Recv(a)) => {
-                    a.set_check_only(check_only);
-                    ids.push(i);
-                    arms.push(&mut **a);
-                }
-                Some(Op::Send(a, _)) => {
-                    ids.push(i);
-                    arms.push(&mut **a);
-                }
-                None => {}
-            }
-        }
-        run(&mut arms, wait).map(|k| ids[k])
+    fn run(&mut self, wait: Wait, check_only: bool) -> Option<(usize, Option<Received>)> {
+        let mut live: Vec<(usize, OpArm<'a>)> = self
+            .ops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, op)| {
+                op.map(|op| {
+                    (
+                        i,
+                        OpArm {
+                            op,
+                            check_only,
+                            got: None,
+                        },
+                    )
+                })
+            })
+            .collect();
+        let mut arms: Vec<&mut dyn Arm> = live.iter_mut().map(|(_, a)| a as &mut dyn Arm).collect();
+        let k = run(&mut arms, wait)?;
+        drop(arms);
+        let (index, arm) = live.swap_remove(k);
+        Some((index, arm.got))
     }
 
-    fn selected(&mut self, index: usize) -> SelectedOperation<'_> {
-        let kind = match self.ops[index].as_mut() {
-            Some(Op::Recv(arm)) => Selected::Recv {
-                queue: arm.queue(),
-                outcome: arm.outcome(),
-            },
-            Some(Op::Send(_, queue)) => Selected::Send { queue: *queue },
-            None => unreachable!("a selected operation exists"),
-        };
+    fn selected(&self, (index, got): (usize, Option<Received>)) -> SelectedOperation<'a> {
+        let op = self.ops[index].expect("a selected operation exists");
         SelectedOperation {
             index,
-            kind,
-            _select: PhantomData,
+            queue: op.handle.id(),
+            receiving: op.receiving,
+            got,
+            _handles: PhantomData,
         }
     }
 
     /// Waits until one operation completes (a receive) or could (a send), and returns it.
-    pub fn select(&mut self) -> SelectedOperation<'_> {
-        let i = self
+    pub fn select(&mut self) -> SelectedOperation<'a> {
+        let chosen = self
             .run(Wait::Until(None), false)
             .expect("a select without deadline returns an operation");
-        self.selected(i)
+        self.selected(chosen)
     }
 
     /// As [`select`](Self::select), without waiting.
@@ -605,9 +762,9 @@ impl<'a> Select<'a> {
     /// # Errors
     ///
     /// [`TrySelectError`] when no operation was ready.
-    pub fn try_select(&mut self) -> Result<SelectedOperation<'_>, TrySelectError> {
+    pub fn try_select(&mut self) -> Result<SelectedOperation<'a>, TrySelectError> {
         match self.run(Wait::No, false) {
-            Some(i) => Ok(self.selected(i)),
+            Some(c) => Ok(self.selected(c)),
             None => Err(TrySelectError),
         }
     }
@@ -620,9 +777,9 @@ impl<'a> Select<'a> {
     pub fn select_timeout(
         &mut self,
         timeout: Duration,
-    ) -> Result<SelectedOperation<'_>, SelectTimeoutError> {
+    ) -> Result<SelectedOperation<'a>, SelectTimeoutError> {
         match self.run(Wait::timeout(timeout), false) {
-            Some(i) => Ok(self.selected(i)),
+            Some(c) => Ok(self.selected(c)),
             None => Err(SelectTimeoutError),
         }
     }
@@ -635,18 +792,19 @@ impl<'a> Select<'a> {
     pub fn select_deadline(
         &mut self,
         deadline: Instant,
-    ) -> Result<SelectedOperation<'_>, SelectTimeoutError> {
+    ) -> Result<SelectedOperation<'a>, SelectTimeoutError> {
         match self.run(Wait::Until(Some(deadline)), false) {
-            Some(i) => Ok(self.selected(i)),
+            Some(c) => Ok(self.selected(c)),
             None => Err(SelectTimeoutError),
         }
     }
 
     /// Waits until an operation is ready and returns its index, performing nothing: the
-    /// caller then tries it (it may have been taken by another thread meanwhile).
+    /// caller then tries it (another thread may have taken it meanwhile).
     pub fn ready(&mut self) -> usize {
         self.run(Wait::Until(None), true)
             .expect("a wait without deadline returns an operation")
+            .0
     }
 
     /// As [`ready`](Self::ready), without waiting.
@@ -655,7 +813,7 @@ impl<'a> Select<'a> {
     ///
     /// [`TryReadyError`] when no operation was ready.
     pub fn try_ready(&mut self) -> Result<usize, TryReadyError> {
-        self.run(Wait::No, true).ok_or(TryReadyError)
+        self.run(Wait::No, true).map(|c| c.0).ok_or(TryReadyError)
     }
 
     /// As [`ready`](Self::ready), waiting at most `timeout`.
@@ -665,6 +823,7 @@ impl<'a> Select<'a> {
     /// [`ReadyTimeoutError`] when no operation was ready in time.
     pub fn ready_timeout(&mut self, timeout: Duration) -> Result<usize, ReadyTimeoutError> {
         self.run(Wait::timeout(timeout), true)
+            .map(|c| c.0)
             .ok_or(ReadyTimeoutError)
     }
 
@@ -675,6 +834,7 @@ impl<'a> Select<'a> {
     /// [`ReadyTimeoutError`] when no operation was ready in time.
     pub fn ready_deadline(&mut self, deadline: Instant) -> Result<usize, ReadyTimeoutError> {
         self.run(Wait::Until(Some(deadline)), true)
+            .map(|c| c.0)
             .ok_or(ReadyTimeoutError)
     }
 }
@@ -682,20 +842,13 @@ impl<'a> Select<'a> {
 /// The operation a [`Select`] chose; complete it with [`recv`](Self::recv) or
 /// [`send`](Self::send) on the same handle. Dropping it without completing a selected
 /// receive drops the message it took (crossbeam-channel panics instead).
-pub struct SelectedOperation<'s> {
+pub struct SelectedOperation<'a> {
     index: usize,
-    kind: Selected,
-    /// The outcome of a receive lives in its arm, inside the `Select` this borrows.
-    _select: PhantomData<&'s mut ()>,
-}
-
-/// What a [`SelectedOperation`] completes.
-enum Selected {
-    /// A receive from the queue `queue`, whose outcome is at `outcome` (a
-    /// `*mut Option<Result<T, RecvError>>` for the queue's `T`).
-    Recv { queue: usize, outcome: *mut () },
-    /// A send to the queue `queue`.
-    Send { queue: usize },
+    queue: usize,
+    receiving: bool,
+    /// A receive's outcome.
+    got: Option<Received>,
+    _handles: PhantomData<&'a ()>,
 }
 
 impl fmt::Debug for SelectedOperation<'_> {
@@ -721,22 +874,20 @@ impl SelectedOperation<'_> {
     ///
     /// If `r` is not the receiver (or a clone of it) this operation was added with, as
     /// crossbeam-channel's does.
-    pub fn recv<T>(self, r: &Receiver<T>) -> Result<T, RecvError> {
-        let Selected::Recv { queue, outcome } = self.kind else {
-            panic!("the selected operation is a send, not a receive");
-        };
+    pub fn recv<T>(mut self, r: &Receiver<T>) -> Result<T, RecvError> {
         assert!(
-            queue == r.inner.id(),
+            self.receiving && self.queue == r.inner.id(),
             "passed a receiver that was not selected"
         );
-        let outcome = outcome.cast::<Option<Result<T, RecvError>>>();
-        // SAFETY: `outcome` points at the arm's `got`, inside the `Select` this operation
-        // borrows mutably (so alive and not otherwise accessed); the arm was built from a
-        // receiver of the same queue as `r` (checked above, and the arm's reference keeps
-        // that queue alive, so its address names no other), and a queue holds messages of
-        // one type, so the arm's `T` is this `T`.
-        let got = unsafe { (*outcome).take() };
-        got.expect("a selected receive holds its outcome")
+        let got = self
+            .got
+            .take()
+            .expect("a selected receive holds its outcome");
+        // SAFETY: `got` was made by `Handle::receive` of a receiver of the same queue as `r`
+        // (checked above; the selected handle is borrowed for `'a`, so the queue is alive
+        // and its address names no other), and a queue holds messages of one type, so it
+        // holds a `Result<T, RecvError>` of this `T`.
+        unsafe { got.take::<T>() }
     }
 
     /// Completes a selected send of `msg`.
@@ -749,11 +900,8 @@ impl SelectedOperation<'_> {
     ///
     /// If `s` is not the sender (or a clone of it) this operation was added with.
     pub fn send<T>(self, s: &Sender<T>, msg: T) -> Result<(), SendError<T>> {
-        let Selected::Send { queue } = self.kind else {
-            panic!("the selected operation is a receive, not a send");
-        };
         assert!(
-            queue == s.inner.id(),
+            !self.receiving && self.queue == s.inner.id(),
             "passed a sender that was not selected"
         );
         match s.try_send(msg) {

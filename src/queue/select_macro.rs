@@ -59,47 +59,55 @@ macro_rules! select {
 macro_rules! __logbus_select {
     // recv arms
     (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
-        recv($rx:expr) -> $res:pat => $body:block, $($rest:tt)*) => {
+        recv($rx:expr $(,)?) -> $res:pat => $body:block, $($rest:tt)*) => {
         $crate::__logbus_select!(@parse ($($arms)* [(&$rx) (recv) $r $a ($res) {$body}])
             ($($d)*) ($($rs)*) ($($as)*) $($rest)*)
     };
     (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
-        recv($rx:expr) -> $res:pat => $body:block $($rest:tt)*) => {
+        recv($rx:expr $(,)?) -> $res:pat => $body:block $($rest:tt)*) => {
         $crate::__logbus_select!(@parse ($($arms)* [(&$rx) (recv) $r $a ($res) {$body}])
             ($($d)*) ($($rs)*) ($($as)*) $($rest)*)
     };
     (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
-        recv($rx:expr) -> $res:pat => $body:expr, $($rest:tt)*) => {
+        recv($rx:expr $(,)?) -> $res:pat => $body:expr, $($rest:tt)*) => {
         $crate::__logbus_select!(@parse ($($arms)* [(&$rx) (recv) $r $a ($res) {$body}])
             ($($d)*) ($($rs)*) ($($as)*) $($rest)*)
     };
     (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
-        recv($rx:expr) -> $res:pat => $body:expr) => {
+        recv($rx:expr $(,)?) -> $res:pat => $body:expr) => {
         $crate::__logbus_select!(@parse ($($arms)* [(&$rx) (recv) $r $a ($res) {$body}])
             ($($d)*) ($($rs)*) ($($as)*))
     };
     // send arms
     (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
-        send($tx:expr, $m:expr) -> $res:pat => $body:block, $($rest:tt)*) => {
+        send($tx:expr, $m:expr $(,)?) -> $res:pat => $body:block, $($rest:tt)*) => {
         $crate::__logbus_select!(@parse ($($arms)* [(&$tx) (send $m) $r $a ($res) {$body}])
             ($($d)*) ($($rs)*) ($($as)*) $($rest)*)
     };
     (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
-        send($tx:expr, $m:expr) -> $res:pat => $body:block $($rest:tt)*) => {
+        send($tx:expr, $m:expr $(,)?) -> $res:pat => $body:block $($rest:tt)*) => {
         $crate::__logbus_select!(@parse ($($arms)* [(&$tx) (send $m) $r $a ($res) {$body}])
             ($($d)*) ($($rs)*) ($($as)*) $($rest)*)
     };
     (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
-        send($tx:expr, $m:expr) -> $res:pat => $body:expr, $($rest:tt)*) => {
+        send($tx:expr, $m:expr $(,)?) -> $res:pat => $body:expr, $($rest:tt)*) => {
         $crate::__logbus_select!(@parse ($($arms)* [(&$tx) (send $m) $r $a ($res) {$body}])
             ($($d)*) ($($rs)*) ($($as)*) $($rest)*)
     };
     (@parse ($($arms:tt)*) ($($d:tt)*) ($r:ident $($rs:ident)*) ($a:ident $($as:ident)*)
-        send($tx:expr, $m:expr) -> $res:pat => $body:expr) => {
+        send($tx:expr, $m:expr $(,)?) -> $res:pat => $body:expr) => {
         $crate::__logbus_select!(@parse ($($arms)* [(&$tx) (send $m) $r $a ($res) {$body}])
             ($($d)*) ($($rs)*) ($($as)*))
     };
     // default arms
+    (@parse ($($arms:tt)*) () $rs:tt $as:tt default() => $body:block $(,)?) => {
+        $crate::__logbus_select!(@emit ($($arms)*)
+            ($crate::queue::__SelectWait::No) {$body})
+    };
+    (@parse ($($arms:tt)*) () $rs:tt $as:tt default() => $body:expr $(,)?) => {
+        $crate::__logbus_select!(@emit ($($arms)*)
+            ($crate::queue::__SelectWait::No) {$body})
+    };
     (@parse ($($arms:tt)*) () $rs:tt $as:tt default => $body:block $(,)?) => {
         $crate::__logbus_select!(@emit ($($arms)*)
             ($crate::queue::__SelectWait::No) {$body})
@@ -108,11 +116,11 @@ macro_rules! __logbus_select {
         $crate::__logbus_select!(@emit ($($arms)*)
             ($crate::queue::__SelectWait::No) {$body})
     };
-    (@parse ($($arms:tt)*) () $rs:tt $as:tt default($t:expr) => $body:block $(,)?) => {
+    (@parse ($($arms:tt)*) () $rs:tt $as:tt default($t:expr $(,)?) => $body:block $(,)?) => {
         $crate::__logbus_select!(@emit ($($arms)*)
             ($crate::queue::__SelectWait::timeout($t)) {$body})
     };
-    (@parse ($($arms:tt)*) () $rs:tt $as:tt default($t:expr) => $body:expr $(,)?) => {
+    (@parse ($($arms:tt)*) () $rs:tt $as:tt default($t:expr $(,)?) => $body:expr $(,)?) => {
         $crate::__logbus_select!(@emit ($($arms)*)
             ($crate::queue::__SelectWait::timeout($t)) {$body})
     };
@@ -130,8 +138,14 @@ macro_rules! __logbus_select {
     (@arm $h:ident (send $m:expr)) => { $crate::queue::__SendArm::new($h, || $m) };
 
     (@emit ($([($($handle:tt)*) $kind:tt $r:ident $a:ident ($res:pat) $body:tt])*)
-        ($($wait:tt)*) $default:tt) => {{
-        $( let $r = $($handle)*; )*
+        ($($wait:tt)*) $default:tt) => {
+        // One `match` binds every handle, so temporaries in the handle expressions
+        // (`recv(Some(&r).unwrap_or(&never()))`) live until the select ends.
+        match ($($($handle)*,)*) {
+            ($($r,)*) => $crate::__logbus_select!(@run ($([$kind $r $a ($res) $body])*) ($($wait)*) $default),
+        }
+    };
+    (@run ($([$kind:tt $r:ident $a:ident ($res:pat) $body:tt])*) ($($wait:tt)*) $default:tt) => {{
         $( let mut $a = $crate::__logbus_select!(@arm $r $kind); )*
         let __which = $crate::queue::__select_run(
             &mut [$(&mut $a as &mut dyn $crate::queue::__SelectArm),*],

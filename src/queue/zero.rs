@@ -55,22 +55,29 @@ impl<T> Channel<T> {
 
     /// Announces a change of `st` to the threads waiting here and to the watchers.
     fn announce(&self, st: &State<T>) {
+        self.announce_except(st, None);
+    }
+
+    /// [`announce`](Self::announce), leaving out the watcher whose own change it is (its
+    /// raised signal would end the park it is about to start).
+    fn announce_except(&self, st: &State<T>, me: Option<&Arc<Signal>>) {
         self.changed.notify_all();
         for signal in &st.watchers {
-            signal.raise();
+            if !me.is_some_and(|me| Arc::ptr_eq(me, signal)) {
+                signal.raise();
+            }
         }
     }
 
     /// Starts watching (a select): every change raises `signal` from now on.
     pub(crate) fn watch(&self, signal: &Arc<Signal>, receiving: bool) {
         let mut st = self.state.lock();
+        st.watchers.push(Arc::clone(signal));
         if receiving {
             st.watching_receivers += 1;
-            // A `try_send` looks for receivers. Before our own signal joins: raising it
-            // would end our own wait before it starts, in every round.
-            self.announce(&st);
+            // A `try_send` looks for receivers.
+            self.announce_except(&st, Some(signal));
         }
-        st.watchers.push(Arc::clone(signal));
     }
 
     /// Undoes [`watch`](Self::watch). A `try_send` waiting for a watching receiver to take
@@ -84,6 +91,38 @@ impl<T> Channel<T> {
             st.watching_receivers -= 1;
             self.announce(&st);
         }
+    }
+
+    /// A parking select's send: puts `msg` in the free slot, as a blocking `send` would,
+    /// and returns its ticket without waiting (`Err(msg)` when the slot is taken or the
+    /// queue disconnected). The select then parks, and settles the offer with
+    /// [`withdraw`](Self::withdraw) before it tries anything else.
+    pub(crate) fn offer(&self, msg: T, me: &Arc<Signal>) -> Result<u64, T> {
+        let mut st = self.state.lock();
+        if st.disconnected || st.slot.is_some() {
+            return Err(msg);
+        }
+        st.slot = Some(msg);
+        st.placed += 1;
+        self.announce_except(&st, Some(me));
+        Ok(st.placed)
+    }
+
+    /// Settles an [`offer`](Self::offer): `None` when a receiver took the message (the
+    /// send completed), or the message back.
+    pub(crate) fn withdraw(&self, ticket: u64) -> Option<T> {
+        let mut st = self.state.lock();
+        if st.taken >= ticket {
+            return None;
+        }
+        // Not taken: the slot still holds our message (one at a time, as in `hand_over`).
+        let msg = st
+            .slot
+            .take()
+            .expect("an untaken message stays in the slot");
+        st.placed -= 1;
+        self.announce(&st);
+        Some(msg)
     }
 
     /// Whether a send would complete now (or fail: disconnected) without waiting for a
