@@ -515,3 +515,50 @@ fn select_api_errors_timeouts_and_remove() {
     );
     assert_eq!(ReadyTimeoutError.to_string(), "timed out waiting on ready");
 }
+
+#[test]
+fn a_select_with_default_never_misses_a_message_moving_between_queues() {
+    // One thread sends into `q1` and then selects (with a default) over `q1` and `q2`;
+    // meanwhile the other sends into `q2` and then takes `q1`'s message. At every instant
+    // one of the two queues holds a message, so the default must never run. With a single
+    // look at each arm it could: `q2` looked at before the other thread's send, `q1` after
+    // its take. Rendezvous queues pace the rounds.
+    let rounds = if cfg!(miri) { 50 } else { 20_000 };
+    for unbounded_queues in [false, true] {
+        let ((s1, r1), (s2, r2)) = if unbounded_queues {
+            (unbounded::<u32>(), unbounded::<u32>())
+        } else {
+            (bounded::<u32>(1), bounded::<u32>(1))
+        };
+        let (start_tx, start_rx) = bounded::<()>(0);
+        let (end_tx, end_rx) = bounded::<()>(0);
+        let (r1_mine, r2_mine) = (r1.clone(), r2.clone());
+        let selector = thread::spawn(move || {
+            let (r1, r2) = (r1_mine, r2_mine);
+            let mut defaults = 0;
+            for _ in 0..rounds {
+                start_tx.send(()).unwrap();
+                s1.send(1).unwrap();
+                select! {
+                    recv(r1) -> _ => {}
+                    recv(r2) -> _ => {}
+                    default => defaults += 1,
+                }
+                end_tx.send(()).unwrap();
+                let _ = r2.try_recv();
+            }
+            defaults
+        });
+        for _ in 0..rounds {
+            start_rx.recv().unwrap();
+            s2.send(1).unwrap();
+            let _ = r1.try_recv();
+            end_rx.recv().unwrap();
+        }
+        assert_eq!(
+            selector.join().unwrap(),
+            0,
+            "the default ran with a message queued"
+        );
+    }
+}

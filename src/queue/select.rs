@@ -412,6 +412,17 @@ pub fn run(arms: &mut [&mut dyn Arm], wait: Wait) -> Option<usize> {
             }
         }
         if matches!(wait, Wait::No) || deadline.is_some_and(time::expired) {
+            // A second look at every arm, all of it after the first: "nothing ready" then
+            // means each arm was seen not ready once more after every other arm was. With
+            // one look, a select over two queues could miss a message that moved from one
+            // to the other while it looked (each arm looked at just when it held none),
+            // which crossbeam's select never reports (its `linearizable_*` tests).
+            for k in 0..order.len() {
+                let i = order.get(k);
+                if arms[i].attempt(false) == Step::Done {
+                    return Some(i);
+                }
+            }
             return None;
         }
         // Under loom straight to watching: a spin hint there is a loom yield, which would run
