@@ -62,6 +62,7 @@ pub(crate) struct Entry<K, V> {
 }
 
 /// Headers as an entry stores them.
+#[inline]
 pub(crate) fn box_headers(headers: Headers) -> Option<Box<Headers>> {
     (!headers.is_empty()).then(|| Box::new(headers))
 }
