@@ -599,25 +599,31 @@ where
     /// Reads what is available now from the unpaused partitions, starting with the one
     /// after where the last fetch started.
     fn fetch(&mut self, out: &mut Vec<ConsumerRecord<K, V>>, max: usize) -> Result<usize> {
-        self.fetch_with(max, &mut |name, partition, offset, e: &Entry<K, V>| {
-            out.push(ConsumerRecord {
-                topic: name,
-                partition,
-                offset,
-                timestamp: e.timestamp,
-                key: e.key.clone(),
-                value: e.value.clone(),
-                headers: e.headers.as_deref().cloned().unwrap_or_default(),
-            });
-        })
+        self.fetch_with(
+            max,
+            &mut |name, partition, offset, e: &Entry<K, V>| {
+                out.push(ConsumerRecord {
+                    topic: name,
+                    partition,
+                    offset,
+                    timestamp: e.timestamp,
+                    key: e.key.clone(),
+                    value: e.value.clone(),
+                    headers: e.headers.as_deref().cloned().unwrap_or_default(),
+                });
+            },
+            &mut |_, _, _, _| (),
+        )
     }
 
     /// [`fetch`](Self::fetch), passing each record to `sink` (topic, partition, offset,
-    /// entry) while it is read.
+    /// entry) while it is read, and each partition's run of them to `ran` after it (topic,
+    /// partition, first offset, count).
     pub(crate) fn fetch_with(
         &mut self,
         max: usize,
         sink: &mut impl FnMut(&'static str, u32, u64, &Entry<K, V>),
+        ran: &mut impl FnMut(&'static str, u32, u64, usize),
     ) -> Result<usize> {
         let now = self.broker.now_ms();
         let len = self.assigned.len();
@@ -635,6 +641,7 @@ where
             match read_one(
                 a,
                 &mut *sink,
+                &mut *ran,
                 max - total,
                 now,
                 self.config.auto_offset_reset,
@@ -998,6 +1005,7 @@ impl<K, V> Drop for Consumer<K, V> {
 fn read_one<K: Clone, V: Clone>(
     a: &mut Assigned<K, V>,
     sink: &mut impl FnMut(&'static str, u32, u64, &Entry<K, V>),
+    ran: &mut impl FnMut(&'static str, u32, u64, usize),
     max: usize,
     now: i64,
     reset: OffsetReset,
@@ -1028,6 +1036,7 @@ fn read_one<K: Clone, V: Clone>(
         match outcome {
             ReadOutcome::Read(n) => {
                 a.position = Some(position + n as u64);
+                ran(a.name, a.tp.partition, position, n);
                 return Ok(n);
             }
             ReadOutcome::Empty => return Ok(0),

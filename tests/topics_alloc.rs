@@ -5,6 +5,7 @@
 
 mod alloc_common;
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use alloc_common::allocations_during;
@@ -14,8 +15,12 @@ use logbus::producer::{Payload, Record};
 
 const N: u64 = 10_000;
 
+/// The counting windows are process-wide: the tests take turns.
+static SERIAL: Mutex<()> = Mutex::new(());
+
 #[test]
 fn produce_and_poll_into_allocate_nothing_per_record() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for overflow in [Overflow::Block, Overflow::DropOldest] {
         let broker = Broker::in_memory();
         broker
@@ -69,6 +74,7 @@ fn produce_and_poll_into_allocate_nothing_per_record() {
 
 #[test]
 fn send_to_and_poll_with_allocate_nothing_per_record() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for overflow in [Overflow::Block, Overflow::DropOldest] {
         let broker = Broker::in_memory();
         broker

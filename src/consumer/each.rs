@@ -115,25 +115,23 @@ where
         } = std::mem::take(&mut self.borrowed);
         entries.clear();
         runs.clear();
+        let mut headers = false;
         let read = self.poll_loop(max, timeout, |c, max| {
-            c.fetch_with(max, &mut |topic, partition, offset, e: &Entry<K, V>| {
-                match runs.last_mut() {
-                    Some(r)
-                        if r.partition == partition
-                            && r.first + r.len as u64 == offset
-                            && std::ptr::eq(r.topic, topic) =>
-                    {
-                        r.len += 1;
-                    }
-                    _ => runs.push(Run {
+            c.fetch_with(
+                max,
+                &mut |_, _, _, e: &Entry<K, V>| {
+                    headers |= e.headers.is_some();
+                    entries.push(e.clone());
+                },
+                &mut |topic, partition, first, len| {
+                    runs.push(Run {
                         topic,
                         partition,
-                        first: offset,
-                        len: 1,
-                    }),
-                }
-                entries.push(e.clone());
-            })
+                        first,
+                        len,
+                    });
+                },
+            )
         });
         if read.is_ok() {
             let mut at = entries.iter();
@@ -151,7 +149,14 @@ where
                 }
             }
         }
-        entries.clear();
+        if std::mem::needs_drop::<K>() || std::mem::needs_drop::<V>() || headers {
+            entries.clear();
+        } else {
+            // SAFETY: shrinking only; every entry's drop is a no-op (neither `K` nor `V` has
+            // drop glue, and no entry holds headers), so forgetting them leaks nothing and
+            // skips a pass over the buffer.
+            unsafe { entries.set_len(0) };
+        }
         runs.clear();
         self.borrowed = Buffers { entries, runs };
         read
