@@ -206,7 +206,7 @@ impl<K, V> Partition<K, V> {
         let overflow = if config.gated {
             RingOverflow::Block
         } else {
-            RingOverflow::Overwrite
+            RingOverflow::DropOldest
         };
         let ring_config = RingConfig::new(config.capacity).overflow(overflow);
         Self::with_ring(config, ring_config, arrivals, None)

@@ -29,6 +29,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -346,8 +347,12 @@ impl<K, V> Cached<K, V> {
             sticky_left: 0,
         };
         c.refresh();
-        // Producers start their sticky rotation at different partitions.
-        c.sticky = fastrand::u32(..c.appenders.len().max(1) as u32);
+        // Producers start their sticky rotation at different partitions: std's per-thread
+        // random hash keys, which differ at every `RandomState::new`, are seed enough.
+        let seed = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        c.sticky = (seed % c.appenders.len().max(1) as u64) as u32;
         c
     }
 
