@@ -334,3 +334,24 @@ fn poll_with_may_use_the_broker_inside_the_closure() {
         .unwrap();
     assert_eq!((n, lent), (2, vec![0, 1]));
 }
+
+#[test]
+fn send_to_runs_the_iterator_with_no_lock_held() {
+    // The iterator is user code: it may send through the same producer (and over more than
+    // one run) without deadlocking on the producer's state.
+    let (b, _) = broker();
+    b.create_topic::<String, u64>("t", TopicConfig::new(2))
+        .unwrap();
+    let p = b.producer::<String, u64>();
+    let records = (0..2000u64).map(|v| {
+        if v % 500 == 0 {
+            p.send(Record::new("t", v).partition(1)).unwrap();
+        }
+        Payload::new(v)
+    });
+    assert_eq!(p.send_to("t", 0, records).unwrap(), 2000);
+    let values: Vec<u64> = read_all(&b, "t", 0).iter().map(|s| s.3).collect();
+    assert_eq!(values, (0..2000).collect::<Vec<_>>());
+    let side: Vec<u64> = read_all(&b, "t", 1).iter().map(|s| s.3).collect();
+    assert_eq!(side, [0, 500, 1000, 1500]);
+}

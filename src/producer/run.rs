@@ -97,6 +97,13 @@ impl From<SendToError> for Error {
 /// Entries gathered per append: one claim per run, a bounded buffer.
 const CHUNK: usize = 1024;
 
+/// Keeps the larger of the producer's run buffer and `run` (empty) for the next send.
+fn give_back<K, V>(state: &mut super::State<K, V>, run: Vec<Entry<K, V>>) {
+    if state.run.capacity() < run.capacity() {
+        state.run = run;
+    }
+}
+
 impl<K, V> Producer<K, V>
 where
     K: Send + Sync + 'static,
@@ -106,7 +113,8 @@ where
     /// order, building each straight into the partition's run: no [`Record`](super::Record)
     /// per record, one topic lookup and partition check per call, one claim per run of
     /// up to 1,024 records. Waits for room as [`send`](Self::send) does. Records without a
-    /// timestamp get the broker clock's time, read once per run. Returns how many were sent.
+    /// timestamp get the broker clock's time, read once per run. The iterator runs with no
+    /// lock held (it may send through this producer too). Returns how many were sent.
     ///
     /// # Errors
     ///
@@ -133,28 +141,19 @@ where
     where
         I: IntoIterator<Item = Payload<K, V>>,
     {
-        let mut guard = self.state.lock();
-        let state = &mut *guard;
         let failed = |sent, error| SendToError { sent, error };
-        let t = self
-            .find_topic(state, topic, None)
-            .map_err(|e| failed(0, e))?;
-        let count = state.topics[t].appenders.len() as u32;
-        if partition >= count {
-            return Err(failed(
-                0,
-                Error::PartitionOutOfRange {
-                    topic: topic.to_owned(),
-                    partition,
-                    count,
-                },
-            ));
-        }
-        let mut run = std::mem::take(&mut state.run);
+        // The iterator is user code: it runs with no lock held (it may use this producer);
+        // the producer's lock is taken per run, to append it.
+        let mut run = {
+            let mut state = self.state.lock();
+            self.destination(&mut state, topic, partition)
+                .map_err(|e| failed(0, e))?;
+            std::mem::take(&mut state.run)
+        };
         run.clear();
         let mut records = records.into_iter();
         let mut sent = 0;
-        let outcome = loop {
+        loop {
             let mut now = None;
             let mut bad = None;
             for p in records.by_ref() {
@@ -177,23 +176,54 @@ where
                 }
             }
             let gathered = run.len();
+            let last = bad.is_some() || gathered < CHUNK;
             if gathered > 0 {
-                let appender = &mut state.topics[t].appenders[partition as usize];
-                if let Err(why) = appender.append_batch(&mut run) {
-                    sent += gathered - run.len();
+                let mut state = self.state.lock();
+                // Found again: another thread's send on this producer may have changed its
+                // cache, or the topic may have been deleted (and made again) meanwhile.
+                let appended = self
+                    .destination(&mut state, topic, partition)
+                    .and_then(|t| {
+                        state.topics[t].appenders[partition as usize]
+                            .append_batch(&mut run)
+                            .map_err(|why| append_error(why, topic, partition))
+                    });
+                sent += gathered - run.len();
+                if appended.is_err() || last {
+                    // Done: the run's buffer goes back under the same lock.
                     run.clear();
-                    break Err(failed(sent, append_error(why, topic, partition)));
+                    give_back(&mut state, run);
+                    break match (appended, bad) {
+                        (Err(error), _) | (Ok(()), Some(error)) => Err(failed(sent, error)),
+                        (Ok(()), None) => Ok(sent),
+                    };
                 }
-                sent += gathered;
+            } else {
+                give_back(&mut self.state.lock(), run);
+                break match bad {
+                    Some(error) => Err(failed(sent, error)),
+                    None => Ok(sent),
+                };
             }
-            if let Some(error) = bad {
-                break Err(failed(sent, error));
-            }
-            if gathered < CHUNK {
-                break Ok(sent);
-            }
-        };
-        state.run = run;
-        outcome
+        }
+    }
+
+    /// The cache index of `topic`, after checking that it has `partition`.
+    fn destination(
+        &self,
+        state: &mut super::State<K, V>,
+        topic: &str,
+        partition: u32,
+    ) -> crate::Result<usize> {
+        let t = self.find_topic(state, topic, None)?;
+        let count = state.topics[t].appenders.len() as u32;
+        if partition >= count {
+            return Err(Error::PartitionOutOfRange {
+                topic: topic.to_owned(),
+                partition,
+                count,
+            });
+        }
+        Ok(t)
     }
 }
