@@ -355,3 +355,39 @@ fn send_to_runs_the_iterator_with_no_lock_held() {
     let side: Vec<u64> = read_all(&b, "t", 1).iter().map(|s| s.3).collect();
     assert_eq!(side, [0, 500, 1000, 1500]);
 }
+
+#[test]
+fn poll_with_serves_a_subscribed_member() {
+    // Group duties (joining, the assignment, auto-commit) run as in `poll`.
+    let (b, _) = broker();
+    b.create_topic::<String, u64>("t", TopicConfig::new(3))
+        .unwrap();
+    let p = b.producer::<String, u64>();
+    for q in 0..3 {
+        p.send_to("t", q, (0..4).map(|v| Payload::new(u64::from(q) * 10 + v)))
+            .unwrap();
+    }
+    let mut c = b
+        .consumer::<String, u64>(
+            ConsumerConfig::new()
+                .group_id("g")
+                .auto_offset_reset(OffsetReset::Earliest),
+        )
+        .unwrap();
+    c.subscribe(&["t"]).unwrap();
+    let mut got = Vec::new();
+    while got.len() < 12 {
+        c.poll_with(100, Duration::from_millis(10), |r| {
+            got.push((r.partition, r.offset, *r.value))
+        })
+        .unwrap();
+    }
+    got.sort_unstable();
+    let expected: Vec<_> = (0..3u32)
+        .flat_map(|q| (0..4u64).map(move |o| (q, o, u64::from(q) * 10 + o)))
+        .collect();
+    assert_eq!(got, expected);
+    assert_eq!(c.assignment().len(), 3);
+    c.commit_sync().unwrap();
+    assert_eq!(c.committed(&tp("t", 2)).unwrap(), Some(4));
+}

@@ -74,7 +74,9 @@ where
     /// the order `poll` returns them; returns how many. The entries are copied out of the
     /// partitions first (a value clone each, into a buffer the consumer keeps), so `f`
     /// runs with no lock held and may use the broker freely, and nothing is allocated
-    /// once the buffer has grown to `max`.
+    /// once the buffer has grown to `max`. Positions move when the records are copied: if
+    /// `f` panics, the records after it in this poll are not lent again (seek back to
+    /// re-read them).
     ///
     /// # Errors
     ///
