@@ -563,6 +563,10 @@ where
     /// Sends every record of `records` in order (draining it; its capacity is kept for
     /// reuse), taking the producer's lock once. Returns how many were sent.
     ///
+    /// If user code panics meanwhile (a [`Partitioner`], the key's [`Codec`]), the panic
+    /// goes on to the caller and the records not yet appended are dropped: those of the
+    /// run being gathered for one partition and those after it (`records` is left empty).
+    ///
     /// # Errors
     ///
     /// The first failure, with its record; the records after it stay in `records`, in
