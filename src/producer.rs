@@ -705,16 +705,7 @@ where
         wait: AppendWait,
     ) -> Result<RecordMetadata, SendError<K, V>> {
         let mut state = self.state.lock();
-        self.send_locked(&mut state, record, wait)
-    }
-
-    fn send_locked(
-        &self,
-        state: &mut State<K, V>,
-        record: Record<K, V>,
-        wait: AppendWait,
-    ) -> Result<RecordMetadata, SendError<K, V>> {
-        let (t, partition) = match self.route(state, &record) {
+        let (t, partition) = match self.route(&mut state, &record) {
             Ok(at) => at,
             Err(error) => return Err(send_error(error, record)),
         };
@@ -736,7 +727,19 @@ where
             value,
             headers: box_headers(headers),
         };
-        match state.topics[t].appenders[partition as usize].append(entry, wait) {
+        let cached = &mut state.topics[t];
+        let mut done = cached.appenders[partition as usize].append(entry, AppendWait::No);
+        if let (Err((_, AppendError::Full)), AppendWait::Until(_)) = (&done, wait) {
+            // Wait for room with the producer's lock released, on a handle of our own:
+            // the other threads sharing this producer (a `try_send`, a `send_timeout`, a
+            // send elsewhere) are not held behind this wait.
+            let mut appender = cached.topic.partitions()[partition as usize].appender();
+            drop(state);
+            if let Err((entry, _)) = done {
+                done = appender.append(entry, wait);
+            }
+        }
+        match done {
             Ok(offset) => Ok(RecordMetadata {
                 partition,
                 offset,

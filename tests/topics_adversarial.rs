@@ -430,3 +430,49 @@ fn delete_and_recreate_a_topic_with_other_types_under_a_cached_producer() {
         Error::PartitionOutOfRange { count: 1, .. }
     ));
 }
+
+/// One producer shared by threads (it is `Sync`): a `send` waiting for room on a full
+/// `Block` partition must not hold the others back: a `try_send` elsewhere returns at
+/// once, a `send_timeout` within its timeout. (A bound of 60 s only turns a hang into a
+/// failure; it measures nothing.)
+#[test]
+fn a_send_waiting_for_room_does_not_block_other_threads_of_the_same_producer() {
+    let (b, _) = broker();
+    b.create_topic::<(), u64>("full", TopicConfig::new(1).records_in_memory(2))
+        .unwrap();
+    b.create_topic::<(), u64>("free", TopicConfig::new(1))
+        .unwrap();
+    {
+        let mut c = b
+            .consumer::<(), u64>(ConsumerConfig::new().group_id("g"))
+            .unwrap();
+        c.assign(&[tp("full", 0)]).unwrap();
+    }
+    let p = Arc::new(b.producer::<(), u64>());
+    p.send(Record::new("full", 0)).unwrap();
+    p.send(Record::new("full", 1)).unwrap();
+    let waiting = {
+        let p = Arc::clone(&p);
+        std::thread::spawn(move || p.send(Record::new("full", 2)).map(|m| m.offset))
+    };
+    // Let it start waiting (if it has not yet, the test passes without testing much).
+    std::thread::sleep(Duration::from_millis(50));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let other = {
+        let p = Arc::clone(&p);
+        std::thread::spawn(move || {
+            let a = p.try_send(Record::new("free", 7)).map(|m| m.offset);
+            let b = p
+                .send_timeout(Record::new("full", 8), Duration::from_millis(1))
+                .map_err(|e| e.into_error());
+            tx.send((a.map_err(|e| e.into_error()), b)).unwrap();
+        })
+    };
+    let got = rx.recv_timeout(Duration::from_secs(60));
+    b.delete_group("g").unwrap();
+    let (a, timed) = got.expect("try_send/send_timeout were held behind another thread's send");
+    assert_eq!(a.unwrap(), 0);
+    assert!(matches!(timed, Err(Error::Timeout)), "{timed:?}");
+    other.join().unwrap();
+    assert_eq!(waiting.join().unwrap().unwrap(), 2);
+}
