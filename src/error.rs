@@ -169,6 +169,22 @@ pub enum Error {
         reason: String,
     },
 
+    /// A record was appended to a persisted partition (it has an offset) but its log went
+    /// offline before the flush policy acknowledged it: the record may or may not be on
+    /// disk after a crash. It is not handed back (it is in the log); reopening the broker
+    /// runs recovery, and reading the partition says whether it survived.
+    #[error("record at offset {offset} of `{topic}`-{partition} is not acknowledged: {reason}")]
+    NotAcknowledged {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The record's offset.
+        offset: u64,
+        /// Why the log went offline.
+        reason: String,
+    },
+
     /// The partition directory is open already: another [`SegmentSet`] holds its lock, in
     /// this process or another (one writer per directory).
     ///

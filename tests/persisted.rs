@@ -487,7 +487,8 @@ fn power_loss_rounds() {
                     match p.send(Record::new(name.clone(), format!("v{n}"))) {
                         Ok(m) => {
                             assert_eq!(m.offset, n);
-                            if i == 0 && !dead.load(Ordering::SeqCst) {
+                            // EveryBatch: `Ok` means fsynced, even as the broker dies.
+                            if i == 0 {
                                 let mut a = acks.lock().unwrap();
                                 a[i] = a[i].max(m.offset + 1);
                             }
@@ -496,7 +497,7 @@ fn power_loss_rounds() {
                     }
                     if n % 23 == 0 {
                         let end = n + 1;
-                        if topic.sync().is_ok() && !dead.load(Ordering::SeqCst) {
+                        if topic.sync().is_ok() {
                             let mut a = acks.lock().unwrap();
                             a[i] = a[i].max(end);
                         }
@@ -525,4 +526,51 @@ fn power_loss_rounds() {
         }
     }
     assert!(fs.crashes() >= 50);
+}
+
+/// An `EveryBatch` send whose batch cannot be fsynced is not acknowledged: it returns a
+/// typed error naming the record's offset, not `Ok`.
+#[test]
+fn an_every_batch_send_whose_fsync_fails_returns_an_error() {
+    use logbus::storage::fault::{Fault, FaultyIo};
+    use std::sync::Arc;
+
+    let fs = FaultyIo::new(7);
+    let broker = Broker::builder()
+        .io(Arc::new(fs.clone()))
+        .data_dir("/data")
+        .open()
+        .unwrap();
+    broker
+        .create_persisted_topic::<(), String>(
+            "t",
+            TopicConfig::new(1),
+            PersistConfig::new().flush(FlushPolicy::EveryBatch),
+        )
+        .unwrap();
+    let p = broker.producer::<(), String>();
+    assert_eq!(
+        p.send(Record::new("t", "durable".to_string()))
+            .unwrap()
+            .offset,
+        0
+    );
+    fs.inject(Fault::SyncError, 0);
+    let err = p.send(Record::new("t", "lost".to_string())).unwrap_err();
+    assert!(
+        matches!(
+            err.error(),
+            Error::NotAcknowledged {
+                offset: 1,
+                partition: 0,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // The record is in the log, not handed back (a retry would duplicate it).
+    assert!(err.into_record().is_none());
+    // The log is offline: later sends fail at once, and close reports it.
+    assert!(p.send(Record::new("t", "later".to_string())).is_err());
+    let _ = broker.close();
 }

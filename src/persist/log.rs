@@ -247,15 +247,24 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
         }
     }
 
-    fn wait_acked(&self, offset: u64) {
+    fn wait_acked(&self, offset: u64) -> Result<()> {
         if self.policy != FlushPolicy::EveryBatch {
-            return;
+            return Ok(());
         }
-        self.cell.progress.wait_until(None, || {
-            // Acquire: pairs with the writer's Release in `publish`.
-            (self.cell.acked.load(Ordering::Acquire) > offset || self.cell.is_offline())
-                .then_some(())
-        });
+        // Acquire: pairs with the writer's Release in `publish`.
+        let acked = || self.cell.acked.load(Ordering::Acquire) > offset;
+        self.cell
+            .progress
+            .wait_until(None, || (acked() || self.cell.is_offline()).then_some(()));
+        if acked() {
+            return Ok(());
+        }
+        Err(Error::NotAcknowledged {
+            topic: self.cell.topic.clone(),
+            partition: self.cell.partition,
+            offset,
+            reason: self.cell.error().to_string(),
+        })
     }
 
     fn take_error(&self) -> Error {
