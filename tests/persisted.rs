@@ -574,3 +574,76 @@ fn an_every_batch_send_whose_fsync_fails_returns_an_error() {
     assert!(p.send(Record::new("t", "later".to_string())).is_err());
     let _ = broker.close();
 }
+
+/// Partitions added to a persisted topic are persisted: directories, metadata, and they
+/// come back on reopen with their records.
+#[test]
+fn added_partitions_of_a_persisted_topic_are_persisted() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let broker = Broker::open(dir.path()).unwrap();
+        broker
+            .create_persisted_topic::<(), String>("t", TopicConfig::new(1), PersistConfig::new())
+            .unwrap();
+        broker.add_partitions("t", 3).unwrap();
+        let p = broker.producer::<(), String>();
+        for part in 0..3 {
+            let m = p
+                .send(Record::new("t", format!("p{part}")).partition(part))
+                .unwrap();
+            assert_eq!((m.partition, m.offset), (part, 0));
+        }
+        assert!(dir.path().join("t-2").is_dir());
+        broker.close().unwrap();
+    }
+    let broker = Broker::open(dir.path()).unwrap();
+    let topic = broker.open_topic::<(), String>("t").unwrap();
+    assert_eq!(topic.partition_count(), 3);
+    let d = broker.describe_topic("t").unwrap();
+    assert!(d.partitions.iter().all(|p| p.log_end == 1), "{d:?}");
+    let mut c = broker
+        .consumer::<(), String>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+        .unwrap();
+    c.assign(&[TopicPartition::new("t", 2)]).unwrap();
+    let recs = c.poll(Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        recs.iter().next().map(|r| r.value.clone()),
+        Some("p2".into())
+    );
+    broker.close().unwrap();
+}
+
+/// Deleting a persisted topic removes its metadata and partition directories: it is gone
+/// after reopen, and a new topic of that name starts empty.
+#[test]
+fn deleting_a_persisted_topic_removes_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    for name in ["t", "t-1"] {
+        broker
+            .create_persisted_topic::<(), String>(name, TopicConfig::new(2), PersistConfig::new())
+            .unwrap();
+        broker
+            .producer::<(), String>()
+            .send(Record::new(name, "x".to_string()).partition(1))
+            .unwrap();
+    }
+    broker.delete_topic("t").unwrap();
+    let mut left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.starts_with('.') && !n.ends_with("checkpoint"))
+        .collect();
+    left.sort();
+    // Topic `t-1` (directories `t-1-0`, `t-1-1`) is untouched.
+    assert_eq!(left, ["t-1-0", "t-1-1", "t-1.topic"]);
+    broker.close().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    assert_eq!(broker.persisted_topics(), ["t-1"]);
+    broker
+        .create_persisted_topic::<(), String>("t", TopicConfig::new(2), PersistConfig::new())
+        .unwrap();
+    let d = broker.describe_topic("t").unwrap();
+    assert!(d.partitions.iter().all(|p| p.log_end == 0), "{d:?}");
+    broker.close().unwrap();
+}
