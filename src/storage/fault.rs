@@ -496,10 +496,10 @@ impl Io for FaultyIo {
             || s.pending_ns.iter().any(|op| op.dir() == dir)
             || s.dirs.iter().any(|d| d != dir && d.starts_with(dir));
         if busy {
-            return Err(io::Error::new(
-                io::ErrorKind::Other,
-                format!("{}: directory not empty", dir.display()),
-            ));
+            return Err(io::Error::other(format!(
+                "{}: directory not empty",
+                dir.display()
+            )));
         }
         // Durable at once, as `create_dir_all` is (callers `sync_dir` its unlinks first).
         s.dirs.remove(dir);
