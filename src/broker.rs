@@ -585,8 +585,10 @@ impl Broker {
     {
         validate_topic_name(name)?;
         config.validate()?;
+        // Before the topics' lock: persisted topics take their lock, then this one.
+        let on_disk = self.data().is_some_and(|d| d.meta_types(name).is_some());
         let mut topics = self.inner.topics.lock();
-        if topics.contains_key(name) {
+        if topics.contains_key(name) || on_disk {
             return Err(Error::TopicExists {
                 topic: name.to_owned(),
             });
@@ -685,14 +687,20 @@ impl Broker {
     }
 
     fn slot(&self, name: &str) -> Result<TopicSlot> {
-        self.inner
-            .topics
-            .lock()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::UnknownTopic {
+        if let Some(slot) = self.inner.topics.lock().get(name) {
+            return Ok(slot.clone());
+        }
+        // A persisted topic not opened yet is known, but not its Rust types.
+        match self.data().and_then(|d| d.meta_types(name)) {
+            Some((key_type, value_type)) => Err(Error::TopicNotOpen {
                 topic: name.to_owned(),
-            })
+                key_type,
+                value_type,
+            }),
+            None => Err(Error::UnknownTopic {
+                topic: name.to_owned(),
+            }),
+        }
     }
 
     /// Grows topic `name` to `total` partitions. Keys hash over the new count from then on
@@ -717,23 +725,30 @@ impl Broker {
     /// [`Error::UnknownTopic`]; for a persisted topic, the I/O error that stopped the
     /// removal of its files (the topic is gone from the broker either way).
     pub fn delete_topic(&self, name: &str) -> Result<()> {
-        let slot = self
-            .inner
-            .topics
-            .lock()
-            .remove(name)
-            .ok_or_else(|| Error::UnknownTopic {
-                topic: name.to_owned(),
-            })?;
+        let slot = self.inner.topics.lock().remove(name);
+        let Some(slot) = slot else {
+            // A persisted topic not opened: only its files.
+            return match self.data() {
+                Some(d) if d.meta_types(name).is_some() => d.delete_topic(name),
+                _ => Err(Error::UnknownTopic {
+                    topic: name.to_owned(),
+                }),
+            };
+        };
         let removed = slot.admin.delete();
         self.bump_metadata();
         removed
     }
 
-    /// The names of all topics, sorted.
+    /// The names of all topics, sorted: on a broker opened on a data directory, with the
+    /// persisted topics not opened yet.
     pub fn topics(&self) -> Vec<String> {
         let mut names: Vec<_> = self.inner.topics.lock().keys().cloned().collect();
+        if let Some(d) = self.data() {
+            names.extend(d.topic_names());
+        }
         names.sort();
+        names.dedup();
         names
     }
 

@@ -647,3 +647,61 @@ fn deleting_a_persisted_topic_removes_its_files() {
     assert!(d.partitions.iter().all(|p| p.log_end == 0), "{d:?}");
     broker.close().unwrap();
 }
+
+/// After reopen, persisted topics are listed before they are opened; typed access says how
+/// to open them (with the codec type ids from the metadata), a same-named in-memory topic is
+/// refused, opening checks codecs and then Rust types, and an unopened topic can be deleted.
+#[test]
+fn reopened_topics_are_listed_and_typed_access_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let broker = Broker::open(dir.path()).unwrap();
+        for name in ["a", "b"] {
+            broker
+                .create_persisted_topic::<(), Vec<u8>>(
+                    name,
+                    TopicConfig::new(1),
+                    PersistConfig::new(),
+                )
+                .unwrap();
+        }
+        broker.close().unwrap();
+    }
+    let broker = Broker::open(dir.path()).unwrap();
+    assert_eq!(broker.topics(), ["a", "b"]);
+    match broker.topic::<(), Vec<u8>>("a") {
+        Err(Error::TopicNotOpen {
+            topic,
+            key_type,
+            value_type,
+        }) => {
+            assert_eq!((topic.as_str(), key_type.as_str()), ("a", "logbus.unit"));
+            assert_eq!(value_type, "logbus.bytes");
+        }
+        other => panic!("{other:?}"),
+    }
+    let err = broker
+        .producer::<(), Vec<u8>>()
+        .send(Record::new("a", vec![1]))
+        .unwrap_err();
+    assert!(matches!(err.error(), Error::TopicNotOpen { .. }), "{err}");
+    assert!(matches!(
+        broker.create_topic::<(), Vec<u8>>("a", TopicConfig::new(1)),
+        Err(Error::TopicExists { .. })
+    ));
+    assert!(matches!(
+        broker.open_topic::<(), String>("a"),
+        Err(Error::TypeMismatch { .. })
+    ));
+    broker.open_topic::<(), Vec<u8>>("a").unwrap();
+    // Same codec type id, other Rust type: refused once the topic is open.
+    assert!(matches!(
+        broker.open_topic::<(), bytes::Bytes>("a"),
+        Err(Error::TypeMismatch { .. })
+    ));
+    broker.topic::<(), Vec<u8>>("a").unwrap();
+    broker.delete_topic("b").unwrap();
+    assert_eq!(broker.topics(), ["a"]);
+    assert!(!dir.path().join("b-0").exists() && !dir.path().join("b.topic").exists());
+    broker.close().unwrap();
+}

@@ -265,6 +265,8 @@ pub(crate) struct DataDir {
     loaded: Mutex<BTreeMap<(String, String, u32), u64>>,
     clamped: Mutex<Vec<ClampedOffset>>,
     open: Mutex<Vec<OpenPartition>>,
+    /// Serialises `open_topic` (one set of writers per topic).
+    opening: Mutex<()>,
     background: Mutex<Option<JoinHandle<()>>>,
     stop: AtomicBool,
     stop_wait: WaitSet,
@@ -390,6 +392,7 @@ impl DataDir {
             loaded: Mutex::new(loaded),
             clamped: Mutex::new(Vec::new()),
             open: Mutex::new(Vec::new()),
+            opening: Mutex::new(()),
             background: Mutex::new(None),
             stop: AtomicBool::new(false),
             stop_wait: WaitSet::new(),

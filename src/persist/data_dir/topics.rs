@@ -98,17 +98,17 @@ impl DataDir {
         V: Codec + Send + Sync + 'static,
     {
         self.check_open()?;
-        if let Ok(t) = broker.topic::<K, V>(name) {
-            return Ok(t);
+        // Held while the topic starts: two threads opening it start one set of writers.
+        let _opening = self.opening.lock();
+        match broker.topic::<K, V>(name) {
+            Err(Error::TopicNotOpen { .. }) => {}
+            // Open already (or in memory, or other Rust types: `TypeMismatch`).
+            done => return done,
         }
-        let meta = self
-            .metas
-            .lock()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::UnknownTopic {
-                topic: name.to_owned(),
-            })?;
+        let meta = self.metas.lock().get(name).cloned();
+        let meta = meta.ok_or_else(|| Error::UnknownTopic {
+            topic: name.to_owned(),
+        })?;
         if meta.key_type != K::TYPE_ID || meta.value_type != V::TYPE_ID {
             return Err(Error::TypeMismatch {
                 topic: name.to_owned(),
@@ -322,7 +322,7 @@ impl DataDir {
     /// Deletes topic `name` (its partitions already closed): the metadata file goes first
     /// (the topic is gone once that is durable), then the writers stop, then every file of
     /// its partition directories and the directories.
-    fn delete_topic(&self, name: &str) -> Result<()> {
+    pub(crate) fn delete_topic(&self, name: &str) -> Result<()> {
         self.check_open()?;
         let Some(meta) = self.metas.lock().remove(name) else {
             return Ok(());
@@ -405,6 +405,14 @@ impl DataDir {
         self.io
             .sync_dir(&self.dir)
             .map_err(|e| err("syncing", &self.dir, e))
+    }
+
+    /// The codec type ids of persisted topic `name`, if the directory holds it.
+    pub(crate) fn meta_types(&self, name: &str) -> Option<(String, String)> {
+        self.metas
+            .lock()
+            .get(name)
+            .map(|m| (m.key_type.clone(), m.value_type.clone()))
     }
 
     fn meta_path(&self, name: &str) -> std::path::PathBuf {
