@@ -46,54 +46,6 @@ fn put_unsigned(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-/// A record's leading fields gathered on the stack and copied onto a batch at once: one
-/// capacity check instead of one per byte. Holds the longest run a record starts with
-/// (length, attributes, timestamp delta, offset delta, key length: 5 + 1 + 10 + 5 + 5).
-pub(crate) struct FieldBuf {
-    buf: [u8; 26],
-    len: usize,
-}
-
-impl FieldBuf {
-    pub(crate) const fn new() -> Self {
-        Self {
-            buf: [0; 26],
-            len: 0,
-        }
-    }
-
-    pub(crate) fn byte(&mut self, b: u8) {
-        // Callers put at most 26 bytes (see the type's docs); a longer run is cut rather
-        // than written past the end.
-        if let Some(slot) = self.buf.get_mut(self.len) {
-            *slot = b;
-            self.len += 1;
-        }
-    }
-
-    fn unsigned(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.byte((v as u8 & 0x7f) | 0x80);
-            v >>= 7;
-        }
-        self.byte(v as u8);
-    }
-
-    /// As [`put_varint`].
-    pub(crate) fn varint(&mut self, value: i32) {
-        self.unsigned(u64::from(((value << 1) ^ (value >> 31)) as u32));
-    }
-
-    /// As [`put_varlong`].
-    pub(crate) fn varlong(&mut self, value: i64) {
-        self.unsigned(((value << 1) ^ (value >> 63)) as u64);
-    }
-
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-}
-
 /// The number of bytes [`put_varint`] writes for `value`.
 pub fn varint_size(value: i32) -> usize {
     unsigned_size(u64::from(((value << 1) ^ (value >> 31)) as u32))
@@ -229,24 +181,6 @@ mod tests {
             put_varlong(&mut out, v);
             prop_assert_eq!(out.len(), varlong_size(v));
             prop_assert_eq!(read_varlong(&out, 0).unwrap(), (v, out.len()));
-        }
-
-        #[test]
-        fn field_buf_writes_what_put_writes(a in any::<i32>(), b in any::<i64>(), c in any::<i32>(), d in any::<i32>()) {
-            // The longest run a record starts with: varint, byte, varlong, varint, varint.
-            let mut f = FieldBuf::new();
-            let mut out = Vec::new();
-            f.varint(a);
-            put_varint(&mut out, a);
-            f.byte(7);
-            out.push(7);
-            f.varlong(b);
-            put_varlong(&mut out, b);
-            f.varint(c);
-            put_varint(&mut out, c);
-            f.varint(d);
-            put_varint(&mut out, d);
-            prop_assert_eq!(f.as_slice(), out.as_slice());
         }
 
         #[test]

@@ -4,7 +4,7 @@ use super::field;
 use super::header::crc32c;
 use super::{BatchHeader, Record, HEADER_SIZE, LOG_OVERHEAD, MAGIC, NO_TIMESTAMP};
 use crate::error::{Error, Result};
-use crate::storage::varint::{put_varint, varint_size, varlong_size, FieldBuf};
+use crate::storage::varint::{put_varint, put_varlong, varint_size, varlong_size};
 
 /// Builds one uncompressed batch, record by record, into a reusable buffer.
 ///
@@ -177,13 +177,11 @@ impl BatchBuilder {
 
         let out = &mut self.buf;
         out.reserve(varint_size(body_len) + body);
-        let mut fields = FieldBuf::new();
-        fields.varint(body_len);
-        fields.byte(0); // record attributes: unused, always 0
-        fields.varlong(timestamp_delta);
-        fields.varint(offset_delta);
-        fields.varint(key_len);
-        out.extend_from_slice(fields.as_slice());
+        put_varint(out, body_len);
+        out.push(0); // record attributes: unused, always 0
+        put_varlong(out, timestamp_delta);
+        put_varint(out, offset_delta);
+        put_varint(out, key_len);
         out.extend_from_slice(key.unwrap_or_default());
         put_varint(out, value_len);
         out.extend_from_slice(value.unwrap_or_default());
