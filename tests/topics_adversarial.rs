@@ -155,7 +155,7 @@ fn empty_batches_and_zero_timeouts() {
         .send_timeout(Record::new("t", 3), Duration::ZERO)
         .unwrap_err();
     assert!(matches!(e.error(), Error::Timeout), "{e:?}");
-    assert_eq!(e.into_record().value, 3);
+    assert_eq!(e.into_record().unwrap().value, 3);
     let e = p.try_send(Record::new("t", 3)).unwrap_err();
     assert!(matches!(e.error(), Error::Full { .. }), "{e:?}");
 }
@@ -392,7 +392,7 @@ fn a_producer_blocked_on_a_gate_wakes_when_the_topic_is_deleted_or_the_group_goe
                 matches!(e.error(), Error::Closed { .. } | Error::UnknownTopic { .. }),
                 "{e:?}"
             );
-            assert_eq!(e.into_record().value, 2);
+            assert_eq!(e.into_record().unwrap().value, 2);
         } else {
             b.delete_group(topic).unwrap();
             assert_eq!(blocked.join().unwrap().unwrap(), 2);
