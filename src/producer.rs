@@ -228,12 +228,13 @@ pub struct RecordMetadata {
     pub timestamp: i64,
 }
 
-/// A send that failed: the reason, and the record handed back.
+/// A send that failed: the reason, and the record handed back (unless it reached the log:
+/// [`Error::NotAcknowledged`]).
 ///
 /// `Debug` prints the reason only (no `K: Debug` bound). Converts into [`Error`] with `?`.
 pub struct SendError<K, V> {
     /// Boxed: a send's `Result` stays small on the path that succeeds.
-    inner: Box<(Error, Record<K, V>)>,
+    inner: Box<(Error, Option<Record<K, V>>)>,
 }
 
 impl<K, V> SendError<K, V> {
@@ -242,8 +243,9 @@ impl<K, V> SendError<K, V> {
         &self.inner.0
     }
 
-    /// The record that was not sent.
-    pub fn into_record(self) -> Record<K, V> {
+    /// The record that was not sent; `None` when it was appended but not acknowledged
+    /// ([`Error::NotAcknowledged`]: the record is in the log, and may survive a crash).
+    pub fn into_record(self) -> Option<Record<K, V>> {
         self.inner.1
     }
 
@@ -399,7 +401,14 @@ type RunFailure<K, V> = (SendError<K, V>, Vec<Record<K, V>>);
 /// A send that failed, with the record handed back.
 fn send_error<K, V>(error: Error, record: Record<K, V>) -> SendError<K, V> {
     SendError {
-        inner: Box::new((error, record)),
+        inner: Box::new((error, Some(record))),
+    }
+}
+
+/// A send whose record reached the log but was not acknowledged.
+fn unacknowledged<K, V>(error: Error) -> SendError<K, V> {
+    SendError {
+        inner: Box::new((error, None)),
     }
 }
 
@@ -419,6 +428,7 @@ fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
         AppendError::Closed => Error::Closed {
             what: format!("topic `{topic}` was deleted"),
         },
+        AppendError::Unacknowledged(e) => *e,
     }
 }
 
@@ -563,6 +573,10 @@ where
     /// Sends every record of `records` in order (draining it; its capacity is kept for
     /// reuse), taking the producer's lock once. Returns how many were sent.
     ///
+    /// If user code panics meanwhile (a [`Partitioner`], the key's [`Codec`]), the panic
+    /// goes on to the caller and the records not yet appended are dropped: those of the
+    /// run being gathered for one partition and those after it (`records` is left empty).
+    ///
     /// # Errors
     ///
     /// The first failure, with its record; the records after it stay in `records`, in
@@ -671,6 +685,9 @@ where
                     })
                     .collect();
                 if unsent.is_empty() {
+                    if let AppendError::Unacknowledged(e) = why {
+                        return Err((unacknowledged(*e), Vec::new()));
+                    }
                     // The ring stops a batch early only with entries left; nothing to hand back.
                     return Ok(());
                 }
@@ -701,16 +718,7 @@ where
         wait: AppendWait,
     ) -> Result<RecordMetadata, SendError<K, V>> {
         let mut state = self.state.lock();
-        self.send_locked(&mut state, record, wait)
-    }
-
-    fn send_locked(
-        &self,
-        state: &mut State<K, V>,
-        record: Record<K, V>,
-        wait: AppendWait,
-    ) -> Result<RecordMetadata, SendError<K, V>> {
-        let (t, partition) = match self.route(state, &record) {
+        let (t, partition) = match self.route(&mut state, &record) {
             Ok(at) => at,
             Err(error) => return Err(send_error(error, record)),
         };
@@ -732,13 +740,26 @@ where
             value,
             headers: box_headers(headers),
         };
-        match state.topics[t].appenders[partition as usize].append(entry, wait) {
+        let cached = &mut state.topics[t];
+        let mut done = cached.appenders[partition as usize].append(entry, AppendWait::No);
+        if let (Err((_, AppendError::Full)), AppendWait::Until(_)) = (&done, wait) {
+            // Wait for room with the producer's lock released, on a handle of our own:
+            // the other threads sharing this producer (a `try_send`, a `send_timeout`, a
+            // send elsewhere) are not held behind this wait.
+            let mut appender = cached.topic.partitions()[partition as usize].appender();
+            drop(state);
+            if let Err((Some(entry), _)) = done {
+                done = appender.append(entry, wait);
+            }
+        }
+        match done {
             Ok(offset) => Ok(RecordMetadata {
                 partition,
                 offset,
                 timestamp,
             }),
-            Err((entry, why)) => {
+            Err((None, why)) => Err(unacknowledged(append_error(why, &topic, partition))),
+            Err((Some(entry), why)) => {
                 let error = append_error(why, &topic, partition);
                 let record = Record {
                     topic,
