@@ -129,7 +129,7 @@ impl TopicConfig {
         self.overflow
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         check_partition_count(self.partitions)?;
         let r = self.records_in_memory;
         if !(2..=MAX_RECORDS_IN_MEMORY).contains(&r) || !r.is_power_of_two() {

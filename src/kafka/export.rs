@@ -1,0 +1,1 @@
+//! Moving persisted topics into a Kafka cluster and back.
