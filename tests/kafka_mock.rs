@@ -404,7 +404,10 @@ fn seek_and_offsets_for_times_replay() {
     c.seek_to_end(std::slice::from_ref(&p0)).unwrap();
     assert_eq!(c.position(&p0).unwrap(), 10);
     assert_eq!(c.end_offsets(std::slice::from_ref(&p0)).unwrap()[&p0], 10);
-    assert_eq!(c.beginning_offsets(std::slice::from_ref(&p0)).unwrap()[&p0], 0);
+    assert_eq!(
+        c.beginning_offsets(std::slice::from_ref(&p0)).unwrap()[&p0],
+        0
+    );
     assert!(c.poll(Duration::from_millis(50)).unwrap().is_empty());
 
     // Commit explicit offsets; read back.
