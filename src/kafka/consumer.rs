@@ -799,7 +799,7 @@ where
         self.commit_list(&offsets)
     }
 
-    fn commit_list(&self, offsets: &[(TopicPartition, u64)]) -> Result<()> {
+    pub(crate) fn commit_list(&self, offsets: &[(TopicPartition, u64)]) -> Result<()> {
         if offsets.is_empty() {
             return Ok(());
         }

@@ -392,6 +392,82 @@ fn enqueue(
     }
 }
 
+/// A record of bytes, as an export reads it from a segment.
+pub(crate) struct RawRecord<'a> {
+    pub(crate) topic: &'a str,
+    pub(crate) partition: u32,
+    pub(crate) timestamp: i64,
+    pub(crate) key: Option<&'a [u8]>,
+    pub(crate) value: Option<&'a [u8]>,
+    pub(crate) headers: &'a [crate::storage::Header],
+}
+
+/// Sends `records` and waits for every acknowledgement: each one's partition and offset,
+/// in order.
+///
+/// # Errors
+///
+/// The first record refused or not acknowledged, as [`KafkaProducer::send`] says.
+pub(crate) fn send_raw(
+    shared: &SharedProducer,
+    records: &[RawRecord<'_>],
+) -> Result<Vec<(u32, u64)>> {
+    let batch = Batch::new(records.len());
+    let mut enqueued = 0;
+    let mut failed = None;
+    for (i, r) in records.iter().enumerate() {
+        let mut base: Outgoing<'_> =
+            BaseRecord::with_opaque_to(r.topic, Box::new((Arc::clone(&batch), i)))
+                .partition(r.partition as i32);
+        if let Some(v) = r.value {
+            base = base.payload(v);
+        }
+        if let Some(k) = r.key {
+            base = base.key(k);
+        }
+        if r.timestamp >= 0 {
+            base = base.timestamp(r.timestamp);
+        }
+        if !r.headers.is_empty() {
+            let mut h = OwnedHeaders::new_with_capacity(r.headers.len());
+            for header in r.headers {
+                h = h.insert(Header {
+                    key: header.key.as_str(),
+                    value: header.value.as_deref(),
+                });
+            }
+            base = base.headers(h);
+        }
+        match enqueue(&shared.client, base, None) {
+            Ok(()) => enqueued += 1,
+            Err(code) => {
+                let at = At::op("export").topic(r.topic).partition(r.partition);
+                failed = Some(from_code(code, "refused by the client".into(), at));
+                break;
+            }
+        }
+    }
+    let outcomes = batch.wait(enqueued);
+    let mut out = Vec::with_capacity(enqueued);
+    for (r, o) in records.iter().zip(outcomes).take(enqueued) {
+        match o {
+            Some(Ok((partition, offset, _))) => out.push((partition, offset)),
+            Some(Err((code, reason))) => {
+                let at = At::op("export")
+                    .topic(r.topic)
+                    .partition(r.partition)
+                    .timeout(shared.delivery_timeout);
+                return Err(from_code(code, reason, at));
+            }
+            None => break,
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
 /// logbus headers as Kafka's.
 pub(crate) fn to_headers(headers: &crate::Headers) -> OwnedHeaders {
     let mut out = OwnedHeaders::new_with_capacity(headers.len());
