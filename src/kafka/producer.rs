@@ -222,10 +222,9 @@ where
     /// # Errors
     ///
     /// The first failure (in `records`' order), with its record; the records after it
-    /// stay in `records`, in order. Records after it that the cluster had already
-    /// acknowledged are *not* sent again: they stay in `records` and were written (Kafka
-    /// pipelines the batch; an idempotent producer, `enable.idempotence=true`, keeps a
-    /// partition's records in order across retries).
+    /// that the cluster did not acknowledge stay in `records`, in order (Kafka pipelines a
+    /// batch, so records after a failed one may be written already: those are not handed
+    /// back, and sending `records` again duplicates nothing). Those before it were sent.
     pub fn send_batch(&self, records: &mut Vec<Record<K, V>>) -> Result<usize, SendError<K, V>> {
         self.send_all(records, None).map(|m| m.len())
     }
@@ -288,14 +287,14 @@ where
         // The first record that failed, in order: enqueueing stopped at `failed`, and a
         // record before it may have failed in delivery.
         let mut metas = Vec::with_capacity(enqueued);
-        for (i, o) in outcomes.into_iter().enumerate().take(enqueued) {
+        for (i, o) in outcomes.iter().enumerate().take(enqueued) {
             match o {
                 Some(Ok((partition, offset, acked))) => metas.push(RecordMetadata {
-                    partition,
-                    offset,
+                    partition: *partition,
+                    offset: *offset,
                     // The record's own time when it has one (CreateTime, Kafka's default;
                     // a LogAppendTime topic stamps its own, which consumers see).
-                    timestamp: records[i].timestamp.unwrap_or(acked),
+                    timestamp: records[i].timestamp.unwrap_or(*acked),
                 }),
                 Some(Err((code, reason))) => {
                     let r = &records[i];
@@ -305,7 +304,7 @@ where
                     if let Some(p) = r.partition {
                         at = at.partition(p);
                     }
-                    let error = self.delivery_error(code, reason, r, at);
+                    let error = self.delivery_error(*code, reason.clone(), r, at);
                     failed = Some((i, error));
                     break;
                 }
@@ -314,10 +313,20 @@ where
             }
         }
         if let Some((i, error)) = failed {
-            let mut rest = records.split_off(i);
-            let record = rest.remove(0);
+            // Kafka pipelines a batch: records after the failed one may be acknowledged
+            // already. Hand back only those that were not, so sending them again does not
+            // duplicate the others.
+            let rest = records.split_off(i);
             records.clear();
-            records.extend(rest);
+            let mut rest = rest.into_iter().enumerate();
+            let record = match rest.next() {
+                Some((_, r)) => r,
+                None => return Ok(metas),
+            };
+            records.extend(rest.filter_map(|(j, r)| {
+                let acked = matches!(outcomes.get(i + j), Some(Some(Ok(_))));
+                (!acked).then_some(r)
+            }));
             return Err(send_error(error, record));
         }
         records.clear();
