@@ -577,6 +577,10 @@ where
     /// Runs the rebalances librdkafka announced: listener, then the client's (un)assign.
     fn rebalance(&mut self) -> Result<()> {
         let events = std::mem::take(&mut self.state().events);
+        if events.is_empty() {
+            // Asking the protocol is a request to librdkafka's group thread: not per poll.
+            return Ok(());
+        }
         let cooperative = matches!(
             self.client.rebalance_protocol(),
             RebalanceProtocol::Cooperative
@@ -636,12 +640,14 @@ where
     /// Up to `max_poll_records` records from the assigned, unpaused partitions, waiting up
     /// to `timeout` for the first. Rebalances (and the listener) run here.
     ///
-    /// Unlike in process, records can be on the cluster and not yet fetched: when the
-    /// timeout passes with nothing read, `poll` asks the cluster for each partition's high
-    /// watermark and keeps waiting (up to [`KafkaConfig::poll_catch_up`]) while some
-    /// partition has records beyond this consumer's position. So an empty poll means
-    /// "caught up", as in process. (A subscribed consumer still joining its group waits
-    /// only the timeout.)
+    /// Unlike in process, records can be on the cluster and not yet fetched. `poll` returns
+    /// when it has read everything its partitions held at their last fetch (the high
+    /// watermarks the fetch responses carry; the cluster is asked for a partition not
+    /// fetched yet), or `max_poll_records`, or — with nothing read — when the timeout passed
+    /// and nothing is left to fetch; it keeps waiting past the timeout (up to
+    /// [`KafkaConfig::poll_catch_up`]) while records it has not fetched are known to be
+    /// there. So, as in process, a poll returns what is there, and an empty poll means
+    /// "caught up". (A subscribed consumer still joining its group waits only the timeout.)
     ///
     /// # Errors
     ///
@@ -687,31 +693,50 @@ where
         let start = out.len();
         let deadline = Instant::now().checked_add(timeout);
         let mut catch_up: Option<Instant> = None;
+        // The assigned partition and interned topic name of the last record.
+        let mut last: Option<(usize, &'static str)> = None;
         loop {
             let now = Instant::now();
-            let wait = if out.len() > start {
-                Duration::ZERO
-            } else {
-                match (catch_up, deadline) {
-                    (Some(c), _) => c
-                        .saturating_duration_since(now)
-                        .min(Duration::from_millis(50)),
-                    (None, Some(d)) => d.saturating_duration_since(now),
-                    (None, None) => Duration::from_secs(1),
-                }
+            let wait = match (catch_up, deadline) {
+                // Waiting for records the cluster has and this consumer has not fetched.
+                (Some(c), _) => c
+                    .saturating_duration_since(now)
+                    .min(Duration::from_millis(50)),
+                _ if out.len() > start => Duration::ZERO,
+                (None, Some(d)) => d.saturating_duration_since(now),
+                (None, None) => Duration::from_secs(1),
             };
             let message = self.client.poll(wait);
             match message {
                 Some(Ok(m)) => {
-                    let tp_index = self.assigned.iter().position(|a| {
-                        a.tp.partition == m.partition() as u32 && a.tp.topic == m.topic()
-                    });
-                    let Some(i) = tp_index.filter(|&i| !self.assigned[i].paused) else {
+                    let topic = m.topic();
+                    let partition = m.partition() as u32;
+                    // Records come in runs of one partition: try the last one first.
+                    let i = match last {
+                        Some((i, name))
+                            if self
+                                .assigned
+                                .get(i)
+                                .is_some_and(|a| a.tp.partition == partition && name == topic) =>
+                        {
+                            Some(i)
+                        }
+                        _ => self
+                            .assigned
+                            .iter()
+                            .position(|a| a.tp.partition == partition && a.tp.topic == topic),
+                    };
+                    let Some(i) = i.filter(|&i| !self.assigned[i].paused) else {
                         // Fetched before a pause or a revocation: read again from the
                         // position on resume.
                         continue;
                     };
-                    let decoded = decode::<K, V>(&m);
+                    let name = match last {
+                        Some((_, name)) if name == topic => name,
+                        _ => crate::sync::intern(topic),
+                    };
+                    last = Some((i, name));
+                    let decoded = decode::<K, V>(&m, name);
                     match decoded {
                         Ok(record) => {
                             self.assigned[i].position = Some(record.offset + 1);
@@ -741,25 +766,16 @@ where
                 }
                 None => {
                     self.rebalance()?;
-                    if out.len() > start {
-                        break;
-                    }
                     let now = Instant::now();
-                    if deadline.is_some_and(|d| now >= d) {
-                        match catch_up {
-                            None => {
-                                if self.caught_up()? {
-                                    break;
-                                }
-                                catch_up = Some(now + self.broker.inner.config.catch_up());
-                            }
-                            Some(c) if now >= c => break,
-                            // Ask again now and then: a seek or a rebalance may have moved us.
-                            Some(_) => {
-                                if self.caught_up()? {
-                                    break;
-                                }
-                            }
+                    let got = out.len() > start;
+                    if got || deadline.is_some_and(|d| now >= d) {
+                        if self.fetched()? {
+                            break;
+                        }
+                        let limit =
+                            *catch_up.get_or_insert(now + self.broker.inner.config.catch_up());
+                        if now >= limit {
+                            break;
                         }
                     }
                 }
@@ -770,7 +786,46 @@ where
         Ok(n)
     }
 
-    /// Whether every assigned, unpaused partition's position is at its high watermark.
+    /// Whether this consumer read everything the cluster holds in its assigned, unpaused
+    /// partitions: by the high watermarks the last fetch responses carried (kept by
+    /// librdkafka, no request), or, for a partition not fetched yet, by asking the cluster.
+    fn fetched(&self) -> Result<bool> {
+        let mut unknown = false;
+        for a in self.assigned.iter().filter(|a| !a.paused) {
+            match self.cached_high(&a.tp) {
+                Some(high) if a.position.is_some_and(|p| p < high) => return Ok(false),
+                Some(_) => {}
+                None => unknown = true,
+            }
+        }
+        if unknown {
+            self.caught_up()
+        } else {
+            Ok(true)
+        }
+    }
+
+    /// The high watermark of `tp` in the last fetch response, if one came.
+    fn cached_high(&self, tp: &TopicPartition) -> Option<u64> {
+        let topic = std::ffi::CString::new(tp.topic.as_str()).ok()?;
+        let (mut low, mut high) = (-1i64, -1i64);
+        // SAFETY: the handle is this consumer's client, alive for the whole call; `topic` is
+        // a NUL-terminated string that outlives it; `low` and `high` are valid for writes.
+        // librdkafka reads its cached offsets under its own partition lock (thread-safe).
+        let err = unsafe {
+            rdkafka::bindings::rd_kafka_get_watermark_offsets(
+                self.client.client().native_ptr(),
+                topic.as_ptr(),
+                tp.partition as i32,
+                &mut low,
+                &mut high,
+            )
+        };
+        (err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high as u64)
+    }
+
+    /// Whether every assigned, unpaused partition's position is at its high watermark,
+    /// asking the cluster.
     fn caught_up(&self) -> Result<bool> {
         for a in self.assigned.iter().filter(|a| !a.paused) {
             let (_, high) = self.broker.watermarks(&a.tp)?;
@@ -1204,6 +1259,7 @@ impl<K, V> Drop for KafkaConsumer<K, V> {
 /// A fetched message as a logbus record.
 fn decode<K: Codec, V: Codec>(
     m: &rdkafka::message::BorrowedMessage<'_>,
+    topic: &'static str,
 ) -> Result<ConsumerRecord<K, V>> {
     let key = match m.key() {
         Some(k) => Some(K::decode(k)?),
@@ -1211,7 +1267,7 @@ fn decode<K: Codec, V: Codec>(
     };
     let value = V::decode(m.payload().unwrap_or(&[]))?;
     Ok(ConsumerRecord {
-        topic: crate::sync::intern(m.topic()),
+        topic,
         partition: m.partition().max(0) as u32,
         offset: m.offset().max(0) as u64,
         timestamp: m.timestamp().to_millis().unwrap_or(0),
