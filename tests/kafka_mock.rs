@@ -120,6 +120,16 @@ fn produce_and_consume_through_logbus_api() {
 }
 
 #[test]
+fn handles_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<KafkaBroker>();
+    send_sync::<logbus::kafka::KafkaProducer<String, u64>>();
+    send::<KafkaConsumer<String, u64>>();
+    send_sync::<MockCluster>();
+}
+
+#[test]
 fn errors_are_typed() {
     let broker = cluster();
     broker
@@ -156,6 +166,21 @@ fn errors_are_typed() {
         err.error(),
         logbus::Error::InvalidTimestamp { .. }
     ));
+    let big = broker.producer::<(), Vec<u8>>();
+    let err = big
+        .send(Record::new("typed", vec![7u8; 2_000_000]))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err.error(),
+            logbus::Error::RecordTooLarge {
+                size: 2_000_000,
+                max: 1_000_000,
+                ..
+            }
+        ),
+        "{err}"
+    );
 
     let mut consumer = broker.consumer::<(), u64>(ConsumerConfig::new()).unwrap();
     assert!(matches!(

@@ -124,7 +124,11 @@ fn consume_logbus(broker: &KafkaBroker, topic: &str, records: u64) -> f64 {
     while read < records {
         out.clear();
         read += consumer
-            .poll_into(&mut out, 1024, Duration::from_secs(5))
+            .poll_into(
+                &mut out,
+                env("KAFKA_BENCH_POLL_MAX", 1024),
+                Duration::from_secs(5),
+            )
             .expect("poll") as u64;
 
         sum = out.iter().fold(sum, |s, r| {

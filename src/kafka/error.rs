@@ -103,11 +103,6 @@ pub(crate) fn from_code(code: Code, reason: String, at: At<'_>) -> Error {
         Code::UnknownTopic => Error::UnknownTopic {
             topic: topic.unwrap_or_default(),
         },
-        Code::MessageSizeTooLarge => Error::RecordTooLarge {
-            what: "record (the cluster's message.max.bytes)",
-            size: 0,
-            max: 0,
-        },
         c => Error::Kafka {
             operation: at.operation,
             topic,

@@ -100,6 +100,8 @@ impl ProducerContext for DeliveryContext {
 pub(crate) struct SharedProducer {
     client: ThreadedProducer<DeliveryContext>,
     delivery_timeout: Duration,
+    /// librdkafka's limit on one record (`message.max.bytes`, 1,000,000 by default).
+    max_message_bytes: u64,
 }
 
 impl SharedProducer {
@@ -121,9 +123,14 @@ impl SharedProducer {
         let client = c
             .create_with_context::<_, ThreadedProducer<DeliveryContext>>(DeliveryContext)
             .map_err(|e| config_error(e).unwrap_or_else(|e| from_kafka(e, At::op("producer"))))?;
+        let max_message_bytes = config
+            .get("message.max.bytes")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000_000);
         Ok(Self {
             client,
             delivery_timeout: Duration::from_millis(delivery_ms),
+            max_message_bytes,
         })
     }
 }
@@ -272,6 +279,16 @@ where
             let deadline = queue_wait.and_then(|w| Instant::now().checked_add(w));
             match enqueue(&shared.client, base, deadline) {
                 Ok(()) => enqueued += 1,
+                Err(Code::MessageSizeTooLarge) => {
+                    // Refused by the client before sending: over `message.max.bytes`.
+                    let error = Error::RecordTooLarge {
+                        what: "record (message.max.bytes)",
+                        size: (key.len() + value.len()) as u64,
+                        max: shared.max_message_bytes,
+                    };
+                    failed = Some((i, error));
+                    break;
+                }
                 Err(code) => {
                     let at = At::op("send").topic(&r.topic);
                     let at = match r.partition {
