@@ -459,3 +459,73 @@ fn seek_and_offsets_for_times_replay() {
         })
     ));
 }
+
+/// Cooperative-sticky: when a second member joins, the first keeps two of its four
+/// partitions (only the two that move are revoked), and nothing is revoked from the
+/// newcomer.
+#[test]
+fn cooperative_sticky_revokes_only_what_moves() {
+    let broker = cluster();
+    broker
+        .create_topic::<(), u64>("coop", TopicConfig::new(4))
+        .unwrap();
+    let producer = broker.producer::<(), u64>();
+    let mut batch: Vec<_> = (0..20u64)
+        .map(|i| Record::new("coop", i).partition((i % 4) as u32))
+        .collect();
+    producer.send_batch(&mut batch).unwrap();
+    let member = |log: Log| {
+        let mut c = broker
+            .consumer::<(), u64>(
+                ConsumerConfig::new()
+                    .group_id("coop-group")
+                    .auto_offset_reset(OffsetReset::Earliest)
+                    .enable_auto_commit(false)
+                    .assignor(logbus::group::CooperativeStickyAssignor),
+            )
+            .unwrap();
+        c.subscribe_with_listener(&["coop"], log).unwrap();
+        c
+    };
+    let log_a = Log::default();
+    let events_a = std::sync::Arc::clone(&log_a.events);
+    let mut a = member(log_a);
+    for _ in 0..100 {
+        a.poll(POLL).unwrap();
+        if a.assignment().len() == 4 {
+            break;
+        }
+    }
+    assert_eq!(a.assignment().len(), 4);
+    let before = a.assignment();
+    let log_b = Log::default();
+    let events_b = std::sync::Arc::clone(&log_b.events);
+    let mut b = member(log_b);
+    for _ in 0..200 {
+        a.poll(POLL).unwrap();
+        b.poll(POLL).unwrap();
+        if a.assignment().len() == 2 && b.assignment().len() == 2 {
+            break;
+        }
+    }
+    assert_eq!((a.assignment().len(), b.assignment().len()), (2, 2));
+    assert!(
+        a.assignment().iter().all(|tp| before.contains(tp)),
+        "a keeps two of its own"
+    );
+    let events = events_a.lock().unwrap().clone();
+    assert!(
+        events.iter().any(|e| e.starts_with("revoked 2")),
+        "only the two that move are revoked: {events:?}"
+    );
+    assert!(
+        !events.iter().any(|e| e.starts_with("revoked 4")),
+        "{events:?}"
+    );
+    let events = events_b.lock().unwrap().clone();
+    assert!(
+        !events.iter().any(|e| e.starts_with("revoked")),
+        "{events:?}"
+    );
+    assert!(events.iter().any(|e| e == "assigned 2"), "{events:?}");
+}
