@@ -268,7 +268,12 @@ impl<K, V> KafkaConsumer<K, V> {
 
 /// A group id no one else uses, for a consumer without one.
 fn private_group() -> String {
-    format!("logbus-private-{:016x}", fastrand::u64(..))
+    use std::hash::{BuildHasher, Hasher};
+    // std's per-instance random keys: no RNG dependency outside `test-util`.
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    format!("logbus-private-{random:016x}")
 }
 
 /// librdkafka's name for logbus's assignor `name`.
