@@ -260,6 +260,21 @@ pub(crate) struct TopicInner<K, V> {
     deleted: AtomicBool,
     /// Producers notify it after each append; consumers wait on it.
     pub(crate) arrivals: Arc<WaitSet>,
+    /// A persisted topic's disk side (`None` in memory).
+    store: Option<Arc<dyn TopicStore<K, V>>>,
+}
+
+/// A persisted topic's files, as the admin operations reach them (`crate::persist`).
+pub(crate) trait TopicStore<K, V>: Send + Sync {
+    /// Persisted partitions `from..to`: directories, then metadata (atomically).
+    fn add_partitions(
+        &self,
+        from: u32,
+        to: u32,
+        arrivals: &Arc<WaitSet>,
+    ) -> Result<Vec<Arc<Partition<K, V>>>>;
+    /// Removes the topic's files (its partitions are closed).
+    fn delete(&self) -> Result<()>;
 }
 
 impl<K, V> TopicInner<K, V> {
@@ -277,7 +292,14 @@ impl<K, V> TopicInner<K, V> {
             generation: AtomicU64::new(0),
             deleted: AtomicBool::new(false),
             arrivals,
+            store: None,
         }
+    }
+
+    /// The topic, persisted through `store`.
+    pub(crate) fn with_store(mut self, store: Arc<dyn TopicStore<K, V>>) -> Self {
+        self.store = Some(store);
+        self
     }
 
     /// The current partitions.
@@ -316,7 +338,7 @@ trait TopicAdmin: Send + Sync {
     fn config(&self) -> TopicConfig;
     fn partition_count(&self) -> u32;
     fn add_partitions(&self, total: u32) -> Result<()>;
-    fn delete(&self);
+    fn delete(&self) -> Result<()>;
     fn offsets(&self, partition: u32, now_ms: i64) -> Result<Offsets>;
     fn offset_for_time(
         &self,
@@ -353,11 +375,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInn
         }
         check_partition_count(total)?;
         let mut grown: Vec<_> = parts.iter().cloned().collect();
-        for _ in current..total {
-            grown.push(Arc::new(Partition::new(
-                self.config.partition_config(),
-                Arc::clone(&self.arrivals),
-            )?));
+        match &self.store {
+            Some(store) => grown.extend(store.add_partitions(current, total, &self.arrivals)?),
+            None => {
+                for _ in current..total {
+                    grown.push(Arc::new(Partition::new(
+                        self.config.partition_config(),
+                        Arc::clone(&self.arrivals),
+                    )?));
+                }
+            }
         }
         *parts = grown.into();
         // Release: pairs with the Acquire in `generation`.
@@ -365,13 +392,17 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInn
         Ok(())
     }
 
-    fn delete(&self) {
+    fn delete(&self) -> Result<()> {
         // Release: pairs with the Acquire in `is_deleted`.
         self.deleted.store(true, Ordering::Release);
         for p in self.partitions().iter() {
             p.close();
         }
         self.arrivals.notify_all();
+        match &self.store {
+            Some(store) => store.delete(),
+            None => Ok(()),
+        }
     }
 
     fn offsets(&self, partition: u32, now_ms: i64) -> Result<Offsets> {
@@ -554,8 +585,10 @@ impl Broker {
     {
         validate_topic_name(name)?;
         config.validate()?;
+        // Before the topics' lock: persisted topics take their lock, then this one.
+        let on_disk = self.data().is_some_and(|d| d.meta_types(name).is_some());
         let mut topics = self.inner.topics.lock();
-        if topics.contains_key(name) {
+        if topics.contains_key(name) || on_disk {
             return Err(Error::TopicExists {
                 topic: name.to_owned(),
             });
@@ -571,6 +604,7 @@ impl Broker {
             generation: AtomicU64::new(0),
             deleted: AtomicBool::new(false),
             arrivals,
+            store: None,
         });
         topics.insert(
             name.to_owned(),
@@ -653,14 +687,20 @@ impl Broker {
     }
 
     fn slot(&self, name: &str) -> Result<TopicSlot> {
-        self.inner
-            .topics
-            .lock()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::UnknownTopic {
+        if let Some(slot) = self.inner.topics.lock().get(name) {
+            return Ok(slot.clone());
+        }
+        // A persisted topic not opened yet is known, but not its Rust types.
+        match self.data().and_then(|d| d.meta_types(name)) {
+            Some((key_type, value_type)) => Err(Error::TopicNotOpen {
                 topic: name.to_owned(),
-            })
+                key_type,
+                value_type,
+            }),
+            None => Err(Error::UnknownTopic {
+                topic: name.to_owned(),
+            }),
+        }
     }
 
     /// Grows topic `name` to `total` partitions. Keys hash over the new count from then on
@@ -676,30 +716,39 @@ impl Broker {
         Ok(())
     }
 
-    /// Deletes topic `name`: its records and its groups' offsets go; producers sending to
-    /// it and consumers assigned to it get an error; a new topic may take the name.
+    /// Deletes topic `name`: its records and its groups' offsets go (a persisted topic's
+    /// files too); producers sending to it and consumers assigned to it get an error; a new
+    /// topic may take the name.
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownTopic`].
+    /// [`Error::UnknownTopic`]; for a persisted topic, the I/O error that stopped the
+    /// removal of its files (the topic is gone from the broker either way).
     pub fn delete_topic(&self, name: &str) -> Result<()> {
-        let slot = self
-            .inner
-            .topics
-            .lock()
-            .remove(name)
-            .ok_or_else(|| Error::UnknownTopic {
-                topic: name.to_owned(),
-            })?;
-        slot.admin.delete();
+        let slot = self.inner.topics.lock().remove(name);
+        let Some(slot) = slot else {
+            // A persisted topic not opened: only its files.
+            return match self.data() {
+                Some(d) if d.meta_types(name).is_some() => d.delete_topic(name),
+                _ => Err(Error::UnknownTopic {
+                    topic: name.to_owned(),
+                }),
+            };
+        };
+        let removed = slot.admin.delete();
         self.bump_metadata();
-        Ok(())
+        removed
     }
 
-    /// The names of all topics, sorted.
+    /// The names of all topics, sorted: on a broker opened on a data directory, with the
+    /// persisted topics not opened yet.
     pub fn topics(&self) -> Vec<String> {
         let mut names: Vec<_> = self.inner.topics.lock().keys().cloned().collect();
+        if let Some(d) = self.data() {
+            names.extend(d.topic_names());
+        }
         names.sort();
+        names.dedup();
         names
     }
 

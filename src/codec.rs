@@ -52,6 +52,14 @@ pub trait Codec: Sized {
     /// [`Error::Decode`] naming this type's id and what was wrong with the bytes.
     fn decode(bytes: &[u8]) -> Result<Self>;
 
+    /// The encoding of `self` when `self` already holds it as one slice (byte strings,
+    /// strings): persisted topics then size and write it without encoding into a buffer
+    /// first. `None` (the default) means [`encode`](Self::encode) must run. When `Some`, it
+    /// is exactly the bytes `encode` appends.
+    fn encoded(&self) -> Option<&[u8]> {
+        None
+    }
+
     /// The encoding of `self` as a new vector.
     fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
@@ -74,6 +82,10 @@ impl Codec for Vec<u8> {
         out.extend_from_slice(self);
     }
 
+    fn encoded(&self) -> Option<&[u8]> {
+        Some(self)
+    }
+
     fn decode(bytes: &[u8]) -> Result<Self> {
         Ok(bytes.to_vec())
     }
@@ -86,6 +98,10 @@ impl Codec for Bytes {
         out.extend_from_slice(self);
     }
 
+    fn encoded(&self) -> Option<&[u8]> {
+        Some(self)
+    }
+
     fn decode(bytes: &[u8]) -> Result<Self> {
         Ok(Bytes::copy_from_slice(bytes))
     }
@@ -96,6 +112,10 @@ impl Codec for String {
 
     fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(self.as_bytes());
+    }
+
+    fn encoded(&self) -> Option<&[u8]> {
+        Some(self.as_bytes())
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {

@@ -169,6 +169,38 @@ pub enum Error {
         reason: String,
     },
 
+    /// A persisted topic found in the data directory has not been opened yet: its key and
+    /// value types are known only once [`Broker::open_topic`](crate::broker::Broker::open_topic)
+    /// names them (checked against the codec type ids in its metadata).
+    #[error(
+        "persisted topic `{topic}` (key codec `{key_type}`, value codec `{value_type}`) is not \
+         open: call Broker::open_topic::<K, V> with codecs of those type ids first"
+    )]
+    TopicNotOpen {
+        /// The topic.
+        topic: String,
+        /// Its key codec's type id, from its metadata.
+        key_type: String,
+        /// Its value codec's type id.
+        value_type: String,
+    },
+
+    /// A record was appended to a persisted partition (it has an offset) but its log went
+    /// offline before the flush policy acknowledged it: the record may or may not be on
+    /// disk after a crash. It is not handed back (it is in the log); reopening the broker
+    /// runs recovery, and reading the partition says whether it survived.
+    #[error("record at offset {offset} of `{topic}`-{partition} is not acknowledged: {reason}")]
+    NotAcknowledged {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The record's offset.
+        offset: u64,
+        /// Why the log went offline.
+        reason: String,
+    },
+
     /// The partition directory is open already: another [`SegmentSet`] holds its lock, in
     /// this process or another (one writer per directory).
     ///

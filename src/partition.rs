@@ -110,8 +110,8 @@ pub(crate) enum AppendWait {
     Until(Option<Instant>),
 }
 
-/// Why an append did not happen (the entry is handed back with it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why an append did not happen (the entry is handed back with it, unless it was appended).
+#[derive(Debug)]
 pub(crate) enum AppendError {
     /// A gate holds the slot (only with [`AppendWait::No`]).
     Full,
@@ -121,6 +121,9 @@ pub(crate) enum AppendError {
     Closed,
     /// The record exceeds the topic's `max_message_bytes` (size, limit).
     TooLarge(u64, u64),
+    /// Appended, but its log went offline before the flush policy acknowledged it
+    /// ([`Error::NotAcknowledged`]).
+    Unacknowledged(Box<Error>),
 }
 
 /// The offsets of one partition at one moment.
@@ -178,9 +181,12 @@ pub(crate) trait DiskLog<K, V>: Send + Sync {
     fn disk_end(&self) -> u64;
     /// Refuses an entry larger than the topic's `max_message_bytes`: `Err((size, max))`.
     fn check_size(&self, entry: &Entry<K, V>) -> std::result::Result<(), (u64, u64)>;
-    /// Waits until the record at `offset` is acknowledged by the flush policy (or the log
-    /// went offline).
-    fn wait_acked(&self, offset: u64);
+    /// Waits until the record at `offset` is acknowledged by the flush policy.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotAcknowledged`] when the log went offline first.
+    fn wait_acked(&self, offset: u64) -> Result<()>;
     /// The error a failed disk read left, for the reader.
     fn take_error(&self) -> Error;
     /// Makes every record below `end` durable (waiting for the writer to reach it).
@@ -624,11 +630,11 @@ impl<K, V> Appender<K, V> {
         &mut self,
         entry: Entry<K, V>,
         wait: AppendWait,
-    ) -> std::result::Result<u64, (Entry<K, V>, AppendError)> {
+    ) -> std::result::Result<u64, (Option<Entry<K, V>>, AppendError)> {
         use crate::ring::{PublishTimeoutError, TryPublishError};
         if let Some(disk) = &self.disk {
             if let Err((size, max)) = disk.check_size(&entry) {
-                return Err((entry, AppendError::TooLarge(size, max)));
+                return Err((Some(entry), AppendError::TooLarge(size, max)));
             }
         }
         let done = match wait {
@@ -648,7 +654,7 @@ impl<K, V> Appender<K, V> {
                     PublishTimeoutError::Closed(v) => (v, AppendError::Closed),
                 }),
         };
-        done?;
+        done.map_err(|(e, why)| (Some(e), why))?;
         // Fence-free unless a consumer is parked; waiters take the heavy fence.
         self.arrivals.notify_all_light();
         let offset = self
@@ -656,9 +662,11 @@ impl<K, V> Appender<K, V> {
             .last_sequence()
             .expect("a successful publish records its sequence");
         if let Some(disk) = &self.disk {
-            // On a log gone offline this returns unacknowledged: the topic's `sync` reports
-            // the error, and later sends fail (the writer closes the ring).
-            disk.wait_acked(offset);
+            // The entry is in the log now: on a log gone offline there is nothing to hand
+            // back (later sends fail: the writer closes the ring).
+            if let Err(e) = disk.wait_acked(offset) {
+                return Err((None, AppendError::Unacknowledged(Box::new(e))));
+            }
         }
         Ok(offset)
     }
@@ -685,7 +693,9 @@ impl<K, V> Appender<K, V> {
         let done = self.handle.publish_batch(entries);
         self.arrivals.notify_all_light();
         if let (Some(disk), Some(last)) = (&self.disk, self.handle.last_sequence()) {
-            disk.wait_acked(last);
+            if let Err(e) = disk.wait_acked(last) {
+                return Err(AppendError::Unacknowledged(Box::new(e)));
+            }
         }
         done.map_err(|_| AppendError::Closed)
     }

@@ -228,12 +228,13 @@ pub struct RecordMetadata {
     pub timestamp: i64,
 }
 
-/// A send that failed: the reason, and the record handed back.
+/// A send that failed: the reason, and the record handed back (unless it reached the log:
+/// [`Error::NotAcknowledged`]).
 ///
 /// `Debug` prints the reason only (no `K: Debug` bound). Converts into [`Error`] with `?`.
 pub struct SendError<K, V> {
     /// Boxed: a send's `Result` stays small on the path that succeeds.
-    inner: Box<(Error, Record<K, V>)>,
+    inner: Box<(Error, Option<Record<K, V>>)>,
 }
 
 impl<K, V> SendError<K, V> {
@@ -242,8 +243,9 @@ impl<K, V> SendError<K, V> {
         &self.inner.0
     }
 
-    /// The record that was not sent.
-    pub fn into_record(self) -> Record<K, V> {
+    /// The record that was not sent; `None` when it was appended but not acknowledged
+    /// ([`Error::NotAcknowledged`]: the record is in the log, and may survive a crash).
+    pub fn into_record(self) -> Option<Record<K, V>> {
         self.inner.1
     }
 
@@ -399,7 +401,14 @@ type RunFailure<K, V> = (SendError<K, V>, Vec<Record<K, V>>);
 /// A send that failed, with the record handed back.
 pub(crate) fn send_error<K, V>(error: Error, record: Record<K, V>) -> SendError<K, V> {
     SendError {
-        inner: Box::new((error, record)),
+        inner: Box::new((error, Some(record))),
+    }
+}
+
+/// A send whose record reached the log but was not acknowledged.
+fn unacknowledged<K, V>(error: Error) -> SendError<K, V> {
+    SendError {
+        inner: Box::new((error, None)),
     }
 }
 
@@ -419,6 +428,7 @@ fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
         AppendError::Closed => Error::Closed {
             what: format!("topic `{topic}` was deleted"),
         },
+        AppendError::Unacknowledged(e) => *e,
     }
 }
 
@@ -671,6 +681,9 @@ where
                     })
                     .collect();
                 if unsent.is_empty() {
+                    if let AppendError::Unacknowledged(e) = why {
+                        return Err((unacknowledged(*e), Vec::new()));
+                    }
                     // The ring stops a batch early only with entries left; nothing to hand back.
                     return Ok(());
                 }
@@ -738,7 +751,8 @@ where
                 offset,
                 timestamp,
             }),
-            Err((entry, why)) => {
+            Err((None, why)) => Err(unacknowledged(append_error(why, &topic, partition))),
+            Err((Some(entry), why)) => {
                 let error = append_error(why, &topic, partition);
                 let record = Record {
                     topic,

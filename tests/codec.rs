@@ -174,3 +174,21 @@ mod serde_types {
         ));
     }
 }
+
+/// A codec's borrowed encoding, when it has one, is exactly what `encode` appends.
+#[test]
+fn borrowed_encodings_match_encode() {
+    use bytes::Bytes;
+    use logbus::Codec;
+    fn check<C: Codec>(c: C) {
+        if let Some(b) = c.encoded() {
+            assert_eq!(b, c.to_bytes().as_slice());
+        }
+    }
+    check(vec![1u8, 2, 3]);
+    check(Bytes::from_static(b"abc"));
+    check("héllo".to_string());
+    check(Vec::<u8>::new());
+    assert!(String::from("x").encoded().is_some());
+    assert!(42u32.encoded().is_none());
+}

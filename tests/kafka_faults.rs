@@ -49,7 +49,11 @@ fn a_leader_down_times_out_then_recovers() {
         other => panic!("expected a send timeout, got {other:?}"),
     }
     assert!(!err.error().is_retriable(), "a timeout is told apart");
-    assert_eq!(err.into_record().value, 1, "the record is handed back");
+    assert_eq!(
+        err.into_record().map(|r| r.value),
+        Some(1),
+        "the record is handed back"
+    );
     // The other partition's leader is up: it is not held back.
     mock(&kafka).partition_leader("t", 1, 2).unwrap();
     producer.send(Record::new("t", 2).partition(1)).unwrap();
@@ -199,7 +203,10 @@ fn no_acknowledged_record_is_lost_under_acks_all() {
                     batch.iter().all(|r| r.partition == Some(0)),
                     "only partition 0's records are handed back"
                 );
-                let back = e.into_record().value;
+                let back = e
+                    .into_record()
+                    .expect("a failed send hands its record back")
+                    .value;
                 let not_acked: BTreeSet<u64> = std::iter::once(back)
                     .chain(batch.iter().map(|r| r.value))
                     .collect();

@@ -220,7 +220,7 @@ fn producer_errors_hand_the_record_back() {
     let p = b.producer::<(), u64>();
     let e = p.send(Record::new("nope", 1)).unwrap_err();
     assert!(matches!(e.error(), Error::UnknownTopic { .. }));
-    assert_eq!(e.into_record().value, 1);
+    assert_eq!(e.into_record().unwrap().value, 1);
     let e = p.send(Record::new("t", 2).partition(2)).unwrap_err();
     assert!(matches!(
         e.error(),
@@ -676,7 +676,7 @@ fn block_gates_producers_on_the_committed_offset_until_delete_group() {
     let e = p
         .try_send(Record::new("t", 4).timestamp(9).header("h", None))
         .unwrap_err();
-    let back = e.into_record();
+    let back = e.into_record().unwrap();
     assert_eq!(
         (back.value, back.timestamp, back.headers.len()),
         (4, Some(9), 1)
@@ -834,7 +834,7 @@ fn send_batch_sends_in_order_and_keeps_the_rest_on_failure() {
     ];
     let e = p.send_batch(&mut batch).unwrap_err();
     assert!(matches!(e.error(), Error::PartitionOutOfRange { .. }));
-    assert_eq!(e.into_record().value, 6);
+    assert_eq!(e.into_record().unwrap().value, 6);
     assert_eq!(batch.len(), 1);
     assert_eq!(batch[0].value, 7);
     assert_eq!(
@@ -907,7 +907,7 @@ fn send_batch_blocked_on_a_deleted_topic_hands_back_what_it_did_not_append() {
     let (e, rest) = h.join().unwrap();
     assert!(matches!(e.error(), Error::Closed { .. }), "{e}");
     assert_eq!(
-        e.into_record().value,
+        e.into_record().unwrap().value,
         2,
         "offsets 0 and 1 fit before the gate"
     );

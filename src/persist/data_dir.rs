@@ -2,18 +2,17 @@
 //! offsets, the clean-shutdown marker, recovery at open, and the background thread.
 
 use std::collections::{BTreeMap, HashMap};
-use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rayon::prelude::*;
 
-use super::log::{spawn_writer, LogCell, PartitionLog};
+mod topics;
+
+use super::log::LogCell;
 use super::{DataDirOptions, FlushPolicy, PersistConfig};
-use crate::broker::{Broker, Topic, TopicConfig, TopicInner};
+use crate::broker::{Broker, TopicConfig};
 use crate::clock::Clock;
-use crate::codec::Codec;
-use crate::partition::Partition;
 use crate::storage::checkpoint::{self, CheckpointEntry, TopicPartitionOffset};
 use crate::storage::{Checkpoints, DirLock, FsIo, Io, LogConfig, RecoveryReport, SegmentSet};
 use crate::sync::atomic::{AtomicBool, Ordering};
@@ -266,6 +265,8 @@ pub(crate) struct DataDir {
     loaded: Mutex<BTreeMap<(String, String, u32), u64>>,
     clamped: Mutex<Vec<ClampedOffset>>,
     open: Mutex<Vec<OpenPartition>>,
+    /// Serialises `open_topic` (one set of writers per topic).
+    opening: Mutex<()>,
     background: Mutex<Option<JoinHandle<()>>>,
     stop: AtomicBool,
     stop_wait: WaitSet,
@@ -391,6 +392,7 @@ impl DataDir {
             loaded: Mutex::new(loaded),
             clamped: Mutex::new(Vec::new()),
             open: Mutex::new(Vec::new()),
+            opening: Mutex::new(()),
             background: Mutex::new(None),
             stop: AtomicBool::new(false),
             stop_wait: WaitSet::new(),
@@ -520,184 +522,6 @@ impl DataDir {
             });
         }
         Ok(())
-    }
-
-    pub(crate) fn create_topic<K, V>(
-        &self,
-        broker: &Broker,
-        name: &str,
-        config: TopicConfig,
-        persist: PersistConfig,
-    ) -> Result<Topic<K, V>>
-    where
-        K: Codec + Send + Sync + 'static,
-        V: Codec + Send + Sync + 'static,
-    {
-        self.check_open()?;
-        // Validates partitions and memory as for any topic.
-        broker.create_topic::<K, V>(name, config)?;
-        let _ = broker.delete_topic(name);
-        let mut metas = self.metas.lock();
-        if metas.contains_key(name) {
-            return Err(Error::TopicExists {
-                topic: name.to_owned(),
-            });
-        }
-        let meta = TopicMeta {
-            name: name.to_owned(),
-            partitions: config.partitions(),
-            key_type: K::TYPE_ID.to_owned(),
-            value_type: V::TYPE_ID.to_owned(),
-            records_in_memory: config.records_in_memory_per_partition(),
-            retention_ms: config
-                .retention_age()
-                .map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
-            persist,
-        };
-        checkpoint::write(
-            &*self.io,
-            &self.dir.join(format!("{name}{TOPIC_SUFFIX}")),
-            &meta.lines(),
-        )?;
-        for p in 0..meta.partitions {
-            let (set, _) = SegmentSet::open(
-                self.dir.join(format!("{name}-{p}")),
-                meta.log_config(),
-                SyncArc::clone(&self.io),
-                SyncArc::clone(&self.clock),
-                Checkpoints::default(),
-            )?;
-            self.cells
-                .lock()
-                .insert((name.to_owned(), p), Arc::new(LogCell::new(name, p, set)));
-        }
-        metas.insert(name.to_owned(), meta.clone());
-        drop(metas);
-        self.start_topic::<K, V>(broker, &meta)
-    }
-
-    pub(crate) fn open_topic<K, V>(&self, broker: &Broker, name: &str) -> Result<Topic<K, V>>
-    where
-        K: Codec + Send + Sync + 'static,
-        V: Codec + Send + Sync + 'static,
-    {
-        self.check_open()?;
-        if let Ok(t) = broker.topic::<K, V>(name) {
-            return Ok(t);
-        }
-        let meta = self
-            .metas
-            .lock()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::UnknownTopic {
-                topic: name.to_owned(),
-            })?;
-        if meta.key_type != K::TYPE_ID || meta.value_type != V::TYPE_ID {
-            return Err(Error::TypeMismatch {
-                topic: name.to_owned(),
-                existing: format!(
-                    "Topic<{}, {}> (codec type ids)",
-                    meta.key_type, meta.value_type
-                ),
-                requested: format!("Topic<{}, {}>", K::TYPE_ID, V::TYPE_ID),
-            });
-        }
-        self.start_topic::<K, V>(broker, &meta)
-    }
-
-    /// Builds the typed topic over the partitions' logs, starts its writers, restores its
-    /// groups' offsets and registers it with the broker.
-    fn start_topic<K, V>(&self, broker: &Broker, meta: &TopicMeta) -> Result<Topic<K, V>>
-    where
-        K: Codec + Send + Sync + 'static,
-        V: Codec + Send + Sync + 'static,
-    {
-        let config = meta.topic_config();
-        let arrivals = Arc::new(WaitSet::new());
-        let mut partitions = Vec::new();
-        let mut started = Vec::new();
-        for p in 0..meta.partitions {
-            let cell = self
-                .cells
-                .lock()
-                .get(&(meta.name.clone(), p))
-                .cloned()
-                .ok_or_else(|| Error::UnknownTopic {
-                    topic: format!("{}-{p}", meta.name),
-                })?;
-            let disk = Arc::new(PartitionLog::<K, V> {
-                cell: Arc::clone(&cell),
-                buf: Mutex::new(Vec::new()),
-                policy: meta.persist.flush,
-                max_message_bytes: meta.persist.max_message_bytes,
-                _types: PhantomData,
-            });
-            let (partition, gate) = Partition::persisted(
-                config.partition_config(),
-                Arc::clone(&arrivals),
-                cell.written(),
-                disk,
-            )?;
-            let partition = Arc::new(partition);
-            // Restore the groups' offsets, clamped to the recovered log end.
-            let end = cell.written();
-            let mut loaded = self.loaded.lock();
-            let mine: Vec<_> = loaded
-                .keys()
-                .filter(|(_, t, q)| *t == meta.name && *q == p)
-                .cloned()
-                .collect();
-            for key in mine {
-                let committed = loaded.remove(&key).unwrap_or(0);
-                let offset = committed.min(end);
-                if committed > end {
-                    self.clamped.lock().push(ClampedOffset {
-                        group: key.0.clone(),
-                        topic: meta.name.clone(),
-                        partition: p,
-                        committed,
-                        log_end: end,
-                    });
-                }
-                let group: Arc<str> = Arc::from(key.0.as_str());
-                let _ = partition.commit(&group, offset, 0);
-            }
-            drop(loaded);
-            let limit = meta
-                .persist
-                .segment_bytes
-                .min(meta.log_config().max_batch_bytes) as usize;
-            let writer = spawn_writer(
-                cell,
-                Arc::clone(&partition),
-                gate,
-                meta.persist.flush,
-                limit,
-            )?;
-            started.push(OpenPartition {
-                topic: meta.name.clone(),
-                partition: p,
-                committed: {
-                    let part = Arc::clone(&partition);
-                    Box::new(move || part.committed_all())
-                },
-                close: {
-                    let part = Arc::clone(&partition);
-                    Box::new(move || part.close())
-                },
-                sync: {
-                    let part = Arc::clone(&partition);
-                    Box::new(move || part.sync_disk())
-                },
-                writer: Some(writer),
-            });
-            partitions.push(partition);
-        }
-        self.open.lock().extend(started);
-        let inner = Arc::new(TopicInner::new(&meta.name, config, partitions, arrivals));
-        broker.register_topic(&inner)?;
-        Ok(Topic::from_inner(inner))
     }
 
     pub(crate) fn sync_all(&self, _broker: &Broker) -> Result<()> {

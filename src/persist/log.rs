@@ -184,6 +184,30 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The length of `c`'s encoding, encoding it into `scratch` only when it holds none.
+fn encoded_len<C: Codec>(c: &C, scratch: &mut Vec<u8>) -> usize {
+    match c.encoded() {
+        Some(bytes) => bytes.len(),
+        None => {
+            scratch.clear();
+            c.encode(scratch);
+            scratch.len()
+        }
+    }
+}
+
+/// The encoding of `c`: its own bytes when it holds them, else encoded into `buf`.
+fn encoding<'a, C: Codec>(c: &'a C, buf: &'a mut Vec<u8>) -> &'a [u8] {
+    match c.encoded() {
+        Some(bytes) => bytes,
+        None => {
+            buf.clear();
+            c.encode(buf);
+            buf
+        }
+    }
+}
+
 /// Kafka's per-record overhead bound (varints, attributes) beyond keys, values and headers.
 const RECORD_OVERHEAD: u64 = 21;
 
@@ -227,12 +251,8 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
     fn check_size(&self, entry: &Entry<K, V>) -> std::result::Result<(), (u64, u64)> {
         let size = SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            s.clear();
-            if let Some(k) = &entry.key {
-                k.encode(&mut s);
-            }
-            entry.value.encode(&mut s);
-            s.len() as u64
+            let key = entry.key.as_ref().map_or(0, |k| encoded_len(k, &mut s));
+            (key + encoded_len(&entry.value, &mut s)) as u64
         });
         let headers: u64 = entry.headers.as_deref().map_or(0, |h| {
             h.iter()
@@ -247,15 +267,24 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
         }
     }
 
-    fn wait_acked(&self, offset: u64) {
+    fn wait_acked(&self, offset: u64) -> Result<()> {
         if self.policy != FlushPolicy::EveryBatch {
-            return;
+            return Ok(());
         }
-        self.cell.progress.wait_until(None, || {
-            // Acquire: pairs with the writer's Release in `publish`.
-            (self.cell.acked.load(Ordering::Acquire) > offset || self.cell.is_offline())
-                .then_some(())
-        });
+        // Acquire: pairs with the writer's Release in `publish`.
+        let acked = || self.cell.acked.load(Ordering::Acquire) > offset;
+        self.cell
+            .progress
+            .wait_until(None, || (acked() || self.cell.is_offline()).then_some(()));
+        if acked() {
+            return Ok(());
+        }
+        Err(Error::NotAcknowledged {
+            topic: self.cell.topic.clone(),
+            partition: self.cell.partition,
+            offset,
+            reason: self.cell.error().to_string(),
+        })
     }
 
     fn take_error(&self) -> Error {
@@ -489,20 +518,15 @@ impl<K: Codec, V: Codec> Writer<K, V> {
             if stop {
                 return;
             }
-            key.clear();
-            value.clear();
-            if let Some(k) = &e.key {
-                k.encode(key);
-            }
-            e.value.encode(value);
+            let k = e.key.as_ref().map(|k| encoding(k, key));
+            let v = encoding(&e.value, value);
             let headers: Vec<(&str, Option<&[u8]>)> = e
                 .headers
                 .as_deref()
                 .map(|h| h.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect())
                 .unwrap_or_default();
-            let k = e.key.as_ref().map(|_| key.as_slice());
-            let estimate = key.len()
-                + value.len()
+            let estimate = k.map_or(0, <[u8]>::len)
+                + v.len()
                 + headers
                     .iter()
                     .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len) + 10)
@@ -512,7 +536,7 @@ impl<K: Codec, V: Codec> Writer<K, V> {
                 stop = true;
                 return;
             }
-            match builder.append(e.timestamp, k, Some(value), &headers) {
+            match builder.append(e.timestamp, k, Some(v), &headers) {
                 Ok(()) => {
                     n += 1;
                     stop = builder.size() >= target;

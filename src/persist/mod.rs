@@ -243,7 +243,9 @@ impl BrokerBuilder {
 
     /// Opens the broker on its data directory: takes the directory's lock, recovers every
     /// partition (in parallel, see [`Broker::recovery_reports`]) and loads the committed
-    /// offsets. Persisted topics are then opened with [`Broker::open_topic`].
+    /// offsets. The persisted topics are listed by [`Broker::topics`] at once; each is
+    /// opened with [`Broker::open_topic`], which names its types (until then typed access
+    /// to it is [`Error::TopicNotOpen`]).
     ///
     /// # Errors
     ///
@@ -331,12 +333,13 @@ impl Broker {
     }
 
     /// Opens a persisted topic recovered from the data directory (or returns it if already
-    /// open), checking its codecs.
+    /// open), checking its codecs' type ids against its metadata. The Rust types are fixed
+    /// from then on: two types of one encoding (`Vec<u8>` and `Bytes`) cannot both open it.
     ///
     /// # Errors
     ///
     /// [`Error::UnknownTopic`]; [`Error::TypeMismatch`] when the topic was created with other
-    /// key or value codecs (type ids), naming both.
+    /// key or value codecs (type ids), or is open with other Rust types, naming both.
     pub fn open_topic<K, V>(&self, name: &str) -> Result<crate::broker::Topic<K, V>>
     where
         K: crate::codec::Codec + Send + Sync + 'static,

@@ -484,6 +484,28 @@ impl Io for FaultyIo {
         Ok(())
     }
 
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut s = self.state.lock();
+        if !s.dirs.contains(dir) {
+            return Err(not_found(dir));
+        }
+        // Unlinks not yet made durable count too: after a crash those files would be back
+        // in a directory that is gone.
+        let busy = s.names.keys().any(|p| p.starts_with(dir))
+            || s.durable_names.keys().any(|p| p.starts_with(dir))
+            || s.pending_ns.iter().any(|op| op.dir() == dir)
+            || s.dirs.iter().any(|d| d != dir && d.starts_with(dir));
+        if busy {
+            return Err(io::Error::other(format!(
+                "{}: directory not empty",
+                dir.display()
+            )));
+        }
+        // Durable at once, as `create_dir_all` is (callers `sync_dir` its unlinks first).
+        s.dirs.remove(dir);
+        Ok(())
+    }
+
     fn exists(&self, path: &Path) -> io::Result<bool> {
         let s = self.state.lock();
         Ok(s.names.contains_key(path) || s.dirs.contains(path))

@@ -186,6 +186,9 @@ pub trait Io: Send + Sync + fmt::Debug {
     /// Renames `from` to `to`, replacing `to` atomically if it exists.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
 
+    /// Removes the empty directory `dir` (an error if it holds anything).
+    fn remove_dir(&self, dir: &Path) -> io::Result<()>;
+
     /// Makes the entries of `dir` (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 
@@ -255,6 +258,10 @@ impl Io for FsIo {
             let _ = dir;
             Ok(())
         }
+    }
+
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::remove_dir(dir)
     }
 
     fn exists(&self, path: &Path) -> io::Result<bool> {

@@ -22,7 +22,8 @@
 //! 5. if anything was cut, every later segment is deleted (its data followed a hole);
 //! 6. every recovered segment is fsynced — its bytes may be writes that an earlier life of the
 //!    process left in the page cache without an fsync (it was killed, or an fsync failed) —
-//!    so the recovery point becomes the log end offset.
+//!    so the recovery point becomes the log end offset; when an index file had to be
+//!    created, the directory is fsynced too (the file's name is durable from then on).
 //!
 //! The [`RecoveryReport`] says what was removed, rebuilt and cut (file, byte position, bytes
 //! dropped, and the first offset no longer present).
@@ -305,6 +306,12 @@ pub(crate) fn load(
         fresh.sync(true)?;
         io.sync_dir(dir).map_err(io_err("syncing directory", dir))?;
         segments.push(fresh);
+    }
+    // An index open created (it was missing) is named in the directory only once the
+    // directory is synced; without that, a power loss after this open would take it away
+    // again from a segment the reported recovery point covers.
+    if !report.rebuilt_indexes.is_empty() {
+        io.sync_dir(dir).map_err(io_err("syncing directory", dir))?;
     }
     let log_end = segments.last().map_or(log_start, Segment::next_offset);
     report.log_start_offset = log_start;

@@ -471,6 +471,20 @@ impl Segment {
 
     /// Appends one encoded batch (already checked) with its parsed header.
     pub(crate) fn append(&mut self, bytes: &[u8], header: &BatchHeader) -> Result<()> {
+        if bytes.len() >= self.params.write_buffer_bytes {
+            // As large as the write buffer: written from the caller's bytes, after what is
+            // buffered (copying it into the buffer first would be one more pass over it).
+            self.flush_log()?;
+            let from = self.flushed;
+            self.log
+                .write_all_at(bytes, from)
+                .map_err(|e| Error::io(format!("writing {}", self.log_path.display()), e))?;
+            self.flushed += bytes.len() as u64;
+            self.log_unsynced = true;
+            // A hint, as in `write_out_aligned`.
+            self.log.start_writeback(from, bytes.len() as u64).ok();
+            return self.commit_staged(bytes.len() as u64, header);
+        }
         self.pending.extend_from_slice(bytes);
         self.commit_staged(bytes.len() as u64, header)
     }

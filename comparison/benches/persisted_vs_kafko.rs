@@ -1,0 +1,170 @@
+//! Persisted topics against `kafko` 0.3, the closest Rust crate (an in-process log with
+//! Kafka-like semantics, async on tokio, its own segment format), interleaved in one run
+//! (logbus, kafko, logbus, kafko …) in directories under the target dir; the table gives
+//! each side's median and the median of the per-pair ratios.
+//!
+//! Same records on both sides: 256-byte values, no key, one partition, fresh directory per
+//! run. Same flush semantics: neither side fsyncs while sending (logbus `FlushPolicy::Os`;
+//! kafko never fsyncs on send, its `send` resolves once the record is in the OS file), and
+//! each run ends with one fsync of everything, inside the timing: logbus `Topic::sync`
+//! (waits for its writer to put every record in the file, then fsyncs), kafko `shutdown`
+//! (drains its writer task, fsyncs the active segment). Where they differ: a logbus `send`
+//! returns once the record is in the partition's ring (its writer thread hands it to the OS
+//! within about a millisecond); kafko's once its writer task has written it. Opening and
+//! closing the logbus broker (checkpoints, clean-shutdown marker) are outside the timing.
+//!
+//! Rows (issue 14's bars in brackets):
+//! - `single`: one `send` per record, each awaited for kafko (`block_on(producer.send(..))`
+//!   on a multi-thread tokio runtime, as a sync caller would), [logbus ≥ 10×];
+//! - `batch 1024`: logbus `send_batch` of 1024 records, kafko `send_batch` of 1024
+//!   (awaited), [≥ 1.2×].
+//!
+//! ```sh
+//! cargo bench -p logbus-comparison --bench persisted_vs_kafko
+//! KAFKO_BENCH_PAIRS=7 KAFKO_BENCH_SINGLE=100000 cargo bench -p logbus-comparison --bench persisted_vs_kafko
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use logbus::broker::{Broker, TopicConfig};
+use logbus::persist::{FlushPolicy, PersistConfig};
+use logbus::producer::Record;
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn logbus_run(value: &Bytes, count: u64, batch: usize) -> Duration {
+    let dir = scratch("kafko-bench-logbus");
+    let broker = Broker::open(&dir).unwrap();
+    broker
+        .create_persisted_topic::<(), Bytes>(
+            "t",
+            TopicConfig::new(1).records_in_memory(8192),
+            PersistConfig::new().flush(FlushPolicy::Os),
+        )
+        .unwrap();
+    let topic = broker.topic::<(), Bytes>("t").unwrap();
+    let producer = broker.producer::<(), Bytes>();
+    let started = Instant::now();
+    if batch <= 1 {
+        for _ in 0..count {
+            producer
+                .send(Record::new("t", value.clone()).partition(0))
+                .unwrap();
+        }
+    } else {
+        let mut records = Vec::with_capacity(batch);
+        let mut sent = 0;
+        while sent < count {
+            let n = (count - sent).min(batch as u64);
+            for _ in 0..n {
+                records.push(Record::new("t", value.clone()).partition(0));
+            }
+            producer.send_batch(&mut records).unwrap();
+            sent += n;
+        }
+    }
+    topic.sync().unwrap();
+    let elapsed = started.elapsed();
+    broker.close().unwrap();
+    assert_eq!(end_of(&dir), count);
+    elapsed
+}
+
+/// The log end of the closed logbus directory (the run wrote every record).
+fn end_of(dir: &Path) -> u64 {
+    let d = logbus::persist::describe_data_dir(dir).unwrap();
+    d.partitions[0].3
+}
+
+fn kafko_run(rt: &tokio::runtime::Runtime, value: &Bytes, count: u64, batch: usize) -> Duration {
+    let dir = scratch("kafko-bench-kafko");
+    rt.block_on(async {
+        let broker = kafko::Kafko::open(&dir).await.unwrap();
+        broker.create_topic("t").await.unwrap();
+        let producer = broker.producer_for("t").await.unwrap();
+        let started = Instant::now();
+        let mut last = 0;
+        if batch <= 1 {
+            for _ in 0..count {
+                last = producer.send(None, value.clone()).await.unwrap().offset();
+            }
+        } else {
+            let mut sent = 0;
+            while sent < count {
+                let n = (count - sent).min(batch as u64);
+                let items = (0..n).map(|_| (None, value.clone())).collect();
+                let pos = producer.send_batch(items).await.unwrap();
+                last = pos.last().unwrap().offset();
+                sent += n;
+            }
+        }
+        drop(producer);
+        broker.shutdown().await.unwrap();
+        let elapsed = started.elapsed();
+        assert_eq!(last + 1, count);
+        elapsed
+    })
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn row(name: &str, rt: &tokio::runtime::Runtime, count: u64, batch: usize, pairs: usize) {
+    let value = Bytes::from(vec![0x5a; 256]);
+    let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..pairs {
+        let a = logbus_run(&value, count, batch);
+        let b = kafko_run(rt, &value, count, batch);
+        ours.push(count as f64 / a.as_secs_f64());
+        theirs.push(count as f64 / b.as_secs_f64());
+        ratios.push(b.as_secs_f64() / a.as_secs_f64());
+    }
+    let spread = |v: &[f64]| {
+        let (lo, hi) = v
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+        format!("{lo:.2}..{hi:.2}")
+    };
+    let sorted_ratios = ratios.clone();
+    println!(
+        "{name:<11} logbus {:>12.0} rec/s   kafko {:>12.0} rec/s   ratio (median of pairs) {:.2}x  (pairs {})",
+        median(&mut ours),
+        median(&mut theirs),
+        median(&mut ratios),
+        spread(&sorted_ratios)
+    );
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list" || a == "--test") {
+        return;
+    }
+    let pairs = env_u64("KAFKO_BENCH_PAIRS", 5) as usize;
+    let single = env_u64("KAFKO_BENCH_SINGLE", 50_000);
+    let batched = env_u64("KAFKO_BENCH_BATCHED", 500_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    println!(
+        "persisted topics vs kafko 0.3: 256-byte records, no fsync while sending, {pairs} pairs"
+    );
+    row("single", &rt, single, 1, pairs);
+    row("batch 1024", &rt, batched, 1024, pairs);
+}

@@ -1,0 +1,421 @@
+//! A persisted topic's life in the data directory: creation, opening (codecs checked
+//! against the metadata), growth and deletion. The metadata file is the commit point of
+//! each: partition directories it does not count are leftovers of a crash, removed before
+//! their names are used again.
+
+use std::marker::PhantomData;
+
+use super::{DataDir, OpenPartition, TopicMeta, TOPIC_SUFFIX};
+use crate::broker::{Broker, Topic, TopicConfig, TopicInner, TopicStore};
+use crate::codec::Codec;
+use crate::partition::Partition;
+use crate::persist::log::{spawn_writer, LogCell, PartitionLog};
+use crate::persist::{ClampedOffset, PersistConfig};
+use crate::storage::{checkpoint, Checkpoints, SegmentSet};
+use crate::sync::Arc as SyncArc;
+use crate::sync::StdArc as Arc;
+use crate::sync::{Mutex, WaitSet};
+use crate::{Error, Result};
+
+/// A persisted topic's disk side, as the broker's admin operations reach it.
+struct PersistedTopic<K, V> {
+    data: Arc<DataDir>,
+    name: String,
+    _types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> TopicStore<K, V> for PersistedTopic<K, V>
+where
+    K: Codec + Send + Sync + 'static,
+    V: Codec + Send + Sync + 'static,
+{
+    fn add_partitions(
+        &self,
+        from: u32,
+        to: u32,
+        arrivals: &Arc<WaitSet>,
+    ) -> Result<Vec<Arc<Partition<K, V>>>> {
+        self.data
+            .add_partitions::<K, V>(&self.name, from, to, arrivals)
+    }
+
+    fn delete(&self) -> Result<()> {
+        self.data.delete_topic(&self.name)
+    }
+}
+
+impl DataDir {
+    pub(crate) fn create_topic<K, V>(
+        &self,
+        broker: &Broker,
+        name: &str,
+        config: TopicConfig,
+        persist: PersistConfig,
+    ) -> Result<Topic<K, V>>
+    where
+        K: Codec + Send + Sync + 'static,
+        V: Codec + Send + Sync + 'static,
+    {
+        self.check_open()?;
+        config.validate()?;
+        if broker.topics().iter().any(|t| t == name) {
+            return Err(Error::TopicExists {
+                topic: name.to_owned(),
+            });
+        }
+        let mut metas = self.metas.lock();
+        if metas.contains_key(name) {
+            return Err(Error::TopicExists {
+                topic: name.to_owned(),
+            });
+        }
+        let meta = TopicMeta {
+            name: name.to_owned(),
+            partitions: config.partitions(),
+            key_type: K::TYPE_ID.to_owned(),
+            value_type: V::TYPE_ID.to_owned(),
+            records_in_memory: config.records_in_memory_per_partition(),
+            retention_ms: config
+                .retention_age()
+                .map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            persist,
+        };
+        for p in 0..meta.partitions {
+            self.remove_partition_dir(name, p)?;
+        }
+        checkpoint::write(&*self.io, &self.meta_path(name), &meta.lines())?;
+        for p in 0..meta.partitions {
+            self.open_partition_log(&meta, p)?;
+        }
+        metas.insert(name.to_owned(), meta.clone());
+        drop(metas);
+        self.start_topic::<K, V>(broker, &meta)
+    }
+
+    pub(crate) fn open_topic<K, V>(&self, broker: &Broker, name: &str) -> Result<Topic<K, V>>
+    where
+        K: Codec + Send + Sync + 'static,
+        V: Codec + Send + Sync + 'static,
+    {
+        self.check_open()?;
+        // Held while the topic starts: two threads opening it start one set of writers.
+        let _opening = self.opening.lock();
+        match broker.topic::<K, V>(name) {
+            Err(Error::TopicNotOpen { .. }) => {}
+            // Open already (or in memory, or other Rust types: `TypeMismatch`).
+            done => return done,
+        }
+        let meta = self.metas.lock().get(name).cloned();
+        let meta = meta.ok_or_else(|| Error::UnknownTopic {
+            topic: name.to_owned(),
+        })?;
+        if meta.key_type != K::TYPE_ID || meta.value_type != V::TYPE_ID {
+            return Err(Error::TypeMismatch {
+                topic: name.to_owned(),
+                existing: format!(
+                    "Topic<{}, {}> (codec type ids)",
+                    meta.key_type, meta.value_type
+                ),
+                requested: format!("Topic<{}, {}>", K::TYPE_ID, V::TYPE_ID),
+            });
+        }
+        self.start_topic::<K, V>(broker, &meta)
+    }
+
+    /// Builds the typed topic over the partitions' logs, starts its writers, restores its
+    /// groups' offsets and registers it with the broker.
+    fn start_topic<K, V>(&self, broker: &Broker, meta: &TopicMeta) -> Result<Topic<K, V>>
+    where
+        K: Codec + Send + Sync + 'static,
+        V: Codec + Send + Sync + 'static,
+    {
+        let data = broker.data().cloned().ok_or_else(|| Error::Closed {
+            what: "the broker has no data directory".into(),
+        })?;
+        let arrivals = Arc::new(WaitSet::new());
+        let mut partitions = Vec::new();
+        let mut started = Vec::new();
+        for p in 0..meta.partitions {
+            let (partition, open) = self.start_partition::<K, V>(meta, p, &arrivals)?;
+            partitions.push(partition);
+            started.push(open);
+        }
+        self.open.lock().extend(started);
+        let store: Arc<dyn TopicStore<K, V>> = Arc::new(PersistedTopic::<K, V> {
+            data,
+            name: meta.name.clone(),
+            _types: PhantomData,
+        });
+        let inner = Arc::new(
+            TopicInner::new(&meta.name, meta.topic_config(), partitions, arrivals)
+                .with_store(store),
+        );
+        broker.register_topic(&inner)?;
+        Ok(Topic::from_inner(inner))
+    }
+
+    /// Opens (creating) the segment set of partition `p` and registers its cell.
+    fn open_partition_log(&self, meta: &TopicMeta, p: u32) -> Result<()> {
+        let (set, _) = SegmentSet::open(
+            self.dir.join(format!("{}-{p}", meta.name)),
+            meta.log_config(),
+            SyncArc::clone(&self.io),
+            SyncArc::clone(&self.clock),
+            Checkpoints::default(),
+        )?;
+        self.cells.lock().insert(
+            (meta.name.clone(), p),
+            Arc::new(LogCell::new(&meta.name, p, set)),
+        );
+        Ok(())
+    }
+
+    /// The typed partition `p` over its log, with its groups' offsets restored and its
+    /// writer started.
+    fn start_partition<K, V>(
+        &self,
+        meta: &TopicMeta,
+        p: u32,
+        arrivals: &Arc<WaitSet>,
+    ) -> Result<(Arc<Partition<K, V>>, OpenPartition)>
+    where
+        K: Codec + Send + Sync + 'static,
+        V: Codec + Send + Sync + 'static,
+    {
+        let cell = self
+            .cells
+            .lock()
+            .get(&(meta.name.clone(), p))
+            .cloned()
+            .ok_or_else(|| Error::UnknownTopic {
+                topic: format!("{}-{p}", meta.name),
+            })?;
+        let disk = Arc::new(PartitionLog::<K, V> {
+            cell: Arc::clone(&cell),
+            buf: Mutex::new(Vec::new()),
+            policy: meta.persist.flush,
+            max_message_bytes: meta.persist.max_message_bytes,
+            _types: PhantomData,
+        });
+        let (partition, gate) = Partition::persisted(
+            meta.topic_config().partition_config(),
+            Arc::clone(arrivals),
+            cell.written(),
+            disk,
+        )?;
+        let partition = Arc::new(partition);
+        // Restore the groups' offsets, clamped to the recovered log end.
+        let end = cell.written();
+        let mut loaded = self.loaded.lock();
+        let mine: Vec<_> = loaded
+            .keys()
+            .filter(|(_, t, q)| *t == meta.name && *q == p)
+            .cloned()
+            .collect();
+        for key in mine {
+            let committed = loaded.remove(&key).unwrap_or(0);
+            let offset = committed.min(end);
+            if committed > end {
+                self.clamped.lock().push(ClampedOffset {
+                    group: key.0.clone(),
+                    topic: meta.name.clone(),
+                    partition: p,
+                    committed,
+                    log_end: end,
+                });
+            }
+            let group: Arc<str> = Arc::from(key.0.as_str());
+            let _ = partition.commit(&group, offset, 0);
+        }
+        drop(loaded);
+        let limit = meta
+            .persist
+            .segment_bytes
+            .min(meta.log_config().max_batch_bytes) as usize;
+        let writer = spawn_writer(
+            cell,
+            Arc::clone(&partition),
+            gate,
+            meta.persist.flush,
+            limit,
+        )?;
+        let open = OpenPartition {
+            topic: meta.name.clone(),
+            partition: p,
+            committed: {
+                let part = Arc::clone(&partition);
+                Box::new(move || part.committed_all())
+            },
+            close: {
+                let part = Arc::clone(&partition);
+                Box::new(move || part.close())
+            },
+            sync: {
+                let part = Arc::clone(&partition);
+                Box::new(move || part.sync_disk())
+            },
+            writer: Some(writer),
+        };
+        Ok((partition, open))
+    }
+
+    /// Grows topic `name` from `from` to `to` persisted partitions: their directories
+    /// first, then the metadata (atomically), then their writers.
+    fn add_partitions<K, V>(
+        &self,
+        name: &str,
+        from: u32,
+        to: u32,
+        arrivals: &Arc<WaitSet>,
+    ) -> Result<Vec<Arc<Partition<K, V>>>>
+    where
+        K: Codec + Send + Sync + 'static,
+        V: Codec + Send + Sync + 'static,
+    {
+        self.check_open()?;
+        let mut metas = self.metas.lock();
+        let meta = metas
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownTopic {
+                topic: name.to_owned(),
+            })?;
+        if meta.partitions != from {
+            return Err(Error::InvalidCheckpoint {
+                file: self.meta_path(name),
+                line: 0,
+                reason: format!(
+                    "the metadata counts {} partitions, the open topic {from}",
+                    meta.partitions
+                ),
+            });
+        }
+        let grown = TopicMeta {
+            partitions: to,
+            ..meta
+        };
+        let made = (from..to).try_for_each(|p| {
+            self.remove_partition_dir(name, p)?;
+            self.open_partition_log(&grown, p)
+        });
+        let made =
+            made.and_then(|()| checkpoint::write(&*self.io, &self.meta_path(name), &grown.lines()));
+        if let Err(e) = made {
+            // The metadata still counts `from`: the new directories are leftovers.
+            for p in from..to {
+                self.close_partition_log(name, p);
+                let _ = self.remove_partition_dir(name, p);
+            }
+            return Err(e);
+        }
+        metas.insert(name.to_owned(), grown.clone());
+        drop(metas);
+        let mut partitions = Vec::new();
+        for p in from..to {
+            let (partition, open) = self.start_partition::<K, V>(&grown, p, arrivals)?;
+            self.open.lock().push(open);
+            partitions.push(partition);
+        }
+        Ok(partitions)
+    }
+
+    /// Deletes topic `name` (its partitions already closed): the metadata file goes first
+    /// (the topic is gone once that is durable), then the writers stop, then every file of
+    /// its partition directories and the directories.
+    pub(crate) fn delete_topic(&self, name: &str) -> Result<()> {
+        self.check_open()?;
+        let Some(meta) = self.metas.lock().remove(name) else {
+            return Ok(());
+        };
+        let path = self.meta_path(name);
+        let removed = self
+            .io
+            .remove_file(&path)
+            .and_then(|()| self.io.sync_dir(&self.dir));
+        if let Err(e) = removed {
+            self.metas.lock().insert(name.to_owned(), meta);
+            return Err(Error::io(format!("removing {}", path.display()), e));
+        }
+        let mine: Vec<OpenPartition> = {
+            let mut open = self.open.lock();
+            let (mine, rest) = std::mem::take(&mut *open)
+                .into_iter()
+                .partition(|p| p.topic == name);
+            *open = rest;
+            mine
+        };
+        for p in &mine {
+            (p.close)();
+        }
+        for mut p in mine {
+            if let Some(w) = p.writer.take() {
+                let _ = w.join();
+            }
+        }
+        self.loaded.lock().retain(|(_, t, _), _| t != name);
+        let mut first_error = None;
+        for p in 0..meta.partitions {
+            self.close_partition_log(name, p);
+            if let Err(e) = self.remove_partition_dir(name, p) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Forgets partition `p`'s cell and closes its segment set (readers holding the cell
+    /// find it closed).
+    fn close_partition_log(&self, name: &str, p: u32) {
+        if let Some(cell) = self.cells.lock().remove(&(name.to_owned(), p)) {
+            drop(cell.log.lock().take());
+        }
+    }
+
+    /// Removes `<data dir>/<name>-<p>/` and every file in it, if it exists. Topic names are
+    /// checked (Kafka's characters, never `.` or `..`), so the path is a child of the
+    /// data directory.
+    fn remove_partition_dir(&self, name: &str, p: u32) -> Result<()> {
+        crate::broker::validate_topic_name(name)?;
+        let dir = self.dir.join(format!("{name}-{p}"));
+        let err = |what: &str, path: &std::path::Path, e| {
+            Error::io(
+                format!("{what} {} (deleting a partition)", path.display()),
+                e,
+            )
+        };
+        if !self.io.exists(&dir).map_err(|e| err("checking", &dir, e))? {
+            return Ok(());
+        }
+        for file in self
+            .io
+            .list_dir(&dir)
+            .map_err(|e| err("listing", &dir, e))?
+        {
+            let path = dir.join(file);
+            self.io
+                .remove_file(&path)
+                .map_err(|e| err("removing", &path, e))?;
+        }
+        self.io
+            .sync_dir(&dir)
+            .map_err(|e| err("syncing", &dir, e))?;
+        self.io
+            .remove_dir(&dir)
+            .map_err(|e| err("removing", &dir, e))?;
+        self.io
+            .sync_dir(&self.dir)
+            .map_err(|e| err("syncing", &self.dir, e))
+    }
+
+    /// The codec type ids of persisted topic `name`, if the directory holds it.
+    pub(crate) fn meta_types(&self, name: &str) -> Option<(String, String)> {
+        self.metas
+            .lock()
+            .get(name)
+            .map(|m| (m.key_type.clone(), m.value_type.clone()))
+    }
+
+    fn meta_path(&self, name: &str) -> std::path::PathBuf {
+        self.dir.join(format!("{name}{TOPIC_SUFFIX}"))
+    }
+}
