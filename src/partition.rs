@@ -458,8 +458,9 @@ impl<K, V> Partition<K, V> {
                 Ok(ts) if ts >= timestamp => return Some((at, ts)),
                 Ok(_) => at += 1,
                 Err(GetError::NotPublished { .. }) => return None,
-                // Overwritten while we scanned: continue from the new start.
-                Err(_) => at = at.max(self.log_start(now_ms)) + 1,
+                // Overwritten while we scanned: continue from the new start (itself still
+                // to be looked at), or the next offset if the start has not moved past us.
+                Err(_) => at = (at + 1).max(self.log_start(now_ms)),
             }
         }
     }
@@ -901,6 +902,25 @@ mod loom_models {
             producer.join().unwrap();
             assert_eq!(read_at(&p, 0), None);
             assert_eq!(read_at(&p, 2), Some(2));
+        });
+    }
+
+    /// `offset_for_time` while the producer overwrites the record it is looking at: the
+    /// answer is the first record still there at or after the time, never one past the
+    /// new log start (offset 1 is in the ring whenever offset 0 is gone).
+    #[test]
+    fn offset_for_time_racing_an_overwrite_skips_nothing() {
+        model(|| {
+            let p = partition(false);
+            let mut a = p.appender();
+            append(&mut a, 0, AppendWait::No);
+            append(&mut a, 1, AppendWait::No);
+            let producer = thread::spawn(move || {
+                append(&mut a, 2, AppendWait::No);
+            });
+            let found = p.offset_for_time(0, 0);
+            assert!(matches!(found, Some((0, 0)) | Some((1, 1))), "{found:?}");
+            producer.join().unwrap();
         });
     }
 }

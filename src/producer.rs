@@ -573,6 +573,10 @@ where
     /// Sends every record of `records` in order (draining it; its capacity is kept for
     /// reuse), taking the producer's lock once. Returns how many were sent.
     ///
+    /// If user code panics meanwhile (a [`Partitioner`], the key's [`Codec`]), the panic
+    /// goes on to the caller and the records not yet appended are dropped: those of the
+    /// run being gathered for one partition and those after it (`records` is left empty).
+    ///
     /// # Errors
     ///
     /// The first failure, with its record; the records after it stay in `records`, in
@@ -714,16 +718,7 @@ where
         wait: AppendWait,
     ) -> Result<RecordMetadata, SendError<K, V>> {
         let mut state = self.state.lock();
-        self.send_locked(&mut state, record, wait)
-    }
-
-    fn send_locked(
-        &self,
-        state: &mut State<K, V>,
-        record: Record<K, V>,
-        wait: AppendWait,
-    ) -> Result<RecordMetadata, SendError<K, V>> {
-        let (t, partition) = match self.route(state, &record) {
+        let (t, partition) = match self.route(&mut state, &record) {
             Ok(at) => at,
             Err(error) => return Err(send_error(error, record)),
         };
@@ -745,7 +740,19 @@ where
             value,
             headers: box_headers(headers),
         };
-        match state.topics[t].appenders[partition as usize].append(entry, wait) {
+        let cached = &mut state.topics[t];
+        let mut done = cached.appenders[partition as usize].append(entry, AppendWait::No);
+        if let (Err((_, AppendError::Full)), AppendWait::Until(_)) = (&done, wait) {
+            // Wait for room with the producer's lock released, on a handle of our own:
+            // the other threads sharing this producer (a `try_send`, a `send_timeout`, a
+            // send elsewhere) are not held behind this wait.
+            let mut appender = cached.topic.partitions()[partition as usize].appender();
+            drop(state);
+            if let Err((Some(entry), _)) = done {
+                done = appender.append(entry, wait);
+            }
+        }
+        match done {
             Ok(offset) => Ok(RecordMetadata {
                 partition,
                 offset,

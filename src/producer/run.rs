@@ -115,6 +115,8 @@ where
     /// up to 1,024 records. Waits for room as [`send`](Self::send) does. Records without a
     /// timestamp get the broker clock's time, read once per run. The iterator runs with no
     /// lock held (it may send through this producer too). Returns how many were sent.
+    /// If the iterator panics, the records it gave for the run not yet appended (at most
+    /// 1,024) are dropped and the panic goes on to the caller.
     ///
     /// # Errors
     ///
