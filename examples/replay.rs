@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use logbus::broker::{Broker, TopicConfig, TopicPartition};
+use logbus::broker::{TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::producer::Record;
 
@@ -14,7 +14,7 @@ const MIDNIGHT: i64 = 1_704_067_200_000;
 const HOUR: i64 = 3_600_000;
 
 fn main() -> logbus::Result<()> {
-    let broker = Broker::in_memory();
+    let broker = logbus::Broker::in_memory();
     broker.create_topic::<String, u64>("orders", TopicConfig::new(2))?;
     let producer = broker.producer::<String, u64>();
 

@@ -16,7 +16,9 @@ die() { printf '\nFAILED: %s\n' "$*" >&2; exit 1; }
 command -v cargo >/dev/null || die "cargo is not installed (install Rust with rustup: https://rustup.rs)"
 
 run_tests() {
-    say "unit, integration and doc tests (all features)"
+    # --all-features includes `kafka`: librdkafka is compiled from source once (a C compiler
+    # and make; no cmake), and tests/kafka_*.rs run against its in-process mock cluster.
+    say "unit, integration and doc tests (all features, the kafka ones included)"
     cargo test --workspace --all-features
 }
 

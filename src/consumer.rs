@@ -89,7 +89,7 @@ pub enum OffsetReset {
 pub struct ConsumerConfig {
     group_id: Option<String>,
     client_id: Option<String>,
-    auto_offset_reset: OffsetReset,
+    pub(crate) auto_offset_reset: OffsetReset,
     max_poll_records: usize,
     /// Group membership settings (`crate::group::config`).
     pub(crate) member: crate::group::config::MemberConfig,
@@ -219,6 +219,12 @@ impl<K, V> fmt::Debug for ConsumerRecords<K, V> {
 }
 
 impl<K, V> ConsumerRecords<K, V> {
+    /// Records read by another front end (the `kafka` feature's consumer).
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    pub(crate) fn from_vec(records: Vec<ConsumerRecord<K, V>>) -> Self {
+        Self { records }
+    }
+
     /// How many records.
     pub fn len(&self) -> usize {
         self.records.len()
@@ -299,6 +305,12 @@ pub struct ConsumerMetrics {
 }
 
 impl ConsumerMetrics {
+    /// Counts `n` more records returned by a poll.
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    pub(crate) fn add_consumed(&mut self, n: u64) {
+        self.records += n;
+    }
+
     /// Records returned by polls.
     pub fn records_consumed(&self) -> u64 {
         self.records

@@ -494,6 +494,56 @@ pub enum Error {
         /// The panic's message, if it was a string.
         message: String,
     },
+
+    /// A Kafka cluster refused or failed a request (the `kafka` feature): Kafka's error
+    /// code with its name, and where. `retriable` is Kafka's own classification: the same
+    /// request may succeed if tried again (a leader moving, a broker restarting).
+    #[error("kafka: {operation}{}: {name} (code {code}{}): {reason}", at(topic, partition), if *retriable { ", retriable" } else { "" })]
+    Kafka {
+        /// What logbus was doing (`"send"`, `"commit"`, `"poll"`, ...).
+        operation: &'static str,
+        /// The topic, when the error is about one.
+        topic: Option<String>,
+        /// The partition, when the error is about one.
+        partition: Option<u32>,
+        /// Kafka's error code (librdkafka's negative codes for client-side errors).
+        code: i32,
+        /// The code's name (`NOT_LEADER_FOR_PARTITION`, `_TRANSPORT`, ...).
+        name: String,
+        /// Whether Kafka says the request may succeed when retried.
+        retriable: bool,
+        /// What the client said.
+        reason: String,
+    },
+
+    /// A request to a Kafka cluster got no answer in time (the `kafka` feature): a record
+    /// not acknowledged within its delivery timeout, a commit or a metadata request not
+    /// answered. Whether the request took effect is unknown.
+    #[error(
+        "kafka: {operation}{} timed out after {timeout_ms} ms (code {code})",
+        at(topic, partition)
+    )]
+    KafkaTimeout {
+        /// What logbus was doing.
+        operation: &'static str,
+        /// The topic, when known.
+        topic: Option<String>,
+        /// The partition, when known.
+        partition: Option<u32>,
+        /// Kafka's error code (`_MSG_TIMED_OUT`, `_TIMED_OUT`, `REQUEST_TIMED_OUT`).
+        code: i32,
+        /// The timeout that passed, in milliseconds (0 when the cluster's own).
+        timeout_ms: u64,
+    },
+}
+
+/// " of `topic`-partition" for the Kafka errors' messages.
+fn at(topic: &Option<String>, partition: &Option<u32>) -> String {
+    match (topic, partition) {
+        (Some(t), Some(p)) => format!(" of `{t}`-{p}"),
+        (Some(t), None) => format!(" of `{t}`"),
+        _ => String::new(),
+    }
 }
 
 /// What was wrong with a record batch or an index file (the `reason` of
@@ -665,6 +715,20 @@ fn in_file(file: &Option<PathBuf>) -> String {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Whether trying the same request again may succeed: a Kafka error its cluster calls
+    /// retriable ([`Error::Kafka`] with `retriable`). Timeouts are told apart by their own
+    /// variants ([`Error::Timeout`], [`Error::KafkaTimeout`]): whether the request took effect
+    /// is unknown there, so a retry may duplicate it.
+    pub fn is_retriable(&self) -> bool {
+        matches!(
+            self,
+            Error::Kafka {
+                retriable: true,
+                ..
+            }
+        )
+    }
+
     /// An [`Error::Io`] with a description of what was being done.
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
         Error::Io {

@@ -159,6 +159,9 @@ pub mod codec;
 pub mod consumer;
 pub mod error;
 pub mod group;
+// Beyond one process: the same API against a Kafka cluster (librdkafka, off by default).
+#[cfg(all(feature = "kafka", not(logbus_loom)))]
+pub mod kafka;
 pub mod observer;
 mod partition;
 pub mod persist;

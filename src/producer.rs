@@ -399,7 +399,7 @@ impl<K, V> State<K, V> {
 type RunFailure<K, V> = (SendError<K, V>, Vec<Record<K, V>>);
 
 /// A send that failed, with the record handed back.
-fn send_error<K, V>(error: Error, record: Record<K, V>) -> SendError<K, V> {
+pub(crate) fn send_error<K, V>(error: Error, record: Record<K, V>) -> SendError<K, V> {
     SendError {
         inner: Box::new((error, Some(record))),
     }

@@ -11,6 +11,11 @@
 //!   topics, each partition's log start and log end, and each group's committed offsets and
 //!   lag (it opens the directory, so recovery runs, and closes it cleanly).
 //!
+//! - `logbus export <data-dir> --bootstrap-servers host:port` copies persisted topics into
+//!   a Kafka cluster (resumable); `logbus import <data-dir> --bootstrap-servers host:port
+//!   --topic t` copies Kafka topics into a data directory (the `kafka` feature; see
+//!   `logbus::kafka::export`).
+//!
 //! Exit status: 0 when all went well (for `verify`: every partition is consistent), 1 when
 //! `verify` found a problem, 2 for bad input (a missing path, a file that is not a segment,
 //! an unreadable file, a dangling symlink, a special file) or a usage error. A partition or
@@ -86,7 +91,20 @@ enum Command {
         /// The data directory.
         path: PathBuf,
     },
+    /// Copy a data directory's persisted topics (not in use) into a Kafka cluster, keeping
+    /// each record's partition, key, value, timestamp and headers; run again to resume an
+    /// interrupted export. Prints the offset mapping. (The `kafka` feature.)
+    #[cfg(feature = "kafka")]
+    Export(kafka::Args),
+    /// Copy Kafka topics into a data directory as persisted topics of bytes. (The `kafka`
+    /// feature.)
+    #[cfg(feature = "kafka")]
+    Import(kafka::Args),
 }
+
+#[cfg(feature = "kafka")]
+#[path = "logbus/kafka.rs"]
+mod kafka;
 
 /// Why a command failed.
 enum Failure {
@@ -124,6 +142,10 @@ fn main() -> ExitCode {
             max_batch_bytes,
         } => verify(&mut out, path, *allow_gaps, *max_batch_bytes),
         Command::Describe { path } => describe(&mut out, path),
+        #[cfg(feature = "kafka")]
+        Command::Export(args) => kafka::export(&mut out, args),
+        #[cfg(feature = "kafka")]
+        Command::Import(args) => kafka::import(&mut out, args),
     };
     let result = result.and_then(|code| {
         out.flush()?;

@@ -1,0 +1,237 @@
+//! logbus's API over a Kafka cluster against rdkafka used directly, on librdkafka's mock
+//! cluster (3 brokers, in this process), interleaved in one run (A B A B …): each pair runs
+//! logbus then rdkafka on fresh topics, and the table gives each side's median records/s and
+//! the median of the per-pair ratios (logbus / rdkafka). The bar (issue 16): overhead ≤ 10%,
+//! a ratio ≥ 0.90.
+//!
+//! The same records on both sides: a `String` key (`customer-N`, 64 distinct) and a `u64`
+//! value (8 bytes, big-endian), 3 partitions, `acks=all`, `partitioner=murmur2_random`.
+//! - `produce`: batches of 1,000, each acknowledged before the next. logbus:
+//!   `KafkaProducer::send_batch`; rdkafka: `BaseProducer::send` ×1,000, then `poll(1 ms)`
+//!   until none is in flight (rdkafka's `flush` waits in 100 ms steps: 10× slower here).
+//! - `consume`: read every record from offset 0 of the 3 partitions, keys and values
+//!   decoded; both sides read the same topic (the logbus-produced one in even pairs, the
+//!   rdkafka-produced one in odd pairs). logbus: `KafkaConsumer::assign` and
+//!   `poll_into`; rdkafka: `BaseConsumer::assign` and `poll` from offset 0, decoding the
+//!   same bytes. Both times include creating the consumer and its first fetch.
+//!
+//! ```sh
+//! cargo bench -p logbus-comparison --features kafka --bench kafka_vs_rdkafka
+//! KAFKA_BENCH_RECORDS=200000 KAFKA_BENCH_PAIRS=7 cargo bench -p logbus-comparison --features kafka --bench kafka_vs_rdkafka
+//! ```
+
+use std::time::{Duration, Instant};
+
+use logbus::consumer::{ConsumerConfig, OffsetReset};
+use logbus::kafka::rdkafka::config::ClientConfig;
+use logbus::kafka::rdkafka::consumer::{BaseConsumer, Consumer as _};
+use logbus::kafka::rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use logbus::kafka::rdkafka::message::Message as _;
+use logbus::kafka::rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
+use logbus::kafka::rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use logbus::kafka::{KafkaBroker, KafkaConfig, MockCluster};
+use logbus::{Record, TopicConfig, TopicPartition};
+
+const PARTITIONS: u32 = 3;
+const BATCH: usize = 1000;
+const KEYS: u64 = 64;
+/// Both consumers: when a partition's local queue is over `queued.min.messages`, librdkafka
+/// postpones its next fetch by this much (1 s by default: a one-second stall, hit at random
+/// by either side, dominated the consume figures).
+const FETCH_QUEUE_BACKOFF_MS: &str = "10";
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn key(i: u64) -> String {
+    format!("customer-{}", i % KEYS)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// logbus: `send_batch` of 1,000 records at a time. Records per second.
+fn produce_logbus(broker: &KafkaBroker, topic: &str, records: u64) -> f64 {
+    let producer = broker.producer::<String, u64>();
+    let topic: &'static str = Box::leak(topic.to_owned().into_boxed_str());
+    let mut batch = Vec::with_capacity(BATCH);
+    let start = Instant::now();
+    let mut i = 0;
+    while i < records {
+        let end = (i + BATCH as u64).min(records);
+        batch.extend((i..end).map(|n| Record::new(topic, n).key(key(n))));
+        producer.send_batch(&mut batch).expect("send_batch");
+        i = end;
+    }
+    records as f64 / start.elapsed().as_secs_f64()
+}
+
+/// rdkafka: `send` ×1,000 then `flush`. Records per second.
+fn produce_rdkafka(producer: &BaseProducer, topic: &str, records: u64) -> f64 {
+    let start = Instant::now();
+    let mut i = 0;
+    while i < records {
+        let end = (i + BATCH as u64).min(records);
+        for n in i..end {
+            let k = key(n);
+            let v = n.to_be_bytes();
+            let mut record = BaseRecord::to(topic).key(k.as_bytes()).payload(&v[..]);
+            loop {
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                        record = r;
+                        producer.poll(Duration::from_millis(1));
+                    }
+                    Err((e, _)) => panic!("send: {e}"),
+                }
+            }
+        }
+        // Wait for every acknowledgement (rdkafka's `flush` polls in 100 ms steps).
+        while producer.in_flight_count() > 0 {
+            producer.poll(Duration::from_millis(1));
+        }
+        i = end;
+    }
+    records as f64 / start.elapsed().as_secs_f64()
+}
+
+/// logbus: assign every partition at 0, `poll_into` until every record was read.
+fn consume_logbus(broker: &KafkaBroker, topic: &str, records: u64) -> f64 {
+    let start = Instant::now();
+    let mut consumer = broker
+        .consumer::<String, u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+        .expect("consumer");
+    let all: Vec<_> = (0..PARTITIONS)
+        .map(|p| TopicPartition::new(topic.to_owned(), p))
+        .collect();
+    consumer.assign(&all).expect("assign");
+
+    let mut out = Vec::with_capacity(1024);
+    let mut read = 0u64;
+    let mut sum = 0u64;
+    while read < records {
+        out.clear();
+        read += consumer
+            .poll_into(
+                &mut out,
+                env("KAFKA_BENCH_POLL_MAX", 1024),
+                Duration::from_secs(5),
+            )
+            .expect("poll") as u64;
+
+        sum = out.iter().fold(sum, |s, r| {
+            s.wrapping_add(r.value)
+                .wrapping_add(r.key.as_ref().map_or(0, |k| k.len() as u64))
+        });
+    }
+    std::hint::black_box(sum);
+    records as f64 / start.elapsed().as_secs_f64()
+}
+
+/// rdkafka: assign every partition at 0, `poll` until every record was read, decoding the
+/// same key and value bytes.
+fn consume_rdkafka(servers: &str, topic: &str, records: u64) -> f64 {
+    let start = Instant::now();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .set("group.id", format!("direct-{topic}"))
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        // An explicit offset, as logbus's consumer resolves it (`Offset::Beginning` makes
+        // librdkafka look the start up first: ~0.5 s more before the first record here).
+        tpl.add_partition_offset(topic, p as i32, Offset::Offset(0))
+            .expect("offset");
+    }
+    consumer.assign(&tpl).expect("assign");
+    let mut read = 0u64;
+    let mut sum = 0u64;
+    while read < records {
+        match consumer.poll(Duration::from_secs(5)) {
+            Some(Ok(m)) => {
+                let key = std::str::from_utf8(m.key().unwrap_or(&[]))
+                    .expect("utf-8 key")
+                    .to_owned();
+                let value = u64::from_be_bytes(
+                    m.payload()
+                        .and_then(|p| p.try_into().ok())
+                        .expect("8-byte value"),
+                );
+                sum = sum.wrapping_add(value).wrapping_add(key.len() as u64);
+                read += 1;
+            }
+            Some(Err(e)) => panic!("poll: {e}"),
+            None => {}
+        }
+    }
+    std::hint::black_box(sum);
+    records as f64 / start.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let records = env("KAFKA_BENCH_RECORDS", 100_000) as u64;
+    let pairs = env("KAFKA_BENCH_PAIRS", 5);
+    let mock = MockCluster::start(3).expect("mock cluster");
+    let servers = mock.bootstrap_servers();
+    let config = KafkaConfig::new("").set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS);
+    let broker = KafkaBroker::mock_with(mock, config).expect("broker");
+    let direct: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &servers)
+        .set("acks", "all")
+        .set("partitioner", "murmur2_random")
+        .create()
+        .expect("producer");
+
+    println!("kafka_vs_rdkafka: {records} records, {pairs} pairs, mock cluster of 3 brokers");
+    let mut rows: Vec<(&str, Vec<f64>, Vec<f64>)> =
+        vec![("produce", vec![], vec![]), ("consume", vec![], vec![])];
+    for pair in 0..pairs {
+        let a = format!("bench-logbus-{pair}");
+        let b = format!("bench-rdkafka-{pair}");
+        broker
+            .create_topic::<String, u64>(&a, TopicConfig::new(PARTITIONS))
+            .expect("topic");
+        broker
+            .create_topic::<String, u64>(&b, TopicConfig::new(PARTITIONS))
+            .expect("topic");
+        rows[0].1.push(produce_logbus(&broker, &a, records));
+        rows[0].2.push(produce_rdkafka(&direct, &b, records));
+        // Reading changes nothing: both read the same records, of one topic, then the
+        // other's (so neither side always reads the data its own producer batched).
+        let shared = if pair % 2 == 0 { &a } else { &b };
+        rows[1].1.push(consume_logbus(&broker, shared, records));
+        rows[1].2.push(consume_rdkafka(&servers, shared, records));
+    }
+    println!(
+        "{:<10} {:>16} {:>16} {:>14}   per-pair ratios",
+        "workload", "logbus rec/s", "rdkafka rec/s", "median ratio"
+    );
+    for (name, logbus, rdkafka) in rows {
+        let ratios: Vec<f64> = logbus.iter().zip(&rdkafka).map(|(a, b)| a / b).collect();
+        let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+        println!(
+            "{:<10} {:>16.0} {:>16.0} {:>14.3}   {}",
+            name,
+            median(logbus),
+            median(rdkafka),
+            median(ratios),
+            shown.join(" ")
+        );
+    }
+}

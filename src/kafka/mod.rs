@@ -1,0 +1,94 @@
+//! Beyond one process: logbus's producer and consumer API against a Kafka cluster (the
+//! `kafka` feature, off by default).
+//!
+//! Code written against [`Broker`](crate::Broker), [`Producer`](crate::Producer) and
+//! [`Consumer`](crate::Consumer) runs against Kafka by changing how the broker is built:
+//!
+//! ```no_run
+//! use logbus::kafka::{KafkaBroker, KafkaConfig};
+//! # fn main() -> logbus::Result<()> {
+//! // let broker = logbus::Broker::in_memory();
+//! let broker = KafkaBroker::connect(KafkaConfig::new("kafka-1:9092,kafka-2:9092"))?;
+//! // Everything below is unchanged.
+//! # Ok(()) }
+//! ```
+//!
+//! [`KafkaBroker`], [`KafkaProducer`] and [`KafkaConsumer`] have the in-process types'
+//! methods, with the same names, arguments, results and errors, and take and return the same
+//! record types ([`Record`](crate::Record), [`RecordMetadata`](crate::RecordMetadata),
+//! [`ConsumerRecords`](crate::ConsumerRecords), [`TopicPartition`](crate::TopicPartition),
+//! [`ConsumerConfig`](crate::ConsumerConfig), [`TopicConfig`](crate::TopicConfig)), so code
+//! whose types are inferred from the broker compiles against either unchanged.
+//!
+//! # Why mirror types, not one type with two backends, nor traits
+//!
+//! - *One type with a Kafka backend inside* cannot be built without changing the in-process
+//!   API: in-process topics hold typed values (no encoding, `V` needs no [`Codec`]), and
+//!   Kafka holds bytes, so every Kafka-backed method needs `K: Codec, V: Codec`. A cargo
+//!   feature must be additive, so it cannot add those bounds to `Broker::producer` or
+//!   `Broker::consumer`; the codecs would have to be found at run time (a type-erased lookup
+//!   per topic), and each of some thirty methods would branch on the backend, in the hot
+//!   paths other work keeps tuning.
+//! - *Traits both implement* make every user write generic code (`fn run<B: Backend>`) and
+//!   freeze the lowest common denominator into the API (in-process `send` never waits for a
+//!   network; Kafka's does).
+//! - *Mirror types* keep both APIs whole, keep librdkafka out of the default build, and leave
+//!   user code identical wherever the types are inferred: the example
+//!   `examples/to_kafka.rs` is `examples/replay.rs` with its first line changed.
+//!
+//! # The same observable behaviour
+//!
+//! - Keys land on the partitions logbus's partitioner gives: the producer sets
+//!   `partitioner=murmur2_random` (Java's murmur2 of the key bytes, positive, modulo the
+//!   partition count; librdkafka's own default is CRC32). Records without a key go to a
+//!   random partition (in process: sticky batches).
+//! - [`ConsumerConfig`](crate::ConsumerConfig) maps onto the client's settings: `group_id`
+//!   → `group.id`, `client_id` → `client.id`, `auto_offset_reset` → `auto.offset.reset`,
+//!   the assignor → `partition.assignment.strategy` (`range`, `roundrobin`,
+//!   `cooperative-sticky`; Kafka's eager `sticky` has no librdkafka equivalent and is an
+//!   [`Error::InvalidConfig`]), `enable_auto_commit`, `auto_commit_interval`,
+//!   `max_poll_interval`, `group_instance_id`.
+//! - Acknowledgement: `acks=all` unless set otherwise ([`KafkaConfig::acks`]): `send`
+//!   returns when every in-sync replica has the record.
+//! - A committed offset is the next record to read, as in process; a new partition starts
+//!   at the group's committed offset, else per `auto_offset_reset`.
+//!
+//! Where the two cannot agree, Kafka decides and the docs of each method say so: Kafka
+//! assigns offsets itself (an exported record keeps its partition, not necessarily its
+//! offset: see [`export`]); timestamps left unset are the client's clock, not a
+//! [`Clock`](crate::Clock); `send` waits for the cluster's acknowledgement (a round trip:
+//! use [`KafkaProducer::send_batch`] for throughput); an empty `poll` costs a watermark
+//! request per assigned partition (it checks that the consumer has caught up, see
+//! [`KafkaConsumer::poll`]).
+//!
+//! # Errors
+//!
+//! Kafka's error codes become [`Error::Kafka`] (the operation, topic, partition, code, its
+//! name, whether Kafka calls it retriable) or [`Error::KafkaTimeout`]; an unknown topic is
+//! [`Error::UnknownTopic`], a partition past the topic's count
+//! [`Error::PartitionOutOfRange`], a record over the size limit [`Error::RecordTooLarge`].
+//!
+//! # Testing without a cluster
+//!
+//! [`MockCluster`] is librdkafka's in-process mock cluster (the real Kafka protocol,
+//! consumer groups included) with its fault injection; [`KafkaBroker::mock`] builds a broker
+//! on a new one.
+
+mod broker;
+mod consumer;
+mod error;
+pub mod export;
+mod mock;
+mod producer;
+
+pub use broker::{KafkaBroker, KafkaConfig, KafkaTopic};
+pub use consumer::{KafkaConsumer, KafkaRebalanceListener};
+pub use mock::MockCluster;
+pub use producer::KafkaProducer;
+
+/// The `rdkafka` crate logbus is built on (for settings and fault-injection codes; and to
+/// use the client directly next to logbus).
+pub use rdkafka;
+
+#[allow(unused_imports)] // for the docs' links
+use crate::{codec::Codec, error::Error};

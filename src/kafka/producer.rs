@@ -1,0 +1,518 @@
+//! The producer: logbus's `send` / `send_batch` / `flush` over librdkafka's producer.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
+use rdkafka::message::{Header, Headers as _, Message as _, OwnedHeaders};
+use rdkafka::producer::{
+    BaseRecord, DeliveryResult, Producer as _, ProducerContext, ThreadedProducer,
+};
+use rdkafka::ClientContext;
+
+use super::broker::{config_error, KafkaBroker, KafkaConfig};
+use super::error::{from_code, from_kafka, At};
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+use crate::producer::{Record, RecordMetadata, SendError};
+use crate::sync::{Arc, Condvar, Mutex};
+
+/// A record handed to librdkafka, with the batch slot its delivery report fills.
+type Outgoing<'a> = BaseRecord<'a, [u8], [u8], Box<(Arc<Batch>, usize)>>;
+
+/// What the cluster said about one record: where it went, or why not.
+type Outcome = std::result::Result<(u32, u64, i64), (Code, String)>;
+
+/// The outcomes of one `send` or `send_batch`, filled in by the delivery callbacks.
+pub(crate) struct Batch {
+    state: Mutex<BatchState>,
+    done: Condvar,
+}
+
+pub(crate) struct BatchState {
+    outcomes: Vec<Option<Outcome>>,
+    left: usize,
+}
+
+impl Batch {
+    fn new(len: usize) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(BatchState {
+                outcomes: vec![None; len],
+                left: len,
+            }),
+            done: Condvar::new(),
+        })
+    }
+
+    fn settle(&self, index: usize, outcome: Outcome) {
+        let mut s = self.state.lock();
+        if s.outcomes[index].is_none() {
+            s.outcomes[index] = Some(outcome);
+            s.left -= 1;
+            if s.left == 0 {
+                self.done.notify_all();
+            }
+        }
+    }
+
+    /// Waits until every record enqueued (the first `enqueued`) has its outcome.
+    fn wait(&self, enqueued: usize) -> Vec<Option<Outcome>> {
+        let mut s = self.state.lock();
+        // Records never enqueued get no callback: count them settled.
+        let never = s.outcomes.len() - enqueued;
+        while s.left > never {
+            self.done.wait(&mut s);
+        }
+        std::mem::take(&mut s.outcomes)
+    }
+}
+
+/// Routes delivery reports to the batch that sent the record.
+pub(crate) struct DeliveryContext;
+
+impl ClientContext for DeliveryContext {}
+
+impl ProducerContext for DeliveryContext {
+    type DeliveryOpaque = Box<(Arc<Batch>, usize)>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, opaque: Self::DeliveryOpaque) {
+        let (batch, index) = *opaque;
+        let outcome = match result {
+            Ok(m) => Ok((
+                m.partition().max(0) as u32,
+                m.offset().max(0) as u64,
+                m.timestamp().to_millis().unwrap_or(0),
+            )),
+            Err((e, _)) => Err((
+                super::error::code_of(e).unwrap_or(Code::Fail),
+                e.to_string(),
+            )),
+        };
+        batch.settle(index, outcome);
+    }
+}
+
+/// The one librdkafka producer a broker's producers share, with the timeout its records
+/// are delivered within.
+pub(crate) struct SharedProducer {
+    client: ThreadedProducer<DeliveryContext>,
+    delivery_timeout: Duration,
+    /// librdkafka's limit on one record (`message.max.bytes`, 1,000,000 by default).
+    max_message_bytes: u64,
+}
+
+impl SharedProducer {
+    pub(crate) fn new(config: &KafkaConfig) -> Result<Self> {
+        let mut c = config.client(true);
+        // Java's partitioner, so that keys land where logbus's in-process partitioner puts
+        // them; acks=all unless the user chose otherwise.
+        if config.get("partitioner").is_none() {
+            c.set("partitioner", "murmur2_random");
+        }
+        if config.get("acks").is_none() && config.get("request.required.acks").is_none() {
+            c.set("acks", "all");
+        }
+        let delivery_ms: u64 = config
+            .get("message.timeout.ms")
+            .or(config.get("delivery.timeout.ms"))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(300_000);
+        let client = c
+            .create_with_context::<_, ThreadedProducer<DeliveryContext>>(DeliveryContext)
+            .map_err(|e| config_error(e).unwrap_or_else(|e| from_kafka(e, At::op("producer"))))?;
+        let max_message_bytes = config
+            .get("message.max.bytes")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000_000);
+        Ok(Self {
+            client,
+            delivery_timeout: Duration::from_millis(delivery_ms),
+            max_message_bytes,
+        })
+    }
+}
+
+/// Sends records to a Kafka cluster, as [`Producer`](crate::Producer) does in process.
+/// `Clone` and `Send + Sync`; every clone shares the broker's one client.
+///
+/// `send` returns once the cluster acknowledged the record (per `acks`), with its partition
+/// and offset; `send_batch` hands librdkafka every record, then waits for every
+/// acknowledgement (one round trip for the batch: the throughput form).
+pub struct KafkaProducer<K, V> {
+    broker: KafkaBroker,
+    _types: PhantomData<fn(K, V)>,
+}
+
+impl<K, V> Clone for KafkaProducer<K, V> {
+    fn clone(&self) -> Self {
+        Self {
+            broker: self.broker.clone(),
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<K, V> fmt::Debug for KafkaProducer<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaProducer").finish_non_exhaustive()
+    }
+}
+
+fn send_error<K, V>(error: Error, record: Record<K, V>) -> SendError<K, V> {
+    crate::producer::send_error(error, record)
+}
+
+impl<K, V> KafkaProducer<K, V>
+where
+    K: Codec + Send + Sync + 'static,
+    V: Codec + Send + Sync + 'static,
+{
+    pub(crate) fn new(broker: KafkaBroker) -> Self {
+        Self {
+            broker,
+            _types: PhantomData,
+        }
+    }
+
+    fn shared(&self) -> &SharedProducer {
+        &self.broker.inner.producer
+    }
+
+    /// Sends `record` and waits for the cluster's acknowledgement. A key goes to the
+    /// partition Kafka's (and logbus's) murmur2 partitioner gives; an unset timestamp is the
+    /// client's clock.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError`] with the record and: [`Error::InvalidTimestamp`],
+    /// [`Error::UnknownTopic`], [`Error::PartitionOutOfRange`] (an explicit partition past
+    /// the count), [`Error::RecordTooLarge`], [`Error::Kafka`] (the cluster refused it,
+    /// retriable or not, after librdkafka's own retries), [`Error::KafkaTimeout`] (not
+    /// acknowledged within `message.timeout.ms`).
+    pub fn send(&self, record: Record<K, V>) -> Result<RecordMetadata, SendError<K, V>> {
+        self.send_timeout(record, self.shared().delivery_timeout)
+    }
+
+    /// Like [`send`](Self::send), giving up on a full local queue after `timeout` (the
+    /// record's delivery itself is bounded by `message.timeout.ms`).
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Self::send), plus [`Error::Timeout`] (the local queue stayed full).
+    pub fn send_timeout(
+        &self,
+        record: Record<K, V>,
+        timeout: Duration,
+    ) -> Result<RecordMetadata, SendError<K, V>> {
+        let mut one = vec![record];
+        match self.send_all(&mut one, Some(timeout)) {
+            Ok(mut metas) => Ok(metas.remove(0)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends `record` if the local queue has room now.
+    ///
+    /// # Errors
+    ///
+    /// As [`send_timeout`](Self::send_timeout) with a zero timeout.
+    pub fn try_send(&self, record: Record<K, V>) -> Result<RecordMetadata, SendError<K, V>> {
+        self.send_timeout(record, Duration::ZERO)
+    }
+
+    /// Sends every record of `records` in order (draining it) and waits for all their
+    /// acknowledgements. Returns how many were sent.
+    ///
+    /// # Errors
+    ///
+    /// The first failure (in `records`' order), with its record; the records after it
+    /// that the cluster did not acknowledge stay in `records`, in order (Kafka pipelines a
+    /// batch, so records after a failed one may be written already: those are not handed
+    /// back, and sending `records` again duplicates nothing). Those before it were sent.
+    pub fn send_batch(&self, records: &mut Vec<Record<K, V>>) -> Result<usize, SendError<K, V>> {
+        self.send_all(records, None).map(|m| m.len())
+    }
+
+    /// Sends `records` (draining them on success), returning each one's metadata.
+    fn send_all(
+        &self,
+        records: &mut Vec<Record<K, V>>,
+        queue_wait: Option<Duration>,
+    ) -> Result<Vec<RecordMetadata>, SendError<K, V>> {
+        let shared = self.shared();
+        let batch = Batch::new(records.len());
+        let mut key = Vec::new();
+        let mut value = Vec::new();
+        let mut enqueued = 0;
+        let mut failed: Option<(usize, Error)> = None;
+        for (i, r) in records.iter().enumerate() {
+            if let Some(ts) = r.timestamp {
+                if ts < 0 {
+                    failed = Some((i, Error::InvalidTimestamp { timestamp: ts }));
+                    break;
+                }
+            }
+            key.clear();
+            value.clear();
+            if let Some(k) = &r.key {
+                k.encode(&mut key);
+            }
+            r.value.encode(&mut value);
+            let mut base: Outgoing<'_> =
+                BaseRecord::with_opaque_to(&r.topic, Box::new((Arc::clone(&batch), i)))
+                    .payload(&value[..]);
+            if r.key.is_some() {
+                base = base.key(&key[..]);
+            }
+            if let Some(p) = r.partition {
+                base = base.partition(p as i32);
+            }
+            if let Some(ts) = r.timestamp {
+                base = base.timestamp(ts);
+            }
+            if !r.headers.is_empty() {
+                base = base.headers(to_headers(&r.headers));
+            }
+            let deadline = queue_wait.and_then(|w| Instant::now().checked_add(w));
+            match enqueue(&shared.client, base, deadline) {
+                Ok(()) => enqueued += 1,
+                Err(Code::MessageSizeTooLarge) => {
+                    // Refused by the client before sending: over `message.max.bytes`.
+                    let error = Error::RecordTooLarge {
+                        what: "record (message.max.bytes)",
+                        size: (key.len() + value.len()) as u64,
+                        max: shared.max_message_bytes,
+                    };
+                    failed = Some((i, error));
+                    break;
+                }
+                Err(code) => {
+                    let at = At::op("send").topic(&r.topic);
+                    let at = match r.partition {
+                        Some(p) => at.partition(p),
+                        None => at,
+                    };
+                    failed = Some((i, self.enqueue_error(code, r, at)));
+                    break;
+                }
+            }
+        }
+        let outcomes = batch.wait(enqueued);
+        // The first record that failed, in order: enqueueing stopped at `failed`, and a
+        // record before it may have failed in delivery.
+        let mut metas = Vec::with_capacity(enqueued);
+        for (i, o) in outcomes.iter().enumerate().take(enqueued) {
+            match o {
+                Some(Ok((partition, offset, acked))) => metas.push(RecordMetadata {
+                    partition: *partition,
+                    offset: *offset,
+                    // The record's own time when it has one (CreateTime, Kafka's default;
+                    // a LogAppendTime topic stamps its own, which consumers see).
+                    timestamp: records[i].timestamp.unwrap_or(*acked),
+                }),
+                Some(Err((code, reason))) => {
+                    let r = &records[i];
+                    let mut at = At::op("send")
+                        .topic(&r.topic)
+                        .timeout(shared.delivery_timeout);
+                    if let Some(p) = r.partition {
+                        at = at.partition(p);
+                    }
+                    let error = self.delivery_error(*code, reason.clone(), r, at);
+                    failed = Some((i, error));
+                    break;
+                }
+                // Only records never enqueued have none, and they come after `enqueued`.
+                None => break,
+            }
+        }
+        if let Some((i, error)) = failed {
+            // Kafka pipelines a batch: records after the failed one may be acknowledged
+            // already. Hand back only those that were not, so sending them again does not
+            // duplicate the others.
+            let rest = records.split_off(i);
+            records.clear();
+            let mut rest = rest.into_iter().enumerate();
+            let record = match rest.next() {
+                Some((_, r)) => r,
+                None => return Ok(metas),
+            };
+            records.extend(rest.filter_map(|(j, r)| {
+                let acked = matches!(outcomes.get(i + j), Some(Some(Ok(_))));
+                (!acked).then_some(r)
+            }));
+            return Err(send_error(error, record));
+        }
+        records.clear();
+        Ok(metas)
+    }
+
+    fn enqueue_error(&self, code: Code, r: &Record<K, V>, at: At<'_>) -> Error {
+        match code {
+            Code::QueueFull => Error::Timeout,
+            Code::UnknownPartition => self.partition_error(r),
+            c => from_code(c, "refused by the client".into(), at),
+        }
+    }
+
+    fn delivery_error(&self, code: Code, reason: String, r: &Record<K, V>, at: At<'_>) -> Error {
+        match code {
+            Code::UnknownPartition => self.partition_error(r),
+            c => from_code(c, reason, at),
+        }
+    }
+
+    /// [`Error::PartitionOutOfRange`] for `r`'s explicit partition (with the topic's
+    /// count), else the client's unknown-partition error.
+    fn partition_error(&self, r: &Record<K, V>) -> Error {
+        let partition = r.partition.unwrap_or(0);
+        match self.broker.partition_count(&r.topic) {
+            Ok(count) => Error::PartitionOutOfRange {
+                topic: r.topic.to_string(),
+                partition,
+                count,
+            },
+            Err(e) => e,
+        }
+    }
+
+    /// Waits until every record sent so far by any producer of this broker is
+    /// acknowledged (or failed: their `send` reports it).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KafkaTimeout`] when records are still unacknowledged after
+    /// `message.timeout.ms`.
+    pub fn flush(&self) -> Result<()> {
+        let shared = self.shared();
+        shared
+            .client
+            .flush(shared.delivery_timeout)
+            .map_err(|e| from_kafka(e, At::op("flush").timeout(shared.delivery_timeout)))
+    }
+}
+
+/// Hands `record` to librdkafka, retrying while its queue is full until `deadline` (`None`:
+/// without limit).
+fn enqueue(
+    client: &ThreadedProducer<DeliveryContext>,
+    mut record: Outgoing<'_>,
+    deadline: Option<Instant>,
+) -> std::result::Result<(), Code> {
+    loop {
+        match client.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(Code::QueueFull), back)) => {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Err(Code::QueueFull);
+                }
+                record = back;
+                // The polling thread drains delivery reports; give it the time one takes.
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err((e, _)) => return Err(super::error::code_of(&e).unwrap_or(Code::Fail)),
+        }
+    }
+}
+
+/// A record of bytes, as an export reads it from a segment.
+pub(crate) struct RawRecord<'a> {
+    pub(crate) topic: &'a str,
+    pub(crate) partition: u32,
+    pub(crate) timestamp: i64,
+    pub(crate) key: Option<&'a [u8]>,
+    pub(crate) value: Option<&'a [u8]>,
+    pub(crate) headers: &'a [crate::storage::Header],
+}
+
+/// Sends `records` and waits for every acknowledgement: each one's partition and offset,
+/// in order.
+///
+/// # Errors
+///
+/// The first record refused or not acknowledged, as [`KafkaProducer::send`] says.
+pub(crate) fn send_raw(
+    shared: &SharedProducer,
+    records: &[RawRecord<'_>],
+) -> Result<Vec<(u32, u64)>> {
+    let batch = Batch::new(records.len());
+    let mut enqueued = 0;
+    let mut failed = None;
+    for (i, r) in records.iter().enumerate() {
+        let mut base: Outgoing<'_> =
+            BaseRecord::with_opaque_to(r.topic, Box::new((Arc::clone(&batch), i)))
+                .partition(r.partition as i32);
+        if let Some(v) = r.value {
+            base = base.payload(v);
+        }
+        if let Some(k) = r.key {
+            base = base.key(k);
+        }
+        if r.timestamp >= 0 {
+            base = base.timestamp(r.timestamp);
+        }
+        if !r.headers.is_empty() {
+            let mut h = OwnedHeaders::new_with_capacity(r.headers.len());
+            for header in r.headers {
+                h = h.insert(Header {
+                    key: header.key.as_str(),
+                    value: header.value.as_deref(),
+                });
+            }
+            base = base.headers(h);
+        }
+        match enqueue(&shared.client, base, None) {
+            Ok(()) => enqueued += 1,
+            Err(code) => {
+                let at = At::op("export").topic(r.topic).partition(r.partition);
+                failed = Some(from_code(code, "refused by the client".into(), at));
+                break;
+            }
+        }
+    }
+    let outcomes = batch.wait(enqueued);
+    let mut out = Vec::with_capacity(enqueued);
+    for (r, o) in records.iter().zip(outcomes).take(enqueued) {
+        match o {
+            Some(Ok((partition, offset, _))) => out.push((partition, offset)),
+            Some(Err((code, reason))) => {
+                let at = At::op("export")
+                    .topic(r.topic)
+                    .partition(r.partition)
+                    .timeout(shared.delivery_timeout);
+                return Err(from_code(code, reason, at));
+            }
+            None => break,
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// logbus headers as Kafka's.
+pub(crate) fn to_headers(headers: &crate::Headers) -> OwnedHeaders {
+    let mut out = OwnedHeaders::new_with_capacity(headers.len());
+    for (k, v) in headers {
+        out = out.insert(Header {
+            key: k.as_str(),
+            value: v.as_deref(),
+        });
+    }
+    out
+}
+
+/// Kafka's headers as logbus's.
+pub(crate) fn from_headers(headers: Option<&rdkafka::message::BorrowedHeaders>) -> crate::Headers {
+    match headers {
+        None => Vec::new(),
+        Some(h) => h
+            .iter()
+            .map(|h| (h.key.to_owned(), h.value.map(Bytes::copy_from_slice)))
+            .collect(),
+    }
+}
