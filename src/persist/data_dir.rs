@@ -535,8 +535,7 @@ impl DataDir {
     {
         self.check_open()?;
         // Validates partitions and memory as for any topic.
-        broker.create_topic::<K, V>(name, config)?;
-        let _ = broker.delete_topic(name);
+        broker.check_new_topic(name, &config)?;
         let mut metas = self.metas.lock();
         if metas.contains_key(name) {
             return Err(Error::TopicExists {
