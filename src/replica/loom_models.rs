@@ -14,8 +14,8 @@ use crate::sync::WaitSet;
 
 type Set = ReplicaSet<(), u64>;
 
-fn set(min_insync: usize, clock: Arc<ManualClock>) -> std::sync::Arc<Set> {
-    std::sync::Arc::new(ReplicaSet::new(
+fn set(min_insync: usize, clock: Arc<ManualClock>) -> Arc<Set> {
+    Arc::new(ReplicaSet::new(
         Arc::from("t"),
         0,
         ReplicationConfig {
@@ -73,7 +73,7 @@ fn hw_advance_races_fetch_and_read() {
         let clock = Arc::new(ManualClock::new(0));
         let s = set(1, clock);
         let producer = {
-            let s = std::sync::Arc::clone(&s);
+            let s = Arc::clone(&s);
             thread::spawn(move || {
                 for v in 0..2 {
                     assert_eq!(s.append(entry(v), &policy(Acks::Leader)).ok(), Some(v));
@@ -81,7 +81,7 @@ fn hw_advance_races_fetch_and_read() {
             })
         };
         let follower = {
-            let s = std::sync::Arc::clone(&s);
+            let s = Arc::clone(&s);
             thread::spawn(move || {
                 s.fetch(1);
                 s.fetch(1);
@@ -126,14 +126,14 @@ fn isr_shrink_races_an_acks_all_wait() {
         // The follower was last caught up at 0: by 5 s it is out of sync if behind.
         clock.advance(Duration::from_secs(5));
         let follower = {
-            let s = std::sync::Arc::clone(&s);
+            let s = Arc::clone(&s);
             thread::spawn(move || {
                 s.fetch(1);
                 s.fetch(1);
             })
         };
         let producer = {
-            let s = std::sync::Arc::clone(&s);
+            let s = Arc::clone(&s);
             thread::spawn(move || {
                 let sent = s.append(entry(7), &policy(Acks::All));
                 match sent {
