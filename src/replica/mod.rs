@@ -273,13 +273,15 @@ impl Faults {
 
     /// Restarts a crashed replica: it returns as a follower, truncates by leader epoch,
     /// catches up and rejoins the ISR. If the partition had no leader, one is elected
-    /// before this returns (this replica, if it may lead). No-op on a live replica.
+    /// before this returns (this replica, if it may lead). No-op on a live replica and on
+    /// one whose data directory failed ([`restore_data_dir`](Self::restore_data_dir)
+    /// brings those back).
     ///
     /// # Errors
     ///
     /// As [`crash_replica`](Self::crash_replica).
     pub fn restart_replica(&self, topic: &str, partition: u32, replica: u32) -> Result<()> {
-        self.on_replica(topic, partition, replica, |s| s.restart(replica))
+        self.on_replica(topic, partition, replica, |s| s.restart(replica, false))
     }
 
     /// Stops a follower's fetching (a stalled broker or network): it falls behind and,
@@ -332,7 +334,7 @@ impl Faults {
     pub fn restore_data_dir(&self, dir: u32) {
         self.runtime.mark_dir(dir, false);
         for s in self.runtime.sets() {
-            s.restart(dir);
+            s.restart(dir, true);
         }
     }
 

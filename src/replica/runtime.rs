@@ -31,7 +31,7 @@ pub(crate) trait ReplicaControl: Send + Sync {
     fn fetch(&self, dir: u32) -> bool;
     fn check_isr(&self, now_ms: i64);
     fn crash(&self, id: u32, cut: Option<u64>, dir_failed: bool) -> bool;
-    fn restart(&self, id: u32) -> bool;
+    fn restart(&self, id: u32, restore: bool) -> bool;
     fn set_stalled(&self, id: u32, stalled: bool) -> bool;
     fn set_slow(&self, id: u32, every: Duration) -> bool;
     fn wait_in_sync(&self, timeout: Duration) -> bool;
@@ -55,8 +55,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaControl for Repl
     fn crash(&self, id: u32, cut: Option<u64>, dir_failed: bool) -> bool {
         ReplicaSet::crash(self, id, cut, dir_failed)
     }
-    fn restart(&self, id: u32) -> bool {
-        ReplicaSet::restart(self, id)
+    fn restart(&self, id: u32, restore: bool) -> bool {
+        ReplicaSet::restart(self, id, restore)
     }
     fn set_stalled(&self, id: u32, stalled: bool) -> bool {
         ReplicaSet::set_stalled(self, id, stalled)

@@ -658,14 +658,15 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     }
 
     /// Brings crashed replica `id` back (a follower that truncates by epoch first); elects
-    /// a leader if the partition had none.
-    pub(crate) fn restart(&self, id: u32) -> bool {
+    /// a leader if the partition had none. A replica on a failed directory comes back only
+    /// with `restore` (its directory is back).
+    pub(crate) fn restart(&self, id: u32, restore: bool) -> bool {
         let mut st = self.state.lock();
         let Some(i) = Self::index(&st, id) else {
             return false;
         };
         let r = &mut st.replicas[i];
-        if r.status == Status::Online {
+        if r.status == Status::Online || (r.status == Status::DirFailed && !restore) {
             return true;
         }
         r.status = Status::Online;
