@@ -275,8 +275,7 @@ fn check(broker: &Broker, h: &History) -> Result<(u64, u64), String> {
         let mut reader = broker
             .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
             .unwrap();
-        let tp = TopicPartition::new(T, p);
-        reader.assign(&[tp.clone()]).unwrap();
+        reader.assign(&[TopicPartition::new(T, p)]).unwrap();
         let mut expect = 0;
         while expect < hw {
             let batch = reader.poll(Duration::from_secs(5)).unwrap();
