@@ -16,8 +16,8 @@ use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::time;
 // Std's Arc: the registry holds type-erased sets (see `sync::StdArc`).
-use crate::sync::Mutex;
 use crate::sync::StdArc as Arc;
+use crate::sync::{Backoff, Mutex};
 
 /// How often a parked fetcher looks again without being woken (slow replicas, restarts).
 const FETCH_IDLE: Duration = Duration::from_millis(20);
@@ -240,6 +240,17 @@ fn fetcher(shared: &Shared, dir: u32, wake: &Wake) {
             progress |= s.fetch(dir);
         }
         if !progress {
+            // Spin, then yield, before parking: a leader under load appends again within
+            // microseconds, and waking a parked thread costs more than that.
+            let mut backoff = Backoff::new();
+            // Relaxed: a hint; the parking below re-checks under the wake protocol.
+            while !backoff.is_completed() && !wake.pending.load(Ordering::Relaxed) {
+                backoff.snooze();
+            }
+            // Relaxed: as above.
+            if wake.pending.load(Ordering::Relaxed) {
+                continue;
+            }
             wake.set.wait_until(time::deadline_after(FETCH_IDLE), || {
                 // Relaxed: read after the WaitSet's SeqCst fence (see `Wake::wake`).
                 (wake.pending.load(Ordering::Relaxed) || shared.shutdown.load(Ordering::Relaxed))
