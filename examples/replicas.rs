@@ -51,7 +51,7 @@ fn main() -> logbus::Result<()> {
         thread::sleep(Duration::from_millis(1));
     }
     let faults = broker.faults();
-    faults.fail_data_dir(0);
+    faults.fail_data_dir(0)?;
     println!("data directory 0 failed");
     for e in faults.events() {
         match e.kind {
@@ -97,7 +97,7 @@ fn main() -> logbus::Result<()> {
     );
     assert_eq!(missing, 0);
 
-    faults.restore_data_dir(0);
+    faults.restore_data_dir(0)?;
     faults.wait_in_sync("payments", 0, Duration::from_secs(10))?;
     show("directory 0 restored and caught up")?;
     Ok(())

@@ -511,6 +511,15 @@ pub enum Error {
         replicas: Vec<u32>,
     },
 
+    /// A data directory that the broker does not have (fault injection).
+    #[error("data directory {dir} does not exist: the broker has {count} (0..{count})")]
+    UnknownDataDir {
+        /// The directory asked for.
+        dir: u32,
+        /// How many the broker has.
+        count: u32,
+    },
+
     /// A push-style subscription's callback panicked; the record it panicked on was not
     /// committed (the group reads it again).
     #[error("callback of member `{member}` panicked on `{topic}`-{partition} at offset {offset}: {message}")]

@@ -197,11 +197,13 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
     fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, &Entry<K, V>)) -> ReadOutcome;
     /// The first record below the high watermark with a timestamp at or after `timestamp`.
     fn offset_for_time(&self, timestamp: i64) -> Option<(u64, i64)>;
-    /// Appends `entry` under `policy`, returning its offset.
+    /// Appends `entry` under `policy` (the whole send, retries included, ends by
+    /// `deadline` if given), returning its offset.
     fn append(
         &self,
         entry: Entry<K, V>,
         policy: &SendPolicy,
+        deadline: Option<Instant>,
     ) -> std::result::Result<u64, (Entry<K, V>, AppendError)>;
     /// Appends every entry in order under `policy`; on failure the entries not
     /// acknowledged are left in `entries`.
@@ -785,7 +787,13 @@ impl<K, V> Appender<K, V> {
     ) -> std::result::Result<u64, (Entry<K, V>, AppendError)> {
         use crate::ring::{PublishTimeoutError, TryPublishError};
         if let Some(r) = &self.replicated {
-            return r.append(entry, &self.policy);
+            // A replicated partition always has room (its replicas drop their oldest
+            // records); a deadline bounds the wait for the acknowledgement instead.
+            let deadline = match wait {
+                AppendWait::Until(deadline) => deadline,
+                AppendWait::No => None,
+            };
+            return r.append(entry, &self.policy, deadline);
         }
         if let Some(disk) = &self.disk {
             if let Err((size, max)) = disk.check_size(&entry) {

@@ -452,7 +452,7 @@ fn a_failed_directory_moves_leadership_and_loses_nothing_acknowledged() {
     for v in 0..90u64 {
         p.send(Record::new(T, v).partition((v % 3) as u32)).unwrap();
     }
-    faults.fail_data_dir(0);
+    faults.fail_data_dir(0).unwrap();
     let d = broker.describe_topic(T).unwrap();
     assert_eq!(
         d.replicas[0].leader,
@@ -468,7 +468,7 @@ fn a_failed_directory_moves_leadership_and_loses_nothing_acknowledged() {
     for v in 90..120u64 {
         p.send(Record::new(T, v).partition((v % 3) as u32)).unwrap();
     }
-    faults.restore_data_dir(0);
+    faults.restore_data_dir(0).unwrap();
     for part in 0..3 {
         assert!(faults.wait_in_sync(T, part, WAIT).unwrap());
     }
@@ -640,4 +640,108 @@ fn retries_across_a_leader_change_are_counted() {
     assert_eq!(waiting.join().unwrap().unwrap(), 5);
     let m = p.metrics();
     assert!(m.retries >= 1 && m.possible_duplicates >= 1, "{m:?}");
+}
+
+/// KIP-966's case: the last in-sync replica loses an unsynced tail in a crash and is
+/// elected again (clean: it is the ISR). The committed records it lost are reported.
+#[test]
+fn the_last_isr_member_losing_its_tail_reports_the_loss() {
+    let (broker, clock) = broker();
+    topic(&broker, 1, false);
+    let faults = broker.faults();
+    let p = producer(&broker, Acks::All);
+    send_all(&p, 0..5);
+    assert!(faults.wait_in_sync(T, 0, WAIT).unwrap());
+    faults.stall_replica(T, 0, 1).unwrap();
+    faults.stall_replica(T, 0, 2).unwrap();
+    let waiting = {
+        let p = p.clone();
+        std::thread::spawn(move || send_all(&p, 5..10))
+    };
+    while describe(&broker).replicas[0].log_end < 6 {
+        std::thread::yield_now();
+    }
+    clock.advance(Duration::from_secs(31));
+    faults.check_isr_now();
+    waiting.join().unwrap();
+    assert_eq!(describe(&broker).high_watermark, 10);
+    faults.crash_replica_losing(T, 0, 0, 7).unwrap();
+    faults.restart_replica(T, 0, 0).unwrap();
+    let d = describe(&broker);
+    assert_eq!((d.leader, d.high_watermark), (Some(0), 7));
+    assert!(faults
+        .events()
+        .iter()
+        .any(|e| e.kind == EventKind::RecordsLost { from: 7, to: 10 }));
+}
+
+/// A leader keeps the records its in-sync followers have not copied yet even beyond
+/// `records_in_memory`, so a slow in-sync follower never misses any.
+#[test]
+fn a_leader_keeps_unreplicated_records_beyond_its_capacity() {
+    let (broker, _) = broker();
+    let config = TopicConfig::new(1)
+        .replication_factor(3)
+        .records_in_memory(4);
+    broker.create_topic::<(), u64>(T, config).unwrap();
+    let faults = broker.faults();
+    let p = producer(&broker, Acks::Leader);
+    faults.stall_replica(T, 0, 2).unwrap();
+    send_all(&p, 0..10);
+    let leader = &describe(&broker).replicas[0];
+    assert_eq!((leader.log_start, leader.log_end), (0, 10));
+    faults.resume_replica(T, 0, 2).unwrap();
+    assert!(faults.wait_in_sync(T, 0, WAIT).unwrap());
+    let topic = broker.topic::<(), u64>(T).unwrap();
+    let follower = topic
+        .replica_logs(0)
+        .unwrap()
+        .into_iter()
+        .find(|v| v.replica == 2);
+    let values: Vec<u64> = follower.unwrap().records.iter().map(|r| r.3).collect();
+    assert_eq!(
+        values,
+        vec![6, 7, 8, 9],
+        "it copied all ten, keeping its last four"
+    );
+    send_all(&p, 10..11);
+    assert_eq!(
+        describe(&broker).replicas[0].log_end - describe(&broker).replicas[0].log_start,
+        4
+    );
+}
+
+#[test]
+fn send_timeout_bounds_the_wait_for_acks() {
+    let (broker, _) = broker();
+    topic(&broker, 2, false);
+    let faults = broker.faults();
+    let config = ProducerConfig::new().acks(Acks::All);
+    let p: logbus::Producer<(), u64> = broker.producer_with_config(config).unwrap();
+    faults.stall_replica(T, 0, 1).unwrap();
+    faults.stall_replica(T, 0, 2).unwrap();
+    let err = p
+        .send_timeout(Record::new(T, 1), Duration::from_millis(50))
+        .unwrap_err();
+    assert!(matches!(err.error(), Error::Timeout), "{err:?}");
+    assert_eq!(
+        err.into_record().value,
+        1,
+        "handed back (a copy: the leader keeps it)"
+    );
+}
+
+#[test]
+fn unknown_data_directories_are_refused() {
+    let (broker, _) = broker();
+    topic(&broker, 1, false);
+    let faults = broker.faults();
+    assert!(matches!(
+        faults.fail_data_dir(3),
+        Err(Error::UnknownDataDir { dir: 3, count: 3 })
+    ));
+    assert!(
+        faults.restore_data_dir(2).is_ok(),
+        "restoring a healthy directory is a no-op"
+    );
 }

@@ -182,13 +182,13 @@ fn run(seed: u64) -> Result<(u64, u64), String> {
                         .any(|r| r.id != dir && r.online && r.in_sync)
                 });
                 if failed_dir.is_none() && safe {
-                    faults.fail_data_dir(dir);
+                    faults.fail_data_dir(dir).unwrap();
                     failed_dir = Some(dir);
                 }
             }
             Step::RestoreDir(dir) => {
                 if failed_dir == Some(dir) {
-                    faults.restore_data_dir(dir);
+                    faults.restore_data_dir(dir).unwrap();
                     failed_dir = None;
                 }
             }
@@ -202,7 +202,7 @@ fn run(seed: u64) -> Result<(u64, u64), String> {
 
     // Heal: every directory back, every replica up and fetching.
     if let Some(dir) = failed_dir {
-        faults.restore_data_dir(dir);
+        faults.restore_data_dir(dir).unwrap();
     }
     let d = broker.describe_topic(T).unwrap();
     for part in &d.replicas {

@@ -33,7 +33,9 @@ pub enum EventKind {
         unclean: bool,
     },
     /// Records below the old high watermark that the new leader does not have: committed
-    /// records lost to an unclean election, offsets `from..to`.
+    /// records lost, offsets `from..to` — to an unclean election, or because the last
+    /// in-sync replica lost an unsynced tail in a crash and was elected again (KIP-966's
+    /// case).
     RecordsLost {
         /// The first offset lost (the new leader's log end).
         from: u64,
@@ -80,6 +82,10 @@ pub enum EventKind {
     },
 }
 
+/// The most events kept: the oldest are dropped beyond it (a long-running broker with
+/// flapping followers must not grow without bound).
+pub const MAX_EVENTS: usize = 1 << 16;
+
 /// The broker's event log.
 #[derive(Debug, Default)]
 pub(crate) struct Events {
@@ -89,7 +95,12 @@ pub(crate) struct Events {
 
 impl Events {
     pub(crate) fn push(&self, event: ReplicaEvent) {
-        self.log.lock().push(event);
+        let mut log = self.log.lock();
+        if log.len() >= MAX_EVENTS {
+            log.drain(..MAX_EVENTS / 2);
+        }
+        log.push(event);
+        drop(log);
         self.added.notify_all();
     }
 

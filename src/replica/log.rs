@@ -98,9 +98,9 @@ impl<K, V> ReplicaLog<K, V> {
         self.start = start;
     }
 
-    /// Drops the oldest records beyond `capacity`.
-    pub(crate) fn trim(&mut self, capacity: usize) {
-        while self.records.len() > capacity {
+    /// Drops the oldest records beyond `capacity`, never one at or above `floor`.
+    pub(crate) fn trim(&mut self, capacity: usize, floor: u64) {
+        while self.records.len() > capacity && self.start < floor {
             self.records.pop_front();
             self.start += 1;
         }
@@ -208,7 +208,9 @@ mod tests {
     #[test]
     fn trim_keeps_the_epoch_of_the_start() {
         let mut l = log(&[0, 0, 1, 1, 2]);
-        l.trim(2);
+        l.trim(2, 1);
+        assert_eq!((l.start(), l.end()), (1, 5), "never at or above the floor");
+        l.trim(2, u64::MAX);
         assert_eq!((l.start(), l.end()), (3, 5));
         assert_eq!(l.epochs(), &[(1, 2), (2, 4)]);
     }

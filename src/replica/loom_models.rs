@@ -76,7 +76,10 @@ fn hw_advance_races_fetch_and_read() {
             let s = Arc::clone(&s);
             thread::spawn(move || {
                 for v in 0..2 {
-                    assert_eq!(s.append(entry(v), &policy(Acks::Leader)).ok(), Some(v));
+                    assert_eq!(
+                        s.append(entry(v), &policy(Acks::Leader), None).ok(),
+                        Some(v)
+                    );
                 }
             })
         };
@@ -135,7 +138,7 @@ fn isr_shrink_races_an_acks_all_wait() {
         let producer = {
             let s = Arc::clone(&s);
             thread::spawn(move || {
-                let sent = s.append(entry(7), &policy(Acks::All));
+                let sent = s.append(entry(7), &policy(Acks::All), None);
                 match sent {
                     Ok(0) => {
                         let d = s.describe();

@@ -77,7 +77,7 @@ mod loom_models;
 
 use std::time::Duration;
 
-pub use events::{EventKind, ReplicaEvent};
+pub use events::{EventKind, ReplicaEvent, MAX_EVENTS};
 pub(crate) use runtime::Runtime;
 
 use crate::broker::{Topic, TopicConfig};
@@ -319,23 +319,44 @@ impl Faults {
         self.on_replica(topic, partition, replica, |s| s.set_slow(replica, every))
     }
 
+    fn check_dir(&self, dir: u32) -> Result<()> {
+        let count = self.runtime.dirs();
+        if dir >= count {
+            return Err(Error::UnknownDataDir { dir, count });
+        }
+        Ok(())
+    }
+
     /// Fails data directory `dir`: every replica on it goes offline and loses its log
     /// (leaders move, ISRs shrink, before this returns). Partitions created while it is
     /// failed start with their replica on it offline.
-    pub fn fail_data_dir(&self, dir: u32) {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownDataDir`] (in memory, directories are numbered from 0 up to the
+    /// largest replication factor asked for).
+    pub fn fail_data_dir(&self, dir: u32) -> Result<()> {
+        self.check_dir(dir)?;
         self.runtime.mark_dir(dir, true);
         for s in self.runtime.sets() {
             s.crash(dir, None, true);
         }
+        Ok(())
     }
 
     /// Brings data directory `dir` back (empty): its replicas restart and re-copy their
     /// logs from the leaders.
-    pub fn restore_data_dir(&self, dir: u32) {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownDataDir`].
+    pub fn restore_data_dir(&self, dir: u32) -> Result<()> {
+        self.check_dir(dir)?;
         self.runtime.mark_dir(dir, false);
         for s in self.runtime.sets() {
             s.restart(dir, true);
         }
+        Ok(())
     }
 
     /// Applies the ISR lag rule now, at the broker clock's time (the controller thread
@@ -358,7 +379,8 @@ impl Faults {
         Ok(self.find(topic, partition)?.wait_in_sync(timeout))
     }
 
-    /// Everything that happened to replicated partitions so far, in order.
+    /// Everything that happened to replicated partitions so far, in order (the latest
+    /// [`MAX_EVENTS`] at most).
     pub fn events(&self) -> Vec<ReplicaEvent> {
         self.runtime.shared.events.all()
     }

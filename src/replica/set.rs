@@ -279,9 +279,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         for e in entries {
             log.append(epoch, Arc::clone(e));
         }
-        log.trim(self.config.capacity);
         let last = log.end() - 1;
         let moved = self.advance_hw(&mut st);
+        // Records not yet below HW stay, so a follower can always copy what it lacks.
+        let hw = st.hw;
+        st.replicas[l].log.trim(self.config.capacity, hw);
         self.wake_followers(&st);
         if moved {
             self.notify(true);
@@ -335,8 +337,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
 
     /// Appends with the policy's retries; the last offset, or the error and whether the
     /// entries may be in the log.
-    fn send(&self, entries: &[Arc<Entry<K, V>>], policy: &SendPolicy) -> Result<u64, AppendError> {
-        let delivery = time::deadline_after(policy.delivery_timeout);
+    fn send(
+        &self,
+        entries: &[Arc<Entry<K, V>>],
+        policy: &SendPolicy,
+        deadline: Option<Instant>,
+    ) -> Result<u64, AppendError> {
+        let delivery = match (time::deadline_after(policy.delivery_timeout), deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let mut retries = if policy.acks == Acks::None {
             0
         } else {
@@ -420,11 +430,6 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             // Too far behind: the leader no longer has what comes next.
             let start = leader_log.start();
             st.replicas[i].log.reset_to(start);
-            self.event(EventKind::Truncated {
-                replica: st.replicas[i].id,
-                from,
-                to: start,
-            });
             return true;
         }
         if from >= leader_end {
@@ -455,7 +460,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         for (e, entry) in batch {
             r.log.append(e, entry);
         }
-        r.log.trim(self.config.capacity);
+        r.log.trim(self.config.capacity, u64::MAX);
         // Reported only now that the records are in the follower's log.
         r.known_leo = r.log.end();
         if r.known_leo >= leader_end {
@@ -582,16 +587,18 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         st.replicas[c].log.begin_epoch(epoch);
         st.replicas[c].needs_truncation = false;
         let end = st.replicas[c].log.end();
+        // Unclean, or an in-sync replica that lost an unsynced tail (a power loss of the
+        // last ISR member, KIP-966's case): committed records are gone, and said so.
+        if end < st.hw {
+            self.event(EventKind::RecordsLost {
+                from: end,
+                to: st.hw,
+            });
+            st.hw = end;
+            // Release: as in `advance_hw` (HW goes back only here).
+            self.hw.store(end, Ordering::Release);
+        }
         if unclean {
-            if end < st.hw {
-                self.event(EventKind::RecordsLost {
-                    from: end,
-                    to: st.hw,
-                });
-                st.hw = end;
-                // Release: as in `advance_hw` (HW goes back only here).
-                self.hw.store(end, Ordering::Release);
-            }
             st.isr = vec![c];
         }
         let hw = st.hw;
@@ -828,7 +835,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
             return ReadOutcome::Empty;
         };
         let log = &st.replicas[l].log;
-        let hw = st.hw;
+        let hw = st.hw.min(log.end());
         if offset < log.start() || offset > hw {
             return ReadOutcome::OutOfRange {
                 start: log.start().min(hw),
@@ -860,9 +867,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         &self,
         entry: Entry<K, V>,
         policy: &SendPolicy,
+        deadline: Option<Instant>,
     ) -> Result<u64, (Entry<K, V>, AppendError)> {
         let entry = [Arc::new(entry)];
-        match self.send(&entry, policy) {
+        match self.send(&entry, policy, deadline) {
             Ok(offset) => Ok(offset),
             Err(why) => {
                 let [entry] = entry;
@@ -880,7 +888,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
             return Ok(());
         }
         let shared: Vec<_> = entries.drain(..).map(Arc::new).collect();
-        match self.send(&shared, policy) {
+        match self.send(&shared, policy, None) {
             Ok(_) => Ok(()),
             Err(why) => {
                 entries.extend(shared.into_iter().map(|e| self.take_back(e)));
