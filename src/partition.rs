@@ -6,8 +6,11 @@
 //!   sequence its publish got; offsets are dense and never reused.
 //! - **Log end (LEO)** is the ring's claim cursor: every offset below it is claimed, and is
 //!   published by its producer a moment later (a read stops at the first offset not yet
-//!   published, so nothing is ever served out of order). **HW equals LEO** until replicas
-//!   exist: `high_watermark` is the one place that will change when they do.
+//!   published, so nothing is ever served out of order). **HW equals LEO** on a partition
+//!   with one replica.
+//! - **Replicated partitions** (`crate::replica`, through [`ReplicatedLog`]) keep their
+//!   records in the replicas' logs instead of the ring: the leader's log serves appends and
+//!   reads, HW is the replicas', and what consumers see as the log end is HW.
 //! - **Log start** is the oldest offset not yet overwritten or expired: `LEO - capacity`
 //!   (a claim of `s + capacity` overwrites `s`), or later once records pass the retention
 //!   age. Records below it are gone; a read there is told so ([`ReadOutcome::OutOfRange`]).

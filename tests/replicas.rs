@@ -370,7 +370,7 @@ fn acks_1_leader_crash_loses_exactly_the_uncopied_records() {
 
 /// KIP-279's case: two leaders crash back to back, each holding records the next leader
 /// never got. Truncating by leader epoch (iterated) leaves every replica with the same
-/// records at the same offsets; truncating to the high watermark would not.
+/// records at the same offsets.
 #[test]
 fn back_to_back_leader_crashes_leave_replicas_identical() {
     let (broker, _) = broker();

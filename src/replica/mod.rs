@@ -16,7 +16,7 @@
 //!   crashes), and rejoins once it holds everything below HW.
 //! - **Acks** ([`Acks`](crate::producer::Acks)). `All` (the default) returns once every
 //!   in-sync replica has the record, and refuses writes while the ISR is below
-//!   `min_insync_replicas` ([`Error::NotEnoughReplicas`](crate::Error::NotEnoughReplicas),
+//!   `min_insync_replicas` ([`Error::NotEnoughReplicas`],
 //!   or [`NotEnoughReplicasAfterAppend`](crate::Error::NotEnoughReplicasAfterAppend) when the
 //!   ISR shrank while the send waited). `Leader` returns once the leader has it: a leader
 //!   crash before a follower copied it loses it. Failed attempts are retried per the
