@@ -1,7 +1,7 @@
 //! A Jepsen-style test of replicated topics: producers with `acks = all`, consumers in a
-//! group, and random fault schedules (leader and follower crashes, stalls, directory
-//! failures, restarts, time passing, overlapping), RF 3, `min_insync_replicas` 2,
-//! unclean election off. Every schedule's history is checked:
+//! group, and random fault schedules (leader and follower crashes, a follower's power loss,
+//! stalls, slow followers, directory failures, restarts, time passing, overlapping), RF 3,
+//! `min_insync_replicas` 2, unclean election off. Every schedule's history is checked:
 //! - every acknowledged record is in the final log, at the offset it was acknowledged with
 //!   (duplicates left by retries are counted, and never exceed the producers' count of
 //!   retries after an append);
@@ -37,7 +37,12 @@ const STEPS: usize = 8;
 enum Step {
     CrashLeader(u32),
     CrashFollower(u32, usize),
+    /// A follower crashes losing an unsynced tail (a power loss), keeping this fraction
+    /// (in percent) of its log.
+    CrashFollowerLosing(u32, usize, u64),
     Stall(u32, usize),
+    /// A follower fetches once per this many milliseconds of broker time (0: full speed).
+    Slow(u32, usize, u64),
     Resume(u32, usize),
     Restart(u32, usize),
     FailDir(u32),
@@ -54,9 +59,11 @@ fn schedule(seed: u64) -> Vec<Step> {
         .map(|_| {
             let p = rng.u32(..PARTITIONS);
             let r = rng.usize(..3);
-            match rng.u8(..10) {
+            match rng.u8(..12) {
                 0 | 1 => Step::CrashLeader(p),
                 2 => Step::CrashFollower(p, r),
+                10 => Step::CrashFollowerLosing(p, r, rng.u64(0..100)),
+                11 => Step::Slow(p, r, [0, 1_000, 40_000][rng.usize(..3)]),
                 3 => Step::Stall(p, r),
                 4 => Step::Resume(p, r),
                 5 | 6 => Step::Restart(p, r),
@@ -165,6 +172,27 @@ fn run(seed: u64) -> Result<(u64, u64), String> {
                     faults.crash_replica(T, p, id(p, r)).unwrap();
                 }
             }
+            Step::CrashFollowerLosing(p, r, keep) => {
+                // Safe only while another live in-sync replica holds every committed
+                // record (a follower out of the ISR may lose anything).
+                let part = &d.replicas[p as usize];
+                let victim = id(p, r);
+                let others_in_sync = part
+                    .replicas
+                    .iter()
+                    .any(|x| x.id != victim && x.online && x.in_sync);
+                if part.leader != Some(victim) && others_in_sync {
+                    let end = part.replicas[r].log_end;
+                    let start = part.replicas[r].log_start;
+                    let keep_below = start + (end - start) * keep / 100;
+                    faults
+                        .crash_replica_losing(T, p, victim, keep_below)
+                        .unwrap();
+                }
+            }
+            Step::Slow(p, r, ms) => faults
+                .slow_replica(T, p, id(p, r), Duration::from_millis(ms))
+                .unwrap(),
             Step::Stall(p, r) => faults.stall_replica(T, p, id(p, r)).unwrap(),
             Step::Resume(p, r) => faults.resume_replica(T, p, id(p, r)).unwrap(),
             Step::Restart(p, r) => {
@@ -208,6 +236,9 @@ fn run(seed: u64) -> Result<(u64, u64), String> {
     for part in &d.replicas {
         for r in &part.replicas {
             faults.resume_replica(T, part.partition, r.id).unwrap();
+            faults
+                .slow_replica(T, part.partition, r.id, Duration::ZERO)
+                .unwrap();
             faults.restart_replica(T, part.partition, r.id).unwrap();
         }
     }

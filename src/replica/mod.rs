@@ -21,7 +21,9 @@
 //!   ISR shrank while the send waited). `Leader` returns once the leader has it: a leader
 //!   crash before a follower copied it loses it. Failed attempts are retried per the
 //!   producer's `retries` / `delivery_timeout`; a retry after an append may duplicate the
-//!   record (counted in [`ProducerMetrics`](crate::producer::ProducerMetrics)).
+//!   record (counted in [`ProducerMetrics`](crate::producer::ProducerMetrics)). A replicated
+//!   partition always has room, so `try_send` waits for the acks level like `send`;
+//!   `send_timeout` bounds that wait.
 //! - **Elections.** When the leader fails, the first live ISR member in replica order leads,
 //!   in a new leader epoch. With `unclean_leader_election` a replica outside the ISR may
 //!   lead when no ISR member is alive; the committed records it lacks are lost, and the

@@ -426,8 +426,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let from = st.replicas[i].log.end();
         let leader_log = &st.replicas[l].log;
         let leader_end = leader_log.end();
-        if from < leader_log.start() {
-            // Too far behind: the leader no longer has what comes next.
+        if from < leader_log.start() || from > leader_end {
+            // Too far behind (the leader no longer has what comes next), or a log that
+            // starts past the leader's end (after an unclean election): start over at the
+            // leader's log start.
             let start = leader_log.start();
             st.replicas[i].log.reset_to(start);
             return true;
