@@ -745,3 +745,59 @@ fn unknown_data_directories_are_refused() {
         "restoring a healthy directory is a no-op"
     );
 }
+
+/// The same failure with `min_insync_replicas = 2` and unclean election on: the stalled
+/// replicas take over. Every send acknowledged under `acks = all` survives (they were on
+/// every replica); the record appended while the ISR shrank (answered
+/// `NotEnoughReplicasAfterAppend`, yet below HW once the ISR was the leader alone) is lost,
+/// and the loss is reported.
+#[test]
+fn isr_shrinks_to_the_leader_then_it_dies_min_isr_2_unclean_on_reports_the_loss() {
+    let (broker, clock) = broker();
+    topic(&broker, 2, true);
+    let faults = broker.faults();
+    let p = producer(&broker, Acks::All);
+    let acked = send_all(&p, 0..20);
+    faults.stall_replica(T, 0, 1).unwrap();
+    faults.stall_replica(T, 0, 2).unwrap();
+    let waiting = {
+        let p = p.clone();
+        std::thread::spawn(move || p.send(Record::new(T, 20)))
+    };
+    while describe(&broker).replicas[0].log_end < 21 {
+        std::thread::yield_now();
+    }
+    clock.advance(Duration::from_secs(31));
+    faults.check_isr_now();
+    let err = waiting.join().unwrap().unwrap_err();
+    assert!(
+        matches!(err.error(), Error::NotEnoughReplicasAfterAppend { .. }),
+        "{err:?}"
+    );
+    assert_eq!(describe(&broker).high_watermark, 21);
+
+    faults.crash_replica(T, 0, 0).unwrap();
+    let d = describe(&broker);
+    assert_eq!(
+        (d.leader, d.leader_epoch, d.high_watermark),
+        (Some(1), 1, 20)
+    );
+    let events = faults.events();
+    assert!(events.iter().any(|e| e.kind
+        == EventKind::LeaderElected {
+            leader: Some(1),
+            epoch: 1,
+            unclean: true
+        }));
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == EventKind::RecordsLost { from: 20, to: 21 }),
+        "{events:?}"
+    );
+    // Nothing acknowledged was lost.
+    let read = read_all(&broker, 20);
+    for (i, offset) in acked.iter().enumerate() {
+        assert_eq!(read[*offset as usize], (*offset, i as u64));
+    }
+}
