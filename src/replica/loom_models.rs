@@ -15,6 +15,11 @@ use crate::sync::WaitSet;
 type Set = ReplicaSet<(), u64>;
 
 fn set(min_insync: usize, clock: Arc<ManualClock>) -> Arc<Set> {
+    set_of(2, min_insync, clock)
+}
+
+fn set_of(replicas: u32, min_insync: usize, clock: Arc<ManualClock>) -> Arc<Set> {
+    let ids: Vec<u32> = (0..replicas).collect();
     Arc::new(ReplicaSet::new(
         Arc::from("t"),
         0,
@@ -24,8 +29,8 @@ fn set(min_insync: usize, clock: Arc<ManualClock>) -> Arc<Set> {
             lag_max_ms: 1000,
             capacity: 8,
         },
-        &[0, 1],
-        vec![Arc::new(Wake::default()), Arc::new(Wake::default())],
+        &ids,
+        ids.iter().map(|_| Arc::new(Wake::default())).collect(),
         Arc::new(WaitSet::new()),
         clock as Arc<dyn Clock>,
         Arc::new(Events::default()),
@@ -160,5 +165,41 @@ fn isr_shrink_races_an_acks_all_wait() {
         follower.join().unwrap();
         s.close();
         producer.join().unwrap();
+    });
+}
+
+/// As `hw_advance_races_fetch_and_read` with RF 3: two followers fetch concurrently (4
+/// threads); HW is the lower of their log ends, so what the consumer reads is on both.
+#[test]
+fn hw_is_the_minimum_over_two_concurrent_followers() {
+    model(|| {
+        let s = set_of(3, 1, Arc::new(ManualClock::new(0)));
+        let producer = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || {
+                assert_eq!(
+                    s.append(entry(0), &policy(Acks::Leader), None).ok(),
+                    Some(0)
+                );
+            })
+        };
+        let followers: Vec<_> = (1..3)
+            .map(|id| {
+                let s = Arc::clone(&s);
+                thread::spawn(move || {
+                    s.fetch(id);
+                })
+            })
+            .collect();
+        let mut got = None;
+        if let ReadOutcome::Read(1) = s.read(0, 1, &mut |_, e| got = Some(e.value)) {
+            s.assert_hw_is_replicated();
+            assert_eq!(got, Some(0));
+        }
+        producer.join().unwrap();
+        for f in followers {
+            f.join().unwrap();
+        }
+        s.assert_hw_is_replicated();
     });
 }
