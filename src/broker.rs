@@ -309,9 +309,10 @@ pub struct PartitionInfo {
     pub partition: u32,
     /// The first offset still held.
     pub log_start: u64,
-    /// Consumers read below this offset (equal to `log_end` until replicas exist).
+    /// Consumers read below this offset (equal to `log_end` with one replica; on a
+    /// replicated topic, the lowest log end over the ISR).
     pub high_watermark: u64,
-    /// One past the last offset appended.
+    /// One past the last offset appended (the leader's, on a replicated topic).
     pub log_end: u64,
     /// Records held in memory (`log_end - log_start`).
     pub records_in_memory: u64,
