@@ -5,7 +5,7 @@
 //! ```
 //!
 //! The producer publishes `u64` entries into a ring that never blocks it
-//! ([`Overflow::Overwrite`]) for about two seconds. Three readers follow it:
+//! ([`Overflow::DropOldest`]) for about two seconds. Three readers follow it:
 //!
 //! - **fast** reads in batches and keeps up;
 //! - **slowed** pauses regularly (its own pace, below the producer's), falls behind, and is
@@ -117,7 +117,7 @@ fn print(title: &str, published: u64, secs: f64, reports: &[Report]) {
 
 fn main() -> Result<(), logbus::Error> {
     // Phase 1: overwrite mode, the producer never waits.
-    let config = RingConfig::new(1 << 14).overflow(Overflow::Overwrite);
+    let config = RingConfig::new(1 << 14).overflow(Overflow::DropOldest);
     let (mut producer, ring) = Ring::<u64>::single_producer(config)?;
     let fast_r = ring.reader(Start::Tail)?;
     let slow_r = ring.reader(Start::Tail)?;
@@ -151,7 +151,7 @@ fn main() -> Result<(), logbus::Error> {
     drop(producer); // closes the ring: readers drain, then see Closed
     let reports: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     print(
-        "phase 1: Overflow::Overwrite (producer never waits; a reader it laps is told how many entries it missed; late joins at the oldest entry still there)",
+        "phase 1: Overflow::DropOldest (producer never waits; a reader it laps is told how many entries it missed; late joins at the oldest entry still there)",
         published,
         secs,
         &reports,

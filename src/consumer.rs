@@ -49,6 +49,9 @@ use crate::sync::{asym_fence, thread};
 use crate::sync::StdArc as Arc;
 use crate::{Error, Result};
 
+mod each;
+pub use each::RecordRef;
+
 /// Yields a waiting poll takes before parking (none under loom, which models no time).
 #[cfg(not(logbus_loom))]
 const YIELDS: u32 = 64;
@@ -372,6 +375,8 @@ pub struct Consumer<K, V> {
     /// Where the next poll starts, for fairness over partitions.
     pub(crate) next: usize,
     pub(crate) metrics: ConsumerMetrics,
+    /// [`poll_with`](Consumer::poll_with)'s reused buffers.
+    pub(crate) borrowed: each::Buffers<K, V>,
     /// One thread at a time, as Kafka's consumer.
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -414,6 +419,7 @@ impl Broker {
             membership: None,
             next: 0,
             metrics: ConsumerMetrics::default(),
+            borrowed: each::Buffers::default(),
             _not_sync: PhantomData,
         })
     }
@@ -555,6 +561,17 @@ where
         max: usize,
         timeout: Duration,
     ) -> Result<usize> {
+        self.poll_loop(max, timeout, |c, max| c.fetch(out, max))
+    }
+
+    /// The poll loop: group duties, `fetch(self, max)` over the assigned partitions, and
+    /// waiting for records until `timeout`.
+    pub(crate) fn poll_loop(
+        &mut self,
+        max: usize,
+        timeout: Duration,
+        mut fetch: impl FnMut(&mut Self, usize) -> Result<usize>,
+    ) -> Result<usize> {
         if max == 0 || (self.assigned.is_empty() && self.membership.is_none()) {
             return Ok(0);
         }
@@ -566,7 +583,7 @@ where
             let n = if self.assigned.is_empty() {
                 0
             } else {
-                self.fetch(out, max)?
+                fetch(self, max)?
             };
             if n > 0 {
                 return Ok(n);
@@ -582,6 +599,32 @@ where
     /// Reads what is available now from the unpaused partitions, starting with the one
     /// after where the last fetch started.
     fn fetch(&mut self, out: &mut Vec<ConsumerRecord<K, V>>, max: usize) -> Result<usize> {
+        self.fetch_with(
+            max,
+            &mut |name, partition, offset, e: &Entry<K, V>| {
+                out.push(ConsumerRecord {
+                    topic: name,
+                    partition,
+                    offset,
+                    timestamp: e.timestamp,
+                    key: e.key.clone(),
+                    value: e.value.clone(),
+                    headers: e.headers.as_deref().cloned().unwrap_or_default(),
+                });
+            },
+            &mut |_, _, _, _| (),
+        )
+    }
+
+    /// [`fetch`](Self::fetch), passing each record to `sink` (topic, partition, offset,
+    /// entry) while it is read, and each partition's run of them to `ran` after it (topic,
+    /// partition, first offset, count).
+    pub(crate) fn fetch_with(
+        &mut self,
+        max: usize,
+        sink: &mut impl FnMut(&'static str, u32, u64, &Entry<K, V>),
+        ran: &mut impl FnMut(&'static str, u32, u64, usize),
+    ) -> Result<usize> {
         let now = self.broker.now_ms();
         let len = self.assigned.len();
         let first = self.next % len;
@@ -597,7 +640,8 @@ where
             }
             match read_one(
                 a,
-                out,
+                &mut *sink,
+                &mut *ran,
                 max - total,
                 now,
                 self.config.auto_offset_reset,
@@ -960,7 +1004,8 @@ impl<K, V> Drop for Consumer<K, V> {
 /// `reset`.
 fn read_one<K: Clone, V: Clone>(
     a: &mut Assigned<K, V>,
-    out: &mut Vec<ConsumerRecord<K, V>>,
+    sink: &mut impl FnMut(&'static str, u32, u64, &Entry<K, V>),
+    ran: &mut impl FnMut(&'static str, u32, u64, usize),
     max: usize,
     now: i64,
     reset: OffsetReset,
@@ -986,21 +1031,12 @@ fn read_one<K: Clone, V: Clone>(
             max,
             now,
             a.group.as_deref(),
-            |offset, e: &Entry<K, V>| {
-                out.push(ConsumerRecord {
-                    topic: name,
-                    partition,
-                    offset,
-                    timestamp: e.timestamp,
-                    key: e.key.clone(),
-                    value: e.value.clone(),
-                    headers: e.headers.as_deref().cloned().unwrap_or_default(),
-                });
-            },
+            |offset, e: &Entry<K, V>| sink(name, partition, offset, e),
         );
         match outcome {
             ReadOutcome::Read(n) => {
                 a.position = Some(position + n as u64);
+                ran(a.name, a.tp.partition, position, n);
                 return Ok(n);
             }
             ReadOutcome::Empty => return Ok(0),

@@ -69,8 +69,8 @@
 //! ```
 //! use logbus::ring::{Overflow, ReadError, Ring, RingConfig, Start, TryReadError};
 //!
-//! // Overwrite mode: the producer never waits for readers.
-//! let config = RingConfig::new(8).overflow(Overflow::Overwrite);
+//! // Drop-oldest mode: the producer never waits for readers.
+//! let config = RingConfig::new(8).overflow(Overflow::DropOldest);
 //! let (mut producer, ring) = Ring::single_producer(config)?;
 //! let mut follower = ring.reader(Start::Tail)?;
 //!

@@ -65,6 +65,7 @@ pub(crate) struct Entry<K, V> {
 }
 
 /// Headers as an entry stores them.
+#[inline]
 pub(crate) fn box_headers(headers: Headers) -> Option<Box<Headers>> {
     (!headers.is_empty()).then(|| Box::new(headers))
 }
@@ -310,7 +311,7 @@ impl<K, V> Partition<K, V> {
         let overflow = if config.gated {
             RingOverflow::Block
         } else {
-            RingOverflow::Overwrite
+            RingOverflow::DropOldest
         };
         let ring_config = RingConfig::new(config.capacity).overflow(overflow);
         Self::with_ring(config, ring_config, arrivals, None)

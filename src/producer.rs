@@ -29,6 +29,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -45,6 +46,9 @@ use crate::sync::time;
 use crate::sync::Mutex;
 use crate::sync::StdArc as Arc;
 use crate::{Error, Result};
+
+mod run;
+pub use run::{Payload, SendToError};
 
 /// Kafka's `Utils.murmur2`: the 32-bit murmur2 hash (seed `0x9747b28c`) that Kafka's
 /// default partitioner applies to a record's key bytes.
@@ -413,8 +417,12 @@ impl<K, V> Cached<K, V> {
             policy,
         };
         c.refresh();
-        // Producers start their sticky rotation at different partitions.
-        c.sticky = fastrand::u32(..c.appenders.len().max(1) as u32);
+        // Producers start their sticky rotation at different partitions: std's per-thread
+        // random hash keys, which differ at every `RandomState::new`, are seed enough.
+        let seed = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        c.sticky = (seed % c.appenders.len().max(1) as u64) as u32;
         c
     }
 
@@ -909,16 +917,32 @@ where
                 return Err(Error::InvalidTimestamp { timestamp: ts });
             }
         }
-        let State {
-            topics, scratch, ..
-        } = state;
-        let name: &str = &record.topic;
         // A `&'static str` name seen before is recognised by its address (static strings
         // are never freed, so address and length say the bytes); others compare bytes.
         let at_static = match &record.topic {
             Cow::Borrowed(s) => Some((s.as_ptr() as usize, s.len())),
             Cow::Owned(_) => None,
         };
+        let t = self.find_topic(state, &record.topic, at_static)?;
+        let State {
+            topics, scratch, ..
+        } = state;
+        let cached = &mut topics[t];
+        let count = cached.appenders.len() as u32;
+        let partition = self.choose(cached, record, count, scratch)?;
+        Ok((t, partition))
+    }
+
+    /// The index in the producer's cache of topic `name` (looked up and cached when not
+    /// there or deleted since), its added partitions picked up. `at_static`: the address
+    /// and length of `name` when it is a `&'static str`.
+    fn find_topic(
+        &self,
+        state: &mut State<K, V>,
+        name: &str,
+        at_static: Option<(usize, usize)>,
+    ) -> Result<usize> {
+        let topics = &mut state.topics;
         let found = match at_static {
             Some(key) => topics.iter().position(|c| c.static_name == Some(key)),
             None => None,
@@ -946,9 +970,7 @@ where
             cached.static_name = at_static;
         }
         cached.refresh();
-        let count = cached.appenders.len() as u32;
-        let partition = self.choose(cached, record, count, scratch)?;
-        Ok((t, partition))
+        Ok(t)
     }
 
     /// The partition for `record` (module docs).

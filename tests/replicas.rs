@@ -801,3 +801,38 @@ fn isr_shrinks_to_the_leader_then_it_dies_min_isr_2_unclean_on_reports_the_loss(
         assert_eq!(read[*offset as usize], (*offset, i as u64));
     }
 }
+
+/// The borrowing fast paths (`send_to`, `poll_with`) go through the replicas too.
+#[test]
+fn send_to_and_poll_with_use_the_replicas() {
+    let (broker, _) = broker();
+    topic(&broker, 2, false);
+    let faults = broker.faults();
+    let p = producer(&broker, Acks::All);
+    let sent = p
+        .send_to(T, 0, (0..10u64).map(logbus::producer::Payload::new))
+        .unwrap();
+    assert_eq!(sent, 10);
+    let d = describe(&broker);
+    assert_eq!(
+        d.high_watermark, 10,
+        "acks = all: on the ISR when send_to returns"
+    );
+    assert!(faults.wait_in_sync(T, 0, WAIT).unwrap());
+    for (id, log) in logs(&broker) {
+        assert_eq!(
+            log,
+            (0..10).map(|v| (v, v)).collect::<Vec<_>>(),
+            "replica {id}"
+        );
+    }
+    let config = ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest);
+    let mut c = broker.consumer::<(), u64>(config).unwrap();
+    c.assign(&[TopicPartition::new(T, 0)]).unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 10 {
+        c.poll_with(16, WAIT, |r| seen.push((r.offset, *r.value)))
+            .unwrap();
+    }
+    assert_eq!(seen, (0..10).map(|v| (v, v)).collect::<Vec<_>>());
+}

@@ -228,7 +228,7 @@ impl Drop for Tracked {
 /// both overflow modes, including the values left in the ring when it goes.
 #[test]
 fn drop_counting_across_threads() {
-    for overflow in [Overflow::Block, Overflow::Overwrite] {
+    for overflow in [Overflow::Block, Overflow::DropOldest] {
         let live = Arc::new(AtomicUsize::new(0));
         {
             let config = RingConfig::new(16).overflow(overflow);

@@ -43,7 +43,7 @@ where
 
 #[test]
 fn no_allocation_per_entry_in_steady_state() {
-    for overflow in [Overflow::Block, Overflow::Overwrite] {
+    for overflow in [Overflow::Block, Overflow::DropOldest] {
         let config = RingConfig::new(64).overflow(overflow);
         let (mut sp, ring) = Ring::<u64>::single_producer(config).unwrap();
         steady_state(

@@ -150,8 +150,9 @@ mod observer {
 mod topics {
     use super::*;
     use logbus::broker::{BrokerBuilder, PartitionInfo, TopicDescription};
+    use logbus::consumer::RecordRef;
     use logbus::consumer::{ConsumerMetrics, OffsetAndTimestamp};
-    use logbus::producer::{ProducerConfig, SendError};
+    use logbus::producer::{Payload, ProducerConfig, SendError, SendToError};
     use logbus::{
         Broker, Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, Error, OffsetReset,
         Overflow, Producer, Record, RecordMetadata, Topic, TopicConfig, TopicPartition,
@@ -171,6 +172,9 @@ mod topics {
         send_sync::<Record<String, Vec<u8>>>();
         send_sync::<RecordMetadata>();
         send_sync::<SendError<String, Vec<u8>>>();
+        send_sync::<Payload<String, Vec<u8>>>();
+        send_sync::<SendToError>();
+        send_sync::<RecordRef<'static, String, Vec<u8>>>();
         send_sync::<ConsumerConfig>();
         send_sync::<ConsumerRecord<String, Vec<u8>>>();
         send_sync::<ConsumerRecords<String, Vec<u8>>>();

@@ -1,6 +1,7 @@
 //! No allocation per record in steady state: `Producer::send` (no key, no headers, a
 //! `&'static str` topic) and `Consumer::poll_into` into a vector with room, each poll
-//! followed by `commit_sync`, measured with a counting global allocator.
+//! followed by `commit_sync`; and `Producer::send_to` with `Consumer::poll_with`; measured
+//! with a counting global allocator, in one test (the windows are process-wide).
 
 mod alloc_common;
 
@@ -9,11 +10,18 @@ use std::time::Duration;
 use alloc_common::allocations_during;
 use logbus::broker::{Broker, Overflow, TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
-use logbus::producer::Record;
+use logbus::producer::{Payload, Record};
 
 const N: u64 = 10_000;
 
+/// One test: the counting windows are process-wide, so a second test in this binary (or
+/// the harness reporting on it) would allocate inside them.
 #[test]
+fn no_allocation_per_record() {
+    produce_and_poll_into_allocate_nothing_per_record();
+    send_to_and_poll_with_allocate_nothing_per_record();
+}
+
 fn produce_and_poll_into_allocate_nothing_per_record() {
     for overflow in [Overflow::Block, Overflow::DropOldest] {
         let broker = Broker::in_memory();
@@ -62,6 +70,73 @@ fn produce_and_poll_into_allocate_nothing_per_record() {
         assert_eq!(
             polled, 0,
             "{overflow:?}: allocations while polling {N} records"
+        );
+    }
+}
+
+fn send_to_and_poll_with_allocate_nothing_per_record() {
+    for overflow in [Overflow::Block, Overflow::DropOldest] {
+        let broker = Broker::in_memory();
+        broker
+            .create_topic::<(), u64>(
+                "t",
+                TopicConfig::new(2)
+                    .records_in_memory(1 << 15)
+                    .overflow(overflow),
+            )
+            .unwrap();
+        let producer = broker.producer::<(), u64>();
+        let mut consumer = broker
+            .consumer::<(), u64>(
+                ConsumerConfig::new()
+                    .group_id("g")
+                    .auto_offset_reset(OffsetReset::Earliest),
+            )
+            .unwrap();
+        consumer.assign(&[TopicPartition::new("t", 1)]).unwrap();
+        // Warm-up: the producer caches the topic and grows its run; the consumer's first
+        // poll grows its buffers to the poll size used below.
+        producer
+            .send_to("t", 1, (0..1000).map(Payload::new))
+            .unwrap();
+        let mut read = 0;
+        while read < 1000 {
+            read += consumer.poll_with(1000, Duration::ZERO, |_| ()).unwrap();
+        }
+        consumer.commit_sync().unwrap();
+
+        let produced = allocations_during(|| {
+            for i in 0..N / 100 {
+                let from = 1000 + i * 100;
+                let sent = producer
+                    .send_to(
+                        "t",
+                        1,
+                        (from..from + 100).map(|v| Payload::new(v).timestamp(5)),
+                    )
+                    .unwrap();
+                assert_eq!(sent, 100);
+            }
+        });
+        let mut read = 0;
+        let mut last = 0;
+        let polled = allocations_during(|| {
+            while read < N as usize {
+                read += consumer
+                    .poll_with(1000, Duration::ZERO, |r| last = *r.value)
+                    .unwrap();
+                consumer.commit_sync().unwrap();
+            }
+        });
+        assert_eq!(read, N as usize);
+        assert_eq!(last, 1000 + N - 1);
+        assert_eq!(
+            produced, 0,
+            "{overflow:?}: allocations while sending {N} records with send_to"
+        );
+        assert_eq!(
+            polled, 0,
+            "{overflow:?}: allocations while polling {N} records with poll_with"
         );
     }
 }

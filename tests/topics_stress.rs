@@ -4,7 +4,8 @@
 //! `Block`: nothing is lost; each group sees every record of its partitions exactly once,
 //! offsets dense from 0, each producer's records in its send order. `DropOldest`: producers
 //! never wait; per partition, what a consumer read plus what it was told it skipped is
-//! exactly the partition's log end.
+//! exactly the partition's log end. Producers mix `send_batch`, `send_to` and `send`;
+//! group 1 reads with the borrowing `poll_with`, the others with `poll_into`.
 //!
 //! Each test sends 1 000 000 records (about 3 s for both in a debug build on 2 cores);
 //! `LOGBUS_STRESS_RECORDS` overrides the count.
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use logbus::broker::{Broker, Overflow, TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
-use logbus::producer::{ProducerConfig, Record};
+use logbus::producer::{Payload, ProducerConfig, Record};
 
 const PRODUCERS: u64 = 4;
 const PARTITIONS: u32 = 6;
@@ -85,25 +86,37 @@ fn run(overflow: Overflow, total: u64) {
                     loop {
                         // Read the flag before polling: once set and nothing is left, done.
                         let finished = done.load(Ordering::Acquire);
-                        batch.clear();
-                        let n = c
-                            .poll_into(&mut batch, 256, Duration::from_millis(5))
-                            .unwrap();
-                        for r in &batch {
-                            let next = seen.next.entry(r.partition).or_insert(0);
+                        let mut check = |partition: u32, offset: u64, value: u64| {
+                            let next = seen.next.entry(partition).or_insert(0);
                             if block {
-                                assert_eq!(r.offset, *next, "a gap under Block");
+                                assert_eq!(offset, *next, "a gap under Block");
                             } else {
-                                assert!(r.offset >= *next, "out of order");
+                                assert!(offset >= *next, "out of order");
                             }
-                            *next = r.offset + 1;
-                            *seen.read.entry(r.partition).or_insert(0) += 1;
-                            let (producer, seq) = (r.value >> 32, r.value & 0xffff_ffff);
-                            if let Some(last) = seen.last_seq.insert((r.partition, producer), seq) {
+                            *next = offset + 1;
+                            *seen.read.entry(partition).or_insert(0) += 1;
+                            let (producer, seq) = (value >> 32, value & 0xffff_ffff);
+                            if let Some(last) = seen.last_seq.insert((partition, producer), seq) {
                                 assert!(seq > last, "producer {producer} reordered");
                             }
-                            seen.sum += u128::from(r.value);
-                        }
+                            seen.sum += u128::from(value);
+                        };
+                        // Group 1 reads through the borrowing poll, the others by value.
+                        let n = if g == 1 {
+                            c.poll_with(256, Duration::from_millis(5), |r| {
+                                check(r.partition, r.offset, *r.value)
+                            })
+                            .unwrap()
+                        } else {
+                            batch.clear();
+                            let n = c
+                                .poll_into(&mut batch, 256, Duration::from_millis(5))
+                                .unwrap();
+                            for r in &batch {
+                                check(r.partition, r.offset, r.value);
+                            }
+                            n
+                        };
                         if n > 0 {
                             c.commit_sync().unwrap();
                         }
@@ -137,10 +150,23 @@ fn run(overflow: Overflow, total: u64) {
                 let mut seq = 0;
                 while seq < per_producer {
                     if seq % 3 == 0 {
-                        // Half the records through send_batch, the rest one by one.
+                        // Most records through send_batch, some through send_to, the rest
+                        // one by one.
                         let n = 64.min(per_producer - seq);
                         batch.extend((seq..seq + n).map(|s| Record::new(topic, id << 32 | s)));
                         assert_eq!(p.send_batch(&mut batch).unwrap(), n as usize);
+                        seq += n;
+                    } else if seq % 3 == 1 {
+                        let n = 16.min(per_producer - seq);
+                        let partition = (seq / 3 % u64::from(PARTITIONS)) as u32;
+                        let sent = p
+                            .send_to(
+                                topic,
+                                partition,
+                                (seq..seq + n).map(|s| Payload::new(id << 32 | s)),
+                            )
+                            .unwrap();
+                        assert_eq!(sent, n as usize);
                         seq += n;
                     } else {
                         p.send(Record::new(topic, id << 32 | seq)).unwrap();

@@ -30,7 +30,7 @@ fn round_trip(c: &mut Criterion) {
     for (name, overflow, gating) in [
         ("gating", Overflow::Block, true),
         ("non_gating", Overflow::Block, false),
-        ("overwrite", Overflow::Overwrite, false),
+        ("overwrite", Overflow::DropOldest, false),
     ] {
         let config = RingConfig::new(1024).overflow(overflow);
         let (mut p, ring) = Ring::<u64>::single_producer(config).unwrap();

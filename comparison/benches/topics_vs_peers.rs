@@ -6,8 +6,9 @@
 //!
 //! Rows (issue 12's bars in brackets):
 //! - `1to1`: one partition, 1 producer → 1 consumer, each side with its batch API where it
-//!   has one: logbus `send_batch` (64) and `poll_into` (up to 1024) + `commit_sync` per poll
-//!   on a `Block` topic; crossbeam-channel `send`/`recv` [≥ 2×]; the `disruptor` crate's
+//!   has one: logbus `send_to` (64) and `poll_with` (up to 1024) + `commit_sync` per poll
+//!   on a `Block` topic (`TOPICS_BENCH_RECORD_API=1`: `send_batch` of `Record`s and
+//!   `poll_into` instead, in this row and the next); crossbeam-channel `send`/`recv` [≥ 2×]; the `disruptor` crate's
 //!   batch publish (64) and event poller, spin→yield [≥ 0.8×].
 //! - `fanout`: 1 producer → 3 groups on a `Block` topic, per reader; tokio broadcast with
 //!   `try_recv` + spin→yield, the producer holding back (on the readers' published counts)
@@ -37,7 +38,7 @@ use std::time::{Duration, Instant};
 use disruptor::{build_single_producer, BusySpin, Polling, Producer as _};
 use logbus::broker::{Broker, Overflow, TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
-use logbus::producer::{ProducerConfig, Record};
+use logbus::producer::{Payload, ProducerConfig, Record};
 
 /// Counts bytes allocated, for the memory row.
 struct Counting;
@@ -120,22 +121,56 @@ fn group_consumer(
     c
 }
 
-/// Reads `n` records with `poll_into` + `commit_sync`; returns when it finished.
+/// Whether to use the record-moving APIs (`send_batch` of `Record`s, `poll_into`) instead
+/// of `send_to` and `poll_with` (`TOPICS_BENCH_RECORD_API=1`, for A/B).
+fn record_api() -> bool {
+    std::env::var_os("TOPICS_BENCH_RECORD_API").is_some()
+}
+
+/// Reads `n` records with `poll_with` (or `poll_into`) + `commit_sync`; returns when it
+/// finished.
 fn drain(mut c: logbus::Consumer<(), u64>, n: u64) -> Instant {
     let mut out = Vec::with_capacity(CAP);
     let mut got = 0;
     let mut sum = 0u64;
+    let record_api = record_api();
     while got < n {
-        out.clear();
-        let k = c.poll_into(&mut out, CAP, Duration::from_secs(10)).unwrap();
-        for r in &out {
-            sum = sum.wrapping_add(r.value ^ r.timestamp as u64);
-        }
+        let k = if record_api {
+            out.clear();
+            let k = c.poll_into(&mut out, CAP, Duration::from_secs(10)).unwrap();
+            for r in &out {
+                sum = sum.wrapping_add(r.value ^ r.timestamp as u64);
+            }
+            k
+        } else {
+            c.poll_with(CAP, Duration::from_secs(10), |r| {
+                sum = sum.wrapping_add(*r.value ^ r.timestamp as u64);
+            })
+            .unwrap()
+        };
         got += k as u64;
         c.commit_sync().unwrap();
     }
     black_box(sum);
     Instant::now()
+}
+
+/// Sends `n` records to partition 0 with `send_to` (or `send_batch`), in batches.
+fn produce_to_0(p: &logbus::Producer<(), u64>, n: u64) {
+    if record_api() {
+        return produce_batches(p, 0, n, Some(0));
+    }
+    let mut i = 0;
+    while i < n {
+        let end = (i + BATCH as u64).min(n);
+        p.send_to(
+            "t",
+            0,
+            (i..end).map(|v| Payload::new(v).timestamp(v as i64)),
+        )
+        .unwrap();
+        i = end;
+    }
 }
 
 fn produce_batches(p: &logbus::Producer<(), u64>, from: u64, n: u64, partition: Option<u32>) {
@@ -164,7 +199,7 @@ fn logbus_1to1(n: u64) -> f64 {
     let p = broker.producer::<(), u64>();
     let start = Instant::now();
     let reader = thread::spawn(move || drain(c, n));
-    produce_batches(&p, 0, n, Some(0));
+    produce_to_0(&p, n);
     let end = reader.join().unwrap();
     n as f64 / (end - start).as_secs_f64()
 }
@@ -257,7 +292,7 @@ fn logbus_fanout(n: u64) -> f64 {
         .into_iter()
         .map(|c| thread::spawn(move || drain(c, n)))
         .collect();
-    produce_batches(&p, 0, n, Some(0));
+    produce_to_0(&p, n);
     let end = readers
         .into_iter()
         .map(|r| r.join().unwrap())

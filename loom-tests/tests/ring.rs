@@ -115,13 +115,13 @@ fn gating_holds_producer_back() {
     });
 }
 
-/// Overwrite mode: the producer laps a reader that is cloning; the reader never sees a torn
+/// Drop-oldest mode: the producer laps a reader that is cloning; the reader never sees a torn
 /// or wrong value (the payload names its sequence), and what it reads plus the lag it is told
 /// adds up to exactly what was published.
 #[test]
 fn overwrite_racing_a_lagging_reader() {
     model(|| {
-        let config = RingConfig::new(2).overflow(Overflow::Overwrite);
+        let config = RingConfig::new(2).overflow(Overflow::DropOldest);
         let (mut producer, ring) = Ring::single_producer(config).unwrap();
         let mut reader = ring.reader(Start::Tail).unwrap();
         let t = thread::spawn(move || {
@@ -226,14 +226,14 @@ fn reader_joins_while_producer_writes_unlocked() {
     });
 }
 
-/// Overwrite mode with two producers lapping a capacity-2 ring (three entries): a producer
+/// Drop-oldest mode with two producers lapping a capacity-2 ring (three entries): a producer
 /// that claims a slot whose previous lap is still being written waits for it; the reader sees
 /// each value at most once, in sequence order, never a torn or foreign one, and what it reads
 /// plus the lag it is told covers all three.
 #[test]
 fn two_producers_overwrite_with_a_reader() {
     model(|| {
-        let config = RingConfig::new(2).overflow(Overflow::Overwrite);
+        let config = RingConfig::new(2).overflow(Overflow::DropOldest);
         let (producer, ring) = Ring::multi_producer(config).unwrap();
         let mut reader = ring.reader(Start::Tail).unwrap();
         let ts: Vec<_> = (0..2u64)
@@ -334,7 +334,7 @@ fn plain_data_fast_path_with_a_joining_reader() {
 #[test]
 fn plain_data_overwrite_with_a_reader_joining_over_untagged_slots() {
     model(|| {
-        let config = RingConfig::new(2).overflow(Overflow::Overwrite);
+        let config = RingConfig::new(2).overflow(Overflow::DropOldest);
         let (mut producer, ring) = Ring::<u64>::single_producer(config).unwrap();
         producer.publish_with(2, |seq| seq * 7).unwrap();
         let joiner = ring.clone();

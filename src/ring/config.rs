@@ -14,8 +14,16 @@ pub enum Overflow {
     Block,
     /// Producers never wait for readers: the oldest entry is overwritten, and a reader that
     /// falls behind gets [`TryReadError::Lagged`](super::TryReadError::Lagged) with the exact
-    /// count it missed. Gating readers cannot be created on such a ring.
-    Overwrite,
+    /// count it missed. Gating readers cannot be created on such a ring. (The same word as
+    /// topics' and the observer's `DropOldest`.)
+    DropOldest,
+}
+
+impl Overflow {
+    /// The old name of [`Overflow::DropOldest`] (usable in expressions and patterns).
+    #[deprecated(note = "renamed `Overflow::DropOldest`, as topics and the observer call it")]
+    #[allow(non_upper_case_globals)]
+    pub const Overwrite: Overflow = Overflow::DropOldest;
 }
 
 /// The configuration of a ring.
@@ -25,7 +33,7 @@ pub enum Overflow {
 /// ```
 /// use logbus::ring::{Overflow, RingConfig};
 ///
-/// let config = RingConfig::new(1024).overflow(Overflow::Overwrite).start_sequence(5000);
+/// let config = RingConfig::new(1024).overflow(Overflow::DropOldest).start_sequence(5000);
 /// assert_eq!(config.capacity(), 1024);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

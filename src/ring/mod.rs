@@ -19,7 +19,7 @@
 //!   *non-gating* readers never do, and are told exactly how many entries they missed when
 //!   they fall a lap behind ([`TryReadError::Lagged`]).
 //! - **Overflow** ([`Overflow`]): `Block` (producers wait for gating readers) or
-//!   `Overwrite` (producers never wait for readers).
+//!   `DropOldest` (producers never wait for readers; the word topics and the observer use).
 //! - **Waiting** (`wait`, over `sync::WaitSet`): check, yield, then park (a spin phase
 //!   exists but is zero rounds by default: spinning measured worse than yielding on the
 //!   2-vCPU VMs, see `wait`). Publishing and reading cost no system call and no
@@ -56,7 +56,7 @@
 //!
 //! // A ring that never blocks its producer: a late reader is told how much it missed.
 //! let (mut producer, ring) =
-//!     Ring::single_producer(RingConfig::new(4).overflow(Overflow::Overwrite))?;
+//!     Ring::single_producer(RingConfig::new(4).overflow(Overflow::DropOldest))?;
 //! let mut reader = ring.reader(Start::Tail)?;
 //! for i in 0..10u64 {
 //!     producer.publish(i).unwrap();
@@ -199,13 +199,13 @@ impl<T> Ring<T> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] on an [`Overflow::Overwrite`] ring;
+    /// [`Error::InvalidConfig`] on an [`Overflow::DropOldest`] ring;
     /// [`Error::SequenceOutOfRange`] as for [`reader`](Self::reader).
     pub fn gating_reader(&self, start: Start) -> Result<Reader<T>, Error> {
         if !self.shared.blocks() {
             return Err(Error::InvalidConfig {
                 name: "overflow",
-                value: "Overwrite".into(),
+                value: "DropOldest".into(),
                 valid: "gating readers need Overflow::Block".into(),
             });
         }

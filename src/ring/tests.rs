@@ -76,7 +76,7 @@ fn batches_publish_in_runs_and_read_in_runs() {
 
 #[test]
 fn overwrite_reports_exact_lag_and_keeps_place() {
-    let config = RingConfig::new(4).overflow(Overflow::Overwrite);
+    let config = RingConfig::new(4).overflow(Overflow::DropOldest);
     let (mut p, ring) = Ring::<u64>::single_producer(config).unwrap();
     let mut r = ring.reader(Start::Tail).unwrap();
     assert!(ring.gating_reader(Start::Tail).is_err());
@@ -243,7 +243,7 @@ impl Drop for Counted {
 
 #[test]
 fn every_value_dropped_exactly_once() {
-    for overflow in [Overflow::Block, Overflow::Overwrite] {
+    for overflow in [Overflow::Block, Overflow::DropOldest] {
         let live = crate::sync::Arc::new(AtomicUsize::new(0));
         let make = |i| {
             live.fetch_add(1, Ordering::Relaxed);
@@ -285,7 +285,7 @@ fn a_panicking_clone_releases_the_slot() {
             Bomb(false)
         }
     }
-    let config = RingConfig::new(2).overflow(Overflow::Overwrite);
+    let config = RingConfig::new(2).overflow(Overflow::DropOldest);
     let (mut p, ring) = Ring::single_producer(config).unwrap();
     let mut r = ring.reader(Start::Tail).unwrap();
     p.publish(Bomb(true)).unwrap();
@@ -308,7 +308,7 @@ fn panicking_drop_of_an_overwritten_value_still_publishes_the_run() {
             }
         }
     }
-    let config = RingConfig::new(2).overflow(Overflow::Overwrite);
+    let config = RingConfig::new(2).overflow(Overflow::DropOldest);
     let (mut p, ring) = Ring::single_producer(config).unwrap();
     let mut batch = vec![Grenade(0), Grenade(1)];
     p.publish_batch(&mut batch).unwrap();
@@ -404,8 +404,8 @@ fn threads_multi_producer_gating_and_not() {
 
 #[test]
 fn threads_overwrite() {
-    run_threads(true, 2, 1, Overflow::Overwrite, N / 2);
-    run_threads(false, 1, 2, Overflow::Overwrite, N);
+    run_threads(true, 2, 1, Overflow::DropOldest, N / 2);
+    run_threads(false, 1, 2, Overflow::DropOldest, N);
 }
 
 #[test]
@@ -505,7 +505,7 @@ fn publish_with_plain_data_panicking_maker_publishes_the_written_prefix() {
 /// joins after another one left starts over cleanly.
 #[test]
 fn non_gating_readers_join_over_untagged_slots() {
-    let config = RingConfig::new(4).overflow(Overflow::Overwrite);
+    let config = RingConfig::new(4).overflow(Overflow::DropOldest);
     let (mut p, ring) = Ring::<u64>::single_producer(config).unwrap();
     p.publish_with(10, |seq| seq * 3).unwrap();
     // The producer may still claim up to its published limit (12) without seeing a new
@@ -622,7 +622,7 @@ fn last_sequence_is_each_handles_own_last_publish() {
     assert_eq!(sp.last_sequence(), Some(5));
 
     let (mut a, ring) =
-        Ring::multi_producer(RingConfig::new(8).overflow(Overflow::Overwrite)).unwrap();
+        Ring::multi_producer(RingConfig::new(8).overflow(Overflow::DropOldest)).unwrap();
     let mut b = a.clone();
     a.publish(String::from("a0")).unwrap();
     b.publish(String::from("b0")).unwrap();
@@ -639,7 +639,7 @@ fn last_sequence_is_each_handles_own_last_publish() {
 #[test]
 fn get_run_with_reads_runs_and_says_why_it_stopped() {
     let (mut p, ring) =
-        Ring::multi_producer(RingConfig::new(4).overflow(Overflow::Overwrite)).unwrap();
+        Ring::multi_producer(RingConfig::new(4).overflow(Overflow::DropOldest)).unwrap();
     let r = ring.reader(Start::Oldest).unwrap();
     for i in 0..3u64 {
         p.publish(i * 10).unwrap();
@@ -692,7 +692,7 @@ fn gating_get_run_with_reads_ahead_of_its_position() {
 #[test]
 fn announcing_reader_reads_like_a_reader_from_the_start() {
     let (mut p, ring) =
-        Ring::multi_producer(RingConfig::new(4).overflow(Overflow::Overwrite)).unwrap();
+        Ring::multi_producer(RingConfig::new(4).overflow(Overflow::DropOldest)).unwrap();
     let mut r = ring.announcing_reader().unwrap();
     assert_eq!(ring.reader_count(), 0, "not registered");
     for i in 0..3u64 {
@@ -723,4 +723,19 @@ fn announcing_reader_reads_like_a_reader_from_the_start() {
     assert_eq!(ring.shared.announced.load(Ordering::Relaxed), 0);
     drop(r);
     assert_eq!(ring.reader_count(), 0);
+}
+
+/// The ring's overflow words match topics' and the observer's; the old name still compiles,
+/// in expressions and in patterns.
+#[test]
+#[allow(deprecated)]
+fn overwrite_is_the_old_name_of_drop_oldest() {
+    assert_eq!(Overflow::Overwrite, Overflow::DropOldest);
+    assert!(matches!(Overflow::DropOldest, Overflow::Overwrite));
+    let config = RingConfig::new(4).overflow(Overflow::Overwrite);
+    let (_producer, ring) = Ring::<u64>::single_producer(config).unwrap();
+    match ring.gating_reader(Start::Tail) {
+        Err(crate::Error::InvalidConfig { value, .. }) => assert_eq!(value, "DropOldest"),
+        other => panic!("{other:?}"),
+    }
 }

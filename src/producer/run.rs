@@ -1,0 +1,229 @@
+//! [`Producer::send_to`]: records built straight into one partition's run, for hot loops
+//! that already know where their records go.
+
+use std::fmt;
+
+use bytes::Bytes;
+
+use super::{append_error, Producer};
+use crate::partition::{box_headers, Entry, Headers};
+use crate::Error;
+
+/// What [`Producer::send_to`] sends for one record: a [`Record`](super::Record) without
+/// topic and partition (the call names those once).
+///
+/// # Examples
+///
+/// ```
+/// use logbus::producer::Payload;
+///
+/// let p = Payload::<String, u64>::new(7).key("k".into()).timestamp(1_700_000_000_000);
+/// assert_eq!(p.value, 7);
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct Payload<K, V> {
+    /// Milliseconds since the Unix epoch, or `None` for the broker clock's time at send.
+    pub timestamp: Option<i64>,
+    /// The key, if any (kept with the record; it does not choose the partition here).
+    pub key: Option<K>,
+    /// The value.
+    pub value: V,
+    /// Headers (none costs no allocation).
+    pub headers: Headers,
+}
+
+impl<K, V> fmt::Debug for Payload<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Payload")
+            .field("timestamp", &self.timestamp)
+            .field("has_key", &self.key.is_some())
+            .field("headers", &self.headers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, V> Payload<K, V> {
+    /// `value`, without key, timestamp or headers.
+    #[inline]
+    pub fn new(value: V) -> Self {
+        Self {
+            timestamp: None,
+            key: None,
+            value,
+            headers: Vec::new(),
+        }
+    }
+
+    /// With a key.
+    #[inline]
+    pub fn key(mut self, key: K) -> Self {
+        self.key = Some(key);
+        self
+    }
+
+    /// With a timestamp (milliseconds since the Unix epoch, at least 0).
+    #[inline]
+    pub fn timestamp(mut self, timestamp: i64) -> Self {
+        self.timestamp = Some(timestamp);
+        self
+    }
+
+    /// With one more header.
+    pub fn header(mut self, key: impl Into<String>, value: Option<Bytes>) -> Self {
+        self.headers.push((key.into(), value));
+        self
+    }
+}
+
+/// A [`Producer::send_to`] that stopped early: how many records were sent (the first
+/// `sent` the iterator gave), and why the next was not. Converts into [`Error`] with `?`.
+#[derive(Debug, thiserror::Error)]
+#[error("sent {sent} records, then: {error}")]
+#[non_exhaustive]
+pub struct SendToError {
+    /// Records sent before the failure (all of them appended, in order).
+    pub sent: usize,
+    /// Why the rest were not.
+    #[source]
+    pub error: Error,
+}
+
+impl From<SendToError> for Error {
+    fn from(e: SendToError) -> Self {
+        e.error
+    }
+}
+
+/// Entries gathered per append: one claim per run, a bounded buffer.
+const CHUNK: usize = 1024;
+
+/// Keeps the larger of the producer's run buffer and `run` (empty) for the next send.
+fn give_back<K, V>(state: &mut super::State<K, V>, run: Vec<Entry<K, V>>) {
+    if state.run.capacity() < run.capacity() {
+        state.run = run;
+    }
+}
+
+impl<K, V> Producer<K, V>
+where
+    K: Send + Sync + 'static,
+    V: Send + Sync + 'static,
+{
+    /// Sends every record `records` yields to partition `partition` of `topic`, in
+    /// order, building each straight into the partition's run: no [`Record`](super::Record)
+    /// per record, one topic lookup and partition check per call, one claim per run of
+    /// up to 1,024 records. Waits for room as [`send`](Self::send) does. Records without a
+    /// timestamp get the broker clock's time, read once per run. The iterator runs with no
+    /// lock held (it may send through this producer too). Returns how many were sent.
+    ///
+    /// # Errors
+    ///
+    /// [`SendToError`] with how many were sent and: [`Error::UnknownTopic`],
+    /// [`Error::TypeMismatch`], [`Error::PartitionOutOfRange`] (nothing sent),
+    /// [`Error::InvalidTimestamp`] (the records before it were sent, those after it not
+    /// taken from the iterator), [`Error::Closed`] (the topic was deleted meanwhile),
+    /// [`Error::RecordTooLarge`] (persisted topics).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, TopicConfig};
+    /// use logbus::producer::Payload;
+    ///
+    /// let broker = Broker::in_memory();
+    /// broker.create_topic::<(), u64>("ticks", TopicConfig::new(2))?;
+    /// let producer = broker.producer::<(), u64>();
+    /// let sent = producer.send_to("ticks", 1, (0..100).map(|v| Payload::new(v).timestamp(v as i64)))?;
+    /// assert_eq!(sent, 100);
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn send_to<I>(&self, topic: &str, partition: u32, records: I) -> Result<usize, SendToError>
+    where
+        I: IntoIterator<Item = Payload<K, V>>,
+    {
+        let failed = |sent, error| SendToError { sent, error };
+        // The iterator is user code: it runs with no lock held (it may use this producer);
+        // the producer's lock is taken per run, to append it.
+        let mut run = {
+            let mut state = self.state.lock();
+            self.destination(&mut state, topic, partition)
+                .map_err(|e| failed(0, e))?;
+            std::mem::take(&mut state.run)
+        };
+        run.clear();
+        let mut records = records.into_iter();
+        let mut sent = 0;
+        loop {
+            let mut now = None;
+            let mut bad = None;
+            for p in records.by_ref() {
+                let timestamp = match p.timestamp {
+                    Some(ts) if ts < 0 => {
+                        bad = Some(Error::InvalidTimestamp { timestamp: ts });
+                        break;
+                    }
+                    Some(ts) => ts,
+                    None => *now.get_or_insert_with(|| self.broker.now_ms().max(0)),
+                };
+                run.push(Entry {
+                    timestamp,
+                    key: p.key,
+                    value: p.value,
+                    headers: box_headers(p.headers),
+                });
+                if run.len() == CHUNK {
+                    break;
+                }
+            }
+            let gathered = run.len();
+            let last = bad.is_some() || gathered < CHUNK;
+            if gathered > 0 {
+                let mut state = self.state.lock();
+                // Found again: another thread's send on this producer may have changed its
+                // cache, or the topic may have been deleted (and made again) meanwhile.
+                let appended = self
+                    .destination(&mut state, topic, partition)
+                    .and_then(|t| {
+                        state.topics[t].appenders[partition as usize]
+                            .append_batch(&mut run)
+                            .map_err(|why| append_error(why, topic, partition))
+                    });
+                sent += gathered - run.len();
+                if appended.is_err() || last {
+                    // Done: the run's buffer goes back under the same lock.
+                    run.clear();
+                    give_back(&mut state, run);
+                    break match (appended, bad) {
+                        (Err(error), _) | (Ok(()), Some(error)) => Err(failed(sent, error)),
+                        (Ok(()), None) => Ok(sent),
+                    };
+                }
+            } else {
+                give_back(&mut self.state.lock(), run);
+                break match bad {
+                    Some(error) => Err(failed(sent, error)),
+                    None => Ok(sent),
+                };
+            }
+        }
+    }
+
+    /// The cache index of `topic`, after checking that it has `partition`.
+    fn destination(
+        &self,
+        state: &mut super::State<K, V>,
+        topic: &str,
+        partition: u32,
+    ) -> crate::Result<usize> {
+        let t = self.find_topic(state, topic, None)?;
+        let count = state.topics[t].appenders.len() as u32;
+        if partition >= count {
+            return Err(Error::PartitionOutOfRange {
+                topic: topic.to_owned(),
+                partition,
+                count,
+            });
+        }
+        Ok(t)
+    }
+}
