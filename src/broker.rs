@@ -75,7 +75,14 @@ pub struct TopicConfig {
     records_in_memory: usize,
     retention: Option<Duration>,
     overflow: Overflow,
+    replication_factor: u32,
+    min_insync_replicas: u32,
+    unclean_leader_election: bool,
+    replica_lag_time_max: Duration,
 }
+
+/// The most replicas a partition may have.
+pub const MAX_REPLICATION_FACTOR: u32 = 16;
 
 impl TopicConfig {
     /// `partitions` partitions, 4096 records in memory each, no retention limit,
@@ -86,7 +93,63 @@ impl TopicConfig {
             records_in_memory: 4096,
             retention: None,
             overflow: Overflow::Block,
+            replication_factor: 1,
+            min_insync_replicas: 1,
+            unclean_leader_election: false,
+            replica_lag_time_max: Duration::from_secs(30),
         }
+    }
+
+    /// Replicas per partition (Kafka's `replication.factor`; 1 to
+    /// [`MAX_REPLICATION_FACTOR`], default 1). With more than one, each partition keeps a
+    /// log per replica on different data directories, a leader and followers (see
+    /// [`crate::replica`]); `Overflow` then does not apply: each replica keeps
+    /// `records_in_memory` records, dropping the oldest.
+    pub const fn replication_factor(mut self, replicas: u32) -> Self {
+        self.replication_factor = replicas;
+        self
+    }
+
+    /// The fewest in-sync replicas an `acks = all` send accepts (Kafka's
+    /// `min.insync.replicas`; 1 to the replication factor, default 1).
+    pub const fn min_insync_replicas(mut self, replicas: u32) -> Self {
+        self.min_insync_replicas = replicas;
+        self
+    }
+
+    /// Whether a replica outside the ISR may lead when no in-sync replica is alive,
+    /// losing the committed records it lacks (Kafka's `unclean.leader.election.enable`;
+    /// off by default).
+    pub const fn unclean_leader_election(mut self, enabled: bool) -> Self {
+        self.unclean_leader_election = enabled;
+        self
+    }
+
+    /// How long a follower may stay behind before it leaves the ISR, on the broker's
+    /// clock (Kafka's `replica.lag.time.max.ms`; 30 s by default).
+    pub const fn replica_lag_time_max(mut self, lag: Duration) -> Self {
+        self.replica_lag_time_max = lag;
+        self
+    }
+
+    /// Replicas per partition.
+    pub const fn replicas_per_partition(&self) -> u32 {
+        self.replication_factor
+    }
+
+    /// `min_insync_replicas`.
+    pub const fn min_insync(&self) -> u32 {
+        self.min_insync_replicas
+    }
+
+    /// Whether unclean leader election is on.
+    pub const fn unclean_election(&self) -> bool {
+        self.unclean_leader_election
+    }
+
+    /// `replica_lag_time_max`.
+    pub const fn replica_lag_max(&self) -> Duration {
+        self.replica_lag_time_max
     }
 
     /// Records each partition keeps in memory: a power of two from 2 to
@@ -144,6 +207,28 @@ impl TopicConfig {
                 name: "retention",
                 value: "0s".into(),
                 valid: "a positive duration (or no retention limit)".into(),
+            });
+        }
+        let rf = self.replication_factor;
+        if !(1..=MAX_REPLICATION_FACTOR).contains(&rf) {
+            return Err(Error::InvalidConfig {
+                name: "replication_factor",
+                value: rf.to_string(),
+                valid: format!("1 to {MAX_REPLICATION_FACTOR}"),
+            });
+        }
+        if !(1..=rf).contains(&self.min_insync_replicas) {
+            return Err(Error::InvalidConfig {
+                name: "min_insync_replicas",
+                value: self.min_insync_replicas.to_string(),
+                valid: format!("1 to the replication factor ({rf})"),
+            });
+        }
+        if self.replica_lag_time_max.is_zero() {
+            return Err(Error::InvalidConfig {
+                name: "replica_lag_time_max",
+                value: "0s".into(),
+                valid: "a positive duration".into(),
             });
         }
         Ok(())
@@ -224,9 +309,10 @@ pub struct PartitionInfo {
     pub partition: u32,
     /// The first offset still held.
     pub log_start: u64,
-    /// Consumers read below this offset (equal to `log_end` until replicas exist).
+    /// Consumers read below this offset (equal to `log_end` with one replica; on a
+    /// replicated topic, the lowest log end over the ISR).
     pub high_watermark: u64,
-    /// One past the last offset appended.
+    /// One past the last offset appended (the leader's, on a replicated topic).
     pub log_end: u64,
     /// Records held in memory (`log_end - log_start`).
     pub records_in_memory: u64,
@@ -245,10 +331,16 @@ pub struct TopicDescription {
     pub config: TopicConfig,
     /// Every partition, in order.
     pub partitions: Vec<PartitionInfo>,
+    /// Replicated topics: each partition's leader, ISR, leader epoch, HW and replicas, in
+    /// partition order (empty for a replication factor of 1).
+    pub replicas: Vec<crate::replica::PartitionReplicas>,
 }
 
 /// A topic's partitions at one moment (replaced whole when partitions are added).
 pub(crate) type PartitionList<K, V> = Arc<[Arc<Partition<K, V>>]>;
+
+/// Builds partition `n` of a replicated topic (captures the types' `Clone`).
+type PartitionFactory<K, V> = Arc<dyn Fn(u32) -> Result<Arc<Partition<K, V>>> + Send + Sync>;
 
 /// The state of one topic shared by every handle, producer and consumer.
 pub(crate) struct TopicInner<K, V> {
@@ -262,6 +354,8 @@ pub(crate) struct TopicInner<K, V> {
     pub(crate) arrivals: Arc<WaitSet>,
     /// A persisted topic's disk side (`None` in memory).
     store: Option<Arc<dyn TopicStore<K, V>>>,
+    /// Replicated topics: how added partitions are built.
+    factory: Option<PartitionFactory<K, V>>,
 }
 
 /// A persisted topic's files, as the admin operations reach them (`crate::persist`).
@@ -293,6 +387,7 @@ impl<K, V> TopicInner<K, V> {
             deleted: AtomicBool::new(false),
             arrivals,
             store: None,
+            factory: None,
         }
     }
 
@@ -375,9 +470,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInn
         }
         check_partition_count(total)?;
         let mut grown: Vec<_> = parts.iter().cloned().collect();
-        match &self.store {
-            Some(store) => grown.extend(store.add_partitions(current, total, &self.arrivals)?),
-            None => {
+        match (&self.store, &self.factory) {
+            (Some(store), _) => {
+                grown.extend(store.add_partitions(current, total, &self.arrivals)?)
+            }
+            (None, Some(make)) => {
+                for n in current..total {
+                    grown.push(make(n)?);
+                }
+            }
+            (None, None) => {
                 for _ in current..total {
                     grown.push(Arc::new(Partition::new(
                         self.config.partition_config(),
@@ -468,6 +570,8 @@ struct BrokerInner {
     groups: Mutex<HashMap<String, GroupState>>,
     /// Bumped when a topic is created, deleted or grown (subscriptions look again).
     metadata_version: AtomicU64,
+    /// Replication threads and fault injection, started with the first replicated topic.
+    replication: Mutex<Option<Arc<crate::replica::Runtime>>>,
 }
 
 /// An in-process broker: typed topics of partitioned logs, and the consumer groups' offsets.
@@ -544,6 +648,7 @@ impl Broker {
                 topics: Mutex::new(HashMap::new()),
                 groups: Mutex::new(HashMap::new()),
                 metadata_version: AtomicU64::new(0),
+                replication: Mutex::new(None),
             }),
         }
     }
@@ -572,6 +677,14 @@ impl Broker {
         self.inner.clock.now_ms()
     }
 
+    /// The replication runtime (created on first use).
+    pub(crate) fn replication(&self) -> Arc<crate::replica::Runtime> {
+        let mut r = self.inner.replication.lock();
+        Arc::clone(r.get_or_insert_with(|| {
+            Arc::new(crate::replica::Runtime::new(Arc::clone(&self.inner.clock)))
+        }))
+    }
+
     /// Creates a topic with key type `K` and value type `V`.
     ///
     /// # Errors
@@ -580,8 +693,8 @@ impl Broker {
     /// retention), [`Error::TopicExists`].
     pub fn create_topic<K, V>(&self, name: &str, config: TopicConfig) -> Result<Topic<K, V>>
     where
-        K: Send + Sync + 'static,
-        V: Send + Sync + 'static,
+        K: Clone + Send + Sync + 'static,
+        V: Clone + Send + Sync + 'static,
     {
         validate_topic_name(name)?;
         config.validate()?;
@@ -594,8 +707,20 @@ impl Broker {
             });
         }
         let arrivals = Arc::new(WaitSet::new());
+        let factory: Option<PartitionFactory<K, V>> = (config.replication_factor > 1).then(|| {
+            let (runtime, name, arrivals) =
+                (self.replication(), Arc::from(name), Arc::clone(&arrivals));
+            Arc::new(move |n| {
+                crate::replica::build_partition(&runtime, &name, n, &config, &arrivals)
+            }) as PartitionFactory<K, V>
+        });
         let partitions = (0..config.partitions)
-            .map(|_| Partition::new(config.partition_config(), Arc::clone(&arrivals)).map(Arc::new))
+            .map(|n| match &factory {
+                Some(make) => make(n),
+                None => {
+                    Partition::new(config.partition_config(), Arc::clone(&arrivals)).map(Arc::new)
+                }
+            })
             .collect::<Result<Vec<_>>>()?;
         let inner = Arc::new(TopicInner {
             name: Arc::from(name),
@@ -605,6 +730,7 @@ impl Broker {
             deleted: AtomicBool::new(false),
             arrivals,
             store: None,
+            factory,
         });
         topics.insert(
             name.to_owned(),
@@ -618,6 +744,18 @@ impl Broker {
         drop(topics);
         self.bump_metadata();
         Ok(Topic { inner })
+    }
+
+    /// Whether a topic `name` with `config` could be created now (valid, not taken).
+    pub(crate) fn check_new_topic(&self, name: &str, config: &TopicConfig) -> Result<()> {
+        validate_topic_name(name)?;
+        config.validate()?;
+        if self.inner.topics.lock().contains_key(name) {
+            return Err(Error::TopicExists {
+                topic: name.to_owned(),
+            });
+        }
+        Ok(())
     }
 
     /// The data directory, for a broker opened on one.
@@ -773,12 +911,17 @@ impl Broker {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let replicas = match &*self.inner.replication.lock() {
+            Some(rt) if config.replication_factor > 1 => rt.describe_topic(name),
+            _ => Vec::new(),
+        };
         Ok(TopicDescription {
             name: name.to_owned(),
             key_type: slot.key.1,
             value_type: slot.value.1,
             config,
             partitions,
+            replicas,
         })
     }
 

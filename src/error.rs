@@ -479,6 +479,79 @@ pub enum Error {
     #[error("poll called from inside a rebalance listener; commit, seek or pause there instead")]
     PollInListener,
 
+    /// `acks = all`: the partition's ISR is smaller than the topic's
+    /// `min_insync_replicas`, so the record was refused before it was appended (Kafka's
+    /// `NOT_ENOUGH_REPLICAS`). Retriable: the ISR grows back as followers catch up.
+    #[error("`{topic}`-{partition}: {isr} in-sync replicas, below min_insync_replicas = {min}; the record was not appended")]
+    NotEnoughReplicas {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The ISR's size.
+        isr: usize,
+        /// The topic's `min_insync_replicas`.
+        min: usize,
+    },
+
+    /// `acks = all`: the record was appended, but the ISR shrank below
+    /// `min_insync_replicas` before every in-sync replica had it (Kafka's
+    /// `NOT_ENOUGH_REPLICAS_AFTER_APPEND`). The record may still be read later; a retry
+    /// may duplicate it.
+    #[error("`{topic}`-{partition}: appended, but the ISR shrank to {isr}, below min_insync_replicas = {min}, before it was acknowledged")]
+    NotEnoughReplicasAfterAppend {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The ISR's size.
+        isr: usize,
+        /// The topic's `min_insync_replicas`.
+        min: usize,
+    },
+
+    /// No replica of the partition can lead it now (every in-sync replica is down and
+    /// unclean leader election is off). Retriable.
+    #[error("`{topic}`-{partition} has no leader: every in-sync replica is offline")]
+    LeaderNotAvailable {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+    },
+
+    /// The leader changed while a send waited for its acknowledgement; the record may or
+    /// may not be in the new leader's log (a retry may duplicate it).
+    #[error("`{topic}`-{partition}: the leader changed before the record was acknowledged")]
+    NotLeader {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+    },
+
+    /// A replica id that is not one of the partition's replicas (fault injection).
+    #[error("replica {replica} is not a replica of `{topic}`-{partition}: its replicas are {replicas:?}")]
+    UnknownReplica {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The replica asked for.
+        replica: u32,
+        /// The partition's replicas.
+        replicas: Vec<u32>,
+    },
+
+    /// A data directory that the broker does not have (fault injection).
+    #[error("data directory {dir} does not exist: the broker has {count} (0..{count})")]
+    UnknownDataDir {
+        /// The directory asked for.
+        dir: u32,
+        /// How many the broker has.
+        count: u32,
+    },
+
     /// A push-style subscription's callback panicked; the record it panicked on was not
     /// committed (the group reads it again).
     #[error("callback of member `{member}` panicked on `{topic}`-{partition} at offset {offset}: {message}")]

@@ -167,6 +167,7 @@ mod partition;
 pub mod persist;
 pub mod producer;
 pub mod queue;
+pub mod replica;
 pub mod ring;
 pub mod storage;
 mod topic_partition;

@@ -6,8 +6,11 @@
 //!   sequence its publish got; offsets are dense and never reused.
 //! - **Log end (LEO)** is the ring's claim cursor: every offset below it is claimed, and is
 //!   published by its producer a moment later (a read stops at the first offset not yet
-//!   published, so nothing is ever served out of order). **HW equals LEO** until replicas
-//!   exist: `high_watermark` is the one place that will change when they do.
+//!   published, so nothing is ever served out of order). **HW equals LEO** on a partition
+//!   with one replica.
+//! - **Replicated partitions** (`crate::replica`, through [`ReplicatedLog`]) keep their
+//!   records in the replicas' logs instead of the ring: the leader's log serves appends and
+//!   reads, HW is the replicas', and what consumers see as the log end is HW.
 //! - **Log start** is the oldest offset not yet overwritten or expired: `LEO - capacity`
 //!   (a claim of `s + capacity` overwrites `s`), or later once records pass the retention
 //!   age. Records below it are gone; a read there is told so ([`ReadOutcome::OutOfRange`]).
@@ -124,7 +127,106 @@ pub(crate) enum AppendError {
     /// Appended, but its log went offline before the flush policy acknowledged it
     /// ([`Error::NotAcknowledged`]).
     Unacknowledged(Box<Error>),
+    /// Replicated: `acks = all` and the ISR (size, minimum) is below the minimum; nothing
+    /// was appended.
+    NotEnoughReplicas(usize, usize),
+    /// Replicated: appended, but the ISR (size, minimum) shrank below the minimum before
+    /// the acknowledgement.
+    NotEnoughReplicasAfterAppend(usize, usize),
+    /// Replicated: no replica can lead the partition now.
+    LeaderNotAvailable,
+    /// Replicated: the leader changed while the append waited for its acknowledgement.
+    NotLeader,
 }
+
+/// How many replicas must have a record before its send returns (Kafka's `acks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Acks {
+    /// `acks = 0`: the send returns once the leader has the record appended, without
+    /// retries; a leader crash may lose it.
+    None,
+    /// `acks = 1`: the leader has it; a leader crash before a follower copied it loses it.
+    Leader,
+    /// `acks = all` (Kafka's default since 3.0): every in-sync replica has it, and the ISR
+    /// holds at least the topic's `min_insync_replicas`. Survives the loss of all but one
+    /// in-sync replica.
+    #[default]
+    All,
+}
+
+/// How a producer's appends to a replicated partition wait and retry.
+#[derive(Debug, Clone)]
+pub(crate) struct SendPolicy {
+    pub(crate) acks: Acks,
+    /// Retries of a failed attempt (leader unavailable, not enough replicas, timeout).
+    pub(crate) retries: u32,
+    /// The whole send, retries included, gives up after this.
+    pub(crate) delivery_timeout: std::time::Duration,
+    /// One attempt waits this long for its acknowledgement.
+    pub(crate) request_timeout: std::time::Duration,
+    /// Counts retries (shared by the producer's appenders).
+    pub(crate) counters: Arc<SendCounters>,
+}
+
+/// What a producer's retries did (its metrics).
+#[derive(Debug, Default)]
+pub(crate) struct SendCounters {
+    /// Attempts retried.
+    pub(crate) retries: AtomicU64,
+    /// Retries of a record already appended once (each may leave a duplicate in the log).
+    pub(crate) resent_after_append: AtomicU64,
+}
+
+impl Default for SendPolicy {
+    fn default() -> Self {
+        Self {
+            acks: Acks::All,
+            retries: u32::MAX,
+            delivery_timeout: std::time::Duration::from_secs(120),
+            request_timeout: std::time::Duration::from_secs(30),
+            counters: Arc::default(),
+        }
+    }
+}
+
+/// A replicated partition's logs, as the partition sees them: implemented by
+/// `crate::replica` (layer 6). The leader's log serves every read and append; consumers
+/// read only below the high watermark.
+pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
+    /// The leader's log start offset.
+    fn log_start(&self) -> u64;
+    /// The leader's log end offset.
+    fn log_end(&self) -> u64;
+    /// The high watermark (lock-free).
+    fn high_watermark(&self) -> u64;
+    /// Passes the records from `offset` on (at most `max`, below the high watermark).
+    fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, &Entry<K, V>)) -> ReadOutcome;
+    /// The first record below the high watermark with a timestamp at or after `timestamp`.
+    fn offset_for_time(&self, timestamp: i64) -> Option<(u64, i64)>;
+    /// Appends `entry` under `policy` (the whole send, retries included, ends by
+    /// `deadline` if given), returning its offset.
+    fn append(
+        &self,
+        entry: Entry<K, V>,
+        policy: &SendPolicy,
+        deadline: Option<Instant>,
+    ) -> std::result::Result<u64, (Entry<K, V>, AppendError)>;
+    /// Appends every entry in order under `policy`; on failure the entries not
+    /// acknowledged are left in `entries`.
+    fn append_batch(
+        &self,
+        entries: &mut Vec<Entry<K, V>>,
+        policy: &SendPolicy,
+    ) -> std::result::Result<(), AppendError>;
+    /// Closes the partition (its topic was deleted).
+    fn close(&self);
+    /// Every replica's records: `(id, log start, [(epoch, entry)])`.
+    fn replica_logs(&self) -> ReplicaLogs<K, V>;
+}
+
+/// Every replica's records: `(id, log start, [(leader epoch, entry)])`.
+pub(crate) type ReplicaLogs<K, V> = Vec<(u32, u64, Vec<(i32, Arc<Entry<K, V>>)>)>;
 
 /// The offsets of one partition at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +267,9 @@ pub(crate) struct Partition<K, V> {
     arrivals: Arc<WaitSet>,
     /// Persisted partitions: the log on disk below the ring (`crate::persist`).
     disk: Option<Arc<dyn DiskLog<K, V>>>,
+    /// Replicated partitions: the replicas' logs serve every read and append instead of
+    /// the ring (`crate::replica`).
+    replicated: Option<Arc<dyn ReplicatedLog<K, V>>>,
 }
 
 /// A persisted partition's log on disk, as the partition sees it: implemented by
@@ -266,7 +371,24 @@ impl<K, V> Partition<K, V> {
             groups: Mutex::new(HashMap::new()),
             arrivals,
             disk,
+            replicated: None,
         })
+    }
+
+    /// A replicated partition: `log` serves reads and appends; the ring is unused (kept
+    /// minimal) and groups never gate (the replicas keep `capacity` records each).
+    pub(crate) fn replicated(
+        config: PartitionConfig,
+        arrivals: Arc<WaitSet>,
+        log: Arc<dyn ReplicatedLog<K, V>>,
+    ) -> Result<Self> {
+        let config = PartitionConfig {
+            gated: false,
+            ..config
+        };
+        let mut p = Self::with_ring(config, RingConfig::new(2), arrivals, None)?;
+        p.replicated = Some(log);
+        Ok(p)
     }
 
     /// Makes every record appended so far durable (persisted partitions).
@@ -285,6 +407,11 @@ impl<K, V> Partition<K, V> {
                 what: "partition has no log on disk".into(),
             },
         }
+    }
+
+    /// Every replica's records, for a replicated partition.
+    pub(crate) fn replica_logs(&self) -> Option<ReplicaLogs<K, V>> {
+        self.replicated.as_ref().map(|r| r.replica_logs())
     }
 
     /// Whether the ring is closed (the writer's exit condition).
@@ -312,22 +439,34 @@ impl<K, V> Partition<K, V> {
             handle: self.producer.clone(),
             arrivals: Arc::clone(&self.arrivals),
             disk: self.disk.clone(),
+            replicated: self.replicated.clone(),
+            policy: SendPolicy::default(),
         }
     }
 
     /// The log end offset: one past the last offset claimed (module docs).
+    /// Replicated partitions: the high watermark, the end of what consumers may read.
     pub(crate) fn log_end(&self) -> u64 {
-        self.ring.cursor()
+        match &self.replicated {
+            Some(r) => r.high_watermark(),
+            None => self.ring.cursor(),
+        }
     }
 
-    /// The high watermark: consumers read only below it. Equal to the log end until
-    /// replicas exist.
+    /// The high watermark: consumers read only below it. Equal to the log end unless
+    /// the partition is replicated.
     pub(crate) fn high_watermark(&self) -> u64 {
-        self.log_end()
+        match &self.replicated {
+            Some(r) => r.high_watermark(),
+            None => self.ring.cursor(),
+        }
     }
 
     /// The log start offset at `now_ms` (applying retention).
     pub(crate) fn log_start(&self, now_ms: i64) -> u64 {
+        if let Some(r) = &self.replicated {
+            return r.log_start();
+        }
         if let Some(disk) = &self.disk {
             return disk.log_start();
         }
@@ -354,6 +493,14 @@ impl<K, V> Partition<K, V> {
 
     /// Log start, high watermark and log end.
     pub(crate) fn offsets(&self, now_ms: i64) -> Offsets {
+        if let Some(r) = &self.replicated {
+            let log_end = r.log_end();
+            return Offsets {
+                log_start: r.log_start().min(log_end),
+                high_watermark: r.high_watermark(),
+                log_end,
+            };
+        }
         let log_end = self.log_end();
         Offsets {
             log_start: self.log_start(now_ms).min(log_end),
@@ -382,6 +529,9 @@ impl<K, V> Partition<K, V> {
         group: Option<&GroupSlot<K, V>>,
         mut f: impl FnMut(u64, &Entry<K, V>),
     ) -> ReadOutcome {
+        if let Some(r) = &self.replicated {
+            return r.read(offset, max, &mut f);
+        }
         let start = self.log_start(now_ms);
         let hw = self.high_watermark();
         if offset < start || offset > hw {
@@ -441,6 +591,9 @@ impl<K, V> Partition<K, V> {
     /// The first offset at or after the log start whose record's timestamp is at or after
     /// `timestamp` (Kafka's `offsetsForTimes`), with that timestamp; `None` if there is none.
     pub(crate) fn offset_for_time(&self, timestamp: i64, now_ms: i64) -> Option<(u64, i64)> {
+        if let Some(r) = &self.replicated {
+            return r.offset_for_time(timestamp);
+        }
         let mut at = self.log_start(now_ms);
         if let Some(disk) = &self.disk {
             if let Ok(Some(found)) = disk.offset_for_time(timestamp) {
@@ -595,6 +748,9 @@ impl<K, V> Partition<K, V> {
 
     /// Closes the partition: appends fail from now on, waiting producers and consumers wake.
     pub(crate) fn close(&self) {
+        if let Some(r) = &self.replicated {
+            r.close();
+        }
         self.ring.close();
         self.arrivals.notify_all();
     }
@@ -617,6 +773,8 @@ pub(crate) struct Appender<K, V> {
     handle: MultiProducer<Entry<K, V>>,
     arrivals: Arc<WaitSet>,
     disk: Option<Arc<dyn DiskLog<K, V>>>,
+    replicated: Option<Arc<dyn ReplicatedLog<K, V>>>,
+    policy: SendPolicy,
 }
 
 impl<K, V> fmt::Debug for Appender<K, V> {
@@ -626,6 +784,12 @@ impl<K, V> fmt::Debug for Appender<K, V> {
 }
 
 impl<K, V> Appender<K, V> {
+    /// With the producer's acks, retries and timeouts (used by replicated partitions).
+    pub(crate) fn with_policy(mut self, policy: SendPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
     /// Appends `entry`, returning its offset; hands it back when it was not appended.
     pub(crate) fn append(
         &mut self,
@@ -633,6 +797,17 @@ impl<K, V> Appender<K, V> {
         wait: AppendWait,
     ) -> std::result::Result<u64, (Option<Entry<K, V>>, AppendError)> {
         use crate::ring::{PublishTimeoutError, TryPublishError};
+        if let Some(r) = &self.replicated {
+            // A replicated partition always has room (its replicas drop their oldest
+            // records); a deadline bounds the wait for the acknowledgement instead.
+            let deadline = match wait {
+                AppendWait::Until(deadline) => deadline,
+                AppendWait::No => None,
+            };
+            return r
+                .append(entry, &self.policy, deadline)
+                .map_err(|(entry, why)| (Some(entry), why));
+        }
         if let Some(disk) = &self.disk {
             if let Err((size, max)) = disk.check_size(&entry) {
                 return Err((Some(entry), AppendError::TooLarge(size, max)));
@@ -682,6 +857,9 @@ impl<K, V> Appender<K, V> {
         &mut self,
         entries: &mut Vec<Entry<K, V>>,
     ) -> std::result::Result<(), AppendError> {
+        if let Some(r) = &self.replicated {
+            return r.append_batch(entries, &self.policy);
+        }
         if let Some(disk) = &self.disk {
             if let Some(Err((size, max))) = entries
                 .iter()

@@ -36,8 +36,10 @@ use bytes::Bytes;
 
 use crate::broker::{Broker, TopicInner};
 use crate::codec::Codec;
+pub use crate::partition::Acks;
 use crate::partition::{
-    box_headers, unbox_headers, AppendError, AppendWait, Appender, Entry, Headers,
+    box_headers, unbox_headers, AppendError, AppendWait, Appender, Entry, Headers, SendCounters,
+    SendPolicy,
 };
 use crate::sync::time;
 // Std's Arc (also under loom): partitioners are trait objects (see `sync::StdArc`).
@@ -285,6 +287,10 @@ impl<K, V> From<SendError<K, V>> for Error {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProducerConfig {
     sticky_batch: u32,
+    acks: Acks,
+    retries: u32,
+    delivery_timeout: Duration,
+    request_timeout: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -294,9 +300,48 @@ impl Default for ProducerConfig {
 }
 
 impl ProducerConfig {
-    /// Sticky batches of 256 records.
+    /// Sticky batches of 256 records; `acks = all`, retries without limit within a
+    /// 120 s delivery timeout, 30 s per attempt (Kafka's defaults).
     pub const fn new() -> Self {
-        Self { sticky_batch: 256 }
+        Self {
+            sticky_batch: 256,
+            acks: Acks::All,
+            retries: u32::MAX,
+            delivery_timeout: Duration::from_secs(120),
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// How many replicas must have a record before `send` returns (replicated topics;
+    /// with one replica every level is met at append). See [`Acks`].
+    pub const fn acks(mut self, acks: Acks) -> Self {
+        self.acks = acks;
+        self
+    }
+
+    /// How often a failed attempt on a replicated topic is retried (no leader, not enough
+    /// replicas, the leader changed, no acknowledgement in time). A retry after the record
+    /// was appended may duplicate it ([`ProducerMetrics`]). Never with `Acks::None`.
+    pub const fn retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+
+    /// How long one send may take, retries included (Kafka's `delivery.timeout.ms`).
+    pub const fn delivery_timeout(mut self, timeout: Duration) -> Self {
+        self.delivery_timeout = timeout;
+        self
+    }
+
+    /// How long one attempt waits for its acknowledgement (Kafka's `request.timeout.ms`).
+    pub const fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// The acks level.
+    pub const fn acks_level(&self) -> Acks {
+        self.acks
     }
 
     /// Records without key or partition go to one partition for this many records, then
@@ -314,8 +359,30 @@ impl ProducerConfig {
                 valid: "at least 1 record".into(),
             });
         }
+        for (name, d) in [
+            ("delivery_timeout", self.delivery_timeout),
+            ("request_timeout", self.request_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(Error::InvalidConfig {
+                    name,
+                    value: "0s".into(),
+                    valid: "a positive duration".into(),
+                });
+            }
+        }
         Ok(())
     }
+}
+
+/// What a producer's retries did on replicated topics (shared by its clones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ProducerMetrics {
+    /// Attempts retried.
+    pub retries: u64,
+    /// Retries of records already appended once: each may have left a duplicate in the
+    /// log (no idempotent producer yet).
+    pub possible_duplicates: u64,
 }
 
 /// How a producer chooses partitions for records without an explicit one.
@@ -336,10 +403,12 @@ struct Cached<K, V> {
     appenders: Vec<Appender<K, V>>,
     sticky: u32,
     sticky_left: u32,
+    /// Acks, retries and timeouts for replicated partitions.
+    policy: SendPolicy,
 }
 
 impl<K, V> Cached<K, V> {
-    fn new(topic: Arc<TopicInner<K, V>>) -> Self {
+    fn new(topic: Arc<TopicInner<K, V>>, policy: SendPolicy) -> Self {
         let mut c = Self {
             static_name: None,
             generation: u64::MAX,
@@ -347,6 +416,7 @@ impl<K, V> Cached<K, V> {
             appenders: Vec::new(),
             sticky: 0,
             sticky_left: 0,
+            policy,
         };
         c.refresh();
         // Producers start their sticky rotation at different partitions: std's per-thread
@@ -364,7 +434,8 @@ impl<K, V> Cached<K, V> {
         if generation != self.generation {
             let parts = self.topic.partitions();
             for p in parts.iter().skip(self.appenders.len()) {
-                self.appenders.push(p.appender());
+                self.appenders
+                    .push(p.appender().with_policy(self.policy.clone()));
             }
             self.generation = generation;
         }
@@ -429,6 +500,28 @@ fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
             what: format!("topic `{topic}` was deleted"),
         },
         AppendError::Unacknowledged(e) => *e,
+        AppendError::NotEnoughReplicas(isr, min) => Error::NotEnoughReplicas {
+            topic: topic.to_owned(),
+            partition,
+            isr,
+            min,
+        },
+        AppendError::NotEnoughReplicasAfterAppend(isr, min) => {
+            Error::NotEnoughReplicasAfterAppend {
+                topic: topic.to_owned(),
+                partition,
+                isr,
+                min,
+            }
+        }
+        AppendError::LeaderNotAvailable => Error::LeaderNotAvailable {
+            topic: topic.to_owned(),
+            partition,
+        },
+        AppendError::NotLeader => Error::NotLeader {
+            topic: topic.to_owned(),
+            partition,
+        },
     }
 }
 
@@ -443,6 +536,8 @@ pub struct Producer<K, V> {
     config: ProducerConfig,
     choice: Arc<Choice<K>>,
     state: Mutex<State<K, V>>,
+    /// Retries on replicated topics, shared by clones ([`ProducerMetrics`]).
+    counters: Arc<SendCounters>,
 }
 
 impl<K, V> fmt::Debug for Producer<K, V> {
@@ -460,6 +555,7 @@ impl<K, V> Clone for Producer<K, V> {
             config: self.config,
             choice: Arc::clone(&self.choice),
             state: Mutex::new(State::new()),
+            counters: Arc::clone(&self.counters),
         }
     }
 }
@@ -532,6 +628,29 @@ where
             config,
             choice: Arc::new(choice),
             state: Mutex::new(State::new()),
+            counters: Arc::default(),
+        }
+    }
+
+    /// What this producer's retries did on replicated topics (with its clones').
+    pub fn metrics(&self) -> ProducerMetrics {
+        use crate::sync::atomic::Ordering;
+        ProducerMetrics {
+            // Relaxed: counters, read for reporting only.
+            retries: self.counters.retries.load(Ordering::Relaxed),
+            // Relaxed: as above.
+            possible_duplicates: self.counters.resent_after_append.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The policy replicated partitions apply to this producer's appends.
+    fn policy(&self) -> SendPolicy {
+        SendPolicy {
+            acks: self.config.acks,
+            retries: self.config.retries,
+            delivery_timeout: self.config.delivery_timeout,
+            request_timeout: self.config.request_timeout,
+            counters: Arc::clone(&self.counters),
         }
     }
 
@@ -860,7 +979,10 @@ where
                 if let Some(t) = found {
                     topics.swap_remove(t);
                 }
-                topics.push(Cached::new(self.broker.topic_inner::<K, V>(name)?));
+                topics.push(Cached::new(
+                    self.broker.topic_inner::<K, V>(name)?,
+                    self.policy(),
+                ));
                 topics.len() - 1
             }
         };

@@ -465,6 +465,8 @@ impl KafkaBroker {
             value_type: "bytes",
             config: TopicConfig::new(count),
             partitions,
+            // In-process replicas only: a cluster's are described by Kafka's own tools.
+            replicas: Vec::new(),
         })
     }
 

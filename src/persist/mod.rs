@@ -328,6 +328,13 @@ impl Broker {
     {
         crate::broker::validate_topic_name(name)?;
         persist.validate()?;
+        if config.replicas_per_partition() > 1 {
+            return Err(Error::InvalidConfig {
+                name: "replication_factor",
+                value: config.replicas_per_partition().to_string(),
+                valid: "1 for persisted topics (replicas are in memory only so far)".into(),
+            });
+        }
         self.data_or_err()?
             .create_topic::<K, V>(self, name, config, persist)
     }

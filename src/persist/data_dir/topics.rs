@@ -57,7 +57,8 @@ impl DataDir {
         V: Codec + Send + Sync + 'static,
     {
         self.check_open()?;
-        config.validate()?;
+        // Validates the name, partitions, memory and replication as for any topic.
+        broker.check_new_topic(name, &config)?;
         if broker.topics().iter().any(|t| t == name) {
             return Err(Error::TopicExists {
                 topic: name.to_owned(),

@@ -1,0 +1,205 @@
+//! Loom models of the replication paths that race: HW advance against a follower's fetch
+//! and a consumer's read, and an ISR shrink against an `acks = all` wait. RF 2, at most 3
+//! threads.
+
+use std::time::Duration;
+
+use super::events::Events;
+use super::set::{ReplicaSet, ReplicationConfig, Wake};
+use crate::clock::{Clock, ManualClock};
+use crate::partition::{Acks, AppendError, Entry, ReadOutcome, ReplicatedLog, SendPolicy};
+use crate::sync::thread;
+use crate::sync::StdArc as Arc;
+use crate::sync::WaitSet;
+
+type Set = ReplicaSet<(), u64>;
+
+fn set(min_insync: usize, clock: Arc<ManualClock>) -> Arc<Set> {
+    set_of(2, min_insync, clock)
+}
+
+fn set_of(replicas: u32, min_insync: usize, clock: Arc<ManualClock>) -> Arc<Set> {
+    let ids: Vec<u32> = (0..replicas).collect();
+    Arc::new(ReplicaSet::new(
+        Arc::from("t"),
+        0,
+        ReplicationConfig {
+            min_insync,
+            unclean: false,
+            lag_max_ms: 1000,
+            capacity: 8,
+        },
+        &ids,
+        ids.iter().map(|_| Arc::new(Wake::default())).collect(),
+        Arc::new(WaitSet::new()),
+        clock as Arc<dyn Clock>,
+        Arc::new(Events::default()),
+        |e: &Entry<(), u64>| e.clone(),
+    ))
+}
+
+fn entry(v: u64) -> Entry<(), u64> {
+    Entry {
+        timestamp: 0,
+        key: None,
+        value: v,
+        headers: None,
+    }
+}
+
+/// No retries, no deadlines (loom models no time).
+fn policy(acks: Acks) -> SendPolicy {
+    SendPolicy {
+        acks,
+        retries: 0,
+        delivery_timeout: Duration::MAX,
+        request_timeout: Duration::MAX,
+        counters: Arc::default(),
+    }
+}
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(2);
+    }
+    builder.check(f);
+}
+
+/// The leader appends two records (`acks = 1`), the follower fetches (at most twice, no
+/// spinning), a consumer reads below HW twice: everything it reads is, at that moment, on
+/// every in-sync replica, in order from offset 0. Key ordering: the follower appends a
+/// fetched batch to its own log *before* it reports its new log end (`ReplicaSet::fetch`,
+/// step 2); reporting the end at copy time (step 1) lets HW cover records the follower does
+/// not hold, and this model fails at `assert_hw_is_replicated`.
+#[test]
+fn hw_advance_races_fetch_and_read() {
+    model(|| {
+        let clock = Arc::new(ManualClock::new(0));
+        let s = set(1, clock);
+        let producer = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || {
+                for v in 0..2 {
+                    assert_eq!(
+                        s.append(entry(v), &policy(Acks::Leader), None).ok(),
+                        Some(v)
+                    );
+                }
+            })
+        };
+        let follower = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || {
+                s.fetch(1);
+                s.fetch(1);
+            })
+        };
+        let mut next = 0;
+        for _ in 0..2 {
+            let mut got = Vec::new();
+            match s.read(next, 2, &mut |o, e| got.push((o, e.value))) {
+                ReadOutcome::Read(n) => {
+                    s.assert_hw_is_replicated();
+                    for (i, (o, v)) in got.into_iter().enumerate() {
+                        assert_eq!((o, v), (next + i as u64, next + i as u64));
+                    }
+                    next += n as u64;
+                }
+                ReadOutcome::Empty => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        producer.join().unwrap();
+        follower.join().unwrap();
+        s.assert_hw_is_replicated();
+    });
+}
+
+/// An `acks = all` send (min ISR 2) waits (no deadline) while the follower fetches (at
+/// most twice) and the controller (the main thread) may expire it from the ISR; the main
+/// thread then closes the partition so that no interleaving leaves the send waiting. The
+/// send succeeds only with the record on both replicas; otherwise it reports
+/// `NotEnoughReplicasAfterAppend` (the shrink let HW pass it with the leader alone),
+/// `NotEnoughReplicas` (refused before the append) or `Closed`; a lost wake-up would show as
+/// a deadlock. Key ordering: the waiter reads HW and the ISR size in one critical section
+/// (`await_acks`); reading the ISR size once before waiting and trusting it when HW passes
+/// the record acknowledges a record held by the leader alone, and this model fails at the
+/// `Ok` branch's assertion.
+#[test]
+fn isr_shrink_races_an_acks_all_wait() {
+    model(|| {
+        let clock = Arc::new(ManualClock::new(0));
+        let s = set(2, Arc::clone(&clock));
+        // The follower was last caught up at 0: by 5 s it is out of sync if behind.
+        clock.advance(Duration::from_secs(5));
+        let follower = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || {
+                s.fetch(1);
+                s.fetch(1);
+            })
+        };
+        let producer = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || {
+                let sent = s.append(entry(7), &policy(Acks::All), None);
+                match sent {
+                    Ok(0) => {
+                        let d = s.describe();
+                        assert!(
+                            d.replicas[1].log_end >= 1,
+                            "acknowledged on the leader alone"
+                        );
+                    }
+                    Err((_, AppendError::NotEnoughReplicasAfterAppend(1, 2))) => {}
+                    Err((_, AppendError::Closed)) => {}
+                    Err((_, AppendError::NotEnoughReplicas(1, 2))) => {
+                        assert_eq!(s.describe().replicas[0].log_end, 0, "refused, not appended")
+                    }
+                    other => panic!("{:?}", other.map_err(|e| e.1)),
+                }
+            })
+        };
+        s.check_isr(clock.now_ms());
+        follower.join().unwrap();
+        s.close();
+        producer.join().unwrap();
+    });
+}
+
+/// As `hw_advance_races_fetch_and_read` with RF 3: two followers fetch concurrently (4
+/// threads); HW is the lower of their log ends, so what the consumer reads is on both.
+#[test]
+fn hw_is_the_minimum_over_two_concurrent_followers() {
+    model(|| {
+        let s = set_of(3, 1, Arc::new(ManualClock::new(0)));
+        let producer = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || {
+                assert_eq!(
+                    s.append(entry(0), &policy(Acks::Leader), None).ok(),
+                    Some(0)
+                );
+            })
+        };
+        let followers: Vec<_> = (1..3)
+            .map(|id| {
+                let s = Arc::clone(&s);
+                thread::spawn(move || {
+                    s.fetch(id);
+                })
+            })
+            .collect();
+        let mut got = None;
+        if let ReadOutcome::Read(1) = s.read(0, 1, &mut |_, e| got = Some(e.value)) {
+            s.assert_hw_is_replicated();
+            assert_eq!(got, Some(0));
+        }
+        producer.join().unwrap();
+        for f in followers {
+            f.join().unwrap();
+        }
+        s.assert_hw_is_replicated();
+    });
+}

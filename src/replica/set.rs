@@ -1,0 +1,911 @@
+//! One replicated partition: its replicas' logs, the leader and leader epoch, the ISR and
+//! the high watermark, behind one lock (each critical section is short: an append, the
+//! copy of one fetch batch, a lag check).
+//!
+//! Kafka's rules, as `Partition.scala` / `ReplicaManager.scala` apply them:
+//! - **Appends** go to the leader, stamped with the current leader epoch. Under
+//!   `acks = all` an ISR below `min_insync_replicas` refuses the append before it happens
+//!   (`NotEnoughReplicas`); otherwise the append waits until HW passes it, and answers
+//!   `NotEnoughReplicasAfterAppend` if the ISR is below the minimum by then.
+//! - **Followers fetch** in two steps: copy a batch from the leader's log, then append it
+//!   to their own log and only then report their new log end (the leader learns a
+//!   follower's LEO from what the follower already holds, never from what it was sent).
+//! - **HW** = min LEO over the ISR; it never goes back, except when an unclean election
+//!   picks a leader with less (reported as `RecordsLost`).
+//! - **ISR** loses a follower whose LEO is not the leader's and that was last caught up more
+//!   than `replica_lag_time_max` ago (on the broker's clock), or that crashed; it never
+//!   loses its last member. A follower joins again once it holds everything below HW.
+//! - **Elections** pick the first live ISR member in replica order (the preferred replica
+//!   first); a live replica outside the ISR only with `unclean_leader_election`. Every
+//!   election bumps the leader epoch; every other replica then truncates by epoch
+//!   (`log::truncation_point`) before it fetches again.
+
+use std::time::Duration;
+
+use super::events::{EventKind, Events, ReplicaEvent};
+use super::log::{truncation_point, ReplicaLog};
+use super::{PartitionReplicas, ReplicaInfo};
+use crate::clock::Clock;
+use crate::partition::{
+    Acks, AppendError, Entry, ReadOutcome, ReplicaLogs, ReplicatedLog, SendPolicy,
+};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::time::{self, Instant};
+// Std's Arc (also under loom): entries and shared handles (see `sync::StdArc`).
+use crate::sync::StdArc as Arc;
+use crate::sync::{Condvar, Mutex, MutexGuard, WaitSet};
+
+/// Records one fetch copies at most.
+const FETCH_MAX: usize = 1024;
+/// How long a retry waits for the partition to change before trying again.
+const RETRY_BACKOFF: Duration = Duration::from_millis(10);
+
+/// A topic's replication settings, as one partition applies them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReplicationConfig {
+    pub(crate) min_insync: usize,
+    pub(crate) unclean: bool,
+    pub(crate) lag_max_ms: i64,
+    /// Records each replica keeps (the oldest beyond are dropped).
+    pub(crate) capacity: usize,
+}
+
+/// Whether a replica is up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Online,
+    Crashed,
+    /// Its data directory failed: offline, its log gone.
+    DirFailed,
+}
+
+struct Replica<K, V> {
+    /// The replica's id: the data directory it lives on.
+    id: u32,
+    log: ReplicaLog<K, V>,
+    status: Status,
+    /// Fault injection: does not fetch.
+    stalled: bool,
+    /// Fault injection: fetches at most once per this many milliseconds of broker time.
+    slow_ms: i64,
+    last_fetch_ms: i64,
+    /// The leader's view of this follower's log end: what it held at its last report.
+    known_leo: u64,
+    /// When this follower last held everything the leader had.
+    last_caught_up_ms: i64,
+    /// Must truncate by leader epoch before fetching (after an election or a restart).
+    needs_truncation: bool,
+}
+
+struct State<K, V> {
+    replicas: Vec<Replica<K, V>>,
+    /// Index into `replicas`.
+    leader: Option<usize>,
+    epoch: i32,
+    /// Indexes into `replicas`, in replica order.
+    isr: Vec<usize>,
+    hw: u64,
+    closed: bool,
+}
+
+/// Why one attempt at an append failed.
+#[derive(Debug)]
+enum Failure {
+    /// Before anything was appended.
+    Refused(AppendError),
+    /// After the append: a retry may duplicate the record.
+    Appended(AppendError),
+    Closed,
+}
+
+/// One replicated partition (module docs).
+pub(crate) struct ReplicaSet<K, V> {
+    topic: Arc<str>,
+    partition: u32,
+    config: ReplicationConfig,
+    state: Mutex<State<K, V>>,
+    /// Notified on every HW advance, ISR change and election (acks waiters, retries).
+    changed: Condvar,
+    /// Mirrors `State::hw` for lock-free readiness checks (consumers' waits).
+    hw: AtomicU64,
+    /// The topic's arrival notifications: HW advances wake consumers.
+    arrivals: Arc<WaitSet>,
+    /// Per replica: the fetcher of its directory, woken when the leader appends.
+    fetchers: Vec<Arc<Wake>>,
+    clock: Arc<dyn Clock>,
+    events: Arc<Events>,
+    /// Hands back a copy of a record the log still holds (a send that failed after its
+    /// append).
+    cloner: fn(&Entry<K, V>) -> Entry<K, V>,
+}
+
+/// Wakes a parked fetcher thread: set `pending`, then notify (the fetcher's `ready`
+/// checks `pending`).
+#[derive(Debug, Default)]
+pub(crate) struct Wake {
+    pub(crate) pending: AtomicBool,
+    pub(crate) set: WaitSet,
+}
+
+impl Wake {
+    pub(crate) fn wake(&self) {
+        // Relaxed: the WaitSet's SeqCst fence in `notify_all` orders it before the waiter
+        // check, and the waiter's fence orders its `swap` after its registration.
+        self.pending.store(true, Ordering::Relaxed);
+        self.set.notify_all();
+    }
+}
+
+impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
+    /// A partition whose replicas live on directories `ids` (the first is the preferred
+    /// leader and leads from epoch 0). `fetchers[i]` wakes the fetcher of `ids[i]`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        topic: Arc<str>,
+        partition: u32,
+        config: ReplicationConfig,
+        ids: &[u32],
+        fetchers: Vec<Arc<Wake>>,
+        arrivals: Arc<WaitSet>,
+        clock: Arc<dyn Clock>,
+        events: Arc<Events>,
+        cloner: fn(&Entry<K, V>) -> Entry<K, V>,
+    ) -> Self {
+        let now = clock.now_ms();
+        let replicas = ids
+            .iter()
+            .map(|&id| Replica {
+                id,
+                log: ReplicaLog::new(0),
+                status: Status::Online,
+                stalled: false,
+                slow_ms: 0,
+                last_fetch_ms: now,
+                known_leo: 0,
+                last_caught_up_ms: now,
+                needs_truncation: false,
+            })
+            .collect::<Vec<_>>();
+        let mut state = State {
+            isr: (0..replicas.len()).collect(),
+            replicas,
+            leader: Some(0),
+            epoch: 0,
+            hw: 0,
+            closed: false,
+        };
+        state.replicas[0].log.begin_epoch(0);
+        let set = Self {
+            topic,
+            partition,
+            config,
+            state: Mutex::new(state),
+            changed: Condvar::new(),
+            hw: AtomicU64::new(0),
+            arrivals,
+            fetchers,
+            clock,
+            events,
+            cloner,
+        };
+        set.event(EventKind::LeaderElected {
+            leader: Some(ids[0]),
+            epoch: 0,
+            unclean: false,
+        });
+        set
+    }
+
+    fn event(&self, kind: EventKind) {
+        self.events.push(ReplicaEvent {
+            at_ms: self.clock.now_ms(),
+            topic: self.topic.to_string(),
+            partition: self.partition,
+            kind,
+        });
+    }
+
+    fn isr_ids(st: &State<K, V>) -> Vec<u32> {
+        st.isr.iter().map(|&i| st.replicas[i].id).collect()
+    }
+
+    /// The replica index of directory `id`.
+    fn index(st: &State<K, V>, id: u32) -> Option<usize> {
+        st.replicas.iter().position(|r| r.id == id)
+    }
+
+    /// HW = min LEO over the ISR (the leader's own log end for itself); only moves up.
+    /// Returns whether it moved (the caller notifies).
+    fn advance_hw(&self, st: &mut State<K, V>) -> bool {
+        let Some(l) = st.leader else { return false };
+        let mut hw = st.replicas[l].log.end();
+        for &i in &st.isr {
+            if i != l {
+                hw = hw.min(st.replicas[i].known_leo);
+            }
+        }
+        if hw > st.hw {
+            st.hw = hw;
+            // Release: pairs with the Acquire load in `high_watermark`; the records
+            // below are in the leader's log (appended under this lock, which readers take).
+            self.hw.store(hw, Ordering::Release);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Wakes acks waiters and, when HW moved, consumers.
+    fn notify(&self, hw_moved: bool) {
+        self.changed.notify_all();
+        if hw_moved {
+            self.arrivals.notify_all();
+        }
+    }
+
+    fn wake_followers(&self, st: &State<K, V>) {
+        for (i, r) in st.replicas.iter().enumerate() {
+            if Some(i) != st.leader && r.status == Status::Online {
+                if let Some(w) = self.fetchers.get(i) {
+                    w.wake();
+                }
+            }
+        }
+    }
+
+    /// One attempt at appending `entries` (all or none) under `acks`: the last offset.
+    fn attempt(
+        &self,
+        entries: &[Arc<Entry<K, V>>],
+        acks: Acks,
+        deadline: Option<Instant>,
+    ) -> Result<u64, Failure> {
+        let mut st = self.state.lock();
+        if st.closed {
+            return Err(Failure::Closed);
+        }
+        let Some(l) = st.leader else {
+            return Err(Failure::Refused(AppendError::LeaderNotAvailable));
+        };
+        let min = self.config.min_insync;
+        if acks == Acks::All && st.isr.len() < min {
+            return Err(Failure::Refused(AppendError::NotEnoughReplicas(
+                st.isr.len(),
+                min,
+            )));
+        }
+        let epoch = st.epoch;
+        let log = &mut st.replicas[l].log;
+        for e in entries {
+            log.append(epoch, Arc::clone(e));
+        }
+        let last = log.end() - 1;
+        let moved = self.advance_hw(&mut st);
+        // Records not yet below HW stay, so a follower can always copy what it lacks.
+        let hw = st.hw;
+        st.replicas[l].log.trim(self.config.capacity, hw);
+        self.wake_followers(&st);
+        if moved {
+            self.notify(true);
+        }
+        if acks != Acks::All {
+            return Ok(last);
+        }
+        self.await_acks(st, epoch, last, deadline)
+    }
+
+    /// Waits until HW passes `last` (the ISR has it), in leader epoch `epoch`.
+    fn await_acks(
+        &self,
+        mut st: MutexGuard<'_, State<K, V>>,
+        epoch: i32,
+        last: u64,
+        deadline: Option<Instant>,
+    ) -> Result<u64, Failure> {
+        let min = self.config.min_insync;
+        loop {
+            if st.closed {
+                return Err(Failure::Closed);
+            }
+            if st.epoch != epoch {
+                return Err(Failure::Appended(AppendError::NotLeader));
+            }
+            // HW and the ISR size are read in one critical section: a shrink that lets HW
+            // jump past `last` is seen together with the smaller ISR.
+            if st.hw > last {
+                return if st.isr.len() >= min {
+                    Ok(last)
+                } else {
+                    Err(Failure::Appended(
+                        AppendError::NotEnoughReplicasAfterAppend(st.isr.len(), min),
+                    ))
+                };
+            }
+            match deadline {
+                None => self.changed.wait(&mut st),
+                Some(d) => {
+                    if time::expired(d) || self.changed.wait_until(&mut st, d) {
+                        if st.epoch == epoch && st.hw > last && st.isr.len() >= min {
+                            return Ok(last);
+                        }
+                        return Err(Failure::Appended(AppendError::Timeout));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Appends with the policy's retries; the last offset, or the error and whether the
+    /// entries may be in the log.
+    fn send(
+        &self,
+        entries: &[Arc<Entry<K, V>>],
+        policy: &SendPolicy,
+        deadline: Option<Instant>,
+    ) -> Result<u64, AppendError> {
+        let delivery = match (time::deadline_after(policy.delivery_timeout), deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut retries = if policy.acks == Acks::None {
+            0
+        } else {
+            policy.retries
+        };
+        loop {
+            let request = time::deadline_after(policy.request_timeout);
+            let deadline = match (request, delivery) {
+                (Some(r), Some(d)) => Some(r.min(d)),
+                (r, d) => r.or(d),
+            };
+            let (why, appended) = match self.attempt(entries, policy.acks, deadline) {
+                Ok(last) => return Ok(last),
+                Err(Failure::Closed) => return Err(AppendError::Closed),
+                Err(Failure::Refused(why)) => (why, false),
+                Err(Failure::Appended(why)) => (why, true),
+            };
+            if retries == 0 || delivery.is_some_and(time::expired) {
+                return Err(why);
+            }
+            retries -= 1;
+            // Relaxed: counters read for metrics only.
+            policy.counters.retries.fetch_add(1, Ordering::Relaxed);
+            if appended {
+                // Relaxed: as above.
+                policy
+                    .counters
+                    .resent_after_append
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            // Back off until the partition changes (an election, the ISR growing).
+            let backoff = time::deadline_after(RETRY_BACKOFF);
+            let until = match (backoff, delivery) {
+                (Some(b), Some(d)) => b.min(d),
+                (b, d) => match b.or(d) {
+                    Some(t) => t,
+                    None => continue,
+                },
+            };
+            let mut st = self.state.lock();
+            if !st.closed && !time::expired(until) {
+                self.changed.wait_until(&mut st, until);
+            }
+        }
+    }
+
+    /// A record to hand back: the entry itself if nothing else holds it, else a copy.
+    fn take_back(&self, entry: Arc<Entry<K, V>>) -> Entry<K, V> {
+        Arc::try_unwrap(entry).unwrap_or_else(|shared| (self.cloner)(&shared))
+    }
+
+    // ---- follower side ----
+
+    /// One fetch for the follower on directory `dir`, if this partition has one that may
+    /// fetch now. Returns whether it copied anything.
+    pub(crate) fn fetch(&self, dir: u32) -> bool {
+        let now = self.clock.now_ms();
+        // Step 1: copy a batch from the leader (truncating by epoch first if needed).
+        let mut st = self.state.lock();
+        let Some(i) = Self::index(&st, dir) else {
+            return false;
+        };
+        let Some(l) = st.leader else { return false };
+        if st.closed || l == i || st.replicas[i].status != Status::Online || st.replicas[i].stalled
+        {
+            return false;
+        }
+        if st.replicas[i].slow_ms > 0 {
+            if now - st.replicas[i].last_fetch_ms < st.replicas[i].slow_ms {
+                return false;
+            }
+            st.replicas[i].last_fetch_ms = now;
+        }
+        if st.replicas[i].needs_truncation {
+            self.truncate_by_epoch(&mut st, i, l);
+        }
+        let from = st.replicas[i].log.end();
+        let leader_log = &st.replicas[l].log;
+        let leader_end = leader_log.end();
+        if from < leader_log.start() || from > leader_end {
+            // Too far behind (the leader no longer has what comes next), or a log that
+            // starts past the leader's end (after an unclean election): start over at the
+            // leader's log start.
+            let start = leader_log.start();
+            st.replicas[i].log.reset_to(start);
+            return true;
+        }
+        if from >= leader_end {
+            st.replicas[i].known_leo = from;
+            st.replicas[i].last_caught_up_ms = now;
+            let expanded = self.maybe_expand(&mut st, i);
+            let moved = self.advance_hw(&mut st);
+            if expanded || moved {
+                self.notify(moved);
+            }
+            return false;
+        }
+        let to = leader_end.min(from + FETCH_MAX as u64);
+        let batch: Vec<(i32, Arc<Entry<K, V>>)> = (from..to)
+            .filter_map(|o| leader_log.get(o).map(|(e, r)| (*e, Arc::clone(r))))
+            .collect();
+        let epoch = st.epoch;
+        drop(st);
+
+        // Step 2: append to the follower's own log, then report its new end.
+        let mut st = self.state.lock();
+        let r = &st.replicas[i];
+        if st.epoch != epoch || r.status != Status::Online || r.log.end() != from {
+            // An election, crash or truncation came between: fetch again.
+            return true;
+        }
+        let r = &mut st.replicas[i];
+        for (e, entry) in batch {
+            r.log.append(e, entry);
+        }
+        r.log.trim(self.config.capacity, u64::MAX);
+        // Reported only now that the records are in the follower's log.
+        r.known_leo = r.log.end();
+        if r.known_leo >= leader_end {
+            r.last_caught_up_ms = now;
+        }
+        let expanded = self.maybe_expand(&mut st, i);
+        let moved = self.advance_hw(&mut st);
+        if expanded || moved {
+            self.notify(moved);
+        }
+        true
+    }
+
+    /// KIP-101/279: cuts follower `i`'s log where it stops agreeing with leader `l`.
+    fn truncate_by_epoch(&self, st: &mut State<K, V>, i: usize, l: usize) {
+        let before = st.replicas[i].log.end();
+        loop {
+            let f = &st.replicas[i].log;
+            if f.end() == f.start() {
+                break;
+            }
+            let answer = st.replicas[l].log.end_offset_for_epoch(f.latest_epoch());
+            match truncation_point(f, answer) {
+                Some(at) => st.replicas[i].log.truncate_to(at),
+                None => break,
+            }
+        }
+        let r = &mut st.replicas[i];
+        r.needs_truncation = false;
+        r.known_leo = r.known_leo.min(r.log.end());
+        if r.log.end() < before {
+            self.event(EventKind::Truncated {
+                replica: r.id,
+                from: before,
+                to: r.log.end(),
+            });
+        }
+    }
+
+    /// Adds follower `i` to the ISR if it holds everything below HW (and reached the
+    /// current epoch's start). Returns whether it did.
+    fn maybe_expand(&self, st: &mut State<K, V>, i: usize) -> bool {
+        let Some(l) = st.leader else { return false };
+        let r = &st.replicas[i];
+        let epoch_start = st.replicas[l].log.epochs().last().map_or(0, |e| e.1);
+        if st.isr.contains(&i)
+            || r.status != Status::Online
+            || r.needs_truncation
+            || r.known_leo < st.hw
+            || r.known_leo < epoch_start
+        {
+            return false;
+        }
+        st.isr.push(i);
+        st.isr.sort_unstable();
+        self.event(EventKind::IsrExpanded {
+            replica: st.replicas[i].id,
+            isr: Self::isr_ids(st),
+        });
+        true
+    }
+
+    /// Removes from the ISR every follower out of sync at `now_ms` (module docs).
+    pub(crate) fn check_isr(&self, now_ms: i64) {
+        let mut st = self.state.lock();
+        let Some(l) = st.leader else { return };
+        let leader_end = st.replicas[l].log.end();
+        let lagging: Vec<usize> = st
+            .isr
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let r = &st.replicas[i];
+                i != l
+                    && r.known_leo != leader_end
+                    && now_ms - r.last_caught_up_ms > self.config.lag_max_ms
+            })
+            .collect();
+        if lagging.is_empty() {
+            return;
+        }
+        for i in lagging {
+            self.remove_from_isr(&mut st, i, "lagging");
+        }
+        let moved = self.advance_hw(&mut st);
+        self.notify(moved);
+    }
+
+    fn remove_from_isr(&self, st: &mut State<K, V>, i: usize, reason: &'static str) {
+        if st.isr.len() <= 1 || !st.isr.contains(&i) {
+            return;
+        }
+        st.isr.retain(|&x| x != i);
+        self.event(EventKind::IsrShrunk {
+            replica: st.replicas[i].id,
+            isr: Self::isr_ids(st),
+            reason,
+        });
+    }
+
+    /// Elects a leader (module docs), bumping the epoch.
+    fn elect(&self, st: &mut State<K, V>) {
+        let now = self.clock.now_ms();
+        let online = |st: &State<K, V>, i: usize| st.replicas[i].status == Status::Online;
+        let clean = st.isr.iter().copied().find(|&i| online(st, i));
+        let (chosen, unclean) = match clean {
+            Some(c) => (Some(c), false),
+            None if self.config.unclean => ((0..st.replicas.len()).find(|&i| online(st, i)), true),
+            None => (None, false),
+        };
+        let Some(c) = chosen else {
+            if st.leader.take().is_some() {
+                self.event(EventKind::LeaderElected {
+                    leader: None,
+                    epoch: st.epoch,
+                    unclean: false,
+                });
+            }
+            return;
+        };
+        st.epoch += 1;
+        st.leader = Some(c);
+        let epoch = st.epoch;
+        st.replicas[c].log.begin_epoch(epoch);
+        st.replicas[c].needs_truncation = false;
+        let end = st.replicas[c].log.end();
+        // Unclean, or an in-sync replica that lost an unsynced tail (a power loss of the
+        // last ISR member, KIP-966's case): committed records are gone, and said so.
+        if end < st.hw {
+            self.event(EventKind::RecordsLost {
+                from: end,
+                to: st.hw,
+            });
+            st.hw = end;
+            // Release: as in `advance_hw` (HW goes back only here).
+            self.hw.store(end, Ordering::Release);
+        }
+        if unclean {
+            st.isr = vec![c];
+        }
+        let hw = st.hw;
+        for (i, r) in st.replicas.iter_mut().enumerate() {
+            if i != c {
+                r.needs_truncation = true;
+                r.known_leo = r.log.end().min(hw);
+                r.last_caught_up_ms = now;
+            }
+        }
+        self.event(EventKind::LeaderElected {
+            leader: Some(st.replicas[c].id),
+            epoch,
+            unclean,
+        });
+        let moved = self.advance_hw(st);
+        self.wake_followers(st);
+        self.notify(moved);
+    }
+
+    // ---- faults ----
+
+    /// Crashes replica `id`. `cut`: the offset its log is cut to (a lost unsynced tail),
+    /// `None` to keep it whole; `dir_failed`: its directory is gone (log lost entirely).
+    pub(crate) fn crash(&self, id: u32, cut: Option<u64>, dir_failed: bool) -> bool {
+        let mut st = self.state.lock();
+        let Some(i) = Self::index(&st, id) else {
+            return false;
+        };
+        if st.closed {
+            return true;
+        }
+        let r = &mut st.replicas[i];
+        let lost_from = if dir_failed {
+            let start = r.log.start();
+            r.log.reset_to(start);
+            r.status = Status::DirFailed;
+            Some(start)
+        } else {
+            r.status = Status::Crashed;
+            cut.map(|c| {
+                r.log.truncate_to(c);
+                r.log.end()
+            })
+        };
+        r.known_leo = r.known_leo.min(r.log.end());
+        self.event(EventKind::Crashed {
+            replica: id,
+            lost_from,
+        });
+        let reason = if dir_failed {
+            "directory failed"
+        } else {
+            "crashed"
+        };
+        self.remove_from_isr(&mut st, i, reason);
+        if st.leader == Some(i) {
+            st.leader = None;
+            self.elect(&mut st);
+        }
+        let moved = self.advance_hw(&mut st);
+        self.notify(moved);
+        true
+    }
+
+    /// Brings crashed replica `id` back (a follower that truncates by epoch first); elects
+    /// a leader if the partition had none. A replica on a failed directory comes back only
+    /// with `restore` (its directory is back).
+    pub(crate) fn restart(&self, id: u32, restore: bool) -> bool {
+        let mut st = self.state.lock();
+        let Some(i) = Self::index(&st, id) else {
+            return false;
+        };
+        let r = &mut st.replicas[i];
+        if r.status == Status::Online || (r.status == Status::DirFailed && !restore) {
+            return true;
+        }
+        r.status = Status::Online;
+        r.needs_truncation = true;
+        r.stalled = false;
+        r.last_caught_up_ms = self.clock.now_ms();
+        self.event(EventKind::Restarted { replica: id });
+        if st.leader.is_none() {
+            self.elect(&mut st);
+        }
+        self.wake_followers(&st);
+        self.notify(false);
+        true
+    }
+
+    /// Stalls (`true`) or resumes follower `id`'s fetching.
+    pub(crate) fn set_stalled(&self, id: u32, stalled: bool) -> bool {
+        let mut st = self.state.lock();
+        let Some(i) = Self::index(&st, id) else {
+            return false;
+        };
+        st.replicas[i].stalled = stalled;
+        self.wake_followers(&st);
+        true
+    }
+
+    /// Slows follower `id` to one fetch per `every` of broker time (zero: full speed).
+    pub(crate) fn set_slow(&self, id: u32, every: Duration) -> bool {
+        let mut st = self.state.lock();
+        let Some(i) = Self::index(&st, id) else {
+            return false;
+        };
+        st.replicas[i].slow_ms = i64::try_from(every.as_millis()).unwrap_or(i64::MAX);
+        true
+    }
+
+    /// Waits until every live replica is in the ISR and holds the leader's whole log.
+    pub(crate) fn wait_in_sync(&self, timeout: Duration) -> bool {
+        let deadline = time::deadline_after(timeout);
+        let mut st = self.state.lock();
+        loop {
+            if let Some(l) = st.leader {
+                let end = st.replicas[l].log.end();
+                let synced = st.replicas.iter().enumerate().all(|(i, r)| {
+                    r.status != Status::Online || (st.isr.contains(&i) && r.log.end() == end)
+                });
+                if synced && st.hw == end {
+                    return true;
+                }
+            }
+            match deadline {
+                None => self.changed.wait(&mut st),
+                Some(d) => {
+                    if time::expired(d) || self.changed.wait_until(&mut st, d) {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every replica's records: `(id, log start, [(epoch, entry)])`, for checkers.
+    pub(crate) fn snapshot(&self) -> ReplicaLogs<K, V> {
+        let st = self.state.lock();
+        st.replicas
+            .iter()
+            .map(|r| {
+                let records = (r.log.start()..r.log.end())
+                    .filter_map(|o| r.log.get(o).map(|(e, x)| (*e, Arc::clone(x))))
+                    .collect();
+                (r.id, r.log.start(), records)
+            })
+            .collect()
+    }
+
+    /// Leader, ISR, epoch and per-replica offsets.
+    pub(crate) fn describe(&self) -> PartitionReplicas {
+        let st = self.state.lock();
+        PartitionReplicas {
+            partition: self.partition,
+            leader: st.leader.map(|l| st.replicas[l].id),
+            leader_epoch: st.epoch,
+            isr: Self::isr_ids(&st),
+            high_watermark: st.hw,
+            replicas: st
+                .replicas
+                .iter()
+                .enumerate()
+                .map(|(i, r)| ReplicaInfo {
+                    id: r.id,
+                    log_start: r.log.start(),
+                    log_end: r.log.end(),
+                    online: r.status == Status::Online,
+                    in_sync: st.isr.contains(&i),
+                    stalled: r.stalled,
+                    latest_epoch: r.log.latest_epoch(),
+                    epochs: r.log.epochs().to_vec(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Checks, in one critical section, that every in-sync replica holds the leader's
+    /// records below HW (the same entries): what a consumer reads is on the whole ISR.
+    #[cfg(all(test, logbus_loom))]
+    pub(crate) fn assert_hw_is_replicated(&self) {
+        let st = self.state.lock();
+        let Some(l) = st.leader else { return };
+        let leader = &st.replicas[l].log;
+        for &i in &st.isr {
+            let log = &st.replicas[i].log;
+            assert!(
+                log.end() >= st.hw,
+                "ISR member {i} ends at {} < HW {}",
+                log.end(),
+                st.hw
+            );
+            for o in leader.start().max(log.start())..st.hw {
+                let (a, b) = (leader.get(o).unwrap(), log.get(o).unwrap());
+                assert!(Arc::ptr_eq(&a.1, &b.1), "offset {o} differs on {i}");
+            }
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state.lock().closed
+    }
+
+    pub(crate) fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    pub(crate) fn partition(&self) -> u32 {
+        self.partition
+    }
+}
+
+impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for ReplicaSet<K, V> {
+    fn log_start(&self) -> u64 {
+        let st = self.state.lock();
+        st.leader
+            .map_or(st.hw, |l| st.replicas[l].log.start().min(st.hw))
+    }
+
+    fn log_end(&self) -> u64 {
+        let st = self.state.lock();
+        st.leader.map_or(st.hw, |l| st.replicas[l].log.end())
+    }
+
+    fn high_watermark(&self) -> u64 {
+        // Acquire: pairs with the Release stores in `advance_hw` / `elect`.
+        self.hw.load(Ordering::Acquire)
+    }
+
+    fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, &Entry<K, V>)) -> ReadOutcome {
+        let st = self.state.lock();
+        let Some(l) = st.leader else {
+            // No leader: nothing can be read now (Kafka's consumer retries).
+            return ReadOutcome::Empty;
+        };
+        let log = &st.replicas[l].log;
+        let hw = st.hw.min(log.end());
+        if offset < log.start() || offset > hw {
+            return ReadOutcome::OutOfRange {
+                start: log.start().min(hw),
+                end: hw,
+            };
+        }
+        let n = (hw - offset).min(max as u64);
+        for o in offset..offset + n {
+            if let Some((_, e)) = log.get(o) {
+                f(o, e);
+            }
+        }
+        if n == 0 {
+            ReadOutcome::Empty
+        } else {
+            ReadOutcome::Read(n as usize)
+        }
+    }
+
+    fn offset_for_time(&self, timestamp: i64) -> Option<(u64, i64)> {
+        let st = self.state.lock();
+        let log = &st.replicas[st.leader?].log;
+        (log.start()..st.hw)
+            .filter_map(|o| log.get(o).map(|(_, e)| (o, e.timestamp)))
+            .find(|(_, ts)| *ts >= timestamp)
+    }
+
+    fn append(
+        &self,
+        entry: Entry<K, V>,
+        policy: &SendPolicy,
+        deadline: Option<Instant>,
+    ) -> Result<u64, (Entry<K, V>, AppendError)> {
+        let entry = [Arc::new(entry)];
+        match self.send(&entry, policy, deadline) {
+            Ok(offset) => Ok(offset),
+            Err(why) => {
+                let [entry] = entry;
+                Err((self.take_back(entry), why))
+            }
+        }
+    }
+
+    fn append_batch(
+        &self,
+        entries: &mut Vec<Entry<K, V>>,
+        policy: &SendPolicy,
+    ) -> Result<(), AppendError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let shared: Vec<_> = entries.drain(..).map(Arc::new).collect();
+        match self.send(&shared, policy, None) {
+            Ok(_) => Ok(()),
+            Err(why) => {
+                entries.extend(shared.into_iter().map(|e| self.take_back(e)));
+                Err(why)
+            }
+        }
+    }
+
+    fn replica_logs(&self) -> ReplicaLogs<K, V> {
+        self.snapshot()
+    }
+
+    fn close(&self) {
+        self.state.lock().closed = true;
+        self.changed.notify_all();
+        self.arrivals.notify_all();
+    }
+}
