@@ -18,6 +18,11 @@ command -v cargo >/dev/null || die "cargo is not installed (install Rust with ru
 run_tests() {
     # --all-features includes `kafka`: librdkafka is compiled from source once (a C compiler
     # and make; no cmake), and tests/kafka_*.rs run against its in-process mock cluster.
+    local tool
+    for tool in cc make perl; do
+        command -v "$tool" >/dev/null \
+            || die "$tool is needed to build librdkafka for the kafka feature (Debian: apt-get install build-essential perl)"
+    done
     say "unit, integration and doc tests (all features, the kafka ones included)"
     cargo test --workspace --all-features
 }
