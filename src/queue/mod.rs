@@ -73,6 +73,7 @@
 //! - When the queue drops its messages and one's `Drop` panics, the others are still
 //!   dropped (crossbeam leaks them); see **Panics** above.
 //! - The batch operations are logbus's own.
+//! - There is no `select_biased!` (nor `Select::new_biased`) yet.
 //!
 //! # Examples
 //!
