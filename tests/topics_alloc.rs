@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use alloc_common::allocations_during;
 use logbus::broker::{Broker, Overflow, TopicConfig, TopicPartition};
-use logbus::consumer::{ConsumerConfig, OffsetReset};
-use logbus::producer::{Payload, Record};
+use logbus::consumer::{Consumer, ConsumerConfig, OffsetReset};
+use logbus::producer::{Payload, Producer, Record};
 
 const N: u64 = 10_000;
 
@@ -22,26 +22,39 @@ fn no_allocation_per_record() {
     send_to_and_poll_with_allocate_nothing_per_record();
 }
 
+/// A broker with topic `t` of `partitions`, a producer, and a consumer in group `g`
+/// assigned `t`'s partition `assigned` from the earliest offset.
+fn topic_of(
+    overflow: Overflow,
+    partitions: u32,
+    assigned: u32,
+) -> (Broker, Producer<(), u64>, Consumer<(), u64>) {
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<(), u64>(
+            "t",
+            TopicConfig::new(partitions)
+                .records_in_memory(1 << 15)
+                .overflow(overflow),
+        )
+        .unwrap();
+    let producer = broker.producer::<(), u64>();
+    let mut consumer = broker
+        .consumer::<(), u64>(
+            ConsumerConfig::new()
+                .group_id("g")
+                .auto_offset_reset(OffsetReset::Earliest),
+        )
+        .unwrap();
+    consumer
+        .assign(&[TopicPartition::new("t", assigned)])
+        .unwrap();
+    (broker, producer, consumer)
+}
+
 fn produce_and_poll_into_allocate_nothing_per_record() {
     for overflow in [Overflow::Block, Overflow::DropOldest] {
-        let broker = Broker::in_memory();
-        broker
-            .create_topic::<(), u64>(
-                "t",
-                TopicConfig::new(1)
-                    .records_in_memory(1 << 15)
-                    .overflow(overflow),
-            )
-            .unwrap();
-        let producer = broker.producer::<(), u64>();
-        let mut consumer = broker
-            .consumer::<(), u64>(
-                ConsumerConfig::new()
-                    .group_id("g")
-                    .auto_offset_reset(OffsetReset::Earliest),
-            )
-            .unwrap();
-        consumer.assign(&[TopicPartition::new("t", 0)]).unwrap();
+        let (_broker, producer, mut consumer) = topic_of(overflow, 1, 0);
         let mut out = Vec::with_capacity(N as usize);
         // Warm-up: the producer caches the topic, the consumer's first poll.
         producer.send(Record::new("t", 0)).unwrap();
@@ -76,24 +89,7 @@ fn produce_and_poll_into_allocate_nothing_per_record() {
 
 fn send_to_and_poll_with_allocate_nothing_per_record() {
     for overflow in [Overflow::Block, Overflow::DropOldest] {
-        let broker = Broker::in_memory();
-        broker
-            .create_topic::<(), u64>(
-                "t",
-                TopicConfig::new(2)
-                    .records_in_memory(1 << 15)
-                    .overflow(overflow),
-            )
-            .unwrap();
-        let producer = broker.producer::<(), u64>();
-        let mut consumer = broker
-            .consumer::<(), u64>(
-                ConsumerConfig::new()
-                    .group_id("g")
-                    .auto_offset_reset(OffsetReset::Earliest),
-            )
-            .unwrap();
-        consumer.assign(&[TopicPartition::new("t", 1)]).unwrap();
+        let (_broker, producer, mut consumer) = topic_of(overflow, 2, 1);
         // Warm-up: the producer caches the topic and grows its run; the consumer's first
         // poll grows its buffers to the poll size used below.
         producer
