@@ -136,13 +136,16 @@ impl Codec for Bytes {
     /// # Ok::<(), logbus::Error>(())
     /// ```
     fn decode_from(buffer: &Bytes, bytes: &[u8]) -> Result<Self> {
-        let start = (bytes.as_ptr() as usize).wrapping_sub(buffer.as_ptr() as usize);
-        match start.checked_add(bytes.len()) {
-            Some(end) if start <= buffer.len() && end <= buffer.len() => {
-                Ok(buffer.slice(start..end))
-            }
-            _ => Ok(Bytes::copy_from_slice(bytes)),
-        }
+        Ok(share(buffer, bytes))
+    }
+}
+
+/// `part` as a view of `buffer` when it lies inside it, else a copy.
+pub(crate) fn share(buffer: &Bytes, part: &[u8]) -> Bytes {
+    let start = (part.as_ptr() as usize).wrapping_sub(buffer.as_ptr() as usize);
+    match start.checked_add(part.len()) {
+        Some(end) if start <= buffer.len() && end <= buffer.len() => buffer.slice(start..end),
+        _ => Bytes::copy_from_slice(part),
     }
 }
 

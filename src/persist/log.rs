@@ -348,16 +348,24 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
                     None => None,
                 };
                 let value = V::decode_from(bytes, r.value.unwrap_or_default()).map_err(stored)?;
-                let headers: Vec<(String, Option<Bytes>)> = r
-                    .headers
-                    .iter()
-                    .map(|h| (h.key.to_owned(), h.value.map(Bytes::copy_from_slice)))
-                    .collect();
+                let headers = (!r.headers.is_empty()).then(|| {
+                    let headers: Vec<(String, Option<Bytes>)> = r
+                        .headers
+                        .iter()
+                        .map(|h| {
+                            (
+                                h.key.to_owned(),
+                                h.value.map(|v| crate::codec::share(bytes, v)),
+                            )
+                        })
+                        .collect();
+                    Box::new(headers)
+                });
                 let entry = Entry {
                     timestamp: r.timestamp,
                     key,
                     value,
-                    headers: crate::partition::box_headers(headers),
+                    headers,
                 };
                 f(at, &entry);
                 n += 1;
