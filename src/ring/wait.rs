@@ -17,10 +17,10 @@
 //! default (a constant, to revisit on bare metal).
 //!
 //! The park is the heavy side of an asymmetric Dekker handshake: the waiter registers, then
-//! calls [`asym_fence::heavy`] before each check of its condition, while the notifying side
-//! (a producer after publishing, a gating reader after moving its cursor) pays only
-//! [`asym_fence::light`] in [`WaitSet::notify_all_light`]. So there is no fence and no system
-//! call on the fast path while nobody is parked.
+//! issues `asym_fence::heavy` once, before its first check of its condition, while the
+//! notifying side (a producer after publishing, a gating reader after moving its cursor)
+//! pays only `asym_fence::light` in [`WaitSet::notify_all_light`]. So there is no fence and
+//! no system call on the fast path while nobody is parked.
 //!
 //! Waiting for an *empty* ring is one half of a reader's patience; the other is not looking
 //! too soon after catching up (the reader's pacing, `reader`), which keeps a reader off the
@@ -30,7 +30,7 @@
 //! the park quickly.
 
 use crate::sync::time::{self, Instant};
-use crate::sync::{asym_fence, hint, thread, WaitSet};
+use crate::sync::{hint, thread, WaitSet};
 
 /// Spin rounds before the first yield: round `k` spins `2^k` pause instructions, then
 /// checks. Zero on the std side (see the module docs for the measurements); one under loom,
@@ -78,10 +78,7 @@ pub(crate) fn wait_until(
     if deadline.is_some_and(time::expired) {
         return ready();
     }
-    set.wait_until(deadline, || {
-        // The heavy side of the handshake with the notifier's light fence.
-        asym_fence::heavy();
-        ready().then_some(())
-    })
-    .is_some()
+    // The heavy side of the handshake with the notifier's light fence, once per park.
+    set.wait_until_heavy(deadline, || true, || ready().then_some(()))
+        .is_some()
 }

@@ -16,7 +16,7 @@ use super::{Channel, Look};
 use crate::queue::error::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};
-use crate::sync::{asym_fence, hint, thread, Backoff, WaitSet};
+use crate::sync::{hint, thread, Backoff, WaitSet};
 
 /// The yields of a [`Backoff`] (its steps 7 to 10), taken by a waiter that polled densely
 /// instead of running the backoff's spin rounds.
@@ -135,14 +135,14 @@ impl<T> Channel<T> {
             thread::yield_now();
         }
         waiting.parked = true;
-        match set.wait_until(deadline, || {
-            if !self.owners.is_shared() {
-                // An owner notifies with the light fence only (`publish_stamps`): this is the
-                // heavy side of that handshake. Once shared, the claims' CASes order it.
-                asym_fence::heavy();
-            }
-            ready(self).then_some(())
-        }) {
+        // An owner notifies with the light fence only (`publish_stamps`): while the queue is
+        // owned, the waiter issues the heavy side of that handshake, once per park. Once
+        // shared (for good), the claims' CASes order it.
+        match set.wait_until_heavy(
+            deadline,
+            || !self.owners.is_shared(),
+            || ready(self).then_some(()),
+        ) {
             Some(()) => Waited::Retry,
             None => Waited::Expired,
         }
