@@ -102,6 +102,7 @@ mod select;
 #[macro_use]
 mod select_macro;
 mod owners;
+pub mod protocol;
 mod timer;
 mod zero;
 
@@ -116,6 +117,7 @@ pub use error::{
     ReadyTimeoutError, RecvError, RecvTimeoutError, SelectTimeoutError, SendError,
     SendTimeoutError, TryReadyError, TryRecvError, TrySelectError, TrySendError,
 };
+pub use protocol::{bounded_shared, Protocol};
 #[doc(hidden)]
 pub use select::{
     run as __select_run, Arm as __SelectArm, RecvArm as __RecvArm, SendArm as __SendArm,
@@ -165,6 +167,9 @@ impl<T> Disconnect for Flavor<T> {
 /// Creates a queue holding at most `capacity` messages; `bounded(0)` makes a rendezvous
 /// queue, where each send waits for a receiver to take its message.
 ///
+/// The queue starts in the owned protocol and may go shared for good (see [`protocol`]
+/// for when, including the 64-token limit; [`bounded_shared`] starts shared).
+///
 /// # Panics
 ///
 /// If `capacity` exceeds `usize::MAX / 4` (its position encoding needs two spare bits);
@@ -183,17 +188,7 @@ impl<T> Disconnect for Flavor<T> {
 /// assert_eq!(tx.capacity(), Some(2));
 /// ```
 pub fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
-    let flavor = if capacity == 0 {
-        Flavor::Zero(zero::Channel::new())
-    } else {
-        assert!(
-            capacity <= usize::MAX / 4,
-            "queue capacity {capacity} is too large (at most usize::MAX / 4)"
-        );
-        Flavor::Array(array::Channel::with_capacity(capacity))
-    };
-    let (s, r) = counter::new(flavor);
-    (Sender { inner: s }, Receiver { inner: r })
+    protocol::bounded_with(capacity, array::Channel::with_capacity)
 }
 
 /// Creates a queue with no capacity limit: sends never block (and never report `Full`).

@@ -352,6 +352,11 @@ impl<T> Channel<T> {
         }
     }
 
+    /// Whether the queue runs the shared protocol (for good).
+    pub(crate) fn is_shared(&self) -> bool {
+        self.owners.is_shared()
+    }
+
     /// The capacity asked for.
     pub(crate) fn capacity(&self) -> usize {
         self.cap
