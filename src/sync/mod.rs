@@ -23,6 +23,7 @@ pub(crate) mod asym_fence;
 mod backoff;
 mod intern;
 mod signal;
+pub(crate) mod token_pool;
 mod wait_set;
 
 #[cfg(not(logbus_loom))]

@@ -109,9 +109,14 @@ impl<T> Channel<T> {
     /// protocol keeps alone. Runs in the revoker, after both owners' last operations (see
     /// `owners`) and before any shared one.
     pub(super) fn convert(&self) {
-        // Relaxed: the owners' cursor stores happen before (their Release `leave`, the
-        // revoker's Acquire `busy` loads); `tail` carries no mark yet (`disconnect` revokes
-        // before it marks).
+        // Relaxed: every owned cursor store happens before this, through the edge that
+        // ordered its owner before the revoker: the revoker flag (an owner replaced by an
+        // earlier change of owner: that change's `end_change` Release, our `elect` Acquire,
+        // after it waited the owner out), the token pool's hand-over (an owner that exited:
+        // its token's give-back Release and its heir's take Acquire), or, for the owners at
+        // the moment of revoking, their Release `leave` read by `wait_idle`'s Acquire `busy`
+        // load, which the heavy fence makes see their last operation. `tail` carries no mark
+        // yet (`disconnect` revokes before it marks).
         let head = self.head.load(Ordering::Relaxed);
         // Relaxed: as above.
         let tail = self.tail.load(Ordering::Relaxed) & !self.mark_bit;
