@@ -34,19 +34,10 @@ use super::slot::Probe;
 use super::wait;
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Duration, Instant};
-use crate::sync::{hint, Arc};
+use crate::sync::Arc;
 
 /// A gating reader moves its cursor at least this often within one long run.
 const COMMIT_EVERY: u64 = 128;
-
-/// Spin hints a blocking read waits, without touching shared memory, when the previous read
-/// caught up with the producers after a short run (see [`Reader::pace`]). About half a
-/// microsecond on the development VMs (a hint costs ~28 ns there), less than one yield.
-/// None under loom, which models no time.
-#[cfg(not(logbus_loom))]
-const PACE_SPINS: u32 = 20;
-#[cfg(logbus_loom)]
-const PACE_SPINS: u32 = 0;
 
 /// A reader of a [`Ring`](super::Ring): its own position, its own pace.
 ///
@@ -185,9 +176,7 @@ impl<T> Reader<T> {
     #[inline]
     fn pace(&mut self) {
         if std::mem::take(&mut self.caught_up) {
-            for _ in 0..PACE_SPINS {
-                hint::spin_loop();
-            }
+            crate::sync::wait::pace(&wait::POLICY);
         }
     }
 

@@ -4,10 +4,11 @@
 use std::mem::MaybeUninit;
 use std::ptr;
 
-use super::waiting::{WaitState, Waited};
+use super::waiting::{Waited, POLICY};
 use super::{Channel, Look};
 use crate::queue::error::{RecvTimeoutError, TryRecvError, TrySendError};
 use crate::sync::time::Instant;
+use crate::sync::wait::Waiter;
 
 impl<T> Channel<T> {
     /// Moves as many messages from the front of `batch` as fit right now (at most one lap's
@@ -118,7 +119,7 @@ impl<T> Channel<T> {
 
     /// Moves every message of `batch` into the queue, waiting for room as needed.
     pub(crate) fn send_batch(&self, batch: &mut Vec<T>) -> Result<(), TrySendError<()>> {
-        let mut waiting = WaitState::new();
+        let mut waiting = Waiter::new(POLICY);
         // As in `send`.
         let mut look = Look::first(None);
         loop {
@@ -127,7 +128,7 @@ impl<T> Channel<T> {
             match self.send_batch_now(batch, this) {
                 Ok(_) if batch.is_empty() => return Ok(()),
                 Ok(0) | Err(TrySendError::Full(())) => {}
-                Ok(_) => (waiting, look) = (WaitState::new(), Look::first(None)),
+                Ok(_) => (waiting, look) = (Waiter::new(POLICY), Look::first(None)),
                 Err(e) => return Err(e),
             }
             // No deadline: the wait cannot expire.
@@ -149,7 +150,7 @@ impl<T> Channel<T> {
         max: usize,
         deadline: Option<Instant>,
     ) -> Result<usize, RecvTimeoutError> {
-        let mut waiting = WaitState::new();
+        let mut waiting = Waiter::new(POLICY);
         // As in `send`.
         let mut look = Look::first(deadline);
         loop {
