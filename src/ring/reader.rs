@@ -617,6 +617,24 @@ impl<T> Reader<T> {
         })
     }
 
+    /// [`read_batch`](Self::read_batch), waiting for the first entry until `deadline` at the
+    /// latest.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_batch_timeout`](Self::read_batch_timeout).
+    pub fn read_batch_deadline(
+        &mut self,
+        out: &mut Vec<T>,
+        max: usize,
+        deadline: Instant,
+    ) -> Result<usize, ReadTimeoutError>
+    where
+        T: Clone,
+    {
+        self.read_with_deadline(Some(deadline), |r| r.try_read_batch(out, max))
+    }
+
     /// Runs `f` on the entry at `seq` if this reader may still see it, without moving the
     /// cursor: the partition layer's "read by offset from the ring". A gating reader may ask
     /// for any published sequence at or after its position; a non-gating reader for any

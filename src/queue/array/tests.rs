@@ -186,7 +186,7 @@ fn threads_pass_every_message_once() {
                 for i in 0..n {
                     if i % 3 == 0 {
                         batch.push(p * n + i);
-                        ch.send_batch(&mut batch).unwrap();
+                        ch.send_batch(&mut batch, None).unwrap();
                     } else {
                         ch.send(p * n + i, None).unwrap();
                     }

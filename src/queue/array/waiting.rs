@@ -245,14 +245,26 @@ impl<T> Channel<T> {
     /// `recv` past the owned fast path.
     #[inline(never)]
     pub(super) fn recv_slow(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        self.recv_waiting(deadline, |look| self.recv_now(look))
+    }
+
+    /// Runs `attempt` (a receive of one message or of a batch, looking as told) until it
+    /// takes something, finds the queue disconnected and drained, or `deadline` passes,
+    /// waiting on the receivers' set between attempts.
+    #[inline(always)]
+    pub(super) fn recv_waiting<R>(
+        &self,
+        deadline: Option<Instant>,
+        mut attempt: impl FnMut(Look) -> Result<R, TryRecvError>,
+    ) -> Result<R, RecvTimeoutError> {
         let mut waiting = Waiter::new(POLICY);
         // As in `send`.
         let mut look = Look::first(deadline);
         loop {
             let this = look;
             look = this.again();
-            match self.recv_now(this) {
-                Ok(m) => return Ok(m),
+            match attempt(this) {
+                Ok(r) => return Ok(r),
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {}
             }
