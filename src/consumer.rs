@@ -43,8 +43,8 @@ use std::time::Duration;
 
 use crate::broker::{Broker, TopicInner, TopicPartition};
 use crate::partition::{Entry, GroupSlot, Headers, Partition, ReadOutcome};
+use crate::sync::thread;
 use crate::sync::time::{self, Instant};
-use crate::sync::{asym_fence, thread};
 // Std's Arc (also under loom): topic names are `Arc<str>` (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
 use crate::{Error, Result};
@@ -737,11 +737,11 @@ where
             }
             thread::yield_now();
         }
-        first.topic.arrivals.wait_until(deadline, || {
-            // The heavy side of the handshake with the producers' light notification.
-            asym_fence::heavy();
-            ready().then_some(())
-        });
+        // The heavy side of the handshake with the producers' light notification.
+        first
+            .topic
+            .arrivals
+            .wait_until_heavy(deadline, || true, || ready().then_some(()));
     }
 
     fn find(&self, tp: &TopicPartition) -> Result<usize> {

@@ -8,7 +8,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use logbus::queue::{
-    bounded, RecvError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError,
+    bounded, RecvError, RecvTimeoutError, SendBatchError, SendError, SendTimeoutError,
+    TryRecvError, TrySendError,
 };
 
 fn ms(n: u64) -> Duration {
@@ -376,10 +377,15 @@ fn batches() {
     assert_eq!(rx.try_recv_batch(&mut out, 2), Ok(2));
     assert_eq!(out, [1, 2]);
     drop(rx);
-    assert_eq!(tx.try_send_batch(&mut batch), Err(SendError(vec![4, 5])));
-    assert!(batch.is_empty());
+    // The messages not sent stay in the caller's `Vec`; the error counts those sent.
+    assert_eq!(
+        tx.try_send_batch(&mut batch),
+        Err(SendBatchError { sent: 0 })
+    );
+    assert_eq!(batch, [4, 5]);
     let mut more = vec![6, 7];
-    assert_eq!(tx.send_batch(&mut more), Err(SendError(vec![6, 7])));
+    assert_eq!(tx.send_batch(&mut more), Err(SendBatchError { sent: 0 }));
+    assert_eq!(more, [6, 7]);
 
     let (tx, rx) = bounded::<u8>(2);
     drop(tx);
@@ -432,7 +438,8 @@ fn rendezvous_hands_each_message_to_a_waiting_receiver() {
     assert_eq!(t.join().unwrap(), Ok(9));
     assert_eq!(tx.send(1), Err(SendError(1)));
     let mut b = vec![1, 2];
-    assert_eq!(tx.try_send_batch(&mut b), Err(SendError(vec![1, 2])));
+    assert_eq!(tx.try_send_batch(&mut b), Err(SendBatchError { sent: 0 }));
+    assert_eq!(b, [1, 2]);
 
     // A sender blocked in a rendezvous wakes when the receivers go.
     let (tx, rx) = bounded::<u32>(0);

@@ -8,7 +8,8 @@ use std::thread;
 use std::time::Duration;
 
 use logbus::queue::{
-    unbounded, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError,
+    unbounded, RecvTimeoutError, SendBatchError, SendBatchTimeoutError, SendError,
+    SendTimeoutError, TryRecvError, TrySendError,
 };
 
 #[test]
@@ -61,9 +62,19 @@ fn disconnection_as_crossbeam() {
         tx.send_timeout(3, Duration::from_secs(1)),
         Err(SendTimeoutError::Disconnected(3))
     );
+    // A batch keeps what it could not send, in the caller's `Vec`.
     let mut batch = vec![4, 5];
-    assert_eq!(tx.send_batch(&mut batch), Err(SendError(vec![4, 5])));
-    assert!(batch.is_empty());
+    assert_eq!(tx.send_batch(&mut batch), Err(SendBatchError { sent: 0 }));
+    assert_eq!(batch, [4, 5]);
+    assert_eq!(
+        tx.try_send_batch(&mut batch),
+        Err(SendBatchError { sent: 0 })
+    );
+    assert_eq!(
+        tx.send_batch_timeout(&mut batch, Duration::from_secs(1)),
+        Err(SendBatchTimeoutError::Disconnected { sent: 0 })
+    );
+    assert_eq!(batch, [4, 5]);
 }
 
 #[test]

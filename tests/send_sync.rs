@@ -40,8 +40,8 @@ macro_rules! assert_not_sync {
 mod queue {
     use super::*;
     use logbus::queue::{
-        IntoIter, Iter, Receiver, RecvError, RecvTimeoutError, SendError, SendTimeoutError, Sender,
-        TryIter, TryRecvError, TrySendError,
+        IntoIter, Iter, Protocol, Receiver, RecvError, RecvTimeoutError, SendError,
+        SendTimeoutError, Sender, TryIter, TryRecvError, TrySendError,
     };
 
     #[test]
@@ -55,6 +55,7 @@ mod queue {
         send_sync::<Iter<'static, u32>>();
         send_sync::<TryIter<'static, u32>>();
         unpin::<Sender<Rc<u8>>>();
+        send_sync::<Protocol>();
         send_sync::<SendError<u8>>();
         send_sync::<TrySendError<u8>>();
         send_sync::<SendTimeoutError<u8>>();

@@ -292,3 +292,59 @@ impl StdError for TrySelectError {}
 impl StdError for SelectTimeoutError {}
 impl StdError for TryReadyError {}
 impl StdError for ReadyTimeoutError {}
+
+/// A batch send stopped because every receiver is gone. The batch operations share one
+/// contract with the ring's ([`BatchClosed`](crate::ring::BatchClosed)): the messages not
+/// sent stay in the caller's `Vec`, in order, and the error counts those that were.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("sending into a disconnected queue ({sent} of the batch were sent before)")]
+pub struct SendBatchError {
+    /// How many messages from the front of the batch were sent before the queue
+    /// disconnected.
+    pub sent: usize,
+}
+
+/// [`Sender::send_batch_timeout`](super::Sender::send_batch_timeout) or
+/// [`send_batch_deadline`](super::Sender::send_batch_deadline) did not send the whole batch.
+/// As with [`SendBatchError`], the messages not sent stay in the caller's `Vec`, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendBatchTimeoutError {
+    /// The queue stayed full until the deadline.
+    #[error("timed out waiting for room ({sent} of the batch were sent before)")]
+    Timeout {
+        /// How many messages from the front of the batch were sent in time.
+        sent: usize,
+    },
+    /// Every receiver is gone.
+    #[error("sending into a disconnected queue ({sent} of the batch were sent before)")]
+    Disconnected {
+        /// How many messages from the front of the batch were sent before it disconnected.
+        sent: usize,
+    },
+}
+
+impl SendBatchTimeoutError {
+    /// How many messages from the front of the batch were sent.
+    pub fn sent(&self) -> usize {
+        match *self {
+            Self::Timeout { sent } | Self::Disconnected { sent } => sent,
+        }
+    }
+
+    /// Whether the deadline passed.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Timeout { .. })
+    }
+
+    /// Whether every receiver is gone.
+    pub fn is_disconnected(&self) -> bool {
+        matches!(self, Self::Disconnected { .. })
+    }
+}
+
+impl From<SendBatchError> for SendBatchTimeoutError {
+    fn from(e: SendBatchError) -> Self {
+        Self::Disconnected { sent: e.sent }
+    }
+}

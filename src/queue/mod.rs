@@ -92,6 +92,7 @@
 //! ```
 
 mod array;
+mod batch;
 mod counter;
 mod error;
 mod leftovers;
@@ -102,6 +103,7 @@ mod select;
 #[macro_use]
 mod select_macro;
 mod owners;
+pub mod protocol;
 mod timer;
 mod zero;
 
@@ -113,9 +115,11 @@ use std::time::{Duration, Instant};
 pub use crate::select;
 use counter::{Disconnect, Handle};
 pub use error::{
-    ReadyTimeoutError, RecvError, RecvTimeoutError, SelectTimeoutError, SendError,
-    SendTimeoutError, TryReadyError, TryRecvError, TrySelectError, TrySendError,
+    ReadyTimeoutError, RecvError, RecvTimeoutError, SelectTimeoutError, SendBatchError,
+    SendBatchTimeoutError, SendError, SendTimeoutError, TryReadyError, TryRecvError,
+    TrySelectError, TrySendError,
 };
+pub use protocol::{bounded_shared, Protocol};
 #[doc(hidden)]
 pub use select::{
     run as __select_run, Arm as __SelectArm, RecvArm as __RecvArm, SendArm as __SendArm,
@@ -165,6 +169,9 @@ impl<T> Disconnect for Flavor<T> {
 /// Creates a queue holding at most `capacity` messages; `bounded(0)` makes a rendezvous
 /// queue, where each send waits for a receiver to take its message.
 ///
+/// The queue starts in the owned protocol and may go shared for good (see [`protocol`]
+/// for when, including the 64-token limit; [`bounded_shared`] starts shared).
+///
 /// # Panics
 ///
 /// If `capacity` exceeds `usize::MAX / 4` (its position encoding needs two spare bits);
@@ -183,17 +190,7 @@ impl<T> Disconnect for Flavor<T> {
 /// assert_eq!(tx.capacity(), Some(2));
 /// ```
 pub fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
-    let flavor = if capacity == 0 {
-        Flavor::Zero(zero::Channel::new())
-    } else {
-        assert!(
-            capacity <= usize::MAX / 4,
-            "queue capacity {capacity} is too large (at most usize::MAX / 4)"
-        );
-        Flavor::Array(array::Channel::with_capacity(capacity))
-    };
-    let (s, r) = counter::new(flavor);
-    (Sender { inner: s }, Receiver { inner: r })
+    protocol::bounded_with(capacity, array::Channel::with_capacity)
 }
 
 /// Creates a queue with no capacity limit: sends never block (and never report `Full`).
@@ -331,42 +328,6 @@ fn timeout_to_try<T>(e: SendTimeoutError<T>) -> SendError<T> {
     SendError(e.into_inner())
 }
 
-/// Sends every message of `batch` in order to an unbounded queue (never full); on
-/// disconnection hands back the ones not sent, in order.
-fn list_send_batch<T>(
-    ch: &list::Channel<T>,
-    batch: &mut Vec<T>,
-) -> Result<usize, SendError<Vec<T>>> {
-    let n = batch.len();
-    let mut rest = batch.drain(..);
-    for msg in rest.by_ref() {
-        if let Err(msg) = ch.send(msg) {
-            let rest: Vec<T> = std::iter::once(msg).chain(rest).collect();
-            return Err(SendError(rest));
-        }
-    }
-    Ok(n)
-}
-
-/// Appends up to `max` waiting messages after `first` (already received) to `out`.
-fn recv_more<T>(
-    out: &mut Vec<T>,
-    first: T,
-    max: usize,
-    mut try_recv: impl FnMut() -> Result<T, TryRecvError>,
-) -> usize {
-    out.push(first);
-    let mut n = 1;
-    while n < max {
-        match try_recv() {
-            Ok(m) => out.push(m),
-            Err(_) => break,
-        }
-        n += 1;
-    }
-    n
-}
-
 impl<T> Sender<T> {
     /// Sends `msg`, blocking while the queue is full.
     ///
@@ -464,110 +425,6 @@ impl<T> Sender<T> {
             Flavor::List(ch) => ch.send(msg).map_err(SendTimeoutError::Disconnected),
             Flavor::Zero(ch) => ch.send(msg, deadline),
             Flavor::Timer(..) => Err(SendTimeoutError::Disconnected(msg)),
-        }
-    }
-
-    /// Moves every message of `batch` into the queue, in order, blocking while the queue is
-    /// full; `batch` is left empty (its allocation kept for reuse). Each wait-free stretch
-    /// of free slots is claimed with one atomic operation and receivers are notified once
-    /// per stretch, which is what makes batches cheaper than single sends. (A rendezvous
-    /// queue hands the messages over one by one.)
-    ///
-    /// # Errors
-    ///
-    /// When every receiver is gone: [`SendError`] holding the messages not sent (in order);
-    /// `batch` is then empty.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let (tx, rx) = logbus::queue::bounded(8);
-    /// let mut batch = vec![1, 2, 3];
-    /// tx.send_batch(&mut batch).unwrap();
-    /// assert!(batch.is_empty());
-    /// let mut out = Vec::new();
-    /// assert_eq!(rx.try_recv_batch(&mut out, 10), Ok(3));
-    /// assert_eq!(out, [1, 2, 3]);
-    /// ```
-    pub fn send_batch(&self, batch: &mut Vec<T>) -> Result<(), SendError<Vec<T>>> {
-        let disconnected = match &*self.inner {
-            Flavor::Array(ch) => ch.send_batch(batch).is_err(),
-            Flavor::List(ch) => {
-                return list_send_batch(ch, batch).map(|_| ());
-            }
-            Flavor::Timer(..) => true,
-            Flavor::Zero(ch) => {
-                let mut failed = None;
-                let mut rest = batch.drain(..);
-                for msg in rest.by_ref() {
-                    if let Err(e) = ch.send(msg, None) {
-                        failed = Some(e.into_inner());
-                        break;
-                    }
-                }
-                let rest: Vec<T> = failed.into_iter().chain(rest).collect();
-                if rest.is_empty() {
-                    false
-                } else {
-                    return Err(SendError(rest));
-                }
-            }
-        };
-        if disconnected {
-            Err(SendError(std::mem::take(batch)))
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Moves as many messages from the front of `batch` as fit without waiting and returns
-    /// how many (0 when the queue is full); the rest stay in `batch`, in order.
-    ///
-    /// # Errors
-    ///
-    /// When every receiver is gone: [`SendError`] holding the messages not sent (in order);
-    /// `batch` is then empty.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let (tx, _rx) = logbus::queue::bounded(2);
-    /// let mut batch = vec![1, 2, 3];
-    /// assert_eq!(tx.try_send_batch(&mut batch).unwrap(), 2);
-    /// assert_eq!(batch, [3]);
-    /// ```
-    pub fn try_send_batch(&self, batch: &mut Vec<T>) -> Result<usize, SendError<Vec<T>>> {
-        if batch.is_empty() {
-            return Ok(0);
-        }
-        let result = match &*self.inner {
-            Flavor::Array(ch) => ch.try_send_batch(batch),
-            Flavor::List(ch) => return list_send_batch(ch, batch),
-            Flavor::Timer(..) => Err(TrySendError::Disconnected(())),
-            Flavor::Zero(ch) => {
-                let mut sent = 0;
-                let mut outcome = Ok(0);
-                while !batch.is_empty() {
-                    let msg = batch.remove(0);
-                    match ch.try_send(msg) {
-                        Ok(()) => sent += 1,
-                        Err(e) => {
-                            let disconnected = e.is_disconnected();
-                            batch.insert(0, e.into_inner());
-                            if disconnected {
-                                outcome = Err(TrySendError::Disconnected(()));
-                            }
-                            break;
-                        }
-                    }
-                }
-                outcome.map(|_: usize| sent)
-            }
-        };
-        match result {
-            Ok(n) => Ok(n),
-            Err(TrySendError::Full(())) => Ok(0),
-            Err(TrySendError::Disconnected(())) => Err(SendError(std::mem::take(batch))),
         }
     }
 
@@ -745,79 +602,6 @@ impl<T> Receiver<T> {
     /// ```
     pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
         self.inner.recv_until(Some(deadline))
-    }
-
-    /// Appends between 1 and `max` messages to `out`, blocking until at least one is there;
-    /// returns how many (0 only when `max` is 0). Each stretch of waiting messages is claimed
-    /// with one atomic operation and senders are notified once per stretch. `out` grows by
-    /// up to `min(max, capacity)` before any message is taken, so reusing one `Vec` keeps
-    /// this allocation-free.
-    ///
-    /// # Errors
-    ///
-    /// [`RecvError`] when the queue is empty and every sender is gone.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let (tx, rx) = logbus::queue::bounded(8);
-    /// for i in 0..5 {
-    ///     tx.send(i).unwrap();
-    /// }
-    /// let mut out = Vec::new();
-    /// assert_eq!(rx.recv_batch(&mut out, 3), Ok(3));
-    /// assert_eq!(out, [0, 1, 2]);
-    /// ```
-    pub fn recv_batch(&self, out: &mut Vec<T>, max: usize) -> Result<usize, RecvError> {
-        if max == 0 {
-            return Ok(0);
-        }
-        match &*self.inner {
-            Flavor::Array(ch) => ch.recv_batch(out, max, None).map_err(|_| RecvError),
-            Flavor::List(ch) => {
-                let first = ch.recv(None).map_err(|_| RecvError)?;
-                Ok(recv_more(out, first, max, || ch.try_recv()))
-            }
-            Flavor::Zero(_) | Flavor::Timer(..) => {
-                let first = self.inner.recv_until(None).map_err(|_| RecvError)?;
-                Ok(recv_more(out, first, max, || self.inner.try_recv()))
-            }
-        }
-    }
-
-    /// Appends up to `max` waiting messages to `out` without blocking; returns how many.
-    ///
-    /// # Errors
-    ///
-    /// [`TryRecvError::Empty`] when none is waiting (and `max > 0`),
-    /// [`TryRecvError::Disconnected`] when moreover every sender is gone.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use logbus::queue::{bounded, TryRecvError};
-    ///
-    /// let (tx, rx) = bounded(8);
-    /// let mut out = Vec::new();
-    /// assert_eq!(rx.try_recv_batch(&mut out, 4), Err(TryRecvError::Empty));
-    /// tx.send(1).unwrap();
-    /// assert_eq!(rx.try_recv_batch(&mut out, 4), Ok(1));
-    /// ```
-    pub fn try_recv_batch(&self, out: &mut Vec<T>, max: usize) -> Result<usize, TryRecvError> {
-        if max == 0 {
-            return Ok(0);
-        }
-        match &*self.inner {
-            Flavor::Array(ch) => ch.try_recv_batch(out, max),
-            Flavor::List(ch) => {
-                let first = ch.try_recv()?;
-                Ok(recv_more(out, first, max, || ch.try_recv()))
-            }
-            Flavor::Zero(_) | Flavor::Timer(..) => {
-                let first = self.inner.try_recv()?;
-                Ok(recv_more(out, first, max, || self.inner.try_recv()))
-            }
-        }
     }
 
     /// A blocking iterator: yields messages until the queue is empty and disconnected.

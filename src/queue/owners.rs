@@ -382,12 +382,13 @@ impl Owners {
         // Acquire: pairs with the owner's Release clear in `leave`, so its last operation
         // happens before what the caller does next.
         if busy.load(Ordering::Acquire) {
-            let _ = self.waits.wait_until(None, || {
-                // The heavy side of the handshake with `leave`'s light fence.
-                asym_fence::heavy();
+            // The heavy side of the handshake with `leave`'s light fence, once per park.
+            let _ = self.waits.wait_until_heavy(
+                None,
+                || true,
                 // Acquire: as above.
-                (!busy.load(Ordering::Acquire)).then_some(())
-            });
+                || (!busy.load(Ordering::Acquire)).then_some(()),
+            );
         }
     }
 

@@ -142,6 +142,45 @@ pub struct BatchClosed {
     pub published: usize,
 }
 
+/// A batch publish with a deadline did not publish the whole batch: the entries not
+/// published stay in the caller's `Vec`, in order (the contract of [`BatchClosed`], shared
+/// with the queue's batch sends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PublishBatchTimeoutError {
+    /// The ring stayed full until the deadline.
+    #[error("timed out waiting for a free slot ({published} of the batch were published)")]
+    Timeout {
+        /// How many entries from the front of the batch were published in time.
+        published: usize,
+    },
+    /// The ring closed.
+    #[error(
+        "publishing into a closed ring ({published} of the batch were published before it closed)"
+    )]
+    Closed {
+        /// How many entries from the front of the batch were published before it closed.
+        published: usize,
+    },
+}
+
+impl PublishBatchTimeoutError {
+    /// How many entries from the front of the batch were published.
+    pub fn published(&self) -> usize {
+        match *self {
+            Self::Timeout { published } | Self::Closed { published } => published,
+        }
+    }
+}
+
+impl From<BatchClosed> for PublishBatchTimeoutError {
+    fn from(e: BatchClosed) -> Self {
+        Self::Closed {
+            published: e.published,
+        }
+    }
+}
+
 /// Why [`Reader::get`](super::Reader::get) could not return the entry at a sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

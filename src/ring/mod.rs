@@ -81,8 +81,8 @@ mod tests;
 
 pub use config::{Overflow, RingConfig};
 pub use error::{
-    BatchClosed, GetError, PublishError, PublishTimeoutError, ReadError, ReadTimeoutError,
-    TryPublishError, TryReadError,
+    BatchClosed, GetError, PublishBatchTimeoutError, PublishError, PublishTimeoutError, ReadError,
+    ReadTimeoutError, TryPublishError, TryReadError,
 };
 pub use producer::{MultiProducer, Producer};
 pub use reader::{ReadRun, Reader};

@@ -3,7 +3,9 @@
 
 use std::mem::ManuallyDrop;
 
-use super::error::{BatchClosed, PublishError, PublishTimeoutError, TryPublishError};
+use super::error::{
+    BatchClosed, PublishBatchTimeoutError, PublishError, PublishTimeoutError, TryPublishError,
+};
 use super::sequencer::{Sequencer, Stop, Wait};
 use super::Ring;
 use crate::sync::atomic::Ordering;
@@ -131,6 +133,53 @@ macro_rules! producer_methods {
             match publish_vec(&mut self.seq, batch, Wait::Until(None)) {
                 (_, None) => Ok(()),
                 (published, Some(_)) => Err(BatchClosed { published }),
+            }
+        }
+
+        /// [`publish_batch`](Self::publish_batch), waiting for room at most `timeout` in
+        /// all.
+        ///
+        /// # Errors
+        ///
+        /// [`PublishBatchTimeoutError::Timeout`] when the ring stayed full until the
+        /// deadline, [`PublishBatchTimeoutError::Closed`] when it closed first. Either way
+        /// the entries not published stay in `batch`, in order, and the error counts those
+        /// published.
+        pub fn publish_batch_timeout(
+            &mut self,
+            batch: &mut Vec<T>,
+            timeout: Duration,
+        ) -> Result<(), PublishBatchTimeoutError> {
+            self.publish_batch_until(batch, time::deadline_after(timeout))
+        }
+
+        /// [`publish_batch`](Self::publish_batch), waiting for room until `deadline` at the
+        /// latest.
+        ///
+        /// # Errors
+        ///
+        /// As [`publish_batch_timeout`](Self::publish_batch_timeout).
+        pub fn publish_batch_deadline(
+            &mut self,
+            batch: &mut Vec<T>,
+            deadline: Instant,
+        ) -> Result<(), PublishBatchTimeoutError> {
+            self.publish_batch_until(batch, Some(deadline))
+        }
+
+        fn publish_batch_until(
+            &mut self,
+            batch: &mut Vec<T>,
+            deadline: Option<Instant>,
+        ) -> Result<(), PublishBatchTimeoutError> {
+            match publish_vec(&mut self.seq, batch, Wait::Until(deadline)) {
+                (_, None) => Ok(()),
+                (published, Some(Stop::Closed)) => {
+                    Err(PublishBatchTimeoutError::Closed { published })
+                }
+                (published, Some(Stop::Timeout | Stop::Full)) => {
+                    Err(PublishBatchTimeoutError::Timeout { published })
+                }
             }
         }
 

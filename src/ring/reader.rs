@@ -34,19 +34,10 @@ use super::slot::Probe;
 use super::wait;
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Duration, Instant};
-use crate::sync::{hint, Arc};
+use crate::sync::Arc;
 
 /// A gating reader moves its cursor at least this often within one long run.
 const COMMIT_EVERY: u64 = 128;
-
-/// Spin hints a blocking read waits, without touching shared memory, when the previous read
-/// caught up with the producers after a short run (see [`Reader::pace`]). About half a
-/// microsecond on the development VMs (a hint costs ~28 ns there), less than one yield.
-/// None under loom, which models no time.
-#[cfg(not(logbus_loom))]
-const PACE_SPINS: u32 = 20;
-#[cfg(logbus_loom)]
-const PACE_SPINS: u32 = 0;
 
 /// A reader of a [`Ring`](super::Ring): its own position, its own pace.
 ///
@@ -185,9 +176,7 @@ impl<T> Reader<T> {
     #[inline]
     fn pace(&mut self) {
         if std::mem::take(&mut self.caught_up) {
-            for _ in 0..PACE_SPINS {
-                hint::spin_loop();
-            }
+            crate::sync::wait::pace(&wait::POLICY);
         }
     }
 
@@ -626,6 +615,24 @@ impl<T> Reader<T> {
         self.read_with_deadline(time::deadline_after(timeout), |r| {
             r.try_read_batch(out, max)
         })
+    }
+
+    /// [`read_batch`](Self::read_batch), waiting for the first entry until `deadline` at the
+    /// latest.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_batch_timeout`](Self::read_batch_timeout).
+    pub fn read_batch_deadline(
+        &mut self,
+        out: &mut Vec<T>,
+        max: usize,
+        deadline: Instant,
+    ) -> Result<usize, ReadTimeoutError>
+    where
+        T: Clone,
+    {
+        self.read_with_deadline(Some(deadline), |r| r.try_read_batch(out, max))
     }
 
     /// Runs `f` on the entry at `seq` if this reader may still see it, without moving the

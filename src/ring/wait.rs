@@ -1,7 +1,8 @@
-//! The ring's waiting strategy: check, (spin briefly,) yield, then park.
+//! The ring's waiting policy ([`POLICY`], run by `sync::wait`): check, (spin briefly,)
+//! yield, then park.
 //!
-//! A waiter checks its condition, then spins [`SPIN_ROUNDS`] exponentially growing rounds
-//! of pause instructions (checking between rounds), then yields up to [`YIELDS`] times
+//! A waiter checks its condition, then spins `spin_rounds` exponentially growing rounds
+//! of pause instructions (checking between rounds), then yields up to `yields` times
 //! (tens of microseconds, checking after each), and only then parks in a [`WaitSet`].
 //! Parking costs the parked thread a wake-up of ~10–15 µs and the notifier a system call,
 //! so it is kept for waits that are long compared to that; yielding costs ~0.5 µs per round
@@ -17,34 +18,39 @@
 //! default (a constant, to revisit on bare metal).
 //!
 //! The park is the heavy side of an asymmetric Dekker handshake: the waiter registers, then
-//! calls [`asym_fence::heavy`] before each check of its condition, while the notifying side
-//! (a producer after publishing, a gating reader after moving its cursor) pays only
-//! [`asym_fence::light`] in [`WaitSet::notify_all_light`]. So there is no fence and no system
-//! call on the fast path while nobody is parked.
+//! issues `asym_fence::heavy` once, before its first check of its condition, while the
+//! notifying side (a producer after publishing, a gating reader after moving its cursor)
+//! pays only `asym_fence::light` in [`WaitSet::notify_all_light`]. So there is no fence and
+//! no system call on the fast path while nobody is parked.
 //!
 //! Waiting for an *empty* ring is one half of a reader's patience; the other is not looking
-//! too soon after catching up (the reader's pacing, `reader`), which keeps a reader off the
-//! lines the producer is writing.
+//! too soon after catching up (the reader's pacing, `Reader::pace`: `pace_spins` hints,
+//! about half a microsecond on the development VMs, a hint costing ~28 ns there), which
+//! keeps a reader off the lines the producer is writing.
 //!
-//! Under loom there is one spin round (a loom yield) and no yield rounds, so models reach
-//! the park quickly.
+//! Under loom there is one spin round (a loom yield), no yield rounds and no pacing, so
+//! models reach the park quickly.
 
 use crate::sync::time::{self, Instant};
-use crate::sync::{asym_fence, hint, thread, WaitSet};
+use crate::sync::wait::{Policy, Waiter};
+use crate::sync::WaitSet;
 
-/// Spin rounds before the first yield: round `k` spins `2^k` pause instructions, then
-/// checks. Zero on the std side (see the module docs for the measurements); one under loom,
-/// where a spin hint is a loom yield.
+/// No spin rounds on the std side (see the module docs for the measurements), 64 yields,
+/// 20 hints of pacing; one spin round (a loom yield) under loom.
 #[cfg(not(logbus_loom))]
-const SPIN_ROUNDS: u32 = 0;
+pub(crate) const POLICY: Policy = Policy {
+    dense_polls: 0,
+    spin_rounds: 0,
+    yields: 64,
+    pace_spins: 20,
+};
 #[cfg(logbus_loom)]
-const SPIN_ROUNDS: u32 = 1;
-
-/// Yield rounds (each followed by a check) before parking: tens of microseconds.
-#[cfg(not(logbus_loom))]
-const YIELDS: u32 = 64;
-#[cfg(logbus_loom)]
-const YIELDS: u32 = 0;
+pub(crate) const POLICY: Policy = Policy {
+    dense_polls: 0,
+    spin_rounds: 1,
+    yields: 0,
+    pace_spins: 0,
+};
 
 /// Waits until `ready()` holds or `deadline` passes; returns whether `ready()` held.
 ///
@@ -55,33 +61,22 @@ pub(crate) fn wait_until(
     deadline: Option<Instant>,
     mut ready: impl FnMut() -> bool,
 ) -> bool {
-    // Empty on the std side (SPIN_ROUNDS = 0, see the module docs); kept for loom and for
-    // retuning on other hardware.
-    #[allow(clippy::reversed_empty_ranges)]
-    for round in 0..SPIN_ROUNDS {
-        if ready() {
-            return true;
-        }
-        for _ in 0..1u32 << round {
-            hint::spin_loop();
-        }
-    }
-    for _ in 0..YIELDS {
+    let mut waiter = Waiter::new(POLICY);
+    loop {
         if ready() {
             return true;
         }
         if deadline.is_some_and(time::expired) {
             return false;
         }
-        thread::yield_now();
+        if !waiter.pause() {
+            break;
+        }
     }
     if deadline.is_some_and(time::expired) {
         return ready();
     }
-    set.wait_until(deadline, || {
-        // The heavy side of the handshake with the notifier's light fence.
-        asym_fence::heavy();
-        ready().then_some(())
-    })
-    .is_some()
+    // The heavy side of the handshake with the notifier's light fence, once per park.
+    set.wait_until_heavy(deadline, || true, || ready().then_some(()))
+        .is_some()
 }

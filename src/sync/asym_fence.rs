@@ -12,9 +12,12 @@
 //! to the park that follows). This is the "asymmetric fence" of the membarrier man page and of
 //! folly's `asymmetricLightBarrier`/`asymmetricHeavyBarrier`.
 //!
-//! Where membarrier is unavailable (other systems, older kernels, seccomp filters, Miri), both
-//! sides fall back to `fence(SeqCst)`. Under loom both are `fence(SeqCst)`, so the models
-//! check the handshake itself.
+//! Where membarrier is unavailable (other systems, older kernels, `nohz_full`, seccomp
+//! filters, Miri), both sides fall back to `fence(SeqCst)`. If the kernel stops issuing
+//! expedited barriers after registering us, [`heavy`] covers the handshakes in flight with a
+//! slower barrier on every CPU and moves both sides to full fences for good (`degrade`); it
+//! never fails and never aborts. Under loom both are `fence(SeqCst)`, so the models check
+//! the handshake itself.
 //!
 //! Pairing rule: every [`light`] on one side of a handshake must be paired with a [`heavy`]
 //! on the other side (or with `fence(SeqCst)` on both when the fallback is active, which this
@@ -67,24 +70,31 @@ mod imp {
     use std::sync::atomic::{compiler_fence, fence, AtomicU8, Ordering};
 
     const UNKNOWN: u8 = 0;
+    /// `light` is a compiler fence, `heavy` an expedited membarrier.
     const MEMBARRIER: u8 = 1;
+    /// Full fences on both sides.
     const FALLBACK: u8 = 2;
+    /// On the way from MEMBARRIER to FALLBACK (see `degrade`): `light` is a full fence
+    /// already, `heavy` still issues a barrier on every CPU.
+    const DEGRADING: u8 = 3;
 
-    /// Whether membarrier is registered for this process. Moves once from `UNKNOWN` to one of
-    /// the other two and never changes again. While it reads `UNKNOWN`, both sides use full
-    /// fences, which pair with anything.
+    /// Which fences the two sides use. Moves from `UNKNOWN` to `MEMBARRIER` or `FALLBACK`
+    /// once (`init`), and from `MEMBARRIER` to `DEGRADING` to `FALLBACK` at most once, if
+    /// the kernel stops issuing expedited barriers (`degrade`); never back. While it reads
+    /// `UNKNOWN`, both sides use full fences, which pair with anything.
     static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
 
     /// Registers this process for expedited membarriers (once; later calls are a load).
+    /// Race-free: the first decision stands (a compare-exchange from `UNKNOWN`).
     pub(crate) fn init() {
         // Relaxed: STATE only selects which fence the callers use; both choices are correct
         // while the other side still sees the older state (see `light`).
         if STATE.load(Ordering::Relaxed) == UNKNOWN {
             let state = if register() { MEMBARRIER } else { FALLBACK };
             // Only the first decision stands: two threads may race here, and a second store
-            // could otherwise take STATE from MEMBARRIER to FALLBACK, which `light`'s argument
-            // forbids (a `light` that ran as a compiler fence would then meet a `heavy` that
-            // issues no membarrier). A loser that registered leaves the registration unused.
+            // could otherwise take STATE from MEMBARRIER to FALLBACK with no barrier for the
+            // `light`s that ran as compiler fences (see `degrade` for the way that is safe).
+            // A loser that registered leaves the registration unused.
             // SeqCst (both): the transition is rare; no weaker ordering is needed (see above).
             let _ = STATE.compare_exchange(UNKNOWN, state, Ordering::SeqCst, Ordering::SeqCst);
         }
@@ -93,8 +103,9 @@ mod imp {
     /// The hot side's fence.
     #[inline]
     pub(crate) fn light() {
-        // Relaxed: a `light` that reads MEMBARRIER pairs with a `heavy` that can only have
-        // read MEMBARRIER too (the state never leaves it); any other reading takes a full fence.
+        // Relaxed: a `light` that reads MEMBARRIER pairs with a `heavy` that issues a barrier
+        // on every CPU (an expedited one, or in `degrade` a global one, which covers every
+        // `light` that read MEMBARRIER before it); any other reading takes a full fence.
         if STATE.load(Ordering::Relaxed) == MEMBARRIER {
             compiler_fence(Ordering::SeqCst);
         } else {
@@ -102,40 +113,83 @@ mod imp {
         }
     }
 
-    /// The rare side's fence: a barrier on every running thread of the process.
+    /// The rare side's fence: a barrier on every running thread of the process. Never
+    /// fails: if the kernel refuses the expedited barrier, both sides move to full fences
+    /// for good (`degrade`).
     pub(crate) fn heavy() {
         init();
         fence(Ordering::SeqCst);
-        // Relaxed: set by `init` on this thread or read after it (see `light`).
-        if STATE.load(Ordering::Relaxed) == MEMBARRIER && !expedited_or_retry() {
-            // `light` callers that ran as compiler fences rely on this barrier, and no other
-            // way to force one on every running thread is known to hold on every architecture
-            // (see `expedited_or_retry`): returning would break the handshake silently.
-            std::process::abort();
+        #[cfg(test)]
+        HEAVY_CALLS.with(|n| n.set(n.get() + 1));
+        // Acquire: pairs with `degrade`'s Release store of FALLBACK, so that a `heavy` that
+        // reads it comes after the global barrier that covered the old `light`s.
+        let state = STATE.load(Ordering::Acquire);
+        // A DEGRADING reader cannot tell whether the degrading thread's global barrier has
+        // finished, so it issues its own.
+        if state == DEGRADING || (state == MEMBARRIER && !expedited_or_retry()) {
+            degrade();
         }
+    }
+
+    #[cfg(test)]
+    std::thread_local! {
+        /// How many `heavy` calls this thread made (tests count the barriers of one wait).
+        pub(crate) static HEAVY_CALLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    /// The kernel refused expedited barriers after registering us (`ENOMEM` that persists,
+    /// or a seccomp filter installed since): move both sides to full fences without leaving
+    /// a handshake in flight uncovered. A `light` that read MEMBARRIER may still be between
+    /// its store and its load, relying on this very `heavy`; so:
+    /// 1. STATE becomes DEGRADING: every `light` that reads it from now on is a full fence;
+    /// 2. a *global* membarrier (`MEMBARRIER_CMD_GLOBAL`: the kernel waits until every CPU
+    ///    has passed a full barrier, an RCU grace period, milliseconds; it needs no
+    ///    registration and allocates nothing) puts a barrier after every `light` that read
+    ///    MEMBARRIER before step 1 became visible, which is what the expedited one would
+    ///    have done;
+    /// 3. STATE becomes FALLBACK: a `heavy` that reads it is a full fence only, which is
+    ///    enough, since every `light` it can meet is a full fence or was covered by step 2
+    ///    (its Acquire load orders it after the barrier).
+    ///
+    /// A `heavy` that reads DEGRADING issues its own global barrier (it cannot tell whether
+    /// step 2 has finished). `register` only registers when the global barrier is supported,
+    /// so step 2 is available whenever step 1 can happen; should even it be refused (a
+    /// seccomp filter against `membarrier` altogether), each CPU is made to switch context
+    /// instead (`barrier_by_migration`).
+    #[cold]
+    fn degrade() {
+        // SeqCst: the transitions are rare; a loser of this race is already DEGRADING or
+        // FALLBACK and still issues a barrier below (DEGRADING) or needs none (FALLBACK).
+        let _ = STATE.compare_exchange(MEMBARRIER, DEGRADING, Ordering::SeqCst, Ordering::SeqCst);
+        if !global_or_retry() {
+            barrier_by_migration();
+        }
+        // SeqCst: in one order with the step-1 store; Release is what `heavy`'s Acquire
+        // load needs (the barrier above happens before a FALLBACK it reads).
+        let _ = STATE.compare_exchange(DEGRADING, FALLBACK, Ordering::SeqCst, Ordering::SeqCst);
     }
 
     /// Issues the expedited membarrier, retrying the failures that can happen after a
     /// successful registration. Registration belongs to the address space: a child of `fork`
     /// inherits it and `exec` discards it together with this module's memory, so `EPERM`
-    /// (not registered) and `EINVAL`/`ENOSYS` cannot follow a registration that succeeded.
-    /// What remains is `ENOMEM` (the kernel allocates a CPU mask per call), and, defensively,
-    /// `EINTR`/`EAGAIN`: transient, and no barrier was issued, so retrying is sound; retries
-    /// are bounded and yield between attempts.
-    ///
-    /// A failure that persists returns `false`. Why there is no fallback then: full fences
-    /// from now on would cover future handshakes, but not a `light` that already ran as a
-    /// compiler fence and whose handshake is in flight; covering it needs a barrier on that
-    /// thread's CPU, issued from here. The known ways are an `mprotect` TLB shootdown (its
-    /// IPIs serialize on x86, but arm64 invalidates TLBs by broadcast without interrupting
-    /// other CPUs, and the kernel owes no IPI to a CPU in lazy-TLB mode), or a signal to every
-    /// thread that ever ran `light`, acknowledged from its handler (liburcu's signal flavour;
-    /// it needs a registry of those threads and a signal number taken from the application).
-    /// Until one of those is built, abort is the only sound answer to a kernel that refuses.
+    /// (not registered) and `EINVAL`/`ENOSYS` cannot follow a registration that succeeded,
+    /// short of a seccomp filter installed since. What remains is `ENOMEM` (the kernel
+    /// allocates a CPU mask per call), and, defensively, `EINTR`/`EAGAIN`: transient, and no
+    /// barrier was issued, so retrying is sound; retries are bounded and yield between
+    /// attempts. `false` once a failure persists (the caller degrades).
     fn expedited_or_retry() -> bool {
+        retry(expedited)
+    }
+
+    /// The global membarrier, with the retries of [`expedited_or_retry`].
+    fn global_or_retry() -> bool {
+        retry(global)
+    }
+
+    fn retry(barrier: fn() -> Result<(), Errno>) -> bool {
         const ATTEMPTS: u32 = 64;
         for _ in 0..ATTEMPTS {
-            match expedited() {
+            match barrier() {
                 Ok(()) => return true,
                 Err(Errno::Transient) => std::thread::yield_now(),
                 Err(Errno::Other) => return false,
@@ -144,7 +198,7 @@ mod imp {
         false
     }
 
-    /// Why an expedited membarrier failed.
+    /// Why a membarrier failed.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     // Off Linux (and under Miri) no membarrier is issued, so no errno is ever classified.
     #[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
@@ -156,33 +210,53 @@ mod imp {
     }
 
     #[cfg(all(target_os = "linux", not(miri)))]
+    mod linux {
+        pub(super) const QUERY: libc::c_long = 0;
+        pub(super) const GLOBAL: libc::c_long = 1 << 0;
+        pub(super) const PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+        pub(super) const REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+        /// `membarrier(cmd, 0, 0)`.
+        pub(super) fn membarrier(cmd: libc::c_long) -> libc::c_long {
+            // SAFETY: membarrier takes integer arguments only and touches no user memory.
+            unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0, 0) }
+        }
+    }
+
+    /// Registers for expedited barriers when the kernel offers them *and* the global
+    /// barrier `degrade` falls back on (the kernel withdraws the global one on `nohz_full`
+    /// systems; those use full fences throughout).
+    #[cfg(all(target_os = "linux", not(miri)))]
     fn register() -> bool {
-        const MEMBARRIER_CMD_QUERY: libc::c_long = 0;
-        const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
-        const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
-        // SAFETY: membarrier takes integer arguments only and touches no user memory.
-        let supported = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0) };
-        if supported < 0 || supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED == 0 {
+        use linux::*;
+        let supported = membarrier(QUERY);
+        let needed = PRIVATE_EXPEDITED | GLOBAL;
+        if supported < 0 || supported & needed != needed {
             return false;
         }
-        // SAFETY: as above.
-        let registered = unsafe {
-            libc::syscall(
-                libc::SYS_membarrier,
-                MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
-                0,
-                0,
-            )
-        };
-        registered == 0 && expedited().is_ok()
+        membarrier(REGISTER_PRIVATE_EXPEDITED) == 0 && expedited().is_ok()
     }
 
     #[cfg(all(target_os = "linux", not(miri)))]
     fn expedited() -> Result<(), Errno> {
-        const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
-        // SAFETY: membarrier takes integer arguments only and touches no user memory.
-        let r =
-            unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) };
+        #[cfg(test)]
+        if REFUSE_EXPEDITED.load(Ordering::Relaxed) {
+            return Err(Errno::Other);
+        }
+        errno(linux::membarrier(linux::PRIVATE_EXPEDITED))
+    }
+
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn global() -> Result<(), Errno> {
+        #[cfg(test)]
+        if REFUSE_GLOBAL.load(Ordering::Relaxed) {
+            return Err(Errno::Other);
+        }
+        errno(linux::membarrier(linux::GLOBAL))
+    }
+
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn errno(r: libc::c_long) -> Result<(), Errno> {
         if r == 0 {
             return Ok(());
         }
@@ -190,6 +264,38 @@ mod imp {
             Some(libc::ENOMEM | libc::EINTR | libc::EAGAIN) => Errno::Transient,
             _ => Errno::Other,
         })
+    }
+
+    /// The last resort of `degrade`: run the calling thread on every CPU it may use, one
+    /// after the other. A CPU that runs it has switched context since this call began, and
+    /// a context switch is a full barrier on that CPU (the guarantee membarrier itself is
+    /// built on), so every thread of the process that ran there before has passed one. The
+    /// other threads of the process run only on CPUs of the same cpuset. The thread's own
+    /// affinity is restored afterwards.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn barrier_by_migration() {
+        // SAFETY: a zeroed `cpu_set_t` is a valid empty set.
+        let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: `allowed` is a valid out pointer of `size` bytes; 0 names this thread.
+        if unsafe { libc::sched_getaffinity(0, size, &mut allowed) } != 0 {
+            return;
+        }
+        for cpu in 0..libc::CPU_SETSIZE as usize {
+            // SAFETY: `cpu` is below CPU_SETSIZE, the set's capacity.
+            if !unsafe { libc::CPU_ISSET(cpu, &allowed) } {
+                continue;
+            }
+            // SAFETY: as above.
+            let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            unsafe { libc::CPU_SET(cpu, &mut one) };
+            // SAFETY: `one` is a valid set of `size` bytes. On success the kernel has moved
+            // this thread onto `cpu` before the call returns.
+            let _ = unsafe { libc::sched_setaffinity(0, size, &one) };
+        }
+        // SAFETY: restores the set read above.
+        let _ = unsafe { libc::sched_setaffinity(0, size, &allowed) };
     }
 
     #[cfg(not(all(target_os = "linux", not(miri))))]
@@ -201,10 +307,35 @@ mod imp {
     fn expedited() -> Result<(), Errno> {
         Err(Errno::Other)
     }
+
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    fn global() -> Result<(), Errno> {
+        Err(Errno::Other)
+    }
+
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    fn barrier_by_migration() {}
+
+    /// Test hooks: make the kernel's answers fail, to run `degrade` (in a forked child, so
+    /// the test process keeps its state).
+    #[cfg(all(test, target_os = "linux", not(miri)))]
+    pub(crate) static REFUSE_EXPEDITED: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
+    #[cfg(all(test, target_os = "linux", not(miri)))]
+    pub(crate) static REFUSE_GLOBAL: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
+
+    /// Whether `light` is a compiler fence now (tests).
+    #[cfg(all(test, target_os = "linux", not(miri)))]
+    pub(crate) fn light_is_free() -> bool {
+        STATE.load(Ordering::Relaxed) == MEMBARRIER
+    }
 }
 
 #[cfg(all(test, logbus_loom))]
 pub(crate) use imp::light_as_compiler_fence;
+#[cfg(all(test, not(logbus_loom)))]
+pub(crate) use imp::HEAVY_CALLS;
 pub(crate) use imp::{heavy, init, light};
 
 #[cfg(all(test, not(logbus_loom)))]
@@ -217,20 +348,17 @@ mod tests {
         super::light();
     }
 
-    /// `expedited_or_retry` relies on a child of `fork` inheriting the registration along
-    /// with the memory that says "registered": its `heavy` must issue the barrier, not abort.
+    /// Runs `child` in a forked child of the test process (so what it does to the fence
+    /// state stays there) and asserts that it exited normally with status 0.
     #[cfg(all(target_os = "linux", not(miri)))]
-    #[test]
-    fn heavy_works_in_a_forked_child() {
+    fn in_forked_child(child: fn()) {
         super::init();
-        // SAFETY: the child runs only `heavy` (system calls and atomics: no lock, no
+        // SAFETY: the child runs only `child` (system calls and atomics: no lock, no
         // allocation, nothing a fork of a multi-threaded process makes unsafe) and `_exit`.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
-            super::heavy();
-            super::light();
-            super::heavy();
+            child();
             // SAFETY: `_exit` ends the child without running the parent's atexit handlers.
             unsafe { libc::_exit(0) };
         }
@@ -242,5 +370,56 @@ mod tests {
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
             "the child died: status {status:#x}"
         );
+    }
+
+    /// `expedited_or_retry` relies on a child of `fork` inheriting the registration along
+    /// with the memory that says "registered": its `heavy` must issue the barrier, not abort.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    #[test]
+    fn heavy_works_in_a_forked_child() {
+        in_forked_child(|| {
+            super::heavy();
+            super::light();
+            super::heavy();
+        });
+    }
+
+    /// A kernel that stops issuing expedited barriers after registering us: `heavy` moves
+    /// both sides to full fences (a global barrier covering the `light`s in flight) and
+    /// returns, instead of aborting the process.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    #[test]
+    fn heavy_degrades_to_full_fences_when_membarrier_fails() {
+        use std::sync::atomic::Ordering;
+        in_forked_child(|| {
+            super::imp::REFUSE_EXPEDITED.store(true, Ordering::Relaxed);
+            super::light();
+            super::heavy();
+            super::light();
+            super::heavy();
+            if super::imp::light_is_free() {
+                // SAFETY: ends the child with a failure status.
+                unsafe { libc::_exit(3) };
+            }
+        });
+    }
+
+    /// As above, with the global barrier refused too (a seccomp filter against
+    /// `membarrier`): the barrier comes from running on every CPU, and `heavy` returns.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    #[test]
+    fn heavy_degrades_when_every_membarrier_fails() {
+        use std::sync::atomic::Ordering;
+        in_forked_child(|| {
+            super::imp::REFUSE_EXPEDITED.store(true, Ordering::Relaxed);
+            super::imp::REFUSE_GLOBAL.store(true, Ordering::Relaxed);
+            super::heavy();
+            super::light();
+            super::heavy();
+            if super::imp::light_is_free() {
+                // SAFETY: ends the child with a failure status.
+                unsafe { libc::_exit(3) };
+            }
+        });
     }
 }

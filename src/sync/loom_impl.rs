@@ -43,6 +43,10 @@ pub(crate) mod thread {
     /// loom's index of the thread in this execution, so every model thread has a slot and
     /// the token adds no atomic (and no state) to the model.
     pub(crate) fn token() -> usize {
+        let chosen = TOKEN_OVERRIDE.with(|t| t.get());
+        if chosen != 0 {
+            return chosen;
+        }
         // loom exposes the index only through `Debug`: "ThreadId(3)".
         let id = format!("{:?}", loom::thread::current().id());
         let n: usize = id
@@ -52,6 +56,20 @@ pub(crate) mod thread {
             .expect("loom's ThreadId debug format");
         assert!(n < SLOTS, "more model threads than slots");
         FIRST_TOKEN + n
+    }
+
+    loom::thread_local! {
+        /// A token a model thread chose for itself ([`set_token`]), 0 for none.
+        static TOKEN_OVERRIDE: std::cell::Cell<usize> = std::cell::Cell::new(0);
+    }
+
+    /// From now on the calling model thread's token is `token`: a model of a token handed
+    /// from a thread that exits to a later thread (the std pool reuses slots) gives both
+    /// threads the same token, drawn from a pool of its own (`sync::token_pool`).
+    #[cfg(test)]
+    pub(crate) fn set_token(token: usize) {
+        assert!(slot(token).is_some(), "a slot token");
+        TOKEN_OVERRIDE.with(|t| t.set(token));
     }
 
     /// Spawns a thread in the model (loom threads carry no names).

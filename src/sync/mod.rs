@@ -14,8 +14,8 @@
 //!   any point". [`time::expired`] never reports expiry on its own under loom, so the only
 //!   way time passes in a model is through a timed wait, and every interleaving of that
 //!   expiry with the other threads is explored.
-//! - **Spinning.** Busy-wait hints become loom yields, and [`Backoff`] gives up spinning
-//!   after one step, so a model never livelocks in a spin loop.
+//! - **Spinning.** Busy-wait hints become loom yields, and the waiting policies ([`wait`])
+//!   keep one spin round and at most one yield, so a model never livelocks in a spin loop.
 //!
 //! [loom]: https://docs.rs/loom
 
@@ -23,6 +23,8 @@ pub(crate) mod asym_fence;
 mod backoff;
 mod intern;
 mod signal;
+pub(crate) mod token_pool;
+pub(crate) mod wait;
 mod wait_set;
 
 #[cfg(not(logbus_loom))]

@@ -87,24 +87,10 @@ pub(crate) mod thread {
 
     impl Token {
         fn take() -> usize {
-            use std::sync::atomic::Ordering;
-            // Relaxed: a guess, validated by the CAS.
-            let mut held = SLOTS_HELD.load(Ordering::Relaxed);
-            while held != u64::MAX {
-                let s = held.trailing_ones() as usize;
-                // Acquire: pairs with the Release that gave the slot back, so whatever the
-                // slot's previous thread did under its token happens before our first use.
-                match SLOTS_HELD.compare_exchange_weak(
-                    held,
-                    held | 1 << s,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return FIRST_TOKEN + s,
-                    Err(now) => held = now,
-                }
+            match crate::sync::token_pool::take(&SLOTS_HELD) {
+                Some(s) => FIRST_TOKEN + s,
+                None => Self::unslotted(),
             }
-            Self::unslotted()
         }
 
         fn unslotted() -> usize {
@@ -118,8 +104,7 @@ pub(crate) mod thread {
     impl Drop for Token {
         fn drop(&mut self) {
             if let Some(s) = slot(self.0.get()) {
-                // Release: see `take`.
-                SLOTS_HELD.fetch_and(!(1 << s), std::sync::atomic::Ordering::Release);
+                crate::sync::token_pool::give_back(&SLOTS_HELD, s);
             }
         }
     }

@@ -132,6 +132,33 @@ impl WaitSet {
         }
     }
 
+    /// [`wait_until`](Self::wait_until) for a waiter whose notifiers use
+    /// [`notify_all_light`](Self::notify_all_light) (or another light fence): the waiter
+    /// completes the Dekker handshake with [`asym_fence::heavy`], once per call, after it has
+    /// registered and before its first check of `ready` — when `light_notifiers()` (asked
+    /// once, then) says notifiers may still be using the light fence.
+    ///
+    /// Once is enough: the registration stays visible until this call returns, and the heavy
+    /// fence puts a barrier on every CPU after it. A notifier whose load of `waiters` comes
+    /// after that barrier sees the registration (and wakes us under the lock, which we hold
+    /// from each check until we sleep); one whose load came before it had published its
+    /// progress before that barrier too, and the first check sees the progress. Each further
+    /// `membarrier` would interrupt every CPU running a thread of this process for nothing.
+    pub(crate) fn wait_until_heavy<R>(
+        &self,
+        deadline: Option<Instant>,
+        light_notifiers: impl FnOnce() -> bool,
+        mut ready: impl FnMut() -> Option<R>,
+    ) -> Option<R> {
+        let mut first = Some(light_notifiers);
+        self.wait_until(deadline, || {
+            if first.take().is_some_and(|light| light()) {
+                asym_fence::heavy();
+            }
+            ready()
+        })
+    }
+
     /// Parks until `ready` returns `Some`, or until `deadline` passes (then `None`, after one
     /// last check of `ready`). `ready` must be cheap and is called with the wait set's lock
     /// held; it is re-checked after every wake-up, spurious ones included.

@@ -4,10 +4,11 @@
 use std::mem::MaybeUninit;
 use std::ptr;
 
-use super::waiting::{WaitState, Waited};
+use super::waiting::{Waited, POLICY};
 use super::{Channel, Look};
 use crate::queue::error::{RecvTimeoutError, TryRecvError, TrySendError};
 use crate::sync::time::Instant;
+use crate::sync::wait::Waiter;
 
 impl<T> Channel<T> {
     /// Moves as many messages from the front of `batch` as fit right now (at most one lap's
@@ -116,28 +117,36 @@ impl<T> Channel<T> {
         Ok(got)
     }
 
-    /// Moves every message of `batch` into the queue, waiting for room as needed.
-    pub(crate) fn send_batch(&self, batch: &mut Vec<T>) -> Result<(), TrySendError<()>> {
-        let mut waiting = WaitState::new();
+    /// Moves every message of `batch` into the queue, waiting for room as needed until
+    /// `deadline` (forever with `None`); `Full` when the deadline passed first. Whatever
+    /// was not sent stays in `batch`, in order.
+    pub(crate) fn send_batch(
+        &self,
+        batch: &mut Vec<T>,
+        deadline: Option<Instant>,
+    ) -> Result<(), TrySendError<()>> {
+        let mut waiting = Waiter::new(POLICY);
         // As in `send`.
-        let mut look = Look::first(None);
+        let mut look = Look::first(deadline);
         loop {
             let this = look;
             look = this.again();
             match self.send_batch_now(batch, this) {
                 Ok(_) if batch.is_empty() => return Ok(()),
                 Ok(0) | Err(TrySendError::Full(())) => {}
-                Ok(_) => (waiting, look) = (WaitState::new(), Look::first(None)),
+                // Progress: the next wait starts over with a dense poll.
+                Ok(_) => (waiting, look) = (Waiter::new(POLICY), Look::first(deadline)),
                 Err(e) => return Err(e),
             }
-            // No deadline: the wait cannot expire.
-            let _ = self.wait(
+            if let Waited::Expired = self.wait(
                 &self.senders,
-                None,
+                deadline,
                 &mut waiting,
                 Self::send_changed,
                 Self::send_ready,
-            );
+            ) {
+                return Err(TrySendError::Full(()));
+            }
         }
     }
 
@@ -149,26 +158,6 @@ impl<T> Channel<T> {
         max: usize,
         deadline: Option<Instant>,
     ) -> Result<usize, RecvTimeoutError> {
-        let mut waiting = WaitState::new();
-        // As in `send`.
-        let mut look = Look::first(deadline);
-        loop {
-            let this = look;
-            look = this.again();
-            match self.recv_batch_now(out, max, this) {
-                Ok(n) => return Ok(n),
-                Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
-                Err(TryRecvError::Empty) => {}
-            }
-            if let Waited::Expired = self.wait(
-                &self.receivers,
-                deadline,
-                &mut waiting,
-                Self::recv_changed,
-                Self::recv_ready,
-            ) {
-                return Err(RecvTimeoutError::Timeout);
-            }
-        }
+        self.recv_waiting(deadline, |look| self.recv_batch_now(out, max, look))
     }
 }

@@ -3,7 +3,8 @@
 //! delivered twice shows up as a leak or a double drop.
 use super::super::owners::TRANSFER_BURST;
 use super::*;
-use crate::sync::{asym_fence, thread, Arc};
+use crate::sync::atomic::AtomicU64;
+use crate::sync::{asym_fence, thread, token_pool, Arc};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
@@ -229,5 +230,54 @@ fn a_disconnection_revokes_the_sending_owner_mid_send() {
         }
         ch.discard_all();
         assert!(ch.try_send(Arc::new(3)).is_err());
+    });
+}
+
+/// A thread that exits while owning the sending side gives its token back to the pool; a
+/// later thread that draws the same token inherits the side with no change of owner (its
+/// `hold` finds its own token) and sends on from the first one's cursor and `OwnerCache`.
+/// Nothing of the owners' handshake orders the two: the first thread's operations happen
+/// before the heir's only through the pool's hand-over (`token_pool`: the Release
+/// give-back, the Acquire take). Weakening either to Relaxed makes this model fail (the
+/// heir writes the first message's slot again). Two senders each try once to draw the
+/// pool's one free slot and, if they get it, take its token, send and give it back; main
+/// receives after both are done (no thread parks or spins, so executions stay short). The
+/// owners' light fences are modelled as the compiler fences they are on the std build:
+/// loom's `SeqCst` stand-in would be an acquire fence after the take, ordering the two
+/// senders by itself.
+#[test]
+fn an_heir_to_a_token_inherits_the_side_it_owned() {
+    asym_fence::light_as_compiler_fence(heir_model);
+}
+
+fn heir_model() {
+    model(|| {
+        const SLOT: usize = 5;
+        let ch = Arc::new(Channel::with_protocol(2, Owners::new()));
+        let pool = Arc::new(AtomicU64::new(!(1 << SLOT)));
+        let senders: Vec<_> = (1..=2u8)
+            .map(|m| {
+                let (tx, pool) = (Arc::clone(&ch), Arc::clone(&pool));
+                thread::spawn(move || {
+                    let s = token_pool::take(&pool)?;
+                    thread::set_token(thread::FIRST_TOKEN + s);
+                    tx.try_send(Arc::new(m)).unwrap();
+                    token_pool::give_back(&pool, s);
+                    Some(m)
+                })
+            })
+            .collect();
+        let sent: Vec<u8> = senders
+            .into_iter()
+            .filter_map(|s| s.join().unwrap())
+            .collect();
+        let mut got = Vec::new();
+        while let Ok(m) = ch.try_recv() {
+            got.push(*m);
+        }
+        got.sort_unstable();
+        assert_eq!(got, sent, "each message sent arrives once");
+        assert!(!sent.is_empty());
+        assert!(!ch.owners.is_shared(), "inherited, not revoked");
     });
 }

@@ -56,7 +56,7 @@ use crate::sync::atomic::{fence, AtomicUsize, Ordering};
 use crate::sync::time::Instant;
 use crate::sync::{asym_fence, Arc, CachePadded, Signal, UnsafeCell, WaitSet};
 use owned::OwnerCache;
-use waiting::DENSE_POLLS;
+use waiting::POLICY;
 
 /// One message cell of the buffer; initialised exactly when its stamp is `position + 1`.
 type Cell<T> = UnsafeCell<MaybeUninit<T>>;
@@ -90,7 +90,7 @@ impl Look {
     /// parks.
     fn first(deadline: Option<Instant>) -> Self {
         Self {
-            exact: DENSE_POLLS == 0 || deadline.is_some(),
+            exact: POLICY.dense_polls == 0 || deadline.is_some(),
             settle: deadline.is_some(),
             may_hold_back: true,
         }
@@ -350,6 +350,11 @@ impl<T> Channel<T> {
                 return self.distance(head, tail & !self.mark_bit);
             }
         }
+    }
+
+    /// Whether the queue runs the shared protocol (for good).
+    pub(crate) fn is_shared(&self) -> bool {
+        self.owners.is_shared()
     }
 
     /// The capacity asked for.

@@ -40,19 +40,12 @@
 use std::mem::MaybeUninit;
 use std::ptr;
 
+use super::waiting::POLICY;
 use super::{Channel, Claim, Look};
 use crate::queue::error::{TryRecvError, TrySendError};
 use crate::queue::owners::Side;
 use crate::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
-use crate::sync::hint;
-
-/// Spin hints an owner waits before it looks at the other side's cursor again when its last
-/// look found it on that side's heels (`Channel::hold_back_if_trailing`). None under loom, which models no
-/// time.
-#[cfg(not(logbus_loom))]
-const HOLD_BACK_SPINS: u32 = 20;
-#[cfg(logbus_loom)]
-const HOLD_BACK_SPINS: u32 = 0;
+use crate::sync::wait;
 
 /// What a side's owner remembers of the other side's cursor between its operations (owned
 /// protocol). Only the owner touches it: atomics only because the channel is shared.
@@ -109,9 +102,14 @@ impl<T> Channel<T> {
     /// protocol keeps alone. Runs in the revoker, after both owners' last operations (see
     /// `owners`) and before any shared one.
     pub(super) fn convert(&self) {
-        // Relaxed: the owners' cursor stores happen before (their Release `leave`, the
-        // revoker's Acquire `busy` loads); `tail` carries no mark yet (`disconnect` revokes
-        // before it marks).
+        // Relaxed: every owned cursor store happens before this, through the edge that
+        // ordered its owner before the revoker: the revoker flag (an owner replaced by an
+        // earlier change of owner: that change's `end_change` Release, our `elect` Acquire,
+        // after it waited the owner out), the token pool's hand-over (an owner that exited:
+        // its token's give-back Release and its heir's take Acquire), or, for the owners at
+        // the moment of revoking, their Release `leave` read by `wait_idle`'s Acquire `busy`
+        // load, which the heavy fence makes see their last operation. `tail` carries no mark
+        // yet (`disconnect` revokes before it marks).
         let head = self.head.load(Ordering::Relaxed);
         // Relaxed: as above.
         let tail = self.tail.load(Ordering::Relaxed) & !self.mark_bit;
@@ -137,10 +135,8 @@ impl<T> Channel<T> {
     #[inline]
     pub(super) fn hold_back_if_trailing(&self, cache: &OwnerCache, may_hold_back: bool) {
         // Relaxed: only the owner touches `trailing`.
-        if HOLD_BACK_SPINS > 0 && may_hold_back && cache.trailing.load(Ordering::Relaxed) {
-            for _ in 0..HOLD_BACK_SPINS {
-                hint::spin_loop();
-            }
+        if POLICY.pace_spins > 0 && may_hold_back && cache.trailing.load(Ordering::Relaxed) {
+            wait::pace(&POLICY);
         }
     }
 
@@ -155,7 +151,7 @@ impl<T> Channel<T> {
         may_hold_back: bool,
         run: usize,
     ) {
-        if HOLD_BACK_SPINS > 0 {
+        if POLICY.pace_spins > 0 {
             let trailing =
                 may_hold_back && run > 0 && run < self.cap / 4 && !self.owners.owns(other);
             // Relaxed: only the owner touches `trailing`.

@@ -186,7 +186,7 @@ fn threads_pass_every_message_once() {
                 for i in 0..n {
                     if i % 3 == 0 {
                         batch.push(p * n + i);
-                        ch.send_batch(&mut batch).unwrap();
+                        ch.send_batch(&mut batch, None).unwrap();
                     } else {
                         ch.send(p * n + i, None).unwrap();
                     }
@@ -233,4 +233,33 @@ fn timed_operations_expire() {
         ch.send(2, soon),
         Err(SendTimeoutError::Timeout(2))
     ));
+}
+
+/// A receiver parked on an owned queue issues one `membarrier` per park, however often it
+/// is woken to re-check (each call interrupts every CPU running a thread of the process).
+#[test]
+fn a_parked_owner_issues_one_heavy_fence_per_park() {
+    let ch = Arc::new(Channel::<u32>::with_capacity(4));
+    let rx = Arc::clone(&ch);
+    let receiver = thread::spawn(move || {
+        // The receiving side becomes this thread's.
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+        let before = crate::sync::asym_fence::HEAVY_CALLS.with(|n| n.get());
+        let got = rx.recv(None);
+        let heavy = crate::sync::asym_fence::HEAVY_CALLS.with(|n| n.get()) - before;
+        (got, heavy)
+    });
+    while !ch.receivers.has_waiters() {
+        thread::yield_now();
+    }
+    assert!(!ch.owners.is_shared());
+    // Wake-ups that find nothing: the parked receiver checks again each time.
+    for _ in 0..20 {
+        ch.receivers.notify_all();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    ch.send(7, None).unwrap();
+    let (got, heavy) = receiver.join().unwrap();
+    assert_eq!(got, Ok(7));
+    assert_eq!(heavy, 1, "one heavy fence for one park");
 }

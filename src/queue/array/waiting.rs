@@ -2,7 +2,7 @@
 //!
 //!
 //! A thread that finds the queue full (empty) first polls the one stamp it waits on, one
-//! spin hint apart (`DENSE_POLLS`, the spin budget of a [`Backoff`]), then yields, and only
+//! spin hint apart, then yields, and only
 //! then parks in the `senders` (`receivers`) [`WaitSet`]. A sender polls the stamp a few
 //! slots past the tail rather than the first (`freed_before_refill`), so that it does not write the
 //! lines the receivers are reading. A blocking receive's first look
@@ -16,81 +16,44 @@ use super::{Channel, Look};
 use crate::queue::error::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};
-use crate::sync::{asym_fence, hint, thread, Backoff, WaitSet};
+use crate::sync::wait::{Policy, Waiter};
+use crate::sync::WaitSet;
 
-/// The yields of a [`Backoff`] (its steps 7 to 10), taken by a waiter that polled densely
-/// instead of running the backoff's spin rounds.
-const BACKOFF_YIELDS: u32 = 4;
-
-/// Yields after the [`Backoff`] is exhausted and before parking. Waking a parked thread
-/// costs ~10–15 µs on the target VMs (BENCHMARKS.md), a yield well under 1 µs, so a waiter
-/// keeps yielding a while longer when the other side is likely still running.
+/// How a blocking operation waits (the phases are `sync::wait`'s):
+/// - **dense poll**: 128 polls of the one stamp it waits on, one spin hint apart. The same
+///   budget as the spin rounds of a `Backoff` it replaces (1 + 2 + … + 64 = 127 hints; a
+///   hint takes ~17 ns on the target VMs, so about 2–3 µs with the loads): the waiter burns
+///   no more time before yielding, but instead of looking again only after exponentially
+///   growing spins (a reply arriving after 0.5 µs was seen after ~1 µs), it sees the stamp
+///   move within one poll, which is what a ping-pong round trip and a batch consumer racing
+///   a filling queue wait on. The poll reads only that slot's stamp and this side's cursor
+///   (no fence, no cursor of the other side);
+/// - **no spin rounds** (the dense poll took their place);
+/// - **36 yields**: the backoff's 4 and 32 more, since waking a parked thread costs ~10–15
+///   µs on the target VMs (BENCHMARKS.md) and a yield well under 1 µs, so a waiter keeps
+///   yielding a while longer when the other side is likely still running;
+/// - then it parks;
+/// - **pacing** (`Channel::hold_back_if_trailing`): 20 spin hints before an owner looks at
+///   the other side's cursor after its last look found it on that side's heels.
+///
+/// Loom models no time: there a waiter takes one spin round and one yield, then parks.
 #[cfg(not(logbus_loom))]
-const EXTRA_YIELDS: u32 = 32;
+pub(super) const POLICY: Policy = Policy {
+    dense_polls: 128,
+    spin_rounds: 0,
+    yields: 36,
+    pace_spins: 20,
+};
 #[cfg(logbus_loom)]
-const EXTRA_YIELDS: u32 = 0;
-
-/// How many times a waiter polls the one stamp it waits on, one spin hint apart, before it
-/// starts yielding. This replaces the spin rounds of the [`Backoff`] with the same budget
-/// (its rounds spin 1 + 2 + … + 64 = 127 hints; a hint takes ~17 ns on the target VMs, so
-/// about 2–3 µs with the loads): the waiter burns no more time before yielding, but instead
-/// of looking again only after exponentially growing spins (a reply arriving after 0.5 µs
-/// was seen after ~1 µs), it sees the stamp move within one poll, which is what a
-/// ping-pong round trip and a batch consumer racing a filling queue wait on. The poll reads
-/// only that slot's stamp and this side's cursor (no fence, no cursor of the other side).
-/// Loom models no spinning: there the [`Backoff`] runs as before.
-#[cfg(not(logbus_loom))]
-pub(super) const DENSE_POLLS: u32 = 128;
-#[cfg(logbus_loom)]
-pub(super) const DENSE_POLLS: u32 = 0;
+pub(super) const POLICY: Policy = Policy {
+    dense_polls: 0,
+    spin_rounds: 1,
+    yields: 1,
+    pace_spins: 0,
+};
 
 /// See `Channel::freed_before_refill`.
 pub(super) const FREED_BEFORE_REFILL: usize = 16;
-
-/// Poll densely, spin, yield, then park: the waiting strategy of every blocking operation.
-pub(super) struct WaitState {
-    /// Whether the dense poll of the awaited stamp has been done (once per operation).
-    polled: bool,
-    backoff: Backoff,
-    extra_yields: u32,
-    /// Set once the waiter has parked: a wake-up that finds the operation still in flight
-    /// yields before looking again, so it never spins on a descheduled peer.
-    parked: bool,
-}
-
-impl WaitState {
-    pub(super) fn new() -> Self {
-        Self {
-            polled: false,
-            backoff: Backoff::new(),
-            extra_yields: 0,
-            parked: false,
-        }
-    }
-
-    /// Waits a little without parking; `false` once it is time to park.
-    fn snooze(&mut self) -> bool {
-        if self.polled {
-            // The dense poll took the place of the spin rounds: yield, then park.
-            if self.extra_yields < EXTRA_YIELDS + BACKOFF_YIELDS {
-                self.extra_yields += 1;
-                thread::yield_now();
-                true
-            } else {
-                false
-            }
-        } else if !self.backoff.is_completed() {
-            self.backoff.snooze();
-            true
-        } else if self.extra_yields < EXTRA_YIELDS {
-            self.extra_yields += 1;
-            thread::yield_now();
-            true
-        } else {
-            false
-        }
-    }
-}
 
 /// The outcome of one round of waiting.
 pub(super) enum Waited {
@@ -102,14 +65,14 @@ pub(super) enum Waited {
 
 impl<T> Channel<T> {
     /// One round of waiting: first (once) a dense poll until `changed` says the awaited
-    /// stamp moved, then the spin/yield rounds of the [`Backoff`], then parking until
+    /// stamp moved, then the yields of [`POLICY`], then parking until
     /// `ready` (checked under the wait set's lock after registering, so a notification
     /// cannot be missed).
     pub(super) fn wait(
         &self,
         set: &WaitSet,
         deadline: Option<Instant>,
-        waiting: &mut WaitState,
+        waiting: &mut Waiter,
         changed: impl Fn(&Self) -> bool,
         ready: impl Fn(&Self) -> bool,
     ) -> Waited {
@@ -118,31 +81,18 @@ impl<T> Channel<T> {
                 return Waited::Expired;
             }
         }
-        if DENSE_POLLS > 0 && !waiting.polled {
-            waiting.polled = true;
-            for _ in 0..DENSE_POLLS {
-                hint::spin_loop();
-                if changed(self) {
-                    break;
-                }
-            }
+        if waiting.dense_poll(|| changed(self)) || waiting.pause() {
             return Waited::Retry;
         }
-        if waiting.snooze() {
-            return Waited::Retry;
-        }
-        if waiting.parked {
-            thread::yield_now();
-        }
-        waiting.parked = true;
-        match set.wait_until(deadline, || {
-            if !self.owners.is_shared() {
-                // An owner notifies with the light fence only (`publish_stamps`): this is the
-                // heavy side of that handshake. Once shared, the claims' CASes order it.
-                asym_fence::heavy();
-            }
-            ready(self).then_some(())
-        }) {
+        waiting.before_park();
+        // An owner notifies with the light fence only (`publish_stamps`): while the queue is
+        // owned, the waiter issues the heavy side of that handshake, once per park. Once
+        // shared (for good), the claims' CASes order it.
+        match set.wait_until_heavy(
+            deadline,
+            || !self.owners.is_shared(),
+            || ready(self).then_some(()),
+        ) {
             Some(()) => Waited::Retry,
             None => Waited::Expired,
         }
@@ -155,7 +105,7 @@ impl<T> Channel<T> {
     /// Not the first free slot: a sender that jumps on each slot as it frees writes the
     /// stamp and message lines the receiver is reading next, and both sides then pay a line
     /// transfer per message. Waiting for a few more lets the receiver leave those lines and
-    /// the sender fill them in one go. The poll is bounded (`DENSE_POLLS`), so a receiver
+    /// the sender fill them in one go. The poll is bounded (`POLICY.dense_polls`), so a receiver
     /// that frees only one slot still lets the sender in, a poll later.
     pub(super) fn send_changed(&self) -> bool {
         let slack = self.freed_before_refill();
@@ -192,8 +142,8 @@ impl<T> Channel<T> {
     }
 
     /// A hint for the dense poll of a waiting receiver: the slot at the head is no longer
-    /// empty for this lap. Disconnection is left to the [`Backoff`] rounds (the poll ends
-    /// after `DENSE_POLLS` at most). Relaxed loads, as in `send_changed`.
+    /// empty for this lap. Disconnection is left to the yields (the poll ends
+    /// after `POLICY.dense_polls` at most). Relaxed loads, as in `send_changed`.
     pub(super) fn recv_changed(&self) -> bool {
         if !self.owners.is_shared() {
             // The owned protocol keeps no stamps: `tail` moved (or was marked) past `head`.
@@ -267,7 +217,7 @@ impl<T> Channel<T> {
         mut msg: T,
         deadline: Option<Instant>,
     ) -> Result<(), SendTimeoutError<T>> {
-        let mut waiting = WaitState::new();
+        let mut waiting = Waiter::new(POLICY);
         // A local, not a field of `waiting`: the fast path reads nothing back from it.
         let mut look = Look::first(deadline);
         loop {
@@ -295,14 +245,26 @@ impl<T> Channel<T> {
     /// `recv` past the owned fast path.
     #[inline(never)]
     pub(super) fn recv_slow(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
-        let mut waiting = WaitState::new();
+        self.recv_waiting(deadline, |look| self.recv_now(look))
+    }
+
+    /// Runs `attempt` (a receive of one message or of a batch, looking as told) until it
+    /// takes something, finds the queue disconnected and drained, or `deadline` passes,
+    /// waiting on the receivers' set between attempts.
+    #[inline(always)]
+    pub(super) fn recv_waiting<R>(
+        &self,
+        deadline: Option<Instant>,
+        mut attempt: impl FnMut(Look) -> Result<R, TryRecvError>,
+    ) -> Result<R, RecvTimeoutError> {
+        let mut waiting = Waiter::new(POLICY);
         // As in `send`.
         let mut look = Look::first(deadline);
         loop {
             let this = look;
             look = this.again();
-            match self.recv_now(this) {
-                Ok(m) => return Ok(m),
+            match attempt(this) {
+                Ok(r) => return Ok(r),
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {}
             }
