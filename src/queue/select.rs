@@ -926,7 +926,7 @@ impl SelectedOperation<'_> {
 /// Loom models of a select's registration against the queues' notifications.
 #[cfg(all(test, logbus_loom))]
 mod loom_models {
-    use crate::queue::{bounded, unbounded, RecvError};
+    use crate::queue::{bounded, unbounded, RecvError, Select};
     use crate::sync::thread;
 
     fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -937,10 +937,12 @@ mod loom_models {
         builder.check(f);
     }
 
-    /// A thread selects over a bounded and an unbounded queue while one thread sends on the
-    /// first and another disconnects the second: the select returns the message or the
-    /// disconnection, whichever it saw, and never sleeps through both (loom reports a
-    /// deadlock if a wake-up could be lost between its registration and its park).
+    /// A thread selects over a bounded and an unbounded queue, again and again until it has
+    /// seen both events, while one thread sends on the first and another disconnects the
+    /// second. An arm whose event it has seen leaves the select, so each event in turn is
+    /// the only one that can end a select: a wake-up lost between a select's last look and
+    /// its park is a deadlock loom reports. Fails when `WaitSet::watch` loses its `SeqCst`
+    /// fence, or when the select re-checks before it registers.
     #[test]
     fn a_select_races_a_send_and_a_disconnect() {
         model(|| {
@@ -951,16 +953,57 @@ mod loom_models {
             // The unbounded arm first (under loom the arms are tried in order): its look at
             // the queue has no fence of its own, so only the watch's fence orders it after
             // the registration (the bounded arm's look fences, and would hide a missing one).
-            let got = crate::select! {
-                recv(r2) -> m => { assert_eq!(m, Err(RecvError)); Ok(0) }
-                recv(r1) -> m => m,
-            };
-            assert!(got == Ok(7) || got == Ok(0));
+            let mut sel = Select::new();
+            let disconnect = sel.recv(&r2);
+            let message = sel.recv(&r1);
+            for _ in 0..2 {
+                let op = sel.select();
+                let i = op.index();
+                if i == disconnect {
+                    assert_eq!(op.recv(&r2), Err(RecvError));
+                } else {
+                    assert_eq!(i, message);
+                    assert_eq!(op.recv(&r1), Ok(7));
+                }
+                sel.remove(i);
+            }
             sender.join().unwrap();
             dropper.join().unwrap();
-            if got == Ok(0) {
-                assert_eq!(r1.try_recv(), Ok(7));
+        });
+    }
+
+    /// The send side of the race above: a select offering a message to a full bounded queue
+    /// and waiting to receive from an unbounded one, again and again until both completed,
+    /// while one thread frees a slot of the first and another disconnects the second. Each
+    /// event in turn is the only one that can end a select. Fails as the model above does.
+    #[test]
+    fn a_select_send_races_a_receive_and_a_disconnect() {
+        model(|| {
+            let (t1, r1) = bounded::<u8>(1);
+            t1.send(1).unwrap();
+            let (t2, r2) = unbounded::<u8>();
+            let receiver = thread::spawn(move || {
+                let first = r1.recv().unwrap();
+                (first, r1.recv().unwrap())
+            });
+            let dropper = thread::spawn(move || drop(t2));
+            // The unbounded arm first, as above.
+            let mut sel = Select::new();
+            let disconnect = sel.recv(&r2);
+            let room = sel.send(&t1);
+            for _ in 0..2 {
+                let op = sel.select();
+                let i = op.index();
+                if i == disconnect {
+                    assert_eq!(op.recv(&r2), Err(RecvError));
+                } else {
+                    assert_eq!(i, room);
+                    op.send(&t1, 2).unwrap();
+                }
+                sel.remove(i);
             }
+            assert_eq!(receiver.join().unwrap(), (1, 2));
+            dropper.join().unwrap();
         });
     }
 
@@ -983,7 +1026,9 @@ mod loom_models {
     }
 
     /// A select waiting to send into a full bounded queue, and to receive from a
-    /// rendezvous queue, while another thread frees a slot: the send goes through.
+    /// rendezvous queue, while another thread frees a slot: the send goes through. Fails
+    /// when the select re-checks before it registers; a watch without its fence passes here
+    /// (the bounded queue's `Full` look fences by itself).
     #[test]
     fn a_select_send_waits_for_room() {
         model(|| {
