@@ -24,7 +24,9 @@
 //!   crossbeam's: computed from the clock when received, no thread behind them.
 //!
 //! [`select!`](crate::select!) and [`Select`] wait on several operations of any of these at
-//! once, choosing at random among the ready ones (`select.rs`).
+//! once, choosing at random among the ready ones (`select.rs`);
+//! [`select_biased!`](crate::select_biased!) and [`Select::new_biased`] choose the first
+//! ready one in the order written.
 //!
 //! # Guarantees
 //!
@@ -73,7 +75,6 @@
 //! - When the queue drops its messages and one's `Drop` panics, the others are still
 //!   dropped (crossbeam leaks them); see **Panics** above.
 //! - The batch operations are logbus's own.
-//! - There is no `select_biased!` (nor `Select::new_biased`) yet.
 //!
 //! # Examples
 //!
@@ -111,6 +112,8 @@ use std::time::{Duration, Instant};
 
 #[doc(inline)]
 pub use crate::select;
+#[doc(inline)]
+pub use crate::select_biased;
 use counter::{Disconnect, Handle};
 pub use error::{
     ReadyTimeoutError, RecvError, RecvTimeoutError, SelectTimeoutError, SendError,

@@ -324,7 +324,13 @@ impl Wait {
 
 /// A random permutation of the arms, new each round; on the stack up to 32 arms (all a
 /// `select!` can have), so a select allocates nothing.
-enum Order {
+struct Order {
+    idx: OrderIdx,
+    /// Kept in the arms' order (`select_biased!`, `Select::new_biased`).
+    biased: bool,
+}
+
+enum OrderIdx {
     Inline([u8; 32], usize),
     Heap(Vec<usize>),
 }
@@ -351,57 +357,61 @@ fn random() -> u64 {
 }
 
 impl Order {
-    fn new(n: usize) -> Self {
-        if n <= 32 {
+    fn new(n: usize, biased: bool) -> Self {
+        let idx = if n <= 32 {
             let mut idx = [0u8; 32];
             for (i, x) in idx.iter_mut().enumerate().take(n) {
                 *x = i as u8;
             }
-            Order::Inline(idx, n)
+            OrderIdx::Inline(idx, n)
         } else {
-            Order::Heap((0..n).collect())
-        }
+            OrderIdx::Heap((0..n).collect())
+        };
+        Order { idx, biased }
     }
 
     fn len(&self) -> usize {
-        match self {
-            Order::Inline(_, n) => *n,
-            Order::Heap(v) => v.len(),
+        match &self.idx {
+            OrderIdx::Inline(_, n) => *n,
+            OrderIdx::Heap(v) => v.len(),
         }
     }
 
     /// The arm tried `k`-th this round.
     fn get(&self, k: usize) -> usize {
-        match self {
-            Order::Inline(idx, _) => usize::from(idx[k]),
-            Order::Heap(v) => v[k],
+        match &self.idx {
+            OrderIdx::Inline(idx, _) => usize::from(idx[k]),
+            OrderIdx::Heap(v) => v[k],
         }
     }
 
-    /// Fisher–Yates. Under loom the order stays fixed: a model must replay identically.
+    /// Fisher–Yates, unless biased. Under loom the order stays fixed: a model must replay
+    /// identically.
     fn shuffle(&mut self) {
-        if cfg!(logbus_loom) {
+        if self.biased || cfg!(logbus_loom) {
             return;
         }
         for i in (1..self.len()).rev() {
             let j = (random() % (i as u64 + 1)) as usize;
-            match self {
-                Order::Inline(idx, _) => idx.swap(i, j),
-                Order::Heap(v) => v.swap(i, j),
+            match &mut self.idx {
+                OrderIdx::Inline(idx, _) => idx.swap(i, j),
+                OrderIdx::Heap(v) => v.swap(i, j),
             }
         }
     }
 }
 
 /// Runs a select over `arms`: the index of the arm that completed, or `None` when `wait`
-/// ran out first. An empty list waits out `wait` (forever, with no deadline).
+/// ran out first. An empty list waits out `wait` (forever, with no deadline). `biased`
+/// tries the arms in their order every round (`select_biased!`), so the first ready arm
+/// wins; otherwise each round shuffles them.
 #[doc(hidden)]
-pub fn run(arms: &mut [&mut dyn Arm], wait: Wait) -> Option<usize> {
+pub fn run(arms: &mut [&mut dyn Arm], wait: Wait, biased: bool) -> Option<usize> {
     let deadline = match wait {
         Wait::No => None,
         Wait::Until(d) => d,
     };
-    let mut order = Order::new(arms.len());
+    let mut order = Order::new(arms.len(), biased);
     let mut backoff = Backoff::new();
     loop {
         order.shuffle();
@@ -651,7 +661,7 @@ impl Arm for OpArm<'_> {
 /// `Select`: add receive and send operations, then `select` (or `try_select`,
 /// `select_timeout`, `select_deadline`) and complete the returned operation, or `ready`
 /// (and its forms) to learn which one is ready without performing it. When several are
-/// ready, each is equally likely to be chosen.
+/// ready, each is equally likely to be chosen ([`Select::new_biased`]: the first added).
 ///
 /// A selected receive has already taken its message (so it always completes); a selected
 /// send could complete when it was chosen, and [`SelectedOperation::send`] completes it at
@@ -681,6 +691,8 @@ impl Arm for OpArm<'_> {
 #[derive(Clone, Default)]
 pub struct Select<'a> {
     ops: Vec<Option<Op<'a>>>,
+    /// Ready operations are chosen in the order they were added, not at random.
+    biased: bool,
 }
 
 impl fmt::Debug for Select<'_> {
@@ -690,9 +702,40 @@ impl fmt::Debug for Select<'_> {
 }
 
 impl<'a> Select<'a> {
-    /// An empty set of operations.
+    /// An empty set of operations; among ready ones, each is equally likely to be chosen.
     pub fn new() -> Self {
-        Self { ops: Vec::new() }
+        Self {
+            ops: Vec::new(),
+            biased: false,
+        }
+    }
+
+    /// An empty set of operations that, among ready ones, always chooses the one added
+    /// first (as [`select_biased!`](crate::select_biased!) does): no fairness, and an
+    /// operation that is always ready starves those after it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::queue::{unbounded, Select};
+    ///
+    /// let (tx1, rx1) = unbounded::<i32>();
+    /// let (tx2, rx2) = unbounded::<i32>();
+    /// tx1.send(1).unwrap();
+    /// tx2.send(2).unwrap();
+    ///
+    /// let mut sel = Select::new_biased();
+    /// let first = sel.recv(&rx1);
+    /// sel.recv(&rx2);
+    /// let oper = sel.select();
+    /// assert_eq!(oper.index(), first);
+    /// assert_eq!(oper.recv(&rx1), Ok(1));
+    /// ```
+    pub fn new_biased() -> Self {
+        Self {
+            ops: Vec::new(),
+            biased: true,
+        }
     }
 
     /// Adds a send operation on `s`; returns its index.
@@ -743,7 +786,7 @@ impl<'a> Select<'a> {
             })
             .collect();
         let mut arms: Vec<&mut dyn Arm> = live.iter_mut().map(|(_, a)| a as &mut dyn Arm).collect();
-        let k = run(&mut arms, wait)?;
+        let k = run(&mut arms, wait, self.biased)?;
         drop(arms);
         let (index, arm) = live.swap_remove(k);
         Some((index, arm.got))
