@@ -107,6 +107,7 @@ mod timer;
 mod zero;
 
 use std::fmt;
+use std::iter::FusedIterator;
 use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::time::{Duration, Instant};
 
@@ -939,6 +940,10 @@ impl<T> Iterator for Iter<'_, T> {
     }
 }
 
+// Fused: `recv` fails only once the queue is empty and every sender is gone, and no sender
+// can appear after that.
+impl<T> FusedIterator for Iter<'_, T> {}
+
 /// The non-blocking iterator of [`Receiver::try_iter`].
 pub struct TryIter<'a, T> {
     rx: &'a Receiver<T>,
@@ -964,6 +969,9 @@ impl<T> Iterator for IntoIter<T> {
         self.rx.recv().ok()
     }
 }
+
+// Fused, as `Iter`.
+impl<T> FusedIterator for IntoIter<T> {}
 
 impl<'a, T> IntoIterator for &'a Receiver<T> {
     type Item = T;
