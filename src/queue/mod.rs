@@ -62,9 +62,12 @@
 //!
 //! # Differences from crossbeam-channel
 //!
-//! - [`select!`](crate::select!) builds a send arm's message the first time it tries the
-//!   arm (crossbeam: once the arm is chosen); a message built for an arm that was not
-//!   chosen is dropped. A [`Select`] receive takes its message when it is selected
+//! - [`select!`](crate::select!) builds a send arm's message the first time it finds the
+//!   send could complete, or when a rendezvous send arm offers it as the select parks
+//!   (crossbeam: once the arm is chosen, with the receiver reserved); a message built for an
+//!   arm that was not chosen is dropped. So a message expression that itself waits on the
+//!   same queues (crossbeam's `recv_in_send` tests on a rendezvous queue) may wait for good
+//!   where crossbeam's would not. A [`Select`] receive takes its message when it is selected
 //!   ([`SelectedOperation::recv`] hands it over; dropping the operation drops it, where
 //!   crossbeam panics), and a selected [`Select`] send completes at once unless another
 //!   sender took the room meanwhile (it then waits as `send` does; crossbeam reserves the
@@ -874,9 +877,11 @@ impl<T> Receiver<T> {
         self.inner.capacity()
     }
 
-    /// Whether both receivers belong to the same queue.
+    /// Whether both receivers belong to the same queue. Every [`never`] receiver counts as
+    /// the same queue, as crossbeam-channel's (none ever delivers anything).
     pub fn same_channel(&self, other: &Receiver<T>) -> bool {
-        self.inner.same_queue(&other.inner)
+        let never = |r: &Self| matches!(&*r.inner, Flavor::Timer(timer::Channel::Never, _));
+        self.inner.same_queue(&other.inner) || (never(self) && never(other))
     }
 }
 

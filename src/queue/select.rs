@@ -7,7 +7,8 @@
 //! arms each is equally likely to go first). A receive arm *performs* its receive when it
 //! tries (`try_recv`): the message is then held for the caller, so a selected receive
 //! always completes. A send arm of [`select!`](crate::select!) performs a `try_send` with its
-//! message (built the first time the arm is tried); a send arm of [`Select`] only checks
+//! message (built the first time the arm is tried while the send could complete); a send
+//! arm of [`Select`] only checks
 //! that a send would complete now, and [`SelectedOperation::send`] sends.
 //!
 //! When no arm is ready after a short spin-and-yield, the selecting thread *watches* every
@@ -187,7 +188,8 @@ impl<T> Arm for RecvArm<'_, T> {
 }
 
 /// A send arm of [`select!`](crate::select!): builds its message the first time it is
-/// tried, then `try_send`s it; the outcome waits for the caller.
+/// tried with room (or a receiver, or disconnected), then `try_send`s it; the outcome waits
+/// for the caller.
 #[doc(hidden)]
 pub struct SendArm<'a, T, F> {
     tx: &'a Sender<T>,
@@ -231,6 +233,11 @@ impl<T, F: FnOnce() -> T> Arm for SendArm<'_, T, F> {
         }
         let msg = match self.msg.take() {
             Some(m) => m,
+            // The message is built only once the send could complete (crossbeam builds it
+            // once the arm is chosen): an arm that never gets room never runs the user's
+            // expression. Another sender may still take the room first; the message then
+            // waits for the next try.
+            None if !send_ready(&self.tx.inner) => return Step::NotReady,
             None => match self.make.take() {
                 Some(make) => make(),
                 None => return Step::NotReady,

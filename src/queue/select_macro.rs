@@ -9,9 +9,12 @@
 /// [`Receiver`](crate::queue::Receiver), timers (`after`, `tick`, `never`) included.
 ///
 /// `msg` is bound to `Result<T, RecvError>` and `res` to `Result<(), SendError<T>>`.
-/// A send arm's message expression is evaluated when that arm is first tried (crossbeam
-/// evaluates it once its arm is chosen): a message built for an arm that was not chosen is
-/// dropped. At most 32 operations per `select!`.
+/// A send arm's message expression is evaluated the first time that arm is tried while
+/// its send could complete (room, a waiting receiver, or disconnected), or when a
+/// rendezvous send arm offers its message as the select parks; crossbeam evaluates it once
+/// the arm is chosen. So an arm that never could send never evaluates its message, but one
+/// that could, and then lost the room to another sender or the choice to another arm, has
+/// built a message that is dropped. At most 32 operations per `select!`.
 ///
 /// # Examples
 ///
