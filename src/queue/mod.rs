@@ -877,7 +877,7 @@ impl<T> Receiver<T> {
         self.inner.capacity()
     }
 
-    /// Whether both receivers belong to the same queue. Every [`never`] receiver counts as
+    /// Whether both receivers belong to the same queue. Every [`never()`] receiver counts as
     /// the same queue, as crossbeam-channel's (none ever delivers anything).
     pub fn same_channel(&self, other: &Receiver<T>) -> bool {
         let never = |r: &Self| matches!(&*r.inner, Flavor::Timer(timer::Channel::Never, _));
