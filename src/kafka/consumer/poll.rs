@@ -8,7 +8,7 @@ use rdkafka::types::RDKafkaRespErr;
 
 use super::KafkaConsumer;
 use crate::codec::Codec;
-use crate::consumer::{ConsumerRecord, ConsumerRecords};
+use crate::consumer::{ConsumerRecord, ConsumerRecords, RecordRef};
 use crate::error::{Error, Result};
 use crate::kafka::error::{from_kafka, At};
 use crate::kafka::producer::from_headers;
@@ -37,7 +37,7 @@ where
     /// `OffsetReset::None`), [`Error::Decode`], [`Error::Kafka`]. Records read before the
     /// problem are returned first; the error comes with the next poll.
     ///
-    /// [`KafkaConfig::poll_catch_up`]: super::KafkaConfig::poll_catch_up
+    /// [`KafkaConfig::poll_catch_up`]: crate::kafka::KafkaConfig::poll_catch_up
     pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords<K, V>> {
         let mut out = Vec::new();
         let max = self.config.poll_records();
@@ -56,6 +56,66 @@ where
         max: usize,
         timeout: Duration,
     ) -> Result<usize> {
+        self.read(max, timeout, |r| out.push(r))
+    }
+
+    /// Like [`poll_into`](Self::poll_into), lending each record to `f` instead of
+    /// returning it (as [`Consumer::poll_with`](crate::Consumer::poll_with)): at most
+    /// `max` records, in the order `poll` returns them; returns how many. Each record is
+    /// decoded from librdkafka's buffer, lent, and dropped before the next is read, so a
+    /// hot loop keeps no batch of records alive. The position moves past a record before
+    /// `f` sees it: if `f` panics, that record is not lent again (seek back to re-read
+    /// it).
+    ///
+    /// # Errors
+    ///
+    /// As [`poll`](Self::poll); an error met after some records were lent comes with the
+    /// next poll.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use logbus::consumer::{ConsumerConfig, OffsetReset};
+    /// use logbus::kafka::{KafkaBroker, KafkaConfig};
+    /// use logbus::TopicPartition;
+    ///
+    /// let broker = KafkaBroker::connect(KafkaConfig::new("localhost:9092"))?;
+    /// let mut consumer = broker.consumer::<String, u64>(
+    ///     ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest),
+    /// )?;
+    /// consumer.assign(&[TopicPartition::new("orders", 0)])?;
+    /// let mut sum = 0;
+    /// let n = consumer.poll_with(1024, Duration::from_secs(1), |r| sum += *r.value)?;
+    /// println!("{n} records, sum {sum}");
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn poll_with(
+        &mut self,
+        max: usize,
+        timeout: Duration,
+        mut f: impl FnMut(RecordRef<'_, K, V>),
+    ) -> Result<usize> {
+        self.read(max, timeout, |r| {
+            f(RecordRef {
+                topic: r.topic,
+                partition: r.partition,
+                offset: r.offset,
+                timestamp: r.timestamp,
+                key: r.key.as_ref(),
+                value: &r.value,
+                headers: &r.headers,
+            });
+        })
+    }
+
+    /// The poll loop: hands each record read (at most `max`) to `sink`; returns how many.
+    fn read(
+        &mut self,
+        max: usize,
+        timeout: Duration,
+        mut sink: impl FnMut(ConsumerRecord<K, V>),
+    ) -> Result<usize> {
         if self.in_listener {
             return Err(Error::PollInListener);
         }
@@ -72,23 +132,27 @@ where
                 partition: a.tp.partition,
             });
         }
-        let start = out.len();
+        let mut n = 0usize;
         let deadline = Instant::now().checked_add(timeout);
         let mut catch_up: Option<Instant> = None;
         // The assigned partition and interned topic name of the last record.
         let mut last: Option<(usize, &'static str)> = None;
+        // Whether the last poll returned a message: the next one then does not wait.
+        let mut flowing = false;
         loop {
             // No clock read per record (a clock read costs about as much as a record here).
             let wait = match (catch_up, deadline) {
+                _ if flowing => Duration::ZERO,
                 // Waiting for records the cluster has and this consumer has not fetched.
                 (Some(c), _) => c
                     .saturating_duration_since(Instant::now())
                     .min(Duration::from_millis(50)),
-                _ if out.len() > start => Duration::ZERO,
+                _ if n > 0 => Duration::ZERO,
                 (None, Some(d)) => d.saturating_duration_since(Instant::now()),
                 (None, None) => Duration::from_secs(1),
             };
             let message = self.client.poll(wait);
+            flowing = message.is_some();
             match message {
                 Some(Ok(m)) => {
                     let topic = m.topic();
@@ -122,25 +186,26 @@ where
                     match decoded {
                         Ok(record) => {
                             self.assigned[i].position = Some(record.offset + 1);
-                            out.push(record);
+                            n += 1;
+                            sink(record);
                         }
                         Err(e) => {
                             // Skip the record that cannot be decoded, as the position says.
                             self.assigned[i].position = Some(m.offset().max(0) as u64 + 1);
-                            if out.len() == start {
+                            if n == 0 {
                                 return Err(e);
                             }
                             self.pending = Some(e);
                             break;
                         }
                     }
-                    if out.len() - start >= max {
+                    if n >= max {
                         break;
                     }
                 }
                 Some(Err(e)) => {
                     let e = from_kafka(e, At::op("poll"));
-                    if out.len() == start {
+                    if n == 0 {
                         return Err(e);
                     }
                     self.pending = Some(e);
@@ -149,7 +214,7 @@ where
                 None => {
                     self.rebalance()?;
                     let now = Instant::now();
-                    let got = out.len() > start;
+                    let got = n > 0;
                     if got || deadline.is_some_and(|d| now >= d) {
                         if self.fetched()? {
                             break;
@@ -163,7 +228,6 @@ where
                 }
             }
         }
-        let n = out.len() - start;
         self.metrics.add_consumed(n as u64);
         Ok(n)
     }
