@@ -501,6 +501,23 @@ fn seek_and_offsets_for_times_replay() {
     assert_eq!(read_n(&mut c, 20).len(), 20);
     assert_eq!(c.position(&p0).unwrap(), 10);
 
+    // An offset Kafka cannot name (its offsets are signed 64-bit; u64::MAX would be
+    // librdkafka's "end" marker): a typed error, the position unchanged.
+    let e = c.seek(&p0, u64::MAX).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            logbus::Error::PartitionOffsetOutOfRange {
+                requested: u64::MAX,
+                start: 0,
+                end: 10,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(c.position(&p0).unwrap(), 10);
+
     // Seek back by offset, with the other partition paused.
     c.seek(&p0, 7).unwrap();
     c.pause(std::slice::from_ref(&p1)).unwrap();

@@ -25,9 +25,21 @@ where
     ///
     /// # Errors
     ///
-    /// [`Error::NotAssigned`]; [`Error::Kafka`].
+    /// [`Error::NotAssigned`]; [`Error::PartitionOffsetOutOfRange`] for an offset above
+    /// `i64::MAX` (Kafka's offsets are signed: librdkafka would read such an offset as one
+    /// of its markers, "end" or "beginning"); [`Error::Kafka`].
     pub fn seek(&mut self, tp: &TopicPartition, offset: u64) -> Result<()> {
         let i = self.index(tp)?;
+        if i64::try_from(offset).is_err() {
+            let (start, end) = self.broker.watermarks(tp)?;
+            return Err(Error::PartitionOffsetOutOfRange {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                requested: offset,
+                start,
+                end,
+            });
+        }
         self.assigned[i].position = Some(offset);
         self.reposition(&[i])
     }
