@@ -212,18 +212,32 @@ where
                     break;
                 }
                 None => {
-                    self.rebalance()?;
-                    let now = Instant::now();
-                    let got = n > 0;
-                    if got || deadline.is_some_and(|d| now >= d) {
-                        if self.fetched()? {
+                    let checked = self.rebalance().and_then(|()| {
+                        let now = Instant::now();
+                        if n > 0 || deadline.is_some_and(|d| now >= d) {
+                            self.fetched().map(|done| Some((done, now)))
+                        } else {
+                            Ok(None)
+                        }
+                    });
+                    match checked {
+                        Err(e) if n == 0 => return Err(e),
+                        // The records read are returned first (their positions moved past
+                        // them already: an error now would drop them); the error comes
+                        // with the next poll.
+                        Err(e) => {
+                            self.pending = Some(e);
                             break;
                         }
-                        let limit =
-                            *catch_up.get_or_insert(now + self.broker.inner.config.catch_up());
-                        if now >= limit {
-                            break;
+                        Ok(Some((true, _))) => break,
+                        Ok(Some((false, now))) => {
+                            let limit =
+                                *catch_up.get_or_insert(now + self.broker.inner.config.catch_up());
+                            if now >= limit {
+                                break;
+                            }
                         }
+                        Ok(None) => {}
                     }
                 }
             }
