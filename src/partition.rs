@@ -847,17 +847,21 @@ impl<K, V> Appender<K, V> {
         Ok(offset)
     }
 
-    /// Appends every entry of `entries` in order (draining it), waiting for room: one
-    /// claim per run the ring can take, one notification.
+    /// Appends every entry of `entries` in order (draining it): one claim per run the
+    /// ring can take, one notification. `wait`: [`AppendWait::Until`] waits for room (for
+    /// ever: its deadline is not used), [`AppendWait::No`] appends what fits now.
     ///
     /// # Errors
     ///
-    /// [`AppendError::Closed`]: the entries not appended stay in `entries`, in order.
+    /// [`AppendError::Full`] (`AppendWait::No` only) and [`AppendError::Closed`]: the
+    /// entries not appended stay in `entries`, in order.
     pub(crate) fn append_batch(
         &mut self,
         entries: &mut Vec<Entry<K, V>>,
+        wait: AppendWait,
     ) -> std::result::Result<(), AppendError> {
         if let Some(r) = &self.replicated {
+            // Always room (see `append`).
             return r.append_batch(entries, &self.policy);
         }
         if let Some(disk) = &self.disk {
@@ -869,14 +873,31 @@ impl<K, V> Appender<K, V> {
                 return Err(AppendError::TooLarge(size, max));
             }
         }
-        let done = self.handle.publish_batch(entries);
-        self.arrivals.notify_all_light();
-        if let (Some(disk), Some(last)) = (&self.disk, self.handle.last_sequence()) {
+        let before = self.handle.last_sequence();
+        let done = match wait {
+            AppendWait::Until(_) => self
+                .handle
+                .publish_batch(entries)
+                .map_err(|_| AppendError::Closed),
+            AppendWait::No => loop {
+                match self.handle.try_publish_batch(entries) {
+                    Err(_) => break Err(AppendError::Closed),
+                    Ok(_) if entries.is_empty() => break Ok(()),
+                    Ok(0) => break Err(AppendError::Full),
+                    Ok(_) => {}
+                }
+            },
+        };
+        let last = self.handle.last_sequence();
+        if last != before {
+            self.arrivals.notify_all_light();
+        }
+        if let (Some(disk), Some(last)) = (&self.disk, last.filter(|_| last != before)) {
             if let Err(e) = disk.wait_acked(last) {
                 return Err(AppendError::Unacknowledged(Box::new(e)));
             }
         }
-        done.map_err(|_| AppendError::Closed)
+        done
     }
 }
 
