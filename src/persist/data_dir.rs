@@ -31,7 +31,7 @@ const TOPIC_SUFFIX: &str = ".topic";
 /// The broker's clock (a std `Arc`) as the storage layer takes clocks (`sync::Arc`, which
 /// is loom's under `logbus_loom`).
 #[derive(Debug)]
-struct BrokerClock(Arc<dyn Clock>);
+pub(crate) struct BrokerClock(pub(crate) Arc<dyn Clock>);
 
 impl Clock for BrokerClock {
     fn now_ms(&self) -> i64 {
@@ -71,7 +71,7 @@ pub struct ClampedOffset {
 
 /// One `key value` line of a topic's metadata file.
 #[derive(Debug, Clone)]
-struct MetaLine(String, String);
+pub(crate) struct MetaLine(pub(crate) String, pub(crate) String);
 
 impl CheckpointEntry for MetaLine {
     fn to_line(&self) -> std::result::Result<String, String> {
@@ -151,7 +151,7 @@ pub(crate) struct TopicMeta {
 }
 
 impl TopicMeta {
-    fn lines(&self) -> Vec<MetaLine> {
+    pub(crate) fn lines(&self) -> Vec<MetaLine> {
         let p = &self.persist;
         let flush = match p.flush {
             FlushPolicy::EveryBatch => "every_batch".to_string(),
@@ -179,7 +179,7 @@ impl TopicMeta {
         .collect()
     }
 
-    fn parse(name: &str, path: &Path, lines: Vec<MetaLine>) -> Result<Self> {
+    pub(crate) fn parse(name: &str, path: &Path, lines: Vec<MetaLine>) -> Result<Self> {
         let map: HashMap<String, String> = lines.into_iter().map(|l| (l.0, l.1)).collect();
         let bad = |what: &str| Error::InvalidCheckpoint {
             file: path.to_path_buf(),
@@ -219,7 +219,7 @@ impl TopicMeta {
         })
     }
 
-    fn topic_config(&self) -> TopicConfig {
+    pub(crate) fn topic_config(&self) -> TopicConfig {
         let mut c = TopicConfig::new(self.partitions).records_in_memory(self.records_in_memory);
         if self.retention_ms > 0 {
             c = c.retention(Duration::from_millis(self.retention_ms as u64));
@@ -227,7 +227,7 @@ impl TopicMeta {
         c
     }
 
-    fn log_config(&self) -> LogConfig {
+    pub(crate) fn log_config(&self) -> LogConfig {
         let p = &self.persist;
         LogConfig {
             segment_bytes: p.segment_bytes,

@@ -69,10 +69,13 @@
 //! # Ok::<(), logbus::Error>(())
 //! ```
 
+mod dir_io;
 mod events;
 mod log;
+pub(crate) mod persisted;
 mod runtime;
 mod set;
+mod store;
 
 #[cfg(all(test, logbus_loom))]
 mod loom_models;
@@ -142,8 +145,8 @@ pub struct ReplicaLogView<K, V> {
 }
 
 /// Copies an entry (a failed send hands its record back while the log keeps it).
-fn clone_entry<K: Clone, V: Clone>(e: &Entry<K, V>) -> Entry<K, V> {
-    e.clone()
+fn clone_entry<K: Clone, V: Clone>(e: &Entry<K, V>) -> Option<Entry<K, V>> {
+    Some(e.clone())
 }
 
 /// Builds replicated partition `partition` of topic `name` on `runtime`.
@@ -339,10 +342,11 @@ impl Faults {
     /// largest replication factor asked for).
     pub fn fail_data_dir(&self, dir: u32) -> Result<()> {
         self.check_dir(dir)?;
-        self.runtime.mark_dir(dir, true);
-        for s in self.runtime.sets() {
-            s.crash(dir, None, true);
+        if let Some(d) = self.runtime.disk() {
+            // A persisted directory: its I/O fails from now on.
+            d.set_failed(dir, true);
         }
+        self.runtime.fail_dir(dir);
         Ok(())
     }
 
@@ -354,6 +358,9 @@ impl Faults {
     /// [`Error::UnknownDataDir`].
     pub fn restore_data_dir(&self, dir: u32) -> Result<()> {
         self.check_dir(dir)?;
+        if let Some(d) = self.runtime.disk() {
+            d.set_failed(dir, false);
+        }
         self.runtime.mark_dir(dir, false);
         for s in self.runtime.sets() {
             s.restart(dir, true);
