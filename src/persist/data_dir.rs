@@ -692,6 +692,11 @@ pub struct DataDirDescription {
     pub partitions: Vec<(String, u32, u64, u64)>,
     /// Per group and partition: `(group, topic, partition, committed offset)`.
     pub groups: Vec<(String, String, u32, u64)>,
+    /// Replicated topics whose metadata this directory keeps: `(name, partitions,
+    /// replication factor, key codec type id, value codec type id)`.
+    pub replicated_topics: Vec<crate::replica::StoredTopic>,
+    /// Their partitions: replicas, leader, epoch, ISR, HW, and the replica stored here.
+    pub replicated: Vec<crate::replica::StoredPartition>,
 }
 
 /// Opens the data directory `dir` (running recovery: it must not be in use), reads its
@@ -722,10 +727,20 @@ pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> 
                 .collect()
         })
         .unwrap_or_default();
+    let (replicated_topics, replicated) = match &data {
+        Some(d) => crate::replica::persisted::describe_dir(
+            SyncArc::clone(&d.io),
+            SyncArc::clone(&d.clock),
+            &d.dir,
+        )?,
+        None => Default::default(),
+    };
     broker.close()?;
     Ok(DataDirDescription {
         topics,
         partitions,
         groups,
+        replicated_topics,
+        replicated,
     })
 }

@@ -83,6 +83,7 @@ mod loom_models;
 use std::time::Duration;
 
 pub use events::{EventKind, ReplicaEvent, MAX_EVENTS};
+pub use persisted::{LocalReplica, StoredPartition, StoredTopic};
 pub(crate) use runtime::Runtime;
 
 use crate::broker::{Topic, TopicConfig};
