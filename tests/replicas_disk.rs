@@ -387,3 +387,32 @@ fn a_restored_directory_rejoins_from_what_its_disk_kept() {
     let records = replica_records(&dirs[2].join(format!("{T}-0")));
     assert_eq!(records.len(), 150);
 }
+
+/// A replica whose directory failed stays down through a crash and a restart; it returns
+/// only with its directory, reopened from disk (it used to come back with no disk, its
+/// records then kept in memory only: found by the Jepsen test on disk, seed 45).
+#[test]
+fn a_replica_on_a_failed_directory_returns_only_with_it() {
+    let (_t, dirs) = tempdirs();
+    let broker = open(&dirs);
+    broker
+        .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())
+        .unwrap();
+    let p = producer(&broker);
+    send(&p, 0..50);
+    let faults = broker.faults();
+    faults.fail_data_dir(2).unwrap();
+    faults.crash_replica(T, 0, 2).unwrap();
+    faults.restart_replica(T, 0, 2).unwrap();
+    assert!(!describe(&broker).replicas[2].online);
+    send(&p, 50..100);
+    faults.restore_data_dir(2).unwrap();
+    assert!(faults.wait_in_sync(T, 0, WAIT).unwrap());
+    drop(p);
+    broker.close().unwrap();
+    let values: Vec<u64> = replica_records(&dirs[2].join(format!("{T}-0")))
+        .iter()
+        .map(|r| r.2)
+        .collect();
+    assert_eq!(values, (0..100).collect::<Vec<_>>());
+}

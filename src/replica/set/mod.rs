@@ -705,7 +705,9 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let Some(i) = Self::index(&st, id) else {
             return false;
         };
-        if st.closed || (dir_failed && st.replicas[i].status == Status::DirFailed) {
+        // A replica whose directory failed is down already: crashing it changes nothing
+        // (it returns only with its directory, reopened).
+        if st.closed || st.replicas[i].status == Status::DirFailed {
             return true;
         }
         let lost_from = if dir_failed {
