@@ -13,6 +13,11 @@
 //! <data dir>/.logbus_cleanshutdown              written by `close`, removed at open
 //! ```
 //!
+//! A broker opened on several directories ([`BrokerBuilder::data_dirs`]) keeps its
+//! replicated topics' replicas across them: `<dir>/<topic>-<partition>/` (a segment set
+//! with its `leader-epoch-checkpoint`) and `<dir>/<topic>.replicas` (see
+//! [`crate::replica`]).
+//!
 //! # How a record reaches the disk
 //!
 //! The partition's ring is the cache of the tail. One writer thread per partition is a

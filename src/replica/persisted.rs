@@ -1,5 +1,5 @@
 //! Replicated persisted topics: a broker opened on several data directories (Kafka's
-//! `log.dirs`, [`BrokerBuilder::data_dirs`](crate::BrokerBuilder::data_dirs)) keeps each
+//! `log.dirs`, [`BrokerBuilder::data_dirs`](crate::broker::BrokerBuilder::data_dirs)) keeps each
 //! partition's replicas on different directories, each a real log in
 //! `<data dir>/<topic>-<partition>/` with its `leader-epoch-checkpoint`.
 //!
