@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use logbus::storage::record_batch::Batch;
-use logbus::storage::{Checkpoints, FsIo, LogConfig, Record, SegmentSet};
+use logbus::storage::{Checkpoints, LogConfig, LogOptions, Record, SegmentSet};
 use logbus::{Clock, SystemClock};
 
 const MIB: u64 = 1 << 20;
@@ -71,9 +71,17 @@ fn config() -> LogConfig {
 
 fn open_set(dir: &Path, checkpoints: Checkpoints) -> SegmentSet {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    SegmentSet::open(dir, config(), Arc::new(FsIo), clock, checkpoints)
-        .expect("open")
-        .0
+    SegmentSet::open(
+        dir,
+        LogOptions {
+            config: config(),
+            clock,
+            checkpoints,
+            ..LogOptions::default()
+        },
+    )
+    .expect("open")
+    .0
 }
 
 /// logbus: `bytes` of records of `record_size`, one per batch, `sync` every MiB.
@@ -221,10 +229,10 @@ fn bench_recovery(root: &Path, pairs: u64) {
         let start = Instant::now();
         let (log, report) = SegmentSet::open(
             &dir,
-            config(),
-            Arc::new(FsIo),
-            Arc::new(SystemClock),
-            Checkpoints::default(),
+            LogOptions {
+                config: config(),
+                ..LogOptions::default()
+            },
         )
         .expect("open");
         let a = start.elapsed();
@@ -285,7 +293,7 @@ fn bench_lookup(root: &Path, pairs: u64) {
                     .expect("pread");
                 let batch = Batch::decode(&buf).expect("decode");
                 let recs = batch.to_records().expect("records");
-                assert_eq!(recs[0].0 as u64, o);
+                assert_eq!(recs[0].0, o);
             }
             let b = start.elapsed();
             ratios.push(a.as_secs_f64() / b.as_secs_f64());

@@ -119,7 +119,7 @@ pub enum Error {
     )]
     OffsetBelowLogEnd {
         /// The batch's base offset.
-        base_offset: i64,
+        base_offset: u64,
         /// The log end offset.
         log_end_offset: u64,
     },
@@ -679,12 +679,18 @@ pub enum Corruption {
     },
     /// A header key is not valid UTF-8.
     HeaderKeyNotUtf8,
+    /// A batch's `baseOffset` is negative (Kafka's offsets are signed 64-bit, and only
+    /// 0 ..= 2^63 − 1 is a valid offset).
+    NegativeOffset {
+        /// The `baseOffset` read.
+        base_offset: i64,
+    },
     /// A batch's offsets are not valid where it sits in the log.
     BadOffset {
         /// The batch's base offset.
-        base_offset: i64,
+        base_offset: u64,
         /// The batch's last offset.
-        last_offset: i64,
+        last_offset: u64,
         /// The rule broken, with the valid range.
         rule: String,
     },
@@ -763,6 +769,11 @@ impl fmt::Display for Corruption {
                 f,
                 "a batch of {size} bytes, over the {max}-byte limit, does not hold a valid batch \
                  (CRC-32C mismatch)"
+            ),
+            Corruption::NegativeOffset { base_offset } => write!(
+                f,
+                "baseOffset {base_offset} is negative; offsets lie in 0 ..= {}",
+                i64::MAX
             ),
             Corruption::BadOffset {
                 base_offset,

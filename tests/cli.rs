@@ -5,12 +5,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Arc;
 
 use logbus::storage::record_batch::{encode_batch, BatchHeader, Header, Record};
 use logbus::storage::{offset_index, time_index};
-use logbus::storage::{Checkpoints, FsIo, LogConfig, SegmentSet};
-use logbus::SystemClock;
+use logbus::storage::{LogConfig, LogOptions, SegmentSet};
 
 fn logbus(args: &[&std::ffi::OsStr]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_logbus"))
@@ -72,10 +70,10 @@ fn write_partition(dir: &Path) {
     };
     let (mut log, _) = SegmentSet::open(
         dir,
-        config,
-        Arc::new(FsIo),
-        Arc::new(SystemClock),
-        Checkpoints::default(),
+        LogOptions {
+            config,
+            ..LogOptions::default()
+        },
     )
     .unwrap();
     log.append(&first_batch()).unwrap();

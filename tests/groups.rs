@@ -299,6 +299,39 @@ fn auto_commit_keeps_block_producers_going_with_the_default_interval() {
     producer.join().unwrap();
 }
 
+/// Kafka's `onLeavePrepare`: a member that closes after the group evicted it (and before
+/// a poll told it so) no longer owns its partitions: they are reported lost, not revoked.
+#[test]
+fn closing_after_an_unnoticed_eviction_reports_the_partitions_lost() {
+    let (b, clock) = broker();
+    b.create_topic::<(), u64>("t", TopicConfig::new(2)).unwrap();
+    let short = |c: &str| cfg("g", c).max_poll_interval(Duration::from_secs(10));
+    let log = Log::default();
+    let mut a = b.consumer::<(), u64>(short("a")).unwrap();
+    let mut c = b.consumer::<(), u64>(short("c")).unwrap();
+    a.subscribe_with_listener(&["t"], log.clone()).unwrap();
+    c.subscribe(&["t"]).unwrap();
+    settle(&mut [&mut a, &mut c]);
+    log.take();
+    clock.advance(Duration::from_secs(6));
+    c.poll(Z).unwrap();
+    clock.advance(Duration::from_secs(5));
+    c.poll(Z).unwrap(); // evicts `a`, which has not polled since
+    assert_eq!(c.assignment().len(), 2);
+    drop(a);
+    assert_eq!(log.take(), [("lost", vec![tp("t", 0)])]);
+    // A member still in the group revokes on close, as before.
+    let log = Log::default();
+    let mut d = b.consumer::<(), u64>(short("d")).unwrap();
+    d.subscribe_with_listener(&["t"], log.clone()).unwrap();
+    settle(&mut [&mut c, &mut d]);
+    let held = sorted(d.assignment());
+    assert!(!held.is_empty());
+    log.take();
+    d.close();
+    assert_eq!(log.take(), [("revoked", held)]);
+}
+
 #[test]
 fn eviction_for_not_polling_fences_commits_with_both_generations() {
     let (b, clock) = broker();

@@ -12,8 +12,8 @@ use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::{Acks, ProducerConfig, Record};
 use logbus::replica::{EventKind, PartitionReplicas};
 use logbus::storage::fault::{Fault, FaultyIo};
-use logbus::storage::{BatchIter, Checkpoints, FsIo, LogConfig, SegmentSet};
-use logbus::{Broker, Error, SystemClock, TopicConfig, TopicPartition};
+use logbus::storage::{BatchIter, LogOptions, SegmentSet};
+use logbus::{Broker, Error, TopicConfig, TopicPartition};
 
 const T: &str = "orders";
 const WAIT: Duration = Duration::from_secs(20);
@@ -90,14 +90,7 @@ fn assert_has_all(got: &[u64], acked: &[u64]) {
 
 /// `(offset, partitionLeaderEpoch, value)` of every record in a closed replica directory.
 fn replica_records(dir: &Path) -> Vec<(u64, i32, u64)> {
-    let (set, _) = SegmentSet::open(
-        dir,
-        LogConfig::default(),
-        Arc::new(FsIo),
-        Arc::new(SystemClock),
-        Checkpoints::default(),
-    )
-    .unwrap();
+    let (set, _) = SegmentSet::open(dir, LogOptions::default()).unwrap();
     let bytes = set.read(0, 64 << 20).unwrap();
     let mut out = Vec::new();
     for batch in BatchIter::new(&bytes) {
@@ -106,7 +99,7 @@ fn replica_records(dir: &Path) -> Vec<(u64, i32, u64)> {
         for r in batch.records().unwrap() {
             let r = r.unwrap();
             let v = u64::from_be_bytes(r.value.unwrap().try_into().unwrap());
-            out.push((r.offset as u64, epoch, v));
+            out.push((r.offset, epoch, v));
         }
     }
     out

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use alloc_common::allocations_during;
 
 use logbus::storage::record_batch::encode_batch;
-use logbus::storage::{Checkpoints, FsIo, LogConfig, Record, SegmentSet};
+use logbus::storage::{LogConfig, LogOptions, Record, SegmentSet};
 use logbus::{Clock, SystemClock};
 
 fn record(i: u64) -> Record {
@@ -33,10 +33,11 @@ fn steady_state_appends_do_not_allocate_and_write_the_builders_bytes() {
     let write_buffer = config.write_buffer_bytes as u64;
     let (mut log, _) = SegmentSet::open(
         dir.path(),
-        config,
-        Arc::new(FsIo),
-        clock,
-        Checkpoints::default(),
+        LogOptions {
+            config,
+            clock,
+            ..LogOptions::default()
+        },
     )
     .unwrap();
     // The records are built before counting: only the log's own work is counted.
@@ -67,7 +68,7 @@ fn steady_state_appends_do_not_allocate_and_write_the_builders_bytes() {
     log.sync().unwrap();
     let file = std::fs::read(dir.path().join("00000000000000000000.log")).unwrap();
     for (i, r) in records.iter().enumerate() {
-        let expected = encode_batch(i as i64, std::slice::from_ref(r)).unwrap();
+        let expected = encode_batch(i as u64, std::slice::from_ref(r)).unwrap();
         let at = i * expected.len();
         assert_eq!(&file[at..at + expected.len()], &expected[..], "batch {i}");
     }

@@ -14,13 +14,13 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::Duration;
 
-use logbus::storage::file_names::file_name;
+use logbus::storage::file_names::{file_name, MAX_OFFSET};
 use logbus::storage::record_batch::{crc32c, encode_batch, BatchHeader};
 use logbus::storage::verify::{verify_partition_with, VerifyOptions};
-use logbus::storage::{Checkpoints, FsIo, LogConfig, Record, SegmentSet};
+use logbus::storage::{Checkpoints, FsIo, LogConfig, LogOptions, Record, SegmentSet};
 use logbus::Error;
 use storage_common::*;
 
@@ -91,10 +91,11 @@ fn config() -> LogConfig {
 fn base_partition(dir: &Path) -> Vec<u64> {
     let (mut log, _) = SegmentSet::open(
         dir,
-        config(),
-        Arc::new(FsIo),
-        clock(),
-        Checkpoints::default(),
+        LogOptions {
+            config: config(),
+            clock: clock(),
+            ..LogOptions::default()
+        },
     )
     .unwrap();
     for i in 0..30 {
@@ -389,7 +390,7 @@ fn cases() -> Vec<(&'static str, Craft)> {
             edit_batch(d, 1, 0, false, |b| set_i64(b, 0, 0))
         }),
         ("base offset inside the next segment", |d, _| {
-            let next = bases_of(d)[2] as i64;
+            let next = i64::try_from(bases_of(d)[2]).expect("a valid offset");
             edit_batch(d, 1, 0, false, |b| set_i64(b, 0, next + 1))
         }),
         ("lastOffsetDelta -1, CRC fixed", |d, _| {
@@ -440,12 +441,12 @@ fn cases() -> Vec<(&'static str, Craft)> {
             .unwrap()
         }),
         ("name i64::MAX with an empty log", |d, _| {
-            fs::write(d.join(file_name(i64::MAX as u64, "log")), b"").unwrap()
+            fs::write(d.join(file_name(MAX_OFFSET, "log")), b"").unwrap()
         }),
         ("name i64::MAX - 1 with a batch", |d, _| {
-            let base = i64::MAX - 1;
+            let base = MAX_OFFSET - 1;
             fs::write(
-                d.join(file_name(base as u64, "log")),
+                d.join(file_name(base, "log")),
                 encode_batch(base, &[record(0, 5)]).unwrap(),
             )
             .unwrap()
@@ -589,7 +590,17 @@ fn typed(e: &Error) -> bool {
 
 /// Open → read everything → append → close → reopen → read the appended record.
 fn life(dir: &Path, checkpoints: Checkpoints) -> Result<String, String> {
-    let open = |cp| SegmentSet::open(dir, config(), Arc::new(FsIo), clock(), cp);
+    let open = |cp| {
+        SegmentSet::open(
+            dir,
+            LogOptions {
+                config: config(),
+                clock: clock(),
+                checkpoints: cp,
+                ..LogOptions::default()
+            },
+        )
+    };
     let (mut log, report) = match open(checkpoints) {
         Ok(x) => x,
         Err(e) if typed(&e) => return Ok(format!("refused: {e}")),
@@ -620,7 +631,7 @@ fn life(dir: &Path, checkpoints: Checkpoints) -> Result<String, String> {
     let appended = match log.append(&[record(end % 1000, 10)]) {
         Ok(info) => info.base_offset,
         // A log ending at the last offset there is takes no more.
-        Err(Error::OffsetOutOfRange { .. }) if end >= i64::MAX as u64 - 1 => {
+        Err(Error::OffsetOutOfRange { .. }) if end >= MAX_OFFSET - 1 => {
             return Ok("opened, full".into())
         }
         Err(e) => return Err(format!("append: {e:?}")),

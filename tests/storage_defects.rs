@@ -9,10 +9,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use logbus::error::Corruption;
 use logbus::storage::fault::{Fault, FaultyIo};
 use logbus::storage::file_names::file_name;
 use logbus::storage::record_batch::encode_batch;
-use logbus::storage::{verify_dir, Checkpoints, FsIo, Io, LogConfig, OpenMode, SegmentSet};
+use logbus::storage::{
+    verify_dir, Checkpoints, FsIo, Io, LogConfig, LogOptions, OpenMode, SegmentSet,
+};
 use logbus::Error;
 use storage_common::*;
 
@@ -98,10 +101,11 @@ fn open_real(
 ) -> logbus::Result<(SegmentSet, logbus::storage::RecoveryReport)> {
     SegmentSet::open(
         dir,
-        LogConfig::default(),
-        Arc::new(FsIo),
-        clock(),
-        checkpoints,
+        LogOptions {
+            clock: clock(),
+            checkpoints,
+            ..LogOptions::default()
+        },
     )
 }
 
@@ -425,6 +429,33 @@ fn batch_with_valid_crc_but_bad_records_is_cut_and_refused() {
         drop(log);
         assert_consistent(&FsIo, dir.path());
     }
+}
+
+#[test]
+fn a_negative_base_offset_on_disk_is_cut_and_refused_as_typed_corruption() {
+    let good = encode_batch(0, &[record(0, 10)]).unwrap();
+    // The base offset lies outside the CRC: the batch is otherwise valid.
+    let mut negative = encode_batch(1, &[record(1, 10)]).unwrap();
+    negative[..8].copy_from_slice(&(-1i64).to_be_bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let mut log_bytes = good.clone();
+    log_bytes.extend_from_slice(&negative);
+    write_segments(dir.path(), &[(0, log_bytes)]);
+    let (mut log, report) = open_real(dir.path(), Checkpoints::default()).unwrap();
+    let cut = report.truncation.clone().expect("the batch was cut");
+    assert_eq!(cut.position, good.len() as u64);
+    assert!(cut.reason.contains("baseOffset -1 is negative"), "{cut:?}");
+    assert_eq!(log.log_end_offset(), 1);
+    match log.append_batch(&negative) {
+        Err(Error::CorruptBatch {
+            position: 0,
+            reason: Corruption::NegativeOffset { base_offset: -1 },
+        }) => {}
+        other => panic!("expected a typed NegativeOffset, got {other:?}"),
+    }
+    assert_eq!(log.log_end_offset(), 1);
+    drop(log);
+    assert_consistent(&FsIo, dir.path());
 }
 
 // ---------------------------------------------------------------------------------------------

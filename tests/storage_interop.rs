@@ -16,11 +16,9 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 
 use logbus::storage::record_batch::{BatchIter, Header, Record};
-use logbus::storage::{Checkpoints, FsIo, LogConfig, SegmentSet};
-use logbus::SystemClock;
+use logbus::storage::{Checkpoints, LogConfig, LogOptions, SegmentSet};
 
 fn python() -> String {
     std::env::var("LOGBUS_PYTHON").unwrap_or_else(|_| {
@@ -168,10 +166,11 @@ fn open(dir: &Path, index_interval_bytes: i64, checkpoints: Checkpoints) -> Segm
     };
     SegmentSet::open(
         dir,
-        config,
-        Arc::new(FsIo),
-        Arc::new(SystemClock),
-        checkpoints,
+        LogOptions {
+            config,
+            checkpoints,
+            ..LogOptions::default()
+        },
     )
     .expect("open the partition directory")
     .0

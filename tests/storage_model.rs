@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use logbus::storage::fault::FaultyIo;
-use logbus::storage::{Checkpoints, Io, LogConfig, Record, SegmentSet};
+use logbus::storage::{Checkpoints, Io, LogConfig, LogOptions, Record, SegmentSet};
 use logbus::{Clock, ManualClock};
 use proptest::prelude::*;
 use storage_common::*;
@@ -108,10 +108,12 @@ fn run(config: LogConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let reopen = |cp: Checkpoints| -> SegmentSet {
         let (log, report) = SegmentSet::open(
             &dir,
-            config.clone(),
-            io.clone(),
-            clock.clone() as Arc<dyn Clock>,
-            cp,
+            LogOptions {
+                config: config.clone(),
+                io: io.clone(),
+                clock: clock.clone() as Arc<dyn Clock>,
+                checkpoints: cp,
+            },
         )
         .expect("open");
         assert!(report.truncation.is_none(), "{report:?}");

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use logbus::storage::fault::{Fault, FaultyIo};
 use logbus::storage::record_batch::encode_batch;
-use logbus::storage::{Checkpoints, Io, LogConfig, Record, SegmentSet};
+use logbus::storage::{Checkpoints, Io, LogConfig, LogOptions, Record, SegmentSet};
 use storage_common::*;
 
 fn dir() -> PathBuf {
@@ -61,8 +61,16 @@ impl Disk {
     /// Opens the log and checks it against what was written and called durable.
     fn open(&mut self, config: &LogConfig, life: usize) -> SegmentSet {
         let io: Arc<dyn Io> = Arc::new(self.fs.clone());
-        let (log, report) =
-            SegmentSet::open(dir(), config.clone(), io, clock(), self.checkpoints).unwrap();
+        let (log, report) = SegmentSet::open(
+            dir(),
+            LogOptions {
+                config: config.clone(),
+                io,
+                clock: clock(),
+                checkpoints: self.checkpoints,
+            },
+        )
+        .unwrap();
         let seed = self.seed;
         let all = read_all(&log);
         assert!(
@@ -140,7 +148,7 @@ fn nothing_called_durable_is_lost_across_kills_power_losses_and_failed_fsyncs() 
                 let appended = if base == next && rng.bool() {
                     log.append(&records).map(|_| ())
                 } else {
-                    log.append_batch(&encode_batch(base as i64, &records).unwrap())
+                    log.append_batch(&encode_batch(base, &records).unwrap())
                         .map(|_| ())
                 };
                 match appended {
@@ -222,10 +230,12 @@ fn an_index_rebuilt_at_open_survives_a_power_loss() {
         let io: Arc<dyn Io> = Arc::new(fs.clone());
         let mut log = SegmentSet::open(
             dir(),
-            config.clone(),
-            Arc::clone(&io),
-            clock(),
-            Checkpoints::default(),
+            LogOptions {
+                config: config.clone(),
+                io: Arc::clone(&io),
+                clock: clock(),
+                ..LogOptions::default()
+            },
         )
         .unwrap()
         .0;
@@ -237,8 +247,16 @@ fn an_index_rebuilt_at_open_survives_a_power_loss() {
         let index = dir().join("00000000000000000000.index");
         io.remove_file(&index).unwrap();
         io.sync_dir(&dir()).unwrap();
-        let (log, report) =
-            SegmentSet::open(dir(), config.clone(), Arc::clone(&io), clock(), closed).unwrap();
+        let (log, report) = SegmentSet::open(
+            dir(),
+            LogOptions {
+                config: config.clone(),
+                io: Arc::clone(&io),
+                clock: clock(),
+                checkpoints: closed,
+            },
+        )
+        .unwrap();
         assert!(report.rebuilt_indexes.contains(&index), "{report:?}");
         std::mem::forget(log);
         fs.crash();

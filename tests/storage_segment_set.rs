@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use logbus::storage::file_names::file_name;
 use logbus::storage::{
-    offset_index, time_index, BatchBuilder, Checkpoints, FsIo, LogConfig, Record, SegmentSet,
+    offset_index, time_index, BatchBuilder, Checkpoints, FsIo, LogConfig, LogOptions, Record,
+    SegmentSet,
 };
 use logbus::{Clock, Error, ManualClock};
 use storage_common::*;
@@ -439,10 +440,11 @@ fn invalid_config_names_the_setting() {
         let clock: Arc<dyn Clock> = clock();
         match SegmentSet::open(
             dir.path(),
-            config,
-            Arc::new(FsIo),
-            clock,
-            Checkpoints::default(),
+            LogOptions {
+                config,
+                clock,
+                ..LogOptions::default()
+            },
         ) {
             Err(Error::InvalidConfig {
                 name: got, valid, ..

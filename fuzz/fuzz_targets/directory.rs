@@ -14,12 +14,13 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use logbus::storage::fault::FaultyIo;
+use logbus::storage::file_names::MAX_OFFSET;
 use logbus::storage::io::{Io, OpenMode};
 use logbus::storage::verify::{verify_partition_with, VerifyOptions};
-use logbus::storage::{Checkpoints, LogConfig, Record, SegmentSet};
+use logbus::storage::{Checkpoints, LogConfig, Record, LogOptions, SegmentSet};
 use logbus::ManualClock;
 
-const BASES: [u64; 8] = [0, 1, 5, 40, 300, 70_000, i64::MAX as u64 - 1, i64::MAX as u64];
+const BASES: [u64; 8] = [0, 1, 5, 40, 300, 70_000, MAX_OFFSET - 1, MAX_OFFSET];
 
 const SUFFIXES: [&str; 16] = [
     "log",
@@ -90,7 +91,7 @@ fuzz_target!(|data: &[u8]| {
         ..LogConfig::default()
     };
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let open = |cp| SegmentSet::open(dir, config.clone(), Arc::new(io.clone()), clock.clone(), cp);
+    let open = |cp| SegmentSet::open(dir, LogOptions { config: config.clone(), io: Arc::new(io.clone()), clock: clock.clone(), checkpoints: cp });
     let Ok((mut log, report)) = open(checkpoints) else {
         return;
     };
@@ -127,7 +128,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = log.offset_for_timestamp(1_700_000_000_000);
 
     let end = log.log_end_offset();
-    if end >= i64::MAX as u64 {
+    if end >= MAX_OFFSET {
         // The last offset must be below i64::MAX: nothing more fits.
         assert!(log.append(&[Record::new(1, None, b"x")]).is_err());
         return;

@@ -16,9 +16,9 @@ use libfuzzer_sys::fuzz_target;
 use logbus::storage::checkpoint::{self, TopicPartitionOffset};
 use logbus::storage::fault::FaultyIo;
 use logbus::storage::io::{Io, OpenMode};
-use logbus::storage::file_names::file_name;
+use logbus::storage::file_names::{file_name, MAX_OFFSET};
 use logbus::storage::verify::{verify_partition_with, VerifyOptions};
-use logbus::storage::{Checkpoints, LogConfig, Record, SegmentSet};
+use logbus::storage::{Checkpoints, LogConfig, Record, LogOptions, SegmentSet};
 use logbus::ManualClock;
 
 struct Input<'a> {
@@ -129,13 +129,7 @@ fuzz_target!(|data: &[u8]| {
         ..LogConfig::default()
     };
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let Ok((mut log, report)) = SegmentSet::open(
-        dir,
-        config.clone(),
-        Arc::new(io.clone()),
-        clock.clone(),
-        checkpoints,
-    ) else {
+    let Ok((mut log, report)) = SegmentSet::open(dir, LogOptions { config: config.clone(), io: Arc::new(io.clone()), clock: clock.clone(), checkpoints }) else {
         return;
     };
     assert!(report.log_start_offset <= report.log_end_offset);
@@ -155,7 +149,7 @@ fuzz_target!(|data: &[u8]| {
 
     // The log stays writable, and a clean close reopens without repairs.
     let end = log.log_end_offset();
-    if end < i64::MAX as u64 - 10 {
+    if end < MAX_OFFSET - 10 {
         let info = log
             .append(&[Record::new(
                 1_700_000_000_000,
@@ -166,7 +160,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(info.base_offset, end);
         let closed = log.close().expect("close");
         let (log, again) =
-            SegmentSet::open(dir, config, Arc::new(io.clone()), clock, closed).expect("reopen");
+            SegmentSet::open(dir, LogOptions { config, io: Arc::new(io.clone()), clock, checkpoints: closed }).expect("reopen");
         assert!(again.truncation.is_none(), "{again:?}");
         assert_eq!(log.log_end_offset(), end + 1);
         let records = log

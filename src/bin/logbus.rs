@@ -611,6 +611,12 @@ fn timestamp_type(header: &BatchHeader) -> &'static str {
     }
 }
 
+/// A record's offset delta: the decoder keeps record offsets within
+/// `[base, base + lastOffsetDelta]`, so it fits an `i32`.
+fn delta_of(offset: u64, base: u64) -> i64 {
+    i64::try_from(offset.saturating_sub(base)).unwrap_or(i64::MAX)
+}
+
 /// A record's sequence number: the base sequence plus its offset delta, wrapping from
 /// `i32::MAX` to 0, or -1 when the producer is not idempotent (Kafka's
 /// `DefaultRecordBatch.incrementSequence`).
@@ -685,7 +691,7 @@ fn write_records(
             r.timestamp,
             size(r.key),
             size(r.value),
-            sequence(h.base_sequence, r.offset.wrapping_sub(h.base_offset)),
+            sequence(h.base_sequence, delta_of(r.offset, h.base_offset)),
             header_keys.join(",")
         );
         if h.is_control() {

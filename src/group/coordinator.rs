@@ -439,6 +439,14 @@ impl Coordinator {
         }
     }
 
+    /// Whether `member` still belongs to the group at `now` (expiring silent members
+    /// first): a closing member that was evicted has lost its partitions.
+    pub(crate) fn is_member(&self, member: &str, meta: &dyn Metadata, now: i64) -> bool {
+        let mut g = self.inner.lock();
+        g.expire(now, meta);
+        g.members.contains_key(member)
+    }
+
     /// `member`'s consumer closed. A static member keeps its place (see [`Member`]);
     /// a dynamic one leaves, and the group rebalances.
     pub(crate) fn leave(&self, member: &str, meta: &dyn Metadata, now: i64) {

@@ -14,7 +14,8 @@ use crate::group::TopicPartition;
 /// the consumer is still in a generation the group accepts commits from: commit there.
 /// `on_partitions_lost` runs when the member was evicted (it did not poll within
 /// `max_poll_interval`, or the group was deleted): another member may already own the
-/// partitions, so a commit there is refused.
+/// partitions, so a commit there is refused. A consumer closed (or dropped) after an
+/// eviction it had not yet seen gets `on_partitions_lost` too, not `on_partitions_revoked`.
 ///
 /// Every method has an empty default (`on_partitions_lost` calls `on_partitions_revoked`,
 /// as Kafka's does). `on_partitions_revoked` and `on_partitions_lost` are called only with

@@ -206,7 +206,18 @@ impl<K, V> Consumer<K, V> {
         self.auto_commit_all();
         let held: Vec<TopicPartition> = self.assigned.iter().map(|a| a.tp.clone()).collect();
         if !held.is_empty() {
-            self.call_listener(Callback::Revoked, &held);
+            // As Kafka's onLeavePrepare: evicted before a poll noticed, the member no
+            // longer owns what it holds, and another member may already read it.
+            let evicted = self.membership.as_ref().is_some_and(|m| {
+                !m.coordinator
+                    .is_member(&m.member_id, &self.broker, self.broker.now_ms())
+            });
+            let callback = if evicted {
+                Callback::Lost
+            } else {
+                Callback::Revoked
+            };
+            self.call_listener(callback, &held);
         }
         if let Some(m) = self.membership.take() {
             m.coordinator

@@ -30,9 +30,8 @@ use crate::consumer::{ConsumerConfig, OffsetReset};
 use crate::error::{Error, Result};
 use crate::persist::PersistConfig;
 use crate::producer::Record;
-use crate::storage::{Checkpoints, FsIo, LogConfig, SegmentSet};
-use crate::sync::Arc;
-use crate::{SystemClock, TopicPartition};
+use crate::storage::{Checkpoints, LogOptions, SegmentSet};
+use crate::TopicPartition;
 
 /// Source offsets `[source, source + count)` went to `[target, target + count)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -319,14 +318,14 @@ fn export_partition(
 ) -> Result<(OffsetMapping, bool)> {
     let (set, _) = SegmentSet::open(
         dir.join(format!("{}-{}", tp.topic, tp.partition)),
-        LogConfig::default(),
-        Arc::new(FsIo),
-        Arc::new(SystemClock),
-        // `describe_data_dir` just closed the directory cleanly: nothing to revalidate.
-        Checkpoints {
-            recovery_point: u64::MAX,
-            log_start_offset: 0,
-            clean_shutdown: true,
+        LogOptions {
+            // `describe_data_dir` just closed the directory cleanly: nothing to revalidate.
+            checkpoints: Checkpoints {
+                recovery_point: u64::MAX,
+                log_start_offset: 0,
+                clean_shutdown: true,
+            },
+            ..LogOptions::default()
         },
     )?;
     let (_, high) = broker.watermarks(tp)?;

@@ -14,7 +14,9 @@ use super::{DataDirOptions, FlushPolicy, PersistConfig};
 use crate::broker::{Broker, TopicConfig};
 use crate::clock::Clock;
 use crate::storage::checkpoint::{self, CheckpointEntry, TopicPartitionOffset};
-use crate::storage::{Checkpoints, DirLock, FsIo, Io, LogConfig, RecoveryReport, SegmentSet};
+use crate::storage::{
+    Checkpoints, DirLock, FsIo, Io, LogConfig, LogOptions, RecoveryReport, SegmentSet,
+};
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::Arc as SyncArc;
@@ -353,10 +355,12 @@ impl DataDir {
                 };
                 let (set, report) = SegmentSet::open(
                     dir.join(format!("{}-{p}", meta.name)),
-                    meta.log_config(),
-                    SyncArc::clone(&io),
-                    SyncArc::clone(&clock),
-                    checkpoints,
+                    LogOptions {
+                        config: meta.log_config(),
+                        io: SyncArc::clone(&io),
+                        clock: SyncArc::clone(&clock),
+                        checkpoints,
+                    },
                 )?;
                 Ok((meta.name.clone(), *p, set, report))
             })

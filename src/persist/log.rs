@@ -328,8 +328,8 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
             }
             for record in batch.records().map_err(stored)? {
                 let r = record.map_err(stored)?;
-                let at = r.offset as u64;
-                if r.offset < 0 || at < offset + n as u64 || at >= end {
+                let at = r.offset;
+                if at < offset + n as u64 || at >= end {
                     continue;
                 }
                 if n >= max {
@@ -507,7 +507,7 @@ impl<K: Codec, V: Codec> Writer<K, V> {
                 )),
             });
         }
-        self.builder.clear(pos as i64);
+        self.builder.clear(pos);
         let (builder, key, value) = (&mut self.builder, &mut self.key, &mut self.value);
         let (target, limit) = (BATCH_TARGET.min(self.batch_limit / 2), self.batch_limit);
         let mut n = 0usize;

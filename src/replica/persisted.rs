@@ -807,10 +807,12 @@ pub(crate) fn describe_dir(
             let local = if io.exists(&pdir).map_err(|e| io_err("checking", &pdir, e))? {
                 let (set, _) = crate::storage::SegmentSet::open(
                     pdir.clone(),
-                    t.log_config(),
-                    SyncArc::clone(&io),
-                    SyncArc::clone(&clock),
-                    crate::storage::Checkpoints::default(),
+                    crate::storage::LogOptions {
+                        config: t.log_config(),
+                        io: SyncArc::clone(&io),
+                        clock: SyncArc::clone(&clock),
+                        checkpoints: crate::storage::Checkpoints::default(),
+                    },
                 )?;
                 let epochs = checkpoint::read::<checkpoint::EpochEntry>(
                     &*io,

@@ -22,7 +22,7 @@ use crate::codec::Codec;
 use crate::partition::Entry;
 use crate::persist::FlushPolicy;
 use crate::storage::checkpoint::{self, EpochEntry};
-use crate::storage::{BatchBuilder, BatchIter, Checkpoints, Io, LogConfig, SegmentSet};
+use crate::storage::{BatchBuilder, BatchIter, Checkpoints, Io, LogConfig, LogOptions, SegmentSet};
 use crate::sync::Arc as SyncArc;
 use crate::sync::StdArc as Arc;
 use crate::{Error, Result};
@@ -147,14 +147,14 @@ fn scan_epochs(set: &SegmentSet, from: u64) -> Result<Vec<(i32, u64)>> {
         let mut next = at;
         for batch in BatchIter::new(&bytes) {
             let h = *batch?.header();
-            let base = h.base_offset.max(0) as u64;
+            let base = h.base_offset;
             if epochs
                 .last()
                 .map_or(true, |e| h.partition_leader_epoch > e.0)
             {
                 epochs.push((h.partition_leader_epoch, base.max(from)));
             }
-            next = next.max(h.next_offset().max(0) as u64);
+            next = next.max(h.next_offset());
         }
         if next <= at {
             break;
@@ -180,10 +180,12 @@ where
     pub(crate) fn open(p: &StoreParams) -> Result<Loaded<K, V>> {
         let (set, _report) = SegmentSet::open(
             p.dir.clone(),
-            p.config.clone(),
-            SyncArc::clone(&p.io),
-            SyncArc::clone(&p.clock),
-            Checkpoints::default(),
+            LogOptions {
+                config: p.config.clone(),
+                io: SyncArc::clone(&p.io),
+                clock: SyncArc::clone(&p.clock),
+                checkpoints: Checkpoints::default(),
+            },
         )?;
         let (start, end) = (set.log_start_offset(), set.log_end_offset());
         let epoch_file = p.dir.join(EPOCH_FILE);
@@ -271,7 +273,7 @@ where
         let mut i = 0;
         let mut bytes = 0u64;
         while i < run.len() {
-            self.builder.clear(self.set.log_end_offset() as i64);
+            self.builder.clear(self.set.log_end_offset());
             let (builder, key, value) = (&mut self.builder, &mut self.key, &mut self.value);
             while i < run.len() && (builder.is_empty() || builder.size() < BATCH_TARGET) {
                 let e = &run[i].1;
@@ -347,8 +349,8 @@ where
             }
             for record in batch.records()? {
                 let r = record?;
-                let at = r.offset.max(0) as u64;
-                if r.offset < 0 || at < from || at >= end {
+                let at = r.offset;
+                if at < from || at >= end {
                     continue;
                 }
                 if out.len() >= max {

@@ -42,7 +42,7 @@ pub fn parse_file_name(name: &str) -> Option<(u64, &str)> {
 }
 
 /// The largest offset a segment name may carry: Kafka's offsets are signed 64-bit.
-pub const MAX_OFFSET: u64 = i64::MAX as u64;
+pub const MAX_OFFSET: u64 = i64::MAX.unsigned_abs();
 
 /// Why `name`, shaped like a segment file name (20 digits, a dot, a suffix), names no valid
 /// base offset: `Some` for offsets above [`MAX_OFFSET`] (which [`parse_file_name`] rejects),

@@ -23,6 +23,7 @@
 //! | [`segment_set`] | a partition directory: roll, retention, truncation, durability |
 //! | [`recovery`] | opening a directory: Kafka's `LogLoader` |
 //! | [`checkpoint`] | Kafka's checkpoint text files, replaced atomically |
+//! | [`config`] | a log's settings ([`LogConfig`]) and what opening one takes ([`LogOptions`]) |
 //! | [`verify`] | read-only checks of a partition directory ([`verify_dir`]) or a directory of them |
 //!
 //! # Durability contract
@@ -93,22 +94,19 @@
 //! # Examples
 //!
 //! ```
-//! # use std::{sync::Arc};
-//! use logbus::storage::{Checkpoints, FsIo, LogConfig, Record, SegmentSet};
-//! use logbus::SystemClock;
+//! use logbus::storage::{LogConfig, LogOptions, Record, SegmentSet};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let config = LogConfig { segment_bytes: 4096, ..LogConfig::default() };
-//! let (mut log, _) = SegmentSet::open(dir.path(), config.clone(), Arc::new(FsIo),
-//!     Arc::new(SystemClock), Checkpoints::default())?;
+//! let options = LogOptions { config, ..LogOptions::default() };
+//! let (mut log, _) = SegmentSet::open(dir.path(), options.clone())?;
 //! for i in 0..100u32 {
 //!     log.append(&[Record::new(1_700_000_000_000 + i64::from(i), None, &i.to_be_bytes())])?;
 //! }
 //! let checkpoints = log.close()?;
 //! assert_eq!(checkpoints.recovery_point, 100);
 //!
-//! let (log, report) = SegmentSet::open(dir.path(), config, Arc::new(FsIo),
-//!     Arc::new(SystemClock), checkpoints)?;
+//! let (log, report) = SegmentSet::open(dir.path(), LogOptions { checkpoints, ..options })?;
 //! assert!(report.is_clean());
 //! assert!(log.segments().len() > 1);
 //! assert_eq!(log.read_records(42, 1)?[0].0, 42);
@@ -116,6 +114,7 @@
 //! ```
 
 pub mod checkpoint;
+pub mod config;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fault;
 pub mod file_names;
@@ -131,11 +130,12 @@ pub mod time_index;
 pub mod varint;
 pub mod verify;
 
+pub use config::{LogConfig, LogOptions};
 pub use io::{DirLock, FsIo, Io, IoFile, OpenMode};
 pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, Header, Record};
 pub use recovery::{RecoveryReport, Truncation};
 pub use scan::{scan_log, ScanEnd};
-pub use segment_set::{AppendInfo, Checkpoints, LogConfig, SegmentInfo, SegmentSet};
+pub use segment_set::{AppendInfo, Checkpoints, SegmentInfo, SegmentSet};
 pub use verify::{
     verify_dir, verify_dir_bounded, Problem, ProblemKind, VerifyReport, VERIFY_MAX_BATCH_BYTES,
 };

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use super::file_names::MAX_OFFSET;
 use super::io::IoFile;
 use super::record_batch::{
     Batch, Extent, CORRUPT_BELOW_BATCH_LENGTH, HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
@@ -295,7 +296,7 @@ pub(crate) fn check_batch_offsets(
         })
     };
     let floor = expected.max(min_offset);
-    if h.base_offset < 0 || (h.base_offset as u64) < floor {
+    if h.base_offset < floor {
         return bad(if batch.position() > 0 {
             format!("base offset must be at least {floor} (offsets increase strictly)")
         } else {
@@ -308,11 +309,10 @@ pub(crate) fn check_batch_offsets(
     if h.last_offset_delta < 0 {
         return bad("lastOffsetDelta must be >= 0".into());
     }
-    let last = h.last_offset() as u64;
-    if last >= i64::MAX as u64 {
+    let last = h.last_offset();
+    if last >= MAX_OFFSET {
         return bad(format!(
-            "offsets must be below {} (the offset after the last must exist)",
-            i64::MAX
+            "offsets must be below {MAX_OFFSET} (the offset after the last must exist)"
         ));
     }
     if last - base > i32::MAX as u64 {

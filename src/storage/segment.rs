@@ -16,7 +16,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::file_names::{file_name, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use super::file_names::{file_name, INDEX_SUFFIX, LOG_SUFFIX, MAX_OFFSET, TIME_INDEX_SUFFIX};
 use super::index_file::IndexFile;
 use super::io::{Io, IoFile, OpenMode};
 use super::offset_index::OffsetIndex;
@@ -263,18 +263,19 @@ impl Segment {
         };
         while pos < size {
             let h = self.read_header(pos)?;
-            if h.base_offset < 0 || h.last_offset_delta < 0 || h.last_offset() == i64::MAX {
+            // A negative base offset is refused by the header parser.
+            if h.last_offset_delta < 0 || h.last_offset() == MAX_OFFSET {
                 return Err(Error::CorruptSegment {
                     file: self.log_path.clone(),
                     position: pos,
                     reason: Corruption::BadOffset {
                         base_offset: h.base_offset,
                         last_offset: h.last_offset(),
-                        rule: format!("offsets must lie in [0, {})", i64::MAX),
+                        rule: format!("offsets must lie in [0, {MAX_OFFSET})"),
                     },
                 });
             }
-            let last = h.last_offset() as u64;
+            let last = h.last_offset();
             if h.max_timestamp > max_ts {
                 max_ts = h.max_timestamp;
                 max_off = last;
@@ -515,7 +516,7 @@ impl Segment {
     /// appended: indexes, offsets, timestamps; writes the buffer out when it is full.
     pub(crate) fn commit_staged(&mut self, size: u64, header: &BatchHeader) -> Result<()> {
         let position = self.size() - size;
-        let last = header.last_offset() as u64;
+        let last = header.last_offset();
         if position == 0 {
             self.rolling_timestamp = Some(header.max_timestamp);
         }
@@ -670,7 +671,7 @@ impl Segment {
         // `index_interval_bytes`, a few batches (measured faster than reading a window).
         while pos < size {
             let h = self.read_header(pos)?;
-            if h.last_offset() >= 0 && h.last_offset() as u64 >= offset {
+            if h.last_offset() >= offset {
                 return Ok(Some((pos, h)));
             }
             pos += h.size();
@@ -715,11 +716,8 @@ impl Segment {
                     Batch::decode_at(&bytes, pos).map_err(|e| e.in_file(&self.log_path, 0))?;
                 for record in batch.records().map_err(|e| e.in_file(&self.log_path, 0))? {
                     let record = record.map_err(|e| e.in_file(&self.log_path, 0))?;
-                    if record.timestamp >= target
-                        && record.offset >= 0
-                        && record.offset as u64 >= min_offset
-                    {
-                        return Ok(Some((record.offset as u64, record.timestamp)));
+                    if record.timestamp >= target && record.offset >= min_offset {
+                        return Ok(Some((record.offset, record.timestamp)));
                     }
                 }
             }

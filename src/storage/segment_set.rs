@@ -27,15 +27,10 @@
 //! # Examples
 //!
 //! ```
-//! # use std::{sync::Arc};
-//! use logbus::storage::{Checkpoints, FsIo, LogConfig, Record, SegmentSet};
-//! use logbus::SystemClock;
+//! use logbus::storage::{LogOptions, Record, SegmentSet};
 //!
 //! let dir = tempfile::tempdir()?;
-//! let (mut log, _report) = SegmentSet::open(
-//!     dir.path(), LogConfig::default(), Arc::new(FsIo), Arc::new(SystemClock),
-//!     Checkpoints::default(),
-//! )?;
+//! let (mut log, _report) = SegmentSet::open(dir.path(), LogOptions::default())?;
 //! let info = log.append(&[Record::new(1_700_000_000_000, Some(b"k"), b"hello")])?;
 //! assert_eq!(info.base_offset, 0);
 //! log.sync()?;
@@ -45,146 +40,19 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use super::config::{LogConfig, LogOptions, SEVEN_DAYS_MS};
+use super::file_names::MAX_OFFSET;
 use super::io::{DirLock, Io};
 use super::record_batch::{
     next_batch_extent, Batch, BatchBuilder, BatchHeader, BatchIter, Extent, Record,
 };
 use super::recovery::{self, RecoveryReport};
-use super::segment::{Segment, SegmentParams};
+use super::segment::Segment;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::sync::Arc;
-
-/// Milliseconds in seven days (Kafka's default `segment.ms` and `retention.ms`).
-pub const SEVEN_DAYS_MS: i64 = 7 * 24 * 60 * 60 * 1000;
-
-/// A partition log's settings, with Kafka's names and defaults.
-///
-/// # Examples
-///
-/// ```
-/// use logbus::storage::LogConfig;
-///
-/// let config = LogConfig { segment_bytes: 16 << 20, ..LogConfig::default() };
-/// assert!(config.validate().is_ok());
-/// let bad = LogConfig { index_interval_bytes: -1, ..LogConfig::default() };
-/// assert!(bad.validate().is_err());
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogConfig {
-    /// Roll when the active segment would exceed this many bytes (`segment.bytes`, 1 GiB).
-    /// Valid: 61 ..= 2^31 - 1 (index positions are 32-bit).
-    pub segment_bytes: u64,
-    /// Roll when the active segment's data spans more than this (`segment.ms`, 7 days). ≥ 1.
-    pub segment_ms: i64,
-    /// Maximum size of each index file (`segment.index.bytes`, 10 MiB); a full index rolls
-    /// the segment. ≥ 24 (two time index entries).
-    pub segment_index_bytes: u64,
-    /// Bytes between sparse index entries (`index.interval.bytes`, 4096). ≥ 0.
-    pub index_interval_bytes: i64,
-    /// Delete segments whose newest record is older than this (`retention.ms`, 7 days); -1
-    /// keeps them forever. Segments whose batches carry no timestamp are never deleted by age
-    /// (Kafka falls back to the file's modification time; logbus does not).
-    pub retention_ms: i64,
-    /// Delete the oldest segments while the log stays at or above this size
-    /// (`retention.bytes`); -1 (the default) means no size limit.
-    pub retention_bytes: i64,
-    /// The largest batch accepted, in bytes (`max.message.bytes`, 1048588). ≥ 61.
-    pub max_batch_bytes: u64,
-    /// Appended bytes are buffered in memory up to this size before they are written to the
-    /// file (64 KiB); 0 writes every batch through at once.
-    pub write_buffer_bytes: usize,
-}
-
-impl Default for LogConfig {
-    fn default() -> Self {
-        LogConfig {
-            segment_bytes: 1 << 30,
-            segment_ms: SEVEN_DAYS_MS,
-            segment_index_bytes: 10 << 20,
-            index_interval_bytes: 4096,
-            retention_ms: SEVEN_DAYS_MS,
-            retention_bytes: -1,
-            max_batch_bytes: 1_048_588,
-            write_buffer_bytes: 64 << 10,
-        }
-    }
-}
-
-impl LogConfig {
-    /// Checks every value against its valid range.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidConfig`] naming the first bad setting, its value and the valid range.
-    pub fn validate(&self) -> Result<()> {
-        fn bad(name: &'static str, value: impl fmt::Display, valid: &str) -> Result<()> {
-            Err(Error::InvalidConfig {
-                name,
-                value: value.to_string(),
-                valid: valid.to_string(),
-            })
-        }
-        if !(61..=i32::MAX as u64).contains(&self.segment_bytes) {
-            return bad(
-                "segment_bytes",
-                self.segment_bytes,
-                "must lie in 61 ..= 2147483647 (one batch header up to 32-bit positions)",
-            );
-        }
-        if self.segment_ms < 1 {
-            return bad("segment_ms", self.segment_ms, "must be at least 1");
-        }
-        if self.segment_index_bytes < 24 || self.segment_index_bytes > i32::MAX as u64 {
-            return bad(
-                "segment_index_bytes",
-                self.segment_index_bytes,
-                "must lie in 24 ..= 2147483647",
-            );
-        }
-        if self.index_interval_bytes < 0 {
-            return bad(
-                "index_interval_bytes",
-                self.index_interval_bytes,
-                "must be at least 0",
-            );
-        }
-        if self.retention_ms < -1 {
-            return bad(
-                "retention_ms",
-                self.retention_ms,
-                "must be -1 (keep forever) or at least 0",
-            );
-        }
-        if self.retention_bytes < -1 {
-            return bad(
-                "retention_bytes",
-                self.retention_bytes,
-                "must be -1 (no limit) or at least 0",
-            );
-        }
-        if !(61..=i32::MAX as u64).contains(&self.max_batch_bytes) {
-            return bad(
-                "max_batch_bytes",
-                self.max_batch_bytes,
-                "must lie in 61 ..= 2147483647",
-            );
-        }
-        Ok(())
-    }
-
-    pub(crate) fn segment_params(&self) -> SegmentParams {
-        SegmentParams {
-            index_interval_bytes: self.index_interval_bytes.max(0) as u64,
-            segment_index_bytes: self.segment_index_bytes,
-            write_buffer_bytes: self.write_buffer_bytes,
-            max_batch_bytes: self.max_batch_bytes,
-        }
-    }
-}
 
 /// What a partition log is opened with: the two offsets Kafka keeps in the checkpoint files
 /// `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint`, and whether the last
@@ -255,12 +123,13 @@ pub struct SegmentSet {
 }
 
 impl SegmentSet {
-    /// Opens (creating if needed) the partition directory `dir`, running Kafka's log recovery
-    /// from `checkpoints.recovery_point` onward (see the `recovery` module).
+    /// Opens (creating if needed) the partition directory `dir` with `options` (its settings,
+    /// file system, clock and checkpoints), running Kafka's log recovery from
+    /// `options.checkpoints.recovery_point` onward (see the `recovery` module).
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for a bad `config`; [`Error::DirectoryLocked`] when another
+    /// [`Error::InvalidConfig`] for bad settings ([`LogOptions::validate`]); [`Error::DirectoryLocked`] when another
     /// open log (in this process or another) holds the directory — the lock, a `flock` on
     /// `.lock` with [`FsIo`](super::FsIo), is held until the set is closed or dropped, and
     /// dies with the process; [`Error::NotASegment`] for a segment name above `i64::MAX`;
@@ -269,14 +138,14 @@ impl SegmentSet {
     /// for a valid batch over `max_batch_bytes`; [`Error::Io`] when the directory cannot be
     /// read or repaired. Corruption is repaired, not an error: the returned
     /// [`RecoveryReport`] says what was cut and why.
-    pub fn open(
-        dir: impl Into<PathBuf>,
-        config: LogConfig,
-        io: Arc<dyn Io>,
-        clock: Arc<dyn Clock>,
-        checkpoints: Checkpoints,
-    ) -> Result<(Self, RecoveryReport)> {
-        config.validate()?;
+    pub fn open(dir: impl Into<PathBuf>, options: LogOptions) -> Result<(Self, RecoveryReport)> {
+        options.validate()?;
+        let LogOptions {
+            config,
+            io,
+            clock,
+            checkpoints,
+        } = options;
         let dir = dir.into();
         let loaded = recovery::load(&*io, &dir, &config, clock.now_ms(), checkpoints)?;
         let set = SegmentSet {
@@ -392,7 +261,7 @@ impl SegmentSet {
             return Ok(info);
         }
         let mut builder = self.builder.take().unwrap_or_else(|| BatchBuilder::new(0));
-        builder.clear(self.log_end_offset() as i64);
+        builder.clear(self.log_end_offset());
         builder.set_partition_leader_epoch(self.partition_leader_epoch);
         let result = records
             .iter()
@@ -432,12 +301,12 @@ impl SegmentSet {
             return Ok(None);
         };
         let position = active.size();
-        let staged = active.stage(|out| builder.encode_onto(out, base as i64, records));
+        let staged = active.stage(|out| builder.encode_onto(out, base, records));
         self.builder = Some(builder);
         let (header, size) = staged?;
-        let last = header.last_offset() as u64;
+        let last = header.last_offset();
         let keep = size <= max
-            && last < i64::MAX as u64
+            && last < MAX_OFFSET
             && !active.roll_due(
                 position,
                 segment_bytes,
@@ -488,7 +357,7 @@ impl SegmentSet {
         }
         decoded.validate_records()?;
         let h = decoded.header();
-        if h.base_offset < 0 || (h.base_offset as u64) < self.log_end_offset() {
+        if h.base_offset < self.log_end_offset() {
             return Err(Error::OffsetBelowLogEnd {
                 base_offset: h.base_offset,
                 log_end_offset: self.log_end_offset(),
@@ -506,7 +375,7 @@ impl SegmentSet {
     /// As [`append`](SegmentSet::append).
     pub fn append_built(&mut self, builder: &mut BatchBuilder) -> Result<AppendInfo> {
         self.check_online()?;
-        builder.set_base_offset(self.log_end_offset() as i64);
+        builder.set_base_offset(self.log_end_offset());
         builder.set_partition_leader_epoch(self.partition_leader_epoch);
         self.append_encoded(builder.finish())
     }
@@ -528,13 +397,13 @@ impl SegmentSet {
                 max,
             });
         }
-        // `last_offset` saturates at i64::MAX, and the offset after it must exist.
-        let last = header.last_offset() as u64;
-        if last >= i64::MAX as u64 {
+        // `last_offset` saturates at MAX_OFFSET, and the offset after it must exist.
+        let last = header.last_offset();
+        if last >= MAX_OFFSET {
             return Err(Error::OffsetOutOfRange {
                 requested: last,
                 start: self.log_start_offset,
-                end: i64::MAX as u64,
+                end: MAX_OFFSET,
             });
         }
         self.guarded(|set| {
@@ -549,14 +418,14 @@ impl SegmentSet {
                 || set.clock.now_ms(),
             );
             if roll {
-                set.roll_at(header.base_offset as u64)?;
+                set.roll_at(header.base_offset)?;
             }
             let segments = set.segments.len();
             let active = &mut set.segments[segments - 1];
             let position = active.size();
             active.append(bytes, &header)?;
             Ok(AppendInfo {
-                base_offset: header.base_offset as u64,
+                base_offset: header.base_offset,
                 last_offset: last,
                 segment_base_offset: active.base_offset(),
                 position,
@@ -787,14 +656,14 @@ impl SegmentSet {
                     Err(_) => break,
                 };
                 let h = batch.header();
-                next = next.max(h.next_offset().max(0) as u64);
+                next = next.max(h.next_offset());
                 if h.is_control() {
                     continue;
                 }
                 for record in batch.records().map_err(|e| e.in_file(path, 0))? {
                     let record = record.map_err(|e| e.in_file(path, 0))?;
-                    if record.offset >= 0 && record.offset as u64 >= offset {
-                        out.push((record.offset as u64, record.to_record()));
+                    if record.offset >= offset {
+                        out.push((record.offset, record.to_record()));
                     }
                 }
             }

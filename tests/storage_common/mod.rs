@@ -5,7 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use logbus::storage::record_batch::crc32c;
-use logbus::storage::{verify_dir, Checkpoints, Io, LogConfig, Record, RecoveryReport, SegmentSet};
+use logbus::storage::{
+    verify_dir, Checkpoints, Io, LogConfig, LogOptions, Record, RecoveryReport, SegmentSet,
+};
 use logbus::{Clock, ManualClock};
 
 pub const T0: i64 = 1_700_000_000_000;
@@ -41,7 +43,16 @@ pub fn open(
     clock: Arc<dyn Clock>,
     checkpoints: Checkpoints,
 ) -> (SegmentSet, RecoveryReport) {
-    SegmentSet::open(dir, config, io, clock, checkpoints).expect("open")
+    SegmentSet::open(
+        dir,
+        LogOptions {
+            config,
+            io,
+            clock,
+            checkpoints,
+        },
+    )
+    .expect("open")
 }
 
 pub fn clock() -> Arc<ManualClock> {

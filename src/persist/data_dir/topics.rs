@@ -11,7 +11,7 @@ use crate::codec::Codec;
 use crate::partition::Partition;
 use crate::persist::log::{spawn_writer, LogCell, PartitionLog};
 use crate::persist::{ClampedOffset, PersistConfig};
-use crate::storage::{checkpoint, Checkpoints, SegmentSet};
+use crate::storage::{checkpoint, Checkpoints, LogOptions, SegmentSet};
 use crate::sync::Arc as SyncArc;
 use crate::sync::StdArc as Arc;
 use crate::sync::{Mutex, WaitSet};
@@ -159,10 +159,12 @@ impl DataDir {
     fn open_partition_log(&self, meta: &TopicMeta, p: u32) -> Result<()> {
         let (set, _) = SegmentSet::open(
             self.dir.join(format!("{}-{p}", meta.name)),
-            meta.log_config(),
-            SyncArc::clone(&self.io),
-            SyncArc::clone(&self.clock),
-            Checkpoints::default(),
+            LogOptions {
+                config: meta.log_config(),
+                io: SyncArc::clone(&self.io),
+                clock: SyncArc::clone(&self.clock),
+                checkpoints: Checkpoints::default(),
+            },
         )?;
         self.cells.lock().insert(
             (meta.name.clone(), p),

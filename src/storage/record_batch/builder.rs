@@ -35,7 +35,7 @@ pub struct BatchBuilder {
     /// [`encode_onto`](BatchBuilder::encode_onto), which builds at the end of another buffer.
     buf: Vec<u8>,
     start: usize,
-    base_offset: i64,
+    base_offset: u64,
     partition_leader_epoch: i32,
     count: i32,
     base_timestamp: i64,
@@ -44,7 +44,7 @@ pub struct BatchBuilder {
 
 impl BatchBuilder {
     /// An empty batch starting at `base_offset`.
-    pub fn new(base_offset: i64) -> Self {
+    pub fn new(base_offset: u64) -> Self {
         let mut b = BatchBuilder {
             buf: Vec::with_capacity(HEADER_SIZE + 64),
             start: 0,
@@ -71,7 +71,7 @@ impl BatchBuilder {
 
     /// Empties the builder for a new batch at `base_offset`, keeping its buffer (and the
     /// partition leader epoch).
-    pub fn clear(&mut self, base_offset: i64) {
+    pub fn clear(&mut self, base_offset: u64) {
         self.buf.truncate(self.start);
         self.buf.resize(self.start + HEADER_SIZE, 0);
         self.base_offset = base_offset;
@@ -81,12 +81,12 @@ impl BatchBuilder {
     }
 
     /// Changes the base offset (outside the CRC, as a leader assigning offsets does).
-    pub fn set_base_offset(&mut self, base_offset: i64) {
+    pub fn set_base_offset(&mut self, base_offset: u64) {
         self.base_offset = base_offset;
     }
 
     /// The base offset.
-    pub fn base_offset(&self) -> i64 {
+    pub fn base_offset(&self) -> u64 {
         self.base_offset
     }
 
@@ -299,7 +299,7 @@ impl BatchBuilder {
     pub(crate) fn encode_onto(
         &mut self,
         out: &mut Vec<u8>,
-        base_offset: i64,
+        base_offset: u64,
         records: &[Record],
     ) -> Result<BatchHeader> {
         let before = out.len();
@@ -335,7 +335,7 @@ impl BatchBuilder {
 /// assert_eq!(Batch::decode(&bytes)?.to_records()?[0].0, 7);
 /// # Ok::<(), logbus::Error>(())
 /// ```
-pub fn encode_batch(base_offset: i64, records: &[Record]) -> Result<Vec<u8>> {
+pub fn encode_batch(base_offset: u64, records: &[Record]) -> Result<Vec<u8>> {
     let mut builder = BatchBuilder::new(base_offset);
     for record in records {
         builder.append_record(record)?;

@@ -172,7 +172,7 @@ impl<'a> Batch<'a> {
     /// # Errors
     ///
     /// As [`validate_records`](Batch::validate_records).
-    pub fn to_records(&self) -> Result<Vec<(i64, Record)>> {
+    pub fn to_records(&self) -> Result<Vec<(u64, Record)>> {
         // No capacity from the declared count: it may be hostile. Growth is bounded by bytes.
         let mut out = Vec::new();
         for record in self.records()? {
@@ -196,7 +196,7 @@ pub struct HeaderView<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordView<'a> {
     /// `baseOffset + offsetDelta`.
-    pub offset: i64,
+    pub offset: u64,
     /// `baseTimestamp + timestampDelta`, or the batch's max timestamp under `LogAppendTime`.
     pub timestamp: i64,
     /// The key; `None` is a null key.
@@ -269,7 +269,7 @@ pub struct Records<'a> {
     /// The smallest offset delta the next record may have: deltas increase strictly.
     next_min_delta: i64,
     last_offset_delta: i32,
-    base_offset: i64,
+    base_offset: u64,
     base_timestamp: i64,
     log_append_time: Option<i64>,
     position: u64,
@@ -467,7 +467,8 @@ impl<'a> Records<'a> {
             ));
         }
         Ok(RecordView {
-            offset: self.base_offset.wrapping_add(i64::from(offset_delta)),
+            // The delta was checked to lie in [0, lastOffsetDelta] above.
+            offset: self.base_offset.saturating_add_signed(delta),
             timestamp: match self.log_append_time {
                 Some(ts) => ts,
                 None => self.base_timestamp.wrapping_add(timestamp_delta),

@@ -5,6 +5,7 @@ use std::fmt;
 use super::field;
 use super::{HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH};
 use crate::error::{Corruption, Error, Result};
+use crate::storage::file_names::MAX_OFFSET;
 
 /// The compression codec named by attribute bits 0–2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,8 +63,9 @@ pub enum TimestampType {
 /// The 61-byte header of a batch, as stored (fixed-width fields, big-endian on disk).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchHeader {
-    /// Offset of the first record.
-    pub base_offset: i64,
+    /// Offset of the first record (stored as a signed 64-bit integer: [`BatchHeader::parse`]
+    /// refuses a negative one, so a parsed header's lies in 0 ..= 2^63 − 1).
+    pub base_offset: u64,
     /// Bytes after this field; the batch occupies `12 + batch_length` bytes.
     pub batch_length: i32,
     /// The leader epoch under which the batch was appended (0 until replication sets it).
@@ -111,7 +113,8 @@ impl BatchHeader {
     ///
     /// [`Error::CorruptBatch`] (positions from the start of `buf`) with
     /// [`Corruption::Truncated`] when `buf` is shorter than 61 bytes,
-    /// [`Corruption::BatchLengthTooSmall`] or [`Corruption::BadMagic`].
+    /// [`Corruption::NegativeOffset`], [`Corruption::BatchLengthTooSmall`] or
+    /// [`Corruption::BadMagic`].
     pub fn parse(buf: &[u8]) -> Result<Self> {
         if buf.len() < HEADER_SIZE {
             return Err(corrupt(
@@ -123,8 +126,17 @@ impl BatchHeader {
                 },
             ));
         }
+        let stored_base = be_i64(buf, field::BASE_OFFSET);
+        let Ok(base_offset) = u64::try_from(stored_base) else {
+            return Err(corrupt(
+                field::BASE_OFFSET,
+                Corruption::NegativeOffset {
+                    base_offset: stored_base,
+                },
+            ));
+        };
         let header = BatchHeader {
-            base_offset: be_i64(buf, field::BASE_OFFSET),
+            base_offset,
             batch_length: be_i32(buf, field::BATCH_LENGTH),
             partition_leader_epoch: be_i32(buf, field::PARTITION_LEADER_EPOCH),
             magic: buf[field::MAGIC] as i8,
@@ -162,15 +174,17 @@ impl BatchHeader {
         LOG_OVERHEAD as u64 + self.batch_length.max(0) as u64
     }
 
-    /// Offset of the last record (`base_offset + last_offset_delta`, saturating).
-    pub fn last_offset(&self) -> i64 {
+    /// Offset of the last record (`base_offset + last_offset_delta`, saturating at 0 and at
+    /// [`MAX_OFFSET`], the largest offset Kafka's signed 64-bit field holds).
+    pub fn last_offset(&self) -> u64 {
         self.base_offset
-            .saturating_add(i64::from(self.last_offset_delta))
+            .saturating_add_signed(i64::from(self.last_offset_delta))
+            .min(MAX_OFFSET)
     }
 
-    /// The offset after the batch.
-    pub fn next_offset(&self) -> i64 {
-        self.last_offset().saturating_add(1)
+    /// The offset after the batch (saturating at [`MAX_OFFSET`]).
+    pub fn next_offset(&self) -> u64 {
+        self.last_offset().saturating_add(1).min(MAX_OFFSET)
     }
 
     /// The compression codec (attribute bits 0–2).

@@ -167,3 +167,38 @@ fn zero_tail_is_corrupt_and_positions_are_absolute() {
     assert!(it.next().is_none());
     assert_eq!(it.valid_bytes(), 1000 + first as u64);
 }
+
+#[test]
+fn a_negative_base_offset_is_a_typed_error_naming_the_valid_range() {
+    let mut bytes = sample();
+    // The base offset lies outside the CRC, so the batch is otherwise valid.
+    bytes[..8].copy_from_slice(&(-5i64).to_be_bytes());
+    let err = Batch::decode_at(&bytes, 1000).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::CorruptBatch {
+                position: 1000,
+                reason: Corruption::NegativeOffset { base_offset: -5 },
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("0 ..= 9223372036854775807"),
+        "{err}"
+    );
+    assert!(matches!(
+        BatchHeader::parse(&bytes),
+        Err(Error::CorruptBatch {
+            reason: Corruption::NegativeOffset { base_offset: -5 },
+            ..
+        })
+    ));
+    // The largest offset there is still parses, and the batch's offsets saturate there.
+    bytes[..8].copy_from_slice(&i64::MAX.to_be_bytes());
+    let h = BatchHeader::parse(&bytes).unwrap();
+    assert_eq!(h.base_offset, crate::storage::file_names::MAX_OFFSET);
+    assert_eq!(h.last_offset(), crate::storage::file_names::MAX_OFFSET);
+    assert_eq!(h.next_offset(), crate::storage::file_names::MAX_OFFSET);
+}

@@ -178,7 +178,7 @@ struct BatchFacts {
 /// The first offset gap inside a batch or between batches of a segment, if any.
 fn dense_gap(batch: &Batch<'_>, next: u64) -> Option<String> {
     let h = batch.header();
-    if h.base_offset != next as i64 {
+    if h.base_offset != next {
         let what = if batch.position() == 0 {
             "the segment's base offset, from its file name"
         } else {
@@ -201,7 +201,7 @@ fn dense_gap(batch: &Batch<'_>, next: u64) -> Option<String> {
     if let Ok(records) = batch.records() {
         for (i, record) in records.enumerate() {
             let offset = record.map(|r| r.offset).ok()?;
-            if offset != h.base_offset.wrapping_add(i as i64) {
+            if u64::try_from(i).map_or(true, |i| offset != h.base_offset.saturating_add(i)) {
                 return Some(format!(
                     "record {i} of the batch at offset {} has offset {offset}",
                     h.base_offset

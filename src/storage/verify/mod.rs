@@ -135,13 +135,10 @@ pub struct VerifyReport {
 /// # Examples
 ///
 /// ```
-/// # use std::{sync::Arc};
-/// use logbus::storage::{verify_dir, Checkpoints, FsIo, LogConfig, Record, SegmentSet};
-/// use logbus::SystemClock;
+/// use logbus::storage::{verify_dir, FsIo, LogOptions, Record, SegmentSet};
 ///
 /// let dir = tempfile::tempdir()?;
-/// let (mut log, _) = SegmentSet::open(dir.path(), LogConfig::default(), Arc::new(FsIo),
-///     Arc::new(SystemClock), Checkpoints::default())?;
+/// let (mut log, _) = SegmentSet::open(dir.path(), LogOptions::default())?;
 /// log.append(&[Record::new(1, None, b"a")])?;
 /// log.close()?;
 /// let report = verify_dir(&FsIo, dir.path())?;
@@ -338,7 +335,7 @@ pub fn verify_partition(io: &dyn Io, dir: &Path) -> Result<VerifyReport> {
 /// io.create_dir_all(dir)?;
 /// // Segments at offsets 0 and 5: offsets 1 to 4 are missing (a segment deleted by hand?).
 /// for base in [0, 5] {
-///     let batch = BatchBuilder::new(base as i64).with_record(1, None, Some(b"a"))?;
+///     let batch = BatchBuilder::new(base).with_record(1, None, Some(b"a"))?;
 ///     let log = io.open(&dir.join(format!("{base:020}.log")), OpenMode::CreateNew)?;
 ///     log.write_all_at(batch.clone().finish(), 0)?;
 ///     io.open(&dir.join(format!("{base:020}.index")), OpenMode::CreateNew)?;

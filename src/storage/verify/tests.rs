@@ -1,10 +1,9 @@
 use super::*;
-use crate::clock::SystemClock;
 use crate::storage::fault::FaultyIo;
 use crate::storage::file_names::{file_name, parse_file_name, LOG_SUFFIX, SEGMENT_SUFFIXES};
 use crate::storage::io::OpenMode;
 use crate::storage::record_batch::Record;
-use crate::storage::segment_set::{Checkpoints, LogConfig, SegmentSet};
+use crate::storage::segment_set::{LogConfig, LogOptions, SegmentSet};
 use crate::sync::Arc;
 
 fn write_partition(io: Arc<dyn Io>, dir: &Path, records: u32) {
@@ -15,10 +14,11 @@ fn write_partition(io: Arc<dyn Io>, dir: &Path, records: u32) {
     };
     let (mut log, _) = SegmentSet::open(
         dir,
-        config,
-        io,
-        Arc::new(SystemClock),
-        Checkpoints::default(),
+        LogOptions {
+            config,
+            io,
+            ..LogOptions::default()
+        },
     )
     .unwrap();
     for i in 0..records {
@@ -86,10 +86,10 @@ fn segments_without_timestamps_get_no_time_index_entry() {
     let open = || {
         SegmentSet::open(
             dir,
-            LogConfig::default(),
-            Arc::new(io.clone()),
-            Arc::new(SystemClock),
-            Checkpoints::default(),
+            LogOptions {
+                io: Arc::new(io.clone()),
+                ..LogOptions::default()
+            },
         )
         .unwrap()
         .0
@@ -142,10 +142,10 @@ fn gaps_fail_the_dense_check_only() {
     let dir = Path::new("/data/t-4");
     let (mut log, _) = SegmentSet::open(
         dir,
-        LogConfig::default(),
-        Arc::new(io.clone()),
-        Arc::new(SystemClock),
-        Checkpoints::default(),
+        LogOptions {
+            io: Arc::new(io.clone()),
+            ..LogOptions::default()
+        },
     )
     .unwrap();
     log.append(&[Record::new(1, None, b"a")]).unwrap();
