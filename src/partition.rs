@@ -211,7 +211,7 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
         entry: Entry<K, V>,
         policy: &SendPolicy,
         deadline: Option<Instant>,
-    ) -> std::result::Result<u64, (Entry<K, V>, AppendError)>;
+    ) -> std::result::Result<u64, (Option<Entry<K, V>>, AppendError)>;
     /// Appends every entry in order under `policy`; on failure the entries not
     /// acknowledged are left in `entries`.
     fn append_batch(
@@ -784,6 +784,11 @@ impl<K, V> fmt::Debug for Appender<K, V> {
 }
 
 impl<K, V> Appender<K, V> {
+    /// Whether appends go to replicas (they wait for acks, not for room).
+    pub(crate) fn is_replicated(&self) -> bool {
+        self.replicated.is_some()
+    }
+
     /// With the producer's acks, retries and timeouts (used by replicated partitions).
     pub(crate) fn with_policy(mut self, policy: SendPolicy) -> Self {
         self.policy = policy;
@@ -804,9 +809,7 @@ impl<K, V> Appender<K, V> {
                 AppendWait::Until(deadline) => deadline,
                 AppendWait::No => None,
             };
-            return r
-                .append(entry, &self.policy, deadline)
-                .map_err(|(entry, why)| (Some(entry), why));
+            return r.append(entry, &self.policy, deadline);
         }
         if let Some(disk) = &self.disk {
             if let Err((size, max)) = disk.check_size(&entry) {

@@ -902,7 +902,14 @@ where
             headers: box_headers(headers),
         };
         let cached = &mut state.topics[t];
-        let mut done = cached.appenders[partition as usize].append(entry, AppendWait::No);
+        let appender = &mut cached.appenders[partition as usize];
+        // A replicated partition never lacks room: its wait is for acks, bounded by `wait`.
+        let first = if appender.is_replicated() {
+            wait
+        } else {
+            AppendWait::No
+        };
+        let mut done = appender.append(entry, first);
         if let (Err((_, AppendError::Full)), AppendWait::Until(_)) = (&done, wait) {
             // Wait for room with the producer's lock released, on a handle of our own:
             // the other threads sharing this producer (a `try_send`, a `send_timeout`, a
