@@ -32,14 +32,11 @@ use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
-use bytes::Bytes;
-
 use crate::broker::{Broker, TopicInner};
 use crate::codec::Codec;
 pub use crate::partition::Acks;
 use crate::partition::{
-    box_headers, unbox_headers, AppendError, AppendWait, Appender, Entry, Headers, SendCounters,
-    SendPolicy,
+    box_headers, unbox_headers, AppendError, AppendWait, Appender, Entry, SendCounters, SendPolicy,
 };
 use crate::sync::time;
 // Std's Arc (also under loom): partitioners are trait objects (see `sync::StdArc`).
@@ -47,241 +44,14 @@ use crate::sync::StdArc as Arc;
 use crate::sync::{Mutex, MutexGuard};
 use crate::{Error, Result};
 
+mod partitioner;
+mod record;
 mod run;
+pub use partitioner::{murmur2, partition_for_key, to_positive, Partitioner};
+pub(crate) use record::send_error;
+use record::unacknowledged;
+pub use record::{Record, RecordMetadata, SendError};
 pub use run::{Payload, SendToError};
-
-/// Kafka's `Utils.murmur2`: the 32-bit murmur2 hash (seed `0x9747b28c`) that Kafka's
-/// default partitioner applies to a record's key bytes.
-///
-/// # Examples
-///
-/// ```
-/// // One of the cases of Kafka's UtilsTest.testMurmur2.
-/// assert_eq!(logbus::producer::murmur2(b"21"), -973932308);
-/// ```
-pub fn murmur2(data: &[u8]) -> i32 {
-    const SEED: u32 = 0x9747_b28c;
-    const M: u32 = 0x5bd1_e995;
-    const R: u32 = 24;
-    // Kafka computes on Java ints: wrapping arithmetic, unsigned shifts (`>>>`).
-    let mut h: u32 = SEED ^ data.len() as u32;
-    let mut words = data.chunks_exact(4);
-    for w in &mut words {
-        let mut k = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-        k = k.wrapping_mul(M);
-        k ^= k >> R;
-        k = k.wrapping_mul(M);
-        h = h.wrapping_mul(M);
-        h ^= k;
-    }
-    let tail = words.remainder();
-    if !tail.is_empty() {
-        if tail.len() >= 3 {
-            h ^= u32::from(tail[2]) << 16;
-        }
-        if tail.len() >= 2 {
-            h ^= u32::from(tail[1]) << 8;
-        }
-        h ^= u32::from(tail[0]);
-        h = h.wrapping_mul(M);
-    }
-    h ^= h >> 13;
-    h = h.wrapping_mul(M);
-    h ^= h >> 15;
-    h as i32
-}
-
-/// Kafka's `Utils.toPositive`: clears the sign bit (not `abs`, which overflows on
-/// `i32::MIN`).
-pub fn to_positive(n: i32) -> u32 {
-    (n & 0x7fff_ffff) as u32
-}
-
-/// Kafka's `BuiltInPartitioner.partitionForKey`: `toPositive(murmur2(key)) % partitions`,
-/// the partition a key's bytes land on in a topic of `partitions` partitions.
-///
-/// `partitions` of 0 returns 0 (there is no valid answer; a topic has at least one).
-///
-/// # Examples
-///
-/// ```
-/// use logbus::producer::partition_for_key;
-///
-/// assert_eq!(partition_for_key(b"a", 10), 4);
-/// ```
-pub fn partition_for_key(key: &[u8], partitions: u32) -> u32 {
-    to_positive(murmur2(key))
-        .checked_rem(partitions)
-        .unwrap_or(0)
-}
-
-/// Chooses partitions for a producer's records (Kafka's `Partitioner`).
-///
-/// Called for records without an explicit partition. Returning `None` lets the built-in
-/// choice decide (key hash, else sticky batches); a number at or above `partition_count`
-/// fails the send with [`Error::PartitionOutOfRange`].
-///
-/// # Examples
-///
-/// ```
-/// use logbus::producer::Partitioner;
-///
-/// /// Every record with an even key to partition 0.
-/// struct Evens;
-/// impl Partitioner<u64> for Evens {
-///     fn partition(&self, _topic: &str, key: Option<&u64>, _partitions: u32) -> Option<u32> {
-///         key.filter(|k| *k % 2 == 0).map(|_| 0)
-///     }
-/// }
-/// ```
-pub trait Partitioner<K>: Send + Sync + 'static {
-    /// The partition for a record of `topic` with `key`, out of `partition_count`.
-    fn partition(&self, topic: &str, key: Option<&K>, partition_count: u32) -> Option<u32>;
-}
-
-/// A record to send (Kafka's `ProducerRecord`).
-///
-/// # Examples
-///
-/// ```
-/// use logbus::producer::Record;
-///
-/// let record = Record::new("orders", 42u64)
-///     .key("eu".to_string())
-///     .partition(3)
-///     .timestamp(1_700_000_000_000)
-///     .header("trace", Some(bytes::Bytes::from_static(b"abc")));
-/// assert_eq!(record.headers.len(), 1);
-/// ```
-#[derive(Clone, PartialEq, Eq)]
-pub struct Record<K, V> {
-    /// The topic's name (`&'static str` names cost no allocation).
-    pub topic: Cow<'static, str>,
-    /// An explicit partition, or `None` to let the partitioner choose.
-    pub partition: Option<u32>,
-    /// Milliseconds since the Unix epoch, or `None` for the broker clock's time at send.
-    pub timestamp: Option<i64>,
-    /// The key, if any.
-    pub key: Option<K>,
-    /// The value.
-    pub value: V,
-    /// Headers (none costs no allocation).
-    pub headers: Headers,
-}
-
-impl<K, V> fmt::Debug for Record<K, V> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Record")
-            .field("topic", &self.topic)
-            .field("partition", &self.partition)
-            .field("timestamp", &self.timestamp)
-            .field("has_key", &self.key.is_some())
-            .field("headers", &self.headers.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<K, V> Record<K, V> {
-    /// A record of `value` for `topic`, without key, partition, timestamp or headers.
-    pub fn new(topic: impl Into<Cow<'static, str>>, value: V) -> Self {
-        Self {
-            topic: topic.into(),
-            partition: None,
-            timestamp: None,
-            key: None,
-            value,
-            headers: Vec::new(),
-        }
-    }
-
-    /// With a key.
-    pub fn key(mut self, key: K) -> Self {
-        self.key = Some(key);
-        self
-    }
-
-    /// With an explicit partition.
-    pub fn partition(mut self, partition: u32) -> Self {
-        self.partition = Some(partition);
-        self
-    }
-
-    /// With a timestamp (milliseconds since the Unix epoch, at least 0).
-    pub fn timestamp(mut self, timestamp: i64) -> Self {
-        self.timestamp = Some(timestamp);
-        self
-    }
-
-    /// With one more header.
-    pub fn header(mut self, key: impl Into<String>, value: Option<Bytes>) -> Self {
-        self.headers.push((key.into(), value));
-        self
-    }
-}
-
-/// Where a sent record went (Kafka's `RecordMetadata`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct RecordMetadata {
-    /// The partition.
-    pub partition: u32,
-    /// The record's offset in it.
-    pub offset: u64,
-    /// The record's timestamp.
-    pub timestamp: i64,
-}
-
-/// A send that failed: the reason, and the record handed back (unless it reached the log:
-/// [`Error::NotAcknowledged`]).
-///
-/// `Debug` prints the reason only (no `K: Debug` bound). Converts into [`Error`] with `?`.
-pub struct SendError<K, V> {
-    /// Boxed: a send's `Result` stays small on the path that succeeds.
-    inner: Box<(Error, Option<Record<K, V>>)>,
-}
-
-impl<K, V> SendError<K, V> {
-    /// Why the send failed.
-    pub fn error(&self) -> &Error {
-        &self.inner.0
-    }
-
-    /// The record that was not sent; `None` when it was appended but not acknowledged
-    /// ([`Error::NotAcknowledged`]: the record is in the log, and may survive a crash).
-    pub fn into_record(self) -> Option<Record<K, V>> {
-        self.inner.1
-    }
-
-    /// The reason, dropping the record.
-    pub fn into_error(self) -> Error {
-        self.inner.0
-    }
-}
-
-impl<K, V> fmt::Debug for SendError<K, V> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SendError")
-            .field("error", self.error())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<K, V> fmt::Display for SendError<K, V> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "send failed: {}", self.error())
-    }
-}
-
-impl<K, V> std::error::Error for SendError<K, V> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(self.error())
-    }
-}
-
-impl<K, V> From<SendError<K, V>> for Error {
-    fn from(e: SendError<K, V>) -> Self {
-        e.into_error()
-    }
-}
 
 /// How a producer behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -468,20 +238,6 @@ impl<K, V> State<K, V> {
 /// A `send_batch` that stopped: the error with its record, and the records after it not
 /// sent, in order.
 type RunFailure<K, V> = (SendError<K, V>, Vec<Record<K, V>>);
-
-/// A send that failed, with the record handed back.
-pub(crate) fn send_error<K, V>(error: Error, record: Record<K, V>) -> SendError<K, V> {
-    SendError {
-        inner: Box::new((error, Some(record))),
-    }
-}
-
-/// A send whose record reached the log but was not acknowledged.
-fn unacknowledged<K, V>(error: Error) -> SendError<K, V> {
-    SendError {
-        inner: Box::new((error, None)),
-    }
-}
 
 /// The error for an append that did not happen.
 fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {

@@ -1,0 +1,218 @@
+//! loom models of the partition's append, read, commit-gating and drop-oldest paths.
+
+use super::*;
+use crate::sync::thread;
+
+/// Loom's `Arc`: a value dropped twice or never fails the model.
+type Value = crate::sync::Arc<u64>;
+
+fn partition(gated: bool) -> Arc<Partition<(), Value>> {
+    let config = PartitionConfig {
+        capacity: 2,
+        gated,
+        retention_ms: None,
+    };
+    Arc::new(Partition::new(config, Arc::new(WaitSet::new())).unwrap())
+}
+
+fn entry(v: u64) -> Entry<(), Value> {
+    Entry {
+        timestamp: v as i64,
+        key: None,
+        value: crate::sync::Arc::new(v),
+        headers: None,
+    }
+}
+
+fn append(a: &mut Appender<(), Value>, v: u64, wait: AppendWait) -> u64 {
+    a.append(entry(v), wait).map_err(|(_, e)| e).unwrap()
+}
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(2);
+    }
+    builder.check(f);
+}
+
+/// Reads `offset` until it is published: `Some(value)`, or `None` if it is out of range.
+fn read_at(p: &Partition<(), Value>, offset: u64) -> Option<u64> {
+    loop {
+        let mut got = None;
+        match p.read(offset, 1, 0, None, |_, e| got = Some(*e.value)) {
+            ReadOutcome::Read(1) => return got,
+            ReadOutcome::OutOfRange { .. } => return None,
+            _ => thread::yield_now(),
+        }
+    }
+}
+
+/// Append and read: two producers append concurrently; a reader sees each offset's
+/// record exactly once, with the value its producer was told it got.
+/// Key ordering: the Release store of a slot's tag after the write (`slot::write`)
+/// against the reader's Acquire load (`slot::read_locked`).
+#[test]
+fn concurrent_appends_are_read_at_their_offsets() {
+    model(|| {
+        let p = partition(true);
+        let handles: Vec<_> = (0..2u64)
+            .map(|k| {
+                let mut a = p.appender();
+                thread::spawn(move || {
+                    let offset = append(&mut a, 10 + k, AppendWait::No);
+                    (offset, 10 + k)
+                })
+            })
+            .collect();
+        let seen = [read_at(&p, 0), read_at(&p, 1)];
+        let mut told: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        told.sort();
+        for (offset, value) in told {
+            assert_eq!(seen[offset as usize], Some(value));
+        }
+        assert_eq!(p.log_end(), 2);
+    });
+}
+
+/// Commit gating: with a group gating at 0 on a capacity-2 partition, the producer's
+/// third append waits until the group commits, and its fourth until the group commits
+/// past offset 1: a record at or above the committed offset is never overwritten, and
+/// the waiting producer always wakes (loom reports a lost wake-up as a deadlock).
+/// Key ordering: the gate's wake-up (the gating reader's cursor store and notification
+/// against the waiting producer's fenced re-check).
+#[test]
+fn commit_releases_a_waiting_producer() {
+    model(|| {
+        let p = partition(true);
+        let group: Arc<str> = Arc::from("g");
+        p.register_group(&group, 0).unwrap();
+        let mut a = p.appender();
+        let producer = thread::spawn(move || {
+            for v in 0..4 {
+                assert_eq!(append(&mut a, v, AppendWait::Until(None)), v);
+            }
+        });
+        assert_eq!(read_at(&p, 0), Some(0));
+        assert_eq!(read_at(&p, 1), Some(1));
+        // Nothing committed yet: offset 0 is still there.
+        assert_eq!(read_at(&p, 0), Some(0));
+        p.commit(&group, 1, 0).unwrap();
+        assert_eq!(read_at(&p, 2), Some(2));
+        assert_eq!(read_at(&p, 1), Some(1), "offset 1 is not committed yet");
+        p.commit(&group, 3, 0).unwrap();
+        assert_eq!(read_at(&p, 3), Some(3));
+        producer.join().unwrap();
+        assert_eq!(p.committed("g"), Some(3));
+    });
+}
+
+/// Reads through a group's gate (no slot locks) while the producer waits on that gate
+/// and the reader commits as it goes: every record is read once, in order, never while
+/// it is overwritten. Key ordering: the Acquire load of a slot's tag in the gated read
+/// (`slot::is_published`) against the writer's Release store.
+#[test]
+fn gated_reads_race_no_overwrite() {
+    model(|| {
+        let p = partition(true);
+        let group: Arc<str> = Arc::from("g");
+        p.register_group(&group, 0).unwrap();
+        let slot = p.group_slot("g").unwrap();
+        let mut a = p.appender();
+        let producer = thread::spawn(move || {
+            for v in 0..3 {
+                append(&mut a, v, AppendWait::Until(None));
+            }
+        });
+        let mut next = 0;
+        while next < 3 {
+            let mut got = Vec::new();
+            match p.read(next, 2, 0, Some(&slot), |o, e| got.push((o, *e.value))) {
+                ReadOutcome::Read(n) => {
+                    for (i, (o, v)) in got.into_iter().enumerate() {
+                        assert_eq!((o, v), (next + i as u64, next + i as u64));
+                    }
+                    next += n as u64;
+                    p.commit(&group, next, 0).unwrap();
+                }
+                ReadOutcome::Empty => thread::yield_now(),
+                other => panic!("{other:?}"),
+            }
+        }
+        producer.join().unwrap();
+    });
+}
+
+/// Another member of the group commits past a gated read in progress: the commit
+/// waits for the read (the group's lock), so the producer cannot overwrite what is
+/// being read; the reader gets offset 0's value or is told it is gone.
+#[test]
+fn a_commit_racing_a_gated_read_waits_for_it() {
+    model(|| {
+        let p = partition(true);
+        let group: Arc<str> = Arc::from("g");
+        p.register_group(&group, 0).unwrap();
+        let slot = p.group_slot("g").unwrap();
+        let mut a = p.appender();
+        append(&mut a, 0, AppendWait::No);
+        append(&mut a, 1, AppendWait::No);
+        let (p2, g2) = (Arc::clone(&p), Arc::clone(&group));
+        let member = thread::spawn(move || p2.commit(&g2, 2, 0).unwrap());
+        let producer = thread::spawn(move || {
+            append(&mut a, 2, AppendWait::Until(None));
+            append(&mut a, 3, AppendWait::Until(None));
+        });
+        let mut got = None;
+        match p.read(0, 1, 0, Some(&slot), |_, e| got = Some(*e.value)) {
+            ReadOutcome::Read(1) => assert_eq!(got, Some(0)),
+            ReadOutcome::OutOfRange { start, .. } => assert!(start > 0),
+            other => panic!("{other:?}"),
+        }
+        member.join().unwrap();
+        producer.join().unwrap();
+    });
+}
+
+/// Drop-oldest: the producer overwrites offset 0 while a reader clones it; the reader
+/// gets offset 0's value or is told the offset is gone, never a torn or later value.
+/// Key orderings: the anchor's announcement (count, `SeqCst` fence, claim cursor)
+/// against the producer's claim, `SeqCst` fence and Acquire load of the count
+/// (`Shared::announce` / `reads_announced`: dropping either fence, or the Acquire,
+/// fails this model); then the reader's Release of its share of the slot lock
+/// (`ReadGuard`) against the writer's Acquire CAS that takes the slot.
+#[test]
+fn overwrite_never_races_a_reader() {
+    model(|| {
+        let p = partition(false);
+        let mut a = p.appender();
+        append(&mut a, 0, AppendWait::No);
+        let producer = thread::spawn(move || {
+            append(&mut a, 1, AppendWait::No);
+            append(&mut a, 2, AppendWait::No);
+        });
+        let got = read_at(&p, 0);
+        assert!(got.is_none() || got == Some(0), "{got:?}");
+        producer.join().unwrap();
+        assert_eq!(read_at(&p, 0), None);
+        assert_eq!(read_at(&p, 2), Some(2));
+    });
+}
+
+/// `offset_for_time` while the producer overwrites the record it is looking at: the
+/// answer is the first record still there at or after the time, never one past the
+/// new log start (offset 1 is in the ring whenever offset 0 is gone).
+#[test]
+fn offset_for_time_racing_an_overwrite_skips_nothing() {
+    model(|| {
+        let p = partition(false);
+        let mut a = p.appender();
+        append(&mut a, 0, AppendWait::No);
+        append(&mut a, 1, AppendWait::No);
+        let producer = thread::spawn(move || {
+            append(&mut a, 2, AppendWait::No);
+        });
+        let found = p.offset_for_time(0, 0);
+        assert!(matches!(found, Some((0, 0)) | Some((1, 1))), "{found:?}");
+        producer.join().unwrap();
+    });
+}
