@@ -1,6 +1,8 @@
 //! A topic with three replicas on three data directories, a producer with `acks = all`, a
 //! directory failing mid-stream: the election and the ISR change are printed, and a
-//! consumer sees every acknowledged record.
+//! consumer sees every acknowledged record. Each replica is a log in Kafka's format in
+//! `<dir>/payments-0/`, with its `leader-epoch-checkpoint`; the broker is then closed and
+//! reopened, and every replica recovers.
 //!
 //! ```sh
 //! cargo run --example replicas
@@ -11,25 +13,32 @@ use std::thread;
 use std::time::Duration;
 
 use logbus::consumer::{ConsumerConfig, OffsetReset};
+use logbus::persist::PersistConfig;
 use logbus::producer::{Acks, ProducerConfig, Record};
 use logbus::replica::EventKind;
 use logbus::{Broker, TopicConfig, TopicPartition};
 
-fn main() -> logbus::Result<()> {
-    let broker = Broker::in_memory();
+fn describe(broker: &Broker, when: &str) -> logbus::Result<()> {
+    let p = &broker.describe_topic("payments")?.replicas[0];
+    println!(
+        "{when}: leader {:?}, epoch {}, ISR {:?}, HW {}",
+        p.leader, p.leader_epoch, p.isr, p.high_watermark
+    );
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let tmp: Vec<_> = (0..3)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    let dirs: Vec<_> = tmp.iter().map(|t| t.path().to_path_buf()).collect();
+    let broker = Broker::builder().data_dirs(&dirs).open()?;
     let config = TopicConfig::new(1)
         .replication_factor(3)
         .min_insync_replicas(2)
-        .records_in_memory(1 << 16);
-    broker.create_topic::<(), u64>("payments", config)?;
-    let show = |when: &str| -> logbus::Result<()> {
-        let p = &broker.describe_topic("payments")?.replicas[0];
-        println!(
-            "{when}: leader {:?}, epoch {}, ISR {:?}, HW {}",
-            p.leader, p.leader_epoch, p.isr, p.high_watermark
-        );
-        Ok(())
-    };
+        .records_in_memory(1 << 12);
+    broker.create_persisted_topic::<(), u64>("payments", config, PersistConfig::new())?;
+    let show = |when: &str| describe(&broker, when);
     show("start")?;
 
     let producer = {
@@ -69,9 +78,7 @@ fn main() -> logbus::Result<()> {
             } => {
                 println!("  ISR shrank: replica {replica} out ({reason}), ISR {isr:?}")
             }
-            EventKind::Crashed { replica, lost_from } => {
-                println!("  replica {replica} down, its log cut to {lost_from:?}")
-            }
+            EventKind::Crashed { replica, .. } => println!("  replica {replica} offline"),
             _ => {}
         }
     }
@@ -85,7 +92,11 @@ fn main() -> logbus::Result<()> {
     consumer.assign(&[TopicPartition::new("payments", 0)])?;
     let mut seen = BTreeSet::new();
     while seen.len() < acked.len() {
-        for r in consumer.poll(Duration::from_secs(5))?.iter() {
+        let records = consumer.poll(Duration::from_secs(5))?;
+        if records.is_empty() {
+            break;
+        }
+        for r in records.iter() {
             seen.insert(r.value);
         }
     }
@@ -100,5 +111,28 @@ fn main() -> logbus::Result<()> {
     faults.restore_data_dir(0)?;
     faults.wait_in_sync("payments", 0, Duration::from_secs(10))?;
     show("directory 0 restored and caught up")?;
+    for (i, dir) in dirs.iter().enumerate() {
+        let epochs = std::fs::read_to_string(dir.join("payments-0/leader-epoch-checkpoint"))?;
+        println!(
+            "directory {i}: leader-epoch-checkpoint {:?}",
+            epochs.lines().collect::<Vec<_>>()
+        );
+    }
+    drop(consumer);
+    broker.close()?;
+
+    let broker = Broker::builder().data_dirs(&dirs).open()?;
+    broker.open_topic::<(), u64>("payments")?;
+    broker
+        .faults()
+        .wait_in_sync("payments", 0, Duration::from_secs(10))?;
+    describe(&broker, "reopened")?;
+    for r in &broker.describe_topic("payments")?.replicas[0].replicas {
+        println!(
+            "  replica {}: log end {}, epochs {:?}",
+            r.id, r.log_end, r.epochs
+        );
+    }
+    broker.close()?;
     Ok(())
 }

@@ -699,7 +699,7 @@ impl Broker {
         validate_topic_name(name)?;
         config.validate()?;
         // Before the topics' lock: persisted topics take their lock, then this one.
-        let on_disk = self.data().is_some_and(|d| d.meta_types(name).is_some());
+        let on_disk = self.stored_types(name).is_some();
         let mut topics = self.inner.topics.lock();
         if topics.contains_key(name) || on_disk {
             return Err(Error::TopicExists {
@@ -761,6 +761,19 @@ impl Broker {
     /// The data directory, for a broker opened on one.
     pub(crate) fn data(&self) -> Option<&Arc<crate::persist::DataDir>> {
         self.inner.data.as_ref()
+    }
+
+    /// The data directories of replicated persisted topics (a broker opened on disk).
+    fn replicated_dirs(&self) -> Option<Arc<crate::replica::persisted::DiskDirs>> {
+        self.data()?;
+        self.inner.replication.lock().as_ref()?.disk()
+    }
+
+    /// The codec type ids of a persisted topic on disk (open or not).
+    fn stored_types(&self, name: &str) -> Option<(String, String)> {
+        let data = self.data()?;
+        data.meta_types(name)
+            .or_else(|| self.replicated_dirs()?.meta_types(name))
     }
 
     /// Registers a topic built elsewhere (a persisted one).
@@ -829,7 +842,7 @@ impl Broker {
             return Ok(slot.clone());
         }
         // A persisted topic not opened yet is known, but not its Rust types.
-        match self.data().and_then(|d| d.meta_types(name)) {
+        match self.stored_types(name) {
             Some((key_type, value_type)) => Err(Error::TopicNotOpen {
                 topic: name.to_owned(),
                 key_type,
@@ -866,6 +879,12 @@ impl Broker {
         let slot = self.inner.topics.lock().remove(name);
         let Some(slot) = slot else {
             // A persisted topic not opened: only its files.
+            if let Some(r) = self
+                .replicated_dirs()
+                .filter(|r| r.meta_types(name).is_some())
+            {
+                return crate::replica::persisted::delete_files(&r, name);
+            }
             return match self.data() {
                 Some(d) if d.meta_types(name).is_some() => d.delete_topic(name),
                 _ => Err(Error::UnknownTopic {
@@ -884,6 +903,9 @@ impl Broker {
         let mut names: Vec<_> = self.inner.topics.lock().keys().cloned().collect();
         if let Some(d) = self.data() {
             names.extend(d.topic_names());
+        }
+        if let Some(r) = self.replicated_dirs() {
+            names.extend(r.names());
         }
         names.sort();
         names.dedup();

@@ -52,6 +52,18 @@ pub trait Codec: Sized {
     /// [`Error::Decode`] naming this type's id and what was wrong with the bytes.
     fn decode(bytes: &[u8]) -> Result<Self>;
 
+    /// Decodes a value from exactly `bytes`, a part of `buffer`: a type that can share the
+    /// buffer instead of copying out of it ([`Bytes`]) does so. Persisted topics decode what
+    /// they read from disk this way. The default is [`decode`](Self::decode) of `bytes`.
+    ///
+    /// # Errors
+    ///
+    /// As [`decode`](Self::decode).
+    fn decode_from(buffer: &Bytes, bytes: &[u8]) -> Result<Self> {
+        let _ = buffer;
+        Self::decode(bytes)
+    }
+
     /// The encoding of `self` when `self` already holds it as one slice (byte strings,
     /// strings): persisted topics then size and write it without encoding into a buffer
     /// first. `None` (the default) means [`encode`](Self::encode) must run. When `Some`, it
@@ -104,6 +116,36 @@ impl Codec for Bytes {
 
     fn decode(bytes: &[u8]) -> Result<Self> {
         Ok(Bytes::copy_from_slice(bytes))
+    }
+
+    /// A view of `buffer` when `bytes` lies inside it (no copy: the value keeps the whole
+    /// buffer alive, so a value kept long apart from its neighbours should be copied out
+    /// with [`Bytes::copy_from_slice`]); a copy otherwise.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use logbus::Codec;
+    ///
+    /// let buffer = Bytes::from_static(b"key:value");
+    /// let value = Bytes::decode_from(&buffer, &buffer[4..])?;
+    /// assert_eq!(value, &b"value"[..]);
+    /// assert_eq!(value.as_ptr(), buffer[4..].as_ptr()); // shared, not copied
+    /// assert_eq!(Bytes::decode_from(&buffer, b"elsewhere")?, &b"elsewhere"[..]);
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    fn decode_from(buffer: &Bytes, bytes: &[u8]) -> Result<Self> {
+        Ok(share(buffer, bytes))
+    }
+}
+
+/// `part` as a view of `buffer` when it lies inside it, else a copy.
+pub(crate) fn share(buffer: &Bytes, part: &[u8]) -> Bytes {
+    let start = (part.as_ptr() as usize).wrapping_sub(buffer.as_ptr() as usize);
+    match start.checked_add(part.len()) {
+        Some(end) if start <= buffer.len() && end <= buffer.len() => buffer.slice(start..end),
+        _ => Bytes::copy_from_slice(part),
     }
 }
 

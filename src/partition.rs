@@ -211,7 +211,7 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
         entry: Entry<K, V>,
         policy: &SendPolicy,
         deadline: Option<Instant>,
-    ) -> std::result::Result<u64, (Entry<K, V>, AppendError)>;
+    ) -> std::result::Result<u64, (Option<Entry<K, V>>, AppendError)>;
     /// Appends every entry in order under `policy`; on failure the entries not
     /// acknowledged are left in `entries`.
     fn append_batch(
@@ -784,6 +784,11 @@ impl<K, V> fmt::Debug for Appender<K, V> {
 }
 
 impl<K, V> Appender<K, V> {
+    /// Whether appends go to replicas (they wait for acks, not for room).
+    pub(crate) fn is_replicated(&self) -> bool {
+        self.replicated.is_some()
+    }
+
     /// With the producer's acks, retries and timeouts (used by replicated partitions).
     pub(crate) fn with_policy(mut self, policy: SendPolicy) -> Self {
         self.policy = policy;
@@ -804,9 +809,7 @@ impl<K, V> Appender<K, V> {
                 AppendWait::Until(deadline) => deadline,
                 AppendWait::No => None,
             };
-            return r
-                .append(entry, &self.policy, deadline)
-                .map_err(|(entry, why)| (Some(entry), why));
+            return r.append(entry, &self.policy, deadline);
         }
         if let Some(disk) = &self.disk {
             if let Err((size, max)) = disk.check_size(&entry) {
@@ -847,17 +850,21 @@ impl<K, V> Appender<K, V> {
         Ok(offset)
     }
 
-    /// Appends every entry of `entries` in order (draining it), waiting for room: one
-    /// claim per run the ring can take, one notification.
+    /// Appends every entry of `entries` in order (draining it): one claim per run the
+    /// ring can take, one notification. `wait`: [`AppendWait::Until`] waits for room (for
+    /// ever: its deadline is not used), [`AppendWait::No`] appends what fits now.
     ///
     /// # Errors
     ///
-    /// [`AppendError::Closed`]: the entries not appended stay in `entries`, in order.
+    /// [`AppendError::Full`] (`AppendWait::No` only) and [`AppendError::Closed`]: the
+    /// entries not appended stay in `entries`, in order.
     pub(crate) fn append_batch(
         &mut self,
         entries: &mut Vec<Entry<K, V>>,
+        wait: AppendWait,
     ) -> std::result::Result<(), AppendError> {
         if let Some(r) = &self.replicated {
+            // Always room (see `append`).
             return r.append_batch(entries, &self.policy);
         }
         if let Some(disk) = &self.disk {
@@ -869,14 +876,31 @@ impl<K, V> Appender<K, V> {
                 return Err(AppendError::TooLarge(size, max));
             }
         }
-        let done = self.handle.publish_batch(entries);
-        self.arrivals.notify_all_light();
-        if let (Some(disk), Some(last)) = (&self.disk, self.handle.last_sequence()) {
+        let before = self.handle.last_sequence();
+        let done = match wait {
+            AppendWait::Until(_) => self
+                .handle
+                .publish_batch(entries)
+                .map_err(|_| AppendError::Closed),
+            AppendWait::No => loop {
+                match self.handle.try_publish_batch(entries) {
+                    Err(_) => break Err(AppendError::Closed),
+                    Ok(_) if entries.is_empty() => break Ok(()),
+                    Ok(0) => break Err(AppendError::Full),
+                    Ok(_) => {}
+                }
+            },
+        };
+        let last = self.handle.last_sequence();
+        if last != before {
+            self.arrivals.notify_all_light();
+        }
+        if let (Some(disk), Some(last)) = (&self.disk, last.filter(|_| last != before)) {
             if let Err(e) = disk.wait_acked(last) {
                 return Err(AppendError::Unacknowledged(Box::new(e)));
             }
         }
-        done.map_err(|_| AppendError::Closed)
+        done
     }
 }
 

@@ -43,8 +43,8 @@ use crate::partition::{
 };
 use crate::sync::time;
 // Std's Arc (also under loom): partitioners are trait objects (see `sync::StdArc`).
-use crate::sync::Mutex;
 use crate::sync::StdArc as Arc;
+use crate::sync::{Mutex, MutexGuard};
 use crate::{Error, Result};
 
 mod run;
@@ -701,8 +701,7 @@ where
     /// The first failure, with its record; the records after it stay in `records`, in
     /// order, and those before it were sent.
     pub fn send_batch(&self, records: &mut Vec<Record<K, V>>) -> Result<usize, SendError<K, V>> {
-        let mut guard = self.state.lock();
-        let state = &mut *guard;
+        let mut state = self.state.lock();
         // Consecutive records for one partition are appended as one run (one claim per
         // run of the ring's capacity, one notification).
         let mut run = std::mem::take(&mut state.run);
@@ -714,11 +713,12 @@ where
         // The topic of the previous record: a batch usually names one topic throughout.
         let mut hint = None;
         for record in rest.by_ref() {
-            let (t, partition) = match self.route_hinted(state, &record, &mut hint) {
+            let (mut t, partition) = match self.route_hinted(&mut state, &record, &mut hint) {
                 Ok(at) => at,
                 Err(error) => {
                     // The records before it are sent first.
-                    failed = Some(match Self::flush_run(state, run_at, &mut run, &mut meta) {
+                    let flushed = Self::flush_run(&mut state, run_at, &mut run, &mut meta);
+                    failed = Some(match flushed.0 {
                         Ok(()) => (send_error(error, record), Vec::new()),
                         Err(mut e) => {
                             e.1.push(record);
@@ -729,13 +729,26 @@ where
                 }
             };
             if run_at.is_some_and(|at| at != (t, partition)) {
-                if let Err(mut e) = Self::flush_run(state, run_at, &mut run, &mut meta) {
+                let (flushed, relocked) = Self::flush_run(&mut state, run_at, &mut run, &mut meta);
+                if let Err(mut e) = flushed {
                     e.1.push(record);
                     failed = Some(e);
                     break;
                 }
                 sent += meta.len();
                 meta.clear();
+                if relocked {
+                    // Another thread sharing this producer may have changed its cache
+                    // while the lock was released: find the record's topic again.
+                    hint = None;
+                    t = match self.destination(&mut state, &record.topic, partition) {
+                        Ok(t) => t,
+                        Err(error) => {
+                            failed = Some((send_error(error, record), Vec::new()));
+                            break;
+                        }
+                    };
+                }
             }
             let timestamp = match record.timestamp {
                 Some(ts) => ts,
@@ -751,7 +764,7 @@ where
             run_at = Some((t, partition));
         }
         if failed.is_none() && !run.is_empty() {
-            match Self::flush_run(state, run_at, &mut run, &mut meta) {
+            match Self::flush_run(&mut state, run_at, &mut run, &mut meta).0 {
                 Ok(()) => sent += meta.len(),
                 Err(e) => failed = Some(e),
             }
@@ -772,24 +785,52 @@ where
         outcome
     }
 
-    /// Appends the gathered run to partition `at`, waiting for room. On failure, hands
-    /// back the error (with the first record not appended) and the other records not
-    /// appended, in order; `meta` then holds the appended records' entries only.
+    /// Appends `run` to partition `partition` of the cached topic `t`. When the partition
+    /// is full, waits for room with the producer's lock released, on a handle of its own
+    /// (as `send` does): the other threads sharing this producer are not held behind the
+    /// wait. Returns the outcome, whether the lock was released (the cache may have
+    /// changed meanwhile: indices into it are stale), and the topic.
+    fn append_run(
+        state: &mut MutexGuard<'_, State<K, V>>,
+        t: usize,
+        partition: u32,
+        run: &mut Vec<Entry<K, V>>,
+    ) -> (Result<(), AppendError>, bool, Arc<TopicInner<K, V>>) {
+        let cached = &mut state.topics[t];
+        let topic = Arc::clone(&cached.topic);
+        match cached.appenders[partition as usize].append_batch(run, AppendWait::No) {
+            Err(AppendError::Full) => {
+                let mut own = topic.partitions()[partition as usize]
+                    .appender()
+                    .with_policy(cached.policy.clone());
+                let done =
+                    crate::sync::unlocked(state, || own.append_batch(run, AppendWait::Until(None)));
+                (done, true, topic)
+            }
+            done => (done, false, topic),
+        }
+    }
+
+    /// Appends the gathered run to partition `at`, waiting for room (with the lock
+    /// released: see [`append_run`](Self::append_run), whose `bool` it passes on). On
+    /// failure, hands back the error (with the first record not appended) and the other
+    /// records not appended, in order; `meta` then holds the appended records' entries
+    /// only.
     fn flush_run(
-        state: &mut State<K, V>,
+        state: &mut MutexGuard<'_, State<K, V>>,
         at: Option<(usize, u32)>,
         run: &mut Vec<Entry<K, V>>,
         meta: &mut Vec<(Option<u32>, Option<i64>)>,
-    ) -> Result<(), RunFailure<K, V>> {
+    ) -> (Result<(), RunFailure<K, V>>, bool) {
         let Some((t, partition)) = at else {
-            return Ok(());
+            return (Ok(()), false);
         };
-        let cached = &mut state.topics[t];
         let total = run.len();
-        match cached.appenders[partition as usize].append_batch(run) {
+        let (done, relocked, topic) = Self::append_run(state, t, partition, run);
+        let flushed = match done {
             Ok(()) => Ok(()),
             Err(why) => {
-                let name: &str = &cached.topic.name;
+                let name: &str = &topic.name;
                 let done = total - run.len();
                 let mut unsent: Vec<Record<K, V>> = run
                     .drain(..)
@@ -805,10 +846,10 @@ where
                     .collect();
                 if unsent.is_empty() {
                     if let AppendError::Unacknowledged(e) = why {
-                        return Err((unacknowledged(*e), Vec::new()));
+                        return (Err((unacknowledged(*e), Vec::new())), relocked);
                     }
                     // The ring stops a batch early only with entries left; nothing to hand back.
-                    return Ok(());
+                    return (Ok(()), relocked);
                 }
                 let first = unsent.remove(0);
                 Err((
@@ -816,7 +857,8 @@ where
                     unsent,
                 ))
             }
-        }
+        };
+        (flushed, relocked)
     }
 
     /// Waits until every record sent so far is acknowledged. In memory a record is
@@ -860,7 +902,14 @@ where
             headers: box_headers(headers),
         };
         let cached = &mut state.topics[t];
-        let mut done = cached.appenders[partition as usize].append(entry, AppendWait::No);
+        let appender = &mut cached.appenders[partition as usize];
+        // A replicated partition never lacks room: its wait is for acks, bounded by `wait`.
+        let first = if appender.is_replicated() {
+            wait
+        } else {
+            AppendWait::No
+        };
+        let mut done = appender.append(entry, first);
         if let (Err((_, AppendError::Full)), AppendWait::Until(_)) = (&done, wait) {
             // Wait for room with the producer's lock released, on a handle of our own:
             // the other threads sharing this producer (a `try_send`, a `send_timeout`, a

@@ -579,3 +579,53 @@ fn verify_says_when_it_stopped_early() {
         "{out}"
     );
 }
+
+/// `describe` on one directory of a broker opened on three: the replicated topic's
+/// replicas, leader, epoch and ISR as last recorded, and the replica kept there.
+#[test]
+fn describe_shows_replicas_isr_and_epochs() {
+    use logbus::broker::{Broker, TopicConfig};
+    use logbus::persist::PersistConfig;
+    use logbus::producer::Record as Sent;
+
+    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<_> = tmp.iter().map(|t| t.path().to_path_buf()).collect();
+    let broker = Broker::builder().data_dirs(&dirs).open().unwrap();
+    let config = TopicConfig::new(1)
+        .replication_factor(3)
+        .min_insync_replicas(2);
+    broker
+        .create_persisted_topic::<(), u64>("pay", config, PersistConfig::new())
+        .unwrap();
+    let p = broker.producer::<(), u64>();
+    for i in 0..10 {
+        p.send(Sent::new("pay", i)).unwrap();
+    }
+    broker.faults().fail_data_dir(0).unwrap();
+    for i in 10..15 {
+        p.send(Sent::new("pay", i)).unwrap();
+    }
+    broker.close().unwrap();
+
+    let (code, out, err) = run(&["describe"], &dirs[1]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Topic: pay\tPartitions: 1\tReplicationFactor: 3\tKey: logbus.unit"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\tPartition: 0\tLeader: 1\tLeaderEpoch: 1\tReplicas: 0,1,2\tIsr: 1,2\tHighWatermark: 15"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\tPartition: 0\tReplicaHere: LogStartOffset: 0\tLogEndOffset: 15\tLeaderEpochs: 0@0 1@10"),
+        "{out}"
+    );
+    // The failed directory kept the state from before its failure.
+    let (code, out, err) = run(&["describe"], &dirs[0]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Leader: 0\tLeaderEpoch: 0\tReplicas: 0,1,2\tIsr: 0,1,2"),
+        "{out}"
+    );
+}

@@ -80,7 +80,8 @@ fn request_errors_are_retried_or_typed() {
     let meta = producer.send(Record::new("t", 10)).unwrap();
     assert_eq!(meta.offset, 0);
 
-    // More than the retries: a typed, retriable error naming the partition.
+    // More than the retries: a typed, retriable error naming the partition (the
+    // partitioner's choice: the record named none).
     m.request_errors(
         RDKafkaApiKey::Produce,
         &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS; 8],
@@ -92,6 +93,7 @@ fn request_errors_are_retried_or_typed() {
             name,
             retriable: true,
             topic: Some(t),
+            partition: Some(0),
             ..
         } => {
             assert_eq!(t, "t");

@@ -119,6 +119,103 @@ fn produce_and_consume_through_logbus_api() {
     assert_eq!(consumer.metrics().records_consumed(), 40);
 }
 
+/// What `poll_with` lent, owned: partition, offset, key, value, timestamp, headers.
+type Lent = (
+    u32,
+    u64,
+    Option<String>,
+    u64,
+    i64,
+    Vec<(String, Option<bytes::Bytes>)>,
+);
+
+#[test]
+fn poll_with_lends_what_poll_into_returns() {
+    let broker = cluster();
+    broker
+        .create_topic::<String, u64>("lent", TopicConfig::new(3))
+        .unwrap();
+    let producer = broker.producer::<String, u64>();
+    let mut batch: Vec<_> = (0..40u64)
+        .map(|i| {
+            Record::new("lent", i)
+                .key(format!("k{}", i % 5))
+                .timestamp(1_700_000_000_000 + i as i64)
+                .header("n", Some(bytes::Bytes::from(i.to_string())))
+        })
+        .collect();
+    producer.send_batch(&mut batch).unwrap();
+    // A value a u64 cannot decode, then more good records, all in partition 0.
+    broker
+        .producer::<String, String>()
+        .send(Record::new("lent", "bad".to_string()).partition(0))
+        .unwrap();
+    let mut batch: Vec<_> = (40..45u64)
+        .map(|i| Record::new("lent", i).partition(0))
+        .collect();
+    producer.send_batch(&mut batch).unwrap();
+
+    let partitions: Vec<_> = (0..3).map(|p| TopicPartition::new("lent", p)).collect();
+    let config = ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest);
+    let mut into = broker.consumer::<String, u64>(config.clone()).unwrap();
+    let mut with = broker.consumer::<String, u64>(config).unwrap();
+    into.assign(&partitions).unwrap();
+    with.assign(&partitions).unwrap();
+
+    let mut polled: Vec<Lent> = Vec::new();
+    let mut lent: Vec<Lent> = Vec::new();
+    let (mut into_errors, mut with_errors) = (0, 0);
+    for _ in 0..100 {
+        let mut out = Vec::new();
+        match into.poll_into(&mut out, 7, POLL) {
+            Ok(n) => assert_eq!(n, out.len()),
+            Err(logbus::Error::Decode { .. }) => into_errors += 1,
+            Err(e) => panic!("poll_into: {e}"),
+        }
+        polled.extend(out.into_iter().map(|r| {
+            let ts = r.timestamp;
+            (r.partition, r.offset, r.key, r.value, ts, r.headers)
+        }));
+        let before = lent.len();
+        match with.poll_with(7, POLL, |r| {
+            lent.push((
+                r.partition,
+                r.offset,
+                r.key.cloned(),
+                *r.value,
+                r.timestamp,
+                r.headers.to_vec(),
+            ));
+        }) {
+            Ok(n) => {
+                assert_eq!(n, lent.len() - before);
+                assert!(n <= 7, "{n} records lent with max 7");
+            }
+            Err(logbus::Error::Decode { .. }) => with_errors += 1,
+            Err(e) => panic!("poll_with: {e}"),
+        }
+        if polled.len() == 45 && lent.len() == 45 && into_errors + with_errors == 2 {
+            break;
+        }
+    }
+    assert_eq!(
+        (into_errors, with_errors),
+        (1, 1),
+        "the bad record, once each"
+    );
+    polled.sort_by_key(|r| (r.0, r.1));
+    lent.sort_by_key(|r| (r.0, r.1));
+    assert_eq!(lent.len(), 45);
+    assert_eq!(lent, polled);
+    assert!(lent.iter().take(40).all(|r| r.4 > 0));
+    // Both read past the bad record: the position is the partition's end.
+    let p0 = TopicPartition::new("lent", 0);
+    let end = into.end_offsets(std::slice::from_ref(&p0)).unwrap()[&p0];
+    assert_eq!(with.position(&p0).unwrap(), end);
+    assert_eq!(into.position(&p0).unwrap(), end);
+    assert_eq!(with.metrics().records_consumed(), 45);
+}
+
 #[test]
 fn handles_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
@@ -402,6 +499,23 @@ fn seek_and_offsets_for_times_replay() {
     c.assign(&[p0.clone(), p1.clone()]).unwrap();
     assert_eq!(c.position(&p0).unwrap(), 0);
     assert_eq!(read_n(&mut c, 20).len(), 20);
+    assert_eq!(c.position(&p0).unwrap(), 10);
+
+    // An offset Kafka cannot name (its offsets are signed 64-bit; u64::MAX would be
+    // librdkafka's "end" marker): a typed error, the position unchanged.
+    let e = c.seek(&p0, u64::MAX).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            logbus::Error::PartitionOffsetOutOfRange {
+                requested: u64::MAX,
+                start: 0,
+                end: 10,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert_eq!(c.position(&p0).unwrap(), 10);
 
     // Seek back by offset, with the other partition paused.

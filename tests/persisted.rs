@@ -705,3 +705,58 @@ fn reopened_topics_are_listed_and_typed_access_is_checked() {
     assert!(!dir.path().join("b-0").exists() && !dir.path().join("b.topic").exists());
     broker.close().unwrap();
 }
+
+/// Values and keys read back from disk are views of a shared read buffer (`Codec::decode_from`):
+/// records kept across polls, and records dropped before the next poll (whose buffer is then
+/// reused), all hold exactly what was sent.
+#[test]
+fn records_read_from_disk_share_their_buffer_and_stay_intact() {
+    use bytes::Bytes;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    broker
+        .create_persisted_topic::<Bytes, Bytes>(
+            "t",
+            TopicConfig::new(1).records_in_memory(16),
+            PersistConfig::new()
+                .segment_bytes(64 << 10)
+                .flush(FlushPolicy::Os),
+        )
+        .unwrap();
+    let value = |i: u64| Bytes::from(format!("value-{i}-{}", "x".repeat((i % 300) as usize)));
+    let key = |i: u64| Bytes::from(format!("k{i}"));
+    let p = broker.producer::<Bytes, Bytes>();
+    for i in 0..3000u64 {
+        p.send(Record::new("t", value(i)).key(key(i)).partition(0))
+            .unwrap();
+    }
+    broker.sync().unwrap();
+    for keep in [true, false] {
+        let mut c = broker
+            .consumer::<Bytes, Bytes>(ConsumerConfig::new().max_poll_records(37))
+            .unwrap();
+        c.assign(&[tp(0)]).unwrap();
+        c.seek(&tp(0), 0).unwrap();
+        let mut kept = Vec::new();
+        let mut next = 0u64;
+        let mut idle = 0;
+        while next < 3000 && idle < 50 {
+            let recs = c.poll(Duration::from_millis(20)).unwrap();
+            idle += usize::from(recs.is_empty());
+            for r in recs.iter() {
+                assert_eq!(r.offset, next);
+                assert_eq!(r.value, value(next), "offset {next}");
+                assert_eq!(r.key.as_ref(), Some(&key(next)), "offset {next}");
+                next += 1;
+            }
+            if keep {
+                kept.extend(recs);
+            }
+        }
+        assert_eq!(next, 3000);
+        for (i, r) in kept.iter().enumerate() {
+            assert_eq!(r.value, value(i as u64), "kept offset {i}");
+        }
+    }
+    broker.close().unwrap();
+}

@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use logbus::queue::{
-    bounded, RecvError, RecvTimeoutError, SendBatchError, SendError, SendTimeoutError,
+    bounded, unbounded, RecvError, RecvTimeoutError, SendBatchError, SendError, SendTimeoutError,
     TryRecvError, TrySendError,
 };
 
@@ -343,6 +343,24 @@ fn iterators() {
     tx.send("b").unwrap();
     drop(tx);
     assert_eq!(rx.into_iter().collect::<Vec<_>>(), ["a", "b"]);
+}
+
+/// `Iter` and `IntoIter` are `FusedIterator`s, as crossbeam-channel's: once they end (the
+/// queue empty and every sender gone) they stay ended, in every flavour.
+#[test]
+fn blocking_iterators_are_fused() {
+    fn fused<I: std::iter::FusedIterator>(it: I) -> I {
+        it
+    }
+    for (tx, rx) in [bounded(2), bounded(0), unbounded()] {
+        let producer = thread::spawn(move || tx.send(1u8).unwrap());
+        let mut it = fused(rx.iter());
+        assert_eq!(it.next(), Some(1));
+        producer.join().unwrap();
+        assert_eq!((it.next(), it.next()), (None, None));
+        let mut owned = fused(rx.clone().into_iter());
+        assert_eq!((owned.next(), owned.next()), (None, None));
+    }
 }
 
 #[test]

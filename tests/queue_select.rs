@@ -562,3 +562,43 @@ fn a_select_with_default_never_misses_a_message_moving_between_queues() {
         );
     }
 }
+
+/// A send arm builds its message only when its send could complete: while the queue is
+/// full the expression is never evaluated (crossbeam evaluates it once the arm is chosen).
+#[test]
+fn a_send_arm_builds_its_message_only_when_it_could_send() {
+    let (tx, rx) = bounded::<u32>(1);
+    tx.send(1).unwrap();
+    let built = std::cell::Cell::new(0);
+    let make = || {
+        built.set(built.get() + 1);
+        2
+    };
+    let ran_default = select! {
+        send(tx, make()) -> _ => false,
+        default => true,
+    };
+    assert!(ran_default);
+    let timed_out = select! {
+        send(tx, make()) -> _ => false,
+        default(Duration::from_millis(20)) => true,
+    };
+    assert!(timed_out);
+    assert_eq!(built.get(), 0);
+    // Room appears while the select waits: the message is built once, and sent.
+    let freer = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(20));
+        let first = rx.recv().unwrap();
+        (first, rx.recv().unwrap())
+    });
+    select! {
+        send(tx, make()) -> res => res.unwrap(),
+    }
+    assert_eq!(built.get(), 1);
+    assert_eq!(freer.join().unwrap(), (1, 2));
+    // A disconnected queue could "complete" the send (with an error): built, and handed back.
+    let res = select! {
+        send(tx, make()) -> res => res,
+    };
+    assert_eq!((res, built.get()), (Err(SendError(2)), 2));
+}

@@ -114,3 +114,19 @@ fn never_delivers_nothing_and_never_disconnects() {
     assert_eq!((rx.len(), rx.capacity(), rx.is_empty()), (0, Some(0), true));
     assert_eq!(rx.try_iter().count(), 0);
 }
+
+/// Every `never()` is the same queue, as crossbeam-channel's; timers are each their own.
+#[test]
+fn every_never_is_the_same_channel() {
+    let (r1, r2) = (never::<u8>(), never::<u8>());
+    assert!(r1.same_channel(&r2) && r2.same_channel(&r1));
+    assert!(r1.same_channel(&r1.clone()));
+    let a = after(Duration::from_secs(60));
+    let b = after(Duration::from_secs(60));
+    assert!(a.same_channel(&a.clone()));
+    assert!(!a.same_channel(&b));
+    let t = tick(Duration::from_secs(60));
+    assert!(!a.same_channel(&t) && !t.same_channel(&a));
+    let n = never::<Instant>();
+    assert!(!n.same_channel(&a) && !a.same_channel(&n));
+}

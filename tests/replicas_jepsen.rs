@@ -11,8 +11,14 @@
 //! - offsets are dense (a reader from the log start sees every offset up to HW);
 //! - each producer's records keep their order in each partition.
 //!
-//! `LOGBUS_JEPSEN_SCHEDULES=n` runs n schedules (default 200); `LOGBUS_JEPSEN_SEED=s` runs
-//! the one schedule of seed `s` (a failing seed is printed with this command). The fault
+//! The same schedules run on persisted replicas too (a broker on three data directories of
+//! a simulated file system: directory failures make its I/O fail; restores reopen what the
+//! disk kept), followed by a close and a reopen after which every replica must hold the
+//! same log as before.
+//!
+//! `LOGBUS_JEPSEN_SCHEDULES=n` runs n schedules (default 200; 50 on disk);
+//! `LOGBUS_JEPSEN_SEED=s` runs the one schedule of seed `s` (a failing seed is printed with
+//! this command). The fault
 //! schedule of a seed is always the same; thread timing is not, so a replay repeats the
 //! faults, not every interleaving.
 
@@ -24,7 +30,9 @@ use std::thread;
 use std::time::Duration;
 
 use logbus::consumer::{ConsumerConfig, OffsetReset};
+use logbus::persist::PersistConfig;
 use logbus::producer::{Acks, ProducerConfig, Record};
+use logbus::storage::fault::FaultyIo;
 use logbus::{Broker, ManualClock, TopicConfig, TopicPartition};
 
 const T: &str = "jepsen";
@@ -95,14 +103,33 @@ fn value(producer: u64, seq: u64) -> u64 {
     (producer << 32) | seq
 }
 
-fn run(seed: u64) -> Result<(u64, u64), String> {
+fn run(seed: u64, on_disk: bool) -> Result<(u64, u64), String> {
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let broker = Broker::builder().clock(clock.clone()).build();
+    let fs = FaultyIo::new(seed);
+    let open = || {
+        Broker::builder()
+            .clock(clock.clone())
+            .io(Arc::new(fs.clone()))
+            .data_dirs(["/d0", "/d1", "/d2"])
+            .open()
+            .unwrap()
+    };
     let config = TopicConfig::new(PARTITIONS)
         .replication_factor(3)
         .min_insync_replicas(2)
         .records_in_memory(1 << 16);
-    broker.create_topic::<(), u64>(T, config).unwrap();
+    let broker = if on_disk {
+        let broker = open();
+        let persist = PersistConfig::new().segment_bytes(64 << 10);
+        broker
+            .create_persisted_topic::<(), u64>(T, config, persist)
+            .unwrap();
+        broker
+    } else {
+        let broker = Broker::builder().clock(clock.clone()).build();
+        broker.create_topic::<(), u64>(T, config).unwrap();
+        broker
+    };
     let faults = broker.faults();
     let history = Arc::new(Mutex::new(History::default()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -257,11 +284,48 @@ fn run(seed: u64) -> Result<(u64, u64), String> {
         }
     }
     let h = history.lock().unwrap();
-    check(&broker, &h)
+    let (acked, duplicates, finals) = check(&broker, &h)?;
+    if on_disk {
+        broker.close().map_err(|e| format!("close: {e}"))?;
+        drop(broker);
+        let broker = open();
+        let topic = broker.open_topic::<(), u64>(T).map_err(|e| e.to_string())?;
+        for p in 0..PARTITIONS {
+            if !faults_of(&broker)
+                .wait_in_sync(T, p, Duration::from_secs(10))
+                .unwrap()
+            {
+                return Err(format!(
+                    "partition {p} not in sync after reopening: {:?}",
+                    broker.describe_topic(T).unwrap().replicas[p as usize]
+                ));
+            }
+            for v in topic.replica_logs(p).unwrap() {
+                let log: Vec<u64> = v.records.iter().map(|r| r.3).collect();
+                if v.log_start != 0 || log != finals[&p] {
+                    return Err(format!(
+                        "partition {p}: replica {} reopened with {} records, {} before",
+                        v.replica,
+                        log.len(),
+                        finals[&p].len()
+                    ));
+                }
+            }
+        }
+        broker.close().map_err(|e| format!("close: {e}"))?;
+    }
+    Ok((acked, duplicates))
 }
 
+fn faults_of(broker: &Broker) -> logbus::replica::Faults {
+    broker.faults()
+}
+
+/// Every partition's final log (values by offset).
+type Finals = HashMap<u32, Vec<u64>>;
+
 /// The checker: returns (acknowledged records, duplicates) or what is wrong.
-fn check(broker: &Broker, h: &History) -> Result<(u64, u64), String> {
+fn check(broker: &Broker, h: &History) -> Result<(u64, u64, Finals), String> {
     let topic = broker.topic::<(), u64>(T).unwrap();
     let mut duplicates = 0;
     let mut finals = HashMap::new();
@@ -346,25 +410,34 @@ fn check(broker: &Broker, h: &History) -> Result<(u64, u64), String> {
             h.possible_duplicates
         ));
     }
-    Ok((h.acked.len() as u64, duplicates))
+    Ok((h.acked.len() as u64, duplicates, finals))
 }
 
 #[test]
 fn random_fault_schedules_keep_kafkas_guarantees() {
+    schedules(false, 200);
+}
+
+#[test]
+fn random_fault_schedules_keep_kafkas_guarantees_on_disk() {
+    schedules(true, 50);
+}
+
+fn schedules(on_disk: bool, default: u64) {
     let seeds: Vec<u64> = match std::env::var("LOGBUS_JEPSEN_SEED") {
         Ok(s) => vec![s.parse().expect("LOGBUS_JEPSEN_SEED is a number")],
         Err(_) => {
             let n = std::env::var("LOGBUS_JEPSEN_SCHEDULES")
                 .ok()
                 .and_then(|s| s.parse().ok())
-                .unwrap_or(200);
+                .unwrap_or(default);
             (0..n).collect()
         }
     };
     let mut failures = Vec::new();
     let (mut acked, mut duplicates) = (0, 0);
     for &seed in &seeds {
-        let outcome = catch_unwind(AssertUnwindSafe(|| run(seed)))
+        let outcome = catch_unwind(AssertUnwindSafe(|| run(seed, on_disk)))
             .unwrap_or_else(|_| Err("panicked".to_string()));
         match outcome {
             Ok((a, d)) => {
@@ -373,8 +446,9 @@ fn random_fault_schedules_keep_kafkas_guarantees() {
             }
             Err(why) => {
                 eprintln!(
-                    "seed {seed} failed: {why}\n  schedule: {:?}\n  replay: LOGBUS_JEPSEN_SEED={seed} cargo test --test replicas_jepsen",
-                    schedule(seed)
+                    "seed {seed} failed: {why}\n  schedule: {:?}\n  replay: LOGBUS_JEPSEN_SEED={seed} cargo test --test replicas_jepsen {}",
+                    schedule(seed),
+                    if on_disk { "on_disk" } else { "guarantees" }
                 );
                 failures.push(seed);
             }

@@ -9,15 +9,24 @@
 //! - `produce`: batches of 1,000, each acknowledged before the next. logbus:
 //!   `KafkaProducer::send_batch`; rdkafka: `BaseProducer::send` ×1,000, then `poll(1 ms)`
 //!   until none is in flight (rdkafka's `flush` waits in 100 ms steps: 10× slower here).
-//! - `consume`: read every record from offset 0 of the 3 partitions, keys and values
-//!   decoded; both sides read the same topic (the logbus-produced one in even pairs, the
-//!   rdkafka-produced one in odd pairs). logbus: `KafkaConsumer::assign` and
-//!   `poll_into`; rdkafka: `BaseConsumer::assign` and `poll` from offset 0, decoding the
-//!   same bytes. Both times include creating the consumer and its first fetch.
+//! - `consume`: read every record from offset 0 of the 3 partitions; both sides read the
+//!   same topic (the logbus-produced one in even pairs, the rdkafka-produced one in odd
+//!   pairs), and both times include creating the consumer and its first fetch. logbus:
+//!   `KafkaConsumer::assign` and `poll_with` (each record decoded into a `RecordRef`: key,
+//!   value, topic, partition, offset, timestamp, headers); rdkafka: `BaseConsumer::assign`
+//!   at offset 0 and `poll`, reading the same fields of each message (the key decoded to a
+//!   `String`, the value to a `u64`, the topic, partition, offset, timestamp, and the
+//!   headers looked up).
+//! - `consume-kv`: the same logbus run against rdkafka reading only the key and the value
+//!   (what a user who wants no timestamp, topic or headers pays): reading a message's
+//!   timestamp and headers touches librdkafka's per-message state that key and value do
+//!   not, about a third of rdkafka's own per-record time here.
+//! - `poll_into`: logbus's `poll_into` (records moved into a reused `Vec` of 1,024) against
+//!   the full-record rdkafka run.
 //!
 //! ```sh
 //! cargo bench -p logbus-comparison --features kafka --bench kafka_vs_rdkafka
-//! KAFKA_BENCH_RECORDS=200000 KAFKA_BENCH_PAIRS=7 cargo bench -p logbus-comparison --features kafka --bench kafka_vs_rdkafka
+//! KAFKA_BENCH_RECORDS=200000 KAFKA_BENCH_PAIRS=9 cargo bench -p logbus-comparison --features kafka --bench kafka_vs_rdkafka
 //! ```
 
 use std::time::{Duration, Instant};
@@ -26,7 +35,7 @@ use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::kafka::rdkafka::config::ClientConfig;
 use logbus::kafka::rdkafka::consumer::{BaseConsumer, Consumer as _};
 use logbus::kafka::rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use logbus::kafka::rdkafka::message::Message as _;
+use logbus::kafka::rdkafka::message::{Headers as _, Message as _};
 use logbus::kafka::rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 use logbus::kafka::rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use logbus::kafka::{KafkaBroker, KafkaConfig, MockCluster};
@@ -35,6 +44,8 @@ use logbus::{Record, TopicConfig, TopicPartition};
 const PARTITIONS: u32 = 3;
 const BATCH: usize = 1000;
 const KEYS: u64 = 64;
+/// Records per logbus poll.
+const POLL_MAX: usize = 1024;
 /// Both consumers: when a partition's local queue is over `queued.min.messages`, librdkafka
 /// postpones its next fetch by this much (1 s by default: a one-second stall, hit at random
 /// by either side, dominated the consume figures).
@@ -107,8 +118,9 @@ fn produce_rdkafka(producer: &BaseProducer, topic: &str, records: u64) -> f64 {
     records as f64 / start.elapsed().as_secs_f64()
 }
 
-/// logbus: assign every partition at 0, `poll_into` until every record was read.
-fn consume_logbus(broker: &KafkaBroker, topic: &str, records: u64) -> f64 {
+/// logbus: assign every partition at 0, then `poll_with` (or `poll_into`) until every
+/// record was read.
+fn consume_logbus(broker: &KafkaBroker, topic: &str, records: u64, into: bool) -> f64 {
     let start = Instant::now();
     let mut consumer = broker
         .consumer::<String, u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
@@ -118,31 +130,36 @@ fn consume_logbus(broker: &KafkaBroker, topic: &str, records: u64) -> f64 {
         .collect();
     consumer.assign(&all).expect("assign");
 
-    let mut out = Vec::with_capacity(1024);
+    let mut out = Vec::with_capacity(POLL_MAX);
     let mut read = 0u64;
     let mut sum = 0u64;
     while read < records {
-        out.clear();
-        read += consumer
-            .poll_into(
-                &mut out,
-                env("KAFKA_BENCH_POLL_MAX", 1024),
-                Duration::from_secs(5),
-            )
-            .expect("poll") as u64;
-
-        sum = out.iter().fold(sum, |s, r| {
-            s.wrapping_add(r.value)
-                .wrapping_add(r.key.as_ref().map_or(0, |k| k.len() as u64))
-        });
+        if into {
+            out.clear();
+            read += consumer
+                .poll_into(&mut out, POLL_MAX, Duration::from_secs(5))
+                .expect("poll") as u64;
+            sum = out.iter().fold(sum, |s, r| {
+                s.wrapping_add(r.value)
+                    .wrapping_add(r.key.as_ref().map_or(0, |k| k.len() as u64))
+            });
+        } else {
+            read += consumer
+                .poll_with(POLL_MAX, Duration::from_secs(5), |r| {
+                    sum = sum
+                        .wrapping_add(*r.value)
+                        .wrapping_add(r.key.map_or(0, |k| k.len() as u64));
+                })
+                .expect("poll") as u64;
+        }
     }
     std::hint::black_box(sum);
     records as f64 / start.elapsed().as_secs_f64()
 }
 
 /// rdkafka: assign every partition at 0, `poll` until every record was read, decoding the
-/// same key and value bytes.
-fn consume_rdkafka(servers: &str, topic: &str, records: u64) -> f64 {
+/// same key and value bytes; with `full`, also reading what a logbus record carries.
+fn consume_rdkafka(servers: &str, topic: &str, records: u64, full: bool) -> f64 {
     let start = Instant::now();
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", servers)
@@ -174,6 +191,22 @@ fn consume_rdkafka(servers: &str, topic: &str, records: u64) -> f64 {
                         .expect("8-byte value"),
                 );
                 sum = sum.wrapping_add(value).wrapping_add(key.len() as u64);
+                if full {
+                    let headers: Vec<(String, Option<Vec<u8>>)> =
+                        m.headers().map_or_else(Vec::new, |h| {
+                            h.iter()
+                                .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+                                .collect()
+                        });
+                    let at = (m.topic(), m.partition(), m.offset());
+                    let ts = m.timestamp().to_millis().unwrap_or(0);
+                    sum = sum
+                        .wrapping_add(ts as u64)
+                        .wrapping_add(at.0.len() as u64)
+                        .wrapping_add(at.1 as u64)
+                        .wrapping_add(at.2 as u64)
+                        .wrapping_add(headers.len() as u64);
+                }
                 read += 1;
             }
             Some(Err(e)) => panic!("poll: {e}"),
@@ -200,7 +233,10 @@ fn main() {
 
     println!("kafka_vs_rdkafka: {records} records, {pairs} pairs, mock cluster of 3 brokers");
     let mut rows: Vec<(&str, Vec<f64>, Vec<f64>)> =
-        vec![("produce", vec![], vec![]), ("consume", vec![], vec![])];
+        ["produce", "consume", "consume-kv", "poll_into"]
+            .into_iter()
+            .map(|name| (name, vec![], vec![]))
+            .collect();
     for pair in 0..pairs {
         let a = format!("bench-logbus-{pair}");
         let b = format!("bench-rdkafka-{pair}");
@@ -215,8 +251,18 @@ fn main() {
         // Reading changes nothing: both read the same records, of one topic, then the
         // other's (so neither side always reads the data its own producer batched).
         let shared = if pair % 2 == 0 { &a } else { &b };
-        rows[1].1.push(consume_logbus(&broker, shared, records));
-        rows[1].2.push(consume_rdkafka(&servers, shared, records));
+        let with = consume_logbus(&broker, shared, records, false);
+        let full = consume_rdkafka(&servers, shared, records, true);
+        rows[1].1.push(with);
+        rows[1].2.push(full);
+        rows[2].1.push(with);
+        rows[2]
+            .2
+            .push(consume_rdkafka(&servers, shared, records, false));
+        rows[3]
+            .1
+            .push(consume_logbus(&broker, shared, records, true));
+        rows[3].2.push(full);
     }
     println!(
         "{:<10} {:>16} {:>16} {:>14}   per-pair ratios",

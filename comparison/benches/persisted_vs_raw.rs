@@ -15,6 +15,8 @@
 //! ```sh
 //! cargo bench -p logbus-comparison --bench persisted_vs_raw
 //! PERSIST_BENCH_MB=256 PERSIST_BENCH_PAIRS=7 cargo bench -p logbus-comparison --bench persisted_vs_raw
+//! PERSIST_BENCH_ROWS=1k,100b cargo bench -p logbus-comparison --bench persisted_vs_raw  # no EveryBatch rows
+//! PERSIST_BENCH_ROWS=1k PERSIST_BENCH_PAIRS=1 PERSIST_BENCH_PROFILE_REPLAYS=40 perf record …  # replay 40× for a profile
 //! ```
 
 use std::fs::File;
@@ -169,6 +171,9 @@ fn write_row(size: usize, total_mb: u64, pairs: usize) {
         ratios.push(t_raw.as_secs_f64() / t_ours.as_secs_f64());
         if size == 1024 {
             // Both read warm files just written.
+            for _ in 1..env_u64("PERSIST_BENCH_PROFILE_REPLAYS", 1) {
+                replay_logbus(&broker, count);
+            }
             let t_replay = replay_logbus(&broker, count);
             let t_read = replay_raw(&dir);
             r_ours.push(mb / t_replay.as_secs_f64());
@@ -241,9 +246,18 @@ fn main() {
         "persisted topics vs raw disk: {total_mb} MiB per run, {pairs} pairs, dir {}",
         env!("CARGO_TARGET_TMPDIR")
     );
-    write_row(1024, total_mb, pairs);
-    write_row(100, total_mb, pairs);
-    for n in [1, 4, 16] {
-        everybatch_row(n, env_u64("PERSIST_BENCH_EVERYBATCH", 2000));
+    // `PERSIST_BENCH_ROWS=1k` (say) runs only the 1 KiB write and replay rows.
+    let rows = std::env::var("PERSIST_BENCH_ROWS").unwrap_or_else(|_| "1k,100b,everybatch".into());
+    let wanted = |row: &str| rows.split(',').any(|r| r.trim() == row);
+    if wanted("1k") {
+        write_row(1024, total_mb, pairs);
+    }
+    if wanted("100b") {
+        write_row(100, total_mb, pairs);
+    }
+    if wanted("everybatch") {
+        for n in [1, 4, 16] {
+            everybatch_row(n, env_u64("PERSIST_BENCH_EVERYBATCH", 2000));
+        }
     }
 }

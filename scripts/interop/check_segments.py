@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent check of a logbus partition directory with kafka-python's record parser.
 
-Usage: check_segments.py DIR EXPECTED [--index-interval N] [--closed]
+Usage: check_segments.py DIR EXPECTED [--index-interval N] [--closed] [--epochs]
 
 DIR holds NNNNNNNNNNNNNNNNNNNN.log/.index/.timeindex files written by logbus. EXPECTED lists
 the records that were written, one per line, tab-separated:
@@ -22,6 +22,10 @@ Checks, by the rules in shared KAFKA_FORMAT.md:
 - .timeindex entries are exactly those the same rule produces (largest timestamp so far and
   the last offset of the batch holding it, appended only when strictly greater), plus, with
   --closed, the final entry written on roll and close.
+- with --epochs (a replica's directory): DIR/leader-epoch-checkpoint follows Kafka's layout
+  (version 0, the entry count, then `epoch startOffset` lines, epochs and start offsets
+  strictly increasing), and every batch's partitionLeaderEpoch (bytes 12..16 of its header)
+  is the epoch whose range holds the whole batch.
 Exits 0 when all hold; otherwise prints every problem and exits 1.
 """
 
@@ -32,6 +36,7 @@ import sys
 from kafka.record.memory_records import MemoryRecords
 
 problems = []
+batch_epochs = []  # (base offset, last offset, partitionLeaderEpoch) of every batch
 
 
 def problem(msg):
@@ -96,6 +101,8 @@ def check_segment(log_path, interval, closed):
             problem(f"{log_path}@{pos}: {len(recs)} records, header says {batch.records_count}")
         records += recs
         batches.append((pos, size, batch.last_offset, batch.max_timestamp))
+        batch_epochs.append((batch.base_offset, batch.last_offset,
+                             struct.unpack_from(">i", data, pos + 12)[0]))
         pos += size
     if pos != len(data):
         problem(f"{log_path}: {len(data) - pos} bytes after the last whole batch at {pos}")
@@ -146,6 +153,36 @@ def check_segment(log_path, interval, closed):
     return records
 
 
+def check_epochs(directory):
+    path = os.path.join(directory, "leader-epoch-checkpoint")
+    if not os.path.exists(path):
+        problem(f"{path} missing")
+        return
+    lines = open(path).read().split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2 or lines[0] != "0":
+        problem(f"{path}: expected version line 0, found {lines[:1]}")
+        return
+    count = int(lines[1])
+    entries = [tuple(int(x) for x in line.split(" ")) for line in lines[2:]]
+    if len(entries) != count or any(len(e) != 2 for e in entries):
+        problem(f"{path}: count {count}, entries {entries}")
+        return
+    for a, b in zip(entries, entries[1:]):
+        if not (b[0] > a[0] and b[1] > a[1]):
+            problem(f"{path}: entries not strictly increasing: {a} then {b}")
+    for base, last, epoch in batch_epochs:
+        holding = [e for e in entries if e[1] <= base]
+        want = holding[-1][0] if holding else None
+        later = [e for e in entries if base < e[1] <= last]
+        if want != epoch or later:
+            problem(f"batch {base}..{last}: partitionLeaderEpoch {epoch}, the checkpoint "
+                    f"{entries} gives {want}")
+    print(f"leader-epoch-checkpoint: {entries}, {len(batch_epochs)} batches agree"
+          if not problems else "leader-epoch-checkpoint: problems")
+
+
 def main():
     args = sys.argv[1:]
     if len(args) < 2:
@@ -160,6 +197,8 @@ def main():
     records = []
     for name in logs:
         records += check_segment(os.path.join(directory, name), interval, closed)
+    if "--epochs" in args:
+        check_epochs(directory)
     expected = parse_expected(expected_path)
     if len(records) != len(expected):
         problem(f"{len(records)} records in the files, {len(expected)} expected")

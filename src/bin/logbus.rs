@@ -9,7 +9,9 @@
 //!
 //! - `logbus describe <data-dir>` lists a broker's closed data directory: its persisted
 //!   topics, each partition's log start and log end, and each group's committed offsets and
-//!   lag (it opens the directory, so recovery runs, and closes it cleanly).
+//!   lag (it opens the directory, so recovery runs, and closes it cleanly); for replicated
+//!   topics, each partition's replicas, leader, leader epoch, ISR and high watermark as last
+//!   recorded, and the replica kept in this directory with its leader epochs.
 //!
 //! - `logbus export <data-dir> --bootstrap-servers host:port` copies persisted topics into
 //!   a Kafka cluster (resumable); `logbus import <data-dir> --bootstrap-servers host:port
@@ -200,6 +202,42 @@ fn describe(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
                 out,
                 "\tPartition: {p}\tLogStartOffset: {start}\tLogEndOffset: {end}"
             )?;
+        }
+    }
+    let ids = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    for (name, partitions, rf, key, value) in &d.replicated_topics {
+        writeln!(
+            out,
+            "Topic: {name}\tPartitions: {partitions}\tReplicationFactor: {rf}\tKey: {key}\tValue: {value}"
+        )?;
+        for r in d.replicated.iter().filter(|r| r.topic == *name) {
+            let leader = r
+                .leader
+                .map_or_else(|| "none".to_string(), |l| l.to_string());
+            writeln!(
+                out,
+                "\tPartition: {}\tLeader: {leader}\tLeaderEpoch: {}\tReplicas: {}\tIsr: {}\tHighWatermark: {}\tGeneration: {}",
+                r.partition,
+                r.leader_epoch,
+                ids(&r.replicas),
+                ids(&r.isr),
+                r.high_watermark,
+                r.generation
+            )?;
+            if let Some(local) = &r.local {
+                let (start, end) = (local.log_start, local.log_end);
+                let epochs: Vec<String> = local
+                    .epochs
+                    .iter()
+                    .map(|(e, o)| format!("{e}@{o}"))
+                    .collect();
+                writeln!(
+                    out,
+                    "\tPartition: {}\tReplicaHere: LogStartOffset: {start}\tLogEndOffset: {end}\tLeaderEpochs: {}",
+                    r.partition,
+                    epochs.join(" ")
+                )?;
+            }
         }
     }
     for (group, topic, p, offset) in &d.groups {

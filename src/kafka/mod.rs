@@ -68,6 +68,26 @@
 //! [`Error::UnknownTopic`], a partition past the topic's count
 //! [`Error::PartitionOutOfRange`], a record over the size limit [`Error::RecordTooLarge`].
 //!
+//! Where each error carries its topic and partition:
+//! - A send's error names the record's topic and its partition (the one it named, else the
+//!   one the partitioner chose, when librdkafka got that far).
+//! - `committed`, `offsets_for_times`, a watermark lookup (behind `assign`, `seek_to_*`,
+//!   `beginning_offsets`, `end_offsets`) and a commit of one partition name that partition;
+//!   a commit of several, `assign`, `seek` and `pause` name none (librdkafka answers those
+//!   for the whole list).
+//! - An error `poll` reports names neither: librdkafka attaches the partition to a fetch
+//!   error, but the `rdkafka` crate's consumer passes on only the code
+//!   (`KafkaError::MessageConsumption`), and reading librdkafka's queue directly would mean
+//!   redoing the crate's event handling (rebalances, commits) beside it.
+//!
+//! A send whose outcome is in doubt (Kafka's "possibly persisted": the request went out and
+//! no answer came within `message.timeout.ms`) is [`Error::KafkaTimeout`] with the record
+//! handed back, not [`Error::NotAcknowledged`]: that error names the offset the record has
+//! in a log, and Kafka gave the record none; whether to send it again (and perhaps
+//! duplicate it) is the caller's choice, as with Kafka's own producer. An in-process
+//! `NotAcknowledged` has no Kafka counterpart otherwise: with `acks=all`, Kafka answers
+//! only once the in-sync replicas have the record.
+//!
 //! # Testing without a cluster
 //!
 //! [`MockCluster`] is librdkafka's in-process mock cluster (the real Kafka protocol,

@@ -22,8 +22,9 @@ use crate::sync::{Arc, Condvar, Mutex};
 /// A record handed to librdkafka, with the batch slot its delivery report fills.
 type Outgoing<'a> = BaseRecord<'a, [u8], [u8], Box<(Arc<Batch>, usize)>>;
 
-/// What the cluster said about one record: where it went, or why not.
-type Outcome = std::result::Result<(u32, u64, i64), (Code, String)>;
+/// What the cluster said about one record: where it went, or why not (with the partition
+/// librdkafka had chosen, when it had).
+type Outcome = std::result::Result<(u32, u64, i64), (Code, String, Option<u32>)>;
 
 /// The outcomes of one `send` or `send_batch`, filled in by the delivery callbacks.
 pub(crate) struct Batch {
@@ -86,9 +87,10 @@ impl ProducerContext for DeliveryContext {
                 m.offset().max(0) as u64,
                 m.timestamp().to_millis().unwrap_or(0),
             )),
-            Err((e, _)) => Err((
+            Err((e, m)) => Err((
                 super::error::code_of(e).unwrap_or(Code::Fail),
                 e.to_string(),
+                u32::try_from(m.partition()).ok(),
             )),
         };
         batch.settle(index, outcome);
@@ -313,12 +315,13 @@ where
                     // a LogAppendTime topic stamps its own, which consumers see).
                     timestamp: records[i].timestamp.unwrap_or(*acked),
                 }),
-                Some(Err((code, reason))) => {
+                Some(Err((code, reason, chosen))) => {
                     let r = &records[i];
                     let mut at = At::op("send")
                         .topic(&r.topic)
                         .timeout(shared.delivery_timeout);
-                    if let Some(p) = r.partition {
+                    // The record's partition, or the one the partitioner chose for it.
+                    if let Some(p) = r.partition.or(*chosen) {
                         at = at.partition(p);
                     }
                     let error = self.delivery_error(*code, reason.clone(), r, at);
@@ -478,7 +481,7 @@ pub(crate) fn send_raw(
     for (r, o) in records.iter().zip(outcomes).take(enqueued) {
         match o {
             Some(Ok((partition, offset, _))) => out.push((partition, offset)),
-            Some(Err((code, reason))) => {
+            Some(Err((code, reason, _))) => {
                 let at = At::op("export")
                     .topic(r.topic)
                     .partition(r.partition)

@@ -33,7 +33,7 @@ const TOPIC_SUFFIX: &str = ".topic";
 /// The broker's clock (a std `Arc`) as the storage layer takes clocks (`sync::Arc`, which
 /// is loom's under `logbus_loom`).
 #[derive(Debug)]
-struct BrokerClock(Arc<dyn Clock>);
+pub(crate) struct BrokerClock(pub(crate) Arc<dyn Clock>);
 
 impl Clock for BrokerClock {
     fn now_ms(&self) -> i64 {
@@ -73,7 +73,7 @@ pub struct ClampedOffset {
 
 /// One `key value` line of a topic's metadata file.
 #[derive(Debug, Clone)]
-struct MetaLine(String, String);
+pub(crate) struct MetaLine(pub(crate) String, pub(crate) String);
 
 impl CheckpointEntry for MetaLine {
     fn to_line(&self) -> std::result::Result<String, String> {
@@ -153,7 +153,7 @@ pub(crate) struct TopicMeta {
 }
 
 impl TopicMeta {
-    fn lines(&self) -> Vec<MetaLine> {
+    pub(crate) fn lines(&self) -> Vec<MetaLine> {
         let p = &self.persist;
         let flush = match p.flush {
             FlushPolicy::EveryBatch => "every_batch".to_string(),
@@ -181,7 +181,7 @@ impl TopicMeta {
         .collect()
     }
 
-    fn parse(name: &str, path: &Path, lines: Vec<MetaLine>) -> Result<Self> {
+    pub(crate) fn parse(name: &str, path: &Path, lines: Vec<MetaLine>) -> Result<Self> {
         let map: HashMap<String, String> = lines.into_iter().map(|l| (l.0, l.1)).collect();
         let bad = |what: &str| Error::InvalidCheckpoint {
             file: path.to_path_buf(),
@@ -221,7 +221,7 @@ impl TopicMeta {
         })
     }
 
-    fn topic_config(&self) -> TopicConfig {
+    pub(crate) fn topic_config(&self) -> TopicConfig {
         let mut c = TopicConfig::new(self.partitions).records_in_memory(self.records_in_memory);
         if self.retention_ms > 0 {
             c = c.retention(Duration::from_millis(self.retention_ms as u64));
@@ -229,7 +229,7 @@ impl TopicMeta {
         c
     }
 
-    fn log_config(&self) -> LogConfig {
+    pub(crate) fn log_config(&self) -> LogConfig {
         let p = &self.persist;
         LogConfig {
             segment_bytes: p.segment_bytes,
@@ -696,6 +696,11 @@ pub struct DataDirDescription {
     pub partitions: Vec<(String, u32, u64, u64)>,
     /// Per group and partition: `(group, topic, partition, committed offset)`.
     pub groups: Vec<(String, String, u32, u64)>,
+    /// Replicated topics whose metadata this directory keeps: `(name, partitions,
+    /// replication factor, key codec type id, value codec type id)`.
+    pub replicated_topics: Vec<crate::replica::StoredTopic>,
+    /// Their partitions: replicas, leader, epoch, ISR, HW, and the replica stored here.
+    pub replicated: Vec<crate::replica::StoredPartition>,
 }
 
 /// Opens the data directory `dir` (running recovery: it must not be in use), reads its
@@ -726,10 +731,20 @@ pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> 
                 .collect()
         })
         .unwrap_or_default();
+    let (replicated_topics, replicated) = match &data {
+        Some(d) => crate::replica::persisted::describe_dir(
+            SyncArc::clone(&d.io),
+            SyncArc::clone(&d.clock),
+            &d.dir,
+        )?,
+        None => Default::default(),
+    };
     broker.close()?;
     Ok(DataDirDescription {
         topics,
         partitions,
         groups,
+        replicated_topics,
+        replicated,
     })
 }

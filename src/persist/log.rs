@@ -172,8 +172,9 @@ impl LogCell {
 /// A persisted partition as [`Partition`] sees it (the codecs live here).
 pub(crate) struct PartitionLog<K, V> {
     pub(crate) cell: Arc<LogCell>,
-    /// A read buffer kept between disk reads.
-    pub(crate) buf: Mutex<Vec<u8>>,
+    /// The last disk read's buffer: records read from it may share it (zero-copy values,
+    /// [`Codec::decode_from`]); the next read reuses it once none does.
+    pub(crate) buf: Mutex<Bytes>,
     pub(crate) policy: FlushPolicy,
     pub(crate) max_message_bytes: u64,
     pub(crate) _types: PhantomData<fn() -> (K, V)>,
@@ -218,10 +219,15 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
 
     fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, &Entry<K, V>)) -> Result<usize> {
         // At most 1 MiB a read: the bytes stay in cache while they are decoded.
-        let max_bytes = (max.saturating_mul(1024)).clamp(64 << 10, 1 << 20);
-        // One reused buffer (a fresh one per read costs page faults); a concurrent reader
-        // finds it taken and uses its own.
-        let mut bytes = std::mem::take(&mut *self.buf.lock());
+        let max_bytes = (max.saturating_mul(1024)).clamp(64 << 10, 256 << 10);
+        // One reused buffer (a fresh one per read costs page faults) once no record shares
+        // it any more; a concurrent reader finds it taken and uses its own.
+        let last = std::mem::take(&mut *self.buf.lock());
+        let mut bytes = if last.is_unique() {
+            Vec::from(last)
+        } else {
+            Vec::new()
+        };
         let (read, end) = {
             let log = self.cell.log.lock();
             let Some(set) = log.as_ref() else {
@@ -232,6 +238,7 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
                 set.log_end_offset(),
             )
         };
+        let bytes = Bytes::from(bytes);
         let n = self.decode(&bytes, read, offset, end, max, f);
         *self.buf.lock() = bytes;
         n
@@ -304,7 +311,7 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
     /// The records of `bytes` (whole batches) from `offset` on, below `end`, at most `max`.
     fn decode(
         &self,
-        bytes: &[u8],
+        bytes: &Bytes,
         read: Result<()>,
         offset: u64,
         end: u64,
@@ -321,7 +328,8 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
         };
         read.map_err(stored)?;
         let mut n = 0usize;
-        for batch in BatchIter::new(bytes) {
+        // `read_into` checked every batch's CRC.
+        for batch in BatchIter::new(bytes).crc_checked() {
             let batch = batch.map_err(stored)?;
             if batch.header().is_control() {
                 continue;
@@ -336,20 +344,28 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
                     return Ok(n);
                 }
                 let key = match r.key {
-                    Some(k) => Some(K::decode(k).map_err(stored)?),
+                    Some(k) => Some(K::decode_from(bytes, k).map_err(stored)?),
                     None => None,
                 };
-                let value = V::decode(r.value.unwrap_or_default()).map_err(stored)?;
-                let headers: Vec<(String, Option<Bytes>)> = r
-                    .headers
-                    .iter()
-                    .map(|h| (h.key.to_owned(), h.value.map(Bytes::copy_from_slice)))
-                    .collect();
+                let value = V::decode_from(bytes, r.value.unwrap_or_default()).map_err(stored)?;
+                let headers = (!r.headers.is_empty()).then(|| {
+                    let headers: Vec<(String, Option<Bytes>)> = r
+                        .headers
+                        .iter()
+                        .map(|h| {
+                            (
+                                h.key.to_owned(),
+                                h.value.map(|v| crate::codec::share(bytes, v)),
+                            )
+                        })
+                        .collect();
+                    Box::new(headers)
+                });
                 let entry = Entry {
                     timestamp: r.timestamp,
                     key,
                     value,
-                    headers: crate::partition::box_headers(headers),
+                    headers,
                 };
                 f(at, &entry);
                 n += 1;

@@ -13,6 +13,11 @@
 //! <data dir>/.logbus_cleanshutdown              written by `close`, removed at open
 //! ```
 //!
+//! A broker opened on several directories ([`BrokerBuilder::data_dirs`]) keeps its
+//! replicated topics' replicas across them: `<dir>/<topic>-<partition>/` (a segment set
+//! with its `leader-epoch-checkpoint`) and `<dir>/<topic>.replicas` (see
+//! [`crate::replica`]).
+//!
 //! # How a record reaches the disk
 //!
 //! The partition's ring is the cache of the tail. One writer thread per partition is a
@@ -52,8 +57,8 @@ mod log;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub(crate) use data_dir::DataDir;
 pub use data_dir::{describe_data_dir, ClampedOffset, DataDirDescription, PartitionRecovery};
+pub(crate) use data_dir::{BrokerClock, DataDir, MetaLine, TopicMeta};
 
 use crate::storage::Io;
 use crate::sync::StdArc as Arc;
@@ -193,6 +198,8 @@ impl PersistConfig {
 #[derive(Debug, Clone)]
 pub(crate) struct DataDirOptions {
     pub(crate) dir: Option<PathBuf>,
+    /// Every data directory (the first is `dir`), for replicated persisted topics.
+    pub(crate) dirs: Vec<PathBuf>,
     /// `None`: the real file system (made at open, so that building an in-memory broker
     /// allocates nothing here).
     pub(crate) io: Option<crate::sync::Arc<dyn Io>>,
@@ -204,6 +211,7 @@ impl Default for DataDirOptions {
     fn default() -> Self {
         Self {
             dir: None,
+            dirs: Vec::new(),
             io: None,
             offsets_interval: Duration::from_secs(5),
             retention_interval: Duration::from_secs(1),
@@ -217,6 +225,43 @@ impl BrokerBuilder {
     /// The data directory [`open`](Self::open) opens (created if missing).
     pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.persist.dir = Some(dir.into());
+        self
+    }
+
+    /// The data directories (Kafka's `log.dirs`): the broker's data directory is the first
+    /// (as [`data_dir`](Self::data_dir)); a replicated persisted topic
+    /// ([`Broker::create_persisted_topic`] with a replication factor above 1) keeps each
+    /// partition's replicas on different directories — replica `i` of partition `p` on
+    /// directory `(p + i) % count`, a replica's id being its directory's index — so the
+    /// replication factor can be at most the directory count. A directory failing (I/O
+    /// errors, or gone) takes its replicas offline; leadership moves to an in-sync replica
+    /// on another directory (see [`crate::replica`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, TopicConfig};
+    /// use logbus::persist::PersistConfig;
+    /// use logbus::producer::Record;
+    ///
+    /// let (a, b, c) = (tempfile::tempdir()?, tempfile::tempdir()?, tempfile::tempdir()?);
+    /// let broker = Broker::builder().data_dirs([a.path(), b.path(), c.path()]).open()?;
+    /// let config = TopicConfig::new(1).replication_factor(3).min_insync_replicas(2);
+    /// broker.create_persisted_topic::<String, String>("orders", config, PersistConfig::new())?;
+    /// broker.producer::<String, String>().send(Record::new("orders", "o-1".to_string()))?;
+    /// broker.close()?;
+    ///
+    /// let broker = Broker::builder().data_dirs([a.path(), b.path(), c.path()]).open()?;
+    /// broker.open_topic::<String, String>("orders")?;
+    /// assert_eq!(broker.describe_topic("orders")?.replicas[0].isr.len(), 3);
+    /// # broker.close()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn data_dirs<P: Into<PathBuf>>(mut self, dirs: impl IntoIterator<Item = P>) -> Self {
+        self.persist.dirs = dirs.into_iter().map(Into::into).collect();
+        if let Some(first) = self.persist.dirs.first() {
+            self.persist.dir = Some(first.clone());
+        }
         self
     }
 
@@ -260,8 +305,18 @@ impl BrokerBuilder {
                 valid: "a directory (BrokerBuilder::data_dir)".into(),
             });
         };
+        let mut dirs = self.persist.dirs.clone();
+        if dirs.first() != Some(&dir) {
+            dirs.insert(0, dir.clone());
+        }
         let data = DataDir::open(dir, self.persist.clone(), Arc::clone(&self.clock))?;
+        let io = match &self.persist.io {
+            Some(io) => crate::sync::Arc::clone(io),
+            None => crate::sync::arc_from_std(Arc::new(crate::storage::FsIo) as Arc<dyn Io>),
+        };
+        let disk = crate::replica::persisted::DiskDirs::open(dirs, io, Arc::clone(&self.clock))?;
         let broker = Broker::from_parts(Arc::clone(&self.clock), Some(Arc::clone(&data)));
+        broker.replication().attach_disk(disk);
         data.start_background(&broker)?;
         Ok(broker)
     }
@@ -329,11 +384,8 @@ impl Broker {
         crate::broker::validate_topic_name(name)?;
         persist.validate()?;
         if config.replicas_per_partition() > 1 {
-            return Err(Error::InvalidConfig {
-                name: "replication_factor",
-                value: config.replicas_per_partition().to_string(),
-                valid: "1 for persisted topics (replicas are in memory only so far)".into(),
-            });
+            self.data_or_err()?;
+            return crate::replica::persisted::create_topic(self, name, config, persist);
         }
         self.data_or_err()?
             .create_topic::<K, V>(self, name, config, persist)
@@ -352,12 +404,21 @@ impl Broker {
         K: crate::codec::Codec + Send + Sync + 'static,
         V: crate::codec::Codec + Send + Sync + 'static,
     {
-        self.data_or_err()?.open_topic::<K, V>(self, name)
+        let data = self.data_or_err()?;
+        if let Some(topic) = crate::replica::persisted::open_topic(self, name)? {
+            return Ok(topic);
+        }
+        data.open_topic::<K, V>(self, name)
     }
 
     /// The persisted topics in the data directory (open or not), sorted.
     pub fn persisted_topics(&self) -> Vec<String> {
-        self.data().map(|d| d.topic_names()).unwrap_or_default()
+        let mut names = self.data().map(|d| d.topic_names()).unwrap_or_default();
+        if let Some(r) = crate::replica::persisted::dirs_of(self) {
+            names.extend(r.names());
+            names.sort();
+        }
+        names
     }
 
     /// What recovery did to each partition when the broker opened, by topic and partition.
@@ -392,10 +453,11 @@ impl Broker {
     ///
     /// The first I/O error (the marker is then not written: the next open recovers).
     pub fn close(&self) -> Result<()> {
-        match self.data() {
-            Some(d) => d.close(self),
-            None => Ok(()),
-        }
+        let Some(d) = self.data() else {
+            return Ok(());
+        };
+        let replicas = crate::replica::persisted::dirs_of(self).map_or(Ok(()), |r| r.close());
+        d.close(self).and(replicas)
     }
 }
 
@@ -408,6 +470,9 @@ impl Broker {
     #[doc(hidden)]
     pub fn simulate_process_death(&self) {
         if let Some(d) = self.data() {
+            if let Some(r) = crate::replica::persisted::dirs_of(self) {
+                r.abandon();
+            }
             d.abandon();
         }
     }

@@ -186,8 +186,8 @@ where
                 let appended = self
                     .destination(&mut state, topic, partition)
                     .and_then(|t| {
-                        state.topics[t].appenders[partition as usize]
-                            .append_batch(&mut run)
+                        Self::append_run(&mut state, t, partition, &mut run)
+                            .0
                             .map_err(|why| append_error(why, topic, partition))
                     });
                 sent += gathered - run.len();
@@ -211,7 +211,7 @@ where
     }
 
     /// The cache index of `topic`, after checking that it has `partition`.
-    fn destination(
+    pub(super) fn destination(
         &self,
         state: &mut super::State<K, V>,
         topic: &str,

@@ -24,7 +24,9 @@
 //!   crossbeam's: computed from the clock when received, no thread behind them.
 //!
 //! [`select!`](crate::select!) and [`Select`] wait on several operations of any of these at
-//! once, choosing at random among the ready ones (`select.rs`).
+//! once, choosing at random among the ready ones (`select.rs`);
+//! [`select_biased!`](crate::select_biased!) and [`Select::new_biased`] choose the first
+//! ready one in the order written.
 //!
 //! # Guarantees
 //!
@@ -60,9 +62,12 @@
 //!
 //! # Differences from crossbeam-channel
 //!
-//! - [`select!`](crate::select!) builds a send arm's message the first time it tries the
-//!   arm (crossbeam: once the arm is chosen); a message built for an arm that was not
-//!   chosen is dropped. A [`Select`] receive takes its message when it is selected
+//! - [`select!`](crate::select!) builds a send arm's message the first time it finds the
+//!   send could complete, or when a rendezvous send arm offers it as the select parks
+//!   (crossbeam: once the arm is chosen, with the receiver reserved); a message built for an
+//!   arm that was not chosen is dropped. So a message expression that itself waits on the
+//!   same queues (crossbeam's `recv_in_send` tests on a rendezvous queue) may wait for good
+//!   where crossbeam's would not. A [`Select`] receive takes its message when it is selected
 //!   ([`SelectedOperation::recv`] hands it over; dropping the operation drops it, where
 //!   crossbeam panics), and a selected [`Select`] send completes at once unless another
 //!   sender took the room meanwhile (it then waits as `send` does; crossbeam reserves the
@@ -73,7 +78,6 @@
 //! - When the queue drops its messages and one's `Drop` panics, the others are still
 //!   dropped (crossbeam leaks them); see **Panics** above.
 //! - The batch operations are logbus's own.
-//! - There is no `select_biased!` (nor `Select::new_biased`) yet.
 //!
 //! # Examples
 //!
@@ -108,11 +112,14 @@ mod timer;
 mod zero;
 
 use std::fmt;
+use std::iter::FusedIterator;
 use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::time::{Duration, Instant};
 
 #[doc(inline)]
 pub use crate::select;
+#[doc(inline)]
+pub use crate::select_biased;
 use counter::{Disconnect, Handle};
 pub use error::{
     ReadyTimeoutError, RecvError, RecvTimeoutError, SelectTimeoutError, SendBatchError,
@@ -654,9 +661,11 @@ impl<T> Receiver<T> {
         self.inner.capacity()
     }
 
-    /// Whether both receivers belong to the same queue.
+    /// Whether both receivers belong to the same queue. Every [`never()`] receiver counts as
+    /// the same queue, as crossbeam-channel's (none ever delivers anything).
     pub fn same_channel(&self, other: &Receiver<T>) -> bool {
-        self.inner.same_queue(&other.inner)
+        let never = |r: &Self| matches!(&*r.inner, Flavor::Timer(timer::Channel::Never, _));
+        self.inner.same_queue(&other.inner) || (never(self) && never(other))
     }
 }
 
@@ -720,6 +729,10 @@ impl<T> Iterator for Iter<'_, T> {
     }
 }
 
+// Fused: `recv` fails only once the queue is empty and every sender is gone, and no sender
+// can appear after that.
+impl<T> FusedIterator for Iter<'_, T> {}
+
 /// The non-blocking iterator of [`Receiver::try_iter`].
 pub struct TryIter<'a, T> {
     rx: &'a Receiver<T>,
@@ -745,6 +758,9 @@ impl<T> Iterator for IntoIter<T> {
         self.rx.recv().ok()
     }
 }
+
+// Fused, as `Iter`.
+impl<T> FusedIterator for IntoIter<T> {}
 
 impl<'a, T> IntoIterator for &'a Receiver<T> {
     type Item = T;

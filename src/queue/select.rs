@@ -7,7 +7,8 @@
 //! arms each is equally likely to go first). A receive arm *performs* its receive when it
 //! tries (`try_recv`): the message is then held for the caller, so a selected receive
 //! always completes. A send arm of [`select!`](crate::select!) performs a `try_send` with its
-//! message (built the first time the arm is tried); a send arm of [`Select`] only checks
+//! message (built the first time the arm is tried while the send could complete); a send
+//! arm of [`Select`] only checks
 //! that a send would complete now, and [`SelectedOperation::send`] sends.
 //!
 //! When no arm is ready after a short spin-and-yield, the selecting thread *watches* every
@@ -187,7 +188,8 @@ impl<T> Arm for RecvArm<'_, T> {
 }
 
 /// A send arm of [`select!`](crate::select!): builds its message the first time it is
-/// tried, then `try_send`s it; the outcome waits for the caller.
+/// tried with room (or a receiver, or disconnected), then `try_send`s it; the outcome waits
+/// for the caller.
 #[doc(hidden)]
 pub struct SendArm<'a, T, F> {
     tx: &'a Sender<T>,
@@ -231,6 +233,11 @@ impl<T, F: FnOnce() -> T> Arm for SendArm<'_, T, F> {
         }
         let msg = match self.msg.take() {
             Some(m) => m,
+            // The message is built only once the send could complete (crossbeam builds it
+            // once the arm is chosen): an arm that never gets room never runs the user's
+            // expression. Another sender may still take the room first; the message then
+            // waits for the next try.
+            None if !send_ready(&self.tx.inner) => return Step::NotReady,
             None => match self.make.take() {
                 Some(make) => make(),
                 None => return Step::NotReady,
@@ -324,7 +331,13 @@ impl Wait {
 
 /// A random permutation of the arms, new each round; on the stack up to 32 arms (all a
 /// `select!` can have), so a select allocates nothing.
-enum Order {
+struct Order {
+    idx: OrderIdx,
+    /// Kept in the arms' order (`select_biased!`, `Select::new_biased`).
+    biased: bool,
+}
+
+enum OrderIdx {
     Inline([u8; 32], usize),
     Heap(Vec<usize>),
 }
@@ -351,57 +364,61 @@ fn random() -> u64 {
 }
 
 impl Order {
-    fn new(n: usize) -> Self {
-        if n <= 32 {
+    fn new(n: usize, biased: bool) -> Self {
+        let idx = if n <= 32 {
             let mut idx = [0u8; 32];
             for (i, x) in idx.iter_mut().enumerate().take(n) {
                 *x = i as u8;
             }
-            Order::Inline(idx, n)
+            OrderIdx::Inline(idx, n)
         } else {
-            Order::Heap((0..n).collect())
-        }
+            OrderIdx::Heap((0..n).collect())
+        };
+        Order { idx, biased }
     }
 
     fn len(&self) -> usize {
-        match self {
-            Order::Inline(_, n) => *n,
-            Order::Heap(v) => v.len(),
+        match &self.idx {
+            OrderIdx::Inline(_, n) => *n,
+            OrderIdx::Heap(v) => v.len(),
         }
     }
 
     /// The arm tried `k`-th this round.
     fn get(&self, k: usize) -> usize {
-        match self {
-            Order::Inline(idx, _) => usize::from(idx[k]),
-            Order::Heap(v) => v[k],
+        match &self.idx {
+            OrderIdx::Inline(idx, _) => usize::from(idx[k]),
+            OrderIdx::Heap(v) => v[k],
         }
     }
 
-    /// Fisher–Yates. Under loom the order stays fixed: a model must replay identically.
+    /// Fisher–Yates, unless biased. Under loom the order stays fixed: a model must replay
+    /// identically.
     fn shuffle(&mut self) {
-        if cfg!(logbus_loom) {
+        if self.biased || cfg!(logbus_loom) {
             return;
         }
         for i in (1..self.len()).rev() {
             let j = (random() % (i as u64 + 1)) as usize;
-            match self {
-                Order::Inline(idx, _) => idx.swap(i, j),
-                Order::Heap(v) => v.swap(i, j),
+            match &mut self.idx {
+                OrderIdx::Inline(idx, _) => idx.swap(i, j),
+                OrderIdx::Heap(v) => v.swap(i, j),
             }
         }
     }
 }
 
 /// Runs a select over `arms`: the index of the arm that completed, or `None` when `wait`
-/// ran out first. An empty list waits out `wait` (forever, with no deadline).
+/// ran out first. An empty list waits out `wait` (forever, with no deadline). `biased`
+/// tries the arms in their order every round (`select_biased!`), so the first ready arm
+/// wins; otherwise each round shuffles them.
 #[doc(hidden)]
-pub fn run(arms: &mut [&mut dyn Arm], wait: Wait) -> Option<usize> {
+pub fn run(arms: &mut [&mut dyn Arm], wait: Wait, biased: bool) -> Option<usize> {
     let deadline = match wait {
         Wait::No => None,
         Wait::Until(d) => d,
     };
-    let mut order = Order::new(arms.len());
+    let mut order = Order::new(arms.len(), biased);
     let mut backoff = Backoff::new();
     loop {
         order.shuffle();
@@ -651,7 +668,7 @@ impl Arm for OpArm<'_> {
 /// `Select`: add receive and send operations, then `select` (or `try_select`,
 /// `select_timeout`, `select_deadline`) and complete the returned operation, or `ready`
 /// (and its forms) to learn which one is ready without performing it. When several are
-/// ready, each is equally likely to be chosen.
+/// ready, each is equally likely to be chosen ([`Select::new_biased`]: the first added).
 ///
 /// A selected receive has already taken its message (so it always completes); a selected
 /// send could complete when it was chosen, and [`SelectedOperation::send`] completes it at
@@ -681,6 +698,8 @@ impl Arm for OpArm<'_> {
 #[derive(Clone, Default)]
 pub struct Select<'a> {
     ops: Vec<Option<Op<'a>>>,
+    /// Ready operations are chosen in the order they were added, not at random.
+    biased: bool,
 }
 
 impl fmt::Debug for Select<'_> {
@@ -690,9 +709,40 @@ impl fmt::Debug for Select<'_> {
 }
 
 impl<'a> Select<'a> {
-    /// An empty set of operations.
+    /// An empty set of operations; among ready ones, each is equally likely to be chosen.
     pub fn new() -> Self {
-        Self { ops: Vec::new() }
+        Self {
+            ops: Vec::new(),
+            biased: false,
+        }
+    }
+
+    /// An empty set of operations that, among ready ones, always chooses the one added
+    /// first (as [`select_biased!`](crate::select_biased!) does): no fairness, and an
+    /// operation that is always ready starves those after it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::queue::{unbounded, Select};
+    ///
+    /// let (tx1, rx1) = unbounded::<i32>();
+    /// let (tx2, rx2) = unbounded::<i32>();
+    /// tx1.send(1).unwrap();
+    /// tx2.send(2).unwrap();
+    ///
+    /// let mut sel = Select::new_biased();
+    /// let first = sel.recv(&rx1);
+    /// sel.recv(&rx2);
+    /// let oper = sel.select();
+    /// assert_eq!(oper.index(), first);
+    /// assert_eq!(oper.recv(&rx1), Ok(1));
+    /// ```
+    pub fn new_biased() -> Self {
+        Self {
+            ops: Vec::new(),
+            biased: true,
+        }
     }
 
     /// Adds a send operation on `s`; returns its index.
@@ -743,7 +793,7 @@ impl<'a> Select<'a> {
             })
             .collect();
         let mut arms: Vec<&mut dyn Arm> = live.iter_mut().map(|(_, a)| a as &mut dyn Arm).collect();
-        let k = run(&mut arms, wait)?;
+        let k = run(&mut arms, wait, self.biased)?;
         drop(arms);
         let (index, arm) = live.swap_remove(k);
         Some((index, arm.got))
@@ -926,7 +976,7 @@ impl SelectedOperation<'_> {
 /// Loom models of a select's registration against the queues' notifications.
 #[cfg(all(test, logbus_loom))]
 mod loom_models {
-    use crate::queue::{bounded, unbounded, RecvError};
+    use crate::queue::{bounded, unbounded, RecvError, Select};
     use crate::sync::thread;
 
     fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -937,10 +987,12 @@ mod loom_models {
         builder.check(f);
     }
 
-    /// A thread selects over a bounded and an unbounded queue while one thread sends on the
-    /// first and another disconnects the second: the select returns the message or the
-    /// disconnection, whichever it saw, and never sleeps through both (loom reports a
-    /// deadlock if a wake-up could be lost between its registration and its park).
+    /// A thread selects over a bounded and an unbounded queue, again and again until it has
+    /// seen both events, while one thread sends on the first and another disconnects the
+    /// second. An arm whose event it has seen leaves the select, so each event in turn is
+    /// the only one that can end a select: a wake-up lost between a select's last look and
+    /// its park is a deadlock loom reports. Fails when `WaitSet::watch` loses its `SeqCst`
+    /// fence, or when the select re-checks before it registers.
     #[test]
     fn a_select_races_a_send_and_a_disconnect() {
         model(|| {
@@ -951,16 +1003,57 @@ mod loom_models {
             // The unbounded arm first (under loom the arms are tried in order): its look at
             // the queue has no fence of its own, so only the watch's fence orders it after
             // the registration (the bounded arm's look fences, and would hide a missing one).
-            let got = crate::select! {
-                recv(r2) -> m => { assert_eq!(m, Err(RecvError)); Ok(0) }
-                recv(r1) -> m => m,
-            };
-            assert!(got == Ok(7) || got == Ok(0));
+            let mut sel = Select::new();
+            let disconnect = sel.recv(&r2);
+            let message = sel.recv(&r1);
+            for _ in 0..2 {
+                let op = sel.select();
+                let i = op.index();
+                if i == disconnect {
+                    assert_eq!(op.recv(&r2), Err(RecvError));
+                } else {
+                    assert_eq!(i, message);
+                    assert_eq!(op.recv(&r1), Ok(7));
+                }
+                sel.remove(i);
+            }
             sender.join().unwrap();
             dropper.join().unwrap();
-            if got == Ok(0) {
-                assert_eq!(r1.try_recv(), Ok(7));
+        });
+    }
+
+    /// The send side of the race above: a select offering a message to a full bounded queue
+    /// and waiting to receive from an unbounded one, again and again until both completed,
+    /// while one thread frees a slot of the first and another disconnects the second. Each
+    /// event in turn is the only one that can end a select. Fails as the model above does.
+    #[test]
+    fn a_select_send_races_a_receive_and_a_disconnect() {
+        model(|| {
+            let (t1, r1) = bounded::<u8>(1);
+            t1.send(1).unwrap();
+            let (t2, r2) = unbounded::<u8>();
+            let receiver = thread::spawn(move || {
+                let first = r1.recv().unwrap();
+                (first, r1.recv().unwrap())
+            });
+            let dropper = thread::spawn(move || drop(t2));
+            // The unbounded arm first, as above.
+            let mut sel = Select::new();
+            let disconnect = sel.recv(&r2);
+            let room = sel.send(&t1);
+            for _ in 0..2 {
+                let op = sel.select();
+                let i = op.index();
+                if i == disconnect {
+                    assert_eq!(op.recv(&r2), Err(RecvError));
+                } else {
+                    assert_eq!(i, room);
+                    op.send(&t1, 2).unwrap();
+                }
+                sel.remove(i);
             }
+            assert_eq!(receiver.join().unwrap(), (1, 2));
+            dropper.join().unwrap();
         });
     }
 
@@ -983,7 +1076,9 @@ mod loom_models {
     }
 
     /// A select waiting to send into a full bounded queue, and to receive from a
-    /// rendezvous queue, while another thread frees a slot: the send goes through.
+    /// rendezvous queue, while another thread frees a slot: the send goes through. Fails
+    /// when the select re-checks before it registers; a watch without its fence passes here
+    /// (the bounded queue's `Full` look fences by itself).
     #[test]
     fn a_select_send_waits_for_room() {
         model(|| {

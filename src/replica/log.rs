@@ -19,8 +19,13 @@ pub(crate) const NO_EPOCH: i32 = -1;
 
 /// A replica's log (see the module docs).
 pub(crate) struct ReplicaLog<K, V> {
-    /// The offset of `records[0]`.
+    /// The log start offset: the first record held, in memory or (persisted) on disk.
+    floor: u64,
+    /// The offset of `records[0]` (the tail held in memory).
     start: u64,
+    /// Backed by a log on disk: memory holds a tail, trimming it keeps `floor` and the
+    /// epochs (the disk still has those records).
+    persistent: bool,
     /// Each record with the leader epoch it was appended in.
     records: VecDeque<(i32, Arc<Entry<K, V>>)>,
     /// `(epoch, first offset of that epoch)`, both strictly increasing.
@@ -31,13 +36,37 @@ impl<K, V> ReplicaLog<K, V> {
     /// An empty log starting at `start`.
     pub(crate) fn new(start: u64) -> Self {
         Self {
+            floor: start,
             start,
+            persistent: false,
             records: VecDeque::new(),
             epochs: Vec::new(),
         }
     }
 
-    /// The log start offset.
+    /// A log recovered from disk: `floor` is its start on disk, `records` (with their
+    /// epochs) the tail from `start` to its end, `epochs` its leader-epoch cache.
+    pub(crate) fn restored(
+        floor: u64,
+        start: u64,
+        records: VecDeque<(i32, Arc<Entry<K, V>>)>,
+        epochs: Vec<(i32, u64)>,
+    ) -> Self {
+        Self {
+            floor,
+            start,
+            persistent: true,
+            records,
+            epochs,
+        }
+    }
+
+    /// The log start offset (on disk, for a persisted replica).
+    pub(crate) fn log_start(&self) -> u64 {
+        self.floor
+    }
+
+    /// The first offset held in memory.
     pub(crate) fn start(&self) -> u64 {
         self.start
     }
@@ -81,13 +110,20 @@ impl<K, V> ReplicaLog<K, V> {
         self.records.push_back((epoch, entry));
     }
 
-    /// Removes every record at or above `offset` (and the epochs starting there).
+    /// Removes every record at or above `offset` (and the epochs starting there). A
+    /// persisted log cut below its memory tail keeps no records in memory (the disk has
+    /// those below `offset`).
     pub(crate) fn truncate_to(&mut self, offset: u64) {
-        let offset = offset.max(self.start);
+        let offset = offset.max(self.floor);
         if offset >= self.end() {
             return;
         }
-        self.records.truncate((offset - self.start) as usize);
+        if offset < self.start {
+            self.records.clear();
+            self.start = offset;
+        } else {
+            self.records.truncate((offset - self.start) as usize);
+        }
         self.epochs.retain(|e| e.1 < offset);
     }
 
@@ -96,6 +132,7 @@ impl<K, V> ReplicaLog<K, V> {
         self.records.clear();
         self.epochs.clear();
         self.start = start;
+        self.floor = start;
     }
 
     /// Drops the oldest records beyond `capacity`, never one at or above `floor`.
@@ -104,6 +141,10 @@ impl<K, V> ReplicaLog<K, V> {
             self.records.pop_front();
             self.start += 1;
         }
+        if self.persistent {
+            return;
+        }
+        self.floor = self.start;
         // Epochs wholly below the start go; the first one left starts at the start at most.
         while self.epochs.len() > 1 && self.epochs[1].1 <= self.start {
             self.epochs.remove(0);
@@ -115,7 +156,7 @@ impl<K, V> ReplicaLog<K, V> {
     /// latest). `(NO_EPOCH, log start)` when every cached epoch is newer (or none is known).
     pub(crate) fn end_offset_for_epoch(&self, epoch: i32) -> (i32, u64) {
         let Some(i) = self.epochs.iter().rposition(|e| e.0 <= epoch) else {
-            return (NO_EPOCH, self.start);
+            return (NO_EPOCH, self.floor);
         };
         let end = self.epochs.get(i + 1).map_or(self.end(), |next| next.1);
         (self.epochs[i].0, end)
@@ -134,7 +175,7 @@ pub(crate) fn truncation_point<K, V>(
     let own_latest = follower.latest_epoch();
     let target = if leader_epoch == NO_EPOCH {
         // The leader knows no epoch as old as ours: nothing of ours can be trusted.
-        follower.start()
+        follower.log_start()
     } else if leader_epoch == own_latest {
         leader_end.min(follower.end())
     } else {
@@ -168,7 +209,7 @@ mod tests {
 
     /// Repeats the exchange until the follower agrees with the leader (KIP-279's loop).
     fn reconcile(follower: &mut ReplicaLog<(), u64>, leader: &ReplicaLog<(), u64>) {
-        while follower.end() > 0 {
+        while follower.end() > follower.log_start() {
             let answer = leader.end_offset_for_epoch(follower.latest_epoch());
             match truncation_point(follower, answer) {
                 Some(at) => follower.truncate_to(at),

@@ -34,7 +34,7 @@ fn set_of(replicas: u32, min_insync: usize, clock: Arc<ManualClock>) -> Arc<Set>
         Arc::new(WaitSet::new()),
         clock as Arc<dyn Clock>,
         Arc::new(Events::default()),
-        |e: &Entry<(), u64>| e.clone(),
+        |e: &Entry<(), u64>| Some(e.clone()),
     ))
 }
 

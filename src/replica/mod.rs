@@ -3,8 +3,13 @@
 //!
 //! A topic created with [`TopicConfig::replication_factor`](crate::TopicConfig::replication_factor)
 //! `n > 1` keeps each partition in `n` separate logs (*replicas*), placed on different data
-//! directories (in memory: numbered virtual directories; replica `i` of partition `p` on
-//! directory `(p + i) % dirs`; a replica's id is its directory). One replica leads: it takes
+//! directories: replica `i` of partition `p` on directory `(p + i) % dirs`, a replica's id
+//! being its directory. In memory the directories are numbered virtual ones; a persisted
+//! topic ([`Broker::create_persisted_topic`](crate::Broker::create_persisted_topic) on a
+//! broker opened with [`data_dirs`](crate::broker::BrokerBuilder::data_dirs)) keeps each replica
+//! as a log in Kafka's format in `<data dir>/<topic>-<partition>/`, with its
+//! `leader-epoch-checkpoint`, and the partitions' leaders, epochs and ISRs in
+//! `<data dir>/<topic>.replicas` (module `persisted`'s docs). One replica leads: it takes
 //! every append and serves every read. The others follow: the broker's fetcher thread of each
 //! directory copies the leader's new records into them in batches.
 //!
@@ -35,9 +40,14 @@
 //!   — never at its high watermark, the pre-KIP-101 rule that let replicas diverge.
 //!
 //! In-memory replicas keep `records_in_memory` records each (the oldest beyond are dropped;
-//! `Overflow` does not apply). A crash keeps a replica's log as written (a process crash: the
-//! operating system still has it) unless a lost tail is asked for
-//! ([`Faults::crash_replica_losing`]); a failed directory loses its replicas' logs.
+//! `Overflow` does not apply); persisted replicas keep that many of their latest records in
+//! memory, and serve older ones from disk. A crash keeps a replica's log as written (a
+//! process crash: the operating system still has it) unless a lost tail is asked for
+//! ([`Faults::crash_replica_losing`]); a failed directory loses its in-memory replicas'
+//! logs, and makes a persisted directory's I/O fail.
+//!
+//! Persisted replicated topics do not yet apply retention, grow partitions, or keep their
+//! groups' committed offsets across a restart.
 //!
 //! # Fault injection
 //!
@@ -69,10 +79,13 @@
 //! # Ok::<(), logbus::Error>(())
 //! ```
 
+mod dir_io;
 mod events;
 mod log;
+pub(crate) mod persisted;
 mod runtime;
 mod set;
+mod store;
 
 #[cfg(all(test, logbus_loom))]
 mod loom_models;
@@ -80,6 +93,7 @@ mod loom_models;
 use std::time::Duration;
 
 pub use events::{EventKind, ReplicaEvent, MAX_EVENTS};
+pub use persisted::{LocalReplica, StoredPartition, StoredTopic};
 pub(crate) use runtime::Runtime;
 
 use crate::broker::{Topic, TopicConfig};
@@ -142,8 +156,8 @@ pub struct ReplicaLogView<K, V> {
 }
 
 /// Copies an entry (a failed send hands its record back while the log keeps it).
-fn clone_entry<K: Clone, V: Clone>(e: &Entry<K, V>) -> Entry<K, V> {
-    e.clone()
+fn clone_entry<K: Clone, V: Clone>(e: &Entry<K, V>) -> Option<Entry<K, V>> {
+    Some(e.clone())
 }
 
 /// Builds replicated partition `partition` of topic `name` on `runtime`.
@@ -331,29 +345,38 @@ impl Faults {
 
     /// Fails data directory `dir`: every replica on it goes offline and loses its log
     /// (leaders move, ISRs shrink, before this returns). Partitions created while it is
-    /// failed start with their replica on it offline.
+    /// failed start with their replica on it offline. On a broker opened on data
+    /// directories, `dir` is the directory's index in
+    /// [`data_dirs`](crate::broker::BrokerBuilder::data_dirs), and every file operation under it
+    /// fails from now on (its persisted replicas' logs stay on disk, unreachable); an I/O
+    /// error or a directory removed outside does the same on its own.
     ///
     /// # Errors
     ///
     /// [`Error::UnknownDataDir`] (in memory, directories are numbered from 0 up to the
-    /// largest replication factor asked for).
+    /// largest replication factor asked for; on disk, up to the directory count).
     pub fn fail_data_dir(&self, dir: u32) -> Result<()> {
         self.check_dir(dir)?;
-        self.runtime.mark_dir(dir, true);
-        for s in self.runtime.sets() {
-            s.crash(dir, None, true);
+        if let Some(d) = self.runtime.disk() {
+            // A persisted directory: its I/O fails from now on.
+            d.set_failed(dir, true);
         }
+        self.runtime.fail_dir(dir);
         Ok(())
     }
 
-    /// Brings data directory `dir` back (empty): its replicas restart and re-copy their
-    /// logs from the leaders.
+    /// Brings data directory `dir` back: its replicas restart, truncate by leader epoch and
+    /// catch up from the leaders — in memory from an empty log, persisted from what the
+    /// disk kept (reopened and recovered).
     ///
     /// # Errors
     ///
     /// [`Error::UnknownDataDir`].
     pub fn restore_data_dir(&self, dir: u32) -> Result<()> {
         self.check_dir(dir)?;
+        if let Some(d) = self.runtime.disk() {
+            d.set_failed(dir, false);
+        }
         self.runtime.mark_dir(dir, false);
         for s in self.runtime.sets() {
             s.restart(dir, true);

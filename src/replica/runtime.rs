@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use super::events::Events;
+use super::persisted::DiskDirs;
 use super::set::{ReplicaSet, Wake};
 use super::PartitionReplicas;
 use crate::clock::Clock;
@@ -37,6 +38,8 @@ pub(crate) trait ReplicaControl: Send + Sync {
     fn wait_in_sync(&self, timeout: Duration) -> bool;
     fn describe(&self) -> PartitionReplicas;
     fn is_closed(&self) -> bool;
+    fn close_disk(&self) -> crate::Result<()>;
+    fn abandon_disk(&self);
 }
 
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaControl for ReplicaSet<K, V> {
@@ -73,6 +76,12 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaControl for Repl
     fn is_closed(&self) -> bool {
         ReplicaSet::is_closed(self)
     }
+    fn close_disk(&self) -> crate::Result<()> {
+        ReplicaSet::close_disk(self)
+    }
+    fn abandon_disk(&self) {
+        ReplicaSet::abandon_disk(self);
+    }
 }
 
 /// What the threads share.
@@ -88,6 +97,8 @@ pub(crate) struct Shared {
     shutdown: AtomicBool,
     /// Directories failed by the fault API (their new replicas start offline).
     failed_dirs: Mutex<Vec<u32>>,
+    /// A broker opened on data directories: the persisted replicas' directories.
+    disk: Mutex<Option<Arc<DiskDirs>>>,
 }
 
 /// The broker's replication runtime: joined when the broker is dropped.
@@ -114,6 +125,7 @@ impl Runtime {
             controller: Wake::default(),
             shutdown: AtomicBool::new(false),
             failed_dirs: Mutex::new(Vec::new()),
+            disk: Mutex::new(None),
         });
         Self {
             shared,
@@ -121,9 +133,29 @@ impl Runtime {
         }
     }
 
-    /// The directory count so far (fetchers started).
+    /// The directory count: the broker's data directories, or the fetchers started so far
+    /// (in memory), whichever is larger.
     pub(crate) fn dirs(&self) -> u32 {
-        self.shared.wakes.lock().len() as u32
+        let disk = self.disk().map_or(0, |d| d.count());
+        disk.max(self.shared.wakes.lock().len() as u32)
+    }
+
+    /// The broker's data directories, for persisted replicas.
+    pub(crate) fn disk(&self) -> Option<Arc<DiskDirs>> {
+        self.shared.disk.lock().clone()
+    }
+
+    /// Gives the runtime the broker's data directories (at open).
+    pub(crate) fn attach_disk(&self, dirs: Arc<DiskDirs>) {
+        *self.shared.disk.lock() = Some(dirs);
+    }
+
+    /// Takes directory `dir`'s replicas offline in every partition.
+    pub(crate) fn fail_dir(&self, dir: u32) {
+        self.mark_dir(dir, true);
+        for s in self.sets() {
+            s.crash(dir, None, true);
+        }
     }
 
     /// The wake handles of directories `ids`, starting fetchers for new directories.
@@ -277,6 +309,16 @@ fn controller(shared: &Shared) {
         }
         for s in &sets {
             s.check_isr(now);
+        }
+        let disk = shared.disk.lock().clone();
+        if let Some(d) = disk {
+            // A directory that returned an I/O error, or vanished: all its replicas go.
+            for dir in d.take_failures() {
+                shared.failed_dirs.lock().push(dir);
+                for s in &sets {
+                    s.crash(dir, None, true);
+                }
+            }
         }
         shared
             .controller

@@ -611,7 +611,8 @@ impl SegmentSet {
                 });
             }
             let want = (max_bytes as u64).min(available).max(header.size());
-            bytes.clear();
+            // Only bytes beyond the buffer's current length are zeroed (the read overwrites
+            // all of them).
             bytes.resize(want as usize, 0);
             segment.read_exact_at(bytes, pos)?;
             let mut keep = 0usize;

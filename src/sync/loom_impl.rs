@@ -122,6 +122,15 @@ impl<T> std::ops::DerefMut for MutexGuard<'_, T> {
     }
 }
 
+/// Runs `f` with `guard`'s mutex unlocked, then locks it again.
+pub(crate) fn unlocked<T, R>(guard: &mut MutexGuard<'_, T>, f: impl FnOnce() -> R) -> R {
+    drop(guard.inner.take());
+    let r = f();
+    // As in `lock`: a poisoned loom mutex already failed the model.
+    guard.inner = Some(guard.mutex.0.lock().unwrap_or_else(|e| e.into_inner()));
+    r
+}
+
 /// A condition variable with parking_lot's shape over loom's.
 #[derive(Debug, Default)]
 pub(crate) struct Condvar(loom::sync::Condvar);

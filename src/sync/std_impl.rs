@@ -155,6 +155,12 @@ pub(crate) type Mutex<T> = parking_lot::Mutex<T>;
 /// The guard of [`Mutex`].
 pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
 
+/// Runs `f` with `guard`'s mutex unlocked, then locks it again (for a wait that must not
+/// hold the lock).
+pub(crate) fn unlocked<T, R>(guard: &mut MutexGuard<'_, T>, f: impl FnOnce() -> R) -> R {
+    parking_lot::MutexGuard::unlocked(guard, f)
+}
+
 /// A condition variable paired with [`Mutex`].
 #[derive(Debug, Default)]
 pub(crate) struct Condvar(parking_lot::Condvar);

@@ -195,7 +195,7 @@ impl DataDir {
             })?;
         let disk = Arc::new(PartitionLog::<K, V> {
             cell: Arc::clone(&cell),
-            buf: Mutex::new(Vec::new()),
+            buf: Mutex::new(bytes::Bytes::new()),
             policy: meta.persist.flush,
             max_message_bytes: meta.persist.max_message_bytes,
             _types: PhantomData,

@@ -52,6 +52,12 @@ impl<'a> Batch<'a> {
     ///
     /// As [`decode`](Batch::decode).
     pub fn decode_at(buf: &'a [u8], position: u64) -> Result<Self> {
+        Self::decode_inner(buf, position, true)
+    }
+
+    /// As [`decode_at`](Batch::decode_at), with the CRC check only when `check_crc`: for
+    /// bytes whose CRC was checked when they were read (see [`BatchIter::crc_checked`]).
+    fn decode_inner(buf: &'a [u8], position: u64, check_crc: bool) -> Result<Self> {
         let shift = |e: Error| match e {
             Error::CorruptBatch {
                 position: p,
@@ -75,6 +81,13 @@ impl<'a> Batch<'a> {
             )));
         }
         let bytes = &buf[..size as usize];
+        if !check_crc {
+            return Ok(Batch {
+                header,
+                bytes,
+                position,
+            });
+        }
         let computed = crc32c(&bytes[field::ATTRIBUTES..]);
         if computed != header.crc {
             return Err(shift(corrupt(
@@ -510,6 +523,7 @@ pub struct BatchIter<'a> {
     pos: usize,
     base: u64,
     done: bool,
+    check_crc: bool,
 }
 
 impl<'a> BatchIter<'a> {
@@ -526,7 +540,17 @@ impl<'a> BatchIter<'a> {
             pos: 0,
             base,
             done: false,
+            check_crc: true,
         }
+    }
+
+    /// Skips the CRC check: for bytes that [`SegmentSet::read_into`] returned, whose
+    /// batches' CRCs it checked (everything else is checked as usual).
+    ///
+    /// [`SegmentSet::read_into`]: crate::storage::SegmentSet::read_into
+    pub(crate) fn crc_checked(mut self) -> Self {
+        self.check_crc = false;
+        self
     }
 
     /// The position (from `base`) just after the last complete, valid batch returned.
@@ -562,16 +586,18 @@ impl<'a> Iterator for BatchIter<'a> {
                     reason: Corruption::BatchLengthTooSmall { length },
                 }))
             }
-            Extent::Batch(size) => match Batch::decode_at(&rest[..size], position) {
-                Ok(batch) => {
-                    self.pos += size;
-                    Some(Ok(batch))
+            Extent::Batch(size) => {
+                match Batch::decode_inner(&rest[..size], position, self.check_crc) {
+                    Ok(batch) => {
+                        self.pos += size;
+                        Some(Ok(batch))
+                    }
+                    Err(e) => {
+                        self.done = true;
+                        Some(Err(e))
+                    }
                 }
-                Err(e) => {
-                    self.done = true;
-                    Some(Err(e))
-                }
-            },
+            }
         }
     }
 }

@@ -20,11 +20,16 @@
 //!   election bumps the leader epoch; every other replica then truncates by epoch
 //!   (`log::truncation_point`) before it fetches again.
 
+mod disk;
+mod view;
+
 use std::time::Duration;
+
+pub(crate) use disk::{Backing, PartState};
 
 use super::events::{EventKind, Events, ReplicaEvent};
 use super::log::{truncation_point, ReplicaLog};
-use super::{PartitionReplicas, ReplicaInfo};
+use super::store::ReplicaStore;
 use crate::clock::Clock;
 use crate::partition::{
     Acks, AppendError, Entry, ReadOutcome, ReplicaLogs, ReplicatedLog, SendPolicy,
@@ -75,6 +80,8 @@ struct Replica<K, V> {
     last_caught_up_ms: i64,
     /// Must truncate by leader epoch before fetching (after an election or a restart).
     needs_truncation: bool,
+    /// A persisted replica's disk side (`None` in memory, and while its directory failed).
+    store: Option<Box<dyn ReplicaStore<K, V>>>,
 }
 
 struct State<K, V> {
@@ -87,6 +94,12 @@ struct State<K, V> {
     hw: u64,
     closed: bool,
 }
+
+/// Copies a record a failed send hands back while the log keeps it (`None`: cannot).
+pub(crate) type Cloner<K, V> = fn(&Entry<K, V>) -> Option<Entry<K, V>>;
+
+/// Records with the leader epoch each was written in.
+pub(crate) type EpochRecords<K, V> = Vec<(i32, Arc<Entry<K, V>>)>;
 
 /// Why one attempt at an append failed.
 #[derive(Debug)]
@@ -116,7 +129,9 @@ pub(crate) struct ReplicaSet<K, V> {
     events: Arc<Events>,
     /// Hands back a copy of a record the log still holds (a send that failed after its
     /// append).
-    cloner: fn(&Entry<K, V>) -> Entry<K, V>,
+    cloner: Cloner<K, V>,
+    /// A persisted partition's files (`None` in memory).
+    backing: Option<Arc<dyn Backing<K, V>>>,
 }
 
 /// Wakes a parked fetcher thread: set `pending`, then notify (the fetcher's `ready`
@@ -149,7 +164,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         arrivals: Arc<WaitSet>,
         clock: Arc<dyn Clock>,
         events: Arc<Events>,
-        cloner: fn(&Entry<K, V>) -> Entry<K, V>,
+        cloner: Cloner<K, V>,
     ) -> Self {
         let now = clock.now_ms();
         let replicas = ids
@@ -164,6 +179,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 known_leo: 0,
                 last_caught_up_ms: now,
                 needs_truncation: false,
+                store: None,
             })
             .collect::<Vec<_>>();
         let mut state = State {
@@ -187,6 +203,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             clock,
             events,
             cloner,
+            backing: None,
         };
         set.event(EventKind::LeaderElected {
             leader: Some(ids[0]),
@@ -275,6 +292,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             )));
         }
         let epoch = st.epoch;
+        if !self.append_to_disk(&mut st, l, entries.iter().map(|e| (epoch, Arc::clone(e)))) {
+            // The leader's directory failed: nothing was appended; a new leader took over.
+            return Err(Failure::Refused(AppendError::NotLeader));
+        }
         let log = &mut st.replicas[l].log;
         for e in entries {
             log.append(epoch, Arc::clone(e));
@@ -394,8 +415,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     }
 
     /// A record to hand back: the entry itself if nothing else holds it, else a copy.
-    fn take_back(&self, entry: Arc<Entry<K, V>>) -> Entry<K, V> {
-        Arc::try_unwrap(entry).unwrap_or_else(|shared| (self.cloner)(&shared))
+    fn take_back(&self, entry: Arc<Entry<K, V>>) -> Option<Entry<K, V>> {
+        match Arc::try_unwrap(entry) {
+            Ok(e) => Some(e),
+            Err(shared) => (self.cloner)(&shared),
+        }
     }
 
     // ---- follower side ----
@@ -423,15 +447,19 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         if st.replicas[i].needs_truncation {
             self.truncate_by_epoch(&mut st, i, l);
         }
+        if st.replicas[i].status != Status::Online {
+            // Its directory failed while it truncated.
+            return true;
+        }
         let from = st.replicas[i].log.end();
         let leader_log = &st.replicas[l].log;
         let leader_end = leader_log.end();
-        if from < leader_log.start() || from > leader_end {
+        if from < leader_log.log_start() || from > leader_end {
             // Too far behind (the leader no longer has what comes next), or a log that
             // starts past the leader's end (after an unclean election): start over at the
             // leader's log start.
-            let start = leader_log.start();
-            st.replicas[i].log.reset_to(start);
+            let start = leader_log.log_start();
+            self.reset_replica(&mut st, i, start);
             return true;
         }
         if from >= leader_end {
@@ -445,9 +473,18 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             return false;
         }
         let to = leader_end.min(from + FETCH_MAX as u64);
-        let batch: Vec<(i32, Arc<Entry<K, V>>)> = (from..to)
-            .filter_map(|o| leader_log.get(o).map(|(e, r)| (*e, Arc::clone(r))))
-            .collect();
+        let batch: Vec<(i32, Arc<Entry<K, V>>)> = if from < leader_log.start() {
+            // Below the leader's tail in memory: from its disk.
+            let to = to.min(leader_log.start());
+            match self.read_disk(&mut st, l, from, to) {
+                Some(b) => b,
+                None => return true,
+            }
+        } else {
+            (from..to)
+                .filter_map(|o| leader_log.get(o).map(|(e, r)| (*e, Arc::clone(r))))
+                .collect()
+        };
         let epoch = st.epoch;
         drop(st);
 
@@ -458,11 +495,18 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             // An election, crash or truncation came between: fetch again.
             return true;
         }
+        if !self.append_to_disk(&mut st, i, batch.iter().cloned()) {
+            return true;
+        }
         let r = &mut st.replicas[i];
         for (e, entry) in batch {
             r.log.append(e, entry);
         }
         r.log.trim(self.config.capacity, u64::MAX);
+        if !self.save_epochs(&mut st, i) {
+            return true;
+        }
+        let r = &mut st.replicas[i];
         // Reported only now that the records are in the follower's log.
         r.known_leo = r.log.end();
         if r.known_leo >= leader_end {
@@ -481,12 +525,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let before = st.replicas[i].log.end();
         loop {
             let f = &st.replicas[i].log;
-            if f.end() == f.start() {
+            if f.end() == f.log_start() {
                 break;
             }
             let answer = st.replicas[l].log.end_offset_for_epoch(f.latest_epoch());
             match truncation_point(f, answer) {
-                Some(at) => st.replicas[i].log.truncate_to(at),
+                Some(at) => {
+                    if !self.cut(st, i, at) {
+                        return;
+                    }
+                }
                 None => break,
             }
         }
@@ -522,6 +570,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             replica: st.replicas[i].id,
             isr: Self::isr_ids(st),
         });
+        self.save_state(st);
         true
     }
 
@@ -561,13 +610,32 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             isr: Self::isr_ids(st),
             reason,
         });
+        self.save_state(st);
     }
 
     /// Elects a leader (module docs), bumping the epoch.
     fn elect(&self, st: &mut State<K, V>) {
+        self.elect_from(st, false);
+    }
+
+    /// Elects a leader; `longest`: the in-sync replica with the latest epoch and longest
+    /// log rather than the first (a reopened persisted partition, whose replicas may have
+    /// kept different tails).
+    fn elect_from(&self, st: &mut State<K, V>, longest: bool) {
         let now = self.clock.now_ms();
         let online = |st: &State<K, V>, i: usize| st.replicas[i].status == Status::Online;
-        let clean = st.isr.iter().copied().find(|&i| online(st, i));
+        let clean = if longest {
+            st.isr
+                .iter()
+                .copied()
+                .filter(|&i| online(st, i))
+                .max_by_key(|&i| {
+                    let log = &st.replicas[i].log;
+                    (log.latest_epoch(), log.end(), std::cmp::Reverse(i))
+                })
+        } else {
+            st.isr.iter().copied().find(|&i| online(st, i))
+        };
         let (chosen, unclean) = match clean {
             Some(c) => (Some(c), false),
             None if self.config.unclean => ((0..st.replicas.len()).find(|&i| online(st, i)), true),
@@ -581,12 +649,18 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                     unclean: false,
                 });
             }
+            self.save_state(st);
             return;
         };
         st.epoch += 1;
         st.leader = Some(c);
         let epoch = st.epoch;
         st.replicas[c].log.begin_epoch(epoch);
+        if !self.save_epochs(st, c) {
+            // Its directory failed on the epoch file: elect another (it is offline now).
+            st.leader = None;
+            return self.elect_from(st, longest);
+        }
         st.replicas[c].needs_truncation = false;
         let end = st.replicas[c].log.end();
         // Unclean, or an in-sync replica that lost an unsynced tail (a power loss of the
@@ -616,6 +690,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             epoch,
             unclean,
         });
+        self.save_state(st);
         let moved = self.advance_hw(st);
         self.wake_followers(st);
         self.notify(moved);
@@ -630,22 +705,28 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let Some(i) = Self::index(&st, id) else {
             return false;
         };
-        if st.closed {
+        // A replica whose directory failed is down already: crashing it changes nothing
+        // (it returns only with its directory, reopened).
+        if st.closed || st.replicas[i].status == Status::DirFailed {
             return true;
         }
-        let r = &mut st.replicas[i];
         let lost_from = if dir_failed {
+            let r = &mut st.replicas[i];
             let start = r.log.start();
             r.log.reset_to(start);
             r.status = Status::DirFailed;
+            // Dropped, not closed: its directory is failing (errors are ignored).
+            drop(r.store.take());
             Some(start)
         } else {
-            r.status = Status::Crashed;
-            cut.map(|c| {
-                r.log.truncate_to(c);
-                r.log.end()
-            })
+            st.replicas[i].status = Status::Crashed;
+            match cut {
+                Some(c) if self.cut(&mut st, i, c) => Some(st.replicas[i].log.end()),
+                Some(_) => Some(st.replicas[i].log.start()),
+                None => None,
+            }
         };
+        let r = &mut st.replicas[i];
         r.known_leo = r.known_leo.min(r.log.end());
         self.event(EventKind::Crashed {
             replica: id,
@@ -677,6 +758,18 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let r = &mut st.replicas[i];
         if r.status == Status::Online || (r.status == Status::DirFailed && !restore) {
             return true;
+        }
+        if r.status == Status::DirFailed {
+            if let Some(b) = &self.backing {
+                // Its directory is back: the log as the disk kept it (recovered).
+                match b.reopen(self.partition, id) {
+                    Ok((store, log)) => {
+                        r.store = Some(store);
+                        r.log = log;
+                    }
+                    Err(_) => return true,
+                }
+            }
         }
         r.status = Status::Online;
         r.needs_truncation = true;
@@ -712,94 +805,6 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         true
     }
 
-    /// Waits until every live replica is in the ISR and holds the leader's whole log.
-    pub(crate) fn wait_in_sync(&self, timeout: Duration) -> bool {
-        let deadline = time::deadline_after(timeout);
-        let mut st = self.state.lock();
-        loop {
-            if let Some(l) = st.leader {
-                let end = st.replicas[l].log.end();
-                let synced = st.replicas.iter().enumerate().all(|(i, r)| {
-                    r.status != Status::Online || (st.isr.contains(&i) && r.log.end() == end)
-                });
-                if synced && st.hw == end {
-                    return true;
-                }
-            }
-            match deadline {
-                None => self.changed.wait(&mut st),
-                Some(d) => {
-                    if time::expired(d) || self.changed.wait_until(&mut st, d) {
-                        return false;
-                    }
-                }
-            }
-        }
-    }
-
-    /// Every replica's records: `(id, log start, [(epoch, entry)])`, for checkers.
-    pub(crate) fn snapshot(&self) -> ReplicaLogs<K, V> {
-        let st = self.state.lock();
-        st.replicas
-            .iter()
-            .map(|r| {
-                let records = (r.log.start()..r.log.end())
-                    .filter_map(|o| r.log.get(o).map(|(e, x)| (*e, Arc::clone(x))))
-                    .collect();
-                (r.id, r.log.start(), records)
-            })
-            .collect()
-    }
-
-    /// Leader, ISR, epoch and per-replica offsets.
-    pub(crate) fn describe(&self) -> PartitionReplicas {
-        let st = self.state.lock();
-        PartitionReplicas {
-            partition: self.partition,
-            leader: st.leader.map(|l| st.replicas[l].id),
-            leader_epoch: st.epoch,
-            isr: Self::isr_ids(&st),
-            high_watermark: st.hw,
-            replicas: st
-                .replicas
-                .iter()
-                .enumerate()
-                .map(|(i, r)| ReplicaInfo {
-                    id: r.id,
-                    log_start: r.log.start(),
-                    log_end: r.log.end(),
-                    online: r.status == Status::Online,
-                    in_sync: st.isr.contains(&i),
-                    stalled: r.stalled,
-                    latest_epoch: r.log.latest_epoch(),
-                    epochs: r.log.epochs().to_vec(),
-                })
-                .collect(),
-        }
-    }
-
-    /// Checks, in one critical section, that every in-sync replica holds the leader's
-    /// records below HW (the same entries): what a consumer reads is on the whole ISR.
-    #[cfg(all(test, logbus_loom))]
-    pub(crate) fn assert_hw_is_replicated(&self) {
-        let st = self.state.lock();
-        let Some(l) = st.leader else { return };
-        let leader = &st.replicas[l].log;
-        for &i in &st.isr {
-            let log = &st.replicas[i].log;
-            assert!(
-                log.end() >= st.hw,
-                "ISR member {i} ends at {} < HW {}",
-                log.end(),
-                st.hw
-            );
-            for o in leader.start().max(log.start())..st.hw {
-                let (a, b) = (leader.get(o).unwrap(), log.get(o).unwrap());
-                assert!(Arc::ptr_eq(&a.1, &b.1), "offset {o} differs on {i}");
-            }
-        }
-    }
-
     pub(crate) fn is_closed(&self) -> bool {
         self.state.lock().closed
     }
@@ -817,7 +822,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
     fn log_start(&self) -> u64 {
         let st = self.state.lock();
         st.leader
-            .map_or(st.hw, |l| st.replicas[l].log.start().min(st.hw))
+            .map_or(st.hw, |l| st.replicas[l].log.log_start().min(st.hw))
     }
 
     fn log_end(&self) -> u64 {
@@ -831,17 +836,32 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
     }
 
     fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, &Entry<K, V>)) -> ReadOutcome {
-        let st = self.state.lock();
+        let mut st = self.state.lock();
         let Some(l) = st.leader else {
             // No leader: nothing can be read now (Kafka's consumer retries).
             return ReadOutcome::Empty;
         };
         let log = &st.replicas[l].log;
         let hw = st.hw.min(log.end());
-        if offset < log.start() || offset > hw {
+        if offset < log.log_start() || offset > hw {
             return ReadOutcome::OutOfRange {
-                start: log.start().min(hw),
+                start: log.log_start().min(hw),
                 end: hw,
+            };
+        }
+        if offset < log.start() {
+            // Below the tail in memory: from the leader's disk.
+            let to = log.start().min(hw).min(offset + max as u64);
+            let Some(records) = self.read_disk(&mut st, l, offset, to) else {
+                return ReadOutcome::Empty;
+            };
+            for (i, (_, e)) in records.iter().enumerate() {
+                f(offset + i as u64, e);
+            }
+            return if records.is_empty() {
+                ReadOutcome::Empty
+            } else {
+                ReadOutcome::Read(records.len())
             };
         }
         let n = (hw - offset).min(max as u64);
@@ -870,7 +890,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         entry: Entry<K, V>,
         policy: &SendPolicy,
         deadline: Option<Instant>,
-    ) -> Result<u64, (Entry<K, V>, AppendError)> {
+    ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
         let entry = [Arc::new(entry)];
         match self.send(&entry, policy, deadline) {
             Ok(offset) => Ok(offset),
@@ -893,7 +913,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         match self.send(&shared, policy, None) {
             Ok(_) => Ok(()),
             Err(why) => {
-                entries.extend(shared.into_iter().map(|e| self.take_back(e)));
+                entries.extend(shared.into_iter().filter_map(|e| self.take_back(e)));
                 Err(why)
             }
         }

@@ -1,0 +1,849 @@
+//! Replicated persisted topics: a broker opened on several data directories (Kafka's
+//! `log.dirs`, [`BrokerBuilder::data_dirs`](crate::broker::BrokerBuilder::data_dirs)) keeps each
+//! partition's replicas on different directories, each a real log in
+//! `<data dir>/<topic>-<partition>/` with its `leader-epoch-checkpoint`.
+//!
+//! # Metadata
+//!
+//! Each data directory holds `<topic>.replicas`: the topic's configuration and codecs, and
+//! per partition its replicas, leader, leader epoch, ISR and high watermark, with a
+//! generation number. Every election and ISR change rewrites it in every live directory
+//! (atomically: temp file, fsync, rename, directory fsync) before the change takes effect
+//! for producers, so what an `acks = all` send waited for is on disk. At open the copy with
+//! the highest generation wins (a directory that failed keeps an older one).
+//!
+//! # Failures
+//!
+//! An I/O error from a directory (or the directory gone, checked by the controller thread)
+//! takes every replica on it offline: leaders move to in-sync replicas elsewhere, ISRs
+//! shrink. [`Faults::fail_data_dir`](super::Faults::fail_data_dir) makes a directory's I/O
+//! fail; [`restore_data_dir`](super::Faults::restore_data_dir) brings it back, its replicas
+//! reopening (recovering) what the disk kept and truncating by leader epoch.
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::dir_io::{DirIo, DirSwitch};
+use super::runtime::ReplicaControl;
+use super::set::{Backing, PartState, ReplicaSet, ReplicationConfig};
+use super::store::{codec_copy, partition_dir, DiskReplica, Loaded, StoreParams};
+use crate::broker::{Broker, Topic, TopicConfig, TopicInner, TopicStore};
+use crate::clock::Clock;
+use crate::codec::Codec;
+use crate::partition::Partition;
+use crate::persist::{BrokerClock, MetaLine, PersistConfig, TopicMeta};
+use crate::storage::{checkpoint, DirLock, Io};
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::Arc as SyncArc;
+use crate::sync::StdArc as Arc;
+use crate::sync::{Mutex, WaitSet};
+use crate::{Error, Result};
+
+/// The metadata file of a replicated persisted topic: `<data dir>/<topic>.replicas`.
+pub(crate) const SUFFIX: &str = ".replicas";
+
+/// A replicated persisted topic's metadata, as stored.
+#[derive(Debug, Clone)]
+pub(crate) struct ReplicatedMeta {
+    pub(crate) topic: TopicMeta,
+    pub(crate) replication_factor: u32,
+    pub(crate) min_insync: u32,
+    pub(crate) unclean: bool,
+    pub(crate) lag_ms: u64,
+    pub(crate) generation: u64,
+    pub(crate) parts: Vec<PartState>,
+}
+
+fn ids(v: &[u32]) -> String {
+    v.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+}
+
+impl ReplicatedMeta {
+    fn lines(&self) -> Vec<MetaLine> {
+        let mut lines = self.topic.lines();
+        let mut kv = |k: &str, v: String| lines.push(MetaLine(k.to_owned(), v));
+        kv("generation", self.generation.to_string());
+        kv("replication_factor", self.replication_factor.to_string());
+        kv("min_insync_replicas", self.min_insync.to_string());
+        kv("unclean_leader_election", self.unclean.to_string());
+        kv("replica_lag_time_max_ms", self.lag_ms.to_string());
+        for (p, s) in self.parts.iter().enumerate() {
+            let leader = s.leader.map_or(-1, i64::from);
+            kv(
+                &format!("partition.{p}"),
+                format!(
+                    "replicas={} leader={leader} epoch={} isr={} hw={}",
+                    ids(&s.replicas),
+                    s.epoch,
+                    ids(&s.isr),
+                    s.hw
+                ),
+            );
+        }
+        lines
+    }
+
+    fn parse(name: &str, path: &Path, lines: Vec<MetaLine>) -> Result<Self> {
+        let bad = |what: &str| Error::InvalidCheckpoint {
+            file: path.to_path_buf(),
+            line: 0,
+            reason: format!("replicated topic metadata: {what} missing or invalid"),
+        };
+        let map: BTreeMap<String, String> =
+            lines.iter().map(|l| (l.0.clone(), l.1.clone())).collect();
+        let num = |k: &str| -> Result<u64> {
+            map.get(k)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| bad(k))
+        };
+        let topic = TopicMeta::parse(name, path, lines.clone())?;
+        let list = |v: &str| -> Option<Vec<u32>> {
+            if v.is_empty() {
+                return Some(Vec::new());
+            }
+            v.split(',').map(|x| x.parse().ok()).collect()
+        };
+        let mut parts = Vec::new();
+        for p in 0..topic.partitions {
+            let key = format!("partition.{p}");
+            let line = map.get(&key).ok_or_else(|| bad(&key))?;
+            let fields: BTreeMap<&str, &str> =
+                line.split(' ').filter_map(|f| f.split_once('=')).collect();
+            let get = |k: &str| fields.get(k).copied().ok_or_else(|| bad(&key));
+            let leader: i64 = get("leader")?.parse().map_err(|_| bad(&key))?;
+            parts.push(PartState {
+                replicas: list(get("replicas")?).ok_or_else(|| bad(&key))?,
+                leader: u32::try_from(leader).ok(),
+                epoch: get("epoch")?.parse().map_err(|_| bad(&key))?,
+                isr: list(get("isr")?).ok_or_else(|| bad(&key))?,
+                hw: get("hw")?.parse().map_err(|_| bad(&key))?,
+            });
+        }
+        let unclean = map.get("unclean_leader_election").map(String::as_str);
+        Ok(Self {
+            topic,
+            replication_factor: u32::try_from(num("replication_factor")?)
+                .map_err(|_| bad("replication_factor"))?,
+            min_insync: u32::try_from(num("min_insync_replicas")?)
+                .map_err(|_| bad("min_insync_replicas"))?,
+            unclean: match unclean {
+                Some("true") => true,
+                Some("false") => false,
+                _ => return Err(bad("unclean_leader_election")),
+            },
+            lag_ms: num("replica_lag_time_max_ms")?,
+            generation: num("generation")?,
+            parts,
+        })
+    }
+
+    fn topic_config(&self) -> TopicConfig {
+        self.topic
+            .topic_config()
+            .replication_factor(self.replication_factor)
+            .min_insync_replicas(self.min_insync)
+            .unclean_leader_election(self.unclean)
+            .replica_lag_time_max(Duration::from_millis(self.lag_ms))
+    }
+}
+
+/// Reads every copy of every replicated topic's metadata in `dirs`; the highest generation
+/// of each topic wins. A damaged copy is skipped when another is readable.
+pub(crate) fn read_metas(
+    io: &dyn Io,
+    dirs: &[PathBuf],
+) -> Result<BTreeMap<String, ReplicatedMeta>> {
+    let mut out: BTreeMap<String, ReplicatedMeta> = BTreeMap::new();
+    let mut damaged: BTreeMap<String, Error> = BTreeMap::new();
+    for dir in dirs {
+        let Ok(names) = io.list_dir(dir) else {
+            continue;
+        };
+        for name in names {
+            let Some(topic) = name.strip_suffix(SUFFIX) else {
+                continue;
+            };
+            let path = dir.join(&name);
+            let parsed = checkpoint::read::<MetaLine>(io, &path).and_then(|l| {
+                l.map(|l| ReplicatedMeta::parse(topic, &path, l))
+                    .transpose()
+            });
+            match parsed {
+                Ok(Some(m)) => {
+                    if out.get(topic).is_none_or_older(m.generation) {
+                        out.insert(topic.to_owned(), m);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    damaged.insert(topic.to_owned(), e);
+                }
+            }
+        }
+    }
+    for (topic, e) in damaged {
+        if !out.contains_key(&topic) {
+            return Err(e);
+        }
+    }
+    Ok(out)
+}
+
+trait OlderThan {
+    fn is_none_or_older(&self, generation: u64) -> bool;
+}
+
+impl OlderThan for Option<&ReplicatedMeta> {
+    fn is_none_or_older(&self, generation: u64) -> bool {
+        self.map_or(true, |m| m.generation < generation)
+    }
+}
+
+/// A broker's data directories, as its replicated persisted topics use them.
+pub(crate) struct DiskDirs {
+    pub(crate) paths: Vec<PathBuf>,
+    base: SyncArc<dyn Io>,
+    ios: Vec<SyncArc<dyn Io>>,
+    switches: Vec<DirSwitch>,
+    clock: SyncArc<dyn Clock>,
+    /// The directories' locks (the first is the broker's data directory, locked there).
+    locks: Mutex<Vec<Box<dyn DirLock>>>,
+    /// Per directory: it failed (an I/O error, or gone).
+    failed: Vec<AtomicBool>,
+    /// Per directory: its failure was applied to every partition.
+    handled: Mutex<Vec<bool>>,
+    pub(crate) metas: Mutex<BTreeMap<String, ReplicatedMeta>>,
+    /// Every open persisted partition (closed with the broker).
+    open: Mutex<Vec<Arc<dyn ReplicaControl>>>,
+}
+
+impl std::fmt::Debug for DiskDirs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiskDirs")
+            .field("paths", &self.paths)
+            .finish_non_exhaustive()
+    }
+}
+
+fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::io(format!("{what} {}", path.display()), e)
+}
+
+impl DiskDirs {
+    /// Takes the directories (all but the first, the broker's data directory, locked by
+    /// it) and reads the replicated topics' metadata.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::DirectoryLocked`], I/O errors, [`Error::InvalidCheckpoint`] for metadata
+    /// damaged in every copy.
+    pub(crate) fn open(
+        paths: Vec<PathBuf>,
+        base: SyncArc<dyn Io>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Self>> {
+        let mut locks = Vec::new();
+        for dir in paths.iter().skip(1) {
+            base.create_dir_all(dir)
+                .map_err(|e| io_err("creating", dir, e))?;
+            locks.push(base.lock_dir(dir).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::WouldBlock {
+                    Error::DirectoryLocked {
+                        dir: dir.clone(),
+                        lock_file: dir.join(crate::storage::io::LOCK_FILE),
+                    }
+                } else {
+                    io_err("locking", dir, e)
+                }
+            })?);
+        }
+        let metas = read_metas(&*base, &paths)?;
+        let n = paths.len();
+        let dir_ios: Vec<DirIo> = (0..n).map(|_| DirIo::new(SyncArc::clone(&base))).collect();
+        Ok(Arc::new(Self {
+            switches: dir_ios.iter().map(DirIo::switch).collect(),
+            ios: dir_ios
+                .into_iter()
+                .map(|d| crate::sync::arc_from_std(Arc::new(d) as Arc<dyn Io>))
+                .collect(),
+            base,
+            clock: crate::sync::arc_from_std(Arc::new(BrokerClock(clock)) as Arc<dyn Clock>),
+            locks: Mutex::new(locks),
+            failed: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            handled: Mutex::new(vec![false; n]),
+            metas: Mutex::new(metas),
+            open: Mutex::new(Vec::new()),
+            paths,
+        }))
+    }
+
+    pub(crate) fn count(&self) -> u32 {
+        self.paths.len() as u32
+    }
+
+    fn io(&self, dir: u32) -> SyncArc<dyn Io> {
+        SyncArc::clone(&self.ios[dir as usize])
+    }
+
+    fn is_failed(&self, dir: u32) -> bool {
+        // Acquire: pairs with the Release store in `flag`.
+        self.failed[dir as usize].load(Ordering::Acquire)
+    }
+
+    /// Records that directory `dir` failed (the controller applies it to every partition).
+    pub(crate) fn flag(&self, dir: u32) {
+        if let Some(f) = self.failed.get(dir as usize) {
+            // Release: pairs with the Acquire in `is_failed` / `take_failures`.
+            f.store(true, Ordering::Release);
+        }
+    }
+
+    /// Fails (`true`: its I/O returns errors) or restores directory `dir`.
+    pub(crate) fn set_failed(&self, dir: u32, failed: bool) {
+        let i = dir as usize;
+        if i >= self.switches.len() {
+            return;
+        }
+        self.switches[i].fail(failed);
+        // Release: as in `flag`.
+        self.failed[i].store(failed, Ordering::Release);
+        self.handled.lock()[i] = failed;
+    }
+
+    /// Directories that failed since the last call (and any that vanished): the controller
+    /// takes their replicas offline.
+    pub(crate) fn take_failures(&self) -> Vec<u32> {
+        let mut handled = self.handled.lock();
+        let mut out = Vec::new();
+        for (i, path) in self.paths.iter().enumerate() {
+            if handled[i] {
+                continue;
+            }
+            let gone = !matches!(self.base.exists(path), Ok(true));
+            if gone || self.is_failed(i as u32) {
+                handled[i] = true;
+                self.flag(i as u32);
+                self.switches[i].fail(true);
+                out.push(i as u32);
+            }
+        }
+        out
+    }
+
+    /// Replicated persisted topics on disk (open or not).
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.metas.lock().keys().cloned().collect()
+    }
+
+    pub(crate) fn meta_types(&self, name: &str) -> Option<(String, String)> {
+        self.metas
+            .lock()
+            .get(name)
+            .map(|m| (m.topic.key_type.clone(), m.topic.value_type.clone()))
+    }
+
+    /// Closes every open partition (fsync) and releases the directories. The first error.
+    pub(crate) fn close(&self) -> Result<()> {
+        let open = std::mem::take(&mut *self.open.lock());
+        let mut first = Ok(());
+        for s in open {
+            if let Err(e) = s.close_disk() {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        self.locks.lock().clear();
+        first
+    }
+
+    /// A dead process: nothing more is written; locks stay until the process "dies".
+    pub(crate) fn abandon(&self) {
+        for s in std::mem::take(&mut *self.open.lock()) {
+            s.abandon_disk();
+        }
+        for l in std::mem::take(&mut *self.locks.lock()) {
+            std::mem::forget(l);
+        }
+    }
+
+    fn params(&self, meta: &ReplicatedMeta, dir: u32, partition: u32) -> StoreParams {
+        StoreParams {
+            dir: partition_dir(&self.paths[dir as usize], &meta.topic.name, partition),
+            io: self.io(dir),
+            clock: SyncArc::clone(&self.clock),
+            config: meta.topic.log_config(),
+            policy: meta.topic.persist.flush_policy(),
+            capacity: meta.topic.records_in_memory,
+        }
+    }
+}
+
+/// One replicated persisted topic's files: the [`Backing`] of its partitions.
+struct TopicFiles<K, V> {
+    dirs: Arc<DiskDirs>,
+    meta: Mutex<ReplicatedMeta>,
+    _types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> TopicFiles<K, V> {
+    /// Writes the metadata to every live directory; a directory that fails is flagged.
+    /// The number written.
+    fn write_all(&self, meta: &ReplicatedMeta) -> usize {
+        let path = format!("{}{SUFFIX}", meta.topic.name);
+        let lines = meta.lines();
+        let mut written = 0;
+        for (i, dir) in self.dirs.paths.iter().enumerate() {
+            let d = i as u32;
+            if self.dirs.is_failed(d) {
+                continue;
+            }
+            match checkpoint::write(&*self.dirs.io(d), &dir.join(&path), &lines) {
+                Ok(()) => written += 1,
+                Err(_) => self.dirs.flag(d),
+            }
+        }
+        written
+    }
+}
+
+impl<K, V> Backing<K, V> for TopicFiles<K, V>
+where
+    K: Codec + Send + Sync + 'static,
+    V: Codec + Send + Sync + 'static,
+{
+    fn save_state(&self, partition: u32, state: &PartState) {
+        let mut meta = self.meta.lock();
+        let Some(slot) = meta.parts.get_mut(partition as usize) else {
+            return;
+        };
+        if slot == state {
+            return;
+        }
+        *slot = state.clone();
+        meta.generation += 1;
+        self.write_all(&meta);
+    }
+
+    fn reopen(&self, partition: u32, dir: u32) -> Result<Loaded<K, V>> {
+        let meta = self.meta.lock().clone();
+        DiskReplica::<K, V>::open(&self.dirs.params(&meta, dir, partition))
+    }
+
+    fn dir_failed(&self, dir: u32) {
+        self.dirs.flag(dir);
+    }
+}
+
+impl<K, V> TopicStore<K, V> for TopicFiles<K, V>
+where
+    K: Send + Sync + 'static,
+    V: Send + Sync + 'static,
+{
+    fn add_partitions(
+        &self,
+        _from: u32,
+        _to: u32,
+        _arrivals: &Arc<WaitSet>,
+    ) -> Result<Vec<Arc<Partition<K, V>>>> {
+        Err(Error::InvalidConfig {
+            name: "partitions",
+            value: "more".into(),
+            valid: "the count given at creation (a replicated persisted topic cannot grow yet)"
+                .into(),
+        })
+    }
+
+    fn delete(&self) -> Result<()> {
+        let name = self.meta.lock().topic.name.clone();
+        delete_files(&self.dirs, &name)
+    }
+}
+
+/// Removes topic `name`'s files from every directory (its partitions closed first).
+pub(crate) fn delete_files(dirs: &DiskDirs, name: &str) -> Result<()> {
+    let mine: Vec<_> = {
+        let mut open = dirs.open.lock();
+        let (mine, rest) = std::mem::take(&mut *open)
+            .into_iter()
+            .partition(|s| s.topic() == name);
+        *open = rest;
+        mine
+    };
+    for s in mine {
+        let _ = s.close_disk();
+    }
+    let meta = dirs.metas.lock().remove(name);
+    let mut first = Ok(());
+    for (i, dir) in dirs.paths.iter().enumerate() {
+        if dirs.is_failed(i as u32) {
+            continue;
+        }
+        let io = dirs.io(i as u32);
+        let file = dir.join(format!("{name}{SUFFIX}"));
+        let r = io
+            .remove_file(&file)
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Ok(()),
+                _ => Err(e),
+            })
+            .map_err(|e| io_err("removing", &file, e));
+        let parts = meta.as_ref().map_or(0, |m| m.topic.partitions);
+        let r = r.and_then(|()| {
+            (0..parts).try_for_each(|p| remove_tree(&*io, &partition_dir(dir, name, p)))
+        });
+        if let (Err(e), true) = (r, first.is_ok()) {
+            first = Err(e);
+        }
+    }
+    first
+}
+
+/// Removes a partition directory (flat: files only) if it exists.
+fn remove_tree(io: &dyn Io, dir: &Path) -> Result<()> {
+    if !io.exists(dir).map_err(|e| io_err("checking", dir, e))? {
+        return Ok(());
+    }
+    for f in io.list_dir(dir).map_err(|e| io_err("listing", dir, e))? {
+        let p = dir.join(f);
+        io.remove_file(&p).map_err(|e| io_err("removing", &p, e))?;
+    }
+    io.remove_dir(dir).map_err(|e| io_err("removing", dir, e))
+}
+
+/// The broker's data directories, when it was opened on some.
+pub(crate) fn dirs_of(broker: &Broker) -> Option<Arc<DiskDirs>> {
+    broker.replication().disk()
+}
+
+/// Creates a replicated persisted topic (see [`Broker::create_persisted_topic`]).
+pub(crate) fn create_topic<K, V>(
+    broker: &Broker,
+    name: &str,
+    config: TopicConfig,
+    persist: PersistConfig,
+) -> Result<Topic<K, V>>
+where
+    K: Codec + Send + Sync + 'static,
+    V: Codec + Send + Sync + 'static,
+{
+    broker.check_new_topic(name, &config)?;
+    let dirs = dirs_of(broker).ok_or_else(|| Error::InvalidConfig {
+        name: "data_dir",
+        value: "none (an in-memory broker)".into(),
+        valid: "a broker opened on data directories (BrokerBuilder::data_dirs)".into(),
+    })?;
+    let rf = config.replicas_per_partition();
+    if rf > dirs.count() {
+        return Err(Error::InvalidConfig {
+            name: "replication_factor",
+            value: rf.to_string(),
+            valid: format!(
+                "at most the broker's data directory count ({}): each replica of a \
+                 partition on its own directory (BrokerBuilder::data_dirs)",
+                dirs.count()
+            ),
+        });
+    }
+    if broker.topics().iter().any(|t| t == name) {
+        return Err(Error::TopicExists {
+            topic: name.to_owned(),
+        });
+    }
+    let n = dirs.count();
+    let parts: Vec<PartState> = (0..config.partitions())
+        .map(|p| {
+            let replicas: Vec<u32> = (0..rf).map(|i| (p + i) % n).collect();
+            PartState {
+                leader: replicas.first().copied(),
+                isr: replicas.clone(),
+                replicas,
+                epoch: 0,
+                hw: 0,
+            }
+        })
+        .collect();
+    let meta = ReplicatedMeta {
+        topic: TopicMeta {
+            name: name.to_owned(),
+            partitions: config.partitions(),
+            key_type: K::TYPE_ID.to_owned(),
+            value_type: V::TYPE_ID.to_owned(),
+            records_in_memory: config.records_in_memory_per_partition(),
+            retention_ms: config
+                .retention_age()
+                .map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            persist,
+        },
+        replication_factor: rf,
+        min_insync: config.min_insync(),
+        unclean: config.unclean_election(),
+        lag_ms: u64::try_from(config.replica_lag_max().as_millis()).unwrap_or(u64::MAX),
+        generation: 0,
+        parts,
+    };
+    // Leftovers of a creation that crashed before its metadata was written.
+    for (p, s) in meta.parts.iter().enumerate() {
+        for &d in &s.replicas {
+            if !dirs.is_failed(d) {
+                let dir = partition_dir(&dirs.paths[d as usize], name, p as u32);
+                remove_tree(&*dirs.io(d), &dir)?;
+            }
+        }
+    }
+    let files = TopicFiles::<K, V> {
+        dirs: Arc::clone(&dirs),
+        meta: Mutex::new(meta.clone()),
+        _types: PhantomData,
+    };
+    // The commit point: once one copy is written, the topic exists.
+    if files.write_all(&meta) == 0 {
+        return Err(Error::Io {
+            context: format!("writing the metadata of `{name}`"),
+            source: std::io::Error::other("every data directory failed"),
+        });
+    }
+    dirs.metas.lock().insert(name.to_owned(), meta.clone());
+    start_topic(broker, &dirs, files, &meta, false)
+}
+
+/// Opens a replicated persisted topic from disk, or `None` if `name` is not one.
+pub(crate) fn open_topic<K, V>(broker: &Broker, name: &str) -> Result<Option<Topic<K, V>>>
+where
+    K: Codec + Send + Sync + 'static,
+    V: Codec + Send + Sync + 'static,
+{
+    let Some(dirs) = dirs_of(broker) else {
+        return Ok(None);
+    };
+    let Some(meta) = dirs.metas.lock().get(name).cloned() else {
+        return Ok(None);
+    };
+    match broker.topic::<K, V>(name) {
+        Err(Error::TopicNotOpen { .. }) => {}
+        done => return done.map(Some),
+    }
+    if meta.topic.key_type != K::TYPE_ID || meta.topic.value_type != V::TYPE_ID {
+        return Err(Error::TypeMismatch {
+            topic: name.to_owned(),
+            existing: format!(
+                "Topic<{}, {}> (codec type ids)",
+                meta.topic.key_type, meta.topic.value_type
+            ),
+            requested: format!("Topic<{}, {}>", K::TYPE_ID, V::TYPE_ID),
+        });
+    }
+    if let Some(d) = meta
+        .parts
+        .iter()
+        .flat_map(|s| s.replicas.iter())
+        .find(|&&d| d >= dirs.count())
+    {
+        return Err(Error::UnknownDataDir {
+            dir: *d,
+            count: dirs.count(),
+        });
+    }
+    let files = TopicFiles::<K, V> {
+        dirs: Arc::clone(&dirs),
+        meta: Mutex::new(meta.clone()),
+        _types: PhantomData,
+    };
+    start_topic(broker, &dirs, files, &meta, true).map(Some)
+}
+
+/// Opens every replica's log, builds the partitions and registers the topic.
+fn start_topic<K, V>(
+    broker: &Broker,
+    dirs: &Arc<DiskDirs>,
+    files: TopicFiles<K, V>,
+    meta: &ReplicatedMeta,
+    reopen: bool,
+) -> Result<Topic<K, V>>
+where
+    K: Codec + Send + Sync + 'static,
+    V: Codec + Send + Sync + 'static,
+{
+    let files = Arc::new(files);
+    let runtime = broker.replication();
+    let config = meta.topic_config();
+    let name: Arc<str> = Arc::from(meta.topic.name.as_str());
+    let arrivals = Arc::new(WaitSet::new());
+    let mut partitions = Vec::new();
+    let mut sets: Vec<Arc<dyn ReplicaControl>> = Vec::new();
+    for (p, state) in meta.parts.iter().enumerate() {
+        let p = p as u32;
+        let mut opened = Vec::new();
+        for &d in &state.replicas {
+            if dirs.is_failed(d) {
+                opened.push(None);
+                continue;
+            }
+            match DiskReplica::<K, V>::open(&dirs.params(meta, d, p)) {
+                Ok(o) => opened.push(Some(o)),
+                Err(e @ (Error::DirectoryLocked { .. } | Error::InvalidConfig { .. })) => {
+                    return Err(e)
+                }
+                // An unusable directory: its replicas are offline.
+                Err(_) => {
+                    dirs.flag(d);
+                    opened.push(None);
+                }
+            }
+        }
+        let set = ReplicaSet::new(
+            Arc::clone(&name),
+            p,
+            ReplicationConfig {
+                min_insync: config.min_insync() as usize,
+                unclean: config.unclean_election(),
+                lag_max_ms: i64::try_from(meta.lag_ms).unwrap_or(i64::MAX),
+                capacity: config.records_in_memory_per_partition(),
+            },
+            &state.replicas,
+            runtime.fetchers(&state.replicas)?,
+            Arc::clone(&arrivals),
+            Arc::clone(&runtime.shared.clock),
+            Arc::clone(&runtime.shared.events),
+            codec_copy::<K, V>,
+        )
+        .attach_disk(
+            Arc::clone(&files) as Arc<dyn Backing<K, V>>,
+            opened,
+            reopen.then_some(state),
+        );
+        let set = Arc::new(set);
+        partitions.push(Arc::new(Partition::replicated(
+            config.partition_config(),
+            Arc::clone(&arrivals),
+            Arc::clone(&set) as Arc<dyn crate::partition::ReplicatedLog<K, V>>,
+        )?));
+        sets.push(set);
+    }
+    for s in &sets {
+        runtime.register(Arc::clone(s));
+    }
+    dirs.open.lock().extend(sets);
+    let inner = Arc::new(
+        TopicInner::new(&meta.topic.name, config, partitions, arrivals)
+            .with_store(files as Arc<dyn TopicStore<K, V>>),
+    );
+    broker.register_topic(&inner)?;
+    Ok(Topic::from_inner(inner))
+}
+
+/// A replicated persisted partition as a closed data directory records it (`logbus
+/// describe`): the partition state from the directory's copy of the topic's metadata, and
+/// the replica this directory holds, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoredPartition {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: u32,
+    /// The replicas' ids (data directory indexes), the preferred leader first.
+    pub replicas: Vec<u32>,
+    /// The leader when the metadata was last written (`None`: none could lead).
+    pub leader: Option<u32>,
+    /// The leader epoch then.
+    pub leader_epoch: i32,
+    /// The in-sync replicas then.
+    pub isr: Vec<u32>,
+    /// The high watermark then (a lower bound after a crash).
+    pub high_watermark: u64,
+    /// The metadata's generation (each election and ISR change writes a new one; the
+    /// directory with the highest has the latest).
+    pub generation: u64,
+    /// The replica kept in this directory.
+    pub local: Option<LocalReplica>,
+}
+
+/// A replica as its directory keeps it ([`StoredPartition::local`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LocalReplica {
+    /// Its log start offset.
+    pub log_start: u64,
+    /// Its log end offset.
+    pub log_end: u64,
+    /// Its `leader-epoch-checkpoint`: `(epoch, start offset)`, oldest first.
+    pub epochs: Vec<(i32, u64)>,
+}
+
+/// A replicated topic as `logbus describe` lists it: `(name, partitions, replication
+/// factor, key codec type id, value codec type id)`.
+pub type StoredTopic = (String, u32, u32, String, String);
+
+/// Reads the replicated topics' metadata kept in data directory `dir` and the replicas
+/// stored there (each opened, recovered, and closed again). `(name, partitions,
+/// replication factor, key type, value type)` per topic, and the partitions.
+///
+/// # Errors
+///
+/// [`Error::InvalidCheckpoint`] for damaged metadata or epoch files; the storage layer's
+/// errors from opening a replica.
+pub(crate) fn describe_dir(
+    io: SyncArc<dyn Io>,
+    clock: SyncArc<dyn Clock>,
+    dir: &Path,
+) -> Result<(Vec<StoredTopic>, Vec<StoredPartition>)> {
+    let metas = read_metas(&*io, &[dir.to_path_buf()])?;
+    let mut topics = Vec::new();
+    let mut parts = Vec::new();
+    for m in metas.values() {
+        let t = &m.topic;
+        topics.push((
+            t.name.clone(),
+            t.partitions,
+            m.replication_factor,
+            t.key_type.clone(),
+            t.value_type.clone(),
+        ));
+        for (p, s) in m.parts.iter().enumerate() {
+            let pdir = partition_dir(dir, &t.name, p as u32);
+            let local = if io.exists(&pdir).map_err(|e| io_err("checking", &pdir, e))? {
+                let (set, _) = crate::storage::SegmentSet::open(
+                    pdir.clone(),
+                    crate::storage::LogOptions {
+                        config: t.log_config(),
+                        io: SyncArc::clone(&io),
+                        clock: SyncArc::clone(&clock),
+                        checkpoints: crate::storage::Checkpoints::default(),
+                    },
+                )?;
+                let epochs = checkpoint::read::<checkpoint::EpochEntry>(
+                    &*io,
+                    &pdir.join(super::store::EPOCH_FILE),
+                )?
+                .unwrap_or_default()
+                .into_iter()
+                .map(|e| (e.epoch, e.start_offset))
+                .collect();
+                let (start, end) = (set.log_start_offset(), set.log_end_offset());
+                set.close()?;
+                Some(LocalReplica {
+                    log_start: start,
+                    log_end: end,
+                    epochs,
+                })
+            } else {
+                None
+            };
+            parts.push(StoredPartition {
+                topic: t.name.clone(),
+                partition: p as u32,
+                replicas: s.replicas.clone(),
+                leader: s.leader,
+                leader_epoch: s.epoch,
+                isr: s.isr.clone(),
+                high_watermark: s.hw,
+                generation: m.generation,
+                local,
+            });
+        }
+    }
+    Ok((topics, parts))
+}

@@ -1,0 +1,288 @@
+//! A replicated partition's disk side: persisted replicas' appends, truncations and epoch
+//! files, a failing directory taking its replica offline, the partition state handed to
+//! the topic's metadata files, and a partition rebuilt from disk at open.
+
+use super::{EpochRecords, ReplicaSet, State, Status};
+use crate::partition::Entry;
+use crate::replica::events::EventKind;
+use crate::replica::log::ReplicaLog;
+use crate::replica::store::{Loaded, ReplicaStore};
+use crate::sync::atomic::Ordering;
+use crate::sync::StdArc as Arc;
+use crate::Result;
+
+/// A partition's leader, epoch, ISR and high watermark, as the topic's metadata files keep
+/// them (replica ids, not indexes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PartState {
+    pub(crate) replicas: Vec<u32>,
+    pub(crate) leader: Option<u32>,
+    pub(crate) epoch: i32,
+    pub(crate) isr: Vec<u32>,
+    pub(crate) hw: u64,
+}
+
+/// A persisted partition's files, as its replica set reaches them.
+pub(crate) trait Backing<K, V>: Send + Sync {
+    /// Records the partition's new state (written atomically before this returns).
+    fn save_state(&self, partition: u32, state: &PartState);
+    /// Reopens replica `dir`'s log (its directory is back).
+    fn reopen(&self, partition: u32, dir: u32) -> Result<Loaded<K, V>>;
+    /// Directory `dir` returned an I/O error: every replica on it goes offline.
+    fn dir_failed(&self, dir: u32);
+}
+
+/// One replica as opened from disk: its store and log, or `None` if its directory failed.
+pub(crate) type Opened<K, V> = Option<(Box<dyn ReplicaStore<K, V>>, ReplicaLog<K, V>)>;
+
+impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
+    /// Makes this a persisted partition: `replicas[i]` is replica `i`'s disk side (`None`:
+    /// its directory is unusable), `state` what the metadata files last said (`None`: a
+    /// new partition, led by its first replica in epoch 0). A reopened partition elects
+    /// the in-sync replica with the latest epoch and longest log, in a new epoch; every
+    /// other replica truncates by epoch before it fetches.
+    pub(crate) fn attach_disk(
+        mut self,
+        backing: Arc<dyn Backing<K, V>>,
+        replicas: Vec<Opened<K, V>>,
+        state: Option<&PartState>,
+    ) -> Self {
+        self.backing = Some(backing);
+        self.init_from_disk(replicas, state);
+        self
+    }
+
+    fn init_from_disk(&self, replicas: Vec<Opened<K, V>>, state: Option<&PartState>) {
+        let mut st = self.state.lock();
+        for (r, opened) in st.replicas.iter_mut().zip(replicas) {
+            match opened {
+                Some((store, log)) => {
+                    r.store = Some(store);
+                    r.log = log;
+                    r.known_leo = r.log.end();
+                }
+                None => {
+                    r.status = Status::DirFailed;
+                    r.log = ReplicaLog::new(0);
+                    r.known_leo = 0;
+                }
+            }
+        }
+        if let Some(saved) = state {
+            let ids: Vec<u32> = st.replicas.iter().map(|r| r.id).collect();
+            let isr: Vec<usize> = saved
+                .isr
+                .iter()
+                .filter_map(|id| ids.iter().position(|x| x == id))
+                .collect();
+            if !isr.is_empty() {
+                st.isr = isr;
+            }
+            st.epoch = saved.epoch;
+            st.hw = saved.hw;
+            // Release: as in `advance_hw`.
+            self.hw.store(saved.hw, Ordering::Release);
+        }
+        let failed: Vec<usize> = (0..st.replicas.len())
+            .filter(|&i| st.replicas[i].status != Status::Online)
+            .collect();
+        for i in failed {
+            self.remove_from_isr(&mut st, i, "directory failed");
+        }
+        let fresh_leader_ok = state.is_none() && st.replicas[0].status == Status::Online;
+        if fresh_leader_ok {
+            st.replicas[0].log.begin_epoch(0);
+            if self.save_epochs(&mut st, 0) {
+                self.save_state(&st);
+                return;
+            }
+        }
+        st.leader = None;
+        self.elect_from(&mut st, state.is_some());
+    }
+
+    /// Appends `records` to replica `i`'s disk, if persisted. `false` when its directory
+    /// failed (it is offline now, nothing appended).
+    pub(super) fn append_to_disk(
+        &self,
+        st: &mut State<K, V>,
+        i: usize,
+        records: impl Iterator<Item = (i32, Arc<Entry<K, V>>)>,
+    ) -> bool {
+        let r = &mut st.replicas[i];
+        let Some(store) = r.store.as_mut() else {
+            return true;
+        };
+        let records: Vec<_> = records.collect();
+        match store.append(r.log.end(), &records) {
+            Ok(()) => true,
+            Err(_) => {
+                self.disk_failed(st, i);
+                false
+            }
+        }
+    }
+
+    /// Writes replica `i`'s leader-epoch cache if it changed; `false` when its directory
+    /// failed.
+    pub(super) fn save_epochs(&self, st: &mut State<K, V>, i: usize) -> bool {
+        let r = &mut st.replicas[i];
+        let Some(store) = r.store.as_mut() else {
+            return true;
+        };
+        match store.save_epochs(r.log.epochs()) {
+            Ok(()) => true,
+            Err(_) => {
+                self.disk_failed(st, i);
+                false
+            }
+        }
+    }
+
+    /// Cuts replica `i`'s log at `offset` (its disk first: whole batches, so perhaps
+    /// lower); `false` when its directory failed.
+    pub(super) fn cut(&self, st: &mut State<K, V>, i: usize, offset: u64) -> bool {
+        let r = &mut st.replicas[i];
+        let at = match r.store.as_mut().map(|s| s.truncate_to(offset)) {
+            None => offset,
+            Some(Ok(end)) => end,
+            Some(Err(_)) => {
+                self.disk_failed(st, i);
+                return false;
+            }
+        };
+        st.replicas[i].log.truncate_to(at);
+        self.save_epochs(st, i)
+    }
+
+    /// Starts replica `i`'s log over at `start` (too far behind the leader).
+    pub(super) fn reset_replica(&self, st: &mut State<K, V>, i: usize, start: u64) {
+        if st.replicas[i].store.is_some() {
+            if !self.cut(st, i, start) {
+                return;
+            }
+            let r = &mut st.replicas[i];
+            if r.log.end() == start {
+                return;
+            }
+        }
+        st.replicas[i].log.reset_to(start);
+    }
+
+    /// Replica `i`'s records `from..to` from its disk (the tail below its memory);
+    /// `None` when its directory failed.
+    pub(super) fn read_disk(
+        &self,
+        st: &mut State<K, V>,
+        i: usize,
+        from: u64,
+        to: u64,
+    ) -> Option<EpochRecords<K, V>> {
+        let r = &st.replicas[i];
+        let store = r.store.as_ref()?;
+        let max = usize::try_from(to.saturating_sub(from)).unwrap_or(usize::MAX);
+        match store.read(from, to, max) {
+            Ok(records) => Some(
+                records
+                    .into_iter()
+                    .take_while({
+                        let mut next = from;
+                        move |(o, _, _)| {
+                            let dense = *o == next;
+                            next += 1;
+                            dense
+                        }
+                    })
+                    .map(|(_, epoch, e)| (epoch, Arc::new(e)))
+                    .collect(),
+            ),
+            Err(_) => {
+                self.disk_failed(st, i);
+                None
+            }
+        }
+    }
+
+    /// Replica `i`'s directory returned an I/O error: it goes offline with its log, leaves
+    /// the ISR, a new leader is elected if it led, and the topic's files hear of it (so
+    /// every other replica on that directory goes too).
+    pub(super) fn disk_failed(&self, st: &mut State<K, V>, i: usize) {
+        let r = &mut st.replicas[i];
+        if r.status == Status::DirFailed {
+            return;
+        }
+        let id = r.id;
+        let start = r.log.start();
+        r.log.reset_to(start);
+        r.status = Status::DirFailed;
+        r.known_leo = 0;
+        drop(r.store.take());
+        self.event(EventKind::Crashed {
+            replica: id,
+            lost_from: Some(start),
+        });
+        self.remove_from_isr(st, i, "directory failed");
+        if st.leader == Some(i) {
+            st.leader = None;
+            self.elect(st);
+        }
+        let moved = self.advance_hw(st);
+        self.notify(moved);
+        if let Some(b) = &self.backing {
+            b.dir_failed(id);
+        }
+    }
+
+    /// Hands the partition's state to its metadata files (persisted partitions).
+    pub(super) fn save_state(&self, st: &State<K, V>) {
+        if let Some(b) = &self.backing {
+            b.save_state(self.partition, &Self::part_state(st));
+        }
+    }
+
+    fn part_state(st: &State<K, V>) -> PartState {
+        PartState {
+            replicas: st.replicas.iter().map(|r| r.id).collect(),
+            leader: st.leader.map(|l| st.replicas[l].id),
+            epoch: st.epoch,
+            isr: Self::isr_ids(st),
+            hw: st.hw,
+        }
+    }
+
+    /// Closes a persisted partition: no more appends or fetches, every replica's log
+    /// closed (fsynced), the final state (with HW) saved. The first error.
+    pub(crate) fn close_disk(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        st.closed = true;
+        let mut first = Ok(());
+        for r in &mut st.replicas {
+            if let Some(store) = r.store.take() {
+                if let Err(e) = store.close() {
+                    if first.is_ok() {
+                        first = Err(e);
+                    }
+                }
+            }
+        }
+        self.save_state(&st);
+        drop(st);
+        self.changed.notify_all();
+        self.arrivals.notify_all();
+        first
+    }
+
+    /// A dead process: stops, writing nothing more.
+    pub(crate) fn abandon_disk(&self) {
+        let mut st = self.state.lock();
+        st.closed = true;
+        for r in &mut st.replicas {
+            if let Some(store) = r.store.take() {
+                store.abandon();
+            }
+        }
+        drop(st);
+        self.changed.notify_all();
+        self.arrivals.notify_all();
+    }
+}

@@ -1,0 +1,386 @@
+//! A persisted replica's disk side: its segment set in `<data dir>/<topic>-<partition>/`
+//! (Kafka's format; each batch carries the leader epoch its records were written in, in
+//! `partitionLeaderEpoch`) and its `leader-epoch-checkpoint` beside the segments.
+//!
+//! The replica set keeps the disk and the in-memory tail equal: every append goes to the
+//! disk first (handed to the operating system at once, fsynced per the topic's
+//! [`FlushPolicy`]), then to memory; every truncation cuts the disk first, whole batches at
+//! a time, and memory to where the disk ended. A process crash therefore loses nothing a
+//! replica reported; a power loss loses what was not fsynced ([`FlushPolicy::EveryBatch`]
+//! fsyncs before a replica reports its log end, so `acks = all` then survives it too).
+
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::log::ReplicaLog;
+use crate::clock::Clock;
+use crate::codec::Codec;
+use crate::partition::Entry;
+use crate::persist::FlushPolicy;
+use crate::storage::checkpoint::{self, EpochEntry};
+use crate::storage::{BatchBuilder, BatchIter, Checkpoints, Io, LogConfig, LogOptions, SegmentSet};
+use crate::sync::Arc as SyncArc;
+use crate::sync::StdArc as Arc;
+use crate::{Error, Result};
+
+/// Kafka's name for a partition directory's epoch cache file.
+pub(crate) const EPOCH_FILE: &str = "leader-epoch-checkpoint";
+/// A batch is cut at this size (one more record may pass it).
+const BATCH_TARGET: usize = 256 << 10;
+/// Bytes one disk read returns at most.
+const READ_BYTES: usize = 1 << 20;
+
+/// A record read from disk: `(offset, leader epoch, entry)`.
+pub(crate) type Stored<K, V> = (u64, i32, Entry<K, V>);
+
+/// A persisted replica's disk side, with its codecs erased (see the module docs).
+pub(crate) trait ReplicaStore<K, V>: Send {
+    /// Appends `records` (with their epochs) at the log end, which must be `first`.
+    fn append(&mut self, first: u64, records: &[(i32, Arc<Entry<K, V>>)]) -> Result<()>;
+    /// Cuts the log at `offset` (whole batches); the new log end.
+    fn truncate_to(&mut self, offset: u64) -> Result<u64>;
+    /// Writes the leader-epoch cache if it changed since the last write (atomically).
+    fn save_epochs(&mut self, epochs: &[(i32, u64)]) -> Result<()>;
+    /// The records from `from` on (at most `max`, below `end`), with their epochs.
+    fn read(&self, from: u64, end: u64, max: usize) -> Result<Vec<Stored<K, V>>>;
+    /// Fsyncs everything appended.
+    fn sync(&mut self) -> Result<()>;
+    /// Closes the log cleanly (fsync).
+    fn close(self: Box<Self>) -> Result<()>;
+    /// A dead process: nothing more is written, not even the write buffer.
+    fn abandon(self: Box<Self>);
+}
+
+/// The segment set and epoch file of one replica.
+pub(crate) struct DiskReplica<K, V> {
+    set: SegmentSet,
+    io: SyncArc<dyn Io>,
+    epoch_file: PathBuf,
+    saved_epochs: Vec<(i32, u64)>,
+    policy: FlushPolicy,
+    unsynced_records: u64,
+    unsynced_bytes: u64,
+    last_sync: Instant,
+    builder: BatchBuilder,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    _types: PhantomData<fn() -> (K, V)>,
+}
+
+/// What opening a replica's directory gives: its store and its log (tail in memory).
+pub(crate) type Loaded<K, V> = (Box<dyn ReplicaStore<K, V>>, ReplicaLog<K, V>);
+
+/// Where a replica's files are and how they are written.
+#[derive(Clone)]
+pub(crate) struct StoreParams {
+    pub(crate) dir: PathBuf,
+    pub(crate) io: SyncArc<dyn Io>,
+    pub(crate) clock: SyncArc<dyn Clock>,
+    pub(crate) config: LogConfig,
+    pub(crate) policy: FlushPolicy,
+    /// Records kept in memory (the tail).
+    pub(crate) capacity: usize,
+}
+
+fn encoding<'a, C: Codec>(c: &'a C, buf: &'a mut Vec<u8>) -> &'a [u8] {
+    match c.encoded() {
+        Some(bytes) => bytes,
+        None => {
+            buf.clear();
+            c.encode(buf);
+            buf
+        }
+    }
+}
+
+/// Decodes one stored record.
+fn decode_entry<K: Codec, V: Codec>(
+    r: &crate::storage::record_batch::RecordView<'_>,
+) -> Result<Entry<K, V>> {
+    let key = match r.key {
+        Some(k) => Some(K::decode(k)?),
+        None => None,
+    };
+    let value = V::decode(r.value.unwrap_or_default())?;
+    let headers: Vec<(String, Option<Bytes>)> = r
+        .headers
+        .iter()
+        .map(|h| (h.key.to_owned(), h.value.map(Bytes::copy_from_slice)))
+        .collect();
+    Ok(Entry {
+        timestamp: r.timestamp,
+        key,
+        value,
+        headers: crate::partition::box_headers(headers),
+    })
+}
+
+/// A copy of `e` through its codecs: a failed send hands back the record the log keeps
+/// without asking the types for `Clone`. `None` if the value does not decode as it encoded.
+pub(crate) fn codec_copy<K: Codec, V: Codec>(e: &Entry<K, V>) -> Option<Entry<K, V>> {
+    let mut buf = Vec::new();
+    let key = match &e.key {
+        Some(k) => Some(K::decode(encoding(k, &mut buf)).ok()?),
+        None => None,
+    };
+    let value = V::decode(encoding(&e.value, &mut buf)).ok()?;
+    Some(Entry {
+        timestamp: e.timestamp,
+        key,
+        value,
+        headers: e.headers.clone(),
+    })
+}
+
+/// Every batch's `(base offset, partition leader epoch)` from `from` to the log end.
+fn scan_epochs(set: &SegmentSet, from: u64) -> Result<Vec<(i32, u64)>> {
+    let end = set.log_end_offset();
+    let mut epochs: Vec<(i32, u64)> = Vec::new();
+    let mut bytes = Vec::new();
+    let mut at = from;
+    while at < end {
+        set.read_into(at, READ_BYTES, &mut bytes)?;
+        let mut next = at;
+        for batch in BatchIter::new(&bytes) {
+            let h = *batch?.header();
+            let base = h.base_offset;
+            if epochs
+                .last()
+                .map_or(true, |e| h.partition_leader_epoch > e.0)
+            {
+                epochs.push((h.partition_leader_epoch, base.max(from)));
+            }
+            next = next.max(h.next_offset());
+        }
+        if next <= at {
+            break;
+        }
+        at = next;
+    }
+    Ok(epochs)
+}
+
+impl<K, V> DiskReplica<K, V>
+where
+    K: Codec + Send + Sync + 'static,
+    V: Codec + Send + Sync + 'static,
+{
+    /// Opens (creating if needed) the replica's directory, running the storage layer's
+    /// recovery, reads its `leader-epoch-checkpoint` (rebuilt from the batches when missing
+    /// or inconsistent, and cut at the recovered log end as Kafka does on load) and loads
+    /// its last `capacity` records into memory.
+    ///
+    /// # Errors
+    ///
+    /// The storage layer's errors (the directory is then unusable).
+    pub(crate) fn open(p: &StoreParams) -> Result<Loaded<K, V>> {
+        let (set, _report) = SegmentSet::open(
+            p.dir.clone(),
+            LogOptions {
+                config: p.config.clone(),
+                io: SyncArc::clone(&p.io),
+                clock: SyncArc::clone(&p.clock),
+                checkpoints: Checkpoints::default(),
+            },
+        )?;
+        let (start, end) = (set.log_start_offset(), set.log_end_offset());
+        let epoch_file = p.dir.join(EPOCH_FILE);
+        let stored = match checkpoint::read::<EpochEntry>(&*p.io, &epoch_file) {
+            Ok(e) => e,
+            // Damaged: rebuilt from the batches below (they carry the epochs).
+            Err(Error::InvalidCheckpoint { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        let mut epochs: Vec<(i32, u64)> = stored
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| (e.epoch, e.start_offset))
+            .filter(|e| e.1 < end)
+            .collect();
+        let increasing = epochs
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1);
+        if (epochs.is_empty() && end > start) || !increasing {
+            epochs = scan_epochs(&set, start)?;
+        }
+        let saved = epochs.clone();
+        let mut store = DiskReplica {
+            set,
+            io: SyncArc::clone(&p.io),
+            epoch_file,
+            saved_epochs: Vec::new(),
+            policy: p.policy,
+            unsynced_records: 0,
+            unsynced_bytes: 0,
+            last_sync: Instant::now(),
+            builder: BatchBuilder::new(0),
+            key: Vec::new(),
+            value: Vec::new(),
+            _types: PhantomData,
+        };
+        // The file now says what the log holds (cut at its end, or rebuilt).
+        store.save_epochs(&saved)?;
+        let from = start.max(end.saturating_sub(p.capacity as u64));
+        let mut tail = VecDeque::new();
+        let mut mem_start = from;
+        let mut at = from;
+        while at < end {
+            let got = store.read(at, end, 4096)?;
+            let Some(last) = got.last().map(|r| r.0) else {
+                break;
+            };
+            for (o, epoch, e) in got {
+                if o != mem_start + tail.len() as u64 {
+                    // A gap (not written by logbus): memory holds only what follows it.
+                    tail.clear();
+                    mem_start = o;
+                }
+                tail.push_back((epoch, Arc::new(e)));
+            }
+            at = last + 1;
+        }
+        if mem_start + tail.len() as u64 != end {
+            tail.clear();
+            mem_start = end;
+        }
+        let log = ReplicaLog::restored(start, mem_start, tail, epochs);
+        Ok((Box::new(store), log))
+    }
+
+    fn maybe_sync(&mut self, records: u64, bytes: u64) -> Result<()> {
+        self.unsynced_records += records;
+        self.unsynced_bytes += bytes;
+        let due = match self.policy {
+            FlushPolicy::EveryBatch => true,
+            FlushPolicy::Messages(m) => self.unsynced_records >= m,
+            FlushPolicy::Bytes(b) => self.unsynced_bytes >= b,
+            FlushPolicy::Interval(d) => self.last_sync.elapsed() >= d,
+            _ => false,
+        };
+        if due {
+            self.sync()
+        } else {
+            // Handed to the operating system: a killed process loses nothing reported.
+            self.set.flush()
+        }
+    }
+
+    fn append_run(&mut self, epoch: i32, run: &[(i32, Arc<Entry<K, V>>)]) -> Result<u64> {
+        let mut i = 0;
+        let mut bytes = 0u64;
+        while i < run.len() {
+            self.builder.clear(self.set.log_end_offset());
+            let (builder, key, value) = (&mut self.builder, &mut self.key, &mut self.value);
+            while i < run.len() && (builder.is_empty() || builder.size() < BATCH_TARGET) {
+                let e = &run[i].1;
+                let k = e.key.as_ref().map(|k| encoding(k, key));
+                let v = encoding(&e.value, value);
+                let headers: Vec<(&str, Option<&[u8]>)> = e
+                    .headers
+                    .as_deref()
+                    .map(|h| h.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect())
+                    .unwrap_or_default();
+                builder.append(e.timestamp, k, Some(v), &headers)?;
+                i += 1;
+            }
+            self.set.set_partition_leader_epoch(epoch);
+            bytes += self.builder.size() as u64;
+            self.set.append_built(&mut self.builder)?;
+        }
+        Ok(bytes)
+    }
+}
+
+impl<K, V> ReplicaStore<K, V> for DiskReplica<K, V>
+where
+    K: Codec + Send + Sync + 'static,
+    V: Codec + Send + Sync + 'static,
+{
+    fn append(&mut self, first: u64, records: &[(i32, Arc<Entry<K, V>>)]) -> Result<()> {
+        let end = self.set.log_end_offset();
+        if first != end {
+            return Err(Error::Io {
+                context: format!("appending to the replica in {}", self.set.dir().display()),
+                source: std::io::Error::other(format!(
+                    "the log on disk ends at {end}, the replica's at {first}"
+                )),
+            });
+        }
+        let mut bytes = 0;
+        for run in records.chunk_by(|a, b| a.0 == b.0) {
+            bytes += self.append_run(run[0].0, run)?;
+        }
+        self.maybe_sync(records.len() as u64, bytes)
+    }
+
+    fn truncate_to(&mut self, offset: u64) -> Result<u64> {
+        self.set.truncate_to(offset)
+    }
+
+    fn save_epochs(&mut self, epochs: &[(i32, u64)]) -> Result<()> {
+        if self.saved_epochs == epochs && self.io.exists(&self.epoch_file).unwrap_or(false) {
+            return Ok(());
+        }
+        let entries: Vec<EpochEntry> = epochs
+            .iter()
+            .map(|&(epoch, start_offset)| EpochEntry {
+                epoch,
+                start_offset,
+            })
+            .collect();
+        checkpoint::write(&*self.io, &self.epoch_file, &entries)?;
+        self.saved_epochs = epochs.to_vec();
+        Ok(())
+    }
+
+    fn read(&self, from: u64, end: u64, max: usize) -> Result<Vec<Stored<K, V>>> {
+        let mut bytes = Vec::new();
+        self.set.read_into(from, READ_BYTES, &mut bytes)?;
+        let mut out = Vec::new();
+        for batch in BatchIter::new(&bytes) {
+            let batch = batch?;
+            let h = *batch.header();
+            if h.is_control() {
+                continue;
+            }
+            for record in batch.records()? {
+                let r = record?;
+                let at = r.offset;
+                if at < from || at >= end {
+                    continue;
+                }
+                if out.len() >= max {
+                    return Ok(out);
+                }
+                out.push((at, h.partition_leader_epoch, decode_entry::<K, V>(&r)?));
+            }
+        }
+        Ok(out)
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.set.sync()?;
+        self.unsynced_records = 0;
+        self.unsynced_bytes = 0;
+        self.last_sync = Instant::now();
+        Ok(())
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        self.set.close().map(|_| ())
+    }
+
+    fn abandon(self: Box<Self>) {
+        // A dead process flushes nothing: no `Drop` of the set.
+        std::mem::forget(self.set);
+    }
+}
+
+/// The partition directory of `topic`'s partition `partition` in `data_dir`.
+pub(crate) fn partition_dir(data_dir: &Path, topic: &str, partition: u32) -> PathBuf {
+    data_dir.join(format!("{topic}-{partition}"))
+}
