@@ -26,26 +26,24 @@ fn a_thread_beyond_the_64_tokens_makes_the_queue_it_uses_shared() {
         })
         .collect();
     hold.wait();
-    let beyond = thread::spawn(|| {
-        let (tx, rx) = bounded::<u8>(4);
-        tx.send(1).unwrap();
-        assert_eq!(rx.recv(), Ok(1));
-        tx.protocol()
-    })
-    .join()
-    .unwrap();
+    let beyond = fresh_queue_in_a_new_thread();
     hold.wait();
     for h in holders {
         h.join().unwrap();
     }
     assert_eq!(beyond, Protocol::Shared, "no token left: shared");
-    let after = thread::spawn(|| {
+    let after = fresh_queue_in_a_new_thread();
+    assert_eq!(after, Protocol::Owned, "tokens given back: owned again");
+}
+
+/// The protocol of a fresh bounded queue after a new thread sent and received one message.
+fn fresh_queue_in_a_new_thread() -> Protocol {
+    thread::spawn(|| {
         let (tx, rx) = bounded::<u8>(4);
         tx.send(1).unwrap();
         assert_eq!(rx.recv(), Ok(1));
         tx.protocol()
     })
     .join()
-    .unwrap();
-    assert_eq!(after, Protocol::Owned, "tokens given back: owned again");
+    .unwrap()
 }
