@@ -288,6 +288,21 @@ fn errors_are_typed() {
         consumer.assign(&[TopicPartition::new("typed", 9)]),
         Err(logbus::Error::PartitionOutOfRange { .. })
     ));
+    // One metadata request per topic: a later partition of a topic already checked is
+    // still checked against that topic's count.
+    assert!(matches!(
+        consumer.assign(&[
+            TopicPartition::new("typed", 0),
+            TopicPartition::new("typed", 1),
+            TopicPartition::new("typed", 2),
+        ]),
+        Err(logbus::Error::PartitionOutOfRange {
+            partition: 2,
+            count: 2,
+            ..
+        })
+    ));
+    assert!(consumer.assignment().is_empty(), "nothing assigned");
     assert!(matches!(
         consumer.commit_sync(),
         Err(logbus::Error::NoGroupId { .. })

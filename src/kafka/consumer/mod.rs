@@ -354,6 +354,30 @@ where
             })
     }
 
+    /// Checks that every partition of `tps` exists on the cluster: one metadata request
+    /// per topic, not per partition.
+    fn check_partitions(&self, tps: &[TopicPartition]) -> Result<()> {
+        let mut counts: Vec<(&str, u32)> = Vec::new();
+        for tp in tps {
+            let count = match counts.iter().find(|(t, _)| *t == tp.topic) {
+                Some(&(_, c)) => c,
+                None => {
+                    let c = self.broker.partition_count(&tp.topic)?;
+                    counts.push((&tp.topic, c));
+                    c
+                }
+            };
+            if tp.partition >= count {
+                return Err(Error::PartitionOutOfRange {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                    count,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Checks that `tp` exists on the cluster.
     fn check_partition(&self, tp: &TopicPartition) -> Result<()> {
         let count = self.broker.partition_count(&tp.topic)?;
@@ -431,9 +455,7 @@ where
                 current: "is subscribed",
             });
         }
-        for tp in partitions {
-            self.check_partition(tp)?;
-        }
+        self.check_partitions(partitions)?;
         let new: Vec<TopicPartition> = partitions
             .iter()
             .filter(|tp| !self.assigned.iter().any(|a| a.tp == **tp))
