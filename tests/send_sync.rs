@@ -62,6 +62,8 @@ mod queue {
         send_sync::<RecvError>();
         send_sync::<TryRecvError>();
         send_sync::<RecvTimeoutError>();
+        send_sync::<logbus::queue::SendBatchError>();
+        send_sync::<logbus::queue::SendBatchTimeoutError>();
     }
 
     #[test]
@@ -262,5 +264,27 @@ mod group_and_clock {
         send_sync::<SystemClock>();
         send_sync::<ManualClock>();
         unwind_safe::<SystemClock>();
+    }
+}
+
+mod replicas {
+    use super::*;
+    use logbus::replica::{
+        EventKind, Faults, LocalReplica, PartitionReplicas, ReplicaEvent, ReplicaInfo,
+        StoredPartition, StoredTopic,
+    };
+
+    #[test]
+    fn faults_events_and_descriptions_are_send_and_sync() {
+        send_sync::<Faults>();
+        send_sync::<ReplicaEvent>();
+        send_sync::<EventKind>();
+        send_sync::<ReplicaInfo>();
+        send_sync::<PartitionReplicas>();
+        send_sync::<StoredPartition>();
+        send_sync::<StoredTopic>();
+        send_sync::<LocalReplica>();
+        send_sync::<logbus::ring::PublishBatchTimeoutError>();
+        send_sync::<logbus::storage::LogOptions>();
     }
 }

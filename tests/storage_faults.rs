@@ -1,4 +1,4 @@
-//! Fault injection: each fault from KAFKA_FORMAT.md's table ends in a typed error or a
+//! Fault injection: each fault the storage layer's simulated I/O (`storage::fault`) can inject ends in a typed error or a
 //! documented recovery, never a panic, and never loses what was synced.
 
 mod storage_common;

@@ -11,7 +11,7 @@ the records that were written, one per line, tab-separated:
 key/value are hex, or '-' for null; headers is a comma-separated list of
 name_hex:value_hex (value '-' for null), empty for none.
 
-Checks, by the rules in shared KAFKA_FORMAT.md:
+Checks, by Kafka's rules (record batch v2, .index and .timeindex files):
 - every batch parses, is magic 2, its CRC-32C is valid, and the .log holds only whole batches;
 - records (offsets, timestamps, keys, values, headers, nulls included) equal EXPECTED, with
   dense offsets across segments and each file named by its first batch's base offset;

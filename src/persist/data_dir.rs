@@ -528,6 +528,29 @@ impl DataDir {
         Ok(())
     }
 
+    /// Hands freshly started partitions to `close`/`abandon`, or, when the directory
+    /// closed while they started, stops them (closes their rings, joins their writers) and
+    /// fails: a partition `close` never saw would keep taking sends with no writer.
+    fn track_open(&self, mut started: Vec<OpenPartition>) -> Result<()> {
+        let mut open = self.open.lock();
+        // `close` and `abandon` set `closed` before they take `open` under this lock, so
+        // either they take `started` with the rest, or we see `closed` here.
+        if let Err(e) = self.check_open() {
+            drop(open);
+            for p in &started {
+                (p.close)();
+            }
+            for p in &mut started {
+                if let Some(w) = p.writer.take() {
+                    let _ = w.join();
+                }
+            }
+            return Err(e);
+        }
+        open.extend(started);
+        Ok(())
+    }
+
     pub(crate) fn sync_all(&self, _broker: &Broker) -> Result<()> {
         self.check_open()?;
         for p in self.open.lock().iter() {

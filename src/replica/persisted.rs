@@ -217,6 +217,9 @@ pub(crate) struct DiskDirs {
     pub(crate) metas: Mutex<BTreeMap<String, ReplicatedMeta>>,
     /// Every open persisted partition (closed with the broker).
     open: Mutex<Vec<Arc<dyn ReplicaControl>>>,
+    /// Set by `close` and `abandon` before they take `open`: a partition opened after that
+    /// is not tracked (see `track_open`).
+    closed: AtomicBool,
 }
 
 impl std::fmt::Debug for DiskDirs {
@@ -275,8 +278,28 @@ impl DiskDirs {
             handled: Mutex::new(vec![false; n]),
             metas: Mutex::new(metas),
             open: Mutex::new(Vec::new()),
+            closed: AtomicBool::new(false),
             paths,
         }))
+    }
+
+    /// Tracks partitions just opened, so that `close`/`abandon` reach them. Both set
+    /// `closed` before taking `open`, so either they take `sets` with the rest, or `closed`
+    /// is seen here under the lock: the sets then write nothing more and the open fails.
+    fn track_open(&self, sets: Vec<Arc<dyn ReplicaControl>>) -> Result<()> {
+        let mut open = self.open.lock();
+        // Acquire: pairs with the Release stores in `close` / `abandon`.
+        if self.closed.load(Ordering::Acquire) {
+            drop(open);
+            for s in sets {
+                s.abandon_disk();
+            }
+            return Err(Error::Closed {
+                what: "the broker's data directories".into(),
+            });
+        }
+        open.extend(sets);
+        Ok(())
     }
 
     pub(crate) fn count(&self) -> u32 {
@@ -346,6 +369,8 @@ impl DiskDirs {
 
     /// Closes every open partition (fsync) and releases the directories. The first error.
     pub(crate) fn close(&self) -> Result<()> {
+        // Release: pairs with the Acquire in `track_open`, under the `open` lock taken next.
+        self.closed.store(true, Ordering::Release);
         let open = std::mem::take(&mut *self.open.lock());
         let mut first = Ok(());
         for s in open {
@@ -361,6 +386,8 @@ impl DiskDirs {
 
     /// A dead process: nothing more is written; locks stay until the process "dies".
     pub(crate) fn abandon(&self) {
+        // Release: pairs with the Acquire in `track_open`, under the `open` lock taken next.
+        self.closed.store(true, Ordering::Release);
         for s in std::mem::take(&mut *self.open.lock()) {
             s.abandon_disk();
         }
@@ -725,7 +752,13 @@ where
     for s in &sets {
         runtime.register(Arc::clone(s));
     }
-    dirs.open.lock().extend(sets);
+    #[cfg(test)]
+    tests::before_tracking();
+    dirs.track_open(
+        sets.into_iter()
+            .map(|s| s as Arc<dyn ReplicaControl>)
+            .collect(),
+    )?;
     let inner = Arc::new(
         TopicInner::new(&meta.topic.name, config, partitions, arrivals)
             .with_store(files as Arc<dyn TopicStore<K, V>>),
@@ -847,3 +880,6 @@ pub(crate) fn describe_dir(
     }
     Ok((topics, parts))
 }
+
+#[cfg(test)]
+mod tests;

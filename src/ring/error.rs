@@ -78,6 +78,7 @@ impl<T> fmt::Debug for PublishError<T> {
 
 /// A non-blocking publish failed; the value is handed back.
 #[derive(Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TryPublishError<T> {
     /// Every slot holds an entry a gating reader has not read yet.
     #[error("ring full: a gating reader has not passed the slot")]
@@ -107,6 +108,7 @@ impl<T> fmt::Debug for TryPublishError<T> {
 
 /// A publish with a deadline failed; the value is handed back.
 #[derive(Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PublishTimeoutError<T> {
     /// The ring stayed full until the deadline.
     #[error("timed out waiting for a free slot")]

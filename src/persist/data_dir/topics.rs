@@ -141,7 +141,9 @@ impl DataDir {
             partitions.push(partition);
             started.push(open);
         }
-        self.open.lock().extend(started);
+        #[cfg(test)]
+        tests::before_tracking();
+        self.track_open(started)?;
         let store: Arc<dyn TopicStore<K, V>> = Arc::new(PersistedTopic::<K, V> {
             data,
             name: meta.name.clone(),
@@ -316,7 +318,7 @@ impl DataDir {
         let mut partitions = Vec::new();
         for p in from..to {
             let (partition, open) = self.start_partition::<K, V>(&grown, p, arrivals)?;
-            self.open.lock().push(open);
+            self.track_open(vec![open])?;
             partitions.push(partition);
         }
         Ok(partitions)
@@ -420,5 +422,82 @@ impl DataDir {
 
     fn meta_path(&self, name: &str) -> std::path::PathBuf {
         self.dir.join(format!("{name}{TOPIC_SUFFIX}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::time::Duration;
+
+    use crate::broker::{Broker, TopicConfig};
+    use crate::persist::{FlushPolicy, PersistConfig};
+    use crate::storage::fault::FaultyIo;
+    use crate::sync::StdArc as Arc;
+    use crate::{Error, Record};
+
+    thread_local! {
+        /// Run by `start_topic` between starting a topic's writers and tracking them.
+        static BEFORE_TRACKING: RefCell<Option<Box<dyn FnOnce()>>> = const { RefCell::new(None) };
+    }
+
+    pub(super) fn before_tracking() {
+        if let Some(f) = BEFORE_TRACKING.with(|h| h.borrow_mut().take()) {
+            f();
+        }
+    }
+
+    fn broker(fs: &FaultyIo) -> Broker {
+        Broker::builder()
+            .io(Arc::new(fs.clone()))
+            .data_dir("/data")
+            .retention_check_interval(Duration::from_millis(2))
+            .open()
+            .unwrap()
+    }
+
+    /// The process dies while a thread opens a topic, after its writers started: the open
+    /// fails, and no partition that the death never closed is left taking sends (the hang
+    /// of `power_loss_rounds`: a producer sending `Ok` for ever to a dead broker).
+    #[test]
+    fn a_topic_opening_as_the_process_dies_takes_no_sends() {
+        let fs = FaultyIo::new(3);
+        let first = broker(&fs);
+        first
+            .create_persisted_topic::<(), String>(
+                "t",
+                TopicConfig::new(1),
+                PersistConfig::new().flush(FlushPolicy::Os),
+            )
+            .unwrap();
+        first.close().unwrap();
+        for create in [false, true] {
+            let b = broker(&fs);
+            let dying = b.clone();
+            BEFORE_TRACKING.with(|h| {
+                *h.borrow_mut() = Some(Box::new(move || dying.simulate_process_death()));
+            });
+            let opened = if create {
+                b.create_persisted_topic::<(), String>(
+                    "u",
+                    TopicConfig::new(1),
+                    PersistConfig::new().flush(FlushPolicy::Os),
+                )
+            } else {
+                b.open_topic::<(), String>("t")
+            };
+            assert!(
+                matches!(opened, Err(Error::Closed { .. })),
+                "create {create}: {opened:?}"
+            );
+            let p = b.producer::<(), String>();
+            let name = if create { "u" } else { "t" };
+            let sent = p.send(Record::new(name, "after death".to_string()));
+            assert!(
+                sent.is_err(),
+                "create {create}: a dead broker took {sent:?}"
+            );
+            fs.crash();
+        }
     }
 }

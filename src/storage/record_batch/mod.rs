@@ -2,8 +2,8 @@
 //!
 //! A batch is a 61-byte header followed by its records; every field is big-endian, and the
 //! CRC-32C (Castagnoli, computed with the CPU's instruction where there is one) covers the
-//! bytes from `attributes` to the end of the batch. The layout, field by field, is in
-//! `KAFKA_FORMAT.md` §1; the reading rules are Kafka's own (`DefaultRecordBatch`,
+//! bytes from `attributes` to the end of the batch. The layout, field by field, is the
+//! `field` table below (Kafka's message format v2); the reading rules are Kafka's own (`DefaultRecordBatch`,
 //! `DefaultRecord`, `FileLogInputStream`):
 //!
 //! - each record consumes exactly its declared `length`, and no bytes may follow the
@@ -55,7 +55,7 @@ pub use header::{crc32c, BatchHeader, Compression, TimestampType};
 
 /// Where each header field starts, in bytes from the start of the batch: the one table the
 /// parser ([`BatchHeader::parse`]) and the builder ([`BatchBuilder::finish`]) both read. Each
-/// field starts where the one before it ends (sizes in the comments; `KAFKA_FORMAT.md` §1).
+/// field starts where the one before it ends (sizes in the comments, as in Kafka's `DefaultRecordBatch`).
 pub(crate) mod field {
     /// `baseOffset`, i64.
     pub const BASE_OFFSET: usize = 0;
