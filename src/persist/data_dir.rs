@@ -13,6 +13,7 @@ use super::log::LogCell;
 use super::{DataDirOptions, FlushPolicy, PersistConfig};
 use crate::broker::{Broker, TopicConfig};
 use crate::clock::Clock;
+use crate::codec::Codec;
 use crate::storage::checkpoint::{self, CheckpointEntry, TopicPartitionOffset};
 use crate::storage::{
     Checkpoints, DirLock, FsIo, Io, LogConfig, LogOptions, RecoveryReport, SegmentSet,
@@ -153,6 +154,25 @@ pub(crate) struct TopicMeta {
 }
 
 impl TopicMeta {
+    /// The metadata of a new topic of `K` keys and `V` values.
+    pub(crate) fn new<K: Codec, V: Codec>(
+        name: &str,
+        config: &TopicConfig,
+        persist: PersistConfig,
+    ) -> Self {
+        TopicMeta {
+            name: name.to_owned(),
+            partitions: config.partitions(),
+            key_type: K::TYPE_ID.to_owned(),
+            value_type: V::TYPE_ID.to_owned(),
+            records_in_memory: config.records_in_memory_per_partition(),
+            retention_ms: config
+                .retention_age()
+                .map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            persist,
+        }
+    }
+
     pub(crate) fn lines(&self) -> Vec<MetaLine> {
         let p = &self.persist;
         let flush = match p.flush {
