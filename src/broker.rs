@@ -460,14 +460,8 @@ impl Broker {
             })
             .collect::<Result<Vec<_>>>()?;
         let inner = Arc::new(TopicInner {
-            name: Arc::from(name),
-            config,
-            partitions: Mutex::new(partitions.into()),
-            generation: AtomicU64::new(0),
-            deleted: AtomicBool::new(false),
-            arrivals,
-            store: None,
             factory,
+            ..TopicInner::new(name, config, partitions, arrivals)
         });
         topics.insert(
             name.to_owned(),

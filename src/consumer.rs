@@ -652,10 +652,7 @@ where
         &self,
         partitions: &[TopicPartition],
     ) -> Result<HashMap<TopicPartition, u64>> {
-        partitions
-            .iter()
-            .map(|tp| Ok((tp.clone(), self.broker.offsets(tp)?.log_start)))
-            .collect()
+        self.offsets_of(partitions, |o| o.log_start)
     }
 
     /// The log end offset (the high watermark) of each partition. Partitions need not be
@@ -668,9 +665,18 @@ where
         &self,
         partitions: &[TopicPartition],
     ) -> Result<HashMap<TopicPartition, u64>> {
+        self.offsets_of(partitions, |o| o.high_watermark)
+    }
+
+    /// One of each partition's offsets, chosen by `pick`.
+    fn offsets_of(
+        &self,
+        partitions: &[TopicPartition],
+        pick: fn(&crate::partition::Offsets) -> u64,
+    ) -> Result<HashMap<TopicPartition, u64>> {
         partitions
             .iter()
-            .map(|tp| Ok((tp.clone(), self.broker.offsets(tp)?.high_watermark)))
+            .map(|tp| Ok((tp.clone(), pick(&self.broker.offsets(tp)?))))
             .collect()
     }
 

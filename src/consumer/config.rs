@@ -105,15 +105,10 @@ impl ConsumerConfig {
                 valid: "at least 1".into(),
             });
         }
-        if let Some(g) = &self.group_id {
-            if g.is_empty() {
-                return Err(Error::InvalidConfig {
-                    name: "group_id",
-                    value: "\"\"".into(),
-                    valid: "a non-empty name (or no group id)".into(),
-                });
-            }
-        }
-        Ok(())
+        crate::group::config::check_name_not_empty(
+            "group_id",
+            self.group_id.as_deref(),
+            "no group id",
+        )
     }
 }

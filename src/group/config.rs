@@ -71,16 +71,27 @@ impl MemberConfig {
                 valid: "at most i64::MAX ms".into(),
             });
         }
-        if let Some(id) = &self.group_instance_id {
-            if id.is_empty() {
-                return Err(Error::InvalidConfig {
-                    name: "group_instance_id",
-                    value: "\"\"".into(),
-                    valid: "a non-empty name (or no instance id)".into(),
-                });
-            }
-        }
-        Ok(())
+        check_name_not_empty(
+            "group_instance_id",
+            self.group_instance_id.as_deref(),
+            "no instance id",
+        )
+    }
+}
+
+/// A name that may be left out (`absent` says what that means) but not given empty.
+pub(crate) fn check_name_not_empty(
+    name: &'static str,
+    value: Option<&str>,
+    absent: &str,
+) -> Result<()> {
+    match value {
+        Some("") => Err(Error::InvalidConfig {
+            name,
+            value: "\"\"".into(),
+            valid: format!("a non-empty name (or {absent})"),
+        }),
+        _ => Ok(()),
     }
 }
 

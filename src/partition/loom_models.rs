@@ -1,6 +1,7 @@
 //! loom models of the partition's append, read, commit-gating and drop-oldest paths.
 
 use super::*;
+use crate::sync::loom_model as model;
 use crate::sync::thread;
 
 /// Loom's `Arc`: a value dropped twice or never fails the model.
@@ -15,6 +16,14 @@ fn partition(gated: bool) -> Arc<Partition<(), Value>> {
     Arc::new(Partition::new(config, Arc::new(WaitSet::new())).unwrap())
 }
 
+/// A gated partition and the one group gating it (`"g"`, from offset 0).
+fn gated_by_group() -> (Arc<Partition<(), Value>>, Arc<str>) {
+    let p = partition(true);
+    let group: Arc<str> = Arc::from("g");
+    p.register_group(&group, 0).unwrap();
+    (p, group)
+}
+
 fn entry(v: u64) -> Entry<(), Value> {
     Entry {
         timestamp: v as i64,
@@ -26,14 +35,6 @@ fn entry(v: u64) -> Entry<(), Value> {
 
 fn append(a: &mut Appender<(), Value>, v: u64, wait: AppendWait) -> u64 {
     a.append(entry(v), wait).map_err(|(_, e)| e).unwrap()
-}
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(2);
-    }
-    builder.check(f);
 }
 
 /// Reads `offset` until it is published: `Some(value)`, or `None` if it is out of range.
@@ -84,9 +85,7 @@ fn concurrent_appends_are_read_at_their_offsets() {
 #[test]
 fn commit_releases_a_waiting_producer() {
     model(|| {
-        let p = partition(true);
-        let group: Arc<str> = Arc::from("g");
-        p.register_group(&group, 0).unwrap();
+        let (p, group) = gated_by_group();
         let mut a = p.appender();
         let producer = thread::spawn(move || {
             for v in 0..4 {
@@ -114,9 +113,7 @@ fn commit_releases_a_waiting_producer() {
 #[test]
 fn gated_reads_race_no_overwrite() {
     model(|| {
-        let p = partition(true);
-        let group: Arc<str> = Arc::from("g");
-        p.register_group(&group, 0).unwrap();
+        let (p, group) = gated_by_group();
         let slot = p.group_slot("g").unwrap();
         let mut a = p.appender();
         let producer = thread::spawn(move || {
@@ -149,9 +146,7 @@ fn gated_reads_race_no_overwrite() {
 #[test]
 fn a_commit_racing_a_gated_read_waits_for_it() {
     model(|| {
-        let p = partition(true);
-        let group: Arc<str> = Arc::from("g");
-        p.register_group(&group, 0).unwrap();
+        let (p, group) = gated_by_group();
         let slot = p.group_slot("g").unwrap();
         let mut a = p.appender();
         append(&mut a, 0, AppendWait::No);

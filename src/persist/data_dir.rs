@@ -13,6 +13,7 @@ use super::log::LogCell;
 use super::{DataDirOptions, FlushPolicy, PersistConfig};
 use crate::broker::{Broker, TopicConfig};
 use crate::clock::Clock;
+use crate::codec::Codec;
 use crate::storage::checkpoint::{self, CheckpointEntry, TopicPartitionOffset};
 use crate::storage::{
     Checkpoints, DirLock, FsIo, Io, LogConfig, LogOptions, RecoveryReport, SegmentSet,
@@ -153,6 +154,25 @@ pub(crate) struct TopicMeta {
 }
 
 impl TopicMeta {
+    /// The metadata of a new topic of `K` keys and `V` values.
+    pub(crate) fn new<K: Codec, V: Codec>(
+        name: &str,
+        config: &TopicConfig,
+        persist: PersistConfig,
+    ) -> Self {
+        TopicMeta {
+            name: name.to_owned(),
+            partitions: config.partitions(),
+            key_type: K::TYPE_ID.to_owned(),
+            value_type: V::TYPE_ID.to_owned(),
+            records_in_memory: config.records_in_memory_per_partition(),
+            retention_ms: config
+                .retention_age()
+                .map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            persist,
+        }
+    }
+
     pub(crate) fn lines(&self) -> Vec<MetaLine> {
         let p = &self.persist;
         let flush = match p.flush {
@@ -264,7 +284,7 @@ pub(crate) struct DataDir {
     cells: Mutex<BTreeMap<(String, u32), Arc<LogCell>>>,
     reports: Vec<PartitionRecovery>,
     /// Offsets from the checkpoint, for topics not opened yet.
-    loaded: Mutex<BTreeMap<(String, String, u32), u64>>,
+    loaded: Mutex<OffsetMap>,
     clamped: Mutex<Vec<ClampedOffset>>,
     open: Mutex<Vec<OpenPartition>>,
     /// Serialises `open_topic` (one set of writers per topic).
@@ -493,17 +513,10 @@ impl DataDir {
 
     /// Checkpoints every committed offset (atomically: temp file, fsync, rename).
     pub(crate) fn write_offsets(&self) -> Result<()> {
-        let mut all = self.loaded.lock().clone();
-        for p in self.open.lock().iter() {
-            for (g, o) in (p.committed)() {
-                all.insert((g.to_string(), p.topic.clone(), p.partition), o);
-            }
-        }
-        let entries: Vec<GroupOffset> = all
-            .into_iter()
-            .map(|((g, t, p), o)| GroupOffset(g, tpo(&t, p, o)))
-            .collect();
-        checkpoint::write(&*self.io, &self.dir.join(OFFSETS), &entries)
+        let loaded = self.loaded.lock().clone();
+        // Its own statement: `open` is unlocked before the checkpoint's fsync.
+        let all = with_live_commits(loaded, &self.open.lock());
+        self.write_offset_map(all)
     }
 
     pub(crate) fn topic_names(&self) -> Vec<String> {
@@ -654,12 +667,11 @@ impl DataDir {
     }
 
     fn write_offsets_from(&self, open: &[OpenPartition]) -> Result<()> {
-        let mut all = self.loaded.lock().clone();
-        for p in open {
-            for (g, o) in (p.committed)() {
-                all.insert((g.to_string(), p.topic.clone(), p.partition), o);
-            }
-        }
+        let loaded = self.loaded.lock().clone();
+        self.write_offset_map(with_live_commits(loaded, open))
+    }
+
+    fn write_offset_map(&self, all: OffsetMap) -> Result<()> {
         let entries: Vec<GroupOffset> = all
             .into_iter()
             .map(|((g, t, p), o)| GroupOffset(g, tpo(&t, p, o)))
@@ -675,18 +687,28 @@ impl DataDir {
             .iter()
             .map(|((t, p), c)| (t.clone(), *p, c.log_start(), c.written()))
             .collect();
-        let mut groups: BTreeMap<(String, String, u32), u64> = self.loaded.lock().clone();
-        for p in self.open.lock().iter() {
-            for (g, o) in (p.committed)() {
-                groups.insert((g.to_string(), p.topic.clone(), p.partition), o);
-            }
-        }
+        let loaded = self.loaded.lock().clone();
+        let groups = with_live_commits(loaded, &self.open.lock());
         let groups = groups
             .into_iter()
             .map(|((g, t, p), o)| (g, t, p, o))
             .collect();
         (parts, groups)
     }
+}
+
+/// Committed offsets by (group, topic, partition).
+type OffsetMap = BTreeMap<(String, String, u32), u64>;
+
+/// The offsets loaded from the checkpoint, overlaid with the open partitions' live commits.
+/// Callers clone `loaded` before they lock `open`, so the two locks are never held together.
+fn with_live_commits(mut all: OffsetMap, open: &[OpenPartition]) -> OffsetMap {
+    for p in open {
+        for (g, o) in (p.committed)() {
+            all.insert((g.to_string(), p.topic.clone(), p.partition), o);
+        }
+    }
+    all
 }
 
 fn tpo(topic: &str, partition: u32, offset: u64) -> TopicPartitionOffset {

@@ -685,10 +685,7 @@ mod loom_models {
     use crate::sync::{thread, Arc};
 
     fn model(f: impl Fn() + Sync + Send + 'static) {
-        let mut builder = loom::model::Builder::new();
-        if builder.preemption_bound.is_none() {
-            builder.preemption_bound = Some(2);
-        }
+        let mut builder = crate::sync::loom_builder();
         builder.max_branches = 50_000;
         builder.check(f);
     }

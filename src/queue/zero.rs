@@ -115,14 +115,7 @@ impl<T> Channel<T> {
         if st.taken >= ticket {
             return None;
         }
-        // Not taken: the slot still holds our message (one at a time, as in `hand_over`).
-        let msg = st
-            .slot
-            .take()
-            .expect("an untaken message stays in the slot");
-        st.placed -= 1;
-        self.announce(&st);
-        Some(msg)
+        Some(self.take_back(&mut st))
     }
 
     /// Whether a send would complete now (or fail: disconnected) without waiting for a
@@ -136,6 +129,18 @@ impl<T> Channel<T> {
     pub(crate) fn recv_ready(&self) -> bool {
         let st = self.state.lock();
         st.disconnected || st.slot.is_some()
+    }
+
+    /// Takes back the caller's message, which no receiver took: it is still in the slot
+    /// (only one message is there at a time).
+    fn take_back(&self, st: &mut State<T>) -> T {
+        let msg = st
+            .slot
+            .take()
+            .expect("an untaken message stays in the slot");
+        st.placed -= 1;
+        self.announce(st);
+        msg
     }
 
     /// Waits for a change; `true` when `deadline` has passed (the caller re-checks once).
@@ -175,13 +180,7 @@ impl<T> Channel<T> {
             }
             let abandoned = give_back && st.waiting_receivers + st.watching_receivers == 0;
             if st.disconnected || expired || abandoned {
-                // Not taken: the slot still holds our message (only one is there at a time).
-                let msg = st
-                    .slot
-                    .take()
-                    .expect("an untaken message stays in the slot");
-                st.placed -= 1;
-                self.announce(&st);
+                let msg = self.take_back(&mut st);
                 return Err(if st.disconnected {
                     SendTimeoutError::Disconnected(msg)
                 } else {

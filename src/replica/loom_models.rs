@@ -8,6 +8,7 @@ use super::events::Events;
 use super::set::{ReplicaSet, ReplicationConfig, Wake};
 use crate::clock::{Clock, ManualClock};
 use crate::partition::{Acks, AppendError, Entry, ReadOutcome, ReplicatedLog, SendPolicy};
+use crate::sync::loom_model as model;
 use crate::sync::thread;
 use crate::sync::StdArc as Arc;
 use crate::sync::WaitSet;
@@ -56,14 +57,6 @@ fn policy(acks: Acks) -> SendPolicy {
         request_timeout: Duration::MAX,
         counters: Arc::default(),
     }
-}
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(2);
-    }
-    builder.check(f);
 }
 
 /// The leader appends two records (`acks = 1`), the follower fetches (at most twice, no

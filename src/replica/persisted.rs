@@ -593,17 +593,7 @@ where
         })
         .collect();
     let meta = ReplicatedMeta {
-        topic: TopicMeta {
-            name: name.to_owned(),
-            partitions: config.partitions(),
-            key_type: K::TYPE_ID.to_owned(),
-            value_type: V::TYPE_ID.to_owned(),
-            records_in_memory: config.records_in_memory_per_partition(),
-            retention_ms: config
-                .retention_age()
-                .map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
-            persist,
-        },
+        topic: TopicMeta::new::<K, V>(name, &config, persist),
         replication_factor: rf,
         min_insync: config.min_insync(),
         unclean: config.unclean_election(),

@@ -4,6 +4,23 @@
 
 pub(crate) use loom::sync::Arc;
 
+/// A loom model builder with at most two preemptions unless `LOOM_MAX_PREEMPTIONS` sets the
+/// bound: the house default, which keeps each model to seconds instead of minutes.
+#[cfg(test)]
+pub(crate) fn loom_builder() -> loom::model::Builder {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(2);
+    }
+    builder
+}
+
+/// Checks the model `f` under [`loom_builder`]'s bound.
+#[cfg(test)]
+pub(crate) fn loom_model(f: impl Fn() + Sync + Send + 'static) {
+    loom_builder().check(f);
+}
+
 /// Atomics, loom's.
 pub(crate) mod atomic {
     pub(crate) use loom::sync::atomic::{

@@ -243,18 +243,24 @@ mod loom_models {
     use crate::sync::atomic::AtomicBool;
     use crate::sync::{thread, Arc};
 
+    /// A wait set, a flag, and a thread that sets the flag, then notifies the set.
+    fn flag_set_by_a_notifier() -> (Arc<WaitSet>, Arc<AtomicBool>, thread::JoinHandle<()>) {
+        let set = Arc::new(WaitSet::new());
+        let flag = Arc::new(AtomicBool::new(false));
+        let (s, f) = (Arc::clone(&set), Arc::clone(&flag));
+        let notifier = thread::spawn(move || {
+            f.store(true, Ordering::Release);
+            s.notify_all();
+        });
+        (set, flag, notifier)
+    }
+
     /// A notification racing a waiter's registration is never lost: loom reports a deadlock
     /// if the waiter could sleep forever.
     #[test]
     fn no_lost_wake_up() {
         loom::model(|| {
-            let set = Arc::new(WaitSet::new());
-            let flag = Arc::new(AtomicBool::new(false));
-            let (s, f) = (Arc::clone(&set), Arc::clone(&flag));
-            let notifier = thread::spawn(move || {
-                f.store(true, Ordering::Release);
-                s.notify_all();
-            });
+            let (set, flag, notifier) = flag_set_by_a_notifier();
             let got = set.wait_until(None, || flag.load(Ordering::Acquire).then_some(()));
             assert_eq!(got, Some(()));
             notifier.join().unwrap();
@@ -266,13 +272,7 @@ mod loom_models {
     #[test]
     fn timed_wait_expiry_races_notification() {
         loom::model(|| {
-            let set = Arc::new(WaitSet::new());
-            let flag = Arc::new(AtomicBool::new(false));
-            let (s, f) = (Arc::clone(&set), Arc::clone(&flag));
-            let notifier = thread::spawn(move || {
-                f.store(true, Ordering::Release);
-                s.notify_all();
-            });
+            let (set, flag, notifier) = flag_set_by_a_notifier();
             let deadline = Some(Instant::now());
             let got = set.wait_until(deadline, || flag.load(Ordering::Acquire).then_some(()));
             notifier.join().unwrap();

@@ -70,17 +70,7 @@ impl DataDir {
                 topic: name.to_owned(),
             });
         }
-        let meta = TopicMeta {
-            name: name.to_owned(),
-            partitions: config.partitions(),
-            key_type: K::TYPE_ID.to_owned(),
-            value_type: V::TYPE_ID.to_owned(),
-            records_in_memory: config.records_in_memory_per_partition(),
-            retention_ms: config
-                .retention_age()
-                .map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
-            persist,
-        };
+        let meta = TopicMeta::new::<K, V>(name, &config, persist);
         for p in 0..meta.partitions {
             self.remove_partition_dir(name, p)?;
         }

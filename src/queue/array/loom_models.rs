@@ -7,10 +7,7 @@ use crate::sync::atomic::AtomicU64;
 use crate::sync::{asym_fence, thread, token_pool, Arc};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(2);
-    }
+    let mut builder = crate::sync::loom_builder();
     builder.max_branches = 20_000;
     builder.check(f);
 }

@@ -1,14 +1,29 @@
 //! loom models of a select racing sends, receives and disconnects.
 
-use crate::queue::{bounded, unbounded, RecvError, Select};
+use crate::queue::{bounded, unbounded, Receiver, RecvError, Select, SelectedOperation};
+use crate::sync::loom_model as model;
 use crate::sync::thread;
 
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(2);
+/// Selects until both arms have completed, each leaving the select once it has: the
+/// `disconnect` arm, receiving from `r2` whose senders go, and the `other` arm, which
+/// `complete` finishes.
+fn select_both<'a>(
+    sel: &mut Select<'a>,
+    (disconnect, r2): (usize, &Receiver<u8>),
+    other: usize,
+    mut complete: impl FnMut(SelectedOperation<'a>),
+) {
+    for _ in 0..2 {
+        let op = sel.select();
+        let i = op.index();
+        if i == disconnect {
+            assert_eq!(op.recv(r2), Err(RecvError));
+        } else {
+            assert_eq!(i, other);
+            complete(op);
+        }
+        sel.remove(i);
     }
-    builder.check(f);
 }
 
 /// A thread selects over a bounded and an unbounded queue, again and again until it has
@@ -30,17 +45,9 @@ fn a_select_races_a_send_and_a_disconnect() {
         let mut sel = Select::new();
         let disconnect = sel.recv(&r2);
         let message = sel.recv(&r1);
-        for _ in 0..2 {
-            let op = sel.select();
-            let i = op.index();
-            if i == disconnect {
-                assert_eq!(op.recv(&r2), Err(RecvError));
-            } else {
-                assert_eq!(i, message);
-                assert_eq!(op.recv(&r1), Ok(7));
-            }
-            sel.remove(i);
-        }
+        select_both(&mut sel, (disconnect, &r2), message, |op| {
+            assert_eq!(op.recv(&r1), Ok(7));
+        });
         sender.join().unwrap();
         dropper.join().unwrap();
     });
@@ -65,17 +72,9 @@ fn a_select_send_races_a_receive_and_a_disconnect() {
         let mut sel = Select::new();
         let disconnect = sel.recv(&r2);
         let room = sel.send(&t1);
-        for _ in 0..2 {
-            let op = sel.select();
-            let i = op.index();
-            if i == disconnect {
-                assert_eq!(op.recv(&r2), Err(RecvError));
-            } else {
-                assert_eq!(i, room);
-                op.send(&t1, 2).unwrap();
-            }
-            sel.remove(i);
-        }
+        select_both(&mut sel, (disconnect, &r2), room, |op| {
+            op.send(&t1, 2).unwrap()
+        });
         assert_eq!(receiver.join().unwrap(), (1, 2));
         dropper.join().unwrap();
     });
