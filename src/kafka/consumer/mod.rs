@@ -834,8 +834,26 @@ impl<K, V> Drop for KafkaConsumer<K, V> {
             }
         }
         // librdkafka's close (in the client's drop) rebalances once more, with nobody left
-        // to answer it: the context answers from now on.
-        self.client.context().state.lock().closing = true;
+        // to answer it: the context answers from now on. A rebalance announced before and
+        // not yet handled by a poll is answered here: librdkafka's close waits for it.
+        let pending = {
+            let mut state = self.client.context().state.lock();
+            state.closing = true;
+            std::mem::take(&mut state.events)
+        };
+        let cooperative = matches!(
+            self.client.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        );
+        for event in pending {
+            let _ = match (event, cooperative) {
+                (Event::Assign(tpl), true) => self.client.incremental_assign(&tpl),
+                (Event::Assign(tpl), false) => self.client.assign(&tpl),
+                (Event::Revoke(tpl), true) => self.client.incremental_unassign(&tpl),
+                (Event::Revoke(_) | Event::Failed(_), false) => self.client.unassign(),
+                (Event::Failed(_), true) => Ok(()),
+            };
+        }
     }
 }
 
