@@ -46,7 +46,7 @@ use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::time::Instant;
 // Std's Arc (also under loom): group names are `Arc<str>` (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
-use crate::sync::{Mutex, WaitSet};
+use crate::sync::{Backoff, Mutex, WaitSet};
 use crate::{Error, Result};
 
 /// Record headers: `(key, value)` pairs, in order, keys not unique (Kafka's `Headers`).
@@ -549,42 +549,53 @@ impl<K, V> Partition<K, V> {
                 }
             }
         }
-        let f = match &self.disk {
-            Some(disk) if offset < disk.disk_end() && offset < self.ring.oldest() => {
-                let mut f = f;
-                return match disk.read(offset, max, &mut f) {
-                    Ok(0) => ReadOutcome::Empty,
-                    Ok(n) => ReadOutcome::Read(n),
-                    // Retention moved the log start past `offset` meanwhile.
-                    Err(_) if offset < disk.log_start() => {
-                        let _ = disk.take_error();
-                        ReadOutcome::OutOfRange {
-                            start: disk.log_start().min(hw),
-                            end: hw,
+        // A loop, not a call to itself: a reader may wait here for as long as the writer is
+        // descheduled (it never recurses, however long that is).
+        let mut backoff = Backoff::new();
+        loop {
+            if let Some(disk) = &self.disk {
+                if offset < disk.disk_end() && offset < self.ring.oldest() {
+                    return match disk.read(offset, max, &mut f) {
+                        Ok(0) => ReadOutcome::Empty,
+                        Ok(n) => ReadOutcome::Read(n),
+                        // Retention moved the log start past `offset` meanwhile.
+                        Err(_) if offset < disk.log_start() => {
+                            let _ = disk.take_error();
+                            ReadOutcome::OutOfRange {
+                                start: disk.log_start().min(hw),
+                                end: hw,
+                            }
                         }
-                    }
-                    Err(_) => ReadOutcome::Failed,
-                };
-            }
-            _ => f,
-        };
-        let mut f = f;
-        match self.anchor.get_run_with(offset, max, &mut f) {
-            // Written to disk and overwritten since we looked.
-            (0, Some(GetError::Evicted { .. })) if self.disk.is_some() => {
-                self.read(offset, max, now_ms, None, f)
-            }
-            (0, Some(GetError::Evicted { .. })) => {
-                // Overwritten since we looked: the log start moved past `offset`, even if
-                // the claim cursor we load next is older than the write that overwrote it.
-                let start = self.log_start(now_ms).max(offset + 1);
-                ReadOutcome::OutOfRange {
-                    start,
-                    end: self.high_watermark().max(start),
+                        Err(_) => ReadOutcome::Failed,
+                    };
                 }
             }
-            (0, _) => ReadOutcome::Empty,
-            (n, _) => ReadOutcome::Read(n),
+            return match self.anchor.get_run_with(offset, max, &mut f) {
+                (0, Some(GetError::Evicted { .. })) if self.disk.is_some() => {
+                    // Overwritten since we looked, so on disk: the writer publishes its end
+                    // before it frees the slots. Only a writer that stopped (its ring then
+                    // closes) lets a record go unwritten.
+                    if self.ring.is_closed()
+                        && self.disk.as_ref().is_some_and(|d| offset >= d.disk_end())
+                    {
+                        ReadOutcome::Failed
+                    } else {
+                        backoff.snooze();
+                        continue;
+                    }
+                }
+                (0, Some(GetError::Evicted { .. })) => {
+                    // Overwritten since we looked: the log start moved past `offset`, even if
+                    // the claim cursor we load next is older than the write that overwrote it.
+                    let start = self.log_start(now_ms).max(offset + 1);
+                    ReadOutcome::OutOfRange {
+                        start,
+                        end: self.high_watermark().max(start),
+                    }
+                }
+                (0, _) => ReadOutcome::Empty,
+                (n, _) => ReadOutcome::Read(n),
+            };
         }
     }
 
@@ -909,3 +920,6 @@ impl<K, V> Appender<K, V> {
 /// payloads so a lost or doubled value fails the model.
 #[cfg(all(test, logbus_loom))]
 mod loom_models;
+
+#[cfg(all(test, not(logbus_loom)))]
+mod disk_tests;

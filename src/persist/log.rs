@@ -590,9 +590,11 @@ impl<K: Codec, V: Codec> Writer<K, V> {
         if sync {
             self.synced();
         }
+        // Published before the slots are freed: a reader that finds a record overwritten
+        // in the ring must find it on disk.
+        self.cell.publish(written, Some(written));
         // Only now may producers reuse the slots.
         let _ = self.gate.try_read_with(n, |_, _| ());
-        self.cell.publish(written, Some(written));
         Ok(())
     }
 }

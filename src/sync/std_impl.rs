@@ -117,6 +117,20 @@ pub(crate) mod thread {
     {
         std::thread::Builder::new().name(name).spawn(f)
     }
+
+    /// Spawns a thread with a small stack of `bytes`, for tests that a path does not
+    /// recurse.
+    #[cfg(test)]
+    pub(crate) fn spawn_with_stack<F, T>(bytes: usize, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        std::thread::Builder::new()
+            .stack_size(bytes)
+            .spawn(f)
+            .expect("spawning a test thread")
+    }
 }
 
 /// An `UnsafeCell` with loom's closure-based access shape (`with` / `with_mut`), so that
