@@ -320,3 +320,15 @@ pub mod __private {
         }
     }
 }
+
+/// The encoding of `c`: its own bytes when it holds them, else encoded into `buf`.
+pub(crate) fn encoding<'a, C: Codec>(c: &'a C, buf: &'a mut Vec<u8>) -> &'a [u8] {
+    match c.encoded() {
+        Some(bytes) => bytes,
+        None => {
+            buf.clear();
+            c.encode(buf);
+            buf
+        }
+    }
+}

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::FlushPolicy;
-use crate::codec::Codec;
+use crate::codec::{encoding, Codec};
 use crate::partition::{DiskLog, Entry, Partition};
 use crate::ring::Reader;
 use crate::storage::{BatchBuilder, BatchIter, SegmentSet};
@@ -193,18 +193,6 @@ fn encoded_len<C: Codec>(c: &C, scratch: &mut Vec<u8>) -> usize {
             scratch.clear();
             c.encode(scratch);
             scratch.len()
-        }
-    }
-}
-
-/// The encoding of `c`: its own bytes when it holds them, else encoded into `buf`.
-fn encoding<'a, C: Codec>(c: &'a C, buf: &'a mut Vec<u8>) -> &'a [u8] {
-    match c.encoded() {
-        Some(bytes) => bytes,
-        None => {
-            buf.clear();
-            c.encode(buf);
-            buf
         }
     }
 }

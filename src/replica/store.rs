@@ -18,7 +18,7 @@ use bytes::Bytes;
 
 use super::log::ReplicaLog;
 use crate::clock::Clock;
-use crate::codec::Codec;
+use crate::codec::{encoding, Codec};
 use crate::partition::Entry;
 use crate::persist::FlushPolicy;
 use crate::storage::checkpoint::{self, EpochEntry};
@@ -84,17 +84,6 @@ pub(crate) struct StoreParams {
     pub(crate) policy: FlushPolicy,
     /// Records kept in memory (the tail).
     pub(crate) capacity: usize,
-}
-
-fn encoding<'a, C: Codec>(c: &'a C, buf: &'a mut Vec<u8>) -> &'a [u8] {
-    match c.encoded() {
-        Some(bytes) => bytes,
-        None => {
-            buf.clear();
-            c.encode(buf);
-            buf
-        }
-    }
 }
 
 /// Decodes one stored record.
