@@ -550,18 +550,21 @@ impl DataDir {
         // either they take `started` with the rest, or we see `closed` here.
         if let Err(e) = self.check_open() {
             drop(open);
-            for p in &started {
-                (p.close)();
-            }
-            for p in &mut started {
-                if let Some(w) = p.writer.take() {
-                    let _ = w.join();
-                }
-            }
+            close_partitions(&mut started);
             return Err(e);
         }
         open.extend(started);
         Ok(())
+    }
+
+    /// Stops the retention and checkpoint thread and waits for it.
+    fn stop_background(&self) {
+        // Release: pairs with the Acquire in `stopping`.
+        self.stop.store(true, Ordering::Release);
+        self.stop_wait.notify_all();
+        if let Some(h) = self.background.lock().take() {
+            let _ = h.join();
+        }
     }
 
     pub(crate) fn sync_all(&self, _broker: &Broker) -> Result<()> {
@@ -577,21 +580,9 @@ impl DataDir {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        // Release: pairs with the Acquire in `stopping`.
-        self.stop.store(true, Ordering::Release);
-        self.stop_wait.notify_all();
-        if let Some(h) = self.background.lock().take() {
-            let _ = h.join();
-        }
+        self.stop_background();
         let mut open = std::mem::take(&mut *self.open.lock());
-        for p in &open {
-            (p.close)();
-        }
-        for p in &mut open {
-            if let Some(w) = p.writer.take() {
-                let _ = w.join();
-            }
-        }
+        close_partitions(&mut open);
         let mut first_error = None;
         let offsets = self.write_offsets_from(&open);
         drop(open);
@@ -640,25 +631,13 @@ impl DataDir {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        // Release: pairs with the Acquire in `stopping`.
-        self.stop.store(true, Ordering::Release);
-        self.stop_wait.notify_all();
-        if let Some(h) = self.background.lock().take() {
-            let _ = h.join();
-        }
+        self.stop_background();
         let cells: Vec<_> = self.cells.lock().values().cloned().collect();
         for cell in &cells {
             cell.abandon();
         }
         let mut open = std::mem::take(&mut *self.open.lock());
-        for p in &open {
-            (p.close)();
-        }
-        for p in &mut open {
-            if let Some(w) = p.writer.take() {
-                let _ = w.join();
-            }
-        }
+        close_partitions(&mut open);
         for cell in &cells {
             // A dead process flushes nothing: no `Drop` of the set.
             std::mem::forget(cell.log.lock().take());
@@ -792,4 +771,17 @@ pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> 
         replicated_topics,
         replicated,
     })
+}
+
+/// Closes each partition's ring, then waits for its writer to finish: every writer sees its
+/// ring closed before any is joined, so they wind down together.
+fn close_partitions(open: &mut [OpenPartition]) {
+    for p in open.iter() {
+        (p.close)();
+    }
+    for p in open.iter_mut() {
+        if let Some(w) = p.writer.take() {
+            let _ = w.join();
+        }
+    }
 }
