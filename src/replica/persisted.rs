@@ -742,7 +742,7 @@ where
     for s in &sets {
         runtime.register(Arc::clone(s));
     }
-    #[cfg(test)]
+    #[cfg(all(test, not(logbus_loom)))]
     tests::before_tracking();
     dirs.track_open(
         sets.into_iter()
@@ -871,5 +871,5 @@ pub(crate) fn describe_dir(
     Ok((topics, parts))
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(logbus_loom)))]
 mod tests;
