@@ -487,6 +487,11 @@ where
             .assign(&Self::client_list(next.iter()))
             .map_err(|e| from_kafka(e, At::op("assign")))?;
         self.assigned = next;
+        self.repause()
+    }
+
+    /// Pauses again the partitions marked paused: a new assignment resumes every partition.
+    pub(super) fn repause(&self) -> Result<()> {
         let paused: Vec<_> = self
             .assigned
             .iter()

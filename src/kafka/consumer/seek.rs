@@ -8,7 +8,7 @@ use rdkafka::error::RDKafkaErrorCode as Code;
 use rdkafka::message::Message as _;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
-use super::{private_group, tp_list, KafkaConsumer};
+use super::{private_group, KafkaConsumer};
 use crate::codec::Codec;
 use crate::consumer::OffsetAndTimestamp;
 use crate::error::{Error, Result};
@@ -82,18 +82,7 @@ where
             self.client.assign(&list)
         };
         done.map_err(|e| from_kafka(e, At::op("seek")))?;
-        let paused: Vec<_> = self
-            .assigned
-            .iter()
-            .filter(|a| a.paused)
-            .map(|a| a.tp.clone())
-            .collect();
-        if !paused.is_empty() {
-            self.client
-                .pause(&tp_list(&paused))
-                .map_err(|e| from_kafka(e, At::op("pause")))?;
-        }
-        Ok(())
+        self.repause()
     }
 
     fn indices(&self, partitions: &[TopicPartition]) -> Result<Vec<usize>> {
