@@ -292,9 +292,10 @@ where
     }
 }
 
-/// What came next: a batch from the consumer's own queue (taken into `buf`), else one
-/// message or error from the consumer queue (serving its events on the way), waiting up
-/// to `wait` for either.
+/// What came next: a message or error from the consumer queue (serving its events on the
+/// way), else a batch from the consumer's own queue (taken into `buf`), waiting up to
+/// `wait` for either. The consumer queue is looked at once per batch, so that a rebalance
+/// never waits for the own queue to run dry.
 fn next_arrival<'a>(
     client: &'a BaseConsumer<GroupContext>,
     fetched: &mut Option<queue::Fetched>,
@@ -302,26 +303,33 @@ fn next_arrival<'a>(
     buf: &mut [*mut rdkafka::bindings::rd_kafka_message_t],
     wait: Duration,
 ) -> Arrival<'a> {
-    if let Some(f) = fetched.as_mut() {
-        let taken = f.take(buf, 0);
-        if taken > 0 {
-            return Arrival::Batch(taken);
+    let f = match fetched.as_mut() {
+        Some(f) if !assigned.is_empty() => f,
+        // Nothing forwarded to wait on: the consumer queue alone (what the own queue may
+        // still hold belongs to partitions no longer assigned).
+        _ => {
+            return match client.poll(wait) {
+                Some(Ok(m)) => Arrival::One(m),
+                Some(Err(e)) => Arrival::Error(e),
+                None => Arrival::Nothing,
+            }
         }
-    }
-    let waits_here = fetched.is_none() || assigned.is_empty();
-    let first = if waits_here { wait } else { Duration::ZERO };
-    match client.poll(first) {
+    };
+    match client.poll(Duration::ZERO) {
         Some(Ok(m)) => return Arrival::One(m),
         Some(Err(e)) => return Arrival::Error(e),
-        None if waits_here || wait.is_zero() => return Arrival::Nothing,
         None => {}
+    }
+    let taken = f.take(buf, 0);
+    if taken > 0 {
+        return Arrival::Batch(taken);
+    }
+    if wait.is_zero() {
+        return Arrival::Nothing;
     }
     // Both queues empty: wait on the own queue, in slices, so that an event on the
     // consumer queue waits at most a slice (and so that a partition whose forwarding
     // librdkafka cleared since is forwarded again).
-    let Some(f) = fetched.as_mut() else {
-        return Arrival::Nothing;
-    };
     f.forward(client, assigned.iter().map(|a| &a.tp));
     let slice = wait.min(WAIT_SLICE).as_millis().max(1) as i32;
     if f.take(&mut buf[..1], slice) > 0 {
