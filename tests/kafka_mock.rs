@@ -710,3 +710,46 @@ fn a_decode_error_mid_batch_loses_no_record_after_it() {
     assert_eq!(values, expected);
     assert_eq!(consumer.position(&tp).unwrap(), 10);
 }
+
+/// An error fetching a partition names the partition: here the position is past the log's
+/// end under `OffsetReset::None` (`auto.offset.reset=error`).
+#[test]
+fn a_fetch_error_names_its_partition() {
+    let broker = cluster();
+    broker
+        .create_topic::<(), u64>("far", TopicConfig::new(2))
+        .unwrap();
+    broker
+        .producer::<(), u64>()
+        .send(Record::new("far", 1).partition(1))
+        .unwrap();
+    let mut consumer = broker
+        .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::None))
+        .unwrap();
+    let tp = TopicPartition::new("far", 1);
+    consumer.assign(std::slice::from_ref(&tp)).unwrap();
+    assert!(matches!(
+        consumer.poll(POLL),
+        Err(logbus::Error::NoOffsetForPartition { partition: 1, .. })
+    ));
+    consumer.seek(&tp, 50).unwrap();
+    let mut got = None;
+    for _ in 0..50 {
+        match consumer.poll(POLL) {
+            Ok(records) => assert!(records.is_empty(), "nothing at offset 50"),
+            Err(e) => {
+                got = Some(e);
+                break;
+            }
+        }
+    }
+    match got {
+        Some(logbus::Error::Kafka {
+            operation: "poll",
+            topic: Some(t),
+            partition: Some(1),
+            ..
+        }) => assert_eq!(t, "far"),
+        other => panic!("expected a fetch error naming far-1, got {other:?}"),
+    }
+}

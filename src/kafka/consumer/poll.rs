@@ -2,10 +2,9 @@
 
 use std::time::{Duration, Instant};
 
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
 use rdkafka::types::RDKafkaRespErr;
-
-use rdkafka::consumer::{BaseConsumer, Consumer as _};
 
 use super::{queue, Assigned, GroupContext, KafkaConsumer};
 use crate::codec::Codec;
