@@ -501,7 +501,7 @@ where
     /// queue first.
     pub(super) fn forward<'a>(&mut self, partitions: impl Iterator<Item = &'a TopicPartition>) {
         if let Some(f) = &mut self.fetched {
-            f.forward(&self.client, partitions);
+            f.forward(partitions);
         }
     }
 

@@ -314,10 +314,16 @@ fn next_arrival<'a>(
             }
         }
     };
-    match client.poll(Duration::ZERO) {
-        Some(Ok(m)) => return Arrival::One(m),
-        Some(Err(e)) => return Arrival::Error(e),
-        None => {}
+    // The consumer queue first, until it is empty: a message there (of a partition not
+    // forwarded when its fetching started) is older than any of the same partition on the
+    // own queue. Each poll serves at least one event; a bounded number per round.
+    for _ in 0..64 {
+        match client.poll(Duration::ZERO) {
+            Some(Ok(m)) => return Arrival::One(m),
+            Some(Err(e)) => return Arrival::Error(e),
+            None if f.consumer_queue_empty() => break,
+            None => {}
+        }
     }
     let taken = f.take(buf, 0);
     if taken > 0 {
@@ -329,7 +335,7 @@ fn next_arrival<'a>(
     // Both queues empty: wait on the own queue, in slices, so that an event on the
     // consumer queue waits at most a slice (and so that a partition whose forwarding
     // librdkafka cleared since is forwarded again).
-    f.forward(client, assigned.iter().map(|a| &a.tp));
+    f.forward(assigned.iter().map(|a| &a.tp));
     let slice = wait.min(WAIT_SLICE).as_millis().max(1) as i32;
     if f.take(&mut buf[..1], slice) > 0 {
         Arrival::Batch(1)

@@ -6,6 +6,7 @@
 //! them (it answers a rebalance with an empty assignment of its own, and aborts on a
 //! commit result).
 
+use std::collections::HashSet;
 use std::ffi::CString;
 use std::ptr::{self, NonNull};
 
@@ -21,66 +22,101 @@ use crate::TopicPartition;
 /// Messages taken from the queue in one call.
 pub(super) const BATCH: usize = 256;
 
-/// The consumer's own queue and the partition queues forwarded to it.
+/// The consumer's own queue and the partitions forwarded to it.
 pub(super) struct Fetched {
+    /// The client's handle: alive as long as this (`KafkaConsumer` declares its `Fetched`
+    /// before its client, so it is dropped first).
+    client: NonNull<rd::rd_kafka_t>,
     queue: NonNull<rd::rd_kafka_queue_t>,
-    /// Every partition this consumer was assigned, with its queue handle (kept after a
-    /// revocation: forwarding one again is cheaper than looking it up again).
-    partitions: Vec<(TopicPartition, NonNull<rd::rd_kafka_queue_t>)>,
+    /// The consumer queue, for its length.
+    consumer: NonNull<rd::rd_kafka_queue_t>,
+    /// Every partition forwarded so far (forwarding is undone for each on drop).
+    partitions: HashSet<TopicPartition>,
 }
 
-// SAFETY: the handles are librdkafka queue handles, which librdkafka locks itself on every
-// call (forward, consume, destroy); nothing here is tied to the thread that made it.
+// SAFETY: the pointers are a librdkafka client handle and queue handles, which librdkafka
+// locks itself on every call made here (forward, length, consume, destroy); nothing is tied
+// to the thread that made them.
 unsafe impl Send for Fetched {}
 
 impl Fetched {
     /// A new queue of `client`'s, nothing forwarded to it yet. `None` if librdkafka cannot
-    /// make one (it then never fails: the consumer falls back to the consumer queue).
+    /// make one (the consumer then reads the consumer queue alone).
     pub(super) fn new(client: &BaseConsumer<GroupContext>) -> Option<Self> {
-        // SAFETY: the client handle is alive for the call; the queue made belongs to it and
-        // is destroyed (in `Drop`) before the client is (`KafkaConsumer` declares this field
-        // before `client`).
-        let queue = unsafe { rd::rd_kafka_queue_new(client.client().native_ptr()) };
-        Some(Self {
-            queue: NonNull::new(queue)?,
-            partitions: Vec::new(),
-        })
+        let rk = NonNull::new(client.client().native_ptr())?;
+        // SAFETY: the client handle is alive for the call; both queue handles belong to it
+        // and are destroyed (in `Drop`) before the client is.
+        let (queue, consumer) = unsafe {
+            (
+                rd::rd_kafka_queue_new(rk.as_ptr()),
+                rd::rd_kafka_queue_get_consumer(rk.as_ptr()),
+            )
+        };
+        let queue = NonNull::new(queue);
+        let consumer = NonNull::new(consumer);
+        match (queue, consumer) {
+            (Some(queue), Some(consumer)) => Some(Self {
+                client: rk,
+                queue,
+                consumer,
+                partitions: HashSet::new(),
+            }),
+            (q, c) => {
+                for h in [q, c].into_iter().flatten() {
+                    // SAFETY: made just above, destroyed once, here.
+                    unsafe { rd::rd_kafka_queue_destroy(h.as_ptr()) };
+                }
+                None
+            }
+        }
+    }
+
+    /// Points the fetch queue of `tp` at `to` (null: back to none). The partition's queue
+    /// is looked up each time, not kept: librdkafka may replace a partition's state (and
+    /// its queue) while it is not assigned.
+    fn point(&self, tp: &TopicPartition, to: *mut rd::rd_kafka_queue_t) -> bool {
+        let Ok(topic) = CString::new(tp.topic.as_str()) else {
+            return false;
+        };
+        // SAFETY: the client handle is alive; `topic` is NUL-terminated and outlives the
+        // call.
+        let h = unsafe {
+            rd::rd_kafka_queue_get_partition(
+                self.client.as_ptr(),
+                topic.as_ptr(),
+                tp.partition as i32,
+            )
+        };
+        let Some(h) = NonNull::new(h) else {
+            return false;
+        };
+        // SAFETY: `h` was just made and is destroyed once, here; `to` is this consumer's
+        // queue (alive) or null. Forwarding moves what the partition queue holds onto `to`,
+        // under librdkafka's locks, and outlives the handle (it is the queue's setting).
+        unsafe {
+            rd::rd_kafka_queue_forward(h.as_ptr(), to);
+            rd::rd_kafka_queue_destroy(h.as_ptr());
+        }
+        true
     }
 
     /// Forwards the queues of `assigned` to this one. librdkafka clears a partition's
-    /// forwarding when it stops fetching it (an assignment replaced, a seek that reassigns),
-    /// and then queues its messages on the partition's own queue: so this runs at every poll
-    /// and before every wait, and a partition it cannot forward keeps the consumer queue.
-    pub(super) fn forward<'a>(
-        &mut self,
-        client: &BaseConsumer<GroupContext>,
-        assigned: impl Iterator<Item = &'a TopicPartition>,
-    ) {
+    /// forwarding when it stops fetching it (an assignment replaced, a seek that
+    /// reassigns) and then keeps its messages on the partition's own queue: so this runs
+    /// before every assignment and every wait. A partition it cannot forward keeps the
+    /// consumer queue.
+    pub(super) fn forward<'a>(&mut self, assigned: impl Iterator<Item = &'a TopicPartition>) {
         for tp in assigned {
-            let handle = match self.partitions.iter().find(|(p, _)| p == tp) {
-                Some(&(_, h)) => h,
-                None => {
-                    let Ok(topic) = CString::new(tp.topic.as_str()) else {
-                        continue;
-                    };
-                    // SAFETY: the client handle is alive; `topic` is NUL-terminated and
-                    // outlives the call; the handle returned is destroyed in `Drop`.
-                    let h = unsafe {
-                        rd::rd_kafka_queue_get_partition(
-                            client.client().native_ptr(),
-                            topic.as_ptr(),
-                            tp.partition as i32,
-                        )
-                    };
-                    let Some(h) = NonNull::new(h) else { continue };
-                    self.partitions.push((tp.clone(), h));
-                    h
-                }
-            };
-            // SAFETY: both handles are alive (destroyed only in `Drop`); forwarding moves
-            // what the partition queue holds onto this one, under librdkafka's locks.
-            unsafe { rd::rd_kafka_queue_forward(handle.as_ptr(), self.queue.as_ptr()) };
+            if self.point(tp, self.queue.as_ptr()) && !self.partitions.contains(tp) {
+                self.partitions.insert(tp.clone());
+            }
         }
+    }
+
+    /// Whether the consumer queue holds nothing (no event, no message).
+    pub(super) fn consumer_queue_empty(&self) -> bool {
+        // SAFETY: the consumer queue handle is alive (destroyed in `Drop`).
+        unsafe { rd::rd_kafka_queue_length(self.consumer.as_ptr()) == 0 }
     }
 
     /// Takes up to `buf.len()` messages into `buf`, waiting up to `timeout_ms` (0: not at
@@ -106,18 +142,16 @@ impl Fetched {
 
 impl Drop for Fetched {
     fn drop(&mut self) {
-        for (_, h) in self.partitions.drain(..) {
-            // SAFETY: the handle is alive until destroyed here, once; the client is still
-            // alive (this field is dropped before it). Forwarding is undone first so that
-            // nothing librdkafka fetches from now on goes to a queue being destroyed.
-            unsafe {
-                rd::rd_kafka_queue_forward(h.as_ptr(), ptr::null_mut());
-                rd::rd_kafka_queue_destroy(h.as_ptr());
-            }
+        // Nothing librdkafka fetches from now on goes to a queue being destroyed.
+        for tp in std::mem::take(&mut self.partitions) {
+            self.point(&tp, ptr::null_mut());
         }
-        // SAFETY: this queue was made by `new` and is destroyed here, once; the messages
-        // still on it are freed with it.
-        unsafe { rd::rd_kafka_queue_destroy(self.queue.as_ptr()) };
+        // SAFETY: both handles were made by `new` and are destroyed here, once, the client
+        // still alive; the messages still on the own queue are freed with it.
+        unsafe {
+            rd::rd_kafka_queue_destroy(self.consumer.as_ptr());
+            rd::rd_kafka_queue_destroy(self.queue.as_ptr());
+        }
     }
 }
 
