@@ -9,6 +9,9 @@ use crate::replica::{PartitionReplicas, ReplicaInfo};
 use crate::sync::time;
 use crate::sync::StdArc as Arc;
 
+/// How often `wait_in_sync` re-checks without being notified.
+const RECHECK: Duration = Duration::from_millis(10);
+
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// Waits until every live replica is in the ISR and holds the leader's whole log.
     pub(crate) fn wait_in_sync(&self, timeout: Duration) -> bool {
@@ -24,12 +27,19 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                     return true;
                 }
             }
-            match deadline {
+            if deadline.is_some_and(time::expired) {
+                return false;
+            }
+            // A follower catching up inside the ISR (HW already at the leader's end) wakes
+            // nobody: look again every `RECHECK` rather than sleep to the deadline.
+            match [deadline, time::deadline_after(RECHECK)]
+                .into_iter()
+                .flatten()
+                .min()
+            {
                 None => self.changed.wait(&mut st),
-                Some(d) => {
-                    if time::expired(d) || self.changed.wait_until(&mut st, d) {
-                        return false;
-                    }
+                Some(until) => {
+                    self.changed.wait_until(&mut st, until);
                 }
             }
         }
