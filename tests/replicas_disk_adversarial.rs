@@ -789,3 +789,93 @@ fn a_topic_deleted_while_a_directory_is_failed_stays_deleted() {
     );
     broker.close().unwrap();
 }
+
+/// KIP-101 across a restart: the old leader kept a tail (epoch 0) the new leader never got;
+/// it is still down when the broker closes (or the process dies), and after the reopen it
+/// must cut exactly that tail by leader epoch and copy the new leader's records.
+#[test]
+fn a_divergent_tail_is_truncated_by_epoch_after_a_restart() {
+    for die in [false, true] {
+        let fs = FaultyIo::new(u64::from(die));
+        let dirs: Vec<PathBuf> = ["/d0", "/d1", "/d2"].iter().map(PathBuf::from).collect();
+        let broker = open_on(&fs, &dirs);
+        broker
+            .create_persisted_topic::<(), u64>(
+                T,
+                config(1).records_in_memory(16),
+                PersistConfig::new().flush(FlushPolicy::EveryBatch),
+            )
+            .unwrap();
+        let faults = broker.faults();
+        let mut acked = send(&producer(&broker), 0..50);
+        faults.stall_replica(T, 0, 1).unwrap();
+        faults.stall_replica(T, 0, 2).unwrap();
+        // Offsets 50..80 on the leader only (acks = 1), never copied.
+        let leader_only = send(&producer_with(&broker, Acks::Leader), 1000..1030);
+        assert_eq!(leader_only.len(), 30);
+        faults.resume_replica(T, 0, 1).unwrap();
+        faults.resume_replica(T, 0, 2).unwrap();
+        faults.crash_replica(T, 0, 0).unwrap();
+        let d = describe(&broker);
+        assert_eq!((d.leader, d.leader_epoch), (Some(1), 1), "{d:?}");
+        // The new leader's epoch 1 starts where its log ended (50).
+        acked.extend(send(&producer(&broker), 50..70));
+        assert_eq!(acked.len(), 70);
+        if die {
+            broker.simulate_process_death();
+            drop(broker);
+            fs.kill();
+        } else {
+            broker.close().unwrap();
+            drop(broker);
+        }
+        let broker = open_on(&fs, &dirs);
+        broker.open_topic::<(), u64>(T).unwrap();
+        assert!(
+            broker.faults().wait_in_sync(T, 0, WAIT).unwrap(),
+            "{:?}",
+            describe(&broker)
+        );
+        let log = read_all(&broker);
+        assert_eq!(log, (0..70).collect::<Vec<_>>(), "die: {die}");
+        assert_replicas_agree(&broker, 0, &format!("die: {die}"));
+        let truncated = broker.faults().events().into_iter().any(|e| {
+            matches!(
+                e.kind,
+                EventKind::Truncated {
+                    replica: 0,
+                    to: 50,
+                    ..
+                }
+            )
+        });
+        assert!(truncated, "die: {die}: {:?}", broker.faults().events());
+        broker.close().unwrap();
+    }
+}
+
+/// Growing a replicated persisted topic is refused with a typed error that says so, and
+/// changes nothing on disk.
+#[test]
+fn add_partitions_on_a_replicated_persisted_topic_is_a_typed_error() {
+    let (_t, dirs) = tempdirs(3);
+    let broker = open(&dirs);
+    broker
+        .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())
+        .unwrap();
+    assert_eq!(send(&producer(&broker), 0..10).len(), 10);
+    let err = broker.add_partitions(T, 3).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidConfig { name: "partitions", valid, .. }
+            if valid.contains("cannot grow")),
+        "{err}"
+    );
+    assert_eq!(broker.describe_topic(T).unwrap().replicas.len(), 1);
+    broker.close().unwrap();
+    drop(broker);
+    let broker = open(&dirs);
+    broker.open_topic::<(), u64>(T).unwrap();
+    assert_eq!(broker.describe_topic(T).unwrap().replicas.len(), 1);
+    assert_eq!(read_all(&broker), (0..10).collect::<Vec<_>>());
+    broker.close().unwrap();
+}
