@@ -17,6 +17,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     pub(crate) fn wait_in_sync(&self, timeout: Duration) -> bool {
         let deadline = time::deadline_after(timeout);
         let mut st = self.state.lock();
+        let mut passed = false;
         loop {
             if let Some(l) = st.leader {
                 let end = st.replicas[l].log.end();
@@ -27,7 +28,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                     return true;
                 }
             }
-            if deadline.is_some_and(time::expired) {
+            if passed || deadline.is_some_and(time::expired) {
                 return false;
             }
             // A follower catching up inside the ISR (HW already at the leader's end) wakes
@@ -39,7 +40,9 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             {
                 None => self.changed.wait(&mut st),
                 Some(until) => {
-                    self.changed.wait_until(&mut st, until);
+                    // The deadline's own wait timing out ends it, after one more look (the
+                    // only way it ends under loom, where time does not pass).
+                    passed = self.changed.wait_until(&mut st, until) && Some(until) == deadline;
                 }
             }
         }
