@@ -772,16 +772,12 @@ fn a_deleted_topic_stays_deleted_through_a_power_loss() {
     }
 }
 
-/// A topic deleted while one of its directories is failed: the live directories lose its
-/// files, the failed one keeps its copy of `<topic>.replicas` and its replica logs, and the
-/// next open (the directory reachable again) brings the deleted topic back from that stale
-/// copy, with whatever that replica held.
+/// A topic deleted while one of its directories is failed: that directory would keep its
+/// copy of `<topic>.replicas` and its replica logs, and bring the deleted topic back at the
+/// next open (it did). Refused with `LogOffline` naming the directory, the topic intact;
+/// once the directory is restored the delete goes through, everywhere.
 #[test]
-#[ignore = "defect: delete_topic skips failed directories and leaves no tombstone, so the \
-            failed directory's stale <topic>.replicas resurrects the topic at the next open; \
-            needs a deletion record (tombstone generation) in the live directories, or \
-            delete_topic refused while a directory holding the topic is failed"]
-fn a_topic_deleted_while_a_directory_is_failed_stays_deleted() {
+fn a_topic_deleted_while_a_directory_is_failed_is_refused_until_restored() {
     let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
@@ -789,15 +785,21 @@ fn a_topic_deleted_while_a_directory_is_failed_stays_deleted() {
         .unwrap();
     assert_eq!(send(&producer(&broker), 0..20).len(), 20);
     broker.faults().fail_data_dir(2).unwrap();
-    let deleted = broker.delete_topic(T);
+    let err = broker.delete_topic(T).unwrap_err();
+    assert!(
+        matches!(&err, Error::LogOffline { dir } if dir == &dirs[2]),
+        "{err}"
+    );
+    assert_eq!(read_all(&broker), (0..20).collect::<Vec<_>>());
+    broker.faults().restore_data_dir(2).unwrap();
+    broker.delete_topic(T).unwrap();
     broker.close().unwrap();
     drop(broker);
+    for d in &dirs {
+        assert!(!meta_file(d).exists() && !part_dir(d, 0).exists(), "{d:?}");
+    }
     let broker = open(&dirs);
-    assert!(
-        deleted.is_err() || broker.topics().is_empty(),
-        "deleted, then back: {:?}",
-        broker.topics()
-    );
+    assert!(broker.topics().is_empty(), "{:?}", broker.topics());
     broker.close().unwrap();
 }
 

@@ -375,6 +375,16 @@ impl DiskDirs {
         self.failed[dir as usize].load(Ordering::Acquire)
     }
 
+    /// `Err(LogOffline)` naming the first failed directory, if any.
+    pub(crate) fn check_online(&self) -> Result<()> {
+        match (0..self.count()).find(|&d| self.is_failed(d)) {
+            Some(d) => Err(Error::LogOffline {
+                dir: self.paths[d as usize].clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Records that directory `dir` failed (the controller applies it to every partition).
     pub(crate) fn flag(&self, dir: u32) {
         if let Some(f) = self.failed.get(dir as usize) {
@@ -571,6 +581,11 @@ pub(crate) fn delete_files(dirs: &DiskDirs, name: &str) -> Result<()> {
     let mut first = Ok(());
     for (i, dir) in dirs.paths.iter().enumerate() {
         if dirs.is_failed(i as u32) {
+            // Failed since `delete_topic` checked: its files stay (the delete is not
+            // complete, and says so).
+            if first.is_ok() {
+                first = Err(Error::LogOffline { dir: dir.clone() });
+            }
             continue;
         }
         let io = dirs.io(i as u32);
