@@ -507,6 +507,9 @@ fn overlapping_directories_are_locked() {
     let b_dirs = vec![dirs[3].clone(), dirs[1].clone(), dirs[4].clone()];
     let err = try_open(&b_dirs).unwrap_err();
     assert!(matches!(err, Error::DirectoryLocked { .. }), "{err}");
+    // A plain broker on one of the first broker's directories is refused too.
+    let err = Broker::open(&dirs[2]).unwrap_err();
+    assert!(matches!(err, Error::DirectoryLocked { .. }), "{err}");
     // Directory 3 (the refused broker's first) is free again.
     let c = open(&dirs[3..4]);
     c.close().unwrap();
