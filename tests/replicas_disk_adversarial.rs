@@ -940,3 +940,48 @@ fn a_power_loss_under_load_keeps_every_acknowledged_record() {
         broker.close().unwrap();
     }
 }
+
+/// `offsets_for_times` on a replicated persisted topic whose older records are only on
+/// disk (`records_in_memory` 16 of 300): the first record at or after the time, as on a
+/// plain persisted topic (the leader's time index), before and after a reopen. It answered
+/// with the first record in memory (offset 284), skipping everything on disk.
+#[test]
+fn offsets_for_times_finds_records_on_disk() {
+    let (_t, dirs) = tempdirs(3);
+    let broker = open(&dirs);
+    broker
+        .create_persisted_topic::<(), u64>(
+            T,
+            config(1).records_in_memory(16),
+            PersistConfig::new().segment_bytes(4096),
+        )
+        .unwrap();
+    let p = producer(&broker);
+    for v in 0..300u64 {
+        let ts = 1_000_000 + 10 * v as i64;
+        p.send(Record::new(T, v).partition(0).timestamp(ts))
+            .unwrap();
+    }
+    drop(p);
+    let tp = TopicPartition::new(T, 0);
+    let check = |broker: &Broker, what: &str| {
+        let c = broker.consumer::<(), u64>(ConsumerConfig::new()).unwrap();
+        for (ts, want) in [
+            (0, Some(0)),
+            (1_000_100, Some(10)),
+            (1_000_105, Some(11)),
+            (1_002_990, Some(299)),
+            (1_003_000, None),
+        ] {
+            let got = c.offsets_for_times(&[(tp.clone(), ts)]).unwrap()[&tp].map(|o| o.offset);
+            assert_eq!(got, want, "{what}: time {ts}");
+        }
+    };
+    check(&broker, "open");
+    broker.close().unwrap();
+    drop(broker);
+    let broker = open(&dirs);
+    broker.open_topic::<(), u64>(T).unwrap();
+    check(&broker, "reopened");
+    broker.close().unwrap();
+}

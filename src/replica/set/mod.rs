@@ -890,8 +890,12 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
     }
 
     fn offset_for_time(&self, timestamp: i64) -> Option<(u64, i64)> {
-        let st = self.state.lock();
-        let log = &st.replicas[st.leader?].log;
+        let mut st = self.state.lock();
+        let l = st.leader?;
+        if let Some(found) = self.disk_offset_for_time(&mut st, l, timestamp) {
+            return found;
+        }
+        let log = &st.replicas[l].log;
         (log.start()..st.hw)
             .filter_map(|o| log.get(o).map(|(_, e)| (o, e.timestamp)))
             .find(|(_, ts)| *ts >= timestamp)
