@@ -985,3 +985,39 @@ fn offsets_for_times_finds_records_on_disk() {
     check(&broker, "reopened");
     broker.close().unwrap();
 }
+
+/// `Topic::sync` and `Broker::sync` on a replicated persisted topic (flush policy `Os`):
+/// what was sent before the call survives a power loss. Both returned `Ok` without an
+/// fsync (the topic's partitions have no plain disk log), and the power loss lost records.
+#[test]
+fn sync_makes_a_replicated_topic_durable() {
+    for seed in 0..8u64 {
+        for broker_wide in [false, true] {
+            let fs = FaultyIo::new(seed);
+            let dirs: Vec<PathBuf> = ["/d0", "/d1", "/d2"].iter().map(PathBuf::from).collect();
+            let broker = open_on(&fs, &dirs);
+            let topic = broker
+                .create_persisted_topic::<(), u64>(
+                    T,
+                    config(1),
+                    PersistConfig::new().flush(FlushPolicy::Os),
+                )
+                .unwrap();
+            assert_eq!(send(&producer(&broker), 0..100).len(), 100);
+            if broker_wide {
+                broker.sync().unwrap();
+            } else {
+                topic.sync().unwrap();
+            }
+            broker.simulate_process_death();
+            drop((topic, broker));
+            fs.crash();
+            let broker = open_on(&fs, &dirs);
+            broker.open_topic::<(), u64>(T).unwrap();
+            let _ = broker.faults().wait_in_sync(T, 0, WAIT);
+            let what = format!("seed {seed}, broker-wide {broker_wide}");
+            assert_has_all(&read_all(&broker), &(0..100).collect::<Vec<_>>(), &what);
+            broker.close().unwrap();
+        }
+    }
+}

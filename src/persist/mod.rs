@@ -439,7 +439,11 @@ impl Broker {
     /// The I/O error that took a log offline.
     pub fn sync(&self) -> Result<()> {
         match self.data() {
-            Some(d) => d.sync_all(self),
+            Some(d) => {
+                let replicas =
+                    crate::replica::persisted::dirs_of(self).map_or(Ok(()), |r| r.sync());
+                d.sync_all(self).and(replicas)
+            }
             None => Ok(()),
         }
     }

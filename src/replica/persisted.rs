@@ -454,6 +454,20 @@ impl DiskDirs {
         first
     }
 
+    /// Fsyncs every open partition's replicas (`Broker::sync`). The first error.
+    pub(crate) fn sync(&self) -> Result<()> {
+        let open = self.open.lock().clone();
+        let mut first = Ok(());
+        for s in open {
+            if let Err(e) = s.sync_disk() {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+
     /// A dead process: nothing more is written; locks stay until the process "dies".
     pub(crate) fn abandon(&self) {
         // Release: pairs with the Acquire in `track_open`, under the `open` lock taken next.

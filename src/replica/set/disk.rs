@@ -272,6 +272,25 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         }
     }
 
+    /// Fsyncs every replica's log (`Topic::sync`, `Broker::sync`). A replica whose sync
+    /// fails goes offline; the first error.
+    pub(crate) fn sync_disk(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        let mut first = Ok(());
+        for i in 0..st.replicas.len() {
+            let Some(store) = st.replicas[i].store.as_mut() else {
+                continue;
+            };
+            if let Err(e) = store.sync() {
+                self.disk_failed(&mut st, i);
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+
     /// Closes a persisted partition: no more appends or fetches, every replica's log
     /// closed (fsynced), the final state (with HW) saved. The first error.
     pub(crate) fn close_disk(&self) -> Result<()> {

@@ -939,6 +939,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         self.snapshot()
     }
 
+    fn sync(&self) -> crate::Result<()> {
+        self.sync_disk()
+    }
+
     fn close(&self) {
         self.state.lock().closed = true;
         self.changed.notify_all();
