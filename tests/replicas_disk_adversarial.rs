@@ -469,6 +469,17 @@ fn directories_given_in_another_order_are_refused() {
             }
         }
     }
+    // The broker itself opens (its other topics stay usable); the topic is refused.
+    let swapped = vec![dirs[1].clone(), dirs[0].clone(), dirs[2].clone()];
+    let broker = open(&swapped);
+    let err = broker.open_topic::<(), u64>(T).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidConfig { name: "data_dirs", valid, .. }
+            if valid.contains("was directory 1")),
+        "{err}"
+    );
+    broker.close().unwrap();
+    drop(broker);
     let broker = open(&dirs);
     broker.open_topic::<(), u64>(T).unwrap();
     assert_has_all(&read_all(&broker), &acked, "the original order");

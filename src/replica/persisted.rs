@@ -183,22 +183,39 @@ impl ReplicatedMeta {
 /// The line of a metadata copy naming the directory it was written into (its index).
 const DIR_INDEX: &str = "directory_index";
 
+/// A copy of a topic's metadata found in another directory than the one it was written
+/// into: `(the directory, its index now, its index then)`.
+type Misplaced = (PathBuf, usize, String);
+
+/// The refusal to open a topic whose metadata copy is misplaced (the directories
+/// reordered, or one left out: replica ids are directory indexes).
+fn misplaced_error(topic: &str, (dir, now, then): &Misplaced) -> Error {
+    Error::InvalidConfig {
+        name: "data_dirs",
+        value: format!("{} as directory {now}", dir.display()),
+        valid: format!(
+            "the directories in their first order: this one was directory {then} for topic \
+             `{topic}` (replica ids are directory indexes)"
+        ),
+    }
+}
+
 /// Reads every copy of every replicated topic's metadata in `dirs`; the highest generation
-/// of each topic wins. A damaged copy is skipped when another is readable. `in_order`:
-/// `dirs` are the broker's directories, each copy must be in the directory it was
-/// written into.
+/// of each topic wins. A damaged copy is skipped when another is readable. Also returns
+/// the topics with a copy in another directory than the one it was written into.
 ///
 /// # Errors
 ///
-/// [`Error::InvalidCheckpoint`] when every copy of a topic's metadata is damaged;
-/// [`Error::InvalidConfig`] (`data_dirs`) for a copy found in another directory than
-/// its own (the directories reordered or one left out: replica ids are indexes).
+/// [`Error::InvalidCheckpoint`] when every copy of a topic's metadata is damaged.
 pub(crate) fn read_metas(
     io: &dyn Io,
     dirs: &[PathBuf],
-    in_order: bool,
-) -> Result<BTreeMap<String, ReplicatedMeta>> {
+) -> Result<(
+    BTreeMap<String, ReplicatedMeta>,
+    BTreeMap<String, Misplaced>,
+)> {
     let mut out: BTreeMap<String, ReplicatedMeta> = BTreeMap::new();
+    let mut misplaced: BTreeMap<String, Misplaced> = BTreeMap::new();
     let mut damaged: BTreeMap<String, Error> = BTreeMap::new();
     for (i, dir) in dirs.iter().enumerate() {
         let Ok(names) = io.list_dir(dir) else {
@@ -210,19 +227,12 @@ pub(crate) fn read_metas(
             };
             let path = dir.join(&name);
             let lines = checkpoint::read::<MetaLine>(io, &path);
-            if let (true, Ok(Some(lines))) = (in_order, &lines) {
+            if let Ok(Some(lines)) = &lines {
                 if let Some(was) = lines.iter().find(|l| l.0 == DIR_INDEX) {
                     if was.1 != i.to_string() {
-                        return Err(Error::InvalidConfig {
-                            name: "data_dirs",
-                            value: format!("{} as directory {i}", dir.display()),
-                            valid: format!(
-                                "the directories in their first order: this one was \
-                                 directory {} for topic `{topic}` (replica ids are directory \
-                                 indexes)",
-                                was.1
-                            ),
-                        });
+                        misplaced
+                            .entry(topic.to_owned())
+                            .or_insert_with(|| (dir.clone(), i, was.1.clone()));
                     }
                 }
             }
@@ -248,7 +258,7 @@ pub(crate) fn read_metas(
             return Err(e);
         }
     }
-    Ok(out)
+    Ok((out, misplaced))
 }
 
 trait OlderThan {
@@ -275,6 +285,8 @@ pub(crate) struct DiskDirs {
     /// Per directory: its failure was applied to every partition.
     handled: Mutex<Vec<bool>>,
     pub(crate) metas: Mutex<BTreeMap<String, ReplicatedMeta>>,
+    /// Topics with a metadata copy in another directory than its own: not opened.
+    misplaced: BTreeMap<String, Misplaced>,
     /// Every open persisted partition (closed with the broker).
     open: Mutex<Vec<Arc<dyn ReplicaControl>>>,
     /// Set by `close` and `abandon` before they take `open`: a partition opened after that
@@ -322,7 +334,7 @@ impl DiskDirs {
                 }
             })?);
         }
-        let metas = read_metas(&*base, &paths, true)?;
+        let (metas, misplaced) = read_metas(&*base, &paths)?;
         let n = paths.len();
         let dir_ios: Vec<DirIo> = (0..n).map(|_| DirIo::new(SyncArc::clone(&base))).collect();
         Ok(Arc::new(Self {
@@ -337,6 +349,7 @@ impl DiskDirs {
             failed: (0..n).map(|_| AtomicBool::new(false)).collect(),
             handled: Mutex::new(vec![false; n]),
             metas: Mutex::new(metas),
+            misplaced,
             open: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
             paths,
@@ -748,6 +761,9 @@ where
         Err(Error::TopicNotOpen { .. }) => {}
         done => return done.map(Some),
     }
+    if let Some(m) = dirs.misplaced.get(name) {
+        return Err(misplaced_error(name, m));
+    }
     if meta.topic.key_type != K::TYPE_ID || meta.topic.value_type != V::TYPE_ID {
         return Err(Error::TypeMismatch {
             topic: name.to_owned(),
@@ -919,7 +935,7 @@ pub(crate) fn describe_dir(
     clock: SyncArc<dyn Clock>,
     dir: &Path,
 ) -> Result<(Vec<StoredTopic>, Vec<StoredPartition>)> {
-    let metas = read_metas(&*io, &[dir.to_path_buf()], false)?;
+    let (metas, _) = read_metas(&*io, &[dir.to_path_buf()])?;
     let mut topics = Vec::new();
     let mut parts = Vec::new();
     for m in metas.values() {
