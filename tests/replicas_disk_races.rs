@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use logbus::consumer::ConsumerConfig;
 use logbus::persist::{FlushPolicy, PersistConfig};
-use logbus::producer::{Acks, Record};
+use logbus::producer::{Acks, ProducerConfig, Record};
 use logbus::replica::EventKind;
 use logbus::storage::fault::FaultyIo;
 use logbus::{Broker, Error, TopicPartition};
@@ -367,5 +367,73 @@ fn sync_makes_a_replicated_topic_durable() {
             assert_has_all(&read_all(&broker), &(0..100).collect::<Vec<_>>(), &what);
             broker.close().unwrap();
         }
+    }
+}
+
+/// A follower catching up 3,000 records behind, with `segment_bytes` 4096: it copies in
+/// batches a segment can hold and stays online. Its batches were cut only at 256 KiB, the
+/// segment set refused them, and the refusal took its whole directory offline.
+#[test]
+fn a_follower_catching_up_past_a_segment_size_stays_online() {
+    let (_t, dirs) = tempdirs(3);
+    let broker = open(&dirs);
+    broker
+        .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new().segment_bytes(4096))
+        .unwrap();
+    let faults = broker.faults();
+    faults.stall_replica(T, 0, 2).unwrap();
+    let acked = send(&producer_with(&broker, Acks::Leader), 0..3000);
+    assert_eq!(acked.len(), 3000);
+    faults.resume_replica(T, 0, 2).unwrap();
+    assert!(faults.wait_in_sync(T, 0, WAIT).unwrap());
+    let d = describe(&broker);
+    assert!(
+        d.replicas
+            .iter()
+            .all(|r| r.online && r.in_sync && r.log_end == 3000),
+        "{d:?}"
+    );
+    broker.close().unwrap();
+}
+
+/// A record larger than the topic takes (its `max_message_bytes`, or a segment) is
+/// refused at send with `RecordTooLarge`, and nothing goes offline. It reached the
+/// leader's disk, whose refusal took the directory offline; each retry then took the next
+/// leader's, until no replica was left.
+#[test]
+fn a_record_too_large_is_refused_and_takes_nothing_offline() {
+    let cases = [
+        (PersistConfig::new().segment_bytes(4096), 5000),
+        (PersistConfig::new().max_message_bytes(1024), 2000),
+    ];
+    for (persist, size) in cases {
+        let (_t, dirs) = tempdirs(3);
+        let broker = open(&dirs);
+        broker
+            .create_persisted_topic::<(), String>(T, config(1), persist)
+            .unwrap();
+        let config = ProducerConfig::new()
+            .acks(Acks::All)
+            .retries(5)
+            .request_timeout(WAIT);
+        let p = broker.producer_with_config::<(), String>(config).unwrap();
+        let err = p
+            .send(Record::new(T, "x".repeat(size)).partition(0))
+            .unwrap_err();
+        assert!(
+            matches!(err.error(), Error::RecordTooLarge { .. }),
+            "{size}: {}",
+            err.error()
+        );
+        p.send(Record::new(T, "small".to_string()).partition(0))
+            .unwrap();
+        let d = describe(&broker);
+        assert!(d.replicas.iter().all(|r| r.online && r.in_sync), "{d:?}");
+        assert_eq!(
+            (d.leader, d.leader_epoch, d.high_watermark),
+            (Some(0), 0, 1),
+            "{size}: {d:?}"
+        );
+        broker.close().unwrap();
     }
 }

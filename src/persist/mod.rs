@@ -153,6 +153,11 @@ impl PersistConfig {
         self
     }
 
+    /// The largest record accepted (the `max_message_bytes` set).
+    pub(crate) const fn message_limit(&self) -> u64 {
+        self.max_message_bytes
+    }
+
     /// The flush policy.
     pub const fn flush_policy(&self) -> FlushPolicy {
         self.flush

@@ -501,6 +501,7 @@ impl DiskDirs {
             config: meta.topic.log_config(),
             policy: meta.topic.persist.flush_policy(),
             capacity: meta.topic.records_in_memory,
+            max_message_bytes: meta.topic.persist.message_limit(),
         }
     }
 }

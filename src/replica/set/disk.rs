@@ -3,7 +3,7 @@
 //! the topic's metadata files, and a partition rebuilt from disk at open.
 
 use super::{EpochRecords, ReplicaSet, State, Status};
-use crate::partition::Entry;
+use crate::partition::{AppendError, Entry};
 use crate::replica::events::EventKind;
 use crate::replica::log::ReplicaLog;
 use crate::replica::store::{Loaded, ReplicaStore};
@@ -101,24 +101,29 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         self.elect_from(&mut st, state.is_some());
     }
 
-    /// Appends `records` to replica `i`'s disk, if persisted. `false` when its directory
-    /// failed (it is offline now, nothing appended).
+    /// Appends `records` to replica `i`'s disk, if persisted. Nothing is appended on an
+    /// error: `TooLarge` for a record the topic does not take, `NotLeader` when the
+    /// directory failed (the replica is offline now).
     pub(super) fn append_to_disk(
         &self,
         st: &mut State<K, V>,
         i: usize,
         records: impl Iterator<Item = (i32, Arc<Entry<K, V>>)>,
-    ) -> bool {
+    ) -> std::result::Result<(), AppendError> {
         let r = &mut st.replicas[i];
         let Some(store) = r.store.as_mut() else {
-            return true;
+            return Ok(());
         };
         let records: Vec<_> = records.collect();
+        if let Some((size, max)) = store.too_large(&records) {
+            // Refused before anything is written: the directory is fine.
+            return Err(AppendError::TooLarge(size, max));
+        }
         match store.append(r.log.end(), &records) {
-            Ok(()) => true,
+            Ok(()) => Ok(()),
             Err(_) => {
                 self.disk_failed(st, i);
-                false
+                Err(AppendError::NotLeader)
             }
         }
     }

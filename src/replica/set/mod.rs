@@ -292,10 +292,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             )));
         }
         let epoch = st.epoch;
-        if !self.append_to_disk(&mut st, l, entries.iter().map(|e| (epoch, Arc::clone(e)))) {
-            // The leader's directory failed: nothing was appended; a new leader took over.
-            return Err(Failure::Refused(AppendError::NotLeader));
-        }
+        // Nothing was appended on an error: a record too large, or the leader's directory
+        // failed (a new leader took over).
+        self.append_to_disk(&mut st, l, entries.iter().map(|e| (epoch, Arc::clone(e))))
+            .map_err(Failure::Refused)?;
         let log = &mut st.replicas[l].log;
         for e in entries {
             log.append(epoch, Arc::clone(e));
@@ -382,6 +382,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             let (why, appended) = match self.attempt(entries, policy.acks, deadline) {
                 Ok(last) => return Ok(last),
                 Err(Failure::Closed) => return Err(AppendError::Closed),
+                // No retry makes a record smaller.
+                Err(Failure::Refused(why @ AppendError::TooLarge(..))) => return Err(why),
                 Err(Failure::Refused(why)) => (why, false),
                 Err(Failure::Appended(why)) => (why, true),
             };
@@ -499,7 +501,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             // An election, crash or truncation came between: fetch again.
             return true;
         }
-        if !self.append_to_disk(&mut st, i, batch.iter().cloned()) {
+        if self
+            .append_to_disk(&mut st, i, batch.iter().cloned())
+            .is_err()
+        {
             return true;
         }
         let r = &mut st.replicas[i];
