@@ -229,6 +229,8 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
     ) -> std::result::Result<(), AppendError>;
     /// Closes the partition (its topic was deleted).
     fn close(&self);
+    /// Fsyncs every replica's log on disk (a persisted partition; else nothing to do).
+    fn sync(&self) -> Result<()>;
     /// Every replica's records: `(id, log start, [(epoch, entry)])`.
     fn replica_logs(&self) -> ReplicaLogs<K, V>;
 }
@@ -407,6 +409,9 @@ impl<K, V> Partition<K, V> {
 
     /// Makes every record appended so far durable (persisted partitions).
     pub(crate) fn sync_disk(&self) -> Result<()> {
+        if let Some(r) = &self.replicated {
+            return r.sync();
+        }
         match &self.disk {
             Some(disk) => disk.sync_to(self.log_end()),
             None => Ok(()),
