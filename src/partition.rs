@@ -64,6 +64,14 @@ pub(crate) struct Entry<K, V> {
     pub(crate) headers: Option<Box<Headers>>,
 }
 
+impl<K, V> Entry<K, V> {
+    /// Whether dropping the entry does nothing beyond dropping its key and value: it
+    /// carries no headers.
+    fn is_plain(&self) -> bool {
+        self.headers.is_none()
+    }
+}
+
 /// Headers as an entry stores them.
 #[inline]
 pub(crate) fn box_headers(headers: Headers) -> Option<Box<Headers>> {
@@ -353,14 +361,20 @@ impl<K, V> Partition<K, V> {
         arrivals: Arc<WaitSet>,
         disk: Option<Arc<dyn DiskLog<K, V>>>,
     ) -> Result<Self> {
-        let (producer, ring) = Ring::multi_producer(ring_config).map_err(|e| match e {
-            Error::InvalidConfig { value, valid, .. } => Error::InvalidConfig {
-                name: "records_in_memory",
-                value,
-                valid,
-            },
-            other => other,
-        })?;
+        // Entries without headers drop as a no-op when the key and value types have no drop
+        // glue: the ring then overwrites them without reading them back (ring `sequencer`,
+        // "Plain values"; the headers box is what gives `Entry` its drop glue).
+        let plain = (!std::mem::needs_drop::<K>() && !std::mem::needs_drop::<V>())
+            .then_some(Entry::<K, V>::is_plain as fn(&Entry<K, V>) -> bool);
+        let (producer, ring) =
+            Ring::multi_producer_plain(ring_config, plain).map_err(|e| match e {
+                Error::InvalidConfig { value, valid, .. } => Error::InvalidConfig {
+                    name: "records_in_memory",
+                    value,
+                    valid,
+                },
+                other => other,
+            })?;
         // Announcing: producers take slot locks only while it reads (ring `reader` docs).
         let anchor = ring.announcing_reader()?;
         Ok(Self {
