@@ -22,6 +22,9 @@
 //! ```sh
 //! cargo bench -p logbus-comparison --bench persisted_vs_kafko
 //! KAFKO_BENCH_PAIRS=7 KAFKO_BENCH_SINGLE=100000 cargo bench -p logbus-comparison --bench persisted_vs_kafko
+//! KAFKO_BENCH_ROWS=batch cargo bench -p logbus-comparison --bench persisted_vs_kafko  # one row
+//! KAFKO_BENCH_ROWS=batch KAFKO_BENCH_ONLY=logbus perf record …  # one side alone (for a profile; the ratio is then void)
+//! KAFKO_BENCH_SPLIT=1 …  # also print each run's sending time and total (the final fsync's share)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -77,8 +80,12 @@ fn logbus_run(value: &Bytes, count: u64, batch: usize) -> Duration {
             sent += n;
         }
     }
+    let sent_at = started.elapsed();
     topic.sync().unwrap();
     let elapsed = started.elapsed();
+    if std::env::var_os("KAFKO_BENCH_SPLIT").is_some() {
+        eprintln!("logbus send {:?} total {:?}", sent_at, elapsed);
+    }
     broker.close().unwrap();
     assert_eq!(end_of(&dir), count);
     elapsed
@@ -112,8 +119,12 @@ fn kafko_run(rt: &tokio::runtime::Runtime, value: &Bytes, count: u64, batch: usi
                 sent += n;
             }
         }
+        let sent_at = started.elapsed();
         drop(producer);
         broker.shutdown().await.unwrap();
+        if std::env::var_os("KAFKO_BENCH_SPLIT").is_some() {
+            eprintln!("kafko send {:?} total {:?}", sent_at, started.elapsed());
+        }
         let elapsed = started.elapsed();
         assert_eq!(last + 1, count);
         elapsed
@@ -128,9 +139,18 @@ fn median(v: &mut [f64]) -> f64 {
 fn row(name: &str, rt: &tokio::runtime::Runtime, count: u64, batch: usize, pairs: usize) {
     let value = Bytes::from(vec![0x5a; 256]);
     let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let only = std::env::var("KAFKO_BENCH_ONLY").unwrap_or_default();
     for _ in 0..pairs {
-        let a = logbus_run(&value, count, batch);
-        let b = kafko_run(rt, &value, count, batch);
+        let a = if only == "kafko" {
+            Duration::from_secs(1)
+        } else {
+            logbus_run(&value, count, batch)
+        };
+        let b = if only == "logbus" {
+            Duration::from_secs(1)
+        } else {
+            kafko_run(rt, &value, count, batch)
+        };
         ours.push(count as f64 / a.as_secs_f64());
         theirs.push(count as f64 / b.as_secs_f64());
         ratios.push(b.as_secs_f64() / a.as_secs_f64());
@@ -165,6 +185,13 @@ fn main() {
     println!(
         "persisted topics vs kafko 0.3: 256-byte records, no fsync while sending, {pairs} pairs"
     );
-    row("single", &rt, single, 1, pairs);
-    row("batch 1024", &rt, batched, 1024, pairs);
+    // `KAFKO_BENCH_ROWS=batch` (say) runs only that row.
+    let rows = std::env::var("KAFKO_BENCH_ROWS").unwrap_or_else(|_| "single,batch".into());
+    let wanted = |row: &str| rows.split(',').any(|r| r.trim() == row);
+    if wanted("single") {
+        row("single", &rt, single, 1, pairs);
+    }
+    if wanted("batch") {
+        row("batch 1024", &rt, batched, 1024, pairs);
+    }
 }

@@ -446,6 +446,26 @@ mod tests {
             .unwrap()
     }
 
+    /// Only a topic left to the OS's write-back skips starting it on every write-out.
+    #[test]
+    fn write_back_starts_unless_the_os_flushes() {
+        use crate::persist::TopicMeta;
+        for (policy, starts) in [
+            (FlushPolicy::Os, false),
+            (FlushPolicy::EveryBatch, true),
+            (FlushPolicy::Bytes(1 << 20), true),
+            (FlushPolicy::Messages(10), true),
+            (FlushPolicy::Interval(Duration::from_secs(1)), true),
+        ] {
+            let meta = TopicMeta::new::<(), String>(
+                "t",
+                &TopicConfig::new(1),
+                PersistConfig::new().flush(policy),
+            );
+            assert_eq!(meta.log_config().start_writeback, starts, "{policy:?}");
+        }
+    }
+
     /// The process dies while a thread opens a topic, after its writers started: the open
     /// fails, and no partition that the death never closed is left taking sends (the hang
     /// of `power_loss_rounds`: a producer sending `Ok` for ever to a dead broker).
