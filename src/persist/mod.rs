@@ -487,7 +487,43 @@ impl<K, V> crate::broker::Topic<K, V> {
     /// The I/O error that took a partition's log offline.
     pub fn sync(&self) -> Result<()> {
         for p in self.inner().partitions().iter() {
-            p.sync_disk()?;
+            p.sync_disk(true)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every record sent to this (persisted) topic before the call is written
+    /// to its segment files, without an fsync: from then on a crash of the process no longer
+    /// loses it, a power loss still may (see [`sync`](Self::sync)). A no-op for an
+    /// in-memory topic.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error that took a partition's log offline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, TopicConfig};
+    /// use logbus::persist::{FlushPolicy, PersistConfig};
+    /// use logbus::producer::Record;
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let broker = Broker::open(dir.path())?;
+    /// let topic = broker.create_persisted_topic::<(), String>(
+    ///     "events",
+    ///     TopicConfig::new(1),
+    ///     PersistConfig::new().flush(FlushPolicy::Os),
+    /// )?;
+    /// let producer = broker.producer::<(), String>();
+    /// producer.send(Record::new("events", "hello".to_string())).unwrap();
+    /// topic.flush()?; // in the file now, not necessarily on the device
+    /// broker.close()?;
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn flush(&self) -> Result<()> {
+        for p in self.inner().partitions().iter() {
+            p.sync_disk(false)?;
         }
         Ok(())
     }

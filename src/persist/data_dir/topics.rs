@@ -247,7 +247,7 @@ impl DataDir {
             },
             sync: {
                 let part = Arc::clone(&partition);
-                Box::new(move || part.sync_disk())
+                Box::new(move || part.sync_disk(true))
             },
             writer: Some(writer),
         };
