@@ -41,7 +41,8 @@
 //!   A process crash loses only what was still in the ring, not yet written: the writer
 //!   hands its buffer to the OS whenever it catches up.
 //! - [`Topic::sync`](crate::broker::Topic::sync) and [`Broker::sync`] force an fsync of
-//!   everything sent before the call.
+//!   everything sent before the call; [`Topic::flush`](crate::broker::Topic::flush) only
+//!   waits until it is in the files (safe from a process crash, not from a power loss).
 //! - Committed group offsets are written to `consumer-offsets-checkpoint` (atomically) every
 //!   [`BrokerBuilder::offsets_checkpoint_interval`] (5 s by default) and on close. After a
 //!   crash a group resumes from the last checkpoint: it re-reads at most what it committed
@@ -77,7 +78,8 @@ pub enum FlushPolicy {
     Bytes(u64),
     /// When this long has passed since the last fsync (Kafka's `flush.ms`).
     Interval(Duration),
-    /// Never explicitly: the operating system writes back (Kafka's default).
+    /// Never explicitly: the operating system writes back (Kafka's default), when it
+    /// chooses (the writer does not start write-back itself).
     Os,
 }
 
