@@ -221,6 +221,8 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
     ) -> std::result::Result<(), AppendError>;
     /// Closes the partition (its topic was deleted).
     fn close(&self);
+    /// Fsyncs every replica's log on disk (a persisted partition; else nothing to do).
+    fn sync(&self) -> Result<()>;
     /// Every replica's records: `(id, log start, [(epoch, entry)])`.
     fn replica_logs(&self) -> ReplicaLogs<K, V>;
 }
@@ -393,8 +395,11 @@ impl<K, V> Partition<K, V> {
     }
 
     /// Hands every record appended so far to the OS and, with `fsync`, makes it durable
-    /// (persisted partitions).
+    /// (persisted partitions; a replicated one makes it durable either way).
     pub(crate) fn sync_disk(&self, fsync: bool) -> Result<()> {
+        if let Some(r) = &self.replicated {
+            return r.sync();
+        }
         match &self.disk {
             Some(disk) => disk.sync_to(self.log_end(), fsync),
             None => Ok(()),

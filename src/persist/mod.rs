@@ -400,7 +400,9 @@ impl Broker {
     /// # Errors
     ///
     /// [`Error::UnknownTopic`]; [`Error::TypeMismatch`] when the topic was created with other
-    /// key or value codecs (type ids), or is open with other Rust types, naming both.
+    /// key or value codecs (type ids), or is open with other Rust types, naming both; for a
+    /// replicated topic, [`Error::InvalidConfig`] (`data_dirs`) when the data directories
+    /// are not in the order it was created with (replica ids are directory indexes).
     pub fn open_topic<K, V>(&self, name: &str) -> Result<crate::broker::Topic<K, V>>
     where
         K: crate::codec::Codec + Send + Sync + 'static,
@@ -441,7 +443,11 @@ impl Broker {
     /// The I/O error that took a log offline.
     pub fn sync(&self) -> Result<()> {
         match self.data() {
-            Some(d) => d.sync_all(self),
+            Some(d) => {
+                let replicas =
+                    crate::replica::persisted::dirs_of(self).map_or(Ok(()), |r| r.sync());
+                d.sync_all(self).and(replicas)
+            }
             None => Ok(()),
         }
     }

@@ -47,6 +47,8 @@ pub(crate) trait ReplicaStore<K, V>: Send {
     fn save_epochs(&mut self, epochs: &[(i32, u64)]) -> Result<()>;
     /// The records from `from` on (at most `max`, below `end`), with their epochs.
     fn read(&self, from: u64, end: u64, max: usize) -> Result<Vec<Stored<K, V>>>;
+    /// The first record at or after `timestamp`, `(offset, timestamp)` (the time index).
+    fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>>;
     /// Fsyncs everything appended.
     fn sync(&mut self) -> Result<()>;
     /// Closes the log cleanly (fsync).
@@ -349,6 +351,10 @@ where
             }
         }
         Ok(out)
+    }
+
+    fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>> {
+        self.set.offset_for_timestamp(timestamp)
     }
 
     fn sync(&mut self) -> Result<()> {

@@ -15,6 +15,7 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientContext;
 
 mod poll;
+mod queue;
 mod seek;
 
 use super::broker::{config_error, KafkaBroker};
@@ -143,6 +144,9 @@ struct Assigned {
 /// `position`, `commit_sync` and a seek mean exactly what they mean in process.
 pub struct KafkaConsumer<K, V> {
     broker: KafkaBroker,
+    /// Where fetched messages are taken from in batches. Declared before `client`: its
+    /// queues are destroyed before the client is.
+    fetched: Option<queue::Fetched>,
     client: BaseConsumer<GroupContext>,
     config: ConsumerConfig,
     assigned: Vec<Assigned>,
@@ -244,6 +248,7 @@ impl KafkaBroker {
             .map_err(|e| config_error(e).unwrap_or_else(|e| from_kafka(e, At::op("consumer"))))?;
         Ok(KafkaConsumer {
             broker: self.clone(),
+            fetched: queue::Fetched::new(&client),
             client,
             config,
             assigned: Vec::new(),
@@ -483,11 +488,21 @@ where
                 });
             }
         }
+        self.forward(next.iter().map(|a| &a.tp));
         self.client
             .assign(&Self::client_list(next.iter()))
             .map_err(|e| from_kafka(e, At::op("assign")))?;
         self.assigned = next;
         self.repause()
+    }
+
+    /// Forwards the queues of `partitions` to the consumer's own (see `queue`): before the
+    /// client starts fetching them, so that none of their messages reach the consumer
+    /// queue first.
+    pub(super) fn forward<'a>(&mut self, partitions: impl Iterator<Item = &'a TopicPartition>) {
+        if let Some(f) = &mut self.fetched {
+            f.forward(partitions);
+        }
     }
 
     /// Pauses again the partitions marked paused: a new assignment resumes every partition.
@@ -644,6 +659,7 @@ where
                             paused: false,
                         })
                         .collect();
+                    self.forward(tps.iter());
                     let done = if cooperative {
                         self.client
                             .incremental_assign(&Self::client_list(added.iter()))

@@ -203,6 +203,28 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         }
     }
 
+    /// Where leader `l`'s disk answers `offset_for_time` (a record below its tail in
+    /// memory, hence below HW): `Some(answer)`, or `None` to look in memory.
+    pub(super) fn disk_offset_for_time(
+        &self,
+        st: &mut State<K, V>,
+        l: usize,
+        timestamp: i64,
+    ) -> Option<Option<(u64, i64)>> {
+        let r = &st.replicas[l];
+        if r.log.log_start() >= r.log.start() {
+            return None;
+        }
+        match r.store.as_ref()?.offset_for_time(timestamp) {
+            Ok(Some((offset, ts))) if offset < r.log.start() => Some(Some((offset, ts))),
+            Ok(_) => None,
+            Err(_) => {
+                self.disk_failed(st, l);
+                Some(None)
+            }
+        }
+    }
+
     /// Replica `i`'s directory returned an I/O error: it goes offline with its log, leaves
     /// the ISR, a new leader is elected if it led, and the topic's files hear of it (so
     /// every other replica on that directory goes too).
@@ -248,6 +270,25 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             isr: Self::isr_ids(st),
             hw: st.hw,
         }
+    }
+
+    /// Fsyncs every replica's log (`Topic::sync`, `Broker::sync`). A replica whose sync
+    /// fails goes offline; the first error.
+    pub(crate) fn sync_disk(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        let mut first = Ok(());
+        for i in 0..st.replicas.len() {
+            let Some(store) = st.replicas[i].store.as_mut() else {
+                continue;
+            };
+            if let Err(e) = store.sync() {
+                self.disk_failed(&mut st, i);
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
     }
 
     /// Closes a persisted partition: no more appends or fetches, every replica's log
