@@ -304,8 +304,9 @@ pub(crate) trait DiskLog<K, V>: Send + Sync {
     fn wait_acked(&self, offset: u64) -> Result<()>;
     /// The error a failed disk read left, for the reader.
     fn take_error(&self) -> Error;
-    /// Makes every record below `end` durable (waiting for the writer to reach it).
-    fn sync_to(&self, end: u64) -> Result<()>;
+    /// Hands every record below `end` to the OS (waiting for the writer to reach it) and,
+    /// with `fsync`, makes it durable.
+    fn sync_to(&self, end: u64, fsync: bool) -> Result<()>;
 }
 
 impl<K, V> fmt::Debug for Partition<K, V> {
@@ -407,13 +408,14 @@ impl<K, V> Partition<K, V> {
         Ok(p)
     }
 
-    /// Makes every record appended so far durable (persisted partitions).
-    pub(crate) fn sync_disk(&self) -> Result<()> {
+    /// Hands every record appended so far to the OS and, with `fsync`, makes it durable
+    /// (persisted partitions; a replicated one makes it durable either way).
+    pub(crate) fn sync_disk(&self, fsync: bool) -> Result<()> {
         if let Some(r) = &self.replicated {
             return r.sync();
         }
         match &self.disk {
-            Some(disk) => disk.sync_to(self.log_end()),
+            Some(disk) => disk.sync_to(self.log_end(), fsync),
             None => Ok(()),
         }
     }

@@ -267,6 +267,10 @@ impl TopicMeta {
             retention_bytes: p.retention_bytes.map_or(-1, |b| b as i64),
             // The writer's batches: up to its target plus one record.
             max_batch_bytes: (256 << 10) + p.max_message_bytes + 4096,
+            // Under the OS's flush policy nothing fsyncs on its own: write-back is the
+            // kernel's business, not the writer thread's (each start costs it a system call
+            // and the I/O submission).
+            start_writeback: p.flush != FlushPolicy::Os,
             ..LogConfig::default()
         }
     }

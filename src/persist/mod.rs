@@ -41,7 +41,8 @@
 //!   A process crash loses only what was still in the ring, not yet written: the writer
 //!   hands its buffer to the OS whenever it catches up.
 //! - [`Topic::sync`](crate::broker::Topic::sync) and [`Broker::sync`] force an fsync of
-//!   everything sent before the call.
+//!   everything sent before the call; [`Topic::flush`](crate::broker::Topic::flush) only
+//!   waits until it is in the files (safe from a process crash, not from a power loss).
 //! - Committed group offsets are written to `consumer-offsets-checkpoint` (atomically) every
 //!   [`BrokerBuilder::offsets_checkpoint_interval`] (5 s by default) and on close. After a
 //!   crash a group resumes from the last checkpoint: it re-reads at most what it committed
@@ -77,7 +78,8 @@ pub enum FlushPolicy {
     Bytes(u64),
     /// When this long has passed since the last fsync (Kafka's `flush.ms`).
     Interval(Duration),
-    /// Never explicitly: the operating system writes back (Kafka's default).
+    /// Never explicitly: the operating system writes back (Kafka's default), when it
+    /// chooses (the writer does not start write-back itself).
     Os,
 }
 
@@ -498,7 +500,43 @@ impl<K, V> crate::broker::Topic<K, V> {
     /// The I/O error that took a partition's log offline.
     pub fn sync(&self) -> Result<()> {
         for p in self.inner().partitions().iter() {
-            p.sync_disk()?;
+            p.sync_disk(true)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every record sent to this (persisted) topic before the call is written
+    /// to its segment files, without an fsync: from then on a crash of the process no longer
+    /// loses it, a power loss still may (see [`sync`](Self::sync)). A no-op for an
+    /// in-memory topic.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error that took a partition's log offline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, TopicConfig};
+    /// use logbus::persist::{FlushPolicy, PersistConfig};
+    /// use logbus::producer::Record;
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let broker = Broker::open(dir.path())?;
+    /// let topic = broker.create_persisted_topic::<(), String>(
+    ///     "events",
+    ///     TopicConfig::new(1),
+    ///     PersistConfig::new().flush(FlushPolicy::Os),
+    /// )?;
+    /// let producer = broker.producer::<(), String>();
+    /// producer.send(Record::new("events", "hello".to_string())).unwrap();
+    /// topic.flush()?; // in the file now, not necessarily on the device
+    /// broker.close()?;
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn flush(&self) -> Result<()> {
+        for p in self.inner().partitions().iter() {
+            p.sync_disk(false)?;
         }
         Ok(())
     }
