@@ -21,29 +21,29 @@
 //!   (`log::truncation_point`) before it fetches again.
 
 mod disk;
+mod send;
 mod view;
 
 use std::time::Duration;
 
 pub(crate) use disk::{Backing, PartState};
+pub(crate) use send::Progress;
 
 use super::events::{EventKind, Events, ReplicaEvent};
 use super::log::{truncation_point, ReplicaLog};
 use super::store::ReplicaStore;
 use crate::clock::Clock;
 use crate::partition::{
-    Acks, AppendError, Entry, ReadOutcome, ReplicaLogs, ReplicatedLog, SendPolicy,
+    AppendError, Entry, Pending, ReadOutcome, ReplicaLogs, ReplicatedLog, SendPolicy,
 };
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use crate::sync::time::{self, Instant};
+use crate::sync::time::Instant;
 // Std's Arc (also under loom): entries and shared handles (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
-use crate::sync::{Condvar, Mutex, MutexGuard, WaitSet};
+use crate::sync::{Condvar, Mutex, WaitSet};
 
 /// Records one fetch copies at most.
 const FETCH_MAX: usize = 1024;
-/// How long a retry waits for the partition to change before trying again.
-const RETRY_BACKOFF: Duration = Duration::from_millis(10);
 
 /// A topic's replication settings, as one partition applies them.
 #[derive(Debug, Clone, Copy)]
@@ -266,150 +266,6 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 if let Some(w) = self.fetchers.get(i) {
                     w.wake();
                 }
-            }
-        }
-    }
-
-    /// One attempt at appending `entries` (all or none) under `acks`: the last offset.
-    fn attempt(
-        &self,
-        entries: &[Arc<Entry<K, V>>],
-        acks: Acks,
-        deadline: Option<Instant>,
-    ) -> Result<u64, Failure> {
-        let mut st = self.state.lock();
-        if st.closed {
-            return Err(Failure::Closed);
-        }
-        let Some(l) = st.leader else {
-            return Err(Failure::Refused(AppendError::LeaderNotAvailable));
-        };
-        let min = self.config.min_insync;
-        if acks == Acks::All && st.isr.len() < min {
-            return Err(Failure::Refused(AppendError::NotEnoughReplicas(
-                st.isr.len(),
-                min,
-            )));
-        }
-        let epoch = st.epoch;
-        if !self.append_to_disk(&mut st, l, entries.iter().map(|e| (epoch, Arc::clone(e)))) {
-            // The leader's directory failed: nothing was appended; a new leader took over.
-            return Err(Failure::Refused(AppendError::NotLeader));
-        }
-        let log = &mut st.replicas[l].log;
-        for e in entries {
-            log.append(epoch, Arc::clone(e));
-        }
-        let last = log.end() - 1;
-        let moved = self.advance_hw(&mut st);
-        // Records not yet below HW stay, so a follower can always copy what it lacks.
-        let hw = st.hw;
-        st.replicas[l].log.trim(self.config.capacity, hw);
-        self.wake_followers(&st);
-        if moved {
-            self.notify(true);
-        }
-        if acks != Acks::All {
-            return Ok(last);
-        }
-        self.await_acks(st, epoch, last, deadline)
-    }
-
-    /// Waits until HW passes `last` (the ISR has it), in leader epoch `epoch`.
-    fn await_acks(
-        &self,
-        mut st: MutexGuard<'_, State<K, V>>,
-        epoch: i32,
-        last: u64,
-        deadline: Option<Instant>,
-    ) -> Result<u64, Failure> {
-        let min = self.config.min_insync;
-        loop {
-            if st.closed {
-                return Err(Failure::Closed);
-            }
-            if st.epoch != epoch {
-                return Err(Failure::Appended(AppendError::NotLeader));
-            }
-            // HW and the ISR size are read in one critical section: a shrink that lets HW
-            // jump past `last` is seen together with the smaller ISR.
-            if st.hw > last {
-                return if st.isr.len() >= min {
-                    Ok(last)
-                } else {
-                    Err(Failure::Appended(
-                        AppendError::NotEnoughReplicasAfterAppend(st.isr.len(), min),
-                    ))
-                };
-            }
-            match deadline {
-                None => self.changed.wait(&mut st),
-                Some(d) => {
-                    if time::expired(d) || self.changed.wait_until(&mut st, d) {
-                        if st.epoch == epoch && st.hw > last && st.isr.len() >= min {
-                            return Ok(last);
-                        }
-                        return Err(Failure::Appended(AppendError::Timeout));
-                    }
-                }
-            }
-        }
-    }
-
-    /// Appends with the policy's retries; the last offset, or the error and whether the
-    /// entries may be in the log.
-    fn send(
-        &self,
-        entries: &[Arc<Entry<K, V>>],
-        policy: &SendPolicy,
-        deadline: Option<Instant>,
-    ) -> Result<u64, AppendError> {
-        let delivery = match (time::deadline_after(policy.delivery_timeout), deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let mut retries = if policy.acks == Acks::None {
-            0
-        } else {
-            policy.retries
-        };
-        loop {
-            let request = time::deadline_after(policy.request_timeout);
-            let deadline = match (request, delivery) {
-                (Some(r), Some(d)) => Some(r.min(d)),
-                (r, d) => r.or(d),
-            };
-            let (why, appended) = match self.attempt(entries, policy.acks, deadline) {
-                Ok(last) => return Ok(last),
-                Err(Failure::Closed) => return Err(AppendError::Closed),
-                Err(Failure::Refused(why)) => (why, false),
-                Err(Failure::Appended(why)) => (why, true),
-            };
-            if retries == 0 || delivery.is_some_and(time::expired) {
-                return Err(why);
-            }
-            retries -= 1;
-            // Relaxed: counters read for metrics only.
-            policy.counters.retries.fetch_add(1, Ordering::Relaxed);
-            if appended {
-                // Relaxed: as above.
-                policy
-                    .counters
-                    .resent_after_append
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            // Back off until the partition changes (an election, the ISR growing).
-            let backoff = time::deadline_after(RETRY_BACKOFF);
-            let until = match (backoff, delivery) {
-                (Some(b), Some(d)) => b.min(d),
-                (b, d) => match b.or(d) {
-                    Some(t) => t,
-                    None => continue,
-                },
-            };
-            let mut st = self.state.lock();
-            if !st.closed && !time::expired(until) {
-                self.changed.wait_until(&mut st, until);
             }
         }
     }
@@ -917,6 +773,26 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
                 Err(why)
             }
         }
+    }
+
+    fn append_pending(
+        &self,
+        entry: Entry<K, V>,
+        policy: &SendPolicy,
+    ) -> Result<Pending<K, V>, (Option<Entry<K, V>>, AppendError)> {
+        self.begin(entry, policy)
+    }
+
+    fn await_pending(
+        &self,
+        pending: Pending<K, V>,
+        policy: &SendPolicy,
+    ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
+        self.finish(pending, policy)
+    }
+
+    fn settle(&self, epoch: i32, offset: u64, deadline: Option<Instant>) {
+        self.settle_at(epoch, offset, deadline);
     }
 
     fn replica_logs(&self) -> ReplicaLogs<K, V> {
