@@ -689,7 +689,13 @@ where
         };
         let appender = &mut state.topics[t].appenders[partition as usize];
         let Some((log, policy)) = appender.pipeline() else {
-            return Delivery::done(self.send_routed(state, t, partition, record, AppendWait::Until(None)));
+            return Delivery::done(self.send_routed(
+                state,
+                t,
+                partition,
+                record,
+                AppendWait::Until(None),
+            ));
         };
         let (log, policy) = (Arc::clone(log), Arc::clone(policy));
         let (entry, sent) = self.entry_of(record, partition);

@@ -54,9 +54,8 @@ fn records_in_flight_are_appended_in_order_and_acknowledged_later() {
     let (broker, _) = broker();
     let p = producer(&broker, 0);
     stall_followers(&broker, true);
-    let in_flight: Vec<Delivery<(), u64>> = (0..10)
-        .map(|v| p.send_async(Record::new(T, v)))
-        .collect();
+    let in_flight: Vec<Delivery<(), u64>> =
+        (0..10).map(|v| p.send_async(Record::new(T, v))).collect();
     let d = describe(&broker);
     assert_eq!((d.replicas[0].log_end, d.high_watermark), (10, 0), "{d:?}");
     stall_followers(&broker, false);
@@ -67,12 +66,20 @@ fn records_in_flight_are_appended_in_order_and_acknowledged_later() {
     let d = describe(&broker);
     assert_eq!(d.high_watermark, 10);
     for r in &d.replicas {
-        assert!(r.log_end >= 10, "acknowledged: on every in-sync replica: {d:?}");
+        assert!(
+            r.log_end >= 10,
+            "acknowledged: on every in-sync replica: {d:?}"
+        );
     }
     let logs = broker.topic::<(), u64>(T).unwrap().replica_logs(0).unwrap();
     for log in logs {
         let values: Vec<u64> = log.records.iter().map(|r| r.3).collect();
-        assert_eq!(values, (0..10).collect::<Vec<_>>(), "replica {}", log.replica);
+        assert_eq!(
+            values,
+            (0..10).collect::<Vec<_>>(),
+            "replica {}",
+            log.replica
+        );
     }
 }
 
@@ -149,7 +156,10 @@ fn a_delivery_retries_across_a_leader_change() {
     broker.faults().crash_replica(T, 0, 0).unwrap();
     stall_followers(&broker, false);
     let meta = delivery.wait().unwrap();
-    assert_eq!(meta.offset, 5, "appended again on the new leader, at its log end");
+    assert_eq!(
+        meta.offset, 5,
+        "appended again on the new leader, at its log end"
+    );
     let m = p.metrics();
     assert!(m.retries >= 1 && m.possible_duplicates >= 1, "{m:?}");
     assert!(describe(&broker).high_watermark >= 6);
@@ -195,10 +205,15 @@ fn flush_waits_for_the_records_in_flight() {
 #[test]
 fn unreplicated_sends_complete_at_once() {
     let plain = Broker::in_memory();
-    plain.create_topic::<(), u64>("plain", TopicConfig::new(1)).unwrap();
+    plain
+        .create_topic::<(), u64>("plain", TopicConfig::new(1))
+        .unwrap();
     let p = plain.producer::<(), u64>();
     let d = p.send_async(Record::new("plain", 1));
-    assert_eq!(plain.describe_topic("plain").unwrap().partitions[0].high_watermark, 1);
+    assert_eq!(
+        plain.describe_topic("plain").unwrap().partitions[0].high_watermark,
+        1
+    );
     assert_eq!(d.wait().unwrap().offset, 0);
     let (broker, _) = broker();
     let config = ProducerConfig::new().acks(Acks::Leader);

@@ -142,7 +142,10 @@ fn wanted(row: &str) -> bool {
 
 fn sides() -> Vec<Side> {
     let all = [Side::Rf1, Side::Rf3All, Side::Rf3Leader];
-    match std::env::var("REPLICAS_BENCH_SIDE").ok().and_then(|s| s.parse::<usize>().ok()) {
+    match std::env::var("REPLICAS_BENCH_SIDE")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+    {
         Some(i) if i < 3 => vec![all[i]],
         _ => all.to_vec(),
     }
@@ -171,7 +174,10 @@ fn row(title: &str, sides: &[Side], pairs: u64, run: impl Fn(Side) -> (f64, Opti
         thread::sleep(Duration::from_millis(20));
     }
     println!("\n{title}:");
-    println!("| side | records/s | p50 µs | p99 µs | ratio to {} (median per round) |", sides[0].name());
+    println!(
+        "| side | records/s | p50 µs | p99 µs | ratio to {} (median per round) |",
+        sides[0].name()
+    );
     println!("|---|---|---|---|---|");
     for (i, s) in sides.iter().enumerate() {
         let (p50, p99) = if lat[i].is_empty() {
@@ -202,18 +208,27 @@ fn main() {
     let sides = sides();
     println!("replicas: {records} records per run, {pairs} interleaved rounds");
     if wanted("single") {
-        row("single (send one at a time, 1 producer)", &sides, pairs, |s| {
-            let (r, p50, p99) = single(s, records);
-            (r, Some((p50, p99)))
-        });
+        row(
+            "single (send one at a time, 1 producer)",
+            &sides,
+            pairs,
+            |s| {
+                let (r, p50, p99) = single(s, records);
+                (r, Some((p50, p99)))
+            },
+        );
     }
     if wanted("pipelined") {
         let window = env("REPLICAS_BENCH_WINDOW", 1024) as usize;
         let title = format!("pipelined (send_async, at most {window} in flight, 1 producer)");
-        row(&title, &sides, pairs, |s| (pipelined(s, records * 5, window), None));
+        row(&title, &sides, pairs, |s| {
+            (pipelined(s, records * 5, window), None)
+        });
     }
     if wanted("batch") {
         let title = format!("batch (send_batch of 64, {producers} producers)");
-        row(&title, &sides, pairs, |s| (batch(s, producers, records * 5), None));
+        row(&title, &sides, pairs, |s| {
+            (batch(s, producers, records * 5), None)
+        });
     }
 }

@@ -143,6 +143,20 @@ pub(crate) struct Wake {
 }
 
 impl Wake {
+    /// Wakes the fetcher for records appended under the partition's lock (which every
+    /// fetch takes too), skipping the store and the fence while a wake is still pending.
+    /// Sound because the fetcher clears `pending` *before* it locks for its next fetch
+    /// (`runtime::fetch_round`): had that fetch locked before this caller's append, its
+    /// clear would happen-before this load (through the lock), and the load could not read
+    /// an older `true`; so a `true` read here is one stored after the clear, and the fetch
+    /// it leads to locks after the append and copies it.
+    pub(crate) fn nudge(&self) {
+        // Relaxed: ordered by the partition's lock, as argued above.
+        if !self.pending.load(Ordering::Relaxed) {
+            self.wake();
+        }
+    }
+
     pub(crate) fn wake(&self) {
         // Relaxed: the WaitSet's SeqCst fence in `notify_all` orders it before the waiter
         // check, and the waiter's fence orders its `swap` after its registration.
@@ -264,7 +278,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         for (i, r) in st.replicas.iter().enumerate() {
             if Some(i) != st.leader && r.status == Status::Online {
                 if let Some(w) = self.fetchers.get(i) {
-                    w.wake();
+                    // Under the lock, so a pending wake suffices (`Wake::nudge`).
+                    w.nudge();
                 }
             }
         }

@@ -35,7 +35,10 @@ impl Budget {
     fn delivery_from(&mut self, policy: &SendPolicy, now: Option<Instant>) -> Option<Instant> {
         if self.delivery.is_none() {
             let now = now.unwrap_or_else(Instant::now);
-            self.delivery = Some(earliest(now.checked_add(policy.delivery_timeout), self.caller));
+            self.delivery = Some(earliest(
+                now.checked_add(policy.delivery_timeout),
+                self.caller,
+            ));
         }
         self.delivery.flatten()
     }
