@@ -221,3 +221,43 @@ fn unreplicated_sends_complete_at_once() {
     stall_followers(&broker, true);
     assert_eq!(p.send_async(Record::new(T, 1)).wait().unwrap().offset, 0);
 }
+
+/// A record acknowledged while its delivery was not waited on stays acknowledged: the
+/// leader changing before `wait` does not turn it into a failure (nor a retry, nor a
+/// duplicate).
+#[test]
+fn a_delivery_acknowledged_before_a_leader_change_reports_success() {
+    let (broker, _) = broker();
+    let p = producer(&broker, u32::MAX);
+    let delivery = p.send_async(Record::new(T, 9));
+    let faults = broker.faults();
+    assert!(faults.wait_in_sync(T, 0, WAIT).unwrap());
+    assert_eq!(describe(&broker).high_watermark, 1);
+    faults.crash_replica(T, 0, 0).unwrap();
+    assert_eq!(describe(&broker).leader_epoch, 1);
+    assert_eq!(delivery.wait().unwrap().offset, 0);
+    assert_eq!(p.metrics().retries, 0, "no retry");
+    let d = describe(&broker);
+    assert_eq!(d.replicas[1].log_end, 1, "no duplicate: {d:?}");
+}
+
+/// The same after an ISR shrink: acknowledged with two in-sync replicas, it is not
+/// reported `NotEnoughReplicasAfterAppend` because the ISR shrank before `wait`.
+#[test]
+fn a_delivery_acknowledged_before_an_isr_shrink_reports_success() {
+    let (broker, clock) = broker();
+    let p = producer(&broker, 0);
+    let delivery = p.send_async(Record::new(T, 9));
+    let faults = broker.faults();
+    assert!(faults.wait_in_sync(T, 0, WAIT).unwrap());
+    stall_followers(&broker, true);
+    let lagging = p.send_async(Record::new(T, 10));
+    clock.advance(Duration::from_secs(31));
+    faults.check_isr_now();
+    assert_eq!(describe(&broker).isr, vec![0]);
+    assert_eq!(delivery.wait().unwrap().offset, 0);
+    assert!(matches!(
+        lagging.wait().unwrap_err().error(),
+        Error::NotEnoughReplicasAfterAppend { .. }
+    ));
+}

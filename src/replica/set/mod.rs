@@ -42,6 +42,8 @@ use crate::sync::time::Instant;
 use crate::sync::StdArc as Arc;
 use crate::sync::{Condvar, Mutex, WaitSet};
 
+/// Earlier epochs whose acknowledged offsets a partition remembers.
+const PAST_EPOCHS: usize = 16;
 /// Records one fetch copies at most.
 const FETCH_MAX: usize = 1024;
 
@@ -92,6 +94,12 @@ struct State<K, V> {
     /// Indexes into `replicas`, in replica order.
     isr: Vec<usize>,
     hw: u64,
+    /// The highest HW seen in this epoch while the ISR held at least `min_insync`
+    /// replicas: an `acks = all` record of this epoch below it is acknowledged, whenever
+    /// its sender looks (a pipelined send may wait long after).
+    acked: u64,
+    /// `(epoch, acked)` as each of the latest earlier epochs ended.
+    past_acked: Vec<(i32, u64)>,
     closed: bool,
 }
 
@@ -202,6 +210,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             leader: Some(0),
             epoch: 0,
             hw: 0,
+            acked: 0,
+            past_acked: Vec::new(),
             closed: false,
         };
         state.replicas[0].log.begin_epoch(0);
@@ -255,15 +265,17 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 hw = hw.min(st.replicas[i].known_leo);
             }
         }
-        if hw > st.hw {
+        let moved = hw > st.hw;
+        if moved {
             st.hw = hw;
             // Release: pairs with the Acquire load in `high_watermark`; the records
             // below are in the leader's log (appended under this lock, which readers take).
             self.hw.store(hw, Ordering::Release);
-            true
-        } else {
-            false
         }
+        if st.isr.len() >= self.config.min_insync {
+            st.acked = st.acked.max(st.hw);
+        }
+        moved
     }
 
     /// Wakes acks waiters and, when HW moved, consumers.
@@ -523,6 +535,12 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             self.save_state(st);
             return;
         };
+        // What this epoch acknowledged stays so, for senders that look later.
+        st.past_acked.push((st.epoch, st.acked));
+        if st.past_acked.len() > PAST_EPOCHS {
+            st.past_acked.remove(0);
+        }
+        st.acked = 0;
         st.epoch += 1;
         st.leader = Some(c);
         let epoch = st.epoch;

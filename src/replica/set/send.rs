@@ -161,8 +161,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             if st.closed {
                 return Err(Failure::Closed);
             }
-            if st.epoch != epoch {
-                return Err(Failure::Appended(AppendError::NotLeader));
+            if let Some(done) = Self::acked_in(&st, epoch, last) {
+                return done;
             }
             // HW and the ISR size are read in one critical section: a shrink that lets HW
             // jump past `last` is seen together with the smaller ISR.
@@ -179,6 +179,9 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 None => self.changed.wait(&mut st),
                 Some(d) => {
                     if time::expired(d) || self.changed.wait_until(&mut st, d) {
+                        if let Some(Ok(last)) = Self::acked_in(&st, epoch, last) {
+                            return Ok(last);
+                        }
                         if st.epoch == epoch && st.hw > last && st.isr.len() >= min {
                             return Ok(last);
                         }
@@ -187,6 +190,21 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 }
             }
         }
+    }
+
+    /// Whether the record at `last`, appended in `epoch`, is settled whatever comes next:
+    /// acknowledged (HW passed it while the ISR held `min_insync` replicas, in its epoch),
+    /// or not and never to be (its epoch is over).
+    fn acked_in(st: &State<K, V>, epoch: i32, last: u64) -> Option<Result<u64, Failure>> {
+        if st.epoch == epoch {
+            return (st.acked > last).then_some(Ok(last));
+        }
+        let acked = st.past_acked.iter().any(|&(e, a)| e == epoch && a > last);
+        Some(if acked {
+            Ok(last)
+        } else {
+            Err(Failure::Appended(AppendError::NotLeader))
+        })
     }
 
     /// Drives one send from `step` on with the policy's retries: appends (again after a
