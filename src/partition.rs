@@ -225,7 +225,7 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
         &self,
         entry: Entry<K, V>,
         policy: &SendPolicy,
-    ) -> std::result::Result<Pending<K, V>, (Option<Entry<K, V>>, AppendError)>;
+    ) -> std::result::Result<Pending<K, V>, Refused<K, V>>;
     /// Waits for a pending append's acks level, retrying per `policy` (a retry appends the
     /// record again, after records sent since); its offset.
     fn await_pending(
@@ -241,6 +241,12 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
     /// Every replica's records: `(id, log start, [(epoch, entry)])`.
     fn replica_logs(&self) -> ReplicaLogs<K, V>;
 }
+
+/// An append that failed: the entry handed back (`None`: it is in the log) and why.
+pub(crate) type Refused<K, V> = (Option<Entry<K, V>>, AppendError);
+
+/// A pipelined send's log and policy (`Appender::pipeline`).
+pub(crate) type Pipeline<'a, K, V> = (&'a Arc<dyn ReplicatedLog<K, V>>, &'a Arc<SendPolicy>);
 
 /// A replicated append in the leader's log whose acknowledgement is awaited later
 /// (`Producer::send_async`): the record, shared with the log, and the send's progress.
@@ -843,7 +849,7 @@ impl<K, V> Appender<K, V> {
 
     /// Under `acks = all` on a replicated partition, the log and policy a pipelined send
     /// appends with and later waits on (`None` elsewhere: a send completes at once there).
-    pub(crate) fn pipeline(&self) -> Option<(&Arc<dyn ReplicatedLog<K, V>>, &Arc<SendPolicy>)> {
+    pub(crate) fn pipeline(&self) -> Option<Pipeline<'_, K, V>> {
         match &self.replicated {
             Some(r) if self.policy.acks == Acks::All => Some((r, &self.policy)),
             _ => None,

@@ -5,12 +5,15 @@
 use std::time::Duration;
 
 use super::{Failure, ReplicaSet, State};
-use crate::partition::{Acks, AppendError, Entry, Pending, SendPolicy};
+use crate::partition::{Acks, AppendError, Entry, Pending, Refused, SendPolicy};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};
 use crate::sync::MutexGuard;
 // Std's Arc: entries are shared between the replicas' logs (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
+
+/// An append that happened: the partition still locked, its epoch and last offset.
+type Appended<'a, K, V> = (MutexGuard<'a, State<K, V>>, i32, u64);
 
 /// How long a retry waits for the partition to change before trying again.
 const RETRY_BACKOFF: Duration = Duration::from_millis(10);
@@ -109,7 +112,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         &self,
         entries: &[Arc<Entry<K, V>>],
         acks: Acks,
-    ) -> Result<(MutexGuard<'_, State<K, V>>, i32, u64), Failure> {
+    ) -> Result<Appended<'_, K, V>, Failure> {
         let mut st = self.state.lock();
         if st.closed {
             return Err(Failure::Closed);
@@ -296,7 +299,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         &self,
         entry: Entry<K, V>,
         policy: &SendPolicy,
-    ) -> Result<Pending<K, V>, (Option<Entry<K, V>>, AppendError)> {
+    ) -> Result<Pending<K, V>, Refused<K, V>> {
         let entry = Arc::new(entry);
         let mut progress = Progress::new(policy, None);
         // The delivery timeout counts from the send, however late the wait comes.
@@ -312,7 +315,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         &self,
         pending: Pending<K, V>,
         policy: &SendPolicy,
-    ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
+    ) -> Result<u64, Refused<K, V>> {
         let Pending {
             entry,
             mut progress,
