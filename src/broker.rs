@@ -606,7 +606,16 @@ impl Broker {
     ///
     /// [`Error::UnknownTopic`]; for a persisted topic, the I/O error that stopped the
     /// removal of its files (the topic is gone from the broker either way).
+    /// [`Error::LogOffline`] naming a failed data directory, for a replicated persisted
+    /// topic while one is failed: nothing is deleted (that directory would keep the
+    /// topic's files and bring it back at the next open); restore it first.
     pub fn delete_topic(&self, name: &str) -> Result<()> {
+        if let Some(r) = self
+            .replicated_dirs()
+            .filter(|r| r.meta_types(name).is_some())
+        {
+            r.check_online()?;
+        }
         let slot = self.inner.topics.lock().remove(name);
         let Some(slot) = slot else {
             // A persisted topic not opened: only its files.

@@ -64,6 +64,14 @@ pub(crate) struct Entry<K, V> {
     pub(crate) headers: Option<Box<Headers>>,
 }
 
+impl<K, V> Entry<K, V> {
+    /// Whether dropping the entry does nothing beyond dropping its key and value: it
+    /// carries no headers.
+    fn is_plain(&self) -> bool {
+        self.headers.is_none()
+    }
+}
+
 /// Headers as an entry stores them.
 #[inline]
 pub(crate) fn box_headers(headers: Headers) -> Option<Box<Headers>> {
@@ -238,6 +246,8 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
     fn settle(&self, epoch: i32, offset: u64, deadline: Option<Instant>);
     /// Closes the partition (its topic was deleted).
     fn close(&self);
+    /// Fsyncs every replica's log on disk (a persisted partition; else nothing to do).
+    fn sync(&self) -> Result<()>;
     /// Every replica's records: `(id, log start, [(epoch, entry)])`.
     fn replica_logs(&self) -> ReplicaLogs<K, V>;
 }
@@ -331,8 +341,9 @@ pub(crate) trait DiskLog<K, V>: Send + Sync {
     fn wait_acked(&self, offset: u64) -> Result<()>;
     /// The error a failed disk read left, for the reader.
     fn take_error(&self) -> Error;
-    /// Makes every record below `end` durable (waiting for the writer to reach it).
-    fn sync_to(&self, end: u64) -> Result<()>;
+    /// Hands every record below `end` to the OS (waiting for the writer to reach it) and,
+    /// with `fsync`, makes it durable.
+    fn sync_to(&self, end: u64, fsync: bool) -> Result<()>;
 }
 
 impl<K, V> fmt::Debug for Partition<K, V> {
@@ -388,14 +399,20 @@ impl<K, V> Partition<K, V> {
         arrivals: Arc<WaitSet>,
         disk: Option<Arc<dyn DiskLog<K, V>>>,
     ) -> Result<Self> {
-        let (producer, ring) = Ring::multi_producer(ring_config).map_err(|e| match e {
-            Error::InvalidConfig { value, valid, .. } => Error::InvalidConfig {
-                name: "records_in_memory",
-                value,
-                valid,
-            },
-            other => other,
-        })?;
+        // Entries without headers drop as a no-op when the key and value types have no drop
+        // glue: the ring then overwrites them without reading them back (ring `sequencer`,
+        // "Plain values"; the headers box is what gives `Entry` its drop glue).
+        let plain = (!std::mem::needs_drop::<K>() && !std::mem::needs_drop::<V>())
+            .then_some(Entry::<K, V>::is_plain as fn(&Entry<K, V>) -> bool);
+        let (producer, ring) =
+            Ring::multi_producer_plain(ring_config, plain).map_err(|e| match e {
+                Error::InvalidConfig { value, valid, .. } => Error::InvalidConfig {
+                    name: "records_in_memory",
+                    value,
+                    valid,
+                },
+                other => other,
+            })?;
         // Announcing: producers take slot locks only while it reads (ring `reader` docs).
         let anchor = ring.announcing_reader()?;
         Ok(Self {
@@ -428,10 +445,14 @@ impl<K, V> Partition<K, V> {
         Ok(p)
     }
 
-    /// Makes every record appended so far durable (persisted partitions).
-    pub(crate) fn sync_disk(&self) -> Result<()> {
+    /// Hands every record appended so far to the OS and, with `fsync`, makes it durable
+    /// (persisted partitions; a replicated one makes it durable either way).
+    pub(crate) fn sync_disk(&self, fsync: bool) -> Result<()> {
+        if let Some(r) = &self.replicated {
+            return r.sync();
+        }
         match &self.disk {
-            Some(disk) => disk.sync_to(self.log_end()),
+            Some(disk) => disk.sync_to(self.log_end(), fsync),
             None => Ok(()),
         }
     }

@@ -449,7 +449,9 @@ where
     }
 
     /// Sends every record of `records` in order (draining it; its capacity is kept for
-    /// reuse), taking the producer's lock once. Returns how many were sent.
+    /// reuse), taking the producer's lock once. Returns how many were sent. Records without
+    /// a timestamp get the broker clock's time, read once per run of consecutive records
+    /// for one partition (as [`send_to`](Self::send_to) reads it once per chunk).
     ///
     /// If user code panics meanwhile (a [`Partitioner`], the key's [`Codec`]), the panic
     /// goes on to the caller and the records not yet appended are dropped: those of the
@@ -471,6 +473,8 @@ where
         let mut rest = records.drain(..);
         // The topic of the previous record: a batch usually names one topic throughout.
         let mut hint = None;
+        // The clock's time for the run being gathered (one read per run, not per record).
+        let mut now = None;
         for record in rest.by_ref() {
             let (mut t, partition) = match self.route_hinted(&mut state, &record, &mut hint) {
                 Ok(at) => at,
@@ -496,6 +500,7 @@ where
                 }
                 sent += meta.len();
                 meta.clear();
+                now = None;
                 if relocked {
                     // Another thread sharing this producer may have changed its cache
                     // while the lock was released: find the record's topic again.
@@ -511,7 +516,7 @@ where
             }
             let timestamp = match record.timestamp {
                 Some(ts) => ts,
-                None => self.broker.now_ms().max(0),
+                None => *now.get_or_insert_with(|| self.broker.now_ms().max(0)),
             };
             meta.push((record.partition, record.timestamp));
             run.push(Entry {

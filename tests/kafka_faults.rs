@@ -264,3 +264,64 @@ fn no_acknowledged_record_is_lost_under_acks_all() {
         "no duplicates (idempotent producer)"
     );
 }
+
+/// An error met after a poll read records (here, checking with the cluster whether a
+/// partition not fetched yet holds more) comes with the next poll: the records come first.
+/// Returned at once, the error dropped them, their positions already moved past them.
+#[test]
+fn a_poll_returns_the_records_it_read_before_an_error() {
+    let kafka = broker(&[]);
+    kafka
+        .create_topic::<(), u64>("read", TopicConfig::new(1))
+        .unwrap();
+    kafka
+        .create_topic::<(), u64>("slow", TopicConfig::new(1))
+        .unwrap();
+    let m = mock(&kafka);
+    m.partition_leader("read", 0, 1).unwrap();
+    m.partition_leader("slow", 0, 2).unwrap();
+    let producer = kafka.producer::<(), u64>();
+    let mut batch: Vec<_> = (0..10u64).map(|v| Record::new("read", v)).collect();
+    producer.send_batch(&mut batch).unwrap();
+
+    // Every answer of `slow`'s leader comes late: the consumer has no high watermark for
+    // it when it has read `read`'s records, so the poll asks the cluster, and that fails.
+    m.broker_round_trip_time(2, Duration::from_millis(1500))
+        .unwrap();
+    let mut consumer = kafka
+        .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+        .unwrap();
+    let read = TopicPartition::new("read", 0);
+    consumer
+        .assign(&[read.clone(), TopicPartition::new("slow", 0)])
+        .unwrap();
+    m.request_errors(
+        RDKafkaApiKey::ListOffsets,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; 4],
+    );
+
+    let first = consumer.poll(Duration::from_secs(5));
+    let values: Vec<u64> = match first {
+        Ok(records) => records.into_iter().map(|r| r.value).collect(),
+        Err(e) => panic!("the records read came without the error, got {e}"),
+    };
+    assert_eq!(values, (0..10).collect::<Vec<_>>());
+    assert_eq!(consumer.position(&read).unwrap(), 10);
+    let second = consumer.poll(Duration::from_secs(5)).map(|r| r.len());
+    assert!(
+        matches!(
+            second,
+            Err(Error::Kafka {
+                operation: "watermarks",
+                code: 29,
+                ..
+            })
+        ),
+        "the error comes with the next poll: {second:?}"
+    );
+    m.clear_request_errors(RDKafkaApiKey::ListOffsets);
+    m.broker_round_trip_time(2, Duration::ZERO).unwrap();
+    // Nothing is read twice.
+    let third = consumer.poll(Duration::from_millis(500)).unwrap();
+    assert!(third.is_empty(), "{third:?}");
+}

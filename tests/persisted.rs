@@ -760,3 +760,56 @@ fn records_read_from_disk_share_their_buffer_and_stay_intact() {
     }
     broker.close().unwrap();
 }
+
+/// `Topic::flush` returns once every record sent is in the segment files: a process death
+/// right after it (the page cache survives) loses none, with no fsync policy at all.
+#[test]
+fn flush_puts_every_sent_record_in_the_files_before_returning() {
+    use logbus::storage::fault::FaultyIo;
+    use std::sync::Arc;
+
+    let fs = FaultyIo::new(11);
+    let open = || {
+        Broker::builder()
+            .io(Arc::new(fs.clone()))
+            .data_dir("/data")
+            .open()
+            .unwrap()
+    };
+    let broker = open();
+    let topic = broker
+        .create_persisted_topic::<(), String>(
+            "t",
+            TopicConfig::new(1).records_in_memory(1 << 16),
+            PersistConfig::new().flush(FlushPolicy::Os),
+        )
+        .unwrap();
+    let p = broker.producer::<(), String>();
+    let mut sent = 0;
+    for round in 0..5 {
+        // Smaller than the segment's write buffer: the writer keeps such a batch buffered
+        // until it idles, unless `flush` hands it over.
+        let mut batch: Vec<_> = (0..1000)
+            .map(|i| Record::new("t", format!("{round}-{i}")).partition(0))
+            .collect();
+        sent += p.send_batch(&mut batch).unwrap();
+        topic.flush().unwrap();
+    }
+    broker.simulate_process_death();
+    fs.kill();
+    let broker = open();
+    broker.open_topic::<(), String>("t").unwrap();
+    let mut c = broker
+        .consumer::<(), String>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+        .unwrap();
+    c.assign(&[tp(0)]).unwrap();
+    let mut got = Vec::new();
+    while c.poll_into(&mut got, 10_000, Duration::ZERO).unwrap() > 0 {}
+    assert_eq!(got.len(), sent);
+    let last = got.last().unwrap();
+    assert_eq!(
+        (last.offset, last.value.as_str()),
+        (sent as u64 - 1, "4-999")
+    );
+    broker.close().unwrap();
+}

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use logbus::storage::file_names::file_name;
 use logbus::storage::{
-    offset_index, time_index, BatchBuilder, Checkpoints, FsIo, LogConfig, LogOptions, Record,
-    SegmentSet,
+    offset_index, time_index, BatchBuilder, Checkpoints, DirLock, FsIo, Io, IoFile, LogConfig,
+    LogOptions, OpenMode, Record, SegmentSet,
 };
 use logbus::{Clock, Error, ManualClock};
 use storage_common::*;
@@ -478,4 +478,105 @@ fn reads_kafka_preallocated_indexes() {
     assert_eq!(offset_index::parse(&bytes, 0), real);
     let (log, _) = open(dir.path(), config, Arc::new(FsIo), clock(), cp);
     assert_eq!(read_all(&log).len(), 50);
+}
+
+/// The real file system, counting the write-back starts of the files it opens.
+#[derive(Debug, Default)]
+struct CountingIo(Arc<std::sync::atomic::AtomicUsize>);
+
+#[derive(Debug)]
+struct CountingFile(Box<dyn IoFile>, Arc<std::sync::atomic::AtomicUsize>);
+
+impl IoFile for CountingFile {
+    fn len(&self) -> std::io::Result<u64> {
+        self.0.len()
+    }
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> std::io::Result<usize> {
+        self.0.read_at(buf, pos)
+    }
+    fn write_at(&self, buf: &[u8], pos: u64) -> std::io::Result<usize> {
+        self.0.write_at(buf, pos)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.0.sync_data()
+    }
+    fn sync_all(&self) -> std::io::Result<()> {
+        self.0.sync_all()
+    }
+    fn start_writeback(&self, pos: u64, len: u64) -> std::io::Result<()> {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.0.start_writeback(pos, len)
+    }
+}
+
+impl Io for CountingIo {
+    fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<Box<dyn IoFile>> {
+        Ok(Box::new(CountingFile(
+            FsIo.open(path, mode)?,
+            self.0.clone(),
+        )))
+    }
+    fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        FsIo.list_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        FsIo.create_dir_all(dir)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        FsIo.remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        FsIo.rename(from, to)
+    }
+    fn remove_dir(&self, dir: &Path) -> std::io::Result<()> {
+        FsIo.remove_dir(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        FsIo.sync_dir(dir)
+    }
+    fn exists(&self, path: &Path) -> std::io::Result<bool> {
+        FsIo.exists(path)
+    }
+    fn lock_dir(&self, dir: &Path) -> std::io::Result<Box<dyn DirLock>> {
+        FsIo.lock_dir(dir)
+    }
+}
+
+#[test]
+fn write_outs_start_write_back_only_when_configured() {
+    for start_writeback in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let io = CountingIo::default();
+        let starts = io.0.clone();
+        let config = LogConfig {
+            write_buffer_bytes: 4096,
+            start_writeback,
+            ..LogConfig::default()
+        };
+        let (mut log, _) = open(
+            dir.path(),
+            config,
+            Arc::new(io),
+            clock(),
+            Checkpoints::default(),
+        );
+        // Small batches through the write buffer, then one larger than it (written directly).
+        for i in 0..40 {
+            log.append(&[record(i, 1000)]).unwrap();
+        }
+        let big: Vec<Record> = (40..60).map(|i| record(i, 1000)).collect();
+        log.append(&big).unwrap();
+        log.sync().unwrap();
+        let n = starts.load(std::sync::atomic::Ordering::Relaxed);
+        if start_writeback {
+            assert!(n >= 2, "{n} write-back starts");
+        } else {
+            assert_eq!(n, 0, "write-back left to the OS");
+        }
+        assert_eq!(read_all(&log).len(), 60);
+        log.close().unwrap();
+    }
 }

@@ -843,6 +843,47 @@ fn send_batch_sends_in_order_and_keeps_the_rest_on_failure() {
     );
 }
 
+/// A clock a millisecond later at every reading.
+#[derive(Debug)]
+struct Ticking(std::sync::atomic::AtomicI64);
+
+impl logbus::clock::Clock for Ticking {
+    fn now_ms(&self) -> i64 {
+        T0 + self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+    fn monotonic_ns(&self) -> u64 {
+        0
+    }
+}
+
+#[test]
+fn send_batch_stamps_each_run_with_one_clock_reading() {
+    let clock = Arc::new(Ticking(std::sync::atomic::AtomicI64::new(0)));
+    let b = Broker::builder().clock(clock).build();
+    b.create_topic::<(), u64>("t", TopicConfig::new(2)).unwrap();
+    let p = b.producer::<(), u64>();
+    let mut batch: Vec<_> = (0..3).map(|i| Record::new("t", i).partition(0)).collect();
+    batch.extend((3..5).map(|i| Record::new("t", i).partition(1)));
+    batch.push(Record::new("t", 5).partition(1).timestamp(5));
+    assert_eq!(p.send_batch(&mut batch).unwrap(), 6);
+    let stamps = |partition| {
+        let mut c = b
+            .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+            .unwrap();
+        c.assign(&[tp("t", partition)]).unwrap();
+        let mut v = Vec::new();
+        c.poll_into(&mut v, 10, Duration::ZERO).unwrap();
+        v.iter().map(|r| r.timestamp).collect::<Vec<_>>()
+    };
+    let (first, second) = (stamps(0), stamps(1));
+    assert_eq!(first.len(), 3);
+    assert!(first.iter().all(|&t| t == first[0]), "{first:?}");
+    assert_eq!(second.len(), 3);
+    assert_eq!(second[0], second[1], "{second:?}");
+    assert!(second[0] > first[0], "a new run reads the clock again");
+    assert_eq!(second[2], 5, "a given timestamp is kept");
+}
+
 #[test]
 fn several_groups_each_see_every_record_one_group_splits_partitions() {
     let (b, _) = broker();

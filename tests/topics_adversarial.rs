@@ -476,3 +476,59 @@ fn a_send_waiting_for_room_does_not_block_other_threads_of_the_same_producer() {
     other.join().unwrap();
     assert_eq!(waiting.join().unwrap().unwrap(), 2);
 }
+
+/// A header value that counts its drops.
+struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+
+impl AsRef<[u8]> for Counted {
+    fn as_ref(&self) -> &[u8] {
+        b"h"
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Records without headers are overwritten without being read back (their drop does
+/// nothing); a record with headers among them still has its headers dropped when a
+/// record without headers overwrites it, by `send_to` runs and by single sends, on both
+/// overflow policies.
+#[test]
+fn headers_overwritten_by_plain_records_are_dropped() {
+    for overflow in [Overflow::DropOldest, Overflow::Block] {
+        let (b, _) = broker();
+        b.create_topic::<(), u64>(
+            "t",
+            TopicConfig::new(1).records_in_memory(4).overflow(overflow),
+        )
+        .unwrap();
+        let p = b.producer::<(), u64>();
+        let drops = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let with_header = |v: u64| {
+            Payload::new(v).header(
+                "h",
+                Some(bytes::Bytes::from_owner(Counted(Arc::clone(&drops)))),
+            )
+        };
+        // Plain records first, so the ring has only ever held plain ones; then one with
+        // headers; then enough plain records, by runs and one at a time, to overwrite it.
+        p.send_to("t", 0, (0..3).map(Payload::new)).unwrap();
+        p.send_to("t", 0, [with_header(3)]).unwrap();
+        assert_eq!(drops.load(Ordering::SeqCst), 0);
+        p.send_to("t", 0, (4..7).map(Payload::new)).unwrap();
+        p.send(Record::new("t", 7).partition(0)).unwrap();
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "{overflow:?}");
+        // And once the ring has held headers, later overwrites still drop them.
+        p.send_to("t", 0, [with_header(8)]).unwrap();
+        p.send_to("t", 0, (9..13).map(Payload::new)).unwrap();
+        assert_eq!(drops.load(Ordering::SeqCst), 2, "{overflow:?}");
+        let mut c = b
+            .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+            .unwrap();
+        c.assign(&[tp("t", 0)]).unwrap();
+        assert_eq!(drain(&mut c), (9..13).map(|v| (v, v)).collect::<Vec<_>>());
+    }
+}

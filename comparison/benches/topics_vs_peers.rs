@@ -26,6 +26,8 @@
 //! TOPICS_BENCH_ONLY=1to1,fanout cargo bench -p logbus-comparison --bench topics_vs_peers
 //! # logbus alone, no peers (A/B between logbus builds):
 //! TOPICS_BENCH_SOLO=1 TOPICS_BENCH_ONLY=1to1 cargo bench -p logbus-comparison --bench topics_vs_peers
+//! # every pair's figures (logbus/peer, M/s), in the order they ran:
+//! TOPICS_BENCH_VERBOSE=1 TOPICS_BENCH_ONLY=1to1 cargo bench -p logbus-comparison --bench topics_vs_peers
 //! ```
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -608,12 +610,27 @@ fn compare(row: &str, pairs: u64, ours: &dyn Fn() -> f64, peers: &[(&str, &dyn F
     }
     for (i, (name, _, bar)) in peers.iter().enumerate() {
         let r = median(ratios[i].clone());
+        let (lo, hi) = ratios[i]
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
         println!(
-            "| {row} | {:.1} | {name} | {:.1} | {r:.2}× | {bar}× | {} |",
+            "| {row} | {:.1} | {name} | {:.1} | {r:.2}× ({lo:.2}–{hi:.2}) | {bar}× | {} |",
             median(mine.clone()) / 1e6,
             median(theirs[i].clone()) / 1e6,
             if r >= *bar { "met" } else { "NOT met" }
         );
+    }
+    if std::env::var_os("TOPICS_BENCH_VERBOSE").is_some() {
+        // Every run, in the order it ran: logbus, then the peer, per pair.
+        for (i, (name, _, _)) in peers.iter().enumerate() {
+            let each: Vec<String> = (0..ratios[i].len())
+                .map(|k| {
+                    let a = mine[k * peers.len() + i];
+                    format!("{:.1}/{:.1}", a / 1e6, a / ratios[i][k] / 1e6)
+                })
+                .collect();
+            println!("  {row} vs {name}, M/s per pair: {}", each.join(" "));
+        }
     }
 }
 
@@ -636,7 +653,7 @@ fn main() {
         "topics_vs_peers: {n} records per run, capacity {CAP}, batches of {BATCH}, {pairs} interleaved pairs"
     );
     println!();
-    println!("| row | logbus M rec/s (median) | peer | peer M/s (median) | median ratio | bar | |");
+    println!("| row | logbus M rec/s (median) | peer | peer M/s (median) | median ratio (min–max) | bar | |");
     println!("|---|---|---|---|---|---|---|");
     if run("1to1") {
         compare(

@@ -75,10 +75,9 @@
 //!   `beginning_offsets`, `end_offsets`) and a commit of one partition name that partition;
 //!   a commit of several, `assign`, `seek` and `pause` name none (librdkafka answers those
 //!   for the whole list).
-//! - An error `poll` reports names neither: librdkafka attaches the partition to a fetch
-//!   error, but the `rdkafka` crate's consumer passes on only the code
-//!   (`KafkaError::MessageConsumption`), and reading librdkafka's queue directly would mean
-//!   redoing the crate's event handling (rebalances, commits) beside it.
+//! - An error fetching a partition, reported by `poll`, names that partition (the consumer
+//!   reads each partition's fetched messages from librdkafka's queues itself); an error of
+//!   the client or the group, also reported by `poll`, names none.
 //!
 //! A send whose outcome is in doubt (Kafka's "possibly persisted": the request went out and
 //! no answer came within `message.timeout.ms`) is [`Error::KafkaTimeout`] with the record

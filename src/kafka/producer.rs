@@ -4,9 +4,8 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
-use rdkafka::message::{Header, Headers as _, Message as _, OwnedHeaders};
+use rdkafka::message::{Header, Message as _, OwnedHeaders};
 use rdkafka::producer::{
     BaseRecord, DeliveryResult, Producer as _, ProducerContext, ThreadedProducer,
 };
@@ -507,15 +506,4 @@ pub(crate) fn to_headers(headers: &crate::Headers) -> OwnedHeaders {
         });
     }
     out
-}
-
-/// Kafka's headers as logbus's.
-pub(crate) fn from_headers(headers: Option<&rdkafka::message::BorrowedHeaders>) -> crate::Headers {
-    match headers {
-        None => Vec::new(),
-        Some(h) => h
-            .iter()
-            .map(|h| (h.key.to_owned(), h.value.map(Bytes::copy_from_slice)))
-            .collect(),
-    }
 }

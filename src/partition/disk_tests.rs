@@ -74,7 +74,7 @@ impl DiskLog<(), u64> for LaggingDisk {
         }
     }
 
-    fn sync_to(&self, _end: u64) -> Result<()> {
+    fn sync_to(&self, _end: u64, _fsync: bool) -> Result<()> {
         Ok(())
     }
 }

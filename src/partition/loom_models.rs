@@ -211,3 +211,98 @@ fn offset_for_time_racing_an_overwrite_skips_nothing() {
         producer.join().unwrap();
     });
 }
+
+/// A partition of plain entries (`u64` values, no key): the ring overwrites them without
+/// reading them back (ring `sequencer`, "Plain values").
+fn plain_partition() -> Arc<Partition<(), u64>> {
+    let config = PartitionConfig {
+        capacity: 2,
+        gated: false,
+        retention_ms: None,
+    };
+    Arc::new(Partition::new(config, Arc::new(WaitSet::new())).unwrap())
+}
+
+fn plain(v: u64) -> Entry<(), u64> {
+    Entry {
+        timestamp: v as i64,
+        key: None,
+        value: v,
+        headers: None,
+    }
+}
+
+/// A header value that holds a loom `Arc`: never dropping it fails the model (a leak).
+struct Tracked {
+    _alive: crate::sync::Arc<u64>,
+}
+
+impl AsRef<[u8]> for Tracked {
+    fn as_ref(&self) -> &[u8] {
+        &[]
+    }
+}
+
+/// Plain values: one producer appends a plain entry, then one with headers (not plain),
+/// while another appends a plain run that may overwrite it: the overwriting write must
+/// drop it (loom reports a leaked `Arc` otherwise), and the log holds the plain entries
+/// after it. Key ordering: `impure`, set before the impure entry's claim and so before
+/// the Release store of its slot's tag, against the overwriting writer's Acquire load of
+/// that tag (`slot::write`'s wait for the previous lap) before it asks the flag; a
+/// Relaxed load there fails this model.
+#[test]
+fn plain_runs_drop_the_headers_they_overwrite() {
+    model(|| {
+        let p = plain_partition();
+        let mut a = p.appender();
+        let mut b = p.appender();
+        let impure = thread::spawn(move || {
+            a.append(plain(100), AppendWait::No)
+                .map_err(|(_, e)| e)
+                .unwrap();
+            let mut e = plain(101);
+            e.headers = Some(Box::new(vec![(
+                "h".to_owned(),
+                Some(Bytes::from_owner(Tracked {
+                    _alive: crate::sync::Arc::new(7),
+                })),
+            )]));
+            a.append(e, AppendWait::No).map_err(|(_, e)| e).unwrap()
+        });
+        let mut run: Vec<_> = (0..2).map(plain).collect();
+        b.append_batch(&mut run, AppendWait::No).unwrap();
+        let at = impure.join().unwrap();
+        assert_eq!(p.log_end(), 4);
+        let mut seen = Vec::new();
+        p.read(2, 2, 0, None, |o, e| seen.push((o, e.headers.is_some())));
+        assert_eq!(seen, [(2, at == 2), (3, at == 3)]);
+    });
+}
+
+/// Plain values while a reader clones the entry being overwritten: the unlocked,
+/// unread overwrite of plain entries still takes the slot lock while a read is
+/// announced, so the reader gets offset 0's entry or is told it is gone (loom reports a
+/// racing access to the slot's cell otherwise). Key ordering: as in
+/// `overwrite_never_races_a_reader` (the announcement against `reads_announced`).
+#[test]
+fn plain_overwrite_never_races_a_reader() {
+    model(|| {
+        let p = plain_partition();
+        let mut a = p.appender();
+        a.append(plain(0), AppendWait::No)
+            .map_err(|(_, e)| e)
+            .unwrap();
+        let producer = thread::spawn(move || {
+            let mut run = vec![plain(1), plain(2)];
+            a.append_batch(&mut run, AppendWait::No).unwrap();
+        });
+        let mut got = None;
+        match p.read(0, 1, 0, None, |_, e| got = Some(e.value)) {
+            ReadOutcome::Read(1) => assert_eq!(got, Some(0)),
+            ReadOutcome::OutOfRange { start, .. } => assert!(start > 0),
+            ReadOutcome::Empty => panic!("offset 0 was appended before the producer ran"),
+            other => panic!("{other:?}"),
+        }
+        producer.join().unwrap();
+    });
+}

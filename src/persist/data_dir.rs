@@ -229,7 +229,7 @@ impl TopicMeta {
         if retention_bytes >= 0 {
             persist = persist.retention_bytes(retention_bytes as u64);
         }
-        Ok(TopicMeta {
+        let meta = TopicMeta {
             name: name.to_owned(),
             partitions: u32::try_from(num("partitions")?).map_err(|_| bad("partitions"))?,
             key_type: get("key_type")?,
@@ -238,7 +238,17 @@ impl TopicMeta {
                 .map_err(|_| bad("records_in_memory"))?,
             retention_ms: num("retention_ms")?,
             persist,
-        })
+        };
+        // Settings `create_persisted_topic` would refuse (the file was edited or damaged).
+        meta.topic_config()
+            .validate()
+            .and_then(|()| meta.persist.validate())
+            .map_err(|e| Error::InvalidCheckpoint {
+                file: path.to_path_buf(),
+                line: 0,
+                reason: format!("topic metadata: {e}"),
+            })?;
+        Ok(meta)
     }
 
     pub(crate) fn topic_config(&self) -> TopicConfig {
@@ -257,6 +267,10 @@ impl TopicMeta {
             retention_bytes: p.retention_bytes.map_or(-1, |b| b as i64),
             // The writer's batches: up to its target plus one record.
             max_batch_bytes: (256 << 10) + p.max_message_bytes + 4096,
+            // Under the OS's flush policy nothing fsyncs on its own: write-back is the
+            // kernel's business, not the writer thread's (each start costs it a system call
+            // and the I/O submission).
+            start_writeback: p.flush != FlushPolicy::Os,
             ..LogConfig::default()
         }
     }

@@ -137,8 +137,9 @@ impl LogCell {
         self.progress.notify_all();
     }
 
-    /// Waits until the writer has put every record below `end` into the set, then fsyncs.
-    pub(crate) fn sync_to(&self, end: u64) -> Result<()> {
+    /// Waits until the writer has put every record below `end` into the set, then hands the
+    /// set's buffer to the OS and, with `fsync`, makes it durable.
+    pub(crate) fn sync_to(&self, end: u64, fsync: bool) -> Result<()> {
         self.progress.wait_until(None, || {
             (self.written() >= end || self.is_offline()).then_some(())
         });
@@ -156,6 +157,12 @@ impl LogCell {
         };
         if self.is_offline() {
             return Err(self.error());
+        }
+        if !fsync {
+            let flushed = set.flush();
+            drop(log);
+            // A failed write takes the log offline, as the writer's own would.
+            return flushed.inspect_err(|e| self.fail(e));
         }
         if let Err(e) = set.sync() {
             drop(log);
@@ -290,8 +297,8 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
             .unwrap_or_else(|| self.cell.error())
     }
 
-    fn sync_to(&self, end: u64) -> Result<()> {
-        self.cell.sync_to(end)
+    fn sync_to(&self, end: u64, fsync: bool) -> Result<()> {
+        self.cell.sync_to(end, fsync)
     }
 }
 

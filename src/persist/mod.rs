@@ -41,7 +41,8 @@
 //!   A process crash loses only what was still in the ring, not yet written: the writer
 //!   hands its buffer to the OS whenever it catches up.
 //! - [`Topic::sync`](crate::broker::Topic::sync) and [`Broker::sync`] force an fsync of
-//!   everything sent before the call.
+//!   everything sent before the call; [`Topic::flush`](crate::broker::Topic::flush) only
+//!   waits until it is in the files (safe from a process crash, not from a power loss).
 //! - Committed group offsets are written to `consumer-offsets-checkpoint` (atomically) every
 //!   [`BrokerBuilder::offsets_checkpoint_interval`] (5 s by default) and on close. After a
 //!   crash a group resumes from the last checkpoint: it re-reads at most what it committed
@@ -77,7 +78,8 @@ pub enum FlushPolicy {
     Bytes(u64),
     /// When this long has passed since the last fsync (Kafka's `flush.ms`).
     Interval(Duration),
-    /// Never explicitly: the operating system writes back (Kafka's default).
+    /// Never explicitly: the operating system writes back (Kafka's default), when it
+    /// chooses (the writer does not start write-back itself).
     Os,
 }
 
@@ -151,6 +153,11 @@ impl PersistConfig {
     pub const fn max_message_bytes(mut self, bytes: u64) -> Self {
         self.max_message_bytes = bytes;
         self
+    }
+
+    /// The largest record accepted (the `max_message_bytes` set).
+    pub(crate) const fn message_limit(&self) -> u64 {
+        self.max_message_bytes
     }
 
     /// The flush policy.
@@ -398,7 +405,9 @@ impl Broker {
     /// # Errors
     ///
     /// [`Error::UnknownTopic`]; [`Error::TypeMismatch`] when the topic was created with other
-    /// key or value codecs (type ids), or is open with other Rust types, naming both.
+    /// key or value codecs (type ids), or is open with other Rust types, naming both; for a
+    /// replicated topic, [`Error::InvalidConfig`] (`data_dirs`) when the data directories
+    /// are not in the order it was created with (replica ids are directory indexes).
     pub fn open_topic<K, V>(&self, name: &str) -> Result<crate::broker::Topic<K, V>>
     where
         K: crate::codec::Codec + Send + Sync + 'static,
@@ -439,7 +448,11 @@ impl Broker {
     /// The I/O error that took a log offline.
     pub fn sync(&self) -> Result<()> {
         match self.data() {
-            Some(d) => d.sync_all(self),
+            Some(d) => {
+                let replicas =
+                    crate::replica::persisted::dirs_of(self).map_or(Ok(()), |r| r.sync());
+                d.sync_all(self).and(replicas)
+            }
             None => Ok(()),
         }
     }
@@ -487,7 +500,43 @@ impl<K, V> crate::broker::Topic<K, V> {
     /// The I/O error that took a partition's log offline.
     pub fn sync(&self) -> Result<()> {
         for p in self.inner().partitions().iter() {
-            p.sync_disk()?;
+            p.sync_disk(true)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every record sent to this (persisted) topic before the call is written
+    /// to its segment files, without an fsync: from then on a crash of the process no longer
+    /// loses it, a power loss still may (see [`sync`](Self::sync)). A no-op for an
+    /// in-memory topic.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error that took a partition's log offline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, TopicConfig};
+    /// use logbus::persist::{FlushPolicy, PersistConfig};
+    /// use logbus::producer::Record;
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let broker = Broker::open(dir.path())?;
+    /// let topic = broker.create_persisted_topic::<(), String>(
+    ///     "events",
+    ///     TopicConfig::new(1),
+    ///     PersistConfig::new().flush(FlushPolicy::Os),
+    /// )?;
+    /// let producer = broker.producer::<(), String>();
+    /// producer.send(Record::new("events", "hello".to_string())).unwrap();
+    /// topic.flush()?; // in the file now, not necessarily on the device
+    /// broker.close()?;
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn flush(&self) -> Result<()> {
+        for p in self.inner().partitions().iter() {
+            p.sync_disk(false)?;
         }
         Ok(())
     }

@@ -122,7 +122,7 @@ impl ReplicatedMeta {
             });
         }
         let unclean = map.get("unclean_leader_election").map(String::as_str);
-        Ok(Self {
+        let meta = Self {
             topic,
             replication_factor: u32::try_from(num("replication_factor")?)
                 .map_err(|_| bad("replication_factor"))?,
@@ -136,7 +136,38 @@ impl ReplicatedMeta {
             lag_ms: num("replica_lag_time_max_ms")?,
             generation: num("generation")?,
             parts,
-        })
+        };
+        meta.check().map_err(|what| bad(&what))?;
+        Ok(meta)
+    }
+
+    /// What a parsed file must hold for the partitions built from it to work: the
+    /// replication settings as `create_persisted_topic` accepts them, and per partition distinct
+    /// replicas (as many as the replication factor), an ISR and leader among them, and an
+    /// epoch and a generation that can still be bumped. `Err`: what is wrong.
+    fn check(&self) -> std::result::Result<(), String> {
+        self.topic_config().validate().map_err(|e| e.to_string())?;
+        if self.generation == u64::MAX {
+            return Err("generation (below 2^64 - 1)".into());
+        }
+        for (p, s) in self.parts.iter().enumerate() {
+            let mut distinct = s.replicas.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            let ok = distinct.len() == s.replicas.len()
+                && s.replicas.len() == self.replication_factor as usize
+                && s.isr.iter().all(|i| s.replicas.contains(i))
+                && s.leader.map_or(true, |l| s.replicas.contains(&l))
+                && (0..i32::MAX).contains(&s.epoch);
+            if !ok {
+                return Err(format!(
+                    "partition.{p} (replication_factor distinct replicas, an ISR and a \
+                     leader among them, an epoch from 0 to {})",
+                    i32::MAX - 1
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn topic_config(&self) -> TopicConfig {
@@ -149,15 +180,44 @@ impl ReplicatedMeta {
     }
 }
 
+/// The line of a metadata copy naming the directory it was written into (its index).
+const DIR_INDEX: &str = "directory_index";
+
+/// A copy of a topic's metadata found in another directory than the one it was written
+/// into: `(the directory, its index now, its index then)`.
+type Misplaced = (PathBuf, usize, String);
+
+/// The refusal to open a topic whose metadata copy is misplaced (the directories
+/// reordered, or one left out: replica ids are directory indexes).
+fn misplaced_error(topic: &str, (dir, now, then): &Misplaced) -> Error {
+    Error::InvalidConfig {
+        name: "data_dirs",
+        value: format!("{} as directory {now}", dir.display()),
+        valid: format!(
+            "the directories in their first order: this one was directory {then} for topic \
+             `{topic}` (replica ids are directory indexes)"
+        ),
+    }
+}
+
 /// Reads every copy of every replicated topic's metadata in `dirs`; the highest generation
-/// of each topic wins. A damaged copy is skipped when another is readable.
+/// of each topic wins. A damaged copy is skipped when another is readable. Also returns
+/// the topics with a copy in another directory than the one it was written into.
+///
+/// # Errors
+///
+/// [`Error::InvalidCheckpoint`] when every copy of a topic's metadata is damaged.
 pub(crate) fn read_metas(
     io: &dyn Io,
     dirs: &[PathBuf],
-) -> Result<BTreeMap<String, ReplicatedMeta>> {
+) -> Result<(
+    BTreeMap<String, ReplicatedMeta>,
+    BTreeMap<String, Misplaced>,
+)> {
     let mut out: BTreeMap<String, ReplicatedMeta> = BTreeMap::new();
+    let mut misplaced: BTreeMap<String, Misplaced> = BTreeMap::new();
     let mut damaged: BTreeMap<String, Error> = BTreeMap::new();
-    for dir in dirs {
+    for (i, dir) in dirs.iter().enumerate() {
         let Ok(names) = io.list_dir(dir) else {
             continue;
         };
@@ -166,7 +226,17 @@ pub(crate) fn read_metas(
                 continue;
             };
             let path = dir.join(&name);
-            let parsed = checkpoint::read::<MetaLine>(io, &path).and_then(|l| {
+            let lines = checkpoint::read::<MetaLine>(io, &path);
+            if let Ok(Some(lines)) = &lines {
+                if let Some(was) = lines.iter().find(|l| l.0 == DIR_INDEX) {
+                    if was.1 != i.to_string() {
+                        misplaced
+                            .entry(topic.to_owned())
+                            .or_insert_with(|| (dir.clone(), i, was.1.clone()));
+                    }
+                }
+            }
+            let parsed = lines.and_then(|l| {
                 l.map(|l| ReplicatedMeta::parse(topic, &path, l))
                     .transpose()
             });
@@ -188,7 +258,7 @@ pub(crate) fn read_metas(
             return Err(e);
         }
     }
-    Ok(out)
+    Ok((out, misplaced))
 }
 
 trait OlderThan {
@@ -215,6 +285,8 @@ pub(crate) struct DiskDirs {
     /// Per directory: its failure was applied to every partition.
     handled: Mutex<Vec<bool>>,
     pub(crate) metas: Mutex<BTreeMap<String, ReplicatedMeta>>,
+    /// Topics with a metadata copy in another directory than its own: not opened.
+    misplaced: BTreeMap<String, Misplaced>,
     /// Every open persisted partition (closed with the broker).
     open: Mutex<Vec<Arc<dyn ReplicaControl>>>,
     /// Set by `close` and `abandon` before they take `open`: a partition opened after that
@@ -262,7 +334,7 @@ impl DiskDirs {
                 }
             })?);
         }
-        let metas = read_metas(&*base, &paths)?;
+        let (metas, misplaced) = read_metas(&*base, &paths)?;
         let n = paths.len();
         let dir_ios: Vec<DirIo> = (0..n).map(|_| DirIo::new(SyncArc::clone(&base))).collect();
         Ok(Arc::new(Self {
@@ -277,6 +349,7 @@ impl DiskDirs {
             failed: (0..n).map(|_| AtomicBool::new(false)).collect(),
             handled: Mutex::new(vec![false; n]),
             metas: Mutex::new(metas),
+            misplaced,
             open: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
             paths,
@@ -313,6 +386,16 @@ impl DiskDirs {
     fn is_failed(&self, dir: u32) -> bool {
         // Acquire: pairs with the Release store in `flag`.
         self.failed[dir as usize].load(Ordering::Acquire)
+    }
+
+    /// `Err(LogOffline)` naming the first failed directory, if any.
+    pub(crate) fn check_online(&self) -> Result<()> {
+        match (0..self.count()).find(|&d| self.is_failed(d)) {
+            Some(d) => Err(Error::LogOffline {
+                dir: self.paths[d as usize].clone(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Records that directory `dir` failed (the controller applies it to every partition).
@@ -384,6 +467,20 @@ impl DiskDirs {
         first
     }
 
+    /// Fsyncs every open partition's replicas (`Broker::sync`). The first error.
+    pub(crate) fn sync(&self) -> Result<()> {
+        let open = self.open.lock().clone();
+        let mut first = Ok(());
+        for s in open {
+            if let Err(e) = s.sync_disk() {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+
     /// A dead process: nothing more is written; locks stay until the process "dies".
     pub(crate) fn abandon(&self) {
         // Release: pairs with the Acquire in `track_open`, under the `open` lock taken next.
@@ -404,6 +501,7 @@ impl DiskDirs {
             config: meta.topic.log_config(),
             policy: meta.topic.persist.flush_policy(),
             capacity: meta.topic.records_in_memory,
+            max_message_bytes: meta.topic.persist.message_limit(),
         }
     }
 }
@@ -420,13 +518,18 @@ impl<K, V> TopicFiles<K, V> {
     /// The number written.
     fn write_all(&self, meta: &ReplicatedMeta) -> usize {
         let path = format!("{}{SUFFIX}", meta.topic.name);
-        let lines = meta.lines();
+        let mut lines = meta.lines();
+        let common = lines.len();
         let mut written = 0;
         for (i, dir) in self.dirs.paths.iter().enumerate() {
             let d = i as u32;
             if self.dirs.is_failed(d) {
                 continue;
             }
+            // Each copy names its directory: reopening with the directories reordered
+            // would give replicas other ids (`read_metas` refuses it).
+            lines.truncate(common);
+            lines.push(MetaLine(DIR_INDEX.to_owned(), i.to_string()));
             match checkpoint::write(&*self.dirs.io(d), &dir.join(&path), &lines) {
                 Ok(()) => written += 1,
                 Err(_) => self.dirs.flag(d),
@@ -506,6 +609,11 @@ pub(crate) fn delete_files(dirs: &DiskDirs, name: &str) -> Result<()> {
     let mut first = Ok(());
     for (i, dir) in dirs.paths.iter().enumerate() {
         if dirs.is_failed(i as u32) {
+            // Failed since `delete_topic` checked: its files stay (the delete is not
+            // complete, and says so).
+            if first.is_ok() {
+                first = Err(Error::LogOffline { dir: dir.clone() });
+            }
             continue;
         }
         let io = dirs.io(i as u32);
@@ -516,7 +624,10 @@ pub(crate) fn delete_files(dirs: &DiskDirs, name: &str) -> Result<()> {
                 std::io::ErrorKind::NotFound => Ok(()),
                 _ => Err(e),
             })
-            .map_err(|e| io_err("removing", &file, e));
+            .map_err(|e| io_err("removing", &file, e))
+            // Durable before the logs go: a power loss must not bring the topic back
+            // with its logs gone.
+            .and_then(|()| io.sync_dir(dir).map_err(|e| io_err("syncing", dir, e)));
         let parts = meta.as_ref().map_or(0, |m| m.topic.partitions);
         let r = r.and_then(|()| {
             (0..parts).try_for_each(|p| remove_tree(&*io, &partition_dir(dir, name, p)))
@@ -528,7 +639,9 @@ pub(crate) fn delete_files(dirs: &DiskDirs, name: &str) -> Result<()> {
     first
 }
 
-/// Removes a partition directory (flat: files only) if it exists.
+/// Removes a partition directory (flat: files only) if it exists, durably: its unlinks
+/// are synced before the directory goes (else a power loss could bring files back into a
+/// directory that is gone), and the removal is synced in the parent.
 fn remove_tree(io: &dyn Io, dir: &Path) -> Result<()> {
     if !io.exists(dir).map_err(|e| io_err("checking", dir, e))? {
         return Ok(());
@@ -537,7 +650,14 @@ fn remove_tree(io: &dyn Io, dir: &Path) -> Result<()> {
         let p = dir.join(f);
         io.remove_file(&p).map_err(|e| io_err("removing", &p, e))?;
     }
-    io.remove_dir(dir).map_err(|e| io_err("removing", dir, e))
+    io.sync_dir(dir).map_err(|e| io_err("syncing", dir, e))?;
+    io.remove_dir(dir).map_err(|e| io_err("removing", dir, e))?;
+    match dir.parent() {
+        Some(parent) => io
+            .sync_dir(parent)
+            .map_err(|e| io_err("syncing", parent, e)),
+        None => Ok(()),
+    }
 }
 
 /// The broker's data directories, when it was opened on some.
@@ -641,6 +761,9 @@ where
     match broker.topic::<K, V>(name) {
         Err(Error::TopicNotOpen { .. }) => {}
         done => return done.map(Some),
+    }
+    if let Some(m) = dirs.misplaced.get(name) {
+        return Err(misplaced_error(name, m));
     }
     if meta.topic.key_type != K::TYPE_ID || meta.topic.value_type != V::TYPE_ID {
         return Err(Error::TypeMismatch {
@@ -813,7 +936,7 @@ pub(crate) fn describe_dir(
     clock: SyncArc<dyn Clock>,
     dir: &Path,
 ) -> Result<(Vec<StoredTopic>, Vec<StoredPartition>)> {
-    let metas = read_metas(&*io, &[dir.to_path_buf()])?;
+    let (metas, _) = read_metas(&*io, &[dir.to_path_buf()])?;
     let mut topics = Vec::new();
     let mut parts = Vec::new();
     for m in metas.values() {

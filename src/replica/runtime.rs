@@ -39,6 +39,7 @@ pub(crate) trait ReplicaControl: Send + Sync {
     fn describe(&self) -> PartitionReplicas;
     fn is_closed(&self) -> bool;
     fn close_disk(&self) -> crate::Result<()>;
+    fn sync_disk(&self) -> crate::Result<()>;
     fn abandon_disk(&self);
 }
 
@@ -78,6 +79,9 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaControl for Repl
     }
     fn close_disk(&self) -> crate::Result<()> {
         ReplicaSet::close_disk(self)
+    }
+    fn sync_disk(&self) -> crate::Result<()> {
+        ReplicaSet::sync_disk(self)
     }
     fn abandon_disk(&self) {
         ReplicaSet::abandon_disk(self);

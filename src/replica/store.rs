@@ -29,8 +29,15 @@ use crate::{Error, Result};
 
 /// Kafka's name for a partition directory's epoch cache file.
 pub(crate) const EPOCH_FILE: &str = "leader-epoch-checkpoint";
-/// A batch is cut at this size (one more record may pass it).
+/// A batch is cut at this size (one more record may pass it, within `max_batch`).
 const BATCH_TARGET: usize = 256 << 10;
+/// A record batch's header (Kafka's `RECORD_BATCH_OVERHEAD`).
+const BATCH_OVERHEAD: usize = 61;
+/// A record's encoding beyond its key, value and header bytes, at most: length, attributes,
+/// timestamp delta, offset delta, key and value lengths, header count (varints at their
+/// widest), and per header its two lengths.
+const RECORD_OVERHEAD: usize = 5 + 1 + 10 + 5 + 5 + 5 + 5;
+const HEADER_OVERHEAD: usize = 10;
 /// Bytes one disk read returns at most.
 const READ_BYTES: usize = 1 << 20;
 
@@ -39,6 +46,9 @@ pub(crate) type Stored<K, V> = (u64, i32, Entry<K, V>);
 
 /// A persisted replica's disk side, with its codecs erased (see the module docs).
 pub(crate) trait ReplicaStore<K, V>: Send {
+    /// The first of `records` the topic does not take (its `max_message_bytes`, or a
+    /// batch on disk cannot hold it): `(size, limit)`. Appending it would fail part-way.
+    fn too_large(&mut self, records: &[(i32, Arc<Entry<K, V>>)]) -> Option<(u64, u64)>;
     /// Appends `records` (with their epochs) at the log end, which must be `first`.
     fn append(&mut self, first: u64, records: &[(i32, Arc<Entry<K, V>>)]) -> Result<()>;
     /// Cuts the log at `offset` (whole batches); the new log end.
@@ -47,6 +57,8 @@ pub(crate) trait ReplicaStore<K, V>: Send {
     fn save_epochs(&mut self, epochs: &[(i32, u64)]) -> Result<()>;
     /// The records from `from` on (at most `max`, below `end`), with their epochs.
     fn read(&self, from: u64, end: u64, max: usize) -> Result<Vec<Stored<K, V>>>;
+    /// The first record at or after `timestamp`, `(offset, timestamp)` (the time index).
+    fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>>;
     /// Fsyncs everything appended.
     fn sync(&mut self) -> Result<()>;
     /// Closes the log cleanly (fsync).
@@ -68,6 +80,10 @@ pub(crate) struct DiskReplica<K, V> {
     builder: BatchBuilder,
     key: Vec<u8>,
     value: Vec<u8>,
+    /// The largest batch the segment set takes (its `max_batch_bytes`, and a segment).
+    max_batch: usize,
+    /// The largest record (encoded, bounded as `record_bound` does) the topic takes.
+    max_record: usize,
     _types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -84,6 +100,8 @@ pub(crate) struct StoreParams {
     pub(crate) policy: FlushPolicy,
     /// Records kept in memory (the tail).
     pub(crate) capacity: usize,
+    /// The topic's `max_message_bytes`.
+    pub(crate) max_message_bytes: u64,
 }
 
 /// Decodes one stored record.
@@ -177,6 +195,9 @@ where
             },
         )?;
         let (start, end) = (set.log_start_offset(), set.log_end_offset());
+        let max_batch = usize::try_from(p.config.max_batch_bytes.min(p.config.segment_bytes))
+            .unwrap_or(usize::MAX)
+            .max(BATCH_OVERHEAD + RECORD_OVERHEAD);
         let epoch_file = p.dir.join(EPOCH_FILE);
         let stored = match checkpoint::read::<EpochEntry>(&*p.io, &epoch_file) {
             Ok(e) => e,
@@ -209,6 +230,10 @@ where
             builder: BatchBuilder::new(0),
             key: Vec::new(),
             value: Vec::new(),
+            max_batch,
+            max_record: usize::try_from(p.max_message_bytes)
+                .unwrap_or(usize::MAX)
+                .min(max_batch - BATCH_OVERHEAD),
             _types: PhantomData,
         };
         // The file now says what the log holds (cut at its end, or rebuilt).
@@ -258,6 +283,17 @@ where
         }
     }
 
+    /// An upper bound of `e`'s encoded size in a batch.
+    fn record_bound(e: &Entry<K, V>, key: &mut Vec<u8>, value: &mut Vec<u8>) -> usize {
+        let k = e.key.as_ref().map_or(0, |k| encoding(k, key).len());
+        let headers: usize = e.headers.as_deref().map_or(0, |h| {
+            h.iter()
+                .map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len()) + HEADER_OVERHEAD)
+                .sum()
+        });
+        k + encoding(&e.value, value).len() + headers + RECORD_OVERHEAD
+    }
+
     fn append_run(&mut self, epoch: i32, run: &[(i32, Arc<Entry<K, V>>)]) -> Result<u64> {
         let mut i = 0;
         let mut bytes = 0u64;
@@ -266,6 +302,13 @@ where
             let (builder, key, value) = (&mut self.builder, &mut self.key, &mut self.value);
             while i < run.len() && (builder.is_empty() || builder.size() < BATCH_TARGET) {
                 let e = &run[i].1;
+                // Cut before a record that could take the batch past what the segment set
+                // takes (a refused batch would take the directory offline).
+                if !builder.is_empty()
+                    && builder.size() + Self::record_bound(e, key, value) > self.max_batch
+                {
+                    break;
+                }
                 let k = e.key.as_ref().map(|k| encoding(k, key));
                 let v = encoding(&e.value, value);
                 let headers: Vec<(&str, Option<&[u8]>)> = e
@@ -299,11 +342,19 @@ where
                 )),
             });
         }
+
         let mut bytes = 0;
         for run in records.chunk_by(|a, b| a.0 == b.0) {
             bytes += self.append_run(run[0].0, run)?;
         }
         self.maybe_sync(records.len() as u64, bytes)
+    }
+
+    fn too_large(&mut self, records: &[(i32, Arc<Entry<K, V>>)]) -> Option<(u64, u64)> {
+        records.iter().find_map(|(_, e)| {
+            let size = Self::record_bound(e, &mut self.key, &mut self.value);
+            (size > self.max_record).then_some((size as u64, self.max_record as u64))
+        })
     }
 
     fn truncate_to(&mut self, offset: u64) -> Result<u64> {
@@ -349,6 +400,10 @@ where
             }
         }
         Ok(out)
+    }
+
+    fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>> {
+        self.set.offset_for_timestamp(timestamp)
     }
 
     fn sync(&mut self) -> Result<()> {

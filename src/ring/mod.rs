@@ -175,8 +175,21 @@ impl<T> Ring<T> {
     ///
     /// As [`single_producer`](Self::single_producer).
     pub fn multi_producer(config: RingConfig) -> Result<(MultiProducer<T>, Ring<T>), Error> {
+        Self::multi_producer_plain(config, None)
+    }
+
+    /// [`multi_producer`](Self::multi_producer) for a `T` with drop glue some of whose
+    /// values drop as a no-op (`plain` says which): while only such values were published,
+    /// producers overwrite old values without reading them back to drop them
+    /// (`sequencer`, "Plain values").
+    pub(crate) fn multi_producer_plain(
+        config: RingConfig,
+        plain: Option<fn(&T) -> bool>,
+    ) -> Result<(MultiProducer<T>, Ring<T>), Error> {
         config.validate()?;
-        let shared = Arc::new(Shared::new(&config, true));
+        let mut shared = Shared::new(&config, true);
+        shared.plain = plain;
+        let shared = Arc::new(shared);
         let ring = Ring {
             shared: Arc::clone(&shared),
         };

@@ -31,6 +31,18 @@
 //! lag (`slot`, "Stale tags"). Readers of a single-producer ring take publication from the
 //! cursor, and every overwrite a non-gating reader could observe happens after the producer
 //! saw that reader, hence under the slot lock with an exact tag.
+//!
+//! # Plain values
+//!
+//! Overwriting a slot normally moves the old value out to drop it (a read of the old line,
+//! and a guard in case its `Drop` panics). A ring told which values drop as a no-op (the
+//! partition's entries without headers: `Shared::plain`) skips that while the ring has only
+//! ever held such values: a producer whose run holds a value that is not plain sets
+//! `Shared::impure` *before* its claim, hence before the Release store of each of its
+//! slots' tags; a writer of plain values asks the flag per slot, after its Acquire load
+//! (or CAS) of the tag it replaces, so it sees the flag whenever the value it overwrites
+//! may need its drop. While the flag is clear, runs of plain values overwrite unread;
+//! everything else drops as before.
 
 use super::registry::GateView;
 use super::shared::{Shared, CLOSED_BIT};
@@ -254,6 +266,14 @@ impl<T> Sequencer<T> {
         if !self.shared.multi && !self.begin_sp() {
             return (0, Some(Stop::Closed));
         }
+        // SAFETY: the caller gave us `n` initialised values at `src`.
+        let plain = self
+            .shared
+            .all_plain(unsafe { std::slice::from_raw_parts(src, n) });
+        if !plain {
+            // Before any claim (module docs, "Plain values").
+            self.shared.mark_impure();
+        }
         let mut done = 0usize;
         let mut stop = None;
         while done < n {
@@ -268,8 +288,9 @@ impl<T> Sequencer<T> {
             match self.claim(want, min_len) {
                 Claim::Run { first, len } => {
                     // SAFETY: `first..first + len` are claimed by us; the caller gave us
-                    // `src + done .. src + done + len` (len ≤ n - done).
-                    unsafe { self.write_run(first, src.add(done), len as usize) };
+                    // `src + done .. src + done + len` (len ≤ n - done); `plain` as
+                    // `write_run` requires (just above).
+                    unsafe { self.write_run(first, src.add(done), len as usize, plain) };
                     self.last = first + len - 1;
                     done += len as usize;
                 }
@@ -324,7 +345,7 @@ impl<T> Sequencer<T> {
             unsafe {
                 shared
                     .slot(seq)
-                    .write(seq, value, shared.prev_tag(seq), false, lock)
+                    .write(seq, value, shared.prev_tag(seq), false, lock, || true)
             }
         };
         self.next = seq + 1;
@@ -424,9 +445,14 @@ impl<T> Sequencer<T> {
                         // SAFETY: `seq` is claimed by us (single producer: no previous-lap
                         // writer); `lock` follows our gate view (module docs).
                         let old = unsafe {
-                            shared
-                                .slot(seq)
-                                .write(seq, value, shared.prev_tag(seq), false, lock)
+                            shared.slot(seq).write(
+                                seq,
+                                value,
+                                shared.prev_tag(seq),
+                                false,
+                                lock,
+                                || true,
+                            )
                         };
                         run.written = i + 1;
                         drop(old);
@@ -457,11 +483,14 @@ impl<T> Sequencer<T> {
     /// panics, the rest of the run is still written (leaking what it replaces) and published,
     /// so a claimed slot is never left empty.
     ///
+    /// With `plain` (every value of the run drops as a no-op), the old values are overwritten
+    /// unread while `Shared::impure` says they are plain too (module docs, "Plain values").
+    ///
     /// # Safety
     ///
     /// `first..first + len` is claimed by this producer; `src..src + len` are initialised
-    /// values moved into the ring.
-    unsafe fn write_run(&mut self, first: u64, src: *const T, len: usize) {
+    /// values moved into the ring; `plain` only if each of them is plain.
+    unsafe fn write_run(&mut self, first: u64, src: *const T, len: usize, plain: bool) {
         struct Run<'a, T> {
             shared: &'a Shared<T>,
             first: u64,
@@ -469,6 +498,7 @@ impl<T> Sequencer<T> {
             len: usize,
             written: usize,
             lock: bool,
+            drop_old: bool,
         }
         impl<T> Run<'_, T> {
             /// # Safety
@@ -480,9 +510,11 @@ impl<T> Sequencer<T> {
                 // read once (`written` moves past it right after).
                 let value = unsafe { self.src.add(i).read() };
                 self.written = i + 1;
+                let drop_old = self.drop_old;
                 // SAFETY: `seq` is claimed by us; `wait_prev` covers a multi-producer
                 // previous lap still being written; `lock` follows our gate view (see the
-                // module docs for why unlocked writes are sound).
+                // module docs for why unlocked writes are sound); the old value is read
+                // back unless it is known plain (module docs, "Plain values").
                 unsafe {
                     shared.slot(seq).write(
                         seq,
@@ -490,6 +522,7 @@ impl<T> Sequencer<T> {
                         shared.prev_tag(seq),
                         shared.multi,
                         self.lock,
+                        || drop_old || shared.may_be_impure(),
                     )
                 }
             }
@@ -516,11 +549,12 @@ impl<T> Sequencer<T> {
         }
         // Multi-producer: also while an announcing reader reads (module docs).
         let lock = self.view.lossy() || (self.shared.multi && self.shared.reads_announced());
-        if !lock && !std::mem::needs_drop::<T>() {
+        let plain = plain || !std::mem::needs_drop::<T>();
+        if !lock && plain {
             // The common case for plain data: no slot locks and nothing to drop, so nothing
             // in the loop can panic and no unwind guard is needed — a tight loop.
             let shared = &*self.shared;
-            if !shared.multi {
+            if !shared.multi && !std::mem::needs_drop::<T>() {
                 // SAFETY: `first..first + len` is claimed by us (single producer), no
                 // non-gating reader is known (module docs), `T` has no drop glue; each
                 // `src + i` is ours to move (caller) and read once.
@@ -544,17 +578,46 @@ impl<T> Sequencer<T> {
                 let seq = first + i as u64;
                 // SAFETY: `seq` is claimed by us; `src + i` is ours to move (caller);
                 // `wait_prev` covers a multi-producer previous lap still being written; no
-                // non-gating reader is known, so no lock (module docs); `T` has no drop glue,
-                // so the replaced value needs no drop.
-                unsafe {
+                // non-gating reader is known, so no lock (module docs); the replaced value
+                // is read back when it may need its drop.
+                let old = unsafe {
                     shared.slot(seq).write(
                         seq,
                         src.add(i).read(),
                         shared.prev_tag(seq),
                         shared.multi,
                         false,
-                    );
+                        || shared.may_be_impure(),
+                    )
+                };
+                if let Some(old) = old {
+                    // An impure value seen only now (types with drop glue only): the rest of
+                    // the run goes through the guarded path, which also finishes it if this
+                    // drop panics.
+                    let mut run = Run {
+                        shared,
+                        first,
+                        src,
+                        len,
+                        written: i + 1,
+                        lock: false,
+                        drop_old: true,
+                    };
+                    drop(old);
+                    for j in i + 1..len {
+                        // SAFETY: `j < len`, written in order.
+                        drop(unsafe { run.write(j) });
+                    }
+                    return;
                 }
+            }
+            if !shared.multi {
+                // A single producer's values with drop glue: tagged writes, published by
+                // its cursor. Release: publishes the run's slot writes to readers' Acquire
+                // loads.
+                shared
+                    .published
+                    .store(first + len as u64, Ordering::Release);
             }
             // Per run, not per entry; a fence-free check unless a reader is parked.
             shared.readers_wait.notify_all_light();
@@ -567,6 +630,7 @@ impl<T> Sequencer<T> {
             len,
             written: 0,
             lock,
+            drop_old: !plain,
         };
         for i in 0..len {
             // SAFETY: `i < len`, written in order.

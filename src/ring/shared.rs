@@ -20,6 +20,13 @@ pub(crate) struct Shared<T> {
     pub(crate) start: u64,
     pub(crate) overflow: Overflow,
     pub(crate) multi: bool,
+    /// For a `T` with drop glue: which values drop as a no-op (*plain*; the partition's
+    /// entries without headers), so that overwriting them needs no drop (`sequencer`,
+    /// "Plain values"). `None`: no value of a type with drop glue is plain.
+    pub(crate) plain: Option<fn(&T) -> bool>,
+    /// Set, for good, before the claim of a run holding a value that is not plain. Written
+    /// once, read per slot overwritten: it sits among the read-mostly fields.
+    pub(crate) impure: AtomicBool,
     /// Multi-producer: the next sequence to claim, plus [`CLOSED_BIT`] once closed.
     pub(crate) claim: CachePadded<AtomicU64>,
     /// Single producer: the end (exclusive) of its published prefix. Readers poll it.
@@ -57,6 +64,8 @@ impl<T> Shared<T> {
             start: config.start,
             overflow: config.overflow,
             multi,
+            plain: None,
+            impure: AtomicBool::new(false),
             claim: CachePadded::new(AtomicU64::new(config.start)),
             published: CachePadded::new(AtomicU64::new(config.start)),
             busy: CachePadded::new(AtomicBool::new(false)),
@@ -68,6 +77,35 @@ impl<T> Shared<T> {
             readers_wait: CachePadded::new(WaitSet::new()),
             producers_wait: CachePadded::new(WaitSet::new()),
         }
+    }
+
+    /// Whether every value of `values` is plain (drops as a no-op).
+    #[inline]
+    pub(crate) fn all_plain(&self, values: &[T]) -> bool {
+        if !std::mem::needs_drop::<T>() {
+            return true;
+        }
+        self.plain.is_some_and(|plain| values.iter().all(plain))
+    }
+
+    /// Before claiming a run whose values are not all plain: from now on, writers drop what
+    /// they overwrite (`sequencer`, "Plain values").
+    #[inline]
+    pub(crate) fn mark_impure(&self) {
+        // Relaxed (load and store): the Release store of each slot's tag after its write
+        // orders it before every later writer's Acquire load of that tag (`may_be_impure`).
+        if !self.impure.load(Ordering::Relaxed) {
+            self.impure.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// For a writer that holds a slot (it loaded the previous value's tag with Acquire):
+    /// whether that value may be impure, and so must be dropped.
+    #[inline]
+    pub(crate) fn may_be_impure(&self) -> bool {
+        // Relaxed: ordered after the previous writer's `mark_impure` by the slot's tag
+        // (its Release store, our Acquire load).
+        self.impure.load(Ordering::Relaxed)
     }
 
     #[inline(always)]

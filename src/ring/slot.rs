@@ -289,7 +289,9 @@ impl<T> Slot<'_, T> {
     }
 
     /// Writes `value` as sequence `seq`, returning the value it replaces (to be dropped by
-    /// the caller outside any lock).
+    /// the caller outside any lock) if `drop_old()` says so, asked once the slot is ours
+    /// (after the Acquire that makes the previous writer's stores visible); otherwise the
+    /// old value is overwritten in place, unread.
     ///
     /// `prev_tag` is the tag the slot must hold before this write: that of `seq - capacity`,
     /// or 0 on the ring's first lap. With `wait_prev` the writer waits until the slot holds
@@ -304,6 +306,8 @@ impl<T> Slot<'_, T> {
     /// - Without `lock`, no reader can be reading the slot's value: every gating reader has
     ///   passed `seq - capacity` and no non-gating reader may read below this producer's
     ///   overwrite floor (see `sequencer`).
+    /// - When `drop_old()` is false, the value replaced (if any) drops as a no-op
+    ///   (`sequencer`, "Plain values").
     #[inline(always)]
     pub(crate) unsafe fn write(
         &self,
@@ -312,6 +316,7 @@ impl<T> Slot<'_, T> {
         prev_tag: u64,
         wait_prev: bool,
         lock: bool,
+        drop_old: impl FnOnce() -> bool,
     ) -> Option<T> {
         let writing = (tag(seq) << ACCESS_BITS) | WRITING;
         if lock {
@@ -353,9 +358,9 @@ impl<T> Slot<'_, T> {
             // it); a non-zero previous tag means the cell is initialised, and the read moves
             // the old value out before the write below overwrites it without dropping.
             unsafe {
-                // Types without drop glue are simply overwritten (no read of the old line).
-                let old =
-                    (prev_tag != 0 && std::mem::needs_drop::<T>()).then(|| (*p).assume_init_read());
+                // Plain values are simply overwritten (no read of the old line).
+                let old = (prev_tag != 0 && std::mem::needs_drop::<T>() && drop_old())
+                    .then(|| (*p).assume_init_read());
                 (*p).write(value);
                 old
             }

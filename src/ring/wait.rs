@@ -40,6 +40,7 @@ use crate::sync::WaitSet;
 #[cfg(not(logbus_loom))]
 pub(crate) const POLICY: Policy = Policy {
     dense_polls: 0,
+    skip_after_misses: 0,
     spin_rounds: 0,
     yields: 64,
     pace_spins: 20,
@@ -47,6 +48,7 @@ pub(crate) const POLICY: Policy = Policy {
 #[cfg(logbus_loom)]
 pub(crate) const POLICY: Policy = Policy {
     dense_polls: 0,
+    skip_after_misses: 0,
     spin_rounds: 1,
     yields: 0,
     pace_spins: 0,

@@ -50,6 +50,11 @@ pub struct LogConfig {
     /// Appended bytes are buffered in memory up to this size before they are written to the
     /// file (64 KiB); 0 writes every batch through at once.
     pub write_buffer_bytes: usize,
+    /// Start the device's write-back of every write-out at once (Linux `sync_file_range`;
+    /// `true`), so that the next fsync waits only for the tail. Off for a log that leaves
+    /// write-back to the OS and seldom or never fsyncs: each start is a system call plus
+    /// I/O submission on the appending thread.
+    pub start_writeback: bool,
 }
 
 impl Default for LogConfig {
@@ -63,6 +68,7 @@ impl Default for LogConfig {
             retention_bytes: -1,
             max_batch_bytes: 1_048_588,
             write_buffer_bytes: 64 << 10,
+            start_writeback: true,
         }
     }
 }
@@ -135,6 +141,7 @@ impl LogConfig {
             segment_index_bytes: self.segment_index_bytes,
             write_buffer_bytes: self.write_buffer_bytes,
             max_batch_bytes: self.max_batch_bytes,
+            start_writeback: self.start_writeback,
         }
     }
 }

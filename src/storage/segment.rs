@@ -33,6 +33,8 @@ pub(crate) struct SegmentParams {
     pub(crate) write_buffer_bytes: usize,
     /// The largest batch a read holds in memory.
     pub(crate) max_batch_bytes: u64,
+    /// [`LogConfig::start_writeback`](super::LogConfig::start_writeback).
+    pub(crate) start_writeback: bool,
 }
 
 /// The largest `.log` a segment may be: index positions are 32-bit signed, as Kafka's
@@ -482,8 +484,7 @@ impl Segment {
                 .map_err(|e| Error::io(format!("writing {}", self.log_path.display()), e))?;
             self.flushed += bytes.len() as u64;
             self.log_unsynced = true;
-            // A hint, as in `write_out_aligned`.
-            self.log.start_writeback(from, bytes.len() as u64).ok();
+            self.start_writeback(from, bytes.len() as u64);
             return self.commit_staged(bytes.len() as u64, header);
         }
         self.pending.extend_from_slice(bytes);
@@ -555,11 +556,17 @@ impl Segment {
         self.flushed += n as u64;
         self.pending.drain(..n);
         self.log_unsynced = true;
-        // The device starts on these bytes while more are appended, so the next `sync` waits
-        // only for the tail. Only a hint: a failed write-back is reported by the fdatasync
-        // that `sync` makes, so an error here changes nothing and is dropped.
-        self.log.start_writeback(from, n as u64).ok();
+        self.start_writeback(from, n as u64);
         Ok(())
+    }
+
+    /// Starts the device on bytes just written (when configured), so the next `sync` waits
+    /// only for the tail. Only a hint: a failed write-back is reported by the fdatasync that
+    /// `sync` makes, so an error here changes nothing and is dropped.
+    fn start_writeback(&self, from: u64, len: u64) {
+        if self.params.start_writeback {
+            self.log.start_writeback(from, len).ok();
+        }
     }
 
     fn flush_log(&mut self) -> Result<()> {

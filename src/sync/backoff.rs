@@ -17,6 +17,7 @@ use super::wait::{Policy, Waiter};
 #[cfg(not(logbus_loom))]
 pub(crate) const POLICY: Policy = Policy {
     dense_polls: 0,
+    skip_after_misses: 0,
     spin_rounds: 7,
     yields: 4,
     pace_spins: 0,
@@ -24,6 +25,7 @@ pub(crate) const POLICY: Policy = Policy {
 #[cfg(logbus_loom)]
 pub(crate) const POLICY: Policy = Policy {
     dense_polls: 0,
+    skip_after_misses: 0,
     spin_rounds: 1,
     yields: 1,
     pace_spins: 0,

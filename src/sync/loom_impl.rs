@@ -24,7 +24,7 @@ pub(crate) fn loom_model(f: impl Fn() + Sync + Send + 'static) {
 /// Atomics, loom's.
 pub(crate) mod atomic {
     pub(crate) use loom::sync::atomic::{
-        fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
+        fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
     };
 }
 

@@ -5,7 +5,7 @@ pub(crate) use std::sync::Arc;
 /// Atomics, re-exported so that the loom build can substitute its own.
 pub(crate) mod atomic {
     pub(crate) use std::sync::atomic::{
-        fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
+        fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
     };
 }
 

@@ -15,6 +15,7 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientContext;
 
 mod poll;
+mod queue;
 mod seek;
 
 use super::broker::{config_error, KafkaBroker};
@@ -143,6 +144,9 @@ struct Assigned {
 /// `position`, `commit_sync` and a seek mean exactly what they mean in process.
 pub struct KafkaConsumer<K, V> {
     broker: KafkaBroker,
+    /// Where fetched messages are taken from in batches. Declared before `client`: its
+    /// queues are destroyed before the client is.
+    fetched: Option<queue::Fetched>,
     client: BaseConsumer<GroupContext>,
     config: ConsumerConfig,
     assigned: Vec<Assigned>,
@@ -244,6 +248,7 @@ impl KafkaBroker {
             .map_err(|e| config_error(e).unwrap_or_else(|e| from_kafka(e, At::op("consumer"))))?;
         Ok(KafkaConsumer {
             broker: self.clone(),
+            fetched: queue::Fetched::new(&client),
             client,
             config,
             assigned: Vec::new(),
@@ -483,11 +488,21 @@ where
                 });
             }
         }
+        self.forward(next.iter().map(|a| &a.tp));
         self.client
             .assign(&Self::client_list(next.iter()))
             .map_err(|e| from_kafka(e, At::op("assign")))?;
         self.assigned = next;
         self.repause()
+    }
+
+    /// Forwards the queues of `partitions` to the consumer's own (see `queue`): before the
+    /// client starts fetching them, so that none of their messages reach the consumer
+    /// queue first.
+    pub(super) fn forward<'a>(&mut self, partitions: impl Iterator<Item = &'a TopicPartition>) {
+        if let Some(f) = &mut self.fetched {
+            f.forward(partitions);
+        }
     }
 
     /// Pauses again the partitions marked paused: a new assignment resumes every partition.
@@ -644,6 +659,7 @@ where
                             paused: false,
                         })
                         .collect();
+                    self.forward(tps.iter());
                     let done = if cooperative {
                         self.client
                             .incremental_assign(&Self::client_list(added.iter()))
@@ -826,6 +842,46 @@ where
     pub fn close(self) {}
 }
 
+impl<K, V> KafkaConsumer<K, V> {
+    /// Leaves the group and gives the partitions back while the group thread still serves
+    /// assignments, so that librdkafka's close finds nothing to revoke. An unassign answered
+    /// from inside close can wait forever: the group thread may already have stopped
+    /// serving the request (librdkafka issue 4884, seen here as a hang in a consumer's drop).
+    /// Bounded: past [`LEAVE_BEFORE_CLOSE`] the close answers what is left, as before.
+    fn leave_before_close(&mut self) {
+        self.client.unsubscribe();
+        let deadline = std::time::Instant::now() + LEAVE_BEFORE_CLOSE;
+        let cooperative = matches!(
+            self.client.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        );
+        loop {
+            let events = std::mem::take(&mut self.client.context().state.lock().events);
+            for event in events {
+                let _ = match (event, cooperative) {
+                    (Event::Revoke(tpl), true) => self.client.incremental_unassign(&tpl),
+                    (Event::Assign(tpl), true) => self.client.incremental_assign(&tpl),
+                    (Event::Assign(_) | Event::Revoke(_) | Event::Failed(_), false) => {
+                        self.client.unassign()
+                    }
+                    (Event::Failed(_), true) => Ok(()),
+                };
+            }
+            let assigned = self.client.assignment().map_or(0, |l| l.count());
+            if assigned == 0 || std::time::Instant::now() >= deadline {
+                return;
+            }
+            // Messages still arriving are dropped unread: the consumer is going away and its
+            // positions are not committed by a drop.
+            let _ = self.client.poll(Duration::from_millis(10));
+        }
+    }
+}
+
+/// How long a dropped consumer waits for the group to take its partitions back before
+/// closing (it usually takes one round trip to the group coordinator).
+const LEAVE_BEFORE_CLOSE: Duration = Duration::from_secs(10);
+
 impl<K, V> Drop for KafkaConsumer<K, V> {
     fn drop(&mut self) {
         if !self.subscription.is_empty() {
@@ -837,6 +893,9 @@ impl<K, V> Drop for KafkaConsumer<K, V> {
                     self.in_listener = false;
                 }
             }
+        }
+        if !self.subscription.is_empty() {
+            self.leave_before_close();
         }
         // librdkafka's close (in the client's drop) rebalances once more, with nobody left
         // to answer it: the context answers from now on. A rebalance announced before and

@@ -2,16 +2,15 @@
 
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::Consumer as _;
-use rdkafka::message::Message as _;
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
 use rdkafka::types::RDKafkaRespErr;
 
-use super::KafkaConsumer;
+use super::{queue, Assigned, GroupContext, KafkaConsumer};
 use crate::codec::Codec;
 use crate::consumer::{ConsumerRecord, ConsumerRecords, RecordRef};
 use crate::error::{Error, Result};
 use crate::kafka::error::{from_kafka, At};
-use crate::kafka::producer::from_headers;
 use crate::TopicPartition;
 
 impl<K, V> KafkaConsumer<K, V>
@@ -110,6 +109,12 @@ where
     }
 
     /// The poll loop: hands each record read (at most `max`) to `sink`; returns how many.
+    ///
+    /// Messages come in batches from the consumer's own queue (see [`queue`](super::queue));
+    /// the consumer queue, polled once per batch and whenever the own queue is empty, serves
+    /// librdkafka's events (rebalances, errors) and the messages of any partition it could
+    /// not forward. A partition's messages are only ever in one of the two (forwarding is
+    /// set before its fetching starts, and librdkafka never undoes it), so order holds.
     fn read(
         &mut self,
         max: usize,
@@ -137,8 +142,11 @@ where
         let mut catch_up: Option<Instant> = None;
         // The assigned partition and interned topic name of the last record.
         let mut last: Option<(usize, &'static str)> = None;
-        // Whether the last poll returned a message: the next one then does not wait.
+        // Whether the last round took something: the next one then does not wait.
         let mut flowing = false;
+        let mut buf = [std::ptr::null_mut(); queue::BATCH];
+        // Whether an error cut a batch short, dropping messages after it.
+        let mut cut = false;
         loop {
             // No clock read per record (a clock read costs about as much as a record here).
             let wait = match (catch_up, deadline) {
@@ -151,67 +159,37 @@ where
                 (None, Some(d)) => d.saturating_duration_since(Instant::now()),
                 (None, None) => Duration::from_secs(1),
             };
-            let message = self.client.poll(wait);
-            flowing = message.is_some();
-            match message {
-                Some(Ok(m)) => {
-                    let topic = m.topic();
-                    let partition = m.partition() as u32;
-                    // Records come in runs of one partition: try the last one first.
-                    let i = match last {
-                        Some((i, name))
-                            if self
-                                .assigned
-                                .get(i)
-                                .is_some_and(|a| a.tp.partition == partition && name == topic) =>
-                        {
-                            Some(i)
-                        }
-                        _ => self
-                            .assigned
-                            .iter()
-                            .position(|a| a.tp.partition == partition && a.tp.topic == topic),
-                    };
-                    let Some(i) = i.filter(|&i| !self.assigned[i].paused) else {
-                        // Fetched before a pause or a revocation: read again from the
-                        // position on resume.
-                        continue;
-                    };
-                    let name = match last {
-                        Some((_, name)) if name == topic => name,
-                        _ => crate::sync::intern(topic),
-                    };
-                    last = Some((i, name));
-                    let decoded = decode::<K, V>(&m, name);
-                    match decoded {
-                        Ok(record) => {
-                            self.assigned[i].position = Some(record.offset + 1);
-                            n += 1;
-                            sink(record);
-                        }
-                        Err(e) => {
-                            // Skip the record that cannot be decoded, as the position says.
-                            self.assigned[i].position = Some(m.offset().max(0) as u64 + 1);
-                            if n == 0 {
-                                return Err(e);
-                            }
-                            self.pending = Some(e);
+            let arrived = next_arrival(
+                &self.client,
+                &mut self.fetched,
+                &self.assigned,
+                &mut buf[..(max - n).min(queue::BATCH)],
+                wait,
+            );
+            flowing = !matches!(arrived, Arrival::Nothing);
+            let outcome = match arrived {
+                Arrival::Batch(taken) => {
+                    let mut taken = queue::Taken::new(&mut buf[..taken]);
+                    let mut outcome = Ok(());
+                    while let Some(m) = taken.next_message() {
+                        outcome = accept(&mut self.assigned, m.raw(), &mut last, &mut n, &mut sink);
+                        if outcome.is_err() {
+                            // The rest of the batch is dropped with `taken`: the
+                            // client fetches it again from the positions.
+                            cut |= taken.left() > 0;
                             break;
                         }
                     }
-                    if n >= max {
-                        break;
-                    }
+                    outcome
                 }
-                Some(Err(e)) => {
-                    let e = from_kafka(e, At::op("poll"));
-                    if n == 0 {
-                        return Err(e);
-                    }
-                    self.pending = Some(e);
-                    break;
+                Arrival::One(m) => {
+                    // SAFETY: the message is alive while `m` (which borrows the client)
+                    // is; `accept` keeps nothing of it past the call.
+                    let raw = unsafe { &*m.ptr() };
+                    accept(&mut self.assigned, raw, &mut last, &mut n, &mut sink)
                 }
-                None => {
+                Arrival::Error(e) => Err(from_kafka(e, At::op("poll"))),
+                Arrival::Nothing => {
                     let checked = self.rebalance().and_then(|()| {
                         let now = Instant::now();
                         if n > 0 || deadline.is_some_and(|d| now >= d) {
@@ -221,14 +199,7 @@ where
                         }
                     });
                     match checked {
-                        Err(e) if n == 0 => return Err(e),
-                        // The records read are returned first (their positions moved past
-                        // them already: an error now would drop them); the error comes
-                        // with the next poll.
-                        Err(e) => {
-                            self.pending = Some(e);
-                            break;
-                        }
+                        Err(e) => Err(e),
                         Ok(Some((true, _))) => break,
                         Ok(Some((false, now))) => {
                             let limit =
@@ -236,13 +207,36 @@ where
                             if now >= limit {
                                 break;
                             }
+                            Ok(())
                         }
-                        Ok(None) => {}
+                        Ok(None) => Ok(()),
                     }
                 }
+            };
+            match outcome {
+                // Records read are returned first (their positions moved past them
+                // already: an error now would drop them); the error comes with the next
+                // poll (or now, if none was read).
+                Err(e) => {
+                    self.pending = Some(e);
+                    break;
+                }
+                Ok(()) if n >= max => break,
+                Ok(()) => {}
+            }
+        }
+        if cut {
+            let all: Vec<usize> = (0..self.assigned.len()).collect();
+            if let Err(e) = self.reposition(&all) {
+                self.pending.get_or_insert(e);
             }
         }
         self.metrics.add_consumed(n as u64);
+        if n == 0 {
+            if let Some(e) = self.pending.take() {
+                return Err(e);
+            }
+        }
         Ok(n)
     }
 
@@ -297,23 +291,130 @@ where
     }
 }
 
-/// A fetched message as a logbus record.
-fn decode<K: Codec, V: Codec>(
-    m: &rdkafka::message::BorrowedMessage<'_>,
-    topic: &'static str,
-) -> Result<ConsumerRecord<K, V>> {
-    let key = match m.key() {
-        Some(k) => Some(K::decode(k)?),
-        None => None,
+/// What came next: a message or error from the consumer queue (serving its events on the
+/// way), else a batch from the consumer's own queue (taken into `buf`), waiting up to
+/// `wait` for either. The consumer queue is looked at once per batch, so that a rebalance
+/// never waits for the own queue to run dry.
+fn next_arrival<'a>(
+    client: &'a BaseConsumer<GroupContext>,
+    fetched: &mut Option<queue::Fetched>,
+    assigned: &[Assigned],
+    buf: &mut [*mut rdkafka::bindings::rd_kafka_message_t],
+    wait: Duration,
+) -> Arrival<'a> {
+    let f = match fetched.as_mut() {
+        Some(f) if !assigned.is_empty() => f,
+        // Nothing forwarded to wait on: the consumer queue alone (what the own queue may
+        // still hold belongs to partitions no longer assigned).
+        _ => {
+            return match client.poll(wait) {
+                Some(Ok(m)) => Arrival::One(m),
+                Some(Err(e)) => Arrival::Error(e),
+                None => Arrival::Nothing,
+            }
+        }
     };
-    let value = V::decode(m.payload().unwrap_or(&[]))?;
-    Ok(ConsumerRecord {
-        topic,
-        partition: m.partition().max(0) as u32,
-        offset: m.offset().max(0) as u64,
-        timestamp: m.timestamp().to_millis().unwrap_or(0),
-        key,
-        value,
-        headers: from_headers(m.headers()),
-    })
+    // The consumer queue first, until it is empty: a message there (of a partition not
+    // forwarded when its fetching started) is older than any of the same partition on the
+    // own queue. Each poll serves at least one event; a bounded number per round.
+    for _ in 0..64 {
+        match client.poll(Duration::ZERO) {
+            Some(Ok(m)) => return Arrival::One(m),
+            Some(Err(e)) => return Arrival::Error(e),
+            None if f.consumer_queue_empty() => break,
+            None => {}
+        }
+    }
+    let taken = f.take(buf, 0);
+    if taken > 0 {
+        return Arrival::Batch(taken);
+    }
+    if wait.is_zero() {
+        return Arrival::Nothing;
+    }
+    // Both queues empty: wait on the own queue, in slices, so that an event on the
+    // consumer queue waits at most a slice (and so that a partition whose forwarding
+    // librdkafka cleared since is forwarded again).
+    f.forward(assigned.iter().map(|a| &a.tp));
+    let slice = wait.min(WAIT_SLICE).as_millis().max(1) as i32;
+    if f.take(&mut buf[..1], slice) > 0 {
+        Arrival::Batch(1)
+    } else {
+        Arrival::Nothing
+    }
 }
+
+/// One fetched message: handed to `sink` as a record when its partition is assigned and
+/// not paused (moving the position past it), skipped otherwise.
+fn accept<K: Codec, V: Codec>(
+    assigned: &mut [Assigned],
+    m: &rdkafka::bindings::rd_kafka_message_t,
+    last: &mut Option<(usize, &'static str)>,
+    n: &mut usize,
+    sink: &mut impl FnMut(ConsumerRecord<K, V>),
+) -> Result<()> {
+    let topic = queue::topic_of(m);
+    if m.err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+        let code = Code::from(m.err);
+        let mut at = At::op("poll");
+        if let Some(t) = topic {
+            at = at.topic(t);
+        }
+        if m.partition >= 0 {
+            at = at.partition(m.partition as u32);
+        }
+        return Err(from_kafka(KafkaError::MessageConsumption(code), at));
+    }
+    let Some(topic) = topic else { return Ok(()) };
+    let partition = m.partition as u32;
+    // Records come in runs of one partition: try the last one first.
+    let i = match *last {
+        Some((i, name))
+            if assigned
+                .get(i)
+                .is_some_and(|a| a.tp.partition == partition && name == topic) =>
+        {
+            Some(i)
+        }
+        _ => assigned
+            .iter()
+            .position(|a| a.tp.partition == partition && a.tp.topic == topic),
+    };
+    let Some(i) = i.filter(|&i| !assigned[i].paused) else {
+        // Fetched before a pause or a revocation: read again from the position on
+        // resume.
+        return Ok(());
+    };
+    let name = match *last {
+        Some((_, name)) if name == topic => name,
+        _ => crate::sync::intern(topic),
+    };
+    *last = Some((i, name));
+    match queue::decode::<K, V>(m, name) {
+        Ok(record) => {
+            assigned[i].position = Some(record.offset + 1);
+            *n += 1;
+            sink(record);
+            Ok(())
+        }
+        Err(e) => {
+            // Skip the record that cannot be decoded, as the position says.
+            assigned[i].position = Some(m.offset.max(0) as u64 + 1);
+            Err(e)
+        }
+    }
+}
+
+/// What [`next_arrival`] found.
+enum Arrival<'a> {
+    /// This many messages, taken into the caller's buffer.
+    Batch(usize),
+    /// A message from the consumer queue.
+    One(rdkafka::message::BorrowedMessage<'a>),
+    Error(KafkaError),
+    Nothing,
+}
+
+/// The longest the poll waits on its own queue before looking at the consumer queue's
+/// events again.
+const WAIT_SLICE: Duration = Duration::from_millis(20);

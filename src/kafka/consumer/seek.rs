@@ -71,6 +71,8 @@ where
     /// Hands the client the whole assignment again, at this consumer's positions.
     fn reassign(&mut self) -> Result<()> {
         let list = Self::client_list(self.assigned.iter());
+        let tps: Vec<TopicPartition> = self.assigned.iter().map(|a| a.tp.clone()).collect();
+        self.forward(tps.iter());
         let done = if matches!(
             self.client.rebalance_protocol(),
             RebalanceProtocol::Cooperative

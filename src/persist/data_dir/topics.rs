@@ -247,7 +247,7 @@ impl DataDir {
             },
             sync: {
                 let part = Arc::clone(&partition);
-                Box::new(move || part.sync_disk())
+                Box::new(move || part.sync_disk(true))
             },
             writer: Some(writer),
         };
@@ -444,6 +444,26 @@ mod tests {
             .retention_check_interval(Duration::from_millis(2))
             .open()
             .unwrap()
+    }
+
+    /// Only a topic left to the OS's write-back skips starting it on every write-out.
+    #[test]
+    fn write_back_starts_unless_the_os_flushes() {
+        use crate::persist::TopicMeta;
+        for (policy, starts) in [
+            (FlushPolicy::Os, false),
+            (FlushPolicy::EveryBatch, true),
+            (FlushPolicy::Bytes(1 << 20), true),
+            (FlushPolicy::Messages(10), true),
+            (FlushPolicy::Interval(Duration::from_secs(1)), true),
+        ] {
+            let meta = TopicMeta::new::<(), String>(
+                "t",
+                &TopicConfig::new(1),
+                PersistConfig::new().flush(policy),
+            );
+            assert_eq!(meta.log_config().start_writeback, starts, "{policy:?}");
+        }
     }
 
     /// The process dies while a thread opens a topic, after its writers started: the open

@@ -45,7 +45,7 @@ use super::{Channel, Claim, Look};
 use crate::queue::error::{TryRecvError, TrySendError};
 use crate::queue::owners::Side;
 use crate::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
-use crate::sync::wait;
+use crate::sync::wait::{self, PollHistory};
 
 /// What a side's owner remembers of the other side's cursor between its operations (owned
 /// protocol). Only the owner touches it: atomics only because the channel is shared.
@@ -66,6 +66,10 @@ pub(super) struct OwnerCache {
     /// (of messages, or of free slots): the owner is on the other side's heels, and its
     /// next look holds back first (see `Channel::hold_back_if_trailing`).
     pub(super) trailing: AtomicBool,
+    /// Whether the dense polls of threads waiting on this side have been paying
+    /// (`sync::wait`). Not part of the owned protocol: every waiter on the side uses it,
+    /// in both protocols; it lives here because this line belongs to the side.
+    pub(super) polls: PollHistory,
 }
 
 impl OwnerCache {
@@ -75,6 +79,7 @@ impl OwnerCache {
             cursor: AtomicUsize::new(0),
             available: AtomicUsize::new(available),
             trailing: AtomicBool::new(false),
+            polls: PollHistory::new(),
         }
     }
 }

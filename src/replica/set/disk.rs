@@ -3,7 +3,7 @@
 //! the topic's metadata files, and a partition rebuilt from disk at open.
 
 use super::{EpochRecords, ReplicaSet, State, Status};
-use crate::partition::Entry;
+use crate::partition::{AppendError, Entry};
 use crate::replica::events::EventKind;
 use crate::replica::log::ReplicaLog;
 use crate::replica::store::{Loaded, ReplicaStore};
@@ -101,24 +101,29 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         self.elect_from(&mut st, state.is_some());
     }
 
-    /// Appends `records` to replica `i`'s disk, if persisted. `false` when its directory
-    /// failed (it is offline now, nothing appended).
+    /// Appends `records` to replica `i`'s disk, if persisted. Nothing is appended on an
+    /// error: `TooLarge` for a record the topic does not take, `NotLeader` when the
+    /// directory failed (the replica is offline now).
     pub(super) fn append_to_disk(
         &self,
         st: &mut State<K, V>,
         i: usize,
         records: impl Iterator<Item = (i32, Arc<Entry<K, V>>)>,
-    ) -> bool {
+    ) -> std::result::Result<(), AppendError> {
         let r = &mut st.replicas[i];
         let Some(store) = r.store.as_mut() else {
-            return true;
+            return Ok(());
         };
         let records: Vec<_> = records.collect();
+        if let Some((size, max)) = store.too_large(&records) {
+            // Refused before anything is written: the directory is fine.
+            return Err(AppendError::TooLarge(size, max));
+        }
         match store.append(r.log.end(), &records) {
-            Ok(()) => true,
+            Ok(()) => Ok(()),
             Err(_) => {
                 self.disk_failed(st, i);
-                false
+                Err(AppendError::NotLeader)
             }
         }
     }
@@ -203,6 +208,28 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         }
     }
 
+    /// Where leader `l`'s disk answers `offset_for_time` (a record below its tail in
+    /// memory, hence below HW): `Some(answer)`, or `None` to look in memory.
+    pub(super) fn disk_offset_for_time(
+        &self,
+        st: &mut State<K, V>,
+        l: usize,
+        timestamp: i64,
+    ) -> Option<Option<(u64, i64)>> {
+        let r = &st.replicas[l];
+        if r.log.log_start() >= r.log.start() {
+            return None;
+        }
+        match r.store.as_ref()?.offset_for_time(timestamp) {
+            Ok(Some((offset, ts))) if offset < r.log.start() => Some(Some((offset, ts))),
+            Ok(_) => None,
+            Err(_) => {
+                self.disk_failed(st, l);
+                Some(None)
+            }
+        }
+    }
+
     /// Replica `i`'s directory returned an I/O error: it goes offline with its log, leaves
     /// the ISR, a new leader is elected if it led, and the topic's files hear of it (so
     /// every other replica on that directory goes too).
@@ -248,6 +275,25 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             isr: Self::isr_ids(st),
             hw: st.hw,
         }
+    }
+
+    /// Fsyncs every replica's log (`Topic::sync`, `Broker::sync`). A replica whose sync
+    /// fails goes offline; the first error.
+    pub(crate) fn sync_disk(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        let mut first = Ok(());
+        for i in 0..st.replicas.len() {
+            let Some(store) = st.replicas[i].store.as_mut() else {
+                continue;
+            };
+            if let Err(e) = store.sync() {
+                self.disk_failed(&mut st, i);
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
     }
 
     /// Closes a persisted partition: no more appends or fetches, every replica's log

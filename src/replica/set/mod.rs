@@ -374,11 +374,18 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         // Step 2: append to the follower's own log, then report its new end.
         let mut st = self.state.lock();
         let r = &st.replicas[i];
+        if st.closed {
+            // Closed between the steps: its stores are gone, nothing is appended.
+            return false;
+        }
         if st.epoch != epoch || r.status != Status::Online || r.log.end() != from {
             // An election, crash or truncation came between: fetch again.
             return true;
         }
-        if !self.append_to_disk(&mut st, i, batch.iter().cloned()) {
+        if self
+            .append_to_disk(&mut st, i, batch.iter().cloned())
+            .is_err()
+        {
             return true;
         }
         let r = &mut st.replicas[i];
@@ -460,6 +467,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// Removes from the ISR every follower out of sync at `now_ms` (module docs).
     pub(crate) fn check_isr(&self, now_ms: i64) {
         let mut st = self.state.lock();
+        // Closed (deleted, or the broker closed): its files are gone or final.
+        if st.closed {
+            return;
+        }
         let Some(l) = st.leader else { return };
         let leader_end = st.replicas[l].log.end();
         let lagging: Vec<usize> = st
@@ -644,6 +655,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let Some(i) = Self::index(&st, id) else {
             return false;
         };
+        if st.closed {
+            // Nothing reopens or is elected in a closed partition (its files are final).
+            return true;
+        }
         let r = &mut st.replicas[i];
         if r.status == Status::Online || (r.status == Status::DirFailed && !restore) {
             return true;
@@ -767,8 +782,12 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
     }
 
     fn offset_for_time(&self, timestamp: i64) -> Option<(u64, i64)> {
-        let st = self.state.lock();
-        let log = &st.replicas[st.leader?].log;
+        let mut st = self.state.lock();
+        let l = st.leader?;
+        if let Some(found) = self.disk_offset_for_time(&mut st, l, timestamp) {
+            return found;
+        }
+        let log = &st.replicas[l].log;
         (log.start()..st.hw)
             .filter_map(|o| log.get(o).map(|(_, e)| (o, e.timestamp)))
             .find(|(_, ts)| *ts >= timestamp)
@@ -830,6 +849,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
 
     fn replica_logs(&self) -> ReplicaLogs<K, V> {
         self.snapshot()
+    }
+
+    fn sync(&self) -> crate::Result<()> {
+        self.sync_disk()
     }
 
     fn close(&self) {

@@ -128,10 +128,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             )));
         }
         let epoch = st.epoch;
-        if !self.append_to_disk(&mut st, l, entries.iter().map(|e| (epoch, Arc::clone(e)))) {
-            // The leader's directory failed: nothing was appended; a new leader took over.
-            return Err(Failure::Refused(AppendError::NotLeader));
-        }
+        // Nothing was appended on an error: a record too large, or the leader's directory
+        // failed (a new leader took over).
+        self.append_to_disk(&mut st, l, entries.iter().map(|e| (epoch, Arc::clone(e))))
+            .map_err(Failure::Refused)?;
         let log = &mut st.replicas[l].log;
         for e in entries {
             log.append(epoch, Arc::clone(e));
@@ -248,6 +248,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             };
             let (why, appended) = match failure {
                 Failure::Closed => return Err(AppendError::Closed),
+                // No retry makes a record smaller.
+                Failure::Refused(why @ AppendError::TooLarge(..)) => return Err(why),
                 Failure::Refused(why) => (why, false),
                 Failure::Appended(why) => (why, true),
             };

@@ -9,11 +9,15 @@ use crate::replica::{PartitionReplicas, ReplicaInfo};
 use crate::sync::time;
 use crate::sync::StdArc as Arc;
 
+/// How often `wait_in_sync` re-checks without being notified.
+const RECHECK: Duration = Duration::from_millis(10);
+
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// Waits until every live replica is in the ISR and holds the leader's whole log.
     pub(crate) fn wait_in_sync(&self, timeout: Duration) -> bool {
         let deadline = time::deadline_after(timeout);
         let mut st = self.state.lock();
+        let mut passed = false;
         loop {
             if let Some(l) = st.leader {
                 let end = st.replicas[l].log.end();
@@ -24,12 +28,21 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                     return true;
                 }
             }
-            match deadline {
+            if passed || deadline.is_some_and(time::expired) {
+                return false;
+            }
+            // A follower catching up inside the ISR (HW already at the leader's end) wakes
+            // nobody: look again every `RECHECK` rather than sleep to the deadline.
+            match [deadline, time::deadline_after(RECHECK)]
+                .into_iter()
+                .flatten()
+                .min()
+            {
                 None => self.changed.wait(&mut st),
-                Some(d) => {
-                    if time::expired(d) || self.changed.wait_until(&mut st, d) {
-                        return false;
-                    }
+                Some(until) => {
+                    // The deadline's own wait timing out ends it, after one more look (the
+                    // only way it ends under loom, where time does not pass).
+                    passed = self.changed.wait_until(&mut st, until) && Some(until) == deadline;
                 }
             }
         }
