@@ -227,12 +227,49 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
         entries: &mut Vec<Entry<K, V>>,
         policy: &SendPolicy,
     ) -> std::result::Result<(), AppendError>;
+    /// Appends `entry` under `policy` (retrying refusals) without waiting for its
+    /// acknowledgement; [`await_pending`](Self::await_pending) waits for it.
+    fn append_pending(
+        &self,
+        entry: Entry<K, V>,
+        policy: &SendPolicy,
+    ) -> std::result::Result<Pending<K, V>, Refused<K, V>>;
+    /// Waits for a pending append's acks level, retrying per `policy` (a retry appends the
+    /// record again, after records sent since); its offset.
+    fn await_pending(
+        &self,
+        pending: Pending<K, V>,
+        policy: &SendPolicy,
+    ) -> std::result::Result<u64, (Option<Entry<K, V>>, AppendError)>;
+    /// Waits until the record appended at `offset` in leader epoch `epoch` is acknowledged
+    /// or can no longer be (the leader changed, the partition closed), or `deadline`.
+    fn settle(&self, epoch: i32, offset: u64, deadline: Option<Instant>);
     /// Closes the partition (its topic was deleted).
     fn close(&self);
     /// Fsyncs every replica's log on disk (a persisted partition; else nothing to do).
     fn sync(&self) -> Result<()>;
     /// Every replica's records: `(id, log start, [(epoch, entry)])`.
     fn replica_logs(&self) -> ReplicaLogs<K, V>;
+}
+
+/// An append that failed: the entry handed back (`None`: it is in the log) and why.
+pub(crate) type Refused<K, V> = (Option<Entry<K, V>>, AppendError);
+
+/// A pipelined send's log and policy (`Appender::pipeline`).
+pub(crate) type Pipeline<'a, K, V> = (&'a Arc<dyn ReplicatedLog<K, V>>, &'a Arc<SendPolicy>);
+
+/// A replicated append in the leader's log whose acknowledgement is awaited later
+/// (`Producer::send_async`): the record, shared with the log, and the send's progress.
+pub(crate) struct Pending<K, V> {
+    pub(crate) entry: Arc<Entry<K, V>>,
+    pub(crate) progress: crate::replica::Progress,
+}
+
+impl<K, V> Pending<K, V> {
+    /// Where it was appended: `(leader epoch, offset)`.
+    pub(crate) fn at(&self) -> Option<(i32, u64)> {
+        self.progress.appended_at()
+    }
 }
 
 /// Every replica's records: `(id, log start, [(leader epoch, entry)])`.
@@ -461,7 +498,8 @@ impl<K, V> Partition<K, V> {
             arrivals: Arc::clone(&self.arrivals),
             disk: self.disk.clone(),
             replicated: self.replicated.clone(),
-            policy: SendPolicy::default(),
+            policy: Arc::new(SendPolicy::default()),
+            unsettled: None,
         }
     }
 
@@ -806,7 +844,10 @@ pub(crate) struct Appender<K, V> {
     arrivals: Arc<WaitSet>,
     disk: Option<Arc<dyn DiskLog<K, V>>>,
     replicated: Option<Arc<dyn ReplicatedLog<K, V>>>,
-    policy: SendPolicy,
+    policy: Arc<SendPolicy>,
+    /// The latest pipelined append not yet known to be settled: `(epoch, offset)`
+    /// (`Producer::flush` waits for it).
+    unsettled: Option<(i32, u64)>,
 }
 
 impl<K, V> fmt::Debug for Appender<K, V> {
@@ -823,8 +864,30 @@ impl<K, V> Appender<K, V> {
 
     /// With the producer's acks, retries and timeouts (used by replicated partitions).
     pub(crate) fn with_policy(mut self, policy: SendPolicy) -> Self {
-        self.policy = policy;
+        self.policy = Arc::new(policy);
         self
+    }
+
+    /// Under `acks = all` on a replicated partition, the log and policy a pipelined send
+    /// appends with and later waits on (`None` elsewhere: a send completes at once there).
+    pub(crate) fn pipeline(&self) -> Option<Pipeline<'_, K, V>> {
+        match &self.replicated {
+            Some(r) if self.policy.acks == Acks::All => Some((r, &self.policy)),
+            _ => None,
+        }
+    }
+
+    /// Notes a pipelined append at `at` (epoch, offset) for [`settle`](Self::settle).
+    pub(crate) fn pipelined(&mut self, at: (i32, u64)) {
+        self.unsettled = Some(self.unsettled.map_or(at, |u| u.max(at)));
+    }
+
+    /// Waits until the latest pipelined append is acknowledged or can no longer be, or
+    /// `deadline`.
+    pub(crate) fn settle(&mut self, deadline: Option<Instant>) {
+        if let (Some(r), Some((epoch, offset))) = (&self.replicated, self.unsettled.take()) {
+            r.settle(epoch, offset, deadline);
+        }
     }
 
     /// Appends `entry`, returning its offset; hands it back when it was not appended.

@@ -44,9 +44,12 @@ use crate::sync::StdArc as Arc;
 use crate::sync::{Mutex, MutexGuard};
 use crate::{Error, Result};
 
+mod delivery;
 mod partitioner;
 mod record;
 mod run;
+pub use delivery::Delivery;
+use delivery::Sent;
 pub use partitioner::{murmur2, partition_for_key, to_positive, Partitioner};
 pub(crate) use record::send_error;
 use record::unacknowledged;
@@ -622,28 +625,98 @@ where
         (flushed, relocked)
     }
 
-    /// Waits until every record sent so far is acknowledged. In memory a record is
-    /// acknowledged when `send` returns, so this returns at once; it is here so that code
-    /// written against Kafka's producer keeps its shape (and persisted topics will wait
-    /// here for their flush policy).
+    /// Waits until every record sent so far is acknowledged, or can no longer be: the
+    /// records of [`send_async`](Self::send_async) whose [`Delivery`] was not waited on yet
+    /// (every other send returns acknowledged). Waits at most the producer's
+    /// `delivery_timeout`. As Kafka's `flush`, it reports no errors: each delivery's
+    /// outcome is on its handle (whose `wait` also does the retries).
     ///
     /// # Errors
     ///
     /// None today.
     pub fn flush(&self) -> Result<()> {
+        let deadline = time::deadline_after(self.config.delivery_timeout);
+        let mut state = self.state.lock();
+        for cached in &mut state.topics {
+            for appender in &mut cached.appenders {
+                appender.settle(deadline);
+            }
+        }
         Ok(())
     }
 
-    fn send_with(
-        &self,
-        record: Record<K, V>,
-        wait: AppendWait,
-    ) -> Result<RecordMetadata, SendError<K, V>> {
+    /// Sends `record` without waiting for its acknowledgement (Kafka's `send`, which
+    /// returns a future): the returned [`Delivery`] gives the outcome when waited on.
+    /// Many records can be in flight at once, so a producer's throughput under
+    /// `acks = all` is no longer one replication round trip per record.
+    ///
+    /// On a replicated partition under [`Acks::All`] this returns once the record is in
+    /// the leader's log (after retrying refusals such as [`Error::NotEnoughReplicas`], as
+    /// `send` does); [`Delivery::wait`] waits until the in-sync replicas have it. If that
+    /// fails (the leader changed, the ISR shrank, no acknowledgement within
+    /// `request_timeout`), `wait` retries as `send` does: it appends the record again, so
+    /// it lands after records sent since (Kafka's producer reorders the same way with
+    /// `max.in.flight.requests.per.connection > 1` and no idempotence), and the first copy
+    /// may survive too ([`ProducerMetrics::possible_duplicates`]). A `Delivery` dropped
+    /// without `wait` is not retried. Everywhere else (one replica, `acks = 0 / 1`) the
+    /// send completes before this returns, exactly as [`send`](Self::send), and the
+    /// handle holds its outcome.
+    ///
+    /// The records of one producer's `send_async` calls to one partition are appended in
+    /// call order; [`flush`](Self::flush) waits for all of them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::{Broker, TopicConfig};
+    /// use logbus::producer::Record;
+    ///
+    /// let broker = Broker::in_memory();
+    /// let config = TopicConfig::new(1).replication_factor(3).min_insync_replicas(2);
+    /// broker.create_topic::<(), u64>("payments", config)?;
+    /// let producer = broker.producer::<(), u64>(); // acks = all
+    /// let in_flight: Vec<_> = (0..100).map(|v| producer.send_async(Record::new("payments", v))).collect();
+    /// for (v, delivery) in in_flight.into_iter().enumerate() {
+    ///     assert_eq!(delivery.wait()?.offset, v as u64);
+    /// }
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// None here: every error, with its record, comes from [`Delivery::wait`] (those of
+    /// [`send`](Self::send)).
+    pub fn send_async(&self, record: Record<K, V>) -> Delivery<K, V> {
         let mut state = self.state.lock();
         let (t, partition) = match self.route(&mut state, &record) {
             Ok(at) => at,
-            Err(error) => return Err(send_error(error, record)),
+            Err(error) => return Delivery::done(Err(send_error(error, record))),
         };
+        let appender = &mut state.topics[t].appenders[partition as usize];
+        let Some((log, policy)) = appender.pipeline() else {
+            return Delivery::done(self.send_routed(
+                state,
+                t,
+                partition,
+                record,
+                AppendWait::Until(None),
+            ));
+        };
+        let (log, policy) = (Arc::clone(log), Arc::clone(policy));
+        let (entry, sent) = self.entry_of(record, partition);
+        match log.append_pending(entry, &policy) {
+            Ok(pending) => {
+                if let Some(at) = pending.at() {
+                    appender.pipelined(at);
+                }
+                Delivery::in_flight(log, policy, pending, sent)
+            }
+            Err(failed) => Delivery::done(sent.outcome(Err(failed))),
+        }
+    }
+
+    /// `record` as the log stores it, and what its send must remember to report.
+    fn entry_of(&self, record: Record<K, V>, partition: u32) -> (Entry<K, V>, Sent) {
         let timestamp = match record.timestamp {
             Some(ts) => ts,
             None => self.broker.now_ms().max(0),
@@ -662,6 +735,39 @@ where
             value,
             headers: box_headers(headers),
         };
+        let sent = Sent {
+            topic,
+            partition,
+            explicit,
+            given,
+            timestamp,
+        };
+        (entry, sent)
+    }
+
+    fn send_with(
+        &self,
+        record: Record<K, V>,
+        wait: AppendWait,
+    ) -> Result<RecordMetadata, SendError<K, V>> {
+        let mut state = self.state.lock();
+        let (t, partition) = match self.route(&mut state, &record) {
+            Ok(at) => at,
+            Err(error) => return Err(send_error(error, record)),
+        };
+        self.send_routed(state, t, partition, record, wait)
+    }
+
+    /// Sends `record` to partition `partition` of the cached topic `t`.
+    fn send_routed(
+        &self,
+        mut state: MutexGuard<'_, State<K, V>>,
+        t: usize,
+        partition: u32,
+        record: Record<K, V>,
+        wait: AppendWait,
+    ) -> Result<RecordMetadata, SendError<K, V>> {
+        let (entry, sent) = self.entry_of(record, partition);
         let cached = &mut state.topics[t];
         let appender = &mut cached.appenders[partition as usize];
         // A replicated partition never lacks room: its wait is for acks, bounded by `wait`.
@@ -681,26 +787,7 @@ where
                 done = appender.append(entry, wait);
             }
         }
-        match done {
-            Ok(offset) => Ok(RecordMetadata {
-                partition,
-                offset,
-                timestamp,
-            }),
-            Err((None, why)) => Err(unacknowledged(append_error(why, &topic, partition))),
-            Err((Some(entry), why)) => {
-                let error = append_error(why, &topic, partition);
-                let record = Record {
-                    topic,
-                    partition: explicit,
-                    timestamp: given,
-                    key: entry.key,
-                    value: entry.value,
-                    headers: unbox_headers(entry.headers),
-                };
-                Err(send_error(error, record))
-            }
-        }
+        sent.outcome(done)
     }
 
     /// [`route`](Self::route) within one `send_batch`: a record naming the same topic as the

@@ -9,7 +9,10 @@
 //! - no consumer read a record that is not in the final log at that offset (nothing read
 //!   was later truncated);
 //! - offsets are dense (a reader from the log start sees every offset up to HW);
-//! - each producer's records keep their order in each partition.
+//! - each producer's records keep their order in each partition (for the blocking
+//!   producers: the pipelining one, `send_async` with several records in flight, may
+//!   reorder on a retry, as Kafka's producer does with several requests in flight and no
+//!   idempotence; every other check covers it).
 //!
 //! The same schedules run on persisted replicas too (a broker on three data directories of
 //! a simulated file system: directory failures make its I/O fail; restores reopen what the
@@ -37,7 +40,10 @@ use logbus::{Broker, ManualClock, TopicConfig, TopicPartition};
 
 const T: &str = "jepsen";
 const PARTITIONS: u32 = 2;
+/// Producers calling `send`; one more pipelines with `send_async` (its id is `PRODUCERS`).
 const PRODUCERS: u64 = 2;
+/// Records the pipelining producer keeps in flight.
+const WINDOW: usize = 8;
 const STEPS: usize = 8;
 
 /// One fault step of a schedule.
@@ -103,7 +109,8 @@ fn value(producer: u64, seq: u64) -> u64 {
     (producer << 32) | seq
 }
 
-fn run(seed: u64, on_disk: bool) -> Result<(u64, u64), String> {
+/// `(acknowledged, duplicates, acknowledged to the pipelining producer)`.
+fn run(seed: u64, on_disk: bool) -> Result<(u64, u64, u64), String> {
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let fs = FaultyIo::new(seed);
     let open = || {
@@ -160,6 +167,35 @@ fn run(seed: u64, on_disk: bool) -> Result<(u64, u64), String> {
             })
         })
         .collect();
+    let pipelined = {
+        let (broker, history, stop) = (broker.clone(), history.clone(), stop.clone());
+        thread::spawn(move || {
+            let config = ProducerConfig::new()
+                .acks(Acks::All)
+                .request_timeout(Duration::from_millis(50))
+                .delivery_timeout(Duration::from_millis(150));
+            let p = broker.producer_with_config::<(), u64>(config).unwrap();
+            let mut in_flight = std::collections::VecDeque::new();
+            let settle = |(v, d): (u64, logbus::producer::Delivery<(), u64>)| {
+                if let Ok(meta) = d.wait() {
+                    let at = (meta.partition, meta.offset, v);
+                    history.lock().unwrap().acked.push(at);
+                }
+            };
+            let mut seq = 0;
+            while !stop.load(Ordering::Relaxed) {
+                if in_flight.len() == WINDOW {
+                    settle(in_flight.pop_front().unwrap());
+                }
+                let partition = (seq % u64::from(PARTITIONS)) as u32;
+                let v = value(PRODUCERS, seq);
+                in_flight.push_back((v, p.send_async(Record::new(T, v).partition(partition))));
+                seq += 1;
+            }
+            in_flight.into_iter().for_each(settle);
+            history.lock().unwrap().possible_duplicates += p.metrics().possible_duplicates;
+        })
+    };
     let consumers: Vec<_> = (0..2)
         .map(|_| {
             let (broker, history, stop) = (broker.clone(), history.clone(), stop.clone());
@@ -271,7 +307,11 @@ fn run(seed: u64, on_disk: bool) -> Result<(u64, u64), String> {
     }
     thread::sleep(Duration::from_millis(5));
     stop.store(true, Ordering::Relaxed);
-    for t in producers.into_iter().chain(consumers) {
+    for t in producers
+        .into_iter()
+        .chain(std::iter::once(pipelined))
+        .chain(consumers)
+    {
         t.join()
             .map_err(|_| "a client thread panicked".to_string())?;
     }
@@ -314,7 +354,8 @@ fn run(seed: u64, on_disk: bool) -> Result<(u64, u64), String> {
         }
         broker.close().map_err(|e| format!("close: {e}"))?;
     }
-    Ok((acked, duplicates))
+    let pipelined = h.acked.iter().filter(|a| a.2 >> 32 == PRODUCERS).count() as u64;
+    Ok((acked, duplicates, pipelined))
 }
 
 fn faults_of(broker: &Broker) -> logbus::replica::Faults {
@@ -354,6 +395,9 @@ fn check(broker: &Broker, h: &History) -> Result<(u64, u64, Finals), String> {
                 continue;
             }
             let (producer, seq) = (v >> 32, v & 0xffff_ffff);
+            if producer >= PRODUCERS {
+                continue;
+            }
             if let Some(prev) = last_seq.insert(producer, seq) {
                 if prev >= seq {
                     return Err(format!(
@@ -435,12 +479,13 @@ fn schedules(on_disk: bool, default: u64) {
         }
     };
     let mut failures = Vec::new();
-    let (mut acked, mut duplicates) = (0, 0);
+    let (mut acked, mut duplicates, mut pipelined) = (0, 0, 0);
     for &seed in &seeds {
         let outcome = catch_unwind(AssertUnwindSafe(|| run(seed, on_disk)))
             .unwrap_or_else(|_| Err("panicked".to_string()));
         match outcome {
-            Ok((a, d)) => {
+            Ok((a, d, p)) => {
+                pipelined += p;
                 acked += a;
                 duplicates += d;
             }
@@ -455,9 +500,10 @@ fn schedules(on_disk: bool, default: u64) {
         }
     }
     eprintln!(
-        "{} schedules: {acked} acknowledged records checked, {duplicates} duplicates from retries",
+        "{} schedules: {acked} acknowledged records checked ({pipelined} sent with send_async), {duplicates} duplicates from retries",
         seeds.len()
     );
     assert!(acked > 0, "no send was ever acknowledged");
+    assert!(pipelined > 0, "no send_async was ever acknowledged");
     assert!(failures.is_empty(), "failing seeds: {failures:?}");
 }

@@ -155,7 +155,7 @@ mod topics {
     use logbus::broker::{BrokerBuilder, PartitionInfo, TopicDescription};
     use logbus::consumer::RecordRef;
     use logbus::consumer::{ConsumerMetrics, OffsetAndTimestamp};
-    use logbus::producer::{Payload, ProducerConfig, SendError, SendToError};
+    use logbus::producer::{Delivery, Payload, ProducerConfig, SendError, SendToError};
     use logbus::{
         Broker, Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, Error, OffsetReset,
         Overflow, Producer, Record, RecordMetadata, Topic, TopicConfig, TopicPartition,
@@ -177,6 +177,7 @@ mod topics {
         send_sync::<SendError<String, Vec<u8>>>();
         send_sync::<Payload<String, Vec<u8>>>();
         send_sync::<SendToError>();
+        send_sync::<Delivery<String, Vec<u8>>>();
         send_sync::<RecordRef<'static, String, Vec<u8>>>();
         send_sync::<ConsumerConfig>();
         send_sync::<ConsumerRecord<String, Vec<u8>>>();

@@ -6,6 +6,8 @@
 //! Rows:
 //! - `single`: one producer, `send` one record at a time: records/s and the p50/p99 of one
 //!   `send` (the time until the acks level holds).
+//! - `pipelined`: one producer, `send_async` with at most `WINDOW` (default 1024) records
+//!   in flight: records/s.
 //! - `batch`: `PRODUCERS` producers (default 2), `send_batch` of 64: records/s.
 //!
 //! Issue 15's goal: `acks = all` at RF 3 ≥ 0.5× RF 1 (Kafka's published figure for
@@ -16,11 +18,12 @@
 //! REPLICAS_BENCH_RECORDS=200000 REPLICAS_BENCH_PAIRS=7 cargo bench -p logbus-comparison --bench replicas
 //! ```
 
+use std::collections::VecDeque;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use logbus::broker::{Broker, Overflow, TopicConfig};
-use logbus::producer::{Acks, ProducerConfig, Record};
+use logbus::producer::{Acks, Delivery, ProducerConfig, Record};
 
 const T: &str = "bench";
 
@@ -85,6 +88,26 @@ fn single(side: Side, records: u64) -> (f64, f64, f64) {
     (rate, at(0.5), at(0.99))
 }
 
+/// One producer, `send_async` with at most `window` records in flight (the oldest is
+/// waited on before the next send, as a Kafka producer's bounded buffer waits): records/s.
+/// No latency: a record's acknowledgement is seen only when the loop comes back to it.
+fn pipelined(side: Side, records: u64, window: usize) -> f64 {
+    let (broker, config) = side.setup();
+    let p = broker.producer_with_config::<(), u64>(config).unwrap();
+    let mut in_flight: VecDeque<Delivery<(), u64>> = VecDeque::with_capacity(window);
+    let start = Instant::now();
+    for v in 0..records {
+        if in_flight.len() == window {
+            in_flight.pop_front().unwrap().wait().unwrap();
+        }
+        in_flight.push_back(p.send_async(Record::new(T, v)));
+    }
+    for d in in_flight {
+        d.wait().unwrap();
+    }
+    records as f64 / start.elapsed().as_secs_f64()
+}
+
 /// `producers` threads, `records` each, `send_batch` of 64: records/s.
 fn batch(side: Side, producers: u64, records: u64) -> f64 {
     let (broker, config) = side.setup();
@@ -110,77 +133,102 @@ fn batch(side: Side, producers: u64, records: u64) -> f64 {
     (producers * records) as f64 / start.elapsed().as_secs_f64()
 }
 
+/// `REPLICAS_BENCH_ONLY=<row>` (`single`, `pipelined`, `batch`): run only that row; the sides stay
+/// interleaved. `REPLICAS_BENCH_SIDE=<0|1|2>` (RF 1, acks=all, acks=1): one side alone,
+/// for profiling (no ratios).
+fn wanted(row: &str) -> bool {
+    std::env::var("REPLICAS_BENCH_ONLY").map_or(true, |only| only == row)
+}
+
+fn sides() -> Vec<Side> {
+    let all = [Side::Rf1, Side::Rf3All, Side::Rf3Leader];
+    match std::env::var("REPLICAS_BENCH_SIDE")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+    {
+        Some(i) if i < 3 => vec![all[i]],
+        _ => all.to_vec(),
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
+}
+
+/// Runs `run` for every side, `pairs` times interleaved (A B C A B C …), and prints each
+/// side's median rate (and latency quantiles, when `run` gives them) with the median of the
+/// per-round ratios to the first side.
+fn row(title: &str, sides: &[Side], pairs: u64, run: impl Fn(Side) -> (f64, Option<(f64, f64)>)) {
+    let n = sides.len();
+    let mut rates = vec![Vec::new(); n];
+    let mut lat = vec![Vec::new(); n];
+    let mut ratios = vec![Vec::new(); n];
+    for _ in 0..pairs {
+        let got: Vec<_> = sides.iter().map(|&s| run(s)).collect();
+        for (i, (r, l)) in got.iter().enumerate() {
+            rates[i].push(*r);
+            lat[i].extend(*l);
+            ratios[i].push(*r / got[0].0);
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    println!("\n{title}:");
+    println!(
+        "| side | records/s | p50 µs | p99 µs | ratio to {} (median per round) |",
+        sides[0].name()
+    );
+    println!("|---|---|---|---|---|");
+    for (i, s) in sides.iter().enumerate() {
+        let (p50, p99) = if lat[i].is_empty() {
+            ("-".to_string(), "-".to_string())
+        } else {
+            (
+                format!("{:.2}", median(lat[i].iter().map(|l| l.0).collect())),
+                format!("{:.2}", median(lat[i].iter().map(|l| l.1).collect())),
+            )
+        };
+        let mut r = ratios[i].clone();
+        r.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        println!(
+            "| {} | {:.0} | {p50} | {p99} | {:.3} (range {:.3}–{:.3}) |",
+            s.name(),
+            median(rates[i].clone()),
+            median(ratios[i].clone()),
+            r[0],
+            r[r.len() - 1],
+        );
+    }
 }
 
 fn main() {
     let records = env("REPLICAS_BENCH_RECORDS", 20_000);
     let pairs = env("REPLICAS_BENCH_PAIRS", 5);
     let producers = env("REPLICAS_BENCH_PRODUCERS", 2);
-    let sides = [Side::Rf1, Side::Rf3All, Side::Rf3Leader];
+    let sides = sides();
     println!("replicas: {records} records per run, {pairs} interleaved rounds");
-
-    let mut rates = vec![Vec::new(); 3];
-    let mut p50 = vec![Vec::new(); 3];
-    let mut p99 = vec![Vec::new(); 3];
-    let mut ratios = vec![Vec::new(); 2];
-    for _ in 0..pairs {
-        let got: Vec<_> = sides.iter().map(|&s| single(s, records)).collect();
-        for (i, (r, a, b)) in got.iter().enumerate() {
-            rates[i].push(*r);
-            p50[i].push(*a);
-            p99[i].push(*b);
-        }
-        ratios[0].push(got[1].0 / got[0].0);
-        ratios[1].push(got[2].0 / got[0].0);
-        thread::sleep(Duration::from_millis(20));
-    }
-    println!("\nsingle (send one at a time, 1 producer):");
-    println!("| side | records/s | p50 µs | p99 µs | ratio to RF1 (median per round) |");
-    println!("|---|---|---|---|---|");
-    for (i, s) in sides.iter().enumerate() {
-        let ratio = if i == 0 {
-            "1".to_string()
-        } else {
-            format!("{:.3}", median(ratios[i - 1].clone()))
-        };
-        println!(
-            "| {} | {:.0} | {:.2} | {:.2} | {ratio} |",
-            s.name(),
-            median(rates[i].clone()),
-            median(p50[i].clone()),
-            median(p99[i].clone())
+    if wanted("single") {
+        row(
+            "single (send one at a time, 1 producer)",
+            &sides,
+            pairs,
+            |s| {
+                let (r, p50, p99) = single(s, records);
+                (r, Some((p50, p99)))
+            },
         );
     }
-
-    let mut rates = vec![Vec::new(); 3];
-    let mut ratios = vec![Vec::new(); 2];
-    for _ in 0..pairs {
-        let got: Vec<_> = sides
-            .iter()
-            .map(|&s| batch(s, producers, records * 5))
-            .collect();
-        for (i, r) in got.iter().enumerate() {
-            rates[i].push(*r);
-        }
-        ratios[0].push(got[1] / got[0]);
-        ratios[1].push(got[2] / got[0]);
+    if wanted("pipelined") {
+        let window = env("REPLICAS_BENCH_WINDOW", 1024) as usize;
+        let title = format!("pipelined (send_async, at most {window} in flight, 1 producer)");
+        row(&title, &sides, pairs, |s| {
+            (pipelined(s, records * 5, window), None)
+        });
     }
-    println!("\nbatch (send_batch of 64, {producers} producers):");
-    println!("| side | records/s | ratio to RF1 (median per round) |");
-    println!("|---|---|---|");
-    for (i, s) in sides.iter().enumerate() {
-        let ratio = if i == 0 {
-            "1".to_string()
-        } else {
-            format!("{:.3}", median(ratios[i - 1].clone()))
-        };
-        println!(
-            "| {} | {:.0} | {ratio} |",
-            s.name(),
-            median(rates[i].clone())
-        );
+    if wanted("batch") {
+        let title = format!("batch (send_batch of 64, {producers} producers)");
+        row(&title, &sides, pairs, |s| {
+            (batch(s, producers, records * 5), None)
+        });
     }
 }

@@ -5,9 +5,11 @@
 use std::time::Duration;
 
 use super::events::Events;
+use super::runtime::fetch_round;
 use super::set::{ReplicaSet, ReplicationConfig, Wake};
 use crate::clock::{Clock, ManualClock};
 use crate::partition::{Acks, AppendError, Entry, ReadOutcome, ReplicatedLog, SendPolicy};
+use crate::sync::atomic::Ordering;
 use crate::sync::loom_model as model;
 use crate::sync::thread;
 use crate::sync::StdArc as Arc;
@@ -20,7 +22,13 @@ fn set(min_insync: usize, clock: Arc<ManualClock>) -> Arc<Set> {
 }
 
 fn set_of(replicas: u32, min_insync: usize, clock: Arc<ManualClock>) -> Arc<Set> {
-    let ids: Vec<u32> = (0..replicas).collect();
+    let wakes = (0..replicas).map(|_| Arc::new(Wake::default())).collect();
+    set_woken_by(wakes, min_insync, clock)
+}
+
+/// A partition whose replica `i` lives on directory `i`, its fetcher woken by `wakes[i]`.
+fn set_woken_by(wakes: Vec<Arc<Wake>>, min_insync: usize, clock: Arc<ManualClock>) -> Arc<Set> {
+    let ids: Vec<u32> = (0..wakes.len() as u32).collect();
     Arc::new(ReplicaSet::new(
         Arc::from("t"),
         0,
@@ -31,7 +39,7 @@ fn set_of(replicas: u32, min_insync: usize, clock: Arc<ManualClock>) -> Arc<Set>
             capacity: 8,
         },
         &ids,
-        ids.iter().map(|_| Arc::new(Wake::default())).collect(),
+        wakes,
         Arc::new(WaitSet::new()),
         clock as Arc<dyn Clock>,
         Arc::new(Events::default()),
@@ -194,5 +202,39 @@ fn hw_is_the_minimum_over_two_concurrent_followers() {
             f.join().unwrap();
         }
         s.assert_hw_is_replicated();
+    });
+}
+
+/// A follower parked between fetches is woken for every record it lacks: the leader
+/// appends two records (`acks = 1`; each append wakes the follower with `Wake::nudge`,
+/// which skips the wake while one is pending), and the follower (the main thread) runs the
+/// fetcher's rounds (`runtime::fetch_round`), parking without a deadline whenever a round
+/// copies nothing, until it holds both. A lost wake-up shows as a deadlock. Key ordering:
+/// `fetch_round` clears `pending` before it fetches; clearing it after the fetches lets an
+/// append fall between a fetch and the clear with its nudge skipped, and this model
+/// deadlocks.
+#[test]
+fn a_nudged_follower_never_sleeps_on_records_it_lacks() {
+    model(|| {
+        let wakes: Vec<Arc<Wake>> = (0..2).map(|_| Arc::new(Wake::default())).collect();
+        let s = set_woken_by(wakes.clone(), 1, Arc::new(ManualClock::new(0)));
+        let producer = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || {
+                for v in 0..2 {
+                    assert!(s.append(entry(v), &policy(Acks::Leader), None).is_ok());
+                }
+            })
+        };
+        let sets = [Arc::clone(&s)];
+        let wake = &wakes[1];
+        while s.describe().replicas[1].log_end < 2 {
+            if !fetch_round(&sets, 1, wake) {
+                // Relaxed: read after the WaitSet's SeqCst fence (see `Wake::wake`).
+                wake.set
+                    .wait_until(None, || wake.pending.load(Ordering::Relaxed).then_some(()));
+            }
+        }
+        producer.join().unwrap();
     });
 }

@@ -102,6 +102,7 @@ use crate::sync::StdArc as Arc;
 use crate::sync::WaitSet;
 use crate::{Broker, Error, Result};
 use runtime::ReplicaControl;
+pub(crate) use set::Progress;
 use set::{ReplicaSet, ReplicationConfig};
 
 /// One replica of a partition, as [`Broker::describe_topic`](crate::Broker::describe_topic)

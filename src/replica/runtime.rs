@@ -263,19 +263,13 @@ fn fetcher(shared: &Shared, dir: u32, wake: &Wake) {
     let mut sets: Vec<Arc<dyn ReplicaControl>> = Vec::new();
     // Acquire: pairs with the Release store in `Runtime::drop`.
     while !shared.shutdown.load(Ordering::Acquire) {
-        // Relaxed: the wake protocol's fences order it (see `Wake::wake`).
-        wake.pending.store(false, Ordering::Relaxed);
         // Acquire: pairs with the Release bump in `register`.
         let g = shared.generation.load(Ordering::Acquire);
         if g != generation {
             sets = shared.sets.lock().clone();
             generation = g;
         }
-        let mut progress = false;
-        for s in &sets {
-            progress |= s.fetch(dir);
-        }
-        if !progress {
+        if !fetch_round(&sets, dir, wake) {
             // Spin, then yield, before parking: a leader under load appends again within
             // microseconds, and waking a parked thread costs more than that.
             let mut backoff = Backoff::new();
@@ -294,6 +288,24 @@ fn fetcher(shared: &Shared, dir: u32, wake: &Wake) {
             });
         }
     }
+}
+
+/// One fetch for each of directory `dir`'s followers; whether any copied something.
+/// `pending` is cleared first, before any fetch takes a partition's lock: a wake that comes
+/// after the clear is seen before parking, and `Wake::nudge` relies on the order.
+pub(crate) fn fetch_round<S: ReplicaControl + ?Sized>(
+    sets: &[Arc<S>],
+    dir: u32,
+    wake: &Wake,
+) -> bool {
+    // Relaxed: the wake protocol's fences order it (see `Wake::wake`), and the partitions'
+    // locks order it for `Wake::nudge`.
+    wake.pending.store(false, Ordering::Relaxed);
+    let mut progress = false;
+    for s in sets {
+        progress |= s.fetch(dir);
+    }
+    progress
 }
 
 fn controller(shared: &Shared) {

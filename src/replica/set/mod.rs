@@ -21,29 +21,31 @@
 //!   (`log::truncation_point`) before it fetches again.
 
 mod disk;
+mod send;
 mod view;
 
 use std::time::Duration;
 
 pub(crate) use disk::{Backing, PartState};
+pub(crate) use send::Progress;
 
 use super::events::{EventKind, Events, ReplicaEvent};
 use super::log::{truncation_point, ReplicaLog};
 use super::store::ReplicaStore;
 use crate::clock::Clock;
 use crate::partition::{
-    Acks, AppendError, Entry, ReadOutcome, ReplicaLogs, ReplicatedLog, SendPolicy,
+    AppendError, Entry, Pending, ReadOutcome, ReplicaLogs, ReplicatedLog, SendPolicy,
 };
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use crate::sync::time::{self, Instant};
+use crate::sync::time::Instant;
 // Std's Arc (also under loom): entries and shared handles (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
-use crate::sync::{Condvar, Mutex, MutexGuard, WaitSet};
+use crate::sync::{Condvar, Mutex, WaitSet};
 
+/// Earlier epochs whose acknowledged offsets a partition remembers.
+const PAST_EPOCHS: usize = 16;
 /// Records one fetch copies at most.
 const FETCH_MAX: usize = 1024;
-/// How long a retry waits for the partition to change before trying again.
-const RETRY_BACKOFF: Duration = Duration::from_millis(10);
 
 /// A topic's replication settings, as one partition applies them.
 #[derive(Debug, Clone, Copy)]
@@ -92,6 +94,12 @@ struct State<K, V> {
     /// Indexes into `replicas`, in replica order.
     isr: Vec<usize>,
     hw: u64,
+    /// The highest HW seen in this epoch while the ISR held at least `min_insync`
+    /// replicas: an `acks = all` record of this epoch below it is acknowledged, whenever
+    /// its sender looks (a pipelined send may wait long after).
+    acked: u64,
+    /// `(epoch, acked)` as each of the latest earlier epochs ended.
+    past_acked: Vec<(i32, u64)>,
     closed: bool,
 }
 
@@ -143,6 +151,20 @@ pub(crate) struct Wake {
 }
 
 impl Wake {
+    /// Wakes the fetcher for records appended under the partition's lock (which every
+    /// fetch takes too), skipping the store and the fence while a wake is still pending.
+    /// Sound because the fetcher clears `pending` *before* it locks for its next fetch
+    /// (`runtime::fetch_round`): had that fetch locked before this caller's append, its
+    /// clear would happen-before this load (through the lock), and the load could not read
+    /// an older `true`; so a `true` read here is one stored after the clear, and the fetch
+    /// it leads to locks after the append and copies it.
+    pub(crate) fn nudge(&self) {
+        // Relaxed: ordered by the partition's lock, as argued above.
+        if !self.pending.load(Ordering::Relaxed) {
+            self.wake();
+        }
+    }
+
     pub(crate) fn wake(&self) {
         // Relaxed: the WaitSet's SeqCst fence in `notify_all` orders it before the waiter
         // check, and the waiter's fence orders its `swap` after its registration.
@@ -188,6 +210,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             leader: Some(0),
             epoch: 0,
             hw: 0,
+            acked: 0,
+            past_acked: Vec::new(),
             closed: false,
         };
         state.replicas[0].log.begin_epoch(0);
@@ -241,15 +265,17 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 hw = hw.min(st.replicas[i].known_leo);
             }
         }
-        if hw > st.hw {
+        let moved = hw > st.hw;
+        if moved {
             st.hw = hw;
             // Release: pairs with the Acquire load in `high_watermark`; the records
             // below are in the leader's log (appended under this lock, which readers take).
             self.hw.store(hw, Ordering::Release);
-            true
-        } else {
-            false
         }
+        if st.isr.len() >= self.config.min_insync {
+            st.acked = st.acked.max(st.hw);
+        }
+        moved
     }
 
     /// Wakes acks waiters and, when HW moved, consumers.
@@ -264,154 +290,9 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         for (i, r) in st.replicas.iter().enumerate() {
             if Some(i) != st.leader && r.status == Status::Online {
                 if let Some(w) = self.fetchers.get(i) {
-                    w.wake();
+                    // Under the lock, so a pending wake suffices (`Wake::nudge`).
+                    w.nudge();
                 }
-            }
-        }
-    }
-
-    /// One attempt at appending `entries` (all or none) under `acks`: the last offset.
-    fn attempt(
-        &self,
-        entries: &[Arc<Entry<K, V>>],
-        acks: Acks,
-        deadline: Option<Instant>,
-    ) -> Result<u64, Failure> {
-        let mut st = self.state.lock();
-        if st.closed {
-            return Err(Failure::Closed);
-        }
-        let Some(l) = st.leader else {
-            return Err(Failure::Refused(AppendError::LeaderNotAvailable));
-        };
-        let min = self.config.min_insync;
-        if acks == Acks::All && st.isr.len() < min {
-            return Err(Failure::Refused(AppendError::NotEnoughReplicas(
-                st.isr.len(),
-                min,
-            )));
-        }
-        let epoch = st.epoch;
-        // Nothing was appended on an error: a record too large, or the leader's directory
-        // failed (a new leader took over).
-        self.append_to_disk(&mut st, l, entries.iter().map(|e| (epoch, Arc::clone(e))))
-            .map_err(Failure::Refused)?;
-        let log = &mut st.replicas[l].log;
-        for e in entries {
-            log.append(epoch, Arc::clone(e));
-        }
-        let last = log.end() - 1;
-        let moved = self.advance_hw(&mut st);
-        // Records not yet below HW stay, so a follower can always copy what it lacks.
-        let hw = st.hw;
-        st.replicas[l].log.trim(self.config.capacity, hw);
-        self.wake_followers(&st);
-        if moved {
-            self.notify(true);
-        }
-        if acks != Acks::All {
-            return Ok(last);
-        }
-        self.await_acks(st, epoch, last, deadline)
-    }
-
-    /// Waits until HW passes `last` (the ISR has it), in leader epoch `epoch`.
-    fn await_acks(
-        &self,
-        mut st: MutexGuard<'_, State<K, V>>,
-        epoch: i32,
-        last: u64,
-        deadline: Option<Instant>,
-    ) -> Result<u64, Failure> {
-        let min = self.config.min_insync;
-        loop {
-            if st.closed {
-                return Err(Failure::Closed);
-            }
-            if st.epoch != epoch {
-                return Err(Failure::Appended(AppendError::NotLeader));
-            }
-            // HW and the ISR size are read in one critical section: a shrink that lets HW
-            // jump past `last` is seen together with the smaller ISR.
-            if st.hw > last {
-                return if st.isr.len() >= min {
-                    Ok(last)
-                } else {
-                    Err(Failure::Appended(
-                        AppendError::NotEnoughReplicasAfterAppend(st.isr.len(), min),
-                    ))
-                };
-            }
-            match deadline {
-                None => self.changed.wait(&mut st),
-                Some(d) => {
-                    if time::expired(d) || self.changed.wait_until(&mut st, d) {
-                        if st.epoch == epoch && st.hw > last && st.isr.len() >= min {
-                            return Ok(last);
-                        }
-                        return Err(Failure::Appended(AppendError::Timeout));
-                    }
-                }
-            }
-        }
-    }
-
-    /// Appends with the policy's retries; the last offset, or the error and whether the
-    /// entries may be in the log.
-    fn send(
-        &self,
-        entries: &[Arc<Entry<K, V>>],
-        policy: &SendPolicy,
-        deadline: Option<Instant>,
-    ) -> Result<u64, AppendError> {
-        let delivery = match (time::deadline_after(policy.delivery_timeout), deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let mut retries = if policy.acks == Acks::None {
-            0
-        } else {
-            policy.retries
-        };
-        loop {
-            let request = time::deadline_after(policy.request_timeout);
-            let deadline = match (request, delivery) {
-                (Some(r), Some(d)) => Some(r.min(d)),
-                (r, d) => r.or(d),
-            };
-            let (why, appended) = match self.attempt(entries, policy.acks, deadline) {
-                Ok(last) => return Ok(last),
-                Err(Failure::Closed) => return Err(AppendError::Closed),
-                // No retry makes a record smaller.
-                Err(Failure::Refused(why @ AppendError::TooLarge(..))) => return Err(why),
-                Err(Failure::Refused(why)) => (why, false),
-                Err(Failure::Appended(why)) => (why, true),
-            };
-            if retries == 0 || delivery.is_some_and(time::expired) {
-                return Err(why);
-            }
-            retries -= 1;
-            // Relaxed: counters read for metrics only.
-            policy.counters.retries.fetch_add(1, Ordering::Relaxed);
-            if appended {
-                // Relaxed: as above.
-                policy
-                    .counters
-                    .resent_after_append
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            // Back off until the partition changes (an election, the ISR growing).
-            let backoff = time::deadline_after(RETRY_BACKOFF);
-            let until = match (backoff, delivery) {
-                (Some(b), Some(d)) => b.min(d),
-                (b, d) => match b.or(d) {
-                    Some(t) => t,
-                    None => continue,
-                },
-            };
-            let mut st = self.state.lock();
-            if !st.closed && !time::expired(until) {
-                self.changed.wait_until(&mut st, until);
             }
         }
     }
@@ -665,6 +546,12 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             self.save_state(st);
             return;
         };
+        // What this epoch acknowledged stays so, for senders that look later.
+        st.past_acked.push((st.epoch, st.acked));
+        if st.past_acked.len() > PAST_EPOCHS {
+            st.past_acked.remove(0);
+        }
+        st.acked = 0;
         st.epoch += 1;
         st.leader = Some(c);
         let epoch = st.epoch;
@@ -938,6 +825,26 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
                 Err(why)
             }
         }
+    }
+
+    fn append_pending(
+        &self,
+        entry: Entry<K, V>,
+        policy: &SendPolicy,
+    ) -> Result<Pending<K, V>, (Option<Entry<K, V>>, AppendError)> {
+        self.begin(entry, policy)
+    }
+
+    fn await_pending(
+        &self,
+        pending: Pending<K, V>,
+        policy: &SendPolicy,
+    ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
+        self.finish(pending, policy)
+    }
+
+    fn settle(&self, epoch: i32, offset: u64, deadline: Option<Instant>) {
+        self.settle_at(epoch, offset, deadline);
     }
 
     fn replica_logs(&self) -> ReplicaLogs<K, V> {

@@ -1,0 +1,346 @@
+//! One send on a replicated partition: the append, the wait for the acks level, the
+//! retries, and the time budget they share. A pipelined send (`Producer::send_async`)
+//! stops after the append and resumes at the wait later ([`Pending`]).
+
+use std::time::Duration;
+
+use super::{Failure, ReplicaSet, State};
+use crate::partition::{Acks, AppendError, Entry, Pending, Refused, SendPolicy};
+use crate::sync::atomic::Ordering;
+use crate::sync::time::{self, Instant};
+use crate::sync::MutexGuard;
+// Std's Arc: entries are shared between the replicas' logs (see `sync::StdArc`).
+use crate::sync::StdArc as Arc;
+
+/// An append that happened: the partition still locked, its epoch and last offset.
+type Appended<'a, K, V> = (MutexGuard<'a, State<K, V>>, i32, u64);
+
+/// How long a retry waits for the partition to change before trying again.
+const RETRY_BACKOFF: Duration = Duration::from_millis(10);
+
+/// A send's time limits: the producer's `delivery_timeout` (with the caller's deadline,
+/// if any) for the whole send and `request_timeout` for one wait. The clock is read only
+/// when first needed — when a send waits or fails — so an append that does neither reads
+/// none; the delivery budget then counts from that moment, microseconds after the call.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    caller: Option<Instant>,
+    /// Set at the first read of the clock.
+    delivery: Option<Option<Instant>>,
+}
+
+impl Budget {
+    /// When the whole send gives up (`None`: never).
+    fn delivery(&mut self, policy: &SendPolicy) -> Option<Instant> {
+        self.delivery_from(policy, None)
+    }
+
+    fn delivery_from(&mut self, policy: &SendPolicy, now: Option<Instant>) -> Option<Instant> {
+        if self.delivery.is_none() {
+            let now = now.unwrap_or_else(Instant::now);
+            self.delivery = Some(earliest(
+                now.checked_add(policy.delivery_timeout),
+                self.caller,
+            ));
+        }
+        self.delivery.flatten()
+    }
+
+    /// When one wait for an acknowledgement starting now gives up.
+    fn request(&mut self, policy: &SendPolicy) -> Option<Instant> {
+        let now = Instant::now();
+        let delivery = self.delivery_from(policy, Some(now));
+        earliest(now.checked_add(policy.request_timeout), delivery)
+    }
+}
+
+/// The earlier of two optional deadlines (`None`: never).
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Where a send stands.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Not in the log (yet, or again after a failure).
+    Append,
+    /// Appended in leader epoch `.0` with its last record at offset `.1`.
+    Await(i32, u64),
+}
+
+/// One send's progress: where it stands, its time budget and the retries it has left.
+/// A pipelined send (`Producer::send_async`) keeps it between its append and its wait.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Progress {
+    step: Step,
+    budget: Budget,
+    retries: u32,
+}
+
+impl Progress {
+    /// `(epoch, last offset)` of its append, once appended.
+    pub(crate) fn appended_at(&self) -> Option<(i32, u64)> {
+        match self.step {
+            Step::Await(epoch, last) => Some((epoch, last)),
+            Step::Append => None,
+        }
+    }
+
+    pub(crate) fn new(policy: &SendPolicy, caller: Option<Instant>) -> Self {
+        Self {
+            step: Step::Append,
+            budget: Budget {
+                caller,
+                delivery: None,
+            },
+            retries: if policy.acks == Acks::None {
+                0
+            } else {
+                policy.retries
+            },
+        }
+    }
+}
+
+impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
+    /// One attempt at appending `entries` (all or none): the epoch they were appended in
+    /// and the last offset, with the lock still held (an `acks = all` wait goes on under it).
+    fn append_once(
+        &self,
+        entries: &[Arc<Entry<K, V>>],
+        acks: Acks,
+    ) -> Result<Appended<'_, K, V>, Failure> {
+        let mut st = self.state.lock();
+        if st.closed {
+            return Err(Failure::Closed);
+        }
+        let Some(l) = st.leader else {
+            return Err(Failure::Refused(AppendError::LeaderNotAvailable));
+        };
+        let min = self.config.min_insync;
+        if acks == Acks::All && st.isr.len() < min {
+            return Err(Failure::Refused(AppendError::NotEnoughReplicas(
+                st.isr.len(),
+                min,
+            )));
+        }
+        let epoch = st.epoch;
+        // Nothing was appended on an error: a record too large, or the leader's directory
+        // failed (a new leader took over).
+        self.append_to_disk(&mut st, l, entries.iter().map(|e| (epoch, Arc::clone(e))))
+            .map_err(Failure::Refused)?;
+        let log = &mut st.replicas[l].log;
+        for e in entries {
+            log.append(epoch, Arc::clone(e));
+        }
+        let last = log.end() - 1;
+        let moved = self.advance_hw(&mut st);
+        // Records not yet below HW stay, so a follower can always copy what it lacks.
+        let hw = st.hw;
+        st.replicas[l].log.trim(self.config.capacity, hw);
+        self.wake_followers(&st);
+        if moved {
+            self.notify(true);
+        }
+        Ok((st, epoch, last))
+    }
+
+    /// Waits until HW passes `last` (the ISR has it), in leader epoch `epoch`; the wait is
+    /// bounded by `budget`'s request deadline, read from the clock only if it must wait.
+    fn await_acks(
+        &self,
+        mut st: MutexGuard<'_, State<K, V>>,
+        epoch: i32,
+        last: u64,
+        budget: &mut Budget,
+        policy: &SendPolicy,
+    ) -> Result<u64, Failure> {
+        let min = self.config.min_insync;
+        let mut deadline = None;
+        loop {
+            if st.closed {
+                return Err(Failure::Closed);
+            }
+            if let Some(done) = Self::acked_in(&st, epoch, last) {
+                return done;
+            }
+            // HW and the ISR size are read in one critical section: a shrink that lets HW
+            // jump past `last` is seen together with the smaller ISR.
+            if st.hw > last {
+                return if st.isr.len() >= min {
+                    Ok(last)
+                } else {
+                    Err(Failure::Appended(
+                        AppendError::NotEnoughReplicasAfterAppend(st.isr.len(), min),
+                    ))
+                };
+            }
+            match *deadline.get_or_insert_with(|| budget.request(policy)) {
+                None => self.changed.wait(&mut st),
+                Some(d) => {
+                    if time::expired(d) || self.changed.wait_until(&mut st, d) {
+                        if let Some(Ok(last)) = Self::acked_in(&st, epoch, last) {
+                            return Ok(last);
+                        }
+                        if st.epoch == epoch && st.hw > last && st.isr.len() >= min {
+                            return Ok(last);
+                        }
+                        return Err(Failure::Appended(AppendError::Timeout));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the record at `last`, appended in `epoch`, is settled whatever comes next:
+    /// acknowledged (HW passed it while the ISR held `min_insync` replicas, in its epoch),
+    /// or not and never to be (its epoch is over).
+    fn acked_in(st: &State<K, V>, epoch: i32, last: u64) -> Option<Result<u64, Failure>> {
+        if st.epoch == epoch {
+            return (st.acked > last).then_some(Ok(last));
+        }
+        let acked = st.past_acked.iter().any(|&(e, a)| e == epoch && a > last);
+        Some(if acked {
+            Ok(last)
+        } else {
+            Err(Failure::Appended(AppendError::NotLeader))
+        })
+    }
+
+    /// Drives one send from `step` on with the policy's retries: appends (again after a
+    /// failure), then, under `acks = all` and if `wait`, waits for the acknowledgement.
+    /// The epoch and last offset of the append that succeeded, or the last error.
+    fn drive(
+        &self,
+        entries: &[Arc<Entry<K, V>>],
+        policy: &SendPolicy,
+        pending: &mut Progress,
+        wait: bool,
+    ) -> Result<(i32, u64), AppendError> {
+        loop {
+            let failure = match pending.step {
+                Step::Append => match self.append_once(entries, policy.acks) {
+                    Ok((st, epoch, last)) => {
+                        if policy.acks != Acks::All || !wait {
+                            pending.step = Step::Await(epoch, last);
+                            return Ok((epoch, last));
+                        }
+                        match self.await_acks(st, epoch, last, &mut pending.budget, policy) {
+                            Ok(last) => return Ok((epoch, last)),
+                            Err(f) => f,
+                        }
+                    }
+                    Err(f) => f,
+                },
+                Step::Await(epoch, last) => {
+                    if policy.acks != Acks::All {
+                        return Ok((epoch, last));
+                    }
+                    let st = self.state.lock();
+                    match self.await_acks(st, epoch, last, &mut pending.budget, policy) {
+                        Ok(last) => return Ok((epoch, last)),
+                        Err(f) => f,
+                    }
+                }
+            };
+            let (why, appended) = match failure {
+                Failure::Closed => return Err(AppendError::Closed),
+                // No retry makes a record smaller.
+                Failure::Refused(why @ AppendError::TooLarge(..)) => return Err(why),
+                Failure::Refused(why) => (why, false),
+                Failure::Appended(why) => (why, true),
+            };
+            let delivery = pending.budget.delivery(policy);
+            if pending.retries == 0 || delivery.is_some_and(time::expired) {
+                return Err(why);
+            }
+            pending.retries -= 1;
+            pending.step = Step::Append;
+            // Relaxed: counters read for metrics only.
+            policy.counters.retries.fetch_add(1, Ordering::Relaxed);
+            if appended {
+                // Relaxed: as above.
+                policy
+                    .counters
+                    .resent_after_append
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            // Back off until the partition changes (an election, the ISR growing).
+            let backoff = time::deadline_after(RETRY_BACKOFF);
+            let until = match (backoff, delivery) {
+                (Some(b), Some(d)) => b.min(d),
+                (b, d) => match b.or(d) {
+                    Some(t) => t,
+                    None => continue,
+                },
+            };
+            let mut st = self.state.lock();
+            if !st.closed && !time::expired(until) {
+                self.changed.wait_until(&mut st, until);
+            }
+        }
+    }
+
+    /// Appends with the policy's retries and waits for the acks level; the last offset.
+    pub(super) fn send(
+        &self,
+        entries: &[Arc<Entry<K, V>>],
+        policy: &SendPolicy,
+        deadline: Option<Instant>,
+    ) -> Result<u64, AppendError> {
+        let mut progress = Progress::new(policy, deadline);
+        self.drive(entries, policy, &mut progress, true)
+            .map(|(_, last)| last)
+    }
+
+    /// `Producer::send_async`'s first half: appends (retrying refusals), does not wait.
+    pub(crate) fn begin(
+        &self,
+        entry: Entry<K, V>,
+        policy: &SendPolicy,
+    ) -> Result<Pending<K, V>, Refused<K, V>> {
+        let entry = Arc::new(entry);
+        let mut progress = Progress::new(policy, None);
+        // The delivery timeout counts from the send, however late the wait comes.
+        progress.budget.delivery(policy);
+        match self.drive(std::slice::from_ref(&entry), policy, &mut progress, false) {
+            Ok(_) => Ok(Pending { entry, progress }),
+            Err(why) => Err((self.take_back(entry), why)),
+        }
+    }
+
+    /// Its second half: waits for the acks level, retrying (appending again) on failure.
+    pub(crate) fn finish(
+        &self,
+        pending: Pending<K, V>,
+        policy: &SendPolicy,
+    ) -> Result<u64, Refused<K, V>> {
+        let Pending {
+            entry,
+            mut progress,
+        } = pending;
+        match self.drive(std::slice::from_ref(&entry), policy, &mut progress, true) {
+            Ok((_, last)) => Ok(last),
+            Err(why) => Err((self.take_back(entry), why)),
+        }
+    }
+
+    /// Waits until HW passes `offset` in epoch `epoch`, the epoch changes, the partition
+    /// closes, or `deadline` (`Producer::flush`).
+    pub(crate) fn settle_at(&self, epoch: i32, offset: u64, deadline: Option<Instant>) {
+        let mut st = self.state.lock();
+        while !st.closed && st.epoch == epoch && st.hw <= offset {
+            match deadline {
+                None => self.changed.wait(&mut st),
+                Some(d) => {
+                    if time::expired(d) || self.changed.wait_until(&mut st, d) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
