@@ -1,0 +1,166 @@
+//! A producer thread's handle on a partition: appends to the ring (or the disk log or the
+//! replicas) under the topic's overflow policy.
+
+use super::*;
+use crate::ring::MultiProducer;
+
+/// One producer thread's handle on a partition.
+pub(crate) struct Appender<K, V> {
+    pub(super) handle: MultiProducer<Entry<K, V>>,
+    pub(super) arrivals: Arc<WaitSet>,
+    pub(super) disk: Option<Arc<dyn DiskLog<K, V>>>,
+    pub(super) replicated: Option<Arc<dyn ReplicatedLog<K, V>>>,
+    pub(super) policy: Arc<SendPolicy>,
+    /// The latest pipelined append not yet known to be settled: `(epoch, offset)`
+    /// (`Producer::flush` waits for it).
+    pub(super) unsettled: Option<(i32, u64)>,
+}
+
+impl<K, V> fmt::Debug for Appender<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Appender").finish_non_exhaustive()
+    }
+}
+
+impl<K, V> Appender<K, V> {
+    /// Whether appends go to replicas (they wait for acks, not for room).
+    pub(crate) fn is_replicated(&self) -> bool {
+        self.replicated.is_some()
+    }
+
+    /// With the producer's acks, retries and timeouts (used by replicated partitions).
+    pub(crate) fn with_policy(mut self, policy: SendPolicy) -> Self {
+        self.policy = Arc::new(policy);
+        self
+    }
+
+    /// Under `acks = all` on a replicated partition, the log and policy a pipelined send
+    /// appends with and later waits on (`None` elsewhere: a send completes at once there).
+    pub(crate) fn pipeline(&self) -> Option<Pipeline<'_, K, V>> {
+        match &self.replicated {
+            Some(r) if self.policy.acks == Acks::All => Some((r, &self.policy)),
+            _ => None,
+        }
+    }
+
+    /// Notes a pipelined append at `at` (epoch, offset) for [`settle`](Self::settle).
+    pub(crate) fn pipelined(&mut self, at: (i32, u64)) {
+        self.unsettled = Some(self.unsettled.map_or(at, |u| u.max(at)));
+    }
+
+    /// Waits until the latest pipelined append is acknowledged or can no longer be, or
+    /// `deadline`.
+    pub(crate) fn settle(&mut self, deadline: Option<Instant>) {
+        if let (Some(r), Some((epoch, offset))) = (&self.replicated, self.unsettled.take()) {
+            r.settle(epoch, offset, deadline);
+        }
+    }
+
+    /// Appends `entry`, returning its offset; hands it back when it was not appended.
+    pub(crate) fn append(
+        &mut self,
+        entry: Entry<K, V>,
+        wait: AppendWait,
+    ) -> std::result::Result<u64, (Option<Entry<K, V>>, AppendError)> {
+        use crate::ring::{PublishTimeoutError, TryPublishError};
+        if let Some(r) = &self.replicated {
+            // A replicated partition always has room (its replicas drop their oldest
+            // records); a deadline bounds the wait for the acknowledgement instead.
+            let deadline = match wait {
+                AppendWait::Until(deadline) => deadline,
+                AppendWait::No => None,
+            };
+            return r.append(entry, &self.policy, deadline);
+        }
+        if let Some(disk) = &self.disk {
+            if let Err((size, max)) = disk.check_size(&entry) {
+                return Err((Some(entry), AppendError::TooLarge(size, max)));
+            }
+        }
+        let done = match wait {
+            AppendWait::No => self.handle.try_publish(entry).map_err(|e| match e {
+                TryPublishError::Full(v) => (v, AppendError::Full),
+                TryPublishError::Closed(v) => (v, AppendError::Closed),
+            }),
+            AppendWait::Until(None) => self
+                .handle
+                .publish(entry)
+                .map_err(|e| (e.into_inner(), AppendError::Closed)),
+            AppendWait::Until(Some(deadline)) => self
+                .handle
+                .publish_deadline(entry, deadline)
+                .map_err(|e| match e {
+                    PublishTimeoutError::Timeout(v) => (v, AppendError::Timeout),
+                    PublishTimeoutError::Closed(v) => (v, AppendError::Closed),
+                }),
+        };
+        done.map_err(|(e, why)| (Some(e), why))?;
+        // Fence-free unless a consumer is parked; waiters take the heavy fence.
+        self.arrivals.notify_all_light();
+        let offset = self
+            .handle
+            .last_sequence()
+            .expect("a successful publish records its sequence");
+        if let Some(disk) = &self.disk {
+            // The entry is in the log now: on a log gone offline there is nothing to hand
+            // back (later sends fail: the writer closes the ring).
+            if let Err(e) = disk.wait_acked(offset) {
+                return Err((None, AppendError::Unacknowledged(Box::new(e))));
+            }
+        }
+        Ok(offset)
+    }
+
+    /// Appends every entry of `entries` in order (draining it): one claim per run the
+    /// ring can take, one notification. `wait`: [`AppendWait::Until`] waits for room (for
+    /// ever: its deadline is not used), [`AppendWait::No`] appends what fits now.
+    ///
+    /// # Errors
+    ///
+    /// [`AppendError::Full`] (`AppendWait::No` only) and [`AppendError::Closed`]: the
+    /// entries not appended stay in `entries`, in order.
+    pub(crate) fn append_batch(
+        &mut self,
+        entries: &mut Vec<Entry<K, V>>,
+        wait: AppendWait,
+    ) -> std::result::Result<(), AppendError> {
+        if let Some(r) = &self.replicated {
+            // Always room (see `append`).
+            return r.append_batch(entries, &self.policy);
+        }
+        if let Some(disk) = &self.disk {
+            if let Some(Err((size, max))) = entries
+                .iter()
+                .map(|e| disk.check_size(e))
+                .find(Result::is_err)
+            {
+                return Err(AppendError::TooLarge(size, max));
+            }
+        }
+        let before = self.handle.last_sequence();
+        let done = match wait {
+            AppendWait::Until(_) => self
+                .handle
+                .publish_batch(entries)
+                .map_err(|_| AppendError::Closed),
+            AppendWait::No => loop {
+                match self.handle.try_publish_batch(entries) {
+                    Err(_) => break Err(AppendError::Closed),
+                    Ok(_) if entries.is_empty() => break Ok(()),
+                    Ok(0) => break Err(AppendError::Full),
+                    Ok(_) => {}
+                }
+            },
+        };
+        let last = self.handle.last_sequence();
+        if last != before {
+            self.arrivals.notify_all_light();
+        }
+        if let (Some(disk), Some(last)) = (&self.disk, last.filter(|_| last != before)) {
+            if let Err(e) = disk.wait_acked(last) {
+                return Err(AppendError::Unacknowledged(Box::new(e)));
+            }
+        }
+        done
+    }
+}
