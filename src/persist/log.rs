@@ -214,7 +214,7 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
 
     fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, &Entry<K, V>)) -> Result<usize> {
         // At most 256 KiB a read: the bytes stay in cache while they are decoded (1 MiB and
-        // 512 KiB measured slower, 128 KiB no faster: BENCHMARKS.md, replay6).
+        // 512 KiB measured slower, 128 KiB no faster; BENCHMARKS.md).
         let max_bytes = (max.saturating_mul(1024)).clamp(64 << 10, 256 << 10);
         // One reused buffer (a fresh one per read costs page faults) once no record shares
         // it any more; a concurrent reader finds it taken and uses its own.
