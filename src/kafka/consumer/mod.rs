@@ -385,15 +385,7 @@ where
 
     /// Checks that `tp` exists on the cluster.
     fn check_partition(&self, tp: &TopicPartition) -> Result<()> {
-        let count = self.broker.partition_count(&tp.topic)?;
-        if tp.partition >= count {
-            return Err(Error::PartitionOutOfRange {
-                topic: tp.topic.clone(),
-                partition: tp.partition,
-                count,
-            });
-        }
-        Ok(())
+        self.check_partitions(std::slice::from_ref(tp))
     }
 
     /// Where a newly assigned partition starts: the group's committed offset, else per
@@ -847,25 +839,14 @@ impl<K, V> KafkaConsumer<K, V> {
     /// assignments, so that librdkafka's close finds nothing to revoke. An unassign answered
     /// from inside close can wait forever: the group thread may already have stopped
     /// serving the request (librdkafka issue 4884, seen here as a hang in a consumer's drop).
-    /// Bounded: past [`LEAVE_BEFORE_CLOSE`] the close answers what is left, as before.
-    fn leave_before_close(&mut self) {
+    /// Bounded: past [`LEAVE_BEFORE_CLOSE`] the close answers what is left.
+    fn leave_before_close(&mut self, cooperative: bool) {
         self.client.unsubscribe();
         let deadline = std::time::Instant::now() + LEAVE_BEFORE_CLOSE;
-        let cooperative = matches!(
-            self.client.rebalance_protocol(),
-            RebalanceProtocol::Cooperative
-        );
         loop {
             let events = std::mem::take(&mut self.client.context().state.lock().events);
             for event in events {
-                let _ = match (event, cooperative) {
-                    (Event::Revoke(tpl), true) => self.client.incremental_unassign(&tpl),
-                    (Event::Assign(tpl), true) => self.client.incremental_assign(&tpl),
-                    (Event::Assign(_) | Event::Revoke(_) | Event::Failed(_), false) => {
-                        self.client.unassign()
-                    }
-                    (Event::Failed(_), true) => Ok(()),
-                };
+                answer_while_closing(&self.client, event, cooperative);
             }
             let assigned = self.client.assignment().map_or(0, |l| l.count());
             if assigned == 0 || std::time::Instant::now() >= deadline {
@@ -882,8 +863,25 @@ impl<K, V> KafkaConsumer<K, V> {
 /// closing (it usually takes one round trip to the group coordinator).
 const LEAVE_BEFORE_CLOSE: Duration = Duration::from_secs(10);
 
+/// Lets librdkafka's rebalance go on while the consumer is being dropped: no listener runs
+/// and nothing is left to report an error to.
+fn answer_while_closing(client: &BaseConsumer<GroupContext>, event: Event, cooperative: bool) {
+    let _ = match (event, cooperative) {
+        (Event::Assign(tpl), true) => client.incremental_assign(&tpl),
+        (Event::Assign(tpl), false) => client.assign(&tpl),
+        (Event::Revoke(tpl), true) => client.incremental_unassign(&tpl),
+        (Event::Revoke(_) | Event::Failed(_), false) => client.unassign(),
+        (Event::Failed(_), true) => Ok(()),
+    };
+}
+
 impl<K, V> Drop for KafkaConsumer<K, V> {
     fn drop(&mut self) {
+        // Asked once: a request to librdkafka's group thread, which must still be serving.
+        let cooperative = matches!(
+            self.client.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        );
         if !self.subscription.is_empty() {
             let revoked = self.assignment_list();
             if !revoked.is_empty() {
@@ -893,9 +891,7 @@ impl<K, V> Drop for KafkaConsumer<K, V> {
                     self.in_listener = false;
                 }
             }
-        }
-        if !self.subscription.is_empty() {
-            self.leave_before_close();
+            self.leave_before_close(cooperative);
         }
         // librdkafka's close (in the client's drop) rebalances once more, with nobody left
         // to answer it: the context answers from now on. A rebalance announced before and
@@ -905,18 +901,8 @@ impl<K, V> Drop for KafkaConsumer<K, V> {
             state.closing = true;
             std::mem::take(&mut state.events)
         };
-        let cooperative = matches!(
-            self.client.rebalance_protocol(),
-            RebalanceProtocol::Cooperative
-        );
         for event in pending {
-            let _ = match (event, cooperative) {
-                (Event::Assign(tpl), true) => self.client.incremental_assign(&tpl),
-                (Event::Assign(tpl), false) => self.client.assign(&tpl),
-                (Event::Revoke(tpl), true) => self.client.incremental_unassign(&tpl),
-                (Event::Revoke(_) | Event::Failed(_), false) => self.client.unassign(),
-                (Event::Failed(_), true) => Ok(()),
-            };
+            answer_while_closing(&self.client, event, cooperative);
         }
     }
 }
