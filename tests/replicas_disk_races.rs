@@ -177,9 +177,11 @@ fn a_divergent_tail_is_truncated_by_epoch_after_a_restart() {
         // Offsets 50..80 on the leader only (acks = 1), never copied.
         let leader_only = send(&producer_with(&broker, Acks::Leader), 1000..1030);
         assert_eq!(leader_only.len(), 30);
+        // The leader dies before the followers resume: resumed first, they could copy the
+        // tail before the crash, and there would be nothing to diverge.
+        faults.crash_replica(T, 0, 0).unwrap();
         faults.resume_replica(T, 0, 1).unwrap();
         faults.resume_replica(T, 0, 2).unwrap();
-        faults.crash_replica(T, 0, 0).unwrap();
         let d = describe(&broker);
         assert_eq!((d.leader, d.leader_epoch), (Some(1), 1), "{d:?}");
         // The new leader's epoch 1 starts where its log ended (50).
