@@ -43,6 +43,7 @@ use std::time::Duration;
 
 use crate::broker::{Broker, TopicInner, TopicPartition};
 use crate::partition::{Entry, GroupSlot, Partition, ReadOutcome};
+#[cfg(not(logbus_loom))]
 use crate::sync::thread;
 use crate::sync::time::{self, Instant};
 // Std's Arc (also under loom): topic names are `Arc<str>` (see `sync::StdArc`).
@@ -59,8 +60,6 @@ pub use records::{ConsumerMetrics, ConsumerRecord, ConsumerRecords, OffsetAndTim
 /// Yields a waiting poll takes before parking (none under loom, which models no time).
 #[cfg(not(logbus_loom))]
 const YIELDS: u32 = 64;
-#[cfg(logbus_loom)]
-const YIELDS: u32 = 0;
 
 /// One assigned partition.
 pub(crate) struct Assigned<K, V> {
@@ -460,6 +459,7 @@ where
         // Yield a few times before parking, as the ring's readers do: a record usually
         // arrives within a yield or two, and a parked consumer costs every producer a
         // wake-up system call.
+        #[cfg(not(logbus_loom))]
         for _ in 0..YIELDS {
             if ready() || deadline.is_some_and(time::expired) {
                 return;

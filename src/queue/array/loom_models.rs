@@ -175,7 +175,7 @@ fn receivers_take_each_once(burst: usize) {
 /// pairs with them), or loom's `SeqCst` stand-in would order the cursors by itself.
 #[test]
 fn owned_try_operations_are_linearizable() {
-    asym_fence::light_as_compiler_fence(|| owned_try_model());
+    asym_fence::light_as_compiler_fence(owned_try_model);
 }
 
 fn owned_try_model() {

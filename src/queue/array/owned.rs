@@ -140,7 +140,7 @@ impl<T> Channel<T> {
     #[inline]
     pub(super) fn hold_back_if_trailing(&self, cache: &OwnerCache, may_hold_back: bool) {
         // Relaxed: only the owner touches `trailing`.
-        if POLICY.pace_spins > 0 && may_hold_back && cache.trailing.load(Ordering::Relaxed) {
+        if POLICY.pace_spins != 0 && may_hold_back && cache.trailing.load(Ordering::Relaxed) {
             wait::pace(&POLICY);
         }
     }
@@ -156,7 +156,7 @@ impl<T> Channel<T> {
         may_hold_back: bool,
         run: usize,
     ) {
-        if POLICY.pace_spins > 0 {
+        if POLICY.pace_spins != 0 {
             let trailing =
                 may_hold_back && run > 0 && run < self.cap / 4 && !self.owners.owns(other);
             // Relaxed: only the owner touches `trailing`.
