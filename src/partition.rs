@@ -331,7 +331,8 @@ pub(crate) trait DiskLog<K, V>: Send + Sync {
     fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>>;
     /// The log end on disk (records at and above it are only in the ring).
     fn disk_end(&self) -> u64;
-    /// Refuses an entry larger than the topic's `max_message_bytes`: `Err((size, max))`.
+    /// Refuses an entry larger than the topic's `max_message_bytes`, or than a batch on disk
+    /// can hold: `Err((size, max))`.
     fn check_size(&self, entry: &Entry<K, V>) -> std::result::Result<(), (u64, u64)>;
     /// Waits until the record at `offset` is acknowledged by the flush policy.
     ///

@@ -251,7 +251,7 @@ fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
         },
         AppendError::Timeout => Error::Timeout,
         AppendError::TooLarge(size, max) => Error::RecordTooLarge {
-            what: "record (max_message_bytes)",
+            what: "record (max_message_bytes, or what a batch in one segment holds)",
             size,
             max,
         },

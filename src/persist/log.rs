@@ -13,6 +13,7 @@ use super::FlushPolicy;
 use crate::codec::{encoding, Codec};
 use crate::partition::{DiskLog, Entry, Partition};
 use crate::ring::Reader;
+use crate::storage::record_batch::HEADER_SIZE;
 use crate::storage::{BatchBuilder, BatchIter, SegmentSet};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::thread::{self, JoinHandle};
@@ -184,6 +185,10 @@ pub(crate) struct PartitionLog<K, V> {
     pub(crate) buf: Mutex<Bytes>,
     pub(crate) policy: FlushPolicy,
     pub(crate) max_message_bytes: u64,
+    /// The largest record (encoded, bounded with `WIDEST_RECORD_OVERHEAD`) a batch the
+    /// segment set takes can hold: a larger one would fail at the writer, after its send was
+    /// acknowledged, and take the partition offline.
+    pub(crate) segment_room: u64,
     pub(crate) _types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -206,6 +211,16 @@ fn encoded_len<C: Codec>(c: &C, scratch: &mut Vec<u8>) -> usize {
 
 /// Kafka's per-record overhead bound (varints, attributes) beyond keys, values and headers.
 const RECORD_OVERHEAD: u64 = 21;
+/// A record's encoding beyond its key, value and header bytes, at most: length, attributes,
+/// timestamp delta, offset delta, key and value lengths, header count (varints at their
+/// widest; each header's two lengths are counted with it).
+const WIDEST_RECORD_OVERHEAD: u64 = 5 + 1 + 10 + 5 + 5 + 5 + 5;
+
+/// [`PartitionLog::segment_room`] for a segment set that takes batches of up to `max_batch`
+/// bytes: what is left after a batch header.
+pub(crate) fn segment_room(max_batch: u64) -> u64 {
+    max_batch.saturating_sub(HEADER_SIZE as u64)
+}
 
 impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for PartitionLog<K, V> {
     fn log_start(&self) -> u64 {
@@ -262,9 +277,11 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
                 .map(|(k, v)| k.len() as u64 + v.as_ref().map_or(0, |v| v.len() as u64) + 10)
                 .sum()
         });
-        let size = size + headers + RECORD_OVERHEAD;
-        if size > self.max_message_bytes {
-            Err((size, self.max_message_bytes))
+        let size = size + headers;
+        if size + RECORD_OVERHEAD > self.max_message_bytes {
+            Err((size + RECORD_OVERHEAD, self.max_message_bytes))
+        } else if size + WIDEST_RECORD_OVERHEAD > self.segment_room {
+            Err((size + WIDEST_RECORD_OVERHEAD, self.segment_room))
         } else {
             Ok(())
         }

@@ -9,7 +9,7 @@ use super::{DataDir, OpenPartition, TopicMeta, TOPIC_SUFFIX};
 use crate::broker::{Broker, Topic, TopicConfig, TopicInner, TopicStore};
 use crate::codec::Codec;
 use crate::partition::Partition;
-use crate::persist::log::{spawn_writer, LogCell, PartitionLog};
+use crate::persist::log::{segment_room, spawn_writer, LogCell, PartitionLog};
 use crate::persist::{ClampedOffset, PersistConfig};
 use crate::storage::{checkpoint, Checkpoints, LogOptions, SegmentSet};
 use crate::sync::Arc as SyncArc;
@@ -185,11 +185,17 @@ impl DataDir {
             .ok_or_else(|| Error::UnknownTopic {
                 topic: format!("{}-{p}", meta.name),
             })?;
+        // The writer's batches, and the largest record one can hold.
+        let batch_limit = meta
+            .persist
+            .segment_bytes
+            .min(meta.log_config().max_batch_bytes);
         let disk = Arc::new(PartitionLog::<K, V> {
             cell: Arc::clone(&cell),
             buf: Mutex::new(bytes::Bytes::new()),
             policy: meta.persist.flush,
             max_message_bytes: meta.persist.max_message_bytes,
+            segment_room: segment_room(batch_limit),
             _types: PhantomData,
         });
         let (partition, gate) = Partition::persisted(
@@ -223,16 +229,12 @@ impl DataDir {
             let _ = partition.commit(&group, offset, 0);
         }
         drop(loaded);
-        let limit = meta
-            .persist
-            .segment_bytes
-            .min(meta.log_config().max_batch_bytes) as usize;
         let writer = spawn_writer(
             cell,
             Arc::clone(&partition),
             gate,
             meta.persist.flush,
-            limit,
+            batch_limit as usize,
         )?;
         let open = OpenPartition {
             topic: meta.name.clone(),
