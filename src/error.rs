@@ -218,6 +218,26 @@ pub enum Error {
         lock_file: PathBuf,
     },
 
+    /// A persisted topic's metadata names a partition whose directory is gone (deleted by
+    /// hand, or with the data directory while the broker ran): its records are lost, so the
+    /// broker does not open rather than start it empty. Restore the directory, or open with
+    /// [`BrokerBuilder::recreate_missing_partitions`](crate::broker::BrokerBuilder::recreate_missing_partitions)
+    /// to accept the loss (it is then reported by `Broker::recovery_reports`).
+    #[error(
+        "partition {partition} of persisted topic `{topic}` has no directory {} (its records \
+         are lost): restore it, or open with BrokerBuilder::recreate_missing_partitions to \
+         start it empty",
+        dir.display()
+    )]
+    PartitionDirMissing {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The missing directory.
+        dir: PathBuf,
+    },
+
     /// A path in a partition directory is not a regular file (a symbolic link, a FIFO, a
     /// device, a directory): logbus opens only regular files, so that nothing blocks on a
     /// FIFO and nothing is written through a link to a file elsewhere.

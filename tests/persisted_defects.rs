@@ -102,3 +102,137 @@ fn batches_larger_than_a_segment_survive_reopen() {
     broker.close().unwrap();
     verify_clean(dir.path());
 }
+
+/// A topic `t` of two partitions with 100 records each, closed; returns the data directory.
+fn closed_topic() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    broker
+        .create_persisted_topic::<(), String>(
+            "t",
+            TopicConfig::new(2),
+            PersistConfig::new().segment_bytes(4096),
+        )
+        .unwrap();
+    let p = broker.producer::<(), String>();
+    for i in 0..200 {
+        p.send(Record::new("t", format!("v{i}")).partition(i % 2))
+            .unwrap();
+    }
+    // Group `g` has read and committed all of partition 1.
+    let mut c = broker
+        .consumer::<(), String>(
+            ConsumerConfig::new()
+                .group_id("g")
+                .auto_offset_reset(OffsetReset::Earliest),
+        )
+        .unwrap();
+    c.assign(&[TopicPartition::new("t", 1)]).unwrap();
+    let mut got = Vec::new();
+    while c.poll_into(&mut got, 10_000, Duration::ZERO).unwrap() > 0 {}
+    assert_eq!(got.len(), 100);
+    c.commit_sync().unwrap();
+    drop(c);
+    broker.close().unwrap();
+    dir
+}
+
+/// A partition directory removed between close and reopen, the topic's metadata still
+/// naming it: the open fails with a typed error naming it (it started empty, its records
+/// silently gone), and opening with `recreate_missing_partitions` starts it empty and
+/// reports it, the other partition intact and committed offsets past the new end clamped.
+#[test]
+fn a_missing_partition_directory_is_refused_at_open_or_reported() {
+    let dir = closed_topic();
+    let lost = dir.path().join("t-1");
+    std::fs::remove_dir_all(&lost).unwrap();
+    match Broker::open(dir.path()) {
+        Err(Error::PartitionDirMissing {
+            topic,
+            partition,
+            dir: missing,
+        }) => assert_eq!((topic.as_str(), partition, missing), ("t", 1, lost.clone())),
+        other => panic!("{:?}", other.map(|b| b.recovery_reports())),
+    }
+    // Refusing changed nothing: still missing, still refused.
+    assert!(!lost.exists());
+    assert!(matches!(
+        Broker::open(dir.path()),
+        Err(Error::PartitionDirMissing { .. })
+    ));
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .recreate_missing_partitions(true)
+        .open()
+        .unwrap();
+    let reports = broker.recovery_reports();
+    let recreated: Vec<_> = reports
+        .iter()
+        .map(|r| (r.partition, r.recreated, r.report.log_end_offset))
+        .collect();
+    assert_eq!(recreated, [(0, false, 100), (1, true, 0)]);
+    broker.open_topic::<(), String>("t").unwrap();
+    assert_eq!(
+        broker
+            .clamped_offsets()
+            .iter()
+            .map(|c| (c.partition, c.committed, c.log_end))
+            .collect::<Vec<_>>(),
+        [(1, 100, 0)]
+    );
+    assert_eq!(read_partition(&broker, 0).len(), 100);
+    assert!(read_partition(&broker, 1).is_empty());
+    broker.close().unwrap();
+    // Accepted once: the next open is an ordinary one.
+    let broker = Broker::open(dir.path()).unwrap();
+    assert!(broker.recovery_reports().iter().all(|r| !r.recreated));
+    broker.close().unwrap();
+}
+
+/// The data directory removed while the broker runs: its partitions go offline (flush, sync
+/// and close report it), nothing recreates the directory behind the application's back, and
+/// a partition directory removed so is refused at the next open.
+#[test]
+fn a_data_directory_removed_while_running_takes_its_partitions_offline() {
+    for whole in [true, false] {
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("data");
+        let broker = Broker::open(&data).unwrap();
+        let topic = broker
+            .create_persisted_topic::<(), String>(
+                "t",
+                TopicConfig::new(1),
+                PersistConfig::new().segment_bytes(4096),
+            )
+            .unwrap();
+        let p = broker.producer::<(), String>();
+        for i in 0..100 {
+            p.send(Record::new("t", format!("v{i}"))).unwrap();
+        }
+        topic.flush().unwrap();
+        let removed = if whole {
+            data.clone()
+        } else {
+            data.join("t-0")
+        };
+        std::fs::remove_dir_all(&removed).unwrap();
+        // Enough to roll segments: the next segment cannot be created.
+        for i in 0..200 {
+            // Acknowledged in memory (FlushPolicy::Os), or refused once the log is offline.
+            let _ = p.send(Record::new("t", format!("w{i}-{}", "x".repeat(100))));
+        }
+        assert!(topic.flush().is_err(), "whole {whole}");
+        assert!(broker.sync().is_err(), "whole {whole}");
+        assert!(
+            matches!(broker.close(), Err(Error::LogOffline { .. })),
+            "whole {whole}"
+        );
+        assert!(!removed.exists(), "whole {whole}: recreated");
+        if !whole {
+            assert!(matches!(
+                Broker::open(&data),
+                Err(Error::PartitionDirMissing { .. })
+            ));
+        }
+    }
+}

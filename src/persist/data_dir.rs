@@ -55,6 +55,11 @@ pub struct PartitionRecovery {
     pub partition: u32,
     /// The storage layer's report (truncations, the recovered log end).
     pub report: RecoveryReport,
+    /// The partition's directory was missing and was created empty: every record it held
+    /// is lost (only with
+    /// [`BrokerBuilder::recreate_missing_partitions`](crate::broker::BrokerBuilder::recreate_missing_partitions);
+    /// otherwise the open fails with [`Error::PartitionDirMissing`]).
+    pub recreated: bool,
 }
 
 /// A committed offset found beyond its partition's recovered log end, clamped to it.
@@ -378,17 +383,29 @@ impl DataDir {
             .values()
             .flat_map(|m| (0..m.partitions).map(move |p| (m.clone(), p)))
             .collect();
-        let opened: Vec<Result<(String, u32, SegmentSet, RecoveryReport)>> = jobs
+        let recreate = options.recreate_missing;
+        let opened: Vec<Result<(SegmentSet, PartitionRecovery)>> = jobs
             .par_iter()
             .map(|(meta, p)| {
                 let key = (meta.name.clone(), *p);
+                // A topic's directories are made before its metadata (`create_topic`,
+                // `add_partitions`): one missing now was removed, and its records with it.
+                let pdir = dir.join(format!("{}-{p}", meta.name));
+                let missing = !io.exists(&pdir).map_err(|e| io_err("checking", &pdir, e))?;
+                if missing && !recreate {
+                    return Err(Error::PartitionDirMissing {
+                        topic: meta.name.clone(),
+                        partition: *p,
+                        dir: pdir,
+                    });
+                }
                 let checkpoints = Checkpoints {
                     recovery_point: points.get(&key).copied().unwrap_or(0),
                     log_start_offset: starts.get(&key).copied().unwrap_or(0),
                     clean_shutdown: clean,
                 };
                 let (set, report) = SegmentSet::open(
-                    dir.join(format!("{}-{p}", meta.name)),
+                    pdir,
                     LogOptions {
                         config: meta.log_config(),
                         io: SyncArc::clone(&io),
@@ -396,22 +413,25 @@ impl DataDir {
                         checkpoints,
                     },
                 )?;
-                Ok((meta.name.clone(), *p, set, report))
+                let recovery = PartitionRecovery {
+                    topic: meta.name.clone(),
+                    partition: *p,
+                    report,
+                    recreated: missing,
+                };
+                Ok((set, recovery))
             })
             .collect();
         let mut cells = BTreeMap::new();
         let mut reports = Vec::new();
         for r in opened {
-            let (topic, partition, set, report) = r?;
+            let (set, recovery) = r?;
+            let (topic, partition) = (&recovery.topic, recovery.partition);
             cells.insert(
                 (topic.clone(), partition),
-                Arc::new(LogCell::new(&topic, partition, set)),
+                Arc::new(LogCell::new(topic, partition, set)),
             );
-            reports.push(PartitionRecovery {
-                topic,
-                partition,
-                report,
-            });
+            reports.push(recovery);
         }
         let mut loaded = BTreeMap::new();
         let offsets_path = dir.join(OFFSETS);

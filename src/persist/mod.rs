@@ -212,6 +212,8 @@ pub(crate) struct DataDirOptions {
     pub(crate) io: Option<crate::sync::Arc<dyn Io>>,
     pub(crate) offsets_interval: Duration,
     pub(crate) retention_interval: Duration,
+    /// Start a partition whose directory is missing empty instead of refusing to open.
+    pub(crate) recreate_missing: bool,
 }
 
 impl Default for DataDirOptions {
@@ -222,6 +224,7 @@ impl Default for DataDirOptions {
             io: None,
             offsets_interval: Duration::from_secs(5),
             retention_interval: Duration::from_secs(1),
+            recreate_missing: false,
         }
     }
 }
@@ -293,6 +296,40 @@ impl BrokerBuilder {
         self
     }
 
+    /// Whether [`open`](Self::open) starts a persisted partition whose directory is missing
+    /// empty (`false` by default: the open fails with [`Error::PartitionDirMissing`], since
+    /// the partition's records are lost). With `true` the loss is accepted and reported:
+    /// [`PartitionRecovery::recreated`] is set in [`Broker::recovery_reports`]. The
+    /// partition's offsets start again from 0, as after Kafka's unclean leader election;
+    /// committed offsets beyond them are clamped ([`Broker::clamped_offsets`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, TopicConfig};
+    /// use logbus::persist::PersistConfig;
+    /// use logbus::Error;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let broker = Broker::open(dir.path())?;
+    /// broker.create_persisted_topic::<(), String>("t", TopicConfig::new(1), PersistConfig::new())?;
+    /// broker.close()?;
+    /// std::fs::remove_dir_all(dir.path().join("t-0"))?;
+    ///
+    /// assert!(matches!(Broker::open(dir.path()), Err(Error::PartitionDirMissing { .. })));
+    /// let broker = Broker::builder()
+    ///     .data_dir(dir.path())
+    ///     .recreate_missing_partitions(true)
+    ///     .open()?;
+    /// assert!(broker.recovery_reports()[0].recreated);
+    /// # broker.close()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn recreate_missing_partitions(mut self, recreate: bool) -> Self {
+        self.persist.recreate_missing = recreate;
+        self
+    }
+
     /// Opens the broker on its data directory: takes the directory's lock, recovers every
     /// partition (in parallel, see [`Broker::recovery_reports`]) and loads the committed
     /// offsets. The persisted topics are listed by [`Broker::topics`] at once; each is
@@ -302,7 +339,8 @@ impl BrokerBuilder {
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] without a data directory; [`Error::DirectoryLocked`] when
-    /// another broker holds it; [`Error::InvalidCheckpoint`] for a damaged metadata or
+    /// another broker holds it; [`Error::PartitionDirMissing`] when a persisted partition's
+    /// directory is gone (see [`recreate_missing_partitions`](Self::recreate_missing_partitions)); [`Error::InvalidCheckpoint`] for a damaged metadata or
     /// checkpoint file; the storage layer's errors from recovery.
     pub fn open(self) -> Result<Broker> {
         let Some(dir) = self.persist.dir.clone() else {

@@ -71,12 +71,21 @@ impl DataDir {
             });
         }
         let meta = TopicMeta::new::<K, V>(name, &config, persist);
-        for p in 0..meta.partitions {
+        // The directories first, then the metadata: a partition directory missing under
+        // metadata that names it was removed (`DataDir::open` refuses it).
+        let made = (0..meta.partitions).try_for_each(|p| {
             self.remove_partition_dir(name, p)?;
-        }
-        checkpoint::write(&*self.io, &self.meta_path(name), &meta.lines())?;
-        for p in 0..meta.partitions {
-            self.open_partition_log(&meta, p)?;
+            self.open_partition_log(&meta, p)
+        });
+        let made =
+            made.and_then(|()| checkpoint::write(&*self.io, &self.meta_path(name), &meta.lines()));
+        if let Err(e) = made {
+            // No metadata names them: the directories are leftovers.
+            for p in 0..meta.partitions {
+                self.close_partition_log(name, p);
+                let _ = self.remove_partition_dir(name, p);
+            }
+            return Err(e);
         }
         metas.insert(name.to_owned(), meta.clone());
         drop(metas);
