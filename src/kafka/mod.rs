@@ -47,7 +47,10 @@
 //!   the assignor → `partition.assignment.strategy` (`range`, `roundrobin`,
 //!   `cooperative-sticky`; Kafka's eager `sticky` has no librdkafka equivalent and is an
 //!   [`Error::InvalidConfig`]), `enable_auto_commit`, `auto_commit_interval`,
-//!   `max_poll_interval`, `group_instance_id`.
+//!   `max_poll_interval`, `group_instance_id`. Auto-commit commits the positions past
+//!   the records `poll` handed out, as Kafka's consumer does: each poll gives them to the
+//!   client's offset store (`enable.auto.offset.store=false`), since librdkafka's own
+//!   store would take messages fetched and dropped (a batch an error cut short).
 //! - Acknowledgement: `acks=all` unless set otherwise ([`KafkaConfig::acks`]): `send`
 //!   returns when every in-sync replica has the record.
 //! - A committed offset is the next record to read, as in process; a new partition starts

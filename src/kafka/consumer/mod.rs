@@ -134,6 +134,9 @@ struct Assigned {
     /// `None`: no committed offset under [`OffsetReset::None`].
     position: Option<u64>,
     paused: bool,
+    /// `position` moved past records `poll` handed out since it was last given to the
+    /// client's offset store (what auto-commit commits).
+    unstored: bool,
 }
 
 /// Reads a Kafka cluster's partitions, as [`Consumer`](crate::Consumer) reads in-process
@@ -158,6 +161,8 @@ pub struct KafkaConsumer<K, V> {
     metrics: ConsumerMetrics,
     /// Reads one record's timestamp for `offsets_for_times` (made on first use).
     probe: Option<BaseConsumer>,
+    /// Auto-commit is on: each poll gives the positions it moved to the offset store.
+    store_positions: bool,
     _types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -215,6 +220,12 @@ impl KafkaBroker {
             strategy(member.assignor.0.name())?,
         );
         c.set("enable.auto.commit", auto_commit.to_string());
+        // librdkafka's own store takes every message the client hands over, including
+        // those a poll drops (the rest of a batch an error cut short, a paused partition's):
+        // auto-commit then commits past records the application never got. The poll stores
+        // the positions of what it handed out instead, as Kafka's consumer commits
+        // positions.
+        c.set("enable.auto.offset.store", "false");
         c.set(
             "auto.commit.interval.ms",
             member.auto_commit_interval.as_millis().to_string(),
@@ -258,6 +269,7 @@ impl KafkaBroker {
             pending: None,
             metrics: ConsumerMetrics::default(),
             probe: None,
+            store_positions: auto_commit,
             _types: PhantomData,
         })
     }
@@ -470,6 +482,7 @@ where
                     tp: tp.clone(),
                     position: old.position,
                     paused: old.paused,
+                    unstored: old.unstored,
                 });
             } else {
                 let at = new.iter().position(|n| n == tp).unwrap_or(0);
@@ -477,6 +490,7 @@ where
                     tp: tp.clone(),
                     position: starts.get(at).copied().flatten(),
                     paused: false,
+                    unstored: false,
                 });
             }
         }
@@ -649,6 +663,7 @@ where
                             tp: tp.clone(),
                             position,
                             paused: false,
+                            unstored: false,
                         })
                         .collect();
                     self.forward(tps.iter());

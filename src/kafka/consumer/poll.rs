@@ -190,6 +190,10 @@ where
                 }
                 Arrival::Error(e) => Err(from_kafka(e, At::op("poll"))),
                 Arrival::Nothing => {
+                    // A revocation commits what is stored: what this poll handed out first.
+                    if self.store_positions {
+                        self.store_positions();
+                    }
                     let checked = self.rebalance().and_then(|()| {
                         let now = Instant::now();
                         if n > 0 || deadline.is_some_and(|d| now >= d) {
@@ -225,6 +229,10 @@ where
                 Ok(()) => {}
             }
         }
+        // Before the seek below: librdkafka wants offsets stored before a seek, not after.
+        if self.store_positions {
+            self.store_positions();
+        }
         if cut {
             let all: Vec<usize> = (0..self.assigned.len()).collect();
             if let Err(e) = self.reposition(&all) {
@@ -238,6 +246,32 @@ where
             }
         }
         Ok(n)
+    }
+
+    /// Gives the client's offset store (what auto-commit commits) the positions that moved
+    /// past records handed out since the last call.
+    fn store_positions(&mut self) {
+        let moved = self
+            .assigned
+            .iter()
+            .filter(|a| a.unstored && a.position.is_some());
+        let list = Self::client_list(moved);
+        for a in &mut self.assigned {
+            a.unstored = false;
+        }
+        if list.count() == 0 {
+            return;
+        }
+        match self.client.store_offsets(&list) {
+            Ok(())
+            // Partitions the client has let go of already (a rebalance under way): it
+            // commits nothing for them.
+            | Err(KafkaError::StoreOffset(Code::State | Code::UnknownPartition)) => {}
+            Err(e) => {
+                self.pending
+                    .get_or_insert(from_kafka(e, At::op("poll (storing offsets)")));
+            }
+        }
     }
 
     /// Whether this consumer read everything the cluster holds in its assigned, unpaused
@@ -393,6 +427,7 @@ fn accept<K: Codec, V: Codec>(
     match queue::decode::<K, V>(m, name) {
         Ok(record) => {
             assigned[i].position = Some(record.offset + 1);
+            assigned[i].unstored = true;
             *n += 1;
             sink(record);
             Ok(())
@@ -400,6 +435,7 @@ fn accept<K: Codec, V: Codec>(
         Err(e) => {
             // Skip the record that cannot be decoded, as the position says.
             assigned[i].position = Some(m.offset.max(0) as u64 + 1);
+            assigned[i].unstored = true;
             Err(e)
         }
     }
