@@ -3,90 +3,17 @@
 //! epochs on disk (`partitionLeaderEpoch`, `leader-epoch-checkpoint`), and reopening after
 //! a clean close, a process crash and a power loss.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+mod replicas_adversarial_common;
+
+use std::path::Path;
 use std::time::Duration;
 
-use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::persist::{FlushPolicy, PersistConfig};
-use logbus::producer::{Acks, ProducerConfig, Record};
-use logbus::replica::{EventKind, PartitionReplicas};
+use logbus::replica::EventKind;
 use logbus::storage::fault::{Fault, FaultyIo};
 use logbus::storage::{BatchIter, LogOptions, SegmentSet};
-use logbus::{Broker, Error, TopicConfig, TopicPartition};
-
-const T: &str = "orders";
-const WAIT: Duration = Duration::from_secs(20);
-
-fn config(partitions: u32) -> TopicConfig {
-    TopicConfig::new(partitions)
-        .replication_factor(3)
-        .min_insync_replicas(2)
-}
-
-fn open(dirs: &[PathBuf]) -> Broker {
-    Broker::builder().data_dirs(dirs.iter()).open().unwrap()
-}
-
-fn open_on(fs: &FaultyIo, dirs: &[PathBuf]) -> Broker {
-    Broker::builder()
-        .io(Arc::new(fs.clone()))
-        .data_dirs(dirs.iter())
-        .open()
-        .unwrap()
-}
-
-fn tempdirs() -> (Vec<tempfile::TempDir>, Vec<PathBuf>) {
-    let t: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let paths = t.iter().map(|d| d.path().to_path_buf()).collect();
-    (t, paths)
-}
-
-fn virtual_dirs() -> Vec<PathBuf> {
-    ["/d0", "/d1", "/d2"].iter().map(PathBuf::from).collect()
-}
-
-fn producer(broker: &Broker) -> logbus::Producer<(), u64> {
-    let config = ProducerConfig::new()
-        .acks(Acks::All)
-        .retries(10)
-        .request_timeout(WAIT);
-    broker.producer_with_config(config).unwrap()
-}
-
-/// Sends `values` to partition 0; the values acknowledged.
-fn send(p: &logbus::Producer<(), u64>, values: std::ops::Range<u64>) -> Vec<u64> {
-    values
-        .filter(|&v| p.send(Record::new(T, v).partition(0)).is_ok())
-        .collect()
-}
-
-fn describe(broker: &Broker) -> PartitionReplicas {
-    broker.describe_topic(T).unwrap().replicas[0].clone()
-}
-
-/// Every value of partition 0 below its high watermark, read by a consumer.
-fn read_all(broker: &Broker) -> Vec<u64> {
-    let end = describe(broker).high_watermark;
-    let config = ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest);
-    let mut c = broker.consumer::<(), u64>(config).unwrap();
-    let tp = TopicPartition::new(T, 0);
-    c.assign(std::slice::from_ref(&tp)).unwrap();
-    c.seek_to_beginning(std::slice::from_ref(&tp)).unwrap();
-    let mut out = Vec::new();
-    while c.position(&tp).unwrap() < end {
-        let batch = c.poll(WAIT).unwrap();
-        assert!(!batch.is_empty(), "nothing read at {}", out.len());
-        out.extend(batch.iter().map(|r| r.value));
-    }
-    out
-}
-
-fn assert_has_all(got: &[u64], acked: &[u64]) {
-    let set: std::collections::HashSet<u64> = got.iter().copied().collect();
-    let missing: Vec<_> = acked.iter().filter(|v| !set.contains(v)).collect();
-    assert!(missing.is_empty(), "acknowledged but lost: {missing:?}");
-}
+use logbus::{Broker, Error};
+use replicas_adversarial_common::*;
 
 /// `(offset, partitionLeaderEpoch, value)` of every record in a closed replica directory.
 fn replica_records(dir: &Path) -> Vec<(u64, i32, u64)> {
@@ -111,7 +38,7 @@ fn epoch_file(dir: &Path) -> String {
 
 #[test]
 fn replicas_are_real_logs_on_different_directories() {
-    let (_t, dirs) = tempdirs();
+    let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
         .create_persisted_topic::<(), u64>(T, config(2), PersistConfig::new())
@@ -155,7 +82,7 @@ fn a_replication_factor_above_the_directory_count_is_refused() {
 
 #[test]
 fn a_failed_directory_moves_leadership_and_loses_nothing_acknowledged() {
-    let (_t, dirs) = tempdirs();
+    let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
         .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())
@@ -230,12 +157,12 @@ fn io_errors_take_the_directory_offline() {
         assert!(!r.online && !part.isr.contains(&dir), "{part:?}");
         assert!(part.leader.is_some_and(|l| l != dir));
     }
-    assert_has_all(&read_all(&broker), &acked);
+    assert_has_all(&read_all(&broker), &acked, "io errors");
 }
 
 #[test]
 fn a_removed_directory_is_detected() {
-    let (_t, dirs) = tempdirs();
+    let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
         .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())
@@ -255,15 +182,9 @@ fn a_removed_directory_is_detected() {
 
 #[test]
 fn reopen_after_close_recovers_every_replica() {
-    let (_t, dirs) = tempdirs();
+    let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
-    broker
-        .create_persisted_topic::<(), u64>(
-            T,
-            config(1).records_in_memory(16),
-            PersistConfig::new().segment_bytes(4096),
-        )
-        .unwrap();
+    create_mostly_on_disk(&broker);
     let p = producer(&broker);
     send(&p, 0..100);
     broker.faults().crash_replica(T, 0, 0).unwrap(); // epoch 1, led by 1
@@ -316,7 +237,7 @@ fn reopen_after_a_process_crash_keeps_everything_acknowledged() {
     let broker = open_on(&fs, &dirs);
     broker.open_topic::<(), u64>(T).unwrap();
     assert!(broker.faults().wait_in_sync(T, 0, WAIT).unwrap());
-    assert_has_all(&read_all(&broker), &acked);
+    assert_has_all(&read_all(&broker), &acked, "process crash");
     broker.close().unwrap();
 }
 
@@ -345,7 +266,7 @@ fn power_loss_with_every_batch_keeps_everything_acknowledged() {
         assert!(broker.faults().wait_in_sync(T, 0, WAIT).unwrap());
         let d = describe(&broker);
         assert!(d.leader_epoch >= 2, "seed {seed}: {d:?}");
-        assert_has_all(&read_all(&broker), &acked);
+        assert_has_all(&read_all(&broker), &acked, &format!("seed {seed}"));
         // Every replica agrees after truncation by epoch.
         let topic = broker.topic::<(), u64>(T).unwrap();
         let logs = topic.replica_logs(0).unwrap();
@@ -356,7 +277,7 @@ fn power_loss_with_every_batch_keeps_everything_acknowledged() {
 
 #[test]
 fn a_restored_directory_rejoins_from_what_its_disk_kept() {
-    let (_t, dirs) = tempdirs();
+    let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
         .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())
@@ -386,7 +307,7 @@ fn a_restored_directory_rejoins_from_what_its_disk_kept() {
 /// records then kept in memory only: found by the Jepsen test on disk, seed 45).
 #[test]
 fn a_replica_on_a_failed_directory_returns_only_with_it() {
-    let (_t, dirs) = tempdirs();
+    let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
         .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())

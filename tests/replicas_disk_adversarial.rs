@@ -182,13 +182,7 @@ fn reopen_and_check(dirs: &[PathBuf], acked: &[u64], what: &str) {
             "{what}: {:?}",
             describe(&broker)
         );
-        let lost: Vec<_> = broker
-            .faults()
-            .events()
-            .into_iter()
-            .filter(|e| matches!(e.kind, EventKind::RecordsLost { .. }))
-            .collect();
-        assert!(lost.is_empty(), "{what}: {lost:?}");
+        assert_nothing_lost(&broker, &what);
         let got = read_all(&broker);
         assert_has_all(&got, acked, &what);
         assert_replicas_agree(&broker, 0, &what);

@@ -9,10 +9,6 @@
 
 mod replicas_adversarial_common;
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-
 use logbus::consumer::ConsumerConfig;
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::{Acks, ProducerConfig, Record};
@@ -28,29 +24,13 @@ use replicas_adversarial_common::*;
 fn a_directory_failing_mid_stream_then_close_while_producing_loses_nothing() {
     for failed in [0u32, 2] {
         let (_t, dirs) = tempdirs(3);
+        let h = under_load(open(&dirs), 64, None, |broker, h| {
+            wait_acked(h, 300);
+            fail_dir_and_wait(broker, h, failed, 300);
+            broker.close().unwrap();
+        });
         let broker = open(&dirs);
-        broker
-            .create_persisted_topic::<(), u64>(
-                T,
-                config(PARTITIONS).records_in_memory(64),
-                PersistConfig::new().segment_bytes(4096),
-            )
-            .unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let h = Arc::new(Mutex::new(History::default()));
-        let threads = load(&broker, &stop, &h);
-        wait_acked(&h, 300);
-        broker.faults().fail_data_dir(failed).unwrap();
-        let n = h.lock().unwrap().acked.len();
-        wait_acked(&h, n + 300);
-        broker.close().unwrap();
-        stop.store(true, Ordering::Relaxed);
-        for t in threads {
-            t.join().unwrap();
-        }
-        drop(broker);
-        let broker = open(&dirs);
-        check_history(&broker, &h.lock().unwrap(), &format!("dir {failed} failed"));
+        check_history(&broker, &h, &format!("dir {failed} failed"));
         broker.close().unwrap();
     }
 }
@@ -61,33 +41,20 @@ fn a_directory_failing_mid_stream_then_close_while_producing_loses_nothing() {
 fn a_directory_failing_mid_stream_then_process_death_loses_nothing() {
     for seed in 0..3u64 {
         let fs = FaultyIo::new(seed);
-        let dirs: Vec<PathBuf> = ["/d0", "/d1", "/d2"].iter().map(PathBuf::from).collect();
-        let broker = open_on(&fs, &dirs);
-        broker
-            .create_persisted_topic::<(), u64>(
-                T,
-                config(PARTITIONS).records_in_memory(1 << 12),
-                PersistConfig::new()
-                    .segment_bytes(4096)
-                    .flush(FlushPolicy::Os),
-            )
-            .unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let h = Arc::new(Mutex::new(History::default()));
-        let threads = load(&broker, &stop, &h);
-        wait_acked(&h, 200);
-        broker.faults().fail_data_dir(seed as u32 % 3).unwrap();
-        let n = h.lock().unwrap().acked.len();
-        wait_acked(&h, n + 200);
-        broker.simulate_process_death();
-        stop.store(true, Ordering::Relaxed);
-        for t in threads {
-            t.join().unwrap();
-        }
-        drop(broker);
+        let dirs = virtual_dirs();
+        let h = under_load(
+            open_on(&fs, &dirs),
+            1 << 12,
+            Some(FlushPolicy::Os),
+            |broker, h| {
+                wait_acked(h, 200);
+                fail_dir_and_wait(broker, h, seed as u32 % 3, 200);
+                broker.simulate_process_death();
+            },
+        );
         fs.kill();
         let broker = open_on(&fs, &dirs);
-        check_history(&broker, &h.lock().unwrap(), &format!("seed {seed}"));
+        check_history(&broker, &h, &format!("seed {seed}"));
         broker.close().unwrap();
     }
 }
@@ -99,7 +66,7 @@ fn a_directory_failing_mid_stream_then_process_death_loses_nothing() {
 fn a_deleted_topic_stays_deleted_through_a_power_loss() {
     for seed in 0..5 {
         let fs = FaultyIo::new(seed);
-        let dirs: Vec<PathBuf> = ["/d0", "/d1", "/d2"].iter().map(PathBuf::from).collect();
+        let dirs = virtual_dirs();
         let broker = open_on(&fs, &dirs);
         broker
             .create_persisted_topic::<(), u64>(T, config(2), PersistConfig::new())
@@ -161,7 +128,7 @@ fn a_topic_deleted_while_a_directory_is_failed_is_refused_until_restored() {
 fn a_divergent_tail_is_truncated_by_epoch_after_a_restart() {
     for die in [false, true] {
         let fs = FaultyIo::new(u64::from(die));
-        let dirs: Vec<PathBuf> = ["/d0", "/d1", "/d2"].iter().map(PathBuf::from).collect();
+        let dirs = virtual_dirs();
         let broker = open_on(&fs, &dirs);
         broker
             .create_persisted_topic::<(), u64>(
@@ -253,40 +220,26 @@ fn add_partitions_on_a_replicated_persisted_topic_is_a_typed_error() {
 fn a_power_loss_under_load_keeps_every_acknowledged_record() {
     for seed in 0..8u64 {
         let fs = FaultyIo::new(seed);
-        let dirs: Vec<PathBuf> = ["/d0", "/d1", "/d2"].iter().map(PathBuf::from).collect();
+        let dirs = virtual_dirs();
         let broker = open_on(&fs, &dirs);
-        broker
-            .create_persisted_topic::<(), u64>(
-                T,
-                config(PARTITIONS).records_in_memory(1 << 12),
-                PersistConfig::new()
-                    .segment_bytes(4096)
-                    .flush(FlushPolicy::EveryBatch),
-            )
-            .unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let h = Arc::new(Mutex::new(History::default()));
-        let threads = load(&broker, &stop, &h);
-        wait_acked(&h, 50 + 37 * seed as usize);
-        if seed % 2 == 1 {
-            broker
-                .faults()
-                .fail_data_dir((seed / 2) as u32 % 3)
-                .unwrap();
-            let n = h.lock().unwrap().acked.len();
-            wait_acked(&h, n + 40);
-        }
-        // Acknowledgements after this point may have raced the crash: only those before
-        // it must survive (those after are checked too: an ack means fsynced first).
-        fs.crash();
-        broker.simulate_process_death();
-        stop.store(true, Ordering::Relaxed);
-        for t in threads {
-            t.join().unwrap();
-        }
-        drop(broker);
+        let h = under_load(
+            broker,
+            1 << 12,
+            Some(FlushPolicy::EveryBatch),
+            |broker, h| {
+                wait_acked(h, 50 + 37 * seed as usize);
+                if seed % 2 == 1 {
+                    fail_dir_and_wait(broker, h, (seed / 2) as u32 % 3, 40);
+                }
+                // Acknowledgements after this point may have raced the crash: only those
+                // before it must survive (those after are checked too: an ack means fsynced
+                // first).
+                fs.crash();
+                broker.simulate_process_death();
+            },
+        );
         let broker = open_on(&fs, &dirs);
-        check_history(&broker, &h.lock().unwrap(), &format!("seed {seed}"));
+        check_history(&broker, &h, &format!("seed {seed}"));
         broker.close().unwrap();
     }
 }
@@ -299,13 +252,7 @@ fn a_power_loss_under_load_keeps_every_acknowledged_record() {
 fn offsets_for_times_finds_records_on_disk() {
     let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
-    broker
-        .create_persisted_topic::<(), u64>(
-            T,
-            config(1).records_in_memory(16),
-            PersistConfig::new().segment_bytes(4096),
-        )
-        .unwrap();
+    create_mostly_on_disk(&broker);
     let p = producer(&broker);
     for v in 0..300u64 {
         let ts = 1_000_000 + 10 * v as i64;
@@ -344,7 +291,7 @@ fn sync_makes_a_replicated_topic_durable() {
     for seed in 0..8u64 {
         for broker_wide in [false, true] {
             let fs = FaultyIo::new(seed);
-            let dirs: Vec<PathBuf> = ["/d0", "/d1", "/d2"].iter().map(PathBuf::from).collect();
+            let dirs = virtual_dirs();
             let broker = open_on(&fs, &dirs);
             let topic = broker
                 .create_persisted_topic::<(), u64>(

@@ -1,6 +1,6 @@
-//! Helpers shared by the adversarial tests of replicated persisted topics
-//! (`replicas_disk_adversarial`, `replicas_disk_races`): one topic `T`, RF 3 on three
-//! data directories, producers, a dense reader, and checks of a recorded history.
+//! Helpers shared by the tests of replicated persisted topics (`replicas_disk`,
+//! `replicas_disk_adversarial`, `replicas_disk_races`): one topic `T`, RF 3 on three data
+//! directories, producers, a dense reader, and checks of a recorded history.
 #![allow(dead_code)] // each test binary uses a part
 
 use std::collections::HashSet;
@@ -11,6 +11,7 @@ use std::thread;
 use std::time::Duration;
 
 use logbus::consumer::{ConsumerConfig, OffsetReset};
+use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::{Acks, ProducerConfig, Record};
 use logbus::replica::{EventKind, PartitionReplicas};
 use logbus::storage::fault::FaultyIo;
@@ -23,6 +24,11 @@ pub fn config(partitions: u32) -> TopicConfig {
     TopicConfig::new(partitions)
         .replication_factor(3)
         .min_insync_replicas(2)
+}
+
+/// The three data directories of a simulated file system.
+pub fn virtual_dirs() -> Vec<PathBuf> {
+    ["/d0", "/d1", "/d2"].iter().map(PathBuf::from).collect()
 }
 
 pub fn tempdirs(n: usize) -> (Vec<tempfile::TempDir>, Vec<PathBuf>) {
@@ -134,6 +140,18 @@ pub fn assert_replicas_agree(broker: &Broker, p: u32, what: &str) {
     }
 }
 
+/// A topic of one partition with 16 records in memory on segments of 4096 bytes: most of
+/// its records are read back from disk.
+pub fn create_mostly_on_disk(broker: &Broker) {
+    broker
+        .create_persisted_topic::<(), u64>(
+            T,
+            config(1).records_in_memory(16),
+            PersistConfig::new().segment_bytes(4096),
+        )
+        .unwrap();
+}
+
 pub fn meta_file(dir: &Path) -> PathBuf {
     dir.join(format!("{T}.replicas"))
 }
@@ -208,6 +226,47 @@ pub fn load(
     threads
 }
 
+/// Creates the topic (`PARTITIONS` partitions of `records_in_memory`, on segments of 4096
+/// bytes flushed per `flush`) on `broker`, runs `load` against it while `during` acts
+/// (its last act ending the broker: a close, a process death, a crash), then stops the
+/// load and drops the broker. Returns what the load saw.
+pub fn under_load(
+    broker: Broker,
+    records_in_memory: usize,
+    flush: Option<FlushPolicy>,
+    during: impl FnOnce(&Broker, &Arc<Mutex<History>>),
+) -> History {
+    let mut persist = PersistConfig::new().segment_bytes(4096);
+    if let Some(f) = flush {
+        persist = persist.flush(f);
+    }
+    broker
+        .create_persisted_topic::<(), u64>(
+            T,
+            config(PARTITIONS).records_in_memory(records_in_memory),
+            persist,
+        )
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = Arc::new(Mutex::new(History::default()));
+    let threads = load(&broker, &stop, &h);
+    during(&broker, &h);
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    drop(broker);
+    let seen = std::mem::take(&mut *h.lock().unwrap());
+    seen
+}
+
+/// Fails data directory `dir`, then waits for `more` acknowledgements.
+pub fn fail_dir_and_wait(broker: &Broker, h: &Arc<Mutex<History>>, dir: u32, more: usize) {
+    broker.faults().fail_data_dir(dir).unwrap();
+    let n = h.lock().unwrap().acked.len();
+    wait_acked(h, n + more);
+}
+
 pub fn wait_acked(h: &Arc<Mutex<History>>, n: usize) {
     for _ in 0..20_000 {
         if h.lock().unwrap().acked.len() >= n {
@@ -240,6 +299,11 @@ pub fn check_history(broker: &Broker, h: &History, what: &str) {
         }
         assert_replicas_agree(broker, p, what);
     }
+    assert_nothing_lost(broker, what);
+}
+
+/// No `RecordsLost` event was reported.
+pub fn assert_nothing_lost(broker: &Broker, what: &str) {
     let lost: Vec<_> = broker
         .faults()
         .events()
