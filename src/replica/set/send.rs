@@ -17,6 +17,9 @@ type Appended<'a, K, V> = (MutexGuard<'a, State<K, V>>, i32, u64);
 
 /// How long a retry waits for the partition to change before trying again.
 const RETRY_BACKOFF: Duration = Duration::from_millis(10);
+/// Fetch rounds a waiting sender runs for its followers before it sleeps (`help`),
+/// again after each wake-up: bounded, as a fetch may report a change without a copy.
+const HELPS: u32 = 64;
 
 /// A send's time limits: the producer's `delivery_timeout` (with the caller's deadline,
 /// if any) for the whole send and `request_timeout` for one wait. The clock is read only
@@ -108,10 +111,13 @@ impl Progress {
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// One attempt at appending `entries` (all or none): the epoch they were appended in
     /// and the last offset, with the lock still held (an `acks = all` wait goes on under it).
+    /// `wake`: nudge the fetcher threads (a sender that will wait fetches for the followers
+    /// itself, and wakes them only if it cannot: `await_acks`).
     fn append_once(
         &self,
         entries: &[Arc<Entry<K, V>>],
         acks: Acks,
+        wake: bool,
     ) -> Result<Appended<'_, K, V>, Failure> {
         let mut st = self.state.lock();
         if st.closed {
@@ -141,7 +147,9 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         // Records not yet below HW stay, so a follower can always copy what it lacks.
         let hw = st.hw;
         st.replicas[l].log.trim(self.config.capacity, hw);
-        self.wake_followers(&st);
+        if wake {
+            self.wake_followers(&st);
+        }
         if moved {
             self.notify(true);
         }
@@ -160,6 +168,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     ) -> Result<u64, Failure> {
         let min = self.config.min_insync;
         let mut deadline = None;
+        let mut helps = HELPS;
+        let mut woken = false;
         loop {
             if st.closed {
                 return Err(Failure::Closed);
@@ -178,9 +188,27 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                     ))
                 };
             }
+            if helps > 0 {
+                // Looked at again after, copy or not: the lock was released meanwhile.
+                helps -= 1;
+                if !crate::sync::unlocked(&mut st, || self.help()) {
+                    helps = 0;
+                }
+                continue;
+            }
+            if !woken {
+                // Nothing more to copy now (a stalled, slow or crashed follower): the
+                // fetcher threads take over.
+                self.wake_followers(&st);
+                woken = true;
+            }
             match *deadline.get_or_insert_with(|| budget.request(policy)) {
-                None => self.changed.wait(&mut st),
+                None => {
+                    self.changed.wait(&mut st);
+                    helps = HELPS;
+                }
                 Some(d) => {
+                    helps = HELPS;
                     if time::expired(d) || self.changed.wait_until(&mut st, d) {
                         if let Some(Ok(last)) = Self::acked_in(&st, epoch, last) {
                             return Ok(last);
@@ -193,6 +221,42 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 }
             }
         }
+    }
+
+    /// Runs one fetch for every follower on the calling thread; whether any copied
+    /// something. A sender waiting for acks does its followers' copying itself: the same
+    /// fetch, under the same lock, as a fetcher thread's (stalled and slowed followers are
+    /// left alone as there), without the two context switches of waking a fetcher thread
+    /// and being woken back, which cost far more than the copy on a machine with fewer
+    /// cores than replicas.
+    fn help(&self) -> bool {
+        let mut copied = false;
+        for &id in self.ids.iter() {
+            copied |= self.fetch(id);
+        }
+        copied
+    }
+
+    /// Lock-free: whether the record at `last`, appended in `epoch`, is acknowledged in
+    /// the current epoch (`false` may be stale: the caller then looks under the lock).
+    /// The epoch is read before and after `acked`: an `acked` read between two reads of
+    /// `epoch` is that epoch's, as `mirror_epoch` stores `acked` before a new epoch.
+    pub(crate) fn acked_now(&self, epoch: i32, last: u64) -> bool {
+        // Acquire: pairs with the Release store in `mirror_epoch`: an `acked` read next is
+        // no older than this epoch's reset.
+        let before = self.epoch_mirror.load(Ordering::Acquire);
+        // Acquire: pairs with the Release stores in `advance_hw` / `mirror_epoch`: an epoch
+        // stored before this `acked` is seen by the load below.
+        let acked = self.acked_mirror.load(Ordering::Acquire);
+        // Relaxed: ordered after the Acquire load above.
+        let after = self.epoch_mirror.load(Ordering::Relaxed);
+        before == i64::from(epoch) && after == before && acked > last
+    }
+
+    /// `acked_in`'s answer under the lock: whether the record is acknowledged (models).
+    #[cfg(all(test, logbus_loom))]
+    pub(crate) fn acked_locked(&self, epoch: i32, last: u64) -> bool {
+        matches!(Self::acked_in(&self.state.lock(), epoch, last), Some(Ok(_)))
     }
 
     /// Whether the record at `last`, appended in `epoch`, is settled whatever comes next:
@@ -222,7 +286,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     ) -> Result<(i32, u64), AppendError> {
         loop {
             let failure = match pending.step {
-                Step::Append => match self.append_once(entries, policy.acks) {
+                Step::Append => match self.append_once(
+                    entries,
+                    policy.acks,
+                    !(wait && policy.acks == Acks::All),
+                ) {
                     Ok((st, epoch, last)) => {
                         if policy.acks != Acks::All || !wait {
                             pending.step = Step::Await(epoch, last);
@@ -236,7 +304,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                     Err(f) => f,
                 },
                 Step::Await(epoch, last) => {
-                    if policy.acks != Acks::All {
+                    if policy.acks != Acks::All || self.acked_now(epoch, last) {
                         return Ok((epoch, last));
                     }
                     let st = self.state.lock();
@@ -332,7 +400,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// closes, or `deadline` (`Producer::flush`).
     pub(crate) fn settle_at(&self, epoch: i32, offset: u64, deadline: Option<Instant>) {
         let mut st = self.state.lock();
+        let mut helps = HELPS;
         while !st.closed && st.epoch == epoch && st.hw <= offset {
+            if helps > 0 {
+                // As in `await_acks`: copy for the followers rather than wait for it.
+                helps -= 1;
+                if !crate::sync::unlocked(&mut st, || self.help()) {
+                    helps = 0;
+                }
+                continue;
+            }
             match deadline {
                 None => self.changed.wait(&mut st),
                 Some(d) => {
@@ -341,6 +418,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                     }
                 }
             }
+            helps = HELPS;
         }
     }
 }
