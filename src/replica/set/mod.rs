@@ -329,7 +329,6 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// One fetch for the follower on directory `dir`, if this partition has one that may
     /// fetch now. Returns whether it copied anything.
     pub(crate) fn fetch(&self, dir: u32) -> bool {
-        let now = self.clock.now_ms();
         // Step 1: copy a batch from the leader (truncating by epoch first if needed).
         let mut st = self.state.lock();
         let Some(i) = Self::index(&st, dir) else {
@@ -340,6 +339,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         {
             return false;
         }
+        // Read only by a fetch that may happen (a waiting sender tries every replica).
+        let now = self.clock.now_ms();
         if st.replicas[i].slow_ms > 0 {
             if now - st.replicas[i].last_fetch_ms < st.replicas[i].slow_ms {
                 return false;

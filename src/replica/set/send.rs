@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{Failure, ReplicaSet, State};
+use super::{Failure, ReplicaSet, State, FETCH_MAX};
 use crate::partition::{Acks, AppendError, Entry, Pending, Refused, SendPolicy};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};
@@ -65,6 +65,21 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
+/// When an append wakes the fetcher threads. Waking a parked thread costs microseconds,
+/// far more than copying a record, so a sender that will wait for its acknowledgement
+/// copies for the followers itself (`help`) and wakes the fetchers only if it cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Nudge {
+    /// `acks = 0 / 1`: nobody waits, the fetchers copy.
+    Always,
+    /// A blocking `acks = all` send: it helps, then wakes them if it must (`await_acks`).
+    Never,
+    /// A pipelined `acks = all` send (`send_async`): once a full fetch of records
+    /// (`FETCH_MAX`) is not yet on the ISR. Below that, the sender's `Delivery::wait` or
+    /// `flush` copies them, or (if it never waits) a fetcher's idle round, within 20 ms.
+    Backlog,
+}
+
 /// Where a send stands.
 #[derive(Debug, Clone, Copy)]
 enum Step {
@@ -111,13 +126,12 @@ impl Progress {
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// One attempt at appending `entries` (all or none): the epoch they were appended in
     /// and the last offset, with the lock still held (an `acks = all` wait goes on under it).
-    /// `wake`: nudge the fetcher threads (a sender that will wait fetches for the followers
-    /// itself, and wakes them only if it cannot: `await_acks`).
+    /// `wake`: when to nudge the fetcher threads.
     fn append_once(
         &self,
         entries: &[Arc<Entry<K, V>>],
         acks: Acks,
-        wake: bool,
+        wake: Nudge,
     ) -> Result<Appended<'_, K, V>, Failure> {
         let mut st = self.state.lock();
         if st.closed {
@@ -147,7 +161,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         // Records not yet below HW stay, so a follower can always copy what it lacks.
         let hw = st.hw;
         st.replicas[l].log.trim(self.config.capacity, hw);
-        if wake {
+        let backlog = st.replicas[l].log.end() - st.hw;
+        if wake == Nudge::Always || (wake == Nudge::Backlog && backlog >= FETCH_MAX as u64) {
             self.wake_followers(&st);
         }
         if moved {
@@ -289,7 +304,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 Step::Append => match self.append_once(
                     entries,
                     policy.acks,
-                    !(wait && policy.acks == Acks::All),
+                    match (policy.acks, wait) {
+                        (Acks::All, true) => Nudge::Never,
+                        (Acks::All, false) => Nudge::Backlog,
+                        _ => Nudge::Always,
+                    },
                 ) {
                     Ok((st, epoch, last)) => {
                         if policy.acks != Acks::All || !wait {
