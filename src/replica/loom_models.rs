@@ -270,7 +270,10 @@ fn lock_free_ack_check_races_an_election() {
             thread::spawn(move || {
                 for (epoch, last) in [(1, 0), (0, 1)] {
                     if s.acked_now(epoch, last) {
-                        assert!(s.acked_locked(epoch, last), "({epoch}, {last}) was not acked");
+                        assert!(
+                            s.acked_locked(epoch, last),
+                            "({epoch}, {last}) was not acked"
+                        );
                     }
                 }
             })
@@ -296,7 +299,10 @@ fn a_helping_sender_and_the_fetcher_copy_each_record_once() {
             let s = Arc::clone(&s);
             thread::spawn(move || {
                 assert_eq!(s.append(entry(7), &policy(Acks::All), None).ok(), Some(0));
-                assert!(s.describe().replicas[1].log_end >= 1, "acknowledged too early");
+                assert!(
+                    s.describe().replicas[1].log_end >= 1,
+                    "acknowledged too early"
+                );
             })
         };
         s.fetch(1);

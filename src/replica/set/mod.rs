@@ -294,7 +294,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     fn mirror_epoch(&self, st: &State<K, V>) {
         // Release (both): pair with the Acquire loads in `acked_now`.
         self.acked_mirror.store(st.acked, Ordering::Release);
-        self.epoch_mirror.store(i64::from(st.epoch), Ordering::Release);
+        self.epoch_mirror
+            .store(i64::from(st.epoch), Ordering::Release);
     }
 
     /// Wakes acks waiters and, when HW moved, consumers.

@@ -74,9 +74,10 @@ enum Nudge {
     Always,
     /// A blocking `acks = all` send: it helps, then wakes them if it must (`await_acks`).
     Never,
-    /// A pipelined `acks = all` send (`send_async`): once a full fetch of records
-    /// (`FETCH_MAX`) is not yet on the ISR. Below that, the sender's `Delivery::wait` or
-    /// `flush` copies them, or (if it never waits) a fetcher's idle round, within 20 ms.
+    /// A pipelined `acks = all` send (`send_async`): once four fetches' worth of records
+    /// (`4 * FETCH_MAX`) is not yet on the ISR, a sender running ahead of its own waits.
+    /// Below that, its `Delivery::wait` or `flush` copies them, or (if it never waits) a
+    /// fetcher's idle round, within 20 ms.
     Backlog,
 }
 
@@ -162,7 +163,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let hw = st.hw;
         st.replicas[l].log.trim(self.config.capacity, hw);
         let backlog = st.replicas[l].log.end() - st.hw;
-        if wake == Nudge::Always || (wake == Nudge::Backlog && backlog >= FETCH_MAX as u64) {
+        if wake == Nudge::Always || (wake == Nudge::Backlog && backlog >= 4 * FETCH_MAX as u64) {
             self.wake_followers(&st);
         }
         if moved {
