@@ -30,6 +30,9 @@ struct Budget {
     caller: Option<Instant>,
     /// Set at the first read of the clock.
     delivery: Option<Option<Instant>>,
+    /// A pipelined send: when it was sent (`time::coarse_ns`), the delivery budget's start
+    /// (read cheaply at every send; turned into a deadline only if a wait must block).
+    sent: Option<u64>,
 }
 
 impl Budget {
@@ -41,8 +44,9 @@ impl Budget {
     fn delivery_from(&mut self, policy: &SendPolicy, now: Option<Instant>) -> Option<Instant> {
         if self.delivery.is_none() {
             let now = now.unwrap_or_else(Instant::now);
+            let start = self.sent.map_or(now, |mark| time::since_coarse(mark, now));
             self.delivery = Some(earliest(
-                now.checked_add(policy.delivery_timeout),
+                start.checked_add(policy.delivery_timeout),
                 self.caller,
             ));
         }
@@ -114,6 +118,7 @@ impl Progress {
             budget: Budget {
                 caller,
                 delivery: None,
+                sent: None,
             },
             retries: if policy.acks == Acks::None {
                 0
@@ -393,7 +398,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let entry = Arc::new(entry);
         let mut progress = Progress::new(policy, None);
         // The delivery timeout counts from the send, however late the wait comes.
-        progress.budget.delivery(policy);
+        progress.budget.sent = Some(time::coarse_ns());
         match self.drive(std::slice::from_ref(&entry), policy, &mut progress, false) {
             Ok(_) => Ok(Pending { entry, progress }),
             Err(why) => Err((self.take_back(entry), why)),
