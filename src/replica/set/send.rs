@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{Failure, ReplicaSet, State, FETCH_MAX};
+use super::{Failure, ReplicaSet, State};
 use crate::partition::{Acks, AppendError, Entry, Pending, Refused, SendPolicy};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};
@@ -74,15 +74,12 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 /// copies for the followers itself (`help`) and wakes the fetchers only if it cannot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Nudge {
-    /// `acks = 0 / 1`: nobody waits, the fetchers copy.
+    /// `acks = 0 / 1`, and pipelined sends (`send_async`): nobody waits now, the fetchers
+    /// copy. (Waking them only once a backlog built let followers fall out of the ISR
+    /// behind a pipelined sender in the Jepsen test.)
     Always,
     /// A blocking `acks = all` send: it helps, then wakes them if it must (`await_acks`).
     Never,
-    /// A pipelined `acks = all` send (`send_async`): once four fetches' worth of records
-    /// (`4 * FETCH_MAX`) is not yet on the ISR, a sender running ahead of its own waits.
-    /// Below that, its `Delivery::wait` or `flush` copies them, or (if it never waits) a
-    /// fetcher's idle round, within 20 ms.
-    Backlog,
 }
 
 /// Where a send stands.
@@ -167,8 +164,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         // Records not yet below HW stay, so a follower can always copy what it lacks.
         let hw = st.hw;
         st.replicas[l].log.trim(self.config.capacity, hw);
-        let backlog = st.replicas[l].log.end() - st.hw;
-        if wake == Nudge::Always || (wake == Nudge::Backlog && backlog >= 4 * FETCH_MAX as u64) {
+        if wake == Nudge::Always {
             self.wake_followers(&st);
         }
         if moved {
@@ -310,10 +306,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 Step::Append => match self.append_once(
                     entries,
                     policy.acks,
-                    match (policy.acks, wait) {
-                        (Acks::All, true) => Nudge::Never,
-                        (Acks::All, false) => Nudge::Backlog,
-                        _ => Nudge::Always,
+                    if policy.acks == Acks::All && wait {
+                        Nudge::Never
+                    } else {
+                        Nudge::Always
                     },
                 ) {
                     Ok((st, epoch, last)) => {
