@@ -127,17 +127,6 @@ impl<K, V> ReplicaLog<K, V> {
         self.epochs.retain(|e| e.1 < offset);
     }
 
-    /// Drops the epochs that start at the log end (epochs with no record: a leader that
-    /// appended nothing), as Kafka's follower cuts its epoch cache from the offset it
-    /// truncated to even when no record goes. Kept, such an epoch would sit above the
-    /// older-epoch records the follower fetches next. Returns whether any went.
-    pub(crate) fn drop_empty_epochs(&mut self) -> bool {
-        let end = self.end();
-        let before = self.epochs.len();
-        self.epochs.retain(|e| e.1 < end);
-        self.epochs.len() != before
-    }
-
     /// Empties the log and moves its start to `start` (a replica too far behind the leader).
     pub(crate) fn reset_to(&mut self, start: u64) {
         self.records.clear();
@@ -296,22 +285,6 @@ mod tests {
         let mut a = log(&[0, 0, 0]);
         reconcile(&mut a, &leader);
         assert_eq!(a.end(), 1);
-    }
-
-    /// A replica that led an epoch without appending (epoch 5 at its end) and returns as
-    /// a follower of a leader holding more epoch-4 records: the exchange cuts nothing, and
-    /// the empty epoch must go before those records are appended.
-    #[test]
-    fn an_empty_epoch_goes_before_older_records_are_fetched() {
-        let leader = log(&[0, 4, 4, 4]);
-        let mut a = log(&[0, 4]);
-        a.begin_epoch(5);
-        reconcile(&mut a, &leader);
-        assert_eq!(a.end(), 2, "nothing to cut");
-        assert!(a.drop_empty_epochs());
-        assert_eq!(a.epochs(), &[(0, 0), (4, 1)]);
-        a.append(4, entry(2));
-        assert_eq!(a.latest_epoch(), 4);
     }
 
     #[test]

@@ -449,9 +449,6 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 None => break,
             }
         }
-        if st.replicas[i].log.drop_empty_epochs() && !self.save_epochs(st, i) {
-            return;
-        }
         let r = &mut st.replicas[i];
         r.needs_truncation = false;
         r.known_leo = r.known_leo.min(r.log.end());
