@@ -860,6 +860,28 @@ mod loom_models {
         });
     }
 
+    /// A drained block goes back to the senders as a spare and is written again: with two
+    /// slots a block, the sender of message 3 takes the first block back once the receiver
+    /// has read messages 0 and 1, and writes message 4 into it. The spare's hand-off
+    /// (Release CAS in `recycle`, Acquire swap in `take_block`) orders the receiver's read
+    /// of each slot and its reset before the sender's next write there; without it loom
+    /// reports the race on the message cell.
+    #[test]
+    fn a_recycled_block_is_written_again_by_another_thread() {
+        model(|| {
+            let ch = Arc::new(Channel::new());
+            let tx = Arc::clone(&ch);
+            let sender = thread::spawn(move || {
+                for i in 0..5 {
+                    tx.send(Arc::new((0, i))).unwrap();
+                }
+            });
+            receive_in_order(&ch, 5, 1);
+            sender.join().unwrap();
+            assert_eq!(ch.try_recv().map(|_| ()), Err(TryRecvError::Empty));
+        });
+    }
+
     /// The last sender leaves (disconnect) while the receiver drains and parks: it gets
     /// every message, then `Disconnected`, and a message left unreceived is dropped with
     /// the queue.
