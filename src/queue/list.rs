@@ -6,8 +6,8 @@
 //! `head` and `tail` are *indices* counting slots from the start of the queue's life,
 //! shifted left by one: bit 0 of `tail` is the disconnect mark, bit 0 of `head` says the
 //! tail is known to be in a later block (so a receiver need not read `tail`, which senders
-//! keep writing, until it reaches the end of its block). A block holds `BLOCK_CAP` slots,
-//! and each block spans `LAP = BLOCK_CAP + 1` indices: the last one is never a slot but a
+//! keep writing, until it reaches the end of its block). A block holds `CAP` slots (a page
+//! of them for small messages, at least 31), and each block spans `LAP = CAP + 1` indices: the last one is never a slot but a
 //! *boundary*, held while the thread that claimed the block's last slot installs the next
 //! block (others wait it out). Indices grow by one per message and never wrap in practice
 //! (2^63 messages).
@@ -33,6 +33,7 @@
 //! link next: a queue whose receivers keep up allocates nothing per message, and one whose
 //! length swings by at most `SPARES` blocks allocates nothing at all once warm.
 
+use std::alloc::{self, Layout};
 use std::mem::MaybeUninit;
 use std::ptr;
 
@@ -41,15 +42,19 @@ use crate::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use crate::sync::time::Instant;
 use crate::sync::{Arc, Backoff, CachePadded, Signal, UnsafeCell, WaitSet};
 
-/// Slots per block. Small under loom, so that a model with three messages crosses a block
-/// boundary.
+/// Bytes of slots a block aims at: one page, so that small messages cross a block
+/// boundary (where senders and receivers wait for the thread linking the next block, and a
+/// block is allocated and freed) once per few hundred messages.
 #[cfg(not(logbus_loom))]
-const BLOCK_CAP: usize = 31;
-#[cfg(logbus_loom)]
-const BLOCK_CAP: usize = 2;
+const BLOCK_BYTES: usize = 4096;
+/// Slots per block at least (crossbeam-channel's fixed count), so large messages do not
+/// cross a boundary every few sends.
+#[cfg(not(logbus_loom))]
+const MIN_CAP: usize = 31;
+/// Slots per block at most.
+#[cfg(not(logbus_loom))]
+const MAX_CAP: usize = 255;
 
-/// Indices per block: its slots plus the boundary.
-const LAP: usize = BLOCK_CAP + 1;
 /// Indices are stored shifted left by this much; the bit below carries a flag.
 const SHIFT: usize = 1;
 /// On `tail`: disconnected. On `head`: the tail is in a later block.
@@ -70,22 +75,95 @@ struct Slot<T> {
     state: AtomicUsize,
 }
 
+/// A block's header; its `CAP` slots follow it in the same allocation.
+#[repr(C)]
 struct Block<T> {
     /// The next block, set by the sender that claimed this block's last slot before it
     /// writes that slot.
     next: AtomicPtr<Block<T>>,
-    slots: [Slot<T>; BLOCK_CAP],
+    /// Where the slots start (`repr(C)`: after `next`, aligned for a slot). Empty as a
+    /// field: reach the slots through `Block::slot` only.
+    slots_start: [Slot<T>; 0],
 }
 
 impl<T> Block<T> {
+    /// Slots per block: about `BLOCK_BYTES` of them, within `MIN_CAP..=MAX_CAP`.
+    #[cfg(not(logbus_loom))]
+    const CAP: usize = {
+        let fit = BLOCK_BYTES / std::mem::size_of::<Slot<T>>();
+        if fit < MIN_CAP {
+            MIN_CAP
+        } else if fit > MAX_CAP {
+            MAX_CAP
+        } else {
+            fit
+        }
+    };
+    /// Small under loom, so that a model with three messages crosses a block boundary.
+    #[cfg(logbus_loom)]
+    const CAP: usize = 2;
+    /// Indices per block: its slots plus the boundary.
+    const LAP: usize = Self::CAP + 1;
+
+    /// The allocation of a block: the header, then `CAP` slots.
+    fn layout() -> Layout {
+        let (layout, offset) = Layout::new::<Self>()
+            .extend(Layout::array::<Slot<T>>(Self::CAP).expect("a block is a few KiB"))
+            .expect("a block is a few KiB");
+        debug_assert_eq!(offset, std::mem::offset_of!(Self, slots_start));
+        layout.pad_to_align()
+    }
+
+    /// A new block: no next block, every slot empty.
     fn alloc() -> *mut Self {
-        Box::into_raw(Box::new(Block {
-            next: AtomicPtr::new(ptr::null_mut()),
-            slots: std::array::from_fn(|_| Slot {
-                msg: UnsafeCell::new(MaybeUninit::uninit()),
-                state: AtomicUsize::new(0),
-            }),
-        }))
+        let layout = Self::layout();
+        // SAFETY: the layout is not zero-sized (it holds `next`).
+        let block = unsafe { alloc::alloc(layout) }.cast::<Self>();
+        if block.is_null() {
+            alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: `block` is fresh, aligned and sized for the header and `CAP` slots, each
+        // written once here before any reference to it is made.
+        unsafe {
+            ptr::addr_of_mut!((*block).next).write(AtomicPtr::new(ptr::null_mut()));
+            let slots = ptr::addr_of_mut!((*block).slots_start).cast::<Slot<T>>();
+            for i in 0..Self::CAP {
+                slots.add(i).write(Slot {
+                    msg: UnsafeCell::new(MaybeUninit::uninit()),
+                    state: AtomicUsize::new(0),
+                });
+            }
+        }
+        block
+    }
+
+    /// Slot `i` of `block`.
+    ///
+    /// # Safety
+    ///
+    /// `block` came from `alloc`, is not freed for `'a`, and `i < CAP`.
+    unsafe fn slot<'a>(block: *mut Self, i: usize) -> &'a Slot<T> {
+        debug_assert!(i < Self::CAP);
+        // SAFETY: the caller's contract; the pointer keeps the whole allocation's
+        // provenance (taken from `block`, not from a reference to the header).
+        unsafe { &*ptr::addr_of!((*block).slots_start).cast::<Slot<T>>().add(i) }
+    }
+
+    /// Frees a block (its messages, if any, are the caller's business: slots never drop
+    /// them).
+    ///
+    /// # Safety
+    ///
+    /// `block` came from `alloc`, is freed once, and no other thread will access it.
+    unsafe fn dealloc(block: *mut Self) {
+        // SAFETY: the caller's contract: the header and `CAP` slots were written by `alloc`
+        // and are ours alone; dropping them drops no message (`MaybeUninit`).
+        unsafe {
+            let slots = ptr::addr_of_mut!((*block).slots_start).cast::<Slot<T>>();
+            ptr::drop_in_place(ptr::slice_from_raw_parts_mut(slots, Self::CAP));
+            ptr::drop_in_place(block);
+            alloc::dealloc(block.cast(), Self::layout());
+        }
     }
 
     /// Waits until the next block is linked (its linker holds this block's last slot and
@@ -102,16 +180,16 @@ impl<T> Block<T> {
             backoff.snooze();
         }
     }
-}
 
-/// The message count of an index: slots before it, the boundary counting as the next
-/// block's start.
-fn messages_before(index: usize) -> usize {
-    let mut i = index >> SHIFT;
-    if i % LAP == BLOCK_CAP {
-        i += 1;
+    /// The message count of an index: slots before it, the boundary counting as the next
+    /// block's start.
+    fn messages_before(index: usize) -> usize {
+        let mut i = index >> SHIFT;
+        if i % Self::LAP == Self::CAP {
+            i += 1;
+        }
+        i - i / Self::LAP
     }
-    i - i / LAP
 }
 
 struct Position<T> {
@@ -181,9 +259,12 @@ impl<T> Channel<T> {
         let b = unsafe { &*block };
         // Relaxed: the block is this thread's alone; the Release CAS below publishes it.
         b.next.store(ptr::null_mut(), Ordering::Relaxed);
-        for slot in &b.slots {
+        for i in 0..Block::<T>::CAP {
+            // SAFETY: as above, and `i < CAP`.
             // Relaxed: as above.
-            slot.state.store(0, Ordering::Relaxed);
+            unsafe { Block::slot(block, i) }
+                .state
+                .store(0, Ordering::Relaxed);
         }
         for spare in &self.spares {
             // Release: pairs with the Acquire swap in `take_block`. Relaxed on failure: the
@@ -195,8 +276,8 @@ impl<T> Channel<T> {
                 return;
             }
         }
-        // SAFETY: allocated by `Block::alloc` (a `Box`), owned by us, holds no message.
-        drop(unsafe { Box::from_raw(block) });
+        // SAFETY: allocated by `Block::alloc`, owned by us, holds no message.
+        unsafe { Block::dealloc(block) };
     }
 
     /// Continues the destruction of `block` from slot `start` (see the module docs).
@@ -207,10 +288,10 @@ impl<T> Channel<T> {
     /// found `DESTROY` on it.
     unsafe fn destroy(&self, block: *mut Block<T>, start: usize) {
         // The last slot's reader started this, so it is read: skip it.
-        for i in start..BLOCK_CAP - 1 {
+        for i in start..Block::<T>::CAP - 1 {
             // SAFETY: the block lives until every slot is read, and slot `i` is not known
             // to be read yet.
-            let slot = unsafe { &(*block).slots[i] };
+            let slot = unsafe { Block::slot(block, i) };
             // Acquire: pairs with the reader's AcqRel `fetch_or(READ)`, so its read of the
             // message happens before the block is reused. AcqRel on the RMW likewise.
             if slot.state.load(Ordering::Acquire) & READ == 0
@@ -236,15 +317,15 @@ impl<T> Channel<T> {
             if tail & MARK_BIT != 0 {
                 break None;
             }
-            let offset = (tail >> SHIFT) % LAP;
-            if offset == BLOCK_CAP {
+            let offset = (tail >> SHIFT) % Block::<T>::LAP;
+            if offset == Block::<T>::CAP {
                 // Another sender is linking the next block.
                 backoff.snooze();
                 continue;
             }
             // Acquire: pairs with the Release store of the block pointer below.
             let block = self.tail.block.load(Ordering::Acquire);
-            if offset + 1 == BLOCK_CAP && next_block.is_null() {
+            if offset + 1 == Block::<T>::CAP && next_block.is_null() {
                 // Taken before the claim, so nobody waits on our allocation at the boundary.
                 next_block = self.take_block();
             }
@@ -258,7 +339,7 @@ impl<T> Channel<T> {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    if offset + 1 == BLOCK_CAP {
+                    if offset + 1 == Block::<T>::CAP {
                         let next = std::mem::replace(&mut next_block, ptr::null_mut());
                         // Release: pairs with the Acquire load of senders that see the index
                         // move past the boundary.
@@ -291,7 +372,7 @@ impl<T> Channel<T> {
         };
         // SAFETY: we claimed this slot, so its block lives and no other thread accesses
         // the message cell until it sees `WRITE`.
-        let slot = unsafe { &(*block).slots[offset] };
+        let slot = unsafe { Block::slot(block, offset) };
         // SAFETY: as above: the cell is ours to write.
         slot.msg
             .with_mut(|p| unsafe { p.write(MaybeUninit::new(msg)) });
@@ -310,8 +391,8 @@ impl<T> Channel<T> {
         loop {
             // Acquire: as in `start_send`, for the head.
             let head = self.head.index.load(Ordering::Acquire);
-            let offset = (head >> SHIFT) % LAP;
-            if offset == BLOCK_CAP {
+            let offset = (head >> SHIFT) % Block::<T>::LAP;
+            if offset == Block::<T>::CAP {
                 // Another receiver is moving the head to the next block.
                 backoff.snooze();
                 continue;
@@ -333,7 +414,7 @@ impl<T> Channel<T> {
                         TryRecvError::Empty
                     });
                 }
-                if (head >> SHIFT) / LAP != (tail >> SHIFT) / LAP {
+                if (head >> SHIFT) / Block::<T>::LAP != (tail >> SHIFT) / Block::<T>::LAP {
                     new_head |= MARK_BIT;
                 }
             }
@@ -345,7 +426,7 @@ impl<T> Channel<T> {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    if offset + 1 == BLOCK_CAP {
+                    if offset + 1 == Block::<T>::CAP {
                         // SAFETY: we hold the block's last slot, so it lives.
                         let next = unsafe { (*block).wait_next() };
                         let mut next_index = (new_head & !MARK_BIT) + (1 << SHIFT);
@@ -374,7 +455,7 @@ impl<T> Channel<T> {
     /// `(block, offset)` came from a successful `start_recv` and is read once.
     unsafe fn read(&self, block: *mut Block<T>, offset: usize) -> T {
         // SAFETY: the block lives until this slot is read (the caller's claim).
-        let slot = unsafe { &(*block).slots[offset] };
+        let slot = unsafe { Block::slot(block, offset) };
         let mut backoff = Backoff::new();
         // Acquire: pairs with the sender's `fetch_or(WRITE)`, so the message is visible.
         // A claimed slot is written a few instructions after its claim; the wait is what
@@ -384,7 +465,7 @@ impl<T> Channel<T> {
         }
         // SAFETY: `WRITE` says the cell holds a message, and only this claimant reads it.
         let msg = slot.msg.with(|p| unsafe { p.read().assume_init() });
-        if offset + 1 == BLOCK_CAP {
+        if offset + 1 == Block::<T>::CAP {
             // SAFETY: we read the last slot.
             unsafe { self.destroy(block, 0) };
         } else if slot.state.fetch_or(READ, Ordering::AcqRel) & DESTROY != 0 {
@@ -464,7 +545,8 @@ impl<T> Channel<T> {
             let tail = self.tail.index.load(Ordering::SeqCst);
             let head = self.head.index.load(Ordering::SeqCst);
             if self.tail.index.load(Ordering::SeqCst) == tail {
-                return messages_before(tail & !MARK_BIT) - messages_before(head & !MARK_BIT);
+                return Block::<T>::messages_before(tail & !MARK_BIT)
+                    - Block::<T>::messages_before(head & !MARK_BIT);
             }
         }
     }
@@ -478,21 +560,25 @@ impl<T> Channel<T> {
         if head >> SHIFT == tail >> SHIFT {
             return None;
         }
-        let offset = (head >> SHIFT) % LAP;
+        let offset = (head >> SHIFT) % Block::<T>::LAP;
         debug_assert!(
-            offset < BLOCK_CAP,
+            offset < Block::<T>::CAP,
             "a finished send leaves no index at a boundary"
         );
         let block = self.head.block.load(Ordering::Relaxed);
         // SAFETY: the head block is live (only read blocks are recycled), and its slot at
         // the head was claimed and written by a send that has finished.
-        let msg = unsafe { (*block).slots[offset].msg.with(|p| p.read().assume_init()) };
-        if offset + 1 == BLOCK_CAP {
+        let msg = unsafe {
+            Block::slot(block, offset)
+                .msg
+                .with(|p| p.read().assume_init())
+        };
+        if offset + 1 == Block::<T>::CAP {
             // SAFETY: the block's last slot was sent, so its sender linked the next block.
             let next = unsafe { (*block).next.load(Ordering::Relaxed) };
             // SAFETY: the block is ours alone and holds no message any more (slots before
             // the head were read, the rest are past the tail or just moved out).
-            drop(unsafe { Box::from_raw(block) });
+            unsafe { Block::dealloc(block) };
             self.head.block.store(next, Ordering::Relaxed);
             self.head
                 .index
@@ -514,12 +600,12 @@ impl<T> Drop for Channel<T> {
         let head = self.head.block.load(Ordering::Relaxed);
         // SAFETY: the last block, holding no message now; blocks before it were recycled or
         // freed by the receivers and `take_for_discard`.
-        drop(unsafe { Box::from_raw(head) });
+        unsafe { Block::dealloc(head) };
         for spare in &self.spares {
             let block = spare.swap(ptr::null_mut(), Ordering::Relaxed);
             if !block.is_null() {
                 // SAFETY: spares are reset blocks owned by the queue.
-                drop(unsafe { Box::from_raw(block) });
+                unsafe { Block::dealloc(block) };
             }
         }
         if let Some(payload) = panic {
@@ -544,18 +630,46 @@ mod tests {
 
     #[test]
     fn messages_before_skips_the_boundaries() {
-        let at = |block: usize, offset: usize| (block * LAP + offset) << SHIFT;
-        assert_eq!(messages_before(at(0, 0)), 0);
-        assert_eq!(messages_before(at(0, 5)), 5);
-        assert_eq!(messages_before(at(0, BLOCK_CAP)), BLOCK_CAP);
-        assert_eq!(messages_before(at(1, 0)), BLOCK_CAP);
-        assert_eq!(messages_before(at(3, 2) | MARK_BIT), 3 * BLOCK_CAP + 2);
+        type B = Block<u64>;
+        let at = |block: usize, offset: usize| (block * B::LAP + offset) << SHIFT;
+        assert_eq!(B::messages_before(at(0, 0)), 0);
+        assert_eq!(B::messages_before(at(0, 5)), 5);
+        assert_eq!(B::messages_before(at(0, B::CAP)), B::CAP);
+        assert_eq!(B::messages_before(at(1, 0)), B::CAP);
+        assert_eq!(B::messages_before(at(3, 2) | MARK_BIT), 3 * B::CAP + 2);
+    }
+
+    #[test]
+    fn a_block_holds_a_page_of_small_messages_and_31_large_ones() {
+        assert_eq!(Block::<u64>::CAP, MAX_CAP);
+        assert_eq!(Block::<()>::CAP, MAX_CAP);
+        assert_eq!(Block::<[u64; 5]>::CAP, BLOCK_BYTES / 48);
+        assert_eq!(Block::<[u8; 1024]>::CAP, MIN_CAP);
+        assert!(Block::<[u64; 5]>::layout().size() <= BLOCK_BYTES + 8);
+        let big = Block::<[u8; 1024]>::layout();
+        assert!(big.size() >= 8 + MIN_CAP * 1032 && big.size() % big.align() == 0);
+    }
+
+    #[test]
+    fn large_messages_cross_blocks_in_order() {
+        let ch = Channel::new();
+        let n = 2 * Block::<[u64; 128]>::CAP as u64 + 3;
+        for round in 0..2 {
+            for i in 0..n {
+                ch.send([i; 128]).unwrap();
+            }
+            assert_eq!(ch.len(), n as usize);
+            for i in 0..n {
+                assert_eq!(ch.try_recv(), Ok([i; 128]), "round {round}");
+            }
+        }
+        assert_eq!(ch.try_recv(), Err(TryRecvError::Empty));
     }
 
     #[test]
     fn fifo_across_blocks_with_len() {
         let ch = Channel::new();
-        let n = 3 * BLOCK_CAP as u64 + 5;
+        let n = 3 * Block::<u64>::CAP as u64 + 5;
         for i in 0..n {
             ch.send(i).unwrap();
             assert_eq!(ch.len(), i as usize + 1);
@@ -577,10 +691,10 @@ mod tests {
         let first = ch.head.block.load(Ordering::Relaxed);
         // Fill and drain two blocks: the first comes back as a spare and is linked again.
         for round in 0..3 {
-            for i in 0..BLOCK_CAP as u64 {
+            for i in 0..Block::<u64>::CAP as u64 {
                 ch.send(i).unwrap();
             }
-            for i in 0..BLOCK_CAP as u64 {
+            for i in 0..Block::<u64>::CAP as u64 {
                 assert_eq!(ch.try_recv(), Ok(i), "round {round}");
             }
         }
@@ -590,20 +704,33 @@ mod tests {
             linked == first || spare == first,
             "the first block was not recycled"
         );
+        // A recycled block comes back empty: a stale `READ` would let a destruction free
+        // it while a receiver still waits on a slot.
+        assert!(!spare.is_null());
+        for i in 0..Block::<u64>::CAP {
+            // SAFETY: a spare block, owned by the queue, which this thread alone uses.
+            let state = unsafe { Block::slot(spare, i) }
+                .state
+                .load(Ordering::Relaxed);
+            assert_eq!(state, 0, "slot {i} of a spare block");
+        }
+        // SAFETY: as above.
+        assert!(unsafe { (*spare).next.load(Ordering::Relaxed) }.is_null());
     }
 
     #[test]
     fn drop_drops_what_is_left_once() {
         let drops = Arc::new(Counter::new(0));
         let ch = Channel::new();
-        let n = 2 * BLOCK_CAP as u64 + 3;
+        let cap = Block::<Tracked>::CAP;
+        let n = 2 * cap as u64 + 3;
         for i in 0..n {
             ch.send(Tracked(Arc::clone(&drops), i)).unwrap();
         }
-        for i in 0..BLOCK_CAP as u64 + 1 {
+        for i in 0..cap as u64 + 1 {
             assert_eq!(ch.try_recv().map(|t| t.1), Ok(i));
         }
-        assert_eq!(drops.load(Ordering::Relaxed), BLOCK_CAP + 1);
+        assert_eq!(drops.load(Ordering::Relaxed), cap + 1);
         drop(ch);
         assert_eq!(drops.load(Ordering::Relaxed), n as usize);
     }
@@ -622,7 +749,7 @@ mod tests {
         }
         let drops = Arc::new(Counter::new(0));
         let ch = Channel::new();
-        let n = BLOCK_CAP + 4;
+        let n = Block::<Bomb>::CAP + 4;
         for i in 0..n {
             ch.send(Bomb(Arc::clone(&drops), i % 3 == 1)).unwrap();
         }
@@ -677,7 +804,8 @@ mod tests {
     }
 }
 
-/// Loom models (`BLOCK_CAP` is 2 under loom, so two messages cross a block boundary). `Arc` payloads: a message lost or delivered twice shows up as a
+/// Loom models (`Block::CAP` is 2 under loom, so two messages cross a block boundary).
+/// `Arc` payloads: a message lost or delivered twice shows up as a
 /// leak or a double drop.
 #[cfg(all(test, logbus_loom))]
 mod loom_models {
@@ -728,6 +856,28 @@ mod loom_models {
             for s in senders {
                 s.join().unwrap();
             }
+            assert_eq!(ch.try_recv().map(|_| ()), Err(TryRecvError::Empty));
+        });
+    }
+
+    /// A drained block goes back to the senders as a spare and is written again: with two
+    /// slots a block, the sender of message 3 takes the first block back once the receiver
+    /// has read messages 0 and 1, and writes message 4 into it. The spare's hand-off
+    /// (Release CAS in `recycle`, Acquire swap in `take_block`) orders the receiver's read
+    /// of each slot and its reset before the sender's next write there; without it loom
+    /// reports the race on the message cell.
+    #[test]
+    fn a_recycled_block_is_written_again_by_another_thread() {
+        model(|| {
+            let ch = Arc::new(Channel::new());
+            let tx = Arc::clone(&ch);
+            let sender = thread::spawn(move || {
+                for i in 0..5 {
+                    tx.send(Arc::new((0, i))).unwrap();
+                }
+            });
+            receive_in_order(&ch, 5, 1);
+            sender.join().unwrap();
             assert_eq!(ch.try_recv().map(|_| ()), Err(TryRecvError::Empty));
         });
     }
