@@ -215,17 +215,17 @@ fn oversized_batch(
         ));
     }
     let stored = u32::from_be_bytes([head[17], head[18], head[19], head[20]]);
-    let mut crc = 0u32;
+    let mut crc = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
     let mut buf = vec![0u8; CHUNK];
     let mut at = pos + 21;
     let end = pos + size;
     while at < end {
         let n = (end - at).min(CHUNK as u64) as usize;
         read(&mut buf[..n], at)?;
-        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        crc.update(&buf[..n]);
         at += n as u64;
     }
-    if crc != stored {
+    if crc.finalize() as u32 != stored {
         return Ok(corrupt(8, Corruption::BatchTooLarge { size, max }));
     }
     Ok(None)

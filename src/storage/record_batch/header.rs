@@ -219,7 +219,8 @@ pub(super) fn corrupt(position: usize, reason: Corruption) -> Error {
     }
 }
 
-/// CRC-32C of `bytes` (hardware-accelerated where the CPU has the instruction).
+/// CRC-32C of `bytes` (SIMD-accelerated where the CPU has it).
 pub fn crc32c(bytes: &[u8]) -> u32 {
-    crc32c::crc32c(bytes)
+    // CRC-32/ISCSI is CRC-32C; its value fits 32 bits.
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
 }
