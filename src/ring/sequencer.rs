@@ -595,10 +595,9 @@ impl<T> Sequencer<T> {
             if shared.multi {
                 // Multi-producer plain runs in three passes (module docs, "Plain runs"):
                 // own every slot, ask the flag once, move the values in, publish the tags.
-                for i in 0..len as u64 {
-                    let seq = first + i;
-                    shared.slot(seq).wait_prev(shared.prev_tag(seq));
-                }
+                shared
+                    .slots
+                    .wait_prev_run(first, len as u64, shared.start, shared.capacity);
                 if !shared.may_be_impure() {
                     // SAFETY: `first..first + len` is claimed by us and each slot's previous
                     // lap was seen published (Acquire, just above), so no other producer

@@ -188,6 +188,49 @@ impl<T> Slots<T> {
         }
     }
 
+    /// Multi-producer: waits until each slot of `first..first + len` holds its previous
+    /// lap unlocked ([`Slot::wait_prev`] for each, in one tight loop), the first pass of a
+    /// plain run. `start` and `capacity` are the ring's (a slot's first lap has tag 0
+    /// before it).
+    #[inline(always)]
+    pub(crate) fn wait_prev_run(&self, first: u64, len: u64, start: u64, capacity: u64) {
+        let states = &*self.states;
+        for seq in first..first + len {
+            let prev = if seq >= start + capacity {
+                tag(seq - capacity)
+            } else {
+                0
+            };
+            // `seq & mask < states.len()`.
+            let state = &states[seq as usize & self.mask];
+            // Acquire: pairs with the previous writer's Release store of the tag (as in
+            // `Slot::wait_prev`).
+            if state.load(Ordering::Acquire) != prev << ACCESS_BITS {
+                self.get(seq).wait_prev(prev);
+            }
+        }
+    }
+
+    /// How many of `from..end` are published, from `from` on (each slot's tag is its
+    /// sequence's and no writer holds it; an Acquire load each, so the caller sees the
+    /// values of those it counts): a multi-producer gating reader's run.
+    #[inline(always)]
+    pub(crate) fn count_published(&self, from: u64, end: u64) -> u64 {
+        let states = &*self.states;
+        let mut seq = from;
+        while seq < end {
+            // `seq & mask < states.len()`.
+            let state = &states[seq as usize & self.mask];
+            // Acquire: pairs with the writer's Release store of the tag.
+            let st = state.load(Ordering::Acquire);
+            if st >> ACCESS_BITS != tag(seq) || st & ACCESS_MASK == WRITING {
+                break;
+            }
+            seq += 1;
+        }
+        seq - from
+    }
+
     /// Publishes `first..first + len` by storing each slot's tag (Release), in order: the
     /// last pass of a multi-producer plain run whose values [`write_run_untagged`] wrote.
     /// The caller holds the slots (claimed, previous lap seen published) and wrote them
