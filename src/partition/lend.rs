@@ -62,6 +62,10 @@ impl<K, V> Partition<K, V> {
             return None;
         }
         let max = max.min((hw - offset).min(usize::MAX as u64) as usize);
+        if max == 0 {
+            // At the high watermark: nothing to read yet, wherever it would come from.
+            return Some(ReadOutcome::Empty);
+        }
         let n = {
             let mut g = group.lock();
             if g.removed {
@@ -86,5 +90,106 @@ impl<K, V> Partition<K, V> {
         // `_lending` counts us, neither moves forward nor is dropped (module docs).
         unsafe { self.ring.read_held_run(offset, n, f) };
         Some(ReadOutcome::Read(n))
+    }
+}
+
+/// Lending reads against a producer that overwrites as soon as the gate lets it (also run
+/// under Miri: the reads are of slots a producer reuses).
+#[cfg(all(test, not(logbus_loom)))]
+mod tests {
+    use super::super::{AppendWait, PartitionConfig};
+    use super::*;
+    use crate::sync::StdArc as Arc;
+    use crate::sync::WaitSet;
+
+    fn entry(v: u64) -> Entry<(), Box<u64>> {
+        Entry {
+            timestamp: v as i64,
+            key: None,
+            value: Box::new(v),
+            headers: None,
+        }
+    }
+
+    /// A producer fills a capacity-4 partition as fast as the group's commits allow while
+    /// the reader lends runs and commits after each (and once mid-run, which must wait
+    /// for the run to end): every offset is lent once, in order, with its own value.
+    #[test]
+    fn lent_runs_are_never_overwritten_while_lent() {
+        const N: u64 = if cfg!(miri) { 40 } else { 5_000 };
+        let config = PartitionConfig {
+            capacity: 4,
+            gated: true,
+            retention_ms: None,
+        };
+        let p = Arc::new(Partition::new(config, Arc::new(WaitSet::new())).unwrap());
+        let group: Arc<str> = Arc::from("g");
+        p.register_group(&group, 0).unwrap();
+        let slot = p.group_slot("g").unwrap();
+        let mut a = p.appender();
+        let producer = std::thread::spawn(move || {
+            for v in 0..N {
+                let mut run = vec![entry(v)];
+                a.append_batch(&mut run, AppendWait::Until(None)).unwrap();
+            }
+        });
+        let mut next = 0;
+        while next < N {
+            let mut seen = 0;
+            let outcome = p.lend(next, 3, 0, &slot, |offset, e| {
+                assert_eq!((offset, *e.value), (next + seen, next + seen));
+                seen += 1;
+                // A commit past the run while it is lent: applied when the run ends.
+                p.commit(&group, next + seen, 0).unwrap();
+            });
+            match outcome {
+                Some(ReadOutcome::Read(n)) => {
+                    assert_eq!(n as u64, seen);
+                    next += seen;
+                }
+                Some(ReadOutcome::Empty) => std::thread::yield_now(),
+                other => panic!("{other:?}"),
+            }
+        }
+        producer.join().unwrap();
+        assert_eq!(p.committed("g"), Some(N));
+    }
+
+    /// What cannot lend says so (`None`), for `read` to serve: a drop-oldest partition,
+    /// and an offset below the group's gate.
+    #[test]
+    fn reads_that_cannot_lend_are_refused() {
+        let config = PartitionConfig {
+            capacity: 4,
+            gated: false,
+            retention_ms: None,
+        };
+        let p = Partition::new(config, Arc::new(WaitSet::new())).unwrap();
+        let group: Arc<str> = Arc::from("g");
+        p.register_group(&group, 0).unwrap();
+        let mut a = p.appender();
+        a.append_batch(&mut vec![entry(0)], AppendWait::No).unwrap();
+        let slot = p.group_slot("g").unwrap();
+        assert!(p.lend(0, 1, 0, &slot, |_, _| ()).is_none());
+
+        let gated = PartitionConfig {
+            gated: true,
+            ..config
+        };
+        let p = Partition::new(gated, Arc::new(WaitSet::new())).unwrap();
+        p.register_group(&group, 0).unwrap();
+        let mut a = p.appender();
+        a.append_batch(&mut (0..3).map(entry).collect(), AppendWait::No)
+            .unwrap();
+        p.commit(&group, 2, 0).unwrap();
+        let slot = p.group_slot("g").unwrap();
+        assert!(p.lend(1, 1, 0, &slot, |_, _| ()).is_none(), "below the gate");
+        let mut got = Vec::new();
+        assert_eq!(
+            p.lend(2, 5, 0, &slot, |o, e| got.push((o, *e.value))),
+            Some(ReadOutcome::Read(1))
+        );
+        assert_eq!(got, [(2, 2)]);
+        assert_eq!(p.lend(3, 5, 0, &slot, |_, _| ()), Some(ReadOutcome::Empty));
     }
 }
