@@ -138,11 +138,13 @@ impl<K, V> Appender<K, V> {
             }
         }
         let before = self.handle.last_sequence();
-        // Known here, in one pass the compiler inlines, instead of the ring asking
-        // `Entry::is_plain` through a function pointer per entry.
+        // Known here, in one branch-free pass the compiler inlines, instead of the ring
+        // asking `Entry::is_plain` through a function pointer per entry.
         let plain = !std::mem::needs_drop::<K>()
             && !std::mem::needs_drop::<V>()
-            && entries.iter().all(|e| e.headers.is_none());
+            && entries
+                .iter()
+                .fold(true, |plain, e| plain & e.headers.is_none());
         let done = match wait {
             AppendWait::Until(_) => self
                 .handle
