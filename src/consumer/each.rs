@@ -143,7 +143,9 @@ where
         mut f: impl FnMut(RecordRef<'_, K, V>),
     ) -> Result<usize> {
         let mut buffers = std::mem::take(&mut self.borrowed);
-        let read = self.poll_loop(max, timeout, |c, max| c.fetch_lending(max, &mut f, &mut buffers));
+        let read = self.poll_loop(max, timeout, |c, max| {
+            c.fetch_lending(max, &mut f, &mut buffers)
+        });
         self.borrowed = buffers;
         read
     }
@@ -170,18 +172,19 @@ where
             if a.paused {
                 continue;
             }
-            if let (Some(group), Some(from), false) = (&a.group, a.position, a.topic.is_deleted())
-            {
+            if let (Some(group), Some(from), false) = (&a.group, a.position, a.topic.is_deleted()) {
                 let (name, partition) = (a.name, a.tp.partition);
                 let mut lent = Lent {
                     position: &mut a.position,
                     from,
                     count: 0,
                 };
-                let outcome = a.partition.lend(from, max - total, now, group, |offset, e| {
-                    lent.count += 1;
-                    f(record_ref(name, partition, offset, e));
-                });
+                let outcome = a
+                    .partition
+                    .lend(from, max - total, now, group, |offset, e| {
+                        lent.count += 1;
+                        f(record_ref(name, partition, offset, e));
+                    });
                 drop(lent);
                 match outcome {
                     Some(ReadOutcome::Read(n)) => {

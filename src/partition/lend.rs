@@ -183,7 +183,10 @@ mod tests {
             .unwrap();
         p.commit(&group, 2, 0).unwrap();
         let slot = p.group_slot("g").unwrap();
-        assert!(p.lend(1, 1, 0, &slot, |_, _| ()).is_none(), "below the gate");
+        assert!(
+            p.lend(1, 1, 0, &slot, |_, _| ()).is_none(),
+            "below the gate"
+        );
         let mut got = Vec::new();
         assert_eq!(
             p.lend(2, 5, 0, &slot, |o, e| got.push((o, *e.value))),

@@ -339,7 +339,9 @@ fn plain_runs_are_read_whole_through_the_gate() {
             .collect();
         let mut seen = Vec::new();
         while seen.len() < 2 {
-            match p.read(seen.len() as u64, 2, 0, Some(&slot), |_, e| seen.push(e.value)) {
+            match p.read(seen.len() as u64, 2, 0, Some(&slot), |_, e| {
+                seen.push(e.value)
+            }) {
                 ReadOutcome::Read(_) => {}
                 ReadOutcome::Empty => thread::yield_now(),
                 other => panic!("{other:?}"),

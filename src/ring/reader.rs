@@ -718,7 +718,11 @@ impl<T> Reader<T> {
                 // we gate at `next <= from` and `&self` is borrowed until we return, so the
                 // cursor cannot move and no producer overwrites the slots meanwhile; a
                 // gating reader's unread entries span at most the capacity.
-                unsafe { shared.slots.read_run_unlocked(from, end, |seq, v| f(seq, v)) };
+                unsafe {
+                    shared
+                        .slots
+                        .read_run_unlocked(from, end, |seq, v| f(seq, v))
+                };
             }
             let n = (end - from) as usize;
             return (
