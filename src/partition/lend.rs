@@ -127,7 +127,7 @@ mod tests {
         p.register_group(&group, 0).unwrap();
         let slot = p.group_slot("g").unwrap();
         let mut a = p.appender();
-        let producer = std::thread::spawn(move || {
+        let producer = crate::sync::thread::spawn(move || {
             for v in 0..N {
                 let mut run = vec![entry(v)];
                 a.append_batch(&mut run, AppendWait::Until(None)).unwrap();
@@ -147,7 +147,7 @@ mod tests {
                     assert_eq!(n as u64, seen);
                     next += seen;
                 }
-                Some(ReadOutcome::Empty) => std::thread::yield_now(),
+                Some(ReadOutcome::Empty) => crate::sync::thread::yield_now(),
                 other => panic!("{other:?}"),
             }
         }
