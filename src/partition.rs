@@ -288,6 +288,23 @@ pub(crate) struct GroupGate<K, V> {
     committed: Option<u64>,
     /// Gated partitions only: a gating reader at the committed offset (or the start).
     gate: Option<Reader<Entry<K, V>>>,
+    /// Reads lending records in place from the ring (`lend`): while any is in progress the
+    /// gate does not move forward (commits are applied when the last one ends) and is not
+    /// dropped.
+    lenders: u32,
+    /// The group was removed while a read was lending: the last lender drops the gate.
+    removed: bool,
+}
+
+impl<K, V> GroupGate<K, V> {
+    fn new(committed: Option<u64>, gate: Option<Reader<Entry<K, V>>>) -> Self {
+        Self {
+            committed,
+            gate,
+            lenders: 0,
+            removed: false,
+        }
+    }
 }
 
 /// A group's state on one partition, behind its own lock: commits take it to move the
@@ -707,10 +724,7 @@ impl<K, V> Partition<K, V> {
         };
         groups.insert(
             Arc::clone(group),
-            Arc::new(Mutex::new(GroupGate {
-                committed: None,
-                gate,
-            })),
+            Arc::new(Mutex::new(GroupGate::new(None, gate))),
         );
         Ok(None)
     }
@@ -745,12 +759,7 @@ impl<K, V> Partition<K, V> {
             self.groups
                 .lock()
                 .entry(Arc::clone(group))
-                .or_insert_with(|| {
-                    Arc::new(Mutex::new(GroupGate {
-                        committed: None,
-                        gate: None,
-                    }))
-                }),
+                .or_insert_with(|| Arc::new(Mutex::new(GroupGate::new(None, None)))),
         );
         self.commit_slot(&slot, offset, || now_ms)
     }
@@ -777,8 +786,14 @@ impl<K, V> Partition<K, V> {
         if !self.config.gated {
             return Ok(());
         }
+        let lending = entry.lenders > 0;
         match &mut entry.gate {
-            Some(gate) if gate.position() <= offset => advance(gate, offset),
+            // Forward: at once, or when the last lending read ends (`lend`).
+            Some(gate) if gate.position() <= offset => {
+                if !lending {
+                    advance(gate, offset);
+                }
+            }
             slot => {
                 // Backwards (or no gate yet): a new gate at the lower offset first, then
                 // drop the old one, so there is never a moment without a gate.
@@ -791,11 +806,16 @@ impl<K, V> Partition<K, V> {
     }
 
     /// Forgets `group` on this partition: its gate stops holding producers back at once
-    /// (also if a reader still holds the group's slot).
+    /// (also if a reader still holds the group's slot), or, while a read lends records in
+    /// place (`lend`), when that read ends.
     pub(crate) fn remove_group(&self, group: &str) {
         let removed = self.groups.lock().remove(group);
         if let Some(slot) = removed {
-            let gate = slot.lock().gate.take();
+            let mut g = slot.lock();
+            // A read lending records the gate holds keeps it until it ends (`lend`).
+            g.removed = true;
+            let gate = if g.lenders == 0 { g.gate.take() } else { None };
+            drop(g);
             drop(gate);
         }
     }
@@ -840,6 +860,7 @@ fn advance<T>(gate: &mut Reader<T>, offset: u64) {
 }
 
 mod appender;
+mod lend;
 pub(crate) use appender::Appender;
 
 /// Loom models of the partition's concurrent paths (crate-private, so they live here; the

@@ -391,3 +391,80 @@ fn poll_with_serves_a_subscribed_member() {
     c.commit_sync().unwrap();
     assert_eq!(c.committed(&tp("t", 2)).unwrap(), Some(4));
 }
+
+#[test]
+fn poll_with_on_a_block_topic_lends_in_place_and_holds_the_records_until_it_returns() {
+    // A group member on a `Block` topic borrows the records in the partition's memory: a
+    // commit past them by another member, made from inside the closure, does not let the
+    // producer overwrite them until the poll returns; then it does.
+    let (b, _) = broker();
+    let config = TopicConfig::new(1)
+        .records_in_memory(2)
+        .overflow(Overflow::Block);
+    b.create_topic::<(), u64>("t", config).unwrap();
+    let member = |name| {
+        let mut c = b
+            .consumer::<(), u64>(
+                ConsumerConfig::new()
+                    .group_id(name)
+                    .auto_offset_reset(OffsetReset::Earliest),
+            )
+            .unwrap();
+        c.assign(&[tp("t", 0)]).unwrap();
+        c
+    };
+    let mut c = member("g");
+    let mut other = member("g");
+    let p = b.producer::<(), u64>();
+    p.send_to("t", 0, (0..2).map(Payload::new)).unwrap();
+    let mut lent = Vec::new();
+    let n = c
+        .poll_with(2, Duration::ZERO, |r| {
+            other.commit_offsets(&[(tp("t", 0), 2)]).unwrap();
+            let full = p
+                .try_send(Record::new("t", 100))
+                .err()
+                .map(|e| matches!(e.error(), Error::Full { .. }));
+            assert_eq!(full, Some(true), "the lent records are held");
+            lent.push((r.offset, *r.value));
+        })
+        .unwrap();
+    assert_eq!((n, lent), (2, vec![(0, 0), (1, 1)]));
+    // The poll returned: the commit made meanwhile holds, and frees the ring.
+    assert_eq!(c.committed(&tp("t", 0)).unwrap(), Some(2));
+    p.try_send(Record::new("t", 2)).unwrap();
+    p.try_send(Record::new("t", 3)).unwrap();
+    let mut seen = Vec::new();
+    c.poll_with(10, Duration::ZERO, |r| seen.push((r.offset, *r.value)))
+        .unwrap();
+    assert_eq!(seen, [(2, 2), (3, 3)]);
+}
+
+#[test]
+fn poll_with_lending_in_place_moves_past_the_record_a_panicking_closure_was_given() {
+    let (b, _) = broker();
+    b.create_topic::<(), u64>("t", TopicConfig::new(1).overflow(Overflow::Block))
+        .unwrap();
+    let p = b.producer::<(), u64>();
+    p.send_to("t", 0, (0..4).map(Payload::new)).unwrap();
+    let mut c = b
+        .consumer::<(), u64>(
+            ConsumerConfig::new()
+                .group_id("g")
+                .auto_offset_reset(OffsetReset::Earliest),
+        )
+        .unwrap();
+    c.assign(&[tp("t", 0)]).unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        c.poll_with(10, Duration::ZERO, |r| assert!(*r.value < 1, "boom"))
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(c.position(&tp("t", 0)).unwrap(), 2);
+    let mut seen = Vec::new();
+    c.poll_with(10, Duration::ZERO, |r| seen.push(*r.value))
+        .unwrap();
+    assert_eq!(seen, [2, 3]);
+    // The group's hold went with the panicking read: a commit moves it.
+    c.commit_sync().unwrap();
+    assert_eq!(c.committed(&tp("t", 0)).unwrap(), Some(4));
+}

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::Consumer;
-use crate::partition::Entry;
+use super::{read_one, Consumer};
+use crate::partition::{Entry, ReadOutcome};
 use crate::Result;
 
 /// One record as [`Consumer::poll_with`] lends it: the fields of a
@@ -40,26 +40,51 @@ impl<K, V> fmt::Debug for RecordRef<'_, K, V> {
     }
 }
 
-/// A run of consecutive offsets of one partition in [`Buffers::entries`].
-#[derive(Debug, Clone, Copy)]
-struct Run {
-    topic: &'static str,
-    partition: u32,
-    first: u64,
-    len: usize,
-}
-
-/// What a fetch for [`Consumer::poll_with`] copied out of the partitions, kept for reuse.
+/// What [`Consumer::poll_with`] copies out of partitions that cannot lend in place, kept
+/// for reuse.
 pub(crate) struct Buffers<K, V> {
     entries: Vec<Entry<K, V>>,
-    runs: Vec<Run>,
 }
 
 impl<K, V> Default for Buffers<K, V> {
     fn default() -> Self {
         Self {
             entries: Vec::new(),
-            runs: Vec::new(),
+        }
+    }
+}
+
+/// The record of `entry` at `offset`, borrowed.
+#[inline(always)]
+fn record_ref<'a, K, V>(
+    topic: &'static str,
+    partition: u32,
+    offset: u64,
+    e: &'a Entry<K, V>,
+) -> RecordRef<'a, K, V> {
+    RecordRef {
+        topic,
+        partition,
+        offset,
+        timestamp: e.timestamp,
+        key: e.key.as_ref(),
+        value: &e.value,
+        headers: e.headers.as_deref().map_or(&[], Vec::as_slice),
+    }
+}
+
+/// Moves a partition's position past the records lent so far when dropped: also when the
+/// caller's function panics, so that the record it panicked on is not lent again.
+struct Lent<'a> {
+    position: &'a mut Option<u64>,
+    from: u64,
+    count: u64,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        if self.count > 0 {
+            *self.position = Some(self.from + self.count);
         }
     }
 }
@@ -71,12 +96,18 @@ where
 {
     /// Like [`poll_into`](Self::poll_into), lending each record to `f` instead of
     /// building a [`ConsumerRecord`](super::ConsumerRecord): at most `max` records, in
-    /// the order `poll` returns them; returns how many. The entries are copied out of the
-    /// partitions first (a value clone each, into a buffer the consumer keeps), so `f`
-    /// runs with no lock held and may use the broker freely, and nothing is allocated
-    /// once the buffer has grown to `max`. Positions move when the records are copied: if
-    /// `f` panics, the records after it in this poll are not lent again (seek back to
-    /// re-read them).
+    /// the order `poll` returns them; returns how many. `f` runs with no lock held (it may
+    /// use the broker freely) and nothing is allocated per record.
+    ///
+    /// Where the consumer's group holds the records (a group member on a
+    /// [`Block`](crate::broker::Overflow::Block) topic in memory, reading at or after its
+    /// group's committed offset) `f` borrows each record in place, from the partition's
+    /// memory: no clone, no copy. The records lent stay put until `f` is done with them: a
+    /// commit made meanwhile (by any member) moves the group's hold when the read ends.
+    /// Otherwise the partition's records are copied out first (a value clone each, into a
+    /// buffer the consumer keeps), then lent. If `f` panics, its partition's position is
+    /// past the record it panicked on; records already copied out after it are not lent
+    /// again, and partitions not yet read in this poll are read by the next one.
     ///
     /// # Errors
     ///
@@ -111,56 +142,98 @@ where
         timeout: Duration,
         mut f: impl FnMut(RecordRef<'_, K, V>),
     ) -> Result<usize> {
-        let Buffers {
-            mut entries,
-            mut runs,
-        } = std::mem::take(&mut self.borrowed);
-        entries.clear();
-        runs.clear();
-        let mut headers = false;
+        let mut buffers = std::mem::take(&mut self.borrowed);
         let read = self.poll_loop(max, timeout, |c, max| {
-            c.fetch_with(
-                max,
-                &mut |_, _, _, e: &Entry<K, V>| {
-                    headers |= e.headers.is_some();
-                    entries.push(e.clone());
-                },
-                &mut |topic, partition, first, len| {
-                    runs.push(Run {
-                        topic,
-                        partition,
-                        first,
-                        len,
-                    });
-                },
-            )
+            c.fetch_lending(max, &mut f, &mut buffers)
         });
-        if read.is_ok() {
-            let mut at = entries.iter();
-            for run in &runs {
-                for (i, e) in at.by_ref().take(run.len).enumerate() {
-                    f(RecordRef {
-                        topic: run.topic,
-                        partition: run.partition,
-                        offset: run.first + i as u64,
-                        timestamp: e.timestamp,
-                        key: e.key.as_ref(),
-                        value: &e.value,
-                        headers: e.headers.as_deref().map_or(&[], Vec::as_slice),
+        self.borrowed = buffers;
+        read
+    }
+
+    /// [`fetch_with`](Consumer::fetch_with) for [`poll_with`](Self::poll_with): each
+    /// partition's run lent in place where its group's gate holds it, else copied out and
+    /// lent from the copies.
+    fn fetch_lending(
+        &mut self,
+        max: usize,
+        f: &mut impl FnMut(RecordRef<'_, K, V>),
+        buffers: &mut Buffers<K, V>,
+    ) -> Result<usize> {
+        let now = self.broker.now_ms();
+        let len = self.assigned.len();
+        let first = self.next % len;
+        self.next = (first + 1) % len;
+        let mut total = 0;
+        for i in 0..len {
+            if total >= max {
+                break;
+            }
+            let a = &mut self.assigned[(first + i) % len];
+            if a.paused {
+                continue;
+            }
+            if let (Some(group), Some(from), false) = (&a.group, a.position, a.topic.is_deleted()) {
+                let (name, partition) = (a.name, a.tp.partition);
+                let mut lent = Lent {
+                    position: &mut a.position,
+                    from,
+                    count: 0,
+                };
+                let outcome = a
+                    .partition
+                    .lend(from, max - total, now, group, |offset, e| {
+                        lent.count += 1;
+                        f(record_ref(name, partition, offset, e));
                     });
+                drop(lent);
+                match outcome {
+                    Some(ReadOutcome::Read(n)) => {
+                        total += n;
+                        continue;
+                    }
+                    Some(_) => continue,
+                    None => {}
                 }
             }
-        }
-        if std::mem::needs_drop::<K>() || std::mem::needs_drop::<V>() || headers {
+            // Copied out, then lent from the copies.
+            let entries = &mut buffers.entries;
             entries.clear();
-        } else {
-            // SAFETY: shrinking only; every entry's drop is a no-op (neither `K` nor `V` has
-            // drop glue, and no entry holds headers), so forgetting them leaks nothing and
-            // skips a pass over the buffer.
-            unsafe { entries.set_len(0) };
+            let read = read_one(
+                a,
+                &mut |_, _, _, e: &Entry<K, V>| entries.push(e.clone()),
+                &mut |_, _, _, _| (),
+                max - total,
+                now,
+                self.config.auto_offset_reset,
+                &mut self.metrics,
+            );
+            let n = match read {
+                Ok(n) => n,
+                Err(_) if total > 0 => {
+                    // Hand over what was read; the problem stays and surfaces next time.
+                    self.next = (first + i) % len;
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            let (name, partition) = (a.name, a.tp.partition);
+            let from = a.position.map_or(0, |p| p - n as u64);
+            let mut headers = false;
+            for (k, e) in entries.iter().enumerate() {
+                headers |= e.headers.is_some();
+                f(record_ref(name, partition, from + k as u64, e));
+            }
+            total += n;
+            if std::mem::needs_drop::<K>() || std::mem::needs_drop::<V>() || headers {
+                entries.clear();
+            } else {
+                // SAFETY: shrinking only; every entry's drop is a no-op (neither `K` nor `V`
+                // has drop glue, and no entry holds headers), so forgetting them leaks
+                // nothing and skips a pass over the buffer.
+                unsafe { entries.set_len(0) };
+            }
         }
-        runs.clear();
-        self.borrowed = Buffers { entries, runs };
-        read
+        self.metrics.records += total as u64;
+        Ok(total)
     }
 }

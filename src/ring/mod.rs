@@ -286,6 +286,22 @@ impl<T> Ring<T> {
         Ok(Reader::new(Arc::clone(shared), cursor, pos, floor, gating))
     }
 
+    /// Runs `f(seq, &entry)` over `from..from + n` in place: no clone, no slot lock, no
+    /// atomic per entry (a lending read of a run a gating reader holds).
+    ///
+    /// # Safety
+    ///
+    /// This thread saw every sequence of the run published (Acquire: through a gating
+    /// reader's read of it), `n <= capacity`, and until this returns some gating reader of
+    /// this ring stays registered at or below `from`, so no producer overwrites the run.
+    #[inline]
+    pub(crate) unsafe fn read_held_run(&self, from: u64, n: usize, mut f: impl FnMut(u64, &T)) {
+        let slots = &self.shared.slots;
+        slots.prefetch_run(from, from + n as u64);
+        // SAFETY: the caller's guarantee (published, seen, and held by a gate).
+        unsafe { slots.read_run_unlocked(from, from + n as u64, |seq, v| f(seq, v)) };
+    }
+
     /// The number of slots.
     pub fn capacity(&self) -> usize {
         self.shared.capacity as usize

@@ -17,7 +17,7 @@ fn publish_one<T>(seq: &mut Sequencer<T>, value: T, wait: Wait) -> Result<(), (T
     let value = ManuallyDrop::new(value);
     // SAFETY: one initialised value; if it is not published (0 returned) we still own it
     // and take it back below.
-    let (done, stop) = unsafe { seq.publish_from(&*value, 1, wait) };
+    let (done, stop) = unsafe { seq.publish_from(&*value, 1, wait, None) };
     if done == 1 {
         Ok(())
     } else {
@@ -30,13 +30,19 @@ fn publish_one<T>(seq: &mut Sequencer<T>, value: T, wait: Wait) -> Result<(), (T
 }
 
 /// Publishes the whole `batch` (or what fits, without waiting), leaving the rest in it.
-fn publish_vec<T>(seq: &mut Sequencer<T>, batch: &mut Vec<T>, wait: Wait) -> (usize, Option<Stop>) {
+/// `plain`: as `Sequencer::publish_from`'s.
+fn publish_vec<T>(
+    seq: &mut Sequencer<T>,
+    batch: &mut Vec<T>,
+    wait: Wait,
+    plain: Option<bool>,
+) -> (usize, Option<Stop>) {
     let len = batch.len();
     // SAFETY: from here the Vec owns nothing (a panic leaks instead of double-dropping);
     // `publish_from` moves out the first `done` values, we keep the rest.
     let (done, stop) = unsafe {
         batch.set_len(0);
-        seq.publish_from(batch.as_ptr(), len, wait)
+        seq.publish_from(batch.as_ptr(), len, wait, plain)
     };
     // SAFETY: `done..len` are still initialised and owned by us; shift them to the front.
     unsafe {
@@ -130,7 +136,7 @@ macro_rules! producer_methods {
         /// [`BatchClosed`] when the ring closed first: the entries not published stay in
         /// `batch`, in order.
         pub fn publish_batch(&mut self, batch: &mut Vec<T>) -> Result<(), BatchClosed> {
-            match publish_vec(&mut self.seq, batch, Wait::Until(None)) {
+            match publish_vec(&mut self.seq, batch, Wait::Until(None), None) {
                 (_, None) => Ok(()),
                 (published, Some(_)) => Err(BatchClosed { published }),
             }
@@ -172,7 +178,7 @@ macro_rules! producer_methods {
             batch: &mut Vec<T>,
             deadline: Option<Instant>,
         ) -> Result<(), PublishBatchTimeoutError> {
-            match publish_vec(&mut self.seq, batch, Wait::Until(deadline)) {
+            match publish_vec(&mut self.seq, batch, Wait::Until(deadline), None) {
                 (_, None) => Ok(()),
                 (published, Some(Stop::Closed)) => {
                     Err(PublishBatchTimeoutError::Closed { published })
@@ -190,7 +196,7 @@ macro_rules! producer_methods {
         ///
         /// [`BatchClosed`] when the ring is closed.
         pub fn try_publish_batch(&mut self, batch: &mut Vec<T>) -> Result<usize, BatchClosed> {
-            match publish_vec(&mut self.seq, batch, Wait::No) {
+            match publish_vec(&mut self.seq, batch, Wait::No, None) {
                 (published, Some(Stop::Closed)) => Err(BatchClosed { published }),
                 (published, _) => Ok(published),
             }
@@ -364,6 +370,28 @@ impl<T> MultiProducer<T> {
     }
 
     producer_methods!();
+
+    /// [`publish_batch`](Self::publish_batch) (`wait`) or
+    /// [`try_publish_batch`](Self::try_publish_batch) (not), for a caller that knows
+    /// whether every entry of `batch` drops as a no-op (`plain`): the ring then need not
+    /// ask each (`sequencer`, "Plain values").
+    ///
+    /// # Errors
+    ///
+    /// [`BatchClosed`] when the ring closed first: the entries not published stay in
+    /// `batch`, in order.
+    pub(crate) fn publish_batch_known(
+        &mut self,
+        batch: &mut Vec<T>,
+        wait: bool,
+        plain: bool,
+    ) -> Result<usize, BatchClosed> {
+        let wait = if wait { Wait::Until(None) } else { Wait::No };
+        match publish_vec(&mut self.seq, batch, wait, Some(plain)) {
+            (published, Some(Stop::Closed)) => Err(BatchClosed { published }),
+            (published, _) => Ok(published),
+        }
+    }
 }
 
 impl<T> Clone for MultiProducer<T> {

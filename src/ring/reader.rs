@@ -705,22 +705,30 @@ impl<T> Reader<T> {
                     }),
                 );
             }
-            let tail = shared.tail();
-            let mut n = 0;
-            while n < max {
-                let seq = from + n as u64;
-                // As in `get_with`: a single producer's cursor says it is published, a
-                // multi-producer slot's tag does.
-                if seq >= tail || (shared.multi && !shared.slot(seq).is_published(seq)) {
-                    return (n, Some(GetError::NotPublished { requested: seq }));
-                }
-                // SAFETY: seen published with Acquire (the cursor or `is_published`); we gate
-                // at `next <= seq` and `&self` is borrowed until we return, so the cursor
-                // cannot move and no producer overwrites the slot meanwhile.
-                unsafe { shared.slot(seq).read_unlocked(|v| f(seq, v)) };
-                n += 1;
+            // As in `get_with`: a single producer's cursor says what is published, a
+            // multi-producer slot's tag does (counted first, in one tight pass).
+            let end = shared.tail().min(from.saturating_add(max as u64));
+            let end = if shared.multi && end > from {
+                from + shared.slots.count_published(from, end)
+            } else {
+                end.max(from)
+            };
+            if end > from {
+                // SAFETY: `from..end` seen published with Acquire (the cursor or the tags);
+                // we gate at `next <= from` and `&self` is borrowed until we return, so the
+                // cursor cannot move and no producer overwrites the slots meanwhile; a
+                // gating reader's unread entries span at most the capacity.
+                unsafe {
+                    shared
+                        .slots
+                        .read_run_unlocked(from, end, |seq, v| f(seq, v))
+                };
             }
-            return (n, None);
+            let n = (end - from) as usize;
+            return (
+                n,
+                (n < max).then_some(GetError::NotPublished { requested: end }),
+            );
         }
         let (_announced, floor) = read_floor(&self.shared, self.announcing, self.floor);
         let evicted = |seq: u64| GetError::Evicted {

@@ -43,6 +43,15 @@
 //! (or CAS) of the tag it replaces, so it sees the flag whenever the value it overwrites
 //! may need its drop. While the flag is clear, runs of plain values overwrite unread;
 //! everything else drops as before.
+//!
+//! # Plain runs (multi-producer)
+//!
+//! A multi-producer run of plain values, written with no slot lock, goes in three passes
+//! instead of one slot at a time: wait until every slot of the run holds its previous lap
+//! (an Acquire load each), ask `impure` once (after all of those loads, so it sees the flag
+//! of any impure value the run replaces), move the values into the cells, then store the
+//! tags (Release, in order). Readers see each slot published only by its tag, as before;
+//! the loops are tight enough for the compiler to unroll them.
 
 use super::registry::GateView;
 use super::shared::{Shared, CLOSED_BIT};
@@ -257,19 +266,28 @@ impl<T> Sequencer<T> {
     /// `src..src + n` are initialised values the caller gives up: the first `returned.0` of
     /// them are moved into the ring; the caller must neither use nor drop those, and keeps
     /// ownership of the rest.
+    ///
+    /// `plain`, when the caller knows it: whether every value drops as a no-op (else the
+    /// ring asks `Shared::plain` of each).
     pub(crate) unsafe fn publish_from(
         &mut self,
         src: *const T,
         n: usize,
         wait: Wait,
+        plain: Option<bool>,
     ) -> (usize, Option<Stop>) {
         if !self.shared.multi && !self.begin_sp() {
             return (0, Some(Stop::Closed));
         }
         // SAFETY: the caller gave us `n` initialised values at `src`.
-        let plain = self
-            .shared
-            .all_plain(unsafe { std::slice::from_raw_parts(src, n) });
+        let values = || unsafe { std::slice::from_raw_parts(src, n) };
+        let plain = match plain {
+            Some(plain) => {
+                debug_assert!(!plain || self.shared.all_plain(values()), "not plain");
+                plain || !std::mem::needs_drop::<T>()
+            }
+            None => self.shared.all_plain(values()),
+        };
         if !plain {
             // Before any claim (module docs, "Plain values").
             self.shared.mark_impure();
@@ -573,6 +591,36 @@ impl<T> Sequencer<T> {
                 // Per run, not per entry; a fence-free check unless a reader is parked.
                 shared.readers_wait.notify_all_light();
                 return;
+            }
+            if shared.multi {
+                // Multi-producer plain runs in three passes (module docs, "Plain runs"):
+                // own every slot, ask the flag once, move the values in, publish the tags.
+                shared
+                    .slots
+                    .wait_prev_run(first, len as u64, shared.start, shared.capacity);
+                if !shared.may_be_impure() {
+                    // SAFETY: `first..first + len` is claimed by us and each slot's previous
+                    // lap was seen published (Acquire, just above), so no other producer
+                    // writes them; no non-gating reader is known and no read is announced
+                    // (`lock` is false), so no reader reads them; the flag, asked after
+                    // every one of those Acquire loads, says each value replaced is plain;
+                    // each `src + i` is ours to move (caller) and read once; nothing here
+                    // can panic.
+                    unsafe {
+                        shared.slots.write_run_untagged(
+                            first,
+                            len as u64,
+                            |seq| src.add((seq - first) as usize).read(),
+                            &mut 0,
+                        );
+                    }
+                    shared.slots.publish_tags(first, len as u64);
+                    // Per run, not per entry; a fence-free check unless a reader is parked.
+                    shared.readers_wait.notify_all_light();
+                    return;
+                }
+                // A value replaced may be impure: slot by slot below (each slot already
+                // holds its previous lap, so the writes do not wait again).
             }
             for i in 0..len {
                 let seq = first + i as u64;

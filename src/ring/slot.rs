@@ -140,20 +140,25 @@ impl<T> Slots<T> {
     }
 
     /// Writes `make(seq)` into the value cells of `first..first + len`, leaving the state
-    /// words alone (module docs, "Stale tags"): a single producer's plain-data fast path,
-    /// published afterwards by its cursor. `written` counts the cells written, so that a
-    /// panicking `make` leaves the written prefix known.
+    /// words alone: a single producer's plain-data fast path, published afterwards by its
+    /// cursor (module docs, "Stale tags"), and the middle pass of a multi-producer plain
+    /// run, published afterwards by [`publish_tags`](Self::publish_tags). `written`
+    /// counts the cells written, so that a panicking `make` leaves the written prefix
+    /// known.
     ///
     /// The run is written as at most two contiguous stretches (before and after the wrap),
     /// so for simple `make` the compiler writes several values per store.
     ///
     /// # Safety
     ///
-    /// - Single-producer ring; the caller has claimed the range, and no reader can be reading
-    ///   its slots: every gating reader has passed `seq - capacity`, and no non-gating reader
-    ///   may read at or above this producer's overwrite floor (see `sequencer`), so nobody
-    ///   takes the slots' locks either.
-    /// - `T` has no drop glue (the replaced values are overwritten without a drop).
+    /// - The caller has claimed the range, and no reader can be reading its slots: every
+    ///   gating reader has passed `seq - capacity`, and no non-gating reader may read at or
+    ///   above this producer's overwrite floor (see `sequencer`), so nobody takes the
+    ///   slots' locks either.
+    /// - No other producer is writing the slots: a single producer, or a multi-producer
+    ///   that saw each slot's previous lap published ([`Slot::wait_prev`]).
+    /// - Every replaced value drops as a no-op (`T` has no drop glue, or `sequencer`'s
+    ///   "Plain values"): they are overwritten without a drop.
     /// - `len <= capacity`.
     #[inline(always)]
     pub(crate) unsafe fn write_run_untagged(
@@ -163,7 +168,6 @@ impl<T> Slots<T> {
         mut make: impl FnMut(u64) -> T,
         written: &mut u64,
     ) {
-        debug_assert!(!std::mem::needs_drop::<T>());
         debug_assert!(len as usize <= self.values.len());
         // Hoisted: `make` may write through pointers the compiler cannot tell from ours.
         let values = &*self.values;
@@ -174,13 +178,74 @@ impl<T> Slots<T> {
             for cell in stretch {
                 let value = make(seq);
                 cell.with_mut(|p| {
-                    // SAFETY: the caller owns the slot (no reader, no other writer); `T` has
-                    // no drop glue, so overwriting leaks nothing.
+                    // SAFETY: the caller owns the slot (no reader, no other writer); what it
+                    // replaces drops as a no-op, so overwriting leaks nothing.
                     unsafe { (*p).write(value) };
                 });
                 seq += 1;
                 *written += 1;
             }
+        }
+    }
+
+    /// Multi-producer: waits until each slot of `first..first + len` holds its previous
+    /// lap unlocked ([`Slot::wait_prev`] for each, in one tight loop), the first pass of a
+    /// plain run. `start` and `capacity` are the ring's (a slot's first lap has tag 0
+    /// before it).
+    #[inline(always)]
+    pub(crate) fn wait_prev_run(&self, first: u64, len: u64, start: u64, capacity: u64) {
+        let states = &*self.states;
+        for seq in first..first + len {
+            let prev = if seq >= start + capacity {
+                tag(seq - capacity)
+            } else {
+                0
+            };
+            // `seq & mask < states.len()`.
+            let state = &states[seq as usize & self.mask];
+            // Acquire: pairs with the previous writer's Release store of the tag (as in
+            // `Slot::wait_prev`).
+            if state.load(Ordering::Acquire) != prev << ACCESS_BITS {
+                self.get(seq).wait_prev(prev);
+            }
+        }
+    }
+
+    /// How many of `from..end` are published, from `from` on (each slot's tag is its
+    /// sequence's and no writer holds it; an Acquire load each, so the caller sees the
+    /// values of those it counts): a multi-producer gating reader's run.
+    #[inline(always)]
+    pub(crate) fn count_published(&self, from: u64, end: u64) -> u64 {
+        let states = &*self.states;
+        let mut seq = from;
+        while seq < end {
+            // `seq & mask < states.len()`.
+            let state = &states[seq as usize & self.mask];
+            // Acquire: pairs with the writer's Release store of the tag.
+            let st = state.load(Ordering::Acquire);
+            if st >> ACCESS_BITS != tag(seq) || st & ACCESS_MASK == WRITING {
+                break;
+            }
+            seq += 1;
+        }
+        seq - from
+    }
+
+    /// Publishes `first..first + len` by storing each slot's tag (Release), in order: the
+    /// last pass of a multi-producer plain run whose values [`write_run_untagged`] wrote.
+    /// The caller holds the slots (claimed, previous lap seen published) and wrote them
+    /// unlocked (no non-gating reader may read them), so no access byte is set.
+    ///
+    /// [`write_run_untagged`]: Self::write_run_untagged
+    #[inline(always)]
+    pub(crate) fn publish_tags(&self, first: u64, len: u64) {
+        let states = &*self.states;
+        for seq in first..first + len {
+            // `seq & mask < states.len()`.
+            let state = &states[seq as usize & self.mask];
+            // Release: publishes the value written before it; pairs with the Acquire loads
+            // of readers (`is_published`) and of the next lap's writer (`wait_prev`).
+            state.store(tag(seq) << ACCESS_BITS, Ordering::Release);
         }
     }
 
@@ -286,6 +351,19 @@ impl<T> Slot<'_, T> {
         let st = self.state.load(Ordering::Acquire);
         let t = st >> ACCESS_BITS;
         t > tag(seq) || (t == tag(seq) && st & ACCESS_MASK != WRITING)
+    }
+
+    /// Multi-producer: waits until the slot holds `prev_tag` unlocked (the previous lap's
+    /// value published, or never written for 0), so that the caller, who claimed the
+    /// slot's next sequence, owns it: the previous writer's stores happen before what the
+    /// caller does next.
+    #[inline(always)]
+    pub(crate) fn wait_prev(&self, prev_tag: u64) {
+        let mut backoff = Backoff::new();
+        // Acquire: pairs with the previous writer's Release store of the tag.
+        while self.state.load(Ordering::Acquire) != prev_tag << ACCESS_BITS {
+            backoff.snooze();
+        }
     }
 
     /// Writes `value` as sequence `seq`, returning the value it replaces (to be dropped by

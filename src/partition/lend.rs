@@ -1,0 +1,198 @@
+//! Lending reads: a group's records passed to the reader in place, in the ring's slots.
+//!
+//! A group's gate (a gating reader at its committed offset) keeps producers off every
+//! record at or after it. A read at or after the gate counts the published run under the
+//! group's lock (an Acquire load of each slot's tag), registers itself as a lender and lets
+//! go of the lock; it then passes each record to the caller by reference, straight from its
+//! slot, with no lock held, no clone and no atomic per record. While any lender is in
+//! progress the gate does not move forward (a commit stores the offset; the last lender
+//! moves the gate there) and is not dropped (a removed group's gate goes with the last
+//! lender), so no producer can overwrite a lent record. A commit backwards puts a lower
+//! gate in place, which holds the run too.
+
+use super::{advance, Entry, GroupSlot, Partition, ReadOutcome};
+use crate::ring::GetError;
+
+/// A lending read in progress on a group: ends it when dropped (also on unwind from the
+/// caller's function).
+struct Lending<'a, K, V> {
+    group: &'a GroupSlot<K, V>,
+}
+
+impl<K, V> Drop for Lending<'_, K, V> {
+    fn drop(&mut self) {
+        let mut g = self.group.lock();
+        g.lenders -= 1;
+        if g.lenders > 0 {
+            return;
+        }
+        if g.removed {
+            let gate = g.gate.take();
+            drop(g);
+            drop(gate);
+            return;
+        }
+        // The commits made while lending, applied now.
+        if let (Some(committed), Some(gate)) = (g.committed, &mut g.gate) {
+            if gate.position() < committed {
+                advance(gate, committed);
+            }
+        }
+    }
+}
+
+impl<K, V> Partition<K, V> {
+    /// Passes the records from `offset` on (at most `max`, below the high watermark) to `f`
+    /// in place, in offset order, with no lock held while `f` runs (module docs). `None`
+    /// when this read cannot lend (a replicated, persisted or drop-oldest partition, no
+    /// gate, `offset` below the gate or out of range): [`read`](Self::read) serves it then.
+    pub(crate) fn lend(
+        &self,
+        offset: u64,
+        max: usize,
+        now_ms: i64,
+        group: &GroupSlot<K, V>,
+        f: impl FnMut(u64, &Entry<K, V>),
+    ) -> Option<ReadOutcome> {
+        if self.replicated.is_some() || self.disk.is_some() || !self.config.gated || max == 0 {
+            return None;
+        }
+        let hw = self.high_watermark();
+        if offset < self.log_start(now_ms) || offset > hw {
+            return None;
+        }
+        let max = max.min((hw - offset).min(usize::MAX as u64) as usize);
+        if max == 0 {
+            // At the high watermark: nothing to read yet, wherever it would come from.
+            return Some(ReadOutcome::Empty);
+        }
+        let n = {
+            let mut g = group.lock();
+            if g.removed {
+                return None;
+            }
+            let gate = g.gate.as_mut()?;
+            // Counts the published run (the tags' Acquire loads make its records visible
+            // here); reads nothing.
+            match gate.get_run_with_noting(offset, max, |_, _| ()) {
+                (0, Some(GetError::NotPublished { .. })) => return Some(ReadOutcome::Empty),
+                (0, _) => return None,
+                (n, _) => {
+                    g.lenders += 1;
+                    n
+                }
+            }
+        };
+        let _lending = Lending { group };
+        // SAFETY: this thread saw `offset..offset + n` published (the gate's read above);
+        // `n <= max <= hw - offset`, within the ring (the gate is at or below `offset` and
+        // producers stay within a lap of it); the gate was at or below `offset` and, while
+        // `_lending` counts us, neither moves forward nor is dropped (module docs).
+        unsafe { self.ring.read_held_run(offset, n, f) };
+        Some(ReadOutcome::Read(n))
+    }
+}
+
+/// Lending reads against a producer that overwrites as soon as the gate lets it (also run
+/// under Miri: the reads are of slots a producer reuses).
+#[cfg(all(test, not(logbus_loom)))]
+mod tests {
+    use super::super::{AppendWait, PartitionConfig};
+    use super::*;
+    use crate::sync::StdArc as Arc;
+    use crate::sync::WaitSet;
+
+    fn entry(v: u64) -> Entry<(), Box<u64>> {
+        Entry {
+            timestamp: v as i64,
+            key: None,
+            value: Box::new(v),
+            headers: None,
+        }
+    }
+
+    /// A producer fills a capacity-4 partition as fast as the group's commits allow while
+    /// the reader lends runs and commits after each (and once mid-run, which must wait
+    /// for the run to end): every offset is lent once, in order, with its own value.
+    #[test]
+    fn lent_runs_are_never_overwritten_while_lent() {
+        const N: u64 = if cfg!(miri) { 40 } else { 5_000 };
+        let config = PartitionConfig {
+            capacity: 4,
+            gated: true,
+            retention_ms: None,
+        };
+        let p = Arc::new(Partition::new(config, Arc::new(WaitSet::new())).unwrap());
+        let group: Arc<str> = Arc::from("g");
+        p.register_group(&group, 0).unwrap();
+        let slot = p.group_slot("g").unwrap();
+        let mut a = p.appender();
+        let producer = crate::sync::thread::spawn(move || {
+            for v in 0..N {
+                let mut run = vec![entry(v)];
+                a.append_batch(&mut run, AppendWait::Until(None)).unwrap();
+            }
+        });
+        let mut next = 0;
+        while next < N {
+            let mut seen = 0;
+            let outcome = p.lend(next, 3, 0, &slot, |offset, e| {
+                assert_eq!((offset, *e.value), (next + seen, next + seen));
+                seen += 1;
+                // A commit past the run while it is lent: applied when the run ends.
+                p.commit(&group, next + seen, 0).unwrap();
+            });
+            match outcome {
+                Some(ReadOutcome::Read(n)) => {
+                    assert_eq!(n as u64, seen);
+                    next += seen;
+                }
+                Some(ReadOutcome::Empty) => crate::sync::thread::yield_now(),
+                other => panic!("{other:?}"),
+            }
+        }
+        producer.join().unwrap();
+        assert_eq!(p.committed("g"), Some(N));
+    }
+
+    /// What cannot lend says so (`None`), for `read` to serve: a drop-oldest partition,
+    /// and an offset below the group's gate.
+    #[test]
+    fn reads_that_cannot_lend_are_refused() {
+        let config = PartitionConfig {
+            capacity: 4,
+            gated: false,
+            retention_ms: None,
+        };
+        let p = Partition::new(config, Arc::new(WaitSet::new())).unwrap();
+        let group: Arc<str> = Arc::from("g");
+        p.register_group(&group, 0).unwrap();
+        let mut a = p.appender();
+        a.append_batch(&mut vec![entry(0)], AppendWait::No).unwrap();
+        let slot = p.group_slot("g").unwrap();
+        assert!(p.lend(0, 1, 0, &slot, |_, _| ()).is_none());
+
+        let gated = PartitionConfig {
+            gated: true,
+            ..config
+        };
+        let p = Partition::new(gated, Arc::new(WaitSet::new())).unwrap();
+        p.register_group(&group, 0).unwrap();
+        let mut a = p.appender();
+        a.append_batch(&mut (0..3).map(entry).collect(), AppendWait::No)
+            .unwrap();
+        p.commit(&group, 2, 0).unwrap();
+        let slot = p.group_slot("g").unwrap();
+        assert!(
+            p.lend(1, 1, 0, &slot, |_, _| ()).is_none(),
+            "below the gate"
+        );
+        let mut got = Vec::new();
+        assert_eq!(
+            p.lend(2, 5, 0, &slot, |o, e| got.push((o, *e.value))),
+            Some(ReadOutcome::Read(1))
+        );
+        assert_eq!(got, [(2, 2)]);
+        assert_eq!(p.lend(3, 5, 0, &slot, |_, _| ()), Some(ReadOutcome::Empty));
+    }
+}
