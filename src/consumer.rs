@@ -42,7 +42,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::broker::{Broker, TopicInner, TopicPartition};
-use crate::partition::{Entry, GroupSlot, Partition, ReadOutcome};
+use crate::partition::{GroupSlot, Handed, Partition, ReadOutcome};
 #[cfg(not(logbus_loom))]
 use crate::sync::thread;
 use crate::sync::time::{self, Instant};
@@ -341,15 +341,16 @@ where
     fn fetch(&mut self, out: &mut Vec<ConsumerRecord<K, V>>, max: usize) -> Result<usize> {
         self.fetch_with(
             max,
-            &mut |name, partition, offset, e: &Entry<K, V>| {
+            &mut |name, partition, offset, e: Handed<'_, K, V>| {
+                let e = e.into_entry();
                 out.push(ConsumerRecord {
                     topic: name,
                     partition,
                     offset,
                     timestamp: e.timestamp,
-                    key: e.key.clone(),
-                    value: e.value.clone(),
-                    headers: e.headers.as_deref().cloned().unwrap_or_default(),
+                    key: e.key,
+                    value: e.value,
+                    headers: e.headers.map(|h| *h).unwrap_or_default(),
                 });
             },
             &mut |_, _, _, _| (),
@@ -362,7 +363,7 @@ where
     pub(crate) fn fetch_with(
         &mut self,
         max: usize,
-        sink: &mut impl FnMut(&'static str, u32, u64, &Entry<K, V>),
+        sink: &mut impl FnMut(&'static str, u32, u64, Handed<'_, K, V>),
         ran: &mut impl FnMut(&'static str, u32, u64, usize),
     ) -> Result<usize> {
         let now = self.broker.now_ms();
@@ -751,7 +752,7 @@ impl<K, V> Drop for Consumer<K, V> {
 /// `reset`.
 fn read_one<K: Clone, V: Clone>(
     a: &mut Assigned<K, V>,
-    sink: &mut impl FnMut(&'static str, u32, u64, &Entry<K, V>),
+    sink: &mut impl FnMut(&'static str, u32, u64, Handed<'_, K, V>),
     ran: &mut impl FnMut(&'static str, u32, u64, usize),
     max: usize,
     now: i64,
@@ -773,13 +774,11 @@ fn read_one<K: Clone, V: Clone>(
     for _ in 0..2 {
         let name = a.name;
         let partition = a.tp.partition;
-        let outcome = a.partition.read(
-            position,
-            max,
-            now,
-            a.group.as_deref(),
-            |offset, e: &Entry<K, V>| sink(name, partition, offset, e),
-        );
+        let outcome = a
+            .partition
+            .read(position, max, now, a.group.as_deref(), |offset, e| {
+                sink(name, partition, offset, e)
+            });
         match outcome {
             ReadOutcome::Read(n) => {
                 a.position = Some(position + n as u64);

@@ -72,6 +72,37 @@ impl<K, V> Entry<K, V> {
     }
 }
 
+/// A record as a read hands it over: lent from the ring, or owned when it was decoded from
+/// disk for this read (taking it then saves a clone and a drop per record).
+pub(crate) enum Handed<'a, K, V> {
+    /// A ring slot's entry: clone what you keep.
+    Lent(&'a Entry<K, V>),
+    /// Decoded for this read alone.
+    Owned(Entry<K, V>),
+}
+
+impl<K: Clone, V: Clone> Handed<'_, K, V> {
+    /// The entry, cloning only a lent one.
+    #[inline]
+    pub(crate) fn into_entry(self) -> Entry<K, V> {
+        match self {
+            Handed::Lent(e) => e.clone(),
+            Handed::Owned(e) => e,
+        }
+    }
+}
+
+#[cfg(logbus_loom)]
+impl<K, V> Handed<'_, K, V> {
+    /// The entry, lent either way.
+    pub(crate) fn entry(&self) -> &Entry<K, V> {
+        match self {
+            Handed::Lent(e) => e,
+            Handed::Owned(e) => e,
+        }
+    }
+}
+
 /// Headers as an entry stores them.
 #[inline]
 pub(crate) fn box_headers(headers: Headers) -> Option<Box<Headers>> {
@@ -342,8 +373,8 @@ pub(crate) trait DiskLog<K, V>: Send + Sync {
     /// The log start offset (retention moves it).
     fn log_start(&self) -> u64;
     /// Passes the records from `offset` on (at most `max`, all below the ring's oldest
-    /// record) to `f`; the count read, or the error that stopped the read.
-    fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, &Entry<K, V>)) -> Result<usize>;
+    /// record) to `f`, each decoded for it; the count read, or the error that stopped the read.
+    fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, Entry<K, V>)) -> Result<usize>;
     /// The first record on disk with a timestamp at or after `timestamp` (time index).
     fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>>;
     /// The log end on disk (records at and above it are only in the ring).
@@ -604,8 +635,9 @@ impl<K, V> Partition<K, V> {
         max: usize,
         now_ms: i64,
         group: Option<&GroupSlot<K, V>>,
-        mut f: impl FnMut(u64, &Entry<K, V>),
+        mut given: impl FnMut(u64, Handed<'_, K, V>),
     ) -> ReadOutcome {
+        let mut f = |o: u64, e: &Entry<K, V>| given(o, Handed::Lent(e));
         if let Some(r) = &self.replicated {
             return r.read(offset, max, &mut f);
         }
@@ -632,7 +664,7 @@ impl<K, V> Partition<K, V> {
         loop {
             if let Some(disk) = &self.disk {
                 if offset < disk.disk_end() && offset < self.ring.oldest() {
-                    return match disk.read(offset, max, &mut f) {
+                    return match disk.read(offset, max, &mut |o, e| given(o, Handed::Owned(e))) {
                         Ok(0) => ReadOutcome::Empty,
                         Ok(n) => ReadOutcome::Read(n),
                         // Retention moved the log start past `offset` meanwhile.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{read_one, Consumer};
-use crate::partition::{Entry, ReadOutcome};
+use crate::partition::{Entry, Handed, ReadOutcome};
 use crate::Result;
 
 /// One record as [`Consumer::poll_with`] lends it: the fields of a
@@ -200,7 +200,7 @@ where
             entries.clear();
             let read = read_one(
                 a,
-                &mut |_, _, _, e: &Entry<K, V>| entries.push(e.clone()),
+                &mut |_, _, _, e: Handed<'_, K, V>| entries.push(e.into_entry()),
                 &mut |_, _, _, _| (),
                 max - total,
                 now,

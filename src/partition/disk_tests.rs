@@ -34,12 +34,12 @@ impl DiskLog<(), u64> for LaggingDisk {
         &self,
         offset: u64,
         max: usize,
-        f: &mut dyn FnMut(u64, &Entry<(), u64>),
+        f: &mut dyn FnMut(u64, Entry<(), u64>),
     ) -> Result<usize> {
         let records = self.records.lock();
         let end = (offset as usize + max).min(records.len());
         for (i, e) in records[offset as usize..end].iter().enumerate() {
-            f(offset + i as u64, e);
+            f(offset + i as u64, e.clone());
         }
         Ok(end - offset as usize)
     }
@@ -122,7 +122,7 @@ fn read_first(p: &Arc<Partition<(), u64>>) -> (ReadOutcome, Vec<u64>) {
     let p = Arc::clone(p);
     thread::spawn_with_stack(64 << 10, move || {
         let mut got = Vec::new();
-        let outcome = p.read(0, 4, 0, None, |_, e| got.push(e.value));
+        let outcome = p.read(0, 4, 0, None, |_, e| got.push(e.into_entry().value));
         (outcome, got)
     })
     .join()

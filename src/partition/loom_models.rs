@@ -41,7 +41,7 @@ fn append(a: &mut Appender<(), Value>, v: u64, wait: AppendWait) -> u64 {
 fn read_at(p: &Partition<(), Value>, offset: u64) -> Option<u64> {
     loop {
         let mut got = None;
-        match p.read(offset, 1, 0, None, |_, e| got = Some(*e.value)) {
+        match p.read(offset, 1, 0, None, |_, e| got = Some(*e.entry().value)) {
             ReadOutcome::Read(1) => return got,
             ReadOutcome::OutOfRange { .. } => return None,
             _ => thread::yield_now(),
@@ -124,7 +124,9 @@ fn gated_reads_race_no_overwrite() {
         let mut next = 0;
         while next < 3 {
             let mut got = Vec::new();
-            match p.read(next, 2, 0, Some(&slot), |o, e| got.push((o, *e.value))) {
+            match p.read(next, 2, 0, Some(&slot), |o, e| {
+                got.push((o, *e.entry().value))
+            }) {
                 ReadOutcome::Read(n) => {
                     for (i, (o, v)) in got.into_iter().enumerate() {
                         assert_eq!((o, v), (next + i as u64, next + i as u64));
@@ -158,7 +160,7 @@ fn a_commit_racing_a_gated_read_waits_for_it() {
             append(&mut a, 3, AppendWait::Until(None));
         });
         let mut got = None;
-        match p.read(0, 1, 0, Some(&slot), |_, e| got = Some(*e.value)) {
+        match p.read(0, 1, 0, Some(&slot), |_, e| got = Some(*e.entry().value)) {
             ReadOutcome::Read(1) => assert_eq!(got, Some(0)),
             ReadOutcome::OutOfRange { start, .. } => assert!(start > 0),
             other => panic!("{other:?}"),
@@ -274,7 +276,9 @@ fn plain_runs_drop_the_headers_they_overwrite() {
         let at = impure.join().unwrap();
         assert_eq!(p.log_end(), 4);
         let mut seen = Vec::new();
-        p.read(2, 2, 0, None, |o, e| seen.push((o, e.headers.is_some())));
+        p.read(2, 2, 0, None, |o, e| {
+            seen.push((o, e.entry().headers.is_some()))
+        });
         assert_eq!(seen, [(2, at == 2), (3, at == 3)]);
     });
 }
@@ -297,7 +301,7 @@ fn plain_overwrite_never_races_a_reader() {
             a.append_batch(&mut run, AppendWait::No).unwrap();
         });
         let mut got = None;
-        match p.read(0, 1, 0, None, |_, e| got = Some(e.value)) {
+        match p.read(0, 1, 0, None, |_, e| got = Some(e.entry().value)) {
             ReadOutcome::Read(1) => assert_eq!(got, Some(0)),
             ReadOutcome::OutOfRange { start, .. } => assert!(start > 0),
             ReadOutcome::Empty => panic!("offset 0 was appended before the producer ran"),
@@ -340,7 +344,7 @@ fn plain_runs_are_read_whole_through_the_gate() {
         let mut seen = Vec::new();
         while seen.len() < 2 {
             match p.read(seen.len() as u64, 2, 0, Some(&slot), |_, e| {
-                seen.push(e.value)
+                seen.push(e.entry().value)
             }) {
                 ReadOutcome::Read(_) => {}
                 ReadOutcome::Empty => thread::yield_now(),
@@ -375,7 +379,7 @@ fn a_commit_racing_a_lending_read_waits_for_it() {
         let member = thread::spawn(move || p2.commit(&g2, 2, 0).unwrap());
         let producer = thread::spawn(move || append(&mut a, 2, AppendWait::Until(None)));
         let mut got = Vec::new();
-        match p.lend(0, 2, 0, &slot, |o, e| got.push((o, *e.value))) {
+        match p.lend(0, 2, 0, &slot, |o, e| got.push((o, *e.entry().value))) {
             Some(ReadOutcome::Read(n)) => assert_eq!(got, [(0, 0), (1, 1)][..n]),
             // The commit came first: offset 0 may be gone, `read` answers then.
             None => {}
@@ -404,7 +408,7 @@ fn a_group_removed_during_a_lending_read_keeps_its_gate_until_it_ends() {
         let admin = thread::spawn(move || p2.remove_group("g"));
         let producer = thread::spawn(move || append(&mut a, 2, AppendWait::Until(None)));
         let mut got = Vec::new();
-        match p.lend(0, 2, 0, &slot, |o, e| got.push((o, *e.value))) {
+        match p.lend(0, 2, 0, &slot, |o, e| got.push((o, *e.entry().value))) {
             Some(ReadOutcome::Read(n)) => assert_eq!(got, [(0, 0), (1, 1)][..n]),
             // Removed first: no gate to lend from.
             None => {}

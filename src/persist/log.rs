@@ -227,7 +227,7 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
         self.cell.log_start()
     }
 
-    fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, &Entry<K, V>)) -> Result<usize> {
+    fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, Entry<K, V>)) -> Result<usize> {
         // At most 256 KiB a read: the bytes stay in cache while they are decoded (1 MiB and
         // 512 KiB measured slower, 128 KiB no faster; BENCHMARKS.md).
         let max_bytes = (max.saturating_mul(1024)).clamp(64 << 10, 256 << 10);
@@ -329,7 +329,7 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
         offset: u64,
         end: u64,
         max: usize,
-        f: &mut dyn FnMut(u64, &Entry<K, V>),
+        f: &mut dyn FnMut(u64, Entry<K, V>),
     ) -> Result<usize> {
         let stored = |e: Error| {
             let copy = Error::Io {
@@ -380,7 +380,7 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
                     value,
                     headers,
                 };
-                f(at, &entry);
+                f(at, entry);
                 n += 1;
             }
         }
