@@ -92,7 +92,7 @@ impl<K: Clone, V: Clone> Handed<'_, K, V> {
     }
 }
 
-#[cfg(logbus_loom)]
+#[cfg(all(test, logbus_loom))]
 impl<K, V> Handed<'_, K, V> {
     /// The entry, lent either way.
     pub(crate) fn entry(&self) -> &Entry<K, V> {

@@ -379,7 +379,7 @@ fn a_commit_racing_a_lending_read_waits_for_it() {
         let member = thread::spawn(move || p2.commit(&g2, 2, 0).unwrap());
         let producer = thread::spawn(move || append(&mut a, 2, AppendWait::Until(None)));
         let mut got = Vec::new();
-        match p.lend(0, 2, 0, &slot, |o, e| got.push((o, *e.entry().value))) {
+        match p.lend(0, 2, 0, &slot, |o, e| got.push((o, *e.value))) {
             Some(ReadOutcome::Read(n)) => assert_eq!(got, [(0, 0), (1, 1)][..n]),
             // The commit came first: offset 0 may be gone, `read` answers then.
             None => {}
@@ -408,7 +408,7 @@ fn a_group_removed_during_a_lending_read_keeps_its_gate_until_it_ends() {
         let admin = thread::spawn(move || p2.remove_group("g"));
         let producer = thread::spawn(move || append(&mut a, 2, AppendWait::Until(None)));
         let mut got = Vec::new();
-        match p.lend(0, 2, 0, &slot, |o, e| got.push((o, *e.entry().value))) {
+        match p.lend(0, 2, 0, &slot, |o, e| got.push((o, *e.value))) {
             Some(ReadOutcome::Read(n)) => assert_eq!(got, [(0, 0), (1, 1)][..n]),
             // Removed first: no gate to lend from.
             None => {}
