@@ -105,7 +105,9 @@ impl<K, V> ReplicaLog<K, V> {
         while self.epochs.last().is_some_and(|last| last.1 >= end) {
             self.epochs.pop();
         }
-        self.epochs.push((epoch, end));
+        if self.latest_epoch() != epoch {
+            self.epochs.push((epoch, end));
+        }
     }
 
     /// Appends one record written in `epoch` (never older than the latest epoch holding
