@@ -95,33 +95,30 @@ impl<K, V> ReplicaLog<K, V> {
     /// Starts `epoch` at the log end (a leader taking over); no-op if it is the latest.
     pub(crate) fn begin_epoch(&mut self, epoch: i32) {
         let end = self.end();
-        if self.latest_epoch() == epoch {
-            return;
-        }
-        // Epochs that never got a record go, older or newer (as Kafka's cache drops entries
-        // at or past a new entry's start): a replica that led an epoch without appending
-        // may later copy an older epoch's records from its new leader, and starts and
-        // epochs must both stay increasing.
-        while self.epochs.last().is_some_and(|last| last.1 >= end) {
-            self.epochs.pop();
-        }
-        if self.latest_epoch() != epoch {
-            self.epochs.push((epoch, end));
+        match self.epochs.last_mut() {
+            Some(last) if last.0 == epoch => {}
+            // An earlier epoch that never got a record: replaced, so starts stay increasing.
+            Some(last) if last.1 == end && last.0 < epoch => *last = (epoch, end),
+            _ => self.epochs.push((epoch, end)),
         }
     }
 
     /// Appends one record written in `epoch` (never older than the latest epoch holding
     /// records).
     pub(crate) fn append(&mut self, epoch: i32, entry: Arc<Entry<K, V>>) {
-        self.begin_epoch(epoch);
-        debug_assert!(self
+        // A newer epoch that never got a record goes (as Kafka's cache drops entries at or
+        // past a new entry's start): a replica that led an epoch without appending may
+        // later copy older-epoch records from its new leader.
+        let end = self.end();
+        while self
             .epochs
-            .iter()
-            .rev()
-            .take(2)
-            .collect::<Vec<_>>()
-            .windows(2)
-            .all(|w| w[1].0 < w[0].0 && w[1].1 < w[0].1));
+            .last()
+            .is_some_and(|last| last.1 == end && last.0 > epoch)
+        {
+            self.epochs.pop();
+        }
+        debug_assert!(epoch >= self.latest_epoch());
+        self.begin_epoch(epoch);
         self.records.push_back((epoch, entry));
     }
 
