@@ -836,3 +836,52 @@ fn send_to_and_poll_with_use_the_replicas() {
     }
     assert_eq!(seen, (0..10).map(|v| (v, v)).collect::<Vec<_>>());
 }
+
+/// A replica that led an epoch without appending keeps that epoch in its cache; when it
+/// follows a leader that holds older-epoch records past its end (records it never got),
+/// the epoch exchange cuts nothing and it copies those older-epoch records on top of its
+/// empty epoch. Its cache must drop the empty epoch (Kafka's cache removes entries at or
+/// past a new entry's start), not keep epochs out of order.
+#[test]
+fn a_replica_that_led_an_empty_epoch_then_copies_older_epoch_records() {
+    let (broker, _) = broker();
+    topic(&broker, 1, false);
+    let faults = broker.faults();
+    let p = producer(&broker, Acks::Leader);
+    send_all(&p, 0..2); // epoch 0, everywhere
+    assert!(faults.wait_in_sync(T, 0, WAIT).unwrap());
+    faults.stall_replica(T, 0, 1).unwrap();
+    send_all(&p, 2..4); // epoch 0, on replicas 0 and 2 only
+    let deadline = std::time::Instant::now() + WAIT;
+    while logs(&broker).iter().find(|l| l.0 == 2).unwrap().1.len() < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replica 2 never copied 2..4"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    faults.stall_replica(T, 0, 2).unwrap();
+    faults.crash_replica(T, 0, 0).unwrap();
+    let d = describe(&broker);
+    // Replica 1 leads epoch 1 from offset 2 and appends nothing; replica 2 (stalled)
+    // keeps 2..4 of epoch 0.
+    assert_eq!((d.leader, d.leader_epoch), (Some(1), 1));
+    faults.crash_replica(T, 0, 1).unwrap();
+    let d = describe(&broker);
+    assert_eq!((d.leader, d.leader_epoch), (Some(2), 2));
+    assert_eq!(send_all(&p, 99..100), vec![4]); // epoch 2
+
+    // Replica 1 (cache: epoch 0 from 0, epoch 1 from 2) copies 2..4 of epoch 0, then 4.
+    faults.restart_replica(T, 0, 1).unwrap();
+    faults.restart_replica(T, 0, 0).unwrap();
+    assert!(faults.wait_in_sync(T, 0, WAIT).unwrap());
+    let expected: Vec<_> = (0..4).map(|v| (v, v)).chain([(4, 99)]).collect();
+    for (id, log) in logs(&broker) {
+        assert_eq!(log, expected, "replica {id}");
+    }
+    let topic = broker.topic::<(), u64>(T).unwrap();
+    for view in topic.replica_logs(0).unwrap() {
+        let epochs: Vec<i32> = view.records.iter().map(|r| r.1).collect();
+        assert_eq!(epochs, vec![0, 0, 0, 0, 2], "replica {}", view.replica);
+    }
+}

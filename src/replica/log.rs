@@ -103,8 +103,20 @@ impl<K, V> ReplicaLog<K, V> {
         }
     }
 
-    /// Appends one record written in `epoch` (never older than the latest epoch).
+    /// Appends one record written in `epoch` (never older than the latest epoch holding
+    /// records).
     pub(crate) fn append(&mut self, epoch: i32, entry: Arc<Entry<K, V>>) {
+        // A newer epoch that never got a record goes (as Kafka's cache drops entries at or
+        // past a new entry's start): a replica that led an epoch without appending may
+        // later copy older-epoch records from its new leader.
+        let end = self.end();
+        while self
+            .epochs
+            .last()
+            .is_some_and(|last| last.1 == end && last.0 > epoch)
+        {
+            self.epochs.pop();
+        }
         debug_assert!(epoch >= self.latest_epoch());
         self.begin_epoch(epoch);
         self.records.push_back((epoch, entry));
@@ -244,6 +256,15 @@ mod tests {
         l.begin_epoch(1);
         l.begin_epoch(2);
         assert_eq!(l.epochs(), &[(0, 0), (2, 1)]);
+    }
+
+    #[test]
+    fn an_empty_newer_epoch_goes_when_older_records_follow() {
+        let mut l = log(&[0]);
+        l.begin_epoch(3);
+        l.append(1, entry(1));
+        assert_eq!(l.epochs(), &[(0, 0), (1, 1)]);
+        assert_eq!(l.end_offset_for_epoch(3), (1, 2));
     }
 
     #[test]
