@@ -13,7 +13,7 @@ use super::FlushPolicy;
 use crate::codec::{encoding, Codec};
 use crate::partition::{DiskLog, Entry, Partition};
 use crate::ring::Reader;
-use crate::storage::record_batch::HEADER_SIZE;
+use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
 use crate::storage::{BatchBuilder, BatchIter, SegmentSet};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::thread::{self, JoinHandle};
@@ -211,10 +211,9 @@ fn encoded_len<C: Codec>(c: &C, scratch: &mut Vec<u8>) -> usize {
 
 /// Kafka's per-record overhead bound (varints, attributes) beyond keys, values and headers.
 const RECORD_OVERHEAD: u64 = 21;
-/// A record's encoding beyond its key, value and header bytes, at most: length, attributes,
-/// timestamp delta, offset delta, key and value lengths, header count (varints at their
-/// widest; each header's two lengths are counted with it).
-const WIDEST_RECORD_OVERHEAD: u64 = 5 + 1 + 10 + 5 + 5 + 5 + 5;
+/// A record's encoding beyond its key, value and header bytes, at most (each header's two
+/// lengths are counted with it).
+const WIDEST_RECORD_OVERHEAD: u64 = MAX_RECORD_OVERHEAD as u64;
 
 /// [`PartitionLog::segment_room`] for a segment set that takes batches of up to `max_batch`
 /// bytes: what is left after a batch header.

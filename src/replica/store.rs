@@ -22,6 +22,7 @@ use crate::codec::{encoding, Codec};
 use crate::partition::Entry;
 use crate::persist::FlushPolicy;
 use crate::storage::checkpoint::{self, EpochEntry};
+use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
 use crate::storage::{BatchBuilder, BatchIter, Checkpoints, Io, LogConfig, LogOptions, SegmentSet};
 use crate::sync::Arc as SyncArc;
 use crate::sync::StdArc as Arc;
@@ -32,11 +33,9 @@ pub(crate) const EPOCH_FILE: &str = "leader-epoch-checkpoint";
 /// A batch is cut at this size (one more record may pass it, within `max_batch`).
 const BATCH_TARGET: usize = 256 << 10;
 /// A record batch's header (Kafka's `RECORD_BATCH_OVERHEAD`).
-const BATCH_OVERHEAD: usize = 61;
-/// A record's encoding beyond its key, value and header bytes, at most: length, attributes,
-/// timestamp delta, offset delta, key and value lengths, header count (varints at their
-/// widest), and per header its two lengths.
-const RECORD_OVERHEAD: usize = 5 + 1 + 10 + 5 + 5 + 5 + 5;
+const BATCH_OVERHEAD: usize = HEADER_SIZE;
+/// A record's encoding beyond its key, value and header bytes, at most.
+const RECORD_OVERHEAD: usize = MAX_RECORD_OVERHEAD;
 const HEADER_OVERHEAD: usize = 10;
 /// Bytes one disk read returns at most.
 const READ_BYTES: usize = 1 << 20;

@@ -93,6 +93,10 @@ pub const MAGIC: i8 = 2;
 pub const LOG_OVERHEAD: usize = field::PARTITION_LEADER_EPOCH;
 /// Size of the batch header; the records start here.
 pub const HEADER_SIZE: usize = field::END;
+/// A record's encoding beyond its key, value and header bytes, at most: length, attributes,
+/// timestamp delta, offset delta, key and value lengths, header count (varints at their
+/// widest). Each header's two lengths are not included: count them with the header.
+pub const MAX_RECORD_OVERHEAD: usize = 5 + 1 + 10 + 5 + 5 + 5 + 5;
 /// The smallest valid `batchLength` (a batch with no records).
 pub const MIN_BATCH_LENGTH: i32 = (HEADER_SIZE - LOG_OVERHEAD) as i32;
 /// Bytes up to and including the magic byte: what a reader of a file looks at first.
