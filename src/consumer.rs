@@ -280,8 +280,9 @@ where
     ///
     /// [`Error::PartitionOffsetOutOfRange`] (position out of range with `OffsetReset::None`),
     /// [`Error::NoOffsetForPartition`], [`Error::UnknownTopic`] (an assigned topic was
-    /// deleted). Records read before the problem are returned first; the error comes with
-    /// the next poll.
+    /// deleted), [`Error::PartitionOffline`] (a persisted partition's log failed, and this
+    /// consumer has read every record it holds). Records read before the problem are
+    /// returned first; the error comes with the next poll.
     pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords<K, V>> {
         let mut records = Vec::new();
         let max = self.config.max_poll_records;
@@ -785,7 +786,8 @@ fn read_one<K: Clone, V: Clone>(
                 ran(a.name, a.tp.partition, position, n);
                 return Ok(n);
             }
-            ReadOutcome::Empty => return Ok(0),
+            // An offline log gets no more records: say why rather than wait.
+            ReadOutcome::Empty => return a.partition.offline_error().map_or(Ok(0), Err),
             ReadOutcome::Failed => return Err(a.partition.disk_error()),
             ReadOutcome::OutOfRange { start, end } => {
                 let target = match reset {

@@ -159,6 +159,27 @@ pub enum Error {
         dir: PathBuf,
     },
 
+    /// A persisted partition's log went offline after an I/O error (a failed write or
+    /// fsync of its writer): sends to the partition are refused (the record is handed
+    /// back), flushes fail, and a consumer gets this once it has read what the partition
+    /// holds. The topic still exists (unlike [`Error::Closed`] after a delete); reopening
+    /// the broker runs recovery, which keeps every durable record.
+    #[error(
+        "`{topic}`-{partition} is offline: its log in {} failed ({reason}); reopen the broker \
+         to run recovery",
+        dir.display()
+    )]
+    PartitionOffline {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The partition directory.
+        dir: PathBuf,
+        /// The I/O error that took the log offline.
+        reason: String,
+    },
+
     /// A path given as a segment file or a partition directory is neither (e.g. a file not
     /// named `NNNNNNNNNNNNNNNNNNNN.log`, or a directory holding no segments).
     #[error("{}: {reason}", path.display())]

@@ -161,6 +161,8 @@ pub(crate) enum AppendError {
     Timeout,
     /// The partition is closed (its topic was deleted).
     Closed,
+    /// Not appended: the partition's log is offline ([`Error::PartitionOffline`]).
+    Offline(Box<Error>),
     /// The record exceeds the topic's `max_message_bytes` (size, limit).
     TooLarge(u64, u64),
     /// Appended, but its log went offline before the flush policy acknowledged it
@@ -393,6 +395,8 @@ pub(crate) trait DiskLog<K, V>: Send + Sync {
     /// Hands every record below `end` to the OS (waiting for the writer to reach it) and,
     /// with `fsync`, makes it durable.
     fn sync_to(&self, end: u64, fsync: bool) -> Result<()>;
+    /// [`Error::PartitionOffline`] once an I/O error took the log offline.
+    fn offline_error(&self) -> Option<Error>;
 }
 
 impl<K, V> fmt::Debug for Partition<K, V> {
@@ -504,6 +508,12 @@ impl<K, V> Partition<K, V> {
             Some(disk) => disk.sync_to(self.log_end(), fsync),
             None => Ok(()),
         }
+    }
+
+    /// [`Error::PartitionOffline`] once an I/O error took the partition's log offline
+    /// (a plain persisted partition).
+    pub(crate) fn offline_error(&self) -> Option<Error> {
+        self.disk.as_ref()?.offline_error()
     }
 
     /// Why the last disk read failed (after [`ReadOutcome::Failed`]).

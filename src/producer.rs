@@ -258,7 +258,7 @@ fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
         AppendError::Closed => Error::Closed {
             what: format!("topic `{topic}` was deleted"),
         },
-        AppendError::Unacknowledged(e) => *e,
+        AppendError::Unacknowledged(e) | AppendError::Offline(e) => *e,
         AppendError::NotEnoughReplicas(isr, min) => Error::NotEnoughReplicas {
             topic: topic.to_owned(),
             partition,
@@ -421,7 +421,9 @@ where
     ///
     /// [`SendError`] with the record and: [`Error::UnknownTopic`], [`Error::TypeMismatch`],
     /// [`Error::PartitionOutOfRange`] (explicit or user-chosen partition),
-    /// [`Error::InvalidTimestamp`], [`Error::Closed`] (the topic was deleted meanwhile).
+    /// [`Error::InvalidTimestamp`], [`Error::Closed`] (the topic was deleted meanwhile),
+    /// [`Error::PartitionOffline`] (a persisted partition's log failed; the record is
+    /// handed back).
     pub fn send(&self, record: Record<K, V>) -> Result<RecordMetadata, SendError<K, V>> {
         self.send_with(record, AppendWait::Until(None))
     }

@@ -76,6 +76,11 @@ impl<K, V> Appender<K, V> {
             if let Err((size, max)) = disk.check_size(&entry) {
                 return Err((Some(entry), AppendError::TooLarge(size, max)));
             }
+            // Refused before it reaches the ring: under `EveryBatch` it would only come
+            // back unacknowledged, under the other policies acknowledged but never written.
+            if let Some(e) = disk.offline_error() {
+                return Err((Some(entry), AppendError::Offline(Box::new(e))));
+            }
         }
         let done = match wait {
             AppendWait::No => self.handle.try_publish(entry).map_err(|e| match e {
@@ -94,7 +99,7 @@ impl<K, V> Appender<K, V> {
                     PublishTimeoutError::Closed(v) => (v, AppendError::Closed),
                 }),
         };
-        done.map_err(|(e, why)| (Some(e), why))?;
+        done.map_err(|(e, why)| (Some(e), self.closed_why(why)))?;
         // Fence-free unless a consumer is parked; waiters take the heavy fence.
         self.arrivals.notify_all_light();
         let offset = self
@@ -136,6 +141,9 @@ impl<K, V> Appender<K, V> {
             {
                 return Err(AppendError::TooLarge(size, max));
             }
+            if let Some(e) = disk.offline_error() {
+                return Err(AppendError::Offline(Box::new(e)));
+            }
         }
         let before = self.handle.last_sequence();
         // Known here, in one branch-free pass the compiler inlines, instead of the ring
@@ -169,6 +177,17 @@ impl<K, V> Appender<K, V> {
                 return Err(AppendError::Unacknowledged(Box::new(e)));
             }
         }
-        done
+        done.map_err(|why| self.closed_why(why))
+    }
+
+    /// `why`, unless it is `Closed` because the writer closed the ring when the log went
+    /// offline: then the error that took it offline (the topic was not deleted).
+    fn closed_why(&self, why: AppendError) -> AppendError {
+        match (why, &self.disk) {
+            (AppendError::Closed, Some(disk)) => disk
+                .offline_error()
+                .map_or(AppendError::Closed, |e| AppendError::Offline(Box::new(e))),
+            (why, _) => why,
+        }
     }
 }

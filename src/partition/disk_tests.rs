@@ -77,6 +77,10 @@ impl DiskLog<(), u64> for LaggingDisk {
     fn sync_to(&self, _end: u64, _fsync: bool) -> Result<()> {
         Ok(())
     }
+
+    fn offline_error(&self) -> Option<Error> {
+        None
+    }
 }
 
 fn entry(v: u64) -> Entry<(), u64> {

@@ -93,7 +93,14 @@ impl LogCell {
     pub(crate) fn fail(&self, e: &Error) {
         let mut err = self.error.lock();
         if err.is_none() {
-            *err = Some(e.to_string());
+            // With its sources: an `Io` error's own text names only what was being done.
+            let mut reason = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                reason = format!("{reason}: {s}");
+                source = s.source();
+            }
+            *err = Some(reason);
         }
         drop(err);
         // Release: pairs with the Acquire in `is_offline`.
@@ -115,17 +122,25 @@ impl LogCell {
         self.abandoned.load(Ordering::Acquire)
     }
 
+    /// Why the log cannot be used: offline (with the error that took it offline), or
+    /// closed.
     pub(crate) fn error(&self) -> Error {
-        let reason = self.error.lock().clone();
-        Error::Io {
-            context: format!(
-                "the log of `{}`-{} in {} is offline",
-                self.topic,
-                self.partition,
-                self.dir.display()
-            ),
-            source: std::io::Error::other(reason.unwrap_or_else(|| "closed".into())),
+        match self.error.lock().clone() {
+            Some(reason) => Error::PartitionOffline {
+                topic: self.topic.clone(),
+                partition: self.partition,
+                dir: self.dir.clone(),
+                reason,
+            },
+            None => Error::Closed {
+                what: format!("the log of `{}`-{}", self.topic, self.partition),
+            },
         }
+    }
+
+    /// [`error`](Self::error) once the log went offline.
+    pub(crate) fn offline_error(&self) -> Option<Error> {
+        self.is_offline().then(|| self.error())
     }
 
     fn publish(&self, written: u64, acked: Option<u64>) {
@@ -163,12 +178,15 @@ impl LogCell {
             let flushed = set.flush();
             drop(log);
             // A failed write takes the log offline, as the writer's own would.
-            return flushed.inspect_err(|e| self.fail(e));
+            return flushed.map_err(|e| {
+                self.fail(&e);
+                self.error()
+            });
         }
         if let Err(e) = set.sync() {
             drop(log);
             self.fail(&e);
-            return Err(e);
+            return Err(self.error());
         }
         let synced = set.log_end_offset();
         drop(log);
@@ -302,7 +320,12 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
             topic: self.cell.topic.clone(),
             partition: self.cell.partition,
             offset,
-            reason: self.cell.error().to_string(),
+            reason: self
+                .cell
+                .error
+                .lock()
+                .clone()
+                .unwrap_or_else(|| "its log closed".into()),
         })
     }
 
@@ -316,6 +339,10 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
 
     fn sync_to(&self, end: u64, fsync: bool) -> Result<()> {
         self.cell.sync_to(end, fsync)
+    }
+
+    fn offline_error(&self) -> Option<Error> {
+        self.cell.offline_error()
     }
 }
 

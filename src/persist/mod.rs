@@ -535,7 +535,7 @@ impl<K, V> crate::broker::Topic<K, V> {
     ///
     /// # Errors
     ///
-    /// The I/O error that took a partition's log offline.
+    /// [`Error::PartitionOffline`], with the I/O error that took a partition's log offline.
     pub fn sync(&self) -> Result<()> {
         for p in self.inner().partitions().iter() {
             p.sync_disk(true)?;
@@ -550,7 +550,7 @@ impl<K, V> crate::broker::Topic<K, V> {
     ///
     /// # Errors
     ///
-    /// The I/O error that took a partition's log offline.
+    /// [`Error::PartitionOffline`], with the I/O error that took a partition's log offline.
     ///
     /// # Examples
     ///
