@@ -87,17 +87,29 @@ impl ManualClock {
     pub fn advance(&self, by: Duration) {
         let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
         let ns = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
-        // Relaxed: the clock's readings order nothing else; each is a single value.
-        let _ = self
-            .wall_ms
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                Some(v.saturating_add(ms))
-            });
-        let _ = self
-            .monotonic_ns
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                Some(v.saturating_add(ns))
-            });
+        // A compare-exchange loop each: `fetch_update` is deprecated on nightly, and its
+        // replacement `update` is newer than the MSRV (1.89).
+        let mut wall = self.wall_ms.load(Ordering::Relaxed);
+        // Relaxed (load and both CAS orderings): the clock's readings order nothing else;
+        // each is a single value, and the CAS alone keeps concurrent advances from losing one.
+        while let Err(now) = self.wall_ms.compare_exchange_weak(
+            wall,
+            wall.saturating_add(ms),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            wall = now;
+        }
+        let mut mono = self.monotonic_ns.load(Ordering::Relaxed);
+        // Relaxed: as above.
+        while let Err(now) = self.monotonic_ns.compare_exchange_weak(
+            mono,
+            mono.saturating_add(ns),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            mono = now;
+        }
     }
 
     /// Sets the wall clock (the monotonic reading is unchanged).
@@ -145,5 +157,20 @@ mod tests {
         assert_eq!((c.now_ms(), c.monotonic_ns()), (-10, 3_000_000));
         c.advance(Duration::MAX);
         assert_eq!((c.now_ms(), c.monotonic_ns()), (i64::MAX - 10, u64::MAX));
+    }
+
+    #[test]
+    fn concurrent_advances_all_count() {
+        let c = ManualClock::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        c.advance(Duration::from_millis(1));
+                    }
+                });
+            }
+        });
+        assert_eq!((c.now_ms(), c.monotonic_ns()), (4000, 4_000_000_000));
     }
 }
