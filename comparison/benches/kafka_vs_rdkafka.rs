@@ -41,6 +41,7 @@ use logbus::kafka::rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 use logbus::kafka::rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use logbus::kafka::{KafkaBroker, KafkaConfig, MockCluster};
 use logbus::{Record, TopicConfig, TopicPartition};
+use logbus_comparison::{env_usize as env, median};
 
 const PARTITIONS: u32 = 3;
 const BATCH: usize = 1000;
@@ -52,25 +53,8 @@ const POLL_MAX: usize = 1024;
 /// by either side, dominated the consume figures).
 const FETCH_QUEUE_BACKOFF_MS: &str = "10";
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn key(i: u64) -> String {
     format!("customer-{}", i % KEYS)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// logbus: `send_batch` of 1,000 records at a time. Records per second.
@@ -288,9 +272,9 @@ fn main() {
         println!(
             "{:<10} {:>16.0} {:>16.0} {:>14.3}   {}",
             name,
-            median(logbus),
-            median(rdkafka),
-            median(ratios),
+            median(&logbus),
+            median(&rdkafka),
+            median(&ratios),
             shown.join(" ")
         );
     }

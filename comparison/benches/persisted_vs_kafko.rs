@@ -42,13 +42,7 @@ use bytes::Bytes;
 use logbus::broker::{Broker, TopicConfig};
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use logbus_comparison::{env_u64, Pairs};
 
 /// `KAFKO_BENCH_END=fsync`: each run ends with an fsync of everything (module docs).
 fn fsync_at_end() -> bool {
@@ -152,43 +146,33 @@ fn kafko_run(rt: &tokio::runtime::Runtime, value: &Bytes, count: u64, batch: usi
     })
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
 fn row(name: &str, rt: &tokio::runtime::Runtime, count: u64, batch: usize, pairs: usize) {
     let value = Bytes::from(vec![0x5a; 256]);
-    let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     let only = std::env::var("KAFKO_BENCH_ONLY").unwrap_or_default();
-    for _ in 0..pairs {
-        let a = if only == "kafko" {
-            Duration::from_secs(1)
-        } else {
-            logbus_run(&value, count, batch)
-        };
-        let b = if only == "logbus" {
-            Duration::from_secs(1)
-        } else {
-            kafko_run(rt, &value, count, batch)
-        };
-        ours.push(count as f64 / a.as_secs_f64());
-        theirs.push(count as f64 / b.as_secs_f64());
-        ratios.push(b.as_secs_f64() / a.as_secs_f64());
-    }
-    let spread = |v: &[f64]| {
-        let (lo, hi) = v
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
-        format!("{lo:.2}..{hi:.2}")
-    };
-    let sorted_ratios = ratios.clone();
+    let rate = |t: Duration| count as f64 / t.as_secs_f64();
+    let p = Pairs::interleave(
+        pairs,
+        || {
+            rate(if only == "kafko" {
+                Duration::from_secs(1)
+            } else {
+                logbus_run(&value, count, batch)
+            })
+        },
+        || {
+            rate(if only == "logbus" {
+                Duration::from_secs(1)
+            } else {
+                kafko_run(rt, &value, count, batch)
+            })
+        },
+    );
+    let (lo, hi) = p.ratio_range();
     println!(
-        "{name:<11} logbus {:>12.0} rec/s   kafko {:>12.0} rec/s   ratio (median of pairs) {:.2}x  (pairs {})",
-        median(&mut ours),
-        median(&mut theirs),
-        median(&mut ratios),
-        spread(&sorted_ratios)
+        "{name:<11} logbus {:>12.0} rec/s   kafko {:>12.0} rec/s   ratio (median of pairs) {:.2}x  (pairs {lo:.2}..{hi:.2})",
+        p.ours_median(),
+        p.theirs_median(),
+        p.median_ratio(),
     );
 }
 

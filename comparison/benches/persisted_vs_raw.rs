@@ -29,13 +29,7 @@ use logbus::broker::{Broker, TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use logbus_comparison::{env_u64, Pairs};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
@@ -140,17 +134,12 @@ fn replay_raw(dir: &Path) -> Duration {
     started.elapsed()
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-fn report(name: &str, unit: &str, ours: &mut [f64], theirs: &mut [f64], ratios: &mut [f64]) {
+fn report(name: &str, unit: &str, pairs: &Pairs) {
     println!(
         "{name:<14} logbus {:>10.1} {unit}   baseline {:>10.1} {unit}   ratio (median of pairs) {:.2}x",
-        median(ours),
-        median(theirs),
-        median(ratios)
+        pairs.ours_median(),
+        pairs.theirs_median(),
+        pairs.median_ratio()
     );
 }
 
@@ -158,17 +147,14 @@ fn write_row(size: usize, total_mb: u64, pairs: usize) {
     let record = Bytes::from(vec![0x5a; size]);
     let count = (total_mb << 20) / size as u64;
     let sync = 1 << 20;
-    let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut r_ours, mut r_theirs, mut r_ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut write, mut replay) = (Pairs::default(), Pairs::default());
     for _ in 0..pairs {
         let dir = scratch("persisted-bench");
         let (t_ours, broker) = logbus_write(&dir, &record, count, sync);
         let raw_dir = scratch("raw-bench");
         let t_raw = raw_write(&raw_dir, &record, count, sync);
         let mb = (count * size as u64) as f64 / (1 << 20) as f64;
-        ours.push(mb / t_ours.as_secs_f64());
-        theirs.push(mb / t_raw.as_secs_f64());
-        ratios.push(t_raw.as_secs_f64() / t_ours.as_secs_f64());
+        write.push(mb / t_ours.as_secs_f64(), mb / t_raw.as_secs_f64());
         if size == 1024 {
             // Both read warm files just written.
             for _ in 1..env_u64("PERSIST_BENCH_PROFILE_REPLAYS", 1) {
@@ -176,27 +162,13 @@ fn write_row(size: usize, total_mb: u64, pairs: usize) {
             }
             let t_replay = replay_logbus(&broker, count);
             let t_read = replay_raw(&dir);
-            r_ours.push(mb / t_replay.as_secs_f64());
-            r_theirs.push(mb / t_read.as_secs_f64());
-            r_ratios.push(t_read.as_secs_f64() / t_replay.as_secs_f64());
+            replay.push(mb / t_replay.as_secs_f64(), mb / t_read.as_secs_f64());
         }
         broker.close().unwrap();
     }
-    report(
-        &format!("write {size}B"),
-        "MiB/s",
-        &mut ours,
-        &mut theirs,
-        &mut ratios,
-    );
+    report(&format!("write {size}B"), "MiB/s", &write);
     if size == 1024 {
-        report(
-            "replay 1KiB",
-            "MiB/s",
-            &mut r_ours,
-            &mut r_theirs,
-            &mut r_ratios,
-        );
+        report("replay 1KiB", "MiB/s", &replay);
     }
 }
 

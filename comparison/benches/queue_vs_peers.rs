@@ -16,19 +16,13 @@
 //! LOGBUS_BENCH_ONLY=batch,pingpong LOGBUS_BENCH_PEERS=crossbeam cargo bench --bench queue_vs_peers
 //! ```
 
+use logbus_comparison::{env_usize as env, median};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Instant;
 
 const CAP: usize = 1024;
 const BATCH: usize = 64;
-
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// One queue implementation in its blocking mode.
 trait Contender: 'static {
@@ -360,16 +354,6 @@ fn pct(sorted: &[u64], p: f64) -> u64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// Results of one workload: per repetition, each contender's figure.
 #[derive(Default)]
 struct Series {
@@ -489,16 +473,13 @@ fn main() {
     for (name, s) in &table {
         let ours_name = s.rows[0].0;
         let ours = s.get(ours_name);
-        println!(
-            "| {name} | {ours_name} | {:.1} | |",
-            median(ours.to_vec()) / 1e6
-        );
+        println!("| {name} | {ours_name} | {:.1} | |", median(ours) / 1e6);
         for (peer, vs) in s.rows.iter().skip(1) {
             let ratios: Vec<f64> = ours.iter().zip(vs).map(|(a, b)| a / b).collect();
             println!(
                 "| {name} | {peer} | {:.1} | {:.2}× |",
-                median(vs.clone()) / 1e6,
-                median(ratios)
+                median(vs) / 1e6,
+                median(&ratios)
             );
         }
     }
@@ -534,9 +515,9 @@ fn main() {
             let ratios: Vec<f64> = ours.iter().zip(vs).map(|(a, b)| a / b).collect();
             println!(
                 "| {name} | {:.0} | {:.0} | {:.2} |",
-                median(vs.clone()),
-                median(p99.get(name).to_vec()),
-                median(ratios)
+                median(vs),
+                median(p99.get(name)),
+                median(&ratios)
             );
         }
     }

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use logbus::broker::{Broker, Overflow, TopicConfig};
 use logbus::producer::{Acks, Delivery, ProducerConfig, Record};
+use logbus_comparison::{env_u64 as env, median};
 
 const T: &str = "bench";
 
@@ -62,13 +63,6 @@ impl Side {
         broker.create_topic::<(), u64>(T, config).unwrap();
         (broker, ProducerConfig::new().acks(acks))
     }
-}
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 /// `records` sends one at a time: (records/s, p50 µs, p99 µs).
@@ -151,11 +145,6 @@ fn sides() -> Vec<Side> {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
 /// Runs `run` for every side, `pairs` times interleaved (A B C A B C …), and prints each
 /// side's median rate (and latency quantiles, when `run` gives them) with the median of the
 /// per-round ratios to the first side.
@@ -184,8 +173,14 @@ fn row(title: &str, sides: &[Side], pairs: u64, run: impl Fn(Side) -> (f64, Opti
             ("-".to_string(), "-".to_string())
         } else {
             (
-                format!("{:.2}", median(lat[i].iter().map(|l| l.0).collect())),
-                format!("{:.2}", median(lat[i].iter().map(|l| l.1).collect())),
+                format!(
+                    "{:.2}",
+                    median(&lat[i].iter().map(|l| l.0).collect::<Vec<_>>())
+                ),
+                format!(
+                    "{:.2}",
+                    median(&lat[i].iter().map(|l| l.1).collect::<Vec<_>>())
+                ),
             )
         };
         let mut r = ratios[i].clone();
@@ -193,8 +188,8 @@ fn row(title: &str, sides: &[Side], pairs: u64, run: impl Fn(Side) -> (f64, Opti
         println!(
             "| {} | {:.0} | {p50} | {p99} | {:.3} (range {:.3}–{:.3}) |",
             s.name(),
-            median(rates[i].clone()),
-            median(ratios[i].clone()),
+            median(&rates[i]),
+            median(&ratios[i]),
             r[0],
             r[r.len() - 1],
         );

@@ -22,15 +22,9 @@ use disruptor::{
     build_single_producer, BusySpin, EventPoller, Polling, Producer, SingleProducerBarrier,
 };
 use logbus::ring::{ReadError, Ring, RingConfig, Start};
+use logbus_comparison::{env_u64 as env, Pairs};
 
 const CAPACITY: usize = 1024;
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// Spin, then yield: the waiting loop both sides' callers use where a call can come back
 /// empty-handed (the disruptor's `try_*`/`poll`).
@@ -253,16 +247,6 @@ fn disruptor_drive<P: Producer<Event>>(
     entries as f64 / slowest.as_secs_f64()
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 fn main() {
     // `cargo bench` passes `--bench`; this harness has no options of its own.
     let entries = env("RING_BENCH_ENTRIES", 2_000_000);
@@ -310,30 +294,27 @@ fn main() {
         if !w.name().contains(&only) {
             continue;
         }
-        let (mut a, mut b, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         // One warm-up pair, not counted.
         logbus_run(w, entries / 4);
         disruptor_run(w, entries / 4);
-        for _ in 0..pairs {
-            let x = logbus_run(w, entries);
-            let y = disruptor_run(w, entries);
-            a.push(x / 1e6);
-            b.push(y / 1e6);
-            ratios.push(x / y);
-        }
-        let ratio = median(&mut ratios);
+        let p = Pairs::interleave(
+            pairs,
+            || logbus_run(w, entries) / 1e6,
+            || disruptor_run(w, entries) / 1e6,
+        );
+        let ratio = p.median_ratio();
         let pass = ratio >= 1.0;
         all_pass &= pass;
         println!(
             "{:<28} {:>16.1} {:>16.1} {:>14.2}  {}",
             w.name(),
-            median(&mut a),
-            median(&mut b),
+            p.ours_median(),
+            p.theirs_median(),
             ratio,
             if pass { "ok" } else { "MISSED" }
         );
         if std::env::var_os("RING_BENCH_VERBOSE").is_some() {
-            let mut sorted = ratios.clone();
+            let mut sorted = p.ratios();
             sorted.sort_by(|x, y| x.total_cmp(y));
             println!("    per-pair ratios (sorted): {sorted:.2?}");
         }

@@ -41,6 +41,7 @@ use disruptor::{build_single_producer, BusySpin, Polling, Producer as _};
 use logbus::broker::{Broker, Overflow, TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::producer::{Payload, ProducerConfig, Record};
+use logbus_comparison::{env_u64 as env, median, min_max};
 
 /// Counts bytes allocated, for the memory row.
 struct Counting;
@@ -64,13 +65,6 @@ static GLOBAL: Counting = Counting;
 
 const CAP: usize = 1024;
 const BATCH: usize = 64;
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// What the peers move: the same fields as a logbus record without key or headers.
 #[derive(Debug, Clone, Copy, Default)]
@@ -573,16 +567,6 @@ fn logbus_replay(n: u64) -> f64 {
 
 // ---- reporting ----
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// Runs `ours` and each peer interleaved `pairs` times; prints one row per peer.
 fn compare(row: &str, pairs: u64, ours: &dyn Fn() -> f64, peers: &[(&str, &dyn Fn() -> f64, f64)]) {
     if std::env::var_os("TOPICS_BENCH_SOLO").is_some() {
@@ -591,7 +575,7 @@ fn compare(row: &str, pairs: u64, ours: &dyn Fn() -> f64, peers: &[(&str, &dyn F
         let each: Vec<String> = v.iter().map(|x| format!("{:.1}", x / 1e6)).collect();
         println!(
             "| {row} | {:.1} | (solo: {}) |",
-            median(v) / 1e6,
+            median(&v) / 1e6,
             each.join(" ")
         );
         return;
@@ -609,14 +593,12 @@ fn compare(row: &str, pairs: u64, ours: &dyn Fn() -> f64, peers: &[(&str, &dyn F
         }
     }
     for (i, (name, _, bar)) in peers.iter().enumerate() {
-        let r = median(ratios[i].clone());
-        let (lo, hi) = ratios[i]
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        let r = median(&ratios[i]);
+        let (lo, hi) = min_max(&ratios[i]);
         println!(
             "| {row} | {:.1} | {name} | {:.1} | {r:.2}× ({lo:.2}–{hi:.2}) | {bar}× | {} |",
-            median(mine.clone()) / 1e6,
-            median(theirs[i].clone()) / 1e6,
+            median(&mine) / 1e6,
+            median(&theirs[i]) / 1e6,
             if r >= *bar { "met" } else { "NOT met" }
         );
     }
@@ -687,7 +669,7 @@ fn main() {
         println!("|---|---|");
         for producers in [1, 2, 4] {
             let v: Vec<f64> = (0..pairs).map(|_| logbus_scaling(producers, n)).collect();
-            println!("| {producers} | {:.1} |", median(v) / 1e6);
+            println!("| {producers} | {:.1} |", median(&v) / 1e6);
         }
     }
     if run("latency") {
@@ -705,13 +687,13 @@ fn main() {
         println!("|---|---|---|");
         println!(
             "| logbus send → poll | {:.0} | {:.0} |",
-            median(l50),
-            median(l99)
+            median(&l50),
+            median(&l99)
         );
         println!(
             "| crossbeam-channel send → recv | {:.0} | {:.0} |",
-            median(c50),
-            median(c99)
+            median(&c50),
+            median(&c99)
         );
     }
     if run("replay") {
@@ -719,7 +701,7 @@ fn main() {
         println!();
         println!(
             "replay: seek to 0 and read {replay} in-memory records: {:.1} M rec/s (median)",
-            median(v) / 1e6
+            median(&v) / 1e6
         );
     }
     if run("memory") {
