@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::encoded::EncodedEntry;
 use super::FlushPolicy;
-use crate::codec::{encoding, Codec};
+use crate::codec::Codec;
 use crate::partition::{DiskLog, Entry, Partition};
 use crate::ring::Reader;
 use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
@@ -573,25 +574,12 @@ impl<K: Codec, V: Codec> Writer<K, V> {
             if stop {
                 return;
             }
-            let k = e.key.as_ref().map(|k| encoding(k, key));
-            let v = encoding(&e.value, value);
-            let headers: Vec<(&str, Option<&[u8]>)> = e
-                .headers
-                .as_deref()
-                .map(|h| h.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect())
-                .unwrap_or_default();
-            let estimate = k.map_or(0, <[u8]>::len)
-                + v.len()
-                + headers
-                    .iter()
-                    .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len) + 10)
-                    .sum::<usize>()
-                + 32;
-            if n > 0 && builder.size() + estimate > limit {
+            let encoded = EncodedEntry::new(e, key, value);
+            if n > 0 && builder.size() + encoded.bound() > limit {
                 stop = true;
                 return;
             }
-            match builder.append(e.timestamp, k, Some(v), &headers) {
+            match encoded.append_to(builder) {
                 Ok(()) => {
                     n += 1;
                     stop = builder.size() >= target;

@@ -53,6 +53,7 @@
 //!   open then skips revalidation, as Kafka does.
 
 mod data_dir;
+pub(crate) mod encoded;
 mod log;
 
 use std::path::PathBuf;
