@@ -88,28 +88,24 @@ impl ManualClock {
         let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
         let ns = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
         // A compare-exchange loop each: `fetch_update` is deprecated on nightly, and its
-        // replacement `update` is newer than the MSRV (1.89).
-        let mut wall = self.wall_ms.load(Ordering::Relaxed);
-        // Relaxed (load and both CAS orderings): the clock's readings order nothing else;
-        // each is a single value, and the CAS alone keeps concurrent advances from losing one.
-        while let Err(now) = self.wall_ms.compare_exchange_weak(
-            wall,
-            wall.saturating_add(ms),
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        ) {
-            wall = now;
+        // replacement `update` is newer than the MSRV (1.89). Relaxed (load and both CAS
+        // orderings): the clock's readings order nothing else; each is a single value, and
+        // the CAS alone keeps concurrent advances from losing one.
+        macro_rules! saturating_add {
+            ($atomic:expr, $by:expr) => {{
+                let mut v = $atomic.load(Ordering::Relaxed);
+                while let Err(now) = $atomic.compare_exchange_weak(
+                    v,
+                    v.saturating_add($by),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    v = now;
+                }
+            }};
         }
-        let mut mono = self.monotonic_ns.load(Ordering::Relaxed);
-        // Relaxed: as above.
-        while let Err(now) = self.monotonic_ns.compare_exchange_weak(
-            mono,
-            mono.saturating_add(ns),
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        ) {
-            mono = now;
-        }
+        saturating_add!(self.wall_ms, ms);
+        saturating_add!(self.monotonic_ns, ns);
     }
 
     /// Sets the wall clock (the monotonic reading is unchanged).
@@ -158,19 +154,24 @@ mod tests {
         c.advance(Duration::MAX);
         assert_eq!((c.now_ms(), c.monotonic_ns()), (i64::MAX - 10, u64::MAX));
     }
+}
+
+/// Two advances racing: both count (a plain load-then-store loses one in some
+/// interleaving, which this model finds).
+#[cfg(all(test, logbus_loom))]
+mod loom_models {
+    use super::*;
+    use crate::sync::Arc;
 
     #[test]
-    fn concurrent_advances_all_count() {
-        let c = ManualClock::new(0);
-        std::thread::scope(|s| {
-            for _ in 0..4 {
-                s.spawn(|| {
-                    for _ in 0..1000 {
-                        c.advance(Duration::from_millis(1));
-                    }
-                });
-            }
+    fn concurrent_advances_both_count() {
+        loom::model(|| {
+            let c = Arc::new(ManualClock::new(0));
+            let other = Arc::clone(&c);
+            let t = loom::thread::spawn(move || other.advance(Duration::from_millis(1)));
+            c.advance(Duration::from_millis(2));
+            t.join().unwrap();
+            assert_eq!((c.now_ms(), c.monotonic_ns()), (3, 3_000_000));
         });
-        assert_eq!((c.now_ms(), c.monotonic_ns()), (4000, 4_000_000_000));
     }
 }
