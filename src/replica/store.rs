@@ -20,6 +20,7 @@ use super::log::ReplicaLog;
 use crate::clock::Clock;
 use crate::codec::{encoding, Codec};
 use crate::partition::Entry;
+use crate::persist::encoded::EncodedEntry;
 use crate::persist::FlushPolicy;
 use crate::storage::checkpoint::{self, EpochEntry};
 use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
@@ -36,7 +37,6 @@ const BATCH_TARGET: usize = 256 << 10;
 const BATCH_OVERHEAD: usize = HEADER_SIZE;
 /// A record's encoding beyond its key, value and header bytes, at most.
 const RECORD_OVERHEAD: usize = MAX_RECORD_OVERHEAD;
-const HEADER_OVERHEAD: usize = 10;
 /// Bytes one disk read returns at most.
 const READ_BYTES: usize = 1 << 20;
 
@@ -282,17 +282,6 @@ where
         }
     }
 
-    /// An upper bound of `e`'s encoded size in a batch.
-    fn record_bound(e: &Entry<K, V>, key: &mut Vec<u8>, value: &mut Vec<u8>) -> usize {
-        let k = e.key.as_ref().map_or(0, |k| encoding(k, key).len());
-        let headers: usize = e.headers.as_deref().map_or(0, |h| {
-            h.iter()
-                .map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len()) + HEADER_OVERHEAD)
-                .sum()
-        });
-        k + encoding(&e.value, value).len() + headers + RECORD_OVERHEAD
-    }
-
     fn append_run(&mut self, epoch: i32, run: &[(i32, Arc<Entry<K, V>>)]) -> Result<u64> {
         let mut i = 0;
         let mut bytes = 0u64;
@@ -300,22 +289,13 @@ where
             self.builder.clear(self.set.log_end_offset());
             let (builder, key, value) = (&mut self.builder, &mut self.key, &mut self.value);
             while i < run.len() && (builder.is_empty() || builder.size() < BATCH_TARGET) {
-                let e = &run[i].1;
+                let encoded = EncodedEntry::new(&run[i].1, key, value);
                 // Cut before a record that could take the batch past what the segment set
                 // takes (a refused batch would take the directory offline).
-                if !builder.is_empty()
-                    && builder.size() + Self::record_bound(e, key, value) > self.max_batch
-                {
+                if !builder.is_empty() && builder.size() + encoded.bound() > self.max_batch {
                     break;
                 }
-                let k = e.key.as_ref().map(|k| encoding(k, key));
-                let v = encoding(&e.value, value);
-                let headers: Vec<(&str, Option<&[u8]>)> = e
-                    .headers
-                    .as_deref()
-                    .map(|h| h.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect())
-                    .unwrap_or_default();
-                builder.append(e.timestamp, k, Some(v), &headers)?;
+                encoded.append_to(builder)?;
                 i += 1;
             }
             self.set.set_partition_leader_epoch(epoch);
@@ -351,7 +331,7 @@ where
 
     fn too_large(&mut self, records: &[(i32, Arc<Entry<K, V>>)]) -> Option<(u64, u64)> {
         records.iter().find_map(|(_, e)| {
-            let size = Self::record_bound(e, &mut self.key, &mut self.value);
+            let size = EncodedEntry::new(e, &mut self.key, &mut self.value).bound();
             (size > self.max_record).then_some((size as u64, self.max_record as u64))
         })
     }
