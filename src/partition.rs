@@ -599,6 +599,13 @@ impl<K, V> Partition<K, V> {
         start
     }
 
+    /// Whether reads look at the time (`now_ms`): only to expire records by age. Without
+    /// retention by age any `now_ms` gives the same result, so a reader need not ask the
+    /// clock.
+    pub(crate) fn expires_by_age(&self) -> bool {
+        self.config.retention_ms.is_some()
+    }
+
     /// Log start, high watermark and log end.
     pub(crate) fn offsets(&self, now_ms: i64) -> Offsets {
         if let Some(r) = &self.replicated {
