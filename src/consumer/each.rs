@@ -78,7 +78,7 @@ fn record_ref<'a, K, V>(
 struct Lent<'a> {
     position: &'a mut Option<u64>,
     from: u64,
-    /// One past the last record lent so far.
+    /// One past the last record lent (set when the read ends, or by [`PanicAt`]).
     next: u64,
 }
 
@@ -87,6 +87,19 @@ impl Drop for Lent<'_> {
         if self.next > self.from {
             *self.position = Some(self.next);
         }
+    }
+}
+
+/// Dropped only when the caller's function unwinds on the record at `offset` (forgotten
+/// otherwise): the partition's position goes past that record.
+struct PanicAt<'a> {
+    next: &'a mut u64,
+    offset: u64,
+}
+
+impl Drop for PanicAt<'_> {
+    fn drop(&mut self) {
+        *self.next = self.offset + 1;
     }
 }
 
@@ -168,11 +181,18 @@ where
                     next: from,
                 };
                 let outcome = a.partition.lend(from, left, now, group, |offset, e| {
-                    // A store, not a count: no chain through memory from one record to
-                    // the next.
-                    lent.next = offset + 1;
+                    // Nothing is stored per record: the guard lives in registers and
+                    // writes the position only if `f` unwinds.
+                    let unwinding = PanicAt {
+                        next: &mut lent.next,
+                        offset,
+                    };
                     f(record_ref(name, partition, offset, e));
+                    std::mem::forget(unwinding);
                 });
+                if let Some(ReadOutcome::Read(n)) = outcome {
+                    lent.next = from + n as u64;
+                }
                 drop(lent);
                 match outcome {
                     Some(ReadOutcome::Read(n)) => return Ok(n),
