@@ -136,9 +136,6 @@ fn drain(mut c: logbus::Consumer<(), u64>, n: u64) -> Instant {
     let mut got = 0;
     let mut sum = 0u64;
     let record_api = record_api();
-    // Extra work per record (`TOPICS_BENCH_CONSUMER_WORK`, `poll_with` only), to study a
-    // consumer slower than its producer; 0 in every figure of the table.
-    let work = env("TOPICS_BENCH_CONSUMER_WORK", 0);
     while got < n {
         let k = if record_api {
             out.clear();
@@ -150,9 +147,6 @@ fn drain(mut c: logbus::Consumer<(), u64>, n: u64) -> Instant {
         } else {
             c.poll_with(CAP, Duration::from_secs(10), |r| {
                 sum = sum.wrapping_add(*r.value ^ r.timestamp as u64);
-                for _ in 0..work {
-                    sum = black_box(sum.rotate_left(1));
-                }
             })
             .unwrap()
         };

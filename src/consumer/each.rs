@@ -180,11 +180,6 @@ where
                     from,
                     next: from,
                 };
-                // At most half the partition's memory at once: producers the group holds
-                // back refill the other half while `f` runs (a pipeline, where a read of
-                // the whole ring would leave them idle until the next commit).
-                let half = (a.partition.capacity() / 2).max(1);
-                let left = left.min(half.min(usize::MAX as u64) as usize);
                 let outcome = a.partition.lend(from, left, now, group, |offset, e| {
                     // Nothing is stored per record: the guard lives in registers and
                     // writes the position only if `f` unwinds.
