@@ -393,7 +393,11 @@ where
             if total >= max {
                 break;
             }
-            let at = if first + i < len { first + i } else { first + i - len };
+            let at = if first + i < len {
+                first + i
+            } else {
+                first + i - len
+            };
             let a = &mut self.assigned[at];
             if a.paused {
                 continue;
