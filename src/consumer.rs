@@ -340,60 +340,78 @@ where
     /// Reads what is available now from the unpaused partitions, starting with the one
     /// after where the last fetch started.
     fn fetch(&mut self, out: &mut Vec<ConsumerRecord<K, V>>, max: usize) -> Result<usize> {
-        self.fetch_with(
-            max,
-            &mut |name, partition, offset, e: Handed<'_, K, V>| {
-                let e = e.into_entry();
-                out.push(ConsumerRecord {
-                    topic: name,
-                    partition,
-                    offset,
-                    timestamp: e.timestamp,
-                    key: e.key,
-                    value: e.value,
-                    headers: e.headers.map(|h| *h).unwrap_or_default(),
-                });
-            },
-            &mut |_, _, _, _| (),
-        )
+        self.walk(max, |a, left, now, reset, metrics| {
+            read_one(
+                a,
+                &mut |name, partition, offset, e: Handed<'_, K, V>| {
+                    let e = e.into_entry();
+                    out.push(ConsumerRecord {
+                        topic: name,
+                        partition,
+                        offset,
+                        timestamp: e.timestamp,
+                        key: e.key,
+                        value: e.value,
+                        headers: e.headers.map(|h| *h).unwrap_or_default(),
+                    });
+                },
+                left,
+                now,
+                reset,
+                metrics,
+            )
+        })
     }
 
-    /// [`fetch`](Self::fetch), passing each record to `sink` (topic, partition, offset,
-    /// entry) while it is read, and each partition's run of them to `ran` after it (topic,
-    /// partition, first offset, count).
-    pub(crate) fn fetch_with(
+    /// The one walk over the assigned partitions that every fetch takes: the unpaused
+    /// ones in turn, starting with the one after where the last walk started, each read by
+    /// `read(partition, at most this many records, now, reset, metrics)` until `max` are
+    /// read; counts them in the metrics. When a read fails after others have read
+    /// something, what was read is handed over and the failing partition is read first
+    /// next time, so the problem surfaces then.
+    ///
+    /// The clock is asked at most once per walk, and only for a partition that expires
+    /// records by age: nothing else about a read depends on the time (others get 0).
+    pub(crate) fn walk(
         &mut self,
         max: usize,
-        sink: &mut impl FnMut(&'static str, u32, u64, Handed<'_, K, V>),
-        ran: &mut impl FnMut(&'static str, u32, u64, usize),
+        mut read: impl FnMut(
+            &mut Assigned<K, V>,
+            usize,
+            i64,
+            OffsetReset,
+            &mut ConsumerMetrics,
+        ) -> Result<usize>,
     ) -> Result<usize> {
-        let now = self.broker.now_ms();
         let len = self.assigned.len();
-        let first = self.next % len;
-        self.next = (first + 1) % len;
+        // Compared, not divided: a division costs tens of cycles, on every poll.
+        let first = if self.next < len { self.next } else { 0 };
+        self.next = if first + 1 < len { first + 1 } else { 0 };
+        let reset = self.config.auto_offset_reset;
+        let mut clock = None;
         let mut total = 0;
         for i in 0..len {
             if total >= max {
                 break;
             }
-            let a = &mut self.assigned[(first + i) % len];
+            let at = if first + i < len {
+                first + i
+            } else {
+                first + i - len
+            };
+            let a = &mut self.assigned[at];
             if a.paused {
                 continue;
             }
-            match read_one(
-                a,
-                &mut *sink,
-                &mut *ran,
-                max - total,
-                now,
-                self.config.auto_offset_reset,
-                &mut self.metrics,
-            ) {
+            let now = if a.partition.expires_by_age() {
+                *clock.get_or_insert_with(|| self.broker.now_ms())
+            } else {
+                0
+            };
+            match read(a, max - total, now, reset, &mut self.metrics) {
                 Ok(n) => total += n,
-                Err(e) if total > 0 => {
-                    // Hand over what was read; the problem stays and surfaces next time.
-                    let _ = e;
-                    self.next = (first + i) % len;
+                Err(_) if total > 0 => {
+                    self.next = at;
                     break;
                 }
                 Err(e) => return Err(e),
@@ -496,10 +514,15 @@ where
     ///
     /// [`Error::NoGroupId`]; [`Error::UnknownTopic`] when an assigned topic was deleted.
     pub fn commit_sync(&mut self) -> Result<()> {
-        let group = self.group("commit_sync")?;
+        // Borrowed, not cloned: no reference count to touch on every commit.
+        let Some(group) = &self.group else {
+            return Err(Error::NoGroupId {
+                operation: "commit_sync",
+            });
+        };
         match &self.membership {
-            Some(m) => m.commit(&self.broker, || self.commit_positions(&group)),
-            None => self.commit_positions(&group),
+            Some(m) => m.commit(&self.broker, || self.commit_positions(group)),
+            None => self.commit_positions(group),
         }
     }
 
@@ -749,12 +772,11 @@ impl<K, V> Drop for Consumer<K, V> {
     }
 }
 
-/// Reads from one assigned partition into `out`, handling an out-of-range position per
-/// `reset`.
+/// Reads from one assigned partition, passing each record to `sink`, handling an
+/// out-of-range position per `reset`.
 fn read_one<K: Clone, V: Clone>(
     a: &mut Assigned<K, V>,
     sink: &mut impl FnMut(&'static str, u32, u64, Handed<'_, K, V>),
-    ran: &mut impl FnMut(&'static str, u32, u64, usize),
     max: usize,
     now: i64,
     reset: OffsetReset,
@@ -783,7 +805,6 @@ fn read_one<K: Clone, V: Clone>(
         match outcome {
             ReadOutcome::Read(n) => {
                 a.position = Some(position + n as u64);
-                ran(a.name, a.tp.partition, position, n);
                 return Ok(n);
             }
             // An offline log gets no more records: say why rather than wait.

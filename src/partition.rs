@@ -588,7 +588,12 @@ impl<K, V> Partition<K, V> {
         if let Some(disk) = &self.disk {
             return disk.log_start();
         }
-        let end = self.log_end();
+        self.ring_start(self.log_end(), now_ms)
+    }
+
+    /// [`log_start`](Self::log_start) of a partition in memory only (neither replicated nor
+    /// persisted), given its log end `end` as the caller just loaded it.
+    fn ring_start(&self, end: u64, now_ms: i64) -> u64 {
         let in_ring = end.saturating_sub(self.capacity);
         // Relaxed: a lower bound that only grows; the records themselves are read through
         // their slots' tags, which say whether they are still there.
@@ -607,6 +612,13 @@ impl<K, V> Partition<K, V> {
             self.expired_below.fetch_max(start, Ordering::Relaxed);
         }
         start
+    }
+
+    /// Whether reads look at the time (`now_ms`): only to expire records by age. Without
+    /// retention by age any `now_ms` gives the same result, so a reader need not ask the
+    /// clock.
+    pub(crate) fn expires_by_age(&self) -> bool {
+        self.config.retention_ms.is_some()
     }
 
     /// Log start, high watermark and log end.

@@ -659,6 +659,42 @@ fn retention_expires_old_records() {
     assert_eq!(values(&b, "t", 0, OffsetReset::Earliest), [5, 6, 7]);
 }
 
+/// A consumer positioned before the time passes still sees records expire at its next
+/// poll: the poll asks the clock for partitions with retention by age (it skips the clock
+/// only for those without), in `poll` (copied) and in `poll_with` (lent in place, to a
+/// group member on a `Block` topic).
+#[test]
+fn retention_applies_to_a_consumer_positioned_before_the_time_passed() {
+    for lend in [false, true] {
+        let (b, clock) = broker();
+        b.create_topic::<(), u64>("t", TopicConfig::new(1).retention(Duration::from_secs(60)))
+            .unwrap();
+        let t = tp("t", 0);
+        let mut c = b.consumer::<(), u64>(earliest("g")).unwrap();
+        c.assign(&[t.clone()]).unwrap();
+        let p = b.producer::<(), u64>();
+        for i in 0..5 {
+            p.send(Record::new("t", i)).unwrap();
+        }
+        clock.advance(Duration::from_secs(30));
+        for i in 5..8 {
+            p.send(Record::new("t", i)).unwrap();
+        }
+        clock.advance(Duration::from_secs(31));
+        let got: Vec<u64> = if lend {
+            let mut got = Vec::new();
+            c.poll_with(10, Duration::ZERO, |r| got.push(*r.value))
+                .unwrap();
+            got
+        } else {
+            let records = c.poll(Duration::ZERO).unwrap();
+            records.iter().map(|r| r.value).collect()
+        };
+        assert_eq!(got, [5, 6, 7], "poll_with: {lend}");
+        assert_eq!(c.metrics().skipped(&t), 5, "poll_with: {lend}");
+    }
+}
+
 #[test]
 fn block_gates_producers_on_the_committed_offset_until_delete_group() {
     let (b, _) = broker();

@@ -78,14 +78,28 @@ fn record_ref<'a, K, V>(
 struct Lent<'a> {
     position: &'a mut Option<u64>,
     from: u64,
-    count: u64,
+    /// One past the last record lent (set when the read ends, or by [`PanicAt`]).
+    next: u64,
 }
 
 impl Drop for Lent<'_> {
     fn drop(&mut self) {
-        if self.count > 0 {
-            *self.position = Some(self.from + self.count);
+        if self.next > self.from {
+            *self.position = Some(self.next);
         }
+    }
+}
+
+/// Dropped only when the caller's function unwinds on the record at `offset` (forgotten
+/// otherwise): the partition's position goes past that record.
+struct PanicAt<'a> {
+    next: &'a mut u64,
+    offset: u64,
+}
+
+impl Drop for PanicAt<'_> {
+    fn drop(&mut self) {
+        *self.next = self.offset + 1;
     }
 }
 
@@ -150,72 +164,53 @@ where
         read
     }
 
-    /// [`fetch_with`](Consumer::fetch_with) for [`poll_with`](Self::poll_with): each
-    /// partition's run lent in place where its group's gate holds it, else copied out and
-    /// lent from the copies.
+    /// The fetch of [`poll_with`](Self::poll_with): each partition's run lent in place
+    /// where its group's gate holds it, else copied out and lent from the copies.
     fn fetch_lending(
         &mut self,
         max: usize,
         f: &mut impl FnMut(RecordRef<'_, K, V>),
         buffers: &mut Buffers<K, V>,
     ) -> Result<usize> {
-        let now = self.broker.now_ms();
-        let len = self.assigned.len();
-        let first = self.next % len;
-        self.next = (first + 1) % len;
-        let mut total = 0;
-        for i in 0..len {
-            if total >= max {
-                break;
-            }
-            let a = &mut self.assigned[(first + i) % len];
-            if a.paused {
-                continue;
-            }
+        self.walk(max, |a, left, now, reset, metrics| {
             if let (Some(group), Some(from), false) = (&a.group, a.position, a.topic.is_deleted()) {
                 let (name, partition) = (a.name, a.tp.partition);
                 let mut lent = Lent {
                     position: &mut a.position,
                     from,
-                    count: 0,
+                    next: from,
                 };
-                let outcome = a
-                    .partition
-                    .lend(from, max - total, now, group, |offset, e| {
-                        lent.count += 1;
-                        f(record_ref(name, partition, offset, e));
-                    });
+                let outcome = a.partition.lend(from, left, now, group, |offset, e| {
+                    // Nothing is stored per record: the guard lives in registers and
+                    // writes the position only if `f` unwinds.
+                    let unwinding = PanicAt {
+                        next: &mut lent.next,
+                        offset,
+                    };
+                    f(record_ref(name, partition, offset, e));
+                    std::mem::forget(unwinding);
+                });
+                if let Some(ReadOutcome::Read(n)) = outcome {
+                    lent.next = from + n as u64;
+                }
                 drop(lent);
                 match outcome {
-                    Some(ReadOutcome::Read(n)) => {
-                        total += n;
-                        continue;
-                    }
-                    Some(_) => continue,
+                    Some(ReadOutcome::Read(n)) => return Ok(n),
+                    Some(_) => return Ok(0),
                     None => {}
                 }
             }
             // Copied out, then lent from the copies.
             let entries = &mut buffers.entries;
             entries.clear();
-            let read = read_one(
+            let n = read_one(
                 a,
                 &mut |_, _, _, e: Handed<'_, K, V>| entries.push(e.into_entry()),
-                &mut |_, _, _, _| (),
-                max - total,
+                left,
                 now,
-                self.config.auto_offset_reset,
-                &mut self.metrics,
-            );
-            let n = match read {
-                Ok(n) => n,
-                Err(_) if total > 0 => {
-                    // Hand over what was read; the problem stays and surfaces next time.
-                    self.next = (first + i) % len;
-                    break;
-                }
-                Err(e) => return Err(e),
-            };
+                reset,
+                metrics,
+            )?;
             let (name, partition) = (a.name, a.tp.partition);
             let from = a.position.map_or(0, |p| p - n as u64);
             let mut headers = false;
@@ -223,7 +218,6 @@ where
                 headers |= e.headers.is_some();
                 f(record_ref(name, partition, from + k as u64, e));
             }
-            total += n;
             if std::mem::needs_drop::<K>() || std::mem::needs_drop::<V>() || headers {
                 entries.clear();
             } else {
@@ -232,8 +226,7 @@ where
                 // nothing and skips a pass over the buffer.
                 unsafe { entries.set_len(0) };
             }
-        }
-        self.metrics.records += total as u64;
-        Ok(total)
+            Ok(n)
+        })
     }
 }

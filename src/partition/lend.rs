@@ -57,8 +57,9 @@ impl<K, V> Partition<K, V> {
         if self.replicated.is_some() || self.disk.is_some() || !self.config.gated || max == 0 {
             return None;
         }
-        let hw = self.high_watermark();
-        if offset < self.log_start(now_ms) || offset > hw {
+        // In memory only (above): the high watermark is the ring's cursor, loaded once.
+        let hw = self.ring.cursor();
+        if offset < self.ring_start(hw, now_ms) || offset > hw {
             return None;
         }
         let max = max.min((hw - offset).min(usize::MAX as u64) as usize);
