@@ -40,7 +40,7 @@ use std::fmt;
 use bytes::Bytes;
 
 use crate::ring::{
-    GetError, MultiProducer, Overflow as RingOverflow, Reader, Ring, RingConfig, Start,
+    GetError, Overflow as RingOverflow, Producer as RingProducer, Reader, Ring, RingConfig, Start,
 };
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::time::Instant;
@@ -349,8 +349,9 @@ type GroupMap<K, V> = HashMap<Arc<str>, Arc<GroupSlot<K, V>>>;
 /// One partition's log.
 pub(crate) struct Partition<K, V> {
     ring: Ring<Entry<K, V>>,
-    /// Cloned into every producer's [`Appender`]; also keeps the ring open until `close`.
-    producer: MultiProducer<Entry<K, V>>,
+    /// The ring's one producer, shared by every producer's [`Appender`] (one publish at a
+    /// time); also keeps the ring open until `close`.
+    producer: appender::SharedProducer<K, V>,
     /// The non-gating reader every read goes through (module docs).
     anchor: Reader<Entry<K, V>>,
     capacity: u64,
@@ -441,7 +442,8 @@ impl<K, V> Partition<K, V> {
         Ok((partition, writer))
     }
 
-    /// The partition over a new multi-producer ring made from `ring_config`.
+    /// The partition over a new single-producer ring made from `ring_config`, its producer
+    /// shared by the appenders.
     fn with_ring(
         config: PartitionConfig,
         ring_config: RingConfig,
@@ -454,7 +456,7 @@ impl<K, V> Partition<K, V> {
         let plain = (!std::mem::needs_drop::<K>() && !std::mem::needs_drop::<V>())
             .then_some(Entry::<K, V>::is_plain as fn(&Entry<K, V>) -> bool);
         let (producer, ring) =
-            Ring::multi_producer_plain(ring_config, plain).map_err(|e| match e {
+            Ring::single_producer_plain(ring_config, plain).map_err(|e| match e {
                 Error::InvalidConfig { value, valid, .. } => Error::InvalidConfig {
                     name: "records_in_memory",
                     value,
@@ -466,7 +468,7 @@ impl<K, V> Partition<K, V> {
         let anchor = ring.announcing_reader()?;
         Ok(Self {
             ring,
-            producer,
+            producer: Arc::new(Mutex::new(producer)),
             anchor,
             capacity: config.capacity as u64,
             config,
@@ -543,7 +545,8 @@ impl<K, V> Partition<K, V> {
     /// A handle for one producer thread.
     pub(crate) fn appender(&self) -> Appender<K, V> {
         Appender {
-            handle: self.producer.clone(),
+            handle: Arc::clone(&self.producer),
+            ring: self.ring.clone(),
             arrivals: Arc::clone(&self.arrivals),
             disk: self.disk.clone(),
             replicated: self.replicated.clone(),
