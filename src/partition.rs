@@ -4,10 +4,12 @@
 //!
 //! - **Offsets are ring sequences.** The ring starts at 0, so a record's offset is the
 //!   sequence its publish got; offsets are dense and never reused.
-//! - **Log end (LEO)** is the ring's claim cursor: every offset below it is claimed, and is
-//!   published by its producer a moment later (a read stops at the first offset not yet
-//!   published, so nothing is ever served out of order). **HW equals LEO** on a partition
-//!   with one replica.
+//! - **Appends** go through the ring's one producer, which every [`Appender`] shares
+//!   behind a lock taken for one publish (a run, or one record) and never across a wait for
+//!   room: a single-producer ring publishes a run with one cursor store and, for records
+//!   without headers, writes no slot tags (ring `slot`, "Stale tags").
+//! - **Log end (LEO)** is the ring's published cursor: every offset below it is published.
+//!   **HW equals LEO** on a partition with one replica.
 //! - **Replicated partitions** (`crate::replica`, through [`ReplicatedLog`]) keep their
 //!   records in the replicas' logs instead of the ring: the leader's log serves appends and
 //!   reads, HW is the replicas', and what consumers see as the log end is HW.
@@ -555,7 +557,7 @@ impl<K, V> Partition<K, V> {
         }
     }
 
-    /// The log end offset: one past the last offset claimed (module docs).
+    /// The log end offset: one past the last offset published (module docs).
     /// Replicated partitions: the high watermark, the end of what consumers may read.
     pub(crate) fn log_end(&self) -> u64 {
         match &self.replicated {
@@ -698,7 +700,7 @@ impl<K, V> Partition<K, V> {
                 }
                 (0, Some(GetError::Evicted { .. })) => {
                     // Overwritten since we looked: the log start moved past `offset`, even if
-                    // the claim cursor we load next is older than the write that overwrote it.
+                    // the published cursor we load next is older than the write that overwrote it.
                     let start = self.log_start(now_ms).max(offset + 1);
                     ReadOutcome::OutOfRange {
                         start,

@@ -487,6 +487,10 @@ impl<T> Sequencer<T> {
                         let seq = first + i;
                         let value = make(seq);
                         let shared = run.shared;
+                        if shared.plain.is_some_and(|plain| !plain(&value)) {
+                            // Before the write (module docs, "Plain values").
+                            shared.mark_impure();
+                        }
                         // SAFETY: `seq` is claimed by us (single producer: no previous-lap
                         // writer); `lock` follows our gate view (module docs).
                         let old = unsafe {
