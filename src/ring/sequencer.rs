@@ -548,6 +548,8 @@ impl<T> Sequencer<T> {
             written: usize,
             lock: bool,
             drop_old: bool,
+            /// Set when the run ended normally; otherwise the drop is an unwind.
+            done: bool,
         }
         impl<T> Run<'_, T> {
             /// # Safety
@@ -594,6 +596,11 @@ impl<T> Sequencer<T> {
                 }
                 // Per run, not per entry; a fence-free check unless a reader is parked.
                 shared.readers_wait.notify_all_light();
+                if !self.done && !shared.multi {
+                    // The unwind skips `publish_from`'s end: leave the publish here, so
+                    // that a close racing it is finished (`Shared::close`).
+                    leave_sp(shared, self.first + self.len as u64);
+                }
             }
         }
         // Also while an announcing reader reads (module docs).
@@ -685,12 +692,14 @@ impl<T> Sequencer<T> {
                         written: i + 1,
                         lock: false,
                         drop_old: true,
+                        done: false,
                     };
                     drop(old);
                     for j in i + 1..len {
                         // SAFETY: `j < len`, written in order.
                         drop(unsafe { run.write(j) });
                     }
+                    run.done = true;
                     return;
                 }
             }
@@ -714,10 +723,12 @@ impl<T> Sequencer<T> {
             written: 0,
             lock,
             drop_old: !plain,
+            done: false,
         };
         for i in 0..len {
             // SAFETY: `i < len`, written in order.
             drop(unsafe { run.write(i) });
         }
+        run.done = true;
     }
 }

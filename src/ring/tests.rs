@@ -323,6 +323,39 @@ fn panicking_drop_of_an_overwritten_value_still_publishes_the_run() {
     std::mem::forget(r.try_read());
 }
 
+/// A panicking drop of an overwritten value unwinds out of a single producer's publish;
+/// the publish is still left (the close handshake), so a close afterwards lets readers
+/// finish instead of waiting for a publish that never ends.
+#[test]
+fn a_close_after_a_panicking_drop_lets_readers_finish() {
+    #[derive(Debug, Clone)]
+    struct Grenade(u64);
+    impl Drop for Grenade {
+        fn drop(&mut self) {
+            if self.0 == 1 && !thread::panicking() {
+                panic!("drop of 1");
+            }
+        }
+    }
+    let config = RingConfig::new(2).overflow(Overflow::DropOldest);
+    let (mut p, ring) = Ring::single_producer(config).unwrap();
+    let mut batch = vec![Grenade(0), Grenade(1)];
+    p.publish_batch(&mut batch).unwrap();
+    let mut r = ring.reader(Start::Tail).unwrap();
+    let mut batch = vec![Grenade(2), Grenade(3)];
+    let caught =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.publish_batch(&mut batch)));
+    assert!(caught.is_err());
+    ring.close();
+    assert_eq!(r.try_read().map(|g| g.0), Ok(2));
+    assert_eq!(r.try_read().map(|g| g.0), Ok(3));
+    assert_eq!(r.try_read().map(|g| g.0), Err(TryReadError::Closed));
+    assert!(matches!(
+        p.try_publish(Grenade(4)),
+        Err(TryPublishError::Closed(_))
+    ));
+}
+
 fn run_threads(multi: bool, producers: u64, readers: usize, overflow: Overflow, per: u64) {
     let config = RingConfig::new(8).overflow(overflow);
     let (mut handles, ring) = if multi {
