@@ -4,10 +4,12 @@
 //!
 //! - **Offsets are ring sequences.** The ring starts at 0, so a record's offset is the
 //!   sequence its publish got; offsets are dense and never reused.
-//! - **Log end (LEO)** is the ring's claim cursor: every offset below it is claimed, and is
-//!   published by its producer a moment later (a read stops at the first offset not yet
-//!   published, so nothing is ever served out of order). **HW equals LEO** on a partition
-//!   with one replica.
+//! - **Appends** go through the ring's one producer, which every [`Appender`] shares
+//!   behind a lock taken for one publish (a run, or one record) and never across a wait for
+//!   room: a single-producer ring publishes a run with one cursor store and, for records
+//!   without headers, writes no slot tags (ring `slot`, "Stale tags").
+//! - **Log end (LEO)** is the ring's published cursor: every offset below it is published.
+//!   **HW equals LEO** on a partition with one replica.
 //! - **Replicated partitions** (`crate::replica`, through [`ReplicatedLog`]) keep their
 //!   records in the replicas' logs instead of the ring: the leader's log serves appends and
 //!   reads, HW is the replicas', and what consumers see as the log end is HW.
@@ -40,7 +42,7 @@ use std::fmt;
 use bytes::Bytes;
 
 use crate::ring::{
-    GetError, MultiProducer, Overflow as RingOverflow, Reader, Ring, RingConfig, Start,
+    GetError, Overflow as RingOverflow, Producer as RingProducer, Reader, Ring, RingConfig, Start,
 };
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::time::Instant;
@@ -351,8 +353,9 @@ type GroupMap<K, V> = HashMap<Arc<str>, Arc<GroupSlot<K, V>>>;
 /// One partition's log.
 pub(crate) struct Partition<K, V> {
     ring: Ring<Entry<K, V>>,
-    /// Cloned into every producer's [`Appender`]; also keeps the ring open until `close`.
-    producer: MultiProducer<Entry<K, V>>,
+    /// The ring's one producer, shared by every producer's [`Appender`] (one publish at a
+    /// time); also keeps the ring open until `close`.
+    producer: appender::SharedProducer<K, V>,
     /// The non-gating reader every read goes through (module docs).
     anchor: Reader<Entry<K, V>>,
     capacity: u64,
@@ -445,7 +448,8 @@ impl<K, V> Partition<K, V> {
         Ok((partition, writer))
     }
 
-    /// The partition over a new multi-producer ring made from `ring_config`.
+    /// The partition over a new single-producer ring made from `ring_config`, its producer
+    /// shared by the appenders.
     fn with_ring(
         config: PartitionConfig,
         ring_config: RingConfig,
@@ -458,7 +462,7 @@ impl<K, V> Partition<K, V> {
         let plain = (!std::mem::needs_drop::<K>() && !std::mem::needs_drop::<V>())
             .then_some(Entry::<K, V>::is_plain as fn(&Entry<K, V>) -> bool);
         let (producer, ring) =
-            Ring::multi_producer_plain(ring_config, plain).map_err(|e| match e {
+            Ring::single_producer_plain(ring_config, plain).map_err(|e| match e {
                 Error::InvalidConfig { value, valid, .. } => Error::InvalidConfig {
                     name: "records_in_memory",
                     value,
@@ -470,7 +474,7 @@ impl<K, V> Partition<K, V> {
         let anchor = ring.announcing_reader()?;
         Ok(Self {
             ring,
-            producer,
+            producer: Arc::new(Mutex::new(producer)),
             anchor,
             capacity: config.capacity as u64,
             config,
@@ -553,7 +557,8 @@ impl<K, V> Partition<K, V> {
     /// A handle for one producer thread.
     pub(crate) fn appender(&self) -> Appender<K, V> {
         Appender {
-            handle: self.producer.clone(),
+            handle: Arc::clone(&self.producer),
+            ring: self.ring.clone(),
             arrivals: Arc::clone(&self.arrivals),
             disk: self.disk.clone(),
             replicated: self.replicated.clone(),
@@ -562,7 +567,7 @@ impl<K, V> Partition<K, V> {
         }
     }
 
-    /// The log end offset: one past the last offset claimed (module docs).
+    /// The log end offset: one past the last offset published (module docs).
     /// Replicated partitions: the high watermark, the end of what consumers may read.
     pub(crate) fn log_end(&self) -> u64 {
         match &self.replicated {
@@ -717,7 +722,7 @@ impl<K, V> Partition<K, V> {
                 }
                 (0, Some(GetError::Evicted { .. })) => {
                     // Overwritten since we looked: the log start moved past `offset`, even if
-                    // the claim cursor we load next is older than the write that overwrote it.
+                    // the published cursor we load next is older than the write that overwrote it.
                     let start = self.log_start(now_ms).max(offset + 1);
                     ReadOutcome::OutOfRange {
                         start,

@@ -2,11 +2,16 @@
 //! replicas) under the topic's overflow policy.
 
 use super::*;
-use crate::ring::MultiProducer;
+
+/// The partition ring's one producer handle, shared by every appender: taken for one
+/// publish (a run, or one entry) at a time, never across a wait for room.
+pub(super) type SharedProducer<K, V> = Arc<Mutex<RingProducer<Entry<K, V>>>>;
 
 /// One producer thread's handle on a partition.
 pub(crate) struct Appender<K, V> {
-    pub(super) handle: MultiProducer<Entry<K, V>>,
+    pub(super) handle: SharedProducer<K, V>,
+    /// The ring, to wait for room without holding `handle`.
+    pub(super) ring: Ring<Entry<K, V>>,
     pub(super) arrivals: Arc<WaitSet>,
     pub(super) disk: Option<Arc<dyn DiskLog<K, V>>>,
     pub(super) replicated: Option<Arc<dyn ReplicatedLog<K, V>>>,
@@ -62,7 +67,7 @@ impl<K, V> Appender<K, V> {
         entry: Entry<K, V>,
         wait: AppendWait,
     ) -> std::result::Result<u64, (Option<Entry<K, V>>, AppendError)> {
-        use crate::ring::{PublishTimeoutError, TryPublishError};
+        use crate::ring::TryPublishError;
         if let Some(r) = &self.replicated {
             // A replicated partition always has room (its replicas drop their oldest
             // records); a deadline bounds the wait for the acknowledgement instead.
@@ -82,30 +87,34 @@ impl<K, V> Appender<K, V> {
                 return Err((Some(entry), AppendError::Offline(Box::new(e))));
             }
         }
-        let done = match wait {
-            AppendWait::No => self.handle.try_publish(entry).map_err(|e| match e {
-                TryPublishError::Full(v) => (v, AppendError::Full),
-                TryPublishError::Closed(v) => (v, AppendError::Closed),
-            }),
-            AppendWait::Until(None) => self
-                .handle
-                .publish(entry)
-                .map_err(|e| (e.into_inner(), AppendError::Closed)),
-            AppendWait::Until(Some(deadline)) => self
-                .handle
-                .publish_deadline(entry, deadline)
-                .map_err(|e| match e {
-                    PublishTimeoutError::Timeout(v) => (v, AppendError::Timeout),
-                    PublishTimeoutError::Closed(v) => (v, AppendError::Closed),
-                }),
+        let mut entry = entry;
+        let offset = loop {
+            let mut handle = self.handle.lock();
+            match handle.try_publish(entry) {
+                Ok(()) => {
+                    break handle
+                        .last_sequence()
+                        .expect("a successful publish records its sequence")
+                }
+                Err(TryPublishError::Closed(v)) => {
+                    return Err((Some(v), self.closed_why(AppendError::Closed)))
+                }
+                Err(TryPublishError::Full(v)) => {
+                    let at = handle.next_sequence();
+                    drop(handle);
+                    entry = v;
+                    let AppendWait::Until(deadline) = wait else {
+                        return Err((Some(entry), AppendError::Full));
+                    };
+                    // Without the handle: other appenders keep their own waits and `try_`s.
+                    if !self.ring.wait_for_room(at, 1, deadline) {
+                        return Err((Some(entry), AppendError::Timeout));
+                    }
+                }
+            }
         };
-        done.map_err(|(e, why)| (Some(e), self.closed_why(why)))?;
         // Fence-free unless a consumer is parked; waiters take the heavy fence.
         self.arrivals.notify_all_light();
-        let offset = self
-            .handle
-            .last_sequence()
-            .expect("a successful publish records its sequence");
         if let Some(disk) = &self.disk {
             // The entry is in the log now: on a log gone offline there is nothing to hand
             // back (later sends fail: the writer closes the ring).
@@ -129,6 +138,7 @@ impl<K, V> Appender<K, V> {
         entries: &mut Vec<Entry<K, V>>,
         wait: AppendWait,
     ) -> std::result::Result<(), AppendError> {
+        use crate::ring::BatchClosed;
         if let Some(r) = &self.replicated {
             // Always room (see `append`).
             return r.append_batch(entries, &self.policy);
@@ -145,7 +155,6 @@ impl<K, V> Appender<K, V> {
                 return Err(AppendError::Offline(Box::new(e)));
             }
         }
-        let before = self.handle.last_sequence();
         // Known here, in one branch-free pass the compiler inlines, instead of the ring
         // asking `Entry::is_plain` through a function pointer per entry.
         let plain = !std::mem::needs_drop::<K>()
@@ -153,26 +162,35 @@ impl<K, V> Appender<K, V> {
             && entries
                 .iter()
                 .fold(true, |plain, e| plain & e.headers.is_none());
-        let done = match wait {
-            AppendWait::Until(_) => self
-                .handle
-                .publish_batch_known(entries, true, plain)
-                .map(drop)
-                .map_err(|_| AppendError::Closed),
-            AppendWait::No => loop {
-                match self.handle.publish_batch_known(entries, false, plain) {
-                    Err(_) => break Err(AppendError::Closed),
-                    Ok(_) if entries.is_empty() => break Ok(()),
-                    Ok(0) => break Err(AppendError::Full),
-                    Ok(_) => {}
+        // The last offset this call appended.
+        let mut last = None;
+        let done = loop {
+            let mut handle = self.handle.lock();
+            let published = handle.try_publish_batch_known(entries, plain);
+            if matches!(published, Ok(1..) | Err(BatchClosed { published: 1.. })) {
+                last = handle.last_sequence();
+            }
+            let at = handle.next_sequence();
+            drop(handle);
+            match published {
+                Err(_) => break Err(AppendError::Closed),
+                Ok(_) if entries.is_empty() => break Ok(()),
+                Ok(1..) => {}
+                Ok(0) => {
+                    // Waits for room for a whole run, as a ring's blocking batch publish
+                    // does, without the handle (see `append`); the deadline is not used.
+                    let AppendWait::Until(_) = wait else {
+                        break Err(AppendError::Full);
+                    };
+                    let need = (entries.len() as u64).min(self.ring.capacity() as u64);
+                    self.ring.wait_for_room(at, need, None);
                 }
-            },
+            }
         };
-        let last = self.handle.last_sequence();
-        if last != before {
+        if last.is_some() {
             self.arrivals.notify_all_light();
         }
-        if let (Some(disk), Some(last)) = (&self.disk, last.filter(|_| last != before)) {
+        if let (Some(disk), Some(last)) = (&self.disk, last) {
             if let Err(e) = disk.wait_acked(last) {
                 return Err(AppendError::Unacknowledged(Box::new(e)));
             }

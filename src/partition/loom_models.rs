@@ -49,10 +49,10 @@ fn read_at(p: &Partition<(), Value>, offset: u64) -> Option<u64> {
     }
 }
 
-/// Append and read: two producers append concurrently; a reader sees each offset's
-/// record exactly once, with the value its producer was told it got.
-/// Key ordering: the Release store of a slot's tag after the write (`slot::write`)
-/// against the reader's Acquire load (`slot::read_locked`).
+/// Append and read: two appenders race for the partition's one ring producer (its lock);
+/// a reader sees each offset's record exactly once, with the value its appender was told
+/// it got. Key ordering: the Release store of a slot's tag after the write (`slot::write`)
+/// against the reader's Acquire CAS of the slot lock (`slot::read_locked`).
 #[test]
 fn concurrent_appends_are_read_at_their_offsets() {
     model(|| {
@@ -73,6 +73,32 @@ fn concurrent_appends_are_read_at_their_offsets() {
             assert_eq!(seen[offset as usize], Some(value));
         }
         assert_eq!(p.log_end(), 2);
+    });
+}
+
+/// Two appenders, one waiting for room on a full gated partition while the other tries to
+/// append: the waiting one holds nothing the other needs (its wait is outside the shared
+/// producer's lock), so the other is refused at once, and a commit lets the waiting one
+/// append (loom reports a deadlock or a lost wake-up otherwise). Key ordering: the gate's
+/// wake-up against `Ring::wait_for_room`'s fenced re-check; holding the producer's lock
+/// across the wait deadlocks this model.
+#[test]
+fn an_appender_waiting_for_room_blocks_no_other() {
+    model(|| {
+        let (p, group) = gated_by_group();
+        let mut a = p.appender();
+        let mut b = p.appender();
+        append(&mut a, 0, AppendWait::No);
+        append(&mut a, 1, AppendWait::No);
+        let waiting = thread::spawn(move || append(&mut a, 2, AppendWait::Until(None)));
+        match b.append(entry(9), AppendWait::No) {
+            Err((Some(e), AppendError::Full)) => assert_eq!(*e.value, 9),
+            Err((_, e)) => panic!("{e:?}"),
+            Ok(at) => panic!("appended at {at} over an uncommitted record"),
+        }
+        p.commit(&group, 1, 0).unwrap();
+        assert_eq!(waiting.join().unwrap(), 2);
+        assert_eq!(read_at(&p, 1), Some(1), "offset 1 is not committed yet");
     });
 }
 
@@ -173,7 +199,7 @@ fn a_commit_racing_a_gated_read_waits_for_it() {
 /// Drop-oldest: the producer overwrites offset 0 while a reader clones it; the reader
 /// gets offset 0's value or is told the offset is gone, never a torn or later value.
 /// Key orderings: the anchor's announcement (count, `SeqCst` fence, claim cursor)
-/// against the producer's claim, `SeqCst` fence and Acquire load of the count
+/// against the producer's claim (its store of the claim's end), `SeqCst` fence and Acquire load of the count
 /// (`Shared::announce` / `reads_announced`: dropping either fence, or the Acquire,
 /// fails this model); then the reader's Release of its share of the slot lock
 /// (`ReadGuard`) against the writer's Acquire CAS that takes the slot.
@@ -248,10 +274,10 @@ impl AsRef<[u8]> for Tracked {
 /// Plain values: one producer appends a plain entry, then one with headers (not plain),
 /// while another appends a plain run that may overwrite it: the overwriting write must
 /// drop it (loom reports a leaked `Arc` otherwise), and the log holds the plain entries
-/// after it. Key ordering: `impure`, set before the impure entry's claim and so before
-/// the Release store of its slot's tag, against the overwriting writer's Acquire load of
-/// that tag (`slot::write`'s wait for the previous lap) before it asks the flag; a
-/// Relaxed load there fails this model.
+/// after it. Key step: `impure`, set by the appender of the impure entry before its write
+/// (the single-entry fast path too) and read by the next writer of the slot, which holds
+/// the ring's one producer after it (its lock orders the two); not setting it on the fast
+/// path fails this model (the header's `Arc` leaks).
 #[test]
 fn plain_runs_drop_the_headers_they_overwrite() {
     model(|| {
@@ -311,13 +337,13 @@ fn plain_overwrite_never_races_a_reader() {
     });
 }
 
-/// Multi-producer plain runs (ring `sequencer`, "Plain runs"): two producers append runs
-/// of plain entries to a gated partition while its group reads through the gate: every
-/// offset read holds a value of the run that claimed it, in the run's order. Key
-/// ordering: the Release store of each tag after the run's values are written
-/// (`Slots::publish_tags`) against the gated read's Acquire load of the tag
-/// (`slot::is_published`); a Relaxed store there fails this model (a racing access to
-/// the slot's cell).
+/// Plain runs written untagged (ring `slot`, "Stale tags"): two appenders append runs of
+/// plain entries to a gated partition, through its one ring producer, while its group
+/// reads through the gate: every offset read holds a value of the run that claimed it, in
+/// the run's order. Key ordering: the Release store of the producer's published cursor
+/// after the run's values are written (`Sequencer::write_run`) against the gated read's
+/// Acquire load of it (`Shared::tail`); a Relaxed store there fails this model (a racing
+/// access to the slot's cell).
 #[test]
 fn plain_runs_are_read_whole_through_the_gate() {
     model(|| {

@@ -88,6 +88,7 @@ pub use producer::{MultiProducer, Producer};
 pub use reader::{ReadRun, Reader};
 
 use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::time::Instant;
 use crate::sync::{Arc, CachePadded};
 use crate::Error;
 use registry::ReaderCursor;
@@ -168,6 +169,27 @@ impl<T> Ring<T> {
         Ok((Producer::new(Sequencer::new(shared)), ring))
     }
 
+    /// [`single_producer`](Self::single_producer) for a `T` with drop glue some of whose
+    /// values drop as a no-op (`plain` says which; see
+    /// [`multi_producer_plain`](Self::multi_producer_plain)), built for an announcing
+    /// reader ([`announcing_reader`](Self::announcing_reader)): the producer publishes the
+    /// end of each claim and takes slot locks only while such a reader reads. Runs of plain
+    /// values are written without their slot tags (`slot`, "Stale tags").
+    pub(crate) fn single_producer_plain(
+        config: RingConfig,
+        plain: Option<fn(&T) -> bool>,
+    ) -> Result<(Producer<T>, Ring<T>), Error> {
+        config.validate()?;
+        let mut shared = Shared::new(&config, false);
+        shared.plain = plain;
+        shared.announces = true;
+        let shared = Arc::new(shared);
+        let ring = Ring {
+            shared: Arc::clone(&shared),
+        };
+        Ok((Producer::new(Sequencer::new(shared)), ring))
+    }
+
     /// A ring for any number of producers (clone the [`MultiProducer`]). Dropping the last
     /// producer closes the ring.
     ///
@@ -228,13 +250,14 @@ impl<T> Ring<T> {
     /// A non-gating reader at the oldest entry that costs producers nothing while it is
     /// idle: each read announces itself (`reader`, "Announcing readers"). For readers that
     /// read by sequence now and then (the partition's reads by offset). On a single-producer
-    /// ring (whose unlocked writes also skip the slot tags) it is a plain non-gating reader.
+    /// ring not built for one ([`single_producer`](Self::single_producer)) it is a plain
+    /// non-gating reader.
     ///
     /// # Errors
     ///
     /// As [`reader`](Self::reader).
     pub(crate) fn announcing_reader(&self) -> Result<Reader<T>, Error> {
-        if !self.shared.multi {
+        if !self.shared.multi && !self.shared.announces {
             return self.reader(Start::Oldest);
         }
         let cursor = Arc::new(ReaderCursor {
@@ -246,6 +269,25 @@ impl<T> Ring<T> {
             cursor,
             self.shared.start,
         ))
+    }
+
+    /// Waits, outside any producer handle, until a claim of `need` sequences at `at` might
+    /// fit (as a producer waiting for gating readers does), the reader set changes, the ring
+    /// closes, or `deadline` passes (returns `false` then). For producers that share one
+    /// handle behind a lock and wait without holding it; the caller claims again after.
+    pub(crate) fn wait_for_room(&self, at: u64, need: u64, deadline: Option<Instant>) -> bool {
+        let shared = &*self.shared;
+        let mut view = registry::GateView::new();
+        shared.registry.snapshot(&mut view);
+        let ready = || {
+            !shared.blocks()
+                || shared.is_close_requested()
+                || !shared.registry.is_current(&view)
+                || view
+                    .min_gate()
+                    .map_or(true, |g| g.saturating_add(shared.capacity) >= at + need)
+        };
+        wait::wait_until(&shared.producers_wait, deadline, ready)
     }
 
     fn add_reader(&self, start: Start, gating: bool) -> Result<Reader<T>, Error> {

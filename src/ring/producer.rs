@@ -314,6 +314,27 @@ impl<T> Producer<T> {
     }
 }
 
+impl<T> Producer<T> {
+    /// [`try_publish_batch`](Self::try_publish_batch) for a caller that knows whether every
+    /// entry of `batch` drops as a no-op (`plain`): the ring then need not ask each
+    /// (`sequencer`, "Plain values").
+    ///
+    /// # Errors
+    ///
+    /// [`BatchClosed`] when the ring is closed: the entries not published stay in `batch`,
+    /// in order.
+    pub(crate) fn try_publish_batch_known(
+        &mut self,
+        batch: &mut Vec<T>,
+        plain: bool,
+    ) -> Result<usize, BatchClosed> {
+        match publish_vec(&mut self.seq, batch, Wait::No, Some(plain)) {
+            (published, Some(Stop::Closed)) => Err(BatchClosed { published }),
+            (published, _) => Ok(published),
+        }
+    }
+}
+
 impl<T> Drop for Producer<T> {
     fn drop(&mut self) {
         self.seq.shared.close();
@@ -370,28 +391,6 @@ impl<T> MultiProducer<T> {
     }
 
     producer_methods!();
-
-    /// [`publish_batch`](Self::publish_batch) (`wait`) or
-    /// [`try_publish_batch`](Self::try_publish_batch) (not), for a caller that knows
-    /// whether every entry of `batch` drops as a no-op (`plain`): the ring then need not
-    /// ask each (`sequencer`, "Plain values").
-    ///
-    /// # Errors
-    ///
-    /// [`BatchClosed`] when the ring closed first: the entries not published stay in
-    /// `batch`, in order.
-    pub(crate) fn publish_batch_known(
-        &mut self,
-        batch: &mut Vec<T>,
-        wait: bool,
-        plain: bool,
-    ) -> Result<usize, BatchClosed> {
-        let wait = if wait { Wait::Until(None) } else { Wait::No };
-        match publish_vec(&mut self.seq, batch, wait, Some(plain)) {
-            (published, Some(Stop::Closed)) => Err(BatchClosed { published }),
-            (published, _) => Ok(published),
-        }
-    }
 }
 
 impl<T> Clone for MultiProducer<T> {

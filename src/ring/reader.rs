@@ -12,14 +12,17 @@
 //! entries it skipped, and continues from the oldest entry still available — tokio
 //! broadcast's rule.
 //!
-//! An **announcing** reader (multi-producer rings only; [`Ring::announcing_reader`], crate
-//! private) is a non-gating reader that producers do not keep in their view, so it costs
-//! them no slot locks while it is idle: instead each read announces itself (a count, then a
-//! `SeqCst` fence, then the claim cursor), producers check that count after each claimed run
-//! (after a `SeqCst` fence, see `sequencer`) and take the locks while it is non-zero, and
-//! the read stays above every slot a run claimed before its announcement may overwrite
-//! unlocked. It reads any sequence still in the ring, like a non-gating reader that joined
-//! at the start.
+//! An **announcing** reader (multi-producer rings, and single-producer rings built for one;
+//! [`Ring::announcing_reader`], crate private) is a non-gating reader that producers do not
+//! keep in their view, so it costs them no slot locks while it is idle: instead each read
+//! announces itself (a count, then a `SeqCst` fence, then the claim cursor), producers check
+//! that count after each claimed run (after the claim — a single producer stores the end of
+//! its claim for this — and a `SeqCst` fence, see `sequencer`) and take the locks while it
+//! is non-zero, and the read stays above every slot a run claimed before its announcement
+//! may overwrite unlocked. It reads any sequence still in the ring, like a non-gating reader
+//! that joined at the start. On a single-producer ring its locked reads accept stale tags
+//! as any non-gating reader's do (`slot`, "Stale tags"): every overwrite it could observe
+//! comes from a run claimed after its announcement, hence locked and exactly tagged.
 //!
 //! [`Ring::announcing_reader`]: super::Ring::announcing_reader
 //!
@@ -108,9 +111,9 @@ impl<T> Reader<T> {
     }
 
     /// An announcing reader at `next` (module docs): not registered; `shared` is
-    /// multi-producer.
+    /// multi-producer, or single-producer with `announces`.
     pub(crate) fn announcing(shared: Arc<Shared<T>>, cursor: Arc<ReaderCursor>, next: u64) -> Self {
-        debug_assert!(shared.multi);
+        debug_assert!(shared.multi || shared.announces);
         let floor = shared.start;
         let mut r = Self::new(shared, cursor, next, floor, false);
         r.announcing = true;

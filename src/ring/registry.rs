@@ -96,6 +96,20 @@ impl Registry {
         self.epoch.load(Ordering::Acquire) == view.epoch
     }
 
+    /// Fills `view` with the current reader set (if it changed), without touching the claim
+    /// limit: for a thread that only waits for room (a producer handle's waiter outside it).
+    pub(crate) fn snapshot(&self, view: &mut GateView) {
+        if !self.is_current(view) {
+            let readers = self.readers.lock();
+            // Relaxed: read under the lock that every change of the reader set holds.
+            view.epoch = self.epoch.load(Ordering::Relaxed);
+            view.gating.clear();
+            view.gating
+                .extend(readers.iter().filter(|r| r.gating).cloned());
+            view.lossy = readers.iter().any(|r| !r.gating);
+        }
+    }
+
     /// Computes a producer's claim limit, publishing it (see the module docs).
     ///
     /// `limit_for(view)` turns a fresh view into a limit (it reads the gating cursors).
@@ -106,15 +120,7 @@ impl Registry {
         mut limit_for: impl FnMut(&GateView) -> u64,
     ) -> u64 {
         loop {
-            if !self.is_current(view) {
-                let readers = self.readers.lock();
-                // Relaxed: read under the lock that every bump holds.
-                view.epoch = self.epoch.load(Ordering::Relaxed);
-                view.gating.clear();
-                view.gating
-                    .extend(readers.iter().filter(|r| r.gating).cloned());
-                view.lossy = readers.iter().any(|r| !r.gating);
-            }
+            self.snapshot(view);
             let limit = limit_for(view);
             if sole_producer {
                 // The only writer of `limit`: a load and a store, no read-modify-write.

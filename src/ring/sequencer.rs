@@ -122,6 +122,11 @@ impl<T> Drop for SpRun<'_, T> {
         // Unclaim the slots never written (nothing to undo in them: their tags and values
         // are untouched).
         *self.next = end;
+        if self.shared.announces && self.written < self.len {
+            // Relaxed: a lower claim only lowers an announcing reader's floor to where the
+            // writes really went (what it reads is still ordered by the cursor).
+            self.shared.claim.store(end, Ordering::Relaxed);
+        }
         // Release: publishes the written slots to readers' Acquire loads.
         self.shared.published.store(end, Ordering::Release);
         self.shared.readers_wait.notify_all_light();
@@ -342,7 +347,11 @@ impl<T> Sequencer<T> {
         if !self.begin_sp() {
             return Err(value);
         }
-        let lock = self.view.lossy();
+        if !shared.all_plain(std::slice::from_ref(&value)) {
+            // Before the write (module docs, "Plain values").
+            shared.mark_impure();
+        }
+        let lock = self.view.lossy() || self.announced_run(seq + 1);
         let old = if !lock && !std::mem::needs_drop::<T>() {
             let mut value = Some(value);
             // SAFETY: `seq < limit` is ours (single producer), no non-gating reader is known
@@ -380,6 +389,24 @@ impl<T> Sequencer<T> {
         shared.readers_wait.notify_all_after_light_fence();
         drop(old);
         Ok(())
+    }
+
+    /// After claiming a run ending at `end` (before writing it): whether an announcing
+    /// reader may be reading, so that the run's writes must take the slot locks (module
+    /// docs). A single producer built for announcing readers first publishes its claim.
+    #[inline]
+    fn announced_run(&self, end: u64) -> bool {
+        let shared = &*self.shared;
+        if shared.multi {
+            shared.reads_announced()
+        } else if shared.announces {
+            // Relaxed: ordered before the load of the count by `reads_announced`'s fence,
+            // which pairs with the one in `Shared::announce` (Dekker's handshake).
+            shared.claim.store(end, Ordering::Relaxed);
+            shared.reads_announced()
+        } else {
+            false
+        }
     }
 
     /// Single producer: enters a publish (the close handshake, see `Shared::close`).
@@ -428,7 +455,7 @@ impl<T> Sequencer<T> {
             };
             match self.claim(want, min_len) {
                 Claim::Run { first, len } => {
-                    let lock = self.view.lossy();
+                    let lock = self.view.lossy() || self.announced_run(first + len);
                     let mut run = SpRun {
                         shared: &self.shared,
                         next: &mut self.next,
@@ -460,6 +487,10 @@ impl<T> Sequencer<T> {
                         let seq = first + i;
                         let value = make(seq);
                         let shared = run.shared;
+                        if shared.plain.is_some_and(|plain| !plain(&value)) {
+                            // Before the write (module docs, "Plain values").
+                            shared.mark_impure();
+                        }
                         // SAFETY: `seq` is claimed by us (single producer: no previous-lap
                         // writer); `lock` follows our gate view (module docs).
                         let old = unsafe {
@@ -517,6 +548,8 @@ impl<T> Sequencer<T> {
             written: usize,
             lock: bool,
             drop_old: bool,
+            /// Set when the run ended normally; otherwise the drop is an unwind.
+            done: bool,
         }
         impl<T> Run<'_, T> {
             /// # Safety
@@ -563,19 +596,28 @@ impl<T> Sequencer<T> {
                 }
                 // Per run, not per entry; a fence-free check unless a reader is parked.
                 shared.readers_wait.notify_all_light();
+                if !self.done && !shared.multi {
+                    // The unwind skips `publish_from`'s end: leave the publish here, so
+                    // that a close racing it is finished (`Shared::close`).
+                    leave_sp(shared, self.first + self.len as u64);
+                }
             }
         }
-        // Multi-producer: also while an announcing reader reads (module docs).
-        let lock = self.view.lossy() || (self.shared.multi && self.shared.reads_announced());
+        // Also while an announcing reader reads (module docs).
+        let lock = self.view.lossy() || self.announced_run(first + len as u64);
         let plain = plain || !std::mem::needs_drop::<T>();
         if !lock && plain {
             // The common case for plain data: no slot locks and nothing to drop, so nothing
             // in the loop can panic and no unwind guard is needed — a tight loop.
             let shared = &*self.shared;
-            if !shared.multi && !std::mem::needs_drop::<T>() {
+            // A single producer is the only writer of `impure`: while it is clear, every
+            // value the ring holds is plain.
+            if !shared.multi && (!std::mem::needs_drop::<T>() || !shared.may_be_impure()) {
                 // SAFETY: `first..first + len` is claimed by us (single producer), no
-                // non-gating reader is known (module docs), `T` has no drop glue; each
-                // `src + i` is ours to move (caller) and read once.
+                // non-gating reader is known and no read is announced (module docs); the
+                // values of the run and those they replace drop as no-ops (`T` has no drop
+                // glue, or `plain` and the flag is clear); each `src + i` is ours to move
+                // (caller) and read once.
                 unsafe {
                     shared.slots.write_run_untagged(
                         first,
@@ -650,12 +692,14 @@ impl<T> Sequencer<T> {
                         written: i + 1,
                         lock: false,
                         drop_old: true,
+                        done: false,
                     };
                     drop(old);
                     for j in i + 1..len {
                         // SAFETY: `j < len`, written in order.
                         drop(unsafe { run.write(j) });
                     }
+                    run.done = true;
                     return;
                 }
             }
@@ -679,10 +723,12 @@ impl<T> Sequencer<T> {
             written: 0,
             lock,
             drop_old: !plain,
+            done: false,
         };
         for i in 0..len {
             // SAFETY: `i < len`, written in order.
             drop(unsafe { run.write(i) });
         }
+        run.done = true;
     }
 }

@@ -27,7 +27,8 @@ pub(crate) struct Shared<T> {
     /// Set, for good, before the claim of a run holding a value that is not plain. Written
     /// once, read per slot overwritten: it sits among the read-mostly fields.
     pub(crate) impure: AtomicBool,
-    /// Multi-producer: the next sequence to claim, plus [`CLOSED_BIT`] once closed.
+    /// Multi-producer: the next sequence to claim, plus [`CLOSED_BIT`] once closed. A single
+    /// producer with `announces`: the end of its latest claim (never the closed bit).
     pub(crate) claim: CachePadded<AtomicU64>,
     /// Single producer: the end (exclusive) of its published prefix. Readers poll it.
     pub(crate) published: CachePadded<AtomicU64>,
@@ -43,9 +44,13 @@ pub(crate) struct Shared<T> {
     /// Live producer handles; the last one to go closes the ring.
     pub(crate) producers: AtomicUsize,
     pub(crate) registry: Registry,
-    /// Multi-producer: reads in progress by announcing readers (see `reader`, "Announcing
-    /// readers"). Padded: such reads write it, and every claimed run reads it.
+    /// Multi-producer, or a single producer with `announces`: reads in progress by
+    /// announcing readers (see `reader`, "Announcing readers"). Padded: such reads write
+    /// it, and every claimed run reads it.
     pub(crate) announced: CachePadded<AtomicU64>,
+    /// Single producer: the ring was built for an announcing reader, so the producer
+    /// stores the end of each claim in `claim` and checks `announced` after it.
+    pub(crate) announces: bool,
     /// Readers parked on an empty ring. Producers notify with the light fence. Padded: a
     /// parking reader writes it, and the fields every publish reads must not share its line.
     pub(crate) readers_wait: CachePadded<WaitSet>,
@@ -74,6 +79,7 @@ impl<T> Shared<T> {
             producers: AtomicUsize::new(1),
             registry: Registry::new(config.start + capacity),
             announced: CachePadded::new(AtomicU64::new(0)),
+            announces: false,
             readers_wait: CachePadded::new(WaitSet::new()),
             producers_wait: CachePadded::new(WaitSet::new()),
         }
@@ -136,7 +142,8 @@ impl<T> Shared<T> {
         }
     }
 
-    /// Multi-producer, after claiming a run: whether its writes must take the slot locks
+    /// After claiming a run (a single producer: after storing its end in `claim`): whether
+    /// its writes must take the slot locks
     /// because an announcing reader may be reading (`reader`, "Announcing readers").
     #[inline]
     pub(crate) fn reads_announced(&self) -> bool {
@@ -149,12 +156,12 @@ impl<T> Shared<T> {
         self.announced.load(Ordering::Acquire) != 0
     }
 
-    /// Multi-producer: starts an announced read. Returns the guard that ends it and the
-    /// lowest sequence it may read under slot locks: every lower one is overwritten or
-    /// being overwritten, possibly by an unlocked write.
+    /// Starts an announced read (multi-producer, or a single producer with `announces`).
+    /// Returns the guard that ends it and the lowest sequence it may read under slot locks:
+    /// every lower one is overwritten or being overwritten, possibly by an unlocked write.
     #[inline]
     pub(crate) fn announce(&self) -> (Announced<'_>, u64) {
-        debug_assert!(self.multi);
+        debug_assert!(self.multi || self.announces);
         // Relaxed: ordered before the claim load by the fence.
         self.announced.fetch_add(1, Ordering::Relaxed);
         let guard = Announced(&self.announced);

@@ -24,7 +24,8 @@
 //!
 //! # Stale tags (single producer)
 //!
-//! A single producer that knows of no non-gating reader writes plain data without touching
+//! A single producer that knows of no non-gating reader (and sees no announced read, see
+//! `reader`) writes plain data without touching
 //! the state words at all ([`Slots::write_run_untagged`]): the tag stores were half the
 //! stores of a batch publish, and readers of a single-producer ring learn what is published
 //! from the producer's cursor, not from the tags. So in a single-producer ring a tag may
@@ -33,8 +34,8 @@
 //! reader. A non-gating reader therefore treats "tag below mine, and my sequence is below the
 //! published cursor" as "the slot holds mine" ([`Slot::read_locked`]'s `published`), and a
 //! writer taking the lock accepts any tag up to the one it replaces. Overwriting is always
-//! tagged while a non-gating reader may read (the overwrite floor, see `registry`), so
-//! "overwritten" is always seen exactly.
+//! tagged while a non-gating reader may read (the overwrite floor, see `registry`; an
+//! announcing reader's floor, see `reader`), so "overwritten" is always seen exactly.
 //!
 //! Sequences stay below `2^56 - 1` (the ring refuses start sequences beyond
 //! [`MAX_START`]; at 10^9 entries a second that leaves two years).
@@ -85,7 +86,8 @@ pub(crate) struct Slots<T> {
     states: Box<[AtomicU64]>,
     /// `values[i]` is initialised when `states[i]`'s tag is non-zero (outside a write); a
     /// single producer's untagged writes may also leave it initialised under tag zero, but
-    /// only for types without drop glue, which need no drop.
+    /// only with values that drop as a no-op (types without drop glue, or plain values),
+    /// which need no drop.
     values: Box<[UnsafeCell<MaybeUninit<T>>]>,
     mask: usize,
 }

@@ -323,6 +323,39 @@ fn panicking_drop_of_an_overwritten_value_still_publishes_the_run() {
     std::mem::forget(r.try_read());
 }
 
+/// A panicking drop of an overwritten value unwinds out of a single producer's publish;
+/// the publish is still left (the close handshake), so a close afterwards lets readers
+/// finish instead of waiting for a publish that never ends.
+#[test]
+fn a_close_after_a_panicking_drop_lets_readers_finish() {
+    #[derive(Debug, Clone)]
+    struct Grenade(u64);
+    impl Drop for Grenade {
+        fn drop(&mut self) {
+            if self.0 == 1 && !thread::panicking() {
+                panic!("drop of 1");
+            }
+        }
+    }
+    let config = RingConfig::new(2).overflow(Overflow::DropOldest);
+    let (mut p, ring) = Ring::single_producer(config).unwrap();
+    let mut batch = vec![Grenade(0), Grenade(1)];
+    p.publish_batch(&mut batch).unwrap();
+    let mut r = ring.reader(Start::Tail).unwrap();
+    let mut batch = vec![Grenade(2), Grenade(3)];
+    let caught =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.publish_batch(&mut batch)));
+    assert!(caught.is_err());
+    ring.close();
+    assert_eq!(r.try_read().map(|g| g.0), Ok(2));
+    assert_eq!(r.try_read().map(|g| g.0), Ok(3));
+    assert_eq!(r.try_read().map(|g| g.0), Err(TryReadError::Closed));
+    assert!(matches!(
+        p.try_publish(Grenade(4)),
+        Err(TryPublishError::Closed(_))
+    ));
+}
+
 fn run_threads(multi: bool, producers: u64, readers: usize, overflow: Overflow, per: u64) {
     let config = RingConfig::new(8).overflow(overflow);
     let (mut handles, ring) = if multi {
@@ -738,4 +771,100 @@ fn overwrite_is_the_old_name_of_drop_oldest() {
         Err(crate::Error::InvalidConfig { value, .. }) => assert_eq!(value, "DropOldest"),
         other => panic!("{other:?}"),
     }
+}
+
+/// Plain values for the tests of `single_producer_plain`: `None` drops as a no-op.
+type Boxed = Option<Box<u64>>;
+
+fn boxed_ring(cap: usize, overflow: Overflow) -> (Producer<Boxed>, Ring<Boxed>) {
+    let plain = Some(Option::is_none as fn(&Boxed) -> bool);
+    Ring::single_producer_plain(RingConfig::new(cap).overflow(overflow), plain).unwrap()
+}
+
+/// A single producer of plain values with drop glue writes runs untagged while only plain
+/// values were ever published, and drops what it overwrites once an impure value was
+/// published (through a run or a single publish); an announcing reader reads over the
+/// lagging tags and is told exactly what was overwritten. Miri reports a leaked or doubly
+/// dropped box.
+#[test]
+fn single_producer_plain_values_drop_once_and_read_over_stale_tags() {
+    let (mut p, ring) = boxed_ring(4, Overflow::DropOldest);
+    let r = ring.announcing_reader().unwrap();
+    assert_eq!(ring.reader_count(), 0, "not registered");
+    for _ in 0..3 {
+        let mut plain = vec![None; 3];
+        assert_eq!(p.try_publish_batch_known(&mut plain, true), Ok(3));
+    }
+    assert!(!ring.shared.may_be_impure());
+    assert_eq!(r.get(8), Ok(None));
+    assert!(matches!(
+        r.get(4),
+        Err(GetError::Evicted { requested: 4, .. })
+    ));
+    // A run with a box, then plain runs over it: the box is dropped when overwritten.
+    let mut mixed = vec![None, Some(Box::new(10)), None];
+    assert_eq!(p.try_publish_batch_known(&mut mixed, false), Ok(3));
+    assert!(ring.shared.may_be_impure());
+    assert_eq!(r.get(10), Ok(Some(Box::new(10))));
+    let mut plain = vec![None; 4];
+    assert_eq!(p.try_publish_batch_known(&mut plain, true), Ok(4));
+    assert!(matches!(
+        r.get(10),
+        Err(GetError::Evicted { requested: 10, .. })
+    ));
+    // A single publish of a box, read back, then overwritten by a run.
+    p.try_publish(Some(Box::new(16))).unwrap();
+    assert_eq!(r.get(16), Ok(Some(Box::new(16))));
+    let mut plain = vec![None; 4];
+    assert_eq!(p.try_publish_batch_known(&mut plain, true), Ok(4));
+    // Two boxes left in the ring for its drop.
+    p.try_publish(Some(Box::new(21))).unwrap();
+    let mut boxes = vec![Some(Box::new(22))];
+    assert_eq!(p.try_publish_batch_known(&mut boxes, false), Ok(1));
+    assert_eq!(r.get(22), Ok(Some(Box::new(22))));
+    assert_eq!(ring.shared.announced.load(Ordering::Relaxed), 0);
+}
+
+/// A first publish that is not plain marks the ring impure even through the single-entry
+/// fast path, so the plain runs after it drop the box they overwrite (Miri: no leak).
+#[test]
+fn single_producer_plain_fast_path_marks_impure() {
+    let (mut p, ring) = boxed_ring(2, Overflow::DropOldest);
+    let mut plain = vec![None; 2];
+    assert_eq!(p.try_publish_batch_known(&mut plain, true), Ok(2));
+    p.try_publish(Some(Box::new(2))).unwrap();
+    assert!(ring.shared.may_be_impure());
+    for _ in 0..2 {
+        let mut plain = vec![None; 2];
+        assert_eq!(p.try_publish_batch_known(&mut plain, true), Ok(2));
+    }
+}
+
+/// An announcing reader reads while the single producer overwrites plain runs untagged
+/// (`slot`, "Stale tags"): every value read is the one published at that sequence, and a
+/// sequence the producer moved past is reported evicted, never read torn. Miri checks the
+/// slot accesses for races.
+#[test]
+fn single_producer_announcing_reader_races_untagged_overwrites() {
+    let (mut p, ring) =
+        Ring::<u64>::single_producer_plain(RingConfig::new(4).overflow(Overflow::DropOldest), None)
+            .unwrap();
+    let r = ring.announcing_reader().unwrap();
+    let tail = ring.clone();
+    let reader = thread::spawn(move || {
+        for i in 0..N {
+            // The oldest slots: the ones the producer overwrites next.
+            let seq = tail.cursor().saturating_sub(4 - i % 2);
+            match r.get(seq) {
+                Ok(v) => assert_eq!(v, seq * 7),
+                Err(GetError::Evicted { .. } | GetError::NotPublished { .. }) => {}
+            }
+        }
+    });
+    let mut sent = 0;
+    while sent < N {
+        let mut run: Vec<u64> = (sent..sent + 3).map(|s| s * 7).collect();
+        sent += p.try_publish_batch_known(&mut run, true).unwrap() as u64;
+    }
+    reader.join().unwrap();
 }
