@@ -28,13 +28,22 @@ fn set_of(replicas: u32, min_insync: usize, clock: Arc<ManualClock>) -> Arc<Set>
 
 /// A partition whose replica `i` lives on directory `i`, its fetcher woken by `wakes[i]`.
 fn set_woken_by(wakes: Vec<Arc<Wake>>, min_insync: usize, clock: Arc<ManualClock>) -> Arc<Set> {
+    set_with(wakes, min_insync, false, clock)
+}
+
+fn set_with(
+    wakes: Vec<Arc<Wake>>,
+    min_insync: usize,
+    unclean: bool,
+    clock: Arc<ManualClock>,
+) -> Arc<Set> {
     let ids: Vec<u32> = (0..wakes.len() as u32).collect();
     Arc::new(ReplicaSet::new(
         Arc::from("t"),
         0,
         ReplicationConfig {
             min_insync,
-            unclean: false,
+            unclean,
             lag_max_ms: 1000,
             capacity: 8,
         },
@@ -236,5 +245,72 @@ fn a_nudged_follower_never_sleeps_on_records_it_lacks() {
             }
         }
         producer.join().unwrap();
+    });
+}
+
+/// The lock-free acknowledged check (`acked_now`, the fast path of `Delivery::wait`) racing
+/// an unclean election: epoch 0 acknowledged offsets 0 and 1 on the leader alone (the
+/// follower crashed), then the leader crashes and the empty follower leads epoch 1, where
+/// nothing is acknowledged. Whatever the check answers must be what the lock says. Key
+/// orderings: `acked_now` reads the epoch before `acked` (Acquire) and again after, and
+/// `mirror_epoch` stores `acked` before the epoch; dropping the first read, making it
+/// Relaxed, or storing the epoch first each lets the check pair epoch 0's `acked` (2) with
+/// epoch 1 and acknowledge offset 0 of epoch 1, and this model fails at the assertion.
+#[test]
+fn lock_free_ack_check_races_an_election() {
+    model(|| {
+        let wakes = (0..2).map(|_| Arc::new(Wake::default())).collect();
+        let s = set_with(wakes, 1, true, Arc::new(ManualClock::new(0)));
+        s.crash(1, None, false);
+        for v in 0..2 {
+            assert!(s.append(entry(v), &policy(Acks::Leader), None).is_ok());
+        }
+        let checker = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || {
+                for (epoch, last) in [(1, 0), (0, 1)] {
+                    if s.acked_now(epoch, last) {
+                        assert!(
+                            s.acked_locked(epoch, last),
+                            "({epoch}, {last}) was not acked"
+                        );
+                    }
+                }
+            })
+        };
+        s.crash(0, None, false);
+        s.restart(1, false);
+        checker.join().unwrap();
+        assert_eq!(s.describe().leader_epoch, 1);
+        assert!(!s.acked_locked(1, 0));
+    });
+}
+
+/// A sender waiting under `acks = all` fetches for the follower itself (`help`) while the
+/// follower's fetcher (the main thread) fetches too: the record is copied once, and the
+/// send returns only once the follower holds it. Key ordering: a fetch appends its batch
+/// only if the follower's log still ends where the batch starts (`fetch`, step 2); without
+/// that check both copies land, and this model fails at the log-end assertion. And a
+/// sender whose help copied nothing looks at HW again before it sleeps (the lock was
+/// released meanwhile): sleeping at once misses the fetcher's notification, and this
+/// model (with `isr_shrink_races_an_acks_all_wait`) deadlocks.
+#[test]
+fn a_helping_sender_and_the_fetcher_copy_each_record_once() {
+    model(|| {
+        let s = set(2, Arc::new(ManualClock::new(0)));
+        let producer = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || {
+                assert_eq!(s.append(entry(7), &policy(Acks::All), None).ok(), Some(0));
+                assert!(
+                    s.describe().replicas[1].log_end >= 1,
+                    "acknowledged too early"
+                );
+            })
+        };
+        s.fetch(1);
+        producer.join().unwrap();
+        s.assert_hw_is_replicated();
+        assert_eq!(s.describe().replicas[1].log_end, 1, "copied twice");
     });
 }

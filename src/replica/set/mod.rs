@@ -36,7 +36,7 @@ use crate::clock::Clock;
 use crate::partition::{
     AppendError, Entry, Pending, ReadOutcome, ReplicaLogs, ReplicatedLog, SendPolicy,
 };
-use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use crate::sync::time::Instant;
 // Std's Arc (also under loom): entries and shared handles (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
@@ -129,6 +129,12 @@ pub(crate) struct ReplicaSet<K, V> {
     changed: Condvar,
     /// Mirrors `State::hw` for lock-free readiness checks (consumers' waits).
     hw: AtomicU64,
+    /// Mirror `State::acked` and `State::epoch` for the lock-free acknowledged check
+    /// (`send::acked_now`): written under the lock, `acked` before `epoch` at an election.
+    acked_mirror: AtomicU64,
+    epoch_mirror: AtomicI64,
+    /// The replicas' ids, in replica order (a waiting sender fetches for each follower).
+    ids: Box<[u32]>,
     /// The topic's arrival notifications: HW advances wake consumers.
     arrivals: Arc<WaitSet>,
     /// Per replica: the fetcher of its directory, woken when the leader appends.
@@ -222,6 +228,9 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             state: Mutex::new(state),
             changed: Condvar::new(),
             hw: AtomicU64::new(0),
+            acked_mirror: AtomicU64::new(0),
+            epoch_mirror: AtomicI64::new(0),
+            ids: ids.into(),
             arrivals,
             fetchers,
             clock,
@@ -272,10 +281,21 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             // below are in the leader's log (appended under this lock, which readers take).
             self.hw.store(hw, Ordering::Release);
         }
-        if st.isr.len() >= self.config.min_insync {
-            st.acked = st.acked.max(st.hw);
+        if st.isr.len() >= self.config.min_insync && st.hw > st.acked {
+            st.acked = st.hw;
+            // Release: pairs with the Acquire load in `acked_now`.
+            self.acked_mirror.store(st.acked, Ordering::Release);
         }
         moved
+    }
+
+    /// Publishes a new epoch (and its `acked`, reset) to `acked_now`: `acked` first, so a
+    /// reader that sees the new epoch sees no earlier epoch's `acked`.
+    fn mirror_epoch(&self, st: &State<K, V>) {
+        // Release (both): pair with the Acquire loads in `acked_now`.
+        self.acked_mirror.store(st.acked, Ordering::Release);
+        self.epoch_mirror
+            .store(i64::from(st.epoch), Ordering::Release);
     }
 
     /// Wakes acks waiters and, when HW moved, consumers.
@@ -310,7 +330,6 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// One fetch for the follower on directory `dir`, if this partition has one that may
     /// fetch now. Returns whether it copied anything.
     pub(crate) fn fetch(&self, dir: u32) -> bool {
-        let now = self.clock.now_ms();
         // Step 1: copy a batch from the leader (truncating by epoch first if needed).
         let mut st = self.state.lock();
         let Some(i) = Self::index(&st, dir) else {
@@ -321,6 +340,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         {
             return false;
         }
+        // Read only by a fetch that may happen (a waiting sender tries every replica).
+        let now = self.clock.now_ms();
         if st.replicas[i].slow_ms > 0 {
             if now - st.replicas[i].last_fetch_ms < st.replicas[i].slow_ms {
                 return false;
@@ -553,6 +574,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         }
         st.acked = 0;
         st.epoch += 1;
+        self.mirror_epoch(st);
         st.leader = Some(c);
         let epoch = st.epoch;
         st.replicas[c].log.begin_epoch(epoch);
