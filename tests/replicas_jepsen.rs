@@ -448,11 +448,11 @@ impl Kept {
 
 /// The checker: returns (acknowledged records checked, duplicates) or what is wrong.
 ///
-/// Memory keeps `records_in_memory` records a partition, so a long schedule moves a log
-/// start past 0 (the leader drops records once below HW, a follower past its capacity).
-/// Records below the highest log start among the replicas are gone by retention on some
-/// replica and are not checked; everything at or above it is, on every replica. With the
-/// default capacity and the paced clients no log start moves.
+/// Memory keeps `records_in_memory` records a partition, so a long schedule moves log
+/// starts past 0 (the leader drops records once below HW, a follower past its capacity).
+/// Records below every replica's log start are gone by retention and are not checked;
+/// every other one is, on every replica that keeps it. With the default capacity and the
+/// paced clients no log start moves.
 fn check(broker: &Broker, h: &History) -> Result<(u64, u64, Finals), String> {
     let topic = broker.topic::<(), u64>(T).unwrap();
     let mut duplicates = 0;
@@ -460,29 +460,29 @@ fn check(broker: &Broker, h: &History) -> Result<(u64, u64, Finals), String> {
     let mut finals = HashMap::new();
     for p in 0..PARTITIONS {
         let views = topic.replica_logs(p).unwrap();
-        let start = views.iter().map(|v| v.log_start).max().unwrap_or(0);
-        let end = views[0].log_start + views[0].records.len() as u64;
-        let from = |v: &logbus::replica::ReplicaLogView<(), u64>| -> Vec<(u64, i32, u64)> {
-            v.records
-                .iter()
-                .filter(|r| r.0 >= start)
-                .map(|r| (r.0, r.1, r.3))
-                .collect()
-        };
-        let first = from(&views[0]);
-        // All replicas agree on every offset all of them keep (they are in sync: same end).
-        for v in &views[1..] {
-            if v.log_start + v.records.len() as u64 != end || from(v) != first {
+        // The replica keeping the most records is the reference; every other one must hold
+        // the same records (and epochs) at every offset it keeps, and the same end.
+        let first = views.iter().min_by_key(|v| v.log_start).unwrap();
+        let start = first.log_start;
+        let end = start + first.records.len() as u64;
+        for v in &views {
+            let same = v.records.iter().all(|r| {
+                r.0.checked_sub(start)
+                    .and_then(|i| first.records.get(usize::try_from(i).ok()?))
+                    .is_some_and(|f| (f.0, f.1, f.3) == (r.0, r.1, r.3))
+            });
+            if v.log_start + v.records.len() as u64 != end || !same {
                 return Err(format!(
                     "partition {p}: replica {} differs from replica {}",
-                    v.replica, views[0].replica
+                    v.replica, first.replica
                 ));
             }
         }
-        if records_in_memory() == 1 << 16 && start != 0 {
-            return Err(format!("partition {p}: log starts at {start}"));
+        let moved = views.iter().map(|v| v.log_start).max().unwrap_or(0);
+        if records_in_memory() == 1 << 16 && moved != 0 {
+            return Err(format!("partition {p}: log starts at {moved}"));
         }
-        let log: Vec<u64> = first.iter().map(|r| r.2).collect();
+        let log: Vec<u64> = first.records.iter().map(|r| r.3).collect();
         // Order per producer: first occurrences increase by sequence number.
         let mut seen = HashSet::new();
         let mut last_seq: HashMap<u64, u64> = HashMap::new();
@@ -624,7 +624,7 @@ fn schedules(on_disk: bool, default: u64) {
         }
     }
     eprintln!(
-        "{} schedules: {acked} acknowledged records checked ({pipelined} sent with send_async), {duplicates} duplicates from retries",
+        "{} schedules: {acked} acknowledged records checked ({pipelined} acknowledged to send_async), {duplicates} duplicates from retries",
         seeds.len()
     );
     assert!(acked > 0, "no send was ever acknowledged");
