@@ -479,8 +479,17 @@ fn check(broker: &Broker, h: &History) -> Result<(u64, u64, Finals), String> {
             }
         }
         let moved = views.iter().map(|v| v.log_start).max().unwrap_or(0);
-        if records_in_memory() == 1 << 16 && moved != 0 {
-            return Err(format!("partition {p}: log starts at {moved}"));
+        // Unless asked for a smaller memory, nothing may be trimmed: the paced clients
+        // write far less than it holds.
+        let asked = std::env::var("LOGBUS_JEPSEN_RECORDS_IN_MEMORY").is_ok();
+        if !asked && moved != 0 {
+            let spans: Vec<_> = views
+                .iter()
+                .map(|v| (v.replica, v.log_start, v.records.len()))
+                .collect();
+            return Err(format!(
+                "partition {p}: log starts at {moved} (replica, start, records: {spans:?})"
+            ));
         }
         let log: Vec<u64> = first.records.iter().map(|r| r.3).collect();
         // Order per producer: first occurrences increase by sequence number.
