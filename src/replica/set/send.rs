@@ -17,8 +17,14 @@ type Appended<'a, K, V> = (MutexGuard<'a, State<K, V>>, i32, u64);
 
 /// How long a retry waits for the partition to change before trying again.
 const RETRY_BACKOFF: Duration = Duration::from_millis(10);
-/// Fetch rounds a waiting sender runs for its followers before it sleeps (`help`),
-/// again after each wake-up: bounded, as a fetch may report a change without a copy.
+/// Fetch rounds a waiting sender runs for its followers before it sleeps, again after
+/// each wake-up: bounded, as a fetch may report a change without a copy.
+///
+/// A sender waiting for acks does its followers' copying itself (`fetch_all_locked`):
+/// the same two fetch steps as a fetcher thread's, under the lock it already holds
+/// (stalled and slowed followers are left alone as there), without the two context
+/// switches of waking a fetcher thread and being woken back, which cost far more than
+/// the copy on a machine with fewer cores than replicas.
 const HELPS: u32 = 64;
 
 /// A send's time limits: the producer's `delivery_timeout` (with the caller's deadline,
@@ -210,9 +216,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 };
             }
             if helps > 0 {
-                // Looked at again after, copy or not: the lock was released meanwhile.
+                // Looked at again after, copy or not: a fetch that finds its follower
+                // caught up may move HW without copying.
                 helps -= 1;
-                if !crate::sync::unlocked(&mut st, || self.help()) {
+                if !self.fetch_all_locked(&mut st) {
                     helps = 0;
                 }
                 continue;
@@ -242,20 +249,6 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 }
             }
         }
-    }
-
-    /// Runs one fetch for every follower on the calling thread; whether any copied
-    /// something. A sender waiting for acks does its followers' copying itself: the same
-    /// fetch, under the same lock, as a fetcher thread's (stalled and slowed followers are
-    /// left alone as there), without the two context switches of waking a fetcher thread
-    /// and being woken back, which cost far more than the copy on a machine with fewer
-    /// cores than replicas.
-    fn help(&self) -> bool {
-        let mut copied = false;
-        for &id in self.ids.iter() {
-            copied |= self.fetch(id);
-        }
-        copied
     }
 
     /// Lock-free: whether the record at `last`, appended in `epoch`, is acknowledged in
@@ -430,7 +423,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             if helps > 0 {
                 // As in `await_acks`: copy for the followers rather than wait for it.
                 helps -= 1;
-                if !crate::sync::unlocked(&mut st, || self.help()) {
+                if !self.fetch_all_locked(&mut st) {
                     helps = 0;
                 }
                 continue;
