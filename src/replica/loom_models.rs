@@ -286,14 +286,13 @@ fn lock_free_ack_check_races_an_election() {
     });
 }
 
-/// A sender waiting under `acks = all` fetches for the follower itself (`help`) while the
-/// follower's fetcher (the main thread) fetches too: the record is copied once, and the
-/// send returns only once the follower holds it. Key ordering: a fetch appends its batch
-/// only if the follower's log still ends where the batch starts (`fetch`, step 2); without
-/// that check both copies land, and this model fails at the log-end assertion. And a
-/// sender whose help copied nothing looks at HW again before it sleeps (the lock was
-/// released meanwhile): sleeping at once misses the fetcher's notification, and this
-/// model (with `isr_shrink_races_an_acks_all_wait`) deadlocks.
+/// A sender waiting under `acks = all` fetches for the follower itself (both fetch steps
+/// under the lock it holds) while the follower's fetcher (the main thread) fetches too,
+/// releasing the lock between its steps: the record is copied once, and the send returns
+/// only once the follower holds it. Key ordering: a fetch appends its batch only if the
+/// follower's log still ends where the batch starts (`fetch_append`); without that check
+/// the fetcher's copy lands after the sender's, and this model fails at the log-end
+/// assertion.
 #[test]
 fn a_helping_sender_and_the_fetcher_copy_each_record_once() {
     model(|| {
