@@ -101,6 +101,9 @@ struct State<K, V> {
     /// `(epoch, acked)` as each of the latest earlier epochs ended.
     past_acked: Vec<(i32, u64)>,
     closed: bool,
+    /// An empty vector with room, for the next fetch's batch: a fetch of one record for a
+    /// waiting sender would otherwise allocate and free per follower.
+    spare: EpochRecords<K, V>,
 }
 
 /// Copies a record a failed send hands back while the log keeps it (`None`: cannot).
@@ -234,6 +237,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             acked: 0,
             past_acked: Vec::new(),
             closed: false,
+            spare: Vec::new(),
         };
         state.replicas[0].log.begin_epoch(0);
         let set = Self {
@@ -430,9 +434,12 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 None => return Fetched::Done(true),
             }
         } else {
-            (from..to)
-                .filter_map(|o| leader_log.get(o).map(|(e, r)| (*e, Arc::clone(r))))
-                .collect()
+            let mut records = std::mem::take(&mut st.spare);
+            let leader_log = &st.replicas[l].log;
+            records.extend(
+                (from..to).filter_map(|o| leader_log.get(o).map(|(e, r)| (*e, Arc::clone(r)))),
+            );
+            records
         };
         Fetched::Batch(Batch {
             records,
@@ -447,7 +454,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// its new end. Returns whether it copied anything (or something changed).
     fn fetch_append(&self, st: &mut State<K, V>, i: usize, batch: Batch<K, V>) -> bool {
         let Batch {
-            records,
+            mut records,
             from,
             leader_end,
             epoch,
@@ -466,10 +473,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             return true;
         }
         let r = &mut st.replicas[i];
-        for (e, entry) in records {
+        for (e, entry) in records.drain(..) {
             r.log.append(e, entry);
         }
         r.log.trim(self.config.capacity, u64::MAX);
+        st.spare = records;
         if !self.save_epochs(st, i) {
             return true;
         }
