@@ -288,19 +288,23 @@ fn lock_free_ack_check_races_an_election() {
 
 /// A sender waiting under `acks = all` fetches for the follower itself (both fetch steps
 /// under the lock it holds) while the follower's fetcher (the main thread) fetches too,
-/// releasing the lock between its steps: the record is copied once, and the send returns
-/// only once the follower holds it. Key ordering: a fetch appends its batch only if the
-/// follower's log still ends where the batch starts (`fetch_append`); without that check
-/// the fetcher's copy lands after the sender's, and this model fails at the log-end
-/// assertion.
+/// releasing the lock between its steps: the record is copied once, and the wait returns
+/// only once the follower holds it. The send is pipelined (`begin` on the main thread,
+/// then the producer's `finish` waits):
+/// a blocking send appends and helps in one critical section, so no fetch can start
+/// between them, but a pipelined one releases the lock after the append. Key ordering: a
+/// fetch appends its batch only if the follower's log still ends where the batch starts
+/// (`fetch_append`); without that check the fetcher's copy lands after the sender's, and
+/// this model fails at the log-end assertion.
 #[test]
 fn a_helping_sender_and_the_fetcher_copy_each_record_once() {
     model(|| {
         let s = set(2, Arc::new(ManualClock::new(0)));
+        let sent = s.begin(entry(7), &policy(Acks::All)).ok().unwrap();
         let producer = {
             let s = Arc::clone(&s);
             thread::spawn(move || {
-                assert_eq!(s.append(entry(7), &policy(Acks::All), None).ok(), Some(0));
+                assert_eq!(s.finish(sent, &policy(Acks::All)).ok(), Some(0));
                 assert!(
                     s.describe().replicas[1].log_end >= 1,
                     "acknowledged too early"
