@@ -26,9 +26,9 @@
 //!
 //! `LOGBUS_JEPSEN_SCHEDULES=n` runs n schedules (default 200; 50 on disk);
 //! `LOGBUS_JEPSEN_SEED=s` runs the one schedule of seed `s` (a failing seed is printed with
-//! this command); `LOGBUS_JEPSEN_RECORDS_IN_MEMORY=n` (a power of two, default 65,536)
-//! keeps fewer records in memory, so retention moves log starts under faults (the checker
-//! then checks what is kept). The fault
+//! this command); `LOGBUS_JEPSEN_RECORDS_IN_MEMORY=n` (a power of two; default 65,536,
+//! 256 in the retention test) sets the records a partition keeps in memory, and lets log
+//! starts move (the checker then checks what is kept). The fault
 //! schedule of a seed is always the same; thread timing is not, so a replay repeats the
 //! faults, not every interleaving.
 
@@ -84,14 +84,23 @@ fn idle() {
     thread::sleep(Duration::from_micros(200));
 }
 
-/// Records each partition keeps in memory (`LOGBUS_JEPSEN_RECORDS_IN_MEMORY`).
-fn records_in_memory() -> usize {
-    std::env::var("LOGBUS_JEPSEN_RECORDS_IN_MEMORY")
-        .ok()
-        .map_or(1 << 16, |s| {
+/// Records a partition keeps in memory by default: far more than a paced schedule writes.
+const MEMORY: usize = 1 << 16;
+/// Records a partition keeps in memory in the retention test: fewer than a paced schedule
+/// writes to each partition (about 1,500), so log starts move under the faults.
+const SMALL_MEMORY: usize = 256;
+
+/// Records each partition keeps in memory (`LOGBUS_JEPSEN_RECORDS_IN_MEMORY`, else
+/// `default`), and whether log starts may move (retention) in the checker's eyes.
+fn records_in_memory(default: usize) -> (usize, bool) {
+    match std::env::var("LOGBUS_JEPSEN_RECORDS_IN_MEMORY") {
+        Ok(s) => (
             s.parse()
-                .expect("LOGBUS_JEPSEN_RECORDS_IN_MEMORY is a number")
-        })
+                .expect("LOGBUS_JEPSEN_RECORDS_IN_MEMORY is a number"),
+            true,
+        ),
+        Err(_) => (default, default < MEMORY),
+    }
 }
 
 /// One fault step of a schedule.
@@ -158,7 +167,8 @@ fn value(producer: u64, seq: u64) -> u64 {
 }
 
 /// `(acknowledged, duplicates, acknowledged to the pipelining producer)`.
-fn run(seed: u64, on_disk: bool) -> Result<(u64, u64, u64), String> {
+fn run(seed: u64, on_disk: bool, memory: usize) -> Result<(u64, u64, u64), String> {
+    let (memory, trims) = records_in_memory(memory);
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let fs = FaultyIo::new(seed);
     let open = || {
@@ -172,7 +182,7 @@ fn run(seed: u64, on_disk: bool) -> Result<(u64, u64, u64), String> {
     let config = TopicConfig::new(PARTITIONS)
         .replication_factor(3)
         .min_insync_replicas(2)
-        .records_in_memory(records_in_memory());
+        .records_in_memory(memory);
     let broker = if on_disk {
         let broker = open();
         let persist = PersistConfig::new().segment_bytes(64 << 10);
@@ -388,7 +398,7 @@ fn run(seed: u64, on_disk: bool) -> Result<(u64, u64, u64), String> {
         }
     }
     let h = history.lock().unwrap();
-    let (acked, duplicates, finals) = check(&broker, &h)?;
+    let (acked, duplicates, finals) = check(&broker, &h, trims)?;
     if on_disk {
         broker.close().map_err(|e| format!("close: {e}"))?;
         drop(broker);
@@ -451,9 +461,9 @@ impl Kept {
 /// Memory keeps `records_in_memory` records a partition, so a long schedule moves log
 /// starts past 0 (the leader drops records once below HW, a follower past its capacity).
 /// Records below every replica's log start are gone by retention and are not checked;
-/// every other one is, on every replica that keeps it. With the default capacity and the
-/// paced clients no log start moves.
-fn check(broker: &Broker, h: &History) -> Result<(u64, u64, Finals), String> {
+/// every other one is, on every replica that keeps it. Unless `trims`, a moved log start
+/// is an error: with the default memory the paced clients never fill a partition.
+fn check(broker: &Broker, h: &History, trims: bool) -> Result<(u64, u64, Finals), String> {
     let topic = broker.topic::<(), u64>(T).unwrap();
     let mut duplicates = 0;
     let mut kept = HashMap::new();
@@ -479,10 +489,9 @@ fn check(broker: &Broker, h: &History) -> Result<(u64, u64, Finals), String> {
             }
         }
         let moved = views.iter().map(|v| v.log_start).max().unwrap_or(0);
-        // Unless asked for a smaller memory, nothing may be trimmed: the paced clients
-        // write far less than it holds.
-        let asked = std::env::var("LOGBUS_JEPSEN_RECORDS_IN_MEMORY").is_ok();
-        if !asked && moved != 0 {
+        // With the default memory nothing may be trimmed: the paced clients write far
+        // less than it holds.
+        if !trims && moved != 0 {
             let spans: Vec<_> = views
                 .iter()
                 .map(|v| (v.replica, v.log_start, v.records.len()))
@@ -592,15 +601,22 @@ fn reader_start(broker: &Broker, p: u32) -> u64 {
 
 #[test]
 fn random_fault_schedules_keep_kafkas_guarantees() {
-    schedules(false, 200);
+    schedules(false, 200, MEMORY, "");
 }
 
 #[test]
 fn random_fault_schedules_keep_kafkas_guarantees_on_disk() {
-    schedules(true, 50);
+    schedules(true, 50, MEMORY, "_on_disk");
 }
 
-fn schedules(on_disk: bool, default: u64) {
+/// Retention under faults: memory holds fewer records than a schedule writes, so leaders
+/// drop records below HW and followers too far behind start over at the leader's log start.
+#[test]
+fn random_fault_schedules_keep_kafkas_guarantees_with_little_memory() {
+    schedules(false, 50, SMALL_MEMORY, "_with_little_memory");
+}
+
+fn schedules(on_disk: bool, default: u64, memory: usize, suffix: &str) {
     let seeds: Vec<u64> = match std::env::var("LOGBUS_JEPSEN_SEED") {
         Ok(s) => vec![s.parse().expect("LOGBUS_JEPSEN_SEED is a number")],
         Err(_) => {
@@ -614,7 +630,7 @@ fn schedules(on_disk: bool, default: u64) {
     let mut failures = Vec::new();
     let (mut acked, mut duplicates, mut pipelined) = (0, 0, 0);
     for &seed in &seeds {
-        let outcome = catch_unwind(AssertUnwindSafe(|| run(seed, on_disk)))
+        let outcome = catch_unwind(AssertUnwindSafe(|| run(seed, on_disk, memory)))
             .unwrap_or_else(|_| Err("panicked".to_string()));
         match outcome {
             Ok((a, d, p)) => {
@@ -624,9 +640,8 @@ fn schedules(on_disk: bool, default: u64) {
             }
             Err(why) => {
                 eprintln!(
-                    "seed {seed} failed: {why}\n  schedule: {:?}\n  replay: LOGBUS_JEPSEN_SEED={seed} cargo test --test replicas_jepsen {}",
+                    "seed {seed} failed: {why}\n  schedule: {:?}\n  replay: LOGBUS_JEPSEN_SEED={seed} cargo test --test replicas_jepsen -- --exact random_fault_schedules_keep_kafkas_guarantees{suffix}",
                     schedule(seed),
-                    if on_disk { "on_disk" } else { "guarantees" }
                 );
                 failures.push(seed);
             }
