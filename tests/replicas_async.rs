@@ -261,3 +261,19 @@ fn a_delivery_acknowledged_before_an_isr_shrink_reports_success() {
         Error::NotEnoughReplicasAfterAppend { .. }
     ));
 }
+
+/// Records whose deliveries are dropped without a wait still reach every replica: a
+/// pipelined send wakes no fetcher until a backlog builds (its own wait would copy the
+/// records), so the fetchers' idle rounds must pick them up, and HW covers them.
+#[test]
+fn records_of_dropped_deliveries_are_replicated() {
+    let (broker, _) = broker();
+    let p = producer(&broker, 0);
+    for v in 0..10 {
+        drop(p.send_async(Record::new(T, v)));
+    }
+    assert!(broker.faults().wait_in_sync(T, 0, WAIT).unwrap());
+    let d = describe(&broker);
+    assert_eq!(d.high_watermark, 10, "{d:?}");
+    assert!(d.replicas.iter().all(|r| r.log_end == 10), "{d:?}");
+}

@@ -28,13 +28,22 @@ fn set_of(replicas: u32, min_insync: usize, clock: Arc<ManualClock>) -> Arc<Set>
 
 /// A partition whose replica `i` lives on directory `i`, its fetcher woken by `wakes[i]`.
 fn set_woken_by(wakes: Vec<Arc<Wake>>, min_insync: usize, clock: Arc<ManualClock>) -> Arc<Set> {
+    set_with(wakes, min_insync, false, clock)
+}
+
+fn set_with(
+    wakes: Vec<Arc<Wake>>,
+    min_insync: usize,
+    unclean: bool,
+    clock: Arc<ManualClock>,
+) -> Arc<Set> {
     let ids: Vec<u32> = (0..wakes.len() as u32).collect();
     Arc::new(ReplicaSet::new(
         Arc::from("t"),
         0,
         ReplicationConfig {
             min_insync,
-            unclean: false,
+            unclean,
             lag_max_ms: 1000,
             capacity: 8,
         },
@@ -236,5 +245,75 @@ fn a_nudged_follower_never_sleeps_on_records_it_lacks() {
             }
         }
         producer.join().unwrap();
+    });
+}
+
+/// The lock-free acknowledged check (`acked_now`, the fast path of `Delivery::wait`) racing
+/// an unclean election: epoch 0 acknowledged offsets 0 and 1 on the leader alone (the
+/// follower crashed), then the leader crashes and the empty follower leads epoch 1, where
+/// nothing is acknowledged. Whatever the check answers must be what the lock says. Key
+/// orderings: `acked_now` reads the epoch before `acked` (Acquire) and again after, and
+/// `mirror_epoch` stores `acked` before the epoch; dropping the first read, making it
+/// Relaxed, or storing the epoch first each lets the check pair epoch 0's `acked` (2) with
+/// epoch 1 and acknowledge offset 0 of epoch 1, and this model fails at the assertion.
+#[test]
+fn lock_free_ack_check_races_an_election() {
+    model(|| {
+        let wakes = (0..2).map(|_| Arc::new(Wake::default())).collect();
+        let s = set_with(wakes, 1, true, Arc::new(ManualClock::new(0)));
+        s.crash(1, None, false);
+        for v in 0..2 {
+            assert!(s.append(entry(v), &policy(Acks::Leader), None).is_ok());
+        }
+        let checker = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || {
+                for (epoch, last) in [(1, 0), (0, 1)] {
+                    if s.acked_now(epoch, last) {
+                        assert!(
+                            s.acked_locked(epoch, last),
+                            "({epoch}, {last}) was not acked"
+                        );
+                    }
+                }
+            })
+        };
+        s.crash(0, None, false);
+        s.restart(1, false);
+        checker.join().unwrap();
+        assert_eq!(s.describe().leader_epoch, 1);
+        assert!(!s.acked_locked(1, 0));
+    });
+}
+
+/// A sender waiting under `acks = all` fetches for the follower itself (both fetch steps
+/// under the lock it holds) while the follower's fetcher (the main thread) fetches too,
+/// releasing the lock between its steps: the record is copied once, and the wait returns
+/// only once the follower holds it. The send is pipelined (`begin` on the main thread,
+/// then the producer's `finish` waits):
+/// a blocking send appends and helps in one critical section, so no fetch can start
+/// between them, but a pipelined one releases the lock after the append. Key ordering: a
+/// fetch appends its batch only if the follower's log still ends where the batch starts
+/// (`fetch_append`); without that check the fetcher's copy lands after the sender's, and
+/// this model fails at the log-end assertion.
+#[test]
+fn a_helping_sender_and_the_fetcher_copy_each_record_once() {
+    model(|| {
+        let s = set(2, Arc::new(ManualClock::new(0)));
+        let sent = s.begin(entry(7), &policy(Acks::All)).ok().unwrap();
+        let producer = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || {
+                assert_eq!(s.finish(sent, &policy(Acks::All)).ok(), Some(0));
+                assert!(
+                    s.describe().replicas[1].log_end >= 1,
+                    "acknowledged too early"
+                );
+            })
+        };
+        s.fetch(1);
+        producer.join().unwrap();
+        s.assert_hw_is_replicated();
+        assert_eq!(s.describe().replicas[1].log_end, 1, "copied twice");
     });
 }

@@ -69,6 +69,60 @@ pub(crate) mod time {
         Instant::now().checked_add(timeout)
     }
 
+    /// A monotonic reading in nanoseconds, coarse (the kernel's tick, a few milliseconds)
+    /// but several times cheaper than `Instant::now`: for marking when something started
+    /// whose deadline is far off and may never be needed (a send's delivery timeout);
+    /// [`since_coarse`] turns it into an `Instant`. Constant under loom.
+    pub(crate) fn coarse_ns() -> u64 {
+        coarse::now_ns()
+    }
+
+    /// The `Instant`, up to the coarse clock's tick, at which `coarse_ns` read `mark`.
+    pub(crate) fn since_coarse(mark: u64, now: Instant) -> Instant {
+        let ago = Duration::from_nanos(coarse::now_ns().saturating_sub(mark));
+        now.checked_sub(ago).unwrap_or(now)
+    }
+
+    #[cfg(all(target_os = "linux", not(miri), not(logbus_loom)))]
+    mod coarse {
+        pub(super) fn now_ns() -> u64 {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: `ts` is a valid, writable timespec for the duration of the call;
+            // CLOCK_MONOTONIC_COARSE exists on every Linux since 2.6.32.
+            let r = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+            if r != 0 {
+                return super::fallback_ns();
+            }
+            u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000
+                + u64::try_from(ts.tv_nsec).unwrap_or(0)
+        }
+    }
+
+    #[cfg(all(not(all(target_os = "linux", not(miri))), not(logbus_loom)))]
+    mod coarse {
+        pub(super) fn now_ns() -> u64 {
+            super::fallback_ns()
+        }
+    }
+
+    #[cfg(logbus_loom)]
+    mod coarse {
+        pub(super) fn now_ns() -> u64 {
+            0
+        }
+    }
+
+    /// Nanoseconds since the first call, from `Instant` (where no coarse clock is known).
+    #[cfg(not(logbus_loom))]
+    fn fallback_ns() -> u64 {
+        static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        let origin = *ORIGIN.get_or_init(Instant::now);
+        u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
     /// Whether `deadline` has passed.
     ///
     /// Under loom time never passes on its own: expiry is observed only through a timed
@@ -95,6 +149,22 @@ mod tests {
         // SAFETY: as above; the write has completed.
         assert_eq!(cell.with(|p| unsafe { *p }), 6);
         assert_eq!(cell.into_inner(), 6);
+    }
+
+    #[test]
+    fn a_coarse_mark_maps_back_to_its_instant() {
+        let before = std::time::Instant::now();
+        let mark = time::coarse_ns();
+        std::thread::sleep(Duration::from_millis(30));
+        let now = std::time::Instant::now();
+        let at = time::since_coarse(mark, now);
+        // Within the coarse clock's tick (at most 10 ms at HZ = 100) of when it was read.
+        assert!(at <= now - Duration::from_millis(15), "{:?}", now - at);
+        assert!(
+            at + Duration::from_millis(10) >= before,
+            "{:?}",
+            before - at
+        );
     }
 
     #[test]

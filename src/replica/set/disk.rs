@@ -79,6 +79,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 st.isr = isr;
             }
             st.epoch = saved.epoch;
+            self.mirror_epoch(&st);
             st.hw = saved.hw;
             // Release: as in `advance_hw`.
             self.hw.store(saved.hw, Ordering::Release);

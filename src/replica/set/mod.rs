@@ -36,7 +36,7 @@ use crate::clock::Clock;
 use crate::partition::{
     AppendError, Entry, Pending, ReadOutcome, ReplicaLogs, ReplicatedLog, SendPolicy,
 };
-use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use crate::sync::time::Instant;
 // Std's Arc (also under loom): entries and shared handles (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
@@ -101,6 +101,9 @@ struct State<K, V> {
     /// `(epoch, acked)` as each of the latest earlier epochs ended.
     past_acked: Vec<(i32, u64)>,
     closed: bool,
+    /// An empty vector with room, for the next fetch's batch: a fetch of one record for a
+    /// waiting sender would otherwise allocate and free per follower.
+    spare: EpochRecords<K, V>,
 }
 
 /// Copies a record a failed send hands back while the log keeps it (`None`: cannot).
@@ -108,6 +111,23 @@ pub(crate) type Cloner<K, V> = fn(&Entry<K, V>) -> Option<Entry<K, V>>;
 
 /// Records with the leader epoch each was written in.
 pub(crate) type EpochRecords<K, V> = Vec<(i32, Arc<Entry<K, V>>)>;
+
+/// Step 1 of a fetch: done already (whether it copied or changed anything), or a batch
+/// for step 2.
+enum Fetched<K, V> {
+    Done(bool),
+    Batch(Batch<K, V>),
+}
+
+/// Records copied from the leader for one follower, and what step 2 checks them against.
+struct Batch<K, V> {
+    records: EpochRecords<K, V>,
+    /// The follower's log end when they were copied: they are appended only there.
+    from: u64,
+    leader_end: u64,
+    epoch: i32,
+    now: i64,
+}
 
 /// Why one attempt at an append failed.
 #[derive(Debug)]
@@ -129,6 +149,10 @@ pub(crate) struct ReplicaSet<K, V> {
     changed: Condvar,
     /// Mirrors `State::hw` for lock-free readiness checks (consumers' waits).
     hw: AtomicU64,
+    /// Mirror `State::acked` and `State::epoch` for the lock-free acknowledged check
+    /// (`send::acked_now`): written under the lock, `acked` before `epoch` at an election.
+    acked_mirror: AtomicU64,
+    epoch_mirror: AtomicI64,
     /// The topic's arrival notifications: HW advances wake consumers.
     arrivals: Arc<WaitSet>,
     /// Per replica: the fetcher of its directory, woken when the leader appends.
@@ -213,6 +237,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             acked: 0,
             past_acked: Vec::new(),
             closed: false,
+            spare: Vec::new(),
         };
         state.replicas[0].log.begin_epoch(0);
         let set = Self {
@@ -222,6 +247,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             state: Mutex::new(state),
             changed: Condvar::new(),
             hw: AtomicU64::new(0),
+            acked_mirror: AtomicU64::new(0),
+            epoch_mirror: AtomicI64::new(0),
             arrivals,
             fetchers,
             clock,
@@ -272,10 +299,21 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             // below are in the leader's log (appended under this lock, which readers take).
             self.hw.store(hw, Ordering::Release);
         }
-        if st.isr.len() >= self.config.min_insync {
-            st.acked = st.acked.max(st.hw);
+        if st.isr.len() >= self.config.min_insync && st.hw > st.acked {
+            st.acked = st.hw;
+            // Release: pairs with the Acquire load in `acked_now`.
+            self.acked_mirror.store(st.acked, Ordering::Release);
         }
         moved
+    }
+
+    /// Publishes a new epoch (and its `acked`, reset) to `acked_now`: `acked` first, so a
+    /// reader that sees the new epoch sees no earlier epoch's `acked`.
+    fn mirror_epoch(&self, st: &State<K, V>) {
+        // Release (both): pair with the Acquire loads in `acked_now`.
+        self.acked_mirror.store(st.acked, Ordering::Release);
+        self.epoch_mirror
+            .store(i64::from(st.epoch), Ordering::Release);
     }
 
     /// Wakes acks waiters and, when HW moved, consumers.
@@ -310,29 +348,61 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// One fetch for the follower on directory `dir`, if this partition has one that may
     /// fetch now. Returns whether it copied anything.
     pub(crate) fn fetch(&self, dir: u32) -> bool {
-        let now = self.clock.now_ms();
-        // Step 1: copy a batch from the leader (truncating by epoch first if needed).
         let mut st = self.state.lock();
         let Some(i) = Self::index(&st, dir) else {
             return false;
         };
-        let Some(l) = st.leader else { return false };
+        // Step 1 and step 2 with the lock released between them, as a fetch over a network
+        // would be: the leader appends meanwhile, and step 2 must cope with any change.
+        match self.fetch_batch(&mut st, i, &mut None) {
+            Fetched::Done(copied) => copied,
+            Fetched::Batch(batch) => {
+                drop(st);
+                let mut st = self.state.lock();
+                self.fetch_append(&mut st, i, batch)
+            }
+        }
+    }
+
+    /// One fetch for every follower that may fetch now, under the lock the caller holds
+    /// (a sender waiting for acks, `send::help`): step 1 and step 2 back to back. Returns
+    /// whether any copied something.
+    fn fetch_all_locked(&self, st: &mut State<K, V>) -> bool {
+        let mut now = None;
+        let mut copied = false;
+        for i in 0..st.replicas.len() {
+            copied |= match self.fetch_batch(st, i, &mut now) {
+                Fetched::Done(copied) => copied,
+                Fetched::Batch(batch) => self.fetch_append(st, i, batch),
+            };
+        }
+        copied
+    }
+
+    /// Step 1 of a fetch for follower `i`: a batch from the leader (truncating by epoch
+    /// first if needed), or what the fetch did instead. `now`: the broker clock, read once
+    /// a fetch may happen (a waiting sender tries every replica).
+    fn fetch_batch(&self, st: &mut State<K, V>, i: usize, now: &mut Option<i64>) -> Fetched<K, V> {
+        let Some(l) = st.leader else {
+            return Fetched::Done(false);
+        };
         if st.closed || l == i || st.replicas[i].status != Status::Online || st.replicas[i].stalled
         {
-            return false;
+            return Fetched::Done(false);
         }
+        let now = *now.get_or_insert_with(|| self.clock.now_ms());
         if st.replicas[i].slow_ms > 0 {
             if now - st.replicas[i].last_fetch_ms < st.replicas[i].slow_ms {
-                return false;
+                return Fetched::Done(false);
             }
             st.replicas[i].last_fetch_ms = now;
         }
         if st.replicas[i].needs_truncation {
-            self.truncate_by_epoch(&mut st, i, l);
+            self.truncate_by_epoch(st, i, l);
         }
         if st.replicas[i].status != Status::Online {
             // Its directory failed while it truncated.
-            return true;
+            return Fetched::Done(true);
         }
         let from = st.replicas[i].log.end();
         let leader_log = &st.replicas[l].log;
@@ -342,37 +412,54 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             // starts past the leader's end (after an unclean election): start over at the
             // leader's log start.
             let start = leader_log.log_start();
-            self.reset_replica(&mut st, i, start);
-            return true;
+            self.reset_replica(st, i, start);
+            return Fetched::Done(true);
         }
         if from >= leader_end {
             st.replicas[i].known_leo = from;
             st.replicas[i].last_caught_up_ms = now;
-            let expanded = self.maybe_expand(&mut st, i);
-            let moved = self.advance_hw(&mut st);
+            let expanded = self.maybe_expand(st, i);
+            let moved = self.advance_hw(st);
             if expanded || moved {
                 self.notify(moved);
             }
-            return false;
+            return Fetched::Done(false);
         }
         let to = leader_end.min(from + FETCH_MAX as u64);
-        let batch: Vec<(i32, Arc<Entry<K, V>>)> = if from < leader_log.start() {
+        let records: EpochRecords<K, V> = if from < leader_log.start() {
             // Below the leader's tail in memory: from its disk.
             let to = to.min(leader_log.start());
-            match self.read_disk(&mut st, l, from, to) {
+            match self.read_disk(st, l, from, to) {
                 Some(b) => b,
-                None => return true,
+                None => return Fetched::Done(true),
             }
         } else {
-            (from..to)
-                .filter_map(|o| leader_log.get(o).map(|(e, r)| (*e, Arc::clone(r))))
-                .collect()
+            let mut records = std::mem::take(&mut st.spare);
+            let leader_log = &st.replicas[l].log;
+            records.extend(
+                (from..to).filter_map(|o| leader_log.get(o).map(|(e, r)| (*e, Arc::clone(r)))),
+            );
+            records
         };
-        let epoch = st.epoch;
-        drop(st);
+        Fetched::Batch(Batch {
+            records,
+            from,
+            leader_end,
+            epoch: st.epoch,
+            now,
+        })
+    }
 
-        // Step 2: append to the follower's own log, then report its new end.
-        let mut st = self.state.lock();
+    /// Step 2 of a fetch for follower `i`: appends the batch to its own log, then reports
+    /// its new end. Returns whether it copied anything (or something changed).
+    fn fetch_append(&self, st: &mut State<K, V>, i: usize, batch: Batch<K, V>) -> bool {
+        let Batch {
+            mut records,
+            from,
+            leader_end,
+            epoch,
+            now,
+        } = batch;
         let r = &st.replicas[i];
         if st.closed {
             // Closed between the steps: its stores are gone, nothing is appended.
@@ -382,18 +469,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             // An election, crash or truncation came between: fetch again.
             return true;
         }
-        if self
-            .append_to_disk(&mut st, i, batch.iter().cloned())
-            .is_err()
-        {
+        if self.append_to_disk(st, i, records.iter().cloned()).is_err() {
             return true;
         }
         let r = &mut st.replicas[i];
-        for (e, entry) in batch {
+        for (e, entry) in records.drain(..) {
             r.log.append(e, entry);
         }
         r.log.trim(self.config.capacity, u64::MAX);
-        if !self.save_epochs(&mut st, i) {
+        st.spare = records;
+        if !self.save_epochs(st, i) {
             return true;
         }
         let r = &mut st.replicas[i];
@@ -402,8 +487,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         if r.known_leo >= leader_end {
             r.last_caught_up_ms = now;
         }
-        let expanded = self.maybe_expand(&mut st, i);
-        let moved = self.advance_hw(&mut st);
+        let expanded = self.maybe_expand(st, i);
+        let moved = self.advance_hw(st);
         if expanded || moved {
             self.notify(moved);
         }
@@ -553,6 +638,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         }
         st.acked = 0;
         st.epoch += 1;
+        self.mirror_epoch(st);
         st.leader = Some(c);
         let epoch = st.epoch;
         st.replicas[c].log.begin_epoch(epoch);

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{Failure, ReplicaSet, State};
+use super::{Failure, ReplicaSet, State, FETCH_MAX};
 use crate::partition::{Acks, AppendError, Entry, Pending, Refused, SendPolicy};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};
@@ -17,6 +17,15 @@ type Appended<'a, K, V> = (MutexGuard<'a, State<K, V>>, i32, u64);
 
 /// How long a retry waits for the partition to change before trying again.
 const RETRY_BACKOFF: Duration = Duration::from_millis(10);
+/// Fetch rounds a waiting sender runs for its followers before it sleeps, again after
+/// each wake-up: bounded, as a fetch may report a change without a copy.
+///
+/// A sender waiting for acks does its followers' copying itself (`fetch_all_locked`):
+/// the same two fetch steps as a fetcher thread's, under the lock it already holds
+/// (stalled and slowed followers are left alone as there), without the two context
+/// switches of waking a fetcher thread and being woken back, which cost far more than
+/// the copy on a machine with fewer cores than replicas.
+const HELPS: u32 = 64;
 
 /// A send's time limits: the producer's `delivery_timeout` (with the caller's deadline,
 /// if any) for the whole send and `request_timeout` for one wait. The clock is read only
@@ -27,6 +36,9 @@ struct Budget {
     caller: Option<Instant>,
     /// Set at the first read of the clock.
     delivery: Option<Option<Instant>>,
+    /// A pipelined send: when it was sent (`time::coarse_ns`), the delivery budget's start
+    /// (read cheaply at every send; turned into a deadline only if a wait must block).
+    sent: Option<u64>,
 }
 
 impl Budget {
@@ -38,8 +50,9 @@ impl Budget {
     fn delivery_from(&mut self, policy: &SendPolicy, now: Option<Instant>) -> Option<Instant> {
         if self.delivery.is_none() {
             let now = now.unwrap_or_else(Instant::now);
+            let start = self.sent.map_or(now, |mark| time::since_coarse(mark, now));
             self.delivery = Some(earliest(
-                now.checked_add(policy.delivery_timeout),
+                start.checked_add(policy.delivery_timeout),
                 self.caller,
             ));
         }
@@ -60,6 +73,22 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
+}
+
+/// When an append wakes the fetcher threads. Waking a parked thread costs microseconds,
+/// far more than copying a record, so a sender that will wait for its acknowledgement
+/// copies for the followers itself (`help`) and wakes the fetchers only if it cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Nudge {
+    /// `acks = 0 / 1`: nobody waits, the fetchers copy.
+    Always,
+    /// A blocking `acks = all` send: it helps, then wakes them if it must (`await_acks`).
+    Never,
+    /// A pipelined `acks = all` send (`send_async`): once four fetches' worth of records
+    /// (`4 * FETCH_MAX`) is not yet on the ISR, a sender running ahead of its own waits.
+    /// Below that, its `Delivery::wait` or `flush` copies them, or (if it never waits) a
+    /// fetcher's idle round, within 20 ms.
+    Backlog,
 }
 
 /// Where a send stands.
@@ -95,6 +124,7 @@ impl Progress {
             budget: Budget {
                 caller,
                 delivery: None,
+                sent: None,
             },
             retries: if policy.acks == Acks::None {
                 0
@@ -108,10 +138,12 @@ impl Progress {
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// One attempt at appending `entries` (all or none): the epoch they were appended in
     /// and the last offset, with the lock still held (an `acks = all` wait goes on under it).
+    /// `wake`: when to nudge the fetcher threads.
     fn append_once(
         &self,
         entries: &[Arc<Entry<K, V>>],
         acks: Acks,
+        wake: Nudge,
     ) -> Result<Appended<'_, K, V>, Failure> {
         let mut st = self.state.lock();
         if st.closed {
@@ -141,7 +173,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         // Records not yet below HW stay, so a follower can always copy what it lacks.
         let hw = st.hw;
         st.replicas[l].log.trim(self.config.capacity, hw);
-        self.wake_followers(&st);
+        let backlog = st.replicas[l].log.end() - st.hw;
+        if wake == Nudge::Always || (wake == Nudge::Backlog && backlog >= 4 * FETCH_MAX as u64) {
+            self.wake_followers(&st);
+        }
         if moved {
             self.notify(true);
         }
@@ -160,6 +195,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     ) -> Result<u64, Failure> {
         let min = self.config.min_insync;
         let mut deadline = None;
+        let mut helps = HELPS;
+        let mut woken = false;
         loop {
             if st.closed {
                 return Err(Failure::Closed);
@@ -178,9 +215,28 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                     ))
                 };
             }
+            if helps > 0 {
+                // Looked at again after, copy or not: a fetch that finds its follower
+                // caught up may move HW without copying.
+                helps -= 1;
+                if !self.fetch_all_locked(&mut st) {
+                    helps = 0;
+                }
+                continue;
+            }
+            if !woken {
+                // Nothing more to copy now (a stalled, slow or crashed follower): the
+                // fetcher threads take over.
+                self.wake_followers(&st);
+                woken = true;
+            }
             match *deadline.get_or_insert_with(|| budget.request(policy)) {
-                None => self.changed.wait(&mut st),
+                None => {
+                    self.changed.wait(&mut st);
+                    helps = HELPS;
+                }
                 Some(d) => {
+                    helps = HELPS;
                     if time::expired(d) || self.changed.wait_until(&mut st, d) {
                         if let Some(Ok(last)) = Self::acked_in(&st, epoch, last) {
                             return Ok(last);
@@ -193,6 +249,28 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 }
             }
         }
+    }
+
+    /// Lock-free: whether the record at `last`, appended in `epoch`, is acknowledged in
+    /// the current epoch (`false` may be stale: the caller then looks under the lock).
+    /// The epoch is read before and after `acked`: an `acked` read between two reads of
+    /// `epoch` is that epoch's, as `mirror_epoch` stores `acked` before a new epoch.
+    pub(crate) fn acked_now(&self, epoch: i32, last: u64) -> bool {
+        // Acquire: pairs with the Release store in `mirror_epoch`: an `acked` read next is
+        // no older than this epoch's reset.
+        let before = self.epoch_mirror.load(Ordering::Acquire);
+        // Acquire: pairs with the Release stores in `advance_hw` / `mirror_epoch`: an epoch
+        // stored before this `acked` is seen by the load below.
+        let acked = self.acked_mirror.load(Ordering::Acquire);
+        // Relaxed: ordered after the Acquire load above.
+        let after = self.epoch_mirror.load(Ordering::Relaxed);
+        before == i64::from(epoch) && after == before && acked > last
+    }
+
+    /// `acked_in`'s answer under the lock: whether the record is acknowledged (models).
+    #[cfg(all(test, logbus_loom))]
+    pub(crate) fn acked_locked(&self, epoch: i32, last: u64) -> bool {
+        matches!(Self::acked_in(&self.state.lock(), epoch, last), Some(Ok(_)))
     }
 
     /// Whether the record at `last`, appended in `epoch`, is settled whatever comes next:
@@ -222,7 +300,15 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     ) -> Result<(i32, u64), AppendError> {
         loop {
             let failure = match pending.step {
-                Step::Append => match self.append_once(entries, policy.acks) {
+                Step::Append => match self.append_once(
+                    entries,
+                    policy.acks,
+                    match (policy.acks, wait) {
+                        (Acks::All, true) => Nudge::Never,
+                        (Acks::All, false) => Nudge::Backlog,
+                        _ => Nudge::Always,
+                    },
+                ) {
                     Ok((st, epoch, last)) => {
                         if policy.acks != Acks::All || !wait {
                             pending.step = Step::Await(epoch, last);
@@ -236,7 +322,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                     Err(f) => f,
                 },
                 Step::Await(epoch, last) => {
-                    if policy.acks != Acks::All {
+                    if policy.acks != Acks::All || self.acked_now(epoch, last) {
                         return Ok((epoch, last));
                     }
                     let st = self.state.lock();
@@ -305,7 +391,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let entry = Arc::new(entry);
         let mut progress = Progress::new(policy, None);
         // The delivery timeout counts from the send, however late the wait comes.
-        progress.budget.delivery(policy);
+        progress.budget.sent = Some(time::coarse_ns());
         match self.drive(std::slice::from_ref(&entry), policy, &mut progress, false) {
             Ok(_) => Ok(Pending { entry, progress }),
             Err(why) => Err((self.take_back(entry), why)),
@@ -332,7 +418,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// closes, or `deadline` (`Producer::flush`).
     pub(crate) fn settle_at(&self, epoch: i32, offset: u64, deadline: Option<Instant>) {
         let mut st = self.state.lock();
+        let mut helps = HELPS;
         while !st.closed && st.epoch == epoch && st.hw <= offset {
+            if helps > 0 {
+                // As in `await_acks`: copy for the followers rather than wait for it.
+                helps -= 1;
+                if !self.fetch_all_locked(&mut st) {
+                    helps = 0;
+                }
+                continue;
+            }
             match deadline {
                 None => self.changed.wait(&mut st),
                 Some(d) => {
@@ -341,6 +436,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                     }
                 }
             }
+            helps = HELPS;
         }
     }
 }
