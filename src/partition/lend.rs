@@ -2,7 +2,7 @@
 //!
 //! A group's gate (a gating reader at its committed offset) keeps producers off every
 //! record at or after it. A read at or after the gate counts the published run under the
-//! group's lock (an Acquire load of each slot's tag), registers itself as a lender and lets
+//! group's lock (an Acquire load of the single producer's cursor), registers itself as a lender and lets
 //! go of the lock; it then passes each record to the caller by reference, straight from its
 //! slot, with no lock held, no clone and no atomic per record. While any lender is in
 //! progress the gate does not move forward (a commit stores the offset; the last lender
@@ -73,8 +73,8 @@ impl<K, V> Partition<K, V> {
                 return None;
             }
             let gate = g.gate.as_mut()?;
-            // Counts the published run (the tags' Acquire loads make its records visible
-            // here); reads nothing.
+            // Counts the published run (the Acquire load of the producer's cursor makes its
+            // records visible here); reads nothing.
             match gate.get_run_with_noting(offset, max, |_, _| ()) {
                 (0, Some(GetError::NotPublished { .. })) => return Some(ReadOutcome::Empty),
                 (0, _) => return None,
