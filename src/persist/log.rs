@@ -570,7 +570,9 @@ impl<K: Codec, V: Codec> Writer<K, V> {
         let mut stop = false;
         let mut failed = None;
         // The records stay in the ring (the gate has not moved) until they are in the set.
-        self.gate.get_run_with(pos, RUN_MAX, |_, e| {
+        // Noting: the gate then knows them published, so freeing them below frees all `n`
+        // (a single-producer ring's tags can show a run before its cursor store does).
+        self.gate.get_run_with_noting(pos, RUN_MAX, |_, e| {
             if stop {
                 return;
             }
