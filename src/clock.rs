@@ -155,23 +155,3 @@ mod tests {
         assert_eq!((c.now_ms(), c.monotonic_ns()), (i64::MAX - 10, u64::MAX));
     }
 }
-
-/// Two advances racing: both count (a plain load-then-store loses one in some
-/// interleaving, which this model finds).
-#[cfg(all(test, logbus_loom))]
-mod loom_models {
-    use super::*;
-    use crate::sync::Arc;
-
-    #[test]
-    fn concurrent_advances_both_count() {
-        loom::model(|| {
-            let c = Arc::new(ManualClock::new(0));
-            let other = Arc::clone(&c);
-            let t = loom::thread::spawn(move || other.advance(Duration::from_millis(1)));
-            c.advance(Duration::from_millis(2));
-            t.join().unwrap();
-            assert_eq!((c.now_ms(), c.monotonic_ns()), (3, 3_000_000));
-        });
-    }
-}

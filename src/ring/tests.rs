@@ -297,26 +297,36 @@ fn a_panicking_clone_releases_the_slot() {
     }
 }
 
-#[test]
-fn panicking_drop_of_an_overwritten_value_still_publishes_the_run() {
-    #[derive(Debug, Clone)]
-    struct Grenade(u64);
-    impl Drop for Grenade {
-        fn drop(&mut self) {
-            if self.0 == 1 && !thread::panicking() {
-                panic!("drop of 1");
-            }
+/// Drops as a no-op, except `Grenade(1)`, whose drop panics.
+#[derive(Debug, Clone)]
+struct Grenade(u64);
+
+impl Drop for Grenade {
+    fn drop(&mut self) {
+        if self.0 == 1 && !thread::panicking() {
+            panic!("drop of 1");
         }
     }
+}
+
+/// A two-slot single-producer ring holding `Grenade(0), Grenade(1)`, then a batch of 2 and 3
+/// whose publish unwound from overwriting `Grenade(1)`; a reader that started at the tail.
+fn ring_after_a_panicking_overwrite() -> (Producer<Grenade>, Ring<Grenade>, Reader<Grenade>) {
     let config = RingConfig::new(2).overflow(Overflow::DropOldest);
     let (mut p, ring) = Ring::single_producer(config).unwrap();
     let mut batch = vec![Grenade(0), Grenade(1)];
     p.publish_batch(&mut batch).unwrap();
-    let mut r = ring.reader(Start::Tail).unwrap();
+    let r = ring.reader(Start::Tail).unwrap();
     let mut batch = vec![Grenade(2), Grenade(3)];
     let caught =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.publish_batch(&mut batch)));
     assert!(caught.is_err());
+    (p, ring, r)
+}
+
+#[test]
+fn panicking_drop_of_an_overwritten_value_still_publishes_the_run() {
+    let (_p, ring, mut r) = ring_after_a_panicking_overwrite();
     assert_eq!(ring.cursor(), 4);
     assert_eq!(r.try_read().map(|g| g.0), Ok(2));
     assert_eq!(r.try_read().map(|g| g.0), Ok(3));
@@ -328,24 +338,7 @@ fn panicking_drop_of_an_overwritten_value_still_publishes_the_run() {
 /// finish instead of waiting for a publish that never ends.
 #[test]
 fn a_close_after_a_panicking_drop_lets_readers_finish() {
-    #[derive(Debug, Clone)]
-    struct Grenade(u64);
-    impl Drop for Grenade {
-        fn drop(&mut self) {
-            if self.0 == 1 && !thread::panicking() {
-                panic!("drop of 1");
-            }
-        }
-    }
-    let config = RingConfig::new(2).overflow(Overflow::DropOldest);
-    let (mut p, ring) = Ring::single_producer(config).unwrap();
-    let mut batch = vec![Grenade(0), Grenade(1)];
-    p.publish_batch(&mut batch).unwrap();
-    let mut r = ring.reader(Start::Tail).unwrap();
-    let mut batch = vec![Grenade(2), Grenade(3)];
-    let caught =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.publish_batch(&mut batch)));
-    assert!(caught.is_err());
+    let (mut p, ring, mut r) = ring_after_a_panicking_overwrite();
     ring.close();
     assert_eq!(r.try_read().map(|g| g.0), Ok(2));
     assert_eq!(r.try_read().map(|g| g.0), Ok(3));
