@@ -333,8 +333,8 @@ fn rf3_acks_all_survives_a_wiped_directory() {
             "{what}: a new directory id"
         );
         assert_eq!(fresh.cluster_id, siblings[0].cluster_id, "{what}");
-        for d in 0..3 {
-            let m = read_dir_marker(&dirs[d]).unwrap().unwrap();
+        for (d, dir) in dirs.iter().enumerate() {
+            let m = read_dir_marker(dir).unwrap().unwrap();
             assert_eq!(
                 m.directories, fresh.directories,
                 "{what}: directory {d}'s set"
