@@ -121,7 +121,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(consumer);
     broker.close()?;
 
-    let broker = Broker::builder().data_dirs(&dirs).create(true).open()?;
+    let broker = Broker::builder().data_dirs(&dirs).open()?;
     broker.open_topic::<(), u64>("payments")?;
     broker
         .faults()
