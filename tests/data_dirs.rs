@@ -563,3 +563,58 @@ fn ids_are_stable_across_reopens() {
     let again: Vec<_> = dirs.iter().map(|d| read_dir_marker(d).unwrap()).collect();
     assert_eq!(first, again);
 }
+
+/// A crash while a replaced directory's set is written: the replaced directory's marker
+/// lists the new set, a sibling's still the old one (naming the lost directory's old id).
+/// The next open takes the list naming every directory found, and rewrites the stale one.
+#[test]
+fn a_marker_left_with_the_old_set_is_brought_up_to_date() {
+    let (_t, dirs) = tempdirs(3);
+    open(&dirs).close().unwrap();
+    let stale = std::fs::read(dirs[0].join("meta.properties")).unwrap();
+    wipe(&dirs[1], false);
+    Broker::builder()
+        .data_dirs(dirs.iter())
+        .replace_lost_data_dirs(true)
+        .open()
+        .unwrap()
+        .close()
+        .unwrap();
+    let new_set = read_dir_marker(&dirs[2]).unwrap().unwrap().directories;
+    std::fs::write(dirs[0].join("meta.properties"), &stale).unwrap();
+    assert_ne!(
+        read_dir_marker(&dirs[0]).unwrap().unwrap().directories,
+        new_set
+    );
+    open_dirs(&dirs).unwrap().close().unwrap();
+    for d in &dirs {
+        assert_eq!(read_dir_marker(d).unwrap().unwrap().directories, new_set);
+    }
+}
+
+/// Markers of one broker whose lists do not name each other (edited by hand, or copied
+/// from elsewhere): no set can be trusted, a typed error names one.
+#[test]
+fn markers_whose_sets_disagree_are_foreign() {
+    let (_t, dirs) = tempdirs(2);
+    open(&dirs).close().unwrap();
+    for d in &dirs {
+        let path = d.join("meta.properties");
+        let m = read_dir_marker(d).unwrap().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap().replace(
+            &format!("logbus.directories={}", m.directories.join(",")),
+            &format!("logbus.directories={}", m.directory_id),
+        );
+        std::fs::write(&path, text).unwrap();
+    }
+    let err = open_dirs(&dirs).unwrap_err();
+    assert!(
+        matches!(&err, Error::ForeignDataDir { reason, .. }
+            if reason.contains("no list names every directory")),
+        "{err}"
+    );
+    // Each alone is still a readable directory.
+    for d in &dirs {
+        Broker::open(d).unwrap().close().unwrap();
+    }
+}
