@@ -50,7 +50,7 @@ fn order(i: u64) -> Record<String, String> {
 }
 
 fn child(dir: &Path) -> logbus::Result<()> {
-    let broker = Broker::open(dir)?;
+    let broker = Broker::builder().data_dir(dir).create(true).open()?;
     if broker.open_topic::<String, String>(TOPIC).is_err() {
         broker.create_persisted_topic::<String, String>(
             TOPIC,

@@ -32,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|_| tempfile::tempdir())
         .collect::<Result<_, _>>()?;
     let dirs: Vec<_> = tmp.iter().map(|t| t.path().to_path_buf()).collect();
-    let broker = Broker::builder().data_dirs(&dirs).open()?;
+    let broker = Broker::builder().data_dirs(&dirs).create(true).open()?;
     let config = TopicConfig::new(1)
         .replication_factor(3)
         .min_insync_replicas(2)

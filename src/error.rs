@@ -259,6 +259,94 @@ pub enum Error {
         dir: PathBuf,
     },
 
+    /// A data directory does not exist and the broker was not asked to create it. A
+    /// directory that vanished (deleted, or a mount that failed) must not reopen as an empty
+    /// log: creating one is explicit, with
+    /// [`BrokerBuilder::create`](crate::broker::BrokerBuilder::create).
+    #[error(
+        "data directory {} does not exist; to start a new one there, open with \
+         BrokerBuilder::create(true)",
+        dir.display()
+    )]
+    DataDirMissing {
+        /// The directory.
+        dir: PathBuf,
+    },
+
+    /// A directory has no data directory marker (`meta.properties`). Empty, it becomes a
+    /// data directory with [`BrokerBuilder::create`](crate::broker::BrokerBuilder::create);
+    /// holding anything else, it is not logbus's and is refused even then.
+    #[error(
+        "{} is not a logbus data directory (no meta.properties){}",
+        dir.display(),
+        match (entries, example) {
+            (0, _) => " and is empty; to start a new one there, open with \
+                       BrokerBuilder::create(true)".to_string(),
+            (n, Some(e)) => format!(
+                " and holds {n} entries (e.g. `{e}`): choose an empty or new directory"
+            ),
+            (n, None) => format!(" and holds {n} entries: choose an empty or new directory"),
+        }
+    )]
+    DataDirUnformatted {
+        /// The directory.
+        dir: PathBuf,
+        /// How many entries it holds (a leftover lock file not counted).
+        entries: usize,
+        /// One of them.
+        example: Option<String>,
+    },
+
+    /// A data directory's marker (`meta.properties`) cannot be read as one: truncated,
+    /// corrupt, not UTF-8, too large, of an unknown version, or with a key missing, repeated
+    /// or invalid.
+    #[error(
+        "invalid data directory marker {}: {reason}; restore it from a backup, or move the \
+         directory aside",
+        file.display()
+    )]
+    InvalidDirMarker {
+        /// The marker file.
+        file: PathBuf,
+        /// What was wrong, and what was expected.
+        reason: String,
+    },
+
+    /// A data directory belongs to another broker, or to another set of directories, than
+    /// the directories it was opened with.
+    #[error("data directory {} is not one of this broker's: {reason}", dir.display())]
+    ForeignDataDir {
+        /// The directory.
+        dir: PathBuf,
+        /// What its marker says, against what the other directories' markers say.
+        reason: String,
+    },
+
+    /// One of a broker's data directories lost its marker (it was deleted, emptied, or its
+    /// disk came back blank) while the others kept theirs: its records are gone, and
+    /// reopening it empty would pass for a valid replica. Restore it, or open with
+    /// [`BrokerBuilder::replace_lost_data_dirs`](crate::broker::BrokerBuilder::replace_lost_data_dirs)
+    /// to format it again: its replicas then rejoin as out-of-sync followers and copy the
+    /// leaders' logs.
+    #[error(
+        "data directory {} (index {index}, id {directory_id}) is {}, while the broker's \
+         other directories are formatted: its records are lost; restore it, or open with \
+         BrokerBuilder::replace_lost_data_dirs(true) to format it again (its replicas then \
+         catch up from the others)",
+        dir.display(),
+        if *missing { "missing" } else { "empty" }
+    )]
+    DataDirLost {
+        /// The directory.
+        dir: PathBuf,
+        /// Its index among the directories, as the other markers record them.
+        index: usize,
+        /// The directory id it had.
+        directory_id: String,
+        /// `true`: the path does not exist; `false`: it exists, empty.
+        missing: bool,
+    },
+
     /// A path in a partition directory is not a regular file (a symbolic link, a FIFO, a
     /// device, a directory): logbus opens only regular files, so that nothing blocks on a
     /// FIFO and nothing is written through a link to a file elsewhere.

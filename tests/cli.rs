@@ -466,7 +466,11 @@ fn describe_lists_topics_partitions_and_group_lag() {
     use logbus::producer::Record as Sent;
 
     let tmp = tempfile::tempdir().unwrap();
-    let broker = Broker::open(tmp.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(tmp.path())
+        .create(true)
+        .open()
+        .unwrap();
     broker
         .create_persisted_topic::<String, u64>("clicks", TopicConfig::new(2), PersistConfig::new())
         .unwrap();
@@ -502,9 +506,24 @@ fn describe_lists_topics_partitions_and_group_lag() {
         ),
         "{out}"
     );
+    let marker = logbus::persist::read_dir_marker(tmp.path())
+        .unwrap()
+        .unwrap();
+    assert!(
+        out.contains(&format!(
+            "Marker: meta.properties\tVersion: 1\tDirectoryId: {}\tClusterId: {}\tNodeId: 0\t\
+             Directory: 0 of 1\tDirectories: {}",
+            marker.directory_id, marker.cluster_id, marker.directory_id
+        )),
+        "{out}"
+    );
 
     // In use: a typed error, exit 2.
-    let broker = Broker::open(tmp.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(tmp.path())
+        .create(true)
+        .open()
+        .unwrap();
     let (code, _, err) = run(&["describe"], tmp.path());
     assert_eq!(code, 2);
     assert!(err.contains("in use"), "{err}");
@@ -590,7 +609,11 @@ fn describe_shows_replicas_isr_and_epochs() {
 
     let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let dirs: Vec<_> = tmp.iter().map(|t| t.path().to_path_buf()).collect();
-    let broker = Broker::builder().data_dirs(&dirs).open().unwrap();
+    let broker = Broker::builder()
+        .data_dirs(&dirs)
+        .create(true)
+        .open()
+        .unwrap();
     let config = TopicConfig::new(1)
         .replication_factor(3)
         .min_insync_replicas(2);
@@ -628,4 +651,56 @@ fn describe_shows_replicas_isr_and_epochs() {
         out.contains("Leader: 0\tLeaderEpoch: 0\tReplicas: 0,1,2\tIsr: 0,1,2"),
         "{out}"
     );
+}
+
+/// `verify` and `describe` report a data directory's marker; a damaged marker, or none
+/// beside topic metadata, is a problem (`verify`, exit 1) or a typed error (`describe`,
+/// exit 2), never a panic.
+#[test]
+fn verify_and_describe_report_the_marker() {
+    use logbus::broker::{Broker, TopicConfig};
+    use logbus::persist::PersistConfig;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(tmp.path())
+        .create(true)
+        .open()
+        .unwrap();
+    broker
+        .create_persisted_topic::<(), u64>("t", TopicConfig::new(1), PersistConfig::new())
+        .unwrap();
+    broker.close().unwrap();
+    drop(broker);
+    let marker = logbus::persist::read_dir_marker(tmp.path())
+        .unwrap()
+        .unwrap();
+    let (code, out, err) = run(&["verify"], tmp.path());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!("DirectoryId: {}", marker.directory_id)),
+        "{out}"
+    );
+    let file = tmp.path().join("meta.properties");
+    let good = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &good[..good.len() / 2]).unwrap();
+    let (code, out, _) = run(&["verify"], tmp.path());
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("PROBLEM in the marker") && out.contains("truncated"),
+        "{out}"
+    );
+    let (code, _, err) = run(&["describe"], tmp.path());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("invalid data directory marker"), "{err}");
+    std::fs::remove_file(&file).unwrap();
+    let (code, out, _) = run(&["verify"], tmp.path());
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("without its marker"), "{out}");
+    let (code, _, err) = run(&["describe"], tmp.path());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a logbus data directory"), "{err}");
+    // A partition directory (Kafka's, or one inside a data directory) has no marker.
+    let (code, out, _) = run(&["verify"], &tmp.path().join("t-0"));
+    assert_eq!(code, 0, "{out}");
 }

@@ -34,7 +34,11 @@ fn idempotent_mock() -> KafkaBroker {
 /// topic `audit` (1 partition, no keys).
 fn source_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(dir.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     broker
         .create_persisted_topic::<String, u64>(
             "orders",
@@ -76,7 +80,7 @@ where
     K: Codec + Clone + Send + Sync + 'static,
     V: Codec + Clone + Send + Sync + 'static,
 {
-    let broker = Broker::open(dir).unwrap();
+    let broker = Broker::builder().data_dir(dir).create(true).open().unwrap();
     let t = broker.open_topic::<K, V>(topic).unwrap();
     let mut c = broker
         .consumer::<K, V>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))

@@ -48,7 +48,11 @@ fn read_all(
 fn restart_resumes_groups_and_replays_from_disk_and_timestamps() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let broker = Broker::open(dir.path()).unwrap();
+        let broker = Broker::builder()
+            .data_dir(dir.path())
+            .create(true)
+            .open()
+            .unwrap();
         // A small ring: most records are read back from the segments.
         broker
             .create_persisted_topic::<String, String>(
@@ -77,7 +81,11 @@ fn restart_resumes_groups_and_replays_from_disk_and_timestamps() {
         }
         broker.close().unwrap();
     }
-    let broker = Broker::open(dir.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     assert!(broker
         .recovery_reports()
         .iter()
@@ -122,9 +130,13 @@ fn restart_resumes_groups_and_replays_from_disk_and_timestamps() {
 #[test]
 fn a_second_broker_on_the_directory_is_refused_and_limits_are_typed() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(dir.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     assert!(matches!(
-        Broker::open(dir.path()),
+        Broker::builder().data_dir(dir.path()).create(true).open(),
         Err(Error::DirectoryLocked { .. })
     ));
     broker
@@ -147,7 +159,11 @@ fn a_second_broker_on_the_directory_is_refused_and_limits_are_typed() {
     assert!(matches!(err.error(), Error::RecordTooLarge { .. }), "{err}");
     p.send(Record::new("t", vec![0u8; 100])).unwrap();
     broker.close().unwrap();
-    let again = Broker::open(dir.path()).unwrap();
+    let again = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     again.close().unwrap();
 }
 
@@ -156,6 +172,7 @@ fn retention_by_size_moves_the_log_start() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::builder()
         .data_dir(dir.path())
+        .create(true)
         .retention_check_interval(Duration::from_millis(10))
         .open()
         .unwrap();
@@ -205,6 +222,7 @@ fn crash_child() {
     use std::io::Write;
     let broker = Broker::builder()
         .data_dir(&dir)
+        .create(true)
         .offsets_checkpoint_interval(Duration::from_millis(5))
         .open()
         .unwrap();
@@ -266,7 +284,11 @@ fn sigkill_rounds() {
                 committed_ever.insert(o.parse::<u64>().unwrap());
             }
         }
-        let broker = Broker::open(dir.path()).unwrap();
+        let broker = Broker::builder()
+            .data_dir(dir.path())
+            .create(true)
+            .open()
+            .unwrap();
         if !broker.persisted_topics().contains(&"t".to_string()) {
             broker.close().unwrap();
             continue;
@@ -350,6 +372,7 @@ fn power_loss_rounds() {
         let broker = Broker::builder()
             .io(Arc::new(fs.clone()))
             .data_dir(&data)
+            .create(true)
             .retention_check_interval(Duration::from_millis(2))
             .offsets_checkpoint_interval(Duration::from_millis(3))
             .open()
@@ -444,6 +467,7 @@ fn power_loss_rounds() {
         let broker = Broker::builder()
             .io(Arc::new(fs.clone()))
             .data_dir(&data)
+            .create(true)
             .retention_check_interval(Duration::from_millis(2))
             .offsets_checkpoint_interval(Duration::from_millis(3))
             .open()
@@ -539,6 +563,7 @@ fn an_every_batch_send_whose_fsync_fails_returns_an_error() {
     let broker = Broker::builder()
         .io(Arc::new(fs.clone()))
         .data_dir("/data")
+        .create(true)
         .open()
         .unwrap();
     broker
@@ -581,7 +606,11 @@ fn an_every_batch_send_whose_fsync_fails_returns_an_error() {
 fn added_partitions_of_a_persisted_topic_are_persisted() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let broker = Broker::open(dir.path()).unwrap();
+        let broker = Broker::builder()
+            .data_dir(dir.path())
+            .create(true)
+            .open()
+            .unwrap();
         broker
             .create_persisted_topic::<(), String>("t", TopicConfig::new(1), PersistConfig::new())
             .unwrap();
@@ -596,7 +625,11 @@ fn added_partitions_of_a_persisted_topic_are_persisted() {
         assert!(dir.path().join("t-2").is_dir());
         broker.close().unwrap();
     }
-    let broker = Broker::open(dir.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     let topic = broker.open_topic::<(), String>("t").unwrap();
     assert_eq!(topic.partition_count(), 3);
     let d = broker.describe_topic("t").unwrap();
@@ -618,7 +651,11 @@ fn added_partitions_of_a_persisted_topic_are_persisted() {
 #[test]
 fn deleting_a_persisted_topic_removes_its_files() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(dir.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     for name in ["t", "t-1"] {
         broker
             .create_persisted_topic::<(), String>(name, TopicConfig::new(2), PersistConfig::new())
@@ -632,13 +669,17 @@ fn deleting_a_persisted_topic_removes_its_files() {
     let mut left: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| !n.starts_with('.') && !n.ends_with("checkpoint"))
+        .filter(|n| !n.starts_with('.') && !n.ends_with("checkpoint") && n != "meta.properties")
         .collect();
     left.sort();
     // Topic `t-1` (directories `t-1-0`, `t-1-1`) is untouched.
     assert_eq!(left, ["t-1-0", "t-1-1", "t-1.topic"]);
     broker.close().unwrap();
-    let broker = Broker::open(dir.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     assert_eq!(broker.persisted_topics(), ["t-1"]);
     broker
         .create_persisted_topic::<(), String>("t", TopicConfig::new(2), PersistConfig::new())
@@ -655,7 +696,11 @@ fn deleting_a_persisted_topic_removes_its_files() {
 fn reopened_topics_are_listed_and_typed_access_is_checked() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let broker = Broker::open(dir.path()).unwrap();
+        let broker = Broker::builder()
+            .data_dir(dir.path())
+            .create(true)
+            .open()
+            .unwrap();
         for name in ["a", "b"] {
             broker
                 .create_persisted_topic::<(), Vec<u8>>(
@@ -667,7 +712,11 @@ fn reopened_topics_are_listed_and_typed_access_is_checked() {
         }
         broker.close().unwrap();
     }
-    let broker = Broker::open(dir.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     assert_eq!(broker.topics(), ["a", "b"]);
     match broker.topic::<(), Vec<u8>>("a") {
         Err(Error::TopicNotOpen {
@@ -713,7 +762,11 @@ fn reopened_topics_are_listed_and_typed_access_is_checked() {
 fn records_read_from_disk_share_their_buffer_and_stay_intact() {
     use bytes::Bytes;
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(dir.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     broker
         .create_persisted_topic::<Bytes, Bytes>(
             "t",
@@ -773,6 +826,7 @@ fn flush_puts_every_sent_record_in_the_files_before_returning() {
         Broker::builder()
             .io(Arc::new(fs.clone()))
             .data_dir("/data")
+            .create(true)
             .open()
             .unwrap()
     };

@@ -44,7 +44,11 @@ fn batches_larger_than_a_segment_survive_reopen() {
     };
     let mut want: Vec<String> = Vec::new();
     {
-        let broker = Broker::open(dir.path()).unwrap();
+        let broker = Broker::builder()
+            .data_dir(dir.path())
+            .create(true)
+            .open()
+            .unwrap();
         let topic = broker
             .create_persisted_topic::<(), String>(
                 "t",
@@ -88,7 +92,11 @@ fn batches_larger_than_a_segment_survive_reopen() {
     }
     // About 190 KB of records: dozens of segments.
     assert!(verify_clean(dir.path()) > 20);
-    let broker = Broker::open(dir.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     assert!(broker
         .recovery_reports()
         .iter()
@@ -106,7 +114,11 @@ fn batches_larger_than_a_segment_survive_reopen() {
 /// A topic `t` of two partitions with 100 records each, closed; returns the data directory.
 fn closed_topic() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(dir.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     broker
         .create_persisted_topic::<(), String>(
             "t",
@@ -146,7 +158,7 @@ fn a_missing_partition_directory_is_refused_at_open_or_reported() {
     let dir = closed_topic();
     let lost = dir.path().join("t-1");
     std::fs::remove_dir_all(&lost).unwrap();
-    match Broker::open(dir.path()) {
+    match Broker::builder().data_dir(dir.path()).create(true).open() {
         Err(Error::PartitionDirMissing {
             topic,
             partition,
@@ -157,11 +169,12 @@ fn a_missing_partition_directory_is_refused_at_open_or_reported() {
     // Refusing changed nothing: still missing, still refused.
     assert!(!lost.exists());
     assert!(matches!(
-        Broker::open(dir.path()),
+        Broker::builder().data_dir(dir.path()).create(true).open(),
         Err(Error::PartitionDirMissing { .. })
     ));
     let broker = Broker::builder()
         .data_dir(dir.path())
+        .create(true)
         .recreate_missing_partitions(true)
         .open()
         .unwrap();
@@ -184,7 +197,11 @@ fn a_missing_partition_directory_is_refused_at_open_or_reported() {
     assert!(read_partition(&broker, 1).is_empty());
     broker.close().unwrap();
     // Accepted once: the next open is an ordinary one.
-    let broker = Broker::open(dir.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     assert!(broker.recovery_reports().iter().all(|r| !r.recreated));
     broker.close().unwrap();
 }
@@ -197,7 +214,11 @@ fn a_data_directory_removed_while_running_takes_its_partitions_offline() {
     for whole in [true, false] {
         let root = tempfile::tempdir().unwrap();
         let data = root.path().join("data");
-        let broker = Broker::open(&data).unwrap();
+        let broker = Broker::builder()
+            .data_dir(&data)
+            .create(true)
+            .open()
+            .unwrap();
         let topic = broker
             .create_persisted_topic::<(), String>(
                 "t",
@@ -230,7 +251,7 @@ fn a_data_directory_removed_while_running_takes_its_partitions_offline() {
         assert!(!removed.exists(), "whole {whole}: recreated");
         if !whole {
             assert!(matches!(
-                Broker::open(&data),
+                Broker::builder().data_dir(&data).create(true).open(),
                 Err(Error::PartitionDirMissing { .. })
             ));
         }
@@ -245,7 +266,11 @@ fn a_data_directory_removed_while_running_takes_its_partitions_offline() {
 #[test]
 fn a_writer_racing_tagged_publishes_frees_exactly_what_it_wrote() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(dir.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     let topic = broker
         .create_persisted_topic::<(), String>(
             "t",

@@ -20,6 +20,7 @@ fn broker_with_records(policy: FlushPolicy) -> (FaultyIo, Broker, Topic<(), Stri
     let broker = Broker::builder()
         .io(Arc::new(fs.clone()))
         .data_dir("/data")
+        .create(true)
         .retention_check_interval(Duration::from_secs(3600))
         .offsets_checkpoint_interval(Duration::from_secs(3600))
         .open()

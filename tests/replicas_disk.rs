@@ -68,7 +68,11 @@ fn replicas_are_real_logs_on_different_directories() {
 #[test]
 fn a_replication_factor_above_the_directory_count_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(dir.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     let err = broker
         .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())
         .unwrap_err();

@@ -374,8 +374,8 @@ fn a_changed_directory_count_is_refused_or_harmless() {
 }
 
 /// Two brokers on overlapping directories: the second is refused (`DirectoryLocked`)
-/// without keeping any lock, and opens once the first closed. A directory listed twice is
-/// refused too.
+/// without keeping any lock (and, once the first closed, as `ForeignDataDir`: the
+/// directories' markers name two brokers). A directory listed twice is refused too.
 #[test]
 fn overlapping_directories_are_locked() {
     let (_t, dirs) = tempdirs(5);
@@ -384,7 +384,11 @@ fn overlapping_directories_are_locked() {
     let err = try_open(&b_dirs).unwrap_err();
     assert!(matches!(err, Error::DirectoryLocked { .. }), "{err}");
     // A plain broker on one of the first broker's directories is refused too.
-    let err = Broker::open(&dirs[2]).unwrap_err();
+    let err = Broker::builder()
+        .data_dir(&dirs[2])
+        .create(true)
+        .open()
+        .unwrap_err();
     assert!(matches!(err, Error::DirectoryLocked { .. }), "{err}");
     // Directory 3 (the refused broker's first) is free again.
     let c = open(&dirs[3..4]);
@@ -392,9 +396,13 @@ fn overlapping_directories_are_locked() {
     drop(c);
     a.close().unwrap();
     drop(a);
-    let b = open(&b_dirs);
-    b.close().unwrap();
-    drop(b);
+    // Unlocked now, but directory 3 is `c`'s and directory 1 the first broker's: the
+    // markers refuse the mix. The first broker's directories reopen.
+    let err = try_open(&b_dirs).unwrap_err();
+    assert!(matches!(err, Error::ForeignDataDir { .. }), "{err}");
+    let a = open(&dirs[..3]);
+    a.close().unwrap();
+    drop(a);
     for twice in [
         vec![dirs[0].clone(), dirs[0].clone()],
         vec![dirs[0].clone(), dirs[1].clone(), dirs[1].clone()],
@@ -414,7 +422,11 @@ fn overlapping_directories_are_locked() {
 #[test]
 fn a_crafted_topic_file_is_a_typed_error() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::open(dir.path()).unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     broker
         .create_persisted_topic::<(), u64>(T, TopicConfig::new(1), PersistConfig::new())
         .unwrap();
@@ -431,7 +443,11 @@ fn a_crafted_topic_file_is_a_typed_error() {
         .collect();
     std::fs::write(&path, edited.join("\n") + "\n").unwrap();
     let r = catch_unwind(AssertUnwindSafe(|| {
-        Broker::open(dir.path()).and_then(|b| b.open_topic::<(), u64>(T).map(|_| b.close()))
+        Broker::builder()
+            .data_dir(dir.path())
+            .create(true)
+            .open()
+            .and_then(|b| b.open_topic::<(), u64>(T).map(|_| b.close()))
     }));
     match r {
         Err(_) => panic!("panicked"),

@@ -176,6 +176,7 @@ fn run(seed: u64, on_disk: bool, memory: usize) -> Result<(u64, u64, u64), Strin
             .clock(clock.clone())
             .io(Arc::new(fs.clone()))
             .data_dirs(["/d0", "/d1", "/d2"])
+            .create(true)
             .open()
             .unwrap()
     };

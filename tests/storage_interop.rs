@@ -400,7 +400,11 @@ fn kafka_python_reads_every_replica_with_its_leader_epochs() {
 
     let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let dirs: Vec<PathBuf> = tmp.iter().map(|t| t.path().to_path_buf()).collect();
-    let broker = Broker::builder().data_dirs(&dirs).open().unwrap();
+    let broker = Broker::builder()
+        .data_dirs(&dirs)
+        .create(true)
+        .open()
+        .unwrap();
     let config = TopicConfig::new(1)
         .replication_factor(3)
         .min_insync_replicas(2);

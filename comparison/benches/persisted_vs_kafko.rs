@@ -58,7 +58,11 @@ fn scratch(name: &str) -> PathBuf {
 
 fn logbus_run(value: &Bytes, count: u64, batch: usize) -> Duration {
     let dir = scratch("kafko-bench-logbus");
-    let broker = Broker::open(&dir).unwrap();
+    let broker = Broker::builder()
+        .data_dir(&dir)
+        .create(true)
+        .open()
+        .unwrap();
     broker
         .create_persisted_topic::<(), Bytes>(
             "t",

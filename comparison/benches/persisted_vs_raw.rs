@@ -61,7 +61,7 @@ fn raw_write(dir: &Path, record: &[u8], count: u64, sync_every: u64) -> Duration
 
 /// logbus: a persisted topic, batches of 256 sends, fsync every `sync_every` bytes.
 fn logbus_write(dir: &Path, record: &Bytes, count: u64, sync_every: u64) -> (Duration, Broker) {
-    let broker = Broker::open(dir).unwrap();
+    let broker = Broker::builder().data_dir(dir).create(true).open().unwrap();
     let topic = broker
         .create_persisted_topic::<(), Bytes>(
             "t",
@@ -174,7 +174,11 @@ fn write_row(size: usize, total_mb: u64, pairs: usize) {
 
 fn everybatch_row(producers: usize, per_producer: u64) {
     let dir = scratch("everybatch-bench");
-    let broker = Broker::open(&dir).unwrap();
+    let broker = Broker::builder()
+        .data_dir(&dir)
+        .create(true)
+        .open()
+        .unwrap();
     broker
         .create_persisted_topic::<(), Bytes>(
             "t",

@@ -5,11 +5,14 @@
 //!   (`DumpLogSegments`). Add `--print-data` for keys and values.
 //! - `logbus verify <dir>` checks a partition directory, or every one below a directory, with
 //!   [`logbus::storage::verify`], and names the file and byte position of the first problem;
-//!   every offset must be present unless `--allow-gaps` is given.
+//!   every offset must be present unless `--allow-gaps` is given. On a data directory it also
+//!   reports the marker (`meta.properties`): a damaged one, or none beside topic metadata, is
+//!   a problem.
 //!
 //! - `logbus describe <data-dir>` lists a broker's closed data directory: its persisted
 //!   topics, each partition's log start and log end, and each group's committed offsets and
-//!   lag (it opens the directory, so recovery runs, and closes it cleanly); for replicated
+//!   lag, and its marker (its directory id and its broker's directories; it opens the
+//!   directory, so recovery runs, and closes it cleanly); for replicated
 //!   topics, each partition's replicas, leader, leader epoch, ISR and high watermark as last
 //!   recorded, and the replica kept in this directory with its leader epochs.
 //!
@@ -192,6 +195,9 @@ fn describe(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
     }
     let d = logbus::persist::describe_data_dir(path)?;
     writeln!(out, "Data directory {}", path.display())?;
+    if let Some(m) = &d.marker {
+        writeln!(out, "{}", marker_line(m))?;
+    }
     for (name, partitions, key, value) in &d.topics {
         writeln!(
             out,
@@ -255,8 +261,63 @@ fn describe(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A data directory's marker, one line: its id, its broker's (cluster) id, its place in
+/// the broker's directories.
+fn marker_line(m: &logbus::persist::DataDirMarker) -> String {
+    format!(
+        "Marker: meta.properties\tVersion: {}\tDirectoryId: {}\tClusterId: {}\tNodeId: {}\t\
+         Directory: {} of {}\tDirectories: {}",
+        m.version,
+        m.directory_id,
+        m.cluster_id,
+        m.node_id,
+        m.index().map_or_else(|| "?".to_string(), |i| i.to_string()),
+        m.directories.len(),
+        m.directories.join(",")
+    )
+}
+
 // ---------------------------------------------------------------------------------------------
 // verify
+
+/// Reports the marker of `path` when it is a data directory: its line, or a problem when it
+/// is damaged or missing from a directory holding logbus topics (a broker refuses to open
+/// it). `true` for a problem. Kafka's and logbus's partition directories have no marker.
+fn verify_marker(out: &mut dyn Write, path: &Path) -> Result<bool, Failure> {
+    if !path.is_dir() {
+        return Ok(false);
+    }
+    match logbus::persist::read_dir_marker(path) {
+        Ok(Some(m)) => {
+            writeln!(out, "{}: {}", path.display(), marker_line(&m))?;
+            Ok(false)
+        }
+        Err(e) => {
+            writeln!(out, "{}: PROBLEM in the marker: {e}", path.display())?;
+            Ok(true)
+        }
+        Ok(None) => {
+            let ours = std::fs::read_dir(path)
+                .map(|entries| {
+                    entries.filter_map(|e| e.ok()).any(|e| {
+                        let name = e.file_name();
+                        let name = name.to_string_lossy();
+                        name.ends_with(".topic") || name.ends_with(".replicas")
+                    })
+                })
+                .unwrap_or(false);
+            if ours {
+                writeln!(
+                    out,
+                    "{}: PROBLEM: a logbus data directory (it holds topic metadata) without \
+                     its marker, meta.properties: a broker refuses to open it",
+                    path.display()
+                )?;
+            }
+            Ok(ours)
+        }
+    }
+}
 
 fn verify(
     out: &mut dyn Write,
@@ -268,6 +329,7 @@ fn verify(
         .dense_offsets(!allow_gaps)
         .max_batch_bytes(max_batch_bytes);
     let report = verify_path_with(path, options)?;
+    let marker_bad = verify_marker(out, path)?;
     for partition in &report.partitions {
         let r = &partition.report;
         if let Some(error) = &partition.error {
@@ -308,7 +370,7 @@ fn verify(
             }
         }
     }
-    let bad = report.problems().count();
+    let bad = report.problems().count() + usize::from(marker_bad);
     let unreadable = report.errors().count();
     let mut summary = Vec::new();
     if bad > 0 {

@@ -464,7 +464,7 @@ fn count_records(set: &SegmentSet) -> Result<u64> {
 }
 
 /// Copies Kafka topics `topics` from `broker`'s cluster into the data directory `data_dir`
-/// (opened, and closed at the end) as persisted topics of raw bytes
+/// (opened, formatted first when missing or empty, and closed at the end) as persisted topics of raw bytes
 /// (`open_topic::<Bytes, Bytes>`; decode with the codecs the producers used), with the same
 /// partition counts. Each record keeps its partition, key, value (a null value becomes
 /// empty), timestamp and headers; offsets are dense from 0 in the target (Kafka's may have
@@ -486,7 +486,7 @@ pub fn import(
             valid: "the Kafka topics to import, by name".into(),
         });
     };
-    let target = Broker::open(data_dir)?;
+    let target = Broker::builder().data_dir(data_dir).create(true).open()?;
     let result = import_into(&target, broker, &topics, &mut options);
     let closed = target.close();
     let report = result?;

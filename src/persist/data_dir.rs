@@ -7,7 +7,11 @@ use std::time::Duration;
 
 use rayon::prelude::*;
 
+mod marker;
 mod topics;
+
+pub(crate) use marker::{plan as plan_markers, MarkerOptions};
+pub use marker::{read_dir_marker, DataDirMarker};
 
 use super::log::LogCell;
 use super::{DataDirOptions, FlushPolicy, PersistConfig};
@@ -312,6 +316,8 @@ pub(crate) struct DataDir {
     stop: AtomicBool,
     stop_wait: WaitSet,
     closed: AtomicBool,
+    /// Directories formatted again at open, having lost their marker.
+    replaced: Mutex<Vec<PathBuf>>,
 }
 
 impl std::fmt::Debug for DataDir {
@@ -455,6 +461,7 @@ impl DataDir {
             stop: AtomicBool::new(false),
             stop_wait: WaitSet::new(),
             closed: AtomicBool::new(false),
+            replaced: Mutex::new(Vec::new()),
         }))
     }
 
@@ -555,6 +562,14 @@ impl DataDir {
 
     pub(crate) fn topic_names(&self) -> Vec<String> {
         self.metas.lock().keys().cloned().collect()
+    }
+
+    pub(crate) fn set_replaced(&self, dirs: Vec<PathBuf>) {
+        *self.replaced.lock() = dirs;
+    }
+
+    pub(crate) fn replaced(&self) -> Vec<PathBuf> {
+        self.replaced.lock().clone()
     }
 
     pub(crate) fn reports(&self) -> Vec<PartitionRecovery> {
@@ -759,9 +774,12 @@ pub struct DataDirDescription {
     pub replicated_topics: Vec<crate::replica::StoredTopic>,
     /// Their partitions: replicas, leader, epoch, ISR, HW, and the replica stored here.
     pub replicated: Vec<crate::replica::StoredPartition>,
+    /// The directory's marker (`meta.properties`): its id and its broker's directories.
+    pub marker: Option<DataDirMarker>,
 }
 
-/// Opens the data directory `dir` (running recovery: it must not be in use), reads its
+/// Opens the data directory `dir` (running recovery: it must not be in use; it may be one
+/// directory of a broker's several, read alone), reads its marker, its
 /// topics, its partitions' offsets and the committed group offsets, and closes it again
 /// (cleanly: the checkpoints and the clean-shutdown marker are rewritten).
 ///
@@ -769,7 +787,7 @@ pub struct DataDirDescription {
 ///
 /// As [`BrokerBuilder::open`](crate::broker::BrokerBuilder::open).
 pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> {
-    let broker = Broker::open(dir)?;
+    let broker = Broker::builder().data_dir(dir).one_of_set().open()?;
     let data = broker.data().cloned();
     let (partitions, groups) = data.as_ref().map(|d| d.summary()).unwrap_or_default();
     let topics = data
@@ -789,6 +807,10 @@ pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> 
                 .collect()
         })
         .unwrap_or_default();
+    let marker = match &data {
+        Some(d) => marker::read(&*d.io, &d.dir)?,
+        None => None,
+    };
     let (replicated_topics, replicated) = match &data {
         Some(d) => crate::replica::persisted::describe_dir(
             SyncArc::clone(&d.io),
@@ -804,6 +826,7 @@ pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> 
         groups,
         replicated_topics,
         replicated,
+        marker,
     })
 }
 

@@ -4,6 +4,8 @@
 //! # Layout
 //!
 //! ```text
+//! <data dir>/meta.properties                    the directory's marker: its id, its broker's
+//!                                               (see [`BrokerBuilder::create`])
 //! <data dir>/.lock                              one broker per directory (flock)
 //! <data dir>/<topic>.topic                      topic metadata: partitions, codec type ids, config
 //! <data dir>/<topic>-<partition>/               a segment set (.log, .index, .timeindex)
@@ -59,7 +61,10 @@ mod log;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use data_dir::{describe_data_dir, ClampedOffset, DataDirDescription, PartitionRecovery};
+pub use data_dir::{
+    describe_data_dir, read_dir_marker, ClampedOffset, DataDirDescription, DataDirMarker,
+    PartitionRecovery,
+};
 pub(crate) use data_dir::{BrokerClock, DataDir, MetaLine, TopicMeta};
 
 use crate::storage::Io;
@@ -215,6 +220,13 @@ pub(crate) struct DataDirOptions {
     pub(crate) retention_interval: Duration,
     /// Start a partition whose directory is missing empty instead of refusing to open.
     pub(crate) recreate_missing: bool,
+    /// Format missing or empty data directories (`BrokerBuilder::create`).
+    pub(crate) create: bool,
+    /// Format again a data directory that lost its marker while its siblings kept theirs.
+    pub(crate) replace_lost: bool,
+    /// Open one directory of a set alone, to read it (`describe_data_dir`): its siblings
+    /// are not required, and no marker is written.
+    pub(crate) one_of_set: bool,
 }
 
 impl Default for DataDirOptions {
@@ -226,6 +238,9 @@ impl Default for DataDirOptions {
             offsets_interval: Duration::from_secs(5),
             retention_interval: Duration::from_secs(1),
             recreate_missing: false,
+            create: false,
+            replace_lost: false,
+            one_of_set: false,
         }
     }
 }
@@ -233,7 +248,9 @@ impl Default for DataDirOptions {
 use crate::broker::{Broker, BrokerBuilder};
 
 impl BrokerBuilder {
-    /// The data directory [`open`](Self::open) opens (created if missing).
+    /// The data directory [`open`](Self::open) opens. It must have been formatted (created
+    /// by a broker opened with [`create`](Self::create)); a missing or empty path is refused
+    /// otherwise, so that a directory that vanished never reopens as an empty log.
     pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.persist.dir = Some(dir.into());
         self
@@ -256,13 +273,14 @@ impl BrokerBuilder {
     /// use logbus::producer::Record;
     ///
     /// let (a, b, c) = (tempfile::tempdir()?, tempfile::tempdir()?, tempfile::tempdir()?);
-    /// let broker = Broker::builder().data_dirs([a.path(), b.path(), c.path()]).open()?;
+    /// let dirs = [a.path(), b.path(), c.path()];
+    /// let broker = Broker::builder().data_dirs(dirs).create(true).open()?;
     /// let config = TopicConfig::new(1).replication_factor(3).min_insync_replicas(2);
     /// broker.create_persisted_topic::<String, String>("orders", config, PersistConfig::new())?;
     /// broker.producer::<String, String>().send(Record::new("orders", "o-1".to_string()))?;
     /// broker.close()?;
     ///
-    /// let broker = Broker::builder().data_dirs([a.path(), b.path(), c.path()]).open()?;
+    /// let broker = Broker::builder().data_dirs(dirs).open()?;
     /// broker.open_topic::<String, String>("orders")?;
     /// assert_eq!(broker.describe_topic("orders")?.replicas[0].isr.len(), 3);
     /// # broker.close()?;
@@ -273,6 +291,91 @@ impl BrokerBuilder {
         if let Some(first) = self.persist.dirs.first() {
             self.persist.dir = Some(first.clone());
         }
+        self
+    }
+
+    /// Whether [`open`](Self::open) may create the data directories: a path that does not
+    /// exist, or an empty directory, is formatted (its marker, `meta.properties`, written),
+    /// then opened; a directory formatted before is opened as it is. As with
+    /// [`std::fs::OpenOptions::create`], `false` (the default) opens only what exists: a
+    /// missing or unformatted path is [`Error::DataDirMissing`] or
+    /// [`Error::DataDirUnformatted`]. A directory holding anything but a marker is refused
+    /// even with `true` (it is not logbus's), and so is a directory of the broker's set that
+    /// lost its marker while the others kept theirs ([`Error::DataDirLost`]; see
+    /// [`replace_lost_data_dirs`](Self::replace_lost_data_dirs)): only when no directory of
+    /// the set is formatted is the whole set new.
+    ///
+    /// A marker cannot tell that its own directory vanished: a broker that always opens with
+    /// `create(true)` starts empty when its only directory (or every one) is gone. Open with
+    /// `create(true)` once, to make the directories, and without it afterwards.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::Broker;
+    /// use logbus::Error;
+    ///
+    /// let tmp = tempfile::tempdir()?;
+    /// let dir = tmp.path().join("data");
+    /// assert!(matches!(Broker::open(&dir), Err(Error::DataDirMissing { .. })));
+    /// let broker = Broker::builder().data_dir(&dir).create(true).open()?;
+    /// broker.close()?;
+    /// drop(broker);
+    /// let broker = Broker::open(&dir)?; // formatted: no `create` needed
+    /// # broker.close()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create(mut self, create: bool) -> Self {
+        self.persist.create = create;
+        self
+    }
+
+    /// Whether [`open`](Self::open) continues when one of the data directories lost its
+    /// marker (deleted, emptied, a disk that came back blank) while the others kept theirs
+    /// (`false` by default: [`Error::DataDirLost`] names it). With `true` the directory is
+    /// formatted again under a new directory id, and reported by
+    /// [`Broker::replaced_data_dirs`]. Its replicas are never taken for valid ones: each
+    /// starts out of the ISR with an empty log, cannot be elected, and rejoins the ISR only
+    /// once it has copied its leader's log; a partition whose only in-sync replica was there
+    /// has no leader (unless unclean election is on). What only that directory held is gone:
+    /// non-replicated topics and, on the first directory, committed group offsets. The
+    /// partitions' state (leader, ISR) comes from the other directories' copies of the
+    /// topics' metadata: if the wiped directory held the only current copy (every other
+    /// directory had failed before), an older ISR is read, as if every replica in sync
+    /// since had been lost.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, TopicConfig};
+    /// use logbus::persist::PersistConfig;
+    /// use logbus::Error;
+    ///
+    /// let (a, b) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    /// let dirs = [a.path(), b.path()];
+    /// let broker = Broker::builder().data_dirs(dirs).create(true).open()?;
+    /// let config = TopicConfig::new(1).replication_factor(2);
+    /// broker.create_persisted_topic::<(), String>("t", config, PersistConfig::new())?;
+    /// broker.close()?;
+    /// drop(broker);
+    /// std::fs::remove_dir_all(b.path())?; // the disk under `b` is replaced
+    ///
+    /// let refused = Broker::builder().data_dirs(dirs).create(true).open();
+    /// assert!(matches!(refused, Err(Error::DataDirLost { index: 1, .. })));
+    /// let broker = Broker::builder().data_dirs(dirs).replace_lost_data_dirs(true).open()?;
+    /// assert_eq!(broker.replaced_data_dirs(), vec![b.path().to_path_buf()]);
+    /// broker.open_topic::<(), String>("t")?;
+    /// # broker.close()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn replace_lost_data_dirs(mut self, replace: bool) -> Self {
+        self.persist.replace_lost = replace;
+        self
+    }
+
+    /// Opens one directory of a broker's set alone, to read it (`describe_data_dir`).
+    pub(crate) fn one_of_set(mut self) -> Self {
+        self.persist.one_of_set = true;
         self
     }
 
@@ -312,7 +415,7 @@ impl BrokerBuilder {
     /// use logbus::Error;
     ///
     /// let dir = tempfile::tempdir()?;
-    /// let broker = Broker::open(dir.path())?;
+    /// let broker = Broker::builder().data_dir(dir.path()).create(true).open()?;
     /// broker.create_persisted_topic::<(), String>("t", TopicConfig::new(1), PersistConfig::new())?;
     /// broker.close()?;
     /// std::fs::remove_dir_all(dir.path().join("t-0"))?;
@@ -339,8 +442,12 @@ impl BrokerBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] without a data directory; [`Error::DirectoryLocked`] when
-    /// another broker holds it; [`Error::PartitionDirMissing`] when a persisted partition's
+    /// [`Error::InvalidConfig`] without a data directory; [`Error::DataDirMissing`],
+    /// [`Error::DataDirUnformatted`], [`Error::DataDirLost`], [`Error::InvalidDirMarker`] and
+    /// [`Error::ForeignDataDir`] for a directory that is not (or no longer) a formatted
+    /// member of the broker's set (see [`create`](Self::create)); [`Error::InvalidConfig`]
+    /// (`data_dirs`) when a directory of the set is not listed; [`Error::DirectoryLocked`]
+    /// when another broker holds one; [`Error::PartitionDirMissing`] when a persisted partition's
     /// directory is gone (see [`recreate_missing_partitions`](Self::recreate_missing_partitions)); [`Error::InvalidCheckpoint`] for a damaged metadata or
     /// checkpoint file; the storage layer's errors from recovery.
     pub fn open(self) -> Result<Broker> {
@@ -355,12 +462,30 @@ impl BrokerBuilder {
         if dirs.first() != Some(&dir) {
             dirs.insert(0, dir.clone());
         }
-        let data = DataDir::open(dir, self.persist.clone(), Arc::clone(&self.clock))?;
         let io = match &self.persist.io {
             Some(io) => crate::sync::Arc::clone(io),
             None => crate::sync::arc_from_std(Arc::new(crate::storage::FsIo) as Arc<dyn Io>),
         };
-        let disk = crate::replica::persisted::DiskDirs::open(dirs, io, Arc::clone(&self.clock))?;
+        let markers = data_dir::MarkerOptions {
+            create: self.persist.create,
+            replace_lost: self.persist.replace_lost,
+        };
+        // Before anything is created or locked: a missing, unformatted, foreign or lost
+        // directory is refused untouched.
+        data_dir::plan_markers(&*io, &dirs, markers, false)?;
+        let data = DataDir::open(dir, self.persist.clone(), Arc::clone(&self.clock))?;
+        let disk = crate::replica::persisted::DiskDirs::open(
+            dirs.clone(),
+            crate::sync::Arc::clone(&io),
+            Arc::clone(&self.clock),
+        )?;
+        // Again under the locks (another process may have formatted in between), now
+        // requiring the whole set; then the markers are written.
+        if !self.persist.one_of_set {
+            let plan = data_dir::plan_markers(&*io, &dirs, markers, true)?;
+            plan.apply(&*io, &dirs)?;
+            data.set_replaced(plan.lost);
+        }
         let broker = Broker::from_parts(Arc::clone(&self.clock), Some(Arc::clone(&data)));
         broker.replication().attach_disk(disk);
         data.start_background(&broker)?;
@@ -369,7 +494,8 @@ impl BrokerBuilder {
 }
 
 impl Broker {
-    /// Opens a broker on the data directory `dir` (see [`BrokerBuilder::open`]).
+    /// Opens a broker on the data directory `dir`, formatted before (see
+    /// [`BrokerBuilder::open`]; [`BrokerBuilder::create`] makes a new one).
     ///
     /// # Errors
     ///
@@ -383,7 +509,7 @@ impl Broker {
     /// use logbus::producer::Record;
     ///
     /// let dir = tempfile::tempdir()?;
-    /// let broker = Broker::open(dir.path())?;
+    /// let broker = Broker::builder().data_dir(dir.path()).create(true).open()?;
     /// broker.create_persisted_topic::<String, String>("events", TopicConfig::new(1),
     ///     PersistConfig::new())?;
     /// broker.producer::<String, String>().send(Record::new("events", "hi".to_string()))?;
@@ -467,6 +593,12 @@ impl Broker {
             names.sort();
         }
         names
+    }
+
+    /// The data directories that had lost their marker and were formatted again at open
+    /// ([`BrokerBuilder::replace_lost_data_dirs`]).
+    pub fn replaced_data_dirs(&self) -> Vec<PathBuf> {
+        self.data().map(|d| d.replaced()).unwrap_or_default()
     }
 
     /// What recovery did to each partition when the broker opened, by topic and partition.
@@ -561,7 +693,7 @@ impl<K, V> crate::broker::Topic<K, V> {
     /// use logbus::producer::Record;
     ///
     /// let dir = tempfile::tempdir().unwrap();
-    /// let broker = Broker::open(dir.path())?;
+    /// let broker = Broker::builder().data_dir(dir.path()).create(true).open()?;
     /// let topic = broker.create_persisted_topic::<(), String>(
     ///     "events",
     ///     TopicConfig::new(1),

@@ -816,8 +816,9 @@ where
     for (p, state) in meta.parts.iter().enumerate() {
         let p = p as u32;
         let mut opened = Vec::new();
+        let lost = dirs.lost_replicas(meta, p, &state.replicas, reopen);
         for &d in &state.replicas {
-            if dirs.is_failed(d) {
+            if dirs.is_failed(d) || lost.contains(&d) {
                 opened.push(None);
                 continue;
             }
@@ -854,7 +855,7 @@ where
             opened,
             reopen.then_some(state),
         );
-        let set = Arc::new(set);
+        let set = lost::rejoin(Arc::new(set), &lost);
         partitions.push(Arc::new(Partition::replicated(
             config.partition_config(),
             Arc::clone(&arrivals),
@@ -994,5 +995,6 @@ pub(crate) fn describe_dir(
     Ok((topics, parts))
 }
 
+mod lost;
 #[cfg(all(test, not(logbus_loom)))]
 mod tests;

@@ -38,7 +38,7 @@ pub fn tempdirs(n: usize) -> (Vec<tempfile::TempDir>, Vec<PathBuf>) {
 }
 
 pub fn try_open(dirs: &[PathBuf]) -> logbus::Result<Broker> {
-    Broker::builder().data_dirs(dirs.iter()).open()
+    Broker::builder().data_dirs(dirs.iter()).create(true).open()
 }
 
 pub fn open(dirs: &[PathBuf]) -> Broker {
@@ -49,6 +49,7 @@ pub fn open_on(fs: &FaultyIo, dirs: &[PathBuf]) -> Broker {
     Broker::builder()
         .io(Arc::new(fs.clone()))
         .data_dirs(dirs.iter())
+        .create(true)
         .open()
         .unwrap()
 }

@@ -452,6 +452,7 @@ mod tests {
         Broker::builder()
             .io(Arc::new(fs.clone()))
             .data_dir("/data")
+            .create(true)
             .retention_check_interval(Duration::from_millis(2))
             .open()
             .unwrap()

@@ -27,6 +27,7 @@ fn a_replicated_topic_created_as_the_process_dies_is_refused() {
     let broker = Broker::builder()
         .io(Arc::new(fs.clone()))
         .data_dirs(dirs.iter())
+        .create(true)
         .open()
         .unwrap();
     let dying = broker.clone();
@@ -64,6 +65,7 @@ fn a_closed_partition_writes_no_files() {
         .clock(clock.clone())
         .io(Arc::new(fs.clone()))
         .data_dirs(dirs.iter())
+        .create(true)
         .open()
         .unwrap();
     let faults = broker.faults();
