@@ -6,28 +6,137 @@
 //! ([`ReplicaLog::end_offset_for_epoch`]) and cuts its log there
 //! ([`truncation_point`]), never at its high watermark (the pre-KIP-101 rule that let
 //! replicas diverge).
+//!
+//! Records live in [`Chunk`]s, one per send, shared by every replica holding any of them:
+//! a log is a sequence of [`Run`]s, each a slice of one chunk written in one leader epoch.
+//! A follower's fetch copies slices, not records, so a batch of 64 costs each log one
+//! reference count and one entry, not 64 of each.
 
 use std::collections::VecDeque;
 
 use crate::partition::Entry;
-// Std's Arc: entries are shared between the replicas' logs (no loom-visible counts needed,
+// Std's Arc: chunks are shared between the replicas' logs (no loom-visible counts needed,
 // they are immutable once appended).
 use crate::sync::StdArc as Arc;
 
 /// No epoch (Kafka's `UNDEFINED_EPOCH`).
 pub(crate) const NO_EPOCH: i32 = -1;
 
+/// The records of one send, shared by the logs holding them. One record keeps its own
+/// allocation (as a pipelined send shares it with its `Pending`); a batch shares one.
+pub(crate) enum Chunk<K, V> {
+    One(Arc<Entry<K, V>>),
+    Many(Arc<Vec<Entry<K, V>>>),
+}
+
+impl<K, V> Clone for Chunk<K, V> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::One(e) => Self::One(Arc::clone(e)),
+            Self::Many(v) => Self::Many(Arc::clone(v)),
+        }
+    }
+}
+
+impl<K, V> Chunk<K, V> {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::One(_) => 1,
+            Self::Many(v) => v.len(),
+        }
+    }
+
+    pub(crate) fn get(&self, i: usize) -> Option<&Entry<K, V>> {
+        match self {
+            Self::One(e) => (i == 0).then_some(&**e),
+            Self::Many(v) => v.get(i),
+        }
+    }
+
+    /// The same allocation (so two slices of it may join).
+    fn same(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::One(a), Self::One(b)) => Arc::ptr_eq(a, b),
+            (Self::Many(a), Self::Many(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// Records `lo..hi` of `chunk`, written in leader epoch `epoch`.
+pub(crate) struct Run<K, V> {
+    pub(crate) epoch: i32,
+    pub(crate) chunk: Chunk<K, V>,
+    pub(crate) lo: usize,
+    pub(crate) hi: usize,
+}
+
+impl<K, V> Clone for Run<K, V> {
+    fn clone(&self) -> Self {
+        Self {
+            epoch: self.epoch,
+            chunk: self.chunk.clone(),
+            lo: self.lo,
+            hi: self.hi,
+        }
+    }
+}
+
+impl<K, V> Run<K, V> {
+    /// The whole of `chunk`.
+    pub(crate) fn whole(epoch: i32, chunk: Chunk<K, V>) -> Self {
+        let hi = chunk.len();
+        Self {
+            epoch,
+            chunk,
+            lo: 0,
+            hi,
+        }
+    }
+
+    /// One record of its own.
+    #[cfg(test)]
+    pub(crate) fn one(epoch: i32, entry: Arc<Entry<K, V>>) -> Self {
+        Self::whole(epoch, Chunk::One(entry))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.hi - self.lo
+    }
+
+    /// Its records, each with its epoch.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (i32, &Entry<K, V>)> {
+        (self.lo..self.hi).filter_map(move |i| self.chunk.get(i).map(|e| (self.epoch, e)))
+    }
+}
+
+/// Records with their epochs as runs, one shared chunk per epoch (a log read from disk).
+pub(crate) fn runs_of<K, V>(records: Vec<(i32, Entry<K, V>)>) -> Vec<Run<K, V>> {
+    let mut runs = Vec::new();
+    let mut records = records.into_iter().peekable();
+    while let Some((epoch, first)) = records.next() {
+        let mut chunk = vec![first];
+        while let Some((_, e)) = records.next_if(|(next, _)| *next == epoch) {
+            chunk.push(e);
+        }
+        runs.push(Run::whole(epoch, Chunk::Many(Arc::new(chunk))));
+    }
+    runs
+}
+
 /// A replica's log (see the module docs).
 pub(crate) struct ReplicaLog<K, V> {
     /// The log start offset: the first record held, in memory or (persisted) on disk.
     floor: u64,
-    /// The offset of `records[0]` (the tail held in memory).
+    /// The first offset held in memory.
     start: u64,
+    /// The log end offset.
+    end: u64,
     /// Backed by a log on disk: memory holds a tail, trimming it keeps `floor` and the
     /// epochs (the disk still has those records).
     persistent: bool,
-    /// Each record with the leader epoch it was appended in.
-    records: VecDeque<(i32, Arc<Entry<K, V>>)>,
+    /// `(offset of the run's first record, run)`, covering `start..end` without gaps.
+    runs: VecDeque<(u64, Run<K, V>)>,
     /// `(epoch, first offset of that epoch)`, both strictly increasing.
     epochs: Vec<(i32, u64)>,
 }
@@ -38,8 +147,9 @@ impl<K, V> ReplicaLog<K, V> {
         Self {
             floor: start,
             start,
+            end: start,
             persistent: false,
-            records: VecDeque::new(),
+            runs: VecDeque::new(),
             epochs: Vec::new(),
         }
     }
@@ -49,16 +159,21 @@ impl<K, V> ReplicaLog<K, V> {
     pub(crate) fn restored(
         floor: u64,
         start: u64,
-        records: VecDeque<(i32, Arc<Entry<K, V>>)>,
+        records: Vec<Run<K, V>>,
         epochs: Vec<(i32, u64)>,
     ) -> Self {
-        Self {
+        let mut log = Self {
             floor,
             start,
+            end: start,
             persistent: true,
-            records,
+            runs: VecDeque::with_capacity(records.len()),
             epochs,
+        };
+        for run in records {
+            log.push(run);
         }
+        log
     }
 
     /// The log start offset (on disk, for a persisted replica).
@@ -73,7 +188,7 @@ impl<K, V> ReplicaLog<K, V> {
 
     /// The log end offset (LEO).
     pub(crate) fn end(&self) -> u64 {
-        self.start + self.records.len() as u64
+        self.end
     }
 
     /// The latest epoch in the cache ([`NO_EPOCH`] when empty).
@@ -86,10 +201,63 @@ impl<K, V> ReplicaLog<K, V> {
         &self.epochs
     }
 
-    /// The record at `offset` and its epoch, if held.
-    pub(crate) fn get(&self, offset: u64) -> Option<&(i32, Arc<Entry<K, V>>)> {
-        let i = offset.checked_sub(self.start)?;
-        self.records.get(usize::try_from(i).ok()?)
+    /// The index of the run holding `offset`, if held in memory.
+    fn run_at(&self, offset: u64) -> Option<usize> {
+        if offset < self.start || offset >= self.end {
+            return None;
+        }
+        // Most lookups are at the tail (a follower's fetch, a consumer keeping up).
+        let last = self.runs.len().checked_sub(1)?;
+        if self.runs[last].0 <= offset {
+            return Some(last);
+        }
+        Some(
+            self.runs
+                .partition_point(|(first, run)| first + run.len() as u64 <= offset),
+        )
+    }
+
+    /// The record at `offset` and its epoch, if held in memory.
+    #[cfg(test)]
+    pub(crate) fn get(&self, offset: u64) -> Option<(i32, &Entry<K, V>)> {
+        let (first, run) = &self.runs[self.run_at(offset)?];
+        let i = usize::try_from(offset - first).ok()?;
+        run.chunk.get(run.lo + i).map(|e| (run.epoch, e))
+    }
+
+    /// Calls `f(offset, epoch, record)` for every record held in memory in `from..to`.
+    pub(crate) fn for_each(&self, from: u64, to: u64, mut f: impl FnMut(u64, i32, &Entry<K, V>)) {
+        let Some(k) = self.run_at(from) else { return };
+        for (first, run) in self.runs.range(k..) {
+            if *first >= to {
+                break;
+            }
+            for (j, (epoch, e)) in run.entries().enumerate() {
+                let o = first + j as u64;
+                if o >= to {
+                    break;
+                }
+                if o >= from {
+                    f(o, epoch, e);
+                }
+            }
+        }
+    }
+
+    /// Pushes the runs holding `from..to` (cut to it) onto `out`: references, not copies.
+    pub(crate) fn runs_in(&self, from: u64, to: u64, out: &mut Vec<Run<K, V>>) {
+        let Some(k) = self.run_at(from) else { return };
+        for (first, run) in self.runs.range(k..) {
+            if *first >= to {
+                break;
+            }
+            let end = first + run.len() as u64;
+            let mut cut = run.clone();
+            // Both within the run: `from` and `to` are cut to its offsets first.
+            cut.lo += (from.max(*first) - first) as usize;
+            cut.hi -= (end - to.min(end)) as usize;
+            out.push(cut);
+        }
     }
 
     /// Starts `epoch` at the log end (a leader taking over); no-op if it is the latest.
@@ -105,7 +273,17 @@ impl<K, V> ReplicaLog<K, V> {
 
     /// Appends one record written in `epoch` (never older than the latest epoch holding
     /// records).
+    #[cfg(test)]
     pub(crate) fn append(&mut self, epoch: i32, entry: Arc<Entry<K, V>>) {
+        self.append_run(Run::one(epoch, entry));
+    }
+
+    /// Appends a run of records written in its epoch (never older than the latest epoch
+    /// holding records).
+    pub(crate) fn append_run(&mut self, run: Run<K, V>) {
+        if run.len() == 0 {
+            return;
+        }
         // A newer epoch that never got a record goes (as Kafka's cache drops entries at or
         // past a new entry's start): a replica that led an epoch without appending may
         // later copy older-epoch records from its new leader.
@@ -113,13 +291,26 @@ impl<K, V> ReplicaLog<K, V> {
         while self
             .epochs
             .last()
-            .is_some_and(|last| last.1 == end && last.0 > epoch)
+            .is_some_and(|last| last.1 == end && last.0 > run.epoch)
         {
             self.epochs.pop();
         }
-        debug_assert!(epoch >= self.latest_epoch());
-        self.begin_epoch(epoch);
-        self.records.push_back((epoch, entry));
+        debug_assert!(run.epoch >= self.latest_epoch());
+        self.begin_epoch(run.epoch);
+        self.push(run);
+    }
+
+    /// Adds `run` at the end, joined to the last run when it continues it (a follower
+    /// that copied a chunk in two fetches).
+    fn push(&mut self, run: Run<K, V>) {
+        self.end += run.len() as u64;
+        if let Some((_, last)) = self.runs.back_mut() {
+            if last.epoch == run.epoch && last.hi == run.lo && last.chunk.same(&run.chunk) {
+                last.hi = run.hi;
+                return;
+            }
+        }
+        self.runs.push_back((self.end - run.len() as u64, run));
     }
 
     /// Removes every record at or above `offset` (and the epochs starting there). A
@@ -131,27 +322,46 @@ impl<K, V> ReplicaLog<K, V> {
             return;
         }
         if offset < self.start {
-            self.records.clear();
+            self.runs.clear();
             self.start = offset;
         } else {
-            self.records.truncate((offset - self.start) as usize);
+            while let Some((first, run)) = self.runs.back_mut() {
+                if *first >= offset {
+                    self.runs.pop_back();
+                } else {
+                    run.hi = run.lo + (offset - *first) as usize;
+                    break;
+                }
+            }
         }
+        self.end = offset;
         self.epochs.retain(|e| e.1 < offset);
     }
 
     /// Empties the log and moves its start to `start` (a replica too far behind the leader).
     pub(crate) fn reset_to(&mut self, start: u64) {
-        self.records.clear();
+        self.runs.clear();
         self.epochs.clear();
         self.start = start;
+        self.end = start;
         self.floor = start;
     }
 
     /// Drops the oldest records beyond `capacity`, never one at or above `floor`.
     pub(crate) fn trim(&mut self, capacity: usize, floor: u64) {
-        while self.records.len() > capacity && self.start < floor {
-            self.records.pop_front();
-            self.start += 1;
+        let held = self.end - self.start;
+        if held > capacity as u64 && self.start < floor {
+            let to = self.start + (held - capacity as u64).min(floor - self.start);
+            while let Some((first, run)) = self.runs.front_mut() {
+                if *first + run.len() as u64 <= to {
+                    self.runs.pop_front();
+                } else {
+                    run.lo += (to.max(*first) - *first) as usize;
+                    *first = to.max(*first);
+                    break;
+                }
+            }
+            self.start = to;
         }
         if self.persistent {
             return;
@@ -265,6 +475,57 @@ mod tests {
         l.append(1, entry(1));
         assert_eq!(l.epochs(), &[(0, 0), (1, 1)]);
         assert_eq!(l.end_offset_for_epoch(3), (1, 2));
+    }
+
+    fn chunk(values: std::ops::Range<u64>) -> Chunk<(), u64> {
+        Chunk::Many(Arc::new(
+            values.map(|v| Arc::unwrap_or_clone(entry(v))).collect(),
+        ))
+    }
+
+    fn values(l: &ReplicaLog<(), u64>) -> Vec<(u64, i32, u64)> {
+        let mut out = Vec::new();
+        l.for_each(l.start(), l.end(), |o, e, r| out.push((o, e, r.value)));
+        out
+    }
+
+    /// A follower copying one chunk in two fetches holds one run; reads, cuts and trims
+    /// inside a run see exactly the records asked for.
+    #[test]
+    fn runs_share_chunks_and_cut_inside_them() {
+        let mut leader = ReplicaLog::new(0);
+        leader.append_run(Run::whole(0, chunk(0..5)));
+        leader.append_run(Run::whole(1, chunk(5..8)));
+        assert_eq!(leader.runs.len(), 2);
+        let mut follower = ReplicaLog::new(0);
+        for (from, to) in [(0, 2), (2, 6), (6, 8)] {
+            let mut got = Vec::new();
+            leader.runs_in(from, to, &mut got);
+            assert_eq!(
+                got.iter().map(Run::len).sum::<usize>(),
+                (to - from) as usize
+            );
+            for run in got {
+                follower.append_run(run);
+            }
+        }
+        assert_eq!(follower.runs.len(), 2, "the copies of one chunk join");
+        assert_eq!(values(&follower), values(&leader));
+        assert_eq!(follower.epochs(), &[(0, 0), (1, 5)]);
+        assert_eq!(follower.get(6).map(|(e, r)| (e, r.value)), Some((1, 6)));
+        assert!(follower.get(8).is_none());
+        follower.truncate_to(3);
+        assert_eq!(values(&follower), vec![(0, 0, 0), (1, 0, 1), (2, 0, 2)]);
+        follower.trim(1, u64::MAX);
+        assert_eq!((follower.start(), follower.end()), (2, 3));
+        assert_eq!(follower.get(2).map(|(_, r)| r.value), Some(2));
+        assert!(follower.get(1).is_none());
+        let mut rest = Vec::new();
+        leader.runs_in(3, 8, &mut rest);
+        for run in rest {
+            follower.append_run(run);
+        }
+        assert_eq!(values(&follower), values(&leader)[2..].to_vec());
     }
 
     #[test]

@@ -28,9 +28,10 @@ use std::time::Duration;
 
 pub(crate) use disk::{Backing, PartState};
 pub(crate) use send::Progress;
+use send::Records;
 
 use super::events::{EventKind, Events, ReplicaEvent};
-use super::log::{truncation_point, ReplicaLog};
+use super::log::{runs_of, truncation_point, Chunk, ReplicaLog, Run};
 use super::store::ReplicaStore;
 use crate::clock::Clock;
 use crate::partition::{
@@ -103,14 +104,11 @@ struct State<K, V> {
     closed: bool,
     /// An empty vector with room, for the next fetch's batch: a fetch of one record for a
     /// waiting sender would otherwise allocate and free per follower.
-    spare: EpochRecords<K, V>,
+    spare: Vec<Run<K, V>>,
 }
 
 /// Copies a record a failed send hands back while the log keeps it (`None`: cannot).
 pub(crate) type Cloner<K, V> = fn(&Entry<K, V>) -> Option<Entry<K, V>>;
-
-/// Records with the leader epoch each was written in.
-pub(crate) type EpochRecords<K, V> = Vec<(i32, Arc<Entry<K, V>>)>;
 
 /// Step 1 of a fetch: done already (whether it copied or changed anything), or a batch
 /// for step 2.
@@ -121,7 +119,8 @@ enum Fetched<K, V> {
 
 /// Records copied from the leader for one follower, and what step 2 checks them against.
 struct Batch<K, V> {
-    records: EpochRecords<K, V>,
+    /// Slices of the leader's chunks (shared, not copied).
+    records: Vec<Run<K, V>>,
     /// The follower's log end when they were copied: they are appended only there.
     from: u64,
     leader_end: u64,
@@ -343,6 +342,15 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         }
     }
 
+    /// A batch's records to hand back, as `take_back` (those that cannot be copied are
+    /// lost with the log's copy).
+    fn take_back_all(&self, chunk: Arc<Vec<Entry<K, V>>>) -> Vec<Entry<K, V>> {
+        match Arc::try_unwrap(chunk) {
+            Ok(v) => v,
+            Err(shared) => shared.iter().filter_map(|e| (self.cloner)(e)).collect(),
+        }
+    }
+
     // ---- follower side ----
 
     /// One fetch for the follower on directory `dir`, if this partition has one that may
@@ -426,19 +434,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             return Fetched::Done(false);
         }
         let to = leader_end.min(from + FETCH_MAX as u64);
-        let records: EpochRecords<K, V> = if from < leader_log.start() {
+        let records = if from < leader_log.start() {
             // Below the leader's tail in memory: from its disk.
             let to = to.min(leader_log.start());
             match self.read_disk(st, l, from, to) {
-                Some(b) => b,
+                Some(b) => runs_of(b),
                 None => return Fetched::Done(true),
             }
         } else {
             let mut records = std::mem::take(&mut st.spare);
-            let leader_log = &st.replicas[l].log;
-            records.extend(
-                (from..to).filter_map(|o| leader_log.get(o).map(|(e, r)| (*e, Arc::clone(r)))),
-            );
+            st.replicas[l].log.runs_in(from, to, &mut records);
             records
         };
         Fetched::Batch(Batch {
@@ -469,12 +474,15 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             // An election, crash or truncation came between: fetch again.
             return true;
         }
-        if self.append_to_disk(st, i, records.iter().cloned()).is_err() {
+        if self
+            .append_to_disk(st, i, records.iter().flat_map(Run::entries))
+            .is_err()
+        {
             return true;
         }
         let r = &mut st.replicas[i];
-        for (e, entry) in records.drain(..) {
-            r.log.append(e, entry);
+        for run in records.drain(..) {
+            r.log.append_run(run);
         }
         r.log.trim(self.config.capacity, u64::MAX);
         st.spare = records;
@@ -855,11 +863,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
             };
         }
         let n = (hw - offset).min(max as u64);
-        for o in offset..offset + n {
-            if let Some((_, e)) = log.get(o) {
-                f(o, e);
-            }
-        }
+        log.for_each(offset, offset + n, |o, _, e| f(o, e));
         if n == 0 {
             ReadOutcome::Empty
         } else {
@@ -874,9 +878,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
             return found;
         }
         let log = &st.replicas[l].log;
-        (log.start()..st.hw)
-            .filter_map(|o| log.get(o).map(|(_, e)| (o, e.timestamp)))
-            .find(|(_, ts)| *ts >= timestamp)
+        let mut found = None;
+        log.for_each(log.start(), st.hw, |o, _, e| {
+            if found.is_none() && e.timestamp >= timestamp {
+                found = Some((o, e.timestamp));
+            }
+        });
+        found
     }
 
     fn append(
@@ -885,13 +893,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         policy: &SendPolicy,
         deadline: Option<Instant>,
     ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
-        let entry = [Arc::new(entry)];
-        match self.send(&entry, policy, deadline) {
+        let entry = Arc::new(entry);
+        match self.send(Records::One(&entry), policy, deadline) {
             Ok(offset) => Ok(offset),
-            Err(why) => {
-                let [entry] = entry;
-                Err((self.take_back(entry), why))
-            }
+            Err(why) => Err((self.take_back(entry), why)),
         }
     }
 
@@ -903,11 +908,12 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         if entries.is_empty() {
             return Ok(());
         }
-        let shared: Vec<_> = entries.drain(..).map(Arc::new).collect();
-        match self.send(&shared, policy, None) {
+        // One allocation for the batch, shared by every replica's log.
+        let shared = Arc::new(entries.drain(..).collect::<Vec<_>>());
+        match self.send(Records::Many(&shared), policy, None) {
             Ok(_) => Ok(()),
             Err(why) => {
-                entries.extend(shared.into_iter().filter_map(|e| self.take_back(e)));
+                entries.extend(self.take_back_all(shared));
                 Err(why)
             }
         }

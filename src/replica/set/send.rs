@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{Failure, ReplicaSet, State, FETCH_MAX};
+use super::{Chunk, Failure, ReplicaSet, Run, State, FETCH_MAX};
 use crate::partition::{Acks, AppendError, Entry, Pending, Refused, SendPolicy};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};
@@ -91,6 +91,38 @@ enum Nudge {
     Backlog,
 }
 
+/// A send's records, borrowed from the caller (who hands them back if the send fails).
+pub(crate) enum Records<'a, K, V> {
+    One(&'a Arc<Entry<K, V>>),
+    Many(&'a Arc<Vec<Entry<K, V>>>),
+}
+
+impl<K, V> Clone for Records<'_, K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K, V> Copy for Records<'_, K, V> {}
+
+impl<'a, K, V> Records<'a, K, V> {
+    /// The chunk every replica's log shares.
+    fn chunk(self) -> Chunk<K, V> {
+        match self {
+            Self::One(e) => Chunk::One(Arc::clone(e)),
+            Self::Many(v) => Chunk::Many(Arc::clone(v)),
+        }
+    }
+
+    fn entries(self) -> impl Iterator<Item = &'a Entry<K, V>> {
+        let (one, many) = match self {
+            Self::One(e) => (Some(&**e), None),
+            Self::Many(v) => (None, Some(v.iter())),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+}
+
 /// Where a send stands.
 #[derive(Debug, Clone, Copy)]
 enum Step {
@@ -141,7 +173,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// `wake`: when to nudge the fetcher threads.
     fn append_once(
         &self,
-        entries: &[Arc<Entry<K, V>>],
+        entries: Records<'_, K, V>,
         acks: Acks,
         wake: Nudge,
     ) -> Result<Appended<'_, K, V>, Failure> {
@@ -162,12 +194,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let epoch = st.epoch;
         // Nothing was appended on an error: a record too large, or the leader's directory
         // failed (a new leader took over).
-        self.append_to_disk(&mut st, l, entries.iter().map(|e| (epoch, Arc::clone(e))))
+        self.append_to_disk(&mut st, l, entries.entries().map(|e| (epoch, e)))
             .map_err(Failure::Refused)?;
         let log = &mut st.replicas[l].log;
-        for e in entries {
-            log.append(epoch, Arc::clone(e));
-        }
+        log.append_run(Run::whole(epoch, entries.chunk()));
         let last = log.end() - 1;
         let moved = self.advance_hw(&mut st);
         // Records not yet below HW stay, so a follower can always copy what it lacks.
@@ -293,7 +323,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// The epoch and last offset of the append that succeeded, or the last error.
     fn drive(
         &self,
-        entries: &[Arc<Entry<K, V>>],
+        entries: Records<'_, K, V>,
         policy: &SendPolicy,
         pending: &mut Progress,
         wait: bool,
@@ -373,7 +403,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// Appends with the policy's retries and waits for the acks level; the last offset.
     pub(super) fn send(
         &self,
-        entries: &[Arc<Entry<K, V>>],
+        entries: Records<'_, K, V>,
         policy: &SendPolicy,
         deadline: Option<Instant>,
     ) -> Result<u64, AppendError> {
@@ -392,7 +422,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let mut progress = Progress::new(policy, None);
         // The delivery timeout counts from the send, however late the wait comes.
         progress.budget.sent = Some(time::coarse_ns());
-        match self.drive(std::slice::from_ref(&entry), policy, &mut progress, false) {
+        match self.drive(Records::One(&entry), policy, &mut progress, false) {
             Ok(_) => Ok(Pending { entry, progress }),
             Err(why) => Err((self.take_back(entry), why)),
         }
@@ -408,7 +438,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             entry,
             mut progress,
         } = pending;
-        match self.drive(std::slice::from_ref(&entry), policy, &mut progress, true) {
+        match self.drive(Records::One(&entry), policy, &mut progress, true) {
             Ok((_, last)) => Ok(last),
             Err(why) => Err((self.take_back(entry), why)),
         }
