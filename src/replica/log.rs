@@ -22,60 +22,114 @@ use crate::sync::StdArc as Arc;
 /// No epoch (Kafka's `UNDEFINED_EPOCH`).
 pub(crate) const NO_EPOCH: i32 = -1;
 
-/// The records of one send, shared by the logs holding them. One record keeps its own
-/// allocation (as a pipelined send shares it with its `Pending`); a batch shares one.
-pub(crate) enum Chunk<K, V> {
-    One(Arc<Entry<K, V>>),
-    Many(Arc<Vec<Entry<K, V>>>),
+/// The records of one send (or a piece of a huge batch, `CHUNK_MAX`), shared by the
+/// logs holding them: one pointer, so a log's run stays small (a log of single records
+/// holds a run per record).
+pub(crate) struct Chunk<K, V>(Arc<Body<K, V>>);
+
+enum Body<K, V> {
+    /// One record: one allocation, as a record had before chunks.
+    One(Entry<K, V>),
+    Many(Vec<Entry<K, V>>),
 }
+
+/// Records one chunk holds at most (a run's bounds are `u32`).
+pub(crate) const CHUNK_MAX: usize = u32::MAX as usize;
 
 impl<K, V> Clone for Chunk<K, V> {
     fn clone(&self) -> Self {
-        match self {
-            Self::One(e) => Self::One(Arc::clone(e)),
-            Self::Many(v) => Self::Many(Arc::clone(v)),
-        }
+        Self(Arc::clone(&self.0))
     }
 }
 
 impl<K, V> Chunk<K, V> {
+    pub(crate) fn one(entry: Entry<K, V>) -> Self {
+        Self(Arc::new(Body::One(entry)))
+    }
+
+    /// At most `CHUNK_MAX` records (the caller splits larger batches).
+    pub(crate) fn many(entries: Vec<Entry<K, V>>) -> Self {
+        debug_assert!(entries.len() <= CHUNK_MAX);
+        Self(Arc::new(Body::Many(entries)))
+    }
+
     pub(crate) fn len(&self) -> usize {
-        match self {
-            Self::One(_) => 1,
-            Self::Many(v) => v.len(),
+        match &*self.0 {
+            Body::One(_) => 1,
+            Body::Many(v) => v.len(),
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn get(&self, i: usize) -> Option<&Entry<K, V>> {
-        match self {
-            Self::One(e) => (i == 0).then_some(&**e),
-            Self::Many(v) => v.get(i),
+        match &*self.0 {
+            Body::One(e) => (i == 0).then_some(e),
+            Body::Many(v) => v.get(i),
+        }
+    }
+
+    /// Its records, in order.
+    pub(crate) fn entries(&self) -> std::slice::Iter<'_, Entry<K, V>> {
+        match &*self.0 {
+            Body::One(e) => std::slice::from_ref(e).iter(),
+            Body::Many(v) => v.iter(),
+        }
+    }
+
+    /// Its records, owned if nothing else holds them, else copied with `copy` (those it
+    /// cannot copy are lost with the log's copy).
+    pub(crate) fn take(
+        self,
+        copy: impl Fn(&Entry<K, V>) -> Option<Entry<K, V>>,
+    ) -> Vec<Entry<K, V>> {
+        match Arc::try_unwrap(self.0) {
+            Ok(Body::One(e)) => vec![e],
+            Ok(Body::Many(v)) => v,
+            Err(shared) => Self(shared).entries().filter_map(copy).collect(),
+        }
+    }
+
+    /// Its one record, owned if nothing else holds it, else copied (`take`).
+    pub(crate) fn take_one(
+        self,
+        copy: impl Fn(&Entry<K, V>) -> Option<Entry<K, V>>,
+    ) -> Option<Entry<K, V>> {
+        match Arc::try_unwrap(self.0) {
+            Ok(Body::One(e)) => Some(e),
+            Ok(Body::Many(v)) => v.into_iter().next(),
+            Err(shared) => shared_first(&shared).and_then(copy),
         }
     }
 
     /// The same allocation (so two slices of it may join).
     fn same(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::One(a), Self::One(b)) => Arc::ptr_eq(a, b),
-            (Self::Many(a), Self::Many(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        }
+        Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
-/// Records `lo..hi` of `chunk`, written in leader epoch `epoch`.
+fn shared_first<K, V>(body: &Body<K, V>) -> Option<&Entry<K, V>> {
+    match body {
+        Body::One(e) => Some(e),
+        Body::Many(v) => v.first(),
+    }
+}
+
+/// Records `lo..hi` of `chunk`, written in leader epoch `epoch`; in a log, `first` is the
+/// offset of record `lo` (32 bytes: a log of single records holds one per record).
 pub(crate) struct Run<K, V> {
-    pub(crate) epoch: i32,
     pub(crate) chunk: Chunk<K, V>,
-    pub(crate) lo: usize,
-    pub(crate) hi: usize,
+    first: u64,
+    pub(crate) epoch: i32,
+    lo: u32,
+    hi: u32,
 }
 
 impl<K, V> Clone for Run<K, V> {
     fn clone(&self) -> Self {
         Self {
-            epoch: self.epoch,
             chunk: self.chunk.clone(),
+            first: self.first,
+            epoch: self.epoch,
             lo: self.lo,
             hi: self.hi,
         }
@@ -85,28 +139,34 @@ impl<K, V> Clone for Run<K, V> {
 impl<K, V> Run<K, V> {
     /// The whole of `chunk`.
     pub(crate) fn whole(epoch: i32, chunk: Chunk<K, V>) -> Self {
-        let hi = chunk.len();
+        // `Chunk::many` holds at most `CHUNK_MAX` records; a longer one (never built) would
+        // be cut, not wrapped.
+        let hi = u32::try_from(chunk.len()).unwrap_or(u32::MAX);
         Self {
-            epoch,
             chunk,
+            first: 0,
+            epoch,
             lo: 0,
             hi,
         }
     }
 
-    /// One record of its own.
-    #[cfg(test)]
-    pub(crate) fn one(epoch: i32, entry: Arc<Entry<K, V>>) -> Self {
-        Self::whole(epoch, Chunk::One(entry))
-    }
-
     pub(crate) fn len(&self) -> usize {
-        self.hi - self.lo
+        (self.hi - self.lo) as usize
     }
 
     /// Its records, each with its epoch.
     pub(crate) fn entries(&self) -> impl Iterator<Item = (i32, &Entry<K, V>)> {
-        (self.lo..self.hi).filter_map(move |i| self.chunk.get(i).map(|e| (self.epoch, e)))
+        let (lo, hi) = (self.lo as usize, self.hi as usize);
+        self.chunk
+            .entries()
+            .skip(lo)
+            .take(hi - lo)
+            .map(move |e| (self.epoch, e))
+    }
+
+    fn end(&self) -> u64 {
+        self.first + u64::from(self.hi - self.lo)
     }
 }
 
@@ -116,10 +176,12 @@ pub(crate) fn runs_of<K, V>(records: Vec<(i32, Entry<K, V>)>) -> Vec<Run<K, V>> 
     let mut records = records.into_iter().peekable();
     while let Some((epoch, first)) = records.next() {
         let mut chunk = vec![first];
-        while let Some((_, e)) = records.next_if(|(next, _)| *next == epoch) {
+        while let Some((_, e)) =
+            records.next_if(|(next, _)| *next == epoch && chunk.len() < CHUNK_MAX)
+        {
             chunk.push(e);
         }
-        runs.push(Run::whole(epoch, Chunk::Many(Arc::new(chunk))));
+        runs.push(Run::whole(epoch, Chunk::many(chunk)));
     }
     runs
 }
@@ -136,7 +198,7 @@ pub(crate) struct ReplicaLog<K, V> {
     /// epochs (the disk still has those records).
     persistent: bool,
     /// `(offset of the run's first record, run)`, covering `start..end` without gaps.
-    runs: VecDeque<(u64, Run<K, V>)>,
+    runs: VecDeque<Run<K, V>>,
     /// `(epoch, first offset of that epoch)`, both strictly increasing.
     epochs: Vec<(i32, u64)>,
 }
@@ -208,32 +270,29 @@ impl<K, V> ReplicaLog<K, V> {
         }
         // Most lookups are at the tail (a follower's fetch, a consumer keeping up).
         let last = self.runs.len().checked_sub(1)?;
-        if self.runs[last].0 <= offset {
+        if self.runs[last].first <= offset {
             return Some(last);
         }
-        Some(
-            self.runs
-                .partition_point(|(first, run)| first + run.len() as u64 <= offset),
-        )
+        Some(self.runs.partition_point(|run| run.end() <= offset))
     }
 
     /// The record at `offset` and its epoch, if held in memory.
     #[cfg(test)]
     pub(crate) fn get(&self, offset: u64) -> Option<(i32, &Entry<K, V>)> {
-        let (first, run) = &self.runs[self.run_at(offset)?];
-        let i = usize::try_from(offset - first).ok()?;
-        run.chunk.get(run.lo + i).map(|e| (run.epoch, e))
+        let run = &self.runs[self.run_at(offset)?];
+        let i = usize::try_from(offset - run.first).ok()?;
+        run.chunk.get(run.lo as usize + i).map(|e| (run.epoch, e))
     }
 
     /// Calls `f(offset, epoch, record)` for every record held in memory in `from..to`.
     pub(crate) fn for_each(&self, from: u64, to: u64, mut f: impl FnMut(u64, i32, &Entry<K, V>)) {
         let Some(k) = self.run_at(from) else { return };
-        for (first, run) in self.runs.range(k..) {
-            if *first >= to {
+        for run in self.runs.range(k..) {
+            if run.first >= to {
                 break;
             }
             for (j, (epoch, e)) in run.entries().enumerate() {
-                let o = first + j as u64;
+                let o = run.first + j as u64;
                 if o >= to {
                     break;
                 }
@@ -246,17 +305,25 @@ impl<K, V> ReplicaLog<K, V> {
 
     /// Pushes the runs holding `from..to` (cut to it) onto `out`: references, not copies.
     pub(crate) fn runs_in(&self, from: u64, to: u64, out: &mut Vec<Run<K, V>>) {
+        let cut = |run: &Run<K, V>| {
+            let mut cut = run.clone();
+            // Both within the run (at most its length, a `u32`): `from` and `to` are cut
+            // to its offsets first.
+            cut.lo += (from.max(run.first) - run.first) as u32;
+            cut.hi -= (run.end() - to.min(run.end())) as u32;
+            cut
+        };
         let Some(k) = self.run_at(from) else { return };
-        for (first, run) in self.runs.range(k..) {
-            if *first >= to {
+        if k + 1 == self.runs.len() {
+            // A follower keeping up copies from the last run only.
+            out.push(cut(&self.runs[k]));
+            return;
+        }
+        for run in self.runs.range(k..) {
+            if run.first >= to {
                 break;
             }
-            let end = first + run.len() as u64;
-            let mut cut = run.clone();
-            // Both within the run: `from` and `to` are cut to its offsets first.
-            cut.lo += (from.max(*first) - first) as usize;
-            cut.hi -= (end - to.min(end)) as usize;
-            out.push(cut);
+            out.push(cut(run));
         }
     }
 
@@ -273,14 +340,24 @@ impl<K, V> ReplicaLog<K, V> {
 
     /// Appends one record written in `epoch` (never older than the latest epoch holding
     /// records).
-    #[cfg(test)]
-    pub(crate) fn append(&mut self, epoch: i32, entry: Arc<Entry<K, V>>) {
-        self.append_run(Run::one(epoch, entry));
+    #[cfg(all(test, not(logbus_loom)))]
+    pub(crate) fn append(&mut self, epoch: i32, entry: Entry<K, V>) {
+        self.append_run(Run::whole(epoch, Chunk::one(entry)));
     }
 
     /// Appends a run of records written in its epoch (never older than the latest epoch
     /// holding records).
+    #[inline]
     pub(crate) fn append_run(&mut self, run: Run<K, V>) {
+        // The common case, inline: the run continues the latest epoch.
+        if self.epochs.last().is_some_and(|last| last.0 == run.epoch) {
+            self.push(run);
+        } else {
+            self.append_in_new_epoch(run);
+        }
+    }
+
+    fn append_in_new_epoch(&mut self, run: Run<K, V>) {
         if run.len() == 0 {
             return;
         }
@@ -302,15 +379,20 @@ impl<K, V> ReplicaLog<K, V> {
 
     /// Adds `run` at the end, joined to the last run when it continues it (a follower
     /// that copied a chunk in two fetches).
-    fn push(&mut self, run: Run<K, V>) {
+    #[inline]
+    fn push(&mut self, mut run: Run<K, V>) {
+        if run.len() == 0 {
+            return;
+        }
+        run.first = self.end;
         self.end += run.len() as u64;
-        if let Some((_, last)) = self.runs.back_mut() {
-            if last.epoch == run.epoch && last.hi == run.lo && last.chunk.same(&run.chunk) {
+        if let Some(last) = self.runs.back_mut() {
+            if last.hi == run.lo && last.epoch == run.epoch && last.chunk.same(&run.chunk) {
                 last.hi = run.hi;
                 return;
             }
         }
-        self.runs.push_back((self.end - run.len() as u64, run));
+        self.runs.push_back(run);
     }
 
     /// Removes every record at or above `offset` (and the epochs starting there). A
@@ -325,11 +407,12 @@ impl<K, V> ReplicaLog<K, V> {
             self.runs.clear();
             self.start = offset;
         } else {
-            while let Some((first, run)) = self.runs.back_mut() {
-                if *first >= offset {
+            while let Some(run) = self.runs.back_mut() {
+                if run.first >= offset {
                     self.runs.pop_back();
                 } else {
-                    run.hi = run.lo + (offset - *first) as usize;
+                    // Below its end: the cut is shorter than the run.
+                    run.hi = run.lo + (offset - run.first) as u32;
                     break;
                 }
             }
@@ -348,26 +431,40 @@ impl<K, V> ReplicaLog<K, V> {
     }
 
     /// Drops the oldest records beyond `capacity`, never one at or above `floor`.
+    #[inline]
     pub(crate) fn trim(&mut self, capacity: usize, floor: u64) {
-        let held = self.end - self.start;
-        if held > capacity as u64 && self.start < floor {
-            let to = self.start + (held - capacity as u64).min(floor - self.start);
-            while let Some((first, run)) = self.runs.front_mut() {
-                if *first + run.len() as u64 <= to {
-                    self.runs.pop_front();
-                } else {
-                    run.lo += (to.max(*first) - *first) as usize;
-                    *first = to.max(*first);
-                    break;
-                }
-            }
-            self.start = to;
+        // Inline: most calls find nothing to drop.
+        if self.end - self.start > capacity as u64 && self.start < floor {
+            self.drop_front(capacity, floor);
         }
         if self.persistent {
             return;
         }
         self.floor = self.start;
-        // Epochs wholly below the start go; the first one left starts at the start at most.
+        if self.epochs.len() > 1 && self.epochs[1].1 <= self.start {
+            self.drop_epochs();
+        }
+    }
+
+    fn drop_front(&mut self, capacity: usize, floor: u64) {
+        let held = self.end - self.start;
+        let to = self.start + (held - capacity as u64).min(floor - self.start);
+        while let Some(run) = self.runs.front_mut() {
+            if run.end() <= to {
+                self.runs.pop_front();
+            } else {
+                // Inside the run: fewer than its length.
+                let cut = to.saturating_sub(run.first);
+                run.lo += cut as u32;
+                run.first += cut;
+                break;
+            }
+        }
+        self.start = to;
+    }
+
+    /// Epochs wholly below the start go; the first one left starts at the start at most.
+    fn drop_epochs(&mut self) {
         while self.epochs.len() > 1 && self.epochs[1].1 <= self.start {
             self.epochs.remove(0);
         }
@@ -412,13 +509,13 @@ pub(crate) fn truncation_point<K, V>(
 mod tests {
     use super::*;
 
-    fn entry(v: u64) -> Arc<Entry<(), u64>> {
-        Arc::new(Entry {
+    fn entry(v: u64) -> Entry<(), u64> {
+        Entry {
             timestamp: 0,
             key: None,
             value: v,
             headers: None,
-        })
+        }
     }
 
     fn log(epochs: &[i32]) -> ReplicaLog<(), u64> {
@@ -478,9 +575,7 @@ mod tests {
     }
 
     fn chunk(values: std::ops::Range<u64>) -> Chunk<(), u64> {
-        Chunk::Many(Arc::new(
-            values.map(|v| Arc::unwrap_or_clone(entry(v))).collect(),
-        ))
+        Chunk::many(values.map(entry).collect())
     }
 
     fn values(l: &ReplicaLog<(), u64>) -> Vec<(u64, i32, u64)> {
@@ -497,6 +592,11 @@ mod tests {
         leader.append_run(Run::whole(0, chunk(0..5)));
         leader.append_run(Run::whole(1, chunk(5..8)));
         assert_eq!(leader.runs.len(), 2);
+        assert_eq!(
+            std::mem::size_of::<Run<(), u64>>(),
+            32,
+            "a run per single record"
+        );
         let mut follower = ReplicaLog::new(0);
         for (from, to) in [(0, 2), (2, 6), (6, 8)] {
             let mut got = Vec::new();

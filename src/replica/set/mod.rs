@@ -28,10 +28,9 @@ use std::time::Duration;
 
 pub(crate) use disk::{Backing, PartState};
 pub(crate) use send::Progress;
-use send::Records;
 
 use super::events::{EventKind, Events, ReplicaEvent};
-use super::log::{runs_of, truncation_point, Chunk, ReplicaLog, Run};
+use super::log::{runs_of, truncation_point, Chunk, ReplicaLog, Run, CHUNK_MAX};
 use super::store::ReplicaStore;
 use crate::clock::Clock;
 use crate::partition::{
@@ -176,11 +175,13 @@ pub(crate) struct Wake {
 impl Wake {
     /// Wakes the fetcher for records appended under the partition's lock (which every
     /// fetch takes too), skipping the store and the fence while a wake is still pending.
-    /// Sound because the fetcher clears `pending` *before* it locks for its next fetch
-    /// (`runtime::fetch_round`): had that fetch locked before this caller's append, its
-    /// clear would happen-before this load (through the lock), and the load could not read
-    /// an older `true`; so a `true` read here is one stored after the clear, and the fetch
-    /// it leads to locks after the append and copies it.
+    /// Sound because the fetcher parks only after a round that cleared `pending` *before*
+    /// it locked for its fetches and then copied nothing (`runtime::fetch_step`; a busy
+    /// fetcher leaves `pending` set, so appends while it copies skip even the store): had
+    /// that round locked after this caller's append, it would have copied the record; so
+    /// it locked before, its clear happens-before this load (through the lock), and a
+    /// `true` read here was stored after the clear by an append whose wake the fetcher sees
+    /// before it parks, and it fetches again.
     pub(crate) fn nudge(&self) {
         // Relaxed: ordered by the partition's lock, as argued above.
         if !self.pending.load(Ordering::Relaxed) {
@@ -335,20 +336,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     }
 
     /// A record to hand back: the entry itself if nothing else holds it, else a copy.
-    fn take_back(&self, entry: Arc<Entry<K, V>>) -> Option<Entry<K, V>> {
-        match Arc::try_unwrap(entry) {
-            Ok(e) => Some(e),
-            Err(shared) => (self.cloner)(&shared),
-        }
-    }
-
-    /// A batch's records to hand back, as `take_back` (those that cannot be copied are
-    /// lost with the log's copy).
-    fn take_back_all(&self, chunk: Arc<Vec<Entry<K, V>>>) -> Vec<Entry<K, V>> {
-        match Arc::try_unwrap(chunk) {
-            Ok(v) => v,
-            Err(shared) => shared.iter().filter_map(|e| (self.cloner)(e)).collect(),
-        }
+    fn take_back(&self, entry: Chunk<K, V>) -> Option<Entry<K, V>> {
+        entry.take_one(self.cloner)
     }
 
     // ---- follower side ----
@@ -893,8 +882,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         policy: &SendPolicy,
         deadline: Option<Instant>,
     ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
-        let entry = Arc::new(entry);
-        match self.send(Records::One(&entry), policy, deadline) {
+        let entry = Chunk::one(entry);
+        match self.send(std::slice::from_ref(&entry), policy, deadline) {
             Ok(offset) => Ok(offset),
             Err(why) => Err((self.take_back(entry), why)),
         }
@@ -908,12 +897,19 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         if entries.is_empty() {
             return Ok(());
         }
-        // One allocation for the batch, shared by every replica's log.
-        let shared = Arc::new(entries.drain(..).collect::<Vec<_>>());
-        match self.send(Records::Many(&shared), policy, None) {
+        // One allocation for the batch, shared by every replica's log (pieces of
+        // `CHUNK_MAX` records for a batch longer than a run can address).
+        let mut shared = Vec::with_capacity(entries.len().div_ceil(CHUNK_MAX));
+        while !entries.is_empty() {
+            let rest = entries.split_off(entries.len().min(CHUNK_MAX));
+            shared.push(Chunk::many(std::mem::replace(entries, rest)));
+        }
+        match self.send(&shared, policy, None) {
             Ok(_) => Ok(()),
             Err(why) => {
-                entries.extend(self.take_back_all(shared));
+                for chunk in shared {
+                    entries.extend(chunk.take(self.cloner));
+                }
                 Err(why)
             }
         }

@@ -9,8 +9,6 @@ use crate::partition::{Acks, AppendError, Entry, Pending, Refused, SendPolicy};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};
 use crate::sync::MutexGuard;
-// Std's Arc: entries are shared between the replicas' logs (see `sync::StdArc`).
-use crate::sync::StdArc as Arc;
 
 /// An append that happened: the partition still locked, its epoch and last offset.
 type Appended<'a, K, V> = (MutexGuard<'a, State<K, V>>, i32, u64);
@@ -91,38 +89,6 @@ enum Nudge {
     Backlog,
 }
 
-/// A send's records, borrowed from the caller (who hands them back if the send fails).
-pub(crate) enum Records<'a, K, V> {
-    One(&'a Arc<Entry<K, V>>),
-    Many(&'a Arc<Vec<Entry<K, V>>>),
-}
-
-impl<K, V> Clone for Records<'_, K, V> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<K, V> Copy for Records<'_, K, V> {}
-
-impl<'a, K, V> Records<'a, K, V> {
-    /// The chunk every replica's log shares.
-    fn chunk(self) -> Chunk<K, V> {
-        match self {
-            Self::One(e) => Chunk::One(Arc::clone(e)),
-            Self::Many(v) => Chunk::Many(Arc::clone(v)),
-        }
-    }
-
-    fn entries(self) -> impl Iterator<Item = &'a Entry<K, V>> {
-        let (one, many) = match self {
-            Self::One(e) => (Some(&**e), None),
-            Self::Many(v) => (None, Some(v.iter())),
-        };
-        one.into_iter().chain(many.into_iter().flatten())
-    }
-}
-
 /// Where a send stands.
 #[derive(Debug, Clone, Copy)]
 enum Step {
@@ -173,7 +139,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// `wake`: when to nudge the fetcher threads.
     fn append_once(
         &self,
-        entries: Records<'_, K, V>,
+        entries: &[Chunk<K, V>],
         acks: Acks,
         wake: Nudge,
     ) -> Result<Appended<'_, K, V>, Failure> {
@@ -194,10 +160,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let epoch = st.epoch;
         // Nothing was appended on an error: a record too large, or the leader's directory
         // failed (a new leader took over).
-        self.append_to_disk(&mut st, l, entries.entries().map(|e| (epoch, e)))
-            .map_err(Failure::Refused)?;
+        self.append_to_disk(
+            &mut st,
+            l,
+            entries.iter().flat_map(Chunk::entries).map(|e| (epoch, e)),
+        )
+        .map_err(Failure::Refused)?;
         let log = &mut st.replicas[l].log;
-        log.append_run(Run::whole(epoch, entries.chunk()));
+        for chunk in entries {
+            log.append_run(Run::whole(epoch, chunk.clone()));
+        }
         let last = log.end() - 1;
         let moved = self.advance_hw(&mut st);
         // Records not yet below HW stay, so a follower can always copy what it lacks.
@@ -323,7 +295,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// The epoch and last offset of the append that succeeded, or the last error.
     fn drive(
         &self,
-        entries: Records<'_, K, V>,
+        entries: &[Chunk<K, V>],
         policy: &SendPolicy,
         pending: &mut Progress,
         wait: bool,
@@ -403,7 +375,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// Appends with the policy's retries and waits for the acks level; the last offset.
     pub(super) fn send(
         &self,
-        entries: Records<'_, K, V>,
+        entries: &[Chunk<K, V>],
         policy: &SendPolicy,
         deadline: Option<Instant>,
     ) -> Result<u64, AppendError> {
@@ -418,11 +390,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         entry: Entry<K, V>,
         policy: &SendPolicy,
     ) -> Result<Pending<K, V>, Refused<K, V>> {
-        let entry = Arc::new(entry);
+        let entry = Chunk::one(entry);
         let mut progress = Progress::new(policy, None);
         // The delivery timeout counts from the send, however late the wait comes.
         progress.budget.sent = Some(time::coarse_ns());
-        match self.drive(Records::One(&entry), policy, &mut progress, false) {
+        match self.drive(std::slice::from_ref(&entry), policy, &mut progress, false) {
             Ok(_) => Ok(Pending { entry, progress }),
             Err(why) => Err((self.take_back(entry), why)),
         }
@@ -438,7 +410,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             entry,
             mut progress,
         } = pending;
-        match self.drive(Records::One(&entry), policy, &mut progress, true) {
+        match self.drive(std::slice::from_ref(&entry), policy, &mut progress, true) {
             Ok((_, last)) => Ok(last),
             Err(why) => Err((self.take_back(entry), why)),
         }
