@@ -217,14 +217,11 @@ fn hw_is_the_minimum_over_two_concurrent_followers() {
 /// A follower parked between fetches is woken for every record it lacks: the leader
 /// appends three records (`acks = 1`; each append wakes the follower with `Wake::nudge`,
 /// which skips the wake while one is pending), and the follower (the main thread) runs the
-/// fetcher's steps (`runtime::fetch_step`), parking without a deadline whenever a step says
-/// it may, until it holds all three. A lost wake-up shows as a deadlock. Key orderings:
-/// `fetch_round` clears `pending` before it fetches (clearing it after the fetches lets an
-/// append fall between a fetch and the clear with its nudge skipped), and a busy fetcher,
-/// which leaves `pending` set, parks only after a round that cleared it (`fetch_step`
-/// returning `!cleared`; returning only `busy` lets it park after a busy round copied the
-/// first record while the second append found `pending` still set): either weakening
-/// deadlocks this model.
+/// fetcher's steps (`runtime::fetch_step`: a busy fetcher leaves `pending` set between
+/// rounds), parking without a deadline whenever a step copies nothing, until it holds all
+/// three. A lost wake-up shows as a deadlock. Key ordering: `fetch_round` clears `pending`
+/// before it fetches; clearing it after the fetches lets an append fall between a fetch
+/// and the clear with its nudge skipped, and this model deadlocks.
 #[test]
 fn a_nudged_follower_never_sleeps_on_records_it_lacks() {
     model(|| {

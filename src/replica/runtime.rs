@@ -296,18 +296,18 @@ fn fetcher(shared: &Shared, dir: u32, wake: &Wake) {
 ///
 /// A busy fetcher leaves `pending` as it is, so the appends that come while it copies find
 /// it set and skip their wake (`Wake::nudge`: a load, not a store and a fence per append).
-/// Only a round that copies nothing ends the busy spell; the next round clears `pending`
-/// first, and only a round that cleared it and then copied nothing lets the fetcher park:
-/// `Wake::nudge`'s argument needs a clear before every fetch the fetcher parks after.
+/// A round that copies nothing ends the busy spell; the fetcher then parks only if
+/// `pending` is clear (`wait_until`'s check), and a `pending` left set sends it round again,
+/// clearing it first: `Wake::nudge`'s argument needs a clear before the fetches of the
+/// round after which the fetcher parks.
 pub(crate) fn fetch_step<S: ReplicaControl + ?Sized>(
     sets: &[Arc<S>],
     dir: u32,
     wake: &Wake,
     busy: &mut bool,
 ) -> bool {
-    let cleared = !*busy;
-    *busy = fetch_round(sets, dir, wake, cleared);
-    *busy || !cleared
+    *busy = fetch_round(sets, dir, wake, !*busy);
+    *busy
 }
 
 /// One fetch for each of directory `dir`'s followers; whether any copied something.

@@ -175,13 +175,14 @@ pub(crate) struct Wake {
 impl Wake {
     /// Wakes the fetcher for records appended under the partition's lock (which every
     /// fetch takes too), skipping the store and the fence while a wake is still pending.
-    /// Sound because the fetcher parks only after a round that cleared `pending` *before*
-    /// it locked for its fetches and then copied nothing (`runtime::fetch_step`; a busy
-    /// fetcher leaves `pending` set, so appends while it copies skip even the store): had
-    /// that round locked after this caller's append, it would have copied the record; so
-    /// it locked before, its clear happens-before this load (through the lock), and a
-    /// `true` read here was stored after the clear by an append whose wake the fetcher sees
-    /// before it parks, and it fetches again.
+    /// Sound because the fetcher clears `pending` *before* a round's fetches lock
+    /// (`runtime::fetch_round`) unless its last round copied something (a busy fetcher
+    /// leaves it set, so appends while it copies skip even the store), and parks only while
+    /// `pending` is clear. Say this load reads `true`, and C is the fetcher's last clear
+    /// before it: had the round after C locked before this caller's append, C would
+    /// happen-before this load (through the lock) and the `true` read was stored after C,
+    /// so the fetcher sees it before parking and goes round again, clearing first; that
+    /// round, or the one after C, locks after the append and copies it.
     pub(crate) fn nudge(&self) {
         // Relaxed: ordered by the partition's lock, as argued above.
         if !self.pending.load(Ordering::Relaxed) {
