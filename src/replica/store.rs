@@ -287,7 +287,7 @@ where
             self.builder.clear(self.set.log_end_offset());
             let (builder, key, value) = (&mut self.builder, &mut self.key, &mut self.value);
             while i < run.len() && (builder.is_empty() || builder.size() < BATCH_TARGET) {
-                let encoded = EncodedEntry::new(&run[i].1, key, value);
+                let encoded = EncodedEntry::new(run[i].1, key, value);
                 // Cut before a record that could take the batch past what the segment set
                 // takes (a refused batch would take the directory offline).
                 if !builder.is_empty() && builder.size() + encoded.bound() > self.max_batch {
