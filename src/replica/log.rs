@@ -6,28 +6,199 @@
 //! ([`ReplicaLog::end_offset_for_epoch`]) and cuts its log there
 //! ([`truncation_point`]), never at its high watermark (the pre-KIP-101 rule that let
 //! replicas diverge).
+//!
+//! Records live in [`Chunk`]s, one per send, shared by every replica holding any of them:
+//! a log is a sequence of [`Run`]s, each a slice of one chunk written in one leader epoch.
+//! A follower's fetch copies slices, not records, so a batch of 64 costs each log one
+//! reference count and one entry, not 64 of each.
 
 use std::collections::VecDeque;
 
 use crate::partition::Entry;
-// Std's Arc: entries are shared between the replicas' logs (no loom-visible counts needed,
+// Std's Arc: chunks are shared between the replicas' logs (no loom-visible counts needed,
 // they are immutable once appended).
 use crate::sync::StdArc as Arc;
 
 /// No epoch (Kafka's `UNDEFINED_EPOCH`).
 pub(crate) const NO_EPOCH: i32 = -1;
 
+/// The records of one send (or a piece of a huge batch, `CHUNK_MAX`), shared by the
+/// logs holding them: one pointer, so a log's run stays small (a log of single records
+/// holds a run per record).
+pub(crate) struct Chunk<K, V>(Arc<Body<K, V>>);
+
+enum Body<K, V> {
+    /// One record: one allocation, as a record had before chunks.
+    One(Entry<K, V>),
+    Many(Vec<Entry<K, V>>),
+}
+
+/// Records one chunk holds at most (a run's bounds are `u32`).
+pub(crate) const CHUNK_MAX: usize = u32::MAX as usize;
+
+impl<K, V> Clone for Chunk<K, V> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<K, V> Chunk<K, V> {
+    pub(crate) fn one(entry: Entry<K, V>) -> Self {
+        Self(Arc::new(Body::One(entry)))
+    }
+
+    /// At most `CHUNK_MAX` records (the caller splits larger batches).
+    pub(crate) fn many(entries: Vec<Entry<K, V>>) -> Self {
+        debug_assert!(entries.len() <= CHUNK_MAX);
+        Self(Arc::new(Body::Many(entries)))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match &*self.0 {
+            Body::One(_) => 1,
+            Body::Many(v) => v.len(),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn get(&self, i: usize) -> Option<&Entry<K, V>> {
+        match &*self.0 {
+            Body::One(e) => (i == 0).then_some(e),
+            Body::Many(v) => v.get(i),
+        }
+    }
+
+    /// Its records, in order.
+    pub(crate) fn entries(&self) -> std::slice::Iter<'_, Entry<K, V>> {
+        match &*self.0 {
+            Body::One(e) => std::slice::from_ref(e).iter(),
+            Body::Many(v) => v.iter(),
+        }
+    }
+
+    /// Its records, owned if nothing else holds them, else copied with `copy` (those it
+    /// cannot copy are lost with the log's copy).
+    pub(crate) fn take(
+        self,
+        copy: impl Fn(&Entry<K, V>) -> Option<Entry<K, V>>,
+    ) -> Vec<Entry<K, V>> {
+        match Arc::try_unwrap(self.0) {
+            Ok(Body::One(e)) => vec![e],
+            Ok(Body::Many(v)) => v,
+            Err(shared) => Self(shared).entries().filter_map(copy).collect(),
+        }
+    }
+
+    /// Its one record, owned if nothing else holds it, else copied (`take`).
+    pub(crate) fn take_one(
+        self,
+        copy: impl Fn(&Entry<K, V>) -> Option<Entry<K, V>>,
+    ) -> Option<Entry<K, V>> {
+        match Arc::try_unwrap(self.0) {
+            Ok(Body::One(e)) => Some(e),
+            Ok(Body::Many(v)) => v.into_iter().next(),
+            Err(shared) => shared_first(&shared).and_then(copy),
+        }
+    }
+
+    /// The same allocation (so two slices of it may join).
+    fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+fn shared_first<K, V>(body: &Body<K, V>) -> Option<&Entry<K, V>> {
+    match body {
+        Body::One(e) => Some(e),
+        Body::Many(v) => v.first(),
+    }
+}
+
+/// Records `lo..hi` of `chunk`, written in leader epoch `epoch`; in a log, `first` is the
+/// offset of record `lo` (32 bytes: a log of single records holds one per record).
+pub(crate) struct Run<K, V> {
+    pub(crate) chunk: Chunk<K, V>,
+    first: u64,
+    pub(crate) epoch: i32,
+    lo: u32,
+    hi: u32,
+}
+
+impl<K, V> Clone for Run<K, V> {
+    fn clone(&self) -> Self {
+        Self {
+            chunk: self.chunk.clone(),
+            first: self.first,
+            epoch: self.epoch,
+            lo: self.lo,
+            hi: self.hi,
+        }
+    }
+}
+
+impl<K, V> Run<K, V> {
+    /// The whole of `chunk`.
+    pub(crate) fn whole(epoch: i32, chunk: Chunk<K, V>) -> Self {
+        // `Chunk::many` holds at most `CHUNK_MAX` records; a longer one (never built) would
+        // be cut, not wrapped.
+        let hi = u32::try_from(chunk.len()).unwrap_or(u32::MAX);
+        Self {
+            chunk,
+            first: 0,
+            epoch,
+            lo: 0,
+            hi,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        (self.hi - self.lo) as usize
+    }
+
+    /// Its records, each with its epoch.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (i32, &Entry<K, V>)> {
+        let (lo, hi) = (self.lo as usize, self.hi as usize);
+        self.chunk
+            .entries()
+            .skip(lo)
+            .take(hi - lo)
+            .map(move |e| (self.epoch, e))
+    }
+
+    fn end(&self) -> u64 {
+        self.first + u64::from(self.hi - self.lo)
+    }
+}
+
+/// Records with their epochs as runs, one shared chunk per epoch (a log read from disk).
+pub(crate) fn runs_of<K, V>(records: Vec<(i32, Entry<K, V>)>) -> Vec<Run<K, V>> {
+    let mut runs = Vec::new();
+    let mut records = records.into_iter().peekable();
+    while let Some((epoch, first)) = records.next() {
+        let mut chunk = vec![first];
+        while let Some((_, e)) =
+            records.next_if(|(next, _)| *next == epoch && chunk.len() < CHUNK_MAX)
+        {
+            chunk.push(e);
+        }
+        runs.push(Run::whole(epoch, Chunk::many(chunk)));
+    }
+    runs
+}
+
 /// A replica's log (see the module docs).
 pub(crate) struct ReplicaLog<K, V> {
     /// The log start offset: the first record held, in memory or (persisted) on disk.
     floor: u64,
-    /// The offset of `records[0]` (the tail held in memory).
+    /// The first offset held in memory.
     start: u64,
+    /// The log end offset.
+    end: u64,
     /// Backed by a log on disk: memory holds a tail, trimming it keeps `floor` and the
     /// epochs (the disk still has those records).
     persistent: bool,
-    /// Each record with the leader epoch it was appended in.
-    records: VecDeque<(i32, Arc<Entry<K, V>>)>,
+    /// `(offset of the run's first record, run)`, covering `start..end` without gaps.
+    runs: VecDeque<Run<K, V>>,
     /// `(epoch, first offset of that epoch)`, both strictly increasing.
     epochs: Vec<(i32, u64)>,
 }
@@ -38,8 +209,9 @@ impl<K, V> ReplicaLog<K, V> {
         Self {
             floor: start,
             start,
+            end: start,
             persistent: false,
-            records: VecDeque::new(),
+            runs: VecDeque::new(),
             epochs: Vec::new(),
         }
     }
@@ -49,16 +221,21 @@ impl<K, V> ReplicaLog<K, V> {
     pub(crate) fn restored(
         floor: u64,
         start: u64,
-        records: VecDeque<(i32, Arc<Entry<K, V>>)>,
+        records: Vec<Run<K, V>>,
         epochs: Vec<(i32, u64)>,
     ) -> Self {
-        Self {
+        let mut log = Self {
             floor,
             start,
+            end: start,
             persistent: true,
-            records,
+            runs: VecDeque::with_capacity(records.len()),
             epochs,
+        };
+        for run in records {
+            log.push(run);
         }
+        log
     }
 
     /// The log start offset (on disk, for a persisted replica).
@@ -73,7 +250,7 @@ impl<K, V> ReplicaLog<K, V> {
 
     /// The log end offset (LEO).
     pub(crate) fn end(&self) -> u64 {
-        self.start + self.records.len() as u64
+        self.end
     }
 
     /// The latest epoch in the cache ([`NO_EPOCH`] when empty).
@@ -86,10 +263,68 @@ impl<K, V> ReplicaLog<K, V> {
         &self.epochs
     }
 
-    /// The record at `offset` and its epoch, if held.
-    pub(crate) fn get(&self, offset: u64) -> Option<&(i32, Arc<Entry<K, V>>)> {
-        let i = offset.checked_sub(self.start)?;
-        self.records.get(usize::try_from(i).ok()?)
+    /// The index of the run holding `offset`, if held in memory.
+    fn run_at(&self, offset: u64) -> Option<usize> {
+        if offset < self.start || offset >= self.end {
+            return None;
+        }
+        // Most lookups are at the tail (a follower's fetch, a consumer keeping up).
+        let last = self.runs.len().checked_sub(1)?;
+        if self.runs[last].first <= offset {
+            return Some(last);
+        }
+        Some(self.runs.partition_point(|run| run.end() <= offset))
+    }
+
+    /// The record at `offset` and its epoch, if held in memory.
+    #[cfg(test)]
+    pub(crate) fn get(&self, offset: u64) -> Option<(i32, &Entry<K, V>)> {
+        let run = &self.runs[self.run_at(offset)?];
+        let i = usize::try_from(offset - run.first).ok()?;
+        run.chunk.get(run.lo as usize + i).map(|e| (run.epoch, e))
+    }
+
+    /// Calls `f(offset, epoch, record)` for every record held in memory in `from..to`.
+    pub(crate) fn for_each(&self, from: u64, to: u64, mut f: impl FnMut(u64, i32, &Entry<K, V>)) {
+        let Some(k) = self.run_at(from) else { return };
+        for run in self.runs.range(k..) {
+            if run.first >= to {
+                break;
+            }
+            for (j, (epoch, e)) in run.entries().enumerate() {
+                let o = run.first + j as u64;
+                if o >= to {
+                    break;
+                }
+                if o >= from {
+                    f(o, epoch, e);
+                }
+            }
+        }
+    }
+
+    /// Pushes the runs holding `from..to` (cut to it) onto `out`: references, not copies.
+    pub(crate) fn runs_in(&self, from: u64, to: u64, out: &mut Vec<Run<K, V>>) {
+        let cut = |run: &Run<K, V>| {
+            let mut cut = run.clone();
+            // Both within the run (at most its length, a `u32`): `from` and `to` are cut
+            // to its offsets first.
+            cut.lo += (from.max(run.first) - run.first) as u32;
+            cut.hi -= (run.end() - to.min(run.end())) as u32;
+            cut
+        };
+        let Some(k) = self.run_at(from) else { return };
+        if k + 1 == self.runs.len() {
+            // A follower keeping up copies from the last run only.
+            out.push(cut(&self.runs[k]));
+            return;
+        }
+        for run in self.runs.range(k..) {
+            if run.first >= to {
+                break;
+            }
+            out.push(cut(run));
+        }
     }
 
     /// Starts `epoch` at the log end (a leader taking over); no-op if it is the latest.
@@ -105,7 +340,27 @@ impl<K, V> ReplicaLog<K, V> {
 
     /// Appends one record written in `epoch` (never older than the latest epoch holding
     /// records).
-    pub(crate) fn append(&mut self, epoch: i32, entry: Arc<Entry<K, V>>) {
+    #[cfg(all(test, not(logbus_loom)))]
+    pub(crate) fn append(&mut self, epoch: i32, entry: Entry<K, V>) {
+        self.append_run(Run::whole(epoch, Chunk::one(entry)));
+    }
+
+    /// Appends a run of records written in its epoch (never older than the latest epoch
+    /// holding records).
+    #[inline]
+    pub(crate) fn append_run(&mut self, run: Run<K, V>) {
+        // The common case, inline: the run continues the latest epoch.
+        if self.epochs.last().is_some_and(|last| last.0 == run.epoch) {
+            self.push(run);
+        } else {
+            self.append_in_new_epoch(run);
+        }
+    }
+
+    fn append_in_new_epoch(&mut self, run: Run<K, V>) {
+        if run.len() == 0 {
+            return;
+        }
         // A newer epoch that never got a record goes (as Kafka's cache drops entries at or
         // past a new entry's start): a replica that led an epoch without appending may
         // later copy older-epoch records from its new leader.
@@ -113,13 +368,31 @@ impl<K, V> ReplicaLog<K, V> {
         while self
             .epochs
             .last()
-            .is_some_and(|last| last.1 == end && last.0 > epoch)
+            .is_some_and(|last| last.1 == end && last.0 > run.epoch)
         {
             self.epochs.pop();
         }
-        debug_assert!(epoch >= self.latest_epoch());
-        self.begin_epoch(epoch);
-        self.records.push_back((epoch, entry));
+        debug_assert!(run.epoch >= self.latest_epoch());
+        self.begin_epoch(run.epoch);
+        self.push(run);
+    }
+
+    /// Adds `run` at the end, joined to the last run when it continues it (a follower
+    /// that copied a chunk in two fetches).
+    #[inline]
+    fn push(&mut self, mut run: Run<K, V>) {
+        if run.len() == 0 {
+            return;
+        }
+        run.first = self.end;
+        self.end += run.len() as u64;
+        if let Some(last) = self.runs.back_mut() {
+            if last.hi == run.lo && last.epoch == run.epoch && last.chunk.same(&run.chunk) {
+                last.hi = run.hi;
+                return;
+            }
+        }
+        self.runs.push_back(run);
     }
 
     /// Removes every record at or above `offset` (and the epochs starting there). A
@@ -131,33 +404,67 @@ impl<K, V> ReplicaLog<K, V> {
             return;
         }
         if offset < self.start {
-            self.records.clear();
+            self.runs.clear();
             self.start = offset;
         } else {
-            self.records.truncate((offset - self.start) as usize);
+            while let Some(run) = self.runs.back_mut() {
+                if run.first >= offset {
+                    self.runs.pop_back();
+                } else {
+                    // Below its end: the cut is shorter than the run.
+                    run.hi = run.lo + (offset - run.first) as u32;
+                    break;
+                }
+            }
         }
+        self.end = offset;
         self.epochs.retain(|e| e.1 < offset);
     }
 
     /// Empties the log and moves its start to `start` (a replica too far behind the leader).
     pub(crate) fn reset_to(&mut self, start: u64) {
-        self.records.clear();
+        self.runs.clear();
         self.epochs.clear();
         self.start = start;
+        self.end = start;
         self.floor = start;
     }
 
     /// Drops the oldest records beyond `capacity`, never one at or above `floor`.
+    #[inline]
     pub(crate) fn trim(&mut self, capacity: usize, floor: u64) {
-        while self.records.len() > capacity && self.start < floor {
-            self.records.pop_front();
-            self.start += 1;
+        // Inline: most calls find nothing to drop.
+        if self.end - self.start > capacity as u64 && self.start < floor {
+            self.drop_front(capacity, floor);
         }
         if self.persistent {
             return;
         }
         self.floor = self.start;
-        // Epochs wholly below the start go; the first one left starts at the start at most.
+        if self.epochs.len() > 1 && self.epochs[1].1 <= self.start {
+            self.drop_epochs();
+        }
+    }
+
+    fn drop_front(&mut self, capacity: usize, floor: u64) {
+        let held = self.end - self.start;
+        let to = self.start + (held - capacity as u64).min(floor - self.start);
+        while let Some(run) = self.runs.front_mut() {
+            if run.end() <= to {
+                self.runs.pop_front();
+            } else {
+                // Inside the run: fewer than its length.
+                let cut = to.saturating_sub(run.first);
+                run.lo += cut as u32;
+                run.first += cut;
+                break;
+            }
+        }
+        self.start = to;
+    }
+
+    /// Epochs wholly below the start go; the first one left starts at the start at most.
+    fn drop_epochs(&mut self) {
         while self.epochs.len() > 1 && self.epochs[1].1 <= self.start {
             self.epochs.remove(0);
         }
@@ -202,13 +509,13 @@ pub(crate) fn truncation_point<K, V>(
 mod tests {
     use super::*;
 
-    fn entry(v: u64) -> Arc<Entry<(), u64>> {
-        Arc::new(Entry {
+    fn entry(v: u64) -> Entry<(), u64> {
+        Entry {
             timestamp: 0,
             key: None,
             value: v,
             headers: None,
-        })
+        }
     }
 
     fn log(epochs: &[i32]) -> ReplicaLog<(), u64> {
@@ -265,6 +572,60 @@ mod tests {
         l.append(1, entry(1));
         assert_eq!(l.epochs(), &[(0, 0), (1, 1)]);
         assert_eq!(l.end_offset_for_epoch(3), (1, 2));
+    }
+
+    fn chunk(values: std::ops::Range<u64>) -> Chunk<(), u64> {
+        Chunk::many(values.map(entry).collect())
+    }
+
+    fn values(l: &ReplicaLog<(), u64>) -> Vec<(u64, i32, u64)> {
+        let mut out = Vec::new();
+        l.for_each(l.start(), l.end(), |o, e, r| out.push((o, e, r.value)));
+        out
+    }
+
+    /// A follower copying one chunk in two fetches holds one run; reads, cuts and trims
+    /// inside a run see exactly the records asked for.
+    #[test]
+    fn runs_share_chunks_and_cut_inside_them() {
+        let mut leader = ReplicaLog::new(0);
+        leader.append_run(Run::whole(0, chunk(0..5)));
+        leader.append_run(Run::whole(1, chunk(5..8)));
+        assert_eq!(leader.runs.len(), 2);
+        assert_eq!(
+            std::mem::size_of::<Run<(), u64>>(),
+            32,
+            "a run per single record"
+        );
+        let mut follower = ReplicaLog::new(0);
+        for (from, to) in [(0, 2), (2, 6), (6, 8)] {
+            let mut got = Vec::new();
+            leader.runs_in(from, to, &mut got);
+            assert_eq!(
+                got.iter().map(Run::len).sum::<usize>(),
+                (to - from) as usize
+            );
+            for run in got {
+                follower.append_run(run);
+            }
+        }
+        assert_eq!(follower.runs.len(), 2, "the copies of one chunk join");
+        assert_eq!(values(&follower), values(&leader));
+        assert_eq!(follower.epochs(), &[(0, 0), (1, 5)]);
+        assert_eq!(follower.get(6).map(|(e, r)| (e, r.value)), Some((1, 6)));
+        assert!(follower.get(8).is_none());
+        follower.truncate_to(3);
+        assert_eq!(values(&follower), vec![(0, 0, 0), (1, 0, 1), (2, 0, 2)]);
+        follower.trim(1, u64::MAX);
+        assert_eq!((follower.start(), follower.end()), (2, 3));
+        assert_eq!(follower.get(2).map(|(_, r)| r.value), Some(2));
+        assert!(follower.get(1).is_none());
+        let mut rest = Vec::new();
+        leader.runs_in(3, 8, &mut rest);
+        for run in rest {
+            follower.append_run(run);
+        }
+        assert_eq!(values(&follower), values(&leader)[2..].to_vec());
     }
 
     #[test]

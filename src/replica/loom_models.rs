@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::events::Events;
-use super::runtime::fetch_round;
+use super::runtime::fetch_step;
 use super::set::{ReplicaSet, ReplicationConfig, Wake};
 use crate::clock::{Clock, ManualClock};
 use crate::partition::{Acks, AppendError, Entry, ReadOutcome, ReplicatedLog, SendPolicy};
@@ -215,13 +215,13 @@ fn hw_is_the_minimum_over_two_concurrent_followers() {
 }
 
 /// A follower parked between fetches is woken for every record it lacks: the leader
-/// appends two records (`acks = 1`; each append wakes the follower with `Wake::nudge`,
+/// appends three records (`acks = 1`; each append wakes the follower with `Wake::nudge`,
 /// which skips the wake while one is pending), and the follower (the main thread) runs the
-/// fetcher's rounds (`runtime::fetch_round`), parking without a deadline whenever a round
-/// copies nothing, until it holds both. A lost wake-up shows as a deadlock. Key ordering:
-/// `fetch_round` clears `pending` before it fetches; clearing it after the fetches lets an
-/// append fall between a fetch and the clear with its nudge skipped, and this model
-/// deadlocks.
+/// fetcher's steps (`runtime::fetch_step`: a busy fetcher leaves `pending` set between
+/// rounds), parking without a deadline whenever a step copies nothing, until it holds all
+/// three. A lost wake-up shows as a deadlock. Key ordering: `fetch_round` clears `pending`
+/// before it fetches; clearing it after the fetches lets an append fall between a fetch
+/// and the clear with its nudge skipped, and this model deadlocks.
 #[test]
 fn a_nudged_follower_never_sleeps_on_records_it_lacks() {
     model(|| {
@@ -230,15 +230,16 @@ fn a_nudged_follower_never_sleeps_on_records_it_lacks() {
         let producer = {
             let s = Arc::clone(&s);
             thread::spawn(move || {
-                for v in 0..2 {
+                for v in 0..3 {
                     assert!(s.append(entry(v), &policy(Acks::Leader), None).is_ok());
                 }
             })
         };
         let sets = [Arc::clone(&s)];
         let wake = &wakes[1];
-        while s.describe().replicas[1].log_end < 2 {
-            if !fetch_round(&sets, 1, wake) {
+        let mut busy = false;
+        while s.describe().replicas[1].log_end < 3 {
+            if !fetch_step(&sets, 1, wake, &mut busy) {
                 // Relaxed: read after the WaitSet's SeqCst fence (see `Wake::wake`).
                 wake.set
                     .wait_until(None, || wake.pending.load(Ordering::Relaxed).then_some(()));

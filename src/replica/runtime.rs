@@ -261,6 +261,7 @@ impl Drop for Runtime {
 fn fetcher(shared: &Shared, dir: u32, wake: &Wake) {
     let mut generation = u64::MAX;
     let mut sets: Vec<Arc<dyn ReplicaControl>> = Vec::new();
+    let mut busy = false;
     // Acquire: pairs with the Release store in `Runtime::drop`.
     while !shared.shutdown.load(Ordering::Acquire) {
         // Acquire: pairs with the Release bump in `register`.
@@ -269,7 +270,7 @@ fn fetcher(shared: &Shared, dir: u32, wake: &Wake) {
             sets = shared.sets.lock().clone();
             generation = g;
         }
-        if !fetch_round(&sets, dir, wake) {
+        if !fetch_step(&sets, dir, wake, &mut busy) {
             // Spin, then yield, before parking: a leader under load appends again within
             // microseconds, and waking a parked thread costs more than that.
             let mut backoff = Backoff::new();
@@ -290,17 +291,39 @@ fn fetcher(shared: &Shared, dir: u32, wake: &Wake) {
     }
 }
 
+/// One step of a fetcher: a round of fetches (`fetch_round`); `false` when the fetcher may
+/// park. `busy`: the last round copied something, and `pending` was left set.
+///
+/// A busy fetcher leaves `pending` as it is, so the appends that come while it copies find
+/// it set and skip their wake (`Wake::nudge`: a load, not a store and a fence per append).
+/// A round that copies nothing ends the busy spell; the fetcher then parks only if
+/// `pending` is clear (`wait_until`'s check), and a `pending` left set sends it round again,
+/// clearing it first: `Wake::nudge`'s argument needs a clear before the fetches of the
+/// round after which the fetcher parks.
+pub(crate) fn fetch_step<S: ReplicaControl + ?Sized>(
+    sets: &[Arc<S>],
+    dir: u32,
+    wake: &Wake,
+    busy: &mut bool,
+) -> bool {
+    *busy = fetch_round(sets, dir, wake, !*busy);
+    *busy
+}
+
 /// One fetch for each of directory `dir`'s followers; whether any copied something.
-/// `pending` is cleared first, before any fetch takes a partition's lock: a wake that comes
-/// after the clear is seen before parking, and `Wake::nudge` relies on the order.
+/// `clear`: `pending` is cleared first, before any fetch takes a partition's lock: a wake
+/// that comes after the clear is seen before parking, and `Wake::nudge` relies on the order.
 pub(crate) fn fetch_round<S: ReplicaControl + ?Sized>(
     sets: &[Arc<S>],
     dir: u32,
     wake: &Wake,
+    clear: bool,
 ) -> bool {
-    // Relaxed: the wake protocol's fences order it (see `Wake::wake`), and the partitions'
-    // locks order it for `Wake::nudge`.
-    wake.pending.store(false, Ordering::Relaxed);
+    if clear {
+        // Relaxed: the wake protocol's fences order it (see `Wake::wake`), and the
+        // partitions' locks order it for `Wake::nudge`.
+        wake.pending.store(false, Ordering::Relaxed);
+    }
     let mut progress = false;
     for s in sets {
         progress |= s.fetch(dir);

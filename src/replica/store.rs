@@ -9,14 +9,13 @@
 //! replica reported; a power loss loses what was not fsynced ([`FlushPolicy::EveryBatch`]
 //! fsyncs before a replica reports its log end, so `acks = all` then survives it too).
 
-use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::log::ReplicaLog;
+use super::log::{runs_of, ReplicaLog};
 use crate::clock::Clock;
 use crate::codec::{encoding, Codec};
 use crate::partition::Entry;
@@ -26,7 +25,6 @@ use crate::storage::checkpoint::{self, EpochEntry};
 use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
 use crate::storage::{BatchBuilder, BatchIter, Checkpoints, Io, LogConfig, LogOptions, SegmentSet};
 use crate::sync::Arc as SyncArc;
-use crate::sync::StdArc as Arc;
 use crate::{Error, Result};
 
 /// Kafka's name for a partition directory's epoch cache file.
@@ -47,9 +45,9 @@ pub(crate) type Stored<K, V> = (u64, i32, Entry<K, V>);
 pub(crate) trait ReplicaStore<K, V>: Send {
     /// The first of `records` the topic does not take (its `max_message_bytes`, or a
     /// batch on disk cannot hold it): `(size, limit)`. Appending it would fail part-way.
-    fn too_large(&mut self, records: &[(i32, Arc<Entry<K, V>>)]) -> Option<(u64, u64)>;
+    fn too_large(&mut self, records: &[(i32, &Entry<K, V>)]) -> Option<(u64, u64)>;
     /// Appends `records` (with their epochs) at the log end, which must be `first`.
-    fn append(&mut self, first: u64, records: &[(i32, Arc<Entry<K, V>>)]) -> Result<()>;
+    fn append(&mut self, first: u64, records: &[(i32, &Entry<K, V>)]) -> Result<()>;
     /// Cuts the log at `offset` (whole batches); the new log end.
     fn truncate_to(&mut self, offset: u64) -> Result<u64>;
     /// Writes the leader-epoch cache if it changed since the last write (atomically).
@@ -238,7 +236,7 @@ where
         // The file now says what the log holds (cut at its end, or rebuilt).
         store.save_epochs(&saved)?;
         let from = start.max(end.saturating_sub(p.capacity as u64));
-        let mut tail = VecDeque::new();
+        let mut tail = Vec::new();
         let mut mem_start = from;
         let mut at = from;
         while at < end {
@@ -252,7 +250,7 @@ where
                     tail.clear();
                     mem_start = o;
                 }
-                tail.push_back((epoch, Arc::new(e)));
+                tail.push((epoch, e));
             }
             at = last + 1;
         }
@@ -260,7 +258,7 @@ where
             tail.clear();
             mem_start = end;
         }
-        let log = ReplicaLog::restored(start, mem_start, tail, epochs);
+        let log = ReplicaLog::restored(start, mem_start, runs_of(tail), epochs);
         Ok((Box::new(store), log))
     }
 
@@ -282,14 +280,14 @@ where
         }
     }
 
-    fn append_run(&mut self, epoch: i32, run: &[(i32, Arc<Entry<K, V>>)]) -> Result<u64> {
+    fn append_run(&mut self, epoch: i32, run: &[(i32, &Entry<K, V>)]) -> Result<u64> {
         let mut i = 0;
         let mut bytes = 0u64;
         while i < run.len() {
             self.builder.clear(self.set.log_end_offset());
             let (builder, key, value) = (&mut self.builder, &mut self.key, &mut self.value);
             while i < run.len() && (builder.is_empty() || builder.size() < BATCH_TARGET) {
-                let encoded = EncodedEntry::new(&run[i].1, key, value);
+                let encoded = EncodedEntry::new(run[i].1, key, value);
                 // Cut before a record that could take the batch past what the segment set
                 // takes (a refused batch would take the directory offline).
                 if !builder.is_empty() && builder.size() + encoded.bound() > self.max_batch {
@@ -311,7 +309,7 @@ where
     K: Codec + Send + Sync + 'static,
     V: Codec + Send + Sync + 'static,
 {
-    fn append(&mut self, first: u64, records: &[(i32, Arc<Entry<K, V>>)]) -> Result<()> {
+    fn append(&mut self, first: u64, records: &[(i32, &Entry<K, V>)]) -> Result<()> {
         let end = self.set.log_end_offset();
         if first != end {
             return Err(Error::Io {
@@ -329,7 +327,7 @@ where
         self.maybe_sync(records.len() as u64, bytes)
     }
 
-    fn too_large(&mut self, records: &[(i32, Arc<Entry<K, V>>)]) -> Option<(u64, u64)> {
+    fn too_large(&mut self, records: &[(i32, &Entry<K, V>)]) -> Option<(u64, u64)> {
         records.iter().find_map(|(_, e)| {
             let size = EncodedEntry::new(e, &mut self.key, &mut self.value).bound();
             (size > self.max_record).then_some((size as u64, self.max_record as u64))

@@ -2,7 +2,7 @@
 //! files, a failing directory taking its replica offline, the partition state handed to
 //! the topic's metadata files, and a partition rebuilt from disk at open.
 
-use super::{EpochRecords, ReplicaSet, State, Status};
+use super::{ReplicaSet, State, Status};
 use crate::partition::{AppendError, Entry};
 use crate::replica::events::EventKind;
 use crate::replica::log::ReplicaLog;
@@ -105,11 +105,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// Appends `records` to replica `i`'s disk, if persisted. Nothing is appended on an
     /// error: `TooLarge` for a record the topic does not take, `NotLeader` when the
     /// directory failed (the replica is offline now).
-    pub(super) fn append_to_disk(
+    pub(super) fn append_to_disk<'a>(
         &self,
         st: &mut State<K, V>,
         i: usize,
-        records: impl Iterator<Item = (i32, Arc<Entry<K, V>>)>,
+        records: impl Iterator<Item = (i32, &'a Entry<K, V>)>,
     ) -> std::result::Result<(), AppendError> {
         let r = &mut st.replicas[i];
         let Some(store) = r.store.as_mut() else {
@@ -183,7 +183,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         i: usize,
         from: u64,
         to: u64,
-    ) -> Option<EpochRecords<K, V>> {
+    ) -> Option<Vec<(i32, Entry<K, V>)>> {
         let r = &st.replicas[i];
         let store = r.store.as_ref()?;
         let max = usize::try_from(to.saturating_sub(from)).unwrap_or(usize::MAX);
@@ -199,7 +199,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                             dense
                         }
                     })
-                    .map(|(_, epoch, e)| (epoch, Arc::new(e)))
+                    .map(|(_, epoch, e)| (epoch, e))
                     .collect(),
             ),
             Err(_) => {

@@ -30,7 +30,7 @@ pub(crate) use disk::{Backing, PartState};
 pub(crate) use send::Progress;
 
 use super::events::{EventKind, Events, ReplicaEvent};
-use super::log::{truncation_point, ReplicaLog};
+use super::log::{runs_of, truncation_point, Chunk, ReplicaLog, Run, CHUNK_MAX};
 use super::store::ReplicaStore;
 use crate::clock::Clock;
 use crate::partition::{
@@ -103,14 +103,11 @@ struct State<K, V> {
     closed: bool,
     /// An empty vector with room, for the next fetch's batch: a fetch of one record for a
     /// waiting sender would otherwise allocate and free per follower.
-    spare: EpochRecords<K, V>,
+    spare: Vec<Run<K, V>>,
 }
 
 /// Copies a record a failed send hands back while the log keeps it (`None`: cannot).
 pub(crate) type Cloner<K, V> = fn(&Entry<K, V>) -> Option<Entry<K, V>>;
-
-/// Records with the leader epoch each was written in.
-pub(crate) type EpochRecords<K, V> = Vec<(i32, Arc<Entry<K, V>>)>;
 
 /// Step 1 of a fetch: done already (whether it copied or changed anything), or a batch
 /// for step 2.
@@ -121,7 +118,8 @@ enum Fetched<K, V> {
 
 /// Records copied from the leader for one follower, and what step 2 checks them against.
 struct Batch<K, V> {
-    records: EpochRecords<K, V>,
+    /// Slices of the leader's chunks (shared, not copied).
+    records: Vec<Run<K, V>>,
     /// The follower's log end when they were copied: they are appended only there.
     from: u64,
     leader_end: u64,
@@ -177,11 +175,14 @@ pub(crate) struct Wake {
 impl Wake {
     /// Wakes the fetcher for records appended under the partition's lock (which every
     /// fetch takes too), skipping the store and the fence while a wake is still pending.
-    /// Sound because the fetcher clears `pending` *before* it locks for its next fetch
-    /// (`runtime::fetch_round`): had that fetch locked before this caller's append, its
-    /// clear would happen-before this load (through the lock), and the load could not read
-    /// an older `true`; so a `true` read here is one stored after the clear, and the fetch
-    /// it leads to locks after the append and copies it.
+    /// Sound because the fetcher clears `pending` *before* a round's fetches lock
+    /// (`runtime::fetch_round`) unless its last round copied something (a busy fetcher
+    /// leaves it set, so appends while it copies skip even the store), and parks only while
+    /// `pending` is clear. Say this load reads `true`, and C is the fetcher's last clear
+    /// before it: had the round after C locked before this caller's append, C would
+    /// happen-before this load (through the lock) and the `true` read was stored after C,
+    /// so the fetcher sees it before parking and goes round again, clearing first; that
+    /// round, or the one after C, locks after the append and copies it.
     pub(crate) fn nudge(&self) {
         // Relaxed: ordered by the partition's lock, as argued above.
         if !self.pending.load(Ordering::Relaxed) {
@@ -336,11 +337,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     }
 
     /// A record to hand back: the entry itself if nothing else holds it, else a copy.
-    fn take_back(&self, entry: Arc<Entry<K, V>>) -> Option<Entry<K, V>> {
-        match Arc::try_unwrap(entry) {
-            Ok(e) => Some(e),
-            Err(shared) => (self.cloner)(&shared),
-        }
+    fn take_back(&self, entry: Chunk<K, V>) -> Option<Entry<K, V>> {
+        entry.take_one(self.cloner)
     }
 
     // ---- follower side ----
@@ -426,19 +424,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             return Fetched::Done(false);
         }
         let to = leader_end.min(from + FETCH_MAX as u64);
-        let records: EpochRecords<K, V> = if from < leader_log.start() {
+        let records = if from < leader_log.start() {
             // Below the leader's tail in memory: from its disk.
             let to = to.min(leader_log.start());
             match self.read_disk(st, l, from, to) {
-                Some(b) => b,
+                Some(b) => runs_of(b),
                 None => return Fetched::Done(true),
             }
         } else {
             let mut records = std::mem::take(&mut st.spare);
-            let leader_log = &st.replicas[l].log;
-            records.extend(
-                (from..to).filter_map(|o| leader_log.get(o).map(|(e, r)| (*e, Arc::clone(r)))),
-            );
+            st.replicas[l].log.runs_in(from, to, &mut records);
             records
         };
         Fetched::Batch(Batch {
@@ -469,12 +464,15 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             // An election, crash or truncation came between: fetch again.
             return true;
         }
-        if self.append_to_disk(st, i, records.iter().cloned()).is_err() {
+        if self
+            .append_to_disk(st, i, records.iter().flat_map(Run::entries))
+            .is_err()
+        {
             return true;
         }
         let r = &mut st.replicas[i];
-        for (e, entry) in records.drain(..) {
-            r.log.append(e, entry);
+        for run in records.drain(..) {
+            r.log.append_run(run);
         }
         r.log.trim(self.config.capacity, u64::MAX);
         st.spare = records;
@@ -855,11 +853,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
             };
         }
         let n = (hw - offset).min(max as u64);
-        for o in offset..offset + n {
-            if let Some((_, e)) = log.get(o) {
-                f(o, e);
-            }
-        }
+        log.for_each(offset, offset + n, |o, _, e| f(o, e));
         if n == 0 {
             ReadOutcome::Empty
         } else {
@@ -874,9 +868,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
             return found;
         }
         let log = &st.replicas[l].log;
-        (log.start()..st.hw)
-            .filter_map(|o| log.get(o).map(|(_, e)| (o, e.timestamp)))
-            .find(|(_, ts)| *ts >= timestamp)
+        let mut found = None;
+        log.for_each(log.start(), st.hw, |o, _, e| {
+            if found.is_none() && e.timestamp >= timestamp {
+                found = Some((o, e.timestamp));
+            }
+        });
+        found
     }
 
     fn append(
@@ -885,13 +883,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         policy: &SendPolicy,
         deadline: Option<Instant>,
     ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
-        let entry = [Arc::new(entry)];
-        match self.send(&entry, policy, deadline) {
+        let entry = Chunk::one(entry);
+        match self.send(std::slice::from_ref(&entry), policy, deadline) {
             Ok(offset) => Ok(offset),
-            Err(why) => {
-                let [entry] = entry;
-                Err((self.take_back(entry), why))
-            }
+            Err(why) => Err((self.take_back(entry), why)),
         }
     }
 
@@ -903,11 +898,19 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         if entries.is_empty() {
             return Ok(());
         }
-        let shared: Vec<_> = entries.drain(..).map(Arc::new).collect();
+        // One allocation for the batch, shared by every replica's log (pieces of
+        // `CHUNK_MAX` records for a batch longer than a run can address).
+        let mut shared = Vec::with_capacity(entries.len().div_ceil(CHUNK_MAX));
+        while !entries.is_empty() {
+            let rest = entries.split_off(entries.len().min(CHUNK_MAX));
+            shared.push(Chunk::many(std::mem::replace(entries, rest)));
+        }
         match self.send(&shared, policy, None) {
             Ok(_) => Ok(()),
             Err(why) => {
-                entries.extend(shared.into_iter().filter_map(|e| self.take_back(e)));
+                for chunk in shared {
+                    entries.extend(chunk.take(self.cloner));
+                }
                 Err(why)
             }
         }

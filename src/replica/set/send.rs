@@ -4,13 +4,11 @@
 
 use std::time::Duration;
 
-use super::{Failure, ReplicaSet, State, FETCH_MAX};
+use super::{Chunk, Failure, ReplicaSet, Run, State, FETCH_MAX};
 use crate::partition::{Acks, AppendError, Entry, Pending, Refused, SendPolicy};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};
 use crate::sync::MutexGuard;
-// Std's Arc: entries are shared between the replicas' logs (see `sync::StdArc`).
-use crate::sync::StdArc as Arc;
 
 /// An append that happened: the partition still locked, its epoch and last offset.
 type Appended<'a, K, V> = (MutexGuard<'a, State<K, V>>, i32, u64);
@@ -141,7 +139,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// `wake`: when to nudge the fetcher threads.
     fn append_once(
         &self,
-        entries: &[Arc<Entry<K, V>>],
+        entries: &[Chunk<K, V>],
         acks: Acks,
         wake: Nudge,
     ) -> Result<Appended<'_, K, V>, Failure> {
@@ -162,11 +160,15 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let epoch = st.epoch;
         // Nothing was appended on an error: a record too large, or the leader's directory
         // failed (a new leader took over).
-        self.append_to_disk(&mut st, l, entries.iter().map(|e| (epoch, Arc::clone(e))))
-            .map_err(Failure::Refused)?;
+        self.append_to_disk(
+            &mut st,
+            l,
+            entries.iter().flat_map(Chunk::entries).map(|e| (epoch, e)),
+        )
+        .map_err(Failure::Refused)?;
         let log = &mut st.replicas[l].log;
-        for e in entries {
-            log.append(epoch, Arc::clone(e));
+        for chunk in entries {
+            log.append_run(Run::whole(epoch, chunk.clone()));
         }
         let last = log.end() - 1;
         let moved = self.advance_hw(&mut st);
@@ -293,7 +295,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// The epoch and last offset of the append that succeeded, or the last error.
     fn drive(
         &self,
-        entries: &[Arc<Entry<K, V>>],
+        entries: &[Chunk<K, V>],
         policy: &SendPolicy,
         pending: &mut Progress,
         wait: bool,
@@ -373,7 +375,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// Appends with the policy's retries and waits for the acks level; the last offset.
     pub(super) fn send(
         &self,
-        entries: &[Arc<Entry<K, V>>],
+        entries: &[Chunk<K, V>],
         policy: &SendPolicy,
         deadline: Option<Instant>,
     ) -> Result<u64, AppendError> {
@@ -388,7 +390,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         entry: Entry<K, V>,
         policy: &SendPolicy,
     ) -> Result<Pending<K, V>, Refused<K, V>> {
-        let entry = Arc::new(entry);
+        let entry = Chunk::one(entry);
         let mut progress = Progress::new(policy, None);
         // The delivery timeout counts from the send, however late the wait comes.
         progress.budget.sent = Some(time::coarse_ns());
