@@ -45,6 +45,7 @@ impl<K, V> Partition<K, V> {
     /// in place, in offset order, with no lock held while `f` runs (module docs). `None`
     /// when this read cannot lend (a replicated, persisted or drop-oldest partition, no
     /// gate, `offset` below the gate or out of range): [`read`](Self::read) serves it then.
+    #[inline(always)]
     pub(crate) fn lend(
         &self,
         offset: u64,
@@ -53,31 +54,9 @@ impl<K, V> Partition<K, V> {
         group: &GroupSlot<K, V>,
         f: impl FnMut(u64, &Entry<K, V>),
     ) -> Option<ReadOutcome> {
-        if self.replicated.is_some() || self.disk.is_some() || !self.config.gated || max == 0 {
-            return None;
-        }
-        // Only retention by age can put the log start above the gate (producers stay
-        // within a lap of it): without it, an offset at or after the gate is in the log.
-        if self.expires_by_age() && offset < self.ring_start(self.ring.cursor(), now_ms) {
-            return None;
-        }
-        let n = {
-            let mut g = group.lock();
-            if g.removed {
-                return None;
-            }
-            let gate = g.gate.as_mut()?;
-            // Counts the published run (an Acquire load of the producer's cursor when the
-            // gate's known prefix falls short, which makes its records visible here); reads
-            // nothing. Below the gate or past the log end: `read` answers.
-            match gate.published_run(offset, max) {
-                Ok(0) => return Some(ReadOutcome::Empty),
-                Ok(n) => {
-                    g.lenders += 1;
-                    n
-                }
-                Err(_) => return None,
-            }
+        let n = match self.hold(offset, max, now_ms, group) {
+            Ok(n) => n,
+            Err(outcome) => return outcome,
         };
         let _lending = Lending { group };
         // SAFETY: `offset..offset + n` was seen published, by this thread or by one whose
@@ -87,6 +66,43 @@ impl<K, V> Partition<K, V> {
         // `_lending` counts us, neither moves forward nor is dropped (module docs).
         unsafe { self.ring.read_held_run(offset, n, f) };
         Some(ReadOutcome::Read(n))
+    }
+
+    /// The part of [`lend`](Self::lend) that takes the group's lock: registers a lender
+    /// on `offset..offset + n` and returns `n` (the caller then owes a `Lending`), or what
+    /// `lend` answers without lending. Out of line, so that `lend`'s loop is inlined into
+    /// the caller's with the caller's closure: its state then stays in registers.
+    fn hold(
+        &self,
+        offset: u64,
+        max: usize,
+        now_ms: i64,
+        group: &GroupSlot<K, V>,
+    ) -> Result<usize, Option<ReadOutcome>> {
+        if self.replicated.is_some() || self.disk.is_some() || !self.config.gated || max == 0 {
+            return Err(None);
+        }
+        // Only retention by age can put the log start above the gate (producers stay
+        // within a lap of it): without it, an offset at or after the gate is in the log.
+        if self.expires_by_age() && offset < self.ring_start(self.ring.cursor(), now_ms) {
+            return Err(None);
+        }
+        let mut g = group.lock();
+        if g.removed {
+            return Err(None);
+        }
+        let gate = g.gate.as_mut().ok_or(None)?;
+        // Counts the published run (an Acquire load of the producer's cursor when the
+        // gate's known prefix falls short, which makes its records visible here); reads
+        // nothing. Below the gate or past the log end: `read` answers.
+        match gate.published_run(offset, max) {
+            Ok(0) => Err(Some(ReadOutcome::Empty)),
+            Ok(n) => {
+                g.lenders += 1;
+                Ok(n)
+            }
+            Err(_) => Err(None),
+        }
     }
 }
 
