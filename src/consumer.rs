@@ -307,6 +307,7 @@ where
 
     /// The poll loop: group duties, `fetch(self, max)` over the assigned partitions, and
     /// waiting for records until `timeout`.
+    #[inline(always)]
     pub(crate) fn poll_loop(
         &mut self,
         max: usize,
@@ -372,6 +373,7 @@ where
     ///
     /// The clock is asked at most once per walk, and only for a partition that expires
     /// records by age: nothing else about a read depends on the time (others get 0).
+    #[inline(always)]
     pub(crate) fn walk(
         &mut self,
         max: usize,

@@ -150,6 +150,7 @@ where
     /// assert_eq!((n, sum), (3, 3));
     /// # Ok::<(), logbus::Error>(())
     /// ```
+    #[inline]
     pub fn poll_with(
         &mut self,
         max: usize,
@@ -166,6 +167,7 @@ where
 
     /// The fetch of [`poll_with`](Self::poll_with): each partition's run lent in place
     /// where its group's gate holds it, else copied out and lent from the copies.
+    #[inline(always)]
     fn fetch_lending(
         &mut self,
         max: usize,

@@ -11,7 +11,6 @@
 //! gate in place, which holds the run too.
 
 use super::{advance, Entry, GroupSlot, Partition, ReadOutcome};
-use crate::ring::GetError;
 
 /// A lending read in progress on a group: ends it when dropped (also on unwind from the
 /// caller's function).
@@ -46,6 +45,7 @@ impl<K, V> Partition<K, V> {
     /// in place, in offset order, with no lock held while `f` runs (module docs). `None`
     /// when this read cannot lend (a replicated, persisted or drop-oldest partition, no
     /// gate, `offset` below the gate or out of range): [`read`](Self::read) serves it then.
+    #[inline(always)]
     pub(crate) fn lend(
         &self,
         offset: u64,
@@ -54,43 +54,55 @@ impl<K, V> Partition<K, V> {
         group: &GroupSlot<K, V>,
         f: impl FnMut(u64, &Entry<K, V>),
     ) -> Option<ReadOutcome> {
-        if self.replicated.is_some() || self.disk.is_some() || !self.config.gated || max == 0 {
-            return None;
-        }
-        // In memory only (above): the high watermark is the ring's cursor, loaded once.
-        let hw = self.ring.cursor();
-        if offset < self.ring_start(hw, now_ms) || offset > hw {
-            return None;
-        }
-        let max = max.min((hw - offset).min(usize::MAX as u64) as usize);
-        if max == 0 {
-            // At the high watermark: nothing to read yet, wherever it would come from.
-            return Some(ReadOutcome::Empty);
-        }
-        let n = {
-            let mut g = group.lock();
-            if g.removed {
-                return None;
-            }
-            let gate = g.gate.as_mut()?;
-            // Counts the published run (the Acquire load of the producer's cursor makes its
-            // records visible here); reads nothing.
-            match gate.get_run_with_noting(offset, max, |_, _| ()) {
-                (0, Some(GetError::NotPublished { .. })) => return Some(ReadOutcome::Empty),
-                (0, _) => return None,
-                (n, _) => {
-                    g.lenders += 1;
-                    n
-                }
-            }
+        let n = match self.hold(offset, max, now_ms, group) {
+            Ok(n) => n,
+            Err(outcome) => return outcome,
         };
         let _lending = Lending { group };
-        // SAFETY: this thread saw `offset..offset + n` published (the gate's read above);
-        // `n <= max <= hw - offset`, within the ring (the gate is at or below `offset` and
-        // producers stay within a lap of it); the gate was at or below `offset` and, while
+        // SAFETY: `offset..offset + n` was seen published, by this thread or by one whose
+        // view the group's lock passed on (`published_run`); the run lies within the ring
+        // (the gate is at or below `offset` and producers stay within a lap of it, so
+        // `n` is at most the capacity); the gate was at or below `offset` and, while
         // `_lending` counts us, neither moves forward nor is dropped (module docs).
         unsafe { self.ring.read_held_run(offset, n, f) };
         Some(ReadOutcome::Read(n))
+    }
+
+    /// The part of [`lend`](Self::lend) that takes the group's lock: registers a lender
+    /// on `offset..offset + n` and returns `n` (the caller then owes a `Lending`), or what
+    /// `lend` answers without lending. Out of line, so that `lend`'s loop is inlined into
+    /// the caller's with the caller's closure: its state then stays in registers.
+    fn hold(
+        &self,
+        offset: u64,
+        max: usize,
+        now_ms: i64,
+        group: &GroupSlot<K, V>,
+    ) -> Result<usize, Option<ReadOutcome>> {
+        if self.replicated.is_some() || self.disk.is_some() || !self.config.gated || max == 0 {
+            return Err(None);
+        }
+        // Only retention by age can put the log start above the gate (producers stay
+        // within a lap of it): without it, an offset at or after the gate is in the log.
+        if self.expires_by_age() && offset < self.ring_start(self.ring.cursor(), now_ms) {
+            return Err(None);
+        }
+        let mut g = group.lock();
+        if g.removed {
+            return Err(None);
+        }
+        let gate = g.gate.as_mut().ok_or(None)?;
+        // Counts the published run (an Acquire load of the producer's cursor when the
+        // gate's known prefix falls short, which makes its records visible here); reads
+        // nothing. Below the gate or past the log end: `read` answers.
+        match gate.published_run(offset, max) {
+            Ok(0) => Err(Some(ReadOutcome::Empty)),
+            Ok(n) => {
+                g.lenders += 1;
+                Ok(n)
+            }
+            Err(_) => Err(None),
+        }
     }
 }
 

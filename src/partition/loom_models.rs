@@ -444,3 +444,41 @@ fn a_group_removed_during_a_lending_read_keeps_its_gate_until_it_ends() {
         assert_eq!(producer.join().unwrap(), 2);
     });
 }
+
+/// The group's reader lends offsets 0 and 1, then commits 2, which moves the gate past the
+/// run without reading it again (`Reader::skip_to`), while the producer tries to append
+/// offset 2 (over offset 0's slot) without waiting: the lent read must happen before that
+/// overwrite (loom reports a racing access to the slot's cell otherwise). Key ordering:
+/// the Release store of the gate's cursor in `skip_to` (`Reader::commit`) against the
+/// producer's Acquire load of it (`GateView::min_gate`); storing it Relaxed fails this
+/// model. Light fences run as the compiler fences they are on std (nobody parks here):
+/// loom's `SeqCst` fence would order the threads by itself.
+#[test]
+fn a_gate_moved_past_a_lent_run_hands_it_to_the_producer() {
+    model(|| {
+        crate::sync::asym_fence::light_as_compiler_fence(|| {
+            let (p, group) = gated_by_group();
+            let slot = p.group_slot("g").unwrap();
+            let mut a = p.appender();
+            append(&mut a, 0, AppendWait::No);
+            append(&mut a, 1, AppendWait::No);
+            let producer = thread::spawn(move || {
+                let mut e = entry(2);
+                loop {
+                    match a.append(e, AppendWait::No) {
+                        Ok(offset) => return offset,
+                        Err((Some(back), _)) => e = back,
+                        Err((None, err)) => panic!("{err:?}"),
+                    }
+                    thread::yield_now();
+                }
+            });
+            let mut got = Vec::new();
+            let outcome = p.lend(0, 2, 0, &slot, |o, e| got.push((o, *e.value)));
+            assert_eq!(outcome, Some(ReadOutcome::Read(2)));
+            assert_eq!(got, [(0, 0), (1, 1)]);
+            p.commit(&group, 2, 0).unwrap();
+            assert_eq!(producer.join().unwrap(), 2);
+        });
+    });
+}

@@ -336,7 +336,7 @@ impl<T> Ring<T> {
     /// This thread saw every sequence of the run published (Acquire: through a gating
     /// reader's read of it), `n <= capacity`, and until this returns some gating reader of
     /// this ring stays registered at or below `from`, so no producer overwrites the run.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn read_held_run(&self, from: u64, n: usize, mut f: impl FnMut(u64, &T)) {
         let slots = &self.shared.slots;
         slots.prefetch_run(from, from + n as u64);

@@ -776,6 +776,62 @@ impl<T> Reader<T> {
         (n, why)
     }
 
+    /// Gating: how many entries of `from..from + max` are published, for a caller that
+    /// holds this reader in place (at or below `from`) while it reads them itself (the
+    /// partition's lending reads). Looks at the producers' side only when the known
+    /// published prefix cannot answer: a reader that keeps up loads the producer's cursor
+    /// once per run, not once per question (each load can take the line from the producer).
+    ///
+    /// # Errors
+    ///
+    /// [`GetError::Evicted`] when `from` is below the position (this reader no longer holds
+    /// it); [`GetError::NotPublished`] when `from` lies past the published end.
+    pub(crate) fn published_run(&mut self, from: u64, max: usize) -> Result<usize, GetError> {
+        debug_assert!(self.gating);
+        if from < self.next {
+            return Err(GetError::Evicted {
+                requested: from,
+                oldest: self.next,
+            });
+        }
+        let want = from.saturating_add(max as u64);
+        if self.known_end < want {
+            // Acquire (the cursor) or the tags: pairs with the producers' publish, so the
+            // entries counted here are visible to this thread.
+            self.refresh_known();
+        }
+        if from > self.known_end {
+            return Err(GetError::NotPublished { requested: from });
+        }
+        Ok((want.min(self.known_end) - from) as usize)
+    }
+
+    /// Gating: moves the position forward to `to`, or to the end of the published prefix if
+    /// that comes first, without reading the entries (their reader read them while this
+    /// reader held them: a group's gate after a commit). Returns the new position.
+    pub(crate) fn skip_to(&mut self, to: u64) -> u64 {
+        debug_assert!(self.gating);
+        if to <= self.next {
+            return self.next;
+        }
+        if self.known_end < to {
+            self.refresh_known();
+        }
+        let end = to.min(self.known_published());
+        if end > self.next {
+            self.next = end;
+            // Release (in `commit`): whatever read the skipped entries happened before this
+            // (the caller's guarantee) happens before a producer overwrites them.
+            self.commit();
+        }
+        self.next
+    }
+
+    /// Gating: every sequence below this is known published (at least the position).
+    pub(crate) fn known_published(&self) -> u64 {
+        self.known_end.max(self.next)
+    }
+
     /// A clone of the entry at `seq`; see [`get_with`](Self::get_with).
     ///
     /// # Errors

@@ -128,15 +128,24 @@ impl<T> Slots<T> {
         // Hoisted out of the loop: the caller's closure may write through pointers the
         // compiler cannot tell apart from ours.
         let values = &*self.values;
-        let mask = self.mask;
+        // At most two contiguous stretches (before and after the wrap): no mask, no bounds
+        // check and no index arithmetic per entry.
+        let start = from as usize & self.mask;
+        let n = (to - from) as usize;
+        let first = n.min(values.len() - start);
         let mut last = None;
-        for seq in from..to {
-            // SAFETY: `seq & mask < values.len()`.
-            let cell = unsafe { values.get_unchecked(seq as usize & mask) };
-            last = Some(cell.with(|p| {
-                // SAFETY: the caller's guarantee (published, initialised, not overwritten).
-                f(seq, unsafe { (*p).assume_init_ref() })
-            }));
+        let mut stretch = |cells: &[UnsafeCell<MaybeUninit<T>>], seq: u64| {
+            for (i, cell) in cells.iter().enumerate() {
+                last = Some(cell.with(|p| {
+                    // SAFETY: the caller's guarantee (published, initialised, not
+                    // overwritten).
+                    f(seq + i as u64, unsafe { (*p).assume_init_ref() })
+                }));
+            }
+        };
+        stretch(&values[start..start + first], from);
+        if n > first {
+            stretch(&values[..n - first], from + first as u64);
         }
         last
     }
@@ -259,14 +268,18 @@ impl<T> Slots<T> {
     #[inline]
     pub(crate) fn prefetch_run(&self, from: u64, to: u64) {
         let values = &*self.values;
-        let step = (LINE / std::mem::size_of::<T>().max(1)).max(1) as u64;
-        let end = to.min(from + PREFETCH_LINES * step);
-        let mut seq = from;
-        while seq < end {
-            // `seq & mask` indexes `values`.
-            let cell = &values[seq as usize & self.mask];
-            hint::prefetch_read(cell.with(|p| p));
-            seq += step;
+        let step = (LINE / std::mem::size_of::<T>().max(1)).max(1);
+        let n = (to.saturating_sub(from)).min(PREFETCH_LINES * step as u64) as usize;
+        let start = from as usize & self.mask;
+        // Two contiguous stretches, as in `read_run_unlocked`: a few instructions a line.
+        let first = n.min(values.len() - start);
+        let wrapped = (n - first).min(start);
+        for stretch in [&values[start..start + first], &values[..wrapped]] {
+            let mut i = 0;
+            while i < stretch.len() {
+                hint::prefetch_read(stretch[i].with(|p| p));
+                i += step;
+            }
         }
     }
 
