@@ -1411,3 +1411,211 @@ fn seeking_and_pausing_between_polls_while_producers_send() {
         }
     });
 }
+
+/// Set while [`Brittle`] clones panic.
+static BRITTLE: AtomicBool = AtomicBool::new(false);
+
+/// A value whose `Clone` panics while [`BRITTLE`] is set.
+struct Brittle(u64);
+
+impl Clone for Brittle {
+    fn clone(&self) -> Self {
+        if BRITTLE.load(Ordering::SeqCst) {
+            panic!("clone of {}", self.0);
+        }
+        Brittle(self.0)
+    }
+}
+
+impl logbus::Codec for Brittle {
+    const TYPE_ID: &'static str = "test.Brittle";
+    fn encode(&self, out: &mut Vec<u8>) {
+        self.0.encode(out)
+    }
+    fn decode(bytes: &[u8]) -> logbus::Result<Self> {
+        u64::decode(bytes).map(Brittle)
+    }
+}
+
+/// A value whose `Clone` panics while a consumer copies it out of the ring (a read holds
+/// the slot's lock for the length of one clone): the panic reaches the consumer, and the
+/// slot is not left locked, so producers overwrite it and readers read on.
+#[test]
+fn a_panicking_clone_during_a_read_leaves_no_slot_locked() {
+    within(60, || {
+        for (overflow, group) in [
+            (Overflow::DropOldest, false),
+            (Overflow::Block, false),
+            (Overflow::Block, true),
+        ] {
+            let (b, _) = broker();
+            b.create_topic::<(), Brittle>(
+                "t",
+                TopicConfig::new(1).records_in_memory(4).overflow(overflow),
+            )
+            .unwrap();
+            let p = b.producer::<(), Brittle>();
+            for v in 0..3 {
+                p.send(Record::new("t", Brittle(v))).unwrap();
+            }
+            let mut config = ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest);
+            if group {
+                config = config.group_id("g");
+            }
+            let mut c = b.consumer::<(), Brittle>(config).unwrap();
+            c.assign(&[tp("t", 0)]).unwrap();
+            BRITTLE.store(true, Ordering::SeqCst);
+            let r = catch_unwind(AssertUnwindSafe(|| c.poll(Duration::ZERO).map(|r| r.len())));
+            BRITTLE.store(false, Ordering::SeqCst);
+            assert!(r.is_err(), "{overflow:?} {group}: the clone did not panic");
+            if group {
+                c.commit_offsets(&[(tp("t", 0), 3)]).unwrap();
+            }
+            // Every slot is overwritten twice over: none may still be locked.
+            for v in 3..11 {
+                p.send_timeout(Record::new("t", Brittle(v)), Duration::from_secs(10))
+                    .unwrap();
+                if group {
+                    c.commit_offsets(&[(tp("t", 0), v + 1)]).unwrap();
+                }
+            }
+            c.seek(&tp("t", 0), 7).unwrap();
+            let got: Vec<u64> = c
+                .poll(Duration::ZERO)
+                .unwrap()
+                .iter()
+                .map(|r| r.value.0)
+                .collect();
+            assert_eq!(got, [7, 8, 9, 10], "{overflow:?} {group}");
+        }
+    });
+}
+
+/// A key whose encoding panics (the default partitioner hashes its bytes, as Kafka's
+/// does) in `send` and mid-`send_batch`: the producer stays usable and sends nothing
+/// left over from the batch that panicked.
+#[test]
+fn a_key_codec_panicking_in_the_partitioner_leaves_no_leftovers() {
+    #[derive(Clone)]
+    struct Key(u64);
+    impl logbus::Codec for Key {
+        const TYPE_ID: &'static str = "test.Key";
+        fn encode(&self, out: &mut Vec<u8>) {
+            if self.0 == 13 {
+                panic!("unlucky key");
+            }
+            self.0.encode(out)
+        }
+        fn decode(bytes: &[u8]) -> logbus::Result<Self> {
+            u64::decode(bytes).map(Key)
+        }
+    }
+    let (b, _) = broker();
+    b.create_topic::<Key, u64>("t", TopicConfig::new(3))
+        .unwrap();
+    let p = b.producer::<Key, u64>();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        p.send(Record::new("t", 0).key(Key(13)))
+    }));
+    assert!(r.is_err());
+    let mut batch: Vec<_> = (1..6)
+        .map(|v| Record::new("t", v).key(Key(if v == 4 { 13 } else { v })))
+        .collect();
+    let r = catch_unwind(AssertUnwindSafe(|| p.send_batch(&mut batch)));
+    assert!(r.is_err());
+    let before: u64 = b
+        .describe_topic("t")
+        .unwrap()
+        .partitions
+        .iter()
+        .map(|d| d.log_end)
+        .sum();
+    let m = p.send(Record::new("t", 100).key(Key(1))).unwrap();
+    let mut batch = vec![Record::new("t", 101).key(Key(2))];
+    p.send_batch(&mut batch).unwrap();
+    let after: Vec<_> = b.describe_topic("t").unwrap().partitions;
+    assert_eq!(after.iter().map(|d| d.log_end).sum::<u64>(), before + 2);
+    let mut c = b
+        .consumer::<Key, u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+        .unwrap();
+    c.assign(&[tp("t", m.partition)]).unwrap();
+    let got: Vec<u64> = c
+        .poll(Duration::ZERO)
+        .unwrap()
+        .iter()
+        .map(|r| r.value)
+        .collect();
+    assert!(got.contains(&100), "{got:?}");
+    assert!(
+        !got.contains(&0),
+        "the panicking send's record was sent: {got:?}"
+    );
+}
+
+/// `delete_group` racing members of the group that come and go (a member open refuses
+/// the delete) while a producer waits for room on a `Block` topic the group gates: once
+/// a delete succeeds with no member left, the producer is free; nothing hangs.
+#[test]
+fn delete_group_racing_members_that_come_and_go() {
+    within(120, || {
+        let (b, _) = broker();
+        b.create_topic::<(), u64>("t", TopicConfig::new(1).records_in_memory(4))
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let members = {
+            let b = b.clone();
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut rounds = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let mut c = b
+                        .consumer::<(), u64>(
+                            ConsumerConfig::new()
+                                .group_id("g")
+                                .auto_offset_reset(OffsetReset::Earliest),
+                        )
+                        .unwrap();
+                    c.assign(&[tp("t", 0)]).unwrap();
+                    let mut last = None::<u64>;
+                    c.poll_with(3, Duration::from_millis(1), |r| {
+                        assert!(last.is_none_or(|l| r.offset == l + 1));
+                        last = Some(r.offset);
+                    })
+                    .unwrap();
+                    if rounds % 2 == 0 {
+                        c.commit_sync().unwrap();
+                    }
+                    rounds += 1;
+                }
+                rounds
+            })
+        };
+        let producer = {
+            let p = b.producer::<(), u64>();
+            std::thread::spawn(move || {
+                for v in 0..2000 {
+                    assert_eq!(p.send(Record::new("t", v)).unwrap().offset, v);
+                }
+            })
+        };
+        let mut deleted = 0;
+        for _ in 0..200 {
+            match b.delete_group("g") {
+                Ok(()) => deleted += 1,
+                Err(Error::GroupNotEmpty { .. } | Error::UnknownGroup { .. }) => {}
+                Err(e) => panic!("{e:?}"),
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        stop.store(true, Ordering::SeqCst);
+        assert!(members.join().unwrap() > 0);
+        // No member is left: the next delete succeeds (or the group is gone already)
+        // and frees the producer.
+        match b.delete_group("g") {
+            Ok(()) | Err(Error::UnknownGroup { .. }) => {}
+            Err(e) => panic!("{e:?}"),
+        }
+        producer.join().unwrap();
+        let _ = deleted;
+    });
+}
