@@ -1381,10 +1381,10 @@ fn seeking_and_pausing_between_polls_while_producers_send() {
         for k in 0..3000u64 {
             match k % 7 {
                 0 => c.seek(&t0, k).unwrap(),
-                1 => c.pause(&[t1.clone()]).unwrap(),
-                2 => c.seek_to_beginning(&[t1.clone()]).unwrap(),
-                3 => c.resume(&[t1.clone()]).unwrap(),
-                4 => c.seek_to_end(&[t0.clone()]).unwrap(),
+                1 => c.pause(std::slice::from_ref(&t1)).unwrap(),
+                2 => c.seek_to_beginning(std::slice::from_ref(&t1)).unwrap(),
+                3 => c.resume(std::slice::from_ref(&t1)).unwrap(),
+                4 => c.seek_to_end(std::slice::from_ref(&t0)).unwrap(),
                 _ => {}
             }
             let paused = c.paused().contains(&t1);
@@ -1396,7 +1396,7 @@ fn seeking_and_pausing_between_polls_while_producers_send() {
                 let p = r.partition as usize;
                 assert!(!(paused && p == 1), "read from a paused partition");
                 // Dense, unless the ring moved past the position (told as skipped).
-                let gap = c.metrics().skipped(&[&t0, &t1][p]) - skipped[p];
+                let gap = c.metrics().skipped([&t0, &t1][p]) - skipped[p];
                 assert!(
                     r.offset >= next[p] && r.offset <= next[p] + gap,
                     "{r:?} {next:?}"

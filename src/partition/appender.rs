@@ -204,14 +204,12 @@ impl<K, V> Appender<K, V> {
     /// offline (then the error that took it offline) or because the broker closed (then
     /// `BrokerClosed`): the topic was not deleted.
     fn closed_why(&self, why: AppendError) -> AppendError {
-        let offline = match (&why, &self.disk) {
-            (AppendError::Closed, Some(disk)) => disk.offline_error(),
-            _ => None,
-        };
-        match why {
-            AppendError::Closed if offline.is_some() => {
-                AppendError::Offline(Box::new(offline.expect("checked")))
+        if let (AppendError::Closed, Some(disk)) = (&why, &self.disk) {
+            if let Some(e) = disk.offline_error() {
+                return AppendError::Offline(Box::new(e));
             }
+        }
+        match why {
             // Acquire: pairs with the Release store in `Partition::close_for_broker`.
             AppendError::Closed if self.broker_closed.load(Ordering::Acquire) => {
                 AppendError::BrokerClosed
