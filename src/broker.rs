@@ -171,6 +171,8 @@ trait TopicAdmin: Send + Sync {
     fn partition_count(&self) -> u32;
     fn add_partitions(&self, total: u32) -> Result<()>;
     fn delete(&self) -> Result<()>;
+    /// Closes every partition because the broker is closing (`Broker::close`).
+    fn close_for_broker(&self);
     fn offsets(&self, partition: u32, now_ms: i64) -> Result<Offsets>;
     fn offset_for_time(
         &self,
@@ -242,6 +244,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInn
             Some(store) => store.delete(),
             None => Ok(()),
         }
+    }
+
+    fn close_for_broker(&self) {
+        for p in self.partitions().iter() {
+            p.close_for_broker();
+        }
+        self.arrivals.notify_all();
     }
 
     fn offsets(&self, partition: u32, now_ms: i64) -> Result<Offsets> {
@@ -490,6 +499,22 @@ impl Broker {
     }
 
     /// The data directory, for a broker opened on one.
+    /// Closes every partition of every open topic, in memory or persisted (not the
+    /// replicated ones: their replicas close them): `Broker::close`. Sends fail from now
+    /// on, saying the broker was closed; waiting sends and polls wake.
+    pub(crate) fn close_topics(&self) {
+        let topics: Vec<_> = self
+            .inner
+            .topics
+            .lock()
+            .values()
+            .map(|slot| Arc::clone(&slot.admin))
+            .collect();
+        for topic in topics {
+            topic.close_for_broker();
+        }
+    }
+
     pub(crate) fn data(&self) -> Option<&Arc<crate::persist::DataDir>> {
         self.inner.data.as_ref()
     }

@@ -44,7 +44,7 @@ use bytes::Bytes;
 use crate::ring::{
     GetError, Overflow as RingOverflow, Producer as RingProducer, Reader, Ring, RingConfig, Start,
 };
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::time::Instant;
 // Std's Arc (also under loom): group names are `Arc<str>` (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
@@ -163,6 +163,8 @@ pub(crate) enum AppendError {
     Timeout,
     /// The partition is closed (its topic was deleted).
     Closed,
+    /// The partition is closed because its broker was closed (`Broker::close`).
+    BrokerClosed,
     /// Not appended: the partition's log is offline ([`Error::PartitionOffline`]).
     Offline(Box<Error>),
     /// The record exceeds the topic's `max_message_bytes` (size, limit).
@@ -367,6 +369,9 @@ pub(crate) struct Partition<K, V> {
     arrivals: Arc<WaitSet>,
     /// Persisted partitions: the log on disk below the ring (`crate::persist`).
     disk: Option<Arc<dyn DiskLog<K, V>>>,
+    /// Set when the broker closed the partition, so appends say that, not that the topic
+    /// was deleted (shared with the appenders).
+    broker_closed: Arc<AtomicBool>,
     /// Replicated partitions: the replicas' logs serve every read and append instead of
     /// the ring (`crate::replica`).
     replicated: Option<Arc<dyn ReplicatedLog<K, V>>>,
@@ -482,6 +487,7 @@ impl<K, V> Partition<K, V> {
             groups: Mutex::new(HashMap::new()),
             arrivals,
             disk,
+            broker_closed: Arc::default(),
             replicated: None,
         })
     }
@@ -561,6 +567,7 @@ impl<K, V> Partition<K, V> {
             ring: self.ring.clone(),
             arrivals: Arc::clone(&self.arrivals),
             disk: self.disk.clone(),
+            broker_closed: Arc::clone(&self.broker_closed),
             replicated: self.replicated.clone(),
             policy: Arc::new(SendPolicy::default()),
             unsettled: None,
@@ -913,6 +920,19 @@ impl<K, V> Partition<K, V> {
         }
         self.ring.close();
         self.arrivals.notify_all();
+    }
+
+    /// Closes the partition because its broker is closing (`Broker::close`): as
+    /// [`close`](Self::close), and appends then say that the broker was closed. A
+    /// replicated partition is left to the replicas' own close.
+    pub(crate) fn close_for_broker(&self) {
+        if self.replicated.is_some() {
+            return;
+        }
+        // Release: pairs with the Acquire in `Appender::closed_why`; stored before the
+        // ring's close, which an append that fails as closed has seen.
+        self.broker_closed.store(true, Ordering::Release);
+        self.close();
     }
 }
 

@@ -258,6 +258,9 @@ fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
         AppendError::Closed => Error::Closed {
             what: format!("topic `{topic}` was deleted"),
         },
+        AppendError::BrokerClosed => Error::Closed {
+            what: format!("the broker was closed (sending to topic `{topic}`)"),
+        },
         AppendError::Unacknowledged(e) | AppendError::Offline(e) => *e,
         AppendError::NotEnoughReplicas(isr, min) => Error::NotEnoughReplicas {
             topic: topic.to_owned(),

@@ -640,11 +640,10 @@ fn behind_the_tail_earliest_and_latest_count_what_they_skip() {
     }
 }
 
-#[test]
-fn retention_expires_old_records() {
-    let (b, clock) = broker();
-    b.create_topic::<(), u64>("t", TopicConfig::new(1).retention(Duration::from_secs(60)))
-        .unwrap();
+/// The retention tests' log (topic `t`, retention 60 s): records 0..5, then 5..8 30 s
+/// later, then 31 s more, so that the first five are past the retention and the last
+/// three are not.
+fn send_across_retention(b: &Broker, clock: &ManualClock) {
     let p = b.producer::<(), u64>();
     for i in 0..5 {
         p.send(Record::new("t", i)).unwrap();
@@ -654,6 +653,14 @@ fn retention_expires_old_records() {
         p.send(Record::new("t", i)).unwrap();
     }
     clock.advance(Duration::from_secs(31));
+}
+
+#[test]
+fn retention_expires_old_records() {
+    let (b, clock) = broker();
+    b.create_topic::<(), u64>("t", TopicConfig::new(1).retention(Duration::from_secs(60)))
+        .unwrap();
+    send_across_retention(&b, &clock);
     let d = b.describe_topic("t").unwrap().partitions[0];
     assert_eq!((d.log_start, d.log_end, d.records_in_memory), (5, 8, 3));
     assert_eq!(values(&b, "t", 0, OffsetReset::Earliest), [5, 6, 7]);
@@ -672,15 +679,7 @@ fn retention_applies_to_a_consumer_positioned_before_the_time_passed() {
         let t = tp("t", 0);
         let mut c = b.consumer::<(), u64>(earliest("g")).unwrap();
         c.assign(&[t.clone()]).unwrap();
-        let p = b.producer::<(), u64>();
-        for i in 0..5 {
-            p.send(Record::new("t", i)).unwrap();
-        }
-        clock.advance(Duration::from_secs(30));
-        for i in 5..8 {
-            p.send(Record::new("t", i)).unwrap();
-        }
-        clock.advance(Duration::from_secs(31));
+        send_across_retention(&b, &clock);
         let got: Vec<u64> = if lend {
             let mut got = Vec::new();
             c.poll_with(10, Duration::ZERO, |r| got.push(*r.value))

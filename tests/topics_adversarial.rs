@@ -532,3 +532,1090 @@ fn headers_overwritten_by_plain_records_are_dropped() {
         assert_eq!(drain(&mut c), (9..13).map(|v| (v, v)).collect::<Vec<_>>());
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Races through the public API (review8). Every test runs its body under a watchdog: a
+// hang becomes a failure (the bound measures nothing).
+
+/// Runs `f` on its own thread; fails the test if it has not finished within `secs`.
+fn within<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let r = f();
+        let _ = tx.send(());
+        r
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(()) => t.join().unwrap(),
+        // The body panicked: re-raise its panic.
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match t.join() {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        },
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("hung for {secs} s"),
+    }
+}
+
+/// Records each producer thread sends in the race tests.
+const PER_THREAD: u64 = if cfg!(debug_assertions) {
+    2_000
+} else {
+    20_000
+};
+
+/// `(thread, sequence)` packed in one value.
+fn tag(thread: u64, i: u64) -> u64 {
+    (thread << 32) | i
+}
+
+/// Sends `PER_THREAD` tagged values to `topic`-0 from thread `t`, through `send`,
+/// `send_batch` and `send_to` in turn, every seventh record with a header (plain and
+/// tagged runs interleave).
+fn send_mixed(p: &logbus::producer::Producer<(), u64>, topic: &'static str, t: u64) -> u64 {
+    let mut i = 0;
+    let mut round = 0u64;
+    while i < PER_THREAD {
+        let n = (round % 5 + 1).min(PER_THREAD - i);
+        let header = |v: u64| v % 7 == 0;
+        match round % 3 {
+            0 => {
+                for j in i..i + n {
+                    let mut r = Record::new(topic, tag(t, j)).partition(0);
+                    if header(j) {
+                        r = r.header("h", Some(bytes::Bytes::from_static(b"x")));
+                    }
+                    p.send(r).unwrap();
+                }
+            }
+            1 => {
+                let mut batch: Vec<_> = (i..i + n)
+                    .map(|j| {
+                        let r = Record::new(topic, tag(t, j)).partition(0);
+                        if header(j) {
+                            r.header("h", None)
+                        } else {
+                            r
+                        }
+                    })
+                    .collect();
+                assert_eq!(p.send_batch(&mut batch).unwrap(), n as usize);
+            }
+            _ => {
+                let it = (i..i + n).map(|j| {
+                    let v = Payload::new(tag(t, j));
+                    if header(j) {
+                        v.header("h", Some(bytes::Bytes::from_static(b"y")))
+                    } else {
+                        v
+                    }
+                });
+                assert_eq!(p.send_to(topic, 0, it).unwrap(), n as usize);
+            }
+        }
+        i += n;
+        round += 1;
+    }
+    i
+}
+
+/// Checks one partition's read: offsets dense from `first`, each thread's values in order
+/// with no duplicates; returns the next sequence expected of each thread.
+fn check_order(read: &[(u64, u64)], first: u64, threads: u64) -> Vec<u64> {
+    let mut next = vec![0u64; threads as usize];
+    for (k, &(offset, v)) in read.iter().enumerate() {
+        assert_eq!(offset, first + k as u64, "offsets not dense");
+        let (t, i) = ((v >> 32) as usize, v & 0xffff_ffff);
+        assert_eq!(i, next[t], "thread {t}: out of order or duplicated");
+        next[t] = i + 1;
+    }
+    next
+}
+
+/// Many producers (clones and separate producers) on one `Block` partition gated by a
+/// group that reads and commits as it goes: no loss, no duplicate, order per producer,
+/// dense offsets; headers on some records, so plain and tagged runs interleave.
+#[test]
+fn many_producers_on_one_blocking_partition_lose_nothing() {
+    within(300, || {
+        let (b, _) = broker();
+        b.create_topic::<(), u64>("t", TopicConfig::new(1).records_in_memory(8))
+            .unwrap();
+        let mut c = b
+            .consumer::<(), u64>(
+                ConsumerConfig::new()
+                    .group_id("g")
+                    .auto_offset_reset(OffsetReset::Earliest),
+            )
+            .unwrap();
+        c.assign(&[tp("t", 0)]).unwrap();
+        let shared = b.producer::<(), u64>();
+        let threads = 4u64;
+        let senders: Vec<_> = (0..threads)
+            .map(|t| {
+                let p = if t % 2 == 0 {
+                    shared.clone()
+                } else {
+                    b.producer::<(), u64>()
+                };
+                std::thread::spawn(move || send_mixed(&p, "t", t))
+            })
+            .collect();
+        let total = threads * PER_THREAD;
+        let mut read = Vec::new();
+        let mut v = Vec::new();
+        let mut lent = 0u64;
+        while (read.len() as u64) < total {
+            // Alternate the copying and the lending read (the gate's lock-free run).
+            if lent % 2 == 0 {
+                c.poll_into(&mut v, 100, Duration::from_millis(10)).unwrap();
+                read.extend(v.drain(..).map(|r| (r.offset, r.value)));
+            } else {
+                c.poll_with(100, Duration::from_millis(10), |r| {
+                    read.push((r.offset, *r.value))
+                })
+                .unwrap();
+            }
+            lent += 1;
+            c.commit_sync().unwrap();
+        }
+        for s in senders {
+            assert_eq!(s.join().unwrap(), PER_THREAD);
+        }
+        assert_eq!(read.len() as u64, total);
+        let next = check_order(&read, 0, threads);
+        assert!(next.iter().all(|&n| n == PER_THREAD), "{next:?}");
+        assert_eq!(c.poll(Duration::ZERO).unwrap().len(), 0);
+    });
+}
+
+/// Many producers on one `DropOldest` partition, read by a consumer without a group that
+/// falls behind: what it reads is dense between gaps, and the gaps it is told of add up
+/// exactly to what it missed.
+#[test]
+fn many_producers_on_one_dropping_partition_count_every_gap() {
+    within(300, || {
+        let (b, _) = broker();
+        b.create_topic::<(), u64>(
+            "t",
+            TopicConfig::new(1)
+                .records_in_memory(16)
+                .overflow(Overflow::DropOldest),
+        )
+        .unwrap();
+        let mut c = b
+            .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+            .unwrap();
+        c.assign(&[tp("t", 0)]).unwrap();
+        let shared = b.producer::<(), u64>();
+        let threads = 4u64;
+        let senders: Vec<_> = (0..threads)
+            .map(|t| {
+                let p = if t % 2 == 0 {
+                    shared.clone()
+                } else {
+                    b.producer::<(), u64>()
+                };
+                std::thread::spawn(move || send_mixed(&p, "t", t))
+            })
+            .collect();
+        let total = threads * PER_THREAD;
+        let mut read: Vec<(u64, u64)> = Vec::new();
+        let mut v = Vec::new();
+        let mut k = 0u64;
+        loop {
+            let done = senders.iter().all(|s| s.is_finished());
+            let n = if k % 2 == 0 {
+                c.poll_into(&mut v, 7, Duration::from_millis(1)).unwrap();
+                let n = v.len();
+                read.extend(v.drain(..).map(|r| (r.offset, r.value)));
+                n
+            } else {
+                c.poll_with(7, Duration::from_millis(1), |r| {
+                    read.push((r.offset, *r.value))
+                })
+                .unwrap()
+            };
+            k += 1;
+            if done && n == 0 {
+                break;
+            }
+        }
+        for s in senders {
+            s.join().unwrap();
+        }
+        // Gaps between consecutive reads, and before the first.
+        let mut expected_gap = read.first().map_or(total, |r| r.0);
+        let mut last_per_thread = vec![None::<u64>; threads as usize];
+        for w in read.windows(2) {
+            assert!(w[1].0 > w[0].0, "offsets went backwards: {w:?}");
+            expected_gap += w[1].0 - w[0].0 - 1;
+        }
+        for &(_, v) in &read {
+            let (t, i) = ((v >> 32) as usize, v & 0xffff_ffff);
+            if let Some(prev) = last_per_thread[t] {
+                assert!(i > prev, "thread {t}: {i} after {prev}");
+            }
+            last_per_thread[t] = Some(i);
+        }
+        assert_eq!(
+            read.last().map(|r| r.0 + 1),
+            Some(total),
+            "the end was read"
+        );
+        assert_eq!(c.metrics().total_skipped(), expected_gap);
+        assert_eq!(c.position(&tp("t", 0)).unwrap(), total);
+    });
+}
+
+/// Copies of [`Tracked`] alive (only `every_value_is_dropped_exactly_once` makes them).
+static LIVE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// A value that counts how many of its copies are alive (clones and drops).
+struct Tracked(u64);
+
+impl Tracked {
+    fn new(v: u64) -> Self {
+        LIVE.fetch_add(1, Ordering::SeqCst);
+        Self(v)
+    }
+}
+
+impl Clone for Tracked {
+    fn clone(&self) -> Self {
+        Self::new(self.0)
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl logbus::Codec for Tracked {
+    const TYPE_ID: &'static str = "test.Tracked";
+    fn encode(&self, out: &mut Vec<u8>) {
+        self.0.encode(out)
+    }
+    fn decode(bytes: &[u8]) -> logbus::Result<Self> {
+        u64::decode(bytes).map(Tracked::new)
+    }
+}
+
+/// Every value (and key) is dropped exactly once, however it leaves: overwritten by plain
+/// or tagged runs from several producers, read by copying or lending, handed back by a
+/// failed send, dropped with its deleted topic or with the broker.
+#[test]
+fn every_value_is_dropped_exactly_once() {
+    within(300, || {
+        for overflow in [Overflow::DropOldest, Overflow::Block] {
+            let (b, _) = broker();
+            for name in ["a", "b"] {
+                b.create_topic::<Tracked, Tracked>(
+                    name,
+                    TopicConfig::new(2).records_in_memory(8).overflow(overflow),
+                )
+                .unwrap();
+            }
+            let mut c = b
+                .consumer::<Tracked, Tracked>(
+                    ConsumerConfig::new()
+                        .group_id("g")
+                        .auto_offset_reset(OffsetReset::Earliest),
+                )
+                .unwrap();
+            c.assign(&[tp("a", 0), tp("a", 1), tp("b", 0)]).unwrap();
+            let senders: Vec<_> = (0..3u64)
+                .map(|t| {
+                    let p = b.producer::<Tracked, Tracked>();
+                    std::thread::spawn(move || {
+                        for i in 0..PER_THREAD / 10 {
+                            let topic = if i % 3 == 0 { "b" } else { "a" };
+                            let mut r = Record::new(topic, Tracked::new(i))
+                                .key(Tracked::new(t))
+                                .partition((i % 2) as u32 & u32::from(topic == "a"));
+                            if i % 5 == 0 {
+                                r = r.header("h", Some(bytes::Bytes::from_static(b"z")));
+                            }
+                            if i % 4 == 0 {
+                                let mut batch = vec![r, Record::new(topic, Tracked::new(i))];
+                                // A full partition on `Block` hands the records back.
+                                match p.send_batch(&mut batch) {
+                                    Ok(_) => {}
+                                    Err(e) => drop(e),
+                                }
+                            } else {
+                                match p.send_timeout(r, Duration::from_millis(1)) {
+                                    Ok(_) => {}
+                                    Err(e) => drop(e.into_record()),
+                                }
+                            }
+                        }
+                    })
+                })
+                .collect();
+            while !senders.iter().all(|s| s.is_finished()) {
+                let got = c.poll(Duration::from_millis(1)).unwrap();
+                drop(got);
+                let mut n = 0;
+                c.poll_with(10, Duration::ZERO, |r| n += r.value.0).unwrap();
+                c.commit_sync().unwrap();
+            }
+            for s in senders {
+                s.join().unwrap();
+            }
+            b.delete_topic("b").unwrap();
+            drop(c);
+            drop(b);
+            assert_eq!(LIVE.load(Ordering::SeqCst), 0, "{overflow:?}");
+        }
+    });
+}
+
+/// A group member's lending read (`poll_with` on a `Block` topic holds the group's gate
+/// for the run) whose closure panics: the gate is released, so a commit afterwards still
+/// frees the producers.
+#[test]
+fn a_panicking_lending_read_releases_the_groups_gate() {
+    within(60, || {
+        let (b, _) = broker();
+        b.create_topic::<(), u64>("t", TopicConfig::new(1).records_in_memory(4))
+            .unwrap();
+        let mut c = b
+            .consumer::<(), u64>(
+                ConsumerConfig::new()
+                    .group_id("g")
+                    .auto_offset_reset(OffsetReset::Earliest),
+            )
+            .unwrap();
+        c.assign(&[tp("t", 0)]).unwrap();
+        let p = b.producer::<(), u64>();
+        for v in 0..4 {
+            p.send(Record::new("t", v)).unwrap();
+        }
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            c.poll_with(4, Duration::ZERO, |r| {
+                if r.offset == 2 {
+                    panic!("user code");
+                }
+            })
+        }));
+        assert!(r.is_err());
+        // As documented: the position is past the record the closure panicked on.
+        c.commit_sync().unwrap();
+        assert_eq!(c.committed(&tp("t", 0)).unwrap(), Some(3));
+        // Committed at 3: the ring has room for three more, not a fourth.
+        for v in 4..7 {
+            let m = p
+                .send_timeout(Record::new("t", v), Duration::from_secs(10))
+                .unwrap();
+            assert_eq!(m.offset, v);
+        }
+        let e = p.try_send(Record::new("t", 7)).unwrap_err();
+        assert!(matches!(e.error(), Error::Full { .. }), "{e:?}");
+        let mut seen = Vec::new();
+        c.poll_with(10, Duration::ZERO, |r| seen.push(*r.value))
+            .unwrap();
+        assert_eq!(seen, [3, 4, 5, 6]);
+        c.commit_sync().unwrap();
+        p.try_send(Record::new("t", 7)).unwrap();
+    });
+}
+
+/// A `poll_with` closure that sends to the partition being read (consume-transform-
+/// produce into the same log): no lock held by the read blocks the send; with no room, a
+/// `try_send` says the partition is full instead of waiting for the read.
+#[test]
+fn a_poll_with_closure_sends_to_the_partition_it_reads() {
+    within(60, || {
+        for (overflow, group) in [
+            (Overflow::Block, true),
+            (Overflow::Block, false),
+            (Overflow::DropOldest, true),
+        ] {
+            let (b, _) = broker();
+            b.create_topic::<(), u64>(
+                "t",
+                TopicConfig::new(1).records_in_memory(8).overflow(overflow),
+            )
+            .unwrap();
+            let mut config = ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest);
+            if group {
+                config = config.group_id("g");
+            }
+            let mut c = b.consumer::<(), u64>(config).unwrap();
+            c.assign(&[tp("t", 0)]).unwrap();
+            let p = b.producer::<(), u64>();
+            p.send(Record::new("t", 0)).unwrap();
+            let mut seen = Vec::new();
+            // Each record read sends its successor, until 5.
+            for _ in 0..10 {
+                c.poll_with(10, Duration::ZERO, |r| {
+                    seen.push(*r.value);
+                    if *r.value < 5 {
+                        p.send(Record::new("t", *r.value + 1)).unwrap();
+                    }
+                })
+                .unwrap();
+                c.commit_sync().ok();
+            }
+            assert_eq!(seen, [0, 1, 2, 3, 4, 5], "{overflow:?} {group}");
+            if overflow == Overflow::Block && group {
+                // Fill the ring past the commit (at 6): a send from the closure that
+                // would need the read's own commit gets `Full`, not a hang.
+                for v in 6..14 {
+                    p.send(Record::new("t", v)).unwrap();
+                }
+                let mut full = 0;
+                c.poll_with(1, Duration::ZERO, |_| {
+                    let e = p.try_send(Record::new("t", 99)).unwrap_err();
+                    assert!(matches!(e.error(), Error::Full { .. }), "{e:?}");
+                    full += 1;
+                })
+                .unwrap();
+                assert_eq!(full, 1);
+            }
+        }
+    });
+}
+
+/// `delete_topic` and re-creation under the same name while producers send and a
+/// consumer polls: every failure is a typed error about the topic, nothing hangs, and the
+/// last incarnation holds each producer's records in order, once, at dense offsets.
+#[test]
+fn delete_and_recreate_while_sending_and_polling() {
+    within(300, || {
+        let (b, _) = broker();
+        let config = TopicConfig::new(1).records_in_memory(8);
+        b.create_topic::<(), u64>("t", config).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = 3u64;
+        let senders: Vec<_> = (0..threads)
+            .map(|t| {
+                let p = b.producer::<(), u64>();
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut i = 0u64;
+                    let mut ok = 0u64;
+                    while !stop.load(Ordering::SeqCst) {
+                        let r = if i % 2 == 0 {
+                            p.send_timeout(Record::new("t", tag(t, i)), Duration::from_millis(5))
+                                .map(|_| 1)
+                                .map_err(|e| e.into_error())
+                        } else {
+                            p.send_to("t", 0, [Payload::new(tag(t, i))])
+                                .map_err(|e| e.error)
+                        };
+                        match r {
+                            Ok(n) => ok += n as u64,
+                            Err(
+                                Error::UnknownTopic { .. }
+                                | Error::Closed { .. }
+                                | Error::Timeout
+                                | Error::Full { .. },
+                            ) => {}
+                            Err(e) => panic!("unexpected: {e:?}"),
+                        }
+                        i += 1;
+                    }
+                    ok
+                })
+            })
+            .collect();
+        let poller = {
+            let b = b.clone();
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let Ok(mut c) = b.consumer::<(), u64>(
+                        ConsumerConfig::new()
+                            .group_id("g")
+                            .auto_offset_reset(OffsetReset::Earliest),
+                    ) else {
+                        continue;
+                    };
+                    if c.assign(&[tp("t", 0)]).is_err() {
+                        continue;
+                    }
+                    for _ in 0..20 {
+                        match c.poll(Duration::from_millis(1)) {
+                            Ok(_) => {
+                                let _ = c.commit_sync();
+                            }
+                            Err(Error::UnknownTopic { .. } | Error::Closed { .. }) => break,
+                            Err(e) => panic!("unexpected: {e:?}"),
+                        }
+                    }
+                }
+            })
+        };
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(2));
+            b.delete_topic("t").unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+            b.create_topic::<(), u64>("t", config).unwrap();
+        }
+        // The last incarnation, without gates: a fresh group-less read sees it all.
+        let _ = b.delete_group("g");
+        std::thread::sleep(Duration::from_millis(20));
+        stop.store(true, Ordering::SeqCst);
+        for s in senders {
+            s.join().unwrap();
+        }
+        poller.join().unwrap();
+        let mut c = b
+            .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+            .unwrap();
+        c.assign(&[tp("t", 0)]).unwrap();
+        let read = drain(&mut c);
+        let start = b.describe_topic("t").unwrap().partitions[0].log_start;
+        let mut last = vec![None::<u64>; threads as usize];
+        for (k, &(offset, v)) in read.iter().enumerate() {
+            assert_eq!(offset, start + k as u64);
+            let (t, i) = ((v >> 32) as usize, v & 0xffff_ffff);
+            assert!(
+                last[t].is_none_or(|l| i > l),
+                "thread {t}: {i} after {last:?}"
+            );
+            last[t] = Some(i);
+        }
+    });
+}
+
+/// `add_partitions` while producers send unkeyed records (sticky, so new partitions get
+/// used): every record a send acknowledged is read back at the partition and offset it was
+/// given, once.
+#[test]
+fn add_partitions_while_sending_loses_nothing() {
+    within(300, || {
+        let (b, _) = broker();
+        // Room for every record in each partition: nothing is overwritten.
+        b.create_topic::<(), u64>("t", TopicConfig::new(1).records_in_memory(1 << 15))
+            .unwrap();
+        let threads = 3u64;
+        let n = PER_THREAD / 4;
+        let senders: Vec<_> = (0..threads)
+            .map(|t| {
+                let p = b
+                    .producer_with_config::<(), u64>(ProducerConfig::new().sticky_batch(3))
+                    .unwrap();
+                std::thread::spawn(move || {
+                    let mut acked = Vec::new();
+                    for i in 0..n {
+                        if i % 3 == 0 {
+                            let mut batch = vec![
+                                Record::new("t", tag(t, i)),
+                                Record::new("t", tag(t, i) | 1 << 31),
+                            ];
+                            p.send_batch(&mut batch).unwrap();
+                        } else {
+                            let m = p.send(Record::new("t", tag(t, i))).unwrap();
+                            acked.push((m.partition, m.offset, tag(t, i)));
+                        }
+                    }
+                    acked
+                })
+            })
+            .collect();
+        for total in 2..=8 {
+            std::thread::sleep(Duration::from_millis(1));
+            b.add_partitions("t", total).unwrap();
+        }
+        let acked: Vec<_> = senders
+            .into_iter()
+            .flat_map(|s| s.join().unwrap())
+            .collect();
+        let mut c = b
+            .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+            .unwrap();
+        c.assign(&(0..8).map(|p| tp("t", p)).collect::<Vec<_>>())
+            .unwrap();
+        let mut all = std::collections::HashMap::new();
+        let mut v = Vec::new();
+        while c.poll_into(&mut v, 1000, Duration::ZERO).unwrap() > 0 {
+            for r in v.drain(..) {
+                assert!(all.insert((r.partition, r.offset), r.value).is_none());
+            }
+        }
+        let sent = threads * (n + n.div_ceil(3));
+        assert_eq!(all.len() as u64, sent);
+        let values: std::collections::HashSet<_> = all.values().collect();
+        assert_eq!(values.len() as u64, sent, "a value read twice");
+        for (p, o, v) in acked {
+            assert_eq!(all.get(&(p, o)), Some(&v), "acknowledged at {p}/{o}");
+        }
+        assert_eq!(c.metrics().total_skipped(), 0);
+    });
+}
+
+/// A poll waiting for records wakes when its topic is deleted (an error or an empty
+/// poll, not its whole timeout); a producer blocked on a gate wakes when the group is
+/// deleted, and one blocked again wakes when the topic is.
+#[test]
+fn waiting_polls_and_sends_wake_on_deletes() {
+    within(60, || {
+        let (b, _) = broker();
+        b.create_topic::<(), u64>("t", TopicConfig::new(1).records_in_memory(2))
+            .unwrap();
+        let poller = {
+            let b = b.clone();
+            std::thread::spawn(move || {
+                let mut c = b
+                    .consumer::<(), u64>(ConsumerConfig::new().group_id("g"))
+                    .unwrap();
+                c.assign(&[tp("t", 0)]).unwrap();
+                let started = std::time::Instant::now();
+                let r = c.poll(Duration::from_secs(3600)).map(|r| r.len());
+                (r, started.elapsed())
+            })
+        };
+        std::thread::sleep(Duration::from_millis(30));
+        b.delete_topic("t").unwrap();
+        let (r, _) = poller.join().unwrap();
+        assert!(
+            matches!(
+                r,
+                Ok(0) | Err(Error::UnknownTopic { .. } | Error::Closed { .. })
+            ),
+            "{r:?}"
+        );
+        // Blocked on a group, freed by deleting it; blocked again by a second group,
+        // freed by deleting the topic.
+        b.create_topic::<(), u64>("t", TopicConfig::new(1).records_in_memory(2))
+            .unwrap();
+        for g in ["g1", "g2"] {
+            let mut c = b
+                .consumer::<(), u64>(ConsumerConfig::new().group_id(g))
+                .unwrap();
+            c.assign(&[tp("t", 0)]).unwrap();
+        }
+        let p = b.producer::<(), u64>();
+        let blocked = {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                (0..4)
+                    .map(|v| {
+                        p.send(Record::new("t", v))
+                            .map(|m| m.offset)
+                            .map_err(|e| e.into_error())
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        std::thread::sleep(Duration::from_millis(30));
+        b.delete_group("g1").unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        b.delete_topic("t").unwrap();
+        let got = blocked.join().unwrap();
+        assert_eq!(
+            got[..2]
+                .iter()
+                .map(|r| *r.as_ref().unwrap())
+                .collect::<Vec<_>>(),
+            [0, 1]
+        );
+        assert!(
+            matches!(
+                got[2],
+                Err(Error::Closed { .. } | Error::UnknownTopic { .. })
+            ),
+            "{got:?}"
+        );
+    });
+}
+
+/// Zero-sized values (a ring of nothing but offsets) and large ones, across wraps of the
+/// ring, on both overflow policies: offsets stay dense and counts exact.
+#[test]
+fn zero_sized_and_large_values_keep_dense_offsets() {
+    within(120, || {
+        for overflow in [Overflow::DropOldest, Overflow::Block] {
+            let (b, _) = broker();
+            b.create_topic::<(), ()>(
+                "unit",
+                TopicConfig::new(1).records_in_memory(4).overflow(overflow),
+            )
+            .unwrap();
+            b.create_topic::<(), Vec<u8>>(
+                "big",
+                TopicConfig::new(1).records_in_memory(2).overflow(overflow),
+            )
+            .unwrap();
+            let mut c = b
+                .consumer::<(), ()>(
+                    ConsumerConfig::new()
+                        .group_id("g")
+                        .auto_offset_reset(OffsetReset::Earliest),
+                )
+                .unwrap();
+            c.assign(&[tp("unit", 0)]).unwrap();
+            let p = b.producer::<(), ()>();
+            let mut offsets = Vec::new();
+            for round in 0..10u64 {
+                p.send_to("unit", 0, (0..3).map(|_| Payload::new(())))
+                    .unwrap();
+                if round % 2 == 0 {
+                    p.send(Record::new("unit", ()).header("h", None)).unwrap();
+                }
+                c.poll_with(100, Duration::ZERO, |r| offsets.push(r.offset))
+                    .unwrap();
+                c.commit_sync().unwrap();
+            }
+            assert_eq!(offsets, (0..35).collect::<Vec<_>>(), "{overflow:?}");
+            let big = b.producer::<(), Vec<u8>>();
+            let mut cb = b
+                .consumer::<(), Vec<u8>>(
+                    ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest),
+                )
+                .unwrap();
+            cb.assign(&[tp("big", 0)]).unwrap();
+            for i in 0..6u8 {
+                big.send(Record::new("big", vec![i; 4 << 20])).unwrap();
+                let got = cb.poll(Duration::ZERO).unwrap();
+                assert_eq!(got.len(), 1);
+                let r = got.iter().next().unwrap();
+                assert_eq!(
+                    (r.offset, r.value.len(), r.value[0]),
+                    (i as u64, 4 << 20, i)
+                );
+            }
+        }
+    });
+}
+
+/// Timestamps at the edges: 0 and `i64::MAX` are valid (and found by a time lookup), a
+/// negative one is a typed error handed back with its record, through every send path;
+/// `i64::MAX` never expires by retention, and a clock near either end does not overflow.
+#[test]
+fn timestamps_at_the_edges() {
+    let clock = Arc::new(ManualClock::new(0));
+    let b = Broker::builder().clock(clock.clone()).build();
+    b.create_topic::<(), u64>("t", TopicConfig::new(1).retention(Duration::from_secs(1)))
+        .unwrap();
+    let p = b.producer::<(), u64>();
+    assert_eq!(
+        p.send(Record::new("t", 0).timestamp(0)).unwrap().timestamp,
+        0
+    );
+    assert_eq!(
+        p.send(Record::new("t", 1).timestamp(i64::MAX))
+            .unwrap()
+            .timestamp,
+        i64::MAX
+    );
+    for bad in [-1, i64::MIN] {
+        let e = p.send(Record::new("t", 9).timestamp(bad)).unwrap_err();
+        assert!(
+            matches!(e.error(), Error::InvalidTimestamp { timestamp } if *timestamp == bad),
+            "{e:?}"
+        );
+        assert_eq!(e.into_record().unwrap().value, 9);
+        let mut batch = vec![Record::new("t", 8), Record::new("t", 9).timestamp(bad)];
+        let e = p.send_batch(&mut batch).unwrap_err();
+        assert!(matches!(e.error(), Error::InvalidTimestamp { .. }), "{e:?}");
+        let e = p
+            .send_to("t", 0, [Payload::new(9).timestamp(bad)])
+            .unwrap_err();
+        assert!(matches!(e.error, Error::InvalidTimestamp { .. }), "{e:?}");
+    }
+    let c = b.consumer::<(), u64>(ConsumerConfig::new()).unwrap();
+    let at = |ts: i64| c.offsets_for_times(&[(tp("t", 0), ts)]).unwrap()[&tp("t", 0)];
+    assert_eq!(at(0).map(|o| o.offset), Some(0));
+    assert_eq!(at(1).map(|o| o.offset), Some(1));
+    assert_eq!(at(i64::MAX).map(|o| o.offset), Some(1));
+    // The clock at the far end: the record stamped 0 expired; retention expires a prefix
+    // (Kafka's segments), so the two sent by the batches after the one stamped i64::MAX
+    // stay.
+    clock.set_ms(i64::MAX);
+    let d = b.describe_topic("t").unwrap().partitions[0];
+    assert_eq!(d.log_end, 4);
+    let mut c = b
+        .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+        .unwrap();
+    c.assign(&[tp("t", 0)]).unwrap();
+    let got: Vec<u64> = c
+        .poll(Duration::ZERO)
+        .unwrap()
+        .iter()
+        .map(|r| r.value)
+        .collect();
+    assert_eq!(got, [1, 8, 8]);
+}
+
+/// A consumer that seeks, pauses and resumes between polls while producers send: each
+/// poll's records start at the position it had and are dense, and nothing is read from a
+/// paused partition.
+#[test]
+fn seeking_and_pausing_between_polls_while_producers_send() {
+    within(300, || {
+        let (b, _) = broker();
+        b.create_topic::<(), u64>(
+            "t",
+            TopicConfig::new(2)
+                .records_in_memory(64)
+                .overflow(Overflow::DropOldest),
+        )
+        .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let senders: Vec<_> = (0..2u32)
+            .map(|part| {
+                let p = b.producer::<(), u64>();
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut i = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        // The value is the offset it lands at (one producer per partition).
+                        let m = p.send(Record::new("t", i).partition(part)).unwrap();
+                        assert_eq!(m.offset, i);
+                        i += 1;
+                    }
+                })
+            })
+            .collect();
+        let mut c = b
+            .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+            .unwrap();
+        let (t0, t1) = (tp("t", 0), tp("t", 1));
+        c.assign(&[t0.clone(), t1.clone()]).unwrap();
+        let mut v = Vec::new();
+        for k in 0..3000u64 {
+            match k % 7 {
+                0 => c.seek(&t0, k).unwrap(),
+                1 => c.pause(std::slice::from_ref(&t1)).unwrap(),
+                2 => c.seek_to_beginning(std::slice::from_ref(&t1)).unwrap(),
+                3 => c.resume(std::slice::from_ref(&t1)).unwrap(),
+                4 => c.seek_to_end(std::slice::from_ref(&t0)).unwrap(),
+                _ => {}
+            }
+            let paused = c.paused().contains(&t1);
+            let before = [c.position(&t0).unwrap(), c.position(&t1).unwrap()];
+            let skipped = [c.metrics().skipped(&t0), c.metrics().skipped(&t1)];
+            c.poll_into(&mut v, 50, Duration::ZERO).unwrap();
+            let mut next = before;
+            for r in v.drain(..) {
+                let p = r.partition as usize;
+                assert!(!(paused && p == 1), "read from a paused partition");
+                // Dense, unless the ring moved past the position (told as skipped).
+                let gap = c.metrics().skipped([&t0, &t1][p]) - skipped[p];
+                assert!(
+                    r.offset >= next[p] && r.offset <= next[p] + gap,
+                    "{r:?} {next:?}"
+                );
+                assert_eq!(r.value, r.offset);
+                next[p] = r.offset + 1;
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        for s in senders {
+            s.join().unwrap();
+        }
+    });
+}
+
+/// Set while [`Brittle`] clones panic.
+static BRITTLE: AtomicBool = AtomicBool::new(false);
+
+/// A value whose `Clone` panics while [`BRITTLE`] is set.
+struct Brittle(u64);
+
+impl Clone for Brittle {
+    fn clone(&self) -> Self {
+        if BRITTLE.load(Ordering::SeqCst) {
+            panic!("clone of {}", self.0);
+        }
+        Brittle(self.0)
+    }
+}
+
+impl logbus::Codec for Brittle {
+    const TYPE_ID: &'static str = "test.Brittle";
+    fn encode(&self, out: &mut Vec<u8>) {
+        self.0.encode(out)
+    }
+    fn decode(bytes: &[u8]) -> logbus::Result<Self> {
+        u64::decode(bytes).map(Brittle)
+    }
+}
+
+/// A value whose `Clone` panics while a consumer copies it out of the ring (a read holds
+/// the slot's lock for the length of one clone): the panic reaches the consumer, and the
+/// slot is not left locked, so producers overwrite it and readers read on.
+#[test]
+fn a_panicking_clone_during_a_read_leaves_no_slot_locked() {
+    within(60, || {
+        for (overflow, group) in [
+            (Overflow::DropOldest, false),
+            (Overflow::Block, false),
+            (Overflow::Block, true),
+        ] {
+            let (b, _) = broker();
+            b.create_topic::<(), Brittle>(
+                "t",
+                TopicConfig::new(1).records_in_memory(4).overflow(overflow),
+            )
+            .unwrap();
+            let p = b.producer::<(), Brittle>();
+            for v in 0..3 {
+                p.send(Record::new("t", Brittle(v))).unwrap();
+            }
+            let mut config = ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest);
+            if group {
+                config = config.group_id("g");
+            }
+            let mut c = b.consumer::<(), Brittle>(config).unwrap();
+            c.assign(&[tp("t", 0)]).unwrap();
+            BRITTLE.store(true, Ordering::SeqCst);
+            let r = catch_unwind(AssertUnwindSafe(|| c.poll(Duration::ZERO).map(|r| r.len())));
+            BRITTLE.store(false, Ordering::SeqCst);
+            assert!(r.is_err(), "{overflow:?} {group}: the clone did not panic");
+            if group {
+                c.commit_offsets(&[(tp("t", 0), 3)]).unwrap();
+            }
+            // Every slot is overwritten twice over: none may still be locked.
+            for v in 3..11 {
+                p.send_timeout(Record::new("t", Brittle(v)), Duration::from_secs(10))
+                    .unwrap();
+                if group {
+                    c.commit_offsets(&[(tp("t", 0), v + 1)]).unwrap();
+                }
+            }
+            c.seek(&tp("t", 0), 7).unwrap();
+            let got: Vec<u64> = c
+                .poll(Duration::ZERO)
+                .unwrap()
+                .iter()
+                .map(|r| r.value.0)
+                .collect();
+            assert_eq!(got, [7, 8, 9, 10], "{overflow:?} {group}");
+        }
+    });
+}
+
+/// A key whose encoding panics (the default partitioner hashes its bytes, as Kafka's
+/// does) in `send` and mid-`send_batch`: the producer stays usable and sends nothing
+/// left over from the batch that panicked.
+#[test]
+fn a_key_codec_panicking_in_the_partitioner_leaves_no_leftovers() {
+    #[derive(Clone)]
+    struct Key(u64);
+    impl logbus::Codec for Key {
+        const TYPE_ID: &'static str = "test.Key";
+        fn encode(&self, out: &mut Vec<u8>) {
+            if self.0 == 13 {
+                panic!("unlucky key");
+            }
+            self.0.encode(out)
+        }
+        fn decode(bytes: &[u8]) -> logbus::Result<Self> {
+            u64::decode(bytes).map(Key)
+        }
+    }
+    let (b, _) = broker();
+    b.create_topic::<Key, u64>("t", TopicConfig::new(3))
+        .unwrap();
+    let p = b.producer::<Key, u64>();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        p.send(Record::new("t", 0).key(Key(13)))
+    }));
+    assert!(r.is_err());
+    let mut batch: Vec<_> = (1..6)
+        .map(|v| Record::new("t", v).key(Key(if v == 4 { 13 } else { v })))
+        .collect();
+    let r = catch_unwind(AssertUnwindSafe(|| p.send_batch(&mut batch)));
+    assert!(r.is_err());
+    let before: u64 = b
+        .describe_topic("t")
+        .unwrap()
+        .partitions
+        .iter()
+        .map(|d| d.log_end)
+        .sum();
+    let m = p.send(Record::new("t", 100).key(Key(1))).unwrap();
+    let mut batch = vec![Record::new("t", 101).key(Key(2))];
+    p.send_batch(&mut batch).unwrap();
+    let after: Vec<_> = b.describe_topic("t").unwrap().partitions;
+    assert_eq!(after.iter().map(|d| d.log_end).sum::<u64>(), before + 2);
+    let mut c = b
+        .consumer::<Key, u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+        .unwrap();
+    c.assign(&[tp("t", m.partition)]).unwrap();
+    let got: Vec<u64> = c
+        .poll(Duration::ZERO)
+        .unwrap()
+        .iter()
+        .map(|r| r.value)
+        .collect();
+    assert!(got.contains(&100), "{got:?}");
+    assert!(
+        !got.contains(&0),
+        "the panicking send's record was sent: {got:?}"
+    );
+}
+
+/// `delete_group` racing members of the group that come and go (a member open refuses
+/// the delete) while a producer waits for room on a `Block` topic the group gates: once
+/// a delete succeeds with no member left, the producer is free; nothing hangs.
+#[test]
+fn delete_group_racing_members_that_come_and_go() {
+    within(120, || {
+        let (b, _) = broker();
+        b.create_topic::<(), u64>("t", TopicConfig::new(1).records_in_memory(4))
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let members = {
+            let b = b.clone();
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut rounds = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let mut c = b
+                        .consumer::<(), u64>(
+                            ConsumerConfig::new()
+                                .group_id("g")
+                                .auto_offset_reset(OffsetReset::Earliest),
+                        )
+                        .unwrap();
+                    c.assign(&[tp("t", 0)]).unwrap();
+                    let mut last = None::<u64>;
+                    c.poll_with(3, Duration::from_millis(1), |r| {
+                        assert!(last.is_none_or(|l| r.offset == l + 1));
+                        last = Some(r.offset);
+                    })
+                    .unwrap();
+                    if rounds % 2 == 0 {
+                        c.commit_sync().unwrap();
+                    }
+                    rounds += 1;
+                }
+                rounds
+            })
+        };
+        let producer = {
+            let p = b.producer::<(), u64>();
+            std::thread::spawn(move || {
+                for v in 0..2000 {
+                    assert_eq!(p.send(Record::new("t", v)).unwrap().offset, v);
+                }
+            })
+        };
+        let mut deleted = 0;
+        for _ in 0..200 {
+            match b.delete_group("g") {
+                Ok(()) => deleted += 1,
+                Err(Error::GroupNotEmpty { .. } | Error::UnknownGroup { .. }) => {}
+                Err(e) => panic!("{e:?}"),
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        stop.store(true, Ordering::SeqCst);
+        assert!(members.join().unwrap() > 0);
+        // No member is left: the next delete succeeds (or the group is gone already)
+        // and frees the producer.
+        match b.delete_group("g") {
+            Ok(()) | Err(Error::UnknownGroup { .. }) => {}
+            Err(e) => panic!("{e:?}"),
+        }
+        producer.join().unwrap();
+        let _ = deleted;
+    });
+}

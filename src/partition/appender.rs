@@ -14,6 +14,8 @@ pub(crate) struct Appender<K, V> {
     pub(super) ring: Ring<Entry<K, V>>,
     pub(super) arrivals: Arc<WaitSet>,
     pub(super) disk: Option<Arc<dyn DiskLog<K, V>>>,
+    /// The partition's flag: closed by `Broker::close` (see `closed_why`).
+    pub(super) broker_closed: Arc<AtomicBool>,
     pub(super) replicated: Option<Arc<dyn ReplicatedLog<K, V>>>,
     pub(super) policy: Arc<SendPolicy>,
     /// The latest pipelined append not yet known to be settled: `(epoch, offset)`
@@ -199,13 +201,20 @@ impl<K, V> Appender<K, V> {
     }
 
     /// `why`, unless it is `Closed` because the writer closed the ring when the log went
-    /// offline: then the error that took it offline (the topic was not deleted).
+    /// offline (then the error that took it offline) or because the broker closed (then
+    /// `BrokerClosed`): the topic was not deleted.
     fn closed_why(&self, why: AppendError) -> AppendError {
-        match (why, &self.disk) {
-            (AppendError::Closed, Some(disk)) => disk
-                .offline_error()
-                .map_or(AppendError::Closed, |e| AppendError::Offline(Box::new(e))),
-            (why, _) => why,
+        if let (AppendError::Closed, Some(disk)) = (&why, &self.disk) {
+            if let Some(e) = disk.offline_error() {
+                return AppendError::Offline(Box::new(e));
+            }
+        }
+        match why {
+            // Acquire: pairs with the Release store in `Partition::close_for_broker`.
+            AppendError::Closed if self.broker_closed.load(Ordering::Acquire) => {
+                AppendError::BrokerClosed
+            }
+            why => why,
         }
     }
 }

@@ -442,13 +442,30 @@ where
             unsynced_bytes: 0,
             last_sync: Instant::now(),
         };
-        if let Err(e) = w.run() {
+        // A user codec may panic on this thread: the log then goes offline as for an I/O
+        // error (otherwise the thread dies, nobody frees the ring and sends wait for ever).
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.run()))
+            .unwrap_or_else(|panic| Err(writer_panicked(&w.cell, panic.as_ref())));
+        if let Err(e) = run {
             w.cell.fail(&e);
             // Sends fail from now on; what was acknowledged stays acknowledged.
             w.partition.close();
         }
     })
     .map_err(|e| Error::io("spawning a partition writer thread", e))
+}
+
+/// The error a panic on the writer thread (a key's or value's `Codec`) leaves.
+fn writer_panicked(cell: &LogCell, panic: &(dyn std::any::Any + Send)) -> Error {
+    let what = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic");
+    Error::Io {
+        context: format!("writing `{}`-{}", cell.topic, cell.partition),
+        source: std::io::Error::other(format!("encoding a record panicked: {what}")),
+    }
 }
 
 struct Writer<K, V> {

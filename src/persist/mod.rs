@@ -631,7 +631,9 @@ impl Broker {
     /// Closes the broker: stops and joins the writers (after they wrote every record sent),
     /// closes every partition log (fsync), writes Kafka's checkpoint files, the committed
     /// offsets and the clean-shutdown marker, joins the background thread and releases the
-    /// directory. Sends fail afterwards. A no-op for an in-memory broker.
+    /// directory. Sends fail afterwards, to the broker's in-memory topics too, with
+    /// [`Error::Closed`] saying the broker was closed; sends waiting for room wake with
+    /// it. A no-op for an in-memory broker.
     ///
     /// # Errors
     ///
@@ -640,6 +642,9 @@ impl Broker {
         let Some(d) = self.data() else {
             return Ok(());
         };
+        // First, so that sends racing the close say why they fail (the writers then
+        // drain their closed rings below).
+        self.close_topics();
         let replicas = crate::replica::persisted::dirs_of(self).map_or(Ok(()), |r| r.close());
         d.close(self).and(replicas)
     }

@@ -170,9 +170,9 @@ impl<T> Ring<T> {
     }
 
     /// [`single_producer`](Self::single_producer) for a `T` with drop glue some of whose
-    /// values drop as a no-op (`plain` says which; see
-    /// [`multi_producer_plain`](Self::multi_producer_plain)), built for an announcing
-    /// reader ([`announcing_reader`](Self::announcing_reader)): the producer publishes the
+    /// values drop as a no-op (`plain` says which: while only such values were published,
+    /// the producer overwrites old values without reading them back to drop them;
+    /// `sequencer`, "Plain values"), built for an announcing reader ([`announcing_reader`](Self::announcing_reader)): the producer publishes the
     /// end of each claim and takes slot locks only while such a reader reads. Runs of plain
     /// values are written without their slot tags (`slot`, "Stale tags").
     pub(crate) fn single_producer_plain(
@@ -197,21 +197,11 @@ impl<T> Ring<T> {
     ///
     /// As [`single_producer`](Self::single_producer).
     pub fn multi_producer(config: RingConfig) -> Result<(MultiProducer<T>, Ring<T>), Error> {
-        Self::multi_producer_plain(config, None)
-    }
-
-    /// [`multi_producer`](Self::multi_producer) for a `T` with drop glue some of whose
-    /// values drop as a no-op (`plain` says which): while only such values were published,
-    /// producers overwrite old values without reading them back to drop them
-    /// (`sequencer`, "Plain values").
-    pub(crate) fn multi_producer_plain(
-        config: RingConfig,
-        plain: Option<fn(&T) -> bool>,
-    ) -> Result<(MultiProducer<T>, Ring<T>), Error> {
         config.validate()?;
-        let mut shared = Shared::new(&config, true);
-        shared.plain = plain;
-        let shared = Arc::new(shared);
+        // No `plain` function (`Shared::plain`): its one user, the partition, went
+        // single-producer (`single_producer_plain`). A multi-producer run is plain only
+        // when `T` has no drop glue (`sequencer`, "Plain runs").
+        let shared = Arc::new(Shared::new(&config, true));
         let ring = Ring {
             shared: Arc::clone(&shared),
         };

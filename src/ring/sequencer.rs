@@ -51,7 +51,11 @@
 //! (an Acquire load each), ask `impure` once (after all of those loads, so it sees the flag
 //! of any impure value the run replaces), move the values into the cells, then store the
 //! tags (Release, in order). Readers see each slot published only by its tag, as before;
-//! the loops are tight enough for the compiler to unroll them.
+//! the loops are tight enough for the compiler to unroll them. A multi-producer ring takes
+//! no `plain` function (`Ring::multi_producer`), so its plain runs are those of a `T`
+//! without drop glue, and nothing there sets `impure`: the path serves such rings (the
+//! public `MultiProducer` of `Copy`-like values); the flag's check stays, one load per
+//! run, so that the argument above does not depend on who may set it.
 
 use super::registry::GateView;
 use super::shared::{Shared, CLOSED_BIT};
