@@ -44,7 +44,11 @@ fn says_closed_broker(e: &Error) -> bool {
 #[test]
 fn sends_after_close_say_the_broker_is_closed() {
     let dir = tempfile::tempdir().unwrap();
-    let b = Broker::open(dir.path()).unwrap();
+    let b = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     b.create_persisted_topic::<(), u64>("t", TopicConfig::new(1), PersistConfig::new())
         .unwrap();
     let p = b.producer::<(), u64>();
@@ -93,7 +97,11 @@ fn sends_after_close_say_the_broker_is_closed() {
 fn close_during_racing_and_blocked_sends() {
     within(120, || {
         let dir = tempfile::tempdir().unwrap();
-        let b = Broker::open(dir.path()).unwrap();
+        let b = Broker::builder()
+            .data_dir(dir.path())
+            .create(true)
+            .open()
+            .unwrap();
         b.create_persisted_topic::<(), u64>(
             "t",
             TopicConfig::new(1).records_in_memory(4),
@@ -206,7 +214,11 @@ fn a_codec_panicking_on_the_writer_takes_the_partition_offline() {
     within(120, || {
         for flush in [FlushPolicy::EveryBatch, FlushPolicy::Os] {
             let dir = tempfile::tempdir().unwrap();
-            let b = Broker::open(dir.path()).unwrap();
+            let b = Broker::builder()
+                .data_dir(dir.path())
+                .create(true)
+                .open()
+                .unwrap();
             b.create_persisted_topic::<(), Flaky>(
                 "t",
                 TopicConfig::new(1).records_in_memory(4),
@@ -241,7 +253,11 @@ fn zero_sized_values_and_edge_timestamps_survive_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let n = 1000u64;
     {
-        let b = Broker::open(dir.path()).unwrap();
+        let b = Broker::builder()
+            .data_dir(dir.path())
+            .create(true)
+            .open()
+            .unwrap();
         b.create_persisted_topic::<(), ()>(
             "t",
             TopicConfig::new(1).records_in_memory(16),
@@ -299,7 +315,11 @@ fn zero_sized_values_and_edge_timestamps_survive_a_reopen() {
 fn delete_and_recreate_a_persisted_topic_while_sending() {
     within(300, || {
         let dir = tempfile::tempdir().unwrap();
-        let b = Broker::open(dir.path()).unwrap();
+        let b = Broker::builder()
+            .data_dir(dir.path())
+            .create(true)
+            .open()
+            .unwrap();
         let create = |b: &Broker| {
             b.create_persisted_topic::<(), u64>(
                 "t",
@@ -385,7 +405,11 @@ fn open_topic_racing_create_starts_one_writer_per_partition() {
     within(300, || {
         for round in 0..20 {
             let dir = tempfile::tempdir().unwrap();
-            let b = Broker::open(dir.path()).unwrap();
+            let b = Broker::builder()
+                .data_dir(dir.path())
+                .create(true)
+                .open()
+                .unwrap();
             let opener = {
                 let b = b.clone();
                 std::thread::spawn(move || loop {
