@@ -437,3 +437,71 @@ fn two_threads_sharing_a_producer_lose_and_duplicate_nothing() {
         2 * PER
     );
 }
+
+/// A key whose drop panics once armed.
+#[derive(Clone)]
+struct Bomb(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if self.0.swap(false, Ordering::SeqCst) {
+            panic!("the key's drop panicked");
+        }
+    }
+}
+
+impl logbus::codec::Codec for Bomb {
+    const TYPE_ID: &'static str = "test.Bomb";
+
+    fn encode(&self, _out: &mut Vec<u8>) {}
+
+    fn decode(_bytes: &[u8]) -> logbus::Result<Self> {
+        Ok(Bomb(Arc::default()))
+    }
+}
+
+/// No user code runs while a copied run is written, but the records it overwrites may have
+/// a key whose drop panics: the panic reaches the caller, the run is still written whole
+/// and published (nothing half-written, no slot left empty), and the partition and the
+/// producer keep working.
+#[test]
+fn a_panicking_drop_of_an_overwritten_key_leaves_the_partition_whole() {
+    let b = Broker::in_memory();
+    b.create_topic::<Bomb, u64>(
+        "t",
+        TopicConfig::new(1)
+            .records_in_memory(4)
+            .overflow(Overflow::DropOldest),
+    )
+    .unwrap();
+    let p = b.producer::<Bomb, u64>();
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    p.send(
+        Record::new("t", 0)
+            .partition(0)
+            .key(Bomb(Arc::clone(&armed))),
+    )
+    .unwrap();
+    armed.store(true, Ordering::SeqCst);
+    p.send_slice_to("t", 0, &stamped(1..4)).unwrap();
+    // Offsets 4..7 overwrite 0..3: the first overwrite drops the armed key.
+    let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        p.send_slice_to("t", 0, &stamped(4..7))
+    }));
+    assert!(sent.is_err(), "the key's panic reaches the caller");
+    assert!(!armed.load(Ordering::SeqCst), "the key was dropped once");
+    assert_eq!(b.describe_topic("t").unwrap().partitions[0].log_end, 7);
+    let got: Vec<_> = read_all::<Bomb>(&b, "t", 0)
+        .into_iter()
+        .map(|r| r.2)
+        .collect();
+    assert_eq!(got, [3, 4, 5, 6]);
+    // Both the partition and the producer go on.
+    assert_eq!(p.send_slice_to("t", 0, &stamped(7..9)).unwrap(), 2);
+    p.send(Record::new("t", 9).partition(0)).unwrap();
+    let got: Vec<_> = read_all::<Bomb>(&b, "t", 0)
+        .into_iter()
+        .map(|r| r.2)
+        .collect();
+    assert_eq!(got, [6, 7, 8, 9]);
+}
