@@ -1,5 +1,6 @@
 //! [`Producer::send_to`]: records built straight into one partition's run, for hot loops
-//! that already know where their records go.
+//! that already know where their records go; [`Producer::send_slice_to`]: `Copy` values
+//! copied from a slice straight into the partition's ring slots.
 
 use std::fmt;
 
