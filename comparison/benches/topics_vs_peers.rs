@@ -6,9 +6,10 @@
 //!
 //! Rows (issue 12's bars in brackets):
 //! - `1to1`: one partition, 1 producer → 1 consumer, each side with its batch API where it
-//!   has one: logbus `send_to` (64) and `poll_with` (up to 1024) + `commit_sync` per poll
-//!   on a `Block` topic (`TOPICS_BENCH_RECORD_API=1`: `send_batch` of `Record`s and
-//!   `poll_into` instead, in this row and the next); crossbeam-channel `send`/`recv` [≥ 2×]; the `disruptor` crate's
+//!   has one: logbus `send_slice_to` (64) and `poll_with` (up to 1024) + `commit_sync` per
+//!   poll on a `Block` topic (`TOPICS_BENCH_SEND_TO=1`: `send_to` of `Payload`s instead;
+//!   `TOPICS_BENCH_RECORD_API=1`: `send_batch` of `Record`s and `poll_into` instead, in
+//!   this row and the next); crossbeam-channel `send`/`recv` [≥ 2×]; the `disruptor` crate's
 //!   batch publish (64) and event poller, spin→yield [≥ 0.8×].
 //! - `fanout`: 1 producer → 3 groups on a `Block` topic, per reader; tokio broadcast with
 //!   `try_recv` + spin→yield, the producer holding back (on the readers' published counts)
@@ -118,7 +119,7 @@ fn group_consumer(
 }
 
 /// Whether to use the record-moving APIs (`send_batch` of `Record`s, `poll_into`) instead
-/// of `send_to` and `poll_with` (`TOPICS_BENCH_RECORD_API=1`, for A/B).
+/// of `send_slice_to` and `poll_with` (`TOPICS_BENCH_RECORD_API=1`, for A/B).
 fn record_api() -> bool {
     std::env::var_os("TOPICS_BENCH_RECORD_API").is_some()
 }
@@ -151,21 +152,42 @@ fn drain(mut c: logbus::Consumer<(), u64>, n: u64) -> Instant {
     Instant::now()
 }
 
-/// Sends `n` records to partition 0 with `send_to` (or `send_batch`), in batches.
+/// Whether the 1 → 1 producer uses `send_to` (an iterator of `Payload`s) instead of
+/// `send_slice_to` (`TOPICS_BENCH_SEND_TO=1`, for A/B).
+fn send_to_api() -> bool {
+    std::env::var_os("TOPICS_BENCH_SEND_TO").is_some()
+}
+
+/// Sends `n` records to partition 0 with `send_slice_to` (or `send_to`, or `send_batch`),
+/// in batches.
 fn produce_to_0(p: &logbus::Producer<(), u64>, n: u64) {
     if record_api() {
         return produce_batches(p, 0, n, Some(0));
     }
     let mut i = 0;
+    if send_to_api() {
+        while i < n {
+            let end = (i + BATCH as u64).min(n);
+            p.send_to(
+                "t",
+                0,
+                (i..end).map(|v| Payload::new(v).timestamp(v as i64)),
+            )
+            .unwrap();
+            i = end;
+        }
+        return;
+    }
+    // The batch built on the stack, as the disruptor's side fills its claimed slots.
+    let mut batch = [(0i64, 0u64); BATCH];
     while i < n {
-        let end = (i + BATCH as u64).min(n);
-        p.send_to(
-            "t",
-            0,
-            (i..end).map(|v| Payload::new(v).timestamp(v as i64)),
-        )
-        .unwrap();
-        i = end;
+        let k = (BATCH as u64).min(n - i) as usize;
+        for (j, r) in batch[..k].iter_mut().enumerate() {
+            let v = i + j as u64;
+            *r = (v as i64, v);
+        }
+        p.send_slice_to("t", 0, &batch[..k]).unwrap();
+        i += k as u64;
     }
 }
 

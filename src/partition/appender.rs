@@ -200,6 +200,77 @@ impl<K, V> Appender<K, V> {
         done.map_err(|why| self.closed_why(why))
     }
 
+    /// Appends `records` (timestamp, value) in order as entries without key or headers,
+    /// each made straight in its ring slot (no entry gathered first): one claim per run the
+    /// ring can take, one notification. `wait` as for [`append_batch`](Self::append_batch).
+    /// Returns how many were appended and, when not all, why not (the rest are the ones
+    /// after those). No user code runs while the ring's producer is held: `V: Copy` makes
+    /// each entry by copying.
+    pub(crate) fn append_copied(
+        &mut self,
+        records: &[(i64, V)],
+        wait: AppendWait,
+    ) -> (usize, std::result::Result<(), AppendError>)
+    where
+        V: Copy,
+    {
+        let entry = |&(timestamp, value): &(i64, V)| Entry {
+            timestamp,
+            key: None,
+            value,
+            headers: None,
+        };
+        if self.replicated.is_some() || self.disk.is_some() {
+            // Their appends take whole entries (size checks, replica logs, acks).
+            let mut entries: Vec<_> = records.iter().map(entry).collect();
+            let done = self.append_batch(&mut entries, wait);
+            return (records.len() - entries.len(), done);
+        }
+        // Without headers or key an entry drops as a no-op whenever `K` and `V` do; the
+        // ring tracks plain entries exactly then (`Partition::with_ring`).
+        let plain = !std::mem::needs_drop::<K>() && !std::mem::needs_drop::<V>();
+        let mut done = 0;
+        // The last offset this call appended.
+        let mut last = None;
+        let result = loop {
+            let rest = &records[done..];
+            let at = rest.as_ptr();
+            let mut handle = self.handle.lock();
+            // SAFETY: the closure copies `rest[i]` for the `i < rest.len()` the ring asks
+            // for (`at` points into `rest`, which outlives the call), so it cannot panic,
+            // and touches no ring; `plain` as computed above.
+            let published =
+                unsafe { handle.try_publish_made(rest.len(), move |i| entry(&*at.add(i)), plain) };
+            let n = match published {
+                Ok(n) | Err(crate::ring::BatchClosed { published: n }) => n,
+            };
+            if n > 0 {
+                last = handle.last_sequence();
+                done += n;
+            }
+            let at = handle.next_sequence();
+            drop(handle);
+            match published {
+                Err(_) => break Err(AppendError::Closed),
+                Ok(_) if done == records.len() => break Ok(()),
+                Ok(1..) => {}
+                Ok(0) => {
+                    // As in `append_batch`: wait for room for a whole run, without the
+                    // handle.
+                    let AppendWait::Until(_) = wait else {
+                        break Err(AppendError::Full);
+                    };
+                    let need = ((records.len() - done) as u64).min(self.ring.capacity() as u64);
+                    self.ring.wait_for_room(at, need, None);
+                }
+            }
+        };
+        if last.is_some() {
+            self.arrivals.notify_all_light();
+        }
+        (done, result.map_err(|why| self.closed_why(why)))
+    }
+
     /// `why`, unless it is `Closed` because the writer closed the ring when the log went
     /// offline (then the error that took it offline) or because the broker closed (then
     /// `BrokerClosed`): the topic was not deleted.

@@ -482,3 +482,88 @@ fn a_gate_moved_past_a_lent_run_hands_it_to_the_producer() {
         });
     });
 }
+
+/// Copied runs (`Appender::append_copied`, under `Producer::send_slice_to`): as
+/// `plain_runs_are_read_whole_through_the_gate`, with each entry made in its slot from a
+/// `(timestamp, value)` instead of moved from a gathered vector. Key ordering: the Release
+/// store of the published cursor after the run is written (`Sequencer::write_run`, its
+/// single-producer untagged path) against the gated read's Acquire load of it; a Relaxed
+/// store there fails this model (a racing access to the slot's cell).
+#[test]
+fn copied_runs_are_read_whole_through_the_gate() {
+    model(|| {
+        let config = PartitionConfig {
+            capacity: 2,
+            gated: true,
+            retention_ms: None,
+        };
+        let p = Arc::new(Partition::<(), u64>::new(config, Arc::new(WaitSet::new())).unwrap());
+        let group: Arc<str> = Arc::from("g");
+        p.register_group(&group, 0).unwrap();
+        let slot = p.group_slot("g").unwrap();
+        let runs: Vec<_> = (0..2u64)
+            .map(|k| {
+                let mut a = p.appender();
+                thread::spawn(move || {
+                    let run = [(0, 10 * k), (1, 10 * k + 1)];
+                    // The run that finds the ring full appends nothing.
+                    a.append_copied(&run, AppendWait::No).0
+                })
+            })
+            .collect();
+        let mut seen = Vec::new();
+        while seen.len() < 2 {
+            match p.read(seen.len() as u64, 2, 0, Some(&slot), |_, e| {
+                seen.push((e.entry().timestamp, e.entry().value))
+            }) {
+                ReadOutcome::Read(_) => {}
+                ReadOutcome::Empty => thread::yield_now(),
+                other => panic!("{other:?}"),
+            }
+        }
+        let sent: usize = runs.into_iter().map(|h| h.join().unwrap()).sum();
+        // Capacity 2: one run got both slots, the other found the ring full.
+        assert_eq!(sent, 2);
+        let base = seen[0].1;
+        assert_eq!(base % 10, 0, "{seen:?}");
+        assert_eq!(seen, [(0, base), (1, base + 1)]);
+    });
+}
+
+/// Copied runs overwriting an entry with headers: the overwrite must drop it (loom reports
+/// the header's leaked `Arc` otherwise), though the run's own entries are plain. Key step:
+/// the copied run's writer asks `impure` (set by the appender of the entry with headers
+/// before its write, ordered by the ring producer's lock) before overwriting unread;
+/// skipping that question in `write_run`'s untagged path fails this model.
+#[test]
+fn copied_runs_drop_the_headers_they_overwrite() {
+    model(|| {
+        let p = plain_partition();
+        let mut a = p.appender();
+        let mut b = p.appender();
+        let impure = thread::spawn(move || {
+            let mut e = plain(101);
+            e.headers = Some(Box::new(vec![(
+                "h".to_owned(),
+                Some(Bytes::from_owner(Tracked {
+                    _alive: crate::sync::Arc::new(7),
+                })),
+            )]));
+            a.append(e, AppendWait::No).map_err(|(_, e)| e).unwrap()
+        });
+        let (sent, done) = b.append_copied(&[(0, 0), (1, 1)], AppendWait::No);
+        assert_eq!(sent, 2);
+        done.unwrap();
+        let mut c = p.appender();
+        let (sent, done) = c.append_copied(&[(2, 2), (3, 3)], AppendWait::No);
+        assert_eq!(sent, 2);
+        done.unwrap();
+        let at = impure.join().unwrap();
+        assert_eq!(p.log_end(), 5);
+        let mut seen = Vec::new();
+        p.read(3, 2, 0, None, |o, e| {
+            seen.push((o, e.entry().headers.is_some()))
+        });
+        assert_eq!(seen, [(3, at == 3), (4, at == 4)]);
+    });
+}

@@ -335,6 +335,36 @@ impl<T> Producer<T> {
     }
 }
 
+impl<T> Producer<T> {
+    /// Publishes up to `n` values made by `make(i)` straight in their slots, as many as fit
+    /// now (one run, possibly none): returns how many, `make` having been called for
+    /// `0..returned`, in order. `plain`: as for
+    /// [`try_publish_batch_known`](Self::try_publish_batch_known).
+    ///
+    /// # Errors
+    ///
+    /// [`BatchClosed`] when the ring is closed.
+    ///
+    /// # Safety
+    ///
+    /// `make` never panics and touches no ring (it runs with slots claimed but not
+    /// written); `plain` only if each value it makes drops as a no-op and the ring tracks
+    /// plain values (`Ring::single_producer_plain` with a predicate, or `T` without drop
+    /// glue).
+    pub(crate) unsafe fn try_publish_made(
+        &mut self,
+        n: usize,
+        make: impl Fn(usize) -> T + Copy,
+        plain: bool,
+    ) -> Result<usize, BatchClosed> {
+        // SAFETY: the caller's contract is `publish_made`'s.
+        match unsafe { self.seq.publish_made(n, make, Wait::No, plain) } {
+            (published, Some(Stop::Closed)) => Err(BatchClosed { published }),
+            (published, _) => Ok(published),
+        }
+    }
+}
+
 impl<T> Drop for Producer<T> {
     fn drop(&mut self) {
         self.seq.shared.close();

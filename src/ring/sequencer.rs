@@ -285,18 +285,44 @@ impl<T> Sequencer<T> {
         wait: Wait,
         plain: Option<bool>,
     ) -> (usize, Option<Stop>) {
-        if !self.shared.multi && !self.begin_sp() {
-            return (0, Some(Stop::Closed));
-        }
         // SAFETY: the caller gave us `n` initialised values at `src`.
         let values = || unsafe { std::slice::from_raw_parts(src, n) };
         let plain = match plain {
             Some(plain) => {
                 debug_assert!(!plain || self.shared.all_plain(values()), "not plain");
-                plain || !std::mem::needs_drop::<T>()
+                plain
             }
             None => self.shared.all_plain(values()),
         };
+        // SAFETY: the caller gave us `n` initialised values at `src`, each taken at most
+        // once (`publish_made` asks for each index once, in order); reading can't panic.
+        unsafe { self.publish_made(n, move |i| src.add(i).read(), wait, plain) }
+    }
+
+    /// Publishes `n` values made by `make(i)` (`i` in `0..n`, in order), claiming and
+    /// writing runs as space allows, as [`publish_from`](Self::publish_from) does for values
+    /// read from memory. Returns how many were published and why it stopped early, if it
+    /// did; `make` was called exactly that many times. `make` is `Copy` so that each run's
+    /// loop holds its state in registers (a closure borrowed through the loop is reloaded
+    /// after every slot write, which may alias it).
+    ///
+    /// # Safety
+    ///
+    /// `make` never panics (a claimed slot would be left unwritten) and touches no ring;
+    /// `plain` only if every value it makes drops as a no-op and the ring tracks plain
+    /// values (`Shared::plain` is set, or `T` has no drop glue): the single producer then
+    /// overwrites plain values unread while `Shared::impure` is clear.
+    pub(crate) unsafe fn publish_made(
+        &mut self,
+        n: usize,
+        make: impl Fn(usize) -> T + Copy,
+        wait: Wait,
+        plain: bool,
+    ) -> (usize, Option<Stop>) {
+        if !self.shared.multi && !self.begin_sp() {
+            return (0, Some(Stop::Closed));
+        }
+        let plain = plain || !std::mem::needs_drop::<T>();
         if !plain {
             // Before any claim (module docs, "Plain values").
             self.shared.mark_impure();
@@ -314,10 +340,11 @@ impl<T> Sequencer<T> {
             };
             match self.claim(want, min_len) {
                 Claim::Run { first, len } => {
-                    // SAFETY: `first..first + len` are claimed by us; the caller gave us
-                    // `src + done .. src + done + len` (len ≤ n - done); `plain` as
-                    // `write_run` requires (just above).
-                    unsafe { self.write_run(first, src.add(done), len as usize, plain) };
+                    let from = done;
+                    // SAFETY: `first..first + len` are claimed by us; `make` gives the
+                    // values `done..done + len` (len ≤ n - done), once each, without
+                    // panicking (caller); `plain` as `write_run` requires (caller).
+                    unsafe { self.write_run(first, len as usize, plain, move |i| make(from + i)) };
                     self.last = first + len - 1;
                     done += len as usize;
                 }
@@ -531,23 +558,30 @@ impl<T> Sequencer<T> {
         (done, stop)
     }
 
-    /// Writes `len` values from `src` into the claimed run `first..first + len` and publishes
-    /// it. Old values are dropped after each write, outside the slot lock; if one's `Drop`
-    /// panics, the rest of the run is still written (leaking what it replaces) and published,
-    /// so a claimed slot is never left empty.
+    /// Writes `len` values made by `make(i)` (`i` in `0..len`, in order, once each) into the
+    /// claimed run `first..first + len` and publishes it. Old values are dropped after each
+    /// write, outside the slot lock; if one's `Drop` panics, the rest of the run is still
+    /// written (leaking what it replaces) and published, so a claimed slot is never left
+    /// empty.
     ///
     /// With `plain` (every value of the run drops as a no-op), the old values are overwritten
     /// unread while `Shared::impure` says they are plain too (module docs, "Plain values").
     ///
     /// # Safety
     ///
-    /// `first..first + len` is claimed by this producer; `src..src + len` are initialised
-    /// values moved into the ring; `plain` only if each of them is plain.
-    unsafe fn write_run(&mut self, first: u64, src: *const T, len: usize, plain: bool) {
-        struct Run<'a, T> {
+    /// `first..first + len` is claimed by this producer; `make` does not panic and its
+    /// values are moved into the ring; `plain` only if each of them is plain.
+    unsafe fn write_run(
+        &mut self,
+        first: u64,
+        len: usize,
+        plain: bool,
+        make: impl Fn(usize) -> T + Copy,
+    ) {
+        struct Run<'a, T, F: FnMut(usize) -> T> {
             shared: &'a Shared<T>,
             first: u64,
-            src: *const T,
+            make: F,
             len: usize,
             written: usize,
             lock: bool,
@@ -555,15 +589,14 @@ impl<T> Sequencer<T> {
             /// Set when the run ended normally; otherwise the drop is an unwind.
             done: bool,
         }
-        impl<T> Run<'_, T> {
+        impl<T, F: FnMut(usize) -> T> Run<'_, T, F> {
             /// # Safety
             /// `i < len`, not written yet; see `write_run`.
             unsafe fn write(&mut self, i: usize) -> Option<T> {
                 let seq = self.first + i as u64;
                 let shared = self.shared;
-                // SAFETY: the caller of `write_run` gave us `src..src + len`; each index is
-                // read once (`written` moves past it right after).
-                let value = unsafe { self.src.add(i).read() };
+                // Each index once (`written` moves past it right after).
+                let value = (self.make)(i);
                 self.written = i + 1;
                 let drop_old = self.drop_old;
                 // SAFETY: `seq` is claimed by us; `wait_prev` covers a multi-producer
@@ -582,7 +615,7 @@ impl<T> Sequencer<T> {
                 }
             }
         }
-        impl<T> Drop for Run<'_, T> {
+        impl<T, F: FnMut(usize) -> T> Drop for Run<'_, T, F> {
             fn drop(&mut self) {
                 // Unwinding from an old value's Drop: finish the run, leaking what it replaces
                 // (a second panic here would abort).
@@ -620,13 +653,12 @@ impl<T> Sequencer<T> {
                 // SAFETY: `first..first + len` is claimed by us (single producer), no
                 // non-gating reader is known and no read is announced (module docs); the
                 // values of the run and those they replace drop as no-ops (`T` has no drop
-                // glue, or `plain` and the flag is clear); each `src + i` is ours to move
-                // (caller) and read once.
+                // glue, or `plain` and the flag is clear); `make` does not panic (caller).
                 unsafe {
                     shared.slots.write_run_untagged(
                         first,
                         len as u64,
-                        |seq| src.add((seq - first) as usize).read(),
+                        move |seq| make((seq - first) as usize),
                         &mut 0,
                     );
                 }
@@ -650,13 +682,12 @@ impl<T> Sequencer<T> {
                     // writes them; no non-gating reader is known and no read is announced
                     // (`lock` is false), so no reader reads them; the flag, asked after
                     // every one of those Acquire loads, says each value replaced is plain;
-                    // each `src + i` is ours to move (caller) and read once; nothing here
-                    // can panic.
+                    // nothing here can panic (`make` does not: caller).
                     unsafe {
                         shared.slots.write_run_untagged(
                             first,
                             len as u64,
-                            |seq| src.add((seq - first) as usize).read(),
+                            move |seq| make((seq - first) as usize),
                             &mut 0,
                         );
                     }
@@ -670,14 +701,13 @@ impl<T> Sequencer<T> {
             }
             for i in 0..len {
                 let seq = first + i as u64;
-                // SAFETY: `seq` is claimed by us; `src + i` is ours to move (caller);
-                // `wait_prev` covers a multi-producer previous lap still being written; no
+                // SAFETY: `seq` is claimed by us; `wait_prev` covers a multi-producer previous lap still being written; no
                 // non-gating reader is known, so no lock (module docs); the replaced value
                 // is read back when it may need its drop.
                 let old = unsafe {
                     shared.slot(seq).write(
                         seq,
-                        src.add(i).read(),
+                        make(i),
                         shared.prev_tag(seq),
                         shared.multi,
                         false,
@@ -691,7 +721,7 @@ impl<T> Sequencer<T> {
                     let mut run = Run {
                         shared,
                         first,
-                        src,
+                        make,
                         len,
                         written: i + 1,
                         lock: false,
@@ -722,7 +752,7 @@ impl<T> Sequencer<T> {
         let mut run = Run {
             shared: &self.shared,
             first,
-            src,
+            make,
             len,
             written: 0,
             lock,
