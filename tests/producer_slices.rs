@@ -360,7 +360,11 @@ fn replicated_topics_take_copied_records_through_their_replicas() {
 fn persisted_topics_take_copied_records_to_disk() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let b = Broker::open(dir.path()).unwrap();
+        let b = Broker::builder()
+            .data_dir(dir.path())
+            .create(true)
+            .open()
+            .unwrap();
         b.create_persisted_topic::<(), u64>(
             "d",
             TopicConfig::new(1).records_in_memory(16),

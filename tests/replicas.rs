@@ -885,3 +885,66 @@ fn a_replica_that_led_an_empty_epoch_then_copies_older_epoch_records() {
         assert_eq!(epochs, vec![0, 0, 0, 0, 2], "replica {}", view.replica);
     }
 }
+
+/// A value counting how many of it are alive (clones included).
+#[derive(Debug)]
+struct Live(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Live {
+    fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Live(Arc::clone(count))
+    }
+}
+
+impl Clone for Live {
+    fn clone(&self) -> Self {
+        Live::new(&self.0)
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A replica log shares a batch's records among the replicas in chunks; a chunk lives while
+/// any of its records is in any replica's memory. One huge batch must still be held only as
+/// far as `records_in_memory` allows (plus a bounded piece), not whole: the records every
+/// replica has trimmed are dropped.
+#[test]
+fn a_huge_batch_is_not_kept_whole_after_its_records_are_trimmed() {
+    let (broker, _) = broker();
+    let config = TopicConfig::new(1)
+        .replication_factor(3)
+        .records_in_memory(16);
+    broker.create_topic::<(), Live>("huge", config).unwrap();
+    let config = ProducerConfig::new().acks(Acks::All);
+    let p = broker.producer_with_config::<(), Live>(config).unwrap();
+    let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let n = 20_000;
+    let mut batch: Vec<_> = (0..n)
+        .map(|_| Record::new("huge", Live::new(&live)))
+        .collect();
+    p.send_batch(&mut batch).unwrap();
+    assert!(batch.is_empty());
+    assert!(broker.faults().wait_in_sync("huge", 0, WAIT).unwrap());
+    // The leader trims what its followers have copied at its next append.
+    p.send(Record::new("huge", Live::new(&live))).unwrap();
+    let alive = live.load(std::sync::atomic::Ordering::SeqCst);
+    // Each of three logs keeps 16 records and at most one partly trimmed piece of 16.
+    assert!(
+        alive <= 3 * (16 + 16),
+        "{alive} records alive after a batch of {n}"
+    );
+    drop(p);
+    broker.delete_topic("huge").unwrap();
+    // The replica threads let go of their logs as they stop.
+    let deadline = std::time::Instant::now() + WAIT;
+    while live.load(std::sync::atomic::Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(live.load(std::sync::atomic::Ordering::SeqCst), 0);
+}

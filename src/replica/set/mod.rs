@@ -46,6 +46,10 @@ use crate::sync::{Condvar, Mutex, WaitSet};
 const PAST_EPOCHS: usize = 16;
 /// Records one fetch copies at most.
 const FETCH_MAX: usize = 1024;
+/// Records one chunk of a batch holds at most (fewer when the logs keep fewer): a batch
+/// up to this size is shared as the caller's own vector, with no copy.
+const BATCH_PIECE_MAX: usize = 4096;
+const _: () = assert!(BATCH_PIECE_MAX <= CHUNK_MAX);
 
 /// A topic's replication settings, as one partition applies them.
 #[derive(Debug, Clone, Copy)]
@@ -898,12 +902,18 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         if entries.is_empty() {
             return Ok(());
         }
-        // One allocation for the batch, shared by every replica's log (pieces of
-        // `CHUNK_MAX` records for a batch longer than a run can address).
-        let mut shared = Vec::with_capacity(entries.len().div_ceil(CHUNK_MAX));
-        while !entries.is_empty() {
-            let rest = entries.split_off(entries.len().min(CHUNK_MAX));
-            shared.push(Chunk::many(std::mem::replace(entries, rest)));
+        // One allocation for the batch, shared by every replica's log. A chunk lives while
+        // any of its records is in any log, so a batch longer than the logs keep is cut in
+        // pieces: what trimmed records hold on to stays bounded by a piece per log.
+        let piece = self.config.capacity.clamp(1, BATCH_PIECE_MAX);
+        let mut shared = Vec::with_capacity(entries.len().div_ceil(piece));
+        if entries.len() <= piece {
+            shared.push(Chunk::many(std::mem::take(entries)));
+        } else {
+            let mut rest = entries.drain(..);
+            while rest.len() > 0 {
+                shared.push(Chunk::many(rest.by_ref().take(piece).collect()));
+            }
         }
         match self.send(&shared, policy, None) {
             Ok(_) => Ok(()),
