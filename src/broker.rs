@@ -598,7 +598,14 @@ impl Broker {
             return Ok(slot.clone());
         }
         // A persisted topic not opened yet is known, but not its Rust types.
-        match self.stored_types(name) {
+        let stored = self.stored_types(name);
+        if stored.is_some() {
+            // Registered since the look above, by a create that hid it until then.
+            if let Some(slot) = self.inner.topics.lock().get(name) {
+                return Ok(slot.clone());
+            }
+        }
+        match stored {
             Some((key_type, value_type)) => Err(Error::TopicNotOpen {
                 topic: name.to_owned(),
                 key_type,

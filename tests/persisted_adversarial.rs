@@ -398,8 +398,10 @@ fn delete_and_recreate_a_persisted_topic_while_sending() {
 }
 
 /// `open_topic` racing `create_persisted_topic` of the same name (a service that opens
-/// the topic if it exists while another thread creates it): one set of partition writers
-/// starts, whoever wins; sends then succeed and the log verifies after close.
+/// the topic if it exists while another thread creates it), and a send racing both: the
+/// create starts the one set of partition writers (the opener waits for it, and finds the
+/// topic open); the racing send finds no topic (`UnknownTopic`) or sends, never one to open
+/// (`TopicNotOpen`); sends then succeed and the log verifies after close.
 #[test]
 fn open_topic_racing_create_starts_one_writer_per_partition() {
     within(300, || {
@@ -413,23 +415,36 @@ fn open_topic_racing_create_starts_one_writer_per_partition() {
             let opener = {
                 let b = b.clone();
                 std::thread::spawn(move || loop {
+                    // Before the create registers the topic, it is unknown; after, open.
                     match b.open_topic::<(), u64>("t") {
                         Ok(_) => return,
-                        Err(Error::UnknownTopic { .. } | Error::TopicExists { .. }) => {}
+                        Err(Error::UnknownTopic { .. }) => {}
                         Err(e) => panic!("round {round}: {e:?}"),
                     }
                     std::thread::yield_now();
                 })
             };
-            match b.create_persisted_topic::<(), u64>(
+            // A send racing the create finds no topic, or sends: never one to open.
+            let sender = {
+                let p = b.producer::<(), u64>();
+                std::thread::spawn(move || loop {
+                    match p.send(Record::new("t", 1000).partition(0)) {
+                        Ok(_) => return,
+                        Err(e) if matches!(e.error(), Error::UnknownTopic { .. }) => {}
+                        Err(e) => panic!("round {round}: {e:?}"),
+                    }
+                    std::thread::yield_now();
+                })
+            };
+            // The opener never starts the topic first (its writers would be a second set).
+            b.create_persisted_topic::<(), u64>(
                 "t",
                 TopicConfig::new(2),
                 PersistConfig::new().flush(FlushPolicy::Os),
-            ) {
-                Ok(_) | Err(Error::TopicExists { .. }) => {}
-                Err(e) => panic!("round {round}: {e:?}"),
-            }
+            )
+            .unwrap_or_else(|e| panic!("round {round}: {e:?}"));
             opener.join().unwrap();
+            sender.join().unwrap();
             let p = b.producer::<(), u64>();
             for v in 0..100 {
                 p.send(Record::new("t", v).partition((v % 2) as u32))
@@ -446,7 +461,7 @@ fn open_topic_racing_create_starts_one_writer_per_partition() {
                 .iter()
                 .map(|d| d.log_end)
                 .collect();
-            assert_eq!(ends, [50, 50], "round {round}");
+            assert_eq!(ends, [51, 50], "round {round}");
             b.close().unwrap();
         }
     });

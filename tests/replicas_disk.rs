@@ -334,3 +334,67 @@ fn a_replica_on_a_failed_directory_returns_only_with_it() {
         .collect();
     assert_eq!(values, (0..100).collect::<Vec<_>>());
 }
+
+/// Whether `e` says the broker was closed (not that the topic was deleted: it was not).
+fn says_closed_broker(e: &Error) -> bool {
+    matches!(e, Error::Closed { what } if what.contains("broker") && what.contains("closed"))
+}
+
+/// After `Broker::close`, every send form to a replicated persisted topic says the broker
+/// was closed, as for the other topics; a send waiting for acks (its followers stalled)
+/// wakes with the same error, and so does one sent asynchronously before the close.
+#[test]
+fn sends_after_close_say_the_broker_is_closed() {
+    use logbus::producer::{Payload, Record};
+    let (_t, dirs) = tempdirs(3);
+    let broker = open(&dirs);
+    broker
+        .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())
+        .unwrap();
+    let p = producer(&broker);
+    assert_eq!(send(&p, 0..10).len(), 10);
+    let faults = broker.faults();
+    faults.stall_replica(T, 0, 1).unwrap();
+    faults.stall_replica(T, 0, 2).unwrap();
+    let unacked = p.send_async(Record::new(T, 100).partition(0));
+    let blocked = {
+        let p = producer(&broker);
+        std::thread::spawn(move || p.send(Record::new(T, 101).partition(0)))
+    };
+    // Until the send waits for its acks (the log end passes the HW); the close must wake
+    // it either way.
+    let deadline = std::time::Instant::now() + WAIT;
+    while describe(&broker).replicas[0].log_end < 12 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    broker.close().unwrap();
+    let e = blocked.join().unwrap().unwrap_err();
+    assert!(says_closed_broker(e.error()), "{e:?}");
+    let e = unacked.wait().unwrap_err();
+    assert!(says_closed_broker(e.error()), "{e:?}");
+    let e = p.send(Record::new(T, 1).partition(0)).unwrap_err();
+    assert!(says_closed_broker(e.error()), "{e:?}");
+    assert_eq!(e.into_record().unwrap().value, 1);
+    let e = p.try_send(Record::new(T, 2).partition(0)).unwrap_err();
+    assert!(says_closed_broker(e.error()), "{e:?}");
+    let mut batch = vec![
+        Record::new(T, 3).partition(0),
+        Record::new(T, 4).partition(0),
+    ];
+    let e = p.send_batch(&mut batch).unwrap_err();
+    assert!(says_closed_broker(e.error()), "{e:?}");
+    let e = p.send_to(T, 0, [Payload::new(5)]).unwrap_err();
+    assert!(says_closed_broker(&e.error), "{e:?}");
+    assert_eq!(e.sent, 0);
+    let e = p.send_slice_to(T, 0, &[(1, 6)]).unwrap_err();
+    assert!(says_closed_broker(&e.error), "{e:?}");
+    let e = p
+        .send_async(Record::new(T, 7).partition(0))
+        .wait()
+        .unwrap_err();
+    assert!(says_closed_broker(e.error()), "{e:?}");
+    let e = producer(&broker)
+        .send(Record::new(T, 8).partition(0))
+        .unwrap_err();
+    assert!(says_closed_broker(e.error()), "{e:?}");
+}

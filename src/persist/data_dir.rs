@@ -310,8 +310,11 @@ pub(crate) struct DataDir {
     loaded: Mutex<OffsetMap>,
     clamped: Mutex<Vec<ClampedOffset>>,
     open: Mutex<Vec<OpenPartition>>,
-    /// Serialises `open_topic` (one set of writers per topic).
+    /// Serialises `open_topic` and `create_topic` (one set of writers per topic).
     opening: Mutex<()>,
+    /// The topic `create_topic` is starting (at most one: `opening` is held): its metadata
+    /// is in `metas`, but it is not registered yet, so it is hidden (taken after `metas`).
+    creating: Mutex<Option<String>>,
     background: Mutex<Option<JoinHandle<()>>>,
     stop: AtomicBool,
     stop_wait: WaitSet,
@@ -457,6 +460,7 @@ impl DataDir {
             clamped: Mutex::new(Vec::new()),
             open: Mutex::new(Vec::new()),
             opening: Mutex::new(()),
+            creating: Mutex::new(None),
             background: Mutex::new(None),
             stop: AtomicBool::new(false),
             stop_wait: WaitSet::new(),
@@ -560,8 +564,15 @@ impl DataDir {
         self.write_offset_map(all)
     }
 
+    /// The persisted topics, but one being created (not registered yet).
     pub(crate) fn topic_names(&self) -> Vec<String> {
-        self.metas.lock().keys().cloned().collect()
+        let metas = self.metas.lock();
+        let creating = self.creating.lock();
+        metas
+            .keys()
+            .filter(|&n| creating.as_ref() != Some(n))
+            .cloned()
+            .collect()
     }
 
     pub(crate) fn set_replaced(&self, dirs: Vec<PathBuf>) {

@@ -457,7 +457,7 @@ impl DiskDirs {
         let open = std::mem::take(&mut *self.open.lock());
         let mut first = Ok(());
         for s in open {
-            if let Err(e) = s.close_disk() {
+            if let Err(e) = s.close_disk(true) {
                 if first.is_ok() {
                     first = Err(e);
                 }
@@ -603,7 +603,7 @@ pub(crate) fn delete_files(dirs: &DiskDirs, name: &str) -> Result<()> {
         mine
     };
     for s in mine {
-        let _ = s.close_disk();
+        let _ = s.close_disk(false);
     }
     let meta = dirs.metas.lock().remove(name);
     let mut first = Ok(());

@@ -38,7 +38,8 @@ pub(crate) trait ReplicaControl: Send + Sync {
     fn wait_in_sync(&self, timeout: Duration) -> bool;
     fn describe(&self) -> PartitionReplicas;
     fn is_closed(&self) -> bool;
-    fn close_disk(&self) -> crate::Result<()>;
+    /// `for_broker`: by `Broker::close` (sends then say so), not by a delete.
+    fn close_disk(&self, for_broker: bool) -> crate::Result<()>;
     fn sync_disk(&self) -> crate::Result<()>;
     fn abandon_disk(&self);
 }
@@ -77,8 +78,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaControl for Repl
     fn is_closed(&self) -> bool {
         ReplicaSet::is_closed(self)
     }
-    fn close_disk(&self) -> crate::Result<()> {
-        ReplicaSet::close_disk(self)
+    fn close_disk(&self, for_broker: bool) -> crate::Result<()> {
+        ReplicaSet::close_disk(self, for_broker)
     }
     fn sync_disk(&self) -> crate::Result<()> {
         ReplicaSet::sync_disk(self)

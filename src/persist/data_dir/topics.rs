@@ -59,6 +59,9 @@ impl DataDir {
         self.check_open()?;
         // Validates the name, partitions, memory and replication as for any topic.
         broker.check_new_topic(name, &config)?;
+        // Held until the topic is registered: an `open_topic` racing this one waits and
+        // finds it open, rather than starting a second set of writers.
+        let _opening = self.opening.lock();
         if broker.topics().iter().any(|t| t == name) {
             return Err(Error::TopicExists {
                 topic: name.to_owned(),
@@ -87,9 +90,17 @@ impl DataDir {
             }
             return Err(e);
         }
+        // Hidden until registered: a send meanwhile finds no topic (`UnknownTopic`), not
+        // one to open (`TopicNotOpen`).
+        *self.creating.lock() = Some(name.to_owned());
         metas.insert(name.to_owned(), meta.clone());
         drop(metas);
-        self.start_topic::<K, V>(broker, &meta)
+        let started = self.start_topic::<K, V>(broker, &meta);
+        // After the registration: a lookup that finds the topic visible again finds it
+        // registered (`Broker::slot` looks again). If it did not start, it is on disk, to
+        // open.
+        *self.creating.lock() = None;
+        started
     }
 
     pub(crate) fn open_topic<K, V>(&self, broker: &Broker, name: &str) -> Result<Topic<K, V>>
@@ -414,9 +425,13 @@ impl DataDir {
     }
 
     /// The codec type ids of persisted topic `name`, if the directory holds it.
+    /// `None` while it is being created (not registered yet).
     pub(crate) fn meta_types(&self, name: &str) -> Option<(String, String)> {
-        self.metas
-            .lock()
+        let metas = self.metas.lock();
+        if self.creating.lock().as_deref() == Some(name) {
+            return None;
+        }
+        metas
             .get(name)
             .map(|m| (m.key_type.clone(), m.value_type.clone()))
     }

@@ -299,9 +299,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
 
     /// Closes a persisted partition: no more appends or fetches, every replica's log
     /// closed (fsynced), the final state (with HW) saved. The first error.
-    pub(crate) fn close_disk(&self) -> Result<()> {
+    /// `for_broker`: closed by `Broker::close` (sends then say so), not by a delete.
+    pub(crate) fn close_disk(&self, for_broker: bool) -> Result<()> {
         let mut st = self.state.lock();
         st.closed = true;
+        st.broker_closed |= for_broker;
         let mut first = Ok(());
         for r in &mut st.replicas {
             if let Some(store) = r.store.take() {

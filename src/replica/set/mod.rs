@@ -105,6 +105,8 @@ struct State<K, V> {
     /// `(epoch, acked)` as each of the latest earlier epochs ended.
     past_acked: Vec<(i32, u64)>,
     closed: bool,
+    /// Closed by `Broker::close` (not deleted): sends then say the broker was closed.
+    broker_closed: bool,
     /// An empty vector with room, for the next fetch's batch: a fetch of one record for a
     /// waiting sender would otherwise allocate and free per follower.
     spare: Vec<Run<K, V>>,
@@ -138,7 +140,8 @@ enum Failure {
     Refused(AppendError),
     /// After the append: a retry may duplicate the record.
     Appended(AppendError),
-    Closed,
+    /// The partition is closed: `Closed` (deleted) or `BrokerClosed`.
+    Closed(AppendError),
 }
 
 /// One replicated partition (module docs).
@@ -242,6 +245,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             acked: 0,
             past_acked: Vec::new(),
             closed: false,
+            broker_closed: false,
             spare: Vec::new(),
         };
         state.replicas[0].log.begin_epoch(0);

@@ -145,7 +145,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     ) -> Result<Appended<'_, K, V>, Failure> {
         let mut st = self.state.lock();
         if st.closed {
-            return Err(Failure::Closed);
+            return Err(Self::closed(&st));
         }
         let Some(l) = st.leader else {
             return Err(Failure::Refused(AppendError::LeaderNotAvailable));
@@ -185,6 +185,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         Ok((st, epoch, last))
     }
 
+    /// Why a send to the closed partition fails: the broker was closed, or the topic
+    /// deleted.
+    fn closed(st: &State<K, V>) -> Failure {
+        Failure::Closed(if st.broker_closed {
+            AppendError::BrokerClosed
+        } else {
+            AppendError::Closed
+        })
+    }
+
     /// Waits until HW passes `last` (the ISR has it), in leader epoch `epoch`; the wait is
     /// bounded by `budget`'s request deadline, read from the clock only if it must wait.
     fn await_acks(
@@ -201,7 +211,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let mut woken = false;
         loop {
             if st.closed {
-                return Err(Failure::Closed);
+                return Err(Self::closed(&st));
             }
             if let Some(done) = Self::acked_in(&st, epoch, last) {
                 return done;
@@ -335,7 +345,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 }
             };
             let (why, appended) = match failure {
-                Failure::Closed => return Err(AppendError::Closed),
+                Failure::Closed(why) => return Err(why),
                 // No retry makes a record smaller.
                 Failure::Refused(why @ AppendError::TooLarge(..)) => return Err(why),
                 Failure::Refused(why) => (why, false),
