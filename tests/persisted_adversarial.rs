@@ -39,16 +39,17 @@ fn says_closed_broker(e: &Error) -> bool {
     matches!(e, Error::Closed { what } if what.contains("broker") && what.contains("closed"))
 }
 
+/// A broker on a new data directory (formatted here: its first open).
+fn created(dir: &std::path::Path) -> Broker {
+    Broker::builder().data_dir(dir).create(true).open().unwrap()
+}
+
 /// After `Broker::close`, every send path fails with an error saying the broker is closed
 /// (not that the topic was deleted: it was not), and hands the record back.
 #[test]
 fn sends_after_close_say_the_broker_is_closed() {
     let dir = tempfile::tempdir().unwrap();
-    let b = Broker::builder()
-        .data_dir(dir.path())
-        .create(true)
-        .open()
-        .unwrap();
+    let b = created(dir.path());
     b.create_persisted_topic::<(), u64>("t", TopicConfig::new(1), PersistConfig::new())
         .unwrap();
     let p = b.producer::<(), u64>();
@@ -97,11 +98,7 @@ fn sends_after_close_say_the_broker_is_closed() {
 fn close_during_racing_and_blocked_sends() {
     within(120, || {
         let dir = tempfile::tempdir().unwrap();
-        let b = Broker::builder()
-            .data_dir(dir.path())
-            .create(true)
-            .open()
-            .unwrap();
+        let b = created(dir.path());
         b.create_persisted_topic::<(), u64>(
             "t",
             TopicConfig::new(1).records_in_memory(4),
@@ -214,11 +211,7 @@ fn a_codec_panicking_on_the_writer_takes_the_partition_offline() {
     within(120, || {
         for flush in [FlushPolicy::EveryBatch, FlushPolicy::Os] {
             let dir = tempfile::tempdir().unwrap();
-            let b = Broker::builder()
-                .data_dir(dir.path())
-                .create(true)
-                .open()
-                .unwrap();
+            let b = created(dir.path());
             b.create_persisted_topic::<(), Flaky>(
                 "t",
                 TopicConfig::new(1).records_in_memory(4),
@@ -253,11 +246,7 @@ fn zero_sized_values_and_edge_timestamps_survive_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let n = 1000u64;
     {
-        let b = Broker::builder()
-            .data_dir(dir.path())
-            .create(true)
-            .open()
-            .unwrap();
+        let b = created(dir.path());
         b.create_persisted_topic::<(), ()>(
             "t",
             TopicConfig::new(1).records_in_memory(16),
@@ -315,11 +304,7 @@ fn zero_sized_values_and_edge_timestamps_survive_a_reopen() {
 fn delete_and_recreate_a_persisted_topic_while_sending() {
     within(300, || {
         let dir = tempfile::tempdir().unwrap();
-        let b = Broker::builder()
-            .data_dir(dir.path())
-            .create(true)
-            .open()
-            .unwrap();
+        let b = created(dir.path());
         let create = |b: &Broker| {
             b.create_persisted_topic::<(), u64>(
                 "t",
@@ -407,11 +392,7 @@ fn open_topic_racing_create_starts_one_writer_per_partition() {
     within(300, || {
         for round in 0..20 {
             let dir = tempfile::tempdir().unwrap();
-            let b = Broker::builder()
-                .data_dir(dir.path())
-                .create(true)
-                .open()
-                .unwrap();
+            let b = created(dir.path());
             let opener = {
                 let b = b.clone();
                 std::thread::spawn(move || loop {

@@ -568,6 +568,22 @@ fn tag(thread: u64, i: u64) -> u64 {
     (thread << 32) | i
 }
 
+/// `threads` threads running `send_mixed` to topic `t`: the even ones share one producer
+/// (clones), the odd ones each make their own. Each returns how many it sent.
+fn spawn_mixed_senders(b: &Broker, threads: u64) -> Vec<std::thread::JoinHandle<u64>> {
+    let shared = b.producer::<(), u64>();
+    (0..threads)
+        .map(|t| {
+            let p = if t % 2 == 0 {
+                shared.clone()
+            } else {
+                b.producer::<(), u64>()
+            };
+            std::thread::spawn(move || send_mixed(&p, "t", t))
+        })
+        .collect()
+}
+
 /// Sends `PER_THREAD` tagged values to `topic`-0 from thread `t`, through `send`,
 /// `send_batch` and `send_to` in turn, every seventh record with a header (plain and
 /// tagged runs interleave).
@@ -648,18 +664,8 @@ fn many_producers_on_one_blocking_partition_lose_nothing() {
             )
             .unwrap();
         c.assign(&[tp("t", 0)]).unwrap();
-        let shared = b.producer::<(), u64>();
         let threads = 4u64;
-        let senders: Vec<_> = (0..threads)
-            .map(|t| {
-                let p = if t % 2 == 0 {
-                    shared.clone()
-                } else {
-                    b.producer::<(), u64>()
-                };
-                std::thread::spawn(move || send_mixed(&p, "t", t))
-            })
-            .collect();
+        let senders = spawn_mixed_senders(&b, threads);
         let total = threads * PER_THREAD;
         let mut read = Vec::new();
         let mut v = Vec::new();
@@ -706,18 +712,8 @@ fn many_producers_on_one_dropping_partition_count_every_gap() {
             .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
             .unwrap();
         c.assign(&[tp("t", 0)]).unwrap();
-        let shared = b.producer::<(), u64>();
         let threads = 4u64;
-        let senders: Vec<_> = (0..threads)
-            .map(|t| {
-                let p = if t % 2 == 0 {
-                    shared.clone()
-                } else {
-                    b.producer::<(), u64>()
-                };
-                std::thread::spawn(move || send_mixed(&p, "t", t))
-            })
-            .collect();
+        let senders = spawn_mixed_senders(&b, threads);
         let total = threads * PER_THREAD;
         let mut read: Vec<(u64, u64)> = Vec::new();
         let mut v = Vec::new();
