@@ -15,6 +15,9 @@
 use std::collections::VecDeque;
 
 use crate::partition::Entry;
+
+mod time_index;
+use time_index::TimeIndex;
 // Std's Arc: chunks are shared between the replicas' logs (no loom-visible counts needed,
 // they are immutable once appended).
 use crate::sync::StdArc as Arc;
@@ -30,7 +33,8 @@ pub(crate) struct Chunk<K, V>(Arc<Body<K, V>>);
 enum Body<K, V> {
     /// One record: one allocation, as a record had before chunks.
     One(Entry<K, V>),
-    Many(Vec<Entry<K, V>>),
+    /// The records, and the largest timestamp among them (the time index's bound).
+    Many(Vec<Entry<K, V>>, i64),
 }
 
 /// Records one chunk holds at most (a run's bounds are `u32`).
@@ -50,13 +54,26 @@ impl<K, V> Chunk<K, V> {
     /// At most `CHUNK_MAX` records (the caller splits larger batches).
     pub(crate) fn many(entries: Vec<Entry<K, V>>) -> Self {
         debug_assert!(entries.len() <= CHUNK_MAX);
-        Self(Arc::new(Body::Many(entries)))
+        let max = entries
+            .iter()
+            .map(|e| e.timestamp)
+            .max()
+            .unwrap_or(i64::MIN);
+        Self(Arc::new(Body::Many(entries, max)))
     }
 
     pub(crate) fn len(&self) -> usize {
         match &*self.0 {
             Body::One(_) => 1,
-            Body::Many(v) => v.len(),
+            Body::Many(v, _) => v.len(),
+        }
+    }
+
+    /// The largest timestamp among its records (`i64::MIN` when it holds none).
+    fn max_timestamp(&self) -> i64 {
+        match &*self.0 {
+            Body::One(e) => e.timestamp,
+            Body::Many(_, max) => *max,
         }
     }
 
@@ -64,7 +81,7 @@ impl<K, V> Chunk<K, V> {
     pub(crate) fn get(&self, i: usize) -> Option<&Entry<K, V>> {
         match &*self.0 {
             Body::One(e) => (i == 0).then_some(e),
-            Body::Many(v) => v.get(i),
+            Body::Many(v, _) => v.get(i),
         }
     }
 
@@ -72,7 +89,7 @@ impl<K, V> Chunk<K, V> {
     pub(crate) fn entries(&self) -> std::slice::Iter<'_, Entry<K, V>> {
         match &*self.0 {
             Body::One(e) => std::slice::from_ref(e).iter(),
-            Body::Many(v) => v.iter(),
+            Body::Many(v, _) => v.iter(),
         }
     }
 
@@ -84,7 +101,7 @@ impl<K, V> Chunk<K, V> {
     ) -> Vec<Entry<K, V>> {
         match Arc::try_unwrap(self.0) {
             Ok(Body::One(e)) => vec![e],
-            Ok(Body::Many(v)) => v,
+            Ok(Body::Many(v, _)) => v,
             Err(shared) => Self(shared).entries().filter_map(copy).collect(),
         }
     }
@@ -96,7 +113,7 @@ impl<K, V> Chunk<K, V> {
     ) -> Option<Entry<K, V>> {
         match Arc::try_unwrap(self.0) {
             Ok(Body::One(e)) => Some(e),
-            Ok(Body::Many(v)) => v.into_iter().next(),
+            Ok(Body::Many(v, _)) => v.into_iter().next(),
             Err(shared) => shared_first(&shared).and_then(copy),
         }
     }
@@ -110,7 +127,7 @@ impl<K, V> Chunk<K, V> {
 fn shared_first<K, V>(body: &Body<K, V>) -> Option<&Entry<K, V>> {
     match body {
         Body::One(e) => Some(e),
-        Body::Many(v) => v.first(),
+        Body::Many(v, _) => v.first(),
     }
 }
 
@@ -201,6 +218,8 @@ pub(crate) struct ReplicaLog<K, V> {
     runs: VecDeque<Run<K, V>>,
     /// `(epoch, first offset of that epoch)`, both strictly increasing.
     epochs: Vec<(i32, u64)>,
+    /// Where `offset_for_time` starts reading (module `time_index`).
+    times: TimeIndex,
 }
 
 impl<K, V> ReplicaLog<K, V> {
@@ -213,6 +232,7 @@ impl<K, V> ReplicaLog<K, V> {
             persistent: false,
             runs: VecDeque::new(),
             epochs: Vec::new(),
+            times: TimeIndex::new(),
         }
     }
 
@@ -231,6 +251,7 @@ impl<K, V> ReplicaLog<K, V> {
             persistent: true,
             runs: VecDeque::with_capacity(records.len()),
             epochs,
+            times: TimeIndex::new(),
         };
         for run in records {
             log.push(run);
@@ -301,6 +322,33 @@ impl<K, V> ReplicaLog<K, V> {
                 }
             }
         }
+    }
+
+    /// The first record held in memory below `to` whose timestamp is at or after
+    /// `timestamp`, with that timestamp (Kafka's ListOffsets by time). Reads from where the
+    /// time index says a match may start, skipping runs whose chunk holds no timestamp that
+    /// large.
+    pub(crate) fn offset_for_time(&self, to: u64, timestamp: i64) -> Option<(u64, i64)> {
+        let from = self.times.start_for(timestamp)?.max(self.start);
+        let k = self.run_at(from)?;
+        for run in self.runs.range(k..) {
+            if run.first >= to {
+                break;
+            }
+            if run.chunk.max_timestamp() < timestamp {
+                continue;
+            }
+            for (j, (_, e)) in run.entries().enumerate() {
+                let o = run.first + j as u64;
+                if o >= to {
+                    return None;
+                }
+                if o >= from && e.timestamp >= timestamp {
+                    return Some((o, e.timestamp));
+                }
+            }
+        }
+        None
     }
 
     /// Pushes the runs holding `from..to` (cut to it) onto `out`: references, not copies.
@@ -386,6 +434,7 @@ impl<K, V> ReplicaLog<K, V> {
         }
         run.first = self.end;
         self.end += run.len() as u64;
+        self.times.appended(run.first, run.chunk.max_timestamp());
         if let Some(last) = self.runs.back_mut() {
             if last.hi == run.lo && last.epoch == run.epoch && last.chunk.same(&run.chunk) {
                 last.hi = run.hi;
@@ -419,12 +468,22 @@ impl<K, V> ReplicaLog<K, V> {
         }
         self.end = offset;
         self.epochs.retain(|e| e.1 < offset);
+        let runs = &self.runs;
+        self.times.truncated(offset, |from| {
+            runs.iter()
+                .rev()
+                .take_while(|run| run.end() > from)
+                .map(|run| run.chunk.max_timestamp())
+                .max()
+                .unwrap_or(i64::MIN)
+        });
     }
 
     /// Empties the log and moves its start to `start` (a replica too far behind the leader).
     pub(crate) fn reset_to(&mut self, start: u64) {
         self.runs.clear();
         self.epochs.clear();
+        self.times.reset();
         self.start = start;
         self.end = start;
         self.floor = start;
@@ -461,6 +520,7 @@ impl<K, V> ReplicaLog<K, V> {
             }
         }
         self.start = to;
+        self.times.trimmed(to);
     }
 
     /// Epochs wholly below the start go; the first one left starts at the start at most.

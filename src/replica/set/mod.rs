@@ -879,14 +879,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         if let Some(found) = self.disk_offset_for_time(&mut st, l, timestamp) {
             return found;
         }
-        let log = &st.replicas[l].log;
-        let mut found = None;
-        log.for_each(log.start(), st.hw, |o, _, e| {
-            if found.is_none() && e.timestamp >= timestamp {
-                found = Some((o, e.timestamp));
-            }
-        });
-        found
+        st.replicas[l].log.offset_for_time(st.hw, timestamp)
     }
 
     fn append(
