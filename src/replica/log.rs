@@ -33,8 +33,7 @@ pub(crate) struct Chunk<K, V>(Arc<Body<K, V>>);
 enum Body<K, V> {
     /// One record: one allocation, as a record had before chunks.
     One(Entry<K, V>),
-    /// The records, and the largest timestamp among them (the time index's bound).
-    Many(Vec<Entry<K, V>>, i64),
+    Many(Vec<Entry<K, V>>),
 }
 
 /// Records one chunk holds at most (a run's bounds are `u32`).
@@ -54,26 +53,13 @@ impl<K, V> Chunk<K, V> {
     /// At most `CHUNK_MAX` records (the caller splits larger batches).
     pub(crate) fn many(entries: Vec<Entry<K, V>>) -> Self {
         debug_assert!(entries.len() <= CHUNK_MAX);
-        let max = entries
-            .iter()
-            .map(|e| e.timestamp)
-            .max()
-            .unwrap_or(i64::MIN);
-        Self(Arc::new(Body::Many(entries, max)))
+        Self(Arc::new(Body::Many(entries)))
     }
 
     pub(crate) fn len(&self) -> usize {
         match &*self.0 {
             Body::One(_) => 1,
-            Body::Many(v, _) => v.len(),
-        }
-    }
-
-    /// The largest timestamp among its records (`i64::MIN` when it holds none).
-    fn max_timestamp(&self) -> i64 {
-        match &*self.0 {
-            Body::One(e) => e.timestamp,
-            Body::Many(_, max) => *max,
+            Body::Many(v) => v.len(),
         }
     }
 
@@ -81,7 +67,7 @@ impl<K, V> Chunk<K, V> {
     pub(crate) fn get(&self, i: usize) -> Option<&Entry<K, V>> {
         match &*self.0 {
             Body::One(e) => (i == 0).then_some(e),
-            Body::Many(v, _) => v.get(i),
+            Body::Many(v) => v.get(i),
         }
     }
 
@@ -89,7 +75,7 @@ impl<K, V> Chunk<K, V> {
     pub(crate) fn entries(&self) -> std::slice::Iter<'_, Entry<K, V>> {
         match &*self.0 {
             Body::One(e) => std::slice::from_ref(e).iter(),
-            Body::Many(v, _) => v.iter(),
+            Body::Many(v) => v.iter(),
         }
     }
 
@@ -101,7 +87,7 @@ impl<K, V> Chunk<K, V> {
     ) -> Vec<Entry<K, V>> {
         match Arc::try_unwrap(self.0) {
             Ok(Body::One(e)) => vec![e],
-            Ok(Body::Many(v, _)) => v,
+            Ok(Body::Many(v)) => v,
             Err(shared) => Self(shared).entries().filter_map(copy).collect(),
         }
     }
@@ -113,7 +99,7 @@ impl<K, V> Chunk<K, V> {
     ) -> Option<Entry<K, V>> {
         match Arc::try_unwrap(self.0) {
             Ok(Body::One(e)) => Some(e),
-            Ok(Body::Many(v, _)) => v.into_iter().next(),
+            Ok(Body::Many(v)) => v.into_iter().next(),
             Err(shared) => shared_first(&shared).and_then(copy),
         }
     }
@@ -127,7 +113,7 @@ impl<K, V> Chunk<K, V> {
 fn shared_first<K, V>(body: &Body<K, V>) -> Option<&Entry<K, V>> {
     match body {
         Body::One(e) => Some(e),
-        Body::Many(v, _) => v.first(),
+        Body::Many(v) => v.first(),
     }
 }
 
@@ -218,7 +204,8 @@ pub(crate) struct ReplicaLog<K, V> {
     runs: VecDeque<Run<K, V>>,
     /// `(epoch, first offset of that epoch)`, both strictly increasing.
     epochs: Vec<(i32, u64)>,
-    /// Where `offset_for_time` starts reading (module `time_index`).
+    /// Where `offset_for_time` looks (module `time_index`); built by the lookups, so
+    /// appends never touch it.
     times: TimeIndex,
 }
 
@@ -232,7 +219,7 @@ impl<K, V> ReplicaLog<K, V> {
             persistent: false,
             runs: VecDeque::new(),
             epochs: Vec::new(),
-            times: TimeIndex::new(),
+            times: TimeIndex::default(),
         }
     }
 
@@ -251,7 +238,7 @@ impl<K, V> ReplicaLog<K, V> {
             persistent: true,
             runs: VecDeque::with_capacity(records.len()),
             epochs,
-            times: TimeIndex::new(),
+            times: TimeIndex::default(),
         };
         for run in records {
             log.push(run);
@@ -325,30 +312,59 @@ impl<K, V> ReplicaLog<K, V> {
     }
 
     /// The first record held in memory below `to` whose timestamp is at or after
-    /// `timestamp`, with that timestamp (Kafka's ListOffsets by time). Reads from where the
-    /// time index says a match may start, skipping runs whose chunk holds no timestamp that
-    /// large.
-    pub(crate) fn offset_for_time(&self, to: u64, timestamp: i64) -> Option<(u64, i64)> {
-        let from = self.times.start_for(timestamp)?.max(self.start);
-        let k = self.run_at(from)?;
-        for run in self.runs.range(k..) {
-            if run.first >= to {
-                break;
-            }
-            if run.chunk.max_timestamp() < timestamp {
-                continue;
-            }
-            for (j, (_, e)) in run.entries().enumerate() {
-                let o = run.first + j as u64;
-                if o >= to {
-                    return None;
+    /// `timestamp`, with that timestamp (Kafka's ListOffsets by time). Brings the time index
+    /// up to the log end first (reading each record appended since the last lookup once),
+    /// then reads only the block where a match can start.
+    pub(crate) fn offset_for_time(&mut self, to: u64, timestamp: i64) -> Option<(u64, i64)> {
+        let from = self.times.update(self.start, self.end);
+        let (runs, start) = (&self.runs, self.start);
+        let held = |from: u64, to: u64, f: &mut dyn FnMut(u64, i64) -> bool| {
+            Self::scan(runs, start, from, to, f)
+        };
+        if from < self.end {
+            let times = &mut self.times;
+            held(from, self.end, &mut |o, ts| {
+                times.add(o, ts);
+                true
+            });
+        }
+        let times = &self.times;
+        times.find(start, to, timestamp, |from, to| {
+            let mut found = None;
+            held(from, to, &mut |o, ts| {
+                if ts >= timestamp {
+                    found = Some((o, ts));
                 }
-                if o >= from && e.timestamp >= timestamp {
-                    return Some((o, e.timestamp));
+                found.is_none()
+            });
+            found
+        })
+    }
+
+    /// Calls `f(offset, timestamp)` for the records of `runs` (the log's, `start` its first
+    /// offset in memory) in `from..to`, in order, while `f` returns `true`.
+    fn scan(
+        runs: &VecDeque<Run<K, V>>,
+        start: u64,
+        from: u64,
+        to: u64,
+        f: &mut dyn FnMut(u64, i64) -> bool,
+    ) {
+        let from = from.max(start);
+        // The run holding `from` (runs cover the log from `start` without gaps).
+        let k = runs.partition_point(|run| run.end() <= from);
+        for run in runs.range(k..) {
+            if run.first >= to {
+                return;
+            }
+            let skip = from.saturating_sub(run.first) as usize;
+            for (j, (_, e)) in run.entries().enumerate().skip(skip) {
+                let o = run.first + j as u64;
+                if o >= to || !f(o, e.timestamp) {
+                    return;
                 }
             }
         }
-        None
     }
 
     /// Pushes the runs holding `from..to` (cut to it) onto `out`: references, not copies.
@@ -434,7 +450,6 @@ impl<K, V> ReplicaLog<K, V> {
         }
         run.first = self.end;
         self.end += run.len() as u64;
-        self.times.appended(run.first, run.chunk.max_timestamp());
         if let Some(last) = self.runs.back_mut() {
             if last.hi == run.lo && last.epoch == run.epoch && last.chunk.same(&run.chunk) {
                 last.hi = run.hi;
@@ -468,22 +483,14 @@ impl<K, V> ReplicaLog<K, V> {
         }
         self.end = offset;
         self.epochs.retain(|e| e.1 < offset);
-        let runs = &self.runs;
-        self.times.truncated(offset, |from| {
-            runs.iter()
-                .rev()
-                .take_while(|run| run.end() > from)
-                .map(|run| run.chunk.max_timestamp())
-                .max()
-                .unwrap_or(i64::MIN)
-        });
+        self.times.truncated(offset);
     }
 
     /// Empties the log and moves its start to `start` (a replica too far behind the leader).
     pub(crate) fn reset_to(&mut self, start: u64) {
         self.runs.clear();
         self.epochs.clear();
-        self.times.reset();
+        self.times = TimeIndex::default();
         self.start = start;
         self.end = start;
         self.floor = start;
@@ -520,7 +527,6 @@ impl<K, V> ReplicaLog<K, V> {
             }
         }
         self.start = to;
-        self.times.trimmed(to);
     }
 
     /// Epochs wholly below the start go; the first one left starts at the start at most.

@@ -1,91 +1,106 @@
-//! A replica log's time index: where a search for the first record with a timestamp at or
-//! after `t` may start, so `offset_for_time` reads a few runs instead of walking the log
-//! under the partition's lock.
+//! A replica log's time index: where a lookup of the first record with a timestamp at or
+//! after `t` (Kafka's ListOffsets by time) starts reading, so `offset_for_time` reads one
+//! block of records instead of walking the log under the partition's lock.
 //!
-//! Timestamps within a partition need not grow (producers choose them), so the index keys
-//! on what Kafka's time index keys on, the largest timestamp so far: at run boundaries, at
-//! least `INTERVAL` records apart, an entry `(before, offset)` where `before` bounds every
-//! timestamp held below `offset`. The bounds never decrease along the log, so a binary
-//! search finds the last entry whose bound is below `t`: no record before its offset can
-//! match, and the answer (Kafka's ListOffsets by time: the first offset whose timestamp is
-//! at or after `t`) is found by reading forward from there, skipping each run whose chunk
-//! holds no timestamp that large. The bounds are chunks' largest timestamps, exact for a
-//! run holding its whole chunk (most do) and loose for a slice of one, which costs a longer
-//! read, never a wrong answer.
+//! Timestamps within a partition need not grow (producers choose them), so the index keeps,
+//! for each block of `INTERVAL` offsets, the largest timestamp in it (as a Kafka segment's
+//! time index bounds its records by the largest timestamp so far). A lookup passes over the
+//! blocks whose largest timestamp is below `t` (none of their records can match) and reads
+//! the records of the first block that may hold a match: the answer is the first offset whose
+//! timestamp is at or after `t`, the same as a walk from the log start.
+//!
+//! The index is built by the lookups, not by the appends: a lookup first adds the records
+//! appended since the last one (each record is read once), so appends, on every replica,
+//! pay nothing. Trimmed blocks go at the next lookup; a truncation drops the blocks it cuts
+//! into, and the next lookup reads their kept records again.
+//!
+//! Not a binary search: the blocks' own maxima are not sorted, and sorted bounds (the
+//! largest timestamp *so far*) would have to be computed again whenever the log's start
+//! moves (on every append of a full log); passing over 16-byte blocks reads 1/`INTERVAL`
+//! of what the walk read.
 
 use std::collections::VecDeque;
 
-/// Records between two entries at least (runs are never split for an entry, so the gap
-/// may be longer): a read from an entry covers about this many records, at 16 bytes of
-/// index per this many records.
+/// Offsets in a block: a lookup reads at most this many records (one block) beyond the
+/// blocks it passes over, at 16 bytes of index per this many records.
 const INTERVAL: u64 = 64;
 
 /// The time index of one replica log (module docs).
+#[derive(Default)]
 pub(super) struct TimeIndex {
-    /// `(bound on every timestamp held below offset, offset)`, both non-decreasing.
-    entries: VecDeque<(i64, u64)>,
-    /// Bounds every timestamp held (`i64::MIN` when nothing was appended).
-    max: i64,
+    /// `(first offset, largest timestamp)` of each block: the block at `b` covers the
+    /// offsets `b..b + INTERVAL` (`b` a multiple of `INTERVAL`) held below `indexed_to`.
+    /// Consecutive; the first may also bound records since trimmed (a bound too high only
+    /// costs a read).
+    blocks: VecDeque<(u64, i64)>,
+    /// The records below this (from the log's start) are in `blocks`.
+    indexed_to: u64,
 }
 
 impl TimeIndex {
-    pub(super) fn new() -> Self {
-        Self {
-            entries: VecDeque::new(),
-            max: i64::MIN,
-        }
-    }
-
-    /// A run was appended at `first`, its timestamps at most `max`.
-    #[inline]
-    pub(super) fn appended(&mut self, first: u64, max: i64) {
-        if self
-            .entries
-            .back()
-            .is_none_or(|&(_, at)| first - at >= INTERVAL)
+    /// Before a lookup on a log holding `start..end`: drops the blocks wholly below
+    /// `start`; returns the offset from which the records up to `end` go to
+    /// [`add`](Self::add).
+    pub(super) fn update(&mut self, start: u64, end: u64) -> u64 {
+        while self
+            .blocks
+            .front()
+            .is_some_and(|&(at, _)| at + INTERVAL <= start)
         {
-            self.entries.push_back((self.max, first));
+            self.blocks.pop_front();
         }
-        self.max = self.max.max(max);
+        self.indexed_to = self.indexed_to.max(start).min(end);
+        self.indexed_to
     }
 
-    /// The records at and above `end` were removed. `max_from(offset)` bounds the
-    /// timestamps of the records held from `offset` to `end` (the caller's runs there, at
-    /// most about `INTERVAL` records' worth): the bound of the whole log is tightened to
-    /// what is left, so that later entries do not carry the removed records' timestamps.
-    pub(super) fn truncated(&mut self, end: u64, max_from: impl FnOnce(u64) -> i64) {
-        while self.entries.back().is_some_and(|&(_, at)| at > end) {
-            self.entries.pop_back();
+    /// Adds the record at `offset` (the next one after those added) with its timestamp.
+    pub(super) fn add(&mut self, offset: u64, timestamp: i64) {
+        let at = offset - offset % INTERVAL;
+        match self.blocks.back_mut() {
+            Some((last, max)) if *last == at => *max = (*max).max(timestamp),
+            _ => self.blocks.push_back((at, timestamp)),
         }
-        let (before, from) = self.entries.back().copied().unwrap_or((i64::MIN, 0));
-        self.max = before.max(max_from(from));
+        self.indexed_to = offset + 1;
     }
 
-    /// The records below `start` were dropped: entries before the last one at or below it
-    /// go (that one still bounds the records before it, none of them held).
-    pub(super) fn trimmed(&mut self, start: u64) {
-        while self.entries.get(1).is_some_and(|&(_, at)| at <= start) {
-            self.entries.pop_front();
+    /// The records at and above `end` were removed: the blocks holding any of them go (a
+    /// block cut in two would keep the removed records' largest timestamp).
+    pub(super) fn truncated(&mut self, end: u64) {
+        if self.indexed_to <= end {
+            return;
         }
+        while self
+            .blocks
+            .back()
+            .is_some_and(|&(at, _)| at + INTERVAL > end)
+        {
+            self.blocks.pop_back();
+        }
+        self.indexed_to = self.blocks.back().map_or(0, |&(at, _)| at + INTERVAL);
     }
 
-    /// Everything was removed.
-    pub(super) fn reset(&mut self) {
-        self.entries.clear();
-        self.max = i64::MIN;
-    }
-
-    /// Where a read for the first timestamp at or after `timestamp` starts (no record
-    /// before it has one; the caller raises it to its start): `None` when no record held
-    /// has one.
-    pub(super) fn start_for(&self, timestamp: i64) -> Option<u64> {
-        if self.max < timestamp {
-            return None;
+    /// The first record below `to` (and from `start`, the log's first in memory) with a
+    /// timestamp at or after `timestamp`: `read(from, to)` reads the records of one block
+    /// that may hold it. The index must cover `start..to` ([`update`](Self::update), then
+    /// [`add`](Self::add)).
+    pub(super) fn find(
+        &self,
+        start: u64,
+        to: u64,
+        timestamp: i64,
+        mut read: impl FnMut(u64, u64) -> Option<(u64, i64)>,
+    ) -> Option<(u64, i64)> {
+        for &(at, max) in &self.blocks {
+            if at >= to {
+                break;
+            }
+            if max >= timestamp {
+                if let Some(found) = read(at.max(start), (at + INTERVAL).min(to)) {
+                    return Some(found);
+                }
+            }
         }
-        let i = self
-            .entries
-            .partition_point(|&(before, _)| before < timestamp);
-        Some(i.checked_sub(1).map_or(0, |i| self.entries[i].1))
+        None
     }
 }
 
@@ -173,10 +188,11 @@ mod tests {
         }
     }
 
-    fn check(log: &ReplicaLog<(), u64>, to: u64, timestamp: i64) -> Result<(), TestCaseError> {
+    fn check(log: &mut ReplicaLog<(), u64>, to: u64, timestamp: i64) -> Result<(), TestCaseError> {
+        let expected = linear(log, to, timestamp);
         prop_assert_eq!(
             log.offset_for_time(to, timestamp),
-            linear(log, to, timestamp),
+            expected,
             "log [{}, {}), to {}, timestamp {}",
             log.start(),
             log.end(),
@@ -188,40 +204,54 @@ mod tests {
 
     proptest! {
         /// On random logs (timestamps rising, falling and repeating; chunks shared and cut
-        /// into slices by a follower's fetches; trimmed and truncated), the indexed answer
-        /// is the linear walk's, for every timestamp and bound.
+        /// into slices by a follower's fetches; trimmed and truncated, with lookups after
+        /// some steps only, so the index catches up over several changes), the indexed
+        /// answer is the linear walk's, for every timestamp and two bounds.
         #[test]
         fn offset_for_time_matches_the_linear_walk(
-            ops in proptest::collection::vec(op(), 1..120),
+            ops in proptest::collection::vec((op(), any::<bool>()), 1..150),
             cut in 0u64..40,
         ) {
             let mut leader = ReplicaLog::new(0);
             let mut follower = ReplicaLog::new(0);
-            for op in &ops {
+            for (op, look) in &ops {
                 apply(&mut leader, &mut follower, op);
-                for log in [&leader, &follower] {
+                if !look {
+                    continue;
+                }
+                for log in [&mut leader, &mut follower] {
                     let to = log.end().saturating_sub(cut);
                     for timestamp in -6..42 {
                         check(log, to, timestamp)?;
-                        check(log, log.end(), timestamp)?;
+                        let end = log.end();
+                        check(log, end, timestamp)?;
                     }
                 }
             }
         }
     }
 
-    /// A timestamp above every one held: answered from the bound, without reading.
+    /// Appends leave the index alone; a lookup indexes what was appended, then reads one
+    /// block: the one holding the answer when timestamps grow.
     #[test]
-    fn a_timestamp_above_all_is_answered_at_once() {
+    fn a_lookup_indexes_then_reads_one_block() {
         let mut log = ReplicaLog::new(0);
         for t in 0..1000 {
             log.append_run(Run::whole(0, Chunk::one(entry(t))));
         }
-        assert_eq!(log.times.start_for(1000), None);
-        assert_eq!(log.offset_for_time(1000, 1000), None);
-        // In the middle: the read starts at most one interval (a run each here) before it.
-        let from = log.times.start_for(500).unwrap();
-        assert!((500 - super::INTERVAL..=500).contains(&from), "{from}");
+        assert!(log.times.blocks.is_empty());
         assert_eq!(log.offset_for_time(1000, 500), Some((500, 500)));
+        assert_eq!(
+            log.times.blocks.len(),
+            1000usize.div_ceil(super::INTERVAL as usize)
+        );
+        let mut reads = Vec::new();
+        log.times.find(0, 1000, 500, |from, to| {
+            reads.push((from, to));
+            Some((from, 0))
+        });
+        assert_eq!(reads, vec![(448, 512)]);
+        assert_eq!(log.offset_for_time(1000, 1000), None);
+        assert_eq!(log.offset_for_time(700, 800), None);
     }
 }

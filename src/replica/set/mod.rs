@@ -879,7 +879,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         if let Some(found) = self.disk_offset_for_time(&mut st, l, timestamp) {
             return found;
         }
-        st.replicas[l].log.offset_for_time(st.hw, timestamp)
+        let hw = st.hw;
+        st.replicas[l].log.offset_for_time(hw, timestamp)
     }
 
     fn append(
