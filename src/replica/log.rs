@@ -15,12 +15,12 @@
 use std::collections::VecDeque;
 
 use crate::partition::Entry;
-
-mod time_index;
-use time_index::TimeIndex;
 // Std's Arc: chunks are shared between the replicas' logs (no loom-visible counts needed,
 // they are immutable once appended).
 use crate::sync::StdArc as Arc;
+
+mod time_index;
+use time_index::TimeIndex;
 
 /// No epoch (Kafka's `UNDEFINED_EPOCH`).
 pub(crate) const NO_EPOCH: i32 = -1;
