@@ -105,6 +105,12 @@ pub(crate) struct StoreParams {
 fn decode_entry<K: Codec, V: Codec>(
     r: &crate::storage::record_batch::RecordView<'_>,
 ) -> Result<Entry<K, V>> {
+    if !crate::partition::valid_timestamp(r.timestamp) {
+        return Err(Error::InvalidRecordTimestamp {
+            offset: r.offset,
+            timestamp: r.timestamp,
+        });
+    }
     let key = match r.key {
         Some(k) => Some(K::decode(k)?),
         None => None,
@@ -115,29 +121,20 @@ fn decode_entry<K: Codec, V: Codec>(
         .iter()
         .map(|h| (h.key.to_owned(), h.value.map(Bytes::copy_from_slice)))
         .collect();
-    Ok(Entry {
-        timestamp: r.timestamp,
-        key,
-        value,
-        headers: crate::partition::box_headers(headers),
-    })
+    Ok(Entry::new(r.timestamp, key, value, headers))
 }
 
 /// A copy of `e` through its codecs: a failed send hands back the record the log keeps
 /// without asking the types for `Clone`. `None` if the value does not decode as it encoded.
 pub(crate) fn codec_copy<K: Codec, V: Codec>(e: &Entry<K, V>) -> Option<Entry<K, V>> {
     let mut buf = Vec::new();
-    let key = match &e.key {
+    let (timestamp, key, value, headers) = e.parts();
+    let key = match key {
         Some(k) => Some(K::decode(encoding(k, &mut buf)).ok()?),
         None => None,
     };
-    let value = V::decode(encoding(&e.value, &mut buf)).ok()?;
-    Some(Entry {
-        timestamp: e.timestamp,
-        key,
-        value,
-        headers: e.headers.clone(),
-    })
+    let value = V::decode(encoding(value, &mut buf)).ok()?;
+    Some(Entry::new(timestamp, key, value, headers.to_vec()))
 }
 
 /// Every batch's `(base offset, partition leader epoch)` from `from` to the log end.

@@ -878,8 +878,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         let log = &st.replicas[l].log;
         let mut found = None;
         log.for_each(log.start(), st.hw, |o, _, e| {
-            if found.is_none() && e.timestamp >= timestamp {
-                found = Some((o, e.timestamp));
+            if found.is_none() && e.timestamp() >= timestamp {
+                found = Some((o, e.timestamp()));
             }
         });
         found
