@@ -168,6 +168,8 @@ fn drain<K: BenchKey>(mut c: logbus::Consumer<K, u64>, n: u64) -> Instant {
     let mut out = Vec::with_capacity(CAP);
     let mut got = 0;
     let mut sum = 0u64;
+    // Polls made (`TOPICS_BENCH_POLLS=1` prints the records per poll).
+    let mut polls = 0u64;
     let record_api = record_api();
     while got < n {
         let k = if record_api {
@@ -184,9 +186,16 @@ fn drain<K: BenchKey>(mut c: logbus::Consumer<K, u64>, n: u64) -> Instant {
             .unwrap()
         };
         got += k as u64;
+        polls += 1;
         c.commit_sync().unwrap();
     }
     black_box(sum);
+    if std::env::var_os("TOPICS_BENCH_POLLS").is_some() {
+        eprintln!(
+            "  {polls} polls, {:.1} records a poll",
+            n as f64 / polls as f64
+        );
+    }
     Instant::now()
 }
 

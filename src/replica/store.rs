@@ -402,3 +402,36 @@ where
 pub(crate) fn partition_dir(data_dir: &Path, topic: &str, partition: u32) -> PathBuf {
     data_dir.join(format!("{topic}-{partition}"))
 }
+
+#[cfg(all(test, not(logbus_loom)))]
+mod tests {
+    use super::*;
+    use crate::storage::record_batch::{encode_batch, Record};
+
+    /// A replica's record on disk with a timestamp outside `0..=MAX_TIMESTAMP` decodes to a
+    /// typed error (its directory is then taken offline as for any record it cannot
+    /// read), not to an entry with its timestamp cut short; the ends of the range decode.
+    #[test]
+    fn a_stored_timestamp_outside_the_range_is_a_typed_error() {
+        let value = 7u64.to_be_bytes();
+        for (ts, ok) in [
+            (0, true),
+            (crate::MAX_TIMESTAMP, true),
+            (crate::MAX_TIMESTAMP + 1, false),
+            (i64::MAX, false),
+            (-1, false),
+        ] {
+            let bytes = encode_batch(3, &[Record::new(ts, None, &value)]).unwrap();
+            let batch = BatchIter::new(&bytes).next().unwrap().unwrap();
+            let r = batch.records().unwrap().next().unwrap().unwrap();
+            match decode_entry::<(), u64>(&r) {
+                Ok(e) if ok => assert_eq!((e.timestamp(), *e.value()), (ts, 7)),
+                Err(Error::InvalidRecordTimestamp {
+                    offset: 3,
+                    timestamp,
+                }) if !ok => assert_eq!(timestamp, ts),
+                other => panic!("{ts}: {:?}", other.map(|e| e.timestamp())),
+            }
+        }
+    }
+}
