@@ -61,6 +61,9 @@ union Body<K, V> {
     boxed: ManuallyDrop<Box<Full<K, V>>>,
 }
 
+/// An entry's timestamp, key, value and headers, borrowed ([`Entry::parts`]).
+pub(crate) type Parts<'a, K, V> = (i64, Option<&'a K>, &'a V, &'a [(String, Option<Bytes>)]);
+
 /// What the ring of a partition holds for one record (module docs).
 pub(crate) struct Entry<K, V> {
     /// Timestamp and the two flags (module docs). Invariants: with `BOXED` set, `body.boxed`
@@ -178,7 +181,7 @@ impl<K, V> Entry<K, V> {
     /// Timestamp, key, value and headers, with one test of the shape (the plain one
     /// first: it is the hot one).
     #[inline(always)]
-    pub(crate) fn parts(&self) -> (i64, Option<&K>, &V, &[(String, Option<Bytes>)]) {
+    pub(crate) fn parts(&self) -> Parts<'_, K, V> {
         if !self.is_boxed() {
             let key = if self.stamp & HAS_KEY != 0 {
                 // SAFETY: `HAS_KEY` set (and `BOXED` clear) means `key` is initialised
