@@ -400,9 +400,10 @@ impl<K, V> Partition<K, V> {
         arrivals: Arc<WaitSet>,
         disk: Option<Arc<dyn DiskLog<K, V>>>,
     ) -> Result<Self> {
-        // Entries without headers drop as a no-op when the key and value types have no drop
-        // glue: the ring then overwrites them without reading them back (ring `sequencer`,
-        // "Plain values"; the headers box is what gives `Entry` its drop glue).
+        // Entries without headers (not boxed) drop as a no-op when the key and value types
+        // have no drop glue: the ring then overwrites them without reading them back (ring
+        // `sequencer`, "Plain values"; the box of a record with headers is what gives
+        // `Entry` its drop glue).
         let plain = (!std::mem::needs_drop::<K>() && !std::mem::needs_drop::<V>())
             .then_some(Entry::<K, V>::is_plain as fn(&Entry<K, V>) -> bool);
         let (producer, ring) =

@@ -5,21 +5,25 @@
 //! is how many cache lines move between those cores per record: the entry's size
 //! (`BENCHMARKS.md`, "Topics: 16-byte entries"). An entry is therefore three fields:
 //!
-//! - `stamp`: the timestamp in bits 0..62 (so valid timestamps are `0..=`[`MAX_TIMESTAMP`]),
-//!   bit 62 set when the record has a key stored in the entry, bit 63 set when the record is
-//!   boxed;
+//! - `word`: for a record without headers, the timestamp in bits 0..62 (so valid
+//!   timestamps are `0..=`[`MAX_TIMESTAMP`]) and bit 62 set when the record has a key; for
+//!   a record with headers, bit 63 set and, in bits 0..63, the address of a box holding its
+//!   timestamp, key and headers ([`Full`]), shifted right by one (the box is aligned to
+//!   8, so no bit is lost);
 //! - `key`: the key, initialised exactly when bit 62 is set (no bytes for a key type of
 //!   size 0, such as `()`);
-//! - `body`: the value, or, for a boxed record, a box holding key, value and headers.
+//! - `value`: the value, always in place, so that reading it never depends on the shape.
 //!
 //! Only records with headers are boxed. They paid for one allocation before (their headers'
-//! box); the box now carries key and value with the headers, so no record allocates more
-//! than it did, and a record without headers allocates nothing.
+//! box); the box now carries timestamp and key with the headers, so no record allocates
+//! more than it did, and a record without headers allocates nothing.
 //!
-//! `Send` and `Sync` fall out of the fields: an entry is `Send` exactly when `K` and `V`
-//! are (the box holds only a `K`, a `V` and headers, which are `Send` and `Sync`), and
-//! likewise `Sync`; no `unsafe impl` says otherwise.
+//! `Send` and `Sync` fall out of the fields: the box is owned through an integer, and a
+//! `PhantomData<Box<Full<K>>>` stands for it, so an entry is `Send` exactly when `K` and `V`
+//! are (headers are `Send` and `Sync`), and likewise `Sync`; no `unsafe impl` says
+//! otherwise.
 
+use std::marker::PhantomData;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ptr;
 
@@ -30,7 +34,8 @@ use super::Headers;
 /// The largest record timestamp logbus stores: `2^62 - 1` milliseconds since the Unix epoch
 /// (some 146 million years). Record timestamps are valid in `0..=MAX_TIMESTAMP`; sends and
 /// lookups by time refuse the rest with [`Error::InvalidTimestamp`](crate::Error::InvalidTimestamp),
-/// and a record read from disk with a timestamp outside it is reported as corrupt.
+/// and a record read from disk with a timestamp outside it is reported as invalid
+/// ([`Error::InvalidRecordTimestamp`](crate::Error::InvalidRecordTimestamp)).
 pub const MAX_TIMESTAMP: i64 = (1 << 62) - 1;
 
 /// Whether `timestamp` is a valid record timestamp (`0..=MAX_TIMESTAMP`).
@@ -40,43 +45,40 @@ pub(crate) fn valid_timestamp(timestamp: i64) -> bool {
     (timestamp as u64) >> 62 == 0
 }
 
-/// `stamp`'s bits holding the timestamp.
+/// `word`'s bits holding the timestamp (not boxed).
 const TIME: u64 = (1 << 62) - 1;
 /// Set when the entry holds a key in its `key` field (never when boxed).
 const HAS_KEY: u64 = 1 << 62;
-/// Set when `body` holds a box ([`Full`]).
+/// Set when `word` holds the address of a box ([`Full`]).
 const BOXED: u64 = 1 << 63;
 
-/// A record with headers, whole, in the box of a boxed entry.
+/// A record's fields other than its value, in the box of a record with headers.
 #[derive(Clone)]
-struct Full<K, V> {
+struct Full<K> {
+    timestamp: i64,
     key: Option<K>,
-    value: V,
     headers: Headers,
 }
 
-/// An entry's value, or its box. Which one `Entry::stamp`'s `BOXED` bit says.
-union Body<K, V> {
-    value: ManuallyDrop<V>,
-    boxed: ManuallyDrop<Box<Full<K, V>>>,
+/// What the ring of a partition holds for one record (module docs).
+pub(crate) struct Entry<K, V> {
+    /// Timestamp and flags, or the box's address (module docs). Invariants: with `BOXED`
+    /// set, `(word & !BOXED) << 1` is the exposed address of a `Box<Full<K>>` this entry
+    /// owns, and `key` is not initialised; with `BOXED` clear, `key` is initialised exactly
+    /// when `HAS_KEY` is set.
+    word: u64,
+    key: MaybeUninit<K>,
+    value: V,
+    /// The box `word` may own: for drop check and the auto traits.
+    _box: PhantomData<Box<Full<K>>>,
 }
 
 /// An entry's timestamp, key, value and headers, borrowed ([`Entry::parts`]).
 pub(crate) type Parts<'a, K, V> = (i64, Option<&'a K>, &'a V, &'a [(String, Option<Bytes>)]);
 
-/// What the ring of a partition holds for one record (module docs).
-pub(crate) struct Entry<K, V> {
-    /// Timestamp and the two flags (module docs). Invariants: with `BOXED` set, `body.boxed`
-    /// is initialised, `HAS_KEY` is clear and `key` is not; with `BOXED` clear,
-    /// `body.value` is initialised, and `key` is exactly when `HAS_KEY` is set.
-    stamp: u64,
-    key: MaybeUninit<K>,
-    body: Body<K, V>,
-}
-
-/// The stamp of a record at `timestamp` with flags `flags`. Callers check timestamps
-/// before they make entries; the mask keeps a timestamp the caller did not check from
-/// setting a flag (which would make the union be read as the wrong field).
+/// The word of a record at `timestamp` with flags `flags` (not boxed). Callers check
+/// timestamps before they make entries; the mask keeps a timestamp the caller did not
+/// check from setting a flag (which would make the word be taken for a box's address).
 #[inline(always)]
 fn stamp(timestamp: i64, flags: u64) -> u64 {
     debug_assert!(
@@ -92,11 +94,10 @@ impl<K, V> Entry<K, V> {
     #[inline(always)]
     pub(crate) fn plain(timestamp: i64, value: V) -> Self {
         Self {
-            stamp: stamp(timestamp, 0),
+            word: stamp(timestamp, 0),
             key: MaybeUninit::uninit(),
-            body: Body {
-                value: ManuallyDrop::new(value),
-            },
+            value,
+            _box: PhantomData,
         }
     }
 
@@ -107,38 +108,64 @@ impl<K, V> Entry<K, V> {
         if headers.is_empty() {
             return Self::unboxed(timestamp, key, value);
         }
+        debug_assert!(
+            valid_timestamp(timestamp),
+            "unchecked timestamp {timestamp}"
+        );
+        Self::box_word_is_lossless();
+        let full = Box::into_raw(Box::new(Full {
+            timestamp,
+            key,
+            headers,
+        }));
+        let address = full.expose_provenance() as u64;
         Self {
-            stamp: stamp(timestamp, BOXED),
+            word: (address >> 1) | BOXED,
             key: MaybeUninit::uninit(),
-            body: Body {
-                boxed: ManuallyDrop::new(Box::new(Full {
-                    key,
-                    value,
-                    headers,
-                })),
-            },
+            value,
+            _box: PhantomData,
         }
     }
 
     /// A record without headers.
     #[inline(always)]
     fn unboxed(timestamp: i64, key: Option<K>, value: V) -> Self {
+        // (Here for every `K`: the boxed shape's word, below, relies on it.)
+        Self::box_word_is_lossless();
         let (flags, key) = match key {
             Some(k) => (HAS_KEY, MaybeUninit::new(k)),
             None => (0, MaybeUninit::uninit()),
         };
         Self {
-            stamp: stamp(timestamp, flags),
+            word: stamp(timestamp, flags),
             key,
-            body: Body {
-                value: ManuallyDrop::new(value),
-            },
+            value,
+            _box: PhantomData,
         }
+    }
+
+    /// A box's address shifted right by one loses nothing: `Full` holds an `i64`, so its
+    /// boxes are aligned to at least 4 and the low bit is clear; the shift frees the top
+    /// bit for the flag.
+    #[inline(always)]
+    fn box_word_is_lossless() {
+        const { assert!(std::mem::align_of::<Full<K>>() >= 2) };
     }
 
     #[inline(always)]
     fn is_boxed(&self) -> bool {
-        self.stamp & BOXED != 0
+        self.word & BOXED != 0
+    }
+
+    /// The box of a boxed entry.
+    ///
+    /// # Safety
+    ///
+    /// `self` is boxed.
+    #[inline(always)]
+    unsafe fn full(&self) -> *mut Full<K> {
+        debug_assert!(self.is_boxed());
+        std::ptr::with_exposed_provenance_mut(((self.word & !BOXED) << 1) as usize)
     }
 
     /// Whether dropping the entry does nothing beyond dropping its key and value: it is
@@ -155,9 +182,9 @@ impl<K, V> Entry<K, V> {
     }
 
     /// Milliseconds since the Unix epoch.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn timestamp(&self) -> i64 {
-        (self.stamp & TIME) as i64
+        self.parts().0
     }
 
     /// The key, if any.
@@ -167,9 +194,9 @@ impl<K, V> Entry<K, V> {
     }
 
     /// The value.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn value(&self) -> &V {
-        self.parts().2
+        &self.value
     }
 
     /// The headers, in order (empty for most records).
@@ -179,110 +206,96 @@ impl<K, V> Entry<K, V> {
     }
 
     /// Timestamp, key, value and headers, with one test of the shape (the plain one
-    /// first: it is the hot one).
+    /// first: it is the hot one). The value does not depend on the test.
     #[inline(always)]
     pub(crate) fn parts(&self) -> Parts<'_, K, V> {
+        if self.word >> 62 == 0 {
+            // No flag: the word is the timestamp.
+            return (self.word as i64, None, &self.value, &[]);
+        }
         if !self.is_boxed() {
-            let key = if self.stamp & HAS_KEY != 0 {
+            let key = if self.word & HAS_KEY != 0 {
                 // SAFETY: `HAS_KEY` set (and `BOXED` clear) means `key` is initialised
-                // (the invariant on `stamp`).
+                // (the invariant on `word`).
                 Some(unsafe { self.key.assume_init_ref() })
             } else {
                 None
             };
-            // SAFETY: `BOXED` clear: `body.value` is the initialised field.
-            let value = unsafe { &*self.body.value };
-            (self.timestamp(), key, value, &[])
-        } else {
-            // SAFETY: `BOXED` set: `body.boxed` is the initialised field.
-            let full = unsafe { &**self.body.boxed };
-            (
-                self.timestamp(),
-                full.key.as_ref(),
-                &full.value,
-                &full.headers,
-            )
+            return ((self.word & TIME) as i64, key, &self.value, &[]);
         }
+        // SAFETY: `BOXED` set: `full` is the box this entry owns, alive as long as `self`
+        // (only `drop` and `into_parts` free it, which take `self`).
+        let full = unsafe { &*self.full() };
+        (
+            full.timestamp,
+            full.key.as_ref(),
+            &self.value,
+            &full.headers,
+        )
     }
 
     /// The record's timestamp, key, value and headers, moved out.
     pub(crate) fn into_parts(self) -> (i64, Option<K>, V, Headers) {
         // The fields are moved out below, each once; nothing is left to drop.
         let this = ManuallyDrop::new(self);
-        let timestamp = this.timestamp();
+        // SAFETY: read once, and `this` is never dropped: the value has one owner.
+        let value = unsafe { ptr::read(&this.value) };
         if this.is_boxed() {
-            // SAFETY: `BOXED` set: `body.boxed` is initialised; read once, and `this` is
-            // never dropped, so the box has one owner.
-            let full = unsafe { ManuallyDrop::into_inner(ptr::read(&this.body.boxed)) };
+            // SAFETY: `BOXED` set: the box this entry owns, taken back once (`this` is
+            // never dropped).
+            let full = unsafe { Box::from_raw(this.full()) };
             let Full {
+                timestamp,
                 key,
-                value,
                 headers,
             } = *full;
             return (timestamp, key, value, headers);
         }
-        let key = if this.stamp & HAS_KEY != 0 {
+        let key = if this.word & HAS_KEY != 0 {
             // SAFETY: `HAS_KEY` set and `BOXED` clear: `key` is initialised; read once, and
             // `this` is never dropped.
             Some(unsafe { this.key.assume_init_read() })
         } else {
             None
         };
-        // SAFETY: `BOXED` clear: `body.value` is initialised; read once, and `this` is never
-        // dropped.
-        let value = unsafe { ManuallyDrop::into_inner(ptr::read(&this.body.value)) };
-        (timestamp, key, value, Vec::new())
+        ((this.word & TIME) as i64, key, value, Vec::new())
     }
 }
 
 impl<K: Clone, V: Clone> Clone for Entry<K, V> {
     #[inline]
     fn clone(&self) -> Self {
+        // The value first: if a later clone panics, it is a local that drops on its own.
+        let value = self.value.clone();
         if self.is_boxed() {
-            // SAFETY: `BOXED` set: `body.boxed` is initialised.
-            let full = unsafe { &**self.body.boxed };
+            // SAFETY: `BOXED` set: the box this entry owns, alive as long as `self`.
+            let full = unsafe { &*self.full() };
+            let full = Box::new(full.clone());
+            let address = Box::into_raw(full).expose_provenance() as u64;
             return Self {
-                stamp: self.stamp,
+                word: (address >> 1) | BOXED,
                 key: MaybeUninit::uninit(),
-                body: Body {
-                    boxed: ManuallyDrop::new(Box::new(full.clone())),
-                },
+                value,
+                _box: PhantomData,
             };
         }
-        // The key is cloned into an `Option` first: if the value's clone panics, the
-        // key's clone is dropped with it, not leaked.
-        let (timestamp, key, value, _) = self.parts();
-        let key = key.cloned();
-        Self::unboxed(timestamp, key, value.clone())
+        let key = self.key().cloned();
+        Self::unboxed((self.word & TIME) as i64, key, value)
     }
 }
 
 impl<K, V> Drop for Entry<K, V> {
     #[inline]
     fn drop(&mut self) {
+        // The value is a field of its own, dropped after this (also if this panics).
         if self.is_boxed() {
-            // SAFETY: `BOXED` set: `body.boxed` is initialised, and dropped once (here).
-            unsafe { ManuallyDrop::drop(&mut self.body.boxed) };
-            return;
-        }
-        /// Drops the value when dropped: also if the key's drop panics, as a struct's
-        /// fields are dropped.
-        struct DropValue<'a, V>(&'a mut ManuallyDrop<V>);
-        impl<V> Drop for DropValue<'_, V> {
-            fn drop(&mut self) {
-                // SAFETY: made below from the initialised `body.value` of an entry being
-                // dropped; dropped once (here).
-                unsafe { ManuallyDrop::drop(self.0) }
-            }
-        }
-        // SAFETY: `BOXED` clear: `body.value` is the initialised field.
-        let value = DropValue(unsafe { &mut self.body.value });
-        if self.stamp & HAS_KEY != 0 {
+            // SAFETY: `BOXED` set: the box this entry owns, freed once (here).
+            drop(unsafe { Box::from_raw(self.full()) });
+        } else if self.word & HAS_KEY != 0 {
             // SAFETY: `HAS_KEY` set and `BOXED` clear: `key` is initialised, and dropped
             // once (here).
             unsafe { self.key.assume_init_drop() };
         }
-        drop(value);
     }
 }
 

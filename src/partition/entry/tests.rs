@@ -21,7 +21,7 @@ struct Before<K, V> {
 fn entries_are_16_bytes_without_key_and_24_with_a_u64_key() {
     assert_eq!(size_of::<Entry<(), u64>>(), 16);
     assert_eq!(size_of::<Entry<u64, u64>>(), 24);
-    assert_eq!(size_of::<Entry<(), ()>>(), 16);
+    assert_eq!(size_of::<Entry<(), ()>>(), 8);
 }
 
 #[test]
