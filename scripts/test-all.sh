@@ -84,6 +84,8 @@ run_miri() {
     done
     # The partition's lending reads (records read in place from slots a producer reuses).
     filters+=(partition::lend::)
+    # The partition's entries (a union of value and box, a key that may be uninitialised).
+    filters+=(partition::entry::)
     say "Miri on the unsafe core: ${filters[*]}"
     MIRIFLAGS="${MIRIFLAGS:--Zmiri-permissive-provenance}" \
         cargo +nightly miri test -p logbus --lib --target-dir target/miri -- "${filters[@]}"

@@ -345,15 +345,15 @@ where
             read_one(
                 a,
                 &mut |name, partition, offset, e: Handed<'_, K, V>| {
-                    let e = e.into_entry();
+                    let (timestamp, key, value, headers) = e.into_parts();
                     out.push(ConsumerRecord {
                         topic: name,
                         partition,
                         offset,
-                        timestamp: e.timestamp,
-                        key: e.key,
-                        value: e.value,
-                        headers: e.headers.map(|h| *h).unwrap_or_default(),
+                        timestamp,
+                        key,
+                        value,
+                        headers,
                     });
                 },
                 left,
@@ -650,7 +650,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidTimestamp`] (negative), [`Error::UnknownTopic`],
+    /// [`Error::InvalidTimestamp`] (outside `0..=`[`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP)), [`Error::UnknownTopic`],
     /// [`Error::PartitionOutOfRange`].
     pub fn offsets_for_times(
         &self,
@@ -658,7 +658,7 @@ where
     ) -> Result<HashMap<TopicPartition, Option<OffsetAndTimestamp>>> {
         let mut out = HashMap::with_capacity(query.len());
         for (tp, ts) in query {
-            if *ts < 0 {
+            if !crate::partition::valid_timestamp(*ts) {
                 return Err(Error::InvalidTimestamp { timestamp: *ts });
             }
             let found = self.broker.offset_for_time(tp, *ts)?;

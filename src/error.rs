@@ -539,10 +539,20 @@ pub enum Error {
         partition: u32,
     },
 
-    /// A record timestamp below 0 (Kafka refuses negative timestamps).
-    #[error("invalid timestamp {timestamp}: record timestamps are milliseconds since the Unix epoch, >= 0")]
+    /// A record timestamp outside `0..=`[`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP) (Kafka
+    /// refuses negative timestamps; logbus keeps two bits of each entry for itself).
+    #[error("invalid timestamp {timestamp}: record timestamps are milliseconds since the Unix epoch, in 0..=4611686018427387903 (2^62 - 1)")]
     InvalidTimestamp {
         /// The timestamp given.
+        timestamp: i64,
+    },
+
+    /// A record read from disk has a timestamp outside `0..=`[`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP).
+    #[error("record at offset {offset} has timestamp {timestamp}, outside the valid 0..=4611686018427387903 (2^62 - 1)")]
+    InvalidRecordTimestamp {
+        /// The record's offset.
+        offset: u64,
+        /// Its timestamp.
         timestamp: i64,
     },
 

@@ -182,6 +182,6 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Codec;
 pub use consumer::{Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, OffsetReset};
 pub use error::{Error, Result};
-pub use partition::Headers;
+pub use partition::{Headers, MAX_TIMESTAMP};
 pub use producer::{Producer, Record, RecordMetadata};
 pub use topic_partition::TopicPartition;

@@ -55,67 +55,6 @@ use crate::{Error, Result};
 /// An empty vector costs no allocation.
 pub type Headers = Vec<(String, Option<Bytes>)>;
 
-/// What the ring of a partition holds for one record.
-#[derive(Clone)]
-pub(crate) struct Entry<K, V> {
-    pub(crate) timestamp: i64,
-    pub(crate) key: Option<K>,
-    pub(crate) value: V,
-    /// Boxed: 8 bytes in every slot instead of a vector's 24, for records that mostly
-    /// carry none (`None` when empty).
-    pub(crate) headers: Option<Box<Headers>>,
-}
-
-impl<K, V> Entry<K, V> {
-    /// Whether dropping the entry does nothing beyond dropping its key and value: it
-    /// carries no headers.
-    fn is_plain(&self) -> bool {
-        self.headers.is_none()
-    }
-}
-
-/// A record as a read hands it over: lent from the ring, or owned when it was decoded from
-/// disk for this read (taking it then saves a clone and a drop per record).
-pub(crate) enum Handed<'a, K, V> {
-    /// A ring slot's entry: clone what you keep.
-    Lent(&'a Entry<K, V>),
-    /// Decoded for this read alone.
-    Owned(Entry<K, V>),
-}
-
-impl<K: Clone, V: Clone> Handed<'_, K, V> {
-    /// The entry, cloning only a lent one.
-    #[inline]
-    pub(crate) fn into_entry(self) -> Entry<K, V> {
-        match self {
-            Handed::Lent(e) => e.clone(),
-            Handed::Owned(e) => e,
-        }
-    }
-}
-
-#[cfg(all(test, logbus_loom))]
-impl<K, V> Handed<'_, K, V> {
-    /// The entry, lent either way.
-    pub(crate) fn entry(&self) -> &Entry<K, V> {
-        match self {
-            Handed::Lent(e) => e,
-            Handed::Owned(e) => e,
-        }
-    }
-}
-
-/// Headers as an entry stores them.
-#[inline]
-pub(crate) fn box_headers(headers: Headers) -> Option<Box<Headers>> {
-    (!headers.is_empty()).then(|| Box::new(headers))
-}
-
-/// An entry's headers as a record carries them.
-pub(crate) fn unbox_headers(headers: Option<Box<Headers>>) -> Headers {
-    headers.map(|h| *h).unwrap_or_default()
-}
-
 /// The shape of one partition.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PartitionConfig {
@@ -462,9 +401,10 @@ impl<K, V> Partition<K, V> {
         arrivals: Arc<WaitSet>,
         disk: Option<Arc<dyn DiskLog<K, V>>>,
     ) -> Result<Self> {
-        // Entries without headers drop as a no-op when the key and value types have no drop
-        // glue: the ring then overwrites them without reading them back (ring `sequencer`,
-        // "Plain values"; the headers box is what gives `Entry` its drop glue).
+        // Entries without headers (not boxed) drop as a no-op when the key and value types
+        // have no drop glue: the ring then overwrites them without reading them back (ring
+        // `sequencer`, "Plain values"; the box of a record with headers is what gives
+        // `Entry` its drop glue).
         let plain = (!std::mem::needs_drop::<K>() && !std::mem::needs_drop::<V>())
             .then_some(Entry::<K, V>::is_plain as fn(&Entry<K, V>) -> bool);
         let (producer, ring) =
@@ -617,7 +557,7 @@ impl<K, V> Partition<K, V> {
         if let Some(retention) = self.config.retention_ms {
             let cutoff = now_ms.saturating_sub(retention);
             while start < end {
-                match self.anchor.get_with(start, |e| e.timestamp) {
+                match self.anchor.get_with(start, |e| e.timestamp()) {
                     Ok(ts) if ts < cutoff => start += 1,
                     Ok(_) | Err(GetError::NotPublished { .. }) => break,
                     // Overwritten meanwhile: the ring's own start has moved past it.
@@ -765,7 +705,7 @@ impl<K, V> Partition<K, V> {
             if at >= end {
                 return None;
             }
-            match self.anchor.get_with(at, |e| e.timestamp) {
+            match self.anchor.get_with(at, |e| e.timestamp()) {
                 Ok(ts) if ts >= timestamp => return Some((at, ts)),
                 Ok(_) => at += 1,
                 Err(GetError::NotPublished { .. }) => return None,
@@ -948,9 +888,12 @@ fn advance<T>(gate: &mut Reader<T>, offset: u64) {
 
 mod appender;
 mod broker_close;
+mod entry;
 mod lend;
 pub(crate) use appender::Appender;
 pub(crate) use broker_close::ClosedByBroker;
+pub use entry::MAX_TIMESTAMP;
+pub(crate) use entry::{valid_timestamp, Entry, Handed};
 
 /// Loom models of the partition's concurrent paths (crate-private, so they live here; the
 /// test script runs them with the other models). Capacity 2, at most 3 threads, `Arc`

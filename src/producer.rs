@@ -36,7 +36,7 @@ use crate::broker::{Broker, TopicInner};
 use crate::codec::Codec;
 pub use crate::partition::Acks;
 use crate::partition::{
-    box_headers, unbox_headers, AppendError, AppendWait, Appender, Entry, SendCounters, SendPolicy,
+    valid_timestamp, AppendError, AppendWait, Appender, Entry, SendCounters, SendPolicy,
 };
 use crate::sync::time;
 // Std's Arc (also under loom): partitioners are trait objects (see `sync::StdArc`).
@@ -521,15 +521,17 @@ where
             }
             let timestamp = match record.timestamp {
                 Some(ts) => ts,
-                None => *now.get_or_insert_with(|| self.broker.now_ms().max(0)),
+                None => {
+                    *now.get_or_insert_with(|| self.broker.now_ms().clamp(0, crate::MAX_TIMESTAMP))
+                }
             };
             meta.push((record.partition, record.timestamp));
-            run.push(Entry {
+            run.push(Entry::new(
                 timestamp,
-                key: record.key,
-                value: record.value,
-                headers: box_headers(record.headers),
-            });
+                record.key,
+                record.value,
+                record.headers,
+            ));
             run_at = Some((t, partition));
         }
         if failed.is_none() && !run.is_empty() {
@@ -604,13 +606,16 @@ where
                 let mut unsent: Vec<Record<K, V>> = run
                     .drain(..)
                     .zip(meta.drain(done..))
-                    .map(|(e, (explicit, given))| Record {
-                        topic: Cow::Owned(name.to_owned()),
-                        partition: explicit,
-                        timestamp: given,
-                        key: e.key,
-                        value: e.value,
-                        headers: unbox_headers(e.headers),
+                    .map(|(e, (explicit, given))| {
+                        let (_, key, value, headers) = e.into_parts();
+                        Record {
+                            topic: Cow::Owned(name.to_owned()),
+                            partition: explicit,
+                            timestamp: given,
+                            key,
+                            value,
+                            headers,
+                        }
                     })
                     .collect();
                 if unsent.is_empty() {
@@ -724,7 +729,7 @@ where
     fn entry_of(&self, record: Record<K, V>, partition: u32) -> (Entry<K, V>, Sent) {
         let timestamp = match record.timestamp {
             Some(ts) => ts,
-            None => self.broker.now_ms().max(0),
+            None => self.broker.now_ms().clamp(0, crate::MAX_TIMESTAMP),
         };
         let Record {
             topic,
@@ -734,12 +739,7 @@ where
             value,
             headers,
         } = record;
-        let entry = Entry {
-            timestamp,
-            key,
-            value,
-            headers: box_headers(headers),
-        };
+        let entry = Entry::new(timestamp, key, value, headers);
         let sent = Sent {
             topic,
             partition,
@@ -814,7 +814,7 @@ where
             };
             if same {
                 if let Some(ts) = record.timestamp {
-                    if ts < 0 {
+                    if !valid_timestamp(ts) {
                         return Err(Error::InvalidTimestamp { timestamp: ts });
                     }
                 }
@@ -836,7 +836,7 @@ where
     /// topic in the producer's cache, and the partition.
     fn route(&self, state: &mut State<K, V>, record: &Record<K, V>) -> Result<(usize, u32)> {
         if let Some(ts) = record.timestamp {
-            if ts < 0 {
+            if !valid_timestamp(ts) {
                 return Err(Error::InvalidTimestamp { timestamp: ts });
             }
         }

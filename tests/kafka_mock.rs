@@ -260,13 +260,15 @@ fn errors_are_typed() {
         Some(1),
         "the record is handed back"
     );
-    let err = producer
-        .send(Record::new("typed", 1).timestamp(-5))
-        .unwrap_err();
-    assert!(matches!(
-        err.error(),
-        logbus::Error::InvalidTimestamp { .. }
-    ));
+    for bad in [-5, logbus::MAX_TIMESTAMP + 1] {
+        let err = producer
+            .send(Record::new("typed", 1).timestamp(bad))
+            .unwrap_err();
+        assert!(matches!(
+            err.error(),
+            logbus::Error::InvalidTimestamp { timestamp } if *timestamp == bad
+        ));
+    }
     let big = broker.producer::<(), Vec<u8>>();
     let err = big
         .send(Record::new("typed", vec![7u8; 2_000_000]))
@@ -564,6 +566,10 @@ fn seek_and_offsets_for_times_replay() {
     assert_eq!(late, vec![13, 15, 17, 19]);
     assert!(matches!(
         c.offsets_for_times(&[(p0.clone(), -1)]),
+        Err(logbus::Error::InvalidTimestamp { .. })
+    ));
+    assert!(matches!(
+        c.offsets_for_times(&[(p0.clone(), logbus::MAX_TIMESTAMP + 1)]),
         Err(logbus::Error::InvalidTimestamp { .. })
     ));
 

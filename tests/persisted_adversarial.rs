@@ -238,7 +238,7 @@ fn a_codec_panicking_on_the_writer_takes_the_partition_offline() {
     });
 }
 
-/// Zero-sized values and timestamps at the edges (0, `i64::MAX`) on a persisted topic,
+/// Zero-sized values and timestamps at the edges (0, `MAX_TIMESTAMP`) on a persisted topic,
 /// read from disk after a reopen: dense offsets, every timestamp intact, and the time
 /// index finds both ends.
 #[test]
@@ -257,7 +257,7 @@ fn zero_sized_values_and_edge_timestamps_survive_a_reopen() {
         for i in 0..n {
             let ts = match i {
                 0 => 0,
-                i if i == n - 1 => i64::MAX,
+                i if i == n - 1 => logbus::MAX_TIMESTAMP,
                 i => i as i64,
             };
             let mut r = Record::new("t", ()).timestamp(ts);
@@ -287,13 +287,83 @@ fn zero_sized_values_and_edge_timestamps_survive_a_reopen() {
         let k = k as u64;
         assert_eq!(o, k);
         assert_eq!(h, usize::from(k % 3 == 0), "headers at {k}");
-        let want = if k == n - 1 { i64::MAX } else { k as i64 };
+        let want = if k == n - 1 {
+            logbus::MAX_TIMESTAMP
+        } else {
+            k as i64
+        };
         assert_eq!(ts, want, "timestamp at {k}");
     }
     let at = |ts: i64| c.offsets_for_times(&[(tp("t", 0), ts)]).unwrap()[&tp("t", 0)];
     assert_eq!(at(0).map(|o| o.offset), Some(0));
     assert_eq!(at(500).map(|o| o.offset), Some(500));
-    assert_eq!(at(i64::MAX).map(|o| o.offset), Some(n - 1));
+    assert_eq!(at(logbus::MAX_TIMESTAMP).map(|o| o.offset), Some(n - 1));
+    b.close().unwrap();
+}
+
+/// A record on disk whose timestamp lies past `MAX_TIMESTAMP` (a segment written by Kafka
+/// or edited) is reported by the read as a typed error naming its offset and timestamp,
+/// never stored with its timestamp cut short; the record before it is read.
+#[test]
+fn a_stored_timestamp_past_the_valid_range_is_a_typed_error() {
+    use logbus::storage::record_batch::crc32c;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let b = created(dir.path());
+        b.create_persisted_topic::<(), u64>("t", TopicConfig::new(1), PersistConfig::new())
+            .unwrap();
+        let p = b.producer::<(), u64>();
+        // Two batches: the second one's timestamps are edited below.
+        p.send(Record::new("t", 1).timestamp(5)).unwrap();
+        b.sync().unwrap();
+        p.send(Record::new("t", 2).timestamp(6)).unwrap();
+        b.close().unwrap();
+    }
+    let log = dir.path().join("t-0").join("00000000000000000000.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    // The second batch: past the first (its length at bytes 8..12, plus 12).
+    let first = 12 + u32::from_be_bytes(bytes[8..12].try_into().unwrap()) as usize;
+    assert!(bytes.len() > first, "two batches on disk");
+    let bad = 1i64 << 62;
+    let batch = &mut bytes[first..];
+    // baseTimestamp (27..35) and maxTimestamp (35..43); the CRC covers bytes 21 on.
+    batch[27..35].copy_from_slice(&bad.to_be_bytes());
+    batch[35..43].copy_from_slice(&bad.to_be_bytes());
+    let crc = crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    std::fs::write(&log, &bytes).unwrap();
+
+    let b = Broker::open(dir.path()).unwrap();
+    b.open_topic::<(), u64>("t").unwrap();
+    // One record a poll: a read that meets the bad record fails whole.
+    let mut c = b
+        .consumer::<(), u64>(
+            ConsumerConfig::new()
+                .auto_offset_reset(OffsetReset::Earliest)
+                .max_poll_records(1),
+        )
+        .unwrap();
+    c.assign(&[tp("t", 0)]).unwrap();
+    let mut got = Vec::new();
+    let err = loop {
+        match c.poll(Duration::ZERO) {
+            Ok(records) if records.is_empty() => panic!("the bad record was skipped"),
+            Ok(records) => got.extend(records.iter().map(|r| (r.offset, r.timestamp))),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(got, [(0, 5)]);
+    assert!(
+        matches!(
+            err,
+            Error::InvalidRecordTimestamp {
+                offset: 1,
+                timestamp
+            } if timestamp == bad
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("0..=4611686018427387903"), "{err}");
     b.close().unwrap();
 }
 

@@ -83,6 +83,8 @@ fn a_bad_timestamp_sends_those_before_it() {
     let b = Broker::in_memory();
     b.create_topic::<(), u64>("t", TopicConfig::new(1)).unwrap();
     let p = b.producer::<(), u64>();
+    b.create_topic::<(), u64>("u", TopicConfig::new(1).records_in_memory(1 << 10))
+        .unwrap();
     let mut records = stamped(0..10);
     records[3].0 = -5;
     records[7].0 = -1;
@@ -103,6 +105,17 @@ fn a_bad_timestamp_sends_those_before_it() {
             timestamp: i64::MIN
         }
     ));
+    // Past `MAX_TIMESTAMP` (2^62 - 1) is bad, in any lane of the eight-at-a-time check.
+    for lane in 0..9 {
+        let mut records = stamped(0..9);
+        records[lane].0 = logbus::MAX_TIMESTAMP + 1;
+        let e = p.send_slice_to("u", 0, &records).unwrap_err();
+        assert_eq!(e.sent, lane);
+        assert!(
+            matches!(e.error, Error::InvalidTimestamp { timestamp } if timestamp == 1 << 62),
+            "{e}"
+        );
+    }
     // Zero is a valid timestamp.
     assert_eq!(p.send_slice_to("t", 0, &[(0, 3)]).unwrap(), 1);
     let got = read_all::<()>(&b, "t", 0);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use logbus::broker::{Broker, Overflow, TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::producer::{Partitioner, Payload, ProducerConfig, Record};
-use logbus::{Error, ManualClock};
+use logbus::{Error, ManualClock, MAX_TIMESTAMP};
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -299,10 +299,16 @@ fn offsets_for_times_ties_and_absent() {
     assert_eq!(at(15), Some((1, 20)));
     assert_eq!(at(30), Some((4, 30)));
     assert_eq!(at(31), None);
-    assert_eq!(at(i64::MAX), None);
+    assert_eq!(at(logbus::MAX_TIMESTAMP), None);
     assert!(matches!(
         c.offsets_for_times(&[(tp("t", 0), -1)]),
         Err(Error::InvalidTimestamp { timestamp: -1 })
+    ));
+    assert!(matches!(
+        c.offsets_for_times(&[(tp("t", 0), i64::MAX)]),
+        Err(Error::InvalidTimestamp {
+            timestamp: i64::MAX
+        })
     ));
 }
 
@@ -1279,9 +1285,11 @@ fn zero_sized_and_large_values_keep_dense_offsets() {
     });
 }
 
-/// Timestamps at the edges: 0 and `i64::MAX` are valid (and found by a time lookup), a
-/// negative one is a typed error handed back with its record, through every send path;
-/// `i64::MAX` never expires by retention, and a clock near either end does not overflow.
+/// Timestamps at the edges: 0 and `MAX_TIMESTAMP` (2^62 - 1) are valid (and found by a time
+/// lookup), one below or above is a typed error handed back with its record, through every
+/// send path and the lookup; `MAX_TIMESTAMP` does not expire by retention while the clock
+/// is at it, and a clock near either end of `i64` does not overflow (records stamped by a
+/// clock past `MAX_TIMESTAMP` get `MAX_TIMESTAMP`).
 #[test]
 fn timestamps_at_the_edges() {
     let clock = Arc::new(ManualClock::new(0));
@@ -1294,12 +1302,13 @@ fn timestamps_at_the_edges() {
         0
     );
     assert_eq!(
-        p.send(Record::new("t", 1).timestamp(i64::MAX))
+        p.send(Record::new("t", 1).timestamp(MAX_TIMESTAMP))
             .unwrap()
             .timestamp,
-        i64::MAX
+        MAX_TIMESTAMP
     );
-    for bad in [-1, i64::MIN] {
+    let bads = [-1, i64::MIN, MAX_TIMESTAMP + 1, i64::MAX, -(1 << 62)];
+    for bad in bads {
         let e = p.send(Record::new("t", 9).timestamp(bad)).unwrap_err();
         assert!(
             matches!(e.error(), Error::InvalidTimestamp { timestamp } if *timestamp == bad),
@@ -1313,18 +1322,40 @@ fn timestamps_at_the_edges() {
             .send_to("t", 0, [Payload::new(9).timestamp(bad)])
             .unwrap_err();
         assert!(matches!(e.error, Error::InvalidTimestamp { .. }), "{e:?}");
+        let e = p.send_slice_to("t", 0, &[(bad, 9)]).unwrap_err();
+        assert!(
+            matches!(e.error, Error::InvalidTimestamp { timestamp } if timestamp == bad),
+            "{e:?}"
+        );
+        assert_eq!(e.sent, 0);
+        if bad > MAX_TIMESTAMP {
+            let c = b.consumer::<(), u64>(ConsumerConfig::new()).unwrap();
+            let e = c.offsets_for_times(&[(tp("t", 0), bad)]).unwrap_err();
+            assert!(
+                matches!(e, Error::InvalidTimestamp { timestamp } if timestamp == bad),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains("0..=4611686018427387903"), "{e}");
+        }
     }
     let c = b.consumer::<(), u64>(ConsumerConfig::new()).unwrap();
     let at = |ts: i64| c.offsets_for_times(&[(tp("t", 0), ts)]).unwrap()[&tp("t", 0)];
     assert_eq!(at(0).map(|o| o.offset), Some(0));
     assert_eq!(at(1).map(|o| o.offset), Some(1));
-    assert_eq!(at(i64::MAX).map(|o| o.offset), Some(1));
-    // The clock at the far end: the record stamped 0 expired; retention expires a prefix
-    // (Kafka's segments), so the two sent by the batches after the one stamped i64::MAX
-    // stay.
+    assert_eq!(at(MAX_TIMESTAMP).map(|o| o.offset), Some(1));
+    // A clock past the valid range stamps records with `MAX_TIMESTAMP`.
     clock.set_ms(i64::MAX);
+    assert_eq!(
+        p.send(Record::new("t", 5)).unwrap().timestamp,
+        MAX_TIMESTAMP
+    );
+    // The clock at the far end: the record stamped 0 expired; retention expires a prefix
+    // (Kafka's segments), so the two sent by the batches after the one stamped
+    // `MAX_TIMESTAMP`, and the one stamped by the clock just now, stay.
+    clock.set_ms(MAX_TIMESTAMP);
     let d = b.describe_topic("t").unwrap().partitions[0];
-    assert_eq!(d.log_end, 4);
+    let end = 3 + bads.len() as u64;
+    assert_eq!(d.log_end, end);
     let mut c = b
         .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
         .unwrap();
@@ -1335,7 +1366,14 @@ fn timestamps_at_the_edges() {
         .iter()
         .map(|r| r.value)
         .collect();
-    assert_eq!(got, [1, 8, 8]);
+    let mut want = vec![1];
+    want.extend(bads.map(|_| 8));
+    want.push(5);
+    assert_eq!(got, want);
+    // And a clock at `i64::MAX` overflows nothing (every record is then older than the
+    // retention).
+    clock.set_ms(i64::MAX);
+    assert_eq!(b.describe_topic("t").unwrap().partitions[0].log_end, end);
 }
 
 /// A consumer that seeks, pauses and resumes between polls while producers send: each

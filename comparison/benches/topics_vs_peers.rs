@@ -9,7 +9,10 @@
 //!   has one: logbus `send_slice_to` (64) and `poll_with` (up to 1024) + `commit_sync` per
 //!   poll on a `Block` topic (`TOPICS_BENCH_SEND_TO=1`: `send_to` of `Payload`s instead;
 //!   `TOPICS_BENCH_RECORD_API=1`: `send_batch` of `Record`s and `poll_into` instead, in
-//!   this row and the next); crossbeam-channel `send`/`recv` [≥ 2×]; the `disruptor` crate's
+//!   this row and the next; `TOPICS_BENCH_KEYED=1`: records with a u64 key (the key equal
+//!   to the value) on a `Topic<u64, u64>`, sent with `send_to` or `send_batch`, in this row
+//!   and the next, to compare logbus builds on keyed records; the peers move no key);
+//!   crossbeam-channel `send`/`recv` [≥ 2×]; the `disruptor` crate's
 //!   batch publish (64) and event poller, spin→yield [≥ 0.8×].
 //! - `fanout`: 1 producer → 3 groups on a `Block` topic, per reader; tokio broadcast with
 //!   `try_recv` + spin→yield, the producer holding back (on the readers' published counts)
@@ -90,9 +93,44 @@ impl SpinYield {
     }
 }
 
-fn topic(broker: &Broker, partitions: u32, records: usize) {
+/// A record key for the benchmark: `()` (no key; the default) or `u64` (`TOPICS_BENCH_KEYED=1`).
+trait BenchKey: logbus::Codec + Clone + Send + Sync + 'static {
+    /// The key of the record whose value is `v`.
+    fn of(v: u64) -> Option<Self>;
+    /// What the reader folds into its sum.
+    fn fold(key: Option<&Self>) -> u64;
+}
+
+impl BenchKey for () {
+    #[inline(always)]
+    fn of(_: u64) -> Option<Self> {
+        None
+    }
+    #[inline(always)]
+    fn fold(_: Option<&Self>) -> u64 {
+        0
+    }
+}
+
+impl BenchKey for u64 {
+    #[inline(always)]
+    fn of(v: u64) -> Option<Self> {
+        Some(v)
+    }
+    #[inline(always)]
+    fn fold(key: Option<&Self>) -> u64 {
+        key.copied().unwrap_or(0)
+    }
+}
+
+/// Whether the logbus rows send records with a u64 key (`TOPICS_BENCH_KEYED=1`).
+fn keyed() -> bool {
+    std::env::var_os("TOPICS_BENCH_KEYED").is_some()
+}
+
+fn topic<K: BenchKey>(broker: &Broker, partitions: u32, records: usize) {
     broker
-        .create_topic::<(), u64>(
+        .create_topic::<K, u64>(
             "t",
             TopicConfig::new(partitions)
                 .records_in_memory(records)
@@ -101,13 +139,13 @@ fn topic(broker: &Broker, partitions: u32, records: usize) {
         .unwrap();
 }
 
-fn group_consumer(
+fn group_consumer<K: BenchKey>(
     broker: &Broker,
     group: &str,
     tps: &[TopicPartition],
-) -> logbus::Consumer<(), u64> {
+) -> logbus::Consumer<K, u64> {
     let mut c = broker
-        .consumer::<(), u64>(
+        .consumer::<K, u64>(
             ConsumerConfig::new()
                 .group_id(group)
                 .auto_offset_reset(OffsetReset::Earliest)
@@ -126,29 +164,38 @@ fn record_api() -> bool {
 
 /// Reads `n` records with `poll_with` (or `poll_into`) + `commit_sync`; returns when it
 /// finished.
-fn drain(mut c: logbus::Consumer<(), u64>, n: u64) -> Instant {
+fn drain<K: BenchKey>(mut c: logbus::Consumer<K, u64>, n: u64) -> Instant {
     let mut out = Vec::with_capacity(CAP);
     let mut got = 0;
     let mut sum = 0u64;
+    // Polls made (`TOPICS_BENCH_POLLS=1` prints the records per poll).
+    let mut polls = 0u64;
     let record_api = record_api();
     while got < n {
         let k = if record_api {
             out.clear();
             let k = c.poll_into(&mut out, CAP, Duration::from_secs(10)).unwrap();
             for r in &out {
-                sum = sum.wrapping_add(r.value ^ r.timestamp as u64);
+                sum = sum.wrapping_add(r.value ^ r.timestamp as u64 ^ K::fold(r.key.as_ref()));
             }
             k
         } else {
             c.poll_with(CAP, Duration::from_secs(10), |r| {
-                sum = sum.wrapping_add(*r.value ^ r.timestamp as u64);
+                sum = sum.wrapping_add(*r.value ^ r.timestamp as u64 ^ K::fold(r.key));
             })
             .unwrap()
         };
         got += k as u64;
+        polls += 1;
         c.commit_sync().unwrap();
     }
     black_box(sum);
+    if std::env::var_os("TOPICS_BENCH_POLLS").is_some() {
+        eprintln!(
+            "  {polls} polls, {:.1} records a poll",
+            n as f64 / polls as f64
+        );
+    }
     Instant::now()
 }
 
@@ -160,18 +207,23 @@ fn send_to_api() -> bool {
 
 /// Sends `n` records to partition 0 with `send_slice_to` (or `send_to`, or `send_batch`),
 /// in batches.
-fn produce_to_0(p: &logbus::Producer<(), u64>, n: u64) {
+fn produce_to_0<K: BenchKey>(p: &logbus::Producer<K, u64>, n: u64) {
     if record_api() {
         return produce_batches(p, 0, n, Some(0));
     }
     let mut i = 0;
-    if send_to_api() {
+    // `send_slice_to` carries no key: keyed records go through `send_to`.
+    if send_to_api() || keyed() {
         while i < n {
             let end = (i + BATCH as u64).min(n);
             p.send_to(
                 "t",
                 0,
-                (i..end).map(|v| Payload::new(v).timestamp(v as i64)),
+                (i..end).map(|v| {
+                    let mut r = Payload::new(v).timestamp(v as i64);
+                    r.key = K::of(v);
+                    r
+                }),
             )
             .unwrap();
             i = end;
@@ -191,13 +243,19 @@ fn produce_to_0(p: &logbus::Producer<(), u64>, n: u64) {
     }
 }
 
-fn produce_batches(p: &logbus::Producer<(), u64>, from: u64, n: u64, partition: Option<u32>) {
+fn produce_batches<K: BenchKey>(
+    p: &logbus::Producer<K, u64>,
+    from: u64,
+    n: u64,
+    partition: Option<u32>,
+) {
     let mut batch = Vec::with_capacity(BATCH);
     let mut i = from;
     while i < from + n {
         let end = (i + BATCH as u64).min(from + n);
         batch.extend((i..end).map(|v| {
-            let r = Record::new("t", v).timestamp(v as i64);
+            let mut r = Record::new("t", v).timestamp(v as i64);
+            r.key = K::of(v);
             match partition {
                 Some(p) => r.partition(p),
                 None => r,
@@ -210,11 +268,11 @@ fn produce_batches(p: &logbus::Producer<(), u64>, from: u64, n: u64, partition: 
 
 // ---- 1 -> 1 ----
 
-fn logbus_1to1(n: u64) -> f64 {
+fn logbus_1to1<K: BenchKey>(n: u64) -> f64 {
     let broker = Broker::in_memory();
-    topic(&broker, 1, CAP);
-    let c = group_consumer(&broker, "g", &[TopicPartition::new("t", 0)]);
-    let p = broker.producer::<(), u64>();
+    topic::<K>(&broker, 1, CAP);
+    let c = group_consumer::<K>(&broker, "g", &[TopicPartition::new("t", 0)]);
+    let p = broker.producer::<K, u64>();
     let start = Instant::now();
     let reader = thread::spawn(move || drain(c, n));
     produce_to_0(&p, n);
@@ -297,14 +355,14 @@ fn disruptor_1to1(n: u64) -> f64 {
 
 // ---- fan-out 1 -> 3 ----
 
-fn logbus_fanout(n: u64) -> f64 {
+fn logbus_fanout<K: BenchKey>(n: u64) -> f64 {
     let broker = Broker::in_memory();
-    topic(&broker, 1, CAP);
+    topic::<K>(&broker, 1, CAP);
     let tp = [TopicPartition::new("t", 0)];
     let consumers: Vec<_> = (0..3)
-        .map(|g| group_consumer(&broker, &format!("g{g}"), &tp))
+        .map(|g| group_consumer::<K>(&broker, &format!("g{g}"), &tp))
         .collect();
-    let p = broker.producer::<(), u64>();
+    let p = broker.producer::<K, u64>();
     let start = Instant::now();
     let readers: Vec<_> = consumers
         .into_iter()
@@ -430,7 +488,7 @@ fn bus_fanout(n: u64) -> f64 {
 
 fn logbus_scaling(producers: u64, n: u64) -> f64 {
     let broker = Broker::in_memory();
-    topic(&broker, 8, CAP);
+    topic::<()>(&broker, 8, CAP);
     let halves: Vec<Vec<_>> = (0..2u32)
         .map(|h| {
             (0..8u32)
@@ -446,7 +504,7 @@ fn logbus_scaling(producers: u64, n: u64) -> f64 {
     let readers: Vec<_> = halves
         .iter()
         .map(|tps| {
-            let mut c = group_consumer(&broker, "g", tps);
+            let mut c = group_consumer::<()>(&broker, "g", tps);
             let seen = Arc::clone(&seen);
             thread::spawn(move || {
                 let mut out = Vec::with_capacity(CAP);
@@ -492,8 +550,8 @@ fn pct(sorted: &[u64], p: f64) -> u64 {
 /// One-way produce → poll latencies, ns, sorted.
 fn logbus_latency(samples: u64) -> Vec<u64> {
     let broker = Broker::in_memory();
-    topic(&broker, 1, CAP);
-    let mut c = group_consumer(&broker, "g", &[TopicPartition::new("t", 0)]);
+    topic::<()>(&broker, 1, CAP);
+    let mut c = group_consumer::<()>(&broker, "g", &[TopicPartition::new("t", 0)]);
     let p = broker.producer::<(), u64>();
     let origin = Instant::now();
     let seen = Arc::new(AtomicU64::new(0));
@@ -563,7 +621,7 @@ fn crossbeam_latency(samples: u64) -> Vec<u64> {
 
 fn logbus_replay(n: u64) -> f64 {
     let broker = Broker::in_memory();
-    topic(&broker, 1, (n as usize).next_power_of_two());
+    topic::<()>(&broker, 1, (n as usize).next_power_of_two());
     let p = broker.producer::<(), u64>();
     produce_batches(&p, 0, n, Some(0));
     let tp = TopicPartition::new("t", 0);
@@ -653,6 +711,7 @@ fn main() {
     let samples = env("TOPICS_BENCH_SAMPLES", if benching { 20_000 } else { 200 });
     let only = std::env::var("TOPICS_BENCH_ONLY").unwrap_or_default();
     let run = |w: &str| only.is_empty() || only.split(',').any(|o| o == w);
+    let keyed = keyed();
     println!(
         "topics_vs_peers: {n} records per run, capacity {CAP}, batches of {BATCH}, {pairs} interleaved pairs"
     );
@@ -663,7 +722,13 @@ fn main() {
         compare(
             "1 partition, 1 → 1, batch APIs",
             pairs,
-            &|| logbus_1to1(n),
+            &|| {
+                if keyed {
+                    logbus_1to1::<u64>(n)
+                } else {
+                    logbus_1to1::<()>(n)
+                }
+            },
             &[
                 ("crossbeam-channel send/recv", &|| crossbeam_1to1(n), 2.0),
                 (
@@ -678,7 +743,13 @@ fn main() {
         compare(
             "fan-out 1 → 3 groups, per reader",
             pairs,
-            &|| logbus_fanout(n),
+            &|| {
+                if keyed {
+                    logbus_fanout::<u64>(n)
+                } else {
+                    logbus_fanout::<()>(n)
+                }
+            },
             &[
                 ("tokio broadcast try_recv", &|| tokio_fanout(n), 2.0),
                 ("bus", &|| bus_fanout(n), 2.0),

@@ -62,14 +62,15 @@ fn record_ref<'a, K, V>(
     offset: u64,
     e: &'a Entry<K, V>,
 ) -> RecordRef<'a, K, V> {
+    let (timestamp, key, value, headers) = e.parts();
     RecordRef {
         topic,
         partition,
         offset,
-        timestamp: e.timestamp,
-        key: e.key.as_ref(),
-        value: &e.value,
-        headers: e.headers.as_deref().map_or(&[], Vec::as_slice),
+        timestamp,
+        key,
+        value,
+        headers,
     }
 }
 
@@ -217,7 +218,7 @@ where
             let from = a.position.map_or(0, |p| p - n as u64);
             let mut headers = false;
             for (k, e) in entries.iter().enumerate() {
-                headers |= e.headers.is_some();
+                headers |= e.has_headers();
                 f(record_ref(name, partition, from + k as u64, e));
             }
             if std::mem::needs_drop::<K>() || std::mem::needs_drop::<V>() || headers {

@@ -251,7 +251,7 @@ where
         let mut failed: Option<(usize, Error)> = None;
         for (i, r) in records.iter().enumerate() {
             if let Some(ts) = r.timestamp {
-                if ts < 0 {
+                if !crate::partition::valid_timestamp(ts) {
                     failed = Some((i, Error::InvalidTimestamp { timestamp: ts }));
                     break;
                 }

@@ -161,9 +161,7 @@ impl<K, V> Appender<K, V> {
         // asking `Entry::is_plain` through a function pointer per entry.
         let plain = !std::mem::needs_drop::<K>()
             && !std::mem::needs_drop::<V>()
-            && entries
-                .iter()
-                .fold(true, |plain, e| plain & e.headers.is_none());
+            && entries.iter().fold(true, |plain, e| plain & e.is_plain());
         // The last offset this call appended.
         let mut last = None;
         let done = loop {
@@ -214,12 +212,7 @@ impl<K, V> Appender<K, V> {
     where
         V: Copy,
     {
-        let entry = |&(timestamp, value): &(i64, V)| Entry {
-            timestamp,
-            key: None,
-            value,
-            headers: None,
-        };
+        let entry = |&(timestamp, value): &(i64, V)| Entry::plain(timestamp, value);
         if self.replicated.is_some() || self.disk.is_some() {
             // Their appends take whole entries (size checks, replica logs, acks).
             let mut entries: Vec<_> = records.iter().map(entry).collect();

@@ -84,12 +84,7 @@ impl DiskLog<(), u64> for LaggingDisk {
 }
 
 fn entry(v: u64) -> Entry<(), u64> {
-    Entry {
-        timestamp: v as i64,
-        key: None,
-        value: v,
-        headers: None,
-    }
+    Entry::plain(v as i64, v)
 }
 
 /// A persisted partition of 4 slots whose records 0..4 were written to `disk` and then
@@ -126,7 +121,7 @@ fn read_first(p: &Arc<Partition<(), u64>>) -> (ReadOutcome, Vec<u64>) {
     let p = Arc::clone(p);
     thread::spawn_with_stack(64 << 10, move || {
         let mut got = Vec::new();
-        let outcome = p.read(0, 4, 0, None, |_, e| got.push(e.into_entry().value));
+        let outcome = p.read(0, 4, 0, None, |_, e| got.push(*e.into_entry().value()));
         (outcome, got)
     })
     .join()

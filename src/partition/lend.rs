@@ -116,12 +116,7 @@ mod tests {
     use crate::sync::WaitSet;
 
     fn entry(v: u64) -> Entry<(), Box<u64>> {
-        Entry {
-            timestamp: v as i64,
-            key: None,
-            value: Box::new(v),
-            headers: None,
-        }
+        Entry::plain(v as i64, Box::new(v))
     }
 
     /// A producer fills a capacity-4 partition as fast as the group's commits allow while
@@ -150,7 +145,7 @@ mod tests {
         while next < N {
             let mut seen = 0;
             let outcome = p.lend(next, 3, 0, &slot, |offset, e| {
-                assert_eq!((offset, *e.value), (next + seen, next + seen));
+                assert_eq!((offset, **e.value()), (next + seen, next + seen));
                 seen += 1;
                 // A commit past the run while it is lent: applied when the run ends.
                 p.commit(&group, next + seen, 0).unwrap();
@@ -202,7 +197,7 @@ mod tests {
         );
         let mut got = Vec::new();
         assert_eq!(
-            p.lend(2, 5, 0, &slot, |o, e| got.push((o, *e.value))),
+            p.lend(2, 5, 0, &slot, |o, e| got.push((o, **e.value()))),
             Some(ReadOutcome::Read(1))
         );
         assert_eq!(got, [(2, 2)]);

@@ -25,12 +25,7 @@ fn gated_by_group() -> (Arc<Partition<(), Value>>, Arc<str>) {
 }
 
 fn entry(v: u64) -> Entry<(), Value> {
-    Entry {
-        timestamp: v as i64,
-        key: None,
-        value: crate::sync::Arc::new(v),
-        headers: None,
-    }
+    Entry::plain(v as i64, crate::sync::Arc::new(v))
 }
 
 fn append(a: &mut Appender<(), Value>, v: u64, wait: AppendWait) -> u64 {
@@ -41,7 +36,7 @@ fn append(a: &mut Appender<(), Value>, v: u64, wait: AppendWait) -> u64 {
 fn read_at(p: &Partition<(), Value>, offset: u64) -> Option<u64> {
     loop {
         let mut got = None;
-        match p.read(offset, 1, 0, None, |_, e| got = Some(*e.entry().value)) {
+        match p.read(offset, 1, 0, None, |_, e| got = Some(**e.entry().value())) {
             ReadOutcome::Read(1) => return got,
             ReadOutcome::OutOfRange { .. } => return None,
             _ => thread::yield_now(),
@@ -92,7 +87,7 @@ fn an_appender_waiting_for_room_blocks_no_other() {
         append(&mut a, 1, AppendWait::No);
         let waiting = thread::spawn(move || append(&mut a, 2, AppendWait::Until(None)));
         match b.append(entry(9), AppendWait::No) {
-            Err((Some(e), AppendError::Full)) => assert_eq!(*e.value, 9),
+            Err((Some(e), AppendError::Full)) => assert_eq!(**e.value(), 9),
             Err((_, e)) => panic!("{e:?}"),
             Ok(at) => panic!("appended at {at} over an uncommitted record"),
         }
@@ -151,7 +146,7 @@ fn gated_reads_race_no_overwrite() {
         while next < 3 {
             let mut got = Vec::new();
             match p.read(next, 2, 0, Some(&slot), |o, e| {
-                got.push((o, *e.entry().value))
+                got.push((o, **e.entry().value()))
             }) {
                 ReadOutcome::Read(n) => {
                     for (i, (o, v)) in got.into_iter().enumerate() {
@@ -186,7 +181,7 @@ fn a_commit_racing_a_gated_read_waits_for_it() {
             append(&mut a, 3, AppendWait::Until(None));
         });
         let mut got = None;
-        match p.read(0, 1, 0, Some(&slot), |_, e| got = Some(*e.entry().value)) {
+        match p.read(0, 1, 0, Some(&slot), |_, e| got = Some(**e.entry().value())) {
             ReadOutcome::Read(1) => assert_eq!(got, Some(0)),
             ReadOutcome::OutOfRange { start, .. } => assert!(start > 0),
             other => panic!("{other:?}"),
@@ -252,12 +247,7 @@ fn plain_partition() -> Arc<Partition<(), u64>> {
 }
 
 fn plain(v: u64) -> Entry<(), u64> {
-    Entry {
-        timestamp: v as i64,
-        key: None,
-        value: v,
-        headers: None,
-    }
+    Entry::plain(v as i64, v)
 }
 
 /// A header value that holds a loom `Arc`: never dropping it fails the model (a leak).
@@ -288,13 +278,17 @@ fn plain_runs_drop_the_headers_they_overwrite() {
             a.append(plain(100), AppendWait::No)
                 .map_err(|(_, e)| e)
                 .unwrap();
-            let mut e = plain(101);
-            e.headers = Some(Box::new(vec![(
-                "h".to_owned(),
-                Some(Bytes::from_owner(Tracked {
-                    _alive: crate::sync::Arc::new(7),
-                })),
-            )]));
+            let e = Entry::new(
+                101,
+                None,
+                101,
+                vec![(
+                    "h".to_owned(),
+                    Some(Bytes::from_owner(Tracked {
+                        _alive: crate::sync::Arc::new(7),
+                    })),
+                )],
+            );
             a.append(e, AppendWait::No).map_err(|(_, e)| e).unwrap()
         });
         let mut run: Vec<_> = (0..2).map(plain).collect();
@@ -303,7 +297,7 @@ fn plain_runs_drop_the_headers_they_overwrite() {
         assert_eq!(p.log_end(), 4);
         let mut seen = Vec::new();
         p.read(2, 2, 0, None, |o, e| {
-            seen.push((o, e.entry().headers.is_some()))
+            seen.push((o, e.entry().has_headers()))
         });
         assert_eq!(seen, [(2, at == 2), (3, at == 3)]);
     });
@@ -327,7 +321,7 @@ fn plain_overwrite_never_races_a_reader() {
             a.append_batch(&mut run, AppendWait::No).unwrap();
         });
         let mut got = None;
-        match p.read(0, 1, 0, None, |_, e| got = Some(e.entry().value)) {
+        match p.read(0, 1, 0, None, |_, e| got = Some(*e.entry().value())) {
             ReadOutcome::Read(1) => assert_eq!(got, Some(0)),
             ReadOutcome::OutOfRange { start, .. } => assert!(start > 0),
             ReadOutcome::Empty => panic!("offset 0 was appended before the producer ran"),
@@ -370,7 +364,7 @@ fn plain_runs_are_read_whole_through_the_gate() {
         let mut seen = Vec::new();
         while seen.len() < 2 {
             match p.read(seen.len() as u64, 2, 0, Some(&slot), |_, e| {
-                seen.push(e.entry().value)
+                seen.push(*e.entry().value())
             }) {
                 ReadOutcome::Read(_) => {}
                 ReadOutcome::Empty => thread::yield_now(),
@@ -405,7 +399,7 @@ fn a_commit_racing_a_lending_read_waits_for_it() {
         let member = thread::spawn(move || p2.commit(&g2, 2, 0).unwrap());
         let producer = thread::spawn(move || append(&mut a, 2, AppendWait::Until(None)));
         let mut got = Vec::new();
-        match p.lend(0, 2, 0, &slot, |o, e| got.push((o, *e.value))) {
+        match p.lend(0, 2, 0, &slot, |o, e| got.push((o, **e.value()))) {
             Some(ReadOutcome::Read(n)) => assert_eq!(got, [(0, 0), (1, 1)][..n]),
             // The commit came first: offset 0 may be gone, `read` answers then.
             None => {}
@@ -434,7 +428,7 @@ fn a_group_removed_during_a_lending_read_keeps_its_gate_until_it_ends() {
         let admin = thread::spawn(move || p2.remove_group("g"));
         let producer = thread::spawn(move || append(&mut a, 2, AppendWait::Until(None)));
         let mut got = Vec::new();
-        match p.lend(0, 2, 0, &slot, |o, e| got.push((o, *e.value))) {
+        match p.lend(0, 2, 0, &slot, |o, e| got.push((o, **e.value()))) {
             Some(ReadOutcome::Read(n)) => assert_eq!(got, [(0, 0), (1, 1)][..n]),
             // Removed first: no gate to lend from.
             None => {}
@@ -474,7 +468,7 @@ fn a_gate_moved_past_a_lent_run_hands_it_to_the_producer() {
                 }
             });
             let mut got = Vec::new();
-            let outcome = p.lend(0, 2, 0, &slot, |o, e| got.push((o, *e.value)));
+            let outcome = p.lend(0, 2, 0, &slot, |o, e| got.push((o, **e.value())));
             assert_eq!(outcome, Some(ReadOutcome::Read(2)));
             assert_eq!(got, [(0, 0), (1, 1)]);
             p.commit(&group, 2, 0).unwrap();
@@ -514,7 +508,7 @@ fn copied_runs_are_read_whole_through_the_gate() {
         let mut seen = Vec::new();
         while seen.len() < 2 {
             match p.read(seen.len() as u64, 2, 0, Some(&slot), |_, e| {
-                seen.push((e.entry().timestamp, e.entry().value))
+                seen.push((e.entry().timestamp(), *e.entry().value()))
             }) {
                 ReadOutcome::Read(_) => {}
                 ReadOutcome::Empty => thread::yield_now(),
@@ -542,13 +536,17 @@ fn copied_runs_drop_the_headers_they_overwrite() {
         let mut a = p.appender();
         let mut b = p.appender();
         let impure = thread::spawn(move || {
-            let mut e = plain(101);
-            e.headers = Some(Box::new(vec![(
-                "h".to_owned(),
-                Some(Bytes::from_owner(Tracked {
-                    _alive: crate::sync::Arc::new(7),
-                })),
-            )]));
+            let e = Entry::new(
+                101,
+                None,
+                101,
+                vec![(
+                    "h".to_owned(),
+                    Some(Bytes::from_owner(Tracked {
+                        _alive: crate::sync::Arc::new(7),
+                    })),
+                )],
+            );
             a.append(e, AppendWait::No).map_err(|(_, e)| e).unwrap()
         });
         let (sent, done) = b.append_copied(&[(0, 0), (1, 1)], AppendWait::No);
@@ -562,7 +560,7 @@ fn copied_runs_drop_the_headers_they_overwrite() {
         assert_eq!(p.log_end(), 5);
         let mut seen = Vec::new();
         p.read(3, 2, 0, None, |o, e| {
-            seen.push((o, e.entry().headers.is_some()))
+            seen.push((o, e.entry().has_headers()))
         });
         assert_eq!(seen, [(3, at == 3), (4, at == 4)]);
     });

@@ -25,15 +25,15 @@ impl<'a> EncodedEntry<'a> {
         key: &'a mut Vec<u8>,
         value: &'a mut Vec<u8>,
     ) -> Self {
+        let (timestamp, k, v, headers) = e.parts();
         Self {
-            timestamp: e.timestamp,
-            key: e.key.as_ref().map(|k| encoding(k, key)),
-            value: encoding(&e.value, value),
-            headers: e
-                .headers
-                .as_deref()
-                .map(|h| h.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect())
-                .unwrap_or_default(),
+            timestamp,
+            key: k.map(|k| encoding(k, key)),
+            value: encoding(v, value),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_deref()))
+                .collect(),
         }
     }
 
@@ -60,6 +60,7 @@ impl<'a> EncodedEntry<'a> {
 #[cfg(all(test, not(logbus_loom)))]
 mod tests {
     use super::*;
+    use crate::MAX_TIMESTAMP;
     use bytes::Bytes;
 
     fn entry(
@@ -68,34 +69,30 @@ mod tests {
         value: usize,
         headers: usize,
     ) -> Entry<String, Bytes> {
-        Entry {
+        Entry::new(
             timestamp,
-            key: key.map(str::to_owned),
-            value: Bytes::from(vec![7; value]),
-            headers: (headers > 0).then(|| {
-                Box::new(
-                    (0..headers)
-                        .map(|i| {
-                            (
-                                format!("h{i}"),
-                                (i % 2 == 0).then(|| Bytes::from(vec![1; i])),
-                            )
-                        })
-                        .collect(),
-                )
-            }),
-        }
+            key.map(str::to_owned),
+            Bytes::from(vec![7; value]),
+            (0..headers)
+                .map(|i| {
+                    (
+                        format!("h{i}"),
+                        (i % 2 == 0).then(|| Bytes::from(vec![1; i])),
+                    )
+                })
+                .collect(),
+        )
     }
 
     /// The bound holds for each record appended, whatever its varints' widths: timestamps
-    /// far apart (a 10-byte delta), lengths across varint steps, many headers.
+    /// as far apart as they may be (a 9-byte delta), lengths across varint steps, many headers.
     #[test]
     fn the_bound_is_never_below_what_a_record_takes() {
         let cases = [
             entry(0, None, 0, 0),
-            entry(i64::MAX, Some("k"), 1, 0),
+            entry(MAX_TIMESTAMP, Some("k"), 1, 0),
             entry(0, Some(&"k".repeat(200)), 127, 3),
-            entry(i64::MAX / 2, None, 16_384, 40),
+            entry(MAX_TIMESTAMP / 2, None, 16_384, 40),
             entry(1, Some(""), 2_097_152, 1),
         ];
         let (mut key, mut value) = (Vec::new(), Vec::new());

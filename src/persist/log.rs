@@ -12,7 +12,7 @@ use bytes::Bytes;
 use super::encoded::EncodedEntry;
 use super::FlushPolicy;
 use crate::codec::Codec;
-use crate::partition::{DiskLog, Entry, Partition};
+use crate::partition::{valid_timestamp, DiskLog, Entry, Partition};
 use crate::ring::Reader;
 use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
 use crate::storage::{BatchBuilder, BatchIter, SegmentSet};
@@ -287,14 +287,14 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
     fn check_size(&self, entry: &Entry<K, V>) -> std::result::Result<(), (u64, u64)> {
         let size = SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            let key = entry.key.as_ref().map_or(0, |k| encoded_len(k, &mut s));
-            (key + encoded_len(&entry.value, &mut s)) as u64
+            let key = entry.key().map_or(0, |k| encoded_len(k, &mut s));
+            (key + encoded_len(entry.value(), &mut s)) as u64
         });
-        let headers: u64 = entry.headers.as_deref().map_or(0, |h| {
-            h.iter()
-                .map(|(k, v)| k.len() as u64 + v.as_ref().map_or(0, |v| v.len() as u64) + 10)
-                .sum()
-        });
+        let headers: u64 = entry
+            .headers()
+            .iter()
+            .map(|(k, v)| k.len() as u64 + v.as_ref().map_or(0, |v| v.len() as u64) + 10)
+            .sum();
         let size = size + headers;
         if size + RECORD_OVERHEAD > self.max_message_bytes {
             Err((size + RECORD_OVERHEAD, self.max_message_bytes))
@@ -383,30 +383,28 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
                 if n >= max {
                     return Ok(n);
                 }
+                if !valid_timestamp(r.timestamp) {
+                    return Err(stored(Error::InvalidRecordTimestamp {
+                        offset: at,
+                        timestamp: r.timestamp,
+                    }));
+                }
                 let key = match r.key {
                     Some(k) => Some(K::decode_from(bytes, k).map_err(stored)?),
                     None => None,
                 };
                 let value = V::decode_from(bytes, r.value.unwrap_or_default()).map_err(stored)?;
-                let headers = (!r.headers.is_empty()).then(|| {
-                    let headers: Vec<(String, Option<Bytes>)> = r
-                        .headers
-                        .iter()
-                        .map(|h| {
-                            (
-                                h.key.to_owned(),
-                                h.value.map(|v| crate::codec::share(bytes, v)),
-                            )
-                        })
-                        .collect();
-                    Box::new(headers)
-                });
-                let entry = Entry {
-                    timestamp: r.timestamp,
-                    key,
-                    value,
-                    headers,
-                };
+                let headers: Vec<(String, Option<Bytes>)> = r
+                    .headers
+                    .iter()
+                    .map(|h| {
+                        (
+                            h.key.to_owned(),
+                            h.value.map(|v| crate::codec::share(bytes, v)),
+                        )
+                    })
+                    .collect();
+                let entry = Entry::new(r.timestamp, key, value, headers);
                 f(at, entry);
                 n += 1;
             }

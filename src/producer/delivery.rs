@@ -8,7 +8,7 @@ use std::fmt;
 
 use super::record::unacknowledged;
 use super::{append_error, send_error, Record, RecordMetadata, SendError};
-use crate::partition::{unbox_headers, AppendError, Entry, Pending, ReplicatedLog, SendPolicy};
+use crate::partition::{AppendError, Entry, Pending, ReplicatedLog, SendPolicy};
 // Std's Arc (also under loom): the log is a trait object (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
 
@@ -42,13 +42,14 @@ impl Sent {
             ))),
             Err((Some(entry), why)) => {
                 let error = append_error(why, &self.topic, self.partition);
+                let (_, key, value, headers) = entry.into_parts();
                 let record = Record {
                     topic: self.topic,
                     partition: self.explicit,
                     timestamp: self.given,
-                    key: entry.key,
-                    value: entry.value,
-                    headers: unbox_headers(entry.headers),
+                    key,
+                    value,
+                    headers,
                 };
                 Err(send_error(error, record))
             }

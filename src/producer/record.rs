@@ -75,7 +75,7 @@ impl<K, V> Record<K, V> {
         self
     }
 
-    /// With a timestamp (milliseconds since the Unix epoch, at least 0).
+    /// With a timestamp (milliseconds since the Unix epoch, in `0..=`[`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP)).
     pub fn timestamp(mut self, timestamp: i64) -> Self {
         self.timestamp = Some(timestamp);
         self

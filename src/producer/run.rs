@@ -7,7 +7,7 @@ use std::fmt;
 use bytes::Bytes;
 
 use super::{append_error, Producer};
-use crate::partition::{box_headers, AppendError, AppendWait, Entry, Headers};
+use crate::partition::{valid_timestamp, AppendError, AppendWait, Entry, Headers};
 use crate::Error;
 
 /// What [`Producer::send_to`] sends for one record: a [`Record`](super::Record) without
@@ -62,7 +62,7 @@ impl<K, V> Payload<K, V> {
         self
     }
 
-    /// With a timestamp (milliseconds since the Unix epoch, at least 0).
+    /// With a timestamp (milliseconds since the Unix epoch, in `0..=`[`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP)).
     #[inline]
     pub fn timestamp(mut self, timestamp: i64) -> Self {
         self.timestamp = Some(timestamp);
@@ -161,19 +161,15 @@ where
             let mut bad = None;
             for p in records.by_ref() {
                 let timestamp = match p.timestamp {
-                    Some(ts) if ts < 0 => {
+                    Some(ts) if !valid_timestamp(ts) => {
                         bad = Some(Error::InvalidTimestamp { timestamp: ts });
                         break;
                     }
                     Some(ts) => ts,
-                    None => *now.get_or_insert_with(|| self.broker.now_ms().max(0)),
+                    None => *now
+                        .get_or_insert_with(|| self.broker.now_ms().clamp(0, crate::MAX_TIMESTAMP)),
                 };
-                run.push(Entry {
-                    timestamp,
-                    key: p.key,
-                    value: p.value,
-                    headers: box_headers(p.headers),
-                });
+                run.push(Entry::new(timestamp, p.key, p.value, p.headers));
                 if run.len() == CHUNK {
                     break;
                 }
@@ -217,7 +213,7 @@ where
     /// one topic lookup and one claim per call (more claims only when the log is full); no
     /// user code runs while the partition is held, so nothing here can deadlock on it or
     /// leave it half-written. Waits for room as [`send`](Self::send) does. Timestamps are
-    /// milliseconds since the Unix epoch (at least 0; `broker.clock().now_ms()` gives the
+    /// milliseconds since the Unix epoch (in `0..=`[`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP); `broker.clock().now_ms()` gives the
     /// broker clock's).
     /// Returns how many were sent (all of them).
     ///
@@ -225,7 +221,7 @@ where
     ///
     /// [`SendToError`] with how many were sent and: [`Error::UnknownTopic`],
     /// [`Error::TypeMismatch`], [`Error::PartitionOutOfRange`] (nothing sent),
-    /// [`Error::InvalidTimestamp`] for the first negative timestamp (the records before
+    /// [`Error::InvalidTimestamp`] for the first timestamp outside that range (the records before
     /// it were sent), [`Error::Closed`] (the topic was deleted meanwhile),
     /// [`Error::RecordTooLarge`] (persisted topics).
     ///
@@ -251,16 +247,17 @@ where
         V: Copy,
     {
         let failed = |sent, error| SendToError { sent, error };
-        // Branch-free, eight at a time (one `or` from memory each); the search only when a
-        // timestamp is negative.
+        // Branch-free, eight at a time (one `or` from memory each): a timestamp is valid
+        // exactly when its two high bits are clear (`valid_timestamp`), so the `or` of
+        // them all is valid exactly when they all are. The search only when one is not.
         let mut chunks = records.chunks_exact(8);
         let mut acc = 0;
         for c in &mut chunks {
             acc |= c[0].0 | c[1].0 | c[2].0 | c[3].0 | c[4].0 | c[5].0 | c[6].0 | c[7].0;
         }
-        let any_bad = chunks.remainder().iter().fold(acc, |acc, r| acc | r.0) < 0;
+        let any_bad = !valid_timestamp(chunks.remainder().iter().fold(acc, |acc, r| acc | r.0));
         let good = if any_bad {
-            records.iter().take_while(|r| r.0 >= 0).count()
+            records.iter().take_while(|r| valid_timestamp(r.0)).count()
         } else {
             records.len()
         };

@@ -360,7 +360,7 @@ impl<K, V> ReplicaLog<K, V> {
             let skip = from.saturating_sub(run.first) as usize;
             for (j, (_, e)) in run.entries().enumerate().skip(skip) {
                 let o = run.first + j as u64;
-                if o >= to || !f(o, e.timestamp) {
+                if o >= to || !f(o, e.timestamp()) {
                     return;
                 }
             }
@@ -576,12 +576,7 @@ mod tests {
     use super::*;
 
     fn entry(v: u64) -> Entry<(), u64> {
-        Entry {
-            timestamp: 0,
-            key: None,
-            value: v,
-            headers: None,
-        }
+        Entry::plain(0, v)
     }
 
     fn log(epochs: &[i32]) -> ReplicaLog<(), u64> {
@@ -646,7 +641,7 @@ mod tests {
 
     fn values(l: &ReplicaLog<(), u64>) -> Vec<(u64, i32, u64)> {
         let mut out = Vec::new();
-        l.for_each(l.start(), l.end(), |o, e, r| out.push((o, e, r.value)));
+        l.for_each(l.start(), l.end(), |o, e, r| out.push((o, e, *r.value())));
         out
     }
 
@@ -678,13 +673,13 @@ mod tests {
         assert_eq!(follower.runs.len(), 2, "the copies of one chunk join");
         assert_eq!(values(&follower), values(&leader));
         assert_eq!(follower.epochs(), &[(0, 0), (1, 5)]);
-        assert_eq!(follower.get(6).map(|(e, r)| (e, r.value)), Some((1, 6)));
+        assert_eq!(follower.get(6).map(|(e, r)| (e, *r.value())), Some((1, 6)));
         assert!(follower.get(8).is_none());
         follower.truncate_to(3);
         assert_eq!(values(&follower), vec![(0, 0, 0), (1, 0, 1), (2, 0, 2)]);
         follower.trim(1, u64::MAX);
         assert_eq!((follower.start(), follower.end()), (2, 3));
-        assert_eq!(follower.get(2).map(|(_, r)| r.value), Some(2));
+        assert_eq!(follower.get(2).map(|(_, r)| *r.value()), Some(2));
         assert!(follower.get(1).is_none());
         let mut rest = Vec::new();
         leader.runs_in(3, 8, &mut rest);

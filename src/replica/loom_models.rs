@@ -58,12 +58,7 @@ fn set_with(
 }
 
 fn entry(v: u64) -> Entry<(), u64> {
-    Entry {
-        timestamp: 0,
-        key: None,
-        value: v,
-        headers: None,
-    }
+    Entry::plain(0, v)
 }
 
 /// No retries, no deadlines (loom models no time).
@@ -109,7 +104,7 @@ fn hw_advance_races_fetch_and_read() {
         let mut next = 0;
         for _ in 0..2 {
             let mut got = Vec::new();
-            match s.read(next, 2, &mut |o, e| got.push((o, e.value))) {
+            match s.read(next, 2, &mut |o, e| got.push((o, *e.value()))) {
                 ReadOutcome::Read(n) => {
                     s.assert_hw_is_replicated();
                     for (i, (o, v)) in got.into_iter().enumerate() {
@@ -203,7 +198,7 @@ fn hw_is_the_minimum_over_two_concurrent_followers() {
             })
             .collect();
         let mut got = None;
-        if let ReadOutcome::Read(1) = s.read(0, 1, &mut |_, e| got = Some(e.value)) {
+        if let ReadOutcome::Read(1) = s.read(0, 1, &mut |_, e| got = Some(*e.value())) {
             s.assert_hw_is_replicated();
             assert_eq!(got, Some(0));
         }

@@ -463,7 +463,12 @@ where
                     .into_iter()
                     .enumerate()
                     .map(|(i, (epoch, e))| {
-                        (log_start + i as u64, epoch, e.key.clone(), e.value.clone())
+                        (
+                            log_start + i as u64,
+                            epoch,
+                            e.key().cloned(),
+                            e.value().clone(),
+                        )
                     })
                     .collect(),
             })

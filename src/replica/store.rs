@@ -105,6 +105,12 @@ pub(crate) struct StoreParams {
 fn decode_entry<K: Codec, V: Codec>(
     r: &crate::storage::record_batch::RecordView<'_>,
 ) -> Result<Entry<K, V>> {
+    if !crate::partition::valid_timestamp(r.timestamp) {
+        return Err(Error::InvalidRecordTimestamp {
+            offset: r.offset,
+            timestamp: r.timestamp,
+        });
+    }
     let key = match r.key {
         Some(k) => Some(K::decode(k)?),
         None => None,
@@ -115,29 +121,20 @@ fn decode_entry<K: Codec, V: Codec>(
         .iter()
         .map(|h| (h.key.to_owned(), h.value.map(Bytes::copy_from_slice)))
         .collect();
-    Ok(Entry {
-        timestamp: r.timestamp,
-        key,
-        value,
-        headers: crate::partition::box_headers(headers),
-    })
+    Ok(Entry::new(r.timestamp, key, value, headers))
 }
 
 /// A copy of `e` through its codecs: a failed send hands back the record the log keeps
 /// without asking the types for `Clone`. `None` if the value does not decode as it encoded.
 pub(crate) fn codec_copy<K: Codec, V: Codec>(e: &Entry<K, V>) -> Option<Entry<K, V>> {
     let mut buf = Vec::new();
-    let key = match &e.key {
+    let (timestamp, key, value, headers) = e.parts();
+    let key = match key {
         Some(k) => Some(K::decode(encoding(k, &mut buf)).ok()?),
         None => None,
     };
-    let value = V::decode(encoding(&e.value, &mut buf)).ok()?;
-    Some(Entry {
-        timestamp: e.timestamp,
-        key,
-        value,
-        headers: e.headers.clone(),
-    })
+    let value = V::decode(encoding(value, &mut buf)).ok()?;
+    Some(Entry::new(timestamp, key, value, headers.to_vec()))
 }
 
 /// Every batch's `(base offset, partition leader epoch)` from `from` to the log end.
@@ -404,4 +401,37 @@ where
 /// The partition directory of `topic`'s partition `partition` in `data_dir`.
 pub(crate) fn partition_dir(data_dir: &Path, topic: &str, partition: u32) -> PathBuf {
     data_dir.join(format!("{topic}-{partition}"))
+}
+
+#[cfg(all(test, not(logbus_loom)))]
+mod tests {
+    use super::*;
+    use crate::storage::record_batch::{encode_batch, Record};
+
+    /// A replica's record on disk with a timestamp outside `0..=MAX_TIMESTAMP` decodes to a
+    /// typed error (its directory is then taken offline as for any record it cannot
+    /// read), not to an entry with its timestamp cut short; the ends of the range decode.
+    #[test]
+    fn a_stored_timestamp_outside_the_range_is_a_typed_error() {
+        let value = 7u64.to_be_bytes();
+        for (ts, ok) in [
+            (0, true),
+            (crate::MAX_TIMESTAMP, true),
+            (crate::MAX_TIMESTAMP + 1, false),
+            (i64::MAX, false),
+            (-1, false),
+        ] {
+            let bytes = encode_batch(3, &[Record::new(ts, None, &value)]).unwrap();
+            let batch = BatchIter::new(&bytes).next().unwrap().unwrap();
+            let r = batch.records().unwrap().next().unwrap().unwrap();
+            match decode_entry::<(), u64>(&r) {
+                Ok(e) if ok => assert_eq!((e.timestamp(), *e.value()), (ts, 7)),
+                Err(Error::InvalidRecordTimestamp {
+                    offset: 3,
+                    timestamp,
+                }) if !ok => assert_eq!(timestamp, ts),
+                other => panic!("{ts}: {:?}", other.map(|e| e.timestamp())),
+            }
+        }
+    }
 }

@@ -134,7 +134,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidTimestamp`] (negative), [`Error::UnknownTopic`],
+    /// [`Error::InvalidTimestamp`] (outside `0..=`[`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP)), [`Error::UnknownTopic`],
     /// [`Error::PartitionOutOfRange`], [`Error::Kafka`] / [`Error::KafkaTimeout`].
     pub fn offsets_for_times(
         &mut self,
@@ -142,7 +142,7 @@ where
     ) -> Result<HashMap<TopicPartition, Option<OffsetAndTimestamp>>> {
         let mut l = TopicPartitionList::with_capacity(query.len());
         for (tp, ts) in query {
-            if *ts < 0 {
+            if !crate::partition::valid_timestamp(*ts) {
                 return Err(Error::InvalidTimestamp { timestamp: *ts });
             }
             self.check_partition(tp)?;

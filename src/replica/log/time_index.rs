@@ -112,20 +112,15 @@ mod tests {
     use crate::partition::Entry;
 
     fn entry(timestamp: i64) -> Entry<(), u64> {
-        Entry {
-            timestamp,
-            key: None,
-            value: 0,
-            headers: None,
-        }
+        Entry::plain(timestamp, 0)
     }
 
     /// The answer by walking every record held in memory below `to`.
     fn linear(log: &ReplicaLog<(), u64>, to: u64, timestamp: i64) -> Option<(u64, i64)> {
         let mut found = None;
         log.for_each(log.start(), to, |o, _, e| {
-            if found.is_none() && e.timestamp >= timestamp {
-                found = Some((o, e.timestamp));
+            if found.is_none() && e.timestamp() >= timestamp {
+                found = Some((o, e.timestamp()));
             }
         });
         found
