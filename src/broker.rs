@@ -499,9 +499,10 @@ impl Broker {
     }
 
     /// The data directory, for a broker opened on one.
-    /// Closes every partition of every open topic, in memory or persisted (not the
-    /// replicated ones: their replicas close them): `Broker::close`. Sends fail from now
-    /// on, saying the broker was closed; waiting sends and polls wake.
+    /// Closes every partition of every open topic, in memory or persisted, replicated or
+    /// not (a replicated persisted topic's files are closed after, by the replicas' own
+    /// close): `Broker::close`. Sends fail from now on, saying the broker was closed;
+    /// waiting sends and polls wake.
     pub(crate) fn close_topics(&self) {
         let topics: Vec<_> = self
             .inner

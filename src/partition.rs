@@ -44,7 +44,7 @@ use bytes::Bytes;
 use crate::ring::{
     GetError, Overflow as RingOverflow, Producer as RingProducer, Reader, Ring, RingConfig, Start,
 };
-use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::time::Instant;
 // Std's Arc (also under loom): group names are `Arc<str>` (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
@@ -281,7 +281,8 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
     /// Waits until the record appended at `offset` in leader epoch `epoch` is acknowledged
     /// or can no longer be (the leader changed, the partition closed), or `deadline`.
     fn settle(&self, epoch: i32, offset: u64, deadline: Option<Instant>);
-    /// Closes the partition (its topic was deleted).
+    /// Closes the partition (its topic was deleted, or the broker closed: the partition's
+    /// [`ClosedByBroker`] flag, marked first, says which).
     fn close(&self);
     /// Fsyncs every replica's log on disk (a persisted partition; else nothing to do).
     fn sync(&self) -> Result<()>;
@@ -370,8 +371,8 @@ pub(crate) struct Partition<K, V> {
     /// Persisted partitions: the log on disk below the ring (`crate::persist`).
     disk: Option<Arc<dyn DiskLog<K, V>>>,
     /// Set when the broker closed the partition, so appends say that, not that the topic
-    /// was deleted (shared with the appenders).
-    broker_closed: Arc<AtomicBool>,
+    /// was deleted (shared with the appenders and the replica set).
+    broker_closed: ClosedByBroker,
     /// Replicated partitions: the replicas' logs serve every read and append instead of
     /// the ring (`crate::replica`).
     replicated: Option<Arc<dyn ReplicatedLog<K, V>>>,
@@ -487,17 +488,19 @@ impl<K, V> Partition<K, V> {
             groups: Mutex::new(HashMap::new()),
             arrivals,
             disk,
-            broker_closed: Arc::default(),
+            broker_closed: ClosedByBroker::default(),
             replicated: None,
         })
     }
 
     /// A replicated partition: `log` serves reads and appends; the ring is unused (kept
     /// minimal) and groups never gate (the replicas keep `capacity` records each).
+    /// `broker_closed` is the flag `log` reads when an append finds it closed.
     pub(crate) fn replicated(
         config: PartitionConfig,
         arrivals: Arc<WaitSet>,
         log: Arc<dyn ReplicatedLog<K, V>>,
+        broker_closed: ClosedByBroker,
     ) -> Result<Self> {
         let config = PartitionConfig {
             gated: false,
@@ -505,6 +508,7 @@ impl<K, V> Partition<K, V> {
         };
         let mut p = Self::with_ring(config, RingConfig::new(2), arrivals, None)?;
         p.replicated = Some(log);
+        p.broker_closed = broker_closed;
         Ok(p)
     }
 
@@ -567,7 +571,7 @@ impl<K, V> Partition<K, V> {
             ring: self.ring.clone(),
             arrivals: Arc::clone(&self.arrivals),
             disk: self.disk.clone(),
-            broker_closed: Arc::clone(&self.broker_closed),
+            broker_closed: self.broker_closed.clone(),
             replicated: self.replicated.clone(),
             policy: Arc::new(SendPolicy::default()),
             unsettled: None,
@@ -924,14 +928,10 @@ impl<K, V> Partition<K, V> {
 
     /// Closes the partition because its broker is closing (`Broker::close`): as
     /// [`close`](Self::close), and appends then say that the broker was closed. A
-    /// replicated partition is left to the replicas' own close.
+    /// persisted replicated partition's files are closed later, by the replicas' own
+    /// close (`close_disk`).
     pub(crate) fn close_for_broker(&self) {
-        if self.replicated.is_some() {
-            return;
-        }
-        // Release: pairs with the Acquire in `Appender::closed_why`; stored before the
-        // ring's close, which an append that fails as closed has seen.
-        self.broker_closed.store(true, Ordering::Release);
+        self.broker_closed.mark();
         self.close();
     }
 }
@@ -947,8 +947,10 @@ fn advance<T>(gate: &mut Reader<T>, offset: u64) {
 }
 
 mod appender;
+mod broker_close;
 mod lend;
 pub(crate) use appender::Appender;
+pub(crate) use broker_close::ClosedByBroker;
 
 /// Loom models of the partition's concurrent paths (crate-private, so they live here; the
 /// test script runs them with the other models). Capacity 2, at most 3 threads, `Arc`

@@ -398,3 +398,46 @@ fn sends_after_close_say_the_broker_is_closed() {
         .unwrap_err();
     assert!(says_closed_broker(e.error()), "{e:?}");
 }
+
+/// An in-memory replicated topic on a broker with data directories: `Broker::close` closes
+/// it too (the broker's contract covers its in-memory topics), and its sends then say the
+/// broker was closed, not that the topic was deleted: one waiting for acks (its followers
+/// stalled) wakes with it, as do one sent asynchronously before the close and new sends.
+#[test]
+fn sends_to_an_in_memory_replicated_topic_after_close_say_the_broker_is_closed() {
+    use logbus::producer::Record;
+    let (_t, dirs) = tempdirs(3);
+    let broker = open(&dirs);
+    broker.create_topic::<(), u64>(T, config(1)).unwrap();
+    let p = producer(&broker);
+    assert_eq!(send(&p, 0..10).len(), 10);
+    let faults = broker.faults();
+    faults.stall_replica(T, 0, 1).unwrap();
+    faults.stall_replica(T, 0, 2).unwrap();
+    let unacked = p.send_async(Record::new(T, 100).partition(0));
+    let blocked = {
+        let p = producer(&broker);
+        std::thread::spawn(move || p.send(Record::new(T, 101).partition(0)))
+    };
+    let deadline = std::time::Instant::now() + WAIT;
+    while describe(&broker).replicas[0].log_end < 12 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    broker.close().unwrap();
+    let e = blocked.join().unwrap().unwrap_err();
+    assert!(says_closed_broker(e.error()), "{e:?}");
+    let e = unacked.wait().unwrap_err();
+    assert!(says_closed_broker(e.error()), "{e:?}");
+    let e = p.send(Record::new(T, 1).partition(0)).unwrap_err();
+    assert!(says_closed_broker(e.error()), "{e:?}");
+    assert_eq!(e.into_record().unwrap().value, 1);
+    let e = p
+        .send_async(Record::new(T, 2).partition(0))
+        .wait()
+        .unwrap_err();
+    assert!(says_closed_broker(e.error()), "{e:?}");
+    let e = producer(&broker)
+        .send(Record::new(T, 3).partition(0))
+        .unwrap_err();
+    assert!(says_closed_broker(e.error()), "{e:?}");
+}

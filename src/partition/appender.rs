@@ -15,7 +15,7 @@ pub(crate) struct Appender<K, V> {
     pub(super) arrivals: Arc<WaitSet>,
     pub(super) disk: Option<Arc<dyn DiskLog<K, V>>>,
     /// The partition's flag: closed by `Broker::close` (see `closed_why`).
-    pub(super) broker_closed: Arc<AtomicBool>,
+    pub(super) broker_closed: ClosedByBroker,
     pub(super) replicated: Option<Arc<dyn ReplicatedLog<K, V>>>,
     pub(super) policy: Arc<SendPolicy>,
     /// The latest pipelined append not yet known to be settled: `(epoch, offset)`
@@ -281,10 +281,7 @@ impl<K, V> Appender<K, V> {
             }
         }
         match why {
-            // Acquire: pairs with the Release store in `Partition::close_for_broker`.
-            AppendError::Closed if self.broker_closed.load(Ordering::Acquire) => {
-                AppendError::BrokerClosed
-            }
+            AppendError::Closed => self.broker_closed.why(),
             why => why,
         }
     }

@@ -19,6 +19,9 @@ use crate::partition::Entry;
 // they are immutable once appended).
 use crate::sync::StdArc as Arc;
 
+mod time_index;
+use time_index::TimeIndex;
+
 /// No epoch (Kafka's `UNDEFINED_EPOCH`).
 pub(crate) const NO_EPOCH: i32 = -1;
 
@@ -201,6 +204,9 @@ pub(crate) struct ReplicaLog<K, V> {
     runs: VecDeque<Run<K, V>>,
     /// `(epoch, first offset of that epoch)`, both strictly increasing.
     epochs: Vec<(i32, u64)>,
+    /// Where `offset_for_time` looks (module `time_index`); built by the lookups, so
+    /// appends never touch it.
+    times: TimeIndex,
 }
 
 impl<K, V> ReplicaLog<K, V> {
@@ -213,6 +219,7 @@ impl<K, V> ReplicaLog<K, V> {
             persistent: false,
             runs: VecDeque::new(),
             epochs: Vec::new(),
+            times: TimeIndex::default(),
         }
     }
 
@@ -231,6 +238,7 @@ impl<K, V> ReplicaLog<K, V> {
             persistent: true,
             runs: VecDeque::with_capacity(records.len()),
             epochs,
+            times: TimeIndex::default(),
         };
         for run in records {
             log.push(run);
@@ -298,6 +306,62 @@ impl<K, V> ReplicaLog<K, V> {
                 }
                 if o >= from {
                     f(o, epoch, e);
+                }
+            }
+        }
+    }
+
+    /// The first record held in memory below `to` whose timestamp is at or after
+    /// `timestamp`, with that timestamp (Kafka's ListOffsets by time). Brings the time index
+    /// up to the log end first (reading each record appended since the last lookup once),
+    /// then reads only the block where a match can start.
+    pub(crate) fn offset_for_time(&mut self, to: u64, timestamp: i64) -> Option<(u64, i64)> {
+        let from = self.times.update(self.start, self.end);
+        let (runs, start) = (&self.runs, self.start);
+        let held = |from: u64, to: u64, f: &mut dyn FnMut(u64, i64) -> bool| {
+            Self::scan(runs, start, from, to, f)
+        };
+        if from < self.end {
+            let times = &mut self.times;
+            held(from, self.end, &mut |o, ts| {
+                times.add(o, ts);
+                true
+            });
+        }
+        let times = &self.times;
+        times.find(start, to, timestamp, |from, to| {
+            let mut found = None;
+            held(from, to, &mut |o, ts| {
+                if ts >= timestamp {
+                    found = Some((o, ts));
+                }
+                found.is_none()
+            });
+            found
+        })
+    }
+
+    /// Calls `f(offset, timestamp)` for the records of `runs` (the log's, `start` its first
+    /// offset in memory) in `from..to`, in order, while `f` returns `true`.
+    fn scan(
+        runs: &VecDeque<Run<K, V>>,
+        start: u64,
+        from: u64,
+        to: u64,
+        f: &mut dyn FnMut(u64, i64) -> bool,
+    ) {
+        let from = from.max(start);
+        // The run holding `from` (runs cover the log from `start` without gaps).
+        let k = runs.partition_point(|run| run.end() <= from);
+        for run in runs.range(k..) {
+            if run.first >= to {
+                return;
+            }
+            let skip = from.saturating_sub(run.first) as usize;
+            for (j, (_, e)) in run.entries().enumerate().skip(skip) {
+                let o = run.first + j as u64;
+                if o >= to || !f(o, e.timestamp) {
+                    return;
                 }
             }
         }
@@ -419,12 +483,14 @@ impl<K, V> ReplicaLog<K, V> {
         }
         self.end = offset;
         self.epochs.retain(|e| e.1 < offset);
+        self.times.truncated(offset);
     }
 
     /// Empties the log and moves its start to `start` (a replica too far behind the leader).
     pub(crate) fn reset_to(&mut self, start: u64) {
         self.runs.clear();
         self.epochs.clear();
+        self.times = TimeIndex::default();
         self.start = start;
         self.end = start;
         self.floor = start;

@@ -53,6 +53,7 @@ fn set_with(
         clock as Arc<dyn Clock>,
         Arc::new(Events::default()),
         |e: &Entry<(), u64>| Some(e.clone()),
+        Default::default(),
     ))
 }
 

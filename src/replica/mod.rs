@@ -97,7 +97,7 @@ pub use persisted::{LocalReplica, StoredPartition, StoredTopic};
 pub(crate) use runtime::Runtime;
 
 use crate::broker::{Topic, TopicConfig};
-use crate::partition::{Entry, Partition};
+use crate::partition::{ClosedByBroker, Entry, Partition};
 use crate::sync::StdArc as Arc;
 use crate::sync::WaitSet;
 use crate::{Broker, Error, Result};
@@ -179,6 +179,7 @@ where
     let ids: Vec<u32> = (0..rf).map(|i| (partition + i) % dirs).collect();
     let fetchers = runtime.fetchers(&ids)?;
     let shared = &runtime.shared;
+    let broker_closed = ClosedByBroker::default();
     let set = Arc::new(ReplicaSet::new(
         Arc::clone(name),
         partition,
@@ -194,11 +195,13 @@ where
         Arc::clone(&shared.clock),
         Arc::clone(&shared.events),
         clone_entry::<K, V>,
+        broker_closed.clone(),
     ));
     let partition = Partition::replicated(
         config.partition_config(),
         Arc::clone(arrivals),
         Arc::clone(&set) as Arc<dyn crate::partition::ReplicatedLog<K, V>>,
+        broker_closed,
     )?;
     runtime.register(set as Arc<dyn ReplicaControl>);
     Ok(Arc::new(partition))

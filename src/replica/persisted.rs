@@ -32,7 +32,7 @@ use super::store::{codec_copy, partition_dir, DiskReplica, Loaded, StoreParams};
 use crate::broker::{Broker, Topic, TopicConfig, TopicInner, TopicStore};
 use crate::clock::Clock;
 use crate::codec::Codec;
-use crate::partition::Partition;
+use crate::partition::{ClosedByBroker, Partition};
 use crate::persist::{BrokerClock, MetaLine, PersistConfig, TopicMeta};
 use crate::storage::{checkpoint, DirLock, Io};
 use crate::sync::atomic::{AtomicBool, Ordering};
@@ -834,6 +834,7 @@ where
                 }
             }
         }
+        let broker_closed = ClosedByBroker::default();
         let set = ReplicaSet::new(
             Arc::clone(&name),
             p,
@@ -849,6 +850,7 @@ where
             Arc::clone(&runtime.shared.clock),
             Arc::clone(&runtime.shared.events),
             codec_copy::<K, V>,
+            broker_closed.clone(),
         )
         .attach_disk(
             Arc::clone(&files) as Arc<dyn Backing<K, V>>,
@@ -860,6 +862,7 @@ where
             config.partition_config(),
             Arc::clone(&arrivals),
             Arc::clone(&set) as Arc<dyn crate::partition::ReplicatedLog<K, V>>,
+            broker_closed,
         )?));
         sets.push(set);
     }

@@ -299,11 +299,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
 
     /// Closes a persisted partition: no more appends or fetches, every replica's log
     /// closed (fsynced), the final state (with HW) saved. The first error.
-    /// `for_broker`: closed by `Broker::close` (sends then say so), not by a delete.
+    /// `for_broker`: closed by `Broker::close` (sends then say so), not by a delete; the
+    /// partition's flag is marked already then, unless the topic was registered after
+    /// `Broker::close` closed the broker's topics.
     pub(crate) fn close_disk(&self, for_broker: bool) -> Result<()> {
+        if for_broker {
+            // Before the lock: a send that finds the set closed under it reads the flag set.
+            self.broker_closed.mark();
+        }
         let mut st = self.state.lock();
         st.closed = true;
-        st.broker_closed |= for_broker;
         let mut first = Ok(());
         for r in &mut st.replicas {
             if let Some(store) = r.store.take() {

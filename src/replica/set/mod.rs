@@ -37,7 +37,8 @@ use super::log::{runs_of, truncation_point, Chunk, ReplicaLog, Run, CHUNK_MAX};
 use super::store::ReplicaStore;
 use crate::clock::Clock;
 use crate::partition::{
-    AppendError, Entry, Pending, ReadOutcome, ReplicaLogs, ReplicatedLog, SendPolicy,
+    AppendError, ClosedByBroker, Entry, Pending, ReadOutcome, ReplicaLogs, ReplicatedLog,
+    SendPolicy,
 };
 use crate::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use crate::sync::time::Instant;
@@ -108,8 +109,6 @@ struct State<K, V> {
     /// `(epoch, acked)` as each of the latest earlier epochs ended.
     past_acked: Vec<(i32, u64)>,
     closed: bool,
-    /// Closed by `Broker::close` (not deleted): sends then say the broker was closed.
-    broker_closed: bool,
     /// An empty vector with room, for the next fetch's batch: a fetch of one record for a
     /// waiting sender would otherwise allocate and free per follower.
     spare: Vec<Run<K, V>>,
@@ -176,6 +175,9 @@ pub(crate) struct ReplicaSet<K, V> {
     cloner: Cloner<K, V>,
     /// A persisted partition's files (`None` in memory).
     backing: Option<Arc<dyn Backing<K, V>>>,
+    /// The partition's flag, read when a send finds the set closed: closed by
+    /// `Broker::close`, or deleted.
+    broker_closed: ClosedByBroker,
 }
 
 /// Wakes a parked fetcher thread: set `pending`, then notify (the fetcher's `ready`
@@ -215,6 +217,7 @@ impl Wake {
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// A partition whose replicas live on directories `ids` (the first is the preferred
     /// leader and leads from epoch 0). `fetchers[i]` wakes the fetcher of `ids[i]`.
+    /// `broker_closed` is the partition's flag (`Partition::replicated` takes it too).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         topic: Arc<str>,
@@ -226,6 +229,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         clock: Arc<dyn Clock>,
         events: Arc<Events>,
         cloner: Cloner<K, V>,
+        broker_closed: ClosedByBroker,
     ) -> Self {
         let now = clock.now_ms();
         let replicas = ids
@@ -252,7 +256,6 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             acked: 0,
             past_acked: Vec::new(),
             closed: false,
-            broker_closed: false,
             spare: Vec::new(),
             served: Vec::new(),
         };
@@ -273,6 +276,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             events,
             cloner,
             backing: None,
+            broker_closed,
         };
         set.event(EventKind::LeaderElected {
             leader: Some(ids[0]),
@@ -869,14 +873,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         if let Some(found) = self.disk_offset_for_time(&mut st, l, timestamp) {
             return found;
         }
-        let log = &st.replicas[l].log;
-        let mut found = None;
-        log.for_each(log.start(), st.hw, |o, _, e| {
-            if found.is_none() && e.timestamp >= timestamp {
-                found = Some((o, e.timestamp));
-            }
-        });
-        found
+        let hw = st.hw;
+        st.replicas[l].log.offset_for_time(hw, timestamp)
     }
 
     fn append(

@@ -180,7 +180,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         moved: &mut bool,
     ) -> Result<(i32, u64), Failure> {
         if st.closed {
-            return Err(Self::closed(st));
+            return Err(self.closed());
         }
         let Some(l) = st.leader else {
             return Err(Failure::Refused(AppendError::LeaderNotAvailable));
@@ -214,13 +214,9 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     }
 
     /// Why a send to the closed partition fails: the broker was closed, or the topic
-    /// deleted.
-    fn closed(st: &State<K, V>) -> Failure {
-        Failure::Closed(if st.broker_closed {
-            AppendError::BrokerClosed
-        } else {
-            AppendError::Closed
-        })
+    /// deleted (the partition's flag, marked before the set was closed).
+    fn closed(&self) -> Failure {
+        Failure::Closed(self.broker_closed.why())
     }
 
     /// Waits until HW passes `last` (the ISR has it), in leader epoch `epoch`; the wait is
@@ -239,7 +235,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let mut woken = false;
         loop {
             if st.closed {
-                return Err(Self::closed(&st));
+                return Err(self.closed());
             }
             if let Some(done) = Self::acked_in(&st, epoch, last) {
                 return done;
