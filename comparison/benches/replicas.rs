@@ -47,7 +47,7 @@ impl Side {
     fn setup(self) -> (Broker, ProducerConfig) {
         let broker = Broker::in_memory();
         let config = TopicConfig::new(1)
-            .records_in_memory(1 << 16)
+            .records_in_memory(env("REPLICAS_BENCH_MEMORY", 1 << 16) as usize)
             .overflow(Overflow::DropOldest);
         let (config, acks) = match self {
             Side::Rf1 => (config, Acks::All),
@@ -127,6 +127,9 @@ fn batch(side: Side, producers: u64, records: u64) -> f64 {
     (producers * records) as f64 / start.elapsed().as_secs_f64()
 }
 
+/// `REPLICAS_BENCH_MEMORY=<n>`: records each partition (each replica) keeps in memory
+/// (default 65,536, a power of two), to see what the working set costs.
+///
 /// `REPLICAS_BENCH_ONLY=<row>` (`single`, `pipelined`, `batch`): run only that row; the sides stay
 /// interleaved. `REPLICAS_BENCH_SIDE=<0|1|2>` (RF 1, acks=all, acks=1): one side alone,
 /// for profiling (no ratios).

@@ -124,6 +124,22 @@ impl<T> Mutex<T> {
             inner: Some(inner),
         }
     }
+
+    /// Locks the mutex if nobody holds it.
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        match self.0.try_lock() {
+            Ok(inner) => Some(MutexGuard {
+                mutex: self,
+                inner: Some(inner),
+            }),
+            // As in `lock`: a poisoned loom mutex already failed the model.
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(MutexGuard {
+                mutex: self,
+                inner: Some(e.into_inner()),
+            }),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
 }
 
 impl<T> std::ops::Deref for MutexGuard<'_, T> {

@@ -20,13 +20,16 @@
 //!   election bumps the leader epoch; every other replica then truncates by epoch
 //!   (`log::truncation_point`) before it fetches again.
 
+mod combine;
 mod disk;
+mod help;
 mod send;
 mod view;
 
 use std::time::Duration;
 
 pub(crate) use disk::{Backing, PartState};
+use send::Nudge;
 pub(crate) use send::Progress;
 
 use super::events::{EventKind, Events, ReplicaEvent};
@@ -109,6 +112,8 @@ struct State<K, V> {
     /// An empty vector with room, for the next fetch's batch: a fetch of one record for a
     /// waiting sender would otherwise allocate and free per follower.
     spare: Vec<Run<K, V>>,
+    /// An empty vector with room, for the queued sends a lock holder appends (`combine`).
+    served: Vec<Arc<combine::Queued<K, V>>>,
 }
 
 /// Copies a record a failed send hands back while the log keeps it (`None`: cannot).
@@ -149,6 +154,8 @@ pub(crate) struct ReplicaSet<K, V> {
     partition: u32,
     config: ReplicationConfig,
     state: Mutex<State<K, V>>,
+    /// Sends queued for the lock's holder to append (`combine`).
+    combiner: combine::Combiner<K, V>,
     /// Notified on every HW advance, ISR change and election (acks waiters, retries).
     changed: Condvar,
     /// Mirrors `State::hw` for lock-free readiness checks (consumers' waits).
@@ -250,6 +257,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             past_acked: Vec::new(),
             closed: false,
             spare: Vec::new(),
+            served: Vec::new(),
         };
         state.replicas[0].log.begin_epoch(0);
         let set = Self {
@@ -257,6 +265,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             partition,
             config,
             state: Mutex::new(state),
+            combiner: combine::Combiner::default(),
             changed: Condvar::new(),
             hw: AtomicU64::new(0),
             acked_mirror: AtomicU64::new(0),
@@ -372,21 +381,6 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 self.fetch_append(&mut st, i, batch)
             }
         }
-    }
-
-    /// One fetch for every follower that may fetch now, under the lock the caller holds
-    /// (a sender waiting for acks, `send::help`): step 1 and step 2 back to back. Returns
-    /// whether any copied something.
-    fn fetch_all_locked(&self, st: &mut State<K, V>) -> bool {
-        let mut now = None;
-        let mut copied = false;
-        for i in 0..st.replicas.len() {
-            copied |= match self.fetch_batch(st, i, &mut now) {
-                Fetched::Done(copied) => copied,
-                Fetched::Batch(batch) => self.fetch_append(st, i, batch),
-            };
-        }
-        copied
     }
 
     /// Step 1 of a fetch for follower `i`: a batch from the leader (truncating by epoch
@@ -910,7 +904,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         let piece = self.config.capacity.clamp(1, BATCH_PIECE_MAX);
         let mut shared = Vec::with_capacity(entries.len().div_ceil(piece));
         if entries.len() <= piece {
-            shared.push(Chunk::many(std::mem::take(entries)));
+            // The caller's buffer keeps room for a batch as large: taken bare, it grew again
+            // by doubling on the next batch (five allocations for 64 records).
+            let room = entries.len();
+            shared.push(Chunk::many(std::mem::replace(
+                entries,
+                Vec::with_capacity(room),
+            )));
         } else {
             let mut rest = entries.drain(..);
             while rest.len() > 0 {

@@ -4,14 +4,16 @@
 
 use std::time::Duration;
 
+use super::combine::Entered;
 use super::{Chunk, Failure, ReplicaSet, Run, State, FETCH_MAX};
 use crate::partition::{Acks, AppendError, Entry, Pending, Refused, SendPolicy};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};
-use crate::sync::MutexGuard;
+use crate::sync::{Backoff, MutexGuard};
 
-/// An append that happened: the partition still locked, its epoch and last offset.
-type Appended<'a, K, V> = (MutexGuard<'a, State<K, V>>, i32, u64);
+/// An append that happened: the partition still locked (`None`: the lock's holder appended
+/// it, `combine`), its epoch and last offset.
+type Appended<'a, K, V> = (Option<MutexGuard<'a, State<K, V>>>, i32, u64);
 
 /// How long a retry waits for the partition to change before trying again.
 const RETRY_BACKOFF: Duration = Duration::from_millis(10);
@@ -76,10 +78,10 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 /// When an append wakes the fetcher threads. Waking a parked thread costs microseconds,
 /// far more than copying a record, so a sender that will wait for its acknowledgement
 /// copies for the followers itself (`help`) and wakes the fetchers only if it cannot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Nudge {
-    /// `acks = 0 / 1`: nobody waits, the fetchers copy.
-    Always,
+/// Ordered by strength: an append made for several senders (`combine`) wakes as the
+/// strongest asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Nudge {
     /// A blocking `acks = all` send: it helps, then wakes them if it must (`await_acks`).
     Never,
     /// A pipelined `acks = all` send (`send_async`): once four fetches' worth of records
@@ -87,6 +89,8 @@ enum Nudge {
     /// Below that, its `Delivery::wait` or `flush` copies them, or (if it never waits) a
     /// fetcher's idle round, within 20 ms.
     Backlog,
+    /// `acks = 0 / 1`: nobody waits, the fetchers copy.
+    Always,
 }
 
 /// Where a send stands.
@@ -135,7 +139,8 @@ impl Progress {
 
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// One attempt at appending `entries` (all or none): the epoch they were appended in
-    /// and the last offset, with the lock still held (an `acks = all` wait goes on under it).
+    /// and the last offset, with the lock still held (an `acks = all` wait goes on under
+    /// it), or without it when the lock's holder appended them (`combine`).
     /// `wake`: when to nudge the fetcher threads.
     fn append_once(
         &self,
@@ -143,7 +148,37 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         acks: Acks,
         wake: Nudge,
     ) -> Result<Appended<'_, K, V>, Failure> {
-        let mut st = self.state.lock();
+        let mut st = match self.enter(entries, acks, wake) {
+            Entered::Locked(st) => st,
+            Entered::Served(outcome) => return outcome.map(|(epoch, last)| (None, epoch, last)),
+        };
+        let mut moved = false;
+        let own = self.append_locked(&mut st, entries, acks, &mut moved);
+        let mut wake = if own.is_ok() { wake } else { Nudge::Never };
+        self.serve(&mut st, &mut moved, &mut wake);
+        if let Some(l) = st.leader {
+            let backlog = st.replicas[l].log.end() - st.hw;
+            if wake == Nudge::Always || (wake == Nudge::Backlog && backlog >= 4 * FETCH_MAX as u64)
+            {
+                self.wake_followers(&st);
+            }
+        }
+        if moved {
+            self.notify(true);
+        }
+        own.map(|(epoch, last)| (Some(st), epoch, last))
+    }
+
+    /// Appends `entries` to the leader's log (all or none), under the lock: the epoch and
+    /// the last offset. `moved`: set if HW moved.
+    #[inline]
+    pub(super) fn append_locked(
+        &self,
+        st: &mut State<K, V>,
+        entries: &[Chunk<K, V>],
+        acks: Acks,
+        moved: &mut bool,
+    ) -> Result<(i32, u64), Failure> {
         if st.closed {
             return Err(self.closed());
         }
@@ -161,7 +196,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         // Nothing was appended on an error: a record too large, or the leader's directory
         // failed (a new leader took over).
         self.append_to_disk(
-            &mut st,
+            st,
             l,
             entries.iter().flat_map(Chunk::entries).map(|e| (epoch, e)),
         )
@@ -171,18 +206,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             log.append_run(Run::whole(epoch, chunk.clone()));
         }
         let last = log.end() - 1;
-        let moved = self.advance_hw(&mut st);
+        *moved |= self.advance_hw(st);
         // Records not yet below HW stay, so a follower can always copy what it lacks.
         let hw = st.hw;
         st.replicas[l].log.trim(self.config.capacity, hw);
-        let backlog = st.replicas[l].log.end() - st.hw;
-        if wake == Nudge::Always || (wake == Nudge::Backlog && backlog >= 4 * FETCH_MAX as u64) {
-            self.wake_followers(&st);
-        }
-        if moved {
-            self.notify(true);
-        }
-        Ok((st, epoch, last))
+        Ok((epoch, last))
     }
 
     /// Why a send to the closed partition fails: the broker was closed, or the topic
@@ -259,6 +287,23 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         }
     }
 
+    /// After the lock's holder appended a blocking send's records (`combine`): it helps
+    /// its followers copy them right after, so wait for that briefly without the lock.
+    /// `None`: acknowledged; else the lock, to wait under it.
+    fn served_acked(&self, epoch: i32, last: u64) -> Option<MutexGuard<'_, State<K, V>>> {
+        let mut backoff = Backoff::new();
+        while !backoff.is_completed() {
+            if self.acked_now(epoch, last) {
+                return None;
+            }
+            backoff.snooze();
+        }
+        if self.acked_now(epoch, last) {
+            return None;
+        }
+        Some(self.state.lock())
+    }
+
     /// Lock-free: whether the record at `last`, appended in `epoch`, is acknowledged in
     /// the current epoch (`false` may be stale: the caller then looks under the lock).
     /// The epoch is read before and after `acked`: an `acked` read between two reads of
@@ -322,6 +367,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                             pending.step = Step::Await(epoch, last);
                             return Ok((epoch, last));
                         }
+                        let st = match st {
+                            Some(st) => st,
+                            None => match self.served_acked(epoch, last) {
+                                Some(st) => st,
+                                None => return Ok((epoch, last)),
+                            },
+                        };
                         match self.await_acks(st, epoch, last, &mut pending.budget, policy) {
                             Ok(last) => return Ok((epoch, last)),
                             Err(f) => f,
