@@ -55,7 +55,7 @@ fn a_queued_send_whose_codec_panics_does_not_panic_the_holder() {
     let bombs = Arc::new(AtomicU64::new(0));
     let bomber = {
         let p = broker
-            .producer_with_config::<(), Bomb>(config.clone())
+            .producer_with_config::<(), Bomb>(config)
             .unwrap();
         let (stop, bombs) = (Arc::clone(&stop), Arc::clone(&bombs));
         std::thread::spawn(move || {
