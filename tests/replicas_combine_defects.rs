@@ -54,9 +54,7 @@ fn a_queued_send_whose_codec_panics_does_not_panic_the_holder() {
     let stop = Arc::new(AtomicBool::new(false));
     let bombs = Arc::new(AtomicU64::new(0));
     let bomber = {
-        let p = broker
-            .producer_with_config::<(), Bomb>(config)
-            .unwrap();
+        let p = broker.producer_with_config::<(), Bomb>(config).unwrap();
         let (stop, bombs) = (Arc::clone(&stop), Arc::clone(&bombs));
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
