@@ -31,17 +31,22 @@ pub(super) struct Queued<K, V> {
     nudge: Nudge,
     /// Set (after `outcome`) by the thread that appended it, under the partition's lock.
     done: AtomicBool,
-    outcome: Mutex<Option<Outcome>>,
+    /// The append's outcome, or the panic it raised (a user codec's, on a persisted
+    /// topic): the sender's to take, and to resume in its own thread.
+    outcome: Mutex<Option<std::thread::Result<Outcome>>>,
 }
 
 impl<K, V> Queued<K, V> {
+    /// The outcome; a panic raised appending this request (by the holder, for it) goes on
+    /// unwinding here, in the thread of the send that caused it.
     fn take(&self) -> Outcome {
         // `done` is set only after the outcome; `None` cannot be seen, and would mean the
         // append's fate is unknown: reported as a refusal the policy may retry.
-        self.outcome
-            .lock()
-            .take()
-            .unwrap_or(Err(Failure::Refused(AppendError::LeaderNotAvailable)))
+        match self.outcome.lock().take() {
+            Some(Ok(outcome)) => outcome,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            None => Err(Failure::Refused(AppendError::LeaderNotAvailable)),
+        }
     }
 }
 
@@ -222,8 +227,15 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             self.combiner.delegating.store(true, Ordering::Relaxed);
         }
         for req in served.drain(..) {
-            let outcome = self.append_locked(st, &req.chunks, req.acks, moved);
-            if outcome.is_ok() {
+            // A panic appending someone else's records (a user codec's, encoding them for
+            // a persisted topic) is theirs: caught here and resumed in their sender's
+            // thread (`Queued::take`), so the holder's own send, already appended, still
+            // returns, and every queued request is marked done. The state is as a panic in
+            // the sender's own append would leave it (the lock does not poison).
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.append_locked(st, &req.chunks, req.acks, moved)
+            }));
+            if matches!(outcome, Ok(Ok(_))) {
                 *wake = (*wake).max(req.nudge);
             }
             *req.outcome.lock() = Some(outcome);
