@@ -115,6 +115,14 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 self.own(me);
                 return Entered::Locked(st);
             }
+            if nudge == Nudge::Always && entries.iter().map(Chunk::len).sum::<usize>() == 1 {
+                // A single `acks = 0 / 1` record: the holder is most often a fetcher
+                // copying, which serves no queue, and queueing cost a request's allocation
+                // and a spin-and-yield before the lock (single `acks = 1` sends 15% slower,
+                // p50 0.15 -> 0.3-0.85 µs: BENCHMARKS.md, wave 9). Wait on the lock, as
+                // before combining; batches still queue (they gain from it).
+                return Entered::Locked(self.state.lock());
+            }
         }
         let req = Arc::new(Queued {
             chunks: entries.to_vec(),
