@@ -340,6 +340,32 @@ fn says_closed_broker(e: &Error) -> bool {
     matches!(e, Error::Closed { what } if what.contains("broker") && what.contains("closed"))
 }
 
+/// With both followers of partition 0 stalled, one send waiting for its acks and one sent
+/// asynchronously: closes the broker and checks that both fail saying the broker was closed.
+/// `p` has sent records 0..10 to partition 0.
+fn close_with_sends_waiting(broker: &Broker, p: &logbus::Producer<(), u64>) {
+    use logbus::producer::Record;
+    let faults = broker.faults();
+    faults.stall_replica(T, 0, 1).unwrap();
+    faults.stall_replica(T, 0, 2).unwrap();
+    let unacked = p.send_async(Record::new(T, 100).partition(0));
+    let blocked = {
+        let p = producer(broker);
+        std::thread::spawn(move || p.send(Record::new(T, 101).partition(0)))
+    };
+    // Until the send waits for its acks (the log end passes the HW); the close must wake
+    // it either way.
+    let deadline = std::time::Instant::now() + WAIT;
+    while describe(broker).replicas[0].log_end < 12 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    broker.close().unwrap();
+    let e = blocked.join().unwrap().unwrap_err();
+    assert!(says_closed_broker(e.error()), "{e:?}");
+    let e = unacked.wait().unwrap_err();
+    assert!(says_closed_broker(e.error()), "{e:?}");
+}
+
 /// After `Broker::close`, every send form to a replicated persisted topic says the broker
 /// was closed, as for the other topics; a send waiting for acks (its followers stalled)
 /// wakes with the same error, and so does one sent asynchronously before the close.
@@ -353,25 +379,7 @@ fn sends_after_close_say_the_broker_is_closed() {
         .unwrap();
     let p = producer(&broker);
     assert_eq!(send(&p, 0..10).len(), 10);
-    let faults = broker.faults();
-    faults.stall_replica(T, 0, 1).unwrap();
-    faults.stall_replica(T, 0, 2).unwrap();
-    let unacked = p.send_async(Record::new(T, 100).partition(0));
-    let blocked = {
-        let p = producer(&broker);
-        std::thread::spawn(move || p.send(Record::new(T, 101).partition(0)))
-    };
-    // Until the send waits for its acks (the log end passes the HW); the close must wake
-    // it either way.
-    let deadline = std::time::Instant::now() + WAIT;
-    while describe(&broker).replicas[0].log_end < 12 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    broker.close().unwrap();
-    let e = blocked.join().unwrap().unwrap_err();
-    assert!(says_closed_broker(e.error()), "{e:?}");
-    let e = unacked.wait().unwrap_err();
-    assert!(says_closed_broker(e.error()), "{e:?}");
+    close_with_sends_waiting(&broker, &p);
     let e = p.send(Record::new(T, 1).partition(0)).unwrap_err();
     assert!(says_closed_broker(e.error()), "{e:?}");
     assert_eq!(e.into_record().unwrap().value, 1);
@@ -411,23 +419,7 @@ fn sends_to_an_in_memory_replicated_topic_after_close_say_the_broker_is_closed()
     broker.create_topic::<(), u64>(T, config(1)).unwrap();
     let p = producer(&broker);
     assert_eq!(send(&p, 0..10).len(), 10);
-    let faults = broker.faults();
-    faults.stall_replica(T, 0, 1).unwrap();
-    faults.stall_replica(T, 0, 2).unwrap();
-    let unacked = p.send_async(Record::new(T, 100).partition(0));
-    let blocked = {
-        let p = producer(&broker);
-        std::thread::spawn(move || p.send(Record::new(T, 101).partition(0)))
-    };
-    let deadline = std::time::Instant::now() + WAIT;
-    while describe(&broker).replicas[0].log_end < 12 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    broker.close().unwrap();
-    let e = blocked.join().unwrap().unwrap_err();
-    assert!(says_closed_broker(e.error()), "{e:?}");
-    let e = unacked.wait().unwrap_err();
-    assert!(says_closed_broker(e.error()), "{e:?}");
+    close_with_sends_waiting(&broker, &p);
     let e = p.send(Record::new(T, 1).partition(0)).unwrap_err();
     assert!(says_closed_broker(e.error()), "{e:?}");
     assert_eq!(e.into_record().unwrap().value, 1);

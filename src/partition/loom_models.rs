@@ -261,6 +261,22 @@ impl AsRef<[u8]> for Tracked {
     }
 }
 
+/// An entry at `offset` (its timestamp and value) with one header whose bytes own a
+/// `Tracked`: a leaked header leaks its `Arc`.
+fn tracked_header_entry(offset: u64) -> Entry<(), u64> {
+    Entry::new(
+        offset as i64,
+        None,
+        offset,
+        vec![(
+            "h".to_owned(),
+            Some(Bytes::from_owner(Tracked {
+                _alive: crate::sync::Arc::new(7),
+            })),
+        )],
+    )
+}
+
 /// Plain values: one producer appends a plain entry, then one with headers (not plain),
 /// while another appends a plain run that may overwrite it: the overwriting write must
 /// drop it (loom reports a leaked `Arc` otherwise), and the log holds the plain entries
@@ -278,17 +294,7 @@ fn plain_runs_drop_the_headers_they_overwrite() {
             a.append(plain(100), AppendWait::No)
                 .map_err(|(_, e)| e)
                 .unwrap();
-            let e = Entry::new(
-                101,
-                None,
-                101,
-                vec![(
-                    "h".to_owned(),
-                    Some(Bytes::from_owner(Tracked {
-                        _alive: crate::sync::Arc::new(7),
-                    })),
-                )],
-            );
+            let e = tracked_header_entry(101);
             a.append(e, AppendWait::No).map_err(|(_, e)| e).unwrap()
         });
         let mut run: Vec<_> = (0..2).map(plain).collect();
@@ -536,17 +542,7 @@ fn copied_runs_drop_the_headers_they_overwrite() {
         let mut a = p.appender();
         let mut b = p.appender();
         let impure = thread::spawn(move || {
-            let e = Entry::new(
-                101,
-                None,
-                101,
-                vec![(
-                    "h".to_owned(),
-                    Some(Bytes::from_owner(Tracked {
-                        _alive: crate::sync::Arc::new(7),
-                    })),
-                )],
-            );
+            let e = tracked_header_entry(101);
             a.append(e, AppendWait::No).map_err(|(_, e)| e).unwrap()
         });
         let (sent, done) = b.append_copied(&[(0, 0), (1, 1)], AppendWait::No);
