@@ -1,23 +1,27 @@
 //! Turning keys and values into bytes and back.
 //!
-//! A [`Codec`] is needed where logbus must see bytes. Today that is hashing a key with the
-//! default partitioner: the only encoding an in-memory topic does. Persisting records to
-//! segment files (encoded once, at send) is planned. Integers are big-endian fixed-width, as
-//! Kafka's `IntegerSerializer`, `LongSerializer`, `ShortSerializer`, `FloatSerializer`,
-//! `DoubleSerializer` and `BooleanSerializer` write them, so keys hash to the partitions
-//! Kafka would choose (and, once topics persist, segment files read the same from Java).
-//! Strings are UTF-8 (`StringSerializer`); `()` is empty.
+//! A [`Codec`] is needed where logbus must see bytes: hashing a key with the default
+//! partitioner (the only encoding an in-memory topic does), and writing records to segment
+//! files (durable topics, encoded once, at send) or to a Kafka cluster (the bridge). Integers
+//! are big-endian fixed-width, as Kafka's `IntegerSerializer`, `LongSerializer`,
+//! `ShortSerializer`, `FloatSerializer`, `DoubleSerializer` and `BooleanSerializer` write
+//! them, so keys hash to the partitions Kafka would choose and segment files read the same
+//! from Java. Strings are UTF-8 (`StringSerializer`); `()` is empty.
 //!
-//! Every impl carries a [`TYPE_ID`](Codec::TYPE_ID): a stable name for the *encoding*, for
-//! persisted topic metadata to record (planned), so that reopening a topic with another type
-//! will be caught. (In memory, a topic checks its key and value types by `TypeId`: asking for
-//! it with others is [`Error::TypeMismatch`].) It is a constant
-//! rather than `std::any::type_name`, whose output may change between compilers. Types with
+//! Every impl carries a [`TYPE_ID`](Codec::TYPE_ID): a stable name for the *encoding*, which a
+//! durable topic records in its metadata, so that reopening it with another type is
+//! [`Error::TypeMismatch`]. (In memory, a topic checks its key and value types by `TypeId`.)
+//! It is a constant rather than `std::any::type_name`, whose output may change between
+//! compilers. Types with
 //! the same bytes share an id (`Vec<u8>` and `Bytes`), so a topic written with one will be
 //! readable with the other.
 //!
-//! With the `serde` feature, [`serde_codec!`](crate::serde_codec) gives any serde type a
-//! codec in the compact postcard format.
+//! With the `serde` feature, `serde_codec!` gives any serde type a codec in the compact
+//! postcard format.
+#![cfg_attr(
+    feature = "serde",
+    doc = "\n(See [`serde_codec!`](crate::serde_codec).)"
+)]
 
 use bytes::Bytes;
 

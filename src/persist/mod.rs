@@ -380,7 +380,7 @@ impl BrokerBuilder {
     }
 
     /// The file system under the data directory ([`FsIo`](crate::storage::FsIo) by default;
-    /// [`FaultyIo`](crate::storage::fault::FaultyIo) to simulate crashes).
+    /// `storage::fault::FaultyIo`, with the `test-util` feature, to simulate crashes).
     pub fn io(mut self, io: crate::sync::Arc<dyn Io>) -> Self {
         self.persist.io = Some(io);
         self
