@@ -43,7 +43,8 @@ use crate::error::{Error, Result};
 /// assert_eq!(err.to_string(), "cannot decode logbus.i32: expected 4 bytes, got 2");
 /// ```
 pub trait Codec: Sized {
-    /// A stable name for this encoding, for persisted topic metadata (planned).
+    /// A stable name for this encoding, recorded in a durable topic's metadata and checked when
+    /// it is reopened.
     const TYPE_ID: &'static str;
 
     /// Appends the encoding of `self` to `out`.
