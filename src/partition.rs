@@ -238,7 +238,7 @@ pub(crate) type Pipeline<'a, K, V> = (&'a Arc<dyn ReplicatedLog<K, V>>, &'a Arc<
 /// A replicated append in the leader's log whose acknowledgement is awaited later
 /// (`Producer::send_async`): the record, shared with the log, and the send's progress.
 pub(crate) struct Pending<K, V> {
-    pub(crate) entry: crate::replica::Chunk<K, V>,
+    pub(crate) entry: crate::replica::Records<K, V>,
     pub(crate) progress: crate::replica::Progress,
 }
 

@@ -11,8 +11,20 @@
 //! a log is a sequence of [`Run`]s, each a slice of one chunk written in one leader epoch.
 //! A follower's fetch copies slices, not records, so a batch of 64 costs each log one
 //! reference count and one entry, not 64 of each.
+//!
+//! Single records go into an *open* chunk: the leader fills its slots one send at a time
+//! ([`ReplicaLog::append_one`]) and extends its last run over each, so a log of single
+//! records holds one run per chunk, and a follower in sync copies by moving its run's end.
+//! A slot is written once (a `OnceLock`), and only the slot at a run's end is ever tried:
+//! a log whose last run ends below the chunk's filled slots (truncated, or a new leader
+//! whose log stopped short of the old one's) finds that slot taken and starts a new chunk,
+//! so no log's records ever change under it.
 
 use std::collections::VecDeque;
+// A slot of an open chunk is written once, under the partition's lock, and read by the
+// holders of runs that end above it; `OnceLock` makes "once" checked (a write to a taken
+// slot fails and hands the record back) and drops exactly the slots written.
+use std::sync::OnceLock;
 
 use crate::partition::Entry;
 // Std's Arc: chunks are shared between the replicas' logs (no loom-visible counts needed,
@@ -31,9 +43,85 @@ pub(crate) const NO_EPOCH: i32 = -1;
 pub(crate) struct Chunk<K, V>(Arc<Body<K, V>>);
 
 enum Body<K, V> {
-    /// One record: one allocation, as a record had before chunks.
-    One(Entry<K, V>),
     Many(Vec<Entry<K, V>>),
+    /// Slots filled one record at a time, in order, by the leader that opened it (module
+    /// docs); a run covers only filled slots.
+    Open(Box<[OnceLock<Entry<K, V>>]>),
+}
+
+/// The records of a chunk between two bounds, in order.
+pub(crate) enum Entries<'a, K, V> {
+    Slice(std::slice::Iter<'a, Entry<K, V>>),
+    Slots(std::slice::Iter<'a, OnceLock<Entry<K, V>>>),
+}
+
+impl<'a, K, V> Iterator for Entries<'a, K, V> {
+    type Item = &'a Entry<K, V>;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a Entry<K, V>> {
+        match self {
+            Self::Slice(it) => it.next(),
+            // A run covers only filled slots: an empty one (never asked for) ends the walk.
+            Self::Slots(it) => it.next().and_then(OnceLock::get),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            Self::Slice(it) => it.size_hint(),
+            Self::Slots(it) => (0, it.size_hint().1),
+        }
+    }
+}
+
+/// A send's records, as its append, its retries and a failed send's hand-back need them.
+pub(crate) enum Records<K, V> {
+    /// One record in no log yet: the leader moves it into its open chunk.
+    One(Entry<K, V>),
+    /// One record appended once: slot `.1` of chunk `.0` (a retry appends it again, shared).
+    Placed(Chunk<K, V>, u32),
+    /// A batch, in chunks appended whole.
+    Chunks(Vec<Chunk<K, V>>),
+    /// Lent to a queued request (`combine`), for the lock's holder to append.
+    Lent,
+}
+
+impl<K, V> Records<K, V> {
+    /// How many records.
+    pub(crate) fn count(&self) -> usize {
+        match self {
+            Self::One(_) | Self::Placed(..) => 1,
+            Self::Chunks(chunks) => chunks.iter().map(Chunk::len).sum(),
+            Self::Lent => 0,
+        }
+    }
+
+    /// Calls `f` with its records, in order.
+    pub(crate) fn with_entries<R>(
+        &self,
+        f: impl FnOnce(&mut dyn Iterator<Item = &Entry<K, V>>) -> R,
+    ) -> R {
+        match self {
+            Self::One(e) => f(&mut std::iter::once(e)),
+            Self::Placed(chunk, i) => f(&mut chunk.slice(*i, i + 1)),
+            Self::Chunks(chunks) => f(&mut chunks.iter().flat_map(Chunk::entries)),
+            Self::Lent => f(&mut std::iter::empty()),
+        }
+    }
+
+    /// A single send's record handed back: owned if no log holds it any more, else copied
+    /// with `copy` (`None`: cannot, or a batch).
+    pub(crate) fn take_one(
+        self,
+        copy: impl Fn(&Entry<K, V>) -> Option<Entry<K, V>>,
+    ) -> Option<Entry<K, V>> {
+        match self {
+            Self::One(e) => Some(e),
+            Self::Placed(chunk, i) => chunk.take_at(i as usize, copy),
+            Self::Chunks(_) | Self::Lent => None,
+        }
+    }
 }
 
 /// Records one chunk holds at most (a run's bounds are `u32`).
@@ -46,8 +134,9 @@ impl<K, V> Clone for Chunk<K, V> {
 }
 
 impl<K, V> Chunk<K, V> {
+    #[cfg(all(test, not(logbus_loom)))]
     pub(crate) fn one(entry: Entry<K, V>) -> Self {
-        Self(Arc::new(Body::One(entry)))
+        Self::many(vec![entry])
     }
 
     /// At most `CHUNK_MAX` records (the caller splits larger batches).
@@ -56,26 +145,57 @@ impl<K, V> Chunk<K, V> {
         Self(Arc::new(Body::Many(entries)))
     }
 
+    /// An open chunk of `room` slots (at least one) holding `entry` in the first.
+    fn open(room: usize, entry: Entry<K, V>) -> Self {
+        let slots: Box<[OnceLock<Entry<K, V>>]> =
+            (0..room.max(1)).map(|_| OnceLock::new()).collect();
+        // The first slot of a new chunk: free.
+        let _ = slots[0].set(entry);
+        Self(Arc::new(Body::Open(slots)))
+    }
+
+    /// Writes `entry` into slot `i` of an open chunk: `Err` (the record back) if the chunk
+    /// is not open, has no slot `i`, or slot `i` is taken.
+    fn fill(&self, i: u32, entry: Entry<K, V>) -> Result<(), Entry<K, V>> {
+        match &*self.0 {
+            Body::Open(slots) => match slots.get(i as usize) {
+                Some(slot) => slot.set(entry),
+                None => Err(entry),
+            },
+            _ => Err(entry),
+        }
+    }
+
+    /// Its records (an open chunk's filled slots).
     pub(crate) fn len(&self) -> usize {
         match &*self.0 {
-            Body::One(_) => 1,
             Body::Many(v) => v.len(),
+            Body::Open(slots) => slots.iter().take_while(|s| s.get().is_some()).count(),
         }
     }
 
     #[cfg(test)]
     pub(crate) fn get(&self, i: usize) -> Option<&Entry<K, V>> {
         match &*self.0 {
-            Body::One(e) => (i == 0).then_some(e),
             Body::Many(v) => v.get(i),
+            Body::Open(slots) => slots.get(i).and_then(OnceLock::get),
         }
     }
 
     /// Its records, in order.
-    pub(crate) fn entries(&self) -> std::slice::Iter<'_, Entry<K, V>> {
+    pub(crate) fn entries(&self) -> Entries<'_, K, V> {
+        self.slice(0, u32::MAX)
+    }
+
+    /// Its records `lo..hi` (cut to those it holds), in order.
+    pub(crate) fn slice(&self, lo: u32, hi: u32) -> Entries<'_, K, V> {
+        fn cut<T>(v: &[T], lo: u32, hi: u32) -> &[T] {
+            let hi = (hi as usize).min(v.len());
+            v.get((lo as usize).min(hi)..hi).unwrap_or(&[])
+        }
         match &*self.0 {
-            Body::One(e) => std::slice::from_ref(e).iter(),
-            Body::Many(v) => v.iter(),
+            Body::Many(v) => Entries::Slice(cut(v, lo, hi).iter()),
+            Body::Open(slots) => Entries::Slots(cut(slots, lo, hi).iter()),
         }
     }
 
@@ -86,34 +206,39 @@ impl<K, V> Chunk<K, V> {
         copy: impl Fn(&Entry<K, V>) -> Option<Entry<K, V>>,
     ) -> Vec<Entry<K, V>> {
         match Arc::try_unwrap(self.0) {
-            Ok(Body::One(e)) => vec![e],
             Ok(Body::Many(v)) => v,
+            Ok(Body::Open(slots)) => slots
+                .into_vec()
+                .into_iter()
+                .filter_map(OnceLock::into_inner)
+                .collect(),
             Err(shared) => Self(shared).entries().filter_map(copy).collect(),
         }
     }
 
-    /// Its one record, owned if nothing else holds it, else copied (`take`).
-    pub(crate) fn take_one(
+    /// Its record at `i`, owned if nothing else holds the chunk, else copied (`take`).
+    pub(crate) fn take_at(
         self,
+        i: usize,
         copy: impl Fn(&Entry<K, V>) -> Option<Entry<K, V>>,
     ) -> Option<Entry<K, V>> {
         match Arc::try_unwrap(self.0) {
-            Ok(Body::One(e)) => Some(e),
-            Ok(Body::Many(v)) => v.into_iter().next(),
-            Err(shared) => shared_first(&shared).and_then(copy),
+            Ok(Body::Many(v)) => v.into_iter().nth(i),
+            Ok(Body::Open(slots)) => slots
+                .into_vec()
+                .into_iter()
+                .nth(i)
+                .and_then(OnceLock::into_inner),
+            Err(shared) => Self(shared)
+                .slice(i as u32, i as u32 + 1)
+                .next()
+                .and_then(copy),
         }
     }
 
     /// The same allocation (so two slices of it may join).
     fn same(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-fn shared_first<K, V>(body: &Body<K, V>) -> Option<&Entry<K, V>> {
-    match body {
-        Body::One(e) => Some(e),
-        Body::Many(v) => v.first(),
     }
 }
 
@@ -154,17 +279,25 @@ impl<K, V> Run<K, V> {
         }
     }
 
+    /// Record `i` of `chunk` alone (a retried send's record, appended again).
+    pub(crate) fn slot(epoch: i32, chunk: Chunk<K, V>, i: u32) -> Self {
+        Self {
+            chunk,
+            first: 0,
+            epoch,
+            lo: i,
+            hi: i.saturating_add(1),
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
         (self.hi - self.lo) as usize
     }
 
     /// Its records, each with its epoch.
     pub(crate) fn entries(&self) -> impl Iterator<Item = (i32, &Entry<K, V>)> {
-        let (lo, hi) = (self.lo as usize, self.hi as usize);
         self.chunk
-            .entries()
-            .skip(lo)
-            .take(hi - lo)
+            .slice(self.lo, self.hi)
             .map(move |e| (self.epoch, e))
     }
 
@@ -406,7 +539,39 @@ impl<K, V> ReplicaLog<K, V> {
     /// records).
     #[cfg(all(test, not(logbus_loom)))]
     pub(crate) fn append(&mut self, epoch: i32, entry: Entry<K, V>) {
-        self.append_run(Run::whole(epoch, Chunk::one(entry)));
+        self.append_one(epoch, entry, 4);
+    }
+
+    /// Appends one record written in `epoch` (the leader's, never older than the latest
+    /// epoch holding records) into the open chunk its last run ends in, when that run is of
+    /// `epoch` and the slot after it is free (module docs); else into a new open chunk of
+    /// `room` slots. Returns where it went: the chunk and the slot.
+    #[inline]
+    pub(crate) fn append_one(
+        &mut self,
+        epoch: i32,
+        entry: Entry<K, V>,
+        room: usize,
+    ) -> (Chunk<K, V>, u32) {
+        let entry = match self.runs.back_mut() {
+            Some(last)
+                if last.epoch == epoch && self.epochs.last().is_some_and(|e| e.0 == epoch) =>
+            {
+                match last.chunk.fill(last.hi, entry) {
+                    Ok(()) => {
+                        let at = last.hi;
+                        last.hi += 1;
+                        self.end += 1;
+                        return (last.chunk.clone(), at);
+                    }
+                    Err(entry) => entry,
+                }
+            }
+            _ => entry,
+        };
+        let chunk = Chunk::open(room, entry);
+        self.append_run(Run::slot(epoch, chunk.clone(), 0));
+        (chunk, 0)
     }
 
     /// Appends a run of records written in its epoch (never older than the latest epoch
@@ -687,6 +852,138 @@ mod tests {
             follower.append_run(run);
         }
         assert_eq!(values(&follower), values(&leader)[2..].to_vec());
+    }
+
+    /// Runs of `log`: `(epoch, lo, hi)` each.
+    fn runs(l: &ReplicaLog<(), u64>) -> Vec<(i32, u32, u32)> {
+        l.runs.iter().map(|r| (r.epoch, r.lo, r.hi)).collect()
+    }
+
+    /// Copies `leader`'s records from the follower's end up to `to`, as a fetch does.
+    fn copy(follower: &mut ReplicaLog<(), u64>, leader: &ReplicaLog<(), u64>, to: u64) {
+        let mut got = Vec::new();
+        leader.runs_in(follower.end(), to, &mut got);
+        for run in got {
+            follower.append_run(run);
+        }
+    }
+
+    /// Single records fill one open chunk: one run in the leader's log, one in a follower
+    /// that copies them in several fetches; a full chunk starts another.
+    #[test]
+    fn single_records_share_an_open_chunk() {
+        let mut leader = ReplicaLog::new(0);
+        leader.begin_epoch(0);
+        let mut follower = ReplicaLog::new(0);
+        for v in 0..6 {
+            let (_, at) = leader.append_one(0, entry(v), 4);
+            assert_eq!(u64::from(at), v % 4);
+            copy(&mut follower, &leader, leader.end());
+        }
+        assert_eq!(runs(&leader), vec![(0, 0, 4), (0, 0, 2)]);
+        assert_eq!(runs(&follower), runs(&leader));
+        assert!(leader.runs[0].chunk.same(&follower.runs[0].chunk));
+        assert_eq!(values(&follower), values(&leader));
+        assert_eq!(values(&leader).len(), 6);
+    }
+
+    /// A log cut inside a shared open chunk never writes into it again: the slot after its
+    /// cut is taken (the other logs still hold that record), so the next record goes into a
+    /// new chunk, and the other logs keep what they had.
+    #[test]
+    fn truncate_then_append_on_a_shared_open_chunk() {
+        let mut leader = ReplicaLog::new(0);
+        leader.begin_epoch(0);
+        for v in 0..4 {
+            leader.append_one(0, entry(v), 8);
+        }
+        let mut follower = ReplicaLog::new(0);
+        copy(&mut follower, &leader, 4);
+        let before = values(&leader);
+        // The follower cut inside the chunk, then appending in the same epoch (as a leader
+        // would): a new chunk, not the slot at its cut.
+        follower.truncate_to(2);
+        let (chunk, at) = follower.append_one(0, entry(100), 8);
+        assert_eq!(at, 0);
+        assert!(!chunk.same(&leader.runs[0].chunk));
+        assert_eq!(
+            values(&leader),
+            before,
+            "the leader's records are untouched"
+        );
+        assert_eq!(values(&follower), vec![(0, 0, 0), (1, 0, 1), (2, 0, 100)]);
+        // The same for the leader cut in its own chunk.
+        leader.truncate_to(3);
+        leader.append_one(0, entry(200), 8);
+        assert_eq!(
+            values(&leader),
+            vec![(0, 0, 0), (1, 0, 1), (2, 0, 2), (3, 0, 200)]
+        );
+        assert_eq!(values(&follower)[2], (2, 0, 100));
+        assert_eq!(leader.runs.len(), 2, "a new chunk after the cut");
+    }
+
+    /// An election while a chunk is open: the new leader's records (its own, and a record
+    /// of the old leader's chunk sent again by a retry) never land in the old leader's
+    /// slots, and a replica that copied only part of the chunk keeps its prefix.
+    #[test]
+    fn an_election_while_a_chunk_is_open() {
+        let mut old = ReplicaLog::new(0);
+        old.begin_epoch(0);
+        let (chunk, _) = old.append_one(0, entry(0), 8);
+        old.append_one(0, entry(1), 8);
+        old.append_one(0, entry(2), 8);
+        // The new leader copied offset 0 only, then was elected in epoch 1.
+        let mut new = ReplicaLog::new(0);
+        copy(&mut new, &old, 1);
+        new.begin_epoch(1);
+        // A retry sends offset 1's record again (it was never acknowledged): shared.
+        new.append_run(Run::slot(1, chunk.clone(), 1));
+        // The next record: slot 2 is the old leader's, so a new chunk.
+        let (next, at) = new.append_one(1, entry(3), 8);
+        assert_eq!(at, 0);
+        assert!(!next.same(&chunk));
+        assert_eq!(values(&old), vec![(0, 0, 0), (1, 0, 1), (2, 0, 2)]);
+        assert_eq!(values(&new), vec![(0, 0, 0), (1, 1, 1), (2, 1, 3)]);
+        // In the new epoch the new chunk is extended in place.
+        new.append_one(1, entry(4), 8);
+        assert_eq!(runs(&new), vec![(0, 0, 1), (1, 1, 2), (1, 0, 2)]);
+        // The old leader, truncated by epoch, then copies the new leader's tail.
+        let answer = new.end_offset_for_epoch(old.latest_epoch());
+        if let Some(at) = truncation_point(&old, answer) {
+            old.truncate_to(at);
+        }
+        assert_eq!(old.end(), 1);
+        copy(&mut old, &new, new.end());
+        assert_eq!(values(&old), values(&new));
+        assert_eq!(runs(&old), runs(&new));
+    }
+
+    /// A chunk drops exactly the records written into it, when the last log holding any of
+    /// them lets go.
+    #[test]
+    fn an_open_chunk_drops_what_was_written() {
+        let value = crate::sync::StdArc::new(());
+        let mut leader: ReplicaLog<(), crate::sync::StdArc<()>> = ReplicaLog::new(0);
+        leader.begin_epoch(0);
+        for _ in 0..3 {
+            leader.append_one(0, Entry::plain(0, value.clone()), 8);
+        }
+        let mut follower = ReplicaLog::new(0);
+        let mut got = Vec::new();
+        leader.runs_in(0, 2, &mut got);
+        for run in got {
+            follower.append_run(run);
+        }
+        assert_eq!(crate::sync::StdArc::strong_count(&value), 4);
+        drop(leader);
+        assert_eq!(
+            crate::sync::StdArc::strong_count(&value),
+            4,
+            "the follower holds the chunk"
+        );
+        follower.trim(0, u64::MAX);
+        assert_eq!(crate::sync::StdArc::strong_count(&value), 1);
     }
 
     #[test]

@@ -101,7 +101,7 @@ use crate::partition::{ClosedByBroker, Entry, Partition};
 use crate::sync::StdArc as Arc;
 use crate::sync::WaitSet;
 use crate::{Broker, Error, Result};
-pub(crate) use log::Chunk;
+pub(crate) use log::Records;
 use runtime::ReplicaControl;
 pub(crate) use set::Progress;
 use set::{ReplicaSet, ReplicationConfig};

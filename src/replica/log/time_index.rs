@@ -157,12 +157,13 @@ mod tests {
     fn apply(leader: &mut ReplicaLog<(), u64>, follower: &mut ReplicaLog<(), u64>, op: &Op) {
         match op {
             Op::Append(ts) => {
-                let chunk = if ts.len() == 1 {
-                    Chunk::one(entry(ts[0]))
+                if ts.len() == 1 {
+                    // Into the leader's open chunk (a new one after a cut inside it).
+                    leader.append_one(0, entry(ts[0]), 4);
                 } else {
-                    Chunk::many(ts.iter().map(|&t| entry(t)).collect())
-                };
-                leader.append_run(Run::whole(0, chunk));
+                    let chunk = Chunk::many(ts.iter().map(|&t| entry(t)).collect());
+                    leader.append_run(Run::whole(0, chunk));
+                }
             }
             Op::Fetch(n) => {
                 if follower.end() < leader.start() || follower.end() > leader.end() {
@@ -212,6 +213,12 @@ mod tests {
             let mut follower = ReplicaLog::new(0);
             for (op, look) in &ops {
                 apply(&mut leader, &mut follower, op);
+                for log in [&leader, &follower] {
+                    // Every offset held reads a record (no run covers an empty slot).
+                    let mut held = 0;
+                    log.for_each(log.start(), log.end(), |_, _, _| held += 1);
+                    prop_assert_eq!(held, log.end() - log.start());
+                }
                 if !look {
                     continue;
                 }

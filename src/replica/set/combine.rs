@@ -14,7 +14,7 @@
 //! finds its request not done finds it still queued, takes it out and appends it itself:
 //! every request is appended exactly once, by whichever comes first.
 
-use super::{Chunk, Failure, Nudge, ReplicaSet, State};
+use super::{Failure, Nudge, Records, ReplicaSet, State};
 use crate::partition::{Acks, AppendError};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::StdArc as Arc;
@@ -26,7 +26,10 @@ pub(super) type Outcome = Result<(i32, u64), Failure>;
 
 /// A send waiting in the queue for the partition's lock holder to append it.
 pub(super) struct Queued<K, V> {
-    chunks: Vec<Chunk<K, V>>,
+    /// The sender's records, lent: the holder appends them (a single record moves into
+    /// the leader's open chunk), and the sender takes them back (for its retries, or to
+    /// hand back on failure) once done or taken out of the queue.
+    records: Mutex<Records<K, V>>,
     acks: Acks,
     nudge: Nudge,
     /// Set (after `outcome`) by the thread that appended it, under the partition's lock.
@@ -98,7 +101,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// this way one thread appends for both and helps their followers copy both at once.
     pub(super) fn enter(
         &self,
-        entries: &[Chunk<K, V>],
+        records: &mut Records<K, V>,
         acks: Acks,
         nudge: Nudge,
     ) -> Entered<'_, K, V> {
@@ -115,7 +118,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 self.own(me);
                 return Entered::Locked(st);
             }
-            if nudge == Nudge::Always && entries.iter().map(Chunk::len).sum::<usize>() == 1 {
+            if nudge == Nudge::Always && records.count() == 1 {
                 // A single `acks = 0 / 1` record: the holder is most often a fetcher
                 // copying, which serves no queue, and queueing cost a request's allocation
                 // and a spin-and-yield before the lock (single `acks = 1` sends 15% slower,
@@ -125,7 +128,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             }
         }
         let req = Arc::new(Queued {
-            chunks: entries.to_vec(),
+            records: Mutex::new(std::mem::replace(records, Records::Lent)),
             acks,
             nudge,
             done: AtomicBool::new(false),
@@ -138,7 +141,12 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             self.combiner.queued.store(true, Ordering::Relaxed);
         }
         let st = self.wait_served(&req, delegate);
+        // Back from the request, appended or not: done, or (under the lock) still queued.
+        let lent = |records: &mut Records<K, V>| {
+            *records = std::mem::replace(&mut *req.records.lock(), Records::Lent);
+        };
         let Some(st) = st else {
+            lent(records);
             return Entered::Served(req.take());
         };
         // Under the partition's lock: a thread that appended the request marked it done
@@ -148,6 +156,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         // Relaxed: the partition's lock orders it after the server's store.
         if req.done.load(Ordering::Relaxed) {
             drop(st);
+            lent(records);
             return Entered::Served(req.take());
         }
         {
@@ -158,6 +167,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 self.combiner.queued.store(false, Ordering::Relaxed);
             }
         }
+        lent(records);
         if delegate {
             // The owner did not come back in time: stop handing sends over until a
             // contended lock shows senders overlapping again (`serve`).
@@ -241,7 +251,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             // returns, and every queued request is marked done. The state is as a panic in
             // the sender's own append would leave it (the lock does not poison).
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                self.append_locked(st, &req.chunks, req.acks, moved)
+                self.append_locked(st, &mut req.records.lock(), req.acks, moved)
             }));
             if matches!(outcome, Ok(Ok(_))) {
                 *wake = (*wake).max(req.nudge);

@@ -33,7 +33,7 @@ use send::Nudge;
 pub(crate) use send::Progress;
 
 use super::events::{EventKind, Events, ReplicaEvent};
-use super::log::{runs_of, truncation_point, Chunk, ReplicaLog, Run, CHUNK_MAX};
+use super::log::{runs_of, truncation_point, Chunk, Records, ReplicaLog, Run, CHUNK_MAX};
 use super::store::ReplicaStore;
 use crate::clock::Clock;
 use crate::partition::{
@@ -54,6 +54,9 @@ const FETCH_MAX: usize = 1024;
 /// up to this size is shared as the caller's own vector, with no copy.
 const BATCH_PIECE_MAX: usize = 4096;
 const _: () = assert!(BATCH_PIECE_MAX <= CHUNK_MAX);
+/// Slots of an open chunk (`log::ReplicaLog::append_one`; fewer when the logs keep fewer):
+/// single records share one allocation and one run per this many.
+const OPEN_CHUNK: usize = 64;
 
 /// A topic's replication settings, as one partition applies them.
 #[derive(Debug, Clone, Copy)]
@@ -358,8 +361,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     }
 
     /// A record to hand back: the entry itself if nothing else holds it, else a copy.
-    fn take_back(&self, entry: Chunk<K, V>) -> Option<Entry<K, V>> {
-        entry.take_one(self.cloner)
+    fn take_back(&self, records: Records<K, V>) -> Option<Entry<K, V>> {
+        records.take_one(self.cloner)
     }
 
     // ---- follower side ----
@@ -883,10 +886,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         policy: &SendPolicy,
         deadline: Option<Instant>,
     ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
-        let entry = Chunk::one(entry);
-        match self.send(std::slice::from_ref(&entry), policy, deadline) {
+        let mut records = Records::One(entry);
+        match self.send(&mut records, policy, deadline) {
             Ok(offset) => Ok(offset),
-            Err(why) => Err((self.take_back(entry), why)),
+            Err(why) => Err((self.take_back(records), why)),
         }
     }
 
@@ -917,11 +920,14 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
                 shared.push(Chunk::many(rest.by_ref().take(piece).collect()));
             }
         }
-        match self.send(&shared, policy, None) {
+        let mut records = Records::Chunks(shared);
+        match self.send(&mut records, policy, None) {
             Ok(_) => Ok(()),
             Err(why) => {
-                for chunk in shared {
-                    entries.extend(chunk.take(self.cloner));
+                if let Records::Chunks(shared) = records {
+                    for chunk in shared {
+                        entries.extend(chunk.take(self.cloner));
+                    }
                 }
                 Err(why)
             }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::combine::Entered;
-use super::{Chunk, Failure, ReplicaSet, Run, State, FETCH_MAX};
+use super::{Failure, Records, ReplicaSet, Run, State, FETCH_MAX, OPEN_CHUNK};
 use crate::partition::{Acks, AppendError, Entry, Pending, Refused, SendPolicy};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};
@@ -138,22 +138,22 @@ impl Progress {
 }
 
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
-    /// One attempt at appending `entries` (all or none): the epoch they were appended in
+    /// One attempt at appending `records` (all or none): the epoch they were appended in
     /// and the last offset, with the lock still held (an `acks = all` wait goes on under
     /// it), or without it when the lock's holder appended them (`combine`).
     /// `wake`: when to nudge the fetcher threads.
     fn append_once(
         &self,
-        entries: &[Chunk<K, V>],
+        records: &mut Records<K, V>,
         acks: Acks,
         wake: Nudge,
     ) -> Result<Appended<'_, K, V>, Failure> {
-        let mut st = match self.enter(entries, acks, wake) {
+        let mut st = match self.enter(records, acks, wake) {
             Entered::Locked(st) => st,
             Entered::Served(outcome) => return outcome.map(|(epoch, last)| (None, epoch, last)),
         };
         let mut moved = false;
-        let own = self.append_locked(&mut st, entries, acks, &mut moved);
+        let own = self.append_locked(&mut st, records, acks, &mut moved);
         let mut wake = if own.is_ok() { wake } else { Nudge::Never };
         self.serve(&mut st, &mut moved, &mut wake);
         if let Some(l) = st.leader {
@@ -169,13 +169,15 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         own.map(|(epoch, last)| (Some(st), epoch, last))
     }
 
-    /// Appends `entries` to the leader's log (all or none), under the lock: the epoch and
-    /// the last offset. `moved`: set if HW moved.
+    /// Appends `records` to the leader's log (all or none), under the lock: the epoch and
+    /// the last offset. `moved`: set if HW moved. A single record not yet in any log goes
+    /// into the leader's open chunk and becomes `Records::Placed` there (a retry appends
+    /// that slot again, shared).
     #[inline]
     pub(super) fn append_locked(
         &self,
         st: &mut State<K, V>,
-        entries: &[Chunk<K, V>],
+        records: &mut Records<K, V>,
         acks: Acks,
         moved: &mut bool,
     ) -> Result<(i32, u64), Failure> {
@@ -192,18 +194,36 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 min,
             )));
         }
+        if records.count() == 0 {
+            // Never asked for (a send has records; a lent one is back before it appends).
+            return Err(Failure::Refused(AppendError::LeaderNotAvailable));
+        }
         let epoch = st.epoch;
         // Nothing was appended on an error: a record too large, or the leader's directory
         // failed (a new leader took over).
-        self.append_to_disk(
-            st,
-            l,
-            entries.iter().flat_map(Chunk::entries).map(|e| (epoch, e)),
-        )
-        .map_err(Failure::Refused)?;
+        if st.replicas[l].store.is_some() {
+            records
+                .with_entries(|entries| self.append_to_disk(st, l, entries.map(|e| (epoch, e))))
+                .map_err(Failure::Refused)?;
+        }
+        let room = self.config.capacity.clamp(1, OPEN_CHUNK);
         let log = &mut st.replicas[l].log;
-        for chunk in entries {
-            log.append_run(Run::whole(epoch, chunk.clone()));
+        match std::mem::replace(records, Records::Lent) {
+            Records::One(entry) => {
+                let (chunk, at) = log.append_one(epoch, entry, room);
+                *records = Records::Placed(chunk, at);
+            }
+            Records::Placed(chunk, at) => {
+                log.append_run(Run::slot(epoch, chunk.clone(), at));
+                *records = Records::Placed(chunk, at);
+            }
+            Records::Chunks(chunks) => {
+                for chunk in &chunks {
+                    log.append_run(Run::whole(epoch, chunk.clone()));
+                }
+                *records = Records::Chunks(chunks);
+            }
+            Records::Lent => {}
         }
         let last = log.end() - 1;
         *moved |= self.advance_hw(st);
@@ -346,7 +366,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// The epoch and last offset of the append that succeeded, or the last error.
     fn drive(
         &self,
-        entries: &[Chunk<K, V>],
+        records: &mut Records<K, V>,
         policy: &SendPolicy,
         pending: &mut Progress,
         wait: bool,
@@ -354,7 +374,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         loop {
             let failure = match pending.step {
                 Step::Append => match self.append_once(
-                    entries,
+                    records,
                     policy.acks,
                     match (policy.acks, wait) {
                         (Acks::All, true) => Nudge::Never,
@@ -433,12 +453,12 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// Appends with the policy's retries and waits for the acks level; the last offset.
     pub(super) fn send(
         &self,
-        entries: &[Chunk<K, V>],
+        records: &mut Records<K, V>,
         policy: &SendPolicy,
         deadline: Option<Instant>,
     ) -> Result<u64, AppendError> {
         let mut progress = Progress::new(policy, deadline);
-        self.drive(entries, policy, &mut progress, true)
+        self.drive(records, policy, &mut progress, true)
             .map(|(_, last)| last)
     }
 
@@ -448,11 +468,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         entry: Entry<K, V>,
         policy: &SendPolicy,
     ) -> Result<Pending<K, V>, Refused<K, V>> {
-        let entry = Chunk::one(entry);
+        let mut entry = Records::One(entry);
         let mut progress = Progress::new(policy, None);
         // The delivery timeout counts from the send, however late the wait comes.
         progress.budget.sent = Some(time::coarse_ns());
-        match self.drive(std::slice::from_ref(&entry), policy, &mut progress, false) {
+        match self.drive(&mut entry, policy, &mut progress, false) {
             Ok(_) => Ok(Pending { entry, progress }),
             Err(why) => Err((self.take_back(entry), why)),
         }
@@ -465,10 +485,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         policy: &SendPolicy,
     ) -> Result<u64, Refused<K, V>> {
         let Pending {
-            entry,
+            mut entry,
             mut progress,
         } = pending;
-        match self.drive(std::slice::from_ref(&entry), policy, &mut progress, true) {
+        match self.drive(&mut entry, policy, &mut progress, true) {
             Ok((_, last)) => Ok(last),
             Err(why) => Err((self.take_back(entry), why)),
         }
