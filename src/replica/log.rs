@@ -7,7 +7,7 @@
 //! ([`truncation_point`]), never at its high watermark (the pre-KIP-101 rule that let
 //! replicas diverge).
 //!
-//! Records live in [`Chunk`]s, one per send, shared by every replica holding any of them:
+//! Records live in [`Chunk`]s, one per batch, shared by every replica holding any of them:
 //! a log is a sequence of [`Run`]s, each a slice of one chunk written in one leader epoch.
 //! A follower's fetch copies slices, not records, so a batch of 64 costs each log one
 //! reference count and one entry, not 64 of each.
@@ -15,232 +15,22 @@
 //! Single records go into an *open* chunk: the leader fills its slots one send at a time
 //! ([`ReplicaLog::append_one`]) and extends its last run over each, so a log of single
 //! records holds one run per chunk, and a follower in sync copies by moving its run's end.
-//! A slot is written once (a `OnceLock`), and only the slot at a run's end is ever tried:
-//! a log whose last run ends below the chunk's filled slots (truncated, or a new leader
-//! whose log stopped short of the old one's) finds that slot taken and starts a new chunk,
-//! so no log's records ever change under it.
+//! A slot is written once (`chunk`), and only the slot at a run's end is ever tried: a log
+//! whose last run ends below the chunk's written slots (truncated, or a new leader whose
+//! log stopped short of the old one's) finds that slot taken and starts a new chunk, so no
+//! log's records ever change under it.
 
 use std::collections::VecDeque;
-// A slot of an open chunk is written once, under the partition's lock, and read by the
-// holders of runs that end above it; `OnceLock` makes "once" checked (a write to a taken
-// slot fails and hands the record back) and drops exactly the slots written.
-use std::sync::OnceLock;
 
 use crate::partition::Entry;
-// Std's Arc: chunks are shared between the replicas' logs (no loom-visible counts needed,
-// they are immutable once appended).
-use crate::sync::StdArc as Arc;
 
+mod chunk;
 mod time_index;
+pub(crate) use chunk::{Chunk, Records, CHUNK_MAX};
 use time_index::TimeIndex;
 
 /// No epoch (Kafka's `UNDEFINED_EPOCH`).
 pub(crate) const NO_EPOCH: i32 = -1;
-
-/// The records of one send (or a piece of a huge batch, `CHUNK_MAX`), shared by the
-/// logs holding them: one pointer, so a log's run stays small (a log of single records
-/// holds a run per record).
-pub(crate) struct Chunk<K, V>(Arc<Body<K, V>>);
-
-enum Body<K, V> {
-    Many(Vec<Entry<K, V>>),
-    /// Slots filled one record at a time, in order, by the leader that opened it (module
-    /// docs); a run covers only filled slots.
-    Open(Box<[OnceLock<Entry<K, V>>]>),
-}
-
-/// The records of a chunk between two bounds, in order.
-pub(crate) enum Entries<'a, K, V> {
-    Slice(std::slice::Iter<'a, Entry<K, V>>),
-    Slots(std::slice::Iter<'a, OnceLock<Entry<K, V>>>),
-}
-
-impl<'a, K, V> Iterator for Entries<'a, K, V> {
-    type Item = &'a Entry<K, V>;
-
-    #[inline]
-    fn next(&mut self) -> Option<&'a Entry<K, V>> {
-        match self {
-            Self::Slice(it) => it.next(),
-            // A run covers only filled slots: an empty one (never asked for) ends the walk.
-            Self::Slots(it) => it.next().and_then(OnceLock::get),
-        }
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        match self {
-            Self::Slice(it) => it.size_hint(),
-            Self::Slots(it) => (0, it.size_hint().1),
-        }
-    }
-}
-
-/// A send's records, as its append, its retries and a failed send's hand-back need them.
-pub(crate) enum Records<K, V> {
-    /// One record in no log yet: the leader moves it into its open chunk.
-    One(Entry<K, V>),
-    /// One record appended once: slot `.1` of chunk `.0` (a retry appends it again, shared).
-    Placed(Chunk<K, V>, u32),
-    /// A batch, in chunks appended whole.
-    Chunks(Vec<Chunk<K, V>>),
-    /// Lent to a queued request (`combine`), for the lock's holder to append.
-    Lent,
-}
-
-impl<K, V> Records<K, V> {
-    /// How many records.
-    pub(crate) fn count(&self) -> usize {
-        match self {
-            Self::One(_) | Self::Placed(..) => 1,
-            Self::Chunks(chunks) => chunks.iter().map(Chunk::len).sum(),
-            Self::Lent => 0,
-        }
-    }
-
-    /// Calls `f` with its records, in order.
-    pub(crate) fn with_entries<R>(
-        &self,
-        f: impl FnOnce(&mut dyn Iterator<Item = &Entry<K, V>>) -> R,
-    ) -> R {
-        match self {
-            Self::One(e) => f(&mut std::iter::once(e)),
-            Self::Placed(chunk, i) => f(&mut chunk.slice(*i, i + 1)),
-            Self::Chunks(chunks) => f(&mut chunks.iter().flat_map(Chunk::entries)),
-            Self::Lent => f(&mut std::iter::empty()),
-        }
-    }
-
-    /// A single send's record handed back: owned if no log holds it any more, else copied
-    /// with `copy` (`None`: cannot, or a batch).
-    pub(crate) fn take_one(
-        self,
-        copy: impl Fn(&Entry<K, V>) -> Option<Entry<K, V>>,
-    ) -> Option<Entry<K, V>> {
-        match self {
-            Self::One(e) => Some(e),
-            Self::Placed(chunk, i) => chunk.take_at(i as usize, copy),
-            Self::Chunks(_) | Self::Lent => None,
-        }
-    }
-}
-
-/// Records one chunk holds at most (a run's bounds are `u32`).
-pub(crate) const CHUNK_MAX: usize = u32::MAX as usize;
-
-impl<K, V> Clone for Chunk<K, V> {
-    fn clone(&self) -> Self {
-        Self(Arc::clone(&self.0))
-    }
-}
-
-impl<K, V> Chunk<K, V> {
-    #[cfg(all(test, not(logbus_loom)))]
-    pub(crate) fn one(entry: Entry<K, V>) -> Self {
-        Self::many(vec![entry])
-    }
-
-    /// At most `CHUNK_MAX` records (the caller splits larger batches).
-    pub(crate) fn many(entries: Vec<Entry<K, V>>) -> Self {
-        debug_assert!(entries.len() <= CHUNK_MAX);
-        Self(Arc::new(Body::Many(entries)))
-    }
-
-    /// An open chunk of `room` slots (at least one) holding `entry` in the first.
-    fn open(room: usize, entry: Entry<K, V>) -> Self {
-        let slots: Box<[OnceLock<Entry<K, V>>]> =
-            (0..room.max(1)).map(|_| OnceLock::new()).collect();
-        // The first slot of a new chunk: free.
-        let _ = slots[0].set(entry);
-        Self(Arc::new(Body::Open(slots)))
-    }
-
-    /// Writes `entry` into slot `i` of an open chunk: `Err` (the record back) if the chunk
-    /// is not open, has no slot `i`, or slot `i` is taken.
-    fn fill(&self, i: u32, entry: Entry<K, V>) -> Result<(), Entry<K, V>> {
-        match &*self.0 {
-            Body::Open(slots) => match slots.get(i as usize) {
-                Some(slot) => slot.set(entry),
-                None => Err(entry),
-            },
-            _ => Err(entry),
-        }
-    }
-
-    /// Its records (an open chunk's filled slots).
-    pub(crate) fn len(&self) -> usize {
-        match &*self.0 {
-            Body::Many(v) => v.len(),
-            Body::Open(slots) => slots.iter().take_while(|s| s.get().is_some()).count(),
-        }
-    }
-
-    #[cfg(test)]
-    pub(crate) fn get(&self, i: usize) -> Option<&Entry<K, V>> {
-        match &*self.0 {
-            Body::Many(v) => v.get(i),
-            Body::Open(slots) => slots.get(i).and_then(OnceLock::get),
-        }
-    }
-
-    /// Its records, in order.
-    pub(crate) fn entries(&self) -> Entries<'_, K, V> {
-        self.slice(0, u32::MAX)
-    }
-
-    /// Its records `lo..hi` (cut to those it holds), in order.
-    pub(crate) fn slice(&self, lo: u32, hi: u32) -> Entries<'_, K, V> {
-        fn cut<T>(v: &[T], lo: u32, hi: u32) -> &[T] {
-            let hi = (hi as usize).min(v.len());
-            v.get((lo as usize).min(hi)..hi).unwrap_or(&[])
-        }
-        match &*self.0 {
-            Body::Many(v) => Entries::Slice(cut(v, lo, hi).iter()),
-            Body::Open(slots) => Entries::Slots(cut(slots, lo, hi).iter()),
-        }
-    }
-
-    /// Its records, owned if nothing else holds them, else copied with `copy` (those it
-    /// cannot copy are lost with the log's copy).
-    pub(crate) fn take(
-        self,
-        copy: impl Fn(&Entry<K, V>) -> Option<Entry<K, V>>,
-    ) -> Vec<Entry<K, V>> {
-        match Arc::try_unwrap(self.0) {
-            Ok(Body::Many(v)) => v,
-            Ok(Body::Open(slots)) => slots
-                .into_vec()
-                .into_iter()
-                .filter_map(OnceLock::into_inner)
-                .collect(),
-            Err(shared) => Self(shared).entries().filter_map(copy).collect(),
-        }
-    }
-
-    /// Its record at `i`, owned if nothing else holds the chunk, else copied (`take`).
-    pub(crate) fn take_at(
-        self,
-        i: usize,
-        copy: impl Fn(&Entry<K, V>) -> Option<Entry<K, V>>,
-    ) -> Option<Entry<K, V>> {
-        match Arc::try_unwrap(self.0) {
-            Ok(Body::Many(v)) => v.into_iter().nth(i),
-            Ok(Body::Open(slots)) => slots
-                .into_vec()
-                .into_iter()
-                .nth(i)
-                .and_then(OnceLock::into_inner),
-            Err(shared) => Self(shared)
-                .slice(i as u32, i as u32 + 1)
-                .next()
-                .and_then(copy),
-        }
-    }
-
-    /// The same allocation (so two slices of it may join).
-    fn same(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
 
 /// Records `lo..hi` of `chunk`, written in leader epoch `epoch`; in a log, `first` is the
 /// offset of record `lo` (32 bytes: a log of single records holds one per record).
@@ -521,6 +311,40 @@ impl<K, V> ReplicaLog<K, V> {
                 break;
             }
             out.push(cut(run));
+        }
+    }
+
+    /// Appends `src`'s records from this log's end up to `to` (an in-memory follower
+    /// copying from its leader, which holds them): a follower in sync whose last run ends
+    /// where `src`'s run goes on, in the same chunk and epoch, moves that run's end (no
+    /// reference taken); the rest as `runs_in` slices, through `spare`.
+    #[inline]
+    pub(crate) fn copy_from(&mut self, src: &Self, to: u64, spare: &mut Vec<Run<K, V>>) {
+        let from = self.end;
+        if from >= to {
+            return;
+        }
+        if let (Some(k), Some(last)) = (src.run_at(from), self.runs.back_mut()) {
+            let run = &src.runs[k];
+            // Within the run: `from` is at or past its first offset and below its end.
+            let lo = run.lo + (from - run.first) as u32;
+            if last.hi == lo
+                && last.epoch == run.epoch
+                && self.epochs.last().is_some_and(|e| e.0 == run.epoch)
+                && last.chunk.same(&run.chunk)
+            {
+                let n = run.end().min(to) - from;
+                // At most the run's length, a `u32`.
+                last.hi += n as u32;
+                self.end += n;
+                if self.end >= to {
+                    return;
+                }
+            }
+        }
+        src.runs_in(self.end, to, spare);
+        for run in spare.drain(..) {
+            self.append_run(run);
         }
     }
 
@@ -882,6 +706,17 @@ mod tests {
         }
         assert_eq!(runs(&leader), vec![(0, 0, 4), (0, 0, 2)]);
         assert_eq!(runs(&follower), runs(&leader));
+        // The same by moving the follower's run end (a helping sender's copy), from a
+        // follower that starts in the middle of the first chunk.
+        let mut other = ReplicaLog::new(0);
+        copy(&mut other, &leader, 1);
+        let mut spare = Vec::new();
+        for to in [2, 3, 5, 6] {
+            other.copy_from(&leader, to, &mut spare);
+            assert_eq!(other.end(), to);
+        }
+        assert_eq!(runs(&other), runs(&leader));
+        assert_eq!(values(&other), values(&leader));
         assert!(leader.runs[0].chunk.same(&follower.runs[0].chunk));
         assert_eq!(values(&follower), values(&leader));
         assert_eq!(values(&leader).len(), 6);

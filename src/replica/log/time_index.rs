@@ -171,9 +171,15 @@ mod tests {
                 }
                 let mut runs = Vec::new();
                 let from = follower.end();
-                leader.runs_in(from, (from + n).min(leader.end()), &mut runs);
-                for run in runs {
-                    follower.append_run(run);
+                let to = (from + n).min(leader.end());
+                if n % 2 == 0 {
+                    // As a helping sender copies (moving the end of a shared run).
+                    follower.copy_from(leader, to, &mut runs);
+                } else {
+                    leader.runs_in(from, to, &mut runs);
+                    for run in runs {
+                        follower.append_run(run);
+                    }
                 }
             }
             Op::Trim(capacity) => {

@@ -77,14 +77,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let to = leader_end.min(from + FETCH_MAX as u64);
         let copied = from < to;
         if copied {
-            let mut runs = std::mem::take(&mut st.spare);
-            st.replicas[l].log.runs_in(from, to, &mut runs);
-            let r = &mut st.replicas[i];
-            for run in runs.drain(..) {
-                r.log.append_run(run);
-            }
-            r.log.trim(self.config.capacity, u64::MAX);
-            st.spare = runs;
+            // The leader's log and the follower's, borrowed apart (`i != l`).
+            let (leader, follower) = if l < i {
+                let (a, b) = st.replicas.split_at_mut(i);
+                (&a[l], &mut b[0])
+            } else {
+                let (a, b) = st.replicas.split_at_mut(l);
+                (&b[0], &mut a[i])
+            };
+            follower.log.copy_from(&leader.log, to, &mut st.spare);
+            follower.log.trim(self.config.capacity, u64::MAX);
         }
         let r = &mut st.replicas[i];
         // Reported only now that the records are in the follower's log.
