@@ -33,7 +33,8 @@ use time_index::TimeIndex;
 pub(crate) const NO_EPOCH: i32 = -1;
 
 /// Records `lo..hi` of `chunk`, written in leader epoch `epoch`; in a log, `first` is the
-/// offset of record `lo` (32 bytes: a log of single records holds one per record).
+/// offset of record `lo` (32 bytes: a log holds one per batch, and one per open chunk of
+/// single records).
 pub(crate) struct Run<K, V> {
     pub(crate) chunk: Chunk<K, V>,
     first: u64,
@@ -642,11 +643,7 @@ mod tests {
         leader.append_run(Run::whole(0, chunk(0..5)));
         leader.append_run(Run::whole(1, chunk(5..8)));
         assert_eq!(leader.runs.len(), 2);
-        assert_eq!(
-            std::mem::size_of::<Run<(), u64>>(),
-            32,
-            "a run per single record"
-        );
+        assert_eq!(std::mem::size_of::<Run<(), u64>>(), 32, "a run per batch");
         let mut follower = ReplicaLog::new(0);
         for (from, to) in [(0, 2), (2, 6), (6, 8)] {
             let mut got = Vec::new();
