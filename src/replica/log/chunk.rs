@@ -329,6 +329,45 @@ impl<K, V> Records<K, V> {
     }
 }
 
+#[cfg(all(test, not(logbus_loom)))]
+mod tests {
+    use super::*;
+
+    /// An open chunk hands its written records back owned when nothing else holds it (a
+    /// failed send's record, a batch taken back), copies them when shared, and drops each
+    /// written record once either way.
+    #[test]
+    fn an_open_chunk_moves_out_or_copies_its_written_records() {
+        let value = Arc::new(());
+        let entry = |v: &Arc<()>| Entry::<(), Arc<()>>::plain(0, Arc::clone(v));
+        let chunk = Chunk::open(4, entry(&value));
+        assert!(chunk.fill(1, entry(&value)).is_ok());
+        assert!(
+            chunk.fill(3, entry(&value)).is_err(),
+            "not the first empty slot"
+        );
+        assert_eq!(
+            Arc::strong_count(&value),
+            3,
+            "two written, the refused one dropped"
+        );
+        let shared = chunk.clone();
+        let copy = chunk.take_at(1, |e| Some(Entry::plain(0, Arc::clone(e.value()))));
+        assert!(copy.is_some());
+        assert_eq!(Arc::strong_count(&value), 4, "a copy while shared");
+        drop(copy);
+        let owned = shared.take(|_| None);
+        assert_eq!(owned.len(), 2, "moved out, nothing else holds it");
+        assert_eq!(Arc::strong_count(&value), 3);
+        drop(owned);
+        assert_eq!(Arc::strong_count(&value), 1);
+        let full = Chunk::open(1, entry(&value));
+        assert!(full.fill(1, entry(&value)).is_err(), "no slot 1");
+        assert_eq!(full.take_at(0, |_| None).map(|_| ()), Some(()));
+        assert_eq!(Arc::strong_count(&value), 1);
+    }
+}
+
 /// Loom models of an open chunk's slots written while other holders read (`fill`, `slice`).
 #[cfg(all(test, logbus_loom))]
 mod loom_models {
