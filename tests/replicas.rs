@@ -642,6 +642,44 @@ fn retries_across_a_leader_change_are_counted() {
     assert!(m.retries >= 1 && m.possible_duplicates >= 1, "{m:?}");
 }
 
+/// Single records share the leader's open chunk, and an election comes while it is open:
+/// the old leader holds a record the others never copied, the send of that record is
+/// retried on the new leader (the same record appended again, from the old chunk), and the
+/// new leader goes on appending. The old leader, restarted, cuts the uncopied record by
+/// leader epoch and copies the rest: every replica ends with the same records, in order.
+#[test]
+fn an_election_while_the_leaders_chunk_is_open_keeps_replicas_identical() {
+    let (broker, _) = broker();
+    topic(&broker, 2, false);
+    let faults = broker.faults();
+    let config = ProducerConfig::new()
+        .acks(Acks::All)
+        .delivery_timeout(Duration::from_secs(30));
+    let p: logbus::Producer<(), u64> = broker.producer_with_config(config).unwrap();
+    send_all(&p, 0..5);
+    faults.stall_replica(T, 0, 1).unwrap();
+    faults.stall_replica(T, 0, 2).unwrap();
+    let waiting = {
+        let p = p.clone();
+        std::thread::spawn(move || p.send(Record::new(T, 5)).map(|m| m.offset))
+    };
+    while describe(&broker).replicas[0].log_end < 6 {
+        std::thread::yield_now();
+    }
+    faults.crash_replica(T, 0, 0).unwrap();
+    faults.resume_replica(T, 0, 1).unwrap();
+    faults.resume_replica(T, 0, 2).unwrap();
+    assert_eq!(waiting.join().unwrap().unwrap(), 5);
+    assert_eq!(send_all(&p, 6..9), vec![6, 7, 8]);
+    faults.restart_replica(T, 0, 0).unwrap();
+    assert!(faults.wait_in_sync(T, 0, WAIT).unwrap());
+    let expected: Vec<_> = (0..9).map(|v| (v, v)).collect();
+    for (id, log) in logs(&broker) {
+        assert_eq!(log, expected, "replica {id}");
+    }
+    assert_eq!(read_all(&broker, 9), expected);
+}
+
 /// KIP-966's case: the last in-sync replica loses an unsynced tail in a crash and is
 /// elected again (clean: it is the ISR). The committed records it lost are reported.
 #[test]
