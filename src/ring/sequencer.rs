@@ -366,6 +366,14 @@ impl<T> Sequencer<T> {
         }
         if !self.shared.multi {
             self.end_sp();
+            if done > 0 {
+                // As in the fast path: the next run's lines, while the caller does other
+                // work (this path runs at least once a lap, to refresh the limit).
+                let next = self.next;
+                self.shared
+                    .slots
+                    .prefetch_write_run(next, next.saturating_add(n as u64).min(self.limit));
+            }
         }
         (done, stop)
     }

@@ -286,8 +286,8 @@ impl<T> Slots<T> {
         }
     }
 
-    /// Asks for the cache lines of the value cells of `from..to` for writing (at most the
-    /// capacity; nothing where the processor has no write prefetch): for a single producer
+    /// Asks for the cache lines of the value cells of `from..to` for writing (at most
+    /// [`PREFETCH_LINES`] lines; nothing where the processor has no write prefetch): for a single producer
     /// that has just published a run and will write these next. A lap ago the reader read
     /// them, so each is in the reader's cache and a store must take it from there; asked
     /// for now, they cross while the caller does other work (in the 1 → 1 batch benchmark,
@@ -300,7 +300,10 @@ impl<T> Slots<T> {
             return;
         };
         let values = &*self.values;
-        let n = (to.saturating_sub(from) as usize).min(values.len());
+        let step = (LINE / std::mem::size_of::<T>().max(1)).max(1);
+        let n = (to.saturating_sub(from) as usize)
+            .min(values.len())
+            .min(PREFETCH_LINES as usize * step);
         let start = from as usize & self.mask;
         // Two contiguous stretches, as in `read_run_unlocked`.
         let first = n.min(values.len() - start);
