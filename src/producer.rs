@@ -201,17 +201,23 @@ impl<K, V> Cached<K, V> {
         c
     }
 
-    /// Picks up added partitions.
+    /// Picks up added partitions (the check inline: it runs on every send).
+    #[inline]
     fn refresh(&mut self) {
         let generation = self.topic.generation();
         if generation != self.generation {
-            let parts = self.topic.partitions();
-            for p in parts.iter().skip(self.appenders.len()) {
-                self.appenders
-                    .push(p.appender().with_policy(self.policy.clone()));
-            }
-            self.generation = generation;
+            self.add_partitions(generation);
         }
+    }
+
+    #[cold]
+    fn add_partitions(&mut self, generation: u64) {
+        let parts = self.topic.partitions();
+        for p in parts.iter().skip(self.appenders.len()) {
+            self.appenders
+                .push(p.appender().with_policy(self.policy.clone()));
+        }
+        self.generation = generation;
     }
 }
 

@@ -223,8 +223,6 @@ impl<K, V> Appender<K, V> {
         // ring tracks plain entries exactly then (`Partition::with_ring`).
         let plain = !std::mem::needs_drop::<K>() && !std::mem::needs_drop::<V>();
         let mut done = 0;
-        // The last offset this call appended.
-        let mut last = None;
         let result = loop {
             let rest = &records[done..];
             let at = rest.as_ptr();
@@ -234,31 +232,32 @@ impl<K, V> Appender<K, V> {
             // and touches no ring; `plain` as computed above.
             let published =
                 unsafe { handle.try_publish_made(rest.len(), move |i| entry(&*at.add(i)), plain) };
-            let n = match published {
-                Ok(n) | Err(crate::ring::BatchClosed { published: n }) => n,
-            };
-            if n > 0 {
-                last = handle.last_sequence();
-                done += n;
-            }
-            let at = handle.next_sequence();
-            drop(handle);
+            // The handle is released where each arm leaves this iteration.
             match published {
-                Err(_) => break Err(AppendError::Closed),
-                Ok(_) if done == records.len() => break Ok(()),
-                Ok(1..) => {}
+                // The common case first: everything fit.
+                Ok(n) if n == rest.len() => {
+                    done += n;
+                    break Ok(());
+                }
                 Ok(0) => {
                     // As in `append_batch`: wait for room for a whole run, without the
                     // handle.
+                    let at = handle.next_sequence();
+                    drop(handle);
                     let AppendWait::Until(_) = wait else {
                         break Err(AppendError::Full);
                     };
                     let need = ((records.len() - done) as u64).min(self.ring.capacity() as u64);
                     self.ring.wait_for_room(at, need, None);
                 }
+                Ok(n) => done += n,
+                Err(crate::ring::BatchClosed { published: n }) => {
+                    done += n;
+                    break Err(AppendError::Closed);
+                }
             }
         };
-        if last.is_some() {
+        if done > 0 {
             self.arrivals.notify_all_light();
         }
         (done, result.map_err(|why| self.closed_why(why)))

@@ -319,6 +319,10 @@ impl<T> Sequencer<T> {
         wait: Wait,
         plain: bool,
     ) -> (usize, Option<Stop>) {
+        // SAFETY: the caller's contract is the fast path's.
+        if let Some(done) = unsafe { self.publish_made_fast(n, make, plain) } {
+            return done;
+        }
         if !self.shared.multi && !self.begin_sp() {
             return (0, Some(Stop::Closed));
         }
@@ -362,8 +366,97 @@ impl<T> Sequencer<T> {
         }
         if !self.shared.multi {
             self.end_sp();
+            if done > 0 {
+                // As in the fast path: the next run's lines, while the caller does other
+                // work (this path runs at least once a lap, to refresh the limit).
+                let next = self.next;
+                self.shared
+                    .slots
+                    .prefetch_write_run(next, next.saturating_add(n as u64).min(self.limit));
+            }
         }
         (done, stop)
+    }
+
+    /// [`publish_made`](Self::publish_made)'s common case in one straight line: a single
+    /// producer whose cached limit already has room for all `n` values, no non-gating reader
+    /// in its view, and plain values over a ring that held only plain ones — one run, written
+    /// untagged (`slot`, "Stale tags") and published by one cursor store, with the publish's
+    /// exit and the readers' notification sharing one light fence (as in
+    /// [`try_fast_one`](Self::try_fast_one)). No loop over runs, no claim call, no unwind
+    /// guard. Returns `None`, having touched nothing, when the general path must decide
+    /// (multi-producer, a limit to refresh, a reader in view, values that may need drops).
+    ///
+    /// # Safety
+    ///
+    /// As [`publish_made`](Self::publish_made).
+    #[inline(always)]
+    unsafe fn publish_made_fast(
+        &mut self,
+        n: usize,
+        make: impl Fn(usize) -> T + Copy,
+        plain: bool,
+    ) -> Option<(usize, Option<Stop>)> {
+        let len = n as u64;
+        let plain = plain || !std::mem::needs_drop::<T>();
+        // `next + len <= limit` also bounds the run by the capacity (`limit` is at most the
+        // claim position at its refresh plus the capacity, and `next` only grows).
+        if self.shared.multi
+            || n == 0
+            || !plain
+            || self.view.lossy()
+            || self.next + len > self.limit
+            // A single producer is the only writer of `impure` (module docs, "Plain values").
+            || (std::mem::needs_drop::<T>() && self.shared.may_be_impure())
+        {
+            return None;
+        }
+        if !self.begin_sp() {
+            return Some((0, Some(Stop::Closed)));
+        }
+        let first = self.next;
+        let end = first + len;
+        if self.announced_run(end) {
+            // An announcing reader is reading: the general path's locked writes.
+            self.next = end;
+            // SAFETY: `first..end` is claimed by us (single producer, under the limit);
+            // `make` and `plain` as the caller promised.
+            unsafe { self.write_run(first, n, plain, make) };
+            self.last = end - 1;
+            self.end_sp();
+            return Some((n, None));
+        }
+        let shared = &*self.shared;
+        // SAFETY: `first..end` is below the limit, so ours (single producer) and at most
+        // the capacity long; no non-gating reader is known and no read is announced (module
+        // docs); the values written and those they replace drop as no-ops (`plain`, and the
+        // flag is clear or `T` has no drop glue); `make` does not panic (caller).
+        unsafe {
+            shared.slots.write_run_untagged(
+                first,
+                len,
+                move |seq| make((seq - first) as usize),
+                &mut 0,
+            );
+        }
+        self.next = end;
+        self.last = end - 1;
+        // Release: publishes the run's slot writes to readers' Acquire loads.
+        shared.published.store(end, Ordering::Release);
+        // Leaving the publish (`leave_sp`) and notifying readers share one light fence.
+        // Release: `close` loads `busy` with Acquire, then `published`.
+        shared.busy.store(false, Ordering::Release);
+        asym_fence::light();
+        if shared.is_close_requested() {
+            shared.finish_close(end);
+        }
+        shared.readers_wait.notify_all_after_light_fence();
+        // The next run of the same length, as far as the limit allows (past it the reader
+        // may still be reading): its lines cross from the reader's cache meanwhile.
+        shared
+            .slots
+            .prefetch_write_run(end, end.saturating_add(len).min(self.limit));
+        Some((n, None))
     }
 
     /// Single producer, one value, known space: the fast path of `publish`. Hands the value

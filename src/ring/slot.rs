@@ -90,6 +90,8 @@ pub(crate) struct Slots<T> {
     /// which need no drop.
     values: Box<[UnsafeCell<MaybeUninit<T>>]>,
     mask: usize,
+    /// Where the processor has a write prefetch: [`prefetch_write_run`](Self::prefetch_write_run).
+    write_prefetch: Option<hint::WritePrefetch>,
 }
 
 // SAFETY: the slots hand out `&T` to several reader threads at once (clones run concurrently
@@ -109,6 +111,7 @@ impl<T> Slots<T> {
                 .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
                 .collect(),
             mask: capacity - 1,
+            write_prefetch: hint::WritePrefetch::detect(),
         }
     }
 
@@ -280,6 +283,32 @@ impl<T> Slots<T> {
                 hint::prefetch_read(stretch[i].with(|p| p));
                 i += step;
             }
+        }
+    }
+
+    /// Asks for the cache lines of the value cells of `from..to` for writing (at most
+    /// [`PREFETCH_LINES`] lines; nothing where the processor has no write prefetch): for a single producer
+    /// that has just published a run and will write these next. A lap ago the reader read
+    /// them, so each is in the reader's cache and a store must take it from there; asked
+    /// for now, they cross while the caller does other work (in the 1 → 1 batch benchmark,
+    /// 270–285 → 300–355 M records a second), where otherwise the next run's stores, and
+    /// the first fence or lock after them, would wait for them. A read prefetch is slower
+    /// than none there (it fetches the lines shared: 215–225).
+    #[inline]
+    pub(crate) fn prefetch_write_run(&self, from: u64, to: u64) {
+        let Some(prefetch) = self.write_prefetch else {
+            return;
+        };
+        let values = &*self.values;
+        let step = (LINE / std::mem::size_of::<T>().max(1)).max(1);
+        let n = (to.saturating_sub(from) as usize)
+            .min(values.len())
+            .min(PREFETCH_LINES as usize * step);
+        let start = from as usize & self.mask;
+        // Two contiguous stretches, as in `read_run_unlocked`.
+        let first = n.min(values.len() - start);
+        for stretch in [&values[start..start + first], &values[..n - first]] {
+            prefetch.lines(stretch.as_ptr().cast(), std::mem::size_of_val(stretch));
         }
     }
 

@@ -37,6 +37,20 @@ pub(crate) mod hint {
     pub(crate) fn prefetch_read<T>(p: *const T) {
         let _ = p;
     }
+
+    /// See the std side; under loom there is never a proof, so nothing is prefetched.
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) struct WritePrefetch(());
+
+    impl WritePrefetch {
+        pub(crate) fn detect() -> Option<Self> {
+            None
+        }
+
+        pub(crate) fn lines(self, p: *const u8, len: usize) {
+            let _ = (p, len);
+        }
+    }
 }
 
 /// Threads, loom's.

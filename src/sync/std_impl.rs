@@ -27,6 +27,82 @@ pub(crate) mod hint {
         #[cfg(not(all(target_arch = "x86_64", not(miri))))]
         let _ = p;
     }
+
+    /// Proof that this processor has a write prefetch (x86-64's `prefetchw`), which
+    /// [`lines`](Self::lines) issues. Not every x86-64 processor has it, and a read prefetch
+    /// is no stand-in: it fetches a line shared, so a store to it must still take it from
+    /// the other cores.
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) struct WritePrefetch(());
+
+    impl WritePrefetch {
+        /// The proof, where the processor has the instruction (asked once per process).
+        pub(crate) fn detect() -> Option<Self> {
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            {
+                use std::sync::atomic::{AtomicU8, Ordering};
+                /// 0 before the first question, then 1 (absent) or 2 (present).
+                static HAS: AtomicU8 = AtomicU8::new(0);
+                // Relaxed (load and store): every thread that asks computes the same answer;
+                // the value carries no other data.
+                let has = match HAS.load(Ordering::Relaxed) {
+                    0 => {
+                        let has = if has_prefetchw() { 2 } else { 1 };
+                        HAS.store(has, Ordering::Relaxed);
+                        has
+                    }
+                    has => has,
+                };
+                (has == 2).then_some(Self(()))
+            }
+            #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+            None
+        }
+
+        /// Starts taking, for writing, the cache lines that hold the `len` bytes from `p`: a
+        /// writer that knows which lines it stores to next asks for them early, so that
+        /// taking them from another core's cache overlaps its other work instead of
+        /// stalling its stores (and any fence after them). A hint: it changes no result and
+        /// never faults, whatever the addresses.
+        #[inline(always)]
+        pub(crate) fn lines(self, p: *const u8, len: usize) {
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            {
+                const LINE: usize = 64;
+                let mut at = p as usize & !(LINE - 1);
+                let end = (p as usize).saturating_add(len);
+                while at < end {
+                    // SAFETY: `prefetchw` reads and writes no memory architecturally and
+                    // never faults, whatever the address; `self` proves the processor has
+                    // it.
+                    unsafe {
+                        std::arch::asm!(
+                            "prefetchw [{0}]",
+                            in(reg) at,
+                            options(nomem, nostack, preserves_flags)
+                        );
+                    }
+                    at += LINE;
+                }
+            }
+            #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+            let _ = (p, len);
+        }
+    }
+
+    /// Whether the processor has `prefetchw`: CPUID leaf 0x8000_0001, ECX bit 8
+    /// (3DNowPrefetch, which Intel processors report for it too).
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    #[cold]
+    fn has_prefetchw() -> bool {
+        use std::arch::x86_64::__cpuid;
+        #[allow(unused_unsafe)]
+        // SAFETY: CPUID exists on every x86-64 processor, and the extended leaf is asked
+        // only when the processor reports it.
+        unsafe {
+            __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).ecx & (1 << 8) != 0
+        }
+    }
 }
 
 /// Threads: spawning, yielding, parking.

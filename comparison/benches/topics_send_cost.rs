@@ -1,0 +1,76 @@
+//! What one `send_slice_to` costs, apart from the consumer: one thread sends a batch of
+//! `SEND_COST_BATCH` records to a `Block` topic's only partition (`send_slice_to`), then its
+//! group consumer reads it (`poll_with`) and commits (`commit_sync`), in lockstep, so every
+//! send finds room and never waits. Meant for callgrind, whose counts do not depend on the
+//! load (the 1 → 1 row of `topics_vs_peers` under callgrind runs its threads one at a time):
+//!
+//! ```sh
+//! cargo bench -p logbus-comparison --bench topics_send_cost --no-run
+//! SEND_COST_BATCH=64 valgrind --tool=callgrind --callgrind-out-file=/tmp/sc.out \
+//!     target/release/deps/topics_send_cost-<hash> --bench
+//! callgrind_annotate --inclusive=yes /tmp/sc.out | grep -E 'send_slice_to'
+//! ```
+//!
+//! Divide `send_slice_to`'s inclusive count by the sends printed; two batch sizes separate
+//! the per-call from the per-record part. Without valgrind it prints nanoseconds per send
+//! (single-threaded: no cache line moves between cores; `SEND_COST_POLL_EVERY=k` polls
+//! once every `k` sends, so that the sends run back to back).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use logbus::broker::{Broker, Overflow, TopicConfig, TopicPartition};
+use logbus::consumer::{ConsumerConfig, OffsetReset};
+use logbus_comparison::env_u64 as env;
+
+fn main() {
+    let batch = env("SEND_COST_BATCH", 64).clamp(1, 1024);
+    let sends = env("SEND_COST_SENDS", 20_000);
+    // At most a ring's worth between polls, so that no send finds the ring full.
+    let every = env("SEND_COST_POLL_EVERY", 1).clamp(1, (1024 / batch).max(1));
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<(), u64>(
+            "t",
+            TopicConfig::new(1)
+                .records_in_memory(1024)
+                .overflow(Overflow::Block),
+        )
+        .unwrap();
+    let mut c = broker
+        .consumer::<(), u64>(
+            ConsumerConfig::new()
+                .group_id("g")
+                .auto_offset_reset(OffsetReset::Earliest)
+                .max_poll_records(1024),
+        )
+        .unwrap();
+    c.assign(&[TopicPartition::new("t", 0)]).unwrap();
+    let p = broker.producer::<(), u64>();
+    let mut records = vec![(0i64, 0u64); batch as usize];
+    let mut sum = 0u64;
+    let mut v = 0u64;
+    let mut in_send = Duration::ZERO;
+    for s in 0..sends {
+        for r in records.iter_mut() {
+            *r = (v as i64, v);
+            v += 1;
+        }
+        let t = Instant::now();
+        let sent = p.send_slice_to("t", 0, black_box(&records)).unwrap();
+        in_send += t.elapsed();
+        assert_eq!(sent as u64, batch);
+        if (s + 1) % every == 0 || s + 1 == sends {
+            c.poll_with(1024, Duration::ZERO, |r| {
+                sum = sum.wrapping_add(*r.value ^ r.timestamp as u64);
+            })
+            .unwrap();
+            c.commit_sync().unwrap();
+        }
+    }
+    black_box(sum);
+    println!(
+        "sends {sends}, batch {batch}: {:.1} ns per send_slice_to",
+        in_send.as_nanos() as f64 / sends as f64
+    );
+}
