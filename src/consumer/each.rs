@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{read_one, Consumer};
-use crate::partition::{Entry, Handed, ReadOutcome};
+use crate::partition::{Entry, Handed, Parts, ReadOutcome};
 use crate::Result;
 
 /// One record as [`Consumer::poll_with`] lends it: the fields of a
@@ -60,9 +60,8 @@ fn record_ref<'a, K, V>(
     topic: &'static str,
     partition: u32,
     offset: u64,
-    e: &'a Entry<K, V>,
+    (timestamp, key, value, headers): Parts<'a, K, V>,
 ) -> RecordRef<'a, K, V> {
-    let (timestamp, key, value, headers) = e.parts();
     RecordRef {
         topic,
         partition,
@@ -183,14 +182,14 @@ where
                     from,
                     next: from,
                 };
-                let outcome = a.partition.lend(from, left, now, group, |offset, e| {
+                let outcome = a.partition.lend(from, left, now, group, |offset, parts| {
                     // Nothing is stored per record: the guard lives in registers and
                     // writes the position only if `f` unwinds.
                     let unwinding = PanicAt {
                         next: &mut lent.next,
                         offset,
                     };
-                    f(record_ref(name, partition, offset, e));
+                    f(record_ref(name, partition, offset, parts));
                     std::mem::forget(unwinding);
                 });
                 if let Some(ReadOutcome::Read(n)) = outcome {
@@ -219,7 +218,7 @@ where
             let mut headers = false;
             for (k, e) in entries.iter().enumerate() {
                 headers |= e.has_headers();
-                f(record_ref(name, partition, from + k as u64, e));
+                f(record_ref(name, partition, from + k as u64, e.parts()));
             }
             if std::mem::needs_drop::<K>() || std::mem::needs_drop::<V>() || headers {
                 entries.clear();
