@@ -177,6 +177,9 @@ where
         self.walk(max, |a, left, now, reset, metrics| {
             if let (Some(group), Some(from), false) = (&a.group, a.position, a.topic.is_deleted()) {
                 let (name, partition) = (a.name, a.tp.partition);
+                if std::mem::take(&mut a.caught_up) {
+                    crate::sync::wait::pace(&super::PACE);
+                }
                 let mut lent = Lent {
                     position: &mut a.position,
                     from,
@@ -194,6 +197,8 @@ where
                 });
                 if let Some(ReadOutcome::Read(n)) = outcome {
                     lent.next = from + n as u64;
+                    // Short of what was asked: the read took everything published.
+                    a.caught_up = n < left && (n as u64) < a.partition.capacity() / 4;
                 }
                 drop(lent);
                 match outcome {
@@ -230,5 +235,58 @@ where
             }
             Ok(n)
         })
+    }
+}
+
+#[cfg(all(test, not(logbus_loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use crate::broker::{Broker, Overflow, TopicConfig, TopicPartition};
+    use crate::consumer::{ConsumerConfig, OffsetReset};
+    use crate::producer::Payload;
+
+    /// A lending read that takes everything published after a short run marks its
+    /// partition caught up (the next one paces itself and clears the mark); a read cut
+    /// short by `max`, or a long one, does not.
+    #[test]
+    fn a_short_lending_read_that_catches_up_paces_the_next() {
+        let b = Broker::in_memory();
+        let config = TopicConfig::new(1)
+            .records_in_memory(64)
+            .overflow(Overflow::Block);
+        b.create_topic::<(), u64>("t", config).unwrap();
+        let mut c = b
+            .consumer::<(), u64>(
+                ConsumerConfig::new()
+                    .group_id("g")
+                    .auto_offset_reset(OffsetReset::Earliest),
+            )
+            .unwrap();
+        c.assign(&[TopicPartition::new("t", 0)]).unwrap();
+        let p = b.producer::<(), u64>();
+        let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
+        p.send_to("t", 0, (0..3).map(Payload::new)).unwrap();
+        assert_eq!(poll(10), 3);
+        assert!(c.assigned[0].caught_up, "3 of 10 asked for: caught up");
+        let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
+        assert_eq!(poll(10), 0);
+        assert!(!c.assigned[0].caught_up, "the paced read took the mark");
+        p.send_to("t", 0, (0..20).map(Payload::new)).unwrap();
+        let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
+        assert_eq!(poll(10), 10);
+        assert!(!c.assigned[0].caught_up, "cut short by max");
+        c.commit_sync().unwrap();
+        let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
+        assert_eq!(poll(100), 10);
+        assert!(c.assigned[0].caught_up, "10 is under a quarter of 64");
+        p.send_to("t", 0, (0..40).map(Payload::new)).unwrap();
+        c.commit_sync().unwrap();
+        let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
+        assert_eq!(poll(100), 40);
+        assert!(
+            !c.assigned[0].caught_up,
+            "40 is a long run (a quarter of 64 or more)"
+        );
     }
 }
