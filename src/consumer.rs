@@ -61,13 +61,14 @@ pub use records::{ConsumerMetrics, ConsumerRecord, ConsumerRecords, OffsetAndTim
 #[cfg(not(logbus_loom))]
 const YIELDS: u32 = 64;
 
-/// The pacing of a lending read that follows a read which caught up with the producer
-/// after a short run: a few spin hints (about half a microsecond on the development VMs)
-/// without touching shared memory before looking at the producer's cursor again, as the
-/// ring's readers do (ring `Reader::pace`): a consumer that looks again at once keeps
-/// pulling the producer's cursor and the lines it is writing into its own cache, and reads
-/// runs of a few dozen records, paying its per-poll costs on each (`BENCHMARKS.md`,
-/// "cons10"). None under loom, which models no time.
+/// The pacing of a [`poll_with`](Consumer::poll_with) that follows one whose lending read
+/// caught up with the producer after a short run: a few spin hints (about half a
+/// microsecond on the development VMs), once per poll, without touching shared memory
+/// before looking at the producers' cursors again, as the ring's readers do (ring
+/// `Reader::pace`). A consumer that looks again at once keeps pulling a producer's cursor
+/// and the lines it is writing into its own cache, and reads runs of a few dozen records,
+/// paying its per-poll costs on each (`BENCHMARKS.md`, "cons10"). None under loom, which
+/// models no time.
 #[cfg(not(logbus_loom))]
 pub(crate) const PACE: crate::sync::wait::Policy = crate::sync::wait::Policy {
     dense_polls: 0,
@@ -98,9 +99,6 @@ pub(crate) struct Assigned<K, V> {
     /// locks).
     pub(crate) group: Option<Arc<GroupSlot<K, V>>>,
     paused: bool,
-    /// The last lending read here caught up with the producer after a short run: the next
-    /// one paces itself first ([`PACE`]).
-    pub(crate) caught_up: bool,
 }
 
 /// Reads the partitions it is assigned; commits under its group id. `Send`, not `Sync`.
@@ -279,7 +277,6 @@ where
                 partition,
                 position,
                 paused: false,
-                caught_up: false,
             });
         }
         self.next = 0;

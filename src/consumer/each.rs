@@ -44,12 +44,16 @@ impl<K, V> fmt::Debug for RecordRef<'_, K, V> {
 /// for reuse.
 pub(crate) struct Buffers<K, V> {
     entries: Vec<Entry<K, V>>,
+    /// A lending read of the last poll caught up with its producer after a short run: the
+    /// next poll paces itself first ([`PACE`](super::PACE)).
+    caught_up: bool,
 }
 
 impl<K, V> Default for Buffers<K, V> {
     fn default() -> Self {
         Self {
             entries: Vec::new(),
+            caught_up: false,
         }
     }
 }
@@ -158,10 +162,14 @@ where
         mut f: impl FnMut(RecordRef<'_, K, V>),
     ) -> Result<usize> {
         let mut buffers = std::mem::take(&mut self.borrowed);
+        if std::mem::take(&mut buffers.caught_up) {
+            crate::sync::wait::pace(&super::PACE);
+        }
         let read = self.poll_loop(max, timeout, |c, max| {
             c.fetch_lending(max, &mut f, &mut buffers)
         });
-        self.borrowed = buffers;
+        // What `take` left in its place allocated nothing: forgotten, not dropped (a call).
+        std::mem::forget(std::mem::replace(&mut self.borrowed, buffers));
         read
     }
 
@@ -177,9 +185,6 @@ where
         self.walk(max, |a, left, now, reset, metrics| {
             if let (Some(group), Some(from), false) = (&a.group, a.position, a.topic.is_deleted()) {
                 let (name, partition) = (a.name, a.tp.partition);
-                if std::mem::take(&mut a.caught_up) {
-                    crate::sync::wait::pace(&super::PACE);
-                }
                 let mut lent = Lent {
                     position: &mut a.position,
                     from,
@@ -198,7 +203,7 @@ where
                 if let Some(ReadOutcome::Read(n)) = outcome {
                     lent.next = from + n as u64;
                     // Short of what was asked: the read took everything published.
-                    a.caught_up = n < left && (n as u64) < a.partition.capacity() / 4;
+                    buffers.caught_up |= n < left && (n as u64) < a.partition.capacity() / 4;
                 }
                 drop(lent);
                 match outcome {
@@ -246,8 +251,8 @@ mod tests {
     use crate::consumer::{ConsumerConfig, OffsetReset};
     use crate::producer::Payload;
 
-    /// A lending read that takes everything published after a short run marks its
-    /// partition caught up (the next one paces itself and clears the mark); a read cut
+    /// A lending read that takes everything published after a short run marks the
+    /// consumer caught up (the next poll paces itself and clears the mark); a read cut
     /// short by `max`, or a long one, does not.
     #[test]
     fn a_short_lending_read_that_catches_up_paces_the_next() {
@@ -268,24 +273,24 @@ mod tests {
         let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
         p.send_to("t", 0, (0..3).map(Payload::new)).unwrap();
         assert_eq!(poll(10), 3);
-        assert!(c.assigned[0].caught_up, "3 of 10 asked for: caught up");
+        assert!(c.borrowed.caught_up, "3 of 10 asked for: caught up");
         let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
         assert_eq!(poll(10), 0);
-        assert!(!c.assigned[0].caught_up, "the paced read took the mark");
+        assert!(!c.borrowed.caught_up, "the paced poll took the mark");
         p.send_to("t", 0, (0..20).map(Payload::new)).unwrap();
         let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
         assert_eq!(poll(10), 10);
-        assert!(!c.assigned[0].caught_up, "cut short by max");
+        assert!(!c.borrowed.caught_up, "cut short by max");
         c.commit_sync().unwrap();
         let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
         assert_eq!(poll(100), 10);
-        assert!(c.assigned[0].caught_up, "10 is under a quarter of 64");
+        assert!(c.borrowed.caught_up, "10 is under a quarter of 64");
         p.send_to("t", 0, (0..40).map(Payload::new)).unwrap();
         c.commit_sync().unwrap();
         let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
         assert_eq!(poll(100), 40);
         assert!(
-            !c.assigned[0].caught_up,
+            !c.borrowed.caught_up,
             "40 is a long run (a quarter of 64 or more)"
         );
     }
