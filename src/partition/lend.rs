@@ -68,19 +68,21 @@ impl<K, V> Partition<K, V> {
         // now means no entry of the run is boxed. Asked before `hold`, it could miss the
         // mark of an entry `hold` then sees published.
         let plain = self.ring.published_only_plain();
-        // SAFETY (both reads): `offset..offset + n` was seen published, by this thread or
-        // by one whose view the group's lock passed on (`published_run`); the run lies
-        // within the ring (the gate is at or below `offset` and producers stay within a
-        // lap of it, so `n` is at most the capacity); the gate was at or below `offset`
-        // and, while `_lending` counts us, neither moves forward nor is dropped (module
-        // docs).
+        // Why both reads below are sound: `offset..offset + n` was seen published, by
+        // this thread or by one whose view the group's lock passed on (`published_run`);
+        // the run lies within the ring (the gate is at or below `offset` and producers
+        // stay within a lap of it, so `n` is at most the capacity); the gate was at or
+        // below `offset` and, while `_lending` counts us, neither moves forward nor is
+        // dropped (module docs).
         if plain {
             let f = |o, e: &Entry<K, V>| {
                 // SAFETY: `plain`: no entry of the run is boxed (above).
                 f(o, unsafe { e.unboxed_parts() })
             };
+            // SAFETY: published, seen, within a lap and held (above).
             unsafe { self.ring.read_held_run(offset, n, f) };
         } else {
+            // SAFETY: published, seen, within a lap and held (above).
             unsafe { self.ring.read_held_run(offset, n, |o, e| f(o, e.parts())) };
         }
         Some(ReadOutcome::Read(n))
