@@ -127,6 +127,12 @@ where
     /// past the record it panicked on; records already copied out after it are not lent
     /// again, and partitions not yet read in this poll are read by the next one.
     ///
+    /// A poll that follows one whose in-place read caught up with the producer after a
+    /// short run (fewer records than asked, and than a quarter of the partition's capacity)
+    /// first spins about half a microsecond without touching shared memory, so that it finds
+    /// a longer run and leaves the producer's cache lines alone meanwhile (as the ring's
+    /// readers do).
+    ///
     /// # Errors
     ///
     /// As [`poll`](Self::poll); `f` is not called then.
