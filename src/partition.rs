@@ -893,7 +893,7 @@ mod lend;
 pub(crate) use appender::Appender;
 pub(crate) use broker_close::ClosedByBroker;
 pub use entry::MAX_TIMESTAMP;
-pub(crate) use entry::{valid_timestamp, Entry, Handed};
+pub(crate) use entry::{valid_timestamp, Entry, Handed, Parts};
 
 /// Loom models of the partition's concurrent paths (crate-private, so they live here; the
 /// test script runs them with the other models). Capacity 2, at most 3 threads, `Arc`

@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{read_one, Consumer};
-use crate::partition::{Entry, Handed, ReadOutcome};
+use crate::partition::{Entry, Handed, Parts, ReadOutcome};
 use crate::Result;
 
 /// One record as [`Consumer::poll_with`] lends it: the fields of a
@@ -44,12 +44,16 @@ impl<K, V> fmt::Debug for RecordRef<'_, K, V> {
 /// for reuse.
 pub(crate) struct Buffers<K, V> {
     entries: Vec<Entry<K, V>>,
+    /// A lending read of the last poll caught up with its producer after a short run: the
+    /// next poll paces itself first ([`PACE`](super::PACE)).
+    caught_up: bool,
 }
 
 impl<K, V> Default for Buffers<K, V> {
     fn default() -> Self {
         Self {
             entries: Vec::new(),
+            caught_up: false,
         }
     }
 }
@@ -60,9 +64,8 @@ fn record_ref<'a, K, V>(
     topic: &'static str,
     partition: u32,
     offset: u64,
-    e: &'a Entry<K, V>,
+    (timestamp, key, value, headers): Parts<'a, K, V>,
 ) -> RecordRef<'a, K, V> {
-    let (timestamp, key, value, headers) = e.parts();
     RecordRef {
         topic,
         partition,
@@ -124,6 +127,12 @@ where
     /// past the record it panicked on; records already copied out after it are not lent
     /// again, and partitions not yet read in this poll are read by the next one.
     ///
+    /// A poll that follows one whose in-place read caught up with the producer after a
+    /// short run (fewer records than asked, and than a quarter of the partition's capacity)
+    /// first spins about half a microsecond without touching shared memory, so that it finds
+    /// a longer run and leaves the producer's cache lines alone meanwhile (as the ring's
+    /// readers do).
+    ///
     /// # Errors
     ///
     /// As [`poll`](Self::poll); `f` is not called then.
@@ -159,10 +168,14 @@ where
         mut f: impl FnMut(RecordRef<'_, K, V>),
     ) -> Result<usize> {
         let mut buffers = std::mem::take(&mut self.borrowed);
+        if std::mem::take(&mut buffers.caught_up) {
+            crate::sync::wait::pace(&super::PACE);
+        }
         let read = self.poll_loop(max, timeout, |c, max| {
             c.fetch_lending(max, &mut f, &mut buffers)
         });
-        self.borrowed = buffers;
+        // What `take` left in its place allocated nothing: forgotten, not dropped (a call).
+        std::mem::forget(std::mem::replace(&mut self.borrowed, buffers));
         read
     }
 
@@ -183,18 +196,20 @@ where
                     from,
                     next: from,
                 };
-                let outcome = a.partition.lend(from, left, now, group, |offset, e| {
+                let outcome = a.partition.lend(from, left, now, group, |offset, parts| {
                     // Nothing is stored per record: the guard lives in registers and
                     // writes the position only if `f` unwinds.
                     let unwinding = PanicAt {
                         next: &mut lent.next,
                         offset,
                     };
-                    f(record_ref(name, partition, offset, e));
+                    f(record_ref(name, partition, offset, parts));
                     std::mem::forget(unwinding);
                 });
                 if let Some(ReadOutcome::Read(n)) = outcome {
                     lent.next = from + n as u64;
+                    // Short of what was asked: the read took everything published.
+                    buffers.caught_up |= n < left && (n as u64) < a.partition.capacity() / 4;
                 }
                 drop(lent);
                 match outcome {
@@ -219,7 +234,7 @@ where
             let mut headers = false;
             for (k, e) in entries.iter().enumerate() {
                 headers |= e.has_headers();
-                f(record_ref(name, partition, from + k as u64, e));
+                f(record_ref(name, partition, from + k as u64, e.parts()));
             }
             if std::mem::needs_drop::<K>() || std::mem::needs_drop::<V>() || headers {
                 entries.clear();
@@ -231,5 +246,58 @@ where
             }
             Ok(n)
         })
+    }
+}
+
+#[cfg(all(test, not(logbus_loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use crate::broker::{Broker, Overflow, TopicConfig, TopicPartition};
+    use crate::consumer::{ConsumerConfig, OffsetReset};
+    use crate::producer::Payload;
+
+    /// A lending read that takes everything published after a short run marks the
+    /// consumer caught up (the next poll paces itself and clears the mark); a read cut
+    /// short by `max`, or a long one, does not.
+    #[test]
+    fn a_short_lending_read_that_catches_up_paces_the_next() {
+        let b = Broker::in_memory();
+        let config = TopicConfig::new(1)
+            .records_in_memory(64)
+            .overflow(Overflow::Block);
+        b.create_topic::<(), u64>("t", config).unwrap();
+        let mut c = b
+            .consumer::<(), u64>(
+                ConsumerConfig::new()
+                    .group_id("g")
+                    .auto_offset_reset(OffsetReset::Earliest),
+            )
+            .unwrap();
+        c.assign(&[TopicPartition::new("t", 0)]).unwrap();
+        let p = b.producer::<(), u64>();
+        let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
+        p.send_to("t", 0, (0..3).map(Payload::new)).unwrap();
+        assert_eq!(poll(10), 3);
+        assert!(c.borrowed.caught_up, "3 of 10 asked for: caught up");
+        let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
+        assert_eq!(poll(10), 0);
+        assert!(!c.borrowed.caught_up, "the paced poll took the mark");
+        p.send_to("t", 0, (0..20).map(Payload::new)).unwrap();
+        let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
+        assert_eq!(poll(10), 10);
+        assert!(!c.borrowed.caught_up, "cut short by max");
+        c.commit_sync().unwrap();
+        let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
+        assert_eq!(poll(100), 10);
+        assert!(c.borrowed.caught_up, "10 is under a quarter of 64");
+        p.send_to("t", 0, (0..40).map(Payload::new)).unwrap();
+        c.commit_sync().unwrap();
+        let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
+        assert_eq!(poll(100), 40);
+        assert!(
+            !c.borrowed.caught_up,
+            "40 is a long run (a quarter of 64 or more)"
+        );
     }
 }

@@ -234,6 +234,27 @@ impl<K, V> Entry<K, V> {
         )
     }
 
+    /// [`parts`](Self::parts) of an entry known not to be boxed (a run whose ring saw
+    /// only plain entries: `Ring::published_only_plain`): the timestamp is a mask of the
+    /// word, with no test of the shape; the key's test is dead code when the caller does
+    /// not look at the key.
+    ///
+    /// # Safety
+    ///
+    /// `self` is not boxed.
+    #[inline(always)]
+    pub(crate) unsafe fn unboxed_parts(&self) -> Parts<'_, K, V> {
+        debug_assert!(!self.is_boxed());
+        let key = if self.word & HAS_KEY != 0 {
+            // SAFETY: `HAS_KEY` set and `BOXED` clear (the caller's guarantee): `key` is
+            // initialised (the invariant on `word`).
+            Some(unsafe { self.key.assume_init_ref() })
+        } else {
+            None
+        };
+        ((self.word & TIME) as i64, key, &self.value, &[])
+    }
+
     /// The record's timestamp, key, value and headers, moved out.
     pub(crate) fn into_parts(self) -> (i64, Option<K>, V, Headers) {
         // The fields are moved out below, each once; nothing is left to drop.

@@ -10,7 +10,7 @@
 //! lender), so no producer can overwrite a lent record. A commit backwards puts a lower
 //! gate in place, which holds the run too.
 
-use super::{advance, Entry, GroupSlot, Partition, ReadOutcome};
+use super::{advance, Entry, GroupSlot, Partition, Parts, ReadOutcome};
 
 /// A lending read in progress on a group: ends it when dropped (also on unwind from the
 /// caller's function).
@@ -42,7 +42,10 @@ impl<K, V> Drop for Lending<'_, K, V> {
 
 impl<K, V> Partition<K, V> {
     /// Passes the records from `offset` on (at most `max`, below the high watermark) to `f`
-    /// in place, in offset order, with no lock held while `f` runs (module docs). `None`
+    /// in place (each record's timestamp, key, value and headers, borrowed), in offset
+    /// order, with no lock held while `f` runs (module docs). While the partition never
+    /// held a record with headers, the run is read without asking each entry's shape
+    /// (`Entry::unboxed_parts`: the timestamp is the entry's word, masked). `None`
     /// when this read cannot lend (a replicated, persisted or drop-oldest partition, no
     /// gate, `offset` below the gate or out of range): [`read`](Self::read) serves it then.
     #[inline(always)]
@@ -52,19 +55,36 @@ impl<K, V> Partition<K, V> {
         max: usize,
         now_ms: i64,
         group: &GroupSlot<K, V>,
-        f: impl FnMut(u64, &Entry<K, V>),
+        mut f: impl FnMut(u64, Parts<'_, K, V>),
     ) -> Option<ReadOutcome> {
         let n = match self.hold(offset, max, now_ms, group) {
             Ok(n) => n,
             Err(outcome) => return outcome,
         };
         let _lending = Lending { group };
-        // SAFETY: `offset..offset + n` was seen published, by this thread or by one whose
-        // view the group's lock passed on (`published_run`); the run lies within the ring
-        // (the gate is at or below `offset` and producers stay within a lap of it, so
-        // `n` is at most the capacity); the gate was at or below `offset` and, while
-        // `_lending` counts us, neither moves forward nor is dropped (module docs).
-        unsafe { self.ring.read_held_run(offset, n, f) };
+        // Asked after `hold` saw the run published (its Acquire, or the view the group's
+        // lock passed on): the appender of an entry with headers marks the ring impure
+        // before it publishes it (ring `Shared::published_only_plain`), so a clear flag
+        // now means no entry of the run is boxed. Asked before `hold`, it could miss the
+        // mark of an entry `hold` then sees published.
+        let plain = self.ring.published_only_plain();
+        // Why both reads below are sound: `offset..offset + n` was seen published, by
+        // this thread or by one whose view the group's lock passed on (`published_run`);
+        // the run lies within the ring (the gate is at or below `offset` and producers
+        // stay within a lap of it, so `n` is at most the capacity); the gate was at or
+        // below `offset` and, while `_lending` counts us, neither moves forward nor is
+        // dropped (module docs).
+        if plain {
+            let f = |o, e: &Entry<K, V>| {
+                // SAFETY: `plain`: no entry of the run is boxed (above).
+                f(o, unsafe { e.unboxed_parts() })
+            };
+            // SAFETY: published, seen, within a lap and held (above).
+            unsafe { self.ring.read_held_run(offset, n, f) };
+        } else {
+            // SAFETY: published, seen, within a lap and held (above).
+            unsafe { self.ring.read_held_run(offset, n, |o, e| f(o, e.parts())) };
+        }
         Some(ReadOutcome::Read(n))
     }
 
@@ -144,8 +164,8 @@ mod tests {
         let mut next = 0;
         while next < N {
             let mut seen = 0;
-            let outcome = p.lend(next, 3, 0, &slot, |offset, e| {
-                assert_eq!((offset, **e.value()), (next + seen, next + seen));
+            let outcome = p.lend(next, 3, 0, &slot, |offset, (_, _, value, _)| {
+                assert_eq!((offset, **value), (next + seen, next + seen));
                 seen += 1;
                 // A commit past the run while it is lent: applied when the run ends.
                 p.commit(&group, next + seen, 0).unwrap();
@@ -197,7 +217,7 @@ mod tests {
         );
         let mut got = Vec::new();
         assert_eq!(
-            p.lend(2, 5, 0, &slot, |o, e| got.push((o, **e.value()))),
+            p.lend(2, 5, 0, &slot, |o, (_, _, v, _)| got.push((o, **v))),
             Some(ReadOutcome::Read(1))
         );
         assert_eq!(got, [(2, 2)]);

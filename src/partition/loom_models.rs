@@ -405,7 +405,7 @@ fn a_commit_racing_a_lending_read_waits_for_it() {
         let member = thread::spawn(move || p2.commit(&g2, 2, 0).unwrap());
         let producer = thread::spawn(move || append(&mut a, 2, AppendWait::Until(None)));
         let mut got = Vec::new();
-        match p.lend(0, 2, 0, &slot, |o, e| got.push((o, **e.value()))) {
+        match p.lend(0, 2, 0, &slot, |o, (_, _, v, _)| got.push((o, **v))) {
             Some(ReadOutcome::Read(n)) => assert_eq!(got, [(0, 0), (1, 1)][..n]),
             // The commit came first: offset 0 may be gone, `read` answers then.
             None => {}
@@ -434,7 +434,7 @@ fn a_group_removed_during_a_lending_read_keeps_its_gate_until_it_ends() {
         let admin = thread::spawn(move || p2.remove_group("g"));
         let producer = thread::spawn(move || append(&mut a, 2, AppendWait::Until(None)));
         let mut got = Vec::new();
-        match p.lend(0, 2, 0, &slot, |o, e| got.push((o, **e.value()))) {
+        match p.lend(0, 2, 0, &slot, |o, (_, _, v, _)| got.push((o, **v))) {
             Some(ReadOutcome::Read(n)) => assert_eq!(got, [(0, 0), (1, 1)][..n]),
             // Removed first: no gate to lend from.
             None => {}
@@ -442,6 +442,53 @@ fn a_group_removed_during_a_lending_read_keeps_its_gate_until_it_ends() {
         }
         admin.join().unwrap();
         assert_eq!(producer.join().unwrap(), 2);
+    });
+}
+
+/// A lending read of a partition that has held only plain entries reads each entry's
+/// timestamp without asking its shape (`Entry::unboxed_parts`): an appender publishes a
+/// plain entry and then one with headers while the group's member lends what is there.
+/// Every record must read with its own timestamp and headers (else the box's address is
+/// taken for a timestamp). Key ordering: the appender marks the ring impure before the
+/// Release store of the published cursor (`Shared::mark_impure`, then `write_run` /
+/// `try_fast_one`), and the reader asks the flag after its Acquire load of that cursor
+/// (`lend`, after `hold`); asking it before `hold` fails this model (a box's address read
+/// as offset 1's timestamp), and so does a Relaxed store of the cursor in `try_fast_one`
+/// (a racing access to the slot's cell, reported first).
+#[test]
+fn a_lending_read_sees_the_headers_of_every_entry_it_lends() {
+    model(|| {
+        let config = PartitionConfig {
+            capacity: 2,
+            gated: true,
+            retention_ms: None,
+        };
+        let p = Arc::new(Partition::<(), u64>::new(config, Arc::new(WaitSet::new())).unwrap());
+        let group: Arc<str> = Arc::from("g");
+        p.register_group(&group, 0).unwrap();
+        let slot = p.group_slot("g").unwrap();
+        let mut a = p.appender();
+        let producer = thread::spawn(move || {
+            a.append(plain(0), AppendWait::No)
+                .map_err(|(_, e)| e)
+                .unwrap();
+            let e = tracked_header_entry(1);
+            a.append(e, AppendWait::No).map_err(|(_, e)| e).unwrap()
+        });
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            let from = got.len() as u64;
+            let outcome = p.lend(from, 2, 0, &slot, |o, (timestamp, key, v, headers)| {
+                got.push((o, timestamp, key.is_some(), *v, headers.len()))
+            });
+            match outcome {
+                Some(ReadOutcome::Read(_)) => {}
+                Some(ReadOutcome::Empty) => thread::yield_now(),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(got, [(0, 0, false, 0, 0), (1, 1, false, 1, 1)]);
+        assert_eq!(producer.join().unwrap(), 1);
     });
 }
 
@@ -474,7 +521,7 @@ fn a_gate_moved_past_a_lent_run_hands_it_to_the_producer() {
                 }
             });
             let mut got = Vec::new();
-            let outcome = p.lend(0, 2, 0, &slot, |o, e| got.push((o, **e.value())));
+            let outcome = p.lend(0, 2, 0, &slot, |o, (_, _, v, _)| got.push((o, **v)));
             assert_eq!(outcome, Some(ReadOutcome::Read(2)));
             assert_eq!(got, [(0, 0), (1, 1)]);
             p.commit(&group, 2, 0).unwrap();

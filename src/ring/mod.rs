@@ -334,6 +334,15 @@ impl<T> Ring<T> {
         unsafe { slots.read_run_unlocked(from, from + n as u64, |seq, v| f(seq, v)) };
     }
 
+    /// Whether every value of a run this thread saw published (with Acquire, as
+    /// [`read_held_run`](Self::read_held_run) requires) passes the ring's `plain` predicate
+    /// ([`single_producer_plain`](Self::single_producer_plain)): `true` only while no value
+    /// that fails it was ever published. `false` without a predicate.
+    #[inline(always)]
+    pub(crate) fn published_only_plain(&self) -> bool {
+        self.shared.published_only_plain()
+    }
+
     /// The number of slots.
     pub fn capacity(&self) -> usize {
         self.shared.capacity as usize

@@ -114,6 +114,19 @@ impl<T> Shared<T> {
         self.impure.load(Ordering::Relaxed)
     }
 
+    /// For a reader that saw a run published (an Acquire load of `published`, or a view
+    /// of it passed on by a lock): whether every value of the run is plain. Only a ring
+    /// with a `plain` predicate can say so: writers mark the ring impure before they
+    /// publish a value it calls not plain (`sequencer`, "Plain values"); without one, a
+    /// value with drop glue marks nothing on some paths.
+    #[inline(always)]
+    pub(crate) fn published_only_plain(&self) -> bool {
+        // Relaxed: every writer of a value that is not plain stores `impure` before the
+        // Release store of `published` that publishes it; the caller's Acquire load of that
+        // store (or of a later one) orders our load after the flag's store.
+        self.plain.is_some() && !self.impure.load(Ordering::Relaxed)
+    }
+
     #[inline(always)]
     pub(crate) fn slot(&self, seq: u64) -> Slot<'_, T> {
         self.slots.get(seq)
