@@ -183,6 +183,83 @@ mod tests {
         assert_eq!(p.committed("g"), Some(N));
     }
 
+    /// A partition whose key and value types have no drop glue lends runs in place without
+    /// asking each entry's shape while it has held no record with headers
+    /// (`Entry::unboxed_parts`), and asks again once one is published: keyed and unkeyed
+    /// records, then one with headers, through a capacity-4 ring that wraps, lent as the
+    /// producer appends. Every record must read with its own timestamp, key, value and
+    /// headers (also run under Miri: the key cells are initialised only for keyed records).
+    #[test]
+    fn unboxed_reads_give_each_record_its_own_fields_before_and_after_headers() {
+        const N: u64 = if cfg!(miri) { 24 } else { 2_000 };
+        const HEADERS_AT: u64 = N / 2;
+        fn record(v: u64) -> Entry<u32, u64> {
+            let key = (v % 3 != 0).then_some(v as u32 + 7);
+            let headers = if v == HEADERS_AT {
+                vec![("h".to_string(), None)]
+            } else {
+                Vec::new()
+            };
+            Entry::new(v as i64 * 5, key, v, headers)
+        }
+        let config = PartitionConfig {
+            capacity: 4,
+            gated: true,
+            retention_ms: None,
+        };
+        let p = Arc::new(Partition::new(config, Arc::new(WaitSet::new())).unwrap());
+        let group: Arc<str> = Arc::from("g");
+        p.register_group(&group, 0).unwrap();
+        let slot = p.group_slot("g").unwrap();
+        let mut a = p.appender();
+        let producer = crate::sync::thread::spawn(move || {
+            for v in 0..N {
+                a.append_batch(&mut vec![record(v)], AppendWait::Until(None))
+                    .unwrap();
+            }
+        });
+        let mut next = 0;
+        while next < N {
+            let mut seen = 0;
+            let outcome = p.lend(
+                next,
+                3,
+                0,
+                &slot,
+                |offset, (timestamp, key, value, headers)| {
+                    let v = next + seen;
+                    let want = record(v);
+                    let want = (
+                        offset,
+                        want.timestamp(),
+                        want.key().copied(),
+                        *want.value(),
+                        want.headers().len(),
+                    );
+                    assert_eq!(
+                        (offset, timestamp, key.copied(), *value, headers.len()),
+                        want
+                    );
+                    seen += 1;
+                },
+            );
+            match outcome {
+                Some(ReadOutcome::Read(n)) => {
+                    assert_eq!(n as u64, seen);
+                    next += seen;
+                    p.commit(&group, next, 0).unwrap();
+                }
+                Some(ReadOutcome::Empty) => crate::sync::thread::yield_now(),
+                other => panic!("{other:?}"),
+            }
+        }
+        producer.join().unwrap();
+        assert!(
+            !p.ring.published_only_plain(),
+            "a record with headers was published"
+        );
+    }
+
     /// What cannot lend says so (`None`), for `read` to serve: a drop-oldest partition,
     /// and an offset below the group's gate.
     #[test]
