@@ -378,7 +378,11 @@ mod tests {
         let live = Arc::new(());
         // Every other record has headers (a boxed entry, dropped through its box).
         let entry = |v: u64| {
-            let headers = if v % 4 == 0 { vec![("h".to_owned(), None)] } else { Vec::new() };
+            let headers = if v % 4 == 0 {
+                vec![("h".to_owned(), None)]
+            } else {
+                Vec::new()
+            };
             Entry::<u64, Arc<()>>::new(0, Some(v), Arc::clone(&live), headers)
         };
         let chunk = Chunk::open(ROOM as usize, entry(0));
@@ -391,7 +395,10 @@ mod tests {
                         assert_eq!(*k, i as u64 * 2);
                     }
                     let last = u32::try_from(seen.len()).unwrap() - 1;
-                    let one = chunk.slice(last, last + 1).next().map(|e| *e.key().unwrap());
+                    let one = chunk
+                        .slice(last, last + 1)
+                        .next()
+                        .map(|e| *e.key().unwrap());
                     assert_eq!(one, Some(u64::from(last) * 2));
                     if last + 1 == ROOM {
                         break;
