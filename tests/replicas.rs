@@ -947,6 +947,50 @@ impl Drop for Live {
     }
 }
 
+/// Single records share open chunks (wave 10): a chunk lives while any of its slots is in
+/// any replica's memory, so single sends, blocking and pipelined (their deliveries
+/// dropped once done), keep alive no more than `records_in_memory` per log plus a bounded
+/// piece, as batches do.
+#[test]
+fn single_sends_are_not_kept_beyond_the_logs_memory() {
+    let (broker, _) = broker();
+    let config = TopicConfig::new(1)
+        .replication_factor(3)
+        .records_in_memory(16);
+    broker.create_topic::<(), Live>("singles", config).unwrap();
+    let config = ProducerConfig::new().acks(Acks::All);
+    let p = broker.producer_with_config::<(), Live>(config).unwrap();
+    let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // 1,925 sends in all: 30 chunks of 64 and 5 records, so a chunk as large as 64 would
+    // keep 59 of the logs' trimmed records alive too.
+    for i in 0..1_924 {
+        if i % 2 == 0 {
+            p.send(Record::new("singles", Live::new(&live))).unwrap();
+        } else {
+            p.send_async(Record::new("singles", Live::new(&live)))
+                .wait()
+                .unwrap();
+        }
+    }
+    assert!(broker.faults().wait_in_sync("singles", 0, WAIT).unwrap());
+    p.send(Record::new("singles", Live::new(&live))).unwrap();
+    let alive = live.load(std::sync::atomic::Ordering::SeqCst);
+    // The logs keep the last 16 records, in chunks of 16 (the memory's size): at most
+    // three chunks.
+    assert!(
+        (16..=3 * 16).contains(&alive),
+        "{alive} records alive after 1,925 sends"
+    );
+    drop(p);
+    broker.delete_topic("singles").unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    while live.load(std::sync::atomic::Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(live.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
 /// A replica log shares a batch's records among the replicas in chunks; a chunk lives while
 /// any of its records is in any replica's memory. One huge batch must still be held only as
 /// far as `records_in_memory` allows (plus a bounded piece), not whole: the records every

@@ -25,6 +25,8 @@ use std::collections::VecDeque;
 use crate::partition::Entry;
 
 mod chunk;
+#[cfg(all(test, not(logbus_loom)))]
+mod model_tests;
 mod time_index;
 pub(crate) use chunk::{Chunk, Records, CHUNK_MAX};
 use time_index::TimeIndex;
