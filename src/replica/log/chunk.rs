@@ -403,7 +403,7 @@ mod tests {
                     if last + 1 == ROOM {
                         break;
                     }
-                    std::thread::yield_now();
+                    crate::sync::thread::yield_now();
                 });
             }
             let rival = chunk.clone();
@@ -421,12 +421,12 @@ mod tests {
                     if n == ROOM {
                         break;
                     }
-                    std::thread::yield_now();
+                    crate::sync::thread::yield_now();
                 }
             });
             for i in 1..ROOM {
                 assert!(chunk.fill(i, entry(u64::from(i) * 2)).is_ok());
-                std::thread::yield_now();
+                crate::sync::thread::yield_now();
             }
         });
         assert_eq!(chunk.len(), ROOM as usize);
