@@ -895,6 +895,27 @@ pub(crate) use broker_close::ClosedByBroker;
 pub use entry::MAX_TIMESTAMP;
 pub(crate) use entry::{valid_timestamp, Entry, Handed, Parts};
 
+/// A partition, its one group's name and that group's slot.
+#[cfg(test)]
+pub(crate) type WithGroup<K, V> = (Arc<Partition<K, V>>, Arc<str>, Arc<GroupSlot<K, V>>);
+
+/// For tests and loom models: a partition of `capacity` records (gated by its groups or
+/// not) with one group, `"g"`, registered from offset 0; the group's name and its slot (for
+/// lending reads) with it.
+#[cfg(test)]
+pub(crate) fn with_group_g<K, V>(capacity: usize, gated: bool) -> WithGroup<K, V> {
+    let config = PartitionConfig {
+        capacity,
+        gated,
+        retention_ms: None,
+    };
+    let p = Arc::new(Partition::new(config, Arc::new(WaitSet::new())).unwrap());
+    let group: Arc<str> = Arc::from("g");
+    p.register_group(&group, 0).unwrap();
+    let slot = p.group_slot("g").unwrap();
+    (p, group, slot)
+}
+
 /// Loom models of the partition's concurrent paths (crate-private, so they live here; the
 /// test script runs them with the other models). Capacity 2, at most 3 threads, `Arc`
 /// payloads so a lost or doubled value fails the model.

@@ -282,9 +282,8 @@ impl<K, V> Appender<K, V> {
 /// Copied runs (`append_copied`) through the ring's straight-line publish and its exits.
 #[cfg(all(test, not(logbus_loom)))]
 mod tests {
-    use super::super::{AppendWait, PartitionConfig, ReadOutcome};
+    use super::super::{with_group_g, AppendWait, ReadOutcome};
     use super::*;
-    use crate::sync::WaitSet;
 
     /// The records still in memory: from the log end less the capacity on.
     fn read_all(p: &Partition<(), u64>) -> Vec<(u64, i64, u64)> {
@@ -308,14 +307,7 @@ mod tests {
     /// `Closed`. Nothing lost or duplicated: the log holds each appended record once.
     #[test]
     fn copied_runs_fill_to_the_gate_then_stop_when_closed() {
-        let config = PartitionConfig {
-            capacity: 8,
-            gated: true,
-            retention_ms: None,
-        };
-        let p = Partition::<(), u64>::new(config, Arc::new(WaitSet::new())).unwrap();
-        let group: Arc<str> = Arc::from("g");
-        p.register_group(&group, 0).unwrap();
+        let (p, group, _) = with_group_g::<(), u64>(8, true);
         let mut a = p.appender();
         let run = |from: u64, n: u64| (from..from + n).map(|v| (v as i64, v)).collect::<Vec<_>>();
         for from in [0, 2, 4] {

@@ -145,15 +145,7 @@ mod tests {
     #[test]
     fn lent_runs_are_never_overwritten_while_lent() {
         const N: u64 = if cfg!(miri) { 40 } else { 5_000 };
-        let config = PartitionConfig {
-            capacity: 4,
-            gated: true,
-            retention_ms: None,
-        };
-        let p = Arc::new(Partition::new(config, Arc::new(WaitSet::new())).unwrap());
-        let group: Arc<str> = Arc::from("g");
-        p.register_group(&group, 0).unwrap();
-        let slot = p.group_slot("g").unwrap();
+        let (p, group, slot) = crate::partition::with_group_g(4, true);
         let mut a = p.appender();
         let producer = crate::sync::thread::spawn(move || {
             for v in 0..N {
@@ -202,15 +194,7 @@ mod tests {
             };
             Entry::new(v as i64 * 5, key, v, headers)
         }
-        let config = PartitionConfig {
-            capacity: 4,
-            gated: true,
-            retention_ms: None,
-        };
-        let p = Arc::new(Partition::new(config, Arc::new(WaitSet::new())).unwrap());
-        let group: Arc<str> = Arc::from("g");
-        p.register_group(&group, 0).unwrap();
-        let slot = p.group_slot("g").unwrap();
+        let (p, group, slot) = crate::partition::with_group_g(4, true);
         let mut a = p.appender();
         let producer = crate::sync::thread::spawn(move || {
             for v in 0..N {

@@ -7,20 +7,23 @@ use crate::sync::thread;
 /// Loom's `Arc`: a value dropped twice or never fails the model.
 type Value = crate::sync::Arc<u64>;
 
-fn partition(gated: bool) -> Arc<Partition<(), Value>> {
+/// A partition of `capacity` records, gated by its groups or not.
+fn partition_of<K, V>(capacity: usize, gated: bool) -> Arc<Partition<K, V>> {
     let config = PartitionConfig {
-        capacity: 2,
+        capacity,
         gated,
         retention_ms: None,
     };
     Arc::new(Partition::new(config, Arc::new(WaitSet::new())).unwrap())
 }
 
+fn partition(gated: bool) -> Arc<Partition<(), Value>> {
+    partition_of(2, gated)
+}
+
 /// A gated partition and the one group gating it (`"g"`, from offset 0).
 fn gated_by_group() -> (Arc<Partition<(), Value>>, Arc<str>) {
-    let p = partition(true);
-    let group: Arc<str> = Arc::from("g");
-    p.register_group(&group, 0).unwrap();
+    let (p, group, _) = with_group_g(2, true);
     (p, group)
 }
 
@@ -238,12 +241,7 @@ fn offset_for_time_racing_an_overwrite_skips_nothing() {
 /// A partition of plain entries (`u64` values, no key): the ring overwrites them without
 /// reading them back (ring `sequencer`, "Plain values").
 fn plain_partition() -> Arc<Partition<(), u64>> {
-    let config = PartitionConfig {
-        capacity: 2,
-        gated: false,
-        retention_ms: None,
-    };
-    Arc::new(Partition::new(config, Arc::new(WaitSet::new())).unwrap())
+    partition_of(2, false)
 }
 
 fn plain(v: u64) -> Entry<(), u64> {
@@ -347,15 +345,7 @@ fn plain_overwrite_never_races_a_reader() {
 #[test]
 fn plain_runs_are_read_whole_through_the_gate() {
     model(|| {
-        let config = PartitionConfig {
-            capacity: 2,
-            gated: true,
-            retention_ms: None,
-        };
-        let p = Arc::new(Partition::<(), u64>::new(config, Arc::new(WaitSet::new())).unwrap());
-        let group: Arc<str> = Arc::from("g");
-        p.register_group(&group, 0).unwrap();
-        let slot = p.group_slot("g").unwrap();
+        let (p, _, slot) = with_group_g::<(), u64>(2, true);
         let runs: Vec<_> = (0..2u64)
             .map(|k| {
                 let mut a = p.appender();
@@ -458,15 +448,7 @@ fn a_group_removed_during_a_lending_read_keeps_its_gate_until_it_ends() {
 #[test]
 fn a_lending_read_sees_the_headers_of_every_entry_it_lends() {
     model(|| {
-        let config = PartitionConfig {
-            capacity: 2,
-            gated: true,
-            retention_ms: None,
-        };
-        let p = Arc::new(Partition::<(), u64>::new(config, Arc::new(WaitSet::new())).unwrap());
-        let group: Arc<str> = Arc::from("g");
-        p.register_group(&group, 0).unwrap();
-        let slot = p.group_slot("g").unwrap();
+        let (p, _, slot) = with_group_g::<(), u64>(2, true);
         let mut a = p.appender();
         let producer = thread::spawn(move || {
             a.append(plain(0), AppendWait::No)
@@ -539,15 +521,7 @@ fn a_gate_moved_past_a_lent_run_hands_it_to_the_producer() {
 #[test]
 fn copied_runs_are_read_whole_through_the_gate() {
     model(|| {
-        let config = PartitionConfig {
-            capacity: 2,
-            gated: true,
-            retention_ms: None,
-        };
-        let p = Arc::new(Partition::<(), u64>::new(config, Arc::new(WaitSet::new())).unwrap());
-        let group: Arc<str> = Arc::from("g");
-        p.register_group(&group, 0).unwrap();
-        let slot = p.group_slot("g").unwrap();
+        let (p, _, slot) = with_group_g::<(), u64>(2, true);
         let runs: Vec<_> = (0..2u64)
             .map(|k| {
                 let mut a = p.appender();
@@ -618,15 +592,7 @@ fn copied_runs_drop_the_headers_they_overwrite() {
 #[test]
 fn copied_runs_in_the_fast_path_are_read_whole_through_the_gate() {
     model(|| {
-        let config = PartitionConfig {
-            capacity: 4,
-            gated: true,
-            retention_ms: None,
-        };
-        let p = Arc::new(Partition::<(), u64>::new(config, Arc::new(WaitSet::new())).unwrap());
-        let group: Arc<str> = Arc::from("g");
-        p.register_group(&group, 0).unwrap();
-        let slot = p.group_slot("g").unwrap();
+        let (p, _, slot) = with_group_g::<(), u64>(4, true);
         let mut a = p.appender();
         let producer = thread::spawn(move || {
             // The first run refreshes the limit (to the capacity: the gate is at 0), the
