@@ -19,9 +19,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use logbus::broker::{Broker, Overflow, TopicConfig, TopicPartition};
-use logbus::consumer::{ConsumerConfig, OffsetReset};
-use logbus_comparison::env_u64 as env;
+use logbus::broker::Broker;
+use logbus_comparison::{env_u64 as env, one_partition_in_lockstep};
 
 fn main() {
     let batch = env("SEND_COST_BATCH", 64).clamp(1, 1024);
@@ -29,24 +28,7 @@ fn main() {
     // At most a ring's worth between polls, so that no send finds the ring full.
     let every = env("SEND_COST_POLL_EVERY", 1).clamp(1, (1024 / batch).max(1));
     let broker = Broker::in_memory();
-    broker
-        .create_topic::<(), u64>(
-            "t",
-            TopicConfig::new(1)
-                .records_in_memory(1024)
-                .overflow(Overflow::Block),
-        )
-        .unwrap();
-    let mut c = broker
-        .consumer::<(), u64>(
-            ConsumerConfig::new()
-                .group_id("g")
-                .auto_offset_reset(OffsetReset::Earliest)
-                .max_poll_records(1024),
-        )
-        .unwrap();
-    c.assign(&[TopicPartition::new("t", 0)]).unwrap();
-    let p = broker.producer::<(), u64>();
+    let (mut c, p) = one_partition_in_lockstep(&broker);
     let mut records = vec![(0i64, 0u64); batch as usize];
     let mut sum = 0u64;
     let mut v = 0u64;

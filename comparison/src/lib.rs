@@ -109,6 +109,34 @@ impl Pairs {
     }
 }
 
+/// The lockstep cost harnesses' setup (`topics_poll_cost`, `topics_send_cost`): topic `"t"`,
+/// one `Block` partition of 1024 records in memory, a consumer of group `"g"` reading it from
+/// the earliest offset (up to 1024 records a poll), and a producer.
+pub fn one_partition_in_lockstep(
+    broker: &logbus::Broker,
+) -> (logbus::Consumer<(), u64>, logbus::Producer<(), u64>) {
+    use logbus::broker::{Overflow, TopicConfig, TopicPartition};
+    use logbus::consumer::{ConsumerConfig, OffsetReset};
+    broker
+        .create_topic::<(), u64>(
+            "t",
+            TopicConfig::new(1)
+                .records_in_memory(1024)
+                .overflow(Overflow::Block),
+        )
+        .unwrap();
+    let mut c = broker
+        .consumer::<(), u64>(
+            ConsumerConfig::new()
+                .group_id("g")
+                .auto_offset_reset(OffsetReset::Earliest)
+                .max_poll_records(1024),
+        )
+        .unwrap();
+    c.assign(&[TopicPartition::new("t", 0)]).unwrap();
+    (c, broker.producer::<(), u64>())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
