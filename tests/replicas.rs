@@ -612,8 +612,11 @@ fn added_partitions_are_replicated_too() {
     );
 }
 
-#[test]
-fn retries_across_a_leader_change_are_counted() {
+/// Records 0..5 sent with `acks = all`; then, with the followers stalled, the send of 5
+/// waits, the leader (replica 0) crashes under it, and the send is retried on the new
+/// leader (replica 1 has offsets 0..5 only), succeeding at offset 5 once the followers
+/// resume. The broker and the producer, for what the test checks next.
+fn leader_crash_under_a_waiting_send() -> (Broker, logbus::Producer<(), u64>) {
     let (broker, _) = broker();
     topic(&broker, 2, false);
     let faults = broker.faults();
@@ -622,9 +625,6 @@ fn retries_across_a_leader_change_are_counted() {
         .delivery_timeout(Duration::from_secs(30));
     let p: logbus::Producer<(), u64> = broker.producer_with_config(config).unwrap();
     send_all(&p, 0..5);
-    // Followers stalled: the next send waits; the leader crashes under it; the send is
-    // retried on the new leader (replica 1 has offsets 0..5 only) and succeeds there once
-    // the followers resume.
     faults.stall_replica(T, 0, 1).unwrap();
     faults.stall_replica(T, 0, 2).unwrap();
     let waiting = {
@@ -638,6 +638,12 @@ fn retries_across_a_leader_change_are_counted() {
     faults.resume_replica(T, 0, 1).unwrap();
     faults.resume_replica(T, 0, 2).unwrap();
     assert_eq!(waiting.join().unwrap().unwrap(), 5);
+    (broker, p)
+}
+
+#[test]
+fn retries_across_a_leader_change_are_counted() {
+    let (_broker, p) = leader_crash_under_a_waiting_send();
     let m = p.metrics();
     assert!(m.retries >= 1 && m.possible_duplicates >= 1, "{m:?}");
 }
@@ -649,27 +655,8 @@ fn retries_across_a_leader_change_are_counted() {
 /// leader epoch and copies the rest: every replica ends with the same records, in order.
 #[test]
 fn an_election_while_the_leaders_chunk_is_open_keeps_replicas_identical() {
-    let (broker, _) = broker();
-    topic(&broker, 2, false);
+    let (broker, p) = leader_crash_under_a_waiting_send();
     let faults = broker.faults();
-    let config = ProducerConfig::new()
-        .acks(Acks::All)
-        .delivery_timeout(Duration::from_secs(30));
-    let p: logbus::Producer<(), u64> = broker.producer_with_config(config).unwrap();
-    send_all(&p, 0..5);
-    faults.stall_replica(T, 0, 1).unwrap();
-    faults.stall_replica(T, 0, 2).unwrap();
-    let waiting = {
-        let p = p.clone();
-        std::thread::spawn(move || p.send(Record::new(T, 5)).map(|m| m.offset))
-    };
-    while describe(&broker).replicas[0].log_end < 6 {
-        std::thread::yield_now();
-    }
-    faults.crash_replica(T, 0, 0).unwrap();
-    faults.resume_replica(T, 0, 1).unwrap();
-    faults.resume_replica(T, 0, 2).unwrap();
-    assert_eq!(waiting.join().unwrap().unwrap(), 5);
     assert_eq!(send_all(&p, 6..9), vec![6, 7, 8]);
     faults.restart_replica(T, 0, 0).unwrap();
     assert!(faults.wait_in_sync(T, 0, WAIT).unwrap());
