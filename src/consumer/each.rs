@@ -276,25 +276,23 @@ mod tests {
             .unwrap();
         c.assign(&[TopicPartition::new("t", 0)]).unwrap();
         let p = b.producer::<(), u64>();
-        let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
+        let poll = |c: &mut crate::Consumer<(), u64>, max| {
+            c.poll_with(max, Duration::ZERO, |_| ()).unwrap()
+        };
         p.send_to("t", 0, (0..3).map(Payload::new)).unwrap();
-        assert_eq!(poll(10), 3);
+        assert_eq!(poll(&mut c, 10), 3);
         assert!(c.borrowed.caught_up, "3 of 10 asked for: caught up");
-        let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
-        assert_eq!(poll(10), 0);
+        assert_eq!(poll(&mut c, 10), 0);
         assert!(!c.borrowed.caught_up, "the paced poll took the mark");
         p.send_to("t", 0, (0..20).map(Payload::new)).unwrap();
-        let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
-        assert_eq!(poll(10), 10);
+        assert_eq!(poll(&mut c, 10), 10);
         assert!(!c.borrowed.caught_up, "cut short by max");
         c.commit_sync().unwrap();
-        let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
-        assert_eq!(poll(100), 10);
+        assert_eq!(poll(&mut c, 100), 10);
         assert!(c.borrowed.caught_up, "10 is under a quarter of 64");
         p.send_to("t", 0, (0..40).map(Payload::new)).unwrap();
         c.commit_sync().unwrap();
-        let mut poll = |max| c.poll_with(max, Duration::ZERO, |_| ()).unwrap();
-        assert_eq!(poll(100), 40);
+        assert_eq!(poll(&mut c, 100), 40);
         assert!(
             !c.borrowed.caught_up,
             "40 is a long run (a quarter of 64 or more)"
