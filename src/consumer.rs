@@ -61,31 +61,6 @@ pub use records::{ConsumerMetrics, ConsumerRecord, ConsumerRecords, OffsetAndTim
 #[cfg(not(logbus_loom))]
 const YIELDS: u32 = 64;
 
-/// The pacing of a [`poll_with`](Consumer::poll_with) that follows one whose lending read
-/// caught up with the producer after a short run: a few spin hints (about half a
-/// microsecond on the development VMs), once per poll, without touching shared memory
-/// before looking at the producers' cursors again, as the ring's readers do (ring
-/// `Reader::pace`). A consumer that looks again at once keeps pulling a producer's cursor
-/// and the lines it is writing into its own cache, and reads runs of a few dozen records,
-/// paying its per-poll costs on each (`BENCHMARKS.md`, "cons10"). None under loom, which
-/// models no time.
-#[cfg(not(logbus_loom))]
-pub(crate) const PACE: crate::sync::wait::Policy = crate::sync::wait::Policy {
-    dense_polls: 0,
-    skip_after_misses: 0,
-    spin_rounds: 0,
-    yields: 0,
-    pace_spins: 20,
-};
-#[cfg(logbus_loom)]
-pub(crate) const PACE: crate::sync::wait::Policy = crate::sync::wait::Policy {
-    dense_polls: 0,
-    skip_after_misses: 0,
-    spin_rounds: 0,
-    yields: 0,
-    pace_spins: 0,
-};
-
 /// One assigned partition.
 pub(crate) struct Assigned<K, V> {
     pub(crate) tp: TopicPartition,

@@ -45,7 +45,12 @@ impl<K, V> fmt::Debug for RecordRef<'_, K, V> {
 pub(crate) struct Buffers<K, V> {
     entries: Vec<Entry<K, V>>,
     /// A lending read of the last poll caught up with its producer after a short run: the
-    /// next poll paces itself first ([`PACE`](super::PACE)).
+    /// next poll paces itself first, as the ring's readers do ([`ring::pace_reader`]). A
+    /// consumer that looks again at once keeps pulling a producer's cursor and the lines it
+    /// is writing into its own cache, and reads runs of a few dozen records, paying its
+    /// per-poll costs on each (`BENCHMARKS.md`, "cons10").
+    ///
+    /// [`ring::pace_reader`]: crate::ring::pace_reader
     caught_up: bool,
 }
 
@@ -169,7 +174,7 @@ where
     ) -> Result<usize> {
         let mut buffers = std::mem::take(&mut self.borrowed);
         if std::mem::take(&mut buffers.caught_up) {
-            crate::sync::wait::pace(&super::PACE);
+            crate::ring::pace_reader();
         }
         let read = self.poll_loop(max, timeout, |c, max| {
             c.fetch_lending(max, &mut f, &mut buffers)

@@ -79,6 +79,15 @@ mod wait;
 #[cfg(all(test, not(logbus_loom)))]
 mod tests;
 
+/// A reader's pacing after a read that caught up with the producers after a short run
+/// (`Reader::pace` says why): a few spin hints touching no shared memory, none under loom.
+/// For readers that keep their own "caught up" mark outside a [`Reader`] (a consumer's
+/// lending reads).
+#[inline]
+pub(crate) fn pace_reader() {
+    crate::sync::wait::pace(&wait::POLICY);
+}
+
 pub use config::{Overflow, RingConfig};
 pub use error::{
     BatchClosed, GetError, PublishBatchTimeoutError, PublishError, PublishTimeoutError, ReadError,

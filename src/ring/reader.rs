@@ -179,7 +179,7 @@ impl<T> Reader<T> {
     #[inline]
     fn pace(&mut self) {
         if std::mem::take(&mut self.caught_up) {
-            crate::sync::wait::pace(&wait::POLICY);
+            super::pace_reader();
         }
     }
 
