@@ -16,8 +16,8 @@
 //! reservation", OOPSLA 2002; the JVM's biased locks) applied to the two sides of a queue.
 //! It pays because threads on the same side rarely run at the same moment: in the MPMC 2×2
 //! and MPSC 4→1 benchmarks on two cores, consecutive claims on one side came from different
-//! threads once every ~4,000–20,000 messages, while a claim by CAS costs a locked
-//! instruction (~13 ns here) per message. A `Sender` is `Sync` and `Clone`, so "one handle"
+//! threads only once every few thousand messages (BENCHMARKS.md, "Tuning constants"), while a claim
+//! by CAS costs a locked instruction per message. A `Sender` is `Sync` and `Clone`, so "one handle"
 //! does not mean "one thread": ownership is per thread, named by a thread token.
 //!
 //! # The handshake
@@ -42,7 +42,7 @@
 //! blocking call waits outside it), so a change waits at most for one operation. It waits
 //! by parking in `waits`, not by spinning, and so do the threads that find a change in
 //! progress: an owner's [`Owners::leave`] pays the light side of an asymmetric fence and a
-//! load, the changer the heavy side (a `membarrier`, 1–5 µs here). Loom found three
+//! load, the changer the heavy side (a `membarrier`, a system call). Loom found three
 //! things on the way, each fixed and noted where it happens: a plain store lost against a
 //! read-modify-write (tokio-rs/loom#254, so the words move by `swap`), an owner whose failed
 //! `hold` did not wake the changer, and waiters that looped on an old `false` of `revoker`
@@ -64,15 +64,15 @@ const _: () = assert!(SHARED < thread::FIRST_TOKEN);
 /// of threads that start using a queue together), spends one per change, and earns one back
 /// per [`TRANSFER_RUN`] messages moved through it, never holding more than this. A change
 /// with none left makes the queue shared for good instead: threads taking turns that fast
-/// would pay more for the changes (a `membarrier` each, 1–5 µs here, the time of ~100–300
-/// owned messages) than the shared protocol saves them. A cap, not a running total, so that
+/// would pay more for the changes (a `membarrier` each, the time of a few hundred owned
+/// messages) than the shared protocol saves them. A cap, not a running total, so that
 /// a long-lived queue cannot bank millions of changes and then spend them all on a pattern
 /// that thrashes: that costs at most this many changes.
 ///
-/// In the benchmarks' MPMC 2×2 runs a side changed hands every ~4,000–20,000 messages on
-/// average, but in bursts: two senders filling the queue in turn changed it every ~500
-/// messages for a while. With a cap of 8 and one change per 1024 messages those bursts made
-/// the queue shared (36–37 M/s against 60–64 with no cap); 64 and 256 kept it owned (49–61).
+/// In the benchmarks' MPMC 2×2 runs a side changed hands rarely on average, but in bursts:
+/// two senders filling the queue in turn changed it every few hundred messages for a while.
+/// A small cap made those bursts turn the queue shared, at a large cost; this cap and
+/// [`TRANSFER_RUN`] keep it owned (BENCHMARKS.md, "Tuning constants").
 pub(crate) const TRANSFER_BURST: usize = 64;
 /// Messages moved per change of owner earned back (see [`TRANSFER_BURST`]).
 const TRANSFER_RUN: usize = 256;

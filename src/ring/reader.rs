@@ -3,14 +3,13 @@
 //! A reader keeps its position privately and stores it into its shared cursor once per read
 //! call (for a long batch, every 128 entries, so a full ring refills behind a reader while
 //! it reads). A gating reader can also borrow a published run in place ([`ReadRun`], the
-//! Disruptor event poller's shape) instead of cloning. A **gating** reader holds producers back, so it
-//! reads slots without locking them: it caches the end of the published prefix and looks at
-//! the producers' cursor (single producer) or the slot tags (multi-producer) only when it
-//! has read everything it knew about. A **non-gating** reader never holds producers back: it
-//! reads each entry under the slot's shared lock (held for one clone), and when the slot
-//! already holds a later lap it reports [`TryReadError::Lagged`] with the exact number of
-//! entries it skipped, and continues from the oldest entry still available — tokio
-//! broadcast's rule.
+//! Disruptor event poller's shape) instead of cloning. A **gating** reader holds producers back, so
+//! it reads slots without locking them: it caches the end of the published prefix and looks at the
+//! producers' cursor (single producer) or the slot tags (multi-producer) only when it has read
+//! everything it knew about. A **non-gating** reader never holds producers back: it reads each
+//! entry under the slot's shared lock (held for one clone), and when the slot already holds a later
+//! lap it reports [`TryReadError::Lagged`] with the exact number of entries it skipped, and
+//! continues from the oldest entry still available — tokio broadcast's rule.
 //!
 //! An **announcing** reader (multi-producer rings, and single-producer rings built for one;
 //! [`Ring::announcing_reader`], crate private) is a non-gating reader that producers do not
@@ -170,12 +169,11 @@ impl<T> Reader<T> {
     /// the lines it is writing into its own cache (its loads, and the hardware prefetcher
     /// running ahead of them), and the producer stalls on every store to them. Half a
     /// microsecond of distance lets the producer run a few hundred entries ahead, and both
-    /// sides then move whole lines once: in interleaved runs of
-    /// `benches/ring_vs_disruptor.rs` 1 → 1 went from ~32 to ~70 M entries/s publishing one
-    /// at a time, and from ~300 to ~390 M/s in batches of 64, with the reader's run growing
-    /// from ~90 to ~330 entries. The cost is at most that half microsecond of latency, only
-    /// when the next entry is published during it (a reader that finds nothing then waits
-    /// as before), and only on blocking reads: `try_` reads never wait.
+    /// sides then move whole lines once, and the reader's runs grow several-fold (measured
+    /// with `ring_vs_disruptor`, single entries and batches: BENCHMARKS.md, "Tuning constants").
+    /// The cost is at most that half microsecond of latency, only when the next entry is published
+    /// during it (a reader that finds nothing then waits as before), and only on blocking reads:
+    /// `try_` reads never wait.
     #[inline]
     fn pace(&mut self) {
         if std::mem::take(&mut self.caught_up) {
@@ -902,9 +900,9 @@ impl<'g, T> Iterator for &'g mut ReadRun<'_, T> {
         self.index += 1;
         self.next += 1;
         // SAFETY: the cell holds a sequence below `end`, seen published with Acquire; the
-        // reader is gating and its cursor stays at or below it until the run drops, and the returned reference
-        // borrows the run (`'g`), so it cannot outlive that: no producer overwrites the slot
-        // while the reference lives.
+        // reader is gating and its cursor stays at or below it until the run drops, and the
+        // returned reference borrows the run (`'g`), so it cannot outlive that: no producer
+        // overwrites the slot while the reference lives.
         Some(unsafe { &*cell.with(|p| (*p).as_ptr()) })
     }
 

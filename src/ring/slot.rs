@@ -266,8 +266,8 @@ impl<T> Slots<T> {
     /// Prefetches the value cells of `from..to` (at most [`PREFETCH_LINES`] cache lines from
     /// `from`), for a reader about to read them all: their misses then overlap instead of
     /// stalling the reader one line at a time. With a producer writing just ahead, each line
-    /// is a transfer from the producer's core; in the 1 → 1 batch benchmark this took the
-    /// reader from ~0.73× to ~0.92× of a minimal reference ring (interleaved medians).
+    /// is a transfer from the producer's core (the gain is measured in BENCHMARKS.md, "Tuning
+    /// constants").
     #[inline]
     pub(crate) fn prefetch_run(&self, from: u64, to: u64) {
         let values = &*self.values;
@@ -287,13 +287,13 @@ impl<T> Slots<T> {
     }
 
     /// Asks for the cache lines of the value cells of `from..to` for writing (at most
-    /// [`PREFETCH_LINES`] lines; nothing where the processor has no write prefetch): for a single producer
-    /// that has just published a run and will write these next. A lap ago the reader read
-    /// them, so each is in the reader's cache and a store must take it from there; asked
-    /// for now, they cross while the caller does other work (in the 1 → 1 batch benchmark,
-    /// 270–285 → 300–355 M records a second), where otherwise the next run's stores, and
-    /// the first fence or lock after them, would wait for them. A read prefetch is slower
-    /// than none there (it fetches the lines shared: 215–225).
+    /// [`PREFETCH_LINES`] lines; nothing where the processor has no write prefetch): for a
+    /// single producer that has just published a run and will write these next. A lap ago the
+    /// reader read them, so each is in the reader's cache and a store must take it from
+    /// there; asked for now, they cross while the caller does other work, where otherwise the
+    /// next run's stores, and the first fence or lock after them, would wait for them. A read
+    /// prefetch is slower than none there: it fetches the lines shared (both measured with the
+    /// 1 → 1 batch benchmark: BENCHMARKS.md, "Tuning constants").
     #[inline]
     pub(crate) fn prefetch_write_run(&self, from: u64, to: u64) {
         let Some(prefetch) = self.write_prefetch else {

@@ -4,18 +4,15 @@
 //! A waiter checks its condition, then spins `spin_rounds` exponentially growing rounds
 //! of pause instructions (checking between rounds), then yields up to `yields` times
 //! (tens of microseconds, checking after each), and only then parks in a [`WaitSet`].
-//! Parking costs the parked thread a wake-up of ~10–15 µs and the notifier a system call,
-//! so it is kept for waits that are long compared to that; yielding costs ~0.5 µs per round
-//! and hands the core to the thread being waited for when threads outnumber cores
-//! (`BENCHMARKS.md`: spin-only waiting collapses on 2 cores).
+//! Parking costs the parked thread a wake-up and the notifier a system call, so it is kept
+//! for waits that are long compared to that; a yield costs far less and hands the core to
+//! the thread being waited for when threads outnumber cores (spin-only waiting collapses
+//! on two cores).
 //!
-//! On the 2-vCPU development VMs spinning did worse than yielding at once: with 6 rounds
-//! (63 pauses, ~1.8 µs; a pause costs ~28 ns there) the SPSC throughput was 0.7–0.95× the
-//! disruptor's poller; with 0 rounds, 1.1–1.9× (interleaved runs of
-//! `benches/ring_vs_disruptor.rs`); 2000 pauses before the first yield cut it four- to
-//! tenfold. A pause-loop exit to the hypervisor, or a host sibling thread, would explain it;
-//! either way the waiter's core is better given back. So the spin phase is zero rounds by
-//! default (a constant, to revisit on bare metal).
+//! On two-vCPU VMs spinning did worse than yielding at once, and long spins before the first
+//! yield did far worse (BENCHMARKS.md, "Tuning constants"). A pause-loop exit to the hypervisor, or
+//! a host sibling thread, would explain it; either way the waiter's core is better given back. So
+//! the spin phase is zero rounds by default (a constant, to revisit on bare metal).
 //!
 //! The park is the heavy side of an asymmetric Dekker handshake: the waiter registers, then
 //! issues `asym_fence::heavy` once, before its first check of its condition, while the
@@ -25,8 +22,8 @@
 //!
 //! Waiting for an *empty* ring is one half of a reader's patience; the other is not looking
 //! too soon after catching up (the reader's pacing, `Reader::pace`: `pace_spins` hints,
-//! about half a microsecond on the development VMs, a hint costing ~28 ns there), which
-//! keeps a reader off the lines the producer is writing.
+//! about half a microsecond on the VMs it was tuned on), which keeps a reader off the lines
+//! the producer is writing.
 //!
 //! Under loom there is one spin round (a loom yield), no yield rounds and no pacing, so
 //! models reach the park quickly.

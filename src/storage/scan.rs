@@ -12,8 +12,9 @@ use super::record_batch::{
 use crate::error::{Corruption, Error, Result};
 
 /// Size of the reads recovery and [`scan_log`] make: small enough that the buffer stays in
-/// the L2 cache between the kernel's copy into it and the CRC pass over it (4 MiB reads
-/// measured 0.1x slower in recovery than 512 KiB ones), large enough that syscalls are few.
+/// the L2 cache between the kernel's copy into it and the CRC pass over it (larger reads
+/// measured slower in recovery: BENCHMARKS.md, "Tuning constants"), large enough that syscalls are
+/// few.
 const SCAN_CHUNK: usize = 512 << 10;
 
 /// How a scan of a `.log` ended.

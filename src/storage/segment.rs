@@ -42,8 +42,9 @@ pub(crate) struct SegmentParams {
 pub const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
 
 /// Write-outs of a full write buffer end on a multiple of this file position (the rest stays
-/// buffered): the page cache then fills whole, aligned (large) folios, which measured about
-/// 1.3x cheaper in the kernel than unaligned writes of the same size on ext4.
+/// buffered): the page cache then fills whole, aligned (large) folios, which measured
+/// cheaper in the kernel than unaligned writes of the same size on ext4 (BENCHMARKS.md, "Tuning
+/// constants").
 const WRITE_ALIGN: u64 = 64 << 10;
 
 /// What recovering one segment found.

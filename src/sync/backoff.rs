@@ -2,8 +2,8 @@
 //! machine with fixed phases.
 //!
 //! On this project's 2-core machines a waiter that only spins starves the thread it waits
-//! for (BENCHMARKS.md: a busy-spinning ring falls ~500× when threads outnumber cores), and a
-//! waiter that parks at once pays ~10–15 µs per wake-up. So a waiter spins a few
+//! for (a busy-spinning ring collapses when threads outnumber cores), and a waiter that
+//! parks at once pays a dear wake-up each time. So a waiter spins a few
 //! exponentially growing rounds (cheap when the other side is running on the other core),
 //! then yields its time slice a few times, and only then parks (or, for a step that ends in
 //! bounded time, keeps yielding).

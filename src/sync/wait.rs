@@ -14,7 +14,7 @@
 //! 2. **spin rounds**: round `k` spins `2^k` hints, then the caller looks again;
 //! 3. **yields**: each gives the core to the thread being waited for (on two cores a waiter
 //!    that only spins starves it; BENCHMARKS.md);
-//! 4. **park**, in a [`WaitSet`](super::WaitSet) (10–15 µs to wake here; the notifier pays
+//! 4. **park**, in a [`WaitSet`](super::WaitSet) (the dearest wake-up; the notifier pays
 //!    a system call), only once the phases above are used up.
 //!
 //! Besides waiting for a condition, a reader that keeps catching up with its writer after

@@ -17,8 +17,8 @@
 //! registers again, with the fence, before it checks. Without that, a woken thread kept
 //! counting until it ran again, and with more runnable threads than cores that took long:
 //! every notifier meanwhile took the lock to wake nobody (a counting build of the MPMC 2×2
-//! benchmark: 120,000–270,000 such wake-ups per 2M messages, for ~40 threads actually
-//! woken; 14% of the samples in `wake_all`). The waiters of
+//! benchmark counted thousands of such wake-ups for every thread actually woken). The
+//! waiters of
 //! [`wait_until_heavy`](WaitSet::wait_until_heavy) with light notifiers stay counted until
 //! they leave: registering again would cost them a `membarrier` per wake-up.
 //!

@@ -21,10 +21,10 @@ use crate::sync::WaitSet;
 
 /// How a blocking operation waits (the phases are `sync::wait`'s):
 /// - **dense poll**: 128 polls of the one stamp it waits on, one spin hint apart. The same
-///   budget as the spin rounds of a `Backoff` it replaces (1 + 2 + … + 64 = 127 hints; a
-///   hint takes ~17 ns on the target VMs, so about 2–3 µs with the loads): the waiter burns
-///   no more time before yielding, but instead of looking again only after exponentially
-///   growing spins (a reply arriving after 0.5 µs was seen after ~1 µs), it sees the stamp
+///   budget as the spin rounds of a `Backoff` it replaces (1 + 2 + … + 64 = 127 hints, a few
+///   microseconds with the loads): the waiter burns no more time before yielding, but
+///   instead of looking again only after exponentially growing spins (which see a reply
+///   up to one round late), it sees the stamp
 ///   move within one poll, which is what a ping-pong round trip and a batch consumer racing
 ///   a filling queue wait on. The poll reads only that slot's stamp and this side's cursor
 ///   (no fence, no cursor of the other side);
@@ -32,15 +32,14 @@ use crate::sync::WaitSet;
 ///   side's waiters skip the poll but for one probe in `sync::wait::PROBE_EVERY` (the side's
 ///   `PollHistory`, in its `OwnerCache` line). With more runnable threads than cores (MPMC
 ///   2×2 on two cores) the thread a waiter needs is waiting for this core: a counting build
-///   saw none of ~4,000 polls per 2M-message run succeed, and the polls took ~19% of the
-///   samples. Skipping them raised MPMC 2×2 from 1.50× to 2.13× crossbeam-channel and SPSC
-///   from 0.90× to 1.45× kanal, and the ping-pong p50 from 9.4 to 2.7 µs, on a loaded
-///   machine (medians of 4 alternated runs; BENCHMARKS.md, wave 5); where the other side
-///   runs on its own core the polls hit and stay on;
+///   saw almost none of those polls succeed while they took a large share of the samples,
+///   and skipping them raised MPMC, SPSC and ping-pong alike on a loaded machine
+///   (BENCHMARKS.md, "Tuning constants"); where the other side runs on its own core the polls hit
+///   and stay on;
 /// - **no spin rounds** (the dense poll took their place);
-/// - **36 yields**: the backoff's 4 and 32 more, since waking a parked thread costs ~10–15
-///   µs on the target VMs (BENCHMARKS.md) and a yield well under 1 µs, so a waiter keeps
-///   yielding a while longer when the other side is likely still running;
+/// - **36 yields**: the backoff's 4 and 32 more, since waking a parked thread costs far more
+///   than a yield (BENCHMARKS.md, "Tuning constants"), so a waiter keeps yielding a while longer
+///   when the other side is likely still running;
 /// - then it parks;
 /// - **pacing** (`Channel::hold_back_if_trailing`): 20 spin hints before an owner looks at
 ///   the other side's cursor after its last look found it on that side's heels.
@@ -148,10 +147,9 @@ impl<T> Channel<T> {
     }
 
     /// How many slots past the first free one a sender waiting on a full queue waits to see
-    /// freed (`send_changed`): two lines of stamps, at most half the queue. In interleaved
-    /// runs of `benches/queue_vs_peers.rs` (senders often find the queue full there), 16
-    /// raised MPMC 2×2 from 26–29 to 32–35 M/s and MPSC 4→1 from 25–29 to 27–32 M/s against
-    /// 0 (8 and 32 did no better).
+    /// freed (`send_changed`): two lines of stamps, at most half the queue. Chosen in
+    /// interleaved runs of `queue_vs_peers`, where senders often find the queue full, over
+    /// 0, 8 and 32 (BENCHMARKS.md, "Tuning constants").
     #[inline]
     pub(super) fn freed_before_refill(&self) -> usize {
         FREED_BEFORE_REFILL.min((self.cap - 1) / 2)

@@ -5,8 +5,8 @@
 //! Without it, two producers sending batches took the lock in turn, and each hand-off
 //! moved the partition's state (its lock, three logs' ends, HW, the chunks' counts) to the
 //! other core and often parked the loser: RF 3 `acks = all` ran at half its one-producer
-//! rate with two (BENCHMARKS.md, wave 9). Now the holder appends both, helps the followers
-//! copy both in one fetch each, and moves HW once.
+//! rate with two (BENCHMARKS.md, "Tuning constants"). Now the holder appends both, helps the
+//! followers copy both in one fetch each, and moves HW once.
 //!
 //! The protocol: a request enters the queue under the queue's lock, and leaves it only in
 //! the hands of a thread holding the partition's lock, which appends it and marks it done
@@ -79,7 +79,7 @@ impl<K, V> Default for Combiner<K, V> {
 }
 
 /// Spin hints a delegating sender waits for the owner before it takes the lock itself:
-/// about one batch send's time on the owner's side (BENCHMARKS.md, wave 9).
+/// about one batch send's time on the owner's side (BENCHMARKS.md, "Tuning constants").
 const DELEGATE_SPINS: u32 = 1000;
 
 /// How a sender got its append done.
@@ -121,9 +121,9 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             if nudge == Nudge::Always && records.count() == 1 {
                 // A single `acks = 0 / 1` record: the holder is most often a fetcher
                 // copying, which serves no queue, and queueing cost a request's allocation
-                // and a spin-and-yield before the lock (single `acks = 1` sends 15% slower,
-                // p50 0.15 -> 0.3-0.85 µs: BENCHMARKS.md, wave 9). Wait on the lock, as
-                // before combining; batches still queue (they gain from it).
+                // and a spin-and-yield before the lock (single `acks = 1` sends measured
+                // slower, with a higher p50: BENCHMARKS.md, "Tuning constants"). Wait on the lock,
+                // as before combining; batches still queue (they gain from it).
                 return Entered::Locked(self.state.lock());
             }
         }
