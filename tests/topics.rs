@@ -15,7 +15,10 @@ const T0: i64 = 1_700_000_000_000;
 
 fn broker() -> (Broker, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(T0));
-    (Broker::builder().clock(clock.clone()).build(), clock)
+    (
+        Broker::builder().clock(clock.clone()).build().unwrap(),
+        clock,
+    )
 }
 
 fn tp(topic: &str, p: u32) -> TopicPartition {
@@ -894,7 +897,7 @@ impl logbus::clock::Clock for Ticking {
 #[test]
 fn send_batch_stamps_each_run_with_one_clock_reading() {
     let clock = Arc::new(Ticking(std::sync::atomic::AtomicI64::new(0)));
-    let b = Broker::builder().clock(clock).build();
+    let b = Broker::builder().clock(clock).build().unwrap();
     b.create_topic::<(), u64>("t", TopicConfig::new(2)).unwrap();
     let p = b.producer::<(), u64>();
     let mut batch: Vec<_> = (0..3).map(|i| Record::new("t", i).partition(0)).collect();

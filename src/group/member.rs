@@ -59,7 +59,7 @@ pub(crate) fn glob_matches(pattern: &str, name: &str) -> bool {
     let (p, n) = (pattern.as_bytes(), name.as_bytes());
     let (mut i, mut j) = (0, 0);
     // The last `*` seen and the name position it was tried at (classic backtracking glob,
-    // linear in practice, quadratic at worst: topic names are at most 249 bytes).
+    // linear in practice, quadratic at worst: topic names are at most 249 bytes, Kafka's limit).
     let mut star: Option<(usize, usize)> = None;
     while j < n.len() {
         if i < p.len() && (p[i] == b'?' || p[i] == n[j]) {
