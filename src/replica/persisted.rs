@@ -694,7 +694,10 @@ where
             ),
         });
     }
-    if broker.topics().iter().any(|t| t == name) {
+    let _creating = broker.data().map(|d| d.creating());
+    // Under the lock: a topic registered, or on disk and not opened yet, is never created
+    // over (its metadata would be replaced, its partition directories removed).
+    if broker.topics().iter().any(|t| t == name) || dirs.metas.lock().contains_key(name) {
         return Err(Error::TopicExists {
             topic: name.to_owned(),
         });
