@@ -227,7 +227,7 @@ fn a_torn_last_segment_is_still_cut_and_an_empty_rolled_one_kept() {
             .unwrap();
         assert_eq!(m.offset, RECORDS);
         broker.close().unwrap();
-        assert_eq!(std::fs::read(&rolled).unwrap().len() as u64 > 0, true);
+        assert!(!std::fs::read(&rolled).unwrap().is_empty());
         let mut now = logs(&dir.join("t-0"));
         now.remove(&format!("{RECORDS:020}.log"));
         assert_eq!(now, segments);
