@@ -375,3 +375,57 @@ fn concurrent_creations_of_a_replicated_topic_leave_the_winners_metadata() {
         broker.close().unwrap();
     }
 }
+
+/// `delete_topic` racing `create_persisted_topic` of the same name (10 rounds): the new
+/// topic, when its creation succeeds, keeps its metadata and its partition directories (the
+/// delete, past its first step, used to remove them from under it), and the directory
+/// always reopens.
+#[test]
+fn a_delete_racing_a_creation_of_the_same_name_leaves_the_new_topic_whole() {
+    let _serial = one_at_a_time();
+    for round in 0..10 {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let broker = Broker::builder()
+            .data_dir(&dir)
+            .create(true)
+            .open()
+            .unwrap();
+        broker
+            .create_persisted_topic::<(), String>("t", TopicConfig::new(4), PersistConfig::new())
+            .unwrap();
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let deleter = {
+            let (broker, barrier) = (broker.clone(), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                barrier.wait();
+                broker.delete_topic("t")
+            })
+        };
+        barrier.wait();
+        let mut created = false;
+        for _ in 0..1_000 {
+            match broker.create_persisted_topic::<(), String>(
+                "t",
+                TopicConfig::new(2),
+                PersistConfig::new(),
+            ) {
+                Ok(_) => {
+                    created = true;
+                    break;
+                }
+                Err(Error::TopicExists { .. }) => std::thread::yield_now(),
+                Err(e) => panic!("round {round}: {e}"),
+            }
+        }
+        deleter.join().unwrap().unwrap();
+        assert!(created, "round {round}: never created");
+        broker.close().unwrap();
+        drop(broker);
+        let broker = Broker::open(&dir)
+            .unwrap_or_else(|e| panic!("round {round}: the directory does not reopen: {e}"));
+        broker.open_topic::<(), String>("t").unwrap();
+        assert_eq!(broker.describe_topic("t").unwrap().partitions.len(), 2);
+        broker.close().unwrap();
+    }
+}

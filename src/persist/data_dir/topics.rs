@@ -341,6 +341,9 @@ impl DataDir {
     /// its partition directories and the directories.
     pub(crate) fn delete_topic(&self, name: &str) -> Result<()> {
         self.check_open()?;
+        // Held to the end: a creation of the same name waits until the old partition
+        // directories are gone, rather than making its own for this delete to remove.
+        let _opening = self.opening.lock();
         let Some(meta) = self.metas.lock().remove(name) else {
             return Ok(());
         };
