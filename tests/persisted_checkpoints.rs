@@ -403,29 +403,84 @@ fn a_delete_racing_a_creation_of_the_same_name_leaves_the_new_topic_whole() {
             })
         };
         barrier.wait();
-        let mut created = false;
-        for _ in 0..1_000 {
+        // Until the delete is over, then once more (which must succeed).
+        let mut last = false;
+        loop {
+            last = last || deleter.is_finished();
             match broker.create_persisted_topic::<(), String>(
                 "t",
                 TopicConfig::new(2),
                 PersistConfig::new(),
             ) {
-                Ok(_) => {
-                    created = true;
-                    break;
-                }
-                Err(Error::TopicExists { .. }) => std::thread::yield_now(),
+                Ok(_) => break,
+                Err(Error::TopicExists { .. }) if !last => std::thread::yield_now(),
                 Err(e) => panic!("round {round}: {e}"),
             }
         }
         deleter.join().unwrap().unwrap();
-        assert!(created, "round {round}: never created");
         broker.close().unwrap();
         drop(broker);
         let broker = Broker::open(&dir)
             .unwrap_or_else(|e| panic!("round {round}: the directory does not reopen: {e}"));
         broker.open_topic::<(), String>("t").unwrap();
         assert_eq!(broker.describe_topic("t").unwrap().partitions.len(), 2);
+        broker.close().unwrap();
+    }
+}
+
+/// The same race for a replicated topic (10 rounds): its `.replicas` metadata and its
+/// replicas' directories in every data directory.
+#[test]
+fn a_delete_racing_a_creation_of_a_replicated_topic_leaves_the_new_topic_whole() {
+    let _serial = one_at_a_time();
+    let replicated = |n: u32| TopicConfig::new(n).replication_factor(2);
+    for round in 0..10 {
+        let tmp = tempfile::tempdir().unwrap();
+        let dirs: Vec<_> = (0..2).map(|i| tmp.path().join(format!("d{i}"))).collect();
+        let broker = Broker::builder()
+            .data_dirs(&dirs)
+            .create(true)
+            .open()
+            .unwrap();
+        broker
+            .create_persisted_topic::<(), String>("t", replicated(4), PersistConfig::new())
+            .unwrap();
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let deleter = {
+            let (broker, barrier) = (broker.clone(), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                barrier.wait();
+                broker.delete_topic("t")
+            })
+        };
+        barrier.wait();
+        // Until the delete is over, then once more (which must succeed).
+        let mut last = false;
+        loop {
+            last = last || deleter.is_finished();
+            match broker.create_persisted_topic::<(), String>(
+                "t",
+                replicated(2),
+                PersistConfig::new(),
+            ) {
+                Ok(_) => break,
+                Err(Error::TopicExists { .. }) if !last => std::thread::yield_now(),
+                Err(e) => panic!("round {round}: {e}"),
+            }
+        }
+        deleter.join().unwrap().unwrap();
+        broker.close().unwrap();
+        drop(broker);
+        let broker = Broker::builder()
+            .data_dirs(&dirs)
+            .open()
+            .unwrap_or_else(|e| panic!("round {round}: the directories do not reopen: {e}"));
+        broker.open_topic::<(), String>("t").unwrap();
+        let d = broker.describe_topic("t").unwrap();
+        assert_eq!(d.partitions.len(), 2, "round {round}");
+        for r in &d.replicas {
+            assert_eq!(r.isr.len(), 2, "round {round}: {d:?}");
+        }
         broker.close().unwrap();
     }
 }
