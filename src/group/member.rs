@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
-use crate::broker::{validate_topic_name, Broker};
+use crate::broker::{validate_kafka_topic_name, Broker};
 use crate::consumer::Consumer;
 use crate::group::coordinator::{Coordinator, JoinRequest, Signal, Step};
 use crate::group::listener::{NoListener, RebalanceListener};
@@ -347,7 +347,8 @@ where
         let mut set = BTreeSet::new();
         for t in topics {
             let t = t.as_ref();
-            validate_topic_name(t)?;
+            // Kafka's rule: a topic found on disk may carry a longer name than new topics.
+            validate_kafka_topic_name(t)?;
             if self.broker.partition_count(t).is_some() {
                 // Checks the types (a topic of other types is refused now, not per poll).
                 self.broker.topic_inner::<K, V>(t)?;
