@@ -33,10 +33,10 @@ pub use crate::topic_partition::TopicPartition;
 use crate::{Error, Result};
 
 mod config;
-pub(crate) use config::check_partition_count;
+pub(crate) use config::{check_partition_count, validate_kafka_topic_name};
 pub use config::{
-    validate_topic_name, Overflow, TopicConfig, MAX_PARTITIONS, MAX_RECORDS_IN_MEMORY,
-    MAX_REPLICATION_FACTOR, MAX_TOPIC_NAME_LEN,
+    validate_topic_name, Overflow, TopicConfig, KAFKA_MAX_TOPIC_NAME_LEN, MAX_PARTITIONS,
+    MAX_RECORDS_IN_MEMORY, MAX_REPLICATION_FACTOR, MAX_TOPIC_NAME_LEN,
 };
 
 /// One partition as [`Broker::describe_topic`] sees it.
@@ -375,9 +375,41 @@ impl BrokerBuilder {
         self
     }
 
-    /// The broker.
-    pub fn build(self) -> Broker {
-        Broker::from_parts(self.clock, None)
+    /// The broker: in memory, or, when a data directory was given
+    /// ([`data_dir`](Self::data_dir), [`data_dirs`](Self::data_dirs)), opened on it exactly as
+    /// [`open`](Self::open) opens it — a builder given a directory never quietly builds an
+    /// in-memory broker.
+    ///
+    /// # Errors
+    ///
+    /// Only with a data directory: as [`open`](Self::open) (a missing or unformatted
+    /// directory without [`create`](Self::create), a locked one, ...).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, TopicConfig};
+    /// use logbus::persist::PersistConfig;
+    /// use logbus::Error;
+    ///
+    /// let in_memory = Broker::builder().build()?;
+    /// # drop(in_memory);
+    /// let tmp = tempfile::tempdir()?;
+    /// let missing = tmp.path().join("data");
+    /// assert!(matches!(
+    ///     Broker::builder().data_dir(&missing).build(),
+    ///     Err(Error::DataDirMissing { .. })
+    /// ));
+    /// let persisted = Broker::builder().data_dir(&missing).create(true).build()?;
+    /// persisted.create_persisted_topic::<(), String>("t", TopicConfig::new(1), PersistConfig::new())?;
+    /// persisted.close()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn build(self) -> Result<Broker> {
+        if self.persist.dir.is_some() {
+            return self.open();
+        }
+        Ok(Broker::from_parts(self.clock, None))
     }
 }
 
@@ -403,7 +435,7 @@ impl Broker {
 impl Broker {
     /// A broker keeping everything in memory, reading the system clock.
     pub fn in_memory() -> Self {
-        Self::builder().build()
+        Broker::from_parts(Arc::new(SystemClock), None)
     }
 
     /// A builder, to choose the clock.

@@ -424,8 +424,10 @@ pub enum Error {
         topic: String,
     },
 
-    /// A topic name breaks Kafka's rule: 1 to 249 characters of `[a-zA-Z0-9._-]`, not `.`
-    /// or `..`.
+    /// A topic name breaks the rule: 1 to
+    /// [`MAX_TOPIC_NAME_LEN`](crate::broker::MAX_TOPIC_NAME_LEN) (242) characters of
+    /// `[a-zA-Z0-9._-]`, not `.` or `..` (a Kafka cluster's topics, with the `kafka` feature:
+    /// up to Kafka's 249).
     #[error("invalid topic name {name:?}: {reason}")]
     InvalidTopicName {
         /// The name given.

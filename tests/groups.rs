@@ -20,7 +20,10 @@ const Z: Duration = Duration::ZERO;
 
 fn broker() -> (Broker, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(T0));
-    (Broker::builder().clock(clock.clone()).build(), clock)
+    (
+        Broker::builder().clock(clock.clone()).build().unwrap(),
+        clock,
+    )
 }
 
 fn tp(topic: &str, p: u32) -> TopicPartition {

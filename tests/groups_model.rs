@@ -209,7 +209,7 @@ fn sorted(mut v: Vec<TopicPartition>) -> Vec<TopicPartition> {
 
 fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let b = Broker::builder().clock(clock.clone()).build();
+    let b = Broker::builder().clock(clock.clone()).build().unwrap();
     b.create_topic::<(), u64>("t", TopicConfig::new(PARTITIONS))
         .unwrap();
     // Makes the group known from the start (it never subscribes).

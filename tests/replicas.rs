@@ -14,7 +14,7 @@ const WAIT: Duration = Duration::from_secs(20);
 
 fn broker() -> (Broker, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let broker = Broker::builder().clock(clock.clone()).build();
+    let broker = Broker::builder().clock(clock.clone()).build().unwrap();
     (broker, clock)
 }
 

@@ -14,7 +14,7 @@ const WAIT: Duration = Duration::from_secs(20);
 
 fn broker() -> (Broker, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let broker = Broker::builder().clock(clock.clone()).build();
+    let broker = Broker::builder().clock(clock.clone()).build().unwrap();
     let config = TopicConfig::new(1)
         .replication_factor(3)
         .min_insync_replicas(2);

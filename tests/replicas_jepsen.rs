@@ -192,7 +192,7 @@ fn run(seed: u64, on_disk: bool, memory: usize) -> Result<(u64, u64, u64), Strin
             .unwrap();
         broker
     } else {
-        let broker = Broker::builder().clock(clock.clone()).build();
+        let broker = Broker::builder().clock(clock.clone()).build().unwrap();
         broker.create_topic::<(), u64>(T, config).unwrap();
         broker
     };

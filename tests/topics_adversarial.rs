@@ -15,7 +15,10 @@ const T0: i64 = 1_700_000_000_000;
 
 fn broker() -> (Broker, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(T0));
-    (Broker::builder().clock(clock.clone()).build(), clock)
+    (
+        Broker::builder().clock(clock.clone()).build().unwrap(),
+        clock,
+    )
 }
 
 fn tp(topic: &str, p: u32) -> TopicPartition {
@@ -1293,7 +1296,7 @@ fn zero_sized_and_large_values_keep_dense_offsets() {
 #[test]
 fn timestamps_at_the_edges() {
     let clock = Arc::new(ManualClock::new(0));
-    let b = Broker::builder().clock(clock.clone()).build();
+    let b = Broker::builder().clock(clock.clone()).build().unwrap();
     b.create_topic::<(), u64>("t", TopicConfig::new(1).retention(Duration::from_secs(1)))
         .unwrap();
     let p = b.producer::<(), u64>();

@@ -15,7 +15,10 @@ const T0: i64 = 1_700_000_000_000;
 
 fn broker() -> (Broker, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(T0));
-    (Broker::builder().clock(clock.clone()).build(), clock)
+    (
+        Broker::builder().clock(clock.clone()).build().unwrap(),
+        clock,
+    )
 }
 
 fn tp(topic: &str, p: u32) -> TopicPartition {

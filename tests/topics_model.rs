@@ -353,7 +353,7 @@ fn check<T: std::fmt::Debug + PartialEq>(
 
 fn run(ops: Vec<Op>) {
     let clock = Arc::new(ManualClock::new(T0));
-    let broker = Broker::builder().clock(clock).build();
+    let broker = Broker::builder().clock(clock).build().unwrap();
     let mut real = Real {
         producer: broker.producer::<u8, u64>(),
         broker,

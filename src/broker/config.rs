@@ -9,8 +9,14 @@ use crate::{Error, Result};
 pub const MAX_PARTITIONS: u32 = 1 << 16;
 /// The most records a partition may keep in memory.
 pub const MAX_RECORDS_IN_MEMORY: usize = 1 << 28;
-/// The longest topic name (Kafka's limit).
-pub const MAX_TOPIC_NAME_LEN: usize = 249;
+/// The longest name of a logbus topic, whatever its kind (in memory, persisted, replicated):
+/// Kafka's [`KAFKA_MAX_TOPIC_NAME_LEN`] less the 7 characters by which a replicated topic's
+/// metadata file, written as `<name>.replicas.tmp` and renamed, outgrows Kafka's longest
+/// name, `<name>-<partition>`, within the 255 bytes a file name may take.
+pub const MAX_TOPIC_NAME_LEN: usize = 242;
+/// The longest topic name Kafka accepts (the names of a Kafka cluster's topics, reached with
+/// the `kafka` feature, and of topics found on disk, follow this rule).
+pub const KAFKA_MAX_TOPIC_NAME_LEN: usize = 249;
 
 /// What a producer does when a partition's memory is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -228,22 +234,37 @@ pub(crate) fn check_partition_count(n: u32) -> Result<()> {
     Ok(())
 }
 
-/// Checks a topic name against Kafka's rule: 1 to 249 characters of `[a-zA-Z0-9._-]`,
-/// not `.` or `..`. Such a name can never reach outside a directory it names a child of.
+/// Checks the name of a logbus topic: 1 to [`MAX_TOPIC_NAME_LEN`] (242) characters of
+/// `[a-zA-Z0-9._-]`, not `.` or `..` — Kafka's rule, with a limit that holds for every topic
+/// kind (a persisted topic's longest file name, `<name>.replicas.tmp`, must fit in the 255
+/// bytes a file name may take). Such a name can never reach outside a directory it names a
+/// child of.
 ///
 /// # Errors
 ///
-/// [`Error::InvalidTopicName`] saying why.
+/// [`Error::InvalidTopicName`] saying why (for a long name, the valid length).
 ///
 /// # Examples
 ///
 /// ```
-/// use logbus::broker::validate_topic_name;
+/// use logbus::broker::{validate_topic_name, MAX_TOPIC_NAME_LEN};
 ///
 /// assert!(validate_topic_name("orders.eu-west_1").is_ok());
 /// assert!(validate_topic_name("../etc").is_err());
+/// assert!(validate_topic_name(&"x".repeat(MAX_TOPIC_NAME_LEN)).is_ok());
+/// assert!(validate_topic_name(&"x".repeat(MAX_TOPIC_NAME_LEN + 1)).is_err());
 /// ```
 pub fn validate_topic_name(name: &str) -> Result<()> {
+    check_topic_name(name, MAX_TOPIC_NAME_LEN)
+}
+
+/// Kafka's own rule (up to [`KAFKA_MAX_TOPIC_NAME_LEN`] characters): for a Kafka cluster's
+/// topics, and for names already on disk.
+pub(crate) fn validate_kafka_topic_name(name: &str) -> Result<()> {
+    check_topic_name(name, KAFKA_MAX_TOPIC_NAME_LEN)
+}
+
+fn check_topic_name(name: &str, max: usize) -> Result<()> {
     let fail = |reason: String| {
         Err(Error::InvalidTopicName {
             name: name.to_owned(),
@@ -251,14 +272,17 @@ pub fn validate_topic_name(name: &str) -> Result<()> {
         })
     };
     if name.is_empty() {
-        return fail("a topic name needs 1 to 249 characters; it is empty".into());
+        return fail(format!(
+            "a topic name needs 1 to {max} characters; it is empty"
+        ));
     }
     if name == "." || name == ".." {
         return fail("`.` and `..` are not allowed as topic names".into());
     }
-    if name.len() > MAX_TOPIC_NAME_LEN {
+    if name.len() > max {
         return fail(format!(
-            "{} characters is longer than the limit of {MAX_TOPIC_NAME_LEN}",
+            "{} characters is longer than the limit of {max} (a topic name needs 1 to {max} \
+             characters)",
             name.len()
         ));
     }

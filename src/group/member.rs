@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
-use crate::broker::{validate_topic_name, Broker};
+use crate::broker::{validate_kafka_topic_name, Broker};
 use crate::consumer::Consumer;
 use crate::group::coordinator::{Coordinator, JoinRequest, Signal, Step};
 use crate::group::listener::{NoListener, RebalanceListener};
@@ -59,7 +59,7 @@ pub(crate) fn glob_matches(pattern: &str, name: &str) -> bool {
     let (p, n) = (pattern.as_bytes(), name.as_bytes());
     let (mut i, mut j) = (0, 0);
     // The last `*` seen and the name position it was tried at (classic backtracking glob,
-    // linear in practice, quadratic at worst: topic names are at most 249 bytes).
+    // linear in practice, quadratic at worst: topic names are at most 249 bytes, Kafka's limit).
     let mut star: Option<(usize, usize)> = None;
     while j < n.len() {
         if i < p.len() && (p[i] == b'?' || p[i] == n[j]) {
@@ -347,7 +347,8 @@ where
         let mut set = BTreeSet::new();
         for t in topics {
             let t = t.as_ref();
-            validate_topic_name(t)?;
+            // Kafka's rule: a topic found on disk may carry a longer name than new topics.
+            validate_kafka_topic_name(t)?;
             if self.broker.partition_count(t).is_some() {
                 // Checks the types (a topic of other types is refused now, not per poll).
                 self.broker.topic_inner::<K, V>(t)?;

@@ -308,7 +308,7 @@ impl KafkaBroker {
         K: Codec + Send + Sync + 'static,
         V: Codec + Send + Sync + 'static,
     {
-        crate::broker::validate_topic_name(name)?;
+        crate::broker::validate_kafka_topic_name(name)?;
         config.validate()?;
         let partitions = config.partitions();
         self.create_raw(name, partitions)?;

@@ -310,12 +310,18 @@ pub(crate) struct DataDir {
     loaded: Mutex<OffsetMap>,
     clamped: Mutex<Vec<ClampedOffset>>,
     open: Mutex<Vec<OpenPartition>>,
-    /// Serialises `open_topic` and `create_topic` (one set of writers per topic).
+    /// Serialises `open_topic` and `create_topic` (one set of writers per topic), and the
+    /// creation of replicated topics ([`creating`](Self::creating)).
     opening: Mutex<()>,
     /// The topic `create_topic` is starting (at most one: `opening` is held): its metadata
     /// is in `metas`, but it is not registered yet, so it is hidden (taken after `metas`).
     creating: Mutex<Option<String>>,
     background: Mutex<Option<JoinHandle<()>>>,
+    /// Held by every writer of the directory's checkpoint files (consumer offsets, recovery
+    /// points, log starts) from its snapshot to its rename, as Kafka serialises its
+    /// checkpoint writers: each file's writers share its temp file, and a snapshot must
+    /// reach the file in the order it was taken. Taken before `loaded` and `open`.
+    checkpointing: Mutex<()>,
     stop: AtomicBool,
     stop_wait: WaitSet,
     closed: AtomicBool,
@@ -377,7 +383,9 @@ impl DataDir {
             let Some(topic) = name.strip_suffix(TOPIC_SUFFIX) else {
                 continue;
             };
-            if crate::broker::validate_topic_name(topic).is_err() {
+            // Kafka's rule, not the stricter one for new topics: a topic written by an
+            // earlier version under a longer name is still found.
+            if crate::broker::validate_kafka_topic_name(topic).is_err() {
                 continue;
             }
             let path = dir.join(&name);
@@ -462,6 +470,7 @@ impl DataDir {
             opening: Mutex::new(()),
             creating: Mutex::new(None),
             background: Mutex::new(None),
+            checkpointing: Mutex::new(()),
             stop: AtomicBool::new(false),
             stop_wait: WaitSet::new(),
             closed: AtomicBool::new(false),
@@ -533,6 +542,7 @@ impl DataDir {
     }
 
     fn write_log_checkpoints(&self, closed: Option<&[(String, u32, Checkpoints)]>) -> Result<()> {
+        let _writing = self.checkpointing.lock();
         let mut points = Vec::new();
         let mut starts = Vec::new();
         match closed {
@@ -556,12 +566,28 @@ impl DataDir {
         checkpoint::write(&*self.io, &self.dir.join(LOG_STARTS), &starts)
     }
 
-    /// Checkpoints every committed offset (atomically: temp file, fsync, rename).
+    /// Checkpoints every committed offset (atomically: temp file, fsync, rename, directory
+    /// fsync), serialised with every other checkpoint writer.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] once `close` began: `close` writes the last checkpoint, from the
+    /// partitions it took, and a snapshot taken after that would miss them.
     pub(crate) fn write_offsets(&self) -> Result<()> {
+        let _writing = self.checkpointing.lock();
+        self.check_open()?;
         let loaded = self.loaded.lock().clone();
         // Its own statement: `open` is unlocked before the checkpoint's fsync.
         let all = with_live_commits(loaded, &self.open.lock());
         self.write_offset_map(all)
+    }
+
+    /// Held by the creation of a replicated persisted topic, from its checks to its
+    /// registration: creations of either kind happen one at a time, so two of one name
+    /// never both write its metadata (they would share its temp file, and the loser's copy
+    /// would replace the winner's).
+    pub(crate) fn creating(&self) -> crate::sync::MutexGuard<'_, ()> {
+        self.opening.lock()
     }
 
     /// The persisted topics, but one being created (not registered yet).
@@ -705,7 +731,10 @@ impl DataDir {
         std::mem::forget(self.lock.lock().take());
     }
 
+    /// `close`'s checkpoint of the committed offsets, from the partitions it took: after
+    /// any other writer's (they check `closed` under the same lock).
     fn write_offsets_from(&self, open: &[OpenPartition]) -> Result<()> {
+        let _writing = self.checkpointing.lock();
         let loaded = self.loaded.lock().clone();
         self.write_offset_map(with_live_commits(loaded, open))
     }

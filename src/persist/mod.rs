@@ -6,7 +6,7 @@
 //! ```text
 //! <data dir>/meta.properties                    the directory's marker: its id, its broker's
 //!                                               (see [`BrokerBuilder::create`])
-//! <data dir>/.lock                              one broker per directory (flock)
+//! <data dir>/.lock                              one broker per directory (a file lock)
 //! <data dir>/<topic>.topic                      topic metadata: partitions, codec type ids, config
 //! <data dir>/<topic>-<partition>/               a segment set (.log, .index, .timeindex)
 //! <data dir>/recovery-point-offset-checkpoint   Kafka's files, `topic partition offset`
@@ -46,7 +46,9 @@
 //!   everything sent before the call; [`Topic::flush`](crate::broker::Topic::flush) only
 //!   waits until it is in the files (safe from a process crash, not from a power loss).
 //! - Committed group offsets are written to `consumer-offsets-checkpoint` (atomically) every
-//!   [`BrokerBuilder::offsets_checkpoint_interval`] (5 s by default) and on close. After a
+//!   [`BrokerBuilder::offsets_checkpoint_interval`] (5 s by default), by [`Broker::sync`]
+//!   and on close — one writer at a time, each a new file renamed over the old one, so a
+//!   crash leaves the old checkpoint or the new one, never a mix. After a
 //!   crash a group resumes from the last checkpoint: it re-reads at most what it committed
 //!   since (at-least-once). An offset beyond a recovered log end is clamped to it and
 //!   reported ([`Broker::clamped_offsets`]).
@@ -612,11 +614,15 @@ impl Broker {
     }
 
     /// Makes every record sent to a persisted topic before the call durable, and checkpoints
-    /// the committed offsets.
+    /// the committed offsets. Safe to call from many threads, and while the background
+    /// thread checkpoints: every writer of a checkpoint file is serialised (each replace is
+    /// atomic and durable: temp file, fsync, rename, directory fsync), so once a call
+    /// returns, a crash keeps at least the offsets committed before it.
     ///
     /// # Errors
     ///
-    /// The I/O error that took a log offline.
+    /// The I/O error that took a log offline; [`Error::Closed`] once [`close`](Self::close)
+    /// began (the close writes the last checkpoint).
     pub fn sync(&self) -> Result<()> {
         match self.data() {
             Some(d) => {

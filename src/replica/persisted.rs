@@ -292,6 +292,10 @@ pub(crate) struct DiskDirs {
     /// Set by `close` and `abandon` before they take `open`: a partition opened after that
     /// is not tracked (see `track_open`).
     closed: AtomicBool,
+    /// Held by the creation of a topic (under the data directory's `opening` lock) and by
+    /// its deletion, each to its end: a creation of a name never writes its metadata or
+    /// makes its replicas' directories while a deletion of that name removes them.
+    changing: Mutex<()>,
 }
 
 impl std::fmt::Debug for DiskDirs {
@@ -352,6 +356,7 @@ impl DiskDirs {
             misplaced,
             open: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
+            changing: Mutex::new(()),
             paths,
         }))
     }
@@ -594,6 +599,7 @@ where
 
 /// Removes topic `name`'s files from every directory (its partitions closed first).
 pub(crate) fn delete_files(dirs: &DiskDirs, name: &str) -> Result<()> {
+    let _changing = dirs.changing.lock();
     let mine: Vec<_> = {
         let mut open = dirs.open.lock();
         let (mine, rest) = std::mem::take(&mut *open)
@@ -694,7 +700,11 @@ where
             ),
         });
     }
-    if broker.topics().iter().any(|t| t == name) {
+    let _creating = broker.data().map(|d| d.creating());
+    let _changing = dirs.changing.lock();
+    // Under the lock: a topic registered, or on disk and not opened yet, is never created
+    // over (its metadata would be replaced, its partition directories removed).
+    if broker.topics().iter().any(|t| t == name) || dirs.metas.lock().contains_key(name) {
         return Err(Error::TopicExists {
             topic: name.to_owned(),
         });

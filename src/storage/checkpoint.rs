@@ -222,6 +222,10 @@ pub fn read<E: CheckpointEntry>(io: &dyn Io, path: &Path) -> Result<Option<Vec<E
 /// Replaces the checkpoint file at `path` atomically and durably (temp file, fsync, rename,
 /// directory fsync).
 ///
+/// Writers of one `path` must be serialised by the caller, as Kafka's `CheckpointFile`
+/// serialises its own: they share the temp file `<path>.tmp`, so two at once could rename
+/// each other's half-written file into place, or fail to find it.
+///
 /// # Errors
 ///
 /// [`Error::InvalidCheckpoint`] when an entry cannot be written; [`Error::Io`] when a step

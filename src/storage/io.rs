@@ -268,27 +268,21 @@ impl Io for FsIo {
         path.try_exists()
     }
 
-    /// An exclusive, non-blocking `flock` on `dir/.lock` (created if missing). `flock` locks
-    /// belong to the open file description, so a second open in the same process conflicts
-    /// too, and the kernel drops the lock when the process dies. Outside Linux the file is
-    /// created but not locked.
+    /// An exclusive, non-blocking lock on `dir/.lock` (created if missing), through std's
+    /// [`File::try_lock`](fs::File::try_lock) on every platform (`flock` on Unix, `LockFileEx`
+    /// on Windows). The lock belongs to the open file, so a second open in the same process
+    /// conflicts too, and the operating system drops it when the process dies.
     fn lock_dir(&self, dir: &Path) -> io::Result<Box<dyn DirLock>> {
         let file = open_regular(&dir.join(LOCK_FILE), OpenMode::Create)?;
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::unix::io::AsRawFd;
-            // SAFETY: `flock` only reads its integer arguments; the descriptor is open for as
-            // long as `file` lives, which outlasts the call.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-            if rc != 0 {
-                return Err(io::Error::last_os_error());
-            }
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(FsDirLock(file))),
+            Err(fs::TryLockError::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),
+            Err(fs::TryLockError::Error(e)) => Err(e),
         }
-        Ok(Box::new(FsDirLock(file)))
     }
 }
 
-/// The locked `.lock` file: closing it releases the `flock`.
+/// The locked `.lock` file: closing it releases the lock.
 #[derive(Debug)]
 struct FsDirLock(#[allow(dead_code)] fs::File);
 

@@ -54,10 +54,10 @@
 //! - **Prefix.** A roll fsyncs the segments before it, so a crash never keeps a later segment
 //!   while losing an earlier one's tail: after any crash the log is a prefix of what was
 //!   appended, and at least everything below the last recovery point reported.
-//! - **One writer per directory.** An open set holds an exclusive `flock` on `<dir>/.lock`
+//! - **One writer per directory.** An open set holds an exclusive lock on `<dir>/.lock`
 //!   ([`Io::lock_dir`]); a second open, in this process or another, fails with
 //!   [`Error::DirectoryLocked`](crate::Error::DirectoryLocked). The lock goes with `close`, drop
-//!   or the process (on Linux; elsewhere the file is created but not locked).
+//!   or the process, on every platform std's file locks support.
 //!
 //! # Limits
 //!

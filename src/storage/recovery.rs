@@ -10,7 +10,15 @@
 //!    listed in [`RecoveryReport::foreign_files`] and left alone: unlike Kafka, logbus never
 //!    lets a swap file replace a segment, since nothing of its own could have written one;
 //!    files named like segment files but not by a 20-digit base offset are listed there too;
-//! 3. index files (`.index`, `.timeindex`, `.txnindex`) without a `.log` are removed;
+//! 3. stray `.log` files — ones that start with no batch, valid or damaged, based at their
+//!    name's offset (empty, a few bytes, garbage) where a log never leaves such a file: before another segment, or inside the
+//!    offsets of the segment before them (see `SegmentPlan`) — are set aside, renamed
+//!    `<name>.stray` with their indexes, and listed in [`RecoveryReport::set_aside`]: never
+//!    read as segments, they change no segment (read as one, an empty file would cut the
+//!    segment before it at its base offset and, through that cut, drop every later segment).
+//!    The last `.log` may still be an empty or torn segment a crash left right after a roll
+//!    (based at the log end or past it): it is recovered as before;
+//!    then index files (`.index`, `.timeindex`, `.txnindex`) without a `.log` are removed;
 //! 4. unless the shutdown was clean ([`Checkpoints::clean_shutdown`]), every segment from the
 //!    one holding the recovery point onward — and any segment
 //!    whose index is missing, cut mid-entry or out of order — is recovered: each batch is
@@ -40,6 +48,7 @@ use super::file_names::{
     LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use super::io::{DirLock, Io, OpenMode, LOCK_FILE};
+use super::scan::SegmentPlan;
 use super::segment::Segment;
 use super::segment_set::{Checkpoints, LogConfig};
 use crate::error::{Error, Result};
@@ -81,6 +90,11 @@ pub struct RecoveryReport {
     /// (`.swap`, `.cleaned` — a swap file never replaces a segment) and files named like
     /// segment files but not by a 20-digit base offset.
     pub foreign_files: Vec<PathBuf>,
+    /// Stray `.log` files (and their indexes), renamed `<name>.stray` (or `<name>.stray.<n>`
+    /// when taken): files that start with no batch (valid or damaged) based at their name's offset, where no
+    /// log leaves one (see
+    /// the module docs). Their bytes are kept for a look; no segment was changed for them.
+    pub set_aside: Vec<PathBuf>,
     /// Offset ranges `[from, to)` missing between segments: legal (compaction, appends with a
     /// gap) and kept, or a segment deleted by hand.
     pub gaps: Vec<(u64, u64)>,
@@ -100,6 +114,7 @@ impl RecoveryReport {
             && self.deleted_segments.is_empty()
             && self.rebuilt_indexes.is_empty()
             && self.removed_files.is_empty()
+            && self.set_aside.is_empty()
     }
 }
 
@@ -191,7 +206,12 @@ pub(crate) fn load(
         }
     }
 
-    // 3. Index files without a log.
+    // 3. Stray `.log` files, then index files without a log.
+    let plan = SegmentPlan::new(io, dir, log_bases(&names), config.max_batch_bytes)?;
+    for &base in &plan.strays {
+        set_aside(io, dir, base, &mut names, &mut report)?;
+        changed = true;
+    }
     let bases = log_bases(&names);
     for name in names.clone() {
         if let Some((base, suffix)) = parse_file_name(&name) {
@@ -209,6 +229,7 @@ pub(crate) fn load(
     // 4-5. Open, and recover from the recovery point's segment onward.
     let params = config.segment_params();
     let bases: Vec<u64> = bases.into_iter().collect();
+    debug_assert_eq!(bases, plan.bases);
     // The first segment to revalidate: the one holding the recovery point (none after a
     // clean shutdown).
     let start = if checkpoints.clean_shutdown {
@@ -221,12 +242,17 @@ pub(crate) fn load(
     let mut segments: Vec<Segment> = Vec::with_capacity(bases.len());
     let mut doomed: Vec<u64> = Vec::new();
     for (i, &base) in bases.iter().enumerate() {
+        if plan.last_is_stray(i, segments.last().map(Segment::next_offset)) {
+            set_aside(io, dir, base, &mut names, &mut report)?;
+            io.sync_dir(dir).map_err(io_err("syncing directory", dir))?;
+            continue;
+        }
         if report.truncation.is_some() {
             doomed.push(base);
             continue;
         }
         let (mut segment, health) = Segment::open(io, dir, base, params, now_ms)?;
-        let upper = bases.get(i + 1).copied();
+        let upper = plan.upper(i);
         let min_offset = segments.last().map_or(base, |s| s.next_offset().max(base));
         if let Some(prev) = segments.last() {
             if prev.next_offset() < base && !prev.is_empty() {
@@ -322,6 +348,36 @@ pub(crate) fn load(
         report,
         lock,
     })
+}
+
+/// Renames the stray `.log` based at `base`, and its indexes, to `<name>.stray` (or
+/// `<name>.stray.<n>`, the first name free): kept for a look, never read as a segment.
+fn set_aside(
+    io: &dyn Io,
+    dir: &Path,
+    base: u64,
+    names: &mut BTreeSet<String>,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        let name = file_name(base, suffix);
+        if !names.remove(&name) {
+            continue;
+        }
+        let stray = (0..)
+            .map(|n| match n {
+                0 => format!("{name}.stray"),
+                n => format!("{name}.stray.{n}"),
+            })
+            .find(|n| !names.contains(n))
+            .unwrap_or_default();
+        let (from, to) = (dir.join(&name), dir.join(&stray));
+        io.rename(&from, &to)
+            .map_err(io_err("setting aside", &from))?;
+        names.insert(stray);
+        report.set_aside.push(to);
+    }
+    Ok(())
 }
 
 fn segment_paths(dir: &Path, base: u64) -> [PathBuf; 3] {

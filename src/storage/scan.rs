@@ -4,10 +4,11 @@
 
 use std::path::Path;
 
-use super::file_names::MAX_OFFSET;
-use super::io::IoFile;
+use super::file_names::{file_name, LOG_SUFFIX, MAX_OFFSET};
+use super::io::{Io, IoFile, OpenMode};
 use super::record_batch::{
     Batch, Extent, CORRUPT_BELOW_BATCH_LENGTH, HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
+    MAGIC,
 };
 use crate::error::{Corruption, Error, Result};
 
@@ -378,4 +379,134 @@ pub(crate) fn scan_segment(
         expected = last + 1;
         visit(&batch, last)
     })
+}
+
+/// Whether the `.log` at `path`, of the segment based at `base`, starts like a segment: with
+/// a valid batch (size, CRC, records, offsets at or above `base`), or with the head of a
+/// damaged or torn one that says it is this segment's first batch (its base offset, which
+/// a log rolls at, and magic 2): a segment to recover, not a stray file. An empty file, a
+/// few stray bytes or garbage start with neither.
+///
+/// # Errors
+///
+/// [`Error::Io`] when the file cannot be read.
+pub(crate) fn starts_like_a_segment(
+    io: &dyn Io,
+    path: &Path,
+    base: u64,
+    max_batch_bytes: u64,
+) -> Result<bool> {
+    let file = io
+        .open(path, OpenMode::Read)
+        .map_err(|e| Error::opening("opening", path, e))?;
+    let len = file
+        .len()
+        .map_err(|e| Error::io(format!("reading length of {}", path.display()), e))?;
+    if len < HEADER_SIZE_UP_TO_MAGIC as u64 {
+        return Ok(false);
+    }
+    let mut head = [0u8; HEADER_SIZE_UP_TO_MAGIC];
+    file.read_exact_at(&mut head, 0)
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    let (offset, magic) = head.split_at(8);
+    let offset = u64::from_be_bytes(offset.try_into().unwrap_or_default());
+    if offset == base && magic[magic.len() - 1] as i8 == MAGIC {
+        return Ok(true);
+    }
+    let bounds = SegmentBounds {
+        base,
+        min_offset: base,
+        upper: None,
+    };
+    let mut found = false;
+    match scan_segment(&*file, path, len, max_batch_bytes, bounds, |_, _| {
+        found = true;
+        Ok(false)
+    }) {
+        Ok(_) => Ok(found),
+        // A valid batch, larger than this scan holds: not garbage.
+        Err(Error::BatchTooLarge { .. }) => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+/// The `.log` files of a partition directory sorted into segments and stray files, by the
+/// one rule recovery and the verifier share. A log never leaves a segment behind before
+/// its first batch is durable (it fsyncs a segment before it rolls, and replaces an empty
+/// active segment rather than rolling past it), so:
+/// - a `.log` that does not start like a segment ([`starts_like_a_segment`]) and is not the
+///   last is a stray file: left in place, it would cut the segment before it
+///   at its base offset and, through that cut, drop every segment after it;
+/// - the last `.log` may be an empty or torn segment rolled just before a crash, based at
+///   the log end or past it; when it does not start like a segment, it is a stray file
+///   only if the segment before it holds offsets at or past its base offset (a log rolls
+///   at its end, never inside it), which is known once that segment is read: meanwhile it
+///   bounds nothing ([`upper`](Self::upper)).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SegmentPlan {
+    /// The segments' base offsets, ascending (the last possibly unproven).
+    pub(crate) bases: Vec<u64>,
+    /// Base offsets of stray `.log` files (not the last one).
+    pub(crate) strays: Vec<u64>,
+    /// The last `.log` does not start like a segment.
+    pub(crate) last_unproven: bool,
+}
+
+impl SegmentPlan {
+    /// Sorts the `.log` files based at `bases` (see the type's docs).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when a file cannot be read.
+    pub(crate) fn new(
+        io: &dyn Io,
+        dir: &Path,
+        bases: impl IntoIterator<Item = u64>,
+        max_batch_bytes: u64,
+    ) -> Result<Self> {
+        let all: Vec<u64> = bases.into_iter().collect();
+        let mut plan = SegmentPlan::default();
+        for (i, &base) in all.iter().enumerate() {
+            let path = dir.join(file_name(base, LOG_SUFFIX));
+            let proven = starts_like_a_segment(io, &path, base, max_batch_bytes)?;
+            if proven {
+                plan.bases.push(base);
+            } else if i + 1 < all.len() {
+                plan.strays.push(base);
+            } else {
+                plan.bases.push(base);
+                plan.last_unproven = true;
+            }
+        }
+        Ok(plan)
+    }
+
+    /// The bound on the offsets of segment `i`: the next segment's base offset, unless the
+    /// next is the unproven last one (it bounds nothing until it is known to be a segment).
+    pub(crate) fn upper(&self, i: usize) -> Option<u64> {
+        let next = i + 1;
+        if self.last_unproven && next + 1 == self.bases.len() {
+            return None;
+        }
+        self.bases.get(next).copied()
+    }
+
+    /// Whether segment `i` is the unproven last `.log` and a stray file after all: the
+    /// segment before it ends at `previous_end`, past its base offset.
+    pub(crate) fn last_is_stray(&self, i: usize, previous_end: Option<u64>) -> bool {
+        self.last_unproven
+            && i + 1 == self.bases.len()
+            && previous_end.is_some_and(|end| end > self.bases[i])
+    }
+}
+
+/// Why the `.log` at `path` is a stray file (for reports and the verifier).
+pub(crate) fn stray_reason(path: &Path) -> String {
+    format!(
+        "stray segment file {}: it does not start like a segment (it is empty, too short or \
+         garbage: no batch, valid or damaged, based at its name's offset) where no log leaves \
+         such a file (a segment follows it, or the segment before it holds its offsets); \
+         recovery sets it aside as `<name>.stray`, to be looked at and deleted",
+        path.display()
+    )
 }

@@ -130,7 +130,7 @@ impl SegmentSet {
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] for bad settings ([`LogOptions::validate`]); [`Error::DirectoryLocked`] when another
-    /// open log (in this process or another) holds the directory — the lock, a `flock` on
+    /// open log (in this process or another) holds the directory — the lock, std's file lock on
     /// `.lock` with [`FsIo`](super::FsIo), is held until the set is closed or dropped, and
     /// dies with the process; [`Error::NotASegment`] for a segment name above `i64::MAX`;
     /// [`Error::NotRegularFile`] for a segment file that is a symlink, FIFO or device;

@@ -555,7 +555,7 @@ where
     ) -> Result<()> {
         let names: Vec<String> = topics.iter().map(|t| t.as_ref().to_owned()).collect();
         for n in &names {
-            crate::broker::validate_topic_name(n)?;
+            crate::broker::validate_kafka_topic_name(n)?;
         }
         self.subscribe_names(names, Box::new(listener))
     }

@@ -341,6 +341,9 @@ impl DataDir {
     /// its partition directories and the directories.
     pub(crate) fn delete_topic(&self, name: &str) -> Result<()> {
         self.check_open()?;
+        // Held to the end: a creation of the same name waits until the old partition
+        // directories are gone, rather than making its own for this delete to remove.
+        let _opening = self.opening.lock();
         let Some(meta) = self.metas.lock().remove(name) else {
             return Ok(());
         };
@@ -390,9 +393,10 @@ impl DataDir {
 
     /// Removes `<data dir>/<name>-<p>/` and every file in it, if it exists. Topic names are
     /// checked (Kafka's characters, never `.` or `..`), so the path is a child of the
-    /// data directory.
+    /// data directory; by Kafka's length, so that a topic found on disk under a longer name
+    /// than new topics may take can still be deleted.
     fn remove_partition_dir(&self, name: &str, p: u32) -> Result<()> {
-        crate::broker::validate_topic_name(name)?;
+        crate::broker::validate_kafka_topic_name(name)?;
         let dir = self.dir.join(format!("{name}-{p}"));
         let err = |what: &str, path: &std::path::Path, e| {
             Error::io(

@@ -12,7 +12,7 @@ use crate::storage::file_names::{
 };
 use crate::storage::io::{Io, OpenMode};
 use crate::storage::record_batch::Batch;
-use crate::storage::scan::{scan_segment, ScanEnd, SegmentBounds};
+use crate::storage::scan::{scan_segment, stray_reason, ScanEnd, SegmentBounds, SegmentPlan};
 use crate::storage::segment::MAX_SEGMENT_BYTES;
 use crate::storage::{offset_index, time_index};
 
@@ -54,15 +54,30 @@ pub(super) fn verify(io: &dyn Io, dir: &Path, checks: Checks) -> Result<VerifyRe
         report.unchecked_segments = bases.len();
         return Ok(report);
     }
-    let bases: Vec<u64> = bases.into_iter().collect();
+    let plan = SegmentPlan::new(io, dir, bases.iter().copied(), checks.max_batch_bytes)?;
+    let stray = |base: u64| {
+        let path = dir.join(file_name(base, LOG_SUFFIX));
+        let reason = stray_reason(&path);
+        problem(&path, 0, ProblemKind::StraySegment, reason)
+    };
+    if let Some(&base) = plan.strays.first() {
+        report.problem = Some(stray(base));
+        report.unchecked_segments = plan.bases.len();
+        return Ok(report);
+    }
+    let bases = plan.bases.clone();
     let mut prev_next: Option<u64> = None;
     let mut gap: Option<Problem> = None;
     for (i, &base) in bases.iter().enumerate() {
+        if plan.last_is_stray(i, prev_next) {
+            report.problem = Some(stray(base));
+            return Ok(report);
+        }
         report.segments += 1;
         let bounds = SegmentBounds {
             base,
             min_offset: prev_next.unwrap_or(base),
-            upper: bases.get(i + 1).copied(),
+            upper: plan.upper(i),
         };
         if checks.dense && gap.is_none() {
             if let Some(e) = prev_next.filter(|&e| e != base) {

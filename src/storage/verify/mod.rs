@@ -69,6 +69,11 @@ pub enum ProblemKind {
     Misnamed,
     /// An `.index` or `.timeindex` file without its `.log`.
     StrayIndex,
+    /// A `.log` file that is not a segment: it starts with no batch, valid or damaged, based at
+    /// its name's offset (empty, a few bytes, garbage) where no log leaves such a file — before another segment, or
+    /// inside the offsets of the segment before it. Recovery sets it aside
+    /// ([`RecoveryReport::set_aside`](crate::storage::RecoveryReport::set_aside)).
+    StraySegment,
     /// A `.log` larger than a segment may be (2^31 − 1 bytes).
     SegmentTooLarge,
     /// A batch that breaks the format: its size, CRC, records or offsets.

@@ -1,0 +1,450 @@
+//! Opening a data directory: stray segment files, topic names at the length limit, a
+//! builder given a directory, and the directory lock.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use logbus::broker::{Broker, TopicConfig, TopicPartition, MAX_TOPIC_NAME_LEN};
+use logbus::consumer::{ConsumerConfig, OffsetReset};
+use logbus::persist::{FlushPolicy, PersistConfig};
+use logbus::producer::Record;
+use logbus::storage::verify::{verify_path, ProblemKind};
+use logbus::storage::{FsIo, Io};
+use logbus::Error;
+
+const RECORDS: u64 = 3_000;
+
+/// The tests of this file run one at a time: a child process spawned by one inherits, until
+/// its `exec`, every open file of the test process, the data directories' locked `.lock`
+/// files included, so another test's reopen right after a close could find its directory
+/// still locked.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn tp() -> TopicPartition {
+    TopicPartition::new("t", 0)
+}
+
+/// A cleanly closed directory: topic `t` (one partition, `RECORDS` records in 16 KiB
+/// segments), group `g` committed at the end.
+fn setup(dir: &Path) {
+    let broker = Broker::builder().data_dir(dir).create(true).open().unwrap();
+    broker
+        .create_persisted_topic::<(), String>(
+            "t",
+            TopicConfig::new(1),
+            PersistConfig::new()
+                .segment_bytes(16 << 10)
+                .flush(FlushPolicy::Os),
+        )
+        .unwrap();
+    let p = broker.producer::<(), String>();
+    for i in 0..RECORDS {
+        p.send(Record::new("t", format!("v{i}-{}", "x".repeat(60))))
+            .unwrap();
+    }
+    let mut c = broker
+        .consumer::<(), String>(ConsumerConfig::new().group_id("g"))
+        .unwrap();
+    c.assign(&[tp()]).unwrap();
+    c.commit_offsets(&[(tp(), RECORDS)]).unwrap();
+    drop(c);
+    broker.close().unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// The `.log` files of `dir`, by name.
+fn logs(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".log"))
+        .map(|n| (n.clone(), std::fs::read(dir.join(&n)).unwrap()))
+        .collect()
+}
+
+fn base_of(name: &str) -> u64 {
+    name.split_once('.').unwrap().0.parse().unwrap()
+}
+
+/// Every record of `t`-0, read from offset 0, as `(offset, value)`.
+fn read_all(broker: &Broker) -> Vec<(u64, String)> {
+    let mut c = broker
+        .consumer::<(), String>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+        .unwrap();
+    c.assign(&[tp()]).unwrap();
+    let mut got = Vec::new();
+    while c.poll_into(&mut got, 10_000, Duration::ZERO).unwrap() > 0 {}
+    got.into_iter().map(|r| (r.offset, r.value)).collect()
+}
+
+fn committed(broker: &Broker) -> Option<u64> {
+    broker
+        .consumer::<(), String>(ConsumerConfig::new().group_id("g"))
+        .unwrap()
+        .committed(&tp())
+        .unwrap()
+}
+
+/// A stray `.log` — empty, a few bytes, garbage of a batch header's length — put in the
+/// middle of a partition's segments (inside the first segment's offsets) or at their end
+/// (inside the last one's), after a clean or an unclean shutdown: the directory opens with
+/// every segment byte for byte as it was, every record and the group's offset; the file is
+/// set aside as `<name>.stray` (reported), and `logbus verify` names it beforehand.
+#[test]
+fn a_stray_segment_file_never_deletes_or_changes_a_valid_segment() {
+    let _serial = one_at_a_time();
+    let pristine = tempfile::tempdir().unwrap();
+    setup(pristine.path());
+    let segments = logs(&pristine.path().join("t-0"));
+    assert!(segments.len() >= 10, "{} segments", segments.len());
+    let last_base = base_of(segments.keys().last().unwrap());
+    let mut header = vec![0xA5u8; 61];
+    header[8..12].copy_from_slice(&49i32.to_be_bytes()); // a plausible length, a bad CRC
+    let contents: [(&str, Vec<u8>); 4] = [
+        ("empty", Vec::new()),
+        ("short", b"hello".to_vec()),
+        ("a header's length of garbage", vec![0xA5u8; 61]),
+        ("a header with a bad CRC", header),
+    ];
+    for (what, bytes) in &contents {
+        for (place, base) in [("middle", 7), ("end", last_base + 5)] {
+            for clean in [true, false] {
+                let case = format!("{what} at the {place}, clean shutdown {clean}");
+                let tmp = tempfile::tempdir().unwrap();
+                let dir = tmp.path().join("data");
+                copy_dir(pristine.path(), &dir);
+                if !clean {
+                    std::fs::remove_file(dir.join(".logbus_cleanshutdown")).unwrap();
+                }
+                let name = format!("{base:020}.log");
+                let stray = dir.join("t-0").join(&name);
+                std::fs::write(&stray, bytes).unwrap();
+
+                let problem = verify_path(&dir).unwrap().first_problem().cloned();
+                let problem = problem.unwrap_or_else(|| panic!("{case}: verify saw nothing"));
+                assert_eq!(
+                    (problem.kind, &problem.file),
+                    (ProblemKind::StraySegment, &stray),
+                    "{case}: {problem:?}"
+                );
+
+                let broker = Broker::open(&dir).unwrap_or_else(|e| panic!("{case}: {e}"));
+                broker.open_topic::<(), String>("t").unwrap();
+                let report = broker.recovery_reports()[0].report.clone();
+                assert_eq!(report.truncation, None, "{case}");
+                assert!(report.deleted_segments.is_empty(), "{case}: {report:?}");
+                let set_aside = dir.join("t-0").join(format!("{name}.stray"));
+                assert_eq!(report.set_aside, vec![set_aside.clone()], "{case}");
+                assert_eq!(logs(&dir.join("t-0")), segments, "{case}: segments changed");
+                assert_eq!(&std::fs::read(&set_aside).unwrap(), bytes, "{case}");
+                assert_eq!(
+                    broker.describe_topic("t").unwrap().partitions[0].log_end,
+                    RECORDS,
+                    "{case}"
+                );
+                assert_eq!(committed(&broker), Some(RECORDS), "{case}");
+                assert!(broker.clamped_offsets().is_empty(), "{case}");
+                let all = read_all(&broker);
+                assert_eq!(all.len() as u64, RECORDS, "{case}");
+                for (i, (o, v)) in all.iter().enumerate() {
+                    assert_eq!(*o, i as u64, "{case}");
+                    assert!(v.starts_with(&format!("v{i}-")), "{case}: {v}");
+                }
+                broker.close().unwrap();
+                let again = Broker::open(&dir).unwrap();
+                assert!(again.recovery_reports()[0].report.is_clean(), "{case}");
+                again.close().unwrap();
+                assert_eq!(verify_path(&dir).unwrap().first_problem(), None, "{case}");
+            }
+        }
+    }
+}
+
+/// What the stray rule must leave alone: a torn tail of the last segment (a crash
+/// mid-append) is still cut, and an empty last segment based at the log end (a roll just
+/// before a crash) is still the active segment.
+#[test]
+fn a_torn_last_segment_is_still_cut_and_an_empty_rolled_one_kept() {
+    let _serial = one_at_a_time();
+    let pristine = tempfile::tempdir().unwrap();
+    setup(pristine.path());
+    let segments = logs(&pristine.path().join("t-0"));
+    let (last, last_bytes) = segments.iter().last().unwrap();
+    for torn in [&b"x"[..], &[0u8; 30][..], &last_bytes[..80]] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        copy_dir(pristine.path(), &dir);
+        std::fs::remove_file(dir.join(".logbus_cleanshutdown")).unwrap();
+        let path = dir.join("t-0").join(last);
+        let mut bytes = last_bytes.clone();
+        bytes.extend_from_slice(torn);
+        std::fs::write(&path, bytes).unwrap();
+        let broker = Broker::open(&dir).unwrap();
+        let report = broker.recovery_reports()[0].report.clone();
+        let cut = report.truncation.clone().expect("the torn tail is cut");
+        assert_eq!((cut.file, cut.position), (path, last_bytes.len() as u64));
+        assert!(report.set_aside.is_empty(), "{report:?}");
+        broker.open_topic::<(), String>("t").unwrap();
+        assert_eq!(read_all(&broker).len() as u64, RECORDS);
+        broker.close().unwrap();
+        assert_eq!(logs(&dir.join("t-0")), segments);
+    }
+
+    // An empty segment at the log end, and a torn one (its first batch cut short).
+    for first in [&[][..], &last_bytes[..40]] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        copy_dir(pristine.path(), &dir);
+        std::fs::remove_file(dir.join(".logbus_cleanshutdown")).unwrap();
+        let rolled = dir.join("t-0").join(format!("{RECORDS:020}.log"));
+        std::fs::write(&rolled, first).unwrap();
+        let broker = Broker::open(&dir).unwrap();
+        let report = broker.recovery_reports()[0].report.clone();
+        assert!(report.set_aside.is_empty(), "{report:?}");
+        assert!(report.deleted_segments.is_empty(), "{report:?}");
+        assert_eq!(report.log_end_offset, RECORDS);
+        broker.open_topic::<(), String>("t").unwrap();
+        let m = broker
+            .producer::<(), String>()
+            .send(Record::new("t", "next".to_string()))
+            .unwrap();
+        assert_eq!(m.offset, RECORDS);
+        broker.close().unwrap();
+        assert!(!std::fs::read(&rolled).unwrap().is_empty());
+        let mut now = logs(&dir.join("t-0"));
+        now.remove(&format!("{RECORDS:020}.log"));
+        assert_eq!(now, segments);
+    }
+}
+
+/// A segment whose first batch is damaged (a flipped bit under its CRC) is not a stray file:
+/// its head still names its base offset, so the verifier reports the corrupt batch and
+/// recovery leaves the file where it is.
+#[test]
+fn a_damaged_first_batch_is_a_corrupt_segment_not_a_stray_file() {
+    let _serial = one_at_a_time();
+    let pristine = tempfile::tempdir().unwrap();
+    setup(pristine.path());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    copy_dir(pristine.path(), &dir);
+    let segments = logs(&dir.join("t-0"));
+    let second = segments.keys().nth(1).unwrap();
+    let path = dir.join("t-0").join(second);
+    let mut bytes = segments[second].clone();
+    bytes[70] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    let problem = verify_path(&dir).unwrap().first_problem().cloned().unwrap();
+    assert_eq!(
+        (problem.kind, &problem.file),
+        (ProblemKind::CorruptBatch, &path)
+    );
+    let broker = Broker::open(&dir).unwrap();
+    assert!(broker.recovery_reports()[0].report.set_aside.is_empty());
+    broker.close().unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+}
+
+/// One length limit for every kind of topic, refused with `InvalidTopicName` saying it:
+/// names of `MAX_TOPIC_NAME_LEN` characters work in memory, persisted and replicated (and
+/// reopen); one more character is refused for each, never an I/O error.
+#[test]
+fn topic_names_are_refused_at_the_one_limit_every_kind_holds() {
+    let _serial = one_at_a_time();
+    assert_eq!(MAX_TOPIC_NAME_LEN, 242);
+    let longest = "n".repeat(MAX_TOPIC_NAME_LEN);
+    let refused = |what: &str, r: logbus::Result<()>| match r {
+        Err(Error::InvalidTopicName { reason, .. }) => {
+            assert!(reason.contains("1 to 242 characters"), "{what}: {reason}")
+        }
+        other => panic!("{what}: expected InvalidTopicName, got {other:?}"),
+    };
+
+    let memory = Broker::in_memory();
+    memory
+        .create_topic::<(), String>(&longest, TopicConfig::new(1))
+        .unwrap();
+    for len in MAX_TOPIC_NAME_LEN + 1..=249 {
+        let name = "m".repeat(len);
+        refused(
+            &format!("in memory, {len}"),
+            memory
+                .create_topic::<(), String>(&name, TopicConfig::new(1))
+                .map(drop),
+        );
+    }
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("d{i}"))).collect();
+    let broker = Broker::builder()
+        .data_dirs(&dirs)
+        .create(true)
+        .open()
+        .unwrap();
+    let persisted = "p".repeat(MAX_TOPIC_NAME_LEN);
+    let replicated = "r".repeat(MAX_TOPIC_NAME_LEN);
+    broker
+        .create_persisted_topic::<(), String>(&persisted, TopicConfig::new(1), PersistConfig::new())
+        .unwrap();
+    broker
+        .create_persisted_topic::<(), String>(
+            &replicated,
+            TopicConfig::new(1).replication_factor(2),
+            PersistConfig::new(),
+        )
+        .unwrap();
+    for len in MAX_TOPIC_NAME_LEN + 1..=249 {
+        refused(
+            &format!("persisted, {len}"),
+            broker
+                .create_persisted_topic::<(), String>(
+                    &"q".repeat(len),
+                    TopicConfig::new(1),
+                    PersistConfig::new(),
+                )
+                .map(drop),
+        );
+        refused(
+            &format!("replicated, {len}"),
+            broker
+                .create_persisted_topic::<(), String>(
+                    &"s".repeat(len),
+                    TopicConfig::new(1).replication_factor(2),
+                    PersistConfig::new(),
+                )
+                .map(drop),
+        );
+    }
+    let p = broker.producer::<(), String>();
+    p.send(Record::new(persisted.clone(), "a".to_string()))
+        .unwrap();
+    p.send(Record::new(replicated.clone(), "b".to_string()))
+        .unwrap();
+    broker.close().unwrap();
+    drop(broker);
+    let broker = Broker::builder().data_dirs(&dirs).open().unwrap();
+    broker.open_topic::<(), String>(&persisted).unwrap();
+    broker.open_topic::<(), String>(&replicated).unwrap();
+    for name in [&persisted, &replicated] {
+        assert_eq!(
+            broker.describe_topic(name).unwrap().partitions[0].log_end,
+            1
+        );
+    }
+    broker.delete_topic(&persisted).unwrap();
+    broker.delete_topic(&replicated).unwrap();
+    broker.close().unwrap();
+}
+
+/// `Broker::builder().data_dir(dir).create(true).build()` opens (here: creates) the
+/// directory; given a directory it cannot open, `build` fails saying why.
+#[test]
+fn a_builder_given_a_data_dir_builds_a_persisted_broker_or_fails() {
+    let _serial = one_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    assert!(matches!(
+        Broker::builder().data_dir(&dir).build(),
+        Err(Error::DataDirMissing { .. })
+    ));
+    let broker = Broker::builder()
+        .data_dir(&dir)
+        .create(true)
+        .build()
+        .unwrap();
+    broker
+        .create_persisted_topic::<(), String>("t", TopicConfig::new(1), PersistConfig::new())
+        .unwrap();
+    broker
+        .producer::<(), String>()
+        .send(Record::new("t", "kept".to_string()))
+        .unwrap();
+    assert!(matches!(
+        Broker::builder().data_dir(&dir).build(),
+        Err(Error::DirectoryLocked { .. })
+    ));
+    broker.close().unwrap();
+    drop(broker);
+    let broker = Broker::builder().data_dir(&dir).build().unwrap();
+    broker.open_topic::<(), String>("t").unwrap();
+    assert_eq!(broker.describe_topic("t").unwrap().partitions[0].log_end, 1);
+    broker.close().unwrap();
+    assert!(Broker::builder().build().unwrap().topics().is_empty());
+}
+
+const LOCK_CHILD_ENV: &str = "LOGBUS_LOCK_CHILD_DIR";
+
+/// The child of `a_locked_data_dir_is_refused_to_a_second_open`: opens the directory and
+/// prints what happened.
+#[test]
+#[ignore = "run by a_locked_data_dir_is_refused_to_a_second_open as its child"]
+fn lock_child() {
+    let Some(dir) = std::env::var_os(LOCK_CHILD_ENV) else {
+        return;
+    };
+    match Broker::open(PathBuf::from(dir)) {
+        Err(Error::DirectoryLocked { .. }) => println!("child: locked"),
+        Err(e) => println!("child: error {e}"),
+        Ok(b) => {
+            println!("child: opened");
+            b.close().unwrap();
+        }
+    }
+}
+
+/// The data directory's lock (std's file lock, on every platform): a second open in the
+/// same process or in another one is refused with `DirectoryLocked`, and so is a second
+/// lock through the storage layer; after `close` the directory opens again.
+#[test]
+fn a_locked_data_dir_is_refused_to_a_second_open() {
+    let _serial = one_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let broker = Broker::builder()
+        .data_dir(&dir)
+        .create(true)
+        .open()
+        .unwrap();
+    assert!(matches!(
+        Broker::open(&dir),
+        Err(Error::DirectoryLocked { .. })
+    ));
+    let second = FsIo.lock_dir(&dir);
+    assert_eq!(
+        second.map(drop).map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::WouldBlock)
+    );
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "lock_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(LOCK_CHILD_ENV, &dir)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&child.stdout);
+    assert!(out.contains("child: locked"), "the child: {out}");
+    broker.close().unwrap();
+    drop(broker);
+    Broker::open(&dir).unwrap().close().unwrap();
+}
