@@ -795,8 +795,10 @@ fn read_one<K: Clone, V: Clone>(
             partition: a.tp.partition,
         });
     };
-    // At most one reset per call: a reset target is in range when chosen.
-    for _ in 0..2 {
+    // At most two reads after a reset per call: a reset target is in range when chosen. A
+    // read that found only a gap moves past it and reads again (it always moves forward).
+    let mut resets = 0;
+    loop {
         let name = a.name;
         let partition = a.tp.partition;
         let outcome = a
@@ -808,6 +810,15 @@ fn read_one<K: Clone, V: Clone>(
             ReadOutcome::Read(n) => {
                 a.position = Some(position + n as u64);
                 return Ok(n);
+            }
+            // To the last offset read + 1 (or past a gap), never by the count.
+            ReadOutcome::Sparse { n, next } => {
+                debug_assert!(next > position);
+                a.position = Some(next);
+                if n > 0 {
+                    return Ok(n);
+                }
+                position = next;
             }
             // An offline log gets no more records: say why rather than wait.
             ReadOutcome::Empty => return a.partition.offline_error().map_or(Ok(0), Err),
@@ -831,8 +842,11 @@ fn read_one<K: Clone, V: Clone>(
                 }
                 position = target;
                 a.position = Some(target);
+                resets += 1;
+                if resets == 2 {
+                    return Ok(0);
+                }
             }
         }
     }
-    Ok(0)
 }

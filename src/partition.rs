@@ -3,7 +3,10 @@
 //! committed offsets that gate its producers.
 //!
 //! - **Offsets are ring sequences.** The ring starts at 0, so a record's offset is the
-//!   sequence its publish got; offsets are dense and never reused.
+//!   sequence its publish got; offsets in the ring are dense and never reused. A log on
+//!   disk may have gaps (a segment deleted by hand, a Kafka-written directory: compaction,
+//!   transaction markers): a read says where the next one starts
+//!   ([`ReadOutcome::Sparse`]), and a reader always moves to the last offset it read + 1.
 //! - **Appends** go through the ring's one producer, which every [`Appender`] shares
 //!   behind a lock taken for one publish (a run, or one record) and never across a wait for
 //!   room: a single-producer ring publishes a run with one cursor store and, for records
@@ -69,8 +72,21 @@ pub(crate) struct PartitionConfig {
 /// What [`Partition::read`] found at the requested offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ReadOutcome {
-    /// This many records were passed to the callback, from the requested offset on.
+    /// This many records were passed to the callback, at the requested offset and the ones
+    /// right after it (dense: the next offset to read is the requested one plus this count).
+    /// The ring's reads are always dense, so the hot path computes the next offset without
+    /// looking at any record.
     Read(usize),
+    /// `n` records (possibly none) were passed to the callback with gaps among them or
+    /// before them (a log on disk: a deleted segment, compaction, transaction markers); the
+    /// next offset to read is `next`, past the last record or batch read, never the
+    /// requested offset plus `n`.
+    Sparse {
+        /// Records passed to the callback.
+        n: usize,
+        /// The next offset to read.
+        next: u64,
+    },
     /// Nothing published at the offset yet (it is the log end, or being written).
     Empty,
     /// A read from disk failed ([`DiskLog::take_error`] says why).
@@ -82,6 +98,20 @@ pub(crate) enum ReadOutcome {
         /// The log end offset.
         end: u64,
     },
+}
+
+impl ReadOutcome {
+    /// The outcome of a read at `offset` that passed `n` records and ended before `next`
+    /// (which a read that found nothing leaves at `offset`).
+    pub(crate) fn of(offset: u64, n: usize, next: u64) -> Self {
+        if next <= offset {
+            Self::Empty
+        } else if next == offset + n as u64 {
+            Self::Read(n)
+        } else {
+            Self::Sparse { n, next }
+        }
+    }
 }
 
 /// How long an append may wait for room.
@@ -323,8 +353,16 @@ pub(crate) trait DiskLog<K, V>: Send + Sync {
     /// The log start offset (retention moves it).
     fn log_start(&self) -> u64;
     /// Passes the records from `offset` on (at most `max`, all below the ring's oldest
-    /// record) to `f`, each decoded for it; the count read, or the error that stopped the read.
-    fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, Entry<K, V>)) -> Result<usize>;
+    /// record) to `f`, each decoded for it, in increasing offset order (with gaps where the
+    /// log has them); returns the count read and the next offset to read (past the last
+    /// record or batch read: `offset` when nothing was there), or the error that stopped
+    /// the read.
+    fn read(
+        &self,
+        offset: u64,
+        max: usize,
+        f: &mut dyn FnMut(u64, Entry<K, V>),
+    ) -> Result<(usize, u64)>;
     /// The first record on disk with a timestamp at or after `timestamp` (time index).
     fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>>;
     /// The log end on disk (records at and above it are only in the ring).
@@ -595,6 +633,12 @@ impl<K, V> Partition<K, V> {
         }
     }
 
+    /// Whether reads may find gaps between offsets ([`ReadOutcome::Sparse`]): only a log on
+    /// disk or a replicated one; the ring's offsets are dense.
+    pub(crate) fn may_have_gaps(&self) -> bool {
+        self.disk.is_some() || self.replicated.is_some()
+    }
+
     /// Whether a read at `offset` would find something (a record, or the partition closed).
     pub(crate) fn readable(&self, offset: u64) -> bool {
         self.high_watermark() > offset || self.ring.is_closed()
@@ -643,8 +687,7 @@ impl<K, V> Partition<K, V> {
             if let Some(disk) = &self.disk {
                 if offset < disk.disk_end() && offset < self.ring.oldest() {
                     return match disk.read(offset, max, &mut |o, e| given(o, Handed::Owned(e))) {
-                        Ok(0) => ReadOutcome::Empty,
-                        Ok(n) => ReadOutcome::Read(n),
+                        Ok((n, next)) => ReadOutcome::of(offset, n, next),
                         // Retention moved the log start past `offset` meanwhile.
                         Err(_) if offset < disk.log_start() => {
                             let _ = disk.take_error();

@@ -52,8 +52,10 @@ pub(crate) trait ReplicaStore<K, V>: Send {
     fn truncate_to(&mut self, offset: u64) -> Result<u64>;
     /// Writes the leader-epoch cache if it changed since the last write (atomically).
     fn save_epochs(&mut self, epochs: &[(i32, u64)]) -> Result<()>;
-    /// The records from `from` on (at most `max`, below `end`), with their epochs.
-    fn read(&self, from: u64, end: u64, max: usize) -> Result<Vec<Stored<K, V>>>;
+    /// The records from `from` on (at most `max`, below `end`), with their epochs, and the
+    /// next offset to read: past the last record returned, or past the last batch read
+    /// whole (a log on disk may have gaps), `from` when nothing was there.
+    fn read(&self, from: u64, end: u64, max: usize) -> Result<(Vec<Stored<K, V>>, u64)>;
     /// The first record at or after `timestamp`, `(offset, timestamp)` (the time index).
     fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>>;
     /// Fsyncs everything appended.
@@ -237,10 +239,10 @@ where
         let mut mem_start = from;
         let mut at = from;
         while at < end {
-            let got = store.read(at, end, 4096)?;
-            let Some(last) = got.last().map(|r| r.0) else {
+            let (got, next) = store.read(at, end, 4096)?;
+            if next <= at {
                 break;
-            };
+            }
             for (o, epoch, e) in got {
                 if o != mem_start + tail.len() as u64 {
                     // A gap (not written by logbus): memory holds only what follows it.
@@ -249,7 +251,7 @@ where
                 }
                 tail.push((epoch, e));
             }
-            at = last + 1;
+            at = next;
         }
         if mem_start + tail.len() as u64 != end {
             tail.clear();
@@ -351,29 +353,35 @@ where
         Ok(())
     }
 
-    fn read(&self, from: u64, end: u64, max: usize) -> Result<Vec<Stored<K, V>>> {
+    fn read(&self, from: u64, end: u64, max: usize) -> Result<(Vec<Stored<K, V>>, u64)> {
         let mut bytes = Vec::new();
         self.set.read_into(from, READ_BYTES, &mut bytes)?;
         let mut out = Vec::new();
+        // Past the last record returned or batch read whole; never back.
+        let mut next = from;
         for batch in BatchIter::new(&bytes) {
             let batch = batch?;
             let h = *batch.header();
+            let batch_end = h.next_offset().min(end);
             if h.is_control() {
+                next = next.max(batch_end);
                 continue;
             }
             for record in batch.records()? {
                 let r = record?;
                 let at = r.offset;
-                if at < from || at >= end {
+                if at < next || at >= end {
                     continue;
                 }
                 if out.len() >= max {
-                    return Ok(out);
+                    return Ok((out, next));
                 }
                 out.push((at, h.partition_leader_epoch, decode_entry::<K, V>(&r)?));
+                next = at + 1;
             }
+            next = next.max(batch_end);
         }
-        Ok(out)
+        Ok((out, next))
     }
 
     fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>> {

@@ -848,18 +848,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         }
         if offset < log.start() {
             // Below the tail in memory: from the leader's disk.
-            let to = log.start().min(hw).min(offset + max as u64);
-            let Some(records) = self.read_disk(&mut st, l, offset, to) else {
+            // Gaps kept (a Kafka-written directory, a deleted segment): the reader moves to
+            // the last offset read + 1.
+            let to = log.start().min(hw).min(offset.saturating_add(max as u64));
+            let Some((records, next)) = self.read_disk_sparse(&mut st, l, offset, to) else {
                 return ReadOutcome::Empty;
             };
-            for (i, (_, e)) in records.iter().enumerate() {
-                f(offset + i as u64, e);
+            for (o, _, e) in &records {
+                f(*o, e);
             }
-            return if records.is_empty() {
-                ReadOutcome::Empty
-            } else {
-                ReadOutcome::Read(records.len())
-            };
+            return ReadOutcome::of(offset, records.len(), next);
         }
         let n = (hw - offset).min(max as u64);
         log.for_each(offset, offset + n, |o, _, e| f(o, e));
