@@ -330,3 +330,106 @@ fn a_replicated_log_with_a_deleted_segment_is_read_once_in_order() {
     }
     broker.close().unwrap();
 }
+
+/// Every record of the replica log in `dir` (partition 0 of `t`), `(offset, value)`.
+fn replica_records(dir: &Path) -> Vec<(u64, Vec<u8>)> {
+    let (set, _) = SegmentSet::open(dir.join(format!("{TOPIC}-0")), LogOptions::default()).unwrap();
+    let mut out = Vec::new();
+    let mut at = set.log_start_offset();
+    loop {
+        let got = set.read_records(at, 1 << 20).unwrap();
+        let Some(last) = got.last().map(|r| r.0) else {
+            return out;
+        };
+        out.extend(got.into_iter().map(|(o, r)| (o, r.value.unwrap())));
+        at = last + 1;
+    }
+}
+
+/// A follower fetching across a gap in its leader's log on disk (the leader lost a middle
+/// segment; the follower was cut just before it) continues past the gap, as Kafka's
+/// followers copy batches with their offsets: it catches up with the leader's log end and
+/// holds exactly the leader's records.
+#[test]
+fn a_follower_fetches_across_a_gap_in_its_leaders_log() {
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let paths: Vec<PathBuf> = dirs.iter().map(|d| d.path().to_path_buf()).collect();
+    let open_both = || {
+        Broker::builder()
+            .data_dirs(paths.iter())
+            .create(true)
+            .open()
+            .unwrap()
+    };
+    {
+        let broker = open_both();
+        broker
+            .create_persisted_topic::<(), String>(
+                TOPIC,
+                TopicConfig::new(1)
+                    .replication_factor(2)
+                    .min_insync_replicas(1)
+                    .records_in_memory(16),
+                PersistConfig::new().segment_bytes(4096),
+            )
+            .unwrap();
+        let d = broker.describe_topic(TOPIC).unwrap().replicas[0].clone();
+        assert_eq!(d.leader, Some(0));
+        let p = broker.producer::<(), String>();
+        for i in 0..2000 {
+            p.send(Record::new(TOPIC, value(i)).partition(0)).unwrap();
+        }
+        broker.close().unwrap();
+    }
+    // The leader (replica 0, on the first directory) loses the segment holding 1000.
+    let logs = segments_in(&paths[0], TOPIC);
+    let k = logs.iter().rposition(|l| base_of(l) <= 1000).unwrap();
+    let gap = base_of(&logs[k])..base_of(&logs[k + 1]);
+    for ext in ["log", "index", "timeindex"] {
+        fs::remove_file(logs[k].with_extension(ext)).unwrap();
+    }
+    // The follower is cut at the gap's start (whole batches: at or below it).
+    {
+        let (mut set, _) =
+            SegmentSet::open(paths[1].join(format!("{TOPIC}-0")), LogOptions::default()).unwrap();
+        set.truncate_to(gap.start).unwrap();
+        assert!(set.log_end_offset() <= gap.start);
+        set.close().unwrap();
+    }
+    let broker = open_both();
+    broker.open_topic::<(), String>(TOPIC).unwrap();
+    let caught_up = || {
+        let d = broker.describe_topic(TOPIC).unwrap().replicas[0].clone();
+        assert_eq!(d.leader, Some(0), "the leader keeps its place");
+        d.replicas[1].log_end == 2000
+    };
+    let mut tries = 0;
+    while !caught_up() {
+        tries += 1;
+        assert!(
+            tries < 1000,
+            "the follower is stuck at the gap: {:?}",
+            broker.describe_topic(TOPIC).unwrap().replicas[0]
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Consumers read the leader's log once, in order.
+    let want: Vec<(u64, String)> = (0..2000)
+        .filter(|o| !gap.contains(o))
+        .map(|o| (o, value(o)))
+        .collect();
+    let mut c = consumer(&broker, None);
+    assert_once_in_order(
+        &drain(&mut c, Path_::PollInto, 500),
+        &want,
+        "after the catch-up",
+    );
+    broker.close().unwrap();
+    let leader = replica_records(&paths[0]);
+    let follower = replica_records(&paths[1]);
+    assert_eq!(leader.len(), want.len());
+    assert_eq!(
+        follower, leader,
+        "the follower holds exactly the leader's records"
+    );
+}

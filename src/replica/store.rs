@@ -48,6 +48,9 @@ pub(crate) trait ReplicaStore<K, V>: Send {
     fn too_large(&mut self, records: &[(i32, &Entry<K, V>)]) -> Option<(u64, u64)>;
     /// Appends `records` (with their epochs) at the log end, which must be `first`.
     fn append(&mut self, first: u64, records: &[(i32, &Entry<K, V>)]) -> Result<()>;
+    /// The leader's log has a gap up to `offset` (a Kafka-written directory, a segment
+    /// deleted by hand): the next append may start there instead of at the log end.
+    fn skip_to(&mut self, offset: u64);
     /// Cuts the log at `offset` (whole batches); the new log end.
     fn truncate_to(&mut self, offset: u64) -> Result<u64>;
     /// Writes the leader-epoch cache if it changed since the last write (atomically).
@@ -83,6 +86,8 @@ pub(crate) struct DiskReplica<K, V> {
     max_batch: usize,
     /// The largest record (encoded, bounded as `record_bound` does) the topic takes.
     max_record: usize,
+    /// Where the next append starts when the leader's log has a gap there (`skip_to`).
+    gap_to: Option<u64>,
     _types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -230,6 +235,7 @@ where
             max_record: usize::try_from(p.max_message_bytes)
                 .unwrap_or(usize::MAX)
                 .min(max_batch - BATCH_OVERHEAD),
+            gap_to: None,
             _types: PhantomData,
         };
         // The file now says what the log holds (cut at its end, or rebuilt).
@@ -297,7 +303,18 @@ where
             }
             self.set.set_partition_leader_epoch(epoch);
             bytes += self.builder.size() as u64;
-            self.set.append_built(&mut self.builder)?;
+            match self.gap_to.filter(|&g| g > self.set.log_end_offset()) {
+                // After a gap: at its own base offset (checked again, being rare).
+                Some(base) => {
+                    self.builder.set_base_offset(base);
+                    self.builder.set_partition_leader_epoch(epoch);
+                    self.set.append_batch(self.builder.finish())?;
+                    self.gap_to = None;
+                }
+                None => {
+                    self.set.append_built(&mut self.builder)?;
+                }
+            }
         }
         Ok(bytes)
     }
@@ -310,7 +327,8 @@ where
 {
     fn append(&mut self, first: u64, records: &[(i32, &Entry<K, V>)]) -> Result<()> {
         let end = self.set.log_end_offset();
-        if first != end {
+        let expected = self.gap_to.filter(|&g| g > end).unwrap_or(end);
+        if first != expected {
             return Err(Error::Io {
                 context: format!("appending to the replica in {}", self.set.dir().display()),
                 source: std::io::Error::other(format!(
@@ -323,7 +341,14 @@ where
         for run in records.chunk_by(|a, b| a.0 == b.0) {
             bytes += self.append_run(run[0].0, run)?;
         }
+        if !records.is_empty() {
+            self.gap_to = None;
+        }
         self.maybe_sync(records.len() as u64, bytes)
+    }
+
+    fn skip_to(&mut self, offset: u64) {
+        self.gap_to = Some(offset);
     }
 
     fn too_large(&mut self, records: &[(i32, &Entry<K, V>)]) -> Option<(u64, u64)> {
@@ -334,6 +359,7 @@ where
     }
 
     fn truncate_to(&mut self, offset: u64) -> Result<u64> {
+        self.gap_to = None;
         self.set.truncate_to(offset)
     }
 

@@ -175,33 +175,6 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         st.replicas[i].log.reset_to(start);
     }
 
-    /// Replica `i`'s records `from..to` from its disk (the tail below its memory), dense
-    /// from `from` (a follower copies only a run it can append as is); `None` when its
-    /// directory failed.
-    pub(super) fn read_disk(
-        &self,
-        st: &mut State<K, V>,
-        i: usize,
-        from: u64,
-        to: u64,
-    ) -> Option<Vec<(i32, Entry<K, V>)>> {
-        let (records, _) = self.read_disk_sparse(st, i, from, to)?;
-        Some(
-            records
-                .into_iter()
-                .take_while({
-                    let mut next = from;
-                    move |(o, _, _)| {
-                        let dense = *o == next;
-                        next += 1;
-                        dense
-                    }
-                })
-                .map(|(_, epoch, e)| (epoch, e))
-                .collect(),
-        )
-    }
-
     /// Replica `i`'s records in `from..to` from its disk, with their offsets (gaps kept),
     /// and the next offset to read (past the last record or batch read; `from` when nothing
     /// was there); `None` when its directory failed.
