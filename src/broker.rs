@@ -419,14 +419,14 @@ impl BrokerBuilder {
     /// # Examples
     ///
     /// ```
-    /// use std::sync::Arc;
+    /// use std::sync;
     /// use std::time::Duration;
     /// use logbus::broker::{Broker, TopicConfig, TopicPartition};
     /// use logbus::consumer::ConsumerConfig;
     /// use logbus::producer::Record;
     /// use logbus::ManualClock;
     ///
-    /// let clock = Arc::new(ManualClock::new(0));
+    /// let clock = sync::Arc::new(ManualClock::new(0));
     /// let broker = Broker::builder()
     ///     .clock(clock.clone())
     ///     .empty_group_timeout(Duration::from_secs(60))
