@@ -22,9 +22,10 @@
 use std::any::{type_name, Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
+use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
-use crate::partition::{Offsets, Partition};
+use crate::partition::{GateExpiry, Offsets, Partition};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 // Std's Arc (also under loom): the broker shares unsized values (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
@@ -53,6 +54,13 @@ pub struct PartitionInfo {
     pub log_end: u64,
     /// Records held in memory (`log_end - log_start`).
     pub records_in_memory: u64,
+    /// Records an [`Overflow::Block`] topic overwrote while no consumer group held them
+    /// (none registered on the partition, or the last one deleted or expired): no group
+    /// had read them (consumers without a group id hold nothing back, so one may have).
+    /// Records a group committed are not counted when they are overwritten later. Always
+    /// 0 for other topics: `DropOldest` drops by design, persisted and replicated topics
+    /// keep records on disk.
+    pub overwritten_unread: u64,
 }
 
 /// A topic as [`Broker::describe_topic`] sees it.
@@ -93,6 +101,8 @@ pub(crate) struct TopicInner<K, V> {
     store: Option<Arc<dyn TopicStore<K, V>>>,
     /// Replicated topics: how added partitions are built.
     factory: Option<PartitionFactory<K, V>>,
+    /// `Block` topics in memory: the broker's group expiry, for added partitions.
+    gate_expiry: Option<GateExpiry>,
 }
 
 /// A persisted topic's files, as the admin operations reach them (`crate::persist`).
@@ -125,6 +135,7 @@ impl<K, V> TopicInner<K, V> {
             arrivals,
             store: None,
             factory: None,
+            gate_expiry: None,
         }
     }
 
@@ -183,6 +194,8 @@ trait TopicAdmin: Send + Sync {
     fn commit(&self, group: &Arc<str>, partition: u32, offset: u64, now_ms: i64) -> Result<()>;
     fn committed(&self, group: &str, partition: u32) -> Result<Option<u64>>;
     fn remove_group(&self, group: &str);
+    /// Lets go of `group`'s gates (its committed offsets stay).
+    fn release_group(&self, group: &str);
 }
 
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInner<K, V> {
@@ -220,10 +233,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInn
             }
             (None, None) => {
                 for _ in current..total {
-                    grown.push(Arc::new(Partition::new(
-                        self.config.partition_config(),
-                        Arc::clone(&self.arrivals),
-                    )?));
+                    grown.push(Arc::new(
+                        Partition::new(self.config.partition_config(), Arc::clone(&self.arrivals))?
+                            .with_gate_expiry(self.gate_expiry.clone()),
+                    ));
                 }
             }
         }
@@ -289,6 +302,12 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInn
             p.remove_group(group);
         }
     }
+
+    fn release_group(&self, group: &str) {
+        for p in self.partitions().iter() {
+            p.release_group(group);
+        }
+    }
 }
 
 /// A registered topic, typed or not.
@@ -304,6 +323,10 @@ struct TopicSlot {
 struct GroupState {
     /// Open consumers with this group id.
     open: usize,
+    /// Broker clock time at which the last open consumer closed (`None` while one is open).
+    empty_since_ms: Option<i64>,
+    /// Empty for longer than the broker's `empty_group_timeout`: its gates were let go.
+    expired: bool,
     /// Membership and rebalancing, once a consumer of the group subscribed.
     coordinator: Option<Arc<crate::group::coordinator::Coordinator>>,
 }
@@ -314,6 +337,9 @@ struct BrokerInner {
     data: Option<Arc<crate::persist::DataDir>>,
     topics: Mutex<HashMap<String, TopicSlot>>,
     groups: Mutex<HashMap<String, GroupState>>,
+    /// How long a group without an open consumer keeps holding producers back, in
+    /// milliseconds of the broker's clock (`BrokerBuilder::empty_group_timeout`).
+    empty_group_timeout_ms: AtomicU64,
     /// Bumped when a topic is created, deleted or grown (subscriptions look again).
     metadata_version: AtomicU64,
     /// Replication threads and fault injection, started with the first replicated topic.
@@ -363,6 +389,8 @@ impl fmt::Debug for Broker {
 #[derive(Debug)]
 pub struct BrokerBuilder {
     pub(crate) clock: Arc<dyn Clock>,
+    /// See [`BrokerBuilder::empty_group_timeout`].
+    pub(crate) empty_group_timeout: Duration,
     /// Where and how a data directory is opened ([`BrokerBuilder::open`]).
     pub(crate) persist: crate::persist::DataDirOptions,
 }
@@ -372,6 +400,53 @@ impl BrokerBuilder {
     /// [`ManualClock`](crate::ManualClock) in tests).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// How long a consumer group with no open consumer keeps holding the producers of
+    /// [`Overflow::Block`] topics back: 45 seconds by default (Kafka's default session
+    /// timeout; Kafka never blocks a producer on a consumer, and expires an empty group's
+    /// offsets after `offsets.retention.minutes`). Measured on the broker's
+    /// [clock](Self::clock). Once a group has been empty that long, its gates are let go:
+    /// producers overwrite what it had not committed, counted in
+    /// [`PartitionInfo::overwritten_unread`] once no group holds those records. Its
+    /// committed offsets stay; a consumer of the group assigned a partition again holds
+    /// producers back from there, and counts what was overwritten meanwhile as skipped
+    /// ([`ConsumerMetrics::skipped`](crate::consumer::ConsumerMetrics::skipped)) when its
+    /// position resets. A member leaving and another joining within the timeout (an
+    /// ordinary rebalance) keeps every record the group had not committed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync;
+    /// use std::time::Duration;
+    /// use logbus::broker::{Broker, TopicConfig, TopicPartition};
+    /// use logbus::consumer::ConsumerConfig;
+    /// use logbus::producer::Record;
+    /// use logbus::ManualClock;
+    ///
+    /// let clock = sync::Arc::new(ManualClock::new(0));
+    /// let broker = Broker::builder()
+    ///     .clock(clock.clone())
+    ///     .empty_group_timeout(Duration::from_secs(60))
+    ///     .build()?;
+    /// broker.create_topic::<(), u64>("t", TopicConfig::new(1).records_in_memory(4))?;
+    /// let mut consumer = broker.consumer::<(), u64>(ConsumerConfig::new().group_id("g"))?;
+    /// consumer.assign(&[TopicPartition::new("t", 0)])?; // "g" holds producers at 0
+    /// drop(consumer);
+    /// let producer = broker.producer::<(), u64>();
+    /// for i in 0..4 {
+    ///     producer.send(Record::new("t", i))?;
+    /// }
+    /// assert!(producer.try_send(Record::new("t", 4)).is_err()); // full: "g" holds it
+    /// clock.advance(Duration::from_secs(60));
+    /// producer.send(Record::new("t", 4))?; // "g" was let go
+    /// assert!(broker.describe_group("g")?.expired);
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn empty_group_timeout(mut self, timeout: Duration) -> Self {
+        self.empty_group_timeout = timeout;
         self
     }
 
@@ -409,8 +484,18 @@ impl BrokerBuilder {
         if self.persist.dir.is_some() {
             return self.open();
         }
-        Ok(Broker::from_parts(self.clock, None))
+        let broker = Broker::from_parts(self.clock, None);
+        broker.set_empty_group_timeout(self.empty_group_timeout);
+        Ok(broker)
     }
+}
+
+/// [`BrokerBuilder::empty_group_timeout`]'s default.
+const DEFAULT_EMPTY_GROUP_TIMEOUT: Duration = Duration::from_secs(45);
+
+/// `d` in whole milliseconds (saturating).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl Broker {
@@ -425,6 +510,7 @@ impl Broker {
                 data,
                 topics: Mutex::new(HashMap::new()),
                 groups: Mutex::new(HashMap::new()),
+                empty_group_timeout_ms: AtomicU64::new(millis(DEFAULT_EMPTY_GROUP_TIMEOUT)),
                 metadata_version: AtomicU64::new(0),
                 replication: Mutex::new(None),
             }),
@@ -442,6 +528,7 @@ impl Broker {
     pub fn builder() -> BrokerBuilder {
         BrokerBuilder {
             clock: Arc::new(SystemClock),
+            empty_group_timeout: DEFAULT_EMPTY_GROUP_TIMEOUT,
             persist: crate::persist::DataDirOptions::default(),
         }
     }
@@ -495,13 +582,13 @@ impl Broker {
         let partitions = (0..config.partitions)
             .map(|n| match &factory {
                 Some(make) => make(n),
-                None => {
-                    Partition::new(config.partition_config(), Arc::clone(&arrivals)).map(Arc::new)
-                }
+                None => Partition::new(config.partition_config(), Arc::clone(&arrivals))
+                    .map(|p| Arc::new(p.with_gate_expiry(Some(self.gate_expiry())))),
             })
             .collect::<Result<Vec<_>>>()?;
         let inner = Arc::new(TopicInner {
             factory,
+            gate_expiry: Some(self.gate_expiry()),
             ..TopicInner::new(name, config, partitions, arrivals)
         });
         topics.insert(
@@ -724,6 +811,7 @@ impl Broker {
     ///
     /// [`Error::UnknownTopic`].
     pub fn describe_topic(&self, name: &str) -> Result<TopicDescription> {
+        self.expire_empty_groups();
         let slot = self.slot(name)?;
         let now = self.now_ms();
         let config = slot.admin.config();
@@ -735,6 +823,7 @@ impl Broker {
                     high_watermark: o.high_watermark,
                     log_end: o.log_end,
                     records_in_memory: o.log_end - o.log_start,
+                    overwritten_unread: o.overwritten_unread,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -804,12 +893,81 @@ impl Broker {
 
     /// A consumer opened with `group`.
     pub(crate) fn join_group(&self, group: &str) {
+        let mut groups = self.inner.groups.lock();
+        let g = groups.entry(group.to_owned()).or_default();
+        g.open += 1;
+        g.empty_since_ms = None;
+        // Its gates come back as its consumers are assigned partitions.
+        g.expired = false;
+    }
+
+    /// Sets [`BrokerBuilder::empty_group_timeout`].
+    pub(crate) fn set_empty_group_timeout(&self, timeout: Duration) {
+        // Relaxed: a setting read on its own; nothing else is published with it.
+        self.inner
+            .empty_group_timeout_ms
+            .store(millis(timeout), Ordering::Relaxed);
+    }
+
+    /// Lets go of the gates of every group that has had no open consumer for the broker's
+    /// `empty_group_timeout` (its committed offsets stay). Called by producers waiting for
+    /// room on a gated partition, and by the describe calls. The groups' lock is held
+    /// while the gates go, so a consumer of the group opening meanwhile finds them gone
+    /// and registers again.
+    pub(crate) fn expire_empty_groups(&self) {
+        // Relaxed: see `set_empty_group_timeout`.
+        let timeout = self.inner.empty_group_timeout_ms.load(Ordering::Relaxed);
+        let timeout = i64::try_from(timeout).unwrap_or(i64::MAX);
+        let mut groups = self.inner.groups.lock();
+        let mut now = None;
+        let mut expired = Vec::new();
+        for (name, g) in groups.iter_mut() {
+            if g.open > 0 || g.expired {
+                continue;
+            }
+            let now = *now.get_or_insert_with(|| self.now_ms());
+            let since = *g.empty_since_ms.get_or_insert(now);
+            if now.saturating_sub(since) >= timeout {
+                g.expired = true;
+                expired.push(name.clone());
+            }
+        }
+        if expired.is_empty() {
+            return;
+        }
+        let admins: Vec<_> = self
+            .inner
+            .topics
+            .lock()
+            .values()
+            .map(|t| Arc::clone(&t.admin))
+            .collect();
+        for name in &expired {
+            for admin in &admins {
+                admin.release_group(name);
+            }
+        }
+        drop(groups);
+    }
+
+    /// Whether `group` was let go for having been empty too long (see
+    /// [`expire_empty_groups`](Self::expire_empty_groups)).
+    pub(crate) fn group_expired(&self, group: &str) -> bool {
         self.inner
             .groups
             .lock()
-            .entry(group.to_owned())
-            .or_default()
-            .open += 1;
+            .get(group)
+            .is_some_and(|g| g.expired)
+    }
+
+    /// The hook gated partitions call while a producer waits for room.
+    fn gate_expiry(&self) -> GateExpiry {
+        let broker = Arc::downgrade(&self.inner);
+        Arc::new(move || {
+            if let Some(inner) = broker.upgrade() {
+                Broker { inner }.expire_empty_groups();
+            }
+        })
     }
 
     /// The coordinator of `group` (created on first use).
@@ -860,8 +1018,12 @@ impl Broker {
 
     /// A consumer of `group` closed.
     pub(crate) fn leave_group(&self, group: &str) {
-        if let Some(g) = self.inner.groups.lock().get_mut(group) {
+        let mut groups = self.inner.groups.lock();
+        if let Some(g) = groups.get_mut(group) {
             g.open = g.open.saturating_sub(1);
+            if g.open == 0 {
+                g.empty_since_ms = Some(self.now_ms());
+            }
         }
     }
 

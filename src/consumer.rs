@@ -29,8 +29,14 @@
 //! On an [`Overflow::Block`](crate::broker::Overflow::Block) topic, a group registers on a
 //! partition when a consumer with that group id is first assigned it: from then on
 //! producers never overwrite a record at or above the group's committed offset (its
-//! starting position until its first commit), until [`Broker::delete_group`]. Consumers
-//! without a group id never hold producers back. A subscribed consumer auto-commits by
+//! starting position until its first commit), until [`Broker::delete_group`], or until the
+//! group has had no open consumer for the broker's
+//! [`empty_group_timeout`](crate::broker::BrokerBuilder::empty_group_timeout) (a member
+//! leaving and another joining within it keeps the group's records; after it, a consumer
+//! of the group assigned the partition again holds producers back from the committed
+//! offset once more and counts what was overwritten meanwhile as skipped). Consumers
+//! without a group id never hold producers back. What a `Block` topic overwrites while no
+//! group holds it is counted (see [`Overflow::Block`](crate::broker::Overflow::Block)). A subscribed consumer auto-commits by
 //! default, also every half partition capacity it reads, so producers never wait for the
 //! commit interval (see [`ConsumerConfig::enable_auto_commit`]); with auto-commit off,
 //! commit at least that often or producers wait.
@@ -234,15 +240,22 @@ where
                     }
                 }
             }
-            let (position, group) = match &self.group {
+            let (position, group) = match self.group.clone() {
                 Some(g) => {
-                    let committed = partition.committed(g);
+                    let committed = partition.committed(&g);
                     let position = committed.or_else(|| self.reset_target(&partition, now));
                     let start = position.unwrap_or_else(|| partition.log_start(now));
-                    partition.register_group(g, start)?;
-                    (position, partition.group_slot(g))
+                    partition.register_group(&g, start)?;
+                    if committed.is_none() {
+                        self.count_overwritten(&tp, &partition, position);
+                    }
+                    (position, partition.group_slot(&g))
                 }
-                None => (self.reset_target(&partition, now), None),
+                None => {
+                    let position = self.reset_target(&partition, now);
+                    self.count_overwritten(&tp, &partition, position);
+                    (position, None)
+                }
             };
             self.assigned.push(Assigned {
                 group,
@@ -261,6 +274,27 @@ where
     /// The partitions assigned, in assignment order.
     pub fn assignment(&self) -> Vec<TopicPartition> {
         self.assigned.iter().map(|a| a.tp.clone()).collect()
+    }
+
+    /// A consumer starting from the earliest record of a `Block` topic whose ring has
+    /// overwritten records misses them: counted, per partition, as when a position falls
+    /// behind the log start (a `Block` topic is expected to keep what a reader has not
+    /// seen, so its losses are never silent; a `DropOldest` topic drops by design).
+    fn count_overwritten(
+        &mut self,
+        tp: &TopicPartition,
+        partition: &Partition<K, V>,
+        position: Option<u64>,
+    ) {
+        if self.config.auto_offset_reset != OffsetReset::Earliest || !partition.is_gated() {
+            return;
+        }
+        let gone = partition
+            .overwritten_below()
+            .min(position.unwrap_or(u64::MAX));
+        if gone > 0 {
+            *self.metrics.skipped.entry(tp.clone()).or_insert(0) += gone;
+        }
     }
 
     /// Where [`OffsetReset`] puts a position (`None` for `OffsetReset::None`).
@@ -759,7 +793,9 @@ where
     /// A subscribed consumer first commits its positions if `enable_auto_commit` is on,
     /// runs its listener's `on_partitions_revoked`, and leaves the group (which
     /// rebalances; a static member keeps its place until `max_poll_interval`). Positions
-    /// not committed are lost; committed offsets and the group's gates stay.
+    /// not committed are lost; committed offsets stay, and so do the group's gates, until
+    /// the group has had no open consumer for the broker's
+    /// [`empty_group_timeout`](crate::broker::BrokerBuilder::empty_group_timeout).
     pub fn close(self) {
         drop(self);
     }
@@ -795,8 +831,10 @@ fn read_one<K: Clone, V: Clone>(
             partition: a.tp.partition,
         });
     };
-    // At most one reset per call: a reset target is in range when chosen.
-    for _ in 0..2 {
+    // At most two reads after a reset per call: a reset target is in range when chosen. A
+    // read that found only a gap moves past it and reads again (it always moves forward).
+    let mut resets = 0;
+    loop {
         let name = a.name;
         let partition = a.tp.partition;
         let outcome = a
@@ -808,6 +846,15 @@ fn read_one<K: Clone, V: Clone>(
             ReadOutcome::Read(n) => {
                 a.position = Some(position + n as u64);
                 return Ok(n);
+            }
+            // To the last offset read + 1 (or past a gap), never by the count.
+            ReadOutcome::Sparse { n, next } => {
+                debug_assert!(next > position);
+                a.position = Some(next);
+                if n > 0 {
+                    return Ok(n);
+                }
+                position = next;
             }
             // An offline log gets no more records: say why rather than wait.
             ReadOutcome::Empty => return a.partition.offline_error().map_or(Ok(0), Err),
@@ -831,8 +878,11 @@ fn read_one<K: Clone, V: Clone>(
                 }
                 position = target;
                 a.position = Some(target);
+                resets += 1;
+                if resets == 2 {
+                    return Ok(0);
+                }
             }
         }
     }
-    Ok(0)
 }

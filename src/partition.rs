@@ -3,7 +3,10 @@
 //! committed offsets that gate its producers.
 //!
 //! - **Offsets are ring sequences.** The ring starts at 0, so a record's offset is the
-//!   sequence its publish got; offsets are dense and never reused.
+//!   sequence its publish got; offsets in the ring are dense and never reused. A log on
+//!   disk may have gaps (a segment deleted by hand, a Kafka-written directory: compaction,
+//!   transaction markers): a read says where the next one starts
+//!   ([`ReadOutcome::Sparse`]), and a reader always moves to the last offset it read + 1.
 //! - **Appends** go through the ring's one producer, which every [`Appender`] shares
 //!   behind a lock taken for one publish (a run, or one record) and never across a wait for
 //!   room: a single-producer ring publishes a run with one cursor store and, for records
@@ -34,7 +37,10 @@
 //!   with a new one at the lower offset, or — when producers may already hold room over it
 //!   (a producer's claim limit, once computed, cannot be taken back) — at the lowest offset
 //!   the ring can still protect (its overwrite floor). The committed offset itself is stored
-//!   as given.
+//!   as given. A group empty for too long has its gate let go (`release_group`, called by
+//!   the broker through [`GateExpiry`], which producers waiting for room call): its
+//!   committed offset stays, and its next registration gates from there again. What is
+//!   overwritten while no gate exists is counted (`overwritten_unread`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -69,8 +75,21 @@ pub(crate) struct PartitionConfig {
 /// What [`Partition::read`] found at the requested offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ReadOutcome {
-    /// This many records were passed to the callback, from the requested offset on.
+    /// This many records were passed to the callback, at the requested offset and the ones
+    /// right after it (dense: the next offset to read is the requested one plus this count).
+    /// The ring's reads are always dense, so the hot path computes the next offset without
+    /// looking at any record.
     Read(usize),
+    /// `n` records (possibly none) were passed to the callback with gaps among them or
+    /// before them (a log on disk: a deleted segment, compaction, transaction markers); the
+    /// next offset to read is `next`, past the last record or batch read, never the
+    /// requested offset plus `n`.
+    Sparse {
+        /// Records passed to the callback.
+        n: usize,
+        /// The next offset to read.
+        next: u64,
+    },
     /// Nothing published at the offset yet (it is the log end, or being written).
     Empty,
     /// A read from disk failed ([`DiskLog::take_error`] says why).
@@ -82,6 +101,20 @@ pub(crate) enum ReadOutcome {
         /// The log end offset.
         end: u64,
     },
+}
+
+impl ReadOutcome {
+    /// The outcome of a read at `offset` that passed `n` records and ended before `next`
+    /// (which a read that found nothing leaves at `offset`).
+    pub(crate) fn of(offset: u64, n: usize, next: u64) -> Self {
+        if next <= offset {
+            Self::Empty
+        } else if next == offset + n as u64 {
+            Self::Read(n)
+        } else {
+            Self::Sparse { n, next }
+        }
+    }
 }
 
 /// How long an append may wait for room.
@@ -258,6 +291,8 @@ pub(crate) struct Offsets {
     pub(crate) log_start: u64,
     pub(crate) high_watermark: u64,
     pub(crate) log_end: u64,
+    /// Records a gated partition overwrote while no group's gate held them.
+    pub(crate) overwritten_unread: u64,
 }
 
 /// A registered group on one partition.
@@ -289,8 +324,76 @@ impl<K, V> GroupGate<K, V> {
 /// or after the gate (which cannot move while it is held).
 pub(crate) type GroupSlot<K, V> = Mutex<GroupGate<K, V>>;
 
+/// Lets go of the gates of groups that have been empty (no consumer open) for longer than
+/// the broker allows (the broker's group expiry, layer 7, as Kafka expires the offsets of
+/// empty groups): a producer waiting for room on a gated partition calls it now and then,
+/// so that time passing on the broker's clock is noticed even while every thread waits.
+pub(crate) type GateExpiry = Arc<dyn Fn() + Send + Sync>;
+
 /// The registered groups of a partition, by name.
 type GroupMap<K, V> = HashMap<Arc<str>, Arc<GroupSlot<K, V>>>;
+
+/// What a gated partition overwrote while no group's gate held it: the offset ranges no
+/// gate held when they were let go (the last one open-ended while no gate exists), and
+/// what ranges now wholly overwritten counted. A range's records are counted as the
+/// ring's overwrite floor passes them.
+#[derive(Debug)]
+struct Unheld {
+    /// Live gates (registered groups holding producers back).
+    gates: usize,
+    /// Records of ranges wholly overwritten, folded out of `ranges`.
+    counted: u64,
+    /// `[from, to)` ranges, increasing and disjoint; `to == u64::MAX` while open.
+    ranges: Vec<(u64, u64)>,
+}
+
+impl Unheld {
+    fn new(gated: bool) -> Self {
+        Self {
+            gates: 0,
+            counted: 0,
+            ranges: if gated {
+                vec![(0, u64::MAX)]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// The records overwritten unheld, given the ring's overwrite floor now.
+    fn total(&mut self, floor: u64) -> u64 {
+        let done = self.ranges.iter().take_while(|r| r.1 <= floor).count();
+        for (from, to) in self.ranges.drain(..done) {
+            self.counted += to - from;
+        }
+        self.counted
+            + self
+                .ranges
+                .iter()
+                .map(|&(from, to)| floor.min(to).saturating_sub(from))
+                .sum::<u64>()
+    }
+
+    /// A gate now holds the records from `at` on.
+    fn gate_added(&mut self, at: u64) {
+        self.gates += 1;
+        if self.gates == 1 {
+            if let Some(last) = self.ranges.last_mut().filter(|r| r.1 == u64::MAX) {
+                last.1 = at.max(last.0);
+            }
+        }
+    }
+
+    /// A gate at `at` no longer holds records back; the last one lets go of everything
+    /// from `at` on.
+    fn gate_dropped(&mut self, at: u64) {
+        self.gates = self.gates.saturating_sub(1);
+        if self.gates == 0 {
+            let from = self.ranges.last().map_or(at, |r| at.max(r.1));
+            self.ranges.push((from, u64::MAX));
+        }
+    }
+}
 
 /// One partition's log.
 pub(crate) struct Partition<K, V> {
@@ -305,6 +408,12 @@ pub(crate) struct Partition<K, V> {
     /// Records below this offset have expired by retention (only grows).
     expired_below: AtomicU64,
     groups: Mutex<GroupMap<K, V>>,
+    /// Gated partitions: what was overwritten while no gate held it (taken after `groups`
+    /// and a group's slot, never before).
+    unheld: Mutex<Unheld>,
+    /// Gated partitions of a broker: what a producer waiting for room calls to let
+    /// expired groups go ([`GateExpiry`]).
+    expiry: Option<GateExpiry>,
     /// The topic's arrival notifications: producers notify after each append.
     arrivals: Arc<WaitSet>,
     /// Persisted partitions: the log on disk below the ring (`crate::persist`).
@@ -323,8 +432,16 @@ pub(crate) trait DiskLog<K, V>: Send + Sync {
     /// The log start offset (retention moves it).
     fn log_start(&self) -> u64;
     /// Passes the records from `offset` on (at most `max`, all below the ring's oldest
-    /// record) to `f`, each decoded for it; the count read, or the error that stopped the read.
-    fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, Entry<K, V>)) -> Result<usize>;
+    /// record) to `f`, each decoded for it, in increasing offset order (with gaps where the
+    /// log has them); returns the count read and the next offset to read (past the last
+    /// record or batch read: `offset` when nothing was there), or the error that stopped
+    /// the read.
+    fn read(
+        &self,
+        offset: u64,
+        max: usize,
+        f: &mut dyn FnMut(u64, Entry<K, V>),
+    ) -> Result<(usize, u64)>;
     /// The first record on disk with a timestamp at or after `timestamp` (time index).
     fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>>;
     /// The log end on disk (records at and above it are only in the ring).
@@ -370,6 +487,14 @@ impl<K, V> Partition<K, V> {
         };
         let ring_config = RingConfig::new(config.capacity).overflow(overflow);
         Self::with_ring(config, ring_config, arrivals, None)
+    }
+
+    /// With `expiry` called by producers waiting for room (a gated partition).
+    pub(crate) fn with_gate_expiry(mut self, expiry: Option<GateExpiry>) -> Self {
+        if self.config.gated {
+            self.expiry = expiry;
+        }
+        self
     }
 
     /// A persisted partition whose ring starts at `start` (the log end on disk), with a
@@ -426,6 +551,8 @@ impl<K, V> Partition<K, V> {
             config,
             expired_below: AtomicU64::new(0),
             groups: Mutex::new(HashMap::new()),
+            unheld: Mutex::new(Unheld::new(config.gated)),
+            expiry: None,
             arrivals,
             disk,
             broker_closed: ClosedByBroker::default(),
@@ -515,6 +642,7 @@ impl<K, V> Partition<K, V> {
             replicated: self.replicated.clone(),
             policy: Arc::new(SendPolicy::default()),
             unsettled: None,
+            expiry: self.expiry.clone(),
         }
     }
 
@@ -570,6 +698,30 @@ impl<K, V> Partition<K, V> {
         start
     }
 
+    /// The ring's overwrite floor: every offset below it was overwritten (a partition in
+    /// memory only; 0 for others, whose log start is the disk's or the replicas').
+    pub(crate) fn overwritten_below(&self) -> u64 {
+        if self.disk.is_some() || self.replicated.is_some() {
+            return 0;
+        }
+        self.log_end().saturating_sub(self.capacity)
+    }
+
+    /// Whether registered groups gate producers (`Overflow::Block`, in memory).
+    pub(crate) fn is_gated(&self) -> bool {
+        self.config.gated
+    }
+
+    /// Records a gated partition overwrote while no group's gate held them: no group had
+    /// read them (consumers without a group id hold nothing back, so one may have).
+    pub(crate) fn overwritten_unread(&self) -> u64 {
+        if !self.config.gated {
+            return 0;
+        }
+        let floor = self.overwritten_below();
+        self.unheld.lock().total(floor)
+    }
+
     /// Whether reads look at the time (`now_ms`): only to expire records by age. Without
     /// retention by age any `now_ms` gives the same result, so a reader need not ask the
     /// clock.
@@ -585,6 +737,7 @@ impl<K, V> Partition<K, V> {
                 log_start: r.log_start().min(log_end),
                 high_watermark: r.high_watermark(),
                 log_end,
+                overwritten_unread: 0,
             };
         }
         let log_end = self.log_end();
@@ -592,7 +745,14 @@ impl<K, V> Partition<K, V> {
             log_start: self.log_start(now_ms).min(log_end),
             high_watermark: self.high_watermark(),
             log_end,
+            overwritten_unread: self.overwritten_unread(),
         }
+    }
+
+    /// Whether reads may find gaps between offsets ([`ReadOutcome::Sparse`]): only a log on
+    /// disk or a replicated one; the ring's offsets are dense.
+    pub(crate) fn may_have_gaps(&self) -> bool {
+        self.disk.is_some() || self.replicated.is_some()
     }
 
     /// Whether a read at `offset` would find something (a record, or the partition closed).
@@ -643,8 +803,7 @@ impl<K, V> Partition<K, V> {
             if let Some(disk) = &self.disk {
                 if offset < disk.disk_end() && offset < self.ring.oldest() {
                     return match disk.read(offset, max, &mut |o, e| given(o, Handed::Owned(e))) {
-                        Ok(0) => ReadOutcome::Empty,
-                        Ok(n) => ReadOutcome::Read(n),
+                        Ok((n, next)) => ReadOutcome::of(offset, n, next),
                         // Retention moved the log start past `offset` meanwhile.
                         Err(_) if offset < disk.log_start() => {
                             let _ = disk.take_error();
@@ -725,10 +884,21 @@ impl<K, V> Partition<K, V> {
     pub(crate) fn register_group(&self, group: &Arc<str>, start: u64) -> Result<Option<u64>> {
         let mut groups = self.groups.lock();
         if let Some(g) = groups.get(group) {
-            return Ok(g.lock().committed);
+            let mut g = g.lock();
+            if self.config.gated && g.gate.is_none() && !g.removed {
+                // Its gate was let go (the group expired while empty): it holds producers
+                // back again from its committed offset, or the oldest record if that is gone.
+                let from = g.committed.unwrap_or(start);
+                let gate = self.gate_at(from)?;
+                self.gate_added(from);
+                g.gate = Some(gate);
+            }
+            return Ok(g.committed);
         }
         let gate = if self.config.gated {
-            Some(self.gate_at(start)?)
+            let gate = self.gate_at(start)?;
+            self.gate_added(start);
+            Some(gate)
         } else {
             None
         };
@@ -818,6 +988,9 @@ impl<K, V> Partition<K, V> {
                 // Backwards (or no gate yet): a new gate at the lower offset first, then
                 // drop the old one, so there is never a moment without a gate.
                 if let Ok(new) = self.gate_at(offset) {
+                    if slot.is_none() {
+                        self.gate_added(offset);
+                    }
                     *slot = Some(new);
                 }
             }
@@ -834,10 +1007,42 @@ impl<K, V> Partition<K, V> {
             let mut g = slot.lock();
             // A read lending records the gate holds keeps it until it ends (`lend`).
             g.removed = true;
+            if let Some(at) = g.gate.as_ref().map(|gate| gate.position()) {
+                self.unheld.lock().gate_dropped(at);
+            }
             let gate = if g.lenders == 0 { g.gate.take() } else { None };
             drop(g);
             drop(gate);
         }
+    }
+
+    /// Lets go of `group`'s gate on this partition, keeping its committed offset: it stops
+    /// holding producers back until a consumer of the group registers again. Not while a
+    /// read lends records the gate holds (the next call will). Returns whether a gate went.
+    pub(crate) fn release_group(&self, group: &str) -> bool {
+        let Some(slot) = self.groups.lock().get(group).cloned() else {
+            return false;
+        };
+        let mut g = slot.lock();
+        if g.lenders > 0 {
+            return false;
+        }
+        let Some(gate) = g.gate.take() else {
+            return false;
+        };
+        self.unheld.lock().gate_dropped(gate.position());
+        drop(g);
+        // Dropping a gating reader wakes the producers waiting for room.
+        drop(gate);
+        true
+    }
+
+    /// Notes a new gate of a group reading from `from`: what is still in memory from there
+    /// on is the group's to read (if the ring overwrites some of it first, the group's
+    /// consumer counts it as skipped); what was overwritten before is counted unheld.
+    fn gate_added(&self, from: u64) {
+        let at = from.max(self.overwritten_below());
+        self.unheld.lock().gate_added(at);
     }
 
     /// A gating reader at `offset`, or at the log start if `offset` is gone.

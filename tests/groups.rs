@@ -834,3 +834,154 @@ fn a_push_member_stops_on_an_error_that_would_repeat_and_reports_it() {
         Err(Error::NoGroupId { .. })
     ));
 }
+
+/// A broker whose empty groups hold producers back for 60 s of its manual clock, with a
+/// `Block` topic `t` of one partition keeping 16 records in memory.
+fn expiring_broker() -> (Broker, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let b = Broker::builder()
+        .clock(clock.clone())
+        .empty_group_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    b.create_topic::<(), u64>("t", TopicConfig::new(1).records_in_memory(16))
+        .unwrap();
+    (b, clock)
+}
+
+/// Whether a send to `t` times out (held back by a gate) after waiting a little.
+fn held_back(p: &logbus::Producer<(), u64>, v: u64) -> bool {
+    match p.send_timeout(Record::new("t", v), Duration::from_millis(30)) {
+        Err(e) => {
+            assert!(matches!(e.into_error(), Error::Timeout));
+            true
+        }
+        Ok(_) => false,
+    }
+}
+
+/// Kafka never blocks a producer on a consumer: a group whose only consumer was dropped
+/// holds the producers of a `Block` topic back for the broker's empty-group timeout only
+/// (on the broker's clock). A producer already parked on the group's gate notices the
+/// timeout itself and proceeds; what the group then misses is counted: in the topic's
+/// description (overwritten unread), in the group's (`missed`, `expired`), and as skipped
+/// by its consumer when it comes back, which holds producers back again from there.
+#[test]
+fn an_abandoned_group_stops_holding_producers_after_the_empty_group_timeout() {
+    let (b, clock) = expiring_broker();
+    let p = b.producer::<(), u64>();
+    let mut c = b
+        .consumer::<(), u64>(cfg("g", "c1").enable_auto_commit(false))
+        .unwrap();
+    c.assign(&[tp("t", 0)]).unwrap();
+    for i in 0..10 {
+        p.send(Record::new("t", i)).unwrap();
+    }
+    let mut got = Vec::new();
+    assert_eq!(c.poll_into(&mut got, 4, Z).unwrap(), 4);
+    c.commit_sync().unwrap();
+    drop(c);
+    // The gate at 4 leaves room up to 20.
+    for i in 10..20 {
+        p.send(Record::new("t", i)).unwrap();
+    }
+    assert!(p.try_send(Record::new("t", 20)).is_err());
+    // A producer parked on the gate until the group expires.
+    let parked = std::thread::spawn({
+        let b = b.clone();
+        move || {
+            let p = b.producer::<(), u64>();
+            for i in 20..120 {
+                p.send(Record::new("t", i)).unwrap();
+            }
+        }
+    });
+    clock.advance(Duration::from_secs(59));
+    assert!(held_back(&p, 999));
+    assert_eq!(b.describe_topic("t").unwrap().partitions[0].log_end, 20);
+    assert!(!b.describe_group("g").unwrap().expired);
+    clock.advance(Duration::from_secs(1));
+    // Nobody else looks: the parked producer notices the timeout by itself.
+    parked.join().unwrap();
+    let d = b.describe_topic("t").unwrap().partitions[0];
+    assert_eq!((d.log_start, d.log_end), (104, 120));
+    // 4..104: never committed by the group, overwritten once it let go.
+    assert_eq!(d.overwritten_unread, 100);
+    let g = b.describe_group("g").unwrap();
+    assert!(g.expired);
+    assert_eq!(
+        (g.partitions[0].committed, g.partitions[0].missed),
+        (Some(4), 100)
+    );
+
+    // The group comes back: it resumes at its committed offset, which is gone, and says so.
+    let mut c = b
+        .consumer::<(), u64>(cfg("g", "c2").enable_auto_commit(false))
+        .unwrap();
+    c.assign(&[tp("t", 0)]).unwrap();
+    assert!(!b.describe_group("g").unwrap().expired);
+    let mut got = Vec::new();
+    while c.poll_into(&mut got, 100, Z).unwrap() > 0 {}
+    let offsets: Vec<u64> = got.iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, (104..120).collect::<Vec<_>>());
+    assert_eq!(c.metrics().skipped(&tp("t", 0)), 100);
+    // It holds producers back again: from its commit, or from as far as the producer's
+    // claim limit taken while nothing held the ring (at most a capacity ahead).
+    c.commit_sync().unwrap();
+    let mut sent = 0;
+    while sent < 100 && !held_back(&p, 120 + sent) {
+        sent += 1;
+    }
+    assert!((16..=32).contains(&sent), "{sent} sent before a gate held");
+    got.clear();
+    while c.poll_into(&mut got, 100, Z).unwrap() > 0 {}
+    assert_eq!(got.len() as u64, sent, "none of them overwritten");
+    assert_eq!(c.metrics().skipped(&tp("t", 0)), 100);
+    assert_eq!(
+        b.describe_topic("t").unwrap().partitions[0].overwritten_unread,
+        100
+    );
+}
+
+/// A group with an open consumer never expires, however long it does not commit; and a
+/// member leaving and another joining within the timeout (an ordinary rebalance) keeps
+/// every record the group had not committed (at-least-once), the timeout starting again
+/// only when the group is empty again.
+#[test]
+fn a_group_with_an_active_member_never_expires() {
+    let (b, clock) = expiring_broker();
+    let p = b.producer::<(), u64>();
+    let mut c1 = b.consumer::<(), u64>(cfg("g", "c1")).unwrap();
+    c1.assign(&[tp("t", 0)]).unwrap();
+    for i in 0..16 {
+        p.send(Record::new("t", i)).unwrap();
+    }
+    clock.advance(Duration::from_secs(24 * 3600));
+    assert!(held_back(&p, 16));
+    assert!(!b.describe_group("g").unwrap().expired);
+    // c1 leaves; c2 joins within the timeout.
+    drop(c1);
+    clock.advance(Duration::from_secs(59));
+    assert!(held_back(&p, 16));
+    let mut c2 = b
+        .consumer::<(), u64>(cfg("g", "c2").enable_auto_commit(false))
+        .unwrap();
+    clock.advance(Duration::from_secs(24 * 3600));
+    assert!(held_back(&p, 16));
+    c2.assign(&[tp("t", 0)]).unwrap();
+    let mut got = Vec::new();
+    while c2.poll_into(&mut got, 100, Z).unwrap() > 0 {}
+    assert_eq!(got.len(), 16, "every record the group had not committed");
+    assert_eq!(c2.metrics().total_skipped(), 0);
+    // Empty again: held back for the timeout from now, then let go.
+    drop(c2);
+    clock.advance(Duration::from_secs(59));
+    assert!(held_back(&p, 16));
+    clock.advance(Duration::from_secs(1));
+    assert!(!held_back(&p, 16));
+    assert!(b.describe_group("g").unwrap().expired);
+    assert_eq!(
+        b.describe_topic("t").unwrap().partitions[0].overwritten_unread,
+        1
+    );
+}

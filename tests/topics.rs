@@ -1015,3 +1015,62 @@ fn owned_and_static_topic_names_find_their_topics() {
         assert_eq!(b.describe_topic(name).unwrap().partitions[0].log_end, 12);
     }
 }
+
+/// A default (`Block`) topic with no group registered yet overwrites what no group holds:
+/// 10,000 records into 4,096 in memory. Never silent: the topic's description counts the
+/// 5,904 records overwritten unread, and a group that comes late with `Earliest` reads the
+/// 4,096 left from offset 5,904 with a skipped count of 5,904. Records a group committed
+/// are not counted when they are overwritten later; once the group is deleted, what is
+/// overwritten from its committed offset on is counted again.
+#[test]
+fn a_block_topic_without_a_group_counts_what_it_overwrote_unread() {
+    let (b, _) = broker();
+    b.create_topic::<(), u64>("t", TopicConfig::new(1)).unwrap();
+    let p = b.producer::<(), u64>();
+    let send = |from: u64, to: u64| {
+        for i in from..to {
+            p.send(Record::new("t", i)).unwrap();
+        }
+    };
+    send(0, 10_000);
+    let d = b.describe_topic("t").unwrap().partitions[0];
+    assert_eq!((d.log_start, d.log_end), (5_904, 10_000));
+    assert_eq!(d.overwritten_unread, 5_904);
+
+    let mut c = b.consumer::<(), u64>(earliest("late")).unwrap();
+    c.subscribe(&["t"]).unwrap();
+    let mut got = Vec::new();
+    for _ in 0..1_000 {
+        if got.len() == 4_096 {
+            break;
+        }
+        c.poll_into(&mut got, 10_000, Duration::from_millis(10))
+            .unwrap();
+    }
+    assert_eq!(got.len(), 4_096);
+    assert_eq!(got[0].offset, 5_904);
+    assert_eq!(c.metrics().skipped(&tp("t", 0)), 5_904);
+    c.commit_sync().unwrap();
+    drop(c);
+    // Held by the group (committed up to 10,000): nothing more is overwritten unread.
+    send(10_000, 14_000);
+    assert_eq!(
+        b.describe_topic("t").unwrap().partitions[0].overwritten_unread,
+        5_904
+    );
+    b.delete_group("late").unwrap();
+    // From the group's committed offset on, nothing holds the records any more.
+    send(14_000, 14_196);
+    let d = b.describe_topic("t").unwrap().partitions[0];
+    assert_eq!((d.log_start, d.overwritten_unread), (10_100, 5_904 + 100));
+    // A DropOldest topic drops by design: not counted there.
+    b.create_topic::<(), u64>("d", TopicConfig::new(1).overflow(Overflow::DropOldest))
+        .unwrap();
+    for i in 0..5_000 {
+        p.send(Record::new("d", i)).unwrap();
+    }
+    assert_eq!(
+        b.describe_topic("d").unwrap().partitions[0].overwritten_unread,
+        0
+    );
+}

@@ -596,17 +596,24 @@ fn step(real: &mut Real, m: &mut Model, op: &Op) {
                             mc.assigned.push(old.swap_remove(i));
                             continue;
                         }
+                        let name = m.topics[inc].name;
                         let part = &mut m.topics[inc].parts[p as usize];
-                        let pos = match mc.group {
+                        let (pos, fresh) = match mc.group {
                             Some(g) => {
                                 let committed = part.groups.get(g).and_then(|x| x.committed);
                                 let pos = committed.or(Model::reset_target(mc.reset, part));
                                 let start = pos.unwrap_or(part.start());
                                 part.register(g, start);
-                                pos
+                                (pos, committed.is_none())
                             }
-                            None => Model::reset_target(mc.reset, part),
+                            None => (Model::reset_target(mc.reset, part), true),
                         };
+                        // Starting `Earliest` on a Block topic: what the ring overwrote
+                        // before is skipped, and counted.
+                        let gone = part.start().min(pos.unwrap_or(u64::MAX));
+                        if fresh && mc.reset == OffsetReset::Earliest && part.block && gone > 0 {
+                            *mc.skipped.entry((name, p)).or_insert(0) += gone;
+                        }
                         mc.assigned.push(MAssigned { inc, p, pos });
                     }
                     mc.next = 0;

@@ -24,8 +24,19 @@ pub const KAFKA_MAX_TOPIC_NAME_LEN: usize = 249;
 pub enum Overflow {
     /// Producers wait while the oldest record in memory is not yet committed by every
     /// registered consumer group: no record a group has not committed is overwritten.
-    /// Consumers without a group id never hold producers back; with no group registered
-    /// a `Block` topic overwrites its oldest records like `DropOldest`.
+    /// Consumers without a group id never hold producers back.
+    ///
+    /// Where nothing holds them, records are overwritten, never silently: with no group
+    /// registered on a partition yet (or after the last one was deleted or expired), a
+    /// `Block` topic overwrites its oldest records like `DropOldest`, and counts them in
+    /// [`PartitionInfo::overwritten_unread`](crate::broker::PartitionInfo::overwritten_unread)
+    /// (what [`Broker::describe_topic`](crate::Broker::describe_topic) shows); a consumer
+    /// that then starts at `Earliest` counts the records overwritten before it as skipped
+    /// ([`ConsumerMetrics::skipped`](crate::consumer::ConsumerMetrics::skipped)). A group
+    /// with no open consumer stops holding producers back after the broker's
+    /// [`empty_group_timeout`](crate::broker::BrokerBuilder::empty_group_timeout) (45 s by
+    /// default). By default a partition keeps 4,096 records in memory
+    /// ([`TopicConfig::records_in_memory`]) and consumers start at `Latest`.
     #[default]
     Block,
     /// Producers never wait: the oldest record is overwritten, and a consumer that falls

@@ -44,6 +44,9 @@ impl<K, V> fmt::Debug for RecordRef<'_, K, V> {
 /// for reuse.
 pub(crate) struct Buffers<K, V> {
     entries: Vec<Entry<K, V>>,
+    /// The offsets of `entries`, for a partition whose log may have gaps (on disk,
+    /// replicated); empty for one in memory, whose runs are dense.
+    offsets: Vec<u64>,
     /// A lending read of the last poll caught up with its producer after a short run: the
     /// next poll paces itself first, as the ring's readers do ([`ring::pace_reader`]). A
     /// consumer that looks again at once keeps pulling a producer's cursor and the lines it
@@ -58,6 +61,7 @@ impl<K, V> Default for Buffers<K, V> {
     fn default() -> Self {
         Self {
             entries: Vec::new(),
+            offsets: Vec::new(),
             caught_up: false,
         }
     }
@@ -211,6 +215,7 @@ where
                     f(record_ref(name, partition, offset, parts));
                     std::mem::forget(unwinding);
                 });
+                // A lending read is of the ring, whose runs are dense (never `Sparse`).
                 if let Some(ReadOutcome::Read(n)) = outcome {
                     lent.next = from + n as u64;
                     // Short of what was asked: the read took everything published.
@@ -226,21 +231,45 @@ where
             // Copied out, then lent from the copies.
             let entries = &mut buffers.entries;
             entries.clear();
-            let n = read_one(
-                a,
-                &mut |_, _, _, e: Handed<'_, K, V>| entries.push(e.into_entry()),
-                left,
-                now,
-                reset,
-                metrics,
-            )?;
             let (name, partition) = (a.name, a.tp.partition);
-            let from = a.position.map_or(0, |p| p - n as u64);
             let mut headers = false;
-            for (k, e) in entries.iter().enumerate() {
-                headers |= e.has_headers();
-                f(record_ref(name, partition, from + k as u64, e.parts()));
-            }
+            let n = if a.partition.may_have_gaps() {
+                // Each offset kept: a log on disk may have gaps between them.
+                let offsets = &mut buffers.offsets;
+                offsets.clear();
+                let n = read_one(
+                    a,
+                    &mut |_, _, o, e: Handed<'_, K, V>| {
+                        offsets.push(o);
+                        entries.push(e.into_entry());
+                    },
+                    left,
+                    now,
+                    reset,
+                    metrics,
+                )?;
+                for (&o, e) in offsets.iter().zip(entries.iter()) {
+                    headers |= e.has_headers();
+                    f(record_ref(name, partition, o, e.parts()));
+                }
+                n
+            } else {
+                let n = read_one(
+                    a,
+                    &mut |_, _, _, e: Handed<'_, K, V>| entries.push(e.into_entry()),
+                    left,
+                    now,
+                    reset,
+                    metrics,
+                )?;
+                // The ring's runs are dense: the run ends where the position now is.
+                let from = a.position.map_or(0, |p| p - n as u64);
+                for (k, e) in entries.iter().enumerate() {
+                    headers |= e.has_headers();
+                    f(record_ref(name, partition, from + k as u64, e.parts()));
+                }
+                n
+            };
             if std::mem::needs_drop::<K>() || std::mem::needs_drop::<V>() || headers {
                 entries.clear();
             } else {

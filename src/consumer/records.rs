@@ -149,7 +149,10 @@ impl ConsumerMetrics {
     }
 
     /// Records skipped on `tp` because the position fell behind the log start and was
-    /// reset (`Earliest`/`Latest`).
+    /// reset (`Earliest`/`Latest`), or, for a consumer starting `Earliest` on an
+    /// [`Overflow::Block`](crate::broker::Overflow::Block) topic in memory, because the
+    /// topic had overwritten them before it started (no group held them then, or the
+    /// group that did has committed them, been deleted or expired).
     pub fn skipped(&self, tp: &TopicPartition) -> u64 {
         self.skipped.get(tp).copied().unwrap_or(0)
     }

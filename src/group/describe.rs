@@ -41,6 +41,11 @@ pub struct PartitionLag {
     pub log_end: u64,
     /// `log_end - committed`; `None` without a committed offset.
     pub lag: Option<u64>,
+    /// Records past the committed offset the group can no longer read: `log_start -
+    /// committed` when the log start has moved past it (overwritten after the group
+    /// [expired](GroupDescription::expired), on a `DropOldest` topic, or by retention);
+    /// a consumer of the group resuming there counts them as skipped. 0 otherwise.
+    pub missed: u64,
 }
 
 /// A consumer group at one moment (see [`Broker::describe_group`]).
@@ -64,6 +69,12 @@ pub struct GroupDescription {
     /// Every partition of the subscribed topics, and every partition with a committed
     /// offset, by topic and partition.
     pub partitions: Vec<PartitionLag>,
+    /// The group has no open consumer and has had none for the broker's
+    /// [`empty_group_timeout`](crate::broker::BrokerBuilder::empty_group_timeout): its
+    /// gates were let go, so it no longer holds the producers of `Block` topics back (a
+    /// consumer of the group assigned a partition again holds them back there again), and
+    /// what it misses shows in [`PartitionLag::missed`].
+    pub expired: bool,
 }
 
 impl GroupDescription {
@@ -146,6 +157,7 @@ impl Broker {
     /// # Ok::<(), logbus::Error>(())
     /// ```
     pub fn describe_group(&self, name: &str) -> Result<GroupDescription> {
+        self.expire_empty_groups();
         let coordinator = self.group_coordinator(name)?;
         let snap = coordinator.map(|c| c.snapshot(self, self.now_ms()));
         let mut topics: BTreeSet<String> = BTreeSet::new();
@@ -184,6 +196,7 @@ impl Broker {
                 partitions.push(PartitionLag {
                     log_end: offsets.high_watermark,
                     lag: committed.map(|c| offsets.high_watermark.saturating_sub(c)),
+                    missed: committed.map_or(0, |c| offsets.log_start.saturating_sub(c)),
                     partition: tp,
                     owner,
                     committed,
@@ -203,6 +216,7 @@ impl Broker {
             rebalances: snap.as_ref().map_or(0, |s| s.rebalances),
             members,
             partitions,
+            expired: self.group_expired(name),
         })
     }
 

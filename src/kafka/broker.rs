@@ -456,6 +456,7 @@ impl KafkaBroker {
                     high_watermark: high,
                     log_end: high,
                     records_in_memory: high - low,
+                    overwritten_unread: 0,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

@@ -21,7 +21,17 @@ pub(crate) struct Appender<K, V> {
     /// The latest pipelined append not yet known to be settled: `(epoch, offset)`
     /// (`Producer::flush` waits for it).
     pub(super) unsettled: Option<(i32, u64)>,
+    /// A gated partition's group expiry, called while waiting for room (loom models no
+    /// time, so no group expires there).
+    #[cfg_attr(logbus_loom, allow(dead_code))]
+    pub(super) expiry: Option<GateExpiry>,
 }
+
+/// How often a producer waiting for room on a gated partition lets expired groups go:
+/// the groups' timeout runs on the broker's clock (a manual one in tests), which no
+/// thread watches, so the waiting producer looks itself. A look takes one lock.
+#[cfg(not(logbus_loom))]
+const EXPIRY_LOOK: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl<K, V> fmt::Debug for Appender<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -61,6 +71,31 @@ impl<K, V> Appender<K, V> {
         if let (Some(r), Some((epoch, offset))) = (&self.replicated, self.unsettled.take()) {
             r.settle(epoch, offset, deadline);
         }
+    }
+
+    /// Waits for room for `need` records from `at` (see `Ring::wait_for_room`), letting
+    /// expired groups go now and then meanwhile (a group's gate going wakes the wait).
+    fn wait_for_room(&self, at: u64, need: u64, deadline: Option<Instant>) -> bool {
+        #[cfg(not(logbus_loom))]
+        if let Some(expire) = &self.expiry {
+            use crate::sync::time;
+            loop {
+                expire();
+                let look = time::deadline_after(EXPIRY_LOOK);
+                let until = match (deadline, look) {
+                    (Some(d), Some(l)) => Some(d.min(l)),
+                    (None, l) => l,
+                    (d, None) => d,
+                };
+                if self.ring.wait_for_room(at, need, until) {
+                    return true;
+                }
+                if deadline.is_some_and(time::expired) {
+                    return false;
+                }
+            }
+        }
+        self.ring.wait_for_room(at, need, deadline)
     }
 
     /// Appends `entry`, returning its offset; hands it back when it was not appended.
@@ -109,7 +144,7 @@ impl<K, V> Appender<K, V> {
                         return Err((Some(entry), AppendError::Full));
                     };
                     // Without the handle: other appenders keep their own waits and `try_`s.
-                    if !self.ring.wait_for_room(at, 1, deadline) {
+                    if !self.wait_for_room(at, 1, deadline) {
                         return Err((Some(entry), AppendError::Timeout));
                     }
                 }
@@ -183,7 +218,7 @@ impl<K, V> Appender<K, V> {
                         break Err(AppendError::Full);
                     };
                     let need = (entries.len() as u64).min(self.ring.capacity() as u64);
-                    self.ring.wait_for_room(at, need, None);
+                    self.wait_for_room(at, need, None);
                 }
             }
         };
@@ -248,7 +283,7 @@ impl<K, V> Appender<K, V> {
                         break Err(AppendError::Full);
                     };
                     let need = ((records.len() - done) as u64).min(self.ring.capacity() as u64);
-                    self.ring.wait_for_room(at, need, None);
+                    self.wait_for_room(at, need, None);
                 }
                 Ok(n) => done += n,
                 Err(crate::ring::BatchClosed { published: n }) => {

@@ -35,13 +35,13 @@ impl DiskLog<(), u64> for LaggingDisk {
         offset: u64,
         max: usize,
         f: &mut dyn FnMut(u64, Entry<(), u64>),
-    ) -> Result<usize> {
+    ) -> Result<(usize, u64)> {
         let records = self.records.lock();
         let end = (offset as usize + max).min(records.len());
         for (i, e) in records[offset as usize..end].iter().enumerate() {
             f(offset + i as u64, e.clone());
         }
-        Ok(end - offset as usize)
+        Ok((end - offset as usize, end as u64))
     }
 
     fn offset_for_time(&self, _timestamp: i64) -> Result<Option<(u64, i64)>> {

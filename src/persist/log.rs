@@ -245,7 +245,12 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
         self.cell.log_start()
     }
 
-    fn read(&self, offset: u64, max: usize, f: &mut dyn FnMut(u64, Entry<K, V>)) -> Result<usize> {
+    fn read(
+        &self,
+        offset: u64,
+        max: usize,
+        f: &mut dyn FnMut(u64, Entry<K, V>),
+    ) -> Result<(usize, u64)> {
         // At most 256 KiB a read: the bytes stay in cache while they are decoded (1 MiB and
         // 512 KiB measured slower, 128 KiB no faster; BENCHMARKS.md).
         let max_bytes = (max.saturating_mul(1024)).clamp(64 << 10, 256 << 10);
@@ -357,7 +362,7 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
         end: u64,
         max: usize,
         f: &mut dyn FnMut(u64, Entry<K, V>),
-    ) -> Result<usize> {
+    ) -> Result<(usize, u64)> {
         let stored = |e: Error| {
             let copy = Error::Io {
                 context: format!("reading `{}`-{}", self.cell.topic, self.cell.partition),
@@ -368,20 +373,27 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
         };
         read.map_err(stored)?;
         let mut n = 0usize;
+        // The next offset to read: past the last record passed on, or past the last batch
+        // read whole (a log may have gaps: compaction, markers, a deleted segment), so the
+        // reader never steps back nor re-reads. Records at or below one already passed on
+        // are never passed again, whatever the file holds.
+        let mut next = offset;
         // `read_into` checked every batch's CRC.
         for batch in BatchIter::new(bytes).crc_checked() {
             let batch = batch.map_err(stored)?;
+            let batch_end = batch.header().next_offset().min(end);
             if batch.header().is_control() {
+                next = next.max(batch_end);
                 continue;
             }
             for record in batch.records().map_err(stored)? {
                 let r = record.map_err(stored)?;
                 let at = r.offset;
-                if at < offset + n as u64 || at >= end {
+                if at < next || at >= end {
                     continue;
                 }
                 if n >= max {
-                    return Ok(n);
+                    return Ok((n, next));
                 }
                 if !valid_timestamp(r.timestamp) {
                     return Err(stored(Error::InvalidRecordTimestamp {
@@ -407,9 +419,11 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
                 let entry = Entry::new(r.timestamp, key, value, headers);
                 f(at, entry);
                 n += 1;
+                next = at + 1;
             }
+            next = next.max(batch_end);
         }
-        Ok(n)
+        Ok((n, next))
     }
 }
 

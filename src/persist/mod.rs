@@ -489,6 +489,7 @@ impl BrokerBuilder {
             data.set_replaced(plan.lost);
         }
         let broker = Broker::from_parts(Arc::clone(&self.clock), Some(Arc::clone(&data)));
+        broker.set_empty_group_timeout(self.empty_group_timeout);
         broker.replication().attach_disk(disk);
         data.start_background(&broker)?;
         Ok(broker)

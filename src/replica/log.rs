@@ -478,6 +478,19 @@ impl<K, V> ReplicaLog<K, V> {
         self.times.truncated(offset);
     }
 
+    /// Continues the log at `offset`, past a gap in the leader's log (on disk: a
+    /// Kafka-written directory, a segment deleted by hand): memory then holds nothing below
+    /// it (the disk has what came before); the log start and the epochs stay.
+    pub(crate) fn skip_to(&mut self, offset: u64) {
+        if offset <= self.end {
+            return;
+        }
+        self.runs.clear();
+        self.times = TimeIndex::default();
+        self.start = offset;
+        self.end = offset;
+    }
+
     /// Empties the log and moves its start to `start` (a replica too far behind the leader).
     pub(crate) fn reset_to(&mut self, start: u64) {
         self.runs.clear();

@@ -48,12 +48,17 @@ pub(crate) trait ReplicaStore<K, V>: Send {
     fn too_large(&mut self, records: &[(i32, &Entry<K, V>)]) -> Option<(u64, u64)>;
     /// Appends `records` (with their epochs) at the log end, which must be `first`.
     fn append(&mut self, first: u64, records: &[(i32, &Entry<K, V>)]) -> Result<()>;
+    /// The leader's log has a gap up to `offset` (a Kafka-written directory, a segment
+    /// deleted by hand): the next append may start there instead of at the log end.
+    fn skip_to(&mut self, offset: u64);
     /// Cuts the log at `offset` (whole batches); the new log end.
     fn truncate_to(&mut self, offset: u64) -> Result<u64>;
     /// Writes the leader-epoch cache if it changed since the last write (atomically).
     fn save_epochs(&mut self, epochs: &[(i32, u64)]) -> Result<()>;
-    /// The records from `from` on (at most `max`, below `end`), with their epochs.
-    fn read(&self, from: u64, end: u64, max: usize) -> Result<Vec<Stored<K, V>>>;
+    /// The records from `from` on (at most `max`, below `end`), with their epochs, and the
+    /// next offset to read: past the last record returned, or past the last batch read
+    /// whole (a log on disk may have gaps), `from` when nothing was there.
+    fn read(&self, from: u64, end: u64, max: usize) -> Result<(Vec<Stored<K, V>>, u64)>;
     /// The first record at or after `timestamp`, `(offset, timestamp)` (the time index).
     fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>>;
     /// Fsyncs everything appended.
@@ -81,6 +86,8 @@ pub(crate) struct DiskReplica<K, V> {
     max_batch: usize,
     /// The largest record (encoded, bounded as `record_bound` does) the topic takes.
     max_record: usize,
+    /// Where the next append starts when the leader's log has a gap there (`skip_to`).
+    gap_to: Option<u64>,
     _types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -228,6 +235,7 @@ where
             max_record: usize::try_from(p.max_message_bytes)
                 .unwrap_or(usize::MAX)
                 .min(max_batch - BATCH_OVERHEAD),
+            gap_to: None,
             _types: PhantomData,
         };
         // The file now says what the log holds (cut at its end, or rebuilt).
@@ -237,10 +245,10 @@ where
         let mut mem_start = from;
         let mut at = from;
         while at < end {
-            let got = store.read(at, end, 4096)?;
-            let Some(last) = got.last().map(|r| r.0) else {
+            let (got, next) = store.read(at, end, 4096)?;
+            if next <= at {
                 break;
-            };
+            }
             for (o, epoch, e) in got {
                 if o != mem_start + tail.len() as u64 {
                     // A gap (not written by logbus): memory holds only what follows it.
@@ -249,7 +257,7 @@ where
                 }
                 tail.push((epoch, e));
             }
-            at = last + 1;
+            at = next;
         }
         if mem_start + tail.len() as u64 != end {
             tail.clear();
@@ -295,7 +303,18 @@ where
             }
             self.set.set_partition_leader_epoch(epoch);
             bytes += self.builder.size() as u64;
-            self.set.append_built(&mut self.builder)?;
+            match self.gap_to.filter(|&g| g > self.set.log_end_offset()) {
+                // After a gap: at its own base offset (checked again, being rare).
+                Some(base) => {
+                    self.builder.set_base_offset(base);
+                    self.builder.set_partition_leader_epoch(epoch);
+                    self.set.append_batch(self.builder.finish())?;
+                    self.gap_to = None;
+                }
+                None => {
+                    self.set.append_built(&mut self.builder)?;
+                }
+            }
         }
         Ok(bytes)
     }
@@ -308,7 +327,8 @@ where
 {
     fn append(&mut self, first: u64, records: &[(i32, &Entry<K, V>)]) -> Result<()> {
         let end = self.set.log_end_offset();
-        if first != end {
+        let expected = self.gap_to.filter(|&g| g > end).unwrap_or(end);
+        if first != expected {
             return Err(Error::Io {
                 context: format!("appending to the replica in {}", self.set.dir().display()),
                 source: std::io::Error::other(format!(
@@ -321,7 +341,14 @@ where
         for run in records.chunk_by(|a, b| a.0 == b.0) {
             bytes += self.append_run(run[0].0, run)?;
         }
+        if !records.is_empty() {
+            self.gap_to = None;
+        }
         self.maybe_sync(records.len() as u64, bytes)
+    }
+
+    fn skip_to(&mut self, offset: u64) {
+        self.gap_to = Some(offset);
     }
 
     fn too_large(&mut self, records: &[(i32, &Entry<K, V>)]) -> Option<(u64, u64)> {
@@ -332,6 +359,7 @@ where
     }
 
     fn truncate_to(&mut self, offset: u64) -> Result<u64> {
+        self.gap_to = None;
         self.set.truncate_to(offset)
     }
 
@@ -351,29 +379,35 @@ where
         Ok(())
     }
 
-    fn read(&self, from: u64, end: u64, max: usize) -> Result<Vec<Stored<K, V>>> {
+    fn read(&self, from: u64, end: u64, max: usize) -> Result<(Vec<Stored<K, V>>, u64)> {
         let mut bytes = Vec::new();
         self.set.read_into(from, READ_BYTES, &mut bytes)?;
         let mut out = Vec::new();
+        // Past the last record returned or batch read whole; never back.
+        let mut next = from;
         for batch in BatchIter::new(&bytes) {
             let batch = batch?;
             let h = *batch.header();
+            let batch_end = h.next_offset().min(end);
             if h.is_control() {
+                next = next.max(batch_end);
                 continue;
             }
             for record in batch.records()? {
                 let r = record?;
                 let at = r.offset;
-                if at < from || at >= end {
+                if at < next || at >= end {
                     continue;
                 }
                 if out.len() >= max {
-                    return Ok(out);
+                    return Ok((out, next));
                 }
                 out.push((at, h.partition_leader_epoch, decode_entry::<K, V>(&r)?));
+                next = at + 1;
             }
+            next = next.max(batch_end);
         }
-        Ok(out)
+        Ok((out, next))
     }
 
     fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>> {

@@ -6,7 +6,7 @@ use super::{ReplicaSet, State, Status};
 use crate::partition::{AppendError, Entry};
 use crate::replica::events::EventKind;
 use crate::replica::log::ReplicaLog;
-use crate::replica::store::{Loaded, ReplicaStore};
+use crate::replica::store::{Loaded, ReplicaStore, Stored};
 use crate::sync::atomic::Ordering;
 use crate::sync::StdArc as Arc;
 use crate::Result;
@@ -175,33 +175,21 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         st.replicas[i].log.reset_to(start);
     }
 
-    /// Replica `i`'s records `from..to` from its disk (the tail below its memory);
-    /// `None` when its directory failed.
-    pub(super) fn read_disk(
+    /// Replica `i`'s records in `from..to` from its disk, with their offsets (gaps kept),
+    /// and the next offset to read (past the last record or batch read; `from` when nothing
+    /// was there); `None` when its directory failed.
+    pub(super) fn read_disk_sparse(
         &self,
         st: &mut State<K, V>,
         i: usize,
         from: u64,
         to: u64,
-    ) -> Option<Vec<(i32, Entry<K, V>)>> {
+    ) -> Option<(Vec<Stored<K, V>>, u64)> {
         let r = &st.replicas[i];
         let store = r.store.as_ref()?;
         let max = usize::try_from(to.saturating_sub(from)).unwrap_or(usize::MAX);
         match store.read(from, to, max) {
-            Ok(records) => Some(
-                records
-                    .into_iter()
-                    .take_while({
-                        let mut next = from;
-                        move |(o, _, _)| {
-                            let dense = *o == next;
-                            next += 1;
-                            dense
-                        }
-                    })
-                    .map(|(_, epoch, e)| (epoch, e))
-                    .collect(),
-            ),
+            Ok(read) => Some(read),
             Err(_) => {
                 self.disk_failed(st, i);
                 None

@@ -135,6 +135,9 @@ struct Batch<K, V> {
     records: Vec<Run<K, V>>,
     /// The follower's log end when they were copied: they are appended only there.
     from: u64,
+    /// The leader's log has a gap from `from` up to this offset (on disk): the records
+    /// start there.
+    skip_to: Option<u64>,
     leader_end: u64,
     epoch: i32,
     now: i64,
@@ -433,13 +436,31 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             return Fetched::Done(false);
         }
         let to = leader_end.min(from + FETCH_MAX as u64);
+        let mut skip_to = None;
         let records = if from < leader_log.start() {
-            // Below the leader's tail in memory: from its disk.
+            // Below the leader's tail in memory: from its disk, which may have gaps (a
+            // Kafka-written directory, a segment deleted by hand): the follower continues
+            // past one, as Kafka's followers copy batches with their offsets.
             let to = to.min(leader_log.start());
-            match self.read_disk(st, l, from, to) {
-                Some(b) => runs_of(b),
+            let (read, next) = match self.read_disk_sparse(st, l, from, to) {
+                Some(read) => read,
                 None => return Fetched::Done(true),
+            };
+            let first = read.first().map_or(next, |r| r.0);
+            if first > from {
+                skip_to = Some(first);
             }
+            let mut at = first;
+            let dense = read
+                .into_iter()
+                .take_while(|(o, _, _)| {
+                    let dense = *o == at;
+                    at += 1;
+                    dense
+                })
+                .map(|(_, epoch, e)| (epoch, e))
+                .collect();
+            runs_of(dense)
         } else {
             let mut records = std::mem::take(&mut st.spare);
             st.replicas[l].log.runs_in(from, to, &mut records);
@@ -448,6 +469,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         Fetched::Batch(Batch {
             records,
             from,
+            skip_to,
             leader_end,
             epoch: st.epoch,
             now,
@@ -460,6 +482,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let Batch {
             mut records,
             from,
+            skip_to,
             leader_end,
             epoch,
             now,
@@ -472,6 +495,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         if st.epoch != epoch || r.status != Status::Online || r.log.end() != from {
             // An election, crash or truncation came between: fetch again.
             return true;
+        }
+        if let Some(at) = skip_to {
+            let r = &mut st.replicas[i];
+            if let Some(store) = r.store.as_mut() {
+                store.skip_to(at);
+            }
+            r.log.skip_to(at);
         }
         if self
             .append_to_disk(st, i, records.iter().flat_map(Run::entries))
@@ -848,18 +878,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         }
         if offset < log.start() {
             // Below the tail in memory: from the leader's disk.
-            let to = log.start().min(hw).min(offset + max as u64);
-            let Some(records) = self.read_disk(&mut st, l, offset, to) else {
+            // Gaps kept (a Kafka-written directory, a deleted segment): the reader moves to
+            // the last offset read + 1.
+            let to = log.start().min(hw).min(offset.saturating_add(max as u64));
+            let Some((records, next)) = self.read_disk_sparse(&mut st, l, offset, to) else {
                 return ReadOutcome::Empty;
             };
-            for (i, (_, e)) in records.iter().enumerate() {
-                f(offset + i as u64, e);
+            for (o, _, e) in &records {
+                f(*o, e);
             }
-            return if records.is_empty() {
-                ReadOutcome::Empty
-            } else {
-                ReadOutcome::Read(records.len())
-            };
+            return ReadOutcome::of(offset, records.len(), next);
         }
         let n = (hw - offset).min(max as u64);
         log.for_each(offset, offset + n, |o, _, e| f(o, e));
