@@ -763,8 +763,8 @@ pub enum Error {
     #[error(
         "export of `{topic}`-{partition}: the target lacks source offsets {} while the \
          records after them are there (from target offset {landed_from}); Kafka cannot \
-         insert records before others: delete and recreate the target topic (or export \
-         with another group to append a full copy after what is there), then export again",
+         insert records before others: find why the cluster refused them, then delete \
+         and recreate the target topic, or export to another topic",
         ranges(missing)
     )]
     ExportGap {

@@ -669,3 +669,59 @@ fn cli_export_reruns_never_exit_0_with_a_hole_or_a_duplicate() {
         assert_eq!(after[before.len()..], w[..], "{stdout}");
     }
 }
+
+/// What a rerun finds on a target someone else wrote to after a first, stopped export:
+/// each kind of record that does not continue the copy is named, and nothing is sent.
+#[test]
+fn export_rerun_names_what_the_target_holds_that_it_should_not() {
+    let source = values_dir("v", 20);
+    let id = logbus::persist::read_dir_marker(source.path())
+        .unwrap()
+        .unwrap()
+        .directory_id;
+    let marked = |value: &str, offset: u64| {
+        Record::new("t", value.to_string())
+            .partition(0)
+            .header(SOURCE_HEADER, Some(Bytes::from(format!("{id}/{offset}"))))
+    };
+    // (what another producer appends after the first 5 records, what the rerun says)
+    let cases: [(Record<(), String>, &str); 4] = [
+        (
+            Record::new("t", "other".to_string()).partition(0),
+            "holds a record without the `logbus.export.source` header",
+        ),
+        (marked("v3", 3), "holds a second copy of source offset 3"),
+        (
+            marked("changed", 5),
+            "holds a copy of source offset 5 whose content differs from it",
+        ),
+        (marked("v7", 7), "the target lacks source offsets [5, 7)"),
+    ];
+    for (record, says) in cases {
+        let kafka = idempotent_mock();
+        let first = export(
+            source.path(),
+            &kafka,
+            ExportOptions::new()
+                .batch(5)
+                .progress(|_| ControlFlow::Break(())),
+        )
+        .unwrap();
+        assert!(first.stopped);
+        kafka.producer::<(), String>().send(record).unwrap();
+        let before = values_on_cluster(&kafka, "t");
+        let e = export(source.path(), &kafka, ExportOptions::new().batch(5)).unwrap_err();
+        assert!(e.to_string().contains(says), "{says}: {e}");
+        assert!(
+            matches!(
+                e,
+                logbus::Error::CopyTargetMismatch {
+                    target_offset: 5,
+                    ..
+                } | logbus::Error::ExportGap { landed_from: 5, .. }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(values_on_cluster(&kafka, "t"), before, "nothing sent");
+    }
+}

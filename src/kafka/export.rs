@@ -29,8 +29,7 @@
 //! - [`Error::ExportGap`]: the cluster refused some records (a permanent error such as
 //!   `INVALID_RECORD` or `MSG_SIZE_TOO_LARGE`) and accepted records after them; the error
 //!   lists the missing source offsets. Kafka appends only, so the export does not fill a gap
-//!   out of order: recreate the target topic, or export with a new group, which appends a
-//!   whole copy after what is there.
+//!   out of order: recreate the target topic, or export to another one.
 //! - [`Error::CopyTargetMismatch`]: the target holds, where the copy should continue,
 //!   another source's records (another data directory exported to the same topic with the
 //!   same group: use another group), a second copy of a record, a record another producer
@@ -675,19 +674,16 @@ impl PartitionExport<'_> {
                             source.next()?;
                         }
                     }
+                    // Copied earlier from records the source's retention has removed
+                    // since: nothing to match them with, nothing to send again.
+                    Some(_) if m < source.first_offset() && mapping.runs.is_empty() => {
+                        return Ok(());
+                    }
                     Some(s) if m < s => {
-                        let found = if m < source.first_offset() {
-                            format!(
-                                "source offset {m}, below the source's log start {}",
-                                source.first_offset()
-                            )
-                        } else {
-                            format!("a second copy of source offset {m}")
-                        };
                         let expected = expected(source)?;
                         return Err(self.mismatch(
                             at,
-                            found,
+                            format!("a second copy of source offset {m}"),
                             expected,
                             "the target holds a duplicate: recreate the target topic and \
                              export again",
@@ -716,7 +712,14 @@ impl PartitionExport<'_> {
                     (None, _) => self.describe(&r),
                 };
                 let expected = expected(source)?;
-                return Err(self.mismatch(at, found, expected, other));
+                let how = match m {
+                    Some(_) => {
+                        "the source or the target changed since the earlier export: recreate \
+                         the target topic (or export to another one) and export again"
+                    }
+                    None => other,
+                };
+                return Err(self.mismatch(at, found, expected, how));
             }
             if let Some((s, _)) = source.next()? {
                 mapping.push(s, at);
