@@ -725,3 +725,54 @@ fn export_rerun_names_what_the_target_holds_that_it_should_not() {
         assert_eq!(values_on_cluster(&kafka, "t"), before, "nothing sent");
     }
 }
+
+/// Refusals on different partitions of a topic, one per run: each rerun verifies the
+/// partitions already copied and resumes the one that failed; the cluster ends equal to the
+/// source.
+#[test]
+fn export_refused_on_different_partitions_ends_equal_to_the_source() {
+    use logbus::kafka::rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+    let source = source_dir();
+    let expected = rows_in_dir::<String, u64>(source.path(), "orders");
+    let kafka = idempotent_mock();
+    let mock = kafka.mock_cluster().unwrap();
+    for (partition, code) in [
+        (1, RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_RECORD),
+        (2, RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE),
+    ] {
+        let mut armed = true;
+        let e = export(
+            source.path(),
+            &kafka,
+            ExportOptions::new()
+                .topics(["orders"])
+                .batch(20)
+                .progress(|p| {
+                    if armed && p.partition == partition {
+                        armed = false;
+                        mock.request_errors(RDKafkaApiKey::Produce, &[code]);
+                    }
+                    ControlFlow::Continue(())
+                }),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, logbus::Error::Kafka { partition: Some(p), .. } if *p == partition),
+            "{e}"
+        );
+    }
+    let last = export(
+        source.path(),
+        &kafka,
+        ExportOptions::new().topics(["orders"]).batch(7),
+    )
+    .unwrap();
+    assert_eq!(
+        last.partitions
+            .iter()
+            .map(|m| m.copied + m.already_copied)
+            .sum::<u64>(),
+        250
+    );
+    assert_eq!(rows_on_cluster(&kafka, "orders"), expected);
+}

@@ -211,7 +211,8 @@ impl<'a> ExportOptions<'a> {
         self
     }
 
-    /// Records per batch (at least 1): each batch is acknowledged before the next.
+    /// Records per batch (at least 1): an export's batch is acknowledged before the next is
+    /// sent; the progress callback runs after each batch of an export or an import.
     pub fn batch(mut self, records: usize) -> Self {
         self.batch = records.max(1);
         self
@@ -225,7 +226,7 @@ impl<'a> ExportOptions<'a> {
     }
 
     /// Called after each batch; `ControlFlow::Break` stops the copy there (what was sent
-    /// stays; an export run again resumes after it).
+    /// stays; the same export or import run again resumes after it).
     pub fn progress(mut self, f: impl FnMut(&Progress) -> ControlFlow<()> + 'a) -> Self {
         self.progress = Some(Box::new(f));
         self
