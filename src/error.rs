@@ -757,6 +757,68 @@ pub enum Error {
         /// The timeout that passed, in milliseconds (0 when the cluster's own).
         timeout_ms: u64,
     },
+
+    /// An export found source records missing on the target with later ones already
+    /// there (the `kafka` feature): the cluster refused some records while it accepted the
+    /// ones after them. Kafka appends only, so the missing records cannot be put back in
+    /// their place; the export stops rather than append them out of order.
+    #[error(
+        "export of `{topic}`-{partition}: the target lacks source offsets {} while the \
+         records after them are there (from target offset {landed_from}); Kafka cannot \
+         insert records before others: find why the cluster refused them, then delete \
+         and recreate the target topic, or export to another topic",
+        ranges(missing)
+    )]
+    ExportGap {
+        /// The topic (the same name on both sides).
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The missing source offsets, as half-open ranges `[from, to)` in order.
+        missing: Vec<(u64, u64)>,
+        /// The target offset of the first record that landed after a missing one.
+        landed_from: u64,
+        /// The cluster's refusal that left the gap, when this run saw it (its source).
+        #[source]
+        cause: Option<Box<Error>>,
+    },
+
+    /// An export or an import found the target holding something other than the copy it
+    /// was resuming (the `kafka` feature): another source's records, a duplicate, a record
+    /// another producer wrote, or a record that changed. Nothing was copied after it.
+    #[error(
+        "{operation} of `{topic}`-{partition}: target offset {target_offset} holds {found}; \
+         {how}"
+    )]
+    CopyTargetMismatch {
+        /// `"export"` or `"import"`.
+        operation: &'static str,
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The target's offset of the record that does not fit.
+        target_offset: u64,
+        /// What that record is, and what the copy expected there.
+        found: String,
+        /// How to proceed.
+        how: &'static str,
+    },
+}
+
+/// Half-open offset ranges as `[a, b), [c, d)`, the first few of them.
+fn ranges(ranges: &[(u64, u64)]) -> String {
+    const SHOWN: usize = 8;
+    let mut text = ranges
+        .iter()
+        .take(SHOWN)
+        .map(|(from, to)| format!("[{from}, {to})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if ranges.len() > SHOWN {
+        text.push_str(&format!(" and {} more ranges", ranges.len() - SHOWN));
+    }
+    text
 }
 
 /// " of `topic`-partition" for the Kafka errors' messages.

@@ -759,3 +759,39 @@ fn a_fetch_error_names_its_partition() {
         other => panic!("expected a fetch error naming far-1, got {other:?}"),
     }
 }
+
+/// Defect: a batch whose last record the client refused to queue (over
+/// `message.max.bytes`) waited for good once the records before it were acknowledged: the
+/// delivery callbacks woke the waiter only when every record of the batch had an outcome,
+/// and the refused one never gets one.
+#[test]
+fn send_batch_returns_when_the_client_refuses_its_last_record() {
+    let config = KafkaConfig::new("").set("message.max.bytes", "10000");
+    let broker = KafkaBroker::mock_with(MockCluster::start(1).unwrap(), config).unwrap();
+    broker
+        .create_topic::<(), Vec<u8>>("big", TopicConfig::new(1))
+        .unwrap();
+    let producer = broker.producer::<(), Vec<u8>>();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut batch = vec![
+            Record::new("big", vec![1u8; 10]),
+            Record::new("big", vec![2u8; 10]),
+            Record::new("big", vec![3u8; 20_000]),
+        ];
+        let result = producer.send_batch(&mut batch);
+        done.send((result.map_err(|e| e.to_string()), batch.len()))
+            .unwrap();
+    });
+    // A watchdog, not a timing assertion: the call needs one round trip to the in-process
+    // cluster, and a hang is what is being tested for.
+    let (result, left) = finished
+        .recv_timeout(Duration::from_secs(60))
+        .expect("send_batch returned");
+    let error = result.expect_err("the third record is too large");
+    assert!(error.contains("exceeds the limit"), "{error}");
+    assert_eq!(
+        left, 0,
+        "the refused record is in the error; none came after it"
+    );
+}

@@ -18,16 +18,19 @@
 //!
 //! - `logbus export <data-dir> --bootstrap-servers host:port` copies persisted topics into
 //!   a Kafka cluster (resumable); `logbus import <data-dir> --bootstrap-servers host:port
-//!   --topic t` copies Kafka topics into a data directory (the `kafka` feature; see
-//!   `logbus::kafka::export`).
+//!   --topic t` copies Kafka topics into a data directory (resumable too; the `kafka`
+//!   feature; see `logbus::kafka::export` and `docs/storage-tools.md`).
 //!
-//! Exit status: 0 when all went well (for `verify`: every partition is consistent), 1 when
-//! `verify` found a problem, 2 for bad input (a missing path, a file that is not a segment,
-//! an unreadable file, a dangling symlink, a special file) or a usage error. A partition or
-//! file that cannot be read is reported and skipped: every other one is still verified or
-//! dumped, and the status is set at the end. `dump` prints what it can of damaged files (a batch
-//! whose CRC does not match is shown with `isvalid: false`) and exits 0; checking is
-//! `verify`'s job.
+//! Exit status: 0 when all went well (for `verify`: every partition is consistent; for
+//! `export` and `import`: the target holds every source record asked for, once and in
+//! order, or the copy stopped at `--max-records` and says so), 1 when `verify` found a
+//! problem, 2 for bad input (a missing path, a file that is not a segment, an unreadable
+//! file, a dangling symlink, a special file), a usage error, or an export or import that
+//! failed (its message names what the target lacks, or holds that it should not). A
+//! partition or file that cannot be read is reported and skipped: every other one is still
+//! verified or dumped, and the status is set at the end. `dump` prints what it can of
+//! damaged files (a batch whose CRC does not match is shown with `isvalid: false`) and exits
+//! 0; checking is `verify`'s job.
 //!
 //! Built only with the `cli` feature: `cargo run --features cli --bin logbus -- dump <path>`.
 
@@ -97,12 +100,13 @@ enum Command {
         path: PathBuf,
     },
     /// Copy a data directory's persisted topics (not in use) into a Kafka cluster, keeping
-    /// each record's partition, key, value, timestamp and headers; run again to resume an
+    /// each record's partition, key, value, timestamp and headers (plus a
+    /// `logbus.export.source` header naming the source record); run again to resume an
     /// interrupted export. Prints the offset mapping. (The `kafka` feature.)
     #[cfg(feature = "kafka")]
     Export(kafka::Args),
-    /// Copy Kafka topics into a data directory as persisted topics of bytes. (The `kafka`
-    /// feature.)
+    /// Copy Kafka topics into a data directory as persisted topics of bytes; run again to
+    /// resume an import stopped before the end. (The `kafka` feature.)
     #[cfg(feature = "kafka")]
     Import(kafka::Args),
 }

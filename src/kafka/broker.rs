@@ -133,6 +133,7 @@ const PRODUCER_ONLY: &[&str] = &[
     "batch.",
     "compression",
     "enable.idempotence",
+    "enable.gapless.guarantee",
     "message.timeout.ms",
     "delivery.timeout.ms",
     "partitioner",

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
 use rdkafka::message::{Header, Message as _, OwnedHeaders};
 use rdkafka::producer::{
-    BaseRecord, DeliveryResult, Producer as _, ProducerContext, ThreadedProducer,
+    BaseRecord, DeliveryResult, Producer as _, ProducerContext, PurgeConfig, ThreadedProducer,
 };
 use rdkafka::ClientContext;
 
@@ -34,6 +34,11 @@ pub(crate) struct Batch {
 pub(crate) struct BatchState {
     outcomes: Vec<Option<Outcome>>,
     left: usize,
+    /// Whether some record of the batch failed.
+    failed: bool,
+    /// The waiter wants waking when `left` falls to this: the records it never enqueued
+    /// get no outcome, so `left` stops there, not at 0.
+    wake_at: usize,
 }
 
 impl Batch {
@@ -42,6 +47,8 @@ impl Batch {
             state: Mutex::new(BatchState {
                 outcomes: vec![None; len],
                 left: len,
+                failed: false,
+                wake_at: 0,
             }),
             done: Condvar::new(),
         })
@@ -50,12 +57,26 @@ impl Batch {
     fn settle(&self, index: usize, outcome: Outcome) {
         let mut s = self.state.lock();
         if s.outcomes[index].is_none() {
+            let failed = outcome.is_err();
             s.outcomes[index] = Some(outcome);
             s.left -= 1;
-            if s.left == 0 {
+            if s.left <= s.wake_at || (failed && !s.failed) {
                 self.done.notify_all();
             }
+            s.failed |= failed;
         }
+    }
+
+    /// Waits until every record enqueued (the first `enqueued`) has its outcome, or one has
+    /// failed; returns whether one has failed.
+    fn wait_all_or_failure(&self, enqueued: usize) -> bool {
+        let mut s = self.state.lock();
+        let never = s.outcomes.len() - enqueued;
+        s.wake_at = never;
+        while s.left > never && !s.failed {
+            self.done.wait(&mut s);
+        }
+        s.failed
     }
 
     /// Waits until every record enqueued (the first `enqueued`) has its outcome.
@@ -63,6 +84,7 @@ impl Batch {
         let mut s = self.state.lock();
         // Records never enqueued get no callback: count them settled.
         let never = s.outcomes.len() - enqueued;
+        s.wake_at = never;
         while s.left > never {
             self.done.wait(&mut s);
         }
@@ -430,19 +452,24 @@ pub(crate) struct RawRecord<'a> {
     pub(crate) headers: &'a [crate::storage::Header],
 }
 
-/// Sends `records` and waits for every acknowledgement: each one's partition and offset,
-/// in order.
-///
-/// # Errors
-///
-/// The first record refused or not acknowledged, as [`KafkaProducer::send`] says.
-pub(crate) fn send_raw(
-    shared: &SharedProducer,
-    records: &[RawRecord<'_>],
-) -> Result<Vec<(u32, u64)>> {
+/// What became of one record [`send_raw`] was given.
+pub(crate) enum RawOutcome {
+    /// Acknowledged at this offset of its partition.
+    Acked(u64),
+    /// Refused by the client or the cluster.
+    Failed(Error),
+    /// Never sent: an earlier record failed and the records still queued were withdrawn,
+    /// or the client refused an earlier one.
+    NotSent,
+}
+
+/// Sends `records` and waits for each one's outcome, in order. At the first failure the
+/// records still in the client's queues are withdrawn (purged), so that as few as possible
+/// land after a failed one: only those already in a request on the wire can.
+pub(crate) fn send_raw(shared: &SharedProducer, records: &[RawRecord<'_>]) -> Vec<RawOutcome> {
     let batch = Batch::new(records.len());
     let mut enqueued = 0;
-    let mut failed = None;
+    let mut refused = None;
     for (i, r) in records.iter().enumerate() {
         let mut base: Outgoing<'_> =
             BaseRecord::with_opaque_to(r.topic, Box::new((Arc::clone(&batch), i)))
@@ -470,30 +497,35 @@ pub(crate) fn send_raw(
             Ok(()) => enqueued += 1,
             Err(code) => {
                 let at = At::op("export").topic(r.topic).partition(r.partition);
-                failed = Some(from_code(code, "refused by the client".into(), at));
+                refused = Some(from_code(code, "refused by the client".into(), at));
                 break;
             }
         }
     }
+    if batch.wait_all_or_failure(enqueued) {
+        shared.client.purge(PurgeConfig::default().queue());
+    }
     let outcomes = batch.wait(enqueued);
-    let mut out = Vec::with_capacity(enqueued);
-    for (r, o) in records.iter().zip(outcomes).take(enqueued) {
-        match o {
-            Some(Ok((partition, offset, _))) => out.push((partition, offset)),
+    let mut out = Vec::with_capacity(records.len());
+    for (i, (r, o)) in records.iter().zip(outcomes).enumerate() {
+        out.push(match o {
+            Some(Ok((_, offset, _))) => RawOutcome::Acked(offset),
+            Some(Err((Code::PurgeQueue, ..))) => RawOutcome::NotSent,
             Some(Err((code, reason, _))) => {
                 let at = At::op("export")
                     .topic(r.topic)
                     .partition(r.partition)
                     .timeout(shared.delivery_timeout);
-                return Err(from_code(code, reason, at));
+                RawOutcome::Failed(from_code(code, reason, at))
             }
-            None => break,
-        }
+            None if i == enqueued => match refused.take() {
+                Some(e) => RawOutcome::Failed(e),
+                None => RawOutcome::NotSent,
+            },
+            None => RawOutcome::NotSent,
+        });
     }
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(out),
-    }
+    out
 }
 
 /// logbus headers as Kafka's.

@@ -29,9 +29,15 @@ pub(crate) struct Args {
     /// Records per acknowledged batch.
     #[arg(long, default_value_t = 1000)]
     batch: usize,
-    /// Stop after copying this many records (an export run again resumes after them).
+    /// Stop after copying this many records (the same command run again resumes after
+    /// them).
     #[arg(long)]
     max_records: Option<u64>,
+    /// Export: the group whose committed offsets on the target record where this source's
+    /// copy starts in each partition. Another group appends a whole new copy after what the
+    /// target holds.
+    #[arg(long, default_value = "logbus-export")]
+    group: String,
 }
 
 fn broker(args: &Args, export: bool) -> Result<KafkaBroker, Error> {
@@ -56,6 +62,7 @@ fn options<'a>(args: &'a Args, verb: &'a str) -> ExportOptions<'a> {
     let limit = args.max_records;
     let mut options = ExportOptions::new()
         .batch(args.batch)
+        .group(args.group.clone())
         .progress(move |p: &Progress| {
             eprintln!(
                 "{verb} {}-{}: {}/{} records ({} copied in all)",
