@@ -170,14 +170,22 @@ fn verify(broker: &Broker, side: Side, row: &str, producers: u64, per: u64) {
         )
         .unwrap();
     c.assign(std::slice::from_ref(&tp)).unwrap();
-    let end = c.end_offsets(std::slice::from_ref(&tp)).unwrap()[&tp];
-    let start = c.beginning_offsets(std::slice::from_ref(&tp)).unwrap()[&tp];
+    // The high watermark: with acks=1 the followers may still be copying the tail.
+    let waited = Instant::now();
+    let end = loop {
+        let end = c.end_offsets(std::slice::from_ref(&tp)).unwrap()[&tp];
+        if end >= total || waited.elapsed() > Duration::from_secs(10) {
+            break end;
+        }
+        thread::sleep(Duration::from_millis(1));
+    };
     assert_eq!(
         end,
         total,
-        "{row}: {}'s log ends at {end}, expected {total}",
+        "{row}: {}'s log (high watermark) ends at {end}, expected {total}",
         side.who()
     );
+    let start = c.beginning_offsets(std::slice::from_ref(&tp)).unwrap()[&tp];
     c.seek(&tp, start).unwrap();
     let held = end - start;
     let mut last: Vec<Option<u64>> = vec![None; producers as usize];
