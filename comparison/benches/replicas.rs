@@ -268,19 +268,6 @@ fn row(title: &str, sides: &[Side], pairs: u64, run: impl Fn(Side) -> (f64, Opti
         sides[0].name()
     );
     println!("|---|---|---|---|---|");
-    for (i, s) in sides.iter().enumerate().skip(1) {
-        if sides[0].name() == Side::Rf1.name() {
-            let pairs = Pairs {
-                ours: rates[i].clone(),
-                theirs: rates[0].clone(),
-            };
-            print_row(
-                &format!("replicated, {title}, {}", s.name()),
-                "logbus RF1",
-                &pairs,
-            );
-        }
-    }
     for (i, s) in sides.iter().enumerate() {
         let (p50, p99) = if lat[i].is_empty() {
             ("-".to_string(), "-".to_string())
@@ -306,6 +293,19 @@ fn row(title: &str, sides: &[Side], pairs: u64, run: impl Fn(Side) -> (f64, Opti
             r[0],
             r[r.len() - 1],
         );
+    }
+    for (i, s) in sides.iter().enumerate().skip(1) {
+        if sides[0].name() == Side::Rf1.name() {
+            let pairs = Pairs {
+                ours: rates[i].clone(),
+                theirs: rates[0].clone(),
+            };
+            print_row(
+                &format!("replicated, {title}, {}", s.name()),
+                "logbus RF1",
+                &pairs,
+            );
+        }
     }
 }
 

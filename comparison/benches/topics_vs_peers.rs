@@ -58,6 +58,8 @@
 //! # must fail: logbus's producer loses a record
 //! LOGBUS_BENCH_LOSE=ours TOPICS_BENCH_ONLY=1to1 TOPICS_BENCH_RECORDS=20000 TOPICS_BENCH_PAIRS=1 \
 //!     cargo bench -p logbus-comparison --bench topics_vs_peers
+//! # only the peers whose name contains a text:
+//! TOPICS_BENCH_ONLY=fanout TOPICS_BENCH_PEER=bus cargo bench -p logbus-comparison --bench topics_vs_peers
 //! # logbus alone, no peers (A/B between logbus builds):
 //! TOPICS_BENCH_SOLO=1 TOPICS_BENCH_ONLY=1to1 cargo bench -p logbus-comparison --bench topics_vs_peers
 //! # every pair's figures (logbus/peer, M/s), in the order they ran:
@@ -918,6 +920,9 @@ fn compare(row: &str, pairs: u64, ours: &dyn Fn() -> f64, peers: &[Peer<'_>]) {
         );
         return;
     }
+    // `TOPICS_BENCH_PEER=<text>`: only the peers whose name contains it.
+    let pick = std::env::var("TOPICS_BENCH_PEER").unwrap_or_default();
+    let peers: Vec<&Peer<'_>> = peers.iter().filter(|(n, _)| n.contains(&pick)).collect();
     let mut all: Vec<Pairs> = vec![Pairs::default(); peers.len()];
     for _ in 0..pairs {
         for (i, (_, peer)) in peers.iter().enumerate() {
@@ -926,7 +931,7 @@ fn compare(row: &str, pairs: u64, ours: &dyn Fn() -> f64, peers: &[Peer<'_>]) {
             all[i].push(a / 1e6, b / 1e6);
         }
     }
-    for (p, (name, _)) in all.iter().zip(peers) {
+    for (p, (name, _)) in all.iter().zip(&peers) {
         let (lo, hi) = p.ratio_range();
         println!(
             "| {row} | {:.1} | {name} | {:.1} | {:.2}× ({lo:.2}–{hi:.2}) |",
