@@ -8,7 +8,7 @@
 //! value (8 bytes, big-endian), 3 partitions, `acks=all`, `partitioner=murmur2_random`.
 //! - `produce`: batches of 1,000, each acknowledged before the next. logbus:
 //!   `KafkaProducer::send_batch`; rdkafka: `BaseProducer::send` ×1,000, then `poll(1 ms)`
-//!   until none is in flight (rdkafka's `flush` waits in 100 ms steps: 10× slower here).
+//!   until none is in flight (rdkafka's `flush` waits in 100 ms steps).
 //! - `consume`: read every record from offset 0 of the 3 partitions; both sides read the
 //!   same topic (the logbus-produced one in even pairs, the rdkafka-produced one in odd
 //!   pairs), and both times include creating the consumer and its first fetch; the four
@@ -21,7 +21,7 @@
 //! - `consume-kv`: the same logbus run against rdkafka reading only the key and the value
 //!   (what a user who wants no timestamp, topic or headers pays): reading a message's
 //!   timestamp and headers touches librdkafka's per-message state that key and value do
-//!   not, about a third of rdkafka's own per-record time here.
+//!   not.
 //! - `poll_into`: logbus's `poll_into` (records moved into a reused `Vec` of 1,024) against
 //!   the full-record rdkafka run.
 //!
@@ -29,7 +29,9 @@
 //! Checks: every read (both sides, every row) asserts the exact count and the
 //! order-independent checksum of the values (3 partitions: no order across them) against
 //! every value produced; a reader that gets nothing for 10 s panics with its count, naming
-//! which side read and which side produced the topic. `LOGBUS_BENCH_LOSE=ours` (or `theirs`)
+//! which side read and which side produced the topic. The topic a pair's reads do not use
+//! is read back once by logbus outside the timing, so both producers are checked in every
+//! pair. `LOGBUS_BENCH_LOSE=ours` (or `theirs`)
 //! makes that side's producer skip its middle value: every read of that topic must then
 //! fail. Each row also prints a `ROW|…` line for `scripts/bench-table`.
 //!
@@ -172,7 +174,7 @@ fn consume_rdkafka(servers: &str, topic: &str, records: u64, full: bool, row: &s
     let mut tpl = TopicPartitionList::new();
     for p in 0..PARTITIONS {
         // An explicit offset, as logbus's consumer resolves it (`Offset::Beginning` makes
-        // librdkafka look the start up first: ~0.5 s more before the first record here).
+        // librdkafka look the start up first, which delays the first record).
         tpl.add_partition_offset(topic, p as i32, Offset::Offset(0))
             .expect("offset");
     }
@@ -278,6 +280,20 @@ fn main() {
                 consume_rdkafka(&servers, shared, records, flag, &row)
             };
         }
+        // The other side's topic, read back once outside the timing, so that every pair
+        // checks what both producers wrote.
+        let (other, other_producer) = if pair % 2 == 0 {
+            (&b, "rdkafka")
+        } else {
+            (&a, "logbus")
+        };
+        consume_logbus(
+            &broker,
+            other,
+            records,
+            true,
+            &format!("kafka produce (logbus reading back the topic {other_producer} produced)"),
+        );
         let [with, full, kv, into] = times;
         rows[1].1.push(with);
         rows[1].2.push(full);
