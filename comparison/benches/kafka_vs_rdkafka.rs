@@ -8,7 +8,7 @@
 //! value (8 bytes, big-endian), 3 partitions, `acks=all`, `partitioner=murmur2_random`.
 //! - `produce`: batches of 1,000, each acknowledged before the next. logbus:
 //!   `KafkaProducer::send_batch`; rdkafka: `BaseProducer::send` ×1,000, then `poll(1 ms)`
-//!   until none is in flight (rdkafka's `flush` waits in 100 ms steps: 10× slower here).
+//!   until none is in flight (rdkafka's `flush` waits in 100 ms steps).
 //! - `consume`: read every record from offset 0 of the 3 partitions; both sides read the
 //!   same topic (the logbus-produced one in even pairs, the rdkafka-produced one in odd
 //!   pairs), and both times include creating the consumer and its first fetch; the four
@@ -21,9 +21,19 @@
 //! - `consume-kv`: the same logbus run against rdkafka reading only the key and the value
 //!   (what a user who wants no timestamp, topic or headers pays): reading a message's
 //!   timestamp and headers touches librdkafka's per-message state that key and value do
-//!   not, about a third of rdkafka's own per-record time here.
+//!   not.
 //! - `poll_into`: logbus's `poll_into` (records moved into a reused `Vec` of 1,024) against
 //!   the full-record rdkafka run.
+//!
+//!
+//! Checks: every read (both sides, every row) asserts the exact count and the
+//! order-independent checksum of the values (3 partitions: no order across them) against
+//! every value produced; a reader that gets nothing for 10 s panics with its count, naming
+//! which side read and which side produced the topic. The topic a pair's reads do not use
+//! is read back once by logbus outside the timing, so both producers are checked in every
+//! pair. `LOGBUS_BENCH_LOSE=ours` (or `theirs`)
+//! makes that side's producer skip its middle value: every read of that topic must then
+//! fail. Each row also prints a `ROW|…` line for `scripts/bench-table`.
 //!
 //! ```sh
 //! cargo bench -p logbus-comparison --features kafka --bench kafka_vs_rdkafka
@@ -41,7 +51,7 @@ use logbus::kafka::rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 use logbus::kafka::rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use logbus::kafka::{KafkaBroker, KafkaConfig, MockCluster};
 use logbus::{Record, TopicConfig, TopicPartition};
-use logbus_comparison::{env_usize as env, median};
+use logbus_comparison::{env_usize as env, median, print_row, Pairs, Side, Source, Stall, Tally};
 
 const PARTITIONS: u32 = 3;
 const BATCH: usize = 1000;
@@ -62,24 +72,28 @@ fn produce_logbus(broker: &KafkaBroker, topic: &str, records: u64) -> f64 {
     let producer = broker.producer::<String, u64>();
     let topic: &'static str = Box::leak(topic.to_owned().into_boxed_str());
     let mut batch = Vec::with_capacity(BATCH);
+    let mut src = Source::all(Side::Ours, records);
     let start = Instant::now();
-    let mut i = 0;
-    while i < records {
-        let end = (i + BATCH as u64).min(records);
-        batch.extend((i..end).map(|n| Record::new(topic, n).key(key(n))));
+    loop {
+        batch.extend(
+            src.by_ref()
+                .take(BATCH)
+                .map(|n| Record::new(topic, n).key(key(n))),
+        );
+        if batch.is_empty() {
+            break;
+        }
         producer.send_batch(&mut batch).expect("send_batch");
-        i = end;
     }
     records as f64 / start.elapsed().as_secs_f64()
 }
 
 /// rdkafka: `send` ×1,000 then `flush`. Records per second.
 fn produce_rdkafka(producer: &BaseProducer, topic: &str, records: u64) -> f64 {
+    let mut src = Source::all(Side::Theirs, records).peekable();
     let start = Instant::now();
-    let mut i = 0;
-    while i < records {
-        let end = (i + BATCH as u64).min(records);
-        for n in i..end {
+    while src.peek().is_some() {
+        for n in src.by_ref().take(BATCH) {
             let k = key(n);
             let v = n.to_be_bytes();
             let mut record = BaseRecord::to(topic).key(k.as_bytes()).payload(&v[..]);
@@ -98,14 +112,13 @@ fn produce_rdkafka(producer: &BaseProducer, topic: &str, records: u64) -> f64 {
         while producer.in_flight_count() > 0 {
             producer.poll(Duration::from_millis(1));
         }
-        i = end;
     }
     records as f64 / start.elapsed().as_secs_f64()
 }
 
 /// logbus: assign every partition at 0, then `poll_with` (or `poll_into`) until every
 /// record was read.
-fn consume_logbus(broker: &KafkaBroker, topic: &str, records: u64, into: bool) -> f64 {
+fn consume_logbus(broker: &KafkaBroker, topic: &str, records: u64, into: bool, row: &str) -> f64 {
     let start = Instant::now();
     let mut consumer = broker
         .consumer::<String, u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
@@ -116,35 +129,39 @@ fn consume_logbus(broker: &KafkaBroker, topic: &str, records: u64, into: bool) -
     consumer.assign(&all).expect("assign");
 
     let mut out = Vec::with_capacity(POLL_MAX);
-    let mut read = 0u64;
-    let mut sum = 0u64;
-    while read < records {
-        if into {
+    let mut tally = Tally::default();
+    let mut keys = 0u64;
+    let mut stall = Stall::new();
+    while tally.count < records {
+        let k = if into {
             out.clear();
-            read += consumer
-                .poll_into(&mut out, POLL_MAX, Duration::from_secs(5))
-                .expect("poll") as u64;
-            sum = out.iter().fold(sum, |s, r| {
-                s.wrapping_add(r.value)
-                    .wrapping_add(r.key.as_ref().map_or(0, |k| k.len() as u64))
-            });
+            let k = consumer
+                .poll_into(&mut out, POLL_MAX, Duration::from_secs(1))
+                .expect("poll");
+            for r in &out {
+                tally.add(r.value);
+                keys = keys.wrapping_add(r.key.as_ref().map_or(0, |k| k.len() as u64));
+            }
+            k
         } else {
-            read += consumer
-                .poll_with(POLL_MAX, Duration::from_secs(5), |r| {
-                    sum = sum
-                        .wrapping_add(*r.value)
-                        .wrapping_add(r.key.map_or(0, |k| k.len() as u64));
+            consumer
+                .poll_with(POLL_MAX, Duration::from_secs(1), |r| {
+                    tally.add(*r.value);
+                    keys = keys.wrapping_add(r.key.map_or(0, |k| k.len() as u64));
                 })
-                .expect("poll") as u64;
-        }
+                .expect("poll")
+        };
+        stall.after(k, Side::Ours, row, tally.count, records);
     }
-    std::hint::black_box(sum);
-    records as f64 / start.elapsed().as_secs_f64()
+    let rate = records as f64 / start.elapsed().as_secs_f64();
+    std::hint::black_box(keys);
+    tally.assert_any_order(Side::Ours, row, &Tally::of(0..records));
+    rate
 }
 
 /// rdkafka: assign every partition at 0, `poll` until every record was read, decoding the
 /// same key and value bytes; with `full`, also reading what a logbus record carries.
-fn consume_rdkafka(servers: &str, topic: &str, records: u64, full: bool) -> f64 {
+fn consume_rdkafka(servers: &str, topic: &str, records: u64, full: bool, row: &str) -> f64 {
     let start = Instant::now();
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", servers)
@@ -157,15 +174,16 @@ fn consume_rdkafka(servers: &str, topic: &str, records: u64, full: bool) -> f64 
     let mut tpl = TopicPartitionList::new();
     for p in 0..PARTITIONS {
         // An explicit offset, as logbus's consumer resolves it (`Offset::Beginning` makes
-        // librdkafka look the start up first: ~0.5 s more before the first record here).
+        // librdkafka look the start up first, which delays the first record).
         tpl.add_partition_offset(topic, p as i32, Offset::Offset(0))
             .expect("offset");
     }
     consumer.assign(&tpl).expect("assign");
-    let mut read = 0u64;
+    let mut tally = Tally::default();
     let mut sum = 0u64;
-    while read < records {
-        match consumer.poll(Duration::from_secs(5)) {
+    let mut stall = Stall::new();
+    while tally.count < records {
+        match consumer.poll(Duration::from_secs(1)) {
             Some(Ok(m)) => {
                 let key = std::str::from_utf8(m.key().unwrap_or(&[]))
                     .expect("utf-8 key")
@@ -175,7 +193,8 @@ fn consume_rdkafka(servers: &str, topic: &str, records: u64, full: bool) -> f64 
                         .and_then(|p| p.try_into().ok())
                         .expect("8-byte value"),
                 );
-                sum = sum.wrapping_add(value).wrapping_add(key.len() as u64);
+                tally.add(value);
+                sum = sum.wrapping_add(key.len() as u64);
                 if full {
                     let headers: Vec<(String, Option<Vec<u8>>)> =
                         m.headers().map_or_else(Vec::new, |h| {
@@ -192,14 +211,16 @@ fn consume_rdkafka(servers: &str, topic: &str, records: u64, full: bool) -> f64 
                         .wrapping_add(at.2 as u64)
                         .wrapping_add(headers.len() as u64);
                 }
-                read += 1;
+                stall.after(1, Side::Theirs, row, tally.count, records);
             }
             Some(Err(e)) => panic!("poll: {e}"),
-            None => {}
+            None => stall.after(0, Side::Theirs, row, tally.count, records),
         }
     }
+    let rate = records as f64 / start.elapsed().as_secs_f64();
     std::hint::black_box(sum);
-    records as f64 / start.elapsed().as_secs_f64()
+    tally.assert_any_order(Side::Theirs, row, &Tally::of(0..records));
+    rate
 }
 
 fn main() {
@@ -246,14 +267,33 @@ fn main() {
         } else {
             vec![3, 2, 1, 0]
         };
+        let producer = if pair % 2 == 0 { "logbus" } else { "rdkafka" };
         for i in order {
             let (logbus, flag) = runs[i];
+            let row = format!(
+                "kafka consume ({} reading the topic {producer} produced)",
+                if logbus { "logbus" } else { "rdkafka" }
+            );
             times[i] = if logbus {
-                consume_logbus(&broker, shared, records, flag)
+                consume_logbus(&broker, shared, records, flag, &row)
             } else {
-                consume_rdkafka(&servers, shared, records, flag)
+                consume_rdkafka(&servers, shared, records, flag, &row)
             };
         }
+        // The other side's topic, read back once outside the timing, so that every pair
+        // checks what both producers wrote.
+        let (other, other_producer) = if pair % 2 == 0 {
+            (&b, "rdkafka")
+        } else {
+            (&a, "logbus")
+        };
+        consume_logbus(
+            &broker,
+            other,
+            records,
+            true,
+            &format!("kafka produce (logbus reading back the topic {other_producer} produced)"),
+        );
         let [with, full, kv, into] = times;
         rows[1].1.push(with);
         rows[1].2.push(full);
@@ -267,6 +307,18 @@ fn main() {
         "workload", "logbus rec/s", "rdkafka rec/s", "median ratio"
     );
     for (name, logbus, rdkafka) in rows {
+        let peer = match name {
+            "consume-kv" => "rdkafka, key and value only",
+            _ => "rdkafka",
+        };
+        print_row(
+            &format!("Kafka mock cluster, {name}"),
+            peer,
+            &Pairs {
+                ours: logbus.clone(),
+                theirs: rdkafka.clone(),
+            },
+        );
         let ratios: Vec<f64> = logbus.iter().zip(&rdkafka).map(|(a, b)| a / b).collect();
         let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
         println!(

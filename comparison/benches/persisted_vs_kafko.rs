@@ -1,30 +1,42 @@
 //! Persisted topics against `kafko` 0.3, the closest Rust crate (an in-process log with
 //! Kafka-like semantics, async on tokio, its own segment format), interleaved in one run
 //! (logbus, kafko, logbus, kafko …) in directories under the target dir; the table gives
-//! each side's median and the median of the per-pair ratios.
+//! each side's median and the median of the per-pair ratios, with their spread.
 //!
-//! Same records on both sides: 256-byte values, no key, one partition, fresh directory per
-//! run. No fsync while sending on either side (logbus `FlushPolicy::Os`; kafko never fsyncs
-//! on send, its `send` resolves once its writer task has written the record to the OS
-//! file). A run ends, inside the timing, when every record is in the files:
-//! - `KAFKO_BENCH_END=written` (the default; the issue's "no fsync on either side"): logbus
-//!   `Topic::flush` (waits for its writer to write every record, no fsync), kafko its last
-//!   awaited send; kafko's `shutdown` (which fsyncs) is outside the timing;
+//! Same records on both sides: 256-byte values (the first 8 bytes the record's index), no
+//! key, one partition, fresh directory per run. No fsync while sending on either side
+//! (logbus `FlushPolicy::Os`; kafko never fsyncs on send, its `send` resolves once its
+//! writer task has written the record to the OS file). Both sides are pipelined, with the
+//! same bound on records sent but not yet in the file: kafko keeps at most
+//! `KAFKO_BENCH_WINDOW` (default 8192) sends in flight (each `send` / `send_batch` a task
+//! on a multi-thread runtime, the oldest awaited before a new one once the window is full:
+//! kafko's partition task coalesces concurrent sends); logbus's `send` returns once the
+//! record is in the partition's ring of 8192 records, whose writer thread is a gating
+//! reader, so at most 8192 records are unwritten. A run ends, inside the timing, at the same
+//! acknowledgement level on both sides, every record in the files:
+//! - `KAFKO_BENCH_END=written` (the default): logbus `Topic::flush` (waits for its writer to
+//!   write every record, no fsync), kafko its last send acknowledged; kafko's `shutdown`
+//!   (which fsyncs) is outside the timing;
 //! - `KAFKO_BENCH_END=fsync`: then one fsync of everything on both sides, inside the timing:
 //!   logbus `Topic::sync`, kafko `shutdown` (drains its writer task, fsyncs the active
-//!   segment). The disk's write-back speed, shared with every other tenant of the machine,
-//!   then weighs on both sides.
+//!   segment).
 //!
-//! Where they differ: a logbus `send` returns once the record is in the partition's ring
-//! (its writer thread hands it to the OS within about a millisecond); kafko's once its
-//! writer task has written it. Opening and closing the logbus broker (checkpoints,
-//! clean-shutdown marker) are outside the timing.
+//! Opening and closing the logbus broker (checkpoints, clean-shutdown marker) are outside
+//! the timing.
 //!
-//! Rows (issue 14's bars in brackets):
-//! - `single`: one `send` per record, each awaited for kafko (`block_on(producer.send(..))`
-//!   on a multi-thread tokio runtime, as a sync caller would), [logbus ≥ 10×];
-//! - `batch 1024`: logbus `send_batch` of 1024 records, kafko `send_batch` of 1024
-//!   (awaited), [≥ 1.2×].
+//! Rows (`KAFKO_BENCH_ROWS` names them):
+//! - `single`: one `send` per record (kafko: one task per `send`, pipelined as above);
+//! - `batch`: `send_batch` of 1024 records on both sides (kafko: pipelined, 8 batches in
+//!   flight with the default window).
+//!
+//! Checks: after the timing each run's data is read back once — logbus's through a consumer
+//! before the broker closes, kafko's by reopening its directory and reading with a
+//! consumer — and the count and checksum of the records' indices must match what was to be
+//! sent (in order for logbus's one partition; in any order for kafko, whose concurrent sends
+//! may land in any order). A read-back that waits 10 s for a record that does not come
+//! panics with the count. `LOGBUS_BENCH_LOSE=ours` (or `theirs`) makes that side skip its
+//! middle record: the run must then panic naming the side. Each row also prints a `ROW|…`
+//! line for `scripts/bench-table`.
 //!
 //! ```sh
 //! cargo bench -p logbus-comparison --bench persisted_vs_kafko
@@ -35,14 +47,16 @@
 //! KAFKO_BENCH_SPLIT=1 …  # also print each run's sending time and its end (flush or fsync)
 //! ```
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use logbus::broker::{Broker, TopicConfig};
+use logbus::broker::{Broker, TopicConfig, TopicPartition};
+use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
-use logbus_comparison::{env_u64, Pairs};
+use logbus_comparison::{env_u64, print_row, Pairs, Side, Source, Stall, Tally};
 
 /// `KAFKO_BENCH_END=fsync`: each run ends with an fsync of everything (module docs).
 fn fsync_at_end() -> bool {
@@ -56,7 +70,23 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn logbus_run(value: &Bytes, count: u64, batch: usize) -> Duration {
+/// The records of a run: 256-byte values, record i starting with i.
+fn values(count: u64) -> Vec<Bytes> {
+    (0..count)
+        .map(|i| {
+            let mut v = vec![0x5a; 256];
+            v[..8].copy_from_slice(&i.to_le_bytes());
+            Bytes::from(v)
+        })
+        .collect()
+}
+
+/// The index a record carries (its first 8 bytes).
+fn index_of(value: &[u8]) -> u64 {
+    u64::from_le_bytes(value[..8].try_into().unwrap())
+}
+
+fn logbus_run(values: &[Bytes], batch: usize) -> Duration {
     let dir = scratch("kafko-bench-logbus");
     let broker = Broker::builder()
         .data_dir(&dir)
@@ -72,23 +102,27 @@ fn logbus_run(value: &Bytes, count: u64, batch: usize) -> Duration {
         .unwrap();
     let topic = broker.topic::<(), Bytes>("t").unwrap();
     let producer = broker.producer::<(), Bytes>();
+    let count = values.len() as u64;
+    let mut src = Source::all(Side::Ours, count);
     let started = Instant::now();
     if batch <= 1 {
-        for _ in 0..count {
+        for i in src {
             producer
-                .send(Record::new("t", value.clone()).partition(0))
+                .send(Record::new("t", values[i as usize].clone()).partition(0))
                 .unwrap();
         }
     } else {
         let mut records = Vec::with_capacity(batch);
-        let mut sent = 0;
-        while sent < count {
-            let n = (count - sent).min(batch as u64);
-            for _ in 0..n {
-                records.push(Record::new("t", value.clone()).partition(0));
+        loop {
+            records.extend(
+                src.by_ref()
+                    .take(batch)
+                    .map(|i| Record::new("t", values[i as usize].clone()).partition(0)),
+            );
+            if records.is_empty() {
+                break;
             }
             producer.send_batch(&mut records).unwrap();
-            sent += n;
         }
     }
     let sent_at = started.elapsed();
@@ -101,38 +135,68 @@ fn logbus_run(value: &Bytes, count: u64, batch: usize) -> Duration {
     if std::env::var_os("KAFKO_BENCH_SPLIT").is_some() {
         eprintln!("logbus send {:?} total {:?}", sent_at, elapsed);
     }
+    // Read back once, outside the timing.
+    let mut c = broker
+        .consumer::<(), Bytes>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+        .unwrap();
+    c.assign(&[TopicPartition::new("t", 0)]).unwrap();
+    let mut tally = Tally::default();
+    let mut stall = Stall::new();
+    let mut out = Vec::new();
+    while tally.count < count {
+        out.clear();
+        let k = c
+            .poll_into(&mut out, 4096, Duration::from_millis(100))
+            .unwrap();
+        for r in &out {
+            tally.add(index_of(&r.value));
+        }
+        stall.after(k, Side::Ours, "durable sends vs kafko", tally.count, count);
+    }
+    tally.assert_in_order(Side::Ours, "durable sends vs kafko", &Tally::of(0..count));
+    drop(c);
     broker.close().unwrap();
-    assert_eq!(end_of(&dir), count);
     elapsed
 }
 
-/// The log end of the closed logbus directory (the run wrote every record).
-fn end_of(dir: &Path) -> u64 {
-    let d = logbus::persist::describe_data_dir(dir).unwrap();
-    d.partitions[0].3
-}
-
-fn kafko_run(rt: &tokio::runtime::Runtime, value: &Bytes, count: u64, batch: usize) -> Duration {
+fn kafko_run(rt: &tokio::runtime::Runtime, values: &[Bytes], batch: usize) -> Duration {
     let dir = scratch("kafko-bench-kafko");
-    rt.block_on(async {
+    let count = values.len() as u64;
+    let window = (env_u64("KAFKO_BENCH_WINDOW", 8192) as usize / batch.max(1)).max(1);
+    let mut src = Source::all(Side::Theirs, count);
+    let elapsed = rt.block_on(async {
         let broker = kafko::Kafko::open(&dir).await.unwrap();
         broker.create_topic("t").await.unwrap();
         let producer = broker.producer_for("t").await.unwrap();
         let started = Instant::now();
-        let mut last = 0;
-        if batch <= 1 {
-            for _ in 0..count {
-                last = producer.send(None, value.clone()).await.unwrap().offset();
+        let mut in_flight = VecDeque::with_capacity(window);
+        loop {
+            let chunk: Vec<Bytes> = src
+                .by_ref()
+                .take(batch.max(1))
+                .map(|i| values[i as usize].clone())
+                .collect();
+            if chunk.is_empty() {
+                break;
             }
-        } else {
-            let mut sent = 0;
-            while sent < count {
-                let n = (count - sent).min(batch as u64);
-                let items = (0..n).map(|_| (None, value.clone())).collect();
-                let pos = producer.send_batch(items).await.unwrap();
-                last = pos.last().unwrap().offset();
-                sent += n;
+            if in_flight.len() == window {
+                let sent: tokio::task::JoinHandle<kafko::Result<()>> =
+                    in_flight.pop_front().unwrap();
+                sent.await.unwrap().unwrap();
             }
+            let p = producer.clone();
+            in_flight.push_back(tokio::spawn(async move {
+                if batch <= 1 {
+                    let v = chunk.into_iter().next().unwrap();
+                    p.send(None, v).await.map(drop)
+                } else {
+                    let items = chunk.into_iter().map(|v| (None, v)).collect();
+                    p.send_batch(items).await.map(drop)
+                }
+            }));
+        }
+        for sent in in_flight {
+            sent.await.unwrap().unwrap();
         }
         let sent_at = started.elapsed();
         drop(producer);
@@ -140,18 +204,35 @@ fn kafko_run(rt: &tokio::runtime::Runtime, value: &Bytes, count: u64, batch: usi
         if std::env::var_os("KAFKO_BENCH_SPLIT").is_some() {
             eprintln!("kafko send {:?} total {:?}", sent_at, started.elapsed());
         }
-        let elapsed = if fsync_at_end() {
+        if fsync_at_end() {
             started.elapsed()
         } else {
             sent_at
-        };
-        assert_eq!(last + 1, count);
-        elapsed
-    })
+        }
+    });
+    // Read back once, outside the timing, from the reopened directory.
+    rt.block_on(async {
+        let broker = kafko::Kafko::open(&dir).await.unwrap();
+        let mut c = broker.consumer_for("t").await.unwrap();
+        let mut tally = Tally::default();
+        while tally.count < count {
+            match tokio::time::timeout(Duration::from_secs(10), c.next_record()).await {
+                Ok(r) => tally.add(index_of(r.unwrap().value())),
+                Err(_) => panic!(
+                    "durable sends vs kafko: kafko (theirs)'s read-back saw {} records, expected {count}; none came for 10s",
+                    tally.count
+                ),
+            }
+        }
+        tally.assert_any_order(Side::Theirs, "durable sends vs kafko", &Tally::of(0..count));
+        drop(c);
+        broker.shutdown().await.unwrap();
+    });
+    elapsed
 }
 
 fn row(name: &str, rt: &tokio::runtime::Runtime, count: u64, batch: usize, pairs: usize) {
-    let value = Bytes::from(vec![0x5a; 256]);
+    let values = values(count);
     let only = std::env::var("KAFKO_BENCH_ONLY").unwrap_or_default();
     let rate = |t: Duration| count as f64 / t.as_secs_f64();
     let p = Pairs::interleave(
@@ -160,14 +241,14 @@ fn row(name: &str, rt: &tokio::runtime::Runtime, count: u64, batch: usize, pairs
             rate(if only == "kafko" {
                 Duration::from_secs(1)
             } else {
-                logbus_run(&value, count, batch)
+                logbus_run(&values, batch)
             })
         },
         || {
             rate(if only == "logbus" {
                 Duration::from_secs(1)
             } else {
-                kafko_run(rt, &value, count, batch)
+                kafko_run(rt, &values, batch)
             })
         },
     );
@@ -177,6 +258,11 @@ fn row(name: &str, rt: &tokio::runtime::Runtime, count: u64, batch: usize, pairs
         p.ours_median(),
         p.theirs_median(),
         p.median_ratio(),
+    );
+    print_row(
+        &format!("durable sends, 256 B, {name}"),
+        "kafko, pipelined",
+        &p,
     );
 }
 

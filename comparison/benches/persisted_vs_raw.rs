@@ -2,15 +2,29 @@
 //! directory under the target dir (a real file system, not tmpfs), each pair with the same
 //! page-cache state; the table gives each side's median and the median per-pair ratio.
 //!
-//! Rows (issue 14's bars in brackets):
-//! - `write 1KiB` / `write 100B`: one partition, `send_batch` of 256 records, `FlushPolicy::
-//!   Bytes(1 MiB)`, ending with `Topic::sync`; against raw sequential writes of the same record
-//!   bytes through a 64 KiB `BufWriter` with an `fdatasync` every 1 MiB [≥ 0.7×, ≥ 0.6×
-//!   record bytes/s].
-//! - `everybatch N`: `FlushPolicy::EveryBatch`, N producer threads each `send`ing 100-byte
+//! Records: `size` bytes each, the first 8 the record's index (little-endian), the rest a
+//! fill byte; both sides write the same records, built before the timing.
+//!
+//! Rows (`PERSIST_BENCH_ROWS` names them):
+//! - `1k` / `100b` (`write 1024B` / `write 100B`): one partition, `send_batch` of 256
+//!   records, `FlushPolicy::Bytes(1 MiB)`, ending with `Topic::sync` (logbus's writer thread
+//!   does the writes); against a raw baseline with a writer thread of its own, as logbus
+//!   has: the caller hands the same 256-record batches through a channel (bound: 8192
+//!   records, logbus's ring) to a thread that writes their bytes through a 64 KiB
+//!   `BufWriter` with an `fdatasync` every 1 MiB and at the end; record bytes/s.
+//! - `replay 1KiB` (with `1k`): a consumer seeks to 0 and reads the 1 KiB topic back from its
+//!   segments (`poll_into`), against a plain sequential read of the same `.log` files.
+//! - `everybatch`: `FlushPolicy::EveryBatch`, N producer threads each `send`ing 100-byte
 //!   records one at a time (each waits for its fsync; concurrent ones share it), records/s.
-//! - `replay`: a consumer seeks to 0 and reads the 1 KiB topic back from its segments
-//!   (`poll_into`), against a plain sequential read of the same `.log` files [≥ 0.5×].
+//!
+//! Checks: after the timing, each write run's data is read back once — the logbus topic
+//! through a consumer, the raw file as records of `size` bytes — and the count, each
+//! record's length and the ordered checksum of the indices must match what was to be sent
+//! (the `everybatch` row: count and an order-independent checksum over its producers). The
+//! timed replay asserts the same of what it read, the raw read that it read every byte of
+//! the files. `LOGBUS_BENCH_LOSE=ours` (or `theirs`) makes that side skip its middle
+//! record: the run must then panic naming the row and side. Each comparison also prints a
+//! `ROW|…` line for `scripts/bench-table`.
 //!
 //! ```sh
 //! cargo bench -p logbus-comparison --bench persisted_vs_raw
@@ -29,7 +43,7 @@ use logbus::broker::{Broker, TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
-use logbus_comparison::{env_u64, Pairs};
+use logbus_comparison::{env_u64, print_row, Pairs, Side, Source, Stall, Tally};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
@@ -38,29 +52,84 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// Raw: the record bytes through a 64 KiB buffer, fdatasync every `sync_every` bytes.
-fn raw_write(dir: &Path, record: &[u8], count: u64, sync_every: u64) -> Duration {
+/// The records of a run: `count` records of `size` bytes, record i starting with i.
+fn records(size: usize, count: u64) -> Vec<Bytes> {
+    (0..count)
+        .map(|i| {
+            let mut r = vec![0x5a; size];
+            r[..8].copy_from_slice(&i.to_le_bytes());
+            Bytes::from(r)
+        })
+        .collect()
+}
+
+/// The index a record carries (its first 8 bytes).
+fn index_of(record: &[u8]) -> u64 {
+    u64::from_le_bytes(record[..8].try_into().unwrap())
+}
+
+/// Records per batch, on both sides.
+const BATCH: usize = 256;
+
+/// Raw: the caller hands batches of records to a writer thread of its own, which writes
+/// their bytes through a 64 KiB buffer and fdatasyncs every `sync_every` bytes and at the
+/// end.
+fn raw_write(dir: &Path, records: &[Bytes], sync_every: u64) -> Duration {
     let path = dir.join("raw.bin");
     let started = Instant::now();
     let file = File::create(&path).unwrap();
-    let mut w = BufWriter::with_capacity(64 << 10, file);
-    let mut since = 0u64;
-    for _ in 0..count {
-        w.write_all(record).unwrap();
-        since += record.len() as u64;
-        if since >= sync_every {
-            w.flush().unwrap();
-            w.get_ref().sync_data().unwrap();
-            since = 0;
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<Bytes>>(8192 / BATCH);
+    let writer = std::thread::spawn(move || {
+        let mut w = BufWriter::with_capacity(64 << 10, file);
+        let mut since = 0u64;
+        for batch in rx {
+            for record in &batch {
+                w.write_all(record).unwrap();
+                since += record.len() as u64;
+                if since >= sync_every {
+                    w.flush().unwrap();
+                    w.get_ref().sync_data().unwrap();
+                    since = 0;
+                }
+            }
         }
+        w.flush().unwrap();
+        w.get_ref().sync_data().unwrap();
+    });
+    let mut src = Source::all(Side::Theirs, records.len() as u64);
+    loop {
+        let batch: Vec<Bytes> = src
+            .by_ref()
+            .take(BATCH)
+            .map(|i| records[i as usize].clone())
+            .collect();
+        if batch.is_empty() {
+            break;
+        }
+        tx.send(batch).unwrap();
     }
-    w.flush().unwrap();
-    w.get_ref().sync_data().unwrap();
+    drop(tx);
+    writer.join().unwrap();
     started.elapsed()
 }
 
+/// Reads the raw file back (after the timing) and asserts every record.
+fn verify_raw(dir: &Path, size: usize, count: u64, row: &str) {
+    let bytes = std::fs::read(dir.join("raw.bin")).unwrap();
+    assert!(
+        bytes.len() % size == 0,
+        "{row}: the raw file holds {} bytes, not a whole number of {size}-byte records",
+        bytes.len()
+    );
+    let mut tally = Tally::default();
+    for record in bytes.chunks(size) {
+        tally.add(index_of(record));
+    }
+    tally.assert_in_order(Side::Theirs, row, &Tally::of(0..count));
+}
+
 /// logbus: a persisted topic, batches of 256 sends, fsync every `sync_every` bytes.
-fn logbus_write(dir: &Path, record: &Bytes, count: u64, sync_every: u64) -> (Duration, Broker) {
+fn logbus_write(dir: &Path, records: &[Bytes], sync_every: u64) -> (Duration, Broker) {
     let broker = Broker::builder().data_dir(dir).create(true).open().unwrap();
     let topic = broker
         .create_persisted_topic::<(), Bytes>(
@@ -70,22 +139,27 @@ fn logbus_write(dir: &Path, record: &Bytes, count: u64, sync_every: u64) -> (Dur
         )
         .unwrap();
     let producer = broker.producer::<(), Bytes>();
-    let mut batch = Vec::with_capacity(256);
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut src = Source::all(Side::Ours, records.len() as u64);
     let started = Instant::now();
-    let mut sent = 0;
-    while sent < count {
-        let n = (count - sent).min(256);
-        for _ in 0..n {
-            batch.push(Record::new("t", record.clone()).partition(0).timestamp(1));
+    loop {
+        batch.extend(src.by_ref().take(BATCH).map(|i| {
+            Record::new("t", records[i as usize].clone())
+                .partition(0)
+                .timestamp(1)
+        }));
+        if batch.is_empty() {
+            break;
         }
         producer.send_batch(&mut batch).unwrap();
-        sent += n;
     }
     topic.sync().unwrap();
     (started.elapsed(), broker)
 }
 
-fn replay_logbus(broker: &Broker, count: u64) -> Duration {
+/// Reads the logbus topic back from offset 0 (after the timing, or timed for the replay
+/// row) and asserts every record: its length and the ordered checksum of the indices.
+fn read_logbus(broker: &Broker, size: usize, count: u64, row: &str) {
     let mut c = broker
         .consumer::<(), Bytes>(
             ConsumerConfig::new()
@@ -97,15 +171,25 @@ fn replay_logbus(broker: &Broker, count: u64) -> Duration {
     c.assign(std::slice::from_ref(&tp)).unwrap();
     c.seek(&tp, 0).unwrap();
     let mut out = Vec::with_capacity(4096);
-    let started = Instant::now();
-    let mut read = 0u64;
-    let mut bytes = 0usize;
-    while read < count {
+    let mut tally = Tally::default();
+    let mut stall = Stall::new();
+    while tally.count < count {
         out.clear();
-        read += c.poll_into(&mut out, 4096, Duration::from_secs(1)).unwrap() as u64;
-        bytes += out.iter().map(|r| r.value.len()).sum::<usize>();
+        let k = c
+            .poll_into(&mut out, 4096, Duration::from_millis(100))
+            .unwrap();
+        for r in &out {
+            assert_eq!(r.value.len(), size, "{row}: a record of the wrong length");
+            tally.add(index_of(&r.value));
+        }
+        stall.after(k, Side::Ours, row, tally.count, count);
     }
-    std::hint::black_box(bytes);
+    tally.assert_in_order(Side::Ours, row, &Tally::of(0..count));
+}
+
+fn replay_logbus(broker: &Broker, count: u64) -> Duration {
+    let started = Instant::now();
+    read_logbus(broker, 1024, count, "replay 1KiB");
     started.elapsed()
 }
 
@@ -130,11 +214,22 @@ fn replay_raw(dir: &Path) -> Duration {
             std::hint::black_box(&buf[..n]);
         }
     }
-    std::hint::black_box(total);
-    started.elapsed()
+    let took = started.elapsed();
+    let on_disk: u64 = std::fs::read_dir(dir.join("t-0"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .map(|p| p.metadata().unwrap().len())
+        .sum();
+    assert_eq!(
+        total as u64, on_disk,
+        "replay 1KiB: the raw read got {total} bytes of {on_disk}"
+    );
+    took
 }
 
-fn report(name: &str, unit: &str, pairs: &Pairs) {
+fn report(name: &str, peer: &str, unit: &str, pairs: &Pairs) {
+    print_row(&format!("durable {name}"), peer, pairs);
     println!(
         "{name:<14} logbus {:>10.1} {unit}   baseline {:>10.1} {unit}   ratio (median of pairs) {:.2}x",
         pairs.ours_median(),
@@ -144,15 +239,19 @@ fn report(name: &str, unit: &str, pairs: &Pairs) {
 }
 
 fn write_row(size: usize, total_mb: u64, pairs: usize) {
-    let record = Bytes::from(vec![0x5a; size]);
     let count = (total_mb << 20) / size as u64;
+    let records = records(size, count);
     let sync = 1 << 20;
+    let row = format!("write {size}B");
     let (mut write, mut replay) = (Pairs::default(), Pairs::default());
     for _ in 0..pairs {
         let dir = scratch("persisted-bench");
-        let (t_ours, broker) = logbus_write(&dir, &record, count, sync);
+        let (t_ours, broker) = logbus_write(&dir, &records, sync);
         let raw_dir = scratch("raw-bench");
-        let t_raw = raw_write(&raw_dir, &record, count, sync);
+        let t_raw = raw_write(&raw_dir, &records, sync);
+        // Both sides' data, read back once outside the timing.
+        read_logbus(&broker, size, count, &row);
+        verify_raw(&raw_dir, size, count, &row);
         let mb = (count * size as u64) as f64 / (1 << 20) as f64;
         write.push(mb / t_ours.as_secs_f64(), mb / t_raw.as_secs_f64());
         if size == 1024 {
@@ -166,9 +265,19 @@ fn write_row(size: usize, total_mb: u64, pairs: usize) {
         }
         broker.close().unwrap();
     }
-    report(&format!("write {size}B"), "MiB/s", &write);
+    report(
+        &format!("write {size}B"),
+        "raw disk, writer thread + BufWriter + fdatasync",
+        "MiB/s",
+        &write,
+    );
     if size == 1024 {
-        report("replay 1KiB", "MiB/s", &replay);
+        report(
+            "replay 1KiB",
+            "sequential read of the same .log files",
+            "MiB/s",
+            &replay,
+        );
     }
 }
 
@@ -186,16 +295,19 @@ fn everybatch_row(producers: usize, per_producer: u64) {
             PersistConfig::new().flush(FlushPolicy::EveryBatch),
         )
         .unwrap();
-    let record = Bytes::from(vec![0x5a; 100]);
+    let total = producers as u64 * per_producer;
+    let records = records(100, total);
+    let lost = logbus_comparison::lost_value(Side::Ours, total);
     let started = Instant::now();
-    let threads: Vec<_> = (0..producers)
-        .map(|_| {
+    let threads: Vec<_> = (0..producers as u64)
+        .map(|i| {
             let p = broker.producer::<(), Bytes>();
-            let record = record.clone();
+            let mine: Vec<Bytes> = Source::new(i * per_producer..(i + 1) * per_producer, lost)
+                .map(|v| records[v as usize].clone())
+                .collect();
             std::thread::spawn(move || {
-                for _ in 0..per_producer {
-                    p.send(Record::new("t", record.clone()).partition(0))
-                        .unwrap();
+                for record in mine {
+                    p.send(Record::new("t", record).partition(0)).unwrap();
                 }
             })
         })
@@ -204,7 +316,26 @@ fn everybatch_row(producers: usize, per_producer: u64) {
         t.join().unwrap();
     }
     let elapsed = started.elapsed();
-    let total = producers as u64 * per_producer;
+    // Read back once, outside the timing: every producer's records, in any order.
+    let row = format!("everybatch {producers}");
+    let mut c = broker
+        .consumer::<(), Bytes>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+        .unwrap();
+    c.assign(&[TopicPartition::new("t", 0)]).unwrap();
+    let mut tally = Tally::default();
+    let mut stall = Stall::new();
+    let mut out = Vec::new();
+    while tally.count < total {
+        out.clear();
+        let k = c
+            .poll_into(&mut out, 4096, Duration::from_millis(100))
+            .unwrap();
+        for r in &out {
+            tally.add(index_of(&r.value));
+        }
+        stall.after(k, Side::Ours, &row, tally.count, total);
+    }
+    tally.assert_any_order(Side::Ours, &row, &Tally::of(0..total));
     println!(
         "everybatch {producers:<3} {:>10.0} records/s ({total} acknowledged sends, each after its fsync)",
         total as f64 / elapsed.as_secs_f64()

@@ -1,22 +1,39 @@
 //! logbus::queue against crossbeam-channel, kanal, flume and std's `sync_channel`, all
 //! bounded with capacity 1024 and `u64` messages, interleaved in one run (A B A B …): each
 //! repetition runs every contender once, and the figure quoted is the median over the
-//! repetitions of the per-repetition ratio logbus / peer (BENCHMARKS.md explains why
-//! absolute numbers mean little on the shared 2-vCPU machines).
+//! repetitions of the per-repetition ratio logbus / peer, with its spread.
 //!
-//! Peers run in their documented blocking mode: crossbeam's `send`/`recv`, kanal's sync API,
-//! flume's `send`/`recv`, std's `SyncSender::send`/`Receiver::recv`.
+//! Rows (`LOGBUS_BENCH_ONLY` names them): `spsc`, `mpsc4`, `mpmc2x2` (producers →
+//! consumers, one message per `send`/`recv` on every side: each peer's documented blocking
+//! mode, crossbeam's `send`/`recv`, kanal's sync API, flume's `send`/`recv`, std's
+//! `SyncSender::send`/`Receiver::recv`); `unbounded-spsc`, `unbounded-mpmc2x2` (logbus
+//! `unbounded()` against crossbeam's list flavour); `select2` (two producers, one consumer
+//! in `select!` over both queues, the same code on both sides); `batch` (SPSC moving batches
+//! of 64: logbus `send_batch`/`recv_batch`, crossbeam-channel moving `[u64; 64]` chunks with
+//! a length through a channel bounded at 16 chunks, i.e. 1024 records; eight times the
+//! messages of the other rows); `pingpong` (round trips, p50/p99); `baseline` (the harness's
+//! own cost).
+//!
+//! Checks, on both sides: producer i sends its own range of values; every consumer counts
+//! and checksums what it got (`logbus_comparison::Tally`), and the run asserts the exact
+//! count and checksum of every value sent: in order for one producer and one consumer, as a
+//! sum of mixed values (order-independent) with several; ping-pong asserts each echo.
+//! `LOGBUS_BENCH_LOSE=ours` (or `theirs`) makes that side's producers skip the middle value:
+//! the run must then panic naming the row, the side, the counts and checksums. Readers end
+//! when their queue disconnects, so a loss cannot hang a run. Each comparison prints a
+//! `ROW|<row>|<peer>|<median ratio>|<min>|<max>` line for `scripts/bench-table`.
 //!
 //! ```sh
-//! cargo bench --bench queue_vs_peers
-//! LOGBUS_BENCH_MSGS=4000000 LOGBUS_BENCH_REPS=9 LOGBUS_BENCH_PINGS=50000 cargo bench --bench queue_vs_peers
-//! # only some workloads (spsc, mpsc4, mpmc2x2, unbounded-spsc, unbounded-mpmc2x2, select2, batch,
-//! # pingpong, baseline) and peers
-//! # (crossbeam, kanal, flume, std), e.g. for profiling or a quick A/B of two builds:
-//! LOGBUS_BENCH_ONLY=batch,pingpong LOGBUS_BENCH_PEERS=crossbeam cargo bench --bench queue_vs_peers
+//! cargo bench -p logbus-comparison --bench queue_vs_peers
+//! LOGBUS_BENCH_MSGS=4000000 LOGBUS_BENCH_REPS=9 LOGBUS_BENCH_PINGS=50000 cargo bench -p logbus-comparison --bench queue_vs_peers
+//! # only some rows and peers (crossbeam, kanal, flume, std), e.g. for a quick A/B of two builds:
+//! LOGBUS_BENCH_ONLY=batch,pingpong LOGBUS_BENCH_PEERS=crossbeam cargo bench -p logbus-comparison --bench queue_vs_peers
+//! # must fail: the peer's producer loses a message
+//! LOGBUS_BENCH_LOSE=theirs LOGBUS_BENCH_ONLY=spsc LOGBUS_BENCH_MSGS=20000 LOGBUS_BENCH_REPS=1 \
+//!     cargo bench -p logbus-comparison --bench queue_vs_peers
 //! ```
 
-use logbus_comparison::{env_usize as env, median};
+use logbus_comparison::{env_usize as env, median, print_row, Pairs, Side, Source, Tally};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Instant;
@@ -27,6 +44,8 @@ const BATCH: usize = 64;
 /// One queue implementation in its blocking mode.
 trait Contender: 'static {
     const NAME: &'static str;
+    /// Which side of the comparison it is (whose producers `LOGBUS_BENCH_LOSE` names).
+    const SIDE: Side = Side::Theirs;
     type S: Send + 'static;
     type R: Send + 'static;
     fn make(cap: usize) -> (Self::S, Self::R);
@@ -40,6 +59,7 @@ trait Contender: 'static {
 struct Logbus;
 impl Contender for Logbus {
     const NAME: &'static str = "logbus";
+    const SIDE: Side = Side::Ours;
     type S = logbus::queue::Sender<u64>;
     type R = logbus::queue::Receiver<u64>;
     fn make(cap: usize) -> (Self::S, Self::R) {
@@ -85,6 +105,7 @@ impl Contender for Crossbeam {
 struct LogbusUnbounded;
 impl Contender for LogbusUnbounded {
     const NAME: &'static str = "logbus unbounded";
+    const SIDE: Side = Side::Ours;
     type S = logbus::queue::Sender<u64>;
     type R = logbus::queue::Receiver<u64>;
     fn make(_cap: usize) -> (Self::S, Self::R) {
@@ -194,21 +215,25 @@ impl Contender for StdSync {
 }
 
 /// Messages per second with `p` producers and `c` consumers moving `total` messages;
-/// `None` when the contender cannot have several consumers.
-fn throughput<C: Contender>(p: usize, c: usize, total: usize) -> Option<f64> {
+/// `None` when the contender cannot have several consumers. Producer `i` sends its own
+/// range of values; every consumer tallies what it got, and the tallies must add up to
+/// every value sent (in order, with one producer and one consumer).
+fn throughput<C: Contender>(row: &str, p: usize, c: usize, total: usize) -> Option<f64> {
     let (tx, rx) = C::make(CAP);
     let mut rxs = vec![rx];
     for _ in 1..c {
         rxs.push(C::clone_r(&rxs[0])?);
     }
-    let per = total / p;
+    let per = (total / p) as u64;
+    let sent = per * p as u64;
+    let lost = logbus_comparison::lost_value(C::SIDE, sent);
     let start = Instant::now();
-    let producers: Vec<_> = (0..p)
-        .map(|_| {
+    let producers: Vec<_> = (0..p as u64)
+        .map(|i| {
             let tx = C::clone_s(&tx);
             thread::spawn(move || {
-                for i in 0..per as u64 {
-                    C::send(&tx, i);
+                for v in Source::new(i * per..(i + 1) * per, lost) {
+                    C::send(&tx, v);
                 }
             })
         })
@@ -218,93 +243,133 @@ fn throughput<C: Contender>(p: usize, c: usize, total: usize) -> Option<f64> {
         .into_iter()
         .map(|rx| {
             thread::spawn(move || {
-                let mut n = 0u64;
+                let mut tally = Tally::default();
                 while let Some(v) = C::recv(&rx) {
-                    n += 1;
-                    std::hint::black_box(v);
+                    tally.add(v);
                 }
-                n
+                tally
             })
         })
         .collect();
     for t in producers {
         t.join().unwrap();
     }
-    let got: u64 = consumers.into_iter().map(|t| t.join().unwrap()).sum();
+    let tallies: Vec<Tally> = consumers.into_iter().map(|t| t.join().unwrap()).collect();
     let secs = start.elapsed().as_secs_f64();
-    assert_eq!(got as usize, per * p);
-    Some(got as f64 / secs)
+    let row = format!("{row} ({})", C::NAME);
+    let want = Tally::of(0..sent);
+    if tallies.len() == 1 && p == 1 {
+        tallies[0].assert_in_order(C::SIDE, &row, &want);
+    } else {
+        let all = tallies.iter().fold(Tally::default(), |a, t| a.merge(*t));
+        all.assert_any_order(C::SIDE, &row, &want);
+    }
+    Some(sent as f64 / secs)
 }
 
-/// logbus SPSC moving messages in batches of `BATCH` (send_batch / recv_batch).
+/// logbus SPSC moving messages in batches of `BATCH` (`send_batch` / `recv_batch`).
 fn logbus_batched(total: usize) -> f64 {
     let (tx, rx) = logbus::queue::bounded::<u64>(CAP);
+    let total = total as u64;
+    let mut src = Source::all(Side::Ours, total);
     let start = Instant::now();
     let producer = thread::spawn(move || {
         let mut batch = Vec::with_capacity(BATCH);
-        let mut i = 0u64;
-        while (i as usize) < total {
-            for _ in 0..BATCH {
-                batch.push(i);
-                i += 1;
+        loop {
+            batch.extend(src.by_ref().take(BATCH));
+            if batch.is_empty() {
+                break;
             }
             tx.send_batch(&mut batch).unwrap();
         }
     });
     let mut out = Vec::with_capacity(BATCH);
-    let mut n = 0usize;
+    let mut tally = Tally::default();
     while rx.recv_batch(&mut out, BATCH).is_ok() {
-        n += out.len();
+        for &v in &out {
+            tally.add(v);
+        }
         out.clear();
     }
     producer.join().unwrap();
     let secs = start.elapsed().as_secs_f64();
-    assert!(n >= total);
-    n as f64 / secs
+    tally.assert_in_order(Side::Ours, "spsc batch 64 (logbus)", &Tally::of(0..total));
+    total as f64 / secs
+}
+
+/// crossbeam-channel SPSC moving the same batches as chunks: `[u64; 64]` (with a length)
+/// per message, the bound counted in records (`CAP / BATCH` chunks).
+fn crossbeam_chunks(total: usize) -> f64 {
+    let (tx, rx) = crossbeam_channel::bounded::<(usize, [u64; BATCH])>(CAP / BATCH);
+    let total = total as u64;
+    let mut src = Source::all(Side::Theirs, total);
+    let start = Instant::now();
+    let producer = thread::spawn(move || loop {
+        let mut chunk = [0u64; BATCH];
+        let k = src.fill(&mut chunk);
+        if k == 0 {
+            break;
+        }
+        tx.send((k, chunk)).unwrap();
+    });
+    let mut tally = Tally::default();
+    while let Ok((k, chunk)) = rx.recv() {
+        for &v in &chunk[..k] {
+            tally.add(v);
+        }
+    }
+    producer.join().unwrap();
+    let secs = start.elapsed().as_secs_f64();
+    tally.assert_in_order(
+        Side::Theirs,
+        "spsc batch 64 (crossbeam-channel [u64; 64] chunks)",
+        &Tally::of(0..total),
+    );
+    total as f64 / secs
 }
 
 /// Two producers, each sending `total / 2` messages into its own queue (bounded, `CAP`),
 /// and one consumer taking them with `select!` over both queues until both disconnect.
 /// The same code for logbus and crossbeam-channel: only the crate names differ.
 macro_rules! select_two {
-    ($name:ident, $bounded:path, $select:path) => {
+    ($name:ident, $side:expr, $bounded:path, $select:path) => {
         fn $name(total: usize) -> f64 {
             use $select as select;
             let (tx1, rx1) = $bounded(CAP);
             let (tx2, rx2) = $bounded(CAP);
+            let half = (total / 2) as u64;
+            let lost = logbus_comparison::lost_value($side, half * 2);
             let start = Instant::now();
             let producers: Vec<_> = [tx1, tx2]
                 .into_iter()
-                .map(|tx| {
+                .enumerate()
+                .map(|(i, tx)| {
+                    let i = i as u64;
                     thread::spawn(move || {
-                        for i in 0..(total / 2) as u64 {
-                            tx.send(i).unwrap();
+                        for v in Source::new(i * half..(i + 1) * half, lost) {
+                            tx.send(v).unwrap();
                         }
                     })
                 })
                 .collect();
             let (mut open1, mut open2) = (true, true);
-            let mut n = 0usize;
-            let mut sum = 0u64;
+            let mut tally = Tally::default();
             while open1 || open2 {
                 if open1 && open2 {
                     select! {
                         recv(rx1) -> m => match m {
-                            Ok(v) => { n += 1; sum = sum.wrapping_add(v); }
+                            Ok(v) => tally.add(v),
                             Err(_) => open1 = false,
                         },
                         recv(rx2) -> m => match m {
-                            Ok(v) => { n += 1; sum = sum.wrapping_add(v); }
+                            Ok(v) => tally.add(v),
                             Err(_) => open2 = false,
                         },
                     }
                 } else {
                     let rx = if open1 { &rx1 } else { &rx2 };
                     match rx.recv() {
-                        Ok(v) => {
-                            n += 1;
-                            sum = sum.wrapping_add(v);
-                        }
+                        Ok(v) => tally.add(v),
                         Err(_) => (open1, open2) = (false, false),
                     }
                 }
@@ -313,16 +378,25 @@ macro_rules! select_two {
                 p.join().unwrap();
             }
             let secs = start.elapsed().as_secs_f64();
-            assert_eq!(n, total / 2 * 2);
-            std::hint::black_box(sum);
-            n as f64 / secs
+            tally.assert_any_order(
+                $side,
+                concat!("select! over 2 queues (", stringify!($name), ")"),
+                &Tally::of(0..half * 2),
+            );
+            (half * 2) as f64 / secs
         }
     };
 }
 
-select_two!(logbus_select, logbus::queue::bounded, logbus::select);
+select_two!(
+    logbus_select,
+    Side::Ours,
+    logbus::queue::bounded,
+    logbus::select
+);
 select_two!(
     crossbeam_select,
+    Side::Theirs,
     crossbeam_channel::bounded,
     crossbeam_channel::select
 );
@@ -398,21 +472,24 @@ fn main() {
         }
         let mut s = Series::default();
         for _ in 0..reps {
-            s.push(Logbus::NAME, throughput::<Logbus>(p, c, total).unwrap());
+            s.push(
+                Logbus::NAME,
+                throughput::<Logbus>(name, p, c, total).unwrap(),
+            );
             if peer("crossbeam") {
                 s.push(
                     Crossbeam::NAME,
-                    throughput::<Crossbeam>(p, c, total).unwrap(),
+                    throughput::<Crossbeam>(name, p, c, total).unwrap(),
                 );
             }
             if peer("kanal") {
-                s.push(Kanal::NAME, throughput::<Kanal>(p, c, total).unwrap());
+                s.push(Kanal::NAME, throughput::<Kanal>(name, p, c, total).unwrap());
             }
             if peer("flume") {
-                s.push(Flume::NAME, throughput::<Flume>(p, c, total).unwrap());
+                s.push(Flume::NAME, throughput::<Flume>(name, p, c, total).unwrap());
             }
             if peer("std") {
-                if let Some(v) = throughput::<StdSync>(p, c, total) {
+                if let Some(v) = throughput::<StdSync>(name, p, c, total) {
                     s.push(StdSync::NAME, v);
                 }
             }
@@ -428,12 +505,12 @@ fn main() {
         for _ in 0..reps {
             s.push(
                 LogbusUnbounded::NAME,
-                throughput::<LogbusUnbounded>(p, c, total).unwrap(),
+                throughput::<LogbusUnbounded>(name, p, c, total).unwrap(),
             );
             if peer("crossbeam") {
                 s.push(
                     CrossbeamUnbounded::NAME,
-                    throughput::<CrossbeamUnbounded>(p, c, total).unwrap(),
+                    throughput::<CrossbeamUnbounded>(name, p, c, total).unwrap(),
                 );
             }
         }
@@ -450,17 +527,19 @@ fn main() {
         table.push(("select! over 2 queues".to_string(), s));
     }
     if run("batch") {
-        // Eight times the messages of the other rows, for both contenders: at 2M messages
-        // a batched run lasts ~5 ms, and thread start-up and one descheduling decide its
-        // figure (interleaved runs gave 3.5–11× crossbeam at 2M and 11–14× at 16M).
+        // Eight times the messages of the other rows, for both contenders: a batched run is
+        // that much shorter, and thread start-up would otherwise decide its figure.
         let batch_total = total * 8;
         let mut s = Series::default();
         for _ in 0..reps {
-            s.push("logbus batch 64", logbus_batched(batch_total));
+            s.push(
+                "logbus send_batch/recv_batch 64",
+                logbus_batched(batch_total),
+            );
             if peer("crossbeam") {
                 s.push(
-                    Crossbeam::NAME,
-                    throughput::<Crossbeam>(1, 1, batch_total).unwrap(),
+                    "crossbeam-channel, [u64; 64] chunks",
+                    crossbeam_chunks(batch_total),
                 );
             }
         }
@@ -468,19 +547,24 @@ fn main() {
     }
 
     println!();
-    println!("| workload | contender | median Mmsg/s | median ratio logbus/contender |");
+    println!("| workload | contender | median Mmsg/s | median ratio logbus/contender (min–max) |");
     println!("|---|---|---|---|");
     for (name, s) in &table {
         let ours_name = s.rows[0].0;
         let ours = s.get(ours_name);
         println!("| {name} | {ours_name} | {:.1} | |", median(ours) / 1e6);
         for (peer, vs) in s.rows.iter().skip(1) {
-            let ratios: Vec<f64> = ours.iter().zip(vs).map(|(a, b)| a / b).collect();
+            let pairs = Pairs {
+                ours: ours.to_vec(),
+                theirs: vs.to_vec(),
+            };
+            let (lo, hi) = pairs.ratio_range();
             println!(
-                "| {name} | {peer} | {:.1} | {:.2}× |",
+                "| {name} | {peer} | {:.1} | {:.2}× ({lo:.2}–{hi:.2}) |",
                 median(vs) / 1e6,
-                median(&ratios)
+                pairs.median_ratio()
             );
+            print_row(&format!("queue {name}"), peer, &pairs);
         }
     }
 

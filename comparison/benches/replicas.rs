@@ -10,6 +10,14 @@
 //!   in flight: records/s.
 //! - `batch`: `PRODUCERS` producers (default 2), `send_batch` of 64: records/s.
 //!
+//! Checks: each run's data is read back once after the timing through a consumer: the log
+//! must end at the count sent, and the records the partition still holds (all of them when
+//! they fit in `REPLICAS_BENCH_MEMORY`) must be, per producer, its last values in order —
+//! with everything held, also the order-independent checksum of every value sent.
+//! `LOGBUS_BENCH_LOSE=ours` makes the RF 3 sides' producers skip their middle value,
+//! `=theirs` the RF 1 side's (the baseline): the run must then panic naming the row and
+//! side. Each RF 3 side also prints a `ROW|…` line (ratio to RF 1) for `scripts/bench-table`.
+//!
 //! Issue 15's goal: `acks = all` at RF 3 ≥ 0.5× RF 1 (Kafka's published figure for
 //! synchronous 3× replication is 0.51× its unreplicated rate).
 //!
@@ -22,9 +30,12 @@ use std::collections::VecDeque;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use logbus::broker::{Broker, Overflow, TopicConfig};
+use logbus::broker::{Broker, Overflow, TopicConfig, TopicPartition};
+use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::producer::{Acks, Delivery, ProducerConfig, Record};
-use logbus_comparison::{env_u64 as env, median};
+use logbus_comparison::{
+    env_u64 as env, median, print_row, Pairs, Side as Who, Source, Stall, Tally,
+};
 
 const T: &str = "bench";
 
@@ -36,6 +47,14 @@ enum Side {
 }
 
 impl Side {
+    /// Which side `LOGBUS_BENCH_LOSE` names: `theirs` is the RF 1 baseline.
+    fn who(self) -> Who {
+        match self {
+            Side::Rf1 => Who::Theirs,
+            _ => Who::Ours,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Side::Rf1 => "RF1",
@@ -71,12 +90,13 @@ fn single(side: Side, records: u64) -> (f64, f64, f64) {
     let p = broker.producer_with_config::<(), u64>(config).unwrap();
     let mut lat = Vec::with_capacity(records as usize);
     let start = Instant::now();
-    for v in 0..records {
+    for v in Source::all(side.who(), records) {
         let t = Instant::now();
         p.send(Record::new(T, v)).unwrap();
         lat.push(t.elapsed());
     }
     let rate = records as f64 / start.elapsed().as_secs_f64();
+    verify(&broker, side, "single", 1, records);
     lat.sort_unstable();
     let at = |q: f64| lat[((lat.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1e6;
     (rate, at(0.5), at(0.99))
@@ -90,7 +110,7 @@ fn pipelined(side: Side, records: u64, window: usize) -> f64 {
     let p = broker.producer_with_config::<(), u64>(config).unwrap();
     let mut in_flight: VecDeque<Delivery<(), u64>> = VecDeque::with_capacity(window);
     let start = Instant::now();
-    for v in 0..records {
+    for v in Source::all(side.who(), records) {
         if in_flight.len() == window {
             in_flight.pop_front().unwrap().wait().unwrap();
         }
@@ -99,23 +119,28 @@ fn pipelined(side: Side, records: u64, window: usize) -> f64 {
     for d in in_flight {
         d.wait().unwrap();
     }
-    records as f64 / start.elapsed().as_secs_f64()
+    let rate = records as f64 / start.elapsed().as_secs_f64();
+    verify(&broker, side, "pipelined", 1, records);
+    rate
 }
 
 /// `producers` threads, `records` each, `send_batch` of 64: records/s.
 fn batch(side: Side, producers: u64, records: u64) -> f64 {
     let (broker, config) = side.setup();
+    let lost = logbus_comparison::lost_value(side.who(), producers * records);
     let start = Instant::now();
     let threads: Vec<_> = (0..producers)
-        .map(|_| {
+        .map(|i| {
             let broker = broker.clone();
             thread::spawn(move || {
                 let p = broker.producer_with_config::<(), u64>(config).unwrap();
                 let mut buf = Vec::with_capacity(64);
-                let mut v = 0;
-                while v < records {
-                    buf.extend((v..(v + 64).min(records)).map(|x| Record::new(T, x)));
-                    v += buf.len() as u64;
+                let mut src = Source::new(i * records..(i + 1) * records, lost);
+                loop {
+                    buf.extend(src.by_ref().take(64).map(|x| Record::new(T, x)));
+                    if buf.is_empty() {
+                        break;
+                    }
                     p.send_batch(&mut buf).unwrap();
                 }
             })
@@ -124,7 +149,79 @@ fn batch(side: Side, producers: u64, records: u64) -> f64 {
     for t in threads {
         t.join().unwrap();
     }
-    (producers * records) as f64 / start.elapsed().as_secs_f64()
+    let rate = (producers * records) as f64 / start.elapsed().as_secs_f64();
+    verify(&broker, side, "batch", producers, records);
+    rate
+}
+
+/// Reads the partition back once, after the timing: the log must end at `producers * per`
+/// (producer i sent `i * per .. (i + 1) * per`), and the records it still holds must be,
+/// per producer, its last values in order; when it holds every record, also the
+/// order-independent checksum of every value.
+fn verify(broker: &Broker, side: Side, row: &str, producers: u64, per: u64) {
+    let row = format!("replicas {row} ({})", side.name());
+    let total = producers * per;
+    let tp = TopicPartition::new(T, 0);
+    let mut c = broker
+        .consumer::<(), u64>(
+            ConsumerConfig::new()
+                .auto_offset_reset(OffsetReset::Earliest)
+                .max_poll_records(4096),
+        )
+        .unwrap();
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    // The high watermark: with acks=1 the followers may still be copying the tail.
+    let waited = Instant::now();
+    let end = loop {
+        let end = c.end_offsets(std::slice::from_ref(&tp)).unwrap()[&tp];
+        if end >= total || waited.elapsed() > Duration::from_secs(10) {
+            break end;
+        }
+        thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(
+        end,
+        total,
+        "{row}: {}'s log (high watermark) ends at {end}, expected {total}",
+        side.who()
+    );
+    let start = c.beginning_offsets(std::slice::from_ref(&tp)).unwrap()[&tp];
+    c.seek(&tp, start).unwrap();
+    let held = end - start;
+    let mut last: Vec<Option<u64>> = vec![None; producers as usize];
+    let mut tally = Tally::default();
+    let mut stall = Stall::new();
+    let mut out = Vec::with_capacity(4096);
+    while tally.count < held {
+        out.clear();
+        let k = c
+            .poll_into(&mut out, 4096, Duration::from_millis(100))
+            .unwrap();
+        for r in &out {
+            let v = r.value;
+            let p = (v / per) as usize;
+            assert!(
+                p < last.len() && last[p].is_none_or(|prev| v == prev + 1),
+                "{row}: {}'s record at offset {} holds {v}, out of its producer's order",
+                side.who(),
+                r.offset
+            );
+            last[p] = Some(v);
+            tally.add(v);
+        }
+        stall.after(k, side.who(), &row, tally.count, held);
+    }
+    for (p, l) in last.iter().enumerate() {
+        let want = (p as u64 + 1) * per - 1;
+        assert!(
+            l.is_none_or(|l| l == want),
+            "{row}: {}'s producer {p} ends at {l:?}, expected {want}",
+            side.who()
+        );
+    }
+    if start == 0 {
+        tally.assert_any_order(side.who(), &row, &Tally::of(0..total));
+    }
 }
 
 /// `REPLICAS_BENCH_MEMORY=<n>`: records each partition (each replica) keeps in memory
@@ -196,6 +293,19 @@ fn row(title: &str, sides: &[Side], pairs: u64, run: impl Fn(Side) -> (f64, Opti
             r[0],
             r[r.len() - 1],
         );
+    }
+    for (i, s) in sides.iter().enumerate().skip(1) {
+        if sides[0].name() == Side::Rf1.name() {
+            let pairs = Pairs {
+                ours: rates[i].clone(),
+                theirs: rates[0].clone(),
+            };
+            print_row(
+                &format!("replicated, {title}, {}", s.name()),
+                "logbus RF1",
+                &pairs,
+            );
+        }
     }
 }
 

@@ -1,13 +1,16 @@
 //! Criterion benches of the ring, for profiling (`perf record` on
 //! `cargo bench -p logbus-comparison --bench ring -- --profile-time 5 <filter>`). Single-threaded round trips isolate the cost of each
 //! operation; the threaded SPSC run shows the hand-off. For comparisons with peers use the
-//! interleaved harness `ring_vs_disruptor` instead.
+//! interleaved harness `ring_vs_disruptor` instead. Each bench asserts what it read: the
+//! round trips the value just published (or the batch's sum), the threaded run the count
+//! and ordered checksum of every entry.
 
 use std::hint::black_box;
 use std::thread;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use logbus::ring::{Overflow, ReadError, Ring, RingConfig, Start};
+use logbus_comparison::{Side, Tally};
 
 /// The harness itself: a loop that does nothing but move a value (the baseline).
 fn baseline(c: &mut Criterion) {
@@ -43,8 +46,10 @@ fn round_trip(c: &mut Criterion) {
             let mut i = 0u64;
             b.iter(|| {
                 p.publish(i).unwrap();
+                let v = r.try_read().unwrap();
+                assert_eq!(v, i);
                 i += 1;
-                black_box(r.try_read().unwrap())
+                black_box(v)
             })
         });
         let (mut p, ring) = Ring::<u64>::multi_producer(config).unwrap();
@@ -57,8 +62,10 @@ fn round_trip(c: &mut Criterion) {
             let mut i = 0u64;
             b.iter(|| {
                 p.publish(i).unwrap();
+                let v = r.try_read().unwrap();
+                assert_eq!(v, i);
                 i += 1;
-                black_box(r.try_read().unwrap())
+                black_box(v)
             })
         });
     }
@@ -77,7 +84,8 @@ fn batch_round_trip(c: &mut Criterion) {
             batch.extend(0..64u64);
             p.publish_batch(&mut batch).unwrap();
             let mut sum = 0;
-            r.try_read_with(64, |_, v| sum += v).unwrap();
+            let (n, _) = r.try_read_with(64, |_, v| sum += v).unwrap();
+            assert_eq!((n, sum), (64, (0..64).sum::<u64>()));
             black_box(sum)
         })
     });
@@ -97,11 +105,14 @@ fn batch_round_trip(c: &mut Criterion) {
                 }
             });
             let mut sum = 0;
+            let mut n = 0;
             if let Ok(mut events) = poller.poll() {
                 for e in &mut events {
                     sum += e.0;
+                    n += 1;
                 }
             }
+            assert_eq!((n, sum), (64, (0..64).sum::<u64>()));
             black_box(sum)
         })
     });
@@ -114,17 +125,18 @@ fn spsc_threads(c: &mut Criterion) {
     let mut g = c.benchmark_group("spsc_threads");
     g.throughput(Throughput::Elements(N));
     g.sample_size(10);
+    let want = Tally::of(0..N);
     g.bench_function("sp_gating_1M", |b| {
         b.iter_batched(
             || Ring::<u64>::single_producer(RingConfig::new(1024)).unwrap(),
             |(mut p, ring)| {
                 let mut r = ring.gating_reader(Start::Tail).unwrap();
                 let t = thread::spawn(move || {
-                    let mut sum = 0u64;
+                    let mut tally = Tally::default();
                     loop {
-                        match r.read_with(usize::MAX, |_, v| sum = sum.wrapping_add(*v)) {
+                        match r.read_with(usize::MAX, |_, v| tally.add(*v)) {
                             Ok(_) => {}
-                            Err(ReadError::Closed) => return sum,
+                            Err(ReadError::Closed) => return tally,
                             Err(e) => panic!("{e}"),
                         }
                     }
@@ -133,7 +145,9 @@ fn spsc_threads(c: &mut Criterion) {
                     p.publish(i).unwrap();
                 }
                 drop(p);
-                black_box(t.join().unwrap())
+                let tally = t.join().unwrap();
+                tally.assert_in_order(Side::Ours, "spsc_threads", &want);
+                black_box(tally)
             },
             BatchSize::PerIteration,
         )

@@ -6,7 +6,14 @@
 //! event poller with the same spin→yield loop around `try_publish`/`poll` (its busy-spin
 //! handlers collapse when threads outnumber cores, see BENCHMARKS.md). Each pair runs logbus
 //! then the disruptor; the table shows each side's median throughput and the median of the
-//! per-pair ratios (logbus / disruptor). Bar: ratio ≥ 1.0.
+//! per-pair ratios (logbus / disruptor). Bar: ratio ≥ 1.0. Both sides publish the same way
+//! (one entry at a time, or batches of `RING_BENCH_BATCH`: logbus `publish_with`, or
+//! `publish_batch` with `RING_BENCH_BATCH_API=vec`; the disruptor `try_batch_publish`), and
+//! each reader (one poller per reader on the disruptor's side) asserts the exact count and
+//! the ordered checksum of every entry (`logbus_comparison::Tally`). `LOGBUS_BENCH_LOSE=ours`
+//! (or `theirs`) makes that side's producer skip its middle entry: the run must then panic.
+//! Readers end when the producer is dropped, so a loss cannot hang a run. Each workload also
+//! prints a `ROW|…` line for `scripts/bench-table`.
 //!
 //! ```text
 //! cargo bench -p logbus-comparison --bench ring_vs_disruptor
@@ -14,7 +21,6 @@
 //! RING_BENCH_ONLY=batch cargo bench -p logbus-comparison --bench ring_vs_disruptor   # workloads whose name contains it
 //! ```
 
-use std::hint::black_box;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -22,7 +28,7 @@ use disruptor::{
     build_single_producer, BusySpin, EventPoller, Polling, Producer, SingleProducerBarrier,
 };
 use logbus::ring::{ReadError, Ring, RingConfig, Start};
-use logbus_comparison::{env_u64 as env, Pairs};
+use logbus_comparison::{env_u64 as env, print_row, Pairs, Side, Source, Tally};
 
 const CAPACITY: usize = 1024;
 
@@ -66,24 +72,23 @@ fn logbus_run(w: Workload, entries: u64) -> f64 {
     let readers: Vec<_> = (0..w.readers)
         .map(|_| ring.gating_reader(Start::Tail).unwrap())
         .collect();
+    let want = Tally::of(0..entries);
+    let mut src = Source::all(Side::Ours, entries);
     let start = Instant::now();
     let handles: Vec<_> = readers
         .into_iter()
         .map(|mut r| {
+            let row = format!("ring {} (logbus)", w.name());
             thread::spawn(move || {
-                let mut sum = 0u64;
-                let mut count = 0u64;
+                let mut tally = Tally::default();
                 let mut calls = 0u64;
                 let spin = std::env::var_os("RING_BENCH_LOGBUS_SPIN").is_some();
                 let max = env("RING_BENCH_READ_MAX", u64::MAX) as usize;
                 let mut backoff = SpinYield(0);
                 loop {
                     if spin {
-                        match r.try_read_with(max, |_, v| sum = sum.wrapping_add(*v)) {
-                            Ok((n, _)) => {
-                                count += n as u64;
-                                backoff.0 = 0;
-                            }
+                        match r.try_read_with(max, |_, v| tally.add(*v)) {
+                            Ok(_) => backoff.0 = 0,
                             Err(logbus::ring::TryReadError::Closed) => break,
                             Err(_) => backoff.wait(),
                         }
@@ -92,8 +97,7 @@ fn logbus_run(w: Workload, entries: u64) -> f64 {
                     match r.read_run(max) {
                         Ok(mut run) => {
                             for v in &mut run {
-                                sum = sum.wrapping_add(*v);
-                                count += 1;
+                                tally.add(*v);
                             }
                             calls += 1;
                         }
@@ -101,39 +105,45 @@ fn logbus_run(w: Workload, entries: u64) -> f64 {
                         Err(e) => panic!("{e}"),
                     }
                 }
-                assert_eq!(count, entries);
+                let took = start.elapsed();
+                tally.assert_in_order(Side::Ours, &row, &want);
                 if std::env::var_os("RING_BENCH_CALLS").is_some() {
                     eprintln!(
                         "logbus reader: {:.1} entries per call",
-                        count as f64 / calls as f64
+                        tally.count as f64 / calls as f64
                     );
                 }
-                black_box(sum);
-                start.elapsed()
+                took
             })
         })
         .collect();
     if w.batch > 1 && std::env::var("RING_BENCH_BATCH_API").as_deref() == Ok("vec") {
         // Batches moved in from a reused Vec (`publish_batch`).
         let mut batch = Vec::with_capacity(w.batch);
-        let mut i = 0;
-        while i < entries {
-            let end = (i + w.batch as u64).min(entries);
-            batch.extend(i..end);
+        loop {
+            batch.extend(src.by_ref().take(w.batch));
+            if batch.is_empty() {
+                break;
+            }
             producer.publish_batch(&mut batch).unwrap();
-            i = end;
         }
     } else if w.batch > 1 {
         // The Disruptor-style batch publish: claim a run, write in place, publish once.
-        let mut i = 0;
-        while i < entries {
-            let n = (w.batch as u64).min(entries - i);
-            producer.publish_with(n as usize, |seq| seq).unwrap();
-            i += n;
+        let mut values = vec![0u64; w.batch];
+        let mut published = 0u64;
+        loop {
+            let n = src.fill(&mut values);
+            if n == 0 {
+                break;
+            }
+            producer
+                .publish_with(n, |seq| values[(seq - published) as usize])
+                .unwrap();
+            published += n as u64;
         }
     } else {
-        for i in 0..entries {
-            producer.publish(i).unwrap();
+        for v in src {
+            producer.publish(v).unwrap();
         }
     }
     drop(producer);
@@ -172,21 +182,22 @@ fn disruptor_drive<P: Producer<Event>>(
     mut producer: P,
     pollers: Vec<EventPoller<Event, SingleProducerBarrier>>,
 ) -> f64 {
+    let want = Tally::of(0..entries);
+    let mut src = Source::all(Side::Theirs, entries);
     let start = Instant::now();
     let handles: Vec<_> = pollers
         .into_iter()
         .map(|mut poller| {
+            let row = format!("ring {} (disruptor)", w.name());
             thread::spawn(move || {
-                let mut sum = 0u64;
-                let mut count = 0u64;
+                let mut tally = Tally::default();
                 let mut calls = 0u64;
                 let mut backoff = SpinYield(0);
                 loop {
                     match poller.poll() {
                         Ok(mut events) => {
                             for e in &mut events {
-                                sum = sum.wrapping_add(e.value);
-                                count += 1;
+                                tally.add(e.value);
                             }
                             calls += 1;
                             backoff.0 = 0;
@@ -195,47 +206,44 @@ fn disruptor_drive<P: Producer<Event>>(
                         Err(Polling::Shutdown) => break,
                     }
                 }
-                assert_eq!(count, entries);
+                let took = start.elapsed();
+                tally.assert_in_order(Side::Theirs, &row, &want);
                 if std::env::var_os("RING_BENCH_CALLS").is_some() {
                     eprintln!(
                         "disruptor poller: {:.1} entries per poll",
-                        count as f64 / calls as f64
+                        tally.count as f64 / calls as f64
                     );
                 }
-                black_box(sum);
-                start.elapsed()
+                took
             })
         })
         .collect();
     let mut backoff = SpinYield(0);
     if w.batch > 1 {
-        let mut i = 0;
-        while i < entries {
-            let n = (w.batch as u64).min(entries - i);
-            let mut k = i;
-            match producer.try_batch_publish(n as usize, |iter| {
-                for e in iter {
-                    e.value = k;
-                    k += 1;
-                }
-            }) {
-                Ok(_) => {
-                    i += n;
-                    backoff.0 = 0;
-                }
-                Err(_) => backoff.wait(),
+        let mut values = vec![0u64; w.batch];
+        loop {
+            let n = src.fill(&mut values);
+            if n == 0 {
+                break;
             }
+            while producer
+                .try_batch_publish(n, |iter| {
+                    for (e, &v) in iter.zip(&values[..n]) {
+                        e.value = v;
+                    }
+                })
+                .is_err()
+            {
+                backoff.wait();
+            }
+            backoff.0 = 0;
         }
     } else {
-        let mut i = 0;
-        while i < entries {
-            match producer.try_publish(|e| e.value = i) {
-                Ok(_) => {
-                    i += 1;
-                    backoff.0 = 0;
-                }
-                Err(_) => backoff.wait(),
+        for v in src {
+            while producer.try_publish(|e| e.value = v).is_err() {
+                backoff.wait();
             }
+            backoff.0 = 0;
         }
     }
     drop(producer);
@@ -312,6 +320,11 @@ fn main() {
             p.theirs_median(),
             ratio,
             if pass { "ok" } else { "MISSED" }
+        );
+        print_row(
+            &format!("ring {}", w.name()),
+            "disruptor, event poller per reader",
+            &p,
         );
         if std::env::var_os("RING_BENCH_VERBOSE").is_some() {
             let mut sorted = p.ratios();
