@@ -64,7 +64,38 @@ impl<K, V> Appender<K, V> {
     }
 
     /// Appends `entry`, returning its offset; hands it back when it was not appended.
+    #[inline]
     pub(crate) fn append(
+        &mut self,
+        entry: Entry<K, V>,
+        wait: AppendWait,
+    ) -> std::result::Result<u64, (Option<Entry<K, V>>, AppendError)> {
+        if self.replicated.is_some() || self.disk.is_some() {
+            return self.append_any(entry, wait);
+        }
+        // An in-memory partition with room: one publish, inline (a single send's common
+        // case); anything else (full, closed) goes the general way, which tries again.
+        let mut handle = self.handle.lock();
+        match handle.try_publish(entry) {
+            Ok(()) => {
+                let offset = handle
+                    .last_sequence()
+                    .expect("a successful publish records its sequence");
+                drop(handle);
+                // Fence-free unless a consumer is parked; waiters take the heavy fence.
+                self.arrivals.notify_all_light();
+                Ok(offset)
+            }
+            Err(e) => {
+                drop(handle);
+                self.append_any(e.into_inner(), wait)
+            }
+        }
+    }
+
+    /// [`append`](Self::append) for every kind of partition and outcome.
+    #[inline(never)]
+    fn append_any(
         &mut self,
         entry: Entry<K, V>,
         wait: AppendWait,
