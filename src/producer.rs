@@ -493,6 +493,10 @@ where
     /// order, and those before it were sent.
     pub fn send_batch(&self, records: &mut Vec<Record<K, V>>) -> Result<usize, SendError<K, V>> {
         let mut state = self.state.lock();
+        let moved = self.send_batch_moved(&mut state, records);
+        if records.is_empty() {
+            return Ok(moved);
+        }
         // Consecutive records for one partition are appended as one run (one claim per
         // run of the ring's capacity, one notification).
         let mut run = std::mem::take(&mut state.run);
@@ -567,7 +571,7 @@ where
         }
         meta.clear();
         let outcome = match failed {
-            None => Ok(sent),
+            None => Ok(moved + sent),
             Some((error, mut unsent)) => {
                 unsent.extend(rest.by_ref());
                 drop(rest);
@@ -579,6 +583,80 @@ where
         state.run = run;
         state.run_meta = meta;
         outcome
+    }
+
+    /// `send_batch`'s straight path, for a batch whose records all go to one in-memory
+    /// partition of the topic the producer sent to last with nothing to partition by (no
+    /// key or partition, the default partitioner, the sticky partition's window covering
+    /// the batch) and nothing to box (no headers): the records are moved into the ring's
+    /// slots from `records` itself, as many as fit now. Returns how many were sent; the
+    /// others (all of them when the batch does not qualify) stay in `records`, in order, for
+    /// the general path, which waits for room or says what failed.
+    fn send_batch_moved(&self, state: &mut State<K, V>, records: &mut Vec<Record<K, V>>) -> usize {
+        if !matches!(*self.choice, Choice::KeyHash(_)) {
+            return 0;
+        }
+        let Some(cached) = state.topics.get_mut(state.last) else {
+            return 0;
+        };
+        let n = records.len();
+        let count = cached.appenders.len() as u32;
+        // One pass over the batch; `&` rather than `&&`: no branch per record.
+        let (mut fits, mut timeless) = (n > 0, false);
+        for r in records.iter() {
+            fits &= r.key.is_none()
+                & r.partition.is_none()
+                & r.headers.is_empty()
+                & r.timestamp.map_or(true, valid_timestamp)
+                & cached.is_named(&r.topic);
+            timeless |= r.timestamp.is_none();
+        }
+        if !fits || cached.topic.is_deleted() {
+            return 0;
+        }
+        cached.refresh();
+        let count_now = cached.appenders.len() as u32;
+        // One partition: every record goes there, whatever the window says.
+        let covered = cached.sticky < count && cached.sticky_left as usize >= n;
+        if count_now != count || !(covered || count == 1) {
+            return 0;
+        }
+        let partition = if covered { cached.sticky } else { 0 };
+        let appender = &mut cached.appenders[partition as usize];
+        if !appender.in_memory() {
+            return 0;
+        }
+        let now = if timeless {
+            self.broker.now_ms().clamp(0, crate::MAX_TIMESTAMP)
+        } else {
+            0
+        };
+        let entry = move |r: *mut Record<K, V>| {
+            // SAFETY: `append_moved` passes each record once, initialised and no longer
+            // owned by the vector: its value is moved out and its other fields dropped
+            // here, once (the key is `None`, checked above: nothing to drop). Dropping
+            // the name and the empty headers frees memory at most: no panic, no user code.
+            unsafe {
+                let timestamp = (*r).timestamp.unwrap_or(now);
+                let value = std::ptr::read(&(*r).value);
+                std::ptr::drop_in_place(&mut (*r).topic);
+                std::ptr::drop_in_place(&mut (*r).headers);
+                // Checked above: a valid timestamp, no key, no headers.
+                Entry::plain(timestamp, value)
+            }
+        };
+        // SAFETY: `entry` takes each record as `append_moved` requires (above); every
+        // record has neither key nor headers (checked above).
+        let sent = unsafe { appender.append_moved(records, entry) };
+        // The sticky window as `choose` would have left it after these records.
+        if covered {
+            cached.sticky_left -= sent as u32;
+        } else {
+            for _ in 0..sent {
+                self.sticky(cached, count);
+            }
+        }
+        sent
     }
 
     /// Appends `run` to partition `partition` of the cached topic `t`. When the partition
@@ -776,6 +854,7 @@ where
         (entry, sent)
     }
 
+    #[inline]
     fn send_with(
         &self,
         record: Record<K, V>,
