@@ -318,10 +318,26 @@ where
     /// consumer has read every record it holds). Records read before the problem are
     /// returned first; the error comes with the next poll.
     pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords<K, V>> {
-        let mut records = Vec::new();
         let max = self.config.max_poll_records;
+        // One allocation for what is readable now, not one per doubling while it fills.
+        let mut records = Vec::with_capacity(self.readable_now(max));
         self.poll_into(&mut records, max, timeout)?;
         Ok(ConsumerRecords { records })
+    }
+
+    /// How many records the unpaused partitions hold from their positions on, at most
+    /// `max`: an estimate (a record may be lapped, the assignment may change).
+    fn readable_now(&self, max: usize) -> usize {
+        let mut n = 0u64;
+        for a in &self.assigned {
+            if let (false, Some(p)) = (a.paused, a.position) {
+                n += a.partition.high_watermark().saturating_sub(p);
+                if n >= max as u64 {
+                    return max;
+                }
+            }
+        }
+        n as usize
     }
 
     /// Like [`poll`](Self::poll), appending at most `max` records to `out` and returning

@@ -181,6 +181,21 @@ struct Cached<K, V> {
 }
 
 impl<K, V> Cached<K, V> {
+    /// Whether this is the topic `name` names: a `&'static str` seen before by its address
+    /// (static strings are never freed, so address and length say the bytes), others by
+    /// their bytes.
+    #[inline]
+    // The `Cow` itself, not a `&str`: whether it borrows says whether its address lasts.
+    #[allow(clippy::ptr_arg)]
+    fn is_named(&self, name: &Cow<'static, str>) -> bool {
+        match name {
+            Cow::Borrowed(s) => {
+                self.static_name == Some((s.as_ptr() as usize, s.len())) || *self.topic.name == **s
+            }
+            Cow::Owned(s) => *self.topic.name == **s,
+        }
+    }
+
     fn new(topic: Arc<TopicInner<K, V>>, policy: SendPolicy) -> Self {
         let mut c = Self {
             static_name: None,
@@ -225,6 +240,9 @@ struct State<K, V> {
     /// The topics this producer sent to, searched by name: a producer usually sends to a
     /// few topics, and comparing a short name beats hashing it.
     topics: Vec<Cached<K, V>>,
+    /// The index in `topics` of the topic the last send went to: a producer usually sends
+    /// to one topic again, and one comparison then finds it (a hint only: checked by name).
+    last: usize,
     /// Key bytes for the partitioner (reused).
     scratch: Vec<u8>,
     /// `send_batch`: the run of entries for one partition being gathered, and what each
@@ -237,6 +255,7 @@ impl<K, V> State<K, V> {
     fn new() -> Self {
         Self {
             topics: Vec::new(),
+            last: 0,
             scratch: Vec::new(),
             run: Vec::new(),
             run_meta: Vec::new(),
@@ -474,6 +493,10 @@ where
     /// order, and those before it were sent.
     pub fn send_batch(&self, records: &mut Vec<Record<K, V>>) -> Result<usize, SendError<K, V>> {
         let mut state = self.state.lock();
+        let moved = self.send_batch_moved(&mut state, records);
+        if records.is_empty() {
+            return Ok(moved);
+        }
         // Consecutive records for one partition are appended as one run (one claim per
         // run of the ring's capacity, one notification).
         let mut run = std::mem::take(&mut state.run);
@@ -548,7 +571,7 @@ where
         }
         meta.clear();
         let outcome = match failed {
-            None => Ok(sent),
+            None => Ok(moved + sent),
             Some((error, mut unsent)) => {
                 unsent.extend(rest.by_ref());
                 drop(rest);
@@ -560,6 +583,80 @@ where
         state.run = run;
         state.run_meta = meta;
         outcome
+    }
+
+    /// `send_batch`'s straight path, for a batch whose records all go to one in-memory
+    /// partition of the topic the producer sent to last with nothing to partition by (no
+    /// key or partition, the default partitioner, the sticky partition's window covering
+    /// the batch) and nothing to box (no headers): the records are moved into the ring's
+    /// slots from `records` itself, as many as fit now. Returns how many were sent; the
+    /// others (all of them when the batch does not qualify) stay in `records`, in order, for
+    /// the general path, which waits for room or says what failed.
+    fn send_batch_moved(&self, state: &mut State<K, V>, records: &mut Vec<Record<K, V>>) -> usize {
+        if !matches!(*self.choice, Choice::KeyHash(_)) {
+            return 0;
+        }
+        let Some(cached) = state.topics.get_mut(state.last) else {
+            return 0;
+        };
+        let n = records.len();
+        let count = cached.appenders.len() as u32;
+        // One pass over the batch; `&` rather than `&&`: no branch per record.
+        let (mut fits, mut timeless) = (n > 0, false);
+        for r in records.iter() {
+            fits &= r.key.is_none()
+                & r.partition.is_none()
+                & r.headers.is_empty()
+                & r.timestamp.map_or(true, valid_timestamp)
+                & cached.is_named(&r.topic);
+            timeless |= r.timestamp.is_none();
+        }
+        if !fits || cached.topic.is_deleted() {
+            return 0;
+        }
+        cached.refresh();
+        let count_now = cached.appenders.len() as u32;
+        // One partition: every record goes there, whatever the window says.
+        let covered = cached.sticky < count && cached.sticky_left as usize >= n;
+        if count_now != count || !(covered || count == 1) {
+            return 0;
+        }
+        let partition = if covered { cached.sticky } else { 0 };
+        let appender = &mut cached.appenders[partition as usize];
+        if !appender.in_memory() {
+            return 0;
+        }
+        let now = if timeless {
+            self.broker.now_ms().clamp(0, crate::MAX_TIMESTAMP)
+        } else {
+            0
+        };
+        let entry = move |r: *mut Record<K, V>| {
+            // SAFETY: `append_moved` passes each record once, initialised and no longer
+            // owned by the vector: its value is moved out and its other fields dropped
+            // here, once (the key is `None`, checked above: nothing to drop). Dropping
+            // the name and the empty headers frees memory at most: no panic, no user code.
+            unsafe {
+                let timestamp = (*r).timestamp.unwrap_or(now);
+                let value = std::ptr::read(&(*r).value);
+                std::ptr::drop_in_place(&mut (*r).topic);
+                std::ptr::drop_in_place(&mut (*r).headers);
+                // Checked above: a valid timestamp, no key, no headers.
+                Entry::plain(timestamp, value)
+            }
+        };
+        // SAFETY: `entry` takes each record as `append_moved` requires (above); every
+        // record has neither key nor headers (checked above).
+        let sent = unsafe { appender.append_moved(records, entry) };
+        // The sticky window as `choose` would have left it after these records.
+        if covered {
+            cached.sticky_left -= sent as u32;
+        } else {
+            for _ in 0..sent {
+                self.sticky(cached, count);
+            }
+        }
+        sent
     }
 
     /// Appends `run` to partition `partition` of the cached topic `t`. When the partition
@@ -732,6 +829,7 @@ where
     }
 
     /// `record` as the log stores it, and what its send must remember to report.
+    #[inline]
     fn entry_of(&self, record: Record<K, V>, partition: u32) -> (Entry<K, V>, Sent) {
         let timestamp = match record.timestamp {
             Some(ts) => ts,
@@ -756,6 +854,7 @@ where
         (entry, sent)
     }
 
+    #[inline]
     fn send_with(
         &self,
         record: Record<K, V>,
@@ -770,6 +869,7 @@ where
     }
 
     /// Sends `record` to partition `partition` of the cached topic `t`.
+    #[inline]
     fn send_routed(
         &self,
         mut state: MutexGuard<'_, State<K, V>>,
@@ -813,12 +913,7 @@ where
         hint: &mut Option<usize>,
     ) -> Result<(usize, u32)> {
         if let Some(t) = *hint {
-            let cached = &state.topics[t];
-            let same = match &record.topic {
-                Cow::Borrowed(s) => cached.static_name == Some((s.as_ptr() as usize, s.len())),
-                Cow::Owned(s) => *cached.topic.name == **s,
-            };
-            if same {
+            if state.topics[t].is_named(&record.topic) {
                 if let Some(ts) = record.timestamp {
                     if !valid_timestamp(ts) {
                         return Err(Error::InvalidTimestamp { timestamp: ts });
@@ -840,19 +935,29 @@ where
 
     /// Finds (or caches) the record's topic and chooses its partition: the index of the
     /// topic in the producer's cache, and the partition.
+    #[inline(always)]
     fn route(&self, state: &mut State<K, V>, record: &Record<K, V>) -> Result<(usize, u32)> {
         if let Some(ts) = record.timestamp {
             if !valid_timestamp(ts) {
                 return Err(Error::InvalidTimestamp { timestamp: ts });
             }
         }
-        // A `&'static str` name seen before is recognised by its address (static strings
-        // are never freed, so address and length say the bytes); others compare bytes.
-        let at_static = match &record.topic {
-            Cow::Borrowed(s) => Some((s.as_ptr() as usize, s.len())),
-            Cow::Owned(_) => None,
+        let t = match state.topics.get_mut(state.last) {
+            Some(cached) if cached.is_named(&record.topic) && !cached.topic.is_deleted() => {
+                cached.refresh();
+                state.last
+            }
+            _ => {
+                // A `&'static str` name is remembered by its address (see `is_named`).
+                let at_static = match &record.topic {
+                    Cow::Borrowed(s) => Some((s.as_ptr() as usize, s.len())),
+                    Cow::Owned(_) => None,
+                };
+                let t = self.find_topic(state, &record.topic, at_static)?;
+                state.last = t;
+                t
+            }
         };
-        let t = self.find_topic(state, &record.topic, at_static)?;
         let State {
             topics, scratch, ..
         } = state;
@@ -865,6 +970,7 @@ where
     /// The index in the producer's cache of topic `name` (looked up and cached when not
     /// there or deleted since), its added partitions picked up. `at_static`: the address
     /// and length of `name` when it is a `&'static str`.
+    #[inline(never)]
     fn find_topic(
         &self,
         state: &mut State<K, V>,
@@ -903,7 +1009,44 @@ where
     }
 
     /// The partition for `record` (module docs).
+    #[inline]
     fn choose(
+        &self,
+        cached: &mut Cached<K, V>,
+        record: &Record<K, V>,
+        count: u32,
+        scratch: &mut Vec<u8>,
+    ) -> Result<u32> {
+        // The common cases inline: an explicit partition in range; sticky batches for a
+        // record without key under the default partitioner.
+        match record.partition {
+            Some(p) if p < count => return Ok(p),
+            Some(_) => {}
+            None => {
+                if record.key.is_none() && matches!(*self.choice, Choice::KeyHash(_)) {
+                    return Ok(self.sticky(cached, count));
+                }
+            }
+        }
+        self.choose_slow(cached, record, count, scratch)
+    }
+
+    /// The next partition of the sticky rotation: stay for `sticky_batch` records, then
+    /// move on.
+    #[inline]
+    fn sticky(&self, cached: &mut Cached<K, V>, count: u32) -> u32 {
+        if cached.sticky_left == 0 || cached.sticky >= count {
+            cached.sticky = (cached.sticky + 1) % count;
+            cached.sticky_left = self.config.sticky_batch;
+        }
+        cached.sticky_left -= 1;
+        cached.sticky
+    }
+
+    /// [`choose`](Self::choose) for the other cases: out of range, a user partitioner, a
+    /// key to hash.
+    #[inline(never)]
+    fn choose_slow(
         &self,
         cached: &mut Cached<K, V>,
         record: &Record<K, V>,
@@ -940,12 +1083,6 @@ where
             encode(key, scratch);
             return Ok(partition_for_key(scratch, count));
         }
-        // Sticky: stay for `sticky_batch` records, then move on.
-        if cached.sticky_left == 0 || cached.sticky >= count {
-            cached.sticky = (cached.sticky + 1) % count;
-            cached.sticky_left = self.config.sticky_batch;
-        }
-        cached.sticky_left -= 1;
-        Ok(cached.sticky)
+        Ok(self.sticky(cached, count))
     }
 }

@@ -884,6 +884,107 @@ fn send_batch_sends_in_order_and_keeps_the_rest_on_failure() {
     );
 }
 
+/// Batches that all go to one sticky partition with nothing to box are moved into the
+/// ring from the caller's vector: records land as sending them one by one would (sticky
+/// windows of `sticky_batch` records, partitions in turn), owned names and emptied header
+/// vectors are freed, every value is dropped exactly once, and a batch larger than the
+/// room a group's gate leaves is finished by the general path, which waits.
+#[test]
+fn send_batch_of_plain_records_lands_as_single_sends_would() {
+    let (b, _) = broker();
+    b.create_topic::<(), Arc<u64>>("t", TopicConfig::new(3).records_in_memory(64))
+        .unwrap();
+    let p = b
+        .producer_with_config::<(), Arc<u64>>(ProducerConfig::new().sticky_batch(5))
+        .unwrap();
+    let values: Vec<Arc<u64>> = (0..40).map(Arc::new).collect();
+    let record = |v: usize| {
+        let mut r = Record::new(
+            if v % 2 == 0 {
+                std::borrow::Cow::Borrowed("t")
+            } else {
+                std::borrow::Cow::Owned("t".to_string())
+            },
+            Arc::clone(&values[v]),
+        );
+        if v % 3 == 0 {
+            r.headers = Vec::with_capacity(2);
+        }
+        r
+    };
+    // Batches of 3, 2, 5, 1, 4, ...: some inside one sticky window, some across two.
+    let mut v = 0;
+    for n in [3, 2, 5, 1, 4, 5, 5, 3, 2, 10] {
+        let mut batch: Vec<_> = (v..v + n).map(record).collect();
+        assert_eq!(p.send_batch(&mut batch).unwrap(), n);
+        assert!(batch.is_empty());
+        v += n;
+    }
+    assert_eq!(v, 40);
+    let mut c = b
+        .consumer::<(), Arc<u64>>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+        .unwrap();
+    c.assign(
+        &(0..3)
+            .map(|p| TopicPartition::new("t", p))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let mut at = vec![None; 40];
+    for r in c.poll(Duration::ZERO).unwrap() {
+        assert!(at[*r.value as usize].replace(r.partition).is_none());
+    }
+    let at: Vec<u32> = at.into_iter().map(Option::unwrap).collect();
+    // Windows of 5 records, each on the partition after the last one's.
+    for (w, window) in at.chunks(5).enumerate() {
+        assert!(window.iter().all(|p| *p == window[0]), "window {w}: {at:?}");
+        if w > 0 {
+            assert_eq!(window[0], (at[(w - 1) * 5] + 1) % 3, "{at:?}");
+        }
+    }
+    drop((c, p));
+    b.delete_topic("t").unwrap();
+    drop(b);
+    for (i, value) in values.iter().enumerate() {
+        assert_eq!(Arc::strong_count(value), 1, "value {i}");
+    }
+
+    // A gated partition with room for 8: the moved part stops there, the rest waits for
+    // the consumer's commits.
+    let (b, _) = broker();
+    b.create_topic::<(), u64>(
+        "g",
+        TopicConfig::new(1)
+            .records_in_memory(8)
+            .overflow(Overflow::Block),
+    )
+    .unwrap();
+    let mut c = b
+        .consumer::<(), u64>(
+            ConsumerConfig::new()
+                .group_id("g")
+                .auto_offset_reset(OffsetReset::Earliest),
+        )
+        .unwrap();
+    c.assign(&[TopicPartition::new("g", 0)]).unwrap();
+    let p = b.producer::<(), u64>();
+    let mut batch: Vec<_> = (0..3).map(|v| Record::new("g", v)).collect();
+    p.send_batch(&mut batch).unwrap();
+    let reader = thread::spawn(move || {
+        let mut got = Vec::new();
+        while got.len() < 3 + 20 {
+            for r in c.poll(Duration::from_millis(10)).unwrap() {
+                got.push(r.value);
+            }
+            c.commit_sync().unwrap();
+        }
+        got
+    });
+    let mut batch: Vec<_> = (3..23).map(|v| Record::new("g", v)).collect();
+    assert_eq!(p.send_batch(&mut batch).unwrap(), 20);
+    assert_eq!(reader.join().unwrap(), (0..23).collect::<Vec<_>>());
+}
+
 /// A clock a millisecond later at every reading.
 #[derive(Debug)]
 struct Ticking(std::sync::atomic::AtomicI64);

@@ -1,7 +1,9 @@
 //! No allocation per record in steady state: `Producer::send` (no key, no headers, a
 //! `&'static str` topic) and `Consumer::poll_into` into a vector with room, each poll
-//! followed by `commit_sync`; and `Producer::send_to` with `Consumer::poll_with`; measured
-//! with a counting global allocator, in one test (the windows are process-wide).
+//! followed by `commit_sync`; `Producer::send_batch` from a reused vector, and
+//! `Consumer::poll` (one vector per poll, sized once); and `Producer::send_to` with
+//! `Consumer::poll_with`; measured with a counting global allocator, in one test (the
+//! windows are process-wide).
 
 mod alloc_common;
 
@@ -19,6 +21,7 @@ const N: u64 = 10_000;
 #[test]
 fn no_allocation_per_record() {
     produce_and_poll_into_allocate_nothing_per_record();
+    send_batch_and_poll_allocate_nothing_per_record();
     send_to_and_poll_with_allocate_nothing_per_record();
 }
 
@@ -83,6 +86,53 @@ fn produce_and_poll_into_allocate_nothing_per_record() {
         assert_eq!(
             polled, 0,
             "{overflow:?}: allocations while polling {N} records"
+        );
+    }
+}
+
+/// `send_batch` of 64 records from a reused vector allocates nothing; `poll`, followed by
+/// `commit_sync`, allocates its returned vector once per poll, never growing it per record.
+fn send_batch_and_poll_allocate_nothing_per_record() {
+    const BATCH: u64 = 64;
+    for overflow in [Overflow::Block, Overflow::DropOldest] {
+        let (_broker, producer, mut consumer) = topic_of(overflow, 1, 0);
+        let mut batch = Vec::with_capacity(BATCH as usize);
+        // Warm-up: the producer caches the topic and sizes its run buffers.
+        batch.extend((0..BATCH).map(|v| Record::new("t", v)));
+        producer.send_batch(&mut batch).unwrap();
+        let warm = consumer.poll(Duration::ZERO).unwrap();
+        assert_eq!(warm.len(), BATCH as usize);
+        consumer.commit_sync().unwrap();
+
+        let (mut sent, mut read, mut sum, mut polls) = (BATCH, 0u64, 0u64, 0usize);
+        let (mut produced, mut allocated) = (0, 0);
+        // Whole batches: about N records.
+        let total = N / BATCH * BATCH;
+        while sent < BATCH + total {
+            produced += allocations_during(|| {
+                batch.extend((sent..sent + BATCH).map(|v| Record::new("t", v)));
+                producer.send_batch(&mut batch).unwrap();
+            });
+            sent += BATCH;
+            let mut records = None;
+            allocated += allocations_during(|| {
+                records = Some(consumer.poll(Duration::ZERO).unwrap());
+                consumer.commit_sync().unwrap();
+            });
+            let records = records.unwrap();
+            polls += 1;
+            read += records.len() as u64;
+            sum += records.iter().map(|r| r.value).sum::<u64>();
+        }
+        assert_eq!(read, total, "{overflow:?}");
+        assert_eq!(sum, (BATCH..BATCH + total).sum::<u64>(), "{overflow:?}");
+        assert_eq!(
+            produced, 0,
+            "{overflow:?}: allocations while sending {total} records in batches of {BATCH}"
+        );
+        assert_eq!(
+            allocated, polls,
+            "{overflow:?}: allocations in {polls} polls of {BATCH} records"
         );
     }
 }

@@ -99,7 +99,38 @@ impl<K, V> Appender<K, V> {
     }
 
     /// Appends `entry`, returning its offset; hands it back when it was not appended.
+    #[inline(always)]
     pub(crate) fn append(
+        &mut self,
+        entry: Entry<K, V>,
+        wait: AppendWait,
+    ) -> std::result::Result<u64, (Option<Entry<K, V>>, AppendError)> {
+        if self.replicated.is_some() || self.disk.is_some() {
+            return self.append_any(entry, wait);
+        }
+        // An in-memory partition with room: one publish, inline (a single send's common
+        // case); anything else (full, closed) goes the general way, which tries again.
+        let mut handle = self.handle.lock();
+        match handle.try_publish(entry) {
+            Ok(()) => {
+                let offset = handle
+                    .last_sequence()
+                    .expect("a successful publish records its sequence");
+                drop(handle);
+                // Fence-free unless a consumer is parked; waiters take the heavy fence.
+                self.arrivals.notify_all_light();
+                Ok(offset)
+            }
+            Err(e) => {
+                drop(handle);
+                self.append_any(e.into_inner(), wait)
+            }
+        }
+    }
+
+    /// [`append`](Self::append) for every kind of partition and outcome.
+    #[inline(never)]
+    fn append_any(
         &mut self,
         entry: Entry<K, V>,
         wait: AppendWait,
@@ -298,6 +329,61 @@ impl<K, V> Appender<K, V> {
         (done, result.map_err(|why| self.closed_why(why)))
     }
 
+    /// Whether this partition's appends go straight to its ring (in memory, one replica).
+    #[inline]
+    pub(crate) fn in_memory(&self) -> bool {
+        self.replicated.is_none() && self.disk.is_none()
+    }
+
+    /// Moves the front of `values` into the ring, each made into an entry by `entry` straight
+    /// in its slot (no entries gathered first): as many as fit now, in one run, with one
+    /// notification. Returns how many; the others stay in `values`, in order. Only for
+    /// [`in_memory`](Self::in_memory) partitions; a full or closed ring appends fewer (the
+    /// caller's general path then waits, or says why).
+    ///
+    /// # Safety
+    ///
+    /// `entry(p)` takes the value at `p` (moves or drops each of its fields once: the
+    /// value is gone after the call), never panics and runs no user code (it runs with
+    /// ring slots claimed), and makes entries without key or headers.
+    pub(crate) unsafe fn append_moved<R>(
+        &mut self,
+        values: &mut Vec<R>,
+        entry: impl Fn(*mut R) -> Entry<K, V> + Copy,
+    ) -> usize {
+        debug_assert!(self.in_memory());
+        // Without headers or key an entry drops as a no-op whenever `K` and `V` do (as in
+        // `append_copied`).
+        let plain = !std::mem::needs_drop::<K>() && !std::mem::needs_drop::<V>();
+        let len = values.len();
+        let at = values.as_mut_ptr();
+        // While values are moved out the vector owns none: a panic would leak them, never
+        // drop one twice.
+        // SAFETY: shrinking only.
+        unsafe { values.set_len(0) };
+        let mut handle = self.handle.lock();
+        // SAFETY: the ring calls `make(i)` once for each `i` it publishes, `0..n` in order,
+        // so each value is taken once (`at` points to `len` values no longer owned by the
+        // vector); `entry` neither panics nor touches a ring (the caller's contract);
+        // `plain` as computed above, for entries without key or headers.
+        let published = unsafe { handle.try_publish_made(len, move |i| entry(at.add(i)), plain) };
+        drop(handle);
+        let n = match published {
+            Ok(n) => n,
+            Err(crate::ring::BatchClosed { published }) => published,
+        };
+        // SAFETY: `0..n` were moved out; `n..len` are still initialised and move to the
+        // front (possibly overlapping); the vector owns exactly those again.
+        unsafe {
+            std::ptr::copy(at.add(n), at, len - n);
+            values.set_len(len - n);
+        }
+        if n > 0 {
+            self.arrivals.notify_all_light();
+        }
+        n
+    }
+
     /// `why`, unless it is `Closed` because the writer closed the ring when the log went
     /// offline (then the error that took it offline) or because the broker closed (then
     /// `BrokerClosed`): the topic was not deleted.
@@ -333,6 +419,38 @@ mod tests {
             "{outcome:?}"
         );
         seen
+    }
+
+    /// Moved runs: a gated capacity-4 partition takes what fits under the gate from the
+    /// front of the vector and leaves the rest there, in order; after a commit the rest
+    /// moves in. Every value (boxed, so a double drop or a leak shows, also under Miri) is
+    /// read back once and dropped once.
+    #[test]
+    fn moved_runs_take_the_front_and_leave_the_rest_in_order() {
+        let (p, group, _) = with_group_g::<(), Box<u64>>(4, true);
+        let mut a = p.appender();
+        let entry = |v: *mut (i64, Box<u64>)| {
+            // SAFETY: `append_moved` passes each value once, initialised, unowned.
+            let (timestamp, value) = unsafe { std::ptr::read(v) };
+            Entry::plain(timestamp, value)
+        };
+        let mut values: Vec<(i64, Box<u64>)> = (0..6).map(|v| (v as i64, Box::new(v))).collect();
+        // SAFETY: `entry` takes each value (moves it out) and cannot panic; no key, no
+        // headers.
+        assert_eq!(unsafe { a.append_moved(&mut values, entry) }, 4);
+        let left: Vec<u64> = values.iter().map(|(_, v)| **v).collect();
+        assert_eq!(left, [4, 5]);
+        p.commit(&group, 4, 0).unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { a.append_moved(&mut values, entry) }, 2);
+        assert!(values.is_empty());
+        let mut seen = Vec::new();
+        let outcome = p.read(2, 8, 0, None, |o, e| {
+            let e = e.into_entry();
+            seen.push((o, e.timestamp(), **e.value()))
+        });
+        assert!(matches!(outcome, ReadOutcome::Read(4)), "{outcome:?}");
+        assert_eq!(seen, (2..6).map(|v| (v, v as i64, v)).collect::<Vec<_>>());
     }
 
     /// A gated capacity-8 partition: a first run refreshes the limit, the next ones fit

@@ -25,6 +25,7 @@ pub(super) struct Sent {
 impl Sent {
     /// The send's result from the append's: its metadata, or the error with the record
     /// (`None`: it reached the log, unacknowledged).
+    #[inline]
     pub(super) fn outcome<K, V>(
         self,
         done: Result<u64, (Option<Entry<K, V>>, AppendError)>,
@@ -35,12 +36,24 @@ impl Sent {
                 offset,
                 timestamp: self.timestamp,
             }),
-            Err((None, why)) => Err(unacknowledged(append_error(
+            Err(failed) => self.failed(failed),
+        }
+    }
+
+    /// [`outcome`](Self::outcome) of an append that failed.
+    #[cold]
+    #[inline(never)]
+    fn failed<K, V>(
+        self,
+        failed: (Option<Entry<K, V>>, AppendError),
+    ) -> Result<RecordMetadata, SendError<K, V>> {
+        match failed {
+            (None, why) => Err(unacknowledged(append_error(
                 why,
                 &self.topic,
                 self.partition,
             ))),
-            Err((Some(entry), why)) => {
+            (Some(entry), why) => {
                 let error = append_error(why, &self.topic, self.partition);
                 let (_, key, value, headers) = entry.into_parts();
                 let record = Record {
