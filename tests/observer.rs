@@ -318,3 +318,272 @@ fn unsubscribing_an_async_subscriber_joins_its_thread_and_stops_delivery() {
     assert_eq!(bus.subscriber_count(), 0);
     assert!(format!("{bus:?}").contains("subscribers: 0"));
 }
+
+// Regression tests of issue 34. The deadlock scenarios run under a watchdog: a hang
+// becomes a failure (the bound is on a hang, it measures nothing).
+
+/// Runs `f` on its own thread; fails the test if it has not finished within `secs`.
+fn within<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = thread::spawn(move || {
+        let r = f();
+        let _ = tx.send(());
+        r
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(()) => t.join().unwrap(),
+        // The body panicked: re-raise its message (a payload of another type is leaked, as
+        // dropping it may panic again).
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match t.join() {
+            Ok(r) => r,
+            Err(panic) => match panic.downcast::<String>() {
+                Ok(message) => panic!("{message}"),
+                Err(panic) => match panic.downcast::<&str>() {
+                    Ok(message) => panic!("{message}"),
+                    Err(other) => {
+                        std::mem::forget(other);
+                        panic!("the body panicked with a payload of another type")
+                    }
+                },
+            },
+        },
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("hung for {secs} s"),
+    }
+}
+
+/// An async subscriber whose callback waits at `gate` (held by the test) and counts.
+fn gated_counter(
+    bus: &EventBus<u32>,
+    capacity: usize,
+    overflow: Overflow,
+    gate: &Arc<Mutex<()>>,
+) -> (Arc<AtomicUsize>, Subscription) {
+    let n = Arc::new(AtomicUsize::new(0));
+    let (m, g) = (Arc::clone(&n), Arc::clone(gate));
+    let sub = bus
+        .subscribe_with(Delivery::Async { capacity, overflow }, move |_| {
+            drop(g.lock().unwrap());
+            m.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    (n, sub)
+}
+
+/// Unsubscribing an asynchronous subscriber delivers what was buffered before the drop:
+/// every event is delivered or counted as dropped, exactly.
+#[test]
+fn unsubscribing_loses_no_buffered_event() {
+    const EVENTS: u32 = 1_000;
+    let bus = EventBus::<u32>::new();
+    let gate = Arc::new(Mutex::new(()));
+    let held = gate.lock().unwrap();
+    let (block_seen, block) = gated_counter(&bus, EVENTS as usize, Overflow::Block, &gate);
+    let (oldest_seen, oldest) = gated_counter(&bus, 16, Overflow::DropOldest, &gate);
+    for e in 0..EVENTS {
+        assert_eq!(bus.publish(e), 2);
+    }
+    drop(held);
+    assert_eq!(block.dropped(), 0);
+    let evicted = oldest.dropped();
+    block.unsubscribe();
+    oldest.unsubscribe();
+    assert_eq!(block_seen.load(Ordering::SeqCst), EVENTS as usize);
+    assert_eq!(
+        oldest_seen.load(Ordering::SeqCst) + evicted as usize,
+        EVENTS as usize
+    );
+    // One event in the callback (perhaps) plus a full buffer: the rest were evicted.
+    assert!(evicted >= u64::from(EVENTS) - 17, "evicted {evicted}");
+    assert_eq!(bus.subscriber_count(), 0);
+}
+
+/// A subscriber that drops its own guard inside its callback still delivers what was
+/// buffered behind the event in progress, then its thread ends.
+#[test]
+fn a_subscriber_leaving_inside_its_callback_delivers_its_buffer() {
+    const EVENTS: u32 = 100;
+    within(60, || {
+        let bus = EventBus::<u32>::new();
+        let gate = Arc::new(Mutex::new(()));
+        let held = gate.lock().unwrap();
+        let slot: Arc<Mutex<Option<Subscription>>> = Arc::default();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (sl, s, g) = (Arc::clone(&slot), Arc::clone(&seen), Arc::clone(&gate));
+        let sub = bus
+            .subscribe_with(
+                Delivery::Async {
+                    capacity: EVENTS as usize,
+                    overflow: Overflow::Block,
+                },
+                move |e: &u32| {
+                    drop(g.lock().unwrap());
+                    s.lock().unwrap().push(*e);
+                    if *e == 0 {
+                        drop(sl.lock().unwrap().take());
+                    }
+                },
+            )
+            .unwrap();
+        *slot.lock().unwrap() = Some(sub);
+        for e in 0..EVENTS {
+            assert_eq!(bus.publish(e), 1);
+        }
+        drop(held);
+        while bus.subscriber_count() > 0 {
+            thread::yield_now();
+        }
+        assert_eq!(bus.publish(EVENTS), 0);
+        drop(bus); // joins the adopted thread
+        assert_eq!(*seen.lock().unwrap(), (0..EVENTS).collect::<Vec<_>>());
+    });
+}
+
+/// The deadlock of issue 34: subscriber A leaves inside its own callback (the bus adopts
+/// its thread), then publishes to B (`Block`, capacity 1) whose callback subscribes. The
+/// subscribe must not wait for A's thread, which waits for B to make room.
+#[test]
+fn subscribe_inside_a_callback_never_joins_a_thread_waiting_on_it() {
+    within(60, || {
+        let bus = Arc::new(EventBus::<u32>::new());
+        let weak = Arc::downgrade(&bus);
+        let (b_seen, bs) = (Arc::new(AtomicUsize::new(0)), Vec::<Subscription>::new());
+        let added = Arc::new(Mutex::new(bs));
+        let (seen, w, a2) = (Arc::clone(&b_seen), weak.clone(), Arc::clone(&added));
+        // B: Block, capacity 1; events >= 100 come from A's callback. Each subscribes.
+        let _b = bus
+            .subscribe_with(
+                Delivery::Async {
+                    capacity: 1,
+                    overflow: Overflow::Block,
+                },
+                move |e: &u32| {
+                    if *e < 100 {
+                        return;
+                    }
+                    seen.fetch_add(1, Ordering::SeqCst);
+                    if let Some(bus) = w.upgrade() {
+                        a2.lock().unwrap().push(bus.subscribe(|_| {}));
+                    }
+                },
+            )
+            .unwrap();
+        let slot: Arc<Mutex<Option<Subscription>>> = Arc::default();
+        let sl = Arc::clone(&slot);
+        let a = bus
+            .subscribe_with(ASYNC_BLOCK, move |e: &u32| {
+                if *e != 0 {
+                    return;
+                }
+                drop(sl.lock().unwrap().take()); // adopted by the bus from here on
+                if let Some(bus) = weak.upgrade() {
+                    // B's buffer holds one event: every second publish waits for B, which
+                    // meanwhile subscribes.
+                    for i in 100..110 {
+                        bus.publish(i);
+                    }
+                }
+            })
+            .unwrap();
+        *slot.lock().unwrap() = Some(a);
+        bus.publish(0);
+        while b_seen.load(Ordering::SeqCst) < 10 {
+            thread::yield_now();
+        }
+        assert_eq!(added.lock().unwrap().len(), 10);
+        added.lock().unwrap().clear();
+        drop(bus);
+    });
+}
+
+/// The same shape through an unsubscription: B's callback drops the guard of C, whose
+/// callback is waiting for room in B's buffer. The drop must not wait for C's thread.
+#[test]
+fn unsubscribe_inside_a_callback_never_joins_a_thread_waiting_on_it() {
+    within(60, || {
+        let bus = Arc::new(EventBus::<u32>::new());
+        let c_slot: Arc<Mutex<Option<Subscription>>> = Arc::default();
+        let (cs, weak) = (Arc::clone(&c_slot), Arc::downgrade(&bus));
+        let b_seen = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&b_seen);
+        // B: Block, capacity 1; on C's first event it drops C's guard.
+        let _b = bus
+            .subscribe_with(
+                Delivery::Async {
+                    capacity: 1,
+                    overflow: Overflow::Block,
+                },
+                move |e: &u32| {
+                    if *e == 100 {
+                        drop(cs.lock().unwrap().take());
+                    }
+                    if *e >= 100 {
+                        seen.fetch_add(1, Ordering::SeqCst);
+                    }
+                },
+            )
+            .unwrap();
+        // C: on event 0, publishes 100.. to B (waiting for room while B drops C's guard).
+        let c = bus
+            .subscribe_with(ASYNC_BLOCK, move |e: &u32| {
+                if *e != 0 {
+                    return;
+                }
+                if let Some(bus) = weak.upgrade() {
+                    for i in 100..110 {
+                        bus.publish(i);
+                    }
+                }
+            })
+            .unwrap();
+        *c_slot.lock().unwrap() = Some(c);
+        bus.publish(0);
+        while b_seen.load(Ordering::SeqCst) < 10 {
+            thread::yield_now();
+        }
+        assert!(c_slot.lock().unwrap().is_none());
+        assert_eq!(bus.subscriber_count(), 1);
+        drop(bus);
+    });
+}
+
+/// A panic payload whose `Drop` panics, with a payload of the same kind (without end).
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        std::panic::panic_any(PanicsOnDrop);
+    }
+}
+
+/// Issue 34: the error hook panicking with a payload whose `Drop` panics must not take
+/// `publish` down; neither may a callback doing the same, on either delivery path.
+#[test]
+fn a_panic_payload_that_panics_on_drop_never_escapes_publish() {
+    within(60, || {
+        let bus = EventBus::<u32>::new();
+        bus.set_error_hook(|_| std::panic::panic_any(PanicsOnDrop));
+        let _bad = bus.subscribe(|_| std::panic::panic_any(PanicsOnDrop));
+        let bad_async = bus
+            .subscribe_with(ASYNC_BLOCK, |_| std::panic::panic_any(PanicsOnDrop))
+            .unwrap();
+        let ok = Arc::new(AtomicUsize::new(0));
+        let o = Arc::clone(&ok);
+        let _good = bus.subscribe(move |_| {
+            o.fetch_add(1, Ordering::SeqCst);
+        });
+        for e in 0..3 {
+            let reached = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bus.publish(e)));
+            match reached {
+                // The good one and the async buffer; the panicking sync callback is not counted.
+                Ok(n) => assert_eq!(n, 2),
+                Err(payload) => {
+                    std::mem::forget(payload); // dropping it would panic again
+                    panic!("publish {e} panicked");
+                }
+            }
+        }
+        drop(bus); // drains the async subscriber: its thread survives all three
+        assert_eq!(ok.load(Ordering::SeqCst), 3);
+        assert_eq!(bad_async.panics(), 3);
+    });
+}

@@ -1017,3 +1017,85 @@ fn a_huge_batch_is_not_kept_whole_after_its_records_are_trimmed() {
     }
     assert_eq!(live.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
+
+/// Waits until replica `id`'s log ends at `end` (offsets below it held in memory).
+fn wait_for_end(broker: &Broker, id: u32, end: u64) {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let log = logs(broker).into_iter().find(|l| l.0 == id).unwrap().1;
+        if log.last().map_or(0, |r| r.0 + 1) == end {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replica {id} never reached {end}: {log:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A follower whose divergent records began below its log start (it trimmed them away:
+/// followers keep `records_in_memory`, HW or not) is cut by epoch down to that start. It
+/// kept the epochs of the records cut, so the older-epoch records it then copied from the
+/// new leader went in behind a newer epoch (the epoch cache stopped increasing; a debug
+/// build panicked in the fetcher thread and the replica never caught up).
+#[test]
+fn a_follower_cut_to_its_log_start_copies_older_epochs_cleanly() {
+    let (broker, _) = broker();
+    let config = TopicConfig::new(1)
+        .replication_factor(3)
+        .records_in_memory(4);
+    broker.create_topic::<(), u64>(T, config).unwrap();
+    let faults = broker.faults();
+    let p = producer(&broker, Acks::Leader);
+    // Replica 2 leads epoch 2, with 0 and 1 back in the ISR.
+    faults.crash_replica(T, 0, 0).unwrap();
+    faults.crash_replica(T, 0, 1).unwrap();
+    faults.restart_replica(T, 0, 0).unwrap();
+    faults.restart_replica(T, 0, 1).unwrap();
+    assert!(faults.wait_in_sync(T, 0, WAIT).unwrap());
+    assert_eq!(describe(&broker).leader_epoch, 2);
+    // Epoch 2: replica 0 copies 0, replica 1 copies 0..4 (HW stays at 1: 0 is stalled).
+    send_all(&p, 0..1);
+    assert!(faults.wait_in_sync(T, 0, WAIT).unwrap());
+    faults.stall_replica(T, 0, 0).unwrap();
+    send_all(&p, 1..4);
+    wait_for_end(&broker, 1, 4);
+    // Replica 1 stops fetching; 2 crashes: 0 leads epoch 3 and takes five records, which 2
+    // (back) copies, trimming to its last four: 2..6, all of epoch 3.
+    faults.stall_replica(T, 0, 1).unwrap();
+    faults.crash_replica(T, 0, 2).unwrap();
+    assert_eq!(describe(&broker).leader, Some(0));
+    faults.restart_replica(T, 0, 2).unwrap();
+    assert_eq!(send_all(&p, 10..15), vec![1, 2, 3, 4, 5]);
+    wait_for_end(&broker, 2, 6);
+    // 0 crashes: 1 leads epoch 4 with 0..4 of epoch 2. Replica 2 cuts to its start (2)
+    // and copies 2..4 of epoch 2 from 1, then 4.. of epoch 4.
+    faults.crash_replica(T, 0, 0).unwrap();
+    assert_eq!(describe(&broker).leader, Some(1));
+    faults.resume_replica(T, 0, 1).unwrap();
+    faults.resume_replica(T, 0, 0).unwrap();
+    assert_eq!(send_all(&p, 20..22), vec![4, 5]);
+    faults.restart_replica(T, 0, 0).unwrap();
+    assert!(
+        faults.wait_in_sync(T, 0, WAIT).unwrap(),
+        "{:?}",
+        describe(&broker)
+    );
+    let topic = broker.topic::<(), u64>(T).unwrap();
+    let views = topic.replica_logs(0).unwrap();
+    for v in &views {
+        // Every replica holds 1's history where it holds anything: epoch 2's 0..4, then
+        // epoch 4's 4..6.
+        for r in &v.records {
+            let expected = if r.0 < 4 { (2, r.0) } else { (4, 16 + r.0) };
+            assert_eq!((r.1, r.3), expected, "replica {} at {}", v.replica, r.0);
+        }
+        assert_eq!(
+            v.records.last().map(|r| r.0),
+            Some(5),
+            "replica {}",
+            v.replica
+        );
+    }
+}

@@ -1,9 +1,9 @@
 //! Loom models of `logbus::observer`: unsubscription racing publication.
 #![cfg(logbus_loom)]
 
-use logbus::observer::{Delivery, EventBus, Overflow};
+use logbus::observer::{Delivery, EventBus, Overflow, Subscription};
 use loom::sync::atomic::{AtomicUsize, Ordering};
-use loom::sync::Arc;
+use loom::sync::{Arc, Mutex};
 use loom::thread;
 
 fn counter() -> (Arc<AtomicUsize>, impl Fn(&u8) + Send + Sync + 'static) {
@@ -81,5 +81,67 @@ fn subscribe_races_a_publish() {
         publisher.join().unwrap();
         assert_eq!(old.load(Ordering::SeqCst), 1);
         assert!(new.load(Ordering::SeqCst) <= 1);
+    });
+}
+
+/// An asynchronous subscriber leaves while another thread publishes: what the publish
+/// buffered for it is delivered before the drop returns (nothing is discarded), and
+/// nothing after.
+#[test]
+fn async_unsubscribe_delivers_what_was_buffered() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(2);
+    builder.check(|| {
+        let bus = Arc::new(EventBus::<u8>::new());
+        let (seen, f) = counter();
+        let sub = bus
+            .subscribe_with(
+                Delivery::Async {
+                    capacity: 1,
+                    overflow: Overflow::Block,
+                },
+                f,
+            )
+            .unwrap();
+        let b = Arc::clone(&bus);
+        let publisher = thread::spawn(move || b.publish(1));
+        drop(sub);
+        let after_drop = seen.load(Ordering::SeqCst);
+        let reached = publisher.join().unwrap();
+        assert_eq!(after_drop, reached);
+        assert_eq!(seen.load(Ordering::SeqCst), reached);
+    });
+}
+
+/// A callback drops its own guard while the publisher may be waiting for room: the bus
+/// adopts the thread, delivers what was buffered, and joins the thread when dropped.
+#[test]
+fn a_subscriber_leaving_inside_its_callback_is_joined_by_the_bus() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(2);
+    builder.check(|| {
+        let bus = EventBus::<u8>::new();
+        let slot: Arc<Mutex<Option<Subscription>>> = Arc::new(Mutex::new(None));
+        let (seen, f) = counter();
+        let sl = Arc::clone(&slot);
+        let sub = bus
+            .subscribe_with(
+                Delivery::Async {
+                    capacity: 1,
+                    overflow: Overflow::Block,
+                },
+                move |e| {
+                    f(e);
+                    drop(sl.lock().unwrap().take());
+                },
+            )
+            .unwrap();
+        *slot.lock().unwrap() = Some(sub);
+        assert_eq!(bus.publish(1), 1);
+        let second = bus.publish(2);
+        drop(bus);
+        // Joined: everything buffered was delivered, nothing more comes.
+        assert_eq!(seen.load(Ordering::SeqCst), 1 + second);
+        assert!(slot.lock().unwrap().is_none());
     });
 }

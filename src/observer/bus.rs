@@ -4,11 +4,11 @@
 use std::fmt;
 
 use super::report::{Hook, Reporter, SubscriberPanic};
-use super::subscriber::{Callback, Delivery, Stop, Subscriber};
+use super::subscriber::{Callback, Delivery, Subscriber, WorkerThread};
 use super::subscription::Subscription;
 use crate::error::{Error, Result};
 use crate::sync::atomic::{AtomicU64, Ordering};
-use crate::sync::thread::{self, JoinHandle};
+use crate::sync::thread;
 use crate::sync::{Arc, Mutex};
 
 /// State shared by the bus, its subscriptions and its worker threads.
@@ -19,14 +19,16 @@ pub(crate) struct Shared<T> {
     subscribers: Mutex<Arc<Vec<Arc<Subscriber<T>>>>>,
     next_id: AtomicU64,
     pub(crate) reporter: Arc<Reporter>,
-    /// Worker threads of subscriptions dropped inside their own callback, to be joined;
-    /// the flag is set once the bus is dropped (nobody would join them any more).
-    orphans: Mutex<(bool, Vec<JoinHandle<()>>)>,
+    /// Every asynchronous subscriber's thread not yet joined, `(subscriber id, thread)`,
+    /// from its subscribe on: one that left where joining it could deadlock stays here until
+    /// it has finished (or the bus is dropped), so a thread is always either here or with
+    /// whoever joins it.
+    threads: Mutex<Vec<(u64, WorkerThread)>>,
 }
 
 impl<T> Shared<T> {
     /// Removes subscriber `id` from the list (publishes already running keep their snapshot).
-    pub(crate) fn remove(&self, id: u64) {
+    fn remove(&self, id: u64) {
         let mut list = self.subscribers.lock();
         if list.iter().any(|s| s.id == id) {
             let kept: Vec<_> = list.iter().filter(|s| s.id != id).cloned().collect();
@@ -36,29 +38,48 @@ impl<T> Shared<T> {
         }
     }
 
-    /// Takes over a worker thread that could not join itself.
-    pub(crate) fn adopt(&self, handle: JoinHandle<()>) {
-        let mut orphans = self.orphans.lock();
-        if orphans.0 {
-            // The bus is gone: the thread ends as soon as the callback calling this returns.
-            drop(orphans);
-            drop(handle);
-        } else {
-            orphans.1.push(handle);
+    /// Unsubscribes `sub`: no publish starting from now reaches it; an asynchronous one's
+    /// buffer is closed (its thread delivers what is buffered, then ends) and its thread is
+    /// joined — except on a subscriber's thread, which must never wait for another one to
+    /// end (that one may be waiting for room in its buffer): the thread is then left to the
+    /// bus, joined once finished.
+    pub(crate) fn leave(&self, sub: &Subscriber<T>) {
+        sub.close();
+        self.remove(sub.id);
+        if !sub.is_async() {
+            return;
         }
+        let worker = {
+            let mut threads = self.threads.lock();
+            let Some(k) = threads.iter().position(|(id, _)| *id == sub.id) else {
+                // Taken by the bus's drop, which joins it.
+                return;
+            };
+            if threads[k].1.is_current() || thread::is_drainer() {
+                None
+            } else {
+                Some(threads.swap_remove(k).1)
+            }
+        };
+        if let Some(worker) = worker {
+            worker.join();
+        }
+        self.reap();
     }
 
-    /// Joins the adopted threads (all of them have been told to stop).
-    fn join_orphans(&self, closing: bool) {
-        let orphans = {
-            let mut orphans = self.orphans.lock();
-            orphans.0 |= closing;
-            std::mem::take(&mut orphans.1)
+    /// Joins the threads that have finished (which waits for nobody): only subscribers that
+    /// left, or whose buffer the bus's drop closed, finish.
+    fn reap(&self) {
+        let finished: Vec<_> = {
+            let mut threads = self.threads.lock();
+            let (done, running) = std::mem::take(&mut *threads)
+                .into_iter()
+                .partition(|(_, w)| w.is_done());
+            *threads = running;
+            done
         };
-        for h in orphans {
-            if h.thread().id() != thread::current().id() {
-                let _ = h.join();
-            }
+        for (_, worker) in finished {
+            worker.join();
         }
     }
 }
@@ -78,7 +99,7 @@ impl<T: Clone + Send + 'static> EventBus<T> {
                 subscribers: Mutex::new(Arc::new(Vec::new())),
                 next_id: AtomicU64::new(1),
                 reporter: Arc::new(Reporter::default()),
-                orphans: Mutex::new((false, Vec::new())),
+                threads: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -145,14 +166,19 @@ impl<T: Clone + Send + 'static> EventBus<T> {
                     valid: "at least 1 buffered event".to_string(),
                 })
             }
-            Delivery::Async { capacity, overflow } => Subscriber::new_async(
-                id,
-                callback,
-                capacity,
-                overflow,
-                Arc::clone(&self.shared.reporter),
-            )
-            .map_err(|e| Error::io(format!("spawning the thread of subscriber {id}"), e))?,
+            Delivery::Async { capacity, overflow } => {
+                let (sub, worker) = Subscriber::new_async(
+                    id,
+                    callback,
+                    capacity,
+                    overflow,
+                    Arc::clone(&self.shared.reporter),
+                )
+                .map_err(|e| Error::io(format!("spawning the thread of subscriber {id}"), e))?;
+                // The bus is alive (`&self`): its drop has not taken the threads yet.
+                self.shared.threads.lock().push((id, worker));
+                sub
+            }
         };
         Ok(self.register(sub))
     }
@@ -163,7 +189,7 @@ impl<T: Clone + Send + 'static> EventBus<T> {
     }
 
     fn register(&self, sub: Subscriber<T>) -> Subscription {
-        self.shared.join_orphans(false);
+        self.shared.reap();
         let sub = Arc::new(sub);
         {
             let mut list = self.shared.subscribers.lock();
@@ -241,23 +267,30 @@ impl<T: Clone + Send + 'static> Default for EventBus<T> {
 
 impl<T> Drop for EventBus<T> {
     /// Removes every subscriber; asynchronous ones deliver what is already buffered, then
-    /// their threads are joined.
+    /// their threads are joined (unless dropped on a subscriber's thread: see the module
+    /// docs, "Threads").
     fn drop(&mut self) {
         let list = {
             let mut list = self.shared.subscribers.lock();
             std::mem::replace(&mut *list, Arc::new(Vec::new()))
         };
+        // Every buffer is closed before any thread is joined: a subscriber's callback
+        // waiting for room in another one's buffer wakes up instead of holding the join.
         for sub in list.iter() {
-            sub.deactivate();
+            sub.close();
         }
-        for sub in list.iter() {
-            if let Some(own) = sub.stop(Stop::Drain) {
-                // Dropped from inside one of its own asynchronous callbacks: that thread
-                // ends when the callback returns; it cannot join itself.
-                drop(own);
+        // No thread is added afterwards: subscribing needs the bus.
+        let threads = std::mem::take(&mut *self.shared.threads.lock());
+        let drainer = thread::is_drainer();
+        for (_, worker) in threads {
+            if worker.is_current() || (drainer && !worker.is_done()) {
+                // Dropped on a subscriber's thread: joining a thread that may be waiting
+                // for room in this one's buffer could wait for good. It ends on its own.
+                drop(worker);
+            } else {
+                worker.join();
             }
         }
-        self.shared.join_orphans(true);
     }
 }
 

@@ -25,8 +25,11 @@
 //! - **Joining and leaving.** A subscriber added during a publish receives the events of
 //!   publishes that start after `subscribe` returned. After its guard is dropped, no
 //!   publish that starts afterwards reaches it; a publish already under way may still run
-//!   its callback once (the snapshot was taken before), but never after the drop returned
-//!   for asynchronous subscribers, whose thread is joined by then.
+//!   its callback once (the snapshot was taken before). An asynchronous subscriber that
+//!   leaves loses nothing: what is already in its buffer is delivered before its thread
+//!   ends, and the drop returns once that thread has ended (except on a subscriber's
+//!   thread, see "Threads"). A publish that was waiting for room in the buffer of a
+//!   subscriber that leaves gives up on it and does not count it in its return value.
 //! - **Order.** Events from one publishing thread reach each subscriber in publish order.
 //!   Synchronous callbacks run in subscription order; with several publishing threads they
 //!   may run concurrently (callbacks are `Fn + Sync`). An asynchronous subscriber sees its
@@ -36,11 +39,22 @@
 //!   [error hook](EventBus::set_error_hook); the other subscribers still get the event, and
 //!   the panicking one stays subscribed.
 //! - **Threads.** Each asynchronous subscriber owns one thread, joined when it unsubscribes
-//!   or when the bus is dropped (which first lets it deliver what is already buffered). No
-//!   thread is left detached, except one whose own callback dropped the bus itself.
-//! - **Deadlock.** Callbacks may publish, subscribe and unsubscribe. A callback that
-//!   publishes must not wait on a full `Overflow::Block` buffer of its own subscriber (it
-//!   would wait for itself).
+//!   or when the bus is dropped (which first lets it deliver what is already buffered). A
+//!   subscriber's thread never waits for another one to end, since that one may be waiting
+//!   for room in its buffer: a guard dropped inside an asynchronous callback (its own or
+//!   another subscriber's) returns without joining, and the bus joins that thread once it
+//!   has finished (at a later subscribe or unsubscribe) or when the bus is dropped. A bus
+//!   dropped inside an asynchronous callback joins only the threads that have finished; the
+//!   others end on their own once their buffers are delivered.
+//! - **Deadlock.** Callbacks may publish, subscribe and unsubscribe, and drop the bus.
+//!   Waiting for room is the one wait a callback's publish can add, and [`Overflow::Block`]
+//!   subscribers whose callbacks publish can close a cycle of such waits that nothing
+//!   breaks: a callback publishing into its own full buffer; two subscribers whose callbacks
+//!   publish to each other while both buffers are full (each thread waits for room that only
+//!   the other one makes), and likewise any longer ring of them. Those wait for good, and
+//!   are the caller's to avoid: give one subscriber on every such ring
+//!   [`Overflow::DropOldest`] (which never waits, and counts what it evicts), or a
+//!   synchronous delivery, or publish from outside the callbacks.
 //!
 //! # Examples
 //!

@@ -58,6 +58,15 @@ fn message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
+/// Drops a panic payload without letting a panic escape: its `Drop` runs inside
+/// `catch_unwind`, and when that panics too, the payload of that second panic is leaked
+/// rather than dropped (its `Drop` may panic in turn, without end; a leak is bounded).
+pub(crate) fn dispose(payload: Box<dyn Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
+}
+
 impl Reporter {
     pub(crate) fn set_hook(&self, hook: Option<Hook>) {
         *self.hook.lock() = hook;
@@ -87,11 +96,16 @@ impl Reporter {
                 // Clone the hook out so that it runs with no lock held (it may set a new one).
                 let hook = self.hook.lock().clone();
                 if let Some(hook) = hook {
-                    // A panicking hook must not take the publisher down either.
-                    let _ = catch_unwind(AssertUnwindSafe(|| hook(&report)));
+                    // A panicking hook must not take the publisher down either, nor may
+                    // dropping the hook (the last clone, if it was replaced meanwhile).
+                    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || {
+                        hook(&report);
+                        drop(hook);
+                    })) {
+                        dispose(payload);
+                    }
                 }
-                // The payload's own Drop may panic: contain that too.
-                let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+                dispose(payload);
                 false
             }
         }

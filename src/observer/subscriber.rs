@@ -7,7 +7,7 @@ use super::report::{Reporter, Stats};
 use crate::queue::{self, TrySendError};
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::thread::{self, JoinHandle};
-use crate::sync::{Arc, Mutex};
+use crate::sync::Arc;
 
 /// How events reach a subscriber.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,9 +45,35 @@ struct Worker<T> {
     tx: queue::Sender<T>,
     /// Held by publishers to evict the oldest event (`Overflow::DropOldest` only).
     evict: Option<queue::Receiver<T>>,
-    /// Set by an unsubscription: the worker stops without delivering what is buffered.
-    stop_now: Arc<AtomicBool>,
-    handle: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// An asynchronous subscriber's thread, to be joined once its buffer is closed.
+pub(crate) struct WorkerThread {
+    handle: JoinHandle<()>,
+    /// Set by the thread as its last step, after dropping everything it held.
+    done: Arc<AtomicBool>,
+}
+
+impl WorkerThread {
+    /// Whether this is the calling thread (a callback unsubscribing its own subscriber).
+    pub(crate) fn is_current(&self) -> bool {
+        self.handle.thread().id() == thread::current().id()
+    }
+
+    /// Whether the thread has finished its work: joining it then waits for nobody.
+    pub(crate) fn is_done(&self) -> bool {
+        // Acquire: pairs with the Release store at the end of the thread's loop (the join
+        // orders everything anyway; this only decides whether joining may wait).
+        self.done.load(Ordering::Acquire)
+    }
+
+    /// Waits for the thread to end.
+    pub(crate) fn join(self) {
+        // A panic inside the worker is caught per callback; the thread itself does not panic.
+        if let Err(payload) = self.handle.join() {
+            super::report::dispose(payload);
+        }
+    }
 }
 
 /// A registered subscriber.
@@ -69,15 +95,6 @@ impl<T> fmt::Debug for Subscriber<T> {
     }
 }
 
-/// How far an asynchronous subscriber's thread gets before stopping.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Stop {
-    /// Deliver what is buffered, then stop (the bus is closing).
-    Drain,
-    /// Stop after the callback in progress (the subscriber left).
-    Now,
-}
-
 impl<T: Send + 'static> Subscriber<T> {
     /// A subscriber delivered on the publisher's thread.
     pub(crate) fn new_sync(id: u64, callback: Callback<T>) -> Self {
@@ -90,48 +107,55 @@ impl<T: Send + 'static> Subscriber<T> {
         }
     }
 
-    /// A subscriber with its own thread draining a buffer of `capacity` (≥ 1) events.
+    /// A subscriber with its own thread draining a buffer of `capacity` (≥ 1) events, and
+    /// that thread (for the bus to join).
     pub(crate) fn new_async(
         id: u64,
         callback: Callback<T>,
         capacity: usize,
         overflow: Overflow,
         reporter: Arc<Reporter>,
-    ) -> std::io::Result<Self> {
+    ) -> std::io::Result<(Self, WorkerThread)> {
         let (tx, rx) = queue::bounded::<T>(capacity);
         let evict = (overflow == Overflow::DropOldest).then(|| rx.clone());
-        let stop_now = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Stats::default());
         let handle = {
-            let (callback, stop_now, stats) = (
-                Arc::clone(&callback),
-                Arc::clone(&stop_now),
-                Arc::clone(&stats),
-            );
+            let (callback, stats, done) =
+                (Arc::clone(&callback), Arc::clone(&stats), Arc::clone(&done));
             thread::spawn_named(format!("logbus-observer-{id}"), move || {
-                // One event at a time (not a batch): an event taken out of the buffer is no
-                // longer evictable, so the buffer's bound stays exactly `capacity`.
-                while let Ok(event) = rx.recv() {
-                    // Acquire: pairs with the Release store in `stop`.
-                    if stop_now.load(Ordering::Acquire) {
-                        return;
-                    }
-                    reporter.run(id, &stats, || callback(&event));
-                }
+                // Publishers may wait for room in this thread's buffer: it must never wait
+                // for another subscriber's thread to end.
+                thread::mark_drainer();
+                drain(id, rx, callback, stats, reporter);
+                // Release: pairs with the Acquire load in `WorkerThread::is_done`.
+                done.store(true, Ordering::Release);
             })?
         };
-        Ok(Self {
+        let sub = Self {
             id,
             callback,
             active: AtomicBool::new(true),
             stats,
-            worker: Some(Worker {
-                tx,
-                evict,
-                stop_now,
-                handle: Mutex::new(Some(handle)),
-            }),
-        })
+            worker: Some(Worker { tx, evict }),
+        };
+        Ok((sub, WorkerThread { handle, done }))
+    }
+}
+
+/// An asynchronous subscriber's loop: delivers every buffered event until the buffer is
+/// closed and empty, then drops what it holds (before the thread says it is done).
+fn drain<T>(
+    id: u64,
+    rx: queue::Receiver<T>,
+    callback: Callback<T>,
+    stats: Arc<Stats>,
+    reporter: Arc<Reporter>,
+) {
+    // One event at a time (not a batch): an event taken out of the buffer is no longer
+    // evictable, so the buffer's bound stays exactly `capacity`.
+    while let Ok(event) = rx.recv() {
+        reporter.run(id, &stats, || callback(&event));
     }
 }
 
@@ -174,22 +198,17 @@ impl<T> Subscriber<T> {
         self.active.store(false, Ordering::Release);
     }
 
-    /// Stops the worker thread (if any) and joins it. Returns the handle instead when called
-    /// from that very thread (a callback unsubscribing itself), for someone else to join.
-    pub(crate) fn stop(&self, how: Stop) -> Option<JoinHandle<()>> {
+    /// Closes an asynchronous subscriber's buffer: publishes fail from now on (one waiting
+    /// for room wakes up and fails), and the thread delivers what is buffered, then ends.
+    pub(crate) fn close(&self) {
         self.deactivate();
-        let worker = self.worker.as_ref()?;
-        if how == Stop::Now {
-            // Release: pairs with the Acquire load in the worker loop.
-            worker.stop_now.store(true, Ordering::Release);
+        if let Some(worker) = &self.worker {
+            worker.tx.close();
         }
-        worker.tx.close();
-        let handle = worker.handle.lock().take()?;
-        if handle.thread().id() == thread::current().id() {
-            return Some(handle);
-        }
-        // A panic inside the worker is caught per callback; the thread itself does not panic.
-        let _ = handle.join();
-        None
+    }
+
+    /// Whether the subscriber has a thread of its own.
+    pub(crate) fn is_async(&self) -> bool {
+        self.worker.is_some()
     }
 }

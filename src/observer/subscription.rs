@@ -3,16 +3,18 @@
 use std::fmt;
 
 use super::bus::Shared;
-use super::subscriber::{Stop, Subscriber};
+use super::subscriber::Subscriber;
 use crate::sync::atomic::Ordering;
 use crate::sync::Arc;
 
 /// A live subscription. Dropping it (or calling [`unsubscribe`](Self::unsubscribe))
-/// removes the subscriber: publishes that start afterwards skip it, and an asynchronous
-/// subscriber's thread stops after the callback in progress (events still buffered for it
-/// are dropped) and is joined before `drop` returns — unless the subscription is dropped
-/// inside its own callback, on that thread; then the bus joins the thread later (at the
-/// next subscribe or when the bus is dropped).
+/// removes the subscriber: publishes that start afterwards skip it. An asynchronous
+/// subscriber's buffer is closed and its thread delivers what was already buffered (nothing
+/// is discarded), then ends; `drop` returns once it has ended — unless the subscription is
+/// dropped inside a callback of an asynchronous subscriber (this one's or another one's),
+/// on that subscriber's thread: then `drop` returns at once, the thread finishes delivering
+/// on its own, and the bus joins it later (once finished, at a subscribe or unsubscribe, or
+/// when the bus is dropped).
 ///
 /// Dropping the guard from inside any callback is allowed and does not deadlock.
 #[must_use = "dropping the subscription unsubscribes at once"]
@@ -31,13 +33,7 @@ impl Subscription {
         Self {
             id,
             stats,
-            leave: Some(Box::new(move || {
-                sub.deactivate();
-                bus.remove(id);
-                if let Some(own_thread) = sub.stop(Stop::Now) {
-                    bus.adopt(own_thread);
-                }
-            })),
+            leave: Some(Box::new(move || bus.leave(&sub))),
         }
     }
 

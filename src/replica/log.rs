@@ -451,9 +451,9 @@ impl<K, V> ReplicaLog<K, V> {
         self.runs.push_back(run);
     }
 
-    /// Removes every record at or above `offset` (and the epochs starting there). A
-    /// persisted log cut below its memory tail keeps no records in memory (the disk has
-    /// those below `offset`).
+    /// Removes every record at or above `offset` (and the epochs starting there; all of
+    /// them when no record is left). A persisted log cut below its memory tail keeps no
+    /// records in memory (the disk has those below `offset`).
     pub(crate) fn truncate_to(&mut self, offset: u64) {
         let offset = offset.max(self.floor);
         if offset >= self.end() {
@@ -474,7 +474,15 @@ impl<K, V> ReplicaLog<K, V> {
             }
         }
         self.end = offset;
-        self.epochs.retain(|e| e.1 < offset);
+        if offset == self.floor {
+            // Nothing is left, on disk either: the epochs of the records cut go with them.
+            // Kept, they would outlive every record of theirs, and the next run appended (a
+            // leader's older epoch, where this log's divergent records began below its
+            // start) would go in behind a newer epoch.
+            self.epochs.clear();
+        } else {
+            self.epochs.retain(|e| e.1 < offset);
+        }
         self.times.truncated(offset);
     }
 

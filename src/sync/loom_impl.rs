@@ -103,6 +103,20 @@ pub(crate) mod thread {
         TOKEN_OVERRIDE.with(|t| t.set(token));
     }
 
+    loom::thread_local! {
+        static DRAINS: std::cell::Cell<bool> = std::cell::Cell::new(false);
+    }
+
+    /// See the std side.
+    pub(crate) fn mark_drainer() {
+        let _ = DRAINS.try_with(|d| d.set(true));
+    }
+
+    /// See the std side.
+    pub(crate) fn is_drainer() -> bool {
+        DRAINS.try_with(|d| d.get()).unwrap_or(true)
+    }
+
     /// Spawns a thread in the model (loom threads carry no names).
     pub(crate) fn spawn_named<F, T>(_name: String, f: F) -> std::io::Result<JoinHandle<T>>
     where

@@ -194,6 +194,23 @@ pub(crate) mod thread {
         std::thread::Builder::new().name(name).spawn(f)
     }
 
+    thread_local! {
+        static DRAINS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// Marks the calling thread, for the rest of its life, as one that drains a buffer other
+    /// threads may wait on (an observer subscriber's thread).
+    pub(crate) fn mark_drainer() {
+        let _ = DRAINS.try_with(|d| d.set(true));
+    }
+
+    /// Whether [`mark_drainer`] marked the calling thread: if so, others may be waiting on
+    /// it, and it must not wait for them to end. `true` during thread-local teardown, when
+    /// the mark can no longer be read (assume the worst).
+    pub(crate) fn is_drainer() -> bool {
+        DRAINS.try_with(|d| d.get()).unwrap_or(true)
+    }
+
     /// Spawns a thread with a small stack of `bytes`, for tests that a path does not
     /// recurse.
     #[cfg(test)]
