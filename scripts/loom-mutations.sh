@@ -69,10 +69,6 @@ mutant stamp-store src/queue/array/shared.rs \
     'const STAMP_STORE: Ordering = Ordering::Release;' \
     'const STAMP_STORE: Ordering = Ordering::Relaxed;' \
     queue::two_producers_one_consumer
-mutant awaited-stamp-load src/queue/array/shared.rs \
-    'const AWAITED_LOAD: Ordering = Ordering::Acquire;' \
-    'const AWAITED_LOAD: Ordering = Ordering::Relaxed;' \
-    queue::try_recv_after_a_completed_send_finds_a_message
 # The array queue's owned protocol: the owners' cursors and the fences of exact looks.
 mutant own-cursor-store src/queue/array/owned.rs \
     'const OWN_CURSOR_STORE: Ordering = Ordering::Release;' \

@@ -170,6 +170,9 @@ fn close_racing_a_parked_reader() {
         let (producer, ring) = Ring::<Arc<u64>>::multi_producer(RingConfig::new(2)).unwrap();
         let mut reader = ring.reader(Start::Tail).unwrap();
         let t = thread::spawn(move || reader.read());
+        // Loom runs a thread that yields again only once another has moved: without this
+        // the reader's spin round (a yield) lets `close` finish before it could park.
+        thread::yield_now();
         ring.close();
         assert_eq!(t.join().unwrap().unwrap_err(), ReadError::Closed);
         drop(producer);

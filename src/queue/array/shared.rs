@@ -25,7 +25,8 @@ use crate::sync::Backoff;
 
 /// The ordering of [`read_awaited`]'s load, on both builds: one constant, so that weakening
 /// it is seen by the models, which run the loom form. Acquire: pairs with the Release stamp
-/// store ([`STAMP_STORE`]) the waiter waits for.
+/// store ([`STAMP_STORE`]) the waiter waits for; `take_for_discard` reads the message right
+/// after it (the claims look again with an Acquire load before they touch a slot).
 const AWAITED_LOAD: Ordering = Ordering::Acquire;
 
 /// Reads the stamp a thread waits on to change (an operation of the other side in flight on
