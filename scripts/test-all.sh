@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Runs every test logbus has: unit, integration and doc tests; the loom models; Miri on the
-# unsafe core. Installs what it needs when it is missing and fails loudly when it cannot:
+# Runs every test logbus has: unit, integration and doc tests; the loom models and their
+# mutation check; Miri on the unsafe core. Installs what it needs when it is missing and fails loudly when it cannot:
 # no step is ever skipped silently.
 #
 #   scripts/test-all.sh            # everything
-#   LOGBUS_STEPS="loom miri" scripts/test-all.sh   # a subset (names: tests loom miri interop)
+#   LOGBUS_STEPS="loom miri" scripts/test-all.sh   # a subset (names: tests loom mutations miri interop)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-steps=${LOGBUS_STEPS:-"tests loom miri interop"}
+steps=${LOGBUS_STEPS:-"tests loom mutations miri interop"}
 
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf '\nFAILED: %s\n' "$*" >&2; exit 1; }
@@ -62,6 +62,12 @@ run_loom() {
     "${loom_env[@]}" cargo test -p logbus-loom-tests --release --target-dir target/loom
 }
 
+run_mutations() {
+    # Each key ordering a model guards, weakened in a scratch copy: its model must fail.
+    say "loom mutation check (scripts/loom-mutations.sh)"
+    scripts/loom-mutations.sh
+}
+
 ensure_miri() {
     if ! cargo +nightly miri --version >/dev/null 2>&1; then
         say "installing Miri (nightly toolchain, components miri and rust-src)"
@@ -97,9 +103,10 @@ for step in $steps; do
     case "$step" in
         tests) run_tests ;;
         loom) run_loom ;;
+        mutations) run_mutations ;;
         miri) run_miri ;;
         interop) run_interop ;;
-        *) die "unknown step '$step' (valid: tests loom miri interop)" ;;
+        *) die "unknown step '$step' (valid: tests loom mutations miri interop)" ;;
     esac
 done
 say "all steps passed: $steps"

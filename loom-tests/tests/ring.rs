@@ -3,7 +3,9 @@
 //! fails the model.
 #![cfg(logbus_loom)]
 
-use logbus::ring::{Overflow, ReadError, Ring, RingConfig, Start, TryPublishError, TryReadError};
+use logbus::ring::{
+    MultiProducer, Overflow, ReadError, Ring, RingConfig, Start, TryPublishError, TryReadError,
+};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -16,7 +18,9 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 }
 
 /// One producer publishes two entries; a blocking reader sees both, in order, then
-/// `Closed` once the producer is dropped.
+/// `Closed` once the producer is dropped. Key ordering: the producer's Release store of the
+/// published cursor (`try_fast_one`) against the reader's Acquire load of it; Relaxed there
+/// makes the reader's clone race the slot's write.
 #[test]
 fn single_producer_publish_and_read() {
     model(|| {
@@ -79,7 +83,11 @@ fn wrap_around_at_capacity_two() {
 }
 
 /// Gating: a producer may fail with `Full` but never overwrites an entry the gating reader
-/// has not read; the reader sees every entry the producer reports as published.
+/// has not read; the reader sees every entry the producer reports as published. Key
+/// ordering: the reader's Release store of its cursor (`Reader::commit`) against the
+/// producer's Acquire load of it (`GateView::min_gate`); Relaxed there makes the overwrite
+/// race the reader's clone. It needs the light fences modelled as on the membarrier build
+/// (the shim's loom `asym_fence`): a `SeqCst` fence in each would order the two by itself.
 #[test]
 fn gating_holds_producer_back() {
     model(|| {
@@ -153,13 +161,18 @@ fn overwrite_racing_a_lagging_reader() {
 }
 
 /// `close` racing a reader that is parked (or about to park) on an empty ring: the reader
-/// always wakes (loom reports a deadlock otherwise) and gets `Closed`.
+/// always wakes (loom reports a deadlock otherwise) and gets `Closed`. Key step: the close's
+/// wake-up of parked readers (`finish_close`'s `notify_all`); without it this model
+/// deadlocks. Taking out only that wake-up's fence is not caught here.
 #[test]
 fn close_racing_a_parked_reader() {
     model(|| {
         let (producer, ring) = Ring::<Arc<u64>>::multi_producer(RingConfig::new(2)).unwrap();
         let mut reader = ring.reader(Start::Tail).unwrap();
         let t = thread::spawn(move || reader.read());
+        // Loom runs a thread that yields again only once another has moved: without this
+        // the reader's spin round (a yield) lets `close` finish before it could park.
+        thread::yield_now();
         ring.close();
         assert_eq!(t.join().unwrap().unwrap_err(), ReadError::Closed);
         drop(producer);
@@ -358,4 +371,73 @@ fn plain_data_overwrite_with_a_reader_joining_over_untagged_slots() {
         drop(producer);
         t.join().unwrap();
     });
+}
+
+/// Two producers lap a capacity-2 ring with no reader (nothing gates them): producer 0
+/// publishes two entries, producer 1 one, so whoever claims sequence 2 writes slot 0 again,
+/// possibly while the claimer of sequence 0 is still writing it. Key ordering: the lapping
+/// producer's Acquire load of the slot's tag while it waits for the previous lap
+/// (`Slot::write`, `wait_prev`), against that writer's Release store of the tag; Relaxed
+/// there makes the two writes of the slot's cell race. A reader joining afterwards reads
+/// distinct entries of the three, at least the last.
+#[test]
+fn two_producers_lap_with_no_reader() {
+    model(|| {
+        let (producer, ring) = Ring::multi_producer(RingConfig::new(2)).unwrap();
+        let ts = lapping_producers(&producer);
+        for t in ts {
+            t.join().unwrap();
+        }
+        let mut reader = ring.reader(Start::Oldest).unwrap();
+        drop(producer);
+        let mut seen = Vec::new();
+        loop {
+            match reader.try_read() {
+                Ok(v) => {
+                    assert!([0, 1, 10].contains(&*v) && !seen.contains(&*v));
+                    seen.push(*v);
+                }
+                Err(TryReadError::Closed) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(!seen.is_empty(), "the last entry stays readable");
+    });
+}
+
+/// As `two_producers_lap_with_no_reader`, with a gating reader that holds the producers back,
+/// reads what it finds and leaves: from then on nothing gates them and they lap. While the
+/// reader gates, its reads order the previous lap's writes before a lap (its cursor); once
+/// it has left, only the slot's tag does. Key ordering: as in the model above (the lapping
+/// producer's Acquire wait for the previous lap's tag); Relaxed there makes the writes race.
+#[test]
+fn two_producers_lap_after_their_gating_reader_leaves() {
+    model(|| {
+        let (producer, ring) = Ring::multi_producer(RingConfig::new(2)).unwrap();
+        let mut reader = ring.gating_reader(Start::Tail).unwrap();
+        let ts = lapping_producers(&producer);
+        drop(producer);
+        if let Ok(v) = reader.try_read() {
+            assert!([0, 10].contains(&*v), "the first entry of either producer");
+        }
+        drop(reader);
+        for t in ts {
+            t.join().unwrap();
+        }
+    });
+}
+
+/// Producer 0 publishes 0 then 1, producer 1 publishes 10: three entries in two slots.
+fn lapping_producers(producer: &MultiProducer<Arc<u64>>) -> Vec<thread::JoinHandle<()>> {
+    (0..2u64)
+        .map(|k| {
+            let mut p = producer.clone();
+            thread::spawn(move || {
+                p.publish(Arc::new(k * 10)).unwrap();
+                if k == 0 {
+                    p.publish(Arc::new(1)).unwrap();
+                }
+            })
+        })
+        .collect()
 }

@@ -480,35 +480,32 @@ fn a_lending_read_sees_the_headers_of_every_entry_it_lends() {
 /// overwrite (loom reports a racing access to the slot's cell otherwise). Key ordering:
 /// the Release store of the gate's cursor in `skip_to` (`Reader::commit`) against the
 /// producer's Acquire load of it (`GateView::min_gate`); storing it Relaxed fails this
-/// model. Light fences run as the compiler fences they are on std (nobody parks here):
-/// loom's `SeqCst` fence would order the threads by itself.
+/// model.
 #[test]
 fn a_gate_moved_past_a_lent_run_hands_it_to_the_producer() {
     model(|| {
-        crate::sync::asym_fence::light_as_compiler_fence(|| {
-            let (p, group) = gated_by_group();
-            let slot = p.group_slot("g").unwrap();
-            let mut a = p.appender();
-            append(&mut a, 0, AppendWait::No);
-            append(&mut a, 1, AppendWait::No);
-            let producer = thread::spawn(move || {
-                let mut e = entry(2);
-                loop {
-                    match a.append(e, AppendWait::No) {
-                        Ok(offset) => return offset,
-                        Err((Some(back), _)) => e = back,
-                        Err((None, err)) => panic!("{err:?}"),
-                    }
-                    thread::yield_now();
+        let (p, group) = gated_by_group();
+        let slot = p.group_slot("g").unwrap();
+        let mut a = p.appender();
+        append(&mut a, 0, AppendWait::No);
+        append(&mut a, 1, AppendWait::No);
+        let producer = thread::spawn(move || {
+            let mut e = entry(2);
+            loop {
+                match a.append(e, AppendWait::No) {
+                    Ok(offset) => return offset,
+                    Err((Some(back), _)) => e = back,
+                    Err((None, err)) => panic!("{err:?}"),
                 }
-            });
-            let mut got = Vec::new();
-            let outcome = p.lend(0, 2, 0, &slot, |o, (_, _, v, _)| got.push((o, **v)));
-            assert_eq!(outcome, Some(ReadOutcome::Read(2)));
-            assert_eq!(got, [(0, 0), (1, 1)]);
-            p.commit(&group, 2, 0).unwrap();
-            assert_eq!(producer.join().unwrap(), 2);
+                thread::yield_now();
+            }
         });
+        let mut got = Vec::new();
+        let outcome = p.lend(0, 2, 0, &slot, |o, (_, _, v, _)| got.push((o, **v)));
+        assert_eq!(outcome, Some(ReadOutcome::Read(2)));
+        assert_eq!(got, [(0, 0), (1, 1)]);
+        p.commit(&group, 2, 0).unwrap();
+        assert_eq!(producer.join().unwrap(), 2);
     });
 }
 

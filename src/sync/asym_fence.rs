@@ -16,8 +16,9 @@
 //! filters, Miri), both sides fall back to `fence(SeqCst)`. If the kernel stops issuing
 //! expedited barriers after registering us, [`heavy`] covers the handshakes in flight with a
 //! slower barrier on every CPU and moves both sides to full fences for good (`degrade`); it
-//! never fails and never aborts. Under loom both are `fence(SeqCst)`, so the models check
-//! the handshake itself.
+//! never fails and never aborts. Under loom `heavy` is a `SeqCst` fence plus a stand-in for the
+//! barrier on the other threads, and `light` orders nothing but its pairing with `heavy` (see
+//! the loom `imp`), so the models check the handshake as the membarrier build runs it.
 //!
 //! Pairing rule: every [`light`] on one side of a handshake must be paired with a [`heavy`]
 //! on the other side (or with `fence(SeqCst)` on both when the fallback is active, which this
@@ -25,43 +26,71 @@
 
 #[cfg(logbus_loom)]
 mod imp {
-    use crate::sync::atomic::{fence, Ordering};
+    use crate::sync::atomic::{fence, AtomicUsize, Ordering};
+    use crate::sync::thread::model_thread_index;
 
     pub(crate) fn init() {}
 
-    std::thread_local! {
-        /// Set by [`light_as_compiler_fence`]; loom runs a model's threads on the thread
-        /// that calls `check`, so this is per model.
-        static LIGHT_IS_FREE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    loom::lazy_static! {
+        /// One word per model thread, written only by that thread's `light` and by every
+        /// `heavy`: the stand-in for membarrier's barrier on the other CPUs. A `light`
+        /// pairs with a `heavy` through its own thread's word and never with another
+        /// thread's `light` (on std it is a compiler fence). Loom's `SeqCst` fence would
+        /// not do: loom orders every `SeqCst` fence after all earlier ones, so it would
+        /// order two `light`s (and the accesses around them) by itself.
+        static ref PAIRING: [AtomicUsize; loom::MAX_THREADS] =
+            std::array::from_fn(|_| AtomicUsize::new(0));
     }
 
+    std::thread_local! {
+        /// Set by [`light_as_seqcst_fence`]; loom runs a model's threads on the thread
+        /// that calls `check`, so this is per model.
+        static LIGHT_IS_SEQCST: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// On std a compiler fence. Here an AcqRel RMW on this thread's pairing word: a `heavy`
+    /// whose RMW on that word comes later sees everything before this `light`; one whose RMW
+    /// came earlier is seen by everything after it. That is membarrier's guarantee for a
+    /// `light`/`heavy` pair, and no more (two `light`s are not ordered).
     #[inline]
     pub(crate) fn light() {
-        if !LIGHT_IS_FREE.with(|free| free.get()) {
+        if LIGHT_IS_SEQCST.with(|f| f.get()) {
             fence(Ordering::SeqCst);
+        } else {
+            // AcqRel: pairs with the AcqRel RMWs on this word in `heavy` (see above).
+            PAIRING[model_thread_index()].fetch_add(1, Ordering::AcqRel);
         }
     }
 
-    /// Runs `f` (a model's `check`) with [`light`] as what it is in the std build with
-    /// membarrier: no fence at all. Only for models with no heavy side (no change of owner,
-    /// no parking): there the `SeqCst` fence loom otherwise puts in `light` orders accesses
-    /// that real hardware does not, and hides store-buffering between the light fence's
-    /// neighbours.
+    /// Runs `f` (a model's `check`) with [`light`] as loom's `SeqCst` fence, the fallback of
+    /// the std build without membarrier. Loom orders that fence after every earlier one, so
+    /// it orders two `light`s too, which the membarrier build does not: only for models whose
+    /// length the pairing words make too long for the house budget, and whose orderings
+    /// between `light`s are checked by models that run paired.
     #[cfg(test)]
-    pub(crate) fn light_as_compiler_fence<R>(f: impl FnOnce() -> R) -> R {
+    pub(crate) fn light_as_seqcst_fence<R>(f: impl FnOnce() -> R) -> R {
         struct Reset;
         impl Drop for Reset {
             fn drop(&mut self) {
-                LIGHT_IS_FREE.with(|free| free.set(false));
+                LIGHT_IS_SEQCST.with(|f| f.set(false));
             }
         }
-        LIGHT_IS_FREE.with(|free| free.set(true));
+        LIGHT_IS_SEQCST.with(|f| f.set(true));
         let _reset = Reset;
         f()
     }
 
+    /// A `SeqCst` fence on this thread, and the barrier membarrier puts on every other
+    /// thread: an RMW on each other thread's pairing word.
     pub(crate) fn heavy() {
         fence(Ordering::SeqCst);
+        let me = model_thread_index();
+        for (i, word) in PAIRING.iter().enumerate() {
+            if i != me {
+                // AcqRel: pairs with the RMW in that thread's `light` (see `light`).
+                word.fetch_add(1, Ordering::AcqRel);
+            }
+        }
     }
 }
 
@@ -333,7 +362,7 @@ mod imp {
 }
 
 #[cfg(all(test, logbus_loom))]
-pub(crate) use imp::light_as_compiler_fence;
+pub(crate) use imp::light_as_seqcst_fence;
 #[cfg(all(test, not(logbus_loom)))]
 pub(crate) use imp::HEAVY_CALLS;
 pub(crate) use imp::{heavy, init, light};

@@ -78,15 +78,19 @@ pub(crate) mod thread {
         if chosen != 0 {
             return chosen;
         }
-        // loom exposes the index only through `Debug`: "ThreadId(3)".
-        let id = format!("{:?}", loom::thread::current().id());
-        let n: usize = id
-            .trim_start_matches("ThreadId(")
-            .trim_end_matches(')')
-            .parse()
-            .expect("loom's ThreadId debug format");
+        let n = model_thread_index();
         assert!(n < SLOTS, "more model threads than slots");
         FIRST_TOKEN + n
+    }
+
+    /// Loom's index of the calling thread in this execution (below `loom::MAX_THREADS`).
+    pub(crate) fn model_thread_index() -> usize {
+        // loom exposes the index only through `Debug`: "ThreadId(3)".
+        let id = format!("{:?}", loom::thread::current().id());
+        id.trim_start_matches("ThreadId(")
+            .trim_end_matches(')')
+            .parse()
+            .expect("loom's ThreadId debug format")
     }
 
     loom::thread_local! {

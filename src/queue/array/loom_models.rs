@@ -12,6 +12,16 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     builder.check(f);
 }
 
+/// `model` for the changes of owner (a revocation, a transfer), with the owners' light
+/// fences as loom's `SeqCst` fence: paired with the heavy fences as on the membarrier
+/// build, these models run for many minutes each. The orderings the owners' cursors rely
+/// on between two light fences are checked by the models without a change of owner, which
+/// run paired (`owners_pass_messages_through_a_full_and_an_empty_queue`,
+/// `owned_try_operations_are_linearizable`).
+fn model_with_seqcst_light(f: impl Fn() + Sync + Send + 'static) {
+    asym_fence::light_as_seqcst_fence(|| model(f));
+}
+
 /// One sending thread, one receiving thread, capacity 1: both own their sides, the
 /// sender waits on a full queue and the receiver on an empty one, every message arrives
 /// once and in order, and the last one is still delivered after the disconnection.
@@ -61,7 +71,7 @@ fn owners_use_the_slots_they_already_know_of_on_the_fast_paths() {
 /// messages arrive once.
 #[test]
 fn a_second_sender_revokes_the_owners_mid_stream() {
-    model(|| {
+    model_with_seqcst_light(|| {
         let ch = Arc::new(Channel::with_protocol(2, Owners::with_burst(0)));
         let senders: Vec<_> = (0..2u8)
             .map(|p| {
@@ -104,7 +114,7 @@ fn senders_in_order_across_a_transfer_then_a_revocation() {
 }
 
 fn senders_in_order(burst: usize) {
-    model(move || {
+    model_with_seqcst_light(move || {
         let ch = Arc::new(Channel::with_protocol(2, Owners::with_burst(burst)));
         let senders: Vec<_> = (0..2u8)
             .map(|p| {
@@ -145,7 +155,7 @@ fn a_second_receiver_takes_the_side_over() {
 }
 
 fn receivers_take_each_once(burst: usize) {
-    model(move || {
+    model_with_seqcst_light(move || {
         let ch = Arc::new(Channel::<Arc<u8>>::with_protocol(
             2,
             Owners::with_burst(burst),
@@ -170,15 +180,9 @@ fn receivers_take_each_once(burst: usize) {
 /// `Empty` after taking `a` says `b` had not gone in: no order of the operations gives
 /// both. The cursors move by plain stores, so without the fences before `Full`/`Empty`
 /// (`claim_send_owned`, `claim_recv_owned`) each side may read the other's old cursor;
-/// taking out either fence makes this model fail. The owners' light fences are modelled
-/// as the compiler fences they are on the std build (no owner change or parking here
-/// pairs with them), or loom's `SeqCst` stand-in would order the cursors by itself.
+/// taking out either fence makes this model fail.
 #[test]
 fn owned_try_operations_are_linearizable() {
-    asym_fence::light_as_compiler_fence(owned_try_model);
-}
-
-fn owned_try_model() {
     model(|| {
         let ch = Arc::new(Channel::<Arc<u8>>::with_protocol(2, Owners::new()));
         let rx = Arc::clone(&ch);
@@ -238,16 +242,9 @@ fn a_disconnection_revokes_the_sending_owner_mid_send() {
 /// give-back, the Acquire take). Weakening either to Relaxed makes this model fail (the
 /// heir writes the first message's slot again). Two senders each try once to draw the
 /// pool's one free slot and, if they get it, take its token, send and give it back; main
-/// receives after both are done (no thread parks or spins, so executions stay short). The
-/// owners' light fences are modelled as the compiler fences they are on the std build:
-/// loom's `SeqCst` stand-in would be an acquire fence after the take, ordering the two
-/// senders by itself.
+/// receives after both are done (no thread parks or spins, so executions stay short).
 #[test]
 fn an_heir_to_a_token_inherits_the_side_it_owned() {
-    asym_fence::light_as_compiler_fence(heir_model);
-}
-
-fn heir_model() {
     model(|| {
         const SLOT: usize = 5;
         let ch = Arc::new(Channel::with_protocol(2, Owners::new()));

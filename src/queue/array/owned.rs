@@ -84,21 +84,25 @@ impl OwnerCache {
     }
 }
 
+/// The ordering of [`store_own_cursor`]'s store, on both builds: one constant, so that
+/// weakening it is seen by the models, which run the loom form. Release: publishes the
+/// operation's slot accesses to the other side's Acquire loads of the cursor.
+const OWN_CURSOR_STORE: Ordering = Ordering::Release;
+
 /// Moves a cursor that only the calling thread moves (it owns the side), and the owner's
-/// copy of it in `cache`: a plain `Release` store (pairs with the other side's `Acquire`
-/// loads). Under loom a `swap`: loom 0.7 can lose a plain store that races a
-/// read-modify-write of the same atomic (tokio-rs/loom#254), and waiters read the cursors
-/// with `fetch_add(0)`.
+/// copy of it in `cache`: a plain store with [`OWN_CURSOR_STORE`]. Under loom a `swap` with
+/// the same ordering: loom 0.7 can lose a plain store that races a read-modify-write of the
+/// same atomic (tokio-rs/loom#254), and waiters read the cursors with `fetch_add(0)`. The
+/// swap publishes what the store does; it may also carry on the release sequence of the
+/// previous store, the only edge the models see that the std build lacks.
 #[inline]
 pub(super) fn store_own_cursor(cursor: &AtomicUsize, cache: &OwnerCache, pos: usize) {
     // Relaxed: only the owner reads its copy.
     cache.own.store(pos, Ordering::Relaxed);
     if cfg!(logbus_loom) {
-        // Release: as the store below.
-        cursor.swap(pos, Ordering::Release);
+        cursor.swap(pos, OWN_CURSOR_STORE);
     } else {
-        // Release: publishes the operation's slot accesses to the other side's Acquire loads.
-        cursor.store(pos, Ordering::Release);
+        cursor.store(pos, OWN_CURSOR_STORE);
     }
 }
 

@@ -23,33 +23,43 @@ use crate::queue::error::{TryRecvError, TrySendError};
 use crate::sync::atomic::{fence, AtomicUsize, Ordering};
 use crate::sync::Backoff;
 
+/// The ordering of [`read_awaited`]'s load, on both builds: one constant, so that weakening
+/// it is seen by the models, which run the loom form. Acquire: pairs with the Release stamp
+/// store ([`STAMP_STORE`]) the waiter waits for; `take_for_discard` reads the message right
+/// after it (the claims look again with an Acquire load before they touch a slot).
+const AWAITED_LOAD: Ordering = Ordering::Acquire;
+
 /// Reads the stamp a thread waits on to change (an operation of the other side in flight on
 /// that slot). Under loom by a read-modify-write, which reads the newest value: a load may
 /// return the old one for ever, and the model's wait would never end (loom counts it as a
-/// spin lock). A plain load on the std build, where a store becomes visible.
+/// spin lock). A plain load on the std build, where a store becomes visible. Both with
+/// [`AWAITED_LOAD`]: an RMW that only reads orders no more than the load with its ordering.
 #[inline]
 pub(super) fn read_awaited(stamp: &AtomicUsize) -> usize {
     if cfg!(logbus_loom) {
-        // Acquire: as below.
-        stamp.fetch_add(0, Ordering::Acquire)
+        stamp.fetch_add(0, AWAITED_LOAD)
     } else {
-        // Acquire: pairs with the Release stamp store the waiter waits for.
-        stamp.load(Ordering::Acquire)
+        stamp.load(AWAITED_LOAD)
     }
 }
 
-/// Stores a slot's stamp (`Release`: publishes the slot accesses made before to the other
-/// side's `Acquire` stamp loads). Under loom a `swap`: loom 0.7 can lose a plain store that
-/// races a read-modify-write of the same atomic (tokio-rs/loom#254), here `read_awaited`,
-/// and the waiter would wait for ever.
+/// The ordering of [`store_stamp`], on both builds: one constant, so that weakening it is
+/// seen by the models, which run the loom form. Release: publishes the slot accesses made
+/// before to the other side's Acquire stamp loads (named at each call).
+const STAMP_STORE: Ordering = Ordering::Release;
+
+/// Stores a slot's stamp with [`STAMP_STORE`]. Under loom a `swap`: loom 0.7 can lose a
+/// plain store that races a read-modify-write of the same atomic (tokio-rs/loom#254), here
+/// `read_awaited`, and the waiter would wait for ever. The swap publishes this thread's
+/// accesses exactly as the store does; it may also carry on the release sequence of the
+/// slot's previous stamp store, which the std store does not, so the models see at most
+/// that edge more than the std build has.
 #[inline]
 pub(super) fn store_stamp(stamp: &AtomicUsize, value: usize) {
     if cfg!(logbus_loom) {
-        // Release: as below.
-        stamp.swap(value, Ordering::Release);
+        stamp.swap(value, STAMP_STORE);
     } else {
-        // Release: see above; the pairing Acquire loads are named at each call.
-        stamp.store(value, Ordering::Release);
+        stamp.store(value, STAMP_STORE);
     }
 }
 

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The loom models' mutation check: for each (site, model) pair below, weakens the ordering at
+# the site in a scratch copy of the workspace (never the working tree), builds under
+# `--cfg logbus_loom` and runs the one model, which must FAIL. Fails loudly when a mutant
+# survives (the model passes), when a model is not found, or when a mutation no longer
+# applies (its pattern does not occur exactly once in its file): a refactor that moves the
+# line must move the mutation with it.
+#
+#   scripts/loom-mutations.sh                 # every pair
+#   scripts/loom-mutations.sh reader-cursor   # the pairs whose mutation names contain a word
+#
+# One scratch copy and one target directory (target/loom-mutants) for every mutant, so each
+# is an incremental debug build of the crate holding the model; a failing model fails within
+# a second.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root=$PWD
+target=${LOGBUS_MUTANTS_TARGET:-$root/target/loom-mutants}
+scratch=$target/workspace
+filters=("$@")
+
+die() { printf '\nFAILED: %s\n' "$*" >&2; exit 1; }
+
+names=() files=() patterns=() replacements=() models=()
+
+# mutant NAME FILE PATTERN REPLACEMENT MODEL
+#   MODEL: `lib::path::to::model` (the library's unit tests) or `TEST::model` (a test file of
+#   loom-tests/, e.g. `ring::gating_holds_producer_back`).
+mutant() {
+    names+=("$1") files+=("$2") patterns+=("$3") replacements+=("$4") models+=("$5")
+}
+
+# The ring's reader cursor (the producers' Acquire loads of it in `GateView::min_gate`).
+mutant reader-cursor-store src/ring/reader.rs \
+    'self.cursor.next.store(self.next, Ordering::Release);' \
+    'self.cursor.next.store(self.next, Ordering::Relaxed);' \
+    ring::gating_holds_producer_back
+mutant reader-cursor-store src/ring/reader.rs \
+    'self.cursor.next.store(self.next, Ordering::Release);' \
+    'self.cursor.next.store(self.next, Ordering::Relaxed);' \
+    lib::partition::loom_models::a_gate_moved_past_a_lent_run_hands_it_to_the_producer
+# A multi-producer lap: the wait for the previous lap's tag.
+mutant previous-lap-wait src/ring/slot.rs \
+    $'Release store.\n            while self.state.load(Ordering::Acquire) != prev_tag << ACCESS_BITS {' \
+    $'Release store.\n            while self.state.load(Ordering::Relaxed) != prev_tag << ACCESS_BITS {' \
+    ring::two_producers_lap_with_no_reader
+mutant previous-lap-wait src/ring/slot.rs \
+    $'Release store.\n            while self.state.load(Ordering::Acquire) != prev_tag << ACCESS_BITS {' \
+    $'Release store.\n            while self.state.load(Ordering::Relaxed) != prev_tag << ACCESS_BITS {' \
+    ring::two_producers_lap_after_their_gating_reader_leaves
+# The single producer's published cursor (its fast path).
+mutant published-cursor src/ring/sequencer.rs \
+    'shared.published.store(seq + 1, Ordering::Release);' \
+    'shared.published.store(seq + 1, Ordering::Relaxed);' \
+    ring::single_producer_publish_and_read
+# The close's wake-up of parked readers, left out.
+mutant close-wakes-readers src/ring/shared.rs \
+    $'self.closed_at.fetch_min(end, Ordering::Release);\n        self.readers_wait.notify_all();' \
+    'self.closed_at.fetch_min(end, Ordering::Release);' \
+    ring::close_racing_a_parked_reader
+# Plain values: the single-entry fast path not marking the ring impure.
+mutant fast-path-impure src/ring/sequencer.rs \
+    $'            // Before the write (module docs, "Plain values").\n            shared.mark_impure();\n        }\n        let lock = self.view.lossy() || self.announced_run(seq + 1);' \
+    $'        }\n        let lock = self.view.lossy() || self.announced_run(seq + 1);' \
+    lib::partition::loom_models::plain_runs_drop_the_headers_they_overwrite
+# The array queue's shared protocol: its stamps.
+mutant stamp-store src/queue/array/shared.rs \
+    'const STAMP_STORE: Ordering = Ordering::Release;' \
+    'const STAMP_STORE: Ordering = Ordering::Relaxed;' \
+    queue::two_producers_one_consumer
+# The array queue's owned protocol: the owners' cursors and the fences of exact looks.
+mutant own-cursor-store src/queue/array/owned.rs \
+    'const OWN_CURSOR_STORE: Ordering = Ordering::Release;' \
+    'const OWN_CURSOR_STORE: Ordering = Ordering::Relaxed;' \
+    lib::queue::array::loom_models::owners_pass_messages_through_a_full_and_an_empty_queue
+mutant owned-full-fence src/queue/array/owned.rs \
+    $'            if free == 0 && look.settle {\n                // SeqCst: pairs with the receiving owner\'s fence before it reports `Empty`\n                // (Dekker: one of the two sees the other\'s cursor store).\n                fence(Ordering::SeqCst);' \
+    $'            if free == 0 && look.settle {' \
+    lib::queue::array::loom_models::owned_try_operations_are_linearizable
+mutant owned-empty-fence src/queue/array/owned.rs \
+    $'                // SeqCst: pairs with the sending owner\'s fence before it reports `Full`.\n                fence(Ordering::SeqCst);' \
+    '' \
+    lib::queue::array::loom_models::owned_try_operations_are_linearizable
+# The unbounded queue's block recycling.
+mutant list-recycle-cas src/queue/list.rs \
+    '.compare_exchange(ptr::null_mut(), block, Ordering::Release, Ordering::Relaxed)' \
+    '.compare_exchange(ptr::null_mut(), block, Ordering::Relaxed, Ordering::Relaxed)' \
+    lib::queue::list::loom_models::a_recycled_block_is_written_again_by_another_thread
+# A replicated partition's open chunk: the claim of a slot as a load then a store.
+mutant chunk-claim-cas src/replica/log/chunk.rs \
+    $'        if self\n            .filled\n            .compare_exchange(i, i | BUSY, Ordering::Acquire, Ordering::Relaxed)\n            .is_err()\n        {\n            return Err(entry);\n        }' \
+    $'        if self.filled.load(Ordering::Acquire) != i {\n            return Err(entry);\n        }\n        self.filled.store(i | BUSY, Ordering::Relaxed);' \
+    lib::replica::log::chunk::loom_models::two_writers_of_one_slot_write_once
+
+selected() {
+    local name=$1 f
+    [ ${#filters[@]} -eq 0 ] && return 0
+    for f in "${filters[@]}"; do
+        [[ $name == *"$f"* ]] && return 0
+    done
+    return 1
+}
+
+# A fresh copy of the tracked files as they are in the working tree, at a fixed path (so the
+# builds of one run, and of the next, are incremental).
+rm -rf "$scratch"
+mkdir -p "$scratch"
+git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$scratch"
+
+# No backtraces: printing one from a loom thread can overflow its stack and hang.
+export RUSTFLAGS="--cfg logbus_loom" LOOM_MAX_PREEMPTIONS=2 RUST_BACKTRACE=0
+export CARGO_TARGET_DIR=$target
+start=$SECONDS
+caught=()
+for i in "${!names[@]}"; do
+    name=${names[$i]} file=${files[$i]} model=${models[$i]}
+    selected "$name" || continue
+    cp "$root/$file" "$scratch/$file"
+    PAT=${patterns[$i]} REP=${replacements[$i]} perl -0777 -i -pe '
+        BEGIN { $p = $ENV{PAT}; $r = $ENV{REP} }
+        my $n = () = /\Q$p\E/g;
+        die "the pattern occurs $n times (exactly once expected)\n" unless $n == 1;
+        s/\Q$p\E/$r/;
+    ' "$scratch/$file" || die "mutation $name no longer applies to $file"
+    case $model in
+        lib::*) args=(-p logbus --lib) test=${model#lib::} ;;
+        *::*) args=(-p logbus-loom-tests --test "${model%%::*}") test=${model#*::} ;;
+        *) die "model $model: neither lib::... nor FILE::..." ;;
+    esac
+    printf '\n==> %s: %s must fail\n' "$name" "$model"
+    exe=$(cd "$scratch" && cargo test "${args[@]}" --no-run --quiet --message-format=json \
+        | grep -o '"executable":"[^"]*"' | tail -n 1 | cut -d'"' -f4) \
+        || die "mutant $name does not build"
+    [ -n "$exe" ] || die "mutant $name: no test binary for $model"
+    log=$target/$i-$name.log
+    # --nocapture: libtest's output capture can hang after a panic inside a loom thread.
+    set +e
+    (cd "$scratch" && timeout 300 "$exe" --exact "$test" --nocapture) >"$log" 2>&1
+    status=$?
+    set -e
+    cp "$root/$file" "$scratch/$file"
+    # Caught: the model failed, or panicked and then aborted (loom's cell guards can panic
+    # again while the first failure unwinds).
+    if grep -q '^test result: ok\. 1 passed' "$log"; then
+        tail -n 20 "$log" >&2
+        die "mutant $name survived: $model passed"
+    fi
+    if ! grep -q '^test result: FAILED\. 0 passed; 1 failed' "$log" \
+        && ! { [ "$status" -ne 124 ] && grep -qF "thread '$test' " "$log"; }; then
+        tail -n 20 "$log" >&2
+        die "mutant $name: $model did not run as one failing test (exit $status; log $log)"
+    fi
+    # The panic's message: the line after loom's "panicked at <location>:".
+    why=$(grep -m1 -A1 'panicked at' "$log" | tail -n 1)
+    printf 'caught: %s\n' "${why:-failed}"
+    caught+=("$name -> $model")
+done
+[ ${#caught[@]} -gt 0 ] || die "no mutation selected by: ${filters[*]}"
+printf '\n==> %d mutants caught in %ds:\n' "${#caught[@]}" $((SECONDS - start))
+printf '  %s\n' "${caught[@]}"
