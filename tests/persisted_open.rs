@@ -32,8 +32,13 @@ fn tp() -> TopicPartition {
 /// A cleanly closed directory: topic `t` (one partition, `RECORDS` records in 16 KiB
 /// segments), group `g` committed at the end.
 fn setup(dir: &Path) {
+    setup_in_batches(dir, RECORDS);
+}
+
+/// As [`setup`], the producer flushed every `batch` records: segments of several batches.
+fn setup_in_batches(dir: &Path, batch: u64) {
     let broker = Broker::builder().data_dir(dir).create(true).open().unwrap();
-    broker
+    let topic = broker
         .create_persisted_topic::<(), String>(
             "t",
             TopicConfig::new(1),
@@ -46,6 +51,9 @@ fn setup(dir: &Path) {
     for i in 0..RECORDS {
         p.send(Record::new("t", format!("v{i}-{}", "x".repeat(60))))
             .unwrap();
+        if (i + 1) % batch == 0 {
+            topic.flush().unwrap();
+        }
     }
     let mut c = broker
         .consumer::<(), String>(ConsumerConfig::new().group_id("g"))
@@ -447,4 +455,96 @@ fn a_locked_data_dir_is_refused_to_a_second_open() {
     broker.close().unwrap();
     drop(broker);
     Broker::open(&dir).unwrap().close().unwrap();
+}
+
+/// The byte positions and base offsets of the batches of a `.log` file.
+fn batch_starts(bytes: &[u8]) -> Vec<(usize, u64)> {
+    let mut at = 0;
+    let mut starts = Vec::new();
+    while at + 12 <= bytes.len() {
+        let base = u64::from_be_bytes(bytes[at..at + 8].try_into().unwrap());
+        let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        starts.push((at, base));
+        at += 12 + len;
+    }
+    starts
+}
+
+/// A stray `.log` that holds valid batches — a copy of the tail of a segment (from one of
+/// its batches to its end), named by its first batch's offset, as a botched restore or a
+/// copy by hand leaves one — lies inside the offsets of the segment it was copied from:
+/// the directory still opens with every segment as it was and every record, after a clean
+/// or an unclean shutdown.
+#[test]
+fn a_stray_copy_of_a_segment_tail_never_deletes_or_changes_a_valid_segment() {
+    let _serial = one_at_a_time();
+    let pristine = tempfile::tempdir().unwrap();
+    setup_in_batches(pristine.path(), 20);
+    let segments = logs(&pristine.path().join("t-0"));
+    let names: Vec<&String> = segments.keys().collect();
+    for (from, clean) in [
+        (0, true),
+        (0, false),
+        (names.len() - 2, true),
+        (names.len() - 1, false),
+    ] {
+        let source = &segments[names[from]];
+        let starts = batch_starts(source);
+        assert!(
+            starts.len() >= 2,
+            "{}: {} batches",
+            names[from],
+            starts.len()
+        );
+        let (at, base) = starts[starts.len() / 2];
+        let case = format!(
+            "a copy of {} from offset {base}, clean shutdown {clean}",
+            names[from]
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        copy_dir(pristine.path(), &dir);
+        if !clean {
+            std::fs::remove_file(dir.join(".logbus_cleanshutdown")).unwrap();
+        }
+        let name = format!("{base:020}.log");
+        let stray = dir.join("t-0").join(&name);
+        std::fs::write(&stray, &source[at..]).unwrap();
+        let problem = verify_path(&dir).unwrap().first_problem().cloned();
+        let problem = problem.unwrap_or_else(|| panic!("{case}: verify saw nothing"));
+        assert_eq!(
+            (problem.kind, &problem.file),
+            (ProblemKind::StraySegment, &stray),
+            "{case}: {problem:?}"
+        );
+
+        let broker = match Broker::open(&dir) {
+            Ok(b) => b,
+            Err(e) => {
+                // Refusing, naming the file, changes nothing either.
+                assert!(e.to_string().contains(&name), "{case}: {e}");
+                let mut now = logs(&dir.join("t-0"));
+                now.remove(&name);
+                assert_eq!(now, segments, "{case}: segments changed");
+                continue;
+            }
+        };
+        broker.open_topic::<(), String>("t").unwrap();
+        let report = broker.recovery_reports()[0].report.clone();
+        assert_eq!(report.truncation, None, "{case}: {report:?}");
+        assert!(report.deleted_segments.is_empty(), "{case}: {report:?}");
+        let set_aside = dir.join("t-0").join(format!("{name}.stray"));
+        assert_eq!(report.set_aside, vec![set_aside], "{case}");
+        assert_eq!(committed(&broker), Some(RECORDS), "{case}");
+        let all = read_all(&broker);
+        assert_eq!(all.len() as u64, RECORDS, "{case}");
+        for (i, (o, v)) in all.iter().enumerate() {
+            assert_eq!(*o, i as u64, "{case}");
+            assert!(v.starts_with(&format!("v{i}-")), "{case}: {v}");
+        }
+        broker.close().unwrap();
+        let mut now = logs(&dir.join("t-0"));
+        now.remove(&name);
+        assert_eq!(now, segments, "{case}: segments changed");
+    }
 }
