@@ -406,7 +406,7 @@ impl BrokerBuilder {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn build(self) -> Result<Broker> {
-        if self.persist.dir.is_some() {
+        if self.persist.dir.is_some() || self.persist.no_dirs {
             return self.open();
         }
         Ok(Broker::from_parts(self.clock, None))

@@ -548,3 +548,67 @@ fn a_stray_copy_of_a_segment_tail_never_deletes_or_changes_a_valid_segment() {
         assert_eq!(now, segments, "{case}: segments changed");
     }
 }
+
+/// A builder given directories — an empty list of them, the same directory twice (or
+/// under two spellings), a missing one beside an existing one, a non-empty directory that
+/// is not logbus's — refuses to build with a typed error, never a panic or an in-memory
+/// broker.
+#[test]
+fn a_builder_given_data_dirs_refuses_every_set_it_cannot_open() {
+    let _serial = one_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    Broker::builder()
+        .data_dirs([&a, &b])
+        .create(true)
+        .open()
+        .unwrap()
+        .close()
+        .unwrap();
+    let foreign = tmp.path().join("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("notes.txt"), "mine").unwrap();
+    let none: [PathBuf; 0] = [];
+    let cases: Vec<(&str, Vec<PathBuf>, bool)> = vec![
+        ("an empty list", none.to_vec(), true),
+        ("an empty list, no create", none.to_vec(), false),
+        (
+            "the same directory twice",
+            vec![a.clone(), a.clone()],
+            false,
+        ),
+        (
+            "the same directory twice, spelled twice",
+            vec![a.clone(), a.join(".")],
+            false,
+        ),
+        (
+            "a missing one",
+            vec![a.clone(), tmp.path().join("missing")],
+            false,
+        ),
+        ("a foreign one, create", vec![foreign.clone()], true),
+        (
+            "a foreign one beside a set",
+            vec![a.clone(), b.clone(), foreign.clone()],
+            true,
+        ),
+    ];
+    for (what, dirs, create) in cases {
+        let built =
+            std::panic::catch_unwind(|| Broker::builder().data_dirs(&dirs).create(create).build());
+        match built {
+            Err(_) => panic!("{what}: panicked"),
+            Ok(Ok(broker)) => {
+                let topics = broker.persisted_topics();
+                let _ = broker.close();
+                panic!("{what}: built a broker (persisted topics {topics:?})");
+            }
+            Ok(Err(e)) => println!("{what}: {e}"),
+        }
+    }
+    // The set is still whole.
+    let broker = Broker::builder().data_dirs([&a, &b]).open().unwrap();
+    broker.close().unwrap();
+}
