@@ -612,3 +612,32 @@ fn a_builder_given_data_dirs_refuses_every_set_it_cannot_open() {
     let broker = Broker::builder().data_dirs([&a, &b]).open().unwrap();
     broker.close().unwrap();
 }
+
+/// A log-start checkpoint past a partition's log end (a checkpoint file edited, restored
+/// from elsewhere or left stale) empties the partition on open, as Kafka restarts such a
+/// log at its log start: the segments deleted for it are reported, never dropped silently.
+#[test]
+fn segments_deleted_below_a_log_start_past_the_log_end_are_reported() {
+    let _serial = one_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    setup(&dir);
+    let segments = logs(&dir.join("t-0"));
+    std::fs::write(
+        dir.join("log-start-offset-checkpoint"),
+        format!("0\n1\nt 0 {}\n", RECORDS + 100),
+    )
+    .unwrap();
+    let broker = Broker::open(&dir).unwrap();
+    let report = broker.recovery_reports()[0].report.clone();
+    assert_eq!(report.log_start_offset, RECORDS + 100);
+    let deleted: Vec<String> = report
+        .deleted_segments
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let all: Vec<String> = segments.keys().cloned().collect();
+    assert_eq!(deleted, all, "{report:?}");
+    assert!(!report.is_clean());
+    broker.close().unwrap();
+}

@@ -30,7 +30,9 @@
 //!    leave them), the indexes are rebuilt, and the log is cut at the first bad or incomplete
 //!    batch — only there: a gap in offsets, inside or between segments, is legal and kept
 //!    (and listed in [`RecoveryReport::gaps`] when it lies between segments);
-//! 5. if anything was cut, every later segment is deleted (its data followed a hole);
+//! 5. if anything was cut, every later segment is deleted (its data followed a hole); if the
+//!    log start offset lies past the log end, every segment is deleted and the log restarts
+//!    there (listed in [`RecoveryReport::deleted_segments`] too);
 //! 6. every recovered segment is fsynced — its bytes may be writes that an earlier life of the
 //!    process left in the page cache without an fsync (it was killed, or an fsync failed) —
 //!    so the recovery point becomes the log end offset; when an index file had to be
@@ -82,7 +84,9 @@ pub struct RecoveryReport {
     pub batches_validated: u64,
     /// Where the log was cut, if it was.
     pub truncation: Option<Truncation>,
-    /// Segment `.log` files deleted because they followed a cut.
+    /// Segment `.log` files deleted because they followed a cut, or because the log start
+    /// offset (from its checkpoint) lies past the log end: the log then restarts, empty, at
+    /// the log start, as Kafka's does.
     pub deleted_segments: Vec<PathBuf>,
     /// Index files rebuilt because they were missing or damaged (segments recovered only
     /// because they lie past the recovery point are not listed).
@@ -346,6 +350,12 @@ pub(crate) fn load(
     let log_end = segments.last().map_or(log_start, Segment::next_offset);
     if segments.is_empty() || log_start > log_end {
         let old: Vec<Segment> = std::mem::take(&mut segments);
+        // Records the log start has passed: gone, and said so.
+        report.deleted_segments.extend(
+            old.iter()
+                .filter(|s| !s.is_empty())
+                .map(|s| s.log_path().to_path_buf()),
+        );
         delete_segment_files(io, dir, old)?;
         let mut fresh = Segment::create(io, dir, log_start, params, now_ms)?;
         fresh.sync(true)?;
