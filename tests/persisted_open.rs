@@ -641,3 +641,46 @@ fn segments_deleted_below_a_log_start_past_the_log_end_are_reported() {
     assert!(!report.is_clean());
     broker.close().unwrap();
 }
+
+/// A broker dropped without `close` (its last handle) releases its data directories: they
+/// open again in the same process, with what was sent, persisted and replicated topics
+/// alike.
+#[test]
+fn a_broker_dropped_without_close_releases_its_data_directories() {
+    let _serial = one_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("d{i}"))).collect();
+    {
+        let broker = Broker::builder()
+            .data_dirs(&dirs)
+            .create(true)
+            .open()
+            .unwrap();
+        for (name, replicas) in [("t", 1), ("r", 2)] {
+            broker
+                .create_persisted_topic::<(), String>(
+                    name,
+                    TopicConfig::new(1).replication_factor(replicas),
+                    PersistConfig::new(),
+                )
+                .unwrap();
+            broker
+                .producer::<(), String>()
+                .send(Record::new(name, "kept".to_string()))
+                .unwrap();
+        }
+    }
+    let broker = Broker::builder()
+        .data_dirs(&dirs)
+        .open()
+        .unwrap_or_else(|e| panic!("reopening after a drop without close: {e}"));
+    for name in ["t", "r"] {
+        broker.open_topic::<(), String>(name).unwrap();
+        assert_eq!(
+            broker.describe_topic(name).unwrap().partitions[0].log_end,
+            1,
+            "{name}"
+        );
+    }
+    broker.close().unwrap();
+}

@@ -677,6 +677,11 @@ impl DataDir {
     }
 
     pub(crate) fn close(&self, _broker: &Broker) -> Result<()> {
+        self.close_dropped()
+    }
+
+    /// `close`, for a broker whose last handle was dropped (see `BrokerInner`'s `Drop`).
+    pub(crate) fn close_dropped(&self) -> Result<()> {
         // AcqRel: one closer; pairs with the Acquire in `check_open`.
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());

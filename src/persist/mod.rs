@@ -657,7 +657,8 @@ impl Broker {
     /// offsets and the clean-shutdown marker, joins the background thread and releases the
     /// directory. Sends fail afterwards, to the broker's in-memory topics too, with
     /// [`Error::Closed`] saying the broker was closed; sends waiting for room wake with
-    /// it. A no-op for an in-memory broker.
+    /// it. A no-op for an in-memory broker. A broker whose last handle is dropped without
+    /// `close` is closed the same way, its errors unseen: call `close` to see them.
     ///
     /// # Errors
     ///
