@@ -605,7 +605,11 @@ fn a_builder_given_data_dirs_refuses_every_set_it_cannot_open() {
                 let _ = broker.close();
                 panic!("{what}: built a broker (persisted topics {topics:?})");
             }
-            Ok(Err(e)) => println!("{what}: {e}"),
+            Ok(Err(e)) => {
+                // A data directory is not called a partition directory.
+                let text = e.to_string();
+                assert!(!text.contains("partition directory"), "{what}: {text}");
+            }
         }
     }
     // The set is still whole.
