@@ -346,6 +346,22 @@ struct BrokerInner {
     replication: Mutex<Option<Arc<crate::replica::Runtime>>>,
 }
 
+impl Drop for BrokerInner {
+    /// The last handle of a broker on a data directory dropped without
+    /// [`close`](Broker::close): closed as `close` would (errors ignored), so that its
+    /// threads stop and its directory is released rather than held locked until the process
+    /// exits.
+    fn drop(&mut self) {
+        if let Some(d) = &self.data {
+            let runtime = self.replication.lock().clone();
+            if let Some(replicas) = runtime.and_then(|r| r.disk()) {
+                let _ = replicas.close();
+            }
+            let _ = d.close_dropped();
+        }
+    }
+}
+
 /// An in-process broker: typed topics of partitioned logs, and the consumer groups' offsets.
 ///
 /// Cheap to clone (an `Arc`); `Send + Sync`.
@@ -481,7 +497,7 @@ impl BrokerBuilder {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn build(self) -> Result<Broker> {
-        if self.persist.dir.is_some() {
+        if self.persist.dir.is_some() || self.persist.no_dirs {
             return self.open();
         }
         let broker = Broker::from_parts(self.clock, None);

@@ -230,18 +230,19 @@ pub enum Error {
         reason: String,
     },
 
-    /// The partition directory is open already: another [`SegmentSet`] holds its lock, in
-    /// this process or another (one writer per directory).
+    /// The directory is open already: a data directory another broker holds, or a partition
+    /// directory another [`SegmentSet`] holds, in this process or another (one writer per
+    /// directory).
     ///
     /// [`SegmentSet`]: crate::storage::SegmentSet
     #[error(
-        "partition directory {} is in use: another open log holds the lock on {} (one writer \
+        "directory {} is in use: another open broker or log holds the lock on {} (one writer \
          per directory; close it first)",
         dir.display(),
         lock_file.display()
     )]
     DirectoryLocked {
-        /// The partition directory.
+        /// The data or partition directory.
         dir: PathBuf,
         /// The lock file held.
         lock_file: PathBuf,

@@ -484,3 +484,100 @@ fn a_delete_racing_a_creation_of_a_replicated_topic_leaves_the_new_topic_whole()
         broker.close().unwrap();
     }
 }
+
+/// A topic deleted and created again under its name starts from offset 0: the log start and
+/// recovery point its predecessor left in the checkpoint files are not applied to it. After
+/// a crash right after the new topic's records were synced (before the periodic checkpoint
+/// rewrote those files), every one of them is still there on reopen.
+#[test]
+fn a_topic_created_again_after_a_delete_keeps_its_records_across_a_crash() {
+    let _serial = one_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let config = || {
+        PersistConfig::new()
+            .segment_bytes(4 << 10)
+            .retention_bytes(8 << 10)
+            .flush(FlushPolicy::Os)
+    };
+    // First life: retention moves the log start up, and the checkpoint files record it.
+    let broker = Broker::builder()
+        .data_dir(&dir)
+        .create(true)
+        .retention_check_interval(Duration::from_millis(5))
+        .open()
+        .unwrap();
+    broker
+        .create_persisted_topic::<(), String>("t", TopicConfig::new(1), config())
+        .unwrap();
+    let p = broker.producer::<(), String>();
+    for i in 0..2_000 {
+        p.send(Record::new("t", format!("old{i}-{}", "x".repeat(60))))
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while broker.describe_topic("t").unwrap().partitions[0].log_start < 100 {
+        assert!(Instant::now() < deadline, "retention never ran");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    broker.close().unwrap();
+    drop(broker);
+
+    // Second life: the topic deleted and made again; 10 records synced; then a crash
+    // before any periodic checkpoint.
+    let broker = Broker::builder()
+        .data_dir(&dir)
+        .retention_check_interval(Duration::from_secs(3600))
+        .open()
+        .unwrap();
+    broker.delete_topic("t").unwrap();
+    broker
+        .create_persisted_topic::<(), String>("t", TopicConfig::new(1), config())
+        .unwrap();
+    let p = broker.producer::<(), String>();
+    for i in 0..10 {
+        let m = p.send(Record::new("t", format!("new{i}"))).unwrap();
+        assert_eq!(m.offset, i);
+    }
+    broker.sync().unwrap();
+    broker.simulate_process_death();
+    drop(broker);
+    // The dead process's lock is still held by this one: reopen a copy.
+    let copy = tmp.path().join("copy");
+    copy_dir(&dir, &copy);
+
+    let broker = Broker::open(&copy).unwrap();
+    broker.open_topic::<(), String>("t").unwrap();
+    let part = broker.describe_topic("t").unwrap().partitions[0];
+    assert_eq!(
+        (part.log_start, part.log_end),
+        (0, 10),
+        "{:?}",
+        broker.recovery_reports()
+    );
+    let mut c = broker
+        .consumer::<(), String>(
+            ConsumerConfig::new().auto_offset_reset(logbus::consumer::OffsetReset::Earliest),
+        )
+        .unwrap();
+    c.assign(&[tp()]).unwrap();
+    let mut got = Vec::new();
+    while c.poll_into(&mut got, 100, Duration::ZERO).unwrap() > 0 {}
+    let values: Vec<String> = got.into_iter().map(|r| r.value).collect();
+    let want: Vec<String> = (0..10).map(|i| format!("new{i}")).collect();
+    assert_eq!(values, want);
+    broker.close().unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

@@ -32,8 +32,13 @@ fn tp() -> TopicPartition {
 /// A cleanly closed directory: topic `t` (one partition, `RECORDS` records in 16 KiB
 /// segments), group `g` committed at the end.
 fn setup(dir: &Path) {
+    setup_in_batches(dir, RECORDS);
+}
+
+/// As [`setup`], the producer flushed every `batch` records: segments of several batches.
+fn setup_in_batches(dir: &Path, batch: u64) {
     let broker = Broker::builder().data_dir(dir).create(true).open().unwrap();
-    broker
+    let topic = broker
         .create_persisted_topic::<(), String>(
             "t",
             TopicConfig::new(1),
@@ -46,6 +51,9 @@ fn setup(dir: &Path) {
     for i in 0..RECORDS {
         p.send(Record::new("t", format!("v{i}-{}", "x".repeat(60))))
             .unwrap();
+        if (i + 1) % batch == 0 {
+            topic.flush().unwrap();
+        }
     }
     let mut c = broker
         .consumer::<(), String>(ConsumerConfig::new().group_id("g"))
@@ -447,4 +455,236 @@ fn a_locked_data_dir_is_refused_to_a_second_open() {
     broker.close().unwrap();
     drop(broker);
     Broker::open(&dir).unwrap().close().unwrap();
+}
+
+/// The byte positions and base offsets of the batches of a `.log` file.
+fn batch_starts(bytes: &[u8]) -> Vec<(usize, u64)> {
+    let mut at = 0;
+    let mut starts = Vec::new();
+    while at + 12 <= bytes.len() {
+        let base = u64::from_be_bytes(bytes[at..at + 8].try_into().unwrap());
+        let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        starts.push((at, base));
+        at += 12 + len;
+    }
+    starts
+}
+
+/// A stray `.log` that holds valid batches — a copy of the tail of a segment (from one of
+/// its batches to its end), named by its first batch's offset, as a botched restore or a
+/// copy by hand leaves one — lies inside the offsets of the segment it was copied from:
+/// the directory still opens with every segment as it was and every record, after a clean
+/// or an unclean shutdown.
+#[test]
+fn a_stray_copy_of_a_segment_tail_never_deletes_or_changes_a_valid_segment() {
+    let _serial = one_at_a_time();
+    let pristine = tempfile::tempdir().unwrap();
+    setup_in_batches(pristine.path(), 20);
+    let segments = logs(&pristine.path().join("t-0"));
+    let names: Vec<&String> = segments.keys().collect();
+    for (from, clean) in [
+        (0, true),
+        (0, false),
+        (names.len() - 2, true),
+        (names.len() - 1, false),
+    ] {
+        let source = &segments[names[from]];
+        let starts = batch_starts(source);
+        assert!(
+            starts.len() >= 2,
+            "{}: {} batches",
+            names[from],
+            starts.len()
+        );
+        let (at, base) = starts[starts.len() / 2];
+        let case = format!(
+            "a copy of {} from offset {base}, clean shutdown {clean}",
+            names[from]
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        copy_dir(pristine.path(), &dir);
+        if !clean {
+            std::fs::remove_file(dir.join(".logbus_cleanshutdown")).unwrap();
+        }
+        let name = format!("{base:020}.log");
+        let stray = dir.join("t-0").join(&name);
+        std::fs::write(&stray, &source[at..]).unwrap();
+        let problem = verify_path(&dir).unwrap().first_problem().cloned();
+        let problem = problem.unwrap_or_else(|| panic!("{case}: verify saw nothing"));
+        assert_eq!(
+            (problem.kind, &problem.file),
+            (ProblemKind::StraySegment, &stray),
+            "{case}: {problem:?}"
+        );
+
+        let broker = match Broker::open(&dir) {
+            Ok(b) => b,
+            Err(e) => {
+                // Refusing, naming the file, changes nothing either.
+                assert!(e.to_string().contains(&name), "{case}: {e}");
+                let mut now = logs(&dir.join("t-0"));
+                now.remove(&name);
+                assert_eq!(now, segments, "{case}: segments changed");
+                continue;
+            }
+        };
+        broker.open_topic::<(), String>("t").unwrap();
+        let report = broker.recovery_reports()[0].report.clone();
+        assert_eq!(report.truncation, None, "{case}: {report:?}");
+        assert!(report.deleted_segments.is_empty(), "{case}: {report:?}");
+        let set_aside = dir.join("t-0").join(format!("{name}.stray"));
+        assert_eq!(report.set_aside, vec![set_aside], "{case}");
+        assert_eq!(committed(&broker), Some(RECORDS), "{case}");
+        let all = read_all(&broker);
+        assert_eq!(all.len() as u64, RECORDS, "{case}");
+        for (i, (o, v)) in all.iter().enumerate() {
+            assert_eq!(*o, i as u64, "{case}");
+            assert!(v.starts_with(&format!("v{i}-")), "{case}: {v}");
+        }
+        broker.close().unwrap();
+        let mut now = logs(&dir.join("t-0"));
+        now.remove(&name);
+        assert_eq!(now, segments, "{case}: segments changed");
+    }
+}
+
+/// A builder given directories — an empty list of them, the same directory twice (or
+/// under two spellings), a missing one beside an existing one, a non-empty directory that
+/// is not logbus's — refuses to build with a typed error, never a panic or an in-memory
+/// broker.
+#[test]
+fn a_builder_given_data_dirs_refuses_every_set_it_cannot_open() {
+    let _serial = one_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    Broker::builder()
+        .data_dirs([&a, &b])
+        .create(true)
+        .open()
+        .unwrap()
+        .close()
+        .unwrap();
+    let foreign = tmp.path().join("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("notes.txt"), "mine").unwrap();
+    let none: [PathBuf; 0] = [];
+    let cases: Vec<(&str, Vec<PathBuf>, bool)> = vec![
+        ("an empty list", none.to_vec(), true),
+        ("an empty list, no create", none.to_vec(), false),
+        (
+            "the same directory twice",
+            vec![a.clone(), a.clone()],
+            false,
+        ),
+        (
+            "the same directory twice, spelled twice",
+            vec![a.clone(), a.join(".")],
+            false,
+        ),
+        (
+            "a missing one",
+            vec![a.clone(), tmp.path().join("missing")],
+            false,
+        ),
+        ("a foreign one, create", vec![foreign.clone()], true),
+        (
+            "a foreign one beside a set",
+            vec![a.clone(), b.clone(), foreign.clone()],
+            true,
+        ),
+    ];
+    for (what, dirs, create) in cases {
+        let built =
+            std::panic::catch_unwind(|| Broker::builder().data_dirs(&dirs).create(create).build());
+        match built {
+            Err(_) => panic!("{what}: panicked"),
+            Ok(Ok(broker)) => {
+                let topics = broker.persisted_topics();
+                let _ = broker.close();
+                panic!("{what}: built a broker (persisted topics {topics:?})");
+            }
+            Ok(Err(e)) => {
+                // A data directory is not called a partition directory.
+                let text = e.to_string();
+                assert!(!text.contains("partition directory"), "{what}: {text}");
+            }
+        }
+    }
+    // The set is still whole.
+    let broker = Broker::builder().data_dirs([&a, &b]).open().unwrap();
+    broker.close().unwrap();
+}
+
+/// A log-start checkpoint past a partition's log end (a checkpoint file edited, restored
+/// from elsewhere or left stale) empties the partition on open, as Kafka restarts such a
+/// log at its log start: the segments deleted for it are reported, never dropped silently.
+#[test]
+fn segments_deleted_below_a_log_start_past_the_log_end_are_reported() {
+    let _serial = one_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    setup(&dir);
+    let segments = logs(&dir.join("t-0"));
+    std::fs::write(
+        dir.join("log-start-offset-checkpoint"),
+        format!("0\n1\nt 0 {}\n", RECORDS + 100),
+    )
+    .unwrap();
+    let broker = Broker::open(&dir).unwrap();
+    let report = broker.recovery_reports()[0].report.clone();
+    assert_eq!(report.log_start_offset, RECORDS + 100);
+    let deleted: Vec<String> = report
+        .deleted_segments
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let all: Vec<String> = segments.keys().cloned().collect();
+    assert_eq!(deleted, all, "{report:?}");
+    assert!(!report.is_clean());
+    broker.close().unwrap();
+}
+
+/// A broker dropped without `close` (its last handle) releases its data directories: they
+/// open again in the same process, with what was sent, persisted and replicated topics
+/// alike.
+#[test]
+fn a_broker_dropped_without_close_releases_its_data_directories() {
+    let _serial = one_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("d{i}"))).collect();
+    {
+        let broker = Broker::builder()
+            .data_dirs(&dirs)
+            .create(true)
+            .open()
+            .unwrap();
+        for (name, replicas) in [("t", 1), ("r", 2)] {
+            broker
+                .create_persisted_topic::<(), String>(
+                    name,
+                    TopicConfig::new(1).replication_factor(replicas),
+                    PersistConfig::new(),
+                )
+                .unwrap();
+            broker
+                .producer::<(), String>()
+                .send(Record::new(name, "kept".to_string()))
+                .unwrap();
+        }
+    }
+    let broker = Broker::builder()
+        .data_dirs(&dirs)
+        .open()
+        .unwrap_or_else(|e| panic!("reopening after a drop without close: {e}"));
+    for name in ["t", "r"] {
+        broker.open_topic::<(), String>(name).unwrap();
+        assert_eq!(
+            broker.describe_topic(name).unwrap().partitions[0].log_end,
+            1,
+            "{name}"
+        );
+    }
+    broker.close().unwrap();
 }

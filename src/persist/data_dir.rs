@@ -541,8 +541,23 @@ impl DataDir {
         }
     }
 
-    fn write_log_checkpoints(&self, closed: Option<&[(String, u32, Checkpoints)]>) -> Result<()> {
+    /// Writes the recovery-point and log-start checkpoints: from `closed` (`close`'s own
+    /// snapshot), or from the open partitions while the directory is open.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] without `closed` once `close` began; I/O errors.
+    pub(super) fn write_log_checkpoints(
+        &self,
+        closed: Option<&[(String, u32, Checkpoints)]>,
+    ) -> Result<()> {
         let _writing = self.checkpointing.lock();
+        if closed.is_none() {
+            // After `close` began, only its own snapshot (`closed`) is written: the open
+            // partitions' logs are being taken, and a snapshot of what remains would miss
+            // them.
+            self.check_open()?;
+        }
         let mut points = Vec::new();
         let mut starts = Vec::new();
         match closed {
@@ -662,6 +677,11 @@ impl DataDir {
     }
 
     pub(crate) fn close(&self, _broker: &Broker) -> Result<()> {
+        self.close_dropped()
+    }
+
+    /// `close`, for a broker whose last handle was dropped (see `BrokerInner`'s `Drop`).
+    pub(crate) fn close_dropped(&self) -> Result<()> {
         // AcqRel: one closer; pairs with the Acquire in `check_open`.
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());

@@ -229,6 +229,17 @@ pub(crate) struct DataDirOptions {
     /// Open one directory of a set alone, to read it (`describe_data_dir`): its siblings
     /// are not required, and no marker is written.
     pub(crate) one_of_set: bool,
+    /// `data_dirs` was given an empty list: a directory was meant, none named.
+    pub(crate) no_dirs: bool,
+}
+
+/// [`BrokerBuilder::data_dirs`] given an empty list: refused rather than built in memory.
+fn no_data_dirs() -> Error {
+    Error::InvalidConfig {
+        name: "data_dirs",
+        value: "an empty list".into(),
+        valid: "at least one directory".into(),
+    }
 }
 
 impl Default for DataDirOptions {
@@ -243,6 +254,7 @@ impl Default for DataDirOptions {
             create: false,
             replace_lost: false,
             one_of_set: false,
+            no_dirs: false,
         }
     }
 }
@@ -265,7 +277,9 @@ impl BrokerBuilder {
     /// directory `(p + i) % count`, a replica's id being its directory's index — so the
     /// replication factor can be at most the directory count. A directory failing (I/O
     /// errors, or gone) takes its replicas offline; leadership moves to an in-sync replica
-    /// on another directory (see [`crate::replica`]).
+    /// on another directory (see [`crate::replica`]). An empty list names no directory:
+    /// [`open`](Self::open) and [`build`](Self::build) refuse it ([`Error::InvalidConfig`]),
+    /// never building an in-memory broker instead.
     ///
     /// # Examples
     ///
@@ -290,6 +304,7 @@ impl BrokerBuilder {
     /// ```
     pub fn data_dirs<P: Into<PathBuf>>(mut self, dirs: impl IntoIterator<Item = P>) -> Self {
         self.persist.dirs = dirs.into_iter().map(Into::into).collect();
+        self.persist.no_dirs = self.persist.dirs.is_empty();
         if let Some(first) = self.persist.dirs.first() {
             self.persist.dir = Some(first.clone());
         }
@@ -453,6 +468,9 @@ impl BrokerBuilder {
     /// directory is gone (see [`recreate_missing_partitions`](Self::recreate_missing_partitions)); [`Error::InvalidCheckpoint`] for a damaged metadata or
     /// checkpoint file; the storage layer's errors from recovery.
     pub fn open(self) -> Result<Broker> {
+        if self.persist.no_dirs {
+            return Err(no_data_dirs());
+        }
         let Some(dir) = self.persist.dir.clone() else {
             return Err(Error::InvalidConfig {
                 name: "data_dir",
@@ -640,7 +658,8 @@ impl Broker {
     /// offsets and the clean-shutdown marker, joins the background thread and releases the
     /// directory. Sends fail afterwards, to the broker's in-memory topics too, with
     /// [`Error::Closed`] saying the broker was closed; sends waiting for room wake with
-    /// it. A no-op for an in-memory broker.
+    /// it. A no-op for an in-memory broker. A broker whose last handle is dropped without
+    /// `close` is closed the same way, its errors unseen: call `close` to see them.
     ///
     /// # Errors
     ///

@@ -19,6 +19,9 @@
 //!    The last `.log` may still be an empty or torn segment a crash left right after a roll
 //!    (based at the log end or past it): it is recovered as before;
 //!    then index files (`.index`, `.timeindex`, `.txnindex`) without a `.log` are removed;
+//!    once a segment (at or past the log start, its offset index sane) is opened, a `.log`
+//!    based at an offset where that segment holds a batch is a stray copy (a log rolls at its
+//!    end, never inside it) and is set aside the same way, rather than cutting the segment;
 //! 4. unless the shutdown was clean ([`Checkpoints::clean_shutdown`]), every segment from the
 //!    one holding the recovery point onward — and any segment
 //!    whose index is missing, cut mid-entry or out of order — is recovered: each batch is
@@ -27,7 +30,9 @@
 //!    leave them), the indexes are rebuilt, and the log is cut at the first bad or incomplete
 //!    batch — only there: a gap in offsets, inside or between segments, is legal and kept
 //!    (and listed in [`RecoveryReport::gaps`] when it lies between segments);
-//! 5. if anything was cut, every later segment is deleted (its data followed a hole);
+//! 5. if anything was cut, every later segment is deleted (its data followed a hole); if the
+//!    log start offset lies past the log end, every segment is deleted and the log restarts
+//!    there (listed in [`RecoveryReport::deleted_segments`] too);
 //! 6. every recovered segment is fsynced — its bytes may be writes that an earlier life of the
 //!    process left in the page cache without an fsync (it was killed, or an fsync failed) —
 //!    so the recovery point becomes the log end offset; when an index file had to be
@@ -79,7 +84,9 @@ pub struct RecoveryReport {
     pub batches_validated: u64,
     /// Where the log was cut, if it was.
     pub truncation: Option<Truncation>,
-    /// Segment `.log` files deleted because they followed a cut.
+    /// Segment `.log` files deleted because they followed a cut, or because the log start
+    /// offset (from its checkpoint) lies past the log end: the log then restarts, empty, at
+    /// the log start, as Kafka's does.
     pub deleted_segments: Vec<PathBuf>,
     /// Index files rebuilt because they were missing or damaged (segments recovered only
     /// because they lie past the recovery point are not listed).
@@ -228,30 +235,44 @@ pub(crate) fn load(
 
     // 4-5. Open, and recover from the recovery point's segment onward.
     let params = config.segment_params();
-    let bases: Vec<u64> = bases.into_iter().collect();
-    debug_assert_eq!(bases, plan.bases);
-    // The first segment to revalidate: the one holding the recovery point (none after a
-    // clean shutdown).
-    let start = if checkpoints.clean_shutdown {
-        bases.len()
-    } else {
-        bases
-            .partition_point(|&b| b <= checkpoints.recovery_point)
-            .saturating_sub(1)
-    };
-    let mut segments: Vec<Segment> = Vec::with_capacity(bases.len());
+    debug_assert_eq!(bases.iter().copied().collect::<Vec<_>>(), plan.bases);
+    let mut plan = plan;
+    let mut segments: Vec<Segment> = Vec::with_capacity(plan.bases.len());
     let mut doomed: Vec<u64> = Vec::new();
-    for (i, &base) in bases.iter().enumerate() {
+    let mut i = 0;
+    while i < plan.bases.len() {
+        let base = plan.bases[i];
         if plan.last_is_stray(i, segments.last().map(Segment::next_offset)) {
             set_aside(io, dir, base, &mut names, &mut report)?;
             io.sync_dir(dir).map_err(io_err("syncing directory", dir))?;
+            i += 1;
             continue;
         }
         if report.truncation.is_some() {
             doomed.push(base);
+            i += 1;
             continue;
         }
         let (mut segment, health) = Segment::open(io, dir, base, params, now_ms)?;
+        // A `.log` based at an offset this segment (at or past the log start) holds a batch
+        // at is a stray copy (a log rolls at its end, never inside it): set aside, it bounds
+        // nothing.
+        while let Some(next) = plan.upper(i) {
+            let trusted = health.offset_index_ok && base >= checkpoints.log_start_offset;
+            if !(trusted && holds_batch_at(&mut segment, next)) {
+                break;
+            }
+            set_aside(io, dir, next, &mut names, &mut report)?;
+            io.sync_dir(dir).map_err(io_err("syncing directory", dir))?;
+            plan.bases.remove(i + 1);
+        }
+        // Revalidated: the segment holding the recovery point and every later one (none
+        // after a clean shutdown).
+        let from_recovery_point = !checkpoints.clean_shutdown
+            && plan
+                .bases
+                .get(i + 1)
+                .map_or(true, |&next| next > checkpoints.recovery_point);
         let upper = plan.upper(i);
         let min_offset = segments.last().map_or(base, |s| s.next_offset().max(base));
         if let Some(prev) = segments.last() {
@@ -259,7 +280,8 @@ pub(crate) fn load(
                 report.gaps.push((prev.next_offset(), base));
             }
         }
-        let mut needs_recovery = i >= start || !health.offset_index_ok || !health.time_index_ok;
+        let mut needs_recovery =
+            from_recovery_point || !health.offset_index_ok || !health.time_index_ok;
         if !needs_recovery {
             let tail_ok = segment.load().is_ok()
                 && upper.map_or(true, |u| segment.next_offset() <= u)
@@ -296,10 +318,11 @@ pub(crate) fn load(
             // indexes are rebuilt on every open (it holds the recovery point), so only its log
             // must be durable; earlier ones' indexes too.
             segment.mark_unsynced();
-            let is_last = i + 1 == bases.len() || report.truncation.is_some();
+            let is_last = i + 1 == plan.bases.len() || report.truncation.is_some();
             segment.sync(!is_last)?;
         }
         segments.push(segment);
+        i += 1;
     }
     if !doomed.is_empty() {
         let mut paths = Vec::new();
@@ -327,6 +350,12 @@ pub(crate) fn load(
     let log_end = segments.last().map_or(log_start, Segment::next_offset);
     if segments.is_empty() || log_start > log_end {
         let old: Vec<Segment> = std::mem::take(&mut segments);
+        // Records the log start has passed: gone, and said so.
+        report.deleted_segments.extend(
+            old.iter()
+                .filter(|s| !s.is_empty())
+                .map(|s| s.log_path().to_path_buf()),
+        );
         delete_segment_files(io, dir, old)?;
         let mut fresh = Segment::create(io, dir, log_start, params, now_ms)?;
         fresh.sync(true)?;
@@ -378,6 +407,15 @@ fn set_aside(
         report.set_aside.push(to);
     }
     Ok(())
+}
+
+/// Whether `segment`, read by its headers from its last index entry to its end, holds a
+/// batch based at exactly `offset`.
+fn holds_batch_at(segment: &mut Segment, offset: u64) -> bool {
+    if segment.load().is_err() || segment.next_offset() <= offset {
+        return false;
+    }
+    matches!(segment.find_batch(offset), Ok(Some((_, h))) if h.base_offset == offset)
 }
 
 fn segment_paths(dir: &Path, base: u64) -> [PathBuf; 3] {

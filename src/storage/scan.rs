@@ -510,3 +510,15 @@ pub(crate) fn stray_reason(path: &Path) -> String {
         path.display()
     )
 }
+
+/// Why the `.log` at `path` is a stray copy: `previous`, the segment before it, holds a
+/// batch based at its base offset (for reports and the verifier).
+pub(crate) fn stray_copy_reason(path: &Path, previous: &Path) -> String {
+    format!(
+        "stray segment file {}: {} holds a batch based at its base offset (a log rolls at its \
+         end, never inside it: this file is a copy); recovery sets it aside as `<name>.stray`, \
+         to be looked at and deleted",
+        path.display(),
+        previous.display()
+    )
+}

@@ -67,6 +67,15 @@ impl DataDir {
                 topic: name.to_owned(),
             });
         }
+        if self.metas.lock().contains_key(name) {
+            return Err(Error::TopicExists {
+                topic: name.to_owned(),
+            });
+        }
+        // The recovery-point and log-start checkpoints may still name a deleted topic of
+        // this name: rewritten from the open partitions, durably, before its metadata
+        // exists, so that a reopen never applies the old topic's offsets to the new one.
+        self.write_log_checkpoints(None)?;
         let mut metas = self.metas.lock();
         if metas.contains_key(name) {
             return Err(Error::TopicExists {

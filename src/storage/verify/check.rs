@@ -12,7 +12,9 @@ use crate::storage::file_names::{
 };
 use crate::storage::io::{Io, OpenMode};
 use crate::storage::record_batch::Batch;
-use crate::storage::scan::{scan_segment, stray_reason, ScanEnd, SegmentBounds, SegmentPlan};
+use crate::storage::scan::{
+    scan_segment, stray_copy_reason, stray_reason, ScanEnd, SegmentBounds, SegmentPlan,
+};
 use crate::storage::segment::MAX_SEGMENT_BYTES;
 use crate::storage::{offset_index, time_index};
 
@@ -127,6 +129,20 @@ pub(super) fn verify(io: &dyn Io, dir: &Path, checks: Checks) -> Result<VerifyRe
             Err(e) => return Err(e),
             Ok(Ok(next)) => prev_next = Some(next),
             Ok(Err(p)) => {
+                // A batch based exactly at the next `.log`'s base offset: that file is a
+                // stray copy (a log rolls at its end, never inside it), as recovery sees it.
+                let next = plan.upper(i).filter(|&next| {
+                    p.file == dir.join(file_name(base, LOG_SUFFIX))
+                        && batch_base_at(io, &p.file, p.position) == Some(next)
+                });
+                let p = match next {
+                    Some(next) => {
+                        let path = dir.join(file_name(next, LOG_SUFFIX));
+                        let reason = stray_copy_reason(&path, &p.file);
+                        problem(&path, 0, ProblemKind::StraySegment, reason)
+                    }
+                    None => p,
+                };
                 report.problem = Some(p);
                 report.unchecked_segments = bases.len() - report.segments;
                 return Ok(report);
@@ -135,6 +151,14 @@ pub(super) fn verify(io: &dyn Io, dir: &Path, checks: Checks) -> Result<VerifyRe
     }
     report.problem = gap;
     Ok(report)
+}
+
+/// The base offset of the batch at `position` of the `.log` at `path`, if it can be read.
+fn batch_base_at(io: &dyn Io, path: &Path, position: u64) -> Option<u64> {
+    let file = io.open(path, OpenMode::Read).ok()?;
+    let mut head = [0u8; 8];
+    file.read_exact_at(&mut head, position).ok()?;
+    Some(u64::from_be_bytes(head))
 }
 
 /// The checks of the directory's names alone: with `strict`, misnamed segment files and
