@@ -69,6 +69,11 @@ mutant stamp-store src/queue/array/shared.rs \
     'const STAMP_STORE: Ordering = Ordering::Release;' \
     'const STAMP_STORE: Ordering = Ordering::Relaxed;' \
     queue::two_producers_one_consumer
+# The array queue's drain: its wait for a send claimed before the disconnection.
+mutant awaited-load src/queue/array/shared.rs \
+    'const AWAITED_LOAD: Ordering = Ordering::Acquire;' \
+    'const AWAITED_LOAD: Ordering = Ordering::Relaxed;' \
+    lib::queue::array::loom_models::a_drain_waits_out_a_send_claimed_before_the_disconnection
 # The array queue's owned protocol: the owners' cursors and the fences of exact looks.
 mutant own-cursor-store src/queue/array/owned.rs \
     'const OWN_CURSOR_STORE: Ordering = Ordering::Release;' \

@@ -275,3 +275,25 @@ fn an_heir_to_a_token_inherits_the_side_it_owned() {
         assert!(!ch.owners.is_shared(), "inherited, not revoked");
     });
 }
+
+/// The drain of a disconnected queue (`take_for_discard`) racing a send that claimed its
+/// slot before the disconnection: the drain waits for the slot's stamp, then moves the
+/// message out. Only `read_awaited`'s Acquire (`AWAITED_LOAD`, paired with the sender's
+/// Release stamp store) orders that read after the sender's write; weakened, loom reports a
+/// causality violation. The crate drains only in the queue's drop, once every handle is
+/// gone, so this calls the drain directly, while the sender still runs.
+#[test]
+fn a_drain_waits_out_a_send_claimed_before_the_disconnection() {
+    model(|| {
+        let ch = Arc::new(Channel::with_protocol(1, Owners::shared()));
+        let probe = Arc::new(1u8);
+        let (tx, msg) = (Arc::clone(&ch), Arc::clone(&probe));
+        let sender = thread::spawn(move || tx.try_send(msg).is_ok());
+        ch.disconnect();
+        ch.discard_all();
+        sender.join().unwrap();
+        // Landed and discarded, or handed back and dropped: once either way.
+        assert_eq!(Arc::strong_count(&probe), 1);
+        assert_eq!(ch.try_recv().unwrap_err(), TryRecvError::Disconnected);
+    });
+}

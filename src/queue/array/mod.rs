@@ -397,8 +397,9 @@ impl<T> Channel<T> {
 
 impl<T> Drop for Channel<T> {
     fn drop(&mut self) {
-        // The last receiver already discarded everything; this covers a queue dropped with
-        // messages by any other path.
+        // The messages still queued: the last receiver leaves them (`disconnect_receivers`).
+        // Every handle is gone, and the `Arc` holding the queue orders their operations
+        // before this.
         self.discard_all();
     }
 }

@@ -25,8 +25,14 @@ use crate::sync::Backoff;
 
 /// The ordering of [`read_awaited`]'s load, on both builds: one constant, so that weakening
 /// it is seen by the models, which run the loom form. Acquire: pairs with the Release stamp
-/// store ([`STAMP_STORE`]) the waiter waits for; `take_for_discard` reads the message right
-/// after it (the claims look again with an Acquire load before they touch a slot).
+/// store ([`STAMP_STORE`]) the waiter waits for. Only `take_for_discard` reads a slot on the
+/// strength of it; the claims look again with their own Acquire stamp load before they
+/// touch one. The crate's one drain, the queue's drop, runs after every handle is gone, and
+/// the `Arc` holding the queue (each handle's Release decrement, the last one's Acquire)
+/// already orders every sender's write before it: there the std build needs no Acquire. It
+/// is kept for the drain's contract, waiting out a send claimed before the disconnection,
+/// which `a_drain_waits_out_a_send_claimed_before_the_disconnection` checks (it fails when
+/// this is Relaxed).
 const AWAITED_LOAD: Ordering = Ordering::Acquire;
 
 /// Reads the stamp a thread waits on to change (an operation of the other side in flight on
@@ -350,11 +356,12 @@ impl<T> Channel<T> {
         self.senders.notify_all_after_rmw();
     }
 
-    /// Takes the next message on behalf of the last receiver, which is going away: waits out
-    /// a sender that claimed its slot before the disconnection but has not written it yet.
-    /// `None` once the queue is empty.
+    /// Takes the next message of a disconnected queue, to discard it: waits out a sender that
+    /// claimed its slot before the disconnection but has not written it yet. `None` once the
+    /// queue is empty.
     ///
-    /// Only one thread drains at a time (the last receiver's drop, or the queue's own drop).
+    /// Only one thread drains at a time: in the crate, the queue's own drop (once every
+    /// handle is gone, so no send is in flight there).
     pub(super) fn take_for_discard(&self) -> Option<T> {
         // SeqCst: after the disconnect mark no claim moves `tail` again, so this is final.
         let tail = self.tail.load(Ordering::SeqCst) & !self.mark_bit;
@@ -366,6 +373,7 @@ impl<T> Channel<T> {
         let index = head & (self.mark_bit - 1);
         let stamp = &self.stamps[index];
         let mut backoff = Backoff::new();
+        // `AWAITED_LOAD`, Acquire: orders the read of the message below after the send.
         while read_awaited(stamp) != head + 1 {
             backoff.snooze();
         }
