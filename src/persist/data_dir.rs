@@ -654,7 +654,17 @@ impl DataDir {
             close_partitions(&mut started);
             return Err(e);
         }
+        let keys: Vec<(String, u32)> = started
+            .iter()
+            .map(|p| (p.topic.clone(), p.partition))
+            .collect();
         open.extend(started);
+        drop(open);
+        // Now that the partitions' live commits are in `open`, the offsets `start_partition`
+        // restored leave `loaded` (a checkpoint overlays the live ones on them meanwhile).
+        self.loaded
+            .lock()
+            .retain(|(_, t, q), _| !keys.iter().any(|(kt, kq)| kt == t && kq == q));
         Ok(())
     }
 

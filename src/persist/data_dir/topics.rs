@@ -234,16 +234,18 @@ impl DataDir {
             disk,
         )?;
         let partition = Arc::new(partition);
-        // Restore the groups' offsets, clamped to the recovered log end.
+        // Restore the groups' offsets, clamped to the recovered log end. They stay in
+        // `loaded` until `track_open` has the partition in `open`: a checkpoint taken in
+        // between must still find them (a crash then would lose every group's offset here).
         let end = cell.written();
-        let mut loaded = self.loaded.lock();
+        let loaded = self.loaded.lock();
         let mine: Vec<_> = loaded
-            .keys()
-            .filter(|(_, t, q)| *t == meta.name && *q == p)
-            .cloned()
+            .iter()
+            .filter(|((_, t, q), _)| *t == meta.name && *q == p)
+            .map(|(k, o)| (k.clone(), *o))
             .collect();
-        for key in mine {
-            let committed = loaded.remove(&key).unwrap_or(0);
+        drop(loaded);
+        for (key, committed) in mine {
             let offset = committed.min(end);
             if committed > end {
                 self.clamped.lock().push(ClampedOffset {
@@ -257,7 +259,6 @@ impl DataDir {
             let group: Arc<str> = Arc::from(key.0.as_str());
             let _ = partition.commit(&group, offset, 0);
         }
-        drop(loaded);
         let writer = spawn_writer(
             cell,
             Arc::clone(&partition),
@@ -504,6 +505,54 @@ mod tests {
             );
             assert_eq!(meta.log_config().start_writeback, starts, "{policy:?}");
         }
+    }
+
+    /// A checkpoint taken while a topic opens, after its partitions took their groups'
+    /// offsets from the checkpoint and before they are tracked, then a crash: the reopened
+    /// directory still has every group's committed offset (the window once wrote a
+    /// checkpoint without them, and a SIGKILL there lost them all).
+    #[test]
+    fn a_checkpoint_while_a_topic_opens_keeps_its_groups_offsets() {
+        use crate::broker::TopicPartition;
+        use crate::consumer::ConsumerConfig;
+        let fs = FaultyIo::new(5);
+        let first = broker(&fs);
+        first
+            .create_persisted_topic::<(), String>(
+                "t",
+                TopicConfig::new(1),
+                PersistConfig::new().flush(FlushPolicy::EveryBatch),
+            )
+            .unwrap();
+        let p = first.producer::<(), String>();
+        for i in 0..10 {
+            p.send(Record::new("t", format!("v{i}"))).unwrap();
+        }
+        let tp = TopicPartition::new("t", 0);
+        let mut c = first
+            .consumer::<(), String>(ConsumerConfig::new().group_id("g"))
+            .unwrap();
+        c.assign(std::slice::from_ref(&tp)).unwrap();
+        c.commit_offsets(&[(tp.clone(), 7)]).unwrap();
+        drop(c);
+        first.close().unwrap();
+        let b = broker(&fs);
+        let syncing = b.clone();
+        BEFORE_TRACKING.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                syncing.sync().unwrap();
+                syncing.simulate_process_death();
+            }));
+        });
+        let _ = b.open_topic::<(), String>("t");
+        fs.crash();
+        let again = broker(&fs);
+        again.open_topic::<(), String>("t").unwrap();
+        let c = again
+            .consumer::<(), String>(ConsumerConfig::new().group_id("g"))
+            .unwrap();
+        assert_eq!(c.committed(&tp).unwrap(), Some(7));
+        again.close().unwrap();
     }
 
     /// The process dies while a thread opens a topic, after its writers started: the open
