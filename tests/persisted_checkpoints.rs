@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use logbus::broker::{Broker, TopicConfig, TopicPartition};
+use logbus::broker::{Broker, TopicConfig};
 use logbus::consumer::ConsumerConfig;
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
@@ -18,19 +18,8 @@ use logbus::Error;
 const OFFSETS: &str = "consumer-offsets-checkpoint";
 const RECORDS: u64 = 20_000;
 
-/// The tests of this file run one at a time: a child process spawned by one inherits, until
-/// its `exec`, every open file of the test process, the data directories' locked `.lock`
-/// files included, so another test's reopen right after a close could find its directory
-/// still locked.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn tp() -> TopicPartition {
-    TopicPartition::new("t", 0)
-}
+mod persisted_common;
+use persisted_common::{one_at_a_time, tp};
 
 fn env_count(name: &str, default: u64) -> u64 {
     std::env::var(name)

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use logbus::broker::{Broker, TopicConfig, TopicPartition, MAX_TOPIC_NAME_LEN};
+use logbus::broker::{Broker, TopicConfig, MAX_TOPIC_NAME_LEN};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
@@ -15,19 +15,8 @@ use logbus::Error;
 
 const RECORDS: u64 = 3_000;
 
-/// The tests of this file run one at a time: a child process spawned by one inherits, until
-/// its `exec`, every open file of the test process, the data directories' locked `.lock`
-/// files included, so another test's reopen right after a close could find its directory
-/// still locked.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn tp() -> TopicPartition {
-    TopicPartition::new("t", 0)
-}
+mod persisted_common;
+use persisted_common::{one_at_a_time, tp};
 
 /// A cleanly closed directory: topic `t` (one partition, `RECORDS` records in 16 KiB
 /// segments), group `g` committed at the end.
