@@ -28,12 +28,12 @@ impl BrokerBuilder {
     }
 
     /// How long a consumer group with no open consumer keeps holding the producers of
-    /// [`Overflow::Block`] topics back: 45 seconds by default (Kafka's default session
+    /// [`Overflow::Block`](super::Overflow::Block) topics back: 45 seconds by default (Kafka's default session
     /// timeout; Kafka never blocks a producer on a consumer, and expires an empty group's
     /// offsets after `offsets.retention.minutes`). Measured on the broker's
     /// [clock](Self::clock). Once a group has been empty that long, its gates are let go:
     /// producers overwrite what it had not committed, counted in
-    /// [`PartitionInfo::overwritten_unread`] once no group holds those records. Its
+    /// [`PartitionInfo::overwritten_unread`](super::PartitionInfo::overwritten_unread) once no group holds those records. Its
     /// committed offsets stay; a consumer of the group assigned a partition again holds
     /// producers back from there, and counts what was overwritten meanwhile as skipped
     /// ([`ConsumerMetrics::skipped`](crate::consumer::ConsumerMetrics::skipped)) when its

@@ -2,7 +2,7 @@
 //!
 //! A [`Broker`] is a cheap handle (`Clone`, `Send + Sync`); every clone sees the same topics.
 //! Topics are typed: [`Broker::create_topic::<K, V>`](Broker::create_topic) fixes the key and
-//! value types, and asking for the topic with other types is an [`Error::TypeMismatch`].
+//! value types, and asking for the topic with other types is an [`Error::TypeMismatch`](crate::Error::TypeMismatch).
 //! Producers and consumers come from the broker ([`Broker::producer`], [`Broker::consumer`]).
 //!
 //! One file per concern: `topic.rs` (the [`Topic`] handle and a topic's shared state),

@@ -26,7 +26,7 @@ pub struct PartitionInfo {
     pub log_end: u64,
     /// Records held in memory (`log_end - log_start`).
     pub records_in_memory: u64,
-    /// Records an [`Overflow::Block`] topic overwrote while no consumer group held them
+    /// Records an [`Overflow::Block`](super::Overflow::Block) topic overwrote while no consumer group held them
     /// (none registered on the partition, or the last one deleted or expired): no group
     /// had read them (consumers without a group id hold nothing back, so one may have).
     /// Records a group committed are not counted when they are overwritten later. Always
@@ -242,7 +242,7 @@ impl Broker {
     /// # Errors
     ///
     /// [`Error::UnknownTopic`]; [`Error::PartitionsCannotShrink`] when `total` is not above
-    /// the current count; [`Error::InvalidConfig`] above [`MAX_PARTITIONS`].
+    /// the current count; [`Error::InvalidConfig`] above [`MAX_PARTITIONS`](super::MAX_PARTITIONS).
     pub fn add_partitions(&self, name: &str, total: u32) -> Result<()> {
         self.slot(name)?.admin.add_partitions(total)?;
         self.bump_metadata();
