@@ -31,14 +31,13 @@ use std::fmt;
 
 use crate::clock::{Clock, SystemClock};
 use crate::sync::atomic::AtomicU64;
-// Std's Arc (also under loom): the broker shares unsized values (see `sync::StdArc`).
 use crate::sync::Mutex;
+// Std's Arc (also under loom): the broker shares unsized values (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
 pub use crate::topic_partition::TopicPartition;
 
 mod builder;
 mod config;
-// The fault-injection API's side of the broker: the replication runtime it drives.
 mod faults;
 pub(crate) mod groups;
 mod topic;

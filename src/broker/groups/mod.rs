@@ -25,6 +25,7 @@ pub use assignor::{
 pub use coordinator::GroupState;
 pub use describe::{GroupDescription, GroupListing, MemberDescription, PartitionLag};
 
+/// What the broker keeps of one consumer group.
 #[derive(Debug, Default)]
 pub(super) struct GroupEntry {
     /// Open consumers with this group id.
