@@ -58,6 +58,9 @@ use crate::{Error, Result};
 
 mod config;
 mod each;
+pub(crate) mod group_config;
+pub(crate) mod listener;
+pub(crate) mod membership;
 mod records;
 pub use config::{ConsumerConfig, OffsetReset};
 pub use each::RecordRef;
@@ -116,8 +119,8 @@ pub struct Consumer<K, V> {
     pub(crate) config: ConsumerConfig,
     pub(crate) group: Option<Arc<str>>,
     pub(crate) assigned: Vec<Assigned<K, V>>,
-    /// Set while subscribed (group management): see `crate::group::member`.
-    pub(crate) membership: Option<crate::group::member::Membership<K, V>>,
+    /// Set while subscribed (group management): see `crate::consumer::membership`.
+    pub(crate) membership: Option<crate::consumer::membership::Membership<K, V>>,
     /// Where the next poll starts, for fairness over partitions.
     pub(crate) next: usize,
     pub(crate) metrics: ConsumerMetrics,
@@ -819,7 +822,7 @@ where
 
 impl<K, V> Drop for Consumer<K, V> {
     fn drop(&mut self) {
-        crate::group::member::on_close(self);
+        crate::consumer::membership::on_close(self);
         if let Some(g) = &self.group {
             self.broker.leave_group(g);
         }

@@ -7,13 +7,16 @@
 //!
 //! The enum and the helpers of its messages live here; [`Corruption`] (what was wrong with
 //! a batch or an index, the `reason` of the corruption variants) in `error/corruption.rs`,
-//! and [`Error`]'s methods in `error/methods.rs`.
+//! [`Error`]'s methods in `error/methods.rs`, and the `io::Error` payload of a path that is
+//! not a regular file (re-exported as `storage::io::NotRegularFile`) in
+//! `error/not_regular_file.rs`.
 
 use std::io;
 use std::path::PathBuf;
 
 mod corruption;
 mod methods;
+pub(crate) mod not_regular_file;
 
 pub use corruption::Corruption;
 

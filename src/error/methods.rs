@@ -34,7 +34,7 @@ impl Error {
     /// [`Error::NotRegularFile`] when the [`Io`](crate::storage::Io) refused a path that is
     /// not a regular file, [`Error::Io`] naming the path otherwise.
     pub fn opening(what: &str, path: &Path, source: io::Error) -> Self {
-        match crate::storage::io::NotRegularFile::of(&source) {
+        match super::not_regular_file::NotRegularFile::of(&source) {
             Some(n) => Error::NotRegularFile {
                 path: path.to_path_buf(),
                 what: n.what,

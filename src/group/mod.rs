@@ -114,21 +114,18 @@
 //! bucket are iterated by Java in the order they were inserted, which the assignor cannot
 //! know; logbus takes them in string order.
 
-mod assignor;
-pub(crate) mod config;
-pub(crate) mod coordinator;
-mod describe;
-mod listener;
-pub(crate) mod member;
+// What a group is made of lives below this module, so that the layers only call downward:
+// the coordinator, the assignors it runs and the describe/list reports are the broker's
+// (`crate::broker::groups`); membership, its settings and the rebalance listener are the
+// consumer's (`crate::consumer::membership`). This module is the public face of groups.
 mod push;
 
-pub use crate::topic_partition::TopicPartition;
-pub use assignor::{
-    CooperativeStickyAssignor, PartitionAssignor, RangeAssignor, RebalanceProtocol,
-    RoundRobinAssignor, StickyAssignor, Subscription,
+pub use crate::broker::groups::{
+    CooperativeStickyAssignor, GroupDescription, GroupListing, GroupState, MemberDescription,
+    PartitionAssignor, PartitionLag, RangeAssignor, RebalanceProtocol, RoundRobinAssignor,
+    StickyAssignor, Subscription,
 };
-pub use config::{DEFAULT_AUTO_COMMIT_INTERVAL, DEFAULT_MAX_POLL_INTERVAL};
-pub use coordinator::GroupState;
-pub use describe::{GroupDescription, GroupListing, MemberDescription, PartitionLag};
-pub use listener::RebalanceListener;
+pub use crate::consumer::group_config::{DEFAULT_AUTO_COMMIT_INTERVAL, DEFAULT_MAX_POLL_INTERVAL};
+pub use crate::consumer::listener::RebalanceListener;
+pub use crate::topic_partition::TopicPartition;
 pub use push::{PushReport, PushSubscription};

@@ -25,8 +25,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::group::{PartitionAssignor, RebalanceProtocol, Subscription, TopicPartition};
+use crate::broker::groups::{PartitionAssignor, RebalanceProtocol, Subscription};
 use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::topic_partition::TopicPartition;
 // Std's Arc (also under loom): the group shares `dyn` assignors and wait sets with the
 // broker's topics (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
@@ -660,7 +661,7 @@ mod loom_tests {
     //! owner's commit racing its eviction. The committed offset lives in a mutex here
     //! (the partition's own commit is modelled in `partition`'s loom tests).
     use super::*;
-    use crate::group::RangeAssignor;
+    use crate::broker::groups::RangeAssignor;
 
     struct OneTopic;
     impl Metadata for OneTopic {

@@ -4,11 +4,11 @@
 use std::collections::{BTreeSet, HashSet};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
+use crate::broker::groups::coordinator::{Coordinator, JoinRequest, Signal, Step};
 use crate::broker::{validate_kafka_topic_name, Broker};
+use crate::consumer::listener::{NoListener, RebalanceListener};
 use crate::consumer::Consumer;
-use crate::group::coordinator::{Coordinator, JoinRequest, Signal, Step};
-use crate::group::listener::{NoListener, RebalanceListener};
-use crate::group::TopicPartition;
+use crate::topic_partition::TopicPartition;
 // Std's Arc (also under loom): shared with the broker's registry (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
 use crate::sync::WaitSet;

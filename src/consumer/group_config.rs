@@ -3,8 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::broker::groups::{PartitionAssignor, RangeAssignor};
 use crate::consumer::ConsumerConfig;
-use crate::group::{PartitionAssignor, RangeAssignor};
 // Std's Arc: assignors are `dyn` (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
 use crate::{Error, Result};

@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 
 use super::Claims;
-use crate::group::assignor::Topics;
+use crate::broker::groups::assignor::Topics;
 
 /// Returns the assignment (dense partitions per member) and the partitions handed to a new
 /// owner although some member still claimed them, as (partition, new owner). `order` is the

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::{
     empty_assignment, java_cmp, java_hash_map_order, PartitionAssignor, Subscription, Topics,
 };
-use crate::group::TopicPartition;
+use crate::topic_partition::TopicPartition;
 
 mod constrained;
 mod general;

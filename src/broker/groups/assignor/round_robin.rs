@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::{empty_assignment, member_info_cmp, PartitionAssignor, Subscription, Topics};
-use crate::group::TopicPartition;
+use crate::topic_partition::TopicPartition;
 
 /// Kafka's round-robin assignor: deals all partitions out in turn.
 ///

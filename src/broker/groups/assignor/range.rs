@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::{
     empty_assignment, java_hash_map_order, member_info_cmp, PartitionAssignor, Subscription, Topics,
 };
-use crate::group::TopicPartition;
+use crate::topic_partition::TopicPartition;
 
 /// Kafka's range assignor: works topic by topic.
 ///

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::sticky::Engine;
 use super::{PartitionAssignor, RebalanceProtocol, Subscription};
-use crate::group::TopicPartition;
+use crate::topic_partition::TopicPartition;
 
 /// Kafka's cooperative sticky assignor: the [`StickyAssignor`]'s assignment, made safe for
 /// the cooperative protocol.

@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::TopicPartition;
+use crate::topic_partition::TopicPartition;
 
 mod cooperative_sticky;
 mod range;

@@ -16,7 +16,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::movements::Movements;
 use super::{generation, remove_first, Claims};
-use crate::group::assignor::{Subscription, Topics};
+use crate::broker::groups::assignor::{Subscription, Topics};
 
 /// Returns the dense partitions per member.
 pub(super) fn assign(

@@ -1,7 +1,7 @@
 //! Rebalance callbacks (Kafka's `ConsumerRebalanceListener`).
 
 use crate::consumer::Consumer;
-use crate::group::TopicPartition;
+use crate::topic_partition::TopicPartition;
 
 /// Called by a subscribed consumer when its partitions change, always on the consumer's own
 /// thread, inside its [`poll`](Consumer::poll) (or `unsubscribe` / close).

@@ -4,9 +4,10 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use crate::broker::groups::coordinator::GroupState;
+use crate::broker::groups::RebalanceProtocol;
 use crate::broker::Broker;
-use crate::group::coordinator::GroupState;
-use crate::group::{RebalanceProtocol, TopicPartition};
+use crate::topic_partition::TopicPartition;
 use crate::Result;
 
 /// One member of a group.

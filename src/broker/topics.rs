@@ -1,0 +1,393 @@
+//! Topic admin: create, look up, grow, delete, list and describe topics, and the offsets
+//! of their partitions.
+
+use std::any::{type_name, Any, TypeId};
+
+use super::topic::{PartitionFactory, TopicAdmin, TopicSlot};
+use super::{validate_topic_name, Broker, Topic, TopicConfig, TopicInner, TopicPartition};
+use crate::partition::{Offsets, Partition};
+// Std's Arc (also under loom): the broker shares unsized values (see `sync::StdArc`).
+use crate::sync::atomic::Ordering;
+use crate::sync::StdArc as Arc;
+use crate::sync::WaitSet;
+use crate::{Error, Result};
+
+/// One partition as [`Broker::describe_topic`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// The partition number.
+    pub partition: u32,
+    /// The first offset still held.
+    pub log_start: u64,
+    /// Consumers read below this offset (equal to `log_end` with one replica; on a
+    /// replicated topic, the lowest log end over the ISR).
+    pub high_watermark: u64,
+    /// One past the last offset appended (the leader's, on a replicated topic).
+    pub log_end: u64,
+    /// Records held in memory (`log_end - log_start`).
+    pub records_in_memory: u64,
+    /// Records an [`Overflow::Block`](super::Overflow::Block) topic overwrote while no consumer group held them
+    /// (none registered on the partition, or the last one deleted or expired): no group
+    /// had read them (consumers without a group id hold nothing back, so one may have).
+    /// Records a group committed are not counted when they are overwritten later. Always
+    /// 0 for other topics: `DropOldest` drops by design, persisted and replicated topics
+    /// keep records on disk.
+    pub overwritten_unread: u64,
+}
+
+/// A topic as [`Broker::describe_topic`] sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicDescription {
+    /// The topic's name.
+    pub name: String,
+    /// Its key type's name (for messages; not a stable identifier).
+    pub key_type: &'static str,
+    /// Its value type's name.
+    pub value_type: &'static str,
+    /// Its configuration (with the current partition count).
+    pub config: TopicConfig,
+    /// Every partition, in order.
+    pub partitions: Vec<PartitionInfo>,
+    /// Replicated topics: each partition's leader, ISR, leader epoch, HW and replicas, in
+    /// partition order (empty for a replication factor of 1).
+    pub replicas: Vec<crate::replica::PartitionReplicas>,
+}
+
+impl Broker {
+    /// Creates a topic with key type `K` and value type `V`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidTopicName`], [`Error::InvalidConfig`] (partition count, memory,
+    /// retention), [`Error::TopicExists`].
+    pub fn create_topic<K, V>(&self, name: &str, config: TopicConfig) -> Result<Topic<K, V>>
+    where
+        K: Clone + Send + Sync + 'static,
+        V: Clone + Send + Sync + 'static,
+    {
+        validate_topic_name(name)?;
+        config.validate()?;
+        // Before the topics' lock: persisted topics take their lock, then this one.
+        let on_disk = self.stored_types(name).is_some();
+        let mut topics = self.inner.topics.lock();
+        if topics.contains_key(name) || on_disk {
+            return Err(Error::TopicExists {
+                topic: name.to_owned(),
+            });
+        }
+        let arrivals = Arc::new(WaitSet::new());
+        let factory: Option<PartitionFactory<K, V>> = (config.replication_factor > 1).then(|| {
+            let (runtime, name, arrivals) =
+                (self.replication(), Arc::from(name), Arc::clone(&arrivals));
+            Arc::new(move |n| {
+                crate::replica::build_partition(&runtime, &name, n, &config, &arrivals)
+            }) as PartitionFactory<K, V>
+        });
+        let partitions = (0..config.partitions)
+            .map(|n| match &factory {
+                Some(make) => make(n),
+                None => Partition::new(config.partition_config(), Arc::clone(&arrivals))
+                    .map(|p| Arc::new(p.with_gate_expiry(Some(self.gate_expiry())))),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let inner = Arc::new(TopicInner {
+            factory,
+            gate_expiry: Some(self.gate_expiry()),
+            ..TopicInner::new(name, config, partitions, arrivals)
+        });
+        topics.insert(
+            name.to_owned(),
+            TopicSlot {
+                key: (TypeId::of::<K>(), type_name::<K>()),
+                value: (TypeId::of::<V>(), type_name::<V>()),
+                typed: Arc::clone(&inner) as Arc<dyn Any + Send + Sync>,
+                admin: Arc::clone(&inner) as Arc<dyn TopicAdmin>,
+            },
+        );
+        drop(topics);
+        self.bump_metadata();
+        Ok(Topic::from_inner(inner))
+    }
+
+    /// Whether a topic `name` with `config` could be created now (valid, not taken).
+    pub(crate) fn check_new_topic(&self, name: &str, config: &TopicConfig) -> Result<()> {
+        validate_topic_name(name)?;
+        config.validate()?;
+        if self.inner.topics.lock().contains_key(name) {
+            return Err(Error::TopicExists {
+                topic: name.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Closes every partition of every open topic, in memory or persisted, replicated or
+    /// not (a replicated persisted topic's files are closed after, by the replicas' own
+    /// close): `Broker::close`. Sends fail from now on, saying the broker was closed;
+    /// waiting sends and polls wake.
+    pub(crate) fn close_topics(&self) {
+        let topics: Vec<_> = self
+            .inner
+            .topics
+            .lock()
+            .values()
+            .map(|slot| Arc::clone(&slot.admin))
+            .collect();
+        for topic in topics {
+            topic.close_for_broker();
+        }
+    }
+
+    /// The data directories of replicated persisted topics (a broker opened on disk).
+    pub(super) fn replicated_dirs(&self) -> Option<Arc<crate::replica::persisted::DiskDirs>> {
+        self.data()?;
+        self.inner.replication.lock().as_ref()?.disk()
+    }
+
+    /// The codec type ids of a persisted topic on disk (open or not).
+    pub(super) fn stored_types(&self, name: &str) -> Option<(String, String)> {
+        let data = self.data()?;
+        data.meta_types(name)
+            .or_else(|| self.replicated_dirs()?.meta_types(name))
+    }
+
+    /// Registers a topic built elsewhere (a persisted one).
+    pub(crate) fn register_topic<K, V>(&self, inner: &Arc<TopicInner<K, V>>) -> Result<()>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
+    {
+        let mut topics = self.inner.topics.lock();
+        if topics.contains_key(&*inner.name) {
+            return Err(Error::TopicExists {
+                topic: inner.name.to_string(),
+            });
+        }
+        topics.insert(
+            inner.name.to_string(),
+            TopicSlot {
+                key: (TypeId::of::<K>(), type_name::<K>()),
+                value: (TypeId::of::<V>(), type_name::<V>()),
+                typed: Arc::clone(inner) as Arc<dyn Any + Send + Sync>,
+                admin: Arc::clone(inner) as Arc<dyn TopicAdmin>,
+            },
+        );
+        Ok(())
+    }
+
+    /// The topic `name`, which must have key type `K` and value type `V`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`], or [`Error::TypeMismatch`] naming both types.
+    pub fn topic<K, V>(&self, name: &str) -> Result<Topic<K, V>>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
+    {
+        self.topic_inner(name).map(Topic::from_inner)
+    }
+
+    pub(crate) fn topic_inner<K, V>(&self, name: &str) -> Result<Arc<TopicInner<K, V>>>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
+    {
+        let slot = self.slot(name)?;
+        if slot.key.0 != TypeId::of::<K>() || slot.value.0 != TypeId::of::<V>() {
+            return Err(Error::TypeMismatch {
+                topic: name.to_owned(),
+                existing: format!("Topic<{}, {}>", slot.key.1, slot.value.1),
+                requested: format!("Topic<{}, {}>", type_name::<K>(), type_name::<V>()),
+            });
+        }
+        match slot.typed.downcast::<TopicInner<K, V>>() {
+            Ok(inner) => Ok(inner),
+            // The type ids matched, so the downcast cannot fail; say so rather than panic.
+            Err(_) => Err(Error::TypeMismatch {
+                topic: name.to_owned(),
+                existing: format!("Topic<{}, {}>", slot.key.1, slot.value.1),
+                requested: format!("Topic<{}, {}>", type_name::<K>(), type_name::<V>()),
+            }),
+        }
+    }
+
+    pub(super) fn slot(&self, name: &str) -> Result<TopicSlot> {
+        if let Some(slot) = self.inner.topics.lock().get(name) {
+            return Ok(slot.clone());
+        }
+        // A persisted topic not opened yet is known, but not its Rust types.
+        let stored = self.stored_types(name);
+        if stored.is_some() {
+            // Registered since the look above, by a create that hid it until then.
+            if let Some(slot) = self.inner.topics.lock().get(name) {
+                return Ok(slot.clone());
+            }
+        }
+        match stored {
+            Some((key_type, value_type)) => Err(Error::TopicNotOpen {
+                topic: name.to_owned(),
+                key_type,
+                value_type,
+            }),
+            None => Err(Error::UnknownTopic {
+                topic: name.to_owned(),
+            }),
+        }
+    }
+
+    /// Grows topic `name` to `total` partitions. Keys hash over the new count from then on
+    /// (as in Kafka: a key may land on another partition than before).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`]; [`Error::PartitionsCannotShrink`] when `total` is not above
+    /// the current count; [`Error::InvalidConfig`] above [`MAX_PARTITIONS`](super::MAX_PARTITIONS).
+    pub fn add_partitions(&self, name: &str, total: u32) -> Result<()> {
+        self.slot(name)?.admin.add_partitions(total)?;
+        self.bump_metadata();
+        Ok(())
+    }
+
+    /// Deletes topic `name`: its records and its groups' offsets go (a persisted topic's
+    /// files too); producers sending to it and consumers assigned to it get an error; a new
+    /// topic may take the name.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`]; for a persisted topic, the I/O error that stopped the
+    /// removal of its files (the topic is gone from the broker either way).
+    /// [`Error::LogOffline`] naming a failed data directory, for a replicated persisted
+    /// topic while one is failed: nothing is deleted (that directory would keep the
+    /// topic's files and bring it back at the next open); restore it first.
+    pub fn delete_topic(&self, name: &str) -> Result<()> {
+        if let Some(r) = self
+            .replicated_dirs()
+            .filter(|r| r.meta_types(name).is_some())
+        {
+            r.check_online()?;
+        }
+        let slot = self.inner.topics.lock().remove(name);
+        let Some(slot) = slot else {
+            // A persisted topic not opened: only its files.
+            if let Some(r) = self
+                .replicated_dirs()
+                .filter(|r| r.meta_types(name).is_some())
+            {
+                return crate::replica::persisted::delete_files(&r, name);
+            }
+            return match self.data() {
+                Some(d) if d.meta_types(name).is_some() => d.delete_topic(name),
+                _ => Err(Error::UnknownTopic {
+                    topic: name.to_owned(),
+                }),
+            };
+        };
+        let removed = slot.admin.delete();
+        self.bump_metadata();
+        removed
+    }
+
+    /// The names of all topics, sorted: on a broker opened on a data directory, with the
+    /// persisted topics not opened yet.
+    pub fn topics(&self) -> Vec<String> {
+        let mut names: Vec<_> = self.inner.topics.lock().keys().cloned().collect();
+        if let Some(d) = self.data() {
+            names.extend(d.topic_names());
+        }
+        if let Some(r) = self.replicated_dirs() {
+            names.extend(r.names());
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Topic `name`'s types, configuration and, per partition, log start, high watermark,
+    /// log end and records in memory.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`].
+    pub fn describe_topic(&self, name: &str) -> Result<TopicDescription> {
+        self.expire_empty_groups();
+        let slot = self.slot(name)?;
+        let now = self.now_ms();
+        let config = slot.admin.config();
+        let partitions = (0..config.partitions)
+            .map(|p| {
+                slot.admin.offsets(p, now).map(|o| PartitionInfo {
+                    partition: p,
+                    log_start: o.log_start,
+                    high_watermark: o.high_watermark,
+                    log_end: o.log_end,
+                    records_in_memory: o.log_end - o.log_start,
+                    overwritten_unread: o.overwritten_unread,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let replicas = match &*self.inner.replication.lock() {
+            Some(rt) if config.replication_factor > 1 => rt.describe_topic(name),
+            _ => Vec::new(),
+        };
+        Ok(TopicDescription {
+            name: name.to_owned(),
+            key_type: slot.key.1,
+            value_type: slot.value.1,
+            config,
+            partitions,
+            replicas,
+        })
+    }
+
+    /// Changes when topics are created, deleted or grown.
+    pub(crate) fn metadata_version(&self) -> u64 {
+        // Acquire: pairs with the Release in `bump_metadata`, so the new topics are seen.
+        self.inner.metadata_version.load(Ordering::Acquire)
+    }
+
+    pub(super) fn bump_metadata(&self) {
+        // Release: pairs with the Acquire in `metadata_version`.
+        self.inner.metadata_version.fetch_add(1, Ordering::Release);
+    }
+
+    /// Whether topic `name` exists with key type `K` and value type `V`.
+    pub(crate) fn has_topic_of<K: 'static, V: 'static>(&self, name: &str) -> bool {
+        self.slot(name)
+            .is_ok_and(|s| s.key.0 == TypeId::of::<K>() && s.value.0 == TypeId::of::<V>())
+    }
+
+    /// The partition count of topic `name`, if it exists.
+    pub(crate) fn partition_count(&self, name: &str) -> Option<u32> {
+        self.slot(name).ok().map(|s| s.admin.partition_count())
+    }
+
+    pub(crate) fn offsets(&self, tp: &TopicPartition) -> Result<Offsets> {
+        self.slot(&tp.topic)?
+            .admin
+            .offsets(tp.partition, self.now_ms())
+    }
+
+    pub(crate) fn offset_for_time(
+        &self,
+        tp: &TopicPartition,
+        timestamp: i64,
+    ) -> Result<Option<(u64, i64)>> {
+        self.slot(&tp.topic)?
+            .admin
+            .offset_for_time(tp.partition, timestamp, self.now_ms())
+    }
+
+    /// Checks that `tp` names an existing partition.
+    pub(crate) fn check_partition(&self, tp: &TopicPartition) -> Result<()> {
+        let count = self.slot(&tp.topic)?.admin.partition_count();
+        if tp.partition >= count {
+            return Err(Error::PartitionOutOfRange {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                count,
+            });
+        }
+        Ok(())
+    }
+}
