@@ -81,7 +81,6 @@
 
 mod dir_io;
 mod events;
-mod log;
 pub(crate) mod persisted;
 mod runtime;
 mod set;
@@ -101,9 +100,7 @@ use crate::partition::{ClosedByBroker, Entry, Partition};
 use crate::sync::StdArc as Arc;
 use crate::sync::WaitSet;
 use crate::{Broker, Error, Result};
-pub(crate) use log::Records;
 use runtime::ReplicaControl;
-pub(crate) use set::Progress;
 use set::{ReplicaSet, ReplicationConfig};
 
 /// One replica of a partition, as [`Broker::describe_topic`](crate::Broker::describe_topic)

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::log::{runs_of, ReplicaLog};
+use crate::partition::replica_log::{runs_of, ReplicaLog};
 use crate::clock::Clock;
 use crate::codec::{encoding, Codec};
 use crate::partition::Entry;

@@ -5,7 +5,7 @@
 use super::{ReplicaSet, State, Status};
 use crate::partition::{AppendError, Entry};
 use crate::replica::events::EventKind;
-use crate::replica::log::ReplicaLog;
+use crate::partition::replica_log::ReplicaLog;
 use crate::replica::store::{Loaded, ReplicaStore, Stored};
 use crate::sync::atomic::Ordering;
 use crate::sync::StdArc as Arc;

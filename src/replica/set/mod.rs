@@ -30,10 +30,10 @@ use std::time::Duration;
 
 pub(crate) use disk::{Backing, PartState};
 use send::Nudge;
-pub(crate) use send::Progress;
+
 
 use super::events::{EventKind, Events, ReplicaEvent};
-use super::log::{runs_of, truncation_point, Chunk, Records, ReplicaLog, Run, CHUNK_MAX};
+use crate::partition::replica_log::{runs_of, truncation_point, Chunk, Records, ReplicaLog, Run, CHUNK_MAX};
 use super::store::ReplicaStore;
 use crate::clock::Clock;
 use crate::partition::{
