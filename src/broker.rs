@@ -33,7 +33,9 @@ use crate::sync::{Mutex, WaitSet};
 pub use crate::topic_partition::TopicPartition;
 use crate::{Error, Result};
 
-mod config;
+mod durable;
+
+use crate::partition::topic_config as config;
 pub(crate) use config::{check_partition_count, validate_kafka_topic_name};
 pub use config::{
     validate_topic_name, Overflow, TopicConfig, KAFKA_MAX_TOPIC_NAME_LEN, MAX_PARTITIONS,
@@ -592,7 +594,15 @@ impl Broker {
             let (runtime, name, arrivals) =
                 (self.replication(), Arc::from(name), Arc::clone(&arrivals));
             Arc::new(move |n| {
-                crate::replica::build_partition(&runtime, &name, n, &config, &arrivals)
+                crate::replica::build_partition(
+                    &runtime,
+                    &name,
+                    n,
+                    config.replicas_per_partition(),
+                    durable::replication_of(&config),
+                    config.partition_config(),
+                    &arrivals,
+                )
             }) as PartitionFactory<K, V>
         });
         let partitions = (0..config.partitions)
@@ -656,7 +666,7 @@ impl Broker {
     }
 
     /// The data directories of replicated persisted topics (a broker opened on disk).
-    fn replicated_dirs(&self) -> Option<Arc<crate::replica::persisted::DiskDirs>> {
+    fn replicated_dirs(&self) -> Option<Arc<crate::persist::replicated::DiskDirs>> {
         self.data()?;
         self.inner.replication.lock().as_ref()?.disk()
     }
@@ -791,7 +801,7 @@ impl Broker {
                 .replicated_dirs()
                 .filter(|r| r.meta_types(name).is_some())
             {
-                return crate::replica::persisted::delete_files(&r, name);
+                return crate::persist::replicated::delete_files(&r, name);
             }
             return match self.data() {
                 Some(d) if d.meta_types(name).is_some() => d.delete_topic(name),

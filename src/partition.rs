@@ -1097,6 +1097,7 @@ mod entry;
 mod lend;
 pub(crate) mod progress;
 pub(crate) mod replica_log;
+pub(crate) mod topic_config;
 pub(crate) use appender::Appender;
 pub(crate) use broker_close::ClosedByBroker;
 pub use entry::MAX_TIMESTAMP;

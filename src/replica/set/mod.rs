@@ -28,18 +28,19 @@ mod view;
 
 use std::time::Duration;
 
-pub(crate) use disk::{Backing, PartState};
+use crate::persist::replicated::Backing;
 use send::Nudge;
 
-
 use super::events::{EventKind, Events, ReplicaEvent};
-use crate::partition::replica_log::{runs_of, truncation_point, Chunk, Records, ReplicaLog, Run, CHUNK_MAX};
-use super::store::ReplicaStore;
 use crate::clock::Clock;
+use crate::partition::replica_log::{
+    runs_of, truncation_point, Chunk, Records, ReplicaLog, Run, CHUNK_MAX,
+};
 use crate::partition::{
     AppendError, ClosedByBroker, Entry, Pending, ReadOutcome, ReplicaLogs, ReplicatedLog,
     SendPolicy,
 };
+use crate::persist::replica_store::ReplicaStore;
 use crate::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use crate::sync::time::Instant;
 // Std's Arc (also under loom): entries and shared handles (see `sync::StdArc`).

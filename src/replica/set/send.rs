@@ -28,7 +28,6 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(10);
 /// the copy on a machine with fewer cores than replicas.
 const HELPS: u32 = 64;
 
-
 /// When an append wakes the fetcher threads. Waking a parked thread costs microseconds,
 /// far more than copying a record, so a sender that will wait for its acknowledgement
 /// copies for the followers itself (`help`) and wakes the fetchers only if it cannot.

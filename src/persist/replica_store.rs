@@ -15,9 +15,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::partition::replica_log::{runs_of, ReplicaLog};
 use crate::clock::Clock;
 use crate::codec::{encoding, Codec};
+use crate::partition::replica_log::{runs_of, ReplicaLog};
 use crate::partition::Entry;
 use crate::persist::encoded::EncodedEntry;
 use crate::persist::FlushPolicy;
