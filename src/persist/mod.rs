@@ -56,6 +56,7 @@
 //!   writes the checkpoints and the clean-shutdown marker, and joins every thread; the next
 //!   open then skips revalidation, as Kafka does.
 
+pub(crate) mod append;
 mod data_dir;
 pub(crate) mod dir_io;
 pub(crate) mod encoded;
