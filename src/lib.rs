@@ -20,8 +20,9 @@
 //! | 3 | [`queue`] | a bounded blocking MPMC queue (crossbeam-channel's API, plus batches) |
 //! | 3 | [`observer`] | an observer bus: publish once, every subscriber's callback runs |
 //! | 4 | [`storage`] | one partition's log on disk, in Kafka's segment format (RecordBatch v2), the files of persisted topics |
-//! | 5 | `partition` (private) | one partition's log: the ring as its tail, log start / HW / LEO, commit gating |
-//! | 5 | [`persist`] | persisted topics: a data directory, a disk writer per partition, flush policies, checkpoints, retention |
+//! | 5 | `partition` (private) | one partition's log: the ring as its tail, log start / HW / LEO, commit gating; a replica's log; topic configuration |
+//! | 5 | [`persist`] | the one durable write path of every persisted topic, whatever its replication factor: data directories, segment sets, flush policies, checkpoints, retention |
+//! | 6 | [`replica`] | replication: follower fetches, ISR, HW, acks, elections, truncation by leader epoch, faults |
 //! | 7 | [`broker`], [`producer`], [`consumer`] | typed topics, Kafka's partitioner, assign / poll / commit / seek |
 //! | 7 | [`group`] | consumer groups: membership, generations, eager and cooperative rebalancing, listeners, lag; Kafka's partition assignors (range, round-robin, sticky, cooperative-sticky) as a pure API |
 //!

@@ -1,6 +1,11 @@
 //! Durable topics: a broker opened on a data directory, whose persisted topics keep their
 //! records in Kafka's segment format (layer 5's disk half; see [`crate::storage`]).
 //!
+//! This module is the one durable write path, used by every persisted topic whatever its
+//! replication factor: one encoder, batcher and flush policy (`append.rs`), driven by a
+//! writer thread per partition for RF 1 and inline, under the replica set's lock, for each
+//! replica of a replicated topic (see "How a record reaches the disk").
+//!
 //! # Layout
 //!
 //! ```text
@@ -28,6 +33,11 @@
 //! gate, so a record leaves the ring only once it is in the segment set, and producers wait
 //! only when the ring is full of records not yet written. A thread per partition (rather
 //! than one per broker) keeps a slow fsync of one partition from delaying the others.
+//!
+//! A replicated topic's replicas write the same batches through the same path, inline: the
+//! leader appends under its replica set's lock before the records count in its log end,
+//! and a follower appends what it fetched before acknowledging it, so no replica's log end
+//! (what HW is computed from) passes its disk.
 //!
 //! A consumer whose position is below the ring's oldest record reads from the segments and,
 //! once it reaches the ring, from the ring: the offsets are the same, so there is no gap

@@ -16,8 +16,8 @@
 //!
 //! An I/O error from a directory (or the directory gone, checked by the controller thread)
 //! takes every replica on it offline: leaders move to in-sync replicas elsewhere, ISRs
-//! shrink. [`Faults::fail_data_dir`](super::Faults::fail_data_dir) makes a directory's I/O
-//! fail; [`restore_data_dir`](super::Faults::restore_data_dir) brings it back, its replicas
+//! shrink. [`Faults::fail_data_dir`](crate::replica::Faults::fail_data_dir) makes a directory's I/O
+//! fail; [`restore_data_dir`](crate::replica::Faults::restore_data_dir) brings it back, its replicas
 //! reopening (recovering) what the disk kept and truncating by leader epoch.
 
 use std::collections::BTreeMap;
