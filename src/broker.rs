@@ -594,15 +594,7 @@ impl Broker {
             let (runtime, name, arrivals) =
                 (self.replication(), Arc::from(name), Arc::clone(&arrivals));
             Arc::new(move |n| {
-                crate::replica::build_partition(
-                    &runtime,
-                    &name,
-                    n,
-                    config.replicas_per_partition(),
-                    durable::replication_of(&config),
-                    config.partition_config(),
-                    &arrivals,
-                )
+                crate::replica::build_partition(&runtime, &name, n, &config, &arrivals)
             }) as PartitionFactory<K, V>
         });
         let partitions = (0..config.partitions)

@@ -24,16 +24,6 @@ use crate::sync::StdArc as Arc;
 use crate::sync::{Mutex, WaitSet};
 use crate::{Error, Result};
 
-/// A replicated partition's settings, from its topic's configuration.
-pub(super) fn replication_of(config: &TopicConfig) -> ReplicationConfig {
-    ReplicationConfig {
-        min_insync: config.min_insync() as usize,
-        unclean: config.unclean_election(),
-        lag_max_ms: i64::try_from(config.replica_lag_max().as_millis()).unwrap_or(i64::MAX),
-        capacity: config.records_in_memory_per_partition(),
-    }
-}
-
 impl BrokerBuilder {
     /// The data directory [`open`](Self::open) opens. It must have been formatted (created
     /// by a broker opened with [`create`](Self::create)); a missing or empty path is refused
@@ -874,7 +864,7 @@ where
         let set = ReplicaSet::new(
             Arc::clone(&name),
             p,
-            replication_of(&config),
+            ReplicationConfig::of(&config),
             &state.replicas,
             runtime.fetchers(&state.replicas)?,
             Arc::clone(&arrivals),

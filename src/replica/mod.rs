@@ -88,7 +88,8 @@ mod loom_models;
 
 use std::time::Duration;
 
-pub(crate) use crate::partition::{ClosedByBroker, Entry, Partition, PartitionConfig};
+pub(crate) use crate::partition::topic_config::TopicConfig;
+use crate::partition::{ClosedByBroker, Entry, Partition};
 pub use crate::persist::{LocalReplica, StoredPartition, StoredTopic};
 use crate::sync::StdArc as Arc;
 use crate::sync::WaitSet;
@@ -153,21 +154,19 @@ fn clone_entry<K: Clone, V: Clone>(e: &Entry<K, V>) -> Option<Entry<K, V>> {
     Some(e.clone())
 }
 
-/// Builds replicated partition `partition` of topic `name` on `runtime`: `rf` replicas,
-/// each a log of `partition_config`.
+/// Builds replicated partition `partition` of topic `name` on `runtime`.
 pub(crate) fn build_partition<K, V>(
     runtime: &Runtime,
     name: &Arc<str>,
     partition: u32,
-    rf: u32,
-    replication: ReplicationConfig,
-    partition_config: PartitionConfig,
+    config: &TopicConfig,
     arrivals: &Arc<WaitSet>,
 ) -> Result<Arc<Partition<K, V>>>
 where
     K: Clone + Send + Sync + 'static,
     V: Clone + Send + Sync + 'static,
 {
+    let rf = config.replicas_per_partition();
     let dirs = rf.max(runtime.dirs());
     let ids: Vec<u32> = (0..rf).map(|i| (partition + i) % dirs).collect();
     let fetchers = runtime.fetchers(&ids)?;
@@ -176,7 +175,7 @@ where
     let set = Arc::new(ReplicaSet::new(
         Arc::clone(name),
         partition,
-        replication,
+        ReplicationConfig::of(config),
         &ids,
         fetchers,
         Arc::clone(arrivals),
@@ -186,7 +185,7 @@ where
         broker_closed.clone(),
     ));
     let partition = Partition::replicated(
-        partition_config,
+        config.partition_config(),
         Arc::clone(arrivals),
         Arc::clone(&set) as Arc<dyn crate::partition::ReplicatedLog<K, V>>,
         broker_closed,

@@ -28,6 +28,7 @@ mod view;
 
 use std::time::Duration;
 
+use crate::partition::topic_config::TopicConfig;
 use crate::persist::replicated::Backing;
 use send::Nudge;
 
@@ -67,6 +68,18 @@ pub(crate) struct ReplicationConfig {
     pub(crate) lag_max_ms: i64,
     /// Records each replica keeps (the oldest beyond are dropped).
     pub(crate) capacity: usize,
+}
+
+impl ReplicationConfig {
+    /// A replicated partition's settings, from its topic's configuration.
+    pub(crate) fn of(config: &TopicConfig) -> Self {
+        Self {
+            min_insync: config.min_insync() as usize,
+            unclean: config.unclean_election(),
+            lag_max_ms: i64::try_from(config.replica_lag_max().as_millis()).unwrap_or(i64::MAX),
+            capacity: config.records_in_memory_per_partition(),
+        }
+    }
 }
 
 /// Whether a replica is up.
