@@ -837,9 +837,9 @@ pub struct DataDirDescription {
     pub groups: Vec<(String, String, u32, u64)>,
     /// Replicated topics whose metadata this directory keeps: `(name, partitions,
     /// replication factor, key codec type id, value codec type id)`.
-    pub replicated_topics: Vec<super::StoredTopic>,
+    pub replicated_topics: Vec<super::replicated::StoredTopic>,
     /// Their partitions: replicas, leader, epoch, ISR, HW, and the replica stored here.
-    pub replicated: Vec<super::StoredPartition>,
+    pub replicated: Vec<super::replicated::StoredPartition>,
     /// The directory's marker (`meta.properties`): its id and its broker's directories.
     pub marker: Option<DataDirMarker>,
 }

@@ -85,8 +85,6 @@ pub(crate) use data_dir::{plan_markers, BrokerClock, DataDir, MarkerOptions, Met
 
 use std::path::Path;
 
-pub use replicated::{LocalReplica, StoredPartition, StoredTopic};
-
 use crate::storage::Io;
 use crate::{Error, Result};
 

@@ -90,7 +90,7 @@ use std::time::Duration;
 
 pub(crate) use crate::partition::topic_config::TopicConfig;
 use crate::partition::{ClosedByBroker, Entry, Partition};
-pub use crate::persist::{LocalReplica, StoredPartition, StoredTopic};
+pub use crate::persist::replicated::{LocalReplica, StoredPartition, StoredTopic};
 use crate::sync::StdArc as Arc;
 use crate::sync::WaitSet;
 use crate::{Error, Result};
