@@ -20,7 +20,7 @@
 //! <data dir>/.logbus_cleanshutdown              written by `close`, removed at open
 //! ```
 //!
-//! A broker opened on several directories ([`BrokerBuilder::data_dirs`]) keeps its
+//! A broker opened on several directories ([`BrokerBuilder::data_dirs`](crate::broker::BrokerBuilder::data_dirs)) keeps its
 //! replicated topics' replicas across them: `<dir>/<topic>-<partition>/` (a segment set
 //! with its `leader-epoch-checkpoint`) and `<dir>/<topic>.replicas` (see
 //! [`crate::replica`]).
@@ -52,17 +52,17 @@
 //!   [`FlushPolicy::Interval`] of 1 s, loses at most the last second on a power loss.
 //!   A process crash loses only what was still in the ring, not yet written: the writer
 //!   hands its buffer to the OS whenever it catches up.
-//! - [`Topic::sync`](crate::broker::Topic::sync) and [`Broker::sync`] force an fsync of
+//! - [`Topic::sync`](crate::broker::Topic::sync) and [`Broker::sync`](crate::broker::Broker::sync) force an fsync of
 //!   everything sent before the call; [`Topic::flush`](crate::broker::Topic::flush) only
 //!   waits until it is in the files (safe from a process crash, not from a power loss).
 //! - Committed group offsets are written to `consumer-offsets-checkpoint` (atomically) every
-//!   [`BrokerBuilder::offsets_checkpoint_interval`] (5 s by default), by [`Broker::sync`]
+//!   [`BrokerBuilder::offsets_checkpoint_interval`](crate::broker::BrokerBuilder::offsets_checkpoint_interval) (5 s by default), by [`Broker::sync`](crate::broker::Broker::sync)
 //!   and on close — one writer at a time, each a new file renamed over the old one, so a
 //!   crash leaves the old checkpoint or the new one, never a mix. After a
 //!   crash a group resumes from the last checkpoint: it re-reads at most what it committed
 //!   since (at-least-once). An offset beyond a recovered log end is clamped to it and
-//!   reported ([`Broker::clamped_offsets`]).
-//! - [`Broker::close`] stops the writers (draining the rings), closes every segment set,
+//!   reported ([`Broker::clamped_offsets`](crate::broker::Broker::clamped_offsets)).
+//! - [`Broker::close`](crate::broker::Broker::close) stops the writers (draining the rings), closes every segment set,
 //!   writes the checkpoints and the clean-shutdown marker, and joins every thread; the next
 //!   open then skips revalidation, as Kafka does.
 
@@ -253,7 +253,7 @@ pub(crate) struct DataDirOptions {
     pub(crate) no_dirs: bool,
 }
 
-/// [`BrokerBuilder::data_dirs`] given an empty list: refused rather than built in memory.
+/// [`BrokerBuilder::data_dirs`](crate::broker::BrokerBuilder::data_dirs) given an empty list: refused rather than built in memory.
 pub(crate) fn no_data_dirs() -> Error {
     Error::InvalidConfig {
         name: "data_dirs",

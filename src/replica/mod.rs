@@ -138,7 +138,7 @@ pub struct PartitionReplicas {
 }
 
 /// One replica's records, for checking that replicas agree
-/// ([`Topic::replica_logs`]).
+/// ([`Topic::replica_logs`](crate::broker::Topic::replica_logs)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaLogView<K, V> {
     /// The replica's id.
