@@ -93,7 +93,7 @@ run_miri() {
     # The partition's entries (a union of value and box, a key that may be uninitialised).
     filters+=(partition::entry::)
     # A replicated partition's open chunks (write-once slots read while others are filled).
-    filters+=(replica::log::chunk::)
+    filters+=(partition::replica_log::chunk::)
     say "Miri on the unsafe core: ${filters[*]}"
     MIRIFLAGS="${MIRIFLAGS:--Zmiri-permissive-provenance}" \
         cargo +nightly miri test -p logbus --lib --target-dir target/miri -- "${filters[@]}"

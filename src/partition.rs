@@ -271,8 +271,8 @@ pub(crate) type Pipeline<'a, K, V> = (&'a Arc<dyn ReplicatedLog<K, V>>, &'a Arc<
 /// A replicated append in the leader's log whose acknowledgement is awaited later
 /// (`Producer::send_async`): the record, shared with the log, and the send's progress.
 pub(crate) struct Pending<K, V> {
-    pub(crate) entry: crate::replica::Records<K, V>,
-    pub(crate) progress: crate::replica::Progress,
+    pub(crate) entry: replica_log::Records<K, V>,
+    pub(crate) progress: progress::Progress,
 }
 
 impl<K, V> Pending<K, V> {
@@ -1095,6 +1095,9 @@ mod appender;
 mod broker_close;
 mod entry;
 mod lend;
+pub(crate) mod progress;
+pub(crate) mod replica_log;
+pub(crate) mod topic_config;
 pub(crate) use appender::Appender;
 pub(crate) use broker_close::ClosedByBroker;
 pub use entry::MAX_TIMESTAMP;

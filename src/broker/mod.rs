@@ -37,12 +37,13 @@ use crate::sync::StdArc as Arc;
 pub use crate::topic_partition::TopicPartition;
 
 mod builder;
-mod config;
+mod durable;
 mod faults;
 pub(crate) mod groups;
 mod topic;
 mod topics;
 
+use crate::partition::topic_config as config;
 pub use builder::BrokerBuilder;
 use builder::{millis, DEFAULT_EMPTY_GROUP_TIMEOUT};
 pub(crate) use config::{check_partition_count, validate_kafka_topic_name};

@@ -139,7 +139,7 @@ impl Broker {
     }
 
     /// The data directories of replicated persisted topics (a broker opened on disk).
-    pub(super) fn replicated_dirs(&self) -> Option<Arc<crate::replica::persisted::DiskDirs>> {
+    pub(super) fn replicated_dirs(&self) -> Option<Arc<crate::persist::replicated::DiskDirs>> {
         self.data()?;
         self.inner.replication.lock().as_ref()?.disk()
     }
@@ -274,7 +274,7 @@ impl Broker {
                 .replicated_dirs()
                 .filter(|r| r.meta_types(name).is_some())
             {
-                return crate::replica::persisted::delete_files(&r, name);
+                return crate::persist::replicated::delete_files(&r, name);
             }
             return match self.data() {
                 Some(d) if d.meta_types(name).is_some() => d.delete_topic(name),

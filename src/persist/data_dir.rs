@@ -14,10 +14,10 @@ pub(crate) use marker::{plan as plan_markers, MarkerOptions};
 pub use marker::{read_dir_marker, DataDirMarker};
 
 use super::log::LogCell;
-use super::{DataDirOptions, FlushPolicy, PersistConfig};
-use crate::broker::{Broker, TopicConfig};
+use super::{io_err, DataDirOptions, FlushPolicy, PersistConfig};
 use crate::clock::Clock;
 use crate::codec::Codec;
+use crate::partition::topic_config::{validate_kafka_topic_name, TopicConfig};
 use crate::storage::checkpoint::{self, CheckpointEntry, TopicPartitionOffset};
 use crate::storage::{
     Checkpoints, DirLock, FsIo, Io, LogConfig, LogOptions, RecoveryReport, SegmentSet,
@@ -286,7 +286,7 @@ impl TopicMeta {
 }
 
 /// A partition of an open topic, type-erased.
-struct OpenPartition {
+pub(crate) struct OpenPartition {
     topic: String,
     partition: u32,
     committed: Box<dyn Fn() -> Vec<(Arc<str>, u64)> + Send + Sync>,
@@ -298,12 +298,12 @@ struct OpenPartition {
 /// The state of a broker's data directory.
 pub(crate) struct DataDir {
     dir: PathBuf,
-    io: SyncArc<dyn Io>,
+    pub(crate) io: SyncArc<dyn Io>,
     options: DataDirOptions,
     /// The broker's clock, shared the way the storage layer takes it.
     clock: SyncArc<dyn Clock>,
     lock: Mutex<Option<Box<dyn DirLock>>>,
-    metas: Mutex<BTreeMap<String, TopicMeta>>,
+    pub(crate) metas: Mutex<BTreeMap<String, TopicMeta>>,
     cells: Mutex<BTreeMap<(String, u32), Arc<LogCell>>>,
     reports: Vec<PartitionRecovery>,
     /// Offsets from the checkpoint, for topics not opened yet.
@@ -312,10 +312,10 @@ pub(crate) struct DataDir {
     open: Mutex<Vec<OpenPartition>>,
     /// Serialises `open_topic` and `create_topic` (one set of writers per topic), and the
     /// creation of replicated topics ([`creating`](Self::creating)).
-    opening: Mutex<()>,
+    pub(crate) opening: Mutex<()>,
     /// The topic `create_topic` is starting (at most one: `opening` is held): its metadata
     /// is in `metas`, but it is not registered yet, so it is hidden (taken after `metas`).
-    creating: Mutex<Option<String>>,
+    pub(crate) creating: Mutex<Option<String>>,
     background: Mutex<Option<JoinHandle<()>>>,
     /// Held by every writer of the directory's checkpoint files (consumer offsets, recovery
     /// points, log starts) from its snapshot to its rename, as Kafka serialises its
@@ -335,10 +335,6 @@ impl std::fmt::Debug for DataDir {
             .field("dir", &self.dir)
             .finish_non_exhaustive()
     }
-}
-
-fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
-    Error::io(format!("{what} {}", path.display()), e)
 }
 
 impl DataDir {
@@ -385,7 +381,7 @@ impl DataDir {
             };
             // Kafka's rule, not the stricter one for new topics: a topic written by an
             // earlier version under a longer name is still found.
-            if crate::broker::validate_kafka_topic_name(topic).is_err() {
+            if validate_kafka_topic_name(topic).is_err() {
                 continue;
             }
             let path = dir.join(&name);
@@ -478,7 +474,7 @@ impl DataDir {
         }))
     }
 
-    pub(crate) fn start_background(self: &Arc<Self>, _broker: &Broker) -> Result<()> {
+    pub(crate) fn start_background(self: &Arc<Self>) -> Result<()> {
         let me = Arc::clone(self);
         let handle = thread::spawn_named("logbus-retention".into(), move || me.background())
             .map_err(|e| Error::io("spawning the retention thread", e))?;
@@ -547,7 +543,7 @@ impl DataDir {
     /// # Errors
     ///
     /// [`Error::Closed`] without `closed` once `close` began; I/O errors.
-    pub(super) fn write_log_checkpoints(
+    pub(crate) fn write_log_checkpoints(
         &self,
         closed: Option<&[(String, u32, Checkpoints)]>,
     ) -> Result<()> {
@@ -632,7 +628,7 @@ impl DataDir {
         self.clamped.lock().clone()
     }
 
-    fn check_open(&self) -> Result<()> {
+    pub(crate) fn check_open(&self) -> Result<()> {
         // Acquire: pairs with the Release store in `close`.
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed {
@@ -645,7 +641,7 @@ impl DataDir {
     /// Hands freshly started partitions to `close`/`abandon`, or, when the directory
     /// closed while they started, stops them (closes their rings, joins their writers) and
     /// fails: a partition `close` never saw would keep taking sends with no writer.
-    fn track_open(&self, mut started: Vec<OpenPartition>) -> Result<()> {
+    pub(crate) fn track_open(&self, mut started: Vec<OpenPartition>) -> Result<()> {
         let mut open = self.open.lock();
         // `close` and `abandon` set `closed` before they take `open` under this lock, so
         // either they take `started` with the rest, or we see `closed` here.
@@ -678,7 +674,7 @@ impl DataDir {
         }
     }
 
-    pub(crate) fn sync_all(&self, _broker: &Broker) -> Result<()> {
+    pub(crate) fn sync_all(&self) -> Result<()> {
         self.check_open()?;
         for p in self.open.lock().iter() {
             (p.sync)()?;
@@ -686,7 +682,7 @@ impl DataDir {
         self.write_offsets()
     }
 
-    pub(crate) fn close(&self, _broker: &Broker) -> Result<()> {
+    pub(crate) fn close(&self) -> Result<()> {
         self.close_dropped()
     }
 
@@ -841,9 +837,9 @@ pub struct DataDirDescription {
     pub groups: Vec<(String, String, u32, u64)>,
     /// Replicated topics whose metadata this directory keeps: `(name, partitions,
     /// replication factor, key codec type id, value codec type id)`.
-    pub replicated_topics: Vec<crate::replica::StoredTopic>,
+    pub replicated_topics: Vec<super::replicated::StoredTopic>,
     /// Their partitions: replicas, leader, epoch, ISR, HW, and the replica stored here.
-    pub replicated: Vec<crate::replica::StoredPartition>,
+    pub replicated: Vec<super::replicated::StoredPartition>,
     /// The directory's marker (`meta.properties`): its id and its broker's directories.
     pub marker: Option<DataDirMarker>,
 }
@@ -857,8 +853,26 @@ pub struct DataDirDescription {
 ///
 /// As [`BrokerBuilder::open`](crate::broker::BrokerBuilder::open).
 pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> {
-    let broker = Broker::builder().data_dir(dir).one_of_set().open()?;
-    let data = broker.data().cloned();
+    let dir = dir.into();
+    let io = crate::sync::arc_from_std(Arc::new(FsIo) as Arc<dyn Io>);
+    // As a broker opened on this one directory of a set: the marker is checked, not written.
+    let markers = MarkerOptions {
+        create: false,
+        replace_lost: false,
+    };
+    plan_markers(&*io, std::slice::from_ref(&dir), markers, false)?;
+    let options = DataDirOptions {
+        dir: Some(dir.clone()),
+        dirs: vec![dir.clone()],
+        io: Some(SyncArc::clone(&io)),
+        one_of_set: true,
+        ..DataDirOptions::default()
+    };
+    let data = Some(DataDir::open(
+        dir,
+        options,
+        Arc::new(crate::clock::SystemClock) as Arc<dyn Clock>,
+    )?);
     let (partitions, groups) = data.as_ref().map(|d| d.summary()).unwrap_or_default();
     let topics = data
         .as_ref()
@@ -882,14 +896,16 @@ pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> 
         None => None,
     };
     let (replicated_topics, replicated) = match &data {
-        Some(d) => crate::replica::persisted::describe_dir(
+        Some(d) => super::replicated::describe_dir(
             SyncArc::clone(&d.io),
             SyncArc::clone(&d.clock),
             &d.dir,
         )?,
         None => Default::default(),
     };
-    broker.close()?;
+    if let Some(d) = &data {
+        d.close()?;
+    }
     Ok(DataDirDescription {
         topics,
         partitions,

@@ -79,32 +79,24 @@
 //! # Ok::<(), logbus::Error>(())
 //! ```
 
-mod dir_io;
 mod events;
-mod log;
-pub(crate) mod persisted;
 mod runtime;
 mod set;
-mod store;
 
 #[cfg(all(test, logbus_loom))]
 mod loom_models;
 
 use std::time::Duration;
 
-pub use events::{EventKind, ReplicaEvent, MAX_EVENTS};
-pub use persisted::{LocalReplica, StoredPartition, StoredTopic};
-pub(crate) use runtime::Runtime;
-
-use crate::broker::{Topic, TopicConfig};
+pub(crate) use crate::partition::topic_config::TopicConfig;
 use crate::partition::{ClosedByBroker, Entry, Partition};
+pub use crate::persist::replicated::{LocalReplica, StoredPartition, StoredTopic};
 use crate::sync::StdArc as Arc;
 use crate::sync::WaitSet;
-use crate::{Broker, Error, Result};
-pub(crate) use log::Records;
-use runtime::ReplicaControl;
-pub(crate) use set::Progress;
-use set::{ReplicaSet, ReplicationConfig};
+use crate::{Error, Result};
+pub use events::{EventKind, ReplicaEvent, MAX_EVENTS};
+pub(crate) use runtime::{ReplicaControl, Runtime};
+pub(crate) use set::{ReplicaSet, ReplicationConfig};
 
 /// One replica of a partition, as [`Broker::describe_topic`](crate::Broker::describe_topic)
 /// sees it.
@@ -146,7 +138,7 @@ pub struct PartitionReplicas {
 }
 
 /// One replica's records, for checking that replicas agree
-/// ([`Topic::replica_logs`]).
+/// ([`Topic::replica_logs`](crate::broker::Topic::replica_logs)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaLogView<K, V> {
     /// The replica's id.
@@ -183,12 +175,7 @@ where
     let set = Arc::new(ReplicaSet::new(
         Arc::clone(name),
         partition,
-        ReplicationConfig {
-            min_insync: config.min_insync() as usize,
-            unclean: config.unclean_election(),
-            lag_max_ms: i64::try_from(config.replica_lag_max().as_millis()).unwrap_or(i64::MAX),
-            capacity: config.records_in_memory_per_partition(),
-        },
+        ReplicationConfig::of(config),
         &ids,
         fetchers,
         Arc::clone(arrivals),
@@ -426,52 +413,18 @@ impl Faults {
     }
 }
 
-impl Broker {
-    /// The fault-injection handle for this broker's replicated topics ([`Faults`]).
-    pub fn faults(&self) -> Faults {
-        Faults::new(self.replication())
-    }
-}
-
-impl<K, V> Topic<K, V>
+/// Brings the lost replicas of a partition just opened (offline) back as followers of the
+/// leader elected without them (see `persist::replicated::lost`). Without a leader (a lost
+/// replica was the last in sync) they stay offline: restarting one would elect its empty log.
+pub(crate) fn rejoin<K, V>(set: Arc<ReplicaSet<K, V>>, lost: &[u32]) -> Arc<ReplicaSet<K, V>>
 where
-    K: Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
+    K: Send + Sync + 'static,
+    V: Send + Sync + 'static,
 {
-    /// Every replica's records of `partition` (a replicated topic), for tests that check
-    /// that replicas agree. A copy: it can be large.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::PartitionOutOfRange`]; [`Error::InvalidConfig`] if the topic is not
-    /// replicated.
-    pub fn replica_logs(&self, partition: u32) -> Result<Vec<ReplicaLogView<K, V>>> {
-        let p = self.inner().partition(partition)?;
-        let Some(logs) = p.replica_logs() else {
-            return Err(Error::InvalidConfig {
-                name: "replication_factor",
-                value: "1".into(),
-                valid: "replica_logs needs a topic with replication_factor > 1".into(),
-            });
-        };
-        Ok(logs
-            .into_iter()
-            .map(|(replica, log_start, records)| ReplicaLogView {
-                replica,
-                log_start,
-                records: records
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, (epoch, e))| {
-                        (
-                            log_start + i as u64,
-                            epoch,
-                            e.key().cloned(),
-                            e.value().clone(),
-                        )
-                    })
-                    .collect(),
-            })
-            .collect())
+    if !lost.is_empty() && set.describe().leader.is_some() {
+        for &d in lost {
+            set.restart(d, true);
+        }
     }
+    set
 }

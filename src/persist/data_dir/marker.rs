@@ -21,6 +21,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 
+use super::super::io_err;
 use crate::storage::{Io, OpenMode};
 use crate::{Error, Result};
 
@@ -212,10 +213,6 @@ fn base64_url(bytes: &[u8; 16]) -> String {
         }
     }
     out
-}
-
-fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
-    Error::io(format!("{what} {}", path.display()), e)
 }
 
 /// Reads the marker of data directory `dir` through `io`: `None` when it has none.

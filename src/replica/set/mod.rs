@@ -28,18 +28,20 @@ mod view;
 
 use std::time::Duration;
 
-pub(crate) use disk::{Backing, PartState};
+use crate::partition::topic_config::TopicConfig;
+use crate::persist::replicated::Backing;
 use send::Nudge;
-pub(crate) use send::Progress;
 
 use super::events::{EventKind, Events, ReplicaEvent};
-use super::log::{runs_of, truncation_point, Chunk, Records, ReplicaLog, Run, CHUNK_MAX};
-use super::store::ReplicaStore;
 use crate::clock::Clock;
+use crate::partition::replica_log::{
+    runs_of, truncation_point, Chunk, Records, ReplicaLog, Run, CHUNK_MAX,
+};
 use crate::partition::{
     AppendError, ClosedByBroker, Entry, Pending, ReadOutcome, ReplicaLogs, ReplicatedLog,
     SendPolicy,
 };
+use crate::persist::replica_store::ReplicaStore;
 use crate::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use crate::sync::time::Instant;
 // Std's Arc (also under loom): entries and shared handles (see `sync::StdArc`).
@@ -66,6 +68,18 @@ pub(crate) struct ReplicationConfig {
     pub(crate) lag_max_ms: i64,
     /// Records each replica keeps (the oldest beyond are dropped).
     pub(crate) capacity: usize,
+}
+
+impl ReplicationConfig {
+    /// A replicated partition's settings, from its topic's configuration.
+    pub(crate) fn of(config: &TopicConfig) -> Self {
+        Self {
+            min_insync: config.min_insync() as usize,
+            unclean: config.unclean_election(),
+            lag_max_ms: i64::try_from(config.replica_lag_max().as_millis()).unwrap_or(i64::MAX),
+            capacity: config.records_in_memory_per_partition(),
+        }
+    }
 }
 
 /// Whether a replica is up.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::combine::Entered;
 use super::{Failure, Records, ReplicaSet, Run, State, FETCH_MAX, OPEN_CHUNK};
+use crate::partition::progress::{Budget, Progress, Step};
 use crate::partition::{Acks, AppendError, Entry, Pending, Refused, SendPolicy};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};
@@ -27,54 +28,6 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(10);
 /// the copy on a machine with fewer cores than replicas.
 const HELPS: u32 = 64;
 
-/// A send's time limits: the producer's `delivery_timeout` (with the caller's deadline,
-/// if any) for the whole send and `request_timeout` for one wait. The clock is read only
-/// when first needed — when a send waits or fails — so an append that does neither reads
-/// none; the delivery budget then counts from that moment, microseconds after the call.
-#[derive(Debug, Clone, Copy)]
-struct Budget {
-    caller: Option<Instant>,
-    /// Set at the first read of the clock.
-    delivery: Option<Option<Instant>>,
-    /// A pipelined send: when it was sent (`time::coarse_ns`), the delivery budget's start
-    /// (read cheaply at every send; turned into a deadline only if a wait must block).
-    sent: Option<u64>,
-}
-
-impl Budget {
-    /// When the whole send gives up (`None`: never).
-    fn delivery(&mut self, policy: &SendPolicy) -> Option<Instant> {
-        self.delivery_from(policy, None)
-    }
-
-    fn delivery_from(&mut self, policy: &SendPolicy, now: Option<Instant>) -> Option<Instant> {
-        if self.delivery.is_none() {
-            let now = now.unwrap_or_else(Instant::now);
-            let start = self.sent.map_or(now, |mark| time::since_coarse(mark, now));
-            self.delivery = Some(earliest(
-                start.checked_add(policy.delivery_timeout),
-                self.caller,
-            ));
-        }
-        self.delivery.flatten()
-    }
-
-    /// When one wait for an acknowledgement starting now gives up.
-    fn request(&mut self, policy: &SendPolicy) -> Option<Instant> {
-        let now = Instant::now();
-        let delivery = self.delivery_from(policy, Some(now));
-        earliest(now.checked_add(policy.request_timeout), delivery)
-    }
-}
-
-/// The earlier of two optional deadlines (`None`: never).
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 /// When an append wakes the fetcher threads. Waking a parked thread costs microseconds,
 /// far more than copying a record, so a sender that will wait for its acknowledgement
 /// copies for the followers itself (`help`) and wakes the fetchers only if it cannot.
@@ -91,50 +44,6 @@ pub(super) enum Nudge {
     Backlog,
     /// `acks = 0 / 1`: nobody waits, the fetchers copy.
     Always,
-}
-
-/// Where a send stands.
-#[derive(Debug, Clone, Copy)]
-enum Step {
-    /// Not in the log (yet, or again after a failure).
-    Append,
-    /// Appended in leader epoch `.0` with its last record at offset `.1`.
-    Await(i32, u64),
-}
-
-/// One send's progress: where it stands, its time budget and the retries it has left.
-/// A pipelined send (`Producer::send_async`) keeps it between its append and its wait.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Progress {
-    step: Step,
-    budget: Budget,
-    retries: u32,
-}
-
-impl Progress {
-    /// `(epoch, last offset)` of its append, once appended.
-    pub(crate) fn appended_at(&self) -> Option<(i32, u64)> {
-        match self.step {
-            Step::Await(epoch, last) => Some((epoch, last)),
-            Step::Append => None,
-        }
-    }
-
-    pub(crate) fn new(policy: &SendPolicy, caller: Option<Instant>) -> Self {
-        Self {
-            step: Step::Append,
-            budget: Budget {
-                caller,
-                delivery: None,
-                sent: None,
-            },
-            retries: if policy.acks == Acks::None {
-                0
-            } else {
-                policy.retries
-            },
-        }
-    }
 }
 
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {

@@ -16,8 +16,8 @@
 //!
 //! An I/O error from a directory (or the directory gone, checked by the controller thread)
 //! takes every replica on it offline: leaders move to in-sync replicas elsewhere, ISRs
-//! shrink. [`Faults::fail_data_dir`](super::Faults::fail_data_dir) makes a directory's I/O
-//! fail; [`restore_data_dir`](super::Faults::restore_data_dir) brings it back, its replicas
+//! shrink. [`Faults::fail_data_dir`](crate::replica::Faults::fail_data_dir) makes a directory's I/O
+//! fail; [`restore_data_dir`](crate::replica::Faults::restore_data_dir) brings it back, its replicas
 //! reopening (recovering) what the disk kept and truncating by leader epoch.
 
 use std::collections::BTreeMap;
@@ -26,20 +26,50 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::dir_io::{DirIo, DirSwitch};
-use super::runtime::ReplicaControl;
-use super::set::{Backing, PartState, ReplicaSet, ReplicationConfig};
-use super::store::{codec_copy, partition_dir, DiskReplica, Loaded, StoreParams};
-use crate::broker::{Broker, Topic, TopicConfig, TopicInner, TopicStore};
+use super::io_err;
+use super::replica_store::{partition_dir, DiskReplica, Loaded, StoreParams};
+use super::{BrokerClock, MetaLine, TopicMeta};
 use crate::clock::Clock;
 use crate::codec::Codec;
-use crate::partition::{ClosedByBroker, Partition};
-use crate::persist::{BrokerClock, MetaLine, PersistConfig, TopicMeta};
+use crate::partition::topic_config::TopicConfig;
 use crate::storage::{checkpoint, DirLock, Io};
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::Arc as SyncArc;
+use crate::sync::Mutex;
 use crate::sync::StdArc as Arc;
-use crate::sync::{Mutex, WaitSet};
 use crate::{Error, Result};
+
+/// A partition's leader, epoch, ISR and high watermark, as the topic's metadata files keep
+/// them (replica ids, not indexes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PartState {
+    pub(crate) replicas: Vec<u32>,
+    pub(crate) leader: Option<u32>,
+    pub(crate) epoch: i32,
+    pub(crate) isr: Vec<u32>,
+    pub(crate) hw: u64,
+}
+
+/// A persisted partition's files, as its replica set reaches them.
+pub(crate) trait Backing<K, V>: Send + Sync {
+    /// Records the partition's new state (written atomically before this returns).
+    fn save_state(&self, partition: u32, state: &PartState);
+    /// Reopens replica `dir`'s log (its directory is back).
+    fn reopen(&self, partition: u32, dir: u32) -> Result<Loaded<K, V>>;
+    /// Directory `dir` returned an I/O error: every replica on it goes offline.
+    fn dir_failed(&self, dir: u32);
+}
+
+/// An open replicated partition as its directories see it: closed, synced or abandoned with
+/// the broker, closed by its topic's deletion.
+pub(crate) trait DiskPartition: Send + Sync {
+    /// Its topic's name.
+    fn topic_name(&self) -> &str;
+    /// `for_broker`: by `Broker::close` (sends then say so), not by a delete.
+    fn close_disk(&self, for_broker: bool) -> Result<()>;
+    fn sync_disk(&self) -> Result<()>;
+    fn abandon_disk(&self);
+}
 
 /// The metadata file of a replicated persisted topic: `<data dir>/<topic>.replicas`.
 pub(crate) const SUFFIX: &str = ".replicas";
@@ -141,6 +171,15 @@ impl ReplicatedMeta {
         Ok(meta)
     }
 
+    pub(crate) fn topic_config(&self) -> TopicConfig {
+        self.topic
+            .topic_config()
+            .replication_factor(self.replication_factor)
+            .min_insync_replicas(self.min_insync)
+            .unclean_leader_election(self.unclean)
+            .replica_lag_time_max(Duration::from_millis(self.lag_ms))
+    }
+
     /// What a parsed file must hold for the partitions built from it to work: the
     /// replication settings as `create_persisted_topic` accepts them, and per partition distinct
     /// replicas (as many as the replication factor), an ISR and leader among them, and an
@@ -169,15 +208,6 @@ impl ReplicatedMeta {
         }
         Ok(())
     }
-
-    fn topic_config(&self) -> TopicConfig {
-        self.topic
-            .topic_config()
-            .replication_factor(self.replication_factor)
-            .min_insync_replicas(self.min_insync)
-            .unclean_leader_election(self.unclean)
-            .replica_lag_time_max(Duration::from_millis(self.lag_ms))
-    }
 }
 
 /// The line of a metadata copy naming the directory it was written into (its index).
@@ -185,11 +215,11 @@ const DIR_INDEX: &str = "directory_index";
 
 /// A copy of a topic's metadata found in another directory than the one it was written
 /// into: `(the directory, its index now, its index then)`.
-type Misplaced = (PathBuf, usize, String);
+pub(crate) type Misplaced = (PathBuf, usize, String);
 
 /// The refusal to open a topic whose metadata copy is misplaced (the directories
 /// reordered, or one left out: replica ids are directory indexes).
-fn misplaced_error(topic: &str, (dir, now, then): &Misplaced) -> Error {
+pub(crate) fn misplaced_error(topic: &str, (dir, now, then): &Misplaced) -> Error {
     Error::InvalidConfig {
         name: "data_dirs",
         value: format!("{} as directory {now}", dir.display()),
@@ -286,16 +316,16 @@ pub(crate) struct DiskDirs {
     handled: Mutex<Vec<bool>>,
     pub(crate) metas: Mutex<BTreeMap<String, ReplicatedMeta>>,
     /// Topics with a metadata copy in another directory than its own: not opened.
-    misplaced: BTreeMap<String, Misplaced>,
+    pub(crate) misplaced: BTreeMap<String, Misplaced>,
     /// Every open persisted partition (closed with the broker).
-    open: Mutex<Vec<Arc<dyn ReplicaControl>>>,
+    open: Mutex<Vec<Arc<dyn DiskPartition>>>,
     /// Set by `close` and `abandon` before they take `open`: a partition opened after that
     /// is not tracked (see `track_open`).
     closed: AtomicBool,
     /// Held by the creation of a topic (under the data directory's `opening` lock) and by
     /// its deletion, each to its end: a creation of a name never writes its metadata or
     /// makes its replicas' directories while a deletion of that name removes them.
-    changing: Mutex<()>,
+    pub(crate) changing: Mutex<()>,
 }
 
 impl std::fmt::Debug for DiskDirs {
@@ -304,10 +334,6 @@ impl std::fmt::Debug for DiskDirs {
             .field("paths", &self.paths)
             .finish_non_exhaustive()
     }
-}
-
-fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
-    Error::io(format!("{what} {}", path.display()), e)
 }
 
 impl DiskDirs {
@@ -364,7 +390,7 @@ impl DiskDirs {
     /// Tracks partitions just opened, so that `close`/`abandon` reach them. Both set
     /// `closed` before taking `open`, so either they take `sets` with the rest, or `closed`
     /// is seen here under the lock: the sets then write nothing more and the open fails.
-    fn track_open(&self, sets: Vec<Arc<dyn ReplicaControl>>) -> Result<()> {
+    pub(crate) fn track_open(&self, sets: Vec<Arc<dyn DiskPartition>>) -> Result<()> {
         let mut open = self.open.lock();
         // Acquire: pairs with the Release stores in `close` / `abandon`.
         if self.closed.load(Ordering::Acquire) {
@@ -384,11 +410,11 @@ impl DiskDirs {
         self.paths.len() as u32
     }
 
-    fn io(&self, dir: u32) -> SyncArc<dyn Io> {
+    pub(crate) fn io(&self, dir: u32) -> SyncArc<dyn Io> {
         SyncArc::clone(&self.ios[dir as usize])
     }
 
-    fn is_failed(&self, dir: u32) -> bool {
+    pub(crate) fn is_failed(&self, dir: u32) -> bool {
         // Acquire: pairs with the Release store in `flag`.
         self.failed[dir as usize].load(Ordering::Acquire)
     }
@@ -498,7 +524,7 @@ impl DiskDirs {
         }
     }
 
-    fn params(&self, meta: &ReplicatedMeta, dir: u32, partition: u32) -> StoreParams {
+    pub(crate) fn params(&self, meta: &ReplicatedMeta, dir: u32, partition: u32) -> StoreParams {
         StoreParams {
             dir: partition_dir(&self.paths[dir as usize], &meta.topic.name, partition),
             io: self.io(dir),
@@ -512,16 +538,16 @@ impl DiskDirs {
 }
 
 /// One replicated persisted topic's files: the [`Backing`] of its partitions.
-struct TopicFiles<K, V> {
-    dirs: Arc<DiskDirs>,
-    meta: Mutex<ReplicatedMeta>,
-    _types: PhantomData<fn() -> (K, V)>,
+pub(crate) struct TopicFiles<K, V> {
+    pub(crate) dirs: Arc<DiskDirs>,
+    pub(crate) meta: Mutex<ReplicatedMeta>,
+    pub(crate) _types: PhantomData<fn() -> (K, V)>,
 }
 
 impl<K, V> TopicFiles<K, V> {
     /// Writes the metadata to every live directory; a directory that fails is flagged.
     /// The number written.
-    fn write_all(&self, meta: &ReplicatedMeta) -> usize {
+    pub(crate) fn write_all(&self, meta: &ReplicatedMeta) -> usize {
         let path = format!("{}{SUFFIX}", meta.topic.name);
         let mut lines = meta.lines();
         let common = lines.len();
@@ -572,31 +598,6 @@ where
     }
 }
 
-impl<K, V> TopicStore<K, V> for TopicFiles<K, V>
-where
-    K: Send + Sync + 'static,
-    V: Send + Sync + 'static,
-{
-    fn add_partitions(
-        &self,
-        _from: u32,
-        _to: u32,
-        _arrivals: &Arc<WaitSet>,
-    ) -> Result<Vec<Arc<Partition<K, V>>>> {
-        Err(Error::InvalidConfig {
-            name: "partitions",
-            value: "more".into(),
-            valid: "the count given at creation (a replicated persisted topic cannot grow yet)"
-                .into(),
-        })
-    }
-
-    fn delete(&self) -> Result<()> {
-        let name = self.meta.lock().topic.name.clone();
-        delete_files(&self.dirs, &name)
-    }
-}
-
 /// Removes topic `name`'s files from every directory (its partitions closed first).
 pub(crate) fn delete_files(dirs: &DiskDirs, name: &str) -> Result<()> {
     let _changing = dirs.changing.lock();
@@ -604,7 +605,7 @@ pub(crate) fn delete_files(dirs: &DiskDirs, name: &str) -> Result<()> {
         let mut open = dirs.open.lock();
         let (mine, rest) = std::mem::take(&mut *open)
             .into_iter()
-            .partition(|s| s.topic() == name);
+            .partition(|s| s.topic_name() == name);
         *open = rest;
         mine
     };
@@ -648,7 +649,7 @@ pub(crate) fn delete_files(dirs: &DiskDirs, name: &str) -> Result<()> {
 /// Removes a partition directory (flat: files only) if it exists, durably: its unlinks
 /// are synced before the directory goes (else a power loss could bring files back into a
 /// directory that is gone), and the removal is synced in the parent.
-fn remove_tree(io: &dyn Io, dir: &Path) -> Result<()> {
+pub(crate) fn remove_tree(io: &dyn Io, dir: &Path) -> Result<()> {
     if !io.exists(dir).map_err(|e| io_err("checking", dir, e))? {
         return Ok(());
     }
@@ -666,238 +667,8 @@ fn remove_tree(io: &dyn Io, dir: &Path) -> Result<()> {
     }
 }
 
-/// The broker's data directories, when it was opened on some.
-pub(crate) fn dirs_of(broker: &Broker) -> Option<Arc<DiskDirs>> {
-    broker.replication().disk()
-}
-
-/// Creates a replicated persisted topic (see [`Broker::create_persisted_topic`]).
-pub(crate) fn create_topic<K, V>(
-    broker: &Broker,
-    name: &str,
-    config: TopicConfig,
-    persist: PersistConfig,
-) -> Result<Topic<K, V>>
-where
-    K: Codec + Send + Sync + 'static,
-    V: Codec + Send + Sync + 'static,
-{
-    broker.check_new_topic(name, &config)?;
-    let dirs = dirs_of(broker).ok_or_else(|| Error::InvalidConfig {
-        name: "data_dir",
-        value: "none (an in-memory broker)".into(),
-        valid: "a broker opened on data directories (BrokerBuilder::data_dirs)".into(),
-    })?;
-    let rf = config.replicas_per_partition();
-    if rf > dirs.count() {
-        return Err(Error::InvalidConfig {
-            name: "replication_factor",
-            value: rf.to_string(),
-            valid: format!(
-                "at most the broker's data directory count ({}): each replica of a \
-                 partition on its own directory (BrokerBuilder::data_dirs)",
-                dirs.count()
-            ),
-        });
-    }
-    let _creating = broker.data().map(|d| d.creating());
-    let _changing = dirs.changing.lock();
-    // Under the lock: a topic registered, or on disk and not opened yet, is never created
-    // over (its metadata would be replaced, its partition directories removed).
-    if broker.topics().iter().any(|t| t == name) || dirs.metas.lock().contains_key(name) {
-        return Err(Error::TopicExists {
-            topic: name.to_owned(),
-        });
-    }
-    let n = dirs.count();
-    let parts: Vec<PartState> = (0..config.partitions())
-        .map(|p| {
-            let replicas: Vec<u32> = (0..rf).map(|i| (p + i) % n).collect();
-            PartState {
-                leader: replicas.first().copied(),
-                isr: replicas.clone(),
-                replicas,
-                epoch: 0,
-                hw: 0,
-            }
-        })
-        .collect();
-    let meta = ReplicatedMeta {
-        topic: TopicMeta::new::<K, V>(name, &config, persist),
-        replication_factor: rf,
-        min_insync: config.min_insync(),
-        unclean: config.unclean_election(),
-        lag_ms: u64::try_from(config.replica_lag_max().as_millis()).unwrap_or(u64::MAX),
-        generation: 0,
-        parts,
-    };
-    // Leftovers of a creation that crashed before its metadata was written.
-    for (p, s) in meta.parts.iter().enumerate() {
-        for &d in &s.replicas {
-            if !dirs.is_failed(d) {
-                let dir = partition_dir(&dirs.paths[d as usize], name, p as u32);
-                remove_tree(&*dirs.io(d), &dir)?;
-            }
-        }
-    }
-    let files = TopicFiles::<K, V> {
-        dirs: Arc::clone(&dirs),
-        meta: Mutex::new(meta.clone()),
-        _types: PhantomData,
-    };
-    // The commit point: once one copy is written, the topic exists.
-    if files.write_all(&meta) == 0 {
-        return Err(Error::Io {
-            context: format!("writing the metadata of `{name}`"),
-            source: std::io::Error::other("every data directory failed"),
-        });
-    }
-    dirs.metas.lock().insert(name.to_owned(), meta.clone());
-    start_topic(broker, &dirs, files, &meta, false)
-}
-
-/// Opens a replicated persisted topic from disk, or `None` if `name` is not one.
-pub(crate) fn open_topic<K, V>(broker: &Broker, name: &str) -> Result<Option<Topic<K, V>>>
-where
-    K: Codec + Send + Sync + 'static,
-    V: Codec + Send + Sync + 'static,
-{
-    let Some(dirs) = dirs_of(broker) else {
-        return Ok(None);
-    };
-    let Some(meta) = dirs.metas.lock().get(name).cloned() else {
-        return Ok(None);
-    };
-    match broker.topic::<K, V>(name) {
-        Err(Error::TopicNotOpen { .. }) => {}
-        done => return done.map(Some),
-    }
-    if let Some(m) = dirs.misplaced.get(name) {
-        return Err(misplaced_error(name, m));
-    }
-    if meta.topic.key_type != K::TYPE_ID || meta.topic.value_type != V::TYPE_ID {
-        return Err(Error::TypeMismatch {
-            topic: name.to_owned(),
-            existing: format!(
-                "Topic<{}, {}> (codec type ids)",
-                meta.topic.key_type, meta.topic.value_type
-            ),
-            requested: format!("Topic<{}, {}>", K::TYPE_ID, V::TYPE_ID),
-        });
-    }
-    if let Some(d) = meta
-        .parts
-        .iter()
-        .flat_map(|s| s.replicas.iter())
-        .find(|&&d| d >= dirs.count())
-    {
-        return Err(Error::UnknownDataDir {
-            dir: *d,
-            count: dirs.count(),
-        });
-    }
-    let files = TopicFiles::<K, V> {
-        dirs: Arc::clone(&dirs),
-        meta: Mutex::new(meta.clone()),
-        _types: PhantomData,
-    };
-    start_topic(broker, &dirs, files, &meta, true).map(Some)
-}
-
-/// Opens every replica's log, builds the partitions and registers the topic.
-fn start_topic<K, V>(
-    broker: &Broker,
-    dirs: &Arc<DiskDirs>,
-    files: TopicFiles<K, V>,
-    meta: &ReplicatedMeta,
-    reopen: bool,
-) -> Result<Topic<K, V>>
-where
-    K: Codec + Send + Sync + 'static,
-    V: Codec + Send + Sync + 'static,
-{
-    let files = Arc::new(files);
-    let runtime = broker.replication();
-    let config = meta.topic_config();
-    let name: Arc<str> = Arc::from(meta.topic.name.as_str());
-    let arrivals = Arc::new(WaitSet::new());
-    let mut partitions = Vec::new();
-    let mut sets: Vec<Arc<dyn ReplicaControl>> = Vec::new();
-    for (p, state) in meta.parts.iter().enumerate() {
-        let p = p as u32;
-        let mut opened = Vec::new();
-        let lost = dirs.lost_replicas(meta, p, &state.replicas, reopen);
-        for &d in &state.replicas {
-            if dirs.is_failed(d) || lost.contains(&d) {
-                opened.push(None);
-                continue;
-            }
-            match DiskReplica::<K, V>::open(&dirs.params(meta, d, p)) {
-                Ok(o) => opened.push(Some(o)),
-                Err(e @ (Error::DirectoryLocked { .. } | Error::InvalidConfig { .. })) => {
-                    return Err(e)
-                }
-                // An unusable directory: its replicas are offline.
-                Err(_) => {
-                    dirs.flag(d);
-                    opened.push(None);
-                }
-            }
-        }
-        let broker_closed = ClosedByBroker::default();
-        let set = ReplicaSet::new(
-            Arc::clone(&name),
-            p,
-            ReplicationConfig {
-                min_insync: config.min_insync() as usize,
-                unclean: config.unclean_election(),
-                lag_max_ms: i64::try_from(meta.lag_ms).unwrap_or(i64::MAX),
-                capacity: config.records_in_memory_per_partition(),
-            },
-            &state.replicas,
-            runtime.fetchers(&state.replicas)?,
-            Arc::clone(&arrivals),
-            Arc::clone(&runtime.shared.clock),
-            Arc::clone(&runtime.shared.events),
-            codec_copy::<K, V>,
-            broker_closed.clone(),
-        )
-        .attach_disk(
-            Arc::clone(&files) as Arc<dyn Backing<K, V>>,
-            opened,
-            reopen.then_some(state),
-        );
-        let set = lost::rejoin(Arc::new(set), &lost);
-        partitions.push(Arc::new(Partition::replicated(
-            config.partition_config(),
-            Arc::clone(&arrivals),
-            Arc::clone(&set) as Arc<dyn crate::partition::ReplicatedLog<K, V>>,
-            broker_closed,
-        )?));
-        sets.push(set);
-    }
-    for s in &sets {
-        runtime.register(Arc::clone(s));
-    }
-    #[cfg(all(test, not(logbus_loom)))]
-    tests::before_tracking();
-    dirs.track_open(
-        sets.into_iter()
-            .map(|s| s as Arc<dyn ReplicaControl>)
-            .collect(),
-    )?;
-    let inner = Arc::new(
-        TopicInner::new(&meta.topic.name, config, partitions, arrivals)
-            .with_store(files as Arc<dyn TopicStore<K, V>>),
-    );
-    broker.register_topic(&inner)?;
-    Ok(Topic::from_inner(inner))
-}
-
 mod describe;
 pub(crate) use describe::describe_dir;
 pub use describe::{LocalReplica, StoredPartition, StoredTopic};
 
 mod lost;
-#[cfg(all(test, not(logbus_loom)))]
-mod tests;

@@ -3,9 +3,10 @@
 
 use std::path::Path;
 
-use super::super::store::{partition_dir, EPOCH_FILE};
-use super::{io_err, read_metas};
+use super::super::replica_store::{partition_dir, EPOCH_FILE};
+use super::read_metas;
 use crate::clock::Clock;
+use crate::persist::io_err;
 use crate::storage::{checkpoint, Io};
 use crate::sync::Arc as SyncArc;
 use crate::Result;

@@ -60,14 +60,14 @@ pub enum Overflow {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TopicConfig {
-    pub(super) partitions: u32,
-    pub(super) records_in_memory: usize,
-    pub(super) retention: Option<Duration>,
-    pub(super) overflow: Overflow,
-    pub(super) replication_factor: u32,
-    pub(super) min_insync_replicas: u32,
-    pub(super) unclean_leader_election: bool,
-    pub(super) replica_lag_time_max: Duration,
+    pub(crate) partitions: u32,
+    pub(crate) records_in_memory: usize,
+    pub(crate) retention: Option<Duration>,
+    pub(crate) overflow: Overflow,
+    pub(crate) replication_factor: u32,
+    pub(crate) min_insync_replicas: u32,
+    pub(crate) unclean_leader_election: bool,
+    pub(crate) replica_lag_time_max: Duration,
 }
 
 /// The most replicas a partition may have.

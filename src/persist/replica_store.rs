@@ -11,26 +11,23 @@
 
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::log::{runs_of, ReplicaLog};
+use super::append::{Appender, Pushed, BATCH_TARGET};
 use crate::clock::Clock;
 use crate::codec::{encoding, Codec};
+use crate::partition::replica_log::{runs_of, ReplicaLog};
 use crate::partition::Entry;
-use crate::persist::encoded::EncodedEntry;
 use crate::persist::FlushPolicy;
 use crate::storage::checkpoint::{self, EpochEntry};
 use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
-use crate::storage::{BatchBuilder, BatchIter, Checkpoints, Io, LogConfig, LogOptions, SegmentSet};
+use crate::storage::{BatchIter, Checkpoints, Io, LogConfig, LogOptions, SegmentSet};
 use crate::sync::Arc as SyncArc;
 use crate::{Error, Result};
 
 /// Kafka's name for a partition directory's epoch cache file.
 pub(crate) const EPOCH_FILE: &str = "leader-epoch-checkpoint";
-/// A batch is cut at this size (one more record may pass it, within `max_batch`).
-const BATCH_TARGET: usize = 256 << 10;
 /// A record batch's header (Kafka's `RECORD_BATCH_OVERHEAD`).
 const BATCH_OVERHEAD: usize = HEADER_SIZE;
 /// A record's encoding beyond its key, value and header bytes, at most.
@@ -75,15 +72,9 @@ pub(crate) struct DiskReplica<K, V> {
     io: SyncArc<dyn Io>,
     epoch_file: PathBuf,
     saved_epochs: Vec<(i32, u64)>,
-    policy: FlushPolicy,
-    unsynced_records: u64,
-    unsynced_bytes: u64,
-    last_sync: Instant,
-    builder: BatchBuilder,
-    key: Vec<u8>,
-    value: Vec<u8>,
-    /// The largest batch the segment set takes (its `max_batch_bytes`, and a segment).
-    max_batch: usize,
+    /// The durable write path's batch and flush policy (inline: under the replica set's
+    /// lock).
+    appender: Appender,
     /// The largest record (encoded, bounded as `record_bound` does) the topic takes.
     max_record: usize,
     /// Where the next append starts when the leader's log has a gap there (`skip_to`).
@@ -224,14 +215,7 @@ where
             io: SyncArc::clone(&p.io),
             epoch_file,
             saved_epochs: Vec::new(),
-            policy: p.policy,
-            unsynced_records: 0,
-            unsynced_bytes: 0,
-            last_sync: Instant::now(),
-            builder: BatchBuilder::new(0),
-            key: Vec::new(),
-            value: Vec::new(),
-            max_batch,
+            appender: Appender::new(p.policy, max_batch, BATCH_TARGET),
             max_record: usize::try_from(p.max_message_bytes)
                 .unwrap_or(usize::MAX)
                 .min(max_batch - BATCH_OVERHEAD),
@@ -268,53 +252,33 @@ where
     }
 
     fn maybe_sync(&mut self, records: u64, bytes: u64) -> Result<()> {
-        self.unsynced_records += records;
-        self.unsynced_bytes += bytes;
-        let due = match self.policy {
-            FlushPolicy::EveryBatch => true,
-            FlushPolicy::Messages(m) => self.unsynced_records >= m,
-            FlushPolicy::Bytes(b) => self.unsynced_bytes >= b,
-            FlushPolicy::Interval(d) => self.last_sync.elapsed() >= d,
-            _ => false,
-        };
-        if due {
-            self.sync()
-        } else {
+        if !self.appender.apply_policy(&mut self.set, records, bytes)? {
             // Handed to the operating system: a killed process loses nothing reported.
-            self.set.flush()
+            self.set.flush()?;
         }
+        Ok(())
     }
 
     fn append_run(&mut self, epoch: i32, run: &[(i32, &Entry<K, V>)]) -> Result<u64> {
         let mut i = 0;
         let mut bytes = 0u64;
         while i < run.len() {
-            self.builder.clear(self.set.log_end_offset());
-            let (builder, key, value) = (&mut self.builder, &mut self.key, &mut self.value);
-            while i < run.len() && (builder.is_empty() || builder.size() < BATCH_TARGET) {
-                let encoded = EncodedEntry::new(run[i].1, key, value);
-                // Cut before a record that could take the batch past what the segment set
-                // takes (a refused batch would take the directory offline).
-                if !builder.is_empty() && builder.size() + encoded.bound() > self.max_batch {
+            self.appender.begin(self.set.log_end_offset());
+            while i < run.len() && !self.appender.is_ripe() {
+                if self.appender.push(run[i].1)? == Pushed::Full {
                     break;
                 }
-                encoded.append_to(builder)?;
                 i += 1;
             }
-            self.set.set_partition_leader_epoch(epoch);
-            bytes += self.builder.size() as u64;
-            match self.gap_to.filter(|&g| g > self.set.log_end_offset()) {
+            bytes += match self.gap_to.filter(|&g| g > self.set.log_end_offset()) {
                 // After a gap: at its own base offset (checked again, being rare).
                 Some(base) => {
-                    self.builder.set_base_offset(base);
-                    self.builder.set_partition_leader_epoch(epoch);
-                    self.set.append_batch(self.builder.finish())?;
+                    let n = self.appender.append_at(&mut self.set, base, epoch)?;
                     self.gap_to = None;
+                    n
                 }
-                None => {
-                    self.set.append_built(&mut self.builder)?;
-                }
-            }
+                None => self.appender.append(&mut self.set, Some(epoch))?,
+            };
         }
         Ok(bytes)
     }
@@ -353,7 +317,7 @@ where
 
     fn too_large(&mut self, records: &[(i32, &Entry<K, V>)]) -> Option<(u64, u64)> {
         records.iter().find_map(|(_, e)| {
-            let size = EncodedEntry::new(e, &mut self.key, &mut self.value).bound();
+            let size = self.appender.bound(e);
             (size > self.max_record).then_some((size as u64, self.max_record as u64))
         })
     }
@@ -416,9 +380,7 @@ where
 
     fn sync(&mut self) -> Result<()> {
         self.set.sync()?;
-        self.unsynced_records = 0;
-        self.unsynced_bytes = 0;
-        self.last_sync = Instant::now();
+        self.appender.flush.synced();
         Ok(())
     }
 

@@ -85,8 +85,7 @@ fn a_closed_partition_writes_no_files() {
     for r in [1, 2, 0] {
         faults.crash_replica("leaderless", 0, r).unwrap();
     }
-    let disk = super::dirs_of(&broker).unwrap();
-    let sets = disk.open.lock().clone();
+    let sets = broker.replication().sets();
     for t in ["lagging", "leaderless"] {
         broker.delete_topic(t).unwrap();
     }

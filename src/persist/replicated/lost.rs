@@ -5,15 +5,13 @@
 //! elected on the strength of the ISR it had, and never makes the others truncate.
 
 use super::{partition_dir, DiskDirs, ReplicatedMeta};
-use crate::replica::set::ReplicaSet;
-use crate::sync::StdArc as Arc;
 
 impl DiskDirs {
     /// The replicas of `partition` whose log directory is gone while another replica's may
     /// hold records (present, or on a directory that cannot be read). When no replica's
     /// directory is there, the topic's creation stopped before its logs were made: none is
     /// lost. None either for a topic not reopened (`reopen` false: created now).
-    pub(super) fn lost_replicas(
+    pub(crate) fn lost_replicas(
         &self,
         meta: &ReplicatedMeta,
         partition: u32,
@@ -38,20 +36,4 @@ impl DiskDirs {
             Vec::new()
         }
     }
-}
-
-/// Brings the lost replicas of a partition just opened (offline) back as followers of the
-/// leader elected without them. Without a leader (a lost replica was the last in sync) they
-/// stay offline: restarting one would elect its empty log.
-pub(super) fn rejoin<K, V>(set: Arc<ReplicaSet<K, V>>, lost: &[u32]) -> Arc<ReplicaSet<K, V>>
-where
-    K: Send + Sync + 'static,
-    V: Send + Sync + 'static,
-{
-    if !lost.is_empty() && set.describe().leader.is_some() {
-        for &d in lost {
-            set.restart(d, true);
-        }
-    }
-    set
 }

@@ -1,7 +1,7 @@
 //! One data directory's view of the file system: every call goes to the broker's [`Io`],
 //! unless the directory was failed ([`DirIo::fail`]), after which every call — on files
 //! opened before too — returns `EIO`, as a dead disk does. This is how
-//! [`Faults::fail_data_dir`](super::Faults::fail_data_dir) fails a persisted directory: the
+//! [`Faults::fail_data_dir`](crate::replica::Faults::fail_data_dir) fails a persisted directory: the
 //! storage layer sees real I/O errors and takes the directory's logs offline.
 
 use std::fmt;
