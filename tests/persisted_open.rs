@@ -28,12 +28,13 @@ fn setup(dir: &Path) {
 fn setup_in_batches(dir: &Path, batch: u64) {
     let broker = Broker::builder().data_dir(dir).create(true).open().unwrap();
     let topic = broker
-        .create_persisted_topic::<(), String>(
+        .create_topic::<(), String>(
             "t",
-            TopicConfig::new(1),
-            PersistConfig::new()
-                .segment_bytes(16 << 10)
-                .flush(FlushPolicy::Os),
+            TopicConfig::new(1).persist(
+                PersistConfig::new()
+                    .segment_bytes(16 << 10)
+                    .flush(FlushPolicy::Os),
+            ),
         )
         .unwrap();
     let p = broker.producer::<(), String>();
@@ -41,7 +42,7 @@ fn setup_in_batches(dir: &Path, batch: u64) {
         p.send(Record::new("t", format!("v{i}-{}", "x".repeat(60))))
             .unwrap();
         if (i + 1) % batch == 0 {
-            topic.flush().unwrap();
+            topic.write_to_files().unwrap();
         }
     }
     let mut c = broker
@@ -143,7 +144,7 @@ fn a_stray_segment_file_never_deletes_or_changes_a_valid_segment() {
                 );
 
                 let broker = Broker::open(&dir).unwrap_or_else(|e| panic!("{case}: {e}"));
-                broker.open_topic::<(), String>("t").unwrap();
+                broker.topic::<(), String>("t").unwrap();
                 let report = broker.recovery_reports()[0].report.clone();
                 assert_eq!(report.truncation, None, "{case}");
                 assert!(report.deleted_segments.is_empty(), "{case}: {report:?}");
@@ -198,7 +199,7 @@ fn a_torn_last_segment_is_still_cut_and_an_empty_rolled_one_kept() {
         let cut = report.truncation.clone().expect("the torn tail is cut");
         assert_eq!((cut.file, cut.position), (path, last_bytes.len() as u64));
         assert!(report.set_aside.is_empty(), "{report:?}");
-        broker.open_topic::<(), String>("t").unwrap();
+        broker.topic::<(), String>("t").unwrap();
         assert_eq!(read_all(&broker).len() as u64, RECORDS);
         broker.close().unwrap();
         assert_eq!(logs(&dir.join("t-0")), segments);
@@ -217,7 +218,7 @@ fn a_torn_last_segment_is_still_cut_and_an_empty_rolled_one_kept() {
         assert!(report.set_aside.is_empty(), "{report:?}");
         assert!(report.deleted_segments.is_empty(), "{report:?}");
         assert_eq!(report.log_end_offset, RECORDS);
-        broker.open_topic::<(), String>("t").unwrap();
+        broker.topic::<(), String>("t").unwrap();
         let m = broker
             .producer::<(), String>()
             .send(Record::new("t", "next".to_string()))
@@ -298,33 +299,37 @@ fn topic_names_are_refused_at_the_one_limit_every_kind_holds() {
     let persisted = "p".repeat(MAX_TOPIC_NAME_LEN);
     let replicated = "r".repeat(MAX_TOPIC_NAME_LEN);
     broker
-        .create_persisted_topic::<(), String>(&persisted, TopicConfig::new(1), PersistConfig::new())
+        .create_topic::<(), String>(
+            &persisted,
+            TopicConfig::new(1).persist(PersistConfig::new()),
+        )
         .unwrap();
     broker
-        .create_persisted_topic::<(), String>(
+        .create_topic::<(), String>(
             &replicated,
-            TopicConfig::new(1).replication_factor(2),
-            PersistConfig::new(),
+            TopicConfig::new(1)
+                .replication_factor(2)
+                .persist(PersistConfig::new()),
         )
         .unwrap();
     for len in MAX_TOPIC_NAME_LEN + 1..=249 {
         refused(
             &format!("persisted, {len}"),
             broker
-                .create_persisted_topic::<(), String>(
+                .create_topic::<(), String>(
                     &"q".repeat(len),
-                    TopicConfig::new(1),
-                    PersistConfig::new(),
+                    TopicConfig::new(1).persist(PersistConfig::new()),
                 )
                 .map(drop),
         );
         refused(
             &format!("replicated, {len}"),
             broker
-                .create_persisted_topic::<(), String>(
+                .create_topic::<(), String>(
                     &"s".repeat(len),
-                    TopicConfig::new(1).replication_factor(2),
-                    PersistConfig::new(),
+                    TopicConfig::new(1)
+                        .replication_factor(2)
+                        .persist(PersistConfig::new()),
                 )
                 .map(drop),
         );
@@ -337,8 +342,8 @@ fn topic_names_are_refused_at_the_one_limit_every_kind_holds() {
     broker.close().unwrap();
     drop(broker);
     let broker = Broker::builder().data_dirs(&dirs).open().unwrap();
-    broker.open_topic::<(), String>(&persisted).unwrap();
-    broker.open_topic::<(), String>(&replicated).unwrap();
+    broker.topic::<(), String>(&persisted).unwrap();
+    broker.topic::<(), String>(&replicated).unwrap();
     for name in [&persisted, &replicated] {
         assert_eq!(
             broker.describe_topic(name).unwrap().partitions[0].log_end,
@@ -367,7 +372,7 @@ fn a_builder_given_a_data_dir_builds_a_persisted_broker_or_fails() {
         .build()
         .unwrap();
     broker
-        .create_persisted_topic::<(), String>("t", TopicConfig::new(1), PersistConfig::new())
+        .create_topic::<(), String>("t", TopicConfig::new(1).persist(PersistConfig::new()))
         .unwrap();
     broker
         .producer::<(), String>()
@@ -380,7 +385,7 @@ fn a_builder_given_a_data_dir_builds_a_persisted_broker_or_fails() {
     broker.close().unwrap();
     drop(broker);
     let broker = Broker::builder().data_dir(&dir).build().unwrap();
-    broker.open_topic::<(), String>("t").unwrap();
+    broker.topic::<(), String>("t").unwrap();
     assert_eq!(broker.describe_topic("t").unwrap().partitions[0].log_end, 1);
     broker.close().unwrap();
     assert!(Broker::builder().build().unwrap().topics().is_empty());
@@ -518,7 +523,7 @@ fn a_stray_copy_of_a_segment_tail_never_deletes_or_changes_a_valid_segment() {
                 continue;
             }
         };
-        broker.open_topic::<(), String>("t").unwrap();
+        broker.topic::<(), String>("t").unwrap();
         let report = broker.recovery_reports()[0].report.clone();
         assert_eq!(report.truncation, None, "{case}: {report:?}");
         assert!(report.deleted_segments.is_empty(), "{case}: {report:?}");
@@ -590,7 +595,7 @@ fn a_builder_given_data_dirs_refuses_every_set_it_cannot_open() {
         match built {
             Err(_) => panic!("{what}: panicked"),
             Ok(Ok(broker)) => {
-                let topics = broker.persisted_topics();
+                let topics = broker.topics();
                 let _ = broker.close();
                 panic!("{what}: built a broker (persisted topics {topics:?})");
             }
@@ -651,10 +656,11 @@ fn a_broker_dropped_without_close_releases_its_data_directories() {
             .unwrap();
         for (name, replicas) in [("t", 1), ("r", 2)] {
             broker
-                .create_persisted_topic::<(), String>(
+                .create_topic::<(), String>(
                     name,
-                    TopicConfig::new(1).replication_factor(replicas),
-                    PersistConfig::new(),
+                    TopicConfig::new(1)
+                        .replication_factor(replicas)
+                        .persist(PersistConfig::new()),
                 )
                 .unwrap();
             broker
@@ -668,7 +674,7 @@ fn a_broker_dropped_without_close_releases_its_data_directories() {
         .open()
         .unwrap_or_else(|e| panic!("reopening after a drop without close: {e}"));
     for name in ["t", "r"] {
-        broker.open_topic::<(), String>(name).unwrap();
+        broker.topic::<(), String>(name).unwrap();
         assert_eq!(
             broker.describe_topic(name).unwrap().partitions[0].log_end,
             1,

@@ -14,11 +14,11 @@
 //! record is in the partition's ring of 8192 records, whose writer thread is a gating
 //! reader, so at most 8192 records are unwritten. A run ends, inside the timing, at the same
 //! acknowledgement level on both sides, every record in the files:
-//! - `KAFKO_BENCH_END=written` (the default): logbus `Topic::flush` (waits for its writer to
+//! - `KAFKO_BENCH_END=written` (the default): logbus `Topic::write_to_files` (waits for its writer to
 //!   write every record, no fsync), kafko its last send acknowledged; kafko's `shutdown`
 //!   (which fsyncs) is outside the timing;
 //! - `KAFKO_BENCH_END=fsync`: then one fsync of everything on both sides, inside the timing:
-//!   logbus `Topic::sync`, kafko `shutdown` (drains its writer task, fsyncs the active
+//!   logbus `Topic::fsync`, kafko `shutdown` (drains its writer task, fsyncs the active
 //!   segment).
 //!
 //! Opening and closing the logbus broker (checkpoints, clean-shutdown marker) are outside
@@ -94,10 +94,11 @@ fn logbus_run(values: &[Bytes], batch: usize) -> Duration {
         .open()
         .unwrap();
     broker
-        .create_persisted_topic::<(), Bytes>(
+        .create_topic::<(), Bytes>(
             "t",
-            TopicConfig::new(1).records_in_memory(8192),
-            PersistConfig::new().flush(FlushPolicy::Os),
+            TopicConfig::new(1)
+                .records_in_memory(8192)
+                .persist(PersistConfig::new().flush(FlushPolicy::Os)),
         )
         .unwrap();
     let topic = broker.topic::<(), Bytes>("t").unwrap();
@@ -127,9 +128,9 @@ fn logbus_run(values: &[Bytes], batch: usize) -> Duration {
     }
     let sent_at = started.elapsed();
     if fsync_at_end() {
-        topic.sync().unwrap();
+        topic.fsync().unwrap();
     } else {
-        topic.flush().unwrap();
+        topic.write_to_files().unwrap();
     }
     let elapsed = started.elapsed();
     if std::env::var_os("KAFKO_BENCH_SPLIT").is_some() {

@@ -37,9 +37,9 @@ use crate::sync::StdArc as Arc;
 pub use crate::topic_partition::TopicPartition;
 
 mod builder;
-mod durable;
 mod faults;
 pub(crate) mod groups;
+mod persisted;
 mod topic;
 mod topics;
 
@@ -54,7 +54,7 @@ pub use config::{
 pub use topic::Topic;
 use topic::TopicSlot;
 pub(crate) use topic::{TopicInner, TopicStore};
-pub use topics::{PartitionInfo, TopicDescription};
+pub use topics::{NewTopic, PartitionInfo, TopicDescription};
 
 struct BrokerInner {
     clock: Arc<dyn Clock>,

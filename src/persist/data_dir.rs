@@ -248,7 +248,7 @@ impl TopicMeta {
             retention_ms: num("retention_ms")?,
             persist,
         };
-        // Settings `create_persisted_topic` would refuse (the file was edited or damaged).
+        // Settings `create_topic` with a persisted config would refuse (the file was edited or damaged).
         meta.topic_config()
             .validate()
             .and_then(|()| meta.persist.validate())
@@ -310,7 +310,7 @@ pub(crate) struct DataDir {
     loaded: Mutex<OffsetMap>,
     clamped: Mutex<Vec<ClampedOffset>>,
     open: Mutex<Vec<OpenPartition>>,
-    /// Serialises `open_topic` and `create_topic` (one set of writers per topic), and the
+    /// Serialises `topic` and `create_topic` (one set of writers per topic), and the
     /// creation of replicated topics ([`creating`](Self::creating)).
     pub(crate) opening: Mutex<()>,
     /// The topic `create_topic` is starting (at most one: `opening` is held): its metadata
