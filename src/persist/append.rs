@@ -184,7 +184,7 @@ impl Appender {
         bytes: u64,
     ) -> Result<bool> {
         if self.flush.appended(records, bytes) {
-            set.sync()?;
+            set.fsync()?;
             self.flush.synced();
             return Ok(true);
         }

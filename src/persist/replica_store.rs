@@ -254,7 +254,7 @@ where
     fn maybe_sync(&mut self, records: u64, bytes: u64) -> Result<()> {
         if !self.appender.apply_policy(&mut self.set, records, bytes)? {
             // Handed to the operating system: a killed process loses nothing reported.
-            self.set.flush()?;
+            self.set.write_to_files()?;
         }
         Ok(())
     }
@@ -379,7 +379,7 @@ where
     }
 
     fn sync(&mut self) -> Result<()> {
-        self.set.sync()?;
+        self.set.fsync()?;
         self.appender.flush.synced();
         Ok(())
     }

@@ -30,7 +30,7 @@
 //!
 //! - **Visible, then durable.** [`SegmentSet::append`] makes records visible to readers of the
 //!   set. Bytes reach the operating system when the write buffer fills, on
-//!   [`flush`](SegmentSet::flush), [`sync`](SegmentSet::sync), a roll, [`close`](SegmentSet::close)
+//!   [`write_to_files`](SegmentSet::write_to_files), [`fsync`](SegmentSet::fsync), a roll, [`close`](SegmentSet::close)
 //!   and drop, so a killed process loses at most its write buffer; only an fsync makes them
 //!   survive a power loss.
 //! - **The recovery point is the promise.** Every record below
