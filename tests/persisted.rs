@@ -1,4 +1,4 @@
-//! Durable topics: restart and replay, typed errors, and a SIGKILL crash test.
+//! Persisted topics: restart and replay, typed errors, and a SIGKILL crash test.
 
 use std::time::Duration;
 

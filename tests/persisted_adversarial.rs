@@ -1,4 +1,4 @@
-//! Durable topics under attack through the public API: closing the broker under sends
+//! Persisted topics under attack through the public API: closing the broker under sends
 //! (racing and blocked), and user codecs that panic on the writer thread. Nothing may
 //! hang; every failure is a typed error that says what happened.
 

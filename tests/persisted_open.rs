@@ -683,3 +683,62 @@ fn a_broker_dropped_without_close_releases_its_data_directories() {
     }
     broker.close().unwrap();
 }
+
+/// `create_topic` with a persisted config on a broker without a data directory is a typed
+/// error naming the setting and how to open one; nothing is created in memory instead.
+#[test]
+fn a_persisted_config_on_an_in_memory_broker_is_refused() {
+    let _guard = one_at_a_time();
+    let broker = Broker::in_memory();
+    let config = TopicConfig::new(1).persist(PersistConfig::new());
+    match broker.create_topic::<(), String>("t", config) {
+        Err(Error::InvalidConfig { name, valid, .. }) => {
+            assert_eq!(name, "data_dir");
+            assert!(valid.contains("Broker::open"), "{valid}");
+        }
+        other => panic!("expected InvalidConfig(data_dir), got {other:?}"),
+    }
+    assert!(broker.topics().is_empty());
+}
+
+/// One `topic` for both kinds: it opens a persisted topic found on disk (its codecs checked
+/// against the metadata), returns the open one afterwards, and `topics` lists it before
+/// and after it is opened.
+#[test]
+fn topic_opens_a_persisted_topic_and_topics_lists_every_kind() {
+    let _guard = one_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(tmp.path())
+        .create(true)
+        .open()
+        .unwrap();
+    broker
+        .create_topic::<(), String>("disk", TopicConfig::new(1).persist(PersistConfig::new()))
+        .unwrap();
+    broker
+        .create_topic::<(), String>("memory", TopicConfig::new(1))
+        .unwrap();
+    broker
+        .producer::<(), String>()
+        .send(Record::new("disk", "kept".to_string()))
+        .unwrap();
+    broker.close().unwrap();
+    drop(broker);
+
+    let broker = Broker::open(tmp.path()).unwrap();
+    assert_eq!(broker.topics(), ["disk"]);
+    assert!(matches!(
+        broker.topic::<(), u64>("disk"),
+        Err(Error::TypeMismatch { .. })
+    ));
+    let topic = broker.topic::<(), String>("disk").unwrap();
+    assert_eq!(topic.partition_count(), 1);
+    assert_eq!(
+        broker.describe_topic("disk").unwrap().partitions[0].log_end,
+        1
+    );
+    broker.topic::<(), String>("disk").unwrap();
+    assert_eq!(broker.topics(), ["disk"]);
+    broker.close().unwrap();
+}

@@ -152,9 +152,15 @@ fn logbus_run(values: &[Bytes], batch: usize) -> Duration {
         for r in &out {
             tally.add(index_of(&r.value));
         }
-        stall.after(k, Side::Ours, "durable sends vs kafko", tally.count, count);
+        stall.after(
+            k,
+            Side::Ours,
+            "persisted sends vs kafko",
+            tally.count,
+            count,
+        );
     }
-    tally.assert_in_order(Side::Ours, "durable sends vs kafko", &Tally::of(0..count));
+    tally.assert_in_order(Side::Ours, "persisted sends vs kafko", &Tally::of(0..count));
     drop(c);
     broker.close().unwrap();
     elapsed
@@ -220,12 +226,12 @@ fn kafko_run(rt: &tokio::runtime::Runtime, values: &[Bytes], batch: usize) -> Du
             match tokio::time::timeout(Duration::from_secs(10), c.next_record()).await {
                 Ok(r) => tally.add(index_of(r.unwrap().value())),
                 Err(_) => panic!(
-                    "durable sends vs kafko: kafko (theirs)'s read-back saw {} records, expected {count}; none came for 10s",
+                    "persisted sends vs kafko: kafko (theirs)'s read-back saw {} records, expected {count}; none came for 10s",
                     tally.count
                 ),
             }
         }
-        tally.assert_any_order(Side::Theirs, "durable sends vs kafko", &Tally::of(0..count));
+        tally.assert_any_order(Side::Theirs, "persisted sends vs kafko", &Tally::of(0..count));
         drop(c);
         broker.shutdown().await.unwrap();
     });
@@ -261,7 +267,7 @@ fn row(name: &str, rt: &tokio::runtime::Runtime, count: u64, batch: usize, pairs
         p.median_ratio(),
     );
     print_row(
-        &format!("durable sends, 256 B, {name}"),
+        &format!("persisted sends, 256 B, {name}"),
         "kafko, pipelined",
         &p,
     );

@@ -230,7 +230,7 @@ fn replay_raw(dir: &Path) -> Duration {
 }
 
 fn report(name: &str, peer: &str, unit: &str, pairs: &Pairs) {
-    print_row(&format!("durable {name}"), peer, pairs);
+    print_row(&format!("persisted {name}"), peer, pairs);
     println!(
         "{name:<14} logbus {:>10.1} {unit}   baseline {:>10.1} {unit}   ratio (median of pairs) {:.2}x",
         pairs.ours_median(),

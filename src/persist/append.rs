@@ -1,4 +1,4 @@
-//! The durable write path: how every persisted partition's records reach its segment set,
+//! The write path to disk: how every persisted partition's records reach its segment set,
 //! whatever the topic's replication factor. Records are encoded once into a RecordBatch v2
 //! ([`BatchBuilder`]), cut where the segment set would refuse the batch, appended, and
 //! fsynced as the topic's [`FlushPolicy`] says.

@@ -475,7 +475,7 @@ struct Writer<K, V> {
     cell: Arc<LogCell>,
     partition: Arc<Partition<K, V>>,
     gate: Reader<Entry<K, V>>,
-    /// The durable write path's batch and flush policy (no batch grows past the segment
+    /// The write path to disk's batch and flush policy (no batch grows past the segment
     /// size, unless one record alone does).
     appender: Appender,
 }

@@ -1,7 +1,7 @@
-//! Durable topics: a broker opened on a data directory, whose persisted topics keep their
+//! Persisted topics: a broker opened on a data directory, whose persisted topics keep their
 //! records in Kafka's segment format (layer 5's disk half; see [`crate::storage`]).
 //!
-//! This module is the one durable write path, used by every persisted topic whatever its
+//! This module is the one write path to disk, used by every persisted topic whatever its
 //! replication factor: one encoder, batcher and flush policy (`append.rs`), driven by a
 //! writer thread per partition for RF 1 and inline, under the replica set's lock, for each
 //! replica of a replicated topic (see "How a record reaches the disk").

@@ -72,7 +72,7 @@ pub(crate) struct DiskReplica<K, V> {
     io: SyncArc<dyn Io>,
     epoch_file: PathBuf,
     saved_epochs: Vec<(i32, u64)>,
-    /// The durable write path's batch and flush policy (inline: under the replica set's
+    /// The write path to disk's batch and flush policy (inline: under the replica set's
     /// lock).
     appender: Appender,
     /// The largest record (encoded, bounded as `record_bound` does) the topic takes.
