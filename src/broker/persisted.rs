@@ -288,7 +288,8 @@ impl Broker {
     ///
     /// let dir = tempfile::tempdir()?;
     /// let broker = Broker::builder().data_dir(dir.path()).create(true).open()?;
-    /// broker.create_topic::<String, String>("events", TopicConfig::new(1).persist(///     PersistConfig::new()))?;
+    /// let config = TopicConfig::new(1).persist(PersistConfig::new());
+    /// broker.create_topic::<String, String>("events", config)?;
     /// broker.producer::<String, String>().send(Record::new("events", "hi".to_string()))?;
     /// broker.close()?;
     ///

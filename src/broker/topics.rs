@@ -59,7 +59,7 @@ impl Broker {
     /// Creates topic `name` with key type `K` and value type `V`: in memory from a
     /// [`TopicConfig`], or persisted in the broker's data directory from a
     /// [`TopicConfig::persist`] config ([`PersistedTopicConfig`], whose types need a
-    /// [`Codec`](crate::codec::Codec)). Either may be replicated
+    /// [`Codec`]). Either may be replicated
     /// ([`TopicConfig::replication_factor`]).
     ///
     /// A persisted topic's partitions live in `<data dir>/<name>-<n>/`, its metadata (with
@@ -219,7 +219,7 @@ impl Broker {
     /// its metadata. The Rust types are fixed from then on: two types of one encoding
     /// (`Vec<u8>` and `Bytes`) cannot both open it.
     ///
-    /// The types need a [`Codec`](crate::codec::Codec) because the topic may have to be
+    /// The types need a [`Codec`] because the topic may have to be
     /// opened from disk; an in-memory topic of types without one is reached through the
     /// handle [`create_topic`](Self::create_topic) returned (clone it).
     ///
