@@ -462,7 +462,7 @@ fn delete_and_recreate_a_persisted_topic_while_sending() {
 /// topic open); the racing send finds no topic (`UnknownTopic`) or sends, never one to open
 /// (`TopicNotOpen`); sends then succeed and the log verifies after close.
 #[test]
-fn open_topic_racing_create_starts_one_writer_per_partition() {
+fn topic_racing_create_starts_one_writer_per_partition() {
     within(300, || {
         for round in 0..20 {
             let dir = tempfile::tempdir().unwrap();

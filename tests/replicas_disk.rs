@@ -12,7 +12,7 @@ use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::replica::EventKind;
 use logbus::storage::fault::{Fault, FaultyIo};
 use logbus::storage::{BatchIter, LogOptions, SegmentSet};
-use logbus::{Broker, Error};
+use logbus::{Broker, Error, Record};
 use replicas_adversarial_common::*;
 
 /// `(offset, partitionLeaderEpoch, value)` of every record in a closed replica directory.
@@ -201,10 +201,12 @@ fn reopen_after_close_recovers_every_replica() {
 
     let broker = open(&dirs);
     assert_eq!(broker.topics(), vec![T.to_string()]);
-    assert!(matches!(
-        broker.topic::<(), u64>(T),
-        Err(Error::TopicNotOpen { .. })
-    ));
+    // Not opened yet: a send is told to open it; `topic` opens it.
+    let err = broker
+        .producer::<(), u64>()
+        .send(Record::new(T, 0))
+        .unwrap_err();
+    assert!(matches!(err.error(), Error::TopicNotOpen { .. }), "{err}");
     broker.topic::<(), u64>(T).unwrap();
     assert!(broker.faults().wait_in_sync(T, 0, WAIT).unwrap());
     let after = describe(&broker);
