@@ -167,7 +167,7 @@ fn poll_with_lends_what_poll_into_returns() {
     let (mut into_errors, mut with_errors) = (0, 0);
     for _ in 0..100 {
         let mut out = Vec::new();
-        match into.poll_into(&mut out, 7, POLL) {
+        match into.poll_with(7, POLL, |r| out.push(r.to_record())) {
             Ok(n) => assert_eq!(n, out.len()),
             Err(logbus::Error::Decode { .. }) => into_errors += 1,
             Err(e) => panic!("poll_into: {e}"),

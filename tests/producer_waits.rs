@@ -73,7 +73,7 @@ fn values(b: &Broker) -> Vec<u64> {
         .unwrap();
     c.assign(&[TopicPartition::new("full", 0)]).unwrap();
     let mut out = Vec::new();
-    c.poll_into(&mut out, 100, Duration::ZERO).unwrap();
+    c.poll_with(100, Duration::ZERO, |r| out.push(r.to_record())).unwrap();
     out.into_iter().map(|r| r.value).collect()
 }
 
@@ -84,7 +84,7 @@ fn a_waiting_send_batch_does_not_hold_back_other_threads_of_the_producer() {
         let p = Arc::clone(&p);
         thread::spawn(move || {
             let mut batch: Vec<_> = (0..4).map(|v| Record::new("full", v)).collect();
-            p.send_batch(&mut batch).map_err(|e| e.into_error())
+            p.send_batch(&mut batch).map_err(|e| e.error)
         })
     };
     until_full(&b);
@@ -101,11 +101,11 @@ fn a_waiting_send_batch_does_not_hold_back_other_threads_of_the_producer() {
 }
 
 #[test]
-fn a_waiting_send_to_does_not_hold_back_other_threads_of_the_producer() {
+fn a_waiting_send_iter_does_not_hold_back_other_threads_of_the_producer() {
     let (b, p) = gated();
     let waiting = {
         let p = Arc::clone(&p);
-        thread::spawn(move || p.send_to("full", 0, (0..5).map(Payload::new)))
+        thread::spawn(move || p.partition("full", 0).unwrap().send_iter((0..5).map(Payload::new)))
     };
     until_full(&b);
     let got = others(&p);
@@ -134,9 +134,11 @@ fn a_send_batch_waiting_for_room_ends_when_the_topic_is_deleted() {
     until_full(&b);
     b.delete_topic("full").unwrap();
     let (e, rest) = waiting.join().unwrap();
-    assert!(matches!(e.error(), Error::Closed { .. }), "{e:?}");
-    // The first record not appended comes with the error, the others stay, in order.
-    assert_eq!(e.into_record().map(|r| r.value), Some(2));
+    assert!(matches!(e.error, Error::Closed { .. }), "{e:?}");
+    assert_eq!(e.sent, 2);
+    // The records not appended stay, in order, the one that failed first.
+    assert_eq!(rest[0].value, 2);
+    let rest = &rest[1..];
     let rest: Vec<_> = rest
         .iter()
         .map(|r| (r.topic.to_string(), r.value))
@@ -150,11 +152,11 @@ fn a_send_batch_waiting_for_room_ends_when_the_topic_is_deleted() {
 }
 
 #[test]
-fn a_send_to_waiting_for_room_ends_when_the_topic_is_deleted() {
+fn a_send_iter_waiting_for_room_ends_when_the_topic_is_deleted() {
     let (b, p) = gated();
     let waiting = {
         let p = Arc::clone(&p);
-        thread::spawn(move || p.send_to("full", 0, (0..5).map(Payload::new)))
+        thread::spawn(move || p.partition("full", 0).unwrap().send_iter((0..5).map(Payload::new)))
     };
     until_full(&b);
     b.delete_topic("full").unwrap();
@@ -179,7 +181,7 @@ fn a_batch_finds_its_topic_again_after_waiting() {
                 .map(|v| Record::new("full", v))
                 .chain((10..14).map(|v| Record::new("other", v).partition((v % 2) as u32)))
                 .collect();
-            p.send_batch(&mut batch).map_err(|e| e.into_error())
+            p.send_batch(&mut batch).map_err(|e| e.error)
         })
     };
     until_full(&b);
@@ -210,7 +212,7 @@ fn a_batch_finds_its_topic_again_after_waiting() {
     ])
     .unwrap();
     let mut out = Vec::new();
-    c.poll_into(&mut out, 100, Duration::ZERO).unwrap();
+    c.poll_with(100, Duration::ZERO, |r| out.push(r.to_record())).unwrap();
     let mut got: Vec<_> = out.iter().map(|r| (r.partition, r.value)).collect();
     got.sort();
     assert_eq!(got, [(0, 10), (0, 12), (0, 99), (1, 11), (1, 13)]);

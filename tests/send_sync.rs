@@ -155,7 +155,10 @@ mod topics {
     use logbus::broker::{BrokerBuilder, PartitionInfo, TopicDescription};
     use logbus::consumer::RecordRef;
     use logbus::consumer::{ConsumerMetrics, OffsetAndTimestamp};
-    use logbus::producer::{Delivery, Payload, ProducerConfig, SendError, SendToError};
+    use logbus::producer::{
+        PartitionProducer, Payload, PendingSend, ProduceBatchError, ProduceError,
+        ProduceTimeoutError, ProducerConfig, TryProduceError,
+    };
     use logbus::{
         Broker, Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, Error, OffsetReset,
         Overflow, Producer, Record, RecordMetadata, Topic, TopicConfig, TopicPartition,
@@ -174,10 +177,13 @@ mod topics {
         send_sync::<ProducerConfig>();
         send_sync::<Record<String, Vec<u8>>>();
         send_sync::<RecordMetadata>();
-        send_sync::<SendError<String, Vec<u8>>>();
+        send_sync::<ProduceError<String, Vec<u8>>>();
+        send_sync::<TryProduceError<String, Vec<u8>>>();
+        send_sync::<ProduceTimeoutError<String, Vec<u8>>>();
         send_sync::<Payload<String, Vec<u8>>>();
-        send_sync::<SendToError>();
-        send_sync::<Delivery<String, Vec<u8>>>();
+        send_sync::<ProduceBatchError>();
+        send_sync::<PartitionProducer<'static, String, Vec<u8>>>();
+        send_sync::<PendingSend<String, Vec<u8>>>();
         send_sync::<RecordRef<'static, String, Vec<u8>>>();
         send_sync::<ConsumerConfig>();
         send_sync::<ConsumerRecord<String, Vec<u8>>>();

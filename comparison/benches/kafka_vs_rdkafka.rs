@@ -136,7 +136,7 @@ fn consume_logbus(broker: &KafkaBroker, topic: &str, records: u64, into: bool, r
         let k = if into {
             out.clear();
             let k = consumer
-                .poll_into(&mut out, POLL_MAX, Duration::from_secs(1))
+                .poll_with(POLL_MAX, Duration::from_secs(1), |r| out.push(r.to_record()))
                 .expect("poll");
             for r in &out {
                 tally.add(r.value);

@@ -40,13 +40,7 @@ fn main() {
     let start = Instant::now();
     for _ in 0..polls {
         let k = src.fill(&mut values);
-        p.send_to(
-            "t",
-            0,
-            values[..k]
-                .iter()
-                .map(|&x| Payload::new(x).timestamp(x as i64)),
-        )
+        p.partition("t", 0).unwrap().send_iter(values[..k] .iter() .map(|&x| Payload::new(x).timestamp(x as i64)))
         .unwrap();
         let n = c
             .poll_with(1024, Duration::ZERO, |r| tally.add(*r.value))

@@ -45,7 +45,7 @@ fn main() {
             *r = (v as i64, v);
         }
         let t = Instant::now();
-        let sent = p.send_slice_to("t", 0, black_box(&records[..k])).unwrap();
+        let sent = p.partition("t", 0).unwrap().send_slice(black_box(&records[..k])).unwrap();
         in_send += t.elapsed();
         assert_eq!(sent, k);
         if (s + 1) % every == 0 || s + 1 == sends {

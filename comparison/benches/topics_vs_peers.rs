@@ -268,7 +268,7 @@ fn drain<K: BenchKey>(
                 .unwrap(),
             ReadApi::Into => {
                 out.clear();
-                let k = c.poll_into(&mut out, CAP, POLL_WAIT).unwrap();
+                let k = c.poll_with(CAP, POLL_WAIT, |r| out.push(r.to_record())).unwrap();
                 for r in &out {
                     tally.add(r.value);
                     keys = keys.wrapping_add(K::fold(r.key.as_ref()));
@@ -347,7 +347,7 @@ fn produce<K: BenchKey>(
                 for (r, &v) in batch.iter_mut().zip(&values[..k]) {
                     *r = (v as i64, v);
                 }
-                p.send_slice_to("t", partition, &batch[..k]).unwrap();
+                p.partition("t", partition).unwrap().send_slice(&batch[..k]).unwrap();
             }
         }
         SendApi::PayloadsTo => {
@@ -357,15 +357,7 @@ fn produce<K: BenchKey>(
                 if k == 0 {
                     break;
                 }
-                p.send_to(
-                    "t",
-                    partition,
-                    values[..k].iter().map(|&v| {
-                        let mut r = Payload::new(v).timestamp(v as i64);
-                        r.key = K::of(v);
-                        r
-                    }),
-                )
+                p.partition("t", partition).unwrap().send_iter(values[..k].iter().map(|&v| { let mut r = Payload::new(v).timestamp(v as i64); r.key = K::of(v); r }))
                 .unwrap();
             }
         }
@@ -807,7 +799,7 @@ fn logbus_latency(samples: u64) -> Vec<u64> {
         let mut stall = Stall::new();
         while tally.count < samples {
             out.clear();
-            let k = c.poll_into(&mut out, 16, POLL_WAIT).unwrap();
+            let k = c.poll_with(16, POLL_WAIT, |r| out.push(r.to_record())).unwrap();
             let now = origin.elapsed().as_nanos() as u64;
             for r in &out {
                 lat.push(now - r.value);
@@ -890,7 +882,7 @@ fn logbus_replay(n: u64) -> f64 {
     c.seek(&tp, 0).unwrap();
     while tally.count < n {
         out.clear();
-        let k = c.poll_into(&mut out, CAP, POLL_WAIT).unwrap();
+        let k = c.poll_with(CAP, POLL_WAIT, |r| out.push(r.to_record())).unwrap();
         for r in &out {
             tally.add(r.value);
         }
