@@ -13,7 +13,7 @@
 //!   records, logbus's ring) to a thread that writes their bytes through a 64 KiB
 //!   `BufWriter` with an `fdatasync` every 1 MiB and at the end; record bytes/s.
 //! - `replay 1KiB` (with `1k`): a consumer seeks to 0 and reads the 1 KiB topic back from its
-//!   segments (`poll_into`), against a plain sequential read of the same `.log` files.
+//!   segments (`poll_with` + `RecordRef::to_record`), against a plain sequential read of the same `.log` files.
 //! - `everybatch`: `FlushPolicy::EveryBatch`, N producer threads each `send`ing 100-byte
 //!   records one at a time (each waits for its fsync; concurrent ones share it), records/s.
 //!
