@@ -10,7 +10,7 @@ use logbus::broker::{Broker, TopicConfig, TopicPartition};
 use logbus::consumer::{Consumer, ConsumerConfig, OffsetReset};
 use logbus::group::{
     CooperativeStickyAssignor, GroupState, PartitionAssignor, RebalanceListener,
-    RoundRobinAssignor, StickyAssignor, Subscription,
+    RoundRobinAssignor, StickyAssignor, MemberSubscription,
 };
 use logbus::producer::Record;
 use logbus::{ConsumerRecord, Error, ManualClock};
@@ -118,8 +118,8 @@ fn two_members_split_as_kafkas_range_assignor() {
     assert_eq!(a.generation(), c.generation());
     // The same as the pure assignor on the same inputs.
     let subs = BTreeMap::from([
-        ("a-000000".to_string(), Subscription::new(["t"])),
-        ("c-000001".to_string(), Subscription::new(["t"])),
+        ("a-000000".to_string(), MemberSubscription::new(["t"])),
+        ("c-000001".to_string(), MemberSubscription::new(["t"])),
     ]);
     let pure = logbus::group::RangeAssignor.assign(&BTreeMap::from([("t".into(), 3)]), &subs);
     assert_eq!(pure["a-000000"], a.assignment());
@@ -702,7 +702,7 @@ fn a_plugged_in_assignor_is_used_and_cannot_break_ownership() {
         fn assign(
             &self,
             partitions: &BTreeMap<String, u32>,
-            subs: &BTreeMap<String, Subscription>,
+            subs: &BTreeMap<String, MemberSubscription>,
         ) -> BTreeMap<String, Vec<TopicPartition>> {
             let all: Vec<_> = partitions
                 .iter()

@@ -102,8 +102,9 @@ mod queue {
 mod ring {
     use super::*;
     use logbus::ring::{
-        BatchClosed, GetError, MultiProducer, Producer, PublishError, PublishTimeoutError,
-        ReadError, ReadTimeoutError, Reader, Ring, RingConfig, TryPublishError, TryReadError,
+        BatchClosed, GetError, MultiProducer, PublishError, PublishTimeoutError,
+        ReadError, ReadTimeoutError, Reader, Ring, RingConfig, SingleProducer, TryPublishError,
+        TryReadError,
     };
 
     /// Readers clone entries on several threads at once and producers move values in from
@@ -111,7 +112,7 @@ mod ring {
     #[test]
     fn handles_are_send_and_sync_for_send_sync_payloads() {
         send_sync::<Ring<String>>();
-        send_sync::<Producer<String>>();
+        send_sync::<SingleProducer<String>>();
         send_sync::<MultiProducer<String>>();
         send_sync::<Reader<String>>();
         send_sync::<RingConfig>();
@@ -131,7 +132,7 @@ mod ring {
         assert_not_send!(Ring<Cell<u8>>);
         assert_not_sync!(Ring<Cell<u8>>);
         assert_not_send!(Reader<Cell<u8>>);
-        assert_not_send!(Producer<Rc<u8>>);
+        assert_not_send!(SingleProducer<Rc<u8>>);
         assert_not_sync!(MultiProducer<Cell<u8>>);
     }
 }
@@ -207,10 +208,10 @@ mod topics {
 mod storage {
     use super::*;
     use logbus::storage::fault::{Fault, FaultyIo};
-    use logbus::storage::record_batch::{Batch, BatchBuilder, BatchIter, Records};
+    use logbus::storage::record_batch::{Batch, BatchBuilder, BatchIter, BatchRecords};
     use logbus::storage::verify::{PartitionReport, TreeReport, VerifyOptions};
     use logbus::storage::{
-        AppendInfo, BatchHeader, Checkpoints, FsIo, LogConfig, Problem, ProblemKind, Record,
+        AppendInfo, BatchHeader, Checkpoints, FsIo, LogConfig, Problem, ProblemKind, BatchRecord,
         RecoveryReport, ScanEnd, SegmentInfo, SegmentSet, Truncation, VerifyReport,
     };
 
@@ -233,12 +234,12 @@ mod storage {
         send_sync::<FsIo>();
         send_sync::<FaultyIo>();
         send_sync::<Fault>();
-        send_sync::<Record>();
+        send_sync::<BatchRecord>();
         send_sync::<BatchHeader>();
         send_sync::<BatchBuilder>();
         send_sync::<Batch<'static>>();
         send_sync::<BatchIter<'static>>();
-        send_sync::<Records<'static>>();
+        send_sync::<BatchRecords<'static>>();
     }
 
     #[test]
@@ -247,7 +248,7 @@ mod storage {
         unwind_safe::<Checkpoints>();
         unwind_safe::<RecoveryReport>();
         unwind_safe::<VerifyReport>();
-        unwind_safe::<Record>();
+        unwind_safe::<BatchRecord>();
         unwind_safe::<BatchBuilder>();
     }
 }
@@ -256,7 +257,7 @@ mod group_and_clock {
     use super::*;
     use logbus::group::{
         CooperativeStickyAssignor, RangeAssignor, RebalanceProtocol, RoundRobinAssignor,
-        StickyAssignor, Subscription,
+        StickyAssignor, MemberSubscription,
     };
     use logbus::{ManualClock, SystemClock};
 
@@ -267,7 +268,7 @@ mod group_and_clock {
         send_sync::<StickyAssignor>();
         send_sync::<CooperativeStickyAssignor>();
         send_sync::<RebalanceProtocol>();
-        send_sync::<Subscription>();
+        send_sync::<MemberSubscription>();
         send_sync::<SystemClock>();
         send_sync::<ManualClock>();
         unwind_safe::<SystemClock>();

@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::group::{PartitionAssignor, RebalanceProtocol, Subscription, TopicPartition};
+use crate::group::{PartitionAssignor, RebalanceProtocol, MemberSubscription, TopicPartition};
 use crate::sync::atomic::{AtomicBool, Ordering};
 // Std's Arc (also under loom): the group shares `dyn` assignors and wait sets with the
 // broker's topics (see `sync::StdArc`).
@@ -589,11 +589,11 @@ impl Inner {
         self.generation += 1;
         self.rebalances += 1;
         let counts = self.counts(meta);
-        let subscriptions: BTreeMap<String, Subscription> = self
+        let subscriptions: BTreeMap<String, MemberSubscription> = self
             .members
             .iter()
             .map(|(id, m)| {
-                let mut s = Subscription::new(m.topics.iter().cloned())
+                let mut s = MemberSubscription::new(m.topics.iter().cloned())
                     .with_owned_partitions(m.claims.iter().cloned());
                 if let Some(g) = m.claims_generation {
                     s = s.with_generation(g);
