@@ -52,8 +52,8 @@ mod record;
 pub use error::{ProduceBatchError, ProduceError, ProduceTimeoutError, TryProduceError};
 pub use partition_producer::{PartitionProducer, Payload};
 pub use partitioner::{murmur2, partition_for_key, to_positive, Partitioner};
-use pending_send::Sent;
 pub use pending_send::PendingSend;
+use pending_send::Sent;
 pub use record::{Record, RecordMetadata};
 
 /// How a producer behaves.
@@ -792,7 +792,10 @@ where
                     .collect();
                 if unsent.is_empty() {
                     if let AppendError::Unacknowledged(e) = why {
-                        return (Err((ProduceError::unacknowledged(*e), Vec::new())), relocked);
+                        return (
+                            Err((ProduceError::unacknowledged(*e), Vec::new())),
+                            relocked,
+                        );
                     }
                     // The ring stops a batch early only with entries left; nothing to hand back.
                     return (Ok(()), relocked);

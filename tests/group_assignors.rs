@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use logbus::group::{
-    CooperativeStickyAssignor, PartitionAssignor, RangeAssignor, RebalanceProtocol,
-    RoundRobinAssignor, StickyAssignor, MemberSubscription, TopicPartition,
+    CooperativeStickyAssignor, MemberSubscription, PartitionAssignor, RangeAssignor,
+    RebalanceProtocol, RoundRobinAssignor, StickyAssignor, TopicPartition,
 };
 
 type Assignment = BTreeMap<String, Vec<TopicPartition>>;

@@ -9,8 +9,8 @@ use std::time::Duration;
 use logbus::broker::{Broker, TopicConfig, TopicPartition};
 use logbus::consumer::{Consumer, ConsumerConfig, OffsetReset};
 use logbus::group::{
-    CooperativeStickyAssignor, GroupState, PartitionAssignor, RebalanceListener,
-    RoundRobinAssignor, StickyAssignor, MemberSubscription,
+    CooperativeStickyAssignor, GroupState, MemberSubscription, PartitionAssignor,
+    RebalanceListener, RoundRobinAssignor, StickyAssignor,
 };
 use logbus::producer::Record;
 use logbus::{ConsumerRecord, Error, ManualClock};

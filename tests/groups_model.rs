@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use logbus::broker::{Broker, TopicConfig, TopicPartition};
 use logbus::consumer::{Consumer, ConsumerConfig};
-use logbus::group::{GroupState, PartitionAssignor, RangeAssignor, MemberSubscription};
+use logbus::group::{GroupState, MemberSubscription, PartitionAssignor, RangeAssignor};
 use logbus::{Error, ManualClock};
 use proptest::prelude::*;
 

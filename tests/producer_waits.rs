@@ -73,7 +73,8 @@ fn values(b: &Broker) -> Vec<u64> {
         .unwrap();
     c.assign(&[TopicPartition::new("full", 0)]).unwrap();
     let mut out = Vec::new();
-    c.poll_with(100, Duration::ZERO, |r| out.push(r.to_record())).unwrap();
+    c.poll_with(100, Duration::ZERO, |r| out.push(r.to_record()))
+        .unwrap();
     out.into_iter().map(|r| r.value).collect()
 }
 
@@ -105,7 +106,11 @@ fn a_waiting_send_iter_does_not_hold_back_other_threads_of_the_producer() {
     let (b, p) = gated();
     let waiting = {
         let p = Arc::clone(&p);
-        thread::spawn(move || p.partition("full", 0).unwrap().send_iter((0..5).map(Payload::new)))
+        thread::spawn(move || {
+            p.partition("full", 0)
+                .unwrap()
+                .send_iter((0..5).map(Payload::new))
+        })
     };
     until_full(&b);
     let got = others(&p);
@@ -156,7 +161,11 @@ fn a_send_iter_waiting_for_room_ends_when_the_topic_is_deleted() {
     let (b, p) = gated();
     let waiting = {
         let p = Arc::clone(&p);
-        thread::spawn(move || p.partition("full", 0).unwrap().send_iter((0..5).map(Payload::new)))
+        thread::spawn(move || {
+            p.partition("full", 0)
+                .unwrap()
+                .send_iter((0..5).map(Payload::new))
+        })
     };
     until_full(&b);
     b.delete_topic("full").unwrap();
@@ -212,7 +221,8 @@ fn a_batch_finds_its_topic_again_after_waiting() {
     ])
     .unwrap();
     let mut out = Vec::new();
-    c.poll_with(100, Duration::ZERO, |r| out.push(r.to_record())).unwrap();
+    c.poll_with(100, Duration::ZERO, |r| out.push(r.to_record()))
+        .unwrap();
     let mut got: Vec<_> = out.iter().map(|r| (r.partition, r.value)).collect();
     got.sort();
     assert_eq!(got, [(0, 10), (0, 12), (0, 99), (1, 11), (1, 13)]);

@@ -835,7 +835,9 @@ fn send_to_and_poll_with_use_the_replicas() {
     let faults = broker.faults();
     let p = producer(&broker, Acks::All);
     let sent = p
-        .partition(T, 0).unwrap().send_iter((0..10u64).map(logbus::producer::Payload::new))
+        .partition(T, 0)
+        .unwrap()
+        .send_iter((0..10u64).map(logbus::producer::Payload::new))
         .unwrap();
     assert_eq!(sent, 10);
     let d = describe(&broker);

@@ -102,9 +102,8 @@ mod queue {
 mod ring {
     use super::*;
     use logbus::ring::{
-        BatchClosed, GetError, MultiProducer, PublishError, PublishTimeoutError,
-        ReadError, ReadTimeoutError, Reader, Ring, RingConfig, SingleProducer, TryPublishError,
-        TryReadError,
+        BatchClosed, GetError, MultiProducer, PublishError, PublishTimeoutError, ReadError,
+        ReadTimeoutError, Reader, Ring, RingConfig, SingleProducer, TryPublishError, TryReadError,
     };
 
     /// Readers clone entries on several threads at once and producers move values in from
@@ -211,7 +210,7 @@ mod storage {
     use logbus::storage::record_batch::{Batch, BatchBuilder, BatchIter, BatchRecords};
     use logbus::storage::verify::{PartitionReport, TreeReport, VerifyOptions};
     use logbus::storage::{
-        AppendInfo, BatchHeader, Checkpoints, FsIo, LogConfig, Problem, ProblemKind, BatchRecord,
+        AppendInfo, BatchHeader, BatchRecord, Checkpoints, FsIo, LogConfig, Problem, ProblemKind,
         RecoveryReport, ScanEnd, SegmentInfo, SegmentSet, Truncation, VerifyReport,
     };
 
@@ -256,8 +255,8 @@ mod storage {
 mod group_and_clock {
     use super::*;
     use logbus::group::{
-        CooperativeStickyAssignor, RangeAssignor, RebalanceProtocol, RoundRobinAssignor,
-        StickyAssignor, MemberSubscription,
+        CooperativeStickyAssignor, MemberSubscription, RangeAssignor, RebalanceProtocol,
+        RoundRobinAssignor, StickyAssignor,
     };
     use logbus::{ManualClock, SystemClock};
 

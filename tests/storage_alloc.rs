@@ -11,7 +11,7 @@ use std::sync::Arc;
 use alloc_common::allocations_during;
 
 use logbus::storage::record_batch::encode_batch;
-use logbus::storage::{LogConfig, LogOptions, BatchRecord, SegmentSet};
+use logbus::storage::{BatchRecord, LogConfig, LogOptions, SegmentSet};
 use logbus::{Clock, SystemClock};
 
 fn record(i: u64) -> BatchRecord {

@@ -38,7 +38,11 @@ fn values(b: &Broker, topic: &str, p: u32, reset: OffsetReset) -> Vec<u64> {
     c.assign(&[tp(topic, p)]).unwrap();
     let mut out = Vec::new();
     let mut v = Vec::new();
-    while c.poll_with(1000, Duration::ZERO, |r| v.push(r.to_record())).unwrap() > 0 {
+    while c
+        .poll_with(1000, Duration::ZERO, |r| v.push(r.to_record()))
+        .unwrap()
+        > 0
+    {
         out.extend(v.drain(..).map(|r| r.value));
     }
     out
@@ -1013,7 +1017,8 @@ fn send_batch_stamps_each_run_with_one_clock_reading() {
             .unwrap();
         c.assign(&[tp("t", partition)]).unwrap();
         let mut v = Vec::new();
-        c.poll_with(10, Duration::ZERO, |r| v.push(r.to_record())).unwrap();
+        c.poll_with(10, Duration::ZERO, |r| v.push(r.to_record()))
+            .unwrap();
         v.iter().map(|r| r.timestamp).collect::<Vec<_>>()
     };
     let (first, second) = (stamps(0), stamps(1));
@@ -1140,8 +1145,10 @@ fn a_block_topic_without_a_group_counts_what_it_overwrote_unread() {
         if got.len() == 4_096 {
             break;
         }
-        c.poll_with(10_000, Duration::from_millis(10), |r| got.push(r.to_record()))
-            .unwrap();
+        c.poll_with(10_000, Duration::from_millis(10), |r| {
+            got.push(r.to_record())
+        })
+        .unwrap();
     }
     assert_eq!(got.len(), 4_096);
     assert_eq!(got[0].offset, 5_904);

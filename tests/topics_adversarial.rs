@@ -28,7 +28,11 @@ fn tp(topic: &str, p: u32) -> TopicPartition {
 fn drain(c: &mut logbus::consumer::Consumer<(), u64>) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     let mut v = Vec::new();
-    while c.poll_with(1000, Duration::ZERO, |r| v.push(r.to_record())).unwrap() > 0 {
+    while c
+        .poll_with(1000, Duration::ZERO, |r| v.push(r.to_record()))
+        .unwrap()
+        > 0
+    {
         out.extend(v.drain(..).map(|r| (r.offset, r.value)));
     }
     out
@@ -136,7 +140,13 @@ fn empty_batches_and_zero_timeouts() {
         .unwrap();
     let p = b.producer::<(), u64>();
     assert_eq!(p.send_batch(&mut Vec::new()).unwrap(), 0);
-    assert_eq!(p.partition("t", 0).unwrap().send_iter(std::iter::empty()).unwrap(), 0);
+    assert_eq!(
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter(std::iter::empty())
+            .unwrap(),
+        0
+    );
     let mut c = b
         .consumer::<(), u64>(
             ConsumerConfig::new()
@@ -512,15 +522,30 @@ fn headers_overwritten_by_plain_records_are_dropped() {
         };
         // Plain records first, so the ring has only ever held plain ones; then one with
         // headers; then enough plain records, by runs and one at a time, to overwrite it.
-        p.partition("t", 0).unwrap().send_iter((0..3).map(Payload::new)).unwrap();
-        p.partition("t", 0).unwrap().send_iter([with_header(3)]).unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter((0..3).map(Payload::new))
+            .unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter([with_header(3)])
+            .unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 0);
-        p.partition("t", 0).unwrap().send_iter((4..7).map(Payload::new)).unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter((4..7).map(Payload::new))
+            .unwrap();
         p.send(Record::new("t", 7).partition(0)).unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 1, "{overflow:?}");
         // And once the ring has held headers, later overwrites still drop them.
-        p.partition("t", 0).unwrap().send_iter([with_header(8)]).unwrap();
-        p.partition("t", 0).unwrap().send_iter((9..13).map(Payload::new)).unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter([with_header(8)])
+            .unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter((9..13).map(Payload::new))
+            .unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 2, "{overflow:?}");
         let mut c = b
             .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
@@ -622,7 +647,10 @@ fn send_mixed(p: &logbus::producer::Producer<(), u64>, topic: &'static str, t: u
                         v
                     }
                 });
-                assert_eq!(p.partition(topic, 0).unwrap().send_iter(it).unwrap(), n as usize);
+                assert_eq!(
+                    p.partition(topic, 0).unwrap().send_iter(it).unwrap(),
+                    n as usize
+                );
             }
         }
         i += n;
@@ -670,7 +698,8 @@ fn many_producers_on_one_blocking_partition_lose_nothing() {
         while (read.len() as u64) < total {
             // Alternate the copying and the lending read (the gate's lock-free run).
             if lent % 2 == 0 {
-                c.poll_with(100, Duration::from_millis(10), |r| v.push(r.to_record())).unwrap();
+                c.poll_with(100, Duration::from_millis(10), |r| v.push(r.to_record()))
+                    .unwrap();
                 read.extend(v.drain(..).map(|r| (r.offset, r.value)));
             } else {
                 c.poll_with(100, Duration::from_millis(10), |r| {
@@ -718,7 +747,8 @@ fn many_producers_on_one_dropping_partition_count_every_gap() {
         loop {
             let done = senders.iter().all(|s| s.is_finished());
             let n = if k % 2 == 0 {
-                c.poll_with(7, Duration::from_millis(1), |r| v.push(r.to_record())).unwrap();
+                c.poll_with(7, Duration::from_millis(1), |r| v.push(r.to_record()))
+                    .unwrap();
                 let n = v.len();
                 read.extend(v.drain(..).map(|r| (r.offset, r.value)));
                 n
@@ -996,11 +1026,9 @@ fn delete_and_recreate_while_sending_and_polling() {
                                 .map(|_| 1)
                                 .map_err(|e| e.into_error())
                         } else {
-                            p.partition("t", 0)
-                                .and_then(|h| {
-                                    h.send_iter([Payload::new(tag(t, i))])
-                                        .map_err(|e| e.error)
-                                })
+                            p.partition("t", 0).and_then(|h| {
+                                h.send_iter([Payload::new(tag(t, i))]).map_err(|e| e.error)
+                            })
                         };
                         match r {
                             Ok(n) => ok += n as u64,
@@ -1128,7 +1156,11 @@ fn add_partitions_while_sending_loses_nothing() {
             .unwrap();
         let mut all = std::collections::HashMap::new();
         let mut v = Vec::new();
-        while c.poll_with(1000, Duration::ZERO, |r| v.push(r.to_record())).unwrap() > 0 {
+        while c
+            .poll_with(1000, Duration::ZERO, |r| v.push(r.to_record()))
+            .unwrap()
+            > 0
+        {
             for r in v.drain(..) {
                 assert!(all.insert((r.partition, r.offset), r.value).is_none());
             }
@@ -1248,7 +1280,9 @@ fn zero_sized_and_large_values_keep_dense_offsets() {
             let p = b.producer::<(), ()>();
             let mut offsets = Vec::new();
             for round in 0..10u64 {
-                p.partition("unit", 0).unwrap().send_iter((0..3).map(|_| Payload::new(())))
+                p.partition("unit", 0)
+                    .unwrap()
+                    .send_iter((0..3).map(|_| Payload::new(())))
                     .unwrap();
                 if round % 2 == 0 {
                     p.send(Record::new("unit", ()).header("h", None)).unwrap();
@@ -1318,7 +1352,11 @@ fn timestamps_at_the_edges() {
             .send_iter([Payload::new(9).timestamp(bad)])
             .unwrap_err();
         assert!(matches!(e.error, Error::InvalidTimestamp { .. }), "{e:?}");
-        let e = p.partition("t", 0).unwrap().send_slice(&[(bad, 9)]).unwrap_err();
+        let e = p
+            .partition("t", 0)
+            .unwrap()
+            .send_slice(&[(bad, 9)])
+            .unwrap_err();
         assert!(
             matches!(e.error, Error::InvalidTimestamp { timestamp } if timestamp == bad),
             "{e:?}"
@@ -1426,7 +1464,8 @@ fn seeking_and_pausing_between_polls_while_producers_send() {
             let paused = c.paused().contains(&t1);
             let before = [c.position(&t0).unwrap(), c.position(&t1).unwrap()];
             let skipped = [c.metrics().skipped(&t0), c.metrics().skipped(&t1)];
-            c.poll_with(50, Duration::ZERO, |r| v.push(r.to_record())).unwrap();
+            c.poll_with(50, Duration::ZERO, |r| v.push(r.to_record()))
+                .unwrap();
             let mut next = before;
             for r in v.drain(..) {
                 let p = r.partition as usize;

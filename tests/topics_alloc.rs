@@ -61,7 +61,9 @@ fn produce_and_poll_into_allocate_nothing_per_record() {
         let mut out = Vec::with_capacity(N as usize);
         // Warm-up: the producer caches the topic, the consumer's first poll.
         producer.send(Record::new("t", 0)).unwrap();
-        consumer.poll_with(1, Duration::ZERO, |r| out.push(r.to_record())).unwrap();
+        consumer
+            .poll_with(1, Duration::ZERO, |r| out.push(r.to_record()))
+            .unwrap();
         consumer.commit_sync().unwrap();
         out.clear();
 
@@ -73,7 +75,9 @@ fn produce_and_poll_into_allocate_nothing_per_record() {
         let mut read = 0;
         let polled = allocations_during(|| {
             while read < N as usize {
-                read += consumer.poll_with(1000, Duration::ZERO, |r| out.push(r.to_record())).unwrap();
+                read += consumer
+                    .poll_with(1000, Duration::ZERO, |r| out.push(r.to_record()))
+                    .unwrap();
                 consumer.commit_sync().unwrap();
             }
         });
@@ -143,7 +147,9 @@ fn send_to_and_poll_with_allocate_nothing_per_record() {
         // Warm-up: the producer caches the topic and grows its run; the consumer's first
         // poll grows its buffers to the poll size used below.
         producer
-            .partition("t", 1).unwrap().send_iter((0..1000).map(Payload::new))
+            .partition("t", 1)
+            .unwrap()
+            .send_iter((0..1000).map(Payload::new))
             .unwrap();
         let mut read = 0;
         while read < 1000 {
@@ -155,7 +161,9 @@ fn send_to_and_poll_with_allocate_nothing_per_record() {
             for i in 0..N / 100 {
                 let from = 1000 + i * 100;
                 let sent = producer
-                    .partition("t", 1).unwrap().send_iter((from..from + 100).map(|v| Payload::new(v).timestamp(5)))
+                    .partition("t", 1)
+                    .unwrap()
+                    .send_iter((from..from + 100).map(|v| Payload::new(v).timestamp(5)))
                     .unwrap();
                 assert_eq!(sent, 100);
             }

@@ -61,7 +61,13 @@ fn send_to_appends_in_order_with_keys_timestamps_and_headers() {
         .unwrap();
     let p = b.producer::<String, u64>();
     let sent = p
-        .partition("t", 2).unwrap().send_iter(vec![ Payload::new(10).key("a".into()), Payload::new(11).timestamp(5), Payload::new(12).header("h", Some(Bytes::from_static(b"x"))), ])
+        .partition("t", 2)
+        .unwrap()
+        .send_iter(vec![
+            Payload::new(10).key("a".into()),
+            Payload::new(11).timestamp(5),
+            Payload::new(12).header("h", Some(Bytes::from_static(b"x"))),
+        ])
         .unwrap();
     assert_eq!(sent, 3);
     // The key does not choose the partition: the call names it.
@@ -82,12 +88,18 @@ fn send_to_appends_in_order_with_keys_timestamps_and_headers() {
     );
     assert!(read_all(&b, "t", 0).is_empty());
     // An empty iterator sends nothing, and still checks the destination.
-    assert_eq!(p.partition("t", 1).unwrap().send_iter(Vec::new()).unwrap(), 0);
+    assert_eq!(
+        p.partition("t", 1).unwrap().send_iter(Vec::new()).unwrap(),
+        0
+    );
     // More than one run's worth (runs of 1,024) keeps the order across runs.
     b.create_topic::<String, u64>("big", TopicConfig::new(1).records_in_memory(4096))
         .unwrap();
     assert_eq!(
-        p.partition("big", 0).unwrap().send_iter((0..3000).map(Payload::new)).unwrap(),
+        p.partition("big", 0)
+            .unwrap()
+            .send_iter((0..3000).map(Payload::new))
+            .unwrap(),
         3000
     );
     let values: Vec<u64> = read_all(&b, "big", 0).iter().map(|s| s.3).collect();
@@ -140,7 +152,8 @@ fn partition_handle_errors_say_what_was_wrong_and_how_many_were_sent() {
             Error::InvalidTimestamp { timestamp: -7 }
         )
     );
-    let f = || -> logbus::Result<usize> { Ok(p.partition("nope", 0)?.send_iter([Payload::new(1)])?) };
+    let f =
+        || -> logbus::Result<usize> { Ok(p.partition("nope", 0)?.send_iter([Payload::new(1)])?) };
     assert!(matches!(f(), Err(Error::UnknownTopic { .. })));
     // A deleted topic: unknown from then on (the producer's cache notices).
     let handle = p.partition("t", 0).unwrap();
@@ -149,7 +162,10 @@ fn partition_handle_errors_say_what_was_wrong_and_how_many_were_sent() {
     let e = handle.send_iter([Payload::new(2)]).unwrap_err();
     assert_eq!(e.sent, 0);
     assert!(matches!(e.error, Error::UnknownTopic { .. }));
-    assert!(matches!(p.partition("t", 0), Err(Error::UnknownTopic { .. })));
+    assert!(matches!(
+        p.partition("t", 0),
+        Err(Error::UnknownTopic { .. })
+    ));
 }
 
 #[test]
@@ -168,7 +184,11 @@ fn send_iter_blocked_on_a_deleted_topic_reports_what_it_appended() {
         .unwrap();
     c.assign(&[tp("t", 0)]).unwrap();
     let p = b.producer::<String, u64>();
-    let sender = std::thread::spawn(move || p.partition("t", 0).unwrap().send_iter((0..10).map(Payload::new)));
+    let sender = std::thread::spawn(move || {
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter((0..10).map(Payload::new))
+    });
     // The group never commits: the sender fills the 4 slots and waits.
     while b.describe_topic("t").unwrap().partitions[0].log_end < 4 {
         std::thread::yield_now();
@@ -264,7 +284,10 @@ fn poll_with_errors_call_nothing_and_keep_the_position() {
         Err(Error::NoOffsetForPartition { .. })
     ));
     c.seek(&t, 0).unwrap();
-    p.partition("t", 0).unwrap().send_iter((0..10).map(Payload::new)).unwrap();
+    p.partition("t", 0)
+        .unwrap()
+        .send_iter((0..10).map(Payload::new))
+        .unwrap();
     match c.poll_with(10, Duration::ZERO, |_| panic!("nothing to lend")) {
         Err(Error::PartitionOffsetOutOfRange {
             requested,
@@ -302,7 +325,10 @@ fn poll_with_may_use_the_broker_inside_the_closure() {
         .overflow(Overflow::DropOldest);
     b.create_topic::<(), u64>("t", config).unwrap();
     let p = b.producer::<(), u64>();
-    p.partition("t", 0).unwrap().send_iter((0..2).map(Payload::new)).unwrap();
+    p.partition("t", 0)
+        .unwrap()
+        .send_iter((0..2).map(Payload::new))
+        .unwrap();
     let mut c = b
         .consumer::<(), u64>(
             ConsumerConfig::new()
@@ -320,7 +346,10 @@ fn poll_with_may_use_the_broker_inside_the_closure() {
         .poll_with(2, Duration::ZERO, |r| {
             lent.push(*r.value);
             // Overwrites the slots just read.
-            p.partition("t", 0).unwrap().send_iter((100..102).map(Payload::new)).unwrap();
+            p.partition("t", 0)
+                .unwrap()
+                .send_iter((100..102).map(Payload::new))
+                .unwrap();
             assert_eq!(other.committed(&tp("t", 0)).unwrap(), Some(0));
             other.commit_offsets(&[(tp("t", 0), 0)]).unwrap();
         })
@@ -342,7 +371,10 @@ fn send_to_runs_the_iterator_with_no_lock_held() {
         }
         Payload::new(v)
     });
-    assert_eq!(p.partition("t", 0).unwrap().send_iter(records).unwrap(), 2000);
+    assert_eq!(
+        p.partition("t", 0).unwrap().send_iter(records).unwrap(),
+        2000
+    );
     let values: Vec<u64> = read_all(&b, "t", 0).iter().map(|s| s.3).collect();
     assert_eq!(values, (0..2000).collect::<Vec<_>>());
     let side: Vec<u64> = read_all(&b, "t", 1).iter().map(|s| s.3).collect();
@@ -357,7 +389,9 @@ fn poll_with_serves_a_subscribed_member() {
         .unwrap();
     let p = b.producer::<String, u64>();
     for q in 0..3 {
-        p.partition("t", q).unwrap().send_iter((0..4).map(|v| Payload::new(u64::from(q) * 10 + v)))
+        p.partition("t", q)
+            .unwrap()
+            .send_iter((0..4).map(|v| Payload::new(u64::from(q) * 10 + v)))
             .unwrap();
     }
     let mut c = b
@@ -409,7 +443,10 @@ fn poll_with_on_a_block_topic_lends_in_place_and_holds_the_records_until_it_retu
     let mut c = member("g");
     let mut other = member("g");
     let p = b.producer::<(), u64>();
-    p.partition("t", 0).unwrap().send_iter((0..2).map(Payload::new)).unwrap();
+    p.partition("t", 0)
+        .unwrap()
+        .send_iter((0..2).map(Payload::new))
+        .unwrap();
     let mut lent = Vec::new();
     let n = c
         .poll_with(2, Duration::ZERO, |r| {
@@ -439,7 +476,10 @@ fn poll_with_lending_in_place_moves_past_the_record_a_panicking_closure_was_give
     b.create_topic::<(), u64>("t", TopicConfig::new(1).overflow(Overflow::Block))
         .unwrap();
     let p = b.producer::<(), u64>();
-    p.partition("t", 0).unwrap().send_iter((0..4).map(Payload::new)).unwrap();
+    p.partition("t", 0)
+        .unwrap()
+        .send_iter((0..4).map(Payload::new))
+        .unwrap();
     let mut c = b
         .consumer::<(), u64>(
             ConsumerConfig::new()
@@ -536,7 +576,13 @@ fn poll_with_lending_in_place_reads_keys_and_headers_interleaved_with_plain_reco
         ];
         assert_eq!(p.partition("t", 0).unwrap().send_iter(mixed).unwrap(), 5);
         // And a plain run after them.
-        assert_eq!(p.partition("t", 0).unwrap().send_iter((9..12).map(Payload::new)).unwrap(), 3);
+        assert_eq!(
+            p.partition("t", 0)
+                .unwrap()
+                .send_iter((9..12).map(Payload::new))
+                .unwrap(),
+            3
+        );
         let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
             lend_all(&mut c),

@@ -110,7 +110,9 @@ fn run(overflow: Overflow, total: u64) {
                         } else {
                             batch.clear();
                             let n = c
-                                .poll_with(256, Duration::from_millis(5), |r| batch.push(r.to_record()))
+                                .poll_with(256, Duration::from_millis(5), |r| {
+                                    batch.push(r.to_record())
+                                })
                                 .unwrap();
                             for r in &batch {
                                 check(r.partition, r.offset, r.value);
@@ -160,7 +162,9 @@ fn run(overflow: Overflow, total: u64) {
                         let n = 16.min(per_producer - seq);
                         let partition = (seq / 3 % u64::from(PARTITIONS)) as u32;
                         let sent = p
-                            .partition(topic, partition).unwrap().send_iter((seq..seq + n).map(|s| Payload::new(id << 32 | s)))
+                            .partition(topic, partition)
+                            .unwrap()
+                            .send_iter((seq..seq + n).map(|s| Payload::new(id << 32 | s)))
                             .unwrap();
                         assert_eq!(sent, n as usize);
                         seq += n;

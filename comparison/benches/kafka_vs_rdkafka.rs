@@ -234,11 +234,10 @@ fn main() {
         .expect("producer");
 
     println!("kafka_vs_rdkafka: {records} records, {pairs} pairs, mock cluster of 3 brokers");
-    let mut rows: Vec<(&str, Vec<f64>, Vec<f64>)> =
-        ["produce", "consume", "consume-kv", "poll"]
-            .into_iter()
-            .map(|name| (name, vec![], vec![]))
-            .collect();
+    let mut rows: Vec<(&str, Vec<f64>, Vec<f64>)> = ["produce", "consume", "consume-kv", "poll"]
+        .into_iter()
+        .map(|name| (name, vec![], vec![]))
+        .collect();
     for pair in 0..pairs {
         let a = format!("bench-logbus-{pair}");
         let b = format!("bench-rdkafka-{pair}");

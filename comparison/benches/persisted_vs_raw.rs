@@ -176,7 +176,9 @@ fn read_logbus(broker: &Broker, size: usize, count: u64, row: &str) {
     while tally.count < count {
         out.clear();
         let k = c
-            .poll_with(4096, Duration::from_millis(100), |r| out.push(r.to_record()))
+            .poll_with(4096, Duration::from_millis(100), |r| {
+                out.push(r.to_record())
+            })
             .unwrap();
         for r in &out {
             assert_eq!(r.value.len(), size, "{row}: a record of the wrong length");
@@ -328,7 +330,9 @@ fn everybatch_row(producers: usize, per_producer: u64) {
     while tally.count < total {
         out.clear();
         let k = c
-            .poll_with(4096, Duration::from_millis(100), |r| out.push(r.to_record()))
+            .poll_with(4096, Duration::from_millis(100), |r| {
+                out.push(r.to_record())
+            })
             .unwrap();
         for r in &out {
             tally.add(index_of(&r.value));

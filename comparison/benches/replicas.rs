@@ -195,7 +195,9 @@ fn verify(broker: &Broker, side: Side, row: &str, producers: u64, per: u64) {
     while tally.count < held {
         out.clear();
         let k = c
-            .poll_with(4096, Duration::from_millis(100), |r| out.push(r.to_record()))
+            .poll_with(4096, Duration::from_millis(100), |r| {
+                out.push(r.to_record())
+            })
             .unwrap();
         for r in &out {
             let v = r.value;

@@ -270,7 +270,9 @@ fn drain<K: BenchKey>(
                 .unwrap(),
             ReadApi::Into => {
                 out.clear();
-                let k = c.poll_with(CAP, POLL_WAIT, |r| out.push(r.to_record())).unwrap();
+                let k = c
+                    .poll_with(CAP, POLL_WAIT, |r| out.push(r.to_record()))
+                    .unwrap();
                 for r in &out {
                     tally.add(r.value);
                     keys = keys.wrapping_add(K::fold(r.key.as_ref()));
@@ -807,7 +809,9 @@ fn logbus_latency(samples: u64) -> Vec<u64> {
         let mut stall = Stall::new();
         while tally.count < samples {
             out.clear();
-            let k = c.poll_with(16, POLL_WAIT, |r| out.push(r.to_record())).unwrap();
+            let k = c
+                .poll_with(16, POLL_WAIT, |r| out.push(r.to_record()))
+                .unwrap();
             let now = origin.elapsed().as_nanos() as u64;
             for r in &out {
                 lat.push(now - r.value);
@@ -890,7 +894,9 @@ fn logbus_replay(n: u64) -> f64 {
     c.seek(&tp, 0).unwrap();
     while tally.count < n {
         out.clear();
-        let k = c.poll_with(CAP, POLL_WAIT, |r| out.push(r.to_record())).unwrap();
+        let k = c
+            .poll_with(CAP, POLL_WAIT, |r| out.push(r.to_record()))
+            .unwrap();
         for r in &out {
             tally.add(r.value);
         }

@@ -328,18 +328,27 @@ mod tests {
         let poll = |c: &mut crate::Consumer<(), u64>, max| {
             c.poll_with(max, Duration::ZERO, |_| ()).unwrap()
         };
-        p.partition("t", 0).unwrap().send_iter((0..3).map(Payload::new)).unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter((0..3).map(Payload::new))
+            .unwrap();
         assert_eq!(poll(&mut c, 10), 3);
         assert!(c.borrowed.caught_up, "3 of 10 asked for: caught up");
         assert_eq!(poll(&mut c, 10), 0);
         assert!(!c.borrowed.caught_up, "the paced poll took the mark");
-        p.partition("t", 0).unwrap().send_iter((0..20).map(Payload::new)).unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter((0..20).map(Payload::new))
+            .unwrap();
         assert_eq!(poll(&mut c, 10), 10);
         assert!(!c.borrowed.caught_up, "cut short by max");
         c.commit_sync().unwrap();
         assert_eq!(poll(&mut c, 100), 10);
         assert!(c.borrowed.caught_up, "10 is under a quarter of 64");
-        p.partition("t", 0).unwrap().send_iter((0..40).map(Payload::new)).unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter((0..40).map(Payload::new))
+            .unwrap();
         c.commit_sync().unwrap();
         assert_eq!(poll(&mut c, 100), 40);
         assert!(

@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::group::{PartitionAssignor, RebalanceProtocol, MemberSubscription, TopicPartition};
+use crate::group::{MemberSubscription, PartitionAssignor, RebalanceProtocol, TopicPartition};
 use crate::sync::atomic::{AtomicBool, Ordering};
 // Std's Arc (also under loom): the group shares `dyn` assignors and wait sets with the
 // broker's topics (see `sync::StdArc`).

@@ -124,8 +124,8 @@ mod push;
 
 pub use crate::topic_partition::TopicPartition;
 pub use assignor::{
-    CooperativeStickyAssignor, PartitionAssignor, RangeAssignor, RebalanceProtocol,
-    RoundRobinAssignor, StickyAssignor, MemberSubscription,
+    CooperativeStickyAssignor, MemberSubscription, PartitionAssignor, RangeAssignor,
+    RebalanceProtocol, RoundRobinAssignor, StickyAssignor,
 };
 pub use config::{DEFAULT_AUTO_COMMIT_INTERVAL, DEFAULT_MAX_POLL_INTERVAL};
 pub use coordinator::GroupState;

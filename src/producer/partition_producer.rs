@@ -204,7 +204,11 @@ where
     ///
     /// [`Error::UnknownTopic`], [`Error::TypeMismatch`], [`Error::PartitionOutOfRange`]
     /// (with the topic's partition count).
-    pub fn partition(&self, topic: &str, partition: u32) -> crate::Result<PartitionProducer<'_, K, V>> {
+    pub fn partition(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> crate::Result<PartitionProducer<'_, K, V>> {
         let mut state = self.state.lock();
         let t = self.destination(&mut state, topic, partition)?;
         Ok(PartitionProducer {

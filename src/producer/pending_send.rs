@@ -106,7 +106,9 @@ impl<K, V> fmt::Debug for PendingSend<K, V> {
                 None => "in flight".to_string(),
             },
         };
-        f.debug_struct("PendingSend").field("state", &state).finish()
+        f.debug_struct("PendingSend")
+            .field("state", &state)
+            .finish()
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use super::sticky::Engine;
-use super::{PartitionAssignor, RebalanceProtocol, MemberSubscription};
+use super::{MemberSubscription, PartitionAssignor, RebalanceProtocol};
 use crate::group::TopicPartition;
 
 /// Kafka's cooperative sticky assignor: the [`StickyAssignor`]'s assignment, made safe for

@@ -202,7 +202,10 @@ pub(super) fn java_hash_map_order<'a>(keys: impl IntoIterator<Item = &'a str>) -
 /// Kafka's `MemberInfo` order: static members first, by group instance id, then the others by
 /// member id. Kafka's sort is stable over a `HashMap`'s order; ties (two members with one
 /// instance id) fall back to the member id here.
-pub(super) fn member_info_cmp(a: (&str, &MemberSubscription), b: (&str, &MemberSubscription)) -> Ordering {
+pub(super) fn member_info_cmp(
+    a: (&str, &MemberSubscription),
+    b: (&str, &MemberSubscription),
+) -> Ordering {
     match (&a.1.group_instance_id, &b.1.group_instance_id) {
         (Some(x), Some(y)) => java_cmp(x, y).then_with(|| java_cmp(a.0, b.0)),
         (Some(_), None) => Ordering::Less,

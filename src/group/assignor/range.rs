@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use super::{
-    empty_assignment, java_hash_map_order, member_info_cmp, PartitionAssignor, MemberSubscription, Topics,
+    empty_assignment, java_hash_map_order, member_info_cmp, MemberSubscription, PartitionAssignor,
+    Topics,
 };
 use crate::group::TopicPartition;
 

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{empty_assignment, member_info_cmp, PartitionAssignor, MemberSubscription, Topics};
+use super::{empty_assignment, member_info_cmp, MemberSubscription, PartitionAssignor, Topics};
 use crate::group::TopicPartition;
 
 /// Kafka's round-robin assignor: deals all partitions out in turn.

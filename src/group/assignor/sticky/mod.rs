@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::{
-    empty_assignment, java_cmp, java_hash_map_order, PartitionAssignor, MemberSubscription, Topics,
+    empty_assignment, java_cmp, java_hash_map_order, MemberSubscription, PartitionAssignor, Topics,
 };
 use crate::group::TopicPartition;
 
