@@ -1,4 +1,4 @@
-//! A batch send (`send_batch`, `send_to`) waiting for room on a full `Block` partition, on
+//! A batch send (`send_batch`, `PartitionProducer::send_iter`) waiting for room on a full `Block` partition, on
 //! a producer shared by threads (it is `Sync`): the wait must not hold the producer's lock,
 //! so the other threads' `try_send` returns and their `send_timeout` keeps its deadline;
 //! the waiting batch itself ends when the group goes (everything sent, in order) or when the
@@ -226,4 +226,75 @@ fn a_batch_finds_its_topic_again_after_waiting() {
     let mut got: Vec<_> = out.iter().map(|r| (r.partition, r.value)).collect();
     got.sort();
     assert_eq!(got, [(0, 10), (0, 12), (0, 99), (1, 11), (1, 13)]);
+}
+
+/// Each single send says, in its own error type, why it did not send and hands the record
+/// back: `try_send` on a full partition (`is_full`), `send_timeout` and `send_deadline`
+/// whose deadline passes (`is_timeout`), and any of them for an unknown topic.
+#[test]
+fn each_single_send_hands_the_record_back_with_its_own_reason() {
+    let (b, p) = gated();
+    p.partition("full", 0)
+        .unwrap()
+        .send_slice(&[(1, 1), (2, 2)])
+        .unwrap();
+    let e = p.try_send(Record::new("full", 3)).unwrap_err();
+    assert!(e.is_full(), "{e}");
+    assert!(
+        matches!(e.error(), Error::Full { topic, partition: 0 } if topic == "full"),
+        "{e}"
+    );
+    assert_eq!(e.into_record().map(|r| r.value), Some(3));
+    let e = p
+        .send_timeout(Record::new("full", 4), Duration::from_millis(5))
+        .unwrap_err();
+    assert!(e.is_timeout(), "{e}");
+    assert_eq!(e.into_record().map(|r| r.value), Some(4));
+    let deadline = std::time::Instant::now() + Duration::from_millis(5);
+    let e = p
+        .send_deadline(Record::new("full", 5), deadline)
+        .unwrap_err();
+    assert!(e.is_timeout(), "{e}");
+    assert!(std::time::Instant::now() >= deadline);
+    assert_eq!(e.into_record().map(|r| r.value), Some(5));
+    // A deadline already past still sends where there is room.
+    let past = std::time::Instant::now();
+    assert_eq!(
+        p.send_deadline(Record::new("free", 6), past)
+            .unwrap()
+            .offset,
+        0
+    );
+    // Not full, not a timeout: the reason says what was wrong.
+    let e = p.try_send(Record::new("nope", 7)).unwrap_err();
+    assert!(!e.is_full());
+    assert!(matches!(e.error(), Error::UnknownTopic { .. }), "{e}");
+    let e = p
+        .send_timeout(
+            Record::new("free", 8).partition(4),
+            Duration::from_millis(5),
+        )
+        .unwrap_err();
+    assert!(!e.is_timeout());
+    assert!(
+        matches!(
+            e.error(),
+            Error::PartitionOutOfRange {
+                partition: 4,
+                count: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // Every one converts into the crate's error with `?`, and into `ProduceError`.
+    let f = || -> logbus::Result<()> {
+        p.try_send(Record::new("full", 9))?;
+        Ok(())
+    };
+    assert!(matches!(f(), Err(Error::Full { .. })));
+    let e: logbus::producer::ProduceError<(), u64> =
+        p.try_send(Record::new("full", 10)).unwrap_err().into();
+    assert_eq!(e.into_record().map(|r| r.value), Some(10));
+    b.delete_group("g").unwrap();
 }
