@@ -115,7 +115,7 @@ fn a_waiting_send_iter_does_not_hold_back_other_threads_of_the_producer() {
     until_full(&b);
     let got = others(&p);
     b.delete_group("g").unwrap();
-    let (free, timed) = got.expect("try_send/send_timeout were held behind send_to's wait");
+    let (free, timed) = got.expect("try_send/send_timeout were held behind send_iter's wait");
     assert_eq!(free.unwrap(), 0);
     assert!(matches!(timed, Err(Error::Timeout)), "{timed:?}");
     assert_eq!(waiting.join().unwrap().unwrap(), 5);

@@ -501,7 +501,7 @@ impl Drop for Counted {
 
 /// Records without headers are overwritten without being read back (their drop does
 /// nothing); a record with headers among them still has its headers dropped when a
-/// record without headers overwrites it, by `send_to` runs and by single sends, on both
+/// record without headers overwrites it, by `send_iter` runs and by single sends, on both
 /// overflow policies.
 #[test]
 fn headers_overwritten_by_plain_records_are_dropped() {
@@ -607,7 +607,7 @@ fn spawn_mixed_senders(b: &Broker, threads: u64) -> Vec<std::thread::JoinHandle<
 }
 
 /// Sends `PER_THREAD` tagged values to `topic`-0 from thread `t`, through `send`,
-/// `send_batch` and `send_to` in turn, every seventh record with a header (plain and
+/// `send_batch` and `send_iter` in turn, every seventh record with a header (plain and
 /// tagged runs interleave).
 fn send_mixed(p: &logbus::producer::Producer<(), u64>, topic: &'static str, t: u64) -> u64 {
     let mut i = 0;

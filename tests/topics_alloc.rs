@@ -1,7 +1,7 @@
 //! No allocation per record in steady state: `Producer::send` (no key, no headers, a
-//! `&'static str` topic) and `Consumer::poll_into` into a vector with room, each poll
+//! `&'static str` topic) and `Consumer::poll_with` cloning into a vector with room, each poll
 //! followed by `commit_sync`; `Producer::send_batch` from a reused vector, and
-//! `Consumer::poll` (one vector per poll, sized once); and `Producer::send_to` with
+//! `Consumer::poll` (one vector per poll, sized once); and `PartitionProducer::send_iter` with
 //! `Consumer::poll_with`; measured with a counting global allocator, in one test (the
 //! windows are process-wide).
 
@@ -20,9 +20,9 @@ const N: u64 = 10_000;
 /// the harness reporting on it) would allocate inside them.
 #[test]
 fn no_allocation_per_record() {
-    produce_and_poll_into_allocate_nothing_per_record();
+    produce_and_poll_with_to_record_allocate_nothing_per_record();
     send_batch_and_poll_allocate_nothing_per_record();
-    send_to_and_poll_with_allocate_nothing_per_record();
+    send_iter_and_poll_with_allocate_nothing_per_record();
 }
 
 /// A broker with topic `t` of `partitions`, a producer, and a consumer in group `g`
@@ -55,7 +55,7 @@ fn topic_of(
     (broker, producer, consumer)
 }
 
-fn produce_and_poll_into_allocate_nothing_per_record() {
+fn produce_and_poll_with_to_record_allocate_nothing_per_record() {
     for overflow in [Overflow::Block, Overflow::DropOldest] {
         let (_broker, producer, mut consumer) = topic_of(overflow, 1, 0);
         let mut out = Vec::with_capacity(N as usize);
@@ -141,7 +141,7 @@ fn send_batch_and_poll_allocate_nothing_per_record() {
     }
 }
 
-fn send_to_and_poll_with_allocate_nothing_per_record() {
+fn send_iter_and_poll_with_allocate_nothing_per_record() {
     for overflow in [Overflow::Block, Overflow::DropOldest] {
         let (_broker, producer, mut consumer) = topic_of(overflow, 2, 1);
         // Warm-up: the producer caches the topic and grows its run; the consumer's first
@@ -182,7 +182,7 @@ fn send_to_and_poll_with_allocate_nothing_per_record() {
         assert_eq!(last, 1000 + N - 1);
         assert_eq!(
             produced, 0,
-            "{overflow:?}: allocations while sending {N} records with send_to"
+            "{overflow:?}: allocations while sending {N} records with send_iter"
         );
         assert_eq!(
             polled, 0,

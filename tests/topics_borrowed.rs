@@ -1,4 +1,4 @@
-//! The hot-loop forms of sending and polling: `Producer::send_to` (records built straight
+//! The hot-loop forms of sending and polling: `PartitionProducer::send_iter` (records built straight
 //! into one partition's run) and `Consumer::poll_with` (records lent to a closure), each
 //! behaviour and error path, against what `send` and `poll` do.
 
@@ -55,7 +55,7 @@ fn read_all(b: &Broker, topic: &str, p: u32) -> Vec<Seen> {
 }
 
 #[test]
-fn send_to_appends_in_order_with_keys_timestamps_and_headers() {
+fn send_iter_appends_in_order_with_keys_timestamps_and_headers() {
     let (b, _) = broker();
     b.create_topic::<String, u64>("t", TopicConfig::new(3))
         .unwrap();
@@ -358,7 +358,7 @@ fn poll_with_may_use_the_broker_inside_the_closure() {
 }
 
 #[test]
-fn send_to_runs_the_iterator_with_no_lock_held() {
+fn send_iter_runs_the_iterator_with_no_lock_held() {
     // The iterator is user code: it may send through the same producer (and over more than
     // one run) without deadlocking on the producer's state.
     let (b, _) = broker();
