@@ -142,7 +142,8 @@ where
     ///
     /// [`ProduceBatchError`] with how many were sent and: [`Error::UnknownTopic`] (the
     /// topic was deleted and not made again), [`Error::TypeMismatch`] (made again with
-    /// other types), [`Error::InvalidTimestamp`] (the records before it were sent, those
+    /// other types), [`Error::PartitionOutOfRange`] (made again with fewer partitions),
+    /// [`Error::InvalidTimestamp`] (the records before it were sent, those
     /// after it not taken from the iterator), [`Error::Closed`] (the topic was deleted
     /// meanwhile), [`Error::RecordTooLarge`] (persisted topics). The records of the run
     /// that failed are dropped; the iterator keeps those it did not yield.
@@ -167,8 +168,8 @@ where
     /// # Errors
     ///
     /// [`ProduceBatchError`] with how many were sent (`records[..sent]`) and:
-    /// [`Error::UnknownTopic`], [`Error::TypeMismatch`] (as for
-    /// [`send_iter`](Self::send_iter)), [`Error::InvalidTimestamp`] for the first timestamp
+    /// [`Error::UnknownTopic`], [`Error::TypeMismatch`], [`Error::PartitionOutOfRange`] (as
+    /// for [`send_iter`](Self::send_iter)), [`Error::InvalidTimestamp`] for the first timestamp
     /// outside that range, [`Error::Closed`] (the topic was deleted meanwhile),
     /// [`Error::RecordTooLarge`] (persisted topics).
     #[inline]
