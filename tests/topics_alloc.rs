@@ -59,11 +59,15 @@ fn produce_and_poll_with_to_record_allocate_nothing_per_record() {
     for overflow in [Overflow::Block, Overflow::DropOldest] {
         let (_broker, producer, mut consumer) = topic_of(overflow, 1, 0);
         let mut out = Vec::with_capacity(N as usize);
-        // Warm-up: the producer caches the topic, the consumer's first poll.
-        producer.send(Record::new("t", 0)).unwrap();
-        consumer
-            .poll_with(1, Duration::ZERO, |r| out.push(r.to_record()))
+        // Warm-up: the producer caches the topic; the consumer's first poll of a full run
+        // sizes the buffer it copies records into where it cannot lend them in place.
+        for i in 0..1000 {
+            producer.send(Record::new("t", i)).unwrap();
+        }
+        let warm = consumer
+            .poll_with(1000, Duration::ZERO, |r| out.push(r.to_record()))
             .unwrap();
+        assert_eq!(warm, 1000);
         consumer.commit_sync().unwrap();
         out.clear();
 
