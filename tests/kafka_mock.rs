@@ -782,7 +782,8 @@ fn send_batch_returns_when_the_client_refuses_its_last_record() {
             Record::new("big", vec![3u8; 20_000]),
         ];
         let result = producer.send_batch(&mut batch);
-        done.send((result.map_err(|e| e.to_string()), batch.len()))
+        let left: Vec<usize> = batch.iter().map(|r| r.value.len()).collect();
+        done.send((result.map_err(|e| (e.sent, e.to_string())), left))
             .unwrap();
     });
     // A watchdog, not a timing assertion: the call needs one round trip to the in-process
@@ -790,10 +791,12 @@ fn send_batch_returns_when_the_client_refuses_its_last_record() {
     let (result, left) = finished
         .recv_timeout(Duration::from_secs(60))
         .expect("send_batch returned");
-    let error = result.expect_err("the third record is too large");
+    let (sent, error) = result.expect_err("the third record is too large");
     assert!(error.contains("exceeds the limit"), "{error}");
+    assert_eq!(sent, 2);
     assert_eq!(
-        left, 0,
-        "the refused record is in the error; none came after it"
+        left,
+        [20_000],
+        "the refused record is handed back; none came after it"
     );
 }
