@@ -66,7 +66,7 @@
 //! What blocks: `send` on an [`Overflow::Block`] topic while a partition is full of records
 //! a registered group has not committed; `poll` until a record arrives or the timeout
 //! passes. What allocates: creating topics, producers and consumers, and `poll`'s result
-//! vector; never `send` or [`poll_into`](Consumer::poll_into) per record (no key, no
+//! vector; never `send` or [`poll_with`](Consumer::poll_with) per record (no key, no
 //! headers). Ordering: per partition, in offset order; offsets are dense from 0.
 //!
 //! ## The ring: one producer, readers at their own pace

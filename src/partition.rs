@@ -48,7 +48,8 @@ use std::fmt;
 use bytes::Bytes;
 
 use crate::ring::{
-    GetError, Overflow as RingOverflow, Producer as RingProducer, Reader, Ring, RingConfig, Start,
+    GetError, Overflow as RingOverflow, Reader, Ring, RingConfig, SingleProducer as RingProducer,
+    Start,
 };
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::time::Instant;

@@ -52,7 +52,9 @@ fn drain(c: &mut Consumer<(), String>, path: Path_, max: usize) -> Vec<(u64, Str
             }
             Path_::PollInto => {
                 let mut batch = Vec::new();
-                let n = c.poll_into(&mut batch, max, Duration::ZERO).unwrap();
+                let n = c
+                    .poll_with(max, Duration::ZERO, |r| batch.push(r.to_record()))
+                    .unwrap();
                 got.extend(batch.into_iter().map(|r| (r.offset, r.value)));
                 n
             }

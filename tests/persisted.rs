@@ -858,7 +858,11 @@ fn flush_puts_every_sent_record_in_the_files_before_returning() {
         .unwrap();
     c.assign(&[tp(0)]).unwrap();
     let mut got = Vec::new();
-    while c.poll_into(&mut got, 10_000, Duration::ZERO).unwrap() > 0 {}
+    while c
+        .poll_with(10_000, Duration::ZERO, |r| got.push(r.to_record()))
+        .unwrap()
+        > 0
+    {}
     assert_eq!(got.len(), sent);
     let last = got.last().unwrap();
     assert_eq!(

@@ -19,7 +19,11 @@ fn read_partition(broker: &Broker, p: u32) -> Vec<(u64, String)> {
         .unwrap();
     c.assign(&[TopicPartition::new("t", p)]).unwrap();
     let mut got = Vec::new();
-    while c.poll_into(&mut got, 10_000, Duration::ZERO).unwrap() > 0 {}
+    while c
+        .poll_with(10_000, Duration::ZERO, |r| got.push(r.to_record()))
+        .unwrap()
+        > 0
+    {}
     got.into_iter().map(|r| (r.offset, r.value)).collect()
 }
 
@@ -141,7 +145,11 @@ fn closed_topic() -> tempfile::TempDir {
         .unwrap();
     c.assign(&[TopicPartition::new("t", 1)]).unwrap();
     let mut got = Vec::new();
-    while c.poll_into(&mut got, 10_000, Duration::ZERO).unwrap() > 0 {}
+    while c
+        .poll_with(10_000, Duration::ZERO, |r| got.push(r.to_record()))
+        .unwrap()
+        > 0
+    {}
     assert_eq!(got.len(), 100);
     c.commit_sync().unwrap();
     drop(c);

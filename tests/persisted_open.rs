@@ -87,7 +87,11 @@ fn read_all(broker: &Broker) -> Vec<(u64, String)> {
         .unwrap();
     c.assign(&[tp()]).unwrap();
     let mut got = Vec::new();
-    while c.poll_into(&mut got, 10_000, Duration::ZERO).unwrap() > 0 {}
+    while c
+        .poll_with(10_000, Duration::ZERO, |r| got.push(r.to_record()))
+        .unwrap()
+        > 0
+    {}
     got.into_iter().map(|r| (r.offset, r.value)).collect()
 }
 

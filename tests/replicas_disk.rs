@@ -390,11 +390,19 @@ fn sends_after_close_say_the_broker_is_closed() {
         Record::new(T, 4).partition(0),
     ];
     let e = p.send_batch(&mut batch).unwrap_err();
-    assert!(says_closed_broker(e.error()), "{e:?}");
-    let e = p.send_to(T, 0, [Payload::new(5)]).unwrap_err();
+    assert!(says_closed_broker(&e.error), "{e:?}");
+    let e = p
+        .partition(T, 0)
+        .unwrap()
+        .send_iter([Payload::new(5)])
+        .unwrap_err();
     assert!(says_closed_broker(&e.error), "{e:?}");
     assert_eq!(e.sent, 0);
-    let e = p.send_slice_to(T, 0, &[(1, 6)]).unwrap_err();
+    let e = p
+        .partition(T, 0)
+        .unwrap()
+        .send_slice(&[(1, 6)])
+        .unwrap_err();
     assert!(says_closed_broker(&e.error), "{e:?}");
     let e = p
         .send_async(Record::new(T, 7).partition(0))

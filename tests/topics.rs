@@ -38,7 +38,11 @@ fn values(b: &Broker, topic: &str, p: u32, reset: OffsetReset) -> Vec<u64> {
     c.assign(&[tp(topic, p)]).unwrap();
     let mut out = Vec::new();
     let mut v = Vec::new();
-    while c.poll_into(&mut v, 1000, Duration::ZERO).unwrap() > 0 {
+    while c
+        .poll_with(1000, Duration::ZERO, |r| v.push(r.to_record()))
+        .unwrap()
+        > 0
+    {
         out.extend(v.drain(..).map(|r| r.value));
     }
     out
@@ -874,10 +878,9 @@ fn send_batch_sends_in_order_and_keeps_the_rest_on_failure() {
         Record::new("t", 7).partition(1),
     ];
     let e = p.send_batch(&mut batch).unwrap_err();
-    assert!(matches!(e.error(), Error::PartitionOutOfRange { .. }));
-    assert_eq!(e.into_record().unwrap().value, 6);
-    assert_eq!(batch.len(), 1);
-    assert_eq!(batch[0].value, 7);
+    assert!(matches!(e.error, Error::PartitionOutOfRange { .. }));
+    assert_eq!(e.sent, 1);
+    assert_eq!(batch.iter().map(|r| r.value).collect::<Vec<_>>(), [6, 7]);
     assert_eq!(
         values(&b, "t", 1, OffsetReset::Earliest),
         [0, 1, 2, 3, 4, 5]
@@ -1014,7 +1017,8 @@ fn send_batch_stamps_each_run_with_one_clock_reading() {
             .unwrap();
         c.assign(&[tp("t", partition)]).unwrap();
         let mut v = Vec::new();
-        c.poll_into(&mut v, 10, Duration::ZERO).unwrap();
+        c.poll_with(10, Duration::ZERO, |r| v.push(r.to_record()))
+            .unwrap();
         v.iter().map(|r| r.timestamp).collect::<Vec<_>>()
     };
     let (first, second) = (stamps(0), stamps(1));
@@ -1088,13 +1092,9 @@ fn send_batch_blocked_on_a_deleted_topic_hands_back_what_it_did_not_append() {
     thread::sleep(Duration::from_millis(20));
     b.delete_topic("t").unwrap();
     let (e, rest) = h.join().unwrap();
-    assert!(matches!(e.error(), Error::Closed { .. }), "{e}");
-    assert_eq!(
-        e.into_record().unwrap().value,
-        2,
-        "offsets 0 and 1 fit before the gate"
-    );
-    assert_eq!(rest.iter().map(|r| r.value).collect::<Vec<_>>(), [3, 4]);
+    assert!(matches!(e.error, Error::Closed { .. }), "{e}");
+    assert_eq!(e.sent, 2, "offsets 0 and 1 fit before the gate");
+    assert_eq!(rest.iter().map(|r| r.value).collect::<Vec<_>>(), [2, 3, 4]);
 }
 
 #[test]
@@ -1145,8 +1145,10 @@ fn a_block_topic_without_a_group_counts_what_it_overwrote_unread() {
         if got.len() == 4_096 {
             break;
         }
-        c.poll_into(&mut got, 10_000, Duration::from_millis(10))
-            .unwrap();
+        c.poll_with(10_000, Duration::from_millis(10), |r| {
+            got.push(r.to_record())
+        })
+        .unwrap();
     }
     assert_eq!(got.len(), 4_096);
     assert_eq!(got[0].offset, 5_904);

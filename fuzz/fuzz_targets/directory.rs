@@ -17,7 +17,7 @@ use logbus::storage::fault::FaultyIo;
 use logbus::storage::file_names::MAX_OFFSET;
 use logbus::storage::io::{Io, OpenMode};
 use logbus::storage::verify::{verify_partition_with, VerifyOptions};
-use logbus::storage::{Checkpoints, LogConfig, Record, LogOptions, SegmentSet};
+use logbus::storage::{Checkpoints, LogConfig, BatchRecord, LogOptions, SegmentSet};
 use logbus::ManualClock;
 
 const BASES: [u64; 8] = [0, 1, 5, 40, 300, 70_000, MAX_OFFSET - 1, MAX_OFFSET];
@@ -130,11 +130,11 @@ fuzz_target!(|data: &[u8]| {
     let end = log.log_end_offset();
     if end >= MAX_OFFSET {
         // The last offset must be below i64::MAX: nothing more fits.
-        assert!(log.append(&[Record::new(1, None, b"x")]).is_err());
+        assert!(log.append(&[BatchRecord::new(1, None, b"x")]).is_err());
         return;
     }
     let info = log
-        .append(&[Record::new(1_700_000_000_000, Some(b"k"), b"after")])
+        .append(&[BatchRecord::new(1_700_000_000_000, Some(b"k"), b"after")])
         .expect("append after recovery");
     assert_eq!(info.base_offset, end);
     let closed = log.close().expect("close");

@@ -18,7 +18,7 @@ use logbus::storage::fault::FaultyIo;
 use logbus::storage::io::{Io, OpenMode};
 use logbus::storage::file_names::{file_name, MAX_OFFSET};
 use logbus::storage::verify::{verify_partition_with, VerifyOptions};
-use logbus::storage::{Checkpoints, LogConfig, Record, LogOptions, SegmentSet};
+use logbus::storage::{Checkpoints, LogConfig, BatchRecord, LogOptions, SegmentSet};
 use logbus::ManualClock;
 
 struct Input<'a> {
@@ -151,7 +151,7 @@ fuzz_target!(|data: &[u8]| {
     let end = log.log_end_offset();
     if end < MAX_OFFSET - 10 {
         let info = log
-            .append(&[Record::new(
+            .append(&[BatchRecord::new(
                 1_700_000_000_000,
                 Some(b"k"),
                 b"after recovery",

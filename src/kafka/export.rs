@@ -385,7 +385,7 @@ struct SourceCursor<'a> {
     set: &'a SegmentSet,
     from: u64,
     end: u64,
-    buf: VecDeque<(u64, crate::storage::Record)>,
+    buf: VecDeque<(u64, crate::storage::BatchRecord)>,
 }
 
 impl<'a> SourceCursor<'a> {
@@ -398,7 +398,7 @@ impl<'a> SourceCursor<'a> {
         }
     }
 
-    fn peek(&mut self) -> Result<Option<&(u64, crate::storage::Record)>> {
+    fn peek(&mut self) -> Result<Option<&(u64, crate::storage::BatchRecord)>> {
         if self.buf.is_empty() && self.from < self.end {
             let records = self.set.read_records(self.from, 1 << 20)?;
             match records.last() {
@@ -410,7 +410,7 @@ impl<'a> SourceCursor<'a> {
         Ok(self.buf.front())
     }
 
-    fn next(&mut self) -> Result<Option<(u64, crate::storage::Record)>> {
+    fn next(&mut self) -> Result<Option<(u64, crate::storage::BatchRecord)>> {
         self.peek()?;
         Ok(self.buf.pop_front())
     }
@@ -446,7 +446,10 @@ fn same_headers(a: &[Header], b: &[(String, Option<Bytes>)]) -> bool {
 
 /// Whether `target` is a copy of `source` (key, value, headers but the marker; Kafka gives
 /// a null value as empty bytes, and a topic may stamp its own timestamps).
-fn same_content(source: &crate::storage::Record, target: &ConsumerRecord<Bytes, Bytes>) -> bool {
+fn same_content(
+    source: &crate::storage::BatchRecord,
+    target: &ConsumerRecord<Bytes, Bytes>,
+) -> bool {
     source.key.as_deref() == target.key.as_deref()
         && source.value.as_deref().unwrap_or_default() == &target.value[..]
         && same_headers(&source.headers, without_marker(&target.headers))
@@ -567,7 +570,7 @@ impl PartitionExport<'_> {
         let total = count_records(set)?;
         let mut next_target = high;
         let mut done = mapping.already_copied;
-        let mut pending: Vec<(u64, crate::storage::Record)> = Vec::new();
+        let mut pending: Vec<(u64, crate::storage::BatchRecord)> = Vec::new();
         let mut stopped = false;
         while let Some(record) = source.next()? {
             pending.push(record);
@@ -744,7 +747,7 @@ impl PartitionExport<'_> {
     /// records it copied.
     fn flush(
         &self,
-        pending: &mut Vec<(u64, crate::storage::Record)>,
+        pending: &mut Vec<(u64, crate::storage::BatchRecord)>,
         mapping: &mut OffsetMapping,
         next_target: &mut u64,
     ) -> Result<u64> {

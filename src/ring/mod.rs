@@ -4,7 +4,7 @@
 //!   sequence (`slot = sequence & (capacity - 1)`). Sequences start at 0 or at any chosen
 //!   value ([`RingConfig::start_sequence`], e.g. a partition's log end after recovery) and
 //!   are never reused: they are the partition log's offsets.
-//! - **Sequencers** (`sequencer`): a single-producer fast path ([`Producer`]: a private claim
+//! - **Sequencers** (`sequencer`): a single-producer fast path ([`SingleProducer`]: a private claim
 //!   counter and one `Release` store of the published cursor per run) and a multi-producer
 //!   claim ([`MultiProducer`]: one CAS per run on the shared claim cursor). Both claim a run
 //!   of slots, write it, and publish it once.
@@ -93,7 +93,7 @@ pub use error::{
     BatchClosed, GetError, PublishBatchTimeoutError, PublishError, PublishTimeoutError, ReadError,
     ReadTimeoutError, TryPublishError, TryReadError,
 };
-pub use producer::{MultiProducer, Producer};
+pub use producer::{MultiProducer, SingleProducer};
 pub use reader::{ReadRun, Reader};
 
 use crate::sync::atomic::{AtomicU64, Ordering};
@@ -169,13 +169,13 @@ impl<T> Ring<T> {
     ///
     /// [`Error::InvalidConfig`] when the capacity is not a power of two in `2..=2^32` or the
     /// start sequence exceeds 2^55.
-    pub fn single_producer(config: RingConfig) -> Result<(Producer<T>, Ring<T>), Error> {
+    pub fn single_producer(config: RingConfig) -> Result<(SingleProducer<T>, Ring<T>), Error> {
         config.validate()?;
         let shared = Arc::new(Shared::new(&config, false));
         let ring = Ring {
             shared: Arc::clone(&shared),
         };
-        Ok((Producer::new(Sequencer::new(shared)), ring))
+        Ok((SingleProducer::new(Sequencer::new(shared)), ring))
     }
 
     /// [`single_producer`](Self::single_producer) for a `T` with drop glue some of whose
@@ -187,7 +187,7 @@ impl<T> Ring<T> {
     pub(crate) fn single_producer_plain(
         config: RingConfig,
         plain: Option<fn(&T) -> bool>,
-    ) -> Result<(Producer<T>, Ring<T>), Error> {
+    ) -> Result<(SingleProducer<T>, Ring<T>), Error> {
         config.validate()?;
         let mut shared = Shared::new(&config, false);
         shared.plain = plain;
@@ -196,7 +196,7 @@ impl<T> Ring<T> {
         let ring = Ring {
             shared: Arc::clone(&shared),
         };
-        Ok((Producer::new(Sequencer::new(shared)), ring))
+        Ok((SingleProducer::new(Sequencer::new(shared)), ring))
     }
 
     /// A ring for any number of producers (clone the [`MultiProducer`]). Dropping the last

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 const N: u64 = if cfg!(miri) { 200 } else { 20_000 };
 
-fn sp<T>(cap: usize) -> (Producer<T>, Ring<T>) {
+fn sp<T>(cap: usize) -> (SingleProducer<T>, Ring<T>) {
     Ring::single_producer(RingConfig::new(cap)).unwrap()
 }
 
@@ -311,7 +311,7 @@ impl Drop for Grenade {
 
 /// A two-slot single-producer ring holding `Grenade(0), Grenade(1)`, then a batch of 2 and 3
 /// whose publish unwound from overwriting `Grenade(1)`; a reader that started at the tail.
-fn ring_after_a_panicking_overwrite() -> (Producer<Grenade>, Ring<Grenade>, Reader<Grenade>) {
+fn ring_after_a_panicking_overwrite() -> (SingleProducer<Grenade>, Ring<Grenade>, Reader<Grenade>) {
     let config = RingConfig::new(2).overflow(Overflow::DropOldest);
     let (mut p, ring) = Ring::single_producer(config).unwrap();
     let mut batch = vec![Grenade(0), Grenade(1)];
@@ -769,7 +769,7 @@ fn overwrite_is_the_old_name_of_drop_oldest() {
 /// Plain values for the tests of `single_producer_plain`: `None` drops as a no-op.
 type Boxed = Option<Box<u64>>;
 
-fn boxed_ring(cap: usize, overflow: Overflow) -> (Producer<Boxed>, Ring<Boxed>) {
+fn boxed_ring(cap: usize, overflow: Overflow) -> (SingleProducer<Boxed>, Ring<Boxed>) {
     let plain = Some(Option::is_none as fn(&Boxed) -> bool);
     Ring::single_producer_plain(RingConfig::new(cap).overflow(overflow), plain).unwrap()
 }

@@ -79,7 +79,7 @@
 //!   [`Error::BatchTooLarge`](crate::Error::BatchTooLarge), never cut; a larger invalid one is
 //!   corruption, found by a streaming CRC), an index at most `segment_index_bytes`;
 //!   [`verify`] and `logbus dump` hold batches up to 16 MiB ([`VERIFY_MAX_BATCH_BYTES`]).
-//! - **Records** are validated on append and on recovery (structure, and offset deltas
+//! - **BatchRecords** are validated on append and on recovery (structure, and offset deltas
 //!   increasing inside `[0, lastOffsetDelta]`). Compressed batches are kept (their CRC is
 //!   checked) but reading them is [`Error::UnsupportedCompression`](crate::Error).
 //!   [`SegmentSet::read_records`] skips transaction control records, as Kafka's consumers do.
@@ -94,14 +94,14 @@
 //! # Examples
 //!
 //! ```
-//! use logbus::storage::{LogConfig, LogOptions, Record, SegmentSet};
+//! use logbus::storage::{LogConfig, LogOptions, BatchRecord, SegmentSet};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let config = LogConfig { segment_bytes: 4096, ..LogConfig::default() };
 //! let options = LogOptions { config, ..LogOptions::default() };
 //! let (mut log, _) = SegmentSet::open(dir.path(), options.clone())?;
 //! for i in 0..100u32 {
-//!     log.append(&[Record::new(1_700_000_000_000 + i64::from(i), None, &i.to_be_bytes())])?;
+//!     log.append(&[BatchRecord::new(1_700_000_000_000 + i64::from(i), None, &i.to_be_bytes())])?;
 //! }
 //! let checkpoints = log.close()?;
 //! assert_eq!(checkpoints.recovery_point, 100);
@@ -132,7 +132,7 @@ pub mod verify;
 
 pub use config::{LogConfig, LogOptions};
 pub use io::{DirLock, FsIo, Io, IoFile, OpenMode};
-pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, Header, Record};
+pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, BatchRecord, Header};
 pub use recovery::{RecoveryReport, Truncation};
 pub use scan::{scan_log, ScanEnd};
 pub use segment_set::{AppendInfo, Checkpoints, SegmentInfo, SegmentSet};

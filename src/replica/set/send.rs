@@ -39,7 +39,7 @@ pub(super) enum Nudge {
     Never,
     /// A pipelined `acks = all` send (`send_async`): once four fetches' worth of records
     /// (`4 * FETCH_MAX`) is not yet on the ISR, a sender running ahead of its own waits.
-    /// Below that, its `Delivery::wait` or `flush` copies them, or (if it never waits) a
+    /// Below that, its `PendingSend::wait` or `flush` copies them, or (if it never waits) a
     /// fetcher's idle round, within 20 ms.
     Backlog,
     /// `acks = 0 / 1`: nobody waits, the fetchers copy.

@@ -140,11 +140,11 @@ pub struct VerifyReport {
 /// # Examples
 ///
 /// ```
-/// use logbus::storage::{verify_dir, FsIo, LogOptions, Record, SegmentSet};
+/// use logbus::storage::{verify_dir, FsIo, LogOptions, BatchRecord, SegmentSet};
 ///
 /// let dir = tempfile::tempdir()?;
 /// let (mut log, _) = SegmentSet::open(dir.path(), LogOptions::default())?;
-/// log.append(&[Record::new(1, None, b"a")])?;
+/// log.append(&[BatchRecord::new(1, None, b"a")])?;
 /// log.close()?;
 /// let report = verify_dir(&FsIo, dir.path())?;
 /// assert_eq!((report.segments, report.batches, report.problem), (1, 1, None));
