@@ -408,7 +408,7 @@ pub struct BrokerBuilder {
     /// See [`BrokerBuilder::empty_group_timeout`].
     pub(crate) empty_group_timeout: Duration,
     /// Where and how a data directory is opened ([`BrokerBuilder::open`]).
-    pub(crate) persist: crate::persist::DataDirOptions,
+    pub(crate) persist: crate::persist::DataDirConfig,
 }
 
 impl BrokerBuilder {
@@ -545,7 +545,7 @@ impl Broker {
         BrokerBuilder {
             clock: Arc::new(SystemClock),
             empty_group_timeout: DEFAULT_EMPTY_GROUP_TIMEOUT,
-            persist: crate::persist::DataDirOptions::default(),
+            persist: crate::persist::DataDirConfig::default(),
         }
     }
 

@@ -138,7 +138,7 @@ mod ring {
 
 mod observer {
     use super::*;
-    use logbus::observer::{Delivery, EventBus, Overflow, SubscriberPanic, Subscription};
+    use logbus::observer::{Delivery, EventBus, SlowSubscriberPolicy, SubscriberPanic, Subscription};
 
     #[test]
     fn bus_and_subscriptions_are_send_and_sync() {
@@ -146,7 +146,7 @@ mod observer {
         send_sync::<Subscription>();
         send_sync::<SubscriberPanic>();
         send_sync::<Delivery>();
-        send_sync::<Overflow>();
+        send_sync::<SlowSubscriberPolicy>();
     }
 }
 
@@ -201,10 +201,10 @@ mod topics {
 mod storage {
     use super::*;
     use logbus::storage::fault::{Fault, FaultyIo};
-    use logbus::storage::record_batch::{Batch, BatchBuilder, BatchIter, Records};
-    use logbus::storage::verify::{PartitionReport, TreeReport, VerifyOptions};
+    use logbus::storage::record_batch::{Batch, BatchBuilder, BatchIter, BatchRecords};
+    use logbus::storage::verify::{PartitionReport, TreeReport, VerifyConfig};
     use logbus::storage::{
-        AppendInfo, BatchHeader, Checkpoints, FsIo, LogConfig, Problem, ProblemKind, Record,
+        AppendInfo, BatchHeader, Checkpoints, FsIo, LogConfig, Problem, ProblemKind, BatchRecord,
         RecoveryReport, ScanEnd, SegmentInfo, SegmentSet, Truncation, VerifyReport,
     };
 
@@ -220,19 +220,19 @@ mod storage {
         send_sync::<VerifyReport>();
         send_sync::<Problem>();
         send_sync::<ProblemKind>();
-        send_sync::<VerifyOptions>();
+        send_sync::<VerifyConfig>();
         send_sync::<PartitionReport>();
         send_sync::<TreeReport>();
         send_sync::<ScanEnd>();
         send_sync::<FsIo>();
         send_sync::<FaultyIo>();
         send_sync::<Fault>();
-        send_sync::<Record>();
+        send_sync::<BatchRecord>();
         send_sync::<BatchHeader>();
         send_sync::<BatchBuilder>();
         send_sync::<Batch<'static>>();
         send_sync::<BatchIter<'static>>();
-        send_sync::<Records<'static>>();
+        send_sync::<BatchRecords<'static>>();
     }
 
     #[test]
@@ -241,7 +241,7 @@ mod storage {
         unwind_safe::<Checkpoints>();
         unwind_safe::<RecoveryReport>();
         unwind_safe::<VerifyReport>();
-        unwind_safe::<Record>();
+        unwind_safe::<BatchRecord>();
         unwind_safe::<BatchBuilder>();
     }
 }
@@ -286,6 +286,6 @@ mod replicas {
         send_sync::<StoredTopic>();
         send_sync::<LocalReplica>();
         send_sync::<logbus::ring::PublishBatchTimeoutError>();
-        send_sync::<logbus::storage::LogOptions>();
+        send_sync::<logbus::storage::LogSetup>();
     }
 }

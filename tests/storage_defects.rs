@@ -14,7 +14,7 @@ use logbus::storage::fault::{Fault, FaultyIo};
 use logbus::storage::file_names::file_name;
 use logbus::storage::record_batch::encode_batch;
 use logbus::storage::{
-    verify_dir, Checkpoints, FsIo, Io, LogConfig, LogOptions, OpenMode, SegmentSet,
+    verify_dir, Checkpoints, FsIo, Io, LogConfig, LogSetup, OpenMode, SegmentSet,
 };
 use logbus::Error;
 use storage_common::*;
@@ -101,10 +101,10 @@ fn open_real(
 ) -> logbus::Result<(SegmentSet, logbus::storage::RecoveryReport)> {
     SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             clock: clock(),
             checkpoints,
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
 }

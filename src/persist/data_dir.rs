@@ -10,17 +10,17 @@ use rayon::prelude::*;
 mod marker;
 mod topics;
 
-pub(crate) use marker::{plan as plan_markers, MarkerOptions};
+pub(crate) use marker::{plan as plan_markers, MarkerConfig};
 pub use marker::{read_dir_marker, DataDirMarker};
 
 use super::log::LogCell;
-use super::{DataDirOptions, FlushPolicy, PersistConfig};
+use super::{DataDirConfig, FlushPolicy, PersistConfig};
 use crate::broker::{Broker, TopicConfig};
 use crate::clock::Clock;
 use crate::codec::Codec;
 use crate::storage::checkpoint::{self, CheckpointEntry, TopicPartitionOffset};
 use crate::storage::{
-    Checkpoints, DirLock, FsIo, Io, LogConfig, LogOptions, RecoveryReport, SegmentSet,
+    Checkpoints, DirLock, FsIo, Io, LogConfig, LogSetup, RecoveryReport, SegmentSet,
 };
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::thread::{self, JoinHandle};
@@ -299,7 +299,7 @@ struct OpenPartition {
 pub(crate) struct DataDir {
     dir: PathBuf,
     io: SyncArc<dyn Io>,
-    options: DataDirOptions,
+    options: DataDirConfig,
     /// The broker's clock, shared the way the storage layer takes it.
     clock: SyncArc<dyn Clock>,
     lock: Mutex<Option<Box<dyn DirLock>>>,
@@ -344,7 +344,7 @@ fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
 impl DataDir {
     pub(crate) fn open(
         dir: PathBuf,
-        options: DataDirOptions,
+        options: DataDirConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<Self>> {
         let clock: SyncArc<dyn Clock> =
@@ -423,7 +423,7 @@ impl DataDir {
                 };
                 let (set, report) = SegmentSet::open(
                     pdir,
-                    LogOptions {
+                    LogSetup {
                         config: meta.log_config(),
                         io: SyncArc::clone(&io),
                         clock: SyncArc::clone(&clock),

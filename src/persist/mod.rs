@@ -211,7 +211,7 @@ impl PersistConfig {
 
 /// Where and how a broker's data directory is opened (the builder's part).
 #[derive(Debug, Clone)]
-pub(crate) struct DataDirOptions {
+pub(crate) struct DataDirConfig {
     pub(crate) dir: Option<PathBuf>,
     /// Every data directory (the first is `dir`), for replicated persisted topics.
     pub(crate) dirs: Vec<PathBuf>,
@@ -242,7 +242,7 @@ fn no_data_dirs() -> Error {
     }
 }
 
-impl Default for DataDirOptions {
+impl Default for DataDirConfig {
     fn default() -> Self {
         Self {
             dir: None,
@@ -486,7 +486,7 @@ impl BrokerBuilder {
             Some(io) => crate::sync::Arc::clone(io),
             None => crate::sync::arc_from_std(Arc::new(crate::storage::FsIo) as Arc<dyn Io>),
         };
-        let markers = data_dir::MarkerOptions {
+        let markers = data_dir::MarkerConfig {
             create: self.persist.create,
             replace_lost: self.persist.replace_lost,
         };

@@ -99,7 +99,7 @@ mod array;
 mod batch;
 mod counter;
 mod error;
-mod leftovers;
+mod drop_remaining;
 #[cfg(all(test, not(logbus_loom)))]
 mod linearizability;
 mod list;

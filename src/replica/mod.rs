@@ -101,9 +101,9 @@ use crate::partition::{ClosedByBroker, Entry, Partition};
 use crate::sync::StdArc as Arc;
 use crate::sync::WaitSet;
 use crate::{Broker, Error, Result};
-pub(crate) use log::Records;
+pub(crate) use log::SendRecords;
 use runtime::ReplicaControl;
-pub(crate) use set::Progress;
+pub(crate) use set::SendProgress;
 use set::{ReplicaSet, ReplicationConfig};
 
 /// One replica of a partition, as [`Broker::describe_topic`](crate::Broker::describe_topic)

@@ -23,7 +23,7 @@
 //! | [`segment_set`] | a partition directory: roll, retention, truncation, durability |
 //! | [`recovery`] | opening a directory: Kafka's `LogLoader` |
 //! | [`checkpoint`] | Kafka's checkpoint text files, replaced atomically |
-//! | [`config`] | a log's settings ([`LogConfig`]) and what opening one takes ([`LogOptions`]) |
+//! | [`config`] | a log's settings ([`LogConfig`]) and what opening one takes ([`LogSetup`]) |
 //! | [`verify`] | read-only checks of a partition directory ([`verify_dir`]) or a directory of them |
 //!
 //! # Durability contract
@@ -94,19 +94,19 @@
 //! # Examples
 //!
 //! ```
-//! use logbus::storage::{LogConfig, LogOptions, Record, SegmentSet};
+//! use logbus::storage::{LogConfig, LogSetup, BatchRecord, SegmentSet};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let config = LogConfig { segment_bytes: 4096, ..LogConfig::default() };
-//! let options = LogOptions { config, ..LogOptions::default() };
+//! let options = LogSetup { config, ..LogSetup::default() };
 //! let (mut log, _) = SegmentSet::open(dir.path(), options.clone())?;
 //! for i in 0..100u32 {
-//!     log.append(&[Record::new(1_700_000_000_000 + i64::from(i), None, &i.to_be_bytes())])?;
+//!     log.append(&[BatchRecord::new(1_700_000_000_000 + i64::from(i), None, &i.to_be_bytes())])?;
 //! }
 //! let checkpoints = log.close()?;
 //! assert_eq!(checkpoints.recovery_point, 100);
 //!
-//! let (log, report) = SegmentSet::open(dir.path(), LogOptions { checkpoints, ..options })?;
+//! let (log, report) = SegmentSet::open(dir.path(), LogSetup { checkpoints, ..options })?;
 //! assert!(report.is_clean());
 //! assert!(log.segments().len() > 1);
 //! assert_eq!(log.read_records(42, 1)?[0].0, 42);
@@ -130,9 +130,9 @@ pub mod time_index;
 pub mod varint;
 pub mod verify;
 
-pub use config::{LogConfig, LogOptions};
+pub use config::{LogConfig, LogSetup};
 pub use io::{DirLock, FsIo, Io, IoFile, OpenMode};
-pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, Header, Record};
+pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, Header, BatchRecord};
 pub use recovery::{RecoveryReport, Truncation};
 pub use scan::{scan_log, ScanEnd};
 pub use segment_set::{AppendInfo, Checkpoints, SegmentInfo, SegmentSet};

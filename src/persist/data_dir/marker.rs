@@ -278,7 +278,7 @@ fn write(io: &dyn Io, dir: &Path, marker: &DataDirMarker) -> Result<()> {
 
 /// How the broker treats paths without a marker (the builder's settings).
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct MarkerOptions {
+pub(crate) struct MarkerConfig {
     /// Format a missing or empty path when no sibling says it was formatted before.
     pub(crate) create: bool,
     /// Format again a member of the set that lost its marker.
@@ -358,7 +358,7 @@ impl Plan {
 pub(crate) fn plan(
     io: &dyn Io,
     paths: &[PathBuf],
-    options: MarkerOptions,
+    options: MarkerConfig,
     whole_set: bool,
 ) -> Result<Plan> {
     let found: Vec<Found> = paths.iter().map(|p| look(io, p)).collect::<Result<_>>()?;

@@ -30,10 +30,10 @@ use std::time::Duration;
 
 pub(crate) use disk::{Backing, PartState};
 use send::Nudge;
-pub(crate) use send::Progress;
+pub(crate) use send::SendProgress;
 
 use super::events::{EventKind, Events, ReplicaEvent};
-use super::log::{runs_of, truncation_point, Chunk, Records, ReplicaLog, Run, CHUNK_MAX};
+use super::log::{runs_of, truncation_point, Chunk, SendRecords, ReplicaLog, Run, CHUNK_MAX};
 use super::store::ReplicaStore;
 use crate::clock::Clock;
 use crate::partition::{
@@ -364,7 +364,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     }
 
     /// A record to hand back: the entry itself if nothing else holds it, else a copy.
-    fn take_back(&self, records: Records<K, V>) -> Option<Entry<K, V>> {
+    fn take_back(&self, records: SendRecords<K, V>) -> Option<Entry<K, V>> {
         records.take_one(self.cloner)
     }
 
@@ -914,7 +914,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         policy: &SendPolicy,
         deadline: Option<Instant>,
     ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
-        let mut records = Records::One(entry);
+        let mut records = SendRecords::One(entry);
         match self.send(&mut records, policy, deadline) {
             Ok(offset) => Ok(offset),
             Err(why) => Err((self.take_back(records), why)),
@@ -948,11 +948,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
                 shared.push(Chunk::many(rest.by_ref().take(piece).collect()));
             }
         }
-        let mut records = Records::Chunks(shared);
+        let mut records = SendRecords::Chunks(shared);
         match self.send(&mut records, policy, None) {
             Ok(_) => Ok(()),
             Err(why) => {
-                if let Records::Chunks(shared) = records {
+                if let SendRecords::Chunks(shared) = records {
                     for chunk in shared {
                         entries.extend(chunk.take(self.cloner));
                     }

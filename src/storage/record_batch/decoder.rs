@@ -135,7 +135,7 @@ impl<'a> Batch<'a> {
     /// record, a record whose offset delta is outside `[0, lastOffsetDelta]` or not above the
     /// previous record's (records may skip offsets, as compaction leaves them, but never leave
     /// their batch), or trailing bytes, then stops.
-    pub fn records(&self) -> Result<Records<'a>> {
+    pub fn records(&self) -> Result<BatchRecords<'a>> {
         let compression = self.header.compression();
         if compression != Compression::None {
             return Err(Error::UnsupportedCompression {
@@ -153,7 +153,7 @@ impl<'a> Batch<'a> {
                 },
             });
         }
-        Ok(Records {
+        Ok(BatchRecords {
             bytes: self.bytes,
             pos: HEADER_SIZE,
             remaining: self.header.records_count as u32,
@@ -185,7 +185,7 @@ impl<'a> Batch<'a> {
     /// # Errors
     ///
     /// As [`validate_records`](Batch::validate_records).
-    pub fn to_records(&self) -> Result<Vec<(u64, Record)>> {
+    pub fn to_records(&self) -> Result<Vec<(u64, BatchRecord)>> {
         // No capacity from the declared count: it may be hostile. Growth is bounded by bytes.
         let mut out = Vec::new();
         for record in self.records()? {
@@ -222,8 +222,8 @@ pub struct RecordView<'a> {
 
 impl RecordView<'_> {
     /// An owned copy (without the offset).
-    pub fn to_record(&self) -> Record {
-        Record {
+    pub fn to_record(&self) -> BatchRecord {
+        BatchRecord {
             timestamp: self.timestamp,
             key: self.key.map(<[u8]>::to_vec),
             value: self.value.map(<[u8]>::to_vec),
@@ -250,7 +250,7 @@ pub struct Header {
 
 /// A record, owned: what is appended, and what is read back (its offset comes beside it).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct Record {
+pub struct BatchRecord {
     /// Milliseconds since the Unix epoch, or [`NO_TIMESTAMP`](super::NO_TIMESTAMP).
     pub timestamp: i64,
     /// The key; `None` is a null key.
@@ -261,10 +261,10 @@ pub struct Record {
     pub headers: Vec<Header>,
 }
 
-impl Record {
+impl BatchRecord {
     /// A record with a timestamp, an optional key and a value, and no headers.
     pub fn new(timestamp: i64, key: Option<&[u8]>, value: &[u8]) -> Self {
-        Record {
+        BatchRecord {
             timestamp,
             key: key.map(<[u8]>::to_vec),
             value: Some(value.to_vec()),
@@ -275,7 +275,7 @@ impl Record {
 
 /// The records of a [`Batch`]; see [`Batch::records`].
 #[derive(Debug, Clone)]
-pub struct Records<'a> {
+pub struct BatchRecords<'a> {
     bytes: &'a [u8],
     pos: usize,
     remaining: u32,
@@ -289,7 +289,7 @@ pub struct Records<'a> {
     done: bool,
 }
 
-impl<'a> Iterator for Records<'a> {
+impl<'a> Iterator for BatchRecords<'a> {
     type Item = Result<RecordView<'a>>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -401,7 +401,7 @@ impl<'a> Cursor<'a> {
     }
 }
 
-impl<'a> Records<'a> {
+impl<'a> BatchRecords<'a> {
     fn next_record(&mut self) -> Result<RecordView<'a>> {
         let mut outer = Cursor {
             buf: self.bytes,

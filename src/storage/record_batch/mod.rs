@@ -49,7 +49,7 @@ mod tests;
 
 pub use builder::{encode_batch, BatchBuilder};
 pub use decoder::{
-    next_batch_extent, Batch, BatchIter, Extent, Header, HeaderView, Record, RecordView, Records,
+    next_batch_extent, Batch, BatchIter, Extent, Header, HeaderView, BatchRecord, RecordView, BatchRecords,
 };
 pub use header::{crc32c, BatchHeader, Compression, TimestampType};
 
