@@ -916,7 +916,7 @@ where
             if state.topics[t].is_named(&record.topic) {
                 if let Some(ts) = record.timestamp {
                     if !valid_timestamp(ts) {
-                        return Err(Error::InvalidTimestamp { timestamp: ts });
+                        return Err(Error::InvalidTimestamp { timestamp: ts, offset: None });
                     }
                 }
                 let State {
@@ -939,7 +939,7 @@ where
     fn route(&self, state: &mut State<K, V>, record: &Record<K, V>) -> Result<(usize, u32)> {
         if let Some(ts) = record.timestamp {
             if !valid_timestamp(ts) {
-                return Err(Error::InvalidTimestamp { timestamp: ts });
+                return Err(Error::InvalidTimestamp { timestamp: ts, offset: None });
             }
         }
         let t = match state.topics.get_mut(state.last) {

@@ -92,7 +92,7 @@ fn a_bad_timestamp_sends_those_before_it() {
     assert_eq!(e.sent, 3);
     // The first bad one is reported.
     assert!(
-        matches!(e.error, Error::InvalidTimestamp { timestamp: -5 }),
+        matches!(e.error, Error::InvalidTimestamp { timestamp: -5, offset: None }),
         "{e}"
     );
     assert_eq!(b.describe_topic("t").unwrap().partitions[0].log_end, 3);
@@ -102,7 +102,7 @@ fn a_bad_timestamp_sends_those_before_it() {
     assert!(matches!(
         e.error,
         Error::InvalidTimestamp {
-            timestamp: i64::MIN
+            timestamp: i64::MIN, offset: None
         }
     ));
     // Past `MAX_TIMESTAMP` (2^62 - 1) is bad, in any lane of the eight-at-a-time check.
@@ -112,7 +112,7 @@ fn a_bad_timestamp_sends_those_before_it() {
         let e = p.send_slice_to("u", 0, &records).unwrap_err();
         assert_eq!(e.sent, lane);
         assert!(
-            matches!(e.error, Error::InvalidTimestamp { timestamp } if timestamp == 1 << 62),
+            matches!(e.error, Error::InvalidTimestamp { timestamp, offset: None } if timestamp == 1 << 62),
             "{e}"
         );
     }
@@ -127,7 +127,7 @@ fn a_bad_timestamp_sends_those_before_it() {
     let as_error: Error = p.send_slice_to("t", 0, &[(-2, 0)]).unwrap_err().into();
     assert!(matches!(
         as_error,
-        Error::InvalidTimestamp { timestamp: -2 }
+        Error::InvalidTimestamp { timestamp: -2, offset: None }
     ));
 }
 

@@ -763,7 +763,7 @@ fn unknown_data_directories_are_refused() {
     let faults = broker.faults();
     assert!(matches!(
         faults.fail_data_dir(3),
-        Err(Error::UnknownDataDir { dir: 3, count: 3 })
+        Err(Error::DataDirOutOfRange { index: 3, count: 3 })
     ));
     assert!(
         faults.restore_data_dir(2).is_ok(),

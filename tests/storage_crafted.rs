@@ -583,7 +583,7 @@ fn typed(e: &Error) -> bool {
             | Error::NotRegularFile { .. }
             | Error::SegmentTooLarge { .. }
             | Error::BatchTooLarge { .. }
-            | Error::CorruptSegment { .. }
+            | Error::Corrupt { file: Some(_), .. }
             | Error::UnsupportedCompression { .. }
     )
 }

@@ -447,7 +447,8 @@ fn a_negative_base_offset_on_disk_is_cut_and_refused_as_typed_corruption() {
     assert!(cut.reason.contains("baseOffset -1 is negative"), "{cut:?}");
     assert_eq!(log.log_end_offset(), 1);
     match log.append_batch(&negative) {
-        Err(Error::CorruptBatch {
+        Err(Error::Corrupt {
+            file: None,
             position: 0,
             reason: Corruption::NegativeOffset { base_offset: -1 },
         }) => {}

@@ -199,6 +199,8 @@ fn lookups_by_offset_and_timestamp() {
     assert!(matches!(
         log.read(601, 10),
         Err(Error::OffsetOutOfRange {
+            topic: None,
+            partition: None,
             requested: 601,
             start: 0,
             end: 600
@@ -319,7 +321,7 @@ fn append_batch_checks_its_input() {
     bad[n - 2] ^= 1;
     assert!(matches!(
         log.append_batch(&bad),
-        Err(Error::CorruptBatch { .. })
+        Err(Error::Corrupt { file: None, .. })
     ));
     // Compressed (re-sealed so only the codec is wrong).
     let mut gz = BatchBuilder::new(1)

@@ -239,7 +239,7 @@ fn producer_errors_hand_the_record_back() {
     let e = p.send(Record::new("t", 3).timestamp(-1)).unwrap_err();
     assert!(matches!(
         e.error(),
-        Error::InvalidTimestamp { timestamp: -1 }
+        Error::InvalidTimestamp { timestamp: -1, offset: None }
     ));
     let wrong = b.producer::<String, u64>();
     let e = wrong.send(Record::new("t", 4)).unwrap_err();
@@ -439,7 +439,7 @@ fn consumer_errors() {
     g.assign(&[tp("t", 0)]).unwrap();
     assert!(matches!(
         g.commit_offsets(&[(tp("t", 0), 1)]),
-        Err(Error::PartitionOffsetOutOfRange {
+        Err(Error::OffsetOutOfRange {
             requested: 1,
             start: 0,
             end: 0,
@@ -599,7 +599,7 @@ fn behind_the_tail_none_errors_and_keeps_the_position() {
         p.send(Record::new("t", i)).unwrap();
     }
     match c.poll(Duration::ZERO) {
-        Err(Error::PartitionOffsetOutOfRange {
+        Err(Error::OffsetOutOfRange {
             requested,
             start,
             end,
@@ -611,7 +611,7 @@ fn behind_the_tail_none_errors_and_keeps_the_position() {
     c.seek(&t, 11).unwrap();
     assert!(matches!(
         c.poll(Duration::ZERO),
-        Err(Error::PartitionOffsetOutOfRange { requested: 11, .. })
+        Err(Error::OffsetOutOfRange { requested: 11, .. })
     ));
     c.seek(&t, 7).unwrap();
     assert_eq!(c.poll(Duration::ZERO).unwrap().len(), 3);

@@ -64,7 +64,7 @@ fn seek_to_u64_max_resets_or_errors_without_panicking() {
             }
             OffsetReset::None => assert!(matches!(
                 got,
-                Err(Error::PartitionOffsetOutOfRange {
+                Err(Error::OffsetOutOfRange {
                     requested: u64::MAX,
                     start: 0,
                     end: 3,
@@ -86,7 +86,7 @@ fn commit_offsets_u64_max_is_a_typed_error() {
         .unwrap();
     let e = c.commit_offsets(&[(tp("t", 0), u64::MAX)]).unwrap_err();
     assert!(
-        matches!(e, Error::PartitionOffsetOutOfRange { .. }),
+        matches!(e, Error::OffsetOutOfRange { .. }),
         "{e:?}"
     );
     assert_eq!(c.committed(&tp("t", 0)).unwrap(), None);
@@ -305,12 +305,12 @@ fn offsets_for_times_ties_and_absent() {
     assert_eq!(at(logbus::MAX_TIMESTAMP), None);
     assert!(matches!(
         c.offsets_for_times(&[(tp("t", 0), -1)]),
-        Err(Error::InvalidTimestamp { timestamp: -1 })
+        Err(Error::InvalidTimestamp { timestamp: -1, offset: None })
     ));
     assert!(matches!(
         c.offsets_for_times(&[(tp("t", 0), i64::MAX)]),
         Err(Error::InvalidTimestamp {
-            timestamp: i64::MAX
+            timestamp: i64::MAX, offset: None
         })
     ));
 }
@@ -323,7 +323,7 @@ fn send_to_with_a_bad_timestamp_mid_stream_sends_those_before() {
     let it = (0..5).map(|v| Payload::new(v).timestamp(if v == 3 { -1 } else { v as i64 }));
     let e = p.send_to("t", 0, it).unwrap_err();
     assert_eq!(e.sent, 3);
-    assert!(matches!(e.error, Error::InvalidTimestamp { timestamp: -1 }));
+    assert!(matches!(e.error, Error::InvalidTimestamp { timestamp: -1, offset: None }));
     assert_eq!(b.describe_topic("t").unwrap().partitions[0].log_end, 3);
     let e = p
         .send_to("t", 1, std::iter::once(Payload::new(0)))
@@ -1314,7 +1314,7 @@ fn timestamps_at_the_edges() {
     for bad in bads {
         let e = p.send(Record::new("t", 9).timestamp(bad)).unwrap_err();
         assert!(
-            matches!(e.error(), Error::InvalidTimestamp { timestamp } if *timestamp == bad),
+            matches!(e.error(), Error::InvalidTimestamp { timestamp, offset: None } if *timestamp == bad),
             "{e:?}"
         );
         assert_eq!(e.into_record().unwrap().value, 9);
@@ -1327,7 +1327,7 @@ fn timestamps_at_the_edges() {
         assert!(matches!(e.error, Error::InvalidTimestamp { .. }), "{e:?}");
         let e = p.send_slice_to("t", 0, &[(bad, 9)]).unwrap_err();
         assert!(
-            matches!(e.error, Error::InvalidTimestamp { timestamp } if timestamp == bad),
+            matches!(e.error, Error::InvalidTimestamp { timestamp, offset: None } if timestamp == bad),
             "{e:?}"
         );
         assert_eq!(e.sent, 0);
@@ -1335,7 +1335,7 @@ fn timestamps_at_the_edges() {
             let c = b.consumer::<(), u64>(ConsumerConfig::new()).unwrap();
             let e = c.offsets_for_times(&[(tp("t", 0), bad)]).unwrap_err();
             assert!(
-                matches!(e, Error::InvalidTimestamp { timestamp } if timestamp == bad),
+                matches!(e, Error::InvalidTimestamp { timestamp, offset: None } if timestamp == bad),
                 "{e:?}"
             );
             assert!(e.to_string().contains("0..=4611686018427387903"), "{e}");

@@ -138,7 +138,7 @@ fn send_to_errors_say_how_many_were_sent() {
     });
     let e = p.send_to("t", 1, records).unwrap_err();
     assert_eq!(e.sent, 2);
-    assert!(matches!(e.error, Error::InvalidTimestamp { timestamp: -7 }));
+    assert!(matches!(e.error, Error::InvalidTimestamp { timestamp: -7, offset: None }));
     assert_eq!(asked, 3);
     let values: Vec<u64> = read_all(&b, "t", 1).iter().map(|s| s.3).collect();
     assert_eq!(values, [0, 1]);
@@ -147,7 +147,7 @@ fn send_to_errors_say_how_many_were_sent() {
         e.to_string(),
         format!(
             "sent 2 records, then: {}",
-            Error::InvalidTimestamp { timestamp: -7 }
+            Error::InvalidTimestamp { timestamp: -7, offset: None }
         )
     );
     let f = || -> logbus::Result<usize> { Ok(p.send_to("nope", 0, [Payload::new(1)])?) };
@@ -276,7 +276,7 @@ fn poll_with_errors_call_nothing_and_keep_the_position() {
     c.seek(&t, 0).unwrap();
     p.send_to("t", 0, (0..10).map(Payload::new)).unwrap();
     match c.poll_with(10, Duration::ZERO, |_| panic!("nothing to lend")) {
-        Err(Error::PartitionOffsetOutOfRange {
+        Err(Error::OffsetOutOfRange {
             requested,
             start,
             end,

@@ -274,7 +274,7 @@ where
         for (i, r) in records.iter().enumerate() {
             if let Some(ts) = r.timestamp {
                 if !crate::partition::valid_timestamp(ts) {
-                    failed = Some((i, Error::InvalidTimestamp { timestamp: ts }));
+                    failed = Some((i, Error::InvalidTimestamp { timestamp: ts, offset: None }));
                     break;
                 }
             }

@@ -791,8 +791,8 @@ where
         .flat_map(|s| s.replicas.iter())
         .find(|&&d| d >= dirs.count())
     {
-        return Err(Error::UnknownDataDir {
-            dir: *d,
+        return Err(Error::DataDirOutOfRange {
+            index: *d,
             count: dirs.count(),
         });
     }

@@ -113,8 +113,8 @@ fn decode_entry<K: Codec, V: Codec>(
     r: &crate::storage::record_batch::RecordView<'_>,
 ) -> Result<Entry<K, V>> {
     if !crate::partition::valid_timestamp(r.timestamp) {
-        return Err(Error::InvalidRecordTimestamp {
-            offset: r.offset,
+        return Err(Error::InvalidTimestamp {
+            offset: Some(r.offset),
             timestamp: r.timestamp,
         });
     }
@@ -460,8 +460,8 @@ mod tests {
             let r = batch.records().unwrap().next().unwrap().unwrap();
             match decode_entry::<(), u64>(&r) {
                 Ok(e) if ok => assert_eq!((e.timestamp(), *e.value()), (ts, 7)),
-                Err(Error::InvalidRecordTimestamp {
-                    offset: 3,
+                Err(Error::InvalidTimestamp {
+                    offset: Some(3),
                     timestamp,
                 }) if !ok => assert_eq!(timestamp, ts),
                 other => panic!("{ts}: {:?}", other.map(|e| e.timestamp())),

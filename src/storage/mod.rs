@@ -87,7 +87,7 @@
 //!   [`Error::NotRegularFile`](crate::Error::NotRegularFile)). Kafka's compaction leftovers
 //!   (`.swap`, `.cleaned`), which logbus never writes, are reported and left alone.
 //! - No input bytes make logbus panic, loop or read out of bounds; they are typed errors
-//!   ([`Error::CorruptSegment`](crate::Error::CorruptSegment) with file and byte position) or
+//!   ([`Error::Corrupt`](crate::Error::Corrupt) with file and byte position) or
 //!   reported repairs ([`RecoveryReport`]). Files are written only through [`Io`], with
 //!   positioned writes; nothing is memory-mapped, and index files hold exactly their entries.
 //!

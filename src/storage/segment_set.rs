@@ -341,14 +341,15 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// [`Error::CorruptBatch`] when `batch` is not one valid batch (CRC, structure, records),
+    /// [`Error::Corrupt`] when `batch` is not one valid batch (CRC, structure, records),
     /// [`Error::OffsetBelowLogEnd`] for a base offset below the log end, the errors of
     /// [`append`](SegmentSet::append) otherwise.
     pub fn append_batch(&mut self, batch: &[u8]) -> Result<AppendInfo> {
         self.check_online()?;
         let decoded = Batch::decode(batch)?;
         if decoded.size() != batch.len() as u64 {
-            return Err(Error::CorruptBatch {
+            return Err(Error::Corrupt {
+                file: None,
                 position: decoded.size(),
                 reason: crate::error::Corruption::TrailingBytes {
                     count: batch.len() as u64 - decoded.size(),
@@ -401,6 +402,8 @@ impl SegmentSet {
         let last = header.last_offset();
         if last >= MAX_OFFSET {
             return Err(Error::OffsetOutOfRange {
+                topic: None,
+                partition: None,
                 requested: last,
                 start: self.log_start_offset,
                 end: MAX_OFFSET,
@@ -535,7 +538,7 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// [`Error::OffsetOutOfRange`] outside `[log start, log end]`; [`Error::CorruptSegment`]
+    /// [`Error::OffsetOutOfRange`] outside `[log start, log end]`; [`Error::Corrupt`]
     /// when a header on the way is unreadable; I/O errors.
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<Vec<u8>> {
         let mut bytes = Vec::new();
@@ -586,6 +589,8 @@ impl SegmentSet {
         let end = self.log_end_offset();
         if offset < self.log_start_offset || offset > end {
             return Err(Error::OffsetOutOfRange {
+                topic: None,
+                partition: None,
                 requested: offset,
                 start: self.log_start_offset,
                 end,
@@ -639,7 +644,7 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// As [`read`](SegmentSet::read), plus [`Error::CorruptSegment`] for a malformed record
+    /// As [`read`](SegmentSet::read), plus [`Error::Corrupt`] for a malformed record
     /// and [`Error::UnsupportedCompression`] for a compressed batch.
     pub fn read_records(&self, offset: u64, max_bytes: usize) -> Result<Vec<(u64, BatchRecord)>> {
         let end = self.log_end_offset();

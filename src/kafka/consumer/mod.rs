@@ -732,7 +732,7 @@ where
     /// # Errors
     ///
     /// [`Error::NoGroupId`], [`Error::UnknownTopic`], [`Error::PartitionOutOfRange`],
-    /// [`Error::PartitionOffsetOutOfRange`] (an offset past the high watermark),
+    /// [`Error::OffsetOutOfRange`] (an offset past the high watermark),
     /// [`Error::Kafka`] / [`Error::KafkaTimeout`].
     pub fn commit_offsets(&mut self, offsets: &[(TopicPartition, u64)]) -> Result<()> {
         self.group("commit_offsets")?;
@@ -740,9 +740,9 @@ where
             self.check_partition(tp)?;
             let (low, high) = self.broker.watermarks(tp)?;
             if *o > high {
-                return Err(Error::PartitionOffsetOutOfRange {
-                    topic: tp.topic.clone(),
-                    partition: tp.partition,
+                return Err(Error::OffsetOutOfRange {
+                    topic: Some(tp.topic.clone()),
+                    partition: Some(tp.partition),
                     requested: *o,
                     start: low,
                     end: high,

@@ -25,16 +25,16 @@ where
     ///
     /// # Errors
     ///
-    /// [`Error::NotAssigned`]; [`Error::PartitionOffsetOutOfRange`] for an offset above
+    /// [`Error::NotAssigned`]; [`Error::OffsetOutOfRange`] for an offset above
     /// `i64::MAX` (Kafka's offsets are signed: librdkafka would read such an offset as one
     /// of its markers, "end" or "beginning"); [`Error::Kafka`].
     pub fn seek(&mut self, tp: &TopicPartition, offset: u64) -> Result<()> {
         let i = self.index(tp)?;
         if i64::try_from(offset).is_err() {
             let (start, end) = self.broker.watermarks(tp)?;
-            return Err(Error::PartitionOffsetOutOfRange {
-                topic: tp.topic.clone(),
-                partition: tp.partition,
+            return Err(Error::OffsetOutOfRange {
+                topic: Some(tp.topic.clone()),
+                partition: Some(tp.partition),
                 requested: offset,
                 start,
                 end,
@@ -143,7 +143,7 @@ where
         let mut l = TopicPartitionList::with_capacity(query.len());
         for (tp, ts) in query {
             if !crate::partition::valid_timestamp(*ts) {
-                return Err(Error::InvalidTimestamp { timestamp: *ts });
+                return Err(Error::InvalidTimestamp { timestamp: *ts, offset: None });
             }
             self.check_partition(tp)?;
             let _ = l.add_partition_offset(&tp.topic, tp.partition as i32, Offset::Offset(*ts));

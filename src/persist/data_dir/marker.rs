@@ -311,6 +311,7 @@ fn look(io: &dyn Io, dir: &Path) -> Result<Found> {
         None => Ok(Found::Empty),
         Some(example) => Err(Error::DataDirUnformatted {
             dir: dir.to_path_buf(),
+            missing: false,
             entries: 1 + rest.count(),
             example: Some(example),
         }),
@@ -349,7 +350,7 @@ impl Plan {
 /// # Errors
 ///
 /// [`Error::DataDirUnformatted`] for a directory holding something without a marker (even
-/// with `create`), or an empty one without `create`; [`Error::DataDirMissing`] for a
+/// with `create`), or an empty one without `create`; [`Error::DataDirUnformatted`] for a
 /// missing path without `create`; [`Error::DataDirLost`] for a member of the set without its
 /// marker (without `replace_lost`); [`Error::InvalidDirMarker`]; [`Error::ForeignDataDir`]
 /// for a marker of another broker or set; without `whole_set`,
@@ -365,11 +366,15 @@ pub(crate) fn plan(
     let unformatted = |i: usize| -> Result<()> {
         match (&found[i], options.create) {
             (Found::Marker(_), _) | (_, true) => Ok(()),
-            (Found::Missing, false) => Err(Error::DataDirMissing {
+            (Found::Missing, false) => Err(Error::DataDirUnformatted {
                 dir: paths[i].clone(),
+                missing: true,
+                entries: 0,
+                example: None,
             }),
             (Found::Empty, false) => Err(Error::DataDirUnformatted {
                 dir: paths[i].clone(),
+                missing: false,
                 entries: 0,
                 example: None,
             }),
