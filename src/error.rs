@@ -54,9 +54,32 @@ pub enum Error {
         newest: u64,
     },
 
-    /// An operation did not complete before its deadline.
-    #[error("timed out")]
-    Timeout,
+    /// An operation did not complete before its deadline: a local wait (a send waiting for
+    /// room or for its acknowledgement, the `kafka` feature's client queue staying full), or
+    /// a request to a Kafka cluster that got no answer in time (the `kafka` feature, with
+    /// `code` set: a record not acknowledged within its delivery timeout, a commit or a
+    /// metadata request not answered). Whether the operation took effect is not known, so a
+    /// retry may duplicate it.
+    #[error(
+        "{operation}{} timed out{}{}",
+        at(topic, partition),
+        match timeout_ms { Some(ms) => format!(" after {ms} ms"), None => String::new() },
+        match code { Some(c) => format!(" (kafka code {c})"), None => String::new() }
+    )]
+    Timeout {
+        /// What logbus was doing (`"send"`, `"commit"`, `"poll"`, ...).
+        operation: &'static str,
+        /// The topic, when known.
+        topic: Option<String>,
+        /// The partition, when known.
+        partition: Option<u32>,
+        /// The timeout that passed, in milliseconds, when known (`None`: the cluster's own,
+        /// or a deadline the caller's timeout does not name).
+        timeout_ms: Option<u64>,
+        /// Kafka's error code when a cluster's request timed out (`_MSG_TIMED_OUT`,
+        /// `_TIMED_OUT`, `REQUEST_TIMED_OUT`); `None` for a local wait.
+        code: Option<i32>,
+    },
 
     /// Bytes failed validation (see [`Corruption`]): a record batch, a segment or an index
     /// file. `file` is `None` while the bytes are known only as bytes in memory (the record
@@ -729,26 +752,6 @@ pub enum Error {
         reason: String,
     },
 
-    /// A request to a Kafka cluster got no answer in time (the `kafka` feature): a record
-    /// not acknowledged within its delivery timeout, a commit or a metadata request not
-    /// answered. Whether the request took effect is unknown.
-    #[error(
-        "kafka: {operation}{} timed out after {timeout_ms} ms (code {code})",
-        at(topic, partition)
-    )]
-    KafkaTimeout {
-        /// What logbus was doing.
-        operation: &'static str,
-        /// The topic, when known.
-        topic: Option<String>,
-        /// The partition, when known.
-        partition: Option<u32>,
-        /// Kafka's error code (`_MSG_TIMED_OUT`, `_TIMED_OUT`, `REQUEST_TIMED_OUT`).
-        code: i32,
-        /// The timeout that passed, in milliseconds (0 when the cluster's own).
-        timeout_ms: u64,
-    },
-
     /// An export found source records missing on the target with later ones already
     /// there (the `kafka` feature): the cluster refused some records while it accepted the
     /// ones after them. Kafka appends only, so the missing records cannot be put back in
@@ -812,7 +815,7 @@ fn ranges(ranges: &[(u64, u64)]) -> String {
     text
 }
 
-/// " of `topic`-partition" for the Kafka errors' messages.
+/// " of `topic`-partition" for the messages of the errors that may name a partition.
 fn at(topic: &Option<String>, partition: &Option<u32>) -> String {
     match (topic, partition) {
         (Some(t), Some(p)) => format!(" of `{t}`-{p}"),

@@ -274,7 +274,13 @@ fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
             topic: topic.to_owned(),
             partition,
         },
-        AppendError::Timeout => Error::Timeout,
+        AppendError::Timeout => Error::Timeout {
+            operation: "send",
+            topic: Some(topic.to_owned()),
+            partition: Some(partition),
+            timeout_ms: None,
+            code: None,
+        },
         AppendError::TooLarge(size, max) => Error::RecordTooLarge {
             what: "record (max_message_bytes, or what a batch in one segment holds)",
             size,

@@ -233,7 +233,7 @@ fn block_waits_for_room_without_holding_back_the_producers_other_threads() {
     b.delete_group("g").unwrap();
     let (free, timed) = got.expect("the producer's other threads were held behind the wait");
     assert_eq!(free.unwrap(), 1);
-    assert!(matches!(timed, Err(Error::Timeout)), "{timed:?}");
+    assert!(matches!(timed, Err(Error::Timeout { .. })), "{timed:?}");
     assert_eq!(waiting.join().unwrap().unwrap(), 5);
     let got: Vec<_> = read_all::<()>(&b, "full", 0)
         .into_iter()

@@ -748,7 +748,7 @@ fn send_timeout_bounds_the_wait_for_acks() {
     let err = p
         .send_timeout(Record::new(T, 1), Duration::from_millis(50))
         .unwrap_err();
-    assert!(matches!(err.error(), Error::Timeout), "{err:?}");
+    assert!(matches!(err.error(), Error::Timeout { .. }), "{err:?}");
     assert_eq!(
         err.into_record().expect("the record is handed back").value,
         1,

@@ -729,7 +729,7 @@ fn block_gates_producers_on_the_committed_offset_until_delete_group() {
         p.send_timeout(Record::new("t", 4), Duration::from_millis(5))
             .unwrap_err()
             .error(),
-        Error::Timeout
+        Error::Timeout { .. }
     ));
     c.commit_offsets(&[(t.clone(), 2)]).unwrap();
     p.try_send(Record::new("t", 4)).unwrap();

@@ -157,7 +157,7 @@ fn empty_batches_and_zero_timeouts() {
     let e = p
         .send_timeout(Record::new("t", 3), Duration::ZERO)
         .unwrap_err();
-    assert!(matches!(e.error(), Error::Timeout), "{e:?}");
+    assert!(matches!(e.error(), Error::Timeout { .. }), "{e:?}");
     assert_eq!(e.into_record().unwrap().value, 3);
     let e = p.try_send(Record::new("t", 3)).unwrap_err();
     assert!(matches!(e.error(), Error::Full { .. }), "{e:?}");
@@ -481,7 +481,7 @@ fn a_send_waiting_for_room_does_not_block_other_threads_of_the_same_producer() {
     b.delete_group("g").unwrap();
     let (a, timed) = got.expect("try_send/send_timeout were held behind another thread's send");
     assert_eq!(a.unwrap(), 0);
-    assert!(matches!(timed, Err(Error::Timeout)), "{timed:?}");
+    assert!(matches!(timed, Err(Error::Timeout { .. })), "{timed:?}");
     other.join().unwrap();
     assert_eq!(waiting.join().unwrap().unwrap(), 2);
 }
@@ -1016,7 +1016,7 @@ fn delete_and_recreate_while_sending_and_polling() {
                             Err(
                                 Error::UnknownTopic { .. }
                                 | Error::Closed { .. }
-                                | Error::Timeout
+                                | Error::Timeout { .. }
                                 | Error::Full { .. },
                             ) => {}
                             Err(e) => panic!("unexpected: {e:?}"),

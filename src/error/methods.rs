@@ -10,8 +10,8 @@ use super::Error;
 impl Error {
     /// Whether trying the same request again may succeed: a Kafka error its cluster calls
     /// retriable ([`Error::Kafka`] with `retriable`). Timeouts are told apart by their own
-    /// variants ([`Error::Timeout`], [`Error::KafkaTimeout`]): whether the request took effect
-    /// is unknown there, so a retry may duplicate it.
+    /// variant ([`Error::Timeout`]): whether the request took effect is unknown there, so a
+    /// retry may duplicate it.
     pub fn is_retriable(&self) -> bool {
         matches!(
             self,

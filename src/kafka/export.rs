@@ -268,7 +268,7 @@ pub struct CopyReport {
 /// partitions; the data directory's errors ([`Error::DirectoryLocked`], I/O, corruption);
 /// [`Error::ExportGap`] when records are missing on the target before others that landed;
 /// [`Error::CopyTargetMismatch`] when the target holds something other than this source's
-/// copy where the export would continue; [`Error::Kafka`] / [`Error::KafkaTimeout`] from the
+/// copy where the export would continue; [`Error::Kafka`] / [`Error::Timeout`] from the
 /// cluster (what was acknowledged stays: run the export again to resume).
 pub fn export(
     data_dir: impl AsRef<Path>,
@@ -892,7 +892,7 @@ fn count_records(set: &SegmentSet) -> Result<u64> {
 /// import makes; [`Error::InvalidConfig`] when it has it with another partition count;
 /// [`Error::CopyTargetMismatch`] when its records are not the cluster's, from the start of
 /// each partition; [`Error::UnknownTopic`]; the data directory's errors; [`Error::Kafka`] /
-/// [`Error::KafkaTimeout`].
+/// [`Error::Timeout`].
 pub fn import(
     data_dir: impl Into<PathBuf>,
     broker: &KafkaBroker,

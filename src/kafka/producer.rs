@@ -213,7 +213,7 @@ where
     /// [`SendError`] with the record and: [`Error::InvalidTimestamp`],
     /// [`Error::UnknownTopic`], [`Error::PartitionOutOfRange`] (an explicit partition past
     /// the count), [`Error::RecordTooLarge`], [`Error::Kafka`] (the cluster refused it,
-    /// retriable or not, after librdkafka's own retries), [`Error::KafkaTimeout`] (not
+    /// retriable or not, after librdkafka's own retries), [`Error::Timeout`] (not
     /// acknowledged within `message.timeout.ms`).
     pub fn send(&self, record: Record<K, V>) -> Result<RecordMetadata, SendError<K, V>> {
         self.send_timeout(record, self.shared().delivery_timeout)
@@ -376,7 +376,7 @@ where
 
     fn enqueue_error(&self, code: Code, r: &Record<K, V>, at: At<'_>) -> Error {
         match code {
-            Code::QueueFull => Error::Timeout,
+            Code::QueueFull => crate::kafka::error::timed_out(at),
             Code::UnknownPartition => self.partition_error(r),
             c => from_code(c, "refused by the client".into(), at),
         }
@@ -408,7 +408,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`Error::KafkaTimeout`] when records are still unacknowledged after
+    /// [`Error::Timeout`] when records are still unacknowledged after
     /// `message.timeout.ms`.
     pub fn flush(&self) -> Result<()> {
         let shared = self.shared();

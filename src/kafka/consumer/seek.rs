@@ -135,7 +135,7 @@ where
     /// # Errors
     ///
     /// [`Error::InvalidTimestamp`] (outside `0..=`[`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP)), [`Error::UnknownTopic`],
-    /// [`Error::PartitionOutOfRange`], [`Error::Kafka`] / [`Error::KafkaTimeout`].
+    /// [`Error::PartitionOutOfRange`], [`Error::Kafka`] / [`Error::Timeout`].
     pub fn offsets_for_times(
         &mut self,
         query: &[(TopicPartition, i64)],
@@ -207,7 +207,10 @@ where
             );
         }
         let at = self.at("offsets_for_times", tp);
-        let probe = self.probe.as_ref().ok_or(Error::Timeout)?;
+        let probe = self
+            .probe
+            .as_ref()
+            .ok_or_else(|| crate::kafka::error::timed_out(at))?;
         let mut l = TopicPartitionList::new();
         let _ = l.add_partition_offset(&tp.topic, tp.partition as i32, Offset::Offset(from as i64));
         probe.assign(&l).map_err(|e| from_kafka(e, at))?;
