@@ -27,7 +27,8 @@ pub enum Delivery {
     },
 }
 
-/// What publishing does when an asynchronous subscriber's buffer is full.
+/// What publishing does when an asynchronous subscriber's buffer is full: the policy for a
+/// slow subscriber.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlowSubscriberPolicy {
     /// `publish` waits for room (backpressure: a slow subscriber slows publishers down).

@@ -3,7 +3,8 @@
 use super::slot::MAX_START;
 use crate::Error;
 
-/// What a producer does when the slot it needs still holds an entry a reader has not read.
+/// What a producer does when the slot it needs still holds an entry a reader has not read:
+/// when it would lap the slowest reader, a full ring behind it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum LapPolicy {

@@ -18,7 +18,8 @@
 //!   producers back (a producer never overwrites a slot a gating reader has not passed);
 //!   *non-gating* readers never do, and are told exactly how many entries they missed when
 //!   they fall a lap behind ([`TryReadError::Lagged`]).
-//! - **Overflow** ([`LapPolicy`]): `Block` (producers wait for gating readers) or
+//! - **Lap policy** ([`LapPolicy`], what a producer does when it would lap the slowest
+//!   reader): `Block` (producers wait for gating readers) or
 //!   `DropOldest` (producers never wait for readers; the word topics and the observer use).
 //! - **Waiting** (`wait`, over `sync::WaitSet`): check, yield, then park (a spin phase
 //!   exists but is zero rounds by default: spinning measured worse than yielding on the

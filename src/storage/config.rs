@@ -1,6 +1,8 @@
-//! How a partition log is configured ([`LogConfig`], Kafka's topic-level settings) and what
-//! [`SegmentSet::open`](super::SegmentSet::open) is given ([`LogSetup`]): one config struct
-//! per concern, each with defaults and a `validate`.
+//! How a partition log is configured ([`LogConfig`], Kafka's topic-level settings: plain
+//! values, the same for every log of a topic) and what
+//! [`SegmentSet::open`](super::SegmentSet::open) is given ([`LogSetup`]: those settings plus
+//! what is not a setting, the file system and clock the log runs on and the checkpoints it
+//! was last left with). Each has defaults and a `validate`.
 
 use std::fmt;
 
@@ -147,8 +149,9 @@ impl LogConfig {
 }
 
 /// Everything [`SegmentSet::open`](super::SegmentSet::open) needs besides the directory: the
-/// log's settings, the file system and clock it runs on, and the checkpoints it was last left
-/// with.
+/// log's settings ([`LogConfig`]), the file system and clock it runs on, and the checkpoints
+/// it was last left with. Not a config: two logs of one topic share a `LogConfig`, each has
+/// its own checkpoints.
 ///
 /// The default is [`LogConfig::default`] on the real file system ([`FsIo`]) and the system
 /// clock, with [`Checkpoints::default`] (revalidate every segment); set only what differs.
