@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use logbus::storage::record_batch::Batch;
-use logbus::storage::{Checkpoints, LogConfig, LogSetup, BatchRecord, SegmentSet};
+use logbus::storage::{BatchRecord, Checkpoints, LogConfig, LogSetup, SegmentSet};
 use logbus::{Clock, SystemClock};
 
 const MIB: u64 = 1 << 20;

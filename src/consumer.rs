@@ -709,7 +709,10 @@ where
         let mut out = HashMap::with_capacity(query.len());
         for (tp, ts) in query {
             if !crate::partition::valid_timestamp(*ts) {
-                return Err(Error::InvalidTimestamp { timestamp: *ts, offset: None });
+                return Err(Error::InvalidTimestamp {
+                    timestamp: *ts,
+                    offset: None,
+                });
             }
             let found = self.broker.offset_for_time(tp, *ts)?;
             out.insert(

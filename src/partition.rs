@@ -47,9 +47,7 @@ use std::fmt;
 
 use bytes::Bytes;
 
-use crate::ring::{
-    GetError, LapPolicy, Producer as RingProducer, Reader, Ring, RingConfig, Start,
-};
+use crate::ring::{GetError, LapPolicy, Producer as RingProducer, Reader, Ring, RingConfig, Start};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::time::Instant;
 // Std's Arc (also under loom): group names are `Arc<str>` (see `sync::StdArc`).

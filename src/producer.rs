@@ -922,7 +922,10 @@ where
             if state.topics[t].is_named(&record.topic) {
                 if let Some(ts) = record.timestamp {
                     if !valid_timestamp(ts) {
-                        return Err(Error::InvalidTimestamp { timestamp: ts, offset: None });
+                        return Err(Error::InvalidTimestamp {
+                            timestamp: ts,
+                            offset: None,
+                        });
                     }
                 }
                 let State {
@@ -945,7 +948,10 @@ where
     fn route(&self, state: &mut State<K, V>, record: &Record<K, V>) -> Result<(usize, u32)> {
         if let Some(ts) = record.timestamp {
             if !valid_timestamp(ts) {
-                return Err(Error::InvalidTimestamp { timestamp: ts, offset: None });
+                return Err(Error::InvalidTimestamp {
+                    timestamp: ts,
+                    offset: None,
+                });
             }
         }
         let t = match state.topics.get_mut(state.last) {

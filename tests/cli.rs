@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use logbus::storage::record_batch::{encode_batch, BatchHeader, Header, BatchRecord};
+use logbus::storage::record_batch::{encode_batch, BatchHeader, BatchRecord, Header};
 use logbus::storage::{offset_index, time_index};
 use logbus::storage::{LogConfig, LogSetup, SegmentSet};
 

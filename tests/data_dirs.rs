@@ -51,7 +51,10 @@ fn a_missing_path_is_refused_untouched_without_create() {
     assert!(err.to_string().contains("create(true)"), "{err}");
     assert!(!dir.exists(), "a refused open created the directory");
     let err = logbus::persist::describe_data_dir(&dir).unwrap_err();
-    assert!(matches!(err, Error::DataDirUnformatted { missing: true, .. }), "{err}");
+    assert!(
+        matches!(err, Error::DataDirUnformatted { missing: true, .. }),
+        "{err}"
+    );
     assert!(!dir.exists(), "describe created the directory");
 }
 
@@ -123,7 +126,10 @@ fn a_vanished_data_directory_is_not_an_empty_log() {
                 "{err}"
             );
         } else {
-            assert!(matches!(err, Error::DataDirUnformatted { missing: true, .. }), "{err}");
+            assert!(
+                matches!(err, Error::DataDirUnformatted { missing: true, .. }),
+                "{err}"
+            );
         }
     }
 }

@@ -377,7 +377,8 @@ fn unsubscribing_loses_no_buffered_event() {
     let bus = EventBus::<u32>::new();
     let gate = Arc::new(Mutex::new(()));
     let held = gate.lock().unwrap();
-    let (block_seen, block) = gated_counter(&bus, EVENTS as usize, SlowSubscriberPolicy::Block, &gate);
+    let (block_seen, block) =
+        gated_counter(&bus, EVENTS as usize, SlowSubscriberPolicy::Block, &gate);
     let (oldest_seen, oldest) = gated_counter(&bus, 16, SlowSubscriberPolicy::DropOldest, &gate);
     for e in 0..EVENTS {
         assert_eq!(bus.publish(e), 2);

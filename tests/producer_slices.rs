@@ -92,7 +92,13 @@ fn a_bad_timestamp_sends_those_before_it() {
     assert_eq!(e.sent, 3);
     // The first bad one is reported.
     assert!(
-        matches!(e.error, Error::InvalidTimestamp { timestamp: -5, offset: None }),
+        matches!(
+            e.error,
+            Error::InvalidTimestamp {
+                timestamp: -5,
+                offset: None
+            }
+        ),
         "{e}"
     );
     assert_eq!(b.describe_topic("t").unwrap().partitions[0].log_end, 3);
@@ -102,7 +108,8 @@ fn a_bad_timestamp_sends_those_before_it() {
     assert!(matches!(
         e.error,
         Error::InvalidTimestamp {
-            timestamp: i64::MIN, offset: None
+            timestamp: i64::MIN,
+            offset: None
         }
     ));
     // Past `MAX_TIMESTAMP` (2^62 - 1) is bad, in any lane of the eight-at-a-time check.
@@ -127,7 +134,10 @@ fn a_bad_timestamp_sends_those_before_it() {
     let as_error: Error = p.send_slice_to("t", 0, &[(-2, 0)]).unwrap_err().into();
     assert!(matches!(
         as_error,
-        Error::InvalidTimestamp { timestamp: -2, offset: None }
+        Error::InvalidTimestamp {
+            timestamp: -2,
+            offset: None
+        }
     ));
 }
 

@@ -138,7 +138,9 @@ mod ring {
 
 mod observer {
     use super::*;
-    use logbus::observer::{Delivery, EventBus, SlowSubscriberPolicy, SubscriberPanic, Subscription};
+    use logbus::observer::{
+        Delivery, EventBus, SlowSubscriberPolicy, SubscriberPanic, Subscription,
+    };
 
     #[test]
     fn bus_and_subscriptions_are_send_and_sync() {
@@ -204,7 +206,7 @@ mod storage {
     use logbus::storage::record_batch::{Batch, BatchBuilder, BatchIter, BatchRecords};
     use logbus::storage::verify::{PartitionReport, TreeReport, VerifyConfig};
     use logbus::storage::{
-        AppendInfo, BatchHeader, Checkpoints, FsIo, LogConfig, Problem, ProblemKind, BatchRecord,
+        AppendInfo, BatchHeader, BatchRecord, Checkpoints, FsIo, LogConfig, Problem, ProblemKind,
         RecoveryReport, ScanEnd, SegmentInfo, SegmentSet, Truncation, VerifyReport,
     };
 

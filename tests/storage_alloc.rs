@@ -11,7 +11,7 @@ use std::sync::Arc;
 use alloc_common::allocations_during;
 
 use logbus::storage::record_batch::encode_batch;
-use logbus::storage::{LogConfig, LogSetup, BatchRecord, SegmentSet};
+use logbus::storage::{BatchRecord, LogConfig, LogSetup, SegmentSet};
 use logbus::{Clock, SystemClock};
 
 fn record(i: u64) -> BatchRecord {

@@ -1,6 +1,6 @@
 //! RecordBatch v2 codec: encode → decode round trips with random records, and hostile bytes.
 
-use logbus::storage::record_batch::{Batch, BatchBuilder, BatchIter, Header, BatchRecord};
+use logbus::storage::record_batch::{Batch, BatchBuilder, BatchIter, BatchRecord, Header};
 use logbus::Error;
 use proptest::prelude::*;
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 use logbus::storage::file_names::{file_name, MAX_OFFSET};
 use logbus::storage::record_batch::{crc32c, encode_batch, BatchHeader};
 use logbus::storage::verify::{verify_partition_with, VerifyConfig};
-use logbus::storage::{Checkpoints, FsIo, LogConfig, LogSetup, BatchRecord, SegmentSet};
+use logbus::storage::{BatchRecord, Checkpoints, FsIo, LogConfig, LogSetup, SegmentSet};
 use logbus::Error;
 use storage_common::*;
 
@@ -519,7 +519,9 @@ fn cases() -> Vec<(&'static str, Craft)> {
             let base = bases_of(d).last().copied().unwrap();
             let mut b = fs::read(log_of(d, base)).unwrap();
             let next = 30;
-            b.extend(encode_batch(next, &[BatchRecord::new(T0, None, &vec![9u8; 2 << 20])]).unwrap());
+            b.extend(
+                encode_batch(next, &[BatchRecord::new(T0, None, &vec![9u8; 2 << 20])]).unwrap(),
+            );
             fs::write(log_of(d, base), b).unwrap();
         }),
         // Swap and cleaner files.

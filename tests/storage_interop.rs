@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use logbus::storage::record_batch::{BatchIter, Header, BatchRecord};
+use logbus::storage::record_batch::{BatchIter, BatchRecord, Header};
 use logbus::storage::{Checkpoints, LogConfig, LogSetup, SegmentSet};
 
 fn python() -> String {

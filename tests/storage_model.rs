@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use logbus::storage::fault::FaultyIo;
-use logbus::storage::{Checkpoints, Io, LogConfig, LogSetup, BatchRecord, SegmentSet};
+use logbus::storage::{BatchRecord, Checkpoints, Io, LogConfig, LogSetup, SegmentSet};
 use logbus::{Clock, ManualClock};
 use proptest::prelude::*;
 use storage_common::*;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use logbus::storage::fault::{Fault, FaultyIo};
 use logbus::storage::record_batch::encode_batch;
-use logbus::storage::{Checkpoints, Io, LogConfig, LogSetup, BatchRecord, SegmentSet};
+use logbus::storage::{BatchRecord, Checkpoints, Io, LogConfig, LogSetup, SegmentSet};
 use storage_common::*;
 
 fn dir() -> PathBuf {

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use logbus::storage::file_names::file_name;
 use logbus::storage::{
-    offset_index, time_index, BatchBuilder, Checkpoints, DirLock, FsIo, Io, IoFile, LogConfig,
-    LogSetup, OpenMode, BatchRecord, SegmentSet,
+    offset_index, time_index, BatchBuilder, BatchRecord, Checkpoints, DirLock, FsIo, Io, IoFile,
+    LogConfig, LogSetup, OpenMode, SegmentSet,
 };
 use logbus::{Clock, Error, ManualClock};
 use storage_common::*;
@@ -123,13 +123,15 @@ fn rolls_by_size_time_full_index_and_clock() {
     };
     let mut log = open_real(dir.path(), config.clone(), clock());
     log.append(&[BatchRecord::new(T0, None, b"a")]).unwrap();
-    log.append(&[BatchRecord::new(T0 + 1000, None, b"b")]).unwrap();
+    log.append(&[BatchRecord::new(T0 + 1000, None, b"b")])
+        .unwrap();
     assert_eq!(
         log.segments().len(),
         1,
         "1000 ms waited is not more than segment_ms"
     );
-    log.append(&[BatchRecord::new(T0 + 1001, None, b"c")]).unwrap();
+    log.append(&[BatchRecord::new(T0 + 1001, None, b"c")])
+        .unwrap();
     assert_eq!(log.segments().len(), 2);
     drop(log);
 

@@ -239,7 +239,10 @@ fn producer_errors_hand_the_record_back() {
     let e = p.send(Record::new("t", 3).timestamp(-1)).unwrap_err();
     assert!(matches!(
         e.error(),
-        Error::InvalidTimestamp { timestamp: -1, offset: None }
+        Error::InvalidTimestamp {
+            timestamp: -1,
+            offset: None
+        }
     ));
     let wrong = b.producer::<String, u64>();
     let e = wrong.send(Record::new("t", 4)).unwrap_err();

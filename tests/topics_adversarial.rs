@@ -85,10 +85,7 @@ fn commit_offsets_u64_max_is_a_typed_error() {
         .consumer::<(), u64>(ConsumerConfig::new().group_id("g"))
         .unwrap();
     let e = c.commit_offsets(&[(tp("t", 0), u64::MAX)]).unwrap_err();
-    assert!(
-        matches!(e, Error::OffsetOutOfRange { .. }),
-        "{e:?}"
-    );
+    assert!(matches!(e, Error::OffsetOutOfRange { .. }), "{e:?}");
     assert_eq!(c.committed(&tp("t", 0)).unwrap(), None);
 }
 
@@ -305,12 +302,16 @@ fn offsets_for_times_ties_and_absent() {
     assert_eq!(at(logbus::MAX_TIMESTAMP), None);
     assert!(matches!(
         c.offsets_for_times(&[(tp("t", 0), -1)]),
-        Err(Error::InvalidTimestamp { timestamp: -1, offset: None })
+        Err(Error::InvalidTimestamp {
+            timestamp: -1,
+            offset: None
+        })
     ));
     assert!(matches!(
         c.offsets_for_times(&[(tp("t", 0), i64::MAX)]),
         Err(Error::InvalidTimestamp {
-            timestamp: i64::MAX, offset: None
+            timestamp: i64::MAX,
+            offset: None
         })
     ));
 }
@@ -323,7 +324,13 @@ fn send_to_with_a_bad_timestamp_mid_stream_sends_those_before() {
     let it = (0..5).map(|v| Payload::new(v).timestamp(if v == 3 { -1 } else { v as i64 }));
     let e = p.send_to("t", 0, it).unwrap_err();
     assert_eq!(e.sent, 3);
-    assert!(matches!(e.error, Error::InvalidTimestamp { timestamp: -1, offset: None }));
+    assert!(matches!(
+        e.error,
+        Error::InvalidTimestamp {
+            timestamp: -1,
+            offset: None
+        }
+    ));
     assert_eq!(b.describe_topic("t").unwrap().partitions[0].log_end, 3);
     let e = p
         .send_to("t", 1, std::iter::once(Payload::new(0)))

@@ -138,7 +138,13 @@ fn send_to_errors_say_how_many_were_sent() {
     });
     let e = p.send_to("t", 1, records).unwrap_err();
     assert_eq!(e.sent, 2);
-    assert!(matches!(e.error, Error::InvalidTimestamp { timestamp: -7, offset: None }));
+    assert!(matches!(
+        e.error,
+        Error::InvalidTimestamp {
+            timestamp: -7,
+            offset: None
+        }
+    ));
     assert_eq!(asked, 3);
     let values: Vec<u64> = read_all(&b, "t", 1).iter().map(|s| s.3).collect();
     assert_eq!(values, [0, 1]);
@@ -147,7 +153,10 @@ fn send_to_errors_say_how_many_were_sent() {
         e.to_string(),
         format!(
             "sent 2 records, then: {}",
-            Error::InvalidTimestamp { timestamp: -7, offset: None }
+            Error::InvalidTimestamp {
+                timestamp: -7,
+                offset: None
+            }
         )
     );
     let f = || -> logbus::Result<usize> { Ok(p.send_to("nope", 0, [Payload::new(1)])?) };

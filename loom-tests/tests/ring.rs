@@ -4,7 +4,7 @@
 #![cfg(logbus_loom)]
 
 use logbus::ring::{
-    MultiProducer, LapPolicy, ReadError, Ring, RingConfig, Start, TryPublishError, TryReadError,
+    LapPolicy, MultiProducer, ReadError, Ring, RingConfig, Start, TryPublishError, TryReadError,
 };
 use loom::sync::Arc;
 use loom::thread;

@@ -446,7 +446,10 @@ fn same_headers(a: &[Header], b: &[(String, Option<Bytes>)]) -> bool {
 
 /// Whether `target` is a copy of `source` (key, value, headers but the marker; Kafka gives
 /// a null value as empty bytes, and a topic may stamp its own timestamps).
-fn same_content(source: &crate::storage::BatchRecord, target: &ConsumerRecord<Bytes, Bytes>) -> bool {
+fn same_content(
+    source: &crate::storage::BatchRecord,
+    target: &ConsumerRecord<Bytes, Bytes>,
+) -> bool {
     source.key.as_deref() == target.key.as_deref()
         && source.value.as_deref().unwrap_or_default() == &target.value[..]
         && same_headers(&source.headers, without_marker(&target.headers))

@@ -274,7 +274,13 @@ where
         for (i, r) in records.iter().enumerate() {
             if let Some(ts) = r.timestamp {
                 if !crate::partition::valid_timestamp(ts) {
-                    failed = Some((i, Error::InvalidTimestamp { timestamp: ts, offset: None }));
+                    failed = Some((
+                        i,
+                        Error::InvalidTimestamp {
+                            timestamp: ts,
+                            offset: None,
+                        },
+                    ));
                     break;
                 }
             }

@@ -162,7 +162,10 @@ where
             for p in records.by_ref() {
                 let timestamp = match p.timestamp {
                     Some(ts) if !valid_timestamp(ts) => {
-                        bad = Some(Error::InvalidTimestamp { timestamp: ts, offset: None });
+                        bad = Some(Error::InvalidTimestamp {
+                            timestamp: ts,
+                            offset: None,
+                        });
                         break;
                     }
                     Some(ts) => ts,
@@ -284,7 +287,8 @@ where
             Ok(()) if any_bad => Err(failed(
                 sent,
                 Error::InvalidTimestamp {
-                    timestamp: records[good].0, offset: None,
+                    timestamp: records[good].0,
+                    offset: None,
                 },
             )),
             Ok(()) => Ok(sent),

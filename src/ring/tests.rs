@@ -839,9 +839,11 @@ fn single_producer_plain_fast_path_marks_impure() {
 /// slot accesses for races.
 #[test]
 fn single_producer_announcing_reader_races_untagged_overwrites() {
-    let (mut p, ring) =
-        Ring::<u64>::single_producer_plain(RingConfig::new(4).overflow(LapPolicy::DropOldest), None)
-            .unwrap();
+    let (mut p, ring) = Ring::<u64>::single_producer_plain(
+        RingConfig::new(4).overflow(LapPolicy::DropOldest),
+        None,
+    )
+    .unwrap();
     let r = ring.announcing_reader().unwrap();
     let tail = ring.clone();
     let reader = thread::spawn(move || {

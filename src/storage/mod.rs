@@ -132,7 +132,7 @@ pub mod verify;
 
 pub use config::{LogConfig, LogSetup};
 pub use io::{DirLock, FsIo, Io, IoFile, OpenMode};
-pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, Header, BatchRecord};
+pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, BatchRecord, Header};
 pub use recovery::{RecoveryReport, Truncation};
 pub use scan::{scan_log, ScanEnd};
 pub use segment_set::{AppendInfo, Checkpoints, SegmentInfo, SegmentSet};

@@ -46,7 +46,7 @@ pub use super::config::{LogConfig, LogSetup, SEVEN_DAYS_MS};
 use super::file_names::MAX_OFFSET;
 use super::io::{DirLock, Io};
 use super::record_batch::{
-    next_batch_extent, Batch, BatchBuilder, BatchHeader, BatchIter, Extent, BatchRecord,
+    next_batch_extent, Batch, BatchBuilder, BatchHeader, BatchIter, BatchRecord, Extent,
 };
 use super::recovery::{self, RecoveryReport};
 use super::segment::Segment;

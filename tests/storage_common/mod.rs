@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use logbus::storage::record_batch::crc32c;
 use logbus::storage::{
-    verify_dir, Checkpoints, Io, LogConfig, LogSetup, BatchRecord, RecoveryReport, SegmentSet,
+    verify_dir, BatchRecord, Checkpoints, Io, LogConfig, LogSetup, RecoveryReport, SegmentSet,
 };
 use logbus::{Clock, ManualClock};
 

@@ -143,7 +143,10 @@ where
         let mut l = TopicPartitionList::with_capacity(query.len());
         for (tp, ts) in query {
             if !crate::partition::valid_timestamp(*ts) {
-                return Err(Error::InvalidTimestamp { timestamp: *ts, offset: None });
+                return Err(Error::InvalidTimestamp {
+                    timestamp: *ts,
+                    offset: None,
+                });
             }
             self.check_partition(tp)?;
             let _ = l.add_partition_offset(&tp.topic, tp.partition as i32, Offset::Offset(*ts));

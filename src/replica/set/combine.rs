@@ -14,7 +14,7 @@
 //! finds its request not done finds it still queued, takes it out and appends it itself:
 //! every request is appended exactly once, by whichever comes first.
 
-use super::{Failure, Nudge, SendRecords, ReplicaSet, State};
+use super::{Failure, Nudge, ReplicaSet, SendRecords, State};
 use crate::partition::{Acks, AppendError};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::StdArc as Arc;

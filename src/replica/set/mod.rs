@@ -33,7 +33,7 @@ use send::Nudge;
 pub(crate) use send::SendProgress;
 
 use super::events::{EventKind, Events, ReplicaEvent};
-use super::log::{runs_of, truncation_point, Chunk, SendRecords, ReplicaLog, Run, CHUNK_MAX};
+use super::log::{runs_of, truncation_point, Chunk, ReplicaLog, Run, SendRecords, CHUNK_MAX};
 use super::store::ReplicaStore;
 use crate::clock::Clock;
 use crate::partition::{

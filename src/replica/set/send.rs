@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::combine::Entered;
-use super::{Failure, SendRecords, ReplicaSet, Run, State, FETCH_MAX, OPEN_CHUNK};
+use super::{Failure, ReplicaSet, Run, SendRecords, State, FETCH_MAX, OPEN_CHUNK};
 use crate::partition::{Acks, AppendError, Entry, Pending, Refused, SendPolicy};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};

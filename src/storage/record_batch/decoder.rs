@@ -356,7 +356,11 @@ impl<'a> Cursor<'a> {
 
     fn rebase(&self, e: Error) -> Error {
         match e {
-            Error::Corrupt { file: None, position, reason } => Error::Corrupt {
+            Error::Corrupt {
+                file: None,
+                position,
+                reason,
+            } => Error::Corrupt {
                 file: None,
                 position: self.base + position,
                 reason,
