@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use logbus::storage::record_batch::Batch;
-use logbus::storage::{BatchRecord, Checkpoints, LogConfig, LogOptions, SegmentSet};
+use logbus::storage::{BatchRecord, Checkpoints, LogConfig, LogSetup, SegmentSet};
 use logbus::{Clock, SystemClock};
 
 const MIB: u64 = 1 << 20;
@@ -73,11 +73,11 @@ fn open_set(dir: &Path, checkpoints: Checkpoints) -> SegmentSet {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             config: config(),
             clock,
             checkpoints,
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
     .expect("open")
@@ -229,9 +229,9 @@ fn bench_recovery(root: &Path, pairs: u64) {
         let start = Instant::now();
         let (log, report) = SegmentSet::open(
             &dir,
-            LogOptions {
+            LogSetup {
                 config: config(),
-                ..LogOptions::default()
+                ..LogSetup::default()
             },
         )
         .expect("open");

@@ -19,7 +19,7 @@
 //!
 //! When a position falls below the log start (overwritten on a `DropOldest` topic, expired
 //! by retention) or lies past the log end: with `None`, `poll` fails with
-//! [`Error::PartitionOffsetOutOfRange`] carrying the valid range and the position stays for
+//! [`Error::OffsetOutOfRange`] carrying the valid range and the position stays for
 //! you to seek; with `Earliest` or `Latest` the consumer moves to the log start or end and
 //! counts the records it skipped in its [metrics](Consumer::metrics), per partition — a gap
 //! is never silent.
@@ -316,7 +316,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`Error::PartitionOffsetOutOfRange`] (position out of range with `OffsetReset::None`),
+    /// [`Error::OffsetOutOfRange`] (position out of range with `OffsetReset::None`),
     /// [`Error::NoOffsetForPartition`], [`Error::UnknownTopic`] (an assigned topic was
     /// deleted), [`Error::PartitionOffline`] (a persisted partition's log failed, and this
     /// consumer has read every record it holds). Records read before the problem are
@@ -573,7 +573,7 @@ where
     /// # Errors
     ///
     /// [`Error::NoGroupId`], [`Error::UnknownTopic`], [`Error::PartitionOutOfRange`],
-    /// [`Error::PartitionOffsetOutOfRange`] (an offset past the log end).
+    /// [`Error::OffsetOutOfRange`] (an offset past the log end).
     pub fn commit_offsets(&mut self, offsets: &[(TopicPartition, u64)]) -> Result<()> {
         let group = self.group("commit_offsets")?;
         match &self.membership {
@@ -591,9 +591,9 @@ where
             self.broker.check_partition(tp)?;
             let o = self.broker.offsets(tp)?;
             if *offset > o.log_end {
-                return Err(Error::PartitionOffsetOutOfRange {
-                    topic: tp.topic.clone(),
-                    partition: tp.partition,
+                return Err(Error::OffsetOutOfRange {
+                    topic: Some(tp.topic.clone()),
+                    partition: Some(tp.partition),
                     requested: *offset,
                     start: o.log_start,
                     end: o.log_end,
@@ -698,7 +698,10 @@ where
         let mut out = HashMap::with_capacity(query.len());
         for (tp, ts) in query {
             if !crate::partition::valid_timestamp(*ts) {
-                return Err(Error::InvalidTimestamp { timestamp: *ts });
+                return Err(Error::InvalidTimestamp {
+                    timestamp: *ts,
+                    offset: None,
+                });
             }
             let found = self.broker.offset_for_time(tp, *ts)?;
             out.insert(
@@ -867,9 +870,9 @@ fn read_one<K: Clone, V: Clone>(
             ReadOutcome::OutOfRange { start, end } => {
                 let target = match reset {
                     OffsetReset::None => {
-                        return Err(Error::PartitionOffsetOutOfRange {
-                            topic: a.tp.topic.clone(),
-                            partition: a.tp.partition,
+                        return Err(Error::OffsetOutOfRange {
+                            topic: Some(a.tp.topic.clone()),
+                            partition: Some(a.tp.partition),
                             requested: position,
                             start,
                             end,

@@ -77,10 +77,10 @@
 //! told exactly how many entries they missed when they fall a lap behind.
 //!
 //! ```
-//! use logbus::ring::{Overflow, ReadError, Ring, RingConfig, Start, TryReadError};
+//! use logbus::ring::{LapPolicy, ReadError, Ring, RingConfig, Start, TryReadError};
 //!
 //! // Drop-oldest mode: the producer never waits for readers.
-//! let config = RingConfig::new(8).overflow(Overflow::DropOldest);
+//! let config = RingConfig::new(8).overflow(LapPolicy::DropOldest);
 //! let (mut producer, ring) = Ring::single_producer(config)?;
 //! let mut follower = ring.reader(Start::Tail)?;
 //!
@@ -100,7 +100,7 @@
 //! # Ok::<(), logbus::Error>(())
 //! ```
 //!
-//! What blocks: `publish*` on an [`Overflow::Block`](ring::Overflow::Block) ring while a
+//! What blocks: `publish*` on an [`LapPolicy::Block`](ring::LapPolicy::Block) ring while a
 //! gating reader is a full lap behind, and `read*` on an empty ring (yield, then park);
 //! every `try_*` returns at once. What allocates: creating a ring or a reader, never an entry.
 //! Ordering: every reader sees entries in sequence order, each producer's in its own order.

@@ -274,7 +274,13 @@ fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
             topic: topic.to_owned(),
             partition,
         },
-        AppendError::Timeout => Error::Timeout,
+        AppendError::Timeout => Error::Timeout {
+            operation: "send",
+            topic: Some(topic.to_owned()),
+            partition: Some(partition),
+            timeout_ms: None,
+            code: None,
+        },
         AppendError::TooLarge(size, max) => Error::RecordTooLarge {
             what: "record (max_message_bytes, or what a batch in one segment holds)",
             size,
@@ -988,7 +994,10 @@ where
             if state.topics[t].is_named(&record.topic) {
                 if let Some(ts) = record.timestamp {
                     if !valid_timestamp(ts) {
-                        return Err(Error::InvalidTimestamp { timestamp: ts });
+                        return Err(Error::InvalidTimestamp {
+                            timestamp: ts,
+                            offset: None,
+                        });
                     }
                 }
                 let State {
@@ -1011,7 +1020,10 @@ where
     fn route(&self, state: &mut State<K, V>, record: &Record<K, V>) -> Result<(usize, u32)> {
         if let Some(ts) = record.timestamp {
             if !valid_timestamp(ts) {
-                return Err(Error::InvalidTimestamp { timestamp: ts });
+                return Err(Error::InvalidTimestamp {
+                    timestamp: ts,
+                    offset: None,
+                });
             }
         }
         let t = match state.topics.get_mut(state.last) {

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use logbus::storage::record_batch::{encode_batch, BatchHeader, BatchRecord, Header};
 use logbus::storage::{offset_index, time_index};
-use logbus::storage::{LogConfig, LogOptions, SegmentSet};
+use logbus::storage::{LogConfig, LogSetup, SegmentSet};
 
 fn logbus(args: &[&std::ffi::OsStr]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_logbus"))
@@ -70,9 +70,9 @@ fn write_partition(dir: &Path) {
     };
     let (mut log, _) = SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             config,
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
     .unwrap();

@@ -853,7 +853,7 @@ fn expiring_broker() -> (Broker, Arc<ManualClock>) {
 fn held_back(p: &logbus::Producer<(), u64>, v: u64) -> bool {
     match p.send_timeout(Record::new("t", v), Duration::from_millis(30)) {
         Err(e) => {
-            assert!(matches!(e.into_error(), Error::Timeout));
+            assert!(matches!(e.into_error(), Error::Timeout { .. }));
             true
         }
         Ok(_) => false,

@@ -268,7 +268,7 @@ fn errors_are_typed() {
             .unwrap_err();
         assert!(matches!(
             err.error(),
-            logbus::Error::InvalidTimestamp { timestamp } if *timestamp == bad
+            logbus::Error::InvalidTimestamp { timestamp, offset: None } if *timestamp == bad
         ));
     }
     let big = broker.producer::<(), Vec<u8>>();
@@ -526,7 +526,7 @@ fn seek_and_offsets_for_times_replay() {
     assert!(
         matches!(
             e,
-            logbus::Error::PartitionOffsetOutOfRange {
+            logbus::Error::OffsetOutOfRange {
                 requested: u64::MAX,
                 start: 0,
                 end: 10,
@@ -593,7 +593,7 @@ fn seek_and_offsets_for_times_replay() {
     assert_eq!(c.committed(&p0).unwrap(), Some(4));
     assert!(matches!(
         c.commit_offsets(&[(p0.clone(), 99)]),
-        Err(logbus::Error::PartitionOffsetOutOfRange {
+        Err(logbus::Error::OffsetOutOfRange {
             requested: 99,
             end: 10,
             ..

@@ -206,7 +206,7 @@ fn retention_by_size_moves_the_log_start() {
     c.seek(&TopicPartition::new("t", 0), 0).unwrap();
     assert!(matches!(
         c.poll(Duration::from_millis(10)),
-        Err(Error::PartitionOffsetOutOfRange { .. })
+        Err(Error::OffsetOutOfRange { .. })
     ));
     broker.close().unwrap();
 }
@@ -430,7 +430,7 @@ fn power_loss_rounds() {
                 // Retention runs meanwhile: a start that moved past us is followed.
                 let recs = match c.poll(Duration::from_millis(5)) {
                     Ok(recs) => recs,
-                    Err(Error::PartitionOffsetOutOfRange { start, .. }) if start > next => {
+                    Err(Error::OffsetOutOfRange { start, .. }) if start > next => {
                         next = start;
                         c.seek(&tp, start).unwrap();
                         continue;

@@ -368,8 +368,8 @@ fn a_stored_timestamp_past_the_valid_range_is_a_typed_error() {
     assert!(
         matches!(
             err,
-            Error::InvalidRecordTimestamp {
-                offset: 1,
+            Error::InvalidTimestamp {
+                offset: Some(1),
                 timestamp
             } if timestamp == bad
         ),

@@ -8,7 +8,7 @@ use logbus::broker::{Broker, TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
-use logbus::storage::verify::{verify_path_with, VerifyOptions};
+use logbus::storage::verify::{verify_path_with, VerifyConfig};
 use logbus::Error;
 
 /// Every record of `t`-`p` from offset 0, read through a consumer (from disk when the ring
@@ -30,7 +30,7 @@ fn read_partition(broker: &Broker, p: u32) -> Vec<(u64, String)> {
 /// Every partition directory under `dir` verifies clean, offsets dense; returns the number
 /// of segments.
 fn verify_clean(dir: &Path) -> usize {
-    let tree = verify_path_with(dir, VerifyOptions::default()).unwrap();
+    let tree = verify_path_with(dir, VerifyConfig::default()).unwrap();
     assert_eq!(tree.first_problem(), None);
     tree.partitions.iter().map(|p| p.report.segments).sum()
 }

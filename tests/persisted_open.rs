@@ -363,7 +363,7 @@ fn a_builder_given_a_data_dir_builds_a_persisted_broker_or_fails() {
     let dir = tmp.path().join("data");
     assert!(matches!(
         Broker::builder().data_dir(&dir).build(),
-        Err(Error::DataDirMissing { .. })
+        Err(Error::DataDirUnformatted { missing: true, .. })
     ));
     let broker = Broker::builder()
         .data_dir(&dir)

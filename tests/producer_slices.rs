@@ -117,7 +117,13 @@ fn a_bad_timestamp_sends_those_before_it() {
     assert_eq!(e.sent, 3);
     // The first bad one is reported.
     assert!(
-        matches!(e.error, Error::InvalidTimestamp { timestamp: -5 }),
+        matches!(
+            e.error,
+            Error::InvalidTimestamp {
+                timestamp: -5,
+                offset: None
+            }
+        ),
         "{e}"
     );
     assert_eq!(b.describe_topic("t").unwrap().partitions[0].log_end, 3);
@@ -131,7 +137,8 @@ fn a_bad_timestamp_sends_those_before_it() {
     assert!(matches!(
         e.error,
         Error::InvalidTimestamp {
-            timestamp: i64::MIN
+            timestamp: i64::MIN,
+            offset: None
         }
     ));
     // Past `MAX_TIMESTAMP` (2^62 - 1) is bad, in any lane of the eight-at-a-time check.
@@ -145,7 +152,7 @@ fn a_bad_timestamp_sends_those_before_it() {
             .unwrap_err();
         assert_eq!(e.sent, lane);
         assert!(
-            matches!(e.error, Error::InvalidTimestamp { timestamp } if timestamp == 1 << 62),
+            matches!(e.error, Error::InvalidTimestamp { timestamp, offset: None } if timestamp == 1 << 62),
             "{e}"
         );
     }
@@ -168,7 +175,10 @@ fn a_bad_timestamp_sends_those_before_it() {
         .into();
     assert!(matches!(
         as_error,
-        Error::InvalidTimestamp { timestamp: -2 }
+        Error::InvalidTimestamp {
+            timestamp: -2,
+            offset: None
+        }
     ));
 }
 
@@ -283,7 +293,7 @@ fn block_waits_for_room_without_holding_back_the_producers_other_threads() {
     b.delete_group("g").unwrap();
     let (free, timed) = got.expect("the producer's other threads were held behind the wait");
     assert_eq!(free.unwrap(), 1);
-    assert!(matches!(timed, Err(Error::Timeout)), "{timed:?}");
+    assert!(matches!(timed, Err(Error::Timeout { .. })), "{timed:?}");
     assert_eq!(waiting.join().unwrap().unwrap(), 5);
     let got: Vec<_> = read_all::<()>(&b, "full", 0)
         .into_iter()

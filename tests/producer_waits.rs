@@ -94,7 +94,7 @@ fn a_waiting_send_batch_does_not_hold_back_other_threads_of_the_producer() {
     b.delete_group("g").unwrap();
     let (free, timed) = got.expect("try_send/send_timeout were held behind send_batch's wait");
     assert_eq!(free.unwrap(), 0);
-    assert!(matches!(timed, Err(Error::Timeout)), "{timed:?}");
+    assert!(matches!(timed, Err(Error::Timeout { .. })), "{timed:?}");
     assert_eq!(waiting.join().unwrap().unwrap(), 4);
     // The ring keeps the last 2 (no gate any more): the batch's last two, in order.
     assert_eq!(values(&b), [2, 3]);
@@ -117,7 +117,7 @@ fn a_waiting_send_iter_does_not_hold_back_other_threads_of_the_producer() {
     b.delete_group("g").unwrap();
     let (free, timed) = got.expect("try_send/send_timeout were held behind send_iter's wait");
     assert_eq!(free.unwrap(), 0);
-    assert!(matches!(timed, Err(Error::Timeout)), "{timed:?}");
+    assert!(matches!(timed, Err(Error::Timeout { .. })), "{timed:?}");
     assert_eq!(waiting.join().unwrap().unwrap(), 5);
     assert_eq!(values(&b), [3, 4]);
 }

@@ -748,7 +748,7 @@ fn send_timeout_bounds_the_wait_for_acks() {
     let err = p
         .send_timeout(Record::new(T, 1), Duration::from_millis(50))
         .unwrap_err();
-    assert!(matches!(err.error(), Error::Timeout), "{err:?}");
+    assert!(matches!(err.error(), Error::Timeout { .. }), "{err:?}");
     assert_eq!(
         err.into_record().expect("the record is handed back").value,
         1,
@@ -763,7 +763,7 @@ fn unknown_data_directories_are_refused() {
     let faults = broker.faults();
     assert!(matches!(
         faults.fail_data_dir(3),
-        Err(Error::UnknownDataDir { dir: 3, count: 3 })
+        Err(Error::DataDirOutOfRange { index: 3, count: 3 })
     ));
     assert!(
         faults.restore_data_dir(2).is_ok(),

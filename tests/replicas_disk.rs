@@ -11,13 +11,13 @@ use std::time::Duration;
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::replica::EventKind;
 use logbus::storage::fault::{Fault, FaultyIo};
-use logbus::storage::{BatchIter, LogOptions, SegmentSet};
+use logbus::storage::{BatchIter, LogSetup, SegmentSet};
 use logbus::{Broker, Error};
 use replicas_adversarial_common::*;
 
 /// `(offset, partitionLeaderEpoch, value)` of every record in a closed replica directory.
 fn replica_records(dir: &Path) -> Vec<(u64, i32, u64)> {
-    let (set, _) = SegmentSet::open(dir, LogOptions::default()).unwrap();
+    let (set, _) = SegmentSet::open(dir, LogSetup::default()).unwrap();
     let bytes = set.read(0, 64 << 20).unwrap();
     let mut out = Vec::new();
     for batch in BatchIter::new(&bytes) {

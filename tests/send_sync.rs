@@ -138,7 +138,9 @@ mod ring {
 
 mod observer {
     use super::*;
-    use logbus::observer::{Delivery, EventBus, Overflow, SubscriberPanic, Subscription};
+    use logbus::observer::{
+        Delivery, EventBus, SlowSubscriberPolicy, SubscriberPanic, Subscription,
+    };
 
     #[test]
     fn bus_and_subscriptions_are_send_and_sync() {
@@ -146,7 +148,7 @@ mod observer {
         send_sync::<Subscription>();
         send_sync::<SubscriberPanic>();
         send_sync::<Delivery>();
-        send_sync::<Overflow>();
+        send_sync::<SlowSubscriberPolicy>();
     }
 }
 
@@ -208,7 +210,7 @@ mod storage {
     use super::*;
     use logbus::storage::fault::{Fault, FaultyIo};
     use logbus::storage::record_batch::{Batch, BatchBuilder, BatchIter, BatchRecords};
-    use logbus::storage::verify::{PartitionReport, TreeReport, VerifyOptions};
+    use logbus::storage::verify::{PartitionReport, TreeReport, VerifyConfig};
     use logbus::storage::{
         AppendInfo, BatchHeader, BatchRecord, Checkpoints, FsIo, LogConfig, Problem, ProblemKind,
         RecoveryReport, ScanEnd, SegmentInfo, SegmentSet, Truncation, VerifyReport,
@@ -226,7 +228,7 @@ mod storage {
         send_sync::<VerifyReport>();
         send_sync::<Problem>();
         send_sync::<ProblemKind>();
-        send_sync::<VerifyOptions>();
+        send_sync::<VerifyConfig>();
         send_sync::<PartitionReport>();
         send_sync::<TreeReport>();
         send_sync::<ScanEnd>();
@@ -292,6 +294,6 @@ mod replicas {
         send_sync::<StoredTopic>();
         send_sync::<LocalReplica>();
         send_sync::<logbus::ring::PublishBatchTimeoutError>();
-        send_sync::<logbus::storage::LogOptions>();
+        send_sync::<logbus::storage::LogSetup>();
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use alloc_common::allocations_during;
 
 use logbus::storage::record_batch::encode_batch;
-use logbus::storage::{BatchRecord, LogConfig, LogOptions, SegmentSet};
+use logbus::storage::{BatchRecord, LogConfig, LogSetup, SegmentSet};
 use logbus::{Clock, SystemClock};
 
 fn record(i: u64) -> BatchRecord {
@@ -33,10 +33,10 @@ fn steady_state_appends_do_not_allocate_and_write_the_builders_bytes() {
     let write_buffer = config.write_buffer_bytes as u64;
     let (mut log, _) = SegmentSet::open(
         dir.path(),
-        LogOptions {
+        LogSetup {
             config,
             clock,
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
     .unwrap();

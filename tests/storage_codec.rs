@@ -103,7 +103,7 @@ proptest! {
                         let _ = batch.to_records();
                     }
                     Err(e) => {
-                        let typed = matches!(e, Error::CorruptBatch { .. });
+                        let typed = matches!(e, Error::Corrupt { file: None, .. });
                         prop_assert!(typed, "unexpected error {:?}", e);
                     }
                 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use logbus::storage::record_batch::{BatchIter, BatchRecord, Header};
-use logbus::storage::{Checkpoints, LogConfig, LogOptions, SegmentSet};
+use logbus::storage::{Checkpoints, LogConfig, LogSetup, SegmentSet};
 
 fn python() -> String {
     std::env::var("LOGBUS_PYTHON").unwrap_or_else(|_| {
@@ -169,10 +169,10 @@ fn open(dir: &Path, index_interval_bytes: i64, checkpoints: Checkpoints) -> Segm
     };
     SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             config,
             checkpoints,
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
     .expect("open the partition directory")

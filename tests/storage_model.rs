@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use logbus::storage::fault::FaultyIo;
-use logbus::storage::{BatchRecord, Checkpoints, Io, LogConfig, LogOptions, SegmentSet};
+use logbus::storage::{BatchRecord, Checkpoints, Io, LogConfig, LogSetup, SegmentSet};
 use logbus::{Clock, ManualClock};
 use proptest::prelude::*;
 use storage_common::*;
@@ -108,7 +108,7 @@ fn run(config: LogConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let reopen = |cp: Checkpoints| -> SegmentSet {
         let (log, report) = SegmentSet::open(
             &dir,
-            LogOptions {
+            LogSetup {
                 config: config.clone(),
                 io: io.clone(),
                 clock: clock.clone() as Arc<dyn Clock>,

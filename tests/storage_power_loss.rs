@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use logbus::storage::fault::{Fault, FaultyIo};
 use logbus::storage::record_batch::encode_batch;
-use logbus::storage::{BatchRecord, Checkpoints, Io, LogConfig, LogOptions, SegmentSet};
+use logbus::storage::{BatchRecord, Checkpoints, Io, LogConfig, LogSetup, SegmentSet};
 use storage_common::*;
 
 fn dir() -> PathBuf {
@@ -63,7 +63,7 @@ impl Disk {
         let io: Arc<dyn Io> = Arc::new(self.fs.clone());
         let (log, report) = SegmentSet::open(
             dir(),
-            LogOptions {
+            LogSetup {
                 config: config.clone(),
                 io,
                 clock: clock(),
@@ -230,11 +230,11 @@ fn an_index_rebuilt_at_open_survives_a_power_loss() {
         let io: Arc<dyn Io> = Arc::new(fs.clone());
         let mut log = SegmentSet::open(
             dir(),
-            LogOptions {
+            LogSetup {
                 config: config.clone(),
                 io: Arc::clone(&io),
                 clock: clock(),
-                ..LogOptions::default()
+                ..LogSetup::default()
             },
         )
         .unwrap()
@@ -249,7 +249,7 @@ fn an_index_rebuilt_at_open_survives_a_power_loss() {
         io.sync_dir(&dir()).unwrap();
         let (log, report) = SegmentSet::open(
             dir(),
-            LogOptions {
+            LogSetup {
                 config: config.clone(),
                 io: Arc::clone(&io),
                 clock: clock(),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use logbus::storage::file_names::file_name;
 use logbus::storage::{
     offset_index, time_index, BatchBuilder, BatchRecord, Checkpoints, DirLock, FsIo, Io, IoFile,
-    LogConfig, LogOptions, OpenMode, SegmentSet,
+    LogConfig, LogSetup, OpenMode, SegmentSet,
 };
 use logbus::{Clock, Error, ManualClock};
 use storage_common::*;
@@ -201,6 +201,8 @@ fn lookups_by_offset_and_timestamp() {
     assert!(matches!(
         log.read(601, 10),
         Err(Error::OffsetOutOfRange {
+            topic: None,
+            partition: None,
             requested: 601,
             start: 0,
             end: 600
@@ -321,7 +323,7 @@ fn append_batch_checks_its_input() {
     bad[n - 2] ^= 1;
     assert!(matches!(
         log.append_batch(&bad),
-        Err(Error::CorruptBatch { .. })
+        Err(Error::Corrupt { file: None, .. })
     ));
     // Compressed (re-sealed so only the codec is wrong).
     let mut gz = BatchBuilder::new(1)
@@ -442,10 +444,10 @@ fn invalid_config_names_the_setting() {
         let clock: Arc<dyn Clock> = clock();
         match SegmentSet::open(
             dir.path(),
-            LogOptions {
+            LogSetup {
                 config,
                 clock,
-                ..LogOptions::default()
+                ..LogSetup::default()
             },
         ) {
             Err(Error::InvalidConfig {

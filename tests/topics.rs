@@ -243,7 +243,10 @@ fn producer_errors_hand_the_record_back() {
     let e = p.send(Record::new("t", 3).timestamp(-1)).unwrap_err();
     assert!(matches!(
         e.error(),
-        Error::InvalidTimestamp { timestamp: -1 }
+        Error::InvalidTimestamp {
+            timestamp: -1,
+            offset: None
+        }
     ));
     let wrong = b.producer::<String, u64>();
     let e = wrong.send(Record::new("t", 4)).unwrap_err();
@@ -443,7 +446,7 @@ fn consumer_errors() {
     g.assign(&[tp("t", 0)]).unwrap();
     assert!(matches!(
         g.commit_offsets(&[(tp("t", 0), 1)]),
-        Err(Error::PartitionOffsetOutOfRange {
+        Err(Error::OffsetOutOfRange {
             requested: 1,
             start: 0,
             end: 0,
@@ -603,7 +606,7 @@ fn behind_the_tail_none_errors_and_keeps_the_position() {
         p.send(Record::new("t", i)).unwrap();
     }
     match c.poll(Duration::ZERO) {
-        Err(Error::PartitionOffsetOutOfRange {
+        Err(Error::OffsetOutOfRange {
             requested,
             start,
             end,
@@ -615,7 +618,7 @@ fn behind_the_tail_none_errors_and_keeps_the_position() {
     c.seek(&t, 11).unwrap();
     assert!(matches!(
         c.poll(Duration::ZERO),
-        Err(Error::PartitionOffsetOutOfRange { requested: 11, .. })
+        Err(Error::OffsetOutOfRange { requested: 11, .. })
     ));
     c.seek(&t, 7).unwrap();
     assert_eq!(c.poll(Duration::ZERO).unwrap().len(), 3);
@@ -733,7 +736,7 @@ fn block_gates_producers_on_the_committed_offset_until_delete_group() {
         p.send_timeout(Record::new("t", 4), Duration::from_millis(5))
             .unwrap_err()
             .error(),
-        Error::Timeout
+        Error::Timeout { .. }
     ));
     c.commit_offsets(&[(t.clone(), 2)]).unwrap();
     p.try_send(Record::new("t", 4)).unwrap();

@@ -68,7 +68,7 @@ fn seek_to_u64_max_resets_or_errors_without_panicking() {
             }
             OffsetReset::None => assert!(matches!(
                 got,
-                Err(Error::PartitionOffsetOutOfRange {
+                Err(Error::OffsetOutOfRange {
                     requested: u64::MAX,
                     start: 0,
                     end: 3,
@@ -89,10 +89,7 @@ fn commit_offsets_u64_max_is_a_typed_error() {
         .consumer::<(), u64>(ConsumerConfig::new().group_id("g"))
         .unwrap();
     let e = c.commit_offsets(&[(tp("t", 0), u64::MAX)]).unwrap_err();
-    assert!(
-        matches!(e, Error::PartitionOffsetOutOfRange { .. }),
-        "{e:?}"
-    );
+    assert!(matches!(e, Error::OffsetOutOfRange { .. }), "{e:?}");
     assert_eq!(c.committed(&tp("t", 0)).unwrap(), None);
 }
 
@@ -167,7 +164,7 @@ fn empty_batches_and_zero_timeouts() {
     let e = p
         .send_timeout(Record::new("t", 3), Duration::ZERO)
         .unwrap_err();
-    assert!(matches!(e.error(), Error::Timeout), "{e:?}");
+    assert!(matches!(e.error(), Error::Timeout { .. }), "{e:?}");
     assert_eq!(e.into_record().unwrap().value, 3);
     let e = p.try_send(Record::new("t", 3)).unwrap_err();
     assert!(matches!(e.error(), Error::Full { .. }), "{e:?}");
@@ -315,12 +312,16 @@ fn offsets_for_times_ties_and_absent() {
     assert_eq!(at(logbus::MAX_TIMESTAMP), None);
     assert!(matches!(
         c.offsets_for_times(&[(tp("t", 0), -1)]),
-        Err(Error::InvalidTimestamp { timestamp: -1 })
+        Err(Error::InvalidTimestamp {
+            timestamp: -1,
+            offset: None
+        })
     ));
     assert!(matches!(
         c.offsets_for_times(&[(tp("t", 0), i64::MAX)]),
         Err(Error::InvalidTimestamp {
-            timestamp: i64::MAX
+            timestamp: i64::MAX,
+            offset: None
         })
     ));
 }
@@ -333,7 +334,13 @@ fn send_iter_with_a_bad_timestamp_mid_stream_sends_those_before() {
     let it = (0..5).map(|v| Payload::new(v).timestamp(if v == 3 { -1 } else { v as i64 }));
     let e = p.partition("t", 0).unwrap().send_iter(it).unwrap_err();
     assert_eq!(e.sent, 3);
-    assert!(matches!(e.error, Error::InvalidTimestamp { timestamp: -1 }));
+    assert!(matches!(
+        e.error,
+        Error::InvalidTimestamp {
+            timestamp: -1,
+            offset: None
+        }
+    ));
     assert_eq!(b.describe_topic("t").unwrap().partitions[0].log_end, 3);
     let e = p.partition("t", 1).unwrap_err();
     assert!(matches!(e, Error::PartitionOutOfRange { count: 1, .. }));
@@ -479,7 +486,7 @@ fn a_send_waiting_for_room_does_not_block_other_threads_of_the_same_producer() {
     b.delete_group("g").unwrap();
     let (a, timed) = got.expect("try_send/send_timeout were held behind another thread's send");
     assert_eq!(a.unwrap(), 0);
-    assert!(matches!(timed, Err(Error::Timeout)), "{timed:?}");
+    assert!(matches!(timed, Err(Error::Timeout { .. })), "{timed:?}");
     other.join().unwrap();
     assert_eq!(waiting.join().unwrap().unwrap(), 2);
 }
@@ -1035,7 +1042,7 @@ fn delete_and_recreate_while_sending_and_polling() {
                             Err(
                                 Error::UnknownTopic { .. }
                                 | Error::Closed { .. }
-                                | Error::Timeout
+                                | Error::Timeout { .. }
                                 | Error::Full { .. },
                             ) => {}
                             Err(e) => panic!("unexpected: {e:?}"),
@@ -1339,7 +1346,7 @@ fn timestamps_at_the_edges() {
     for bad in bads {
         let e = p.send(Record::new("t", 9).timestamp(bad)).unwrap_err();
         assert!(
-            matches!(e.error(), Error::InvalidTimestamp { timestamp } if *timestamp == bad),
+            matches!(e.error(), Error::InvalidTimestamp { timestamp, offset: None } if *timestamp == bad),
             "{e:?}"
         );
         assert_eq!(e.into_record().unwrap().value, 9);
@@ -1358,7 +1365,7 @@ fn timestamps_at_the_edges() {
             .send_slice(&[(bad, 9)])
             .unwrap_err();
         assert!(
-            matches!(e.error, Error::InvalidTimestamp { timestamp } if timestamp == bad),
+            matches!(e.error, Error::InvalidTimestamp { timestamp, offset: None } if timestamp == bad),
             "{e:?}"
         );
         assert_eq!(e.sent, 0);
@@ -1366,7 +1373,7 @@ fn timestamps_at_the_edges() {
             let c = b.consumer::<(), u64>(ConsumerConfig::new()).unwrap();
             let e = c.offsets_for_times(&[(tp("t", 0), bad)]).unwrap_err();
             assert!(
-                matches!(e, Error::InvalidTimestamp { timestamp } if timestamp == bad),
+                matches!(e, Error::InvalidTimestamp { timestamp, offset: None } if timestamp == bad),
                 "{e:?}"
             );
             assert!(e.to_string().contains("0..=4611686018427387903"), "{e}");

@@ -140,7 +140,13 @@ fn partition_handle_errors_say_what_was_wrong_and_how_many_were_sent() {
     });
     let e = p.partition("t", 1).unwrap().send_iter(records).unwrap_err();
     assert_eq!(e.sent, 2);
-    assert!(matches!(e.error, Error::InvalidTimestamp { timestamp: -7 }));
+    assert!(matches!(
+        e.error,
+        Error::InvalidTimestamp {
+            timestamp: -7,
+            offset: None
+        }
+    ));
     assert_eq!(asked, 3);
     let values: Vec<u64> = read_all(&b, "t", 1).iter().map(|s| s.3).collect();
     assert_eq!(values, [0, 1]);
@@ -149,7 +155,10 @@ fn partition_handle_errors_say_what_was_wrong_and_how_many_were_sent() {
         e.to_string(),
         format!(
             "sent 2 records, then: {}",
-            Error::InvalidTimestamp { timestamp: -7 }
+            Error::InvalidTimestamp {
+                timestamp: -7,
+                offset: None
+            }
         )
     );
     let f =
@@ -289,7 +298,7 @@ fn poll_with_errors_call_nothing_and_keep_the_position() {
         .send_iter((0..10).map(Payload::new))
         .unwrap();
     match c.poll_with(10, Duration::ZERO, |_| panic!("nothing to lend")) {
-        Err(Error::PartitionOffsetOutOfRange {
+        Err(Error::OffsetOutOfRange {
             requested,
             start,
             end,

@@ -20,7 +20,7 @@
 //! (`max.in.flight.requests.per.connection=1`), which withdraws the records still queued as
 //! soon as one record fails. The first export of a partition records the target's high
 //! watermark before it (its *base*) as the offset committed by group
-//! [`ExportOptions::group`] on the target partition.
+//! [`ExportConfig::group`] on the target partition.
 //!
 //! An export run again reads the target partition from its base and matches each record to
 //! the source by its [`SOURCE_HEADER`] and its content (key, value, headers), then sends the
@@ -64,7 +64,7 @@ use crate::consumer::{ConsumerConfig, ConsumerRecord, OffsetReset};
 use crate::error::{Error, Result};
 use crate::persist::PersistConfig;
 use crate::producer::Record;
-use crate::storage::{Checkpoints, Header, LogOptions, SegmentSet};
+use crate::storage::{Checkpoints, Header, LogSetup, SegmentSet};
 use crate::{Headers, TopicPartition};
 
 /// The header an export adds to each record it sends (see the [module docs](self)).
@@ -171,16 +171,16 @@ pub struct Progress {
 type ProgressFn<'a> = Box<dyn FnMut(&Progress) -> ControlFlow<()> + 'a>;
 
 /// What [`export`] and [`import`] do.
-pub struct ExportOptions<'a> {
+pub struct ExportConfig<'a> {
     topics: Option<Vec<String>>,
     batch: usize,
     group: String,
     progress: Option<ProgressFn<'a>>,
 }
 
-impl std::fmt::Debug for ExportOptions<'_> {
+impl std::fmt::Debug for ExportConfig<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExportOptions")
+        f.debug_struct("ExportConfig")
             .field("topics", &self.topics)
             .field("batch", &self.batch)
             .field("group", &self.group)
@@ -188,13 +188,13 @@ impl std::fmt::Debug for ExportOptions<'_> {
     }
 }
 
-impl Default for ExportOptions<'_> {
+impl Default for ExportConfig<'_> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<'a> ExportOptions<'a> {
+impl<'a> ExportConfig<'a> {
     /// Every topic, batches of 1,000 records, group `logbus-export`, no progress callback.
     pub fn new() -> Self {
         Self {
@@ -268,12 +268,12 @@ pub struct CopyReport {
 /// partitions; the data directory's errors ([`Error::DirectoryLocked`], I/O, corruption);
 /// [`Error::ExportGap`] when records are missing on the target before others that landed;
 /// [`Error::CopyTargetMismatch`] when the target holds something other than this source's
-/// copy where the export would continue; [`Error::Kafka`] / [`Error::KafkaTimeout`] from the
+/// copy where the export would continue; [`Error::Kafka`] / [`Error::Timeout`] from the
 /// cluster (what was acknowledged stays: run the export again to resume).
 pub fn export(
     data_dir: impl AsRef<Path>,
     broker: &KafkaBroker,
-    mut options: ExportOptions<'_>,
+    mut options: ExportConfig<'_>,
 ) -> Result<CopyReport> {
     if broker.config().get("enable.idempotence") != Some("true") {
         return Err(Error::InvalidConfig {
@@ -522,20 +522,20 @@ impl PartitionExport<'_> {
         dir: &Path,
         group: &KafkaConsumer<Bytes, Bytes>,
         reader: &mut KafkaConsumer<Bytes, Bytes>,
-        options: &mut ExportOptions<'_>,
+        options: &mut ExportConfig<'_>,
         copied_total: &mut u64,
     ) -> Result<(OffsetMapping, bool)> {
         let tp = self.tp;
         let (set, _) = SegmentSet::open(
             dir.join(format!("{}-{}", tp.topic, tp.partition)),
-            LogOptions {
+            LogSetup {
                 // `describe_data_dir` just closed the directory cleanly: nothing to revalidate.
                 checkpoints: Checkpoints {
                     recovery_point: u64::MAX,
                     log_start_offset: 0,
                     clean_shutdown: true,
                 },
-                ..LogOptions::default()
+                ..LogSetup::default()
             },
         )?;
         let result = self.copy(&set, group, reader, options, copied_total);
@@ -550,7 +550,7 @@ impl PartitionExport<'_> {
         set: &SegmentSet,
         group: &KafkaConsumer<Bytes, Bytes>,
         reader: &mut KafkaConsumer<Bytes, Bytes>,
-        options: &mut ExportOptions<'_>,
+        options: &mut ExportConfig<'_>,
         copied_total: &mut u64,
     ) -> Result<(OffsetMapping, bool)> {
         let tp = self.tp;
@@ -648,7 +648,7 @@ impl PartitionExport<'_> {
         let mut missing: Vec<(u64, u64)> = Vec::new();
         let mut landed_from = None;
         let other = "the target partition holds records this export did not write where it \
-                     would continue: export with another group (`ExportOptions::group`, \
+                     would continue: export with another group (`ExportConfig::group`, \
                      `--group`) to append a whole copy after them, or to another topic";
         let expected = |source: &mut SourceCursor<'_>| -> Result<String> {
             Ok(match source.peek()? {
@@ -895,11 +895,11 @@ fn count_records(set: &SegmentSet) -> Result<u64> {
 /// import makes; [`Error::InvalidConfig`] when it has it with another partition count;
 /// [`Error::CopyTargetMismatch`] when its records are not the cluster's, from the start of
 /// each partition; [`Error::UnknownTopic`]; the data directory's errors; [`Error::Kafka`] /
-/// [`Error::KafkaTimeout`].
+/// [`Error::Timeout`].
 pub fn import(
     data_dir: impl Into<PathBuf>,
     broker: &KafkaBroker,
-    mut options: ExportOptions<'_>,
+    mut options: ExportConfig<'_>,
 ) -> Result<CopyReport> {
     let Some(topics) = options.topics.clone() else {
         return Err(Error::InvalidConfig {
@@ -952,7 +952,7 @@ fn import_into(
     target: &Broker,
     broker: &KafkaBroker,
     topics: &[String],
-    options: &mut ExportOptions<'_>,
+    options: &mut ExportConfig<'_>,
 ) -> Result<CopyReport> {
     let mut report = CopyReport {
         partitions: Vec::new(),

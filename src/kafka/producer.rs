@@ -215,7 +215,7 @@ where
     /// [`ProduceError`] with the record and: [`Error::InvalidTimestamp`],
     /// [`Error::UnknownTopic`], [`Error::PartitionOutOfRange`] (an explicit partition past
     /// the count), [`Error::RecordTooLarge`], [`Error::Kafka`] (the cluster refused it,
-    /// retriable or not, after librdkafka's own retries), [`Error::KafkaTimeout`] (not
+    /// retriable or not, after librdkafka's own retries), [`Error::Timeout`] (not
     /// acknowledged within `message.timeout.ms`).
     pub fn send(&self, record: Record<K, V>) -> Result<RecordMetadata, ProduceError<K, V>> {
         self.send_one(record, Some(self.shared().delivery_timeout))
@@ -264,7 +264,7 @@ where
         let partition = record.partition.unwrap_or(0);
         match self.send_one(record, Some(Duration::ZERO)) {
             Ok(meta) => Ok(meta),
-            Err(e) if matches!(e.error(), Error::Timeout) => {
+            Err(e) if matches!(e.error(), Error::Timeout { .. }) => {
                 let (_, record) = e.into_parts();
                 let full = Error::Full { topic, partition };
                 Err(TryProduceError(match record {
@@ -332,7 +332,13 @@ where
         for (i, r) in records.iter().enumerate() {
             if let Some(ts) = r.timestamp {
                 if !crate::partition::valid_timestamp(ts) {
-                    failed = Some((i, Error::InvalidTimestamp { timestamp: ts }));
+                    failed = Some((
+                        i,
+                        Error::InvalidTimestamp {
+                            timestamp: ts,
+                            offset: None,
+                        },
+                    ));
                     break;
                 }
             }
@@ -434,7 +440,7 @@ where
 
     fn enqueue_error(&self, code: Code, r: &Record<K, V>, at: At<'_>) -> Error {
         match code {
-            Code::QueueFull => Error::Timeout,
+            Code::QueueFull => crate::kafka::error::timed_out(at),
             Code::UnknownPartition => self.partition_error(r),
             c => from_code(c, "refused by the client".into(), at),
         }
@@ -466,7 +472,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`Error::KafkaTimeout`] when records are still unacknowledged after
+    /// [`Error::Timeout`] when records are still unacknowledged after
     /// `message.timeout.ms`.
     pub fn flush(&self) -> Result<()> {
         let shared = self.shared();

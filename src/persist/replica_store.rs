@@ -22,7 +22,7 @@ use crate::partition::Entry;
 use crate::persist::FlushPolicy;
 use crate::storage::checkpoint::{self, EpochEntry};
 use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
-use crate::storage::{BatchIter, Checkpoints, Io, LogConfig, LogOptions, SegmentSet};
+use crate::storage::{BatchIter, Checkpoints, Io, LogConfig, LogSetup, SegmentSet};
 use crate::sync::Arc as SyncArc;
 use crate::{Error, Result};
 
@@ -104,8 +104,8 @@ fn decode_entry<K: Codec, V: Codec>(
     r: &crate::storage::record_batch::RecordView<'_>,
 ) -> Result<Entry<K, V>> {
     if !crate::partition::valid_timestamp(r.timestamp) {
-        return Err(Error::InvalidRecordTimestamp {
-            offset: r.offset,
+        return Err(Error::InvalidTimestamp {
+            offset: Some(r.offset),
             timestamp: r.timestamp,
         });
     }
@@ -179,7 +179,7 @@ where
     pub(crate) fn open(p: &StoreParams) -> Result<Loaded<K, V>> {
         let (set, _report) = SegmentSet::open(
             p.dir.clone(),
-            LogOptions {
+            LogSetup {
                 config: p.config.clone(),
                 io: SyncArc::clone(&p.io),
                 clock: SyncArc::clone(&p.clock),
@@ -422,8 +422,8 @@ mod tests {
             let r = batch.records().unwrap().next().unwrap().unwrap();
             match decode_entry::<(), u64>(&r) {
                 Ok(e) if ok => assert_eq!((e.timestamp(), *e.value()), (ts, 7)),
-                Err(Error::InvalidRecordTimestamp {
-                    offset: 3,
+                Err(Error::InvalidTimestamp {
+                    offset: Some(3),
                     timestamp,
                 }) if !ok => assert_eq!(timestamp, ts),
                 other => panic!("{ts}: {:?}", other.map(|e| e.timestamp())),

@@ -162,7 +162,7 @@ wraps_produce_error!(ProduceTimeoutError, "send_timeout");
 impl<K, V> ProduceTimeoutError<K, V> {
     /// Whether the deadline passed.
     pub fn is_timeout(&self) -> bool {
-        matches!(self.error(), Error::Timeout)
+        matches!(self.error(), Error::Timeout { .. })
     }
 }
 

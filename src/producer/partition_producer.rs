@@ -248,7 +248,10 @@ where
             for p in records.by_ref() {
                 let timestamp = match p.timestamp {
                     Some(ts) if !valid_timestamp(ts) => {
-                        bad = Some(Error::InvalidTimestamp { timestamp: ts });
+                        bad = Some(Error::InvalidTimestamp {
+                            timestamp: ts,
+                            offset: None,
+                        });
                         break;
                     }
                     Some(ts) => ts,
@@ -343,6 +346,7 @@ where
                 sent,
                 Error::InvalidTimestamp {
                     timestamp: records[good].0,
+                    offset: None,
                 },
             )),
             Ok(()) => Ok(sent),

@@ -27,10 +27,10 @@
 //! # Examples
 //!
 //! ```
-//! use logbus::storage::{LogOptions, BatchRecord, SegmentSet};
+//! use logbus::storage::{LogSetup, BatchRecord, SegmentSet};
 //!
 //! let dir = tempfile::tempdir()?;
-//! let (mut log, _report) = SegmentSet::open(dir.path(), LogOptions::default())?;
+//! let (mut log, _report) = SegmentSet::open(dir.path(), LogSetup::default())?;
 //! let info = log.append(&[BatchRecord::new(1_700_000_000_000, Some(b"k"), b"hello")])?;
 //! assert_eq!(info.base_offset, 0);
 //! log.sync()?;
@@ -42,7 +42,7 @@
 
 use std::path::{Path, PathBuf};
 
-pub use super::config::{LogConfig, LogOptions, SEVEN_DAYS_MS};
+pub use super::config::{LogConfig, LogSetup, SEVEN_DAYS_MS};
 use super::file_names::MAX_OFFSET;
 use super::io::{DirLock, Io};
 use super::record_batch::{
@@ -129,7 +129,7 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for bad settings ([`LogOptions::validate`]); [`Error::DirectoryLocked`] when another
+    /// [`Error::InvalidConfig`] for bad settings ([`LogSetup::validate`]); [`Error::DirectoryLocked`] when another
     /// open log (in this process or another) holds the directory — the lock, std's file lock on
     /// `.lock` with [`FsIo`](super::FsIo), is held until the set is closed or dropped, and
     /// dies with the process; [`Error::NotASegment`] for a segment name above `i64::MAX`;
@@ -138,9 +138,9 @@ impl SegmentSet {
     /// for a valid batch over `max_batch_bytes`; [`Error::Io`] when the directory cannot be
     /// read or repaired. Corruption is repaired, not an error: the returned
     /// [`RecoveryReport`] says what was cut and why.
-    pub fn open(dir: impl Into<PathBuf>, options: LogOptions) -> Result<(Self, RecoveryReport)> {
+    pub fn open(dir: impl Into<PathBuf>, options: LogSetup) -> Result<(Self, RecoveryReport)> {
         options.validate()?;
-        let LogOptions {
+        let LogSetup {
             config,
             io,
             clock,
@@ -341,14 +341,15 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// [`Error::CorruptBatch`] when `batch` is not one valid batch (CRC, structure, records),
+    /// [`Error::Corrupt`] when `batch` is not one valid batch (CRC, structure, records),
     /// [`Error::OffsetBelowLogEnd`] for a base offset below the log end, the errors of
     /// [`append`](SegmentSet::append) otherwise.
     pub fn append_batch(&mut self, batch: &[u8]) -> Result<AppendInfo> {
         self.check_online()?;
         let decoded = Batch::decode(batch)?;
         if decoded.size() != batch.len() as u64 {
-            return Err(Error::CorruptBatch {
+            return Err(Error::Corrupt {
+                file: None,
                 position: decoded.size(),
                 reason: crate::error::Corruption::TrailingBytes {
                     count: batch.len() as u64 - decoded.size(),
@@ -401,6 +402,8 @@ impl SegmentSet {
         let last = header.last_offset();
         if last >= MAX_OFFSET {
             return Err(Error::OffsetOutOfRange {
+                topic: None,
+                partition: None,
                 requested: last,
                 start: self.log_start_offset,
                 end: MAX_OFFSET,
@@ -535,7 +538,7 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// [`Error::OffsetOutOfRange`] outside `[log start, log end]`; [`Error::CorruptSegment`]
+    /// [`Error::OffsetOutOfRange`] outside `[log start, log end]`; [`Error::Corrupt`]
     /// when a header on the way is unreadable; I/O errors.
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<Vec<u8>> {
         let mut bytes = Vec::new();
@@ -586,6 +589,8 @@ impl SegmentSet {
         let end = self.log_end_offset();
         if offset < self.log_start_offset || offset > end {
             return Err(Error::OffsetOutOfRange {
+                topic: None,
+                partition: None,
                 requested: offset,
                 start: self.log_start_offset,
                 end,
@@ -639,7 +644,7 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// As [`read`](SegmentSet::read), plus [`Error::CorruptSegment`] for a malformed record
+    /// As [`read`](SegmentSet::read), plus [`Error::Corrupt`] for a malformed record
     /// and [`Error::UnsupportedCompression`] for a compressed batch.
     pub fn read_records(&self, offset: u64, max_bytes: usize) -> Result<Vec<(u64, BatchRecord)>> {
         let end = self.log_end_offset();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use logbus::storage::record_batch::crc32c;
 use logbus::storage::{
-    verify_dir, BatchRecord, Checkpoints, Io, LogConfig, LogOptions, RecoveryReport, SegmentSet,
+    verify_dir, BatchRecord, Checkpoints, Io, LogConfig, LogSetup, RecoveryReport, SegmentSet,
 };
 use logbus::{Clock, ManualClock};
 
@@ -45,7 +45,7 @@ pub fn open(
 ) -> (SegmentSet, RecoveryReport) {
     SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             config,
             io,
             clock,

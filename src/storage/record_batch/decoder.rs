@@ -23,7 +23,7 @@ impl<'a> Batch<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::CorruptBatch`] with the byte position (from the start of `buf`) and the rule
+    /// [`Error::Corrupt`] with the byte position (from the start of `buf`) and the rule
     /// broken: a short buffer, a bad `batchLength` or magic, or a CRC mismatch.
     ///
     /// # Examples
@@ -37,7 +37,7 @@ impl<'a> Batch<'a> {
     /// bytes[last] ^= 1; // flip a bit in the value
     /// assert!(matches!(
     ///     Batch::decode(&bytes),
-    ///     Err(Error::CorruptBatch { position: 17, reason: Corruption::CrcMismatch { .. } })
+    ///     Err(Error::Corrupt { file: None, position: 17, reason: Corruption::CrcMismatch { .. } })
     /// ));
     /// # Ok::<(), logbus::Error>(())
     /// ```
@@ -59,10 +59,12 @@ impl<'a> Batch<'a> {
     /// bytes whose CRC was checked when they were read (see [`BatchIter::crc_checked`]).
     fn decode_inner(buf: &'a [u8], position: u64, check_crc: bool) -> Result<Self> {
         let shift = |e: Error| match e {
-            Error::CorruptBatch {
+            Error::Corrupt {
+                file: None,
                 position: p,
                 reason,
-            } => Error::CorruptBatch {
+            } => Error::Corrupt {
+                file: None,
                 position: position + p,
                 reason,
             },
@@ -130,8 +132,8 @@ impl<'a> Batch<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::UnsupportedCompression`] for a compressed batch; [`Error::CorruptBatch`] when
-    /// `recordsCount` is negative. The iterator yields [`Error::CorruptBatch`] for a malformed
+    /// [`Error::UnsupportedCompression`] for a compressed batch; [`Error::Corrupt`] when
+    /// `recordsCount` is negative. The iterator yields [`Error::Corrupt`] for a malformed
     /// record, a record whose offset delta is outside `[0, lastOffsetDelta]` or not above the
     /// previous record's (records may skip offsets, as compaction leaves them, but never leave
     /// their batch), or trailing bytes, then stops.
@@ -145,7 +147,8 @@ impl<'a> Batch<'a> {
             });
         }
         if self.header.records_count < 0 {
-            return Err(Error::CorruptBatch {
+            return Err(Error::Corrupt {
+                file: None,
                 position: self.position + field::RECORDS_COUNT as u64,
                 reason: Corruption::NegativeLength {
                     what: "recordsCount",
@@ -302,7 +305,8 @@ impl<'a> Iterator for BatchRecords<'a> {
             if trailing == 0 {
                 return None;
             }
-            return Some(Err(Error::CorruptBatch {
+            return Some(Err(Error::Corrupt {
+                file: None,
                 position: self.position + self.pos as u64,
                 reason: Corruption::TrailingBytes {
                     count: trailing as u64,
@@ -329,7 +333,8 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn err(&self, at: usize, reason: Corruption) -> Error {
-        Error::CorruptBatch {
+        Error::Corrupt {
+            file: None,
             position: self.base + at as u64,
             reason,
         }
@@ -351,7 +356,12 @@ impl<'a> Cursor<'a> {
 
     fn rebase(&self, e: Error) -> Error {
         match e {
-            Error::CorruptBatch { position, reason } => Error::CorruptBatch {
+            Error::Corrupt {
+                file: None,
+                position,
+                reason,
+            } => Error::Corrupt {
+                file: None,
                 position: self.base + position,
                 reason,
             },
@@ -581,7 +591,8 @@ impl<'a> Iterator for BatchIter<'a> {
             }
             Extent::Corrupt(length) => {
                 self.done = true;
-                Some(Err(Error::CorruptBatch {
+                Some(Err(Error::Corrupt {
+                    file: None,
                     position: position + 8,
                     reason: Corruption::BatchLengthTooSmall { length },
                 }))

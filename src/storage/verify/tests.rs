@@ -3,7 +3,7 @@ use crate::storage::fault::FaultyIo;
 use crate::storage::file_names::{file_name, parse_file_name, LOG_SUFFIX, SEGMENT_SUFFIXES};
 use crate::storage::io::OpenMode;
 use crate::storage::record_batch::BatchRecord;
-use crate::storage::segment_set::{LogConfig, LogOptions, SegmentSet};
+use crate::storage::segment_set::{LogConfig, LogSetup, SegmentSet};
 use crate::sync::Arc;
 
 fn write_partition(io: Arc<dyn Io>, dir: &Path, records: u32) {
@@ -14,10 +14,10 @@ fn write_partition(io: Arc<dyn Io>, dir: &Path, records: u32) {
     };
     let (mut log, _) = SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             config,
             io,
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
     .unwrap();
@@ -86,9 +86,9 @@ fn segments_without_timestamps_get_no_time_index_entry() {
     let open = || {
         SegmentSet::open(
             dir,
-            LogOptions {
+            LogSetup {
                 io: Arc::new(io.clone()),
-                ..LogOptions::default()
+                ..LogSetup::default()
             },
         )
         .unwrap()
@@ -114,8 +114,8 @@ fn gaps_fail_the_dense_check_only() {
     let io = FaultyIo::new(6);
     let dir = Path::new("/data/t-3");
     write_partition(Arc::new(io.clone()), dir, 200);
-    let dense = VerifyOptions::default();
-    let gaps = VerifyOptions::default().dense_offsets(false);
+    let dense = VerifyConfig::default();
+    let gaps = VerifyConfig::default().dense_offsets(false);
     assert_eq!(
         verify_partition_with(&io, dir, dense).unwrap().problem,
         None
@@ -142,9 +142,9 @@ fn gaps_fail_the_dense_check_only() {
     let dir = Path::new("/data/t-4");
     let (mut log, _) = SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             io: Arc::new(io.clone()),
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
     .unwrap();
@@ -206,7 +206,7 @@ fn records_must_fill_their_batch() {
     let b = with_crc(b);
     let problem = check(&b).unwrap();
     assert_eq!(problem.kind, ProblemKind::CorruptBatch, "{problem:?}");
-    let gaps = VerifyOptions::default().dense_offsets(false);
+    let gaps = VerifyConfig::default().dense_offsets(false);
     assert!(verify_partition_with(&io, dir, gaps)
         .unwrap()
         .problem
