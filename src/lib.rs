@@ -66,7 +66,7 @@
 //! What blocks: `send` on an [`Overflow::Block`] topic while a partition is full of records
 //! a registered group has not committed; `poll` until a record arrives or the timeout
 //! passes. What allocates: creating topics, producers and consumers, and `poll`'s result
-//! vector; never `send` or [`poll_into`](Consumer::poll_into) per record (no key, no
+//! vector; never `send` or [`poll_with`](Consumer::poll_with) per record (no key, no
 //! headers). Ordering: per partition, in offset order; offsets are dense from 0.
 //!
 //! ## The ring: one producer, readers at their own pace
@@ -77,10 +77,10 @@
 //! told exactly how many entries they missed when they fall a lap behind.
 //!
 //! ```
-//! use logbus::ring::{Overflow, ReadError, Ring, RingConfig, Start, TryReadError};
+//! use logbus::ring::{LapPolicy, ReadError, Ring, RingConfig, Start, TryReadError};
 //!
 //! // Drop-oldest mode: the producer never waits for readers.
-//! let config = RingConfig::new(8).overflow(Overflow::DropOldest);
+//! let config = RingConfig::new(8).overflow(LapPolicy::DropOldest);
 //! let (mut producer, ring) = Ring::single_producer(config)?;
 //! let mut follower = ring.reader(Start::Tail)?;
 //!
@@ -100,7 +100,7 @@
 //! # Ok::<(), logbus::Error>(())
 //! ```
 //!
-//! What blocks: `publish*` on an [`Overflow::Block`](ring::Overflow::Block) ring while a
+//! What blocks: `publish*` on an [`LapPolicy::Block`](ring::LapPolicy::Block) ring while a
 //! gating reader is a full lap behind, and `read*` on an empty ring (yield, then park);
 //! every `try_*` returns at once. What allocates: creating a ring or a reader, never an entry.
 //! Ordering: every reader sees entries in sequence order, each producer's in its own order.

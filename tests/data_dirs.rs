@@ -45,13 +45,16 @@ fn a_missing_path_is_refused_untouched_without_create() {
     let dir = tmp.path().join("data");
     let err = Broker::open(&dir).unwrap_err();
     assert!(
-        matches!(&err, Error::DataDirMissing { dir: d } if *d == dir),
+        matches!(&err, Error::DataDirUnformatted { dir: d, missing: true, .. } if *d == dir),
         "{err}"
     );
     assert!(err.to_string().contains("create(true)"), "{err}");
     assert!(!dir.exists(), "a refused open created the directory");
     let err = logbus::persist::describe_data_dir(&dir).unwrap_err();
-    assert!(matches!(err, Error::DataDirMissing { .. }), "{err}");
+    assert!(
+        matches!(err, Error::DataDirUnformatted { missing: true, .. }),
+        "{err}"
+    );
     assert!(!dir.exists(), "describe created the directory");
 }
 
@@ -123,7 +126,10 @@ fn a_vanished_data_directory_is_not_an_empty_log() {
                 "{err}"
             );
         } else {
-            assert!(matches!(err, Error::DataDirMissing { .. }), "{err}");
+            assert!(
+                matches!(err, Error::DataDirUnformatted { missing: true, .. }),
+                "{err}"
+            );
         }
     }
 }
@@ -479,7 +485,7 @@ fn a_directory_appended_to_the_set_needs_create() {
     more.push(t[0].path().join("third"));
     let err = open_dirs(&more).unwrap_err();
     assert!(
-        matches!(&err, Error::DataDirMissing { dir } if *dir == more[2]),
+        matches!(&err, Error::DataDirUnformatted { dir, missing: true, .. } if *dir == more[2]),
         "{err}"
     );
     open(&more).close().unwrap();

@@ -8,12 +8,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use logbus::group::{
-    CooperativeStickyAssignor, PartitionAssignor, RangeAssignor, RebalanceProtocol,
-    RoundRobinAssignor, StickyAssignor, Subscription, TopicPartition,
+    CooperativeStickyAssignor, MemberSubscription, PartitionAssignor, RangeAssignor,
+    RebalanceProtocol, RoundRobinAssignor, StickyAssignor, TopicPartition,
 };
 
 type Assignment = BTreeMap<String, Vec<TopicPartition>>;
-type Subs = BTreeMap<String, Subscription>;
+type Subs = BTreeMap<String, MemberSubscription>;
 type Counts = BTreeMap<String, u32>;
 
 /// Kafka's `generationId` in the sticky tests.
@@ -28,18 +28,18 @@ fn counts(list: &[(&str, u32)]) -> Counts {
 }
 
 /// Kafka's `subscription(topics, i)`: no owned partitions, default generation.
-fn sub(topics: &[&str]) -> Subscription {
-    Subscription::new(topics.iter().copied())
+fn sub(topics: &[&str]) -> MemberSubscription {
+    MemberSubscription::new(topics.iter().copied())
 }
 
 /// Kafka's `buildSubscriptionV2Above(topics, partitions, generation, i)`.
-fn owning(topics: &[&str], owned: &[TopicPartition], generation: i32) -> Subscription {
+fn owning(topics: &[&str], owned: &[TopicPartition], generation: i32) -> MemberSubscription {
     sub(topics)
         .with_owned_partitions(owned.iter().cloned())
         .with_generation(generation)
 }
 
-fn topics_of(s: &Subscription) -> Vec<&str> {
+fn topics_of(s: &MemberSubscription) -> Vec<&str> {
     s.topics.iter().map(String::as_str).collect()
 }
 
@@ -723,7 +723,7 @@ fn test_member_info_sorting() {
 // AbstractStickyAssignorTest: every case runs on both sticky assignors (see `both`).
 // ---------------------------------------------------------------------------------------
 
-fn subs_of(list: Vec<(&str, Subscription)>) -> Subs {
+fn subs_of(list: Vec<(&str, MemberSubscription)>) -> Subs {
     list.into_iter().map(|(m, s)| (m.to_string(), s)).collect()
 }
 
@@ -1125,7 +1125,7 @@ fn large(
     let subs: Subs = (0..consumer_count)
         .map(|i| {
             let ts = subscribe(i, &topics);
-            (name("c", i, consumer_count), Subscription::new(ts))
+            (name("c", i, consumer_count), MemberSubscription::new(ts))
         })
         .collect();
     let a = assign(&StickyAssignor, &counts, &subs);
@@ -1241,7 +1241,7 @@ fn test_large_assignment_with_multiple_consumers_leaving_and_random_subscription
         let ts: Vec<String> = (0..n)
             .map(|_| name("t", rng.usize(..topic_count), topic_count))
             .collect();
-        subs.insert(name("c", i, consumer_count), Subscription::new(ts));
+        subs.insert(name("c", i, consumer_count), MemberSubscription::new(ts));
     }
     let a = both(&counts, &subs, None);
     let mut subs = with_owned(&subs, &a, GENERATION);
@@ -1261,7 +1261,7 @@ fn test_new_subscription() {
             .filter(|&j| j >= i && 3 * i >= 2 + j)
             .map(|j| name("t", j, 5))
             .collect();
-        subs.insert(name("c", i, 3), Subscription::new(ts));
+        subs.insert(name("c", i, 3), MemberSubscription::new(ts));
     }
     let a = both(&counts, &subs, None);
     let mut subs = with_owned(&subs, &a, GENERATION);
@@ -1349,7 +1349,7 @@ fn test_reassignment_with_random_subscriptions_and_changes() {
             .map(|i| {
                 (
                     name("c", i, 40),
-                    Subscription::new(random_sublist(&mut rng, &topics)),
+                    MemberSubscription::new(random_sublist(&mut rng, &topics)),
                 )
             })
             .collect();
@@ -1831,7 +1831,7 @@ fn test_schema_backward_compatibility() {
 
 /// StickyAssignorTest and CooperativeStickyAssignorTest `testAssignorWithOldVersionSubscriptions`:
 /// members of the older protocol versions report the same owned partitions and generation
-/// through user data, which here is the same `Subscription` fields.
+/// through user data, which here is the same `MemberSubscription` fields.
 #[test]
 fn test_assignor_with_old_version_subscriptions() {
     let subs = subs_of(vec![
@@ -2117,7 +2117,7 @@ fn large_scale_timings() {
         let subs: Subs = (0..members)
             .map(|i| {
                 let ts = shape(i, topics).into_iter().map(|t| names[t].clone());
-                (name("c", i, members), Subscription::new(ts))
+                (name("c", i, members), MemberSubscription::new(ts))
             })
             .collect();
         for assignor in [
@@ -2172,7 +2172,7 @@ fn assignors_are_send_sync_and_pluggable() {
     send_sync::<RoundRobinAssignor>();
     send_sync::<StickyAssignor>();
     send_sync::<CooperativeStickyAssignor>();
-    send_sync::<Subscription>();
+    send_sync::<MemberSubscription>();
     send_sync::<TopicPartition>();
     send_sync::<Box<dyn PartitionAssignor>>();
     // A group holds its assignor as a trait object.

@@ -9,8 +9,8 @@ use std::time::Duration;
 use logbus::broker::{Broker, TopicConfig, TopicPartition};
 use logbus::consumer::{Consumer, ConsumerConfig, OffsetReset};
 use logbus::group::{
-    CooperativeStickyAssignor, GroupState, PartitionAssignor, RebalanceListener,
-    RoundRobinAssignor, StickyAssignor, Subscription,
+    CooperativeStickyAssignor, GroupState, MemberSubscription, PartitionAssignor,
+    RebalanceListener, RoundRobinAssignor, StickyAssignor,
 };
 use logbus::producer::Record;
 use logbus::{ConsumerRecord, Error, ManualClock};
@@ -118,8 +118,8 @@ fn two_members_split_as_kafkas_range_assignor() {
     assert_eq!(a.generation(), c.generation());
     // The same as the pure assignor on the same inputs.
     let subs = BTreeMap::from([
-        ("a-000000".to_string(), Subscription::new(["t"])),
-        ("c-000001".to_string(), Subscription::new(["t"])),
+        ("a-000000".to_string(), MemberSubscription::new(["t"])),
+        ("c-000001".to_string(), MemberSubscription::new(["t"])),
     ]);
     let pure = logbus::group::RangeAssignor.assign(&BTreeMap::from([("t".into(), 3)]), &subs);
     assert_eq!(pure["a-000000"], a.assignment());
@@ -702,7 +702,7 @@ fn a_plugged_in_assignor_is_used_and_cannot_break_ownership() {
         fn assign(
             &self,
             partitions: &BTreeMap<String, u32>,
-            subs: &BTreeMap<String, Subscription>,
+            subs: &BTreeMap<String, MemberSubscription>,
         ) -> BTreeMap<String, Vec<TopicPartition>> {
             let all: Vec<_> = partitions
                 .iter()
@@ -853,7 +853,7 @@ fn expiring_broker() -> (Broker, Arc<ManualClock>) {
 fn held_back(p: &logbus::Producer<(), u64>, v: u64) -> bool {
     match p.send_timeout(Record::new("t", v), Duration::from_millis(30)) {
         Err(e) => {
-            assert!(matches!(e.into_error(), Error::Timeout));
+            assert!(matches!(e.into_error(), Error::Timeout { .. }));
             true
         }
         Ok(_) => false,
@@ -878,7 +878,7 @@ fn an_abandoned_group_stops_holding_producers_after_the_empty_group_timeout() {
         p.send(Record::new("t", i)).unwrap();
     }
     let mut got = Vec::new();
-    assert_eq!(c.poll_into(&mut got, 4, Z).unwrap(), 4);
+    assert_eq!(c.poll_with(4, Z, |r| got.push(r.to_record())).unwrap(), 4);
     c.commit_sync().unwrap();
     drop(c);
     // The gate at 4 leaves room up to 20.
@@ -921,7 +921,7 @@ fn an_abandoned_group_stops_holding_producers_after_the_empty_group_timeout() {
     c.assign(&[tp("t", 0)]).unwrap();
     assert!(!b.describe_group("g").unwrap().expired);
     let mut got = Vec::new();
-    while c.poll_into(&mut got, 100, Z).unwrap() > 0 {}
+    while c.poll_with(100, Z, |r| got.push(r.to_record())).unwrap() > 0 {}
     let offsets: Vec<u64> = got.iter().map(|r| r.offset).collect();
     assert_eq!(offsets, (104..120).collect::<Vec<_>>());
     assert_eq!(c.metrics().skipped(&tp("t", 0)), 100);
@@ -934,7 +934,7 @@ fn an_abandoned_group_stops_holding_producers_after_the_empty_group_timeout() {
     }
     assert!((16..=32).contains(&sent), "{sent} sent before a gate held");
     got.clear();
-    while c.poll_into(&mut got, 100, Z).unwrap() > 0 {}
+    while c.poll_with(100, Z, |r| got.push(r.to_record())).unwrap() > 0 {}
     assert_eq!(got.len() as u64, sent, "none of them overwritten");
     assert_eq!(c.metrics().skipped(&tp("t", 0)), 100);
     assert_eq!(
@@ -970,7 +970,7 @@ fn a_group_with_an_active_member_never_expires() {
     assert!(held_back(&p, 16));
     c2.assign(&[tp("t", 0)]).unwrap();
     let mut got = Vec::new();
-    while c2.poll_into(&mut got, 100, Z).unwrap() > 0 {}
+    while c2.poll_with(100, Z, |r| got.push(r.to_record())).unwrap() > 0 {}
     assert_eq!(got.len(), 16, "every record the group had not committed");
     assert_eq!(c2.metrics().total_skipped(), 0);
     // Empty again: held back for the timeout from now, then let go.

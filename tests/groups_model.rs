@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use logbus::broker::{Broker, TopicConfig, TopicPartition};
 use logbus::consumer::{Consumer, ConsumerConfig};
-use logbus::group::{GroupState, PartitionAssignor, RangeAssignor, Subscription};
+use logbus::group::{GroupState, MemberSubscription, PartitionAssignor, RangeAssignor};
 use logbus::{Error, ManualClock};
 use proptest::prelude::*;
 
@@ -99,10 +99,10 @@ impl Model {
         }
         self.preparing = false;
         self.generation += 1;
-        let subs: BTreeMap<String, Subscription> = self
+        let subs: BTreeMap<String, MemberSubscription> = self
             .members
             .keys()
-            .map(|id| (id.clone(), Subscription::new(["t"])))
+            .map(|id| (id.clone(), MemberSubscription::new(["t"])))
             .collect();
         let result = if subs.is_empty() {
             BTreeMap::new()

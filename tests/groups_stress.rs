@@ -171,7 +171,7 @@ fn start_member(b: &Broker, name: &str, cooperative: bool, tracker: &Shared) -> 
             }
             batch.clear();
             if consumer
-                .poll_into(&mut batch, 64, Duration::from_millis(10))
+                .poll_with(64, Duration::from_millis(10), |r| batch.push(r.to_record()))
                 .is_err()
             {
                 continue;

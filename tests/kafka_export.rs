@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use logbus::consumer::{ConsumerConfig, OffsetReset};
-use logbus::kafka::export::{export, import, ExportOptions, SOURCE_HEADER};
+use logbus::kafka::export::{export, import, ExportConfig, SOURCE_HEADER};
 use logbus::kafka::{KafkaBroker, KafkaConfig, MockCluster};
 use logbus::persist::PersistConfig;
 use logbus::{Broker, Codec, Record, TopicConfig, TopicPartition};
@@ -162,7 +162,7 @@ fn export_interrupted_resumes_then_import_round_trips() {
     let first = export(
         source.path(),
         &kafka,
-        ExportOptions::new().batch(40).progress(|p| {
+        ExportConfig::new().batch(40).progress(|p| {
             seen.push((
                 p.topic.clone(),
                 p.partition,
@@ -196,14 +196,14 @@ fn export_interrupted_resumes_then_import_round_trips() {
     );
 
     // Second run: resumes, copies only the rest.
-    let second = export(source.path(), &kafka, ExportOptions::new().batch(40)).unwrap();
+    let second = export(source.path(), &kafka, ExportConfig::new().batch(40)).unwrap();
     assert!(!second.stopped);
     let already: u64 = second.partitions.iter().map(|m| m.already_copied).sum();
     let rest: u64 = second.partitions.iter().map(|m| m.copied).sum();
     assert_eq!(already, copied);
     assert_eq!(rest, 280 - copied);
     // A third run finds everything there.
-    let third = export(source.path(), &kafka, ExportOptions::new()).unwrap();
+    let third = export(source.path(), &kafka, ExportConfig::new()).unwrap();
     assert_eq!(third.partitions.iter().map(|m| m.copied).sum::<u64>(), 0);
 
     // On the cluster: every record once, on its partition, with its key, value, timestamp
@@ -226,7 +226,7 @@ fn export_interrupted_resumes_then_import_round_trips() {
     let imported = import(
         target.path(),
         &kafka,
-        ExportOptions::new().topics(["orders", "audit"]),
+        ExportConfig::new().topics(["orders", "audit"]),
     )
     .unwrap();
     assert_eq!(imported.partitions.len(), 4);
@@ -246,7 +246,7 @@ fn export_interrupted_resumes_then_import_round_trips() {
     let again = import(
         target.path(),
         &kafka,
-        ExportOptions::new().topics(["orders"]),
+        ExportConfig::new().topics(["orders"]),
     )
     .unwrap();
     assert_eq!(again.partitions.iter().map(|m| m.copied).sum::<u64>(), 0);
@@ -263,7 +263,7 @@ fn export_interrupted_resumes_then_import_round_trips() {
         import(
             source.path(),
             &kafka,
-            ExportOptions::new().topics(["orders"])
+            ExportConfig::new().topics(["orders"])
         ),
         Err(logbus::Error::TopicExists { .. })
     ));
@@ -274,7 +274,7 @@ fn export_refuses_what_it_cannot_resume() {
     let source = source_dir();
     let plain = KafkaBroker::mock(1).unwrap();
     assert!(matches!(
-        export(source.path(), &plain, ExportOptions::new()),
+        export(source.path(), &plain, ExportConfig::new()),
         Err(logbus::Error::InvalidConfig {
             name: "enable.idempotence",
             ..
@@ -282,7 +282,7 @@ fn export_refuses_what_it_cannot_resume() {
     ));
     let kafka = idempotent_mock();
     assert!(matches!(
-        export(source.path(), &kafka, ExportOptions::new().topics(["nope"])),
+        export(source.path(), &kafka, ExportConfig::new().topics(["nope"])),
         Err(logbus::Error::UnknownTopic { .. })
     ));
     // A target with fewer partitions than the source.
@@ -293,7 +293,7 @@ fn export_refuses_what_it_cannot_resume() {
         export(
             source.path(),
             &kafka,
-            ExportOptions::new().topics(["orders"])
+            ExportConfig::new().topics(["orders"])
         ),
         Err(logbus::Error::InvalidConfig {
             name: "target partitions",
@@ -440,7 +440,7 @@ fn export_rerun_after_a_permanent_produce_error_never_leaves_a_hole_or_duplicate
             let first = export(
                 source.path(),
                 &kafka,
-                ExportOptions::new().batch(batch).progress(|_| {
+                ExportConfig::new().batch(batch).progress(|_| {
                     batches += 1;
                     if batches == after {
                         mock.request_errors(RDKafkaApiKey::Produce, &[code]);
@@ -449,7 +449,7 @@ fn export_rerun_after_a_permanent_produce_error_never_leaves_a_hole_or_duplicate
                 }),
             );
             let first = first.expect_err(&case);
-            let rerun = export(source.path(), &kafka, ExportOptions::new().batch(batch));
+            let rerun = export(source.path(), &kafka, ExportConfig::new().batch(batch));
             let on_kafka = values_on_cluster(&kafka, "t");
             let mut unique = on_kafka.clone();
             unique.sort();
@@ -511,10 +511,10 @@ fn export_of_a_second_directory_with_the_same_topic_skips_none_of_its_records() 
     let a = values_dir("a", 50);
     let b = values_dir("b", 80);
     let kafka = idempotent_mock();
-    export(a.path(), &kafka, ExportOptions::new()).unwrap();
+    export(a.path(), &kafka, ExportConfig::new()).unwrap();
     let b_values: Vec<String> = (0..80).map(|i| format!("b{i}")).collect();
     let a_values: Vec<String> = (0..50).map(|i| format!("a{i}")).collect();
-    match export(b.path(), &kafka, ExportOptions::new()) {
+    match export(b.path(), &kafka, ExportConfig::new()) {
         Ok(report) => panic!("B's records were taken for A's: {report:?}"),
         Err(e) => {
             assert!(
@@ -533,8 +533,8 @@ fn export_of_a_second_directory_with_the_same_topic_skips_none_of_its_records() 
     }
     assert_eq!(values_on_cluster(&kafka, "t"), a_values, "nothing sent");
     // The way out the error names: another group appends B after A, and resumes B.
-    export(b.path(), &kafka, ExportOptions::new().group("b")).unwrap();
-    let again = export(b.path(), &kafka, ExportOptions::new().group("b")).unwrap();
+    export(b.path(), &kafka, ExportConfig::new().group("b")).unwrap();
+    let again = export(b.path(), &kafka, ExportConfig::new().group("b")).unwrap();
     assert_eq!(again.partitions[0].copied, 0);
     assert_eq!(again.partitions[0].already_copied, 80);
     assert_eq!(again.partitions[0].target_of(0), Some(50));
@@ -549,12 +549,12 @@ fn export_of_a_second_directory_with_the_same_topic_skips_none_of_its_records() 
 fn import_stopped_before_the_end_resumes_exactly_once() {
     let source = values_dir("v", 230);
     let kafka = idempotent_mock();
-    export(source.path(), &kafka, ExportOptions::new()).unwrap();
+    export(source.path(), &kafka, ExportConfig::new()).unwrap();
     let target = tempfile::tempdir().unwrap();
     let first = import(
         target.path(),
         &kafka,
-        ExportOptions::new().topics(["t"]).batch(40).progress(|p| {
+        ExportConfig::new().topics(["t"]).batch(40).progress(|p| {
             if p.copied_total >= 100 {
                 ControlFlow::Break(())
             } else {
@@ -564,14 +564,14 @@ fn import_stopped_before_the_end_resumes_exactly_once() {
     )
     .unwrap();
     assert!(first.stopped);
-    let second = import(target.path(), &kafka, ExportOptions::new().topics(["t"])).unwrap();
+    let second = import(target.path(), &kafka, ExportConfig::new().topics(["t"])).unwrap();
     let copied = first.partitions[0].copied;
     assert_eq!(copied, 120, "three batches of 40: {first:?}");
     assert!(!second.stopped);
     assert_eq!(second.partitions[0].already_copied, copied);
     assert_eq!(second.partitions[0].copied, 230 - copied);
     assert_eq!(second.partitions[0].target_of(229), Some(229));
-    let third = import(target.path(), &kafka, ExportOptions::new().topics(["t"])).unwrap();
+    let third = import(target.path(), &kafka, ExportConfig::new().topics(["t"])).unwrap();
     assert_eq!(third.partitions[0].copied, 0);
     assert_eq!(
         rows_in_dir::<Bytes, Bytes>(target.path(), "t"),
@@ -700,7 +700,7 @@ fn export_rerun_names_what_the_target_holds_that_it_should_not() {
         let first = export(
             source.path(),
             &kafka,
-            ExportOptions::new()
+            ExportConfig::new()
                 .batch(5)
                 .progress(|_| ControlFlow::Break(())),
         )
@@ -708,7 +708,7 @@ fn export_rerun_names_what_the_target_holds_that_it_should_not() {
         assert!(first.stopped);
         kafka.producer::<(), String>().send(record).unwrap();
         let before = values_on_cluster(&kafka, "t");
-        let e = export(source.path(), &kafka, ExportOptions::new().batch(5)).unwrap_err();
+        let e = export(source.path(), &kafka, ExportConfig::new().batch(5)).unwrap_err();
         assert!(e.to_string().contains(says), "{says}: {e}");
         assert!(
             matches!(
@@ -742,7 +742,7 @@ fn export_refused_on_different_partitions_ends_equal_to_the_source() {
         let e = export(
             source.path(),
             &kafka,
-            ExportOptions::new()
+            ExportConfig::new()
                 .topics(["orders"])
                 .batch(20)
                 .progress(|p| {
@@ -762,7 +762,7 @@ fn export_refused_on_different_partitions_ends_equal_to_the_source() {
     let last = export(
         source.path(),
         &kafka,
-        ExportOptions::new().topics(["orders"]).batch(7),
+        ExportConfig::new().topics(["orders"]).batch(7),
     )
     .unwrap();
     assert_eq!(

@@ -130,7 +130,7 @@ type Lent = (
 );
 
 #[test]
-fn poll_with_lends_what_poll_into_returns() {
+fn poll_with_lends_what_poll_returns() {
     let broker = cluster();
     broker
         .create_topic::<String, u64>("lent", TopicConfig::new(3))
@@ -157,7 +157,9 @@ fn poll_with_lends_what_poll_into_returns() {
 
     let partitions: Vec<_> = (0..3).map(|p| TopicPartition::new("lent", p)).collect();
     let config = ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest);
-    let mut into = broker.consumer::<String, u64>(config.clone()).unwrap();
+    let mut into = broker
+        .consumer::<String, u64>(config.clone().max_poll_records(7))
+        .unwrap();
     let mut with = broker.consumer::<String, u64>(config).unwrap();
     into.assign(&partitions).unwrap();
     with.assign(&partitions).unwrap();
@@ -167,10 +169,10 @@ fn poll_with_lends_what_poll_into_returns() {
     let (mut into_errors, mut with_errors) = (0, 0);
     for _ in 0..100 {
         let mut out = Vec::new();
-        match into.poll_into(&mut out, 7, POLL) {
-            Ok(n) => assert_eq!(n, out.len()),
+        match into.poll(POLL) {
+            Ok(records) => out.extend(records),
             Err(logbus::Error::Decode { .. }) => into_errors += 1,
-            Err(e) => panic!("poll_into: {e}"),
+            Err(e) => panic!("poll: {e}"),
         }
         polled.extend(out.into_iter().map(|r| {
             let ts = r.timestamp;
@@ -266,7 +268,7 @@ fn errors_are_typed() {
             .unwrap_err();
         assert!(matches!(
             err.error(),
-            logbus::Error::InvalidTimestamp { timestamp } if *timestamp == bad
+            logbus::Error::InvalidTimestamp { timestamp, offset: None } if *timestamp == bad
         ));
     }
     let big = broker.producer::<(), Vec<u8>>();
@@ -524,7 +526,7 @@ fn seek_and_offsets_for_times_replay() {
     assert!(
         matches!(
             e,
-            logbus::Error::PartitionOffsetOutOfRange {
+            logbus::Error::OffsetOutOfRange {
                 requested: u64::MAX,
                 start: 0,
                 end: 10,
@@ -591,7 +593,7 @@ fn seek_and_offsets_for_times_replay() {
     assert_eq!(c.committed(&p0).unwrap(), Some(4));
     assert!(matches!(
         c.commit_offsets(&[(p0.clone(), 99)]),
-        Err(logbus::Error::PartitionOffsetOutOfRange {
+        Err(logbus::Error::OffsetOutOfRange {
             requested: 99,
             end: 10,
             ..
@@ -780,7 +782,8 @@ fn send_batch_returns_when_the_client_refuses_its_last_record() {
             Record::new("big", vec![3u8; 20_000]),
         ];
         let result = producer.send_batch(&mut batch);
-        done.send((result.map_err(|e| e.to_string()), batch.len()))
+        let left: Vec<usize> = batch.iter().map(|r| r.value.len()).collect();
+        done.send((result.map_err(|e| (e.sent, e.to_string())), left))
             .unwrap();
     });
     // A watchdog, not a timing assertion: the call needs one round trip to the in-process
@@ -788,10 +791,12 @@ fn send_batch_returns_when_the_client_refuses_its_last_record() {
     let (result, left) = finished
         .recv_timeout(Duration::from_secs(60))
         .expect("send_batch returned");
-    let error = result.expect_err("the third record is too large");
+    let (sent, error) = result.expect_err("the third record is too large");
     assert!(error.contains("exceeds the limit"), "{error}");
+    assert_eq!(sent, 2);
     assert_eq!(
-        left, 0,
-        "the refused record is in the error; none came after it"
+        left,
+        [20_000],
+        "the refused record is handed back; none came after it"
     );
 }

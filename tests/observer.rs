@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use logbus::observer::{Delivery, EventBus, Overflow, Subscription};
+use logbus::observer::{Delivery, EventBus, SlowSubscriberPolicy, Subscription};
 
 const ASYNC_BLOCK: Delivery = Delivery::Async {
     capacity: 8,
-    overflow: Overflow::Block,
+    overflow: SlowSubscriberPolicy::Block,
 };
 
 /// Records every event it sees, per publisher, to check "exactly once, in order".
@@ -64,7 +64,7 @@ fn subscribers_that_stay_get_everything_while_others_churn() {
                     } else {
                         Delivery::Async {
                             capacity: 4,
-                            overflow: Overflow::DropOldest,
+                            overflow: SlowSubscriberPolicy::DropOldest,
                         }
                     };
                     let sub = bus
@@ -243,7 +243,7 @@ fn block_overflow_applies_backpressure() {
         .subscribe_with(
             Delivery::Async {
                 capacity: 2,
-                overflow: Overflow::Block,
+                overflow: SlowSubscriberPolicy::Block,
             },
             move |_| drop(g.lock().unwrap()),
         )
@@ -279,7 +279,7 @@ fn drop_oldest_overflow_never_blocks_and_counts() {
         .subscribe_with(
             Delivery::Async {
                 capacity: 3,
-                overflow: Overflow::DropOldest,
+                overflow: SlowSubscriberPolicy::DropOldest,
             },
             move |e| {
                 drop(g.lock().unwrap());
@@ -355,7 +355,7 @@ fn within<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'static) 
 fn gated_counter(
     bus: &EventBus<u32>,
     capacity: usize,
-    overflow: Overflow,
+    overflow: SlowSubscriberPolicy,
     gate: &Arc<Mutex<()>>,
 ) -> (Arc<AtomicUsize>, Subscription) {
     let n = Arc::new(AtomicUsize::new(0));
@@ -377,8 +377,9 @@ fn unsubscribing_loses_no_buffered_event() {
     let bus = EventBus::<u32>::new();
     let gate = Arc::new(Mutex::new(()));
     let held = gate.lock().unwrap();
-    let (block_seen, block) = gated_counter(&bus, EVENTS as usize, Overflow::Block, &gate);
-    let (oldest_seen, oldest) = gated_counter(&bus, 16, Overflow::DropOldest, &gate);
+    let (block_seen, block) =
+        gated_counter(&bus, EVENTS as usize, SlowSubscriberPolicy::Block, &gate);
+    let (oldest_seen, oldest) = gated_counter(&bus, 16, SlowSubscriberPolicy::DropOldest, &gate);
     for e in 0..EVENTS {
         assert_eq!(bus.publish(e), 2);
     }
@@ -413,7 +414,7 @@ fn a_subscriber_leaving_inside_its_callback_delivers_its_buffer() {
             .subscribe_with(
                 Delivery::Async {
                     capacity: EVENTS as usize,
-                    overflow: Overflow::Block,
+                    overflow: SlowSubscriberPolicy::Block,
                 },
                 move |e: &u32| {
                     drop(g.lock().unwrap());
@@ -454,7 +455,7 @@ fn subscribe_inside_a_callback_never_joins_a_thread_waiting_on_it() {
             .subscribe_with(
                 Delivery::Async {
                     capacity: 1,
-                    overflow: Overflow::Block,
+                    overflow: SlowSubscriberPolicy::Block,
                 },
                 move |e: &u32| {
                     if *e < 100 {
@@ -510,7 +511,7 @@ fn unsubscribe_inside_a_callback_never_joins_a_thread_waiting_on_it() {
             .subscribe_with(
                 Delivery::Async {
                     capacity: 1,
-                    overflow: Overflow::Block,
+                    overflow: SlowSubscriberPolicy::Block,
                 },
                 move |e: &u32| {
                     if *e == 100 {

@@ -10,7 +10,7 @@ use logbus::broker::{Broker, TopicConfig, TopicPartition};
 use logbus::consumer::{Consumer, ConsumerConfig, OffsetReset};
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
-use logbus::storage::{BatchBuilder, LogOptions, SegmentSet};
+use logbus::storage::{BatchBuilder, LogSetup, SegmentSet};
 
 const TOPIC: &str = "t";
 
@@ -52,7 +52,9 @@ fn drain(c: &mut Consumer<(), String>, path: Path_, max: usize) -> Vec<(u64, Str
             }
             Path_::PollInto => {
                 let mut batch = Vec::new();
-                let n = c.poll_into(&mut batch, max, Duration::ZERO).unwrap();
+                let n = c
+                    .poll_with(max, Duration::ZERO, |r| batch.push(r.to_record()))
+                    .unwrap();
                 got.extend(batch.into_iter().map(|r| (r.offset, r.value)));
                 n
             }
@@ -203,7 +205,7 @@ fn a_kafka_directory_with_gaps_between_batches_is_read_once_in_order() {
     let mut want = Vec::new();
     {
         let (mut set, _) =
-            SegmentSet::open(dir.path().join(format!("{TOPIC}-0")), LogOptions::default()).unwrap();
+            SegmentSet::open(dir.path().join(format!("{TOPIC}-0")), LogSetup::default()).unwrap();
         // Runs of 3 records at 0, 10, 11 (no gap), 40 and 100.
         for base in [0u64, 10, 13, 40, 100] {
             let mut b = BatchBuilder::new(base);
@@ -335,7 +337,7 @@ fn a_replicated_log_with_a_deleted_segment_is_read_once_in_order() {
 
 /// Every record of the replica log in `dir` (partition 0 of `t`), `(offset, value)`.
 fn replica_records(dir: &Path) -> Vec<(u64, Vec<u8>)> {
-    let (set, _) = SegmentSet::open(dir.join(format!("{TOPIC}-0")), LogOptions::default()).unwrap();
+    let (set, _) = SegmentSet::open(dir.join(format!("{TOPIC}-0")), LogSetup::default()).unwrap();
     let mut out = Vec::new();
     let mut at = set.log_start_offset();
     loop {
@@ -393,7 +395,7 @@ fn a_follower_fetches_across_a_gap_in_its_leaders_log() {
     // The follower is cut at the gap's start (whole batches: at or below it).
     {
         let (mut set, _) =
-            SegmentSet::open(paths[1].join(format!("{TOPIC}-0")), LogOptions::default()).unwrap();
+            SegmentSet::open(paths[1].join(format!("{TOPIC}-0")), LogSetup::default()).unwrap();
         set.truncate_to(gap.start).unwrap();
         assert!(set.log_end_offset() <= gap.start);
         set.close().unwrap();

@@ -62,8 +62,12 @@ fn sends_after_close_say_the_broker_is_closed() {
     assert!(says_closed_broker(e.error()), "{e:?}");
     let mut batch = vec![Record::new("t", 3), Record::new("t", 4)];
     let e = p.send_batch(&mut batch).unwrap_err();
-    assert!(says_closed_broker(e.error()), "{e:?}");
-    let e = p.send_to("t", 0, [Payload::new(5)]).unwrap_err();
+    assert!(says_closed_broker(&e.error), "{e:?}");
+    let e = p
+        .partition("t", 0)
+        .unwrap()
+        .send_iter([Payload::new(5)])
+        .unwrap_err();
     assert!(says_closed_broker(&e.error), "{e:?}");
     assert_eq!(e.sent, 0);
     // A producer created after the close is told the same.
@@ -161,7 +165,11 @@ fn close_during_racing_and_blocked_sends() {
         c.assign(&[tp("t", 0)]).unwrap();
         let mut read = std::collections::HashMap::new();
         let mut v = Vec::new();
-        while c.poll_into(&mut v, 10_000, Duration::ZERO).unwrap() > 0 {
+        while c
+            .poll_with(10_000, Duration::ZERO, |r| v.push(r.to_record()))
+            .unwrap()
+            > 0
+        {
             read.extend(v.drain(..).map(|r| (r.offset, r.value)));
         }
         for (o, v) in acked {
@@ -279,7 +287,11 @@ fn zero_sized_values_and_edge_timestamps_survive_a_reopen() {
     c.assign(&[tp("t", 0)]).unwrap();
     let mut v = Vec::new();
     let mut read = Vec::new();
-    while c.poll_into(&mut v, 100, Duration::ZERO).unwrap() > 0 {
+    while c
+        .poll_with(100, Duration::ZERO, |r| v.push(r.to_record()))
+        .unwrap()
+        > 0
+    {
         read.extend(
             v.drain(..)
                 .map(|r| (r.offset, r.timestamp, r.headers.len())),
@@ -359,8 +371,8 @@ fn a_stored_timestamp_past_the_valid_range_is_a_typed_error() {
     assert!(
         matches!(
             err,
-            Error::InvalidRecordTimestamp {
-                offset: 1,
+            Error::InvalidTimestamp {
+                offset: Some(1),
                 timestamp
             } if timestamp == bad
         ),
@@ -440,7 +452,11 @@ fn delete_and_recreate_a_persisted_topic_while_sending() {
             c.assign(&[tp("t", p as u32)]).unwrap();
             let mut read = Vec::new();
             let mut v = Vec::new();
-            while c.poll_into(&mut v, 10_000, Duration::ZERO).unwrap() > 0 {
+            while c
+                .poll_with(10_000, Duration::ZERO, |r| v.push(r.to_record()))
+                .unwrap()
+                > 0
+            {
                 read.extend(v.drain(..).map(|r| (r.offset, r.value)));
             }
             assert_eq!(read.len() as u64, end, "partition {p}");

@@ -547,7 +547,11 @@ fn a_topic_created_again_after_a_delete_keeps_its_records_across_a_crash() {
         .unwrap();
     c.assign(&[tp()]).unwrap();
     let mut got = Vec::new();
-    while c.poll_into(&mut got, 100, Duration::ZERO).unwrap() > 0 {}
+    while c
+        .poll_with(100, Duration::ZERO, |r| got.push(r.to_record()))
+        .unwrap()
+        > 0
+    {}
     let values: Vec<String> = got.into_iter().map(|r| r.value).collect();
     let want: Vec<String> = (0..10).map(|i| format!("new{i}")).collect();
     assert_eq!(values, want);

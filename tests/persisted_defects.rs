@@ -8,7 +8,7 @@ use logbus::broker::{Broker, TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
-use logbus::storage::verify::{verify_path_with, VerifyOptions};
+use logbus::storage::verify::{verify_path_with, VerifyConfig};
 use logbus::Error;
 
 /// Every record of `t`-`p` from offset 0, read through a consumer (from disk when the ring
@@ -19,14 +19,18 @@ fn read_partition(broker: &Broker, p: u32) -> Vec<(u64, String)> {
         .unwrap();
     c.assign(&[TopicPartition::new("t", p)]).unwrap();
     let mut got = Vec::new();
-    while c.poll_into(&mut got, 10_000, Duration::ZERO).unwrap() > 0 {}
+    while c
+        .poll_with(10_000, Duration::ZERO, |r| got.push(r.to_record()))
+        .unwrap()
+        > 0
+    {}
     got.into_iter().map(|r| (r.offset, r.value)).collect()
 }
 
 /// Every partition directory under `dir` verifies clean, offsets dense; returns the number
 /// of segments.
 fn verify_clean(dir: &Path) -> usize {
-    let tree = verify_path_with(dir, VerifyOptions::default()).unwrap();
+    let tree = verify_path_with(dir, VerifyConfig::default()).unwrap();
     assert_eq!(tree.first_problem(), None);
     tree.partitions.iter().map(|p| p.report.segments).sum()
 }
@@ -141,7 +145,11 @@ fn closed_topic() -> tempfile::TempDir {
         .unwrap();
     c.assign(&[TopicPartition::new("t", 1)]).unwrap();
     let mut got = Vec::new();
-    while c.poll_into(&mut got, 10_000, Duration::ZERO).unwrap() > 0 {}
+    while c
+        .poll_with(10_000, Duration::ZERO, |r| got.push(r.to_record()))
+        .unwrap()
+        > 0
+    {}
     assert_eq!(got.len(), 100);
     c.commit_sync().unwrap();
     drop(c);

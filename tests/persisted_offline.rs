@@ -78,9 +78,10 @@ fn sends_to_an_offline_partition_say_so_and_hand_the_record_back() {
     // A batch: nothing appended, every record handed back.
     let mut batch: Vec<_> = (0..5).map(|i| Record::new("t", format!("b{i}"))).collect();
     let err = p.send_batch(&mut batch).unwrap_err();
-    assert!(is_offline(err.error()), "{}", err.error());
-    assert_eq!(err.into_record().unwrap().value, "b0");
-    assert_eq!(batch.len(), 4);
+    assert!(is_offline(&err.error), "{}", err.error);
+    assert_eq!(err.sent, 0);
+    assert_eq!(batch[0].value, "b0");
+    assert_eq!(batch.len(), 5);
     // Flushing and syncing the topic say why, every time.
     for _ in 0..2 {
         assert!(is_offline(&topic.write_to_files().unwrap_err()));
@@ -128,7 +129,7 @@ fn a_consumer_of_an_offline_partition_reads_what_it_holds_then_gets_the_error() 
     c.assign(&[TopicPartition::new("t", 0)]).unwrap();
     let mut got = Vec::new();
     let err = loop {
-        match c.poll_into(&mut got, 100, Duration::from_secs(10)) {
+        match c.poll_with(100, Duration::from_secs(10), |r| got.push(r.to_record())) {
             Ok(0) => panic!("an empty poll: the consumer waited out its timeout"),
             Ok(_) => {}
             Err(e) => break e,

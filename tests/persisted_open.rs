@@ -88,7 +88,11 @@ fn read_all(broker: &Broker) -> Vec<(u64, String)> {
         .unwrap();
     c.assign(&[tp()]).unwrap();
     let mut got = Vec::new();
-    while c.poll_into(&mut got, 10_000, Duration::ZERO).unwrap() > 0 {}
+    while c
+        .poll_with(10_000, Duration::ZERO, |r| got.push(r.to_record()))
+        .unwrap()
+        > 0
+    {}
     got.into_iter().map(|r| (r.offset, r.value)).collect()
 }
 
@@ -364,7 +368,7 @@ fn a_builder_given_a_data_dir_builds_a_persisted_broker_or_fails() {
     let dir = tmp.path().join("data");
     assert!(matches!(
         Broker::builder().data_dir(&dir).build(),
-        Err(Error::DataDirMissing { .. })
+        Err(Error::DataDirUnformatted { missing: true, .. })
     ));
     let broker = Broker::builder()
         .data_dir(&dir)

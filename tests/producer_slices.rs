@@ -1,4 +1,4 @@
-//! `Producer::send_slice_to`: records copied from a slice straight into a partition's ring
+//! `PartitionProducer::send_slice`: records copied from a slice straight into a partition's ring
 //! slots. Order and contents, every error path (bad timestamps, unknown topic or
 //! partition, the topic deleted while the send waits), a full partition under both
 //! overflow policies, drops of what the copied records overwrite, persisted and replicated
@@ -35,7 +35,8 @@ where
     let mut out = Vec::new();
     loop {
         let before = out.len();
-        c.poll_into(&mut out, 100_000, Duration::ZERO).unwrap();
+        c.poll_with(100_000, Duration::ZERO, |r| out.push(r.to_record()))
+            .unwrap();
         if out.len() == before {
             break;
         }
@@ -54,14 +55,34 @@ fn a_slice_lands_in_order_with_its_timestamps() {
     let b = Broker::in_memory();
     b.create_topic::<(), u64>("t", TopicConfig::new(3)).unwrap();
     let p = b.producer::<(), u64>();
-    assert_eq!(p.send_slice_to("t", 2, &stamped(0..100)).unwrap(), 100);
-    assert_eq!(p.send_slice_to("t", 2, &stamped(100..164)).unwrap(), 64);
+    assert_eq!(
+        p.partition("t", 2)
+            .unwrap()
+            .send_slice(&stamped(0..100))
+            .unwrap(),
+        100
+    );
+    assert_eq!(
+        p.partition("t", 2)
+            .unwrap()
+            .send_slice(&stamped(100..164))
+            .unwrap(),
+        64
+    );
     // Mixed with the other sends on the same partition, offsets stay dense.
     p.send(Record::new("t", 164).partition(2).timestamp(1_164))
         .unwrap();
-    p.send_to("t", 2, [Payload::new(165).timestamp(1_165)])
+    p.partition("t", 2)
+        .unwrap()
+        .send_iter([Payload::new(165).timestamp(1_165)])
         .unwrap();
-    assert_eq!(p.send_slice_to("t", 2, &stamped(166..170)).unwrap(), 4);
+    assert_eq!(
+        p.partition("t", 2)
+            .unwrap()
+            .send_slice(&stamped(166..170))
+            .unwrap(),
+        4
+    );
     let want: Vec<_> = (0..170).map(|v| (v, 1_000 + v as i64, v)).collect();
     assert_eq!(read_all::<()>(&b, "t", 2), want);
     assert!(read_all::<()>(&b, "t", 0).is_empty());
@@ -72,9 +93,9 @@ fn an_empty_slice_sends_nothing_but_still_checks_the_destination() {
     let b = Broker::in_memory();
     b.create_topic::<(), u64>("t", TopicConfig::new(1)).unwrap();
     let p = b.producer::<(), u64>();
-    assert_eq!(p.send_slice_to("t", 0, &[]).unwrap(), 0);
-    let e = p.send_slice_to("nope", 0, &[]).unwrap_err();
-    assert!(matches!(e.error, Error::UnknownTopic { .. }), "{e}");
+    assert_eq!(p.partition("t", 0).unwrap().send_slice(&[]).unwrap(), 0);
+    let e = p.partition("nope", 0).unwrap_err();
+    assert!(matches!(e, Error::UnknownTopic { .. }), "{e}");
     assert_eq!(b.describe_topic("t").unwrap().partitions[0].log_end, 0);
 }
 
@@ -88,46 +109,76 @@ fn a_bad_timestamp_sends_those_before_it() {
     let mut records = stamped(0..10);
     records[3].0 = -5;
     records[7].0 = -1;
-    let e = p.send_slice_to("t", 0, &records).unwrap_err();
+    let e = p
+        .partition("t", 0)
+        .unwrap()
+        .send_slice(&records)
+        .unwrap_err();
     assert_eq!(e.sent, 3);
     // The first bad one is reported.
     assert!(
-        matches!(e.error, Error::InvalidTimestamp { timestamp: -5 }),
+        matches!(
+            e.error,
+            Error::InvalidTimestamp {
+                timestamp: -5,
+                offset: None
+            }
+        ),
         "{e}"
     );
     assert_eq!(b.describe_topic("t").unwrap().partitions[0].log_end, 3);
     // A bad first record sends nothing; `i64::MIN` is bad too.
-    let e = p.send_slice_to("t", 0, &[(i64::MIN, 1)]).unwrap_err();
+    let e = p
+        .partition("t", 0)
+        .unwrap()
+        .send_slice(&[(i64::MIN, 1)])
+        .unwrap_err();
     assert_eq!(e.sent, 0);
     assert!(matches!(
         e.error,
         Error::InvalidTimestamp {
-            timestamp: i64::MIN
+            timestamp: i64::MIN,
+            offset: None
         }
     ));
     // Past `MAX_TIMESTAMP` (2^62 - 1) is bad, in any lane of the eight-at-a-time check.
     for lane in 0..9 {
         let mut records = stamped(0..9);
         records[lane].0 = logbus::MAX_TIMESTAMP + 1;
-        let e = p.send_slice_to("u", 0, &records).unwrap_err();
+        let e = p
+            .partition("u", 0)
+            .unwrap()
+            .send_slice(&records)
+            .unwrap_err();
         assert_eq!(e.sent, lane);
         assert!(
-            matches!(e.error, Error::InvalidTimestamp { timestamp } if timestamp == 1 << 62),
+            matches!(e.error, Error::InvalidTimestamp { timestamp, offset: None } if timestamp == 1 << 62),
             "{e}"
         );
     }
     // Zero is a valid timestamp.
-    assert_eq!(p.send_slice_to("t", 0, &[(0, 3)]).unwrap(), 1);
+    assert_eq!(
+        p.partition("t", 0).unwrap().send_slice(&[(0, 3)]).unwrap(),
+        1
+    );
     let got = read_all::<()>(&b, "t", 0);
     assert_eq!(
         got,
         [(0, 1_000, 0), (1, 1_001, 1), (2, 1_002, 2), (3, 0, 3)]
     );
     // The error converts with `?`.
-    let as_error: Error = p.send_slice_to("t", 0, &[(-2, 0)]).unwrap_err().into();
+    let as_error: Error = p
+        .partition("t", 0)
+        .unwrap()
+        .send_slice(&[(-2, 0)])
+        .unwrap_err()
+        .into();
     assert!(matches!(
         as_error,
-        Error::InvalidTimestamp { timestamp: -2 }
+        Error::InvalidTimestamp {
+            timestamp: -2,
+            offset: None
+        }
     ));
 }
 
@@ -136,11 +187,10 @@ fn unknown_topic_or_partition_sends_nothing() {
     let b = Broker::in_memory();
     b.create_topic::<(), u64>("t", TopicConfig::new(2)).unwrap();
     let p = b.producer::<(), u64>();
-    let e = p.send_slice_to("t", 2, &stamped(0..4)).unwrap_err();
-    assert_eq!(e.sent, 0);
+    let e = p.partition("t", 2).unwrap_err();
     assert!(
         matches!(
-            e.error,
+            e,
             Error::PartitionOutOfRange {
                 partition: 2,
                 count: 2,
@@ -149,20 +199,24 @@ fn unknown_topic_or_partition_sends_nothing() {
         ),
         "{e}"
     );
-    let e = p.send_slice_to("nope", 0, &stamped(0..4)).unwrap_err();
-    assert!(matches!(e.error, Error::UnknownTopic { .. }), "{e}");
+    let e = p.partition("nope", 0).unwrap_err();
+    assert!(matches!(e, Error::UnknownTopic { .. }), "{e}");
     // A topic of another value type.
     b.create_topic::<(), u32>("u32s", TopicConfig::new(1))
         .unwrap();
-    let e = p.send_slice_to("u32s", 0, &stamped(0..4)).unwrap_err();
-    assert!(matches!(e.error, Error::TypeMismatch { .. }), "{e}");
-    // A topic deleted and made again is found again.
-    p.send_slice_to("t", 0, &stamped(0..4)).unwrap();
+    let e = p.partition("u32s", 0).unwrap_err();
+    assert!(matches!(e, Error::TypeMismatch { .. }), "{e}");
+    // A topic deleted and made again is found again, also by a handle taken before.
+    let handle = p.partition("t", 0).unwrap();
+    handle.send_slice(&stamped(0..4)).unwrap();
     b.delete_topic("t").unwrap();
-    let e = p.send_slice_to("t", 0, &stamped(0..4)).unwrap_err();
+    let e = handle.send_slice(&stamped(0..4)).unwrap_err();
+    assert_eq!(e.sent, 0);
     assert!(matches!(e.error, Error::UnknownTopic { .. }), "{e}");
+    let e = p.partition("t", 0).unwrap_err();
+    assert!(matches!(e, Error::UnknownTopic { .. }), "{e}");
     b.create_topic::<(), u64>("t", TopicConfig::new(1)).unwrap();
-    assert_eq!(p.send_slice_to("t", 0, &stamped(7..9)).unwrap(), 2);
+    assert_eq!(handle.send_slice(&stamped(7..9)).unwrap(), 2);
     assert_eq!(read_all::<()>(&b, "t", 0), [(0, 1_007, 7), (1, 1_008, 8)]);
 }
 
@@ -177,7 +231,13 @@ fn drop_oldest_keeps_the_last_records_of_a_slice_longer_than_the_ring() {
     )
     .unwrap();
     let p = b.producer::<(), u64>();
-    assert_eq!(p.send_slice_to("t", 0, &stamped(0..21)).unwrap(), 21);
+    assert_eq!(
+        p.partition("t", 0)
+            .unwrap()
+            .send_slice(&stamped(0..21))
+            .unwrap(),
+        21
+    );
     let want: Vec<_> = (13..21).map(|v| (v, 1_000 + v as i64, v)).collect();
     assert_eq!(read_all::<()>(&b, "t", 0), want);
 }
@@ -214,7 +274,7 @@ fn block_waits_for_room_without_holding_back_the_producers_other_threads() {
     let (b, p) = gated();
     let waiting = {
         let p = Arc::clone(&p);
-        thread::spawn(move || p.send_slice_to("full", 0, &stamped(0..5)))
+        thread::spawn(move || p.partition("full", 0).unwrap().send_slice(&stamped(0..5)))
     };
     until_full(&b);
     // Another thread of the same producer is not held behind the wait.
@@ -222,7 +282,7 @@ fn block_waits_for_room_without_holding_back_the_producers_other_threads() {
     {
         let p = Arc::clone(&p);
         thread::spawn(move || {
-            let free = p.send_slice_to("free", 0, &stamped(7..8));
+            let free = p.partition("free", 0).unwrap().send_slice(&stamped(7..8));
             let timed = p
                 .send_timeout(Record::new("full", 8), Duration::from_millis(1))
                 .map_err(|e| e.into_error());
@@ -233,7 +293,7 @@ fn block_waits_for_room_without_holding_back_the_producers_other_threads() {
     b.delete_group("g").unwrap();
     let (free, timed) = got.expect("the producer's other threads were held behind the wait");
     assert_eq!(free.unwrap(), 1);
-    assert!(matches!(timed, Err(Error::Timeout)), "{timed:?}");
+    assert!(matches!(timed, Err(Error::Timeout { .. })), "{timed:?}");
     assert_eq!(waiting.join().unwrap().unwrap(), 5);
     let got: Vec<_> = read_all::<()>(&b, "full", 0)
         .into_iter()
@@ -247,7 +307,7 @@ fn a_send_waiting_for_room_ends_when_the_topic_is_deleted() {
     let (b, p) = gated();
     let waiting = {
         let p = Arc::clone(&p);
-        thread::spawn(move || p.send_slice_to("full", 0, &stamped(0..5)))
+        thread::spawn(move || p.partition("full", 0).unwrap().send_slice(&stamped(0..5)))
     };
     until_full(&b);
     b.delete_topic("full").unwrap();
@@ -258,7 +318,13 @@ fn a_send_waiting_for_room_ends_when_the_topic_is_deleted() {
     // topic made again goes through.
     b.create_topic::<(), u64>("full", TopicConfig::new(1))
         .unwrap();
-    assert_eq!(p.send_slice_to("full", 0, &stamped(0..3)).unwrap(), 3);
+    assert_eq!(
+        p.partition("full", 0)
+            .unwrap()
+            .send_slice(&stamped(0..3))
+            .unwrap(),
+        3
+    );
 }
 
 /// Counts drops of the values it is cloned into.
@@ -311,13 +377,28 @@ fn what_copied_records_overwrite_is_dropped_once() {
                 Some(bytes::Bytes::from_owner(Counted(Arc::clone(&drops)))),
             )
         };
-        p.send_slice_to("t", 0, &stamped(0..3)).unwrap();
-        p.send_to("t", 0, [with_header(3)]).unwrap();
-        p.send_slice_to("t", 0, &stamped(4..7)).unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_slice(&stamped(0..3))
+            .unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter([with_header(3)])
+            .unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_slice(&stamped(4..7))
+            .unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 0, "{overflow:?}: still held");
-        p.send_slice_to("t", 0, &stamped(7..8)).unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_slice(&stamped(7..8))
+            .unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 1, "{overflow:?}");
-        p.send_slice_to("t", 0, &stamped(8..20)).unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_slice(&stamped(8..20))
+            .unwrap();
         assert_eq!(
             drops.load(Ordering::SeqCst),
             1,
@@ -339,9 +420,15 @@ fn what_copied_records_overwrite_is_dropped_once() {
                 .key(Counted(Arc::clone(&keys))),
         )
         .unwrap();
-        p.send_slice_to("k", 0, &stamped(1..4)).unwrap();
+        p.partition("k", 0)
+            .unwrap()
+            .send_slice(&stamped(1..4))
+            .unwrap();
         assert_eq!(keys.load(Ordering::SeqCst), 0, "{overflow:?}: still held");
-        p.send_slice_to("k", 0, &stamped(4..9)).unwrap();
+        p.partition("k", 0)
+            .unwrap()
+            .send_slice(&stamped(4..9))
+            .unwrap();
         assert_eq!(keys.load(Ordering::SeqCst), 1, "{overflow:?}");
         let got: Vec<_> = read_all::<Counted>(&b, "k", 0)
             .into_iter()
@@ -362,7 +449,13 @@ fn replicated_topics_take_copied_records_through_their_replicas() {
     )
     .unwrap();
     let p = b.producer::<(), u64>();
-    assert_eq!(p.send_slice_to("r", 0, &stamped(0..50)).unwrap(), 50);
+    assert_eq!(
+        p.partition("r", 0)
+            .unwrap()
+            .send_slice(&stamped(0..50))
+            .unwrap(),
+        50
+    );
     let d = b.describe_topic("r").unwrap();
     assert_eq!(d.partitions[0].log_end, 50);
     let want: Vec<_> = (0..50).map(|v| (v, 1_000 + v as i64, v)).collect();
@@ -386,7 +479,13 @@ fn persisted_topics_take_copied_records_to_disk() {
         )
         .unwrap();
         let p = b.producer::<(), u64>();
-        assert_eq!(p.send_slice_to("d", 0, &stamped(0..100)).unwrap(), 100);
+        assert_eq!(
+            p.partition("d", 0)
+                .unwrap()
+                .send_slice(&stamped(0..100))
+                .unwrap(),
+            100
+        );
         b.close().unwrap();
     }
     let b = Broker::open(dir.path()).unwrap();
@@ -425,7 +524,10 @@ fn two_threads_sharing_a_producer_lose_and_duplicate_nothing() {
                 while v < PER {
                     let k = (1 + (v % 37)).min(PER - v);
                     let slice: Vec<_> = (v..v + k).map(|v| (v as i64, t << 32 | v)).collect();
-                    assert_eq!(p.send_slice_to("s", 0, &slice).unwrap(), k as usize);
+                    assert_eq!(
+                        p.partition("s", 0).unwrap().send_slice(&slice).unwrap(),
+                        k as usize
+                    );
                     v += k;
                 }
             })
@@ -437,7 +539,7 @@ fn two_threads_sharing_a_producer_lose_and_duplicate_nothing() {
     while next != [PER; 2] {
         assert!(start.elapsed() < HANG, "stuck at {next:?}");
         out.clear();
-        c.poll_into(&mut out, 1000, Duration::from_millis(10))
+        c.poll_with(1000, Duration::from_millis(10), |r| out.push(r.to_record()))
             .unwrap();
         for r in &out {
             let (t, v) = ((r.value >> 32) as usize, r.value & 0xffff_ffff);
@@ -501,10 +603,13 @@ fn a_panicking_drop_of_an_overwritten_key_leaves_the_partition_whole() {
     )
     .unwrap();
     armed.store(true, Ordering::SeqCst);
-    p.send_slice_to("t", 0, &stamped(1..4)).unwrap();
+    p.partition("t", 0)
+        .unwrap()
+        .send_slice(&stamped(1..4))
+        .unwrap();
     // Offsets 4..7 overwrite 0..3: the first overwrite drops the armed key.
     let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        p.send_slice_to("t", 0, &stamped(4..7))
+        p.partition("t", 0).unwrap().send_slice(&stamped(4..7))
     }));
     assert!(sent.is_err(), "the key's panic reaches the caller");
     assert!(!armed.load(Ordering::SeqCst), "the key was dropped once");
@@ -515,7 +620,13 @@ fn a_panicking_drop_of_an_overwritten_key_leaves_the_partition_whole() {
         .collect();
     assert_eq!(got, [3, 4, 5, 6]);
     // Both the partition and the producer go on.
-    assert_eq!(p.send_slice_to("t", 0, &stamped(7..9)).unwrap(), 2);
+    assert_eq!(
+        p.partition("t", 0)
+            .unwrap()
+            .send_slice(&stamped(7..9))
+            .unwrap(),
+        2
+    );
     p.send(Record::new("t", 9).partition(0)).unwrap();
     let got: Vec<_> = read_all::<Bomb>(&b, "t", 0)
         .into_iter()

@@ -1,4 +1,4 @@
-//! A batch send (`send_batch`, `send_to`) waiting for room on a full `Block` partition, on
+//! A batch send (`send_batch`, `PartitionProducer::send_iter`) waiting for room on a full `Block` partition, on
 //! a producer shared by threads (it is `Sync`): the wait must not hold the producer's lock,
 //! so the other threads' `try_send` returns and their `send_timeout` keeps its deadline;
 //! the waiting batch itself ends when the group goes (everything sent, in order) or when the
@@ -73,7 +73,8 @@ fn values(b: &Broker) -> Vec<u64> {
         .unwrap();
     c.assign(&[TopicPartition::new("full", 0)]).unwrap();
     let mut out = Vec::new();
-    c.poll_into(&mut out, 100, Duration::ZERO).unwrap();
+    c.poll_with(100, Duration::ZERO, |r| out.push(r.to_record()))
+        .unwrap();
     out.into_iter().map(|r| r.value).collect()
 }
 
@@ -84,7 +85,7 @@ fn a_waiting_send_batch_does_not_hold_back_other_threads_of_the_producer() {
         let p = Arc::clone(&p);
         thread::spawn(move || {
             let mut batch: Vec<_> = (0..4).map(|v| Record::new("full", v)).collect();
-            p.send_batch(&mut batch).map_err(|e| e.into_error())
+            p.send_batch(&mut batch).map_err(|e| e.error)
         })
     };
     until_full(&b);
@@ -93,7 +94,7 @@ fn a_waiting_send_batch_does_not_hold_back_other_threads_of_the_producer() {
     b.delete_group("g").unwrap();
     let (free, timed) = got.expect("try_send/send_timeout were held behind send_batch's wait");
     assert_eq!(free.unwrap(), 0);
-    assert!(matches!(timed, Err(Error::Timeout)), "{timed:?}");
+    assert!(matches!(timed, Err(Error::Timeout { .. })), "{timed:?}");
     assert_eq!(waiting.join().unwrap().unwrap(), 4);
     // The ring keeps the last 2 (no gate any more): the batch's last two, in order.
     assert_eq!(values(&b), [2, 3]);
@@ -101,18 +102,22 @@ fn a_waiting_send_batch_does_not_hold_back_other_threads_of_the_producer() {
 }
 
 #[test]
-fn a_waiting_send_to_does_not_hold_back_other_threads_of_the_producer() {
+fn a_waiting_send_iter_does_not_hold_back_other_threads_of_the_producer() {
     let (b, p) = gated();
     let waiting = {
         let p = Arc::clone(&p);
-        thread::spawn(move || p.send_to("full", 0, (0..5).map(Payload::new)))
+        thread::spawn(move || {
+            p.partition("full", 0)
+                .unwrap()
+                .send_iter((0..5).map(Payload::new))
+        })
     };
     until_full(&b);
     let got = others(&p);
     b.delete_group("g").unwrap();
-    let (free, timed) = got.expect("try_send/send_timeout were held behind send_to's wait");
+    let (free, timed) = got.expect("try_send/send_timeout were held behind send_iter's wait");
     assert_eq!(free.unwrap(), 0);
-    assert!(matches!(timed, Err(Error::Timeout)), "{timed:?}");
+    assert!(matches!(timed, Err(Error::Timeout { .. })), "{timed:?}");
     assert_eq!(waiting.join().unwrap().unwrap(), 5);
     assert_eq!(values(&b), [3, 4]);
 }
@@ -134,9 +139,11 @@ fn a_send_batch_waiting_for_room_ends_when_the_topic_is_deleted() {
     until_full(&b);
     b.delete_topic("full").unwrap();
     let (e, rest) = waiting.join().unwrap();
-    assert!(matches!(e.error(), Error::Closed { .. }), "{e:?}");
-    // The first record not appended comes with the error, the others stay, in order.
-    assert_eq!(e.into_record().map(|r| r.value), Some(2));
+    assert!(matches!(e.error, Error::Closed { .. }), "{e:?}");
+    assert_eq!(e.sent, 2);
+    // The records not appended stay, in order, the one that failed first.
+    assert_eq!(rest[0].value, 2);
+    let rest = &rest[1..];
     let rest: Vec<_> = rest
         .iter()
         .map(|r| (r.topic.to_string(), r.value))
@@ -150,11 +157,15 @@ fn a_send_batch_waiting_for_room_ends_when_the_topic_is_deleted() {
 }
 
 #[test]
-fn a_send_to_waiting_for_room_ends_when_the_topic_is_deleted() {
+fn a_send_iter_waiting_for_room_ends_when_the_topic_is_deleted() {
     let (b, p) = gated();
     let waiting = {
         let p = Arc::clone(&p);
-        thread::spawn(move || p.send_to("full", 0, (0..5).map(Payload::new)))
+        thread::spawn(move || {
+            p.partition("full", 0)
+                .unwrap()
+                .send_iter((0..5).map(Payload::new))
+        })
     };
     until_full(&b);
     b.delete_topic("full").unwrap();
@@ -179,7 +190,7 @@ fn a_batch_finds_its_topic_again_after_waiting() {
                 .map(|v| Record::new("full", v))
                 .chain((10..14).map(|v| Record::new("other", v).partition((v % 2) as u32)))
                 .collect();
-            p.send_batch(&mut batch).map_err(|e| e.into_error())
+            p.send_batch(&mut batch).map_err(|e| e.error)
         })
     };
     until_full(&b);
@@ -210,8 +221,80 @@ fn a_batch_finds_its_topic_again_after_waiting() {
     ])
     .unwrap();
     let mut out = Vec::new();
-    c.poll_into(&mut out, 100, Duration::ZERO).unwrap();
+    c.poll_with(100, Duration::ZERO, |r| out.push(r.to_record()))
+        .unwrap();
     let mut got: Vec<_> = out.iter().map(|r| (r.partition, r.value)).collect();
     got.sort();
     assert_eq!(got, [(0, 10), (0, 12), (0, 99), (1, 11), (1, 13)]);
+}
+
+/// Each single send says, in its own error type, why it did not send and hands the record
+/// back: `try_send` on a full partition (`is_full`), `send_timeout` and `send_deadline`
+/// whose deadline passes (`is_timeout`), and any of them for an unknown topic.
+#[test]
+fn each_single_send_hands_the_record_back_with_its_own_reason() {
+    let (b, p) = gated();
+    p.partition("full", 0)
+        .unwrap()
+        .send_slice(&[(1, 1), (2, 2)])
+        .unwrap();
+    let e = p.try_send(Record::new("full", 3)).unwrap_err();
+    assert!(e.is_full(), "{e}");
+    assert!(
+        matches!(e.error(), Error::Full { topic, partition: 0 } if topic == "full"),
+        "{e}"
+    );
+    assert_eq!(e.into_record().map(|r| r.value), Some(3));
+    let e = p
+        .send_timeout(Record::new("full", 4), Duration::from_millis(5))
+        .unwrap_err();
+    assert!(e.is_timeout(), "{e}");
+    assert_eq!(e.into_record().map(|r| r.value), Some(4));
+    let deadline = std::time::Instant::now() + Duration::from_millis(5);
+    let e = p
+        .send_deadline(Record::new("full", 5), deadline)
+        .unwrap_err();
+    assert!(e.is_timeout(), "{e}");
+    assert!(std::time::Instant::now() >= deadline);
+    assert_eq!(e.into_record().map(|r| r.value), Some(5));
+    // A deadline already past still sends where there is room.
+    let past = std::time::Instant::now();
+    assert_eq!(
+        p.send_deadline(Record::new("free", 6), past)
+            .unwrap()
+            .offset,
+        0
+    );
+    // Not full, not a timeout: the reason says what was wrong.
+    let e = p.try_send(Record::new("nope", 7)).unwrap_err();
+    assert!(!e.is_full());
+    assert!(matches!(e.error(), Error::UnknownTopic { .. }), "{e}");
+    let e = p
+        .send_timeout(
+            Record::new("free", 8).partition(4),
+            Duration::from_millis(5),
+        )
+        .unwrap_err();
+    assert!(!e.is_timeout());
+    assert!(
+        matches!(
+            e.error(),
+            Error::PartitionOutOfRange {
+                partition: 4,
+                count: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // Every one converts into the crate's error with `?`, and into `ProduceError`.
+    let f = || -> logbus::Result<()> {
+        p.try_send(Record::new("full", 9))?;
+        Ok(())
+    };
+    assert!(matches!(f(), Err(Error::Full { .. })));
+    let e: logbus::producer::ProduceError<(), u64> =
+        p.try_send(Record::new("full", 10)).unwrap_err().into();
+    assert_eq!(e.into_record().map(|r| r.value), Some(10));
+    b.delete_group("g").unwrap();
 }

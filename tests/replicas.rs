@@ -748,7 +748,7 @@ fn send_timeout_bounds_the_wait_for_acks() {
     let err = p
         .send_timeout(Record::new(T, 1), Duration::from_millis(50))
         .unwrap_err();
-    assert!(matches!(err.error(), Error::Timeout), "{err:?}");
+    assert!(matches!(err.error(), Error::Timeout { .. }), "{err:?}");
     assert_eq!(
         err.into_record().expect("the record is handed back").value,
         1,
@@ -763,7 +763,7 @@ fn unknown_data_directories_are_refused() {
     let faults = broker.faults();
     assert!(matches!(
         faults.fail_data_dir(3),
-        Err(Error::UnknownDataDir { dir: 3, count: 3 })
+        Err(Error::DataDirOutOfRange { index: 3, count: 3 })
     ));
     assert!(
         faults.restore_data_dir(2).is_ok(),
@@ -827,21 +827,24 @@ fn isr_shrinks_to_the_leader_then_it_dies_min_isr_2_unclean_on_reports_the_loss(
     }
 }
 
-/// The borrowing fast paths (`send_to`, `poll_with`) go through the replicas too.
+/// The borrowing fast paths (`PartitionProducer::send_iter`, `poll_with`) go through the
+/// replicas too.
 #[test]
-fn send_to_and_poll_with_use_the_replicas() {
+fn send_iter_and_poll_with_use_the_replicas() {
     let (broker, _) = broker();
     topic(&broker, 2, false);
     let faults = broker.faults();
     let p = producer(&broker, Acks::All);
     let sent = p
-        .send_to(T, 0, (0..10u64).map(logbus::producer::Payload::new))
+        .partition(T, 0)
+        .unwrap()
+        .send_iter((0..10u64).map(logbus::producer::Payload::new))
         .unwrap();
     assert_eq!(sent, 10);
     let d = describe(&broker);
     assert_eq!(
         d.high_watermark, 10,
-        "acks = all: on the ISR when send_to returns"
+        "acks = all: on the ISR when send_iter returns"
     );
     assert!(faults.wait_in_sync(T, 0, WAIT).unwrap());
     for (id, log) in logs(&broker) {

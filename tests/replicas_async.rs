@@ -1,11 +1,11 @@
 //! `Producer::send_async` on replicated topics: records in flight without waiting, each
-//! [`Delivery`] reporting what `send` would have (offsets, refusals, a shrink after the
+//! [`PendingSend`] reporting what `send` would have (offsets, refusals, a shrink after the
 //! append, retries across a leader change), and `flush` waiting for the records in flight.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use logbus::producer::{Acks, Delivery, ProducerConfig, Record};
+use logbus::producer::{Acks, PendingSend, ProducerConfig, Record};
 use logbus::replica::PartitionReplicas;
 use logbus::{Broker, Error, ManualClock, TopicConfig};
 
@@ -54,7 +54,7 @@ fn records_in_flight_are_appended_in_order_and_acknowledged_later() {
     let (broker, _) = broker();
     let p = producer(&broker, 0);
     stall_followers(&broker, true);
-    let in_flight: Vec<Delivery<(), u64>> =
+    let in_flight: Vec<PendingSend<(), u64>> =
         (0..10).map(|v| p.send_async(Record::new(T, v))).collect();
     let d = describe(&broker);
     assert_eq!((d.replicas[0].log_end, d.high_watermark), (10, 0), "{d:?}");

@@ -11,13 +11,13 @@ use std::time::Duration;
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::replica::EventKind;
 use logbus::storage::fault::{Fault, FaultyIo};
-use logbus::storage::{BatchIter, LogOptions, SegmentSet};
+use logbus::storage::{BatchIter, LogSetup, SegmentSet};
 use logbus::{Broker, Error, Record};
 use replicas_adversarial_common::*;
 
 /// `(offset, partitionLeaderEpoch, value)` of every record in a closed replica directory.
 fn replica_records(dir: &Path) -> Vec<(u64, i32, u64)> {
-    let (set, _) = SegmentSet::open(dir, LogOptions::default()).unwrap();
+    let (set, _) = SegmentSet::open(dir, LogSetup::default()).unwrap();
     let bytes = set.read(0, 64 << 20).unwrap();
     let mut out = Vec::new();
     for batch in BatchIter::new(&bytes) {
@@ -390,11 +390,19 @@ fn sends_after_close_say_the_broker_is_closed() {
         Record::new(T, 4).partition(0),
     ];
     let e = p.send_batch(&mut batch).unwrap_err();
-    assert!(says_closed_broker(e.error()), "{e:?}");
-    let e = p.send_to(T, 0, [Payload::new(5)]).unwrap_err();
+    assert!(says_closed_broker(&e.error), "{e:?}");
+    let e = p
+        .partition(T, 0)
+        .unwrap()
+        .send_iter([Payload::new(5)])
+        .unwrap_err();
     assert!(says_closed_broker(&e.error), "{e:?}");
     assert_eq!(e.sent, 0);
-    let e = p.send_slice_to(T, 0, &[(1, 6)]).unwrap_err();
+    let e = p
+        .partition(T, 0)
+        .unwrap()
+        .send_slice(&[(1, 6)])
+        .unwrap_err();
     assert!(says_closed_broker(&e.error), "{e:?}");
     let e = p
         .send_async(Record::new(T, 7).partition(0))

@@ -243,7 +243,7 @@ fn run(seed: u64, on_disk: bool, memory: usize) -> Result<(u64, u64, u64), Strin
                 .delivery_timeout(Duration::from_millis(150));
             let p = broker.producer_with_config::<(), u64>(config).unwrap();
             let mut in_flight = std::collections::VecDeque::new();
-            let settle = |(v, d): (u64, logbus::producer::Delivery<(), u64>)| {
+            let settle = |(v, d): (u64, logbus::producer::PendingSend<(), u64>)| {
                 if let Ok(meta) = d.wait() {
                     let at = (meta.partition, meta.offset, v);
                     history.lock().unwrap().acked.push(at);

@@ -7,7 +7,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use logbus::ring::{Overflow, ReadError, Ring, RingConfig, Start, TryReadError};
+use logbus::ring::{LapPolicy, ReadError, Ring, RingConfig, Start, TryReadError};
 
 /// Entry value: producer id in the high bits, the producer's own counter in the low ones.
 fn entry(producer: u64, i: u64) -> u64 {
@@ -228,7 +228,7 @@ impl Drop for Tracked {
 /// both overflow modes, including the values left in the ring when it goes.
 #[test]
 fn drop_counting_across_threads() {
-    for overflow in [Overflow::Block, Overflow::DropOldest] {
+    for overflow in [LapPolicy::Block, LapPolicy::DropOldest] {
         let live = Arc::new(AtomicUsize::new(0));
         {
             let config = RingConfig::new(16).overflow(overflow);

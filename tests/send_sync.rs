@@ -102,8 +102,8 @@ mod queue {
 mod ring {
     use super::*;
     use logbus::ring::{
-        BatchClosed, GetError, MultiProducer, Producer, PublishError, PublishTimeoutError,
-        ReadError, ReadTimeoutError, Reader, Ring, RingConfig, TryPublishError, TryReadError,
+        BatchClosed, GetError, MultiProducer, PublishError, PublishTimeoutError, ReadError,
+        ReadTimeoutError, Reader, Ring, RingConfig, SingleProducer, TryPublishError, TryReadError,
     };
 
     /// Readers clone entries on several threads at once and producers move values in from
@@ -111,7 +111,7 @@ mod ring {
     #[test]
     fn handles_are_send_and_sync_for_send_sync_payloads() {
         send_sync::<Ring<String>>();
-        send_sync::<Producer<String>>();
+        send_sync::<SingleProducer<String>>();
         send_sync::<MultiProducer<String>>();
         send_sync::<Reader<String>>();
         send_sync::<RingConfig>();
@@ -131,14 +131,16 @@ mod ring {
         assert_not_send!(Ring<Cell<u8>>);
         assert_not_sync!(Ring<Cell<u8>>);
         assert_not_send!(Reader<Cell<u8>>);
-        assert_not_send!(Producer<Rc<u8>>);
+        assert_not_send!(SingleProducer<Rc<u8>>);
         assert_not_sync!(MultiProducer<Cell<u8>>);
     }
 }
 
 mod observer {
     use super::*;
-    use logbus::observer::{Delivery, EventBus, Overflow, SubscriberPanic, Subscription};
+    use logbus::observer::{
+        Delivery, EventBus, SlowSubscriberPolicy, SubscriberPanic, Subscription,
+    };
 
     #[test]
     fn bus_and_subscriptions_are_send_and_sync() {
@@ -146,7 +148,7 @@ mod observer {
         send_sync::<Subscription>();
         send_sync::<SubscriberPanic>();
         send_sync::<Delivery>();
-        send_sync::<Overflow>();
+        send_sync::<SlowSubscriberPolicy>();
     }
 }
 
@@ -155,7 +157,10 @@ mod topics {
     use logbus::broker::{BrokerBuilder, PartitionInfo, TopicDescription};
     use logbus::consumer::RecordRef;
     use logbus::consumer::{ConsumerMetrics, OffsetAndTimestamp};
-    use logbus::producer::{Delivery, Payload, ProducerConfig, SendError, SendToError};
+    use logbus::producer::{
+        PartitionProducer, Payload, PendingSend, ProduceBatchError, ProduceError,
+        ProduceTimeoutError, ProducerConfig, TryProduceError,
+    };
     use logbus::{
         Broker, Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, Error, OffsetReset,
         Overflow, Producer, Record, RecordMetadata, Topic, TopicConfig, TopicPartition,
@@ -174,10 +179,13 @@ mod topics {
         send_sync::<ProducerConfig>();
         send_sync::<Record<String, Vec<u8>>>();
         send_sync::<RecordMetadata>();
-        send_sync::<SendError<String, Vec<u8>>>();
+        send_sync::<ProduceError<String, Vec<u8>>>();
+        send_sync::<TryProduceError<String, Vec<u8>>>();
+        send_sync::<ProduceTimeoutError<String, Vec<u8>>>();
         send_sync::<Payload<String, Vec<u8>>>();
-        send_sync::<SendToError>();
-        send_sync::<Delivery<String, Vec<u8>>>();
+        send_sync::<ProduceBatchError>();
+        send_sync::<PartitionProducer<'static, String, Vec<u8>>>();
+        send_sync::<PendingSend<String, Vec<u8>>>();
         send_sync::<RecordRef<'static, String, Vec<u8>>>();
         send_sync::<ConsumerConfig>();
         send_sync::<ConsumerRecord<String, Vec<u8>>>();
@@ -201,10 +209,10 @@ mod topics {
 mod storage {
     use super::*;
     use logbus::storage::fault::{Fault, FaultyIo};
-    use logbus::storage::record_batch::{Batch, BatchBuilder, BatchIter, Records};
-    use logbus::storage::verify::{PartitionReport, TreeReport, VerifyOptions};
+    use logbus::storage::record_batch::{Batch, BatchBuilder, BatchIter, BatchRecords};
+    use logbus::storage::verify::{PartitionReport, TreeReport, VerifyConfig};
     use logbus::storage::{
-        AppendInfo, BatchHeader, Checkpoints, FsIo, LogConfig, Problem, ProblemKind, Record,
+        AppendInfo, BatchHeader, BatchRecord, Checkpoints, FsIo, LogConfig, Problem, ProblemKind,
         RecoveryReport, ScanEnd, SegmentInfo, SegmentSet, Truncation, VerifyReport,
     };
 
@@ -220,19 +228,19 @@ mod storage {
         send_sync::<VerifyReport>();
         send_sync::<Problem>();
         send_sync::<ProblemKind>();
-        send_sync::<VerifyOptions>();
+        send_sync::<VerifyConfig>();
         send_sync::<PartitionReport>();
         send_sync::<TreeReport>();
         send_sync::<ScanEnd>();
         send_sync::<FsIo>();
         send_sync::<FaultyIo>();
         send_sync::<Fault>();
-        send_sync::<Record>();
+        send_sync::<BatchRecord>();
         send_sync::<BatchHeader>();
         send_sync::<BatchBuilder>();
         send_sync::<Batch<'static>>();
         send_sync::<BatchIter<'static>>();
-        send_sync::<Records<'static>>();
+        send_sync::<BatchRecords<'static>>();
     }
 
     #[test]
@@ -241,7 +249,7 @@ mod storage {
         unwind_safe::<Checkpoints>();
         unwind_safe::<RecoveryReport>();
         unwind_safe::<VerifyReport>();
-        unwind_safe::<Record>();
+        unwind_safe::<BatchRecord>();
         unwind_safe::<BatchBuilder>();
     }
 }
@@ -249,8 +257,8 @@ mod storage {
 mod group_and_clock {
     use super::*;
     use logbus::group::{
-        CooperativeStickyAssignor, RangeAssignor, RebalanceProtocol, RoundRobinAssignor,
-        StickyAssignor, Subscription,
+        CooperativeStickyAssignor, MemberSubscription, RangeAssignor, RebalanceProtocol,
+        RoundRobinAssignor, StickyAssignor,
     };
     use logbus::{ManualClock, SystemClock};
 
@@ -261,7 +269,7 @@ mod group_and_clock {
         send_sync::<StickyAssignor>();
         send_sync::<CooperativeStickyAssignor>();
         send_sync::<RebalanceProtocol>();
-        send_sync::<Subscription>();
+        send_sync::<MemberSubscription>();
         send_sync::<SystemClock>();
         send_sync::<ManualClock>();
         unwind_safe::<SystemClock>();
@@ -286,6 +294,6 @@ mod replicas {
         send_sync::<StoredTopic>();
         send_sync::<LocalReplica>();
         send_sync::<logbus::ring::PublishBatchTimeoutError>();
-        send_sync::<logbus::storage::LogOptions>();
+        send_sync::<logbus::storage::LogSetup>();
     }
 }

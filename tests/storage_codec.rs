@@ -1,6 +1,6 @@
 //! RecordBatch v2 codec: encode → decode round trips with random records, and hostile bytes.
 
-use logbus::storage::record_batch::{Batch, BatchBuilder, BatchIter, Header, Record};
+use logbus::storage::record_batch::{Batch, BatchBuilder, BatchIter, BatchRecord, Header};
 use logbus::Error;
 use proptest::prelude::*;
 
@@ -15,7 +15,7 @@ fn header() -> impl Strategy<Value = Header> {
     ("[a-zé]{0,6}", bytes_opt()).prop_map(|(key, value)| Header { key, value })
 }
 
-fn record() -> impl Strategy<Value = Record> {
+fn record() -> impl Strategy<Value = BatchRecord> {
     (
         prop_oneof![
             Just(-1i64),
@@ -26,7 +26,7 @@ fn record() -> impl Strategy<Value = Record> {
         bytes_opt(),
         proptest::collection::vec(header(), 0..3),
     )
-        .prop_map(|(timestamp, key, value, headers)| Record {
+        .prop_map(|(timestamp, key, value, headers)| BatchRecord {
             timestamp,
             key,
             value,
@@ -103,7 +103,7 @@ proptest! {
                         let _ = batch.to_records();
                     }
                     Err(e) => {
-                        let typed = matches!(e, Error::CorruptBatch { .. });
+                        let typed = matches!(e, Error::Corrupt { file: None, .. });
                         prop_assert!(typed, "unexpected error {:?}", e);
                     }
                 }

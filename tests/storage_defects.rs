@@ -14,7 +14,7 @@ use logbus::storage::fault::{Fault, FaultyIo};
 use logbus::storage::file_names::file_name;
 use logbus::storage::record_batch::encode_batch;
 use logbus::storage::{
-    verify_dir, Checkpoints, FsIo, Io, LogConfig, LogOptions, OpenMode, SegmentSet,
+    verify_dir, Checkpoints, FsIo, Io, LogConfig, LogSetup, OpenMode, SegmentSet,
 };
 use logbus::Error;
 use storage_common::*;
@@ -101,10 +101,10 @@ fn open_real(
 ) -> logbus::Result<(SegmentSet, logbus::storage::RecoveryReport)> {
     SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             clock: clock(),
             checkpoints,
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
 }
@@ -447,7 +447,8 @@ fn a_negative_base_offset_on_disk_is_cut_and_refused_as_typed_corruption() {
     assert!(cut.reason.contains("baseOffset -1 is negative"), "{cut:?}");
     assert_eq!(log.log_end_offset(), 1);
     match log.append_batch(&negative) {
-        Err(Error::CorruptBatch {
+        Err(Error::Corrupt {
+            file: None,
             position: 0,
             reason: Corruption::NegativeOffset { base_offset: -1 },
         }) => {}

@@ -149,8 +149,8 @@ fn bit_flip_below_the_recovery_point_is_caught_on_read() {
         "not re-read below the recovery point"
     );
     match log.read_records(1, 1) {
-        Err(Error::CorruptSegment {
-            file,
+        Err(Error::Corrupt {
+            file: Some(file),
             position: p,
             reason: Corruption::CrcMismatch { .. },
         }) => {
@@ -475,7 +475,7 @@ fn segment_deleted_by_hand_leaves_a_reported_gap() {
     assert_eq!(log.log_start_offset(), bases[2]);
     assert!(matches!(
         log.read(0, 100),
-        Err(Error::OffsetOutOfRange { requested: 0, start, end: 60 }) if start == bases[2]
+        Err(Error::OffsetOutOfRange { topic: None, partition: None, requested: 0, start, end: 60 }) if start == bases[2]
     ));
     assert_eq!(read_all(&log).len() as u64, 60 - bases[2]);
 }

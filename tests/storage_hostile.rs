@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use logbus::storage::fault::FaultyIo;
-use logbus::storage::{verify_dir, Checkpoints, Io, LogConfig, LogOptions, OpenMode, SegmentSet};
+use logbus::storage::{verify_dir, Checkpoints, Io, LogConfig, LogSetup, OpenMode, SegmentSet};
 use proptest::prelude::*;
 use storage_common::*;
 
@@ -159,7 +159,7 @@ proptest! {
             log_start_offset: 0,
             clean_shutdown: false,
         };
-        let opened = SegmentSet::open(dir(), LogOptions { config, io: io.clone(), clock: clock(), checkpoints: cp });
+        let opened = SegmentSet::open(dir(), LogSetup { config, io: io.clone(), clock: clock(), checkpoints: cp });
         let (log, opened_report) = match opened {
             Ok(x) => x,
             // A typed error is an acceptable outcome; a panic is not.

@@ -20,8 +20,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use logbus::storage::record_batch::{BatchIter, Header, Record};
-use logbus::storage::{Checkpoints, LogConfig, LogOptions, SegmentSet};
+use logbus::storage::record_batch::{BatchIter, BatchRecord, Header};
+use logbus::storage::{Checkpoints, LogConfig, LogSetup, SegmentSet};
 
 fn python() -> String {
     std::env::var("LOGBUS_PYTHON").unwrap_or_else(|_| {
@@ -77,7 +77,7 @@ fn unhex(field: &str) -> Option<Vec<u8>> {
 }
 
 /// One line of the checker's EXPECTED format: offset, timestamp, key, value, headers.
-fn expected_line(offset: u64, r: &Record) -> String {
+fn expected_line(offset: u64, r: &BatchRecord) -> String {
     let headers: Vec<String> = r
         .headers
         .iter()
@@ -98,7 +98,7 @@ fn expected_line(offset: u64, r: &Record) -> String {
     )
 }
 
-fn parse_expected(text: &str) -> Vec<(u64, Record)> {
+fn parse_expected(text: &str) -> Vec<(u64, BatchRecord)> {
     text.lines()
         .filter(|l| !l.is_empty())
         .map(|line| {
@@ -116,7 +116,7 @@ fn parse_expected(text: &str) -> Vec<(u64, Record)> {
                     }
                 })
                 .collect();
-            let record = Record {
+            let record = BatchRecord {
                 timestamp: f[1].parse().expect("timestamp"),
                 key: unhex(f[2]),
                 value: unhex(f[3]),
@@ -138,7 +138,7 @@ fn random_bytes(rng: &mut fastrand::Rng, max: usize) -> Option<Vec<u8>> {
 /// A random record: null, empty and random keys, values and header values; header names
 /// ASCII, non-ASCII or empty; timestamps out of order (and, never first in a batch, a record
 /// without one).
-fn random_record(rng: &mut fastrand::Rng, first_in_batch: bool) -> Record {
+fn random_record(rng: &mut fastrand::Rng, first_in_batch: bool) -> BatchRecord {
     let names = ["h", "trace-id", "é", "", "content-type"];
     let headers = (0..rng.usize(0..=3))
         .map(|_| Header {
@@ -151,7 +151,7 @@ fn random_record(rng: &mut fastrand::Rng, first_in_batch: bool) -> Record {
     } else {
         1_700_000_000_000 + rng.i64(-5_000..5_000)
     };
-    Record {
+    BatchRecord {
         timestamp,
         key: random_bytes(rng, 16),
         value: random_bytes(rng, 120),
@@ -169,10 +169,10 @@ fn open(dir: &Path, index_interval_bytes: i64, checkpoints: Checkpoints) -> Segm
     };
     SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             config,
             checkpoints,
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
     .expect("open the partition directory")
@@ -196,7 +196,7 @@ fn kafka_python_reads_what_logbus_wrote() {
         assert_eq!(log.log_end_offset(), written);
         for _ in 0..150 {
             let count = rng.usize(1..=5);
-            let records: Vec<Record> = (0..count)
+            let records: Vec<BatchRecord> = (0..count)
                 .map(|i| random_record(&mut rng, i == 0))
                 .collect();
             let info = log.append(&records).expect("append");
@@ -345,7 +345,7 @@ fn kafka_python_reads_the_persisted_log_example() {
         let (_, _, start, end) = description.partitions[p].clone();
         assert_eq!(start, 0);
         if next[p] < end {
-            let record = Record {
+            let record = BatchRecord {
                 timestamp: base_ts + i as i64 * 10,
                 key: Some(key.into_bytes()),
                 value: Some(format!("order {i}: {} units", i % 7 + 1).into_bytes()),
@@ -430,7 +430,7 @@ fn kafka_python_reads_every_replica_with_its_leader_epochs() {
 
     let expected: String = (0..300u64)
         .map(|v| {
-            let r = Record::new(ts(v), None, &v.to_be_bytes());
+            let r = BatchRecord::new(ts(v), None, &v.to_be_bytes());
             expected_line(v, &r) + "\n"
         })
         .collect();

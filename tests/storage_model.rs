@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use logbus::storage::fault::FaultyIo;
-use logbus::storage::{Checkpoints, Io, LogConfig, LogOptions, Record, SegmentSet};
+use logbus::storage::{BatchRecord, Checkpoints, Io, LogConfig, LogSetup, SegmentSet};
 use logbus::{Clock, ManualClock};
 use proptest::prelude::*;
 use storage_common::*;
@@ -80,13 +80,13 @@ fn config() -> impl Strategy<Value = LogConfig> {
 }
 
 struct Model {
-    batches: Vec<Vec<(u64, Record)>>,
+    batches: Vec<Vec<(u64, BatchRecord)>>,
     start: u64,
     end: u64,
 }
 
 impl Model {
-    fn records(&self) -> Vec<(u64, Record)> {
+    fn records(&self) -> Vec<(u64, BatchRecord)> {
         self.batches
             .iter()
             .flatten()
@@ -108,7 +108,7 @@ fn run(config: LogConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let reopen = |cp: Checkpoints| -> SegmentSet {
         let (log, report) = SegmentSet::open(
             &dir,
-            LogOptions {
+            LogSetup {
                 config: config.clone(),
                 io: io.clone(),
                 clock: clock.clone() as Arc<dyn Clock>,
@@ -132,7 +132,7 @@ fn run(config: LogConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
         match op {
             Op::Append(specs) => {
                 let now = clock.now_ms();
-                let records: Vec<Record> = specs
+                let records: Vec<BatchRecord> = specs
                     .iter()
                     .enumerate()
                     .map(|(k, &(size, dt))| {
@@ -149,7 +149,7 @@ fn run(config: LogConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     .collect();
                 let info = log.append(&records).expect("append");
                 prop_assert_eq!(info.base_offset, model.end);
-                let batch: Vec<(u64, Record)> = records
+                let batch: Vec<(u64, BatchRecord)> = records
                     .into_iter()
                     .enumerate()
                     .map(|(k, r)| (model.end + k as u64, r))

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use logbus::storage::fault::{Fault, FaultyIo};
 use logbus::storage::record_batch::encode_batch;
-use logbus::storage::{Checkpoints, Io, LogConfig, LogOptions, Record, SegmentSet};
+use logbus::storage::{BatchRecord, Checkpoints, Io, LogConfig, LogSetup, SegmentSet};
 use storage_common::*;
 
 fn dir() -> PathBuf {
@@ -46,7 +46,7 @@ struct Disk {
     fs: FaultyIo,
     /// Every record appended that may be in the log, in order: what is read back must be a
     /// prefix of it.
-    written: Vec<(u64, Record)>,
+    written: Vec<(u64, BatchRecord)>,
     /// Records below this offset were called durable.
     durable: u64,
     /// What the application persisted for the next open.
@@ -63,7 +63,7 @@ impl Disk {
         let io: Arc<dyn Io> = Arc::new(self.fs.clone());
         let (log, report) = SegmentSet::open(
             dir(),
-            LogOptions {
+            LogSetup {
                 config: config.clone(),
                 io,
                 clock: clock(),
@@ -139,7 +139,7 @@ fn nothing_called_durable_is_lost_across_kills_power_losses_and_failed_fsyncs() 
                 } else {
                     next
                 };
-                let records: Vec<Record> = (0..n)
+                let records: Vec<BatchRecord> = (0..n)
                     .map(|k| record(base + k as u64, rng.usize(1..150)))
                     .collect();
                 if matches!(end, End::FailedWriteThenKill) && step > 2 && !failed {
@@ -230,17 +230,17 @@ fn an_index_rebuilt_at_open_survives_a_power_loss() {
         let io: Arc<dyn Io> = Arc::new(fs.clone());
         let mut log = SegmentSet::open(
             dir(),
-            LogOptions {
+            LogSetup {
                 config: config.clone(),
                 io: Arc::clone(&io),
                 clock: clock(),
-                ..LogOptions::default()
+                ..LogSetup::default()
             },
         )
         .unwrap()
         .0;
         for i in 0..200u64 {
-            log.append(&[Record::new(1_000 + i as i64, None, &[i as u8; 100])])
+            log.append(&[BatchRecord::new(1_000 + i as i64, None, &[i as u8; 100])])
                 .unwrap();
         }
         let closed = log.close().unwrap();
@@ -249,7 +249,7 @@ fn an_index_rebuilt_at_open_survives_a_power_loss() {
         io.sync_dir(&dir()).unwrap();
         let (log, report) = SegmentSet::open(
             dir(),
-            LogOptions {
+            LogSetup {
                 config: config.clone(),
                 io: Arc::clone(&io),
                 clock: clock(),

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use logbus::storage::file_names::file_name;
 use logbus::storage::{
-    offset_index, time_index, BatchBuilder, Checkpoints, DirLock, FsIo, Io, IoFile, LogConfig,
-    LogOptions, OpenMode, Record, SegmentSet,
+    offset_index, time_index, BatchBuilder, BatchRecord, Checkpoints, DirLock, FsIo, Io, IoFile,
+    LogConfig, LogSetup, OpenMode, SegmentSet,
 };
 use logbus::{Clock, Error, ManualClock};
 use storage_common::*;
@@ -35,7 +35,7 @@ fn index_entries_follow_kafkas_rule() {
     let mut batches = Vec::new(); // (position, size, last offset)
     for i in 0..100 {
         let n = 1 + (i % 3) as usize;
-        let records: Vec<Record> = (0..n).map(|k| record(i * 3 + k as u64, 1000)).collect();
+        let records: Vec<BatchRecord> = (0..n).map(|k| record(i * 3 + k as u64, 1000)).collect();
         let info = log.append(&records).unwrap();
         let size = log.read(info.base_offset, 1).unwrap().len() as u64;
         batches.push((info.position, size, info.last_offset));
@@ -122,14 +122,16 @@ fn rolls_by_size_time_full_index_and_clock() {
         ..LogConfig::default()
     };
     let mut log = open_real(dir.path(), config.clone(), clock());
-    log.append(&[Record::new(T0, None, b"a")]).unwrap();
-    log.append(&[Record::new(T0 + 1000, None, b"b")]).unwrap();
+    log.append(&[BatchRecord::new(T0, None, b"a")]).unwrap();
+    log.append(&[BatchRecord::new(T0 + 1000, None, b"b")])
+        .unwrap();
     assert_eq!(
         log.segments().len(),
         1,
         "1000 ms waited is not more than segment_ms"
     );
-    log.append(&[Record::new(T0 + 1001, None, b"c")]).unwrap();
+    log.append(&[BatchRecord::new(T0 + 1001, None, b"c")])
+        .unwrap();
     assert_eq!(log.segments().len(), 2);
     drop(log);
 
@@ -137,9 +139,9 @@ fn rolls_by_size_time_full_index_and_clock() {
     let dir = tempfile::tempdir().unwrap();
     let c = clock();
     let mut log = open_real(dir.path(), config, c.clone());
-    log.append(&[Record::new(-1, None, b"a")]).unwrap();
+    log.append(&[BatchRecord::new(-1, None, b"a")]).unwrap();
     c.advance(Duration::from_millis(1001));
-    log.append(&[Record::new(-1, None, b"b")]).unwrap();
+    log.append(&[BatchRecord::new(-1, None, b"b")]).unwrap();
     assert_eq!(log.segments().len(), 2);
     drop(log);
 
@@ -170,9 +172,9 @@ fn lookups_by_offset_and_timestamp() {
     let mut log = open_real(dir.path(), config, clock());
     // Timestamps out of order inside each batch: 10 * i + {5, 0, 9}.
     for i in 0..200i64 {
-        let records: Vec<Record> = [5, 0, 9]
+        let records: Vec<BatchRecord> = [5, 0, 9]
             .iter()
-            .map(|d| Record::new(T0 + 10 * i + d, None, &i.to_be_bytes()))
+            .map(|d| BatchRecord::new(T0 + 10 * i + d, None, &i.to_be_bytes()))
             .collect();
         log.append(&records).unwrap();
     }
@@ -199,6 +201,8 @@ fn lookups_by_offset_and_timestamp() {
     assert!(matches!(
         log.read(601, 10),
         Err(Error::OffsetOutOfRange {
+            topic: None,
+            partition: None,
             requested: 601,
             start: 0,
             end: 600
@@ -275,7 +279,7 @@ fn truncation_is_batch_granular_and_durable() {
     };
     let mut log = open_real(dir.path(), config.clone(), clock());
     for i in 0..30u64 {
-        let records: Vec<Record> = (0..3).map(|k| record(3 * i + k, 50)).collect();
+        let records: Vec<BatchRecord> = (0..3).map(|k| record(3 * i + k, 50)).collect();
         log.append(&records).unwrap();
     }
     // 43 lies in the batch [42, 44]: that batch goes too.
@@ -319,7 +323,7 @@ fn append_batch_checks_its_input() {
     bad[n - 2] ^= 1;
     assert!(matches!(
         log.append_batch(&bad),
-        Err(Error::CorruptBatch { .. })
+        Err(Error::Corrupt { file: None, .. })
     ));
     // Compressed (re-sealed so only the codec is wrong).
     let mut gz = BatchBuilder::new(1)
@@ -357,7 +361,7 @@ fn append_batch_checks_its_input() {
     // Too large.
     let big = vec![0u8; 2 << 20];
     assert!(matches!(
-        log.append(&[Record::new(T0, None, &big)]),
+        log.append(&[BatchRecord::new(T0, None, &big)]),
         Err(Error::RecordTooLarge { .. })
     ));
 }
@@ -440,10 +444,10 @@ fn invalid_config_names_the_setting() {
         let clock: Arc<dyn Clock> = clock();
         match SegmentSet::open(
             dir.path(),
-            LogOptions {
+            LogSetup {
                 config,
                 clock,
-                ..LogOptions::default()
+                ..LogSetup::default()
             },
         ) {
             Err(Error::InvalidConfig {
@@ -567,7 +571,7 @@ fn write_outs_start_write_back_only_when_configured() {
         for i in 0..40 {
             log.append(&[record(i, 1000)]).unwrap();
         }
-        let big: Vec<Record> = (40..60).map(|i| record(i, 1000)).collect();
+        let big: Vec<BatchRecord> = (40..60).map(|i| record(i, 1000)).collect();
         log.append(&big).unwrap();
         log.fsync().unwrap();
         let n = starts.load(std::sync::atomic::Ordering::Relaxed);

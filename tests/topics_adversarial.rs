@@ -28,7 +28,11 @@ fn tp(topic: &str, p: u32) -> TopicPartition {
 fn drain(c: &mut logbus::consumer::Consumer<(), u64>) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     let mut v = Vec::new();
-    while c.poll_into(&mut v, 1000, Duration::ZERO).unwrap() > 0 {
+    while c
+        .poll_with(1000, Duration::ZERO, |r| v.push(r.to_record()))
+        .unwrap()
+        > 0
+    {
         out.extend(v.drain(..).map(|r| (r.offset, r.value)));
     }
     out
@@ -64,7 +68,7 @@ fn seek_to_u64_max_resets_or_errors_without_panicking() {
             }
             OffsetReset::None => assert!(matches!(
                 got,
-                Err(Error::PartitionOffsetOutOfRange {
+                Err(Error::OffsetOutOfRange {
                     requested: u64::MAX,
                     start: 0,
                     end: 3,
@@ -85,10 +89,7 @@ fn commit_offsets_u64_max_is_a_typed_error() {
         .consumer::<(), u64>(ConsumerConfig::new().group_id("g"))
         .unwrap();
     let e = c.commit_offsets(&[(tp("t", 0), u64::MAX)]).unwrap_err();
-    assert!(
-        matches!(e, Error::PartitionOffsetOutOfRange { .. }),
-        "{e:?}"
-    );
+    assert!(matches!(e, Error::OffsetOutOfRange { .. }), "{e:?}");
     assert_eq!(c.committed(&tp("t", 0)).unwrap(), None);
 }
 
@@ -136,7 +137,13 @@ fn empty_batches_and_zero_timeouts() {
         .unwrap();
     let p = b.producer::<(), u64>();
     assert_eq!(p.send_batch(&mut Vec::new()).unwrap(), 0);
-    assert_eq!(p.send_to("t", 0, std::iter::empty()).unwrap(), 0);
+    assert_eq!(
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter(std::iter::empty())
+            .unwrap(),
+        0
+    );
     let mut c = b
         .consumer::<(), u64>(
             ConsumerConfig::new()
@@ -157,7 +164,7 @@ fn empty_batches_and_zero_timeouts() {
     let e = p
         .send_timeout(Record::new("t", 3), Duration::ZERO)
         .unwrap_err();
-    assert!(matches!(e.error(), Error::Timeout), "{e:?}");
+    assert!(matches!(e.error(), Error::Timeout { .. }), "{e:?}");
     assert_eq!(e.into_record().unwrap().value, 3);
     let e = p.try_send(Record::new("t", 3)).unwrap_err();
     assert!(matches!(e.error(), Error::Full { .. }), "{e:?}");
@@ -305,37 +312,40 @@ fn offsets_for_times_ties_and_absent() {
     assert_eq!(at(logbus::MAX_TIMESTAMP), None);
     assert!(matches!(
         c.offsets_for_times(&[(tp("t", 0), -1)]),
-        Err(Error::InvalidTimestamp { timestamp: -1 })
+        Err(Error::InvalidTimestamp {
+            timestamp: -1,
+            offset: None
+        })
     ));
     assert!(matches!(
         c.offsets_for_times(&[(tp("t", 0), i64::MAX)]),
         Err(Error::InvalidTimestamp {
-            timestamp: i64::MAX
+            timestamp: i64::MAX,
+            offset: None
         })
     ));
 }
 
 #[test]
-fn send_to_with_a_bad_timestamp_mid_stream_sends_those_before() {
+fn send_iter_with_a_bad_timestamp_mid_stream_sends_those_before() {
     let (b, _) = broker();
     b.create_topic::<(), u64>("t", TopicConfig::new(1)).unwrap();
     let p = b.producer::<(), u64>();
     let it = (0..5).map(|v| Payload::new(v).timestamp(if v == 3 { -1 } else { v as i64 }));
-    let e = p.send_to("t", 0, it).unwrap_err();
+    let e = p.partition("t", 0).unwrap().send_iter(it).unwrap_err();
     assert_eq!(e.sent, 3);
-    assert!(matches!(e.error, Error::InvalidTimestamp { timestamp: -1 }));
-    assert_eq!(b.describe_topic("t").unwrap().partitions[0].log_end, 3);
-    let e = p
-        .send_to("t", 1, std::iter::once(Payload::new(0)))
-        .unwrap_err();
     assert!(matches!(
         e.error,
-        Error::PartitionOutOfRange { count: 1, .. }
+        Error::InvalidTimestamp {
+            timestamp: -1,
+            offset: None
+        }
     ));
-    let e = p
-        .send_to("nope", 0, std::iter::once(Payload::new(0)))
-        .unwrap_err();
-    assert!(matches!(e.error, Error::UnknownTopic { .. }));
+    assert_eq!(b.describe_topic("t").unwrap().partitions[0].log_end, 3);
+    let e = p.partition("t", 1).unwrap_err();
+    assert!(matches!(e, Error::PartitionOutOfRange { count: 1, .. }));
+    let e = p.partition("nope", 0).unwrap_err();
+    assert!(matches!(e, Error::UnknownTopic { .. }));
 }
 
 #[test]
@@ -431,13 +441,8 @@ fn delete_and_recreate_a_topic_with_other_types_under_a_cached_producer() {
         "{e:?}"
     );
     assert_eq!(p.send(Record::new("t", 2)).unwrap().offset, 0);
-    let e = p
-        .send_to("t", 1, std::iter::once(Payload::new(3)))
-        .unwrap_err();
-    assert!(matches!(
-        e.error,
-        Error::PartitionOutOfRange { count: 1, .. }
-    ));
+    let e = p.partition("t", 1).unwrap_err();
+    assert!(matches!(e, Error::PartitionOutOfRange { count: 1, .. }));
 }
 
 /// One producer shared by threads (it is `Sync`): a `send` waiting for room on a full
@@ -481,7 +486,7 @@ fn a_send_waiting_for_room_does_not_block_other_threads_of_the_same_producer() {
     b.delete_group("g").unwrap();
     let (a, timed) = got.expect("try_send/send_timeout were held behind another thread's send");
     assert_eq!(a.unwrap(), 0);
-    assert!(matches!(timed, Err(Error::Timeout)), "{timed:?}");
+    assert!(matches!(timed, Err(Error::Timeout { .. })), "{timed:?}");
     other.join().unwrap();
     assert_eq!(waiting.join().unwrap().unwrap(), 2);
 }
@@ -503,7 +508,7 @@ impl Drop for Counted {
 
 /// Records without headers are overwritten without being read back (their drop does
 /// nothing); a record with headers among them still has its headers dropped when a
-/// record without headers overwrites it, by `send_to` runs and by single sends, on both
+/// record without headers overwrites it, by `send_iter` runs and by single sends, on both
 /// overflow policies.
 #[test]
 fn headers_overwritten_by_plain_records_are_dropped() {
@@ -524,15 +529,30 @@ fn headers_overwritten_by_plain_records_are_dropped() {
         };
         // Plain records first, so the ring has only ever held plain ones; then one with
         // headers; then enough plain records, by runs and one at a time, to overwrite it.
-        p.send_to("t", 0, (0..3).map(Payload::new)).unwrap();
-        p.send_to("t", 0, [with_header(3)]).unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter((0..3).map(Payload::new))
+            .unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter([with_header(3)])
+            .unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 0);
-        p.send_to("t", 0, (4..7).map(Payload::new)).unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter((4..7).map(Payload::new))
+            .unwrap();
         p.send(Record::new("t", 7).partition(0)).unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 1, "{overflow:?}");
         // And once the ring has held headers, later overwrites still drop them.
-        p.send_to("t", 0, [with_header(8)]).unwrap();
-        p.send_to("t", 0, (9..13).map(Payload::new)).unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter([with_header(8)])
+            .unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter((9..13).map(Payload::new))
+            .unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 2, "{overflow:?}");
         let mut c = b
             .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
@@ -594,7 +614,7 @@ fn spawn_mixed_senders(b: &Broker, threads: u64) -> Vec<std::thread::JoinHandle<
 }
 
 /// Sends `PER_THREAD` tagged values to `topic`-0 from thread `t`, through `send`,
-/// `send_batch` and `send_to` in turn, every seventh record with a header (plain and
+/// `send_batch` and `send_iter` in turn, every seventh record with a header (plain and
 /// tagged runs interleave).
 fn send_mixed(p: &logbus::producer::Producer<(), u64>, topic: &'static str, t: u64) -> u64 {
     let mut i = 0;
@@ -634,7 +654,10 @@ fn send_mixed(p: &logbus::producer::Producer<(), u64>, topic: &'static str, t: u
                         v
                     }
                 });
-                assert_eq!(p.send_to(topic, 0, it).unwrap(), n as usize);
+                assert_eq!(
+                    p.partition(topic, 0).unwrap().send_iter(it).unwrap(),
+                    n as usize
+                );
             }
         }
         i += n;
@@ -682,7 +705,8 @@ fn many_producers_on_one_blocking_partition_lose_nothing() {
         while (read.len() as u64) < total {
             // Alternate the copying and the lending read (the gate's lock-free run).
             if lent % 2 == 0 {
-                c.poll_into(&mut v, 100, Duration::from_millis(10)).unwrap();
+                c.poll_with(100, Duration::from_millis(10), |r| v.push(r.to_record()))
+                    .unwrap();
                 read.extend(v.drain(..).map(|r| (r.offset, r.value)));
             } else {
                 c.poll_with(100, Duration::from_millis(10), |r| {
@@ -730,7 +754,8 @@ fn many_producers_on_one_dropping_partition_count_every_gap() {
         loop {
             let done = senders.iter().all(|s| s.is_finished());
             let n = if k % 2 == 0 {
-                c.poll_into(&mut v, 7, Duration::from_millis(1)).unwrap();
+                c.poll_with(7, Duration::from_millis(1), |r| v.push(r.to_record()))
+                    .unwrap();
                 let n = v.len();
                 read.extend(v.drain(..).map(|r| (r.offset, r.value)));
                 n
@@ -1008,15 +1033,16 @@ fn delete_and_recreate_while_sending_and_polling() {
                                 .map(|_| 1)
                                 .map_err(|e| e.into_error())
                         } else {
-                            p.send_to("t", 0, [Payload::new(tag(t, i))])
-                                .map_err(|e| e.error)
+                            p.partition("t", 0).and_then(|h| {
+                                h.send_iter([Payload::new(tag(t, i))]).map_err(|e| e.error)
+                            })
                         };
                         match r {
                             Ok(n) => ok += n as u64,
                             Err(
                                 Error::UnknownTopic { .. }
                                 | Error::Closed { .. }
-                                | Error::Timeout
+                                | Error::Timeout { .. }
                                 | Error::Full { .. },
                             ) => {}
                             Err(e) => panic!("unexpected: {e:?}"),
@@ -1137,7 +1163,11 @@ fn add_partitions_while_sending_loses_nothing() {
             .unwrap();
         let mut all = std::collections::HashMap::new();
         let mut v = Vec::new();
-        while c.poll_into(&mut v, 1000, Duration::ZERO).unwrap() > 0 {
+        while c
+            .poll_with(1000, Duration::ZERO, |r| v.push(r.to_record()))
+            .unwrap()
+            > 0
+        {
             for r in v.drain(..) {
                 assert!(all.insert((r.partition, r.offset), r.value).is_none());
             }
@@ -1257,7 +1287,9 @@ fn zero_sized_and_large_values_keep_dense_offsets() {
             let p = b.producer::<(), ()>();
             let mut offsets = Vec::new();
             for round in 0..10u64 {
-                p.send_to("unit", 0, (0..3).map(|_| Payload::new(())))
+                p.partition("unit", 0)
+                    .unwrap()
+                    .send_iter((0..3).map(|_| Payload::new(())))
                     .unwrap();
                 if round % 2 == 0 {
                     p.send(Record::new("unit", ()).header("h", None)).unwrap();
@@ -1314,20 +1346,26 @@ fn timestamps_at_the_edges() {
     for bad in bads {
         let e = p.send(Record::new("t", 9).timestamp(bad)).unwrap_err();
         assert!(
-            matches!(e.error(), Error::InvalidTimestamp { timestamp } if *timestamp == bad),
+            matches!(e.error(), Error::InvalidTimestamp { timestamp, offset: None } if *timestamp == bad),
             "{e:?}"
         );
         assert_eq!(e.into_record().unwrap().value, 9);
         let mut batch = vec![Record::new("t", 8), Record::new("t", 9).timestamp(bad)];
         let e = p.send_batch(&mut batch).unwrap_err();
-        assert!(matches!(e.error(), Error::InvalidTimestamp { .. }), "{e:?}");
+        assert!(matches!(e.error, Error::InvalidTimestamp { .. }), "{e:?}");
         let e = p
-            .send_to("t", 0, [Payload::new(9).timestamp(bad)])
+            .partition("t", 0)
+            .unwrap()
+            .send_iter([Payload::new(9).timestamp(bad)])
             .unwrap_err();
         assert!(matches!(e.error, Error::InvalidTimestamp { .. }), "{e:?}");
-        let e = p.send_slice_to("t", 0, &[(bad, 9)]).unwrap_err();
+        let e = p
+            .partition("t", 0)
+            .unwrap()
+            .send_slice(&[(bad, 9)])
+            .unwrap_err();
         assert!(
-            matches!(e.error, Error::InvalidTimestamp { timestamp } if timestamp == bad),
+            matches!(e.error, Error::InvalidTimestamp { timestamp, offset: None } if timestamp == bad),
             "{e:?}"
         );
         assert_eq!(e.sent, 0);
@@ -1335,7 +1373,7 @@ fn timestamps_at_the_edges() {
             let c = b.consumer::<(), u64>(ConsumerConfig::new()).unwrap();
             let e = c.offsets_for_times(&[(tp("t", 0), bad)]).unwrap_err();
             assert!(
-                matches!(e, Error::InvalidTimestamp { timestamp } if timestamp == bad),
+                matches!(e, Error::InvalidTimestamp { timestamp, offset: None } if timestamp == bad),
                 "{e:?}"
             );
             assert!(e.to_string().contains("0..=4611686018427387903"), "{e}");
@@ -1433,7 +1471,8 @@ fn seeking_and_pausing_between_polls_while_producers_send() {
             let paused = c.paused().contains(&t1);
             let before = [c.position(&t0).unwrap(), c.position(&t1).unwrap()];
             let skipped = [c.metrics().skipped(&t0), c.metrics().skipped(&t1)];
-            c.poll_into(&mut v, 50, Duration::ZERO).unwrap();
+            c.poll_with(50, Duration::ZERO, |r| v.push(r.to_record()))
+                .unwrap();
             let mut next = before;
             for r in v.drain(..) {
                 let p = r.partition as usize;

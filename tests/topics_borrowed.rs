@@ -1,4 +1,4 @@
-//! The hot-loop forms of sending and polling: `Producer::send_to` (records built straight
+//! The hot-loop forms of sending and polling: `PartitionProducer::send_iter` (records built straight
 //! into one partition's run) and `Consumer::poll_with` (records lent to a closure), each
 //! behaviour and error path, against what `send` and `poll` do.
 
@@ -55,21 +55,19 @@ fn read_all(b: &Broker, topic: &str, p: u32) -> Vec<Seen> {
 }
 
 #[test]
-fn send_to_appends_in_order_with_keys_timestamps_and_headers() {
+fn send_iter_appends_in_order_with_keys_timestamps_and_headers() {
     let (b, _) = broker();
     b.create_topic::<String, u64>("t", TopicConfig::new(3))
         .unwrap();
     let p = b.producer::<String, u64>();
     let sent = p
-        .send_to(
-            "t",
-            2,
-            vec![
-                Payload::new(10).key("a".into()),
-                Payload::new(11).timestamp(5),
-                Payload::new(12).header("h", Some(Bytes::from_static(b"x"))),
-            ],
-        )
+        .partition("t", 2)
+        .unwrap()
+        .send_iter(vec![
+            Payload::new(10).key("a".into()),
+            Payload::new(11).timestamp(5),
+            Payload::new(12).header("h", Some(Bytes::from_static(b"x"))),
+        ])
         .unwrap();
     assert_eq!(sent, 3);
     // The key does not choose the partition: the call names it.
@@ -90,12 +88,18 @@ fn send_to_appends_in_order_with_keys_timestamps_and_headers() {
     );
     assert!(read_all(&b, "t", 0).is_empty());
     // An empty iterator sends nothing, and still checks the destination.
-    assert_eq!(p.send_to("t", 1, Vec::new()).unwrap(), 0);
+    assert_eq!(
+        p.partition("t", 1).unwrap().send_iter(Vec::new()).unwrap(),
+        0
+    );
     // More than one run's worth (runs of 1,024) keeps the order across runs.
     b.create_topic::<String, u64>("big", TopicConfig::new(1).records_in_memory(4096))
         .unwrap();
     assert_eq!(
-        p.send_to("big", 0, (0..3000).map(Payload::new)).unwrap(),
+        p.partition("big", 0)
+            .unwrap()
+            .send_iter((0..3000).map(Payload::new))
+            .unwrap(),
         3000
     );
     let values: Vec<u64> = read_all(&b, "big", 0).iter().map(|s| s.3).collect();
@@ -103,18 +107,16 @@ fn send_to_appends_in_order_with_keys_timestamps_and_headers() {
 }
 
 #[test]
-fn send_to_errors_say_how_many_were_sent() {
+fn partition_handle_errors_say_what_was_wrong_and_how_many_were_sent() {
     let (b, _) = broker();
     b.create_topic::<String, u64>("t", TopicConfig::new(2))
         .unwrap();
     let p = b.producer::<String, u64>();
-    let e = p.send_to("nope", 0, [Payload::new(1)]).unwrap_err();
-    assert_eq!(e.sent, 0);
-    assert!(matches!(e.error, Error::UnknownTopic { .. }));
-    let e = p.send_to("t", 2, [Payload::new(1)]).unwrap_err();
-    assert_eq!(e.sent, 0);
+    let e = p.partition("nope", 0).unwrap_err();
+    assert!(matches!(e, Error::UnknownTopic { .. }));
+    let e = p.partition("t", 2).unwrap_err();
     assert!(matches!(
-        e.error,
+        e,
         Error::PartitionOutOfRange {
             partition: 2,
             count: 2,
@@ -122,8 +124,8 @@ fn send_to_errors_say_how_many_were_sent() {
         }
     ));
     let wrong = b.producer::<(), u64>();
-    let e = wrong.send_to("t", 0, [Payload::new(1)]).unwrap_err();
-    assert!(matches!(e.error, Error::TypeMismatch { .. }));
+    let e = wrong.partition("t", 0).unwrap_err();
+    assert!(matches!(e, Error::TypeMismatch { .. }));
     // A bad timestamp: the records before it are sent, it and those after it are not, and
     // the iterator is not asked for more.
     let mut asked = 0;
@@ -136,9 +138,15 @@ fn send_to_errors_say_how_many_were_sent() {
             p
         }
     });
-    let e = p.send_to("t", 1, records).unwrap_err();
+    let e = p.partition("t", 1).unwrap().send_iter(records).unwrap_err();
     assert_eq!(e.sent, 2);
-    assert!(matches!(e.error, Error::InvalidTimestamp { timestamp: -7 }));
+    assert!(matches!(
+        e.error,
+        Error::InvalidTimestamp {
+            timestamp: -7,
+            offset: None
+        }
+    ));
     assert_eq!(asked, 3);
     let values: Vec<u64> = read_all(&b, "t", 1).iter().map(|s| s.3).collect();
     assert_eq!(values, [0, 1]);
@@ -147,20 +155,30 @@ fn send_to_errors_say_how_many_were_sent() {
         e.to_string(),
         format!(
             "sent 2 records, then: {}",
-            Error::InvalidTimestamp { timestamp: -7 }
+            Error::InvalidTimestamp {
+                timestamp: -7,
+                offset: None
+            }
         )
     );
-    let f = || -> logbus::Result<usize> { Ok(p.send_to("nope", 0, [Payload::new(1)])?) };
+    let f =
+        || -> logbus::Result<usize> { Ok(p.partition("nope", 0)?.send_iter([Payload::new(1)])?) };
     assert!(matches!(f(), Err(Error::UnknownTopic { .. })));
     // A deleted topic: unknown from then on (the producer's cache notices).
-    p.send_to("t", 0, [Payload::new(1)]).unwrap();
+    let handle = p.partition("t", 0).unwrap();
+    handle.send_iter([Payload::new(1)]).unwrap();
     b.delete_topic("t").unwrap();
-    let e = p.send_to("t", 0, [Payload::new(2)]).unwrap_err();
+    let e = handle.send_iter([Payload::new(2)]).unwrap_err();
+    assert_eq!(e.sent, 0);
     assert!(matches!(e.error, Error::UnknownTopic { .. }));
+    assert!(matches!(
+        p.partition("t", 0),
+        Err(Error::UnknownTopic { .. })
+    ));
 }
 
 #[test]
-fn send_to_blocked_on_a_deleted_topic_reports_what_it_appended() {
+fn send_iter_blocked_on_a_deleted_topic_reports_what_it_appended() {
     let (b, _) = broker();
     let config = TopicConfig::new(1)
         .records_in_memory(4)
@@ -175,7 +193,11 @@ fn send_to_blocked_on_a_deleted_topic_reports_what_it_appended() {
         .unwrap();
     c.assign(&[tp("t", 0)]).unwrap();
     let p = b.producer::<String, u64>();
-    let sender = std::thread::spawn(move || p.send_to("t", 0, (0..10).map(Payload::new)));
+    let sender = std::thread::spawn(move || {
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter((0..10).map(Payload::new))
+    });
     // The group never commits: the sender fills the 4 slots and waits.
     while b.describe_topic("t").unwrap().partitions[0].log_end < 4 {
         std::thread::yield_now();
@@ -203,9 +225,10 @@ fn poll_with_lends_what_poll_returns_and_moves_the_position() {
         .unwrap();
     }
     let consumer = || {
-        let mut c = b
-            .consumer::<String, u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
-            .unwrap();
+        let config = ConsumerConfig::new()
+            .auto_offset_reset(OffsetReset::Earliest)
+            .max_poll_records(4);
+        let mut c = b.consumer::<String, u64>(config).unwrap();
         c.assign(&[tp("t", 0), tp("t", 1)]).unwrap();
         c
     };
@@ -223,15 +246,11 @@ fn poll_with_lends_what_poll_returns_and_moves_the_position() {
             ));
         })
         .unwrap();
-    let recs = by_value
-        .poll_into(&mut Vec::new(), 4, Duration::ZERO)
-        .unwrap();
+    let recs = by_value.poll(Duration::ZERO).unwrap().len();
     assert_eq!((n, recs), (4, 4));
     let mut expected = Vec::new();
     let mut by_value = consumer();
-    let mut out = Vec::new();
-    by_value.poll_into(&mut out, 4, Duration::ZERO).unwrap();
-    for r in out {
+    for r in by_value.poll(Duration::ZERO).unwrap() {
         expected.push((
             r.partition,
             r.offset,
@@ -274,9 +293,12 @@ fn poll_with_errors_call_nothing_and_keep_the_position() {
         Err(Error::NoOffsetForPartition { .. })
     ));
     c.seek(&t, 0).unwrap();
-    p.send_to("t", 0, (0..10).map(Payload::new)).unwrap();
+    p.partition("t", 0)
+        .unwrap()
+        .send_iter((0..10).map(Payload::new))
+        .unwrap();
     match c.poll_with(10, Duration::ZERO, |_| panic!("nothing to lend")) {
-        Err(Error::PartitionOffsetOutOfRange {
+        Err(Error::OffsetOutOfRange {
             requested,
             start,
             end,
@@ -312,7 +334,10 @@ fn poll_with_may_use_the_broker_inside_the_closure() {
         .overflow(Overflow::DropOldest);
     b.create_topic::<(), u64>("t", config).unwrap();
     let p = b.producer::<(), u64>();
-    p.send_to("t", 0, (0..2).map(Payload::new)).unwrap();
+    p.partition("t", 0)
+        .unwrap()
+        .send_iter((0..2).map(Payload::new))
+        .unwrap();
     let mut c = b
         .consumer::<(), u64>(
             ConsumerConfig::new()
@@ -330,7 +355,10 @@ fn poll_with_may_use_the_broker_inside_the_closure() {
         .poll_with(2, Duration::ZERO, |r| {
             lent.push(*r.value);
             // Overwrites the slots just read.
-            p.send_to("t", 0, (100..102).map(Payload::new)).unwrap();
+            p.partition("t", 0)
+                .unwrap()
+                .send_iter((100..102).map(Payload::new))
+                .unwrap();
             assert_eq!(other.committed(&tp("t", 0)).unwrap(), Some(0));
             other.commit_offsets(&[(tp("t", 0), 0)]).unwrap();
         })
@@ -339,7 +367,7 @@ fn poll_with_may_use_the_broker_inside_the_closure() {
 }
 
 #[test]
-fn send_to_runs_the_iterator_with_no_lock_held() {
+fn send_iter_runs_the_iterator_with_no_lock_held() {
     // The iterator is user code: it may send through the same producer (and over more than
     // one run) without deadlocking on the producer's state.
     let (b, _) = broker();
@@ -352,7 +380,10 @@ fn send_to_runs_the_iterator_with_no_lock_held() {
         }
         Payload::new(v)
     });
-    assert_eq!(p.send_to("t", 0, records).unwrap(), 2000);
+    assert_eq!(
+        p.partition("t", 0).unwrap().send_iter(records).unwrap(),
+        2000
+    );
     let values: Vec<u64> = read_all(&b, "t", 0).iter().map(|s| s.3).collect();
     assert_eq!(values, (0..2000).collect::<Vec<_>>());
     let side: Vec<u64> = read_all(&b, "t", 1).iter().map(|s| s.3).collect();
@@ -367,7 +398,9 @@ fn poll_with_serves_a_subscribed_member() {
         .unwrap();
     let p = b.producer::<String, u64>();
     for q in 0..3 {
-        p.send_to("t", q, (0..4).map(|v| Payload::new(u64::from(q) * 10 + v)))
+        p.partition("t", q)
+            .unwrap()
+            .send_iter((0..4).map(|v| Payload::new(u64::from(q) * 10 + v)))
             .unwrap();
     }
     let mut c = b
@@ -419,7 +452,10 @@ fn poll_with_on_a_block_topic_lends_in_place_and_holds_the_records_until_it_retu
     let mut c = member("g");
     let mut other = member("g");
     let p = b.producer::<(), u64>();
-    p.send_to("t", 0, (0..2).map(Payload::new)).unwrap();
+    p.partition("t", 0)
+        .unwrap()
+        .send_iter((0..2).map(Payload::new))
+        .unwrap();
     let mut lent = Vec::new();
     let n = c
         .poll_with(2, Duration::ZERO, |r| {
@@ -449,7 +485,10 @@ fn poll_with_lending_in_place_moves_past_the_record_a_panicking_closure_was_give
     b.create_topic::<(), u64>("t", TopicConfig::new(1).overflow(Overflow::Block))
         .unwrap();
     let p = b.producer::<(), u64>();
-    p.send_to("t", 0, (0..4).map(Payload::new)).unwrap();
+    p.partition("t", 0)
+        .unwrap()
+        .send_iter((0..4).map(Payload::new))
+        .unwrap();
     let mut c = b
         .consumer::<(), u64>(
             ConsumerConfig::new()
@@ -522,7 +561,7 @@ fn poll_with_lending_in_place_reads_keys_and_headers_interleaved_with_plain_reco
             Payload::new(2),
             Payload::new(3).key(key.clone()).timestamp(crate::MAX_TS),
         ];
-        assert_eq!(p.send_to("t", 0, first).unwrap(), 4);
+        assert_eq!(p.partition("t", 0).unwrap().send_iter(first).unwrap(), 4);
         assert_eq!(
             lend_all(&mut c),
             vec![
@@ -544,9 +583,15 @@ fn poll_with_lending_in_place_reads_keys_and_headers_interleaved_with_plain_reco
                 .header("c", h()),
             Payload::new(8).timestamp(8),
         ];
-        assert_eq!(p.send_to("t", 0, mixed).unwrap(), 5);
+        assert_eq!(p.partition("t", 0).unwrap().send_iter(mixed).unwrap(), 5);
         // And a plain run after them.
-        assert_eq!(p.send_to("t", 0, (9..12).map(Payload::new)).unwrap(), 3);
+        assert_eq!(
+            p.partition("t", 0)
+                .unwrap()
+                .send_iter((9..12).map(Payload::new))
+                .unwrap(),
+            3
+        );
         let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
             lend_all(&mut c),

@@ -243,7 +243,7 @@ fn kind(e: &Error) -> MErr {
         Error::InvalidConfig { .. } => MErr::InvalidConfig,
         Error::Full { .. } => MErr::Full,
         Error::NoOffsetForPartition { .. } => MErr::NoOffset,
-        Error::PartitionOffsetOutOfRange {
+        Error::OffsetOutOfRange {
             requested,
             start,
             end,

@@ -4,8 +4,8 @@
 //! `Block`: nothing is lost; each group sees every record of its partitions exactly once,
 //! offsets dense from 0, each producer's records in its send order. `DropOldest`: producers
 //! never wait; per partition, what a consumer read plus what it was told it skipped is
-//! exactly the partition's log end. Producers mix `send_batch`, `send_to` and `send`;
-//! group 1 reads with the borrowing `poll_with`, the others with `poll_into`.
+//! exactly the partition's log end. Producers mix `send_batch`, `send_iter` and `send`;
+//! group 1 reads with the borrowing `poll_with`, the others with `poll_with` + `to_record`.
 //!
 //! Each test sends 1 000 000 records (about 3 s for both in a debug build on 2 cores);
 //! `LOGBUS_STRESS_RECORDS` overrides the count.
@@ -110,7 +110,9 @@ fn run(overflow: Overflow, total: u64) {
                         } else {
                             batch.clear();
                             let n = c
-                                .poll_into(&mut batch, 256, Duration::from_millis(5))
+                                .poll_with(256, Duration::from_millis(5), |r| {
+                                    batch.push(r.to_record())
+                                })
                                 .unwrap();
                             for r in &batch {
                                 check(r.partition, r.offset, r.value);
@@ -150,7 +152,7 @@ fn run(overflow: Overflow, total: u64) {
                 let mut seq = 0;
                 while seq < per_producer {
                     if seq % 3 == 0 {
-                        // Most records through send_batch, some through send_to, the rest
+                        // Most records through send_batch, some through send_iter, the rest
                         // one by one.
                         let n = 64.min(per_producer - seq);
                         batch.extend((seq..seq + n).map(|s| Record::new(topic, id << 32 | s)));
@@ -160,11 +162,9 @@ fn run(overflow: Overflow, total: u64) {
                         let n = 16.min(per_producer - seq);
                         let partition = (seq / 3 % u64::from(PARTITIONS)) as u32;
                         let sent = p
-                            .send_to(
-                                topic,
-                                partition,
-                                (seq..seq + n).map(|s| Payload::new(id << 32 | s)),
-                            )
+                            .partition(topic, partition)
+                            .unwrap()
+                            .send_iter((seq..seq + n).map(|s| Payload::new(id << 32 | s)))
                             .unwrap();
                         assert_eq!(sent, n as usize);
                         seq += n;

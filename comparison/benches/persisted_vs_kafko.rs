@@ -147,7 +147,9 @@ fn logbus_run(values: &[Bytes], batch: usize) -> Duration {
     while tally.count < count {
         out.clear();
         let k = c
-            .poll_into(&mut out, 4096, Duration::from_millis(100))
+            .poll_with(4096, Duration::from_millis(100), |r| {
+                out.push(r.to_record())
+            })
             .unwrap();
         for r in &out {
             tally.add(index_of(&r.value));

@@ -13,7 +13,7 @@
 //!   records, logbus's ring) to a thread that writes their bytes through a 64 KiB
 //!   `BufWriter` with an `fdatasync` every 1 MiB and at the end; record bytes/s.
 //! - `replay 1KiB` (with `1k`): a consumer seeks to 0 and reads the 1 KiB topic back from its
-//!   segments (`poll_into`), against a plain sequential read of the same `.log` files.
+//!   segments (`poll_with` + `RecordRef::to_record`), against a plain sequential read of the same `.log` files.
 //! - `everybatch`: `FlushPolicy::EveryBatch`, N producer threads each `send`ing 100-byte
 //!   records one at a time (each waits for its fsync; concurrent ones share it), records/s.
 //!
@@ -177,7 +177,9 @@ fn read_logbus(broker: &Broker, size: usize, count: u64, row: &str) {
     while tally.count < count {
         out.clear();
         let k = c
-            .poll_into(&mut out, 4096, Duration::from_millis(100))
+            .poll_with(4096, Duration::from_millis(100), |r| {
+                out.push(r.to_record())
+            })
             .unwrap();
         for r in &out {
             assert_eq!(r.value.len(), size, "{row}: a record of the wrong length");
@@ -330,7 +332,9 @@ fn everybatch_row(producers: usize, per_producer: u64) {
     while tally.count < total {
         out.clear();
         let k = c
-            .poll_into(&mut out, 4096, Duration::from_millis(100))
+            .poll_with(4096, Duration::from_millis(100), |r| {
+                out.push(r.to_record())
+            })
             .unwrap();
         for r in &out {
             tally.add(index_of(&r.value));

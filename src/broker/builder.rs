@@ -16,7 +16,7 @@ pub struct BrokerBuilder {
     /// See [`BrokerBuilder::empty_group_timeout`].
     pub(crate) empty_group_timeout: Duration,
     /// Where and how a data directory is opened ([`BrokerBuilder::open`]).
-    pub(crate) persist: crate::persist::DataDirOptions,
+    pub(crate) persist: crate::persist::DataDirConfig,
 }
 
 impl BrokerBuilder {
@@ -97,7 +97,7 @@ impl BrokerBuilder {
     /// let missing = tmp.path().join("data");
     /// assert!(matches!(
     ///     Broker::builder().data_dir(&missing).build(),
-    ///     Err(Error::DataDirMissing { .. })
+    ///     Err(Error::DataDirUnformatted { missing: true, .. })
     /// ));
     /// let persisted = Broker::builder().data_dir(&missing).create(true).build()?;
     /// persisted.create_topic::<(), String>("t", TopicConfig::new(1).persist(PersistConfig::new()))?;
@@ -128,7 +128,7 @@ impl Broker {
         BrokerBuilder {
             clock: Arc::new(SystemClock),
             empty_group_timeout: DEFAULT_EMPTY_GROUP_TIMEOUT,
-            persist: crate::persist::DataDirOptions::default(),
+            persist: crate::persist::DataDirConfig::default(),
         }
     }
 }

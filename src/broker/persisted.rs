@@ -78,8 +78,7 @@ impl BrokerBuilder {
     /// exist, or an empty directory, is formatted (its marker, `meta.properties`, written),
     /// then opened; a directory formatted before is opened as it is. As with
     /// [`std::fs::OpenOptions::create`], `false` (the default) opens only what exists: a
-    /// missing or unformatted path is [`Error::DataDirMissing`] or
-    /// [`Error::DataDirUnformatted`]. A directory holding anything but a marker is refused
+    /// missing or unformatted path is [`Error::DataDirUnformatted`]. A directory holding anything but a marker is refused
     /// even with `true` (it is not logbus's), and so is a directory of the broker's set that
     /// lost its marker while the others kept theirs ([`Error::DataDirLost`]; see
     /// [`replace_lost_data_dirs`](Self::replace_lost_data_dirs)): only when no directory of
@@ -97,7 +96,7 @@ impl BrokerBuilder {
     ///
     /// let tmp = tempfile::tempdir()?;
     /// let dir = tmp.path().join("data");
-    /// assert!(matches!(Broker::open(&dir), Err(Error::DataDirMissing { .. })));
+    /// assert!(matches!(Broker::open(&dir), Err(Error::DataDirUnformatted { missing: true, .. })));
     /// let broker = Broker::builder().data_dir(&dir).create(true).open()?;
     /// broker.close()?;
     /// drop(broker);
@@ -216,8 +215,7 @@ impl BrokerBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] without a data directory; [`Error::DataDirMissing`],
-    /// [`Error::DataDirUnformatted`], [`Error::DataDirLost`], [`Error::InvalidDirMarker`] and
+    /// [`Error::InvalidConfig`] without a data directory; [`Error::DataDirUnformatted`], [`Error::DataDirLost`], [`Error::InvalidDirMarker`] and
     /// [`Error::ForeignDataDir`] for a directory that is not (or no longer) a formatted
     /// member of the broker's set (see [`create`](Self::create)); [`Error::InvalidConfig`]
     /// (`data_dirs`) when a directory of the set is not listed; [`Error::DirectoryLocked`]
@@ -243,7 +241,7 @@ impl BrokerBuilder {
             Some(io) => crate::sync::Arc::clone(io),
             None => crate::sync::arc_from_std(Arc::new(crate::storage::FsIo) as Arc<dyn Io>),
         };
-        let markers = crate::persist::MarkerOptions {
+        let markers = crate::persist::MarkerConfig {
             create: self.persist.create,
             replace_lost: self.persist.replace_lost,
         };
@@ -783,8 +781,8 @@ where
         .flat_map(|s| s.replicas.iter())
         .find(|&&d| d >= dirs.count())
     {
-        return Err(Error::UnknownDataDir {
-            dir: *d,
+        return Err(Error::DataDirOutOfRange {
+            index: *d,
             count: dirs.count(),
         });
     }

@@ -216,9 +216,9 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInn
     fn commit(&self, group: &Arc<str>, partition: u32, offset: u64, now_ms: i64) -> Result<()> {
         self.partition(partition)?
             .commit(group, offset, now_ms)
-            .map_err(|(start, end)| Error::PartitionOffsetOutOfRange {
-                topic: self.name.to_string(),
-                partition,
+            .map_err(|(start, end)| Error::OffsetOutOfRange {
+                topic: Some(self.name.to_string()),
+                partition: Some(partition),
                 requested: offset,
                 start,
                 end,

@@ -128,9 +128,9 @@ impl<K, V> Consumer<K, V> {
                     None => a.partition.commit(group, p, now()),
                 };
                 if let Err((start, end)) = done {
-                    first.get_or_insert(Error::PartitionOffsetOutOfRange {
-                        topic: a.tp.topic.clone(),
-                        partition: a.tp.partition,
+                    first.get_or_insert(Error::OffsetOutOfRange {
+                        topic: Some(a.tp.topic.clone()),
+                        partition: Some(a.tp.partition),
                         requested: p,
                         start,
                         end,

@@ -67,7 +67,7 @@
 //! # Errors
 //!
 //! Kafka's error codes become [`Error::Kafka`] (the operation, topic, partition, code, its
-//! name, whether Kafka calls it retriable) or [`Error::KafkaTimeout`]; an unknown topic is
+//! name, whether Kafka calls it retriable) or [`Error::Timeout`]; an unknown topic is
 //! [`Error::UnknownTopic`], a partition past the topic's count
 //! [`Error::PartitionOutOfRange`], a record over the size limit [`Error::RecordTooLarge`].
 //!
@@ -83,7 +83,7 @@
 //!   the client or the group, also reported by `poll`, names none.
 //!
 //! A send whose outcome is in doubt (Kafka's "possibly persisted": the request went out and
-//! no answer came within `message.timeout.ms`) is [`Error::KafkaTimeout`] with the record
+//! no answer came within `message.timeout.ms`) is [`Error::Timeout`] with the record
 //! handed back, not [`Error::NotAcknowledged`]: that error names the offset the record has
 //! in a log, and Kafka gave the record none; whether to send it again (and perhaps
 //! duplicate it) is the caller's choice, as with Kafka's own producer. An in-process

@@ -65,13 +65,13 @@ pub(crate) enum Step {
 /// One send's progress: where it stands, its time budget and the retries it has left.
 /// A pipelined send (`Producer::send_async`) keeps it between its append and its wait.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Progress {
+pub(crate) struct SendProgress {
     pub(crate) step: Step,
     pub(crate) budget: Budget,
     pub(crate) retries: u32,
 }
 
-impl Progress {
+impl SendProgress {
     /// `(epoch, last offset)` of its append, once appended.
     pub(crate) fn appended_at(&self) -> Option<(i32, u64)> {
         match self.step {

@@ -28,8 +28,8 @@ mod chunk;
 #[cfg(all(test, not(logbus_loom)))]
 mod model_tests;
 mod time_index;
-pub(crate) use chunk::{Chunk, Records, CHUNK_MAX};
-use time_index::TimeIndex;
+pub(crate) use chunk::{Chunk, SendRecords, CHUNK_MAX};
+use time_index::TimestampBlocks;
 
 /// No epoch (Kafka's `UNDEFINED_EPOCH`).
 pub(crate) const NO_EPOCH: i32 = -1;
@@ -132,7 +132,7 @@ pub(crate) struct ReplicaLog<K, V> {
     epochs: Vec<(i32, u64)>,
     /// Where `offset_for_time` looks (module `time_index`); built by the lookups, so
     /// appends never touch it.
-    times: TimeIndex,
+    times: TimestampBlocks,
 }
 
 impl<K, V> ReplicaLog<K, V> {
@@ -145,7 +145,7 @@ impl<K, V> ReplicaLog<K, V> {
             persistent: false,
             runs: VecDeque::new(),
             epochs: Vec::new(),
-            times: TimeIndex::default(),
+            times: TimestampBlocks::default(),
         }
     }
 
@@ -164,7 +164,7 @@ impl<K, V> ReplicaLog<K, V> {
             persistent: true,
             runs: VecDeque::with_capacity(records.len()),
             epochs,
-            times: TimeIndex::default(),
+            times: TimestampBlocks::default(),
         };
         for run in records {
             log.push(run);
@@ -494,7 +494,7 @@ impl<K, V> ReplicaLog<K, V> {
             return;
         }
         self.runs.clear();
-        self.times = TimeIndex::default();
+        self.times = TimestampBlocks::default();
         self.start = offset;
         self.end = offset;
     }
@@ -503,7 +503,7 @@ impl<K, V> ReplicaLog<K, V> {
     pub(crate) fn reset_to(&mut self, start: u64) {
         self.runs.clear();
         self.epochs.clear();
-        self.times = TimeIndex::default();
+        self.times = TimestampBlocks::default();
         self.start = start;
         self.end = start;
         self.floor = start;

@@ -10,17 +10,17 @@ use rayon::prelude::*;
 mod marker;
 mod topics;
 
-pub(crate) use marker::{plan as plan_markers, MarkerOptions};
+pub(crate) use marker::{plan as plan_markers, MarkerConfig};
 pub use marker::{read_dir_marker, DataDirMarker};
 
 use super::log::LogCell;
-use super::{io_err, DataDirOptions, FlushPolicy, PersistConfig};
+use super::{io_err, DataDirConfig, FlushPolicy, PersistConfig};
 use crate::clock::Clock;
 use crate::codec::Codec;
 use crate::partition::topic_config::{validate_kafka_topic_name, TopicConfig};
 use crate::storage::checkpoint::{self, CheckpointEntry, TopicPartitionOffset};
 use crate::storage::{
-    Checkpoints, DirLock, FsIo, Io, LogConfig, LogOptions, RecoveryReport, SegmentSet,
+    Checkpoints, DirLock, FsIo, Io, LogConfig, LogSetup, RecoveryReport, SegmentSet,
 };
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::thread::{self, JoinHandle};
@@ -299,7 +299,7 @@ pub(crate) struct OpenPartition {
 pub(crate) struct DataDir {
     dir: PathBuf,
     pub(crate) io: SyncArc<dyn Io>,
-    options: DataDirOptions,
+    options: DataDirConfig,
     /// The broker's clock, shared the way the storage layer takes it.
     clock: SyncArc<dyn Clock>,
     lock: Mutex<Option<Box<dyn DirLock>>>,
@@ -340,7 +340,7 @@ impl std::fmt::Debug for DataDir {
 impl DataDir {
     pub(crate) fn open(
         dir: PathBuf,
-        options: DataDirOptions,
+        options: DataDirConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<Self>> {
         let clock: SyncArc<dyn Clock> =
@@ -419,7 +419,7 @@ impl DataDir {
                 };
                 let (set, report) = SegmentSet::open(
                     pdir,
-                    LogOptions {
+                    LogSetup {
                         config: meta.log_config(),
                         io: SyncArc::clone(&io),
                         clock: SyncArc::clone(&clock),
@@ -856,17 +856,17 @@ pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> 
     let dir = dir.into();
     let io = crate::sync::arc_from_std(Arc::new(FsIo) as Arc<dyn Io>);
     // As a broker opened on this one directory of a set: the marker is checked, not written.
-    let markers = MarkerOptions {
+    let markers = MarkerConfig {
         create: false,
         replace_lost: false,
     };
     plan_markers(&*io, std::slice::from_ref(&dir), markers, false)?;
-    let options = DataDirOptions {
+    let options = DataDirConfig {
         dir: Some(dir.clone()),
         dirs: vec![dir.clone()],
         io: Some(SyncArc::clone(&io)),
         one_of_set: true,
-        ..DataDirOptions::default()
+        ..DataDirConfig::default()
     };
     let data = Some(DataDir::open(
         dir,

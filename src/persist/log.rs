@@ -394,8 +394,8 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
                     return Ok((n, next));
                 }
                 if !valid_timestamp(r.timestamp) {
-                    return Err(stored(Error::InvalidRecordTimestamp {
-                        offset: at,
+                    return Err(stored(Error::InvalidTimestamp {
+                        offset: Some(at),
                         timestamp: r.timestamp,
                     }));
                 }

@@ -81,7 +81,7 @@ pub use data_dir::{
     describe_data_dir, read_dir_marker, ClampedOffset, DataDirDescription, DataDirMarker,
     PartitionRecovery,
 };
-pub(crate) use data_dir::{plan_markers, BrokerClock, DataDir, MarkerOptions, MetaLine, TopicMeta};
+pub(crate) use data_dir::{plan_markers, BrokerClock, DataDir, MarkerConfig, MetaLine, TopicMeta};
 
 use std::path::Path;
 
@@ -281,7 +281,7 @@ impl TopicConfig {
 
 /// Where and how a broker's data directory is opened (the builder's part).
 #[derive(Debug, Clone)]
-pub(crate) struct DataDirOptions {
+pub(crate) struct DataDirConfig {
     pub(crate) dir: Option<PathBuf>,
     /// Every data directory (the first is `dir`), for replicated persisted topics.
     pub(crate) dirs: Vec<PathBuf>,
@@ -312,7 +312,7 @@ pub(crate) fn no_data_dirs() -> Error {
     }
 }
 
-impl Default for DataDirOptions {
+impl Default for DataDirConfig {
     fn default() -> Self {
         Self {
             dir: None,

@@ -22,7 +22,7 @@ use crate::partition::Entry;
 use crate::persist::FlushPolicy;
 use crate::storage::checkpoint::{self, EpochEntry};
 use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
-use crate::storage::{BatchIter, Checkpoints, Io, LogConfig, LogOptions, SegmentSet};
+use crate::storage::{BatchIter, Checkpoints, Io, LogConfig, LogSetup, SegmentSet};
 use crate::sync::Arc as SyncArc;
 use crate::{Error, Result};
 
@@ -104,8 +104,8 @@ fn decode_entry<K: Codec, V: Codec>(
     r: &crate::storage::record_batch::RecordView<'_>,
 ) -> Result<Entry<K, V>> {
     if !crate::partition::valid_timestamp(r.timestamp) {
-        return Err(Error::InvalidRecordTimestamp {
-            offset: r.offset,
+        return Err(Error::InvalidTimestamp {
+            offset: Some(r.offset),
             timestamp: r.timestamp,
         });
     }
@@ -179,7 +179,7 @@ where
     pub(crate) fn open(p: &StoreParams) -> Result<Loaded<K, V>> {
         let (set, _report) = SegmentSet::open(
             p.dir.clone(),
-            LogOptions {
+            LogSetup {
                 config: p.config.clone(),
                 io: SyncArc::clone(&p.io),
                 clock: SyncArc::clone(&p.clock),
@@ -402,7 +402,7 @@ pub(crate) fn partition_dir(data_dir: &Path, topic: &str, partition: u32) -> Pat
 #[cfg(all(test, not(logbus_loom)))]
 mod tests {
     use super::*;
-    use crate::storage::record_batch::{encode_batch, Record};
+    use crate::storage::record_batch::{encode_batch, BatchRecord};
 
     /// A replica's record on disk with a timestamp outside `0..=MAX_TIMESTAMP` decodes to a
     /// typed error (its directory is then taken offline as for any record it cannot
@@ -417,13 +417,13 @@ mod tests {
             (i64::MAX, false),
             (-1, false),
         ] {
-            let bytes = encode_batch(3, &[Record::new(ts, None, &value)]).unwrap();
+            let bytes = encode_batch(3, &[BatchRecord::new(ts, None, &value)]).unwrap();
             let batch = BatchIter::new(&bytes).next().unwrap().unwrap();
             let r = batch.records().unwrap().next().unwrap().unwrap();
             match decode_entry::<(), u64>(&r) {
                 Ok(e) if ok => assert_eq!((e.timestamp(), *e.value()), (ts, 7)),
-                Err(Error::InvalidRecordTimestamp {
-                    offset: 3,
+                Err(Error::InvalidTimestamp {
+                    offset: Some(3),
                     timestamp,
                 }) if !ok => assert_eq!(timestamp, ts),
                 other => panic!("{ts}: {:?}", other.map(|e| e.timestamp())),

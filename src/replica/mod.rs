@@ -330,7 +330,7 @@ impl Faults {
     fn check_dir(&self, dir: u32) -> Result<()> {
         let count = self.runtime.dirs();
         if dir >= count {
-            return Err(Error::UnknownDataDir { dir, count });
+            return Err(Error::DataDirOutOfRange { index: dir, count });
         }
         Ok(())
     }
@@ -345,7 +345,7 @@ impl Faults {
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownDataDir`] (in memory, directories are numbered from 0 up to the
+    /// [`Error::DataDirOutOfRange`] (in memory, directories are numbered from 0 up to the
     /// largest replication factor asked for; on disk, up to the directory count).
     pub fn fail_data_dir(&self, dir: u32) -> Result<()> {
         self.check_dir(dir)?;
@@ -363,7 +363,7 @@ impl Faults {
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownDataDir`].
+    /// [`Error::DataDirOutOfRange`].
     pub fn restore_data_dir(&self, dir: u32) -> Result<()> {
         self.check_dir(dir)?;
         if let Some(d) = self.runtime.disk() {

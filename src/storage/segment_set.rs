@@ -27,11 +27,11 @@
 //! # Examples
 //!
 //! ```
-//! use logbus::storage::{LogOptions, Record, SegmentSet};
+//! use logbus::storage::{LogSetup, BatchRecord, SegmentSet};
 //!
 //! let dir = tempfile::tempdir()?;
-//! let (mut log, _report) = SegmentSet::open(dir.path(), LogOptions::default())?;
-//! let info = log.append(&[Record::new(1_700_000_000_000, Some(b"k"), b"hello")])?;
+//! let (mut log, _report) = SegmentSet::open(dir.path(), LogSetup::default())?;
+//! let info = log.append(&[BatchRecord::new(1_700_000_000_000, Some(b"k"), b"hello")])?;
 //! assert_eq!(info.base_offset, 0);
 //! log.fsync()?;
 //! let records = log.read_records(0, 1 << 20)?;
@@ -42,11 +42,11 @@
 
 use std::path::{Path, PathBuf};
 
-pub use super::config::{LogConfig, LogOptions, SEVEN_DAYS_MS};
+pub use super::config::{LogConfig, LogSetup, SEVEN_DAYS_MS};
 use super::file_names::MAX_OFFSET;
 use super::io::{DirLock, Io};
 use super::record_batch::{
-    next_batch_extent, Batch, BatchBuilder, BatchHeader, BatchIter, Extent, Record,
+    next_batch_extent, Batch, BatchBuilder, BatchHeader, BatchIter, BatchRecord, Extent,
 };
 use super::recovery::{self, RecoveryReport};
 use super::segment::Segment;
@@ -129,7 +129,7 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for bad settings ([`LogOptions::validate`]); [`Error::DirectoryLocked`] when another
+    /// [`Error::InvalidConfig`] for bad settings ([`LogSetup::validate`]); [`Error::DirectoryLocked`] when another
     /// open log (in this process or another) holds the directory — the lock, std's file lock on
     /// `.lock` with [`FsIo`](super::FsIo), is held until the set is closed or dropped, and
     /// dies with the process; [`Error::NotASegment`] for a segment name above `i64::MAX`;
@@ -138,9 +138,9 @@ impl SegmentSet {
     /// for a valid batch over `max_batch_bytes`; [`Error::Io`] when the directory cannot be
     /// read or repaired. Corruption is repaired, not an error: the returned
     /// [`RecoveryReport`] says what was cut and why.
-    pub fn open(dir: impl Into<PathBuf>, options: LogOptions) -> Result<(Self, RecoveryReport)> {
+    pub fn open(dir: impl Into<PathBuf>, options: LogSetup) -> Result<(Self, RecoveryReport)> {
         options.validate()?;
-        let LogOptions {
+        let LogSetup {
             config,
             io,
             clock,
@@ -255,7 +255,7 @@ impl SegmentSet {
     /// Errors in the input leave the log usable: [`Error::RecordTooLarge`] when the batch
     /// exceeds `max_batch_bytes` or `segment_bytes`, [`Error::EmptyBatch`] for no records.
     /// I/O errors ([`Error::Io`]) take the log offline ([`Error::LogOffline`] thereafter).
-    pub fn append(&mut self, records: &[Record]) -> Result<AppendInfo> {
+    pub fn append(&mut self, records: &[BatchRecord]) -> Result<AppendInfo> {
         self.check_online()?;
         if let Some(info) = self.append_in_place(records)? {
             return Ok(info);
@@ -275,7 +275,7 @@ impl SegmentSet {
     /// encoded straight into the active segment's write buffer. Returns `None`, having changed
     /// nothing, when the batch needs the general path: no records, records too large to
     /// stage in the write buffer, a batch over the size limits, or a roll due.
-    fn append_in_place(&mut self, records: &[Record]) -> Result<Option<AppendInfo>> {
+    fn append_in_place(&mut self, records: &[BatchRecord]) -> Result<Option<AppendInfo>> {
         // Staging a batch far larger than the write buffer would leave the buffer that large.
         let payload = records.iter().fold(0usize, |sum, r| {
             let headers = r.headers.iter().fold(0usize, |h, x| {
@@ -341,14 +341,15 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// [`Error::CorruptBatch`] when `batch` is not one valid batch (CRC, structure, records),
+    /// [`Error::Corrupt`] when `batch` is not one valid batch (CRC, structure, records),
     /// [`Error::OffsetBelowLogEnd`] for a base offset below the log end, the errors of
     /// [`append`](SegmentSet::append) otherwise.
     pub fn append_batch(&mut self, batch: &[u8]) -> Result<AppendInfo> {
         self.check_online()?;
         let decoded = Batch::decode(batch)?;
         if decoded.size() != batch.len() as u64 {
-            return Err(Error::CorruptBatch {
+            return Err(Error::Corrupt {
+                file: None,
                 position: decoded.size(),
                 reason: crate::error::Corruption::TrailingBytes {
                     count: batch.len() as u64 - decoded.size(),
@@ -401,6 +402,8 @@ impl SegmentSet {
         let last = header.last_offset();
         if last >= MAX_OFFSET {
             return Err(Error::OffsetOutOfRange {
+                topic: None,
+                partition: None,
                 requested: last,
                 start: self.log_start_offset,
                 end: MAX_OFFSET,
@@ -536,7 +539,7 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// [`Error::OffsetOutOfRange`] outside `[log start, log end]`; [`Error::CorruptSegment`]
+    /// [`Error::OffsetOutOfRange`] outside `[log start, log end]`; [`Error::Corrupt`]
     /// when a header on the way is unreadable; I/O errors.
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<Vec<u8>> {
         let mut bytes = Vec::new();
@@ -587,6 +590,8 @@ impl SegmentSet {
         let end = self.log_end_offset();
         if offset < self.log_start_offset || offset > end {
             return Err(Error::OffsetOutOfRange {
+                topic: None,
+                partition: None,
                 requested: offset,
                 start: self.log_start_offset,
                 end,
@@ -640,9 +645,9 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// As [`read`](SegmentSet::read), plus [`Error::CorruptSegment`] for a malformed record
+    /// As [`read`](SegmentSet::read), plus [`Error::Corrupt`] for a malformed record
     /// and [`Error::UnsupportedCompression`] for a compressed batch.
-    pub fn read_records(&self, offset: u64, max_bytes: usize) -> Result<Vec<(u64, Record)>> {
+    pub fn read_records(&self, offset: u64, max_bytes: usize) -> Result<Vec<(u64, BatchRecord)>> {
         let end = self.log_end_offset();
         let mut from = offset;
         loop {

@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::broker::groups::{PartitionAssignor, RebalanceProtocol, Subscription};
+use crate::broker::groups::{MemberSubscription, PartitionAssignor, RebalanceProtocol};
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::topic_partition::TopicPartition;
 // Std's Arc (also under loom): the group shares `dyn` assignors and wait sets with the
@@ -590,11 +590,11 @@ impl Inner {
         self.generation += 1;
         self.rebalances += 1;
         let counts = self.counts(meta);
-        let subscriptions: BTreeMap<String, Subscription> = self
+        let subscriptions: BTreeMap<String, MemberSubscription> = self
             .members
             .iter()
             .map(|(id, m)| {
-                let mut s = Subscription::new(m.topics.iter().cloned())
+                let mut s = MemberSubscription::new(m.topics.iter().cloned())
                     .with_owned_partitions(m.claims.iter().cloned());
                 if let Some(g) = m.claims_generation {
                     s = s.with_generation(g);

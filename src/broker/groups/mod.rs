@@ -19,8 +19,8 @@ pub(crate) mod coordinator;
 mod describe;
 
 pub use assignor::{
-    CooperativeStickyAssignor, PartitionAssignor, RangeAssignor, RebalanceProtocol,
-    RoundRobinAssignor, StickyAssignor, Subscription,
+    CooperativeStickyAssignor, MemberSubscription, PartitionAssignor, RangeAssignor,
+    RebalanceProtocol, RoundRobinAssignor, StickyAssignor,
 };
 pub use coordinator::GroupState;
 pub use describe::{GroupDescription, GroupListing, MemberDescription, PartitionLag};

@@ -281,7 +281,7 @@ impl<K, V> Chunk<K, V> {
 }
 
 /// A send's records, as its append, its retries and a failed send's hand-back need them.
-pub(crate) enum Records<K, V> {
+pub(crate) enum SendRecords<K, V> {
     /// One record in no log yet: the leader moves it into its open chunk.
     One(Entry<K, V>),
     /// One record appended once: slot `.1` of chunk `.0` (a retry appends it again, shared).
@@ -292,7 +292,7 @@ pub(crate) enum Records<K, V> {
     Lent,
 }
 
-impl<K, V> Records<K, V> {
+impl<K, V> SendRecords<K, V> {
     /// How many records.
     pub(crate) fn count(&self) -> usize {
         match self {

@@ -27,7 +27,7 @@ const INTERVAL: u64 = 64;
 
 /// The time index of one replica log (module docs).
 #[derive(Default)]
-pub(super) struct TimeIndex {
+pub(super) struct TimestampBlocks {
     /// `(first offset, largest timestamp)` of each block: the block at `b` covers the
     /// offsets `b..b + INTERVAL` (`b` a multiple of `INTERVAL`) held below `indexed_to`.
     /// Consecutive; the first may also bound records since trimmed (a bound too high only
@@ -37,7 +37,7 @@ pub(super) struct TimeIndex {
     indexed_to: u64,
 }
 
-impl TimeIndex {
+impl TimestampBlocks {
     /// Before a lookup on a log holding `start..end`: drops the blocks wholly below
     /// `start`; returns the offset from which the records up to `end` go to
     /// [`add`](Self::add).

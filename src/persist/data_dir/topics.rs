@@ -10,7 +10,7 @@ use crate::codec::Codec;
 use crate::partition::Partition;
 use crate::persist::log::{segment_room, spawn_writer, LogCell, PartitionLog};
 use crate::persist::ClampedOffset;
-use crate::storage::{checkpoint, Checkpoints, LogOptions, SegmentSet};
+use crate::storage::{checkpoint, Checkpoints, LogSetup, SegmentSet};
 use crate::sync::Arc as SyncArc;
 use crate::sync::StdArc as Arc;
 use crate::sync::{Mutex, WaitSet};
@@ -21,7 +21,7 @@ impl DataDir {
     pub(crate) fn open_partition_log(&self, meta: &TopicMeta, p: u32) -> Result<()> {
         let (set, _) = SegmentSet::open(
             self.dir.join(format!("{}-{p}", meta.name)),
-            LogOptions {
+            LogSetup {
                 config: meta.log_config(),
                 io: SyncArc::clone(&self.io),
                 clock: SyncArc::clone(&self.clock),

@@ -84,7 +84,7 @@ pub(crate) fn describe_dir(
             let local = if io.exists(&pdir).map_err(|e| io_err("checking", &pdir, e))? {
                 let (set, _) = crate::storage::SegmentSet::open(
                     pdir.clone(),
-                    crate::storage::LogOptions {
+                    crate::storage::LogSetup {
                         config: t.log_config(),
                         io: SyncArc::clone(&io),
                         clock: SyncArc::clone(&clock),

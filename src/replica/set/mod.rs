@@ -35,7 +35,7 @@ use send::Nudge;
 use super::events::{EventKind, Events, ReplicaEvent};
 use crate::clock::Clock;
 use crate::partition::replica_log::{
-    runs_of, truncation_point, Chunk, Records, ReplicaLog, Run, CHUNK_MAX,
+    runs_of, truncation_point, Chunk, ReplicaLog, Run, SendRecords, CHUNK_MAX,
 };
 use crate::partition::{
     AppendError, ClosedByBroker, Entry, Pending, ReadOutcome, ReplicaLogs, ReplicatedLog,
@@ -378,7 +378,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     }
 
     /// A record to hand back: the entry itself if nothing else holds it, else a copy.
-    fn take_back(&self, records: Records<K, V>) -> Option<Entry<K, V>> {
+    fn take_back(&self, records: SendRecords<K, V>) -> Option<Entry<K, V>> {
         records.take_one(self.cloner)
     }
 
@@ -928,7 +928,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         policy: &SendPolicy,
         deadline: Option<Instant>,
     ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
-        let mut records = Records::One(entry);
+        let mut records = SendRecords::One(entry);
         match self.send(&mut records, policy, deadline) {
             Ok(offset) => Ok(offset),
             Err(why) => Err((self.take_back(records), why)),
@@ -962,11 +962,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
                 shared.push(Chunk::many(rest.by_ref().take(piece).collect()));
             }
         }
-        let mut records = Records::Chunks(shared);
+        let mut records = SendRecords::Chunks(shared);
         match self.send(&mut records, policy, None) {
             Ok(_) => Ok(()),
             Err(why) => {
-                if let Records::Chunks(shared) = records {
+                if let SendRecords::Chunks(shared) = records {
                     for chunk in shared {
                         entries.extend(chunk.take(self.cloner));
                     }

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::combine::Entered;
-use super::{Failure, Records, ReplicaSet, Run, State, FETCH_MAX, OPEN_CHUNK};
-use crate::partition::progress::{Budget, Progress, Step};
+use super::{Failure, ReplicaSet, Run, SendRecords, State, FETCH_MAX, OPEN_CHUNK};
+use crate::partition::progress::{Budget, SendProgress, Step};
 use crate::partition::{Acks, AppendError, Entry, Pending, Refused, SendPolicy};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};
@@ -39,7 +39,7 @@ pub(super) enum Nudge {
     Never,
     /// A pipelined `acks = all` send (`send_async`): once four fetches' worth of records
     /// (`4 * FETCH_MAX`) is not yet on the ISR, a sender running ahead of its own waits.
-    /// Below that, its `Delivery::wait` or `flush` copies them, or (if it never waits) a
+    /// Below that, its `PendingSend::wait` or `flush` copies them, or (if it never waits) a
     /// fetcher's idle round, within 20 ms.
     Backlog,
     /// `acks = 0 / 1`: nobody waits, the fetchers copy.
@@ -53,7 +53,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// `wake`: when to nudge the fetcher threads.
     fn append_once(
         &self,
-        records: &mut Records<K, V>,
+        records: &mut SendRecords<K, V>,
         acks: Acks,
         wake: Nudge,
     ) -> Result<Appended<'_, K, V>, Failure> {
@@ -80,13 +80,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
 
     /// Appends `records` to the leader's log (all or none), under the lock: the epoch and
     /// the last offset. `moved`: set if HW moved. A single record not yet in any log goes
-    /// into the leader's open chunk and becomes `Records::Placed` there (a retry appends
+    /// into the leader's open chunk and becomes `SendRecords::Placed` there (a retry appends
     /// that slot again, shared).
     #[inline]
     pub(super) fn append_locked(
         &self,
         st: &mut State<K, V>,
-        records: &mut Records<K, V>,
+        records: &mut SendRecords<K, V>,
         acks: Acks,
         moved: &mut bool,
     ) -> Result<(i32, u64), Failure> {
@@ -117,22 +117,22 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         }
         let room = self.config.capacity.clamp(1, OPEN_CHUNK);
         let log = &mut st.replicas[l].log;
-        match std::mem::replace(records, Records::Lent) {
-            Records::One(entry) => {
+        match std::mem::replace(records, SendRecords::Lent) {
+            SendRecords::One(entry) => {
                 let (chunk, at) = log.append_one(epoch, entry, room);
-                *records = Records::Placed(chunk, at);
+                *records = SendRecords::Placed(chunk, at);
             }
-            Records::Placed(chunk, at) => {
+            SendRecords::Placed(chunk, at) => {
                 log.append_run(Run::slot(epoch, chunk.clone(), at));
-                *records = Records::Placed(chunk, at);
+                *records = SendRecords::Placed(chunk, at);
             }
-            Records::Chunks(chunks) => {
+            SendRecords::Chunks(chunks) => {
                 for chunk in &chunks {
                     log.append_run(Run::whole(epoch, chunk.clone()));
                 }
-                *records = Records::Chunks(chunks);
+                *records = SendRecords::Chunks(chunks);
             }
-            Records::Lent => {}
+            SendRecords::Lent => {}
         }
         let last = log.end() - 1;
         *moved |= self.advance_hw(st);
@@ -275,9 +275,9 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// The epoch and last offset of the append that succeeded, or the last error.
     fn drive(
         &self,
-        records: &mut Records<K, V>,
+        records: &mut SendRecords<K, V>,
         policy: &SendPolicy,
-        pending: &mut Progress,
+        pending: &mut SendProgress,
         wait: bool,
     ) -> Result<(i32, u64), AppendError> {
         loop {
@@ -362,11 +362,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// Appends with the policy's retries and waits for the acks level; the last offset.
     pub(super) fn send(
         &self,
-        records: &mut Records<K, V>,
+        records: &mut SendRecords<K, V>,
         policy: &SendPolicy,
         deadline: Option<Instant>,
     ) -> Result<u64, AppendError> {
-        let mut progress = Progress::new(policy, deadline);
+        let mut progress = SendProgress::new(policy, deadline);
         self.drive(records, policy, &mut progress, true)
             .map(|(_, last)| last)
     }
@@ -377,8 +377,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         entry: Entry<K, V>,
         policy: &SendPolicy,
     ) -> Result<Pending<K, V>, Refused<K, V>> {
-        let mut entry = Records::One(entry);
-        let mut progress = Progress::new(policy, None);
+        let mut entry = SendRecords::One(entry);
+        let mut progress = SendProgress::new(policy, None);
         // The delivery timeout counts from the send, however late the wait comes.
         progress.budget.sent = Some(time::coarse_ns());
         match self.drive(&mut entry, policy, &mut progress, false) {

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use super::sticky::Engine;
-use super::{PartitionAssignor, RebalanceProtocol, Subscription};
+use super::{MemberSubscription, PartitionAssignor, RebalanceProtocol};
 use crate::topic_partition::TopicPartition;
 
 /// Kafka's cooperative sticky assignor: the [`StickyAssignor`]'s assignment, made safe for
@@ -30,17 +30,17 @@ use crate::topic_partition::TopicPartition;
 /// ```
 /// use std::collections::BTreeMap;
 /// use logbus::group::{
-///     CooperativeStickyAssignor, PartitionAssignor, Subscription, TopicPartition,
+///     CooperativeStickyAssignor, PartitionAssignor, MemberSubscription, TopicPartition,
 /// };
 ///
 /// let partitions = BTreeMap::from([("orders".to_string(), 4)]);
 /// let tp = |p| TopicPartition::new("orders", p);
-/// let owner = Subscription::new(["orders"])
+/// let owner = MemberSubscription::new(["orders"])
 ///     .with_owned_partitions((0..4).map(tp))
 ///     .with_generation(1);
 /// let mut members = BTreeMap::from([
 ///     ("a".to_string(), owner),
-///     ("b".to_string(), Subscription::new(["orders"]).with_generation(1)),
+///     ("b".to_string(), MemberSubscription::new(["orders"]).with_generation(1)),
 /// ]);
 /// let assignor = CooperativeStickyAssignor;
 /// let first = assignor.assign(&partitions, &members);
@@ -71,7 +71,7 @@ impl PartitionAssignor for CooperativeStickyAssignor {
     fn assign(
         &self,
         partitions_per_topic: &BTreeMap<String, u32>,
-        subscriptions: &BTreeMap<String, Subscription>,
+        subscriptions: &BTreeMap<String, MemberSubscription>,
     ) -> BTreeMap<String, Vec<TopicPartition>> {
         let engine = Engine::new(partitions_per_topic, subscriptions);
         let mut outcome = engine.run();

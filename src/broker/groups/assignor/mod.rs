@@ -38,7 +38,7 @@ pub enum RebalanceProtocol {
 ///
 /// ```
 /// use std::collections::BTreeMap;
-/// use logbus::group::{PartitionAssignor, Subscription, TopicPartition};
+/// use logbus::group::{PartitionAssignor, MemberSubscription, TopicPartition};
 ///
 /// /// Gives every partition to the member whose id sorts first.
 /// struct FirstTakesAll;
@@ -51,7 +51,7 @@ pub enum RebalanceProtocol {
 ///     fn assign(
 ///         &self,
 ///         partitions_per_topic: &BTreeMap<String, u32>,
-///         subscriptions: &BTreeMap<String, Subscription>,
+///         subscriptions: &BTreeMap<String, MemberSubscription>,
 ///     ) -> BTreeMap<String, Vec<TopicPartition>> {
 ///         let mut assignment: BTreeMap<_, _> =
 ///             subscriptions.keys().map(|m| (m.clone(), Vec::new())).collect();
@@ -64,7 +64,7 @@ pub enum RebalanceProtocol {
 ///     }
 /// }
 ///
-/// let members = BTreeMap::from([("a".to_string(), Subscription::new(["t"]))]);
+/// let members = BTreeMap::from([("a".to_string(), MemberSubscription::new(["t"]))]);
 /// let assignment = FirstTakesAll.assign(&BTreeMap::from([("t".to_string(), 2)]), &members);
 /// assert_eq!(assignment["a"].len(), 2);
 /// assert!(!FirstTakesAll.supports_cooperative());
@@ -89,17 +89,18 @@ pub trait PartitionAssignor: Send + Sync {
     /// Assigns partitions to members.
     ///
     /// `partitions_per_topic` gives each topic's partition count; `subscriptions` maps each
-    /// member id to its [`Subscription`]. The result has an entry for every member id, with
+    /// member id to its [`MemberSubscription`]. The result has an entry for every member id, with
     /// an empty list for a member that gets nothing. See [`group`](crate::group#inputs-are-never-an-error)
     /// for how inputs that do not apply are handled (they are skipped, never an error).
     fn assign(
         &self,
         partitions_per_topic: &BTreeMap<String, u32>,
-        subscriptions: &BTreeMap<String, Subscription>,
+        subscriptions: &BTreeMap<String, MemberSubscription>,
     ) -> BTreeMap<String, Vec<TopicPartition>>;
 }
 
-/// What one member tells the assignor: the topics it subscribes to and what it owned.
+/// What one member tells the assignor (Kafka's `ConsumerPartitionAssignor.Subscription`): the
+/// topics it subscribes to and what it owned.
 ///
 /// `owned_partitions` and `generation` are what the sticky assignors build on (Kafka's
 /// `ownedPartitions` and `generationId`, or the sticky assignor's user data): the partitions
@@ -112,9 +113,9 @@ pub trait PartitionAssignor: Send + Sync {
 /// # Examples
 ///
 /// ```
-/// use logbus::group::{Subscription, TopicPartition};
+/// use logbus::group::{MemberSubscription, TopicPartition};
 ///
-/// let sub = Subscription::new(["orders", "payments"])
+/// let sub = MemberSubscription::new(["orders", "payments"])
 ///     .with_owned_partitions([TopicPartition::new("orders", 0)])
 ///     .with_generation(7)
 ///     .with_group_instance_id("worker-1");
@@ -123,7 +124,7 @@ pub trait PartitionAssignor: Send + Sync {
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Subscription {
+pub struct MemberSubscription {
     /// The topics the member subscribes to.
     pub topics: BTreeSet<String>,
     /// The partitions the member owned before this rebalance, in the order it reports them.
@@ -134,16 +135,16 @@ pub struct Subscription {
     pub group_instance_id: Option<String>,
 }
 
-impl Subscription {
+impl MemberSubscription {
     /// A subscription to `topics`, owning nothing, of unknown generation, not static.
     pub fn new<I, S>(topics: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        Subscription {
+        MemberSubscription {
             topics: topics.into_iter().map(Into::into).collect(),
-            ..Subscription::default()
+            ..MemberSubscription::default()
         }
     }
 
@@ -201,7 +202,10 @@ pub(super) fn java_hash_map_order<'a>(keys: impl IntoIterator<Item = &'a str>) -
 /// Kafka's `MemberInfo` order: static members first, by group instance id, then the others by
 /// member id. Kafka's sort is stable over a `HashMap`'s order; ties (two members with one
 /// instance id) fall back to the member id here.
-pub(super) fn member_info_cmp(a: (&str, &Subscription), b: (&str, &Subscription)) -> Ordering {
+pub(super) fn member_info_cmp(
+    a: (&str, &MemberSubscription),
+    b: (&str, &MemberSubscription),
+) -> Ordering {
     match (&a.1.group_instance_id, &b.1.group_instance_id) {
         (Some(x), Some(y)) => java_cmp(x, y).then_with(|| java_cmp(a.0, b.0)),
         (Some(_), None) => Ordering::Less,
@@ -226,7 +230,7 @@ pub(super) struct Topics<'a> {
 impl<'a> Topics<'a> {
     pub fn new(
         partitions_per_topic: &'a BTreeMap<String, u32>,
-        subscriptions: &BTreeMap<String, Subscription>,
+        subscriptions: &BTreeMap<String, MemberSubscription>,
     ) -> Self {
         let mut names: Vec<&'a str> = partitions_per_topic
             .iter()
@@ -290,7 +294,7 @@ impl<'a> Topics<'a> {
 
 /// An empty assignment: every member with no partitions.
 pub(super) fn empty_assignment(
-    subscriptions: &BTreeMap<String, Subscription>,
+    subscriptions: &BTreeMap<String, MemberSubscription>,
 ) -> BTreeMap<String, Vec<TopicPartition>> {
     subscriptions
         .keys()

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use super::{
-    empty_assignment, java_hash_map_order, member_info_cmp, PartitionAssignor, Subscription, Topics,
+    empty_assignment, java_hash_map_order, member_info_cmp, MemberSubscription, PartitionAssignor,
+    Topics,
 };
 use crate::topic_partition::TopicPartition;
 
@@ -24,12 +25,12 @@ use crate::topic_partition::TopicPartition;
 ///
 /// ```
 /// use std::collections::BTreeMap;
-/// use logbus::group::{PartitionAssignor, RangeAssignor, Subscription, TopicPartition};
+/// use logbus::group::{PartitionAssignor, RangeAssignor, MemberSubscription, TopicPartition};
 ///
 /// let partitions = BTreeMap::from([("t0".to_string(), 3), ("t1".to_string(), 3)]);
 /// let members = BTreeMap::from([
-///     ("c0".to_string(), Subscription::new(["t0", "t1"])),
-///     ("c1".to_string(), Subscription::new(["t0", "t1"])),
+///     ("c0".to_string(), MemberSubscription::new(["t0", "t1"])),
+///     ("c1".to_string(), MemberSubscription::new(["t0", "t1"])),
 /// ]);
 /// let a = RangeAssignor.assign(&partitions, &members);
 /// let tp = TopicPartition::new;
@@ -47,14 +48,14 @@ impl PartitionAssignor for RangeAssignor {
     fn assign(
         &self,
         partitions_per_topic: &BTreeMap<String, u32>,
-        subscriptions: &BTreeMap<String, Subscription>,
+        subscriptions: &BTreeMap<String, MemberSubscription>,
     ) -> BTreeMap<String, Vec<TopicPartition>> {
         let mut assignment = empty_assignment(subscriptions);
         let topics = Topics::new(partitions_per_topic, subscriptions);
         // Kafka walks the topics in its `HashMap`'s order, which orders each member's list.
         for topic in java_hash_map_order(topics.names.iter().copied()) {
             let Some(t) = topics.get(topic) else { continue };
-            let mut members: Vec<(&str, &Subscription)> = subscriptions
+            let mut members: Vec<(&str, &MemberSubscription)> = subscriptions
                 .iter()
                 .filter(|(_, s)| s.topics.contains(topic))
                 .map(|(m, s)| (m.as_str(), s))

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{empty_assignment, member_info_cmp, PartitionAssignor, Subscription, Topics};
+use super::{empty_assignment, member_info_cmp, MemberSubscription, PartitionAssignor, Topics};
 use crate::topic_partition::TopicPartition;
 
 /// Kafka's round-robin assignor: deals all partitions out in turn.
@@ -18,14 +18,14 @@ use crate::topic_partition::TopicPartition;
 ///
 /// ```
 /// use std::collections::BTreeMap;
-/// use logbus::group::{PartitionAssignor, RoundRobinAssignor, Subscription, TopicPartition};
+/// use logbus::group::{PartitionAssignor, RoundRobinAssignor, MemberSubscription, TopicPartition};
 ///
 /// let partitions =
 ///     BTreeMap::from([("t0".to_string(), 1), ("t1".to_string(), 2), ("t2".to_string(), 3)]);
 /// let members = BTreeMap::from([
-///     ("c0".to_string(), Subscription::new(["t0"])),
-///     ("c1".to_string(), Subscription::new(["t0", "t1"])),
-///     ("c2".to_string(), Subscription::new(["t0", "t1", "t2"])),
+///     ("c0".to_string(), MemberSubscription::new(["t0"])),
+///     ("c1".to_string(), MemberSubscription::new(["t0", "t1"])),
+///     ("c2".to_string(), MemberSubscription::new(["t0", "t1", "t2"])),
 /// ]);
 /// let a = RoundRobinAssignor.assign(&partitions, &members);
 /// let tp = TopicPartition::new;
@@ -44,11 +44,11 @@ impl PartitionAssignor for RoundRobinAssignor {
     fn assign(
         &self,
         partitions_per_topic: &BTreeMap<String, u32>,
-        subscriptions: &BTreeMap<String, Subscription>,
+        subscriptions: &BTreeMap<String, MemberSubscription>,
     ) -> BTreeMap<String, Vec<TopicPartition>> {
         let mut assignment = empty_assignment(subscriptions);
         let topics = Topics::new(partitions_per_topic, subscriptions);
-        let mut members: Vec<(&str, &Subscription)> =
+        let mut members: Vec<(&str, &MemberSubscription)> =
             subscriptions.iter().map(|(m, s)| (m.as_str(), s)).collect();
         members.sort_by(|a, b| member_info_cmp(*a, *b));
         let mut next = 0;

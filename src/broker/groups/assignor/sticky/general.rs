@@ -16,12 +16,12 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::movements::Movements;
 use super::{generation, remove_first, Claims};
-use crate::broker::groups::assignor::{Subscription, Topics};
+use crate::broker::groups::assignor::{MemberSubscription, Topics};
 
 /// Returns the dense partitions per member.
 pub(super) fn assign(
     topics: &Topics<'_>,
-    subs: &[&Subscription],
+    subs: &[&MemberSubscription],
     claims: Claims,
     order: &[usize],
 ) -> Vec<Vec<usize>> {
@@ -119,7 +119,7 @@ struct State<'t, 'a> {
 }
 
 impl<'t, 'a> State<'t, 'a> {
-    fn new(topics: &'t Topics<'a>, subs: &[&Subscription], owned: Vec<Vec<usize>>) -> Self {
+    fn new(topics: &'t Topics<'a>, subs: &[&MemberSubscription], owned: Vec<Vec<usize>>) -> Self {
         let member_topics: Vec<Vec<u32>> = subs
             .iter()
             .map(|s| {

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::{
-    empty_assignment, java_cmp, java_hash_map_order, PartitionAssignor, Subscription, Topics,
+    empty_assignment, java_cmp, java_hash_map_order, MemberSubscription, PartitionAssignor, Topics,
 };
 use crate::topic_partition::TopicPartition;
 
@@ -32,7 +32,7 @@ mod movements;
 /// member counts differ by at most one; otherwise no partition could move from a member to
 /// another subscribed to its topic holding two or more fewer), and as few partitions as
 /// possible changing owner from the previous assignment, which each member reports in its
-/// [`Subscription`] (`owned_partitions` and `generation`).
+/// [`MemberSubscription`] (`owned_partitions` and `generation`).
 ///
 /// Under the eager protocol every member gives up all its partitions before the new
 /// assignment, so a partition may move from one member to another in a single rebalance.
@@ -55,13 +55,13 @@ mod movements;
 ///
 /// ```
 /// use std::collections::BTreeMap;
-/// use logbus::group::{PartitionAssignor, StickyAssignor, Subscription, TopicPartition};
+/// use logbus::group::{PartitionAssignor, StickyAssignor, MemberSubscription, TopicPartition};
 ///
 /// let partitions = BTreeMap::from([("orders".to_string(), 6)]);
 /// let tp = |p| TopicPartition::new("orders", p);
 /// let mut members = BTreeMap::new();
 /// for (id, owned) in [("a", [0, 1]), ("b", [2, 3]), ("c", [4, 5])] {
-///     let sub = Subscription::new(["orders"])
+///     let sub = MemberSubscription::new(["orders"])
 ///         .with_owned_partitions(owned.map(tp))
 ///         .with_generation(1);
 ///     members.insert(id.to_string(), sub);
@@ -82,7 +82,7 @@ impl PartitionAssignor for StickyAssignor {
     fn assign(
         &self,
         partitions_per_topic: &BTreeMap<String, u32>,
-        subscriptions: &BTreeMap<String, Subscription>,
+        subscriptions: &BTreeMap<String, MemberSubscription>,
     ) -> BTreeMap<String, Vec<TopicPartition>> {
         Engine::new(partitions_per_topic, subscriptions)
             .run()
@@ -94,10 +94,10 @@ impl PartitionAssignor for StickyAssignor {
 pub(super) struct Engine<'a> {
     pub topics: Topics<'a>,
     pub ids: Vec<&'a str>,
-    pub subs: Vec<&'a Subscription>,
+    pub subs: Vec<&'a MemberSubscription>,
     /// Member indices in the order Kafka iterates its `HashMap` of subscriptions.
     pub hash_order: Vec<usize>,
-    subscriptions: &'a BTreeMap<String, Subscription>,
+    subscriptions: &'a BTreeMap<String, MemberSubscription>,
 }
 
 /// An assignment by dense partition index per member index.
@@ -113,9 +113,9 @@ pub(super) struct Outcome<'e, 'a> {
 impl<'a> Engine<'a> {
     pub fn new(
         partitions_per_topic: &'a BTreeMap<String, u32>,
-        subscriptions: &'a BTreeMap<String, Subscription>,
+        subscriptions: &'a BTreeMap<String, MemberSubscription>,
     ) -> Self {
-        let mut members: Vec<(&'a str, &'a Subscription)> =
+        let mut members: Vec<(&'a str, &'a MemberSubscription)> =
             subscriptions.iter().map(|(m, s)| (m.as_str(), s)).collect();
         members.sort_by(|a, b| java_cmp(a.0, b.0));
         let ids: Vec<&'a str> = members.iter().map(|m| m.0).collect();
@@ -189,7 +189,7 @@ pub(super) struct Claims {
 }
 
 impl Claims {
-    fn resolve(topics: &Topics<'_>, subs: &[&Subscription], order: &[usize]) -> Self {
+    fn resolve(topics: &Topics<'_>, subs: &[&MemberSubscription], order: &[usize]) -> Self {
         let mut owned: Vec<Vec<usize>> = vec![Vec::new(); subs.len()];
         let mut multiple = HashSet::new();
         let mut max_generation = -1;
@@ -226,11 +226,11 @@ impl Claims {
 }
 
 /// A member's generation, `-1` (Kafka's `DEFAULT_GENERATION`) when unknown.
-pub(super) fn generation(sub: &Subscription) -> i32 {
+pub(super) fn generation(sub: &MemberSubscription) -> i32 {
     sub.generation.unwrap_or(-1)
 }
 
-fn generation_of(subs: &[&Subscription], m: usize) -> i32 {
+fn generation_of(subs: &[&MemberSubscription], m: usize) -> i32 {
     subs.get(m).map_or(-1, |s| generation(s))
 }
 

@@ -1,4 +1,4 @@
-//! [`Delivery`]: the outcome of a pipelined send ([`Producer::send_async`]), available
+//! [`PendingSend`]: the outcome of a pipelined send ([`Producer::send_async`]), available
 //! once the record's acks level holds.
 //!
 //! [`Producer::send_async`]: super::Producer::send_async
@@ -6,8 +6,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use super::record::unacknowledged;
-use super::{append_error, send_error, Record, RecordMetadata, SendError};
+use super::{append_error, ProduceError, Record, RecordMetadata};
 use crate::partition::{AppendError, Entry, Pending, ReplicatedLog, SendPolicy};
 // Std's Arc (also under loom): the log is a trait object (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
@@ -29,7 +28,7 @@ impl Sent {
     pub(super) fn outcome<K, V>(
         self,
         done: Result<u64, (Option<Entry<K, V>>, AppendError)>,
-    ) -> Result<RecordMetadata, SendError<K, V>> {
+    ) -> Result<RecordMetadata, ProduceError<K, V>> {
         match done {
             Ok(offset) => Ok(RecordMetadata {
                 partition: self.partition,
@@ -46,9 +45,9 @@ impl Sent {
     fn failed<K, V>(
         self,
         failed: (Option<Entry<K, V>>, AppendError),
-    ) -> Result<RecordMetadata, SendError<K, V>> {
+    ) -> Result<RecordMetadata, ProduceError<K, V>> {
         match failed {
-            (None, why) => Err(unacknowledged(append_error(
+            (None, why) => Err(ProduceError::unacknowledged(append_error(
                 why,
                 &self.topic,
                 self.partition,
@@ -64,7 +63,7 @@ impl Sent {
                     value,
                     headers,
                 };
-                Err(send_error(error, record))
+                Err(ProduceError::new(error, record))
             }
         }
     }
@@ -78,13 +77,13 @@ impl Sent {
 /// Dropping it without `wait` leaves the record where it is (in the log, or not sent),
 /// without the retries `wait` would do.
 #[must_use = "the send's outcome (and its retries) comes from `wait`"]
-pub struct Delivery<K, V> {
+pub struct PendingSend<K, V> {
     state: State<K, V>,
 }
 
 enum State<K, V> {
     /// Completed at the send: its result.
-    Done(Result<RecordMetadata, SendError<K, V>>),
+    Done(Result<RecordMetadata, ProduceError<K, V>>),
     /// In the leader's log, awaiting the acks level (boxed: a handle stays a few words,
     /// cheap to move into a caller's queue of many).
     InFlight(Box<InFlight<K, V>>),
@@ -97,7 +96,7 @@ struct InFlight<K, V> {
     sent: Sent,
 }
 
-impl<K, V> fmt::Debug for Delivery<K, V> {
+impl<K, V> fmt::Debug for PendingSend<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
             State::Done(Ok(meta)) => format!("{meta:?}"),
@@ -107,12 +106,14 @@ impl<K, V> fmt::Debug for Delivery<K, V> {
                 None => "in flight".to_string(),
             },
         };
-        f.debug_struct("Delivery").field("state", &state).finish()
+        f.debug_struct("PendingSend")
+            .field("state", &state)
+            .finish()
     }
 }
 
-impl<K, V> Delivery<K, V> {
-    pub(super) fn done(result: Result<RecordMetadata, SendError<K, V>>) -> Self {
+impl<K, V> PendingSend<K, V> {
+    pub(super) fn done(result: Result<RecordMetadata, ProduceError<K, V>>) -> Self {
         Self {
             state: State::Done(result),
         }
@@ -145,7 +146,7 @@ impl<K, V> Delivery<K, V> {
     /// [`Error::NotLeader`](crate::Error::NotLeader) and
     /// [`Error::Timeout`](crate::Error::Timeout) once the retries or the
     /// `delivery_timeout` ran out.
-    pub fn wait(self) -> Result<RecordMetadata, SendError<K, V>> {
+    pub fn wait(self) -> Result<RecordMetadata, ProduceError<K, V>> {
         match self.state {
             State::Done(result) => result,
             State::InFlight(f) => {

@@ -1,17 +1,19 @@
-//! [`Producer::send_to`]: records built straight into one partition's run, for hot loops
-//! that already know where their records go; [`Producer::send_slice_to`]: `Copy` values
-//! copied from a slice straight into the partition's ring slots.
+//! [`PartitionProducer`]: one partition of one topic, for hot loops that already know
+//! where their records go: [`send_iter`](PartitionProducer::send_iter) builds records
+//! straight into the partition's run, [`send_slice`](PartitionProducer::send_slice) copies
+//! `Copy` values from a slice straight into the partition's ring slots.
 
 use std::fmt;
 
 use bytes::Bytes;
 
-use super::{append_error, Producer};
+use super::{append_error, ProduceBatchError, Producer};
 use crate::partition::{valid_timestamp, AppendError, AppendWait, Entry, Headers};
+use crate::sync::StdArc as Arc;
 use crate::Error;
 
-/// What [`Producer::send_to`] sends for one record: a [`Record`](super::Record) without
-/// topic and partition (the call names those once).
+/// What [`PartitionProducer::send_iter`] sends for one record: a [`Record`](super::Record)
+/// without topic and partition (the handle names those once).
 ///
 /// # Examples
 ///
@@ -76,22 +78,107 @@ impl<K, V> Payload<K, V> {
     }
 }
 
-/// A [`Producer::send_to`] that stopped early: how many records were sent (the first
-/// `sent` the iterator gave), and why the next was not. Converts into [`Error`] with `?`.
-#[derive(Debug, thiserror::Error)]
-#[error("sent {sent} records, then: {error}")]
-#[non_exhaustive]
-pub struct SendToError {
-    /// Records sent before the failure (all of them appended, in order).
-    pub sent: usize,
-    /// Why the rest were not.
-    #[source]
-    pub error: Error,
+/// One partition of one topic, from [`Producer::partition`]: the zero-copy hot path for
+/// records whose partition the caller already knows. It borrows its producer (and shares
+/// its cache and lock); each call sends to the partition in order, waiting for room as
+/// [`Producer::send`] does, and checks again that the topic still exists.
+///
+/// # Examples
+///
+/// ```
+/// use logbus::broker::{Broker, TopicConfig};
+/// use logbus::producer::Payload;
+///
+/// let broker = Broker::in_memory();
+/// broker.create_topic::<(), u64>("ticks", TopicConfig::new(2))?;
+/// let producer = broker.producer::<(), u64>();
+/// let ticks = producer.partition("ticks", 1)?;
+/// assert_eq!(ticks.send_iter((0..100).map(|v| Payload::new(v).timestamp(v as i64)))?, 100);
+/// let slice: Vec<(i64, u64)> = (0..64).map(|v| (1_700_000_000_000 + v as i64, v)).collect();
+/// assert_eq!(ticks.send_slice(&slice)?, 64);
+/// # Ok::<(), logbus::Error>(())
+/// ```
+pub struct PartitionProducer<'a, K, V> {
+    producer: &'a Producer<K, V>,
+    /// The topic's name (shared with the topic: no copy).
+    topic: Arc<str>,
+    partition: u32,
 }
 
-impl From<SendToError> for Error {
-    fn from(e: SendToError) -> Self {
-        e.error
+impl<K, V> fmt::Debug for PartitionProducer<'_, K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PartitionProducer")
+            .field("topic", &&*self.topic)
+            .field("partition", &self.partition)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, V> PartitionProducer<'_, K, V>
+where
+    K: Send + Sync + 'static,
+    V: Send + Sync + 'static,
+{
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The partition.
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+
+    /// Sends every record `records` yields, in order, building each straight into the
+    /// partition's run: no [`Record`](super::Record) per record, one topic lookup per call,
+    /// one claim per run of up to 1,024 records. Waits for room as
+    /// [`send`](Producer::send) does. Records without a timestamp get the broker clock's
+    /// time, read once per run. The iterator runs with no lock held (it may send through
+    /// the same producer too). Returns how many were sent. If the iterator panics, the
+    /// records it gave for the run not yet appended (at most 1,024) are dropped and the
+    /// panic goes on to the caller.
+    ///
+    /// # Errors
+    ///
+    /// [`ProduceBatchError`] with how many were sent and: [`Error::UnknownTopic`] (the
+    /// topic was deleted and not made again), [`Error::TypeMismatch`] (made again with
+    /// other types), [`Error::PartitionOutOfRange`] (made again with fewer partitions),
+    /// [`Error::InvalidTimestamp`] (the records before it were sent, those
+    /// after it not taken from the iterator), [`Error::Closed`] (the topic was deleted
+    /// meanwhile), [`Error::RecordTooLarge`] (persisted topics). The records of the run
+    /// that failed are dropped; the iterator keeps those it did not yield.
+    #[inline]
+    pub fn send_iter<I>(&self, records: I) -> Result<usize, ProduceBatchError>
+    where
+        I: IntoIterator<Item = Payload<K, V>>,
+    {
+        self.producer
+            .send_iter_to(&self.topic, self.partition, records)
+    }
+
+    /// Sends `records`, each a `(timestamp, value)` without key or headers, in order,
+    /// copying each straight into its slot of the partition's log: the Disruptor's batch
+    /// publish, for values that are `Copy`. One lock, one topic lookup and one claim per
+    /// call (more claims only when the log is full); no user code runs while the partition
+    /// is held, so nothing here can deadlock on it or leave it half-written. Waits for room
+    /// as [`send`](Producer::send) does. Timestamps are milliseconds since the Unix epoch
+    /// (in `0..=`[`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP); `broker.clock().now_ms()` gives
+    /// the broker clock's). Returns how many were sent (all of them).
+    ///
+    /// # Errors
+    ///
+    /// [`ProduceBatchError`] with how many were sent (`records[..sent]`) and:
+    /// [`Error::UnknownTopic`], [`Error::TypeMismatch`], [`Error::PartitionOutOfRange`] (as
+    /// for [`send_iter`](Self::send_iter)), [`Error::InvalidTimestamp`] for the first timestamp
+    /// outside that range, [`Error::Closed`] (the topic was deleted meanwhile),
+    /// [`Error::RecordTooLarge`] (persisted topics).
+    #[inline]
+    pub fn send_slice(&self, records: &[(i64, V)]) -> Result<usize, ProduceBatchError>
+    where
+        V: Copy,
+    {
+        self.producer
+            .send_slice_to(&self.topic, self.partition, records)
     }
 }
 
@@ -110,41 +197,40 @@ where
     K: Send + Sync + 'static,
     V: Send + Sync + 'static,
 {
-    /// Sends every record `records` yields to partition `partition` of `topic`, in
-    /// order, building each straight into the partition's run: no [`Record`](super::Record)
-    /// per record, one topic lookup and partition check per call, one claim per run of
-    /// up to 1,024 records. Waits for room as [`send`](Self::send) does. Records without a
-    /// timestamp get the broker clock's time, read once per run. The iterator runs with no
-    /// lock held (it may send through this producer too). Returns how many were sent.
-    /// If the iterator panics, the records it gave for the run not yet appended (at most
-    /// 1,024) are dropped and the panic goes on to the caller.
+    /// A handle on partition `partition` of `topic`, to send records there without
+    /// choosing a partition per record ([`PartitionProducer::send_iter`],
+    /// [`PartitionProducer::send_slice`]).
     ///
     /// # Errors
     ///
-    /// [`SendToError`] with how many were sent and: [`Error::UnknownTopic`],
-    /// [`Error::TypeMismatch`], [`Error::PartitionOutOfRange`] (nothing sent),
-    /// [`Error::InvalidTimestamp`] (the records before it were sent, those after it not
-    /// taken from the iterator), [`Error::Closed`] (the topic was deleted meanwhile),
-    /// [`Error::RecordTooLarge`] (persisted topics).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use logbus::broker::{Broker, TopicConfig};
-    /// use logbus::producer::Payload;
-    ///
-    /// let broker = Broker::in_memory();
-    /// broker.create_topic::<(), u64>("ticks", TopicConfig::new(2))?;
-    /// let producer = broker.producer::<(), u64>();
-    /// let sent = producer.send_to("ticks", 1, (0..100).map(|v| Payload::new(v).timestamp(v as i64)))?;
-    /// assert_eq!(sent, 100);
-    /// # Ok::<(), logbus::Error>(())
-    /// ```
-    pub fn send_to<I>(&self, topic: &str, partition: u32, records: I) -> Result<usize, SendToError>
+    /// [`Error::UnknownTopic`], [`Error::TypeMismatch`], [`Error::PartitionOutOfRange`]
+    /// (with the topic's partition count).
+    pub fn partition(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> crate::Result<PartitionProducer<'_, K, V>> {
+        let mut state = self.state.lock();
+        let t = self.destination(&mut state, topic, partition)?;
+        Ok(PartitionProducer {
+            producer: self,
+            topic: Arc::clone(&state.topics[t].topic.name),
+            partition,
+        })
+    }
+
+    /// [`PartitionProducer::send_iter`] to partition `partition` of `topic`.
+    #[inline]
+    fn send_iter_to<I>(
+        &self,
+        topic: &str,
+        partition: u32,
+        records: I,
+    ) -> Result<usize, ProduceBatchError>
     where
         I: IntoIterator<Item = Payload<K, V>>,
     {
-        let failed = |sent, error| SendToError { sent, error };
+        let failed = |sent, error| ProduceBatchError { sent, error };
         // The iterator is user code: it runs with no lock held (it may use this producer);
         // the producer's lock is taken per run, to append it.
         let mut run = {
@@ -162,7 +248,10 @@ where
             for p in records.by_ref() {
                 let timestamp = match p.timestamp {
                     Some(ts) if !valid_timestamp(ts) => {
-                        bad = Some(Error::InvalidTimestamp { timestamp: ts });
+                        bad = Some(Error::InvalidTimestamp {
+                            timestamp: ts,
+                            offset: None,
+                        });
                         break;
                     }
                     Some(ts) => ts,
@@ -207,46 +296,18 @@ where
         }
     }
 
-    /// Sends `records`, each a `(timestamp, value)` without key or headers, to partition
-    /// `partition` of `topic`, in order, copying each straight into its slot of the
-    /// partition's log: the Disruptor's batch publish, for values that are `Copy`. One lock,
-    /// one topic lookup and one claim per call (more claims only when the log is full); no
-    /// user code runs while the partition is held, so nothing here can deadlock on it or
-    /// leave it half-written. Waits for room as [`send`](Self::send) does. Timestamps are
-    /// milliseconds since the Unix epoch (in `0..=`[`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP); `broker.clock().now_ms()` gives the
-    /// broker clock's).
-    /// Returns how many were sent (all of them).
-    ///
-    /// # Errors
-    ///
-    /// [`SendToError`] with how many were sent and: [`Error::UnknownTopic`],
-    /// [`Error::TypeMismatch`], [`Error::PartitionOutOfRange`] (nothing sent),
-    /// [`Error::InvalidTimestamp`] for the first timestamp outside that range (the records before
-    /// it were sent), [`Error::Closed`] (the topic was deleted meanwhile),
-    /// [`Error::RecordTooLarge`] (persisted topics).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use logbus::broker::{Broker, TopicConfig};
-    ///
-    /// let broker = Broker::in_memory();
-    /// broker.create_topic::<(), u64>("ticks", TopicConfig::new(2))?;
-    /// let producer = broker.producer::<(), u64>();
-    /// let ticks: Vec<(i64, u64)> = (0..64).map(|v| (1_700_000_000_000 + v as i64, v)).collect();
-    /// assert_eq!(producer.send_slice_to("ticks", 1, &ticks)?, 64);
-    /// # Ok::<(), logbus::Error>(())
-    /// ```
-    pub fn send_slice_to(
+    /// [`PartitionProducer::send_slice`] to partition `partition` of `topic`.
+    #[inline]
+    fn send_slice_to(
         &self,
         topic: &str,
         partition: u32,
         records: &[(i64, V)],
-    ) -> Result<usize, SendToError>
+    ) -> Result<usize, ProduceBatchError>
     where
         V: Copy,
     {
-        let failed = |sent, error| SendToError { sent, error };
+        let failed = |sent, error| ProduceBatchError { sent, error };
         // Branch-free, eight at a time (one `or` from memory each): a timestamp is valid
         // exactly when its two high bits are clear (`valid_timestamp`), so the `or` of
         // them all is valid exactly when they all are. The search only when one is not.
@@ -285,6 +346,7 @@ where
                 sent,
                 Error::InvalidTimestamp {
                     timestamp: records[good].0,
+                    offset: None,
                 },
             )),
             Ok(()) => Ok(sent),

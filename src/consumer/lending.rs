@@ -1,12 +1,12 @@
-//! [`Consumer::poll_with`]: records lent to a closure instead of moved into
-//! [`ConsumerRecord`](super::ConsumerRecord)s.
+//! [`Consumer::poll_with`], the borrowed form of `poll`: records lent to a closure
+//! ([`RecordRef`]) instead of cloned into [`ConsumerRecord`]s.
 
 use std::fmt;
 use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{read_one, Consumer};
+use super::{read_one, Consumer, ConsumerRecord};
 use crate::partition::{Entry, Handed, Parts, ReadOutcome};
 use crate::Result;
 
@@ -27,6 +27,21 @@ pub struct RecordRef<'a, K, V> {
     pub value: &'a V,
     /// The headers, in order.
     pub headers: &'a [(String, Option<Bytes>)],
+}
+
+impl<K: Clone, V: Clone> RecordRef<'_, K, V> {
+    /// The record, cloned (what [`Consumer::poll`] returns for it).
+    pub fn to_record(&self) -> ConsumerRecord<K, V> {
+        ConsumerRecord {
+            topic: self.topic,
+            partition: self.partition,
+            offset: self.offset,
+            timestamp: self.timestamp,
+            key: self.key.cloned(),
+            value: self.value.clone(),
+            headers: self.headers.to_vec(),
+        }
+    }
 }
 
 impl<K, V> fmt::Debug for RecordRef<'_, K, V> {
@@ -121,9 +136,9 @@ where
     K: Clone + Send + Sync + 'static,
     V: Clone + Send + Sync + 'static,
 {
-    /// Like [`poll_into`](Self::poll_into), lending each record to `f` instead of
-    /// building a [`ConsumerRecord`](super::ConsumerRecord): at most `max` records, in
-    /// the order `poll` returns them; returns how many. `f` runs with no lock held (it may
+    /// The borrowed form of [`poll`](Self::poll): lends each record to `f` instead of
+    /// returning a [`ConsumerRecord`] (clone one with [`RecordRef::to_record`]): at most
+    /// `max` records, in the order `poll` returns them; returns how many. `f` runs with no lock held (it may
     /// use the broker freely) and nothing is allocated per record.
     ///
     /// Where the consumer's group holds the records (a group member on a
@@ -313,18 +328,27 @@ mod tests {
         let poll = |c: &mut crate::Consumer<(), u64>, max| {
             c.poll_with(max, Duration::ZERO, |_| ()).unwrap()
         };
-        p.send_to("t", 0, (0..3).map(Payload::new)).unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter((0..3).map(Payload::new))
+            .unwrap();
         assert_eq!(poll(&mut c, 10), 3);
         assert!(c.borrowed.caught_up, "3 of 10 asked for: caught up");
         assert_eq!(poll(&mut c, 10), 0);
         assert!(!c.borrowed.caught_up, "the paced poll took the mark");
-        p.send_to("t", 0, (0..20).map(Payload::new)).unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter((0..20).map(Payload::new))
+            .unwrap();
         assert_eq!(poll(&mut c, 10), 10);
         assert!(!c.borrowed.caught_up, "cut short by max");
         c.commit_sync().unwrap();
         assert_eq!(poll(&mut c, 100), 10);
         assert!(c.borrowed.caught_up, "10 is under a quarter of 64");
-        p.send_to("t", 0, (0..40).map(Payload::new)).unwrap();
+        p.partition("t", 0)
+            .unwrap()
+            .send_iter((0..40).map(Payload::new))
+            .unwrap();
         c.commit_sync().unwrap();
         assert_eq!(poll(&mut c, 100), 40);
         assert!(
