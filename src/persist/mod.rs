@@ -253,6 +253,16 @@ impl PersistedTopicConfig {
     }
 }
 
+/// The topic's settings without the persistence ones: what a Kafka cluster's topic is made
+/// from (`KafkaBroker::create_topic`, feature `kafka`, takes either config, so code creating a
+/// persisted topic runs against a cluster unchanged; the cluster keeps every topic on disk by
+/// its own settings).
+impl From<PersistedTopicConfig> for TopicConfig {
+    fn from(config: PersistedTopicConfig) -> Self {
+        config.topic
+    }
+}
+
 impl TopicConfig {
     /// Keeps the topic's records in the broker's data directory, in Kafka's segment format,
     /// with `persist`'s flush policy and segment settings. Set it last: the partition count,
