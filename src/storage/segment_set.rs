@@ -10,8 +10,8 @@
 //! # Durability
 //!
 //! [`append`](SegmentSet::append) makes records visible to readers of this set; bytes reach
-//! the operating system when the write buffer fills, on [`write_to_files`](SegmentSet::write_to_files), on
-//! [`fsync`](SegmentSet::fsync), on a roll and when the set is dropped (a killed process loses at
+//! the operating system when the write buffer fills, on
+//! [`write_to_files`](SegmentSet::write_to_files), on [`fsync`](SegmentSet::fsync), on a roll and when the set is dropped (a killed process loses at
 //! most the write buffer); they are durable only after an fsync. [`fsync`](SegmentSet::fsync)
 //! fsyncs every segment written since the last sync (the log; the indexes too, except the
 //! active segment's, which recovery rebuilds after an unclean shutdown and `close` fsyncs)
