@@ -8,9 +8,11 @@
 //! One file per concern: `topic.rs` (the [`Topic`] handle and a topic's shared state),
 //! `topics.rs` (topic admin: create, look up, grow, delete, describe), `groups/` (group
 //! admin, offsets, describe and list; the group coordinator and the assignors it runs),
-//! `builder.rs` ([`BrokerBuilder`]), `faults.rs` (the replication runtime the fault-injection
-//! API drives), `config.rs` ([`TopicConfig`] and the name and size limits); this file holds
-//! the broker's shared state and its constructors.
+//! `builder.rs` ([`BrokerBuilder`]), `persisted.rs` (a broker on data directories: opening
+//! it, the persisted halves of `create_topic` and `topic`, fsync, close), `faults.rs`
+//! ([`Broker::faults`] and the replication runtime it drives); [`TopicConfig`] and the name
+//! and size limits live in the partition layer; this file holds the broker's shared state
+//! and its constructors.
 //!
 //! # Examples
 //!

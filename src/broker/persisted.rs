@@ -1,8 +1,8 @@
 //! The broker's persisted side: opening a broker on its data directories, creating and opening
 //! persisted topics (replicated or not) over the one write path to disk in
-//! [`crate::persist`], syncing and closing them, and the fault-injection handle of
-//! replicated topics. The disk work itself (segment sets, flush policy, recovery,
-//! checkpoints, metadata files) lives in `persist`; replication in `replica`.
+//! [`crate::persist`], fsyncing and closing them. The disk work itself (segment sets, flush
+//! policy, recovery, checkpoints, metadata files) lives in `persist`; replication in
+//! `replica`; the fault-injection handle in `faults.rs`.
 
 use std::marker::PhantomData;
 use std::path::PathBuf;
