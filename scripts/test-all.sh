@@ -47,7 +47,7 @@ run_interop() {
     say "interop: kafka-python reads logbus's segments, logbus reads kafka-python's"
     # The persisted-log example's data directory is one of the inputs (built, not run, here).
     cargo build -p logbus --all-features --example persisted_log
-    cargo test -p logbus --all-features --test storage_interop -- --ignored
+    cargo test -p logbus --all-features --test storage -- --ignored storage_interop::
 }
 
 run_loom() {

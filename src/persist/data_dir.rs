@@ -1,5 +1,62 @@
 //! The data directory: its lock, topic metadata, Kafka's checkpoint files, committed
 //! offsets, the clean-shutdown marker, recovery at open, and the background thread.
+//!
+//! # Notes for contributors: the persisted-topic module
+//!
+//! - `persist/` is the one persist module (layer 5), for every topic whatever its replication
+//!   factor; `broker/persisted.rs` holds the broker's persisted-topic methods
+//!   (`BrokerBuilder::open`, the persisted halves of `create_topic` and `topic`,
+//!   `fsync_and_checkpoint`, `close`, `Topic::fsync`/`write_to_files`) and calls down into it
+//!   and into `replica`; `broker/faults.rs` holds `faults()` and the replication runtime.
+//!   "Persisted" is the one word for a topic kept on disk (module `persist`, `PersistConfig`,
+//!   `TopicConfig::persist`); "durable" means only what an fsync gives (survives a power loss).
+//! - `persist/mod.rs`: `FlushPolicy`, `PersistConfig`, the data-directory options;
+//!   `persist/append.rs`: the write path itself (encode into a RecordBatch, cut at the segment
+//!   set's limit, append, flush policy), driven by RF 1's writer thread and by replicas
+//!   inline; `persist/log.rs`: one RF 1 partition's log cell, the partition layer's view of it
+//!   (`DiskLog`), and the writer thread; `persist/replica_store.rs`: one replica's segment set
+//!   and `leader-epoch-checkpoint` (`ReplicaStore`); `persist/replicated.rs`: a replicated
+//!   topic's directories, `<topic>.replicas` metadata, delete, `logbus describe`'s reader
+//!   (`replicated/describe.rs`), replicas lost with their directory (`replicated/lost.rs`);
+//!   `persist/dir_io.rs`: the per-directory `Io` that fails on demand;
+//!   `persist/data_dir.rs`: the data directory (lock, checkpoint files, committed offsets,
+//!   recovery at open, the retention thread); `persist/data_dir/topics.rs`: an RF 1 topic's
+//!   life on disk (create, open, add partitions, delete).
+//! - `persist/data_dir/marker.rs`: each data directory's marker, `meta.properties` (Kafka's
+//!   layout: `version`, `cluster.id`, `node.id`, `directory.id`, plus `logbus.directories`, the
+//!   broker's whole set). `BrokerBuilder::open` plans the markers twice: before anything is
+//!   created or locked (a missing, unformatted, foreign or lost directory is refused untouched),
+//!   then under the locks, where it writes new markers (new and replaced directories first,
+//!   then the siblings' lists). A member of the set without its marker is lost
+//!   (`Error::DataDirLost`); with `replace_lost_data_dirs` it is formatted again, and the
+//!   replicated topic's open (`persist/replicated/lost.rs`, `replica::rejoin`) starts each
+//!   replica whose log directory is gone offline, so the saved ISR loses it before the election, then restarts it as a follower.
+//!   Tests: `tests/replicas/data_dirs.rs`, `cli` `verify_and_describe_report_the_marker`.
+//! - The topic's metadata file (`<topic>.topic`) is the commit point of every change to the
+//!   set of partitions: directories first, metadata (atomically) second, so a crash in between
+//!   leaves only directories the metadata does not count, which are removed before their name is
+//!   used again. Deleting removes the metadata first.
+//! - Lock order: `DataDir::opening` → `DataDir::metas` → the broker's topics map → `cells` → a
+//!   cell's `log`. Never call into the broker's topic lookups while holding `metas` (the lookup
+//!   of an unopened persisted topic reads `metas`). The creation of a replicated topic holds
+//!   `opening` too (`DataDir::creating`), so creations of either kind run one at a time, and
+//!   so does `DataDir::delete_topic`, to its end (a creation of the name waits for the old
+//!   partition directories to go); a replicated topic's creation and deletion hold
+//!   `DiskDirs::changing` to their end, taken after `opening`.
+//! - Every file replaced through a temp file (`checkpoint::write`: `<name>.tmp`, fsync,
+//!   rename, directory fsync) has one writer at a time: the directory's checkpoint files
+//!   (offsets, recovery points, log starts) under `DataDir::checkpointing` (taken before
+//!   `loaded` and `open`; none after `close` began, which writes the last), `<topic>.topic`
+//!   under `metas`, `<topic>.replicas` under the topic's metadata lock (and creation under
+//!   `opening`), `leader-epoch-checkpoint` by its replica's store (the partition directory's
+//!   lock, the replica set's lock), `meta.properties` only at open, under the directory locks.
+//! - Tests: `tests/crash/persisted.rs` (restart and replay, SIGKILL rounds with a child process, 60
+//!   simulated power losses on `FaultyIo`, typed errors), `tests/crash/persisted_checkpoints.rs`
+//!   (concurrent and racing checkpoint writers, SIGKILL during syncs;
+//!   `LOGBUS_CLOSE_RACE_ROUNDS`, `LOGBUS_CHECKPOINT_KILL_ROUNDS` for longer runs),
+//!   `tests/crash/persisted_open.rs` (stray segment files, name limits, the builder, the lock); a
+//!   new `Io` method needs its `FaultyIo` model to say what survives a `crash` (see
+//!   `remove_dir`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

@@ -78,6 +78,31 @@
 //! producer.send(Record::new("payments", 2))?; // the new leader and replica 2 are in sync
 //! # Ok::<(), logbus::Error>(())
 //! ```
+//!
+//! # Notes for contributors
+//!
+//! - One file per concern: `partition/replica_log.rs` (layer 5: a replica's log and
+//!   leader-epoch cache, the KIP-101/279 truncation rule, unit-tested;
+//!   `replica_log/time_index.rs`, where `offset_for_time` starts reading, proptested against
+//!   the linear walk), `set/` (one partition's replicas, ISR, HW, acks, elections,
+//!   faults, behind one lock; `view.rs` its read-only views, `disk.rs` its disk side), `runtime.rs` (the fetcher thread per data directory, the
+//!   controller thread), `events.rs`, `mod.rs` (the public `Faults` API and types).
+//! - `partition.rs` sees replication only through the `ReplicatedLog` trait (as it sees disks
+//!   through `DiskLog`); keep new replication logic out of partition/broker/producer.
+//! - Tests: `tests/replicas/replicas.rs` (named scenarios), `tests/replicas/replicas_jepsen.rs` (random fault
+//!   schedules with a history checker; `LOGBUS_JEPSEN_SCHEDULES=2000` for a longer run,
+//!   `LOGBUS_JEPSEN_SEED=n` to replay a failing seed), loom models in
+//!   `src/replica/loom_models.rs` (run with the other lib models).
+//! - With a `ManualClock`, let followers catch up before jumping the clock past
+//!   `replica_lag_time_max`: a follower that is behind at the instant of a lag check and was
+//!   last caught up more than the lag time ago leaves the ISR, whatever the reason.
+//! - Persisted replicas (a broker on `data_dirs`): their files are `persist`'s (see the notes in `persist/data_dir.rs`); `set/disk.rs` is the replica set's disk side (disk first, then memory; an I/O
+//!   error takes the directory offline). The replica set's lock covers the disk writes of its partition; the topic's
+//!   metadata lock is taken under it, never the reverse.
+//! - Tests: `tests/replicas/replicas_disk.rs` (placement, failing directories, reopen after close,
+//!   process death and power loss), the Jepsen test's `_on_disk` half (50 schedules on a
+//!   `FaultyIo` file system, then close and reopen), `cli` `describe_shows_replicas_isr_and_epochs`,
+//!   and the interop step's `kafka_python_reads_every_replica_with_its_leader_epochs`.
 
 mod events;
 mod runtime;

@@ -3,7 +3,7 @@
 //! epochs on disk (`partitionLeaderEpoch`, `leader-epoch-checkpoint`), and reopening after
 //! a clean close, a process crash and a power loss.
 
-mod replicas_adversarial_common;
+use crate::replicas_adversarial_common;
 
 use std::path::Path;
 use std::time::Duration;

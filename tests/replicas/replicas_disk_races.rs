@@ -7,7 +7,7 @@
 //! After every reopen: each acknowledged record at its offset, offsets dense, replicas
 //! agreeing below HW, nothing reported lost.
 
-mod replicas_adversarial_common;
+use crate::replicas_adversarial_common;
 
 use logbus::consumer::ConsumerConfig;
 use logbus::persist::{FlushPolicy, PersistConfig};

@@ -1,7 +1,7 @@
 //! Recovery from damaged and arbitrary directory contents: never a panic, and after a full
 //! recovery (recovery point 0) the directory is consistent and the log a prefix.
 
-mod storage_common;
+use crate::storage_common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

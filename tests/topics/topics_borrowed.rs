@@ -559,7 +559,7 @@ fn poll_with_lending_in_place_reads_keys_and_headers_interleaved_with_plain_reco
             Payload::new(0).timestamp(0),
             Payload::new(1).key(key.clone()).timestamp(1),
             Payload::new(2),
-            Payload::new(3).key(key.clone()).timestamp(crate::MAX_TS),
+            Payload::new(3).key(key.clone()).timestamp(MAX_TS),
         ];
         assert_eq!(p.partition("t", 0).unwrap().send_iter(first).unwrap(), 4);
         assert_eq!(
@@ -568,7 +568,7 @@ fn poll_with_lending_in_place_reads_keys_and_headers_interleaved_with_plain_reco
                 (0, 0, None, 0, vec![]),
                 (1, 1, Some(key.clone()), 1, vec![]),
                 (2, T0, None, 2, vec![]),
-                (3, crate::MAX_TS, Some(key.clone()), 3, vec![]),
+                (3, MAX_TS, Some(key.clone()), 3, vec![]),
             ]
         );
         c.commit_sync().unwrap();
@@ -611,7 +611,7 @@ fn poll_with_lending_in_place_reads_keys_and_headers_interleaved_with_plain_reco
         c.seek(&tp("t", 0), 0).unwrap();
         let again = lend_all(&mut c);
         assert_eq!(again.len(), 12);
-        assert_eq!(again[3], (3, crate::MAX_TS, Some(key.clone()), 3, vec![]));
+        assert_eq!(again[3], (3, MAX_TS, Some(key.clone()), 3, vec![]));
         assert_eq!(again[7], (7, T0, Some(key), 7, names(&["b", "c"])));
     }
     run(7u64);

@@ -18,7 +18,7 @@ use logbus::Error;
 const OFFSETS: &str = "consumer-offsets-checkpoint";
 const RECORDS: u64 = 20_000;
 
-mod persisted_common;
+use crate::persisted_common;
 use persisted_common::{one_at_a_time, tp};
 
 fn env_count(name: &str, default: u64) -> u64 {
@@ -275,7 +275,7 @@ fn sigkill_during_syncs_never_leaves_an_unopenable_directory() {
     for round in 0..rounds {
         let mut child = std::process::Command::new(&exe)
             .args([
-                "checkpoint_crash_child",
+                &crate::child_test(module_path!(), "checkpoint_crash_child"),
                 "--exact",
                 "--ignored",
                 "--nocapture",
@@ -289,7 +289,12 @@ fn sigkill_during_syncs_never_leaves_an_unopenable_directory() {
         std::thread::sleep(Duration::from_millis(rng.u64(5..60)));
         child.kill().unwrap(); // SIGKILL
         let out = child.wait_with_output().unwrap();
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !stdout.contains("running 0 tests"),
+            "round {round}: the child ran no test (its `--exact` name matched none)"
+        );
+        for line in stdout.lines() {
             if let Some(o) = line.strip_prefix("synced ") {
                 let o: u64 = o.parse().unwrap();
                 synced = Some(synced.map_or(o, |s| s.max(o)));

@@ -8,6 +8,8 @@ use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
 use logbus::Error;
 
+use crate::persisted_common::one_at_a_time;
+
 fn tp(p: u32) -> TopicPartition {
     TopicPartition::new("t", p)
 }
@@ -46,6 +48,7 @@ fn read_all(
 
 #[test]
 fn restart_resumes_groups_and_replays_from_disk_and_timestamps() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     {
         let broker = Broker::builder()
@@ -130,6 +133,7 @@ fn restart_resumes_groups_and_replays_from_disk_and_timestamps() {
 
 #[test]
 fn a_second_broker_on_the_directory_is_refused_and_limits_are_typed() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::builder()
         .data_dir(dir.path())
@@ -165,6 +169,7 @@ fn a_second_broker_on_the_directory_is_refused_and_limits_are_typed() {
 
 #[test]
 fn retention_by_size_moves_the_log_start() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::builder()
         .data_dir(dir.path())
@@ -252,6 +257,7 @@ fn crash_child() {
 
 #[test]
 fn sigkill_rounds() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
     let mut acked_max: Option<u64> = None;
@@ -262,7 +268,7 @@ fn sigkill_rounds() {
             .args([
                 "--ignored",
                 "--exact",
-                "crash_child",
+                &crate::child_test(module_path!(), "crash_child"),
                 "--nocapture",
                 "--test-threads=1",
             ])
@@ -602,6 +608,7 @@ fn an_every_batch_send_whose_fsync_fails_returns_an_error() {
 /// come back on reopen with their records.
 #[test]
 fn added_partitions_of_a_persisted_topic_are_persisted() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     {
         let broker = Broker::builder()
@@ -648,6 +655,7 @@ fn added_partitions_of_a_persisted_topic_are_persisted() {
 /// after reopen, and a new topic of that name starts empty.
 #[test]
 fn deleting_a_persisted_topic_removes_its_files() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::builder()
         .data_dir(dir.path())
@@ -692,6 +700,7 @@ fn deleting_a_persisted_topic_removes_its_files() {
 /// refused, opening checks codecs and then Rust types, and an unopened topic can be deleted.
 #[test]
 fn reopened_topics_are_listed_and_typed_access_is_checked() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     {
         let broker = Broker::builder()
@@ -758,6 +767,7 @@ fn reopened_topics_are_listed_and_typed_access_is_checked() {
 #[test]
 fn records_read_from_disk_share_their_buffer_and_stay_intact() {
     use bytes::Bytes;
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::builder()
         .data_dir(dir.path())

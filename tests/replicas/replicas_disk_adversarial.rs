@@ -7,7 +7,7 @@
 //! Each reopen must give a typed error or recover: never a panic, never an acknowledged
 //! record silently lost.
 
-mod replicas_adversarial_common;
+use crate::replicas_adversarial_common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};

@@ -15,7 +15,7 @@ use logbus::Error;
 
 const RECORDS: u64 = 3_000;
 
-mod persisted_common;
+use crate::persisted_common;
 use persisted_common::{one_at_a_time, tp};
 
 /// A cleanly closed directory: topic `t` (one partition, `RECORDS` records in 16 KiB
@@ -439,7 +439,7 @@ fn a_locked_data_dir_is_refused_to_a_second_open() {
     );
     let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
-            "lock_child",
+            &crate::child_test(module_path!(), "lock_child"),
             "--exact",
             "--ignored",
             "--nocapture",

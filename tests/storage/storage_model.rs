@@ -1,7 +1,7 @@
 //! Segment-set operations (append, roll, truncate, retention, reopen, lookups) against a plain
 //! in-memory model: a list of batches and a log start offset.
 
-mod storage_common;
+use crate::storage_common;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! queued for the lock's holder is appended by that holder, so what goes wrong with it
 //! must reach its own sender, not the holder's.
 
-mod replicas_adversarial_common;
+use crate::replicas_adversarial_common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -2,7 +2,7 @@
 //! vanished is not an empty log, crafted markers are typed errors, and a wiped member of a
 //! broker's several directories never passes for a valid replica.
 
-mod replicas_adversarial_common;
+use crate::replicas_adversarial_common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};

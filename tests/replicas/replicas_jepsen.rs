@@ -641,7 +641,7 @@ fn schedules(on_disk: bool, default: u64, memory: usize, suffix: &str) {
             }
             Err(why) => {
                 eprintln!(
-                    "seed {seed} failed: {why}\n  schedule: {:?}\n  replay: LOGBUS_JEPSEN_SEED={seed} cargo test --test replicas_jepsen -- --exact random_fault_schedules_keep_kafkas_guarantees{suffix}",
+                    "seed {seed} failed: {why}\n  schedule: {:?}\n  replay: LOGBUS_JEPSEN_SEED={seed} cargo test --test replicas -- --exact replicas_jepsen::random_fault_schedules_keep_kafkas_guarantees{suffix}",
                     schedule(seed),
                 );
                 failures.push(seed);

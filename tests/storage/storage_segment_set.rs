@@ -1,7 +1,7 @@
 //! Segment-set behaviour on real files: Kafka's index rule, roll triggers, retention, lookups,
 //! config validation and the typed errors of bad requests.
 
-mod storage_common;
+use crate::storage_common;
 
 use std::fs;
 use std::path::Path;

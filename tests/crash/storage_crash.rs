@@ -3,7 +3,7 @@
 //! survived (sled's `test_crash_recovery` pattern). The page cache survives a killed process,
 //! so every record appended before the kill may survive; every synced one must.
 
-mod storage_common;
+use crate::storage_common;
 
 use std::io::Read;
 use std::path::Path;
@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use logbus::storage::{Checkpoints, FsIo, LogConfig};
 use storage_common::*;
+
+use crate::persisted_common::one_at_a_time;
 
 const CHILD_ENV: &str = "LOGBUS_STORAGE_CRASH_CHILD_DIR";
 
@@ -54,13 +56,14 @@ fn crash_child() {
 
 #[test]
 fn kill_at_random_moments() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let mut rng = fastrand::Rng::with_seed(11);
     let mut total = 0;
     for round in 0..4 {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
-                "crash_child",
+                &crate::child_test(module_path!(), "crash_child"),
                 "--exact",
                 "--ignored",
                 "--nocapture",

@@ -2099,7 +2099,7 @@ mod random {
 }
 
 /// Timings at scale (no assertion on time; run with
-/// `cargo test --release --test group_assignors -- --ignored --nocapture large_scale`).
+/// `cargo test --release --test groups -- --ignored --nocapture large_scale`).
 /// Prints the time of a fresh assignment and of the next round from its result.
 #[test]
 #[ignore = "timing run; see the command in the doc comment"]

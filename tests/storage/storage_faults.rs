@@ -1,7 +1,7 @@
 //! Fault injection: each fault the storage layer's simulated I/O (`storage::fault`) can inject ends in a typed error or a
 //! documented recovery, never a panic, and never loses what was synced.
 
-mod storage_common;
+use crate::storage_common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

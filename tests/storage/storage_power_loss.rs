@@ -7,7 +7,7 @@
 //!
 //! `LOGBUS_POWER_LOSS_SEEDS` runs more seeds (default 1000).
 
-mod storage_common;
+use crate::storage_common;
 
 use std::path::PathBuf;
 use std::sync::Arc;
