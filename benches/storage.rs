@@ -103,11 +103,11 @@ fn append_logbus(dir: &Path, record_size: usize, bytes: u64) -> Duration {
         since_sync += record_size as u64;
         written += record_size as u64;
         if since_sync >= MIB {
-            log.sync().expect("sync");
+            log.fsync().expect("sync");
             since_sync = 0;
         }
     }
-    log.sync().expect("sync");
+    log.fsync().expect("sync");
     let elapsed = start.elapsed();
     drop(log);
     fs::remove_dir_all(dir).expect("cleanup");

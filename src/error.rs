@@ -234,11 +234,11 @@ pub enum Error {
     },
 
     /// A persisted topic found in the data directory has not been opened yet: its key and
-    /// value types are known only once [`Broker::open_topic`](crate::broker::Broker::open_topic)
+    /// value types are known only once [`Broker::topic`](crate::broker::Broker::topic)
     /// names them (checked against the codec type ids in its metadata).
     #[error(
         "persisted topic `{topic}` (key codec `{key_type}`, value codec `{value_type}`) is not \
-         open: call Broker::open_topic::<K, V> with codecs of those type ids first"
+         open: call Broker::topic::<K, V> with codecs of those type ids first"
     )]
     TopicNotOpen {
         /// The topic.

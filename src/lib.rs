@@ -23,7 +23,7 @@
 //! | 2 | [`ring`] | the lock-free ring (the Disruptor's structure): the in-memory tail of every log |
 //! | 3 | [`queue`], [`observer`] | a bounded blocking MPMC queue (crossbeam-channel's API, plus batches); an observer bus |
 //! | 4 | [`storage`] | one partition's log on disk, in Kafka's segment format (RecordBatch v2), behind an I/O trait |
-//! | 5 | `partition` (private), [`persist`] | one partition's log (the ring as its tail, log start / HW / LEO, commit gating; a replica's log; topic configuration); the one durable write path of every persisted topic, whatever its replication factor: data directories, segment sets, flush policies, checkpoints, retention |
+//! | 5 | `partition` (private), [`persist`] | one partition's log (the ring as its tail, log start / HW / LEO, commit gating; a replica's log; topic configuration); the one write path to disk of every persisted topic, whatever its replication factor: data directories, segment sets, flush policies, checkpoints, retention |
 //! | 6 | [`replica`] | replication over partition logs: follower fetches, ISR, HW, acks, elections, truncation by leader epoch, the fault hooks |
 //! | 7 | [`broker`] | the registry of topics and groups, their admin operations, the builder, the fault-injection API, the group coordinator and the assignors it runs |
 //! | 8 | [`producer`], [`consumer`], [`group`] | the public face: partitioning, batching, acks; assign / subscribe / poll / commit / seek, group membership and rebalance listeners, lag |

@@ -499,7 +499,7 @@ fn describe_lists_topics_partitions_and_group_lag() {
         .open()
         .unwrap();
     broker
-        .create_persisted_topic::<String, u64>("clicks", TopicConfig::new(2), PersistConfig::new())
+        .create_topic::<String, u64>("clicks", TopicConfig::new(2).persist(PersistConfig::new()))
         .unwrap();
     let p = broker.producer::<String, u64>();
     for i in 0..10 {
@@ -645,7 +645,7 @@ fn describe_shows_replicas_isr_and_epochs() {
         .replication_factor(3)
         .min_insync_replicas(2);
     broker
-        .create_persisted_topic::<(), u64>("pay", config, PersistConfig::new())
+        .create_topic::<(), u64>("pay", config.persist(PersistConfig::new()))
         .unwrap();
     let p = broker.producer::<(), u64>();
     for i in 0..10 {
@@ -695,7 +695,7 @@ fn verify_and_describe_report_the_marker() {
         .open()
         .unwrap();
     broker
-        .create_persisted_topic::<(), u64>("t", TopicConfig::new(1), PersistConfig::new())
+        .create_topic::<(), u64>("t", TopicConfig::new(1).persist(PersistConfig::new()))
         .unwrap();
     broker.close().unwrap();
     drop(broker);

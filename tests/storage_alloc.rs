@@ -65,7 +65,7 @@ fn steady_state_appends_do_not_allocate_and_write_the_builders_bytes() {
     );
 
     // What went through the write buffer is exactly what the builder encodes.
-    log.sync().unwrap();
+    log.fsync().unwrap();
     let file = std::fs::read(dir.path().join("00000000000000000000.log")).unwrap();
     for (i, r) in records.iter().enumerate() {
         let expected = encode_batch(i as u64, std::slice::from_ref(r)).unwrap();

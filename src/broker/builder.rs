@@ -100,7 +100,7 @@ impl BrokerBuilder {
     ///     Err(Error::DataDirUnformatted { missing: true, .. })
     /// ));
     /// let persisted = Broker::builder().data_dir(&missing).create(true).build()?;
-    /// persisted.create_persisted_topic::<(), String>("t", TopicConfig::new(1), PersistConfig::new())?;
+    /// persisted.create_topic::<(), String>("t", TopicConfig::new(1).persist(PersistConfig::new()))?;
     /// persisted.close()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

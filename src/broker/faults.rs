@@ -3,10 +3,16 @@
 //! fault-injection API crashes, stalls and restores.
 
 use super::Broker;
+use crate::replica::Faults;
 // Std's Arc (also under loom): the broker shares unsized values (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
 
 impl Broker {
+    /// The fault-injection handle for this broker's replicated topics ([`Faults`]).
+    pub fn faults(&self) -> Faults {
+        Faults::new(self.replication())
+    }
+
     /// The replication runtime (created on first use).
     pub(crate) fn replication(&self) -> Arc<crate::replica::Runtime> {
         let mut r = self.inner.replication.lock();

@@ -8,9 +8,11 @@
 //! One file per concern: `topic.rs` (the [`Topic`] handle and a topic's shared state),
 //! `topics.rs` (topic admin: create, look up, grow, delete, describe), `groups/` (group
 //! admin, offsets, describe and list; the group coordinator and the assignors it runs),
-//! `builder.rs` ([`BrokerBuilder`]), `faults.rs` (the replication runtime the fault-injection
-//! API drives), `config.rs` ([`TopicConfig`] and the name and size limits); this file holds
-//! the broker's shared state and its constructors.
+//! `builder.rs` ([`BrokerBuilder`]), `persisted.rs` (a broker on data directories: opening
+//! it, the persisted halves of `create_topic` and `topic`, fsync, close), `faults.rs`
+//! ([`Broker::faults`] and the replication runtime it drives); [`TopicConfig`] and the name
+//! and size limits live in the partition layer; this file holds the broker's shared state
+//! and its constructors.
 //!
 //! # Examples
 //!
@@ -37,9 +39,9 @@ use crate::sync::StdArc as Arc;
 pub use crate::topic_partition::TopicPartition;
 
 mod builder;
-mod durable;
 mod faults;
 pub(crate) mod groups;
+mod persisted;
 mod topic;
 mod topics;
 
@@ -54,7 +56,7 @@ pub use config::{
 pub use topic::Topic;
 use topic::TopicSlot;
 pub(crate) use topic::{TopicInner, TopicStore};
-pub use topics::{PartitionInfo, TopicDescription};
+pub use topics::{NewTopic, PartitionInfo, TopicDescription};
 
 struct BrokerInner {
     clock: Arc<dyn Clock>,

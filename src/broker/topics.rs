@@ -5,7 +5,9 @@ use std::any::{type_name, Any, TypeId};
 
 use super::topic::{PartitionFactory, TopicAdmin, TopicSlot};
 use super::{validate_topic_name, Broker, Topic, TopicConfig, TopicInner, TopicPartition};
+use crate::codec::Codec;
 use crate::partition::{Offsets, Partition};
+use crate::persist::PersistedTopicConfig;
 // Std's Arc (also under loom): the broker shares unsized values (see `sync::StdArc`).
 use crate::sync::atomic::Ordering;
 use crate::sync::StdArc as Arc;
@@ -54,13 +56,49 @@ pub struct TopicDescription {
 }
 
 impl Broker {
-    /// Creates a topic with key type `K` and value type `V`.
+    /// Creates topic `name` with key type `K` and value type `V`: in memory from a
+    /// [`TopicConfig`], or persisted in the broker's data directory from a
+    /// [`TopicConfig::persist`] config ([`PersistedTopicConfig`], whose types need a
+    /// [`Codec`]). Either may be replicated
+    /// ([`TopicConfig::replication_factor`]).
+    ///
+    /// A persisted topic's partitions live in `<data dir>/<name>-<n>/`, its metadata (with
+    /// the codecs' type ids) in `<data dir>/<name>.topic`; its `records_in_memory` sizes the
+    /// ring that caches the tail, its retention age applies to segments, and `Overflow` does
+    /// not apply (producers wait only for the disk writer).
     ///
     /// # Errors
     ///
     /// [`Error::InvalidTopicName`], [`Error::InvalidConfig`] (partition count, memory,
-    /// retention), [`Error::TopicExists`].
-    pub fn create_topic<K, V>(&self, name: &str, config: TopicConfig) -> Result<Topic<K, V>>
+    /// retention, persistence settings; a persisted config on a broker without a data
+    /// directory, naming how to open one), [`Error::TopicExists`] (in memory or on disk),
+    /// I/O errors of a persisted topic's files.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, TopicConfig};
+    /// use logbus::persist::PersistConfig;
+    ///
+    /// let memory = Broker::in_memory();
+    /// memory.create_topic::<String, u64>("clicks", TopicConfig::new(3))?;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let disk = Broker::builder().data_dir(dir.path()).create(true).open()?;
+    /// disk.create_topic::<String, u64>("orders", TopicConfig::new(3).persist(PersistConfig::new()))?;
+    /// # disk.close()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_topic<K, V>(
+        &self,
+        name: &str,
+        config: impl NewTopic<K, V>,
+    ) -> Result<Topic<K, V>> {
+        config.create_in(self, name)
+    }
+
+    /// Creates an in-memory topic (`create_topic` with a plain [`TopicConfig`]).
+    fn create_in_memory<K, V>(&self, name: &str, config: TopicConfig) -> Result<Topic<K, V>>
     where
         K: Clone + Send + Sync + 'static,
         V: Clone + Send + Sync + 'static,
@@ -175,17 +213,32 @@ impl Broker {
         Ok(())
     }
 
-    /// The topic `name`, which must have key type `K` and value type `V`.
+    /// The topic `name`, which must have key type `K` and value type `V`: a handle to an
+    /// open topic (in memory or persisted), or a persisted topic recovered from the data
+    /// directory and not opened yet, opened now after checking its codecs' type ids against
+    /// its metadata. The Rust types are fixed from then on: two types of one encoding
+    /// (`Vec<u8>` and `Bytes`) cannot both open it.
+    ///
+    /// The types need a [`Codec`] because the topic may have to be
+    /// opened from disk; an in-memory topic of types without one is reached through the
+    /// handle [`create_topic`](Self::create_topic) returned (clone it).
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownTopic`], or [`Error::TypeMismatch`] naming both types.
+    /// [`Error::UnknownTopic`]; [`Error::TypeMismatch`] naming both types (the Rust types of
+    /// an open topic, or the codec type ids in a persisted topic's metadata); for a
+    /// replicated persisted topic, [`Error::InvalidConfig`] (`data_dirs`) when the data
+    /// directories are not in the order it was created with (replica ids are directory
+    /// indexes); I/O errors opening a persisted topic's files.
     pub fn topic<K, V>(&self, name: &str) -> Result<Topic<K, V>>
     where
-        K: Send + Sync + 'static,
-        V: Send + Sync + 'static,
+        K: Codec + Send + Sync + 'static,
+        V: Codec + Send + Sync + 'static,
     {
-        self.topic_inner(name).map(Topic::from_inner)
+        match self.topic_inner(name) {
+            Err(Error::TopicNotOpen { .. }) => self.open_persisted(name),
+            found => found.map(Topic::from_inner),
+        }
     }
 
     pub(crate) fn topic_inner<K, V>(&self, name: &str) -> Result<Arc<TopicInner<K, V>>>
@@ -389,5 +442,41 @@ impl Broker {
             });
         }
         Ok(())
+    }
+}
+
+/// What [`Broker::create_topic`] creates a topic from: a [`TopicConfig`] (an in-memory
+/// topic; any `Clone` key and value types) or a [`PersistedTopicConfig`] (a persisted topic,
+/// from [`TopicConfig::persist`]; key and value types with a [`Codec`]). Sealed: these two
+/// are the only kinds.
+pub trait NewTopic<K, V>: sealed::Sealed {
+    /// Creates topic `name` on `broker` (what `create_topic` runs).
+    #[doc(hidden)]
+    fn create_in(self, broker: &Broker, name: &str) -> Result<Topic<K, V>>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::TopicConfig {}
+    impl Sealed for super::PersistedTopicConfig {}
+}
+
+impl<K, V> NewTopic<K, V> for TopicConfig
+where
+    K: Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+{
+    fn create_in(self, broker: &Broker, name: &str) -> Result<Topic<K, V>> {
+        broker.create_in_memory(name, self)
+    }
+}
+
+impl<K, V> NewTopic<K, V> for PersistedTopicConfig
+where
+    K: Codec + Send + Sync + 'static,
+    V: Codec + Send + Sync + 'static,
+{
+    fn create_in(self, broker: &Broker, name: &str) -> Result<Topic<K, V>> {
+        broker.create_persisted(name, self.topic_config(), self.persist_config())
     }
 }

@@ -298,17 +298,25 @@ impl KafkaBroker {
 
     /// Creates topic `name` with `config`'s partition count (its other settings are
     /// in-process ones and do not apply), with `K` and `V` as the types producers and
-    /// consumers encode with.
+    /// consumers encode with. As [`Broker::create_topic`](crate::Broker::create_topic), it
+    /// takes a [`TopicConfig`] or a persisted one ([`TopicConfig::persist`]): the cluster
+    /// keeps every topic on disk by its own settings, so the persistence settings do not
+    /// apply either.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidTopicName`], [`Error::InvalidConfig`] (partition count),
     /// [`Error::TopicExists`], [`Error::Kafka`] / [`Error::Timeout`].
-    pub fn create_topic<K, V>(&self, name: &str, config: TopicConfig) -> Result<KafkaTopic<K, V>>
+    pub fn create_topic<K, V>(
+        &self,
+        name: &str,
+        config: impl Into<TopicConfig>,
+    ) -> Result<KafkaTopic<K, V>>
     where
         K: Codec + Send + Sync + 'static,
         V: Codec + Send + Sync + 'static,
     {
+        let config: TopicConfig = config.into();
         crate::broker::validate_kafka_topic_name(name)?;
         config.validate()?;
         let partitions = config.partitions();

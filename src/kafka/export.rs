@@ -880,7 +880,7 @@ fn count_records(set: &SegmentSet) -> Result<u64> {
 
 /// Copies Kafka topics `topics` from `broker`'s cluster into the data directory `data_dir`
 /// (opened, formatted first when missing or empty, and closed at the end) as persisted topics
-/// of raw bytes (`open_topic::<Bytes, Bytes>`; decode with the codecs the producers used),
+/// of raw bytes (`topic::<Bytes, Bytes>`; decode with the codecs the producers used),
 /// with the same partition counts. Each record keeps its partition, key, value (a null value
 /// becomes empty), timestamp and headers (but an export's [`SOURCE_HEADER`]); offsets are
 /// dense from 0 in the target (Kafka's may have gaps: see the mapping).
@@ -961,7 +961,7 @@ fn import_into(
     let mut copied_total = 0;
     for topic in topics {
         let partitions = broker.partition_count(topic)?;
-        let resuming = match target.open_topic::<Bytes, Bytes>(topic) {
+        let resuming = match target.topic::<Bytes, Bytes>(topic) {
             Ok(t) if t.partition_count() != partitions => {
                 return Err(Error::InvalidConfig {
                     name: "import target partitions",
@@ -977,10 +977,9 @@ fn import_into(
             }
             Ok(_) => true,
             Err(Error::UnknownTopic { .. }) => {
-                target.create_persisted_topic::<Bytes, Bytes>(
+                target.create_topic::<Bytes, Bytes>(
                     topic,
-                    TopicConfig::new(partitions),
-                    PersistConfig::default(),
+                    TopicConfig::new(partitions).persist(PersistConfig::default()),
                 )?;
                 false
             }
@@ -1039,14 +1038,14 @@ fn import_into(
                     if options.report(&progress).is_break() {
                         report.partitions.push(mapping);
                         report.stopped = true;
-                        target.sync()?;
+                        target.fsync_and_checkpoint()?;
                         return Ok(report);
                     }
                 }
             }
             report.partitions.push(mapping);
         }
-        target.sync()?;
+        target.fsync_and_checkpoint()?;
     }
     Ok(report)
 }

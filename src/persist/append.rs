@@ -1,4 +1,4 @@
-//! The durable write path: how every persisted partition's records reach its segment set,
+//! The write path to disk: how every persisted partition's records reach its segment set,
 //! whatever the topic's replication factor. Records are encoded once into a RecordBatch v2
 //! ([`BatchBuilder`]), cut where the segment set would refuse the batch, appended, and
 //! fsynced as the topic's [`FlushPolicy`] says.
@@ -184,7 +184,7 @@ impl Appender {
         bytes: u64,
     ) -> Result<bool> {
         if self.flush.appended(records, bytes) {
-            set.sync()?;
+            set.fsync()?;
             self.flush.synced();
             return Ok(true);
         }

@@ -3,10 +3,13 @@
 //!
 //! # Notes for contributors: the persisted-topic module
 //!
-//! - `persist/` is the one durable module (layer 5), for every topic whatever its replication
-//!   factor; `broker/durable.rs` holds the broker's durable methods (`BrokerBuilder::open`,
-//!   `create_persisted_topic`, `open_topic`, `sync`, `close`, `Topic::sync`/`flush`, `faults`)
-//!   and calls down into it and into `replica`.
+//! - `persist/` is the one persist module (layer 5), for every topic whatever its replication
+//!   factor; `broker/persisted.rs` holds the broker's persisted-topic methods
+//!   (`BrokerBuilder::open`, the persisted halves of `create_topic` and `topic`,
+//!   `fsync_and_checkpoint`, `close`, `Topic::fsync`/`write_to_files`) and calls down into it
+//!   and into `replica`; `broker/faults.rs` holds `faults()` and the replication runtime.
+//!   "Persisted" is the one word for a topic kept on disk (module `persist`, `PersistConfig`,
+//!   `TopicConfig::persist`); "durable" means only what an fsync gives (survives a power loss).
 //! - `persist/mod.rs`: `FlushPolicy`, `PersistConfig`, the data-directory options;
 //!   `persist/append.rs`: the write path itself (encode into a RecordBatch, cut at the segment
 //!   set's limit, append, flush policy), driven by RF 1's writer thread and by replicas
@@ -302,7 +305,7 @@ impl TopicMeta {
             retention_ms: num("retention_ms")?,
             persist,
         };
-        // Settings `create_persisted_topic` would refuse (the file was edited or damaged).
+        // Settings `create_topic` with a persisted config would refuse (the file was edited or damaged).
         meta.topic_config()
             .validate()
             .and_then(|()| meta.persist.validate())
@@ -364,7 +367,7 @@ pub(crate) struct DataDir {
     loaded: Mutex<OffsetMap>,
     clamped: Mutex<Vec<ClampedOffset>>,
     open: Mutex<Vec<OpenPartition>>,
-    /// Serialises `open_topic` and `create_topic` (one set of writers per topic), and the
+    /// Serialises `topic` and `create_topic` (one set of writers per topic), and the
     /// creation of replicated topics ([`creating`](Self::creating)).
     pub(crate) opening: Mutex<()>,
     /// The topic `create_topic` is starting (at most one: `opening` is held): its metadata

@@ -174,7 +174,7 @@ impl LogCell {
             return Err(self.error());
         }
         if !fsync {
-            let flushed = set.flush();
+            let flushed = set.write_to_files();
             drop(log);
             // A failed write takes the log offline, as the writer's own would.
             return flushed.map_err(|e| {
@@ -182,7 +182,7 @@ impl LogCell {
                 self.error()
             });
         }
-        if let Err(e) = set.sync() {
+        if let Err(e) = set.fsync() {
             drop(log);
             self.fail(&e);
             return Err(self.error());
@@ -475,7 +475,7 @@ struct Writer<K, V> {
     cell: Arc<LogCell>,
     partition: Arc<Partition<K, V>>,
     gate: Reader<Entry<K, V>>,
-    /// The durable write path's batch and flush policy (no batch grows past the segment
+    /// The write path to disk's batch and flush policy (no batch grows past the segment
     /// size, unless one record alone does).
     appender: Appender,
 }
@@ -526,7 +526,7 @@ impl<K: Codec, V: Codec> Writer<K, V> {
             return Ok(());
         }
         if let Some(set) = log.as_mut() {
-            set.flush()?;
+            set.write_to_files()?;
         }
         drop(log);
         self.maybe_sync_on_time()
@@ -541,7 +541,7 @@ impl<K: Codec, V: Codec> Writer<K, V> {
             let Some(set) = log.as_mut() else {
                 return Ok(());
             };
-            set.sync()?;
+            set.fsync()?;
             drop(log);
             self.appender.flush.synced();
         }

@@ -1,7 +1,7 @@
-//! Durable topics: a broker opened on a data directory, whose persisted topics keep their
+//! Persisted topics: a broker opened on a data directory, whose persisted topics keep their
 //! records in Kafka's segment format (layer 5's disk half; see [`crate::storage`]).
 //!
-//! This module is the one durable write path, used by every persisted topic whatever its
+//! This module is the one write path to disk, used by every persisted topic whatever its
 //! replication factor: one encoder, batcher and flush policy (`append.rs`), driven by a
 //! writer thread per partition for RF 1 and inline, under the replica set's lock, for each
 //! replica of a replicated topic (see "How a record reaches the disk").
@@ -52,11 +52,11 @@
 //!   [`FlushPolicy::Interval`] of 1 s, loses at most the last second on a power loss.
 //!   A process crash loses only what was still in the ring, not yet written: the writer
 //!   hands its buffer to the OS whenever it catches up.
-//! - [`Topic::sync`](crate::broker::Topic::sync) and [`Broker::sync`](crate::broker::Broker::sync) force an fsync of
-//!   everything sent before the call; [`Topic::flush`](crate::broker::Topic::flush) only
+//! - [`Topic::fsync`](crate::broker::Topic::fsync) and [`Broker::fsync_and_checkpoint`](crate::broker::Broker::fsync_and_checkpoint) force an fsync of
+//!   everything sent before the call; [`Topic::write_to_files`](crate::broker::Topic::write_to_files) only
 //!   waits until it is in the files (safe from a process crash, not from a power loss).
 //! - Committed group offsets are written to `consumer-offsets-checkpoint` (atomically) every
-//!   [`BrokerBuilder::offsets_checkpoint_interval`](crate::broker::BrokerBuilder::offsets_checkpoint_interval) (5 s by default), by [`Broker::sync`](crate::broker::Broker::sync)
+//!   [`BrokerBuilder::offsets_checkpoint_interval`](crate::broker::BrokerBuilder::offsets_checkpoint_interval) (5 s by default), by [`Broker::fsync_and_checkpoint`](crate::broker::Broker::fsync_and_checkpoint)
 //!   and on close — one writer at a time, each a new file renamed over the old one, so a
 //!   crash leaves the old checkpoint or the new one, never a mix. After a
 //!   crash a group resumes from the last checkpoint: it re-reads at most what it committed
@@ -85,6 +85,7 @@ pub(crate) use data_dir::{plan_markers, BrokerClock, DataDir, MarkerConfig, Meta
 
 use std::path::Path;
 
+use crate::partition::topic_config::TopicConfig;
 use crate::storage::Io;
 use crate::{Error, Result};
 
@@ -225,6 +226,65 @@ impl PersistConfig {
                 bad("flush", "Interval(0s)".into(), "a positive interval")
             }
             _ => Ok(()),
+        }
+    }
+}
+
+/// A topic's configuration with persistence set: what [`TopicConfig::persist`] returns and
+/// [`Broker::create_topic`](crate::broker::Broker::create_topic) takes to create a persisted
+/// topic. A type of its own because a persisted topic encodes its records, so its key and
+/// value types need a [`Codec`](crate::codec::Codec), which an in-memory topic's do not:
+/// the compiler checks it where the types are known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PersistedTopicConfig {
+    topic: TopicConfig,
+    persist: PersistConfig,
+}
+
+impl PersistedTopicConfig {
+    /// The topic's settings (partitions, replication, retention).
+    pub const fn topic_config(&self) -> TopicConfig {
+        self.topic
+    }
+
+    /// The persistence settings (flush policy, segment size, size retention).
+    pub const fn persist_config(&self) -> PersistConfig {
+        self.persist
+    }
+}
+
+/// The topic's settings without the persistence ones: what a Kafka cluster's topic is made
+/// from (`KafkaBroker::create_topic`, feature `kafka`, takes either config, so code creating a
+/// persisted topic runs against a cluster unchanged; the cluster keeps every topic on disk by
+/// its own settings).
+impl From<PersistedTopicConfig> for TopicConfig {
+    fn from(config: PersistedTopicConfig) -> Self {
+        config.topic
+    }
+}
+
+impl TopicConfig {
+    /// Keeps the topic's records in the broker's data directory, in Kafka's segment format,
+    /// with `persist`'s flush policy and segment settings. Set it last: the partition count,
+    /// the replication settings and the rest are [`TopicConfig`]'s.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, TopicConfig};
+    /// use logbus::persist::{FlushPolicy, PersistConfig};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let broker = Broker::builder().data_dir(dir.path()).create(true).open()?;
+    /// let config = TopicConfig::new(2).persist(PersistConfig::new().flush(FlushPolicy::EveryBatch));
+    /// broker.create_topic::<String, String>("orders", config)?;
+    /// broker.close()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub const fn persist(self, persist: PersistConfig) -> PersistedTopicConfig {
+        PersistedTopicConfig {
+            topic: self,
+            persist,
         }
     }
 }

@@ -72,7 +72,7 @@ pub(crate) struct DiskReplica<K, V> {
     io: SyncArc<dyn Io>,
     epoch_file: PathBuf,
     saved_epochs: Vec<(i32, u64)>,
-    /// The durable write path's batch and flush policy (inline: under the replica set's
+    /// The write path to disk's batch and flush policy (inline: under the replica set's
     /// lock).
     appender: Appender,
     /// The largest record (encoded, bounded as `record_bound` does) the topic takes.
@@ -254,7 +254,7 @@ where
     fn maybe_sync(&mut self, records: u64, bytes: u64) -> Result<()> {
         if !self.appender.apply_policy(&mut self.set, records, bytes)? {
             // Handed to the operating system: a killed process loses nothing reported.
-            self.set.flush()?;
+            self.set.write_to_files()?;
         }
         Ok(())
     }
@@ -379,7 +379,7 @@ where
     }
 
     fn sync(&mut self) -> Result<()> {
-        self.set.sync()?;
+        self.set.fsync()?;
         self.appender.flush.synced();
         Ok(())
     }

@@ -181,7 +181,7 @@ impl ReplicatedMeta {
     }
 
     /// What a parsed file must hold for the partitions built from it to work: the
-    /// replication settings as `create_persisted_topic` accepts them, and per partition distinct
+    /// replication settings as `create_topic` with a persisted config accepts them, and per partition distinct
     /// replicas (as many as the replication factor), an ISR and leader among them, and an
     /// epoch and a generation that can still be bumped. `Err`: what is wrong.
     fn check(&self) -> std::result::Result<(), String> {
@@ -498,7 +498,7 @@ impl DiskDirs {
         first
     }
 
-    /// Fsyncs every open partition's replicas (`Broker::sync`). The first error.
+    /// Fsyncs every open partition's replicas (`Broker::fsync_and_checkpoint`). The first error.
     pub(crate) fn sync(&self) -> Result<()> {
         let open = self.open.lock().clone();
         let mut first = Ok(());

@@ -5,7 +5,7 @@
 //! `n > 1` keeps each partition in `n` separate logs (*replicas*), placed on different data
 //! directories: replica `i` of partition `p` on directory `(p + i) % dirs`, a replica's id
 //! being its directory. In memory the directories are numbered virtual ones; a persisted
-//! topic ([`Broker::create_persisted_topic`](crate::Broker::create_persisted_topic) on a
+//! topic ([`Broker::create_topic`](crate::Broker::create_topic) on a
 //! broker opened with [`data_dirs`](crate::broker::BrokerBuilder::data_dirs)) keeps each replica
 //! as a log in Kafka's format in `<data dir>/<topic>-<partition>/`, with its
 //! `leader-epoch-checkpoint`, and the partitions' leaders, epochs and ISRs in

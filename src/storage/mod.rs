@@ -30,14 +30,14 @@
 //!
 //! - **Visible, then durable.** [`SegmentSet::append`] makes records visible to readers of the
 //!   set. Bytes reach the operating system when the write buffer fills, on
-//!   [`flush`](SegmentSet::flush), [`sync`](SegmentSet::sync), a roll, [`close`](SegmentSet::close)
-//!   and drop, so a killed process loses at most its write buffer; only an fsync makes them
-//!   survive a power loss.
+//!   [`write_to_files`](SegmentSet::write_to_files), [`fsync`](SegmentSet::fsync), a roll,
+//!   [`close`](SegmentSet::close) and drop, so a killed process loses at most its write
+//!   buffer; only an fsync makes them survive a power loss.
 //! - **The recovery point is the promise.** Every record below
-//!   [`SegmentSet::recovery_point`] is durable. `sync` fsyncs every segment written since the
+//!   [`SegmentSet::recovery_point`] is durable. `fsync` fsyncs every segment written since the
 //!   last one and moves the recovery point to the log end; a roll does the same before the new
 //!   segment takes writes; `close` also fsyncs the active segment's indexes and returns
-//!   [`Checkpoints`] with `clean_shutdown` set. When `sync` or `close` returns `Ok`, everything
+//!   [`Checkpoints`] with `clean_shutdown` set. When `fsync` or `close` returns `Ok`, everything
 //!   appended before the call is durable.
 //! - **A failed write or fsync** takes the set offline ([`Error::LogOffline`](crate::Error));
 //!   nothing is promised about what was not yet durable. Reopen it. On Linux a failed fsync

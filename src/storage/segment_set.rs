@@ -10,9 +10,9 @@
 //! # Durability
 //!
 //! [`append`](SegmentSet::append) makes records visible to readers of this set; bytes reach
-//! the operating system when the write buffer fills, on [`flush`](SegmentSet::flush), on
-//! [`sync`](SegmentSet::sync), on a roll and when the set is dropped (a killed process loses at
-//! most the write buffer); they are durable only after an fsync. [`sync`](SegmentSet::sync)
+//! the operating system when the write buffer fills, on
+//! [`write_to_files`](SegmentSet::write_to_files), on [`fsync`](SegmentSet::fsync), on a roll and when the set is dropped (a killed process loses at
+//! most the write buffer); they are durable only after an fsync. [`fsync`](SegmentSet::fsync)
 //! fsyncs every segment written since the last sync (the log; the indexes too, except the
 //! active segment's, which recovery rebuilds after an unclean shutdown and `close` fsyncs)
 //! and then advances the [`recovery_point`](SegmentSet::recovery_point) to the log end; a roll
@@ -33,7 +33,7 @@
 //! let (mut log, _report) = SegmentSet::open(dir.path(), LogSetup::default())?;
 //! let info = log.append(&[BatchRecord::new(1_700_000_000_000, Some(b"k"), b"hello")])?;
 //! assert_eq!(info.base_offset, 0);
-//! log.sync()?;
+//! log.fsync()?;
 //! let records = log.read_records(0, 1 << 20)?;
 //! assert_eq!(records[0].1.value.as_deref(), Some(&b"hello"[..]));
 //! assert_eq!(log.offset_for_timestamp(1_600_000_000_000)?, Some((0, 1_700_000_000_000)));
@@ -493,28 +493,29 @@ impl SegmentSet {
             .map_err(|e| Error::io(format!("syncing directory {}", self.dir.display()), e))
     }
 
-    /// Hands buffered bytes to the operating system (not durable: see
-    /// [`sync`](SegmentSet::sync)).
+    /// Writes buffered bytes to the segment files, handing them to the operating system:
+    /// safe from a crash of the process, not from a power loss (see
+    /// [`fsync`](SegmentSet::fsync)).
     ///
     /// # Errors
     ///
     /// I/O errors, which take the log offline.
-    pub fn flush(&mut self) -> Result<()> {
+    pub fn write_to_files(&mut self) -> Result<()> {
         self.guarded(|set| set.segments.iter_mut().try_for_each(Segment::flush))
     }
 
-    /// Makes everything appended so far durable and advances the recovery point to the log
-    /// end offset.
+    /// Fsyncs: makes everything appended so far durable and advances the recovery point to
+    /// the log end offset.
     ///
     /// # Errors
     ///
     /// I/O errors (a failed fsync included), which take the log offline: after a failed fsync
     /// nothing is known about what reached the disk, and only recovery can tell.
-    pub fn sync(&mut self) -> Result<()> {
+    pub fn fsync(&mut self) -> Result<()> {
         self.guarded(|set| set.sync_segments(false))
     }
 
-    /// [`sync`](SegmentSet::sync)'s work, not guarded; with `rolling`, the active segment's
+    /// [`fsync`](SegmentSet::fsync)'s work, not guarded; with `rolling`, the active segment's
     /// indexes too (it is about to stop being active, and the recovery point to pass it, after
     /// which nothing rebuilds them).
     fn sync_segments(&mut self, rolling: bool) -> Result<()> {
@@ -829,7 +830,7 @@ impl SegmentSet {
             let last = set.segments.len() - 1;
             set.segments[last].on_roll()
         })?;
-        self.sync()?;
+        self.fsync()?;
         // A clean close leaves the active segment's indexes durable too.
         self.guarded(|set| {
             let last = set.segments.len() - 1;
@@ -845,7 +846,7 @@ impl SegmentSet {
 
 impl Drop for SegmentSet {
     /// Hands buffered bytes to the operating system, as `BufWriter` does on drop. Errors are
-    /// ignored here: call [`flush`](SegmentSet::flush), [`sync`](SegmentSet::sync) or
+    /// ignored here: call [`write_to_files`](SegmentSet::write_to_files), [`fsync`](SegmentSet::fsync) or
     /// [`close`](SegmentSet::close) to see them. Nothing is made durable.
     fn drop(&mut self) {
         if !self.offline {

@@ -1,4 +1,4 @@
-//! Durable topics: restart and replay, typed errors, and a SIGKILL crash test.
+//! Persisted topics: restart and replay, typed errors, and a SIGKILL crash test.
 
 use std::time::Duration;
 
@@ -58,12 +58,13 @@ fn restart_resumes_groups_and_replays_from_disk_and_timestamps() {
             .unwrap();
         // A small ring: most records are read back from the segments.
         broker
-            .create_persisted_topic::<String, String>(
+            .create_topic::<String, String>(
                 "t",
-                TopicConfig::new(1).records_in_memory(16),
-                PersistConfig::new()
-                    .segment_bytes(4096)
-                    .flush(FlushPolicy::Os),
+                TopicConfig::new(1).records_in_memory(16).persist(
+                    PersistConfig::new()
+                        .segment_bytes(4096)
+                        .flush(FlushPolicy::Os),
+                ),
             )
             .unwrap();
         let p = broker.producer::<String, String>();
@@ -94,10 +95,10 @@ fn restart_resumes_groups_and_replays_from_disk_and_timestamps() {
         .iter()
         .all(|r| r.report.is_clean()));
     assert!(matches!(
-        broker.open_topic::<String, Vec<u8>>("t"),
+        broker.topic::<String, Vec<u8>>("t"),
         Err(Error::TypeMismatch { .. })
     ));
-    let topic = broker.open_topic::<String, String>("t").unwrap();
+    let topic = broker.topic::<String, String>("t").unwrap();
     assert_eq!(
         broker.describe_topic("t").unwrap().partitions[0].log_end,
         1000
@@ -126,7 +127,7 @@ fn restart_resumes_groups_and_replays_from_disk_and_timestamps() {
     c.assign(&[tp(0)]).unwrap();
     let found = c.offsets_for_times(&[(tp(0), 1_250)]).unwrap();
     assert_eq!(found[&tp(0)].map(|o| o.offset), Some(250));
-    topic.sync().unwrap();
+    topic.fsync().unwrap();
     broker.close().unwrap();
 }
 
@@ -144,18 +145,13 @@ fn a_second_broker_on_the_directory_is_refused_and_limits_are_typed() {
         Err(Error::DirectoryLocked { .. })
     ));
     broker
-        .create_persisted_topic::<(), Vec<u8>>(
+        .create_topic::<(), Vec<u8>>(
             "t",
-            TopicConfig::new(1),
-            PersistConfig::new().max_message_bytes(1000),
+            TopicConfig::new(1).persist(PersistConfig::new().max_message_bytes(1000)),
         )
         .unwrap();
     assert!(matches!(
-        broker.create_persisted_topic::<(), Vec<u8>>(
-            "t",
-            TopicConfig::new(1),
-            PersistConfig::new()
-        ),
+        broker.create_topic::<(), Vec<u8>>("t", TopicConfig::new(1).persist(PersistConfig::new())),
         Err(Error::TopicExists { .. })
     ));
     let p = broker.producer::<(), Vec<u8>>();
@@ -182,19 +178,20 @@ fn retention_by_size_moves_the_log_start() {
         .open()
         .unwrap();
     broker
-        .create_persisted_topic::<(), Vec<u8>>(
+        .create_topic::<(), Vec<u8>>(
             "t",
-            TopicConfig::new(1).records_in_memory(64),
-            PersistConfig::new()
-                .segment_bytes(8192)
-                .retention_bytes(16384),
+            TopicConfig::new(1).records_in_memory(64).persist(
+                PersistConfig::new()
+                    .segment_bytes(8192)
+                    .retention_bytes(16384),
+            ),
         )
         .unwrap();
     let p = broker.producer::<(), Vec<u8>>();
     for _ in 0..500 {
         p.send(Record::new("t", vec![7u8; 200])).unwrap();
     }
-    broker.sync().unwrap();
+    broker.fsync_and_checkpoint().unwrap();
     let mut start = 0;
     for _ in 0..500 {
         start = broker.describe_topic("t").unwrap().partitions[0].log_start;
@@ -231,14 +228,15 @@ fn crash_child() {
         .offsets_checkpoint_interval(Duration::from_millis(5))
         .open()
         .unwrap();
-    let _ = broker.create_persisted_topic::<String, String>(
+    let _ = broker.create_topic::<String, String>(
         "t",
-        TopicConfig::new(1).records_in_memory(64),
-        PersistConfig::new()
-            .segment_bytes(4096)
-            .flush(FlushPolicy::EveryBatch),
+        TopicConfig::new(1).records_in_memory(64).persist(
+            PersistConfig::new()
+                .segment_bytes(4096)
+                .flush(FlushPolicy::EveryBatch),
+        ),
     );
-    broker.open_topic::<String, String>("t").unwrap();
+    broker.topic::<String, String>("t").unwrap();
     let end = broker.describe_topic("t").unwrap().partitions[0].log_end;
     let p = broker.producer::<String, String>();
     let mut c = broker
@@ -295,11 +293,11 @@ fn sigkill_rounds() {
             .create(true)
             .open()
             .unwrap();
-        if !broker.persisted_topics().contains(&"t".to_string()) {
+        if !broker.topics().contains(&"t".to_string()) {
             broker.close().unwrap();
             continue;
         }
-        broker.open_topic::<String, String>("t").unwrap();
+        broker.topic::<String, String>("t").unwrap();
         let end = broker.describe_topic("t").unwrap().partitions[0].log_end;
         eprintln!(
             "round {round}: log end {end}, acked up to {acked_max:?}, {} commits seen",
@@ -385,16 +383,17 @@ fn power_loss_rounds() {
             .unwrap_or_else(|e| panic!("round {round}: {e}"));
         for (i, policy) in policies.iter().enumerate() {
             let name = format!("p{i}");
-            let topic = match broker.open_topic::<(), String>(&name) {
+            let topic = match broker.topic::<(), String>(&name) {
                 Ok(t) => t,
                 Err(Error::UnknownTopic { .. }) => broker
-                    .create_persisted_topic::<(), String>(
+                    .create_topic::<(), String>(
                         &name,
-                        TopicConfig::new(1).records_in_memory(32),
-                        PersistConfig::new()
-                            .segment_bytes(4096)
-                            .retention_bytes(24 << 10)
-                            .flush(*policy),
+                        TopicConfig::new(1).records_in_memory(32).persist(
+                            PersistConfig::new()
+                                .segment_bytes(4096)
+                                .retention_bytes(24 << 10)
+                                .flush(*policy),
+                        ),
                     )
                     .unwrap(),
                 Err(e) => panic!("round {round}: {e}"),
@@ -498,7 +497,7 @@ fn power_loss_rounds() {
             threads.push(std::thread::spawn(move || {
                 let name = format!("p{i}");
                 // The broker may die before this thread gets to open its topic.
-                let topic = match broker.open_topic::<(), String>(&name) {
+                let topic = match broker.topic::<(), String>(&name) {
                     Ok(t) => t,
                     Err(e) => {
                         assert!(dead.load(Ordering::SeqCst), "{e}");
@@ -527,7 +526,7 @@ fn power_loss_rounds() {
                     }
                     if n % 23 == 0 {
                         let end = n + 1;
-                        if topic.sync().is_ok() {
+                        if topic.fsync().is_ok() {
                             let mut a = acks.lock().unwrap();
                             a[i] = a[i].max(end);
                         }
@@ -573,10 +572,9 @@ fn an_every_batch_send_whose_fsync_fails_returns_an_error() {
         .open()
         .unwrap();
     broker
-        .create_persisted_topic::<(), String>(
+        .create_topic::<(), String>(
             "t",
-            TopicConfig::new(1),
-            PersistConfig::new().flush(FlushPolicy::EveryBatch),
+            TopicConfig::new(1).persist(PersistConfig::new().flush(FlushPolicy::EveryBatch)),
         )
         .unwrap();
     let p = broker.producer::<(), String>();
@@ -619,7 +617,7 @@ fn added_partitions_of_a_persisted_topic_are_persisted() {
             .open()
             .unwrap();
         broker
-            .create_persisted_topic::<(), String>("t", TopicConfig::new(1), PersistConfig::new())
+            .create_topic::<(), String>("t", TopicConfig::new(1).persist(PersistConfig::new()))
             .unwrap();
         broker.add_partitions("t", 3).unwrap();
         let p = broker.producer::<(), String>();
@@ -637,7 +635,7 @@ fn added_partitions_of_a_persisted_topic_are_persisted() {
         .create(true)
         .open()
         .unwrap();
-    let topic = broker.open_topic::<(), String>("t").unwrap();
+    let topic = broker.topic::<(), String>("t").unwrap();
     assert_eq!(topic.partition_count(), 3);
     let d = broker.describe_topic("t").unwrap();
     assert!(d.partitions.iter().all(|p| p.log_end == 1), "{d:?}");
@@ -666,7 +664,7 @@ fn deleting_a_persisted_topic_removes_its_files() {
         .unwrap();
     for name in ["t", "t-1"] {
         broker
-            .create_persisted_topic::<(), String>(name, TopicConfig::new(2), PersistConfig::new())
+            .create_topic::<(), String>(name, TopicConfig::new(2).persist(PersistConfig::new()))
             .unwrap();
         broker
             .producer::<(), String>()
@@ -688,9 +686,9 @@ fn deleting_a_persisted_topic_removes_its_files() {
         .create(true)
         .open()
         .unwrap();
-    assert_eq!(broker.persisted_topics(), ["t-1"]);
+    assert_eq!(broker.topics(), ["t-1"]);
     broker
-        .create_persisted_topic::<(), String>("t", TopicConfig::new(2), PersistConfig::new())
+        .create_topic::<(), String>("t", TopicConfig::new(2).persist(PersistConfig::new()))
         .unwrap();
     let d = broker.describe_topic("t").unwrap();
     assert!(d.partitions.iter().all(|p| p.log_end == 0), "{d:?}");
@@ -712,10 +710,9 @@ fn reopened_topics_are_listed_and_typed_access_is_checked() {
             .unwrap();
         for name in ["a", "b"] {
             broker
-                .create_persisted_topic::<(), Vec<u8>>(
+                .create_topic::<(), Vec<u8>>(
                     name,
-                    TopicConfig::new(1),
-                    PersistConfig::new(),
+                    TopicConfig::new(1).persist(PersistConfig::new()),
                 )
                 .unwrap();
         }
@@ -727,34 +724,34 @@ fn reopened_topics_are_listed_and_typed_access_is_checked() {
         .open()
         .unwrap();
     assert_eq!(broker.topics(), ["a", "b"]);
-    match broker.topic::<(), Vec<u8>>("a") {
-        Err(Error::TopicNotOpen {
+    // Not opened yet: a producer is told so, with the codecs to open it with.
+    let err = broker
+        .producer::<(), Vec<u8>>()
+        .send(Record::new("a", vec![1]))
+        .unwrap_err();
+    match err.error() {
+        Error::TopicNotOpen {
             topic,
             key_type,
             value_type,
-        }) => {
+        } => {
             assert_eq!((topic.as_str(), key_type.as_str()), ("a", "logbus.unit"));
             assert_eq!(value_type, "logbus.bytes");
         }
         other => panic!("{other:?}"),
     }
-    let err = broker
-        .producer::<(), Vec<u8>>()
-        .send(Record::new("a", vec![1]))
-        .unwrap_err();
-    assert!(matches!(err.error(), Error::TopicNotOpen { .. }), "{err}");
     assert!(matches!(
         broker.create_topic::<(), Vec<u8>>("a", TopicConfig::new(1)),
         Err(Error::TopicExists { .. })
     ));
     assert!(matches!(
-        broker.open_topic::<(), String>("a"),
+        broker.topic::<(), String>("a"),
         Err(Error::TypeMismatch { .. })
     ));
-    broker.open_topic::<(), Vec<u8>>("a").unwrap();
+    broker.topic::<(), Vec<u8>>("a").unwrap();
     // Same codec type id, other Rust type: refused once the topic is open.
     assert!(matches!(
-        broker.open_topic::<(), bytes::Bytes>("a"),
+        broker.topic::<(), bytes::Bytes>("a"),
         Err(Error::TypeMismatch { .. })
     ));
     broker.topic::<(), Vec<u8>>("a").unwrap();
@@ -778,12 +775,13 @@ fn records_read_from_disk_share_their_buffer_and_stay_intact() {
         .open()
         .unwrap();
     broker
-        .create_persisted_topic::<Bytes, Bytes>(
+        .create_topic::<Bytes, Bytes>(
             "t",
-            TopicConfig::new(1).records_in_memory(16),
-            PersistConfig::new()
-                .segment_bytes(64 << 10)
-                .flush(FlushPolicy::Os),
+            TopicConfig::new(1).records_in_memory(16).persist(
+                PersistConfig::new()
+                    .segment_bytes(64 << 10)
+                    .flush(FlushPolicy::Os),
+            ),
         )
         .unwrap();
     let value = |i: u64| Bytes::from(format!("value-{i}-{}", "x".repeat((i % 300) as usize)));
@@ -793,7 +791,7 @@ fn records_read_from_disk_share_their_buffer_and_stay_intact() {
         p.send(Record::new("t", value(i)).key(key(i)).partition(0))
             .unwrap();
     }
-    broker.sync().unwrap();
+    broker.fsync_and_checkpoint().unwrap();
     for keep in [true, false] {
         let mut c = broker
             .consumer::<Bytes, Bytes>(ConsumerConfig::new().max_poll_records(37))
@@ -824,7 +822,7 @@ fn records_read_from_disk_share_their_buffer_and_stay_intact() {
     broker.close().unwrap();
 }
 
-/// `Topic::flush` returns once every record sent is in the segment files: a process death
+/// `Topic::write_to_files` returns once every record sent is in the segment files: a process death
 /// right after it (the page cache survives) loses none, with no fsync policy at all.
 #[test]
 fn flush_puts_every_sent_record_in_the_files_before_returning() {
@@ -842,10 +840,11 @@ fn flush_puts_every_sent_record_in_the_files_before_returning() {
     };
     let broker = open();
     let topic = broker
-        .create_persisted_topic::<(), String>(
+        .create_topic::<(), String>(
             "t",
-            TopicConfig::new(1).records_in_memory(1 << 16),
-            PersistConfig::new().flush(FlushPolicy::Os),
+            TopicConfig::new(1)
+                .records_in_memory(1 << 16)
+                .persist(PersistConfig::new().flush(FlushPolicy::Os)),
         )
         .unwrap();
     let p = broker.producer::<(), String>();
@@ -857,12 +856,12 @@ fn flush_puts_every_sent_record_in_the_files_before_returning() {
             .map(|i| Record::new("t", format!("{round}-{i}")).partition(0))
             .collect();
         sent += p.send_batch(&mut batch).unwrap();
-        topic.flush().unwrap();
+        topic.write_to_files().unwrap();
     }
     broker.simulate_process_death();
     fs.kill();
     let broker = open();
-    broker.open_topic::<(), String>("t").unwrap();
+    broker.topic::<(), String>("t").unwrap();
     let mut c = broker
         .consumer::<(), String>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
         .unwrap();

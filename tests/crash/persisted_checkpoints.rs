@@ -56,10 +56,9 @@ fn parse_offsets(path: &Path, text: &str) -> Result<Option<u64>, String> {
 fn setup(dir: &Path) {
     let broker = Broker::builder().data_dir(dir).create(true).open().unwrap();
     broker
-        .create_persisted_topic::<(), String>(
+        .create_topic::<(), String>(
             "t",
-            TopicConfig::new(1),
-            PersistConfig::new().flush(FlushPolicy::Os),
+            TopicConfig::new(1).persist(PersistConfig::new().flush(FlushPolicy::Os)),
         )
         .unwrap();
     let p = broker.producer::<(), String>();
@@ -75,7 +74,7 @@ fn open(dir: &Path, checkpoint_every: Duration) -> Broker {
         .offsets_checkpoint_interval(checkpoint_every)
         .open()
         .unwrap();
-    broker.open_topic::<(), String>("t").unwrap();
+    broker.topic::<(), String>("t").unwrap();
     broker
 }
 
@@ -86,7 +85,7 @@ fn committed(broker: &Broker) -> Option<u64> {
     c.committed(&tp()).unwrap()
 }
 
-/// Two threads calling `Broker::sync` and the background checkpoint thread (every
+/// Two threads calling `Broker::fsync_and_checkpoint` and the background checkpoint thread (every
 /// millisecond) rewrite the offsets checkpoint for 2 s while the group commits: no sync
 /// fails, and a reader of the file never sees it empty, partial, or going backwards.
 #[test]
@@ -100,7 +99,7 @@ fn concurrent_syncs_never_tear_the_offsets_checkpoint() {
         .unwrap();
     c.assign(&[tp()]).unwrap();
     c.commit_offsets(&[(tp(), 1)]).unwrap();
-    broker.sync().unwrap();
+    broker.fsync_and_checkpoint().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let syncs = Arc::new(AtomicU64::new(0));
     let syncers: Vec<_> = (0..2)
@@ -109,7 +108,7 @@ fn concurrent_syncs_never_tear_the_offsets_checkpoint() {
             std::thread::spawn(move || {
                 let mut errors = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    match broker.sync() {
+                    match broker.fsync_and_checkpoint() {
                         Ok(()) => syncs.fetch_add(1, Ordering::Relaxed),
                         Err(e) => {
                             errors.push(e.to_string());
@@ -195,7 +194,7 @@ fn close_racing_syncs_loses_no_committed_offset() {
                 let (broker, stop) = (broker.clone(), Arc::clone(&stop));
                 std::thread::spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
-                        match broker.sync() {
+                        match broker.fsync_and_checkpoint() {
                             Ok(()) => {}
                             // What a sync racing the close may say; anything else fails.
                             Err(Error::Closed { .. } | Error::PartitionOffline { .. }) => break,
@@ -221,7 +220,7 @@ fn close_racing_syncs_loses_no_committed_offset() {
             .offsets_checkpoint_interval(Duration::from_secs(60))
             .open()
             .unwrap_or_else(|e| panic!("round {round}: reopening failed: {e}"));
-        broker.open_topic::<(), String>("t").unwrap();
+        broker.topic::<(), String>("t").unwrap();
         assert_eq!(committed(&broker), Some(want), "round {round}");
     }
     broker.close().unwrap();
@@ -244,7 +243,7 @@ fn checkpoint_crash_child() {
     let other = {
         let broker = broker.clone();
         std::thread::spawn(move || loop {
-            let _ = broker.sync();
+            let _ = broker.fsync_and_checkpoint();
         })
     };
     let mut c = broker
@@ -254,7 +253,7 @@ fn checkpoint_crash_child() {
     let mut out = std::io::stdout().lock();
     for o in start + 1..=RECORDS {
         c.commit_offsets(&[(tp(), o)]).unwrap();
-        broker.sync().unwrap();
+        broker.fsync_and_checkpoint().unwrap();
         writeln!(out, "synced {o}").unwrap();
         out.flush().unwrap();
     }
@@ -305,7 +304,7 @@ fn sigkill_during_syncs_never_leaves_an_unopenable_directory() {
             .data_dir(dir.path())
             .open()
             .unwrap_or_else(|e| panic!("round {round}: the directory does not reopen: {e}"));
-        broker.open_topic::<(), String>("t").unwrap();
+        broker.topic::<(), String>("t").unwrap();
         let got = committed(&broker);
         if let Some(s) = synced {
             assert!(
@@ -340,10 +339,11 @@ fn concurrent_creations_of_a_replicated_topic_leave_the_winners_metadata() {
                 std::thread::spawn(move || {
                     barrier.wait();
                     broker
-                        .create_persisted_topic::<(), String>(
+                        .create_topic::<(), String>(
                             "x",
-                            TopicConfig::new(n).replication_factor(2),
-                            PersistConfig::new(),
+                            TopicConfig::new(n)
+                                .replication_factor(2)
+                                .persist(PersistConfig::new()),
                         )
                         .map(|_| n)
                 })
@@ -363,14 +363,14 @@ fn concurrent_creations_of_a_replicated_topic_leave_the_winners_metadata() {
         broker.close().unwrap();
         drop(broker);
         let broker = Broker::builder().data_dirs(&dirs).open().unwrap();
-        broker.open_topic::<(), String>("x").unwrap();
+        broker.topic::<(), String>("x").unwrap();
         let partitions = broker.describe_topic("x").unwrap().partitions.len();
         assert_eq!(partitions as u32, won[0], "round {round}");
         broker.close().unwrap();
     }
 }
 
-/// `delete_topic` racing `create_persisted_topic` of the same name (10 rounds): the new
+/// `delete_topic` racing `create_topic` with a persisted config of the same name (10 rounds): the new
 /// topic, when its creation succeeds, keeps its metadata and its partition directories (the
 /// delete, past its first step, used to remove them from under it), and the directory
 /// always reopens.
@@ -386,7 +386,7 @@ fn a_delete_racing_a_creation_of_the_same_name_leaves_the_new_topic_whole() {
             .open()
             .unwrap();
         broker
-            .create_persisted_topic::<(), String>("t", TopicConfig::new(4), PersistConfig::new())
+            .create_topic::<(), String>("t", TopicConfig::new(4).persist(PersistConfig::new()))
             .unwrap();
         let barrier = Arc::new(std::sync::Barrier::new(2));
         let deleter = {
@@ -401,11 +401,9 @@ fn a_delete_racing_a_creation_of_the_same_name_leaves_the_new_topic_whole() {
         let mut last = false;
         loop {
             last = last || deleter.is_finished();
-            match broker.create_persisted_topic::<(), String>(
-                "t",
-                TopicConfig::new(2),
-                PersistConfig::new(),
-            ) {
+            match broker
+                .create_topic::<(), String>("t", TopicConfig::new(2).persist(PersistConfig::new()))
+            {
                 Ok(_) => break,
                 Err(Error::TopicExists { .. }) if !last => std::thread::yield_now(),
                 Err(e) => panic!("round {round}: {e}"),
@@ -416,7 +414,7 @@ fn a_delete_racing_a_creation_of_the_same_name_leaves_the_new_topic_whole() {
         drop(broker);
         let broker = Broker::open(&dir)
             .unwrap_or_else(|e| panic!("round {round}: the directory does not reopen: {e}"));
-        broker.open_topic::<(), String>("t").unwrap();
+        broker.topic::<(), String>("t").unwrap();
         assert_eq!(broker.describe_topic("t").unwrap().partitions.len(), 2);
         broker.close().unwrap();
     }
@@ -437,7 +435,7 @@ fn a_delete_racing_a_creation_of_a_replicated_topic_leaves_the_new_topic_whole()
             .open()
             .unwrap();
         broker
-            .create_persisted_topic::<(), String>("t", replicated(4), PersistConfig::new())
+            .create_topic::<(), String>("t", replicated(4).persist(PersistConfig::new()))
             .unwrap();
         let barrier = Arc::new(std::sync::Barrier::new(2));
         let deleter = {
@@ -452,11 +450,9 @@ fn a_delete_racing_a_creation_of_a_replicated_topic_leaves_the_new_topic_whole()
         let mut last = false;
         loop {
             last = last || deleter.is_finished();
-            match broker.create_persisted_topic::<(), String>(
-                "t",
-                replicated(2),
-                PersistConfig::new(),
-            ) {
+            match broker
+                .create_topic::<(), String>("t", replicated(2).persist(PersistConfig::new()))
+            {
                 Ok(_) => break,
                 Err(Error::TopicExists { .. }) if !last => std::thread::yield_now(),
                 Err(e) => panic!("round {round}: {e}"),
@@ -469,7 +465,7 @@ fn a_delete_racing_a_creation_of_a_replicated_topic_leaves_the_new_topic_whole()
             .data_dirs(&dirs)
             .open()
             .unwrap_or_else(|e| panic!("round {round}: the directories do not reopen: {e}"));
-        broker.open_topic::<(), String>("t").unwrap();
+        broker.topic::<(), String>("t").unwrap();
         let d = broker.describe_topic("t").unwrap();
         assert_eq!(d.partitions.len(), 2, "round {round}");
         for r in &d.replicas {
@@ -502,7 +498,7 @@ fn a_topic_created_again_after_a_delete_keeps_its_records_across_a_crash() {
         .open()
         .unwrap();
     broker
-        .create_persisted_topic::<(), String>("t", TopicConfig::new(1), config())
+        .create_topic::<(), String>("t", TopicConfig::new(1).persist(config()))
         .unwrap();
     let p = broker.producer::<(), String>();
     for i in 0..2_000 {
@@ -526,14 +522,14 @@ fn a_topic_created_again_after_a_delete_keeps_its_records_across_a_crash() {
         .unwrap();
     broker.delete_topic("t").unwrap();
     broker
-        .create_persisted_topic::<(), String>("t", TopicConfig::new(1), config())
+        .create_topic::<(), String>("t", TopicConfig::new(1).persist(config()))
         .unwrap();
     let p = broker.producer::<(), String>();
     for i in 0..10 {
         let m = p.send(Record::new("t", format!("new{i}"))).unwrap();
         assert_eq!(m.offset, i);
     }
-    broker.sync().unwrap();
+    broker.fsync_and_checkpoint().unwrap();
     broker.simulate_process_death();
     drop(broker);
     // The dead process's lock is still held by this one: reopen a copy.
@@ -541,7 +537,7 @@ fn a_topic_created_again_after_a_delete_keeps_its_records_across_a_crash() {
     copy_dir(&dir, &copy);
 
     let broker = Broker::open(&copy).unwrap();
-    broker.open_topic::<(), String>("t").unwrap();
+    broker.topic::<(), String>("t").unwrap();
     let part = broker.describe_topic("t").unwrap().partitions[0];
     assert_eq!(
         (part.log_start, part.log_end),

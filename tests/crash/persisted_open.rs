@@ -28,12 +28,13 @@ fn setup(dir: &Path) {
 fn setup_in_batches(dir: &Path, batch: u64) {
     let broker = Broker::builder().data_dir(dir).create(true).open().unwrap();
     let topic = broker
-        .create_persisted_topic::<(), String>(
+        .create_topic::<(), String>(
             "t",
-            TopicConfig::new(1),
-            PersistConfig::new()
-                .segment_bytes(16 << 10)
-                .flush(FlushPolicy::Os),
+            TopicConfig::new(1).persist(
+                PersistConfig::new()
+                    .segment_bytes(16 << 10)
+                    .flush(FlushPolicy::Os),
+            ),
         )
         .unwrap();
     let p = broker.producer::<(), String>();
@@ -41,7 +42,7 @@ fn setup_in_batches(dir: &Path, batch: u64) {
         p.send(Record::new("t", format!("v{i}-{}", "x".repeat(60))))
             .unwrap();
         if (i + 1) % batch == 0 {
-            topic.flush().unwrap();
+            topic.write_to_files().unwrap();
         }
     }
     let mut c = broker
@@ -147,7 +148,7 @@ fn a_stray_segment_file_never_deletes_or_changes_a_valid_segment() {
                 );
 
                 let broker = Broker::open(&dir).unwrap_or_else(|e| panic!("{case}: {e}"));
-                broker.open_topic::<(), String>("t").unwrap();
+                broker.topic::<(), String>("t").unwrap();
                 let report = broker.recovery_reports()[0].report.clone();
                 assert_eq!(report.truncation, None, "{case}");
                 assert!(report.deleted_segments.is_empty(), "{case}: {report:?}");
@@ -202,7 +203,7 @@ fn a_torn_last_segment_is_still_cut_and_an_empty_rolled_one_kept() {
         let cut = report.truncation.clone().expect("the torn tail is cut");
         assert_eq!((cut.file, cut.position), (path, last_bytes.len() as u64));
         assert!(report.set_aside.is_empty(), "{report:?}");
-        broker.open_topic::<(), String>("t").unwrap();
+        broker.topic::<(), String>("t").unwrap();
         assert_eq!(read_all(&broker).len() as u64, RECORDS);
         broker.close().unwrap();
         assert_eq!(logs(&dir.join("t-0")), segments);
@@ -221,7 +222,7 @@ fn a_torn_last_segment_is_still_cut_and_an_empty_rolled_one_kept() {
         assert!(report.set_aside.is_empty(), "{report:?}");
         assert!(report.deleted_segments.is_empty(), "{report:?}");
         assert_eq!(report.log_end_offset, RECORDS);
-        broker.open_topic::<(), String>("t").unwrap();
+        broker.topic::<(), String>("t").unwrap();
         let m = broker
             .producer::<(), String>()
             .send(Record::new("t", "next".to_string()))
@@ -302,33 +303,37 @@ fn topic_names_are_refused_at_the_one_limit_every_kind_holds() {
     let persisted = "p".repeat(MAX_TOPIC_NAME_LEN);
     let replicated = "r".repeat(MAX_TOPIC_NAME_LEN);
     broker
-        .create_persisted_topic::<(), String>(&persisted, TopicConfig::new(1), PersistConfig::new())
+        .create_topic::<(), String>(
+            &persisted,
+            TopicConfig::new(1).persist(PersistConfig::new()),
+        )
         .unwrap();
     broker
-        .create_persisted_topic::<(), String>(
+        .create_topic::<(), String>(
             &replicated,
-            TopicConfig::new(1).replication_factor(2),
-            PersistConfig::new(),
+            TopicConfig::new(1)
+                .replication_factor(2)
+                .persist(PersistConfig::new()),
         )
         .unwrap();
     for len in MAX_TOPIC_NAME_LEN + 1..=249 {
         refused(
             &format!("persisted, {len}"),
             broker
-                .create_persisted_topic::<(), String>(
+                .create_topic::<(), String>(
                     &"q".repeat(len),
-                    TopicConfig::new(1),
-                    PersistConfig::new(),
+                    TopicConfig::new(1).persist(PersistConfig::new()),
                 )
                 .map(drop),
         );
         refused(
             &format!("replicated, {len}"),
             broker
-                .create_persisted_topic::<(), String>(
+                .create_topic::<(), String>(
                     &"s".repeat(len),
-                    TopicConfig::new(1).replication_factor(2),
-                    PersistConfig::new(),
+                    TopicConfig::new(1)
+                        .replication_factor(2)
+                        .persist(PersistConfig::new()),
                 )
                 .map(drop),
         );
@@ -341,8 +346,8 @@ fn topic_names_are_refused_at_the_one_limit_every_kind_holds() {
     broker.close().unwrap();
     drop(broker);
     let broker = Broker::builder().data_dirs(&dirs).open().unwrap();
-    broker.open_topic::<(), String>(&persisted).unwrap();
-    broker.open_topic::<(), String>(&replicated).unwrap();
+    broker.topic::<(), String>(&persisted).unwrap();
+    broker.topic::<(), String>(&replicated).unwrap();
     for name in [&persisted, &replicated] {
         assert_eq!(
             broker.describe_topic(name).unwrap().partitions[0].log_end,
@@ -371,7 +376,7 @@ fn a_builder_given_a_data_dir_builds_a_persisted_broker_or_fails() {
         .build()
         .unwrap();
     broker
-        .create_persisted_topic::<(), String>("t", TopicConfig::new(1), PersistConfig::new())
+        .create_topic::<(), String>("t", TopicConfig::new(1).persist(PersistConfig::new()))
         .unwrap();
     broker
         .producer::<(), String>()
@@ -384,7 +389,7 @@ fn a_builder_given_a_data_dir_builds_a_persisted_broker_or_fails() {
     broker.close().unwrap();
     drop(broker);
     let broker = Broker::builder().data_dir(&dir).build().unwrap();
-    broker.open_topic::<(), String>("t").unwrap();
+    broker.topic::<(), String>("t").unwrap();
     assert_eq!(broker.describe_topic("t").unwrap().partitions[0].log_end, 1);
     broker.close().unwrap();
     assert!(Broker::builder().build().unwrap().topics().is_empty());
@@ -522,7 +527,7 @@ fn a_stray_copy_of_a_segment_tail_never_deletes_or_changes_a_valid_segment() {
                 continue;
             }
         };
-        broker.open_topic::<(), String>("t").unwrap();
+        broker.topic::<(), String>("t").unwrap();
         let report = broker.recovery_reports()[0].report.clone();
         assert_eq!(report.truncation, None, "{case}: {report:?}");
         assert!(report.deleted_segments.is_empty(), "{case}: {report:?}");
@@ -594,7 +599,7 @@ fn a_builder_given_data_dirs_refuses_every_set_it_cannot_open() {
         match built {
             Err(_) => panic!("{what}: panicked"),
             Ok(Ok(broker)) => {
-                let topics = broker.persisted_topics();
+                let topics = broker.topics();
                 let _ = broker.close();
                 panic!("{what}: built a broker (persisted topics {topics:?})");
             }
@@ -655,10 +660,11 @@ fn a_broker_dropped_without_close_releases_its_data_directories() {
             .unwrap();
         for (name, replicas) in [("t", 1), ("r", 2)] {
             broker
-                .create_persisted_topic::<(), String>(
+                .create_topic::<(), String>(
                     name,
-                    TopicConfig::new(1).replication_factor(replicas),
-                    PersistConfig::new(),
+                    TopicConfig::new(1)
+                        .replication_factor(replicas)
+                        .persist(PersistConfig::new()),
                 )
                 .unwrap();
             broker
@@ -672,12 +678,71 @@ fn a_broker_dropped_without_close_releases_its_data_directories() {
         .open()
         .unwrap_or_else(|e| panic!("reopening after a drop without close: {e}"));
     for name in ["t", "r"] {
-        broker.open_topic::<(), String>(name).unwrap();
+        broker.topic::<(), String>(name).unwrap();
         assert_eq!(
             broker.describe_topic(name).unwrap().partitions[0].log_end,
             1,
             "{name}"
         );
     }
+    broker.close().unwrap();
+}
+
+/// `create_topic` with a persisted config on a broker without a data directory is a typed
+/// error naming the setting and how to open one; nothing is created in memory instead.
+#[test]
+fn a_persisted_config_on_an_in_memory_broker_is_refused() {
+    let _guard = one_at_a_time();
+    let broker = Broker::in_memory();
+    let config = TopicConfig::new(1).persist(PersistConfig::new());
+    match broker.create_topic::<(), String>("t", config) {
+        Err(Error::InvalidConfig { name, valid, .. }) => {
+            assert_eq!(name, "data_dir");
+            assert!(valid.contains("Broker::open"), "{valid}");
+        }
+        other => panic!("expected InvalidConfig(data_dir), got {other:?}"),
+    }
+    assert!(broker.topics().is_empty());
+}
+
+/// One `topic` for both kinds: it opens a persisted topic found on disk (its codecs checked
+/// against the metadata), returns the open one afterwards, and `topics` lists it before
+/// and after it is opened.
+#[test]
+fn topic_opens_a_persisted_topic_and_topics_lists_every_kind() {
+    let _guard = one_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(tmp.path())
+        .create(true)
+        .open()
+        .unwrap();
+    broker
+        .create_topic::<(), String>("disk", TopicConfig::new(1).persist(PersistConfig::new()))
+        .unwrap();
+    broker
+        .create_topic::<(), String>("memory", TopicConfig::new(1))
+        .unwrap();
+    broker
+        .producer::<(), String>()
+        .send(Record::new("disk", "kept".to_string()))
+        .unwrap();
+    broker.close().unwrap();
+    drop(broker);
+
+    let broker = Broker::open(tmp.path()).unwrap();
+    assert_eq!(broker.topics(), ["disk"]);
+    assert!(matches!(
+        broker.topic::<(), u64>("disk"),
+        Err(Error::TypeMismatch { .. })
+    ));
+    let topic = broker.topic::<(), String>("disk").unwrap();
+    assert_eq!(topic.partition_count(), 1);
+    assert_eq!(
+        broker.describe_topic("disk").unwrap().partitions[0].log_end,
+        1
+    );
+    broker.topic::<(), String>("disk").unwrap();
+    assert_eq!(broker.topics(), ["disk"]);
     broker.close().unwrap();
 }

@@ -48,7 +48,7 @@ fn crash_child() {
         log.append(&[record(i, 200)]).unwrap();
         i += 1;
         if i % 37 == 0 {
-            log.sync().unwrap();
+            log.fsync().unwrap();
             println!("synced {}", log.log_end_offset());
         }
     }

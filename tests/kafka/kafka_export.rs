@@ -40,17 +40,15 @@ fn source_dir() -> tempfile::TempDir {
         .open()
         .unwrap();
     broker
-        .create_persisted_topic::<String, u64>(
+        .create_topic::<String, u64>(
             "orders",
-            TopicConfig::new(3),
-            PersistConfig::default(),
+            TopicConfig::new(3).persist(PersistConfig::default()),
         )
         .unwrap();
     broker
-        .create_persisted_topic::<(), String>(
+        .create_topic::<(), String>(
             "audit",
-            TopicConfig::new(1),
-            PersistConfig::default(),
+            TopicConfig::new(1).persist(PersistConfig::default()),
         )
         .unwrap();
     let orders = broker.producer::<String, u64>();
@@ -81,7 +79,7 @@ where
     V: Codec + Clone + Send + Sync + 'static,
 {
     let broker = Broker::builder().data_dir(dir).create(true).open().unwrap();
-    let t = broker.open_topic::<K, V>(topic).unwrap();
+    let t = broker.topic::<K, V>(topic).unwrap();
     let mut c = broker
         .consumer::<K, V>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
         .unwrap();
@@ -368,7 +366,7 @@ fn values_dir(tag: &str, n: u64) -> tempfile::TempDir {
         .open()
         .unwrap();
     broker
-        .create_persisted_topic::<(), String>("t", TopicConfig::new(1), PersistConfig::default())
+        .create_topic::<(), String>("t", TopicConfig::new(1).persist(PersistConfig::default()))
         .unwrap();
     let producer = broker.producer::<(), String>();
     for i in 0..n {

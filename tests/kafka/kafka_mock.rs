@@ -238,6 +238,13 @@ fn errors_are_typed() {
         broker.create_topic::<(), u64>("typed", TopicConfig::new(2)),
         Err(logbus::Error::TopicExists { .. })
     ));
+    // The in-process broker's persisted config creates a cluster topic as well (the
+    // cluster keeps every topic on disk): the same code runs against both.
+    let persisted = TopicConfig::new(3).persist(logbus::persist::PersistConfig::new());
+    let topic = broker
+        .create_topic::<(), u64>("typed-persisted", persisted)
+        .unwrap();
+    assert_eq!(topic.partition_count(), 3);
     assert!(matches!(
         broker.create_topic::<(), u64>("../bad", TopicConfig::new(2)),
         Err(logbus::Error::InvalidTopicName { .. })

@@ -1,4 +1,4 @@
-//! Durable topics under attack through the public API: closing the broker under sends
+//! Persisted topics under attack through the public API: closing the broker under sends
 //! (racing and blocked), and user codecs that panic on the writer thread. Nothing may
 //! hang; every failure is a typed error that says what happened.
 
@@ -50,7 +50,7 @@ fn created(dir: &std::path::Path) -> Broker {
 fn sends_after_close_say_the_broker_is_closed() {
     let dir = tempfile::tempdir().unwrap();
     let b = created(dir.path());
-    b.create_persisted_topic::<(), u64>("t", TopicConfig::new(1), PersistConfig::new())
+    b.create_topic::<(), u64>("t", TopicConfig::new(1).persist(PersistConfig::new()))
         .unwrap();
     let p = b.producer::<(), u64>();
     p.send(Record::new("t", 0)).unwrap();
@@ -79,7 +79,7 @@ fn sends_after_close_say_the_broker_is_closed() {
     // What was sent before the close is there after a reopen.
     drop(b);
     let b = Broker::open(dir.path()).unwrap();
-    b.open_topic::<(), u64>("t").unwrap();
+    b.topic::<(), u64>("t").unwrap();
     let mut c = b
         .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
         .unwrap();
@@ -103,10 +103,11 @@ fn close_during_racing_and_blocked_sends() {
     within(120, || {
         let dir = tempfile::tempdir().unwrap();
         let b = created(dir.path());
-        b.create_persisted_topic::<(), u64>(
+        b.create_topic::<(), u64>(
             "t",
-            TopicConfig::new(1).records_in_memory(4),
-            PersistConfig::new().flush(FlushPolicy::EveryBatch),
+            TopicConfig::new(1)
+                .records_in_memory(4)
+                .persist(PersistConfig::new().flush(FlushPolicy::EveryBatch)),
         )
         .unwrap();
         b.create_topic::<(), u64>("mem", TopicConfig::new(1).records_in_memory(2))
@@ -157,7 +158,7 @@ fn close_during_racing_and_blocked_sends() {
         assert!(e.as_ref().is_some_and(says_closed_broker), "{e:?}");
         drop(b);
         let b = Broker::open(dir.path()).unwrap();
-        b.open_topic::<(), u64>("t").unwrap();
+        b.topic::<(), u64>("t").unwrap();
         let mut c = b
             .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
             .unwrap();
@@ -220,10 +221,11 @@ fn a_codec_panicking_on_the_writer_takes_the_partition_offline() {
         for flush in [FlushPolicy::EveryBatch, FlushPolicy::Os] {
             let dir = tempfile::tempdir().unwrap();
             let b = created(dir.path());
-            b.create_persisted_topic::<(), Flaky>(
+            b.create_topic::<(), Flaky>(
                 "t",
-                TopicConfig::new(1).records_in_memory(4),
-                PersistConfig::new().flush(flush),
+                TopicConfig::new(1)
+                    .records_in_memory(4)
+                    .persist(PersistConfig::new().flush(flush)),
             )
             .unwrap();
             let p = b.producer::<(), Flaky>();
@@ -255,10 +257,11 @@ fn zero_sized_values_and_edge_timestamps_survive_a_reopen() {
     let n = 1000u64;
     {
         let b = created(dir.path());
-        b.create_persisted_topic::<(), ()>(
+        b.create_topic::<(), ()>(
             "t",
-            TopicConfig::new(1).records_in_memory(16),
-            PersistConfig::new().segment_bytes(4096),
+            TopicConfig::new(1)
+                .records_in_memory(16)
+                .persist(PersistConfig::new().segment_bytes(4096)),
         )
         .unwrap();
         let p = b.producer::<(), ()>();
@@ -277,7 +280,7 @@ fn zero_sized_values_and_edge_timestamps_survive_a_reopen() {
         b.close().unwrap();
     }
     let b = Broker::open(dir.path()).unwrap();
-    b.open_topic::<(), ()>("t").unwrap();
+    b.topic::<(), ()>("t").unwrap();
     let mut c = b
         .consumer::<(), ()>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
         .unwrap();
@@ -322,12 +325,12 @@ fn a_stored_timestamp_past_the_valid_range_is_a_typed_error() {
     let dir = tempfile::tempdir().unwrap();
     {
         let b = created(dir.path());
-        b.create_persisted_topic::<(), u64>("t", TopicConfig::new(1), PersistConfig::new())
+        b.create_topic::<(), u64>("t", TopicConfig::new(1).persist(PersistConfig::new()))
             .unwrap();
         let p = b.producer::<(), u64>();
         // Two batches: the second one's timestamps are edited below.
         p.send(Record::new("t", 1).timestamp(5)).unwrap();
-        b.sync().unwrap();
+        b.fsync_and_checkpoint().unwrap();
         p.send(Record::new("t", 2).timestamp(6)).unwrap();
         b.close().unwrap();
     }
@@ -346,7 +349,7 @@ fn a_stored_timestamp_past_the_valid_range_is_a_typed_error() {
     std::fs::write(&log, &bytes).unwrap();
 
     let b = Broker::open(dir.path()).unwrap();
-    b.open_topic::<(), u64>("t").unwrap();
+    b.topic::<(), u64>("t").unwrap();
     // One record a poll: a read that meets the bad record fails whole.
     let mut c = b
         .consumer::<(), u64>(
@@ -388,10 +391,11 @@ fn delete_and_recreate_a_persisted_topic_while_sending() {
         let dir = tempfile::tempdir().unwrap();
         let b = created(dir.path());
         let create = |b: &Broker| {
-            b.create_persisted_topic::<(), u64>(
+            b.create_topic::<(), u64>(
                 "t",
-                TopicConfig::new(2).records_in_memory(8),
-                PersistConfig::new().flush(FlushPolicy::Os),
+                TopicConfig::new(2)
+                    .records_in_memory(8)
+                    .persist(PersistConfig::new().flush(FlushPolicy::Os)),
             )
             .unwrap()
         };
@@ -407,7 +411,7 @@ fn delete_and_recreate_a_persisted_topic_while_sending() {
                         match p.send(Record::new("t", t << 32 | i).partition(t as u32)) {
                             Ok(_) => {}
                             Err(e) => match e.error() {
-                                // `TopicNotOpen`: while `create_persisted_topic` runs, between
+                                // `TopicNotOpen`: while `create_topic` with a persisted config runs, between
                                 // its metadata and its registration with the broker.
                                 Error::UnknownTopic { .. }
                                 | Error::Closed { .. }
@@ -440,7 +444,7 @@ fn delete_and_recreate_a_persisted_topic_while_sending() {
         b.close().unwrap();
         drop(b);
         let b = Broker::open(dir.path()).unwrap();
-        b.open_topic::<(), u64>("t").unwrap();
+        b.topic::<(), u64>("t").unwrap();
         for (p, &end) in ends.iter().enumerate() {
             let mut c = b
                 .consumer::<(), u64>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
@@ -468,13 +472,13 @@ fn delete_and_recreate_a_persisted_topic_while_sending() {
     });
 }
 
-/// `open_topic` racing `create_persisted_topic` of the same name (a service that opens
+/// `topic` racing `create_topic` with a persisted config of the same name (a service that opens
 /// the topic if it exists while another thread creates it), and a send racing both: the
 /// create starts the one set of partition writers (the opener waits for it, and finds the
 /// topic open); the racing send finds no topic (`UnknownTopic`) or sends, never one to open
 /// (`TopicNotOpen`); sends then succeed and the log verifies after close.
 #[test]
-fn open_topic_racing_create_starts_one_writer_per_partition() {
+fn topic_racing_create_starts_one_writer_per_partition() {
     within(300, || {
         for round in 0..20 {
             let dir = tempfile::tempdir().unwrap();
@@ -483,7 +487,7 @@ fn open_topic_racing_create_starts_one_writer_per_partition() {
                 let b = b.clone();
                 std::thread::spawn(move || loop {
                     // Before the create registers the topic, it is unknown; after, open.
-                    match b.open_topic::<(), u64>("t") {
+                    match b.topic::<(), u64>("t") {
                         Ok(_) => return,
                         Err(Error::UnknownTopic { .. }) => {}
                         Err(e) => panic!("round {round}: {e:?}"),
@@ -504,10 +508,9 @@ fn open_topic_racing_create_starts_one_writer_per_partition() {
                 })
             };
             // The opener never starts the topic first (its writers would be a second set).
-            b.create_persisted_topic::<(), u64>(
+            b.create_topic::<(), u64>(
                 "t",
-                TopicConfig::new(2),
-                PersistConfig::new().flush(FlushPolicy::Os),
+                TopicConfig::new(2).persist(PersistConfig::new().flush(FlushPolicy::Os)),
             )
             .unwrap_or_else(|e| panic!("round {round}: {e:?}"));
             opener.join().unwrap();
@@ -520,7 +523,7 @@ fn open_topic_racing_create_starts_one_writer_per_partition() {
             b.close().unwrap_or_else(|e| panic!("round {round}: {e:?}"));
             drop(b);
             let b = Broker::open(dir.path()).unwrap();
-            b.open_topic::<(), u64>("t").unwrap();
+            b.topic::<(), u64>("t").unwrap();
             let ends: Vec<u64> = b
                 .describe_topic("t")
                 .unwrap()

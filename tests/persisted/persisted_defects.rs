@@ -54,12 +54,13 @@ fn batches_larger_than_a_segment_survive_reopen() {
             .open()
             .unwrap();
         let topic = broker
-            .create_persisted_topic::<(), String>(
+            .create_topic::<(), String>(
                 "t",
-                TopicConfig::new(1).records_in_memory(16),
-                PersistConfig::new()
-                    .segment_bytes(4096)
-                    .flush(FlushPolicy::Os),
+                TopicConfig::new(1).records_in_memory(16).persist(
+                    PersistConfig::new()
+                        .segment_bytes(4096)
+                        .flush(FlushPolicy::Os),
+                ),
             )
             .unwrap();
         let p = broker.producer::<(), String>();
@@ -86,7 +87,7 @@ fn batches_larger_than_a_segment_survive_reopen() {
                 );
             }
         }
-        topic.flush().unwrap();
+        topic.write_to_files().unwrap();
         let got = read_partition(&broker, 0);
         assert_eq!(got.len(), want.len());
         for (i, (o, v)) in got.iter().enumerate() {
@@ -105,7 +106,7 @@ fn batches_larger_than_a_segment_survive_reopen() {
         .recovery_reports()
         .iter()
         .all(|r| r.report.is_clean()));
-    broker.open_topic::<(), String>("t").unwrap();
+    broker.topic::<(), String>("t").unwrap();
     let got = read_partition(&broker, 0);
     assert_eq!(got.len(), want.len());
     for (i, (o, v)) in got.iter().enumerate() {
@@ -124,10 +125,9 @@ fn closed_topic() -> tempfile::TempDir {
         .open()
         .unwrap();
     broker
-        .create_persisted_topic::<(), String>(
+        .create_topic::<(), String>(
             "t",
-            TopicConfig::new(2),
-            PersistConfig::new().segment_bytes(4096),
+            TopicConfig::new(2).persist(PersistConfig::new().segment_bytes(4096)),
         )
         .unwrap();
     let p = broker.producer::<(), String>();
@@ -192,7 +192,7 @@ fn a_missing_partition_directory_is_refused_at_open_or_reported() {
         .map(|r| (r.partition, r.recreated, r.report.log_end_offset))
         .collect();
     assert_eq!(recreated, [(0, false, 100), (1, true, 0)]);
-    broker.open_topic::<(), String>("t").unwrap();
+    broker.topic::<(), String>("t").unwrap();
     assert_eq!(
         broker
             .clamped_offsets()
@@ -228,17 +228,16 @@ fn a_data_directory_removed_while_running_takes_its_partitions_offline() {
             .open()
             .unwrap();
         let topic = broker
-            .create_persisted_topic::<(), String>(
+            .create_topic::<(), String>(
                 "t",
-                TopicConfig::new(1),
-                PersistConfig::new().segment_bytes(4096),
+                TopicConfig::new(1).persist(PersistConfig::new().segment_bytes(4096)),
             )
             .unwrap();
         let p = broker.producer::<(), String>();
         for i in 0..100 {
             p.send(Record::new("t", format!("v{i}"))).unwrap();
         }
-        topic.flush().unwrap();
+        topic.write_to_files().unwrap();
         let removed = if whole {
             data.clone()
         } else {
@@ -250,8 +249,8 @@ fn a_data_directory_removed_while_running_takes_its_partitions_offline() {
             // Acknowledged in memory (FlushPolicy::Os), or refused once the log is offline.
             let _ = p.send(Record::new("t", format!("w{i}-{}", "x".repeat(100))));
         }
-        assert!(topic.flush().is_err(), "whole {whole}");
-        assert!(broker.sync().is_err(), "whole {whole}");
+        assert!(topic.write_to_files().is_err(), "whole {whole}");
+        assert!(broker.fsync_and_checkpoint().is_err(), "whole {whole}");
         assert!(
             matches!(broker.close(), Err(Error::LogOffline { .. })),
             "whole {whole}"
@@ -280,10 +279,11 @@ fn a_writer_racing_tagged_publishes_frees_exactly_what_it_wrote() {
         .open()
         .unwrap();
     let topic = broker
-        .create_persisted_topic::<(), String>(
+        .create_topic::<(), String>(
             "t",
-            TopicConfig::new(1).records_in_memory(64),
-            PersistConfig::new().flush(FlushPolicy::Os),
+            TopicConfig::new(1)
+                .records_in_memory(64)
+                .persist(PersistConfig::new().flush(FlushPolicy::Os)),
         )
         .unwrap();
     const PER_THREAD: usize = 5_000;
@@ -297,7 +297,7 @@ fn a_writer_racing_tagged_publishes_frees_exactly_what_it_wrote() {
             });
         }
     });
-    topic.flush().unwrap();
+    topic.write_to_files().unwrap();
     let got = read_partition(&broker, 0);
     assert_eq!(got.len(), 2 * PER_THREAD);
     assert!(got.iter().enumerate().all(|(i, (o, _))| *o == i as u64));

@@ -26,17 +26,18 @@ fn broker_with_records(policy: FlushPolicy) -> (FaultyIo, Broker, Topic<(), Stri
         .open()
         .unwrap();
     let topic = broker
-        .create_persisted_topic::<(), String>(
+        .create_topic::<(), String>(
             "t",
-            TopicConfig::new(1).records_in_memory(16),
-            PersistConfig::new().flush(policy),
+            TopicConfig::new(1)
+                .records_in_memory(16)
+                .persist(PersistConfig::new().flush(policy)),
         )
         .unwrap();
     let p = broker.producer::<(), String>();
     for i in 0..3 {
         p.send(Record::new("t", format!("r{i}"))).unwrap();
     }
-    topic.flush().unwrap();
+    topic.write_to_files().unwrap();
     (fs, broker, topic)
 }
 
@@ -51,7 +52,7 @@ fn is_offline(e: &Error) -> bool {
 fn fail_the_log(fs: &FaultyIo, p: &Producer<(), String>, topic: &Topic<(), String>) {
     fs.inject(Fault::WriteError, 0);
     p.send(Record::new("t", "in memory".to_string())).unwrap();
-    let err = topic.flush().unwrap_err();
+    let err = topic.write_to_files().unwrap_err();
     assert!(is_offline(&err), "{err}");
 }
 
@@ -83,8 +84,8 @@ fn sends_to_an_offline_partition_say_so_and_hand_the_record_back() {
     assert_eq!(batch.len(), 5);
     // Flushing and syncing the topic say why, every time.
     for _ in 0..2 {
-        assert!(is_offline(&topic.flush().unwrap_err()));
-        assert!(is_offline(&topic.sync().unwrap_err()));
+        assert!(is_offline(&topic.write_to_files().unwrap_err()));
+        assert!(is_offline(&topic.fsync().unwrap_err()));
     }
     assert!(p.flush().is_ok());
     let _ = broker.close();

@@ -110,7 +110,7 @@ fn a_vanished_data_directory_is_not_an_empty_log() {
         let dir = tmp.path().join("data");
         let broker = create(&dir).unwrap();
         broker
-            .create_persisted_topic::<(), u64>("t", TopicConfig::new(1), PersistConfig::new())
+            .create_topic::<(), u64>("t", TopicConfig::new(1).persist(PersistConfig::new()))
             .unwrap();
         broker
             .producer::<(), u64>()
@@ -304,7 +304,7 @@ fn rf3_acks_all_survives_a_wiped_directory() {
         let broker = open(&dirs);
         let persist = PersistConfig::new().segment_bytes(4096);
         broker
-            .create_persisted_topic::<(), u64>(T, config(3).records_in_memory(16), persist)
+            .create_topic::<(), u64>(T, config(3).records_in_memory(16).persist(persist))
             .unwrap();
         let p = producer(&broker);
         let send_all = |p: &logbus::Producer<(), u64>, values: std::ops::Range<u64>| {
@@ -347,7 +347,7 @@ fn rf3_acks_all_survives_a_wiped_directory() {
             );
             assert_eq!(m.index(), Some(d), "{what}");
         }
-        broker.open_topic::<(), u64>(T).unwrap();
+        broker.topic::<(), u64>(T).unwrap();
         let wiped_id = wiped as u32;
         for part in broker.describe_topic(T).unwrap().replicas {
             assert_ne!(
@@ -405,7 +405,7 @@ fn rf3_acks_all_survives_a_wiped_directory() {
         drop(broker);
         // Formatted again: an ordinary reopen, everything there.
         let broker = open_dirs(&dirs).unwrap();
-        broker.open_topic::<(), u64>(T).unwrap();
+        broker.topic::<(), u64>(T).unwrap();
         for part in 0..3 {
             let got = read_partition(&broker, part);
             let mine: Vec<u64> = acked
@@ -433,7 +433,7 @@ fn the_last_in_sync_replica_wiped_leaves_the_partition_leaderless() {
         .replication_factor(2)
         .min_insync_replicas(1);
     broker
-        .create_persisted_topic::<(), u64>(T, config, PersistConfig::new())
+        .create_topic::<(), u64>(T, config.persist(PersistConfig::new()))
         .unwrap();
     let p = producer(&broker);
     assert_eq!(send(&p, 0..40).len(), 40);
@@ -448,7 +448,7 @@ fn the_last_in_sync_replica_wiped_leaves_the_partition_leaderless() {
         .replace_lost_data_dirs(true)
         .open()
         .unwrap();
-    broker.open_topic::<(), u64>(T).unwrap();
+    broker.topic::<(), u64>(T).unwrap();
     let part = describe(&broker);
     assert_eq!(part.leader, None, "{part:?}");
     // (The partition starts out as created, led by replica 0 in epoch 0, before its state

@@ -45,7 +45,7 @@ fn a_queued_send_whose_codec_panics_does_not_panic_the_holder() {
     let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
-        .create_persisted_topic::<(), Bomb>(T, config(1), PersistConfig::new())
+        .create_topic::<(), Bomb>(T, config(1).persist(PersistConfig::new()))
         .unwrap();
     let config = ProducerConfig::new()
         .acks(Acks::All)

@@ -12,7 +12,7 @@ use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::replica::EventKind;
 use logbus::storage::fault::{Fault, FaultyIo};
 use logbus::storage::{BatchIter, LogSetup, SegmentSet};
-use logbus::{Broker, Error};
+use logbus::{Broker, Error, Record};
 use replicas_adversarial_common::*;
 
 /// `(offset, partitionLeaderEpoch, value)` of every record in a closed replica directory.
@@ -41,7 +41,7 @@ fn replicas_are_real_logs_on_different_directories() {
     let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
-        .create_persisted_topic::<(), u64>(T, config(2), PersistConfig::new())
+        .create_topic::<(), u64>(T, config(2).persist(PersistConfig::new()))
         .unwrap();
     let acked = send(&producer(&broker), 0..100);
     assert_eq!(acked.len(), 100);
@@ -74,7 +74,7 @@ fn a_replication_factor_above_the_directory_count_is_refused() {
         .open()
         .unwrap();
     let err = broker
-        .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())
+        .create_topic::<(), u64>(T, config(1).persist(PersistConfig::new()))
         .unwrap_err();
     assert!(
         matches!(&err, Error::InvalidConfig { name: "replication_factor", valid, .. }
@@ -89,7 +89,7 @@ fn a_failed_directory_moves_leadership_and_loses_nothing_acknowledged() {
     let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
-        .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())
+        .create_topic::<(), u64>(T, config(1).persist(PersistConfig::new()))
         .unwrap();
     let p = producer(&broker);
     let mut acked = send(&p, 0..200);
@@ -125,7 +125,7 @@ fn io_errors_take_the_directory_offline() {
     let dirs = virtual_dirs();
     let broker = open_on(&fs, &dirs);
     broker
-        .create_persisted_topic::<(), u64>(T, config(3), PersistConfig::new())
+        .create_topic::<(), u64>(T, config(3).persist(PersistConfig::new()))
         .unwrap();
     let p = producer(&broker);
     let mut acked = send(&p, 0..50);
@@ -169,7 +169,7 @@ fn a_removed_directory_is_detected() {
     let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
-        .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())
+        .create_topic::<(), u64>(T, config(1).persist(PersistConfig::new()))
         .unwrap();
     let p = producer(&broker);
     let mut acked = send(&p, 0..100);
@@ -201,11 +201,13 @@ fn reopen_after_close_recovers_every_replica() {
 
     let broker = open(&dirs);
     assert_eq!(broker.topics(), vec![T.to_string()]);
-    assert!(matches!(
-        broker.topic::<(), u64>(T),
-        Err(Error::TopicNotOpen { .. })
-    ));
-    broker.open_topic::<(), u64>(T).unwrap();
+    // Not opened yet: a send is told to open it; `topic` opens it.
+    let err = broker
+        .producer::<(), u64>()
+        .send(Record::new(T, 0))
+        .unwrap_err();
+    assert!(matches!(err.error(), Error::TopicNotOpen { .. }), "{err}");
+    broker.topic::<(), u64>(T).unwrap();
     assert!(broker.faults().wait_in_sync(T, 0, WAIT).unwrap());
     let after = describe(&broker);
     // A new epoch; every replica holds the 300 records, with the epochs read from disk.
@@ -228,10 +230,9 @@ fn reopen_after_a_process_crash_keeps_everything_acknowledged() {
     let dirs = virtual_dirs();
     let broker = open_on(&fs, &dirs);
     broker
-        .create_persisted_topic::<(), u64>(
+        .create_topic::<(), u64>(
             T,
-            config(1),
-            PersistConfig::new().flush(FlushPolicy::Os),
+            config(1).persist(PersistConfig::new().flush(FlushPolicy::Os)),
         )
         .unwrap();
     let acked = send(&producer(&broker), 0..300);
@@ -239,7 +240,7 @@ fn reopen_after_a_process_crash_keeps_everything_acknowledged() {
     drop(broker);
     fs.kill(); // the page cache survives
     let broker = open_on(&fs, &dirs);
-    broker.open_topic::<(), u64>(T).unwrap();
+    broker.topic::<(), u64>(T).unwrap();
     assert!(broker.faults().wait_in_sync(T, 0, WAIT).unwrap());
     assert_has_all(&read_all(&broker), &acked, "process crash");
     broker.close().unwrap();
@@ -252,10 +253,9 @@ fn power_loss_with_every_batch_keeps_everything_acknowledged() {
         let dirs = virtual_dirs();
         let broker = open_on(&fs, &dirs);
         broker
-            .create_persisted_topic::<(), u64>(
+            .create_topic::<(), u64>(
                 T,
-                config(1),
-                PersistConfig::new().flush(FlushPolicy::EveryBatch),
+                config(1).persist(PersistConfig::new().flush(FlushPolicy::EveryBatch)),
             )
             .unwrap();
         let p = producer(&broker);
@@ -266,7 +266,7 @@ fn power_loss_with_every_batch_keeps_everything_acknowledged() {
         drop((p, broker));
         fs.crash(); // only what was fsynced survives
         let broker = open_on(&fs, &dirs);
-        broker.open_topic::<(), u64>(T).unwrap();
+        broker.topic::<(), u64>(T).unwrap();
         assert!(broker.faults().wait_in_sync(T, 0, WAIT).unwrap());
         let d = describe(&broker);
         assert!(d.leader_epoch >= 2, "seed {seed}: {d:?}");
@@ -284,7 +284,7 @@ fn a_restored_directory_rejoins_from_what_its_disk_kept() {
     let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
-        .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())
+        .create_topic::<(), u64>(T, config(1).persist(PersistConfig::new()))
         .unwrap();
     let p = producer(&broker);
     send(&p, 0..100);
@@ -314,7 +314,7 @@ fn a_replica_on_a_failed_directory_returns_only_with_it() {
     let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
-        .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())
+        .create_topic::<(), u64>(T, config(1).persist(PersistConfig::new()))
         .unwrap();
     let p = producer(&broker);
     send(&p, 0..50);
@@ -375,7 +375,7 @@ fn sends_after_close_say_the_broker_is_closed() {
     let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
-        .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())
+        .create_topic::<(), u64>(T, config(1).persist(PersistConfig::new()))
         .unwrap();
     let p = producer(&broker);
     assert_eq!(send(&p, 0..10).len(), 10);

@@ -42,7 +42,7 @@ fn closed_topic(n: u64, persist: PersistConfig) -> (Vec<tempfile::TempDir>, Vec<
     let (t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
-        .create_persisted_topic::<(), u64>(T, config(1).records_in_memory(8), persist)
+        .create_topic::<(), u64>(T, config(1).records_in_memory(8).persist(persist))
         .unwrap();
     assert_eq!(send(&producer(&broker), 0..n).len() as u64, n);
     broker.close().unwrap();
@@ -57,7 +57,7 @@ fn reopen_outcome(dirs: &[PathBuf]) -> Result<Option<Broker>, String> {
             Ok(b) => b,
             Err(e) => return Ok::<_, String>(Err(e)),
         };
-        match broker.open_topic::<(), u64>(T) {
+        match broker.topic::<(), u64>(T) {
             Ok(_) => Ok(Ok(broker)),
             Err(e) => {
                 let _ = broker.close();
@@ -176,7 +176,7 @@ fn reopen_and_check(dirs: &[PathBuf], acked: &[u64], what: &str) {
     for round in 0..2 {
         let what = format!("{what} (open {round})");
         let broker = open(dirs);
-        broker.open_topic::<(), u64>(T).unwrap();
+        broker.topic::<(), u64>(T).unwrap();
         assert!(
             broker.faults().wait_in_sync(T, 0, WAIT).unwrap(),
             "{what}: {:?}",
@@ -294,7 +294,7 @@ fn asymmetric_topic() -> (Vec<tempfile::TempDir>, Vec<PathBuf>, Vec<u64>) {
         .replication_factor(2)
         .min_insync_replicas(1);
     broker
-        .create_persisted_topic::<(), u64>(T, config, PersistConfig::new())
+        .create_topic::<(), u64>(T, config.persist(PersistConfig::new()))
         .unwrap();
     let p = producer(&broker);
     let mut acked = send(&p, 0..40);
@@ -337,7 +337,7 @@ fn directories_given_in_another_order_are_refused() {
     // The broker itself opens (its other topics stay usable); the topic is refused.
     let swapped = vec![dirs[1].clone(), dirs[0].clone(), dirs[2].clone()];
     let broker = open(&swapped);
-    let err = broker.open_topic::<(), u64>(T).unwrap_err();
+    let err = broker.topic::<(), u64>(T).unwrap_err();
     assert!(
         matches!(&err, Error::InvalidConfig { name: "data_dirs", valid, .. }
             if valid.contains("was directory 1")),
@@ -346,7 +346,7 @@ fn directories_given_in_another_order_are_refused() {
     broker.close().unwrap();
     drop(broker);
     let broker = open(&dirs);
-    broker.open_topic::<(), u64>(T).unwrap();
+    broker.topic::<(), u64>(T).unwrap();
     assert_has_all(&read_all(&broker), &acked, "the original order");
     broker.close().unwrap();
 }
@@ -368,7 +368,7 @@ fn a_changed_directory_count_is_refused_or_harmless() {
     let mut more = dirs.clone();
     more.push(extra);
     let broker = open(&more);
-    broker.open_topic::<(), u64>(T).unwrap();
+    broker.topic::<(), u64>(T).unwrap();
     assert_has_all(&read_all(&broker), &acked, "four directories");
     broker.close().unwrap();
 }
@@ -428,7 +428,7 @@ fn a_crafted_topic_file_is_a_typed_error() {
         .open()
         .unwrap();
     broker
-        .create_persisted_topic::<(), u64>(T, TopicConfig::new(1), PersistConfig::new())
+        .create_topic::<(), u64>(T, TopicConfig::new(1).persist(PersistConfig::new()))
         .unwrap();
     broker.close().unwrap();
     drop(broker);
@@ -447,7 +447,7 @@ fn a_crafted_topic_file_is_a_typed_error() {
             .data_dir(dir.path())
             .create(true)
             .open()
-            .and_then(|b| b.open_topic::<(), u64>(T).map(|_| b.close()))
+            .and_then(|b| b.topic::<(), u64>(T).map(|_| b.close()))
     }));
     match r {
         Err(_) => panic!("panicked"),

@@ -69,7 +69,7 @@ fn a_deleted_topic_stays_deleted_through_a_power_loss() {
         let dirs = virtual_dirs();
         let broker = open_on(&fs, &dirs);
         broker
-            .create_persisted_topic::<(), u64>(T, config(2), PersistConfig::new())
+            .create_topic::<(), u64>(T, config(2).persist(PersistConfig::new()))
             .unwrap();
         assert_eq!(send(&producer(&broker), 0..50).len(), 50);
         broker.delete_topic(T).unwrap();
@@ -83,7 +83,7 @@ fn a_deleted_topic_stays_deleted_through_a_power_loss() {
             broker.topics()
         );
         broker
-            .create_persisted_topic::<(), u64>(T, config(2), PersistConfig::new())
+            .create_topic::<(), u64>(T, config(2).persist(PersistConfig::new()))
             .unwrap();
         assert_eq!(describe(&broker).high_watermark, 0);
         broker.close().unwrap();
@@ -99,7 +99,7 @@ fn a_topic_deleted_while_a_directory_is_failed_is_refused_until_restored() {
     let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
-        .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())
+        .create_topic::<(), u64>(T, config(1).persist(PersistConfig::new()))
         .unwrap();
     assert_eq!(send(&producer(&broker), 0..20).len(), 20);
     broker.faults().fail_data_dir(2).unwrap();
@@ -131,10 +131,11 @@ fn a_divergent_tail_is_truncated_by_epoch_after_a_restart() {
         let dirs = virtual_dirs();
         let broker = open_on(&fs, &dirs);
         broker
-            .create_persisted_topic::<(), u64>(
+            .create_topic::<(), u64>(
                 T,
-                config(1).records_in_memory(16),
-                PersistConfig::new().flush(FlushPolicy::EveryBatch),
+                config(1)
+                    .records_in_memory(16)
+                    .persist(PersistConfig::new().flush(FlushPolicy::EveryBatch)),
             )
             .unwrap();
         let faults = broker.faults();
@@ -163,7 +164,7 @@ fn a_divergent_tail_is_truncated_by_epoch_after_a_restart() {
             drop(broker);
         }
         let broker = open_on(&fs, &dirs);
-        broker.open_topic::<(), u64>(T).unwrap();
+        broker.topic::<(), u64>(T).unwrap();
         assert!(
             broker.faults().wait_in_sync(T, 0, WAIT).unwrap(),
             "{:?}",
@@ -194,7 +195,7 @@ fn add_partitions_on_a_replicated_persisted_topic_is_a_typed_error() {
     let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
-        .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new())
+        .create_topic::<(), u64>(T, config(1).persist(PersistConfig::new()))
         .unwrap();
     assert_eq!(send(&producer(&broker), 0..10).len(), 10);
     let err = broker.add_partitions(T, 3).unwrap_err();
@@ -207,7 +208,7 @@ fn add_partitions_on_a_replicated_persisted_topic_is_a_typed_error() {
     broker.close().unwrap();
     drop(broker);
     let broker = open(&dirs);
-    broker.open_topic::<(), u64>(T).unwrap();
+    broker.topic::<(), u64>(T).unwrap();
     assert_eq!(broker.describe_topic(T).unwrap().replicas.len(), 1);
     assert_eq!(read_all(&broker), (0..10).collect::<Vec<_>>());
     broker.close().unwrap();
@@ -278,12 +279,12 @@ fn offsets_for_times_finds_records_on_disk() {
     broker.close().unwrap();
     drop(broker);
     let broker = open(&dirs);
-    broker.open_topic::<(), u64>(T).unwrap();
+    broker.topic::<(), u64>(T).unwrap();
     check(&broker, "reopened");
     broker.close().unwrap();
 }
 
-/// `Topic::sync` and `Broker::sync` on a replicated persisted topic (flush policy `Os`):
+/// `Topic::fsync` and `Broker::fsync_and_checkpoint` on a replicated persisted topic (flush policy `Os`):
 /// what was sent before the call survives a power loss. Both returned `Ok` without an
 /// fsync (the topic's partitions have no plain disk log), and the power loss lost records.
 #[test]
@@ -294,23 +295,22 @@ fn sync_makes_a_replicated_topic_durable() {
             let dirs = virtual_dirs();
             let broker = open_on(&fs, &dirs);
             let topic = broker
-                .create_persisted_topic::<(), u64>(
+                .create_topic::<(), u64>(
                     T,
-                    config(1),
-                    PersistConfig::new().flush(FlushPolicy::Os),
+                    config(1).persist(PersistConfig::new().flush(FlushPolicy::Os)),
                 )
                 .unwrap();
             assert_eq!(send(&producer(&broker), 0..100).len(), 100);
             if broker_wide {
-                broker.sync().unwrap();
+                broker.fsync_and_checkpoint().unwrap();
             } else {
-                topic.sync().unwrap();
+                topic.fsync().unwrap();
             }
             broker.simulate_process_death();
             drop((topic, broker));
             fs.crash();
             let broker = open_on(&fs, &dirs);
-            broker.open_topic::<(), u64>(T).unwrap();
+            broker.topic::<(), u64>(T).unwrap();
             let _ = broker.faults().wait_in_sync(T, 0, WAIT);
             let what = format!("seed {seed}, broker-wide {broker_wide}");
             assert_has_all(&read_all(&broker), &(0..100).collect::<Vec<_>>(), &what);
@@ -327,7 +327,10 @@ fn a_follower_catching_up_past_a_segment_size_stays_online() {
     let (_t, dirs) = tempdirs(3);
     let broker = open(&dirs);
     broker
-        .create_persisted_topic::<(), u64>(T, config(1), PersistConfig::new().segment_bytes(4096))
+        .create_topic::<(), u64>(
+            T,
+            config(1).persist(PersistConfig::new().segment_bytes(4096)),
+        )
         .unwrap();
     let faults = broker.faults();
     faults.stall_replica(T, 0, 2).unwrap();
@@ -359,7 +362,7 @@ fn a_record_too_large_is_refused_and_takes_nothing_offline() {
         let (_t, dirs) = tempdirs(3);
         let broker = open(&dirs);
         broker
-            .create_persisted_topic::<(), String>(T, config(1), persist)
+            .create_topic::<(), String>(T, config(1).persist(persist))
             .unwrap();
         let config = ProducerConfig::new()
             .acks(Acks::All)

@@ -188,7 +188,7 @@ fn run(seed: u64, on_disk: bool, memory: usize) -> Result<(u64, u64, u64), Strin
         let broker = open();
         let persist = PersistConfig::new().segment_bytes(64 << 10);
         broker
-            .create_persisted_topic::<(), u64>(T, config, persist)
+            .create_topic::<(), u64>(T, config.persist(persist))
             .unwrap();
         broker
     } else {
@@ -404,7 +404,7 @@ fn run(seed: u64, on_disk: bool, memory: usize) -> Result<(u64, u64, u64), Strin
         broker.close().map_err(|e| format!("close: {e}"))?;
         drop(broker);
         let broker = open();
-        let topic = broker.open_topic::<(), u64>(T).map_err(|e| e.to_string())?;
+        let topic = broker.topic::<(), u64>(T).map_err(|e| e.to_string())?;
         for p in 0..PARTITIONS {
             if !faults_of(&broker)
                 .wait_in_sync(T, p, Duration::from_secs(10))

@@ -328,7 +328,7 @@ fn run_until_failure(fs: &FaultyIo, arm: impl FnOnce(&FaultyIo)) -> (u64, Checkp
     for i in 0..20 {
         log.append(&[record(i, 100)]).unwrap();
     }
-    log.sync().unwrap();
+    log.fsync().unwrap();
     synced = synced.max(log.log_end_offset());
     let cp = Checkpoints {
         recovery_point: log.recovery_point(),
@@ -341,7 +341,7 @@ fn run_until_failure(fs: &FaultyIo, arm: impl FnOnce(&FaultyIo)) -> (u64, Checkp
         loop {
             let r = log.append(&[record(i, 100)]).and_then(|_| {
                 if i % 5 == 0 {
-                    log.sync()
+                    log.fsync()
                 } else {
                     Ok(())
                 }
@@ -362,7 +362,7 @@ fn run_until_failure(fs: &FaultyIo, arm: impl FnOnce(&FaultyIo)) -> (u64, Checkp
         log.append(&[record(i, 100)]),
         Err(Error::LogOffline { .. })
     ));
-    assert!(matches!(log.sync(), Err(Error::LogOffline { .. })));
+    assert!(matches!(log.fsync(), Err(Error::LogOffline { .. })));
     (synced, cp, err)
 }
 
@@ -442,7 +442,7 @@ fn short_writes_are_retried() {
         fs.inject(Fault::ShortWrite, 0);
         log.append(&[record(i, 100)]).unwrap();
     }
-    log.sync().unwrap();
+    log.fsync().unwrap();
     let all = read_all(&log);
     assert_eq!(all.len(), 30);
     assert_consistent(&fs, &sim_dir());
@@ -585,7 +585,7 @@ fn power_loss_at_random_points_keeps_a_consistent_prefix() {
                 log.append(&records).unwrap();
                 written += n as u64;
                 if rng.u8(0..4) == 0 {
-                    log.sync().unwrap();
+                    log.fsync().unwrap();
                     synced = written;
                     cp.recovery_point = log.recovery_point();
                 }

@@ -409,7 +409,7 @@ fn kafka_python_reads_every_replica_with_its_leader_epochs() {
         .replication_factor(3)
         .min_insync_replicas(2);
     broker
-        .create_persisted_topic::<(), u64>("epochs", config, PersistConfig::new())
+        .create_topic::<(), u64>("epochs", config.persist(PersistConfig::new()))
         .unwrap();
     let p = broker.producer::<(), u64>();
     let ts = |v: u64| 1_700_000_000_000 + v as i64;

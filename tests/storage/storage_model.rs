@@ -158,7 +158,7 @@ fn run(config: LogConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 model.batches.push(batch);
             }
             Op::Sync => {
-                log.sync().expect("sync");
+                log.fsync().expect("sync");
                 prop_assert_eq!(log.recovery_point(), model.end);
             }
             Op::Roll => log.roll().expect("roll"),
@@ -232,7 +232,7 @@ fn run(config: LogConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
         prop_assert_eq!(log.log_end_offset(), model.end);
     }
     prop_assert_eq!(read_all(&log), model.records());
-    log.flush().expect("flush");
+    log.write_to_files().expect("flush");
     assert_consistent(&fs, &dir);
     let cp = log.close().expect("close");
     let log = reopen(cp);

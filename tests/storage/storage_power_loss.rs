@@ -166,11 +166,11 @@ fn nothing_called_durable_is_lost_across_kills_power_losses_and_failed_fsyncs() 
                     }
                 }
                 let done = match rng.u8(0..6) {
-                    0 => log.sync().map(|()| {
+                    0 => log.fsync().map(|()| {
                         disk.durable = log.log_end_offset();
                         disk.checkpoints.recovery_point = log.recovery_point();
                     }),
-                    1 => log.flush(),
+                    1 => log.write_to_files(),
                     _ => Ok(()),
                 };
                 if let Err(e) = done {
@@ -193,7 +193,7 @@ fn nothing_called_durable_is_lost_across_kills_power_losses_and_failed_fsyncs() 
                     // Appends since the last sync (if any) meet a failing fsync; with nothing
                     // to fsync, sync succeeds without one.
                     disk.fs.inject(Fault::SyncError, 0);
-                    if log.sync().is_ok() {
+                    if log.fsync().is_ok() {
                         disk.durable = log.log_end_offset();
                     }
                     disk.fs.clear_faults();

@@ -573,7 +573,7 @@ fn write_outs_start_write_back_only_when_configured() {
         }
         let big: Vec<BatchRecord> = (40..60).map(|i| record(i, 1000)).collect();
         log.append(&big).unwrap();
-        log.sync().unwrap();
+        log.fsync().unwrap();
         let n = starts.load(std::sync::atomic::Ordering::Relaxed);
         if start_writeback {
             assert!(n >= 2, "{n} write-back starts");

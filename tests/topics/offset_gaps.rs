@@ -115,12 +115,13 @@ fn log_with_a_deleted_segment() -> (tempfile::TempDir, Vec<(u64, String)>) {
     {
         let broker = open(dir.path());
         broker
-            .create_persisted_topic::<(), String>(
+            .create_topic::<(), String>(
                 TOPIC,
-                TopicConfig::new(1).records_in_memory(16),
-                PersistConfig::new()
-                    .segment_bytes(4096)
-                    .flush(FlushPolicy::Os),
+                TopicConfig::new(1).records_in_memory(16).persist(
+                    PersistConfig::new()
+                        .segment_bytes(4096)
+                        .flush(FlushPolicy::Os),
+                ),
             )
             .unwrap();
         let p = broker.producer::<(), String>();
@@ -147,7 +148,7 @@ fn log_with_a_deleted_segment() -> (tempfile::TempDir, Vec<(u64, String)>) {
 fn a_deleted_middle_segment_is_read_once_in_order() {
     let (dir, want) = log_with_a_deleted_segment();
     let broker = open(dir.path());
-    broker.open_topic::<(), String>(TOPIC).unwrap();
+    broker.topic::<(), String>(TOPIC).unwrap();
     for path in PATHS {
         for max in [7, 500] {
             let mut c = consumer(&broker, None);
@@ -169,7 +170,7 @@ fn a_deleted_middle_segment_is_read_once_in_order() {
 fn a_seek_into_a_gap_reads_from_the_next_record_once() {
     let (dir, all) = log_with_a_deleted_segment();
     let broker = open(dir.path());
-    broker.open_topic::<(), String>(TOPIC).unwrap();
+    broker.topic::<(), String>(TOPIC).unwrap();
     // The first offset missing, and the last record before the gap.
     let gap = all.windows(2).find(|w| w[1].0 != w[0].0 + 1).unwrap()[0].0 + 1;
     let tp = TopicPartition::new(TOPIC, 0);
@@ -192,10 +193,11 @@ fn a_kafka_directory_with_gaps_between_batches_is_read_once_in_order() {
     {
         let broker = open(dir.path());
         broker
-            .create_persisted_topic::<(), String>(
+            .create_topic::<(), String>(
                 TOPIC,
-                TopicConfig::new(1).records_in_memory(16),
-                PersistConfig::new().flush(FlushPolicy::Os),
+                TopicConfig::new(1)
+                    .records_in_memory(16)
+                    .persist(PersistConfig::new().flush(FlushPolicy::Os)),
             )
             .unwrap();
         broker.close().unwrap();
@@ -228,7 +230,7 @@ fn a_kafka_directory_with_gaps_between_batches_is_read_once_in_order() {
         set.close().unwrap();
     }
     let broker = open(dir.path());
-    broker.open_topic::<(), String>(TOPIC).unwrap();
+    broker.topic::<(), String>(TOPIC).unwrap();
     let p = broker.producer::<(), String>();
     for o in 104..110 {
         let sent = p.send(Record::new(TOPIC, value(o)).partition(0)).unwrap();
@@ -281,13 +283,13 @@ fn a_replicated_log_with_a_deleted_segment_is_read_once_in_order() {
     {
         let broker = open_both();
         broker
-            .create_persisted_topic::<(), String>(
+            .create_topic::<(), String>(
                 TOPIC,
                 TopicConfig::new(1)
                     .replication_factor(2)
                     .min_insync_replicas(1)
-                    .records_in_memory(16),
-                PersistConfig::new().segment_bytes(4096),
+                    .records_in_memory(16)
+                    .persist(PersistConfig::new().segment_bytes(4096)),
             )
             .unwrap();
         let p = broker.producer::<(), String>();
@@ -308,7 +310,7 @@ fn a_replicated_log_with_a_deleted_segment_is_read_once_in_order() {
         }
     }
     let broker = open_both();
-    broker.open_topic::<(), String>(TOPIC).unwrap();
+    broker.topic::<(), String>(TOPIC).unwrap();
     let d = broker.describe_topic(TOPIC).unwrap().replicas[0].clone();
     let leader = d.leader.expect("a leader") as usize;
     assert_eq!(d.high_watermark, 2000);
@@ -366,13 +368,13 @@ fn a_follower_fetches_across_a_gap_in_its_leaders_log() {
     {
         let broker = open_both();
         broker
-            .create_persisted_topic::<(), String>(
+            .create_topic::<(), String>(
                 TOPIC,
                 TopicConfig::new(1)
                     .replication_factor(2)
                     .min_insync_replicas(1)
-                    .records_in_memory(16),
-                PersistConfig::new().segment_bytes(4096),
+                    .records_in_memory(16)
+                    .persist(PersistConfig::new().segment_bytes(4096)),
             )
             .unwrap();
         let d = broker.describe_topic(TOPIC).unwrap().replicas[0].clone();
@@ -399,7 +401,7 @@ fn a_follower_fetches_across_a_gap_in_its_leaders_log() {
         set.close().unwrap();
     }
     let broker = open_both();
-    broker.open_topic::<(), String>(TOPIC).unwrap();
+    broker.topic::<(), String>(TOPIC).unwrap();
     let caught_up = || {
         let d = broker.describe_topic(TOPIC).unwrap().replicas[0].clone();
         assert_eq!(d.leader, Some(0), "the leader keeps its place");

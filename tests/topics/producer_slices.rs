@@ -471,10 +471,11 @@ fn persisted_topics_take_copied_records_to_disk() {
             .create(true)
             .open()
             .unwrap();
-        b.create_persisted_topic::<(), u64>(
+        b.create_topic::<(), u64>(
             "d",
-            TopicConfig::new(1).records_in_memory(16),
-            logbus::persist::PersistConfig::new(),
+            TopicConfig::new(1)
+                .records_in_memory(16)
+                .persist(logbus::persist::PersistConfig::new()),
         )
         .unwrap();
         let p = b.producer::<(), u64>();
@@ -488,7 +489,7 @@ fn persisted_topics_take_copied_records_to_disk() {
         b.close().unwrap();
     }
     let b = Broker::open(dir.path()).unwrap();
-    b.open_topic::<(), u64>("d").unwrap();
+    b.topic::<(), u64>("d").unwrap();
     let want: Vec<_> = (0..100).map(|v| (v, 1_000 + v as i64, v)).collect();
     assert_eq!(read_all::<()>(&b, "d", 0), want);
 }

@@ -222,9 +222,10 @@ impl Broker {
     }
 
     /// Every known group (a group is known from its first consumer until
-    /// [`delete_group`](Broker::delete_group)), by name.
+    /// [`delete_group`](Broker::delete_group)), sorted by name: its state, protocol and
+    /// member count (Kafka's `listGroups`).
     pub fn list_groups(&self) -> Vec<GroupListing> {
-        self.groups()
+        self.group_names()
             .into_iter()
             .filter_map(|g| {
                 let c = self.group_coordinator(&g).ok()?;

@@ -39,9 +39,9 @@ pub(super) struct GroupEntry {
 }
 
 impl Broker {
-    /// The consumer groups known (every group a consumer was created with, until
-    /// [`delete_group`](Self::delete_group)), sorted.
-    pub fn groups(&self) -> Vec<String> {
+    /// The names of the consumer groups known, sorted ([`list_groups`](Self::list_groups)
+    /// is the public listing).
+    pub(crate) fn group_names(&self) -> Vec<String> {
         let mut names: Vec<_> = self.inner.groups.lock().keys().cloned().collect();
         names.sort();
         names

@@ -246,7 +246,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         }
     }
 
-    /// Fsyncs every replica's log (`Topic::sync`, `Broker::sync`). A replica whose sync
+    /// Fsyncs every replica's log (`Topic::fsync`, `Broker::fsync_and_checkpoint`). A replica whose sync
     /// fails goes offline; the first error.
     pub(crate) fn sync_disk(&self) -> Result<()> {
         let mut st = self.state.lock();

@@ -145,10 +145,11 @@ pub fn assert_replicas_agree(broker: &Broker, p: u32, what: &str) {
 /// its records are read back from disk.
 pub fn create_mostly_on_disk(broker: &Broker) {
     broker
-        .create_persisted_topic::<(), u64>(
+        .create_topic::<(), u64>(
             T,
-            config(1).records_in_memory(16),
-            PersistConfig::new().segment_bytes(4096),
+            config(1)
+                .records_in_memory(16)
+                .persist(PersistConfig::new().segment_bytes(4096)),
         )
         .unwrap();
 }
@@ -242,10 +243,11 @@ pub fn under_load(
         persist = persist.flush(f);
     }
     broker
-        .create_persisted_topic::<(), u64>(
+        .create_topic::<(), u64>(
             T,
-            config(PARTITIONS).records_in_memory(records_in_memory),
-            persist,
+            config(PARTITIONS)
+                .records_in_memory(records_in_memory)
+                .persist(persist),
         )
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -281,7 +283,7 @@ pub fn wait_acked(h: &Arc<Mutex<History>>, n: usize) {
 /// After a reopen: every acknowledged record at the offset it was acknowledged with, every
 /// record a consumer read at its offset, offsets dense, replicas agreeing below HW.
 pub fn check_history(broker: &Broker, h: &History, what: &str) {
-    broker.open_topic::<(), u64>(T).unwrap();
+    broker.topic::<(), u64>(T).unwrap();
     for p in 0..PARTITIONS {
         assert!(
             broker.faults().wait_in_sync(T, p, WAIT).unwrap(),

@@ -34,10 +34,11 @@ fn a_replicated_topic_created_as_the_process_dies_is_refused() {
     BEFORE_TRACKING.with(|h| {
         *h.borrow_mut() = Some(Box::new(move || dying.simulate_process_death()));
     });
-    let created = broker.create_persisted_topic::<(), u64>(
+    let created = broker.create_topic::<(), u64>(
         "t",
-        TopicConfig::new(1).replication_factor(3),
-        PersistConfig::new(),
+        TopicConfig::new(1)
+            .replication_factor(3)
+            .persist(PersistConfig::new()),
     );
     assert!(matches!(created, Err(Error::Closed { .. })), "{created:?}");
     assert!(broker
@@ -72,7 +73,7 @@ fn a_closed_partition_writes_no_files() {
     for t in ["lagging", "leaderless"] {
         let config = TopicConfig::new(1).replication_factor(3);
         broker
-            .create_persisted_topic::<(), u64>(t, config, PersistConfig::new())
+            .create_topic::<(), u64>(t, config.persist(PersistConfig::new()))
             .unwrap();
     }
     // "lagging": follower 1 stalled behind the leader; "leaderless": every replica down.

@@ -59,10 +59,9 @@ fn a_checkpoint_while_a_topic_opens_keeps_its_groups_offsets() {
     let fs = FaultyIo::new(5);
     let first = broker(&fs);
     first
-        .create_persisted_topic::<(), String>(
+        .create_topic::<(), String>(
             "t",
-            TopicConfig::new(1),
-            PersistConfig::new().flush(FlushPolicy::EveryBatch),
+            TopicConfig::new(1).persist(PersistConfig::new().flush(FlushPolicy::EveryBatch)),
         )
         .unwrap();
     let p = first.producer::<(), String>();
@@ -81,14 +80,14 @@ fn a_checkpoint_while_a_topic_opens_keeps_its_groups_offsets() {
     let syncing = b.clone();
     BEFORE_TRACKING.with(|h| {
         *h.borrow_mut() = Some(Box::new(move || {
-            syncing.sync().unwrap();
+            syncing.fsync_and_checkpoint().unwrap();
             syncing.simulate_process_death();
         }));
     });
-    let _ = b.open_topic::<(), String>("t");
+    let _ = b.topic::<(), String>("t");
     fs.crash();
     let again = broker(&fs);
-    again.open_topic::<(), String>("t").unwrap();
+    again.topic::<(), String>("t").unwrap();
     let c = again
         .consumer::<(), String>(ConsumerConfig::new().group_id("g"))
         .unwrap();
@@ -104,10 +103,9 @@ fn a_topic_opening_as_the_process_dies_takes_no_sends() {
     let fs = FaultyIo::new(3);
     let first = broker(&fs);
     first
-        .create_persisted_topic::<(), String>(
+        .create_topic::<(), String>(
             "t",
-            TopicConfig::new(1),
-            PersistConfig::new().flush(FlushPolicy::Os),
+            TopicConfig::new(1).persist(PersistConfig::new().flush(FlushPolicy::Os)),
         )
         .unwrap();
     first.close().unwrap();
@@ -118,13 +116,12 @@ fn a_topic_opening_as_the_process_dies_takes_no_sends() {
             *h.borrow_mut() = Some(Box::new(move || dying.simulate_process_death()));
         });
         let opened = if create {
-            b.create_persisted_topic::<(), String>(
+            b.create_topic::<(), String>(
                 "u",
-                TopicConfig::new(1),
-                PersistConfig::new().flush(FlushPolicy::Os),
+                TopicConfig::new(1).persist(PersistConfig::new().flush(FlushPolicy::Os)),
             )
         } else {
-            b.open_topic::<(), String>("t")
+            b.topic::<(), String>("t")
         };
         assert!(
             matches!(opened, Err(Error::Closed { .. })),

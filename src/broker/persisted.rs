@@ -1,8 +1,8 @@
-//! The broker's durable side: opening a broker on its data directories, creating and opening
-//! persisted topics (replicated or not) over the one durable write path in
-//! [`crate::persist`], syncing and closing them, and the fault-injection handle of
-//! replicated topics. The disk work itself (segment sets, flush policy, recovery,
-//! checkpoints, metadata files) lives in `persist`; replication in `replica`.
+//! The broker's persisted side: opening a broker on its data directories, creating and opening
+//! persisted topics (replicated or not) over the one write path to disk in
+//! [`crate::persist`], fsyncing and closing them. The disk work itself (segment sets, flush
+//! policy, recovery, checkpoints, metadata files) lives in `persist`; replication in
+//! `replica`; the fault-injection handle in `faults.rs`.
 
 use std::marker::PhantomData;
 use std::path::PathBuf;
@@ -18,7 +18,7 @@ use crate::persist::replicated::{
     ReplicatedMeta, TopicFiles,
 };
 use crate::persist::{ClampedOffset, DataDir, PartitionRecovery, PersistConfig, TopicMeta};
-use crate::replica::{Faults, ReplicaControl, ReplicaLogView, ReplicaSet, ReplicationConfig};
+use crate::replica::{ReplicaControl, ReplicaLogView, ReplicaSet, ReplicationConfig};
 use crate::storage::{checkpoint, Io};
 use crate::sync::StdArc as Arc;
 use crate::sync::{Mutex, WaitSet};
@@ -35,7 +35,7 @@ impl BrokerBuilder {
 
     /// The data directories (Kafka's `log.dirs`): the broker's data directory is the first
     /// (as [`data_dir`](Self::data_dir)); a replicated persisted topic
-    /// ([`Broker::create_persisted_topic`] with a replication factor above 1) keeps each
+    /// ([`Broker::create_topic`] with a replication factor above 1) keeps each
     /// partition's replicas on different directories — replica `i` of partition `p` on
     /// directory `(p + i) % count`, a replica's id being its directory's index — so the
     /// replication factor can be at most the directory count. A directory failing (I/O
@@ -55,12 +55,12 @@ impl BrokerBuilder {
     /// let dirs = [a.path(), b.path(), c.path()];
     /// let broker = Broker::builder().data_dirs(dirs).create(true).open()?;
     /// let config = TopicConfig::new(1).replication_factor(3).min_insync_replicas(2);
-    /// broker.create_persisted_topic::<String, String>("orders", config, PersistConfig::new())?;
+    /// broker.create_topic::<String, String>("orders", config.persist(PersistConfig::new()))?;
     /// broker.producer::<String, String>().send(Record::new("orders", "o-1".to_string()))?;
     /// broker.close()?;
     ///
     /// let broker = Broker::builder().data_dirs(dirs).open()?;
-    /// broker.open_topic::<String, String>("orders")?;
+    /// broker.topic::<String, String>("orders")?;
     /// assert_eq!(broker.describe_topic("orders")?.replicas[0].isr.len(), 3);
     /// # broker.close()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -134,7 +134,7 @@ impl BrokerBuilder {
     /// let dirs = [a.path(), b.path()];
     /// let broker = Broker::builder().data_dirs(dirs).create(true).open()?;
     /// let config = TopicConfig::new(1).replication_factor(2);
-    /// broker.create_persisted_topic::<(), String>("t", config, PersistConfig::new())?;
+    /// broker.create_topic::<(), String>("t", config.persist(PersistConfig::new()))?;
     /// broker.close()?;
     /// drop(broker);
     /// std::fs::remove_dir_all(b.path())?; // the disk under `b` is replaced
@@ -143,7 +143,7 @@ impl BrokerBuilder {
     /// assert!(matches!(refused, Err(Error::DataDirLost { index: 1, .. })));
     /// let broker = Broker::builder().data_dirs(dirs).replace_lost_data_dirs(true).open()?;
     /// assert_eq!(broker.replaced_data_dirs(), vec![b.path().to_path_buf()]);
-    /// broker.open_topic::<(), String>("t")?;
+    /// broker.topic::<(), String>("t")?;
     /// # broker.close()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -189,7 +189,7 @@ impl BrokerBuilder {
     ///
     /// let dir = tempfile::tempdir()?;
     /// let broker = Broker::builder().data_dir(dir.path()).create(true).open()?;
-    /// broker.create_persisted_topic::<(), String>("t", TopicConfig::new(1), PersistConfig::new())?;
+    /// broker.create_topic::<(), String>("t", TopicConfig::new(1).persist(PersistConfig::new()))?;
     /// broker.close()?;
     /// std::fs::remove_dir_all(dir.path().join("t-0"))?;
     ///
@@ -210,7 +210,7 @@ impl BrokerBuilder {
     /// Opens the broker on its data directory: takes the directory's lock, recovers every
     /// partition (in parallel, see [`Broker::recovery_reports`]) and loads the committed
     /// offsets. The persisted topics are listed by [`Broker::topics`] at once; each is
-    /// opened with [`Broker::open_topic`], which names its types (until then typed access
+    /// opened with [`Broker::topic`], which names its types (until then typed access
     /// to it is [`Error::TopicNotOpen`]).
     ///
     /// # Errors
@@ -286,13 +286,13 @@ impl Broker {
     ///
     /// let dir = tempfile::tempdir()?;
     /// let broker = Broker::builder().data_dir(dir.path()).create(true).open()?;
-    /// broker.create_persisted_topic::<String, String>("events", TopicConfig::new(1),
-    ///     PersistConfig::new())?;
+    /// let config = TopicConfig::new(1).persist(PersistConfig::new());
+    /// broker.create_topic::<String, String>("events", config)?;
     /// broker.producer::<String, String>().send(Record::new("events", "hi".to_string()))?;
     /// broker.close()?;
     ///
     /// let broker = Broker::open(dir.path())?;
-    /// let topic = broker.open_topic::<String, String>("events")?;
+    /// let topic = broker.topic::<String, String>("events")?;
     /// assert_eq!(broker.describe_topic("events")?.partitions[0].log_end, 1);
     /// # drop(topic);
     /// broker.close()?;
@@ -305,29 +305,24 @@ impl Broker {
     fn data_or_err(&self) -> Result<&Arc<DataDir>> {
         self.data().ok_or_else(|| Error::InvalidConfig {
             name: "data_dir",
-            value: "none (an in-memory broker)".into(),
-            valid: "a broker opened with Broker::open or BrokerBuilder::open".into(),
+            value: "none (an in-memory broker; a persisted topic needs a data directory)".into(),
+            valid: "a broker opened on a data directory: Broker::open(dir), or \
+                    Broker::builder().data_dir(dir).create(true).open() to make one; \
+                    or a TopicConfig without persist, for an in-memory topic"
+                .into(),
         })
     }
 
-    /// Creates a persisted topic: its partitions live in `<data dir>/<name>-<n>/`, its
-    /// metadata (with the codecs' type ids) in `<data dir>/<name>.topic`. The topic's
-    /// `records_in_memory` sizes the ring that caches the tail; its retention age applies
-    /// to segments; `Overflow` does not apply (producers wait only for the disk writer).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidConfig`] (also on an in-memory broker), [`Error::InvalidTopicName`],
-    /// [`Error::TopicExists`] (in memory or on disk), I/O errors.
-    pub fn create_persisted_topic<K, V>(
+    /// Creates a persisted topic (`create_topic` with a [`TopicConfig::persist`] config).
+    pub(super) fn create_persisted<K, V>(
         &self,
         name: &str,
         config: TopicConfig,
         persist: PersistConfig,
     ) -> Result<Topic<K, V>>
     where
-        K: crate::codec::Codec + Send + Sync + 'static,
-        V: crate::codec::Codec + Send + Sync + 'static,
+        K: Codec + Send + Sync + 'static,
+        V: Codec + Send + Sync + 'static,
     {
         super::validate_topic_name(name)?;
         persist.validate()?;
@@ -339,35 +334,17 @@ impl Broker {
     }
 
     /// Opens a persisted topic recovered from the data directory (or returns it if already
-    /// open), checking its codecs' type ids against its metadata. The Rust types are fixed
-    /// from then on: two types of one encoding (`Vec<u8>` and `Bytes`) cannot both open it.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::UnknownTopic`]; [`Error::TypeMismatch`] when the topic was created with other
-    /// key or value codecs (type ids), or is open with other Rust types, naming both; for a
-    /// replicated topic, [`Error::InvalidConfig`] (`data_dirs`) when the data directories
-    /// are not in the order it was created with (replica ids are directory indexes).
-    pub fn open_topic<K, V>(&self, name: &str) -> Result<Topic<K, V>>
+    /// open): the part of [`topic`](Self::topic) that opens one.
+    pub(super) fn open_persisted<K, V>(&self, name: &str) -> Result<Topic<K, V>>
     where
-        K: crate::codec::Codec + Send + Sync + 'static,
-        V: crate::codec::Codec + Send + Sync + 'static,
+        K: Codec + Send + Sync + 'static,
+        V: Codec + Send + Sync + 'static,
     {
         let data = self.data_or_err()?;
         if let Some(topic) = open_replicated(self, name)? {
             return Ok(topic);
         }
         open_single::<K, V>(data, self, name)
-    }
-
-    /// The persisted topics in the data directory (open or not), sorted.
-    pub fn persisted_topics(&self) -> Vec<String> {
-        let mut names = self.data().map(|d| d.topic_names()).unwrap_or_default();
-        if let Some(r) = dirs_of(self) {
-            names.extend(r.names());
-            names.sort();
-        }
-        names
     }
 
     /// The data directories that had lost their marker and were formatted again at open
@@ -386,8 +363,8 @@ impl Broker {
         self.data().map(|d| d.clamped()).unwrap_or_default()
     }
 
-    /// Makes every record sent to a persisted topic before the call durable, and checkpoints
-    /// the committed offsets. Safe to call from many threads, and while the background
+    /// Fsyncs every persisted topic (every record sent before the call becomes durable) and
+    /// writes the committed offsets' checkpoint. Safe to call from many threads, and while the background
     /// thread checkpoints: every writer of a checkpoint file is serialised (each replace is
     /// atomic and durable: temp file, fsync, rename, directory fsync), so once a call
     /// returns, a crash keeps at least the offsets committed before it.
@@ -396,7 +373,7 @@ impl Broker {
     ///
     /// The I/O error that took a log offline; [`Error::Closed`] once [`close`](Self::close)
     /// began (the close writes the last checkpoint).
-    pub fn sync(&self) -> Result<()> {
+    pub fn fsync_and_checkpoint(&self) -> Result<()> {
         match self.data() {
             Some(d) => {
                 let replicas = dirs_of(self).map_or(Ok(()), |r| r.sync());
@@ -447,13 +424,14 @@ impl Broker {
 }
 
 impl<K, V> Topic<K, V> {
-    /// Makes every record sent to this (persisted) topic before the call durable. A no-op
-    /// for an in-memory topic.
+    /// Fsyncs: makes every record sent to this (persisted) topic before the call durable
+    /// (written to its segment files and fsynced, so a power loss keeps it). A no-op for an
+    /// in-memory topic.
     ///
     /// # Errors
     ///
     /// [`Error::PartitionOffline`], with the I/O error that took a partition's log offline.
-    pub fn sync(&self) -> Result<()> {
+    pub fn fsync(&self) -> Result<()> {
         for p in self.inner().partitions().iter() {
             p.sync_disk(true)?;
         }
@@ -462,7 +440,7 @@ impl<K, V> Topic<K, V> {
 
     /// Waits until every record sent to this (persisted) topic before the call is written
     /// to its segment files, without an fsync: from then on a crash of the process no longer
-    /// loses it, a power loss still may (see [`sync`](Self::sync)). A no-op for an
+    /// loses it, a power loss still may (see [`fsync`](Self::fsync)). A no-op for an
     /// in-memory topic.
     ///
     /// # Errors
@@ -478,18 +456,17 @@ impl<K, V> Topic<K, V> {
     ///
     /// let dir = tempfile::tempdir().unwrap();
     /// let broker = Broker::builder().data_dir(dir.path()).create(true).open()?;
-    /// let topic = broker.create_persisted_topic::<(), String>(
+    /// let topic = broker.create_topic::<(), String>(
     ///     "events",
-    ///     TopicConfig::new(1),
-    ///     PersistConfig::new().flush(FlushPolicy::Os),
+    ///     TopicConfig::new(1).persist(PersistConfig::new().flush(FlushPolicy::Os)),
     /// )?;
     /// let producer = broker.producer::<(), String>();
     /// producer.send(Record::new("events", "hello".to_string())).unwrap();
-    /// topic.flush()?; // in the file now, not necessarily on the device
+    /// topic.write_to_files()?; // in the file now, not necessarily on the device
     /// broker.close()?;
     /// # Ok::<(), logbus::Error>(())
     /// ```
-    pub fn flush(&self) -> Result<()> {
+    pub fn write_to_files(&self) -> Result<()> {
         for p in self.inner().partitions().iter() {
             p.sync_disk(false)?;
         }
@@ -538,7 +515,7 @@ where
     data.check_open()?;
     // Validates the name, partitions, memory and replication as for any topic.
     broker.check_new_topic(name, &config)?;
-    // Held until the topic is registered: an `open_topic` racing this one waits and
+    // Held until the topic is registered: an `topic` racing this one waits and
     // finds it open, rather than starting a second set of writers.
     let _opening = data.opening.lock();
     if broker.topics().iter().any(|t| t == name) {
@@ -599,7 +576,7 @@ where
     data.check_open()?;
     // Held while the topic starts: two threads opening it start one set of writers.
     let _opening = data.opening.lock();
-    match broker.topic::<K, V>(name) {
+    match broker.topic_inner::<K, V>(name).map(Topic::from_inner) {
         Err(Error::TopicNotOpen { .. }) => {}
         // Open already (or in memory, or other Rust types: `TypeMismatch`).
         done => return done,
@@ -684,7 +661,7 @@ pub(super) fn dirs_of(broker: &Broker) -> Option<Arc<DiskDirs>> {
     broker.replication().disk()
 }
 
-/// Creates a replicated persisted topic (see [`Broker::create_persisted_topic`]).
+/// Creates a replicated persisted topic (see [`Broker::create_topic`]).
 fn create_replicated<K, V>(
     broker: &Broker,
     name: &str,
@@ -781,7 +758,7 @@ where
     let Some(meta) = dirs.metas.lock().get(name).cloned() else {
         return Ok(None);
     };
-    match broker.topic::<K, V>(name) {
+    match broker.topic_inner::<K, V>(name).map(Topic::from_inner) {
         Err(Error::TopicNotOpen { .. }) => {}
         done => return done.map(Some),
     }
@@ -898,13 +875,6 @@ where
     );
     broker.register_topic(&inner)?;
     Ok(Topic::from_inner(inner))
-}
-
-impl Broker {
-    /// The fault-injection handle for this broker's replicated topics ([`Faults`]).
-    pub fn faults(&self) -> Faults {
-        Faults::new(self.replication())
-    }
 }
 
 impl<K, V> Topic<K, V>
