@@ -195,3 +195,6 @@ pub use error::{Error, Result};
 pub use partition::{Headers, MAX_TIMESTAMP};
 pub use producer::{Producer, Record, RecordMetadata};
 pub use topic_partition::TopicPartition;
+/// The byte buffer of `Codec`'s impls and of record headers, re-exported so that callers need
+/// no `bytes` dependency of their own.
+pub use bytes::Bytes;
