@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use bytes::Bytes;
+use logbus::Bytes;
 use logbus::broker::{Broker, TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::persist::{FlushPolicy, PersistConfig};

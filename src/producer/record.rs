@@ -18,7 +18,7 @@ use crate::partition::Headers;
 ///     .key("eu".to_string())
 ///     .partition(3)
 ///     .timestamp(1_700_000_000_000)
-///     .header("trace", Some(bytes::Bytes::from_static(b"abc")));
+///     .header("trace", Some(logbus::Bytes::from_static(b"abc")));
 /// assert_eq!(record.headers.len(), 1);
 /// ```
 #[derive(Clone, PartialEq, Eq)]
