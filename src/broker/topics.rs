@@ -105,7 +105,11 @@ impl Broker {
     {
         validate_topic_name(name)?;
         config.validate()?;
-        // Before the topics' lock: persisted topics take their lock, then this one.
+        // Held to the insert, before the topics' lock (persisted creations take it, then
+        // that one): a persisted creation of this name hides its topic until registered,
+        // so without it both creations could pass their checks and the persisted one fail
+        // at registration, its files left on disk.
+        let _creating = self.data().map(|d| d.creating());
         let on_disk = self.stored_types(name).is_some();
         let mut topics = self.inner.topics.lock();
         if topics.contains_key(name) || on_disk {
