@@ -199,8 +199,10 @@ impl<K, V> Appender<K, V> {
     ///
     /// # Errors
     ///
-    /// [`AppendError::Full`] (`AppendWait::No` only) and [`AppendError::Closed`]: the
-    /// entries not appended stay in `entries`, in order.
+    /// [`AppendError::Full`] (`AppendWait::No` only), [`AppendError::Closed`] and
+    /// [`AppendError::TooLarge`] (persisted: the entries before the first too-large one
+    /// are appended, it is left first): the entries not appended stay in `entries`, in
+    /// order.
     pub(crate) fn append_batch(
         &mut self,
         entries: &mut Vec<Entry<K, V>>,
@@ -212,12 +214,24 @@ impl<K, V> Appender<K, V> {
             return r.append_batch(entries, &self.policy);
         }
         if let Some(disk) = &self.disk {
-            if let Some(Err((size, max))) = entries
+            let too_large = entries
                 .iter()
                 .map(|e| disk.check_size(e))
-                .find(Result::is_err)
-            {
-                return Err(AppendError::TooLarge(size, max));
+                .position(|c| c.is_err());
+            if let Some(at) = too_large {
+                let Err((size, max)) = disk.check_size(&entries[at]) else {
+                    unreachable!("`position` found it too large");
+                };
+                if at == 0 {
+                    return Err(AppendError::TooLarge(size, max));
+                }
+                // The entries before it are appended as a batch of their own; the
+                // too-large one stays first of those not appended, as the callers hand
+                // back "the one that failed first".
+                let mut rest = entries.split_off(at);
+                let done = self.append_batch(entries, wait);
+                entries.append(&mut rest);
+                return done.and(Err(AppendError::TooLarge(size, max)));
             }
             if let Some(e) = disk.offline_error() {
                 return Err(AppendError::Offline(Box::new(e)));

@@ -312,3 +312,59 @@ fn a_writer_racing_tagged_publishes_frees_exactly_what_it_wrote() {
     broker.close().unwrap();
     verify_clean(dir.path());
 }
+
+/// `send_batch` with a record too large for the topic in the middle of a run for one
+/// partition: the records before it are sent (`e.sent` of them, in the log), the too-large
+/// one is handed back first, then the rest, in order. The run was refused whole: `e.sent`
+/// 0, the first record of the run handed back as if it were the one too large, so a
+/// caller dropping `batch[0]` and retrying dropped a good record.
+#[test]
+fn send_batch_with_a_record_too_large_mid_run_sends_those_before_and_hands_it_back_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
+    broker
+        .create_topic::<(), String>(
+            "t",
+            TopicConfig::new(1).persist(PersistConfig::new().max_message_bytes(1000)),
+        )
+        .unwrap();
+    let p = broker.producer::<(), String>();
+    let mut batch: Vec<_> = (0..3)
+        .map(|i| Record::new("t", format!("v{i}")).partition(0))
+        .collect();
+    batch.push(Record::new("t", "x".repeat(5000)).partition(0));
+    batch.push(Record::new("t", "v4".to_string()).partition(0));
+    let e = p.send_batch(&mut batch).unwrap_err();
+    assert!(
+        matches!(e.error, Error::RecordTooLarge { .. }),
+        "{}",
+        e.error
+    );
+    let left: Vec<_> = batch.iter().map(|r| r.value.len()).collect();
+    assert_eq!((e.sent, left), (3, vec![5000, 2]));
+    assert_eq!(
+        read_partition(&broker, 0),
+        [(0, "v0".into()), (1, "v1".into()), (2, "v2".into())]
+    );
+    // The same through the partition handle: the records before it are sent.
+    let h = p.partition("t", 0).unwrap();
+    let e = h
+        .send_iter(
+            ["a".to_string(), "x".repeat(5000), "b".to_string()]
+                .into_iter()
+                .map(logbus::producer::Payload::new),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(e.error, Error::RecordTooLarge { .. }),
+        "{}",
+        e.error
+    );
+    assert_eq!(e.sent, 1);
+    assert_eq!(read_partition(&broker, 0).last(), Some(&(3, "a".into())));
+    broker.close().unwrap();
+}
