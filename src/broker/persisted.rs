@@ -402,7 +402,11 @@ impl Broker {
         // drain their closed rings below).
         self.close_topics();
         let replicas = dirs_of(self).map_or(Ok(()), |r| r.close());
-        d.close().and(replicas)
+        let closed = d.close().and(replicas);
+        // Again, now that the directory is closed (no topic is created from now on): an
+        // in-memory topic created during the first pass is closed too.
+        self.close_topics();
+        closed
     }
 }
 

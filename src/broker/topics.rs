@@ -112,6 +112,11 @@ impl Broker {
         let _creating = self.data().map(|d| d.creating());
         let on_disk = self.stored_types(name).is_some();
         let mut topics = self.inner.topics.lock();
+        // Under the topics' lock: `close` marks the directory closed, then closes every
+        // topic it finds here, so a topic is either refused or found and closed.
+        if let Some(d) = self.data() {
+            d.check_open()?;
+        }
         if topics.contains_key(name) || on_disk {
             return Err(Error::TopicExists {
                 topic: name.to_owned(),

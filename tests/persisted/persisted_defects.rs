@@ -368,3 +368,77 @@ fn send_batch_with_a_record_too_large_mid_run_sends_those_before_and_hands_it_ba
     assert_eq!(read_partition(&broker, 0).last(), Some(&(3, "a".into())));
     broker.close().unwrap();
 }
+
+/// `create_topic` with a persisted config: twice (`TopicExists`, whatever the types),
+/// over an in-memory topic of the name, on an in-memory broker (a typed error), and after
+/// `close` (`Closed`, in memory too: a closed broker takes no topic, and an in-memory one
+/// created after `close` took sends); `topics()` lists
+/// every kind once; the producer hands the record back for a closed broker and other types.
+#[test]
+fn create_topic_with_a_persisted_config_refuses_with_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
+    let persisted = || TopicConfig::new(1).persist(PersistConfig::new());
+    broker.create_topic::<(), String>("p", persisted()).unwrap();
+    assert!(matches!(
+        broker.create_topic::<(), String>("p", persisted()),
+        Err(Error::TopicExists { .. })
+    ));
+    assert!(matches!(
+        broker.create_topic::<String, u64>("p", persisted()),
+        Err(Error::TopicExists { .. })
+    ));
+    assert!(matches!(
+        broker.create_topic::<(), String>("p", TopicConfig::new(1)),
+        Err(Error::TopicExists { .. })
+    ));
+    broker
+        .create_topic::<(), String>("m", TopicConfig::new(1))
+        .unwrap();
+    assert!(matches!(
+        broker.create_topic::<(), String>("m", persisted()),
+        Err(Error::TopicExists { .. })
+    ));
+    assert!(matches!(
+        broker.topic::<String, u64>("p"),
+        Err(Error::TypeMismatch { .. })
+    ));
+    assert_eq!(broker.topics(), ["m", "p"]);
+    let p = broker.producer::<u64, String>();
+    let e = p.send(Record::new("p", "x".to_string())).unwrap_err();
+    assert!(matches!(e.error(), Error::TypeMismatch { .. }), "{e}");
+    assert_eq!(e.into_record().map(|r| r.value), Some("x".to_string()));
+    let p = broker.producer::<(), String>();
+    p.send(Record::new("p", "before".to_string())).unwrap();
+    broker.close().unwrap();
+    let e = p.send(Record::new("p", "after".to_string())).unwrap_err();
+    assert!(matches!(e.error(), Error::Closed { .. }), "{e}");
+    assert_eq!(e.into_record().map(|r| r.value), Some("after".to_string()));
+    let e = p
+        .try_send(Record::new("m", "after".to_string()))
+        .unwrap_err();
+    assert!(matches!(e.error(), Error::Closed { .. }), "{e}");
+    assert_eq!(e.into_record().map(|r| r.value), Some("after".to_string()));
+    assert!(matches!(
+        broker.create_topic::<(), String>("q", persisted()),
+        Err(Error::Closed { .. })
+    ));
+    // An in-memory topic after `close` was created, and took sends ("sends fail
+    // afterwards, to the broker's in-memory topics too").
+    let after = broker.create_topic::<(), String>("q", TopicConfig::new(1));
+    assert!(matches!(after, Err(Error::Closed { .. })), "{after:?}");
+    assert!(p.send(Record::new("q", "after".to_string())).is_err());
+    let memory = Broker::in_memory();
+    assert!(matches!(
+        memory.create_topic::<(), String>("p", persisted()),
+        Err(Error::InvalidConfig {
+            name: "data_dir",
+            ..
+        })
+    ));
+    assert!(memory.topics().is_empty());
+}
