@@ -329,7 +329,10 @@ impl Broker {
         {
             r.check_online()?;
         }
-        let slot = self.inner.topics.lock().remove(name);
+        // Deleted while still registered, removed after: a persisted topic removed first
+        // looked like one on disk not opened yet, and a `topic` call in between opened it
+        // again, registered over the files this delete then removed.
+        let slot = self.inner.topics.lock().get(name).cloned();
         let Some(slot) = slot else {
             // A persisted topic not opened: only its files.
             if let Some(r) = self
@@ -346,7 +349,23 @@ impl Broker {
             };
         };
         let removed = slot.admin.delete();
+        let ours = {
+            let mut topics = self.inner.topics.lock();
+            let ours = topics
+                .get(name)
+                .is_some_and(|s| Arc::ptr_eq(&s.admin, &slot.admin));
+            if ours {
+                topics.remove(name);
+            }
+            ours
+        };
         self.bump_metadata();
+        if !ours {
+            // Another delete of this topic removed it first.
+            return Err(Error::UnknownTopic {
+                topic: name.to_owned(),
+            });
+        }
         removed
     }
 

@@ -442,3 +442,46 @@ fn create_topic_with_a_persisted_config_refuses_with_typed_errors() {
     ));
     assert!(memory.topics().is_empty());
 }
+
+/// `topic()` racing `delete_topic` of the same persisted topic, many rounds: after both,
+/// the broker and its directory agree (no topic registered over deleted files), and a new
+/// topic of the name starts clean.
+#[test]
+fn topic_racing_delete_never_leaves_a_topic_over_deleted_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
+    for round in 0..60 {
+        broker
+            .create_topic::<(), String>("t", TopicConfig::new(2).persist(PersistConfig::new()))
+            .unwrap();
+        let opener = broker.clone();
+        let t = std::thread::spawn(move || {
+            for _ in 0..50 {
+                let _ = opener.topic::<(), String>("t");
+            }
+        });
+        std::thread::sleep(Duration::from_micros(200 * (round % 5)));
+        broker
+            .delete_topic("t")
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        t.join().unwrap();
+        let listed = broker.topics().contains(&"t".to_string());
+        let meta = dir.path().join("t.topic").exists();
+        assert_eq!(
+            listed, meta,
+            "round {round}: listed {listed}, metadata on disk {meta}"
+        );
+        if listed {
+            broker.delete_topic("t").unwrap();
+        }
+        assert!(
+            !dir.path().join("t-0").exists(),
+            "round {round}: t-0 left behind"
+        );
+    }
+    broker.close().unwrap();
+}
