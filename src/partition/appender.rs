@@ -200,9 +200,9 @@ impl<K, V> Appender<K, V> {
     /// # Errors
     ///
     /// [`AppendError::Full`] (`AppendWait::No` only), [`AppendError::Closed`] and
-    /// [`AppendError::TooLarge`] (persisted: the entries before the first too-large one
-    /// are appended, it is left first): the entries not appended stay in `entries`, in
-    /// order.
+    /// [`AppendError::TooLarge`] (persisted, replicated or not: the entries before the
+    /// first too-large one are appended, it is left first): the entries not appended stay
+    /// in `entries`, in order.
     pub(crate) fn append_batch(
         &mut self,
         entries: &mut Vec<Entry<K, V>>,
@@ -211,7 +211,23 @@ impl<K, V> Appender<K, V> {
         use crate::ring::BatchClosed;
         if let Some(r) = &self.replicated {
             // Always room (see `append`).
-            return r.append_batch(entries, &self.policy);
+            return match r.append_batch(entries, &self.policy) {
+                // Refused whole, nothing appended: one at a time, so that the entries
+                // before the too-large one are appended and it is left first (as above,
+                // for one replica). Only on this error path.
+                Err(AppendError::TooLarge(..)) if entries.len() > 1 => {
+                    let mut rest = std::mem::take(entries).into_iter();
+                    for entry in rest.by_ref() {
+                        if let Err((back, why)) = r.append(entry, &self.policy, None) {
+                            entries.extend(back);
+                            entries.extend(rest);
+                            return Err(why);
+                        }
+                    }
+                    Ok(())
+                }
+                done => done,
+            };
         }
         if let Some(disk) = &self.disk {
             let too_large = entries

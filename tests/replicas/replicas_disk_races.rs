@@ -389,3 +389,33 @@ fn a_record_too_large_is_refused_and_takes_nothing_offline() {
         broker.close().unwrap();
     }
 }
+
+/// `send_batch` on a replicated persisted topic with a record too large in the middle of
+/// a run: as on one replica, the records before it are sent and it is handed back first.
+#[test]
+fn send_batch_with_a_record_too_large_mid_run_on_replicas_sends_those_before() {
+    let (_t, dirs) = tempdirs(3);
+    let broker = open(&dirs);
+    broker
+        .create_topic::<(), String>(
+            T,
+            config(1).persist(PersistConfig::new().max_message_bytes(1024)),
+        )
+        .unwrap();
+    let p = broker.producer::<(), String>();
+    let mut batch: Vec<_> = (0..3)
+        .map(|i| Record::new(T, format!("v{i}")).partition(0))
+        .collect();
+    batch.push(Record::new(T, "x".repeat(2000)).partition(0));
+    batch.push(Record::new(T, "v4".to_string()).partition(0));
+    let e = p.send_batch(&mut batch).unwrap_err();
+    assert!(
+        matches!(e.error, Error::RecordTooLarge { .. }),
+        "{}",
+        e.error
+    );
+    let left: Vec<_> = batch.iter().map(|r| r.value.len()).collect();
+    assert_eq!((e.sent, left), (3, vec![2000, 2]));
+    assert_eq!(describe(&broker).high_watermark, 3);
+    broker.close().unwrap();
+}
