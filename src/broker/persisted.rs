@@ -759,6 +759,9 @@ where
     let Some(dirs) = dirs_of(broker) else {
         return Ok(None);
     };
+    // Held while the topic starts (as `open_single` and `create_replicated` hold it): two
+    // threads opening it start one set of replicas, and the second finds it open.
+    let _opening = broker.data().map(|d| d.creating());
     let Some(meta) = dirs.metas.lock().get(name).cloned() else {
         return Ok(None);
     };

@@ -419,3 +419,38 @@ fn send_batch_with_a_record_too_large_mid_run_on_replicas_sends_those_before() {
     assert_eq!(describe(&broker).high_watermark, 3);
     broker.close().unwrap();
 }
+
+/// Threads opening one replicated persisted topic at once from disk (`topic()` after a
+/// reopen): every one gets the topic, and one set of replicas is started.
+#[test]
+fn threads_opening_a_replicated_topic_at_once_all_get_it() {
+    for round in 0..20 {
+        let (_t, dirs) = tempdirs(3);
+        let broker = open(&dirs);
+        broker
+            .create_topic::<(), String>(T, config(2).persist(PersistConfig::new()))
+            .unwrap();
+        broker.close().unwrap();
+        drop(broker);
+        let broker = open(&dirs);
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let openers: Vec<_> = (0..4)
+            .map(|_| {
+                let (b, barrier) = (broker.clone(), std::sync::Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    b.topic::<(), String>(T).map(drop)
+                })
+            })
+            .collect();
+        for o in openers {
+            let opened = o.join().unwrap();
+            assert!(opened.is_ok(), "round {round}: {opened:?}");
+        }
+        broker
+            .producer::<(), String>()
+            .send(Record::new(T, "x".to_string()).partition(0))
+            .unwrap();
+        broker.close().unwrap();
+    }
+}
