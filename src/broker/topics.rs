@@ -339,6 +339,14 @@ impl Broker {
                 .replicated_dirs()
                 .filter(|r| r.meta_types(name).is_some())
             {
+                // Under the creation lock, which `topic()` holds while it opens one (the
+                // one-replica kind's delete takes it itself): not opened meanwhile, or
+                // deleted as an open topic.
+                let opening = self.data().map(|d| d.creating());
+                if self.inner.topics.lock().contains_key(name) {
+                    drop(opening);
+                    return self.delete_topic(name);
+                }
                 return crate::persist::replicated::delete_files(&r, name);
             }
             return match self.data() {

@@ -454,3 +454,39 @@ fn threads_opening_a_replicated_topic_at_once_all_get_it() {
         broker.close().unwrap();
     }
 }
+
+/// `topic()` racing `delete_topic` of a replicated persisted topic found on disk and not
+/// opened yet: after both, the broker and the directories agree (no topic registered over
+/// deleted files).
+#[test]
+fn topic_racing_delete_of_an_unopened_replicated_topic_leaves_no_topic_over_deleted_files() {
+    let (_t, dirs) = tempdirs(3);
+    for round in 0..20u64 {
+        let broker = open(&dirs);
+        broker
+            .create_topic::<(), String>(T, config(1).persist(PersistConfig::new()))
+            .unwrap();
+        broker.close().unwrap();
+        drop(broker);
+        let broker = open(&dirs);
+        let opener = broker.clone();
+        let t = std::thread::spawn(move || {
+            for _ in 0..20 {
+                let _ = opener.topic::<(), String>(T);
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_micros(300 * (round % 4)));
+        let deleted = broker.delete_topic(T);
+        t.join().unwrap();
+        let listed = broker.topics().contains(&T.to_string());
+        let on_disk = dirs.iter().any(|d| d.join(format!("{T}-0")).exists());
+        assert!(
+            !listed || on_disk,
+            "round {round}: listed {listed}, files on disk {on_disk}, delete {deleted:?}"
+        );
+        if listed {
+            broker.delete_topic(T).unwrap();
+        }
+        broker.close().unwrap();
+    }
+}
