@@ -402,7 +402,11 @@ impl Broker {
         // drain their closed rings below).
         self.close_topics();
         let replicas = dirs_of(self).map_or(Ok(()), |r| r.close());
-        d.close().and(replicas)
+        let closed = d.close().and(replicas);
+        // Again, now that the directory is closed (no topic is created from now on): an
+        // in-memory topic created during the first pass is closed too.
+        self.close_topics();
+        closed
     }
 }
 
@@ -755,6 +759,9 @@ where
     let Some(dirs) = dirs_of(broker) else {
         return Ok(None);
     };
+    // Held while the topic starts (as `open_single` and `create_replicated` hold it): two
+    // threads opening it start one set of replicas, and the second finds it open.
+    let _opening = broker.data().map(|d| d.creating());
     let Some(meta) = dirs.metas.lock().get(name).cloned() else {
         return Ok(None);
     };

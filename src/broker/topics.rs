@@ -105,9 +105,18 @@ impl Broker {
     {
         validate_topic_name(name)?;
         config.validate()?;
-        // Before the topics' lock: persisted topics take their lock, then this one.
+        // Held to the insert, before the topics' lock (persisted creations take it, then
+        // that one): a persisted creation of this name hides its topic until registered,
+        // so without it both creations could pass their checks and the persisted one fail
+        // at registration, its files left on disk.
+        let _creating = self.data().map(|d| d.creating());
         let on_disk = self.stored_types(name).is_some();
         let mut topics = self.inner.topics.lock();
+        // Under the topics' lock: `close` marks the directory closed, then closes every
+        // topic it finds here, so a topic is either refused or found and closed.
+        if let Some(d) = self.data() {
+            d.check_open()?;
+        }
         if topics.contains_key(name) || on_disk {
             return Err(Error::TopicExists {
                 topic: name.to_owned(),
@@ -320,13 +329,24 @@ impl Broker {
         {
             r.check_online()?;
         }
-        let slot = self.inner.topics.lock().remove(name);
+        // Deleted while still registered, removed after: a persisted topic removed first
+        // looked like one on disk not opened yet, and a `topic` call in between opened it
+        // again, registered over the files this delete then removed.
+        let slot = self.inner.topics.lock().get(name).cloned();
         let Some(slot) = slot else {
             // A persisted topic not opened: only its files.
             if let Some(r) = self
                 .replicated_dirs()
                 .filter(|r| r.meta_types(name).is_some())
             {
+                // Under the creation lock, which `topic()` holds while it opens one (the
+                // one-replica kind's delete takes it itself): not opened meanwhile, or
+                // deleted as an open topic.
+                let opening = self.data().map(|d| d.creating());
+                if self.inner.topics.lock().contains_key(name) {
+                    drop(opening);
+                    return self.delete_topic(name);
+                }
                 return crate::persist::replicated::delete_files(&r, name);
             }
             return match self.data() {
@@ -337,7 +357,23 @@ impl Broker {
             };
         };
         let removed = slot.admin.delete();
+        let ours = {
+            let mut topics = self.inner.topics.lock();
+            let ours = topics
+                .get(name)
+                .is_some_and(|s| Arc::ptr_eq(&s.admin, &slot.admin));
+            if ours {
+                topics.remove(name);
+            }
+            ours
+        };
         self.bump_metadata();
+        if !ours {
+            // Another delete of this topic removed it first.
+            return Err(Error::UnknownTopic {
+                topic: name.to_owned(),
+            });
+        }
         removed
     }
 

@@ -312,3 +312,176 @@ fn a_writer_racing_tagged_publishes_frees_exactly_what_it_wrote() {
     broker.close().unwrap();
     verify_clean(dir.path());
 }
+
+/// `send_batch` with a record too large for the topic in the middle of a run for one
+/// partition: the records before it are sent (`e.sent` of them, in the log), the too-large
+/// one is handed back first, then the rest, in order. The run was refused whole: `e.sent`
+/// 0, the first record of the run handed back as if it were the one too large, so a
+/// caller dropping `batch[0]` and retrying dropped a good record.
+#[test]
+fn send_batch_with_a_record_too_large_mid_run_sends_those_before_and_hands_it_back_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
+    broker
+        .create_topic::<(), String>(
+            "t",
+            TopicConfig::new(1).persist(PersistConfig::new().max_message_bytes(1000)),
+        )
+        .unwrap();
+    let p = broker.producer::<(), String>();
+    let mut batch: Vec<_> = (0..3)
+        .map(|i| Record::new("t", format!("v{i}")).partition(0))
+        .collect();
+    batch.push(Record::new("t", "x".repeat(5000)).partition(0));
+    batch.push(Record::new("t", "v4".to_string()).partition(0));
+    let e = p.send_batch(&mut batch).unwrap_err();
+    assert!(
+        matches!(e.error, Error::RecordTooLarge { .. }),
+        "{}",
+        e.error
+    );
+    let left: Vec<_> = batch.iter().map(|r| r.value.len()).collect();
+    assert_eq!((e.sent, left), (3, vec![5000, 2]));
+    assert_eq!(
+        read_partition(&broker, 0),
+        [(0, "v0".into()), (1, "v1".into()), (2, "v2".into())]
+    );
+    // The same through the partition handle: the records before it are sent.
+    let h = p.partition("t", 0).unwrap();
+    let e = h
+        .send_iter(
+            ["a".to_string(), "x".repeat(5000), "b".to_string()]
+                .into_iter()
+                .map(logbus::producer::Payload::new),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(e.error, Error::RecordTooLarge { .. }),
+        "{}",
+        e.error
+    );
+    assert_eq!(e.sent, 1);
+    assert_eq!(read_partition(&broker, 0).last(), Some(&(3, "a".into())));
+    broker.close().unwrap();
+}
+
+/// `create_topic` with a persisted config: twice (`TopicExists`, whatever the types),
+/// over an in-memory topic of the name, on an in-memory broker (a typed error), and after
+/// `close` (`Closed`, in memory too: a closed broker takes no topic, and an in-memory one
+/// created after `close` took sends); `topics()` lists
+/// every kind once; the producer hands the record back for a closed broker and other types.
+#[test]
+fn create_topic_with_a_persisted_config_refuses_with_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
+    let persisted = || TopicConfig::new(1).persist(PersistConfig::new());
+    broker.create_topic::<(), String>("p", persisted()).unwrap();
+    assert!(matches!(
+        broker.create_topic::<(), String>("p", persisted()),
+        Err(Error::TopicExists { .. })
+    ));
+    assert!(matches!(
+        broker.create_topic::<String, u64>("p", persisted()),
+        Err(Error::TopicExists { .. })
+    ));
+    assert!(matches!(
+        broker.create_topic::<(), String>("p", TopicConfig::new(1)),
+        Err(Error::TopicExists { .. })
+    ));
+    broker
+        .create_topic::<(), String>("m", TopicConfig::new(1))
+        .unwrap();
+    assert!(matches!(
+        broker.create_topic::<(), String>("m", persisted()),
+        Err(Error::TopicExists { .. })
+    ));
+    assert!(matches!(
+        broker.topic::<String, u64>("p"),
+        Err(Error::TypeMismatch { .. })
+    ));
+    assert_eq!(broker.topics(), ["m", "p"]);
+    let p = broker.producer::<u64, String>();
+    let e = p.send(Record::new("p", "x".to_string())).unwrap_err();
+    assert!(matches!(e.error(), Error::TypeMismatch { .. }), "{e}");
+    assert_eq!(e.into_record().map(|r| r.value), Some("x".to_string()));
+    let p = broker.producer::<(), String>();
+    p.send(Record::new("p", "before".to_string())).unwrap();
+    broker.close().unwrap();
+    let e = p.send(Record::new("p", "after".to_string())).unwrap_err();
+    assert!(matches!(e.error(), Error::Closed { .. }), "{e}");
+    assert_eq!(e.into_record().map(|r| r.value), Some("after".to_string()));
+    let e = p
+        .try_send(Record::new("m", "after".to_string()))
+        .unwrap_err();
+    assert!(matches!(e.error(), Error::Closed { .. }), "{e}");
+    assert_eq!(e.into_record().map(|r| r.value), Some("after".to_string()));
+    assert!(matches!(
+        broker.create_topic::<(), String>("q", persisted()),
+        Err(Error::Closed { .. })
+    ));
+    // An in-memory topic after `close` was created, and took sends ("sends fail
+    // afterwards, to the broker's in-memory topics too").
+    let after = broker.create_topic::<(), String>("q", TopicConfig::new(1));
+    assert!(matches!(after, Err(Error::Closed { .. })), "{after:?}");
+    assert!(p.send(Record::new("q", "after".to_string())).is_err());
+    let memory = Broker::in_memory();
+    assert!(matches!(
+        memory.create_topic::<(), String>("p", persisted()),
+        Err(Error::InvalidConfig {
+            name: "data_dir",
+            ..
+        })
+    ));
+    assert!(memory.topics().is_empty());
+}
+
+/// `topic()` racing `delete_topic` of the same persisted topic, many rounds: after both,
+/// the broker and its directory agree (no topic registered over deleted files), and a new
+/// topic of the name starts clean.
+#[test]
+fn topic_racing_delete_never_leaves_a_topic_over_deleted_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
+    for round in 0..60 {
+        broker
+            .create_topic::<(), String>("t", TopicConfig::new(2).persist(PersistConfig::new()))
+            .unwrap();
+        let opener = broker.clone();
+        let t = std::thread::spawn(move || {
+            for _ in 0..50 {
+                let _ = opener.topic::<(), String>("t");
+            }
+        });
+        std::thread::sleep(Duration::from_micros(200 * (round % 5)));
+        broker
+            .delete_topic("t")
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        t.join().unwrap();
+        let listed = broker.topics().contains(&"t".to_string());
+        let meta = dir.path().join("t.topic").exists();
+        assert_eq!(
+            listed, meta,
+            "round {round}: listed {listed}, metadata on disk {meta}"
+        );
+        if listed {
+            broker.delete_topic("t").unwrap();
+        }
+        assert!(
+            !dir.path().join("t-0").exists(),
+            "round {round}: t-0 left behind"
+        );
+    }
+    broker.close().unwrap();
+}

@@ -389,3 +389,104 @@ fn a_record_too_large_is_refused_and_takes_nothing_offline() {
         broker.close().unwrap();
     }
 }
+
+/// `send_batch` on a replicated persisted topic with a record too large in the middle of
+/// a run: as on one replica, the records before it are sent and it is handed back first.
+#[test]
+fn send_batch_with_a_record_too_large_mid_run_on_replicas_sends_those_before() {
+    let (_t, dirs) = tempdirs(3);
+    let broker = open(&dirs);
+    broker
+        .create_topic::<(), String>(
+            T,
+            config(1).persist(PersistConfig::new().max_message_bytes(1024)),
+        )
+        .unwrap();
+    let p = broker.producer::<(), String>();
+    let mut batch: Vec<_> = (0..3)
+        .map(|i| Record::new(T, format!("v{i}")).partition(0))
+        .collect();
+    batch.push(Record::new(T, "x".repeat(2000)).partition(0));
+    batch.push(Record::new(T, "v4".to_string()).partition(0));
+    let e = p.send_batch(&mut batch).unwrap_err();
+    assert!(
+        matches!(e.error, Error::RecordTooLarge { .. }),
+        "{}",
+        e.error
+    );
+    let left: Vec<_> = batch.iter().map(|r| r.value.len()).collect();
+    assert_eq!((e.sent, left), (3, vec![2000, 2]));
+    assert_eq!(describe(&broker).high_watermark, 3);
+    broker.close().unwrap();
+}
+
+/// Threads opening one replicated persisted topic at once from disk (`topic()` after a
+/// reopen): every one gets the topic, and one set of replicas is started.
+#[test]
+fn threads_opening_a_replicated_topic_at_once_all_get_it() {
+    for round in 0..20 {
+        let (_t, dirs) = tempdirs(3);
+        let broker = open(&dirs);
+        broker
+            .create_topic::<(), String>(T, config(2).persist(PersistConfig::new()))
+            .unwrap();
+        broker.close().unwrap();
+        drop(broker);
+        let broker = open(&dirs);
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let openers: Vec<_> = (0..4)
+            .map(|_| {
+                let (b, barrier) = (broker.clone(), std::sync::Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    b.topic::<(), String>(T).map(drop)
+                })
+            })
+            .collect();
+        for o in openers {
+            let opened = o.join().unwrap();
+            assert!(opened.is_ok(), "round {round}: {opened:?}");
+        }
+        broker
+            .producer::<(), String>()
+            .send(Record::new(T, "x".to_string()).partition(0))
+            .unwrap();
+        broker.close().unwrap();
+    }
+}
+
+/// `topic()` racing `delete_topic` of a replicated persisted topic found on disk and not
+/// opened yet: after both, the broker and the directories agree (no topic registered over
+/// deleted files).
+#[test]
+fn topic_racing_delete_of_an_unopened_replicated_topic_leaves_no_topic_over_deleted_files() {
+    let (_t, dirs) = tempdirs(3);
+    for round in 0..20u64 {
+        let broker = open(&dirs);
+        broker
+            .create_topic::<(), String>(T, config(1).persist(PersistConfig::new()))
+            .unwrap();
+        broker.close().unwrap();
+        drop(broker);
+        let broker = open(&dirs);
+        let opener = broker.clone();
+        let t = std::thread::spawn(move || {
+            for _ in 0..20 {
+                let _ = opener.topic::<(), String>(T);
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_micros(300 * (round % 4)));
+        let deleted = broker.delete_topic(T);
+        t.join().unwrap();
+        let listed = broker.topics().contains(&T.to_string());
+        let on_disk = dirs.iter().any(|d| d.join(format!("{T}-0")).exists());
+        assert!(
+            !listed || on_disk,
+            "round {round}: listed {listed}, files on disk {on_disk}, delete {deleted:?}"
+        );
+        if listed {
+            broker.delete_topic(T).unwrap();
+        }
+        broker.close().unwrap();
+    }
+}

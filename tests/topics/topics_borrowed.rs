@@ -619,3 +619,49 @@ fn poll_with_lending_in_place_reads_keys_and_headers_interleaved_with_plain_reco
 }
 
 const MAX_TS: i64 = logbus::MAX_TIMESTAMP;
+
+/// A partition handle taken before its topic was deleted and made again: with fewer
+/// partitions, `PartitionOutOfRange` (nothing sent, through both methods); with other
+/// types, `TypeMismatch`; with the same shape, it sends to the new topic from offset 0.
+#[test]
+fn a_partition_handle_follows_its_topic_deleted_and_made_again() {
+    let (b, _) = broker();
+    b.create_topic::<String, u64>("t", TopicConfig::new(3))
+        .unwrap();
+    let p = b.producer::<String, u64>();
+    let high = p.partition("t", 2).unwrap();
+    let low = p.partition("t", 0).unwrap();
+    assert_eq!(high.send_slice(&[(1, 1), (2, 2)]).unwrap(), 2);
+    b.delete_topic("t").unwrap();
+    b.create_topic::<String, u64>("t", TopicConfig::new(1))
+        .unwrap();
+    let e = high.send_slice(&[(1, 1)]).unwrap_err();
+    assert_eq!(e.sent, 0);
+    assert!(
+        matches!(
+            e.error,
+            Error::PartitionOutOfRange {
+                partition: 2,
+                count: 1,
+                ..
+            }
+        ),
+        "{}",
+        e.error
+    );
+    let e = high.send_iter([Payload::new(3)]).unwrap_err();
+    assert!(
+        matches!(e.error, Error::PartitionOutOfRange { .. }),
+        "{}",
+        e.error
+    );
+    assert_eq!(low.send_slice(&[(1, 7)]).unwrap(), 1);
+    assert_eq!(
+        read_all(&b, "t", 0).iter().map(|s| s.3).collect::<Vec<_>>(),
+        [7]
+    );
+    b.delete_topic("t").unwrap();
+    b.create_topic::<(), u64>("t", TopicConfig::new(1)).unwrap();
+    let e = low.send_iter([Payload::new(4)]).unwrap_err();
+    assert!(matches!(e.error, Error::TypeMismatch { .. }), "{}", e.error);
+}

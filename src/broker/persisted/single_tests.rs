@@ -137,3 +137,42 @@ fn a_topic_opening_as_the_process_dies_takes_no_sends() {
         fs.crash();
     }
 }
+
+/// An in-memory topic created while a persisted topic of the same name is being created
+/// (between its metadata and its registration): one of the two creations is refused with
+/// `TopicExists`, and the broker and its directory agree on which topic won. The window
+/// once let both "succeed" as far as the in-memory one could tell: the persisted create
+/// returned `TopicExists` with its metadata, partition directories and writers left
+/// behind, and the next open found a persisted topic whose creation had failed.
+#[test]
+fn an_in_memory_create_racing_a_persisted_create_of_the_name_is_refused() {
+    let fs = FaultyIo::new(7);
+    let b = broker(&fs);
+    let racing = b.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let other = Arc::new(crate::sync::Mutex::new(None));
+    let joined = Arc::clone(&other);
+    BEFORE_TRACKING.with(|h| {
+        *h.borrow_mut() = Some(Box::new(move || {
+            let t = std::thread::spawn(move || {
+                let made = racing
+                    .create_topic::<(), String>("t", TopicConfig::new(1))
+                    .map(drop);
+                let _ = tx.send(());
+                made
+            });
+            // Long enough for an unserialised create to finish inside the window.
+            let _ = rx.recv_timeout(Duration::from_millis(300));
+            *joined.lock() = Some(t);
+        }));
+    });
+    let persisted = b
+        .create_topic::<(), String>("t", TopicConfig::new(1).persist(PersistConfig::new()))
+        .map(drop);
+    let in_memory = other.lock().take().unwrap().join().unwrap();
+    assert!(
+        persisted.is_ok() && matches!(in_memory, Err(Error::TopicExists { .. })),
+        "persisted: {persisted:?}, in memory: {in_memory:?}"
+    );
+    b.close().unwrap();
+}
