@@ -11,11 +11,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use logbus::Bytes;
 use logbus::broker::{Broker, TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
+use logbus::Bytes;
 
 /// The timestamp of order `i` (deterministic, so that a checker can rebuild every record).
 pub const BASE_TS: i64 = 1_700_000_000_000;

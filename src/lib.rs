@@ -188,6 +188,9 @@ pub use broker::{Broker, Overflow, Topic, TopicConfig};
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// The byte buffer of `Codec`'s impls and of record headers, re-exported so that callers need
+/// no `bytes` dependency of their own.
+pub use bytes::Bytes;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Codec;
 pub use consumer::{Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, OffsetReset};
@@ -195,6 +198,3 @@ pub use error::{Error, Result};
 pub use partition::{Headers, MAX_TIMESTAMP};
 pub use producer::{Producer, Record, RecordMetadata};
 pub use topic_partition::TopicPartition;
-/// The byte buffer of `Codec`'s impls and of record headers, re-exported so that callers need
-/// no `bytes` dependency of their own.
-pub use bytes::Bytes;
