@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use logbus::storage::record_batch::Batch;
-use logbus::storage::{Checkpoints, LogConfig, LogOptions, Record, SegmentSet};
+use logbus::storage::{BatchRecord, Checkpoints, LogConfig, LogSetup, SegmentSet};
 use logbus::{Clock, SystemClock};
 
 const MIB: u64 = 1 << 20;
@@ -73,11 +73,11 @@ fn open_set(dir: &Path, checkpoints: Checkpoints) -> SegmentSet {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             config: config(),
             clock,
             checkpoints,
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
     .expect("open")
@@ -88,7 +88,7 @@ fn open_set(dir: &Path, checkpoints: Checkpoints) -> SegmentSet {
 fn append_logbus(dir: &Path, record_size: usize, bytes: u64) -> Duration {
     let _ = fs::remove_dir_all(dir);
     let mut log = open_set(dir, Checkpoints::default());
-    let record = Record {
+    let record = BatchRecord {
         timestamp: T0,
         key: None,
         value: Some(vec![0x5a; record_size]),
@@ -103,11 +103,11 @@ fn append_logbus(dir: &Path, record_size: usize, bytes: u64) -> Duration {
         since_sync += record_size as u64;
         written += record_size as u64;
         if since_sync >= MIB {
-            log.sync().expect("sync");
+            log.fsync().expect("sync");
             since_sync = 0;
         }
     }
-    log.sync().expect("sync");
+    log.fsync().expect("sync");
     let elapsed = start.elapsed();
     drop(log);
     fs::remove_dir_all(dir).expect("cleanup");
@@ -183,7 +183,7 @@ fn build_set(dir: &Path, bytes: u64) -> u64 {
     let value = vec![0xa5u8; 1024];
     let mut n = 0u64;
     while log.size_bytes() < bytes {
-        let record = Record {
+        let record = BatchRecord {
             timestamp: T0 + n as i64,
             key: Some(n.to_be_bytes().to_vec()),
             value: Some(value.clone()),
@@ -229,9 +229,9 @@ fn bench_recovery(root: &Path, pairs: u64) {
         let start = Instant::now();
         let (log, report) = SegmentSet::open(
             &dir,
-            LogOptions {
+            LogSetup {
                 config: config(),
-                ..LogOptions::default()
+                ..LogSetup::default()
             },
         )
         .expect("open");

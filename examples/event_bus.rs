@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use logbus::observer::{Delivery, EventBus, Overflow};
+use logbus::observer::{Delivery, EventBus, SlowSubscriberPolicy};
 
 #[derive(Clone, Debug)]
 struct Order {
@@ -36,7 +36,7 @@ fn main() {
         .subscribe_with(
             Delivery::Async {
                 capacity: 4,
-                overflow: Overflow::DropOldest,
+                overflow: SlowSubscriberPolicy::DropOldest,
             },
             |_o| thread::sleep(Duration::from_millis(2)),
         )
@@ -63,7 +63,7 @@ fn main() {
                 bus.subscribe_with(
                     Delivery::Async {
                         capacity: 64,
-                        overflow: Overflow::Block,
+                        overflow: SlowSubscriberPolicy::Block,
                     },
                     move |_o| {
                         a.fetch_add(1, Ordering::Relaxed);

@@ -11,11 +11,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use bytes::Bytes;
 use logbus::broker::{Broker, TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
+use logbus::Bytes;
 
 /// The timestamp of order `i` (deterministic, so that a checker can rebuild every record).
 pub const BASE_TS: i64 = 1_700_000_000_000;
@@ -51,13 +51,16 @@ fn order(i: u64) -> Record<String, String> {
 
 fn child(dir: &Path) -> logbus::Result<()> {
     let broker = Broker::builder().data_dir(dir).create(true).open()?;
-    if broker.open_topic::<String, String>(TOPIC).is_err() {
-        broker.create_persisted_topic::<String, String>(
+    if broker.topic::<String, String>(TOPIC).is_err() {
+        broker.create_topic::<String, String>(
             TOPIC,
-            TopicConfig::new(PARTITIONS).records_in_memory(1024),
-            PersistConfig::new()
-                .segment_bytes(256 << 10)
-                .flush(FlushPolicy::Bytes(64 << 10)),
+            TopicConfig::new(PARTITIONS)
+                .records_in_memory(1024)
+                .persist(
+                    PersistConfig::new()
+                        .segment_bytes(256 << 10)
+                        .flush(FlushPolicy::Bytes(64 << 10)),
+                ),
         )?;
     }
     let producer = broker.producer::<String, String>();
@@ -71,13 +74,13 @@ fn child(dir: &Path) -> logbus::Result<()> {
         producer.send(order(i))?;
         if i == ORDERS / 2 {
             // Half way: everything so far is durable, and the group commits what it read.
-            broker.sync()?;
+            broker.fsync_and_checkpoint()?;
             let mut read = 0;
             while read < 1000 {
                 read += consumer.poll(Duration::from_millis(100))?.len();
             }
             consumer.commit_sync()?;
-            broker.sync()?;
+            broker.fsync_and_checkpoint()?;
         }
     }
     // Die without closing: no flush, no checkpoint, no clean-shutdown marker.
@@ -106,7 +109,7 @@ fn parent(dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
             }
         );
     }
-    let topic = broker.open_topic::<String, String>(TOPIC)?;
+    let topic = broker.topic::<String, String>(TOPIC)?;
     let description = broker.describe_topic(TOPIC)?;
     for p in &description.partitions {
         println!(

@@ -37,7 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .replication_factor(3)
         .min_insync_replicas(2)
         .records_in_memory(1 << 12);
-    broker.create_persisted_topic::<(), u64>("payments", config, PersistConfig::new())?;
+    broker.create_topic::<(), u64>("payments", config.persist(PersistConfig::new()))?;
     let show = |when: &str| describe(&broker, when);
     show("start")?;
 
@@ -122,7 +122,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     broker.close()?;
 
     let broker = Broker::builder().data_dirs(&dirs).open()?;
-    broker.open_topic::<(), u64>("payments")?;
+    broker.topic::<(), u64>("payments")?;
     broker
         .faults()
         .wait_in_sync("payments", 0, Duration::from_secs(10))?;

@@ -5,7 +5,7 @@
 //! ```
 //!
 //! The producer publishes `u64` entries into a ring that never blocks it
-//! ([`Overflow::DropOldest`]) for about two seconds. Three readers follow it:
+//! ([`LapPolicy::DropOldest`]) for about two seconds. Three readers follow it:
 //!
 //! - **fast** reads in batches and keeps up;
 //! - **slowed** pauses regularly (its own pace, below the producer's), falls behind, and is
@@ -13,7 +13,7 @@
 //!   producer laps it;
 //! - **late** joins after half a second at the oldest entry still in the ring.
 //!
-//! Then a second, shorter phase uses [`Overflow::Block`] with the slowed reader gating: the
+//! Then a second, shorter phase uses [`LapPolicy::Block`] with the slowed reader gating: the
 //! producer now waits for it, so it never misses an entry. The fast reader there is not
 //! gating: the producer does not wait for it either, so if the scheduler takes its core
 //! away for a moment it may be lapped and is told so, like any non-gating reader.
@@ -24,7 +24,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use logbus::ring::{Overflow, ReadError, Reader, Ring, RingConfig, Start};
+use logbus::ring::{LapPolicy, ReadError, Reader, Ring, RingConfig, Start};
 
 #[derive(Debug, Default)]
 struct Report {
@@ -117,7 +117,7 @@ fn print(title: &str, published: u64, secs: f64, reports: &[Report]) {
 
 fn main() -> Result<(), logbus::Error> {
     // Phase 1: overwrite mode, the producer never waits.
-    let config = RingConfig::new(1 << 14).overflow(Overflow::DropOldest);
+    let config = RingConfig::new(1 << 14).overflow(LapPolicy::DropOldest);
     let (mut producer, ring) = Ring::<u64>::single_producer(config)?;
     let fast_r = ring.reader(Start::Tail)?;
     let slow_r = ring.reader(Start::Tail)?;
@@ -151,7 +151,7 @@ fn main() -> Result<(), logbus::Error> {
     drop(producer); // closes the ring: readers drain, then see Closed
     let reports: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     print(
-        "phase 1: Overflow::DropOldest (producer never waits; a reader it laps is told how many entries it missed; late joins at the oldest entry still there)",
+        "phase 1: LapPolicy::DropOldest (producer never waits; a reader it laps is told how many entries it missed; late joins at the oldest entry still there)",
         published,
         secs,
         &reports,
@@ -180,7 +180,7 @@ fn main() -> Result<(), logbus::Error> {
     assert_eq!(reports[1].missed, 0, "a gating reader never misses");
     assert_eq!(reports[1].read, published);
     print(
-        "phase 2: Overflow::Block, slowed reader gating (producer waits for it: it misses nothing; fast does not gate)",
+        "phase 2: LapPolicy::Block, slowed reader gating (producer waits for it: it misses nothing; fast does not gate)",
         published,
         secs,
         &reports,

@@ -93,10 +93,10 @@ mutant list-recycle-cas src/queue/list.rs \
     '.compare_exchange(ptr::null_mut(), block, Ordering::Relaxed, Ordering::Relaxed)' \
     lib::queue::list::loom_models::a_recycled_block_is_written_again_by_another_thread
 # A replicated partition's open chunk: the claim of a slot as a load then a store.
-mutant chunk-claim-cas src/replica/log/chunk.rs \
+mutant chunk-claim-cas src/partition/replica_log/chunk.rs \
     $'        if self\n            .filled\n            .compare_exchange(i, i | BUSY, Ordering::Acquire, Ordering::Relaxed)\n            .is_err()\n        {\n            return Err(entry);\n        }' \
     $'        if self.filled.load(Ordering::Acquire) != i {\n            return Err(entry);\n        }\n        self.filled.store(i | BUSY, Ordering::Relaxed);' \
-    lib::replica::log::chunk::loom_models::two_writers_of_one_slot_write_once
+    lib::partition::replica_log::chunk::loom_models::two_writers_of_one_slot_write_once
 
 selected() {
     local name=$1 f

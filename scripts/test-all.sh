@@ -47,7 +47,7 @@ run_interop() {
     say "interop: kafka-python reads logbus's segments, logbus reads kafka-python's"
     # The persisted-log example's data directory is one of the inputs (built, not run, here).
     cargo build -p logbus --all-features --example persisted_log
-    cargo test -p logbus --all-features --test storage_interop -- --ignored
+    cargo test -p logbus --all-features --test storage -- --ignored storage_interop::
 }
 
 run_loom() {
@@ -93,7 +93,7 @@ run_miri() {
     # The partition's entries (a union of value and box, a key that may be uninitialised).
     filters+=(partition::entry::)
     # A replicated partition's open chunks (write-once slots read while others are filled).
-    filters+=(replica::log::chunk::)
+    filters+=(partition::replica_log::chunk::)
     say "Miri on the unsafe core: ${filters[*]}"
     MIRIFLAGS="${MIRIFLAGS:--Zmiri-permissive-provenance}" \
         cargo +nightly miri test -p logbus --lib --target-dir target/miri -- "${filters[@]}"

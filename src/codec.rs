@@ -2,14 +2,14 @@
 //!
 //! A [`Codec`] is needed where logbus must see bytes: hashing a key with the default
 //! partitioner (the only encoding an in-memory topic does), and writing records to segment
-//! files (durable topics, encoded once, at send) or to a Kafka cluster (the bridge). Integers
+//! files (persisted topics, encoded once, at send) or to a Kafka cluster (the bridge). Integers
 //! are big-endian fixed-width, as Kafka's `IntegerSerializer`, `LongSerializer`,
 //! `ShortSerializer`, `FloatSerializer`, `DoubleSerializer` and `BooleanSerializer` write
 //! them, so keys hash to the partitions Kafka would choose and segment files read the same
 //! from Java. Strings are UTF-8 (`StringSerializer`); `()` is empty.
 //!
 //! Every impl carries a [`TYPE_ID`](Codec::TYPE_ID): a stable name for the *encoding*, which a
-//! durable topic records in its metadata, so that reopening it with another type is
+//! persisted topic records in its metadata, so that reopening it with another type is
 //! [`Error::TypeMismatch`]. (In memory, a topic checks its key and value types by `TypeId`.)
 //! It is a constant rather than `std::any::type_name`, whose output may change between
 //! compilers. Types with
@@ -43,7 +43,7 @@ use crate::error::{Error, Result};
 /// assert_eq!(err.to_string(), "cannot decode logbus.i32: expected 4 bytes, got 2");
 /// ```
 pub trait Codec: Sized {
-    /// A stable name for this encoding, recorded in a durable topic's metadata and checked when
+    /// A stable name for this encoding, recorded in a persisted topic's metadata and checked when
     /// it is reopened.
     const TYPE_ID: &'static str;
 

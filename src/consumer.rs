@@ -19,7 +19,7 @@
 //!
 //! When a position falls below the log start (overwritten on a `DropOldest` topic, expired
 //! by retention) or lies past the log end: with `None`, `poll` fails with
-//! [`Error::PartitionOffsetOutOfRange`] carrying the valid range and the position stays for
+//! [`Error::OffsetOutOfRange`] carrying the valid range and the position stays for
 //! you to seek; with `Earliest` or `Latest` the consumer moves to the log start or end and
 //! counts the records it skipped in its [metrics](Consumer::metrics), per partition — a gap
 //! is never silent.
@@ -57,10 +57,13 @@ use crate::sync::StdArc as Arc;
 use crate::{Error, Result};
 
 mod config;
-mod each;
+pub(crate) mod group_config;
+mod lending;
+pub(crate) mod listener;
+pub(crate) mod membership;
 mod records;
 pub use config::{ConsumerConfig, OffsetReset};
-pub use each::RecordRef;
+pub use lending::RecordRef;
 pub use records::{ConsumerMetrics, ConsumerRecord, ConsumerRecords, OffsetAndTimestamp};
 
 /// Yields a waiting poll takes before parking (none under loom, which models no time).
@@ -103,12 +106,11 @@ pub(crate) struct Assigned<K, V> {
 ///     ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest),
 /// )?;
 /// consumer.assign(&[tp.clone()])?;
-/// let mut batch = Vec::with_capacity(16);
-/// assert_eq!(consumer.poll_into(&mut batch, 16, Duration::ZERO)?, 10);
+/// assert_eq!(consumer.poll(Duration::ZERO)?.len(), 10);
 /// consumer.seek(&tp, 7)?; // replay from offset 7
-/// batch.clear();
-/// consumer.poll_into(&mut batch, 16, Duration::ZERO)?;
-/// assert_eq!(batch.iter().map(|r| r.value).collect::<Vec<_>>(), [7, 8, 9]);
+/// let mut replayed = Vec::new();
+/// consumer.poll_with(16, Duration::ZERO, |r| replayed.push(*r.value))?; // borrowed
+/// assert_eq!(replayed, [7, 8, 9]);
 /// # Ok::<(), logbus::Error>(())
 /// ```
 pub struct Consumer<K, V> {
@@ -116,13 +118,13 @@ pub struct Consumer<K, V> {
     pub(crate) config: ConsumerConfig,
     pub(crate) group: Option<Arc<str>>,
     pub(crate) assigned: Vec<Assigned<K, V>>,
-    /// Set while subscribed (group management): see `crate::group::member`.
-    pub(crate) membership: Option<crate::group::member::Membership<K, V>>,
+    /// Set while subscribed (group management): see `crate::consumer::membership`.
+    pub(crate) membership: Option<crate::consumer::membership::Membership<K, V>>,
     /// Where the next poll starts, for fairness over partitions.
     pub(crate) next: usize,
     pub(crate) metrics: ConsumerMetrics,
     /// [`poll_with`](Consumer::poll_with)'s reused buffers.
-    pub(crate) borrowed: each::Buffers<K, V>,
+    pub(crate) borrowed: lending::Buffers<K, V>,
     /// One thread at a time, as Kafka's consumer.
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -165,7 +167,7 @@ impl Broker {
             membership: None,
             next: 0,
             metrics: ConsumerMetrics::default(),
-            borrowed: each::Buffers::default(),
+            borrowed: lending::Buffers::default(),
             _not_sync: PhantomData,
         })
     }
@@ -308,11 +310,13 @@ where
 
     /// Waits up to `timeout` for records and returns what is available (at most
     /// `max_poll_records`), reading the assigned, unpaused partitions in turn.
-    /// With nothing assigned it returns at once, empty.
+    /// With nothing assigned it returns at once, empty. Each record is a clone of the
+    /// log's; [`poll_with`](Self::poll_with) lends them instead (no clone where the
+    /// consumer's group holds them, no allocation per record).
     ///
     /// # Errors
     ///
-    /// [`Error::PartitionOffsetOutOfRange`] (position out of range with `OffsetReset::None`),
+    /// [`Error::OffsetOutOfRange`] (position out of range with `OffsetReset::None`),
     /// [`Error::NoOffsetForPartition`], [`Error::UnknownTopic`] (an assigned topic was
     /// deleted), [`Error::PartitionOffline`] (a persisted partition's log failed, and this
     /// consumer has read every record it holds). Records read before the problem are
@@ -321,7 +325,7 @@ where
         let max = self.config.max_poll_records;
         // One allocation for what is readable now, not one per doubling while it fills.
         let mut records = Vec::with_capacity(self.readable_now(max));
-        self.poll_into(&mut records, max, timeout)?;
+        self.poll_loop(max, timeout, |c, max| c.fetch(&mut records, max))?;
         Ok(ConsumerRecords { records })
     }
 
@@ -338,21 +342,6 @@ where
             }
         }
         n as usize
-    }
-
-    /// Like [`poll`](Self::poll), appending at most `max` records to `out` and returning
-    /// how many: no allocation when `out` has room (the hot-loop form).
-    ///
-    /// # Errors
-    ///
-    /// As [`poll`](Self::poll).
-    pub fn poll_into(
-        &mut self,
-        out: &mut Vec<ConsumerRecord<K, V>>,
-        max: usize,
-        timeout: Duration,
-    ) -> Result<usize> {
-        self.poll_loop(max, timeout, |c, max| c.fetch(out, max))
     }
 
     /// The poll loop: group duties, `fetch(self, max)` over the assigned partitions, and
@@ -584,7 +573,7 @@ where
     /// # Errors
     ///
     /// [`Error::NoGroupId`], [`Error::UnknownTopic`], [`Error::PartitionOutOfRange`],
-    /// [`Error::PartitionOffsetOutOfRange`] (an offset past the log end).
+    /// [`Error::OffsetOutOfRange`] (an offset past the log end).
     pub fn commit_offsets(&mut self, offsets: &[(TopicPartition, u64)]) -> Result<()> {
         let group = self.group("commit_offsets")?;
         match &self.membership {
@@ -602,9 +591,9 @@ where
             self.broker.check_partition(tp)?;
             let o = self.broker.offsets(tp)?;
             if *offset > o.log_end {
-                return Err(Error::PartitionOffsetOutOfRange {
-                    topic: tp.topic.clone(),
-                    partition: tp.partition,
+                return Err(Error::OffsetOutOfRange {
+                    topic: Some(tp.topic.clone()),
+                    partition: Some(tp.partition),
                     requested: *offset,
                     start: o.log_start,
                     end: o.log_end,
@@ -709,7 +698,10 @@ where
         let mut out = HashMap::with_capacity(query.len());
         for (tp, ts) in query {
             if !crate::partition::valid_timestamp(*ts) {
-                return Err(Error::InvalidTimestamp { timestamp: *ts });
+                return Err(Error::InvalidTimestamp {
+                    timestamp: *ts,
+                    offset: None,
+                });
             }
             let found = self.broker.offset_for_time(tp, *ts)?;
             out.insert(
@@ -819,7 +811,7 @@ where
 
 impl<K, V> Drop for Consumer<K, V> {
     fn drop(&mut self) {
-        crate::group::member::on_close(self);
+        crate::consumer::membership::on_close(self);
         if let Some(g) = &self.group {
             self.broker.leave_group(g);
         }
@@ -878,9 +870,9 @@ fn read_one<K: Clone, V: Clone>(
             ReadOutcome::OutOfRange { start, end } => {
                 let target = match reset {
                     OffsetReset::None => {
-                        return Err(Error::PartitionOffsetOutOfRange {
-                            topic: a.tp.topic.clone(),
-                            partition: a.tp.partition,
+                        return Err(Error::OffsetOutOfRange {
+                            topic: Some(a.tp.topic.clone()),
+                            partition: Some(a.tp.partition),
                             requested: position,
                             start,
                             end,

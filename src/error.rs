@@ -7,13 +7,16 @@
 //!
 //! The enum and the helpers of its messages live here; [`Corruption`] (what was wrong with
 //! a batch or an index, the `reason` of the corruption variants) in `error/corruption.rs`,
-//! and [`Error`]'s methods in `error/methods.rs`.
+//! [`Error`]'s methods in `error/methods.rs`, and the `io::Error` payload of a path that is
+//! not a regular file (re-exported as `storage::io::NotRegularFile`) in
+//! `error/not_regular_file.rs`.
 
 use std::io;
 use std::path::PathBuf;
 
 mod corruption;
 mod methods;
+pub(crate) mod not_regular_file;
 
 pub use corruption::Corruption;
 
@@ -54,28 +57,49 @@ pub enum Error {
         newest: u64,
     },
 
-    /// An operation did not complete before its deadline.
-    #[error("timed out")]
-    Timeout,
-
-    /// A record batch read from bytes in memory failed validation (see [`Corruption`]).
-    ///
-    /// Once the bytes are known to come from a file, the storage layer reports the same
-    /// problem as [`Error::CorruptSegment`] with the file's path.
-    #[error("corrupt record batch at byte {position}: {reason}")]
-    CorruptBatch {
-        /// Byte position of the offending field, from the start of the bytes decoded.
-        position: u64,
-        /// What was wrong.
-        reason: Corruption,
+    /// An operation did not complete before its deadline: a local wait (a send waiting for
+    /// room or for its acknowledgement, the `kafka` feature's client queue staying full), or
+    /// a request to a Kafka cluster that got no answer in time (the `kafka` feature, with
+    /// `code` set: a record not acknowledged within its delivery timeout, a commit or a
+    /// metadata request not answered). Whether the operation took effect is not known, so a
+    /// retry may duplicate it.
+    #[error(
+        "{operation}{} timed out{}{}",
+        at(topic, partition),
+        match timeout_ms { Some(ms) => format!(" after {ms} ms"), None => String::new() },
+        match code { Some(c) => format!(" (kafka code {c})"), None => String::new() }
+    )]
+    Timeout {
+        /// What logbus was doing (`"send"`, `"commit"`, `"poll"`, ...).
+        operation: &'static str,
+        /// The topic, when known.
+        topic: Option<String>,
+        /// The partition, when known.
+        partition: Option<u32>,
+        /// The timeout that passed, in milliseconds, when known (`None`: the cluster's own,
+        /// or a deadline the caller's timeout does not name).
+        timeout_ms: Option<u64>,
+        /// Kafka's error code when a cluster's request timed out (`_MSG_TIMED_OUT`,
+        /// `_TIMED_OUT`, `REQUEST_TIMED_OUT`); `None` for a local wait.
+        code: Option<i32>,
     },
 
-    /// A segment or index file failed validation.
-    #[error("corrupt file {}: at byte {position}: {reason}", file.display())]
-    CorruptSegment {
-        /// The file holding the bad bytes.
-        file: PathBuf,
-        /// Byte position of the offending field (or batch) inside `file`.
+    /// Bytes failed validation (see [`Corruption`]): a record batch, a segment or an index
+    /// file. `file` is `None` while the bytes are known only as bytes in memory (the record
+    /// batch codec); the storage layer places the problem in its file
+    /// ([`Error::in_file`]), with `position` counted from the file's start.
+    #[error(
+        "{}: {reason}",
+        match file {
+            Some(file) => format!("corrupt file {}: at byte {position}", file.display()),
+            None => format!("corrupt record batch at byte {position}"),
+        }
+    )]
+    Corrupt {
+        /// The file holding the bad bytes, once known.
+        file: Option<PathBuf>,
+        /// Byte position of the offending field (or batch): inside `file`, or from the
+        /// start of the bytes decoded.
         position: u64,
         /// What was wrong.
         reason: Corruption,
@@ -132,9 +156,20 @@ pub enum Error {
         log_end_offset: u64,
     },
 
-    /// An offset lies outside the log.
-    #[error("offset {requested} is out of range: the log holds offsets [{start}, {end})")]
+    /// An offset lies outside what a log holds: a consumer's position behind the tail (with
+    /// `auto_offset_reset = None`; the position stays for the caller to seek), an offset given
+    /// to `commit_offsets` or `seek` past the log end, or a read of a
+    /// [`SegmentSet`](crate::storage::SegmentSet) outside `[log start, log end]`.
+    #[error(
+        "offset {requested}{} is out of range: the log holds offsets [{start}, {end})",
+        at(topic, partition)
+    )]
     OffsetOutOfRange {
+        /// The topic, when the log is a topic's partition (`None` for a storage log used
+        /// directly).
+        topic: Option<String>,
+        /// The partition, with `topic`.
+        partition: Option<u32>,
         /// The offset asked for.
         requested: u64,
         /// The log start offset (the first offset still held).
@@ -199,11 +234,11 @@ pub enum Error {
     },
 
     /// A persisted topic found in the data directory has not been opened yet: its key and
-    /// value types are known only once [`Broker::open_topic`](crate::broker::Broker::open_topic)
+    /// value types are known only once [`Broker::topic`](crate::broker::Broker::topic)
     /// names them (checked against the codec type ids in its metadata).
     #[error(
         "persisted topic `{topic}` (key codec `{key_type}`, value codec `{value_type}`) is not \
-         open: call Broker::open_topic::<K, V> with codecs of those type ids first"
+         open: call Broker::topic::<K, V> with codecs of those type ids first"
     )]
     TopicNotOpen {
         /// The topic.
@@ -268,38 +303,34 @@ pub enum Error {
         dir: PathBuf,
     },
 
-    /// A data directory does not exist and the broker was not asked to create it. A
-    /// directory that vanished (deleted, or a mount that failed) must not reopen as an empty
-    /// log: creating one is explicit, with
-    /// [`BrokerBuilder::create`](crate::broker::BrokerBuilder::create).
+    /// A path given as a data directory is not one: it has no marker (`meta.properties`)
+    /// and no sibling directory says it had one (that is [`Error::DataDirLost`]). Missing or
+    /// empty, it becomes a data directory with
+    /// [`BrokerBuilder::create`](crate::broker::BrokerBuilder::create) (a directory that
+    /// vanished, deleted or a mount that failed, must not reopen as an empty log, so creating
+    /// one is explicit); holding anything else, it is not logbus's and is refused even then.
     #[error(
-        "data directory {} does not exist; to start a new one there, open with \
-         BrokerBuilder::create(true)",
-        dir.display()
-    )]
-    DataDirMissing {
-        /// The directory.
-        dir: PathBuf,
-    },
-
-    /// A directory has no data directory marker (`meta.properties`). Empty, it becomes a
-    /// data directory with [`BrokerBuilder::create`](crate::broker::BrokerBuilder::create);
-    /// holding anything else, it is not logbus's and is refused even then.
-    #[error(
-        "{} is not a logbus data directory (no meta.properties){}",
+        "{} is not a logbus data directory{}",
         dir.display(),
-        match (entries, example) {
-            (0, _) => " and is empty; to start a new one there, open with \
-                       BrokerBuilder::create(true)".to_string(),
-            (n, Some(e)) => format!(
-                " and holds {n} entries (e.g. `{e}`): choose an empty or new directory"
+        match (missing, entries, example) {
+            (true, _, _) => ": it does not exist; to start a new one there, open with \
+                             BrokerBuilder::create(true)".to_string(),
+            (false, 0, _) => " (no meta.properties) and is empty; to start a new one there, \
+                              open with BrokerBuilder::create(true)".to_string(),
+            (false, n, Some(e)) => format!(
+                " (no meta.properties) and holds {n} entries (e.g. `{e}`): choose an empty or \
+                 new directory"
             ),
-            (n, None) => format!(" and holds {n} entries: choose an empty or new directory"),
+            (false, n, None) => format!(
+                " (no meta.properties) and holds {n} entries: choose an empty or new directory"
+            ),
         }
     )]
     DataDirUnformatted {
         /// The directory.
         dir: PathBuf,
+        /// `true`: the path does not exist (`entries` is 0).
+        missing: bool,
         /// How many entries it holds (a leftover lock file not counted).
         entries: usize,
         /// One of them.
@@ -471,23 +502,6 @@ pub enum Error {
         requested: String,
     },
 
-    /// A consumer's position in a partition is outside what the partition holds (behind
-    /// the tail, with `auto_offset_reset = None`), or an offset given to `commit_offsets`
-    /// lies past the log end.
-    #[error("offset {requested} of `{topic}`-{partition} is out of range: the partition holds [{start}, {end})")]
-    PartitionOffsetOutOfRange {
-        /// The topic.
-        topic: String,
-        /// The partition.
-        partition: u32,
-        /// The offset asked for.
-        requested: u64,
-        /// The log start offset.
-        start: u64,
-        /// The log end offset.
-        end: u64,
-    },
-
     /// A consumer with `auto_offset_reset = None` has no committed offset and no position
     /// for a partition: seek first.
     #[error(
@@ -543,20 +557,19 @@ pub enum Error {
     },
 
     /// A record timestamp outside `0..=`[`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP) (Kafka
-    /// refuses negative timestamps; logbus keeps two bits of each entry for itself).
-    #[error("invalid timestamp {timestamp}: record timestamps are milliseconds since the Unix epoch, in 0..=4611686018427387903 (2^62 - 1)")]
+    /// refuses negative timestamps; logbus keeps two bits of each entry for itself): given to
+    /// a send or a lookup by time (`offset` is `None`), or found on a record read from disk
+    /// (`offset` names it).
+    #[error(
+        "invalid timestamp {timestamp}{}: record timestamps are milliseconds since the Unix \
+         epoch, in 0..=4611686018427387903 (2^62 - 1)",
+        match offset { Some(o) => format!(" of the record at offset {o}"), None => String::new() }
+    )]
     InvalidTimestamp {
-        /// The timestamp given.
+        /// The timestamp.
         timestamp: i64,
-    },
-
-    /// A record read from disk has a timestamp outside `0..=`[`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP).
-    #[error("record at offset {offset} has timestamp {timestamp}, outside the valid 0..=4611686018427387903 (2^62 - 1)")]
-    InvalidRecordTimestamp {
-        /// The record's offset.
-        offset: u64,
-        /// Its timestamp.
-        timestamp: i64,
+        /// The offset of the record that holds it, when it was read from a log.
+        offset: Option<u64>,
     },
 
     /// The object operated on is closed (a deleted topic, a closed consumer).
@@ -631,7 +644,9 @@ pub enum Error {
 
     /// `acks = all`: the partition's ISR is smaller than the topic's
     /// `min_insync_replicas`, so the record was refused before it was appended (Kafka's
-    /// `NOT_ENOUGH_REPLICAS`). Retriable: the ISR grows back as followers catch up.
+    /// `NOT_ENOUGH_REPLICAS`). Retriable: the ISR grows back as followers catch up. Not a
+    /// twin of [`Error::NotEnoughReplicasAfterAppend`] (Kafka keeps the two apart too): here
+    /// the record is in no log, so a retry cannot duplicate it.
     #[error("`{topic}`-{partition}: {isr} in-sync replicas, below min_insync_replicas = {min}; the record was not appended")]
     NotEnoughReplicas {
         /// The topic.
@@ -647,7 +662,7 @@ pub enum Error {
     /// `acks = all`: the record was appended, but the ISR shrank below
     /// `min_insync_replicas` before every in-sync replica had it (Kafka's
     /// `NOT_ENOUGH_REPLICAS_AFTER_APPEND`). The record may still be read later; a retry
-    /// may duplicate it.
+    /// may duplicate it (unlike [`Error::NotEnoughReplicas`], refused before the append).
     #[error("`{topic}`-{partition}: appended, but the ISR shrank to {isr}, below min_insync_replicas = {min}, before it was acknowledged")]
     NotEnoughReplicasAfterAppend {
         /// The topic.
@@ -693,11 +708,12 @@ pub enum Error {
         replicas: Vec<u32>,
     },
 
-    /// A data directory that the broker does not have (fault injection).
-    #[error("data directory {dir} does not exist: the broker has {count} (0..{count})")]
-    UnknownDataDir {
-        /// The directory asked for.
-        dir: u32,
+    /// A data directory index at or above the broker's count of data directories (fault
+    /// injection, and a replica placement read from disk).
+    #[error("data directory {index} does not exist: the broker has {count} (0..{count})")]
+    DataDirOutOfRange {
+        /// The directory index asked for.
+        index: u32,
         /// How many the broker has.
         count: u32,
     },
@@ -737,26 +753,6 @@ pub enum Error {
         retriable: bool,
         /// What the client said.
         reason: String,
-    },
-
-    /// A request to a Kafka cluster got no answer in time (the `kafka` feature): a record
-    /// not acknowledged within its delivery timeout, a commit or a metadata request not
-    /// answered. Whether the request took effect is unknown.
-    #[error(
-        "kafka: {operation}{} timed out after {timeout_ms} ms (code {code})",
-        at(topic, partition)
-    )]
-    KafkaTimeout {
-        /// What logbus was doing.
-        operation: &'static str,
-        /// The topic, when known.
-        topic: Option<String>,
-        /// The partition, when known.
-        partition: Option<u32>,
-        /// Kafka's error code (`_MSG_TIMED_OUT`, `_TIMED_OUT`, `REQUEST_TIMED_OUT`).
-        code: i32,
-        /// The timeout that passed, in milliseconds (0 when the cluster's own).
-        timeout_ms: u64,
     },
 
     /// An export found source records missing on the target with later ones already
@@ -822,7 +818,7 @@ fn ranges(ranges: &[(u64, u64)]) -> String {
     text
 }
 
-/// " of `topic`-partition" for the Kafka errors' messages.
+/// " of `topic`-partition" for the messages of the errors that may name a partition.
 fn at(topic: &Option<String>, partition: &Option<u32>) -> String {
     match (topic, partition) {
         (Some(t), Some(p)) => format!(" of `{t}`-{p}"),

@@ -10,20 +10,30 @@
 //! [assigned](Consumer::assign) partitions or [subscribe](Consumer::subscribe) as members of
 //! a [`group`] whose partitions Kafka's assignors share out.
 //!
-//! The crate is built in layers, each a module that only calls the ones below it:
+//! The crate is built in layers, bottom up. A module calls only modules of its own layer or
+//! below (a type two layers share lives in the lower one), and no chain of references between
+//! modules leads back to where it started. `scripts/check-layers` reads the table below and
+//! fails CI on an upward reference or a cycle, so the table and the code cannot disagree.
 //!
-//! | layer | module | what it is |
+//! <!-- layers: begin (scripts/check-layers parses the rows up to "layers: end") -->
+//! | layer | modules | what they are |
 //! |---|---|---|
-//! | 1 | `sync` (private) | the loom-switchable synchronisation shim |
-//! | 1 | [`codec`], [`clock`], [`error`] | bytes, time and errors shared by every layer |
+//! | 0 | `sync` (private) | the loom-switchable synchronisation shim: the only code naming atomics, locks, parking, spawning, fences |
+//! | 1 | [`clock`], [`codec`], [`error`], `topic_partition` (private; [`TopicPartition`]) | time, bytes, errors and partition names, shared by every layer |
 //! | 2 | [`ring`] | the lock-free ring (the Disruptor's structure): the in-memory tail of every log |
-//! | 3 | [`queue`] | a bounded blocking MPMC queue (crossbeam-channel's API, plus batches) |
-//! | 3 | [`observer`] | an observer bus: publish once, every subscriber's callback runs |
-//! | 4 | [`storage`] | one partition's log on disk, in Kafka's segment format (RecordBatch v2), the files of persisted topics |
-//! | 5 | `partition` (private) | one partition's log: the ring as its tail, log start / HW / LEO, commit gating |
-//! | 5 | [`persist`] | persisted topics: a data directory, a disk writer per partition, flush policies, checkpoints, retention |
-//! | 7 | [`broker`], [`producer`], [`consumer`] | typed topics, Kafka's partitioner, assign / poll / commit / seek |
-//! | 7 | [`group`] | consumer groups: membership, generations, eager and cooperative rebalancing, listeners, lag; Kafka's partition assignors (range, round-robin, sticky, cooperative-sticky) as a pure API |
+//! | 3 | [`queue`], [`observer`] | a bounded blocking MPMC queue (crossbeam-channel's API, plus batches); an observer bus |
+//! | 4 | [`storage`] | one partition's log on disk, in Kafka's segment format (RecordBatch v2), behind an I/O trait |
+//! | 5 | `partition` (private), [`persist`] | one partition's log (the ring as its tail, log start / HW / LEO, commit gating; a replica's log; topic configuration); the one write path to disk of every persisted topic, whatever its replication factor: data directories, segment sets, flush policies, checkpoints, retention |
+//! | 6 | [`replica`] | replication over partition logs: follower fetches, ISR, HW, acks, elections, truncation by leader epoch, the fault hooks |
+//! | 7 | [`broker`] | the registry of topics and groups, their admin operations, the builder, the fault-injection API, the group coordinator and the assignors it runs |
+//! | 8 | [`producer`], [`consumer`], [`group`] | the public face: partitioning, batching, acks; assign / subscribe / poll / commit / seek, group membership and rebalance listeners, lag |
+//! | 9 | `kafka` (feature `kafka`) | the same producer and consumer API over a Kafka cluster (rdkafka) |
+//! <!-- layers: end -->
+//!
+//! `impl Broker` is the broker's, in `broker/`, except the constructors of the clients above
+//! it: [`Broker::producer`] and [`Broker::consumer`] live with the producer and the consumer,
+//! and [`Broker::subscribe_with`] with the groups, each calling down into the broker. The
+//! `logbus` binary (`src/bin/`, feature `cli`) is a crate of its own on the public API.
 //!
 //! ## Topics: Kafka's model in memory
 //!
@@ -56,7 +66,7 @@
 //! What blocks: `send` on an [`Overflow::Block`] topic while a partition is full of records
 //! a registered group has not committed; `poll` until a record arrives or the timeout
 //! passes. What allocates: creating topics, producers and consumers, and `poll`'s result
-//! vector; never `send` or [`poll_into`](Consumer::poll_into) per record (no key, no
+//! vector; never `send` or [`poll_with`](Consumer::poll_with) per record (no key, no
 //! headers). Ordering: per partition, in offset order; offsets are dense from 0.
 //!
 //! ## The ring: one producer, readers at their own pace
@@ -67,10 +77,10 @@
 //! told exactly how many entries they missed when they fall a lap behind.
 //!
 //! ```
-//! use logbus::ring::{Overflow, ReadError, Ring, RingConfig, Start, TryReadError};
+//! use logbus::ring::{LapPolicy, ReadError, Ring, RingConfig, Start, TryReadError};
 //!
 //! // Drop-oldest mode: the producer never waits for readers.
-//! let config = RingConfig::new(8).overflow(Overflow::DropOldest);
+//! let config = RingConfig::new(8).overflow(LapPolicy::DropOldest);
 //! let (mut producer, ring) = Ring::single_producer(config)?;
 //! let mut follower = ring.reader(Start::Tail)?;
 //!
@@ -90,7 +100,7 @@
 //! # Ok::<(), logbus::Error>(())
 //! ```
 //!
-//! What blocks: `publish*` on an [`Overflow::Block`](ring::Overflow::Block) ring while a
+//! What blocks: `publish*` on an [`LapPolicy::Block`](ring::LapPolicy::Block) ring while a
 //! gating reader is a full lap behind, and `read*` on an empty ring (yield, then park);
 //! every `try_*` returns at once. What allocates: creating a ring or a reader, never an entry.
 //! Ordering: every reader sees entries in sequence order, each producer's in its own order.
@@ -178,6 +188,9 @@ pub use broker::{Broker, Overflow, Topic, TopicConfig};
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// The byte buffer of `Codec`'s impls and of record headers, re-exported so that callers need
+/// no `bytes` dependency of their own.
+pub use bytes::Bytes;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Codec;
 pub use consumer::{Consumer, ConsumerConfig, ConsumerRecord, ConsumerRecords, OffsetReset};

@@ -48,7 +48,7 @@ use std::fmt;
 use bytes::Bytes;
 
 use crate::ring::{
-    GetError, Overflow as RingOverflow, Producer as RingProducer, Reader, Ring, RingConfig, Start,
+    GetError, LapPolicy, Reader, Ring, RingConfig, SingleProducer as RingProducer, Start,
 };
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::time::Instant;
@@ -271,8 +271,8 @@ pub(crate) type Pipeline<'a, K, V> = (&'a Arc<dyn ReplicatedLog<K, V>>, &'a Arc<
 /// A replicated append in the leader's log whose acknowledgement is awaited later
 /// (`Producer::send_async`): the record, shared with the log, and the send's progress.
 pub(crate) struct Pending<K, V> {
-    pub(crate) entry: crate::replica::Records<K, V>,
-    pub(crate) progress: crate::replica::Progress,
+    pub(crate) entry: replica_log::SendRecords<K, V>,
+    pub(crate) progress: progress::SendProgress,
 }
 
 impl<K, V> Pending<K, V> {
@@ -481,9 +481,9 @@ impl<K, V> Partition<K, V> {
     /// [`Error::InvalidConfig`] when the capacity is not a power of two in `2..=2^32`.
     pub(crate) fn new(config: PartitionConfig, arrivals: Arc<WaitSet>) -> Result<Self> {
         let overflow = if config.gated {
-            RingOverflow::Block
+            LapPolicy::Block
         } else {
-            RingOverflow::DropOldest
+            LapPolicy::DropOldest
         };
         let ring_config = RingConfig::new(config.capacity).overflow(overflow);
         Self::with_ring(config, ring_config, arrivals, None)
@@ -511,7 +511,7 @@ impl<K, V> Partition<K, V> {
             ..config
         };
         let ring_config = RingConfig::new(config.capacity)
-            .overflow(RingOverflow::Block)
+            .overflow(LapPolicy::Block)
             .start_sequence(start);
         let partition = Self::with_ring(config, ring_config, arrivals, Some(disk))?;
         let writer = partition.ring.gating_reader(Start::Oldest)?;
@@ -1095,6 +1095,9 @@ mod appender;
 mod broker_close;
 mod entry;
 mod lend;
+pub(crate) mod progress;
+pub(crate) mod replica_log;
+pub(crate) mod topic_config;
 pub(crate) use appender::Appender;
 pub(crate) use broker_close::ClosedByBroker;
 pub use entry::MAX_TIMESTAMP;

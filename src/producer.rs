@@ -30,7 +30,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::broker::{Broker, TopicInner};
 use crate::codec::Codec;
@@ -44,17 +44,17 @@ use crate::sync::StdArc as Arc;
 use crate::sync::{Mutex, MutexGuard};
 use crate::{Error, Result};
 
-mod delivery;
+mod error;
+mod partition_producer;
 mod partitioner;
+mod pending_send;
 mod record;
-mod run;
-pub use delivery::Delivery;
-use delivery::Sent;
+pub use error::{ProduceBatchError, ProduceError, ProduceTimeoutError, TryProduceError};
+pub use partition_producer::{PartitionProducer, Payload};
 pub use partitioner::{murmur2, partition_for_key, to_positive, Partitioner};
-pub(crate) use record::send_error;
-use record::unacknowledged;
-pub use record::{Record, RecordMetadata, SendError};
-pub use run::{Payload, SendToError};
+pub use pending_send::PendingSend;
+use pending_send::Sent;
+pub use record::{Record, RecordMetadata};
 
 /// How a producer behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -265,7 +265,7 @@ impl<K, V> State<K, V> {
 
 /// A `send_batch` that stopped: the error with its record, and the records after it not
 /// sent, in order.
-type RunFailure<K, V> = (SendError<K, V>, Vec<Record<K, V>>);
+type RunFailure<K, V> = (ProduceError<K, V>, Vec<Record<K, V>>);
 
 /// The error for an append that did not happen.
 fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
@@ -274,7 +274,13 @@ fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
             topic: topic.to_owned(),
             partition,
         },
-        AppendError::Timeout => Error::Timeout,
+        AppendError::Timeout => Error::Timeout {
+            operation: "send",
+            topic: Some(topic.to_owned()),
+            partition: Some(partition),
+            timeout_ms: None,
+            code: None,
+        },
         AppendError::TooLarge(size, max) => Error::RecordTooLarge {
             what: "record (max_message_bytes, or what a batch in one segment holds)",
             size,
@@ -441,47 +447,88 @@ where
         }
     }
 
-    /// Sends `record`, waiting while its partition is full of records a registered group
-    /// has not committed ([`Overflow::Block`](crate::broker::Overflow::Block)); never
-    /// waits on a `DropOldest` topic. Returns where the record went.
+    /// Sends `record` and returns where it went once the topic's acks level holds,
+    /// waiting while its partition is full of records a registered group has not committed
+    /// ([`Overflow::Block`](crate::broker::Overflow::Block)); never waits for room on a
+    /// `DropOldest` topic. On a replicated partition it retries as [`ProducerConfig`]
+    /// says, within its `delivery_timeout`.
     ///
     /// # Errors
     ///
-    /// [`SendError`] with the record and: [`Error::UnknownTopic`], [`Error::TypeMismatch`],
-    /// [`Error::PartitionOutOfRange`] (explicit or user-chosen partition),
-    /// [`Error::InvalidTimestamp`], [`Error::Closed`] (the topic was deleted meanwhile),
-    /// [`Error::PartitionOffline`] (a persisted partition's log failed; the record is
-    /// handed back).
-    pub fn send(&self, record: Record<K, V>) -> Result<RecordMetadata, SendError<K, V>> {
+    /// [`ProduceError`] with the record and: [`Error::UnknownTopic`],
+    /// [`Error::TypeMismatch`], [`Error::PartitionOutOfRange`] (explicit or user-chosen
+    /// partition, with the topic's partition count), [`Error::InvalidTimestamp`],
+    /// [`Error::RecordTooLarge`] (persisted topics), [`Error::Closed`] (the topic was
+    /// deleted meanwhile, or the broker closed), [`Error::PartitionOffline`] (a persisted
+    /// partition's log failed); on replicated partitions [`Error::NotEnoughReplicas`],
+    /// [`Error::LeaderNotAvailable`], [`Error::Timeout`] (the `delivery_timeout` ran out),
+    /// and [`Error::NotAcknowledged`] (in the log, not acknowledged: no record handed back).
+    pub fn send(&self, record: Record<K, V>) -> Result<RecordMetadata, ProduceError<K, V>> {
         self.send_with(record, AppendWait::Until(None))
     }
 
-    /// Sends `record` if its partition has room now.
+    /// Sends `record` if its partition has room now; otherwise hands it back at once.
     ///
     /// # Errors
     ///
-    /// As [`send`](Self::send), plus [`Error::Full`].
-    pub fn try_send(&self, record: Record<K, V>) -> Result<RecordMetadata, SendError<K, V>> {
+    /// [`TryProduceError`]: [`is_full`](TryProduceError::is_full) ([`Error::Full`]) when
+    /// the partition had no room, else those of [`send`](Self::send).
+    pub fn try_send(&self, record: Record<K, V>) -> Result<RecordMetadata, TryProduceError<K, V>> {
         self.send_with(record, AppendWait::No)
+            .map_err(TryProduceError)
     }
 
     /// Like [`send`](Self::send), giving up after `timeout`.
     ///
     /// # Errors
     ///
-    /// As [`send`](Self::send), plus [`Error::Timeout`].
+    /// [`ProduceTimeoutError`]: [`is_timeout`](ProduceTimeoutError::is_timeout)
+    /// ([`Error::Timeout`]) when `timeout` passed first, else those of
+    /// [`send`](Self::send).
     pub fn send_timeout(
         &self,
         record: Record<K, V>,
         timeout: Duration,
-    ) -> Result<RecordMetadata, SendError<K, V>> {
+    ) -> Result<RecordMetadata, ProduceTimeoutError<K, V>> {
         self.send_with(record, AppendWait::Until(time::deadline_after(timeout)))
+            .map_err(ProduceTimeoutError)
+    }
+
+    /// Like [`send`](Self::send), giving up at `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// As [`send_timeout`](Self::send_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use logbus::broker::{Broker, TopicConfig};
+    /// use logbus::producer::Record;
+    ///
+    /// let broker = Broker::in_memory();
+    /// broker.create_topic::<(), u64>("ticks", TopicConfig::new(1))?;
+    /// let producer = broker.producer::<(), u64>();
+    /// let deadline = Instant::now() + Duration::from_secs(1);
+    /// assert_eq!(producer.send_deadline(Record::new("ticks", 7), deadline)?.offset, 0);
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn send_deadline(
+        &self,
+        record: Record<K, V>,
+        deadline: Instant,
+    ) -> Result<RecordMetadata, ProduceTimeoutError<K, V>> {
+        self.send_with(record, AppendWait::Until(Some(deadline)))
+            .map_err(ProduceTimeoutError)
     }
 
     /// Sends every record of `records` in order (draining it; its capacity is kept for
     /// reuse), taking the producer's lock once. Returns how many were sent. Records without
     /// a timestamp get the broker clock's time, read once per run of consecutive records
-    /// for one partition (as [`send_to`](Self::send_to) reads it once per chunk).
+    /// for one partition (as [`PartitionProducer::send_iter`] reads it once per chunk).
+    /// Each record goes where [`send`](Self::send) would send it; consecutive records for
+    /// one partition are appended with one claim.
     ///
     /// If user code panics meanwhile (a [`Partitioner`], the key's [`Codec`]), the panic
     /// goes on to the caller and the records not yet appended are dropped: those of the
@@ -489,9 +536,30 @@ where
     ///
     /// # Errors
     ///
-    /// The first failure, with its record; the records after it stay in `records`, in
-    /// order, and those before it were sent.
-    pub fn send_batch(&self, records: &mut Vec<Record<K, V>>) -> Result<usize, SendError<K, V>> {
+    /// [`ProduceBatchError`] with how many were sent and the first failure (the errors of
+    /// [`send`](Self::send)). The records not sent stay in `records`, in order, the one
+    /// that failed first (unless it reached the log unacknowledged:
+    /// [`Error::NotAcknowledged`]); those before it were sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, TopicConfig};
+    /// use logbus::producer::Record;
+    ///
+    /// let broker = Broker::in_memory();
+    /// broker.create_topic::<(), u64>("ticks", TopicConfig::new(2))?;
+    /// let producer = broker.producer::<(), u64>();
+    /// let mut batch: Vec<_> = (0..10).map(|v| Record::new("ticks", v)).collect();
+    /// batch.push(Record::new("ticks", 10).partition(7)); // no partition 7
+    /// batch.push(Record::new("ticks", 11));
+    /// let failed = producer.send_batch(&mut batch).unwrap_err();
+    /// assert_eq!(failed.sent, 10);
+    /// assert!(matches!(failed.error, logbus::Error::PartitionOutOfRange { count: 2, .. }));
+    /// assert_eq!(batch.iter().map(|r| r.value).collect::<Vec<_>>(), [10, 11]);
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn send_batch(&self, records: &mut Vec<Record<K, V>>) -> Result<usize, ProduceBatchError> {
         let mut state = self.state.lock();
         let moved = self.send_batch_moved(&mut state, records);
         if records.is_empty() {
@@ -516,7 +584,7 @@ where
                     // The records before it are sent first.
                     let flushed = Self::flush_run(&mut state, run_at, &mut run, &mut meta);
                     failed = Some(match flushed.0 {
-                        Ok(()) => (send_error(error, record), Vec::new()),
+                        Ok(()) => (ProduceError::new(error, record), Vec::new()),
                         Err(mut e) => {
                             e.1.push(record);
                             e
@@ -542,7 +610,7 @@ where
                     t = match self.destination(&mut state, &record.topic, partition) {
                         Ok(t) => t,
                         Err(error) => {
-                            failed = Some((send_error(error, record), Vec::new()));
+                            failed = Some((ProduceError::new(error, record), Vec::new()));
                             break;
                         }
                     };
@@ -569,14 +637,21 @@ where
                 Err(e) => failed = Some(e),
             }
         }
+        // After a failure `meta` holds the appended records of the run that failed.
+        let appended = moved + sent + if failed.is_some() { meta.len() } else { 0 };
         meta.clear();
         let outcome = match failed {
-            None => Ok(moved + sent),
-            Some((error, mut unsent)) => {
-                unsent.extend(rest.by_ref());
+            None => Ok(appended),
+            Some((error, unsent)) => {
+                let unsent: Vec<Record<K, V>> = unsent.into_iter().chain(rest.by_ref()).collect();
                 drop(rest);
+                let error = error.into_parts();
+                records.extend(error.1);
                 records.extend(unsent);
-                Err(error)
+                Err(ProduceBatchError {
+                    sent: appended,
+                    error: error.0,
+                })
             }
         };
         run.clear();
@@ -723,14 +798,17 @@ where
                     .collect();
                 if unsent.is_empty() {
                     if let AppendError::Unacknowledged(e) = why {
-                        return (Err((unacknowledged(*e), Vec::new())), relocked);
+                        return (
+                            Err((ProduceError::unacknowledged(*e), Vec::new())),
+                            relocked,
+                        );
                     }
                     // The ring stops a batch early only with entries left; nothing to hand back.
                     return (Ok(()), relocked);
                 }
                 let first = unsent.remove(0);
                 Err((
-                    send_error(append_error(why, name, partition), first),
+                    ProduceError::new(append_error(why, name, partition), first),
                     unsent,
                 ))
             }
@@ -739,7 +817,7 @@ where
     }
 
     /// Waits until every record sent so far is acknowledged, or can no longer be: the
-    /// records of [`send_async`](Self::send_async) whose [`Delivery`] was not waited on yet
+    /// records of [`send_async`](Self::send_async) whose [`PendingSend`] was not waited on yet
     /// (every other send returns acknowledged). Waits at most the producer's
     /// `delivery_timeout`. As Kafka's `flush`, it reports no errors: each delivery's
     /// outcome is on its handle (whose `wait` also does the retries).
@@ -759,18 +837,18 @@ where
     }
 
     /// Sends `record` without waiting for its acknowledgement (Kafka's `send`, which
-    /// returns a future): the returned [`Delivery`] gives the outcome when waited on.
+    /// returns a future): the returned [`PendingSend`] gives the outcome when waited on.
     /// Many records can be in flight at once, so a producer's throughput under
     /// `acks = all` is no longer one replication round trip per record.
     ///
     /// On a replicated partition under [`Acks::All`] this returns once the record is in
     /// the leader's log (after retrying refusals such as [`Error::NotEnoughReplicas`], as
-    /// `send` does); [`Delivery::wait`] waits until the in-sync replicas have it. If that
+    /// `send` does); [`PendingSend::wait`] waits until the in-sync replicas have it. If that
     /// fails (the leader changed, the ISR shrank, no acknowledgement within
     /// `request_timeout`), `wait` retries as `send` does: it appends the record again, so
     /// it lands after records sent since (Kafka's producer reorders the same way with
     /// `max.in.flight.requests.per.connection > 1` and no idempotence), and the first copy
-    /// may survive too ([`ProducerMetrics::possible_duplicates`]). A `Delivery` dropped
+    /// may survive too ([`ProducerMetrics::possible_duplicates`]). A `PendingSend` dropped
     /// without `wait` is not retried. Everywhere else (one replica, `acks = 0 / 1`) the
     /// send completes before this returns, exactly as [`send`](Self::send), and the
     /// handle holds its outcome.
@@ -797,17 +875,17 @@ where
     ///
     /// # Errors
     ///
-    /// None here: every error, with its record, comes from [`Delivery::wait`] (those of
+    /// None here: every error, with its record, comes from [`PendingSend::wait`] (those of
     /// [`send`](Self::send)).
-    pub fn send_async(&self, record: Record<K, V>) -> Delivery<K, V> {
+    pub fn send_async(&self, record: Record<K, V>) -> PendingSend<K, V> {
         let mut state = self.state.lock();
         let (t, partition) = match self.route(&mut state, &record) {
             Ok(at) => at,
-            Err(error) => return Delivery::done(Err(send_error(error, record))),
+            Err(error) => return PendingSend::done(Err(ProduceError::new(error, record))),
         };
         let appender = &mut state.topics[t].appenders[partition as usize];
         let Some((log, policy)) = appender.pipeline() else {
-            return Delivery::done(self.send_routed(
+            return PendingSend::done(self.send_routed(
                 state,
                 t,
                 partition,
@@ -822,9 +900,9 @@ where
                 if let Some(at) = pending.at() {
                     appender.pipelined(at);
                 }
-                Delivery::in_flight(log, policy, pending, sent)
+                PendingSend::in_flight(log, policy, pending, sent)
             }
-            Err(failed) => Delivery::done(sent.outcome(Err(failed))),
+            Err(failed) => PendingSend::done(sent.outcome(Err(failed))),
         }
     }
 
@@ -859,11 +937,11 @@ where
         &self,
         record: Record<K, V>,
         wait: AppendWait,
-    ) -> Result<RecordMetadata, SendError<K, V>> {
+    ) -> Result<RecordMetadata, ProduceError<K, V>> {
         let mut state = self.state.lock();
         let (t, partition) = match self.route(&mut state, &record) {
             Ok(at) => at,
-            Err(error) => return Err(send_error(error, record)),
+            Err(error) => return Err(ProduceError::new(error, record)),
         };
         self.send_routed(state, t, partition, record, wait)
     }
@@ -877,7 +955,7 @@ where
         partition: u32,
         record: Record<K, V>,
         wait: AppendWait,
-    ) -> Result<RecordMetadata, SendError<K, V>> {
+    ) -> Result<RecordMetadata, ProduceError<K, V>> {
         let (entry, sent) = self.entry_of(record, partition);
         let cached = &mut state.topics[t];
         let appender = &mut cached.appenders[partition as usize];
@@ -916,7 +994,10 @@ where
             if state.topics[t].is_named(&record.topic) {
                 if let Some(ts) = record.timestamp {
                     if !valid_timestamp(ts) {
-                        return Err(Error::InvalidTimestamp { timestamp: ts });
+                        return Err(Error::InvalidTimestamp {
+                            timestamp: ts,
+                            offset: None,
+                        });
                     }
                 }
                 let State {
@@ -939,7 +1020,10 @@ where
     fn route(&self, state: &mut State<K, V>, record: &Record<K, V>) -> Result<(usize, u32)> {
         if let Some(ts) = record.timestamp {
             if !valid_timestamp(ts) {
-                return Err(Error::InvalidTimestamp { timestamp: ts });
+                return Err(Error::InvalidTimestamp {
+                    timestamp: ts,
+                    offset: None,
+                });
             }
         }
         let t = match state.topics.get_mut(state.last) {

@@ -6,9 +6,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use logbus::storage::record_batch::{encode_batch, BatchHeader, Header, Record};
+use logbus::storage::record_batch::{encode_batch, BatchHeader, BatchRecord, Header};
 use logbus::storage::{offset_index, time_index};
-use logbus::storage::{LogConfig, LogOptions, SegmentSet};
+use logbus::storage::{LogConfig, LogSetup, SegmentSet};
 
 fn logbus(args: &[&std::ffi::OsStr]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_logbus"))
@@ -33,25 +33,25 @@ fn run(args: &[&str], path: &Path) -> (i32, String, String) {
 
 /// The first batch every test partition starts with: three records, one with a null key, one
 /// with a null value, timestamps out of order, headers.
-fn first_batch() -> Vec<Record> {
+fn first_batch() -> Vec<BatchRecord> {
     let header = |k: &str, v: Option<&[u8]>| Header {
         key: k.into(),
         value: v.map(<[u8]>::to_vec),
     };
     vec![
-        Record {
+        BatchRecord {
             timestamp: 1_700_000_000_000,
             key: Some(b"k0".to_vec()),
             value: Some(b"v0".to_vec()),
             headers: vec![header("h", Some(b"x"))],
         },
-        Record {
+        BatchRecord {
             timestamp: 1_700_000_000_005,
             key: None,
             value: Some(b"v1".to_vec()),
             headers: vec![],
         },
-        Record {
+        BatchRecord {
             timestamp: 1_699_999_999_990,
             key: Some(b"k2".to_vec()),
             value: None,
@@ -70,16 +70,16 @@ fn write_partition(dir: &Path) {
     };
     let (mut log, _) = SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             config,
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
     .unwrap();
     log.append(&first_batch()).unwrap();
     for i in 0..120i64 {
         let ts = 1_700_000_001_000 + (i % 9) * 100;
-        log.append(&[Record::new(
+        log.append(&[BatchRecord::new(
             ts,
             Some(b"key"),
             format!("value-{i}").as_bytes(),
@@ -499,7 +499,7 @@ fn describe_lists_topics_partitions_and_group_lag() {
         .open()
         .unwrap();
     broker
-        .create_persisted_topic::<String, u64>("clicks", TopicConfig::new(2), PersistConfig::new())
+        .create_topic::<String, u64>("clicks", TopicConfig::new(2).persist(PersistConfig::new()))
         .unwrap();
     let p = broker.producer::<String, u64>();
     for i in 0..10 {
@@ -645,7 +645,7 @@ fn describe_shows_replicas_isr_and_epochs() {
         .replication_factor(3)
         .min_insync_replicas(2);
     broker
-        .create_persisted_topic::<(), u64>("pay", config, PersistConfig::new())
+        .create_topic::<(), u64>("pay", config.persist(PersistConfig::new()))
         .unwrap();
     let p = broker.producer::<(), u64>();
     for i in 0..10 {
@@ -695,7 +695,7 @@ fn verify_and_describe_report_the_marker() {
         .open()
         .unwrap();
     broker
-        .create_persisted_topic::<(), u64>("t", TopicConfig::new(1), PersistConfig::new())
+        .create_topic::<(), u64>("t", TopicConfig::new(1).persist(PersistConfig::new()))
         .unwrap();
     broker.close().unwrap();
     drop(broker);

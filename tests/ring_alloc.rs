@@ -6,14 +6,14 @@ mod alloc_common;
 
 use alloc_common::allocations_during;
 
-use logbus::ring::{Overflow, Ring, RingConfig, Start};
+use logbus::ring::{LapPolicy, Ring, RingConfig, Start};
 
-fn steady_state<P>(publish: &mut P, ring: &Ring<u64>, overflow: Overflow)
+fn steady_state<P>(publish: &mut P, ring: &Ring<u64>, overflow: LapPolicy)
 where
     P: FnMut(&mut Vec<u64>, u64),
 {
     let mut gating =
-        (overflow == Overflow::Block).then(|| ring.gating_reader(Start::Tail).unwrap());
+        (overflow == LapPolicy::Block).then(|| ring.gating_reader(Start::Tail).unwrap());
     let mut lossy = ring.reader(Start::Tail).unwrap();
     let mut out = Vec::with_capacity(256);
     let mut batch = Vec::with_capacity(64);
@@ -43,7 +43,7 @@ where
 
 #[test]
 fn no_allocation_per_entry_in_steady_state() {
-    for overflow in [Overflow::Block, Overflow::DropOldest] {
+    for overflow in [LapPolicy::Block, LapPolicy::DropOldest] {
         let config = RingConfig::new(64).overflow(overflow);
         let (mut sp, ring) = Ring::<u64>::single_producer(config).unwrap();
         steady_state(

@@ -11,11 +11,11 @@ use std::sync::Arc;
 use alloc_common::allocations_during;
 
 use logbus::storage::record_batch::encode_batch;
-use logbus::storage::{LogConfig, LogOptions, Record, SegmentSet};
+use logbus::storage::{BatchRecord, LogConfig, LogSetup, SegmentSet};
 use logbus::{Clock, SystemClock};
 
-fn record(i: u64) -> Record {
-    Record {
+fn record(i: u64) -> BatchRecord {
+    BatchRecord {
         timestamp: 1_700_000_000_000 + i as i64,
         key: None,
         value: Some(vec![(i % 251) as u8; 1024]),
@@ -33,15 +33,15 @@ fn steady_state_appends_do_not_allocate_and_write_the_builders_bytes() {
     let write_buffer = config.write_buffer_bytes as u64;
     let (mut log, _) = SegmentSet::open(
         dir.path(),
-        LogOptions {
+        LogSetup {
             config,
             clock,
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
     .unwrap();
     // The records are built before counting: only the log's own work is counted.
-    let records: Vec<Record> = (0..WARM_UP + WINDOW).map(record).collect();
+    let records: Vec<BatchRecord> = (0..WARM_UP + WINDOW).map(record).collect();
     for r in &records[..WARM_UP as usize] {
         log.append(std::slice::from_ref(r)).unwrap();
     }
@@ -65,7 +65,7 @@ fn steady_state_appends_do_not_allocate_and_write_the_builders_bytes() {
     );
 
     // What went through the write buffer is exactly what the builder encodes.
-    log.sync().unwrap();
+    log.fsync().unwrap();
     let file = std::fs::read(dir.path().join("00000000000000000000.log")).unwrap();
     for (i, r) in records.iter().enumerate() {
         let expected = encode_batch(i as u64, std::slice::from_ref(r)).unwrap();

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use logbus::storage::file_names::{file_name, MAX_OFFSET};
 use logbus::storage::record_batch::{crc32c, encode_batch, BatchHeader};
-use logbus::storage::verify::{verify_partition_with, VerifyOptions};
-use logbus::storage::{Checkpoints, FsIo, LogConfig, LogOptions, Record, SegmentSet};
+use logbus::storage::verify::{verify_partition_with, VerifyConfig};
+use logbus::storage::{BatchRecord, Checkpoints, FsIo, LogConfig, LogSetup, SegmentSet};
 use logbus::Error;
 use storage_common::*;
 
@@ -91,10 +91,10 @@ fn config() -> LogConfig {
 fn base_partition(dir: &Path) -> Vec<u64> {
     let (mut log, _) = SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             config: config(),
             clock: clock(),
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
     .unwrap();
@@ -519,7 +519,9 @@ fn cases() -> Vec<(&'static str, Craft)> {
             let base = bases_of(d).last().copied().unwrap();
             let mut b = fs::read(log_of(d, base)).unwrap();
             let next = 30;
-            b.extend(encode_batch(next, &[Record::new(T0, None, &vec![9u8; 2 << 20])]).unwrap());
+            b.extend(
+                encode_batch(next, &[BatchRecord::new(T0, None, &vec![9u8; 2 << 20])]).unwrap(),
+            );
             fs::write(log_of(d, base), b).unwrap();
         }),
         // Swap and cleaner files.
@@ -583,7 +585,7 @@ fn typed(e: &Error) -> bool {
             | Error::NotRegularFile { .. }
             | Error::SegmentTooLarge { .. }
             | Error::BatchTooLarge { .. }
-            | Error::CorruptSegment { .. }
+            | Error::Corrupt { file: Some(_), .. }
             | Error::UnsupportedCompression { .. }
     )
 }
@@ -593,11 +595,11 @@ fn life(dir: &Path, checkpoints: Checkpoints) -> Result<String, String> {
     let open = |cp| {
         SegmentSet::open(
             dir,
-            LogOptions {
+            LogSetup {
                 config: config(),
                 clock: clock(),
                 checkpoints: cp,
-                ..LogOptions::default()
+                ..LogSetup::default()
             },
         )
     };
@@ -701,7 +703,7 @@ fn run_case(craft: Craft) -> Result<String, String> {
 
     let mut outcomes = Vec::new();
     for dense in [true, false] {
-        let options = VerifyOptions::default().dense_offsets(dense);
+        let options = VerifyConfig::default().dense_offsets(dense);
         let verified = peak_checked(|| verify_partition_with(&FsIo, &dir, options))?;
         outcomes.push(match verified {
             Ok(r) => format!("verify: {:?}", r.problem.map(|p| p.reason)),

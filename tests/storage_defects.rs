@@ -14,7 +14,7 @@ use logbus::storage::fault::{Fault, FaultyIo};
 use logbus::storage::file_names::file_name;
 use logbus::storage::record_batch::encode_batch;
 use logbus::storage::{
-    verify_dir, Checkpoints, FsIo, Io, LogConfig, LogOptions, OpenMode, SegmentSet,
+    verify_dir, Checkpoints, FsIo, Io, LogConfig, LogSetup, OpenMode, SegmentSet,
 };
 use logbus::Error;
 use storage_common::*;
@@ -101,10 +101,10 @@ fn open_real(
 ) -> logbus::Result<(SegmentSet, logbus::storage::RecoveryReport)> {
     SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             clock: clock(),
             checkpoints,
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
 }
@@ -139,9 +139,9 @@ fn recovered_data_is_made_durable_before_it_is_called_durable() {
         }
         if failed_fsync {
             fs.inject(Fault::SyncError, 0);
-            assert!(log.sync().is_err());
+            assert!(log.fsync().is_err());
         } else {
-            log.flush().unwrap();
+            log.write_to_files().unwrap();
         }
         drop(log);
         let (log, report) = open(
@@ -208,7 +208,7 @@ fn legal_offset_gap_keeps_durable_segments() {
     }
     log.append_batch(&encode_batch(100, &[record(100, 30)]).unwrap())
         .unwrap();
-    log.sync().unwrap();
+    log.fsync().unwrap();
     let closed = log.close().unwrap();
     for cp in [
         Checkpoints::default(),
@@ -271,7 +271,7 @@ fn two_writers_on_one_directory_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (mut first, _) = open_real(dir.path(), Checkpoints::default()).unwrap();
     first.append(&[record(0, 10)]).unwrap();
-    first.sync().unwrap();
+    first.fsync().unwrap();
     let second = open_real(dir.path(), Checkpoints::default()).map(|_| ());
     assert!(
         matches!(&second, Err(Error::DirectoryLocked { dir: d, .. }) if d == dir.path()),
@@ -447,7 +447,8 @@ fn a_negative_base_offset_on_disk_is_cut_and_refused_as_typed_corruption() {
     assert!(cut.reason.contains("baseOffset -1 is negative"), "{cut:?}");
     assert_eq!(log.log_end_offset(), 1);
     match log.append_batch(&negative) {
-        Err(Error::CorruptBatch {
+        Err(Error::Corrupt {
+            file: None,
             position: 0,
             reason: Corruption::NegativeOffset { base_offset: -1 },
         }) => {}

@@ -22,8 +22,8 @@
 //!   (what a user who wants no timestamp, topic or headers pays): reading a message's
 //!   timestamp and headers touches librdkafka's per-message state that key and value do
 //!   not.
-//! - `poll_into`: logbus's `poll_into` (records moved into a reused `Vec` of 1,024) against
-//!   the full-record rdkafka run.
+//! - `poll`: logbus's `poll` (a `ConsumerRecords` of up to `max_poll_records` per call)
+//!   against the full-record rdkafka run.
 //!
 //!
 //! Checks: every read (both sides, every row) asserts the exact count and the
@@ -116,7 +116,7 @@ fn produce_rdkafka(producer: &BaseProducer, topic: &str, records: u64) -> f64 {
     records as f64 / start.elapsed().as_secs_f64()
 }
 
-/// logbus: assign every partition at 0, then `poll_with` (or `poll_into`) until every
+/// logbus: assign every partition at 0, then `poll_with` (or `poll`) until every
 /// record was read.
 fn consume_logbus(broker: &KafkaBroker, topic: &str, records: u64, into: bool, row: &str) -> f64 {
     let start = Instant::now();
@@ -128,21 +128,17 @@ fn consume_logbus(broker: &KafkaBroker, topic: &str, records: u64, into: bool, r
         .collect();
     consumer.assign(&all).expect("assign");
 
-    let mut out = Vec::with_capacity(POLL_MAX);
     let mut tally = Tally::default();
     let mut keys = 0u64;
     let mut stall = Stall::new();
     while tally.count < records {
         let k = if into {
-            out.clear();
-            let k = consumer
-                .poll_into(&mut out, POLL_MAX, Duration::from_secs(1))
-                .expect("poll");
-            for r in &out {
+            let polled = consumer.poll(Duration::from_secs(1)).expect("poll");
+            for r in &polled {
                 tally.add(r.value);
                 keys = keys.wrapping_add(r.key.as_ref().map_or(0, |k| k.len() as u64));
             }
-            k
+            polled.len()
         } else {
             consumer
                 .poll_with(POLL_MAX, Duration::from_secs(1), |r| {
@@ -238,11 +234,10 @@ fn main() {
         .expect("producer");
 
     println!("kafka_vs_rdkafka: {records} records, {pairs} pairs, mock cluster of 3 brokers");
-    let mut rows: Vec<(&str, Vec<f64>, Vec<f64>)> =
-        ["produce", "consume", "consume-kv", "poll_into"]
-            .into_iter()
-            .map(|name| (name, vec![], vec![]))
-            .collect();
+    let mut rows: Vec<(&str, Vec<f64>, Vec<f64>)> = ["produce", "consume", "consume-kv", "poll"]
+        .into_iter()
+        .map(|name| (name, vec![], vec![]))
+        .collect();
     for pair in 0..pairs {
         let a = format!("bench-logbus-{pair}");
         let b = format!("bench-rdkafka-{pair}");

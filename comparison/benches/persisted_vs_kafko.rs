@@ -14,11 +14,11 @@
 //! record is in the partition's ring of 8192 records, whose writer thread is a gating
 //! reader, so at most 8192 records are unwritten. A run ends, inside the timing, at the same
 //! acknowledgement level on both sides, every record in the files:
-//! - `KAFKO_BENCH_END=written` (the default): logbus `Topic::flush` (waits for its writer to
+//! - `KAFKO_BENCH_END=written` (the default): logbus `Topic::write_to_files` (waits for its writer to
 //!   write every record, no fsync), kafko its last send acknowledged; kafko's `shutdown`
 //!   (which fsyncs) is outside the timing;
 //! - `KAFKO_BENCH_END=fsync`: then one fsync of everything on both sides, inside the timing:
-//!   logbus `Topic::sync`, kafko `shutdown` (drains its writer task, fsyncs the active
+//!   logbus `Topic::fsync`, kafko `shutdown` (drains its writer task, fsyncs the active
 //!   segment).
 //!
 //! Opening and closing the logbus broker (checkpoints, clean-shutdown marker) are outside
@@ -94,10 +94,11 @@ fn logbus_run(values: &[Bytes], batch: usize) -> Duration {
         .open()
         .unwrap();
     broker
-        .create_persisted_topic::<(), Bytes>(
+        .create_topic::<(), Bytes>(
             "t",
-            TopicConfig::new(1).records_in_memory(8192),
-            PersistConfig::new().flush(FlushPolicy::Os),
+            TopicConfig::new(1)
+                .records_in_memory(8192)
+                .persist(PersistConfig::new().flush(FlushPolicy::Os)),
         )
         .unwrap();
     let topic = broker.topic::<(), Bytes>("t").unwrap();
@@ -127,9 +128,9 @@ fn logbus_run(values: &[Bytes], batch: usize) -> Duration {
     }
     let sent_at = started.elapsed();
     if fsync_at_end() {
-        topic.sync().unwrap();
+        topic.fsync().unwrap();
     } else {
-        topic.flush().unwrap();
+        topic.write_to_files().unwrap();
     }
     let elapsed = started.elapsed();
     if std::env::var_os("KAFKO_BENCH_SPLIT").is_some() {
@@ -146,14 +147,22 @@ fn logbus_run(values: &[Bytes], batch: usize) -> Duration {
     while tally.count < count {
         out.clear();
         let k = c
-            .poll_into(&mut out, 4096, Duration::from_millis(100))
+            .poll_with(4096, Duration::from_millis(100), |r| {
+                out.push(r.to_record())
+            })
             .unwrap();
         for r in &out {
             tally.add(index_of(&r.value));
         }
-        stall.after(k, Side::Ours, "durable sends vs kafko", tally.count, count);
+        stall.after(
+            k,
+            Side::Ours,
+            "persisted sends vs kafko",
+            tally.count,
+            count,
+        );
     }
-    tally.assert_in_order(Side::Ours, "durable sends vs kafko", &Tally::of(0..count));
+    tally.assert_in_order(Side::Ours, "persisted sends vs kafko", &Tally::of(0..count));
     drop(c);
     broker.close().unwrap();
     elapsed
@@ -219,12 +228,12 @@ fn kafko_run(rt: &tokio::runtime::Runtime, values: &[Bytes], batch: usize) -> Du
             match tokio::time::timeout(Duration::from_secs(10), c.next_record()).await {
                 Ok(r) => tally.add(index_of(r.unwrap().value())),
                 Err(_) => panic!(
-                    "durable sends vs kafko: kafko (theirs)'s read-back saw {} records, expected {count}; none came for 10s",
+                    "persisted sends vs kafko: kafko (theirs)'s read-back saw {} records, expected {count}; none came for 10s",
                     tally.count
                 ),
             }
         }
-        tally.assert_any_order(Side::Theirs, "durable sends vs kafko", &Tally::of(0..count));
+        tally.assert_any_order(Side::Theirs, "persisted sends vs kafko", &Tally::of(0..count));
         drop(c);
         broker.shutdown().await.unwrap();
     });
@@ -260,7 +269,7 @@ fn row(name: &str, rt: &tokio::runtime::Runtime, count: u64, batch: usize, pairs
         p.median_ratio(),
     );
     print_row(
-        &format!("durable sends, 256 B, {name}"),
+        &format!("persisted sends, 256 B, {name}"),
         "kafko, pipelined",
         &p,
     );

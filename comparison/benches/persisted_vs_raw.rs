@@ -7,13 +7,13 @@
 //!
 //! Rows (`PERSIST_BENCH_ROWS` names them):
 //! - `1k` / `100b` (`write 1024B` / `write 100B`): one partition, `send_batch` of 256
-//!   records, `FlushPolicy::Bytes(1 MiB)`, ending with `Topic::sync` (logbus's writer thread
+//!   records, `FlushPolicy::Bytes(1 MiB)`, ending with `Topic::fsync` (logbus's writer thread
 //!   does the writes); against a raw baseline with a writer thread of its own, as logbus
 //!   has: the caller hands the same 256-record batches through a channel (bound: 8192
 //!   records, logbus's ring) to a thread that writes their bytes through a 64 KiB
 //!   `BufWriter` with an `fdatasync` every 1 MiB and at the end; record bytes/s.
 //! - `replay 1KiB` (with `1k`): a consumer seeks to 0 and reads the 1 KiB topic back from its
-//!   segments (`poll_into`), against a plain sequential read of the same `.log` files.
+//!   segments (`poll_with` + `RecordRef::to_record`), against a plain sequential read of the same `.log` files.
 //! - `everybatch`: `FlushPolicy::EveryBatch`, N producer threads each `send`ing 100-byte
 //!   records one at a time (each waits for its fsync; concurrent ones share it), records/s.
 //!
@@ -132,10 +132,11 @@ fn verify_raw(dir: &Path, size: usize, count: u64, row: &str) {
 fn logbus_write(dir: &Path, records: &[Bytes], sync_every: u64) -> (Duration, Broker) {
     let broker = Broker::builder().data_dir(dir).create(true).open().unwrap();
     let topic = broker
-        .create_persisted_topic::<(), Bytes>(
+        .create_topic::<(), Bytes>(
             "t",
-            TopicConfig::new(1).records_in_memory(8192),
-            PersistConfig::new().flush(FlushPolicy::Bytes(sync_every)),
+            TopicConfig::new(1)
+                .records_in_memory(8192)
+                .persist(PersistConfig::new().flush(FlushPolicy::Bytes(sync_every))),
         )
         .unwrap();
     let producer = broker.producer::<(), Bytes>();
@@ -153,7 +154,7 @@ fn logbus_write(dir: &Path, records: &[Bytes], sync_every: u64) -> (Duration, Br
         }
         producer.send_batch(&mut batch).unwrap();
     }
-    topic.sync().unwrap();
+    topic.fsync().unwrap();
     (started.elapsed(), broker)
 }
 
@@ -176,7 +177,9 @@ fn read_logbus(broker: &Broker, size: usize, count: u64, row: &str) {
     while tally.count < count {
         out.clear();
         let k = c
-            .poll_into(&mut out, 4096, Duration::from_millis(100))
+            .poll_with(4096, Duration::from_millis(100), |r| {
+                out.push(r.to_record())
+            })
             .unwrap();
         for r in &out {
             assert_eq!(r.value.len(), size, "{row}: a record of the wrong length");
@@ -229,7 +232,7 @@ fn replay_raw(dir: &Path) -> Duration {
 }
 
 fn report(name: &str, peer: &str, unit: &str, pairs: &Pairs) {
-    print_row(&format!("durable {name}"), peer, pairs);
+    print_row(&format!("persisted {name}"), peer, pairs);
     println!(
         "{name:<14} logbus {:>10.1} {unit}   baseline {:>10.1} {unit}   ratio (median of pairs) {:.2}x",
         pairs.ours_median(),
@@ -289,10 +292,11 @@ fn everybatch_row(producers: usize, per_producer: u64) {
         .open()
         .unwrap();
     broker
-        .create_persisted_topic::<(), Bytes>(
+        .create_topic::<(), Bytes>(
             "t",
-            TopicConfig::new(1).records_in_memory(4096),
-            PersistConfig::new().flush(FlushPolicy::EveryBatch),
+            TopicConfig::new(1)
+                .records_in_memory(4096)
+                .persist(PersistConfig::new().flush(FlushPolicy::EveryBatch)),
         )
         .unwrap();
     let total = producers as u64 * per_producer;
@@ -328,7 +332,9 @@ fn everybatch_row(producers: usize, per_producer: u64) {
     while tally.count < total {
         out.clear();
         let k = c
-            .poll_into(&mut out, 4096, Duration::from_millis(100))
+            .poll_with(4096, Duration::from_millis(100), |r| {
+                out.push(r.to_record())
+            })
             .unwrap();
         for r in &out {
             tally.add(index_of(&r.value));

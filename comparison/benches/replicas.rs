@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use logbus::broker::{Broker, Overflow, TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
-use logbus::producer::{Acks, Delivery, ProducerConfig, Record};
+use logbus::producer::{Acks, PendingSend, ProducerConfig, Record};
 use logbus_comparison::{
     env_u64 as env, median, print_row, Pairs, Side as Who, Source, Stall, Tally,
 };
@@ -108,7 +108,7 @@ fn single(side: Side, records: u64) -> (f64, f64, f64) {
 fn pipelined(side: Side, records: u64, window: usize) -> f64 {
     let (broker, config) = side.setup();
     let p = broker.producer_with_config::<(), u64>(config).unwrap();
-    let mut in_flight: VecDeque<Delivery<(), u64>> = VecDeque::with_capacity(window);
+    let mut in_flight: VecDeque<PendingSend<(), u64>> = VecDeque::with_capacity(window);
     let start = Instant::now();
     for v in Source::all(side.who(), records) {
         if in_flight.len() == window {
@@ -195,7 +195,9 @@ fn verify(broker: &Broker, side: Side, row: &str, producers: u64, per: u64) {
     while tally.count < held {
         out.clear();
         let k = c
-            .poll_into(&mut out, 4096, Duration::from_millis(100))
+            .poll_with(4096, Duration::from_millis(100), |r| {
+                out.push(r.to_record())
+            })
             .unwrap();
         for r in &out {
             let v = r.value;

@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::thread;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use logbus::ring::{Overflow, ReadError, Ring, RingConfig, Start};
+use logbus::ring::{LapPolicy, ReadError, Ring, RingConfig, Start};
 use logbus_comparison::{Side, Tally};
 
 /// The harness itself: a loop that does nothing but move a value (the baseline).
@@ -31,9 +31,9 @@ fn round_trip(c: &mut Criterion) {
     let mut g = c.benchmark_group("round_trip");
     g.throughput(Throughput::Elements(1));
     for (name, overflow, gating) in [
-        ("gating", Overflow::Block, true),
-        ("non_gating", Overflow::Block, false),
-        ("overwrite", Overflow::DropOldest, false),
+        ("gating", LapPolicy::Block, true),
+        ("non_gating", LapPolicy::Block, false),
+        ("overwrite", LapPolicy::DropOldest, false),
     ] {
         let config = RingConfig::new(1024).overflow(overflow);
         let (mut p, ring) = Ring::<u64>::single_producer(config).unwrap();

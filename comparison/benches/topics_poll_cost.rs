@@ -1,5 +1,5 @@
 //! What one consumer poll costs, apart from the producer: one thread sends a batch to a
-//! `Block` topic's only partition (`send_to`), then its group consumer reads it
+//! `Block` topic's only partition (`PartitionProducer::send_iter`), then its group consumer reads it
 //! (`poll_with`) and commits (`commit_sync`), in lockstep, so every poll reads exactly one
 //! batch and never waits. Meant for callgrind, whose counts do not depend on the load (in
 //! `topics_vs_peers` under callgrind the threads run one at a time, so each poll there
@@ -9,7 +9,7 @@
 //! cargo bench -p logbus-comparison --bench topics_poll_cost --no-run
 //! POLL_COST_BATCH=64 valgrind --tool=callgrind --callgrind-out-file=/tmp/pc.out \
 //!     target/release/deps/topics_poll_cost-<hash> --bench
-//! callgrind_annotate --inclusive=yes /tmp/pc.out | grep -E 'poll_with|commit_sync|send_to'
+//! callgrind_annotate --inclusive=yes /tmp/pc.out | grep -E 'poll_with|commit_sync|send_iter'
 //! ```
 //!
 //! The reader asserts that each poll read the batch just sent, and at the end the count and
@@ -37,12 +37,11 @@ fn main() {
     let mut src = Source::all(Side::Ours, total);
     let mut values = vec![0u64; batch as usize];
     let mut tally = Tally::default();
+    let to = p.partition("t", 0).unwrap();
     let start = Instant::now();
     for _ in 0..polls {
         let k = src.fill(&mut values);
-        p.send_to(
-            "t",
-            0,
+        to.send_iter(
             values[..k]
                 .iter()
                 .map(|&x| Payload::new(x).timestamp(x as i64)),

@@ -1,5 +1,5 @@
-//! What one `send_slice_to` costs, apart from the consumer: one thread sends a batch of
-//! `SEND_COST_BATCH` records to a `Block` topic's only partition (`send_slice_to`), then its
+//! What one `send_slice` costs, apart from the consumer: one thread sends a batch of
+//! `SEND_COST_BATCH` records to a `Block` topic's only partition (`send_slice`), then its
 //! group consumer reads it (`poll_with`) and commits (`commit_sync`), in lockstep, so every
 //! send finds room and never waits. Meant for callgrind, whose counts do not depend on the
 //! load (the 1 → 1 row of `topics_vs_peers` under callgrind runs its threads one at a time):
@@ -8,13 +8,13 @@
 //! cargo bench -p logbus-comparison --bench topics_send_cost --no-run
 //! SEND_COST_BATCH=64 valgrind --tool=callgrind --callgrind-out-file=/tmp/sc.out \
 //!     target/release/deps/topics_send_cost-<hash> --bench
-//! callgrind_annotate --inclusive=yes /tmp/sc.out | grep -E 'send_slice_to'
+//! callgrind_annotate --inclusive=yes /tmp/sc.out | grep -E 'send_slice'
 //! ```
 //!
 //! The reader asserts the count and ordered checksum of every record at the end
 //! (`LOGBUS_BENCH_LOSE=ours` skips one record: the run must then panic).
 //!
-//! Divide `send_slice_to`'s inclusive count by the sends printed; two batch sizes separate
+//! Divide `send_slice`'s inclusive count by the sends printed; two batch sizes separate
 //! the per-call from the per-record part. Without valgrind it prints nanoseconds per send
 //! (single-threaded: no cache line moves between cores; `SEND_COST_POLL_EVERY=k` polls
 //! once every `k` sends, so that the sends run back to back).
@@ -39,13 +39,14 @@ fn main() {
     let mut records = vec![(0i64, 0u64); batch as usize];
     let mut tally = Tally::default();
     let mut in_send = Duration::ZERO;
+    let to = p.partition("t", 0).unwrap();
     for s in 0..sends {
         let k = src.fill(&mut values);
         for (r, &v) in records.iter_mut().zip(&values[..k]) {
             *r = (v as i64, v);
         }
         let t = Instant::now();
-        let sent = p.send_slice_to("t", 0, black_box(&records[..k])).unwrap();
+        let sent = to.send_slice(black_box(&records[..k])).unwrap();
         in_send += t.elapsed();
         assert_eq!(sent, k);
         if (s + 1) % every == 0 || s + 1 == sends {
@@ -57,7 +58,7 @@ fn main() {
     black_box(&tally);
     tally.assert_in_order(Side::Ours, "topics_send_cost", &want);
     println!(
-        "sends {sends}, batch {batch}: {:.1} ns per send_slice_to",
+        "sends {sends}, batch {batch}: {:.1} ns per send_slice",
         in_send.as_nanos() as f64 / sends as f64
     );
 }

@@ -8,12 +8,13 @@
 //! Both sides do the same work: where logbus moves batches of 64, the peer does too (its batch
 //! API, or chunks of 64 events through the channel); single-operation rows compare single
 //! operations. Rows (`TOPICS_BENCH_ONLY` names them):
-//! - `1to1`: one partition, 1 producer → 1 consumer. logbus: `send_slice_to` of 64 and
+//! - `1to1`: one partition, 1 producer → 1 consumer. logbus: `send_slice` of 64 and
 //!   `poll_with` (up to 1024) + `commit_sync` per poll, `Block` topic. Peers:
 //!   crossbeam-channel moving `[Event; 64]` chunks (bound 16 chunks), blocking `send`/`recv`;
 //!   the `disruptor` crate's batch publish of 64 and its event poller, spin→yield.
-//!   logbus-side A/B switches (this row and `fanout`): `TOPICS_BENCH_SEND_TO=1` (`send_to` of
-//!   `Payload`s), `TOPICS_BENCH_RECORD_API=1` (`send_batch` of `Record`s and `poll_into`),
+//!   logbus-side A/B switches (this row and `fanout`): `TOPICS_BENCH_SEND_TO=1` (`send_iter` of
+//!   `Payload`s), `TOPICS_BENCH_RECORD_API=1` (`send_batch` of `Record`s and `poll_with` +
+//!   `to_record`),
 //!   `TOPICS_BENCH_KEYED=1` (a u64 key equal to the value, on a `Topic<u64, u64>`).
 //! - `kafka1`: the Kafka-style path, singly. logbus: `send(Record)` per record (topic and
 //!   timestamp, no partition given: the partitioner picks the only one), `poll` (a
@@ -22,7 +23,7 @@
 //! - `kafka64`: the Kafka-style path in batches: logbus `send_batch` of 64 `Record`s, `poll` +
 //!   `commit_sync` per poll. Peer: the disruptor with batch publishes of 64.
 //! - `fanout`: 1 producer → 3 readers, per reader. logbus: 3 groups on one `Block` partition,
-//!   `send_slice_to` of 64, `poll_with` + `commit_sync`. Peers: tokio broadcast moving
+//!   `send_slice` of 64, `poll_with` + `commit_sync`. Peers: tokio broadcast moving
 //!   chunks of 64 (bound 16 chunks; it never blocks a sender, so the producer holds back on
 //!   the readers' published counts so that none lags) read with `try_recv` + spin→yield from
 //!   threads, and with `recv().await` from tasks on a multi-thread runtime (its intended use;
@@ -30,7 +31,7 @@
 //!   64 (bound 16), blocking `broadcast`/`recv`; the disruptor with batch publishes of 64 and
 //!   one event poller per reader.
 //! - `scaling`: N producers → N partitions → N consumers of one group (producer i sends
-//!   `send_slice_to` of 64 to partition i, consumer i reads partition i), N = 1, 2, 4, … up
+//!   `send_slice` of 64 to partition i, consumer i reads partition i), N = 1, 2, 4, … up
 //!   to the available cores (`TOPICS_BENCH_SCALING_MAX` overrides): records/s, per pair, and
 //!   the efficiency against N = 1. The design predicts near-linear scaling while the
 //!   2N threads have cores of their own (one lock-free ring per partition, nothing shared
@@ -38,7 +39,7 @@
 //!   threads on two cores.
 //! - `latency`: one record in flight (the next is sent once the last was seen), produce →
 //!   poll, p50/p99 one-way, against crossbeam-channel's send → recv.
-//! - `replay`: seek to 0 and read in-memory records (`poll_into`), records/s (logbus alone).
+//! - `replay`: seek to 0 and read in-memory records (`poll_with` + `to_record`), records/s (logbus alone).
 //! - `memory`: bytes allocated per in-memory record beyond its 16 bytes of fields.
 //!
 //! Checks, on both sides: every reader counts what it got and folds every value, in order,
@@ -228,13 +229,14 @@ fn group_consumer<K: BenchKey>(
 enum ReadApi {
     /// `poll_with` (records lent to a closure): the fast path.
     With,
-    /// `poll_into` (records moved into a reused `Vec`).
+    /// `poll_with` cloning each record into a reused `Vec` (`RecordRef::to_record`): the
+    /// record API's per-record work without `poll`'s vector per call.
     Into,
     /// `poll` (a `ConsumerRecords` per poll): the Kafka-style path.
     Poll,
 }
 
-/// How the 1 → 1 and fan-out rows read: `poll_with`, or `poll_into` with
+/// How the 1 → 1 and fan-out rows read: `poll_with`, or `poll_with` + `to_record` with
 /// `TOPICS_BENCH_RECORD_API=1` (A/B).
 fn fast_read() -> ReadApi {
     if std::env::var_os("TOPICS_BENCH_RECORD_API").is_some() {
@@ -268,7 +270,9 @@ fn drain<K: BenchKey>(
                 .unwrap(),
             ReadApi::Into => {
                 out.clear();
-                let k = c.poll_into(&mut out, CAP, POLL_WAIT).unwrap();
+                let k = c
+                    .poll_with(CAP, POLL_WAIT, |r| out.push(r.to_record()))
+                    .unwrap();
                 for r in &out {
                     tally.add(r.value);
                     keys = keys.wrapping_add(K::fold(r.key.as_ref()));
@@ -303,9 +307,9 @@ fn drain<K: BenchKey>(
 /// How a logbus producer sends.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum SendApi {
-    /// `send_slice_to` of `BATCH` (value, timestamp) pairs: the fast path.
+    /// `PartitionProducer::send_slice` of `BATCH` (value, timestamp) pairs: the fast path.
     Slice,
-    /// `send_to` of `BATCH` `Payload`s.
+    /// `PartitionProducer::send_iter` of `BATCH` `Payload`s.
     PayloadsTo,
     /// `send_batch` of `BATCH` `Record`s.
     Batch,
@@ -313,13 +317,13 @@ enum SendApi {
     Single,
 }
 
-/// How the 1 → 1 and fan-out rows send: `send_slice_to`, or (A/B) `send_to` with
+/// How the 1 → 1 and fan-out rows send: `send_slice`, or (A/B) `send_iter` with
 /// `TOPICS_BENCH_SEND_TO=1` or keyed records, `send_batch` with `TOPICS_BENCH_RECORD_API=1`.
 fn fast_send() -> SendApi {
     if std::env::var_os("TOPICS_BENCH_RECORD_API").is_some() {
         SendApi::Batch
     } else if std::env::var_os("TOPICS_BENCH_SEND_TO").is_some() || keyed() {
-        // `send_slice_to` carries no key: keyed records go through `send_to`.
+        // `send_slice` carries no key: keyed records go through `send_iter`.
         SendApi::PayloadsTo
     } else {
         SendApi::Slice
@@ -339,6 +343,7 @@ fn produce<K: BenchKey>(
             // The batch built on the stack, as the disruptor's side fills its claimed slots.
             let mut values = [0u64; BATCH];
             let mut batch = [(0i64, 0u64); BATCH];
+            let to = p.partition("t", partition).unwrap();
             loop {
                 let k = src.fill(&mut values);
                 if k == 0 {
@@ -347,25 +352,22 @@ fn produce<K: BenchKey>(
                 for (r, &v) in batch.iter_mut().zip(&values[..k]) {
                     *r = (v as i64, v);
                 }
-                p.send_slice_to("t", partition, &batch[..k]).unwrap();
+                to.send_slice(&batch[..k]).unwrap();
             }
         }
         SendApi::PayloadsTo => {
             let mut values = [0u64; BATCH];
+            let to = p.partition("t", partition).unwrap();
             loop {
                 let k = src.fill(&mut values);
                 if k == 0 {
                     break;
                 }
-                p.send_to(
-                    "t",
-                    partition,
-                    values[..k].iter().map(|&v| {
-                        let mut r = Payload::new(v).timestamp(v as i64);
-                        r.key = K::of(v);
-                        r
-                    }),
-                )
+                to.send_iter(values[..k].iter().map(|&v| {
+                    let mut r = Payload::new(v).timestamp(v as i64);
+                    r.key = K::of(v);
+                    r
+                }))
                 .unwrap();
             }
         }
@@ -746,7 +748,7 @@ fn bus_fanout(row: &str, n: u64) -> f64 {
 
 // ---- scaling ----
 
-/// `k` producers → `k` partitions → `k` consumers of one group, `send_slice_to` of 64;
+/// `k` producers → `k` partitions → `k` consumers of one group, `send_slice` of 64;
 /// records/s in all.
 fn logbus_scaling(k: u32, n: u64) -> f64 {
     let broker = Broker::in_memory();
@@ -807,7 +809,9 @@ fn logbus_latency(samples: u64) -> Vec<u64> {
         let mut stall = Stall::new();
         while tally.count < samples {
             out.clear();
-            let k = c.poll_into(&mut out, 16, POLL_WAIT).unwrap();
+            let k = c
+                .poll_with(16, POLL_WAIT, |r| out.push(r.to_record()))
+                .unwrap();
             let now = origin.elapsed().as_nanos() as u64;
             for r in &out {
                 lat.push(now - r.value);
@@ -890,7 +894,9 @@ fn logbus_replay(n: u64) -> f64 {
     c.seek(&tp, 0).unwrap();
     while tally.count < n {
         out.clear();
-        let k = c.poll_into(&mut out, CAP, POLL_WAIT).unwrap();
+        let k = c
+            .poll_with(CAP, POLL_WAIT, |r| out.push(r.to_record()))
+            .unwrap();
         for r in &out {
             tally.add(r.value);
         }
@@ -984,7 +990,7 @@ fn main() {
     println!("|---|---|---|---|---|");
     let (send, read) = (fast_send(), fast_read());
     if run("1to1") {
-        let row = "topic 1 → 1, send_slice_to 64 + poll_with + commit_sync";
+        let row = "topic 1 → 1, send_slice 64 + poll_with + commit_sync";
         compare(
             row,
             pairs,
@@ -1028,7 +1034,7 @@ fn main() {
         );
     }
     if run("fanout") {
-        let row = "fan-out 1 → 3 groups, send_slice_to 64 + poll_with + commit_sync, per reader";
+        let row = "fan-out 1 → 3 groups, send_slice 64 + poll_with + commit_sync, per reader";
         compare(
             row,
             pairs,

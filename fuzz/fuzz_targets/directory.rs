@@ -16,8 +16,8 @@ use libfuzzer_sys::fuzz_target;
 use logbus::storage::fault::FaultyIo;
 use logbus::storage::file_names::MAX_OFFSET;
 use logbus::storage::io::{Io, OpenMode};
-use logbus::storage::verify::{verify_partition_with, VerifyOptions};
-use logbus::storage::{Checkpoints, LogConfig, Record, LogOptions, SegmentSet};
+use logbus::storage::verify::{verify_partition_with, VerifyConfig};
+use logbus::storage::{Checkpoints, LogConfig, BatchRecord, LogSetup, SegmentSet};
 use logbus::ManualClock;
 
 const BASES: [u64; 8] = [0, 1, 5, 40, 300, 70_000, MAX_OFFSET - 1, MAX_OFFSET];
@@ -73,7 +73,7 @@ fuzz_target!(|data: &[u8]| {
     }
     io.sync_dir(dir).unwrap();
 
-    let options = VerifyOptions::default().dense_offsets(flags & 1 != 0);
+    let options = VerifyConfig::default().dense_offsets(flags & 1 != 0);
     let _ = verify_partition_with(&io, dir, options);
 
     let full = flags & 2 == 0;
@@ -91,7 +91,7 @@ fuzz_target!(|data: &[u8]| {
         ..LogConfig::default()
     };
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let open = |cp| SegmentSet::open(dir, LogOptions { config: config.clone(), io: Arc::new(io.clone()), clock: clock.clone(), checkpoints: cp });
+    let open = |cp| SegmentSet::open(dir, LogSetup { config: config.clone(), io: Arc::new(io.clone()), clock: clock.clone(), checkpoints: cp });
     let Ok((mut log, report)) = open(checkpoints) else {
         return;
     };
@@ -101,7 +101,7 @@ fuzz_target!(|data: &[u8]| {
         for foreign in &report.foreign_files {
             io.remove_file(foreign).unwrap();
         }
-        let gaps = VerifyOptions::default().dense_offsets(false);
+        let gaps = VerifyConfig::default().dense_offsets(false);
         let verified = verify_partition_with(&io, dir, gaps).expect("verify after recovery");
         assert_eq!(verified.problem, None, "recovery left an inconsistent directory: {report:?}");
     }
@@ -130,11 +130,11 @@ fuzz_target!(|data: &[u8]| {
     let end = log.log_end_offset();
     if end >= MAX_OFFSET {
         // The last offset must be below i64::MAX: nothing more fits.
-        assert!(log.append(&[Record::new(1, None, b"x")]).is_err());
+        assert!(log.append(&[BatchRecord::new(1, None, b"x")]).is_err());
         return;
     }
     let info = log
-        .append(&[Record::new(1_700_000_000_000, Some(b"k"), b"after")])
+        .append(&[BatchRecord::new(1_700_000_000_000, Some(b"k"), b"after")])
         .expect("append after recovery");
     assert_eq!(info.base_offset, end);
     let closed = log.close().expect("close");

@@ -17,8 +17,8 @@ use logbus::storage::checkpoint::{self, TopicPartitionOffset};
 use logbus::storage::fault::FaultyIo;
 use logbus::storage::io::{Io, OpenMode};
 use logbus::storage::file_names::{file_name, MAX_OFFSET};
-use logbus::storage::verify::{verify_partition_with, VerifyOptions};
-use logbus::storage::{Checkpoints, LogConfig, Record, LogOptions, SegmentSet};
+use logbus::storage::verify::{verify_partition_with, VerifyConfig};
+use logbus::storage::{Checkpoints, LogConfig, BatchRecord, LogSetup, SegmentSet};
 use logbus::ManualClock;
 
 struct Input<'a> {
@@ -129,13 +129,13 @@ fuzz_target!(|data: &[u8]| {
         ..LogConfig::default()
     };
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let Ok((mut log, report)) = SegmentSet::open(dir, LogOptions { config: config.clone(), io: Arc::new(io.clone()), clock: clock.clone(), checkpoints }) else {
+    let Ok((mut log, report)) = SegmentSet::open(dir, LogSetup { config: config.clone(), io: Arc::new(io.clone()), clock: clock.clone(), checkpoints }) else {
         return;
     };
     assert!(report.log_start_offset <= report.log_end_offset);
     if checkpoints.recovery_point == 0 {
         // Recovery keeps offset gaps it finds (as Kafka does): only increasing offsets.
-        let options = VerifyOptions::default().dense_offsets(false);
+        let options = VerifyConfig::default().dense_offsets(false);
         let verified =
             verify_partition_with(&io, dir, options).expect("verify reads the recovered directory");
         assert_eq!(
@@ -151,7 +151,7 @@ fuzz_target!(|data: &[u8]| {
     let end = log.log_end_offset();
     if end < MAX_OFFSET - 10 {
         let info = log
-            .append(&[Record::new(
+            .append(&[BatchRecord::new(
                 1_700_000_000_000,
                 Some(b"k"),
                 b"after recovery",
@@ -160,7 +160,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(info.base_offset, end);
         let closed = log.close().expect("close");
         let (log, again) =
-            SegmentSet::open(dir, LogOptions { config, io: Arc::new(io.clone()), clock, checkpoints: closed }).expect("reopen");
+            SegmentSet::open(dir, LogSetup { config, io: Arc::new(io.clone()), clock, checkpoints: closed }).expect("reopen");
         assert!(again.truncation.is_none(), "{again:?}");
         assert_eq!(log.log_end_offset(), end + 1);
         let records = log

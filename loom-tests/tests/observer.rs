@@ -1,7 +1,7 @@
 //! Loom models of `logbus::observer`: unsubscription racing publication.
 #![cfg(logbus_loom)]
 
-use logbus::observer::{Delivery, EventBus, Overflow, Subscription};
+use logbus::observer::{Delivery, EventBus, SlowSubscriberPolicy, Subscription};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
@@ -50,7 +50,7 @@ fn async_unsubscribe_races_a_publish() {
             .subscribe_with(
                 Delivery::Async {
                     capacity: 2,
-                    overflow: Overflow::Block,
+                    overflow: SlowSubscriberPolicy::Block,
                 },
                 f,
             )
@@ -98,7 +98,7 @@ fn async_unsubscribe_delivers_what_was_buffered() {
             .subscribe_with(
                 Delivery::Async {
                     capacity: 1,
-                    overflow: Overflow::Block,
+                    overflow: SlowSubscriberPolicy::Block,
                 },
                 f,
             )
@@ -128,7 +128,7 @@ fn a_subscriber_leaving_inside_its_callback_is_joined_by_the_bus() {
             .subscribe_with(
                 Delivery::Async {
                     capacity: 1,
-                    overflow: Overflow::Block,
+                    overflow: SlowSubscriberPolicy::Block,
                 },
                 move |e| {
                     f(e);

@@ -4,7 +4,7 @@
 #![cfg(logbus_loom)]
 
 use logbus::ring::{
-    MultiProducer, Overflow, ReadError, Ring, RingConfig, Start, TryPublishError, TryReadError,
+    LapPolicy, MultiProducer, ReadError, Ring, RingConfig, Start, TryPublishError, TryReadError,
 };
 use loom::sync::Arc;
 use loom::thread;
@@ -129,7 +129,7 @@ fn gating_holds_producer_back() {
 #[test]
 fn overwrite_racing_a_lagging_reader() {
     model(|| {
-        let config = RingConfig::new(2).overflow(Overflow::DropOldest);
+        let config = RingConfig::new(2).overflow(LapPolicy::DropOldest);
         let (mut producer, ring) = Ring::single_producer(config).unwrap();
         let mut reader = ring.reader(Start::Tail).unwrap();
         let t = thread::spawn(move || {
@@ -246,7 +246,7 @@ fn reader_joins_while_producer_writes_unlocked() {
 #[test]
 fn two_producers_overwrite_with_a_reader() {
     model(|| {
-        let config = RingConfig::new(2).overflow(Overflow::DropOldest);
+        let config = RingConfig::new(2).overflow(LapPolicy::DropOldest);
         let (producer, ring) = Ring::multi_producer(config).unwrap();
         let mut reader = ring.reader(Start::Tail).unwrap();
         let ts: Vec<_> = (0..2u64)
@@ -347,7 +347,7 @@ fn plain_data_fast_path_with_a_joining_reader() {
 #[test]
 fn plain_data_overwrite_with_a_reader_joining_over_untagged_slots() {
     model(|| {
-        let config = RingConfig::new(2).overflow(Overflow::DropOldest);
+        let config = RingConfig::new(2).overflow(LapPolicy::DropOldest);
         let (mut producer, ring) = Ring::<u64>::single_producer(config).unwrap();
         producer.publish_with(2, |seq| seq * 7).unwrap();
         let joiner = ring.clone();

@@ -45,7 +45,7 @@ use logbus::storage::record_batch::{
     crc32c, Batch, BatchHeader, TimestampType, CORRUPT_BELOW_BATCH_LENGTH, HEADER_SIZE,
     HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
 };
-use logbus::storage::verify::{partition_dirs, verify_path_with, VerifyOptions};
+use logbus::storage::verify::{partition_dirs, verify_path_with, VerifyConfig};
 use logbus::storage::{
     offset_index, time_index, FsIo, Io, IoFile, OpenMode, VERIFY_MAX_BATCH_BYTES,
 };
@@ -329,7 +329,7 @@ fn verify(
     allow_gaps: bool,
     max_batch_bytes: u64,
 ) -> Result<ExitCode, Failure> {
-    let options = VerifyOptions::default()
+    let options = VerifyConfig::default()
         .dense_offsets(!allow_gaps)
         .max_batch_bytes(max_batch_bytes);
     let report = verify_path_with(path, options)?;

@@ -35,8 +35,8 @@ pub struct ConsumerConfig {
     pub(super) client_id: Option<String>,
     pub(crate) auto_offset_reset: OffsetReset,
     pub(super) max_poll_records: usize,
-    /// Group membership settings (`crate::group::config`).
-    pub(crate) member: crate::group::config::MemberConfig,
+    /// Group membership settings (`crate::consumer::group_config`).
+    pub(crate) member: crate::consumer::group_config::MemberConfig,
 }
 
 impl Default for ConsumerConfig {
@@ -53,7 +53,7 @@ impl ConsumerConfig {
             client_id: None,
             auto_offset_reset: OffsetReset::Latest,
             max_poll_records: 500,
-            member: crate::group::config::MemberConfig::default(),
+            member: crate::consumer::group_config::MemberConfig::default(),
         }
     }
 
@@ -105,7 +105,7 @@ impl ConsumerConfig {
                 valid: "at least 1".into(),
             });
         }
-        crate::group::config::check_name_not_empty(
+        crate::consumer::group_config::check_name_not_empty(
             "group_id",
             self.group_id.as_deref(),
             "no group id",

@@ -3,8 +3,8 @@
 use std::fmt;
 
 /// What was wrong with a record batch or an index file (the `reason` of
-/// [`Error::CorruptBatch`](super::Error::CorruptBatch) and
-/// [`Error::CorruptSegment`](super::Error::CorruptSegment)).
+/// [`Error::Corrupt`](super::Error::Corrupt) and
+/// [`Error::Corrupt`](super::Error::Corrupt)).
 ///
 /// Each variant carries the values read, so a message can say what was found and what is
 /// valid. The rules are Kafka's (`DefaultRecordBatch`, `DefaultRecord`, `LogSegment.recover`).

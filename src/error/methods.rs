@@ -10,8 +10,8 @@ use super::Error;
 impl Error {
     /// Whether trying the same request again may succeed: a Kafka error its cluster calls
     /// retriable ([`Error::Kafka`] with `retriable`). Timeouts are told apart by their own
-    /// variants ([`Error::Timeout`], [`Error::KafkaTimeout`]): whether the request took effect
-    /// is unknown there, so a retry may duplicate it.
+    /// variant ([`Error::Timeout`]): whether the request took effect is unknown there, so a
+    /// retry may duplicate it.
     pub fn is_retriable(&self) -> bool {
         matches!(
             self,
@@ -34,7 +34,7 @@ impl Error {
     /// [`Error::NotRegularFile`] when the [`Io`](crate::storage::Io) refused a path that is
     /// not a regular file, [`Error::Io`] naming the path otherwise.
     pub fn opening(what: &str, path: &Path, source: io::Error) -> Self {
-        match crate::storage::io::NotRegularFile::of(&source) {
+        match super::not_regular_file::NotRegularFile::of(&source) {
             Some(n) => Error::NotRegularFile {
                 path: path.to_path_buf(),
                 what: n.what,
@@ -44,12 +44,16 @@ impl Error {
     }
 
     /// Places a problem found in bytes read from `file` at `base` (the file position of the
-    /// first byte decoded): [`Error::CorruptBatch`] becomes [`Error::CorruptSegment`] and
-    /// [`Error::UnsupportedCompression`] gains the file. Other errors pass through unchanged.
+    /// first byte decoded): [`Error::Corrupt`] and [`Error::UnsupportedCompression`] without a
+    /// file gain it. Other errors pass through unchanged.
     pub fn in_file(self, file: &Path, base: u64) -> Self {
         match self {
-            Error::CorruptBatch { position, reason } => Error::CorruptSegment {
-                file: file.to_path_buf(),
+            Error::Corrupt {
+                file: None,
+                position,
+                reason,
+            } => Error::Corrupt {
+                file: Some(file.to_path_buf()),
                 position: base + position,
                 reason,
             },

@@ -60,7 +60,7 @@
 //! A consumer group splits the partitions of the topics its members subscribe to: each
 //! partition has one owner per generation. *Which* member owns which partition is decided by
 //! an assignor, a pure function from the topics' partition counts and the members'
-//! [`Subscription`]s to an assignment (member id → its partitions). logbus ships Kafka's four
+//! [`MemberSubscription`]s to an assignment (member id → its partitions). logbus ships Kafka's four
 //! assignors with Kafka's protocol names and Kafka's results for the same inputs:
 //!
 //! | assignor | [`name`](PartitionAssignor::name) | protocol | what it does |
@@ -76,12 +76,12 @@
 //!
 //! ```
 //! use std::collections::BTreeMap;
-//! use logbus::group::{PartitionAssignor, RangeAssignor, Subscription, TopicPartition};
+//! use logbus::group::{PartitionAssignor, RangeAssignor, MemberSubscription, TopicPartition};
 //!
 //! let partitions = BTreeMap::from([("orders".to_string(), 3)]);
 //! let members = BTreeMap::from([
-//!     ("consumer-a".to_string(), Subscription::new(["orders"])),
-//!     ("consumer-b".to_string(), Subscription::new(["orders"])),
+//!     ("consumer-a".to_string(), MemberSubscription::new(["orders"])),
+//!     ("consumer-b".to_string(), MemberSubscription::new(["orders"])),
 //! ]);
 //! let assignment = RangeAssignor.assign(&partitions, &members);
 //! assert_eq!(assignment["consumer-a"], [TopicPartition::new("orders", 0), TopicPartition::new("orders", 1)]);
@@ -98,7 +98,7 @@
 //! - a topic in `partitions_per_topic` that no member subscribes to is not assigned;
 //! - owned partitions of topics that are unknown or no longer subscribed, and owned partition
 //!   numbers at or beyond the topic's partition count, are ignored;
-//! - conflicting ownership claims follow Kafka's generation rule (see [`Subscription`]);
+//! - conflicting ownership claims follow Kafka's generation rule (see [`MemberSubscription`]);
 //! - no members gives an empty assignment; a member subscribed to nothing gets an empty list.
 //!
 //! The result has one entry per member and one element per assigned partition, so its size
@@ -114,21 +114,18 @@
 //! bucket are iterated by Java in the order they were inserted, which the assignor cannot
 //! know; logbus takes them in string order.
 
-mod assignor;
-pub(crate) mod config;
-pub(crate) mod coordinator;
-mod describe;
-mod listener;
-pub(crate) mod member;
+// What a group is made of lives below this module, so that the layers only call downward:
+// the coordinator, the assignors it runs and the describe/list reports are the broker's
+// (`crate::broker::groups`); membership, its settings and the rebalance listener are the
+// consumer's (`crate::consumer::membership`). This module is the public face of groups.
 mod push;
 
-pub use crate::topic_partition::TopicPartition;
-pub use assignor::{
-    CooperativeStickyAssignor, PartitionAssignor, RangeAssignor, RebalanceProtocol,
-    RoundRobinAssignor, StickyAssignor, Subscription,
+pub use crate::broker::groups::{
+    CooperativeStickyAssignor, GroupDescription, GroupListing, GroupState, MemberDescription,
+    MemberSubscription, PartitionAssignor, PartitionLag, RangeAssignor, RebalanceProtocol,
+    RoundRobinAssignor, StickyAssignor,
 };
-pub use config::{DEFAULT_AUTO_COMMIT_INTERVAL, DEFAULT_MAX_POLL_INTERVAL};
-pub use coordinator::GroupState;
-pub use describe::{GroupDescription, GroupListing, MemberDescription, PartitionLag};
-pub use listener::RebalanceListener;
+pub use crate::consumer::group_config::{DEFAULT_AUTO_COMMIT_INTERVAL, DEFAULT_MAX_POLL_INTERVAL};
+pub use crate::consumer::listener::RebalanceListener;
+pub use crate::topic_partition::TopicPartition;
 pub use push::{PushReport, PushSubscription};

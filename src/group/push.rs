@@ -218,7 +218,7 @@ where
     // Acquire: pairs with the Release store in `finish`.
     while !stop.load(Ordering::Acquire) {
         batch.clear();
-        match consumer.poll_into(&mut batch, max, POLL_SLICE) {
+        match consumer.poll_with(max, POLL_SLICE, |r| batch.push(r.to_record())) {
             Ok(_) => {}
             // A deleted topic: the rebalance it causes takes it away at the next poll.
             Err(Error::UnknownTopic { .. }) => continue,

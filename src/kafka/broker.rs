@@ -80,7 +80,7 @@ impl KafkaConfig {
     }
 
     /// How long a request to the cluster (metadata, offsets, commits, topic creation) may
-    /// take before [`Error::KafkaTimeout`] (30 s by default).
+    /// take before [`Error::Timeout`] (30 s by default).
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -298,17 +298,25 @@ impl KafkaBroker {
 
     /// Creates topic `name` with `config`'s partition count (its other settings are
     /// in-process ones and do not apply), with `K` and `V` as the types producers and
-    /// consumers encode with.
+    /// consumers encode with. As [`Broker::create_topic`](crate::Broker::create_topic), it
+    /// takes a [`TopicConfig`] or a persisted one ([`TopicConfig::persist`]): the cluster
+    /// keeps every topic on disk by its own settings, so the persistence settings do not
+    /// apply either.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidTopicName`], [`Error::InvalidConfig`] (partition count),
-    /// [`Error::TopicExists`], [`Error::Kafka`] / [`Error::KafkaTimeout`].
-    pub fn create_topic<K, V>(&self, name: &str, config: TopicConfig) -> Result<KafkaTopic<K, V>>
+    /// [`Error::TopicExists`], [`Error::Kafka`] / [`Error::Timeout`].
+    pub fn create_topic<K, V>(
+        &self,
+        name: &str,
+        config: impl Into<TopicConfig>,
+    ) -> Result<KafkaTopic<K, V>>
     where
         K: Codec + Send + Sync + 'static,
         V: Codec + Send + Sync + 'static,
     {
+        let config: TopicConfig = config.into();
         crate::broker::validate_kafka_topic_name(name)?;
         config.validate()?;
         let partitions = config.partitions();
@@ -389,7 +397,7 @@ impl KafkaBroker {
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownTopic`]; [`Error::Kafka`] / [`Error::KafkaTimeout`].
+    /// [`Error::UnknownTopic`]; [`Error::Kafka`] / [`Error::Timeout`].
     pub fn partition_count(&self, name: &str) -> Result<u32> {
         let timeout = self.inner.config.timeout;
         let at = At::op("metadata").topic(name).timeout(timeout);
@@ -420,7 +428,7 @@ impl KafkaBroker {
     ///
     /// # Errors
     ///
-    /// [`Error::Kafka`] / [`Error::KafkaTimeout`].
+    /// [`Error::Kafka`] / [`Error::Timeout`].
     pub fn topics(&self) -> Result<Vec<String>> {
         let timeout = self.inner.config.timeout;
         let m = self
@@ -445,7 +453,7 @@ impl KafkaBroker {
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownTopic`]; [`Error::Kafka`] / [`Error::KafkaTimeout`].
+    /// [`Error::UnknownTopic`]; [`Error::Kafka`] / [`Error::Timeout`].
     pub fn describe_topic(&self, name: &str) -> Result<TopicDescription> {
         let count = self.partition_count(name)?;
         let partitions = (0..count)
@@ -476,7 +484,7 @@ impl KafkaBroker {
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownTopic`]; [`Error::Kafka`] / [`Error::KafkaTimeout`].
+    /// [`Error::UnknownTopic`]; [`Error::Kafka`] / [`Error::Timeout`].
     pub fn delete_topic(&self, name: &str) -> Result<()> {
         let timeout = self.inner.config.timeout;
         let at = At::op("delete_topic").topic(name).timeout(timeout);

@@ -12,7 +12,7 @@ pub(crate) struct At<'a> {
     pub(crate) operation: &'static str,
     pub(crate) topic: Option<&'a str>,
     pub(crate) partition: Option<u32>,
-    /// The timeout the operation ran under (for [`Error::KafkaTimeout`]).
+    /// The timeout the operation ran under (for [`Error::Timeout`]).
     pub(crate) timeout: Option<Duration>,
 }
 
@@ -89,16 +89,27 @@ pub(crate) fn is_retriable(code: Code) -> bool {
     )
 }
 
+/// A local wait at `at` that ran out (no Kafka error code).
+pub(crate) fn timed_out(at: At<'_>) -> Error {
+    Error::Timeout {
+        operation: at.operation,
+        topic: at.topic.map(str::to_owned),
+        partition: at.partition,
+        timeout_ms: at.timeout.map(|t| t.as_millis() as u64),
+        code: None,
+    }
+}
+
 /// `code` as a logbus error at `at`, with the client's words `reason`.
 pub(crate) fn from_code(code: Code, reason: String, at: At<'_>) -> Error {
     let topic = at.topic.map(str::to_owned);
     match code {
-        c if is_timeout(c) => Error::KafkaTimeout {
+        c if is_timeout(c) => Error::Timeout {
             operation: at.operation,
             topic,
             partition: at.partition,
-            code: c as i32,
-            timeout_ms: at.timeout.map_or(0, |t| t.as_millis() as u64),
+            timeout_ms: at.timeout.map(|t| t.as_millis() as u64),
+            code: Some(c as i32),
         },
         Code::UnknownTopic => Error::UnknownTopic {
             topic: topic.unwrap_or_default(),
@@ -145,8 +156,8 @@ mod tests {
         );
         assert!(matches!(
             e,
-            Error::KafkaTimeout {
-                timeout_ms: 1000,
+            Error::Timeout {
+                timeout_ms: Some(1000),
                 partition: Some(2),
                 ..
             }

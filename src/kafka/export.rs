@@ -20,7 +20,7 @@
 //! (`max.in.flight.requests.per.connection=1`), which withdraws the records still queued as
 //! soon as one record fails. The first export of a partition records the target's high
 //! watermark before it (its *base*) as the offset committed by group
-//! [`ExportOptions::group`] on the target partition.
+//! [`ExportConfig::group`] on the target partition.
 //!
 //! An export run again reads the target partition from its base and matches each record to
 //! the source by its [`SOURCE_HEADER`] and its content (key, value, headers), then sends the
@@ -64,7 +64,7 @@ use crate::consumer::{ConsumerConfig, ConsumerRecord, OffsetReset};
 use crate::error::{Error, Result};
 use crate::persist::PersistConfig;
 use crate::producer::Record;
-use crate::storage::{Checkpoints, Header, LogOptions, SegmentSet};
+use crate::storage::{Checkpoints, Header, LogSetup, SegmentSet};
 use crate::{Headers, TopicPartition};
 
 /// The header an export adds to each record it sends (see the [module docs](self)).
@@ -171,16 +171,16 @@ pub struct Progress {
 type ProgressFn<'a> = Box<dyn FnMut(&Progress) -> ControlFlow<()> + 'a>;
 
 /// What [`export`] and [`import`] do.
-pub struct ExportOptions<'a> {
+pub struct ExportConfig<'a> {
     topics: Option<Vec<String>>,
     batch: usize,
     group: String,
     progress: Option<ProgressFn<'a>>,
 }
 
-impl std::fmt::Debug for ExportOptions<'_> {
+impl std::fmt::Debug for ExportConfig<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExportOptions")
+        f.debug_struct("ExportConfig")
             .field("topics", &self.topics)
             .field("batch", &self.batch)
             .field("group", &self.group)
@@ -188,13 +188,13 @@ impl std::fmt::Debug for ExportOptions<'_> {
     }
 }
 
-impl Default for ExportOptions<'_> {
+impl Default for ExportConfig<'_> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<'a> ExportOptions<'a> {
+impl<'a> ExportConfig<'a> {
     /// Every topic, batches of 1,000 records, group `logbus-export`, no progress callback.
     pub fn new() -> Self {
         Self {
@@ -268,12 +268,12 @@ pub struct CopyReport {
 /// partitions; the data directory's errors ([`Error::DirectoryLocked`], I/O, corruption);
 /// [`Error::ExportGap`] when records are missing on the target before others that landed;
 /// [`Error::CopyTargetMismatch`] when the target holds something other than this source's
-/// copy where the export would continue; [`Error::Kafka`] / [`Error::KafkaTimeout`] from the
+/// copy where the export would continue; [`Error::Kafka`] / [`Error::Timeout`] from the
 /// cluster (what was acknowledged stays: run the export again to resume).
 pub fn export(
     data_dir: impl AsRef<Path>,
     broker: &KafkaBroker,
-    mut options: ExportOptions<'_>,
+    mut options: ExportConfig<'_>,
 ) -> Result<CopyReport> {
     if broker.config().get("enable.idempotence") != Some("true") {
         return Err(Error::InvalidConfig {
@@ -385,7 +385,7 @@ struct SourceCursor<'a> {
     set: &'a SegmentSet,
     from: u64,
     end: u64,
-    buf: VecDeque<(u64, crate::storage::Record)>,
+    buf: VecDeque<(u64, crate::storage::BatchRecord)>,
 }
 
 impl<'a> SourceCursor<'a> {
@@ -398,7 +398,7 @@ impl<'a> SourceCursor<'a> {
         }
     }
 
-    fn peek(&mut self) -> Result<Option<&(u64, crate::storage::Record)>> {
+    fn peek(&mut self) -> Result<Option<&(u64, crate::storage::BatchRecord)>> {
         if self.buf.is_empty() && self.from < self.end {
             let records = self.set.read_records(self.from, 1 << 20)?;
             match records.last() {
@@ -410,7 +410,7 @@ impl<'a> SourceCursor<'a> {
         Ok(self.buf.front())
     }
 
-    fn next(&mut self) -> Result<Option<(u64, crate::storage::Record)>> {
+    fn next(&mut self) -> Result<Option<(u64, crate::storage::BatchRecord)>> {
         self.peek()?;
         Ok(self.buf.pop_front())
     }
@@ -446,7 +446,10 @@ fn same_headers(a: &[Header], b: &[(String, Option<Bytes>)]) -> bool {
 
 /// Whether `target` is a copy of `source` (key, value, headers but the marker; Kafka gives
 /// a null value as empty bytes, and a topic may stamp its own timestamps).
-fn same_content(source: &crate::storage::Record, target: &ConsumerRecord<Bytes, Bytes>) -> bool {
+fn same_content(
+    source: &crate::storage::BatchRecord,
+    target: &ConsumerRecord<Bytes, Bytes>,
+) -> bool {
     source.key.as_deref() == target.key.as_deref()
         && source.value.as_deref().unwrap_or_default() == &target.value[..]
         && same_headers(&source.headers, without_marker(&target.headers))
@@ -519,20 +522,20 @@ impl PartitionExport<'_> {
         dir: &Path,
         group: &KafkaConsumer<Bytes, Bytes>,
         reader: &mut KafkaConsumer<Bytes, Bytes>,
-        options: &mut ExportOptions<'_>,
+        options: &mut ExportConfig<'_>,
         copied_total: &mut u64,
     ) -> Result<(OffsetMapping, bool)> {
         let tp = self.tp;
         let (set, _) = SegmentSet::open(
             dir.join(format!("{}-{}", tp.topic, tp.partition)),
-            LogOptions {
+            LogSetup {
                 // `describe_data_dir` just closed the directory cleanly: nothing to revalidate.
                 checkpoints: Checkpoints {
                     recovery_point: u64::MAX,
                     log_start_offset: 0,
                     clean_shutdown: true,
                 },
-                ..LogOptions::default()
+                ..LogSetup::default()
             },
         )?;
         let result = self.copy(&set, group, reader, options, copied_total);
@@ -547,7 +550,7 @@ impl PartitionExport<'_> {
         set: &SegmentSet,
         group: &KafkaConsumer<Bytes, Bytes>,
         reader: &mut KafkaConsumer<Bytes, Bytes>,
-        options: &mut ExportOptions<'_>,
+        options: &mut ExportConfig<'_>,
         copied_total: &mut u64,
     ) -> Result<(OffsetMapping, bool)> {
         let tp = self.tp;
@@ -567,7 +570,7 @@ impl PartitionExport<'_> {
         let total = count_records(set)?;
         let mut next_target = high;
         let mut done = mapping.already_copied;
-        let mut pending: Vec<(u64, crate::storage::Record)> = Vec::new();
+        let mut pending: Vec<(u64, crate::storage::BatchRecord)> = Vec::new();
         let mut stopped = false;
         while let Some(record) = source.next()? {
             pending.push(record);
@@ -645,7 +648,7 @@ impl PartitionExport<'_> {
         let mut missing: Vec<(u64, u64)> = Vec::new();
         let mut landed_from = None;
         let other = "the target partition holds records this export did not write where it \
-                     would continue: export with another group (`ExportOptions::group`, \
+                     would continue: export with another group (`ExportConfig::group`, \
                      `--group`) to append a whole copy after them, or to another topic";
         let expected = |source: &mut SourceCursor<'_>| -> Result<String> {
             Ok(match source.peek()? {
@@ -744,7 +747,7 @@ impl PartitionExport<'_> {
     /// records it copied.
     fn flush(
         &self,
-        pending: &mut Vec<(u64, crate::storage::Record)>,
+        pending: &mut Vec<(u64, crate::storage::BatchRecord)>,
         mapping: &mut OffsetMapping,
         next_target: &mut u64,
     ) -> Result<u64> {
@@ -877,7 +880,7 @@ fn count_records(set: &SegmentSet) -> Result<u64> {
 
 /// Copies Kafka topics `topics` from `broker`'s cluster into the data directory `data_dir`
 /// (opened, formatted first when missing or empty, and closed at the end) as persisted topics
-/// of raw bytes (`open_topic::<Bytes, Bytes>`; decode with the codecs the producers used),
+/// of raw bytes (`topic::<Bytes, Bytes>`; decode with the codecs the producers used),
 /// with the same partition counts. Each record keeps its partition, key, value (a null value
 /// becomes empty), timestamp and headers (but an export's [`SOURCE_HEADER`]); offsets are
 /// dense from 0 in the target (Kafka's may have gaps: see the mapping).
@@ -892,11 +895,11 @@ fn count_records(set: &SegmentSet) -> Result<u64> {
 /// import makes; [`Error::InvalidConfig`] when it has it with another partition count;
 /// [`Error::CopyTargetMismatch`] when its records are not the cluster's, from the start of
 /// each partition; [`Error::UnknownTopic`]; the data directory's errors; [`Error::Kafka`] /
-/// [`Error::KafkaTimeout`].
+/// [`Error::Timeout`].
 pub fn import(
     data_dir: impl Into<PathBuf>,
     broker: &KafkaBroker,
-    mut options: ExportOptions<'_>,
+    mut options: ExportConfig<'_>,
 ) -> Result<CopyReport> {
     let Some(topics) = options.topics.clone() else {
         return Err(Error::InvalidConfig {
@@ -949,7 +952,7 @@ fn import_into(
     target: &Broker,
     broker: &KafkaBroker,
     topics: &[String],
-    options: &mut ExportOptions<'_>,
+    options: &mut ExportConfig<'_>,
 ) -> Result<CopyReport> {
     let mut report = CopyReport {
         partitions: Vec::new(),
@@ -958,7 +961,7 @@ fn import_into(
     let mut copied_total = 0;
     for topic in topics {
         let partitions = broker.partition_count(topic)?;
-        let resuming = match target.open_topic::<Bytes, Bytes>(topic) {
+        let resuming = match target.topic::<Bytes, Bytes>(topic) {
             Ok(t) if t.partition_count() != partitions => {
                 return Err(Error::InvalidConfig {
                     name: "import target partitions",
@@ -974,10 +977,9 @@ fn import_into(
             }
             Ok(_) => true,
             Err(Error::UnknownTopic { .. }) => {
-                target.create_persisted_topic::<Bytes, Bytes>(
+                target.create_topic::<Bytes, Bytes>(
                     topic,
-                    TopicConfig::new(partitions),
-                    PersistConfig::default(),
+                    TopicConfig::new(partitions).persist(PersistConfig::default()),
                 )?;
                 false
             }
@@ -1036,14 +1038,14 @@ fn import_into(
                     if options.report(&progress).is_break() {
                         report.partitions.push(mapping);
                         report.stopped = true;
-                        target.sync()?;
+                        target.fsync_and_checkpoint()?;
                         return Ok(report);
                     }
                 }
             }
             report.partitions.push(mapping);
         }
-        target.sync()?;
+        target.fsync_and_checkpoint()?;
     }
     Ok(report)
 }

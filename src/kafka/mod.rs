@@ -67,7 +67,7 @@
 //! # Errors
 //!
 //! Kafka's error codes become [`Error::Kafka`] (the operation, topic, partition, code, its
-//! name, whether Kafka calls it retriable) or [`Error::KafkaTimeout`]; an unknown topic is
+//! name, whether Kafka calls it retriable) or [`Error::Timeout`]; an unknown topic is
 //! [`Error::UnknownTopic`], a partition past the topic's count
 //! [`Error::PartitionOutOfRange`], a record over the size limit [`Error::RecordTooLarge`].
 //!
@@ -83,7 +83,7 @@
 //!   the client or the group, also reported by `poll`, names none.
 //!
 //! A send whose outcome is in doubt (Kafka's "possibly persisted": the request went out and
-//! no answer came within `message.timeout.ms`) is [`Error::KafkaTimeout`] with the record
+//! no answer came within `message.timeout.ms`) is [`Error::Timeout`] with the record
 //! handed back, not [`Error::NotAcknowledged`]: that error names the offset the record has
 //! in a log, and Kafka gave the record none; whether to send it again (and perhaps
 //! duplicate it) is the caller's choice, as with Kafka's own producer. An in-process
@@ -95,6 +95,42 @@
 //! [`MockCluster`] is librdkafka's in-process mock cluster (the real Kafka protocol,
 //! consumer groups included) with its fault injection; [`KafkaBroker::mock`] builds a broker
 //! on a new one.
+//!
+//! # Notes for contributors
+//!
+//! `src/kafka/` runs logbus's producer and consumer API against a Kafka cluster through
+//! [rdkafka](https://docs.rs/rdkafka) 0.39, with librdkafka bundled and built from source by its
+//! own `./configure` + `make` (a C compiler, make and perl; no cmake, no system librdkafka). It
+//! is off by default, so the default build never compiles librdkafka; `--all-features` (clippy,
+//! rustdoc, the `tests` step, the interop build) compiles it once per target directory, in the
+//! dev profile.
+//!
+//! | file | what |
+//! |---|---|
+//! | `src/kafka/mod.rs` | why mirror types (`KafkaBroker`, `KafkaProducer`, `KafkaConsumer`), what maps to what |
+//! | `src/kafka/broker.rs` | `KafkaConfig` (bootstrap servers, client settings), topics, metadata, watermarks |
+//! | `src/kafka/producer.rs` | one shared `ThreadedProducer`; delivery reports routed to the waiting batch |
+//! | `src/kafka/consumer/` | positions kept by logbus; rebalances queued by the context and run in `poll` |
+//! | `src/kafka/error.rs` | Kafka error codes → `Error::Kafka` / `Error::Timeout` |
+//! | `src/kafka/mock.rs` | librdkafka's mock cluster, `Send + Sync` |
+//! | `src/kafka/export.rs` | `export` / `import` (and `logbus export` / `logbus import` in `src/bin/logbus/kafka.rs`) |
+//!
+//! Tests run against librdkafka's mock cluster (in the test process; no Kafka to install):
+//! the `tests/kafka/` binary (`kafka_mock`, `kafka_differential`, `kafka_export`, `kafka_faults`,
+//! `kafka_auto_commit`).
+//!
+//! ```sh
+//! cargo test --features kafka,cli --test kafka
+//! cargo run --features kafka --example to_kafka
+//! cargo bench -p logbus-comparison --features kafka --bench kafka_vs_rdkafka
+//! ```
+//!
+//! What the mock cluster does not do, and the tests therefore do not show: it answers no
+//! CreateTopics request (`KafkaBroker::create_topic` creates through the mock's own API when the
+//! broker was built by `KafkaBroker::mock`), no timestamp lookup in ListOffsets (on a mock,
+//! `offsets_for_times` reads the partition instead), and no commit while a group prepares to
+//! rebalance (REBALANCE_IN_PROGRESS; Kafka accepts the current generation's). Each rebalance
+//! waits for the session timeout less one second: the group tests use `session.timeout.ms=6000`.
 
 mod broker;
 mod consumer;

@@ -15,7 +15,9 @@ use super::broker::{config_error, KafkaBroker, KafkaConfig};
 use super::error::{from_code, from_kafka, At};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
-use crate::producer::{Record, RecordMetadata, SendError};
+use crate::producer::{
+    ProduceBatchError, ProduceError, ProduceTimeoutError, Record, RecordMetadata, TryProduceError,
+};
 use crate::sync::{Arc, Condvar, Mutex};
 
 /// A record handed to librdkafka, with the batch slot its delivery report fills.
@@ -184,8 +186,8 @@ impl<K, V> fmt::Debug for KafkaProducer<K, V> {
     }
 }
 
-fn send_error<K, V>(error: Error, record: Record<K, V>) -> SendError<K, V> {
-    crate::producer::send_error(error, record)
+fn send_error<K, V>(error: Error, record: Record<K, V>) -> ProduceError<K, V> {
+    ProduceError::new(error, record)
 }
 
 impl<K, V> KafkaProducer<K, V>
@@ -210,13 +212,13 @@ where
     ///
     /// # Errors
     ///
-    /// [`SendError`] with the record and: [`Error::InvalidTimestamp`],
+    /// [`ProduceError`] with the record and: [`Error::InvalidTimestamp`],
     /// [`Error::UnknownTopic`], [`Error::PartitionOutOfRange`] (an explicit partition past
     /// the count), [`Error::RecordTooLarge`], [`Error::Kafka`] (the cluster refused it,
-    /// retriable or not, after librdkafka's own retries), [`Error::KafkaTimeout`] (not
+    /// retriable or not, after librdkafka's own retries), [`Error::Timeout`] (not
     /// acknowledged within `message.timeout.ms`).
-    pub fn send(&self, record: Record<K, V>) -> Result<RecordMetadata, SendError<K, V>> {
-        self.send_timeout(record, self.shared().delivery_timeout)
+    pub fn send(&self, record: Record<K, V>) -> Result<RecordMetadata, ProduceError<K, V>> {
+        self.send_one(record, Some(self.shared().delivery_timeout))
     }
 
     /// Like [`send`](Self::send), giving up on a full local queue after `timeout` (the
@@ -224,26 +226,54 @@ where
     ///
     /// # Errors
     ///
-    /// As [`send`](Self::send), plus [`Error::Timeout`] (the local queue stayed full).
+    /// [`ProduceTimeoutError`]: [`is_timeout`](ProduceTimeoutError::is_timeout)
+    /// ([`Error::Timeout`]) when the local queue stayed full, else those of
+    /// [`send`](Self::send).
     pub fn send_timeout(
         &self,
         record: Record<K, V>,
         timeout: Duration,
-    ) -> Result<RecordMetadata, SendError<K, V>> {
-        let mut one = vec![record];
-        match self.send_all(&mut one, Some(timeout)) {
-            Ok(mut metas) => Ok(metas.remove(0)),
-            Err(e) => Err(e),
-        }
+    ) -> Result<RecordMetadata, ProduceTimeoutError<K, V>> {
+        self.send_one(record, Some(timeout))
+            .map_err(ProduceTimeoutError)
+    }
+
+    /// Like [`send_timeout`](Self::send_timeout), giving up on a full local queue at
+    /// `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// As [`send_timeout`](Self::send_timeout).
+    pub fn send_deadline(
+        &self,
+        record: Record<K, V>,
+        deadline: Instant,
+    ) -> Result<RecordMetadata, ProduceTimeoutError<K, V>> {
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        self.send_timeout(record, timeout)
     }
 
     /// Sends `record` if the local queue has room now.
     ///
     /// # Errors
     ///
-    /// As [`send_timeout`](Self::send_timeout) with a zero timeout.
-    pub fn try_send(&self, record: Record<K, V>) -> Result<RecordMetadata, SendError<K, V>> {
-        self.send_timeout(record, Duration::ZERO)
+    /// [`TryProduceError`]: [`is_full`](TryProduceError::is_full) ([`Error::Full`]) when
+    /// the local queue was full, else those of [`send`](Self::send).
+    pub fn try_send(&self, record: Record<K, V>) -> Result<RecordMetadata, TryProduceError<K, V>> {
+        let topic = record.topic.to_string();
+        let partition = record.partition.unwrap_or(0);
+        match self.send_one(record, Some(Duration::ZERO)) {
+            Ok(meta) => Ok(meta),
+            Err(e) if matches!(e.error(), Error::Timeout { .. }) => {
+                let (_, record) = e.into_parts();
+                let full = Error::Full { topic, partition };
+                Err(TryProduceError(match record {
+                    Some(record) => ProduceError::new(full, record),
+                    None => ProduceError::unacknowledged(full),
+                }))
+            }
+            Err(e) => Err(TryProduceError(e)),
+        }
     }
 
     /// Sends every record of `records` in order (draining it) and waits for all their
@@ -251,12 +281,40 @@ where
     ///
     /// # Errors
     ///
-    /// The first failure (in `records`' order), with its record; the records after it
-    /// that the cluster did not acknowledge stay in `records`, in order (Kafka pipelines a
-    /// batch, so records after a failed one may be written already: those are not handed
-    /// back, and sending `records` again duplicates nothing). Those before it were sent.
-    pub fn send_batch(&self, records: &mut Vec<Record<K, V>>) -> Result<usize, SendError<K, V>> {
-        self.send_all(records, None).map(|m| m.len())
+    /// [`ProduceBatchError`] with how many were sent and the first failure (in `records`'
+    /// order). The records the cluster did not acknowledge stay in `records`, in order, the
+    /// one that failed first (Kafka pipelines a batch, so records after a failed one may be
+    /// written already: those are not handed back, and sending `records` again duplicates
+    /// nothing).
+    pub fn send_batch(&self, records: &mut Vec<Record<K, V>>) -> Result<usize, ProduceBatchError> {
+        let total = records.len();
+        match self.send_all(records, None) {
+            Ok(metas) => Ok(metas.len()),
+            Err(e) => {
+                let (error, record) = e.into_parts();
+                let left = records.len() + usize::from(record.is_some());
+                if let Some(record) = record {
+                    records.insert(0, record);
+                }
+                Err(ProduceBatchError {
+                    sent: total - left,
+                    error,
+                })
+            }
+        }
+    }
+
+    /// Sends one record, waiting at most `queue_wait` for room in the local queue.
+    fn send_one(
+        &self,
+        record: Record<K, V>,
+        queue_wait: Option<Duration>,
+    ) -> Result<RecordMetadata, ProduceError<K, V>> {
+        let mut one = vec![record];
+        match self.send_all(&mut one, queue_wait) {
+            Ok(mut metas) => Ok(metas.remove(0)),
+            Err(e) => Err(e),
+        }
     }
 
     /// Sends `records` (draining them on success), returning each one's metadata.
@@ -264,7 +322,7 @@ where
         &self,
         records: &mut Vec<Record<K, V>>,
         queue_wait: Option<Duration>,
-    ) -> Result<Vec<RecordMetadata>, SendError<K, V>> {
+    ) -> Result<Vec<RecordMetadata>, ProduceError<K, V>> {
         let shared = self.shared();
         let batch = Batch::new(records.len());
         let mut key = Vec::new();
@@ -274,7 +332,13 @@ where
         for (i, r) in records.iter().enumerate() {
             if let Some(ts) = r.timestamp {
                 if !crate::partition::valid_timestamp(ts) {
-                    failed = Some((i, Error::InvalidTimestamp { timestamp: ts }));
+                    failed = Some((
+                        i,
+                        Error::InvalidTimestamp {
+                            timestamp: ts,
+                            offset: None,
+                        },
+                    ));
                     break;
                 }
             }
@@ -376,7 +440,7 @@ where
 
     fn enqueue_error(&self, code: Code, r: &Record<K, V>, at: At<'_>) -> Error {
         match code {
-            Code::QueueFull => Error::Timeout,
+            Code::QueueFull => crate::kafka::error::timed_out(at),
             Code::UnknownPartition => self.partition_error(r),
             c => from_code(c, "refused by the client".into(), at),
         }
@@ -408,7 +472,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`Error::KafkaTimeout`] when records are still unacknowledged after
+    /// [`Error::Timeout`] when records are still unacknowledged after
     /// `message.timeout.ms`.
     pub fn flush(&self) -> Result<()> {
         let shared = self.shared();

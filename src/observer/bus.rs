@@ -138,12 +138,12 @@ impl<T: Clone + Send + 'static> EventBus<T> {
     ///
     /// ```
     /// use std::sync::mpsc;
-    /// use logbus::observer::{Delivery, EventBus, Overflow};
+    /// use logbus::observer::{Delivery, EventBus, SlowSubscriberPolicy};
     ///
     /// let bus = EventBus::new();
     /// let (tx, rx) = mpsc::channel();
     /// let sub = bus
-    ///     .subscribe_with(Delivery::Async { capacity: 16, overflow: Overflow::Block }, move |e: &String| {
+    ///     .subscribe_with(Delivery::Async { capacity: 16, overflow: SlowSubscriberPolicy::Block }, move |e: &String| {
     ///         tx.send(e.clone()).unwrap();
     ///     })
     ///     .unwrap();
@@ -206,7 +206,7 @@ impl<T: Clone + Send + 'static> EventBus<T> {
     /// (delivered, for synchronous ones; buffered, for asynchronous ones). Synchronous
     /// callbacks run here, in subscription order, with no lock held; a panicking callback is
     /// caught, counted and reported to the [error hook](Self::set_error_hook), and the
-    /// others still run. With [`Overflow::Block`](super::Overflow::Block) this waits while
+    /// others still run. With [`SlowSubscriberPolicy::Block`](super::SlowSubscriberPolicy::Block) this waits while
     /// an asynchronous subscriber's buffer is full.
     ///
     /// Allocates nothing (asynchronous subscribers get a clone of `event`).

@@ -13,7 +13,7 @@
 //! - [`Delivery::Sync`]: the callback runs on the publisher's thread, inside `publish`.
 //! - [`Delivery::Async`]: `publish` puts a clone of the event into the subscriber's bounded
 //!   buffer (a [`crate::queue`]); the subscriber's own thread runs the callback. When the
-//!   buffer is full, [`Overflow::Block`] makes `publish` wait, [`Overflow::DropOldest`]
+//!   buffer is full, [`SlowSubscriberPolicy::Block`] makes `publish` wait, [`SlowSubscriberPolicy::DropOldest`]
 //!   evicts the oldest buffered event and counts it ([`Subscription::dropped`]).
 //!
 //! # Guarantees
@@ -47,25 +47,25 @@
 //!   dropped inside an asynchronous callback joins only the threads that have finished; the
 //!   others end on their own once their buffers are delivered.
 //! - **Deadlock.** Callbacks may publish, subscribe and unsubscribe, and drop the bus.
-//!   Waiting for room is the one wait a callback's publish can add, and [`Overflow::Block`]
+//!   Waiting for room is the one wait a callback's publish can add, and [`SlowSubscriberPolicy::Block`]
 //!   subscribers whose callbacks publish can close a cycle of such waits that nothing
 //!   breaks: a callback publishing into its own full buffer; two subscribers whose callbacks
 //!   publish to each other while both buffers are full (each thread waits for room that only
 //!   the other one makes), and likewise any longer ring of them. Those wait for good, and
 //!   are the caller's to avoid: give one subscriber on every such ring
-//!   [`Overflow::DropOldest`] (which never waits, and counts what it evicts), or a
+//!   [`SlowSubscriberPolicy::DropOldest`] (which never waits, and counts what it evicts), or a
 //!   synchronous delivery, or publish from outside the callbacks.
 //!
 //! # Examples
 //!
 //! ```
-//! use logbus::observer::{Delivery, EventBus, Overflow};
+//! use logbus::observer::{Delivery, EventBus, SlowSubscriberPolicy};
 //!
 //! let bus = EventBus::<String>::new();
 //! let (lengths, seen) = logbus::queue::bounded(8);
 //! let sync_sub = bus.subscribe(move |e| lengths.send(e.len()).unwrap());
 //! let async_sub = bus
-//!     .subscribe_with(Delivery::Async { capacity: 8, overflow: Overflow::DropOldest }, |e| {
+//!     .subscribe_with(Delivery::Async { capacity: 8, overflow: SlowSubscriberPolicy::DropOldest }, |e| {
 //!         let _ = e.to_uppercase();
 //!     })
 //!     .unwrap();
@@ -83,7 +83,7 @@ mod subscription;
 
 pub use bus::EventBus;
 pub use report::SubscriberPanic;
-pub use subscriber::{Delivery, Overflow};
+pub use subscriber::{Delivery, SlowSubscriberPolicy};
 pub use subscription::Subscription;
 
 #[cfg(all(test, not(logbus_loom)))]
@@ -111,7 +111,7 @@ mod tests {
             .subscribe_with(
                 Delivery::Async {
                     capacity: 4,
-                    overflow: Overflow::Block,
+                    overflow: SlowSubscriberPolicy::Block,
                 },
                 fb,
             )
@@ -137,7 +137,7 @@ mod tests {
             .subscribe_with(
                 Delivery::Async {
                     capacity: 2,
-                    overflow: Overflow::DropOldest,
+                    overflow: SlowSubscriberPolicy::DropOldest,
                 },
                 move |e: &u32| {
                     drop(g.lock());
@@ -172,7 +172,7 @@ mod tests {
             .subscribe_with(
                 Delivery::Async {
                     capacity: 8,
-                    overflow: Overflow::Block,
+                    overflow: SlowSubscriberPolicy::Block,
                 },
                 bad,
             )
@@ -230,7 +230,7 @@ mod tests {
             .subscribe_with(
                 Delivery::Async {
                     capacity: 4,
-                    overflow: Overflow::Block,
+                    overflow: SlowSubscriberPolicy::Block,
                 },
                 move |e| {
                     fn_(e);
@@ -255,7 +255,7 @@ mod tests {
             .subscribe_with(
                 Delivery::Async {
                     capacity: 0,
-                    overflow: Overflow::Block,
+                    overflow: SlowSubscriberPolicy::Block,
                 },
                 |_| {},
             )

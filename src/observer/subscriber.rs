@@ -23,13 +23,14 @@ pub enum Delivery {
         /// Events the buffer holds (at least 1).
         capacity: usize,
         /// What `publish` does when the buffer is full.
-        overflow: Overflow,
+        overflow: SlowSubscriberPolicy,
     },
 }
 
-/// What publishing does when an asynchronous subscriber's buffer is full.
+/// What publishing does when an asynchronous subscriber's buffer is full: the policy for a
+/// slow subscriber.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Overflow {
+pub enum SlowSubscriberPolicy {
     /// `publish` waits for room (backpressure: a slow subscriber slows publishers down).
     Block,
     /// `publish` drops the oldest buffered event to make room and counts it
@@ -43,7 +44,7 @@ pub(crate) type Callback<T> = Arc<Box<dyn Fn(&T) + Send + Sync>>;
 /// The asynchronous part of a subscriber.
 struct Worker<T> {
     tx: queue::Sender<T>,
-    /// Held by publishers to evict the oldest event (`Overflow::DropOldest` only).
+    /// Held by publishers to evict the oldest event (`SlowSubscriberPolicy::DropOldest` only).
     evict: Option<queue::Receiver<T>>,
 }
 
@@ -113,11 +114,11 @@ impl<T: Send + 'static> Subscriber<T> {
         id: u64,
         callback: Callback<T>,
         capacity: usize,
-        overflow: Overflow,
+        overflow: SlowSubscriberPolicy,
         reporter: Arc<Reporter>,
     ) -> std::io::Result<(Self, WorkerThread)> {
         let (tx, rx) = queue::bounded::<T>(capacity);
-        let evict = (overflow == Overflow::DropOldest).then(|| rx.clone());
+        let evict = (overflow == SlowSubscriberPolicy::DropOldest).then(|| rx.clone());
         let done = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Stats::default());
         let handle = {

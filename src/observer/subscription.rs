@@ -54,9 +54,9 @@ impl Subscription {
         self.stats.panics.load(Ordering::Relaxed)
     }
 
-    /// Events dropped from the buffer because it was full ([`Overflow::DropOldest`]).
+    /// Events dropped from the buffer because it was full ([`SlowSubscriberPolicy::DropOldest`]).
     ///
-    /// [`Overflow::DropOldest`]: super::Overflow::DropOldest
+    /// [`SlowSubscriberPolicy::DropOldest`]: super::SlowSubscriberPolicy::DropOldest
     pub fn dropped(&self) -> u64 {
         // Relaxed: a statistic.
         self.stats.dropped.load(Ordering::Relaxed)

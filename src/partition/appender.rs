@@ -199,8 +199,10 @@ impl<K, V> Appender<K, V> {
     ///
     /// # Errors
     ///
-    /// [`AppendError::Full`] (`AppendWait::No` only) and [`AppendError::Closed`]: the
-    /// entries not appended stay in `entries`, in order.
+    /// [`AppendError::Full`] (`AppendWait::No` only), [`AppendError::Closed`] and
+    /// [`AppendError::TooLarge`] (persisted, replicated or not: the entries before the
+    /// first too-large one are appended, it is left first): the entries not appended stay
+    /// in `entries`, in order.
     pub(crate) fn append_batch(
         &mut self,
         entries: &mut Vec<Entry<K, V>>,
@@ -209,15 +211,43 @@ impl<K, V> Appender<K, V> {
         use crate::ring::BatchClosed;
         if let Some(r) = &self.replicated {
             // Always room (see `append`).
-            return r.append_batch(entries, &self.policy);
+            return match r.append_batch(entries, &self.policy) {
+                // Refused whole, nothing appended: one at a time, so that the entries
+                // before the too-large one are appended and it is left first (as above,
+                // for one replica). Only on this error path.
+                Err(AppendError::TooLarge(..)) if entries.len() > 1 => {
+                    let mut rest = std::mem::take(entries).into_iter();
+                    for entry in rest.by_ref() {
+                        if let Err((back, why)) = r.append(entry, &self.policy, None) {
+                            entries.extend(back);
+                            entries.extend(rest);
+                            return Err(why);
+                        }
+                    }
+                    Ok(())
+                }
+                done => done,
+            };
         }
         if let Some(disk) = &self.disk {
-            if let Some(Err((size, max))) = entries
+            let too_large = entries
                 .iter()
                 .map(|e| disk.check_size(e))
-                .find(Result::is_err)
-            {
-                return Err(AppendError::TooLarge(size, max));
+                .position(|c| c.is_err());
+            if let Some(at) = too_large {
+                let Err((size, max)) = disk.check_size(&entries[at]) else {
+                    unreachable!("`position` found it too large");
+                };
+                if at == 0 {
+                    return Err(AppendError::TooLarge(size, max));
+                }
+                // The entries before it are appended as a batch of their own; the
+                // too-large one stays first of those not appended, as the callers hand
+                // back "the one that failed first".
+                let mut rest = entries.split_off(at);
+                let done = self.append_batch(entries, wait);
+                entries.append(&mut rest);
+                return done.and(Err(AppendError::TooLarge(size, max)));
             }
             if let Some(e) = disk.offline_error() {
                 return Err(AppendError::Offline(Box::new(e)));

@@ -35,7 +35,7 @@ use super::Headers;
 /// (some 146 million years). Record timestamps are valid in `0..=MAX_TIMESTAMP`; sends and
 /// lookups by time refuse the rest with [`Error::InvalidTimestamp`](crate::Error::InvalidTimestamp),
 /// and a record read from disk with a timestamp outside it is reported as invalid
-/// ([`Error::InvalidRecordTimestamp`](crate::Error::InvalidRecordTimestamp)).
+/// ([`Error::InvalidTimestamp`](crate::Error::InvalidTimestamp)).
 pub const MAX_TIMESTAMP: i64 = (1 << 62) - 1;
 
 /// Whether `timestamp` is a valid record timestamp (`0..=MAX_TIMESTAMP`).

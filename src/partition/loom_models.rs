@@ -509,7 +509,7 @@ fn a_gate_moved_past_a_lent_run_hands_it_to_the_producer() {
     });
 }
 
-/// Copied runs (`Appender::append_copied`, under `Producer::send_slice_to`): as
+/// Copied runs (`Appender::append_copied`, under `PartitionProducer::send_slice`): as
 /// `plain_runs_are_read_whole_through_the_gate`, with each entry made in its slot from a
 /// `(timestamp, value)` instead of moved from a gathered vector. Key ordering: the Release
 /// store of the published cursor after the run is written (`Sequencer::write_run`, its

@@ -1,5 +1,62 @@
 //! The data directory: its lock, topic metadata, Kafka's checkpoint files, committed
 //! offsets, the clean-shutdown marker, recovery at open, and the background thread.
+//!
+//! # Notes for contributors: the persisted-topic module
+//!
+//! - `persist/` is the one persist module (layer 5), for every topic whatever its replication
+//!   factor; `broker/persisted.rs` holds the broker's persisted-topic methods
+//!   (`BrokerBuilder::open`, the persisted halves of `create_topic` and `topic`,
+//!   `fsync_and_checkpoint`, `close`, `Topic::fsync`/`write_to_files`) and calls down into it
+//!   and into `replica`; `broker/faults.rs` holds `faults()` and the replication runtime.
+//!   "Persisted" is the one word for a topic kept on disk (module `persist`, `PersistConfig`,
+//!   `TopicConfig::persist`); "durable" means only what an fsync gives (survives a power loss).
+//! - `persist/mod.rs`: `FlushPolicy`, `PersistConfig`, the data-directory options;
+//!   `persist/append.rs`: the write path itself (encode into a RecordBatch, cut at the segment
+//!   set's limit, append, flush policy), driven by RF 1's writer thread and by replicas
+//!   inline; `persist/log.rs`: one RF 1 partition's log cell, the partition layer's view of it
+//!   (`DiskLog`), and the writer thread; `persist/replica_store.rs`: one replica's segment set
+//!   and `leader-epoch-checkpoint` (`ReplicaStore`); `persist/replicated.rs`: a replicated
+//!   topic's directories, `<topic>.replicas` metadata, delete, `logbus describe`'s reader
+//!   (`replicated/describe.rs`), replicas lost with their directory (`replicated/lost.rs`);
+//!   `persist/dir_io.rs`: the per-directory `Io` that fails on demand;
+//!   `persist/data_dir.rs`: the data directory (lock, checkpoint files, committed offsets,
+//!   recovery at open, the retention thread); `persist/data_dir/topics.rs`: an RF 1 topic's
+//!   life on disk (create, open, add partitions, delete).
+//! - `persist/data_dir/marker.rs`: each data directory's marker, `meta.properties` (Kafka's
+//!   layout: `version`, `cluster.id`, `node.id`, `directory.id`, plus `logbus.directories`, the
+//!   broker's whole set). `BrokerBuilder::open` plans the markers twice: before anything is
+//!   created or locked (a missing, unformatted, foreign or lost directory is refused untouched),
+//!   then under the locks, where it writes new markers (new and replaced directories first,
+//!   then the siblings' lists). A member of the set without its marker is lost
+//!   (`Error::DataDirLost`); with `replace_lost_data_dirs` it is formatted again, and the
+//!   replicated topic's open (`persist/replicated/lost.rs`, `replica::rejoin`) starts each
+//!   replica whose log directory is gone offline, so the saved ISR loses it before the election, then restarts it as a follower.
+//!   Tests: `tests/replicas/data_dirs.rs`, `cli` `verify_and_describe_report_the_marker`.
+//! - The topic's metadata file (`<topic>.topic`) is the commit point of every change to the
+//!   set of partitions: directories first, metadata (atomically) second, so a crash in between
+//!   leaves only directories the metadata does not count, which are removed before their name is
+//!   used again. Deleting removes the metadata first.
+//! - Lock order: `DataDir::opening` → `DataDir::metas` → the broker's topics map → `cells` → a
+//!   cell's `log`. Never call into the broker's topic lookups while holding `metas` (the lookup
+//!   of an unopened persisted topic reads `metas`). The creation of a replicated topic holds
+//!   `opening` too (`DataDir::creating`), so creations of either kind run one at a time, and
+//!   so does `DataDir::delete_topic`, to its end (a creation of the name waits for the old
+//!   partition directories to go); a replicated topic's creation and deletion hold
+//!   `DiskDirs::changing` to their end, taken after `opening`.
+//! - Every file replaced through a temp file (`checkpoint::write`: `<name>.tmp`, fsync,
+//!   rename, directory fsync) has one writer at a time: the directory's checkpoint files
+//!   (offsets, recovery points, log starts) under `DataDir::checkpointing` (taken before
+//!   `loaded` and `open`; none after `close` began, which writes the last), `<topic>.topic`
+//!   under `metas`, `<topic>.replicas` under the topic's metadata lock (and creation under
+//!   `opening`), `leader-epoch-checkpoint` by its replica's store (the partition directory's
+//!   lock, the replica set's lock), `meta.properties` only at open, under the directory locks.
+//! - Tests: `tests/crash/persisted.rs` (restart and replay, SIGKILL rounds with a child process, 60
+//!   simulated power losses on `FaultyIo`, typed errors), `tests/crash/persisted_checkpoints.rs`
+//!   (concurrent and racing checkpoint writers, SIGKILL during syncs;
+//!   `LOGBUS_CLOSE_RACE_ROUNDS`, `LOGBUS_CHECKPOINT_KILL_ROUNDS` for longer runs),
+//!   `tests/crash/persisted_open.rs` (stray segment files, name limits, the builder, the lock); a
+//!   new `Io` method needs its `FaultyIo` model to say what survives a `crash` (see
+//!   `remove_dir`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -10,17 +67,17 @@ use rayon::prelude::*;
 mod marker;
 mod topics;
 
-pub(crate) use marker::{plan as plan_markers, MarkerOptions};
+pub(crate) use marker::{plan as plan_markers, MarkerConfig};
 pub use marker::{read_dir_marker, DataDirMarker};
 
 use super::log::LogCell;
-use super::{DataDirOptions, FlushPolicy, PersistConfig};
-use crate::broker::{Broker, TopicConfig};
+use super::{io_err, DataDirConfig, FlushPolicy, PersistConfig};
 use crate::clock::Clock;
 use crate::codec::Codec;
+use crate::partition::topic_config::{validate_kafka_topic_name, TopicConfig};
 use crate::storage::checkpoint::{self, CheckpointEntry, TopicPartitionOffset};
 use crate::storage::{
-    Checkpoints, DirLock, FsIo, Io, LogConfig, LogOptions, RecoveryReport, SegmentSet,
+    Checkpoints, DirLock, FsIo, Io, LogConfig, LogSetup, RecoveryReport, SegmentSet,
 };
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::thread::{self, JoinHandle};
@@ -248,7 +305,7 @@ impl TopicMeta {
             retention_ms: num("retention_ms")?,
             persist,
         };
-        // Settings `create_persisted_topic` would refuse (the file was edited or damaged).
+        // Settings `create_topic` with a persisted config would refuse (the file was edited or damaged).
         meta.topic_config()
             .validate()
             .and_then(|()| meta.persist.validate())
@@ -286,7 +343,7 @@ impl TopicMeta {
 }
 
 /// A partition of an open topic, type-erased.
-struct OpenPartition {
+pub(crate) struct OpenPartition {
     topic: String,
     partition: u32,
     committed: Box<dyn Fn() -> Vec<(Arc<str>, u64)> + Send + Sync>,
@@ -298,24 +355,24 @@ struct OpenPartition {
 /// The state of a broker's data directory.
 pub(crate) struct DataDir {
     dir: PathBuf,
-    io: SyncArc<dyn Io>,
-    options: DataDirOptions,
+    pub(crate) io: SyncArc<dyn Io>,
+    options: DataDirConfig,
     /// The broker's clock, shared the way the storage layer takes it.
     clock: SyncArc<dyn Clock>,
     lock: Mutex<Option<Box<dyn DirLock>>>,
-    metas: Mutex<BTreeMap<String, TopicMeta>>,
+    pub(crate) metas: Mutex<BTreeMap<String, TopicMeta>>,
     cells: Mutex<BTreeMap<(String, u32), Arc<LogCell>>>,
     reports: Vec<PartitionRecovery>,
     /// Offsets from the checkpoint, for topics not opened yet.
     loaded: Mutex<OffsetMap>,
     clamped: Mutex<Vec<ClampedOffset>>,
     open: Mutex<Vec<OpenPartition>>,
-    /// Serialises `open_topic` and `create_topic` (one set of writers per topic), and the
+    /// Serialises `topic` and `create_topic` (one set of writers per topic), and the
     /// creation of replicated topics ([`creating`](Self::creating)).
-    opening: Mutex<()>,
+    pub(crate) opening: Mutex<()>,
     /// The topic `create_topic` is starting (at most one: `opening` is held): its metadata
     /// is in `metas`, but it is not registered yet, so it is hidden (taken after `metas`).
-    creating: Mutex<Option<String>>,
+    pub(crate) creating: Mutex<Option<String>>,
     background: Mutex<Option<JoinHandle<()>>>,
     /// Held by every writer of the directory's checkpoint files (consumer offsets, recovery
     /// points, log starts) from its snapshot to its rename, as Kafka serialises its
@@ -337,14 +394,10 @@ impl std::fmt::Debug for DataDir {
     }
 }
 
-fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
-    Error::io(format!("{what} {}", path.display()), e)
-}
-
 impl DataDir {
     pub(crate) fn open(
         dir: PathBuf,
-        options: DataDirOptions,
+        options: DataDirConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<Self>> {
         let clock: SyncArc<dyn Clock> =
@@ -385,7 +438,7 @@ impl DataDir {
             };
             // Kafka's rule, not the stricter one for new topics: a topic written by an
             // earlier version under a longer name is still found.
-            if crate::broker::validate_kafka_topic_name(topic).is_err() {
+            if validate_kafka_topic_name(topic).is_err() {
                 continue;
             }
             let path = dir.join(&name);
@@ -423,7 +476,7 @@ impl DataDir {
                 };
                 let (set, report) = SegmentSet::open(
                     pdir,
-                    LogOptions {
+                    LogSetup {
                         config: meta.log_config(),
                         io: SyncArc::clone(&io),
                         clock: SyncArc::clone(&clock),
@@ -478,7 +531,7 @@ impl DataDir {
         }))
     }
 
-    pub(crate) fn start_background(self: &Arc<Self>, _broker: &Broker) -> Result<()> {
+    pub(crate) fn start_background(self: &Arc<Self>) -> Result<()> {
         let me = Arc::clone(self);
         let handle = thread::spawn_named("logbus-retention".into(), move || me.background())
             .map_err(|e| Error::io("spawning the retention thread", e))?;
@@ -547,7 +600,7 @@ impl DataDir {
     /// # Errors
     ///
     /// [`Error::Closed`] without `closed` once `close` began; I/O errors.
-    pub(super) fn write_log_checkpoints(
+    pub(crate) fn write_log_checkpoints(
         &self,
         closed: Option<&[(String, u32, Checkpoints)]>,
     ) -> Result<()> {
@@ -632,7 +685,7 @@ impl DataDir {
         self.clamped.lock().clone()
     }
 
-    fn check_open(&self) -> Result<()> {
+    pub(crate) fn check_open(&self) -> Result<()> {
         // Acquire: pairs with the Release store in `close`.
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed {
@@ -645,7 +698,7 @@ impl DataDir {
     /// Hands freshly started partitions to `close`/`abandon`, or, when the directory
     /// closed while they started, stops them (closes their rings, joins their writers) and
     /// fails: a partition `close` never saw would keep taking sends with no writer.
-    fn track_open(&self, mut started: Vec<OpenPartition>) -> Result<()> {
+    pub(crate) fn track_open(&self, mut started: Vec<OpenPartition>) -> Result<()> {
         let mut open = self.open.lock();
         // `close` and `abandon` set `closed` before they take `open` under this lock, so
         // either they take `started` with the rest, or we see `closed` here.
@@ -678,7 +731,7 @@ impl DataDir {
         }
     }
 
-    pub(crate) fn sync_all(&self, _broker: &Broker) -> Result<()> {
+    pub(crate) fn sync_all(&self) -> Result<()> {
         self.check_open()?;
         for p in self.open.lock().iter() {
             (p.sync)()?;
@@ -686,7 +739,7 @@ impl DataDir {
         self.write_offsets()
     }
 
-    pub(crate) fn close(&self, _broker: &Broker) -> Result<()> {
+    pub(crate) fn close(&self) -> Result<()> {
         self.close_dropped()
     }
 
@@ -841,9 +894,9 @@ pub struct DataDirDescription {
     pub groups: Vec<(String, String, u32, u64)>,
     /// Replicated topics whose metadata this directory keeps: `(name, partitions,
     /// replication factor, key codec type id, value codec type id)`.
-    pub replicated_topics: Vec<crate::replica::StoredTopic>,
+    pub replicated_topics: Vec<super::replicated::StoredTopic>,
     /// Their partitions: replicas, leader, epoch, ISR, HW, and the replica stored here.
-    pub replicated: Vec<crate::replica::StoredPartition>,
+    pub replicated: Vec<super::replicated::StoredPartition>,
     /// The directory's marker (`meta.properties`): its id and its broker's directories.
     pub marker: Option<DataDirMarker>,
 }
@@ -857,8 +910,26 @@ pub struct DataDirDescription {
 ///
 /// As [`BrokerBuilder::open`](crate::broker::BrokerBuilder::open).
 pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> {
-    let broker = Broker::builder().data_dir(dir).one_of_set().open()?;
-    let data = broker.data().cloned();
+    let dir = dir.into();
+    let io = crate::sync::arc_from_std(Arc::new(FsIo) as Arc<dyn Io>);
+    // As a broker opened on this one directory of a set: the marker is checked, not written.
+    let markers = MarkerConfig {
+        create: false,
+        replace_lost: false,
+    };
+    plan_markers(&*io, std::slice::from_ref(&dir), markers, false)?;
+    let options = DataDirConfig {
+        dir: Some(dir.clone()),
+        dirs: vec![dir.clone()],
+        io: Some(SyncArc::clone(&io)),
+        one_of_set: true,
+        ..DataDirConfig::default()
+    };
+    let data = Some(DataDir::open(
+        dir,
+        options,
+        Arc::new(crate::clock::SystemClock) as Arc<dyn Clock>,
+    )?);
     let (partitions, groups) = data.as_ref().map(|d| d.summary()).unwrap_or_default();
     let topics = data
         .as_ref()
@@ -882,14 +953,16 @@ pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> 
         None => None,
     };
     let (replicated_topics, replicated) = match &data {
-        Some(d) => crate::replica::persisted::describe_dir(
+        Some(d) => super::replicated::describe_dir(
             SyncArc::clone(&d.io),
             SyncArc::clone(&d.clock),
             &d.dir,
         )?,
         None => Default::default(),
     };
-    broker.close()?;
+    if let Some(d) = &data {
+        d.close()?;
+    }
     Ok(DataDirDescription {
         topics,
         partitions,

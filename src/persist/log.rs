@@ -5,25 +5,23 @@
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::encoded::EncodedEntry;
+use super::append::{Appender, Pushed, BATCH_TARGET};
 use super::FlushPolicy;
 use crate::codec::Codec;
 use crate::partition::{valid_timestamp, DiskLog, Entry, Partition};
 use crate::ring::Reader;
 use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
-use crate::storage::{BatchBuilder, BatchIter, SegmentSet};
+use crate::storage::{BatchIter, SegmentSet};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::StdArc as Arc;
 use crate::sync::{Mutex, WaitSet};
 use crate::{Error, Result};
 
-/// The writer stops adding records to a batch at this size.
-const BATCH_TARGET: usize = 256 << 10;
 /// Records the writer looks at per batch, at most.
 const RUN_MAX: usize = 64 << 10;
 
@@ -176,7 +174,7 @@ impl LogCell {
             return Err(self.error());
         }
         if !fsync {
-            let flushed = set.flush();
+            let flushed = set.write_to_files();
             drop(log);
             // A failed write takes the log offline, as the writer's own would.
             return flushed.map_err(|e| {
@@ -184,7 +182,7 @@ impl LogCell {
                 self.error()
             });
         }
-        if let Err(e) = set.sync() {
+        if let Err(e) = set.fsync() {
             drop(log);
             self.fail(&e);
             return Err(self.error());
@@ -396,8 +394,8 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
                     return Ok((n, next));
                 }
                 if !valid_timestamp(r.timestamp) {
-                    return Err(stored(Error::InvalidRecordTimestamp {
-                        offset: at,
+                    return Err(stored(Error::InvalidTimestamp {
+                        offset: Some(at),
                         timestamp: r.timestamp,
                     }));
                 }
@@ -445,14 +443,7 @@ where
             cell,
             partition,
             gate,
-            policy,
-            batch_limit,
-            builder: BatchBuilder::new(0),
-            key: Vec::new(),
-            value: Vec::new(),
-            unsynced_records: 0,
-            unsynced_bytes: 0,
-            last_sync: Instant::now(),
+            appender: Appender::new(policy, batch_limit, BATCH_TARGET.min(batch_limit / 2)),
         };
         // A user codec may panic on this thread: the log then goes offline as for an I/O
         // error (otherwise the thread dies, nobody frees the ring and sends wait for ever).
@@ -484,15 +475,9 @@ struct Writer<K, V> {
     cell: Arc<LogCell>,
     partition: Arc<Partition<K, V>>,
     gate: Reader<Entry<K, V>>,
-    policy: FlushPolicy,
-    /// No batch grows past this (the segment size), unless one record alone does.
-    batch_limit: usize,
-    builder: BatchBuilder,
-    key: Vec<u8>,
-    value: Vec<u8>,
-    unsynced_records: u64,
-    unsynced_bytes: u64,
-    last_sync: Instant,
+    /// The write path to disk's batch and flush policy (no batch grows past the segment
+    /// size, unless one record alone does).
+    appender: Appender,
 }
 
 impl<K: Codec, V: Codec> Writer<K, V> {
@@ -520,11 +505,9 @@ impl<K: Codec, V: Codec> Writer<K, V> {
                     continue;
                 }
                 self.idle()?;
-                let wait = match self.policy {
-                    FlushPolicy::Interval(d) if self.unsynced_records > 0 => d
-                        .saturating_sub(self.last_sync.elapsed())
-                        .max(Duration::from_micros(100)),
-                    _ => Duration::from_millis(50),
+                let wait = match self.appender.flush.interval_left() {
+                    Some(left) => left.max(Duration::from_micros(100)),
+                    None => Duration::from_millis(50),
                 };
                 let deadline = crate::sync::time::deadline_after(wait);
                 let _ = self.gate.wait_for_entry(deadline);
@@ -543,34 +526,26 @@ impl<K: Codec, V: Codec> Writer<K, V> {
             return Ok(());
         }
         if let Some(set) = log.as_mut() {
-            set.flush()?;
+            set.write_to_files()?;
         }
         drop(log);
         self.maybe_sync_on_time()
     }
 
     fn maybe_sync_on_time(&mut self) -> Result<()> {
-        if let FlushPolicy::Interval(d) = self.policy {
-            if self.unsynced_records > 0 && self.last_sync.elapsed() >= d {
-                let mut log = self.cell.log.lock();
-                if self.cell.is_abandoned() {
-                    return Ok(());
-                }
-                let Some(set) = log.as_mut() else {
-                    return Ok(());
-                };
-                set.sync()?;
-                drop(log);
-                self.synced();
+        if self.appender.flush.interval_left() == Some(Duration::ZERO) {
+            let mut log = self.cell.log.lock();
+            if self.cell.is_abandoned() {
+                return Ok(());
             }
+            let Some(set) = log.as_mut() else {
+                return Ok(());
+            };
+            set.fsync()?;
+            drop(log);
+            self.appender.flush.synced();
         }
         Ok(())
-    }
-
-    fn synced(&mut self) {
-        self.unsynced_records = 0;
-        self.unsynced_bytes = 0;
-        self.last_sync = Instant::now();
     }
 
     fn write_batch(&mut self, pos: u64) -> Result<()> {
@@ -592,9 +567,8 @@ impl<K: Codec, V: Codec> Writer<K, V> {
                 )),
             });
         }
-        self.builder.clear(pos);
-        let (builder, key, value) = (&mut self.builder, &mut self.key, &mut self.value);
-        let (target, limit) = (BATCH_TARGET.min(self.batch_limit / 2), self.batch_limit);
+        let appender = &mut self.appender;
+        appender.begin(pos);
         let mut n = 0usize;
         let mut stop = false;
         let mut failed = None;
@@ -605,16 +579,12 @@ impl<K: Codec, V: Codec> Writer<K, V> {
             if stop {
                 return;
             }
-            let encoded = EncodedEntry::new(e, key, value);
-            if n > 0 && builder.size() + encoded.bound() > limit {
-                stop = true;
-                return;
-            }
-            match encoded.append_to(builder) {
-                Ok(()) => {
+            match appender.push(e) {
+                Ok(Pushed::Added) => {
                     n += 1;
-                    stop = builder.size() >= target;
+                    stop = appender.is_ripe();
                 }
+                Ok(Pushed::Full) => stop = true,
                 Err(err) => {
                     stop = true;
                     if n == 0 {
@@ -629,25 +599,10 @@ impl<K: Codec, V: Codec> Writer<K, V> {
         if n == 0 {
             return Ok(());
         }
-        let bytes = self.builder.size() as u64;
-        set.append_built(&mut self.builder)?;
+        let bytes = self.appender.append(set, None)?;
         let written = pos + n as u64;
-        self.unsynced_records += n as u64;
-        self.unsynced_bytes += bytes;
-        let sync = match self.policy {
-            FlushPolicy::EveryBatch => true,
-            FlushPolicy::Messages(m) => self.unsynced_records >= m,
-            FlushPolicy::Bytes(b) => self.unsynced_bytes >= b,
-            FlushPolicy::Interval(d) => self.last_sync.elapsed() >= d,
-            FlushPolicy::Os => false,
-        };
-        if sync {
-            set.sync()?;
-        }
+        self.appender.apply_policy(set, n as u64, bytes)?;
         drop(log);
-        if sync {
-            self.synced();
-        }
         // Published before the slots are freed: a reader that finds a record overwritten
         // in the ring must find it on disk.
         self.cell.publish(written, Some(written));

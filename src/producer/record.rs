@@ -1,4 +1,4 @@
-//! What a producer sends and gets back: records, their metadata, failed sends.
+//! What a producer sends and gets back: records and their metadata.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -6,7 +6,6 @@ use std::fmt;
 use bytes::Bytes;
 
 use crate::partition::Headers;
-use crate::Error;
 
 /// A record to send (Kafka's `ProducerRecord`).
 ///
@@ -19,7 +18,7 @@ use crate::Error;
 ///     .key("eu".to_string())
 ///     .partition(3)
 ///     .timestamp(1_700_000_000_000)
-///     .header("trace", Some(bytes::Bytes::from_static(b"abc")));
+///     .header("trace", Some(logbus::Bytes::from_static(b"abc")));
 /// assert_eq!(record.headers.len(), 1);
 /// ```
 #[derive(Clone, PartialEq, Eq)]
@@ -97,71 +96,4 @@ pub struct RecordMetadata {
     pub offset: u64,
     /// The record's timestamp.
     pub timestamp: i64,
-}
-
-/// A send that failed: the reason, and the record handed back (unless it reached the log:
-/// [`Error::NotAcknowledged`]).
-///
-/// `Debug` prints the reason only (no `K: Debug` bound). Converts into [`Error`] with `?`.
-pub struct SendError<K, V> {
-    /// Boxed: a send's `Result` stays small on the path that succeeds.
-    inner: Box<(Error, Option<Record<K, V>>)>,
-}
-
-impl<K, V> SendError<K, V> {
-    /// Why the send failed.
-    pub fn error(&self) -> &Error {
-        &self.inner.0
-    }
-
-    /// The record that was not sent; `None` when it was appended but not acknowledged
-    /// ([`Error::NotAcknowledged`]: the record is in the log, and may survive a crash).
-    pub fn into_record(self) -> Option<Record<K, V>> {
-        self.inner.1
-    }
-
-    /// The reason, dropping the record.
-    pub fn into_error(self) -> Error {
-        self.inner.0
-    }
-}
-
-impl<K, V> fmt::Debug for SendError<K, V> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SendError")
-            .field("error", self.error())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<K, V> fmt::Display for SendError<K, V> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "send failed: {}", self.error())
-    }
-}
-
-impl<K, V> std::error::Error for SendError<K, V> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(self.error())
-    }
-}
-
-impl<K, V> From<SendError<K, V>> for Error {
-    fn from(e: SendError<K, V>) -> Self {
-        e.into_error()
-    }
-}
-
-/// A send that failed, with the record handed back.
-pub(crate) fn send_error<K, V>(error: Error, record: Record<K, V>) -> SendError<K, V> {
-    SendError {
-        inner: Box::new((error, Some(record))),
-    }
-}
-
-/// A send whose record reached the log but was not acknowledged.
-pub(super) fn unacknowledged<K, V>(error: Error) -> SendError<K, V> {
-    SendError {
-        inner: Box::new((error, None)),
-    }
 }

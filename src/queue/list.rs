@@ -595,8 +595,8 @@ impl<T> Channel<T> {
 impl<T> Drop for Channel<T> {
     fn drop(&mut self) {
         // Every message left, each once, each after it left the list (a panic from one
-        // resumes once the blocks are freed; `leftovers` says why the rest are caught).
-        let panic = super::leftovers::drop_each(|| self.take_for_discard());
+        // resumes once the blocks are freed; `drop_remaining` says why the rest are caught).
+        let panic = super::drop_remaining::drop_each(|| self.take_for_discard());
         let head = self.head.block.load(Ordering::Relaxed);
         // SAFETY: the last block, holding no message now; blocks before it were recycled or
         // freed by the receivers and `take_for_discard`.

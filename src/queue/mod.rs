@@ -98,8 +98,8 @@
 mod array;
 mod batch;
 mod counter;
+mod drop_remaining;
 mod error;
-mod leftovers;
 #[cfg(all(test, not(logbus_loom)))]
 mod linearizability;
 mod list;

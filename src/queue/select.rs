@@ -26,6 +26,32 @@
 //! counts as one for `try_send`, takes a message handed to it before it stops watching,
 //! and while it watches, tries none of its own rendezvous send arms (it stops watching
 //! first), so two selects offering each other rendezvous sends never wait on each other.
+//!
+//! # Notes for contributors
+//!
+//! `select!`/`Select` (`src/queue/select.rs`, the macro in `select_macro.rs`) run over every
+//! flavour through one small trait (`Arm`). Its loom models sit beside it
+//! (`queue::select::loom_models`): `a_select_sees_a_disconnect` deadlocks when
+//! `WaitSet::watch` loses its `SeqCst` fence or when the select's re-check moves before its
+//! registration, and so do `a_select_races_a_send_and_a_disconnect` and
+//! `a_select_send_races_a_receive_and_a_disconnect` (each selects until it has seen both events,
+//! removing an arm once its event is seen, so each event in turn is the only one that can end a
+//! select; the unbounded arm goes first because its empty look has no fence of its own).
+//! `a_select_send_waits_for_room` fails only on the second weakening (the bounded queue's `Full`
+//! look fences by itself). Under loom a select skips its spin phase (a spin hint is a loom yield,
+//! which would let the other threads finish before the select ever registers).
+//!
+//! To check the queue against crossbeam-channel's own expectations, copy its
+//! `tests/{select,select_macro,ready,list,zero,array,after,tick,never,iter,same_channel,golang,
+//! thread_locals}.rs`
+//! into a scratch crate outside the repository (`crossbeam_channel` → `logbus::queue`; dev
+//! dependencies `crossbeam-utils`, `rand` 0.8, `num_cpus`, `signal-hook`; `mpsc.rs` needs
+//! crossbeam's internals and does not port) and run them there; never commit them. All pass
+//! except two documented differences: `array.rs`'s `panic_on_drop` (logbus
+//! drops the messages after a panicking one, crossbeam leaks them) and `zero.rs`'s
+//! `recv_in_send` (a rendezvous send arm's message is built before a receiver is reserved, so
+//! that test waits for good; run `zero.rs` with `--skip recv_in_send`). Whatever they find gets a
+//! test of our own in `tests/queue/queue_select.rs` (or the flavour's test file).
 
 use std::cell::Cell;
 use std::fmt;

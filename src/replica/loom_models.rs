@@ -245,7 +245,7 @@ fn a_nudged_follower_never_sleeps_on_records_it_lacks() {
     });
 }
 
-/// The lock-free acknowledged check (`acked_now`, the fast path of `Delivery::wait`) racing
+/// The lock-free acknowledged check (`acked_now`, the fast path of `PendingSend::wait`) racing
 /// an unclean election: epoch 0 acknowledged offsets 0 and 1 on the leader alone (the
 /// follower crashed), then the leader crashes and the empty follower leads epoch 1, where
 /// nothing is acknowledged. Whatever the check answers must be what the lock says. Key

@@ -5,7 +5,7 @@
 //! `n > 1` keeps each partition in `n` separate logs (*replicas*), placed on different data
 //! directories: replica `i` of partition `p` on directory `(p + i) % dirs`, a replica's id
 //! being its directory. In memory the directories are numbered virtual ones; a persisted
-//! topic ([`Broker::create_persisted_topic`](crate::Broker::create_persisted_topic) on a
+//! topic ([`Broker::create_topic`](crate::Broker::create_topic) on a
 //! broker opened with [`data_dirs`](crate::broker::BrokerBuilder::data_dirs)) keeps each replica
 //! as a log in Kafka's format in `<data dir>/<topic>-<partition>/`, with its
 //! `leader-epoch-checkpoint`, and the partitions' leaders, epochs and ISRs in
@@ -78,33 +78,50 @@
 //! producer.send(Record::new("payments", 2))?; // the new leader and replica 2 are in sync
 //! # Ok::<(), logbus::Error>(())
 //! ```
+//!
+//! # Notes for contributors
+//!
+//! - One file per concern: `partition/replica_log.rs` (layer 5: a replica's log and
+//!   leader-epoch cache, the KIP-101/279 truncation rule, unit-tested;
+//!   `replica_log/time_index.rs`, where `offset_for_time` starts reading, proptested against
+//!   the linear walk), `set/` (one partition's replicas, ISR, HW, acks, elections,
+//!   faults, behind one lock; `view.rs` its read-only views, `disk.rs` its disk side), `runtime.rs` (the fetcher thread per data directory, the
+//!   controller thread), `events.rs`, `mod.rs` (the public `Faults` API and types).
+//! - `partition.rs` sees replication only through the `ReplicatedLog` trait (as it sees disks
+//!   through `DiskLog`); keep new replication logic out of partition/broker/producer.
+//! - Tests: `tests/replicas/replicas.rs` (named scenarios), `tests/replicas/replicas_jepsen.rs` (random fault
+//!   schedules with a history checker; `LOGBUS_JEPSEN_SCHEDULES=2000` for a longer run,
+//!   `LOGBUS_JEPSEN_SEED=n` to replay a failing seed), loom models in
+//!   `src/replica/loom_models.rs` (run with the other lib models).
+//! - With a `ManualClock`, let followers catch up before jumping the clock past
+//!   `replica_lag_time_max`: a follower that is behind at the instant of a lag check and was
+//!   last caught up more than the lag time ago leaves the ISR, whatever the reason.
+//! - Persisted replicas (a broker on `data_dirs`): their files are `persist`'s (see the notes in `persist/data_dir.rs`); `set/disk.rs` is the replica set's disk side (disk first, then memory; an I/O
+//!   error takes the directory offline). The replica set's lock covers the disk writes of its partition; the topic's
+//!   metadata lock is taken under it, never the reverse.
+//! - Tests: `tests/replicas/replicas_disk.rs` (placement, failing directories, reopen after close,
+//!   process death and power loss), the Jepsen test's `_on_disk` half (50 schedules on a
+//!   `FaultyIo` file system, then close and reopen), `cli` `describe_shows_replicas_isr_and_epochs`,
+//!   and the interop step's `kafka_python_reads_every_replica_with_its_leader_epochs`.
 
-mod dir_io;
 mod events;
-mod log;
-pub(crate) mod persisted;
 mod runtime;
 mod set;
-mod store;
 
 #[cfg(all(test, logbus_loom))]
 mod loom_models;
 
 use std::time::Duration;
 
-pub use events::{EventKind, ReplicaEvent, MAX_EVENTS};
-pub use persisted::{LocalReplica, StoredPartition, StoredTopic};
-pub(crate) use runtime::Runtime;
-
-use crate::broker::{Topic, TopicConfig};
+pub(crate) use crate::partition::topic_config::TopicConfig;
 use crate::partition::{ClosedByBroker, Entry, Partition};
+pub use crate::persist::replicated::{LocalReplica, StoredPartition, StoredTopic};
 use crate::sync::StdArc as Arc;
 use crate::sync::WaitSet;
-use crate::{Broker, Error, Result};
-pub(crate) use log::Records;
-use runtime::ReplicaControl;
-pub(crate) use set::Progress;
-use set::{ReplicaSet, ReplicationConfig};
+use crate::{Error, Result};
+pub use events::{EventKind, ReplicaEvent, MAX_EVENTS};
+pub(crate) use runtime::{ReplicaControl, Runtime};
+pub(crate) use set::{ReplicaSet, ReplicationConfig};
 
 /// One replica of a partition, as [`Broker::describe_topic`](crate::Broker::describe_topic)
 /// sees it.
@@ -146,7 +163,7 @@ pub struct PartitionReplicas {
 }
 
 /// One replica's records, for checking that replicas agree
-/// ([`Topic::replica_logs`]).
+/// ([`Topic::replica_logs`](crate::broker::Topic::replica_logs)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaLogView<K, V> {
     /// The replica's id.
@@ -183,12 +200,7 @@ where
     let set = Arc::new(ReplicaSet::new(
         Arc::clone(name),
         partition,
-        ReplicationConfig {
-            min_insync: config.min_insync() as usize,
-            unclean: config.unclean_election(),
-            lag_max_ms: i64::try_from(config.replica_lag_max().as_millis()).unwrap_or(i64::MAX),
-            capacity: config.records_in_memory_per_partition(),
-        },
+        ReplicationConfig::of(config),
         &ids,
         fetchers,
         Arc::clone(arrivals),
@@ -343,7 +355,7 @@ impl Faults {
     fn check_dir(&self, dir: u32) -> Result<()> {
         let count = self.runtime.dirs();
         if dir >= count {
-            return Err(Error::UnknownDataDir { dir, count });
+            return Err(Error::DataDirOutOfRange { index: dir, count });
         }
         Ok(())
     }
@@ -358,7 +370,7 @@ impl Faults {
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownDataDir`] (in memory, directories are numbered from 0 up to the
+    /// [`Error::DataDirOutOfRange`] (in memory, directories are numbered from 0 up to the
     /// largest replication factor asked for; on disk, up to the directory count).
     pub fn fail_data_dir(&self, dir: u32) -> Result<()> {
         self.check_dir(dir)?;
@@ -376,7 +388,7 @@ impl Faults {
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownDataDir`].
+    /// [`Error::DataDirOutOfRange`].
     pub fn restore_data_dir(&self, dir: u32) -> Result<()> {
         self.check_dir(dir)?;
         if let Some(d) = self.runtime.disk() {
@@ -426,52 +438,18 @@ impl Faults {
     }
 }
 
-impl Broker {
-    /// The fault-injection handle for this broker's replicated topics ([`Faults`]).
-    pub fn faults(&self) -> Faults {
-        Faults::new(self.replication())
-    }
-}
-
-impl<K, V> Topic<K, V>
+/// Brings the lost replicas of a partition just opened (offline) back as followers of the
+/// leader elected without them (see `persist::replicated::lost`). Without a leader (a lost
+/// replica was the last in sync) they stay offline: restarting one would elect its empty log.
+pub(crate) fn rejoin<K, V>(set: Arc<ReplicaSet<K, V>>, lost: &[u32]) -> Arc<ReplicaSet<K, V>>
 where
-    K: Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
+    K: Send + Sync + 'static,
+    V: Send + Sync + 'static,
 {
-    /// Every replica's records of `partition` (a replicated topic), for tests that check
-    /// that replicas agree. A copy: it can be large.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::PartitionOutOfRange`]; [`Error::InvalidConfig`] if the topic is not
-    /// replicated.
-    pub fn replica_logs(&self, partition: u32) -> Result<Vec<ReplicaLogView<K, V>>> {
-        let p = self.inner().partition(partition)?;
-        let Some(logs) = p.replica_logs() else {
-            return Err(Error::InvalidConfig {
-                name: "replication_factor",
-                value: "1".into(),
-                valid: "replica_logs needs a topic with replication_factor > 1".into(),
-            });
-        };
-        Ok(logs
-            .into_iter()
-            .map(|(replica, log_start, records)| ReplicaLogView {
-                replica,
-                log_start,
-                records: records
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, (epoch, e))| {
-                        (
-                            log_start + i as u64,
-                            epoch,
-                            e.key().cloned(),
-                            e.value().clone(),
-                        )
-                    })
-                    .collect(),
-            })
-            .collect())
+    if !lost.is_empty() && set.describe().leader.is_some() {
+        for &d in lost {
+            set.restart(d, true);
+        }
     }
+    set
 }

@@ -9,10 +9,10 @@
 use std::time::Duration;
 
 use super::events::Events;
-use super::persisted::DiskDirs;
 use super::set::{ReplicaSet, Wake};
 use super::PartitionReplicas;
 use crate::clock::Clock;
+use crate::persist::replicated::DiskDirs;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::time;
@@ -38,10 +38,6 @@ pub(crate) trait ReplicaControl: Send + Sync {
     fn wait_in_sync(&self, timeout: Duration) -> bool;
     fn describe(&self) -> PartitionReplicas;
     fn is_closed(&self) -> bool;
-    /// `for_broker`: by `Broker::close` (sends then say so), not by a delete.
-    fn close_disk(&self, for_broker: bool) -> crate::Result<()>;
-    fn sync_disk(&self) -> crate::Result<()>;
-    fn abandon_disk(&self);
 }
 
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaControl for ReplicaSet<K, V> {
@@ -77,15 +73,6 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaControl for Repl
     }
     fn is_closed(&self) -> bool {
         ReplicaSet::is_closed(self)
-    }
-    fn close_disk(&self, for_broker: bool) -> crate::Result<()> {
-        ReplicaSet::close_disk(self, for_broker)
-    }
-    fn sync_disk(&self) -> crate::Result<()> {
-        ReplicaSet::sync_disk(self)
-    }
-    fn abandon_disk(&self) {
-        ReplicaSet::abandon_disk(self);
     }
 }
 

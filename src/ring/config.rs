@@ -3,10 +3,11 @@
 use super::slot::MAX_START;
 use crate::Error;
 
-/// What a producer does when the slot it needs still holds an entry a reader has not read.
+/// What a producer does when the slot it needs still holds an entry a reader has not read:
+/// when it would lap the slowest reader, a full ring behind it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
-pub enum Overflow {
+pub enum LapPolicy {
     /// Producers wait for *gating* readers (yield, then park): no entry a gating reader
     /// has not passed is ever overwritten. Non-gating readers never hold producers back; when
     /// they fall a full lap behind they are told how much they missed.
@@ -19,11 +20,11 @@ pub enum Overflow {
     DropOldest,
 }
 
-impl Overflow {
-    /// The old name of [`Overflow::DropOldest`] (usable in expressions and patterns).
-    #[deprecated(note = "renamed `Overflow::DropOldest`, as topics and the observer call it")]
+impl LapPolicy {
+    /// The old name of [`LapPolicy::DropOldest`] (usable in expressions and patterns).
+    #[deprecated(note = "renamed `LapPolicy::DropOldest`, as topics and the observer call it")]
     #[allow(non_upper_case_globals)]
-    pub const Overwrite: Overflow = Overflow::DropOldest;
+    pub const Overwrite: LapPolicy = LapPolicy::DropOldest;
 }
 
 /// The configuration of a ring.
@@ -31,31 +32,31 @@ impl Overflow {
 /// # Examples
 ///
 /// ```
-/// use logbus::ring::{Overflow, RingConfig};
+/// use logbus::ring::{LapPolicy, RingConfig};
 ///
-/// let config = RingConfig::new(1024).overflow(Overflow::DropOldest).start_sequence(5000);
+/// let config = RingConfig::new(1024).overflow(LapPolicy::DropOldest).start_sequence(5000);
 /// assert_eq!(config.capacity(), 1024);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RingConfig {
     pub(crate) capacity: usize,
-    pub(crate) overflow: Overflow,
+    pub(crate) overflow: LapPolicy,
     pub(crate) start: u64,
 }
 
 impl RingConfig {
-    /// A ring of `capacity` slots (a power of two, at least 2), in [`Overflow::Block`] mode,
+    /// A ring of `capacity` slots (a power of two, at least 2), in [`LapPolicy::Block`] mode,
     /// starting at sequence 0. The capacity is checked when the ring is built.
     pub const fn new(capacity: usize) -> Self {
         Self {
             capacity,
-            overflow: Overflow::Block,
+            overflow: LapPolicy::Block,
             start: 0,
         }
     }
 
     /// What producers do when the ring is full.
-    pub const fn overflow(mut self, overflow: Overflow) -> Self {
+    pub const fn overflow(mut self, overflow: LapPolicy) -> Self {
         self.overflow = overflow;
         self
     }

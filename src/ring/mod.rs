@@ -4,7 +4,7 @@
 //!   sequence (`slot = sequence & (capacity - 1)`). Sequences start at 0 or at any chosen
 //!   value ([`RingConfig::start_sequence`], e.g. a partition's log end after recovery) and
 //!   are never reused: they are the partition log's offsets.
-//! - **Sequencers** (`sequencer`): a single-producer fast path ([`Producer`]: a private claim
+//! - **Sequencers** (`sequencer`): a single-producer fast path ([`SingleProducer`]: a private claim
 //!   counter and one `Release` store of the published cursor per run) and a multi-producer
 //!   claim ([`MultiProducer`]: one CAS per run on the shared claim cursor). Both claim a run
 //!   of slots, write it, and publish it once.
@@ -18,7 +18,8 @@
 //!   producers back (a producer never overwrites a slot a gating reader has not passed);
 //!   *non-gating* readers never do, and are told exactly how many entries they missed when
 //!   they fall a lap behind ([`TryReadError::Lagged`]).
-//! - **Overflow** ([`Overflow`]): `Block` (producers wait for gating readers) or
+//! - **Lap policy** ([`LapPolicy`], what a producer does when it would lap the slowest
+//!   reader): `Block` (producers wait for gating readers) or
 //!   `DropOldest` (producers never wait for readers; the word topics and the observer use).
 //! - **Waiting** (`wait`, over `sync::WaitSet`): check, yield, then park (a spin phase
 //!   exists but is zero rounds by default: spinning measured worse than yielding on the
@@ -39,7 +40,7 @@
 //!
 //! - **Ordering:** every reader sees the entries it reads in sequence order; in a
 //!   multi-producer ring each producer's entries keep their order.
-//! - **Blocking:** only `publish*` (without `try_`) on a [`Overflow::Block`] ring whose
+//! - **Blocking:** only `publish*` (without `try_`) on a [`LapPolicy::Block`] ring whose
 //!   gating readers lag a full lap, and `read*` on an empty ring. `try_*` never block.
 //! - **Allocation:** none per entry. Creating a ring allocates the slots; adding a reader
 //!   allocates its cursor; producers re-snapshot the reader list (allocating only if it
@@ -52,11 +53,11 @@
 //! # Examples
 //!
 //! ```
-//! use logbus::ring::{Overflow, Ring, RingConfig, Start, TryReadError};
+//! use logbus::ring::{LapPolicy, Ring, RingConfig, Start, TryReadError};
 //!
 //! // A ring that never blocks its producer: a late reader is told how much it missed.
 //! let (mut producer, ring) =
-//!     Ring::single_producer(RingConfig::new(4).overflow(Overflow::DropOldest))?;
+//!     Ring::single_producer(RingConfig::new(4).overflow(LapPolicy::DropOldest))?;
 //! let mut reader = ring.reader(Start::Tail)?;
 //! for i in 0..10u64 {
 //!     producer.publish(i).unwrap();
@@ -88,12 +89,12 @@ pub(crate) fn pace_reader() {
     crate::sync::wait::pace(&wait::POLICY);
 }
 
-pub use config::{Overflow, RingConfig};
+pub use config::{LapPolicy, RingConfig};
 pub use error::{
     BatchClosed, GetError, PublishBatchTimeoutError, PublishError, PublishTimeoutError, ReadError,
     ReadTimeoutError, TryPublishError, TryReadError,
 };
-pub use producer::{MultiProducer, Producer};
+pub use producer::{MultiProducer, SingleProducer};
 pub use reader::{ReadRun, Reader};
 
 use crate::sync::atomic::{AtomicU64, Ordering};
@@ -169,13 +170,13 @@ impl<T> Ring<T> {
     ///
     /// [`Error::InvalidConfig`] when the capacity is not a power of two in `2..=2^32` or the
     /// start sequence exceeds 2^55.
-    pub fn single_producer(config: RingConfig) -> Result<(Producer<T>, Ring<T>), Error> {
+    pub fn single_producer(config: RingConfig) -> Result<(SingleProducer<T>, Ring<T>), Error> {
         config.validate()?;
         let shared = Arc::new(Shared::new(&config, false));
         let ring = Ring {
             shared: Arc::clone(&shared),
         };
-        Ok((Producer::new(Sequencer::new(shared)), ring))
+        Ok((SingleProducer::new(Sequencer::new(shared)), ring))
     }
 
     /// [`single_producer`](Self::single_producer) for a `T` with drop glue some of whose
@@ -187,7 +188,7 @@ impl<T> Ring<T> {
     pub(crate) fn single_producer_plain(
         config: RingConfig,
         plain: Option<fn(&T) -> bool>,
-    ) -> Result<(Producer<T>, Ring<T>), Error> {
+    ) -> Result<(SingleProducer<T>, Ring<T>), Error> {
         config.validate()?;
         let mut shared = Shared::new(&config, false);
         shared.plain = plain;
@@ -196,7 +197,7 @@ impl<T> Ring<T> {
         let ring = Ring {
             shared: Arc::clone(&shared),
         };
-        Ok((Producer::new(Sequencer::new(shared)), ring))
+        Ok((SingleProducer::new(Sequencer::new(shared)), ring))
     }
 
     /// A ring for any number of producers (clone the [`MultiProducer`]). Dropping the last
@@ -233,14 +234,14 @@ impl<T> Ring<T> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] on an [`Overflow::DropOldest`] ring;
+    /// [`Error::InvalidConfig`] on an [`LapPolicy::DropOldest`] ring;
     /// [`Error::SequenceOutOfRange`] as for [`reader`](Self::reader).
     pub fn gating_reader(&self, start: Start) -> Result<Reader<T>, Error> {
         if !self.shared.blocks() {
             return Err(Error::InvalidConfig {
                 name: "overflow",
                 value: "DropOldest".into(),
-                valid: "gating readers need Overflow::Block".into(),
+                valid: "gating readers need LapPolicy::Block".into(),
             });
         }
         self.add_reader(start, true)
@@ -406,7 +407,7 @@ impl<T> Ring<T> {
     }
 
     /// The overflow mode.
-    pub fn overflow(&self) -> Overflow {
+    pub fn overflow(&self) -> LapPolicy {
         self.shared.overflow
     }
 }

@@ -1,4 +1,4 @@
-//! Producer handles: [`Producer`] (the single-producer fast path) and [`MultiProducer`]
+//! SingleProducer handles: [`SingleProducer`] (the single-producer fast path) and [`MultiProducer`]
 //! (cloneable, claims by CAS). Both are thin wrappers over the `sequencer`.
 
 use std::mem::ManuallyDrop;
@@ -243,11 +243,11 @@ macro_rules! producer_methods {
 /// # Ok::<(), logbus::Error>(())
 /// ```
 #[derive(Debug)]
-pub struct Producer<T> {
+pub struct SingleProducer<T> {
     seq: Sequencer<T>,
 }
 
-impl<T> Producer<T> {
+impl<T> SingleProducer<T> {
     pub(crate) fn new(seq: Sequencer<T>) -> Self {
         Self { seq }
     }
@@ -260,7 +260,7 @@ impl<T> Producer<T> {
     producer_methods!();
 }
 
-impl<T> Producer<T> {
+impl<T> SingleProducer<T> {
     /// Publishes `n` entries made by `make(sequence)` directly in their slots: claims room
     /// for a whole run (up to the capacity), writes it, publishes it once — the Disruptor's
     /// batch publish, with no intermediate buffer. Waits while the ring is full.
@@ -314,7 +314,7 @@ impl<T> Producer<T> {
     }
 }
 
-impl<T> Producer<T> {
+impl<T> SingleProducer<T> {
     /// [`try_publish_batch`](Self::try_publish_batch) for a caller that knows whether every
     /// entry of `batch` drops as a no-op (`plain`): the ring then need not ask each
     /// (`sequencer`, "Plain values").
@@ -335,7 +335,7 @@ impl<T> Producer<T> {
     }
 }
 
-impl<T> Producer<T> {
+impl<T> SingleProducer<T> {
     /// Publishes up to `n` values made by `make(i)` straight in their slots, as many as fit
     /// now (one run, possibly none): returns how many, `make` having been called for
     /// `0..returned`, in order. `plain`: as for
@@ -365,7 +365,7 @@ impl<T> Producer<T> {
     }
 }
 
-impl<T> Drop for Producer<T> {
+impl<T> Drop for SingleProducer<T> {
     fn drop(&mut self) {
         self.seq.shared.close();
     }

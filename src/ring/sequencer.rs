@@ -11,7 +11,7 @@
 //!
 //! Both write a run of slots and publish it once, then notify parked readers with the light
 //! fence (no system call unless a reader is parked). A producer waits (yield, then park) only
-//! for gating readers in [`Overflow::Block`](super::Overflow::Block) mode.
+//! for gating readers in [`LapPolicy::Block`](super::LapPolicy::Block) mode.
 //!
 //! # Why unlocked writes are sound
 //!

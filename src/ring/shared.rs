@@ -1,7 +1,7 @@
 //! The state every handle of one ring shares: the slots, the producer cursors, the close
 //! state, the reader registry and the two wait sets.
 
-use super::config::{Overflow, RingConfig};
+use super::config::{LapPolicy, RingConfig};
 use super::registry::Registry;
 use super::slot::{tag, Slot, Slots};
 use crate::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -18,7 +18,7 @@ pub(crate) struct Shared<T> {
     pub(crate) capacity: u64,
     /// The first sequence of the ring (0, or where a recovered log ends).
     pub(crate) start: u64,
-    pub(crate) overflow: Overflow,
+    pub(crate) overflow: LapPolicy,
     pub(crate) multi: bool,
     /// For a `T` with drop glue: which values drop as a no-op (*plain*; the partition's
     /// entries without headers), so that overwriting them needs no drop (`sequencer`,
@@ -242,7 +242,7 @@ impl<T> Shared<T> {
     /// Whether producers may wait for gating readers.
     #[inline]
     pub(crate) fn blocks(&self) -> bool {
-        self.overflow == Overflow::Block
+        self.overflow == LapPolicy::Block
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 const N: u64 = if cfg!(miri) { 200 } else { 20_000 };
 
-fn sp<T>(cap: usize) -> (Producer<T>, Ring<T>) {
+fn sp<T>(cap: usize) -> (SingleProducer<T>, Ring<T>) {
     Ring::single_producer(RingConfig::new(cap)).unwrap()
 }
 
@@ -76,7 +76,7 @@ fn batches_publish_in_runs_and_read_in_runs() {
 
 #[test]
 fn overwrite_reports_exact_lag_and_keeps_place() {
-    let config = RingConfig::new(4).overflow(Overflow::DropOldest);
+    let config = RingConfig::new(4).overflow(LapPolicy::DropOldest);
     let (mut p, ring) = Ring::<u64>::single_producer(config).unwrap();
     let mut r = ring.reader(Start::Tail).unwrap();
     assert!(ring.gating_reader(Start::Tail).is_err());
@@ -243,7 +243,7 @@ impl Drop for Counted {
 
 #[test]
 fn every_value_dropped_exactly_once() {
-    for overflow in [Overflow::Block, Overflow::DropOldest] {
+    for overflow in [LapPolicy::Block, LapPolicy::DropOldest] {
         let live = crate::sync::Arc::new(AtomicUsize::new(0));
         let make = |i| {
             live.fetch_add(1, Ordering::Relaxed);
@@ -258,7 +258,7 @@ fn every_value_dropped_exactly_once() {
             }
             assert_eq!(r.try_read().unwrap().0, 0);
             let mut batch: Vec<_> = (3..10).map(make).collect();
-            if overflow == Overflow::Block {
+            if overflow == LapPolicy::Block {
                 p.publish_batch(&mut batch).unwrap();
             } else {
                 assert_eq!(p.try_publish_batch(&mut batch), Ok(7));
@@ -285,7 +285,7 @@ fn a_panicking_clone_releases_the_slot() {
             Bomb(false)
         }
     }
-    let config = RingConfig::new(2).overflow(Overflow::DropOldest);
+    let config = RingConfig::new(2).overflow(LapPolicy::DropOldest);
     let (mut p, ring) = Ring::single_producer(config).unwrap();
     let mut r = ring.reader(Start::Tail).unwrap();
     p.publish(Bomb(true)).unwrap();
@@ -311,8 +311,8 @@ impl Drop for Grenade {
 
 /// A two-slot single-producer ring holding `Grenade(0), Grenade(1)`, then a batch of 2 and 3
 /// whose publish unwound from overwriting `Grenade(1)`; a reader that started at the tail.
-fn ring_after_a_panicking_overwrite() -> (Producer<Grenade>, Ring<Grenade>, Reader<Grenade>) {
-    let config = RingConfig::new(2).overflow(Overflow::DropOldest);
+fn ring_after_a_panicking_overwrite() -> (SingleProducer<Grenade>, Ring<Grenade>, Reader<Grenade>) {
+    let config = RingConfig::new(2).overflow(LapPolicy::DropOldest);
     let (mut p, ring) = Ring::single_producer(config).unwrap();
     let mut batch = vec![Grenade(0), Grenade(1)];
     p.publish_batch(&mut batch).unwrap();
@@ -349,7 +349,7 @@ fn a_close_after_a_panicking_drop_lets_readers_finish() {
     ));
 }
 
-fn run_threads(multi: bool, producers: u64, readers: usize, overflow: Overflow, per: u64) {
+fn run_threads(multi: bool, producers: u64, readers: usize, overflow: LapPolicy, per: u64) {
     let config = RingConfig::new(8).overflow(overflow);
     let (mut handles, ring) = if multi {
         let (p, ring) = Ring::<u64>::multi_producer(config).unwrap();
@@ -359,7 +359,7 @@ fn run_threads(multi: bool, producers: u64, readers: usize, overflow: Overflow, 
         let (p, ring) = Ring::<u64>::single_producer(config).unwrap();
         (vec![Err(p)], ring)
     };
-    let gating = overflow == Overflow::Block;
+    let gating = overflow == LapPolicy::Block;
     let rs: Vec<_> = (0..readers)
         .map(|i| {
             let mut r = if gating && i % 2 == 0 {
@@ -420,18 +420,18 @@ fn run_threads(multi: bool, producers: u64, readers: usize, overflow: Overflow, 
 
 #[test]
 fn threads_single_producer_gating_and_not() {
-    run_threads(false, 1, 2, Overflow::Block, N);
+    run_threads(false, 1, 2, LapPolicy::Block, N);
 }
 
 #[test]
 fn threads_multi_producer_gating_and_not() {
-    run_threads(true, 2, 2, Overflow::Block, N / 2);
+    run_threads(true, 2, 2, LapPolicy::Block, N / 2);
 }
 
 #[test]
 fn threads_overwrite() {
-    run_threads(true, 2, 1, Overflow::DropOldest, N / 2);
-    run_threads(false, 1, 2, Overflow::DropOldest, N);
+    run_threads(true, 2, 1, LapPolicy::DropOldest, N / 2);
+    run_threads(false, 1, 2, LapPolicy::DropOldest, N);
 }
 
 #[test]
@@ -531,7 +531,7 @@ fn publish_with_plain_data_panicking_maker_publishes_the_written_prefix() {
 /// joins after another one left starts over cleanly.
 #[test]
 fn non_gating_readers_join_over_untagged_slots() {
-    let config = RingConfig::new(4).overflow(Overflow::DropOldest);
+    let config = RingConfig::new(4).overflow(LapPolicy::DropOldest);
     let (mut p, ring) = Ring::<u64>::single_producer(config).unwrap();
     p.publish_with(10, |seq| seq * 3).unwrap();
     // The producer may still claim up to its published limit (12) without seeing a new
@@ -648,7 +648,7 @@ fn last_sequence_is_each_handles_own_last_publish() {
     assert_eq!(sp.last_sequence(), Some(5));
 
     let (mut a, ring) =
-        Ring::multi_producer(RingConfig::new(8).overflow(Overflow::DropOldest)).unwrap();
+        Ring::multi_producer(RingConfig::new(8).overflow(LapPolicy::DropOldest)).unwrap();
     let mut b = a.clone();
     a.publish(String::from("a0")).unwrap();
     b.publish(String::from("b0")).unwrap();
@@ -665,7 +665,7 @@ fn last_sequence_is_each_handles_own_last_publish() {
 #[test]
 fn get_run_with_reads_runs_and_says_why_it_stopped() {
     let (mut p, ring) =
-        Ring::multi_producer(RingConfig::new(4).overflow(Overflow::DropOldest)).unwrap();
+        Ring::multi_producer(RingConfig::new(4).overflow(LapPolicy::DropOldest)).unwrap();
     let r = ring.reader(Start::Oldest).unwrap();
     for i in 0..3u64 {
         p.publish(i * 10).unwrap();
@@ -718,7 +718,7 @@ fn gating_get_run_with_reads_ahead_of_its_position() {
 #[test]
 fn announcing_reader_reads_like_a_reader_from_the_start() {
     let (mut p, ring) =
-        Ring::multi_producer(RingConfig::new(4).overflow(Overflow::DropOldest)).unwrap();
+        Ring::multi_producer(RingConfig::new(4).overflow(LapPolicy::DropOldest)).unwrap();
     let mut r = ring.announcing_reader().unwrap();
     assert_eq!(ring.reader_count(), 0, "not registered");
     for i in 0..3u64 {
@@ -756,9 +756,9 @@ fn announcing_reader_reads_like_a_reader_from_the_start() {
 #[test]
 #[allow(deprecated)]
 fn overwrite_is_the_old_name_of_drop_oldest() {
-    assert_eq!(Overflow::Overwrite, Overflow::DropOldest);
-    assert!(matches!(Overflow::DropOldest, Overflow::Overwrite));
-    let config = RingConfig::new(4).overflow(Overflow::Overwrite);
+    assert_eq!(LapPolicy::Overwrite, LapPolicy::DropOldest);
+    assert!(matches!(LapPolicy::DropOldest, LapPolicy::Overwrite));
+    let config = RingConfig::new(4).overflow(LapPolicy::Overwrite);
     let (_producer, ring) = Ring::<u64>::single_producer(config).unwrap();
     match ring.gating_reader(Start::Tail) {
         Err(crate::Error::InvalidConfig { value, .. }) => assert_eq!(value, "DropOldest"),
@@ -769,7 +769,7 @@ fn overwrite_is_the_old_name_of_drop_oldest() {
 /// Plain values for the tests of `single_producer_plain`: `None` drops as a no-op.
 type Boxed = Option<Box<u64>>;
 
-fn boxed_ring(cap: usize, overflow: Overflow) -> (Producer<Boxed>, Ring<Boxed>) {
+fn boxed_ring(cap: usize, overflow: LapPolicy) -> (SingleProducer<Boxed>, Ring<Boxed>) {
     let plain = Some(Option::is_none as fn(&Boxed) -> bool);
     Ring::single_producer_plain(RingConfig::new(cap).overflow(overflow), plain).unwrap()
 }
@@ -781,7 +781,7 @@ fn boxed_ring(cap: usize, overflow: Overflow) -> (Producer<Boxed>, Ring<Boxed>) 
 /// dropped box.
 #[test]
 fn single_producer_plain_values_drop_once_and_read_over_stale_tags() {
-    let (mut p, ring) = boxed_ring(4, Overflow::DropOldest);
+    let (mut p, ring) = boxed_ring(4, LapPolicy::DropOldest);
     let r = ring.announcing_reader().unwrap();
     assert_eq!(ring.reader_count(), 0, "not registered");
     for _ in 0..3 {
@@ -822,7 +822,7 @@ fn single_producer_plain_values_drop_once_and_read_over_stale_tags() {
 /// fast path, so the plain runs after it drop the box they overwrite (Miri: no leak).
 #[test]
 fn single_producer_plain_fast_path_marks_impure() {
-    let (mut p, ring) = boxed_ring(2, Overflow::DropOldest);
+    let (mut p, ring) = boxed_ring(2, LapPolicy::DropOldest);
     let mut plain = vec![None; 2];
     assert_eq!(p.try_publish_batch_known(&mut plain, true), Ok(2));
     p.try_publish(Some(Box::new(2))).unwrap();
@@ -839,9 +839,11 @@ fn single_producer_plain_fast_path_marks_impure() {
 /// slot accesses for races.
 #[test]
 fn single_producer_announcing_reader_races_untagged_overwrites() {
-    let (mut p, ring) =
-        Ring::<u64>::single_producer_plain(RingConfig::new(4).overflow(Overflow::DropOldest), None)
-            .unwrap();
+    let (mut p, ring) = Ring::<u64>::single_producer_plain(
+        RingConfig::new(4).overflow(LapPolicy::DropOldest),
+        None,
+    )
+    .unwrap();
     let r = ring.announcing_reader().unwrap();
     let tail = ring.clone();
     let reader = thread::spawn(move || {

@@ -1,6 +1,8 @@
-//! How a partition log is configured ([`LogConfig`], Kafka's topic-level settings) and what
-//! [`SegmentSet::open`](super::SegmentSet::open) is given ([`LogOptions`]): one config struct
-//! per concern, each with defaults and a `validate`.
+//! How a partition log is configured ([`LogConfig`], Kafka's topic-level settings: plain
+//! values, the same for every log of a topic) and what
+//! [`SegmentSet::open`](super::SegmentSet::open) is given ([`LogSetup`]: those settings plus
+//! what is not a setting, the file system and clock the log runs on and the checkpoints it
+//! was last left with). Each has defaults and a `validate`.
 
 use std::fmt;
 
@@ -147,8 +149,9 @@ impl LogConfig {
 }
 
 /// Everything [`SegmentSet::open`](super::SegmentSet::open) needs besides the directory: the
-/// log's settings, the file system and clock it runs on, and the checkpoints it was last left
-/// with.
+/// log's settings ([`LogConfig`]), the file system and clock it runs on, and the checkpoints
+/// it was last left with. Not a config: two logs of one topic share a `LogConfig`, each has
+/// its own checkpoints.
 ///
 /// The default is [`LogConfig::default`] on the real file system ([`FsIo`]) and the system
 /// clock, with [`Checkpoints::default`] (revalidate every segment); set only what differs.
@@ -156,24 +159,24 @@ impl LogConfig {
 /// # Examples
 ///
 /// ```
-/// use logbus::storage::{Checkpoints, LogConfig, LogOptions, SegmentSet};
+/// use logbus::storage::{Checkpoints, LogConfig, LogSetup, SegmentSet};
 ///
 /// let dir = tempfile::tempdir()?;
-/// let options = LogOptions {
+/// let options = LogSetup {
 ///     config: LogConfig { segment_bytes: 4096, ..LogConfig::default() },
-///     ..LogOptions::default()
+///     ..LogSetup::default()
 /// };
 /// let (log, _) = SegmentSet::open(dir.path(), options.clone())?;
 /// let checkpoints = log.close()?;
-/// let (_log, report) = SegmentSet::open(dir.path(), LogOptions { checkpoints, ..options })?;
+/// let (_log, report) = SegmentSet::open(dir.path(), LogSetup { checkpoints, ..options })?;
 /// assert!(report.is_clean());
 ///
-/// let bad = LogOptions { config: LogConfig { segment_ms: 0, ..LogConfig::default() }, ..LogOptions::default() };
+/// let bad = LogSetup { config: LogConfig { segment_ms: 0, ..LogConfig::default() }, ..LogSetup::default() };
 /// assert!(bad.validate().is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct LogOptions {
+pub struct LogSetup {
     /// The log's settings.
     pub config: LogConfig,
     /// The file system every file access goes through.
@@ -185,9 +188,9 @@ pub struct LogOptions {
     pub checkpoints: Checkpoints,
 }
 
-impl Default for LogOptions {
+impl Default for LogSetup {
     fn default() -> Self {
-        LogOptions {
+        LogSetup {
             config: LogConfig::default(),
             io: arc_from_std(StdArc::new(FsIo) as StdArc<dyn Io>),
             clock: arc_from_std(StdArc::new(SystemClock) as StdArc<dyn Clock>),
@@ -196,7 +199,7 @@ impl Default for LogOptions {
     }
 }
 
-impl LogOptions {
+impl LogSetup {
     /// Checks the settings (see [`LogConfig::validate`]); the checkpoints are checked against
     /// the directory when it is opened.
     ///

@@ -40,6 +40,18 @@
 //! assert!(after.starts_with(b"durable"));
 //! # Ok::<(), std::io::Error>(())
 //! ```
+//!
+//! # Notes for contributors
+//!
+//! `storage::fault::FaultyIo` (feature `test-util`) is an in-memory `Io` that fails writes, cuts them short, fails
+//! fsyncs, fills up (`ENOSPC`) and simulates power loss (un-fsynced writes survive as a random
+//! page-granular prefix, the last page possibly torn or zero-filled; everything fsynced
+//! survives), deterministically from a seed.
+//!
+//! ```sh
+//! cargo test --test storage --test crash
+//! LOGBUS_CRASH_SEEDS=5000 cargo test --test storage storage_faults::power_loss   # a longer crash search
+//! ```
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -18,7 +18,7 @@ use super::io::{Io, IoFile, OpenMode};
 use crate::error::{Error, Result};
 
 /// A fixed-size index entry with a big-endian encoding relative to a segment's base offset.
-pub(crate) trait Entry: Copy + PartialEq + std::fmt::Debug {
+pub(crate) trait IndexEntry: Copy + PartialEq + std::fmt::Debug {
     /// Bytes per entry in the file.
     const SIZE: usize;
     /// Encodes the entry relative to `base` into `out` (exactly `SIZE` bytes).
@@ -31,7 +31,7 @@ pub(crate) trait Entry: Copy + PartialEq + std::fmt::Debug {
 
 /// Decodes the entries of an index file's bytes: whole entries only, stopping at the first
 /// all-zero entry after the first (the untrimmed tail of a preallocated file).
-pub(crate) fn decode_entries<E: Entry>(bytes: &[u8], base: u64) -> Vec<E> {
+pub(crate) fn decode_entries<E: IndexEntry>(bytes: &[u8], base: u64) -> Vec<E> {
     let mut out = Vec::with_capacity(bytes.len() / E::SIZE);
     for (i, chunk) in bytes.chunks_exact(E::SIZE).enumerate() {
         if i > 0 && chunk.iter().all(|&b| b == 0) {
@@ -43,7 +43,7 @@ pub(crate) fn decode_entries<E: Entry>(bytes: &[u8], base: u64) -> Vec<E> {
 }
 
 #[derive(Debug)]
-pub(crate) struct IndexFile<E: Entry> {
+pub(crate) struct IndexFile<E: IndexEntry> {
     path: PathBuf,
     file: Box<dyn IoFile>,
     base_offset: u64,
@@ -60,7 +60,7 @@ pub(crate) struct IndexFile<E: Entry> {
     previous: Vec<E>,
 }
 
-impl<E: Entry> IndexFile<E> {
+impl<E: IndexEntry> IndexFile<E> {
     /// Opens (creating if missing) the index at `path`. Returns the index and whether the
     /// file held a whole number of entries (`false`: it was cut mid-entry and needs a rebuild).
     pub(crate) fn open(

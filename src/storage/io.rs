@@ -34,6 +34,9 @@ use std::fs;
 use std::io;
 use std::path::Path;
 
+// Defined with the error type (below this layer), so that `error` never calls up into storage.
+pub use crate::error::not_regular_file::NotRegularFile;
+
 /// How [`Io::open`] opens a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenMode {
@@ -345,34 +348,6 @@ fn open_regular(path: &Path, mode: OpenMode) -> io::Result<fs::File> {
     // Reads and writes of a regular file ignore O_NONBLOCK; only the open needed it.
     Ok(file)
 }
-
-/// The payload of the `io::Error` an [`Io`] returns for a path that is not a regular file;
-/// the storage layer turns it into [`Error::NotRegularFile`](crate::Error::NotRegularFile).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotRegularFile {
-    /// What the path is instead (`"a symbolic link"`, `"a directory"`, ...).
-    pub what: &'static str,
-}
-
-impl NotRegularFile {
-    /// An `io::Error` (kind `InvalidInput`) carrying this payload for `path`.
-    pub fn error(what: &'static str) -> io::Error {
-        io::Error::new(io::ErrorKind::InvalidInput, NotRegularFile { what })
-    }
-
-    /// The payload, if `e` carries one.
-    pub fn of(e: &io::Error) -> Option<&NotRegularFile> {
-        e.get_ref().and_then(|inner| inner.downcast_ref())
-    }
-}
-
-impl fmt::Display for NotRegularFile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "not a regular file: it is {}", self.what)
-    }
-}
-
-impl std::error::Error for NotRegularFile {}
 
 impl IoFile for FsFile {
     fn len(&self) -> io::Result<u64> {

@@ -23,21 +23,21 @@
 //! | [`segment_set`] | a partition directory: roll, retention, truncation, durability |
 //! | [`recovery`] | opening a directory: Kafka's `LogLoader` |
 //! | [`checkpoint`] | Kafka's checkpoint text files, replaced atomically |
-//! | [`config`] | a log's settings ([`LogConfig`]) and what opening one takes ([`LogOptions`]) |
+//! | [`config`] | a log's settings ([`LogConfig`]) and what opening one takes ([`LogSetup`]) |
 //! | [`verify`] | read-only checks of a partition directory ([`verify_dir`]) or a directory of them |
 //!
 //! # Durability contract
 //!
 //! - **Visible, then durable.** [`SegmentSet::append`] makes records visible to readers of the
 //!   set. Bytes reach the operating system when the write buffer fills, on
-//!   [`flush`](SegmentSet::flush), [`sync`](SegmentSet::sync), a roll, [`close`](SegmentSet::close)
-//!   and drop, so a killed process loses at most its write buffer; only an fsync makes them
-//!   survive a power loss.
+//!   [`write_to_files`](SegmentSet::write_to_files), [`fsync`](SegmentSet::fsync), a roll,
+//!   [`close`](SegmentSet::close) and drop, so a killed process loses at most its write
+//!   buffer; only an fsync makes them survive a power loss.
 //! - **The recovery point is the promise.** Every record below
-//!   [`SegmentSet::recovery_point`] is durable. `sync` fsyncs every segment written since the
+//!   [`SegmentSet::recovery_point`] is durable. `fsync` fsyncs every segment written since the
 //!   last one and moves the recovery point to the log end; a roll does the same before the new
 //!   segment takes writes; `close` also fsyncs the active segment's indexes and returns
-//!   [`Checkpoints`] with `clean_shutdown` set. When `sync` or `close` returns `Ok`, everything
+//!   [`Checkpoints`] with `clean_shutdown` set. When `fsync` or `close` returns `Ok`, everything
 //!   appended before the call is durable.
 //! - **A failed write or fsync** takes the set offline ([`Error::LogOffline`](crate::Error));
 //!   nothing is promised about what was not yet durable. Reopen it. On Linux a failed fsync
@@ -79,7 +79,7 @@
 //!   [`Error::BatchTooLarge`](crate::Error::BatchTooLarge), never cut; a larger invalid one is
 //!   corruption, found by a streaming CRC), an index at most `segment_index_bytes`;
 //!   [`verify`] and `logbus dump` hold batches up to 16 MiB ([`VERIFY_MAX_BATCH_BYTES`]).
-//! - **Records** are validated on append and on recovery (structure, and offset deltas
+//! - **BatchRecords** are validated on append and on recovery (structure, and offset deltas
 //!   increasing inside `[0, lastOffsetDelta]`). Compressed batches are kept (their CRC is
 //!   checked) but reading them is [`Error::UnsupportedCompression`](crate::Error).
 //!   [`SegmentSet::read_records`] skips transaction control records, as Kafka's consumers do.
@@ -87,26 +87,26 @@
 //!   [`Error::NotRegularFile`](crate::Error::NotRegularFile)). Kafka's compaction leftovers
 //!   (`.swap`, `.cleaned`), which logbus never writes, are reported and left alone.
 //! - No input bytes make logbus panic, loop or read out of bounds; they are typed errors
-//!   ([`Error::CorruptSegment`](crate::Error::CorruptSegment) with file and byte position) or
+//!   ([`Error::Corrupt`](crate::Error::Corrupt) with file and byte position) or
 //!   reported repairs ([`RecoveryReport`]). Files are written only through [`Io`], with
 //!   positioned writes; nothing is memory-mapped, and index files hold exactly their entries.
 //!
 //! # Examples
 //!
 //! ```
-//! use logbus::storage::{LogConfig, LogOptions, Record, SegmentSet};
+//! use logbus::storage::{LogConfig, LogSetup, BatchRecord, SegmentSet};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let config = LogConfig { segment_bytes: 4096, ..LogConfig::default() };
-//! let options = LogOptions { config, ..LogOptions::default() };
+//! let options = LogSetup { config, ..LogSetup::default() };
 //! let (mut log, _) = SegmentSet::open(dir.path(), options.clone())?;
 //! for i in 0..100u32 {
-//!     log.append(&[Record::new(1_700_000_000_000 + i64::from(i), None, &i.to_be_bytes())])?;
+//!     log.append(&[BatchRecord::new(1_700_000_000_000 + i64::from(i), None, &i.to_be_bytes())])?;
 //! }
 //! let checkpoints = log.close()?;
 //! assert_eq!(checkpoints.recovery_point, 100);
 //!
-//! let (log, report) = SegmentSet::open(dir.path(), LogOptions { checkpoints, ..options })?;
+//! let (log, report) = SegmentSet::open(dir.path(), LogSetup { checkpoints, ..options })?;
 //! assert!(report.is_clean());
 //! assert!(log.segments().len() > 1);
 //! assert_eq!(log.read_records(42, 1)?[0].0, 42);
@@ -130,9 +130,9 @@ pub mod time_index;
 pub mod varint;
 pub mod verify;
 
-pub use config::{LogConfig, LogOptions};
+pub use config::{LogConfig, LogSetup};
 pub use io::{DirLock, FsIo, Io, IoFile, OpenMode};
-pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, Header, Record};
+pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, BatchRecord, Header};
 pub use recovery::{RecoveryReport, Truncation};
 pub use scan::{scan_log, ScanEnd};
 pub use segment_set::{AppendInfo, Checkpoints, SegmentInfo, SegmentSet};

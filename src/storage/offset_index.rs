@@ -20,7 +20,7 @@
 
 use std::path::Path;
 
-use super::index_file::{decode_entries, Entry, IndexFile};
+use super::index_file::{decode_entries, IndexEntry, IndexFile};
 
 /// Bytes per `.index` entry.
 pub const ENTRY_SIZE: usize = 8;
@@ -34,7 +34,7 @@ pub struct OffsetEntry {
     pub position: u32,
 }
 
-impl Entry for OffsetEntry {
+impl IndexEntry for OffsetEntry {
     const SIZE: usize = ENTRY_SIZE;
 
     fn encode(&self, base: u64, out: &mut Vec<u8>) {

@@ -34,7 +34,7 @@ pub enum ScanEnd {
     Corrupt {
         /// Where the bad batch starts.
         position: u64,
-        /// What was wrong, as [`Error::CorruptSegment`] with the byte position of the field.
+        /// What was wrong, as [`Error::Corrupt`] with the byte position of the field.
         error: Error,
     },
     /// The visitor asked to stop before the batch at `position`.
@@ -126,8 +126,8 @@ pub fn scan_log(
             debug_assert!(matches!(extent, Extent::Corrupt(_)));
             return Ok(ScanEnd::Corrupt {
                 position: pos,
-                error: Error::CorruptSegment {
-                    file: path.to_path_buf(),
+                error: Error::Corrupt {
+                    file: Some(path.to_path_buf()),
                     position: pos + 8,
                     reason: Corruption::BatchLengthTooSmall { length },
                 },
@@ -202,8 +202,8 @@ fn oversized_batch(
     let mut head = [0u8; HEADER_SIZE];
     read(&mut head, pos)?;
     let corrupt = |at: u64, reason: Corruption| {
-        Some(Error::CorruptSegment {
-            file: path.to_path_buf(),
+        Some(Error::Corrupt {
+            file: Some(path.to_path_buf()),
             position: pos + at,
             reason,
         })
@@ -288,7 +288,8 @@ pub(crate) fn check_batch_offsets(
 ) -> Result<u64> {
     let h = batch.header();
     let bad = |rule: String| {
-        Err(Error::CorruptBatch {
+        Err(Error::Corrupt {
+            file: None,
             position: batch.position(),
             reason: Corruption::BadOffset {
                 base_offset: h.base_offset,

@@ -246,7 +246,7 @@ impl Segment {
     ///
     /// # Errors
     ///
-    /// [`Error::CorruptSegment`] when a header there is unreadable (the caller recovers the
+    /// [`Error::Corrupt`] when a header there is unreadable (the caller recovers the
     /// segment instead), or an I/O error.
     pub(crate) fn load(&mut self) -> Result<()> {
         let size = self.size();
@@ -268,8 +268,8 @@ impl Segment {
             let h = self.read_header(pos)?;
             // A negative base offset is refused by the header parser.
             if h.last_offset_delta < 0 || h.last_offset() == MAX_OFFSET {
-                return Err(Error::CorruptSegment {
-                    file: self.log_path.clone(),
+                return Err(Error::Corrupt {
+                    file: Some(self.log_path.clone()),
                     position: pos,
                     reason: Corruption::BadOffset {
                         base_offset: h.base_offset,
@@ -287,8 +287,8 @@ impl Segment {
             pos += h.size();
         }
         if pos != size {
-            return Err(Error::CorruptSegment {
-                file: self.log_path.clone(),
+            return Err(Error::Corrupt {
+                file: Some(self.log_path.clone()),
                 position: size,
                 reason: Corruption::Truncated {
                     what: "record batch",
@@ -635,8 +635,8 @@ impl Segment {
     pub(crate) fn read_exact_at(&self, buf: &mut [u8], pos: u64) -> Result<()> {
         let end = pos + buf.len() as u64;
         if end > self.size() {
-            return Err(Error::CorruptSegment {
-                file: self.log_path.clone(),
+            return Err(Error::Corrupt {
+                file: Some(self.log_path.clone()),
                 position: pos,
                 reason: Corruption::Truncated {
                     what: "read",

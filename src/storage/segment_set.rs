@@ -10,9 +10,9 @@
 //! # Durability
 //!
 //! [`append`](SegmentSet::append) makes records visible to readers of this set; bytes reach
-//! the operating system when the write buffer fills, on [`flush`](SegmentSet::flush), on
-//! [`sync`](SegmentSet::sync), on a roll and when the set is dropped (a killed process loses at
-//! most the write buffer); they are durable only after an fsync. [`sync`](SegmentSet::sync)
+//! the operating system when the write buffer fills, on
+//! [`write_to_files`](SegmentSet::write_to_files), on [`fsync`](SegmentSet::fsync), on a roll and when the set is dropped (a killed process loses at
+//! most the write buffer); they are durable only after an fsync. [`fsync`](SegmentSet::fsync)
 //! fsyncs every segment written since the last sync (the log; the indexes too, except the
 //! active segment's, which recovery rebuilds after an unclean shutdown and `close` fsyncs)
 //! and then advances the [`recovery_point`](SegmentSet::recovery_point) to the log end; a roll
@@ -27,13 +27,13 @@
 //! # Examples
 //!
 //! ```
-//! use logbus::storage::{LogOptions, Record, SegmentSet};
+//! use logbus::storage::{LogSetup, BatchRecord, SegmentSet};
 //!
 //! let dir = tempfile::tempdir()?;
-//! let (mut log, _report) = SegmentSet::open(dir.path(), LogOptions::default())?;
-//! let info = log.append(&[Record::new(1_700_000_000_000, Some(b"k"), b"hello")])?;
+//! let (mut log, _report) = SegmentSet::open(dir.path(), LogSetup::default())?;
+//! let info = log.append(&[BatchRecord::new(1_700_000_000_000, Some(b"k"), b"hello")])?;
 //! assert_eq!(info.base_offset, 0);
-//! log.sync()?;
+//! log.fsync()?;
 //! let records = log.read_records(0, 1 << 20)?;
 //! assert_eq!(records[0].1.value.as_deref(), Some(&b"hello"[..]));
 //! assert_eq!(log.offset_for_timestamp(1_600_000_000_000)?, Some((0, 1_700_000_000_000)));
@@ -42,11 +42,11 @@
 
 use std::path::{Path, PathBuf};
 
-pub use super::config::{LogConfig, LogOptions, SEVEN_DAYS_MS};
+pub use super::config::{LogConfig, LogSetup, SEVEN_DAYS_MS};
 use super::file_names::MAX_OFFSET;
 use super::io::{DirLock, Io};
 use super::record_batch::{
-    next_batch_extent, Batch, BatchBuilder, BatchHeader, BatchIter, Extent, Record,
+    next_batch_extent, Batch, BatchBuilder, BatchHeader, BatchIter, BatchRecord, Extent,
 };
 use super::recovery::{self, RecoveryReport};
 use super::segment::Segment;
@@ -129,7 +129,7 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for bad settings ([`LogOptions::validate`]); [`Error::DirectoryLocked`] when another
+    /// [`Error::InvalidConfig`] for bad settings ([`LogSetup::validate`]); [`Error::DirectoryLocked`] when another
     /// open log (in this process or another) holds the directory — the lock, std's file lock on
     /// `.lock` with [`FsIo`](super::FsIo), is held until the set is closed or dropped, and
     /// dies with the process; [`Error::NotASegment`] for a segment name above `i64::MAX`;
@@ -138,9 +138,9 @@ impl SegmentSet {
     /// for a valid batch over `max_batch_bytes`; [`Error::Io`] when the directory cannot be
     /// read or repaired. Corruption is repaired, not an error: the returned
     /// [`RecoveryReport`] says what was cut and why.
-    pub fn open(dir: impl Into<PathBuf>, options: LogOptions) -> Result<(Self, RecoveryReport)> {
+    pub fn open(dir: impl Into<PathBuf>, options: LogSetup) -> Result<(Self, RecoveryReport)> {
         options.validate()?;
-        let LogOptions {
+        let LogSetup {
             config,
             io,
             clock,
@@ -255,7 +255,7 @@ impl SegmentSet {
     /// Errors in the input leave the log usable: [`Error::RecordTooLarge`] when the batch
     /// exceeds `max_batch_bytes` or `segment_bytes`, [`Error::EmptyBatch`] for no records.
     /// I/O errors ([`Error::Io`]) take the log offline ([`Error::LogOffline`] thereafter).
-    pub fn append(&mut self, records: &[Record]) -> Result<AppendInfo> {
+    pub fn append(&mut self, records: &[BatchRecord]) -> Result<AppendInfo> {
         self.check_online()?;
         if let Some(info) = self.append_in_place(records)? {
             return Ok(info);
@@ -275,7 +275,7 @@ impl SegmentSet {
     /// encoded straight into the active segment's write buffer. Returns `None`, having changed
     /// nothing, when the batch needs the general path: no records, records too large to
     /// stage in the write buffer, a batch over the size limits, or a roll due.
-    fn append_in_place(&mut self, records: &[Record]) -> Result<Option<AppendInfo>> {
+    fn append_in_place(&mut self, records: &[BatchRecord]) -> Result<Option<AppendInfo>> {
         // Staging a batch far larger than the write buffer would leave the buffer that large.
         let payload = records.iter().fold(0usize, |sum, r| {
             let headers = r.headers.iter().fold(0usize, |h, x| {
@@ -341,14 +341,15 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// [`Error::CorruptBatch`] when `batch` is not one valid batch (CRC, structure, records),
+    /// [`Error::Corrupt`] when `batch` is not one valid batch (CRC, structure, records),
     /// [`Error::OffsetBelowLogEnd`] for a base offset below the log end, the errors of
     /// [`append`](SegmentSet::append) otherwise.
     pub fn append_batch(&mut self, batch: &[u8]) -> Result<AppendInfo> {
         self.check_online()?;
         let decoded = Batch::decode(batch)?;
         if decoded.size() != batch.len() as u64 {
-            return Err(Error::CorruptBatch {
+            return Err(Error::Corrupt {
+                file: None,
                 position: decoded.size(),
                 reason: crate::error::Corruption::TrailingBytes {
                     count: batch.len() as u64 - decoded.size(),
@@ -401,6 +402,8 @@ impl SegmentSet {
         let last = header.last_offset();
         if last >= MAX_OFFSET {
             return Err(Error::OffsetOutOfRange {
+                topic: None,
+                partition: None,
                 requested: last,
                 start: self.log_start_offset,
                 end: MAX_OFFSET,
@@ -490,28 +493,29 @@ impl SegmentSet {
             .map_err(|e| Error::io(format!("syncing directory {}", self.dir.display()), e))
     }
 
-    /// Hands buffered bytes to the operating system (not durable: see
-    /// [`sync`](SegmentSet::sync)).
+    /// Writes buffered bytes to the segment files, handing them to the operating system:
+    /// safe from a crash of the process, not from a power loss (see
+    /// [`fsync`](SegmentSet::fsync)).
     ///
     /// # Errors
     ///
     /// I/O errors, which take the log offline.
-    pub fn flush(&mut self) -> Result<()> {
+    pub fn write_to_files(&mut self) -> Result<()> {
         self.guarded(|set| set.segments.iter_mut().try_for_each(Segment::flush))
     }
 
-    /// Makes everything appended so far durable and advances the recovery point to the log
-    /// end offset.
+    /// Fsyncs: makes everything appended so far durable and advances the recovery point to
+    /// the log end offset.
     ///
     /// # Errors
     ///
     /// I/O errors (a failed fsync included), which take the log offline: after a failed fsync
     /// nothing is known about what reached the disk, and only recovery can tell.
-    pub fn sync(&mut self) -> Result<()> {
+    pub fn fsync(&mut self) -> Result<()> {
         self.guarded(|set| set.sync_segments(false))
     }
 
-    /// [`sync`](SegmentSet::sync)'s work, not guarded; with `rolling`, the active segment's
+    /// [`fsync`](SegmentSet::fsync)'s work, not guarded; with `rolling`, the active segment's
     /// indexes too (it is about to stop being active, and the recovery point to pass it, after
     /// which nothing rebuilds them).
     fn sync_segments(&mut self, rolling: bool) -> Result<()> {
@@ -535,7 +539,7 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// [`Error::OffsetOutOfRange`] outside `[log start, log end]`; [`Error::CorruptSegment`]
+    /// [`Error::OffsetOutOfRange`] outside `[log start, log end]`; [`Error::Corrupt`]
     /// when a header on the way is unreadable; I/O errors.
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<Vec<u8>> {
         let mut bytes = Vec::new();
@@ -586,6 +590,8 @@ impl SegmentSet {
         let end = self.log_end_offset();
         if offset < self.log_start_offset || offset > end {
             return Err(Error::OffsetOutOfRange {
+                topic: None,
+                partition: None,
                 requested: offset,
                 start: self.log_start_offset,
                 end,
@@ -639,9 +645,9 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// As [`read`](SegmentSet::read), plus [`Error::CorruptSegment`] for a malformed record
+    /// As [`read`](SegmentSet::read), plus [`Error::Corrupt`] for a malformed record
     /// and [`Error::UnsupportedCompression`] for a compressed batch.
-    pub fn read_records(&self, offset: u64, max_bytes: usize) -> Result<Vec<(u64, Record)>> {
+    pub fn read_records(&self, offset: u64, max_bytes: usize) -> Result<Vec<(u64, BatchRecord)>> {
         let end = self.log_end_offset();
         let mut from = offset;
         loop {
@@ -824,7 +830,7 @@ impl SegmentSet {
             let last = set.segments.len() - 1;
             set.segments[last].on_roll()
         })?;
-        self.sync()?;
+        self.fsync()?;
         // A clean close leaves the active segment's indexes durable too.
         self.guarded(|set| {
             let last = set.segments.len() - 1;
@@ -840,7 +846,7 @@ impl SegmentSet {
 
 impl Drop for SegmentSet {
     /// Hands buffered bytes to the operating system, as `BufWriter` does on drop. Errors are
-    /// ignored here: call [`flush`](SegmentSet::flush), [`sync`](SegmentSet::sync) or
+    /// ignored here: call [`write_to_files`](SegmentSet::write_to_files), [`fsync`](SegmentSet::fsync) or
     /// [`close`](SegmentSet::close) to see them. Nothing is made durable.
     fn drop(&mut self) {
         if !self.offline {

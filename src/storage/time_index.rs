@@ -18,7 +18,7 @@
 
 use std::path::Path;
 
-use super::index_file::{decode_entries, Entry, IndexFile};
+use super::index_file::{decode_entries, IndexEntry, IndexFile};
 use super::record_batch::NO_TIMESTAMP;
 
 /// Bytes per `.timeindex` entry.
@@ -33,7 +33,7 @@ pub struct TimeEntry {
     pub offset: u64,
 }
 
-impl Entry for TimeEntry {
+impl IndexEntry for TimeEntry {
     const SIZE: usize = ENTRY_SIZE;
 
     fn encode(&self, base: u64, out: &mut Vec<u8>) {

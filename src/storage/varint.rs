@@ -68,7 +68,7 @@ fn unsigned_size(v: u64) -> usize {
 ///
 /// # Errors
 ///
-/// [`Error::CorruptBatch`] at `pos` with [`Corruption::Truncated`] when `buf` ends inside the
+/// [`Error::Corrupt`] at `pos` with [`Corruption::Truncated`] when `buf` ends inside the
 /// varint, or [`Corruption::VarintTooLong`] when it runs past 5 bytes.
 pub fn read_varint(buf: &[u8], pos: usize) -> Result<(i32, usize)> {
     let (raw, len) = read_unsigned(buf, pos, MAX_VARINT_BYTES)?;
@@ -90,7 +90,8 @@ fn read_unsigned(buf: &[u8], pos: usize, max_bytes: usize) -> Result<(u64, usize
     let mut value = 0u64;
     for i in 0..max_bytes {
         let Some(&byte) = pos.checked_add(i).and_then(|at| buf.get(at)) else {
-            return Err(Error::CorruptBatch {
+            return Err(Error::Corrupt {
+                file: None,
                 position: pos as u64,
                 reason: Corruption::Truncated {
                     what: "varint",
@@ -105,7 +106,8 @@ fn read_unsigned(buf: &[u8], pos: usize, max_bytes: usize) -> Result<(u64, usize
             return Ok((value, i + 1));
         }
     }
-    Err(Error::CorruptBatch {
+    Err(Error::Corrupt {
+        file: None,
         position: pos as u64,
         reason: Corruption::VarintTooLong {
             max_bytes: max_bytes as u8,
@@ -148,7 +150,8 @@ mod tests {
     fn too_long_and_truncated_are_typed_errors() {
         let six = [0x80u8, 0x80, 0x80, 0x80, 0x80, 0x00];
         match read_varint(&six, 0) {
-            Err(Error::CorruptBatch {
+            Err(Error::Corrupt {
+                file: None,
                 position: 0,
                 reason: Corruption::VarintTooLong { max_bytes: 5 },
             }) => {}
@@ -156,7 +159,8 @@ mod tests {
         }
         assert!(read_varlong(&six, 0).is_ok());
         match read_varlong(&[0x00, 0x80, 0x80], 1) {
-            Err(Error::CorruptBatch {
+            Err(Error::Corrupt {
+                file: None,
                 position: 1,
                 reason: Corruption::Truncated { available: 2, .. },
             }) => {}

@@ -18,6 +18,70 @@
 //!   keep one spin round and at most one yield, so a model never livelocks in a spin loop.
 //!
 //! [loom]: https://docs.rs/loom
+//!
+//! # Notes for contributors: loom, Miri, waiting, fences, tokens
+//!
+//! The loom models of the public API live in `loom-tests/tests/` (ring, queue, observer, clock,
+//! and a user-style model); models of crate-private pieces (the wait set, the ring's slots, the
+//! queue's owned protocol, its changes of owner and its revocation) sit beside their code as
+//! `#[cfg(all(test, logbus_loom))]` unit tests. Under `--cfg logbus_loom`, `queue::bounded`
+//! creates queues that run the shared (stamp) protocol from the start: the owned protocol's
+//! ownership paths made the public-API models too long for loom, so that protocol is checked by
+//! its own models in `src/queue/array/loom_models.rs` instead, and a user's loom model of code built on
+//! `logbus::queue` checks it against the shared protocol. Run them all with
+//!
+//! ```sh
+//! LOGBUS_STEPS=loom scripts/test-all.sh
+//! # or by hand:
+//! RUSTFLAGS="--cfg logbus_loom" LOOM_MAX_PREEMPTIONS=2 \
+//!     cargo test -p logbus --lib --release --target-dir target/loom
+//! RUSTFLAGS="--cfg logbus_loom" LOOM_MAX_PREEMPTIONS=2 \
+//!     cargo test -p logbus-loom-tests --release --target-dir target/loom
+//! ```
+//!
+//! Miri runs the unit tests of the unsafe core (`sync::`, `ring::`, `queue::`, `observer::`,
+//! `partition::lend::`, `partition::entry::`, `replica::log::chunk::`; counts shrunk under
+//! `cfg(miri)`) with `LOGBUS_STEPS=miri scripts/test-all.sh`; it installs the nightly
+//! toolchain with Miri when missing.
+//!
+//! What the models check, and its limits. The ring's publish uses an asymmetric fence
+//! (`membarrier(2)` on the waiting side, a compiler fence on the publishing side;
+//! `src/sync/asym_fence.rs`). Under loom the light side is modelled as what it is there: it
+//! orders nothing except through its pairing with a heavy fence (a read-modify-write on a
+//! per-thread word that every heavy fence also updates), not as loom's `SeqCst` fence, which
+//! loom orders after every earlier `SeqCst` fence and which would order two light fences by
+//! itself. The owned queue's models with a change of owner opt into that `SeqCst` stand-in
+//! (`light_as_seqcst_fence`): paired, they run too long. The queue's wake-up relies on the
+//! `SeqCst` compare-and-swap that claimed the slot (`WaitSet::notify_all_after_rmw`), an
+//! argument written at the code, since loom treats `SeqCst` accesses as `AcqRel`. Where the
+//! shim substitutes an RMW for a load or store under loom (the array queue's stamps and owned
+//! cursors), the ordering is one constant used by both forms, so the mutation check weakens
+//! the std build's ordering.
+//!
+//! Each model names the ordering it guards, and `scripts/loom-mutations.sh` (the `mutations`
+//! step) weakens each listed one in a scratch copy and expects its model to fail; add a pair
+//! there with every new model. `scripts/loom-mutations.sh WORD` runs the pairs whose name
+//! contains WORD.
+//!
+//!
+//! - **Waiting.** Every blocking structure waits through `sync::wait`: a `Waiter` runs the
+//!   phases of a `Policy` (dense poll, spin rounds, yields, then the caller parks in a
+//!   `WaitSet`), and `wait::pace` is the reader's pacing. A structure declares its policy as a
+//!   constant next to its code (`queue::array::waiting::POLICY`, `ring::wait::POLICY`,
+//!   `sync::backoff::POLICY`), with a loom variant (one spin round, at most one yield) and the
+//!   reasons for its numbers; do not add spin or yield loops of your own.
+//! - **Asymmetric fences.** A waiter whose notifiers use `notify_all_light` parks with
+//!   `WaitSet::wait_until_heavy`, which issues `asym_fence::heavy` once per park, not per
+//!   check. `heavy` never fails: if the kernel stops issuing expedited membarriers it
+//!   degrades to full fences on both sides, covering the handshakes in flight with a global
+//!   barrier (tests: `sync::asym_fence::tests`, in forked children).
+//! - **Thread tokens.** The pool of 64 ownership tokens lives in `sync::token_pool`, shared by
+//!   the std build and the loom models. A loom model can give a thread a chosen token with
+//!   `thread::set_token` (test only), to model a token handed from a thread that exits to a
+//!   later one (`queue::array::loom_models::an_heir_to_a_token_inherits_the_side_it_owned`).
+//!   Light fences in such a model should run as the compiler fences they are on std
+//!   (`asym_fence::light_as_compiler_fence`): loom joins every `SeqCst` fence into one
+//!   causality, which would order the threads by itself.
 
 pub(crate) mod asym_fence;
 mod backoff;

@@ -6,16 +6,16 @@ use std::sync::Arc;
 
 use logbus::storage::record_batch::crc32c;
 use logbus::storage::{
-    verify_dir, Checkpoints, Io, LogConfig, LogOptions, Record, RecoveryReport, SegmentSet,
+    verify_dir, BatchRecord, Checkpoints, Io, LogConfig, LogSetup, RecoveryReport, SegmentSet,
 };
 use logbus::{Clock, ManualClock};
 
 pub const T0: i64 = 1_700_000_000_000;
 
-pub fn record(i: u64, size: usize) -> Record {
+pub fn record(i: u64, size: usize) -> BatchRecord {
     let mut value = vec![(i % 251) as u8; size];
     value[..8.min(size)].copy_from_slice(&i.to_be_bytes()[..8.min(size)]);
-    Record {
+    BatchRecord {
         timestamp: T0 + i as i64,
         key: if i % 3 == 0 {
             None
@@ -45,7 +45,7 @@ pub fn open(
 ) -> (SegmentSet, RecoveryReport) {
     SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             config,
             io,
             clock,
@@ -61,7 +61,7 @@ pub fn clock() -> Arc<ManualClock> {
 
 /// Every record from the log start to the log end, by repeated reads (a read that returns
 /// nothing means no record lies between it and the log end: offsets may end in a gap).
-pub fn read_all(log: &SegmentSet) -> Vec<(u64, Record)> {
+pub fn read_all(log: &SegmentSet) -> Vec<(u64, BatchRecord)> {
     let mut out = Vec::new();
     let mut next = log.log_start_offset();
     while next < log.log_end_offset() {

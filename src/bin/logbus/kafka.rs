@@ -5,7 +5,7 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use logbus::kafka::export::{CopyReport, ExportOptions, Progress};
+use logbus::kafka::export::{CopyReport, ExportConfig, Progress};
 use logbus::kafka::{KafkaBroker, KafkaConfig};
 use logbus::Error;
 
@@ -58,9 +58,9 @@ fn broker(args: &Args, export: bool) -> Result<KafkaBroker, Error> {
     KafkaBroker::connect(config)
 }
 
-fn options<'a>(args: &'a Args, verb: &'a str) -> ExportOptions<'a> {
+fn options<'a>(args: &'a Args, verb: &'a str) -> ExportConfig<'a> {
     let limit = args.max_records;
-    let mut options = ExportOptions::new()
+    let mut options = ExportConfig::new()
         .batch(args.batch)
         .group(args.group.clone())
         .progress(move |p: &Progress| {

@@ -456,7 +456,7 @@ where
     ///
     /// [`Error::UnknownTopic`], [`Error::PartitionOutOfRange`],
     /// [`Error::SubscriptionConflict`] while subscribed; [`Error::Kafka`] /
-    /// [`Error::KafkaTimeout`].
+    /// [`Error::Timeout`].
     pub fn assign(&mut self, partitions: &[TopicPartition]) -> Result<()> {
         if !self.subscription.is_empty() {
             return Err(Error::SubscriptionConflict {
@@ -697,7 +697,7 @@ where
     ///
     /// [`Error::NoGroupId`]; [`Error::Kafka`] (for example a rebalance in progress: the
     /// consumer is no longer in the generation that owned the partitions) /
-    /// [`Error::KafkaTimeout`].
+    /// [`Error::Timeout`].
     pub fn commit_sync(&mut self) -> Result<()> {
         self.group("commit_sync")?;
         let offsets: Vec<(TopicPartition, u64)> = self
@@ -732,17 +732,17 @@ where
     /// # Errors
     ///
     /// [`Error::NoGroupId`], [`Error::UnknownTopic`], [`Error::PartitionOutOfRange`],
-    /// [`Error::PartitionOffsetOutOfRange`] (an offset past the high watermark),
-    /// [`Error::Kafka`] / [`Error::KafkaTimeout`].
+    /// [`Error::OffsetOutOfRange`] (an offset past the high watermark),
+    /// [`Error::Kafka`] / [`Error::Timeout`].
     pub fn commit_offsets(&mut self, offsets: &[(TopicPartition, u64)]) -> Result<()> {
         self.group("commit_offsets")?;
         for (tp, o) in offsets {
             self.check_partition(tp)?;
             let (low, high) = self.broker.watermarks(tp)?;
             if *o > high {
-                return Err(Error::PartitionOffsetOutOfRange {
-                    topic: tp.topic.clone(),
-                    partition: tp.partition,
+                return Err(Error::OffsetOutOfRange {
+                    topic: Some(tp.topic.clone()),
+                    partition: Some(tp.partition),
                     requested: *o,
                     start: low,
                     end: high,
@@ -757,7 +757,7 @@ where
     /// # Errors
     ///
     /// [`Error::NoGroupId`], [`Error::UnknownTopic`], [`Error::PartitionOutOfRange`],
-    /// [`Error::Kafka`] / [`Error::KafkaTimeout`].
+    /// [`Error::Kafka`] / [`Error::Timeout`].
     pub fn committed(&self, tp: &TopicPartition) -> Result<Option<u64>> {
         self.group("committed")?;
         self.check_partition(tp)?;

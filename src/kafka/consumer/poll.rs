@@ -1,4 +1,4 @@
-//! Reading: `poll`, `poll_into` and `poll_with`, and when a poll has caught up.
+//! Reading: `poll` and its borrowed form `poll_with`, and when a poll has caught up.
 
 use std::time::{Duration, Instant};
 
@@ -40,25 +40,11 @@ where
     pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords<K, V>> {
         let mut out = Vec::new();
         let max = self.config.poll_records();
-        self.poll_into(&mut out, max, timeout)?;
+        self.read(max, timeout, |r| out.push(r))?;
         Ok(ConsumerRecords::from_vec(out))
     }
 
-    /// Like [`poll`](Self::poll), appending at most `max` records to `out`.
-    ///
-    /// # Errors
-    ///
-    /// As [`poll`](Self::poll).
-    pub fn poll_into(
-        &mut self,
-        out: &mut Vec<ConsumerRecord<K, V>>,
-        max: usize,
-        timeout: Duration,
-    ) -> Result<usize> {
-        self.read(max, timeout, |r| out.push(r))
-    }
-
-    /// Like [`poll_into`](Self::poll_into), lending each record to `f` instead of
+    /// The borrowed form of [`poll`](Self::poll): lends each record to `f` instead of
     /// returning it (as [`Consumer::poll_with`](crate::Consumer::poll_with)): at most
     /// `max` records, in the order `poll` returns them; returns how many. Each record is
     /// decoded from librdkafka's buffer, lent, and dropped before the next is read, so a

@@ -25,16 +25,16 @@ where
     ///
     /// # Errors
     ///
-    /// [`Error::NotAssigned`]; [`Error::PartitionOffsetOutOfRange`] for an offset above
+    /// [`Error::NotAssigned`]; [`Error::OffsetOutOfRange`] for an offset above
     /// `i64::MAX` (Kafka's offsets are signed: librdkafka would read such an offset as one
     /// of its markers, "end" or "beginning"); [`Error::Kafka`].
     pub fn seek(&mut self, tp: &TopicPartition, offset: u64) -> Result<()> {
         let i = self.index(tp)?;
         if i64::try_from(offset).is_err() {
             let (start, end) = self.broker.watermarks(tp)?;
-            return Err(Error::PartitionOffsetOutOfRange {
-                topic: tp.topic.clone(),
-                partition: tp.partition,
+            return Err(Error::OffsetOutOfRange {
+                topic: Some(tp.topic.clone()),
+                partition: Some(tp.partition),
                 requested: offset,
                 start,
                 end,
@@ -135,7 +135,7 @@ where
     /// # Errors
     ///
     /// [`Error::InvalidTimestamp`] (outside `0..=`[`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP)), [`Error::UnknownTopic`],
-    /// [`Error::PartitionOutOfRange`], [`Error::Kafka`] / [`Error::KafkaTimeout`].
+    /// [`Error::PartitionOutOfRange`], [`Error::Kafka`] / [`Error::Timeout`].
     pub fn offsets_for_times(
         &mut self,
         query: &[(TopicPartition, i64)],
@@ -143,7 +143,10 @@ where
         let mut l = TopicPartitionList::with_capacity(query.len());
         for (tp, ts) in query {
             if !crate::partition::valid_timestamp(*ts) {
-                return Err(Error::InvalidTimestamp { timestamp: *ts });
+                return Err(Error::InvalidTimestamp {
+                    timestamp: *ts,
+                    offset: None,
+                });
             }
             self.check_partition(tp)?;
             let _ = l.add_partition_offset(&tp.topic, tp.partition as i32, Offset::Offset(*ts));
@@ -207,7 +210,10 @@ where
             );
         }
         let at = self.at("offsets_for_times", tp);
-        let probe = self.probe.as_ref().ok_or(Error::Timeout)?;
+        let probe = self
+            .probe
+            .as_ref()
+            .ok_or_else(|| crate::kafka::error::timed_out(at))?;
         let mut l = TopicPartitionList::new();
         let _ = l.add_partition_offset(&tp.topic, tp.partition as i32, Offset::Offset(from as i64));
         probe.assign(&l).map_err(|e| from_kafka(e, at))?;

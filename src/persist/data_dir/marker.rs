@@ -21,6 +21,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 
+use super::super::io_err;
 use crate::storage::{Io, OpenMode};
 use crate::{Error, Result};
 
@@ -214,10 +215,6 @@ fn base64_url(bytes: &[u8; 16]) -> String {
     out
 }
 
-fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
-    Error::io(format!("{what} {}", path.display()), e)
-}
-
 /// Reads the marker of data directory `dir` through `io`: `None` when it has none.
 ///
 /// # Errors
@@ -278,7 +275,7 @@ fn write(io: &dyn Io, dir: &Path, marker: &DataDirMarker) -> Result<()> {
 
 /// How the broker treats paths without a marker (the builder's settings).
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct MarkerOptions {
+pub(crate) struct MarkerConfig {
     /// Format a missing or empty path when no sibling says it was formatted before.
     pub(crate) create: bool,
     /// Format again a member of the set that lost its marker.
@@ -311,6 +308,7 @@ fn look(io: &dyn Io, dir: &Path) -> Result<Found> {
         None => Ok(Found::Empty),
         Some(example) => Err(Error::DataDirUnformatted {
             dir: dir.to_path_buf(),
+            missing: false,
             entries: 1 + rest.count(),
             example: Some(example),
         }),
@@ -349,7 +347,7 @@ impl Plan {
 /// # Errors
 ///
 /// [`Error::DataDirUnformatted`] for a directory holding something without a marker (even
-/// with `create`), or an empty one without `create`; [`Error::DataDirMissing`] for a
+/// with `create`), or an empty one without `create`; [`Error::DataDirUnformatted`] for a
 /// missing path without `create`; [`Error::DataDirLost`] for a member of the set without its
 /// marker (without `replace_lost`); [`Error::InvalidDirMarker`]; [`Error::ForeignDataDir`]
 /// for a marker of another broker or set; without `whole_set`,
@@ -358,18 +356,22 @@ impl Plan {
 pub(crate) fn plan(
     io: &dyn Io,
     paths: &[PathBuf],
-    options: MarkerOptions,
+    options: MarkerConfig,
     whole_set: bool,
 ) -> Result<Plan> {
     let found: Vec<Found> = paths.iter().map(|p| look(io, p)).collect::<Result<_>>()?;
     let unformatted = |i: usize| -> Result<()> {
         match (&found[i], options.create) {
             (Found::Marker(_), _) | (_, true) => Ok(()),
-            (Found::Missing, false) => Err(Error::DataDirMissing {
+            (Found::Missing, false) => Err(Error::DataDirUnformatted {
                 dir: paths[i].clone(),
+                missing: true,
+                entries: 0,
+                example: None,
             }),
             (Found::Empty, false) => Err(Error::DataDirUnformatted {
                 dir: paths[i].clone(),
+                missing: false,
                 entries: 0,
                 example: None,
             }),

@@ -328,12 +328,12 @@ impl<T> Channel<T> {
 
     /// Drops every message still queued, each exactly once, each after it has left the
     /// buffer (so the queue stays consistent whatever a `Drop` does). If a message's `Drop`
-    /// panics, that panic propagates once the rest are dropped (see `leftovers`).
+    /// panics, that panic propagates once the rest are dropped (see `drop_remaining`).
     pub(crate) fn discard_all(&self) {
         // The stamps say what is left, so the queue must be shared (it is, after
         // `disconnect`; a queue dropped by another path is converted here).
         self.owners.revoke(|| self.convert());
-        super::leftovers::drop_all(|| self.take_for_discard());
+        super::drop_remaining::drop_all(|| self.take_for_discard());
     }
 
     /// The number of messages in the queue.

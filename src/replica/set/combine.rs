@@ -14,7 +14,7 @@
 //! finds its request not done finds it still queued, takes it out and appends it itself:
 //! every request is appended exactly once, by whichever comes first.
 
-use super::{Failure, Nudge, Records, ReplicaSet, State};
+use super::{Failure, Nudge, ReplicaSet, SendRecords, State};
 use crate::partition::{Acks, AppendError};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::StdArc as Arc;
@@ -29,7 +29,7 @@ pub(super) struct Queued<K, V> {
     /// The sender's records, lent: the holder appends them (a single record moves into
     /// the leader's open chunk), and the sender takes them back (for its retries, or to
     /// hand back on failure) once done or taken out of the queue.
-    records: Mutex<Records<K, V>>,
+    records: Mutex<SendRecords<K, V>>,
     acks: Acks,
     nudge: Nudge,
     /// Set (after `outcome`) by the thread that appended it, under the partition's lock.
@@ -101,7 +101,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// this way one thread appends for both and helps their followers copy both at once.
     pub(super) fn enter(
         &self,
-        records: &mut Records<K, V>,
+        records: &mut SendRecords<K, V>,
         acks: Acks,
         nudge: Nudge,
     ) -> Entered<'_, K, V> {
@@ -128,7 +128,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             }
         }
         let req = Arc::new(Queued {
-            records: Mutex::new(std::mem::replace(records, Records::Lent)),
+            records: Mutex::new(std::mem::replace(records, SendRecords::Lent)),
             acks,
             nudge,
             done: AtomicBool::new(false),
@@ -142,8 +142,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         }
         let st = self.wait_served(&req, delegate);
         // Back from the request, appended or not: done, or (under the lock) still queued.
-        let lent = |records: &mut Records<K, V>| {
-            *records = std::mem::replace(&mut *req.records.lock(), Records::Lent);
+        let lent = |records: &mut SendRecords<K, V>| {
+            *records = std::mem::replace(&mut *req.records.lock(), SendRecords::Lent);
         };
         let Some(st) = st else {
             lent(records);

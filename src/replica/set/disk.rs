@@ -3,34 +3,14 @@
 //! the topic's metadata files, and a partition rebuilt from disk at open.
 
 use super::{ReplicaSet, State, Status};
+use crate::partition::replica_log::ReplicaLog;
 use crate::partition::{AppendError, Entry};
+use crate::persist::replica_store::{ReplicaStore, Stored};
+use crate::persist::replicated::{Backing, DiskPartition, PartState};
 use crate::replica::events::EventKind;
-use crate::replica::log::ReplicaLog;
-use crate::replica::store::{Loaded, ReplicaStore, Stored};
 use crate::sync::atomic::Ordering;
 use crate::sync::StdArc as Arc;
 use crate::Result;
-
-/// A partition's leader, epoch, ISR and high watermark, as the topic's metadata files keep
-/// them (replica ids, not indexes).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PartState {
-    pub(crate) replicas: Vec<u32>,
-    pub(crate) leader: Option<u32>,
-    pub(crate) epoch: i32,
-    pub(crate) isr: Vec<u32>,
-    pub(crate) hw: u64,
-}
-
-/// A persisted partition's files, as its replica set reaches them.
-pub(crate) trait Backing<K, V>: Send + Sync {
-    /// Records the partition's new state (written atomically before this returns).
-    fn save_state(&self, partition: u32, state: &PartState);
-    /// Reopens replica `dir`'s log (its directory is back).
-    fn reopen(&self, partition: u32, dir: u32) -> Result<Loaded<K, V>>;
-    /// Directory `dir` returned an I/O error: every replica on it goes offline.
-    fn dir_failed(&self, dir: u32);
-}
 
 /// One replica as opened from disk: its store and log, or `None` if its directory failed.
 pub(crate) type Opened<K, V> = Option<(Box<dyn ReplicaStore<K, V>>, ReplicaLog<K, V>)>;
@@ -266,7 +246,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         }
     }
 
-    /// Fsyncs every replica's log (`Topic::sync`, `Broker::sync`). A replica whose sync
+    /// Fsyncs every replica's log (`Topic::fsync`, `Broker::fsync_and_checkpoint`). A replica whose sync
     /// fails goes offline; the first error.
     pub(crate) fn sync_disk(&self) -> Result<()> {
         let mut st = self.state.lock();
@@ -326,5 +306,20 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         drop(st);
         self.changed.notify_all();
         self.arrivals.notify_all();
+    }
+}
+
+impl<K: Send + Sync + 'static, V: Send + Sync + 'static> DiskPartition for ReplicaSet<K, V> {
+    fn topic_name(&self) -> &str {
+        ReplicaSet::topic(self)
+    }
+    fn close_disk(&self, for_broker: bool) -> Result<()> {
+        ReplicaSet::close_disk(self, for_broker)
+    }
+    fn sync_disk(&self) -> Result<()> {
+        ReplicaSet::sync_disk(self)
+    }
+    fn abandon_disk(&self) {
+        ReplicaSet::abandon_disk(self);
     }
 }

@@ -28,18 +28,20 @@ mod view;
 
 use std::time::Duration;
 
-pub(crate) use disk::{Backing, PartState};
+use crate::partition::topic_config::TopicConfig;
+use crate::persist::replicated::Backing;
 use send::Nudge;
-pub(crate) use send::Progress;
 
 use super::events::{EventKind, Events, ReplicaEvent};
-use super::log::{runs_of, truncation_point, Chunk, Records, ReplicaLog, Run, CHUNK_MAX};
-use super::store::ReplicaStore;
 use crate::clock::Clock;
+use crate::partition::replica_log::{
+    runs_of, truncation_point, Chunk, ReplicaLog, Run, SendRecords, CHUNK_MAX,
+};
 use crate::partition::{
     AppendError, ClosedByBroker, Entry, Pending, ReadOutcome, ReplicaLogs, ReplicatedLog,
     SendPolicy,
 };
+use crate::persist::replica_store::ReplicaStore;
 use crate::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use crate::sync::time::Instant;
 // Std's Arc (also under loom): entries and shared handles (see `sync::StdArc`).
@@ -66,6 +68,18 @@ pub(crate) struct ReplicationConfig {
     pub(crate) lag_max_ms: i64,
     /// Records each replica keeps (the oldest beyond are dropped).
     pub(crate) capacity: usize,
+}
+
+impl ReplicationConfig {
+    /// A replicated partition's settings, from its topic's configuration.
+    pub(crate) fn of(config: &TopicConfig) -> Self {
+        Self {
+            min_insync: config.min_insync() as usize,
+            unclean: config.unclean_election(),
+            lag_max_ms: i64::try_from(config.replica_lag_max().as_millis()).unwrap_or(i64::MAX),
+            capacity: config.records_in_memory_per_partition(),
+        }
+    }
 }
 
 /// Whether a replica is up.
@@ -364,7 +378,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     }
 
     /// A record to hand back: the entry itself if nothing else holds it, else a copy.
-    fn take_back(&self, records: Records<K, V>) -> Option<Entry<K, V>> {
+    fn take_back(&self, records: SendRecords<K, V>) -> Option<Entry<K, V>> {
         records.take_one(self.cloner)
     }
 
@@ -914,7 +928,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         policy: &SendPolicy,
         deadline: Option<Instant>,
     ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
-        let mut records = Records::One(entry);
+        let mut records = SendRecords::One(entry);
         match self.send(&mut records, policy, deadline) {
             Ok(offset) => Ok(offset),
             Err(why) => Err((self.take_back(records), why)),
@@ -948,11 +962,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
                 shared.push(Chunk::many(rest.by_ref().take(piece).collect()));
             }
         }
-        let mut records = Records::Chunks(shared);
+        let mut records = SendRecords::Chunks(shared);
         match self.send(&mut records, policy, None) {
             Ok(_) => Ok(()),
             Err(why) => {
-                if let Records::Chunks(shared) = records {
+                if let SendRecords::Chunks(shared) = records {
                     for chunk in shared {
                         entries.extend(chunk.take(self.cloner));
                     }

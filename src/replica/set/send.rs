@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use super::combine::Entered;
-use super::{Failure, Records, ReplicaSet, Run, State, FETCH_MAX, OPEN_CHUNK};
+use super::{Failure, ReplicaSet, Run, SendRecords, State, FETCH_MAX, OPEN_CHUNK};
+use crate::partition::progress::{Budget, SendProgress, Step};
 use crate::partition::{Acks, AppendError, Entry, Pending, Refused, SendPolicy};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};
@@ -27,54 +28,6 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(10);
 /// the copy on a machine with fewer cores than replicas.
 const HELPS: u32 = 64;
 
-/// A send's time limits: the producer's `delivery_timeout` (with the caller's deadline,
-/// if any) for the whole send and `request_timeout` for one wait. The clock is read only
-/// when first needed — when a send waits or fails — so an append that does neither reads
-/// none; the delivery budget then counts from that moment, microseconds after the call.
-#[derive(Debug, Clone, Copy)]
-struct Budget {
-    caller: Option<Instant>,
-    /// Set at the first read of the clock.
-    delivery: Option<Option<Instant>>,
-    /// A pipelined send: when it was sent (`time::coarse_ns`), the delivery budget's start
-    /// (read cheaply at every send; turned into a deadline only if a wait must block).
-    sent: Option<u64>,
-}
-
-impl Budget {
-    /// When the whole send gives up (`None`: never).
-    fn delivery(&mut self, policy: &SendPolicy) -> Option<Instant> {
-        self.delivery_from(policy, None)
-    }
-
-    fn delivery_from(&mut self, policy: &SendPolicy, now: Option<Instant>) -> Option<Instant> {
-        if self.delivery.is_none() {
-            let now = now.unwrap_or_else(Instant::now);
-            let start = self.sent.map_or(now, |mark| time::since_coarse(mark, now));
-            self.delivery = Some(earliest(
-                start.checked_add(policy.delivery_timeout),
-                self.caller,
-            ));
-        }
-        self.delivery.flatten()
-    }
-
-    /// When one wait for an acknowledgement starting now gives up.
-    fn request(&mut self, policy: &SendPolicy) -> Option<Instant> {
-        let now = Instant::now();
-        let delivery = self.delivery_from(policy, Some(now));
-        earliest(now.checked_add(policy.request_timeout), delivery)
-    }
-}
-
-/// The earlier of two optional deadlines (`None`: never).
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 /// When an append wakes the fetcher threads. Waking a parked thread costs microseconds,
 /// far more than copying a record, so a sender that will wait for its acknowledgement
 /// copies for the followers itself (`help`) and wakes the fetchers only if it cannot.
@@ -86,55 +39,11 @@ pub(super) enum Nudge {
     Never,
     /// A pipelined `acks = all` send (`send_async`): once four fetches' worth of records
     /// (`4 * FETCH_MAX`) is not yet on the ISR, a sender running ahead of its own waits.
-    /// Below that, its `Delivery::wait` or `flush` copies them, or (if it never waits) a
+    /// Below that, its `PendingSend::wait` or `flush` copies them, or (if it never waits) a
     /// fetcher's idle round, within 20 ms.
     Backlog,
     /// `acks = 0 / 1`: nobody waits, the fetchers copy.
     Always,
-}
-
-/// Where a send stands.
-#[derive(Debug, Clone, Copy)]
-enum Step {
-    /// Not in the log (yet, or again after a failure).
-    Append,
-    /// Appended in leader epoch `.0` with its last record at offset `.1`.
-    Await(i32, u64),
-}
-
-/// One send's progress: where it stands, its time budget and the retries it has left.
-/// A pipelined send (`Producer::send_async`) keeps it between its append and its wait.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Progress {
-    step: Step,
-    budget: Budget,
-    retries: u32,
-}
-
-impl Progress {
-    /// `(epoch, last offset)` of its append, once appended.
-    pub(crate) fn appended_at(&self) -> Option<(i32, u64)> {
-        match self.step {
-            Step::Await(epoch, last) => Some((epoch, last)),
-            Step::Append => None,
-        }
-    }
-
-    pub(crate) fn new(policy: &SendPolicy, caller: Option<Instant>) -> Self {
-        Self {
-            step: Step::Append,
-            budget: Budget {
-                caller,
-                delivery: None,
-                sent: None,
-            },
-            retries: if policy.acks == Acks::None {
-                0
-            } else {
-                policy.retries
-            },
-        }
-    }
 }
 
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
@@ -144,7 +53,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// `wake`: when to nudge the fetcher threads.
     fn append_once(
         &self,
-        records: &mut Records<K, V>,
+        records: &mut SendRecords<K, V>,
         acks: Acks,
         wake: Nudge,
     ) -> Result<Appended<'_, K, V>, Failure> {
@@ -171,13 +80,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
 
     /// Appends `records` to the leader's log (all or none), under the lock: the epoch and
     /// the last offset. `moved`: set if HW moved. A single record not yet in any log goes
-    /// into the leader's open chunk and becomes `Records::Placed` there (a retry appends
+    /// into the leader's open chunk and becomes `SendRecords::Placed` there (a retry appends
     /// that slot again, shared).
     #[inline]
     pub(super) fn append_locked(
         &self,
         st: &mut State<K, V>,
-        records: &mut Records<K, V>,
+        records: &mut SendRecords<K, V>,
         acks: Acks,
         moved: &mut bool,
     ) -> Result<(i32, u64), Failure> {
@@ -208,22 +117,22 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         }
         let room = self.config.capacity.clamp(1, OPEN_CHUNK);
         let log = &mut st.replicas[l].log;
-        match std::mem::replace(records, Records::Lent) {
-            Records::One(entry) => {
+        match std::mem::replace(records, SendRecords::Lent) {
+            SendRecords::One(entry) => {
                 let (chunk, at) = log.append_one(epoch, entry, room);
-                *records = Records::Placed(chunk, at);
+                *records = SendRecords::Placed(chunk, at);
             }
-            Records::Placed(chunk, at) => {
+            SendRecords::Placed(chunk, at) => {
                 log.append_run(Run::slot(epoch, chunk.clone(), at));
-                *records = Records::Placed(chunk, at);
+                *records = SendRecords::Placed(chunk, at);
             }
-            Records::Chunks(chunks) => {
+            SendRecords::Chunks(chunks) => {
                 for chunk in &chunks {
                     log.append_run(Run::whole(epoch, chunk.clone()));
                 }
-                *records = Records::Chunks(chunks);
+                *records = SendRecords::Chunks(chunks);
             }
-            Records::Lent => {}
+            SendRecords::Lent => {}
         }
         let last = log.end() - 1;
         *moved |= self.advance_hw(st);
@@ -366,9 +275,9 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// The epoch and last offset of the append that succeeded, or the last error.
     fn drive(
         &self,
-        records: &mut Records<K, V>,
+        records: &mut SendRecords<K, V>,
         policy: &SendPolicy,
-        pending: &mut Progress,
+        pending: &mut SendProgress,
         wait: bool,
     ) -> Result<(i32, u64), AppendError> {
         loop {
@@ -453,11 +362,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// Appends with the policy's retries and waits for the acks level; the last offset.
     pub(super) fn send(
         &self,
-        records: &mut Records<K, V>,
+        records: &mut SendRecords<K, V>,
         policy: &SendPolicy,
         deadline: Option<Instant>,
     ) -> Result<u64, AppendError> {
-        let mut progress = Progress::new(policy, deadline);
+        let mut progress = SendProgress::new(policy, deadline);
         self.drive(records, policy, &mut progress, true)
             .map(|(_, last)| last)
     }
@@ -468,8 +377,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         entry: Entry<K, V>,
         policy: &SendPolicy,
     ) -> Result<Pending<K, V>, Refused<K, V>> {
-        let mut entry = Records::One(entry);
-        let mut progress = Progress::new(policy, None);
+        let mut entry = SendRecords::One(entry);
+        let mut progress = SendProgress::new(policy, None);
         // The delivery timeout counts from the send, however late the wait comes.
         progress.budget.sent = Some(time::coarse_ns());
         match self.drive(&mut entry, policy, &mut progress, false) {

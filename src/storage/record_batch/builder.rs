@@ -2,7 +2,7 @@
 
 use super::field;
 use super::header::crc32c;
-use super::{BatchHeader, Record, HEADER_SIZE, LOG_OVERHEAD, MAGIC, NO_TIMESTAMP};
+use super::{BatchHeader, BatchRecord, HEADER_SIZE, LOG_OVERHEAD, MAGIC, NO_TIMESTAMP};
 use crate::error::{Error, Result};
 use crate::storage::varint::{put_varint, put_varlong, varint_size, varlong_size};
 
@@ -203,12 +203,12 @@ impl BatchBuilder {
         Ok(())
     }
 
-    /// Appends an owned [`Record`].
+    /// Appends an owned [`BatchRecord`].
     ///
     /// # Errors
     ///
     /// As [`append`](BatchBuilder::append).
-    pub fn append_record(&mut self, record: &Record) -> Result<()> {
+    pub fn append_record(&mut self, record: &BatchRecord) -> Result<()> {
         let headers: Vec<(&str, Option<&[u8]>)> = record
             .headers
             .iter()
@@ -300,7 +300,7 @@ impl BatchBuilder {
         &mut self,
         out: &mut Vec<u8>,
         base_offset: u64,
-        records: &[Record],
+        records: &[BatchRecord],
     ) -> Result<BatchHeader> {
         let before = out.len();
         std::mem::swap(&mut self.buf, out);
@@ -329,13 +329,13 @@ impl BatchBuilder {
 /// # Examples
 ///
 /// ```
-/// use logbus::storage::record_batch::{encode_batch, Batch, Record};
+/// use logbus::storage::record_batch::{encode_batch, Batch, BatchRecord};
 ///
-/// let bytes = encode_batch(7, &[Record::new(1, None, b"x")])?;
+/// let bytes = encode_batch(7, &[BatchRecord::new(1, None, b"x")])?;
 /// assert_eq!(Batch::decode(&bytes)?.to_records()?[0].0, 7);
 /// # Ok::<(), logbus::Error>(())
 /// ```
-pub fn encode_batch(base_offset: u64, records: &[Record]) -> Result<Vec<u8>> {
+pub fn encode_batch(base_offset: u64, records: &[BatchRecord]) -> Result<Vec<u8>> {
     let mut builder = BatchBuilder::new(base_offset);
     for record in records {
         builder.append_record(record)?;

@@ -23,7 +23,7 @@ impl<'a> Batch<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::CorruptBatch`] with the byte position (from the start of `buf`) and the rule
+    /// [`Error::Corrupt`] with the byte position (from the start of `buf`) and the rule
     /// broken: a short buffer, a bad `batchLength` or magic, or a CRC mismatch.
     ///
     /// # Examples
@@ -37,7 +37,7 @@ impl<'a> Batch<'a> {
     /// bytes[last] ^= 1; // flip a bit in the value
     /// assert!(matches!(
     ///     Batch::decode(&bytes),
-    ///     Err(Error::CorruptBatch { position: 17, reason: Corruption::CrcMismatch { .. } })
+    ///     Err(Error::Corrupt { file: None, position: 17, reason: Corruption::CrcMismatch { .. } })
     /// ));
     /// # Ok::<(), logbus::Error>(())
     /// ```
@@ -59,10 +59,12 @@ impl<'a> Batch<'a> {
     /// bytes whose CRC was checked when they were read (see [`BatchIter::crc_checked`]).
     fn decode_inner(buf: &'a [u8], position: u64, check_crc: bool) -> Result<Self> {
         let shift = |e: Error| match e {
-            Error::CorruptBatch {
+            Error::Corrupt {
+                file: None,
                 position: p,
                 reason,
-            } => Error::CorruptBatch {
+            } => Error::Corrupt {
+                file: None,
                 position: position + p,
                 reason,
             },
@@ -130,12 +132,12 @@ impl<'a> Batch<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::UnsupportedCompression`] for a compressed batch; [`Error::CorruptBatch`] when
-    /// `recordsCount` is negative. The iterator yields [`Error::CorruptBatch`] for a malformed
+    /// [`Error::UnsupportedCompression`] for a compressed batch; [`Error::Corrupt`] when
+    /// `recordsCount` is negative. The iterator yields [`Error::Corrupt`] for a malformed
     /// record, a record whose offset delta is outside `[0, lastOffsetDelta]` or not above the
     /// previous record's (records may skip offsets, as compaction leaves them, but never leave
     /// their batch), or trailing bytes, then stops.
-    pub fn records(&self) -> Result<Records<'a>> {
+    pub fn records(&self) -> Result<BatchRecords<'a>> {
         let compression = self.header.compression();
         if compression != Compression::None {
             return Err(Error::UnsupportedCompression {
@@ -145,7 +147,8 @@ impl<'a> Batch<'a> {
             });
         }
         if self.header.records_count < 0 {
-            return Err(Error::CorruptBatch {
+            return Err(Error::Corrupt {
+                file: None,
                 position: self.position + field::RECORDS_COUNT as u64,
                 reason: Corruption::NegativeLength {
                     what: "recordsCount",
@@ -153,7 +156,7 @@ impl<'a> Batch<'a> {
                 },
             });
         }
-        Ok(Records {
+        Ok(BatchRecords {
             bytes: self.bytes,
             pos: HEADER_SIZE,
             remaining: self.header.records_count as u32,
@@ -185,7 +188,7 @@ impl<'a> Batch<'a> {
     /// # Errors
     ///
     /// As [`validate_records`](Batch::validate_records).
-    pub fn to_records(&self) -> Result<Vec<(u64, Record)>> {
+    pub fn to_records(&self) -> Result<Vec<(u64, BatchRecord)>> {
         // No capacity from the declared count: it may be hostile. Growth is bounded by bytes.
         let mut out = Vec::new();
         for record in self.records()? {
@@ -222,8 +225,8 @@ pub struct RecordView<'a> {
 
 impl RecordView<'_> {
     /// An owned copy (without the offset).
-    pub fn to_record(&self) -> Record {
-        Record {
+    pub fn to_record(&self) -> BatchRecord {
+        BatchRecord {
             timestamp: self.timestamp,
             key: self.key.map(<[u8]>::to_vec),
             value: self.value.map(<[u8]>::to_vec),
@@ -250,7 +253,7 @@ pub struct Header {
 
 /// A record, owned: what is appended, and what is read back (its offset comes beside it).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct Record {
+pub struct BatchRecord {
     /// Milliseconds since the Unix epoch, or [`NO_TIMESTAMP`](super::NO_TIMESTAMP).
     pub timestamp: i64,
     /// The key; `None` is a null key.
@@ -261,10 +264,10 @@ pub struct Record {
     pub headers: Vec<Header>,
 }
 
-impl Record {
+impl BatchRecord {
     /// A record with a timestamp, an optional key and a value, and no headers.
     pub fn new(timestamp: i64, key: Option<&[u8]>, value: &[u8]) -> Self {
-        Record {
+        BatchRecord {
             timestamp,
             key: key.map(<[u8]>::to_vec),
             value: Some(value.to_vec()),
@@ -275,7 +278,7 @@ impl Record {
 
 /// The records of a [`Batch`]; see [`Batch::records`].
 #[derive(Debug, Clone)]
-pub struct Records<'a> {
+pub struct BatchRecords<'a> {
     bytes: &'a [u8],
     pos: usize,
     remaining: u32,
@@ -289,7 +292,7 @@ pub struct Records<'a> {
     done: bool,
 }
 
-impl<'a> Iterator for Records<'a> {
+impl<'a> Iterator for BatchRecords<'a> {
     type Item = Result<RecordView<'a>>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -302,7 +305,8 @@ impl<'a> Iterator for Records<'a> {
             if trailing == 0 {
                 return None;
             }
-            return Some(Err(Error::CorruptBatch {
+            return Some(Err(Error::Corrupt {
+                file: None,
                 position: self.position + self.pos as u64,
                 reason: Corruption::TrailingBytes {
                     count: trailing as u64,
@@ -329,7 +333,8 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn err(&self, at: usize, reason: Corruption) -> Error {
-        Error::CorruptBatch {
+        Error::Corrupt {
+            file: None,
             position: self.base + at as u64,
             reason,
         }
@@ -351,7 +356,12 @@ impl<'a> Cursor<'a> {
 
     fn rebase(&self, e: Error) -> Error {
         match e {
-            Error::CorruptBatch { position, reason } => Error::CorruptBatch {
+            Error::Corrupt {
+                file: None,
+                position,
+                reason,
+            } => Error::Corrupt {
+                file: None,
                 position: self.base + position,
                 reason,
             },
@@ -401,7 +411,7 @@ impl<'a> Cursor<'a> {
     }
 }
 
-impl<'a> Records<'a> {
+impl<'a> BatchRecords<'a> {
     fn next_record(&mut self) -> Result<RecordView<'a>> {
         let mut outer = Cursor {
             buf: self.bytes,
@@ -581,7 +591,8 @@ impl<'a> Iterator for BatchIter<'a> {
             }
             Extent::Corrupt(length) => {
                 self.done = true;
-                Some(Err(Error::CorruptBatch {
+                Some(Err(Error::Corrupt {
+                    file: None,
                     position: position + 8,
                     reason: Corruption::BatchLengthTooSmall { length },
                 }))

@@ -111,7 +111,7 @@ impl BatchHeader {
     ///
     /// # Errors
     ///
-    /// [`Error::CorruptBatch`] (positions from the start of `buf`) with
+    /// [`Error::Corrupt`] (positions from the start of `buf`) with
     /// [`Corruption::Truncated`] when `buf` is shorter than 61 bytes,
     /// [`Corruption::NegativeOffset`], [`Corruption::BatchLengthTooSmall`] or
     /// [`Corruption::BadMagic`].
@@ -213,7 +213,8 @@ impl BatchHeader {
 }
 
 pub(super) fn corrupt(position: usize, reason: Corruption) -> Error {
-    Error::CorruptBatch {
+    Error::Corrupt {
+        file: None,
         position: position as u64,
         reason,
     }

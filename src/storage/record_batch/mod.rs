@@ -49,7 +49,8 @@ mod tests;
 
 pub use builder::{encode_batch, BatchBuilder};
 pub use decoder::{
-    next_batch_extent, Batch, BatchIter, Extent, Header, HeaderView, Record, RecordView, Records,
+    next_batch_extent, Batch, BatchIter, BatchRecord, BatchRecords, Extent, Header, HeaderView,
+    RecordView,
 };
 pub use header::{crc32c, BatchHeader, Compression, TimestampType};
 

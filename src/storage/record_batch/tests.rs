@@ -60,7 +60,8 @@ fn every_bit_flip_under_the_crc_is_caught() {
         assert!(
             matches!(
                 Batch::decode(&b),
-                Err(Error::CorruptBatch {
+                Err(Error::Corrupt {
+                    file: None,
                     reason: Corruption::CrcMismatch { .. },
                     ..
                 })
@@ -89,7 +90,8 @@ fn strict_record_rules() {
     let batch = Batch::decode(&b).unwrap();
     assert!(matches!(
         batch.validate_records(),
-        Err(Error::CorruptBatch {
+        Err(Error::Corrupt {
+            file: None,
             reason: Corruption::TrailingBytes { count: 1 },
             ..
         })
@@ -107,7 +109,8 @@ fn strict_record_rules() {
     let b = reseal(b);
     assert!(matches!(
         Batch::decode(&b).unwrap().records(),
-        Err(Error::CorruptBatch {
+        Err(Error::Corrupt {
+            file: None,
             reason: Corruption::NegativeLength { .. },
             ..
         })
@@ -158,7 +161,8 @@ fn zero_tail_is_corrupt_and_positions_are_absolute() {
     let mut it = BatchIter::with_base(&log, 1000);
     assert!(it.next().unwrap().is_ok());
     match it.next() {
-        Some(Err(Error::CorruptBatch {
+        Some(Err(Error::Corrupt {
+            file: None,
             position,
             reason: Corruption::BatchLengthTooSmall { length: 0 },
         })) => assert_eq!(position, 1000 + first as u64 + 8),
@@ -177,7 +181,8 @@ fn a_negative_base_offset_is_a_typed_error_naming_the_valid_range() {
     assert!(
         matches!(
             err,
-            Error::CorruptBatch {
+            Error::Corrupt {
+                file: None,
                 position: 1000,
                 reason: Corruption::NegativeOffset { base_offset: -5 },
             }
@@ -190,7 +195,8 @@ fn a_negative_base_offset_is_a_typed_error_naming_the_valid_range() {
     );
     assert!(matches!(
         BatchHeader::parse(&bytes),
-        Err(Error::CorruptBatch {
+        Err(Error::Corrupt {
+            file: None,
             reason: Corruption::NegativeOffset { base_offset: -5 },
             ..
         })

@@ -326,7 +326,11 @@ fn verify_segment(
         }
         ScanEnd::Corrupt { error, position } => {
             let position = match &error {
-                Error::CorruptSegment { position, .. } => *position,
+                Error::Corrupt {
+                    file: Some(_),
+                    position,
+                    ..
+                } => *position,
                 _ => position,
             };
             return Ok(Err(problem(

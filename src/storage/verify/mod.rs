@@ -6,7 +6,7 @@
 //! `.index` and `.timeindex` file must be named by a 20-digit base offset, and every index
 //! must have its `.log` (Kafka's `LogLoader` deletes stray indexes and ignores misnamed files,
 //! so a directory holding either is not as Kafka would leave it), and by default requires
-//! dense offsets (see [`VerifyOptions`]): no offset missing inside or between segments, as
+//! dense offsets (see [`VerifyConfig`]): no offset missing inside or between segments, as
 //! after a segment was deleted by hand. [`verify_path`] finds the
 //! partition directories under a path — the path itself when it holds segment files,
 //! otherwise every directory below it, at any depth, that does — and verifies each one.
@@ -93,7 +93,7 @@ pub enum ProblemKind {
     /// A `.timeindex` entry out of order, or disagreeing with its segment's timestamps.
     TimeIndexEntry,
     /// A missing offset inside or between segments (checked only with
-    /// [`VerifyOptions::dense_offsets`]).
+    /// [`VerifyConfig::dense_offsets`]).
     NotDense,
 }
 
@@ -140,11 +140,11 @@ pub struct VerifyReport {
 /// # Examples
 ///
 /// ```
-/// use logbus::storage::{verify_dir, FsIo, LogOptions, Record, SegmentSet};
+/// use logbus::storage::{verify_dir, FsIo, LogSetup, BatchRecord, SegmentSet};
 ///
 /// let dir = tempfile::tempdir()?;
-/// let (mut log, _) = SegmentSet::open(dir.path(), LogOptions::default())?;
-/// log.append(&[Record::new(1, None, b"a")])?;
+/// let (mut log, _) = SegmentSet::open(dir.path(), LogSetup::default())?;
+/// log.append(&[BatchRecord::new(1, None, b"a")])?;
 /// log.close()?;
 /// let report = verify_dir(&FsIo, dir.path())?;
 /// assert_eq!((report.segments, report.batches, report.problem), (1, 1, None));
@@ -182,7 +182,7 @@ pub fn verify_dir_bounded(io: &dyn Io, dir: &Path, max_batch_bytes: u64) -> Resu
 /// Which of the optional checks [`verify_partition_with`] and [`verify_path_with`] make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct VerifyOptions {
+pub struct VerifyConfig {
     /// Require dense offsets (the default): each segment's first batch starts at the
     /// segment's base offset, each batch at one past the previous batch's last offset (across
     /// segments too, so a segment deleted by hand is found), and the records of each batch
@@ -197,23 +197,23 @@ pub struct VerifyOptions {
     pub max_batch_bytes: u64,
 }
 
-impl Default for VerifyOptions {
+impl Default for VerifyConfig {
     fn default() -> Self {
-        VerifyOptions {
+        VerifyConfig {
             dense_offsets: true,
             max_batch_bytes: VERIFY_MAX_BATCH_BYTES,
         }
     }
 }
 
-impl VerifyOptions {
-    /// The options with [`dense_offsets`](VerifyOptions::dense_offsets) set to `dense`.
+impl VerifyConfig {
+    /// The options with [`dense_offsets`](VerifyConfig::dense_offsets) set to `dense`.
     pub fn dense_offsets(mut self, dense: bool) -> Self {
         self.dense_offsets = dense;
         self
     }
 
-    /// The options with [`max_batch_bytes`](VerifyOptions::max_batch_bytes) set to `max`.
+    /// The options with [`max_batch_bytes`](VerifyConfig::max_batch_bytes) set to `max`.
     pub fn max_batch_bytes(mut self, max: u64) -> Self {
         self.max_batch_bytes = max;
         self
@@ -311,14 +311,14 @@ impl TreeReport {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn verify_partition(io: &dyn Io, dir: &Path) -> Result<VerifyReport> {
-    verify_partition_with(io, dir, VerifyOptions::default())
+    verify_partition_with(io, dir, VerifyConfig::default())
 }
 
 /// Checks the partition directory `dir` without changing it: first its names (every segment
 /// file named by a 20-digit base offset, no index without its `.log`), then its contents as
 /// [`verify_dir`] does (batches, CRCs, offsets increasing and inside their segment, both
 /// indexes against the batches, no incomplete tail), then, with
-/// [`dense_offsets`](VerifyOptions::dense_offsets), that no offset is missing. Stops at the
+/// [`dense_offsets`](VerifyConfig::dense_offsets), that no offset is missing. Stops at the
 /// first problem, which names the file and byte position.
 ///
 /// # Errors
@@ -333,7 +333,7 @@ pub fn verify_partition(io: &dyn Io, dir: &Path) -> Result<VerifyReport> {
 /// use logbus::storage::fault::FaultyIo;
 /// use logbus::storage::io::{Io, OpenMode};
 /// use logbus::storage::record_batch::BatchBuilder;
-/// use logbus::storage::verify::{verify_partition_with, VerifyOptions};
+/// use logbus::storage::verify::{verify_partition_with, VerifyConfig};
 ///
 /// let io = FaultyIo::new(1);
 /// let dir = Path::new("/orders-0");
@@ -347,16 +347,16 @@ pub fn verify_partition(io: &dyn Io, dir: &Path) -> Result<VerifyReport> {
 ///     io.open(&dir.join(format!("{base:020}.timeindex")), OpenMode::CreateNew)?;
 /// }
 ///
-/// let strict = verify_partition_with(&io, dir, VerifyOptions::default())?;
+/// let strict = verify_partition_with(&io, dir, VerifyConfig::default())?;
 /// assert!(strict.problem.unwrap().reason.contains("offsets are not dense"));
-/// let gaps_allowed = VerifyOptions::default().dense_offsets(false);
+/// let gaps_allowed = VerifyConfig::default().dense_offsets(false);
 /// assert_eq!(verify_partition_with(&io, dir, gaps_allowed)?.problem, None);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn verify_partition_with(
     io: &dyn Io,
     dir: &Path,
-    options: VerifyOptions,
+    options: VerifyConfig,
 ) -> Result<VerifyReport> {
     check::verify(
         io,
@@ -480,7 +480,7 @@ fn find_partitions(dir: &Path, mut names: Vec<String>, dirs: &mut Vec<PathBuf>) 
 ///
 /// See the [module docs](self).
 pub fn verify_path(path: &Path) -> Result<TreeReport> {
-    verify_path_with(path, VerifyOptions::default())
+    verify_path_with(path, VerifyConfig::default())
 }
 
 /// Verifies every partition directory at `path` (see [`partition_dirs`]) with
@@ -494,7 +494,7 @@ pub fn verify_path(path: &Path) -> Result<TreeReport> {
 /// # Examples
 ///
 /// See the [module docs](self).
-pub fn verify_path_with(path: &Path, options: VerifyOptions) -> Result<TreeReport> {
+pub fn verify_path_with(path: &Path, options: VerifyConfig) -> Result<TreeReport> {
     let mut report = TreeReport::default();
     for dir in partition_dirs(path)? {
         let (partition, error) = match verify_partition_with(&FsIo, &dir, options) {

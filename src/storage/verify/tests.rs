@@ -2,8 +2,8 @@ use super::*;
 use crate::storage::fault::FaultyIo;
 use crate::storage::file_names::{file_name, parse_file_name, LOG_SUFFIX, SEGMENT_SUFFIXES};
 use crate::storage::io::OpenMode;
-use crate::storage::record_batch::Record;
-use crate::storage::segment_set::{LogConfig, LogOptions, SegmentSet};
+use crate::storage::record_batch::BatchRecord;
+use crate::storage::segment_set::{LogConfig, LogSetup, SegmentSet};
 use crate::sync::Arc;
 
 fn write_partition(io: Arc<dyn Io>, dir: &Path, records: u32) {
@@ -14,16 +14,16 @@ fn write_partition(io: Arc<dyn Io>, dir: &Path, records: u32) {
     };
     let (mut log, _) = SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             config,
             io,
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
     .unwrap();
     for i in 0..records {
         let ts = 1_700_000_000_000 + i64::from(i % 7) * 10;
-        log.append(&[Record::new(ts, Some(b"k"), &[i as u8; 40])])
+        log.append(&[BatchRecord::new(ts, Some(b"k"), &[i as u8; 40])])
             .unwrap();
     }
     log.close().unwrap();
@@ -86,9 +86,9 @@ fn segments_without_timestamps_get_no_time_index_entry() {
     let open = || {
         SegmentSet::open(
             dir,
-            LogOptions {
+            LogSetup {
                 io: Arc::new(io.clone()),
-                ..LogOptions::default()
+                ..LogSetup::default()
             },
         )
         .unwrap()
@@ -100,7 +100,7 @@ fn segments_without_timestamps_get_no_time_index_entry() {
     assert_eq!(io.read_file(&index).unwrap(), b"");
 
     let mut log = open(); // recovered from offset 0: indexes rebuilt
-    log.append(&[Record::new(-1, None, b"no timestamp")])
+    log.append(&[BatchRecord::new(-1, None, b"no timestamp")])
         .unwrap();
     log.close().unwrap();
     assert_eq!(verify_partition(&io, dir).unwrap().problem, None);
@@ -114,8 +114,8 @@ fn gaps_fail_the_dense_check_only() {
     let io = FaultyIo::new(6);
     let dir = Path::new("/data/t-3");
     write_partition(Arc::new(io.clone()), dir, 200);
-    let dense = VerifyOptions::default();
-    let gaps = VerifyOptions::default().dense_offsets(false);
+    let dense = VerifyConfig::default();
+    let gaps = VerifyConfig::default().dense_offsets(false);
     assert_eq!(
         verify_partition_with(&io, dir, dense).unwrap().problem,
         None
@@ -142,15 +142,15 @@ fn gaps_fail_the_dense_check_only() {
     let dir = Path::new("/data/t-4");
     let (mut log, _) = SegmentSet::open(
         dir,
-        LogOptions {
+        LogSetup {
             io: Arc::new(io.clone()),
-            ..LogOptions::default()
+            ..LogSetup::default()
         },
     )
     .unwrap();
-    log.append(&[Record::new(1, None, b"a")]).unwrap();
+    log.append(&[BatchRecord::new(1, None, b"a")]).unwrap();
     let batch =
-        crate::storage::record_batch::encode_batch(9, &[Record::new(2, None, b"b")]).unwrap();
+        crate::storage::record_batch::encode_batch(9, &[BatchRecord::new(2, None, b"b")]).unwrap();
     let info = log.append_batch(&batch).unwrap();
     log.close().unwrap();
     // The gap is inside the segment, or at the start of a new one if the set rolled.
@@ -206,7 +206,7 @@ fn records_must_fill_their_batch() {
     let b = with_crc(b);
     let problem = check(&b).unwrap();
     assert_eq!(problem.kind, ProblemKind::CorruptBatch, "{problem:?}");
-    let gaps = VerifyOptions::default().dense_offsets(false);
+    let gaps = VerifyConfig::default().dense_offsets(false);
     assert!(verify_partition_with(&io, dir, gaps)
         .unwrap()
         .problem

@@ -1,0 +1,518 @@
+//! Topic admin: create, look up, grow, delete, list and describe topics, and the offsets
+//! of their partitions.
+
+use std::any::{type_name, Any, TypeId};
+
+use super::topic::{PartitionFactory, TopicAdmin, TopicSlot};
+use super::{validate_topic_name, Broker, Topic, TopicConfig, TopicInner, TopicPartition};
+use crate::codec::Codec;
+use crate::partition::{Offsets, Partition};
+use crate::persist::PersistedTopicConfig;
+// Std's Arc (also under loom): the broker shares unsized values (see `sync::StdArc`).
+use crate::sync::atomic::Ordering;
+use crate::sync::StdArc as Arc;
+use crate::sync::WaitSet;
+use crate::{Error, Result};
+
+/// One partition as [`Broker::describe_topic`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// The partition number.
+    pub partition: u32,
+    /// The first offset still held.
+    pub log_start: u64,
+    /// Consumers read below this offset (equal to `log_end` with one replica; on a
+    /// replicated topic, the lowest log end over the ISR).
+    pub high_watermark: u64,
+    /// One past the last offset appended (the leader's, on a replicated topic).
+    pub log_end: u64,
+    /// Records held in memory (`log_end - log_start`).
+    pub records_in_memory: u64,
+    /// Records an [`Overflow::Block`](super::Overflow::Block) topic overwrote while no consumer group held them
+    /// (none registered on the partition, or the last one deleted or expired): no group
+    /// had read them (consumers without a group id hold nothing back, so one may have).
+    /// Records a group committed are not counted when they are overwritten later. Always
+    /// 0 for other topics: `DropOldest` drops by design, persisted and replicated topics
+    /// keep records on disk.
+    pub overwritten_unread: u64,
+}
+
+/// A topic as [`Broker::describe_topic`] sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicDescription {
+    /// The topic's name.
+    pub name: String,
+    /// Its key type's name (for messages; not a stable identifier).
+    pub key_type: &'static str,
+    /// Its value type's name.
+    pub value_type: &'static str,
+    /// Its configuration (with the current partition count).
+    pub config: TopicConfig,
+    /// Every partition, in order.
+    pub partitions: Vec<PartitionInfo>,
+    /// Replicated topics: each partition's leader, ISR, leader epoch, HW and replicas, in
+    /// partition order (empty for a replication factor of 1).
+    pub replicas: Vec<crate::replica::PartitionReplicas>,
+}
+
+impl Broker {
+    /// Creates topic `name` with key type `K` and value type `V`: in memory from a
+    /// [`TopicConfig`], or persisted in the broker's data directory from a
+    /// [`TopicConfig::persist`] config ([`PersistedTopicConfig`], whose types need a
+    /// [`Codec`]). Either may be replicated
+    /// ([`TopicConfig::replication_factor`]).
+    ///
+    /// A persisted topic's partitions live in `<data dir>/<name>-<n>/`, its metadata (with
+    /// the codecs' type ids) in `<data dir>/<name>.topic`; its `records_in_memory` sizes the
+    /// ring that caches the tail, its retention age applies to segments, and `Overflow` does
+    /// not apply (producers wait only for the disk writer).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidTopicName`], [`Error::InvalidConfig`] (partition count, memory,
+    /// retention, persistence settings; a persisted config on a broker without a data
+    /// directory, naming how to open one), [`Error::TopicExists`] (in memory or on disk),
+    /// I/O errors of a persisted topic's files.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, TopicConfig};
+    /// use logbus::persist::PersistConfig;
+    ///
+    /// let memory = Broker::in_memory();
+    /// memory.create_topic::<String, u64>("clicks", TopicConfig::new(3))?;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let disk = Broker::builder().data_dir(dir.path()).create(true).open()?;
+    /// disk.create_topic::<String, u64>("orders", TopicConfig::new(3).persist(PersistConfig::new()))?;
+    /// # disk.close()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_topic<K, V>(
+        &self,
+        name: &str,
+        config: impl NewTopic<K, V>,
+    ) -> Result<Topic<K, V>> {
+        config.create_in(self, name)
+    }
+
+    /// Creates an in-memory topic (`create_topic` with a plain [`TopicConfig`]).
+    fn create_in_memory<K, V>(&self, name: &str, config: TopicConfig) -> Result<Topic<K, V>>
+    where
+        K: Clone + Send + Sync + 'static,
+        V: Clone + Send + Sync + 'static,
+    {
+        validate_topic_name(name)?;
+        config.validate()?;
+        // Held to the insert, before the topics' lock (persisted creations take it, then
+        // that one): a persisted creation of this name hides its topic until registered,
+        // so without it both creations could pass their checks and the persisted one fail
+        // at registration, its files left on disk.
+        let _creating = self.data().map(|d| d.creating());
+        let on_disk = self.stored_types(name).is_some();
+        let mut topics = self.inner.topics.lock();
+        // Under the topics' lock: `close` marks the directory closed, then closes every
+        // topic it finds here, so a topic is either refused or found and closed.
+        if let Some(d) = self.data() {
+            d.check_open()?;
+        }
+        if topics.contains_key(name) || on_disk {
+            return Err(Error::TopicExists {
+                topic: name.to_owned(),
+            });
+        }
+        let arrivals = Arc::new(WaitSet::new());
+        let factory: Option<PartitionFactory<K, V>> = (config.replication_factor > 1).then(|| {
+            let (runtime, name, arrivals) =
+                (self.replication(), Arc::from(name), Arc::clone(&arrivals));
+            Arc::new(move |n| {
+                crate::replica::build_partition(&runtime, &name, n, &config, &arrivals)
+            }) as PartitionFactory<K, V>
+        });
+        let partitions = (0..config.partitions)
+            .map(|n| match &factory {
+                Some(make) => make(n),
+                None => Partition::new(config.partition_config(), Arc::clone(&arrivals))
+                    .map(|p| Arc::new(p.with_gate_expiry(Some(self.gate_expiry())))),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let inner = Arc::new(TopicInner {
+            factory,
+            gate_expiry: Some(self.gate_expiry()),
+            ..TopicInner::new(name, config, partitions, arrivals)
+        });
+        topics.insert(
+            name.to_owned(),
+            TopicSlot {
+                key: (TypeId::of::<K>(), type_name::<K>()),
+                value: (TypeId::of::<V>(), type_name::<V>()),
+                typed: Arc::clone(&inner) as Arc<dyn Any + Send + Sync>,
+                admin: Arc::clone(&inner) as Arc<dyn TopicAdmin>,
+            },
+        );
+        drop(topics);
+        self.bump_metadata();
+        Ok(Topic::from_inner(inner))
+    }
+
+    /// Whether a topic `name` with `config` could be created now (valid, not taken).
+    pub(crate) fn check_new_topic(&self, name: &str, config: &TopicConfig) -> Result<()> {
+        validate_topic_name(name)?;
+        config.validate()?;
+        if self.inner.topics.lock().contains_key(name) {
+            return Err(Error::TopicExists {
+                topic: name.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Closes every partition of every open topic, in memory or persisted, replicated or
+    /// not (a replicated persisted topic's files are closed after, by the replicas' own
+    /// close): `Broker::close`. Sends fail from now on, saying the broker was closed;
+    /// waiting sends and polls wake.
+    pub(crate) fn close_topics(&self) {
+        let topics: Vec<_> = self
+            .inner
+            .topics
+            .lock()
+            .values()
+            .map(|slot| Arc::clone(&slot.admin))
+            .collect();
+        for topic in topics {
+            topic.close_for_broker();
+        }
+    }
+
+    /// The data directories of replicated persisted topics (a broker opened on disk).
+    pub(super) fn replicated_dirs(&self) -> Option<Arc<crate::persist::replicated::DiskDirs>> {
+        self.data()?;
+        self.inner.replication.lock().as_ref()?.disk()
+    }
+
+    /// The codec type ids of a persisted topic on disk (open or not).
+    pub(super) fn stored_types(&self, name: &str) -> Option<(String, String)> {
+        let data = self.data()?;
+        data.meta_types(name)
+            .or_else(|| self.replicated_dirs()?.meta_types(name))
+    }
+
+    /// Registers a topic built elsewhere (a persisted one).
+    pub(crate) fn register_topic<K, V>(&self, inner: &Arc<TopicInner<K, V>>) -> Result<()>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
+    {
+        let mut topics = self.inner.topics.lock();
+        if topics.contains_key(&*inner.name) {
+            return Err(Error::TopicExists {
+                topic: inner.name.to_string(),
+            });
+        }
+        topics.insert(
+            inner.name.to_string(),
+            TopicSlot {
+                key: (TypeId::of::<K>(), type_name::<K>()),
+                value: (TypeId::of::<V>(), type_name::<V>()),
+                typed: Arc::clone(inner) as Arc<dyn Any + Send + Sync>,
+                admin: Arc::clone(inner) as Arc<dyn TopicAdmin>,
+            },
+        );
+        Ok(())
+    }
+
+    /// The topic `name`, which must have key type `K` and value type `V`: a handle to an
+    /// open topic (in memory or persisted), or a persisted topic recovered from the data
+    /// directory and not opened yet, opened now after checking its codecs' type ids against
+    /// its metadata. The Rust types are fixed from then on: two types of one encoding
+    /// (`Vec<u8>` and `Bytes`) cannot both open it.
+    ///
+    /// The types need a [`Codec`] because the topic may have to be
+    /// opened from disk; an in-memory topic of types without one is reached through the
+    /// handle [`create_topic`](Self::create_topic) returned (clone it).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`]; [`Error::TypeMismatch`] naming both types (the Rust types of
+    /// an open topic, or the codec type ids in a persisted topic's metadata); for a
+    /// replicated persisted topic, [`Error::InvalidConfig`] (`data_dirs`) when the data
+    /// directories are not in the order it was created with (replica ids are directory
+    /// indexes); I/O errors opening a persisted topic's files.
+    pub fn topic<K, V>(&self, name: &str) -> Result<Topic<K, V>>
+    where
+        K: Codec + Send + Sync + 'static,
+        V: Codec + Send + Sync + 'static,
+    {
+        match self.topic_inner(name) {
+            Err(Error::TopicNotOpen { .. }) => self.open_persisted(name),
+            found => found.map(Topic::from_inner),
+        }
+    }
+
+    pub(crate) fn topic_inner<K, V>(&self, name: &str) -> Result<Arc<TopicInner<K, V>>>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
+    {
+        let slot = self.slot(name)?;
+        if slot.key.0 != TypeId::of::<K>() || slot.value.0 != TypeId::of::<V>() {
+            return Err(Error::TypeMismatch {
+                topic: name.to_owned(),
+                existing: format!("Topic<{}, {}>", slot.key.1, slot.value.1),
+                requested: format!("Topic<{}, {}>", type_name::<K>(), type_name::<V>()),
+            });
+        }
+        match slot.typed.downcast::<TopicInner<K, V>>() {
+            Ok(inner) => Ok(inner),
+            // The type ids matched, so the downcast cannot fail; say so rather than panic.
+            Err(_) => Err(Error::TypeMismatch {
+                topic: name.to_owned(),
+                existing: format!("Topic<{}, {}>", slot.key.1, slot.value.1),
+                requested: format!("Topic<{}, {}>", type_name::<K>(), type_name::<V>()),
+            }),
+        }
+    }
+
+    pub(super) fn slot(&self, name: &str) -> Result<TopicSlot> {
+        if let Some(slot) = self.inner.topics.lock().get(name) {
+            return Ok(slot.clone());
+        }
+        // A persisted topic not opened yet is known, but not its Rust types.
+        let stored = self.stored_types(name);
+        if stored.is_some() {
+            // Registered since the look above, by a create that hid it until then.
+            if let Some(slot) = self.inner.topics.lock().get(name) {
+                return Ok(slot.clone());
+            }
+        }
+        match stored {
+            Some((key_type, value_type)) => Err(Error::TopicNotOpen {
+                topic: name.to_owned(),
+                key_type,
+                value_type,
+            }),
+            None => Err(Error::UnknownTopic {
+                topic: name.to_owned(),
+            }),
+        }
+    }
+
+    /// Grows topic `name` to `total` partitions. Keys hash over the new count from then on
+    /// (as in Kafka: a key may land on another partition than before).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`]; [`Error::PartitionsCannotShrink`] when `total` is not above
+    /// the current count; [`Error::InvalidConfig`] above [`MAX_PARTITIONS`](super::MAX_PARTITIONS).
+    pub fn add_partitions(&self, name: &str, total: u32) -> Result<()> {
+        self.slot(name)?.admin.add_partitions(total)?;
+        self.bump_metadata();
+        Ok(())
+    }
+
+    /// Deletes topic `name`: its records and its groups' offsets go (a persisted topic's
+    /// files too); producers sending to it and consumers assigned to it get an error; a new
+    /// topic may take the name.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`]; for a persisted topic, the I/O error that stopped the
+    /// removal of its files (the topic is gone from the broker either way).
+    /// [`Error::LogOffline`] naming a failed data directory, for a replicated persisted
+    /// topic while one is failed: nothing is deleted (that directory would keep the
+    /// topic's files and bring it back at the next open); restore it first.
+    pub fn delete_topic(&self, name: &str) -> Result<()> {
+        if let Some(r) = self
+            .replicated_dirs()
+            .filter(|r| r.meta_types(name).is_some())
+        {
+            r.check_online()?;
+        }
+        // Deleted while still registered, removed after: a persisted topic removed first
+        // looked like one on disk not opened yet, and a `topic` call in between opened it
+        // again, registered over the files this delete then removed.
+        let slot = self.inner.topics.lock().get(name).cloned();
+        let Some(slot) = slot else {
+            // A persisted topic not opened: only its files.
+            if let Some(r) = self
+                .replicated_dirs()
+                .filter(|r| r.meta_types(name).is_some())
+            {
+                // Under the creation lock, which `topic()` holds while it opens one (the
+                // one-replica kind's delete takes it itself): not opened meanwhile, or
+                // deleted as an open topic.
+                let opening = self.data().map(|d| d.creating());
+                if self.inner.topics.lock().contains_key(name) {
+                    drop(opening);
+                    return self.delete_topic(name);
+                }
+                return crate::persist::replicated::delete_files(&r, name);
+            }
+            return match self.data() {
+                Some(d) if d.meta_types(name).is_some() => d.delete_topic(name),
+                _ => Err(Error::UnknownTopic {
+                    topic: name.to_owned(),
+                }),
+            };
+        };
+        let removed = slot.admin.delete();
+        let ours = {
+            let mut topics = self.inner.topics.lock();
+            let ours = topics
+                .get(name)
+                .is_some_and(|s| Arc::ptr_eq(&s.admin, &slot.admin));
+            if ours {
+                topics.remove(name);
+            }
+            ours
+        };
+        self.bump_metadata();
+        if !ours {
+            // Another delete of this topic removed it first.
+            return Err(Error::UnknownTopic {
+                topic: name.to_owned(),
+            });
+        }
+        removed
+    }
+
+    /// The names of all topics, sorted: on a broker opened on a data directory, with the
+    /// persisted topics not opened yet.
+    pub fn topics(&self) -> Vec<String> {
+        let mut names: Vec<_> = self.inner.topics.lock().keys().cloned().collect();
+        if let Some(d) = self.data() {
+            names.extend(d.topic_names());
+        }
+        if let Some(r) = self.replicated_dirs() {
+            names.extend(r.names());
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Topic `name`'s types, configuration and, per partition, log start, high watermark,
+    /// log end and records in memory.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownTopic`].
+    pub fn describe_topic(&self, name: &str) -> Result<TopicDescription> {
+        self.expire_empty_groups();
+        let slot = self.slot(name)?;
+        let now = self.now_ms();
+        let config = slot.admin.config();
+        let partitions = (0..config.partitions)
+            .map(|p| {
+                slot.admin.offsets(p, now).map(|o| PartitionInfo {
+                    partition: p,
+                    log_start: o.log_start,
+                    high_watermark: o.high_watermark,
+                    log_end: o.log_end,
+                    records_in_memory: o.log_end - o.log_start,
+                    overwritten_unread: o.overwritten_unread,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let replicas = match &*self.inner.replication.lock() {
+            Some(rt) if config.replication_factor > 1 => rt.describe_topic(name),
+            _ => Vec::new(),
+        };
+        Ok(TopicDescription {
+            name: name.to_owned(),
+            key_type: slot.key.1,
+            value_type: slot.value.1,
+            config,
+            partitions,
+            replicas,
+        })
+    }
+
+    /// Changes when topics are created, deleted or grown.
+    pub(crate) fn metadata_version(&self) -> u64 {
+        // Acquire: pairs with the Release in `bump_metadata`, so the new topics are seen.
+        self.inner.metadata_version.load(Ordering::Acquire)
+    }
+
+    pub(super) fn bump_metadata(&self) {
+        // Release: pairs with the Acquire in `metadata_version`.
+        self.inner.metadata_version.fetch_add(1, Ordering::Release);
+    }
+
+    /// Whether topic `name` exists with key type `K` and value type `V`.
+    pub(crate) fn has_topic_of<K: 'static, V: 'static>(&self, name: &str) -> bool {
+        self.slot(name)
+            .is_ok_and(|s| s.key.0 == TypeId::of::<K>() && s.value.0 == TypeId::of::<V>())
+    }
+
+    /// The partition count of topic `name`, if it exists.
+    pub(crate) fn partition_count(&self, name: &str) -> Option<u32> {
+        self.slot(name).ok().map(|s| s.admin.partition_count())
+    }
+
+    pub(crate) fn offsets(&self, tp: &TopicPartition) -> Result<Offsets> {
+        self.slot(&tp.topic)?
+            .admin
+            .offsets(tp.partition, self.now_ms())
+    }
+
+    pub(crate) fn offset_for_time(
+        &self,
+        tp: &TopicPartition,
+        timestamp: i64,
+    ) -> Result<Option<(u64, i64)>> {
+        self.slot(&tp.topic)?
+            .admin
+            .offset_for_time(tp.partition, timestamp, self.now_ms())
+    }
+
+    /// Checks that `tp` names an existing partition.
+    pub(crate) fn check_partition(&self, tp: &TopicPartition) -> Result<()> {
+        let count = self.slot(&tp.topic)?.admin.partition_count();
+        if tp.partition >= count {
+            return Err(Error::PartitionOutOfRange {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                count,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// What [`Broker::create_topic`] creates a topic from: a [`TopicConfig`] (an in-memory
+/// topic; any `Clone` key and value types) or a [`PersistedTopicConfig`] (a persisted topic,
+/// from [`TopicConfig::persist`]; key and value types with a [`Codec`]). Sealed: these two
+/// are the only kinds.
+pub trait NewTopic<K, V>: sealed::Sealed {
+    /// Creates topic `name` on `broker` (what `create_topic` runs).
+    #[doc(hidden)]
+    fn create_in(self, broker: &Broker, name: &str) -> Result<Topic<K, V>>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::TopicConfig {}
+    impl Sealed for super::PersistedTopicConfig {}
+}
+
+impl<K, V> NewTopic<K, V> for TopicConfig
+where
+    K: Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+{
+    fn create_in(self, broker: &Broker, name: &str) -> Result<Topic<K, V>> {
+        broker.create_in_memory(name, self)
+    }
+}
+
+impl<K, V> NewTopic<K, V> for PersistedTopicConfig
+where
+    K: Codec + Send + Sync + 'static,
+    V: Codec + Send + Sync + 'static,
+{
+    fn create_in(self, broker: &Broker, name: &str) -> Result<Topic<K, V>> {
+        broker.create_persisted(name, self.topic_config(), self.persist_config())
+    }
+}

@@ -1,0 +1,310 @@
+//! A topic's configuration and the rules its name and partition count follow.
+
+use std::time::Duration;
+
+use crate::partition::PartitionConfig;
+use crate::{Error, Result};
+
+/// The most partitions a topic may have.
+pub const MAX_PARTITIONS: u32 = 1 << 16;
+/// The most records a partition may keep in memory.
+pub const MAX_RECORDS_IN_MEMORY: usize = 1 << 28;
+/// The longest name of a logbus topic, whatever its kind (in memory, persisted, replicated):
+/// Kafka's [`KAFKA_MAX_TOPIC_NAME_LEN`] less the 7 characters by which a replicated topic's
+/// metadata file, written as `<name>.replicas.tmp` and renamed, outgrows Kafka's longest
+/// name, `<name>-<partition>`, within the 255 bytes a file name may take.
+pub const MAX_TOPIC_NAME_LEN: usize = 242;
+/// The longest topic name Kafka accepts (the names of a Kafka cluster's topics, reached with
+/// the `kafka` feature, and of topics found on disk, follow this rule).
+pub const KAFKA_MAX_TOPIC_NAME_LEN: usize = 249;
+
+/// What a producer does when a partition's memory is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Overflow {
+    /// Producers wait while the oldest record in memory is not yet committed by every
+    /// registered consumer group: no record a group has not committed is overwritten.
+    /// Consumers without a group id never hold producers back.
+    ///
+    /// Where nothing holds them, records are overwritten, never silently: with no group
+    /// registered on a partition yet (or after the last one was deleted or expired), a
+    /// `Block` topic overwrites its oldest records like `DropOldest`, and counts them in
+    /// [`PartitionInfo::overwritten_unread`](crate::broker::PartitionInfo::overwritten_unread)
+    /// (what [`Broker::describe_topic`](crate::Broker::describe_topic) shows); a consumer
+    /// that then starts at `Earliest` counts the records overwritten before it as skipped
+    /// ([`ConsumerMetrics::skipped`](crate::consumer::ConsumerMetrics::skipped)). A group
+    /// with no open consumer stops holding producers back after the broker's
+    /// [`empty_group_timeout`](crate::broker::BrokerBuilder::empty_group_timeout) (45 s by
+    /// default). By default a partition keeps 4,096 records in memory
+    /// ([`TopicConfig::records_in_memory`]) and consumers start at `Latest`.
+    #[default]
+    Block,
+    /// Producers never wait: the oldest record is overwritten, and a consumer that falls
+    /// behind is reset per its `auto_offset_reset` and told how much it skipped.
+    DropOldest,
+}
+
+/// How a topic is shaped.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use logbus::broker::{Overflow, TopicConfig};
+///
+/// let config = TopicConfig::new(8)
+///     .records_in_memory(1 << 16)
+///     .retention(Duration::from_secs(3600))
+///     .overflow(Overflow::DropOldest);
+/// assert_eq!(config.partitions(), 8);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicConfig {
+    pub(crate) partitions: u32,
+    pub(crate) records_in_memory: usize,
+    pub(crate) retention: Option<Duration>,
+    pub(crate) overflow: Overflow,
+    pub(crate) replication_factor: u32,
+    pub(crate) min_insync_replicas: u32,
+    pub(crate) unclean_leader_election: bool,
+    pub(crate) replica_lag_time_max: Duration,
+}
+
+/// The most replicas a partition may have.
+pub const MAX_REPLICATION_FACTOR: u32 = 16;
+
+impl TopicConfig {
+    /// `partitions` partitions, 4096 records in memory each, no retention limit,
+    /// [`Overflow::Block`].
+    pub const fn new(partitions: u32) -> Self {
+        Self {
+            partitions,
+            records_in_memory: 4096,
+            retention: None,
+            overflow: Overflow::Block,
+            replication_factor: 1,
+            min_insync_replicas: 1,
+            unclean_leader_election: false,
+            replica_lag_time_max: Duration::from_secs(30),
+        }
+    }
+
+    /// Replicas per partition (Kafka's `replication.factor`; 1 to
+    /// [`MAX_REPLICATION_FACTOR`], default 1). With more than one, each partition keeps a
+    /// log per replica on different data directories, a leader and followers (see
+    /// [`crate::replica`]); `Overflow` then does not apply: each replica keeps
+    /// `records_in_memory` records, dropping the oldest.
+    pub const fn replication_factor(mut self, replicas: u32) -> Self {
+        self.replication_factor = replicas;
+        self
+    }
+
+    /// The fewest in-sync replicas an `acks = all` send accepts (Kafka's
+    /// `min.insync.replicas`; 1 to the replication factor, default 1).
+    pub const fn min_insync_replicas(mut self, replicas: u32) -> Self {
+        self.min_insync_replicas = replicas;
+        self
+    }
+
+    /// Whether a replica outside the ISR may lead when no in-sync replica is alive,
+    /// losing the committed records it lacks (Kafka's `unclean.leader.election.enable`;
+    /// off by default).
+    pub const fn unclean_leader_election(mut self, enabled: bool) -> Self {
+        self.unclean_leader_election = enabled;
+        self
+    }
+
+    /// How long a follower may stay behind before it leaves the ISR, on the broker's
+    /// clock (Kafka's `replica.lag.time.max.ms`; 30 s by default).
+    pub const fn replica_lag_time_max(mut self, lag: Duration) -> Self {
+        self.replica_lag_time_max = lag;
+        self
+    }
+
+    /// Replicas per partition.
+    pub const fn replicas_per_partition(&self) -> u32 {
+        self.replication_factor
+    }
+
+    /// `min_insync_replicas`.
+    pub const fn min_insync(&self) -> u32 {
+        self.min_insync_replicas
+    }
+
+    /// Whether unclean leader election is on.
+    pub const fn unclean_election(&self) -> bool {
+        self.unclean_leader_election
+    }
+
+    /// `replica_lag_time_max`.
+    pub const fn replica_lag_max(&self) -> Duration {
+        self.replica_lag_time_max
+    }
+
+    /// Records each partition keeps in memory: a power of two from 2 to
+    /// [`MAX_RECORDS_IN_MEMORY`]. Memory is taken at creation.
+    pub const fn records_in_memory(mut self, records: usize) -> Self {
+        self.records_in_memory = records;
+        self
+    }
+
+    /// Records older than this (by their timestamp, against the broker's clock) are
+    /// expired: below the log start, no longer read.
+    pub const fn retention(mut self, age: Duration) -> Self {
+        self.retention = Some(age);
+        self
+    }
+
+    /// What producers do when a partition is full.
+    pub const fn overflow(mut self, overflow: Overflow) -> Self {
+        self.overflow = overflow;
+        self
+    }
+
+    /// The partition count.
+    pub const fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    /// Records kept in memory per partition.
+    pub const fn records_in_memory_per_partition(&self) -> usize {
+        self.records_in_memory
+    }
+
+    /// The retention age, if any.
+    pub const fn retention_age(&self) -> Option<Duration> {
+        self.retention
+    }
+
+    /// The overflow policy.
+    pub const fn overflow_policy(&self) -> Overflow {
+        self.overflow
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        check_partition_count(self.partitions)?;
+        let r = self.records_in_memory;
+        if !(2..=MAX_RECORDS_IN_MEMORY).contains(&r) || !r.is_power_of_two() {
+            return Err(Error::InvalidConfig {
+                name: "records_in_memory",
+                value: r.to_string(),
+                valid: format!("a power of two from 2 to {MAX_RECORDS_IN_MEMORY}"),
+            });
+        }
+        if self.retention == Some(Duration::ZERO) {
+            return Err(Error::InvalidConfig {
+                name: "retention",
+                value: "0s".into(),
+                valid: "a positive duration (or no retention limit)".into(),
+            });
+        }
+        let rf = self.replication_factor;
+        if !(1..=MAX_REPLICATION_FACTOR).contains(&rf) {
+            return Err(Error::InvalidConfig {
+                name: "replication_factor",
+                value: rf.to_string(),
+                valid: format!("1 to {MAX_REPLICATION_FACTOR}"),
+            });
+        }
+        if !(1..=rf).contains(&self.min_insync_replicas) {
+            return Err(Error::InvalidConfig {
+                name: "min_insync_replicas",
+                value: self.min_insync_replicas.to_string(),
+                valid: format!("1 to the replication factor ({rf})"),
+            });
+        }
+        if self.replica_lag_time_max.is_zero() {
+            return Err(Error::InvalidConfig {
+                name: "replica_lag_time_max",
+                value: "0s".into(),
+                valid: "a positive duration".into(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn partition_config(&self) -> PartitionConfig {
+        PartitionConfig {
+            capacity: self.records_in_memory,
+            gated: self.overflow == Overflow::Block,
+            retention_ms: self
+                .retention
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        }
+    }
+}
+
+pub(crate) fn check_partition_count(n: u32) -> Result<()> {
+    if !(1..=MAX_PARTITIONS).contains(&n) {
+        return Err(Error::InvalidConfig {
+            name: "partitions",
+            value: n.to_string(),
+            valid: format!("1 to {MAX_PARTITIONS}"),
+        });
+    }
+    Ok(())
+}
+
+/// Checks the name of a logbus topic: 1 to [`MAX_TOPIC_NAME_LEN`] (242) characters of
+/// `[a-zA-Z0-9._-]`, not `.` or `..` — Kafka's rule, with a limit that holds for every topic
+/// kind (a persisted topic's longest file name, `<name>.replicas.tmp`, must fit in the 255
+/// bytes a file name may take). Such a name can never reach outside a directory it names a
+/// child of.
+///
+/// # Errors
+///
+/// [`Error::InvalidTopicName`] saying why (for a long name, the valid length).
+///
+/// # Examples
+///
+/// ```
+/// use logbus::broker::{validate_topic_name, MAX_TOPIC_NAME_LEN};
+///
+/// assert!(validate_topic_name("orders.eu-west_1").is_ok());
+/// assert!(validate_topic_name("../etc").is_err());
+/// assert!(validate_topic_name(&"x".repeat(MAX_TOPIC_NAME_LEN)).is_ok());
+/// assert!(validate_topic_name(&"x".repeat(MAX_TOPIC_NAME_LEN + 1)).is_err());
+/// ```
+pub fn validate_topic_name(name: &str) -> Result<()> {
+    check_topic_name(name, MAX_TOPIC_NAME_LEN)
+}
+
+/// Kafka's own rule (up to [`KAFKA_MAX_TOPIC_NAME_LEN`] characters): for a Kafka cluster's
+/// topics, and for names already on disk.
+pub(crate) fn validate_kafka_topic_name(name: &str) -> Result<()> {
+    check_topic_name(name, KAFKA_MAX_TOPIC_NAME_LEN)
+}
+
+fn check_topic_name(name: &str, max: usize) -> Result<()> {
+    let fail = |reason: String| {
+        Err(Error::InvalidTopicName {
+            name: name.to_owned(),
+            reason,
+        })
+    };
+    if name.is_empty() {
+        return fail(format!(
+            "a topic name needs 1 to {max} characters; it is empty"
+        ));
+    }
+    if name == "." || name == ".." {
+        return fail("`.` and `..` are not allowed as topic names".into());
+    }
+    if name.len() > max {
+        return fail(format!(
+            "{} characters is longer than the limit of {max} (a topic name needs 1 to {max} \
+             characters)",
+            name.len()
+        ));
+    }
+    if let Some((i, c)) = name
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return fail(format!(
+            "character {c:?} at byte {i} is not allowed: only ASCII letters, digits, `.`, `_` \
+             and `-`"
+        ));
+    }
+    Ok(())
+}

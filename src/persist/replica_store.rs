@@ -1,0 +1,433 @@
+//! A persisted replica's disk side: its segment set in `<data dir>/<topic>-<partition>/`
+//! (Kafka's format; each batch carries the leader epoch its records were written in, in
+//! `partitionLeaderEpoch`) and its `leader-epoch-checkpoint` beside the segments.
+//!
+//! The replica set keeps the disk and the in-memory tail equal: every append goes to the
+//! disk first (handed to the operating system at once, fsynced per the topic's
+//! [`FlushPolicy`]), then to memory; every truncation cuts the disk first, whole batches at
+//! a time, and memory to where the disk ended. A process crash therefore loses nothing a
+//! replica reported; a power loss loses what was not fsynced ([`FlushPolicy::EveryBatch`]
+//! fsyncs before a replica reports its log end, so `acks = all` then survives it too).
+
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use super::append::{Appender, Pushed, BATCH_TARGET};
+use crate::clock::Clock;
+use crate::codec::{encoding, Codec};
+use crate::partition::replica_log::{runs_of, ReplicaLog};
+use crate::partition::Entry;
+use crate::persist::FlushPolicy;
+use crate::storage::checkpoint::{self, EpochEntry};
+use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
+use crate::storage::{BatchIter, Checkpoints, Io, LogConfig, LogSetup, SegmentSet};
+use crate::sync::Arc as SyncArc;
+use crate::{Error, Result};
+
+/// Kafka's name for a partition directory's epoch cache file.
+pub(crate) const EPOCH_FILE: &str = "leader-epoch-checkpoint";
+/// A record batch's header (Kafka's `RECORD_BATCH_OVERHEAD`).
+const BATCH_OVERHEAD: usize = HEADER_SIZE;
+/// A record's encoding beyond its key, value and header bytes, at most.
+const RECORD_OVERHEAD: usize = MAX_RECORD_OVERHEAD;
+/// Bytes one disk read returns at most.
+const READ_BYTES: usize = 1 << 20;
+
+/// A record read from disk: `(offset, leader epoch, entry)`.
+pub(crate) type Stored<K, V> = (u64, i32, Entry<K, V>);
+
+/// A persisted replica's disk side, with its codecs erased (see the module docs).
+pub(crate) trait ReplicaStore<K, V>: Send {
+    /// The first of `records` the topic does not take (its `max_message_bytes`, or a
+    /// batch on disk cannot hold it): `(size, limit)`. Appending it would fail part-way.
+    fn too_large(&mut self, records: &[(i32, &Entry<K, V>)]) -> Option<(u64, u64)>;
+    /// Appends `records` (with their epochs) at the log end, which must be `first`.
+    fn append(&mut self, first: u64, records: &[(i32, &Entry<K, V>)]) -> Result<()>;
+    /// The leader's log has a gap up to `offset` (a Kafka-written directory, a segment
+    /// deleted by hand): the next append may start there instead of at the log end.
+    fn skip_to(&mut self, offset: u64);
+    /// Cuts the log at `offset` (whole batches); the new log end.
+    fn truncate_to(&mut self, offset: u64) -> Result<u64>;
+    /// Writes the leader-epoch cache if it changed since the last write (atomically).
+    fn save_epochs(&mut self, epochs: &[(i32, u64)]) -> Result<()>;
+    /// The records from `from` on (at most `max`, below `end`), with their epochs, and the
+    /// next offset to read: past the last record returned, or past the last batch read
+    /// whole (a log on disk may have gaps), `from` when nothing was there.
+    fn read(&self, from: u64, end: u64, max: usize) -> Result<(Vec<Stored<K, V>>, u64)>;
+    /// The first record at or after `timestamp`, `(offset, timestamp)` (the time index).
+    fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>>;
+    /// Fsyncs everything appended.
+    fn sync(&mut self) -> Result<()>;
+    /// Closes the log cleanly (fsync).
+    fn close(self: Box<Self>) -> Result<()>;
+    /// A dead process: nothing more is written, not even the write buffer.
+    fn abandon(self: Box<Self>);
+}
+
+/// The segment set and epoch file of one replica.
+pub(crate) struct DiskReplica<K, V> {
+    set: SegmentSet,
+    io: SyncArc<dyn Io>,
+    epoch_file: PathBuf,
+    saved_epochs: Vec<(i32, u64)>,
+    /// The write path to disk's batch and flush policy (inline: under the replica set's
+    /// lock).
+    appender: Appender,
+    /// The largest record (encoded, bounded as `record_bound` does) the topic takes.
+    max_record: usize,
+    /// Where the next append starts when the leader's log has a gap there (`skip_to`).
+    gap_to: Option<u64>,
+    _types: PhantomData<fn() -> (K, V)>,
+}
+
+/// What opening a replica's directory gives: its store and its log (tail in memory).
+pub(crate) type Loaded<K, V> = (Box<dyn ReplicaStore<K, V>>, ReplicaLog<K, V>);
+
+/// Where a replica's files are and how they are written.
+#[derive(Clone)]
+pub(crate) struct StoreParams {
+    pub(crate) dir: PathBuf,
+    pub(crate) io: SyncArc<dyn Io>,
+    pub(crate) clock: SyncArc<dyn Clock>,
+    pub(crate) config: LogConfig,
+    pub(crate) policy: FlushPolicy,
+    /// Records kept in memory (the tail).
+    pub(crate) capacity: usize,
+    /// The topic's `max_message_bytes`.
+    pub(crate) max_message_bytes: u64,
+}
+
+/// Decodes one stored record.
+fn decode_entry<K: Codec, V: Codec>(
+    r: &crate::storage::record_batch::RecordView<'_>,
+) -> Result<Entry<K, V>> {
+    if !crate::partition::valid_timestamp(r.timestamp) {
+        return Err(Error::InvalidTimestamp {
+            offset: Some(r.offset),
+            timestamp: r.timestamp,
+        });
+    }
+    let key = match r.key {
+        Some(k) => Some(K::decode(k)?),
+        None => None,
+    };
+    let value = V::decode(r.value.unwrap_or_default())?;
+    let headers: Vec<(String, Option<Bytes>)> = r
+        .headers
+        .iter()
+        .map(|h| (h.key.to_owned(), h.value.map(Bytes::copy_from_slice)))
+        .collect();
+    Ok(Entry::new(r.timestamp, key, value, headers))
+}
+
+/// A copy of `e` through its codecs: a failed send hands back the record the log keeps
+/// without asking the types for `Clone`. `None` if the value does not decode as it encoded.
+pub(crate) fn codec_copy<K: Codec, V: Codec>(e: &Entry<K, V>) -> Option<Entry<K, V>> {
+    let mut buf = Vec::new();
+    let (timestamp, key, value, headers) = e.parts();
+    let key = match key {
+        Some(k) => Some(K::decode(encoding(k, &mut buf)).ok()?),
+        None => None,
+    };
+    let value = V::decode(encoding(value, &mut buf)).ok()?;
+    Some(Entry::new(timestamp, key, value, headers.to_vec()))
+}
+
+/// Every batch's `(base offset, partition leader epoch)` from `from` to the log end.
+fn scan_epochs(set: &SegmentSet, from: u64) -> Result<Vec<(i32, u64)>> {
+    let end = set.log_end_offset();
+    let mut epochs: Vec<(i32, u64)> = Vec::new();
+    let mut bytes = Vec::new();
+    let mut at = from;
+    while at < end {
+        set.read_into(at, READ_BYTES, &mut bytes)?;
+        let mut next = at;
+        for batch in BatchIter::new(&bytes) {
+            let h = *batch?.header();
+            let base = h.base_offset;
+            if epochs
+                .last()
+                .map_or(true, |e| h.partition_leader_epoch > e.0)
+            {
+                epochs.push((h.partition_leader_epoch, base.max(from)));
+            }
+            next = next.max(h.next_offset());
+        }
+        if next <= at {
+            break;
+        }
+        at = next;
+    }
+    Ok(epochs)
+}
+
+impl<K, V> DiskReplica<K, V>
+where
+    K: Codec + Send + Sync + 'static,
+    V: Codec + Send + Sync + 'static,
+{
+    /// Opens (creating if needed) the replica's directory, running the storage layer's
+    /// recovery, reads its `leader-epoch-checkpoint` (rebuilt from the batches when missing
+    /// or inconsistent, and cut at the recovered log end as Kafka does on load) and loads
+    /// its last `capacity` records into memory.
+    ///
+    /// # Errors
+    ///
+    /// The storage layer's errors (the directory is then unusable).
+    pub(crate) fn open(p: &StoreParams) -> Result<Loaded<K, V>> {
+        let (set, _report) = SegmentSet::open(
+            p.dir.clone(),
+            LogSetup {
+                config: p.config.clone(),
+                io: SyncArc::clone(&p.io),
+                clock: SyncArc::clone(&p.clock),
+                checkpoints: Checkpoints::default(),
+            },
+        )?;
+        let (start, end) = (set.log_start_offset(), set.log_end_offset());
+        let max_batch = usize::try_from(p.config.max_batch_bytes.min(p.config.segment_bytes))
+            .unwrap_or(usize::MAX)
+            .max(BATCH_OVERHEAD + RECORD_OVERHEAD);
+        let epoch_file = p.dir.join(EPOCH_FILE);
+        let stored = match checkpoint::read::<EpochEntry>(&*p.io, &epoch_file) {
+            Ok(e) => e,
+            // Damaged: rebuilt from the batches below (they carry the epochs).
+            Err(Error::InvalidCheckpoint { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        let mut epochs: Vec<(i32, u64)> = stored
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| (e.epoch, e.start_offset))
+            .filter(|e| e.1 < end)
+            .collect();
+        let increasing = epochs
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1);
+        if (epochs.is_empty() && end > start) || !increasing {
+            epochs = scan_epochs(&set, start)?;
+        }
+        let saved = epochs.clone();
+        let mut store = DiskReplica {
+            set,
+            io: SyncArc::clone(&p.io),
+            epoch_file,
+            saved_epochs: Vec::new(),
+            appender: Appender::new(p.policy, max_batch, BATCH_TARGET),
+            max_record: usize::try_from(p.max_message_bytes)
+                .unwrap_or(usize::MAX)
+                .min(max_batch - BATCH_OVERHEAD),
+            gap_to: None,
+            _types: PhantomData,
+        };
+        // The file now says what the log holds (cut at its end, or rebuilt).
+        store.save_epochs(&saved)?;
+        let from = start.max(end.saturating_sub(p.capacity as u64));
+        let mut tail = Vec::new();
+        let mut mem_start = from;
+        let mut at = from;
+        while at < end {
+            let (got, next) = store.read(at, end, 4096)?;
+            if next <= at {
+                break;
+            }
+            for (o, epoch, e) in got {
+                if o != mem_start + tail.len() as u64 {
+                    // A gap (not written by logbus): memory holds only what follows it.
+                    tail.clear();
+                    mem_start = o;
+                }
+                tail.push((epoch, e));
+            }
+            at = next;
+        }
+        if mem_start + tail.len() as u64 != end {
+            tail.clear();
+            mem_start = end;
+        }
+        let log = ReplicaLog::restored(start, mem_start, runs_of(tail), epochs);
+        Ok((Box::new(store), log))
+    }
+
+    fn maybe_sync(&mut self, records: u64, bytes: u64) -> Result<()> {
+        if !self.appender.apply_policy(&mut self.set, records, bytes)? {
+            // Handed to the operating system: a killed process loses nothing reported.
+            self.set.write_to_files()?;
+        }
+        Ok(())
+    }
+
+    fn append_run(&mut self, epoch: i32, run: &[(i32, &Entry<K, V>)]) -> Result<u64> {
+        let mut i = 0;
+        let mut bytes = 0u64;
+        while i < run.len() {
+            self.appender.begin(self.set.log_end_offset());
+            while i < run.len() && !self.appender.is_ripe() {
+                if self.appender.push(run[i].1)? == Pushed::Full {
+                    break;
+                }
+                i += 1;
+            }
+            bytes += match self.gap_to.filter(|&g| g > self.set.log_end_offset()) {
+                // After a gap: at its own base offset (checked again, being rare).
+                Some(base) => {
+                    let n = self.appender.append_at(&mut self.set, base, epoch)?;
+                    self.gap_to = None;
+                    n
+                }
+                None => self.appender.append(&mut self.set, Some(epoch))?,
+            };
+        }
+        Ok(bytes)
+    }
+}
+
+impl<K, V> ReplicaStore<K, V> for DiskReplica<K, V>
+where
+    K: Codec + Send + Sync + 'static,
+    V: Codec + Send + Sync + 'static,
+{
+    fn append(&mut self, first: u64, records: &[(i32, &Entry<K, V>)]) -> Result<()> {
+        let end = self.set.log_end_offset();
+        let expected = self.gap_to.filter(|&g| g > end).unwrap_or(end);
+        if first != expected {
+            return Err(Error::Io {
+                context: format!("appending to the replica in {}", self.set.dir().display()),
+                source: std::io::Error::other(format!(
+                    "the log on disk ends at {end}, the replica's at {first}"
+                )),
+            });
+        }
+
+        let mut bytes = 0;
+        for run in records.chunk_by(|a, b| a.0 == b.0) {
+            bytes += self.append_run(run[0].0, run)?;
+        }
+        if !records.is_empty() {
+            self.gap_to = None;
+        }
+        self.maybe_sync(records.len() as u64, bytes)
+    }
+
+    fn skip_to(&mut self, offset: u64) {
+        self.gap_to = Some(offset);
+    }
+
+    fn too_large(&mut self, records: &[(i32, &Entry<K, V>)]) -> Option<(u64, u64)> {
+        records.iter().find_map(|(_, e)| {
+            let size = self.appender.bound(e);
+            (size > self.max_record).then_some((size as u64, self.max_record as u64))
+        })
+    }
+
+    fn truncate_to(&mut self, offset: u64) -> Result<u64> {
+        self.gap_to = None;
+        self.set.truncate_to(offset)
+    }
+
+    fn save_epochs(&mut self, epochs: &[(i32, u64)]) -> Result<()> {
+        if self.saved_epochs == epochs && self.io.exists(&self.epoch_file).unwrap_or(false) {
+            return Ok(());
+        }
+        let entries: Vec<EpochEntry> = epochs
+            .iter()
+            .map(|&(epoch, start_offset)| EpochEntry {
+                epoch,
+                start_offset,
+            })
+            .collect();
+        checkpoint::write(&*self.io, &self.epoch_file, &entries)?;
+        self.saved_epochs = epochs.to_vec();
+        Ok(())
+    }
+
+    fn read(&self, from: u64, end: u64, max: usize) -> Result<(Vec<Stored<K, V>>, u64)> {
+        let mut bytes = Vec::new();
+        self.set.read_into(from, READ_BYTES, &mut bytes)?;
+        let mut out = Vec::new();
+        // Past the last record returned or batch read whole; never back.
+        let mut next = from;
+        for batch in BatchIter::new(&bytes) {
+            let batch = batch?;
+            let h = *batch.header();
+            let batch_end = h.next_offset().min(end);
+            if h.is_control() {
+                next = next.max(batch_end);
+                continue;
+            }
+            for record in batch.records()? {
+                let r = record?;
+                let at = r.offset;
+                if at < next || at >= end {
+                    continue;
+                }
+                if out.len() >= max {
+                    return Ok((out, next));
+                }
+                out.push((at, h.partition_leader_epoch, decode_entry::<K, V>(&r)?));
+                next = at + 1;
+            }
+            next = next.max(batch_end);
+        }
+        Ok((out, next))
+    }
+
+    fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>> {
+        self.set.offset_for_timestamp(timestamp)
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.set.fsync()?;
+        self.appender.flush.synced();
+        Ok(())
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        self.set.close().map(|_| ())
+    }
+
+    fn abandon(self: Box<Self>) {
+        // A dead process flushes nothing: no `Drop` of the set.
+        std::mem::forget(self.set);
+    }
+}
+
+/// The partition directory of `topic`'s partition `partition` in `data_dir`.
+pub(crate) fn partition_dir(data_dir: &Path, topic: &str, partition: u32) -> PathBuf {
+    data_dir.join(format!("{topic}-{partition}"))
+}
+
+#[cfg(all(test, not(logbus_loom)))]
+mod tests {
+    use super::*;
+    use crate::storage::record_batch::{encode_batch, BatchRecord};
+
+    /// A replica's record on disk with a timestamp outside `0..=MAX_TIMESTAMP` decodes to a
+    /// typed error (its directory is then taken offline as for any record it cannot
+    /// read), not to an entry with its timestamp cut short; the ends of the range decode.
+    #[test]
+    fn a_stored_timestamp_outside_the_range_is_a_typed_error() {
+        let value = 7u64.to_be_bytes();
+        for (ts, ok) in [
+            (0, true),
+            (crate::MAX_TIMESTAMP, true),
+            (crate::MAX_TIMESTAMP + 1, false),
+            (i64::MAX, false),
+            (-1, false),
+        ] {
+            let bytes = encode_batch(3, &[BatchRecord::new(ts, None, &value)]).unwrap();
+            let batch = BatchIter::new(&bytes).next().unwrap().unwrap();
+            let r = batch.records().unwrap().next().unwrap().unwrap();
+            match decode_entry::<(), u64>(&r) {
+                Ok(e) if ok => assert_eq!((e.timestamp(), *e.value()), (ts, 7)),
+                Err(Error::InvalidTimestamp {
+                    offset: Some(3),
+                    timestamp,
+                }) if !ok => assert_eq!(timestamp, ts),
+                other => panic!("{ts}: {:?}", other.map(|e| e.timestamp())),
+            }
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! Persisted topics under injected faults and defects found there (no child processes: those
+//! tests are in `tests/crash/`): one test binary, a module per former file.
+
+mod persisted_adversarial;
+mod persisted_defects;
+mod persisted_offline;

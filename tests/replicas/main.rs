@@ -1,0 +1,13 @@
+//! Replicated topics, in memory and on data directories, and the data directories' markers:
+//! one test binary, a module per former file.
+
+mod replicas_adversarial_common;
+
+mod data_dirs;
+mod replicas;
+mod replicas_async;
+mod replicas_combine_defects;
+mod replicas_disk;
+mod replicas_disk_adversarial;
+mod replicas_disk_races;
+mod replicas_jepsen;
