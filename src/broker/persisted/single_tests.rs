@@ -154,7 +154,7 @@ fn an_in_memory_create_racing_a_persisted_create_of_the_name_is_refused() {
     let joined = Arc::clone(&other);
     BEFORE_TRACKING.with(|h| {
         *h.borrow_mut() = Some(Box::new(move || {
-            let t = std::thread::spawn(move || {
+            let t = crate::sync::thread::spawn(move || {
                 let made = racing
                     .create_topic::<(), String>("t", TopicConfig::new(1))
                     .map(drop);
