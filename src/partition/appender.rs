@@ -208,7 +208,6 @@ impl<K, V> Appender<K, V> {
         entries: &mut Vec<Entry<K, V>>,
         wait: AppendWait,
     ) -> std::result::Result<(), AppendError> {
-        use crate::ring::BatchClosed;
         if let Some(r) = &self.replicated {
             // Always room (see `append`).
             return match r.append_batch(entries, &self.policy) {
@@ -230,25 +229,37 @@ impl<K, V> Appender<K, V> {
             };
         }
         if let Some(disk) = &self.disk {
+            // One pass: encoding an entry to measure it is not free.
             let too_large = entries
                 .iter()
-                .map(|e| disk.check_size(e))
-                .position(|c| c.is_err());
-            if let Some(at) = too_large {
-                let Err((size, max)) = disk.check_size(&entries[at]) else {
-                    unreachable!("`position` found it too large");
-                };
-                if at == 0 {
-                    return Err(AppendError::TooLarge(size, max));
-                }
-                // The entries before it are appended as a batch of their own; the
-                // too-large one stays first of those not appended, as the callers hand
-                // back "the one that failed first".
+                .enumerate()
+                .find_map(|(at, e)| disk.check_size(e).err().map(|(size, max)| (at, size, max)));
+            if let Some((at, size, max)) = too_large {
+                // The entries before it are appended as a batch of their own (already
+                // measured); the too-large one stays first of those not appended, as the
+                // callers hand back "the one that failed first".
                 let mut rest = entries.split_off(at);
-                let done = self.append_batch(entries, wait);
+                let done = if entries.is_empty() {
+                    Ok(())
+                } else {
+                    self.publish_batch(entries, wait)
+                };
                 entries.append(&mut rest);
                 return done.and(Err(AppendError::TooLarge(size, max)));
             }
+        }
+        self.publish_batch(entries, wait)
+    }
+
+    /// [`append_batch`](Self::append_batch) once every entry fits the disk's limit: the
+    /// offline check, then the ring.
+    fn publish_batch(
+        &mut self,
+        entries: &mut Vec<Entry<K, V>>,
+        wait: AppendWait,
+    ) -> std::result::Result<(), AppendError> {
+        use crate::ring::BatchClosed;
+        if let Some(disk) = &self.disk {
             if let Some(e) = disk.offline_error() {
                 return Err(AppendError::Offline(Box::new(e)));
             }
