@@ -70,6 +70,32 @@ pub use records::{ConsumerMetrics, ConsumerRecord, ConsumerRecords, OffsetAndTim
 #[cfg(not(logbus_loom))]
 const YIELDS: u32 = 64;
 
+/// How a waiting poll watches for the next record when records come one at a time (the
+/// last poll read one: one in flight): a dense poll of its partitions' readability, one
+/// spin hint apart, before the yields (`sync::wait`; the queue's receivers wait the same
+/// way). A record published while the consumer is inside a `sched_yield` is seen only when
+/// the call returns; polled, it is seen within a hint. A consumer reading runs yields at
+/// once, as the ring's readers do: with more runnable threads than cores (a fan-out on two
+/// cores) the poll only delays the yield that lets the producer run. The poll is skipped
+/// (but for probes) once polls keep seeing nothing (BENCHMARKS.md, "Tuning constants").
+/// None under loom, which models no time.
+#[cfg(not(logbus_loom))]
+const WAIT_POLICY: crate::sync::wait::Policy = crate::sync::wait::Policy {
+    dense_polls: 128,
+    skip_after_misses: 2,
+    spin_rounds: 0,
+    yields: YIELDS,
+    pace_spins: 0,
+};
+#[cfg(logbus_loom)]
+const WAIT_POLICY: crate::sync::wait::Policy = crate::sync::wait::Policy {
+    dense_polls: 0,
+    skip_after_misses: 0,
+    spin_rounds: 0,
+    yields: 0,
+    pace_spins: 0,
+};
+
 /// One assigned partition.
 pub(crate) struct Assigned<K, V> {
     pub(crate) tp: TopicPartition,
@@ -125,6 +151,11 @@ pub struct Consumer<K, V> {
     pub(crate) metrics: ConsumerMetrics,
     /// [`poll_with`](Consumer::poll_with)'s reused buffers.
     pub(crate) borrowed: lending::Buffers<K, V>,
+    /// Whether waiting polls' dense polls have been seeing records (see `WAIT_POLICY`).
+    polls: crate::sync::wait::PollHistory,
+    /// The last poll that read something read one record: records come one at a time (one
+    /// in flight), so a waiting poll polls densely for the next (see `WAIT_POLICY`).
+    trickle: bool,
     /// One thread at a time, as Kafka's consumer.
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -168,6 +199,8 @@ impl Broker {
             next: 0,
             metrics: ConsumerMetrics::default(),
             borrowed: lending::Buffers::default(),
+            polls: crate::sync::wait::PollHistory::new(),
+            trickle: false,
             _not_sync: PhantomData,
         })
     }
@@ -367,6 +400,7 @@ where
                 fetch(self, max)?
             };
             if n > 0 {
+                self.trickle = n == 1;
                 return Ok(n);
             }
             let d = *deadline.get_or_insert_with(|| time::deadline_after(timeout));
@@ -517,9 +551,12 @@ where
                             || a.position.map_or(true, |p| a.partition.readable(p)))
                 })
         };
-        // Yield a few times before parking, as the ring's readers do: a record usually
-        // arrives within a yield or two, and a parked consumer costs every producer a
-        // wake-up system call.
+        // Poll densely for a record in flight (`WAIT_POLICY`), then yield a few times
+        // before parking: a record usually arrives within a yield or two, and a parked
+        // consumer costs every producer a wake-up system call.
+        if self.trickle {
+            crate::sync::wait::Waiter::new(WAIT_POLICY).dense_poll_adaptive(&self.polls, ready);
+        }
         #[cfg(not(logbus_loom))]
         for _ in 0..YIELDS {
             if ready() || deadline.is_some_and(time::expired) {
