@@ -153,6 +153,8 @@ pub struct Consumer<K, V> {
     pub(crate) borrowed: lending::Buffers<K, V>,
     /// Whether waiting polls' dense polls have been seeing records (see `WAIT_POLICY`).
     polls: crate::sync::wait::PollHistory,
+    /// [`poll`](Consumer::poll)'s buffer, handed back by the records it returned.
+    spare: records::Spare<K, V>,
     /// The last poll that read something read one record: records come one at a time (one
     /// in flight), so a waiting poll polls densely for the next (see `WAIT_POLICY`).
     trickle: bool,
@@ -200,6 +202,7 @@ impl Broker {
             metrics: ConsumerMetrics::default(),
             borrowed: lending::Buffers::default(),
             polls: crate::sync::wait::PollHistory::new(),
+            spare: Arc::new(crate::sync::Mutex::new(Vec::new())),
             trickle: false,
             _not_sync: PhantomData,
         })
@@ -356,10 +359,21 @@ where
     /// returned first; the error comes with the next poll.
     pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords<K, V>> {
         let max = self.config.max_poll_records;
-        // One allocation for what is readable now, not one per doubling while it fills.
-        let mut records = Vec::with_capacity(self.readable_now(max));
-        self.poll_loop(max, timeout, |c, max| c.fetch(&mut records, max))?;
-        Ok(ConsumerRecords { records })
+        // The buffer the last poll's records handed back when dropped (`ConsumerRecords`),
+        // grown at once to what is readable now, not once per doubling while it fills: no
+        // allocation per poll (a fresh one of up to `max` records costs page faults when
+        // the allocator gives the last one's memory back to the system).
+        let mut records = std::mem::take(&mut *self.spare.lock());
+        records.reserve(self.readable_now(max));
+        let mut headers = false;
+        self.poll_loop(max, timeout, |c, max| {
+            c.fetch(&mut records, &mut headers, max)
+        })?;
+        Ok(ConsumerRecords {
+            records,
+            spare: Some(Arc::clone(&self.spare)),
+            headers,
+        })
     }
 
     /// How many records the unpaused partitions hold from their positions on, at most
@@ -412,13 +426,19 @@ where
     }
 
     /// Reads what is available now from the unpaused partitions, starting with the one
-    /// after where the last fetch started.
-    fn fetch(&mut self, out: &mut Vec<ConsumerRecord<K, V>>, max: usize) -> Result<usize> {
+    /// after where the last fetch started. Sets `owned` when a record's headers own memory.
+    fn fetch(
+        &mut self,
+        out: &mut Vec<ConsumerRecord<K, V>>,
+        owned: &mut bool,
+        max: usize,
+    ) -> Result<usize> {
         self.walk(max, |a, left, now, reset, metrics| {
             read_one(
                 a,
                 &mut |name, partition, offset, e: Handed<'_, K, V>| {
                     let (timestamp, key, value, headers) = e.into_parts();
+                    *owned |= headers.capacity() != 0;
                     out.push(ConsumerRecord {
                         topic: name,
                         partition,
