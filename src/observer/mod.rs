@@ -78,11 +78,13 @@
 
 mod bus;
 mod report;
+mod stream;
 mod subscriber;
 mod subscription;
 
 pub use bus::EventBus;
 pub use report::SubscriberPanic;
+pub use stream::EventStream;
 pub use subscriber::{Delivery, SlowSubscriberPolicy};
 pub use subscription::Subscription;
 

@@ -75,6 +75,7 @@ mod registry;
 mod sequencer;
 mod shared;
 mod slot;
+mod task;
 mod wait;
 
 #[cfg(all(test, not(logbus_loom)))]
@@ -96,6 +97,7 @@ pub use error::{
 };
 pub use producer::{MultiProducer, SingleProducer};
 pub use reader::{ReadRun, Reader};
+pub use task::{ReadBatchFuture, ReadFuture, ReadRunFuture};
 
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::time::Instant;
