@@ -38,7 +38,10 @@ fn run<F: Future>(fut: F, publish_after: usize, mut publish: impl FnMut()) -> F:
 fn round(p: &mut SingleProducer<u64>, r: &mut Reader<u64>, out: &mut Vec<u64>, i: u64) {
     p.publish(i).unwrap();
     assert_eq!(run(r.read_async(), 0, || {}), Ok(i));
-    assert_eq!(run(r.read_async(), 40, || p.publish(i + 1).unwrap()), Ok(i + 1));
+    assert_eq!(
+        run(r.read_async(), 40, || p.publish(i + 1).unwrap()),
+        Ok(i + 1)
+    );
     out.clear();
     p.publish(i).unwrap();
     assert_eq!(run(r.read_batch_async(out, 8), 0, || {}), Ok(1));
@@ -77,7 +80,10 @@ fn no_allocation_per_entry_on_async_reads() {
 
 #[test]
 fn no_allocation_per_event_on_an_event_stream() {
-    for policy in [SlowSubscriberPolicy::Block, SlowSubscriberPolicy::DropOldest] {
+    for policy in [
+        SlowSubscriberPolicy::Block,
+        SlowSubscriberPolicy::DropOldest,
+    ] {
         let bus = EventBus::<u64>::new();
         let mut events = bus.subscribe_stream(64, policy).unwrap();
         let mut round = |i: u64| {

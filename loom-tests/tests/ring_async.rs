@@ -105,7 +105,9 @@ fn an_event_stream_racing_a_publish() {
     use logbus::observer::{EventBus, SlowSubscriberPolicy};
     model(|| {
         let bus = EventBus::<u8>::new();
-        let mut events = bus.subscribe_stream(1, SlowSubscriberPolicy::Block).unwrap();
+        let mut events = bus
+            .subscribe_stream(1, SlowSubscriberPolicy::Block)
+            .unwrap();
         let t = thread::spawn(move || {
             assert_eq!(bus.publish(4), 1);
             bus

@@ -5,12 +5,10 @@ use std::fmt;
 
 use super::report::{Hook, Reporter, Stats, SubscriberPanic};
 use super::stream::EventStream;
-use super::subscriber::{
-    Callback, Delivery, Feed, SlowSubscriberPolicy, Subscriber, WorkerThread,
-};
+use super::subscriber::{Callback, Delivery, Feed, SlowSubscriberPolicy, Subscriber, WorkerThread};
 use super::subscription::Subscription;
-use crate::ring::{LapPolicy, Ring, RingConfig, Start};
 use crate::error::{Error, Result};
+use crate::ring::{LapPolicy, Ring, RingConfig, Start};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::thread;
 use crate::sync::{Arc, Mutex};
@@ -212,10 +210,11 @@ impl<T: Clone + Send + 'static> EventBus<T> {
     /// ```
     /// use futures::StreamExt;
     /// use logbus::observer::{EventBus, SlowSubscriberPolicy};
+    /// use std::thread;
     ///
     /// let bus = EventBus::new();
     /// let mut events = bus.subscribe_stream(16, SlowSubscriberPolicy::Block)?;
-    /// let t = std::thread::spawn(move || {
+    /// let t = thread::spawn(move || {
     ///     for i in 0..100u32 {
     ///         bus.publish(i); // waits while 16 events wait for the stream
     ///     }

@@ -69,7 +69,8 @@ impl<T> Reader<T> {
                 Err(TryReadError::Lagged(n)) => Err(ReadError::Lagged(n)),
                 Err(TryReadError::Closed) => Err(ReadError::Closed),
                 Err(TryReadError::Empty) => {
-                    if wait.yields < wait::TASK_YIELDS {
+                    // `!=`: counts up from 0, one at a time (and is 0 under loom).
+                    if wait.yields != wait::TASK_YIELDS {
                         wait.yields += 1;
                         cx.waker().wake_by_ref();
                         return Poll::Pending;
@@ -116,10 +117,11 @@ impl<T> Reader<T> {
     ///
     /// ```
     /// use logbus::ring::{ReadError, Ring, RingConfig, Start};
+    /// use std::thread;
     ///
     /// let (mut producer, ring) = Ring::single_producer(RingConfig::new(8))?;
     /// let mut reader = ring.gating_reader(Start::Tail)?;
-    /// let t = std::thread::spawn(move || producer.publish(7u64).unwrap());
+    /// let t = thread::spawn(move || producer.publish(7u64).unwrap());
     /// futures::executor::block_on(async {
     ///     assert_eq!(reader.read_async().await, Ok(7));
     ///     t.join().unwrap(); // the producer is dropped: the ring closes
@@ -219,7 +221,24 @@ impl<T> Reader<T> {
     }
 }
 
-/// The future of [`Reader::read_async`].
+/// The future of [`Reader::read_async`]: `Unpin`, so it goes into `select!` as it is.
+///
+/// # Examples
+///
+/// ```
+/// use futures::future::{select, ready, Either};
+/// use logbus::ring::{Ring, RingConfig, Start};
+///
+/// let (mut producer, ring) = Ring::single_producer(RingConfig::new(8))?;
+/// let mut reader = ring.gating_reader(Start::Tail)?;
+/// futures::executor::block_on(async {
+///     // Nothing published: the other branch wins and the read is dropped, cancelled.
+///     assert!(matches!(select(reader.read_async(), ready(())).await, Either::Right(_)));
+///     producer.publish(1u64).unwrap();
+///     assert_eq!(reader.read_async().await, Ok(1)); // the cancelled read took nothing
+/// });
+/// # Ok::<(), logbus::Error>(())
+/// ```
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
 pub struct ReadFuture<'r, T> {
@@ -244,6 +263,21 @@ impl<T> Drop for ReadFuture<'_, T> {
 }
 
 /// The future of [`Reader::read_batch_async`].
+///
+/// # Examples
+///
+/// ```
+/// use logbus::ring::{Ring, RingConfig, Start};
+///
+/// let (mut producer, ring) = Ring::single_producer(RingConfig::new(8))?;
+/// let mut reader = ring.gating_reader(Start::Tail)?;
+/// producer.publish(5u64).unwrap();
+/// let mut out = Vec::new();
+/// let read: logbus::ring::ReadBatchFuture<'_, u64> = reader.read_batch_async(&mut out, 4);
+/// assert_eq!(futures::executor::block_on(read), Ok(1));
+/// assert_eq!(out, [5]);
+/// # Ok::<(), logbus::Error>(())
+/// ```
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
 pub struct ReadBatchFuture<'r, T> {
@@ -274,6 +308,20 @@ impl<T> Drop for ReadBatchFuture<'_, T> {
 }
 
 /// The future of [`Reader::read_run_async`].
+///
+/// # Examples
+///
+/// ```
+/// use logbus::ring::{Ring, RingConfig, Start};
+///
+/// let (mut producer, ring) = Ring::single_producer(RingConfig::new(8))?;
+/// let mut reader = ring.gating_reader(Start::Tail)?;
+/// producer.publish(5u64).unwrap();
+/// let read: logbus::ring::ReadRunFuture<'_, u64> = reader.read_run_async(4);
+/// let run = futures::executor::block_on(read).unwrap();
+/// assert_eq!(run.len(), 1);
+/// # Ok::<(), logbus::Error>(())
+/// ```
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
 pub struct ReadRunFuture<'r, T> {
@@ -330,10 +378,11 @@ impl<T> Drop for ReadRunFuture<'_, T> {
 /// ```
 /// use futures::StreamExt;
 /// use logbus::ring::{Ring, RingConfig, Start};
+/// use std::thread;
 ///
 /// let (mut producer, ring) = Ring::single_producer(RingConfig::new(8))?;
 /// let mut reader = ring.gating_reader(Start::Tail)?;
-/// let t = std::thread::spawn(move || {
+/// let t = thread::spawn(move || {
 ///     for i in 0..20u64 {
 ///         producer.publish(i).unwrap();
 ///     }

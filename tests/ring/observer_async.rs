@@ -35,7 +35,11 @@ fn two_publishers(bus: EventBus<u64>, per: u64) -> Vec<thread::JoinHandle<()>> {
 /// Reads `stream` to its end, cancelling a `next()` now and then (raced against an
 /// immediately ready future); returns the events seen per
 /// publisher, checking each publisher's order (dense when `dense`).
-async fn drain(mut stream: EventStream<u64>, dense: bool, seed: u64) -> ([u64; 2], EventStream<u64>) {
+async fn drain(
+    mut stream: EventStream<u64>,
+    dense: bool,
+    seed: u64,
+) -> ([u64; 2], EventStream<u64>) {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut next_of = [0u64; 2];
     let mut seen = [0u64; 2];
@@ -52,7 +56,10 @@ async fn drain(mut stream: EventStream<u64>, dense: bool, seed: u64) -> ([u64; 2
         let Some(v) = event else { break };
         let (p, i) = ((v >> 32) as usize, v & 0xffff_ffff);
         if dense {
-            assert_eq!(i, next_of[p], "publisher {p}: lost, duplicated or out of order");
+            assert_eq!(
+                i, next_of[p],
+                "publisher {p}: lost, duplicated or out of order"
+            );
         } else {
             assert!(i >= next_of[p], "publisher {p}: out of order");
         }
@@ -64,7 +71,11 @@ async fn drain(mut stream: EventStream<u64>, dense: bool, seed: u64) -> ([u64; 2
 
 #[test]
 fn a_blocking_stream_gets_every_event_in_order() {
-    let per = if cfg!(debug_assertions) { 20_000 } else { 100_000 };
+    let per = if cfg!(debug_assertions) {
+        20_000
+    } else {
+        100_000
+    };
     on_each_executor(move || {
         let bus = EventBus::new();
         let a = bus
@@ -89,7 +100,11 @@ fn a_blocking_stream_gets_every_event_in_order() {
 
 #[test]
 fn a_drop_oldest_stream_counts_what_it_skipped() {
-    let per = if cfg!(debug_assertions) { 20_000 } else { 100_000 };
+    let per = if cfg!(debug_assertions) {
+        20_000
+    } else {
+        100_000
+    };
     on_each_executor(move || {
         let bus = EventBus::new();
         let s = bus
@@ -102,7 +117,11 @@ fn a_drop_oldest_stream_counts_what_it_skipped() {
                 p.join().unwrap();
             }
             assert_eq!(seen[0] + seen[1], s.delivered());
-            assert_eq!(s.delivered() + s.dropped(), 2 * per, "nothing lost silently");
+            assert_eq!(
+                s.delivered() + s.dropped(),
+                2 * per,
+                "nothing lost silently"
+            );
         }
     });
 }
@@ -110,7 +129,9 @@ fn a_drop_oldest_stream_counts_what_it_skipped() {
 #[test]
 fn dropping_the_stream_releases_a_blocked_publisher() {
     let bus = Arc::new(EventBus::<u64>::new());
-    let stream = bus.subscribe_stream(2, SlowSubscriberPolicy::Block).unwrap();
+    let stream = bus
+        .subscribe_stream(2, SlowSubscriberPolicy::Block)
+        .unwrap();
     let b = Arc::clone(&bus);
     // Two fill the buffer; the third waits for room until the stream goes.
     let publisher = thread::spawn(move || (0..3).map(|i| b.publish(i)).collect::<Vec<_>>());
@@ -154,7 +175,9 @@ fn a_stream_joins_and_leaves_beside_callbacks() {
     let bus = EventBus::<u64>::new();
     let (tx, rx) = std::sync::mpsc::channel();
     let _cb = bus.subscribe(move |e| tx.send(*e).unwrap());
-    let mut s = bus.subscribe_stream(4, SlowSubscriberPolicy::Block).unwrap();
+    let mut s = bus
+        .subscribe_stream(4, SlowSubscriberPolicy::Block)
+        .unwrap();
     assert_eq!(bus.subscriber_count(), 2);
     assert_eq!(bus.publish(5), 2);
     assert_eq!(futures::executor::block_on(s.next()), Some(5));

@@ -200,7 +200,11 @@ impl Future for CancelAfter {
 
 /// `read` against `cancel`, polled in the given order: `None` when `cancel` won (and
 /// `read` was dropped).
-async fn race<F: Future + Unpin>(read: F, cancel: CancelAfter, read_first: bool) -> Option<F::Output> {
+async fn race<F: Future + Unpin>(
+    read: F,
+    cancel: CancelAfter,
+    read_first: bool,
+) -> Option<F::Output> {
     use futures::future::{select, Either};
     if read_first {
         match select(read, cancel).await {
@@ -238,7 +242,10 @@ async fn race_reads(
     let mut out = Vec::with_capacity(8);
     let mut check = |v: u64, raced: &mut Raced| {
         let (p, i) = ((v >> 32) as usize, v & 0xffff_ffff);
-        assert_eq!(i, next_of[p], "producer {p}: lost, duplicated or out of order");
+        assert_eq!(
+            i, next_of[p],
+            "producer {p}: lost, duplicated or out of order"
+        );
         next_of[p] += 1;
         raced.read += 1;
     };
@@ -323,12 +330,19 @@ fn a_million_cancelled_reads_lose_nothing() {
             let raced = futures::future::join_all(tasks).await;
             let published: Vec<u64> = producers.into_iter().map(|p| p.join().unwrap()).collect();
             for (seen, r) in raced {
-                assert_eq!(seen[..], published[..], "every entry of each producer, once");
+                assert_eq!(
+                    seen[..],
+                    published[..],
+                    "every entry of each producer, once"
+                );
                 assert_eq!(r.read, published.iter().sum::<u64>());
                 total.fetch_add(r.cancelled, Ordering::Relaxed);
             }
         }
     });
     let cancelled = total.load(Ordering::Relaxed);
-    assert!(cancelled >= 1_000_000, "only {cancelled} read futures were cancelled");
+    assert!(
+        cancelled >= 1_000_000,
+        "only {cancelled} read futures were cancelled"
+    );
 }
