@@ -15,6 +15,11 @@
 //! their handle, which ends the readers, so a loss cannot hang a run; `LOGBUS_BENCH_LOSE=ours`
 //! (or `theirs`) makes that side skip its middle value and the run must panic.
 //!
+//! Two knobs isolate the read side: `FANOUT_BENCH_PRODUCER=spin` makes the logbus producer
+//! wait as the tokio one does (`try_publish_batch`, spin, then yield; never parking), and
+//! `FANOUT_BENCH_READ=run` makes the batch readers borrow runs in place
+//! (`Reader::read_run_async`) instead of cloning into a `Vec`.
+//!
 //! ```text
 //! scripts/bench -p logbus-comparison --bench fanout_async_vs_tokio
 //! FANOUT_BENCH_ENTRIES=4000000 FANOUT_BENCH_PAIRS=9 FANOUT_BENCH_ONLY=batch scripts/bench -p logbus-comparison --bench fanout_async_vs_tokio
@@ -68,7 +73,15 @@ fn logbus_run(rt: &tokio::runtime::Runtime, entries: u64, batch: bool, row: &str
         .map(|mut reader| {
             rt.spawn(async move {
                 let mut tally = Tally::default();
-                if batch {
+                if batch && std::env::var("FANOUT_BENCH_READ").as_deref() == Ok("run") {
+                    loop {
+                        match reader.read_run_async(BATCH).await {
+                            Ok(mut run) => (&mut run).for_each(|&v| tally.add(v)),
+                            Err(ReadError::Closed) => break,
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                } else if batch {
                     let mut out = Vec::with_capacity(BATCH);
                     loop {
                         out.clear();
@@ -91,6 +104,7 @@ fn logbus_run(rt: &tokio::runtime::Runtime, entries: u64, batch: bool, row: &str
             })
         })
         .collect();
+    let spin = std::env::var("FANOUT_BENCH_PRODUCER").as_deref() == Ok("spin");
     let p = thread::spawn(move || {
         let mut source = Source::all(Side::Ours, entries);
         if batch {
@@ -102,7 +116,16 @@ fn logbus_run(rt: &tokio::runtime::Runtime, entries: u64, batch: bool, row: &str
                     break;
                 }
                 vec.extend_from_slice(&buf[..n]);
-                producer.publish_batch(&mut vec).unwrap();
+                if spin {
+                    let mut w = SpinYield(0);
+                    while !vec.is_empty() {
+                        if producer.try_publish_batch(&mut vec).unwrap() == 0 {
+                            w.wait();
+                        }
+                    }
+                } else {
+                    producer.publish_batch(&mut vec).unwrap();
+                }
             }
         } else {
             for v in source {

@@ -9,15 +9,18 @@
 //!
 //! # Waiting
 //!
-//! A poll that finds nothing first paces itself once, like a blocking read (`Reader::pace`),
-//! then hands the thread back to the executor a few times (it wakes itself and returns
-//! `Pending`: the executor runs other tasks, and a fast producer usually publishes
-//! meanwhile), and only then registers its task's waker in the ring's `readers_wait`
-//! (`WaitSet::poll_until`). Producers notify that set with the light fence, so the
-//! registration completes the handshake with `asym_fence::heavy` (a `membarrier` on Linux):
-//! the self-wakes keep that system call off the path of a reader that trails a busy
-//! producer, as the yields of a blocking read keep it from parking. A wake-up wakes every
-//! task registered, so a future dropped after it was woken takes no wake-up from another.
+//! A poll that finds nothing first paces itself once, like a blocking read (`Reader::pace`:
+//! a few spin hints, only after a read that caught up after a short run), and then, after
+//! one more look (the fast re-check inside `WaitSet::poll_until`), registers its task's
+//! waker in the ring's `readers_wait` and returns `Pending`. Producers notify that set with
+//! the light fence, so the registration completes the handshake with `asym_fence::heavy`
+//! (a `membarrier` on Linux): one per registration, that is, once per read that finds the
+//! ring empty twice. A task does not first hand its thread back to the executor a few
+//! times (waking itself), as a blocking read yields before it parks: with more threads than
+//! cores the worker then keeps polling and takes the core from the producer it waits for,
+//! and the fan-out benchmark (`fanout_async_vs_tokio`, BENCHMARKS.md) ran slower with it.
+//! A wake-up wakes every task registered, so a future dropped after it was woken takes no
+//! wake-up from another.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -27,15 +30,12 @@ use futures_core::Stream;
 
 use super::error::{ReadError, TryReadError};
 use super::reader::{ReadRun, Reader};
-use super::wait;
 use crate::sync::WakerSlot;
 
-/// A read's waiting state in a task: its registration, and how far it got.
+/// A read's waiting state in a task: its registration, and whether it was polled before.
 #[derive(Debug, Default)]
 pub(crate) struct TaskWait {
     slot: WakerSlot,
-    /// Self-wakes so far (see the module docs).
-    yields: u32,
     /// Polled before: the pacing is done.
     started: bool,
 }
@@ -44,7 +44,6 @@ impl TaskWait {
     pub(crate) const fn new() -> Self {
         Self {
             slot: WakerSlot::new(),
-            yields: 0,
             started: false,
         }
     }
@@ -69,12 +68,6 @@ impl<T> Reader<T> {
                 Err(TryReadError::Lagged(n)) => Err(ReadError::Lagged(n)),
                 Err(TryReadError::Closed) => Err(ReadError::Closed),
                 Err(TryReadError::Empty) => {
-                    // `!=`: counts up from 0, one at a time (and is 0 under loom).
-                    if wait.yields != wait::TASK_YIELDS {
-                        wait.yields += 1;
-                        cx.waker().wake_by_ref();
-                        return Poll::Pending;
-                    }
                     let this = &*self;
                     // Light notifiers: producers publish with `notify_all_light`.
                     match this.shared.readers_wait.poll_until(

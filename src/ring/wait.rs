@@ -51,14 +51,6 @@ pub(crate) const POLICY: Policy = Policy {
     pace_spins: 0,
 };
 
-/// Times a task reading the ring wakes itself and hands its thread back to the executor
-/// before it registers its waker (`task`, "Waiting"): the async counterpart of the yield
-/// rounds above. None under loom, so models reach the registration.
-#[cfg(not(logbus_loom))]
-pub(crate) const TASK_YIELDS: u32 = 16;
-#[cfg(logbus_loom)]
-pub(crate) const TASK_YIELDS: u32 = 0;
-
 /// Waits until `ready()` holds or `deadline` passes; returns whether `ready()` held.
 ///
 /// `ready` must be cheap and must not take locks that a notifier holds while notifying
