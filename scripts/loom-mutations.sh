@@ -31,6 +31,29 @@ mutant() {
     names+=("$1") files+=("$2") patterns+=("$3") replacements+=("$4") models+=("$5")
 }
 
+# A task's registration in a wait set: the SeqCst fence after it (Dekker with the notifier's).
+mutant waker-registration-fence src/sync/wait_set.rs \
+    $'            }\n        }\n        drop(reg);\n        fence(Ordering::SeqCst);' \
+    $'            }\n        }\n        drop(reg);\n        fence(Ordering::Acquire);' \
+    lib::sync::wait_set::loom_models::no_lost_wake_up_of_a_task
+mutant waker-registration-fence src/sync/wait_set.rs \
+    $'            }\n        }\n        drop(reg);\n        fence(Ordering::SeqCst);' \
+    $'            }\n        }\n        drop(reg);\n        fence(Ordering::Acquire);' \
+    lib::sync::wait_set::loom_models::one_wake_up_reaches_every_waiting_task
+# A cancelled task's registration leaves the count of waiters.
+mutant waker-cancel-count src/sync/wait_set.rs \
+    $'            reg.wakers.swap_remove(i);\n            // Relaxed: as when a waiter leaves `wait_until`.\n            self.waiters.fetch_sub(1, Ordering::Relaxed);' \
+    $'            reg.wakers.swap_remove(i);' \
+    lib::sync::wait_set::loom_models::cancellation_racing_a_wake_up_loses_nothing
+# A task reading the ring: its registration's heavy fence, the other side of the producers'
+# light one (`notify_all_light`): `poll_until` told that notifiers are not light.
+for model in a_task_read_racing_a_publish two_tasks_wait_for_one_publish \
+    a_cancelled_read_racing_a_wake_up_loses_nothing an_event_stream_racing_a_publish; do
+    mutant task-registration-heavy-fence src/ring/task.rs \
+        $'                        &mut wait.slot,\n                        || true,' \
+        $'                        &mut wait.slot,\n                        || false,' \
+        "ring_async::$model"
+done
 # The ring's reader cursor (the producers' Acquire loads of it in `GateView::min_gate`).
 mutant reader-cursor-store src/ring/reader.rs \
     'self.cursor.next.store(self.next, Ordering::Release);' \

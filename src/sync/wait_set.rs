@@ -22,7 +22,17 @@
 //! [`wait_until_heavy`](WaitSet::wait_until_heavy) with light notifiers stay counted until
 //! they leave: registering again would cost them a `membarrier` per wake-up.
 //!
+//! Tasks wait too ([`poll_until`](WaitSet::poll_until)): a future registers its task's
+//! [`Waker`] under the lock, counted in `waiters` like a parked thread, with the same fence
+//! after it, and re-checks its condition before returning `Pending`. Every wake-up takes
+//! all registered wakers off the list and wakes them, outside the lock; a woken future that
+//! must wait on registers again on its next poll. Since a wake-up wakes every waiter, a
+//! future dropped after it was woken takes nothing with it: the other waiters were woken
+//! too, and the progress they wait for is still there.
+//!
 //! [`wait_until`]: WaitSet::wait_until
+
+use std::task::{Context, Poll, Waker};
 
 use super::atomic::{fence, AtomicUsize, Ordering};
 use super::time::{self, Instant};
@@ -50,6 +60,27 @@ struct Registry {
     /// Wake-ups that took waiters off the count so far (wrapping): a waiter that finds it
     /// moved since it registered is no longer counted.
     round: usize,
+    /// Registered tasks' wakers, each counted in `waiters`, by key (see [`WakerSlot`]).
+    wakers: Vec<(u64, Waker)>,
+    /// The buffer the next wake-up swaps in for `wakers`, so that waking allocates nothing
+    /// once both have grown to the number of tasks that wait at once.
+    spare: Vec<(u64, Waker)>,
+    /// The key of the next registered waker.
+    next_key: u64,
+}
+
+/// A future's registration in a [`WaitSet`]: empty, or the key of its waker there. The
+/// future calls [`WaitSet::cancel_waker`] when it completes or is dropped.
+#[derive(Debug, Default)]
+pub(crate) struct WakerSlot {
+    key: Option<u64>,
+}
+
+impl WakerSlot {
+    /// An empty slot.
+    pub(crate) const fn new() -> Self {
+        Self { key: None }
+    }
 }
 
 impl WaitSet {
@@ -138,8 +169,100 @@ impl WaitSet {
             reg.rearm = 0;
             reg.round = reg.round.wrapping_add(1);
         }
+        let mut woken = Vec::new();
+        if !reg.wakers.is_empty() {
+            // Relaxed: as for `rearm` above; each task registers again if it must wait on.
+            self.waiters.fetch_sub(reg.wakers.len(), Ordering::Relaxed);
+            let spare = std::mem::take(&mut reg.spare);
+            woken = std::mem::replace(&mut reg.wakers, spare);
+        }
         drop(reg);
         self.cond.notify_all();
+        if !woken.is_empty() {
+            // Outside the lock: a waker may run code that registers again in this set.
+            for (_, waker) in woken.drain(..) {
+                waker.wake();
+            }
+            let mut reg = self.lock.lock();
+            if reg.spare.capacity() < woken.capacity() {
+                reg.spare = woken;
+            }
+        }
+    }
+
+    /// The asynchronous [`wait_until`](Self::wait_until): `Ready` with what `ready` returns
+    /// once it returns `Some`; otherwise registers the task's waker in `slot` (or refreshes
+    /// it), checks `ready` once more, and returns `Pending`. The caller polls again when
+    /// woken, and calls [`cancel_waker`](Self::cancel_waker) when dropped before completion.
+    ///
+    /// `light_notifiers()`: whether notifiers may use the light fence
+    /// ([`notify_all_light`](Self::notify_all_light)); the registration then completes the
+    /// handshake with [`asym_fence::heavy`], as [`wait_until_heavy`](Self::wait_until_heavy)
+    /// does. `ready` is called without the lock.
+    pub(crate) fn poll_until<R>(
+        &self,
+        cx: &mut Context<'_>,
+        slot: &mut WakerSlot,
+        light_notifiers: impl FnOnce() -> bool,
+        mut ready: impl FnMut() -> Option<R>,
+    ) -> Poll<R> {
+        if let Some(r) = ready() {
+            self.cancel_waker(slot);
+            return Poll::Ready(r);
+        }
+        self.register_waker(slot, cx.waker());
+        if light_notifiers() {
+            asym_fence::heavy();
+        }
+        match ready() {
+            Some(r) => {
+                self.cancel_waker(slot);
+                Poll::Ready(r)
+            }
+            None => Poll::Pending,
+        }
+    }
+
+    /// Registers `waker` in `slot` (replacing the waker there if a wake-up has not taken
+    /// it yet), counted as a waiter, then the `SeqCst` fence of the handshake (see the
+    /// module docs): the caller checks its condition after this returns.
+    pub(crate) fn register_waker(&self, slot: &mut WakerSlot, waker: &Waker) {
+        let mut reg = self.lock.lock();
+        let present = slot
+            .key
+            .and_then(|key| reg.wakers.iter().position(|(k, _)| *k == key));
+        match present {
+            Some(i) => {
+                if !reg.wakers[i].1.will_wake(waker) {
+                    reg.wakers[i].1 = waker.clone();
+                }
+            }
+            None => {
+                let key = reg.next_key;
+                reg.next_key = key.wrapping_add(1);
+                reg.wakers.push((key, waker.clone()));
+                slot.key = Some(key);
+                // Relaxed increment: the SeqCst fence below is what pairs with the
+                // notifier's.
+                self.waiters.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        drop(reg);
+        fence(Ordering::SeqCst);
+    }
+
+    /// Takes the waker of `slot` off the set if a wake-up has not already, and empties the
+    /// slot. Free when the slot is empty.
+    pub(crate) fn cancel_waker(&self, slot: &mut WakerSlot) {
+        let Some(key) = slot.key.take() else {
+            return;
+        };
+        let mut reg = self.lock.lock();
+        if let Some(i) = reg.wakers.iter().position(|(k, _)| *k == key) {
+            reg.wakers.swap_remove(i);
+            // Relaxed: as when a waiter leaves `wait_until`.
+            self.waiters.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     /// Registers `signal` to be raised by every wake-up from now on, as a parked waiter
@@ -286,6 +409,93 @@ mod tests {
         assert!(!set.has_waiters());
     }
 
+    /// A waker that counts its wake-ups.
+    struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for CountingWaker {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn counting_waker() -> (std::sync::Arc<CountingWaker>, Waker) {
+        let count = std::sync::Arc::new(CountingWaker(std::sync::atomic::AtomicUsize::new(0)));
+        (std::sync::Arc::clone(&count), Waker::from(count))
+    }
+
+    #[test]
+    fn a_registered_task_is_woken_once_and_counted_until_then() {
+        let set = WaitSet::new();
+        let (count, waker) = counting_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut slot = WakerSlot::new();
+        let flag = AtomicBool::new(false);
+        let ready = || flag.load(Ordering::Acquire).then_some(5);
+        assert!(set
+            .poll_until(&mut cx, &mut slot, || false, ready)
+            .is_pending());
+        // Polled again before a wake-up: still one registration.
+        assert!(set
+            .poll_until(&mut cx, &mut slot, || false, ready)
+            .is_pending());
+        assert_eq!(set.waiters.load(Ordering::Relaxed), 1);
+        flag.store(true, Ordering::Release);
+        set.notify_all();
+        set.notify_all();
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
+        assert!(!set.has_waiters());
+        assert_eq!(
+            set.poll_until(&mut cx, &mut slot, || false, ready),
+            Poll::Ready(5)
+        );
+    }
+
+    #[test]
+    fn a_cancelled_task_is_not_woken_and_no_longer_counted() {
+        let set = WaitSet::new();
+        let (count, waker) = counting_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut slot = WakerSlot::new();
+        assert!(set
+            .poll_until(&mut cx, &mut slot, || false, || None::<()>)
+            .is_pending());
+        set.cancel_waker(&mut slot);
+        assert!(!set.has_waiters());
+        set.notify_all();
+        assert_eq!(count.0.load(Ordering::Relaxed), 0);
+        // Cancelling twice, or after a wake-up took the waker, changes nothing.
+        set.cancel_waker(&mut slot);
+        assert!(set
+            .poll_until(&mut cx, &mut slot, || false, || None::<()>)
+            .is_pending());
+        set.notify_all();
+        set.cancel_waker(&mut slot);
+        assert_eq!(set.waiters.load(Ordering::Relaxed), 0);
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn waking_many_tasks_allocates_only_while_the_lists_grow() {
+        let set = WaitSet::new();
+        let wakers: Vec<_> = (0..8).map(|_| counting_waker()).collect();
+        let mut slots: Vec<_> = (0..8).map(|_| WakerSlot::new()).collect();
+        for _ in 0..3 {
+            for ((_, w), slot) in wakers.iter().zip(slots.iter_mut()) {
+                let mut cx = Context::from_waker(w);
+                assert!(set
+                    .poll_until(&mut cx, slot, || false, || None::<()>)
+                    .is_pending());
+            }
+            set.notify_all();
+        }
+        let reg = set.lock.lock();
+        assert!(reg.wakers.capacity() >= 8 && reg.spare.capacity() >= 8);
+        drop(reg);
+        for (count, _) in &wakers {
+            assert_eq!(count.0.load(Ordering::Relaxed), 3);
+        }
+    }
+
     #[test]
     fn deadline_ends_the_wait_with_a_last_check() {
         let set = WaitSet::new();
@@ -375,5 +585,112 @@ mod loom_models {
                 assert!(flag.load(Ordering::Relaxed));
             }
         });
+    }
+
+    /// A task polling for the flag while a notifier sets it: the task is never left
+    /// pending with nobody to wake it (loom reports a deadlock in `block_on` if it could
+    /// be), and it registers at most once per wake-up.
+    #[test]
+    fn no_lost_wake_up_of_a_task() {
+        loom::model(|| {
+            let (set, flag, notifier) = flag_set_by_a_notifier();
+            let got = loom::future::block_on(FlagFuture::new(&set, &flag));
+            assert_eq!(got, ());
+            notifier.join().unwrap();
+            assert_eq!(set.waiters.load(Ordering::Relaxed), 0);
+        });
+    }
+
+    /// Two tasks on two threads wait for one flag: one notification wakes both.
+    #[test]
+    fn one_wake_up_reaches_every_waiting_task() {
+        loom::model(|| {
+            let (set, flag, notifier) = flag_set_by_a_notifier();
+            let other = {
+                let (s, f) = (Arc::clone(&set), Arc::clone(&flag));
+                thread::spawn(move || loom::future::block_on(FlagFuture::new(&s, &f)))
+            };
+            loom::future::block_on(FlagFuture::new(&set, &flag));
+            other.join().unwrap();
+            notifier.join().unwrap();
+        });
+    }
+
+    /// A task registers, then its future is dropped (cancelled) while a notifier wakes the
+    /// set; a parked thread waiting on the same set still gets its wake-up, and the count
+    /// of waiters ends at zero whichever came first.
+    #[test]
+    fn cancellation_racing_a_wake_up_loses_nothing() {
+        loom::model(|| {
+            let (set, flag, notifier) = flag_set_by_a_notifier();
+            let canceller = {
+                let (s, f) = (Arc::clone(&set), Arc::clone(&flag));
+                thread::spawn(move || {
+                    let waker = futures_noop_waker();
+                    let mut cx = Context::from_waker(&waker);
+                    let mut fut = FlagFuture::new(&s, &f);
+                    let _ = std::pin::Pin::new(&mut fut).poll(&mut cx);
+                    drop(fut);
+                })
+            };
+            let got = set.wait_until(None, || flag.load(Ordering::Acquire).then_some(()));
+            assert_eq!(got, Some(()));
+            canceller.join().unwrap();
+            notifier.join().unwrap();
+            assert_eq!(set.waiters.load(Ordering::Relaxed), 0);
+        });
+    }
+
+    use std::future::Future;
+    use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+
+    /// A waker that does nothing (the canceller never waits for it).
+    fn futures_noop_waker() -> Waker {
+        const VTABLE: RawWakerVTable = RawWakerVTable::new(
+            |_| RawWaker::new(std::ptr::null(), &VTABLE),
+            |_| {},
+            |_| {},
+            |_| {},
+        );
+        // SAFETY: every function of the vtable ignores the data pointer, so any pointer
+        // (here null) is valid for it; nothing is ever dereferenced.
+        unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) }
+    }
+
+    /// Ready once the flag is set; cancels its registration when dropped.
+    struct FlagFuture<'a> {
+        set: &'a WaitSet,
+        flag: &'a AtomicBool,
+        slot: WakerSlot,
+    }
+
+    impl<'a> FlagFuture<'a> {
+        fn new(set: &'a WaitSet, flag: &'a AtomicBool) -> Self {
+            Self {
+                set,
+                flag,
+                slot: WakerSlot::new(),
+            }
+        }
+    }
+
+    impl Future for FlagFuture<'_> {
+        type Output = ();
+        fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            let this = &mut *self;
+            let flag = this.flag;
+            this.set.poll_until(
+                cx,
+                &mut this.slot,
+                || false,
+                || flag.load(Ordering::Acquire).then_some(()),
+            )
+        }
+    }
+
+    impl Drop for FlagFuture<'_> {
+        fn drop(&mut self) {
+            self.set.cancel_waker(&mut self.slot);
+        }
     }
 }
