@@ -181,7 +181,7 @@ impl WaitSet {
         if !woken.is_empty() {
             // Outside the lock: a waker may run code that registers again in this set.
             for (_, waker) in woken.drain(..) {
-                waker.wake();
+                wake(waker);
             }
             let mut reg = self.lock.lock();
             if reg.spare.capacity() < woken.capacity() {
@@ -384,6 +384,16 @@ impl WaitSet {
     }
 }
 
+/// Wakes a task taken off the list by a wake-up, containing a panic of its `wake` (an
+/// executor's bug, which the panic hook has already reported by the time it is caught).
+/// Unwinding from here would drop the wakers not yet woken, whose tasks would then wait for
+/// good (they are off the list), and would leave the notifier's own step half done: a
+/// single producer's publish that never leaves, so the ring can never finish closing.
+fn wake(waker: Waker) {
+    // Nothing is observed after a panic: the waker is consumed either way.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| waker.wake()));
+}
+
 #[cfg(all(test, not(logbus_loom)))]
 mod tests {
     use super::*;
@@ -494,6 +504,50 @@ mod tests {
         for (count, _) in &wakers {
             assert_eq!(count.0.load(Ordering::Relaxed), 3);
         }
+    }
+
+    /// A waker whose `wake` panics (an executor's bug).
+    struct PanickingWaker;
+
+    impl std::task::Wake for PanickingWaker {
+        fn wake(self: std::sync::Arc<Self>) {
+            panic!("a waker panicked (on purpose, in a test)");
+        }
+    }
+
+    /// A wake-up has taken every waker off the list before it wakes them: a panicking
+    /// `wake` must not cost the tasks after it their wake-up (they would stay pending for
+    /// good), nor reach the notifier (a publish or a close, left half done).
+    #[test]
+    fn a_panicking_waker_costs_the_other_tasks_nothing() {
+        let set = WaitSet::new();
+        let bad = Waker::from(std::sync::Arc::new(PanickingWaker));
+        let (count, good) = counting_waker();
+        let mut slots = [WakerSlot::new(), WakerSlot::new()];
+        for (waker, slot) in [&bad, &good].into_iter().zip(slots.iter_mut()) {
+            let mut cx = Context::from_waker(waker);
+            assert!(set
+                .poll_until(&mut cx, slot, || false, || None::<()>)
+                .is_pending());
+        }
+        let notified = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| set.notify_all()));
+        assert!(
+            notified.is_ok(),
+            "a waker's panic unwound into the notifier"
+        );
+        assert_eq!(
+            count.0.load(Ordering::Relaxed),
+            1,
+            "the other task was not woken"
+        );
+        assert!(!set.has_waiters());
+        // The set works on: the good task registers again and is woken again.
+        let mut cx = Context::from_waker(&good);
+        assert!(set
+            .poll_until(&mut cx, &mut slots[1], || false, || None::<()>)
+            .is_pending());
+        set.notify_all();
+        assert_eq!(count.0.load(Ordering::Relaxed), 2);
     }
 
     #[test]
