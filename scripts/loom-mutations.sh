@@ -42,8 +42,8 @@ mutant waker-registration-fence src/sync/wait_set.rs \
     lib::sync::wait_set::loom_models::one_wake_up_reaches_every_waiting_task
 # A cancelled task's registration leaves the count of waiters.
 mutant waker-cancel-count src/sync/wait_set.rs \
-    $'            reg.wakers.swap_remove(i);\n            // Relaxed: as when a waiter leaves `wait_until`.\n            self.waiters.fetch_sub(1, Ordering::Relaxed);' \
-    $'            reg.wakers.swap_remove(i);' \
+    $'            let (_, waker) = reg.wakers.swap_remove(i);\n            // Relaxed: as when a waiter leaves `wait_until`.\n            self.waiters.fetch_sub(1, Ordering::Relaxed);' \
+    $'            let (_, waker) = reg.wakers.swap_remove(i);' \
     lib::sync::wait_set::loom_models::cancellation_racing_a_wake_up_loses_nothing
 # A task reading the ring: its registration's heavy fence, the other side of the producers'
 # light one (`notify_all_light`): `poll_until` told that notifiers are not light.

@@ -231,10 +231,12 @@ impl WaitSet {
         let present = slot
             .key
             .and_then(|key| reg.wakers.iter().position(|(k, _)| *k == key));
+        // Dropped after the lock is released: dropping a waker runs its task's code.
+        let mut replaced = None;
         match present {
             Some(i) => {
                 if !reg.wakers[i].1.will_wake(waker) {
-                    reg.wakers[i].1 = waker.clone();
+                    replaced = Some(std::mem::replace(&mut reg.wakers[i].1, waker.clone()));
                 }
             }
             None => {
@@ -249,6 +251,7 @@ impl WaitSet {
         }
         drop(reg);
         fence(Ordering::SeqCst);
+        drop(replaced);
     }
 
     /// Takes the waker of `slot` off the set if a wake-up has not already, and empties the
@@ -259,9 +262,13 @@ impl WaitSet {
         };
         let mut reg = self.lock.lock();
         if let Some(i) = reg.wakers.iter().position(|(k, _)| *k == key) {
-            reg.wakers.swap_remove(i);
+            let (_, waker) = reg.wakers.swap_remove(i);
             // Relaxed: as when a waiter leaves `wait_until`.
             self.waiters.fetch_sub(1, Ordering::Relaxed);
+            drop(reg);
+            // After the lock: dropping a waker runs its task's code, which may use this
+            // set (its last reference may drop a future registered here).
+            drop(waker);
         }
     }
 
@@ -548,6 +555,74 @@ mod tests {
             .is_pending());
         set.notify_all();
         assert_eq!(count.0.load(Ordering::Relaxed), 2);
+    }
+
+    /// A waker holding the last reference to its task, whose drop drops a future
+    /// registered in the same set, which cancels its registration there (as a pending task
+    /// of an executor that keeps its tasks alive only through their wakers is dropped).
+    struct ReentrantDrop {
+        set: Arc<WaitSet>,
+        slot: WakerSlot,
+    }
+
+    impl std::task::Wake for ReentrantDrop {
+        fn wake(self: std::sync::Arc<Self>) {}
+    }
+
+    impl Drop for ReentrantDrop {
+        fn drop(&mut self) {
+            self.set.cancel_waker(&mut self.slot);
+        }
+    }
+
+    /// A waker registered in `set` that only the set references, and whose drop cancels
+    /// another registration in `set`.
+    fn reentrant_waker_in(set: &Arc<WaitSet>, slot: &mut WakerSlot) {
+        let (_, other) = counting_waker();
+        let mut inner = WakerSlot::new();
+        set.register_waker(&mut inner, &other);
+        let waker = Waker::from(std::sync::Arc::new(ReentrantDrop {
+            set: Arc::clone(set),
+            slot: inner,
+        }));
+        set.register_waker(slot, &waker);
+    }
+
+    /// Runs `f` on a thread and fails if it has not returned within a few seconds (a
+    /// deadlock).
+    fn returns(what: &str, f: impl FnOnce() + Send + 'static) {
+        let (done, finished) = std::sync::mpsc::channel();
+        thread::spawn_named("reentrant".into(), move || {
+            f();
+            done.send(()).unwrap();
+        })
+        .unwrap();
+        assert!(
+            finished.recv_timeout(Duration::from_secs(5)).is_ok(),
+            "{what} deadlocked"
+        );
+    }
+
+    /// Dropping a waker runs the task's code (its last reference may go with it): the set
+    /// drops the wakers it removes or replaces after it has released its lock.
+    #[test]
+    fn a_waker_the_set_drops_may_use_the_set() {
+        let set = Arc::new(WaitSet::new());
+        let mut slot = WakerSlot::new();
+        reentrant_waker_in(&set, &mut slot);
+        let s = Arc::clone(&set);
+        returns("cancel_waker", move || s.cancel_waker(&mut slot));
+        assert!(!set.has_waiters());
+
+        let mut slot = WakerSlot::new();
+        reentrant_waker_in(&set, &mut slot);
+        let s = Arc::clone(&set);
+        returns("register_waker replacing the waker", move || {
+            let (_, another) = counting_waker();
+            s.register_waker(&mut slot, &another);
+            s.cancel_waker(&mut slot);
+        });
+        assert!(!set.has_waiters());
     }
 
     #[test]
