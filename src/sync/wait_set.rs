@@ -210,8 +210,11 @@ impl WaitSet {
             self.cancel_waker(slot);
             return Poll::Ready(r);
         }
-        self.register_waker(slot, cx.waker());
-        if light_notifiers() {
+        // A registration the poll only refreshed (polled again before a wake-up: `join!`,
+        // `select!`, a self-wake) has been counted since the heavy fence of the poll that
+        // made it, and no wake-up has taken it since (a wake-up takes every waker): as in
+        // `wait_until_heavy`, once per registration is enough.
+        if self.register_waker(slot, cx.waker()) && light_notifiers() {
             asym_fence::heavy();
         }
         match ready() {
@@ -225,8 +228,9 @@ impl WaitSet {
 
     /// Registers `waker` in `slot` (replacing the waker there if a wake-up has not taken
     /// it yet), counted as a waiter, then the `SeqCst` fence of the handshake (see the
-    /// module docs): the caller checks its condition after this returns.
-    pub(crate) fn register_waker(&self, slot: &mut WakerSlot, waker: &Waker) {
+    /// module docs): the caller checks its condition after this returns. Returns whether
+    /// the slot was registered anew (`false`: its registration was still there, refreshed).
+    pub(crate) fn register_waker(&self, slot: &mut WakerSlot, waker: &Waker) -> bool {
         let mut reg = self.lock.lock();
         let present = slot
             .key
@@ -252,6 +256,7 @@ impl WaitSet {
         drop(reg);
         fence(Ordering::SeqCst);
         drop(replaced);
+        present.is_none()
     }
 
     /// Takes the waker of `slot` off the set if a wake-up has not already, and empties the
@@ -625,6 +630,41 @@ mod tests {
         assert!(!set.has_waiters());
     }
 
+    /// A task polled again before any wake-up (a spurious poll) is still registered, and
+    /// counted since the heavy fence of its first poll: the refresh pays no second
+    /// `membarrier` (a barrier on every CPU running the process). A registration made anew
+    /// after a wake-up does.
+    #[test]
+    fn a_spurious_poll_with_light_notifiers_issues_no_heavy_fence() {
+        let heavy = || asym_fence::HEAVY_CALLS.with(|n| n.get());
+        let set = WaitSet::new();
+        let (count, waker) = counting_waker();
+        let (_, other) = counting_waker();
+        let mut slot = WakerSlot::new();
+        let before = heavy();
+        for w in [&waker, &waker, &other, &waker] {
+            let mut cx = Context::from_waker(w);
+            assert!(set
+                .poll_until(&mut cx, &mut slot, || true, || None::<()>)
+                .is_pending());
+        }
+        assert_eq!(heavy() - before, 1, "a refreshed registration fenced again");
+        assert_eq!(set.waiters.load(Ordering::Relaxed), 1);
+        set.notify_all_light();
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
+        let mut cx = Context::from_waker(&waker);
+        assert!(set
+            .poll_until(&mut cx, &mut slot, || true, || None::<()>)
+            .is_pending());
+        assert_eq!(
+            heavy() - before,
+            2,
+            "a new registration completes the handshake"
+        );
+        set.cancel_waker(&mut slot);
+        assert!(!set.has_waiters());
+    }
+
     #[test]
     fn deadline_ends_the_wait_with_a_last_check() {
         let set = WaitSet::new();
@@ -729,6 +769,45 @@ mod loom_models {
         });
     }
 
+    /// As `no_lost_wake_up_of_a_task`, with a notifier using the light fence: the task's
+    /// registration completes the handshake with the heavy one. Key ordering: that heavy
+    /// fence, after a registration made anew.
+    #[test]
+    fn no_lost_wake_up_of_a_task_with_a_light_notifier() {
+        loom::model(|| {
+            let (set, flag, notifier) = flag_set_by_a_light_notifier();
+            loom::future::block_on(FlagFuture::light(&set, &flag, 0));
+            notifier.join().unwrap();
+            assert_eq!(set.waiters.load(Ordering::Relaxed), 0);
+        });
+    }
+
+    /// A task polled again before any wake-up (a spurious poll) refreshes its registration
+    /// without a heavy fence, against a notifier using the light fence: no wake-up is lost
+    /// (loom reports a deadlock in `block_on` if one could be).
+    #[test]
+    fn a_refreshed_registration_needs_no_second_heavy_fence() {
+        loom::model(|| {
+            let (set, flag, notifier) = flag_set_by_a_light_notifier();
+            loom::future::block_on(FlagFuture::light(&set, &flag, 1));
+            notifier.join().unwrap();
+            assert_eq!(set.waiters.load(Ordering::Relaxed), 0);
+        });
+    }
+
+    /// A wait set, a flag, and a thread that sets the flag, then notifies the set with the
+    /// light fence.
+    fn flag_set_by_a_light_notifier() -> (Arc<WaitSet>, Arc<AtomicBool>, thread::JoinHandle<()>) {
+        let set = Arc::new(WaitSet::new());
+        let flag = Arc::new(AtomicBool::new(false));
+        let (s, f) = (Arc::clone(&set), Arc::clone(&flag));
+        let notifier = thread::spawn(move || {
+            f.store(true, Ordering::Release);
+            s.notify_all_light();
+        });
+        (set, flag, notifier)
+    }
+
     /// Two tasks on two threads wait for one flag: one notification wakes both.
     #[test]
     fn one_wake_up_reaches_every_waiting_task() {
@@ -790,6 +869,10 @@ mod loom_models {
         set: &'a WaitSet,
         flag: &'a AtomicBool,
         slot: WakerSlot,
+        /// Whether the notifier uses the light fence.
+        light: bool,
+        /// Polls left that, finding the flag unset, poll again at once (spurious polls).
+        again: usize,
     }
 
     impl<'a> FlagFuture<'a> {
@@ -798,6 +881,19 @@ mod loom_models {
                 set,
                 flag,
                 slot: WakerSlot::new(),
+                light: false,
+                again: 0,
+            }
+        }
+
+        /// For a notifier using the light fence, polling again at once `again` times.
+        fn light(set: &'a WaitSet, flag: &'a AtomicBool, again: usize) -> Self {
+            Self {
+                set,
+                flag,
+                slot: WakerSlot::new(),
+                light: true,
+                again,
             }
         }
     }
@@ -806,13 +902,19 @@ mod loom_models {
         type Output = ();
         fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
             let this = &mut *self;
-            let flag = this.flag;
-            this.set.poll_until(
-                cx,
-                &mut this.slot,
-                || false,
-                || flag.load(Ordering::Acquire).then_some(()),
-            )
+            let (flag, light) = (this.flag, this.light);
+            loop {
+                let polled = this.set.poll_until(
+                    cx,
+                    &mut this.slot,
+                    || light,
+                    || flag.load(Ordering::Acquire).then_some(()),
+                );
+                if polled.is_ready() || this.again == 0 {
+                    return polled;
+                }
+                this.again -= 1;
+            }
         }
     }
 
