@@ -56,12 +56,14 @@ use crate::sync::time::{self, Instant};
 use crate::sync::StdArc as Arc;
 use crate::{Error, Result};
 
+mod async_poll;
 mod config;
 pub(crate) mod group_config;
 mod lending;
 pub(crate) mod listener;
 pub(crate) mod membership;
 mod records;
+pub use async_poll::{PollAsync, RecordStream};
 pub use config::{ConsumerConfig, OffsetReset};
 pub use lending::RecordRef;
 pub use records::{ConsumerMetrics, ConsumerRecord, ConsumerRecords, OffsetAndTimestamp};
@@ -125,6 +127,8 @@ pub struct Consumer<K, V> {
     pub(crate) metrics: ConsumerMetrics,
     /// [`poll_with`](Consumer::poll_with)'s reused buffers.
     pub(crate) borrowed: lending::Buffers<K, V>,
+    /// A task's registrations while it waits in [`poll_async`](Consumer::poll_async).
+    pub(crate) task_waits: async_poll::TaskWaits,
     /// One thread at a time, as Kafka's consumer.
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -168,6 +172,7 @@ impl Broker {
             next: 0,
             metrics: ConsumerMetrics::default(),
             borrowed: lending::Buffers::default(),
+            task_waits: async_poll::TaskWaits::default(),
             _not_sync: PhantomData,
         })
     }

@@ -883,7 +883,21 @@ where
             Ok(at) => at,
             Err(error) => return PendingSend::done(Err(ProduceError::new(error, record))),
         };
-        let appender = &mut state.topics[t].appenders[partition as usize];
+        let cached = &mut state.topics[t];
+        let appender = &mut cached.appenders[partition as usize];
+        if !appender.is_replicated() {
+            // Appended now if there is room; otherwise the handle holds the record and
+            // appends it when polled or waited on, on a handle of its own (the producer's
+            // lock is not held meanwhile); a persisted record's fsync is left to it too.
+            let (entry, sent) = self.entry_of(record, partition);
+            return match appender.try_append_unsynced(entry) {
+                Err((Some(entry), AppendError::Full)) => {
+                    let own = cached.topic.partitions()[partition as usize].appender();
+                    PendingSend::held(own, entry, sent)
+                }
+                done => PendingSend::unsynced(done, sent),
+            };
+        }
         let Some((log, policy)) = appender.pipeline() else {
             return PendingSend::done(self.send_routed(
                 state,

@@ -428,4 +428,49 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             helps = HELPS;
         }
     }
+
+    /// `ReplicatedLog::poll_pending`: `Ready` once the pending send's acknowledgement is
+    /// settled (see there). Before registering, it copies for the followers under the lock
+    /// (bounded, as `await_acks` does), then wakes the fetcher threads; `changed`'s
+    /// notifications (`notify`, `close`) wake the task through `acks`.
+    pub(super) fn poll_settled(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        slot: &mut crate::sync::WakerSlot,
+        pending: &Pending<K, V>,
+        policy: &SendPolicy,
+    ) -> std::task::Poll<()> {
+        let Step::Await(epoch, last) = pending.progress.step else {
+            self.acks.cancel_waker(slot);
+            return std::task::Poll::Ready(());
+        };
+        if policy.acks != Acks::All || self.acked_now(epoch, last) {
+            self.acks.cancel_waker(slot);
+            return std::task::Poll::Ready(());
+        }
+        let settled =
+            |st: &State<K, V>| st.closed || st.epoch != epoch || st.hw > last || st.acked > last;
+        {
+            let mut st = self.state.lock();
+            let mut helps = HELPS;
+            while !settled(&st) && helps > 0 {
+                helps -= 1;
+                if !self.fetch_all_locked(&mut st) {
+                    break;
+                }
+            }
+            if settled(&st) {
+                drop(st);
+                self.acks.cancel_waker(slot);
+                return std::task::Poll::Ready(());
+            }
+            self.wake_followers(&st);
+        }
+        self.acks.poll_until(
+            cx,
+            slot,
+            || false,
+            || (self.acked_now(epoch, last) || settled(&self.state.lock())).then_some(()),
+        )
+    }
 }
