@@ -128,7 +128,11 @@ struct Processed {
 }
 
 const PARTITIONS: u32 = 4;
-const RECORDS: u64 = if cfg!(debug_assertions) { 4_000 } else { 40_000 };
+const RECORDS: u64 = if cfg!(debug_assertions) {
+    4_000
+} else {
+    40_000
+};
 
 /// Three members (tasks) of one group read a topic while a producer task sends to it;
 /// each processes a batch, then commits synchronously. One member leaves (commits, then
@@ -213,7 +217,10 @@ fn a_group_of_async_members_processes_every_record_when_one_leaves() {
         assert_eq!(p.distinct, RECORDS, "every record processed ({counts:?})");
         for part in 0..PARTITIONS {
             for offset in 0..RECORDS / u64::from(PARTITIONS) {
-                assert!(p.times.contains_key(&(part, offset)), "lost {part}/{offset}");
+                assert!(
+                    p.times.contains_key(&(part, offset)),
+                    "lost {part}/{offset}"
+                );
             }
         }
         for (at, n) in &p.times {
@@ -224,7 +231,10 @@ fn a_group_of_async_members_processes_every_record_when_one_leaves() {
                 );
             }
         }
-        assert!(counts[0] >= RECORDS / 4, "the leaver processed its share first");
+        assert!(
+            counts[0] >= RECORDS / 4,
+            "the leaver processed its share first"
+        );
     });
 }
 
@@ -291,7 +301,10 @@ fn a_member_parked_in_poll_async_keeps_its_membership() {
         2,
         "the parked member was not evicted"
     );
-    assert!(woken.0.load(Ordering::SeqCst), "the rebalance woke the task");
+    assert!(
+        woken.0.load(Ordering::SeqCst),
+        "the rebalance woke the task"
+    );
     log.0.lock().unwrap().clear();
     // The woken poll does the member's part: revoke (eager), rejoin, take its share.
     assert!(Pin::new(&mut polled).poll(&mut cx).is_pending());

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use logbus::broker::{Broker, TopicConfig, TopicPartition};
-use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::consumer::{ConsumerConfig, ConsumerRecords, OffsetReset};
+use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::{Acks, ProducerConfig, Record};
 
 /// Where an async body runs.
@@ -256,7 +256,10 @@ fn acks_all_on_a_replicated_topic_is_awaited() {
             }
         });
         sender.await;
-        assert_eq!(broker.describe_topic("r").unwrap().partitions[0].high_watermark, 300);
+        assert_eq!(
+            broker.describe_topic("r").unwrap().partitions[0].high_watermark,
+            300
+        );
     });
 }
 
@@ -282,7 +285,11 @@ fn acks_one_and_none_complete_at_the_call() {
 #[test]
 fn a_persisted_every_batch_send_awaits_its_fsync() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::builder().data_dir(dir.path()).create(true).open().unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     broker
         .create_topic::<(), u64>(
             "p",
@@ -520,7 +527,11 @@ fn randomly_cancelled_receives_lose_and_duplicate_nothing() {
 /// its record at the call if there was room. No record appears twice.
 #[test]
 fn randomly_cancelled_sends_append_each_record_at_most_once() {
-    const SENDS: u64 = if cfg!(debug_assertions) { 100_000 } else { 400_000 };
+    const SENDS: u64 = if cfg!(debug_assertions) {
+        100_000
+    } else {
+        400_000
+    };
     let broker = Broker::in_memory();
     broker
         .create_topic::<(), u64>("t", TopicConfig::new(1).records_in_memory(64))
@@ -598,15 +609,25 @@ fn randomly_cancelled_sends_append_each_record_at_most_once() {
         appeared[v as usize] = Some(offset);
     }
     for &(v, offset) in reported.lock().unwrap().iter() {
-        assert_eq!(appeared[v as usize], Some(offset), "reported {v} at {offset}");
+        assert_eq!(
+            appeared[v as usize],
+            Some(offset),
+            "reported {v} at {offset}"
+        );
     }
     let mut held_dropped = 0;
     for (v, fate) in fates.iter().enumerate() {
         assert_ne!(*fate, 0);
         if *fate == 2 {
             held_dropped += 1;
-            assert_eq!(appeared[v], None, "value {v} dropped while held, yet appended");
+            assert_eq!(
+                appeared[v], None,
+                "value {v} dropped while held, yet appended"
+            );
         }
     }
-    assert!(held_dropped > 0, "the partition was never full: nothing tested");
+    assert!(
+        held_dropped > 0,
+        "the partition was never full: nothing tested"
+    );
 }
