@@ -25,7 +25,7 @@ impl<K, V> Appender<K, V> {
     pub(crate) fn try_append_unsynced(
         &mut self,
         entry: Entry<K, V>,
-    ) -> std::result::Result<Unsynced<K, V>, (Option<Entry<K, V>>, AppendError)> {
+    ) -> std::result::Result<Unsynced<K, V>, Refused<K, V>> {
         use crate::ring::TryPublishError;
         debug_assert!(self.replicated.is_none());
         if let Some(disk) = &self.disk {

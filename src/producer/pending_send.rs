@@ -11,7 +11,8 @@ use std::task::{Context, Poll};
 
 use super::{append_error, ProduceError, Record, RecordMetadata};
 use crate::partition::{
-    AppendError, AppendWait, Appender, DiskLog, Entry, Pending, ReplicatedLog, SendPolicy, Unsynced,
+    AppendError, AppendWait, Appender, DiskLog, Entry, Pending, Refused, ReplicatedLog, SendPolicy,
+    Unsynced,
 };
 use crate::sync::WakerSlot;
 // Std's Arc (also under loom): the log is a trait object (see `sync::StdArc`).
@@ -150,10 +151,7 @@ struct Syncing<K, V> {
 
 impl<K, V> State<K, V> {
     /// The state after a non-blocking append to a partition that is not replicated.
-    fn unsynced(
-        done: Result<Unsynced<K, V>, (Option<Entry<K, V>>, AppendError)>,
-        sent: Sent,
-    ) -> Self {
+    fn unsynced(done: Result<Unsynced<K, V>, Refused<K, V>>, sent: Sent) -> Self {
         match done {
             Ok(Unsynced::Acked(offset)) => State::Done(sent.outcome(Ok(offset))),
             Ok(Unsynced::Syncing(disk, offset)) => State::Syncing(Box::new(Syncing {
@@ -233,10 +231,7 @@ impl<K, V> PendingSend<K, V> {
     }
 
     /// The outcome of a non-blocking append to a partition that is not replicated.
-    pub(super) fn unsynced(
-        done: Result<Unsynced<K, V>, (Option<Entry<K, V>>, AppendError)>,
-        sent: Sent,
-    ) -> Self {
+    pub(super) fn unsynced(done: Result<Unsynced<K, V>, Refused<K, V>>, sent: Sent) -> Self {
         Self {
             state: State::unsynced(done, sent),
         }
