@@ -1,7 +1,9 @@
 //! Asynchronous polling: [`Consumer::poll_async`] and [`Consumer::stream`], for a consumer
 //! driven by a task rather than a thread.
 //!
-//! A task that finds nothing to read registers its waker in the wait sets a blocking
+//! A task that finds nothing to read first reschedules itself a few times
+//! ([`TASK_YIELDS`] looks in a row, counted per consumer), as a blocking poll yields its
+//! thread before parking; then it registers its waker in the wait sets a blocking
 //! [`poll`](Consumer::poll) would park on: the arrivals of every topic it reads (producers
 //! and HW advances notify them) and, for a group member, its group signal's (the
 //! coordinator raises it for a rebalance, an eviction, a deleted group). The handshake is
@@ -37,6 +39,16 @@ use crate::Result;
 /// written, must not spin the executor's thread).
 const ROUNDS: u32 = 4;
 
+/// Times a consumer's task that found nothing reschedules itself (wakes itself and returns
+/// `Pending`: the executor runs its other tasks, then polls it again) before it registers
+/// and parks, as a blocking poll yields its thread before parking: a record usually comes
+/// within a few, and a parked task costs its producer a wake-up and itself the heavy fence.
+/// None under loom, which models no time.
+#[cfg(not(logbus_loom))]
+pub(crate) const TASK_YIELDS: u32 = 64;
+#[cfg(logbus_loom)]
+pub(crate) const TASK_YIELDS: u32 = 0;
+
 /// A consumer's registrations while its task waits (module docs).
 #[derive(Debug, Default)]
 pub(crate) struct TaskWaits {
@@ -47,6 +59,9 @@ pub(crate) struct TaskWaits {
     events: Option<(Arc<Signal>, WakerSlot)>,
     /// Whether the coordinator counts the member's task as parked in a poll.
     parked: bool,
+    /// Looks that found nothing since records last came (its futures' and streams'
+    /// alike): the task reschedules itself for the first `TASK_YIELDS`, then parks.
+    yields: u32,
 }
 
 impl<K, V> Consumer<K, V> {
@@ -207,9 +222,15 @@ where
                     Ok(0) => {}
                     done => {
                         self.stop_waiting();
+                        self.task_waits.yields = 0;
                         return Poll::Ready(done);
                     }
                 }
+            }
+            if self.task_waits.yields < TASK_YIELDS {
+                self.task_waits.yields += 1;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
             }
             self.register_task(cx);
             if !self.task_ready() {
@@ -294,6 +315,28 @@ where
 }
 
 /// The future of [`Consumer::poll_async`]: the records read, once there are some.
+/// Cancel safe (see there).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use logbus::{Broker, ConsumerConfig, Record, TopicConfig, TopicPartition};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), logbus::Error> {
+/// let broker = Broker::in_memory();
+/// broker.create_topic::<(), u64>("ticks", TopicConfig::new(1))?;
+/// let mut consumer = broker.consumer::<(), u64>(ConsumerConfig::new())?;
+/// consumer.assign(&[TopicPartition::new("ticks", 0)])?;
+/// // Nothing comes: the timeout drops the future, which takes nothing with it.
+/// let waited = tokio::time::timeout(Duration::from_millis(5), consumer.poll_async()).await;
+/// assert!(waited.is_err());
+/// broker.producer::<(), u64>().send(Record::new("ticks", 3))?;
+/// assert_eq!(consumer.poll_async().await?.len(), 1);
+/// # Ok(())
+/// # }
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct PollAsync<'a, K, V> {
     consumer: &'a mut Consumer<K, V>,
@@ -329,6 +372,34 @@ impl<K, V> Drop for PollAsync<'_, K, V> {
 }
 
 /// The [`Stream`] of [`Consumer::stream`]: the assigned partitions' records, one at a time.
+/// Dropping it puts back the records read but not yet yielded (see there).
+///
+/// # Examples
+///
+/// ```
+/// use futures::StreamExt;
+/// use logbus::{Broker, ConsumerConfig, OffsetReset, Record, TopicConfig, TopicPartition};
+///
+/// let broker = Broker::in_memory();
+/// broker.create_topic::<(), u64>("ticks", TopicConfig::new(1))?;
+/// let producer = broker.producer::<(), u64>();
+/// for v in 0..4 {
+///     producer.send(Record::new("ticks", v))?;
+/// }
+/// let mut consumer = broker.consumer::<(), u64>(
+///     ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest),
+/// )?;
+/// consumer.assign(&[TopicPartition::new("ticks", 0)])?;
+/// let firsts: Vec<u64> = futures::executor::block_on(
+///     consumer.stream().take(2).map(|r| r.map(|r| r.value)).collect::<Vec<_>>(),
+/// )
+/// .into_iter()
+/// .collect::<Result<_, _>>()?;
+/// assert_eq!(firsts, [0, 1]);
+/// // The two read with them and not yielded were put back.
+/// assert_eq!(consumer.position(&TopicPartition::new("ticks", 0))?, 2);
+/// # Ok::<(), logbus::Error>(())
+/// ```
 #[must_use = "streams do nothing unless polled"]
 pub struct RecordStream<'a, K, V> {
     consumer: &'a mut Consumer<K, V>,

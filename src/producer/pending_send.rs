@@ -113,6 +113,20 @@ impl Sent {
 ///   handle, never appended.
 /// - A persisted record awaiting its fsync is in the log; dropping the handle does not
 ///   take it out.
+///
+/// # Examples
+///
+/// ```
+/// use logbus::{Broker, Record, TopicConfig};
+///
+/// let broker = Broker::in_memory();
+/// broker.create_topic::<(), u64>("ticks", TopicConfig::new(1))?;
+/// let producer = broker.producer::<(), u64>();
+/// let first = producer.send_async(Record::new("ticks", 1)).wait()?; // a thread waits
+/// let second = futures::executor::block_on(producer.send_async(Record::new("ticks", 2)))?;
+/// assert_eq!((first.offset, second.offset), (0, 1));
+/// # Ok::<(), logbus::Error>(())
+/// ```
 #[must_use = "the send's outcome (and its retries) comes from `wait` or `.await`"]
 pub struct PendingSend<K, V> {
     state: State<K, V>,
@@ -139,7 +153,16 @@ struct Held<K, V> {
     entry: Option<Entry<K, V>>,
     sent: Sent,
     slot: WakerSlot,
+    /// Times it rescheduled itself before registering for room (as a blocking wait for
+    /// room yields its thread before parking).
+    yields: u32,
 }
+
+/// How often a held send reschedules itself before it registers for room.
+#[cfg(not(logbus_loom))]
+const ROOM_YIELDS: u32 = 64;
+#[cfg(logbus_loom)]
+const ROOM_YIELDS: u32 = 0;
 
 /// A persisted record in the log, awaiting its fsync.
 struct Syncing<K, V> {
@@ -226,6 +249,7 @@ impl<K, V> PendingSend<K, V> {
                 entry: Some(entry),
                 sent,
                 slot: WakerSlot::new(),
+                yields: 0,
             })),
         }
     }
@@ -268,6 +292,7 @@ impl<K, V> PendingSend<K, V> {
                     entry,
                     sent,
                     mut slot,
+                    ..
                 } = *h;
                 appender.cancel_room(&mut slot);
                 match entry {
@@ -338,6 +363,7 @@ impl<K, V> Future for PendingSend<K, V> {
                         entry,
                         sent,
                         slot,
+                        yields,
                     } = &mut **h;
                     let Some(e) = entry.take() else {
                         unreachable!("a held send keeps its record until it is appended");
@@ -345,6 +371,11 @@ impl<K, V> Future for PendingSend<K, V> {
                     match appender.try_append_unsynced(e) {
                         Err((Some(e), AppendError::Full)) => {
                             *entry = Some(e);
+                            if *yields < ROOM_YIELDS {
+                                *yields += 1;
+                                cx.waker().wake_by_ref();
+                                return Poll::Pending;
+                            }
                             if appender.poll_room(cx, slot).is_pending() {
                                 return Poll::Pending;
                             }

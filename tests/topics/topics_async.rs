@@ -93,6 +93,24 @@ fn flag_waker() -> (Arc<Flag>, Waker) {
     (Arc::clone(&flag), Waker::from(flag))
 }
 
+/// Polls `fut` until it parks: `Pending` without having woken itself (a task reschedules
+/// itself a few times before it registers and parks).
+fn poll_until_parked<F: Future + Unpin>(
+    fut: &mut F,
+    flag: &Flag,
+    cx: &mut Context<'_>,
+) -> Poll<F::Output> {
+    for _ in 0..1000 {
+        flag.0.store(false, Ordering::SeqCst);
+        match Pin::new(&mut *fut).poll(cx) {
+            Poll::Ready(r) => return Poll::Ready(r),
+            Poll::Pending if !flag.0.load(Ordering::SeqCst) => return Poll::Pending,
+            Poll::Pending => {}
+        }
+    }
+    panic!("the future never parked");
+}
+
 #[test]
 fn send_async_awaited_and_poll_async_on_every_executor() {
     on_every_executor(|exec| async move {
@@ -199,7 +217,7 @@ fn send_async_on_a_full_partition_holds_the_record_until_polled() {
     assert!(format!("{held:?}").contains("held"));
     let (flag, waker) = flag_waker();
     let mut cx = Context::from_waker(&waker);
-    assert!(Pin::new(&mut held).poll(&mut cx).is_pending());
+    assert!(poll_until_parked(&mut held, &flag, &mut cx).is_pending());
     assert_eq!(log_end(&broker, "t"), 2);
     // A commit frees room and wakes the task; the poll appends.
     assert_eq!(consumer.poll(Duration::ZERO).unwrap().len(), 2);
@@ -212,7 +230,7 @@ fn send_async_on_a_full_partition_holds_the_record_until_polled() {
     // Dropped while held: never appended.
     producer.send(Record::new("t", 3)).unwrap();
     let mut dropped = producer.send_async(Record::new("t", 4));
-    assert!(Pin::new(&mut dropped).poll(&mut cx).is_pending());
+    assert!(poll_until_parked(&mut dropped, &flag, &mut cx).is_pending());
     drop(dropped);
     assert_eq!(consumer.poll(Duration::ZERO).unwrap().len(), 2);
     consumer.commit_sync().unwrap();
@@ -326,7 +344,7 @@ fn a_woken_then_dropped_poll_async_loses_nothing() {
     let mut cx = Context::from_waker(&waker);
     {
         let mut fut = consumer.poll_async();
-        assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
+        assert!(poll_until_parked(&mut fut, &flag, &mut cx).is_pending());
         producer.send(Record::new("t", 42)).unwrap();
         assert!(flag.0.load(Ordering::SeqCst), "the send woke the task");
         // Dropped after its wake-up, before it ran again.
