@@ -2,7 +2,7 @@
 //! driven by a task rather than a thread.
 //!
 //! A task that finds nothing to read first reschedules itself a few times
-//! ([`TASK_YIELDS`] looks in a row, counted per consumer), as a blocking poll yields its
+//! (`TASK_YIELDS` looks in a row, counted per consumer), as a blocking poll yields its
 //! thread before parking; then it registers its waker in the wait sets a blocking
 //! [`poll`](Consumer::poll) would park on: the arrivals of every topic it reads (producers
 //! and HW advances notify them) and, for a group member, its group signal's (the
@@ -46,8 +46,6 @@ const ROUNDS: u32 = 4;
 /// None under loom, which models no time.
 #[cfg(not(logbus_loom))]
 pub(crate) const TASK_YIELDS: u32 = 64;
-#[cfg(logbus_loom)]
-pub(crate) const TASK_YIELDS: u32 = 0;
 
 /// A consumer's registrations while its task waits (module docs).
 #[derive(Debug, Default)]
@@ -61,6 +59,7 @@ pub(crate) struct TaskWaits {
     parked: bool,
     /// Looks that found nothing since records last came (its futures' and streams'
     /// alike): the task reschedules itself for the first `TASK_YIELDS`, then parks.
+    #[cfg_attr(logbus_loom, allow(dead_code))]
     yields: u32,
 }
 
@@ -227,6 +226,7 @@ where
                     }
                 }
             }
+            #[cfg(not(logbus_loom))]
             if self.task_waits.yields < TASK_YIELDS {
                 self.task_waits.yields += 1;
                 cx.waker().wake_by_ref();

@@ -154,15 +154,14 @@ struct Held<K, V> {
     sent: Sent,
     slot: WakerSlot,
     /// Times it rescheduled itself before registering for room (as a blocking wait for
-    /// room yields its thread before parking).
+    /// room yields its thread before parking; not under loom, which models no time).
+    #[cfg_attr(logbus_loom, allow(dead_code))]
     yields: u32,
 }
 
 /// How often a held send reschedules itself before it registers for room.
 #[cfg(not(logbus_loom))]
 const ROOM_YIELDS: u32 = 64;
-#[cfg(logbus_loom)]
-const ROOM_YIELDS: u32 = 0;
 
 /// A persisted record in the log, awaiting its fsync.
 struct Syncing<K, V> {
@@ -365,12 +364,15 @@ impl<K, V> Future for PendingSend<K, V> {
                         slot,
                         yields,
                     } = &mut **h;
+                    #[cfg(logbus_loom)]
+                    let _ = yields;
                     let Some(e) = entry.take() else {
                         unreachable!("a held send keeps its record until it is appended");
                     };
                     match appender.try_append_unsynced(e) {
                         Err((Some(e), AppendError::Full)) => {
                             *entry = Some(e);
+                            #[cfg(not(logbus_loom))]
                             if *yields < ROOM_YIELDS {
                                 *yields += 1;
                                 cx.waker().wake_by_ref();
