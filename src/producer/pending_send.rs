@@ -332,10 +332,18 @@ impl<K, V> Unpin for PendingSend<K, V> {}
 /// while the record waits for room, for its fsync, or for its acknowledgement by the
 /// in-sync replicas. See the type's docs for what dropping it mid-way does (cancel safety).
 ///
-/// Two waits stay on the polling thread: a retry after a failed acknowledgement on a
+/// One wait stays on the polling thread: a retry after a failed acknowledgement on a
 /// replicated partition (a leader change, an ISR shrink: it appends again and waits as
-/// `wait` does), and on a gated partition the expiry of groups, which a task waiting for
-/// room looks at only when it is woken (a blocking `send` looks every few milliseconds).
+/// `wait` does). And with no timer of its own, an awaited send differs from a blocking one
+/// in two waits that end by time: the `request_timeout` of one acknowledgement is checked
+/// when the task is woken (by every HW move, ISR change, election or close), not at its
+/// deadline; and on a gated partition a group left empty for the broker's
+/// `empty_group_timeout` lets go of its gate only when someone looks (a blocking send
+/// waiting for room looks every few milliseconds, `describe_topic` and `describe_group`
+/// look, and a held send looks each time it is polled), so a task waiting for room on a
+/// partition held only by such a group stays parked until one of those looks. Where that
+/// may happen, await the send under a timeout (it is cancel safe: the record is then
+/// dropped unsent) and deal with the group ([`Broker::delete_group`](crate::Broker::delete_group)).
 impl<K, V> Future for PendingSend<K, V> {
     type Output = Result<RecordMetadata, ProduceError<K, V>>;
 
