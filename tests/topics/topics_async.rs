@@ -649,3 +649,68 @@ fn randomly_cancelled_sends_append_each_record_at_most_once() {
         "the partition was never full: nothing tested"
     );
 }
+
+/// A replicated topic whose followers stall: an awaited `acks = all` send parks (its
+/// record in the leader's log); the followers resuming wake it with its offset. Then, with
+/// the followers stalled again, an ISR shrink (HW passing the record with too few in-sync
+/// replicas) wakes an awaiting task with `NotEnoughReplicasAfterAppend` and its record.
+#[test]
+fn an_awaited_acks_all_send_is_woken_by_the_replicas() {
+    use logbus::ManualClock;
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let broker = Broker::builder().clock(clock.clone()).build().unwrap();
+    let config = TopicConfig::new(1)
+        .replication_factor(3)
+        .min_insync_replicas(2);
+    broker.create_topic::<(), u64>("r", config).unwrap();
+    let producer = broker
+        .producer_with_config::<(), u64>(
+            ProducerConfig::new()
+                .acks(Acks::All)
+                .retries(0)
+                .request_timeout(Duration::from_secs(20)),
+        )
+        .unwrap();
+    let stall = |stalled: bool| {
+        for r in [1, 2] {
+            if stalled {
+                broker.faults().stall_replica("r", 0, r).unwrap();
+            } else {
+                broker.faults().resume_replica("r", 0, r).unwrap();
+            }
+        }
+    };
+    let (flag, waker) = flag_waker();
+    let mut cx = Context::from_waker(&waker);
+    stall(true);
+    let mut pending = producer.send_async(Record::new("r", 1));
+    assert!(poll_until_parked(&mut pending, &flag, &mut cx).is_pending());
+    stall(false);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !flag.0.load(Ordering::SeqCst) {
+        assert!(std::time::Instant::now() < deadline, "never woken");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let meta = futures::executor::block_on(&mut pending).unwrap();
+    assert_eq!(meta.offset, 0);
+
+    stall(true);
+    let mut pending = producer.send_async(Record::new("r", 2));
+    assert!(poll_until_parked(&mut pending, &flag, &mut cx).is_pending());
+    clock.advance(Duration::from_secs(31));
+    broker.faults().check_isr_now();
+    assert!(flag.0.load(Ordering::SeqCst), "the shrink woke the task");
+    match Pin::new(&mut pending).poll(&mut cx) {
+        Poll::Ready(Err(e)) => {
+            assert!(
+                matches!(
+                    e.error(),
+                    logbus::Error::NotEnoughReplicasAfterAppend { isr: 1, min: 2, .. }
+                ),
+                "{e:?}"
+            );
+            assert_eq!(e.into_record().unwrap().value, 2);
+        }
+        other => panic!("{other:?}"),
+    }
+}
