@@ -269,6 +269,15 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
     ) -> std::task::Poll<()>;
     /// Takes a registration of [`poll_pending`](Self::poll_pending) off.
     fn cancel_pending(&self, slot: &mut crate::sync::WakerSlot);
+    /// Resumes a pending append whose acknowledgement [`poll_pending`](Self::poll_pending)
+    /// found settled: its offset if acknowledged; after a failure, the policy's retry
+    /// (backing off as `await_pending` does, then appending again) without waiting for
+    /// the new append's acknowledgement: the pending append to poll next.
+    fn resume_pending(
+        &self,
+        pending: Pending<K, V>,
+        policy: &SendPolicy,
+    ) -> std::result::Result<Resumed<K, V>, Refused<K, V>>;
     /// Closes the partition (its topic was deleted, or the broker closed: the partition's
     /// [`ClosedByBroker`] flag, marked first, says which).
     fn close(&self);
@@ -280,6 +289,14 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
 
 /// An append that failed: the entry handed back (`None`: it is in the log) and why.
 pub(crate) type Refused<K, V> = (Option<Entry<K, V>>, AppendError);
+
+/// What [`ReplicatedLog::resume_pending`] did with a settled pending append.
+pub(crate) enum Resumed<K, V> {
+    /// Acknowledged at this offset.
+    Acked(u64),
+    /// Failed, and appended again: its acknowledgement pending.
+    Again(Pending<K, V>),
+}
 
 /// A pipelined send's log and policy (`Appender::pipeline`).
 pub(crate) type Pipeline<'a, K, V> = (&'a Arc<dyn ReplicatedLog<K, V>>, &'a Arc<SendPolicy>);

@@ -11,8 +11,8 @@ use std::task::{Context, Poll};
 
 use super::{append_error, ProduceError, Record, RecordMetadata};
 use crate::partition::{
-    AppendError, AppendWait, Appender, DiskLog, Entry, Pending, Refused, ReplicatedLog, SendPolicy,
-    Unsynced,
+    AppendError, AppendWait, Appender, DiskLog, Entry, Pending, Refused, ReplicatedLog, Resumed,
+    SendPolicy, Unsynced,
 };
 use crate::sync::WakerSlot;
 // Std's Arc (also under loom): the log is a trait object (see `sync::StdArc`).
@@ -333,8 +333,9 @@ impl<K, V> Unpin for PendingSend<K, V> {}
 /// in-sync replicas. See the type's docs for what dropping it mid-way does (cancel safety).
 ///
 /// One wait stays on the polling thread: a retry after a failed acknowledgement on a
-/// replicated partition (a leader change, an ISR shrink: it appends again and waits as
-/// `wait` does). And with no timer of its own, an awaited send differs from a blocking one
+/// replicated partition (a leader change, an ISR shrink) backs off there (up to a few
+/// milliseconds, until the partition changes) before it appends again; the new append's
+/// acknowledgement is awaited in the task. And with no timer of its own, an awaited send differs from a blocking one
 /// in two waits that end by time: the `request_timeout` of one acknowledgement is checked
 /// when the task is woken (by every HW move, ISR change, election or close), not at its
 /// deadline; and on a gated partition a group left empty for the broker's
@@ -362,6 +363,35 @@ impl<K, V> Future for PendingSend<K, V> {
                     } = &mut **f;
                     if log.poll_pending(cx, slot, pending, policy).is_pending() {
                         return Poll::Pending;
+                    }
+                    // Settled: acknowledged, or failed (retried here, its new
+                    // acknowledgement awaited as the first was).
+                    let State::InFlight(f) = std::mem::replace(&mut this.state, State::Taken)
+                    else {
+                        unreachable!("matched above");
+                    };
+                    let InFlight {
+                        log,
+                        policy,
+                        pending,
+                        sent,
+                        slot,
+                    } = *f;
+                    match log.resume_pending(pending, &policy) {
+                        Ok(Resumed::Acked(offset)) => {
+                            return Poll::Ready(sent.outcome(Ok(offset)));
+                        }
+                        Ok(Resumed::Again(pending)) => {
+                            this.state = State::InFlight(Box::new(InFlight {
+                                log,
+                                policy,
+                                pending,
+                                sent,
+                                slot,
+                            }));
+                            continue;
+                        }
+                        Err(refused) => return Poll::Ready(sent.outcome(Err(refused))),
                     }
                 }
                 State::Held(h) => {

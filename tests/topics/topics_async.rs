@@ -714,3 +714,56 @@ fn an_awaited_acks_all_send_is_woken_by_the_replicas() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The leader crashes with an awaited record in flight (its followers stalled, so no one
+/// has it): the task is woken by the election, its poll appends the record again on the
+/// new leader and parks (it does not wait for the new acknowledgement on the thread:
+/// the followers are still stalled), and completes once they resume.
+#[test]
+fn an_awaited_send_retries_across_a_leader_change_without_blocking() {
+    let broker = Broker::in_memory();
+    let config = TopicConfig::new(1)
+        .replication_factor(3)
+        .min_insync_replicas(2);
+    broker.create_topic::<(), u64>("r", config).unwrap();
+    let producer = broker
+        .producer_with_config::<(), u64>(
+            ProducerConfig::new()
+                .acks(Acks::All)
+                .retries(u32::MAX)
+                .delivery_timeout(Duration::from_secs(60))
+                .request_timeout(Duration::from_secs(20)),
+        )
+        .unwrap();
+    for v in 0..5 {
+        producer.send(Record::new("r", v)).unwrap();
+    }
+    let stall = |stalled: bool| {
+        for r in [1, 2] {
+            if stalled {
+                broker.faults().stall_replica("r", 0, r).unwrap();
+            } else {
+                broker.faults().resume_replica("r", 0, r).unwrap();
+            }
+        }
+    };
+    stall(true);
+    let (flag, waker) = flag_waker();
+    let mut cx = Context::from_waker(&waker);
+    let mut pending = producer.send_async(Record::new("r", 5));
+    assert!(poll_until_parked(&mut pending, &flag, &mut cx).is_pending());
+    broker.faults().crash_replica("r", 0, 0).unwrap();
+    assert!(flag.0.load(Ordering::SeqCst), "the election woke the task");
+    let started = std::time::Instant::now();
+    assert!(poll_until_parked(&mut pending, &flag, &mut cx).is_pending());
+    // A blocking wait would have taken the request timeout here.
+    assert!(started.elapsed() < Duration::from_secs(10));
+    stall(false);
+    let meta = futures::executor::block_on(&mut pending).unwrap();
+    assert_eq!(
+        meta.offset, 5,
+        "appended again on the new leader, at its log end"
+    );
+    let m = producer.metrics();
+    assert!(m.retries >= 1 && m.possible_duplicates >= 1, "{m:?}");
+}

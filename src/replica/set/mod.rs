@@ -1015,6 +1015,14 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         self.acks.cancel_waker(slot);
     }
 
+    fn resume_pending(
+        &self,
+        pending: Pending<K, V>,
+        policy: &SendPolicy,
+    ) -> Result<crate::partition::Resumed<K, V>, (Option<Entry<K, V>>, AppendError)> {
+        self.resume(pending, policy)
+    }
+
     fn replica_logs(&self) -> ReplicaLogs<K, V> {
         self.snapshot()
     }

@@ -429,6 +429,30 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         }
     }
 
+    /// `ReplicatedLog::resume_pending`: drives a settled pending send without waiting
+    /// for acks (`drive` with `wait` off): at its own step it finds the acknowledgement
+    /// (or the failure, at once: it is settled), and a retry stops after its append. The
+    /// same place back means acknowledged; a new one, appended again.
+    pub(super) fn resume(
+        &self,
+        pending: Pending<K, V>,
+        policy: &SendPolicy,
+    ) -> Result<crate::partition::Resumed<K, V>, Refused<K, V>> {
+        let Pending {
+            mut entry,
+            mut progress,
+        } = pending;
+        let before = progress.appended_at();
+        match self.drive(&mut entry, policy, &mut progress, false) {
+            Ok(at) if Some(at) == before => Ok(crate::partition::Resumed::Acked(at.1)),
+            Ok(_) => Ok(crate::partition::Resumed::Again(Pending {
+                entry,
+                progress,
+            })),
+            Err(why) => Err((self.take_back(entry), why)),
+        }
+    }
+
     /// `ReplicatedLog::poll_pending`: `Ready` once the pending send's acknowledgement is
     /// settled (see there). Before registering, it copies for the followers under the lock
     /// (bounded, as `await_acks` does), then wakes the fetcher threads; `changed`'s
