@@ -862,7 +862,7 @@ where
     ///
     /// `PendingSend` is a [`Future`](std::future::Future): `producer.send_async(r).await`
     /// waits for room, for the fsync or for the in-sync replicas without blocking the
-    /// executor's thread (see [`PendingSend`] for the two waits that stay on it).
+    /// executor's thread (see [`PendingSend`] for what differs without a timer).
     ///
     /// The records of one producer's `send_async` calls to one partition are appended in
     /// call order, except around a full `Block` partition: a record held for room is
