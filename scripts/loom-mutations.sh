@@ -121,6 +121,30 @@ mutant chunk-claim-cas src/partition/replica_log/chunk.rs \
     $'        if self.filled.load(Ordering::Acquire) != i {\n            return Err(entry);\n        }\n        self.filled.store(i | BUSY, Ordering::Relaxed);' \
     lib::partition::replica_log::chunk::loom_models::two_writers_of_one_slot_write_once
 
+
+# A consumer task parked in `poll_async`: its check after registering, and the heavy fence
+# completing the handshake with the producers' light notification.
+mutant consumer-task-recheck src/consumer/async_poll.rs \
+    $'            self.register_task(cx);\n            if !self.task_ready() {' \
+    $'            self.register_task(cx);\n            if true {' \
+    topics_async::a_record_wakes_a_consumer_task
+mutant consumer-task-heavy-fence src/consumer/async_poll.rs \
+    $'        // The heavy side of the handshake with the producers\' light notification.\n        asym_fence::heavy();' \
+    $'        // The heavy side of the handshake with the producers\' light notification.' \
+    topics_async::a_record_wakes_a_consumer_task
+# A member's task: its check of the group signal after registering (a rebalance raised
+# between its group duties and its registration must not be slept through).
+mutant member-task-signal-check src/consumer/async_poll.rs \
+    $'        called\n            || self.assigned.iter().any(|a| {' \
+    $'        false\n            || self.assigned.iter().any(|a| {' \
+    topics_async::a_rebalance_wakes_a_member_task
+# A send awaiting room: the heavy fence of its registration in the producers' wait set
+# (gating readers notify it with the light fence).
+mutant send-room-heavy-fence src/ring/mod.rs \
+    'shared.producers_wait.poll_until(cx, slot, || true, ready)' \
+    'shared.producers_wait.poll_until(cx, slot, || false, ready)' \
+    topics_async::a_commit_wakes_a_send_awaiting_room
+
 selected() {
     local name=$1 f
     [ ${#filters[@]} -eq 0 ] && return 0

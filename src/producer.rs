@@ -849,12 +849,35 @@ where
     /// it lands after records sent since (Kafka's producer reorders the same way with
     /// `max.in.flight.requests.per.connection > 1` and no idempotence), and the first copy
     /// may survive too ([`ProducerMetrics::possible_duplicates`]). A `PendingSend` dropped
-    /// without `wait` is not retried. Everywhere else (one replica, `acks = 0 / 1`) the
+    /// without `wait` is not retried. On a replicated partition under `acks = 0 / 1` the
     /// send completes before this returns, exactly as [`send`](Self::send), and the
     /// handle holds its outcome.
     ///
+    /// On a partition that is not replicated this call never waits: with room, it appends
+    /// the record and returns (in memory, the handle holds the outcome; persisted under
+    /// `FlushPolicy::EveryBatch`, the handle awaits the fsync). On a full
+    /// [`Overflow::Block`](crate::broker::Overflow::Block) partition it returns at once
+    /// with the record held in the handle: [`PendingSend::wait`] waits for room on the
+    /// thread, `.await` in the task, and either appends it then.
+    ///
+    /// `PendingSend` is a [`Future`](std::future::Future): `producer.send_async(r).await`
+    /// waits for room, for the fsync or for the in-sync replicas without blocking the
+    /// executor's thread (see [`PendingSend`] for what differs without a timer).
+    ///
     /// The records of one producer's `send_async` calls to one partition are appended in
-    /// call order; [`flush`](Self::flush) waits for all of them.
+    /// call order, except around a full `Block` partition: a record held for room is
+    /// appended by the poll or `wait` that finds room, after records of later calls that
+    /// found room first (await each send before the next to keep the order).
+    /// [`flush`](Self::flush) waits for every record appended (their acknowledgement, their
+    /// fsync), not for held ones.
+    ///
+    /// # Cancel safety
+    ///
+    /// The record was appended by this call unless the handle holds it; a held record is
+    /// appended only by the poll that completes the future (or by `wait`), so dropping the
+    /// future before that drops the record unsent; once appended it is never appended again
+    /// by dropping or polling (only the documented retries of `acks = all` append again).
+    /// See [`PendingSend`].
     ///
     /// # Examples
     ///
@@ -873,17 +896,63 @@ where
     /// # Ok::<(), logbus::Error>(())
     /// ```
     ///
+    /// Awaited from a task (a `Block` topic kept full, a consumer task freeing room):
+    ///
+    /// ```
+    /// use logbus::{Broker, ConsumerConfig, OffsetReset, Record, TopicConfig, TopicPartition};
+    ///
+    /// let broker = Broker::in_memory();
+    /// broker.create_topic::<(), u64>("jobs", TopicConfig::new(1).records_in_memory(2))?;
+    /// let producer = broker.producer::<(), u64>();
+    /// let mut consumer = broker.consumer::<(), u64>(
+    ///     ConsumerConfig::new().group_id("workers").auto_offset_reset(OffsetReset::Earliest),
+    /// )?;
+    /// consumer.assign(&[TopicPartition::new("jobs", 0)])?;
+    /// futures::executor::block_on(async {
+    ///     let send = async {
+    ///         for v in 0..10 {
+    ///             producer.send_async(Record::new("jobs", v)).await?; // parks while full
+    ///         }
+    ///         Ok::<(), logbus::Error>(())
+    ///     };
+    ///     let work = async {
+    ///         let mut done = 0;
+    ///         while done < 10 {
+    ///             done += consumer.poll_async().await?.len();
+    ///             consumer.commit_sync()?; // frees room: wakes the send
+    ///         }
+    ///         Ok::<(), logbus::Error>(())
+    ///     };
+    ///     futures::try_join!(send, work)
+    /// })?;
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    ///
     /// # Errors
     ///
-    /// None here: every error, with its record, comes from [`PendingSend::wait`] (those of
-    /// [`send`](Self::send)).
+    /// None here: every error, with its record, comes from [`PendingSend::wait`] or the
+    /// future's output (those of [`send`](Self::send)).
     pub fn send_async(&self, record: Record<K, V>) -> PendingSend<K, V> {
         let mut state = self.state.lock();
         let (t, partition) = match self.route(&mut state, &record) {
             Ok(at) => at,
             Err(error) => return PendingSend::done(Err(ProduceError::new(error, record))),
         };
-        let appender = &mut state.topics[t].appenders[partition as usize];
+        let cached = &mut state.topics[t];
+        let appender = &mut cached.appenders[partition as usize];
+        if !appender.is_replicated() {
+            // Appended now if there is room; otherwise the handle holds the record and
+            // appends it when polled or waited on, on a handle of its own (the producer's
+            // lock is not held meanwhile); a persisted record's fsync is left to it too.
+            let (entry, sent) = self.entry_of(record, partition);
+            return match appender.try_append_unsynced(entry) {
+                Err((Some(entry), AppendError::Full)) => {
+                    let own = cached.topic.partitions()[partition as usize].appender();
+                    PendingSend::held(own, entry, sent)
+                }
+                done => PendingSend::unsynced(done, sent),
+            };
+        }
         let Some((log, policy)) = appender.pipeline() else {
             return PendingSend::done(self.send_routed(
                 state,
