@@ -1147,7 +1147,7 @@ pub(crate) mod progress;
 pub(crate) use appender_async::Unsynced;
 pub(crate) mod replica_log;
 pub(crate) mod topic_config;
-pub(crate) use appender::Appender;
+pub(crate) use appender::{Appender, EXPIRY_LOOK};
 pub(crate) use broker_close::ClosedByBroker;
 pub use entry::MAX_TIMESTAMP;
 pub(crate) use entry::{valid_timestamp, Entry, Handed, Parts};

@@ -45,6 +45,7 @@ use crate::sync::{Mutex, MutexGuard};
 use crate::{Error, Result};
 
 mod error;
+mod held_line;
 mod partition_producer;
 mod partitioner;
 mod pending_send;
@@ -174,6 +175,8 @@ struct Cached<K, V> {
     static_name: Option<(usize, usize)>,
     generation: u64,
     appenders: Vec<Appender<K, V>>,
+    /// Per partition: the line of `send_async` records held for room, in call order.
+    held: Vec<Arc<held_line::HeldLine<K, V>>>,
     sticky: u32,
     sticky_left: u32,
     /// Acks, retries and timeouts for replicated partitions.
@@ -202,6 +205,7 @@ impl<K, V> Cached<K, V> {
             generation: u64::MAX,
             topic,
             appenders: Vec::new(),
+            held: Vec::new(),
             sticky: 0,
             sticky_left: 0,
             policy,
@@ -231,6 +235,7 @@ impl<K, V> Cached<K, V> {
         for p in parts.iter().skip(self.appenders.len()) {
             self.appenders
                 .push(p.appender().with_policy(self.policy.clone()));
+            self.held.push(Arc::default());
         }
         self.generation = generation;
     }
@@ -857,7 +862,7 @@ where
     /// the record and returns (in memory, the handle holds the outcome; persisted under
     /// `FlushPolicy::EveryBatch`, the handle awaits the fsync). On a full
     /// [`Overflow::Block`](crate::broker::Overflow::Block) partition it returns at once
-    /// with the record held in the handle: [`PendingSend::wait`] waits for room on the
+    /// with the record held (in call order, below): [`PendingSend::wait`] waits for room on the
     /// thread, `.await` in the task, and either appends it then.
     ///
     /// `PendingSend` is a [`Future`](std::future::Future): `producer.send_async(r).await`
@@ -865,17 +870,20 @@ where
     /// executor's thread (see [`PendingSend`] for what differs without a timer).
     ///
     /// The records of one producer's `send_async` calls to one partition are appended in
-    /// call order, except around a full `Block` partition: a record held for room is
-    /// appended by the poll or `wait` that finds room, after records of later calls that
-    /// found room first (await each send before the next to keep the order).
+    /// call order: once a record is held, the records of later calls to that partition are
+    /// held behind it, and each is appended only after the ones before it were appended
+    /// (or dropped unsent), by the poll or `wait` of its own handle. So a held record
+    /// appends only once its handle is polled: await (or `wait` on) the handles in call
+    /// order, or together (`join_all`). Other forms of send (`send`, `send_batch`, a
+    /// partition producer) do not wait for records held by `send_async`.
     /// [`flush`](Self::flush) waits for every record appended (their acknowledgement, their
     /// fsync), not for held ones.
     ///
     /// # Cancel safety
     ///
     /// The record was appended by this call unless the handle holds it; a held record is
-    /// appended only by the poll that completes the future (or by `wait`), so dropping the
-    /// future before that drops the record unsent; once appended it is never appended again
+    /// appended by a poll (or `wait`) of a handle of its line, so dropping its handle while
+    /// it is still held drops the record unsent; once appended it is never appended again
     /// by dropping or polling (only the documented retries of `acks = all` append again).
     /// See [`PendingSend`].
     ///
@@ -945,13 +953,19 @@ where
             // appends it when polled or waited on, on a handle of its own (the producer's
             // lock is not held meanwhile); a persisted record's fsync is left to it too.
             let (entry, sent) = self.entry_of(record, partition);
-            return match appender.try_append_unsynced(entry) {
-                Err((Some(entry), AppendError::Full)) => {
-                    let own = cached.topic.partitions()[partition as usize].appender();
-                    PendingSend::held(own, entry, sent)
+            let line = &cached.held[partition as usize];
+            // Behind records held earlier it is held too: appended after them, in call order.
+            let entry = if line.has_held() {
+                entry
+            } else {
+                match appender.try_append_unsynced(entry) {
+                    Err((Some(entry), AppendError::Full)) => entry,
+                    done => return PendingSend::unsynced(done, sent),
                 }
-                done => PendingSend::unsynced(done, sent),
             };
+            let own = cached.topic.partitions()[partition as usize].appender();
+            let ticket = line.hold(entry);
+            return PendingSend::held(own, sent, Arc::clone(line), ticket);
         }
         let Some((log, policy)) = appender.pipeline() else {
             return PendingSend::done(self.send_routed(

@@ -30,8 +30,7 @@ pub(crate) struct Appender<K, V> {
 /// How often a producer waiting for room on a gated partition lets expired groups go:
 /// the groups' timeout runs on the broker's clock (a manual one in tests), which no
 /// thread watches, so the waiting producer looks itself. A look takes one lock.
-#[cfg(not(logbus_loom))]
-const EXPIRY_LOOK: std::time::Duration = std::time::Duration::from_millis(10);
+pub(crate) const EXPIRY_LOOK: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl<K, V> fmt::Debug for Appender<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

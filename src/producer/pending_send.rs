@@ -9,12 +9,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use super::held_line::HeldLine;
 use super::{append_error, ProduceError, Record, RecordMetadata};
+use crate::partition::EXPIRY_LOOK;
 use crate::partition::{
-    AppendError, AppendWait, Appender, DiskLog, Entry, Pending, Refused, ReplicatedLog, Resumed,
-    SendPolicy, Unsynced,
+    AppendError, Appender, DiskLog, Entry, Pending, Refused, ReplicatedLog, Resumed, SendPolicy,
+    Unsynced,
 };
-use crate::sync::WakerSlot;
+use crate::sync::{self, WakerSlot};
 // Std's Arc (also under loom): the log is a trait object (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
 
@@ -106,11 +108,13 @@ impl Sent {
 ///   that is not full; `acks = all` on a replicated one: in the leader's log). Dropping
 ///   the handle then only gives up its outcome (and, replicated, the retries of a failed
 ///   acknowledgement).
-/// - On a full [`Overflow::Block`](crate::broker::Overflow::Block) partition the handle
-///   holds the record: the poll that finds room appends it and the handle completes in
-///   that same poll, unless the topic is persisted with `FlushPolicy::EveryBatch`, whose
-///   fsync is awaited after. Dropped before that poll, the record is dropped with the
-///   handle, never appended.
+/// - On a full [`Overflow::Block`](crate::broker::Overflow::Block) partition the record
+///   is held, in its producer's line of held records for that partition (records sent
+///   after it to that partition are held behind it, to keep call order): a poll (or
+///   `wait`) of any handle of the line that finds room appends the records at the front
+///   of the line, in order. Dropped while its record is still held, the handle takes the
+///   record out of the line unsent; if another handle of the line appended it already,
+///   the record stays appended and only its outcome is lost.
 /// - A persisted record awaiting its fsync is in the log; dropping the handle does not
 ///   take it out.
 ///
@@ -150,9 +154,12 @@ enum State<K, V> {
 /// is not held meanwhile).
 struct Held<K, V> {
     appender: Appender<K, V>,
-    entry: Option<Entry<K, V>>,
     sent: Sent,
     slot: WakerSlot,
+    /// The producer's line of held records on this partition, which holds the record, and
+    /// its ticket there (see `HeldLine`: held records keep call order).
+    line: Arc<HeldLine<K, V>>,
+    ticket: u64,
     /// Times it rescheduled itself before registering for room (as a blocking wait for
     /// room yields its thread before parking; not under loom, which models no time).
     #[cfg_attr(logbus_loom, allow(dead_code))]
@@ -241,13 +248,19 @@ impl<K, V> PendingSend<K, V> {
 
     /// A record not appended (its partition was full): the handle appends it when polled
     /// or waited on.
-    pub(super) fn held(appender: Appender<K, V>, entry: Entry<K, V>, sent: Sent) -> Self {
+    pub(super) fn held(
+        appender: Appender<K, V>,
+        sent: Sent,
+        line: Arc<HeldLine<K, V>>,
+        ticket: u64,
+    ) -> Self {
         Self {
             state: State::Held(Box::new(Held {
                 appender,
-                entry: Some(entry),
                 sent,
                 slot: WakerSlot::new(),
+                line,
+                ticket,
                 yields: 0,
             })),
         }
@@ -288,16 +301,30 @@ impl<K, V> PendingSend<K, V> {
             State::Held(h) => {
                 let Held {
                     mut appender,
-                    entry,
                     sent,
                     mut slot,
+                    line,
+                    ticket,
                     ..
                 } = *h;
+                // The future's protocol, on this thread: it looks at the gate's expiry
+                // every few milliseconds, as a blocking append waiting for room does.
+                let done = sync::block_on(
+                    std::future::poll_fn(|cx| loop {
+                        if let Some(done) = line.drive(&mut appender, ticket) {
+                            return Poll::Ready(done);
+                        }
+                        if appender.poll_room(cx, &mut slot).is_pending() {
+                            return Poll::Pending;
+                        }
+                    }),
+                    EXPIRY_LOOK,
+                );
                 appender.cancel_room(&mut slot);
-                match entry {
-                    Some(entry) => sent.outcome(appender.append(entry, AppendWait::Until(None))),
-                    None => unreachable!("a held send keeps its record until it is appended"),
+                PendingSend {
+                    state: State::unsynced(done, sent),
                 }
+                .wait()
             }
             State::Syncing(s) => {
                 let Syncing {
@@ -397,19 +424,16 @@ impl<K, V> Future for PendingSend<K, V> {
                 State::Held(h) => {
                     let Held {
                         appender,
-                        entry,
                         sent,
                         slot,
+                        line,
+                        ticket,
                         yields,
                     } = &mut **h;
                     #[cfg(logbus_loom)]
                     let _ = yields;
-                    let Some(e) = entry.take() else {
-                        unreachable!("a held send keeps its record until it is appended");
-                    };
-                    match appender.try_append_unsynced(e) {
-                        Err((Some(e), AppendError::Full)) => {
-                            *entry = Some(e);
+                    match line.drive(appender, *ticket) {
+                        None => {
                             #[cfg(not(logbus_loom))]
                             if *yields < ROOM_YIELDS {
                                 *yields += 1;
@@ -419,10 +443,10 @@ impl<K, V> Future for PendingSend<K, V> {
                             if appender.poll_room(cx, slot).is_pending() {
                                 return Poll::Pending;
                             }
-                            // Room may have freed: claim again.
+                            // Room may have freed: append again.
                             continue;
                         }
-                        done => {
+                        Some(done) => {
                             appender.cancel_room(slot);
                             let sent = std::mem::replace(sent, Sent::placeholder());
                             this.state = State::unsynced(done, sent);
@@ -453,7 +477,12 @@ impl<K, V> Drop for PendingSend<K, V> {
     fn drop(&mut self) {
         match &mut self.state {
             State::InFlight(f) => f.log.cancel_pending(&mut f.slot),
-            State::Held(h) => h.appender.cancel_room(&mut h.slot),
+            State::Held(h) => {
+                // Out of the line: dropped unsent, unless another handle of the line
+                // appended it meanwhile (then only its outcome goes).
+                h.appender.cancel_room(&mut h.slot);
+                h.line.cancel(h.ticket);
+            }
             State::Syncing(s) => s.disk.cancel_acked(&mut s.slot),
             State::Done(_) | State::Taken => {}
         }

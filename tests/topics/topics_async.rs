@@ -633,6 +633,18 @@ fn randomly_cancelled_sends_append_each_record_at_most_once() {
             "reported {v} at {offset}"
         );
     }
+    // Each producer's records (values s, s + 2, ...) in call order.
+    for s in 0..2u64 {
+        let order: Vec<u64> = seen
+            .iter()
+            .map(|&(v, _)| v)
+            .filter(|v| v % 2 == s)
+            .collect();
+        assert!(
+            order.windows(2).all(|w| w[0] < w[1]),
+            "producer {s}'s records out of call order"
+        );
+    }
     let mut held_dropped = 0;
     for (v, fate) in fates.iter().enumerate() {
         assert_ne!(*fate, 0);
@@ -766,4 +778,79 @@ fn an_awaited_send_retries_across_a_leader_change_without_blocking() {
     );
     let m = producer.metrics();
     assert!(m.retries >= 1 && m.possible_duplicates >= 1, "{m:?}");
+}
+
+/// Records held for room keep their producer's call order, whichever handle is awaited
+/// first: later handles awaited before earlier ones (here in reverse) append the earlier
+/// records on their way, and none waits for another to be polled.
+#[test]
+fn held_sends_keep_call_order_awaited_in_any_order() {
+    on_every_executor(|_| async {
+        let broker = Broker::in_memory();
+        broker
+            .create_topic::<(), u64>("t", TopicConfig::new(1).records_in_memory(4))
+            .unwrap();
+        let mut consumer = broker.consumer::<(), u64>(earliest(Some("g"))).unwrap();
+        consumer.assign(&[tp("t", 0)]).unwrap();
+        let producer = broker.producer::<(), u64>();
+        // 4 fit; 5..20 are held (the group gates the partition), in one line.
+        let handles: Vec<_> = (0..20u64)
+            .map(|v| producer.send_async(Record::new("t", v)))
+            .collect();
+        let send = async {
+            let mut offsets = Vec::new();
+            for h in handles.into_iter().rev() {
+                offsets.push(h.await.unwrap().offset);
+            }
+            offsets
+        };
+        let read = async {
+            let mut got = Vec::new();
+            while got.len() < 20 {
+                let records = consumer.poll_async().await.unwrap();
+                got.extend(records.iter().map(|r| (r.offset, r.value)));
+                drop(records);
+                consumer.commit_sync().unwrap();
+            }
+            got
+        };
+        let (mut offsets, got) = futures::join!(send, read);
+        offsets.reverse();
+        assert_eq!(offsets, (0..20).collect::<Vec<_>>());
+        assert_eq!(got, (0..20).map(|v| (v, v)).collect::<Vec<_>>());
+    });
+}
+
+/// A thread waiting on a later held handle appends the earlier held records first, and a
+/// held handle dropped unpolled leaves the line without its record (the records behind it
+/// go on).
+#[test]
+fn waiting_on_a_later_held_send_appends_the_earlier_ones_first() {
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(1).records_in_memory(2))
+        .unwrap();
+    let mut consumer = broker.consumer::<(), u64>(earliest(Some("g"))).unwrap();
+    consumer.assign(&[tp("t", 0)]).unwrap();
+    let producer = broker.producer::<(), u64>();
+    let mut handles: Vec<_> = (0..6u64)
+        .map(|v| producer.send_async(Record::new("t", v)))
+        .collect();
+    let last = handles.pop().unwrap();
+    drop(handles.remove(3)); // held, dropped unsent
+    let waiter = std::thread::spawn(move || last.wait().unwrap().offset);
+    let mut got = Vec::new();
+    while got.len() < 5 {
+        let records = consumer.poll(Duration::from_millis(5)).unwrap();
+        got.extend(records.iter().map(|r| r.value));
+        drop(records);
+        consumer.commit_sync().unwrap();
+    }
+    assert_eq!(waiter.join().unwrap(), 4);
+    assert_eq!(got, [0, 1, 2, 4, 5]);
+    let offsets: Vec<_> = handles
+        .into_iter()
+        .map(|h| h.wait().unwrap().offset)
+        .collect();
+    assert_eq!(offsets, [0, 1, 2, 3]); // values 0, 1, 2 and 4
 }
