@@ -5,6 +5,7 @@
 
 mod queue;
 mod queue_async;
+mod queue_async_cancel;
 mod queue_contract;
 mod queue_panics;
 mod queue_protocol;

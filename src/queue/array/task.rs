@@ -23,6 +23,12 @@ use crate::queue::error::{TryRecvError, TrySendError};
 use crate::sync::WakerSlot;
 
 impl<T> Channel<T> {
+    /// Whether the other side may notify with the light fence (the queue is owned): a
+    /// registering task then issues the heavy one (`WaitSet::poll_until`).
+    fn light_notifiers(&self) -> bool {
+        !self.owners.is_shared()
+    }
+
     /// Polls a send of `msg` (taken out when sent; put back while the queue is full):
     /// `Ready(Ok)` once sent, `Ready(Err(msg))` when every receiver is gone. The caller
     /// cancels `slot` in the senders' set ([`cancel_send`](Self::cancel_send)) if it stops
@@ -36,7 +42,7 @@ impl<T> Channel<T> {
         self.senders.poll_until(
             cx,
             slot,
-            || !self.owners.is_shared(),
+            || self.light_notifiers(),
             || {
                 let m = msg.take().expect("a pending send holds its message");
                 match self.try_send(m) {
@@ -63,7 +69,7 @@ impl<T> Channel<T> {
         self.senders.poll_until(
             cx,
             slot,
-            || !self.owners.is_shared(),
+            || self.light_notifiers(),
             || match self.try_send_batch(batch) {
                 _ if batch.is_empty() => Some(Ok(())),
                 Err(TrySendError::Disconnected(())) => Some(Err(())),
@@ -82,7 +88,7 @@ impl<T> Channel<T> {
         self.receivers.poll_until(
             cx,
             slot,
-            || !self.owners.is_shared(),
+            || self.light_notifiers(),
             || match self.try_recv() {
                 Ok(m) => Some(Ok(m)),
                 Err(TryRecvError::Disconnected) => Some(Err(())),
@@ -102,7 +108,7 @@ impl<T> Channel<T> {
         self.receivers.poll_until(
             cx,
             slot,
-            || !self.owners.is_shared(),
+            || self.light_notifiers(),
             || match self.try_recv_batch(out, max) {
                 Ok(n) => Some(Ok(n)),
                 Err(TryRecvError::Disconnected) => Some(Err(())),
