@@ -279,6 +279,14 @@ impl WaitSet {
         let Some(key) = slot.key.take() else {
             return;
         };
+        // No lock when nobody is counted: our registration counted until a wake-up took
+        // it off the list (every change of the count is a read-modify-write under the
+        // lock, and this thread's load sees its own increment or later), so a count of
+        // zero says it is gone. The common case of a future completing after its wake-up.
+        // Relaxed: as argued, coherence alone decides.
+        if self.waiters.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         let mut reg = self.lock.lock();
         if let Some(i) = reg.wakers.iter().position(|(k, _)| *k == key) {
             reg.wakers.remove(i);
