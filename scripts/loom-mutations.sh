@@ -46,23 +46,25 @@ mutant waker-cancel-count src/sync/wait_set.rs \
     $'            reg.wakers.remove(i);' \
     lib::sync::wait_set::loom_models::cancellation_racing_a_wake_up_loses_nothing
 # The queue's async API (tasks waiting on a queue, loom-tests/tests/queue_async.rs): the
-# registration's fence against a send's publication, on each flavour and beside a parked
-# thread.
-mutant waker-registration-fence src/sync/wait_set.rs \
-    $'            }\n        }\n        drop(reg);\n        fence(Ordering::SeqCst);' \
-    $'            }\n        }\n        drop(reg);\n        fence(Ordering::Acquire);' \
+# registration's fence against a send's publication (the unbounded queue: the bounded one's
+# empty and full looks fence by themselves, so there the notifier's fence is the one that
+# matters; under loom the bounded queue's notifications keep it, see
+# `notify_all_after_rmw`).
+mutant notify-fence src/sync/wait_set.rs \
+    $'        // SeqCst fence: pairs with the fence in `wait_until` (see the module docs).\n        fence(Ordering::SeqCst);' \
+    $'        // SeqCst fence: pairs with the fence in `wait_until` (see the module docs).\n        fence(Ordering::Acquire);' \
     queue_async::a_task_receives_a_message_sent_while_it_registers
 mutant waker-registration-fence src/sync/wait_set.rs \
     $'            }\n        }\n        drop(reg);\n        fence(Ordering::SeqCst);' \
     $'            }\n        }\n        drop(reg);\n        fence(Ordering::Acquire);' \
     queue_async::a_task_receives_from_the_unbounded_queue
-mutant waker-registration-fence src/sync/wait_set.rs \
-    $'            }\n        }\n        drop(reg);\n        fence(Ordering::SeqCst);' \
-    $'            }\n        }\n        drop(reg);\n        fence(Ordering::Acquire);' \
+mutant notify-fence src/sync/wait_set.rs \
+    $'        // SeqCst fence: pairs with the fence in `wait_until` (see the module docs).\n        fence(Ordering::SeqCst);' \
+    $'        // SeqCst fence: pairs with the fence in `wait_until` (see the module docs).\n        fence(Ordering::Acquire);' \
     queue_async::a_task_waits_for_room
-mutant waker-registration-fence src/sync/wait_set.rs \
-    $'            }\n        }\n        drop(reg);\n        fence(Ordering::SeqCst);' \
-    $'            }\n        }\n        drop(reg);\n        fence(Ordering::Acquire);' \
+mutant notify-fence src/sync/wait_set.rs \
+    $'        // SeqCst fence: pairs with the fence in `wait_until` (see the module docs).\n        fence(Ordering::SeqCst);' \
+    $'        // SeqCst fence: pairs with the fence in `wait_until` (see the module docs).\n        fence(Ordering::Acquire);' \
     queue_async::a_parked_thread_and_a_waiting_task_share_a_queue
 # Every wake-up wakes every registered task: waking only one loses the wake-up when that
 # task's future is dropped (cancelled) instead of receiving.

@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+use std::task::{Context, RawWaker, RawWakerVTable, Waker};
 
 use logbus::queue::{bounded, unbounded};
 use loom::future::block_on;
@@ -80,36 +80,32 @@ fn two_waiting_tasks_one_message_and_the_end() {
     });
 }
 
-/// A task registers for a message and its future is dropped (cancelled) while a sender's
-/// wake-up races it; another task waiting on the queue still gets the message, and the
-/// cancelled future took nothing.
+/// A task registers for a message (nothing is sent yet), then another task registers
+/// behind it; a thread sends one message while the first task's future is dropped
+/// (cancelled), racing the wake-up. The second task still gets the message: a wake-up
+/// wakes every registered task, so the one it may have spent on the cancelled future is
+/// not the only one.
 #[test]
 fn a_cancelled_receive_racing_a_wake_up_loses_nothing() {
     model(|| {
         let (tx, rx) = bounded::<Arc<u8>>(1);
+        // The canceller says, through a queue of its own, when it has registered.
+        let (registered_tx, registered_rx) = unbounded::<()>();
         let rx2 = rx.clone();
         let canceller = thread::spawn(move || {
             let waker = noop_waker();
             let mut cx = Context::from_waker(&waker);
             let mut fut = rx2.recv_async();
-            match Pin::new(&mut fut).poll(&mut cx) {
-                // It got the message first: hand it on so the other side still ends.
-                Poll::Ready(m) => Some(m.unwrap()),
-                Poll::Pending => {
-                    drop(fut);
-                    None
-                }
-            }
+            assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
+            registered_tx.send(()).unwrap();
+            let sender = thread::spawn(move || tx.send(Arc::new(1)).unwrap());
+            drop(fut);
+            sender.join().unwrap();
         });
-        let sender = thread::spawn(move || {
-            tx.send(Arc::new(1)).unwrap();
-            tx
-        });
-        if canceller.join().unwrap().is_none() {
-            let got = block_on(rx.recv_async()).unwrap();
-            assert_eq!(*got, 1);
-        }
-        drop(sender.join().unwrap());
+        registered_rx.recv().unwrap();
+        let got = block_on(rx.recv_async()).unwrap();
+        assert_eq!(*got, 1);
+        canceller.join().unwrap();
     });
 }
 
