@@ -377,6 +377,8 @@ fn run_chunks<C: ChunkContender>(rt: &tokio::runtime::Runtime, row: &str, total:
 }
 
 type Run = Box<dyn Fn(&tokio::runtime::Runtime, &str) -> f64>;
+/// A row: its name, logbus's run, and each peer's name and run.
+type Row = (&'static str, Run, Vec<(&'static str, Run)>);
 
 fn boxed(f: impl Fn(&tokio::runtime::Runtime, &str) -> f64 + 'static) -> Run {
     Box::new(f)
@@ -397,7 +399,7 @@ fn main() {
         .unwrap();
     println!("async_queue_vs_peers: {total} messages, {reps} repetitions, capacity {CAP}, tokio multi-thread (2 workers)");
 
-    let rows: Vec<(&str, Run, Vec<(&str, Run)>)> = vec![
+    let rows: Vec<Row> = vec![
         (
             "async-spsc",
             boxed(move |rt, row| run::<Logbus>(rt, row, 1, 1, total)),

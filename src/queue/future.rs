@@ -613,7 +613,7 @@ impl<T> Receiver<T> {
     ///
     /// From the timers: [`after`](super::after), [`at`](super::at) and
     /// [`tick`](super::tick) resolve when their message is due (a helper thread, started on
-    /// first use, wakes the task then); [`never`](super::never) (and an `after` whose
+    /// first use, wakes the task then); [`never()`](super::never()) (and an `after` whose
     /// message was taken) pends for good.
     ///
     /// # Errors

@@ -47,7 +47,7 @@
 //!   runs.
 //! - **Timers**: `recv_async` on [`after`], [`at`] and [`tick`] resolves when the message
 //!   is due (one helper thread per process, started on first use, wakes the tasks);
-//!   [`never`] pends for good.
+//!   [`never()`] pends for good.
 //! - **Select**: the futures work as branches of `tokio::select!` and, being
 //!   [`FusedFuture`](futures_core::future::FusedFuture)s, of `futures::select!`; the
 //!   branches that lose are dropped, which their cancel safety covers. (The crate's own
