@@ -632,9 +632,10 @@ impl<T> Receiver<T> {
     ///
     /// ```
     /// use futures::executor::block_on;
+    /// use std::thread;
     ///
     /// let (tx, rx) = logbus::queue::bounded(1);
-    /// let producer = std::thread::spawn(move || tx.send(7).unwrap()); // a thread sends
+    /// let producer = thread::spawn(move || tx.send(7).unwrap()); // a thread sends
     /// assert_eq!(block_on(rx.recv_async()), Ok(7)); // a task receives
     /// producer.join().unwrap();
     /// assert!(block_on(rx.recv_async()).is_err()); // empty and disconnected

@@ -61,9 +61,10 @@
 //!
 //! ```
 //! use futures::executor::block_on;
+//! use std::thread;
 //!
 //! let (tx, rx) = logbus::queue::bounded(2);
-//! let producer = std::thread::spawn(move || {
+//! let producer = thread::spawn(move || {
 //!     for i in 0..10u32 {
 //!         tx.send(i).unwrap(); // a thread sends...
 //!     }
