@@ -56,12 +56,14 @@ use crate::sync::time::{self, Instant};
 use crate::sync::StdArc as Arc;
 use crate::{Error, Result};
 
+mod async_poll;
 mod config;
 pub(crate) mod group_config;
 mod lending;
 pub(crate) mod listener;
 pub(crate) mod membership;
 mod records;
+pub use async_poll::{PollAsync, RecordStream};
 pub use config::{ConsumerConfig, OffsetReset};
 pub use lending::RecordRef;
 pub use records::{ConsumerMetrics, ConsumerRecord, ConsumerRecords, OffsetAndTimestamp};
@@ -158,6 +160,8 @@ pub struct Consumer<K, V> {
     /// The last poll that read something read one record: records come one at a time (one
     /// in flight), so a waiting poll polls densely for the next (see `WAIT_POLICY`).
     trickle: bool,
+    /// A task's registrations while it waits in [`poll_async`](Consumer::poll_async).
+    pub(crate) task_waits: async_poll::TaskWaits,
     /// One thread at a time, as Kafka's consumer.
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -204,6 +208,7 @@ impl Broker {
             polls: crate::sync::wait::PollHistory::new(),
             spare: Arc::new(crate::sync::Mutex::new(Vec::new())),
             trickle: false,
+            task_waits: async_poll::TaskWaits::default(),
             _not_sync: PhantomData,
         })
     }

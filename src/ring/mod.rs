@@ -297,6 +297,39 @@ impl<T> Ring<T> {
         wait::wait_until(&shared.producers_wait, deadline, ready)
     }
 
+    /// The asynchronous [`wait_for_room`](Self::wait_for_room): `Ready` once a claim of
+    /// `need` sequences at `at` might fit, the reader set changed, or the ring is closing;
+    /// otherwise registers the task in `slot` and returns `Pending` (the caller claims
+    /// again when woken, and calls [`cancel_room_waker`](Self::cancel_room_waker) if it
+    /// stops waiting). Gating readers wake producers with the light fence: the
+    /// registration completes the handshake with the heavy one.
+    pub(crate) fn poll_for_room(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        slot: &mut crate::sync::WakerSlot,
+        at: u64,
+        need: u64,
+    ) -> std::task::Poll<()> {
+        let shared = &*self.shared;
+        let mut view = registry::GateView::new();
+        shared.registry.snapshot(&mut view);
+        let ready = || {
+            (!shared.blocks()
+                || shared.is_close_requested()
+                || !shared.registry.is_current(&view)
+                || view
+                    .min_gate()
+                    .map_or(true, |g| g.saturating_add(shared.capacity) >= at + need))
+            .then_some(())
+        };
+        shared.producers_wait.poll_until(cx, slot, || true, ready)
+    }
+
+    /// Takes a task's registration of [`poll_for_room`](Self::poll_for_room) off.
+    pub(crate) fn cancel_room_waker(&self, slot: &mut crate::sync::WakerSlot) {
+        self.shared.producers_wait.cancel_waker(slot);
+    }
+
     fn add_reader(&self, start: Start, gating: bool) -> Result<Reader<T>, Error> {
         let shared = &self.shared;
         let cap = shared.capacity;

@@ -25,18 +25,24 @@
 //! Tasks wait too ([`poll_until`](WaitSet::poll_until)): a future registers its task's
 //! [`Waker`] under the lock, counted in `waiters` like a parked thread, with the same fence
 //! after it, and re-checks its condition before returning `Pending`. Every wake-up takes
-//! all registered wakers off the list and wakes them, outside the lock; a woken future that
-//! must wait on registers again on its next poll. Since a wake-up wakes every waiter, a
+//! all registered wakers off the list and wakes them, outside the lock, a few at a time
+//! (`WAKE_BATCH`, in an array on the stack: a wake-up allocates nothing, and wake-ups
+//! racing each other never trade buffers); a woken future that must wait on registers
+//! again on its next poll. Since a wake-up wakes every waiter, a
 //! future dropped after it was woken takes nothing with it: the other waiters were woken
 //! too, and the progress they wait for is still there.
 //!
 //! [`wait_until`]: WaitSet::wait_until
 
+use std::collections::VecDeque;
 use std::task::{Context, Poll, Waker};
 
 use super::atomic::{fence, AtomicUsize, Ordering};
 use super::time::{self, Instant};
 use super::{asym_fence, Arc, Condvar, Mutex, MutexGuard, Signal};
+
+/// Wakers a wake-up takes off the list at a time (see `wake_all`).
+const WAKE_BATCH: usize = 16;
 
 /// A set of parked threads waiting for a condition another thread makes true.
 #[derive(Debug, Default)]
@@ -60,11 +66,11 @@ struct Registry {
     /// Wake-ups that took waiters off the count so far (wrapping): a waiter that finds it
     /// moved since it registered is no longer counted.
     round: usize,
-    /// Registered tasks' wakers, each counted in `waiters`, by key (see [`WakerSlot`]).
-    wakers: Vec<(u64, Waker)>,
-    /// The buffer the next wake-up swaps in for `wakers`, so that waking allocates nothing
-    /// once both have grown to the number of tasks that wait at once.
-    spare: Vec<(u64, Waker)>,
+    /// Registered tasks' wakers, each counted in `waiters`, by key (see [`WakerSlot`]), in
+    /// the order they registered: a wake-up takes them from the front, so the ones there
+    /// when it started are all taken before any registered since (see `wake_all`). It
+    /// allocates only while it grows to the number of tasks that wait at once.
+    wakers: VecDeque<(u64, Waker)>,
     /// The key of the next registered waker.
     next_key: u64,
 }
@@ -169,25 +175,41 @@ impl WaitSet {
             reg.rearm = 0;
             reg.round = reg.round.wrapping_add(1);
         }
-        let mut woken = Vec::new();
-        if !reg.wakers.is_empty() {
-            // Relaxed: as for `rearm` above; each task registers again if it must wait on.
-            self.waiters.fetch_sub(reg.wakers.len(), Ordering::Relaxed);
-            let spare = std::mem::take(&mut reg.spare);
-            woken = std::mem::replace(&mut reg.wakers, spare);
-        }
+        // The wakers registered now, taken a batch at a time from the front: later
+        // registrations queue behind them, so `left` of them covers every one of these
+        // still registered (a cancelled one leaves; a newer one taken instead is woken for
+        // nothing, harmlessly).
+        let mut left = reg.wakers.len();
+        let mut batch = self.take_wakers(&mut reg, &mut left);
         drop(reg);
         self.cond.notify_all();
-        if !woken.is_empty() {
+        loop {
             // Outside the lock: a waker may run code that registers again in this set.
-            for (_, waker) in woken.drain(..) {
+            for waker in batch.iter_mut().filter_map(Option::take) {
                 wake(waker);
             }
-            let mut reg = self.lock.lock();
-            if reg.spare.capacity() < woken.capacity() {
-                reg.spare = woken;
+            if left == 0 {
+                return;
             }
+            let mut reg = self.lock.lock();
+            batch = self.take_wakers(&mut reg, &mut left);
         }
+    }
+
+    /// Takes up to [`WAKE_BATCH`] of the next `left` wakers off the front of the list (all
+    /// of them when fewer remain: `left` drops to 0), each off the count of waiters.
+    fn take_wakers(&self, reg: &mut Registry, left: &mut usize) -> [Option<Waker>; WAKE_BATCH] {
+        let n = (*left).min(WAKE_BATCH).min(reg.wakers.len());
+        *left = if n == reg.wakers.len() { 0 } else { *left - n };
+        if n > 0 {
+            // Relaxed: as for `rearm` above; each task registers again if it must wait on.
+            self.waiters.fetch_sub(n, Ordering::Relaxed);
+        }
+        std::array::from_fn(|i| {
+            (i < n)
+                .then(|| reg.wakers.pop_front().map(|(_, w)| w))
+                .flatten()
+        })
     }
 
     /// The asynchronous [`wait_until`](Self::wait_until): `Ready` with what `ready` returns
@@ -246,7 +268,7 @@ impl WaitSet {
             None => {
                 let key = reg.next_key;
                 reg.next_key = key.wrapping_add(1);
-                reg.wakers.push((key, waker.clone()));
+                reg.wakers.push_back((key, waker.clone()));
                 slot.key = Some(key);
                 // Relaxed increment: the SeqCst fence below is what pairs with the
                 // notifier's.
@@ -265,15 +287,23 @@ impl WaitSet {
         let Some(key) = slot.key.take() else {
             return;
         };
+        // No lock when nobody is counted: our registration counted until a wake-up took
+        // it off the list (every change of the count is a read-modify-write under the
+        // lock, and this thread's load sees its own increment or later), so a count of
+        // zero says it is gone. The common case of a future completing after its wake-up.
+        // Relaxed: as argued, coherence alone decides.
+        if self.waiters.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         let mut reg = self.lock.lock();
         if let Some(i) = reg.wakers.iter().position(|(k, _)| *k == key) {
-            let (_, waker) = reg.wakers.swap_remove(i);
+            let removed = reg.wakers.remove(i);
             // Relaxed: as when a waiter leaves `wait_until`.
             self.waiters.fetch_sub(1, Ordering::Relaxed);
             drop(reg);
             // After the lock: dropping a waker runs its task's code, which may use this
             // set (its last reference may drop a future registered here).
-            drop(waker);
+            drop(removed);
         }
     }
 
@@ -511,7 +541,7 @@ mod tests {
             set.notify_all();
         }
         let reg = set.lock.lock();
-        assert!(reg.wakers.capacity() >= 8 && reg.spare.capacity() >= 8);
+        assert!(reg.wakers.capacity() >= 8);
         drop(reg);
         for (count, _) in &wakers {
             assert_eq!(count.0.load(Ordering::Relaxed), 3);
