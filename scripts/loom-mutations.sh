@@ -42,9 +42,19 @@ mutant waker-registration-fence src/sync/wait_set.rs \
     lib::sync::wait_set::loom_models::one_wake_up_reaches_every_waiting_task
 # A cancelled task's registration leaves the count of waiters.
 mutant waker-cancel-count src/sync/wait_set.rs \
-    $'            reg.wakers.remove(i);\n            // Relaxed: as when a waiter leaves `wait_until`.\n            self.waiters.fetch_sub(1, Ordering::Relaxed);' \
-    $'            reg.wakers.remove(i);' \
+    $'            let removed = reg.wakers.remove(i);
+            // Relaxed: as when a waiter leaves `wait_until`.
+            self.waiters.fetch_sub(1, Ordering::Relaxed);' \
+    $'            let removed = reg.wakers.remove(i);' \
     lib::sync::wait_set::loom_models::cancellation_racing_a_wake_up_loses_nothing
+# A task's new registration with light notifiers: its heavy fence (a refreshed one has none).
+for model in lib::sync::wait_set::loom_models::no_lost_wake_up_of_a_task_with_a_light_notifier \
+    ring_async::a_task_read_racing_a_publish; do
+    mutant waker-new-registration-heavy-fence src/sync/wait_set.rs \
+        'if self.register_waker(slot, cx.waker()) && light_notifiers() {' \
+        'if !self.register_waker(slot, cx.waker()) && light_notifiers() {' \
+        "$model"
+done
 # A task reading the ring: its registration's heavy fence, the other side of the producers'
 # light one (`notify_all_light`): `poll_until` told that notifiers are not light.
 for model in a_task_read_racing_a_publish two_tasks_wait_for_one_publish \

@@ -186,7 +186,7 @@ impl WaitSet {
         loop {
             // Outside the lock: a waker may run code that registers again in this set.
             for waker in batch.iter_mut().filter_map(Option::take) {
-                waker.wake();
+                wake(waker);
             }
             if left == 0 {
                 return;
@@ -232,8 +232,11 @@ impl WaitSet {
             self.cancel_waker(slot);
             return Poll::Ready(r);
         }
-        self.register_waker(slot, cx.waker());
-        if light_notifiers() {
+        // A registration the poll only refreshed (polled again before a wake-up: `join!`,
+        // `select!`, a self-wake) has been counted since the heavy fence of the poll that
+        // made it, and no wake-up has taken it since (a wake-up takes every waker): as in
+        // `wait_until_heavy`, once per registration is enough.
+        if self.register_waker(slot, cx.waker()) && light_notifiers() {
             asym_fence::heavy();
         }
         match ready() {
@@ -247,16 +250,19 @@ impl WaitSet {
 
     /// Registers `waker` in `slot` (replacing the waker there if a wake-up has not taken
     /// it yet), counted as a waiter, then the `SeqCst` fence of the handshake (see the
-    /// module docs): the caller checks its condition after this returns.
-    pub(crate) fn register_waker(&self, slot: &mut WakerSlot, waker: &Waker) {
+    /// module docs): the caller checks its condition after this returns. Returns whether
+    /// the slot was registered anew (`false`: its registration was still there, refreshed).
+    pub(crate) fn register_waker(&self, slot: &mut WakerSlot, waker: &Waker) -> bool {
         let mut reg = self.lock.lock();
         let present = slot
             .key
             .and_then(|key| reg.wakers.iter().position(|(k, _)| *k == key));
+        // Dropped after the lock is released: dropping a waker runs its task's code.
+        let mut replaced = None;
         match present {
             Some(i) => {
                 if !reg.wakers[i].1.will_wake(waker) {
-                    reg.wakers[i].1 = waker.clone();
+                    replaced = Some(std::mem::replace(&mut reg.wakers[i].1, waker.clone()));
                 }
             }
             None => {
@@ -271,6 +277,8 @@ impl WaitSet {
         }
         drop(reg);
         fence(Ordering::SeqCst);
+        drop(replaced);
+        present.is_none()
     }
 
     /// Takes the waker of `slot` off the set if a wake-up has not already, and empties the
@@ -289,9 +297,13 @@ impl WaitSet {
         }
         let mut reg = self.lock.lock();
         if let Some(i) = reg.wakers.iter().position(|(k, _)| *k == key) {
-            reg.wakers.remove(i);
+            let removed = reg.wakers.remove(i);
             // Relaxed: as when a waiter leaves `wait_until`.
             self.waiters.fetch_sub(1, Ordering::Relaxed);
+            drop(reg);
+            // After the lock: dropping a waker runs its task's code, which may use this
+            // set (its last reference may drop a future registered here).
+            drop(removed);
         }
     }
 
@@ -414,6 +426,16 @@ impl WaitSet {
     }
 }
 
+/// Wakes a task taken off the list by a wake-up, containing a panic of its `wake` (an
+/// executor's bug, which the panic hook has already reported by the time it is caught).
+/// Unwinding from here would drop the wakers not yet woken, whose tasks would then wait for
+/// good (they are off the list), and would leave the notifier's own step half done: a
+/// single producer's publish that never leaves, so the ring can never finish closing.
+fn wake(waker: Waker) {
+    // Nothing is observed after a panic: the waker is consumed either way.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| waker.wake()));
+}
+
 #[cfg(all(test, not(logbus_loom)))]
 mod tests {
     use super::*;
@@ -526,6 +548,153 @@ mod tests {
         }
     }
 
+    /// A waker whose `wake` panics (an executor's bug).
+    struct PanickingWaker;
+
+    impl std::task::Wake for PanickingWaker {
+        fn wake(self: std::sync::Arc<Self>) {
+            panic!("a waker panicked (on purpose, in a test)");
+        }
+    }
+
+    /// A wake-up has taken every waker off the list before it wakes them: a panicking
+    /// `wake` must not cost the tasks after it their wake-up (they would stay pending for
+    /// good), nor reach the notifier (a publish or a close, left half done).
+    #[test]
+    fn a_panicking_waker_costs_the_other_tasks_nothing() {
+        let set = WaitSet::new();
+        let bad = Waker::from(std::sync::Arc::new(PanickingWaker));
+        let (count, good) = counting_waker();
+        let mut slots = [WakerSlot::new(), WakerSlot::new()];
+        for (waker, slot) in [&bad, &good].into_iter().zip(slots.iter_mut()) {
+            let mut cx = Context::from_waker(waker);
+            assert!(set
+                .poll_until(&mut cx, slot, || false, || None::<()>)
+                .is_pending());
+        }
+        let notified = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| set.notify_all()));
+        assert!(
+            notified.is_ok(),
+            "a waker's panic unwound into the notifier"
+        );
+        assert_eq!(
+            count.0.load(Ordering::Relaxed),
+            1,
+            "the other task was not woken"
+        );
+        assert!(!set.has_waiters());
+        // The set works on: the good task registers again and is woken again.
+        let mut cx = Context::from_waker(&good);
+        assert!(set
+            .poll_until(&mut cx, &mut slots[1], || false, || None::<()>)
+            .is_pending());
+        set.notify_all();
+        assert_eq!(count.0.load(Ordering::Relaxed), 2);
+    }
+
+    /// A waker holding the last reference to its task, whose drop drops a future
+    /// registered in the same set, which cancels its registration there (as a pending task
+    /// of an executor that keeps its tasks alive only through their wakers is dropped).
+    struct ReentrantDrop {
+        set: Arc<WaitSet>,
+        slot: WakerSlot,
+    }
+
+    impl std::task::Wake for ReentrantDrop {
+        fn wake(self: std::sync::Arc<Self>) {}
+    }
+
+    impl Drop for ReentrantDrop {
+        fn drop(&mut self) {
+            self.set.cancel_waker(&mut self.slot);
+        }
+    }
+
+    /// A waker registered in `set` that only the set references, and whose drop cancels
+    /// another registration in `set`.
+    fn reentrant_waker_in(set: &Arc<WaitSet>, slot: &mut WakerSlot) {
+        let (_, other) = counting_waker();
+        let mut inner = WakerSlot::new();
+        set.register_waker(&mut inner, &other);
+        let waker = Waker::from(std::sync::Arc::new(ReentrantDrop {
+            set: Arc::clone(set),
+            slot: inner,
+        }));
+        set.register_waker(slot, &waker);
+    }
+
+    /// Runs `f` on a thread and fails if it has not returned within a few seconds (a
+    /// deadlock).
+    fn returns(what: &str, f: impl FnOnce() + Send + 'static) {
+        let (done, finished) = std::sync::mpsc::channel();
+        thread::spawn_named("reentrant".into(), move || {
+            f();
+            done.send(()).unwrap();
+        })
+        .unwrap();
+        assert!(
+            finished.recv_timeout(Duration::from_secs(5)).is_ok(),
+            "{what} deadlocked"
+        );
+    }
+
+    /// Dropping a waker runs the task's code (its last reference may go with it): the set
+    /// drops the wakers it removes or replaces after it has released its lock.
+    #[test]
+    fn a_waker_the_set_drops_may_use_the_set() {
+        let set = Arc::new(WaitSet::new());
+        let mut slot = WakerSlot::new();
+        reentrant_waker_in(&set, &mut slot);
+        let s = Arc::clone(&set);
+        returns("cancel_waker", move || s.cancel_waker(&mut slot));
+        assert!(!set.has_waiters());
+
+        let mut slot = WakerSlot::new();
+        reentrant_waker_in(&set, &mut slot);
+        let s = Arc::clone(&set);
+        returns("register_waker replacing the waker", move || {
+            let (_, another) = counting_waker();
+            s.register_waker(&mut slot, &another);
+            s.cancel_waker(&mut slot);
+        });
+        assert!(!set.has_waiters());
+    }
+
+    /// A task polled again before any wake-up (a spurious poll) is still registered, and
+    /// counted since the heavy fence of its first poll: the refresh pays no second
+    /// `membarrier` (a barrier on every CPU running the process). A registration made anew
+    /// after a wake-up does.
+    #[test]
+    fn a_spurious_poll_with_light_notifiers_issues_no_heavy_fence() {
+        let heavy = || asym_fence::HEAVY_CALLS.with(|n| n.get());
+        let set = WaitSet::new();
+        let (count, waker) = counting_waker();
+        let (_, other) = counting_waker();
+        let mut slot = WakerSlot::new();
+        let before = heavy();
+        for w in [&waker, &waker, &other, &waker] {
+            let mut cx = Context::from_waker(w);
+            assert!(set
+                .poll_until(&mut cx, &mut slot, || true, || None::<()>)
+                .is_pending());
+        }
+        assert_eq!(heavy() - before, 1, "a refreshed registration fenced again");
+        assert_eq!(set.waiters.load(Ordering::Relaxed), 1);
+        set.notify_all_light();
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
+        let mut cx = Context::from_waker(&waker);
+        assert!(set
+            .poll_until(&mut cx, &mut slot, || true, || None::<()>)
+            .is_pending());
+        assert_eq!(
+            heavy() - before,
+            2,
+            "a new registration completes the handshake"
+        );
+        set.cancel_waker(&mut slot);
+        assert!(!set.has_waiters());
+    }
+
     #[test]
     fn deadline_ends_the_wait_with_a_last_check() {
         let set = WaitSet::new();
@@ -630,6 +799,45 @@ mod loom_models {
         });
     }
 
+    /// As `no_lost_wake_up_of_a_task`, with a notifier using the light fence: the task's
+    /// registration completes the handshake with the heavy one. Key ordering: that heavy
+    /// fence, after a registration made anew.
+    #[test]
+    fn no_lost_wake_up_of_a_task_with_a_light_notifier() {
+        loom::model(|| {
+            let (set, flag, notifier) = flag_set_by_a_light_notifier();
+            loom::future::block_on(FlagFuture::light(&set, &flag, 0));
+            notifier.join().unwrap();
+            assert_eq!(set.waiters.load(Ordering::Relaxed), 0);
+        });
+    }
+
+    /// A task polled again before any wake-up (a spurious poll) refreshes its registration
+    /// without a heavy fence, against a notifier using the light fence: no wake-up is lost
+    /// (loom reports a deadlock in `block_on` if one could be).
+    #[test]
+    fn a_refreshed_registration_needs_no_second_heavy_fence() {
+        loom::model(|| {
+            let (set, flag, notifier) = flag_set_by_a_light_notifier();
+            loom::future::block_on(FlagFuture::light(&set, &flag, 1));
+            notifier.join().unwrap();
+            assert_eq!(set.waiters.load(Ordering::Relaxed), 0);
+        });
+    }
+
+    /// A wait set, a flag, and a thread that sets the flag, then notifies the set with the
+    /// light fence.
+    fn flag_set_by_a_light_notifier() -> (Arc<WaitSet>, Arc<AtomicBool>, thread::JoinHandle<()>) {
+        let set = Arc::new(WaitSet::new());
+        let flag = Arc::new(AtomicBool::new(false));
+        let (s, f) = (Arc::clone(&set), Arc::clone(&flag));
+        let notifier = thread::spawn(move || {
+            f.store(true, Ordering::Release);
+            s.notify_all_light();
+        });
+        (set, flag, notifier)
+    }
+
     /// Two tasks on two threads wait for one flag: one notification wakes both.
     #[test]
     fn one_wake_up_reaches_every_waiting_task() {
@@ -691,6 +899,10 @@ mod loom_models {
         set: &'a WaitSet,
         flag: &'a AtomicBool,
         slot: WakerSlot,
+        /// Whether the notifier uses the light fence.
+        light: bool,
+        /// Polls left that, finding the flag unset, poll again at once (spurious polls).
+        again: usize,
     }
 
     impl<'a> FlagFuture<'a> {
@@ -699,6 +911,19 @@ mod loom_models {
                 set,
                 flag,
                 slot: WakerSlot::new(),
+                light: false,
+                again: 0,
+            }
+        }
+
+        /// For a notifier using the light fence, polling again at once `again` times.
+        fn light(set: &'a WaitSet, flag: &'a AtomicBool, again: usize) -> Self {
+            Self {
+                set,
+                flag,
+                slot: WakerSlot::new(),
+                light: true,
+                again,
             }
         }
     }
@@ -707,13 +932,19 @@ mod loom_models {
         type Output = ();
         fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
             let this = &mut *self;
-            let flag = this.flag;
-            this.set.poll_until(
-                cx,
-                &mut this.slot,
-                || false,
-                || flag.load(Ordering::Acquire).then_some(()),
-            )
+            let (flag, light) = (this.flag, this.light);
+            loop {
+                let polled = this.set.poll_until(
+                    cx,
+                    &mut this.slot,
+                    || light,
+                    || flag.load(Ordering::Acquire).then_some(()),
+                );
+                if polled.is_ready() || this.again == 0 {
+                    return polled;
+                }
+                this.again -= 1;
+            }
         }
     }
 

@@ -346,3 +346,67 @@ fn a_million_cancelled_reads_lose_nothing() {
         "only {cancelled} read futures were cancelled"
     );
 }
+
+/// A waker whose `wake` panics (an executor's bug).
+struct PanickingWake;
+
+impl std::task::Wake for PanickingWake {
+    fn wake(self: Arc<Self>) {
+        panic!("a waker panicked (on purpose, in a test)");
+    }
+}
+
+/// A waker that counts its wake-ups.
+struct CountingWake(AtomicU64);
+
+impl std::task::Wake for CountingWake {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One task's waker panics when a publish wakes it. The publish still succeeds (the panic
+/// does not unwind into the producer, half way through it), the other task waiting on the
+/// ring is woken by the same publish, and the ring still closes when the producer goes.
+#[test]
+fn a_panicking_waker_strands_neither_the_producer_nor_other_tasks() {
+    use std::task::Waker;
+    let (mut producer, ring) = Ring::single_producer(RingConfig::new(8)).unwrap();
+    let mut bad_reader = ring.gating_reader(Start::Tail).unwrap();
+    let mut good_reader = ring.gating_reader(Start::Tail).unwrap();
+    let bad = Waker::from(Arc::new(PanickingWake));
+    let count = Arc::new(CountingWake(AtomicU64::new(0)));
+    let good = Waker::from(Arc::clone(&count));
+    let mut bad_read = bad_reader.read_async();
+    let mut good_read = good_reader.read_async();
+    assert!(Pin::new(&mut bad_read)
+        .poll(&mut Context::from_waker(&bad))
+        .is_pending());
+    assert!(Pin::new(&mut good_read)
+        .poll(&mut Context::from_waker(&good))
+        .is_pending());
+    let published = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        producer.publish_batch(&mut vec![1u64, 2]).unwrap();
+    }));
+    assert!(
+        published.is_ok(),
+        "a waker's panic unwound into publish_batch"
+    );
+    assert_eq!(
+        count.0.load(Ordering::Relaxed),
+        1,
+        "the other task was not woken"
+    );
+    assert_eq!(
+        Pin::new(&mut good_read).poll(&mut Context::from_waker(&good)),
+        Poll::Ready(Ok(1))
+    );
+    drop((bad_read, good_read));
+    drop(producer); // closes the ring
+    assert_eq!(good_reader.read_timeout(Duration::from_secs(5)), Ok(2));
+    assert_eq!(
+        good_reader.read_timeout(Duration::from_secs(5)),
+        Err(logbus::ring::ReadTimeoutError::Closed)
+    );
+    drop(bad_reader);
+}
