@@ -31,6 +31,85 @@ mutant() {
     names+=("$1") files+=("$2") patterns+=("$3") replacements+=("$4") models+=("$5")
 }
 
+# A task's registration in a wait set: the SeqCst fence after it (Dekker with the notifier's).
+mutant waker-registration-fence src/sync/wait_set.rs \
+    $'            }\n        }\n        drop(reg);\n        fence(Ordering::SeqCst);' \
+    $'            }\n        }\n        drop(reg);\n        fence(Ordering::Acquire);' \
+    lib::sync::wait_set::loom_models::no_lost_wake_up_of_a_task
+mutant waker-registration-fence src/sync/wait_set.rs \
+    $'            }\n        }\n        drop(reg);\n        fence(Ordering::SeqCst);' \
+    $'            }\n        }\n        drop(reg);\n        fence(Ordering::Acquire);' \
+    lib::sync::wait_set::loom_models::one_wake_up_reaches_every_waiting_task
+# A cancelled task's registration leaves the count of waiters.
+mutant waker-cancel-count src/sync/wait_set.rs \
+    $'            let removed = reg.wakers.remove(i);
+            // Relaxed: as when a waiter leaves `wait_until`.
+            self.waiters.fetch_sub(1, Ordering::Relaxed);' \
+    $'            let removed = reg.wakers.remove(i);' \
+    lib::sync::wait_set::loom_models::cancellation_racing_a_wake_up_loses_nothing
+# A task's new registration with light notifiers: its heavy fence (a refreshed one has none).
+for model in lib::sync::wait_set::loom_models::no_lost_wake_up_of_a_task_with_a_light_notifier \
+    ring_async::a_task_read_racing_a_publish; do
+    mutant waker-new-registration-heavy-fence src/sync/wait_set.rs \
+        'if self.register_waker(slot, cx.waker()) && light_notifiers() {' \
+        'if !self.register_waker(slot, cx.waker()) && light_notifiers() {' \
+        "$model"
+done
+# A task reading the ring: its registration's heavy fence, the other side of the producers'
+# light one (`notify_all_light`): `poll_until` told that notifiers are not light.
+for model in a_task_read_racing_a_publish two_tasks_wait_for_one_publish \
+    a_cancelled_read_racing_a_wake_up_loses_nothing an_event_stream_racing_a_publish; do
+    mutant task-registration-heavy-fence src/ring/task.rs \
+        $'                        &mut wait.slot,\n                        || true,' \
+        $'                        &mut wait.slot,\n                        || false,' \
+        "ring_async::$model"
+done
+# The queue's async API (tasks waiting on a queue, loom-tests/tests/queue_async.rs): the
+# registration's fence against a send's publication (the unbounded queue: the bounded one's
+# empty and full looks fence by themselves, so there the notifier's fence is the one that
+# matters; under loom the bounded queue's notifications keep it, see
+# `notify_all_after_rmw`).
+mutant notify-fence src/sync/wait_set.rs \
+    $'        // SeqCst fence: pairs with the fence in `wait_until` (see the module docs).\n        fence(Ordering::SeqCst);' \
+    $'        // SeqCst fence: pairs with the fence in `wait_until` (see the module docs).\n        fence(Ordering::Acquire);' \
+    queue_async::a_task_receives_a_message_sent_while_it_registers
+mutant waker-registration-fence src/sync/wait_set.rs \
+    $'            }\n        }\n        drop(reg);\n        fence(Ordering::SeqCst);' \
+    $'            }\n        }\n        drop(reg);\n        fence(Ordering::Acquire);' \
+    queue_async::a_task_receives_from_the_unbounded_queue
+mutant notify-fence src/sync/wait_set.rs \
+    $'        // SeqCst fence: pairs with the fence in `wait_until` (see the module docs).\n        fence(Ordering::SeqCst);' \
+    $'        // SeqCst fence: pairs with the fence in `wait_until` (see the module docs).\n        fence(Ordering::Acquire);' \
+    queue_async::a_task_waits_for_room
+mutant notify-fence src/sync/wait_set.rs \
+    $'        // SeqCst fence: pairs with the fence in `wait_until` (see the module docs).\n        fence(Ordering::SeqCst);' \
+    $'        // SeqCst fence: pairs with the fence in `wait_until` (see the module docs).\n        fence(Ordering::Acquire);' \
+    queue_async::a_parked_thread_and_a_waiting_task_share_a_queue
+# Every wake-up wakes every registered task: waking only one loses the wake-up when that
+# task's future is dropped (cancelled) instead of receiving.
+mutant wake-every-task src/sync/wait_set.rs \
+    'for waker in batch.iter_mut().filter_map(Option::take) {' \
+    'if let Some(waker) = batch.iter_mut().find_map(Option::take) {' \
+    queue_async::a_cancelled_receive_racing_a_wake_up_loses_nothing
+mutant wake-every-task src/sync/wait_set.rs \
+    'for waker in batch.iter_mut().filter_map(Option::take) {' \
+    'if let Some(waker) = batch.iter_mut().find_map(Option::take) {' \
+    queue_async::two_waiting_tasks_one_message_and_the_end
+# An owned array queue's notifiers use the light fence: a registering task issues the heavy
+# one (`light_notifiers` in src/queue/array/task.rs).
+mutant task-heavy-fence src/queue/array/task.rs \
+    '        !self.owners.is_shared()' \
+    '        false' \
+    lib::queue::array::loom_models::a_task_waiting_on_an_owned_queue_gets_its_wake_up
+mutant task-heavy-fence src/queue/array/task.rs \
+    '        !self.owners.is_shared()' \
+    '        false' \
+    lib::queue::array::loom_models::a_task_waiting_for_room_in_an_owned_queue_gets_its_wake_up
+# The rendezvous queue wakes its tasks at every change of its state.
+mutant zero-wakes-tasks src/queue/zero.rs \
+    $'        // to check it, so either it sees the change or this sees its registration.\n        self.tasks.notify_all();' \
+    $'        // to check it, so either it sees the change or this sees its registration.' \
+    queue_async::two_tasks_meet_on_a_rendezvous_queue
 # The ring's reader cursor (the producers' Acquire loads of it in `GateView::min_gate`).
 mutant reader-cursor-store src/ring/reader.rs \
     'self.cursor.next.store(self.next, Ordering::Release);' \
@@ -97,6 +176,30 @@ mutant chunk-claim-cas src/partition/replica_log/chunk.rs \
     $'        if self\n            .filled\n            .compare_exchange(i, i | BUSY, Ordering::Acquire, Ordering::Relaxed)\n            .is_err()\n        {\n            return Err(entry);\n        }' \
     $'        if self.filled.load(Ordering::Acquire) != i {\n            return Err(entry);\n        }\n        self.filled.store(i | BUSY, Ordering::Relaxed);' \
     lib::partition::replica_log::chunk::loom_models::two_writers_of_one_slot_write_once
+
+
+# A consumer task parked in `poll_async`: its check after registering, and the heavy fence
+# completing the handshake with the producers' light notification.
+mutant consumer-task-recheck src/consumer/async_poll.rs \
+    $'            self.register_task(cx);\n            if !self.task_ready() {' \
+    $'            self.register_task(cx);\n            if true {' \
+    topics_async::a_record_wakes_a_consumer_task
+mutant consumer-task-heavy-fence src/consumer/async_poll.rs \
+    $'        // The heavy side of the handshake with the producers\' light notification.\n        asym_fence::heavy();' \
+    $'        // The heavy side of the handshake with the producers\' light notification.' \
+    topics_async::a_record_wakes_a_consumer_task
+# A member's task: its check of the group signal after registering (a rebalance raised
+# between its group duties and its registration must not be slept through).
+mutant member-task-signal-check src/consumer/async_poll.rs \
+    $'        called\n            || self.assigned.iter().any(|a| {' \
+    $'        false\n            || self.assigned.iter().any(|a| {' \
+    topics_async::a_rebalance_wakes_a_member_task
+# A send awaiting room: the heavy fence of its registration in the producers' wait set
+# (gating readers notify it with the light fence).
+mutant send-room-heavy-fence src/ring/mod.rs \
+    'shared.producers_wait.poll_until(cx, slot, || true, ready)' \
+    'shared.producers_wait.poll_until(cx, slot, || false, ready)' \
+    topics_async::a_commit_wakes_a_send_awaiting_room
 
 selected() {
     local name=$1 f

@@ -56,12 +56,14 @@ use crate::sync::time::{self, Instant};
 use crate::sync::StdArc as Arc;
 use crate::{Error, Result};
 
+mod async_poll;
 mod config;
 pub(crate) mod group_config;
 mod lending;
 pub(crate) mod listener;
 pub(crate) mod membership;
 mod records;
+pub use async_poll::{PollAsync, RecordStream};
 pub use config::{ConsumerConfig, OffsetReset};
 pub use lending::RecordRef;
 pub use records::{ConsumerMetrics, ConsumerRecord, ConsumerRecords, OffsetAndTimestamp};
@@ -69,6 +71,32 @@ pub use records::{ConsumerMetrics, ConsumerRecord, ConsumerRecords, OffsetAndTim
 /// Yields a waiting poll takes before parking (none under loom, which models no time).
 #[cfg(not(logbus_loom))]
 const YIELDS: u32 = 64;
+
+/// How a waiting poll watches for the next record when records come one at a time (the
+/// last poll read one: one in flight): a dense poll of its partitions' readability, one
+/// spin hint apart, before the yields (`sync::wait`; the queue's receivers wait the same
+/// way). A record published while the consumer is inside a `sched_yield` is seen only when
+/// the call returns; polled, it is seen within a hint. A consumer reading runs yields at
+/// once, as the ring's readers do: with more runnable threads than cores (a fan-out on two
+/// cores) the poll only delays the yield that lets the producer run. The poll is skipped
+/// (but for probes) once polls keep seeing nothing (BENCHMARKS.md, "Tuning constants").
+/// None under loom, which models no time.
+#[cfg(not(logbus_loom))]
+const WAIT_POLICY: crate::sync::wait::Policy = crate::sync::wait::Policy {
+    dense_polls: 128,
+    skip_after_misses: 2,
+    spin_rounds: 0,
+    yields: YIELDS,
+    pace_spins: 0,
+};
+#[cfg(logbus_loom)]
+const WAIT_POLICY: crate::sync::wait::Policy = crate::sync::wait::Policy {
+    dense_polls: 0,
+    skip_after_misses: 0,
+    spin_rounds: 0,
+    yields: 0,
+    pace_spins: 0,
+};
 
 /// One assigned partition.
 pub(crate) struct Assigned<K, V> {
@@ -125,6 +153,15 @@ pub struct Consumer<K, V> {
     pub(crate) metrics: ConsumerMetrics,
     /// [`poll_with`](Consumer::poll_with)'s reused buffers.
     pub(crate) borrowed: lending::Buffers<K, V>,
+    /// Whether waiting polls' dense polls have been seeing records (see `WAIT_POLICY`).
+    polls: crate::sync::wait::PollHistory,
+    /// [`poll`](Consumer::poll)'s buffer, handed back by the records it returned.
+    spare: records::Spare<K, V>,
+    /// The last poll that read something read one record: records come one at a time (one
+    /// in flight), so a waiting poll polls densely for the next (see `WAIT_POLICY`).
+    trickle: bool,
+    /// A task's registrations while it waits in [`poll_async`](Consumer::poll_async).
+    pub(crate) task_waits: async_poll::TaskWaits,
     /// One thread at a time, as Kafka's consumer.
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -168,6 +205,10 @@ impl Broker {
             next: 0,
             metrics: ConsumerMetrics::default(),
             borrowed: lending::Buffers::default(),
+            polls: crate::sync::wait::PollHistory::new(),
+            spare: Arc::new(crate::sync::Mutex::new(Vec::new())),
+            trickle: false,
+            task_waits: async_poll::TaskWaits::default(),
             _not_sync: PhantomData,
         })
     }
@@ -323,10 +364,21 @@ where
     /// returned first; the error comes with the next poll.
     pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords<K, V>> {
         let max = self.config.max_poll_records;
-        // One allocation for what is readable now, not one per doubling while it fills.
-        let mut records = Vec::with_capacity(self.readable_now(max));
-        self.poll_loop(max, timeout, |c, max| c.fetch(&mut records, max))?;
-        Ok(ConsumerRecords { records })
+        // The buffer the last poll's records handed back when dropped (`ConsumerRecords`),
+        // grown at once to what is readable now, not once per doubling while it fills: no
+        // allocation per poll (a fresh one of up to `max` records costs page faults when
+        // the allocator gives the last one's memory back to the system).
+        let mut records = std::mem::take(&mut *self.spare.lock());
+        records.reserve(self.readable_now(max));
+        let mut headers = false;
+        self.poll_loop(max, timeout, |c, max| {
+            c.fetch(&mut records, &mut headers, max)
+        })?;
+        Ok(ConsumerRecords {
+            records,
+            spare: Some(Arc::clone(&self.spare)),
+            headers,
+        })
     }
 
     /// How many records the unpaused partitions hold from their positions on, at most
@@ -367,6 +419,7 @@ where
                 fetch(self, max)?
             };
             if n > 0 {
+                self.trickle = n == 1;
                 return Ok(n);
             }
             let d = *deadline.get_or_insert_with(|| time::deadline_after(timeout));
@@ -378,13 +431,19 @@ where
     }
 
     /// Reads what is available now from the unpaused partitions, starting with the one
-    /// after where the last fetch started.
-    fn fetch(&mut self, out: &mut Vec<ConsumerRecord<K, V>>, max: usize) -> Result<usize> {
+    /// after where the last fetch started. Sets `owned` when a record's headers own memory.
+    fn fetch(
+        &mut self,
+        out: &mut Vec<ConsumerRecord<K, V>>,
+        owned: &mut bool,
+        max: usize,
+    ) -> Result<usize> {
         self.walk(max, |a, left, now, reset, metrics| {
             read_one(
                 a,
                 &mut |name, partition, offset, e: Handed<'_, K, V>| {
                     let (timestamp, key, value, headers) = e.into_parts();
+                    *owned |= headers.capacity() != 0;
                     out.push(ConsumerRecord {
                         topic: name,
                         partition,
@@ -517,9 +576,12 @@ where
                             || a.position.map_or(true, |p| a.partition.readable(p)))
                 })
         };
-        // Yield a few times before parking, as the ring's readers do: a record usually
-        // arrives within a yield or two, and a parked consumer costs every producer a
-        // wake-up system call.
+        // Poll densely for a record in flight (`WAIT_POLICY`), then yield a few times
+        // before parking: a record usually arrives within a yield or two, and a parked
+        // consumer costs every producer a wake-up system call.
+        if self.trickle {
+            crate::sync::wait::Waiter::new(WAIT_POLICY).dense_poll_adaptive(&self.polls, ready);
+        }
         #[cfg(not(logbus_loom))]
         for _ in 0..YIELDS {
             if ready() || deadline.is_some_and(time::expired) {

@@ -253,6 +253,31 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
     /// Waits until the record appended at `offset` in leader epoch `epoch` is acknowledged
     /// or can no longer be (the leader changed, the partition closed), or `deadline`.
     fn settle(&self, epoch: i32, offset: u64, deadline: Option<Instant>);
+    /// The asynchronous side of [`await_pending`](Self::await_pending): `Ready` once its
+    /// acknowledgement is settled (acknowledged, or failed: the leader changed, HW passed
+    /// it with too few in-sync replicas, the partition closed), so that `await_pending`
+    /// then returns without waiting for replicas (a failure's retry appends again there);
+    /// otherwise copies for the followers as a blocking wait would, registers the task in
+    /// `slot` and returns `Pending`. The caller calls
+    /// [`cancel_pending`](Self::cancel_pending) if it stops waiting.
+    fn poll_pending(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        slot: &mut crate::sync::WakerSlot,
+        pending: &Pending<K, V>,
+        policy: &SendPolicy,
+    ) -> std::task::Poll<()>;
+    /// Takes a registration of [`poll_pending`](Self::poll_pending) off.
+    fn cancel_pending(&self, slot: &mut crate::sync::WakerSlot);
+    /// Resumes a pending append whose acknowledgement [`poll_pending`](Self::poll_pending)
+    /// found settled: its offset if acknowledged; after a failure, the policy's retry
+    /// (backing off as `await_pending` does, then appending again) without waiting for
+    /// the new append's acknowledgement: the pending append to poll next.
+    fn resume_pending(
+        &self,
+        pending: Pending<K, V>,
+        policy: &SendPolicy,
+    ) -> std::result::Result<Resumed<K, V>, Refused<K, V>>;
     /// Closes the partition (its topic was deleted, or the broker closed: the partition's
     /// [`ClosedByBroker`] flag, marked first, says which).
     fn close(&self);
@@ -264,6 +289,14 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
 
 /// An append that failed: the entry handed back (`None`: it is in the log) and why.
 pub(crate) type Refused<K, V> = (Option<Entry<K, V>>, AppendError);
+
+/// What [`ReplicatedLog::resume_pending`] did with a settled pending append.
+pub(crate) enum Resumed<K, V> {
+    /// Acknowledged at this offset.
+    Acked(u64),
+    /// Failed, and appended again: its acknowledgement pending.
+    Again(Pending<K, V>),
+}
 
 /// A pipelined send's log and policy (`Appender::pipeline`).
 pub(crate) type Pipeline<'a, K, V> = (&'a Arc<dyn ReplicatedLog<K, V>>, &'a Arc<SendPolicy>);
@@ -462,6 +495,20 @@ pub(crate) trait DiskLog<K, V>: Send + Sync {
     fn sync_to(&self, end: u64, fsync: bool) -> Result<()>;
     /// [`Error::PartitionOffline`] once an I/O error took the log offline.
     fn offline_error(&self) -> Option<Error>;
+    /// The asynchronous [`wait_acked`](Self::wait_acked): registers the task in `slot`
+    /// while the record is not acknowledged (the caller calls
+    /// [`cancel_acked`](Self::cancel_acked) if it stops waiting). By default, the blocking
+    /// wait (for logs whose acknowledgement never waits).
+    fn poll_acked(
+        &self,
+        _cx: &mut std::task::Context<'_>,
+        _slot: &mut crate::sync::WakerSlot,
+        offset: u64,
+    ) -> std::task::Poll<Result<()>> {
+        std::task::Poll::Ready(self.wait_acked(offset))
+    }
+    /// Takes a registration of [`poll_acked`](Self::poll_acked) off.
+    fn cancel_acked(&self, _slot: &mut crate::sync::WakerSlot) {}
 }
 
 impl<K, V> fmt::Debug for Partition<K, V> {
@@ -1092,13 +1139,15 @@ fn advance<T>(gate: &mut Reader<T>, offset: u64) {
 }
 
 mod appender;
+mod appender_async;
 mod broker_close;
 mod entry;
 mod lend;
 pub(crate) mod progress;
+pub(crate) use appender_async::Unsynced;
 pub(crate) mod replica_log;
 pub(crate) mod topic_config;
-pub(crate) use appender::Appender;
+pub(crate) use appender::{Appender, EXPIRY_LOOK};
 pub(crate) use broker_close::ClosedByBroker;
 pub use entry::MAX_TIMESTAMP;
 pub(crate) use entry::{valid_timestamp, Entry, Handed, Parts};

@@ -45,6 +45,7 @@ use crate::sync::{Mutex, MutexGuard};
 use crate::{Error, Result};
 
 mod error;
+mod held_line;
 mod partition_producer;
 mod partitioner;
 mod pending_send;
@@ -174,6 +175,8 @@ struct Cached<K, V> {
     static_name: Option<(usize, usize)>,
     generation: u64,
     appenders: Vec<Appender<K, V>>,
+    /// Per partition: the line of `send_async` records held for room, in call order.
+    held: Vec<Arc<held_line::HeldLine<K, V>>>,
     sticky: u32,
     sticky_left: u32,
     /// Acks, retries and timeouts for replicated partitions.
@@ -202,6 +205,7 @@ impl<K, V> Cached<K, V> {
             generation: u64::MAX,
             topic,
             appenders: Vec::new(),
+            held: Vec::new(),
             sticky: 0,
             sticky_left: 0,
             policy,
@@ -231,6 +235,7 @@ impl<K, V> Cached<K, V> {
         for p in parts.iter().skip(self.appenders.len()) {
             self.appenders
                 .push(p.appender().with_policy(self.policy.clone()));
+            self.held.push(Arc::default());
         }
         self.generation = generation;
     }
@@ -849,12 +854,38 @@ where
     /// it lands after records sent since (Kafka's producer reorders the same way with
     /// `max.in.flight.requests.per.connection > 1` and no idempotence), and the first copy
     /// may survive too ([`ProducerMetrics::possible_duplicates`]). A `PendingSend` dropped
-    /// without `wait` is not retried. Everywhere else (one replica, `acks = 0 / 1`) the
+    /// without `wait` is not retried. On a replicated partition under `acks = 0 / 1` the
     /// send completes before this returns, exactly as [`send`](Self::send), and the
     /// handle holds its outcome.
     ///
+    /// On a partition that is not replicated this call never waits: with room, it appends
+    /// the record and returns (in memory, the handle holds the outcome; persisted under
+    /// `FlushPolicy::EveryBatch`, the handle awaits the fsync). On a full
+    /// [`Overflow::Block`](crate::broker::Overflow::Block) partition it returns at once
+    /// with the record held (in call order, below): [`PendingSend::wait`] waits for room on the
+    /// thread, `.await` in the task, and either appends it then.
+    ///
+    /// `PendingSend` is a [`Future`](std::future::Future): `producer.send_async(r).await`
+    /// waits for room, for the fsync or for the in-sync replicas without blocking the
+    /// executor's thread (see [`PendingSend`] for what differs without a timer).
+    ///
     /// The records of one producer's `send_async` calls to one partition are appended in
-    /// call order; [`flush`](Self::flush) waits for all of them.
+    /// call order: once a record is held, the records of later calls to that partition are
+    /// held behind it, and each is appended only after the ones before it were appended
+    /// (or dropped unsent), by the poll or `wait` of its own handle. So a held record
+    /// appends only once its handle is polled: await (or `wait` on) the handles in call
+    /// order, or together (`join_all`). Other forms of send (`send`, `send_batch`, a
+    /// partition producer) do not wait for records held by `send_async`.
+    /// [`flush`](Self::flush) waits for every record appended (their acknowledgement, their
+    /// fsync), not for held ones.
+    ///
+    /// # Cancel safety
+    ///
+    /// The record was appended by this call unless the handle holds it; a held record is
+    /// appended by a poll (or `wait`) of a handle of its line, so dropping its handle while
+    /// it is still held drops the record unsent; once appended it is never appended again
+    /// by dropping or polling (only the documented retries of `acks = all` append again).
+    /// See [`PendingSend`].
     ///
     /// # Examples
     ///
@@ -873,17 +904,69 @@ where
     /// # Ok::<(), logbus::Error>(())
     /// ```
     ///
+    /// Awaited from a task (a `Block` topic kept full, a consumer task freeing room):
+    ///
+    /// ```
+    /// use logbus::{Broker, ConsumerConfig, OffsetReset, Record, TopicConfig, TopicPartition};
+    ///
+    /// let broker = Broker::in_memory();
+    /// broker.create_topic::<(), u64>("jobs", TopicConfig::new(1).records_in_memory(2))?;
+    /// let producer = broker.producer::<(), u64>();
+    /// let mut consumer = broker.consumer::<(), u64>(
+    ///     ConsumerConfig::new().group_id("workers").auto_offset_reset(OffsetReset::Earliest),
+    /// )?;
+    /// consumer.assign(&[TopicPartition::new("jobs", 0)])?;
+    /// futures::executor::block_on(async {
+    ///     let send = async {
+    ///         for v in 0..10 {
+    ///             producer.send_async(Record::new("jobs", v)).await?; // parks while full
+    ///         }
+    ///         Ok::<(), logbus::Error>(())
+    ///     };
+    ///     let work = async {
+    ///         let mut done = 0;
+    ///         while done < 10 {
+    ///             done += consumer.poll_async().await?.len();
+    ///             consumer.commit_sync()?; // frees room: wakes the send
+    ///         }
+    ///         Ok::<(), logbus::Error>(())
+    ///     };
+    ///     futures::try_join!(send, work)
+    /// })?;
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    ///
     /// # Errors
     ///
-    /// None here: every error, with its record, comes from [`PendingSend::wait`] (those of
-    /// [`send`](Self::send)).
+    /// None here: every error, with its record, comes from [`PendingSend::wait`] or the
+    /// future's output (those of [`send`](Self::send)).
     pub fn send_async(&self, record: Record<K, V>) -> PendingSend<K, V> {
         let mut state = self.state.lock();
         let (t, partition) = match self.route(&mut state, &record) {
             Ok(at) => at,
             Err(error) => return PendingSend::done(Err(ProduceError::new(error, record))),
         };
-        let appender = &mut state.topics[t].appenders[partition as usize];
+        let cached = &mut state.topics[t];
+        let appender = &mut cached.appenders[partition as usize];
+        if !appender.is_replicated() {
+            // Appended now if there is room; otherwise the handle holds the record and
+            // appends it when polled or waited on, on a handle of its own (the producer's
+            // lock is not held meanwhile); a persisted record's fsync is left to it too.
+            let (entry, sent) = self.entry_of(record, partition);
+            let line = &cached.held[partition as usize];
+            // Behind records held earlier it is held too: appended after them, in call order.
+            let entry = if line.has_held() {
+                entry
+            } else {
+                match appender.try_append_unsynced(entry) {
+                    Err((Some(entry), AppendError::Full)) => entry,
+                    done => return PendingSend::unsynced(done, sent),
+                }
+            };
+            let own = cached.topic.partitions()[partition as usize].appender();
+            let ticket = line.hold(entry);
+            return PendingSend::held(own, sent, Arc::clone(line), ticket);
+        }
         let Some((log, policy)) = appender.pipeline() else {
             return PendingSend::done(self.send_routed(
                 state,

@@ -1105,6 +1105,20 @@ fn main() {
             median(&c50),
             median(&c99)
         );
+        // As rates (one over the latency), so that the ratio reads as the others do:
+        // crossbeam's latency over logbus's, > 1 when logbus is faster.
+        let rate = |v: &[f64]| v.iter().map(|ns| 1.0 / ns).collect::<Vec<_>>();
+        for (row, ours, theirs) in [("p50", &l50, &c50), ("p99", &l99, &c99)] {
+            let p = Pairs {
+                ours: rate(ours),
+                theirs: rate(theirs),
+            };
+            print_row(
+                &format!("topic 1 → 1, latency {row}"),
+                "crossbeam-channel, per-message send/recv",
+                &p,
+            );
+        }
     }
     if run("replay") {
         let v: Vec<f64> = (0..pairs.min(3)).map(|_| logbus_replay(replay)).collect();

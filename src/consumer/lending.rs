@@ -152,10 +152,12 @@ where
     /// again, and partitions not yet read in this poll are read by the next one.
     ///
     /// A poll that follows one whose in-place read caught up with the producer after a
-    /// short run (fewer records than asked, and than a quarter of the partition's capacity)
-    /// first spins about half a microsecond without touching shared memory, so that it finds
-    /// a longer run and leaves the producer's cache lines alone meanwhile (as the ring's
-    /// readers do).
+    /// short run (more than one record, fewer than asked, and fewer than a quarter of the
+    /// partition's capacity) first spins about half a microsecond without touching shared
+    /// memory, so that it finds a longer run and leaves the producer's cache lines alone
+    /// meanwhile (as the ring's readers do). A run of one record is a record in flight (a
+    /// producer sending one at a time, waiting for it to be seen): the next poll looks at
+    /// once, since a pause would only delay the next record.
     ///
     /// # Errors
     ///
@@ -233,8 +235,10 @@ where
                 // A lending read is of the ring, whose runs are dense (never `Sparse`).
                 if let Some(ReadOutcome::Read(n)) = outcome {
                     lent.next = from + n as u64;
-                    // Short of what was asked: the read took everything published.
-                    buffers.caught_up |= n < left && (n as u64) < a.partition.capacity() / 4;
+                    // Short of what was asked: the read took everything published. A
+                    // run of one is a record in flight, not a stream: nothing to pace.
+                    buffers.caught_up |=
+                        n > 1 && n < left && (n as u64) < a.partition.capacity() / 4;
                 }
                 drop(lent);
                 match outcome {
@@ -355,5 +359,34 @@ mod tests {
             !c.borrowed.caught_up,
             "40 is a long run (a quarter of 64 or more)"
         );
+    }
+
+    /// A run of one record is a record in flight: the next poll does not pace (it would
+    /// only delay the next record), and a poll that must wait after it polls densely.
+    #[test]
+    fn a_run_of_one_record_does_not_pace_the_next_poll() {
+        let b = Broker::in_memory();
+        let config = TopicConfig::new(1)
+            .records_in_memory(64)
+            .overflow(Overflow::Block);
+        b.create_topic::<(), u64>("t", config).unwrap();
+        let mut c = b
+            .consumer::<(), u64>(
+                ConsumerConfig::new()
+                    .group_id("g")
+                    .auto_offset_reset(OffsetReset::Earliest),
+            )
+            .unwrap();
+        c.assign(&[TopicPartition::new("t", 0)]).unwrap();
+        let p = b.producer::<(), u64>();
+        let to = p.partition("t", 0).unwrap();
+        to.send_iter((0..1).map(Payload::new)).unwrap();
+        assert_eq!(c.poll_with(16, Duration::ZERO, |_| ()).unwrap(), 1);
+        assert!(!c.borrowed.caught_up, "one record: not a stream");
+        assert!(c.trickle, "one record: the next wait polls densely");
+        to.send_iter((0..2).map(Payload::new)).unwrap();
+        assert_eq!(c.poll_with(16, Duration::ZERO, |_| ()).unwrap(), 2);
+        assert!(c.borrowed.caught_up, "two of 16: a short run of a stream");
+        assert!(!c.trickle, "two records: the next wait yields at once");
     }
 }

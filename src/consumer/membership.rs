@@ -37,6 +37,13 @@ pub(crate) struct Membership<K, V> {
 }
 
 impl<K, V> Membership<K, V> {
+    /// Tells the coordinator whether this member's task is parked in an asynchronous poll
+    /// (it then counts as polling until the group raises its signal).
+    pub(crate) fn set_parked(&self, broker: &Broker, parked: bool) {
+        self.coordinator
+            .set_parked(&self.member_id, parked, broker.now_ms());
+    }
+
     /// Runs `commit` if this member is in the group's current generation.
     pub(crate) fn commit<R>(
         &self,

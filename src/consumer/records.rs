@@ -5,6 +5,9 @@ use std::fmt;
 
 use crate::broker::TopicPartition;
 use crate::partition::Headers;
+use crate::sync::Mutex;
+// Std's Arc (also under loom), as the consumer's.
+use crate::sync::StdArc as Arc;
 
 /// A record as a consumer receives it (Kafka's `ConsumerRecord`).
 #[derive(Clone, PartialEq, Eq)]
@@ -38,8 +41,45 @@ impl<K, V> fmt::Debug for ConsumerRecord<K, V> {
 
 /// The records one [`Consumer::poll`](super::Consumer::poll) returned, in the order read (offset order within each
 /// partition).
+///
+/// Dropped, it hands its emptied buffer back to its consumer for the next poll (unless the
+/// consumer's spare buffer is already as large), so polls allocate nothing once the buffer
+/// has grown to the records they return.
 pub struct ConsumerRecords<K, V> {
     pub(super) records: Vec<ConsumerRecord<K, V>>,
+    /// Where the buffer goes back to when dropped: its consumer's spare.
+    pub(super) spare: Option<Spare<K, V>>,
+    /// Some record's headers own memory (else, when neither `K` nor `V` needs dropping,
+    /// dropping the records is a no-op, skipped).
+    pub(super) headers: bool,
+}
+
+/// A consumer's spare poll buffer, shared with the [`ConsumerRecords`] it returned.
+pub(crate) type Spare<K, V> = Arc<Mutex<Vec<ConsumerRecord<K, V>>>>;
+
+impl<K, V> Drop for ConsumerRecords<K, V> {
+    fn drop(&mut self) {
+        let Some(spare) = &self.spare else {
+            return;
+        };
+        if self.records.capacity() == 0 {
+            return;
+        }
+        if self.headers || std::mem::needs_drop::<K>() || std::mem::needs_drop::<V>() {
+            // Dropped before the lock is taken: a record's drop runs user code.
+            self.records.clear();
+        } else {
+            // SAFETY: shrinking only; every record's drop is a no-op (neither `K` nor `V`
+            // has drop glue, and no record's headers own memory: `headers` is set by the
+            // poll that made them, and nothing hands out `&mut` access to them), so
+            // forgetting them leaks nothing and skips a pass over the buffer.
+            unsafe { self.records.set_len(0) };
+        }
+        let mut slot = spare.lock();
+        if slot.capacity() < self.records.capacity() {
+            std::mem::swap(&mut *slot, &mut self.records);
+        }
+    }
 }
 
 impl<K, V> fmt::Debug for ConsumerRecords<K, V> {
@@ -54,7 +94,11 @@ impl<K, V> ConsumerRecords<K, V> {
     /// Records read by another front end (the `kafka` feature's consumer).
     #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub(crate) fn from_vec(records: Vec<ConsumerRecord<K, V>>) -> Self {
-        Self { records }
+        Self {
+            records,
+            spare: None,
+            headers: true,
+        }
     }
 
     /// How many records.
@@ -97,8 +141,8 @@ impl<K, V> ConsumerRecords<K, V> {
     }
 
     /// The records as a vector.
-    pub fn into_vec(self) -> Vec<ConsumerRecord<K, V>> {
-        self.records
+    pub fn into_vec(mut self) -> Vec<ConsumerRecord<K, V>> {
+        std::mem::take(&mut self.records)
     }
 }
 
@@ -106,8 +150,8 @@ impl<K, V> IntoIterator for ConsumerRecords<K, V> {
     type Item = ConsumerRecord<K, V>;
     type IntoIter = std::vec::IntoIter<ConsumerRecord<K, V>>;
 
-    fn into_iter(self) -> Self::IntoIter {
-        self.records.into_iter()
+    fn into_iter(mut self) -> Self::IntoIter {
+        std::mem::take(&mut self.records).into_iter()
     }
 }
 
@@ -165,5 +209,66 @@ impl ConsumerMetrics {
     /// Skipped counts per partition (only partitions with a skip).
     pub fn skipped_by_partition(&self) -> &HashMap<TopicPartition, u64> {
         &self.skipped
+    }
+}
+
+#[cfg(all(test, not(logbus_loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+
+    use crate::broker::{Broker, TopicConfig, TopicPartition};
+    use crate::consumer::{ConsumerConfig, OffsetReset};
+    use crate::producer::Record;
+
+    /// Dropped records hand their buffer back to the consumer, and the next poll fills it
+    /// anew: records with drop glue (a `String` value) and with headers (owned memory, so
+    /// dropped one by one) come out whole, and `into_vec` takes the buffer for good.
+    #[test]
+    fn a_poll_reuses_the_buffer_of_the_records_dropped_before_it() {
+        let b = Broker::in_memory();
+        b.create_topic::<(), String>("t", TopicConfig::new(1))
+            .unwrap();
+        let p = b.producer::<(), String>();
+        let mut c = b
+            .consumer::<(), String>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
+            .unwrap();
+        c.assign(&[TopicPartition::new("t", 0)]).unwrap();
+        for i in 0..3 {
+            p.send(Record::new("t", format!("v{i}"))).unwrap();
+        }
+        let first = c.poll(Duration::ZERO).unwrap();
+        let at = first.records.as_ptr();
+        assert_eq!(
+            first.iter().map(|r| r.value.as_str()).collect::<Vec<_>>(),
+            ["v0", "v1", "v2"]
+        );
+        drop(first);
+        p.send(Record::new("t", "h".to_owned()).header("k", Some(Bytes::from_static(b"x"))))
+            .unwrap();
+        p.send(Record::new("t", "plain".to_owned())).unwrap();
+        let second = c.poll(Duration::ZERO).unwrap();
+        assert_eq!(
+            second.records.as_ptr(),
+            at,
+            "the first poll's buffer, reused"
+        );
+        assert!(second.headers, "a record's headers own memory");
+        assert_eq!(second.iter().next().unwrap().headers.len(), 1);
+        assert_eq!(second.iter().nth(1).unwrap().value, "plain");
+        let kept = second.into_vec();
+        assert_eq!(kept.len(), 2);
+        p.send(Record::new("t", "last".to_owned())).unwrap();
+        let third = c.poll(Duration::ZERO).unwrap();
+        assert_ne!(
+            third.records.as_ptr(),
+            kept.as_ptr(),
+            "the kept vector is the caller's"
+        );
+        assert_eq!(
+            third.into_iter().map(|r| r.value).collect::<Vec<_>>(),
+            ["last"]
+        );
     }
 }

@@ -166,6 +166,11 @@ impl SharedProducer {
 /// `send` returns once the cluster acknowledged the record (per `acks`), with its partition
 /// and offset; `send_batch` hands librdkafka every record, then waits for every
 /// acknowledgement (one round trip for the batch: the throughput form).
+///
+/// No async face yet: the in-process [`Producer::send_async`](crate::Producer::send_async)
+/// returns a [`PendingSend`](crate::producer::PendingSend) that is a `Future`; here every
+/// send blocks its thread until the cluster answers (from a task, call it through your
+/// runtime's blocking pool, such as `tokio::task::spawn_blocking`).
 pub struct KafkaProducer<K, V> {
     broker: KafkaBroker,
     _types: PhantomData<fn(K, V)>,

@@ -3,10 +3,12 @@
 
 use std::fmt;
 
-use super::report::{Hook, Reporter, SubscriberPanic};
-use super::subscriber::{Callback, Delivery, Subscriber, WorkerThread};
+use super::report::{Hook, Reporter, Stats, SubscriberPanic};
+use super::stream::EventStream;
+use super::subscriber::{Callback, Delivery, Feed, SlowSubscriberPolicy, Subscriber, WorkerThread};
 use super::subscription::Subscription;
 use crate::error::{Error, Result};
+use crate::ring::{LapPolicy, Ring, RingConfig, Start};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::thread;
 use crate::sync::{Arc, Mutex};
@@ -183,12 +185,102 @@ impl<T: Clone + Send + 'static> EventBus<T> {
         Ok(self.register(sub))
     }
 
+    /// Subscribes a [`Stream`](futures_core::Stream) of events, for async code: an
+    /// [`EventStream`] that yields each event published from now on, in order, and ends once
+    /// the bus is dropped and the stream has yielded what was buffered. Dropping the stream
+    /// unsubscribes.
+    ///
+    /// Events wait for the stream in a ring of `capacity` rounded up to a power of two (at
+    /// least 2). When it is full, `overflow` decides, as for [`Delivery::Async`]:
+    /// [`SlowSubscriberPolicy::Block`] makes `publish` wait until the stream takes an event
+    /// or is dropped; [`SlowSubscriberPolicy::DropOldest`] overwrites the oldest events,
+    /// which the stream skips and counts in [`EventStream::dropped`] (as
+    /// [`Subscription::dropped`] does for a callback) when it reaches the gap. Nothing is
+    /// lost silently: once the bus is gone and the stream ended, what it yielded plus what
+    /// it dropped is every event published to it.
+    ///
+    /// The stream needs no runtime (any executor's waker does) and no thread of its own.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] when `capacity` is 0 or above 2^32.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use logbus::observer::{EventBus, SlowSubscriberPolicy};
+    /// use std::thread;
+    ///
+    /// let bus = EventBus::new();
+    /// let mut events = bus.subscribe_stream(16, SlowSubscriberPolicy::Block)?;
+    /// let t = thread::spawn(move || {
+    ///     for i in 0..100u32 {
+    ///         bus.publish(i); // waits while 16 events wait for the stream
+    ///     }
+    /// }); // dropping the bus ends the stream once it is drained
+    /// let sum = futures::executor::block_on(async {
+    ///     let mut sum = 0;
+    ///     while let Some(e) = events.next().await {
+    ///         sum += e;
+    ///     }
+    ///     sum
+    /// });
+    /// t.join().unwrap();
+    /// assert_eq!(sum, 4950);
+    /// assert_eq!(events.dropped(), 0);
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn subscribe_stream(
+        &self,
+        capacity: usize,
+        overflow: SlowSubscriberPolicy,
+    ) -> Result<EventStream<T>>
+    where
+        T: Sync,
+    {
+        if capacity == 0 || capacity > 1 << 32 {
+            return Err(Error::InvalidConfig {
+                name: "subscribe_stream capacity",
+                value: capacity.to_string(),
+                valid: "1..=2^32 buffered events".to_string(),
+            });
+        }
+        let lap = match overflow {
+            SlowSubscriberPolicy::Block => LapPolicy::Block,
+            SlowSubscriberPolicy::DropOldest => LapPolicy::DropOldest,
+        };
+        let config = RingConfig::new(capacity.next_power_of_two().max(2)).overflow(lap);
+        let (producer, ring) = Ring::single_producer(config)?;
+        let reader = match overflow {
+            SlowSubscriberPolicy::Block => ring.gating_reader(Start::Tail)?,
+            SlowSubscriberPolicy::DropOldest => ring.reader(Start::Tail)?,
+        };
+        // One producer handle for every publishing thread: the lock serialises them (a
+        // publish waiting for room holds it, and the others would wait for the same room).
+        let producer = Mutex::new(producer);
+        let feed = Feed {
+            push: Box::new(move |event: &T| producer.lock().publish(event.clone()).is_ok()),
+            close: Box::new(move || ring.close()),
+        };
+        let id = self.next_id();
+        let stats = Arc::new(Stats::default());
+        let sub = self.add(Subscriber::new_stream(id, feed, Arc::clone(&stats)));
+        Ok(EventStream::new(&self.shared, sub, reader, stats))
+    }
+
     fn next_id(&self) -> u64 {
         // Relaxed: only uniqueness matters, which the RMW gives.
         self.shared.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
     fn register(&self, sub: Subscriber<T>) -> Subscription {
+        let sub = self.add(sub);
+        Subscription::new(&self.shared, sub)
+    }
+
+    /// Adds `sub` to the list: publishes that start from now on reach it.
+    fn add(&self, sub: Subscriber<T>) -> Arc<Subscriber<T>> {
         self.shared.reap();
         let sub = Arc::new(sub);
         {
@@ -199,7 +291,7 @@ impl<T: Clone + Send + 'static> EventBus<T> {
             drop(list);
             drop(old);
         }
-        Subscription::new(&self.shared, sub)
+        sub
     }
 
     /// Publishes `event` to every current subscriber and returns how many it reached

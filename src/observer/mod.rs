@@ -16,6 +16,16 @@
 //!   buffer is full, [`SlowSubscriberPolicy::Block`] makes `publish` wait, [`SlowSubscriberPolicy::DropOldest`]
 //!   evicts the oldest buffered event and counts it ([`Subscription::dropped`]).
 //!
+//! For async code, [`EventBus::subscribe_stream`] subscribes an [`EventStream`] instead of a
+//! callback: a `futures_core::Stream` of the events, reading a ring of its own (no thread,
+//! no runtime: any executor's waker). The same [`SlowSubscriberPolicy`] applies to its
+//! buffer: `Block` makes `publish` wait for the stream (and a publish waiting for room gives
+//! up on a stream that is dropped meanwhile), `DropOldest` overwrites the oldest events,
+//! which the stream skips and counts in [`EventStream::dropped`], as a callback's are in
+//! [`Subscription::dropped`]: the counter, where users of this bus already look, rather
+//! than an error item in the stream. Dropping the stream unsubscribes, and discards what it
+//! had not read yet.
+//!
 //! # Guarantees
 //!
 //! - **Exactly once to subscribers that stay.** A subscriber present for the whole of a
@@ -28,7 +38,7 @@
 //!   its callback once (the snapshot was taken before). An asynchronous subscriber that
 //!   leaves loses nothing: what is already in its buffer is delivered before its thread
 //!   ends, and the drop returns once that thread has ended (except on a subscriber's
-//!   thread, see "Threads"). A publish that was waiting for room in the buffer of a
+//!   thread, see "Threads"). A stream's unread events go with the stream. A publish that was waiting for room in the buffer of a
 //!   subscriber that leaves gives up on it and does not count it in its return value.
 //! - **Order.** Events from one publishing thread reach each subscriber in publish order.
 //!   Synchronous callbacks run in subscription order; with several publishing threads they
@@ -78,11 +88,13 @@
 
 mod bus;
 mod report;
+mod stream;
 mod subscriber;
 mod subscription;
 
 pub use bus::EventBus;
 pub use report::SubscriberPanic;
+pub use stream::EventStream;
 pub use subscriber::{Delivery, SlowSubscriberPolicy};
 pub use subscription::Subscription;
 

@@ -48,6 +48,16 @@ struct Worker<T> {
     evict: Option<queue::Receiver<T>>,
 }
 
+/// A stream subscriber's side of its ring (`stream`): type-erased, so that `Subscriber<T>`
+/// stays `Send + Sync` for every `T: Send` (a ring of `T` is shared only when `T: Sync`).
+pub(crate) struct Feed<T> {
+    /// Publishes a clone of the event into the ring (waiting for room under
+    /// [`SlowSubscriberPolicy::Block`]); `false` once the ring is closed.
+    pub(crate) push: Box<dyn Fn(&T) -> bool + Send + Sync>,
+    /// Closes the ring: a publish waiting for room gives up, the stream ends once drained.
+    pub(crate) close: Box<dyn Fn() + Send + Sync>,
+}
+
 /// An asynchronous subscriber's thread, to be joined once its buffer is closed.
 pub(crate) struct WorkerThread {
     handle: JoinHandle<()>,
@@ -85,6 +95,8 @@ pub(crate) struct Subscriber<T> {
     active: AtomicBool,
     pub(crate) stats: Arc<Stats>,
     worker: Option<Worker<T>>,
+    /// A stream subscriber's ring (then `callback` does nothing and `worker` is `None`).
+    feed: Option<Feed<T>>,
 }
 
 impl<T> fmt::Debug for Subscriber<T> {
@@ -92,6 +104,7 @@ impl<T> fmt::Debug for Subscriber<T> {
         f.debug_struct("Subscriber")
             .field("id", &self.id)
             .field("async", &self.worker.is_some())
+            .field("stream", &self.feed.is_some())
             .finish()
     }
 }
@@ -105,6 +118,19 @@ impl<T: Send + 'static> Subscriber<T> {
             active: AtomicBool::new(true),
             stats: Arc::new(Stats::default()),
             worker: None,
+            feed: None,
+        }
+    }
+
+    /// A subscriber whose events go into a ring read by an [`EventStream`](super::EventStream).
+    pub(crate) fn new_stream(id: u64, feed: Feed<T>, stats: Arc<Stats>) -> Self {
+        Self {
+            id,
+            callback: Arc::new(Box::new(|_: &T| {})),
+            active: AtomicBool::new(true),
+            stats,
+            worker: None,
+            feed: Some(feed),
         }
     }
 
@@ -139,6 +165,7 @@ impl<T: Send + 'static> Subscriber<T> {
             active: AtomicBool::new(true),
             stats,
             worker: Some(Worker { tx, evict }),
+            feed: None,
         };
         Ok((sub, WorkerThread { handle, done }))
     }
@@ -167,6 +194,12 @@ impl<T: Clone> Subscriber<T> {
         // Acquire: pairs with the Release store in `deactivate`.
         if !self.active.load(Ordering::Acquire) {
             return false;
+        }
+        if let Some(feed) = &self.feed {
+            // A stream dropped while this publish waited for room closed the ring, and the
+            // wait may still end in a publish (a ring's publish in flight completes): the
+            // stream is gone, so it did not reach it. Acquire: as above.
+            return (feed.push)(event) && self.active.load(Ordering::Acquire);
         }
         let Some(worker) = &self.worker else {
             return reporter.run(self.id, &self.stats, || (self.callback)(event));
@@ -205,6 +238,9 @@ impl<T> Subscriber<T> {
         self.deactivate();
         if let Some(worker) = &self.worker {
             worker.tx.close();
+        }
+        if let Some(feed) = &self.feed {
+            (feed.close)();
         }
     }
 

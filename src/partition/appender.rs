@@ -30,8 +30,7 @@ pub(crate) struct Appender<K, V> {
 /// How often a producer waiting for room on a gated partition lets expired groups go:
 /// the groups' timeout runs on the broker's clock (a manual one in tests), which no
 /// thread watches, so the waiting producer looks itself. A look takes one lock.
-#[cfg(not(logbus_loom))]
-const EXPIRY_LOOK: std::time::Duration = std::time::Duration::from_millis(10);
+pub(crate) const EXPIRY_LOOK: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl<K, V> fmt::Debug for Appender<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -68,8 +67,13 @@ impl<K, V> Appender<K, V> {
     /// Waits until the latest pipelined append is acknowledged or can no longer be, or
     /// `deadline`.
     pub(crate) fn settle(&mut self, deadline: Option<Instant>) {
-        if let (Some(r), Some((epoch, offset))) = (&self.replicated, self.unsettled.take()) {
+        let unsettled = self.unsettled.take();
+        if let (Some(r), Some((epoch, offset))) = (&self.replicated, unsettled) {
             r.settle(epoch, offset, deadline);
+        } else if let (Some(disk), Some((_, offset))) = (&self.disk, unsettled) {
+            // A persisted partition's `send_async` that left its fsync to its handle
+            // (`try_append_unsynced`); an offline log's error is the handle's to report.
+            let _ = disk.wait_acked(offset);
         }
     }
 
@@ -428,7 +432,7 @@ impl<K, V> Appender<K, V> {
     /// `why`, unless it is `Closed` because the writer closed the ring when the log went
     /// offline (then the error that took it offline) or because the broker closed (then
     /// `BrokerClosed`): the topic was not deleted.
-    fn closed_why(&self, why: AppendError) -> AppendError {
+    pub(super) fn closed_why(&self, why: AppendError) -> AppendError {
         if let (AppendError::Closed, Some(disk)) = (&why, &self.disk) {
             if let Some(e) = disk.offline_error() {
                 return AppendError::Offline(Box::new(e));

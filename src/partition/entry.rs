@@ -349,7 +349,13 @@ impl<K: Clone, V: Clone> Handed<'_, K, V> {
                 // Each clone is a local that drops on its own if a later clone panics.
                 let key = key.cloned();
                 let value = value.clone();
-                (timestamp, key, value, headers.to_vec())
+                // Most records have none: no call into the slice's clone.
+                let headers = if headers.is_empty() {
+                    Vec::new()
+                } else {
+                    headers.to_vec()
+                };
+                (timestamp, key, value, headers)
             }
             Handed::Owned(e) => e.into_parts(),
         }

@@ -333,6 +333,37 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
         })
     }
 
+    fn poll_acked(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        slot: &mut crate::sync::WakerSlot,
+        offset: u64,
+    ) -> std::task::Poll<Result<()>> {
+        if self.policy != FlushPolicy::EveryBatch {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        // Acquire: pairs with the writer's Release in `publish`.
+        let acked = || self.cell.acked.load(Ordering::Acquire) > offset;
+        // The writer notifies with the SeqCst fence (`notify_all`): no heavy fence here.
+        let settled = self.cell.progress.poll_until(
+            cx,
+            slot,
+            || false,
+            || (acked() || self.cell.is_offline()).then_some(()),
+        );
+        settled.map(|()| {
+            if acked() {
+                Ok(())
+            } else {
+                self.wait_acked(offset)
+            }
+        })
+    }
+
+    fn cancel_acked(&self, slot: &mut crate::sync::WakerSlot) {
+        self.cell.progress.cancel_waker(slot);
+    }
+
     fn take_error(&self) -> Error {
         self.cell
             .read_error

@@ -40,7 +40,7 @@ use std::ptr;
 use super::error::{RecvTimeoutError, TryRecvError};
 use crate::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use crate::sync::time::Instant;
-use crate::sync::{Arc, Backoff, CachePadded, Signal, UnsafeCell, WaitSet};
+use crate::sync::{Arc, Backoff, CachePadded, Signal, UnsafeCell, WaitSet, WakerSlot};
 
 /// Bytes of slots a block aims at: one page, so that small messages cross a block
 /// boundary (where senders and receivers wait for the thread linking the next block, and a
@@ -508,6 +508,34 @@ impl<T> Channel<T> {
         self.receivers
             .wait_until(deadline, attempt)
             .unwrap_or(Err(RecvTimeoutError::Timeout))
+    }
+
+    /// Polls a receive for a task (the async API): `Ready(Ok(msg))`, `Ready(Err(()))` once
+    /// the queue is empty and disconnected; otherwise registers the task's waker in the
+    /// receivers' set (as `recv` parks there) and returns `Pending`. The caller cancels
+    /// `slot` ([`cancel_recv`](Self::cancel_recv)) if it stops polling before `Ready`.
+    pub(crate) fn poll_recv(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        slot: &mut WakerSlot,
+    ) -> std::task::Poll<Result<T, ()>> {
+        // Senders notify with `notify_all_after_rmw`: `try_recv`'s SeqCst load of `tail`,
+        // after the registration's fence, is the check that argument needs (as in `recv`).
+        self.receivers.poll_until(
+            cx,
+            slot,
+            || false,
+            || match self.try_recv() {
+                Ok(msg) => Some(Ok(msg)),
+                Err(TryRecvError::Disconnected) => Some(Err(())),
+                Err(TryRecvError::Empty) => None,
+            },
+        )
+    }
+
+    /// Takes a receive future's registration off the receivers' set.
+    pub(crate) fn cancel_recv(&self, slot: &mut WakerSlot) {
+        self.receivers.cancel_waker(slot);
     }
 
     /// Marks the queue disconnected and wakes parked receivers; `false` if it already was.

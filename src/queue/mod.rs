@@ -28,6 +28,58 @@
 //! [`select_biased!`](crate::select_biased!) and [`Select::new_biased`] choose the first
 //! ready one in the order written.
 //!
+//! # Async
+//!
+//! The same queues serve tasks: [`Sender::send_async`], [`Receiver::recv_async`], their
+//! batch forms [`Sender::send_batch_async`] and [`Receiver::recv_batch_async`],
+//! [`Receiver::stream`] / [`Receiver::into_stream`] (a `futures_core::Stream`) and
+//! [`Sender::sink`] / [`Sender::into_sink`] (a `futures_sink::Sink`). They need no
+//! runtime (any executor: tokio, `futures::executor`, others), and threads and tasks mix
+//! freely on one queue, on either side: a thread parked in `recv` and a task awaiting
+//! `recv_async` wait side by side and every wake-up reaches both. A future's first poll
+//! does what the `try_` form does; only when it would have to wait does it register its
+//! waker (under the wait set's lock, no allocation once warm) and return `Pending`.
+//!
+//! - **Rendezvous** (`bounded(0)`): an async send puts its message in the hand-off slot
+//!   and completes when a receiver (thread or task) takes it, so two tasks meet as two
+//!   threads do, on any executor. A waiting *task* does not count as a waiting receiver
+//!   for [`Sender::try_send`], which then reports `Full` rather than block until that task
+//!   runs.
+//! - **Timers**: `recv_async` on [`after`], [`at`] and [`tick`] resolves when the message
+//!   is due (one helper thread per process, started on first use, wakes the tasks);
+//!   [`never()`] pends for good.
+//! - **Select**: the futures work as branches of `tokio::select!` and, being
+//!   [`FusedFuture`](futures_core::future::FusedFuture)s, of `futures::select!`; the
+//!   branches that lose are dropped, which their cancel safety covers. (The crate's own
+//!   [`select!`](crate::select!) is for threads.)
+//! - **Cancel safety** (each method's docs say it exactly): dropping a receive future
+//!   (`recv_async`, `recv_batch_async`, a stream's `next`) never loses a message, even
+//!   one it was woken for; dropping a send future that did not complete means its message
+//!   was not sent (it is dropped with the future; [`SendFut::cancel`] hands it back
+//!   instead), never both sent and returned; a batch send dropped midway leaves exactly
+//!   the unsent messages in the caller's `Vec`.
+//!
+//! ```
+//! use futures::executor::block_on;
+//! use std::thread;
+//!
+//! let (tx, rx) = logbus::queue::bounded(2);
+//! let producer = thread::spawn(move || {
+//!     for i in 0..10u32 {
+//!         tx.send(i).unwrap(); // a thread sends...
+//!     }
+//! });
+//! let sum = block_on(async {
+//!     let mut sum = 0;
+//!     while let Ok(m) = rx.recv_async().await { // ...a task receives
+//!         sum += m;
+//!     }
+//!     sum
+//! });
+//! producer.join().unwrap();
+//! assert_eq!(sum, 45);
+//! ```
+//!
 //! # Guarantees
 //!
 //! - **Linearizability.** Every operation takes effect at one instant between its call and
@@ -40,13 +92,15 @@
 //! - **Order.** Messages from one sender are received in the order sent; messages from
 //!   different senders interleave in the order their sends claimed slots.
 //! - **Blocking.** `send` blocks only while the queue is full, `recv` only while it is
-//!   empty. A waiting thread spins briefly, yields, and then parks; a thread that completes
+//!   empty (and `send_async`, `recv_async` return `Pending` only then). A waiting thread spins briefly, yields, and then parks; a thread that completes
 //!   an operation pays one load to check for parked threads (its claim's `SeqCst` CAS
 //!   orders that load; no fence), and a system call only when one is parked.
 //! - **Allocation.** `bounded` allocates the buffer once; sending and receiving never
 //!   allocate (the batch operations may grow the `Vec` the caller passes in). `unbounded`
 //!   allocates a block when its spares run out: never per message, and not at all in a
-//!   steady state whose length stays within a few blocks.
+//!   steady state whose length stays within a few blocks. The async operations allocate
+//!   nothing per message either: a waiting task's registration reuses the wait set's list
+//!   once it has grown to the number of tasks waiting at once.
 //! - **Disconnection.** When every `Sender` is gone, receivers drain what is left and then
 //!   get `Disconnected`; when every `Receiver` is gone, sends hand their message back, and
 //!   the messages still queued stay until the senders go too: the last handle of either
@@ -100,6 +154,7 @@ mod batch;
 mod counter;
 mod drop_remaining;
 mod error;
+mod future;
 #[cfg(all(test, not(logbus_loom)))]
 mod linearizability;
 mod list;
@@ -126,6 +181,7 @@ pub use error::{
     SendBatchTimeoutError, SendError, SendTimeoutError, TryReadyError, TryRecvError,
     TrySelectError, TrySendError,
 };
+pub use future::{RecvBatchFut, RecvFut, RecvStream, SendBatchFut, SendFut, SendSink};
 pub use protocol::{bounded_shared, Protocol};
 #[doc(hidden)]
 pub use select::{

@@ -5,7 +5,13 @@
 //! blocking receiver sleeps until the due time (or its own deadline, whichever is first).
 //! Delivery is decided by an atomic compare-and-swap, so with cloned receivers each message
 //! goes to exactly one of them. They never disconnect.
+//!
+//! A task receiving from a timer (the async API) that finds no message due asks the
+//! process's one alarm thread (`alarm`, started on first use) to wake it at the due instant,
+//! and looks again when polled. Nothing is due from `never` (nor from an `after` whose
+//! message was taken): such a receive pends for good, registering nothing.
 
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::error::{RecvTimeoutError, TryRecvError};
@@ -130,5 +136,118 @@ impl Channel {
             Channel::Never => 0,
             _ => 1,
         }
+    }
+}
+
+impl Channel {
+    /// Polls a task's receive: `Ready` with the instant due, or `Pending` with the task's
+    /// waker left with the alarm thread for the due instant (none for a timer with nothing
+    /// due ever).
+    pub(crate) fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Instant> {
+        loop {
+            if let Ok(t) = self.try_recv() {
+                return Poll::Ready(t);
+            }
+            let Some(when) = self.due() else {
+                return Poll::Pending;
+            };
+            if Instant::now() < when {
+                alarm::wake_at(when, cx.waker());
+                // Due meanwhile (or taken by another receiver): look again; the alarm
+                // then wakes the task for nothing.
+                if Instant::now() < when {
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+}
+
+/// The alarm thread: wakes tasks at the instants they wait for (timers' receives).
+#[cfg(not(logbus_loom))]
+mod alarm {
+    use std::task::Waker;
+    use std::time::Instant;
+
+    use crate::sync::{thread, Condvar, Mutex};
+
+    struct Alarms {
+        /// Wakers and their instants; one entry per (instant, task), so a task polling one
+        /// timer again and again (a select loop) adds one entry, not one per poll.
+        due: Vec<(Instant, Waker)>,
+        started: bool,
+    }
+
+    static ALARMS: Mutex<Alarms> = Mutex::new(Alarms {
+        due: Vec::new(),
+        started: false,
+    });
+    static CHANGED: Condvar = Condvar::new();
+
+    /// Wakes `waker` at `when` (or soon after).
+    pub(super) fn wake_at(when: Instant, waker: &Waker) {
+        let mut alarms = ALARMS.lock();
+        if alarms
+            .due
+            .iter()
+            .any(|(w, k)| *w == when && k.will_wake(waker))
+        {
+            return;
+        }
+        alarms.due.push((when, waker.clone()));
+        if !alarms.started {
+            if thread::spawn_named("logbus-alarm".into(), run).is_err() {
+                // No thread: the task polls again at once rather than wait for nothing.
+                alarms.due.pop();
+                drop(alarms);
+                waker.wake_by_ref();
+                return;
+            }
+            alarms.started = true;
+        }
+        CHANGED.notify_all();
+    }
+
+    fn run() {
+        let mut ripe = Vec::new();
+        let mut alarms = ALARMS.lock();
+        loop {
+            let now = Instant::now();
+            let mut next: Option<Instant> = None;
+            let mut i = 0;
+            while i < alarms.due.len() {
+                let when = alarms.due[i].0;
+                if when <= now {
+                    ripe.push(alarms.due.swap_remove(i).1);
+                } else {
+                    next = Some(next.map_or(when, |n| n.min(when)));
+                    i += 1;
+                }
+            }
+            if !ripe.is_empty() {
+                // Outside the lock: a waker may run code that asks for another alarm.
+                drop(alarms);
+                for waker in ripe.drain(..) {
+                    waker.wake();
+                }
+                alarms = ALARMS.lock();
+                continue;
+            }
+            match next {
+                Some(when) => {
+                    CHANGED.wait_until(&mut alarms, when);
+                }
+                None => CHANGED.wait(&mut alarms),
+            }
+        }
+    }
+}
+
+/// Under loom (no threads outliving a model): a task waiting for a timer is woken at once
+/// and polls again.
+#[cfg(logbus_loom)]
+mod alarm {
+    pub(super) fn wake_at(_when: std::time::Instant, waker: &std::task::Waker) {
+        waker.wake_by_ref();
     }
 }

@@ -7,10 +7,19 @@
 //! whatever is in the slot. `try_send` succeeds only when a receiver is already waiting,
 //! `try_recv` only when a sender is already waiting. Rendezvous is a hand-off between two
 //! parked threads by nature, so this flavour favours simplicity over speed.
+//!
+//! Tasks (the async API) use the same slot. An async send puts its message there as a
+//! blocking send does and waits (`Pending`) until a receiver takes it, so two tasks meet
+//! as two threads do; an async receive takes whatever is in the slot. Their wakers wait
+//! in `tasks`, which every change of the state wakes. A waiting task does not count as a
+//! waiting receiver for `try_send`: a `try_send` that handed its message to one would have
+//! to block until that task runs, which on a single-threaded executor may be never.
 
 use super::error::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
 use crate::sync::time::{self, Instant};
-use crate::sync::{Arc, Condvar, Mutex, MutexGuard, Signal};
+use std::task::{Context, Poll};
+
+use crate::sync::{Arc, Condvar, Mutex, MutexGuard, Signal, WaitSet, WakerSlot};
 
 struct State<T> {
     /// The message being handed over, if any.
@@ -35,6 +44,8 @@ pub(crate) struct Channel<T> {
     state: Mutex<State<T>>,
     /// Every change of `state` is announced here (few waiters, so one condvar suffices).
     changed: Condvar,
+    /// Tasks waiting for a change of `state` (both sides): every change wakes them.
+    tasks: WaitSet,
 }
 
 impl<T> Channel<T> {
@@ -50,6 +61,7 @@ impl<T> Channel<T> {
                 watching_receivers: 0,
             }),
             changed: Condvar::new(),
+            tasks: WaitSet::new(),
         }
     }
 
@@ -67,6 +79,9 @@ impl<T> Channel<T> {
                 signal.raise();
             }
         }
+        // Under the state's lock, after the change: a task registers, then locks the state
+        // to check it, so either it sees the change or this sees its registration.
+        self.tasks.notify_all();
     }
 
     /// Starts watching (a select): every change raises `signal` from now on.
@@ -266,6 +281,86 @@ impl<T> Channel<T> {
             None if st.disconnected => Err(TryRecvError::Disconnected),
             None => Err(TryRecvError::Empty),
         }
+    }
+
+    /// Polls a task's send of `msg`: once the slot is free, puts the message there (its
+    /// ticket in `ticket`) and waits until a receiver takes it. `Ready(Ok)` once taken,
+    /// `Ready(Err(msg))` when the queue is disconnected first (the message taken back).
+    /// The caller settles an unfinished send with [`cancel_send`](Self::cancel_send).
+    pub(crate) fn poll_send(
+        &self,
+        cx: &mut Context<'_>,
+        slot: &mut WakerSlot,
+        msg: &mut Option<T>,
+        ticket: &mut Option<u64>,
+    ) -> Poll<Result<(), T>> {
+        self.tasks.poll_until(
+            cx,
+            slot,
+            || false,
+            || {
+                let mut st = self.state.lock();
+                match *ticket {
+                    Some(t) if st.taken >= t => {
+                        *ticket = None;
+                        Some(Ok(()))
+                    }
+                    Some(_) if st.disconnected => {
+                        *ticket = None;
+                        Some(Err(self.take_back(&mut st)))
+                    }
+                    Some(_) => None,
+                    None if st.disconnected => {
+                        Some(Err(msg.take().expect("an unsent send holds its message")))
+                    }
+                    None if st.slot.is_none() => {
+                        st.slot = msg.take();
+                        st.placed += 1;
+                        *ticket = Some(st.placed);
+                        self.announce(&st);
+                        None
+                    }
+                    None => None,
+                }
+            },
+        )
+    }
+
+    /// Ends a task's send that will not be polled again: takes its registration off the
+    /// set and, if its message is still in the slot (`ticket`), takes it back and returns
+    /// it (the caller drops it, outside the lock); `None` when a receiver took it.
+    pub(crate) fn cancel_send(&self, slot: &mut WakerSlot, ticket: &mut Option<u64>) -> Option<T> {
+        self.tasks.cancel_waker(slot);
+        let t = ticket.take()?;
+        let mut st = self.state.lock();
+        (st.taken < t).then(|| self.take_back(&mut st))
+    }
+
+    /// Polls a task's receive: `Ready(Ok(msg))` with the message in the slot,
+    /// `Ready(Err(()))` when the queue is disconnected and the slot empty.
+    pub(crate) fn poll_recv(
+        &self,
+        cx: &mut Context<'_>,
+        slot: &mut WakerSlot,
+    ) -> Poll<Result<T, ()>> {
+        self.tasks.poll_until(
+            cx,
+            slot,
+            || false,
+            || {
+                let mut st = self.state.lock();
+                match self.take(&mut st) {
+                    Some(msg) => Some(Ok(msg)),
+                    None if st.disconnected => Some(Err(())),
+                    None => None,
+                }
+            },
+        )
+    }
+
+    /// Takes a task's receive registration off the set.
+    pub(crate) fn cancel_recv(&self, slot: &mut WakerSlot) {
+        self.tasks.cancel_waker(slot);
     }
 
     pub(crate) fn disconnect(&self) {

@@ -21,6 +21,10 @@
 //! - **Lap policy** ([`LapPolicy`], what a producer does when it would lap the slowest
 //!   reader): `Block` (producers wait for gating readers) or
 //!   `DropOldest` (producers never wait for readers; the word topics and the observer use).
+//! - **Async reads** (`task`): [`Reader::read_async`], [`Reader::read_batch_async`],
+//!   [`Reader::read_run_async`] and the reader as a `futures_core::Stream` resolve as the
+//!   blocking reads do, on any executor (`std::task` wakers, no runtime). Each is cancel
+//!   safe: the position moves only in the poll that returns entries.
 //! - **Waiting** (`wait`, over `sync::WaitSet`): check, yield, then park (a spin phase
 //!   exists but is zero rounds by default: spinning measured worse than yielding on the
 //!   2-vCPU VMs, see `wait`). Publishing and reading cost no system call and no
@@ -41,7 +45,8 @@
 //! - **Ordering:** every reader sees the entries it reads in sequence order; in a
 //!   multi-producer ring each producer's entries keep their order.
 //! - **Blocking:** only `publish*` (without `try_`) on a [`LapPolicy::Block`] ring whose
-//!   gating readers lag a full lap, and `read*` on an empty ring. `try_*` never block.
+//!   gating readers lag a full lap, and `read*` on an empty ring. `try_*` never block, and
+//!   neither do the `*_async` reads (their futures wait without blocking the thread).
 //! - **Allocation:** none per entry. Creating a ring allocates the slots; adding a reader
 //!   allocates its cursor; producers re-snapshot the reader list (allocating only if it
 //!   grew) when readers join or leave. Batch reads push into your `Vec`.
@@ -75,6 +80,7 @@ mod registry;
 mod sequencer;
 mod shared;
 mod slot;
+mod task;
 mod wait;
 
 #[cfg(all(test, not(logbus_loom)))]
@@ -96,6 +102,7 @@ pub use error::{
 };
 pub use producer::{MultiProducer, SingleProducer};
 pub use reader::{ReadRun, Reader};
+pub use task::{ReadBatchFuture, ReadFuture, ReadRunFuture};
 
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::time::Instant;
@@ -288,6 +295,39 @@ impl<T> Ring<T> {
                     .map_or(true, |g| g.saturating_add(shared.capacity) >= at + need)
         };
         wait::wait_until(&shared.producers_wait, deadline, ready)
+    }
+
+    /// The asynchronous [`wait_for_room`](Self::wait_for_room): `Ready` once a claim of
+    /// `need` sequences at `at` might fit, the reader set changed, or the ring is closing;
+    /// otherwise registers the task in `slot` and returns `Pending` (the caller claims
+    /// again when woken, and calls [`cancel_room_waker`](Self::cancel_room_waker) if it
+    /// stops waiting). Gating readers wake producers with the light fence: the
+    /// registration completes the handshake with the heavy one.
+    pub(crate) fn poll_for_room(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        slot: &mut crate::sync::WakerSlot,
+        at: u64,
+        need: u64,
+    ) -> std::task::Poll<()> {
+        let shared = &*self.shared;
+        let mut view = registry::GateView::new();
+        shared.registry.snapshot(&mut view);
+        let ready = || {
+            (!shared.blocks()
+                || shared.is_close_requested()
+                || !shared.registry.is_current(&view)
+                || view
+                    .min_gate()
+                    .map_or(true, |g| g.saturating_add(shared.capacity) >= at + need))
+            .then_some(())
+        };
+        shared.producers_wait.poll_until(cx, slot, || true, ready)
+    }
+
+    /// Takes a task's registration of [`poll_for_room`](Self::poll_for_room) off.
+    pub(crate) fn cancel_room_waker(&self, slot: &mut crate::sync::WakerSlot) {
+        self.shared.producers_wait.cancel_waker(slot);
     }
 
     fn add_reader(&self, start: Start, gating: bool) -> Result<Reader<T>, Error> {

@@ -33,6 +33,7 @@ use super::error::{GetError, ReadError, ReadTimeoutError, TryReadError};
 use super::registry::ReaderCursor;
 use super::shared::{Announced, Shared};
 use super::slot::Probe;
+use super::task::TaskWait;
 use super::wait;
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Duration, Instant};
@@ -60,7 +61,7 @@ const COMMIT_EVERY: u64 = 128;
 /// # Ok::<(), logbus::Error>(())
 /// ```
 pub struct Reader<T> {
-    shared: Arc<Shared<T>>,
+    pub(super) shared: Arc<Shared<T>>,
     cursor: Arc<ReaderCursor>,
     /// The next sequence to read.
     next: u64,
@@ -77,6 +78,8 @@ pub struct Reader<T> {
     gating: bool,
     /// Announces each read instead of being in producers' view (module docs).
     announcing: bool,
+    /// The waiting state of the reader as a `Stream` (`task`).
+    pub(super) stream_wait: TaskWait,
 }
 
 impl<T> std::fmt::Debug for Reader<T> {
@@ -106,6 +109,7 @@ impl<T> Reader<T> {
             floor,
             gating,
             announcing: false,
+            stream_wait: TaskWait::new(),
         }
     }
 
@@ -175,7 +179,7 @@ impl<T> Reader<T> {
     /// during it (a reader that finds nothing then waits as before), and only on blocking reads:
     /// `try_` reads never wait.
     #[inline]
-    fn pace(&mut self) {
+    pub(super) fn pace(&mut self) {
         if std::mem::take(&mut self.caught_up) {
             super::pace_reader();
         }
@@ -395,14 +399,14 @@ impl<T> Reader<T> {
     }
 
     /// Gating: how many entries (up to `max`) are known published from the position.
-    fn run_available(&mut self, max: usize) -> Result<u64, TryReadError> {
+    pub(super) fn run_available(&mut self, max: usize) -> Result<u64, TryReadError> {
         if !self.know_some(max as u64) {
             return Err(self.nothing());
         }
         Ok((max as u64).min(self.known_end - self.next))
     }
 
-    fn run_of(&mut self, n: u64) -> ReadRun<'_, T> {
+    pub(super) fn run_of(&mut self, n: u64) -> ReadRun<'_, T> {
         let start = self.next;
         self.note_run(n, start + n);
         self.shared.slots.prefetch_run(start, start + n);
@@ -458,7 +462,7 @@ impl<T> Reader<T> {
 
     /// Whether a read would not come back `Empty` (something published or overwritten at
     /// the position, or the ring closed).
-    fn readable(&self) -> bool {
+    pub(super) fn readable(&self) -> bool {
         let seq = self.next;
         let shared = &*self.shared;
         let there = if !shared.multi {
@@ -946,6 +950,8 @@ fn read_floor<T>(shared: &Shared<T>, announcing: bool, floor: u64) -> (Option<An
 
 impl<T> Drop for Reader<T> {
     fn drop(&mut self) {
+        let mut wait = std::mem::take(&mut self.stream_wait);
+        self.cancel_wait(&mut wait);
         if !self.announcing {
             self.shared.registry.leave(&self.cursor);
         }

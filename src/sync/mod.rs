@@ -104,8 +104,8 @@ pub(crate) use loom_impl::*;
 pub(crate) use backoff::Backoff;
 pub(crate) use crossbeam_utils::CachePadded;
 pub(crate) use intern::intern;
-pub(crate) use signal::Signal;
-pub(crate) use wait_set::WaitSet;
+pub(crate) use signal::{block_on, Signal};
+pub(crate) use wait_set::{WaitSet, WakerSlot};
 
 /// `std::sync::Arc`, under loom too: loom's `Arc` cannot hold unsized values (`Arc<str>`,
 /// `Arc<[T]>`, `Arc<dyn Trait>`), which the broker layer shares (names, partition lists,

@@ -71,3 +71,41 @@ impl Signal {
         }
     }
 }
+
+#[cfg(not(logbus_loom))]
+impl std::task::Wake for Signal {
+    fn wake(self: Arc<Self>) {
+        self.raise();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.raise();
+    }
+}
+
+/// Runs `future` to completion on this thread, parking on its signal while it is pending
+/// and polling it again at least every `every` (for futures that look at something no
+/// wake-up announces, such as a clock): for a blocking method that shares its logic with
+/// its future (one protocol, one place). Under loom, loom's own `block_on`.
+pub(crate) fn block_on<F: std::future::Future>(future: F, every: time::Duration) -> F::Output {
+    #[cfg(logbus_loom)]
+    {
+        let _ = every;
+        loom::future::block_on(future)
+    }
+    #[cfg(not(logbus_loom))]
+    {
+        let mut future = std::pin::pin!(future);
+        let signal = Signal::new();
+        let waker = std::task::Waker::from(Arc::clone(&signal));
+        let mut cx = std::task::Context::from_waker(&waker);
+        loop {
+            signal.lower();
+            if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+                return out;
+            }
+            // A wake-up during the poll left the signal raised: no wait then.
+            signal.wait(time::deadline_after(every));
+        }
+    }
+}

@@ -2,5 +2,6 @@
 
 mod group_assignors;
 mod groups;
+mod groups_async;
 mod groups_model;
 mod groups_stress;

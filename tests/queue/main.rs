@@ -4,6 +4,8 @@
 //! their tests need the whole process.
 
 mod queue;
+mod queue_async;
+mod queue_async_cancel;
 mod queue_contract;
 mod queue_panics;
 mod queue_protocol;

@@ -2,4 +2,6 @@
 //! allocation count (`tests/ring_alloc.rs`) keeps a binary of its own.
 
 mod observer;
+mod observer_async;
 mod ring;
+mod ring_async;

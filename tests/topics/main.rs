@@ -11,6 +11,7 @@ mod producer_waits;
 mod send_sync;
 mod topics;
 mod topics_adversarial;
+mod topics_async;
 mod topics_borrowed;
 mod topics_model;
 mod topics_stress;

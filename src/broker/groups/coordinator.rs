@@ -169,6 +169,9 @@ struct Member {
     /// A static member whose consumer closed: it keeps its assignment (no rebalance) until
     /// a consumer with its instance id comes back or its `max_poll_interval` passes.
     departed: bool,
+    /// Its consumer's task is parked inside an asynchronous poll (`poll_async`): it counts
+    /// as polling until the group needs its attention (see `expire`).
+    parked: bool,
 }
 
 struct Inner {
@@ -304,6 +307,7 @@ impl Coordinator {
                     m.topics = req.topics;
                     m.held.clear();
                     m.departed = false;
+                    m.parked = false;
                     m.synced = false;
                     m.joined = !g.preparing;
                     m.last_seen_ms = now;
@@ -336,10 +340,21 @@ impl Coordinator {
                 max_poll_interval_ms: req.max_poll_interval_ms,
                 signal: Arc::clone(&signal),
                 departed: false,
+                parked: false,
             },
         );
         g.try_complete(meta);
         Ok((id, signal))
+    }
+
+    /// Whether `member`'s task is parked inside an asynchronous poll (see `Member::parked`);
+    /// records that it polled at `now`.
+    pub(crate) fn set_parked(&self, member: &str, parked: bool, now: i64) {
+        let mut g = self.inner.lock();
+        if let Some(m) = g.members.get_mut(member) {
+            m.parked = parked;
+            m.last_seen_ms = m.last_seen_ms.max(now);
+        }
     }
 
     /// What `member` must do next; records that it polled at `now`.
@@ -458,6 +473,7 @@ impl Coordinator {
         };
         if m.instance_id.is_some() && !dead {
             m.departed = true;
+            m.parked = false;
             m.held.clear();
             m.joined = true;
             m.synced = true;
@@ -573,6 +589,14 @@ impl Inner {
 
     /// Evicts members silent for longer than their `max_poll_interval`.
     fn expire(&mut self, now: i64, meta: &dyn Metadata) {
+        for m in self.members.values_mut() {
+            // A task parked in a poll is polling, as a thread parked in `poll` is (whose
+            // poll wakes to say so): until the group raises its signal, which wakes it; from
+            // then on it must come back within its `max_poll_interval`.
+            if m.parked && !m.signal.raised() {
+                m.last_seen_ms = m.last_seen_ms.max(now);
+            }
+        }
         let before = self.members.len();
         self.members
             .retain(|_, m| now.saturating_sub(m.last_seen_ms) <= m.max_poll_interval_ms);

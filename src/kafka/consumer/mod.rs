@@ -145,6 +145,11 @@ struct Assigned {
 /// The consumer keeps the positions itself (a new partition starts at the group's
 /// committed offset, else per `auto_offset_reset`, resolved when it is assigned), so
 /// `position`, `commit_sync` and a seek mean exactly what they mean in process.
+///
+/// No async face yet: [`Consumer::poll_async`](crate::Consumer::poll_async) and
+/// [`Consumer::stream`](crate::Consumer::stream) are in-process only; here `poll` blocks its
+/// thread up to its timeout (from a task, poll with a zero timeout between your own
+/// waits, or from your runtime's blocking pool).
 pub struct KafkaConsumer<K, V> {
     broker: KafkaBroker,
     /// Where fetched messages are taken from in batches. Declared before `client`: its

@@ -297,3 +297,39 @@ fn a_drain_waits_out_a_send_claimed_before_the_disconnection() {
         assert_eq!(ch.try_recv().unwrap_err(), TryRecvError::Disconnected);
     });
 }
+
+/// A task waits on an owned queue, whose sender notifies with the light fence only: the
+/// task's registration completes the handshake with the heavy fence, so the message sent
+/// while it registers still wakes it (loom reports a deadlock in `block_on` otherwise).
+#[test]
+fn a_task_waiting_on_an_owned_queue_gets_its_wake_up() {
+    model(|| {
+        let ch = Arc::new(Channel::with_protocol(1, Owners::new()));
+        let tx = Arc::clone(&ch);
+        let sender = thread::spawn(move || tx.send(Arc::new(1u8), None).unwrap());
+        let mut slot = crate::sync::WakerSlot::new();
+        let got = loom::future::block_on(std::future::poll_fn(|cx| ch.poll_recv(cx, &mut slot)));
+        assert_eq!(*got.unwrap(), 1);
+        sender.join().unwrap();
+        assert!(!ch.is_shared());
+    });
+}
+
+/// The sending side of the above: a task sending into a full owned queue is woken by the
+/// receiving owner's light-fenced notification.
+#[test]
+fn a_task_waiting_for_room_in_an_owned_queue_gets_its_wake_up() {
+    model(|| {
+        let ch = Arc::new(Channel::with_protocol(1, Owners::new()));
+        ch.send(Arc::new(0u8), None).unwrap();
+        let rx = Arc::clone(&ch);
+        let receiver = thread::spawn(move || (*rx.recv(None).unwrap(), *rx.recv(None).unwrap()));
+        let mut slot = crate::sync::WakerSlot::new();
+        let mut msg = Some(Arc::new(1u8));
+        loom::future::block_on(std::future::poll_fn(|cx| {
+            ch.poll_send(cx, &mut slot, &mut msg)
+        }))
+        .unwrap();
+        assert_eq!(receiver.join().unwrap(), (0, 1));
+    });
+}

@@ -37,6 +37,7 @@
 //!   from it to the stamped one.
 //! - `waiting.rs`: what a blocking operation does while the queue is full or empty.
 //! - `batch.rs`: the batch operations.
+//! - `task.rs`: tasks waiting (the async API's polls).
 //! - `tests.rs`, `loom_models.rs`: unit tests and the owned protocol's loom models.
 
 mod batch;
@@ -44,6 +45,7 @@ mod batch;
 mod loom_models;
 mod owned;
 mod shared;
+mod task;
 #[cfg(all(test, not(logbus_loom)))]
 mod tests;
 mod waiting;

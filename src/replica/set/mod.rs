@@ -186,6 +186,9 @@ pub(crate) struct ReplicaSet<K, V> {
     epoch_mirror: AtomicI64,
     /// The topic's arrival notifications: HW advances wake consumers.
     arrivals: Arc<WaitSet>,
+    /// Tasks awaiting a pipelined send's acknowledgement (`poll_pending`): notified with
+    /// `changed`.
+    acks: WaitSet,
     /// Per replica: the fetcher of its directory, woken when the leader appends.
     fetchers: Vec<Arc<Wake>>,
     clock: Arc<dyn Clock>,
@@ -291,6 +294,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             acked_mirror: AtomicU64::new(0),
             epoch_mirror: AtomicI64::new(0),
             arrivals,
+            acks: WaitSet::new(),
             fetchers,
             clock,
             events,
@@ -361,6 +365,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// Wakes acks waiters and, when HW moved, consumers.
     fn notify(&self, hw_moved: bool) {
         self.changed.notify_all();
+        self.acks.notify_all();
         if hw_moved {
             self.arrivals.notify_all();
         }
@@ -996,6 +1001,28 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         self.settle_at(epoch, offset, deadline);
     }
 
+    fn poll_pending(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        slot: &mut crate::sync::WakerSlot,
+        pending: &Pending<K, V>,
+        policy: &SendPolicy,
+    ) -> std::task::Poll<()> {
+        self.poll_settled(cx, slot, pending, policy)
+    }
+
+    fn cancel_pending(&self, slot: &mut crate::sync::WakerSlot) {
+        self.acks.cancel_waker(slot);
+    }
+
+    fn resume_pending(
+        &self,
+        pending: Pending<K, V>,
+        policy: &SendPolicy,
+    ) -> Result<crate::partition::Resumed<K, V>, (Option<Entry<K, V>>, AppendError)> {
+        self.resume(pending, policy)
+    }
+
     fn replica_logs(&self) -> ReplicaLogs<K, V> {
         self.snapshot()
     }
@@ -1008,5 +1035,6 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         self.state.lock().closed = true;
         self.changed.notify_all();
         self.arrivals.notify_all();
+        self.acks.notify_all();
     }
 }

@@ -428,4 +428,73 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             helps = HELPS;
         }
     }
+
+    /// `ReplicatedLog::resume_pending`: drives a settled pending send without waiting
+    /// for acks (`drive` with `wait` off): at its own step it finds the acknowledgement
+    /// (or the failure, at once: it is settled), and a retry stops after its append. The
+    /// same place back means acknowledged; a new one, appended again.
+    pub(super) fn resume(
+        &self,
+        pending: Pending<K, V>,
+        policy: &SendPolicy,
+    ) -> Result<crate::partition::Resumed<K, V>, Refused<K, V>> {
+        let Pending {
+            mut entry,
+            mut progress,
+        } = pending;
+        let before = progress.appended_at();
+        match self.drive(&mut entry, policy, &mut progress, false) {
+            Ok(at) if Some(at) == before => Ok(crate::partition::Resumed::Acked(at.1)),
+            Ok(_) => Ok(crate::partition::Resumed::Again(Pending {
+                entry,
+                progress,
+            })),
+            Err(why) => Err((self.take_back(entry), why)),
+        }
+    }
+
+    /// `ReplicatedLog::poll_pending`: `Ready` once the pending send's acknowledgement is
+    /// settled (see there). Before registering, it copies for the followers under the lock
+    /// (bounded, as `await_acks` does), then wakes the fetcher threads; `changed`'s
+    /// notifications (`notify`, `close`) wake the task through `acks`.
+    pub(super) fn poll_settled(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        slot: &mut crate::sync::WakerSlot,
+        pending: &Pending<K, V>,
+        policy: &SendPolicy,
+    ) -> std::task::Poll<()> {
+        let Step::Await(epoch, last) = pending.progress.step else {
+            self.acks.cancel_waker(slot);
+            return std::task::Poll::Ready(());
+        };
+        if policy.acks != Acks::All || self.acked_now(epoch, last) {
+            self.acks.cancel_waker(slot);
+            return std::task::Poll::Ready(());
+        }
+        let settled =
+            |st: &State<K, V>| st.closed || st.epoch != epoch || st.hw > last || st.acked > last;
+        {
+            let mut st = self.state.lock();
+            let mut helps = HELPS;
+            while !settled(&st) && helps > 0 {
+                helps -= 1;
+                if !self.fetch_all_locked(&mut st) {
+                    break;
+                }
+            }
+            if settled(&st) {
+                drop(st);
+                self.acks.cancel_waker(slot);
+                return std::task::Poll::Ready(());
+            }
+            self.wake_followers(&st);
+        }
+        self.acks.poll_until(
+            cx,
+            slot,
+            || false,
+            || (self.acked_now(epoch, last) || settled(&self.state.lock())).then_some(()),
+        )
+    }
 }
