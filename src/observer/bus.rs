@@ -200,6 +200,10 @@ impl<T: Clone + Send + 'static> EventBus<T> {
     /// it dropped is every event published to it.
     ///
     /// The stream needs no runtime (any executor's waker does) and no thread of its own.
+    /// `publish` wakes the stream's task while it holds the stream's feed: a waker that
+    /// publishes to this bus from inside `wake` (an executor that polls the task inline)
+    /// would wait for itself. Executors that schedule the task (tokio, smol,
+    /// `futures::executor`) never do.
     ///
     /// # Errors
     ///
