@@ -5,10 +5,22 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
 
 use logbus::storage::record_batch::{encode_batch, BatchHeader, BatchRecord, Header};
 use logbus::storage::{offset_index, time_index};
 use logbus::storage::{LogConfig, LogSetup, SegmentSet};
+
+/// The tests of this file one at a time: a child spawned by one test inherits the open
+/// directory locks of another (a broker or log it has open) until the child execs, and that
+/// other test's own child could then find its directory still locked after the broker
+/// closed.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 fn logbus(args: &[&std::ffi::OsStr]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_logbus"))
@@ -117,6 +129,7 @@ fn batch_starts(log: &Path) -> Vec<u64> {
 
 #[test]
 fn dump_prints_batches_records_and_indexes_like_kafka() {
+    let _serial = one_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("orders-0");
     write_partition(&dir);
@@ -211,6 +224,7 @@ fn dump_prints_batches_records_and_indexes_like_kafka() {
 
 #[test]
 fn dump_with_data_and_of_single_files() {
+    let _serial = one_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("orders-0");
     write_partition(&dir);
@@ -259,6 +273,7 @@ fn dump_with_data_and_of_single_files() {
 
 #[test]
 fn verify_accepts_what_the_storage_layer_wrote() {
+    let _serial = one_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     write_partition(&tmp.path().join("orders-0"));
     write_partition(&tmp.path().join("orders-1"));
@@ -286,6 +301,7 @@ fn assert_problem(dir: &Path, file: &Path, position: u64, what: &str) {
 
 #[test]
 fn verify_names_the_file_and_position_of_a_flipped_byte() {
+    let _serial = one_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("orders-0");
     write_partition(&dir);
@@ -300,6 +316,7 @@ fn verify_names_the_file_and_position_of_a_flipped_byte() {
 
 #[test]
 fn verify_names_a_truncated_log() {
+    let _serial = one_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("orders-0");
     write_partition(&dir);
@@ -317,6 +334,7 @@ fn verify_names_a_truncated_log() {
 
 #[test]
 fn verify_names_a_corrupt_index_entry() {
+    let _serial = one_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("orders-0");
     write_partition(&dir);
@@ -346,6 +364,7 @@ fn verify_names_a_corrupt_index_entry() {
 
 #[test]
 fn verify_names_a_segment_deleted_by_hand_unless_gaps_are_allowed() {
+    let _serial = one_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("orders-0");
     write_partition(&dir);
@@ -364,6 +383,7 @@ fn verify_names_a_segment_deleted_by_hand_unless_gaps_are_allowed() {
 /// record left once, offsets strictly increasing, each the one stored.
 #[test]
 fn dump_of_a_log_with_a_gap_prints_each_offset_once_in_order() {
+    let _serial = one_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("orders-0");
     write_partition(&dir);
@@ -389,6 +409,7 @@ fn dump_of_a_log_with_a_gap_prints_each_offset_once_in_order() {
 
 #[test]
 fn bad_input_is_a_message_and_exit_code_2() {
+    let _serial = one_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("no-such-dir");
     for cmd in ["dump", "verify"] {
@@ -433,6 +454,7 @@ fn bad_input_is_a_message_and_exit_code_2() {
 #[cfg(unix)]
 #[test]
 fn cli_reports_every_partition_and_fails_at_the_end() {
+    let _serial = one_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     write_partition(&tmp.path().join("a-0"));
     let broken = tmp.path().join("b-0");
@@ -467,6 +489,7 @@ fn cli_reports_every_partition_and_fails_at_the_end() {
 /// verify reports them unchecked.
 #[test]
 fn batches_over_the_limit_are_not_read() {
+    let _serial = one_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("orders-0");
     write_partition(&dir);
@@ -487,6 +510,7 @@ fn batches_over_the_limit_are_not_read() {
 
 #[test]
 fn describe_lists_topics_partitions_and_group_lag() {
+    let _serial = one_at_a_time();
     use logbus::broker::{Broker, TopicConfig, TopicPartition};
     use logbus::consumer::ConsumerConfig;
     use logbus::persist::PersistConfig;
@@ -561,6 +585,7 @@ fn describe_lists_topics_partitions_and_group_lag() {
 /// a broker with several `log.dirs` has), not only one level down.
 #[test]
 fn verify_finds_partitions_at_any_depth() {
+    let _serial = one_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let deep = [
         tmp.path().join("disk-1/kafka-logs/orders-0"),
@@ -599,6 +624,7 @@ fn verify_finds_partitions_at_any_depth() {
 /// segments it did not reach, rather than reporting only the segments it checked.
 #[test]
 fn verify_says_when_it_stopped_early() {
+    let _serial = one_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("orders-0");
     write_partition(&dir);
@@ -630,6 +656,7 @@ fn verify_says_when_it_stopped_early() {
 /// replicas, leader, epoch and ISR as last recorded, and the replica kept there.
 #[test]
 fn describe_shows_replicas_isr_and_epochs() {
+    let _serial = one_at_a_time();
     use logbus::broker::{Broker, TopicConfig};
     use logbus::persist::PersistConfig;
     use logbus::producer::Record as Sent;
@@ -685,6 +712,7 @@ fn describe_shows_replicas_isr_and_epochs() {
 /// exit 2), never a panic.
 #[test]
 fn verify_and_describe_report_the_marker() {
+    let _serial = one_at_a_time();
     use logbus::broker::{Broker, TopicConfig};
     use logbus::persist::PersistConfig;
 
