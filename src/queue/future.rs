@@ -101,7 +101,7 @@ impl<T> Flavor<T> {
             Flavor::List(ch) => ch.poll_recv(cx, slot),
             Flavor::Zero(ch) => ch.poll_recv(cx, slot),
             Flavor::Timer(ch, to_msg) => match to_msg {
-                Some(f) => return ch.poll_recv(cx).map(|t| Ok(f(t))),
+                Some(f) => return ch.poll_recv(cx, slot).map(|t| Ok(f(t))),
                 // `never`: nothing will come, and nothing to register for.
                 None => return Poll::Pending,
             },
@@ -115,7 +115,7 @@ impl<T> Flavor<T> {
             Flavor::Array(ch) => ch.cancel_recv(slot),
             Flavor::List(ch) => ch.cancel_recv(slot),
             Flavor::Zero(ch) => ch.cancel_recv(slot),
-            Flavor::Timer(..) => {}
+            Flavor::Timer(..) => super::timer::Channel::cancel_recv(slot),
         }
     }
 }

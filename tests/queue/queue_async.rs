@@ -648,3 +648,36 @@ fn futures_are_send_and_small() {
         std::mem::size_of_val(&r)
     );
 }
+
+/// A timer's receive future dropped while it waits lets go of its task's waker: the alarm
+/// thread does not keep it (and the task it belongs to) until the far due instant, nor
+/// does a server's loop of per-request timeouts pile up one alarm per request.
+#[test]
+fn a_dropped_timer_receive_releases_its_waker() {
+    use std::sync::Arc;
+    use std::task::{Context, Wake, Waker};
+    struct Task;
+    impl Wake for Task {
+        fn wake(self: Arc<Self>) {}
+    }
+    for timer in [
+        logbus::queue::after(std::time::Duration::from_secs(3600)),
+        logbus::queue::tick(std::time::Duration::from_secs(3600)),
+    ] {
+        let tasks: Vec<Arc<Task>> = (0..100).map(|_| Arc::new(Task)).collect();
+        for task in &tasks {
+            let waker = Waker::from(Arc::clone(task));
+            let mut cx = Context::from_waker(&waker);
+            let mut fut = timer.recv_async();
+            assert!(std::pin::Pin::new(&mut fut).poll(&mut cx).is_pending());
+            drop(fut);
+        }
+        for task in &tasks {
+            assert_eq!(
+                Arc::strong_count(task),
+                1,
+                "the alarm kept the dropped future's waker"
+            );
+        }
+    }
+}
