@@ -681,3 +681,50 @@ fn a_dropped_timer_receive_releases_its_waker() {
         }
     }
 }
+
+/// A rendezvous queue's `send_batch_async` hands its messages over one by one in time
+/// linear in the batch, as the blocking `send_batch` does (it took each message from the
+/// front of the vector, moving every message behind it: quadratic, minutes for a batch of
+/// large messages), and a batch send dropped midway still leaves the rest in order.
+#[test]
+fn a_rendezvous_batch_send_is_linear_in_the_batch() {
+    let n: u32 = if cfg!(miri) { 50 } else { 40_000 };
+    let (tx, rx) = bounded::<[u32; 128]>(0);
+    let receiver = thread::spawn(move || {
+        let mut next = 0;
+        while let Ok(m) = rx.recv() {
+            assert_eq!(m[0], next, "out of order");
+            next += 1;
+        }
+        next
+    });
+    let mut batch: Vec<[u32; 128]> = (0..n).map(|i| [i; 128]).collect();
+    let start = Instant::now();
+    futures::executor::block_on(tx.send_batch_async(&mut batch)).unwrap();
+    let took = start.elapsed();
+    drop(tx);
+    assert_eq!(receiver.join().unwrap(), n);
+    assert!(
+        took < Duration::from_secs(6),
+        "{n} hand-overs took {took:?}"
+    );
+
+    // Dropped midway: the rest stays, in order.
+    let (tx, rx) = bounded::<u32>(0);
+    let mut batch: Vec<u32> = (0..10).collect();
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    {
+        let mut send = tx.send_batch_async(&mut batch);
+        for want in 0..4 {
+            assert!(Pin::new(&mut send).poll(&mut cx).is_pending());
+            assert_eq!(rx.try_recv(), Ok(want));
+        }
+        assert!(Pin::new(&mut send).poll(&mut cx).is_pending()); // 4 in the slot
+    }
+    assert_eq!(batch, (4..10).collect::<Vec<_>>());
+    drop(rx);
+    let err = futures::executor::block_on(tx.send_batch_async(&mut batch)).unwrap_err();
+    assert_eq!(err.sent, 0);
+    assert_eq!(batch, (4..10).collect::<Vec<_>>());
+}
