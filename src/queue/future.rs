@@ -101,7 +101,7 @@ impl<T> Flavor<T> {
             Flavor::List(ch) => ch.poll_recv(cx, slot),
             Flavor::Zero(ch) => ch.poll_recv(cx, slot),
             Flavor::Timer(ch, to_msg) => match to_msg {
-                Some(f) => return ch.poll_recv(cx).map(|t| Ok(f(t))),
+                Some(f) => return ch.poll_recv(cx, slot).map(|t| Ok(f(t))),
                 // `never`: nothing will come, and nothing to register for.
                 None => return Poll::Pending,
             },
@@ -115,7 +115,7 @@ impl<T> Flavor<T> {
             Flavor::Array(ch) => ch.cancel_recv(slot),
             Flavor::List(ch) => ch.cancel_recv(slot),
             Flavor::Zero(ch) => ch.cancel_recv(slot),
-            Flavor::Timer(..) => {}
+            Flavor::Timer(..) => super::timer::Channel::cancel_recv(slot),
         }
     }
 }
@@ -227,6 +227,9 @@ pub struct SendBatchFut<'a, T> {
     len: usize,
     /// A rendezvous queue's send of the batch's front message, taken out of the batch.
     sending: Sending<T>,
+    /// Whether a rendezvous send reversed `batch` (so each message comes off its end in
+    /// constant time); put back in order before the future completes or is dropped.
+    reversed: bool,
     done: bool,
 }
 
@@ -252,6 +255,13 @@ impl<T> SendBatchFut<'_, T> {
         self.len - self.batch.len() - usize::from(self.sending.in_flight())
     }
 
+    /// Puts the batch a rendezvous send reversed back in order.
+    fn restore_order(&mut self) {
+        if std::mem::take(&mut self.reversed) {
+            self.batch.reverse();
+        }
+    }
+
     fn poll_batch(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), SendBatchError>> {
         let failed = |this: &Self| Poll::Ready(Err(SendBatchError { sent: this.sent() }));
         match &*self.tx.inner {
@@ -269,12 +279,18 @@ impl<T> SendBatchFut<'_, T> {
                     if self.batch.is_empty() {
                         return Poll::Ready(Ok(()));
                     }
-                    self.sending.msg = Some(self.batch.remove(0));
+                    // Reversed while the future runs: each message comes off the end.
+                    if !self.reversed {
+                        self.batch.reverse();
+                        self.reversed = true;
+                    }
+                    self.sending.msg = self.batch.pop();
                 }
                 match self.sending.poll(&self.tx.inner, cx) {
                     Poll::Ready(Ok(())) => {}
                     Poll::Ready(Err(msg)) => {
-                        self.batch.insert(0, msg);
+                        self.batch.push(msg);
+                        self.restore_order();
                         return failed(self);
                     }
                     Poll::Pending => return Poll::Pending,
@@ -292,10 +308,16 @@ impl<T> FusedFuture for SendBatchFut<'_, T> {
 
 impl<T> Drop for SendBatchFut<'_, T> {
     fn drop(&mut self) {
-        // A rendezvous send not taken goes back to the front of the batch.
+        // A rendezvous send not taken goes back to the front of the batch (its end while
+        // the batch is reversed).
         if let Some(msg) = self.sending.cancel(&self.tx.inner) {
-            self.batch.insert(0, msg);
+            if self.reversed {
+                self.batch.push(msg);
+            } else {
+                self.batch.insert(0, msg);
+            }
         }
+        self.restore_order();
     }
 }
 
@@ -540,6 +562,7 @@ impl<T> Sender<T> {
             len: batch.len(),
             batch,
             sending: Sending::new(None),
+            reversed: false,
             done: false,
         }
     }

@@ -9,10 +9,14 @@
 //! A task receiving from a timer (the async API) that finds no message due asks the
 //! process's one alarm thread (`alarm`, started on first use) to wake it at the due instant,
 //! and looks again when polled. Nothing is due from `never` (nor from an `after` whose
-//! message was taken): such a receive pends for good, registering nothing.
+//! message was taken): such a receive pends for good, registering nothing. A future keeps
+//! one alarm (its key in its `WakerSlot`) and takes it back when it completes or is
+//! dropped, so the alarm thread holds no waker of a future that is gone.
 
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+
+use crate::sync::WakerSlot;
 
 use super::error::{RecvTimeoutError, TryRecvError};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -143,16 +147,18 @@ impl Channel {
     /// Polls a task's receive: `Ready` with the instant due, or `Pending` with the task's
     /// waker left with the alarm thread for the due instant (none for a timer with nothing
     /// due ever).
-    pub(crate) fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Instant> {
+    pub(crate) fn poll_recv(&self, cx: &mut Context<'_>, slot: &mut WakerSlot) -> Poll<Instant> {
         loop {
             if let Ok(t) = self.try_recv() {
+                alarm::cancel(slot);
                 return Poll::Ready(t);
             }
             let Some(when) = self.due() else {
+                alarm::cancel(slot);
                 return Poll::Pending;
             };
             if Instant::now() < when {
-                alarm::wake_at(when, cx.waker());
+                alarm::wake_at(when, cx.waker(), slot);
                 // Due meanwhile (or taken by another receiver): look again; the alarm
                 // then wakes the task for nothing.
                 if Instant::now() < when {
@@ -160,6 +166,11 @@ impl Channel {
                 }
             }
         }
+    }
+
+    /// Takes a task's alarm back (its receive completed or was dropped).
+    pub(crate) fn cancel_recv(slot: &mut WakerSlot) {
+        alarm::cancel(slot);
     }
 }
 
@@ -169,43 +180,76 @@ mod alarm {
     use std::task::Waker;
     use std::time::Instant;
 
-    use crate::sync::{thread, Condvar, Mutex};
+    use crate::sync::{thread, Condvar, Mutex, WakerSlot};
 
     struct Alarms {
-        /// Wakers and their instants; one entry per (instant, task), so a task polling one
-        /// timer again and again (a select loop) adds one entry, not one per poll.
-        due: Vec<(Instant, Waker)>,
+        /// Instants, wakers and the keys of the futures they wake: one entry per future
+        /// (its key in its `WakerSlot`), updated when it is polled again, removed when it
+        /// completes or is dropped.
+        due: Vec<(Instant, Waker, u64)>,
+        next_key: u64,
         started: bool,
     }
 
     static ALARMS: Mutex<Alarms> = Mutex::new(Alarms {
         due: Vec::new(),
+        next_key: 0,
         started: false,
     });
     static CHANGED: Condvar = Condvar::new();
 
-    /// Wakes `waker` at `when` (or soon after).
-    pub(super) fn wake_at(when: Instant, waker: &Waker) {
+    /// Wakes `waker` at `when` (or soon after): the alarm of the future whose slot is
+    /// `slot`, set or moved.
+    pub(super) fn wake_at(when: Instant, waker: &Waker, slot: &mut WakerSlot) {
         let mut alarms = ALARMS.lock();
-        if alarms
-            .due
-            .iter()
-            .any(|(w, k)| *w == when && k.will_wake(waker))
-        {
-            return;
+        if let Some(key) = slot.key() {
+            if let Some(entry) = alarms.due.iter_mut().find(|e| e.2 == key) {
+                if entry.0 == when && entry.1.will_wake(waker) {
+                    return;
+                }
+                entry.0 = when;
+                let old = std::mem::replace(&mut entry.1, waker.clone());
+                CHANGED.notify_all();
+                drop(alarms);
+                // Outside the lock: a waker's drop may run code that asks for an alarm.
+                drop(old);
+                return;
+            }
         }
-        alarms.due.push((when, waker.clone()));
+        let key = alarms.next_key;
+        alarms.next_key += 1;
+        slot.set_key(Some(key));
+        alarms.due.push((when, waker.clone(), key));
         if !alarms.started {
             if thread::spawn_named("logbus-alarm".into(), run).is_err() {
                 // No thread: the task polls again at once rather than wait for nothing.
-                alarms.due.pop();
+                let entry = alarms.due.pop();
+                slot.set_key(None);
                 drop(alarms);
+                drop(entry);
                 waker.wake_by_ref();
                 return;
             }
             alarms.started = true;
         }
         CHANGED.notify_all();
+    }
+
+    /// Takes back the alarm of the future whose slot is `slot`, if it has one.
+    pub(super) fn cancel(slot: &mut WakerSlot) {
+        let Some(key) = slot.key() else {
+            return;
+        };
+        slot.set_key(None);
+        let mut alarms = ALARMS.lock();
+        let entry = alarms
+            .due
+            .iter()
+            .position(|e| e.2 == key)
+            .map(|i| alarms.due.swap_remove(i));
+        drop(alarms);
+        // Outside the lock, as above.
+        drop(entry);
     }
 
     fn run() {
@@ -247,7 +291,11 @@ mod alarm {
 /// and polls again.
 #[cfg(logbus_loom)]
 mod alarm {
-    pub(super) fn wake_at(_when: std::time::Instant, waker: &std::task::Waker) {
+    use crate::sync::WakerSlot;
+
+    pub(super) fn wake_at(_when: std::time::Instant, waker: &std::task::Waker, _: &mut WakerSlot) {
         waker.wake_by_ref();
     }
+
+    pub(super) fn cancel(_: &mut WakerSlot) {}
 }

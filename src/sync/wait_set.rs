@@ -87,6 +87,18 @@ impl WakerSlot {
     pub(crate) const fn new() -> Self {
         Self { key: None }
     }
+
+    /// The key held, for a registry other than a [`WaitSet`] (the timers' alarms).
+    #[cfg_attr(logbus_loom, allow(dead_code))]
+    pub(crate) const fn key(&self) -> Option<u64> {
+        self.key
+    }
+
+    /// Sets (or clears) the key held, for a registry other than a [`WaitSet`].
+    #[cfg_attr(logbus_loom, allow(dead_code))]
+    pub(crate) fn set_key(&mut self, key: Option<u64>) {
+        self.key = key;
+    }
 }
 
 impl WaitSet {

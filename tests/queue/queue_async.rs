@@ -648,3 +648,83 @@ fn futures_are_send_and_small() {
         std::mem::size_of_val(&r)
     );
 }
+
+/// A timer's receive future dropped while it waits lets go of its task's waker: the alarm
+/// thread does not keep it (and the task it belongs to) until the far due instant, nor
+/// does a server's loop of per-request timeouts pile up one alarm per request.
+#[test]
+fn a_dropped_timer_receive_releases_its_waker() {
+    use std::sync::Arc;
+    use std::task::{Context, Wake, Waker};
+    struct Task;
+    impl Wake for Task {
+        fn wake(self: Arc<Self>) {}
+    }
+    for timer in [
+        logbus::queue::after(std::time::Duration::from_secs(3600)),
+        logbus::queue::tick(std::time::Duration::from_secs(3600)),
+    ] {
+        let tasks: Vec<Arc<Task>> = (0..100).map(|_| Arc::new(Task)).collect();
+        for task in &tasks {
+            let waker = Waker::from(Arc::clone(task));
+            let mut cx = Context::from_waker(&waker);
+            let mut fut = timer.recv_async();
+            assert!(std::pin::Pin::new(&mut fut).poll(&mut cx).is_pending());
+            drop(fut);
+        }
+        for task in &tasks {
+            assert_eq!(
+                Arc::strong_count(task),
+                1,
+                "the alarm kept the dropped future's waker"
+            );
+        }
+    }
+}
+
+/// A rendezvous queue's `send_batch_async` hands its messages over one by one in time
+/// linear in the batch, as the blocking `send_batch` does (it took each message from the
+/// front of the vector, moving every message behind it: quadratic, minutes for a batch of
+/// large messages), and a batch send dropped midway still leaves the rest in order.
+#[test]
+fn a_rendezvous_batch_send_is_linear_in_the_batch() {
+    let n: u32 = if cfg!(miri) { 50 } else { 40_000 };
+    let (tx, rx) = bounded::<[u32; 128]>(0);
+    let receiver = thread::spawn(move || {
+        let mut next = 0;
+        while let Ok(m) = rx.recv() {
+            assert_eq!(m[0], next, "out of order");
+            next += 1;
+        }
+        next
+    });
+    let mut batch: Vec<[u32; 128]> = (0..n).map(|i| [i; 128]).collect();
+    let start = Instant::now();
+    futures::executor::block_on(tx.send_batch_async(&mut batch)).unwrap();
+    let took = start.elapsed();
+    drop(tx);
+    assert_eq!(receiver.join().unwrap(), n);
+    assert!(
+        took < Duration::from_secs(6),
+        "{n} hand-overs took {took:?}"
+    );
+
+    // Dropped midway: the rest stays, in order.
+    let (tx, rx) = bounded::<u32>(0);
+    let mut batch: Vec<u32> = (0..10).collect();
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    {
+        let mut send = tx.send_batch_async(&mut batch);
+        for want in 0..4 {
+            assert!(Pin::new(&mut send).poll(&mut cx).is_pending());
+            assert_eq!(rx.try_recv(), Ok(want));
+        }
+        assert!(Pin::new(&mut send).poll(&mut cx).is_pending()); // 4 in the slot
+    }
+    assert_eq!(batch, (4..10).collect::<Vec<_>>());
+    drop(rx);
+    let err = futures::executor::block_on(tx.send_batch_async(&mut batch)).unwrap_err();
+    assert_eq!(err.sent, 0);
+    assert_eq!(batch, (4..10).collect::<Vec<_>>());
+}
