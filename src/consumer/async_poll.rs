@@ -102,6 +102,10 @@ where
     /// then on the task must be polled within it (a task that is woken but not run is
     /// evicted, as a thread that does not call `poll` is).
     ///
+    /// It has no timeout of its own: where nothing can come any more (the broker closed,
+    /// a subscribed topic deleted) it stays pending, as a blocking `poll` returns empty
+    /// at each of its timeouts. Await it under the runtime's timeout where that can happen.
+    ///
     /// # Errors
     ///
     /// Those of [`poll`](Self::poll).
