@@ -415,7 +415,18 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
                 next = next.max(batch_end);
                 continue;
             }
-            for record in batch.records().map_err(stored)? {
+            // A compressed batch is decompressed once into a buffer of its own, which its
+            // records' values and headers then share, as an uncompressed batch's share
+            // `bytes`: no allocation per record either way.
+            let mut decompressed = Vec::new();
+            let owned;
+            let (bytes, records) = if batch.decompress(&mut decompressed).map_err(stored)? {
+                owned = Bytes::from(decompressed);
+                (&owned, batch.records_of(&owned).map_err(stored)?)
+            } else {
+                (bytes, batch.records_of(&[]).map_err(stored)?)
+            };
+            for record in records {
                 let r = record.map_err(stored)?;
                 let at = r.offset;
                 if at < next || at >= end {

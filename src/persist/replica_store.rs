@@ -349,6 +349,7 @@ where
         let mut out = Vec::new();
         // Past the last record returned or batch read whole; never back.
         let mut next = from;
+        let mut decompressed = Vec::new();
         for batch in BatchIter::new(&bytes) {
             let batch = batch?;
             let h = *batch.header();
@@ -357,7 +358,7 @@ where
                 next = next.max(batch_end);
                 continue;
             }
-            for record in batch.records()? {
+            for record in batch.records(&mut decompressed)? {
                 let r = record?;
                 let at = r.offset;
                 if at < next || at >= end {
@@ -419,7 +420,8 @@ mod tests {
         ] {
             let bytes = encode_batch(3, &[BatchRecord::new(ts, None, &value)]).unwrap();
             let batch = BatchIter::new(&bytes).next().unwrap().unwrap();
-            let r = batch.records().unwrap().next().unwrap().unwrap();
+            let mut buf = Vec::new();
+            let r = batch.records(&mut buf).unwrap().next().unwrap().unwrap();
             match decode_entry::<(), u64>(&r) {
                 Ok(e) if ok => assert_eq!((e.timestamp(), *e.value()), (ts, 7)),
                 Err(Error::InvalidTimestamp {
