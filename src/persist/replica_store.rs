@@ -97,6 +97,8 @@ pub(crate) struct StoreParams {
     pub(crate) capacity: usize,
     /// The topic's `max_message_bytes`.
     pub(crate) max_message_bytes: u64,
+    /// The topic's `compression.type`.
+    pub(crate) compression: super::CompressionType,
 }
 
 /// Decodes one stored record.
@@ -215,7 +217,12 @@ where
             io: SyncArc::clone(&p.io),
             epoch_file,
             saved_epochs: Vec::new(),
-            appender: Appender::new(p.policy, max_batch, BATCH_TARGET),
+            appender: Appender::new(
+                p.policy,
+                max_batch,
+                BATCH_TARGET,
+                super::append::CodecChoice::new(p.compression),
+            ),
             max_record: usize::try_from(p.max_message_bytes)
                 .unwrap_or(usize::MAX)
                 .min(max_batch - BATCH_OVERHEAD),

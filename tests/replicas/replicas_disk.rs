@@ -20,10 +20,11 @@ fn replica_records(dir: &Path) -> Vec<(u64, i32, u64)> {
     let (set, _) = SegmentSet::open(dir, LogSetup::default()).unwrap();
     let bytes = set.read(0, 64 << 20).unwrap();
     let mut out = Vec::new();
+    let mut decompressed = Vec::new();
     for batch in BatchIter::new(&bytes) {
         let batch = batch.unwrap();
         let epoch = batch.header().partition_leader_epoch;
-        for r in batch.records().unwrap() {
+        for r in batch.records(&mut decompressed).unwrap() {
             let r = r.unwrap();
             let v = u64::from_be_bytes(r.value.unwrap().try_into().unwrap());
             out.push((r.offset, epoch, v));
