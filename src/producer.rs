@@ -50,13 +50,13 @@ mod partition_producer;
 mod partitioner;
 mod pending_send;
 mod record;
+pub use crate::storage::record_batch::Compression;
 pub use error::{ProduceBatchError, ProduceError, ProduceTimeoutError, TryProduceError};
 pub use partition_producer::{PartitionProducer, Payload};
 pub use partitioner::{murmur2, partition_for_key, to_positive, Partitioner};
 pub use pending_send::PendingSend;
 use pending_send::Sent;
 pub use record::{Record, RecordMetadata};
-pub use crate::storage::record_batch::Compression;
 
 /// How a producer behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -157,7 +157,10 @@ impl fmt::Display for Corruption {
             ),
             Corruption::HeaderKeyNotUtf8 => write!(f, "a header key is not valid UTF-8"),
             Corruption::BadCompressedData { codec, detail } => {
-                write!(f, "the {codec} stream of the batch's records is corrupt: {detail}")
+                write!(
+                    f,
+                    "the {codec} stream of the batch's records is corrupt: {detail}"
+                )
             }
             Corruption::DecompressedTooLarge { codec, limit } => write!(
                 f,

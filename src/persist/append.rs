@@ -20,8 +20,8 @@ use crate::codec::Codec;
 use crate::partition::Entry;
 use crate::storage::record_batch::Compression;
 use crate::storage::{BatchBuilder, SegmentSet};
-use std::sync::Arc;
 use crate::Result;
+use std::sync::Arc;
 
 /// A batch stops taking records once it reaches this size.
 pub(crate) const BATCH_TARGET: usize = 256 << 10;
@@ -59,9 +59,7 @@ impl CodecChoice {
     pub(crate) fn for_batch(&self) -> Compression {
         match self.topic.codec() {
             Some(codec) => codec,
-            None => {
-                Compression::from_attributes(i16::from(self.producer.load(Ordering::Relaxed)))
-            }
+            None => Compression::from_attributes(i16::from(self.producer.load(Ordering::Relaxed))),
         }
     }
 }

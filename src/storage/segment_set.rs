@@ -46,8 +46,8 @@ pub use super::config::{LogConfig, LogSetup, SEVEN_DAYS_MS};
 use super::file_names::MAX_OFFSET;
 use super::io::{DirLock, Io};
 use super::record_batch::{
-    Compression,
-    next_batch_extent, Batch, BatchBuilder, BatchHeader, BatchIter, BatchRecord, Extent,
+    next_batch_extent, Batch, BatchBuilder, BatchHeader, BatchIter, BatchRecord, Compression,
+    Extent,
 };
 use super::recovery::{self, RecoveryReport};
 use super::segment::Segment;

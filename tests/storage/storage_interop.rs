@@ -364,7 +364,10 @@ fn kafka_python_reads_every_codec_logbus_writes() {
                 name.as_ref(),
             ],
         );
-        assert!(out.contains(&format!("{written} records: OK")), "{name}: {out}");
+        assert!(
+            out.contains(&format!("{written} records: OK")),
+            "{name}: {out}"
+        );
         assert!(out.contains(&format!("codecs: {name} ")), "{name}: {out}");
     }
 }
@@ -387,7 +390,10 @@ fn logbus_reads_every_codec_kafka_python_writes() {
                 name.as_ref(),
             ],
         );
-        assert!(out.contains(&format!("codecs: {name},{name},{name}")), "{name}: {out}");
+        assert!(
+            out.contains(&format!("codecs: {name},{name},{name}")),
+            "{name}: {out}"
+        );
         let expected = parse_expected(&std::fs::read_to_string(&expected_path).unwrap());
         let log = open(&dir, 64, Checkpoints::default());
         assert_eq!(log.log_end_offset(), expected.len() as u64, "{name}");
@@ -405,7 +411,11 @@ fn logbus_reads_every_codec_kafka_python_writes() {
         assert!(got == expected, "{name}: records differ");
         // Lookups through the rebuilt indexes land inside compressed batches.
         for (offset, _) in expected.iter().step_by(7) {
-            assert_eq!(log.read_records(*offset, 1).unwrap()[0].0, *offset, "{name}");
+            assert_eq!(
+                log.read_records(*offset, 1).unwrap()[0].0,
+                *offset,
+                "{name}"
+            );
         }
         log.close().expect("close");
         let out = run_python(

@@ -1,8 +1,8 @@
 //! Writing batches: [`BatchBuilder`] and [`encode_batch`].
 
+use super::compression::{codec_available, compress};
 use super::field;
 use super::header::crc32c;
-use super::compression::{codec_available, compress};
 use super::{
     BatchHeader, BatchRecord, Compression, HEADER_SIZE, LOG_OVERHEAD, MAGIC, NO_TIMESTAMP,
 };

@@ -282,9 +282,7 @@ impl<'a> Batch<'a> {
 fn at_position(e: Error, position: u64) -> Error {
     match e {
         Error::Corrupt {
-            file: None,
-            reason,
-            ..
+            file: None, reason, ..
         } => Error::Corrupt {
             file: None,
             position,

@@ -69,11 +69,11 @@ mod header;
 mod tests;
 
 pub use builder::{encode_batch, BatchBuilder};
+pub use compression::{codec_available, decompressed_limit, MAX_DECOMPRESSED_BATCH};
 pub use decoder::{
     next_batch_extent, Batch, BatchIter, BatchRecord, BatchRecords, Extent, Header, HeaderView,
     RecordView,
 };
-pub use compression::{codec_available, decompressed_limit, MAX_DECOMPRESSED_BATCH};
 pub use header::{crc32c, BatchHeader, Compression, TimestampType};
 
 /// Where each header field starts, in bytes from the start of the batch: the one table the

@@ -170,7 +170,12 @@ fn every_codec_round_trips_and_shrinks() {
         assert_eq!(b.finished_size(), bytes.len());
         // Finishing again gives the same bytes.
         assert_eq!(b.finish(), &bytes[..]);
-        assert!(bytes.len() < plain.len() / 3, "{codec}: {} of {}", bytes.len(), plain.len());
+        assert!(
+            bytes.len() < plain.len() / 3,
+            "{codec}: {} of {}",
+            bytes.len(),
+            plain.len()
+        );
         let batch = Batch::decode(&bytes).unwrap();
         assert_eq!(batch.header().compression(), codec);
         assert_eq!(batch.header().attributes & 7, i16::from(codec.id()));
@@ -207,7 +212,10 @@ fn incompressible_records_are_written_uncompressed() {
         assert_eq!(bytes.len(), b.size());
         let batch = Batch::decode(&bytes).unwrap();
         assert_eq!(batch.header().compression(), Compression::None);
-        assert_eq!(batch.to_records().unwrap()[0].1.value.as_deref(), Some(&value[..]));
+        assert_eq!(
+            batch.to_records().unwrap()[0].1.value.as_deref(),
+            Some(&value[..])
+        );
     }
 }
 
@@ -333,7 +341,10 @@ fn snappy_reads_raw_blocks_and_xerial_frames() {
     // What logbus writes is xerial: the header, then 32 KiB blocks.
     let mut xerial = Vec::new();
     compression::compress(Compression::Snappy, records, &mut xerial).unwrap();
-    assert_eq!(&xerial[..16], b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01");
+    assert_eq!(
+        &xerial[..16],
+        b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"
+    );
 }
 
 #[test]
