@@ -214,11 +214,15 @@ thread_local! {
 fn read_bounded(
     codec: &'static str,
     r: impl std::io::Read,
+    compressed: usize,
     out: &mut Vec<u8>,
     limit: usize,
 ) -> Result<()> {
     use std::io::Read;
     let start = out.len();
+    // Room for a typical ratio up front: growing by doubling from nothing copies the
+    // records several times over.
+    out.reserve(compressed.saturating_mul(4).min(limit.saturating_add(1)));
     r.take(limit as u64 + 1)
         .read_to_end(out)
         .map_err(|e| bad(codec, e))?;
@@ -256,7 +260,7 @@ pub(crate) fn decompress(
         Compression::Gzip => {
             // Several members are one stream (as `GZIPInputStream` reads them).
             let d = flate2::read::MultiGzDecoder::new(input);
-            read_bounded("gzip", d, out, limit)
+            read_bounded("gzip", d, input.len(), out, limit)
         }
         #[cfg(feature = "snappy")]
         Compression::Snappy => {
@@ -305,7 +309,7 @@ pub(crate) fn decompress(
         #[cfg(feature = "lz4")]
         Compression::Lz4 => {
             let d = lz4_flex::frame::FrameDecoder::new(input);
-            read_bounded("lz4", d, out, limit)
+            read_bounded("lz4", d, input.len(), out, limit)
         }
         #[cfg(feature = "zstd")]
         Compression::Zstd => ZSTD_DCTX.with(|d| {
