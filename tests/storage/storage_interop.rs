@@ -330,7 +330,7 @@ fn kafka_python_reads_every_codec_logbus_writes() {
     for (name, codec) in CODECS {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join(format!("{name}-0"));
-        let mut rng = fastrand::Rng::with_seed(0xc0de_c);
+        let mut rng = fastrand::Rng::with_seed(0x000c_0dec);
         let mut expected = String::new();
         let mut written = 0u64;
         let mut log = open(&dir, INDEX_INTERVAL, Checkpoints::default());

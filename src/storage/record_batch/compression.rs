@@ -41,8 +41,10 @@ pub fn decompressed_limit(records_count: i32) -> usize {
 }
 
 /// The snappy block size of Java's `SnappyOutputStream` (xerial), which Kafka uses.
+#[cfg(feature = "snappy")]
 const XERIAL_BLOCK: usize = 32 << 10;
 /// xerial's stream header: magic, version 1, compatible version 1.
+#[cfg(feature = "snappy")]
 const XERIAL_HEADER: [u8; 16] = [
     0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1,
 ];
@@ -68,6 +70,7 @@ fn unsupported(codec: Compression) -> Error {
 }
 
 /// A stream error at position 0 (the caller moves it to the batch's records).
+#[cfg(any(feature = "gzip", feature = "snappy", feature = "lz4", feature = "zstd"))]
 fn bad(codec: &'static str, detail: impl std::fmt::Display) -> Error {
     Error::Corrupt {
         file: None,
@@ -333,10 +336,8 @@ pub(crate) fn decompress(
                 let pos = out.len();
                 let hint = {
                     let mut dst = OutBuffer::around_pos(out, pos);
-                    let hint = d
-                        .decompress_stream(&mut dst, &mut src)
-                        .map_err(|code| bad("zstd", zstd::zstd_safe::get_error_name(code)))?;
-                    hint
+                    d.decompress_stream(&mut dst, &mut src)
+                        .map_err(|code| bad("zstd", zstd::zstd_safe::get_error_name(code)))?
                 };
                 if out.len() > limit {
                     out.clear();
