@@ -261,6 +261,7 @@ impl TopicMeta {
             ("segment_bytes", p.segment_bytes.to_string()),
             ("max_message_bytes", p.max_message_bytes.to_string()),
             ("flush", flush),
+            ("compression_type", p.compression.name().to_string()),
         ]
         .into_iter()
         .map(|(k, v)| MetaLine(k.into(), v))
@@ -294,6 +295,11 @@ impl TopicMeta {
             .max_message_bytes(num("max_message_bytes")? as u64);
         if retention_bytes >= 0 {
             persist = persist.retention_bytes(retention_bytes as u64);
+        }
+        // Missing in metadata written before compression: `producer`, Kafka's default.
+        if let Some(c) = map.get("compression_type") {
+            let c = super::CompressionType::from_name(c).ok_or_else(|| bad("compression_type"))?;
+            persist = persist.compression(c);
         }
         let meta = TopicMeta {
             name: name.to_owned(),
