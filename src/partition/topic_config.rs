@@ -59,8 +59,11 @@ pub enum Overflow {
 /// [`CompactAndDelete`](Self::CompactAndDelete) does both.
 ///
 /// Compaction needs keys: on a topic whose policy compacts, a send without a key is refused
-/// with [`Error::KeyRequired`] (Kafka refuses it too). Compaction applies to persisted topics;
-/// an in-memory topic keeps its ring (its records still need keys).
+/// with [`Error::KeyRequired`] (Kafka refuses it too). Compaction applies to persisted topics
+/// with one replica (a replicated persisted topic with a compacting policy is refused with
+/// [`Error::InvalidConfig`]: its replicas do not compact yet); an in-memory topic keeps its
+/// ring (its records still need keys). See `Broker::compact_now`, `PartitionInfo::cleaner`
+/// and `logbus compact`.
 ///
 /// # Examples
 ///

@@ -363,3 +363,32 @@ fn cleaner_threads_compact_under_a_producer_and_a_disk_reader() {
     assert_eq!(read_from(&broker, "kv", 0), got);
     broker.close().unwrap();
 }
+
+/// A replicated persisted topic cannot compact yet: refused, not silently left uncompacted.
+#[test]
+fn a_compacted_replicated_topic_is_refused() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let broker = Broker::builder()
+        .data_dirs(dirs.iter().map(|d| d.path()))
+        .create(true)
+        .open()
+        .unwrap();
+    let refused = broker.create_topic::<String, String>(
+        "r",
+        compacted()
+            .replication_factor(2)
+            .persist(PersistConfig::new()),
+    );
+    assert!(
+        matches!(
+            refused,
+            Err(Error::InvalidConfig {
+                name: "cleanup_policy",
+                ..
+            })
+        ),
+        "{:?}",
+        refused.map(|_| ())
+    );
+    broker.close().unwrap();
+}
