@@ -173,6 +173,34 @@ impl BrokerBuilder {
         self
     }
 
+    /// The log cleaner's threads, which compact the persisted topics whose
+    /// [`CleanupPolicy`](crate::broker::CleanupPolicy) compacts (Kafka's
+    /// `log.cleaner.threads`; 1 by default, at most
+    /// [`MAX_LOG_CLEANER_THREADS`](crate::persist::MAX_LOG_CLEANER_THREADS); 0: no cleaner,
+    /// the logs grow until `logbus compact` cleans them offline). The threads belong
+    /// to the broker: [`Broker::close`] and the broker's drop stop and join them.
+    pub fn log_cleaner_threads(mut self, threads: usize) -> Self {
+        self.persist.cleaner_threads = threads;
+        self
+    }
+
+    /// The memory of each cleaner thread's map of keys to their latest offsets (Kafka's
+    /// `log.cleaner.dedupe.buffer.size`; 32 MiB by default, at least
+    /// [`MIN_DEDUPE_BUFFER_SIZE`](crate::persist::MIN_DEDUPE_BUFFER_SIZE)). Each key takes
+    /// 24 bytes of it at a load of 0.9; a pass whose dirty section holds more keys cleans
+    /// up to where the map filled, and the next pass goes on from there.
+    pub fn log_cleaner_dedupe_buffer_size(mut self, bytes: usize) -> Self {
+        self.persist.dedupe_buffer_size = bytes;
+        self
+    }
+
+    /// How long a cleaner thread waits when no log is dirty enough (Kafka's
+    /// `log.cleaner.backoff.ms`; 15 s by default, on the wall clock).
+    pub fn log_cleaner_backoff(mut self, backoff: Duration) -> Self {
+        self.persist.cleaner_backoff = backoff;
+        self
+    }
+
     /// Whether [`open`](Self::open) starts a persisted partition whose directory is missing
     /// empty (`false` by default: the open fails with [`Error::PartitionDirMissing`], since
     /// the partition's records are lost). With `true` the loss is accepted and reported:
@@ -226,6 +254,7 @@ impl BrokerBuilder {
         if self.persist.no_dirs {
             return Err(crate::persist::no_data_dirs());
         }
+        self.persist.validate_cleaner()?;
         let Some(dir) = self.persist.dir.clone() else {
             return Err(Error::InvalidConfig {
                 name: "data_dir",
@@ -326,6 +355,18 @@ impl Broker {
     {
         super::validate_topic_name(name)?;
         persist.validate()?;
+        persist.validate_with(&config)?;
+        if config.replicas_per_partition() > 1 && config.cleanup().compacts() {
+            // Its replicas would each clean their own log below their high watermark, as
+            // Kafka's do; until they do, a compacted topic that would never compact is refused.
+            return Err(Error::InvalidConfig {
+                name: "cleanup_policy",
+                value: format!("{:?}", config.cleanup()),
+                valid: "CleanupPolicy::Delete for a replicated persisted topic (its replicas do \
+                        not compact yet; a compacted topic has one replica)"
+                    .into(),
+            });
+        }
         if config.replicas_per_partition() > 1 {
             self.data_or_err()?;
             return create_replicated(self, name, config, persist);
@@ -361,6 +402,23 @@ impl Broker {
     /// Committed offsets found beyond a recovered log end at open, and clamped to it.
     pub fn clamped_offsets(&self) -> Vec<ClampedOffset> {
         self.data().map(|d| d.clamped()).unwrap_or_default()
+    }
+
+    /// Runs the log cleaner now, on this thread: passes over every dirty partition of the
+    /// persisted topics whose [`CleanupPolicy`](crate::broker::CleanupPolicy) compacts,
+    /// whatever its `min_cleanable_dirty_ratio` (the cleaner threads wait for the ratio),
+    /// until none is dirty. Returns the passes' totals. The active segment and segments
+    /// holding records younger than `min_compaction_lag` are never cleaned.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] on a broker without a data directory, [`Error::Closed`]
+    /// once closed; the first pass's error (an I/O error in a swap takes that partition
+    /// offline, as a failed write does).
+    pub fn compact_now(&self) -> Result<crate::storage::CleanStats> {
+        let data = self.data_or_err()?;
+        data.check_open()?;
+        data.compact_all()
     }
 
     /// Fsyncs every persisted topic (every record sent before the call becomes durable) and

@@ -35,6 +35,10 @@ pub struct PartitionInfo {
     /// 0 for other topics: `DropOldest` drops by design, persisted and replicated topics
     /// keep records on disk.
     pub overwritten_unread: u64,
+    /// A persisted topic whose [`CleanupPolicy`](super::CleanupPolicy) compacts: the log
+    /// cleaner's progress on this partition (first dirty offset, dirty ratio, passes, records
+    /// and bytes removed); `None` for other topics.
+    pub cleaner: Option<crate::persist::CleanerProgress>,
 }
 
 /// A topic as [`Broker::describe_topic`] sees it.
@@ -412,6 +416,7 @@ impl Broker {
                     log_end: o.log_end,
                     records_in_memory: o.log_end - o.log_start,
                     overwritten_unread: o.overwritten_unread,
+                    cleaner: self.data().and_then(|d| d.cleaner_progress(name, p)),
                 })
             })
             .collect::<Result<Vec<_>>>()?;

@@ -64,8 +64,11 @@ use std::time::Duration;
 
 use rayon::prelude::*;
 
+mod cleaner;
 mod marker;
 mod topics;
+
+pub use cleaner::CleanerProgress;
 
 pub(crate) use marker::{plan as plan_markers, MarkerConfig};
 pub use marker::{read_dir_marker, DataDirMarker};
@@ -74,7 +77,7 @@ use super::log::LogCell;
 use super::{io_err, DataDirConfig, FlushPolicy, PersistConfig};
 use crate::clock::Clock;
 use crate::codec::Codec;
-use crate::partition::topic_config::{validate_kafka_topic_name, TopicConfig};
+use crate::partition::topic_config::{validate_kafka_topic_name, CleanupPolicy, TopicConfig};
 use crate::storage::checkpoint::{self, CheckpointEntry, TopicPartitionOffset};
 use crate::storage::{
     Checkpoints, DirLock, FsIo, Io, LogConfig, LogSetup, RecoveryReport, SegmentSet,
@@ -91,6 +94,18 @@ const LOG_STARTS: &str = "log-start-offset-checkpoint";
 const OFFSETS: &str = "consumer-offsets-checkpoint";
 const CLEAN: &str = ".logbus_cleanshutdown";
 const TOPIC_SUFFIX: &str = ".topic";
+/// Kafka's file of each compacted partition's first dirty offset.
+const CLEANER_OFFSETS: &str = "cleaner-offset-checkpoint";
+
+/// The log cleaner's bookkeeping (see `data_dir/cleaner.rs`).
+#[derive(Default)]
+struct CleanerState {
+    progress: Mutex<BTreeMap<(String, u32), CleanerProgress>>,
+    /// Partitions a cleaner thread is cleaning.
+    in_progress: Mutex<std::collections::BTreeSet<(String, u32)>>,
+    /// Notified when a pass ends (`compact_now` waits for the threads' passes).
+    pass_ended: WaitSet,
+}
 
 /// The broker's clock (a std `Arc`) as the storage layer takes clocks (`sync::Arc`, which
 /// is loom's under `logbus_loom`).
@@ -217,6 +232,12 @@ pub(crate) struct TopicMeta {
     pub(crate) records_in_memory: usize,
     pub(crate) retention_ms: i64,
     pub(crate) persist: PersistConfig,
+    /// Kafka's `cleanup.policy` and the compaction settings; a file written before they
+    /// existed reads as `delete` with Kafka's defaults.
+    pub(crate) cleanup: CleanupPolicy,
+    pub(crate) min_cleanable_dirty_ratio: f64,
+    pub(crate) delete_retention_ms: u64,
+    pub(crate) min_compaction_lag_ms: u64,
 }
 
 impl TopicMeta {
@@ -236,6 +257,12 @@ impl TopicMeta {
                 .retention_age()
                 .map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
             persist,
+            cleanup: config.cleanup(),
+            min_cleanable_dirty_ratio: config.min_dirty_ratio(),
+            delete_retention_ms: u64::try_from(config.tombstone_retention().as_millis())
+                .unwrap_or(u64::MAX),
+            min_compaction_lag_ms: u64::try_from(config.compaction_lag().as_millis())
+                .unwrap_or(u64::MAX),
         }
     }
 
@@ -262,6 +289,16 @@ impl TopicMeta {
             ("max_message_bytes", p.max_message_bytes.to_string()),
             ("flush", flush),
             ("compression_type", p.compression.name().to_string()),
+            ("cleanup_policy", self.cleanup.kafka_name().to_owned()),
+            (
+                "min_cleanable_dirty_ratio",
+                self.min_cleanable_dirty_ratio.to_string(),
+            ),
+            ("delete_retention_ms", self.delete_retention_ms.to_string()),
+            (
+                "min_compaction_lag_ms",
+                self.min_compaction_lag_ms.to_string(),
+            ),
         ]
         .into_iter()
         .map(|(k, v)| MetaLine(k.into(), v))
@@ -301,7 +338,28 @@ impl TopicMeta {
             let c = super::CompressionType::from_name(c).ok_or_else(|| bad("compression_type"))?;
             persist = persist.compression(c);
         }
+        let cleanup = match map.get("cleanup_policy") {
+            None => CleanupPolicy::Delete,
+            Some(p) => CleanupPolicy::from_kafka_name(p).ok_or_else(|| bad("cleanup_policy"))?,
+        };
+        let defaults = TopicConfig::new(1);
+        let min_cleanable_dirty_ratio = match map.get("min_cleanable_dirty_ratio") {
+            None => defaults.min_dirty_ratio(),
+            Some(r) => r
+                .parse::<f64>()
+                .map_err(|_| bad("min_cleanable_dirty_ratio"))?,
+        };
+        let ms_or = |k: &str, default: Duration| -> Result<u64> {
+            match map.get(k) {
+                None => Ok(u64::try_from(default.as_millis()).unwrap_or(u64::MAX)),
+                Some(v) => v.parse::<u64>().map_err(|_| bad(k)),
+            }
+        };
         let meta = TopicMeta {
+            cleanup,
+            min_cleanable_dirty_ratio,
+            delete_retention_ms: ms_or("delete_retention_ms", defaults.tombstone_retention())?,
+            min_compaction_lag_ms: ms_or("min_compaction_lag_ms", defaults.compaction_lag())?,
             name: name.to_owned(),
             partitions: u32::try_from(num("partitions")?).map_err(|_| bad("partitions"))?,
             key_type: get("key_type")?,
@@ -315,6 +373,7 @@ impl TopicMeta {
         meta.topic_config()
             .validate()
             .and_then(|()| meta.persist.validate())
+            .and_then(|()| meta.persist.validate_with(&meta.topic_config()))
             .map_err(|e| Error::InvalidCheckpoint {
                 file: path.to_path_buf(),
                 line: 0,
@@ -324,7 +383,12 @@ impl TopicMeta {
     }
 
     pub(crate) fn topic_config(&self) -> TopicConfig {
-        let mut c = TopicConfig::new(self.partitions).records_in_memory(self.records_in_memory);
+        let mut c = TopicConfig::new(self.partitions)
+            .records_in_memory(self.records_in_memory)
+            .cleanup_policy(self.cleanup)
+            .min_cleanable_dirty_ratio(self.min_cleanable_dirty_ratio)
+            .delete_retention(Duration::from_millis(self.delete_retention_ms))
+            .min_compaction_lag(Duration::from_millis(self.min_compaction_lag_ms));
         if self.retention_ms > 0 {
             c = c.retention(Duration::from_millis(self.retention_ms as u64));
         }
@@ -380,6 +444,10 @@ pub(crate) struct DataDir {
     /// is in `metas`, but it is not registered yet, so it is hidden (taken after `metas`).
     pub(crate) creating: Mutex<Option<String>>,
     background: Mutex<Option<JoinHandle<()>>>,
+    /// The log cleaner threads (`BrokerBuilder::log_cleaner_threads`), joined with
+    /// `background`.
+    cleaners: Mutex<Vec<JoinHandle<()>>>,
+    cleaner: CleanerState,
     /// Held by every writer of the directory's checkpoint files (consumer offsets, recovery
     /// points, log starts) from its snapshot to its rename, as Kafka serialises its
     /// checkpoint writers: each file's writers share its temp file, and a snapshot must
@@ -514,7 +582,7 @@ impl DataDir {
         for g in checkpoint::read::<GroupOffset>(&*io, &offsets_path)?.unwrap_or_default() {
             loaded.insert((g.0, g.1.topic, g.1.partition), g.1.offset);
         }
-        Ok(Arc::new(DataDir {
+        let data = Arc::new(DataDir {
             dir,
             io,
             options,
@@ -529,12 +597,16 @@ impl DataDir {
             opening: Mutex::new(()),
             creating: Mutex::new(None),
             background: Mutex::new(None),
+            cleaners: Mutex::new(Vec::new()),
+            cleaner: CleanerState::default(),
             checkpointing: Mutex::new(()),
             stop: AtomicBool::new(false),
             stop_wait: WaitSet::new(),
             closed: AtomicBool::new(false),
             replaced: Mutex::new(Vec::new()),
-        }))
+        });
+        data.read_cleaner_checkpoint()?;
+        Ok(data)
     }
 
     pub(crate) fn start_background(self: &Arc<Self>) -> Result<()> {
@@ -542,6 +614,13 @@ impl DataDir {
         let handle = thread::spawn_named("logbus-retention".into(), move || me.background())
             .map_err(|e| Error::io("spawning the retention thread", e))?;
         *self.background.lock() = Some(handle);
+        for i in 0..self.options.cleaner_threads {
+            let me = Arc::clone(self);
+            let handle =
+                thread::spawn_named(format!("logbus-cleaner-{i}"), move || me.cleaner_thread())
+                    .map_err(|e| Error::io("spawning a log cleaner thread", e))?;
+            self.cleaners.lock().push(handle);
+        }
         Ok(())
     }
 
@@ -735,6 +814,10 @@ impl DataDir {
         if let Some(h) = self.background.lock().take() {
             let _ = h.join();
         }
+        let cleaners = std::mem::take(&mut *self.cleaners.lock());
+        for h in cleaners {
+            let _ = h.join();
+        }
     }
 
     pub(crate) fn sync_all(&self) -> Result<()> {
@@ -889,6 +972,9 @@ pub type PartitionRow = (String, u32, u64, u64);
 /// `(group, topic, partition, committed offset)`.
 pub type GroupRow = (String, String, u32, u64);
 
+/// `(topic, partition, the log cleaner's progress)`.
+pub type PartitionProgress = (String, u32, CleanerProgress);
+
 /// A closed data directory as `logbus describe` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataDirDescription {
@@ -905,6 +991,9 @@ pub struct DataDirDescription {
     pub replicated: Vec<super::replicated::StoredPartition>,
     /// The directory's marker (`meta.properties`): its id and its broker's directories.
     pub marker: Option<DataDirMarker>,
+    /// Per partition of a topic whose cleanup policy compacts: `(topic, partition, the log
+    /// cleaner's progress)` (first dirty offset, dirty ratio; the counters are 0 here).
+    pub cleaner: Vec<(String, u32, CleanerProgress)>,
 }
 
 /// Opens the data directory `dir` (running recovery: it must not be in use; it may be one
@@ -966,6 +1055,10 @@ pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> 
         )?,
         None => Default::default(),
     };
+    let cleaner = data
+        .as_ref()
+        .map(|d| d.cleaner_snapshot())
+        .unwrap_or_default();
     if let Some(d) = &data {
         d.close()?;
     }
@@ -976,7 +1069,47 @@ pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> 
         replicated_topics,
         replicated,
         marker,
+        cleaner,
     })
+}
+
+/// Opens the data directory `dir` (not in use, as [`describe_data_dir`] does), runs the log
+/// cleaner over every dirty partition of its compacted topics (whatever their
+/// `min_cleanable_dirty_ratio`), and closes it cleanly: `logbus compact`. Returns the passes'
+/// totals and each compacted partition's progress afterwards.
+///
+/// # Errors
+///
+/// As [`BrokerBuilder::open`](crate::broker::BrokerBuilder::open)
+/// ([`Error::DirectoryLocked`] when a broker has it open); the first pass's error.
+pub fn compact_data_dir(
+    dir: impl Into<PathBuf>,
+) -> Result<(crate::storage::CleanStats, Vec<PartitionProgress>)> {
+    let dir = dir.into();
+    let io = crate::sync::arc_from_std(Arc::new(FsIo) as Arc<dyn Io>);
+    let markers = MarkerConfig {
+        create: false,
+        replace_lost: false,
+    };
+    plan_markers(&*io, std::slice::from_ref(&dir), markers, false)?;
+    let options = DataDirConfig {
+        dir: Some(dir.clone()),
+        dirs: vec![dir.clone()],
+        io: Some(SyncArc::clone(&io)),
+        one_of_set: true,
+        ..DataDirConfig::default()
+    };
+    let data = DataDir::open(
+        dir,
+        options,
+        Arc::new(crate::clock::SystemClock) as Arc<dyn Clock>,
+    )?;
+    let stats = data.compact_all();
+    let progress = data.cleaner_snapshot();
+    let closed = data.close();
+    let stats = stats?;
+    closed?;
+    Ok((stats, progress))
 }
 
 /// Closes each partition's ring, then waits for its writer to finish: every writer sees its

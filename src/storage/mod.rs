@@ -22,7 +22,8 @@
 //! | [`scan`] | walking a `.log`'s batches ([`scan_log`]) and Kafka's offset rules for a segment |
 //! | [`segment`] | one segment: append, lookup, recovery of one `.log` |
 //! | [`segment_set`] | a partition directory: roll, retention, truncation, durability |
-//! | [`recovery`] | opening a directory: Kafka's `LogLoader` |
+//! | [`recovery`] | opening a directory: Kafka's `LogLoader` (completing a compaction's swap) |
+//! | [`cleaner`] | log compaction: Kafka's `Cleaner` over a segment set, and its swap protocol |
 //! | [`checkpoint`] | Kafka's checkpoint text files, replaced atomically |
 //! | [`config`] | a log's settings ([`LogConfig`]) and what opening one takes ([`LogSetup`]) |
 //! | [`verify`] | read-only checks of a partition directory ([`verify_dir`]) or a directory of them |
@@ -91,8 +92,9 @@
 //!   on its CRC.
 //!   [`SegmentSet::read_records`] skips transaction control records, as Kafka's consumers do.
 //! - **Files** are opened only if regular (no symlinks, FIFOs, devices:
-//!   [`Error::NotRegularFile`](crate::Error::NotRegularFile)). Kafka's compaction leftovers
-//!   (`.swap`, `.cleaned`), which logbus never writes, are reported and left alone.
+//!   [`Error::NotRegularFile`](crate::Error::NotRegularFile)). A compaction's leftovers
+//!   are finished as Kafka's `LogLoader` does: a `.cleaned` file is removed, a whole `.swap`
+//!   file replaces the segments it covers (see [`cleaner`] and [`recovery`]).
 //! - No input bytes make logbus panic, loop or read out of bounds; they are typed errors
 //!   ([`Error::Corrupt`](crate::Error::Corrupt) with file and byte position) or
 //!   reported repairs ([`RecoveryReport`]). Files are written only through [`Io`], with
@@ -121,6 +123,7 @@
 //! ```
 
 pub mod checkpoint;
+pub mod cleaner;
 pub mod config;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fault;
@@ -137,6 +140,7 @@ pub mod time_index;
 pub mod varint;
 pub mod verify;
 
+pub use cleaner::{CleanConfig, CleanStats, DirtyInfo};
 pub use config::{LogConfig, LogSetup};
 pub use io::{DirLock, FsIo, Io, IoFile, OpenMode};
 pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, BatchRecord, Header};

@@ -3,5 +3,6 @@
 
 mod persisted_adversarial;
 mod persisted_compression;
+mod persisted_compaction;
 mod persisted_defects;
 mod persisted_offline;

@@ -1,0 +1,394 @@
+//! Log compaction (`CleanupPolicy::Compact`) of persisted topics: the settings, their
+//! validation and persistence, keyless sends refused.
+
+use std::time::Duration;
+
+use logbus::broker::{Broker, CleanupPolicy, TopicConfig};
+use logbus::persist::PersistConfig;
+use logbus::producer::Record;
+use logbus::Error;
+
+fn compacted() -> TopicConfig {
+    TopicConfig::new(2)
+        .cleanup_policy(CleanupPolicy::Compact)
+        .min_cleanable_dirty_ratio(0.25)
+        .delete_retention(Duration::from_secs(7))
+        .min_compaction_lag(Duration::from_millis(1500))
+}
+
+/// The policy and its knobs are written to the topic's metadata: a reopen keeps them.
+#[test]
+fn cleanup_policy_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let broker = Broker::builder()
+            .data_dir(dir.path())
+            .create(true)
+            .open()
+            .unwrap();
+        broker
+            .create_topic::<String, String>("c", compacted().persist(PersistConfig::new()))
+            .unwrap();
+        broker
+            .create_topic::<String, String>(
+                "d",
+                TopicConfig::new(1)
+                    .cleanup_policy(CleanupPolicy::CompactAndDelete)
+                    .retention(Duration::from_secs(60))
+                    .persist(PersistConfig::new()),
+            )
+            .unwrap();
+        broker.close().unwrap();
+    }
+    let broker = Broker::open(dir.path()).unwrap();
+    let _c = broker.topic::<String, String>("c").unwrap();
+    let _d = broker.topic::<String, String>("d").unwrap();
+    let c = broker.describe_topic("c").unwrap().config;
+    assert_eq!(c.cleanup(), CleanupPolicy::Compact);
+    assert_eq!(c.min_dirty_ratio(), 0.25);
+    assert_eq!(c.tombstone_retention(), Duration::from_secs(7));
+    assert_eq!(c.compaction_lag(), Duration::from_millis(1500));
+    let d = broker.describe_topic("d").unwrap().config;
+    assert_eq!(d.cleanup(), CleanupPolicy::CompactAndDelete);
+    assert_eq!(d.retention_age(), Some(Duration::from_secs(60)));
+    broker.close().unwrap();
+}
+
+/// A metadata file written before the policy existed reads as `delete` with Kafka's defaults.
+#[test]
+fn metadata_without_a_policy_reads_as_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let broker = Broker::builder()
+            .data_dir(dir.path())
+            .create(true)
+            .open()
+            .unwrap();
+        broker
+            .create_topic::<String, String>("t", compacted().persist(PersistConfig::new()))
+            .unwrap();
+        broker.close().unwrap();
+    }
+    let path = dir.path().join("t.topic");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Kafka's checkpoint layout: a version line, the entry count, the entries.
+    let kept: Vec<&str> = text
+        .lines()
+        .skip(2)
+        .filter(|l| {
+            ![
+                "cleanup_policy",
+                "min_cleanable",
+                "delete_retention",
+                "min_compaction",
+            ]
+            .iter()
+            .any(|k| l.starts_with(k))
+        })
+        .collect();
+    let version = text.lines().next().unwrap();
+    let old = format!("{version}\n{}\n{}\n", kept.len(), kept.join("\n"));
+    assert_ne!(old, text, "the fields are in the file: {text}");
+    std::fs::write(&path, old).unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    let _t = broker.topic::<String, String>("t").unwrap();
+    let c = broker.describe_topic("t").unwrap().config;
+    assert_eq!(c.cleanup(), CleanupPolicy::Delete);
+    assert_eq!(c.min_dirty_ratio(), 0.5);
+    assert_eq!(c.tombstone_retention(), Duration::from_secs(86_400));
+    broker.close().unwrap();
+}
+
+/// Out-of-range knobs and retention without the delete policy are typed errors.
+#[test]
+fn invalid_compaction_settings_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
+    let refused = |config: TopicConfig, persist: PersistConfig| match broker
+        .create_topic::<String, String>("x", config.persist(persist))
+    {
+        Err(Error::InvalidConfig { name, .. }) => name,
+        other => panic!("expected InvalidConfig, got {:?}", other.map(|_| ())),
+    };
+    let p = PersistConfig::new;
+    assert_eq!(
+        refused(compacted().min_cleanable_dirty_ratio(1.5), p()),
+        "min_cleanable_dirty_ratio"
+    );
+    assert_eq!(
+        refused(compacted().min_cleanable_dirty_ratio(f64::NAN), p()),
+        "min_cleanable_dirty_ratio"
+    );
+    assert_eq!(
+        refused(compacted().retention(Duration::from_secs(1)), p()),
+        "retention"
+    );
+    assert_eq!(
+        refused(compacted(), p().retention_bytes(1 << 20)),
+        "retention_bytes"
+    );
+    assert_eq!(
+        refused(compacted().delete_retention(Duration::MAX), p()),
+        "delete_retention"
+    );
+    broker.close().unwrap();
+    for (builder, name) in [
+        (
+            Broker::builder().log_cleaner_threads(65),
+            "log_cleaner_threads",
+        ),
+        (
+            Broker::builder().log_cleaner_dedupe_buffer_size(10),
+            "log_cleaner_dedupe_buffer_size",
+        ),
+        (
+            Broker::builder().log_cleaner_backoff(Duration::ZERO),
+            "log_cleaner_backoff",
+        ),
+    ] {
+        match builder.data_dir(dir.path()).open() {
+            Err(Error::InvalidConfig { name: n, .. }) => assert_eq!(n, name),
+            other => panic!("expected InvalidConfig, got {:?}", other.map(|_| ())),
+        }
+    }
+}
+
+/// Compaction keeps the latest record per key: a record without one is refused at send,
+/// by every send path, and nothing is appended.
+#[test]
+fn keyless_send_to_a_compacted_topic_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
+    broker
+        .create_topic::<String, String>("c", compacted().persist(PersistConfig::new()))
+        .unwrap();
+    let producer = broker.producer::<String, String>();
+    let err = producer
+        .send(Record::new("c", "v".to_string()))
+        .unwrap_err();
+    assert!(
+        matches!(err.error(), Error::KeyRequired { topic } if topic == "c"),
+        "{err:?}"
+    );
+    let err = producer
+        .send(Record::new("c", "v".to_string()).partition(1))
+        .unwrap_err();
+    assert!(matches!(err.error(), Error::KeyRequired { .. }), "{err:?}");
+    let mut batch = vec![
+        Record::new("c", "v".to_string()).key("k".to_string()),
+        Record::new("c", "w".to_string()),
+    ];
+    let err = producer.send_batch(&mut batch).unwrap_err();
+    assert_eq!(err.sent, 1);
+    assert!(matches!(err.error, Error::KeyRequired { .. }), "{err:?}");
+    let part = producer.partition("c", 0).unwrap();
+    let payload = |key: Option<&str>| logbus::producer::Payload {
+        timestamp: None,
+        key: key.map(str::to_owned),
+        value: "p".to_string(),
+        headers: Default::default(),
+    };
+    let err = part
+        .send_iter([payload(Some("a")), payload(None)])
+        .unwrap_err();
+    assert_eq!(err.sent, 1);
+    assert!(matches!(err.error, Error::KeyRequired { .. }), "{err:?}");
+    producer
+        .send(Record::new("c", "v".to_string()).key("k".to_string()))
+        .unwrap();
+    broker.fsync_and_checkpoint().unwrap();
+    let ends: u64 = broker
+        .describe_topic("c")
+        .unwrap()
+        .partitions
+        .iter()
+        .map(|p| p.log_end)
+        .sum();
+    assert_eq!(ends, 3);
+    broker.close().unwrap();
+}
+
+/// Every record of `t`-0 from `from`, through a consumer (from disk once the ring moved on):
+/// `(offset, key, value)`.
+fn read_from(broker: &Broker, topic: &str, from: u64) -> Vec<(u64, String, String)> {
+    use logbus::broker::TopicPartition;
+    use logbus::consumer::ConsumerConfig;
+    let mut c = broker
+        .consumer::<String, String>(ConsumerConfig::new())
+        .unwrap();
+    c.assign(&[TopicPartition::new(topic, 0)]).unwrap();
+    c.seek(&TopicPartition::new(topic, 0), from).unwrap();
+    let mut got = Vec::new();
+    loop {
+        let records = c.poll(Duration::from_millis(100)).unwrap();
+        if records.is_empty() {
+            return got;
+        }
+        for r in records.iter() {
+            got.push((r.offset, r.key.clone().unwrap(), r.value.clone()));
+        }
+    }
+}
+
+/// The cleaner threads compact a topic while a producer appends and a consumer reads it
+/// from disk: the consumer sees offsets strictly increasing, each record the one sent at its
+/// offset; afterwards every key's latest value is there, in order, and superseded records
+/// went.
+#[test]
+fn cleaner_threads_compact_under_a_producer_and_a_disk_reader() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .log_cleaner_threads(2)
+        .log_cleaner_backoff(Duration::from_millis(5))
+        .open()
+        .unwrap();
+    let config = TopicConfig::new(1)
+        .records_in_memory(16)
+        .cleanup_policy(CleanupPolicy::Compact)
+        .min_cleanable_dirty_ratio(0.01)
+        .persist(PersistConfig::new().segment_bytes(4096));
+    broker.create_topic::<String, String>("kv", config).unwrap();
+    let n: u64 = if cfg!(debug_assertions) {
+        6_000
+    } else {
+        40_000
+    };
+    const KEYS: u64 = 37;
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let producer = s.spawn(|| {
+            let p = broker.producer::<String, String>();
+            for i in 0..n {
+                let v = format!("{i}-{}", "v".repeat((i % 50) as usize));
+                p.send(Record::new("kv", v).key(format!("k{}", i % KEYS)))
+                    .unwrap();
+            }
+            broker.fsync_and_checkpoint().unwrap();
+            done.store(true, Ordering::SeqCst);
+        });
+        let reader = s.spawn(|| {
+            use logbus::broker::TopicPartition;
+            use logbus::consumer::ConsumerConfig;
+            let mut c = broker
+                .consumer::<String, String>(ConsumerConfig::new())
+                .unwrap();
+            c.assign(&[TopicPartition::new("kv", 0)]).unwrap();
+            c.seek(&TopicPartition::new("kv", 0), 0).unwrap();
+            let mut last: Option<u64> = None;
+            let mut seen = 0u64;
+            let mut rounds = 0;
+            loop {
+                let records = c.poll(Duration::from_millis(20)).unwrap();
+                for r in records.iter() {
+                    assert!(
+                        last.map_or(true, |l| r.offset > l),
+                        "offset {} after {last:?}",
+                        r.offset
+                    );
+                    assert!(
+                        r.value.starts_with(&format!("{}-", r.offset)),
+                        "{} at {}",
+                        r.value,
+                        r.offset
+                    );
+                    assert_eq!(
+                        r.key.as_deref(),
+                        Some(format!("k{}", r.offset % KEYS).as_str())
+                    );
+                    last = Some(r.offset);
+                    seen += 1;
+                }
+                if records.is_empty() && done.load(Ordering::SeqCst) {
+                    if last == Some(n - 1) {
+                        break;
+                    }
+                    // Read again from the start now and then: over what the cleaner rewrote.
+                    rounds += 1;
+                    assert!(
+                        rounds < 10_000,
+                        "the reader never reached the end: {last:?}"
+                    );
+                }
+                if seen > 0 && seen % 1_000 == 0 {
+                    c.seek(&TopicPartition::new("kv", 0), 0).unwrap();
+                    last = None;
+                }
+            }
+        });
+        producer.join().unwrap();
+        reader.join().unwrap();
+    });
+    broker.compact_now().unwrap();
+    let info = broker.describe_topic("kv").unwrap().partitions[0];
+    let progress = info
+        .cleaner
+        .expect("a compacted partition has cleaner metrics");
+    assert!(
+        progress.passes > 0 && progress.records_removed > 0,
+        "{progress:?}"
+    );
+    let got = read_from(&broker, "kv", 0);
+    assert!(
+        (got.len() as u64) < n / 2,
+        "little was removed: {}",
+        got.len()
+    );
+    let mut latest = std::collections::HashMap::new();
+    for w in got.windows(2) {
+        assert!(w[0].0 < w[1].0);
+    }
+    for (o, k, v) in &got {
+        assert!(v.starts_with(&format!("{o}-")));
+        latest.insert(k.clone(), *o);
+    }
+    for k in 0..KEYS {
+        let want = (0..n).filter(|i| i % KEYS == k).max().unwrap();
+        assert_eq!(latest.get(&format!("k{k}")), Some(&want), "key k{k}");
+    }
+    broker.close().unwrap();
+    // Reopened, the same.
+    let broker = Broker::open(dir.path()).unwrap();
+    let _t = broker.topic::<String, String>("kv").unwrap();
+    assert_eq!(read_from(&broker, "kv", 0), got);
+    broker.close().unwrap();
+}
+
+/// A replicated persisted topic cannot compact yet: refused, not silently left uncompacted.
+#[test]
+fn a_compacted_replicated_topic_is_refused() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let broker = Broker::builder()
+        .data_dirs(dirs.iter().map(|d| d.path()))
+        .create(true)
+        .open()
+        .unwrap();
+    let refused = broker.create_topic::<String, String>(
+        "r",
+        compacted()
+            .replication_factor(2)
+            .persist(PersistConfig::new()),
+    );
+    assert!(
+        matches!(
+            refused,
+            Err(Error::InvalidConfig {
+                name: "cleanup_policy",
+                ..
+            })
+        ),
+        "{:?}",
+        refused.map(|_| ())
+    );
+    broker.close().unwrap();
+}
