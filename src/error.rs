@@ -132,6 +132,19 @@ pub enum Error {
         max: u64,
     },
 
+    /// A record without a key was sent to a topic whose
+    /// [`CleanupPolicy`](crate::broker::CleanupPolicy) compacts: compaction keeps the latest
+    /// record per key, so every record needs one (Kafka refuses such a record as an invalid
+    /// record). Send the record with a key, or give the topic `CleanupPolicy::Delete`.
+    #[error(
+        "a record without a key cannot be sent to topic {topic:?}: its cleanup policy \
+         compacts, and compaction keeps the latest record per key (send it with a key)"
+    )]
+    KeyRequired {
+        /// The compacted topic.
+        topic: String,
+    },
+
     /// A batch to append holds no record (a log's batches hold at least one).
     #[error(
         "cannot append an empty record batch (recordsCount {records_count}, lastOffsetDelta \

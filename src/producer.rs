@@ -691,7 +691,8 @@ where
                 & cached.is_named(&r.topic);
             timeless |= r.timestamp.is_none();
         }
-        if !fits || cached.topic.is_deleted() {
+        // A compacted topic refuses keyless records: the general path says so.
+        if !fits || cached.topic.is_deleted() || cached.topic.compacts() {
             return 0;
         }
         cached.refresh();
@@ -1184,6 +1185,9 @@ where
         count: u32,
         scratch: &mut Vec<u8>,
     ) -> Result<u32> {
+        if record.key.is_none() && cached.topic.compacts() {
+            return Err(key_required(&cached.topic.name));
+        }
         // The common cases inline: an explicit partition in range; sticky batches for a
         // record without key under the default partitioner.
         match record.partition {
@@ -1251,5 +1255,13 @@ where
             return Ok(partition_for_key(scratch, count));
         }
         Ok(self.sticky(cached, count))
+    }
+}
+
+/// A keyless record sent to a compacted topic.
+#[cold]
+pub(crate) fn key_required(topic: &str) -> Error {
+    Error::KeyRequired {
+        topic: topic.to_owned(),
     }
 }

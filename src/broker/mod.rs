@@ -50,7 +50,8 @@ pub use builder::BrokerBuilder;
 use builder::{millis, DEFAULT_EMPTY_GROUP_TIMEOUT};
 pub(crate) use config::{check_partition_count, validate_kafka_topic_name};
 pub use config::{
-    validate_topic_name, Overflow, TopicConfig, KAFKA_MAX_TOPIC_NAME_LEN, MAX_PARTITIONS,
+    validate_topic_name, CleanupPolicy, Overflow, TopicConfig, DEFAULT_DELETE_RETENTION,
+    DEFAULT_MIN_CLEANABLE_DIRTY_RATIO, KAFKA_MAX_TOPIC_NAME_LEN, MAX_PARTITIONS,
     MAX_RECORDS_IN_MEMORY, MAX_REPLICATION_FACTOR, MAX_TOPIC_NAME_LEN,
 };
 pub use topic::Topic;

@@ -173,6 +173,34 @@ impl BrokerBuilder {
         self
     }
 
+    /// The log cleaner's threads, which compact the persisted topics whose
+    /// [`CleanupPolicy`](crate::broker::CleanupPolicy) compacts (Kafka's
+    /// `log.cleaner.threads`; 1 by default, at most
+    /// [`MAX_LOG_CLEANER_THREADS`](crate::persist::MAX_LOG_CLEANER_THREADS); 0: no cleaner,
+    /// the logs grow until `logbus compact` cleans them offline). The threads belong
+    /// to the broker: [`Broker::close`] and the broker's drop stop and join them.
+    pub fn log_cleaner_threads(mut self, threads: usize) -> Self {
+        self.persist.cleaner_threads = threads;
+        self
+    }
+
+    /// The memory of each cleaner thread's map of keys to their latest offsets (Kafka's
+    /// `log.cleaner.dedupe.buffer.size`; 32 MiB by default, at least
+    /// [`MIN_DEDUPE_BUFFER_SIZE`](crate::persist::MIN_DEDUPE_BUFFER_SIZE)). Each key takes
+    /// 24 bytes of it at a load of 0.9; a pass whose dirty section holds more keys cleans
+    /// up to where the map filled, and the next pass goes on from there.
+    pub fn log_cleaner_dedupe_buffer_size(mut self, bytes: usize) -> Self {
+        self.persist.dedupe_buffer_size = bytes;
+        self
+    }
+
+    /// How long a cleaner thread waits when no log is dirty enough (Kafka's
+    /// `log.cleaner.backoff.ms`; 15 s by default, on the wall clock).
+    pub fn log_cleaner_backoff(mut self, backoff: Duration) -> Self {
+        self.persist.cleaner_backoff = backoff;
+        self
+    }
+
     /// Whether [`open`](Self::open) starts a persisted partition whose directory is missing
     /// empty (`false` by default: the open fails with [`Error::PartitionDirMissing`], since
     /// the partition's records are lost). With `true` the loss is accepted and reported:
@@ -226,6 +254,7 @@ impl BrokerBuilder {
         if self.persist.no_dirs {
             return Err(crate::persist::no_data_dirs());
         }
+        self.persist.validate_cleaner()?;
         let Some(dir) = self.persist.dir.clone() else {
             return Err(Error::InvalidConfig {
                 name: "data_dir",
@@ -326,6 +355,7 @@ impl Broker {
     {
         super::validate_topic_name(name)?;
         persist.validate()?;
+        persist.validate_with(&config)?;
         if config.replicas_per_partition() > 1 {
             self.data_or_err()?;
             return create_replicated(self, name, config, persist);

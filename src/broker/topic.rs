@@ -51,6 +51,12 @@ pub(crate) trait TopicStore<K, V>: Send + Sync {
 }
 
 impl<K, V> TopicInner<K, V> {
+    /// Whether the topic's cleanup policy compacts (its records need keys).
+    #[inline]
+    pub(crate) fn compacts(&self) -> bool {
+        self.config.cleanup_policy.compacts()
+    }
+
     /// A topic of the given partitions (all notifying `arrivals`).
     pub(crate) fn new(
         name: &str,

@@ -44,6 +44,86 @@ pub enum Overflow {
     DropOldest,
 }
 
+/// What happens to a persisted topic's old records (Kafka's `cleanup.policy`).
+///
+/// [`Delete`](Self::Delete) is the retention logbus always had: segments older than
+/// [`TopicConfig::retention`] (or beyond `PersistConfig::retention_bytes`) are deleted.
+/// [`Compact`](Self::Compact) keeps, per key, the latest record (Kafka's log compaction): the
+/// broker's log cleaner threads rewrite the log's closed segments without the records a
+/// later record of the same key replaced; offsets never change, so a compacted log has gaps,
+/// and a consumer moves on to the next offset present. A record with a null value (a
+/// tombstone, a send with `Option<V>` set to `None`... any record whose value encodes to
+/// nothing) deletes its key: it is kept for [`TopicConfig::delete_retention`] after its
+/// segment was first cleaned, so that consumers see the deletion, then dropped.
+/// [`CompactAndDelete`](Self::CompactAndDelete) does both.
+///
+/// Compaction needs keys: on a topic whose policy compacts, a send without a key is refused
+/// with [`Error::KeyRequired`] (Kafka refuses it too). Compaction applies to persisted topics;
+/// an in-memory topic keeps its ring (its records still need keys).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use logbus::broker::{CleanupPolicy, TopicConfig};
+///
+/// let config = TopicConfig::new(1)
+///     .cleanup_policy(CleanupPolicy::Compact)
+///     .min_cleanable_dirty_ratio(0.25)
+///     .delete_retention(Duration::from_secs(3600))
+///     .min_compaction_lag(Duration::from_secs(60));
+/// assert_eq!(config.cleanup(), CleanupPolicy::Compact);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum CleanupPolicy {
+    /// Retention by age and size only (Kafka's `delete`, the default).
+    #[default]
+    Delete,
+    /// Log compaction only: the latest record per key stays whatever its age (Kafka's
+    /// `compact`); [`TopicConfig::retention`] and `retention_bytes` are refused with it.
+    Compact,
+    /// Compaction, and retention by age and size (Kafka's `compact,delete`).
+    CompactAndDelete,
+}
+
+impl CleanupPolicy {
+    /// Whether the log cleaner compacts the topic.
+    pub const fn compacts(self) -> bool {
+        matches!(self, Self::Compact | Self::CompactAndDelete)
+    }
+
+    /// Whether retention deletes old segments.
+    pub const fn deletes(self) -> bool {
+        matches!(self, Self::Delete | Self::CompactAndDelete)
+    }
+
+    /// Kafka's name of the policy (`delete`, `compact`, `compact,delete`), as stored in the
+    /// topic's metadata.
+    pub const fn kafka_name(self) -> &'static str {
+        match self {
+            Self::Delete => "delete",
+            Self::Compact => "compact",
+            Self::CompactAndDelete => "compact,delete",
+        }
+    }
+
+    /// The policy of a Kafka name (either order of `compact,delete`); `None` for another.
+    pub fn from_kafka_name(name: &str) -> Option<Self> {
+        match name {
+            "delete" => Some(Self::Delete),
+            "compact" => Some(Self::Compact),
+            "compact,delete" | "delete,compact" => Some(Self::CompactAndDelete),
+            _ => None,
+        }
+    }
+}
+
+/// The default [`TopicConfig::min_cleanable_dirty_ratio`] (Kafka's).
+pub const DEFAULT_MIN_CLEANABLE_DIRTY_RATIO: f64 = 0.5;
+/// The default [`TopicConfig::delete_retention`] (Kafka's `delete.retention.ms`, one day).
+pub const DEFAULT_DELETE_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
 /// How a topic is shaped.
 ///
 /// # Examples
@@ -68,6 +148,11 @@ pub struct TopicConfig {
     pub(crate) min_insync_replicas: u32,
     pub(crate) unclean_leader_election: bool,
     pub(crate) replica_lag_time_max: Duration,
+    pub(crate) cleanup_policy: CleanupPolicy,
+    /// `f64::to_bits` of the ratio, so that the config stays `Eq`.
+    pub(crate) min_cleanable_dirty_ratio_bits: u64,
+    pub(crate) delete_retention: Duration,
+    pub(crate) min_compaction_lag: Duration,
 }
 
 /// The most replicas a partition may have.
@@ -86,7 +171,64 @@ impl TopicConfig {
             min_insync_replicas: 1,
             unclean_leader_election: false,
             replica_lag_time_max: Duration::from_secs(30),
+            cleanup_policy: CleanupPolicy::Delete,
+            min_cleanable_dirty_ratio_bits: DEFAULT_MIN_CLEANABLE_DIRTY_RATIO.to_bits(),
+            delete_retention: DEFAULT_DELETE_RETENTION,
+            min_compaction_lag: Duration::ZERO,
         }
+    }
+
+    /// What happens to old records (Kafka's `cleanup.policy`; [`CleanupPolicy::Delete`] by
+    /// default). A compacting policy needs a persisted topic's log to act on, and keys on
+    /// every record sent (see [`CleanupPolicy`]).
+    pub const fn cleanup_policy(mut self, policy: CleanupPolicy) -> Self {
+        self.cleanup_policy = policy;
+        self
+    }
+
+    /// How dirty a log must be before the cleaner takes it: the bytes of its segments not
+    /// yet cleaned over the bytes of its closed segments (Kafka's
+    /// `min.cleanable.dirty.ratio`; 0 to 1, 0.5 by default). The cleaner takes the dirtiest
+    /// log above its ratio first.
+    pub const fn min_cleanable_dirty_ratio(mut self, ratio: f64) -> Self {
+        self.min_cleanable_dirty_ratio_bits = ratio.to_bits();
+        self
+    }
+
+    /// How long a tombstone (a record with a null value) stays after its segment was first
+    /// cleaned, so that a consumer reading behind sees the deletion (Kafka's
+    /// `delete.retention.ms`; one day by default, on the broker's clock).
+    pub const fn delete_retention(mut self, age: Duration) -> Self {
+        self.delete_retention = age;
+        self
+    }
+
+    /// The youngest a record may be (by its timestamp, against the broker's clock) and
+    /// still be compacted away: younger records, and everything after them, stay as they are
+    /// (Kafka's `min.compaction.lag.ms`; 0 by default).
+    pub const fn min_compaction_lag(mut self, lag: Duration) -> Self {
+        self.min_compaction_lag = lag;
+        self
+    }
+
+    /// The cleanup policy.
+    pub const fn cleanup(&self) -> CleanupPolicy {
+        self.cleanup_policy
+    }
+
+    /// `min_cleanable_dirty_ratio`.
+    pub const fn min_dirty_ratio(&self) -> f64 {
+        f64::from_bits(self.min_cleanable_dirty_ratio_bits)
+    }
+
+    /// `delete_retention`.
+    pub const fn tombstone_retention(&self) -> Duration {
+        self.delete_retention
+    }
+
+    /// `min_compaction_lag`.
+    pub const fn compaction_lag(&self) -> Duration {
+        self.min_compaction_lag
     }
 
     /// Replicas per partition (Kafka's `replication.factor`; 1 to
@@ -220,6 +362,38 @@ impl TopicConfig {
                 valid: "a positive duration".into(),
             });
         }
+        let ratio = self.min_dirty_ratio();
+        if !(0.0..=1.0).contains(&ratio) {
+            return Err(Error::InvalidConfig {
+                name: "min_cleanable_dirty_ratio",
+                value: ratio.to_string(),
+                valid: "a ratio from 0 to 1".into(),
+            });
+        }
+        // Both are stored in milliseconds, as Kafka's `.ms` settings.
+        for (name, d) in [
+            ("delete_retention", self.delete_retention),
+            ("min_compaction_lag", self.min_compaction_lag),
+        ] {
+            if d.as_millis() > MAX_TIMESTAMP_MS {
+                return Err(Error::InvalidConfig {
+                    name,
+                    value: format!("{d:?}"),
+                    valid: format!("at most {MAX_TIMESTAMP_MS} ms"),
+                });
+            }
+        }
+        if self.cleanup_policy == CleanupPolicy::Compact {
+            if let Some(r) = self.retention {
+                return Err(Error::InvalidConfig {
+                    name: "retention",
+                    value: format!("{r:?}"),
+                    valid: "no retention limit with CleanupPolicy::Compact (retention \
+                            deletes: use CleanupPolicy::CompactAndDelete for both)"
+                        .into(),
+                });
+            }
+        }
         Ok(())
     }
 
@@ -233,6 +407,9 @@ impl TopicConfig {
         }
     }
 }
+
+/// The longest duration a millisecond setting takes: Kafka's largest timestamp.
+const MAX_TIMESTAMP_MS: u128 = (1 << 62) - 1;
 
 pub(crate) fn check_partition_count(n: u32) -> Result<()> {
     if !(1..=MAX_PARTITIONS).contains(&n) {

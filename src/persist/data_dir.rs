@@ -74,7 +74,7 @@ use super::log::LogCell;
 use super::{io_err, DataDirConfig, FlushPolicy, PersistConfig};
 use crate::clock::Clock;
 use crate::codec::Codec;
-use crate::partition::topic_config::{validate_kafka_topic_name, TopicConfig};
+use crate::partition::topic_config::{validate_kafka_topic_name, CleanupPolicy, TopicConfig};
 use crate::storage::checkpoint::{self, CheckpointEntry, TopicPartitionOffset};
 use crate::storage::{
     Checkpoints, DirLock, FsIo, Io, LogConfig, LogSetup, RecoveryReport, SegmentSet,
@@ -217,6 +217,12 @@ pub(crate) struct TopicMeta {
     pub(crate) records_in_memory: usize,
     pub(crate) retention_ms: i64,
     pub(crate) persist: PersistConfig,
+    /// Kafka's `cleanup.policy` and the compaction settings; a file written before they
+    /// existed reads as `delete` with Kafka's defaults.
+    pub(crate) cleanup: CleanupPolicy,
+    pub(crate) min_cleanable_dirty_ratio: f64,
+    pub(crate) delete_retention_ms: u64,
+    pub(crate) min_compaction_lag_ms: u64,
 }
 
 impl TopicMeta {
@@ -236,6 +242,12 @@ impl TopicMeta {
                 .retention_age()
                 .map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
             persist,
+            cleanup: config.cleanup(),
+            min_cleanable_dirty_ratio: config.min_dirty_ratio(),
+            delete_retention_ms: u64::try_from(config.tombstone_retention().as_millis())
+                .unwrap_or(u64::MAX),
+            min_compaction_lag_ms: u64::try_from(config.compaction_lag().as_millis())
+                .unwrap_or(u64::MAX),
         }
     }
 
@@ -261,6 +273,16 @@ impl TopicMeta {
             ("segment_bytes", p.segment_bytes.to_string()),
             ("max_message_bytes", p.max_message_bytes.to_string()),
             ("flush", flush),
+            ("cleanup_policy", self.cleanup.kafka_name().to_owned()),
+            (
+                "min_cleanable_dirty_ratio",
+                self.min_cleanable_dirty_ratio.to_string(),
+            ),
+            ("delete_retention_ms", self.delete_retention_ms.to_string()),
+            (
+                "min_compaction_lag_ms",
+                self.min_compaction_lag_ms.to_string(),
+            ),
         ]
         .into_iter()
         .map(|(k, v)| MetaLine(k.into(), v))
@@ -295,7 +317,28 @@ impl TopicMeta {
         if retention_bytes >= 0 {
             persist = persist.retention_bytes(retention_bytes as u64);
         }
+        let cleanup = match map.get("cleanup_policy") {
+            None => CleanupPolicy::Delete,
+            Some(p) => CleanupPolicy::from_kafka_name(p).ok_or_else(|| bad("cleanup_policy"))?,
+        };
+        let defaults = TopicConfig::new(1);
+        let min_cleanable_dirty_ratio = match map.get("min_cleanable_dirty_ratio") {
+            None => defaults.min_dirty_ratio(),
+            Some(r) => r
+                .parse::<f64>()
+                .map_err(|_| bad("min_cleanable_dirty_ratio"))?,
+        };
+        let ms_or = |k: &str, default: Duration| -> Result<u64> {
+            match map.get(k) {
+                None => Ok(u64::try_from(default.as_millis()).unwrap_or(u64::MAX)),
+                Some(v) => v.parse::<u64>().map_err(|_| bad(k)),
+            }
+        };
         let meta = TopicMeta {
+            cleanup,
+            min_cleanable_dirty_ratio,
+            delete_retention_ms: ms_or("delete_retention_ms", defaults.tombstone_retention())?,
+            min_compaction_lag_ms: ms_or("min_compaction_lag_ms", defaults.compaction_lag())?,
             name: name.to_owned(),
             partitions: u32::try_from(num("partitions")?).map_err(|_| bad("partitions"))?,
             key_type: get("key_type")?,
@@ -309,6 +352,7 @@ impl TopicMeta {
         meta.topic_config()
             .validate()
             .and_then(|()| meta.persist.validate())
+            .and_then(|()| meta.persist.validate_with(&meta.topic_config()))
             .map_err(|e| Error::InvalidCheckpoint {
                 file: path.to_path_buf(),
                 line: 0,
@@ -318,7 +362,12 @@ impl TopicMeta {
     }
 
     pub(crate) fn topic_config(&self) -> TopicConfig {
-        let mut c = TopicConfig::new(self.partitions).records_in_memory(self.records_in_memory);
+        let mut c = TopicConfig::new(self.partitions)
+            .records_in_memory(self.records_in_memory)
+            .cleanup_policy(self.cleanup)
+            .min_cleanable_dirty_ratio(self.min_cleanable_dirty_ratio)
+            .delete_retention(Duration::from_millis(self.delete_retention_ms))
+            .min_compaction_lag(Duration::from_millis(self.min_compaction_lag_ms));
         if self.retention_ms > 0 {
             c = c.retention(Duration::from_millis(self.retention_ms as u64));
         }

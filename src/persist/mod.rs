@@ -85,7 +85,7 @@ pub(crate) use data_dir::{plan_markers, BrokerClock, DataDir, MarkerConfig, Meta
 
 use std::path::Path;
 
-use crate::partition::topic_config::TopicConfig;
+use crate::partition::topic_config::{CleanupPolicy, TopicConfig};
 use crate::storage::Io;
 use crate::{Error, Result};
 
@@ -192,6 +192,23 @@ impl PersistConfig {
     /// The flush policy.
     pub const fn flush_policy(&self) -> FlushPolicy {
         self.flush
+    }
+
+    /// The settings of both halves that only fit together: size retention deletes, so a
+    /// topic that only compacts refuses it.
+    pub(crate) fn validate_with(&self, topic: &TopicConfig) -> Result<()> {
+        if topic.cleanup() == CleanupPolicy::Compact {
+            if let Some(b) = self.retention_bytes {
+                return Err(Error::InvalidConfig {
+                    name: "retention_bytes",
+                    value: b.to_string(),
+                    valid: "no size limit with CleanupPolicy::Compact (retention deletes: use \
+                            CleanupPolicy::CompactAndDelete for both)"
+                        .into(),
+                });
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
@@ -311,6 +328,47 @@ pub(crate) struct DataDirConfig {
     pub(crate) one_of_set: bool,
     /// `data_dirs` was given an empty list: a directory was meant, none named.
     pub(crate) no_dirs: bool,
+    /// The log cleaner's threads (Kafka's `log.cleaner.threads`).
+    pub(crate) cleaner_threads: usize,
+    /// The memory of each cleaner thread's key → offset map (Kafka's
+    /// `log.cleaner.dedupe.buffer.size`, shared by its threads there).
+    pub(crate) dedupe_buffer_size: usize,
+    /// How long a cleaner thread sleeps when no log is dirty enough (Kafka's
+    /// `log.cleaner.backoff.ms`).
+    pub(crate) cleaner_backoff: Duration,
+}
+
+/// The smallest `log_cleaner_dedupe_buffer_size`: room for a few thousand keys.
+pub const MIN_DEDUPE_BUFFER_SIZE: usize = 64 << 10;
+/// The most `log_cleaner_threads`.
+pub const MAX_LOG_CLEANER_THREADS: usize = 64;
+
+impl DataDirConfig {
+    /// The cleaner's settings, as `BrokerBuilder::open` accepts them.
+    pub(crate) fn validate_cleaner(&self) -> Result<()> {
+        if self.cleaner_threads > MAX_LOG_CLEANER_THREADS {
+            return Err(Error::InvalidConfig {
+                name: "log_cleaner_threads",
+                value: self.cleaner_threads.to_string(),
+                valid: format!("0 (no cleaner) to {MAX_LOG_CLEANER_THREADS}"),
+            });
+        }
+        if self.dedupe_buffer_size < MIN_DEDUPE_BUFFER_SIZE {
+            return Err(Error::InvalidConfig {
+                name: "log_cleaner_dedupe_buffer_size",
+                value: self.dedupe_buffer_size.to_string(),
+                valid: format!("at least {MIN_DEDUPE_BUFFER_SIZE} bytes"),
+            });
+        }
+        if self.cleaner_backoff.is_zero() {
+            return Err(Error::InvalidConfig {
+                name: "log_cleaner_backoff",
+                value: "0s".into(),
+                valid: "a positive duration".into(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// [`BrokerBuilder::data_dirs`](crate::broker::BrokerBuilder::data_dirs) given an empty list: refused rather than built in memory.
@@ -335,6 +393,9 @@ impl Default for DataDirConfig {
             replace_lost: false,
             one_of_set: false,
             no_dirs: false,
+            cleaner_threads: 1,
+            dedupe_buffer_size: 32 << 20,
+            cleaner_backoff: Duration::from_secs(15),
         }
     }
 }

@@ -233,11 +233,13 @@ where
         let failed = |sent, error| ProduceBatchError { sent, error };
         // The iterator is user code: it runs with no lock held (it may use this producer);
         // the producer's lock is taken per run, to append it.
-        let mut run = {
+        let (mut run, compacts) = {
             let mut state = self.state.lock();
-            self.destination(&mut state, topic, partition)
+            let t = self
+                .destination(&mut state, topic, partition)
                 .map_err(|e| failed(0, e))?;
-            std::mem::take(&mut state.run)
+            let compacts = state.topics[t].topic.compacts();
+            (std::mem::take(&mut state.run), compacts)
         };
         run.clear();
         let mut records = records.into_iter();
@@ -246,6 +248,10 @@ where
             let mut now = None;
             let mut bad = None;
             for p in records.by_ref() {
+                if p.key.is_none() && compacts {
+                    bad = Some(super::key_required(topic));
+                    break;
+                }
                 let timestamp = match p.timestamp {
                     Some(ts) if !valid_timestamp(ts) => {
                         bad = Some(Error::InvalidTimestamp {
@@ -327,6 +333,10 @@ where
             .destination(&mut state, topic, partition)
             .map_err(|e| failed(0, e))?;
         let cached = &mut state.topics[t];
+        // Its records have no keys.
+        if cached.topic.compacts() && !records.is_empty() {
+            return Err(failed(0, super::key_required(topic)));
+        }
         let (mut sent, mut done) =
             cached.appenders[partition as usize].append_copied(&records[..good], AppendWait::No);
         if let Err(AppendError::Full) = done {

@@ -2,5 +2,6 @@
 //! tests are in `tests/crash/`): one test binary, a module per former file.
 
 mod persisted_adversarial;
+mod persisted_compaction;
 mod persisted_defects;
 mod persisted_offline;
