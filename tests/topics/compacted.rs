@@ -187,12 +187,12 @@ proptest! {
 }
 
 
-/// Stress (module docs): 4 producers, each with its own 40 keys over 3 partitions of a
+/// Stress (module docs): 4 producers, each with its own 200 keys over 3 partitions of a
 /// 64-record ring, and 3 readers replaying from 0 while they send.
 #[test]
 fn replays_racing_overwrites_read_every_latest_value_once_in_order() {
     const PRODUCERS: u64 = 4;
-    const KEYS: u64 = 40;
+    const KEYS: u64 = 200;
     const PARTITIONS: u32 = 3;
     let sends: u64 = if cfg!(debug_assertions) { 30_000 } else { 200_000 };
     let broker = Broker::in_memory();
