@@ -55,7 +55,7 @@ use logbus::Error;
 #[command(
     name = "logbus",
     version,
-    about = "Dump and verify partition directories in Kafka's segment format; describe a data directory"
+    about = "Dump and verify partition directories in Kafka's segment format; describe and compact a data directory"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -96,6 +96,13 @@ enum Command {
     /// List a broker's data directory (not in use): topics, partitions with log start and
     /// log end, groups with committed offsets and lag.
     Describe {
+        /// The data directory.
+        path: PathBuf,
+    },
+    /// Run the log cleaner offline over a data directory (not in use): one cleaning pass over
+    /// every dirty partition of the topics whose cleanup policy compacts, whatever their
+    /// min_cleanable_dirty_ratio. Prints what was removed and each partition's progress.
+    Compact {
         /// The data directory.
         path: PathBuf,
     },
@@ -151,6 +158,7 @@ fn main() -> ExitCode {
             max_batch_bytes,
         } => verify(&mut out, path, *allow_gaps, *max_batch_bytes),
         Command::Describe { path } => describe(&mut out, path),
+        Command::Compact { path } => compact(&mut out, path),
         #[cfg(feature = "kafka")]
         Command::Export(args) => kafka::export(&mut out, args),
         #[cfg(feature = "kafka")]
@@ -212,6 +220,9 @@ fn describe(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
                 out,
                 "\tPartition: {p}\tLogStartOffset: {start}\tLogEndOffset: {end}"
             )?;
+            if let Some((_, _, c)) = d.cleaner.iter().find(|c| c.0 == *name && c.1 == *p) {
+                writeln!(out, "\tPartition: {p}\t{}", cleaner_line(c))?;
+            }
         }
     }
     let ids = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
@@ -261,6 +272,59 @@ fn describe(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
             "Group: {group}\tTopic: {topic}\tPartition: {p}\tCommitted: {offset}\tLogEndOffset: {end}\tLag: {}",
             end.saturating_sub(*offset)
         )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A compacted partition's cleaner progress, one line.
+fn cleaner_line(c: &logbus::persist::CleanerProgress) -> String {
+    format!(
+        "Cleaner: FirstDirtyOffset: {}\tDirtyRatio: {:.3}\tCleanBytes: {}\tDirtyBytes: {}",
+        c.first_dirty,
+        c.dirty_ratio(),
+        c.clean_bytes,
+        c.dirty_bytes
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// compact
+
+fn compact(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
+    if !path.is_dir() {
+        return Err(Failure::Input(Error::Io {
+            context: format!("opening data directory {}", path.display()),
+            source: io::Error::new(io::ErrorKind::NotFound, "not a directory"),
+        }));
+    }
+    let (stats, progress) = match logbus::persist::compact_data_dir(path) {
+        Ok(done) => done,
+        Err(Error::DirectoryLocked { dir, lock_file }) => {
+            eprintln!(
+                "logbus: {} is in use (locked through {}): a running broker compacts its own \
+                 topics (its log cleaner threads, or Broker::compact_now); stop it to compact \
+                 offline",
+                dir.display(),
+                lock_file.display()
+            );
+            return Ok(ExitCode::from(2));
+        }
+        Err(e) => return Err(Failure::Input(e)),
+    };
+    writeln!(
+        out,
+        "Compacted {}\tSegmentsCleaned: {}\tRecordsRead: {}\tRecordsRemoved: {}\t\
+         TombstonesRemoved: {}\tBytesRead: {}\tBytesWritten: {}",
+        path.display(),
+        stats.segments_cleaned,
+        stats.records_read,
+        stats.records_removed,
+        stats.tombstones_removed,
+        stats.bytes_read,
+        stats.bytes_written
+    )?;
+    for (topic, p, c) in &progress {
+        writeln!(out, "Topic: {topic}\tPartition: {p}\t{}", cleaner_line(c))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -393,6 +393,23 @@ impl Broker {
         self.data().map(|d| d.clamped()).unwrap_or_default()
     }
 
+    /// Runs the log cleaner now, on this thread: passes over every dirty partition of the
+    /// persisted topics whose [`CleanupPolicy`](crate::broker::CleanupPolicy) compacts,
+    /// whatever its `min_cleanable_dirty_ratio` (the cleaner threads wait for the ratio),
+    /// until none is dirty. Returns the passes' totals. The active segment and segments
+    /// holding records younger than `min_compaction_lag` are never cleaned.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] on a broker without a data directory, [`Error::Closed`]
+    /// once closed; the first pass's error (an I/O error in a swap takes that partition
+    /// offline, as a failed write does).
+    pub fn compact_now(&self) -> Result<crate::storage::CleanStats> {
+        let data = self.data_or_err()?;
+        data.check_open()?;
+        data.compact_all()
+    }
+
     /// Fsyncs every persisted topic (every record sent before the call becomes durable) and
     /// writes the committed offsets' checkpoint. Safe to call from many threads, and while the background
     /// thread checkpoints: every writer of a checkpoint file is serialised (each replace is

@@ -37,6 +37,10 @@ pub struct PartitionInfo {
     /// 0 for other topics: `DropOldest` drops by design, persisted and replicated topics
     /// keep records on disk.
     pub overwritten_unread: u64,
+    /// A persisted topic whose [`CleanupPolicy`](super::CleanupPolicy) compacts: the log
+    /// cleaner's progress on this partition (first dirty offset, dirty ratio, passes, records
+    /// and bytes removed); `None` for other topics.
+    pub cleaner: Option<crate::persist::CleanerProgress>,
     /// An in-memory compacted topic's partition
     /// ([`Broker::create_compacted_topic`]): what it keeps beyond its ring. `None` for
     /// other topics.
@@ -588,6 +592,7 @@ impl Broker {
                         dropped: c.dropped,
                         unkeyed: c.unkeyed,
                     }),
+                    cleaner: self.data().and_then(|d| d.cleaner_progress(name, p)),
                 })
             })
             .collect::<Result<Vec<_>>>()?;

@@ -467,6 +467,7 @@ impl KafkaBroker {
                     records_in_memory: high - low,
                     overwritten_unread: 0,
                     compacted: None,
+                    cleaner: None,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

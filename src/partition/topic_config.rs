@@ -52,9 +52,10 @@ pub enum Overflow {
 /// broker's log cleaner threads rewrite the log's closed segments without the records a
 /// later record of the same key replaced; offsets never change, so a compacted log has gaps,
 /// and a consumer moves on to the next offset present. A record with a null value (a
-/// tombstone, a send with `Option<V>` set to `None`... any record whose value encodes to
-/// nothing) deletes its key: it is kept for [`TopicConfig::delete_retention`] after its
-/// segment was first cleaned, so that consumers see the deletion, then dropped.
+/// tombstone, as Kafka's producers write them; logbus's typed sends always carry a value)
+/// deletes its key: it is kept until it is older than [`TopicConfig::delete_retention`] (by
+/// its timestamp, on the broker's clock), so that consumers reading behind see the deletion,
+/// then dropped by the next pass.
 /// [`CompactAndDelete`](Self::CompactAndDelete) does both.
 ///
 /// Compaction needs keys: on a topic whose policy compacts, a send without a key is refused
@@ -207,9 +208,9 @@ impl TopicConfig {
         self
     }
 
-    /// How long a tombstone (a record with a null value) stays after its segment was first
-    /// cleaned, so that a consumer reading behind sees the deletion (Kafka's
-    /// `delete.retention.ms`; one day by default, on the broker's clock).
+    /// How long a tombstone (a record with a null value) stays, by its timestamp against the
+    /// broker's clock, so that a consumer reading behind sees the deletion (Kafka's
+    /// `delete.retention.ms`; one day by default).
     pub const fn delete_retention(mut self, age: Duration) -> Self {
         self.delete_retention = age;
         self

@@ -64,8 +64,11 @@ use std::time::Duration;
 
 use rayon::prelude::*;
 
+mod cleaner;
 mod marker;
 mod topics;
+
+pub use cleaner::CleanerProgress;
 
 pub(crate) use marker::{plan as plan_markers, MarkerConfig};
 pub use marker::{read_dir_marker, DataDirMarker};
@@ -91,6 +94,16 @@ const LOG_STARTS: &str = "log-start-offset-checkpoint";
 const OFFSETS: &str = "consumer-offsets-checkpoint";
 const CLEAN: &str = ".logbus_cleanshutdown";
 const TOPIC_SUFFIX: &str = ".topic";
+/// Kafka's file of each compacted partition's first dirty offset.
+const CLEANER_OFFSETS: &str = "cleaner-offset-checkpoint";
+
+/// The log cleaner's bookkeeping (see `data_dir/cleaner.rs`).
+#[derive(Debug, Default)]
+struct CleanerState {
+    progress: Mutex<BTreeMap<(String, u32), CleanerProgress>>,
+    /// Partitions a cleaner thread is cleaning.
+    in_progress: Mutex<std::collections::BTreeSet<(String, u32)>>,
+}
 
 /// The broker's clock (a std `Arc`) as the storage layer takes clocks (`sync::Arc`, which
 /// is loom's under `logbus_loom`).
@@ -423,6 +436,10 @@ pub(crate) struct DataDir {
     /// is in `metas`, but it is not registered yet, so it is hidden (taken after `metas`).
     pub(crate) creating: Mutex<Option<String>>,
     background: Mutex<Option<JoinHandle<()>>>,
+    /// The log cleaner threads (`BrokerBuilder::log_cleaner_threads`), joined with
+    /// `background`.
+    cleaners: Mutex<Vec<JoinHandle<()>>>,
+    cleaner: CleanerState,
     /// Held by every writer of the directory's checkpoint files (consumer offsets, recovery
     /// points, log starts) from its snapshot to its rename, as Kafka serialises its
     /// checkpoint writers: each file's writers share its temp file, and a snapshot must
@@ -557,7 +574,7 @@ impl DataDir {
         for g in checkpoint::read::<GroupOffset>(&*io, &offsets_path)?.unwrap_or_default() {
             loaded.insert((g.0, g.1.topic, g.1.partition), g.1.offset);
         }
-        Ok(Arc::new(DataDir {
+        let data = Arc::new(DataDir {
             dir,
             io,
             options,
@@ -572,12 +589,16 @@ impl DataDir {
             opening: Mutex::new(()),
             creating: Mutex::new(None),
             background: Mutex::new(None),
+            cleaners: Mutex::new(Vec::new()),
+            cleaner: CleanerState::default(),
             checkpointing: Mutex::new(()),
             stop: AtomicBool::new(false),
             stop_wait: WaitSet::new(),
             closed: AtomicBool::new(false),
             replaced: Mutex::new(Vec::new()),
-        }))
+        });
+        data.read_cleaner_checkpoint()?;
+        Ok(data)
     }
 
     pub(crate) fn start_background(self: &Arc<Self>) -> Result<()> {
@@ -585,6 +606,13 @@ impl DataDir {
         let handle = thread::spawn_named("logbus-retention".into(), move || me.background())
             .map_err(|e| Error::io("spawning the retention thread", e))?;
         *self.background.lock() = Some(handle);
+        for i in 0..self.options.cleaner_threads {
+            let me = Arc::clone(self);
+            let handle =
+                thread::spawn_named(format!("logbus-cleaner-{i}"), move || me.cleaner_thread())
+                    .map_err(|e| Error::io("spawning a log cleaner thread", e))?;
+            self.cleaners.lock().push(handle);
+        }
         Ok(())
     }
 
@@ -778,6 +806,10 @@ impl DataDir {
         if let Some(h) = self.background.lock().take() {
             let _ = h.join();
         }
+        let cleaners = std::mem::take(&mut *self.cleaners.lock());
+        for h in cleaners {
+            let _ = h.join();
+        }
     }
 
     pub(crate) fn sync_all(&self) -> Result<()> {
@@ -932,6 +964,9 @@ pub type PartitionRow = (String, u32, u64, u64);
 /// `(group, topic, partition, committed offset)`.
 pub type GroupRow = (String, String, u32, u64);
 
+/// `(topic, partition, the log cleaner's progress)`.
+pub type PartitionProgress = (String, u32, CleanerProgress);
+
 /// A closed data directory as `logbus describe` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataDirDescription {
@@ -948,6 +983,9 @@ pub struct DataDirDescription {
     pub replicated: Vec<super::replicated::StoredPartition>,
     /// The directory's marker (`meta.properties`): its id and its broker's directories.
     pub marker: Option<DataDirMarker>,
+    /// Per partition of a topic whose cleanup policy compacts: `(topic, partition, the log
+    /// cleaner's progress)` (first dirty offset, dirty ratio; the counters are 0 here).
+    pub cleaner: Vec<(String, u32, CleanerProgress)>,
 }
 
 /// Opens the data directory `dir` (running recovery: it must not be in use; it may be one
@@ -1009,6 +1047,10 @@ pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> 
         )?,
         None => Default::default(),
     };
+    let cleaner = data
+        .as_ref()
+        .map(|d| d.cleaner_snapshot())
+        .unwrap_or_default();
     if let Some(d) = &data {
         d.close()?;
     }
@@ -1019,7 +1061,47 @@ pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> 
         replicated_topics,
         replicated,
         marker,
+        cleaner,
     })
+}
+
+/// Opens the data directory `dir` (not in use, as [`describe_data_dir`] does), runs the log
+/// cleaner over every dirty partition of its compacted topics (whatever their
+/// `min_cleanable_dirty_ratio`), and closes it cleanly: `logbus compact`. Returns the passes'
+/// totals and each compacted partition's progress afterwards.
+///
+/// # Errors
+///
+/// As [`BrokerBuilder::open`](crate::broker::BrokerBuilder::open)
+/// ([`Error::DirectoryLocked`] when a broker has it open); the first pass's error.
+pub fn compact_data_dir(
+    dir: impl Into<PathBuf>,
+) -> Result<(crate::storage::CleanStats, Vec<PartitionProgress>)> {
+    let dir = dir.into();
+    let io = crate::sync::arc_from_std(Arc::new(FsIo) as Arc<dyn Io>);
+    let markers = MarkerConfig {
+        create: false,
+        replace_lost: false,
+    };
+    plan_markers(&*io, std::slice::from_ref(&dir), markers, false)?;
+    let options = DataDirConfig {
+        dir: Some(dir.clone()),
+        dirs: vec![dir.clone()],
+        io: Some(SyncArc::clone(&io)),
+        one_of_set: true,
+        ..DataDirConfig::default()
+    };
+    let data = DataDir::open(
+        dir,
+        options,
+        Arc::new(crate::clock::SystemClock) as Arc<dyn Clock>,
+    )?;
+    let stats = data.compact_all();
+    let progress = data.cleaner_snapshot();
+    let closed = data.close();
+    let stats = stats?;
+    closed?;
+    Ok((stats, progress))
 }
 
 /// Closes each partition's ring, then waits for its writer to finish: every writer sees its

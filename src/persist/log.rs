@@ -33,6 +33,9 @@ pub(crate) struct LogCell {
     pub(crate) dir: PathBuf,
     /// `None` once closed.
     pub(crate) log: Mutex<Option<SegmentSet>>,
+    /// Held by a cleaning pass from its plan to its swap, and by whoever closes the log for
+    /// good (taken before `log`).
+    pub(crate) cleaning: Mutex<()>,
     /// Mirrors of the set's offsets, read without the lock.
     log_start: AtomicU64,
     /// Records below this are in the segment set.
@@ -60,6 +63,7 @@ impl LogCell {
             written: AtomicU64::new(end),
             acked: AtomicU64::new(end),
             log: Mutex::new(Some(set)),
+            cleaning: Mutex::new(()),
             offline: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
             error: Mutex::new(None),

@@ -17,6 +17,7 @@
 //! <data dir>/recovery-point-offset-checkpoint   Kafka's files, `topic partition offset`
 //! <data dir>/log-start-offset-checkpoint
 //! <data dir>/consumer-offsets-checkpoint        `group topic partition offset`
+//! <data dir>/cleaner-offset-checkpoint          compacted partitions' first dirty offsets
 //! <data dir>/.logbus_cleanshutdown              written by `close`, removed at open
 //! ```
 //!
@@ -78,8 +79,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use data_dir::{
-    describe_data_dir, read_dir_marker, ClampedOffset, DataDirDescription, DataDirMarker,
-    PartitionRecovery,
+    compact_data_dir, describe_data_dir, read_dir_marker, ClampedOffset, CleanerProgress,
+    DataDirDescription, DataDirMarker, PartitionRecovery,
 };
 pub(crate) use data_dir::{plan_markers, BrokerClock, DataDir, MarkerConfig, MetaLine, TopicMeta};
 

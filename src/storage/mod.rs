@@ -21,7 +21,8 @@
 //! | [`scan`] | walking a `.log`'s batches ([`scan_log`]) and Kafka's offset rules for a segment |
 //! | [`segment`] | one segment: append, lookup, recovery of one `.log` |
 //! | [`segment_set`] | a partition directory: roll, retention, truncation, durability |
-//! | [`recovery`] | opening a directory: Kafka's `LogLoader` |
+//! | [`recovery`] | opening a directory: Kafka's `LogLoader` (completing a compaction's swap) |
+//! | [`cleaner`] | log compaction: Kafka's `Cleaner` over a segment set, and its swap protocol |
 //! | [`checkpoint`] | Kafka's checkpoint text files, replaced atomically |
 //! | [`config`] | a log's settings ([`LogConfig`]) and what opening one takes ([`LogSetup`]) |
 //! | [`verify`] | read-only checks of a partition directory ([`verify_dir`]) or a directory of them |
@@ -114,6 +115,7 @@
 //! ```
 
 pub mod checkpoint;
+pub mod cleaner;
 pub mod config;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fault;
@@ -130,6 +132,7 @@ pub mod time_index;
 pub mod varint;
 pub mod verify;
 
+pub use cleaner::{CleanConfig, CleanStats, DirtyInfo};
 pub use config::{LogConfig, LogSetup};
 pub use io::{DirLock, FsIo, Io, IoFile, OpenMode};
 pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, BatchRecord, Header};

@@ -6,10 +6,15 @@
 //! 0. a name shaped like a segment file whose offset is above `i64::MAX` is an error
 //!    ([`Error::NotASegment`]): Kafka's offsets are signed 64-bit;
 //! 1. files ending `.deleted` are removed (interrupted deletions);
-//! 2. `.swap` and `.cleaned` files — Kafka's compaction writes them, logbus never does — are
-//!    listed in [`RecoveryReport::foreign_files`] and left alone: unlike Kafka, logbus never
-//!    lets a swap file replace a segment, since nothing of its own could have written one;
-//!    files named like segment files but not by a 20-digit base offset are listed there too;
+//! 2. a compaction's leftovers (Kafka's `LogLoader`; see [`cleaner`](super::cleaner)):
+//!    `.cleaned` files (a pass cut before its swap) are removed; a `<base>.log.swap` whose
+//!    batches are all valid finishes its swap — every segment based in `[base, the swap's
+//!    next offset)` is removed (the directory fsynced), then the swap becomes `<base>.log`,
+//!    its indexes rebuilt below (listed in [`RecoveryReport::swaps_completed`]); a damaged or
+//!    empty swap is set aside (`.stray`) while the old segment at its base is still there,
+//!    and used as far as it is valid when it is not; index `.swap` files are removed (indexes
+//!    are rebuilt). Other `.swap` files and files named like segment files but not by a
+//!    20-digit base offset are listed in [`RecoveryReport::foreign_files`] and left alone;
 //! 3. stray `.log` files — ones that start with no batch, valid or damaged, based at their
 //!    name's offset (empty, a few bytes, garbage) where a log never leaves such a file: before another segment, or inside the
 //!    offsets of the segment before them (see `SegmentPlan`) — are set aside, renamed
@@ -48,12 +53,13 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use super::cleaner::{CLEANED_SUFFIX, SWAP_SUFFIX};
 use super::file_names::{
     bad_offset_in_name, file_name, is_misnamed, log_bases, parse_file_name, INDEX_SUFFIX,
     LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use super::io::{DirLock, Io, OpenMode, LOCK_FILE};
-use super::scan::SegmentPlan;
+use super::scan::{scan_segment, ScanEnd, SegmentBounds, SegmentPlan};
 use super::segment::Segment;
 use super::segment_set::{Checkpoints, LogConfig};
 use crate::error::{Error, Result};
@@ -93,10 +99,12 @@ pub struct RecoveryReport {
     pub rebuilt_indexes: Vec<PathBuf>,
     /// Leftover files removed (`.deleted` files, indexes without a `.log`).
     pub removed_files: Vec<PathBuf>,
-    /// Files logbus never writes, left in place and unused: Kafka's compaction leftovers
-    /// (`.swap`, `.cleaned` — a swap file never replaces a segment) and files named like
-    /// segment files but not by a 20-digit base offset.
+    /// Files logbus does not know, left in place and unused: files named like segment files
+    /// but not by a 20-digit base offset, `.swap` files of no segment file.
     pub foreign_files: Vec<PathBuf>,
+    /// Compaction swaps completed at open: the `.log` each `.swap` file became (the old
+    /// segments it replaced are in [`removed_files`](Self::removed_files)).
+    pub swaps_completed: Vec<PathBuf>,
     /// Stray `.log` files (and their indexes), renamed `<name>.stray` (or `<name>.stray.<n>`
     /// when taken): files that start with no batch (valid or damaged) based at their name's offset, where no
     /// log leaves one (see
@@ -122,6 +130,7 @@ impl RecoveryReport {
             && self.rebuilt_indexes.is_empty()
             && self.removed_files.is_empty()
             && self.set_aside.is_empty()
+            && self.swaps_completed.is_empty()
     }
 }
 
@@ -199,16 +208,47 @@ pub(crate) fn load(
         }
     }
 
-    // 2. Files logbus never writes — a compaction's `.cleaned` and `.swap` files — are reported
-    //    and left alone: never used to replace a segment, never deleted.
-    //    So are files named like segment files but not by a 20-digit base offset (Kafka's
-    //    recovery ignores them too).
+    // 2. A compaction's leftovers: `.cleaned` files go, `.swap` files finish their swap.
+    //    Files named like segment files but not by a 20-digit base offset are reported and
+    //    left alone (Kafka's recovery ignores them too).
+    for name in names.clone() {
+        if name.ends_with(CLEANED_SUFFIX) {
+            remove(&mut names, &mut report, &name)?;
+            changed = true;
+        }
+    }
+    for name in names.clone() {
+        let Some(stem) = name.strip_suffix(SWAP_SUFFIX) else {
+            continue;
+        };
+        match parse_file_name(stem) {
+            Some((base, LOG_SUFFIX)) => {
+                if changed {
+                    io.sync_dir(dir).map_err(io_err("syncing directory", dir))?;
+                }
+                finish_swap(
+                    io,
+                    dir,
+                    base,
+                    config.max_batch_bytes,
+                    &mut names,
+                    &mut report,
+                )?;
+                changed = true;
+            }
+            Some((_, INDEX_SUFFIX | TIME_INDEX_SUFFIX | "txnindex")) => {
+                remove(&mut names, &mut report, &name)?;
+                changed = true;
+            }
+            _ => report.foreign_files.push(dir.join(&name)),
+        }
+    }
     for name in &names {
         let misnamed = is_misnamed(
             name,
             &[LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, "txnindex"],
         );
-        if name.ends_with(".swap") || name.ends_with(".cleaned") || misnamed {
+        if misnamed {
             report.foreign_files.push(dir.join(name));
         }
     }
@@ -377,6 +417,88 @@ pub(crate) fn load(
         report,
         lock,
     })
+}
+
+/// Finishes the swap of `<base>.log.swap` (see the module docs, step 2).
+fn finish_swap(
+    io: &dyn Io,
+    dir: &Path,
+    base: u64,
+    max_batch_bytes: u64,
+    names: &mut BTreeSet<String>,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    let log_name = file_name(base, LOG_SUFFIX);
+    let swap_name = format!("{log_name}{SWAP_SUFFIX}");
+    let swap = dir.join(&swap_name);
+    let file = io
+        .open(&swap, OpenMode::Read)
+        .map_err(|e| Error::opening("opening", &swap, e))?;
+    let len = file.len().map_err(io_err("reading length of", &swap))?;
+    let bounds = SegmentBounds {
+        base,
+        min_offset: base,
+        upper: None,
+    };
+    let mut next = base;
+    let end = scan_segment(&*file, &swap, len, max_batch_bytes, bounds, |_, last| {
+        next = last + 1;
+        Ok(true)
+    })?;
+    drop(file);
+    let whole = matches!(end, ScanEnd::Complete) && next > base;
+    if !whole && names.contains(&log_name) {
+        // The old segment is still there, and this file cannot stand for it.
+        let stray = (0..)
+            .map(|n| match n {
+                0 => format!("{swap_name}.stray"),
+                n => format!("{swap_name}.stray.{n}"),
+            })
+            .find(|n| !names.contains(n))
+            .unwrap_or_default();
+        let to = dir.join(&stray);
+        io.rename(&swap, &to)
+            .map_err(io_err("setting aside", &swap))?;
+        names.remove(&swap_name);
+        names.insert(stray);
+        report.set_aside.push(to);
+        return Ok(());
+    }
+    if next == base {
+        // Nothing valid in it, and nothing to replace.
+        io.remove_file(&swap).map_err(io_err("removing", &swap))?;
+        names.remove(&swap_name);
+        report.removed_files.push(swap);
+        return Ok(());
+    }
+    // The segments it replaces, and the old indexes at its base (rebuilt for the new log).
+    let doomed: Vec<u64> = log_bases(names.iter())
+        .into_iter()
+        .filter(|b| (base..next).contains(b))
+        .collect();
+    let mut gone = false;
+    for b in doomed.into_iter().chain(std::iter::once(base)) {
+        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, "txnindex"] {
+            let name = file_name(b, suffix);
+            if names.remove(&name) {
+                let path = dir.join(&name);
+                io.remove_file(&path).map_err(io_err("removing", &path))?;
+                report.removed_files.push(path);
+                gone = true;
+            }
+        }
+    }
+    if gone {
+        // Before the swap takes the name: never the cleaned segment beside an old one.
+        io.sync_dir(dir).map_err(io_err("syncing directory", dir))?;
+    }
+    let to = dir.join(&log_name);
+    io.rename(&swap, &to).map_err(io_err("renaming", &swap))?;
+    io.sync_dir(dir).map_err(io_err("syncing directory", dir))?;
+    names.remove(&swap_name);
+    names.insert(log_name);
+    report.swaps_completed.push(to);
+    Ok(())
 }
 
 /// Renames the stray `.log` based at `base`, and its indexes, to `<name>.stray` (or

@@ -103,16 +103,16 @@ pub struct SegmentInfo {
 /// One partition's log on disk. See the [module docs](self).
 #[derive(Debug)]
 pub struct SegmentSet {
-    dir: PathBuf,
-    io: Arc<dyn Io>,
-    clock: Arc<dyn Clock>,
-    config: LogConfig,
+    pub(super) dir: PathBuf,
+    pub(super) io: Arc<dyn Io>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) config: LogConfig,
     /// Ordered by base offset; never empty; the last is active. Each segment's offsets lie in
     /// `[base_offset, next segment's base_offset)`.
-    segments: Vec<Segment>,
-    log_start_offset: u64,
-    recovery_point: u64,
-    offline: bool,
+    pub(super) segments: Vec<Segment>,
+    pub(super) log_start_offset: u64,
+    pub(super) recovery_point: u64,
+    pub(super) offline: bool,
     builder: Option<BatchBuilder>,
     /// Written into the batches [`append`](SegmentSet::append) builds (0 until replication
     /// sets it).
@@ -222,7 +222,7 @@ impl SegmentSet {
         &self.segments[last]
     }
 
-    fn check_online(&self) -> Result<()> {
+    pub(super) fn check_online(&self) -> Result<()> {
         if self.offline {
             Err(Error::LogOffline {
                 dir: self.dir.clone(),
@@ -233,7 +233,7 @@ impl SegmentSet {
     }
 
     /// Runs a write-path step; any error takes the log offline.
-    fn guarded<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+    pub(super) fn guarded<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
         self.check_online()?;
         let r = f(self);
         if r.is_err() {
@@ -487,7 +487,7 @@ impl SegmentSet {
         )
     }
 
-    fn sync_dir(&self) -> Result<()> {
+    pub(super) fn sync_dir(&self) -> Result<()> {
         self.io
             .sync_dir(&self.dir)
             .map_err(|e| Error::io(format!("syncing directory {}", self.dir.display()), e))

@@ -7,6 +7,7 @@
 mod storage_common;
 
 mod storage_codec;
+mod storage_compaction;
 mod storage_fault_io;
 mod storage_faults;
 mod storage_hostile;

@@ -237,7 +237,10 @@ impl DataDir {
     /// Forgets partition `p`'s cell and closes its segment set (readers holding the cell
     /// find it closed).
     pub(crate) fn close_partition_log(&self, name: &str, p: u32) {
-        if let Some(cell) = self.cells.lock().remove(&(name.to_owned(), p)) {
+        let cell = self.cells.lock().remove(&(name.to_owned(), p));
+        if let Some(cell) = cell {
+            // After a pass over it: never a `.cleaned` file written into a removed directory.
+            let _cleaning = cell.cleaning.lock();
             drop(cell.log.lock().take());
         }
     }

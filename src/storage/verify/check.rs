@@ -199,8 +199,8 @@ fn check_names(
             return at(name, ProblemKind::OffsetOutOfRange, reason);
         }
         if name.ends_with(".swap") || name.ends_with(".cleaned") {
-            let reason = "a compaction's temporary file, which logbus never writes (its recovery \
-                          leaves it unused)";
+            let reason = "a compaction's temporary file: the next open finishes the swap of a \
+                          `.swap` file, or removes a `.cleaned` one";
             return at(name, ProblemKind::CompactionLeftover, reason.into());
         }
     }

@@ -63,7 +63,8 @@ pub enum ProblemKind {
     /// A file named like a segment file by a base offset above `i64::MAX` (Kafka's offsets are
     /// signed 64-bit): no segment can start there.
     OffsetOutOfRange,
-    /// A compaction's `.swap` or `.cleaned` file, which logbus never writes.
+    /// A compaction's `.swap` or `.cleaned` file: a pass cut short, which the next open
+    /// finishes (`.swap`) or removes (`.cleaned`).
     CompactionLeftover,
     /// A `.log`, `.index` or `.timeindex` file not named by a 20-digit base offset.
     Misnamed,

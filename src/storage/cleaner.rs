@@ -1,0 +1,783 @@
+//! Log compaction of one partition's log: Kafka's `LogCleaner`'s `Cleaner` over a
+//! [`SegmentSet`], knowing nothing of threads (the scheduling lives in `persist`).
+//!
+//! A pass, as Kafka's:
+//!
+//! 1. **Plan** ([`SegmentSet::plan_clean`], under the caller's lock on the set): the cleanable
+//!    range runs from the log's first segment to the *first uncleanable offset*: the active
+//!    segment's base, the `limit_offset` (the high watermark), or the first segment holding a
+//!    record younger than `min_compaction_lag`, whichever is lowest (segment granularity, as
+//!    Kafka's). Below `first_dirty` (the cleaner's checkpoint) the log was cleaned before.
+//! 2. **Build** ([`CleanPlan::build`], without the lock: the planned segments are closed and
+//!    never written again, and each is read through a handle of its own): a map of key →
+//!    latest offset over the dirty section (bounded by `dedupe_buffer_bytes`, 24 bytes a key
+//!    at a load of 0.9, as Kafka's `SkimpyOffsetMap`: a 128-bit hash of the key, then the
+//!    offset; when it fills, the pass cleans up to where it got and the next pass goes on from
+//!    there), then each group of consecutive segments (at most `segment_bytes` together) is
+//!    rewritten into `<base>.log.cleaned`, fsynced: a record stays when it is the latest of
+//!    its key (or lies past the map's end), except a tombstone (null value) older than
+//!    `delete_retention` by its timestamp. A batch keeps its base offset, last offset delta,
+//!    leader epoch and producer fields; only its records (copied byte for byte, their deltas
+//!    unchanged), count, max timestamp, length and CRC change. Control batches and compressed
+//!    batches (whose records cannot be looked into yet) are kept whole, and their keys not
+//!    mapped (so nothing they supersede is removed). A group that would be left empty keeps its
+//!    last batch's header with no records (as Kafka keeps empty batches), so that its cleaned
+//!    segment exists and covers the group's offsets (see the recovery rule below).
+//! 3. **Swap** ([`SegmentSet::commit_clean`], under the lock again), Kafka's crash-safe
+//!    protocol per group: `.cleaned` → `.swap` (directory fsynced), each old segment's files
+//!    → `.deleted`, `.swap` → `<base>.log` (directory fsynced), the new segment opened and its
+//!    indexes rebuilt and fsynced, then the `.deleted` files removed. A group whose segments
+//!    changed meanwhile (retention deleted one, a truncation cut one) is not swapped: its
+//!    `.cleaned` file is removed.
+//!
+//! Recovery (`recovery::load`) completes or discards a half-done swap: `.cleaned` files are
+//! removed; a `<base>.log.swap` whose batches are all valid replaces every segment based in
+//! `[base, its next offset)` and becomes `<base>.log` (its indexes rebuilt); a damaged one
+//! is set aside while its old segment is still there. Offsets never change: a cleaned log has
+//! gaps, which readers step over (a read inside a gap returns the records after it).
+//!
+//! Why the swap is safe at every cut: a cleaned group drops a record only when a later
+//! record of its key (at a higher offset) exists, or when it is an expired tombstone whose
+//! older values were dropped with it. Whatever subset of the old segments a crash leaves,
+//! recovery keeps the swap file (offsets `[base, next)`) and only the old segments based at or
+//! past its next offset, which the swap holds nothing of: no record twice, and every key's
+//! latest record present (the latest record of a key in the group is in the swap, so its old
+//! segment is replaced; a surviving old segment holds only records whose later versions lie
+//! past it).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::path::{Path, PathBuf};
+
+use super::file_names::{file_name, LOG_SUFFIX};
+use super::io::{Io, IoFile, OpenMode};
+use super::record_batch::{crc32c, field, Batch, Compression, HEADER_SIZE, NO_TIMESTAMP};
+use super::scan::{scan_log, ScanEnd};
+use super::segment::Segment;
+use super::segment_set::SegmentSet;
+use super::varint::read_varint;
+use crate::error::{Error, Result};
+use crate::sync::Arc;
+
+/// Suffix of a cleaned segment being written (Kafka's `CleanedFileSuffix`).
+pub const CLEANED_SUFFIX: &str = ".cleaned";
+/// Suffix of a cleaned segment about to replace the old ones (Kafka's `SwapFileSuffix`).
+pub const SWAP_SUFFIX: &str = ".swap";
+/// Suffix of a file being deleted (Kafka's `DeletedFileSuffix`).
+pub const DELETED_SUFFIX: &str = ".deleted";
+
+/// Bytes of dedupe buffer per key (Kafka's `SkimpyOffsetMap`: a 16-byte hash and an 8-byte
+/// offset).
+pub const BYTES_PER_KEY: usize = 24;
+
+/// What one cleaning pass may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanConfig {
+    /// The first offset not yet cleaned (the cleaner's checkpoint; 0 for a log never
+    /// cleaned).
+    pub first_dirty: u64,
+    /// Nothing at or above this offset is cleaned (the high watermark).
+    pub limit_offset: u64,
+    /// A tombstone older than this (by its timestamp, against the log's clock) is removed.
+    pub delete_retention_ms: i64,
+    /// A segment holding a record younger than this, and everything after it, is not
+    /// cleaned.
+    pub min_compaction_lag_ms: i64,
+    /// Memory for the key → offset map.
+    pub dedupe_buffer_bytes: usize,
+}
+
+impl Default for CleanConfig {
+    fn default() -> Self {
+        CleanConfig {
+            first_dirty: 0,
+            limit_offset: u64::MAX,
+            delete_retention_ms: 24 * 3600 * 1000,
+            min_compaction_lag_ms: 0,
+            dedupe_buffer_bytes: 32 << 20,
+        }
+    }
+}
+
+/// How dirty a log is: Kafka's `LogToClean`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DirtyInfo {
+    /// Bytes of the cleanable segments below `first_dirty` (cleaned before).
+    pub clean_bytes: u64,
+    /// Bytes of the cleanable segments at or above `first_dirty`.
+    pub dirty_bytes: u64,
+    /// Where the dirty section starts.
+    pub first_dirty: u64,
+    /// Where the cleanable range ends.
+    pub first_uncleanable: u64,
+}
+
+impl DirtyInfo {
+    /// `dirty / (clean + dirty)`: 0 when nothing is cleanable.
+    pub fn ratio(&self) -> f64 {
+        let total = self.clean_bytes + self.dirty_bytes;
+        if total == 0 {
+            0.0
+        } else {
+            self.dirty_bytes as f64 / total as f64
+        }
+    }
+}
+
+/// What a pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CleanStats {
+    /// Segments rewritten (the old ones replaced).
+    pub segments_cleaned: u64,
+    /// Bytes of the old segments read while rewriting them.
+    pub bytes_read: u64,
+    /// Bytes of the cleaned segments written.
+    pub bytes_written: u64,
+    /// Records looked at while rewriting.
+    pub records_read: u64,
+    /// Records removed (superseded, or expired tombstones).
+    pub records_removed: u64,
+    /// Of those, expired tombstones.
+    pub tombstones_removed: u64,
+    /// The first offset not yet cleaned after the pass (the new cleaner checkpoint).
+    pub first_dirty: u64,
+    /// Whether the key map filled before the dirty section's end.
+    pub map_full: bool,
+    /// Groups not swapped because their segments changed during the pass.
+    pub groups_abandoned: u64,
+}
+
+/// One segment as the plan saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PlannedSegment {
+    pub(crate) base: u64,
+    pub(crate) next_offset: u64,
+    pub(crate) size: u64,
+    pub(crate) path: PathBuf,
+}
+
+/// A pass planned over a [`SegmentSet`]: owned, so that it runs without the set's lock.
+#[derive(Debug)]
+pub struct CleanPlan {
+    pub(crate) io: Arc<dyn Io>,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: CleanConfig,
+    pub(crate) now_ms: i64,
+    pub(crate) max_batch_bytes: u64,
+    pub(crate) segment_bytes: u64,
+    /// The cleanable segments, oldest first.
+    pub(crate) segments: Vec<PlannedSegment>,
+    pub(crate) first_uncleanable: u64,
+}
+
+/// One group of old segments and the `.cleaned` file written for it.
+#[derive(Debug)]
+pub(crate) struct CleanedGroup {
+    pub(crate) old: Vec<PlannedSegment>,
+    pub(crate) cleaned: PathBuf,
+}
+
+/// The `.cleaned` files of a pass, to swap in ([`SegmentSet::commit_clean`]) or discard.
+#[derive(Debug)]
+pub struct Cleaned {
+    pub(crate) io: Arc<dyn Io>,
+    pub(crate) groups: Vec<CleanedGroup>,
+    pub(crate) stats: CleanStats,
+}
+
+impl Cleaned {
+    /// Removes the `.cleaned` files (the pass is given up).
+    pub fn discard(self) {
+        for g in &self.groups {
+            let _ = self.io.remove_file(&g.cleaned);
+        }
+    }
+}
+
+/// Kafka's `SkimpyOffsetMap`: a key's 128-bit hash → its latest offset, with a fixed budget
+/// of entries.
+struct OffsetMap {
+    map: HashMap<u128, u64, FixedState>,
+    max_entries: usize,
+}
+
+/// The map's keys are SipHash values already: they are used as they are.
+#[derive(Clone, Copy, Default)]
+struct FixedState;
+
+impl BuildHasher for FixedState {
+    type Hasher = IdentityU128;
+    fn build_hasher(&self) -> IdentityU128 {
+        IdentityU128(0)
+    }
+}
+
+/// The map's keys are hashes already.
+#[derive(Default)]
+struct IdentityU128(u64);
+
+impl Hasher for IdentityU128 {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u128(&mut self, i: u128) {
+        self.0 = i as u64;
+    }
+}
+
+fn key_hash(key: &[u8]) -> u128 {
+    // `DefaultHasher::new` has fixed keys: the seed, hashed first, makes two independent
+    // halves.
+    let half = |seed: u64| {
+        let mut h = std::hash::DefaultHasher::new();
+        h.write_u64(seed);
+        h.write(key);
+        h.finish()
+    };
+    (u128::from(half(0x6c6f_6762_7573_3332)) << 64) | u128::from(half(0x636c_6561_6e65_7221))
+}
+
+impl OffsetMap {
+    fn new(buffer_bytes: usize) -> Self {
+        let max_entries = (buffer_bytes / BYTES_PER_KEY).saturating_mul(9) / 10;
+        OffsetMap {
+            map: HashMap::with_hasher(FixedState),
+            max_entries: max_entries.max(1),
+        }
+    }
+
+    /// Records `offset` as `key`'s latest; `false` (nothing recorded) when the key is new and
+    /// the map is full.
+    fn put(&mut self, key: u128, offset: u64) -> bool {
+        if self.map.len() >= self.max_entries && !self.map.contains_key(&key) {
+            return false;
+        }
+        self.map.insert(key, offset);
+        true
+    }
+
+    fn get(&self, key: u128) -> Option<u64> {
+        self.map.get(&key).copied()
+    }
+}
+
+fn io_err(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
+    let context = format!("{what} {}", path.display());
+    move |e| Error::io(context, e)
+}
+
+/// `path` with `suffix` appended (`x.log` → `x.log.cleaned`).
+pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Whether a batch's records can be looked into: uncompressed, not a control batch.
+fn inspectable(batch: &Batch<'_>) -> bool {
+    let h = batch.header();
+    !h.is_control() && h.compression() == Compression::None
+}
+
+/// The batch whose header is `batch`'s with no records: its base offset, last offset delta,
+/// leader epoch and producer fields kept.
+fn empty_batch(batch: &[u8]) -> Vec<u8> {
+    let mut out = batch[..HEADER_SIZE].to_vec();
+    let batch_length = (HEADER_SIZE - field::PARTITION_LEADER_EPOCH) as i32;
+    out[field::BATCH_LENGTH..field::BATCH_LENGTH + 4].copy_from_slice(&batch_length.to_be_bytes());
+    out[field::RECORDS_COUNT..field::RECORDS_COUNT + 4].copy_from_slice(&0i32.to_be_bytes());
+    let crc = crc32c(&out[field::ATTRIBUTES..]);
+    out[field::CRC..field::CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
+impl CleanPlan {
+    /// Where the cleanable range ends (the active segment's base at most).
+    pub fn first_uncleanable(&self) -> u64 {
+        self.first_uncleanable
+    }
+
+    /// Whether there is nothing to clean.
+    pub fn is_empty(&self) -> bool {
+        self.segments.is_empty()
+    }
+
+    /// Builds the key map over the dirty section and writes the `.cleaned` files (see the
+    /// module docs). Runs without the set's lock.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors, and [`Error::Corrupt`] for a planned segment that no longer reads as
+    /// valid batches (the `.cleaned` files written so far are removed).
+    pub fn build(self) -> Result<Cleaned> {
+        let mut written = Vec::new();
+        match self.build_into(&mut written) {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                for p in &written {
+                    let _ = self.io.remove_file(p);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn open(&self, s: &PlannedSegment) -> Result<Box<dyn IoFile>> {
+        self.io
+            .open(&s.path, OpenMode::Read)
+            .map_err(|e| Error::opening("opening", &s.path, e))
+    }
+
+    /// Calls `visit` with every batch of `s`, checking they are whole.
+    fn scan(
+        &self,
+        s: &PlannedSegment,
+        mut visit: impl FnMut(&Batch<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let file = self.open(s)?;
+        let end = scan_log(&*file, &s.path, 0, s.size, self.max_batch_bytes, |b| {
+            visit(&b)?;
+            Ok(true)
+        })?;
+        match end {
+            ScanEnd::Complete | ScanEnd::Stopped { .. } => Ok(()),
+            ScanEnd::Corrupt { error, .. } => Err(error),
+            ScanEnd::Partial { position, bytes } => Err(Error::Corrupt {
+                file: Some(s.path.clone()),
+                position,
+                reason: crate::error::Corruption::Truncated {
+                    what: "record batch",
+                    needed: bytes,
+                    available: 0,
+                },
+            }),
+        }
+    }
+
+    fn build_into(&self, written: &mut Vec<PathBuf>) -> Result<Cleaned> {
+        let cfg = self.config;
+        let mut stats = CleanStats::default();
+        // 1. The map over the dirty section, stopping at a batch boundary when it fills.
+        let mut map = OffsetMap::new(cfg.dedupe_buffer_bytes);
+        let mut map_end = cfg.first_dirty;
+        'segments: for s in &self.segments {
+            if s.next_offset <= cfg.first_dirty {
+                continue;
+            }
+            let file = self.open(s)?;
+            let mut full = false;
+            let end = scan_log(&*file, &s.path, 0, s.size, self.max_batch_bytes, |b| {
+                let h = b.header();
+                if h.next_offset() <= cfg.first_dirty {
+                    return Ok(true);
+                }
+                if inspectable(&b) {
+                    // All of a batch's keys, or none: the map's end is a batch boundary.
+                    let mut keys = Vec::new();
+                    for r in b.records()? {
+                        let r = r?;
+                        if let Some(k) = r.key {
+                            keys.push((key_hash(k), r.offset));
+                        }
+                    }
+                    let new = keys.iter().filter(|(k, _)| map.get(*k).is_none()).count();
+                    if map.map.len() + new > map.max_entries {
+                        full = true;
+                        return Ok(false);
+                    }
+                    for (k, o) in keys {
+                        map.put(k, o);
+                    }
+                }
+                map_end = map_end.max(h.next_offset());
+                Ok(true)
+            })?;
+            if let ScanEnd::Corrupt { error, .. } = end {
+                return Err(error);
+            }
+            if full {
+                stats.map_full = true;
+                break 'segments;
+            }
+            map_end = map_end.max(s.next_offset);
+        }
+        if stats.map_full && map_end <= cfg.first_dirty {
+            // Not one batch fitted: the buffer is smaller than a batch's keys. Clean nothing.
+            return Ok(Cleaned {
+                io: self.io.clone(),
+                groups: Vec::new(),
+                stats: CleanStats {
+                    first_dirty: cfg.first_dirty,
+                    ..stats
+                },
+            });
+        }
+        stats.first_dirty = map_end;
+        // 2. The groups: consecutive segments below the map's end, at most `segment_bytes`
+        // together and within a 32-bit offset delta of the group's base.
+        let mut groups: Vec<Vec<&PlannedSegment>> = Vec::new();
+        for s in self.segments.iter().filter(|s| s.base < map_end) {
+            match groups.last_mut() {
+                Some(g)
+                    if g.iter().map(|x| x.size).sum::<u64>() + s.size <= self.segment_bytes
+                        && s.next_offset - g[0].base <= i32::MAX as u64 =>
+                {
+                    g.push(s)
+                }
+                _ => groups.push(vec![s]),
+            }
+        }
+        // 3. Rewrite each group.
+        let mut out_groups = Vec::new();
+        for g in groups {
+            let base = g[0].base;
+            let cleaned = self
+                .dir
+                .join(format!("{}{CLEANED_SUFFIX}", file_name(base, LOG_SUFFIX)));
+            let file = self
+                .io
+                .open(&cleaned, OpenMode::Truncate)
+                .map_err(|e| Error::opening("creating", &cleaned, e))?;
+            written.push(cleaned.clone());
+            let mut out = Vec::with_capacity(1 << 20);
+            let mut pos = 0u64;
+            let mut last_batch: Vec<u8> = Vec::new();
+            let mut any = false;
+            for s in &g {
+                stats.bytes_read += s.size;
+                let mut result = Ok(());
+                self.scan(s, |b| {
+                    if result.is_err() {
+                        return Ok(());
+                    }
+                    last_batch.clear();
+                    last_batch.extend_from_slice(b.as_bytes());
+                    match self.filter_batch(b, &map, map_end, &mut stats) {
+                        Ok(Some(bytes)) => {
+                            any = true;
+                            out.extend_from_slice(&bytes);
+                        }
+                        Ok(None) => {}
+                        Err(e) => result = Err(e),
+                    }
+                    Ok(())
+                })?;
+                result?;
+                if out.len() >= 1 << 20 {
+                    file.write_all_at(&out, pos)
+                        .map_err(io_err("writing", &cleaned))?;
+                    pos += out.len() as u64;
+                    out.clear();
+                }
+            }
+            if !any && !last_batch.is_empty() {
+                // Never an empty cleaned segment: the group's last batch stays, emptied of
+                // its records (as Kafka keeps an empty batch), so that the cleaned segment
+                // covers the group's offsets (see the recovery rule in the module docs).
+                out.extend_from_slice(&empty_batch(&last_batch));
+            }
+            file.write_all_at(&out, pos)
+                .map_err(io_err("writing", &cleaned))?;
+            pos += out.len() as u64;
+            file.sync_data().map_err(io_err("syncing", &cleaned))?;
+            stats.bytes_written += pos;
+            out_groups.push(CleanedGroup {
+                old: g.into_iter().cloned().collect(),
+                cleaned,
+            });
+        }
+        Ok(Cleaned {
+            io: self.io.clone(),
+            groups: out_groups,
+            stats,
+        })
+    }
+
+    /// The batch `b` with the records the pass keeps, or `None` when it keeps none.
+    fn filter_batch(
+        &self,
+        b: &Batch<'_>,
+        map: &OffsetMap,
+        map_end: u64,
+        stats: &mut CleanStats,
+    ) -> Result<Option<Vec<u8>>> {
+        let h = b.header();
+        if !inspectable(b) || h.base_offset >= map_end {
+            return Ok(Some(b.as_bytes().to_vec()));
+        }
+        let bytes = b.as_bytes();
+        let mut kept: Vec<(usize, usize)> = Vec::new();
+        let mut kept_count = 0i32;
+        let mut max_ts = NO_TIMESTAMP;
+        let mut pos = HEADER_SIZE;
+        let horizon = self.now_ms.saturating_sub(self.config.delete_retention_ms);
+        let mut all = true;
+        for r in b.records()? {
+            let r = r?;
+            // The record's bytes: its length varint, then that many bytes.
+            let (len, n) = read_varint(bytes, pos)?;
+            let end = pos + n + len.max(0) as usize;
+            stats.records_read += 1;
+            // (kept, removed as an expired tombstone)
+            let (keep, expired) = match r.key {
+                _ if r.offset >= map_end => (true, false),
+                None => (true, false),
+                Some(k) => match map.get(key_hash(k)) {
+                    Some(latest) if latest > r.offset => (false, false),
+                    _ if r.value.is_none() && r.timestamp <= horizon => (false, true),
+                    _ => (true, false),
+                },
+            };
+            if keep {
+                match kept.last_mut() {
+                    Some((_, e)) if *e == pos => *e = end,
+                    _ => kept.push((pos, end)),
+                }
+                kept_count += 1;
+                max_ts = max_ts.max(r.timestamp);
+            } else {
+                all = false;
+                stats.records_removed += 1;
+                stats.tombstones_removed += u64::from(expired);
+            }
+            pos = end;
+        }
+        if all {
+            return Ok(Some(bytes.to_vec()));
+        }
+        if kept_count == 0 {
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(bytes.len());
+        out.extend_from_slice(&bytes[..HEADER_SIZE]);
+        for (s, e) in kept {
+            out.extend_from_slice(&bytes[s..e]);
+        }
+        let batch_length = (out.len() - field::PARTITION_LEADER_EPOCH) as i32;
+        out[field::BATCH_LENGTH..field::BATCH_LENGTH + 4]
+            .copy_from_slice(&batch_length.to_be_bytes());
+        if h.timestamp_type() == super::record_batch::TimestampType::CreateTime {
+            out[field::MAX_TIMESTAMP..field::MAX_TIMESTAMP + 8]
+                .copy_from_slice(&max_ts.to_be_bytes());
+        }
+        out[field::RECORDS_COUNT..field::RECORDS_COUNT + 4]
+            .copy_from_slice(&kept_count.to_be_bytes());
+        let crc = crc32c(&out[field::ATTRIBUTES..]);
+        out[field::CRC..field::CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        Ok(Some(out))
+    }
+}
+
+impl SegmentSet {
+    /// The first dirty offset a pass starts from: `first_dirty`, unless it lies outside the
+    /// log (a log truncated or restarted since), then the log start.
+    fn dirty_start(&self, config: &CleanConfig) -> u64 {
+        let (start, end) = (self.log_start_offset, self.log_end_offset());
+        if config.first_dirty < start || config.first_dirty > end {
+            start
+        } else {
+            config.first_dirty
+        }
+    }
+
+    /// How many segments, from the first, are cleanable, and the first uncleanable offset
+    /// (see the [module docs](super::cleaner)).
+    fn cleanable(&self, config: &CleanConfig) -> (usize, u64) {
+        let now = self.clock.now_ms();
+        let n = self.segments.len();
+        let mut first_uncleanable = self.segments.last().map_or(0, Segment::base_offset);
+        let mut count = 0;
+        for s in self.segments.iter().take(n.saturating_sub(1)) {
+            let too_young = config.min_compaction_lag_ms > 0
+                && s.max_timestamp() > now.saturating_sub(config.min_compaction_lag_ms);
+            if s.next_offset() > config.limit_offset || too_young {
+                first_uncleanable = s.base_offset();
+                break;
+            }
+            count += 1;
+        }
+        (count, first_uncleanable)
+    }
+
+    /// How dirty the log is under `config` (Kafka's dirty ratio: the bytes of the cleanable
+    /// segments not yet cleaned over all cleanable bytes).
+    pub fn dirty_info(&self, config: &CleanConfig) -> DirtyInfo {
+        let first_dirty = self.dirty_start(config);
+        let (count, first_uncleanable) = self.cleanable(config);
+        let mut info = DirtyInfo {
+            first_dirty,
+            first_uncleanable,
+            ..DirtyInfo::default()
+        };
+        for s in &self.segments[..count] {
+            if s.next_offset() <= first_dirty {
+                info.clean_bytes += s.size();
+            } else {
+                info.dirty_bytes += s.size();
+            }
+        }
+        info
+    }
+
+    /// Plans a cleaning pass (see the [module docs](super::cleaner)): what
+    /// [`CleanPlan::build`] then rewrites without the set. Empty when nothing is dirty.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LogOffline`].
+    pub fn plan_clean(&self, config: &CleanConfig) -> Result<CleanPlan> {
+        self.check_online()?;
+        let first_dirty = self.dirty_start(config);
+        let (count, first_uncleanable) = self.cleanable(config);
+        let dirty = self.segments[..count]
+            .iter()
+            .any(|s| s.next_offset() > first_dirty && s.size() > 0);
+        let segments = if dirty {
+            self.segments[..count]
+                .iter()
+                .filter(|s| s.size() > 0)
+                .map(|s| PlannedSegment {
+                    base: s.base_offset(),
+                    next_offset: s.next_offset(),
+                    size: s.size(),
+                    path: s.log_path().to_path_buf(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(CleanPlan {
+            io: self.io.clone(),
+            dir: self.dir.clone(),
+            config: CleanConfig {
+                first_dirty,
+                ..*config
+            },
+            now_ms: self.clock.now_ms(),
+            max_batch_bytes: self.config.max_batch_bytes,
+            segment_bytes: self.config.segment_bytes,
+            segments,
+            first_uncleanable,
+        })
+    }
+
+    /// Swaps the cleaned segments in, group by group, with Kafka's crash-safe protocol (see
+    /// the [module docs](super::cleaner)). A group whose old segments changed since the plan
+    /// is not swapped, nor is any later group (a later group may have dropped a tombstone
+    /// whose older values that group still holds); the pass's first dirty offset is then that
+    /// group's base.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors, which take the log offline (reopen it: recovery completes the swap).
+    pub fn commit_clean(&mut self, cleaned: Cleaned) -> Result<CleanStats> {
+        self.check_online()?;
+        let Cleaned { io, groups, stats } = cleaned;
+        let mut stats = stats;
+        let mut groups = groups.into_iter();
+        while let Some(g) = groups.next() {
+            let first = g.old[0].base;
+            let i = self.segments.iter().position(|s| s.base_offset() == first);
+            let same = i.is_some_and(|i| {
+                i + g.old.len() < self.segments.len()
+                    && g.old.iter().zip(&self.segments[i..]).all(|(p, s)| {
+                        s.base_offset() == p.base
+                            && s.size() == p.size
+                            && s.next_offset() == p.next_offset
+                    })
+            });
+            let (Some(i), true) = (i, same) else {
+                stats.groups_abandoned += 1;
+                stats.first_dirty = stats.first_dirty.min(first);
+                let _ = io.remove_file(&g.cleaned);
+                for g in groups.by_ref() {
+                    stats.groups_abandoned += 1;
+                    let _ = io.remove_file(&g.cleaned);
+                }
+                break;
+            };
+            self.guarded(|set| set.swap_group(i, &g))?;
+            stats.segments_cleaned += g.old.len() as u64;
+        }
+        Ok(stats)
+    }
+
+    /// Kafka's `replaceSegments` for one group at index `i` of the list.
+    fn swap_group(&mut self, i: usize, g: &CleanedGroup) -> Result<()> {
+        let io = self.io.clone();
+        let base = g.old[0].base;
+        let log_path = self.dir.join(file_name(base, LOG_SUFFIX));
+        let swap = with_suffix(&log_path, SWAP_SUFFIX);
+        io.rename(&g.cleaned, &swap)
+            .map_err(io_err("renaming", &g.cleaned))?;
+        self.sync_dir()?;
+        let old: Vec<Segment> = self.segments.drain(i..i + g.old.len()).collect();
+        let paths: Vec<PathBuf> = old.iter().flat_map(Segment::paths).collect();
+        drop(old);
+        let mut deleted = Vec::new();
+        for p in &paths {
+            if io.exists(p).map_err(io_err("checking", p))? {
+                let d = with_suffix(p, DELETED_SUFFIX);
+                io.rename(p, &d).map_err(io_err("renaming", p))?;
+                deleted.push(d);
+            }
+        }
+        // The old segments' names are gone before the swap takes the first one's: a crash
+        // never leaves the cleaned segment beside an old one it replaces.
+        self.sync_dir()?;
+        io.rename(&swap, &log_path)
+            .map_err(io_err("renaming", &swap))?;
+        self.sync_dir()?;
+        let params = self.config.segment_params();
+        let (mut segment, _) = Segment::open(&*io, &self.dir, base, params, self.clock.now_ms())?;
+        let min_offset = if i > 0 {
+            self.segments[i - 1].next_offset().max(base)
+        } else {
+            base
+        };
+        let upper = self.segments.get(i).map(Segment::base_offset);
+        let outcome = segment.recover(min_offset, upper)?;
+        if let Some((position, _, reason)) = outcome.truncated {
+            // The file was fsynced whole before the rename: only a failing disk gets here.
+            return Err(Error::io(
+                format!(
+                    "swapping in the cleaned segment {}: invalid at byte {position}: {reason}",
+                    log_path.display()
+                ),
+                std::io::Error::other("cleaned segment invalid"),
+            ));
+        }
+        segment.mark_unsynced();
+        segment.sync(true)?;
+        self.sync_dir()?;
+        self.segments.insert(i, segment);
+        for d in &deleted {
+            io.remove_file(d).map_err(io_err("removing", d))?;
+        }
+        Ok(())
+    }
+
+    /// One whole pass: [`plan_clean`](Self::plan_clean), [`CleanPlan::build`],
+    /// [`commit_clean`](Self::commit_clean) (for a log nobody else uses meanwhile: `logbus
+    /// compact`, tests).
+    ///
+    /// # Errors
+    ///
+    /// As the three steps.
+    pub fn clean(&mut self, config: &CleanConfig) -> Result<CleanStats> {
+        let plan = self.plan_clean(config)?;
+        if plan.is_empty() {
+            return Ok(CleanStats {
+                first_dirty: plan.config.first_dirty,
+                ..CleanStats::default()
+            });
+        }
+        let cleaned = plan.build()?;
+        self.commit_clean(cleaned)
+    }
+}
