@@ -152,25 +152,24 @@ where
     /// Polls once (waiting up to `timeout` for a record), applying what it read; how many.
     fn poll_once(&mut self, timeout: Duration) -> Result<usize> {
         let (map, metrics, buf) = (&mut self.map, &mut self.metrics, &mut self.buf);
-        self.consumer
-            .poll_with(TABLE_POLL_RECORDS, timeout, |r| {
-                metrics.records_read += 1;
-                let Some(key) = r.key else {
-                    metrics.unkeyed += 1;
-                    return;
-                };
-                if encoding(r.value, buf).is_empty() {
-                    metrics.tombstones += 1;
-                    map.remove(key);
-                    return;
+        self.consumer.poll_with(TABLE_POLL_RECORDS, timeout, |r| {
+            metrics.records_read += 1;
+            let Some(key) = r.key else {
+                metrics.unkeyed += 1;
+                return;
+            };
+            if encoding(r.value, buf).is_empty() {
+                metrics.tombstones += 1;
+                map.remove(key);
+                return;
+            }
+            match map.entry(key.clone()) {
+                hash_map::Entry::Occupied(mut e) => *e.get_mut() = r.value.clone(),
+                hash_map::Entry::Vacant(e) => {
+                    e.insert(r.value.clone());
                 }
-                match map.entry(key.clone()) {
-                    hash_map::Entry::Occupied(mut e) => *e.get_mut() = r.value.clone(),
-                    hash_map::Entry::Vacant(e) => {
-                        e.insert(r.value.clone());
-                    }
-                }
-            })
+            }
+        })
     }
 
     /// Applies every record that has arrived, without waiting; returns how many it read.

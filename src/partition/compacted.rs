@@ -224,7 +224,10 @@ where
             // Cloned under the slot's lock (as a reader's read is), looked at after.
             let Ok(entry) = ring.get_with(offset, Entry::clone) else {
                 // The caller holds the ring's producer, which has not published over it.
-                debug_assert!(false, "offset {offset} left the ring before it was retained");
+                debug_assert!(
+                    false,
+                    "offset {offset} left the ring before it was retained"
+                );
                 continue;
             };
             let s = &mut *s;

@@ -186,7 +186,6 @@ proptest! {
     }
 }
 
-
 /// Stress (module docs): 4 producers, each with its own 200 keys over 3 partitions of a
 /// 64-record ring, and 3 readers replaying from 0 while they send.
 #[test]
@@ -194,7 +193,11 @@ fn replays_racing_overwrites_read_every_latest_value_once_in_order() {
     const PRODUCERS: u64 = 4;
     const KEYS: u64 = 200;
     const PARTITIONS: u32 = 3;
-    let sends: u64 = if cfg!(debug_assertions) { 30_000 } else { 200_000 };
+    let sends: u64 = if cfg!(debug_assertions) {
+        30_000
+    } else {
+        200_000
+    };
     let broker = Broker::in_memory();
     broker
         .create_compacted_topic::<String, u64>("s", compact(PARTITIONS, 64))
@@ -226,7 +229,10 @@ fn replays_racing_overwrites_read_every_latest_value_once_in_order() {
                 let mut last_offset = None;
                 for (offset, key, value) in replay::<u64>(&broker, "s", p) {
                     read += 1;
-                    assert!(last_offset < Some(offset), "offset {offset} after {last_offset:?}");
+                    assert!(
+                        last_offset < Some(offset),
+                        "offset {offset} after {last_offset:?}"
+                    );
                     last_offset = Some(offset);
                     let old = latest.insert(key.clone(), value);
                     assert!(old < Some(value), "{key}: {value} after {old:?}");
@@ -237,7 +243,10 @@ fn replays_racing_overwrites_read_every_latest_value_once_in_order() {
                     let want = (n - 1) - ((n - 1 + KEYS - k) % KEYS);
                     let key = format!("p{p}-k{k}");
                     let got = latest.get(&key).copied();
-                    assert!(got >= Some(want), "{key}: latest {got:?}, sent {want} before");
+                    assert!(
+                        got >= Some(want),
+                        "{key}: latest {got:?}, sent {want} before"
+                    );
                 }
             }
             read
@@ -265,7 +274,10 @@ fn replays_racing_overwrites_read_every_latest_value_once_in_order() {
     }
     // At the end: every key's last value, and no more than the keys plus the rings.
     let read = check();
-    assert!(read <= PRODUCERS * KEYS + u64::from(PARTITIONS) * 64, "{read} records");
+    assert!(
+        read <= PRODUCERS * KEYS + u64::from(PARTITIONS) * 64,
+        "{read} records"
+    );
     let mut table = broker.table::<String, u64>("s").unwrap();
     table.catch_up(Duration::from_secs(10)).unwrap();
     assert_eq!(table.len() as u64, PRODUCERS * KEYS);
@@ -304,14 +316,20 @@ fn table_catches_up_applies_tombstones_and_reads_its_own_writes() {
     assert!(table.get(&"k3".to_string()).is_none());
     assert_eq!(table.get(&"k19".to_string()).unwrap().as_ref(), b"999");
     let m = table.metrics();
-    assert!(m.records_read < 1_002, "{m:?}: compacted, fewer than the history");
+    assert!(
+        m.records_read < 1_002,
+        "{m:?}: compacted, fewer than the history"
+    );
     assert!(m.tombstones >= 2, "{m:?}");
     // Its own write, then the table waits for it.
     let sent = producer
         .send(Record::new("t", Bytes::from_static(b"new")).key("k3".to_string()))
         .unwrap();
     table
-        .wait_for(&[(sent.partition, sent.offset + 1)], Duration::from_secs(10))
+        .wait_for(
+            &[(sent.partition, sent.offset + 1)],
+            Duration::from_secs(10),
+        )
         .unwrap();
     assert_eq!(table.get(&"k3".to_string()).unwrap().as_ref(), b"new");
     assert_eq!(table.update().unwrap(), 0, "nothing new");
@@ -323,7 +341,10 @@ fn table_catches_up_applies_tombstones_and_reads_its_own_writes() {
         "{err}"
     );
     let err = table.wait_for(&[(9, 1)], Duration::ZERO).unwrap_err();
-    assert!(matches!(err, Error::PartitionOutOfRange { partition: 9, .. }), "{err}");
+    assert!(
+        matches!(err, Error::PartitionOutOfRange { partition: 9, .. }),
+        "{err}"
+    );
 }
 
 /// A table of a plain (uncompacted) topic: every record read, keyless ones counted, not
@@ -337,7 +358,11 @@ fn table_of_a_plain_topic_counts_records_without_a_key() {
     let producer = broker.producer::<String, u64>();
     for n in 0..10u64 {
         let r = Record::new("plain", n);
-        let r = if n % 2 == 0 { r.key(format!("k{}", n % 4)) } else { r };
+        let r = if n % 2 == 0 {
+            r.key(format!("k{}", n % 4))
+        } else {
+            r
+        };
         producer.send(r).unwrap();
     }
     let mut table = broker.table::<String, u64>("plain").unwrap();
@@ -383,7 +408,10 @@ fn table_restores_a_persisted_topic_after_a_restart() {
     let mut table = broker.table::<String, String>("state").unwrap();
     table.catch_up(Duration::from_secs(10)).unwrap();
     assert_eq!(table.len(), 24);
-    assert_eq!(table.get(&"k24".to_string()).map(String::as_str), Some("499"));
+    assert_eq!(
+        table.get(&"k24".to_string()).map(String::as_str),
+        Some("499")
+    );
     assert!(table.get(&"k0".to_string()).is_none());
     broker.close().unwrap();
 }
@@ -404,28 +432,49 @@ fn bad_input_to_compacted_topics_gets_typed_errors() {
         matches!(err.error(), Error::KeyRequired { topic } if topic == "c"),
         "{err}"
     );
-    let mut batch = vec![Record::new("c", 1).key("a".to_string()), Record::new("c", 2)];
+    let mut batch = vec![
+        Record::new("c", 1).key("a".to_string()),
+        Record::new("c", 2),
+    ];
     let err = producer.send_batch(&mut batch).unwrap_err();
     assert!(matches!(err.error, Error::KeyRequired { .. }), "{err}");
     let err = broker
         .create_compacted_topic::<String, u64>("d", TopicConfig::new(1))
         .unwrap_err();
     assert!(
-        matches!(err, Error::InvalidConfig { name: "cleanup_policy", .. }),
+        matches!(
+            err,
+            Error::InvalidConfig {
+                name: "cleanup_policy",
+                ..
+            }
+        ),
         "{err}"
     );
     let err = broker
         .create_compacted_topic::<String, u64>("d", compact(1, 4).replication_factor(2))
         .unwrap_err();
     assert!(
-        matches!(err, Error::InvalidConfig { name: "replication_factor", .. }),
+        matches!(
+            err,
+            Error::InvalidConfig {
+                name: "replication_factor",
+                ..
+            }
+        ),
         "{err}"
     );
     let err = broker
         .create_compacted_topic::<String, u64>("d", compact(1, 4).max_compacted_keys(0))
         .unwrap_err();
     assert!(
-        matches!(err, Error::InvalidConfig { name: "max_compacted_keys", .. }),
+        matches!(
+            err,
+            Error::InvalidConfig {
+                name: "max_compacted_keys",
+                ..
+            }
+        ),
         "{err}"
     );
     let err = broker
@@ -448,17 +497,30 @@ fn keys_beyond_the_bound_are_counted_not_kept() {
     let producer = broker.producer::<String, u64>();
     // Keys k0..k5 once each, then k0 again four times: the ring lets k0..k5 go.
     for n in 0..6u64 {
-        producer.send(Record::new("b", n).key(format!("k{n}"))).unwrap();
+        producer
+            .send(Record::new("b", n).key(format!("k{n}")))
+            .unwrap();
     }
     for n in 6..10u64 {
-        producer.send(Record::new("b", n).key("k0".to_string())).unwrap();
+        producer
+            .send(Record::new("b", n).key("k0".to_string()))
+            .unwrap();
     }
     let info = broker.describe_topic("b").unwrap().partitions[0];
-    let c = info.compacted.expect("a compacted partition says what it keeps");
+    let c = info
+        .compacted
+        .expect("a compacted partition says what it keeps");
     assert_eq!((c.keys, c.dropped, c.retained_below), (3, 3, 6), "{c:?}");
-    let got: Vec<u64> = replay::<u64>(&broker, "b", 0).into_iter().map(|r| r.2).collect();
+    let got: Vec<u64> = replay::<u64>(&broker, "b", 0)
+        .into_iter()
+        .map(|r| r.2)
+        .collect();
     assert_eq!(got, [0, 1, 2, 6, 7, 8, 9]);
     assert!(broker.describe_topic("b").is_ok());
-    let plain = broker.create_topic::<String, u64>("p", TopicConfig::new(1)).unwrap();
-    assert!(broker.describe_topic(plain.name()).unwrap().partitions[0].compacted.is_none());
+    let plain = broker
+        .create_topic::<String, u64>("p", TopicConfig::new(1))
+        .unwrap();
+    assert!(broker.describe_topic(plain.name()).unwrap().partitions[0]
+        .compacted
+        .is_none());
 }
