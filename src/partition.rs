@@ -41,6 +41,14 @@
 //!   the broker through [`GateExpiry`], which producers waiting for room call): its
 //!   committed offset stays, and its next registration gates from there again. What is
 //!   overwritten while no gate exists is counted (`overwritten_unread`).
+//! - **Compacted in-memory partitions** (`Broker::create_compacted_topic`) keep, below the
+//!   ring, the latest record of each key the ring let go (module `compacted`): an appender
+//!   hands the records a publish will overwrite to the section first, under the ring's
+//!   producer lock; a read below the section's `covered` offset is served from it (with
+//!   gaps), at or after it from the ring, and a read that finds its offset overwritten reads
+//!   the section again. Their log start is 0 (or where retention by age left it), not the
+//!   ring's. Their appenders never take the ring's inline path (`Appender::direct` is
+//!   false); other partitions' send path does not look at compaction at all.
 
 use std::collections::HashMap;
 use std::fmt;
