@@ -957,7 +957,7 @@ impl<K, V> Partition<K, V> {
         let mut at = self.log_start(now_ms);
         if let Some(c) = &self.compaction {
             let covered = c.log.covered();
-            if let Some(found) = c.log.offset_for_time(timestamp) {
+            if let Some(found) = c.log.offset_for_time(at, timestamp) {
                 return Some(found);
             }
             at = at.max(covered);
@@ -978,6 +978,16 @@ impl<K, V> Partition<K, V> {
                 Ok(ts) if ts >= timestamp => return Some((at, ts)),
                 Ok(_) => at += 1,
                 Err(GetError::NotPublished { .. }) => return None,
+                // Overwritten while we scanned, so kept in the section if it is its key's
+                // latest: look there from `at` on, then go on past what it covers.
+                Err(_) if self.compaction.is_some() => {
+                    let c = self.compaction.as_ref()?;
+                    let covered = c.log.covered();
+                    if let Some(found) = c.log.offset_for_time(at, timestamp) {
+                        return Some(found);
+                    }
+                    at = at.max(covered);
+                }
                 // Overwritten while we scanned: continue from the new start (itself still
                 // to be looked at), or the next offset if the start has not moved past us.
                 Err(_) => at = (at + 1).max(self.log_start(now_ms)),

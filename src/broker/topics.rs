@@ -35,7 +35,8 @@ pub struct PartitionInfo {
     /// had read them (consumers without a group id hold nothing back, so one may have).
     /// Records a group committed are not counted when they are overwritten later. Always
     /// 0 for other topics: `DropOldest` drops by design, persisted and replicated topics
-    /// keep records on disk.
+    /// keep records on disk, in-memory compacted topics keep the latest record of each key
+    /// ([`compacted`](Self::compacted)).
     pub overwritten_unread: u64,
     /// A persisted topic whose [`CleanupPolicy`](super::CleanupPolicy) compacts: the log
     /// cleaner's progress on this partition (first dirty offset, dirty ratio, passes, records

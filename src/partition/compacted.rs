@@ -92,8 +92,9 @@ pub(crate) trait CompactedLog<K, V>: Send + Sync {
     ) -> Option<(usize, u64)>;
     /// The log start: offsets below it were deleted by age (0 without retention).
     fn log_start(&self) -> u64;
-    /// The first record in the section with a timestamp at or after `timestamp`.
-    fn offset_for_time(&self, timestamp: i64) -> Option<(u64, i64)>;
+    /// The first record in the section at or after offset `from` with a timestamp at or
+    /// after `timestamp`.
+    fn offset_for_time(&self, from: u64, timestamp: i64) -> Option<(u64, i64)>;
     /// What it holds.
     fn stats(&self) -> CompactedStats;
 }
@@ -294,10 +295,10 @@ where
         self.state.lock().start
     }
 
-    fn offset_for_time(&self, timestamp: i64) -> Option<(u64, i64)> {
+    fn offset_for_time(&self, from: u64, timestamp: i64) -> Option<(u64, i64)> {
         let s = self.state.lock();
         s.by_offset
-            .iter()
+            .range(from..)
             .map(|(&o, kept)| (o, kept.entry.timestamp()))
             .find(|&(_, ts)| ts >= timestamp)
     }

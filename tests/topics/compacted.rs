@@ -524,3 +524,39 @@ fn keys_beyond_the_bound_are_counted_not_kept() {
         .compacted
         .is_none());
 }
+
+/// `offsets_for_times` on a compacted topic: the first record kept or in the ring at or
+/// after the time (a record compacted away is passed over to the next one present).
+#[test]
+fn offsets_for_times_finds_kept_records_first() {
+    let broker = Broker::in_memory();
+    broker
+        .create_compacted_topic::<String, u64>("ts", compact(1, 4))
+        .unwrap();
+    let producer = broker.producer::<String, u64>();
+    // Offsets 0..20, timestamp 10 × offset, keys k0..k4 in turn: the ring holds 16..20;
+    // below it the latest of each key it let go is kept, offsets 11..16.
+    for n in 0..20u64 {
+        producer
+            .send(
+                Record::new("ts", n)
+                    .key(format!("k{}", n % 5))
+                    .timestamp(n as i64 * 10),
+            )
+            .unwrap();
+    }
+    let c = broker
+        .consumer::<String, u64>(ConsumerConfig::new())
+        .unwrap();
+    let tp = TopicPartition::new("ts", 0);
+    let at = |ts: i64| {
+        c.offsets_for_times(&[(tp.clone(), ts)]).unwrap()[&tp]
+            .as_ref()
+            .map(|o| (o.offset, o.timestamp))
+    };
+    assert_eq!(at(0), Some((11, 110)), "the oldest kept record");
+    assert_eq!(at(101), Some((11, 110)), "10 was compacted away");
+    assert_eq!(at(155), Some((16, 160)), "the ring's oldest");
+    assert_eq!(at(190), Some((19, 190)));
+    assert_eq!(at(191), None);
+}
