@@ -63,10 +63,12 @@ mod lending;
 pub(crate) mod listener;
 pub(crate) mod membership;
 mod records;
+mod table;
 pub use async_poll::{PollAsync, RecordStream};
 pub use config::{ConsumerConfig, OffsetReset};
 pub use lending::RecordRef;
 pub use records::{ConsumerMetrics, ConsumerRecord, ConsumerRecords, OffsetAndTimestamp};
+pub use table::{Table, TableMetrics};
 
 /// Yields a waiting poll takes before parking (none under loom, which models no time).
 #[cfg(not(logbus_loom))]

@@ -41,6 +41,14 @@
 //!   the broker through [`GateExpiry`], which producers waiting for room call): its
 //!   committed offset stays, and its next registration gates from there again. What is
 //!   overwritten while no gate exists is counted (`overwritten_unread`).
+//! - **Compacted in-memory partitions** (`Broker::create_compacted_topic`) keep, below the
+//!   ring, the latest record of each key the ring let go (module `compacted`): an appender
+//!   hands the records a publish will overwrite to the section first, under the ring's
+//!   producer lock; a read below the section's `covered` offset is served from it (with
+//!   gaps), at or after it from the ring, and a read that finds its offset overwritten reads
+//!   the section again. Their log start is 0 (or where retention by age left it), not the
+//!   ring's. Their appenders never take the ring's inline path (`Appender::direct` is
+//!   false); other partitions' send path does not look at compaction at all.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -329,6 +337,8 @@ pub(crate) struct Offsets {
     pub(crate) log_end: u64,
     /// Records a gated partition overwrote while no group's gate held them.
     pub(crate) overwritten_unread: u64,
+    /// An in-memory compacted partition's section.
+    pub(crate) compacted: Option<CompactedStats>,
 }
 
 /// A registered group on one partition.
@@ -460,6 +470,9 @@ pub(crate) struct Partition<K, V> {
     /// Replicated partitions: the replicas' logs serve every read and append instead of
     /// the ring (`crate::replica`).
     replicated: Option<Arc<dyn ReplicatedLog<K, V>>>,
+    /// In-memory compacted partitions: the latest record of each key the ring let go
+    /// (`compacted`).
+    compaction: Option<Arc<Compaction<K, V>>>,
 }
 
 /// A persisted partition's log on disk, as the partition sees it: implemented by
@@ -612,7 +625,26 @@ impl<K, V> Partition<K, V> {
             disk,
             broker_closed: ClosedByBroker::default(),
             replicated: None,
+            compaction: None,
         })
+    }
+
+    /// An in-memory partition that keeps the latest record of each key the ring lets go
+    /// in `log` (made from the ring's first offset): module `compacted`.
+    pub(crate) fn with_compaction(
+        mut self,
+        log: impl FnOnce(u64) -> Arc<dyn CompactedLog<K, V>>,
+    ) -> Result<Self> {
+        debug_assert!(self.disk.is_none() && self.replicated.is_none());
+        let reader = self.ring.announcing_reader()?;
+        let log = log(self.ring.start_sequence());
+        self.compaction = Some(Arc::new(Compaction { log, reader }));
+        Ok(self)
+    }
+
+    /// What an in-memory compacted partition's section holds (`None` for others).
+    pub(crate) fn compacted_stats(&self) -> Option<CompactedStats> {
+        self.compaction.as_ref().map(|c| c.log.stats())
     }
 
     /// A replicated partition: `log` serves reads and appends; the ring is unused (kept
@@ -697,6 +729,8 @@ impl<K, V> Partition<K, V> {
     /// A handle for one producer thread.
     pub(crate) fn appender(&self) -> Appender<K, V> {
         Appender {
+            direct: self.disk.is_none() && self.replicated.is_none() && self.compaction.is_none(),
+            compaction: self.compaction.clone(),
             handle: Arc::clone(&self.producer),
             ring: self.ring.clone(),
             arrivals: Arc::clone(&self.arrivals),
@@ -735,6 +769,9 @@ impl<K, V> Partition<K, V> {
         if let Some(disk) = &self.disk {
             return disk.log_start();
         }
+        if let Some(c) = &self.compaction {
+            return c.log.log_start();
+        }
         self.ring_start(self.log_end(), now_ms)
     }
 
@@ -764,7 +801,7 @@ impl<K, V> Partition<K, V> {
     /// The ring's overwrite floor: every offset below it was overwritten (a partition in
     /// memory only; 0 for others, whose log start is the disk's or the replicas').
     pub(crate) fn overwritten_below(&self) -> u64 {
-        if self.disk.is_some() || self.replicated.is_some() {
+        if self.disk.is_some() || self.replicated.is_some() || self.compaction.is_some() {
             return 0;
         }
         self.log_end().saturating_sub(self.capacity)
@@ -801,6 +838,7 @@ impl<K, V> Partition<K, V> {
                 high_watermark: r.high_watermark(),
                 log_end,
                 overwritten_unread: 0,
+                compacted: None,
             };
         }
         let log_end = self.log_end();
@@ -809,13 +847,14 @@ impl<K, V> Partition<K, V> {
             high_watermark: self.high_watermark(),
             log_end,
             overwritten_unread: self.overwritten_unread(),
+            compacted: self.compacted_stats(),
         }
     }
 
     /// Whether reads may find gaps between offsets ([`ReadOutcome::Sparse`]): only a log on
-    /// disk or a replicated one; the ring's offsets are dense.
+    /// disk, a replicated one or a compacted section; the ring's offsets are dense.
     pub(crate) fn may_have_gaps(&self) -> bool {
-        self.disk.is_some() || self.replicated.is_some()
+        self.disk.is_some() || self.replicated.is_some() || self.compaction.is_some()
     }
 
     /// Whether a read at `offset` would find something (a record, or the partition closed).
@@ -863,6 +902,22 @@ impl<K, V> Partition<K, V> {
         // descheduled (it never recurses, however long that is).
         let mut backoff = Backoff::new();
         loop {
+            if let Some(c) = &self.compaction {
+                // Below the ring's tail: the section (module `compacted`). At or after it,
+                // the ring; a record overwritten meanwhile was retained first, so the next
+                // round finds it in the section.
+                if let Some((n, next)) = c.log.read(offset, max, &mut f) {
+                    return ReadOutcome::of(offset, n, next);
+                }
+                if self.config.retention_ms.is_some() {
+                    // Records of the ring past the retention age are gone (the ring's own
+                    // start is at or below `covered`, so only age moves it past `offset`).
+                    let start = self.ring_start(hw, now_ms);
+                    if offset < start {
+                        return ReadOutcome::Sparse { n: 0, next: start };
+                    }
+                }
+            }
             if let Some(disk) = &self.disk {
                 if offset < disk.disk_end() && offset < self.ring.oldest() {
                     return match disk.read(offset, max, &mut |o, e| given(o, Handed::Owned(e))) {
@@ -880,6 +935,7 @@ impl<K, V> Partition<K, V> {
                 }
             }
             return match self.anchor.get_run_with(offset, max, &mut f) {
+                (0, Some(GetError::Evicted { .. })) if self.compaction.is_some() => continue,
                 (0, Some(GetError::Evicted { .. })) if self.disk.is_some() => {
                     // Overwritten since we looked, so on disk: the writer publishes its end
                     // before it frees the slots. Only a writer that stopped (its ring then
@@ -915,6 +971,13 @@ impl<K, V> Partition<K, V> {
             return r.offset_for_time(timestamp);
         }
         let mut at = self.log_start(now_ms);
+        if let Some(c) = &self.compaction {
+            let covered = c.log.covered();
+            if let Some(found) = c.log.offset_for_time(at, timestamp) {
+                return Some(found);
+            }
+            at = at.max(covered);
+        }
         if let Some(disk) = &self.disk {
             if let Ok(Some(found)) = disk.offset_for_time(timestamp) {
                 return Some(found);
@@ -931,6 +994,16 @@ impl<K, V> Partition<K, V> {
                 Ok(ts) if ts >= timestamp => return Some((at, ts)),
                 Ok(_) => at += 1,
                 Err(GetError::NotPublished { .. }) => return None,
+                // Overwritten while we scanned, so kept in the section if it is its key's
+                // latest: look there from `at` on, then go on past what it covers.
+                Err(_) if self.compaction.is_some() => {
+                    let c = self.compaction.as_ref()?;
+                    let covered = c.log.covered();
+                    if let Some(found) = c.log.offset_for_time(at, timestamp) {
+                        return Some(found);
+                    }
+                    at = at.max(covered);
+                }
                 // Overwritten while we scanned: continue from the new start (itself still
                 // to be looked at), or the next offset if the start has not moved past us.
                 Err(_) => at = (at + 1).max(self.log_start(now_ms)),
@@ -1157,6 +1230,8 @@ fn advance<T>(gate: &mut Reader<T>, offset: u64) {
 mod appender;
 mod appender_async;
 mod broker_close;
+pub(crate) mod compacted;
+pub(crate) use compacted::{CompactedLog, CompactedStats, Compaction};
 mod entry;
 mod lend;
 pub(crate) mod progress;

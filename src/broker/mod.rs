@@ -51,13 +51,14 @@ use builder::{millis, DEFAULT_EMPTY_GROUP_TIMEOUT};
 pub(crate) use config::{check_partition_count, validate_kafka_topic_name};
 pub use config::{
     validate_topic_name, CleanupPolicy, Overflow, TopicConfig, DEFAULT_DELETE_RETENTION,
-    DEFAULT_MIN_CLEANABLE_DIRTY_RATIO, KAFKA_MAX_TOPIC_NAME_LEN, MAX_PARTITIONS,
-    MAX_RECORDS_IN_MEMORY, MAX_REPLICATION_FACTOR, MAX_TOPIC_NAME_LEN,
+    DEFAULT_MAX_COMPACTED_KEYS, DEFAULT_MIN_CLEANABLE_DIRTY_RATIO, KAFKA_MAX_TOPIC_NAME_LEN,
+    MAX_COMPACTED_KEYS, MAX_PARTITIONS, MAX_RECORDS_IN_MEMORY, MAX_REPLICATION_FACTOR,
+    MAX_TOPIC_NAME_LEN,
 };
 pub use topic::Topic;
 use topic::TopicSlot;
 pub(crate) use topic::{TopicInner, TopicStore};
-pub use topics::{NewTopic, PartitionInfo, TopicDescription};
+pub use topics::{CompactedInfo, NewTopic, PartitionInfo, TopicDescription};
 
 struct BrokerInner {
     clock: Arc<dyn Clock>,

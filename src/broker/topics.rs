@@ -6,6 +6,7 @@ use std::any::{type_name, Any, TypeId};
 use super::topic::{PartitionFactory, TopicAdmin, TopicSlot};
 use super::{validate_topic_name, Broker, Topic, TopicConfig, TopicInner, TopicPartition};
 use crate::codec::Codec;
+use crate::partition::compacted::Section;
 use crate::partition::{Offsets, Partition};
 use crate::persist::PersistedTopicConfig;
 // Std's Arc (also under loom): the broker shares unsized values (see `sync::StdArc`).
@@ -26,19 +27,46 @@ pub struct PartitionInfo {
     pub high_watermark: u64,
     /// One past the last offset appended (the leader's, on a replicated topic).
     pub log_end: u64,
-    /// Records held in memory (`log_end - log_start`).
+    /// Records held in memory (`log_end - log_start`; a compacted topic's partition: its
+    /// ring's records and the keys it keeps beyond them).
     pub records_in_memory: u64,
     /// Records an [`Overflow::Block`](super::Overflow::Block) topic overwrote while no consumer group held them
     /// (none registered on the partition, or the last one deleted or expired): no group
     /// had read them (consumers without a group id hold nothing back, so one may have).
     /// Records a group committed are not counted when they are overwritten later. Always
     /// 0 for other topics: `DropOldest` drops by design, persisted and replicated topics
-    /// keep records on disk.
+    /// keep records on disk, in-memory compacted topics keep the latest record of each key
+    /// ([`compacted`](Self::compacted)).
     pub overwritten_unread: u64,
     /// A persisted topic whose [`CleanupPolicy`](super::CleanupPolicy) compacts: the log
     /// cleaner's progress on this partition (first dirty offset, dirty ratio, passes, records
     /// and bytes removed); `None` for other topics.
     pub cleaner: Option<crate::persist::CleanerProgress>,
+    /// An in-memory compacted topic's partition
+    /// ([`Broker::create_compacted_topic`]): what it keeps beyond its ring. `None` for
+    /// other topics.
+    pub compacted: Option<CompactedInfo>,
+}
+
+/// What an in-memory compacted partition keeps beyond its ring
+/// ([`Broker::create_compacted_topic`]): the latest record of each key the ring let go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompactedInfo {
+    /// Keys kept (tombstones included): at most
+    /// [`TopicConfig::max_compacted_keys`](super::TopicConfig::max_compacted_keys).
+    pub keys: u64,
+    /// Tombstones kept (each until its `delete_retention` passes).
+    pub tombstones: u64,
+    /// Every offset below this has left the ring: reads there are served from what is kept.
+    pub retained_below: u64,
+    /// Records of new keys the ring let go while `max_compacted_keys` keys were kept: not
+    /// kept, so a replay from the start does not read them (nor, if the key had no later
+    /// record, the key).
+    pub dropped: u64,
+    /// Records without a key the ring let go (they cannot be compacted; sends refuse them,
+    /// so this stays 0 unless records reached the ring another way).
+    pub unkeyed: u64,
 }
 
 /// A topic as [`Broker::describe_topic`] sees it.
@@ -101,11 +129,155 @@ impl Broker {
         config.create_in(self, name)
     }
 
+    /// Creates an in-memory compacted topic `name` with key type `K` and value type `V`:
+    /// besides its ring, each partition keeps the latest record of every key the ring lets
+    /// go (Kafka's log compaction, in memory), so that a replay from offset 0 reads at least
+    /// the latest value of every key, however many records the history had. `config`'s
+    /// [`CleanupPolicy`](super::CleanupPolicy) must compact. What it keeps:
+    ///
+    /// - the ring's `records_in_memory` latest records, as any in-memory topic, dense;
+    /// - below them, the latest record of each key (compared by its [`Codec`] encoding, as
+    ///   the durable log cleaner compares them), in offset order, with gaps where records
+    ///   were replaced: consumers move on to the next offset present;
+    /// - a tombstone (a value that encodes to nothing) deletes its key: it stays for
+    ///   [`TopicConfig::delete_retention`] on the broker's clock, counted from when the ring
+    ///   let it go, so that a consumer behind sees the deletion;
+    /// - memory is bounded by key count: at most [`TopicConfig::max_compacted_keys`] keys
+    ///   per partition besides the ring; a record of a new key beyond them is not kept and
+    ///   is counted in [`PartitionInfo::compacted`] (nothing is dropped silently);
+    /// - with [`CleanupPolicy::CompactAndDelete`](super::CleanupPolicy::CompactAndDelete)
+    ///   and a retention age, records older than it are deleted as well.
+    ///
+    /// Sends without a key are refused ([`Error::KeyRequired`]). A persisted topic is
+    /// compacted on disk instead: [`create_topic`](Self::create_topic) with a
+    /// [`TopicConfig::persist`] config.
+    ///
+    /// # Errors
+    ///
+    /// As [`create_topic`](Self::create_topic); [`Error::InvalidConfig`] for a policy that
+    /// does not compact, or a replication factor above 1 (a replicated topic compacts on
+    /// disk: persist it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, CleanupPolicy, TopicConfig, TopicPartition};
+    /// use logbus::consumer::{ConsumerConfig, OffsetReset};
+    /// use logbus::producer::Record;
+    /// use std::time::Duration;
+    ///
+    /// let broker = Broker::in_memory();
+    /// let config = TopicConfig::new(1)
+    ///     .records_in_memory(4)
+    ///     .cleanup_policy(CleanupPolicy::Compact);
+    /// broker.create_compacted_topic::<String, u64>("prices", config)?;
+    /// let producer = broker.producer::<String, u64>();
+    /// for v in 0..100 {
+    ///     let key = ["apple", "pear", "plum"][v as usize % 3];
+    ///     producer.send(Record::new("prices", v).key(key.to_string()))?;
+    /// }
+    /// // The ring holds 4 records; the three keys' latest values are all still there.
+    /// let mut consumer = broker.consumer::<String, u64>(
+    ///     ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest),
+    /// )?;
+    /// consumer.assign(&[TopicPartition::new("prices", 0)])?;
+    /// let mut latest = std::collections::HashMap::new();
+    /// loop {
+    ///     let records = consumer.poll(Duration::from_millis(10))?;
+    ///     if records.is_empty() {
+    ///         break;
+    ///     }
+    ///     for r in records.iter() {
+    ///         latest.insert(r.key.clone().unwrap(), r.value);
+    ///     }
+    /// }
+    /// assert_eq!((latest["apple"], latest["pear"], latest["plum"]), (99, 97, 98));
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn create_compacted_topic<K, V>(
+        &self,
+        name: &str,
+        config: TopicConfig,
+    ) -> Result<Topic<K, V>>
+    where
+        K: Codec + Clone + Send + Sync + 'static,
+        V: Codec + Clone + Send + Sync + 'static,
+    {
+        let policy = config.cleanup();
+        if !policy.compacts() {
+            return Err(Error::InvalidConfig {
+                name: "cleanup_policy",
+                value: policy.kafka_name().into(),
+                valid: "a policy that compacts (Compact or CompactAndDelete) for \
+                        create_compacted_topic; other in-memory topics are made by create_topic"
+                    .into(),
+            });
+        }
+        if config.replication_factor > 1 {
+            return Err(Error::InvalidConfig {
+                name: "replication_factor",
+                value: config.replication_factor.to_string(),
+                valid: "1 for an in-memory compacted topic (a replicated topic compacts on \
+                        disk: create it persisted)"
+                    .into(),
+            });
+        }
+        let (clock, expiry) = (Arc::clone(self.clock()), self.gate_expiry());
+        self.register_in_memory(name, config, move |arrivals| {
+            let arrivals = Arc::clone(arrivals);
+            let compaction = config.compaction_config();
+            Some(Arc::new(move |_| {
+                let clock = Arc::clone(&clock);
+                Partition::new(config.partition_config(), Arc::clone(&arrivals))?
+                    .with_gate_expiry(Some(Arc::clone(&expiry)))
+                    .with_compaction(move |start| {
+                        Arc::new(Section::<K, V>::new(compaction, clock, start))
+                    })
+                    .map(Arc::new)
+            }) as PartitionFactory<K, V>)
+        })
+    }
+
     /// Creates an in-memory topic (`create_topic` with a plain [`TopicConfig`]).
     fn create_in_memory<K, V>(&self, name: &str, config: TopicConfig) -> Result<Topic<K, V>>
     where
         K: Clone + Send + Sync + 'static,
         V: Clone + Send + Sync + 'static,
+    {
+        if config.cleanup().compacts() {
+            return Err(Error::InvalidConfig {
+                name: "cleanup_policy",
+                value: config.cleanup().kafka_name().into(),
+                valid: "Delete for an in-memory topic made by create_topic: an in-memory \
+                        compacted topic is made by Broker::create_compacted_topic (its key and \
+                        value types need a Codec: compaction compares keys by their encoding), \
+                        a persisted one by create_topic with TopicConfig::persist"
+                    .into(),
+            });
+        }
+        let factory = |arrivals: &Arc<WaitSet>| {
+            (config.replication_factor > 1).then(|| {
+                let (runtime, name, arrivals) =
+                    (self.replication(), Arc::from(name), Arc::clone(arrivals));
+                Arc::new(move |n| {
+                    crate::replica::build_partition(&runtime, &name, n, &config, &arrivals)
+                }) as PartitionFactory<K, V>
+            })
+        };
+        self.register_in_memory(name, config, factory)
+    }
+
+    /// Creates and registers an in-memory topic whose partitions `factory` makes (given the
+    /// topic's arrivals), or plain ones where it makes none.
+    fn register_in_memory<K, V>(
+        &self,
+        name: &str,
+        config: TopicConfig,
+        factory: impl FnOnce(&Arc<WaitSet>) -> Option<PartitionFactory<K, V>>,
+    ) -> Result<Topic<K, V>>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
     {
         validate_topic_name(name)?;
         config.validate()?;
@@ -127,13 +299,7 @@ impl Broker {
             });
         }
         let arrivals = Arc::new(WaitSet::new());
-        let factory: Option<PartitionFactory<K, V>> = (config.replication_factor > 1).then(|| {
-            let (runtime, name, arrivals) =
-                (self.replication(), Arc::from(name), Arc::clone(&arrivals));
-            Arc::new(move |n| {
-                crate::replica::build_partition(&runtime, &name, n, &config, &arrivals)
-            }) as PartitionFactory<K, V>
-        });
+        let factory = factory(&arrivals);
         let partitions = (0..config.partitions)
             .map(|n| match &factory {
                 Some(make) => make(n),
@@ -414,8 +580,19 @@ impl Broker {
                     log_start: o.log_start,
                     high_watermark: o.high_watermark,
                     log_end: o.log_end,
-                    records_in_memory: o.log_end - o.log_start,
+                    // A compacted partition: its ring's records and the ones it keeps.
+                    records_in_memory: match o.compacted {
+                        Some(c) => o.log_end - c.covered.clamp(o.log_start, o.log_end) + c.keys,
+                        None => o.log_end - o.log_start,
+                    },
                     overwritten_unread: o.overwritten_unread,
+                    compacted: o.compacted.map(|c| CompactedInfo {
+                        keys: c.keys,
+                        tombstones: c.tombstones,
+                        retained_below: c.covered,
+                        dropped: c.dropped,
+                        unkeyed: c.unkeyed,
+                    }),
                     cleaner: self.data().and_then(|d| d.cleaner_progress(name, p)),
                 })
             })

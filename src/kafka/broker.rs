@@ -466,6 +466,7 @@ impl KafkaBroker {
                     log_end: high,
                     records_in_memory: high - low,
                     overwritten_unread: 0,
+                    compacted: None,
                     cleaner: None,
                 })
             })

@@ -9,6 +9,12 @@ pub(super) type SharedProducer<K, V> = Arc<Mutex<RingProducer<Entry<K, V>>>>;
 
 /// One producer thread's handle on a partition.
 pub(crate) struct Appender<K, V> {
+    /// In memory without compaction: appends go straight to the ring, inline (the one
+    /// flag the send path looks at; every other kind goes the general way).
+    pub(super) direct: bool,
+    /// In-memory compacted partitions: where the records a publish overwrites are retained
+    /// first (`compacted`).
+    pub(super) compaction: Option<Arc<Compaction<K, V>>>,
     pub(super) handle: SharedProducer<K, V>,
     /// The ring, to wait for room without holding `handle`.
     pub(super) ring: Ring<Entry<K, V>>,
@@ -109,7 +115,7 @@ impl<K, V> Appender<K, V> {
         entry: Entry<K, V>,
         wait: AppendWait,
     ) -> std::result::Result<u64, (Option<Entry<K, V>>, AppendError)> {
-        if self.replicated.is_some() || self.disk.is_some() {
+        if !self.direct {
             return self.append_any(entry, wait);
         }
         // An in-memory partition with room: one publish, inline (a single send's common
@@ -162,6 +168,7 @@ impl<K, V> Appender<K, V> {
         let mut entry = entry;
         let offset = loop {
             let mut handle = self.handle.lock();
+            self.retain_overwritten(handle.next_sequence(), 1);
             match handle.try_publish(entry) {
                 Ok(()) => {
                     break handle
@@ -277,7 +284,18 @@ impl<K, V> Appender<K, V> {
         let mut last = None;
         let done = loop {
             let mut handle = self.handle.lock();
-            let published = handle.try_publish_batch_known(entries, plain);
+            let published = if self.compaction.is_some() {
+                // At most a lap per publish, so that every record it overwrites (even one
+                // of this batch) is retained first.
+                let cap = self.ring.capacity();
+                let mut rest = entries.split_off(entries.len().min(cap));
+                self.retain_overwritten(handle.next_sequence(), entries.len());
+                let published = handle.try_publish_batch_known(entries, plain);
+                entries.append(&mut rest);
+                published
+            } else {
+                handle.try_publish_batch_known(entries, plain)
+            };
             if matches!(published, Ok(1..) | Err(BatchClosed { published: 1.. })) {
                 last = handle.last_sequence();
             }
@@ -324,8 +342,9 @@ impl<K, V> Appender<K, V> {
         V: Copy,
     {
         let entry = |&(timestamp, value): &(i64, V)| Entry::plain(timestamp, value);
-        if self.replicated.is_some() || self.disk.is_some() {
-            // Their appends take whole entries (size checks, replica logs, acks).
+        if !self.direct {
+            // Their appends take whole entries (size checks, replica logs, acks, the
+            // records a compacted partition retains).
             let mut entries: Vec<_> = records.iter().map(entry).collect();
             let done = self.append_batch(&mut entries, wait);
             return (records.len() - entries.len(), done);
@@ -374,10 +393,20 @@ impl<K, V> Appender<K, V> {
         (done, result.map_err(|why| self.closed_why(why)))
     }
 
-    /// Whether this partition's appends go straight to its ring (in memory, one replica).
+    /// Whether this partition's appends go straight to its ring (in memory, one replica,
+    /// not compacted).
     #[inline]
     pub(crate) fn in_memory(&self) -> bool {
-        self.replicated.is_none() && self.disk.is_none()
+        self.direct
+    }
+
+    /// Before a publish of `n` records at `next` (holding the ring's producer): a compacted
+    /// partition retains the records it will overwrite (`compacted`).
+    #[inline]
+    pub(super) fn retain_overwritten(&self, next: u64, n: usize) {
+        if let Some(c) = &self.compaction {
+            c.retain_for(next, n, self.ring.capacity() as u64);
+        }
     }
 
     /// Moves the front of `values` into the ring, each made into an entry by `entry` straight

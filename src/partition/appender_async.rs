@@ -38,6 +38,7 @@ impl<K, V> Appender<K, V> {
             }
         }
         let mut handle = self.handle.lock();
+        self.retain_overwritten(handle.next_sequence(), 1);
         let offset = match handle.try_publish(entry) {
             Ok(()) => handle
                 .last_sequence()

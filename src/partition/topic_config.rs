@@ -59,11 +59,16 @@ pub enum Overflow {
 /// [`CompactAndDelete`](Self::CompactAndDelete) does both.
 ///
 /// Compaction needs keys: on a topic whose policy compacts, a send without a key is refused
-/// with [`Error::KeyRequired`] (Kafka refuses it too). Compaction applies to persisted topics
-/// with one replica (a replicated persisted topic with a compacting policy is refused with
-/// [`Error::InvalidConfig`]: its replicas do not compact yet); an in-memory topic keeps its
-/// ring (its records still need keys). See `Broker::compact_now`, `PartitionInfo::cleaner`
-/// and `logbus compact`.
+/// with [`Error::KeyRequired`] (Kafka refuses it too). A persisted topic with one replica is
+/// compacted on disk by the log cleaner (a replicated persisted topic with a compacting policy
+/// is refused with [`Error::InvalidConfig`]: its replicas do not compact yet); see
+/// `Broker::compact_now`, `PartitionInfo::cleaner` and `logbus compact`. An in-memory topic
+/// made by [`Broker::create_compacted_topic`](crate::Broker::create_compacted_topic) keeps,
+/// besides its ring, the latest record of each key the ring let go (at most
+/// [`TopicConfig::max_compacted_keys`] keys per partition), so that a replay from offset 0
+/// still reads every key's latest value; [`Broker::create_topic`](crate::Broker::create_topic)
+/// refuses a compacting policy for an in-memory topic, whose key type need not have the
+/// [`Codec`](crate::Codec) compaction compares keys by.
 ///
 /// # Examples
 ///
@@ -125,6 +130,10 @@ impl CleanupPolicy {
 
 /// The default [`TopicConfig::min_cleanable_dirty_ratio`] (Kafka's).
 pub const DEFAULT_MIN_CLEANABLE_DIRTY_RATIO: f64 = 0.5;
+/// The default [`TopicConfig::max_compacted_keys`].
+pub const DEFAULT_MAX_COMPACTED_KEYS: usize = 1 << 20;
+/// The largest [`TopicConfig::max_compacted_keys`].
+pub const MAX_COMPACTED_KEYS: usize = 1 << 30;
 /// The default [`TopicConfig::delete_retention`] (Kafka's `delete.retention.ms`, one day).
 pub const DEFAULT_DELETE_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
@@ -157,6 +166,7 @@ pub struct TopicConfig {
     pub(crate) min_cleanable_dirty_ratio_bits: u64,
     pub(crate) delete_retention: Duration,
     pub(crate) min_compaction_lag: Duration,
+    pub(crate) max_compacted_keys: usize,
 }
 
 /// The most replicas a partition may have.
@@ -179,6 +189,7 @@ impl TopicConfig {
             min_cleanable_dirty_ratio_bits: DEFAULT_MIN_CLEANABLE_DIRTY_RATIO.to_bits(),
             delete_retention: DEFAULT_DELETE_RETENTION,
             min_compaction_lag: Duration::ZERO,
+            max_compacted_keys: DEFAULT_MAX_COMPACTED_KEYS,
         }
     }
 
@@ -228,6 +239,23 @@ impl TopicConfig {
     /// `delete_retention`.
     pub const fn tombstone_retention(&self) -> Duration {
         self.delete_retention
+    }
+
+    /// The most keys an in-memory compacted partition keeps beyond its ring (1 to
+    /// [`MAX_COMPACTED_KEYS`]; [`DEFAULT_MAX_COMPACTED_KEYS`] by default): what bounds its
+    /// memory, with `records_in_memory`. A record of a new key the ring lets go while the
+    /// partition already keeps this many is not kept, and counted
+    /// ([`CompactedInfo::dropped`](crate::broker::CompactedInfo::dropped), which
+    /// [`Broker::describe_topic`](crate::Broker::describe_topic) shows). Persisted topics
+    /// compact on disk and do not use it.
+    pub const fn max_compacted_keys(mut self, keys: usize) -> Self {
+        self.max_compacted_keys = keys;
+        self
+    }
+
+    /// `max_compacted_keys`.
+    pub const fn compacted_keys_max(&self) -> usize {
+        self.max_compacted_keys
     }
 
     /// `min_compaction_lag`.
@@ -366,6 +394,13 @@ impl TopicConfig {
                 valid: "a positive duration".into(),
             });
         }
+        if !(1..=MAX_COMPACTED_KEYS).contains(&self.max_compacted_keys) {
+            return Err(Error::InvalidConfig {
+                name: "max_compacted_keys",
+                value: self.max_compacted_keys.to_string(),
+                valid: format!("1 to {MAX_COMPACTED_KEYS}"),
+            });
+        }
         let ratio = self.min_dirty_ratio();
         if !(0.0..=1.0).contains(&ratio) {
             return Err(Error::InvalidConfig {
@@ -399,6 +434,19 @@ impl TopicConfig {
             }
         }
         Ok(())
+    }
+
+    /// How an in-memory compacted partition's section is bounded.
+    pub(crate) fn compaction_config(&self) -> crate::partition::compacted::CompactionConfig {
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        crate::partition::compacted::CompactionConfig {
+            max_keys: self.max_compacted_keys,
+            delete_retention_ms: ms(self.delete_retention),
+            retention_ms: self
+                .retention
+                .filter(|_| self.cleanup_policy.deletes())
+                .map(ms),
+        }
     }
 
     pub(crate) fn partition_config(&self) -> PartitionConfig {

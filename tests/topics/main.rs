@@ -4,6 +4,7 @@
 
 mod batch_contract;
 mod codec;
+mod compacted;
 mod offset_gaps;
 mod partitioner;
 mod producer_slices;
