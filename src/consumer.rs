@@ -65,6 +65,7 @@ pub(crate) mod membership;
 mod records;
 pub use async_poll::{PollAsync, RecordStream};
 pub use config::{ConsumerConfig, OffsetReset};
+pub use crate::partition::IsolationLevel;
 pub use lending::RecordRef;
 pub use records::{ConsumerMetrics, ConsumerRecord, ConsumerRecords, OffsetAndTimestamp};
 
@@ -111,6 +112,8 @@ pub(crate) struct Assigned<K, V> {
     /// locks).
     pub(crate) group: Option<Arc<GroupSlot<K, V>>>,
     paused: bool,
+    /// The consumer's isolation level (`ConsumerConfig::isolation_level`).
+    pub(crate) isolation: crate::partition::IsolationLevel,
 }
 
 /// Reads the partitions it is assigned; commits under its group id. `Send`, not `Sync`.
@@ -308,6 +311,7 @@ where
                 partition,
                 position,
                 paused: false,
+                isolation: self.config.isolation_level,
             });
         }
         self.next = 0;
@@ -909,7 +913,7 @@ fn read_one<K: Clone, V: Clone>(
         let partition = a.tp.partition;
         let outcome = a
             .partition
-            .read(position, max, now, a.group.as_deref(), |offset, e| {
+            .read_as(a.isolation, position, max, now, a.group.as_deref(), |offset, e| {
                 sink(name, partition, offset, e)
             });
         match outcome {

@@ -629,6 +629,59 @@ pub enum Error {
         instance: String,
     },
 
+    /// A transactional producer was fenced: another producer with the same
+    /// `transactional_id` called `init_transactions` (bumping the epoch), or its
+    /// transaction ended (each transaction has its own epoch: KIP-890). Fatal for this
+    /// producer: close it; only the producer holding the current epoch may go on.
+    #[error("transactional id `{transactional_id}`: producer {producer_id} at epoch {epoch} is fenced (the current epoch is {current_epoch}); close this producer: only a producer that called init_transactions since may use the id")]
+    ProducerFenced {
+        /// The transactional id.
+        transactional_id: String,
+        /// The producer id.
+        producer_id: i64,
+        /// The epoch the fenced producer used.
+        epoch: i16,
+        /// The current epoch of the transactional id (or the partition's fence).
+        current_epoch: i16,
+    },
+
+    /// A transactional call in a state that does not allow it (send outside a
+    /// transaction, commit without begin, begin twice, a non-transactional producer...).
+    #[error("transactional id `{transactional_id}`: `{operation}` is not valid in state {state}; valid: {valid}")]
+    InvalidTxnState {
+        /// The transactional id (empty for a producer without one).
+        transactional_id: String,
+        /// The producer's transaction state.
+        state: &'static str,
+        /// The call refused.
+        operation: &'static str,
+        /// What is valid in that state.
+        valid: &'static str,
+    },
+
+    /// The transaction was open longer than its `transaction_timeout` and the coordinator
+    /// aborted it. The producer's epoch was bumped: call `begin_transaction` again (the
+    /// producer itself is not fenced).
+    #[error("transactional id `{transactional_id}`: the transaction at epoch {epoch} timed out after {timeout_ms} ms and was aborted; begin a new one")]
+    TransactionTimedOut {
+        /// The transactional id.
+        transactional_id: String,
+        /// The epoch of the aborted transaction.
+        epoch: i16,
+        /// The producer's transaction timeout.
+        timeout_ms: u64,
+    },
+
+    /// A send of the open transaction failed (its records may be in some logs or not):
+    /// the transaction can only be aborted (`abort_transaction`), then retried.
+    #[error("transactional id `{transactional_id}`: the transaction must be aborted: {reason}")]
+    TransactionAbortable {
+        /// The transactional id.
+        transactional_id: String,
+        /// The send's error.
+        reason: String,
+    },
+
     /// A subscription pattern with characters outside `[a-zA-Z0-9._-*?]`.
     #[error("invalid subscription pattern `{pattern}`: {reason}")]
     InvalidPattern {

@@ -156,6 +156,57 @@ pub(crate) enum AppendError {
     NotLeader,
 }
 
+/// The error for an append that did not happen.
+pub(crate) fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
+    match why {
+        AppendError::Full => Error::Full {
+            topic: topic.to_owned(),
+            partition,
+        },
+        AppendError::Timeout => Error::Timeout {
+            operation: "send",
+            topic: Some(topic.to_owned()),
+            partition: Some(partition),
+            timeout_ms: None,
+            code: None,
+        },
+        AppendError::TooLarge(size, max) => Error::RecordTooLarge {
+            what: "record (max_message_bytes, or what a batch in one segment holds)",
+            size,
+            max,
+        },
+        AppendError::Closed => Error::Closed {
+            what: format!("topic `{topic}` was deleted"),
+        },
+        AppendError::BrokerClosed => Error::Closed {
+            what: format!("the broker was closed (sending to topic `{topic}`)"),
+        },
+        AppendError::Unacknowledged(e) | AppendError::Offline(e) => *e,
+        AppendError::NotEnoughReplicas(isr, min) => Error::NotEnoughReplicas {
+            topic: topic.to_owned(),
+            partition,
+            isr,
+            min,
+        },
+        AppendError::NotEnoughReplicasAfterAppend(isr, min) => {
+            Error::NotEnoughReplicasAfterAppend {
+                topic: topic.to_owned(),
+                partition,
+                isr,
+                min,
+            }
+        }
+        AppendError::LeaderNotAvailable => Error::LeaderNotAvailable {
+            topic: topic.to_owned(),
+            partition,
+        },
+        AppendError::NotLeader => Error::NotLeader {
+            topic: topic.to_owned(),
+            partition,
+        },
+    }
+}
+
 /// How many replicas must have a record before its send returns (Kafka's `acks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -326,6 +377,8 @@ pub(crate) struct Offsets {
     pub(crate) log_end: u64,
     /// Records a gated partition overwrote while no group's gate held them.
     pub(crate) overwritten_unread: u64,
+    /// The last stable offset (the high watermark without open transactions).
+    pub(crate) last_stable_offset: u64,
 }
 
 /// A registered group on one partition.
@@ -457,6 +510,9 @@ pub(crate) struct Partition<K, V> {
     /// Replicated partitions: the replicas' logs serve every read and append instead of
     /// the ring (`crate::replica`).
     replicated: Option<Arc<dyn ReplicatedLog<K, V>>>,
+    /// Transactions on this partition: open ones (the LSO), aborted ones, epoch fences
+    /// (`txn` module docs); shared with the appenders.
+    txn: Arc<txn::TxnShared>,
 }
 
 /// A persisted partition's log on disk, as the partition sees it: implemented by
@@ -604,6 +660,7 @@ impl<K, V> Partition<K, V> {
             disk,
             broker_closed: ClosedByBroker::default(),
             replicated: None,
+            txn: Arc::default(),
         })
     }
 
@@ -690,6 +747,7 @@ impl<K, V> Partition<K, V> {
             policy: Arc::new(SendPolicy::default()),
             unsettled: None,
             expiry: self.expiry.clone(),
+            txn: Arc::clone(&self.txn),
         }
     }
 
@@ -780,19 +838,23 @@ impl<K, V> Partition<K, V> {
     pub(crate) fn offsets(&self, now_ms: i64) -> Offsets {
         if let Some(r) = &self.replicated {
             let log_end = r.log_end();
+            let high_watermark = r.high_watermark();
             return Offsets {
                 log_start: r.log_start().min(log_end),
-                high_watermark: r.high_watermark(),
+                high_watermark,
                 log_end,
                 overwritten_unread: 0,
+                last_stable_offset: self.stable_below(high_watermark),
             };
         }
         let log_end = self.log_end();
+        let high_watermark = self.high_watermark();
         Offsets {
             log_start: self.log_start(now_ms).min(log_end),
-            high_watermark: self.high_watermark(),
+            high_watermark,
             log_end,
             overwritten_unread: self.overwritten_unread(),
+            last_stable_offset: self.stable_below(high_watermark),
         }
     }
 
@@ -1147,6 +1209,9 @@ pub(crate) mod progress;
 pub(crate) use appender_async::Unsynced;
 pub(crate) mod replica_log;
 pub(crate) mod topic_config;
+pub(crate) mod txn;
+pub use txn::{AbortedTxn, IsolationLevel, OpenTxn};
+pub(crate) use entry::{ControlMarker, TxnMark};
 pub(crate) use appender::{Appender, EXPIRY_LOOK};
 pub(crate) use broker_close::ClosedByBroker;
 pub use entry::MAX_TIMESTAMP;

@@ -36,7 +36,8 @@ use crate::broker::{Broker, TopicInner};
 use crate::codec::Codec;
 pub use crate::partition::Acks;
 use crate::partition::{
-    valid_timestamp, AppendError, AppendWait, Appender, Entry, SendCounters, SendPolicy,
+    append_error, valid_timestamp, AppendError, AppendWait, Appender, Entry, SendCounters,
+    SendPolicy,
 };
 use crate::sync::time;
 // Std's Arc (also under loom): partitioners are trait objects (see `sync::StdArc`).
@@ -50,6 +51,7 @@ mod partition_producer;
 mod partitioner;
 mod pending_send;
 mod record;
+mod txn;
 pub use error::{ProduceBatchError, ProduceError, ProduceTimeoutError, TryProduceError};
 pub use partition_producer::{PartitionProducer, Payload};
 pub use partitioner::{murmur2, partition_for_key, to_positive, Partitioner};
@@ -65,6 +67,9 @@ pub struct ProducerConfig {
     retries: u32,
     delivery_timeout: Duration,
     request_timeout: Duration,
+    /// Interned: the config stays `Copy`.
+    transactional_id: Option<&'static str>,
+    transaction_timeout: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -83,7 +88,27 @@ impl ProducerConfig {
             retries: u32::MAX,
             delivery_timeout: Duration::from_secs(120),
             request_timeout: Duration::from_secs(30),
+            transactional_id: None,
+            transaction_timeout: Duration::from_secs(60),
         }
+    }
+
+    /// Makes the producer transactional (Kafka's `transactional.id`; it implies
+    /// idempotence): call [`Producer::init_transactions`] once, then send only inside
+    /// [`begin_transaction`](Producer::begin_transaction) ..
+    /// [`commit_transaction`](Producer::commit_transaction) or
+    /// [`abort_transaction`](Producer::abort_transaction). A new producer with the same
+    /// id fences the previous one (see [`Producer::init_transactions`]).
+    pub fn transactional_id(mut self, id: &str) -> Self {
+        self.transactional_id = Some(crate::sync::intern(id));
+        self
+    }
+
+    /// How long a transaction may stay open before the coordinator aborts it (Kafka's
+    /// `transaction.timeout.ms`, default 60 s), on the broker's clock.
+    pub const fn transaction_timeout(mut self, timeout: Duration) -> Self {
+        self.transaction_timeout = timeout;
+        self
     }
 
     /// How many replicas must have a record before `send` returns (replicated topics;
@@ -133,9 +158,17 @@ impl ProducerConfig {
                 valid: "at least 1 record".into(),
             });
         }
+        if self.transactional_id == Some("") {
+            return Err(Error::InvalidConfig {
+                name: "transactional_id",
+                value: "\"\"".into(),
+                valid: "a non-empty id".into(),
+            });
+        }
         for (name, d) in [
             ("delivery_timeout", self.delivery_timeout),
             ("request_timeout", self.request_timeout),
+            ("transaction_timeout", self.transaction_timeout),
         ] {
             if d.is_zero() {
                 return Err(Error::InvalidConfig {
@@ -272,57 +305,6 @@ impl<K, V> State<K, V> {
 /// sent, in order.
 type RunFailure<K, V> = (ProduceError<K, V>, Vec<Record<K, V>>);
 
-/// The error for an append that did not happen.
-fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
-    match why {
-        AppendError::Full => Error::Full {
-            topic: topic.to_owned(),
-            partition,
-        },
-        AppendError::Timeout => Error::Timeout {
-            operation: "send",
-            topic: Some(topic.to_owned()),
-            partition: Some(partition),
-            timeout_ms: None,
-            code: None,
-        },
-        AppendError::TooLarge(size, max) => Error::RecordTooLarge {
-            what: "record (max_message_bytes, or what a batch in one segment holds)",
-            size,
-            max,
-        },
-        AppendError::Closed => Error::Closed {
-            what: format!("topic `{topic}` was deleted"),
-        },
-        AppendError::BrokerClosed => Error::Closed {
-            what: format!("the broker was closed (sending to topic `{topic}`)"),
-        },
-        AppendError::Unacknowledged(e) | AppendError::Offline(e) => *e,
-        AppendError::NotEnoughReplicas(isr, min) => Error::NotEnoughReplicas {
-            topic: topic.to_owned(),
-            partition,
-            isr,
-            min,
-        },
-        AppendError::NotEnoughReplicasAfterAppend(isr, min) => {
-            Error::NotEnoughReplicasAfterAppend {
-                topic: topic.to_owned(),
-                partition,
-                isr,
-                min,
-            }
-        }
-        AppendError::LeaderNotAvailable => Error::LeaderNotAvailable {
-            topic: topic.to_owned(),
-            partition,
-        },
-        AppendError::NotLeader => Error::NotLeader {
-            topic: topic.to_owned(),
-            partition,
-        },
-    }
-}
-
 /// Sends records to a broker's topics. `Clone` (each clone has its own per-partition
 /// handles, so threads that each hold a clone never contend) and `Send + Sync`.
 ///
@@ -336,6 +318,8 @@ pub struct Producer<K, V> {
     state: Mutex<State<K, V>>,
     /// Retries on replicated topics, shared by clones ([`ProducerMetrics`]).
     counters: Arc<SendCounters>,
+    /// A transactional producer's state, shared by its clones (`txn`).
+    txn: Option<Arc<txn::TxnClient>>,
 }
 
 impl<K, V> fmt::Debug for Producer<K, V> {
@@ -354,6 +338,7 @@ impl<K, V> Clone for Producer<K, V> {
             choice: Arc::clone(&self.choice),
             state: Mutex::new(State::new()),
             counters: Arc::clone(&self.counters),
+            txn: self.txn.clone(),
         }
     }
 }
@@ -427,6 +412,7 @@ where
             choice: Arc::new(choice),
             state: Mutex::new(State::new()),
             counters: Arc::default(),
+            txn: config.transactional_id.map(|id| Arc::new(txn::TxnClient::new(id))),
         }
     }
 
@@ -565,6 +551,9 @@ where
     /// # Ok::<(), logbus::Error>(())
     /// ```
     pub fn send_batch(&self, records: &mut Vec<Record<K, V>>) -> Result<usize, ProduceBatchError> {
+        if let Some(txn) = &self.txn {
+            return self.send_batch_txn(txn, records);
+        }
         let mut state = self.state.lock();
         let moved = self.send_batch_moved(&mut state, records);
         if records.is_empty() {
@@ -941,6 +930,10 @@ where
     /// None here: every error, with its record, comes from [`PendingSend::wait`] or the
     /// future's output (those of [`send`](Self::send)).
     pub fn send_async(&self, record: Record<K, V>) -> PendingSend<K, V> {
+        if let Some(txn) = &self.txn {
+            // A transaction's sends are appended in order under its lock (`txn`).
+            return PendingSend::done(self.send_txn(txn, record, AppendWait::Until(None)));
+        }
         let mut state = self.state.lock();
         let (t, partition) = match self.route(&mut state, &record) {
             Ok(at) => at,
@@ -1021,6 +1014,9 @@ where
         record: Record<K, V>,
         wait: AppendWait,
     ) -> Result<RecordMetadata, ProduceError<K, V>> {
+        if let Some(txn) = &self.txn {
+            return self.send_txn(txn, record, wait);
+        }
         let mut state = self.state.lock();
         let (t, partition) = match self.route(&mut state, &record) {
             Ok(at) => at,

@@ -44,6 +44,9 @@ pub(crate) mod groups;
 mod persisted;
 mod topic;
 mod topics;
+mod txn;
+pub use txn::{TransactionDescription, TxnState};
+pub(crate) use txn::TxnIds;
 
 use crate::partition::topic_config as config;
 pub use builder::BrokerBuilder;
@@ -71,6 +74,8 @@ struct BrokerInner {
     metadata_version: AtomicU64,
     /// Replication threads and fault injection, started with the first replicated topic.
     replication: Mutex<Option<Arc<crate::replica::Runtime>>>,
+    /// The transaction coordinator (`txn`).
+    txn: txn::TxnCoordinator,
 }
 
 impl Drop for BrokerInner {
@@ -133,6 +138,7 @@ impl Broker {
     pub(crate) fn from_parts(
         clock: Arc<dyn Clock>,
         data: Option<Arc<crate::persist::DataDir>>,
+        txn: txn::TxnCoordinator,
     ) -> Broker {
         Broker {
             inner: Arc::new(BrokerInner {
@@ -143,6 +149,7 @@ impl Broker {
                 empty_group_timeout_ms: AtomicU64::new(millis(DEFAULT_EMPTY_GROUP_TIMEOUT)),
                 metadata_version: AtomicU64::new(0),
                 replication: Mutex::new(None),
+                txn,
             }),
         }
     }
@@ -151,7 +158,7 @@ impl Broker {
 impl Broker {
     /// A broker keeping everything in memory, reading the system clock.
     pub fn in_memory() -> Self {
-        Broker::from_parts(Arc::new(SystemClock), None)
+        Broker::from_parts(Arc::new(SystemClock), None, txn::TxnCoordinator::in_memory())
     }
 
     /// The broker's clock.

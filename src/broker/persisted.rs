@@ -261,7 +261,8 @@ impl BrokerBuilder {
             plan.apply(&*io, &dirs)?;
             data.set_replaced(plan.lost);
         }
-        let broker = Broker::from_parts(Arc::clone(&self.clock), Some(Arc::clone(&data)));
+        let txn = super::txn::TxnCoordinator::open(data.path())?;
+        let broker = Broker::from_parts(Arc::clone(&self.clock), Some(Arc::clone(&data)), txn);
         broker.set_empty_group_timeout(self.empty_group_timeout);
         broker.replication().attach_disk(disk);
         data.start_background()?;

@@ -28,6 +28,9 @@ pub struct PartitionInfo {
     pub log_end: u64,
     /// Records held in memory (`log_end - log_start`).
     pub records_in_memory: u64,
+    /// The last stable offset: the first offset of the earliest open transaction, else
+    /// the high watermark. Read-committed consumers read below it.
+    pub last_stable_offset: u64,
     /// Records an [`Overflow::Block`](super::Overflow::Block) topic overwrote while no consumer group held them
     /// (none registered on the partition, or the last one deleted or expired): no group
     /// had read them (consumers without a group id hold nothing back, so one may have).
@@ -412,6 +415,7 @@ impl Broker {
                     log_end: o.log_end,
                     records_in_memory: o.log_end - o.log_start,
                     overwritten_unread: o.overwritten_unread,
+                    last_stable_offset: o.last_stable_offset,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -468,6 +472,11 @@ impl Broker {
     }
 
     /// Checks that `tp` names an existing partition.
+    /// A topic's type-erased admin operations (transaction markers, offsets).
+    pub(super) fn topic_admin(&self, name: &str) -> Result<Arc<dyn super::topic::TopicAdmin>> {
+        Ok(self.slot(name)?.admin)
+    }
+
     pub(crate) fn check_partition(&self, tp: &TopicPartition) -> Result<()> {
         let count = self.slot(&tp.topic)?.admin.partition_count();
         if tp.partition >= count {

@@ -25,6 +25,8 @@ pub(crate) struct Appender<K, V> {
     /// time, so no group expires there).
     #[cfg_attr(logbus_loom, allow(dead_code))]
     pub(super) expiry: Option<GateExpiry>,
+    /// The partition's transaction state (`txn` module).
+    pub(super) txn: Arc<super::txn::TxnShared>,
 }
 
 /// How often a producer waiting for room on a gated partition lets expired groups go:
