@@ -79,6 +79,9 @@ struct ProducerTxn {
     open: Option<(i16, u64)>,
     /// The highest epoch whose marker was written here.
     closed: Option<i16>,
+    /// Where that marker was appended (a replicated log may lose it to a leader change
+    /// before it is acknowledged: the coordinator's retry checks it is still there).
+    closed_at: u64,
 }
 
 /// One partition's transaction state (module docs).
@@ -186,7 +189,26 @@ impl TxnTable {
                 });
             }
         }
-        s.closed = Some(s.closed.map_or(epoch, |c| c.max(epoch)));
+        if s.closed.is_none_or(|c| c <= epoch) {
+            s.closed = Some(epoch);
+            s.closed_at = offset;
+        }
+    }
+
+    /// Where producer `p`'s marker at `epoch` was appended, if that is its last marker.
+    pub(crate) fn marker_at(&self, p: i64, epoch: i16) -> Option<u64> {
+        let s = self.producers.get(&p)?;
+        (s.closed == Some(epoch) && s.open.is_none()).then_some(s.closed_at)
+    }
+
+    /// The marker of producer `p` at `epoch` was appended again at `offset` (the first
+    /// copy was lost to a leader change).
+    pub(crate) fn marked_again(&mut self, p: i64, epoch: i16, offset: u64) {
+        if let Some(s) = self.producers.get_mut(&p) {
+            if s.closed == Some(epoch) {
+                s.closed_at = offset;
+            }
+        }
     }
 
     /// The last stable offset given the high watermark `hw`.
@@ -387,8 +409,58 @@ impl<K, V> Partition<K, V> {
         deadline: Option<crate::sync::time::Instant>,
     ) -> Result<u64, TxnAppendError<K, V>> {
         let mut appender = self.appender().with_policy(policy);
-        let entry = Entry::control(timestamp, producer_id, epoch, marker);
-        appender.append_txn(entry, producer_id, epoch, AppendWait::Until(deadline))
+        let mut backoff = Backoff::new();
+        loop {
+            let entry = Entry::control(timestamp, producer_id, epoch, marker);
+            match appender.append_txn(entry, producer_id, epoch, AppendWait::Until(deadline)) {
+                Err(TxnAppendError::Refused(why @ TxnRefusal::StaleMarker { open: None, .. }, e)) => {
+                    // Written before: still in the log? (Module docs: a leader change may
+                    // have cut it before its acknowledgement.)
+                    let Some(r) = self.replicated.clone() else {
+                        return Err(TxnAppendError::Refused(why, e));
+                    };
+                    let mut table = self.txn.table.lock();
+                    let Some(at) = table.marker_at(producer_id, epoch) else {
+                        return Err(TxnAppendError::Refused(why, e));
+                    };
+                    let hw = r.high_watermark();
+                    let mut found = None;
+                    if at < hw {
+                        r.read(at, 1, &mut |o, x| {
+                            found = Some(o == at && x.txn().is_some_and(|t| {
+                                t.producer_id == producer_id
+                                    && t.epoch == epoch
+                                    && t.control.is_some()
+                            }))
+                        });
+                    } else if at < r.log_end() {
+                        // Appended, not yet acknowledged: wait for it to settle.
+                        drop(table);
+                        if deadline.is_some_and(|d| crate::sync::time::Instant::now() >= d) {
+                            return Err(TxnAppendError::Append(None, AppendError::Timeout));
+                        }
+                        backoff.snooze();
+                        continue;
+                    }
+                    if found == Some(true) {
+                        return Err(TxnAppendError::Refused(why, e));
+                    }
+                    // Lost: append it again (no record of the producer at this epoch can
+                    // have come after the first copy: the fence held them off).
+                    let pending = r
+                        .append_pending(e, &appender.policy)
+                        .map_err(|(e, why)| TxnAppendError::Append(e, why))?;
+                    if let Some((_, offset)) = pending.at() {
+                        table.marked_again(producer_id, epoch, offset);
+                    }
+                    drop(table);
+                    return r
+                        .await_pending(pending, &appender.policy)
+                        .map_err(|(e, why)| TxnAppendError::Append(e, why));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// The last stable offset: the first offset of the earliest open transaction, else

@@ -300,6 +300,75 @@ where
         }
     }
 
+    /// The producer id and the epoch of the current (or next) transaction of a
+    /// transactional producer, once `init_transactions` returned.
+    pub fn transaction_ids(&self) -> Option<(i64, i16)> {
+        let st = self.txn.as_ref()?.state.lock();
+        st.ids.map(|i| (i.producer_id, i.epoch))
+    }
+
+    /// Fault injection: appends `record` as a send of this producer's transaction at
+    /// `epoch` arriving late (a retry delayed in the network, or a zombie's send): straight
+    /// to the partition, past the coordinator and the producer's own state. The partition
+    /// decides; `Err` with [`Error::ProducerFenced`] when it refuses.
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Producer::send), and [`Error::InvalidTxnState`] on a producer without
+    /// `transactional_id` or before `init_transactions`.
+    pub fn deliver_delayed_send(
+        &self,
+        record: Record<K, V>,
+        epoch: i16,
+    ) -> Result<RecordMetadata, ProduceError<K, V>> {
+        let ids = match self.transaction_ids() {
+            Some((p, _)) => p,
+            None => return Err(ProduceError::new(not_transactional("deliver_delayed_send"), record)),
+        };
+        let mut state = self.state.lock();
+        let (t, partition) = match self.route(&mut state, &record) {
+            Ok(at) => at,
+            Err(error) => return Err(ProduceError::new(error, record)),
+        };
+        let topic = state.topics[t].topic.clone();
+        drop(state);
+        let (entry, sent) = self.entry_of(record, partition);
+        let (timestamp, key, value, headers) = entry.into_parts();
+        let entry = Entry::transactional(timestamp, key, value, headers, ids, epoch);
+        let p = topic.partition(partition).expect("routed to an existing partition");
+        let mut appender = p.appender().with_policy(SendPolicy {
+            retries: 0,
+            ..self.policy()
+        });
+        match appender.append_txn(entry, ids, epoch, AppendWait::Until(None)) {
+            Ok(offset) => sent.outcome(Ok(offset)),
+            Err(TxnAppendError::Refused(why, entry)) => {
+                let current = match why {
+                    TxnRefusal::Fenced { current, .. } => current,
+                    TxnRefusal::StaleMarker { .. } | TxnRefusal::PreviousOpen { .. } => epoch,
+                };
+                let (_, key, value, headers) = entry.into_parts();
+                Err(ProduceError::new(
+                    Error::ProducerFenced {
+                        transactional_id: self.txn.as_ref().map_or("", |t| t.id).to_owned(),
+                        producer_id: ids,
+                        epoch,
+                        current_epoch: current,
+                    },
+                    Record {
+                        topic: sent.topic,
+                        partition: sent.explicit,
+                        timestamp: sent.given,
+                        key,
+                        value,
+                        headers,
+                    },
+                ))
+            }
+            Err(TxnAppendError::Append(back, why)) => sent.outcome(Err((back, why))),
+        }
+    }
+
     /// A send of a transactional producer (module docs).
     pub(super) fn send_txn(
         &self,
