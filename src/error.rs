@@ -695,6 +695,40 @@ pub enum Error {
         partition: u32,
     },
 
+    /// An idempotent send's sequence is not the next one the partition's leader expects
+    /// for its producer (Kafka's `OutOfOrderSequenceException`): a record of the producer
+    /// before it is missing from the log.
+    #[error("`{topic}`-{partition}: producer {producer_id} (epoch {epoch}) sent sequence {got}, the log expected {expected}")]
+    OutOfOrderSequence {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The producer id.
+        producer_id: i64,
+        /// The producer epoch.
+        epoch: i16,
+        /// The sequence the leader expected (its last sequence + 1, or 0 in a new epoch).
+        expected: i32,
+        /// The send's first sequence.
+        got: i32,
+    },
+
+    /// A producer id's epoch was bumped past this producer's (Kafka's
+    /// `ProducerFencedException` / `InvalidProducerEpochException`): a newer instance of
+    /// the same producer owns it; this one may send no more.
+    #[error(
+        "producer {producer_id} at epoch {epoch} is fenced: the current epoch is {current_epoch}"
+    )]
+    ProducerFenced {
+        /// The producer id.
+        producer_id: i64,
+        /// The fenced epoch (this producer's).
+        epoch: i16,
+        /// The epoch the broker or the partition knows.
+        current_epoch: i16,
+    },
+
     /// A replica id that is not one of the partition's replicas (fault injection).
     #[error("replica {replica} is not a replica of `{topic}`-{partition}: its replicas are {replicas:?}")]
     UnknownReplica {

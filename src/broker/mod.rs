@@ -42,6 +42,7 @@ mod builder;
 mod faults;
 pub(crate) mod groups;
 mod persisted;
+pub(crate) mod producer_ids;
 mod topic;
 mod topics;
 
@@ -71,6 +72,8 @@ struct BrokerInner {
     metadata_version: AtomicU64,
     /// Replication threads and fault injection, started with the first replicated topic.
     replication: Mutex<Option<Arc<crate::replica::Runtime>>>,
+    /// Producer ids and epochs (`producer_ids`).
+    producer_ids: producer_ids::ProducerIds,
 }
 
 impl Drop for BrokerInner {
@@ -143,6 +146,7 @@ impl Broker {
                 empty_group_timeout_ms: AtomicU64::new(millis(DEFAULT_EMPTY_GROUP_TIMEOUT)),
                 metadata_version: AtomicU64::new(0),
                 replication: Mutex::new(None),
+                producer_ids: producer_ids::ProducerIds::default(),
             }),
         }
     }
