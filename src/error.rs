@@ -629,22 +629,6 @@ pub enum Error {
         instance: String,
     },
 
-    /// A transactional producer was fenced: another producer with the same
-    /// `transactional_id` called `init_transactions` (bumping the epoch), or its
-    /// transaction ended (each transaction has its own epoch: KIP-890). Fatal for this
-    /// producer: close it; only the producer holding the current epoch may go on.
-    #[error("transactional id `{transactional_id}`: producer {producer_id} at epoch {epoch} is fenced (the current epoch is {current_epoch}); close this producer: only a producer that called init_transactions since may use the id")]
-    ProducerFenced {
-        /// The transactional id.
-        transactional_id: String,
-        /// The producer id.
-        producer_id: i64,
-        /// The epoch the fenced producer used.
-        epoch: i16,
-        /// The current epoch of the transactional id (or the partition's fence).
-        current_epoch: i16,
-    },
-
     /// A transactional call in a state that does not allow it (send outside a
     /// transaction, commit without begin, begin twice, a non-transactional producer...).
     #[error("transactional id `{transactional_id}`: `{operation}` is not valid in state {state}; valid: {valid}")]
@@ -746,6 +730,43 @@ pub enum Error {
         topic: String,
         /// The partition.
         partition: u32,
+    },
+
+    /// An idempotent send's sequence is not the next one the partition's leader expects
+    /// for its producer (Kafka's `OutOfOrderSequenceException`): a record of the producer
+    /// before it is missing from the log.
+    #[error("`{topic}`-{partition}: producer {producer_id} (epoch {epoch}) sent sequence {got}, the log expected {expected}")]
+    OutOfOrderSequence {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The producer id.
+        producer_id: i64,
+        /// The producer epoch.
+        epoch: i16,
+        /// The sequence the leader expected (its last sequence + 1, or 0 in a new epoch).
+        expected: i32,
+        /// The send's first sequence.
+        got: i32,
+    },
+
+    /// A producer id's epoch was bumped past this producer's (Kafka's
+    /// `ProducerFencedException` / `InvalidProducerEpochException`): a newer instance of
+    /// the same producer owns it; this one may send no more. A transactional producer is
+    /// fenced when another with the same `transactional_id` calls `init_transactions`, and
+    /// a send of a transaction that is over (each transaction has its own epoch, KIP-890)
+    /// is refused with it: close the producer.
+    #[error(
+        "producer {producer_id} at epoch {epoch} is fenced: the current epoch is {current_epoch}"
+    )]
+    ProducerFenced {
+        /// The producer id.
+        producer_id: i64,
+        /// The fenced epoch (this producer's).
+        epoch: i16,
+        /// The epoch the broker or the partition knows.
+        current_epoch: i16,
     },
 
     /// A replica id that is not one of the partition's replicas (fault injection).

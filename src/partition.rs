@@ -154,6 +154,17 @@ pub(crate) enum AppendError {
     LeaderNotAvailable,
     /// Replicated: the leader changed while the append waited for its acknowledgement.
     NotLeader,
+    /// Idempotence: not the sequence the leader expects (nothing appended).
+    OutOfOrderSequence {
+        producer: ProducerIdentity,
+        expected: i32,
+        got: i32,
+    },
+    /// Idempotence: the producer's epoch is older than the log's (nothing appended).
+    ProducerFenced {
+        producer: ProducerIdentity,
+        current: i16,
+    },
 }
 
 /// The error for an append that did not happen.
@@ -204,6 +215,23 @@ pub(crate) fn append_error(why: AppendError, topic: &str, partition: u32) -> Err
             topic: topic.to_owned(),
             partition,
         },
+        AppendError::OutOfOrderSequence {
+            producer,
+            expected,
+            got,
+        } => Error::OutOfOrderSequence {
+            topic: topic.to_owned(),
+            partition,
+            producer_id: producer.id,
+            epoch: producer.epoch,
+            expected,
+            got,
+        },
+        AppendError::ProducerFenced { producer, current } => Error::ProducerFenced {
+            producer_id: producer.id,
+            epoch: producer.epoch,
+            current_epoch: current,
+        },
     }
 }
 
@@ -235,6 +263,9 @@ pub(crate) struct SendPolicy {
     pub(crate) request_timeout: std::time::Duration,
     /// Counts retries (shared by the producer's appenders).
     pub(crate) counters: Arc<SendCounters>,
+    /// An idempotent producer's id and epoch: its appends carry sequences
+    /// (`producer_state`).
+    pub(crate) producer: Option<ProducerIdentity>,
 }
 
 /// What a producer's retries did (its metrics).
@@ -244,6 +275,8 @@ pub(crate) struct SendCounters {
     pub(crate) retries: AtomicU64,
     /// Retries of a record already appended once (each may leave a duplicate in the log).
     pub(crate) resent_after_append: AtomicU64,
+    /// Retries the leader answered as duplicates (idempotence).
+    pub(crate) deduplicated: AtomicU64,
 }
 
 impl Default for SendPolicy {
@@ -254,6 +287,7 @@ impl Default for SendPolicy {
             delivery_timeout: std::time::Duration::from_secs(120),
             request_timeout: std::time::Duration::from_secs(30),
             counters: Arc::default(),
+            producer: None,
         }
     }
 }
@@ -1205,8 +1239,10 @@ mod appender_async;
 mod broker_close;
 mod entry;
 mod lend;
+pub(crate) mod producer_state;
 pub(crate) mod progress;
 pub(crate) use appender_async::Unsynced;
+pub use producer_state::ProducerIdentity;
 pub(crate) mod replica_log;
 pub(crate) mod topic_config;
 pub(crate) mod txn;

@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 use crate::broker::{Broker, TopicInner};
 use crate::codec::Codec;
 pub use crate::partition::Acks;
+pub use crate::partition::ProducerIdentity;
 use crate::partition::{
     append_error, valid_timestamp, AppendError, AppendWait, Appender, Entry, SendCounters,
     SendPolicy,
@@ -70,6 +71,8 @@ pub struct ProducerConfig {
     /// Interned: the config stays `Copy`.
     transactional_id: Option<&'static str>,
     transaction_timeout: Duration,
+    /// `None`: Kafka's default (on exactly when `acks = all`).
+    idempotence: Option<bool>,
 }
 
 impl Default for ProducerConfig {
@@ -80,7 +83,8 @@ impl Default for ProducerConfig {
 
 impl ProducerConfig {
     /// Sticky batches of 256 records; `acks = all`, retries without limit within a
-    /// 120 s delivery timeout, 30 s per attempt (Kafka's defaults).
+    /// 120 s delivery timeout, 30 s per attempt, idempotence on (Kafka's defaults since
+    /// 3.0).
     pub const fn new() -> Self {
         Self {
             sticky_batch: 256,
@@ -90,6 +94,41 @@ impl ProducerConfig {
             request_timeout: Duration::from_secs(30),
             transactional_id: None,
             transaction_timeout: Duration::from_secs(60),
+            idempotence: None,
+        }
+    }
+
+    /// The idempotent producer (Kafka's `enable.idempotence`, KIP-98): the broker gives
+    /// the producer an id and epoch, every record carries a per-partition sequence number,
+    /// and a partition's leader appends a retried record once only (it answers the retry
+    /// with the first append's offset), so retries after a leader change never duplicate.
+    ///
+    /// Kafka's default since 3.0: on with `acks = all` (the default), off with any other
+    /// level unless asked. Turning it on explicitly with `acks` other than `All` is an
+    /// [`Error::InvalidConfig`] when the producer is made, as in Kafka.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::producer::{Acks, ProducerConfig};
+    ///
+    /// assert!(ProducerConfig::new().is_idempotent());
+    /// assert!(!ProducerConfig::new().acks(Acks::Leader).is_idempotent());
+    /// let broker = logbus::Broker::new();
+    /// let bad = ProducerConfig::new().acks(Acks::Leader).enable_idempotence(true);
+    /// assert!(broker.producer_with_config::<(), u64>(bad).is_err());
+    /// ```
+    pub const fn enable_idempotence(mut self, on: bool) -> Self {
+        self.idempotence = Some(on);
+        self
+    }
+
+    /// Whether the producer will be idempotent (see
+    /// [`enable_idempotence`](Self::enable_idempotence)).
+    pub const fn is_idempotent(&self) -> bool {
+        match self.idempotence {
+            Some(on) => on,
+            None => matches!(self.acks, Acks::All),
         }
     }
 
@@ -151,6 +190,13 @@ impl ProducerConfig {
     }
 
     fn validate(&self) -> Result<()> {
+        if self.idempotence == Some(true) && !matches!(self.acks, Acks::All) {
+            return Err(Error::InvalidConfig {
+                name: "enable_idempotence",
+                value: format!("true with acks = {:?}", self.acks),
+                valid: "acks = All with idempotence (or enable_idempotence(false))".into(),
+            });
+        }
         if self.sticky_batch == 0 {
             return Err(Error::InvalidConfig {
                 name: "sticky_batch",
@@ -187,9 +233,13 @@ impl ProducerConfig {
 pub struct ProducerMetrics {
     /// Attempts retried.
     pub retries: u64,
-    /// Retries of records already appended once: each may have left a duplicate in the
-    /// log (no idempotent producer yet).
+    /// Retries of records already appended once: without idempotence each may have left
+    /// a duplicate in the log; with it, the leader recognises those it still has
+    /// (`deduplicated`).
     pub possible_duplicates: u64,
+    /// Retries the partition leader answered with the first append's offsets instead of
+    /// appending again (the idempotent producer).
+    pub deduplicated: u64,
 }
 
 /// How a producer chooses partitions for records without an explicit one.
@@ -320,6 +370,9 @@ pub struct Producer<K, V> {
     counters: Arc<SendCounters>,
     /// A transactional producer's state, shared by its clones (`txn`).
     txn: Option<Arc<txn::TxnClient>>,
+    /// The broker-assigned producer id and epoch of an idempotent producer (each clone
+    /// its own: sequences are per producer id and partition).
+    identity: Option<crate::partition::ProducerIdentity>,
 }
 
 impl<K, V> fmt::Debug for Producer<K, V> {
@@ -339,6 +392,10 @@ impl<K, V> Clone for Producer<K, V> {
             state: Mutex::new(State::new()),
             counters: Arc::clone(&self.counters),
             txn: self.txn.clone(),
+            identity: self
+                .config
+                .is_idempotent()
+                .then(|| self.broker.init_producer_id()),
         }
     }
 }
@@ -406,6 +463,7 @@ where
     V: Send + Sync + 'static,
 {
     fn new(broker: Broker, config: ProducerConfig, choice: Choice<K>) -> Self {
+        let identity = config.is_idempotent().then(|| broker.init_producer_id());
         Self {
             broker,
             config,
@@ -413,7 +471,13 @@ where
             state: Mutex::new(State::new()),
             counters: Arc::default(),
             txn: config.transactional_id.map(|id| Arc::new(txn::TxnClient::new(id))),
+            identity,
         }
+    }
+
+    /// The broker-assigned producer id and epoch (`None`: not idempotent).
+    pub fn producer_identity(&self) -> Option<crate::partition::ProducerIdentity> {
+        self.identity
     }
 
     /// What this producer's retries did on replicated topics (with its clones').
@@ -424,6 +488,8 @@ where
             retries: self.counters.retries.load(Ordering::Relaxed),
             // Relaxed: as above.
             possible_duplicates: self.counters.resent_after_append.load(Ordering::Relaxed),
+            // Relaxed: as above.
+            deduplicated: self.counters.deduplicated.load(Ordering::Relaxed),
         }
     }
 
@@ -435,6 +501,7 @@ where
             delivery_timeout: self.config.delivery_timeout,
             request_timeout: self.config.request_timeout,
             counters: Arc::clone(&self.counters),
+            producer: self.identity,
         }
     }
 

@@ -42,6 +42,7 @@ mod builder;
 mod faults;
 pub(crate) mod groups;
 mod persisted;
+pub(crate) mod producer_ids;
 mod topic;
 mod topics;
 mod txn;
@@ -76,6 +77,8 @@ struct BrokerInner {
     replication: Mutex<Option<Arc<crate::replica::Runtime>>>,
     /// The transaction coordinator (`txn`).
     txn: txn::TxnCoordinator,
+    /// Producer ids and epochs (`producer_ids`).
+    producer_ids: producer_ids::ProducerIds,
 }
 
 impl Drop for BrokerInner {
@@ -150,6 +153,7 @@ impl Broker {
                 metadata_version: AtomicU64::new(0),
                 replication: Mutex::new(None),
                 txn,
+                producer_ids: producer_ids::ProducerIds::default(),
             }),
         }
     }

@@ -263,6 +263,7 @@ impl BrokerBuilder {
         }
         let txn = super::txn::TxnCoordinator::open(data.path())?;
         let broker = Broker::from_parts(Arc::clone(&self.clock), Some(Arc::clone(&data)), txn);
+        broker.txn_reserve_ids();
         broker.set_empty_group_timeout(self.empty_group_timeout);
         broker.replication().attach_disk(disk);
         data.start_background()?;

@@ -160,6 +160,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInn
             delivery_timeout: m.timeout,
             request_timeout: m.timeout,
             counters: Arc::default(),
+            // Markers carry no sequence (the partition's transaction table fences them).
+            producer: None,
         };
         let marker = crate::partition::ControlMarker {
             commit: m.commit,

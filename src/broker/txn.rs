@@ -65,7 +65,6 @@ use std::time::Duration;
 
 use super::topic::MarkerWrite;
 use super::{Broker, TopicPartition};
-use crate::sync::atomic::{AtomicI64, Ordering};
 use crate::sync::Mutex;
 use crate::{Error, Result};
 
@@ -155,8 +154,8 @@ pub(crate) struct TxnCoordinator {
     txns: Mutex<HashMap<String, TxnMeta>>,
     log: Mutex<Option<TxnLogFile>>,
     coordinator_epoch: i32,
-    /// Placeholder producer ids until the idempotent producer's allocator is merged.
-    next_producer_id: AtomicI64,
+    /// The largest producer id in the replayed log (the broker's allocator reserves it).
+    max_producer_id: i64,
     /// How long a marker write waits for its acknowledgement.
     marker_timeout: Duration,
 }
@@ -182,7 +181,7 @@ impl TxnCoordinator {
             txns: Mutex::new(HashMap::new()),
             log: Mutex::new(None),
             coordinator_epoch: 0,
-            next_producer_id: AtomicI64::new(0),
+            max_producer_id: -1,
             marker_timeout: Duration::from_secs(10),
         }
     }
@@ -245,7 +244,7 @@ impl TxnCoordinator {
             txns: Mutex::new(txns),
             log: Mutex::new(Some(TxnLogFile { path, file })),
             coordinator_epoch,
-            next_producer_id: AtomicI64::new(max_pid + 1),
+            max_producer_id: max_pid,
             marker_timeout: Duration::from_secs(10),
         })
     }
@@ -412,6 +411,14 @@ impl Broker {
         &self.inner.txn
     }
 
+    /// Reserves the producer ids the replayed transaction log holds (at open).
+    pub(crate) fn txn_reserve_ids(&self) {
+        let max = self.txn_coordinator().max_producer_id;
+        if max >= 0 {
+            self.producer_ids().reserve_through(max);
+        }
+    }
+
     /// The error for a producer at `ids` whose id is now at `meta`.
     fn txn_fenced(id: &str, ids: TxnIds, meta: Option<&TxnMeta>) -> Error {
         match meta {
@@ -423,7 +430,6 @@ impl Broker {
                 }
             }
             _ => Error::ProducerFenced {
-                transactional_id: id.to_owned(),
                 producer_id: ids.producer_id,
                 epoch: ids.epoch,
                 current_epoch: meta.map_or(-1, |m| m.epoch),
@@ -439,7 +445,7 @@ impl Broker {
         loop {
             let mut txns = c.txns.lock();
             let meta = txns.entry(id.to_owned()).or_insert_with(|| TxnMeta {
-                producer_id: c.next_producer_id.fetch_add(1, Ordering::Relaxed),
+                producer_id: self.producer_ids().allocate().id,
                 epoch: -1,
                 state: TxnState::Empty,
                 partitions: BTreeSet::new(),
@@ -464,7 +470,7 @@ impl Broker {
                 _ => {
                     if meta.epoch == i16::MAX {
                         // Epochs exhausted: a new producer id (Kafka does the same).
-                        meta.producer_id = c.next_producer_id.fetch_add(1, Ordering::Relaxed);
+                        meta.producer_id = self.producer_ids().allocate().id;
                         meta.epoch = -1;
                     }
                     meta.epoch += 1;

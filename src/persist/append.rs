@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use super::encoded::EncodedEntry;
 use super::FlushPolicy;
 use crate::codec::Codec;
+use crate::partition::producer_state::Stamp;
 use crate::partition::Entry;
 use crate::storage::{BatchBuilder, SegmentSet};
 use crate::Result;
@@ -85,6 +86,11 @@ pub(crate) struct Appender {
     limit: usize,
     /// A batch stops taking records at this size.
     target: usize,
+    /// The producer of the batch's records, its `seq` the first record's sequence: a batch
+    /// holds one producer's contiguous sequences (Kafka's header has one producer id,
+    /// epoch and base sequence), so a record of another producer, or not next in sequence,
+    /// starts the next batch.
+    stamp: Stamp,
     pub(crate) flush: Flush,
 }
 
@@ -107,6 +113,7 @@ impl Appender {
             value: Vec::new(),
             limit,
             target,
+            stamp: Stamp::NONE,
             flush: Flush::new(policy),
         }
     }
@@ -114,6 +121,7 @@ impl Appender {
     /// Starts a new batch whose first record gets offset `base`.
     pub(crate) fn begin(&mut self, base: u64) {
         self.builder.clear(base);
+        self.stamp = Stamp::NONE;
     }
 
     /// Whether the batch reached its target size.
@@ -121,18 +129,36 @@ impl Appender {
         self.builder.size() >= self.target
     }
 
-    /// Encodes `entry` into the batch, unless it could take a non-empty batch past the
-    /// limit (a refused batch would take the log offline).
+    /// Encodes `entry`, written by the producer `stamp` names (its `seq` the record's own
+    /// sequence), into the batch, unless it could take a non-empty batch past the limit (a
+    /// refused batch would take the log offline) or its producer or sequence does not
+    /// continue the batch's (`Full` then too: the batch ends there).
     ///
     /// # Errors
     ///
     /// The record cannot be encoded (too large for a record batch).
-    pub(crate) fn push<K: Codec, V: Codec>(&mut self, entry: &Entry<K, V>) -> Result<Pushed> {
+    #[inline]
+    pub(crate) fn push<K: Codec, V: Codec>(
+        &mut self,
+        entry: &Entry<K, V>,
+        stamp: Stamp,
+    ) -> Result<Pushed> {
+        let n = self.builder.len() as u64;
+        if n > 0 && self.stamp.moved(n, 0) != stamp {
+            return Ok(Pushed::Full);
+        }
         let encoded = EncodedEntry::new(entry, &mut self.key, &mut self.value);
-        if !self.builder.is_empty() && self.builder.size() + encoded.bound() > self.limit {
+        if n > 0 && self.builder.size() + encoded.bound() > self.limit {
             return Ok(Pushed::Full);
         }
         encoded.append_to(&mut self.builder)?;
+        if n == 0 {
+            self.stamp = stamp;
+            if !stamp.is_none() {
+                self.builder.set_producer(stamp.id, stamp.epoch, stamp.seq);
+                self.builder.set_transactional(stamp.transactional);
+            }
+        }
         Ok(Pushed::Added)
     }
 

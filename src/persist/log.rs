@@ -610,7 +610,7 @@ impl<K: Codec, V: Codec> Writer<K, V> {
             if stop {
                 return;
             }
-            match appender.push(e) {
+            match appender.push(e, crate::partition::producer_state::Stamp::NONE) {
                 Ok(Pushed::Added) => {
                     n += 1;
                     stop = appender.is_ripe();

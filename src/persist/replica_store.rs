@@ -17,6 +17,7 @@ use bytes::Bytes;
 use super::append::{Appender, Pushed, BATCH_TARGET};
 use crate::clock::Clock;
 use crate::codec::{encoding, Codec};
+use crate::partition::producer_state::{ProducerStates, Stamp};
 use crate::partition::replica_log::{runs_of, ReplicaLog};
 use crate::partition::Entry;
 use crate::persist::FlushPolicy;
@@ -35,16 +36,89 @@ const RECORD_OVERHEAD: usize = MAX_RECORD_OVERHEAD;
 /// Bytes one disk read returns at most.
 const READ_BYTES: usize = 1 << 20;
 
-/// A record read from disk: `(offset, leader epoch, entry)`.
-pub(crate) type Stored<K, V> = (u64, i32, Entry<K, V>);
+/// A record read from disk: `(offset, leader epoch, producer stamp, entry)`, the stamp's
+/// `seq` the record's own sequence.
+pub(crate) type Stored<K, V> = (u64, i32, Stamp, Entry<K, V>);
+
+/// A record to append: `(leader epoch, producer stamp, entry)`, the stamp's `seq` the
+/// record's own sequence.
+pub(crate) type ToStore<'a, K, V> = (i32, Stamp, &'a Entry<K, V>);
+
+/// The stamp of the record at `offset` of a batch with header `h`.
+pub(crate) fn stamp_in(h: &crate::storage::BatchHeader, offset: u64) -> Stamp {
+    if h.producer_id < 0 {
+        return Stamp::NONE;
+    }
+    Stamp {
+        id: h.producer_id,
+        epoch: h.producer_epoch,
+        transactional: h.is_transactional(),
+        seq: crate::partition::producer_state::seq_add(
+            h.base_sequence,
+            offset.saturating_sub(h.base_offset),
+        ),
+    }
+}
+
+/// Applies one batch header to `states` (recovery: no checks, as Kafka's
+/// `ProducerStateManager` loads from the log).
+pub(crate) fn apply_header(states: &mut ProducerStates, h: &crate::storage::BatchHeader) {
+    if h.producer_id < 0 || h.records_count <= 0 {
+        return;
+    }
+    if h.is_control() {
+        // A transaction marker: the producer's transaction is over. The coordinator epoch
+        // is in the record's value (not read here: -1 kept).
+        states.marker(h.producer_id, -1);
+        return;
+    }
+    let stamp = stamp_in(h, h.base_offset);
+    states.applied(
+        &stamp,
+        0,
+        h.base_offset,
+        (h.last_offset_delta as u64) + 1,
+        h.max_timestamp,
+    );
+}
+
+/// Applies every batch header from `from` up to `to` to `states`.
+pub(crate) fn scan_producers(
+    set: &SegmentSet,
+    from: u64,
+    to: u64,
+    states: &mut ProducerStates,
+) -> Result<()> {
+    let mut bytes = Vec::new();
+    let mut at = from;
+    while at < to {
+        set.read_into(at, READ_BYTES, &mut bytes)?;
+        let mut next = at;
+        for batch in BatchIter::new(&bytes) {
+            let h = *batch?.header();
+            if h.base_offset >= to {
+                return Ok(());
+            }
+            apply_header(states, &h);
+            next = next.max(h.next_offset());
+        }
+        if next <= at {
+            break;
+        }
+        at = next;
+    }
+    Ok(())
+}
 
 /// A persisted replica's disk side, with its codecs erased (see the module docs).
 pub(crate) trait ReplicaStore<K, V>: Send {
     /// The first of `records` the topic does not take (its `max_message_bytes`, or a
     /// batch on disk cannot hold it): `(size, limit)`. Appending it would fail part-way.
-    fn too_large(&mut self, records: &[(i32, &Entry<K, V>)]) -> Option<(u64, u64)>;
-    /// Appends `records` (with their epochs) at the log end, which must be `first`.
-    fn append(&mut self, first: u64, records: &[(i32, &Entry<K, V>)]) -> Result<()>;
+    fn too_large(&mut self, records: &[ToStore<'_, K, V>]) -> Option<(u64, u64)>;
+    /// Appends `records` (with their epochs and stamps) at the log end, which must be
+    /// `first`: batches cut where the epoch or the producer changes or a producer's
+    /// sequences stop being contiguous.
+    fn append(&mut self, first: u64, records: &[ToStore<'_, K, V>]) -> Result<()>;
     /// The leader's log has a gap up to `offset` (a Kafka-written directory, a segment
     /// deleted by hand): the next append may start there instead of at the log end.
     fn skip_to(&mut self, offset: u64);
@@ -233,13 +307,13 @@ where
             if next <= at {
                 break;
             }
-            for (o, epoch, e) in got {
+            for (o, epoch, stamp, e) in got {
                 if o != mem_start + tail.len() as u64 {
                     // A gap (not written by logbus): memory holds only what follows it.
                     tail.clear();
                     mem_start = o;
                 }
-                tail.push((epoch, e));
+                tail.push((epoch, stamp, e));
             }
             at = next;
         }
@@ -247,7 +321,11 @@ where
             tail.clear();
             mem_start = end;
         }
-        let log = ReplicaLog::restored(start, mem_start, runs_of(tail), epochs);
+        // The producers' states below the tail from the batch headers; the tail's records
+        // apply theirs as the log takes them.
+        let mut producers = ProducerStates::new();
+        scan_producers(&store.set, start, mem_start, &mut producers)?;
+        let log = ReplicaLog::restored(start, mem_start, runs_of(tail), epochs, producers);
         Ok((Box::new(store), log))
     }
 
@@ -259,13 +337,13 @@ where
         Ok(())
     }
 
-    fn append_run(&mut self, epoch: i32, run: &[(i32, &Entry<K, V>)]) -> Result<u64> {
+    fn append_run(&mut self, epoch: i32, run: &[ToStore<'_, K, V>]) -> Result<u64> {
         let mut i = 0;
         let mut bytes = 0u64;
         while i < run.len() {
             self.appender.begin(self.set.log_end_offset());
             while i < run.len() && !self.appender.is_ripe() {
-                if self.appender.push(run[i].1)? == Pushed::Full {
+                if self.appender.push(run[i].2, run[i].1)? == Pushed::Full {
                     break;
                 }
                 i += 1;
@@ -289,7 +367,7 @@ where
     K: Codec + Send + Sync + 'static,
     V: Codec + Send + Sync + 'static,
 {
-    fn append(&mut self, first: u64, records: &[(i32, &Entry<K, V>)]) -> Result<()> {
+    fn append(&mut self, first: u64, records: &[ToStore<'_, K, V>]) -> Result<()> {
         let end = self.set.log_end_offset();
         let expected = self.gap_to.filter(|&g| g > end).unwrap_or(end);
         if first != expected {
@@ -315,8 +393,8 @@ where
         self.gap_to = Some(offset);
     }
 
-    fn too_large(&mut self, records: &[(i32, &Entry<K, V>)]) -> Option<(u64, u64)> {
-        records.iter().find_map(|(_, e)| {
+    fn too_large(&mut self, records: &[ToStore<'_, K, V>]) -> Option<(u64, u64)> {
+        records.iter().find_map(|(_, _, e)| {
             let size = self.appender.bound(e);
             (size > self.max_record).then_some((size as u64, self.max_record as u64))
         })
@@ -366,7 +444,12 @@ where
                 if out.len() >= max {
                     return Ok((out, next));
                 }
-                out.push((at, h.partition_leader_epoch, decode_entry::<K, V>(&r)?));
+                out.push((
+                    at,
+                    h.partition_leader_epoch,
+                    stamp_in(&h, at),
+                    decode_entry::<K, V>(&r)?,
+                ));
                 next = at + 1;
             }
             next = next.max(batch_end);

@@ -107,7 +107,6 @@ impl TxnClient {
     fn refuse(&self, phase: &Phase, operation: &'static str) -> Error {
         match phase {
             Phase::Fenced => Error::ProducerFenced {
-                transactional_id: self.id.to_owned(),
                 producer_id: -1,
                 epoch: -1,
                 current_epoch: -1,
@@ -338,6 +337,9 @@ where
         let p = topic.partition(partition).expect("routed to an existing partition");
         let mut appender = p.appender().with_policy(SendPolicy {
             retries: 0,
+            // The partition's transaction table fences by the transaction's epoch; no
+            // sequences (a transaction's sends are never retried).
+            producer: None,
             ..self.policy()
         });
         match appender.append_txn(entry, ids, epoch, AppendWait::Until(None)) {
@@ -350,7 +352,6 @@ where
                 let (_, key, value, headers) = entry.into_parts();
                 Err(ProduceError::new(
                     Error::ProducerFenced {
-                        transactional_id: self.txn.as_ref().map_or("", |t| t.id).to_owned(),
                         producer_id: ids,
                         epoch,
                         current_epoch: current,
@@ -402,6 +403,9 @@ where
         // No retry: a record that may be in the log is never appended again (module docs).
         let policy = SendPolicy {
             retries: 0,
+            // The partition's transaction table fences by the transaction's epoch; no
+            // sequences (a transaction's sends are never retried).
+            producer: None,
             ..self.policy()
         };
         let p = match topic.partition(partition) {
@@ -429,7 +433,6 @@ where
                     TxnRefusal::Fenced { epoch, current } => {
                         st.phase = Phase::Fenced;
                         Error::ProducerFenced {
-                            transactional_id: txn.id.to_owned(),
                             producer_id: ids.producer_id,
                             epoch,
                             current_epoch: current,

@@ -131,6 +131,12 @@ struct State<K, V> {
     spare: Vec<Run<K, V>>,
     /// An empty vector with room, for the queued sends a lock holder appends (`combine`).
     served: Vec<Arc<combine::Queued<K, V>>>,
+    /// Per idempotent producer id: its epoch and the next sequence to give its next send
+    /// here. The producer's own counter, kept with the partition so that it outlives
+    /// leader changes: a new leader's log may have lost the old one's last records, whose
+    /// retries bring their sequences back (a fresh send meanwhile is out of order, and
+    /// retried).
+    sequences: std::collections::HashMap<i64, (i16, i32)>,
 }
 
 /// Copies a record a failed send hands back while the log keeps it (`None`: cannot).
@@ -281,6 +287,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             closed: false,
             spare: Vec::new(),
             served: Vec::new(),
+            sequences: std::collections::HashMap::new(),
         };
         state.replicas[0].log.begin_epoch(0);
         let set = Self {
@@ -472,12 +479,12 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             let mut at = first;
             let dense = read
                 .into_iter()
-                .take_while(|(o, _, _)| {
+                .take_while(|(o, _, _, _)| {
                     let dense = *o == at;
                     at += 1;
                     dense
                 })
-                .map(|(_, epoch, e)| (epoch, e))
+                .map(|(_, epoch, stamp, e)| (epoch, stamp, e))
                 .collect();
             runs_of(dense)
         } else {
@@ -523,7 +530,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             r.log.skip_to(at);
         }
         if self
-            .append_to_disk(st, i, records.iter().flat_map(Run::entries))
+            .append_to_disk(st, i, records.iter().flat_map(Run::stamped_entries))
             .is_err()
         {
             return true;
@@ -903,7 +910,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
             let Some((records, next)) = self.read_disk_sparse(&mut st, l, offset, to) else {
                 return ReadOutcome::Empty;
             };
-            for (o, _, e) in &records {
+            for (o, _, _, e) in &records {
                 f(*o, e);
             }
             return ReadOutcome::of(offset, records.len(), next);

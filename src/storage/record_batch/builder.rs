@@ -9,8 +9,13 @@ use crate::storage::varint::{put_varint, put_varlong, varint_size, varlong_size}
 /// Builds one uncompressed batch, record by record, into a reusable buffer.
 ///
 /// Offsets are dense from the base offset (record `i` gets offset delta `i`); the first
-/// record's timestamp is the base timestamp. Producer id, epoch and base sequence are -1;
-/// the partition leader epoch is 0 unless set with
+/// record's timestamp is the base timestamp. Producer id, epoch and base sequence are -1
+/// (no idempotence) unless set with [`set_producer`](BatchBuilder::set_producer) (the
+/// idempotent producer: record `i`'s sequence is then `base_sequence + i`, Kafka's rule),
+/// and the transactional and control attribute bits clear unless set
+/// ([`set_transactional`](BatchBuilder::set_transactional),
+/// [`set_control`](BatchBuilder::set_control)); [`clear`](BatchBuilder::clear) resets all
+/// of them, as each batch has its own. The partition leader epoch is 0 unless set with
 /// [`with_partition_leader_epoch`](BatchBuilder::with_partition_leader_epoch).
 /// [`finish`](BatchBuilder::finish) fills in the header and the CRC.
 ///
@@ -40,7 +45,18 @@ pub struct BatchBuilder {
     count: i32,
     base_timestamp: i64,
     max_timestamp: i64,
+    /// `producerId`, `producerEpoch`, `baseSequence` (-1, -1, -1: not idempotent).
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    /// Attribute bits 4 (transactional) and 5 (control), Kafka's `DefaultRecordBatch`.
+    flags: i16,
 }
+
+/// Attribute bit 4: the batch is part of a transaction.
+pub(crate) const TRANSACTIONAL_FLAG: i16 = 0x10;
+/// Attribute bit 5: the batch holds a control record (a transaction marker).
+pub(crate) const CONTROL_FLAG: i16 = 0x20;
 
 impl BatchBuilder {
     /// An empty batch starting at `base_offset`.
@@ -53,6 +69,10 @@ impl BatchBuilder {
             count: 0,
             base_timestamp: NO_TIMESTAMP,
             max_timestamp: NO_TIMESTAMP,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            flags: 0,
         };
         b.clear(base_offset);
         b
@@ -70,7 +90,8 @@ impl BatchBuilder {
     }
 
     /// Empties the builder for a new batch at `base_offset`, keeping its buffer (and the
-    /// partition leader epoch).
+    /// partition leader epoch); the producer fields go back to -1 and the transactional
+    /// and control bits are cleared.
     pub fn clear(&mut self, base_offset: u64) {
         self.buf.truncate(self.start);
         self.buf.resize(self.start + HEADER_SIZE, 0);
@@ -78,6 +99,61 @@ impl BatchBuilder {
         self.count = 0;
         self.base_timestamp = NO_TIMESTAMP;
         self.max_timestamp = NO_TIMESTAMP;
+        self.producer_id = -1;
+        self.producer_epoch = -1;
+        self.base_sequence = -1;
+        self.flags = 0;
+    }
+
+    /// Sets the batch's producer id, producer epoch and base sequence (the idempotent
+    /// producer's header fields: the sequence of record `i` is `base_sequence + i`, wrapping
+    /// past `i32::MAX` to 0). `(-1, -1, -1)` means no producer (the default).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::storage::record_batch::{Batch, BatchBuilder};
+    ///
+    /// let mut b = BatchBuilder::new(0);
+    /// b.set_producer(7, 2, 40);
+    /// b.set_transactional(true);
+    /// b.append(1, None, Some(b"v"), &[])?;
+    /// let h = *Batch::decode(b.finish())?.header();
+    /// assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence), (7, 2, 40));
+    /// assert!(h.is_transactional() && !h.is_control());
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn set_producer(&mut self, producer_id: i64, producer_epoch: i16, base_sequence: i32) {
+        self.producer_id = producer_id;
+        self.producer_epoch = producer_epoch;
+        self.base_sequence = base_sequence;
+    }
+
+    /// The producer id, epoch and base sequence the header will carry.
+    pub fn producer(&self) -> (i64, i16, i32) {
+        (self.producer_id, self.producer_epoch, self.base_sequence)
+    }
+
+    /// Sets the transactional attribute bit (bit 4): the batch belongs to a transaction,
+    /// which a COMMIT or ABORT control batch of the same producer ends.
+    pub fn set_transactional(&mut self, transactional: bool) {
+        self.set_flag(TRANSACTIONAL_FLAG, transactional);
+    }
+
+    /// Sets the control attribute bit (bit 5): the batch holds a control record (a
+    /// transaction marker, Kafka's `EndTransactionMarker`: the record's key is
+    /// `version: i16, type: i16` with type 0 = ABORT, 1 = COMMIT; its value is
+    /// `version: i16, coordinator epoch: i32`).
+    pub fn set_control(&mut self, control: bool) {
+        self.set_flag(CONTROL_FLAG, control);
+    }
+
+    fn set_flag(&mut self, flag: i16, on: bool) {
+        if on {
+            self.flags |= flag;
+        } else {
+            self.flags &= !flag;
+        }
     }
 
     /// Changes the base offset (outside the CRC, as a leader assigning offsets does).
@@ -258,7 +334,8 @@ impl BatchBuilder {
             &self.partition_leader_epoch.to_be_bytes(),
         );
         b[field::MAGIC] = MAGIC as u8;
-        put(b, field::ATTRIBUTES, &0i16.to_be_bytes()); // no compression, CreateTime
+        // No compression, CreateTime; the transactional and control bits as set.
+        put(b, field::ATTRIBUTES, &self.flags.to_be_bytes());
         put(
             b,
             field::LAST_OFFSET_DELTA,
@@ -266,9 +343,9 @@ impl BatchBuilder {
         );
         put(b, field::BASE_TIMESTAMP, &self.base_timestamp.to_be_bytes());
         put(b, field::MAX_TIMESTAMP, &self.max_timestamp.to_be_bytes());
-        put(b, field::PRODUCER_ID, &(-1i64).to_be_bytes()); // producer id
-        put(b, field::PRODUCER_EPOCH, &(-1i16).to_be_bytes()); // producer epoch
-        put(b, field::BASE_SEQUENCE, &(-1i32).to_be_bytes()); // base sequence
+        put(b, field::PRODUCER_ID, &self.producer_id.to_be_bytes());
+        put(b, field::PRODUCER_EPOCH, &self.producer_epoch.to_be_bytes());
+        put(b, field::BASE_SEQUENCE, &self.base_sequence.to_be_bytes());
         put(b, field::RECORDS_COUNT, &self.count.to_be_bytes());
         let crc = crc32c(&b[field::ATTRIBUTES..]);
         put(b, field::CRC, &crc.to_be_bytes());
@@ -278,13 +355,13 @@ impl BatchBuilder {
             partition_leader_epoch: self.partition_leader_epoch,
             magic: MAGIC,
             crc,
-            attributes: 0,
+            attributes: self.flags,
             last_offset_delta,
             base_timestamp: self.base_timestamp,
             max_timestamp: self.max_timestamp,
-            producer_id: -1,
-            producer_epoch: -1,
-            base_sequence: -1,
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            base_sequence: self.base_sequence,
             records_count: self.count,
         }
     }

@@ -17,8 +17,10 @@
 //! it is used, nothing is allocated in proportion to a declared count, and every loop consumes
 //! at least one byte per step. Decoding never panics.
 //!
-//! logbus writes uncompressed batches with producer id, epoch and base sequence -1 (no
-//! idempotence yet) and `CreateTime` timestamps. Reading a compressed batch's records is an
+//! logbus writes uncompressed batches with `CreateTime` timestamps; producer id, epoch and
+//! base sequence are -1 for records of a producer without idempotence, else the producer's
+//! (one batch holds one producer's contiguous sequences: record `i` has sequence
+//! `baseSequence + i`). Reading a compressed batch's records is an
 //! [`Error::UnsupportedCompression`](crate::Error::UnsupportedCompression); its header and CRC can still be read and checked.
 //!
 //! # Examples
