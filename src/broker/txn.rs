@@ -59,12 +59,13 @@
 //! counts the opens).
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use super::topic::MarkerWrite;
 use super::{Broker, TopicPartition};
+use crate::storage::{Io, IoFile, OpenMode};
+use crate::sync::Arc as SyncArc;
 use crate::sync::Mutex;
 use crate::{Error, Result};
 
@@ -169,7 +170,9 @@ impl std::fmt::Debug for TxnCoordinator {
 /// The transaction log's file.
 struct TxnLogFile {
     path: PathBuf,
-    file: std::fs::File,
+    file: Box<dyn IoFile>,
+    /// Where the next record goes.
+    end: u64,
 }
 
 const LOG_NAME: &str = "__transaction_state.log";
@@ -186,20 +189,20 @@ impl TxnCoordinator {
         }
     }
 
-    /// The coordinator of a data directory: replays and compacts its transaction log.
-    pub(crate) fn open(dir: &std::path::Path) -> Result<Self> {
+    /// The coordinator of a data directory: replays and compacts its transaction log
+    /// (through the directory's `Io`, so that fault-injecting file systems see it too).
+    pub(crate) fn open(io: SyncArc<dyn Io>, dir: &std::path::Path) -> Result<Self> {
         let path = dir.join(LOG_NAME);
-        let io = |what: &'static str, e: std::io::Error| Error::Io {
+        let err = |what: &'static str, e: std::io::Error| Error::Io {
             context: format!("{what} the transaction log {}", path.display()),
             source: e,
         };
         let mut bytes = Vec::new();
-        match std::fs::File::open(&path) {
-            Ok(mut f) => {
-                f.read_to_end(&mut bytes).map_err(|e| io("reading", e))?;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io("opening", e)),
+        if io.exists(&path).map_err(|e| err("looking for", e))? {
+            let f = io.open(&path, OpenMode::Read).map_err(|e| err("opening", e))?;
+            let len = f.len().map_err(|e| err("reading", e))?;
+            bytes.resize(len as usize, 0);
+            f.read_exact_at(&mut bytes, 0).map_err(|e| err("reading", e))?;
         }
         let mut txns = HashMap::new();
         let mut opens = 0i32;
@@ -231,18 +234,20 @@ impl TxnCoordinator {
             encode_record(&mut out, id, meta);
         }
         {
-            let mut f = std::fs::File::create(&tmp).map_err(|e| io("creating", e))?;
-            f.write_all(&out).map_err(|e| io("writing", e))?;
-            f.sync_all().map_err(|e| io("syncing", e))?;
+            let f = io.open(&tmp, OpenMode::Truncate).map_err(|e| err("creating", e))?;
+            f.write_all_at(&out, 0).map_err(|e| err("writing", e))?;
+            f.sync_all().map_err(|e| err("syncing", e))?;
         }
-        std::fs::rename(&tmp, &path).map_err(|e| io("renaming", e))?;
-        let file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(|e| io("opening", e))?;
+        io.rename(&tmp, &path).map_err(|e| err("renaming", e))?;
+        io.sync_dir(dir).map_err(|e| err("syncing the directory of", e))?;
+        let file = io.open(&path, OpenMode::ReadWrite).map_err(|e| err("opening", e))?;
         Ok(Self {
             txns: Mutex::new(txns),
-            log: Mutex::new(Some(TxnLogFile { path, file })),
+            log: Mutex::new(Some(TxnLogFile {
+                path,
+                file,
+                end: out.len() as u64,
+            })),
             coordinator_epoch,
             max_producer_id: max_pid,
             marker_timeout: Duration::from_secs(10),
@@ -261,8 +266,10 @@ impl TxnCoordinator {
             context: format!("appending to the transaction log {}", l.path.display()),
             source: e,
         };
-        l.file.write_all(&out).map_err(io)?;
-        l.file.sync_data().map_err(io)
+        l.file.write_all_at(&out, l.end).map_err(io)?;
+        l.file.sync_data().map_err(io)?;
+        l.end += out.len() as u64;
+        Ok(())
     }
 }
 

@@ -419,12 +419,14 @@ impl<K: Clone, V: Clone> Clone for Entry<K, V> {
             let full = unsafe { &*self.full() };
             // The value first: if a later clone panics, it is a local that drops on its own.
             let value = if is_control(full) {
-                MaybeUninit::uninit()
+                None
             } else {
                 // SAFETY: not a control record: the value is initialised.
-                MaybeUninit::new(unsafe { self.value.assume_init_ref() }.clone())
+                Some(unsafe { self.value.assume_init_ref() }.clone())
             };
+            // The value stays an `Option<V>` until nothing can panic: it drops on unwind.
             let full = Box::new(full.clone());
+            let value = value.map_or(MaybeUninit::uninit(), MaybeUninit::new);
             let address = Box::into_raw(full).expose_provenance() as u64;
             return Self {
                 word: (address >> 1) | BOXED,

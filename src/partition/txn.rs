@@ -491,10 +491,38 @@ impl<K, V> Partition<K, V> {
         self.txn.is_active()
     }
 
-    /// Replays one transactional record or marker read back at recovery.
-    pub(crate) fn replay_txn(&self, offset: u64, producer_id: i64, epoch: i16, marker: Option<bool>) {
+    /// Rebuilds the transaction table from the log (a partition opened from disk): every
+    /// transactional record and marker from the log start to the high watermark, in
+    /// offset order. Linear in the log (Kafka bounds it with producer-state snapshots).
+    pub(crate) fn rebuild_transactions(&self) {
+        let end = self.high_watermark();
+        let mut at = self.offsets(0).log_start;
+        let mut found: Vec<(u64, i64, i16, Option<bool>)> = Vec::new();
+        while at < end {
+            let outcome = self.read(at, 4096, 0, None, |o, e| {
+                let entry = match &e {
+                    Handed::Lent(x) => *x,
+                    Handed::Owned(x) => x,
+                };
+                if let Some(t) = entry.txn() {
+                    found.push((o, t.producer_id, t.epoch, t.control.map(|c| c.commit)));
+                }
+            });
+            at = match outcome {
+                ReadOutcome::Read(n) => at + n as u64,
+                ReadOutcome::Sparse { next, .. } => next,
+                ReadOutcome::OutOfRange { start, .. } if start > at => start,
+                _ => break,
+            };
+        }
+        if found.is_empty() {
+            return;
+        }
         self.txn.activate();
-        self.txn.table.lock().replay(offset, producer_id, epoch, marker);
+        let mut table = self.txn.table.lock();
+        for (offset, p, epoch, marker) in found {
+            table.replay(offset, p, epoch, marker);
+        }
     }
 
     /// [`read`](Self::read) at an isolation level: control records are never passed to
@@ -510,7 +538,9 @@ impl<K, V> Partition<K, V> {
         group: Option<&GroupSlot<K, V>>,
         mut given: impl FnMut(u64, Handed<'_, K, V>),
     ) -> ReadOutcome {
-        if !self.txn.is_active() {
+        // A log on disk or replicated may hold markers read back from disk (a directory
+        // Kafka wrote, say) before its table saw any: those reads always filter.
+        if !self.txn.is_active() && !self.may_have_gaps() {
             return self.read(offset, max, now_ms, group, given);
         }
         let view = match isolation {

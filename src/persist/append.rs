@@ -91,6 +91,9 @@ pub(crate) struct Appender {
     /// epoch and base sequence), so a record of another producer, or not next in sequence,
     /// starts the next batch.
     stamp: Stamp,
+    /// The transaction mark of the batch's records (a batch holds one transaction's
+    /// records, or one control record).
+    txn: Option<crate::partition::TxnMark>,
     pub(crate) flush: Flush,
 }
 
@@ -114,6 +117,7 @@ impl Appender {
             limit,
             target,
             stamp: Stamp::NONE,
+            txn: None,
             flush: Flush::new(policy),
         }
     }
@@ -122,6 +126,7 @@ impl Appender {
     pub(crate) fn begin(&mut self, base: u64) {
         self.builder.clear(base);
         self.stamp = Stamp::NONE;
+        self.txn = None;
     }
 
     /// Whether the batch reached its target size.
@@ -144,7 +149,12 @@ impl Appender {
         stamp: Stamp,
     ) -> Result<Pushed> {
         let n = self.builder.len() as u64;
+        let txn = entry.txn();
         if n > 0 && self.stamp.moved(n, 0) != stamp {
+            return Ok(Pushed::Full);
+        }
+        // One transaction's records per batch; a control record alone in its batch.
+        if n > 0 && (txn != self.txn || txn.is_some_and(|t| t.control.is_some())) {
             return Ok(Pushed::Full);
         }
         let encoded = EncodedEntry::new(entry, &mut self.key, &mut self.value);
@@ -157,6 +167,18 @@ impl Appender {
             if !stamp.is_none() {
                 self.builder.set_producer(stamp.id, stamp.epoch, stamp.seq);
                 self.builder.set_transactional(stamp.transactional);
+            }
+            self.txn = txn;
+            if let Some(t) = txn {
+                // Transactional records carry no sequence (`producer::txn`).
+                self.builder.set_producer(t.producer_id, t.epoch, -1);
+                self.builder.set_transactional(true);
+                self.builder.set_control(t.control.is_some());
+            } else {
+                self.builder.set_control(false);
+                if stamp.is_none() {
+                    self.builder.set_transactional(false);
+                }
             }
         }
         Ok(Pushed::Added)

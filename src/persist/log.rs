@@ -288,6 +288,9 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
         self.cell.written()
     }
     fn check_size(&self, entry: &Entry<K, V>) -> std::result::Result<(), (u64, u64)> {
+        if entry.is_control() {
+            return Ok(());
+        }
         let size = SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
             let key = entry.key().map_or(0, |k| encoded_len(k, &mut s));
@@ -411,7 +414,21 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
         for batch in BatchIter::new(bytes).crc_checked() {
             let batch = batch.map_err(stored)?;
             let batch_end = batch.header().next_offset().min(end);
-            if batch.header().is_control() {
+            let h = *batch.header();
+            if h.is_control() {
+                for record in batch.records().map_err(stored)? {
+                    let r = record.map_err(stored)?;
+                    let at = r.offset;
+                    if at < next || at >= end || n >= max {
+                        continue;
+                    }
+                    let marker = super::encoded::EncodedEntry::marker(r.key, r.value);
+                    if let (Some(m), true) = (marker, valid_timestamp(r.timestamp)) {
+                        f(at, Entry::control(r.timestamp, h.producer_id, h.producer_epoch, m));
+                        n += 1;
+                        next = at + 1;
+                    }
+                }
                 next = next.max(batch_end);
                 continue;
             }
@@ -445,7 +462,18 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
                         )
                     })
                     .collect();
-                let entry = Entry::new(r.timestamp, key, value, headers);
+                let entry = if h.is_transactional() && h.producer_id >= 0 {
+                    Entry::transactional(
+                        r.timestamp,
+                        key,
+                        value,
+                        headers,
+                        h.producer_id,
+                        h.producer_epoch,
+                    )
+                } else {
+                    Entry::new(r.timestamp, key, value, headers)
+                };
                 f(at, entry);
                 n += 1;
                 next = at + 1;

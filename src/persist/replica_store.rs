@@ -176,6 +176,7 @@ pub(crate) struct StoreParams {
 /// Decodes one stored record.
 fn decode_entry<K: Codec, V: Codec>(
     r: &crate::storage::record_batch::RecordView<'_>,
+    h: &crate::storage::BatchHeader,
 ) -> Result<Entry<K, V>> {
     if !crate::partition::valid_timestamp(r.timestamp) {
         return Err(Error::InvalidTimestamp {
@@ -193,12 +194,25 @@ fn decode_entry<K: Codec, V: Codec>(
         .iter()
         .map(|h| (h.key.to_owned(), h.value.map(Bytes::copy_from_slice)))
         .collect();
+    if h.is_transactional() && h.producer_id >= 0 {
+        return Ok(Entry::transactional(
+            r.timestamp,
+            key,
+            value,
+            headers,
+            h.producer_id,
+            h.producer_epoch,
+        ));
+    }
     Ok(Entry::new(r.timestamp, key, value, headers))
 }
 
 /// A copy of `e` through its codecs: a failed send hands back the record the log keeps
 /// without asking the types for `Clone`. `None` if the value does not decode as it encoded.
 pub(crate) fn codec_copy<K: Codec, V: Codec>(e: &Entry<K, V>) -> Option<Entry<K, V>> {
+    if e.is_control() {
+        return None;
+    }
     let mut buf = Vec::new();
     let (timestamp, key, value, headers) = e.parts();
     let key = match key {
@@ -431,10 +445,6 @@ where
             let batch = batch?;
             let h = *batch.header();
             let batch_end = h.next_offset().min(end);
-            if h.is_control() {
-                next = next.max(batch_end);
-                continue;
-            }
             for record in batch.records()? {
                 let r = record?;
                 let at = r.offset;
@@ -444,12 +454,26 @@ where
                 if out.len() >= max {
                     return Ok((out, next));
                 }
-                out.push((
-                    at,
-                    h.partition_leader_epoch,
-                    stamp_in(&h, at),
-                    decode_entry::<K, V>(&r)?,
-                ));
+                let entry = if h.is_control() {
+                    // A transaction marker: kept in the log (its offset is a gap only for
+                    // readers); a control record of another kind is skipped.
+                    let marker = super::encoded::EncodedEntry::marker(r.key, r.value);
+                    match (marker, crate::partition::valid_timestamp(r.timestamp)) {
+                        (Some(m), true) => {
+                            Entry::control(r.timestamp, h.producer_id, h.producer_epoch, m)
+                        }
+                        _ => continue,
+                    }
+                } else {
+                    decode_entry::<K, V>(&r, &h)?
+                };
+                // Transactions are fenced by the partition's table, not by sequences.
+                let stamp = if h.is_transactional() {
+                    Stamp::NONE
+                } else {
+                    stamp_in(&h, at)
+                };
+                out.push((at, h.partition_leader_epoch, stamp, entry));
                 next = at + 1;
             }
             next = next.max(batch_end);
@@ -503,7 +527,7 @@ mod tests {
             let bytes = encode_batch(3, &[BatchRecord::new(ts, None, &value)]).unwrap();
             let batch = BatchIter::new(&bytes).next().unwrap().unwrap();
             let r = batch.records().unwrap().next().unwrap().unwrap();
-            match decode_entry::<(), u64>(&r) {
+            match decode_entry::<(), u64>(&r, batch.header()) {
                 Ok(e) if ok => assert_eq!((e.timestamp(), *e.value()), (ts, 7)),
                 Err(Error::InvalidTimestamp {
                     offset: Some(3),

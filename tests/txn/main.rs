@@ -6,3 +6,4 @@
 mod txn_anomalies;
 mod txn_basics;
 mod txn_checker;
+mod txn_durable;
