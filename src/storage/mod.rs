@@ -127,6 +127,7 @@ pub mod scan;
 pub mod segment;
 pub mod segment_set;
 pub mod time_index;
+pub mod txn_index;
 pub mod varint;
 pub mod verify;
 

@@ -455,3 +455,66 @@ fn kafka_python_reads_every_replica_with_its_leader_epochs() {
         assert!(out.contains("batches agree"), "{}: {out}", part.display());
     }
 }
+
+#[test]
+#[ignore = "needs kafka-python: run by scripts/test-all.sh (interop step)"]
+fn kafka_python_reads_transaction_markers_and_the_txn_index() {
+    use logbus::broker::{Broker, TopicConfig};
+    use logbus::persist::PersistConfig;
+    use logbus::producer::{ProducerConfig, Record as Sent};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(tmp.path())
+        .create(true)
+        .open()
+        .unwrap();
+    broker
+        .create_topic::<(), u64>("tx", TopicConfig::new(1).persist(PersistConfig::new()))
+        .unwrap();
+    let p = broker
+        .producer_with_config::<(), u64>(ProducerConfig::new().transactional_id("interop"))
+        .unwrap();
+    p.init_transactions().unwrap();
+    let plain = broker
+        .producer_with_config::<(), u64>(ProducerConfig::new().enable_idempotence(false))
+        .unwrap();
+    let mut expected = String::new();
+    let mut offset = 0u64;
+    // (records, commit) per transaction, with a plain record after the second.
+    for (n, commit) in [(2, true), (2, false), (1, false), (1, true)] {
+        p.begin_transaction().unwrap();
+        let (pid, epoch) = p.transaction_ids().unwrap();
+        let first = offset;
+        for _ in 0..n {
+            let meta = p.send(Sent::new("tx", offset)).unwrap();
+            assert_eq!(meta.offset, offset);
+            expected += &format!("txn {offset} {pid} {epoch}\n");
+            offset += 1;
+        }
+        if commit {
+            p.commit_transaction().unwrap();
+        } else {
+            p.abort_transaction().unwrap();
+            expected += &format!("aborted {pid} {first} {offset} {first}\n");
+        }
+        let kind = if commit { "commit" } else { "abort" };
+        expected += &format!("marker {offset} {kind} {pid} {epoch} 0\n");
+        offset += 1;
+        if n == 2 && !commit {
+            assert_eq!(plain.send(Sent::new("tx", offset)).unwrap().offset, offset);
+            expected += &format!("plain {offset}\n");
+            offset += 1;
+        }
+    }
+    drop((p, plain));
+    broker.close().unwrap();
+    let expected_path = tmp.path().join("expected-transactions.txt");
+    std::fs::write(&expected_path, &expected).unwrap();
+    let part = tmp.path().join("tx-0");
+    let out = run_python(
+        "check_transactions.py",
+        &[part.as_os_str(), expected_path.as_os_str()],
+    );
+    assert!(out.contains("transactions: OK"), "{out}");
+}
