@@ -169,8 +169,11 @@ impl std::fmt::Debug for TxnCoordinator {
 
 /// The transaction log's file.
 struct TxnLogFile {
+    io: SyncArc<dyn Io>,
+    dir: PathBuf,
     path: PathBuf,
-    file: Box<dyn IoFile>,
+    /// `None` until the first transaction.
+    file: Option<Box<dyn IoFile>>,
     /// Where the next record goes.
     end: u64,
 }
@@ -198,7 +201,25 @@ impl TxnCoordinator {
             source: e,
         };
         let mut bytes = Vec::new();
-        if io.exists(&path).map_err(|e| err("looking for", e))? {
+        let exists = io.exists(&path).map_err(|e| err("looking for", e))?;
+        if !exists {
+            // Created with the first transaction (a directory without transactions keeps
+            // only its topics).
+            return Ok(Self {
+                txns: Mutex::new(HashMap::new()),
+                log: Mutex::new(Some(TxnLogFile {
+                    io,
+                    dir: dir.to_path_buf(),
+                    path,
+                    file: None,
+                    end: 0,
+                })),
+                coordinator_epoch: 0,
+                max_producer_id: -1,
+                marker_timeout: Duration::from_secs(10),
+            });
+        }
+        {
             let f = io.open(&path, OpenMode::Read).map_err(|e| err("opening", e))?;
             let len = f.len().map_err(|e| err("reading", e))?;
             bytes.resize(len as usize, 0);
@@ -244,8 +265,10 @@ impl TxnCoordinator {
         Ok(Self {
             txns: Mutex::new(txns),
             log: Mutex::new(Some(TxnLogFile {
+                io,
+                dir: dir.to_path_buf(),
                 path,
-                file,
+                file: Some(file),
                 end: out.len() as u64,
             })),
             coordinator_epoch,
@@ -261,13 +284,31 @@ impl TxnCoordinator {
             return Ok(());
         };
         let mut out = Vec::new();
-        encode_record(&mut out, id, meta);
-        let io = |e: std::io::Error| Error::Io {
+        let err = |e: std::io::Error| Error::Io {
             context: format!("appending to the transaction log {}", l.path.display()),
             source: e,
         };
-        l.file.write_all_at(&out, l.end).map_err(io)?;
-        l.file.sync_data().map_err(io)?;
+        if l.file.is_none() {
+            // The first record: the file begins with this open's record (epoch 0).
+            let open = TxnMeta {
+                producer_id: -1,
+                epoch: self.coordinator_epoch as i16,
+                state: TxnState::Empty,
+                partitions: BTreeSet::new(),
+                offsets: Vec::new(),
+                timeout_ms: 0,
+                started_ms: 0,
+                timed_out: None,
+            };
+            encode_record(&mut out, "", &open);
+            let f = l.io.open(&l.path, OpenMode::Truncate).map_err(err)?;
+            l.io.sync_dir(&l.dir).map_err(err)?;
+            l.file = Some(f);
+        }
+        encode_record(&mut out, id, meta);
+        let f = l.file.as_ref().expect("opened above");
+        f.write_all_at(&out, l.end).map_err(err)?;
+        f.sync_data().map_err(err)?;
         l.end += out.len() as u64;
         Ok(())
     }
