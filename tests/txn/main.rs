@@ -6,4 +6,5 @@
 mod txn_anomalies;
 mod txn_basics;
 mod txn_checker;
+mod txn_checker_durable;
 mod txn_durable;

@@ -34,16 +34,16 @@ use logbus::consumer::{ConsumerConfig, IsolationLevel, OffsetReset};
 use logbus::producer::{ProducerConfig, Record};
 use logbus::{Broker, Consumer, Error, ManualClock, Producer, TopicConfig, TopicPartition};
 
-const INPUTS: u64 = 24;
-const PARTITIONS: u32 = 2;
+pub(crate) const INPUTS: u64 = 24;
+pub(crate) const PARTITIONS: u32 = 2;
 /// Output value: input * SCALE + attempt.
-const SCALE: u64 = 1_000_000;
+pub(crate) const SCALE: u64 = 1_000_000;
 /// An input that does not exist: the value of delayed sends (never to be committed).
-const GHOST: u64 = 999_999;
+pub(crate) const GHOST: u64 = 999_999;
 const TXN_TIMEOUT: Duration = Duration::from_secs(100);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
+pub(crate) enum Outcome {
     Open,
     Committed,
     Aborted,
@@ -54,26 +54,26 @@ enum Outcome {
 }
 
 #[derive(Debug)]
-struct Attempt {
+pub(crate) struct Attempt {
     /// Values whose send returned `Ok`.
-    acked: Vec<u64>,
+    pub(crate) acked: Vec<u64>,
     /// Values whose send failed (in the log or not).
-    failed: Vec<u64>,
-    partitions: HashSet<u32>,
-    ids: (i64, i16),
-    outcome: Outcome,
-    commit_started: bool,
+    pub(crate) failed: Vec<u64>,
+    pub(crate) partitions: HashSet<u32>,
+    pub(crate) ids: (i64, i16),
+    pub(crate) outcome: Outcome,
+    pub(crate) commit_started: bool,
 }
 
 #[derive(Default)]
-struct History {
-    attempts: Vec<Attempt>,
+pub(crate) struct History {
+    pub(crate) attempts: Vec<Attempt>,
     /// Reads of the read-committed reader: (partition, offset, value).
-    reads: Vec<(u32, u64, u64)>,
-    violations: Vec<String>,
+    pub(crate) reads: Vec<(u32, u64, u64)>,
+    pub(crate) violations: Vec<String>,
 }
 
-type Shared = Arc<Mutex<History>>;
+pub(crate) type Shared = Arc<Mutex<History>>;
 
 fn attempt_of(v: u64) -> usize {
     (v % SCALE) as usize
@@ -88,7 +88,7 @@ struct Worker {
     consumer: Consumer<(), u64>,
 }
 
-fn tps(topic: &str) -> Vec<TopicPartition> {
+pub(crate) fn tps(topic: &str) -> Vec<TopicPartition> {
     (0..PARTITIONS).map(|p| TopicPartition::new(topic, p)).collect()
 }
 
@@ -168,7 +168,7 @@ fn committed_output(broker: &Broker) -> Vec<(u32, u64, u64)> {
 
 /// After `init_transactions`: the group's offsets are exactly the inputs whose output is
 /// committed (atomic offsets and output).
-fn check_offsets_match_output(broker: &Broker, history: &Shared) {
+pub(crate) fn check_offsets_match_output(broker: &Broker, history: &Shared) {
     let probe = broker
         .consumer::<(), u64>(ConsumerConfig::new().group_id("g"))
         .unwrap();
@@ -534,7 +534,7 @@ fn run_schedule(seed: u64) -> Vec<String> {
 /// Outcomes over the run, printed at the end (to see that the faults bite).
 static STATS: Mutex<BTreeMap<String, usize>> = Mutex::new(BTreeMap::new());
 
-fn check(broker: &Broker, h: &History) -> Vec<String> {
+pub(crate) fn check(broker: &Broker, h: &History) -> Vec<String> {
     let mut v = h.violations.clone();
     let output = committed_output(broker);
     let at: HashMap<(u32, u64), u64> = output.iter().map(|&(p, o, x)| ((p, o), x)).collect();
