@@ -198,6 +198,9 @@ impl Broker {
         let group: Option<Arc<str>> = config.group_id.as_deref().map(Arc::from);
         if let Some(g) = &group {
             self.join_group(g);
+            if config.isolation_level == IsolationLevel::ReadCommitted {
+                self.note_read_committed_group(g);
+            }
         }
         Ok(Consumer {
             broker: self.clone(),

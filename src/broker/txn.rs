@@ -159,6 +159,8 @@ pub(crate) struct TxnCoordinator {
     max_producer_id: i64,
     /// How long a marker write waits for its acknowledgement.
     marker_timeout: Duration,
+    /// Groups with a read-committed consumer: their lag counts to the LSO.
+    read_committed_groups: Mutex<std::collections::HashSet<String>>,
 }
 
 impl std::fmt::Debug for TxnCoordinator {
@@ -189,6 +191,7 @@ impl TxnCoordinator {
             coordinator_epoch: 0,
             max_producer_id: -1,
             marker_timeout: Duration::from_secs(10),
+            read_committed_groups: Mutex::default(),
         }
     }
 
@@ -217,6 +220,7 @@ impl TxnCoordinator {
                 coordinator_epoch: 0,
                 max_producer_id: -1,
                 marker_timeout: Duration::from_secs(10),
+                read_committed_groups: Mutex::default(),
             });
         }
         {
@@ -274,6 +278,7 @@ impl TxnCoordinator {
             coordinator_epoch,
             max_producer_id: max_pid,
             marker_timeout: Duration::from_secs(10),
+            read_committed_groups: Mutex::default(),
         })
     }
 
@@ -459,6 +464,23 @@ impl Broker {
         &self.inner.txn
     }
 
+    /// Notes that `group` has a read-committed consumer: `describe_group` then reports its
+    /// lag against the last stable offset (what it can read), as Kafka's tools do.
+    pub(crate) fn note_read_committed_group(&self, group: &str) {
+        self.txn_coordinator()
+            .read_committed_groups
+            .lock()
+            .insert(group.to_owned());
+    }
+
+    /// Whether `group` had a read-committed consumer.
+    pub(crate) fn is_read_committed_group(&self, group: &str) -> bool {
+        self.txn_coordinator()
+            .read_committed_groups
+            .lock()
+            .contains(group)
+    }
+
     /// Reserves the producer ids the replayed transaction log holds (at open).
     pub(crate) fn txn_reserve_ids(&self) {
         let max = self.txn_coordinator().max_producer_id;
@@ -521,7 +543,10 @@ impl Broker {
                         meta.producer_id = self.producer_ids().allocate().id;
                         meta.epoch = -1;
                     }
-                    meta.epoch += 1;
+                    // Read and written under the one lock: two racing inits get two epochs
+                    // (loom: `two_producers_racing_init_transactions_get_two_epochs`).
+                    let next = meta.epoch + 1;
+                    meta.epoch = next;
                     meta.state = TxnState::Empty;
                     meta.partitions.clear();
                     meta.offsets.clear();

@@ -647,3 +647,34 @@ fn copied_runs_in_the_fast_path_drop_the_headers_they_overwrite() {
         assert_eq!(seen, [(2, at == 2), (3, at == 3)]);
     });
 }
+
+/// A read-committed fetch racing the first record of a transaction (which never commits
+/// here): the fetch's LSO snapshot (its high watermark loaded before the transaction
+/// table's lock) never lets it read that record.
+#[test]
+fn a_read_committed_fetch_never_reads_a_transaction_opening_meanwhile() {
+    model(|| {
+        let p = partition(false);
+        let writer = {
+            let p = Arc::clone(&p);
+            thread::spawn(move || {
+                let mut a = p.appender();
+                let e = Entry::transactional(0, None, crate::sync::Arc::new(7), Vec::new(), 1, 0);
+                assert!(a.append_txn(e, 1, 0, AppendWait::No).is_ok());
+            })
+        };
+        let mut got = Vec::new();
+        let _ = p.read_as(txn::IsolationLevel::ReadCommitted, 0, 4, 0, None, |o, _| got.push(o));
+        writer.join().unwrap();
+        assert!(got.is_empty(), "read offsets {got:?} of an open transaction");
+        // Once it commits, a fetch reads it.
+        let marker = ControlMarker {
+            commit: true,
+            coordinator_epoch: 0,
+        };
+        assert!(p.write_marker(1, 0, marker, 0, SendPolicy::default(), None).is_ok());
+        let mut got = Vec::new();
+        let _ = p.read_as(txn::IsolationLevel::ReadCommitted, 0, 4, 0, None, |o, _| got.push(o));
+        assert_eq!(got, [0]);
+    });
+}

@@ -463,14 +463,6 @@ impl<K, V> Partition<K, V> {
         }
     }
 
-    /// The last stable offset: the first offset of the earliest open transaction, else
-    /// the high watermark.
-    pub(crate) fn last_stable_offset(&self) -> u64 {
-        // The high watermark before the lock: see `read_as`.
-        let hw = self.high_watermark();
-        self.txn.table.lock().stable(hw)
-    }
-
     /// The LSO given a high watermark loaded before this call.
     pub(crate) fn stable_below(&self, hw: u64) -> u64 {
         if !self.txn.is_active() {

@@ -148,26 +148,3 @@ pub(crate) fn append(io: &dyn Io, dir: &Path, base: u64, entry: &TxnIndexEntry) 
     f.write_all_at(&entry.encode(), end).map_err(err)?;
     f.set_len(end + ENTRY_SIZE as u64).map_err(err)
 }
-
-/// Rewrites the index of the segment based at `base` with the entries whose marker is
-/// below `end` (a truncation), or removes it when none is left.
-pub(crate) fn truncate(io: &dyn Io, dir: &Path, base: u64, end: u64) -> Result<()> {
-    let path = dir.join(super::file_names::file_name(base, TXN_INDEX_SUFFIX));
-    let err = |e: std::io::Error| Error::Io {
-        context: format!("truncating {}", path.display()),
-        source: e,
-    };
-    if !io.exists(&path).map_err(err)? {
-        return Ok(());
-    }
-    let f = io.open(&path, OpenMode::ReadWrite).map_err(err)?;
-    let len = f.len().map_err(err)?;
-    let mut bytes = vec![0; len as usize];
-    f.read_exact_at(&mut bytes, 0).map_err(err)?;
-    let keep = TxnIndexEntry::decode_all(&bytes)
-        .iter()
-        .take_while(|e| e.last_offset < end)
-        .count();
-    f.set_len((keep * ENTRY_SIZE) as u64).map_err(err)?;
-    f.sync_all().map_err(err)
-}

@@ -167,3 +167,30 @@ fn offsets_sent_to_a_transaction_are_committed_with_it_only() {
     p.commit_transaction().unwrap();
     assert_eq!(c.committed(&tp).unwrap(), Some(7));
 }
+
+#[test]
+fn a_read_committed_groups_lag_counts_to_the_lso() {
+    let broker = Broker::in_memory();
+    broker.create_topic::<(), u64>("t", TopicConfig::new(1)).unwrap();
+    let p = txn_producer(&broker, "w");
+    p.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 1)).unwrap();
+    p.commit_transaction().unwrap();
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 2)).unwrap();
+    let mut c = broker
+        .consumer::<(), u64>(
+            ConsumerConfig::new()
+                .group_id("g")
+                .isolation_level(IsolationLevel::ReadCommitted),
+        )
+        .unwrap();
+    let tp = TopicPartition::new("t", 0);
+    c.assign(&[tp.clone()]).unwrap();
+    c.commit_offsets(&[(tp, 0)]).unwrap();
+    let d = broker.describe_group("g").unwrap();
+    let lag = &d.partitions[0];
+    // Record, COMMIT, then the open transaction's record at the LSO (2).
+    assert_eq!((lag.log_end, lag.lag), (2, Some(2)));
+}
