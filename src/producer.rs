@@ -13,6 +13,61 @@
 //!    `BuiltInPartitioner` switches after `batch.size` bytes; records here are not
 //!    serialized, so the batch is counted in records).
 //!
+//! # Delivery semantics
+//!
+//! What a record may go through between `send` and a consumer's `poll`, and the settings
+//! for each guarantee (as Kafka's, on a replicated topic; one replica meets every acks
+//! level at append):
+//!
+//! | guarantee | producer | consumer | may lose | may repeat |
+//! |---|---|---|---|---|
+//! | at most once | `acks(Acks::None)` or `Acks::Leader`, `retries(0)` | commits before it processes (`commit_sync` right after `poll`) | a record whose leader failed before a follower copied it; records polled but not processed when the consumer crashed | nothing |
+//! | at least once | `acks(Acks::All)` with retries (the defaults), idempotence off | commits after it processes | nothing acknowledged | a record retried after an append whose acknowledgement was lost (counted in [`ProducerMetrics`]); records processed since the last commit, after a crash or rebalance |
+//! | at least once, no duplicates from retries | the defaults: `acks = all`, idempotence on ([`ProducerConfig::enable_idempotence`]) | commits after it processes | nothing acknowledged | records processed since the last commit (the consumer side) |
+//! | exactly once (consume → transform → produce) | [`ProducerConfig::transactional_id`]; each batch of work in [`begin_transaction`](Producer::begin_transaction) .. [`commit_transaction`](Producer::commit_transaction), the input offsets given to [`send_offsets_to_transaction`](Producer::send_offsets_to_transaction) | `isolation_level(IsolationLevel::ReadCommitted)`, no commits of its own | nothing committed | nothing: a transaction's output and its input offsets commit together or not at all; a crashed worker's open transaction is aborted by the next `init_transactions` with its id, which resumes from the committed offsets |
+//!
+//! Exactly once holds within logbus: for side effects outside it (a database, a mail) a
+//! transaction can still be retried after a crash; make those idempotent.
+//!
+//! A transaction's records are in the log before it commits: read-uncommitted consumers
+//! (the default) see them, aborted ones too. Read-committed consumers read up to each
+//! partition's last stable offset (the first offset of its earliest open transaction) and
+//! skip aborted records; no consumer ever returns a COMMIT/ABORT marker, whose offset is a
+//! gap. A transaction open longer than its
+//! [`transaction_timeout`](ProducerConfig::transaction_timeout) is aborted by the
+//! coordinator (on the broker's clock) so that it cannot hold the LSO back for ever.
+//!
+//! ```
+//! use std::time::Duration;
+//! use logbus::consumer::{ConsumerConfig, IsolationLevel, OffsetReset};
+//! use logbus::producer::{ProducerConfig, Record};
+//! use logbus::{Broker, TopicConfig, TopicPartition};
+//!
+//! let broker = Broker::in_memory();
+//! broker.create_topic::<(), u64>("out", TopicConfig::new(1))?;
+//! let producer = broker
+//!     .producer_with_config::<(), u64>(ProducerConfig::new().transactional_id("worker"))?;
+//! producer.init_transactions()?;
+//! producer.begin_transaction()?;
+//! producer.send(Record::new("out", 1))?;
+//! producer.abort_transaction()?;
+//! producer.begin_transaction()?;
+//! producer.send(Record::new("out", 2))?;
+//! producer.commit_transaction()?;
+//!
+//! let mut consumer = broker.consumer::<(), u64>(
+//!     ConsumerConfig::new()
+//!         .auto_offset_reset(OffsetReset::Earliest)
+//!         .isolation_level(IsolationLevel::ReadCommitted),
+//! )?;
+//! consumer.assign(&[TopicPartition::new("out", 0)])?;
+//! let got = consumer.poll(Duration::from_millis(100))?;
+//! assert_eq!(got.iter().map(|r| r.value).collect::<Vec<_>>(), [2]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! `examples/exactly_once.rs` runs the whole loop with a consumer group and crashes.
+//!
 //! # Examples
 //!
 //! ```
