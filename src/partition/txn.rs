@@ -395,6 +395,38 @@ impl<K, V> Appender<K, V> {
     }
 }
 
+impl<K, V> Appender<K, V> {
+    /// Appends a run of records of producer `producer_id`'s transaction at `epoch` in one
+    /// claim, under the transaction lock, on an in-memory partition (`None` elsewhere: the
+    /// caller sends them one by one). Appends what fits now; the rest stays in `entries`.
+    pub(crate) fn append_txn_run(
+        &mut self,
+        entries: &mut Vec<Entry<K, V>>,
+        producer_id: i64,
+        epoch: i16,
+    ) -> Option<Result<(), TxnRefusal>> {
+        if self.replicated.is_some() || self.disk.is_some() {
+            return None;
+        }
+        let txn = crate::sync::StdArc::clone(&self.txn);
+        let mut table = txn.table.lock();
+        if let Err(why) = table.check_append(producer_id, epoch) {
+            return Some(Err(why));
+        }
+        txn.activate();
+        // At or below the run's first offset (a plain producer may append in between): a
+        // transaction's first offset may be low, never high (the LSO holds back, the
+        // aborted range filters by producer id).
+        let first = self.handle.lock().next_sequence();
+        let before = entries.len();
+        let _ = self.append_batch(entries, AppendWait::No);
+        if entries.len() < before {
+            table.appended(producer_id, epoch, first);
+        }
+        Some(Ok(()))
+    }
+}
+
 impl<K, V> Partition<K, V> {
     /// Writes producer `producer_id`'s end marker for its transaction at `epoch` under
     /// `policy` (the coordinator's: `acks = all`), returning its offset; a stale marker

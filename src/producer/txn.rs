@@ -469,15 +469,83 @@ where
         }
     }
 
-    /// `send_batch` of a transactional producer: one send after another.
+    /// `send_batch` of a transactional producer: each run of records for one in-memory
+    /// partition appended in one claim under the transaction lock; the rest one by one.
     pub(super) fn send_batch_txn(
         &self,
         txn: &TxnClient,
         records: &mut Vec<Record<K, V>>,
     ) -> Result<usize, ProduceBatchError> {
         let mut sent = 0;
-        let mut rest = std::mem::take(records).into_iter();
-        for record in rest.by_ref() {
+        let mut rest = std::mem::take(records).into_iter().peekable();
+        let mut run: Vec<Entry<K, V>> = Vec::new();
+        while let Some(record) = rest.next() {
+            // A run: this record and the next ones naming the same explicit partition of
+            // the same topic (the common shape of a transactional batch).
+            let valid = |r: &Record<K, V>| r.timestamp.is_none_or(crate::partition::valid_timestamp);
+            let fast = record.partition.is_some()
+                && valid(&record)
+                && self.txn_run_ready(txn, &record).unwrap_or(false);
+            if fast {
+                let (topic, partition) = (record.topic.clone(), record.partition);
+                let mut group = vec![record];
+                while let Some(next) =
+                    rest.next_if(|r| r.topic == topic && r.partition == partition && valid(r))
+                {
+                    group.push(next);
+                }
+                let st = txn.state.lock();
+                let ids = st.ids.expect("initialized");
+                let t = self.broker.topic_inner::<K, V>(&topic);
+                let p = t.and_then(|t| t.partition(partition.unwrap_or(0)));
+                if let Ok(p) = p {
+                    let now = self.broker.now_ms().clamp(0, crate::MAX_TIMESTAMP);
+                    run.clear();
+                    let n = group.len();
+                    for r in group.drain(..) {
+                        let ts = r.timestamp.unwrap_or(now);
+                        run.push(Entry::transactional(
+                            ts,
+                            r.key,
+                            r.value,
+                            r.headers,
+                            ids.producer_id,
+                            ids.epoch,
+                        ));
+                    }
+                    let mut appender = p.appender();
+                    if let Some(Ok(())) =
+                        appender.append_txn_run(&mut run, ids.producer_id, ids.epoch)
+                    {
+                        sent += n - run.len();
+                    }
+                    drop(st);
+                    // What did not fit (or was refused) goes one by one.
+                    for e in run.drain(..) {
+                        let (timestamp, key, value, headers) = e.into_parts();
+                        group.push(Record {
+                            topic: topic.clone(),
+                            partition,
+                            timestamp: Some(timestamp),
+                            key,
+                            value,
+                            headers,
+                        });
+                    }
+                }
+                let mut left = group.into_iter();
+                for r in left.by_ref() {
+                    if let Err(e) = self.send_txn(txn, r, AppendWait::Until(None)) {
+                        let (error, record) = e.into_parts();
+                        records.extend(record);
+                        records.extend(left);
+                        records.extend(rest);
+                        return Err(ProduceBatchError { sent, error });
+                    }
+                    sent += 1;
+                }
+                continue;
+            }
             if let Err(e) = self.send_txn(txn, record, AppendWait::Until(None)) {
                 let (error, record) = e.into_parts();
                 records.extend(record);
@@ -487,5 +555,26 @@ where
             sent += 1;
         }
         Ok(sent)
+    }
+
+    /// Whether `record`'s partition is registered in the open transaction (registering it
+    /// if needed): a run to it may then be appended at once.
+    fn txn_run_ready(&self, txn: &TxnClient, record: &Record<K, V>) -> Result<bool> {
+        let mut st = txn.state.lock();
+        if st.phase != Phase::InTransaction {
+            return Ok(false);
+        }
+        let ids = st.ids.expect("initialized");
+        let Some(partition) = record.partition else {
+            return Ok(false);
+        };
+        let tp = TopicPartition::new(record.topic.to_string(), partition);
+        if !st.added.contains(&tp) {
+            if self.broker.txn_add_partition(txn.id, ids, &tp).is_err() {
+                return Ok(false);
+            }
+            st.added.insert(tp);
+        }
+        Ok(true)
     }
 }
