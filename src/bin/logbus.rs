@@ -190,6 +190,46 @@ fn chain(e: &dyn std::error::Error) -> String {
 // ---------------------------------------------------------------------------------------------
 // describe
 
+/// A partition directory's transactions, from its batch headers and `.txnindex` files: its
+/// last stable offset (the first offset of its earliest open transaction, else `end`), its
+/// open transactions `(producer id, first offset)`, and how many aborted ones its indexes
+/// hold. Unreadable files count as holding nothing.
+fn transactions(dir: &Path, end: u64) -> (u64, Vec<(i64, u64)>, usize) {
+    use logbus::storage::txn_index::{TxnIndexEntry, TXN_INDEX_SUFFIX};
+    let mut open: std::collections::BTreeMap<i64, u64> = Default::default();
+    let mut aborted = 0;
+    let mut names = FsIo.list_dir(dir).unwrap_or_default();
+    names.sort();
+    for name in names {
+        let Some((_, suffix)) = parse_file_name(&name) else {
+            continue;
+        };
+        let Ok(bytes) = std::fs::read(dir.join(&name)) else {
+            continue;
+        };
+        if suffix == TXN_INDEX_SUFFIX {
+            aborted += TxnIndexEntry::decode_all(&bytes).len();
+        }
+        if suffix != LOG_SUFFIX {
+            continue;
+        }
+        for batch in logbus::storage::BatchIter::new(&bytes) {
+            let Ok(batch) = batch else { break };
+            let h = batch.header();
+            if !h.is_transactional() || h.producer_id < 0 {
+                continue;
+            }
+            if h.is_control() {
+                open.remove(&h.producer_id);
+            } else {
+                open.entry(h.producer_id).or_insert(h.base_offset);
+            }
+        }
+    }
+    let lso = open.values().copied().min().unwrap_or(end).min(end);
+    (lso, open.into_iter().collect(), aborted)
+}
+
 fn describe(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
     if !path.is_dir() {
         return Err(Failure::Input(Error::Io {
@@ -211,6 +251,13 @@ fn describe(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
             writeln!(
                 out,
                 "\tPartition: {p}\tLogStartOffset: {start}\tLogEndOffset: {end}"
+            )?;
+            let (lso, open, aborted) = transactions(&path.join(format!("{name}-{p}")), *end);
+            let open: Vec<String> = open.iter().map(|(pid, first)| format!("{pid}@{first}")).collect();
+            writeln!(
+                out,
+                "\tPartition: {p}\tLastStableOffset: {lso}\tOpenTransactions: [{}]\tAbortedTransactions: {aborted}",
+                open.join(",")
             )?;
         }
     }
@@ -425,6 +472,7 @@ enum Kind {
     Log,
     Index,
     TimeIndex,
+    TxnIndex,
 }
 
 /// The base offset and kind of a segment file, from its name.
@@ -434,6 +482,7 @@ fn classify(name: &str) -> Option<(u64, Kind)> {
         LOG_SUFFIX => Kind::Log,
         INDEX_SUFFIX => Kind::Index,
         TIME_INDEX_SUFFIX => Kind::TimeIndex,
+        logbus::storage::txn_index::TXN_INDEX_SUFFIX => Kind::TxnIndex,
         _ => return None,
     };
     Some((base, kind))
@@ -530,7 +579,33 @@ fn dump_file(
         Kind::Log => dump_log(out, path, base, print_data, max_batch),
         Kind::Index => dump_index(out, path, base, offset_index::ENTRY_SIZE),
         Kind::TimeIndex => dump_index(out, path, base, time_index::ENTRY_SIZE),
+        Kind::TxnIndex => dump_txn_index(out, path),
     }
+}
+
+/// A transaction index (Kafka's `AbortedTxn` entries), as Kafka's `DumpLogSegments` prints
+/// one.
+fn dump_txn_index(out: &mut dyn Write, path: &Path) -> Result<(), Failure> {
+    use logbus::storage::txn_index::{TxnIndexEntry, ENTRY_SIZE};
+    let (file, len) = open(path)?;
+    // An index holds one entry per aborted transaction: small.
+    let mut bytes = vec![0; len.min(64 << 20) as usize];
+    read_at(&*file, path, &mut bytes, 0)?;
+    for e in TxnIndexEntry::decode_all(&bytes) {
+        writeln!(
+            out,
+            "version: 0 producerId: {} firstOffset: {} lastOffset: {} lastStableOffset: {}",
+            e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset
+        )?;
+    }
+    if bytes.len() % ENTRY_SIZE != 0 {
+        writeln!(
+            out,
+            "Found {} invalid bytes at the end (an incomplete entry)",
+            bytes.len() % ENTRY_SIZE
+        )?;
+    }
+    Ok(())
 }
 
 fn dump_index(out: &mut dyn Write, path: &Path, base: u64, entry: usize) -> Result<(), Failure> {
@@ -863,7 +938,10 @@ mod tests {
             classify("00000000000000000042.timeindex"),
             Some((42, Kind::TimeIndex))
         );
-        assert_eq!(classify("00000000000000000042.txnindex"), None);
+        assert!(matches!(
+            classify("00000000000000000042.txnindex"),
+            Some((42, Kind::TxnIndex))
+        ));
         assert_eq!(classify("42.log"), None);
     }
 }
