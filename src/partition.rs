@@ -197,7 +197,7 @@ pub(crate) struct SendPolicy {
     pub(crate) counters: Arc<SendCounters>,
     /// An idempotent producer's id and epoch: its appends carry sequences
     /// (`producer_state`).
-    pub(crate) producer: Option<ProducerIdentity>,
+    pub(crate) producer: Option<Arc<producer_state::ProducerHandle>>,
 }
 
 /// What a producer's retries did (its metrics).

@@ -390,6 +390,23 @@ fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
     }
 }
 
+/// A fresh producer id from `broker` when `config` is idempotent.
+fn identity_of(
+    broker: &Broker,
+    config: &ProducerConfig,
+) -> Option<Arc<crate::partition::producer_state::ProducerHandle>> {
+    if !config.is_idempotent() {
+        return None;
+    }
+    let bumper = broker.clone();
+    Some(Arc::new(
+        crate::partition::producer_state::ProducerHandle::new(
+            broker.init_producer_id(),
+            move |from| bumper.bump_producer_epoch(from),
+        ),
+    ))
+}
+
 /// Sends records to a broker's topics. `Clone` (each clone has its own per-partition
 /// handles, so threads that each hold a clone never contend) and `Send + Sync`.
 ///
@@ -405,7 +422,7 @@ pub struct Producer<K, V> {
     counters: Arc<SendCounters>,
     /// The broker-assigned producer id and epoch of an idempotent producer (each clone
     /// its own: sequences are per producer id and partition).
-    identity: Option<crate::partition::ProducerIdentity>,
+    identity: Option<Arc<crate::partition::producer_state::ProducerHandle>>,
 }
 
 impl<K, V> fmt::Debug for Producer<K, V> {
@@ -424,10 +441,7 @@ impl<K, V> Clone for Producer<K, V> {
             choice: Arc::clone(&self.choice),
             state: Mutex::new(State::new()),
             counters: Arc::clone(&self.counters),
-            identity: self
-                .config
-                .is_idempotent()
-                .then(|| self.broker.init_producer_id()),
+            identity: identity_of(&self.broker, &self.config),
         }
     }
 }
@@ -495,7 +509,7 @@ where
     V: Send + Sync + 'static,
 {
     fn new(broker: Broker, config: ProducerConfig, choice: Choice<K>) -> Self {
-        let identity = config.is_idempotent().then(|| broker.init_producer_id());
+        let identity = identity_of(&broker, &config);
         Self {
             broker,
             config,
@@ -506,9 +520,11 @@ where
         }
     }
 
-    /// The broker-assigned producer id and epoch (`None`: not idempotent).
+    /// The broker-assigned producer id and epoch (`None`: not idempotent). The epoch
+    /// goes up when a send gives up after its sequence was assigned (KIP-360): the
+    /// producer's sequences start again at 0 in the new epoch.
     pub fn producer_identity(&self) -> Option<crate::partition::ProducerIdentity> {
-        self.identity
+        self.identity.as_ref().map(|h| h.current())
     }
 
     /// What this producer's retries did on replicated topics (with its clones').
@@ -532,7 +548,7 @@ where
             delivery_timeout: self.config.delivery_timeout,
             request_timeout: self.config.request_timeout,
             counters: Arc::clone(&self.counters),
-            producer: self.identity,
+            producer: self.identity.clone(),
         }
     }
 

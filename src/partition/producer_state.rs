@@ -41,6 +41,8 @@
 
 use std::collections::HashMap;
 
+use crate::sync::atomic::{AtomicI64, Ordering};
+
 /// Ranges kept per producer id (Kafka's `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`, 5,
 /// which is also the most in-flight requests an idempotent Kafka producer allows).
 pub(crate) const RANGES_KEPT: usize = 5;
@@ -57,6 +59,67 @@ pub struct ProducerIdentity {
     pub id: i64,
     /// The producer epoch (bumped to fence an older instance of the same producer).
     pub epoch: i16,
+}
+
+/// An idempotent producer's identity as its sends read it, and how it bumps its epoch
+/// (KIP-360): a send that gives up after its sequence was assigned may leave a gap in a
+/// partition's sequences (its records may or may not be in the log), after which every
+/// later send there would be out of order. The producer then bumps its epoch, once per
+/// failed epoch: the new epoch starts every partition's sequences at 0, and the old
+/// epoch's sends still retrying are fenced wherever the new one was seen.
+pub(crate) struct ProducerHandle {
+    id: i64,
+    /// The current epoch (an `i16`).
+    epoch: AtomicI64,
+    /// The broker's bump (`Broker::bump_producer_epoch`).
+    bump: Box<dyn Fn(ProducerIdentity) -> crate::Result<ProducerIdentity> + Send + Sync>,
+}
+
+impl std::fmt::Debug for ProducerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProducerHandle")
+            .field("identity", &self.current())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProducerHandle {
+    /// `identity`, bumped with `bump`.
+    pub(crate) fn new(
+        identity: ProducerIdentity,
+        bump: impl Fn(ProducerIdentity) -> crate::Result<ProducerIdentity> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            id: identity.id,
+            epoch: AtomicI64::new(i64::from(identity.epoch)),
+            bump: Box::new(bump),
+        }
+    }
+
+    /// The identity a send starting now uses.
+    #[inline]
+    pub(crate) fn current(&self) -> ProducerIdentity {
+        ProducerIdentity {
+            id: self.id,
+            // Relaxed: a value on its own; a send reading the old epoch just after a bump
+            // is fenced or out of order, as a send in flight would be.
+            epoch: self.epoch.load(Ordering::Relaxed) as i16,
+        }
+    }
+
+    /// A send of `failed` gave up after its sequence was assigned: bumps the epoch, unless
+    /// another send's failure did already.
+    pub(crate) fn gave_up(&self, failed: ProducerIdentity) {
+        let Ok(next) = (self.bump)(failed) else {
+            // Fenced: another failure bumped it, or another instance owns the id.
+            return;
+        };
+        if next.id == self.id {
+            // Relaxed: as in `current`; `fetch_max` keeps it from going back.
+            self.epoch
+                .fetch_max(i64::from(next.epoch), Ordering::Relaxed);
+        }
+    }
 }
 
 /// Which producer wrote a run of records, and their sequences (module docs): `seq` is the

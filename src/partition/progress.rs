@@ -106,7 +106,7 @@ impl SendProgress {
                 policy.retries
             },
             idem: Idem {
-                producer: policy.producer,
+                producer: policy.producer.as_ref().map(|h| h.current()),
                 seq: None,
                 deduplicated: false,
             },

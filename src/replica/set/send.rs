@@ -348,6 +348,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             // Relaxed: counters read for metrics only.
             policy.counters.deduplicated.fetch_add(1, Ordering::Relaxed);
         }
+        if let (Err(why), Some(handle), Some(id)) = (&done, &policy.producer, pending.idem.producer)
+        {
+            // Given up with a sequence assigned (its records may be in a log) or behind a
+            // gap: the producer's next sends start a new epoch (KIP-360).
+            let gap =
+                pending.idem.seq.is_some() || matches!(why, AppendError::OutOfOrderSequence { .. });
+            if gap && !matches!(why, AppendError::ProducerFenced { .. }) {
+                handle.gave_up(id);
+            }
+        }
         done
     }
 
