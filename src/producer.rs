@@ -540,6 +540,57 @@ where
         }
     }
 
+    /// Sends `record` as record `sequence` of producer `producer` on its partition: the
+    /// sequence given, not this producer's next one (Kafka's produce request carries the
+    /// producer id, epoch and base sequence of every batch). This is how a send is retried
+    /// from outside the producer, e.g. after the broker restarted: the partition's leader
+    /// recognises a record it already holds (from the log, recovered from the batch
+    /// headers on disk) and answers with its first offset, appending nothing; a sequence
+    /// that is not the next one is [`Error::OutOfOrderSequence`], an old epoch
+    /// [`Error::ProducerFenced`]. `producer` comes from
+    /// [`Broker::init_producer_id`](crate::Broker::init_producer_id) (or this producer's
+    /// [`producer_identity`](Self::producer_identity)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::producer::Record;
+    /// use logbus::{Broker, TopicConfig};
+    ///
+    /// let broker = Broker::new();
+    /// broker.create_topic::<(), u64>("t", TopicConfig::new(1))?;
+    /// let producer = broker.producer::<(), u64>();
+    /// let id = broker.init_producer_id();
+    /// let first = producer.send_sequenced(Record::new("t", 7), id, 0)?;
+    /// // The same send again (a retry): its offset, nothing appended.
+    /// let again = producer.send_sequenced(Record::new("t", 7), id, 0)?;
+    /// assert_eq!(first.offset, again.offset);
+    /// assert!(producer.send_sequenced(Record::new("t", 9), id, 5).is_err()); // 1 expected
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Self::send), and [`Error::OutOfOrderSequence`],
+    /// [`Error::ProducerFenced`].
+    pub fn send_sequenced(
+        &self,
+        record: Record<K, V>,
+        producer: crate::partition::ProducerIdentity,
+        sequence: i32,
+    ) -> Result<RecordMetadata, ProduceError<K, V>> {
+        let mut state = self.state.lock();
+        let (t, partition) = match self.route(&mut state, &record) {
+            Ok(at) => at,
+            Err(error) => return Err(ProduceError::new(error, record)),
+        };
+        let (entry, sent) = self.entry_of(record, partition);
+        let appender = &mut state.topics[t].appenders[partition as usize];
+        let done = appender.append_sequenced(entry, producer, sequence);
+        drop(state);
+        sent.outcome(done)
+    }
+
     /// The policy replicated partitions apply to this producer's appends.
     fn policy(&self) -> SendPolicy {
         SendPolicy {
@@ -1063,7 +1114,9 @@ where
                     done => return PendingSend::unsynced(done, sent),
                 }
             };
-            let own = cached.topic.partitions()[partition as usize].appender();
+            let own = cached.topic.partitions()[partition as usize]
+                .appender()
+                .with_policy(cached.policy.clone());
             let ticket = line.hold(entry);
             return PendingSend::held(own, sent, Arc::clone(line), ticket);
         }
@@ -1153,7 +1206,9 @@ where
             // Wait for room with the producer's lock released, on a handle of our own:
             // the other threads sharing this producer (a `try_send`, a `send_timeout`, a
             // send elsewhere) are not held behind this wait.
-            let mut appender = cached.topic.partitions()[partition as usize].appender();
+            let mut appender = cached.topic.partitions()[partition as usize]
+                .appender()
+                .with_policy(cached.policy.clone());
             drop(state);
             if let Err((Some(entry), _)) = done {
                 done = appender.append(entry, wait);

@@ -139,6 +139,7 @@ impl Broker {
     ) -> Broker {
         Broker {
             inner: Arc::new(BrokerInner {
+                producer_ids: producer_ids::ProducerIds::starting(data.is_some()),
                 clock,
                 data,
                 topics: Mutex::new(HashMap::new()),
@@ -146,7 +147,6 @@ impl Broker {
                 empty_group_timeout_ms: AtomicU64::new(millis(DEFAULT_EMPTY_GROUP_TIMEOUT)),
                 metadata_version: AtomicU64::new(0),
                 replication: Mutex::new(None),
-                producer_ids: producer_ids::ProducerIds::default(),
             }),
         }
     }

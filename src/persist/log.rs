@@ -12,6 +12,7 @@ use bytes::Bytes;
 use super::append::{Appender, Pushed, BATCH_TARGET};
 use super::FlushPolicy;
 use crate::codec::Codec;
+use crate::partition::tail::{StampCursor, StampRuns};
 use crate::partition::{valid_timestamp, DiskLog, Entry, Partition};
 use crate::ring::Reader;
 use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
@@ -469,10 +470,29 @@ where
     V: Codec + Send + Sync + 'static,
 {
     let name = format!("logbus-writer-{}-{}", cell.topic, cell.partition);
+    // The producers' states the log holds (recovery reads the batch headers), and the
+    // stamps of what producers append from now on.
+    {
+        let mut states = crate::partition::producer_state::ProducerStates::new();
+        let log = cell.log.lock();
+        if let Some(set) = log.as_ref() {
+            crate::persist::replica_store::scan_producers(
+                set,
+                set.log_start_offset(),
+                set.log_end_offset(),
+                &mut states,
+            )?;
+        }
+        drop(log);
+        partition.restore_producers(states);
+    }
+    let stamps = partition.keep_stamps();
     thread::spawn_named(name, move || {
         let mut w = Writer {
             cell,
             partition,
+            stamps,
+            cursor: StampCursor::default(),
             gate,
             appender: Appender::new(policy, batch_limit, BATCH_TARGET.min(batch_limit / 2)),
         };
@@ -505,6 +525,10 @@ fn writer_panicked(cell: &LogCell, panic: &(dyn std::any::Any + Send)) -> Error 
 struct Writer<K, V> {
     cell: Arc<LogCell>,
     partition: Arc<Partition<K, V>>,
+    /// The producer stamps of the records (`partition::tail`), and a copy of those from
+    /// the batch being written on.
+    stamps: StampRuns,
+    cursor: StampCursor,
     gate: Reader<Entry<K, V>>,
     /// The write path to disk's batch and flush policy (no batch grows past the segment
     /// size, unless one record alone does).
@@ -600,6 +624,9 @@ impl<K: Codec, V: Codec> Writer<K, V> {
         }
         let appender = &mut self.appender;
         appender.begin(pos);
+        // After the records were seen published (`run`'s look): their runs are pushed.
+        self.cursor.load(&self.stamps, pos);
+        let cursor = &mut self.cursor;
         let mut n = 0usize;
         let mut stop = false;
         let mut failed = None;
@@ -610,7 +637,11 @@ impl<K: Codec, V: Codec> Writer<K, V> {
             if stop {
                 return;
             }
-            match appender.push(e, crate::partition::producer_state::Stamp::NONE) {
+            let Some(stamp) = cursor.at(pos + n as u64) else {
+                stop = true;
+                return;
+            };
+            match appender.push(e, stamp) {
                 Ok(Pushed::Added) => {
                     n += 1;
                     stop = appender.is_ripe();

@@ -947,6 +947,20 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
         }
     }
 
+    fn append_sequenced(
+        &self,
+        entry: Entry<K, V>,
+        policy: &SendPolicy,
+        id: crate::partition::ProducerIdentity,
+        seq: i32,
+    ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
+        let mut records = SendRecords::One(entry);
+        match self.send_sequenced(&mut records, policy, id, seq) {
+            Ok(offset) => Ok(offset),
+            Err(why) => Err((self.take_back(records), why)),
+        }
+    }
+
     fn append_batch(
         &self,
         entries: &mut Vec<Entry<K, V>>,

@@ -463,6 +463,24 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             .map(|(_, last)| last)
     }
 
+    /// [`send`](Self::send) of records whose producer and first sequence the caller gives.
+    pub(super) fn send_sequenced(
+        &self,
+        records: &mut SendRecords<K, V>,
+        policy: &SendPolicy,
+        id: crate::partition::ProducerIdentity,
+        seq: i32,
+    ) -> Result<u64, AppendError> {
+        let mut progress = SendProgress::new(policy, None);
+        progress.idem = Idem {
+            producer: Some(id),
+            seq: Some(seq),
+            deduplicated: false,
+        };
+        self.drive(records, policy, &mut progress, true)
+            .map(|(_, last)| last)
+    }
+
     /// `Producer::send_async`'s first half: appends (retrying refusals), does not wait.
     pub(crate) fn begin(
         &self,
