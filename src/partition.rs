@@ -1193,7 +1193,7 @@ pub(crate) mod producer_state;
 pub(crate) mod progress;
 pub(crate) mod tail;
 pub(crate) use appender_async::Unsynced;
-pub use producer_state::ProducerIdentity;
+pub use producer_state::{ProducerIdentity, ProducerState};
 pub(crate) mod replica_log;
 pub(crate) mod topic_config;
 pub(crate) use appender::{Appender, EXPIRY_LOOK};

@@ -35,10 +35,10 @@ use std::time::{Duration, Instant};
 use crate::broker::{Broker, TopicInner};
 use crate::codec::Codec;
 pub use crate::partition::Acks;
-pub use crate::partition::ProducerIdentity;
 use crate::partition::{
     valid_timestamp, AppendError, AppendWait, Appender, Entry, SendCounters, SendPolicy,
 };
+pub use crate::partition::{ProducerIdentity, ProducerState};
 use crate::sync::time;
 // Std's Arc (also under loom): partitioners are trait objects (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;

@@ -261,6 +261,27 @@ impl ProducerEntry {
     }
 }
 
+/// One producer id's state in a partition's log, as `describe` shows it (Kafka's
+/// `DescribeProducers` answer, and the fields of its `.snapshot` entries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProducerState {
+    /// The producer id.
+    pub producer_id: i64,
+    /// Its epoch.
+    pub epoch: i16,
+    /// The sequence of its last record in the log (-1: not known, e.g. truncated away).
+    pub last_sequence: i32,
+    /// The offset of that record.
+    pub last_offset: Option<u64>,
+    /// The largest timestamp of its records (its last activity; expiry counts from it).
+    pub last_timestamp: i64,
+    /// The transaction coordinator's epoch of its last marker (-1: none).
+    pub coordinator_epoch: i32,
+    /// The first offset of its open transaction, if one is open.
+    pub current_txn_first_offset: Option<u64>,
+}
+
 /// Every producer id's state in one log (module docs).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ProducerStates {
@@ -286,6 +307,25 @@ impl ProducerStates {
     /// How many producers are known.
     pub(crate) fn len(&self) -> usize {
         self.producers.len()
+    }
+
+    /// Every producer's state, by id.
+    pub(crate) fn describe(&self) -> Vec<ProducerState> {
+        let mut out: Vec<ProducerState> = self
+            .producers
+            .iter()
+            .map(|(&id, e)| ProducerState {
+                producer_id: id,
+                epoch: e.epoch,
+                last_sequence: e.last().map_or(-1, |l| l.0),
+                last_offset: e.last().map(|l| l.1),
+                last_timestamp: e.last_timestamp,
+                coordinator_epoch: e.coordinator_epoch,
+                current_txn_first_offset: e.txn_first_offset,
+            })
+            .collect();
+        out.sort_by_key(|p| p.producer_id);
+        out
     }
 
     /// Puts `entry` for `id` (a snapshot being loaded).

@@ -82,6 +82,32 @@ pub(crate) fn apply_header(states: &mut ProducerStates, h: &crate::storage::Batc
     );
 }
 
+/// The producers' states a partition directory's `.log` files hold, read from their batch
+/// headers (offline: `logbus describe`). Reading stops at the first batch that does not
+/// parse in a file (a torn tail), as recovery would cut it.
+///
+/// # Errors
+///
+/// The directory or a file cannot be read.
+pub fn producer_states(partition_dir: &Path) -> Result<Vec<crate::producer::ProducerState>> {
+    let mut names: Vec<PathBuf> = std::fs::read_dir(partition_dir)
+        .map_err(|e| Error::io(format!("reading {}", partition_dir.display()), e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    names.sort();
+    let mut states = ProducerStates::new();
+    for path in names {
+        let bytes = std::fs::read(&path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        for batch in BatchIter::new(&bytes) {
+            let Ok(batch) = batch else { break };
+            apply_header(&mut states, batch.header());
+        }
+    }
+    Ok(states.describe())
+}
+
 /// Applies every batch header from `from` up to `to` to `states`.
 pub(crate) fn scan_producers(
     set: &SegmentSet,
