@@ -328,6 +328,62 @@ impl ProducerStates {
         out
     }
 
+    /// Its entries as a `.snapshot` file holds them (`storage::producer_snapshot`): per
+    /// producer, its last range's last sequence and offset, and the range's length as the
+    /// offset delta (a range may span several of the producer's batches: loaded back, the
+    /// range is the one retries are checked against).
+    pub(crate) fn to_snapshot(&self) -> Vec<crate::storage::producer_snapshot::SnapshotEntry> {
+        let mut out: Vec<_> = self
+            .producers
+            .iter()
+            .map(|(&id, e)| {
+                let last = e.ranges.last();
+                crate::storage::producer_snapshot::SnapshotEntry {
+                    producer_id: id,
+                    epoch: e.epoch,
+                    last_sequence: last.map_or(-1, Range::last_seq),
+                    last_offset: last.map_or(-1, |r| (r.end() - 1) as i64),
+                    offset_delta: last.map_or(0, |r| (r.len - 1).min(i32::MAX as u64) as i32),
+                    timestamp: e.last_timestamp,
+                    coordinator_epoch: e.coordinator_epoch,
+                    current_txn_first_offset: e.txn_first_offset.map_or(-1, |o| o as i64),
+                }
+            })
+            .collect();
+        out.sort_by_key(|e| e.producer_id);
+        out
+    }
+
+    /// The states a snapshot's entries hold.
+    pub(crate) fn from_snapshot(
+        entries: &[crate::storage::producer_snapshot::SnapshotEntry],
+    ) -> Self {
+        let mut states = Self::new();
+        for e in entries {
+            let ranges = if e.last_sequence >= 0 && e.last_offset >= 0 && e.offset_delta >= 0 {
+                let len = (e.offset_delta as u64 + 1).min(e.last_offset as u64 + 1);
+                vec![Range {
+                    seq: seq_sub(e.last_sequence, len - 1),
+                    offset: e.last_offset as u64 + 1 - len,
+                    len,
+                }]
+            } else {
+                Vec::new()
+            };
+            states.insert(
+                e.producer_id,
+                ProducerEntry {
+                    epoch: e.epoch,
+                    ranges,
+                    last_timestamp: e.timestamp,
+                    coordinator_epoch: e.coordinator_epoch,
+                    txn_first_offset: u64::try_from(e.current_txn_first_offset).ok(),
+                },
+            );
+        }
+        states
+    }
+
     /// Puts `entry` for `id` (a snapshot being loaded).
     pub(crate) fn insert(&mut self, id: i64, entry: ProducerEntry) {
         self.producers.insert(id, entry);

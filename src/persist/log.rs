@@ -14,6 +14,7 @@ use super::FlushPolicy;
 use crate::codec::Codec;
 use crate::partition::tail::{StampCursor, StampRuns};
 use crate::partition::{valid_timestamp, DiskLog, Entry, Partition};
+use crate::persist::replica_store::SnapshotKeeper;
 use crate::ring::Reader;
 use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
 use crate::storage::{BatchIter, SegmentSet};
@@ -470,21 +471,18 @@ where
     V: Codec + Send + Sync + 'static,
 {
     let name = format!("logbus-writer-{}-{}", cell.topic, cell.partition);
-    // The producers' states the log holds (recovery reads the batch headers), and the
-    // stamps of what producers append from now on.
+    // The producers' states the log holds (the latest snapshot and the batch headers
+    // after it), and the stamps of what producers append from now on.
+    let mut keeper = SnapshotKeeper::default();
     {
-        let mut states = crate::partition::producer_state::ProducerStates::new();
         let log = cell.log.lock();
         if let Some(set) = log.as_ref() {
-            crate::persist::replica_store::scan_producers(
-                set,
-                set.log_start_offset(),
-                set.log_end_offset(),
-                &mut states,
-            )?;
+            let (states, _corrupt) =
+                crate::persist::replica_store::recover_producers(set, set.log_end_offset())?;
+            keeper = SnapshotKeeper::new(states.clone(), set);
+            partition.restore_producers(states);
         }
         drop(log);
-        partition.restore_producers(states);
     }
     let stamps = partition.keep_stamps();
     thread::spawn_named(name, move || {
@@ -493,6 +491,7 @@ where
             partition,
             stamps,
             cursor: StampCursor::default(),
+            keeper,
             gate,
             appender: Appender::new(policy, batch_limit, BATCH_TARGET.min(batch_limit / 2)),
         };
@@ -529,6 +528,8 @@ struct Writer<K, V> {
     /// the batch being written on.
     stamps: StampRuns,
     cursor: StampCursor,
+    /// The producer-state snapshots written at each roll.
+    keeper: SnapshotKeeper,
     gate: Reader<Entry<K, V>>,
     /// The write path to disk's batch and flush policy (no batch grows past the segment
     /// size, unless one record alone does).
@@ -662,6 +663,9 @@ impl<K: Codec, V: Codec> Writer<K, V> {
             return Ok(());
         }
         let bytes = self.appender.append(set, None)?;
+        if let Some(h) = self.appender.appended_header() {
+            self.keeper.appended(set, &h);
+        }
         let written = pos + n as u64;
         self.appender.apply_policy(set, n as u64, bytes)?;
         drop(log);
