@@ -31,6 +31,13 @@ mutant() {
     names+=("$1") files+=("$2") patterns+=("$3") replacements+=("$4") models+=("$5")
 }
 
+# The idempotent producer on one replica: the sequence check and the publish under one hold
+# of the ring producer's lock (a second hold between them lets the fresh send in: sequence 0
+# twice).
+mutant idempotent-check-one-lock-hold src/partition/appender.rs \
+    $'            // The check above and this publish in one hold of the lock: no other append' \
+    $'            drop(handle);\n            let mut handle = self.handle.lock();' \
+    lib::partition::loom_models::idempotent_sequences_follow_the_log
 # A task's registration in a wait set: the SeqCst fence after it (Dekker with the notifier's).
 mutant waker-registration-fence src/sync/wait_set.rs \
     $'            }\n        }\n        drop(reg);\n        fence(Ordering::SeqCst);' \

@@ -271,6 +271,8 @@ impl<K, V> Appender<K, V> {
                     ))
                 }
             }
+            // The check above and this publish in one hold of the lock: no other append
+            // comes between (loom model `idempotent_sequences_follow_the_log`).
             match handle.try_publish(entry) {
                 Ok(()) => {
                     let offset = handle

@@ -40,8 +40,34 @@
 //! therefore has its producers' states as its log has them.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::sync::atomic::{AtomicI64, Ordering};
+
+/// A map by producer id with a multiplicative hash (ids are not attacker-chosen: the
+/// broker hands them out), so a send's lookups cost a multiply, not SipHash.
+pub(crate) type IdMap<V> = HashMap<i64, V, BuildHasherDefault<IdHasher>>;
+
+/// Fibonacci hashing of one `i64` (`IdMap`).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    #[inline]
+    fn write_i64(&mut self, v: i64) {
+        self.0 = (v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
 
 /// Ranges kept per producer id (Kafka's `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`, 5,
 /// which is also the most in-flight requests an idempotent Kafka producer allows).
@@ -285,7 +311,7 @@ pub struct ProducerState {
 /// Every producer id's state in one log (module docs).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ProducerStates {
-    producers: HashMap<i64, ProducerEntry>,
+    producers: IdMap<ProducerEntry>,
 }
 
 impl ProducerStates {

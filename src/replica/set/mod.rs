@@ -136,7 +136,7 @@ struct State<K, V> {
     /// leader changes: a new leader's log may have lost the old one's last records, whose
     /// retries bring their sequences back (a fresh send meanwhile is out of order, and
     /// retried).
-    sequences: std::collections::HashMap<i64, (i16, i32)>,
+    sequences: crate::partition::producer_state::IdMap<(i16, i32)>,
 }
 
 /// Copies a record a failed send hands back while the log keeps it (`None`: cannot).
@@ -287,7 +287,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             closed: false,
             spare: Vec::new(),
             served: Vec::new(),
-            sequences: std::collections::HashMap::new(),
+            sequences: Default::default(),
         };
         state.replicas[0].log.begin_epoch(0);
         let set = Self {
