@@ -66,6 +66,8 @@ pub(crate) struct ReplicationConfig {
     pub(crate) min_insync: usize,
     pub(crate) unclean: bool,
     pub(crate) lag_max_ms: i64,
+    /// Idle producer ids expire after this (`TopicConfig::producer_id_expiration`).
+    pub(crate) producer_expiration_ms: i64,
     /// Records each replica keeps (the oldest beyond are dropped).
     pub(crate) capacity: usize,
 }
@@ -77,6 +79,8 @@ impl ReplicationConfig {
             min_insync: config.min_insync() as usize,
             unclean: config.unclean_election(),
             lag_max_ms: i64::try_from(config.replica_lag_max().as_millis()).unwrap_or(i64::MAX),
+            producer_expiration_ms: i64::try_from(config.producer_expiration().as_millis())
+                .unwrap_or(i64::MAX),
             capacity: config.records_in_memory_per_partition(),
         }
     }
@@ -137,6 +141,8 @@ struct State<K, V> {
     /// retries bring their sequences back (a fresh send meanwhile is out of order, and
     /// retried).
     sequences: crate::partition::producer_state::IdMap<(i16, i32)>,
+    /// When idle producer ids were last expired (broker clock, ms).
+    producers_expired_ms: i64,
 }
 
 /// Copies a record a failed send hands back while the log keeps it (`None`: cannot).
@@ -288,6 +294,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             spare: Vec::new(),
             served: Vec::new(),
             sequences: Default::default(),
+            producers_expired_ms: i64::MIN,
         };
         state.replicas[0].log.begin_epoch(0);
         let set = Self {
@@ -618,6 +625,15 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         // Closed (deleted, or the broker closed): its files are gone or final.
         if st.closed {
             return;
+        }
+        // Idle producer ids expire (Kafka's `producer.id.expiration.ms`), on every replica
+        // alike, at most once a second of the broker's clock.
+        if now_ms.saturating_sub(st.producers_expired_ms) >= 1000 {
+            st.producers_expired_ms = now_ms;
+            let max = self.config.producer_expiration_ms;
+            for r in &mut st.replicas {
+                r.log.producers_mut().expire(now_ms, max);
+            }
         }
         let Some(l) = st.leader else { return };
         let leader_end = st.replicas[l].log.end();

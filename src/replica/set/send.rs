@@ -417,6 +417,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 Failure::Refused(
                     why @ (AppendError::TooLarge(..) | AppendError::ProducerFenced { .. }),
                 ) => return Err(why),
+                // A sequence its caller gave: the answer is the caller's (a sequence the
+                // producer gave waits for the retries of the records before it instead).
+                Failure::Refused(why @ AppendError::OutOfOrderSequence { .. })
+                    if pending.idem.explicit =>
+                {
+                    return Err(why)
+                }
                 Failure::Refused(why) => (why, false),
                 Failure::Appended(why) => (why, true),
             };
@@ -476,6 +483,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             producer: Some(id),
             seq: Some(seq),
             deduplicated: false,
+            explicit: true,
         };
         self.drive(records, policy, &mut progress, true)
             .map(|(_, last)| last)
