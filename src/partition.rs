@@ -604,6 +604,7 @@ impl<K, V> Partition<K, V> {
 
     /// Calls `f` with the producers' states (one replica's partition; a replicated one's
     /// are its replicas').
+    #[allow(dead_code, reason = "for the transactions (issue 30, second half) and tools")]
     pub(crate) fn with_producers<R>(
         &self,
         f: impl FnOnce(&mut producer_state::ProducerStates) -> R,

@@ -128,6 +128,7 @@ impl Broker {
     }
 
     /// The allocator (for the transaction coordinator and recovery).
+    #[allow(dead_code, reason = "for the transactions (issue 30, second half) and tools")]
     pub(crate) fn producer_ids(&self) -> &ProducerIds {
         &self.inner.producer_ids
     }

@@ -321,16 +321,19 @@ impl ProducerStates {
     }
 
     /// The state of producer `id`, if known.
+    #[allow(dead_code, reason = "for the transactions (issue 30, second half) and tools")]
     pub(crate) fn get(&self, id: i64) -> Option<&ProducerEntry> {
         self.producers.get(&id)
     }
 
     /// Every producer's state, by id (unordered).
+    #[allow(dead_code, reason = "for the transactions (issue 30, second half) and tools")]
     pub(crate) fn iter(&self) -> impl Iterator<Item = (i64, &ProducerEntry)> {
         self.producers.iter().map(|(id, e)| (*id, e))
     }
 
     /// How many producers are known.
+    #[allow(dead_code, reason = "for the transactions (issue 30, second half) and tools")]
     pub(crate) fn len(&self) -> usize {
         self.producers.len()
     }

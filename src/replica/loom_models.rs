@@ -70,6 +70,7 @@ fn policy(acks: Acks) -> SendPolicy {
         delivery_timeout: Duration::MAX,
         request_timeout: Duration::MAX,
         counters: Arc::default(),
+        producer: None,
     }
 }
 
