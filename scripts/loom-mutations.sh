@@ -44,6 +44,13 @@ mutant txn-init-epoch-one-lock src/broker/txn.rs \
     $'                    let next = meta.epoch + 1;\n                    meta.epoch = next;' \
     $'                    let next = meta.epoch + 1;\n                    drop(txns);\n                    let mut txns = c.txns.lock();\n                    let meta = txns.get_mut(id).expect("known");\n                    meta.epoch = next;' \
     transactions::two_producers_racing_init_transactions_get_two_epochs
+# The idempotent producer on one replica: the sequence check and the publish under one hold
+# of the ring producer's lock (a second hold between them lets the fresh send in: sequence 0
+# twice).
+mutant idempotent-check-one-lock-hold src/partition/appender.rs \
+    $'            // The check above and this publish in one hold of the lock: no other append' \
+    $'            drop(handle);\n            let mut handle = self.handle.lock();' \
+    lib::partition::loom_models::idempotent_sequences_follow_the_log
 # A task's registration in a wait set: the SeqCst fence after it (Dekker with the notifier's).
 mutant waker-registration-fence src/sync/wait_set.rs \
     $'            }\n        }\n        drop(reg);\n        fence(Ordering::SeqCst);' \

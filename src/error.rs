@@ -769,6 +769,17 @@ pub enum Error {
         current_epoch: i16,
     },
 
+    /// A producer-state snapshot file (`<offset>.snapshot`) that does not parse: recovery
+    /// skips and deletes it and rebuilds the producers' states from an older snapshot or the
+    /// log.
+    #[error("corrupt producer snapshot {}: {reason}", path.display())]
+    CorruptProducerSnapshot {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What was wrong.
+        reason: String,
+    },
+
     /// A replica id that is not one of the partition's replicas (fault injection).
     #[error("replica {replica} is not a replica of `{topic}`-{partition}: its replicas are {replicas:?}")]
     UnknownReplica {

@@ -47,9 +47,7 @@ use std::fmt;
 
 use bytes::Bytes;
 
-use crate::ring::{
-    GetError, LapPolicy, Reader, Ring, RingConfig, SingleProducer as RingProducer, Start,
-};
+use crate::ring::{GetError, LapPolicy, Reader, Ring, RingConfig, Start};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::time::Instant;
 // Std's Arc (also under loom): group names are `Arc<str>` (see `sync::StdArc`).
@@ -265,7 +263,7 @@ pub(crate) struct SendPolicy {
     pub(crate) counters: Arc<SendCounters>,
     /// An idempotent producer's id and epoch: its appends carry sequences
     /// (`producer_state`).
-    pub(crate) producer: Option<ProducerIdentity>,
+    pub(crate) producer: Option<Arc<producer_state::ProducerHandle>>,
 }
 
 /// What a producer's retries did (its metrics).
@@ -313,6 +311,16 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
         entry: Entry<K, V>,
         policy: &SendPolicy,
         deadline: Option<Instant>,
+    ) -> std::result::Result<u64, (Option<Entry<K, V>>, AppendError)>;
+    /// Appends `entry` as record `seq` of producer `id` (the sequence given: a retry from
+    /// outside), under `policy`'s acks and retries; a retry of a record the leader holds
+    /// returns its offset without appending.
+    fn append_sequenced(
+        &self,
+        entry: Entry<K, V>,
+        policy: &SendPolicy,
+        id: ProducerIdentity,
+        seq: i32,
     ) -> std::result::Result<u64, (Option<Entry<K, V>>, AppendError)>;
     /// Appends every entry in order under `policy`; on failure the entries not
     /// acknowledged are left in `entries`.
@@ -655,6 +663,28 @@ impl<K, V> Partition<K, V> {
         Ok((partition, writer))
     }
 
+    /// Keeps producer stamps for the disk writer from the log end on (`tail`).
+    pub(crate) fn keep_stamps(&self) -> tail::StampRuns {
+        let mut tail = self.producer.lock();
+        let at = tail.next_sequence();
+        tail.keep_stamps(at)
+    }
+
+    /// Puts the producers' states recovered from disk.
+    pub(crate) fn restore_producers(&self, states: producer_state::ProducerStates) {
+        self.producer.lock().restore(states);
+    }
+
+    /// Calls `f` with the producers' states (one replica's partition; a replicated one's
+    /// are its replicas').
+    #[allow(dead_code, reason = "for the transactions (issue 30, second half) and tools")]
+    pub(crate) fn with_producers<R>(
+        &self,
+        f: impl FnOnce(&mut producer_state::ProducerStates) -> R,
+    ) -> R {
+        f(self.producer.lock().producers())
+    }
+
     /// The partition over a new single-producer ring made from `ring_config`, its producer
     /// shared by the appenders.
     fn with_ring(
@@ -682,7 +712,7 @@ impl<K, V> Partition<K, V> {
         let anchor = ring.announcing_reader()?;
         Ok(Self {
             ring,
-            producer: Arc::new(Mutex::new(producer)),
+            producer: Arc::new(Mutex::new(tail::Tail::new(producer))),
             anchor,
             capacity: config.capacity as u64,
             config,
@@ -1241,8 +1271,9 @@ mod entry;
 mod lend;
 pub(crate) mod producer_state;
 pub(crate) mod progress;
+pub(crate) mod tail;
 pub(crate) use appender_async::Unsynced;
-pub use producer_state::ProducerIdentity;
+pub use producer_state::{ProducerIdentity, ProducerState};
 pub(crate) mod replica_log;
 pub(crate) mod topic_config;
 pub(crate) mod txn;

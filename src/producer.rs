@@ -90,11 +90,11 @@ use std::time::{Duration, Instant};
 use crate::broker::{Broker, TopicInner};
 use crate::codec::Codec;
 pub use crate::partition::Acks;
-pub use crate::partition::ProducerIdentity;
 use crate::partition::{
     append_error, valid_timestamp, AppendError, AppendWait, Appender, Entry, SendCounters,
     SendPolicy,
 };
+pub use crate::partition::{ProducerIdentity, ProducerState};
 use crate::sync::time;
 // Std's Arc (also under loom): partitioners are trait objects (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
@@ -410,6 +410,23 @@ impl<K, V> State<K, V> {
 /// sent, in order.
 type RunFailure<K, V> = (ProduceError<K, V>, Vec<Record<K, V>>);
 
+/// A fresh producer id from `broker` when `config` is idempotent.
+fn identity_of(
+    broker: &Broker,
+    config: &ProducerConfig,
+) -> Option<Arc<crate::partition::producer_state::ProducerHandle>> {
+    if !config.is_idempotent() {
+        return None;
+    }
+    let bumper = broker.clone();
+    Some(Arc::new(
+        crate::partition::producer_state::ProducerHandle::new(
+            broker.init_producer_id(),
+            move |from| bumper.bump_producer_epoch(from),
+        ),
+    ))
+}
+
 /// Sends records to a broker's topics. `Clone` (each clone has its own per-partition
 /// handles, so threads that each hold a clone never contend) and `Send + Sync`.
 ///
@@ -427,7 +444,7 @@ pub struct Producer<K, V> {
     txn: Option<Arc<txn::TxnClient>>,
     /// The broker-assigned producer id and epoch of an idempotent producer (each clone
     /// its own: sequences are per producer id and partition).
-    identity: Option<crate::partition::ProducerIdentity>,
+    identity: Option<Arc<crate::partition::producer_state::ProducerHandle>>,
 }
 
 impl<K, V> fmt::Debug for Producer<K, V> {
@@ -447,10 +464,7 @@ impl<K, V> Clone for Producer<K, V> {
             state: Mutex::new(State::new()),
             counters: Arc::clone(&self.counters),
             txn: self.txn.clone(),
-            identity: self
-                .config
-                .is_idempotent()
-                .then(|| self.broker.init_producer_id()),
+            identity: identity_of(&self.broker, &self.config),
         }
     }
 }
@@ -518,7 +532,7 @@ where
     V: Send + Sync + 'static,
 {
     fn new(broker: Broker, config: ProducerConfig, choice: Choice<K>) -> Self {
-        let identity = config.is_idempotent().then(|| broker.init_producer_id());
+        let identity = identity_of(&broker, &config);
         Self {
             broker,
             config,
@@ -530,9 +544,11 @@ where
         }
     }
 
-    /// The broker-assigned producer id and epoch (`None`: not idempotent).
+    /// The broker-assigned producer id and epoch (`None`: not idempotent). The epoch
+    /// goes up when a send gives up after its sequence was assigned (KIP-360): the
+    /// producer's sequences start again at 0 in the new epoch.
     pub fn producer_identity(&self) -> Option<crate::partition::ProducerIdentity> {
-        self.identity
+        self.identity.as_ref().map(|h| h.current())
     }
 
     /// What this producer's retries did on replicated topics (with its clones').
@@ -548,6 +564,57 @@ where
         }
     }
 
+    /// Sends `record` as record `sequence` of producer `producer` on its partition: the
+    /// sequence given, not this producer's next one (Kafka's produce request carries the
+    /// producer id, epoch and base sequence of every batch). This is how a send is retried
+    /// from outside the producer, e.g. after the broker restarted: the partition's leader
+    /// recognises a record it already holds (from the log, recovered from the batch
+    /// headers on disk) and answers with its first offset, appending nothing; a sequence
+    /// that is not the next one is [`Error::OutOfOrderSequence`], an old epoch
+    /// [`Error::ProducerFenced`]. `producer` comes from
+    /// [`Broker::init_producer_id`](crate::Broker::init_producer_id) (or this producer's
+    /// [`producer_identity`](Self::producer_identity)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::producer::Record;
+    /// use logbus::{Broker, TopicConfig};
+    ///
+    /// let broker = Broker::new();
+    /// broker.create_topic::<(), u64>("t", TopicConfig::new(1))?;
+    /// let producer = broker.producer::<(), u64>();
+    /// let id = broker.init_producer_id();
+    /// let first = producer.send_sequenced(Record::new("t", 7), id, 0)?;
+    /// // The same send again (a retry): its offset, nothing appended.
+    /// let again = producer.send_sequenced(Record::new("t", 7), id, 0)?;
+    /// assert_eq!(first.offset, again.offset);
+    /// assert!(producer.send_sequenced(Record::new("t", 9), id, 5).is_err()); // 1 expected
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Self::send), and [`Error::OutOfOrderSequence`],
+    /// [`Error::ProducerFenced`].
+    pub fn send_sequenced(
+        &self,
+        record: Record<K, V>,
+        producer: crate::partition::ProducerIdentity,
+        sequence: i32,
+    ) -> Result<RecordMetadata, ProduceError<K, V>> {
+        let mut state = self.state.lock();
+        let (t, partition) = match self.route(&mut state, &record) {
+            Ok(at) => at,
+            Err(error) => return Err(ProduceError::new(error, record)),
+        };
+        let (entry, sent) = self.entry_of(record, partition);
+        let appender = &mut state.topics[t].appenders[partition as usize];
+        let done = appender.append_sequenced(entry, producer, sequence);
+        drop(state);
+        sent.outcome(done)
+    }
+
     /// The policy replicated partitions apply to this producer's appends.
     fn policy(&self) -> SendPolicy {
         SendPolicy {
@@ -556,7 +623,7 @@ where
             delivery_timeout: self.config.delivery_timeout,
             request_timeout: self.config.request_timeout,
             counters: Arc::clone(&self.counters),
-            producer: self.identity,
+            producer: self.identity.clone(),
         }
     }
 
@@ -1078,7 +1145,9 @@ where
                     done => return PendingSend::unsynced(done, sent),
                 }
             };
-            let own = cached.topic.partitions()[partition as usize].appender();
+            let own = cached.topic.partitions()[partition as usize]
+                .appender()
+                .with_policy(cached.policy.clone());
             let ticket = line.hold(entry);
             return PendingSend::held(own, sent, Arc::clone(line), ticket);
         }
@@ -1171,7 +1240,9 @@ where
             // Wait for room with the producer's lock released, on a handle of our own:
             // the other threads sharing this producer (a `try_send`, a `send_timeout`, a
             // send elsewhere) are not held behind this wait.
-            let mut appender = cached.topic.partitions()[partition as usize].appender();
+            let mut appender = cached.topic.partitions()[partition as usize]
+                .appender()
+                .with_policy(cached.policy.clone());
             drop(state);
             if let Err((Some(entry), _)) = done {
                 done = appender.append(entry, wait);

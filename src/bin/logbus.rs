@@ -259,6 +259,7 @@ fn describe(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
                 "\tPartition: {p}\tLastStableOffset: {lso}\tOpenTransactions: [{}]\tAbortedTransactions: {aborted}",
                 open.join(",")
             )?;
+            producer_lines(out, &path.join(format!("{name}-{p}")))?;
         }
     }
     let ids = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
@@ -294,6 +295,7 @@ fn describe(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
                     r.partition,
                     epochs.join(" ")
                 )?;
+                producer_lines(out, &path.join(format!("{name}-{}", r.partition)))?;
             }
         }
     }
@@ -310,6 +312,29 @@ fn describe(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The idempotent producers' states a partition directory's batches hold, one line each
+/// (as Kafka's `kafka-transactions describe-producers` prints them).
+fn producer_lines(out: &mut dyn Write, dir: &Path) -> Result<(), Failure> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for p in logbus::persist::producer_states(dir)? {
+        let opt = |o: Option<u64>| o.map_or_else(|| "none".to_string(), |o| o.to_string());
+        writeln!(
+            out,
+            "\t\tProducerId: {}\tProducerEpoch: {}\tLastSequence: {}\tLastOffset: {}\tLastTimestamp: {}\tCoordinatorEpoch: {}\tCurrentTransactionStartOffset: {}",
+            p.producer_id,
+            p.epoch,
+            p.last_sequence,
+            opt(p.last_offset),
+            p.last_timestamp,
+            p.coordinator_epoch,
+            opt(p.current_txn_first_offset),
+        )?;
+    }
+    Ok(())
 }
 
 /// A data directory's marker, one line: its id, its broker's (cluster) id, its place in

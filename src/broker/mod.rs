@@ -145,6 +145,7 @@ impl Broker {
     ) -> Broker {
         Broker {
             inner: Arc::new(BrokerInner {
+                producer_ids: producer_ids::ProducerIds::starting(data.is_some()),
                 clock,
                 data,
                 topics: Mutex::new(HashMap::new()),
@@ -153,7 +154,6 @@ impl Broker {
                 metadata_version: AtomicU64::new(0),
                 replication: Mutex::new(None),
                 txn,
-                producer_ids: producer_ids::ProducerIds::default(),
             }),
         }
     }

@@ -4,10 +4,14 @@
 //! coordinator does, for a `transactional.id` registered again; an idempotent producer does,
 //! to restart its sequences after a send it gave up on, as KIP-360 lets it).
 //!
-//! Ids are never reused within a broker's life. A broker on a data directory also never
-//! reuses an id its logs may still hold: it starts above every producer id its partitions'
-//! recovered producer states name ([`ProducerIds::reserve_through`]), as Kafka's id blocks
-//! are never handed out twice.
+//! Ids are never reused within a broker's life. A broker on a data directory must also not
+//! hand out an id its logs may still hold from an earlier run (a new producer would have its
+//! first records taken for retries of the old one's): Kafka allocates blocks of ids through
+//! its controller for that. Here each run of a persisted broker starts its ids at a random
+//! point of `2^40..2^62` (from the standard library's per-process random hash keys), and
+//! counts up from there: two runs collide only if one hands out ids reaching another's
+//! start, which takes on the order of `2^62 / ids per run` runs. An in-memory broker starts
+//! at 0 (deterministic: it has no earlier run).
 
 use std::collections::HashMap;
 
@@ -26,6 +30,19 @@ pub(crate) struct ProducerIds {
 }
 
 impl ProducerIds {
+    /// The allocator of a broker, persisted or not (module docs).
+    pub(crate) fn starting(persisted: bool) -> Self {
+        let ids = Self::default();
+        if persisted {
+            use std::hash::{BuildHasher, Hasher};
+            let r = std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish();
+            ids.reserve_through((1i64 << 40) + (r % ((1u64 << 62) - (1 << 40))) as i64);
+        }
+        ids
+    }
+
     /// A fresh producer id at epoch 0.
     pub(crate) fn allocate(&self) -> ProducerIdentity {
         // Relaxed: a counter; uniqueness needs only the atomic add.
@@ -111,6 +128,7 @@ impl Broker {
     }
 
     /// The allocator (for the transaction coordinator and recovery).
+    #[allow(dead_code, reason = "for the transactions (issue 30, second half) and tools")]
     pub(crate) fn producer_ids(&self) -> &ProducerIds {
         &self.inner.producer_ids
     }

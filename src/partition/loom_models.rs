@@ -678,3 +678,40 @@ fn a_read_committed_fetch_never_reads_a_transaction_opening_meanwhile() {
         assert_eq!(got, [0]);
     });
 }
+
+/// The idempotent producer on a one-replica partition: a fresh send (its sequence given
+/// under the ring producer's lock) races a retry of sequence 0 from another handle
+/// (`append_sequenced`, whose check must be atomic with its publish). Whatever the order,
+/// sequence 0 is in the log once: either the retry finds it and answers with its offset,
+/// or the retry appends it and the fresh send gets sequence 1; the producer's state ends at
+/// the last offset with sequence `log end - 1`. Key lock: the ring producer's, held from the
+/// check to the publish (`Tail::check_next` .. `published`); checking under one hold and
+/// publishing under another appends sequence 0 twice.
+#[test]
+fn idempotent_sequences_follow_the_log() {
+    use super::producer_state::ProducerHandle;
+    model(|| {
+        let p = partition_of::<(), Value>(4, false);
+        let id = ProducerIdentity { id: 1, epoch: 0 };
+        let policy = SendPolicy {
+            producer: Some(Arc::new(ProducerHandle::new(id, Ok))),
+            ..SendPolicy::default()
+        };
+        let mut fresh = p.appender().with_policy(policy.clone());
+        let mut retry = p.appender().with_policy(policy);
+        let t = thread::spawn(move || append(&mut fresh, 10, AppendWait::No));
+        let again = retry
+            .append_sequenced(entry(10), id, 0)
+            .map_err(|(_, e)| e)
+            .unwrap();
+        let first = t.join().unwrap();
+        let end = p.log_end();
+        if again == first {
+            assert_eq!(end, 1, "the retry was answered, not appended");
+        } else {
+            assert_eq!(end, 2);
+        }
+        let last = p.with_producers(|s| s.get(1).and_then(|e| e.last()));
+        assert_eq!(last, Some(((end - 1) as i32, end - 1)));
+    });
+}

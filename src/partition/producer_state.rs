@@ -40,6 +40,34 @@
 //! therefore has its producers' states as its log has them.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::sync::atomic::{AtomicI64, Ordering};
+
+/// A map by producer id with a multiplicative hash (ids are not attacker-chosen: the
+/// broker hands them out), so a send's lookups cost a multiply, not SipHash.
+pub(crate) type IdMap<V> = HashMap<i64, V, BuildHasherDefault<IdHasher>>;
+
+/// Fibonacci hashing of one `i64` (`IdMap`).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    #[inline]
+    fn write_i64(&mut self, v: i64) {
+        self.0 = (v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
 
 /// Ranges kept per producer id (Kafka's `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`, 5,
 /// which is also the most in-flight requests an idempotent Kafka producer allows).
@@ -57,6 +85,67 @@ pub struct ProducerIdentity {
     pub id: i64,
     /// The producer epoch (bumped to fence an older instance of the same producer).
     pub epoch: i16,
+}
+
+/// An idempotent producer's identity as its sends read it, and how it bumps its epoch
+/// (KIP-360): a send that gives up after its sequence was assigned may leave a gap in a
+/// partition's sequences (its records may or may not be in the log), after which every
+/// later send there would be out of order. The producer then bumps its epoch, once per
+/// failed epoch: the new epoch starts every partition's sequences at 0, and the old
+/// epoch's sends still retrying are fenced wherever the new one was seen.
+pub(crate) struct ProducerHandle {
+    id: i64,
+    /// The current epoch (an `i16`).
+    epoch: AtomicI64,
+    /// The broker's bump (`Broker::bump_producer_epoch`).
+    bump: Box<dyn Fn(ProducerIdentity) -> crate::Result<ProducerIdentity> + Send + Sync>,
+}
+
+impl std::fmt::Debug for ProducerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProducerHandle")
+            .field("identity", &self.current())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProducerHandle {
+    /// `identity`, bumped with `bump`.
+    pub(crate) fn new(
+        identity: ProducerIdentity,
+        bump: impl Fn(ProducerIdentity) -> crate::Result<ProducerIdentity> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            id: identity.id,
+            epoch: AtomicI64::new(i64::from(identity.epoch)),
+            bump: Box::new(bump),
+        }
+    }
+
+    /// The identity a send starting now uses.
+    #[inline]
+    pub(crate) fn current(&self) -> ProducerIdentity {
+        ProducerIdentity {
+            id: self.id,
+            // Relaxed: a value on its own; a send reading the old epoch just after a bump
+            // is fenced or out of order, as a send in flight would be.
+            epoch: self.epoch.load(Ordering::Relaxed) as i16,
+        }
+    }
+
+    /// A send of `failed` gave up after its sequence was assigned: bumps the epoch, unless
+    /// another send's failure did already.
+    pub(crate) fn gave_up(&self, failed: ProducerIdentity) {
+        let Ok(next) = (self.bump)(failed) else {
+            // Fenced: another failure bumped it, or another instance owns the id.
+            return;
+        };
+        if next.id == self.id {
+            // Relaxed: as in `current`; `fetch_max` keeps it from going back.
+            self.epoch
+                .fetch_max(i64::from(next.epoch), Ordering::Relaxed);
+        }
+    }
 }
 
 /// Which producer wrote a run of records, and their sequences (module docs): `seq` is the
@@ -198,10 +287,31 @@ impl ProducerEntry {
     }
 }
 
+/// One producer id's state in a partition's log, as `describe` shows it (Kafka's
+/// `DescribeProducers` answer, and the fields of its `.snapshot` entries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProducerState {
+    /// The producer id.
+    pub producer_id: i64,
+    /// Its epoch.
+    pub epoch: i16,
+    /// The sequence of its last record in the log (-1: not known, e.g. truncated away).
+    pub last_sequence: i32,
+    /// The offset of that record.
+    pub last_offset: Option<u64>,
+    /// The largest timestamp of its records (its last activity; expiry counts from it).
+    pub last_timestamp: i64,
+    /// The transaction coordinator's epoch of its last marker (-1: none).
+    pub coordinator_epoch: i32,
+    /// The first offset of its open transaction, if one is open.
+    pub current_txn_first_offset: Option<u64>,
+}
+
 /// Every producer id's state in one log (module docs).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ProducerStates {
-    producers: HashMap<i64, ProducerEntry>,
+    producers: IdMap<ProducerEntry>,
 }
 
 impl ProducerStates {
@@ -211,18 +321,96 @@ impl ProducerStates {
     }
 
     /// The state of producer `id`, if known.
+    #[allow(dead_code, reason = "for the transactions (issue 30, second half) and tools")]
     pub(crate) fn get(&self, id: i64) -> Option<&ProducerEntry> {
         self.producers.get(&id)
     }
 
     /// Every producer's state, by id (unordered).
+    #[allow(dead_code, reason = "for the transactions (issue 30, second half) and tools")]
     pub(crate) fn iter(&self) -> impl Iterator<Item = (i64, &ProducerEntry)> {
         self.producers.iter().map(|(id, e)| (*id, e))
     }
 
     /// How many producers are known.
+    #[allow(dead_code, reason = "for the transactions (issue 30, second half) and tools")]
     pub(crate) fn len(&self) -> usize {
         self.producers.len()
+    }
+
+    /// Every producer's state, by id.
+    pub(crate) fn describe(&self) -> Vec<ProducerState> {
+        let mut out: Vec<ProducerState> = self
+            .producers
+            .iter()
+            .map(|(&id, e)| ProducerState {
+                producer_id: id,
+                epoch: e.epoch,
+                last_sequence: e.last().map_or(-1, |l| l.0),
+                last_offset: e.last().map(|l| l.1),
+                last_timestamp: e.last_timestamp,
+                coordinator_epoch: e.coordinator_epoch,
+                current_txn_first_offset: e.txn_first_offset,
+            })
+            .collect();
+        out.sort_by_key(|p| p.producer_id);
+        out
+    }
+
+    /// Its entries as a `.snapshot` file holds them (`storage::producer_snapshot`): per
+    /// producer, its last range's last sequence and offset, and the range's length as the
+    /// offset delta (a range may span several of the producer's batches: loaded back, the
+    /// range is the one retries are checked against).
+    pub(crate) fn to_snapshot(&self) -> Vec<crate::storage::producer_snapshot::SnapshotEntry> {
+        let mut out: Vec<_> = self
+            .producers
+            .iter()
+            .map(|(&id, e)| {
+                let last = e.ranges.last();
+                crate::storage::producer_snapshot::SnapshotEntry {
+                    producer_id: id,
+                    epoch: e.epoch,
+                    last_sequence: last.map_or(-1, Range::last_seq),
+                    last_offset: last.map_or(-1, |r| (r.end() - 1) as i64),
+                    offset_delta: last.map_or(0, |r| (r.len - 1).min(i32::MAX as u64) as i32),
+                    timestamp: e.last_timestamp,
+                    coordinator_epoch: e.coordinator_epoch,
+                    current_txn_first_offset: e.txn_first_offset.map_or(-1, |o| o as i64),
+                }
+            })
+            .collect();
+        out.sort_by_key(|e| e.producer_id);
+        out
+    }
+
+    /// The states a snapshot's entries hold.
+    pub(crate) fn from_snapshot(
+        entries: &[crate::storage::producer_snapshot::SnapshotEntry],
+    ) -> Self {
+        let mut states = Self::new();
+        for e in entries {
+            let ranges = if e.last_sequence >= 0 && e.last_offset >= 0 && e.offset_delta >= 0 {
+                let len = (e.offset_delta as u64 + 1).min(e.last_offset as u64 + 1);
+                vec![Range {
+                    seq: seq_sub(e.last_sequence, len - 1),
+                    offset: e.last_offset as u64 + 1 - len,
+                    len,
+                }]
+            } else {
+                Vec::new()
+            };
+            states.insert(
+                e.producer_id,
+                ProducerEntry {
+                    epoch: e.epoch,
+                    ranges,
+                    last_timestamp: e.timestamp,
+                    coordinator_epoch: e.coordinator_epoch,
+                    txn_first_offset: u64::try_from(e.current_txn_first_offset).ok(),
+                },
+            );
+        }
+        states
     }
 
     /// Puts `entry` for `id` (a snapshot being loaded).

@@ -81,6 +81,9 @@ pub(crate) struct Idem {
     pub(crate) seq: Option<i32>,
     /// The leader answered its last attempt as a duplicate (for the producer's metrics).
     pub(crate) deduplicated: bool,
+    /// The caller gave the sequence (`send_sequenced`): out of order is its answer, not
+    /// retried.
+    pub(crate) explicit: bool,
 }
 
 impl SendProgress {
@@ -106,9 +109,10 @@ impl SendProgress {
                 policy.retries
             },
             idem: Idem {
-                producer: policy.producer,
+                producer: policy.producer.as_ref().map(|h| h.current()),
                 seq: None,
                 deduplicated: false,
+                explicit: false,
             },
         }
     }

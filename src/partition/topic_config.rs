@@ -68,6 +68,7 @@ pub struct TopicConfig {
     pub(crate) min_insync_replicas: u32,
     pub(crate) unclean_leader_election: bool,
     pub(crate) replica_lag_time_max: Duration,
+    pub(crate) producer_id_expiration: Duration,
 }
 
 /// The most replicas a partition may have.
@@ -86,7 +87,19 @@ impl TopicConfig {
             min_insync_replicas: 1,
             unclean_leader_election: false,
             replica_lag_time_max: Duration::from_secs(30),
+            producer_id_expiration: Duration::from_secs(24 * 60 * 60),
         }
+    }
+
+    /// How long a partition keeps an idempotent producer's state after its last record
+    /// (by record timestamp, on the broker's clock), when no transaction of it is open:
+    /// Kafka's `producer.id.expiration.ms`, 24 hours by default. An expired producer's
+    /// retries are no longer recognised (its next record is accepted whatever its
+    /// sequence, as Kafka accepts a producer it does not know). Applied at the replicas'
+    /// lag checks (replicated topics).
+    pub const fn producer_id_expiration(mut self, expiration: Duration) -> Self {
+        self.producer_id_expiration = expiration;
+        self
     }
 
     /// Replicas per partition (Kafka's `replication.factor`; 1 to
@@ -139,6 +152,11 @@ impl TopicConfig {
     /// `replica_lag_time_max`.
     pub const fn replica_lag_max(&self) -> Duration {
         self.replica_lag_time_max
+    }
+
+    /// `producer_id_expiration`.
+    pub const fn producer_expiration(&self) -> Duration {
+        self.producer_id_expiration
     }
 
     /// Records each partition keeps in memory: a power of two from 2 to

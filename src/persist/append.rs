@@ -204,6 +204,11 @@ impl Appender {
         Ok(bytes)
     }
 
+    /// The header of the batch just appended.
+    pub(crate) fn appended_header(&self) -> Option<crate::storage::BatchHeader> {
+        self.builder.finished_header()
+    }
+
     /// Appends the batch to `set` at offset `base`, past the set's log end (a gap the
     /// leader's log has), in leader epoch `epoch`: the bytes appended.
     ///

@@ -12,7 +12,9 @@ use bytes::Bytes;
 use super::append::{Appender, Pushed, BATCH_TARGET};
 use super::FlushPolicy;
 use crate::codec::Codec;
+use crate::partition::tail::{StampCursor, StampRuns};
 use crate::partition::{valid_timestamp, DiskLog, Entry, Partition};
+use crate::persist::replica_store::SnapshotKeeper;
 use crate::ring::Reader;
 use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
 use crate::storage::{BatchIter, SegmentSet};
@@ -497,10 +499,27 @@ where
     V: Codec + Send + Sync + 'static,
 {
     let name = format!("logbus-writer-{}-{}", cell.topic, cell.partition);
+    // The producers' states the log holds (the latest snapshot and the batch headers
+    // after it), and the stamps of what producers append from now on.
+    let mut keeper = SnapshotKeeper::default();
+    {
+        let log = cell.log.lock();
+        if let Some(set) = log.as_ref() {
+            let (states, _corrupt) =
+                crate::persist::replica_store::recover_producers(set, set.log_end_offset())?;
+            keeper = SnapshotKeeper::new(states.clone(), set);
+            partition.restore_producers(states);
+        }
+        drop(log);
+    }
+    let stamps = partition.keep_stamps();
     thread::spawn_named(name, move || {
         let mut w = Writer {
             cell,
             partition,
+            stamps,
+            cursor: StampCursor::default(),
+            keeper,
             gate,
             appender: Appender::new(policy, batch_limit, BATCH_TARGET.min(batch_limit / 2)),
         };
@@ -533,6 +552,12 @@ fn writer_panicked(cell: &LogCell, panic: &(dyn std::any::Any + Send)) -> Error 
 struct Writer<K, V> {
     cell: Arc<LogCell>,
     partition: Arc<Partition<K, V>>,
+    /// The producer stamps of the records (`partition::tail`), and a copy of those from
+    /// the batch being written on.
+    stamps: StampRuns,
+    cursor: StampCursor,
+    /// The producer-state snapshots written at each roll.
+    keeper: SnapshotKeeper,
     gate: Reader<Entry<K, V>>,
     /// The write path to disk's batch and flush policy (no batch grows past the segment
     /// size, unless one record alone does).
@@ -628,6 +653,9 @@ impl<K: Codec, V: Codec> Writer<K, V> {
         }
         let appender = &mut self.appender;
         appender.begin(pos);
+        // After the records were seen published (`run`'s look): their runs are pushed.
+        self.cursor.load(&self.stamps, pos);
+        let cursor = &mut self.cursor;
         let mut n = 0usize;
         let mut stop = false;
         let mut failed = None;
@@ -638,7 +666,11 @@ impl<K: Codec, V: Codec> Writer<K, V> {
             if stop {
                 return;
             }
-            match appender.push(e, crate::partition::producer_state::Stamp::NONE) {
+            let Some(stamp) = cursor.at(pos + n as u64) else {
+                stop = true;
+                return;
+            };
+            match appender.push(e, stamp) {
                 Ok(Pushed::Added) => {
                     n += 1;
                     stop = appender.is_ripe();
@@ -659,6 +691,9 @@ impl<K: Codec, V: Codec> Writer<K, V> {
             return Ok(());
         }
         let bytes = self.appender.append(set, None)?;
+        if let Some(h) = self.appender.appended_header() {
+            self.keeper.appended(set, &h);
+        }
         let written = pos + n as u64;
         self.appender.apply_policy(set, n as u64, bytes)?;
         drop(log);

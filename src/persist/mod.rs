@@ -82,6 +82,7 @@ pub use data_dir::{
     PartitionRecovery,
 };
 pub(crate) use data_dir::{plan_markers, BrokerClock, DataDir, MarkerConfig, MetaLine, TopicMeta};
+pub use replica_store::producer_states;
 
 use std::path::Path;
 

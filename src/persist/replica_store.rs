@@ -82,6 +82,104 @@ pub(crate) fn apply_header(states: &mut ProducerStates, h: &crate::storage::Batc
     );
 }
 
+/// The producers' states a partition directory's `.log` files hold, read from their batch
+/// headers (offline: `logbus describe`). Reading stops at the first batch that does not
+/// parse in a file (a torn tail), as recovery would cut it.
+///
+/// # Errors
+///
+/// The directory or a file cannot be read.
+pub fn producer_states(partition_dir: &Path) -> Result<Vec<crate::producer::ProducerState>> {
+    let mut names: Vec<PathBuf> = std::fs::read_dir(partition_dir)
+        .map_err(|e| Error::io(format!("reading {}", partition_dir.display()), e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    names.sort();
+    let mut states = ProducerStates::new();
+    for path in names {
+        let bytes = std::fs::read(&path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        for batch in BatchIter::new(&bytes) {
+            let Ok(batch) = batch else { break };
+            apply_header(&mut states, batch.header());
+        }
+    }
+    Ok(states.describe())
+}
+
+/// The producers' states of the log in `set` below `to` (Kafka's recovery): the latest
+/// snapshot at or below `to` (and at or above the log start), then the batch headers after
+/// it. Corrupt snapshots are skipped (deleted; returned, typed), and snapshots above the log
+/// end (strays from a log that was cut) are deleted.
+///
+/// # Errors
+///
+/// Reading the log fails.
+pub(crate) fn recover_producers(set: &SegmentSet, to: u64) -> Result<(ProducerStates, Vec<Error>)> {
+    use crate::storage::producer_snapshot as snap;
+    let (io, dir) = (set.io(), set.dir());
+    snap::remove_outside(io, dir, set.log_start_offset(), set.log_end_offset());
+    let (found, skipped) = snap::load_latest(io, dir, set.log_start_offset(), to)?;
+    let (mut states, from) = match found {
+        Some((offset, entries)) => (ProducerStates::from_snapshot(&entries), offset),
+        None => (ProducerStates::new(), set.log_start_offset()),
+    };
+    scan_producers(set, from, to, &mut states)?;
+    Ok((states, skipped))
+}
+
+/// Follows the batches appended to a log on disk for its producer-state snapshots: applies
+/// each batch's header, and at each roll writes the snapshot at the new segment's base
+/// offset (Kafka's `takeSnapshot` at roll).
+#[derive(Debug, Default)]
+pub(crate) struct SnapshotKeeper {
+    states: ProducerStates,
+    active: u64,
+}
+
+impl SnapshotKeeper {
+    /// From the states recovered for the whole log of `set`.
+    pub(crate) fn new(states: ProducerStates, set: &SegmentSet) -> Self {
+        Self {
+            states,
+            active: set.active_base_offset(),
+        }
+    }
+
+    /// After a batch with header `h` was appended to `set`. A snapshot that cannot be
+    /// written is left out (recovery then reads more of the log).
+    pub(crate) fn appended(&mut self, set: &SegmentSet, h: &crate::storage::BatchHeader) {
+        let active = set.active_base_offset();
+        if active != self.active && active == h.base_offset {
+            // Rolled: the new segment starts with this batch; the snapshot holds the state
+            // below it.
+            let _ = crate::storage::producer_snapshot::write(
+                set.io(),
+                set.dir(),
+                active,
+                &self.states.to_snapshot(),
+            );
+        }
+        self.active = active;
+        apply_header(&mut self.states, h);
+    }
+
+    /// The log was cut at `offset`: the states are recovered again below it.
+    pub(crate) fn truncated(&mut self, set: &SegmentSet) {
+        crate::storage::producer_snapshot::remove_outside(
+            set.io(),
+            set.dir(),
+            set.log_start_offset(),
+            set.log_end_offset(),
+        );
+        if let Ok((states, _)) = recover_producers(set, set.log_end_offset()) {
+            self.states = states;
+        }
+        self.active = set.active_base_offset();
+    }
+}
+
 /// Applies every batch header from `from` up to `to` to `states`.
 pub(crate) fn scan_producers(
     set: &SegmentSet,
@@ -153,6 +251,8 @@ pub(crate) struct DiskReplica<K, V> {
     max_record: usize,
     /// Where the next append starts when the leader's log has a gap there (`skip_to`).
     gap_to: Option<u64>,
+    /// The producer-state snapshots written at each roll.
+    keeper: SnapshotKeeper,
     _types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -308,6 +408,7 @@ where
                 .unwrap_or(usize::MAX)
                 .min(max_batch - BATCH_OVERHEAD),
             gap_to: None,
+            keeper: SnapshotKeeper::default(),
             _types: PhantomData,
         };
         // The file now says what the log holds (cut at its end, or rebuilt).
@@ -337,8 +438,13 @@ where
         }
         // The producers' states below the tail from the batch headers; the tail's records
         // apply theirs as the log takes them.
-        let mut producers = ProducerStates::new();
-        scan_producers(&store.set, start, mem_start, &mut producers)?;
+        let (producers, _corrupt) = recover_producers(&store.set, mem_start)?;
+        let (whole, _) = if mem_start == end {
+            (producers.clone(), Vec::new())
+        } else {
+            recover_producers(&store.set, end)?
+        };
+        store.keeper = SnapshotKeeper::new(whole, &store.set);
         let log = ReplicaLog::restored(start, mem_start, runs_of(tail), epochs, producers);
         Ok((Box::new(store), log))
     }
@@ -371,6 +477,9 @@ where
                 }
                 None => self.appender.append(&mut self.set, Some(epoch))?,
             };
+            if let Some(h) = self.appender.appended_header() {
+                self.keeper.appended(&self.set, &h);
+            }
         }
         Ok(bytes)
     }
@@ -416,7 +525,9 @@ where
 
     fn truncate_to(&mut self, offset: u64) -> Result<u64> {
         self.gap_to = None;
-        self.set.truncate_to(offset)
+        let end = self.set.truncate_to(offset)?;
+        self.keeper.truncated(&self.set);
+        Ok(end)
     }
 
     fn save_epochs(&mut self, epochs: &[(i32, u64)]) -> Result<()> {

@@ -121,6 +121,7 @@ pub mod file_names;
 mod index_file;
 pub mod io;
 pub mod offset_index;
+pub mod producer_snapshot;
 pub mod record_batch;
 pub mod recovery;
 pub mod scan;

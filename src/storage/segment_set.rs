@@ -239,6 +239,18 @@ impl SegmentSet {
         &self.config
     }
 
+    /// The base offset of the active (last) segment: it changes at each roll.
+    pub fn active_base_offset(&self) -> u64 {
+        self.segments
+            .last()
+            .map_or(self.log_start_offset, Segment::base_offset)
+    }
+
+    /// The I/O the set's files go through.
+    pub(crate) fn io(&self) -> &dyn Io {
+        &*self.io
+    }
+
     /// The first offset held.
     pub fn log_start_offset(&self) -> u64 {
         self.log_start_offset

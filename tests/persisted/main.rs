@@ -3,4 +3,5 @@
 
 mod persisted_adversarial;
 mod persisted_defects;
+mod persisted_idempotence;
 mod persisted_offline;

@@ -66,6 +66,8 @@ pub(crate) struct ReplicationConfig {
     pub(crate) min_insync: usize,
     pub(crate) unclean: bool,
     pub(crate) lag_max_ms: i64,
+    /// Idle producer ids expire after this (`TopicConfig::producer_id_expiration`).
+    pub(crate) producer_expiration_ms: i64,
     /// Records each replica keeps (the oldest beyond are dropped).
     pub(crate) capacity: usize,
 }
@@ -77,6 +79,8 @@ impl ReplicationConfig {
             min_insync: config.min_insync() as usize,
             unclean: config.unclean_election(),
             lag_max_ms: i64::try_from(config.replica_lag_max().as_millis()).unwrap_or(i64::MAX),
+            producer_expiration_ms: i64::try_from(config.producer_expiration().as_millis())
+                .unwrap_or(i64::MAX),
             capacity: config.records_in_memory_per_partition(),
         }
     }
@@ -136,7 +140,9 @@ struct State<K, V> {
     /// leader changes: a new leader's log may have lost the old one's last records, whose
     /// retries bring their sequences back (a fresh send meanwhile is out of order, and
     /// retried).
-    sequences: std::collections::HashMap<i64, (i16, i32)>,
+    sequences: crate::partition::producer_state::IdMap<(i16, i32)>,
+    /// When idle producer ids were last expired (broker clock, ms).
+    producers_expired_ms: i64,
 }
 
 /// Copies a record a failed send hands back while the log keeps it (`None`: cannot).
@@ -287,7 +293,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             closed: false,
             spare: Vec::new(),
             served: Vec::new(),
-            sequences: std::collections::HashMap::new(),
+            sequences: Default::default(),
+            producers_expired_ms: i64::MIN,
         };
         state.replicas[0].log.begin_epoch(0);
         let set = Self {
@@ -619,6 +626,15 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         if st.closed {
             return;
         }
+        // Idle producer ids expire (Kafka's `producer.id.expiration.ms`), on every replica
+        // alike, at most once a second of the broker's clock.
+        if now_ms.saturating_sub(st.producers_expired_ms) >= 1000 {
+            st.producers_expired_ms = now_ms;
+            let max = self.config.producer_expiration_ms;
+            for r in &mut st.replicas {
+                r.log.producers_mut().expire(now_ms, max);
+            }
+        }
         let Some(l) = st.leader else { return };
         let leader_end = st.replicas[l].log.end();
         let lagging: Vec<usize> = st
@@ -942,6 +958,20 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
     ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
         let mut records = SendRecords::One(entry);
         match self.send(&mut records, policy, deadline) {
+            Ok(offset) => Ok(offset),
+            Err(why) => Err((self.take_back(records), why)),
+        }
+    }
+
+    fn append_sequenced(
+        &self,
+        entry: Entry<K, V>,
+        policy: &SendPolicy,
+        id: crate::partition::ProducerIdentity,
+        seq: i32,
+    ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
+        let mut records = SendRecords::One(entry);
+        match self.send_sequenced(&mut records, policy, id, seq) {
             Ok(offset) => Ok(offset),
             Err(why) => Err((self.take_back(records), why)),
         }

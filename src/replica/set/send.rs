@@ -348,6 +348,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             // Relaxed: counters read for metrics only.
             policy.counters.deduplicated.fetch_add(1, Ordering::Relaxed);
         }
+        if let (Err(why), Some(handle), Some(id)) = (&done, &policy.producer, pending.idem.producer)
+        {
+            // Given up with a sequence assigned (its records may be in a log) or behind a
+            // gap: the producer's next sends start a new epoch (KIP-360).
+            let gap =
+                pending.idem.seq.is_some() || matches!(why, AppendError::OutOfOrderSequence { .. });
+            if gap && !matches!(why, AppendError::ProducerFenced { .. }) {
+                handle.gave_up(id);
+            }
+        }
         done
     }
 
@@ -407,6 +417,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 Failure::Refused(
                     why @ (AppendError::TooLarge(..) | AppendError::ProducerFenced { .. }),
                 ) => return Err(why),
+                // A sequence its caller gave: the answer is the caller's (a sequence the
+                // producer gave waits for the retries of the records before it instead).
+                Failure::Refused(why @ AppendError::OutOfOrderSequence { .. })
+                    if pending.idem.explicit =>
+                {
+                    return Err(why)
+                }
                 Failure::Refused(why) => (why, false),
                 Failure::Appended(why) => (why, true),
             };
@@ -449,6 +466,25 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         deadline: Option<Instant>,
     ) -> Result<u64, AppendError> {
         let mut progress = SendProgress::new(policy, deadline);
+        self.drive(records, policy, &mut progress, true)
+            .map(|(_, last)| last)
+    }
+
+    /// [`send`](Self::send) of records whose producer and first sequence the caller gives.
+    pub(super) fn send_sequenced(
+        &self,
+        records: &mut SendRecords<K, V>,
+        policy: &SendPolicy,
+        id: crate::partition::ProducerIdentity,
+        seq: i32,
+    ) -> Result<u64, AppendError> {
+        let mut progress = SendProgress::new(policy, None);
+        progress.idem = Idem {
+            producer: Some(id),
+            seq: Some(seq),
+            deduplicated: false,
+            explicit: true,
+        };
         self.drive(records, policy, &mut progress, true)
             .map(|(_, last)| last)
     }

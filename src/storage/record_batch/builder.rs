@@ -313,6 +313,12 @@ impl BatchBuilder {
         Ok(self)
     }
 
+    /// The header of the batch as last [`finish`](BatchBuilder::finish)ed (parsed back
+    /// from its bytes, no CRC computed).
+    pub fn finished_header(&self) -> Option<BatchHeader> {
+        BatchHeader::parse(&self.buf[self.start..]).ok()
+    }
+
     /// Writes the header and CRC and returns the batch's bytes (the builder keeps them until
     /// the next [`clear`](BatchBuilder::clear); calling `finish` again is harmless).
     pub fn finish(&mut self) -> &[u8] {
