@@ -36,7 +36,10 @@ fn start_worker(broker: &Broker) -> logbus::Result<Worker> {
             .isolation_level(IsolationLevel::ReadCommitted)
             .max_poll_records(PER_TRANSACTION),
     )?;
-    consumer.assign(&[TopicPartition::new("input", 0), TopicPartition::new("input", 1)])?;
+    consumer.assign(&[
+        TopicPartition::new("input", 0),
+        TopicPartition::new("input", 1),
+    ])?;
     Ok(Worker { producer, consumer })
 }
 
@@ -59,7 +62,8 @@ fn transaction(w: &mut Worker, crash: bool) -> logbus::Result<usize> {
     for tp in w.consumer.assignment() {
         offsets.push((tp.clone(), w.consumer.position(&tp)?));
     }
-    w.producer.send_offsets_to_transaction(&offsets, "squarer")?;
+    w.producer
+        .send_offsets_to_transaction(&offsets, "squarer")?;
     w.producer.commit_transaction()?;
     Ok(records.len())
 }
@@ -73,7 +77,9 @@ fn main() -> logbus::Result<()> {
     for name in ["input", "output"] {
         let config = TopicConfig::new(2);
         match dir {
-            Some(_) => broker.create_topic::<(), u64>(name, config.persist(PersistConfig::new()))?,
+            Some(_) => {
+                broker.create_topic::<(), u64>(name, config.persist(PersistConfig::new()))?
+            }
             None => broker.create_topic::<(), u64>(name, config)?,
         };
     }
@@ -104,7 +110,10 @@ fn main() -> logbus::Result<()> {
             .auto_offset_reset(OffsetReset::Earliest)
             .isolation_level(IsolationLevel::ReadCommitted),
     )?;
-    reader.assign(&[TopicPartition::new("output", 0), TopicPartition::new("output", 1)])?;
+    reader.assign(&[
+        TopicPartition::new("output", 0),
+        TopicPartition::new("output", 1),
+    ])?;
     let mut out = Vec::new();
     loop {
         let got = reader.poll(Duration::from_millis(50))?;

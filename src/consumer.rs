@@ -63,9 +63,9 @@ mod lending;
 pub(crate) mod listener;
 pub(crate) mod membership;
 mod records;
+pub use crate::partition::IsolationLevel;
 pub use async_poll::{PollAsync, RecordStream};
 pub use config::{ConsumerConfig, OffsetReset};
-pub use crate::partition::IsolationLevel;
 pub use lending::RecordRef;
 pub use records::{ConsumerMetrics, ConsumerRecord, ConsumerRecords, OffsetAndTimestamp};
 
@@ -914,11 +914,14 @@ fn read_one<K: Clone, V: Clone>(
     loop {
         let name = a.name;
         let partition = a.tp.partition;
-        let outcome = a
-            .partition
-            .read_as(a.isolation, position, max, now, a.group.as_deref(), |offset, e| {
-                sink(name, partition, offset, e)
-            });
+        let outcome = a.partition.read_as(
+            a.isolation,
+            position,
+            max,
+            now,
+            a.group.as_deref(),
+            |offset, e| sink(name, partition, offset, e),
+        );
         match outcome {
             ReadOutcome::Read(n) => {
                 a.position = Some(position + n as u64);

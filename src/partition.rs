@@ -677,7 +677,10 @@ impl<K, V> Partition<K, V> {
 
     /// Calls `f` with the producers' states (one replica's partition; a replicated one's
     /// are its replicas').
-    #[allow(dead_code, reason = "for the transactions (issue 30, second half) and tools")]
+    #[allow(
+        dead_code,
+        reason = "for the transactions (issue 30, second half) and tools"
+    )]
     pub(crate) fn with_producers<R>(
         &self,
         f: impl FnOnce(&mut producer_state::ProducerStates) -> R,
@@ -1277,12 +1280,12 @@ pub use producer_state::{ProducerIdentity, ProducerState};
 pub(crate) mod replica_log;
 pub(crate) mod topic_config;
 pub(crate) mod txn;
-pub use txn::{AbortedTxn, IsolationLevel, OpenTxn};
-pub(crate) use entry::{ControlMarker, TxnMark};
 pub(crate) use appender::{Appender, EXPIRY_LOOK};
 pub(crate) use broker_close::ClosedByBroker;
 pub use entry::MAX_TIMESTAMP;
 pub(crate) use entry::{valid_timestamp, Entry, Handed, Parts};
+pub(crate) use entry::{ControlMarker, TxnMark};
+pub use txn::{AbortedTxn, IsolationLevel, OpenTxn};
 
 /// A partition, its one group's name and that group's slot.
 #[cfg(test)]

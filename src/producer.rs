@@ -539,7 +539,9 @@ where
             choice: Arc::new(choice),
             state: Mutex::new(State::new()),
             counters: Arc::default(),
-            txn: config.transactional_id.map(|id| Arc::new(txn::TxnClient::new(id))),
+            txn: config
+                .transactional_id
+                .map(|id| Arc::new(txn::TxnClient::new(id))),
             identity,
         }
     }

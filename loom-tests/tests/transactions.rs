@@ -25,10 +25,17 @@ fn two_producers_racing_init_transactions_get_two_epochs() {
         let mine = broker.producer_with_config::<(), u64>(config).unwrap();
         mine.init_transactions().unwrap();
         let other = other.join().unwrap();
-        let (a, b) = (mine.transaction_ids().unwrap(), other.transaction_ids().unwrap());
+        let (a, b) = (
+            mine.transaction_ids().unwrap(),
+            other.transaction_ids().unwrap(),
+        );
         assert_eq!(a.0, b.0, "one producer id per transactional id");
         assert_ne!(a.1, b.1, "two racing inits got the same epoch");
-        let (old, new) = if a.1 < b.1 { (mine, other) } else { (other, mine) };
+        let (old, new) = if a.1 < b.1 {
+            (mine, other)
+        } else {
+            (other, mine)
+        };
         old.begin_transaction().unwrap();
         let e = old.send(Record::new("t", 1)).unwrap_err().into_error();
         assert!(matches!(e, Error::ProducerFenced { .. }), "{e}");

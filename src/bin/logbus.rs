@@ -253,7 +253,10 @@ fn describe(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
                 "\tPartition: {p}\tLogStartOffset: {start}\tLogEndOffset: {end}"
             )?;
             let (lso, open, aborted) = transactions(&path.join(format!("{name}-{p}")), *end);
-            let open: Vec<String> = open.iter().map(|(pid, first)| format!("{pid}@{first}")).collect();
+            let open: Vec<String> = open
+                .iter()
+                .map(|(pid, first)| format!("{pid}@{first}"))
+                .collect();
             writeln!(
                 out,
                 "\tPartition: {p}\tLastStableOffset: {lso}\tOpenTransactions: [{}]\tAbortedTransactions: {aborted}",

@@ -46,8 +46,8 @@ pub(crate) mod producer_ids;
 mod topic;
 mod topics;
 mod txn;
-pub use txn::{TransactionDescription, TxnState};
 pub(crate) use txn::TxnIds;
+pub use txn::{TransactionDescription, TxnState};
 
 use crate::partition::topic_config as config;
 pub use builder::BrokerBuilder;
@@ -162,7 +162,11 @@ impl Broker {
 impl Broker {
     /// A broker keeping everything in memory, reading the system clock.
     pub fn in_memory() -> Self {
-        Broker::from_parts(Arc::new(SystemClock), None, txn::TxnCoordinator::in_memory())
+        Broker::from_parts(
+            Arc::new(SystemClock),
+            None,
+            txn::TxnCoordinator::in_memory(),
+        )
     }
 
     /// The broker's clock.

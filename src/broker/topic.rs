@@ -135,7 +135,10 @@ pub(super) trait TopicAdmin: Send + Sync {
     fn transactions(
         &self,
         partition: u32,
-    ) -> Result<(Vec<crate::partition::OpenTxn>, Vec<crate::partition::AbortedTxn>)>;
+    ) -> Result<(
+        Vec<crate::partition::OpenTxn>,
+        Vec<crate::partition::AbortedTxn>,
+    )>;
 }
 
 /// One end marker to write ([`TopicAdmin::write_marker`]).
@@ -196,7 +199,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInn
     fn transactions(
         &self,
         partition: u32,
-    ) -> Result<(Vec<crate::partition::OpenTxn>, Vec<crate::partition::AbortedTxn>)> {
+    ) -> Result<(
+        Vec<crate::partition::OpenTxn>,
+        Vec<crate::partition::AbortedTxn>,
+    )> {
         Ok(self.partition(partition)?.transactions())
     }
 

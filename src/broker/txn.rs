@@ -106,7 +106,10 @@ impl TxnState {
 
     /// Whether a new transaction may begin (no transaction open or being completed).
     fn is_idle(self) -> bool {
-        matches!(self, Self::Empty | Self::CompleteCommit | Self::CompleteAbort)
+        matches!(
+            self,
+            Self::Empty | Self::CompleteCommit | Self::CompleteAbort
+        )
     }
 }
 
@@ -224,10 +227,13 @@ impl TxnCoordinator {
             });
         }
         {
-            let f = io.open(&path, OpenMode::Read).map_err(|e| err("opening", e))?;
+            let f = io
+                .open(&path, OpenMode::Read)
+                .map_err(|e| err("opening", e))?;
             let len = f.len().map_err(|e| err("reading", e))?;
             bytes.resize(len as usize, 0);
-            f.read_exact_at(&mut bytes, 0).map_err(|e| err("reading", e))?;
+            f.read_exact_at(&mut bytes, 0)
+                .map_err(|e| err("reading", e))?;
         }
         let mut txns = HashMap::new();
         let mut opens = 0i32;
@@ -259,13 +265,18 @@ impl TxnCoordinator {
             encode_record(&mut out, id, meta);
         }
         {
-            let f = io.open(&tmp, OpenMode::Truncate).map_err(|e| err("creating", e))?;
+            let f = io
+                .open(&tmp, OpenMode::Truncate)
+                .map_err(|e| err("creating", e))?;
             f.write_all_at(&out, 0).map_err(|e| err("writing", e))?;
             f.sync_all().map_err(|e| err("syncing", e))?;
         }
         io.rename(&tmp, &path).map_err(|e| err("renaming", e))?;
-        io.sync_dir(dir).map_err(|e| err("syncing the directory of", e))?;
-        let file = io.open(&path, OpenMode::ReadWrite).map_err(|e| err("opening", e))?;
+        io.sync_dir(dir)
+            .map_err(|e| err("syncing the directory of", e))?;
+        let file = io
+            .open(&path, OpenMode::ReadWrite)
+            .map_err(|e| err("opening", e))?;
         Ok(Self {
             txns: Mutex::new(txns),
             log: Mutex::new(Some(TxnLogFile {
@@ -425,10 +436,7 @@ fn decode_payload(p: &[u8]) -> Option<(String, TxnMeta)> {
 fn replay(bytes: &[u8]) -> Vec<(String, TxnMeta)> {
     let mut out = Vec::new();
     let mut c = Cursor(bytes);
-    loop {
-        let (Some(len), Some(crc)) = (c.u32(), c.u32()) else {
-            break;
-        };
+    while let (Some(len), Some(crc)) = (c.u32(), c.u32()) {
         let Some(p) = c.take(len as usize) else {
             break;
         };
@@ -593,7 +601,12 @@ impl Broker {
     }
 
     /// Adds `tp` to `id`'s open transaction (before the first record is sent there).
-    pub(crate) fn txn_add_partition(&self, id: &str, ids: TxnIds, tp: &TopicPartition) -> Result<()> {
+    pub(crate) fn txn_add_partition(
+        &self,
+        id: &str,
+        ids: TxnIds,
+        tp: &TopicPartition,
+    ) -> Result<()> {
         self.txn_expire();
         let c = self.txn_coordinator();
         let mut txns = c.txns.lock();
@@ -715,7 +728,9 @@ impl Broker {
             }
         }
         let mut txns = c.txns.lock();
-        let meta = txns.get_mut(id).expect("a transactional id is never removed");
+        let meta = txns
+            .get_mut(id)
+            .expect("a transactional id is never removed");
         if meta.producer_id == target.producer_id
             && meta.epoch == target.epoch
             && meta.state == target.state
@@ -804,7 +819,10 @@ impl Broker {
     pub fn partition_transactions(
         &self,
         tp: &TopicPartition,
-    ) -> Result<(Vec<crate::partition::OpenTxn>, Vec<crate::partition::AbortedTxn>)> {
+    ) -> Result<(
+        Vec<crate::partition::OpenTxn>,
+        Vec<crate::partition::AbortedTxn>,
+    )> {
         self.topic_admin(&tp.topic)?.transactions(tp.partition)
     }
 }

@@ -466,6 +466,9 @@ impl KafkaBroker {
                     log_end: high,
                     records_in_memory: high - low,
                     overwritten_unread: 0,
+                    // librdkafka's watermark query gives no LSO: the high watermark (the LSO
+                    // of a partition without open transactions).
+                    last_stable_offset: high,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

@@ -241,7 +241,12 @@ impl<K, V> Entry<K, V> {
         if self.word >> 62 == 0 {
             // No flag: the word is the timestamp.
             // SAFETY: not boxed, so not a control record: the value is initialised.
-            return (self.word as i64, None, unsafe { self.value.assume_init_ref() }, &[]);
+            return (
+                self.word as i64,
+                None,
+                unsafe { self.value.assume_init_ref() },
+                &[],
+            );
         }
         if !self.is_boxed() {
             let key = if self.word & HAS_KEY != 0 {
@@ -344,20 +349,37 @@ impl<K, V> Entry<K, V> {
         producer_id: i64,
         epoch: i16,
     ) -> Self {
-        Self::boxed(timestamp, key, MaybeUninit::new(value), headers, Some(TxnMark {
-            producer_id,
-            epoch,
-            control: None,
-        }))
+        Self::boxed(
+            timestamp,
+            key,
+            MaybeUninit::new(value),
+            headers,
+            Some(TxnMark {
+                producer_id,
+                epoch,
+                control: None,
+            }),
+        )
     }
 
     /// A transaction's end marker (a control record: no key, no value).
-    pub(crate) fn control(timestamp: i64, producer_id: i64, epoch: i16, marker: ControlMarker) -> Self {
-        Self::boxed(timestamp, None, MaybeUninit::uninit(), Vec::new(), Some(TxnMark {
-            producer_id,
-            epoch,
-            control: Some(marker),
-        }))
+    pub(crate) fn control(
+        timestamp: i64,
+        producer_id: i64,
+        epoch: i16,
+        marker: ControlMarker,
+    ) -> Self {
+        Self::boxed(
+            timestamp,
+            None,
+            MaybeUninit::uninit(),
+            Vec::new(),
+            Some(TxnMark {
+                producer_id,
+                epoch,
+                control: Some(marker),
+            }),
+        )
     }
 
     /// A boxed entry; `value` is initialised unless `txn` is a control record's.
@@ -368,7 +390,10 @@ impl<K, V> Entry<K, V> {
         headers: Headers,
         txn: Option<TxnMark>,
     ) -> Self {
-        debug_assert!(valid_timestamp(timestamp), "unchecked timestamp {timestamp}");
+        debug_assert!(
+            valid_timestamp(timestamp),
+            "unchecked timestamp {timestamp}"
+        );
         Self::box_word_is_lossless();
         let full = Box::into_raw(Box::new(Full {
             timestamp,

@@ -664,17 +664,26 @@ fn a_read_committed_fetch_never_reads_a_transaction_opening_meanwhile() {
             })
         };
         let mut got = Vec::new();
-        let _ = p.read_as(txn::IsolationLevel::ReadCommitted, 0, 4, 0, None, |o, _| got.push(o));
+        let _ = p.read_as(txn::IsolationLevel::ReadCommitted, 0, 4, 0, None, |o, _| {
+            got.push(o)
+        });
         writer.join().unwrap();
-        assert!(got.is_empty(), "read offsets {got:?} of an open transaction");
+        assert!(
+            got.is_empty(),
+            "read offsets {got:?} of an open transaction"
+        );
         // Once it commits, a fetch reads it.
         let marker = ControlMarker {
             commit: true,
             coordinator_epoch: 0,
         };
-        assert!(p.write_marker(1, 0, marker, 0, SendPolicy::default(), None).is_ok());
+        assert!(p
+            .write_marker(1, 0, marker, 0, SendPolicy::default(), None)
+            .is_ok());
         let mut got = Vec::new();
-        let _ = p.read_as(txn::IsolationLevel::ReadCommitted, 0, 4, 0, None, |o, _| got.push(o));
+        let _ = p.read_as(txn::IsolationLevel::ReadCommitted, 0, 4, 0, None, |o, _| {
+            got.push(o)
+        });
         assert_eq!(got, [0]);
     });
 }

@@ -164,10 +164,9 @@ impl TxnTable {
                 epoch,
                 open: Some(open),
             }),
-            None if s.closed.is_some_and(|c| c >= epoch) => Err(TxnRefusal::StaleMarker {
-                epoch,
-                open: None,
-            }),
+            None if s.closed.is_some_and(|c| c >= epoch) => {
+                Err(TxnRefusal::StaleMarker { epoch, open: None })
+            }
             None => Ok(()),
         }
     }
@@ -378,10 +377,7 @@ impl<K, V> Appender<K, V> {
                     entry = back;
                     if let AppendWait::Until(Some(deadline)) = wait {
                         if crate::sync::time::Instant::now() >= deadline {
-                            return Err(TxnAppendError::Append(
-                                Some(entry),
-                                AppendError::Timeout,
-                            ));
+                            return Err(TxnAppendError::Append(Some(entry), AppendError::Timeout));
                         }
                     }
                     if let AppendWait::No = wait {
@@ -445,7 +441,10 @@ impl<K, V> Partition<K, V> {
         loop {
             let entry = Entry::control(timestamp, producer_id, epoch, marker);
             match appender.append_txn(entry, producer_id, epoch, AppendWait::Until(deadline)) {
-                Err(TxnAppendError::Refused(why @ TxnRefusal::StaleMarker { open: None, .. }, e)) => {
+                Err(TxnAppendError::Refused(
+                    why @ TxnRefusal::StaleMarker { open: None, .. },
+                    e,
+                )) => {
                     // Written before: still in the log? (Module docs: a leader change may
                     // have cut it before its acknowledgement.)
                     let Some(r) = self.replicated.clone() else {
@@ -459,11 +458,14 @@ impl<K, V> Partition<K, V> {
                     let mut found = None;
                     if at < hw {
                         r.read(at, 1, &mut |o, x| {
-                            found = Some(o == at && x.txn().is_some_and(|t| {
-                                t.producer_id == producer_id
-                                    && t.epoch == epoch
-                                    && t.control.is_some()
-                            }))
+                            found = Some(
+                                o == at
+                                    && x.txn().is_some_and(|t| {
+                                        t.producer_id == producer_id
+                                            && t.epoch == epoch
+                                            && t.control.is_some()
+                                    }),
+                            )
                         });
                     } else if at < r.log_end() {
                         // Appended, not yet acknowledged: wait for it to settle.
@@ -597,7 +599,10 @@ impl<K, V> Partition<K, V> {
                 if t.control.is_some() {
                     return;
                 }
-                if view.as_ref().is_some_and(|v| v.is_aborted(t.producer_id, o)) {
+                if view
+                    .as_ref()
+                    .is_some_and(|v| v.is_aborted(t.producer_id, o))
+                {
                     return;
                 }
             }

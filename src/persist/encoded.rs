@@ -65,7 +65,10 @@ impl<'a> EncodedEntry<'a> {
 
     /// A control record's marker from its key and value bytes (`None`: not a marker
     /// Kafka's `EndTransactionMarker` reads).
-    pub(crate) fn marker(key: Option<&[u8]>, value: Option<&[u8]>) -> Option<crate::partition::ControlMarker> {
+    pub(crate) fn marker(
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> Option<crate::partition::ControlMarker> {
         let key = key?;
         let value = value?;
         if key.len() < 4 || value.len() < 6 {

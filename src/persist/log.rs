@@ -426,7 +426,10 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
                     }
                     let marker = super::encoded::EncodedEntry::marker(r.key, r.value);
                     if let (Some(m), true) = (marker, valid_timestamp(r.timestamp)) {
-                        f(at, Entry::control(r.timestamp, h.producer_id, h.producer_epoch, m));
+                        f(
+                            at,
+                            Entry::control(r.timestamp, h.producer_id, h.producer_epoch, m),
+                        );
                         n += 1;
                         next = at + 1;
                     }

@@ -142,7 +142,9 @@ where
     V: Send + Sync + 'static,
 {
     fn txn_client(&self, operation: &'static str) -> Result<&TxnClient> {
-        self.txn.as_deref().ok_or_else(|| not_transactional(operation))
+        self.txn
+            .as_deref()
+            .ok_or_else(|| not_transactional(operation))
     }
 
     /// The state after an error of the coordinator: fenced, timed out, or unchanged.
@@ -181,7 +183,11 @@ where
         if st.phase != Phase::Uninitialized {
             return Err(txn.refuse(&st.phase, "init_transactions"));
         }
-        let timeout = self.config.transaction_timeout.as_millis().min(u64::MAX as u128) as u64;
+        let timeout = self
+            .config
+            .transaction_timeout
+            .as_millis()
+            .min(u64::MAX as u128) as u64;
         let ids = self.broker.txn_init(txn.id, timeout)?;
         st.ids = Some(ids);
         st.phase = Phase::Ready;
@@ -322,7 +328,12 @@ where
     ) -> Result<RecordMetadata, ProduceError<K, V>> {
         let ids = match self.transaction_ids() {
             Some((p, _)) => p,
-            None => return Err(ProduceError::new(not_transactional("deliver_delayed_send"), record)),
+            None => {
+                return Err(ProduceError::new(
+                    not_transactional("deliver_delayed_send"),
+                    record,
+                ))
+            }
         };
         let mut state = self.state.lock();
         let (t, partition) = match self.route(&mut state, &record) {
@@ -334,7 +345,9 @@ where
         let (entry, sent) = self.entry_of(record, partition);
         let (timestamp, key, value, headers) = entry.into_parts();
         let entry = Entry::transactional(timestamp, key, value, headers, ids, epoch);
-        let p = topic.partition(partition).expect("routed to an existing partition");
+        let p = topic
+            .partition(partition)
+            .expect("routed to an existing partition");
         let mut appender = p.appender().with_policy(SendPolicy {
             retries: 0,
             // The partition's transaction table fences by the transaction's epoch; no
@@ -399,7 +412,8 @@ where
         }
         let (entry, sent) = self.entry_of(record, partition);
         let (timestamp, key, value, headers) = entry.into_parts();
-        let entry = Entry::transactional(timestamp, key, value, headers, ids.producer_id, ids.epoch);
+        let entry =
+            Entry::transactional(timestamp, key, value, headers, ids.producer_id, ids.epoch);
         // No retry: a record that may be in the log is never appended again (module docs).
         let policy = SendPolicy {
             retries: 0,
@@ -482,7 +496,8 @@ where
         while let Some(record) = rest.next() {
             // A run: this record and the next ones naming the same explicit partition of
             // the same topic (the common shape of a transactional batch).
-            let valid = |r: &Record<K, V>| r.timestamp.is_none_or(crate::partition::valid_timestamp);
+            let valid =
+                |r: &Record<K, V>| r.timestamp.is_none_or(crate::partition::valid_timestamp);
             let fast = record.partition.is_some()
                 && valid(&record)
                 && self.txn_run_ready(txn, &record).unwrap_or(false);

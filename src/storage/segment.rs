@@ -760,7 +760,8 @@ impl Segment {
             self.offset_index.path().to_path_buf(),
             self.time_index.path().to_path_buf(),
             // The transaction index, where the segment has one (`txn_index`).
-            self.log_path.with_extension(super::txn_index::TXN_INDEX_SUFFIX),
+            self.log_path
+                .with_extension(super::txn_index::TXN_INDEX_SUFFIX),
         ]
     }
 }

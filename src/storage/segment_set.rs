@@ -190,8 +190,12 @@ impl SegmentSet {
                 let Ok(batch) = batch else { break };
                 let h = *batch.header();
                 next = next.max(h.next_offset());
-                if let TxnEvent::Aborted(e) = txns.apply(&h, || super::txn_index::batch_control_type(&batch)) {
-                    let seg = bases.partition_point(|&b| b <= h.base_offset).saturating_sub(1);
+                if let TxnEvent::Aborted(e) =
+                    txns.apply(&h, || super::txn_index::batch_control_type(&batch))
+                {
+                    let seg = bases
+                        .partition_point(|&b| b <= h.base_offset)
+                        .saturating_sub(1);
                     entries.entry(bases[seg]).or_default().push(e);
                 }
             }
@@ -202,7 +206,9 @@ impl SegmentSet {
         }
         self.txns = txns;
         for &base in &bases {
-            let path = self.dir.join(super::file_names::file_name(base, TXN_INDEX_SUFFIX));
+            let path = self
+                .dir
+                .join(super::file_names::file_name(base, TXN_INDEX_SUFFIX));
             let want: Vec<u8> = entries
                 .get(&base)
                 .map(|v| v.iter().flat_map(|e| e.encode()).collect())
@@ -215,7 +221,10 @@ impl SegmentSet {
             if !exists && want.is_empty() {
                 continue;
             }
-            let f = self.io.open(&path, super::io::OpenMode::Create).map_err(err)?;
+            let f = self
+                .io
+                .open(&path, super::io::OpenMode::Create)
+                .map_err(err)?;
             let len = f.len().map_err(err)?;
             let mut have = vec![0; len as usize];
             f.read_exact_at(&mut have, 0).map_err(err)?;
@@ -505,7 +514,10 @@ impl SegmentSet {
             let position = active.size();
             active.append(bytes, &header)?;
             let base = active.base_offset();
-            if let super::txn_index::TxnEvent::Aborted(e) = set.txns.apply(&header, || super::txn_index::control_type(bytes)) {
+            if let super::txn_index::TxnEvent::Aborted(e) = set
+                .txns
+                .apply(&header, || super::txn_index::control_type(bytes))
+            {
                 super::txn_index::append(&*set.io, &set.dir, base, &e)?;
             }
             let active = &set.segments[segments - 1];

@@ -21,12 +21,15 @@ use logbus::{Broker, Error, TopicConfig, TopicPartition};
 
 fn brokers() -> Vec<(&'static str, Broker)> {
     let one = Broker::in_memory();
-    one.create_topic::<(), u64>("t", TopicConfig::new(2)).unwrap();
+    one.create_topic::<(), u64>("t", TopicConfig::new(2))
+        .unwrap();
     let three = Broker::in_memory();
     three
         .create_topic::<(), u64>(
             "t",
-            TopicConfig::new(2).replication_factor(3).min_insync_replicas(2),
+            TopicConfig::new(2)
+                .replication_factor(3)
+                .min_insync_replicas(2),
         )
         .unwrap();
     vec![("one replica", one), ("three replicas", three)]
@@ -97,10 +100,19 @@ fn lost_write_a_delayed_abort_marker_cannot_abort_the_next_transaction() {
         // The first transaction's ABORT, delayed, lands during the second.
         for part in 0..2 {
             let tp = TopicPartition::new("t", part);
-            assert!(!broker.deliver_delayed_marker(&tp, pid, first, false).unwrap(), "{name}");
+            assert!(
+                !broker
+                    .deliver_delayed_marker(&tp, pid, first, false)
+                    .unwrap(),
+                "{name}"
+            );
         }
         p.commit_transaction().unwrap();
-        assert_eq!(committed(&broker), vec![2, 3], "{name}: a committed write was lost");
+        assert_eq!(
+            committed(&broker),
+            vec![2, 3],
+            "{name}: a committed write was lost"
+        );
     }
 }
 
@@ -117,7 +129,12 @@ fn torn_transaction_a_delayed_commit_marker_cannot_commit_part_of_the_next() {
         p.send(Record::new("t", 3).partition(1)).unwrap();
         // The first transaction's COMMIT, delayed, lands on partition 0 only.
         let tp = TopicPartition::new("t", 0);
-        assert!(!broker.deliver_delayed_marker(&tp, pid, first, true).unwrap(), "{name}");
+        assert!(
+            !broker
+                .deliver_delayed_marker(&tp, pid, first, true)
+                .unwrap(),
+            "{name}"
+        );
         // Not committed by it: still past the LSO.
         assert_eq!(committed(&broker), vec![1], "{name}: read past the LSO");
         p.abort_transaction().unwrap();
@@ -133,7 +150,10 @@ fn a_zombie_producer_cannot_send_or_end_after_it_is_fenced() {
         zombie.send(Record::new("t", 1).partition(0)).unwrap();
         let fresh = producer(&broker);
         for e in [
-            zombie.send(Record::new("t", 2).partition(1)).unwrap_err().into_error(),
+            zombie
+                .send(Record::new("t", 2).partition(1))
+                .unwrap_err()
+                .into_error(),
             zombie.commit_transaction().unwrap_err(),
         ] {
             assert!(matches!(e, Error::ProducerFenced { .. }), "{name}: {e}");

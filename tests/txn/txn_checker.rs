@@ -89,7 +89,9 @@ struct Worker {
 }
 
 pub(crate) fn tps(topic: &str) -> Vec<TopicPartition> {
-    (0..PARTITIONS).map(|p| TopicPartition::new(topic, p)).collect()
+    (0..PARTITIONS)
+        .map(|p| TopicPartition::new(topic, p))
+        .collect()
 }
 
 /// Retries `f` while the cluster is degraded (the fault thread heals it).
@@ -209,10 +211,13 @@ fn run_worker(broker: Broker, history: Shared, seed: u64, stop_faults: Arc<Atomi
         .consumer::<(), u64>(ConsumerConfig::new().group_id("g"))
         .unwrap();
     loop {
-        assert!(Instant::now() < deadline, "seed {seed}: the worker did not finish");
-        let done = tps("in").iter().all(|tp| {
-            probe.committed(tp).unwrap().unwrap_or(0) == INPUTS / PARTITIONS as u64
-        });
+        assert!(
+            Instant::now() < deadline,
+            "seed {seed}: the worker did not finish"
+        );
+        let done = tps("in")
+            .iter()
+            .all(|tp| probe.committed(tp).unwrap().unwrap_or(0) == INPUTS / PARTITIONS as u64);
         if done {
             break;
         }
@@ -221,10 +226,18 @@ fn run_worker(broker: Broker, history: Shared, seed: u64, stop_faults: Arc<Atomi
             if rng.u8(..4) == 0 {
                 let v = GHOST * SCALE;
                 if z.send(Record::new("out", v).partition(0)).is_ok() {
-                    history.lock().unwrap().violations.push("a zombie's send was accepted".into());
+                    history
+                        .lock()
+                        .unwrap()
+                        .violations
+                        .push("a zombie's send was accepted".into());
                 }
                 if z.commit_transaction().is_ok() {
-                    history.lock().unwrap().violations.push("a zombie committed".into());
+                    history
+                        .lock()
+                        .unwrap()
+                        .violations
+                        .push("a zombie committed".into());
                 }
             }
         }
@@ -302,7 +315,10 @@ fn run_worker(broker: Broker, history: Shared, seed: u64, stop_faults: Arc<Atomi
                 .into_iter()
                 .filter_map(|tp| w.consumer.position(&tp).ok().map(|p| (tp, p)))
                 .collect();
-            ok = w.producer.send_offsets_to_transaction(&offsets, "g").is_ok();
+            ok = w
+                .producer
+                .send_offsets_to_transaction(&offsets, "g")
+                .is_ok();
         }
         let rewind = |w: &mut Worker| {
             for tp in tps("in") {
@@ -313,9 +329,10 @@ fn run_worker(broker: Broker, history: Shared, seed: u64, stop_faults: Arc<Atomi
         thread::sleep(Duration::from_micros(rng.u64(0..1500)));
         if ok {
             history.lock().unwrap().attempts[id].commit_started = true;
-            match retry(deadline.min(Instant::now() + Duration::from_secs(2)), || {
-                w.producer.commit_transaction()
-            }) {
+            match retry(
+                deadline.min(Instant::now() + Duration::from_secs(2)),
+                || w.producer.commit_transaction(),
+            ) {
                 Ok(()) => set(Outcome::Committed),
                 Err(Error::TransactionTimedOut { .. }) => {
                     set(Outcome::Aborted);
@@ -327,9 +344,10 @@ fn run_worker(broker: Broker, history: Shared, seed: u64, stop_faults: Arc<Atomi
                 }
             }
         } else {
-            match retry(deadline.min(Instant::now() + Duration::from_secs(2)), || {
-                w.producer.abort_transaction()
-            }) {
+            match retry(
+                deadline.min(Instant::now() + Duration::from_secs(2)),
+                || w.producer.abort_transaction(),
+            ) {
                 Ok(()) => {
                     set(Outcome::Aborted);
                     rewind(&mut w);
@@ -551,22 +569,25 @@ pub(crate) fn check(broker: &Broker, h: &History) -> Vec<String> {
         }
     }
     if let Some(extra) = inputs.keys().find(|&&i| i >= INPUTS) {
-        v.push(format!("committed output holds a record of no input ({extra})"));
+        v.push(format!(
+            "committed output holds a record of no input ({extra})"
+        ));
     }
     for (id, a) in h.attempts.iter().enumerate() {
         let n = a.acked.iter().filter(|x| present.contains(x)).count()
             + a.failed.iter().filter(|x| present.contains(x)).count();
         match a.outcome {
-            Outcome::Committed if a.acked.iter().any(|x| !present.contains(x)) => {
-                v.push(format!("lost write: attempt {id} committed, records missing"))
-            }
+            Outcome::Committed if a.acked.iter().any(|x| !present.contains(x)) => v.push(format!(
+                "lost write: attempt {id} committed, records missing"
+            )),
             Outcome::Aborted | Outcome::Crashed if n > 0 => v.push(format!(
                 "aborted read: {n} records of attempt {id} ({:?}) are committed",
                 a.outcome
             )),
-            Outcome::Unknown if n != 0 && n != a.acked.len() => {
-                v.push(format!("torn transaction: attempt {id} has {n} of {}", a.acked.len()))
-            }
+            Outcome::Unknown if n != 0 && n != a.acked.len() => v.push(format!(
+                "torn transaction: attempt {id} has {n} of {}",
+                a.acked.len()
+            )),
             _ => {}
         }
     }
@@ -599,5 +620,8 @@ fn transactions_keep_their_guarantees_under_random_fault_schedules() {
             "seed {seed} (replay: LOGBUS_TXN_SEED={seed} cargo test --test txn txn_checker::): {violations:#?}"
         );
     }
-    eprintln!("transaction attempts and reads: {:?}", STATS.lock().unwrap());
+    eprintln!(
+        "transaction attempts and reads: {:?}",
+        STATS.lock().unwrap()
+    );
 }

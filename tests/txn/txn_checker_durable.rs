@@ -128,7 +128,10 @@ fn step(w: &mut Worker, h: &Shared, crash: bool, abort: bool) -> bool {
         .into_iter()
         .filter_map(|tp| w.consumer.position(&tp).ok().map(|p| (tp, p)))
         .collect();
-    ok = ok && w.producer.send_offsets_to_transaction(&offsets, "g").is_ok();
+    ok = ok
+        && w.producer
+            .send_offsets_to_transaction(&offsets, "g")
+            .is_ok();
     if ok && !abort {
         h.lock().unwrap().attempts[id].commit_started = true;
         match w.producer.commit_transaction() {
@@ -211,7 +214,8 @@ fn run(seed: u64) -> Vec<String> {
             }
             4 => {
                 if let Some(z) = zombies.last() {
-                    if z.send(Record::new("out", GHOST * SCALE).partition(0)).is_ok()
+                    if z.send(Record::new("out", GHOST * SCALE).partition(0))
+                        .is_ok()
                         || z.commit_transaction().is_ok()
                     {
                         history

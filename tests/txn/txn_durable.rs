@@ -70,7 +70,9 @@ pub(crate) fn open(dirs: &[tempfile::TempDir], create: bool) -> Broker {
 }
 
 fn reopen_keeps_transactions(replicas: u32) {
-    let dirs: Vec<_> = (0..replicas).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<_> = (0..replicas)
+        .map(|_| tempfile::tempdir().unwrap())
+        .collect();
     {
         let broker = open(&dirs, true);
         broker
@@ -83,27 +85,41 @@ fn reopen_keeps_transactions(replicas: u32) {
             )
             .unwrap();
         let p = write_history(&broker);
-        assert_eq!(read(&broker, "t", IsolationLevel::ReadCommitted), vec![1, 2, 5]);
+        assert_eq!(
+            read(&broker, "t", IsolationLevel::ReadCommitted),
+            vec![1, 2, 5]
+        );
         drop(p);
         broker.close().unwrap();
     }
     let broker = open(&dirs, false);
     broker.topic::<(), u64>("t").unwrap();
     // The open transaction is still open: the LSO holds at it.
-    assert_eq!(read(&broker, "t", IsolationLevel::ReadCommitted), vec![1, 2, 5]);
+    assert_eq!(
+        read(&broker, "t", IsolationLevel::ReadCommitted),
+        vec![1, 2, 5]
+    );
     assert_eq!(
         read(&broker, "t", IsolationLevel::ReadUncommitted),
         vec![1, 2, 3, 4, 5, 6]
     );
     // The coordinator's log knows it: a new producer with the id aborts it.
     let p = txn_producer(&broker);
-    assert_eq!(read(&broker, "t", IsolationLevel::ReadCommitted), vec![1, 2, 5]);
+    assert_eq!(
+        read(&broker, "t", IsolationLevel::ReadCommitted),
+        vec![1, 2, 5]
+    );
     p.begin_transaction().unwrap();
     p.send(Record::new("t", 7).partition(1)).unwrap();
     p.commit_transaction().unwrap();
-    assert_eq!(read(&broker, "t", IsolationLevel::ReadCommitted), vec![1, 2, 5, 7]);
+    assert_eq!(
+        read(&broker, "t", IsolationLevel::ReadCommitted),
+        vec![1, 2, 5, 7]
+    );
     let info = broker.describe_topic("t").unwrap().partitions;
-    assert!(info.iter().all(|i| i.last_stable_offset == i.high_watermark));
+    assert!(info
+        .iter()
+        .all(|i| i.last_stable_offset == i.high_watermark));
     broker.close().unwrap();
 }
 
