@@ -566,8 +566,17 @@ impl<K, V> Partition<K, V> {
     ) -> ReadOutcome {
         // A log on disk or replicated may hold markers read back from disk (a directory
         // Kafka wrote, say) before its table saw any: those reads always filter.
-        if !self.txn.is_active() && !self.may_have_gaps() {
-            return self.read(offset, max, now_ms, group, given);
+        //
+        // The high watermark first, then the flag: a transaction's appender sets the flag
+        // before it publishes, so if the flag is still clear every record below this high
+        // watermark was published before any transactional one, and a read capped there
+        // needs no filter. Checked the other way round, the read could reach a record
+        // published after the check (loom:
+        // `a_read_committed_fetch_never_reads_a_transaction_opening_meanwhile`).
+        let hw_first = self.high_watermark();
+        if !self.txn.is_active() && !self.may_have_gaps() && offset < hw_first {
+            let cap = (hw_first - offset).min(usize::MAX as u64) as usize;
+            return self.read(offset, max.min(cap), now_ms, group, given);
         }
         let view = match isolation {
             IsolationLevel::ReadUncommitted => None,
