@@ -32,9 +32,10 @@
 //! # Transaction timeout
 //!
 //! The coordinator checks on the broker's [`Clock`](crate::Clock): every coordinator call
-//! (any transactional id's), every describe and every read-committed poll aborts the
-//! transactions open longer than their `transaction_timeout` (no thread: a manual clock in
-//! tests decides exactly when). The producer of a timed-out transaction gets
+//! (any transactional id's) and every `describe_transactions` aborts the transactions open
+//! longer than their `transaction_timeout` (no thread: a manual clock in tests decides
+//! exactly when). A transaction abandoned while no transactional producer calls and no one
+//! describes stays open (its LSO held) until the next such call. The producer of a timed-out transaction gets
 //! [`Error::TransactionTimedOut`] and may begin again.
 //!
 //! # The transaction log
