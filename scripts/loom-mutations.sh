@@ -31,6 +31,26 @@ mutant() {
     names+=("$1") files+=("$2") patterns+=("$3") replacements+=("$4") models+=("$5")
 }
 
+# Transactions: a read-committed fetch loads the high watermark before it takes the
+# transaction table's lock; loaded after, its LSO can include the first record of a
+# transaction opened in between (a read past the LSO).
+mutant lso-hw-before-lock src/partition/txn.rs \
+    $'                let hw = self.high_watermark();\n                Some(self.txn.table.lock().view(offset, hw))' \
+    $'                let view = self.txn.table.lock().view(offset, u64::MAX);\n                let hw = self.high_watermark();\n                Some(ReadView { stable: view.stable.min(hw), ..view })' \
+    lib::partition::loom_models::a_read_committed_fetch_never_reads_a_transaction_opening_meanwhile
+# Transactions: init_transactions reads the epoch and writes the next under one lock; split
+# in two, two racing inits get the same epoch and neither is fenced.
+mutant txn-init-epoch-one-lock src/broker/txn.rs \
+    $'                    let next = meta.epoch + 1;\n                    meta.epoch = next;' \
+    $'                    let next = meta.epoch + 1;\n                    drop(txns);\n                    let mut txns = c.txns.lock();\n                    let meta = txns.get_mut(id).expect("known");\n                    meta.epoch = next;' \
+    transactions::two_producers_racing_init_transactions_get_two_epochs
+# The idempotent producer on one replica: the sequence check and the publish under one hold
+# of the ring producer's lock (a second hold between them lets the fresh send in: sequence 0
+# twice).
+mutant idempotent-check-one-lock-hold src/partition/appender.rs \
+    $'            // The check above and this publish in one hold of the lock: no other append' \
+    $'            drop(handle);\n            let mut handle = self.handle.lock();' \
+    lib::partition::loom_models::idempotent_sequences_follow_the_log
 # A task's registration in a wait set: the SeqCst fence after it (Dekker with the notifier's).
 mutant waker-registration-fence src/sync/wait_set.rs \
     $'            }\n        }\n        drop(reg);\n        fence(Ordering::SeqCst);' \

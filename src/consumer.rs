@@ -64,6 +64,7 @@ pub(crate) mod listener;
 pub(crate) mod membership;
 mod records;
 mod table;
+pub use crate::partition::IsolationLevel;
 pub use async_poll::{PollAsync, RecordStream};
 pub use config::{ConsumerConfig, OffsetReset};
 pub use lending::RecordRef;
@@ -113,6 +114,8 @@ pub(crate) struct Assigned<K, V> {
     /// locks).
     pub(crate) group: Option<Arc<GroupSlot<K, V>>>,
     paused: bool,
+    /// The consumer's isolation level (`ConsumerConfig::isolation_level`).
+    pub(crate) isolation: crate::partition::IsolationLevel,
 }
 
 /// Reads the partitions it is assigned; commits under its group id. `Send`, not `Sync`.
@@ -197,6 +200,9 @@ impl Broker {
         let group: Option<Arc<str>> = config.group_id.as_deref().map(Arc::from);
         if let Some(g) = &group {
             self.join_group(g);
+            if config.isolation_level == IsolationLevel::ReadCommitted {
+                self.note_read_committed_group(g);
+            }
         }
         Ok(Consumer {
             broker: self.clone(),
@@ -310,6 +316,7 @@ where
                 partition,
                 position,
                 paused: false,
+                isolation: self.config.isolation_level,
             });
         }
         self.next = 0;
@@ -909,11 +916,14 @@ fn read_one<K: Clone, V: Clone>(
     loop {
         let name = a.name;
         let partition = a.tp.partition;
-        let outcome = a
-            .partition
-            .read(position, max, now, a.group.as_deref(), |offset, e| {
-                sink(name, partition, offset, e)
-            });
+        let outcome = a.partition.read_as(
+            a.isolation,
+            position,
+            max,
+            now,
+            a.group.as_deref(),
+            |offset, e| sink(name, partition, offset, e),
+        );
         match outcome {
             ReadOutcome::Read(n) => {
                 a.position = Some(position + n as u64);

@@ -644,6 +644,43 @@ pub enum Error {
         instance: String,
     },
 
+    /// A transactional call in a state that does not allow it (send outside a
+    /// transaction, commit without begin, begin twice, a non-transactional producer...).
+    #[error("transactional id `{transactional_id}`: `{operation}` is not valid in state {state}; valid: {valid}")]
+    InvalidTxnState {
+        /// The transactional id (empty for a producer without one).
+        transactional_id: String,
+        /// The producer's transaction state.
+        state: &'static str,
+        /// The call refused.
+        operation: &'static str,
+        /// What is valid in that state.
+        valid: &'static str,
+    },
+
+    /// The transaction was open longer than its `transaction_timeout` and the coordinator
+    /// aborted it. The producer's epoch was bumped: call `begin_transaction` again (the
+    /// producer itself is not fenced).
+    #[error("transactional id `{transactional_id}`: the transaction at epoch {epoch} timed out after {timeout_ms} ms and was aborted; begin a new one")]
+    TransactionTimedOut {
+        /// The transactional id.
+        transactional_id: String,
+        /// The epoch of the aborted transaction.
+        epoch: i16,
+        /// The producer's transaction timeout.
+        timeout_ms: u64,
+    },
+
+    /// A send of the open transaction failed (its records may be in some logs or not):
+    /// the transaction can only be aborted (`abort_transaction`), then retried.
+    #[error("transactional id `{transactional_id}`: the transaction must be aborted: {reason}")]
+    TransactionAbortable {
+        /// The transactional id.
+        transactional_id: String,
+        /// The send's error.
+        reason: String,
+    },
+
     /// A subscription pattern with characters outside `[a-zA-Z0-9._-*?]`.
     #[error("invalid subscription pattern `{pattern}`: {reason}")]
     InvalidPattern {
@@ -708,6 +745,54 @@ pub enum Error {
         topic: String,
         /// The partition.
         partition: u32,
+    },
+
+    /// An idempotent send's sequence is not the next one the partition's leader expects
+    /// for its producer (Kafka's `OutOfOrderSequenceException`): a record of the producer
+    /// before it is missing from the log.
+    #[error("`{topic}`-{partition}: producer {producer_id} (epoch {epoch}) sent sequence {got}, the log expected {expected}")]
+    OutOfOrderSequence {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The producer id.
+        producer_id: i64,
+        /// The producer epoch.
+        epoch: i16,
+        /// The sequence the leader expected (its last sequence + 1, or 0 in a new epoch).
+        expected: i32,
+        /// The send's first sequence.
+        got: i32,
+    },
+
+    /// A producer id's epoch was bumped past this producer's (Kafka's
+    /// `ProducerFencedException` / `InvalidProducerEpochException`): a newer instance of
+    /// the same producer owns it; this one may send no more. A transactional producer is
+    /// fenced when another with the same `transactional_id` calls `init_transactions`, and
+    /// a send of a transaction that is over (each transaction has its own epoch, KIP-890)
+    /// is refused with it: close the producer.
+    #[error(
+        "producer {producer_id} at epoch {epoch} is fenced: the current epoch is {current_epoch}"
+    )]
+    ProducerFenced {
+        /// The producer id.
+        producer_id: i64,
+        /// The fenced epoch (this producer's).
+        epoch: i16,
+        /// The epoch the broker or the partition knows.
+        current_epoch: i16,
+    },
+
+    /// A producer-state snapshot file (`<offset>.snapshot`) that does not parse: recovery
+    /// skips and deletes it and rebuilds the producers' states from an older snapshot or the
+    /// log.
+    #[error("corrupt producer snapshot {}: {reason}", path.display())]
+    CorruptProducerSnapshot {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What was wrong.
+        reason: String,
     },
 
     /// A replica id that is not one of the partition's replicas (fault injection).

@@ -69,6 +69,11 @@
 //! vector; never `send` or [`poll_with`](Consumer::poll_with) per record (no key, no
 //! headers). Ordering: per partition, in offset order; offsets are dense from 0.
 //!
+//! Transactions (Kafka's KIP-98, with an epoch per transaction as KIP-890): a producer with
+//! a `transactional_id` writes to many partitions and commits its consumer group's offsets
+//! atomically; read-committed consumers see committed transactions only. The producer
+//! module's "Delivery semantics" says what each configuration may lose or repeat.
+//!
 //! ## The ring: one producer, readers at their own pace
 //!
 //! [`ring`] is the lock-free ring every log is built on (the LMAX Disruptor's structure):

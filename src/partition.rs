@@ -55,9 +55,7 @@ use std::fmt;
 
 use bytes::Bytes;
 
-use crate::ring::{
-    GetError, LapPolicy, Reader, Ring, RingConfig, SingleProducer as RingProducer, Start,
-};
+use crate::ring::{GetError, LapPolicy, Reader, Ring, RingConfig, Start};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::time::Instant;
 // Std's Arc (also under loom): group names are `Arc<str>` (see `sync::StdArc`).
@@ -162,6 +160,85 @@ pub(crate) enum AppendError {
     LeaderNotAvailable,
     /// Replicated: the leader changed while the append waited for its acknowledgement.
     NotLeader,
+    /// Idempotence: not the sequence the leader expects (nothing appended).
+    OutOfOrderSequence {
+        producer: ProducerIdentity,
+        expected: i32,
+        got: i32,
+    },
+    /// Idempotence: the producer's epoch is older than the log's (nothing appended).
+    ProducerFenced {
+        producer: ProducerIdentity,
+        current: i16,
+    },
+}
+
+/// The error for an append that did not happen.
+pub(crate) fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
+    match why {
+        AppendError::Full => Error::Full {
+            topic: topic.to_owned(),
+            partition,
+        },
+        AppendError::Timeout => Error::Timeout {
+            operation: "send",
+            topic: Some(topic.to_owned()),
+            partition: Some(partition),
+            timeout_ms: None,
+            code: None,
+        },
+        AppendError::TooLarge(size, max) => Error::RecordTooLarge {
+            what: "record (max_message_bytes, or what a batch in one segment holds)",
+            size,
+            max,
+        },
+        AppendError::Closed => Error::Closed {
+            what: format!("topic `{topic}` was deleted"),
+        },
+        AppendError::BrokerClosed => Error::Closed {
+            what: format!("the broker was closed (sending to topic `{topic}`)"),
+        },
+        AppendError::Unacknowledged(e) | AppendError::Offline(e) => *e,
+        AppendError::NotEnoughReplicas(isr, min) => Error::NotEnoughReplicas {
+            topic: topic.to_owned(),
+            partition,
+            isr,
+            min,
+        },
+        AppendError::NotEnoughReplicasAfterAppend(isr, min) => {
+            Error::NotEnoughReplicasAfterAppend {
+                topic: topic.to_owned(),
+                partition,
+                isr,
+                min,
+            }
+        }
+        AppendError::LeaderNotAvailable => Error::LeaderNotAvailable {
+            topic: topic.to_owned(),
+            partition,
+        },
+        AppendError::NotLeader => Error::NotLeader {
+            topic: topic.to_owned(),
+            partition,
+        },
+        AppendError::OutOfOrderSequence {
+            producer,
+            expected,
+            got,
+        } => Error::OutOfOrderSequence {
+            topic: topic.to_owned(),
+            partition,
+            producer_id: producer.id,
+            epoch: producer.epoch,
+            expected,
+            got,
+        },
+        AppendError::ProducerFenced { producer, current } => Error::ProducerFenced {
+            producer_id: producer.id,
+            epoch: producer.epoch,
+            current_epoch: current,
+        },
+    }
 }
 
 /// How many replicas must have a record before its send returns (Kafka's `acks`).
@@ -194,6 +271,9 @@ pub(crate) struct SendPolicy {
     pub(crate) counters: Arc<SendCounters>,
     /// The producer's codec (persisted topics whose `compression.type` is `producer`).
     pub(crate) compression: crate::storage::record_batch::Compression,
+    /// An idempotent producer's id and epoch: its appends carry sequences
+    /// (`producer_state`).
+    pub(crate) producer: Option<Arc<producer_state::ProducerHandle>>,
 }
 
 /// What a producer's retries did (its metrics).
@@ -203,6 +283,8 @@ pub(crate) struct SendCounters {
     pub(crate) retries: AtomicU64,
     /// Retries of a record already appended once (each may leave a duplicate in the log).
     pub(crate) resent_after_append: AtomicU64,
+    /// Retries the leader answered as duplicates (idempotence).
+    pub(crate) deduplicated: AtomicU64,
 }
 
 impl Default for SendPolicy {
@@ -214,6 +296,7 @@ impl Default for SendPolicy {
             request_timeout: std::time::Duration::from_secs(30),
             counters: Arc::default(),
             compression: crate::storage::record_batch::Compression::None,
+            producer: None,
         }
     }
 }
@@ -239,6 +322,16 @@ pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
         entry: Entry<K, V>,
         policy: &SendPolicy,
         deadline: Option<Instant>,
+    ) -> std::result::Result<u64, (Option<Entry<K, V>>, AppendError)>;
+    /// Appends `entry` as record `seq` of producer `id` (the sequence given: a retry from
+    /// outside), under `policy`'s acks and retries; a retry of a record the leader holds
+    /// returns its offset without appending.
+    fn append_sequenced(
+        &self,
+        entry: Entry<K, V>,
+        policy: &SendPolicy,
+        id: ProducerIdentity,
+        seq: i32,
     ) -> std::result::Result<u64, (Option<Entry<K, V>>, AppendError)>;
     /// Appends every entry in order under `policy`; on failure the entries not
     /// acknowledged are left in `entries`.
@@ -339,6 +432,8 @@ pub(crate) struct Offsets {
     pub(crate) overwritten_unread: u64,
     /// An in-memory compacted partition's section.
     pub(crate) compacted: Option<CompactedStats>,
+    /// The last stable offset (the high watermark without open transactions).
+    pub(crate) last_stable_offset: u64,
 }
 
 /// A registered group on one partition.
@@ -473,6 +568,9 @@ pub(crate) struct Partition<K, V> {
     /// In-memory compacted partitions: the latest record of each key the ring let go
     /// (`compacted`).
     compaction: Option<Arc<Compaction<K, V>>>,
+    /// Transactions on this partition: open ones (the LSO), aborted ones, epoch fences
+    /// (`txn` module docs); shared with the appenders.
+    txn: Arc<txn::TxnShared>,
 }
 
 /// A persisted partition's log on disk, as the partition sees it: implemented by
@@ -586,6 +684,31 @@ impl<K, V> Partition<K, V> {
         Ok((partition, writer))
     }
 
+    /// Keeps producer stamps for the disk writer from the log end on (`tail`).
+    pub(crate) fn keep_stamps(&self) -> tail::StampRuns {
+        let mut tail = self.producer.lock();
+        let at = tail.next_sequence();
+        tail.keep_stamps(at)
+    }
+
+    /// Puts the producers' states recovered from disk.
+    pub(crate) fn restore_producers(&self, states: producer_state::ProducerStates) {
+        self.producer.lock().restore(states);
+    }
+
+    /// Calls `f` with the producers' states (one replica's partition; a replicated one's
+    /// are its replicas').
+    #[allow(
+        dead_code,
+        reason = "for the transactions (issue 30, second half) and tools"
+    )]
+    pub(crate) fn with_producers<R>(
+        &self,
+        f: impl FnOnce(&mut producer_state::ProducerStates) -> R,
+    ) -> R {
+        f(self.producer.lock().producers())
+    }
+
     /// The partition over a new single-producer ring made from `ring_config`, its producer
     /// shared by the appenders.
     fn with_ring(
@@ -613,7 +736,7 @@ impl<K, V> Partition<K, V> {
         let anchor = ring.announcing_reader()?;
         Ok(Self {
             ring,
-            producer: Arc::new(Mutex::new(producer)),
+            producer: Arc::new(Mutex::new(tail::Tail::new(producer))),
             anchor,
             capacity: config.capacity as u64,
             config,
@@ -626,6 +749,7 @@ impl<K, V> Partition<K, V> {
             broker_closed: ClosedByBroker::default(),
             replicated: None,
             compaction: None,
+            txn: Arc::default(),
         })
     }
 
@@ -740,6 +864,7 @@ impl<K, V> Partition<K, V> {
             policy: Arc::new(SendPolicy::default()),
             unsettled: None,
             expiry: self.expiry.clone(),
+            txn: Arc::clone(&self.txn),
         }
     }
 
@@ -833,21 +958,25 @@ impl<K, V> Partition<K, V> {
     pub(crate) fn offsets(&self, now_ms: i64) -> Offsets {
         if let Some(r) = &self.replicated {
             let log_end = r.log_end();
+            let high_watermark = r.high_watermark();
             return Offsets {
                 log_start: r.log_start().min(log_end),
-                high_watermark: r.high_watermark(),
+                high_watermark,
                 log_end,
                 overwritten_unread: 0,
                 compacted: None,
+                last_stable_offset: self.stable_below(high_watermark),
             };
         }
         let log_end = self.log_end();
+        let high_watermark = self.high_watermark();
         Offsets {
             log_start: self.log_start(now_ms).min(log_end),
-            high_watermark: self.high_watermark(),
+            high_watermark,
             log_end,
             overwritten_unread: self.overwritten_unread(),
             compacted: self.compacted_stats(),
+            last_stable_offset: self.stable_below(high_watermark),
         }
     }
 
@@ -1234,14 +1363,20 @@ pub(crate) mod compacted;
 pub(crate) use compacted::{CompactedLog, CompactedStats, Compaction};
 mod entry;
 mod lend;
+pub(crate) mod producer_state;
 pub(crate) mod progress;
+pub(crate) mod tail;
 pub(crate) use appender_async::Unsynced;
+pub use producer_state::{ProducerIdentity, ProducerState};
 pub(crate) mod replica_log;
 pub(crate) mod topic_config;
+pub(crate) mod txn;
 pub(crate) use appender::{Appender, EXPIRY_LOOK};
 pub(crate) use broker_close::ClosedByBroker;
 pub use entry::MAX_TIMESTAMP;
 pub(crate) use entry::{valid_timestamp, Entry, Handed, Parts};
+pub(crate) use entry::{ControlMarker, TxnMark};
+pub use txn::{AbortedTxn, IsolationLevel, OpenTxn};
 
 /// A partition, its one group's name and that group's slot.
 #[cfg(test)]

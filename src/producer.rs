@@ -13,6 +13,61 @@
 //!    `BuiltInPartitioner` switches after `batch.size` bytes; records here are not
 //!    serialized, so the batch is counted in records).
 //!
+//! # Delivery semantics
+//!
+//! What a record may go through between `send` and a consumer's `poll`, and the settings
+//! for each guarantee (as Kafka's, on a replicated topic; one replica meets every acks
+//! level at append):
+//!
+//! | guarantee | producer | consumer | may lose | may repeat |
+//! |---|---|---|---|---|
+//! | at most once | `acks(Acks::None)` or `Acks::Leader`, `retries(0)` | commits before it processes (`commit_sync` right after `poll`) | a record whose leader failed before a follower copied it; records polled but not processed when the consumer crashed | nothing |
+//! | at least once | `acks(Acks::All)` with retries (the defaults), idempotence off | commits after it processes | nothing acknowledged | a record retried after an append whose acknowledgement was lost (counted in [`ProducerMetrics`]); records processed since the last commit, after a crash or rebalance |
+//! | at least once, no duplicates from retries | the defaults: `acks = all`, idempotence on ([`ProducerConfig::enable_idempotence`]) | commits after it processes | nothing acknowledged | records processed since the last commit (the consumer side) |
+//! | exactly once (consume → transform → produce) | [`ProducerConfig::transactional_id`]; each batch of work in [`begin_transaction`](Producer::begin_transaction) .. [`commit_transaction`](Producer::commit_transaction), the input offsets given to [`send_offsets_to_transaction`](Producer::send_offsets_to_transaction) | `isolation_level(IsolationLevel::ReadCommitted)`, no commits of its own | nothing committed | nothing: a transaction's output and its input offsets commit together or not at all; a crashed worker's open transaction is aborted by the next `init_transactions` with its id, which resumes from the committed offsets |
+//!
+//! Exactly once holds within logbus: for side effects outside it (a database, a mail) a
+//! transaction can still be retried after a crash; make those idempotent.
+//!
+//! A transaction's records are in the log before it commits: read-uncommitted consumers
+//! (the default) see them, aborted ones too. Read-committed consumers read up to each
+//! partition's last stable offset (the first offset of its earliest open transaction) and
+//! skip aborted records; no consumer ever returns a COMMIT/ABORT marker, whose offset is a
+//! gap. A transaction open longer than its
+//! [`transaction_timeout`](ProducerConfig::transaction_timeout) is aborted by the
+//! coordinator (on the broker's clock) so that it cannot hold the LSO back for ever.
+//!
+//! ```
+//! use std::time::Duration;
+//! use logbus::consumer::{ConsumerConfig, IsolationLevel, OffsetReset};
+//! use logbus::producer::{ProducerConfig, Record};
+//! use logbus::{Broker, TopicConfig, TopicPartition};
+//!
+//! let broker = Broker::in_memory();
+//! broker.create_topic::<(), u64>("out", TopicConfig::new(1))?;
+//! let producer = broker
+//!     .producer_with_config::<(), u64>(ProducerConfig::new().transactional_id("worker"))?;
+//! producer.init_transactions()?;
+//! producer.begin_transaction()?;
+//! producer.send(Record::new("out", 1))?;
+//! producer.abort_transaction()?;
+//! producer.begin_transaction()?;
+//! producer.send(Record::new("out", 2))?;
+//! producer.commit_transaction()?;
+//!
+//! let mut consumer = broker.consumer::<(), u64>(
+//!     ConsumerConfig::new()
+//!         .auto_offset_reset(OffsetReset::Earliest)
+//!         .isolation_level(IsolationLevel::ReadCommitted),
+//! )?;
+//! consumer.assign(&[TopicPartition::new("out", 0)])?;
+//! let got = consumer.poll(Duration::from_millis(100))?;
+//! assert_eq!(got.iter().map(|r| r.value).collect::<Vec<_>>(), [2]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! `examples/exactly_once.rs` runs the whole loop with a consumer group and crashes.
+//!
 //! # Examples
 //!
 //! ```
@@ -36,8 +91,10 @@ use crate::broker::{Broker, TopicInner};
 use crate::codec::Codec;
 pub use crate::partition::Acks;
 use crate::partition::{
-    valid_timestamp, AppendError, AppendWait, Appender, Entry, SendCounters, SendPolicy,
+    append_error, valid_timestamp, AppendError, AppendWait, Appender, Entry, SendCounters,
+    SendPolicy,
 };
+pub use crate::partition::{ProducerIdentity, ProducerState};
 use crate::sync::time;
 // Std's Arc (also under loom): partitioners are trait objects (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
@@ -51,6 +108,7 @@ mod partitioner;
 mod pending_send;
 mod record;
 pub use crate::storage::record_batch::Compression;
+mod txn;
 pub use error::{ProduceBatchError, ProduceError, ProduceTimeoutError, TryProduceError};
 pub use partition_producer::{PartitionProducer, Payload};
 pub use partitioner::{murmur2, partition_for_key, to_positive, Partitioner};
@@ -67,6 +125,11 @@ pub struct ProducerConfig {
     delivery_timeout: Duration,
     request_timeout: Duration,
     compression: Compression,
+    /// Interned: the config stays `Copy`.
+    transactional_id: Option<&'static str>,
+    transaction_timeout: Duration,
+    /// `None`: Kafka's default (on exactly when `acks = all`).
+    idempotence: Option<bool>,
 }
 
 impl Default for ProducerConfig {
@@ -77,7 +140,8 @@ impl Default for ProducerConfig {
 
 impl ProducerConfig {
     /// Sticky batches of 256 records; `acks = all`, retries without limit within a
-    /// 120 s delivery timeout, 30 s per attempt (Kafka's defaults).
+    /// 120 s delivery timeout, 30 s per attempt, idempotence on (Kafka's defaults since
+    /// 3.0).
     pub const fn new() -> Self {
         Self {
             sticky_batch: 256,
@@ -86,7 +150,62 @@ impl ProducerConfig {
             delivery_timeout: Duration::from_secs(120),
             request_timeout: Duration::from_secs(30),
             compression: Compression::None,
+            transactional_id: None,
+            transaction_timeout: Duration::from_secs(60),
+            idempotence: None,
         }
+    }
+
+    /// The idempotent producer (Kafka's `enable.idempotence`, KIP-98): the broker gives
+    /// the producer an id and epoch, every record carries a per-partition sequence number,
+    /// and a partition's leader appends a retried record once only (it answers the retry
+    /// with the first append's offset), so retries after a leader change never duplicate.
+    ///
+    /// Kafka's default since 3.0: on with `acks = all` (the default), off with any other
+    /// level unless asked. Turning it on explicitly with `acks` other than `All` is an
+    /// [`Error::InvalidConfig`] when the producer is made, as in Kafka.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::producer::{Acks, ProducerConfig};
+    ///
+    /// assert!(ProducerConfig::new().is_idempotent());
+    /// assert!(!ProducerConfig::new().acks(Acks::Leader).is_idempotent());
+    /// let broker = logbus::Broker::new();
+    /// let bad = ProducerConfig::new().acks(Acks::Leader).enable_idempotence(true);
+    /// assert!(broker.producer_with_config::<(), u64>(bad).is_err());
+    /// ```
+    pub const fn enable_idempotence(mut self, on: bool) -> Self {
+        self.idempotence = Some(on);
+        self
+    }
+
+    /// Whether the producer will be idempotent (see
+    /// [`enable_idempotence`](Self::enable_idempotence)).
+    pub const fn is_idempotent(&self) -> bool {
+        match self.idempotence {
+            Some(on) => on,
+            None => matches!(self.acks, Acks::All),
+        }
+    }
+
+    /// Makes the producer transactional (Kafka's `transactional.id`; it implies
+    /// idempotence): call [`Producer::init_transactions`] once, then send only inside
+    /// [`begin_transaction`](Producer::begin_transaction) ..
+    /// [`commit_transaction`](Producer::commit_transaction) or
+    /// [`abort_transaction`](Producer::abort_transaction). A new producer with the same
+    /// id fences the previous one (see [`Producer::init_transactions`]).
+    pub fn transactional_id(mut self, id: &str) -> Self {
+        self.transactional_id = Some(crate::sync::intern(id));
+        self
+    }
+
+    /// How long a transaction may stay open before the coordinator aborts it (Kafka's
+    /// `transaction.timeout.ms`, default 60 s), on the broker's clock.
+    pub const fn transaction_timeout(mut self, timeout: Duration) -> Self {
+        self.transaction_timeout = timeout;
+        self
     }
 
     /// The producer's codec (Kafka's producer `compression.type`; none by default): the
@@ -158,6 +277,13 @@ impl ProducerConfig {
                     .into(),
             });
         }
+        if self.idempotence == Some(true) && !matches!(self.acks, Acks::All) {
+            return Err(Error::InvalidConfig {
+                name: "enable_idempotence",
+                value: format!("true with acks = {:?}", self.acks),
+                valid: "acks = All with idempotence (or enable_idempotence(false))".into(),
+            });
+        }
         if self.sticky_batch == 0 {
             return Err(Error::InvalidConfig {
                 name: "sticky_batch",
@@ -165,9 +291,17 @@ impl ProducerConfig {
                 valid: "at least 1 record".into(),
             });
         }
+        if self.transactional_id == Some("") {
+            return Err(Error::InvalidConfig {
+                name: "transactional_id",
+                value: "\"\"".into(),
+                valid: "a non-empty id".into(),
+            });
+        }
         for (name, d) in [
             ("delivery_timeout", self.delivery_timeout),
             ("request_timeout", self.request_timeout),
+            ("transaction_timeout", self.transaction_timeout),
         ] {
             if d.is_zero() {
                 return Err(Error::InvalidConfig {
@@ -186,9 +320,13 @@ impl ProducerConfig {
 pub struct ProducerMetrics {
     /// Attempts retried.
     pub retries: u64,
-    /// Retries of records already appended once: each may have left a duplicate in the
-    /// log (no idempotent producer yet).
+    /// Retries of records already appended once: without idempotence each may have left
+    /// a duplicate in the log; with it, the leader recognises those it still has
+    /// (`deduplicated`).
     pub possible_duplicates: u64,
+    /// Retries the partition leader answered with the first append's offsets instead of
+    /// appending again (the idempotent producer).
+    pub deduplicated: u64,
 }
 
 /// How a producer chooses partitions for records without an explicit one.
@@ -305,55 +443,21 @@ impl<K, V> State<K, V> {
 /// sent, in order.
 type RunFailure<K, V> = (ProduceError<K, V>, Vec<Record<K, V>>);
 
-/// The error for an append that did not happen.
-fn append_error(why: AppendError, topic: &str, partition: u32) -> Error {
-    match why {
-        AppendError::Full => Error::Full {
-            topic: topic.to_owned(),
-            partition,
-        },
-        AppendError::Timeout => Error::Timeout {
-            operation: "send",
-            topic: Some(topic.to_owned()),
-            partition: Some(partition),
-            timeout_ms: None,
-            code: None,
-        },
-        AppendError::TooLarge(size, max) => Error::RecordTooLarge {
-            what: "record (max_message_bytes, or what a batch in one segment holds)",
-            size,
-            max,
-        },
-        AppendError::Closed => Error::Closed {
-            what: format!("topic `{topic}` was deleted"),
-        },
-        AppendError::BrokerClosed => Error::Closed {
-            what: format!("the broker was closed (sending to topic `{topic}`)"),
-        },
-        AppendError::Unacknowledged(e) | AppendError::Offline(e) => *e,
-        AppendError::NotEnoughReplicas(isr, min) => Error::NotEnoughReplicas {
-            topic: topic.to_owned(),
-            partition,
-            isr,
-            min,
-        },
-        AppendError::NotEnoughReplicasAfterAppend(isr, min) => {
-            Error::NotEnoughReplicasAfterAppend {
-                topic: topic.to_owned(),
-                partition,
-                isr,
-                min,
-            }
-        }
-        AppendError::LeaderNotAvailable => Error::LeaderNotAvailable {
-            topic: topic.to_owned(),
-            partition,
-        },
-        AppendError::NotLeader => Error::NotLeader {
-            topic: topic.to_owned(),
-            partition,
-        },
+/// A fresh producer id from `broker` when `config` is idempotent.
+fn identity_of(
+    broker: &Broker,
+    config: &ProducerConfig,
+) -> Option<Arc<crate::partition::producer_state::ProducerHandle>> {
+    if !config.is_idempotent() {
+        return None;
     }
+    let bumper = broker.clone();
+    Some(Arc::new(
+        crate::partition::producer_state::ProducerHandle::new(
+            broker.init_producer_id(),
+            move |from| bumper.bump_producer_epoch(from),
+        ),
+    ))
 }
 
 /// Sends records to a broker's topics. `Clone` (each clone has its own per-partition
@@ -369,6 +473,11 @@ pub struct Producer<K, V> {
     state: Mutex<State<K, V>>,
     /// Retries on replicated topics, shared by clones ([`ProducerMetrics`]).
     counters: Arc<SendCounters>,
+    /// A transactional producer's state, shared by its clones (`txn`).
+    txn: Option<Arc<txn::TxnClient>>,
+    /// The broker-assigned producer id and epoch of an idempotent producer (each clone
+    /// its own: sequences are per producer id and partition).
+    identity: Option<Arc<crate::partition::producer_state::ProducerHandle>>,
 }
 
 impl<K, V> fmt::Debug for Producer<K, V> {
@@ -387,6 +496,8 @@ impl<K, V> Clone for Producer<K, V> {
             choice: Arc::clone(&self.choice),
             state: Mutex::new(State::new()),
             counters: Arc::clone(&self.counters),
+            txn: self.txn.clone(),
+            identity: identity_of(&self.broker, &self.config),
         }
     }
 }
@@ -454,13 +565,25 @@ where
     V: Send + Sync + 'static,
 {
     fn new(broker: Broker, config: ProducerConfig, choice: Choice<K>) -> Self {
+        let identity = identity_of(&broker, &config);
         Self {
             broker,
             config,
             choice: Arc::new(choice),
             state: Mutex::new(State::new()),
             counters: Arc::default(),
+            txn: config
+                .transactional_id
+                .map(|id| Arc::new(txn::TxnClient::new(id))),
+            identity,
         }
+    }
+
+    /// The broker-assigned producer id and epoch (`None`: not idempotent). The epoch
+    /// goes up when a send gives up after its sequence was assigned (KIP-360): the
+    /// producer's sequences start again at 0 in the new epoch.
+    pub fn producer_identity(&self) -> Option<crate::partition::ProducerIdentity> {
+        self.identity.as_ref().map(|h| h.current())
     }
 
     /// What this producer's retries did on replicated topics (with its clones').
@@ -471,7 +594,60 @@ where
             retries: self.counters.retries.load(Ordering::Relaxed),
             // Relaxed: as above.
             possible_duplicates: self.counters.resent_after_append.load(Ordering::Relaxed),
+            // Relaxed: as above.
+            deduplicated: self.counters.deduplicated.load(Ordering::Relaxed),
         }
+    }
+
+    /// Sends `record` as record `sequence` of producer `producer` on its partition: the
+    /// sequence given, not this producer's next one (Kafka's produce request carries the
+    /// producer id, epoch and base sequence of every batch). This is how a send is retried
+    /// from outside the producer, e.g. after the broker restarted: the partition's leader
+    /// recognises a record it already holds (from the log, recovered from the batch
+    /// headers on disk) and answers with its first offset, appending nothing; a sequence
+    /// that is not the next one is [`Error::OutOfOrderSequence`], an old epoch
+    /// [`Error::ProducerFenced`]. `producer` comes from
+    /// [`Broker::init_producer_id`](crate::Broker::init_producer_id) (or this producer's
+    /// [`producer_identity`](Self::producer_identity)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::producer::Record;
+    /// use logbus::{Broker, TopicConfig};
+    ///
+    /// let broker = Broker::new();
+    /// broker.create_topic::<(), u64>("t", TopicConfig::new(1))?;
+    /// let producer = broker.producer::<(), u64>();
+    /// let id = broker.init_producer_id();
+    /// let first = producer.send_sequenced(Record::new("t", 7), id, 0)?;
+    /// // The same send again (a retry): its offset, nothing appended.
+    /// let again = producer.send_sequenced(Record::new("t", 7), id, 0)?;
+    /// assert_eq!(first.offset, again.offset);
+    /// assert!(producer.send_sequenced(Record::new("t", 9), id, 5).is_err()); // 1 expected
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Self::send), and [`Error::OutOfOrderSequence`],
+    /// [`Error::ProducerFenced`].
+    pub fn send_sequenced(
+        &self,
+        record: Record<K, V>,
+        producer: crate::partition::ProducerIdentity,
+        sequence: i32,
+    ) -> Result<RecordMetadata, ProduceError<K, V>> {
+        let mut state = self.state.lock();
+        let (t, partition) = match self.route(&mut state, &record) {
+            Ok(at) => at,
+            Err(error) => return Err(ProduceError::new(error, record)),
+        };
+        let (entry, sent) = self.entry_of(record, partition);
+        let appender = &mut state.topics[t].appenders[partition as usize];
+        let done = appender.append_sequenced(entry, producer, sequence);
+        drop(state);
+        sent.outcome(done)
     }
 
     /// The policy replicated partitions apply to this producer's appends.
@@ -483,6 +659,7 @@ where
             request_timeout: self.config.request_timeout,
             counters: Arc::clone(&self.counters),
             compression: self.config.compression,
+            producer: self.identity.clone(),
         }
     }
 
@@ -599,6 +776,9 @@ where
     /// # Ok::<(), logbus::Error>(())
     /// ```
     pub fn send_batch(&self, records: &mut Vec<Record<K, V>>) -> Result<usize, ProduceBatchError> {
+        if let Some(txn) = &self.txn {
+            return self.send_batch_txn(txn, records);
+        }
         let mut state = self.state.lock();
         let moved = self.send_batch_moved(&mut state, records);
         if records.is_empty() {
@@ -976,6 +1156,10 @@ where
     /// None here: every error, with its record, comes from [`PendingSend::wait`] or the
     /// future's output (those of [`send`](Self::send)).
     pub fn send_async(&self, record: Record<K, V>) -> PendingSend<K, V> {
+        if let Some(txn) = &self.txn {
+            // A transaction's sends are appended in order under its lock (`txn`).
+            return PendingSend::done(self.send_txn(txn, record, AppendWait::Until(None)));
+        }
         let mut state = self.state.lock();
         let (t, partition) = match self.route(&mut state, &record) {
             Ok(at) => at,
@@ -998,7 +1182,9 @@ where
                     done => return PendingSend::unsynced(done, sent),
                 }
             };
-            let own = cached.topic.partitions()[partition as usize].appender();
+            let own = cached.topic.partitions()[partition as usize]
+                .appender()
+                .with_policy(cached.policy.clone());
             let ticket = line.hold(entry);
             return PendingSend::held(own, sent, Arc::clone(line), ticket);
         }
@@ -1056,6 +1242,9 @@ where
         record: Record<K, V>,
         wait: AppendWait,
     ) -> Result<RecordMetadata, ProduceError<K, V>> {
+        if let Some(txn) = &self.txn {
+            return self.send_txn(txn, record, wait);
+        }
         let mut state = self.state.lock();
         let (t, partition) = match self.route(&mut state, &record) {
             Ok(at) => at,
@@ -1088,7 +1277,9 @@ where
             // Wait for room with the producer's lock released, on a handle of our own:
             // the other threads sharing this producer (a `try_send`, a `send_timeout`, a
             // send elsewhere) are not held behind this wait.
-            let mut appender = cached.topic.partitions()[partition as usize].appender();
+            let mut appender = cached.topic.partitions()[partition as usize]
+                .appender()
+                .with_policy(cached.policy.clone());
             drop(state);
             if let Err((Some(entry), _)) = done {
                 done = appender.append(entry, wait);

@@ -606,6 +606,7 @@ fn describe_lists_topics_partitions_and_group_lag() {
         .create_topic::<String, u64>("clicks", TopicConfig::new(2).persist(PersistConfig::new()))
         .unwrap();
     let p = broker.producer::<String, u64>();
+    let id = p.producer_identity().expect("idempotent by default");
     for i in 0..10 {
         p.send(Sent::new("clicks", i).partition(0)).unwrap();
     }
@@ -631,6 +632,23 @@ fn describe_lists_topics_partitions_and_group_lag() {
         out.contains("\tPartition: 1\tLogStartOffset: 0\tLogEndOffset: 0"),
         "{out}"
     );
+    // The idempotent producer's state in partition 0: its last sequence and offset.
+    assert!(
+        out.contains(&format!(
+            "\t\tProducerId: {}\tProducerEpoch: 0\tLastSequence: 9\tLastOffset: 9\t",
+            id.id
+        )),
+        "{out}"
+    );
+    // `dump` shows each batch's producer id, epoch and sequences.
+    let (code, dump, err) = run(&["dump"], &tmp.path().join("clicks-0"));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        dump.contains(&format!("producerId: {} producerEpoch: 0", id.id)),
+        "{dump}"
+    );
+    assert!(dump.contains("baseSequence: 0 lastSequence: "), "{dump}");
+    assert!(dump.contains("sequence: 9 "), "{dump}");
     assert!(
         out.contains(
             "Group: g 1\tTopic: clicks\tPartition: 0\tCommitted: 4\tLogEndOffset: 10\tLag: 6"

@@ -198,6 +198,46 @@ fn chain(e: &dyn std::error::Error) -> String {
 // ---------------------------------------------------------------------------------------------
 // describe
 
+/// A partition directory's transactions, from its batch headers and `.txnindex` files: its
+/// last stable offset (the first offset of its earliest open transaction, else `end`), its
+/// open transactions `(producer id, first offset)`, and how many aborted ones its indexes
+/// hold. Unreadable files count as holding nothing.
+fn transactions(dir: &Path, end: u64) -> (u64, Vec<(i64, u64)>, usize) {
+    use logbus::storage::txn_index::{TxnIndexEntry, TXN_INDEX_SUFFIX};
+    let mut open: std::collections::BTreeMap<i64, u64> = Default::default();
+    let mut aborted = 0;
+    let mut names = FsIo.list_dir(dir).unwrap_or_default();
+    names.sort();
+    for name in names {
+        let Some((_, suffix)) = parse_file_name(&name) else {
+            continue;
+        };
+        let Ok(bytes) = std::fs::read(dir.join(&name)) else {
+            continue;
+        };
+        if suffix == TXN_INDEX_SUFFIX {
+            aborted += TxnIndexEntry::decode_all(&bytes).len();
+        }
+        if suffix != LOG_SUFFIX {
+            continue;
+        }
+        for batch in logbus::storage::BatchIter::new(&bytes) {
+            let Ok(batch) = batch else { break };
+            let h = batch.header();
+            if !h.is_transactional() || h.producer_id < 0 {
+                continue;
+            }
+            if h.is_control() {
+                open.remove(&h.producer_id);
+            } else {
+                open.entry(h.producer_id).or_insert(h.base_offset);
+            }
+        }
+    }
+    let lso = open.values().copied().min().unwrap_or(end).min(end);
+    (lso, open.into_iter().collect(), aborted)
+}
+
 fn describe(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
     if !path.is_dir() {
         return Err(Failure::Input(Error::Io {
@@ -223,6 +263,17 @@ fn describe(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
             if let Some((_, _, c)) = d.cleaner.iter().find(|c| c.0 == *name && c.1 == *p) {
                 writeln!(out, "\tPartition: {p}\t{}", cleaner_line(c))?;
             }
+            let (lso, open, aborted) = transactions(&path.join(format!("{name}-{p}")), *end);
+            let open: Vec<String> = open
+                .iter()
+                .map(|(pid, first)| format!("{pid}@{first}"))
+                .collect();
+            writeln!(
+                out,
+                "\tPartition: {p}\tLastStableOffset: {lso}\tOpenTransactions: [{}]\tAbortedTransactions: {aborted}",
+                open.join(",")
+            )?;
+            producer_lines(out, &path.join(format!("{name}-{p}")))?;
         }
     }
     let ids = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
@@ -258,6 +309,7 @@ fn describe(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
                     r.partition,
                     epochs.join(" ")
                 )?;
+                producer_lines(out, &path.join(format!("{name}-{}", r.partition)))?;
             }
         }
     }
@@ -327,6 +379,29 @@ fn compact(out: &mut dyn Write, path: &Path) -> Result<ExitCode, Failure> {
         writeln!(out, "Topic: {topic}\tPartition: {p}\t{}", cleaner_line(c))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The idempotent producers' states a partition directory's batches hold, one line each
+/// (as Kafka's `kafka-transactions describe-producers` prints them).
+fn producer_lines(out: &mut dyn Write, dir: &Path) -> Result<(), Failure> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for p in logbus::persist::producer_states(dir)? {
+        let opt = |o: Option<u64>| o.map_or_else(|| "none".to_string(), |o| o.to_string());
+        writeln!(
+            out,
+            "\t\tProducerId: {}\tProducerEpoch: {}\tLastSequence: {}\tLastOffset: {}\tLastTimestamp: {}\tCoordinatorEpoch: {}\tCurrentTransactionStartOffset: {}",
+            p.producer_id,
+            p.epoch,
+            p.last_sequence,
+            opt(p.last_offset),
+            p.last_timestamp,
+            p.coordinator_epoch,
+            opt(p.current_txn_first_offset),
+        )?;
+    }
+    Ok(())
 }
 
 /// A data directory's marker, one line: its id, its broker's (cluster) id, its place in
@@ -489,6 +564,7 @@ enum Kind {
     Log,
     Index,
     TimeIndex,
+    TxnIndex,
 }
 
 /// The base offset and kind of a segment file, from its name.
@@ -498,6 +574,7 @@ fn classify(name: &str) -> Option<(u64, Kind)> {
         LOG_SUFFIX => Kind::Log,
         INDEX_SUFFIX => Kind::Index,
         TIME_INDEX_SUFFIX => Kind::TimeIndex,
+        logbus::storage::txn_index::TXN_INDEX_SUFFIX => Kind::TxnIndex,
         _ => return None,
     };
     Some((base, kind))
@@ -594,7 +671,33 @@ fn dump_file(
         Kind::Log => dump_log(out, path, base, print_data, max_batch),
         Kind::Index => dump_index(out, path, base, offset_index::ENTRY_SIZE),
         Kind::TimeIndex => dump_index(out, path, base, time_index::ENTRY_SIZE),
+        Kind::TxnIndex => dump_txn_index(out, path),
     }
+}
+
+/// A transaction index (Kafka's `AbortedTxn` entries), as Kafka's `DumpLogSegments` prints
+/// one.
+fn dump_txn_index(out: &mut dyn Write, path: &Path) -> Result<(), Failure> {
+    use logbus::storage::txn_index::{TxnIndexEntry, ENTRY_SIZE};
+    let (file, len) = open(path)?;
+    // An index holds one entry per aborted transaction: small.
+    let mut bytes = vec![0; len.min(64 << 20) as usize];
+    read_at(&*file, path, &mut bytes, 0)?;
+    for e in TxnIndexEntry::decode_all(&bytes) {
+        writeln!(
+            out,
+            "version: 0 producerId: {} firstOffset: {} lastOffset: {} lastStableOffset: {}",
+            e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset
+        )?;
+    }
+    if bytes.len() % ENTRY_SIZE != 0 {
+        writeln!(
+            out,
+            "Found {} invalid bytes at the end (an incomplete entry)",
+            bytes.len() % ENTRY_SIZE
+        )?;
+    }
+    Ok(())
 }
 
 fn dump_index(out: &mut dyn Write, path: &Path, base: u64, entry: usize) -> Result<(), Failure> {
@@ -929,7 +1032,10 @@ mod tests {
             classify("00000000000000000042.timeindex"),
             Some((42, Kind::TimeIndex))
         );
-        assert_eq!(classify("00000000000000000042.txnindex"), None);
+        assert!(matches!(
+            classify("00000000000000000042.txnindex"),
+            Some((42, Kind::TxnIndex))
+        ));
         assert_eq!(classify("42.log"), None);
     }
 }

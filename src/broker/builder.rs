@@ -108,7 +108,7 @@ impl BrokerBuilder {
         if self.persist.dir.is_some() || self.persist.no_dirs {
             return self.open();
         }
-        let broker = Broker::from_parts(self.clock, None);
+        let broker = Broker::from_parts(self.clock, None, super::txn::TxnCoordinator::in_memory());
         broker.set_empty_group_timeout(self.empty_group_timeout);
         Ok(broker)
     }

@@ -42,8 +42,12 @@ mod builder;
 mod faults;
 pub(crate) mod groups;
 mod persisted;
+pub(crate) mod producer_ids;
 mod topic;
 mod topics;
+mod txn;
+pub(crate) use txn::TxnIds;
+pub use txn::{TransactionDescription, TxnState};
 
 use crate::partition::topic_config as config;
 pub use builder::BrokerBuilder;
@@ -73,6 +77,10 @@ struct BrokerInner {
     metadata_version: AtomicU64,
     /// Replication threads and fault injection, started with the first replicated topic.
     replication: Mutex<Option<Arc<crate::replica::Runtime>>>,
+    /// The transaction coordinator (`txn`).
+    txn: txn::TxnCoordinator,
+    /// Producer ids and epochs (`producer_ids`).
+    producer_ids: producer_ids::ProducerIds,
 }
 
 impl Drop for BrokerInner {
@@ -135,9 +143,11 @@ impl Broker {
     pub(crate) fn from_parts(
         clock: Arc<dyn Clock>,
         data: Option<Arc<crate::persist::DataDir>>,
+        txn: txn::TxnCoordinator,
     ) -> Broker {
         Broker {
             inner: Arc::new(BrokerInner {
+                producer_ids: producer_ids::ProducerIds::starting(data.is_some()),
                 clock,
                 data,
                 topics: Mutex::new(HashMap::new()),
@@ -145,6 +155,7 @@ impl Broker {
                 empty_group_timeout_ms: AtomicU64::new(millis(DEFAULT_EMPTY_GROUP_TIMEOUT)),
                 metadata_version: AtomicU64::new(0),
                 replication: Mutex::new(None),
+                txn,
             }),
         }
     }
@@ -153,7 +164,11 @@ impl Broker {
 impl Broker {
     /// A broker keeping everything in memory, reading the system clock.
     pub fn in_memory() -> Self {
-        Broker::from_parts(Arc::new(SystemClock), None)
+        Broker::from_parts(
+            Arc::new(SystemClock),
+            None,
+            txn::TxnCoordinator::in_memory(),
+        )
     }
 
     /// The broker's clock.

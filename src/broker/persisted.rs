@@ -290,7 +290,9 @@ impl BrokerBuilder {
             plan.apply(&*io, &dirs)?;
             data.set_replaced(plan.lost);
         }
-        let broker = Broker::from_parts(Arc::clone(&self.clock), Some(Arc::clone(&data)));
+        let txn = super::txn::TxnCoordinator::open(crate::sync::Arc::clone(&data.io), data.path())?;
+        let broker = Broker::from_parts(Arc::clone(&self.clock), Some(Arc::clone(&data)), txn);
+        broker.txn_reserve_ids();
         broker.set_empty_group_timeout(self.empty_group_timeout);
         broker.replication().attach_disk(disk);
         data.start_background()?;
@@ -919,12 +921,14 @@ where
             reopen.then_some(state),
         );
         let set = crate::replica::rejoin(Arc::new(set), &lost);
-        partitions.push(Arc::new(Partition::replicated(
+        let partition = Arc::new(Partition::replicated(
             config.partition_config(),
             Arc::clone(&arrivals),
             Arc::clone(&set) as Arc<dyn crate::partition::ReplicatedLog<K, V>>,
             broker_closed,
-        )?));
+        )?);
+        partition.rebuild_transactions();
+        partitions.push(partition);
         disks.push(Arc::clone(&set) as Arc<dyn DiskPartition>);
         sets.push(set);
     }
@@ -971,6 +975,9 @@ where
                 records: records
                     .into_iter()
                     .enumerate()
+                    // Control records (transaction markers) hold no record: their offsets
+                    // are gaps here, as for consumers.
+                    .filter(|(_, (_, e))| !e.is_control())
                     .map(|(i, (epoch, e))| {
                         (
                             log_start + i as u64,

@@ -134,9 +134,86 @@ pub(super) trait TopicAdmin: Send + Sync {
     fn remove_group(&self, group: &str);
     /// Lets go of `group`'s gates (its committed offsets stay).
     fn release_group(&self, group: &str);
+    /// Writes a transaction's end marker on `partition` (`acks = all`): `Ok(true)` written,
+    /// `Ok(false)` already there (or a later transaction of the producer is open there).
+    fn write_marker(&self, partition: u32, marker: &MarkerWrite) -> Result<bool>;
+    /// The partition's open and aborted transactions.
+    fn transactions(
+        &self,
+        partition: u32,
+    ) -> Result<(
+        Vec<crate::partition::OpenTxn>,
+        Vec<crate::partition::AbortedTxn>,
+    )>;
+}
+
+/// One end marker to write ([`TopicAdmin::write_marker`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MarkerWrite {
+    pub(crate) producer_id: i64,
+    pub(crate) epoch: i16,
+    pub(crate) commit: bool,
+    pub(crate) coordinator_epoch: i32,
+    pub(crate) now_ms: i64,
+    /// How long the write may wait for its acknowledgement.
+    pub(crate) timeout: std::time::Duration,
 }
 
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInner<K, V> {
+    fn write_marker(&self, partition: u32, m: &MarkerWrite) -> Result<bool> {
+        use crate::partition::txn::{TxnAppendError, TxnRefusal};
+        let p = self.partition(partition)?;
+        let policy = crate::partition::SendPolicy {
+            acks: crate::partition::Acks::All,
+            retries: 0,
+            delivery_timeout: m.timeout,
+            request_timeout: m.timeout,
+            counters: Arc::default(),
+            // Markers carry no sequence (the partition's transaction table fences them).
+            producer: None,
+            // Control batches are written uncompressed whatever the codec.
+            compression: crate::storage::record_batch::Compression::None,
+        };
+        let marker = crate::partition::ControlMarker {
+            commit: m.commit,
+            coordinator_epoch: m.coordinator_epoch,
+        };
+        let deadline = crate::sync::time::Instant::now().checked_add(m.timeout);
+        match p.write_marker(m.producer_id, m.epoch, marker, m.now_ms, policy, deadline) {
+            Ok(_) => Ok(true),
+            // Already written, or a later transaction of the producer is open here (which
+            // the coordinator lets begin only after this one's markers were all written).
+            Err(TxnAppendError::Refused(TxnRefusal::StaleMarker { epoch, open }, _))
+                if open.is_none_or(|o| o > epoch) =>
+            {
+                Ok(false)
+            }
+            Err(TxnAppendError::Refused(why, _)) => Err(Error::InvalidTxnState {
+                transactional_id: String::new(),
+                state: "PrepareCommit/PrepareAbort",
+                operation: "write transaction marker",
+                valid: if matches!(why, TxnRefusal::StaleMarker { .. }) {
+                    "a marker for the transaction open on the partition"
+                } else {
+                    "a marker of the current epoch"
+                },
+            }),
+            Err(TxnAppendError::Append(_, why)) => {
+                Err(crate::partition::append_error(why, &self.name, partition))
+            }
+        }
+    }
+
+    fn transactions(
+        &self,
+        partition: u32,
+    ) -> Result<(
+        Vec<crate::partition::OpenTxn>,
+        Vec<crate::partition::AbortedTxn>,
+    )> {
+        Ok(self.partition(partition)?.transactions())
+    }
+
     fn config(&self) -> TopicConfig {
         TopicConfig {
             partitions: self.partition_count(),

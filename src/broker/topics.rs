@@ -30,6 +30,9 @@ pub struct PartitionInfo {
     /// Records held in memory (`log_end - log_start`; a compacted topic's partition: its
     /// ring's records and the keys it keeps beyond them).
     pub records_in_memory: u64,
+    /// The last stable offset: the first offset of the earliest open transaction, else
+    /// the high watermark. Read-committed consumers read below it.
+    pub last_stable_offset: u64,
     /// Records an [`Overflow::Block`](super::Overflow::Block) topic overwrote while no consumer group held them
     /// (none registered on the partition, or the last one deleted or expired): no group
     /// had read them (consumers without a group id hold nothing back, so one may have).
@@ -594,6 +597,7 @@ impl Broker {
                         unkeyed: c.unkeyed,
                     }),
                     cleaner: self.data().and_then(|d| d.cleaner_progress(name, p)),
+                    last_stable_offset: o.last_stable_offset,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -650,6 +654,11 @@ impl Broker {
     }
 
     /// Checks that `tp` names an existing partition.
+    /// A topic's type-erased admin operations (transaction markers, offsets).
+    pub(super) fn topic_admin(&self, name: &str) -> Result<Arc<dyn super::topic::TopicAdmin>> {
+        Ok(self.slot(name)?.admin)
+    }
+
     pub(crate) fn check_partition(&self, tp: &TopicPartition) -> Result<()> {
         let count = self.slot(&tp.topic)?.admin.partition_count();
         if tp.partition >= count {

@@ -1,5 +1,6 @@
 //! How a consumer is set up (Kafka's consumer configs).
 
+use crate::partition::IsolationLevel;
 use crate::{Error, Result};
 
 /// Where a consumer starts when its group has no committed offset, and where it goes when
@@ -35,6 +36,7 @@ pub struct ConsumerConfig {
     pub(super) client_id: Option<String>,
     pub(crate) auto_offset_reset: OffsetReset,
     pub(super) max_poll_records: usize,
+    pub(crate) isolation_level: IsolationLevel,
     /// Group membership settings (`crate::consumer::group_config`).
     pub(crate) member: crate::consumer::group_config::MemberConfig,
 }
@@ -53,8 +55,20 @@ impl ConsumerConfig {
             client_id: None,
             auto_offset_reset: OffsetReset::Latest,
             max_poll_records: 500,
+            isolation_level: IsolationLevel::ReadUncommitted,
             member: crate::consumer::group_config::MemberConfig::default(),
         }
+    }
+
+    /// Which records polls return (Kafka's `isolation.level`):
+    /// [`IsolationLevel::ReadUncommitted`] (the default, as Kafka's) returns every record
+    /// below the high watermark, those of open and aborted transactions too;
+    /// [`IsolationLevel::ReadCommitted`] returns records below the last stable offset only,
+    /// without those of aborted transactions. Neither returns control records
+    /// (transaction markers), whose offsets are gaps for consumers.
+    pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
+        self.isolation_level = level;
+        self
     }
 
     /// The consumer group whose committed offsets this consumer uses.

@@ -252,7 +252,7 @@ where
             entries.clear();
             let (name, partition) = (a.name, a.tp.partition);
             let mut headers = false;
-            let n = if a.partition.may_have_gaps() {
+            let n = if a.partition.may_have_gaps() || a.partition.has_transactions() {
                 // Each offset kept: a log on disk may have gaps between them.
                 let offsets = &mut buffers.offsets;
                 offsets.clear();

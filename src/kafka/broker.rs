@@ -468,6 +468,9 @@ impl KafkaBroker {
                     overwritten_unread: 0,
                     compacted: None,
                     cleaner: None,
+                    // librdkafka's watermark query gives no LSO: the high watermark (the LSO
+                    // of a partition without open transactions).
+                    last_stable_offset: high,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

@@ -5,7 +5,7 @@ use super::*;
 
 /// The partition ring's one producer handle, shared by every appender: taken for one
 /// publish (a run, or one entry) at a time, never across a wait for room.
-pub(super) type SharedProducer<K, V> = Arc<Mutex<RingProducer<Entry<K, V>>>>;
+pub(super) type SharedProducer<K, V> = Arc<Mutex<super::tail::Tail<K, V>>>;
 
 /// One producer thread's handle on a partition.
 pub(crate) struct Appender<K, V> {
@@ -31,6 +31,8 @@ pub(crate) struct Appender<K, V> {
     /// time, so no group expires there).
     #[cfg_attr(logbus_loom, allow(dead_code))]
     pub(super) expiry: Option<GateExpiry>,
+    /// The partition's transaction state (`txn` module).
+    pub(super) txn: Arc<super::txn::TxnShared>,
 }
 
 /// How often a producer waiting for room on a gated partition lets expired groups go:
@@ -45,6 +47,12 @@ impl<K, V> fmt::Debug for Appender<K, V> {
 }
 
 impl<K, V> Appender<K, V> {
+    /// The idempotent producer appending through this handle, if any (its epoch now).
+    #[inline(always)]
+    pub(crate) fn producer(&self) -> Option<ProducerIdentity> {
+        self.policy.producer.as_ref().map(|h| h.current())
+    }
+
     /// Whether appends go to replicas (they wait for acks, not for room).
     pub(crate) fn is_replicated(&self) -> bool {
         self.replicated.is_some()
@@ -120,12 +128,20 @@ impl<K, V> Appender<K, V> {
         }
         // An in-memory partition with room: one publish, inline (a single send's common
         // case); anything else (full, closed) goes the general way, which tries again.
+        let producer = self.producer();
+        let ts = if producer.is_some() {
+            entry.timestamp()
+        } else {
+            0
+        };
         let mut handle = self.handle.lock();
+        let stamp = handle.stamp_next(producer);
         match handle.try_publish(entry) {
             Ok(()) => {
                 let offset = handle
                     .last_sequence()
                     .expect("a successful publish records its sequence");
+                handle.published(stamp, offset, 1, ts);
                 drop(handle);
                 // Fence-free unless a consumer is parked; waiters take the heavy fence.
                 self.arrivals.notify_all_light();
@@ -166,14 +182,19 @@ impl<K, V> Appender<K, V> {
             }
         }
         let mut entry = entry;
+        let producer = self.producer();
+        let ts = entry.timestamp();
         let offset = loop {
             let mut handle = self.handle.lock();
             self.retain_overwritten(handle.next_sequence(), 1);
+            let stamp = handle.stamp_next(producer);
             match handle.try_publish(entry) {
                 Ok(()) => {
-                    break handle
+                    let offset = handle
                         .last_sequence()
-                        .expect("a successful publish records its sequence")
+                        .expect("a successful publish records its sequence");
+                    handle.published(stamp, offset, 1, ts);
+                    break offset;
                 }
                 Err(TryPublishError::Closed(v)) => {
                     return Err((Some(v), self.closed_why(AppendError::Closed)))
@@ -197,6 +218,93 @@ impl<K, V> Appender<K, V> {
         if let Some(disk) = &self.disk {
             // The entry is in the log now: on a log gone offline there is nothing to hand
             // back (later sends fail: the writer closes the ring).
+            if let Err(e) = disk.wait_acked(offset) {
+                return Err((None, AppendError::Unacknowledged(Box::new(e))));
+            }
+        }
+        Ok(offset)
+    }
+
+    /// Appends `entry` as record `seq` of producer `id` (the sequence given, not the
+    /// producer's next: a send retried from outside, e.g. after a broker restart): the
+    /// leader's check decides (`producer_state`). A retry of a record the log holds is
+    /// answered with its offset and not appended again.
+    ///
+    /// # Errors
+    ///
+    /// As [`append`](Self::append); [`AppendError::OutOfOrderSequence`] and
+    /// [`AppendError::ProducerFenced`] (nothing appended, the entry handed back).
+    pub(crate) fn append_sequenced(
+        &mut self,
+        entry: Entry<K, V>,
+        id: ProducerIdentity,
+        seq: i32,
+    ) -> std::result::Result<u64, (Option<Entry<K, V>>, AppendError)> {
+        use super::producer_state::Check;
+        if let Some(r) = &self.replicated {
+            return r.append_sequenced(entry, &self.policy, id, seq);
+        }
+        if let Some(disk) = &self.disk {
+            if let Err((size, max)) = disk.check_size(&entry) {
+                return Err((Some(entry), AppendError::TooLarge(size, max)));
+            }
+            if let Some(e) = disk.offline_error() {
+                return Err((Some(entry), AppendError::Offline(Box::new(e))));
+            }
+        }
+        let ts = entry.timestamp();
+        let mut entry = entry;
+        let offset = loop {
+            let mut handle = self.handle.lock();
+            let (check, stamp) = handle.check_next(id, seq, 1);
+            match check {
+                Check::Append => {}
+                Check::Duplicate(_, last) => return Ok(last),
+                Check::Fenced { current } => {
+                    return Err((
+                        Some(entry),
+                        AppendError::ProducerFenced {
+                            producer: id,
+                            current,
+                        },
+                    ))
+                }
+                Check::OutOfOrder { expected } => {
+                    return Err((
+                        Some(entry),
+                        AppendError::OutOfOrderSequence {
+                            producer: id,
+                            expected,
+                            got: seq,
+                        },
+                    ))
+                }
+            }
+            // The check above and this publish in one hold of the lock: no other append
+            // comes between (loom model `idempotent_sequences_follow_the_log`).
+            match handle.try_publish(entry) {
+                Ok(()) => {
+                    let offset = handle
+                        .last_sequence()
+                        .expect("a successful publish records its sequence");
+                    handle.published(stamp, offset, 1, ts);
+                    break offset;
+                }
+                Err(crate::ring::TryPublishError::Closed(v)) => {
+                    return Err((Some(v), self.closed_why(AppendError::Closed)))
+                }
+                Err(crate::ring::TryPublishError::Full(v)) => {
+                    let at = handle.next_sequence();
+                    drop(handle);
+                    entry = v;
+                    if !self.wait_for_room(at, 1, None) {
+                        return Err((Some(entry), AppendError::Timeout));
+                    }
+                }
+            }
+        };
+        self.arrivals.notify_all_light();
+        if let Some(disk) = &self.disk {
             if let Err(e) = disk.wait_acked(offset) {
                 return Err((None, AppendError::Unacknowledged(Box::new(e))));
             }
@@ -282,8 +390,15 @@ impl<K, V> Appender<K, V> {
             && entries.iter().fold(true, |plain, e| plain & e.is_plain());
         // The last offset this call appended.
         let mut last = None;
+        let producer = self.producer();
+        let ts = match (producer, entries.last()) {
+            (Some(_), Some(e)) => e.timestamp(),
+            _ => 0,
+        };
         let done = loop {
             let mut handle = self.handle.lock();
+            let from = handle.next_sequence();
+            let stamp = handle.stamp_next(producer);
             let published = if self.compaction.is_some() {
                 // At most a lap per publish, so that every record it overwrites (even one
                 // of this batch) is retained first.
@@ -298,6 +413,9 @@ impl<K, V> Appender<K, V> {
             };
             if matches!(published, Ok(1..) | Err(BatchClosed { published: 1.. })) {
                 last = handle.last_sequence();
+                if let Some(l) = last {
+                    handle.published(stamp, from, l + 1 - from, ts);
+                }
             }
             let at = handle.next_sequence();
             drop(handle);
@@ -353,15 +471,22 @@ impl<K, V> Appender<K, V> {
         // ring tracks plain entries exactly then (`Partition::with_ring`).
         let plain = !std::mem::needs_drop::<K>() && !std::mem::needs_drop::<V>();
         let mut done = 0;
+        let producer = self.producer();
         let result = loop {
             let rest = &records[done..];
             let at = rest.as_ptr();
             let mut handle = self.handle.lock();
+            let from = handle.next_sequence();
+            let stamp = handle.stamp_next(producer);
             // SAFETY: the closure copies `rest[i]` for the `i < rest.len()` the ring asks
             // for (`at` points into `rest`, which outlives the call), so it cannot panic,
             // and touches no ring; `plain` as computed above.
             let published =
                 unsafe { handle.try_publish_made(rest.len(), move |i| entry(&*at.add(i)), plain) };
+            let (Ok(n) | Err(crate::ring::BatchClosed { published: n })) = published;
+            if n > 0 {
+                handle.published(stamp, from, n as u64, rest[n - 1].0);
+            }
             // The handle is released where each arm leaves this iteration.
             match published {
                 // The common case first: everything fit.
@@ -435,17 +560,22 @@ impl<K, V> Appender<K, V> {
         // drop one twice.
         // SAFETY: shrinking only.
         unsafe { values.set_len(0) };
+        let producer = self.producer();
         let mut handle = self.handle.lock();
+        let from = handle.next_sequence();
+        let stamp = handle.stamp_next(producer);
         // SAFETY: the ring calls `make(i)` once for each `i` it publishes, `0..n` in order,
         // so each value is taken once (`at` points to `len` values no longer owned by the
         // vector); `entry` neither panics nor touches a ring (the caller's contract);
         // `plain` as computed above, for entries without key or headers.
         let published = unsafe { handle.try_publish_made(len, move |i| entry(at.add(i)), plain) };
-        drop(handle);
         let n = match published {
             Ok(n) => n,
             Err(crate::ring::BatchClosed { published }) => published,
         };
+        // The values' timestamps are gone with them: the hot run keeps its latest.
+        handle.published(stamp, from, n as u64, i64::MIN);
+        drop(handle);
         // SAFETY: `0..n` were moved out; `n..len` are still initialised and move to the
         // front (possibly overlapping); the vector owns exactly those again.
         unsafe {

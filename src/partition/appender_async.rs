@@ -37,12 +37,19 @@ impl<K, V> Appender<K, V> {
                 return Err((Some(entry), AppendError::Offline(Box::new(e))));
             }
         }
+        let producer = self.producer();
+        let ts = entry.timestamp();
         let mut handle = self.handle.lock();
         self.retain_overwritten(handle.next_sequence(), 1);
+        let stamp = handle.stamp_next(producer);
         let offset = match handle.try_publish(entry) {
-            Ok(()) => handle
-                .last_sequence()
-                .expect("a successful publish records its sequence"),
+            Ok(()) => {
+                let offset = handle
+                    .last_sequence()
+                    .expect("a successful publish records its sequence");
+                handle.published(stamp, offset, 1, ts);
+                offset
+            }
             Err(TryPublishError::Closed(v)) => {
                 drop(handle);
                 return Err((Some(v), self.closed_why(AppendError::Closed)));

@@ -12,7 +12,9 @@
 //!   8, so no bit is lost);
 //! - `key`: the key, initialised exactly when bit 62 is set (no bytes for a key type of
 //!   size 0, such as `()`);
-//! - `value`: the value, always in place, so that reading it never depends on the shape.
+//! - `value`: the value, in place, so that reading it never depends on the shape; only a
+//!   control record (a transaction's COMMIT or ABORT marker, always boxed) has none, and
+//!   every read checks [`Entry::is_control`] before it hands an entry over.
 //!
 //! Only records with headers are boxed. They paid for one allocation before (their headers'
 //! box); the box now carries timestamp and key with the headers, so no record allocates
@@ -25,7 +27,6 @@
 
 use std::marker::PhantomData;
 use std::mem::{ManuallyDrop, MaybeUninit};
-use std::ptr;
 
 use bytes::Bytes;
 
@@ -58,6 +59,30 @@ struct Full<K> {
     timestamp: i64,
     key: Option<K>,
     headers: Headers,
+    /// A transactional record's producer (KIP-98), or a control record (a COMMIT or ABORT
+    /// marker, which has no value).
+    txn: Option<TxnMark>,
+}
+
+/// What marks a record as part of a transaction, or as a transaction's end marker: the
+/// batch header fields Kafka gives it (producer id and epoch, attribute bits 4 and 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TxnMark {
+    /// The producer id of the transaction.
+    pub(crate) producer_id: i64,
+    /// The producer epoch of the transaction (one per transaction: KIP-890).
+    pub(crate) epoch: i16,
+    /// `Some` for a control record: the transaction's end marker.
+    pub(crate) control: Option<ControlMarker>,
+}
+
+/// A control record's content (Kafka's `EndTransactionMarker`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ControlMarker {
+    /// COMMIT (`true`, control type 1) or ABORT (`false`, control type 0).
+    pub(crate) commit: bool,
+    /// The epoch of the transaction coordinator that wrote it.
+    pub(crate) coordinator_epoch: i32,
 }
 
 /// What the ring of a partition holds for one record (module docs).
@@ -68,7 +93,10 @@ pub(crate) struct Entry<K, V> {
     /// when `HAS_KEY` is set.
     word: u64,
     key: MaybeUninit<K>,
-    value: V,
+    /// Initialised unless the entry is a control record (boxed, its `Full::txn` holding a
+    /// `control`): those carry no value, and every reader checks
+    /// [`is_control`](Entry::is_control) before it looks at one.
+    value: MaybeUninit<V>,
     /// The box `word` may own: for drop check and the auto traits.
     _box: PhantomData<Box<Full<K>>>,
 }
@@ -96,7 +124,7 @@ impl<K, V> Entry<K, V> {
         Self {
             word: stamp(timestamp, 0),
             key: MaybeUninit::uninit(),
-            value,
+            value: MaybeUninit::new(value),
             _box: PhantomData,
         }
     }
@@ -117,12 +145,13 @@ impl<K, V> Entry<K, V> {
             timestamp,
             key,
             headers,
+            txn: None,
         }));
         let address = full.expose_provenance() as u64;
         Self {
             word: (address >> 1) | BOXED,
             key: MaybeUninit::uninit(),
-            value,
+            value: MaybeUninit::new(value),
             _box: PhantomData,
         }
     }
@@ -139,7 +168,7 @@ impl<K, V> Entry<K, V> {
         Self {
             word: stamp(timestamp, flags),
             key,
-            value,
+            value: MaybeUninit::new(value),
             _box: PhantomData,
         }
     }
@@ -184,7 +213,7 @@ impl<K, V> Entry<K, V> {
     /// Milliseconds since the Unix epoch.
     #[inline]
     pub(crate) fn timestamp(&self) -> i64 {
-        self.parts().0
+        self.any_timestamp()
     }
 
     /// The key, if any.
@@ -196,7 +225,7 @@ impl<K, V> Entry<K, V> {
     /// The value.
     #[inline(always)]
     pub(crate) fn value(&self) -> &V {
-        &self.value
+        self.parts().2
     }
 
     /// The headers, in order (empty for most records).
@@ -211,7 +240,13 @@ impl<K, V> Entry<K, V> {
     pub(crate) fn parts(&self) -> Parts<'_, K, V> {
         if self.word >> 62 == 0 {
             // No flag: the word is the timestamp.
-            return (self.word as i64, None, &self.value, &[]);
+            // SAFETY: not boxed, so not a control record: the value is initialised.
+            return (
+                self.word as i64,
+                None,
+                unsafe { self.value.assume_init_ref() },
+                &[],
+            );
         }
         if !self.is_boxed() {
             let key = if self.word & HAS_KEY != 0 {
@@ -221,17 +256,20 @@ impl<K, V> Entry<K, V> {
             } else {
                 None
             };
-            return ((self.word & TIME) as i64, key, &self.value, &[]);
+            // SAFETY: not boxed, so not a control record: the value is initialised.
+            let value = unsafe { self.value.assume_init_ref() };
+            return ((self.word & TIME) as i64, key, value, &[]);
         }
         // SAFETY: `BOXED` set: `full` is the box this entry owns, alive as long as `self`
         // (only `drop` and `into_parts` free it, which take `self`).
         let full = unsafe { &*self.full() };
-        (
-            full.timestamp,
-            full.key.as_ref(),
-            &self.value,
-            &full.headers,
-        )
+        assert!(
+            !is_control(full),
+            "a control record has no value: reads skip them (Entry::is_control)"
+        );
+        // SAFETY: not a control record (checked above): the value is initialised.
+        let value = unsafe { self.value.assume_init_ref() };
+        (full.timestamp, full.key.as_ref(), value, &full.headers)
     }
 
     /// [`parts`](Self::parts) of an entry known not to be boxed (a run whose ring saw
@@ -252,26 +290,38 @@ impl<K, V> Entry<K, V> {
         } else {
             None
         };
-        ((self.word & TIME) as i64, key, &self.value, &[])
+        // SAFETY: not boxed (the caller's guarantee), so not a control record: the value is
+        // initialised.
+        let value = unsafe { self.value.assume_init_ref() };
+        ((self.word & TIME) as i64, key, value, &[])
     }
 
     /// The record's timestamp, key, value and headers, moved out.
     pub(crate) fn into_parts(self) -> (i64, Option<K>, V, Headers) {
         // The fields are moved out below, each once; nothing is left to drop.
         let this = ManuallyDrop::new(self);
-        // SAFETY: read once, and `this` is never dropped: the value has one owner.
-        let value = unsafe { ptr::read(&this.value) };
         if this.is_boxed() {
             // SAFETY: `BOXED` set: the box this entry owns, taken back once (`this` is
             // never dropped).
             let full = unsafe { Box::from_raw(this.full()) };
+            assert!(
+                !is_control(&full),
+                "a control record has no value: reads skip them (Entry::is_control)"
+            );
+            // SAFETY: not a control record: the value is initialised; read once, and
+            // `this` is never dropped: the value has one owner.
+            let value = unsafe { this.value.assume_init_read() };
             let Full {
                 timestamp,
                 key,
                 headers,
+                txn: _,
             } = *full;
             return (timestamp, key, value, headers);
         }
+        // SAFETY: not boxed, so not a control record: the value is initialised; read once,
+        // and `this` is never dropped: the value has one owner.
+        let value = unsafe { this.value.assume_init_read() };
         let key = if this.word & HAS_KEY != 0 {
             // SAFETY: `HAS_KEY` set and `BOXED` clear: `key` is initialised; read once, and
             // `this` is never dropped.
@@ -283,15 +333,125 @@ impl<K, V> Entry<K, V> {
     }
 }
 
+/// Whether a box is a control record's (it has no value).
+#[inline(always)]
+fn is_control<K>(full: &Full<K>) -> bool {
+    full.txn.is_some_and(|t| t.control.is_some())
+}
+
+impl<K, V> Entry<K, V> {
+    /// A record of a transaction: always boxed (the box carries the producer id and epoch).
+    pub(crate) fn transactional(
+        timestamp: i64,
+        key: Option<K>,
+        value: V,
+        headers: Headers,
+        producer_id: i64,
+        epoch: i16,
+    ) -> Self {
+        Self::boxed(
+            timestamp,
+            key,
+            MaybeUninit::new(value),
+            headers,
+            Some(TxnMark {
+                producer_id,
+                epoch,
+                control: None,
+            }),
+        )
+    }
+
+    /// A transaction's end marker (a control record: no key, no value).
+    pub(crate) fn control(
+        timestamp: i64,
+        producer_id: i64,
+        epoch: i16,
+        marker: ControlMarker,
+    ) -> Self {
+        Self::boxed(
+            timestamp,
+            None,
+            MaybeUninit::uninit(),
+            Vec::new(),
+            Some(TxnMark {
+                producer_id,
+                epoch,
+                control: Some(marker),
+            }),
+        )
+    }
+
+    /// A boxed entry; `value` is initialised unless `txn` is a control record's.
+    fn boxed(
+        timestamp: i64,
+        key: Option<K>,
+        value: MaybeUninit<V>,
+        headers: Headers,
+        txn: Option<TxnMark>,
+    ) -> Self {
+        debug_assert!(
+            valid_timestamp(timestamp),
+            "unchecked timestamp {timestamp}"
+        );
+        Self::box_word_is_lossless();
+        let full = Box::into_raw(Box::new(Full {
+            timestamp,
+            key,
+            headers,
+            txn,
+        }));
+        let address = full.expose_provenance() as u64;
+        Self {
+            word: (address >> 1) | BOXED,
+            key: MaybeUninit::uninit(),
+            value,
+            _box: PhantomData,
+        }
+    }
+
+    /// The record's transaction mark: its producer, and whether it is a control record.
+    #[inline(always)]
+    pub(crate) fn txn(&self) -> Option<TxnMark> {
+        if !self.is_boxed() {
+            return None;
+        }
+        // SAFETY: `BOXED` set: the box this entry owns, alive as long as `self`.
+        unsafe { (*self.full()).txn }
+    }
+
+    /// Whether the entry is a control record (no value: readers skip it).
+    #[inline(always)]
+    pub(crate) fn is_control(&self) -> bool {
+        self.txn().is_some_and(|t| t.control.is_some())
+    }
+
+    /// The timestamp of any entry, a control record's too.
+    pub(crate) fn any_timestamp(&self) -> i64 {
+        if !self.is_boxed() {
+            return (self.word & TIME) as i64;
+        }
+        // SAFETY: `BOXED` set: the box this entry owns, alive as long as `self`.
+        unsafe { (*self.full()).timestamp }
+    }
+}
+
 impl<K: Clone, V: Clone> Clone for Entry<K, V> {
     #[inline]
     fn clone(&self) -> Self {
-        // The value first: if a later clone panics, it is a local that drops on its own.
-        let value = self.value.clone();
         if self.is_boxed() {
             // SAFETY: `BOXED` set: the box this entry owns, alive as long as `self`.
             let full = unsafe { &*self.full() };
+            // The value first: if a later clone panics, it is a local that drops on its own.
+            let value = if is_control(full) {
+                None
+            } else {
+                // SAFETY: not a control record: the value is initialised.
+                Some(unsafe { self.value.assume_init_ref() }.clone())
+            };
+            // The value stays an `Option<V>` until nothing can panic: it drops on unwind.
             let full = Box::new(full.clone());
+            let value = value.map_or(MaybeUninit::uninit(), MaybeUninit::new);
             let address = Box::into_raw(full).expose_provenance() as u64;
             return Self {
                 word: (address >> 1) | BOXED,
@@ -300,6 +460,8 @@ impl<K: Clone, V: Clone> Clone for Entry<K, V> {
                 _box: PhantomData,
             };
         }
+        // SAFETY: not boxed, so not a control record: the value is initialised.
+        let value = unsafe { self.value.assume_init_ref() }.clone();
         let key = self.key().cloned();
         Self::unboxed((self.word & TIME) as i64, key, value)
     }
@@ -308,11 +470,35 @@ impl<K: Clone, V: Clone> Clone for Entry<K, V> {
 impl<K, V> Drop for Entry<K, V> {
     #[inline]
     fn drop(&mut self) {
-        // The value is a field of its own, dropped after this (also if this panics).
         if self.is_boxed() {
             // SAFETY: `BOXED` set: the box this entry owns, freed once (here).
-            drop(unsafe { Box::from_raw(self.full()) });
-        } else if self.word & HAS_KEY != 0 {
+            let full = unsafe { Box::from_raw(self.full()) };
+            let control = is_control(&full);
+            // The value is dropped even if the box's contents panic on drop.
+            struct DropValue<'a, V>(&'a mut MaybeUninit<V>, bool);
+            impl<V> Drop for DropValue<'_, V> {
+                fn drop(&mut self) {
+                    if self.1 {
+                        // SAFETY: set only for an entry that is not a control record,
+                        // whose value is initialised; dropped once (here).
+                        unsafe { self.0.assume_init_drop() };
+                    }
+                }
+            }
+            let _value = DropValue(&mut self.value, !control);
+            drop(full);
+            return;
+        }
+        struct DropValue<'a, V>(&'a mut MaybeUninit<V>);
+        impl<V> Drop for DropValue<'_, V> {
+            fn drop(&mut self) {
+                // SAFETY: not boxed, so not a control record: the value is initialised;
+                // dropped once (here).
+                unsafe { self.0.assume_init_drop() };
+            }
+        }
+        let _value = DropValue(&mut self.value);
+        if self.word & HAS_KEY != 0 {
             // SAFETY: `HAS_KEY` set and `BOXED` clear: `key` is initialised, and dropped
             // once (here).
             unsafe { self.key.assume_init_drop() };

@@ -57,6 +57,10 @@ impl<K, V> Partition<K, V> {
         group: &GroupSlot<K, V>,
         mut f: impl FnMut(u64, Parts<'_, K, V>),
     ) -> Option<ReadOutcome> {
+        if self.has_transactions() {
+            // Control records and aborted records are filtered by `read_as`.
+            return None;
+        }
         let n = match self.hold(offset, max, now_ms, group) {
             Ok(n) => n,
             Err(outcome) => return outcome,

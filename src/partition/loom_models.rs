@@ -726,3 +726,80 @@ fn a_replay_racing_compaction_reads_every_latest_value_once() {
         assert_eq!(latest, [(0, 2), (1, 1), (2, 4)].into_iter().collect());
     });
 }
+
+/// A read-committed fetch racing the first record of a transaction (which never commits
+/// here): the fetch's LSO snapshot (its high watermark loaded before the transaction
+/// table's lock) never lets it read that record.
+#[test]
+fn a_read_committed_fetch_never_reads_a_transaction_opening_meanwhile() {
+    model(|| {
+        let p = partition(false);
+        let writer = {
+            let p = Arc::clone(&p);
+            thread::spawn(move || {
+                let mut a = p.appender();
+                let e = Entry::transactional(0, None, crate::sync::Arc::new(7), Vec::new(), 1, 0);
+                assert!(a.append_txn(e, 1, 0, AppendWait::No).is_ok());
+            })
+        };
+        let mut got = Vec::new();
+        let _ = p.read_as(txn::IsolationLevel::ReadCommitted, 0, 4, 0, None, |o, _| {
+            got.push(o)
+        });
+        writer.join().unwrap();
+        assert!(
+            got.is_empty(),
+            "read offsets {got:?} of an open transaction"
+        );
+        // Once it commits, a fetch reads it.
+        let marker = ControlMarker {
+            commit: true,
+            coordinator_epoch: 0,
+        };
+        assert!(p
+            .write_marker(1, 0, marker, 0, SendPolicy::default(), None)
+            .is_ok());
+        let mut got = Vec::new();
+        let _ = p.read_as(txn::IsolationLevel::ReadCommitted, 0, 4, 0, None, |o, _| {
+            got.push(o)
+        });
+        assert_eq!(got, [0]);
+    });
+}
+
+/// The idempotent producer on a one-replica partition: a fresh send (its sequence given
+/// under the ring producer's lock) races a retry of sequence 0 from another handle
+/// (`append_sequenced`, whose check must be atomic with its publish). Whatever the order,
+/// sequence 0 is in the log once: either the retry finds it and answers with its offset,
+/// or the retry appends it and the fresh send gets sequence 1; the producer's state ends at
+/// the last offset with sequence `log end - 1`. Key lock: the ring producer's, held from the
+/// check to the publish (`Tail::check_next` .. `published`); checking under one hold and
+/// publishing under another appends sequence 0 twice.
+#[test]
+fn idempotent_sequences_follow_the_log() {
+    use super::producer_state::ProducerHandle;
+    model(|| {
+        let p = partition_of::<(), Value>(4, false);
+        let id = ProducerIdentity { id: 1, epoch: 0 };
+        let policy = SendPolicy {
+            producer: Some(Arc::new(ProducerHandle::new(id, Ok))),
+            ..SendPolicy::default()
+        };
+        let mut fresh = p.appender().with_policy(policy.clone());
+        let mut retry = p.appender().with_policy(policy);
+        let t = thread::spawn(move || append(&mut fresh, 10, AppendWait::No));
+        let again = retry
+            .append_sequenced(entry(10), id, 0)
+            .map_err(|(_, e)| e)
+            .unwrap();
+        let first = t.join().unwrap();
+        let end = p.log_end();
+        if again == first {
+            assert_eq!(end, 1, "the retry was answered, not appended");
+        } else {
+            assert_eq!(end, 2);
+        }
+        let last = p.with_producers(|s| s.get(1).and_then(|e| e.last()));
+        assert_eq!(last, Some(((end - 1) as i32, end - 1)));
+    });
+}

@@ -69,6 +69,21 @@ pub(crate) struct SendProgress {
     pub(crate) step: Step,
     pub(crate) budget: Budget,
     pub(crate) retries: u32,
+    /// An idempotent send's producer and first sequence (assigned at its first append;
+    /// every retry carries the same).
+    pub(crate) idem: Idem,
+}
+
+/// An idempotent send's producer and, once assigned, its first sequence.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Idem {
+    pub(crate) producer: Option<super::ProducerIdentity>,
+    pub(crate) seq: Option<i32>,
+    /// The leader answered its last attempt as a duplicate (for the producer's metrics).
+    pub(crate) deduplicated: bool,
+    /// The caller gave the sequence (`send_sequenced`): out of order is its answer, not
+    /// retried.
+    pub(crate) explicit: bool,
 }
 
 impl SendProgress {
@@ -92,6 +107,12 @@ impl SendProgress {
                 0
             } else {
                 policy.retries
+            },
+            idem: Idem {
+                producer: policy.producer.as_ref().map(|h| h.current()),
+                seq: None,
+                deduplicated: false,
+                explicit: false,
             },
         }
     }

@@ -22,6 +22,7 @@
 
 use std::collections::VecDeque;
 
+use crate::partition::producer_state::{ProducerStates, Stamp};
 use crate::partition::Entry;
 
 mod chunk;
@@ -34,15 +35,17 @@ use time_index::TimestampBlocks;
 /// No epoch (Kafka's `UNDEFINED_EPOCH`).
 pub(crate) const NO_EPOCH: i32 = -1;
 
-/// Records `lo..hi` of `chunk`, written in leader epoch `epoch`; in a log, `first` is the
-/// offset of record `lo` (32 bytes: a log holds one per batch, and one per open chunk of
-/// single records).
+/// Records `lo..hi` of `chunk`, written in leader epoch `epoch` by the producer `stamp`
+/// names (its `seq` counts chunk slots: slot `i`'s record has sequence `stamp.at(i)`,
+/// `producer_state`); in a log, `first` is the offset of record `lo` (48 bytes: a log holds
+/// one per batch, and one per open chunk of single records of one producer).
 pub(crate) struct Run<K, V> {
     pub(crate) chunk: Chunk<K, V>,
     first: u64,
     pub(crate) epoch: i32,
     lo: u32,
     hi: u32,
+    pub(crate) stamp: Stamp,
 }
 
 impl<K, V> Clone for Run<K, V> {
@@ -53,6 +56,7 @@ impl<K, V> Clone for Run<K, V> {
             epoch: self.epoch,
             lo: self.lo,
             hi: self.hi,
+            stamp: self.stamp,
         }
     }
 }
@@ -69,7 +73,14 @@ impl<K, V> Run<K, V> {
             epoch,
             lo: 0,
             hi,
+            stamp: Stamp::NONE,
         }
+    }
+
+    /// The same records, written by the producer `stamp` names (slot-based, as the field).
+    pub(crate) fn stamped(mut self, stamp: Stamp) -> Self {
+        self.stamp = stamp;
+        self
     }
 
     /// Record `i` of `chunk` alone (a retried send's record, appended again).
@@ -80,6 +91,7 @@ impl<K, V> Run<K, V> {
             epoch,
             lo: i,
             hi: i.saturating_add(1),
+            stamp: Stamp::NONE,
         }
     }
 
@@ -94,23 +106,34 @@ impl<K, V> Run<K, V> {
             .map(move |e| (self.epoch, e))
     }
 
+    /// Its records, each with its epoch and stamp (the stamp's `seq` the record's own
+    /// sequence), as a store appends them.
+    pub(crate) fn stamped_entries(&self) -> impl Iterator<Item = (i32, Stamp, &Entry<K, V>)> {
+        let lo = u64::from(self.lo);
+        self.chunk
+            .slice(self.lo, self.hi)
+            .enumerate()
+            .map(move |(j, e)| (self.epoch, self.stamp.moved(lo + j as u64, 0), e))
+    }
+
     fn end(&self) -> u64 {
         self.first + u64::from(self.hi - self.lo)
     }
 }
 
-/// Records with their epochs as runs, one shared chunk per epoch (a log read from disk).
-pub(crate) fn runs_of<K, V>(records: Vec<(i32, Entry<K, V>)>) -> Vec<Run<K, V>> {
+/// Records with their epochs and stamps (each stamp's `seq` the record's own sequence) as
+/// runs, one shared chunk per epoch and producer run (a log read from disk).
+pub(crate) fn runs_of<K, V>(records: Vec<(i32, Stamp, Entry<K, V>)>) -> Vec<Run<K, V>> {
     let mut runs = Vec::new();
     let mut records = records.into_iter().peekable();
-    while let Some((epoch, first)) = records.next() {
+    while let Some((epoch, stamp, first)) = records.next() {
         let mut chunk = vec![first];
-        while let Some((_, e)) =
-            records.next_if(|(next, _)| *next == epoch && chunk.len() < CHUNK_MAX)
-        {
+        while let Some((_, _, e)) = records.next_if(|(next, s, _)| {
+            *next == epoch && chunk.len() < CHUNK_MAX && *s == stamp.moved(chunk.len() as u64, 0)
+        }) {
             chunk.push(e);
         }
-        runs.push(Run::whole(epoch, Chunk::many(chunk)));
+        runs.push(Run::whole(epoch, Chunk::many(chunk)).stamped(stamp));
     }
     runs
 }
@@ -133,6 +156,8 @@ pub(crate) struct ReplicaLog<K, V> {
     /// Where `offset_for_time` looks (module `time_index`); built by the lookups, so
     /// appends never touch it.
     times: TimestampBlocks,
+    /// Its producers' states (`producer_state`), following every append and truncation.
+    producers: ProducerStates,
 }
 
 impl<K, V> ReplicaLog<K, V> {
@@ -146,16 +171,21 @@ impl<K, V> ReplicaLog<K, V> {
             runs: VecDeque::new(),
             epochs: Vec::new(),
             times: TimestampBlocks::default(),
+            producers: ProducerStates::new(),
         }
     }
 
     /// A log recovered from disk: `floor` is its start on disk, `records` (with their
     /// epochs) the tail from `start` to its end, `epochs` its leader-epoch cache.
+    ///
+    /// `producers`: the producer states of the log below `start` (a snapshot and the
+    /// batches after it); the records from `start` on are applied to them here.
     pub(crate) fn restored(
         floor: u64,
         start: u64,
         records: Vec<Run<K, V>>,
         epochs: Vec<(i32, u64)>,
+        producers: ProducerStates,
     ) -> Self {
         let mut log = Self {
             floor,
@@ -165,11 +195,33 @@ impl<K, V> ReplicaLog<K, V> {
             runs: VecDeque::with_capacity(records.len()),
             epochs,
             times: TimestampBlocks::default(),
+            producers,
         };
         for run in records {
             log.push(run);
         }
         log
+    }
+
+    /// Its producers' states.
+    pub(crate) fn producers(&self) -> &ProducerStates {
+        &self.producers
+    }
+
+    /// Its producers' states, to change (expiry, transaction markers).
+    pub(crate) fn producers_mut(&mut self) -> &mut ProducerStates {
+        &mut self.producers
+    }
+
+    /// The stamp of the record at `offset` (its own sequence as `seq`), if held in memory.
+    #[allow(
+        dead_code,
+        reason = "for the transactions (issue 30, second half) and tools"
+    )]
+    pub(crate) fn stamp_at(&self, offset: u64) -> Option<Stamp> {
+        let run = &self.runs[self.run_at(offset)?];
+        let slot = u64::from(run.lo) + (offset - run.first);
+        Some(run.stamp.moved(slot, 0))
     }
 
     /// The log start offset (on disk, for a persisted replica).
@@ -232,6 +284,40 @@ impl<K, V> ReplicaLog<K, V> {
                 }
                 if o >= from {
                     f(o, epoch, e);
+                }
+            }
+        }
+    }
+
+    /// Calls `f(offset, epoch, stamp, record)` for every record held in memory in
+    /// `from..to`, the stamp's `seq` the record's own sequence.
+    #[allow(
+        dead_code,
+        reason = "for the transactions (issue 30, second half) and tools"
+    )]
+    pub(crate) fn for_each_stamped(
+        &self,
+        from: u64,
+        to: u64,
+        mut f: impl FnMut(u64, i32, Stamp, &Entry<K, V>),
+    ) {
+        let Some(k) = self.run_at(from) else { return };
+        for run in self.runs.range(k..) {
+            if run.first >= to {
+                break;
+            }
+            for (j, (epoch, e)) in run.entries().enumerate() {
+                let o = run.first + j as u64;
+                if o >= to {
+                    break;
+                }
+                if o >= from {
+                    f(
+                        o,
+                        epoch,
+                        run.stamp.moved(u64::from(run.lo) + j as u64, 0),
+                        e,
+                    );
                 }
             }
         }
@@ -333,12 +419,21 @@ impl<K, V> ReplicaLog<K, V> {
             let lo = run.lo + (from - run.first) as u32;
             if last.hi == lo
                 && last.epoch == run.epoch
+                && last.stamp == run.stamp
                 && self.epochs.last().is_some_and(|e| e.0 == run.epoch)
                 && last.chunk.same(&run.chunk)
             {
                 let n = run.end().min(to) - from;
                 // At most the run's length, a `u32`.
                 last.hi += n as u32;
+                if !last.stamp.is_none() {
+                    let ts = last
+                        .chunk
+                        .get(last.hi as usize - 1)
+                        .map_or(-1, Entry::timestamp);
+                    self.producers
+                        .applied(&last.stamp, u64::from(lo), from, n, ts);
+                }
                 self.end += n;
                 if self.end >= to {
                     return;
@@ -366,38 +461,57 @@ impl<K, V> ReplicaLog<K, V> {
     /// records).
     #[cfg(all(test, not(logbus_loom)))]
     pub(crate) fn append(&mut self, epoch: i32, entry: Entry<K, V>) {
-        self.append_one(epoch, entry, 4);
+        self.append_one(epoch, entry, 4, None);
     }
 
     /// Appends one record written in `epoch` (the leader's, never older than the latest
     /// epoch holding records) into the open chunk its last run ends in, when that run is of
     /// `epoch` and the slot after it is free (module docs); else into a new open chunk of
-    /// `room` slots. Returns where it went: the chunk and the slot.
+    /// `room` slots. `producer`: the idempotent producer's id and the record's sequence
+    /// (`None`: no idempotence). Returns where it went: the chunk and the slot.
     #[inline]
     pub(crate) fn append_one(
         &mut self,
         epoch: i32,
         entry: Entry<K, V>,
         room: usize,
+        producer: Option<(crate::partition::ProducerIdentity, i32)>,
     ) -> (Chunk<K, V>, u32) {
         let entry = match self.runs.back_mut() {
             Some(last)
                 if last.epoch == epoch && self.epochs.last().is_some_and(|e| e.0 == epoch) =>
             {
-                match last.chunk.fill(last.hi, entry) {
-                    Ok(()) => {
-                        let at = last.hi;
-                        last.hi += 1;
-                        self.end += 1;
-                        return (last.chunk.clone(), at);
+                let stamp = match producer {
+                    None => Stamp::NONE,
+                    Some((id, seq)) => Stamp::based(id, seq, u64::from(last.hi), false),
+                };
+                if last.stamp != stamp {
+                    entry
+                } else {
+                    let ts = entry.timestamp();
+                    match last.chunk.fill(last.hi, entry) {
+                        Ok(()) => {
+                            let at = last.hi;
+                            last.hi += 1;
+                            if !stamp.is_none() {
+                                self.producers
+                                    .applied(&stamp, u64::from(at), self.end, 1, ts);
+                            }
+                            self.end += 1;
+                            return (last.chunk.clone(), at);
+                        }
+                        Err(entry) => entry,
                     }
-                    Err(entry) => entry,
                 }
             }
             _ => entry,
         };
         let chunk = Chunk::open(room, entry);
-        self.append_run(Run::slot(epoch, chunk.clone(), 0));
+        let stamp = match producer {
+            None => Stamp::NONE,
+            Some((id, seq)) => Stamp::based(id, seq, 0, false),
+        };
+        self.append_run(Run::slot(epoch, chunk.clone(), 0).stamped(stamp));
         (chunk, 0)
     }
 
@@ -441,9 +555,26 @@ impl<K, V> ReplicaLog<K, V> {
             return;
         }
         run.first = self.end;
+        if !run.stamp.is_none() {
+            let ts = run
+                .chunk
+                .get(run.hi as usize - 1)
+                .map_or(-1, Entry::timestamp);
+            self.producers.applied(
+                &run.stamp,
+                u64::from(run.lo),
+                run.first,
+                run.len() as u64,
+                ts,
+            );
+        }
         self.end += run.len() as u64;
         if let Some(last) = self.runs.back_mut() {
-            if last.hi == run.lo && last.epoch == run.epoch && last.chunk.same(&run.chunk) {
+            if last.hi == run.lo
+                && last.epoch == run.epoch
+                && last.stamp == run.stamp
+                && last.chunk.same(&run.chunk)
+            {
                 last.hi = run.hi;
                 return;
             }
@@ -474,6 +605,7 @@ impl<K, V> ReplicaLog<K, V> {
             }
         }
         self.end = offset;
+        self.producers.truncate(offset);
         if offset == self.floor {
             // Nothing is left, on disk either: the epochs of the records cut go with them.
             // Kept, they would outlive every record of theirs, and the next run appended (a
@@ -503,6 +635,7 @@ impl<K, V> ReplicaLog<K, V> {
     pub(crate) fn reset_to(&mut self, start: u64) {
         self.runs.clear();
         self.epochs.clear();
+        self.producers = ProducerStates::new();
         self.times = TimestampBlocks::default();
         self.start = start;
         self.end = start;
@@ -666,7 +799,11 @@ mod tests {
         leader.append_run(Run::whole(0, chunk(0..5)));
         leader.append_run(Run::whole(1, chunk(5..8)));
         assert_eq!(leader.runs.len(), 2);
-        assert_eq!(std::mem::size_of::<Run<(), u64>>(), 32, "a run per batch");
+        assert_eq!(
+            std::mem::size_of::<Run<(), u64>>(),
+            48,
+            "a run per batch (its producer stamp: 16)"
+        );
         let mut follower = ReplicaLog::new(0);
         for (from, to) in [(0, 2), (2, 6), (6, 8)] {
             let mut got = Vec::new();
@@ -720,7 +857,7 @@ mod tests {
         leader.begin_epoch(0);
         let mut follower = ReplicaLog::new(0);
         for v in 0..6 {
-            let (_, at) = leader.append_one(0, entry(v), 4);
+            let (_, at) = leader.append_one(0, entry(v), 4, None);
             assert_eq!(u64::from(at), v % 4);
             copy(&mut follower, &leader, leader.end());
         }
@@ -750,7 +887,7 @@ mod tests {
         let mut leader = ReplicaLog::new(0);
         leader.begin_epoch(0);
         for v in 0..4 {
-            leader.append_one(0, entry(v), 8);
+            leader.append_one(0, entry(v), 8, None);
         }
         let mut follower = ReplicaLog::new(0);
         copy(&mut follower, &leader, 4);
@@ -758,7 +895,7 @@ mod tests {
         // The follower cut inside the chunk, then appending in the same epoch (as a leader
         // would): a new chunk, not the slot at its cut.
         follower.truncate_to(2);
-        let (chunk, at) = follower.append_one(0, entry(100), 8);
+        let (chunk, at) = follower.append_one(0, entry(100), 8, None);
         assert_eq!(at, 0);
         assert!(!chunk.same(&leader.runs[0].chunk));
         assert_eq!(
@@ -769,7 +906,7 @@ mod tests {
         assert_eq!(values(&follower), vec![(0, 0, 0), (1, 0, 1), (2, 0, 100)]);
         // The same for the leader cut in its own chunk.
         leader.truncate_to(3);
-        leader.append_one(0, entry(200), 8);
+        leader.append_one(0, entry(200), 8, None);
         assert_eq!(
             values(&leader),
             vec![(0, 0, 0), (1, 0, 1), (2, 0, 2), (3, 0, 200)]
@@ -785,9 +922,9 @@ mod tests {
     fn an_election_while_a_chunk_is_open() {
         let mut old = ReplicaLog::new(0);
         old.begin_epoch(0);
-        let (chunk, _) = old.append_one(0, entry(0), 8);
-        old.append_one(0, entry(1), 8);
-        old.append_one(0, entry(2), 8);
+        let (chunk, _) = old.append_one(0, entry(0), 8, None);
+        old.append_one(0, entry(1), 8, None);
+        old.append_one(0, entry(2), 8, None);
         // The new leader copied offset 0 only, then was elected in epoch 1.
         let mut new = ReplicaLog::new(0);
         copy(&mut new, &old, 1);
@@ -795,13 +932,13 @@ mod tests {
         // A retry sends offset 1's record again (it was never acknowledged): shared.
         new.append_run(Run::slot(1, chunk.clone(), 1));
         // The next record: slot 2 is the old leader's, so a new chunk.
-        let (next, at) = new.append_one(1, entry(3), 8);
+        let (next, at) = new.append_one(1, entry(3), 8, None);
         assert_eq!(at, 0);
         assert!(!next.same(&chunk));
         assert_eq!(values(&old), vec![(0, 0, 0), (1, 0, 1), (2, 0, 2)]);
         assert_eq!(values(&new), vec![(0, 0, 0), (1, 1, 1), (2, 1, 3)]);
         // In the new epoch the new chunk is extended in place.
-        new.append_one(1, entry(4), 8);
+        new.append_one(1, entry(4), 8, None);
         assert_eq!(runs(&new), vec![(0, 0, 1), (1, 1, 2), (1, 0, 2)]);
         // The old leader, truncated by epoch, then copies the new leader's tail.
         let answer = new.end_offset_for_epoch(old.latest_epoch());
@@ -822,7 +959,7 @@ mod tests {
         let mut leader: ReplicaLog<(), crate::sync::StdArc<()>> = ReplicaLog::new(0);
         leader.begin_epoch(0);
         for _ in 0..3 {
-            leader.append_one(0, Entry::plain(0, value.clone()), 8);
+            leader.append_one(0, Entry::plain(0, value.clone()), 8, None);
         }
         let mut follower = ReplicaLog::new(0);
         let mut got = Vec::new();

@@ -167,6 +167,7 @@ pub struct TopicConfig {
     pub(crate) delete_retention: Duration,
     pub(crate) min_compaction_lag: Duration,
     pub(crate) max_compacted_keys: usize,
+    pub(crate) producer_id_expiration: Duration,
 }
 
 /// The most replicas a partition may have.
@@ -190,6 +191,7 @@ impl TopicConfig {
             delete_retention: DEFAULT_DELETE_RETENTION,
             min_compaction_lag: Duration::ZERO,
             max_compacted_keys: DEFAULT_MAX_COMPACTED_KEYS,
+            producer_id_expiration: Duration::from_secs(24 * 60 * 60),
         }
     }
 
@@ -263,6 +265,17 @@ impl TopicConfig {
         self.min_compaction_lag
     }
 
+    /// How long a partition keeps an idempotent producer's state after its last record
+    /// (by record timestamp, on the broker's clock), when no transaction of it is open:
+    /// Kafka's `producer.id.expiration.ms`, 24 hours by default. An expired producer's
+    /// retries are no longer recognised (its next record is accepted whatever its
+    /// sequence, as Kafka accepts a producer it does not know). Applied at the replicas'
+    /// lag checks (replicated topics).
+    pub const fn producer_id_expiration(mut self, expiration: Duration) -> Self {
+        self.producer_id_expiration = expiration;
+        self
+    }
+
     /// Replicas per partition (Kafka's `replication.factor`; 1 to
     /// [`MAX_REPLICATION_FACTOR`], default 1). With more than one, each partition keeps a
     /// log per replica on different data directories, a leader and followers (see
@@ -313,6 +326,11 @@ impl TopicConfig {
     /// `replica_lag_time_max`.
     pub const fn replica_lag_max(&self) -> Duration {
         self.replica_lag_time_max
+    }
+
+    /// `producer_id_expiration`.
+    pub const fn producer_expiration(&self) -> Duration {
+        self.producer_id_expiration
     }
 
     /// Records each partition keeps in memory: a power of two from 2 to

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use super::encoded::EncodedEntry;
 use super::{CompressionType, FlushPolicy};
 use crate::codec::Codec;
+use crate::partition::producer_state::Stamp;
 use crate::partition::Entry;
 use crate::storage::record_batch::Compression;
 use crate::storage::{BatchBuilder, SegmentSet};
@@ -128,6 +129,14 @@ pub(crate) struct Appender {
     target: usize,
     /// The codec of each batch, read as the batch begins.
     codec: Arc<CodecChoice>,
+    /// The producer of the batch's records, its `seq` the first record's sequence: a batch
+    /// holds one producer's contiguous sequences (Kafka's header has one producer id,
+    /// epoch and base sequence), so a record of another producer, or not next in sequence,
+    /// starts the next batch.
+    stamp: Stamp,
+    /// The transaction mark of the batch's records (a batch holds one transaction's
+    /// records, or one control record).
+    txn: Option<crate::partition::TxnMark>,
     pub(crate) flush: Flush,
 }
 
@@ -156,6 +165,8 @@ impl Appender {
             limit,
             target,
             codec,
+            stamp: Stamp::NONE,
+            txn: None,
             flush: Flush::new(policy),
         }
     }
@@ -167,6 +178,8 @@ impl Appender {
         self.builder.clear(base);
         // Every codec a CodecChoice names is one this build has (checked at config).
         let _ = self.builder.set_compression(self.codec.for_batch());
+        self.stamp = Stamp::NONE;
+        self.txn = None;
     }
 
     /// Whether the batch reached its target size.
@@ -174,18 +187,53 @@ impl Appender {
         self.builder.size() >= self.target
     }
 
-    /// Encodes `entry` into the batch, unless it could take a non-empty batch past the
-    /// limit (a refused batch would take the log offline).
+    /// Encodes `entry`, written by the producer `stamp` names (its `seq` the record's own
+    /// sequence), into the batch, unless it could take a non-empty batch past the limit (a
+    /// refused batch would take the log offline) or its producer or sequence does not
+    /// continue the batch's (`Full` then too: the batch ends there).
     ///
     /// # Errors
     ///
     /// The record cannot be encoded (too large for a record batch).
-    pub(crate) fn push<K: Codec, V: Codec>(&mut self, entry: &Entry<K, V>) -> Result<Pushed> {
+    #[inline]
+    pub(crate) fn push<K: Codec, V: Codec>(
+        &mut self,
+        entry: &Entry<K, V>,
+        stamp: Stamp,
+    ) -> Result<Pushed> {
+        let n = self.builder.len() as u64;
+        let txn = entry.txn();
+        if n > 0 && self.stamp.moved(n, 0) != stamp {
+            return Ok(Pushed::Full);
+        }
+        // One transaction's records per batch; a control record alone in its batch.
+        if n > 0 && (txn != self.txn || txn.is_some_and(|t| t.control.is_some())) {
+            return Ok(Pushed::Full);
+        }
         let encoded = EncodedEntry::new(entry, &mut self.key, &mut self.value);
-        if !self.builder.is_empty() && self.builder.size() + encoded.bound() > self.limit {
+        if n > 0 && self.builder.size() + encoded.bound() > self.limit {
             return Ok(Pushed::Full);
         }
         encoded.append_to(&mut self.builder)?;
+        if n == 0 {
+            self.stamp = stamp;
+            if !stamp.is_none() {
+                self.builder.set_producer(stamp.id, stamp.epoch, stamp.seq);
+                self.builder.set_transactional(stamp.transactional);
+            }
+            self.txn = txn;
+            if let Some(t) = txn {
+                // Transactional records carry no sequence (`producer::txn`).
+                self.builder.set_producer(t.producer_id, t.epoch, -1);
+                self.builder.set_transactional(true);
+                self.builder.set_control(t.control.is_some());
+            } else {
+                self.builder.set_control(false);
+                if stamp.is_none() {
+                    self.builder.set_transactional(false);
+                }
+            }
+        }
         Ok(Pushed::Added)
     }
 
@@ -206,6 +254,11 @@ impl Appender {
         }
         set.append_built(&mut self.builder)?;
         Ok(self.builder.finished_size() as u64)
+    }
+
+    /// The header of the batch just appended.
+    pub(crate) fn appended_header(&self) -> Option<crate::storage::BatchHeader> {
+        self.builder.finished_header()
     }
 
     /// Appends the batch to `set` at offset `base`, past the set's log end (a gap the

@@ -744,6 +744,11 @@ impl DataDir {
     }
 
     /// The persisted topics, but one being created (not registered yet).
+    /// The data directory's (first) path.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     pub(crate) fn topic_names(&self) -> Vec<String> {
         let metas = self.metas.lock();
         let creating = self.creating.lock();

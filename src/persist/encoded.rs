@@ -25,6 +25,22 @@ impl<'a> EncodedEntry<'a> {
         key: &'a mut Vec<u8>,
         value: &'a mut Vec<u8>,
     ) -> Self {
+        if let Some(m) = e.txn().and_then(|t| t.control) {
+            // Kafka's control record: key `version: i16 (0), type: i16` (0 ABORT, 1
+            // COMMIT); value `version: i16 (0), coordinator epoch: i32`.
+            key.clear();
+            key.extend_from_slice(&0i16.to_be_bytes());
+            key.extend_from_slice(&i16::from(m.commit).to_be_bytes());
+            value.clear();
+            value.extend_from_slice(&0i16.to_be_bytes());
+            value.extend_from_slice(&m.coordinator_epoch.to_be_bytes());
+            return Self {
+                timestamp: e.timestamp(),
+                key: Some(key),
+                value,
+                headers: Vec::new(),
+            };
+        }
         let (timestamp, k, v, headers) = e.parts();
         Self {
             timestamp,
@@ -45,6 +61,29 @@ impl<'a> EncodedEntry<'a> {
             .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len) + HEADER_LENGTHS)
             .sum();
         self.key.map_or(0, <[u8]>::len) + self.value.len() + headers + MAX_RECORD_OVERHEAD
+    }
+
+    /// A control record's marker from its key and value bytes (`None`: not a marker
+    /// Kafka's `EndTransactionMarker` reads).
+    pub(crate) fn marker(
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> Option<crate::partition::ControlMarker> {
+        let key = key?;
+        let value = value?;
+        if key.len() < 4 || value.len() < 6 {
+            return None;
+        }
+        let commit = match i16::from_be_bytes([key[2], key[3]]) {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
+        let coordinator_epoch = i32::from_be_bytes([value[2], value[3], value[4], value[5]]);
+        Some(crate::partition::ControlMarker {
+            commit,
+            coordinator_epoch,
+        })
     }
 
     /// Appends it to `builder`.

@@ -12,7 +12,9 @@ use bytes::Bytes;
 use super::append::{Appender, CodecChoice, Pushed, BATCH_TARGET};
 use super::FlushPolicy;
 use crate::codec::Codec;
+use crate::partition::tail::{StampCursor, StampRuns};
 use crate::partition::{valid_timestamp, DiskLog, Entry, Partition};
+use crate::persist::replica_store::SnapshotKeeper;
 use crate::ring::Reader;
 use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
 use crate::storage::{BatchIter, SegmentSet};
@@ -298,6 +300,9 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for Partition
         self.cell.written()
     }
     fn check_size(&self, entry: &Entry<K, V>) -> std::result::Result<(), (u64, u64)> {
+        if entry.is_control() {
+            return Ok(());
+        }
         let size = SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
             let key = entry.key().map_or(0, |k| encoded_len(k, &mut s));
@@ -421,7 +426,26 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
         for batch in BatchIter::new(bytes).crc_checked() {
             let batch = batch.map_err(stored)?;
             let batch_end = batch.header().next_offset().min(end);
-            if batch.header().is_control() {
+            let h = *batch.header();
+            if h.is_control() {
+                // Control batches are uncompressed: this buffer stays empty.
+                let mut unused = Vec::new();
+                for record in batch.records(&mut unused).map_err(stored)? {
+                    let r = record.map_err(stored)?;
+                    let at = r.offset;
+                    if at < next || at >= end || n >= max {
+                        continue;
+                    }
+                    let marker = super::encoded::EncodedEntry::marker(r.key, r.value);
+                    if let (Some(m), true) = (marker, valid_timestamp(r.timestamp)) {
+                        f(
+                            at,
+                            Entry::control(r.timestamp, h.producer_id, h.producer_epoch, m),
+                        );
+                        n += 1;
+                        next = at + 1;
+                    }
+                }
                 next = next.max(batch_end);
                 continue;
             }
@@ -466,7 +490,18 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
                         )
                     })
                     .collect();
-                let entry = Entry::new(r.timestamp, key, value, headers);
+                let entry = if h.is_transactional() && h.producer_id >= 0 {
+                    Entry::transactional(
+                        r.timestamp,
+                        key,
+                        value,
+                        headers,
+                        h.producer_id,
+                        h.producer_epoch,
+                    )
+                } else {
+                    Entry::new(r.timestamp, key, value, headers)
+                };
                 f(at, entry);
                 n += 1;
                 next = at + 1;
@@ -491,10 +526,27 @@ where
     V: Codec + Send + Sync + 'static,
 {
     let name = format!("logbus-writer-{}-{}", cell.topic, cell.partition);
+    // The producers' states the log holds (the latest snapshot and the batch headers
+    // after it), and the stamps of what producers append from now on.
+    let mut keeper = SnapshotKeeper::default();
+    {
+        let log = cell.log.lock();
+        if let Some(set) = log.as_ref() {
+            let (states, _corrupt) =
+                crate::persist::replica_store::recover_producers(set, set.log_end_offset())?;
+            keeper = SnapshotKeeper::new(states.clone(), set);
+            partition.restore_producers(states);
+        }
+        drop(log);
+    }
+    let stamps = partition.keep_stamps();
     thread::spawn_named(name, move || {
         let mut w = Writer {
             cell,
             partition,
+            stamps,
+            cursor: StampCursor::default(),
+            keeper,
             gate,
             appender: Appender::new(
                 policy,
@@ -532,6 +584,12 @@ fn writer_panicked(cell: &LogCell, panic: &(dyn std::any::Any + Send)) -> Error 
 struct Writer<K, V> {
     cell: Arc<LogCell>,
     partition: Arc<Partition<K, V>>,
+    /// The producer stamps of the records (`partition::tail`), and a copy of those from
+    /// the batch being written on.
+    stamps: StampRuns,
+    cursor: StampCursor,
+    /// The producer-state snapshots written at each roll.
+    keeper: SnapshotKeeper,
     gate: Reader<Entry<K, V>>,
     /// The write path to disk's batch and flush policy (no batch grows past the segment
     /// size, unless one record alone does).
@@ -627,6 +685,9 @@ impl<K: Codec, V: Codec> Writer<K, V> {
         }
         let appender = &mut self.appender;
         appender.begin(pos);
+        // After the records were seen published (`run`'s look): their runs are pushed.
+        self.cursor.load(&self.stamps, pos);
+        let cursor = &mut self.cursor;
         let mut n = 0usize;
         let mut stop = false;
         let mut failed = None;
@@ -637,7 +698,11 @@ impl<K: Codec, V: Codec> Writer<K, V> {
             if stop {
                 return;
             }
-            match appender.push(e) {
+            let Some(stamp) = cursor.at(pos + n as u64) else {
+                stop = true;
+                return;
+            };
+            match appender.push(e, stamp) {
                 Ok(Pushed::Added) => {
                     n += 1;
                     stop = appender.is_ripe();
@@ -658,6 +723,9 @@ impl<K: Codec, V: Codec> Writer<K, V> {
             return Ok(());
         }
         let bytes = self.appender.append(set, None)?;
+        if let Some(h) = self.appender.appended_header() {
+            self.keeper.appended(set, &h);
+        }
         let written = pos + n as u64;
         self.appender.apply_policy(set, n as u64, bytes)?;
         drop(log);

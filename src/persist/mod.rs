@@ -83,6 +83,7 @@ pub use data_dir::{
     DataDirDescription, DataDirMarker, PartitionRecovery,
 };
 pub(crate) use data_dir::{plan_markers, BrokerClock, DataDir, MarkerConfig, MetaLine, TopicMeta};
+pub use replica_store::producer_states;
 
 use std::path::Path;
 

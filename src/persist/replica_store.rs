@@ -17,6 +17,7 @@ use bytes::Bytes;
 use super::append::{Appender, Pushed, BATCH_TARGET};
 use crate::clock::Clock;
 use crate::codec::{encoding, Codec};
+use crate::partition::producer_state::{ProducerStates, Stamp};
 use crate::partition::replica_log::{runs_of, ReplicaLog};
 use crate::partition::Entry;
 use crate::persist::FlushPolicy;
@@ -35,16 +36,187 @@ const RECORD_OVERHEAD: usize = MAX_RECORD_OVERHEAD;
 /// Bytes one disk read returns at most.
 const READ_BYTES: usize = 1 << 20;
 
-/// A record read from disk: `(offset, leader epoch, entry)`.
-pub(crate) type Stored<K, V> = (u64, i32, Entry<K, V>);
+/// A record read from disk: `(offset, leader epoch, producer stamp, entry)`, the stamp's
+/// `seq` the record's own sequence.
+pub(crate) type Stored<K, V> = (u64, i32, Stamp, Entry<K, V>);
+
+/// A record to append: `(leader epoch, producer stamp, entry)`, the stamp's `seq` the
+/// record's own sequence.
+pub(crate) type ToStore<'a, K, V> = (i32, Stamp, &'a Entry<K, V>);
+
+/// The stamp of the record at `offset` of a batch with header `h`.
+pub(crate) fn stamp_in(h: &crate::storage::BatchHeader, offset: u64) -> Stamp {
+    if h.producer_id < 0 {
+        return Stamp::NONE;
+    }
+    Stamp {
+        id: h.producer_id,
+        epoch: h.producer_epoch,
+        transactional: h.is_transactional(),
+        seq: crate::partition::producer_state::seq_add(
+            h.base_sequence,
+            offset.saturating_sub(h.base_offset),
+        ),
+    }
+}
+
+/// Applies one batch header to `states` (recovery: no checks, as Kafka's
+/// `ProducerStateManager` loads from the log).
+pub(crate) fn apply_header(states: &mut ProducerStates, h: &crate::storage::BatchHeader) {
+    if h.producer_id < 0 || h.records_count <= 0 {
+        return;
+    }
+    if h.is_control() {
+        // A transaction marker: the producer's transaction is over. The coordinator epoch
+        // is in the record's value (not read here: -1 kept).
+        states.marker(h.producer_id, -1);
+        return;
+    }
+    let stamp = stamp_in(h, h.base_offset);
+    states.applied(
+        &stamp,
+        0,
+        h.base_offset,
+        (h.last_offset_delta as u64) + 1,
+        h.max_timestamp,
+    );
+}
+
+/// The producers' states a partition directory's `.log` files hold, read from their batch
+/// headers (offline: `logbus describe`). Reading stops at the first batch that does not
+/// parse in a file (a torn tail), as recovery would cut it.
+///
+/// # Errors
+///
+/// The directory or a file cannot be read.
+pub fn producer_states(partition_dir: &Path) -> Result<Vec<crate::producer::ProducerState>> {
+    let mut names: Vec<PathBuf> = std::fs::read_dir(partition_dir)
+        .map_err(|e| Error::io(format!("reading {}", partition_dir.display()), e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    names.sort();
+    let mut states = ProducerStates::new();
+    for path in names {
+        let bytes = std::fs::read(&path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        for batch in BatchIter::new(&bytes) {
+            let Ok(batch) = batch else { break };
+            apply_header(&mut states, batch.header());
+        }
+    }
+    Ok(states.describe())
+}
+
+/// The producers' states of the log in `set` below `to` (Kafka's recovery): the latest
+/// snapshot at or below `to` (and at or above the log start), then the batch headers after
+/// it. Corrupt snapshots are skipped (deleted; returned, typed), and snapshots above the log
+/// end (strays from a log that was cut) are deleted.
+///
+/// # Errors
+///
+/// Reading the log fails.
+pub(crate) fn recover_producers(set: &SegmentSet, to: u64) -> Result<(ProducerStates, Vec<Error>)> {
+    use crate::storage::producer_snapshot as snap;
+    let (io, dir) = (set.io(), set.dir());
+    snap::remove_outside(io, dir, set.log_start_offset(), set.log_end_offset());
+    let (found, skipped) = snap::load_latest(io, dir, set.log_start_offset(), to)?;
+    let (mut states, from) = match found {
+        Some((offset, entries)) => (ProducerStates::from_snapshot(&entries), offset),
+        None => (ProducerStates::new(), set.log_start_offset()),
+    };
+    scan_producers(set, from, to, &mut states)?;
+    Ok((states, skipped))
+}
+
+/// Follows the batches appended to a log on disk for its producer-state snapshots: applies
+/// each batch's header, and at each roll writes the snapshot at the new segment's base
+/// offset (Kafka's `takeSnapshot` at roll).
+#[derive(Debug, Default)]
+pub(crate) struct SnapshotKeeper {
+    states: ProducerStates,
+    active: u64,
+}
+
+impl SnapshotKeeper {
+    /// From the states recovered for the whole log of `set`.
+    pub(crate) fn new(states: ProducerStates, set: &SegmentSet) -> Self {
+        Self {
+            states,
+            active: set.active_base_offset(),
+        }
+    }
+
+    /// After a batch with header `h` was appended to `set`. A snapshot that cannot be
+    /// written is left out (recovery then reads more of the log).
+    pub(crate) fn appended(&mut self, set: &SegmentSet, h: &crate::storage::BatchHeader) {
+        let active = set.active_base_offset();
+        if active != self.active && active == h.base_offset {
+            // Rolled: the new segment starts with this batch; the snapshot holds the state
+            // below it.
+            let _ = crate::storage::producer_snapshot::write(
+                set.io(),
+                set.dir(),
+                active,
+                &self.states.to_snapshot(),
+            );
+        }
+        self.active = active;
+        apply_header(&mut self.states, h);
+    }
+
+    /// The log was cut at `offset`: the states are recovered again below it.
+    pub(crate) fn truncated(&mut self, set: &SegmentSet) {
+        crate::storage::producer_snapshot::remove_outside(
+            set.io(),
+            set.dir(),
+            set.log_start_offset(),
+            set.log_end_offset(),
+        );
+        if let Ok((states, _)) = recover_producers(set, set.log_end_offset()) {
+            self.states = states;
+        }
+        self.active = set.active_base_offset();
+    }
+}
+
+/// Applies every batch header from `from` up to `to` to `states`.
+pub(crate) fn scan_producers(
+    set: &SegmentSet,
+    from: u64,
+    to: u64,
+    states: &mut ProducerStates,
+) -> Result<()> {
+    let mut bytes = Vec::new();
+    let mut at = from;
+    while at < to {
+        set.read_into(at, READ_BYTES, &mut bytes)?;
+        let mut next = at;
+        for batch in BatchIter::new(&bytes) {
+            let h = *batch?.header();
+            if h.base_offset >= to {
+                return Ok(());
+            }
+            apply_header(states, &h);
+            next = next.max(h.next_offset());
+        }
+        if next <= at {
+            break;
+        }
+        at = next;
+    }
+    Ok(())
+}
 
 /// A persisted replica's disk side, with its codecs erased (see the module docs).
 pub(crate) trait ReplicaStore<K, V>: Send {
     /// The first of `records` the topic does not take (its `max_message_bytes`, or a
     /// batch on disk cannot hold it): `(size, limit)`. Appending it would fail part-way.
-    fn too_large(&mut self, records: &[(i32, &Entry<K, V>)]) -> Option<(u64, u64)>;
-    /// Appends `records` (with their epochs) at the log end, which must be `first`.
-    fn append(&mut self, first: u64, records: &[(i32, &Entry<K, V>)]) -> Result<()>;
+    fn too_large(&mut self, records: &[ToStore<'_, K, V>]) -> Option<(u64, u64)>;
+    /// Appends `records` (with their epochs and stamps) at the log end, which must be
+    /// `first`: batches cut where the epoch or the producer changes or a producer's
+    /// sequences stop being contiguous.
+    fn append(&mut self, first: u64, records: &[ToStore<'_, K, V>]) -> Result<()>;
     /// The leader's log has a gap up to `offset` (a Kafka-written directory, a segment
     /// deleted by hand): the next append may start there instead of at the log end.
     fn skip_to(&mut self, offset: u64);
@@ -79,6 +251,8 @@ pub(crate) struct DiskReplica<K, V> {
     max_record: usize,
     /// Where the next append starts when the leader's log has a gap there (`skip_to`).
     gap_to: Option<u64>,
+    /// The producer-state snapshots written at each roll.
+    keeper: SnapshotKeeper,
     _types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -104,6 +278,7 @@ pub(crate) struct StoreParams {
 /// Decodes one stored record.
 fn decode_entry<K: Codec, V: Codec>(
     r: &crate::storage::record_batch::RecordView<'_>,
+    h: &crate::storage::BatchHeader,
 ) -> Result<Entry<K, V>> {
     if !crate::partition::valid_timestamp(r.timestamp) {
         return Err(Error::InvalidTimestamp {
@@ -121,12 +296,25 @@ fn decode_entry<K: Codec, V: Codec>(
         .iter()
         .map(|h| (h.key.to_owned(), h.value.map(Bytes::copy_from_slice)))
         .collect();
+    if h.is_transactional() && h.producer_id >= 0 {
+        return Ok(Entry::transactional(
+            r.timestamp,
+            key,
+            value,
+            headers,
+            h.producer_id,
+            h.producer_epoch,
+        ));
+    }
     Ok(Entry::new(r.timestamp, key, value, headers))
 }
 
 /// A copy of `e` through its codecs: a failed send hands back the record the log keeps
 /// without asking the types for `Clone`. `None` if the value does not decode as it encoded.
 pub(crate) fn codec_copy<K: Codec, V: Codec>(e: &Entry<K, V>) -> Option<Entry<K, V>> {
+    if e.is_control() {
+        return None;
+    }
     let mut buf = Vec::new();
     let (timestamp, key, value, headers) = e.parts();
     let key = match key {
@@ -227,6 +415,7 @@ where
                 .unwrap_or(usize::MAX)
                 .min(max_batch - BATCH_OVERHEAD),
             gap_to: None,
+            keeper: SnapshotKeeper::default(),
             _types: PhantomData,
         };
         // The file now says what the log holds (cut at its end, or rebuilt).
@@ -240,13 +429,13 @@ where
             if next <= at {
                 break;
             }
-            for (o, epoch, e) in got {
+            for (o, epoch, stamp, e) in got {
                 if o != mem_start + tail.len() as u64 {
                     // A gap (not written by logbus): memory holds only what follows it.
                     tail.clear();
                     mem_start = o;
                 }
-                tail.push((epoch, e));
+                tail.push((epoch, stamp, e));
             }
             at = next;
         }
@@ -254,7 +443,16 @@ where
             tail.clear();
             mem_start = end;
         }
-        let log = ReplicaLog::restored(start, mem_start, runs_of(tail), epochs);
+        // The producers' states below the tail from the batch headers; the tail's records
+        // apply theirs as the log takes them.
+        let (producers, _corrupt) = recover_producers(&store.set, mem_start)?;
+        let (whole, _) = if mem_start == end {
+            (producers.clone(), Vec::new())
+        } else {
+            recover_producers(&store.set, end)?
+        };
+        store.keeper = SnapshotKeeper::new(whole, &store.set);
+        let log = ReplicaLog::restored(start, mem_start, runs_of(tail), epochs, producers);
         Ok((Box::new(store), log))
     }
 
@@ -266,13 +464,13 @@ where
         Ok(())
     }
 
-    fn append_run(&mut self, epoch: i32, run: &[(i32, &Entry<K, V>)]) -> Result<u64> {
+    fn append_run(&mut self, epoch: i32, run: &[ToStore<'_, K, V>]) -> Result<u64> {
         let mut i = 0;
         let mut bytes = 0u64;
         while i < run.len() {
             self.appender.begin(self.set.log_end_offset());
             while i < run.len() && !self.appender.is_ripe() {
-                if self.appender.push(run[i].1)? == Pushed::Full {
+                if self.appender.push(run[i].2, run[i].1)? == Pushed::Full {
                     break;
                 }
                 i += 1;
@@ -286,6 +484,9 @@ where
                 }
                 None => self.appender.append(&mut self.set, Some(epoch))?,
             };
+            if let Some(h) = self.appender.appended_header() {
+                self.keeper.appended(&self.set, &h);
+            }
         }
         Ok(bytes)
     }
@@ -296,7 +497,7 @@ where
     K: Codec + Send + Sync + 'static,
     V: Codec + Send + Sync + 'static,
 {
-    fn append(&mut self, first: u64, records: &[(i32, &Entry<K, V>)]) -> Result<()> {
+    fn append(&mut self, first: u64, records: &[ToStore<'_, K, V>]) -> Result<()> {
         let end = self.set.log_end_offset();
         let expected = self.gap_to.filter(|&g| g > end).unwrap_or(end);
         if first != expected {
@@ -322,8 +523,8 @@ where
         self.gap_to = Some(offset);
     }
 
-    fn too_large(&mut self, records: &[(i32, &Entry<K, V>)]) -> Option<(u64, u64)> {
-        records.iter().find_map(|(_, e)| {
+    fn too_large(&mut self, records: &[ToStore<'_, K, V>]) -> Option<(u64, u64)> {
+        records.iter().find_map(|(_, _, e)| {
             let size = self.appender.bound(e);
             (size > self.max_record).then_some((size as u64, self.max_record as u64))
         })
@@ -331,7 +532,9 @@ where
 
     fn truncate_to(&mut self, offset: u64) -> Result<u64> {
         self.gap_to = None;
-        self.set.truncate_to(offset)
+        let end = self.set.truncate_to(offset)?;
+        self.keeper.truncated(&self.set);
+        Ok(end)
     }
 
     fn save_epochs(&mut self, epochs: &[(i32, u64)]) -> Result<()> {
@@ -361,10 +564,6 @@ where
             let batch = batch?;
             let h = *batch.header();
             let batch_end = h.next_offset().min(end);
-            if h.is_control() {
-                next = next.max(batch_end);
-                continue;
-            }
             for record in batch.records(&mut decompressed)? {
                 let r = record?;
                 let at = r.offset;
@@ -374,7 +573,26 @@ where
                 if out.len() >= max {
                     return Ok((out, next));
                 }
-                out.push((at, h.partition_leader_epoch, decode_entry::<K, V>(&r)?));
+                let entry = if h.is_control() {
+                    // A transaction marker: kept in the log (its offset is a gap only for
+                    // readers); a control record of another kind is skipped.
+                    let marker = super::encoded::EncodedEntry::marker(r.key, r.value);
+                    match (marker, crate::partition::valid_timestamp(r.timestamp)) {
+                        (Some(m), true) => {
+                            Entry::control(r.timestamp, h.producer_id, h.producer_epoch, m)
+                        }
+                        _ => continue,
+                    }
+                } else {
+                    decode_entry::<K, V>(&r, &h)?
+                };
+                // Transactions are fenced by the partition's table, not by sequences.
+                let stamp = if h.is_transactional() {
+                    Stamp::NONE
+                } else {
+                    stamp_in(&h, at)
+                };
+                out.push((at, h.partition_leader_epoch, stamp, entry));
                 next = at + 1;
             }
             next = next.max(batch_end);
@@ -429,7 +647,7 @@ mod tests {
             let batch = BatchIter::new(&bytes).next().unwrap().unwrap();
             let mut buf = Vec::new();
             let r = batch.records(&mut buf).unwrap().next().unwrap().unwrap();
-            match decode_entry::<(), u64>(&r) {
+            match decode_entry::<(), u64>(&r, batch.header()) {
                 Ok(e) if ok => assert_eq!((e.timestamp(), *e.value()), (ts, 7)),
                 Err(Error::InvalidTimestamp {
                     offset: Some(3),

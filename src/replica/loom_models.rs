@@ -45,6 +45,7 @@ fn set_with(
             min_insync,
             unclean,
             lag_max_ms: 1000,
+            producer_expiration_ms: i64::MAX,
             capacity: 8,
         },
         &ids,
@@ -69,6 +70,7 @@ fn policy(acks: Acks) -> SendPolicy {
         delivery_timeout: Duration::MAX,
         request_timeout: Duration::MAX,
         counters: Arc::default(),
+        producer: None,
     }
 }
 

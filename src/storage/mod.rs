@@ -131,12 +131,14 @@ pub mod file_names;
 mod index_file;
 pub mod io;
 pub mod offset_index;
+pub mod producer_snapshot;
 pub mod record_batch;
 pub mod recovery;
 pub mod scan;
 pub mod segment;
 pub mod segment_set;
 pub mod time_index;
+pub mod txn_index;
 pub mod varint;
 pub mod verify;
 

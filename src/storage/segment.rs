@@ -758,11 +758,14 @@ impl Segment {
     }
 
     /// The paths of the segment's three files.
-    pub(crate) fn paths(&self) -> [PathBuf; 3] {
+    pub(crate) fn paths(&self) -> [PathBuf; 4] {
         [
             self.log_path.clone(),
             self.offset_index.path().to_path_buf(),
             self.time_index.path().to_path_buf(),
+            // The transaction index, where the segment has one (`txn_index`).
+            self.log_path
+                .with_extension(super::txn_index::TXN_INDEX_SUFFIX),
         ]
     }
 }

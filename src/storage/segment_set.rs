@@ -120,6 +120,8 @@ pub struct SegmentSet {
     /// Written into the batches [`append`](SegmentSet::append) builds (0 until replication
     /// sets it).
     partition_leader_epoch: i32,
+    /// The open transactions, from the batch headers (`txn_index`).
+    txns: super::txn_index::OpenTxns,
     /// The directory's lock (one writer per directory), released when the set is dropped:
     /// declared last, so it outlives the flush `Drop` makes.
     _lock: Box<dyn DirLock>,
@@ -151,7 +153,7 @@ impl SegmentSet {
         } = options;
         let dir = dir.into();
         let loaded = recovery::load(&*io, &dir, &config, clock.now_ms(), checkpoints)?;
-        let set = SegmentSet {
+        let mut set = SegmentSet {
             dir,
             io,
             clock,
@@ -163,9 +165,81 @@ impl SegmentSet {
             builder: None,
             compression: Compression::None,
             partition_leader_epoch: 0,
+            txns: Default::default(),
             _lock: loaded.lock,
         };
+        set.rebuild_txn_index()?;
         Ok((set, loaded.report))
+    }
+
+    /// Rebuilds the open transactions from the batch headers of the whole log and makes
+    /// every segment's transaction index hold exactly the aborted transactions whose
+    /// marker it holds (`txn_index` module docs).
+    fn rebuild_txn_index(&mut self) -> Result<()> {
+        use super::txn_index::{TxnEvent, TxnIndexEntry, ENTRY_SIZE, TXN_INDEX_SUFFIX};
+        let mut txns = super::txn_index::OpenTxns::default();
+        let mut entries: std::collections::BTreeMap<u64, Vec<TxnIndexEntry>> = Default::default();
+        let bases: Vec<u64> = self.segments.iter().map(Segment::base_offset).collect();
+        let end = self.log_end_offset();
+        let mut at = self.log_start_offset;
+        let mut bytes = Vec::new();
+        while at < end {
+            // A batch that does not read back (a corrupt segment below the recovery point)
+            // ends the scan: reads report it where they meet it.
+            if self.read_into(at, 1 << 20, &mut bytes).is_err() {
+                break;
+            }
+            let mut next = at;
+            for batch in BatchIter::new(&bytes) {
+                let Ok(batch) = batch else { break };
+                let h = *batch.header();
+                next = next.max(h.next_offset());
+                if let TxnEvent::Aborted(e) =
+                    txns.apply(&h, || super::txn_index::batch_control_type(&batch))
+                {
+                    let seg = bases
+                        .partition_point(|&b| b <= h.base_offset)
+                        .saturating_sub(1);
+                    entries.entry(bases[seg]).or_default().push(e);
+                }
+            }
+            if next <= at {
+                break;
+            }
+            at = next;
+        }
+        self.txns = txns;
+        for &base in &bases {
+            let path = self
+                .dir
+                .join(super::file_names::file_name(base, TXN_INDEX_SUFFIX));
+            let want: Vec<u8> = entries
+                .get(&base)
+                .map(|v| v.iter().flat_map(|e| e.encode()).collect())
+                .unwrap_or_default();
+            let err = |e: std::io::Error| Error::Io {
+                context: format!("rebuilding {}", path.display()),
+                source: e,
+            };
+            let exists = self.io.exists(&path).map_err(err)?;
+            if !exists && want.is_empty() {
+                continue;
+            }
+            let f = self
+                .io
+                .open(&path, super::io::OpenMode::Create)
+                .map_err(err)?;
+            let len = f.len().map_err(err)?;
+            let mut have = vec![0; len as usize];
+            f.read_exact_at(&mut have, 0).map_err(err)?;
+            if have != want {
+                f.set_len(0).map_err(err)?;
+                f.write_all_at(&want, 0).map_err(err)?;
+                f.sync_all().map_err(err)?;
+            }
+            debug_assert_eq!(want.len() % ENTRY_SIZE, 0);
+        }
+        Ok(())
     }
 
     /// The partition directory.
@@ -176,6 +250,18 @@ impl SegmentSet {
     /// The configuration.
     pub fn config(&self) -> &LogConfig {
         &self.config
+    }
+
+    /// The base offset of the active (last) segment: it changes at each roll.
+    pub fn active_base_offset(&self) -> u64 {
+        self.segments
+            .last()
+            .map_or(self.log_start_offset, Segment::base_offset)
+    }
+
+    /// The I/O the set's files go through.
+    pub(crate) fn io(&self) -> &dyn Io {
+        &*self.io
     }
 
     /// The first offset held.
@@ -446,6 +532,14 @@ impl SegmentSet {
             let active = &mut set.segments[segments - 1];
             let position = active.size();
             active.append(bytes, &header)?;
+            let base = active.base_offset();
+            if let super::txn_index::TxnEvent::Aborted(e) = set
+                .txns
+                .apply(&header, || super::txn_index::control_type(bytes))
+            {
+                super::txn_index::append(&*set.io, &set.dir, base, &e)?;
+            }
+            let active = &set.segments[segments - 1];
             Ok(AppendInfo {
                 base_offset: header.base_offset,
                 last_offset: last,
@@ -838,6 +932,7 @@ impl SegmentSet {
             set.segments[last].sync(true)?;
             set.sync_dir()?;
             set.recovery_point = set.recovery_point.min(set.log_end_offset());
+            set.rebuild_txn_index()?;
             Ok(set.log_end_offset())
         })
     }

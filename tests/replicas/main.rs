@@ -10,4 +10,5 @@ mod replicas_combine_defects;
 mod replicas_disk;
 mod replicas_disk_adversarial;
 mod replicas_disk_races;
+mod replicas_idempotence;
 mod replicas_jepsen;

@@ -2,9 +2,11 @@
 //! group, and random fault schedules (leader and follower crashes, a follower's power loss,
 //! stalls, slow followers, directory failures, restarts, time passing, overlapping), RF 3,
 //! `min_insync_replicas` 2, unclean election off. Every schedule's history is checked:
-//! - every acknowledged record is in the final log, at the offset it was acknowledged with
-//!   (duplicates left by retries are counted, and never exceed the producers' count of
-//!   retries after an append);
+//! - every acknowledged record is in the final log, at the offset it was acknowledged with;
+//! - with the idempotent producer (the default), no record is in a log twice; every
+//!   schedule runs again with idempotence off, where duplicates left by retries are
+//!   counted (never more than the producers' count of retries after an append), and both
+//!   counts are printed: what idempotence prevented;
 //! - all replicas hold the same records at every offset once healed;
 //! - no consumer read a record that is not in the final log at that offset (nothing read
 //!   was later truncated);
@@ -160,14 +162,26 @@ struct History {
     /// (partition, offset, value) of every record a group member read.
     read: Vec<(u32, u64, u64)>,
     possible_duplicates: u64,
+    /// Retries the leader answered with the first append's offsets.
+    deduplicated: u64,
 }
 
 fn value(producer: u64, seq: u64) -> u64 {
     (producer << 32) | seq
 }
 
-/// `(acknowledged, duplicates, acknowledged to the pipelining producer)`.
-fn run(seed: u64, on_disk: bool, memory: usize) -> Result<(u64, u64, u64), String> {
+/// What one schedule gave.
+#[derive(Default, Clone, Copy)]
+struct Outcome {
+    acked: u64,
+    duplicates: u64,
+    pipelined: u64,
+    possible_duplicates: u64,
+    deduplicated: u64,
+}
+
+/// One schedule, with the producers idempotent or not.
+fn run(seed: u64, on_disk: bool, memory: usize, idempotent: bool) -> Result<Outcome, String> {
     let (memory, trims) = records_in_memory(memory);
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let fs = FaultyIo::new(seed);
@@ -209,6 +223,7 @@ fn run(seed: u64, on_disk: bool, memory: usize) -> Result<(u64, u64, u64), Strin
             thread::spawn(move || {
                 let config = ProducerConfig::new()
                     .acks(Acks::All)
+                    .enable_idempotence(idempotent)
                     .request_timeout(Duration::from_millis(50))
                     .delivery_timeout(Duration::from_millis(150));
                 let p = broker.producer_with_config::<(), u64>(config).unwrap();
@@ -229,7 +244,11 @@ fn run(seed: u64, on_disk: bool, memory: usize) -> Result<(u64, u64, u64), Strin
                     }
                     seq += 1;
                 }
-                history.lock().unwrap().possible_duplicates += p.metrics().possible_duplicates;
+                {
+                    let (m, mut h) = (p.metrics(), history.lock().unwrap());
+                    h.possible_duplicates += m.possible_duplicates;
+                    h.deduplicated += m.deduplicated;
+                }
             })
         })
         .collect();
@@ -239,6 +258,7 @@ fn run(seed: u64, on_disk: bool, memory: usize) -> Result<(u64, u64, u64), Strin
         thread::spawn(move || {
             let config = ProducerConfig::new()
                 .acks(Acks::All)
+                .enable_idempotence(idempotent)
                 .request_timeout(Duration::from_millis(50))
                 .delivery_timeout(Duration::from_millis(150));
             let p = broker.producer_with_config::<(), u64>(config).unwrap();
@@ -266,7 +286,11 @@ fn run(seed: u64, on_disk: bool, memory: usize) -> Result<(u64, u64, u64), Strin
                 seq += 1;
             }
             in_flight.into_iter().for_each(settle);
-            history.lock().unwrap().possible_duplicates += p.metrics().possible_duplicates;
+            {
+                let (m, mut h) = (p.metrics(), history.lock().unwrap());
+                h.possible_duplicates += m.possible_duplicates;
+                h.deduplicated += m.deduplicated;
+            }
         })
     };
     let consumers: Vec<_> = (0..2)
@@ -430,7 +454,19 @@ fn run(seed: u64, on_disk: bool, memory: usize) -> Result<(u64, u64, u64), Strin
         broker.close().map_err(|e| format!("close: {e}"))?;
     }
     let pipelined = h.acked.iter().filter(|a| a.2 >> 32 == PRODUCERS).count() as u64;
-    Ok((acked, duplicates, pipelined))
+    if idempotent && duplicates > 0 {
+        return Err(format!(
+            "{duplicates} duplicates with the idempotent producer ({} retries after an append, {} answered as duplicates)",
+            h.possible_duplicates, h.deduplicated
+        ));
+    }
+    Ok(Outcome {
+        acked,
+        duplicates,
+        pipelined,
+        possible_duplicates: h.possible_duplicates,
+        deduplicated: h.deduplicated,
+    })
 }
 
 fn faults_of(broker: &Broker) -> logbus::replica::Faults {
@@ -629,28 +665,56 @@ fn schedules(on_disk: bool, default: u64, memory: usize, suffix: &str) {
         }
     };
     let mut failures = Vec::new();
-    let (mut acked, mut duplicates, mut pipelined) = (0, 0, 0);
+    // [idempotent, plain]: the same schedules with the producers idempotent, then not.
+    let mut totals = [Outcome::default(); 2];
     for &seed in &seeds {
-        let outcome = catch_unwind(AssertUnwindSafe(|| run(seed, on_disk, memory)))
-            .unwrap_or_else(|_| Err("panicked".to_string()));
-        match outcome {
-            Ok((a, d, p)) => {
-                pipelined += p;
-                acked += a;
-                duplicates += d;
-            }
-            Err(why) => {
-                eprintln!(
-                    "seed {seed} failed: {why}\n  schedule: {:?}\n  replay: LOGBUS_JEPSEN_SEED={seed} cargo test --test replicas -- --exact replicas_jepsen::random_fault_schedules_keep_kafkas_guarantees{suffix}",
-                    schedule(seed),
-                );
-                failures.push(seed);
+        for (k, idempotent) in [true, false].into_iter().enumerate() {
+            let outcome = catch_unwind(AssertUnwindSafe(|| run(seed, on_disk, memory, idempotent)))
+                .unwrap_or_else(|_| Err("panicked".to_string()));
+            match outcome {
+                Ok(o) => {
+                    let t = &mut totals[k];
+                    t.acked += o.acked;
+                    t.duplicates += o.duplicates;
+                    t.pipelined += o.pipelined;
+                    t.possible_duplicates += o.possible_duplicates;
+                    t.deduplicated += o.deduplicated;
+                }
+                Err(why) => {
+                    eprintln!(
+                        "seed {seed} ({}) failed: {why}\n  schedule: {:?}\n  replay: LOGBUS_JEPSEN_SEED={seed} cargo test --test replicas -- --exact replicas_jepsen::random_fault_schedules_keep_kafkas_guarantees{suffix}",
+                        if idempotent { "idempotent" } else { "not idempotent" },
+                        schedule(seed),
+                    );
+                    failures.push(seed);
+                }
             }
         }
     }
+    let [idem, plain] = totals;
     eprintln!(
-        "{} schedules: {acked} acknowledged records checked ({pipelined} acknowledged to send_async), {duplicates} duplicates from retries",
-        seeds.len()
+        "{} schedules, idempotent producers: {} acknowledged records checked ({} acknowledged to send_async), {} duplicates; {} retries after an append, {} answered by the leader as duplicates",
+        seeds.len(),
+        idem.acked,
+        idem.pipelined,
+        idem.duplicates,
+        idem.possible_duplicates,
+        idem.deduplicated,
+    );
+    eprintln!(
+        "{} schedules, the same without idempotence: {} acknowledged records checked, {} duplicates from retries ({} retries after an append)",
+        seeds.len(),
+        plain.acked,
+        plain.duplicates,
+        plain.possible_duplicates,
+    );
+    assert_eq!(
+        idem.duplicates, 0,
+        "the idempotent producer left duplicates"
+    );
+    let (acked, pipelined) = (
+        idem.acked.min(plain.acked),
+        idem.pipelined.min(plain.pipelined),
     );
     assert!(acked > 0, "no send was ever acknowledged");
     assert!(pipelined > 0, "no send_async was ever acknowledged");

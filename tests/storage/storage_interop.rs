@@ -681,3 +681,184 @@ fn kafka_python_reads_a_compacted_log() {
         "{out}"
     );
 }
+
+#[test]
+#[ignore = "needs kafka-python: run by scripts/test-all.sh (interop step)"]
+fn kafka_python_reads_transaction_markers_and_the_txn_index() {
+    use logbus::broker::{Broker, TopicConfig};
+    use logbus::persist::PersistConfig;
+    use logbus::producer::{ProducerConfig, Record as Sent};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(tmp.path())
+        .create(true)
+        .open()
+        .unwrap();
+    broker
+        .create_topic::<(), u64>("tx", TopicConfig::new(1).persist(PersistConfig::new()))
+        .unwrap();
+    let p = broker
+        .producer_with_config::<(), u64>(ProducerConfig::new().transactional_id("interop"))
+        .unwrap();
+    p.init_transactions().unwrap();
+    let plain = broker
+        .producer_with_config::<(), u64>(ProducerConfig::new().enable_idempotence(false))
+        .unwrap();
+    let mut expected = String::new();
+    let mut offset = 0u64;
+    // (records, commit) per transaction, with a plain record after the second.
+    for (n, commit) in [(2, true), (2, false), (1, false), (1, true)] {
+        p.begin_transaction().unwrap();
+        let (pid, epoch) = p.transaction_ids().unwrap();
+        let first = offset;
+        for _ in 0..n {
+            let meta = p.send(Sent::new("tx", offset)).unwrap();
+            assert_eq!(meta.offset, offset);
+            expected += &format!("txn {offset} {pid} {epoch}\n");
+            offset += 1;
+        }
+        if commit {
+            p.commit_transaction().unwrap();
+        } else {
+            p.abort_transaction().unwrap();
+            expected += &format!("aborted {pid} {first} {offset} {first}\n");
+        }
+        let kind = if commit { "commit" } else { "abort" };
+        expected += &format!("marker {offset} {kind} {pid} {epoch} 0\n");
+        offset += 1;
+        if n == 2 && !commit {
+            assert_eq!(plain.send(Sent::new("tx", offset)).unwrap().offset, offset);
+            expected += &format!("plain {offset}\n");
+            offset += 1;
+        }
+    }
+    drop((p, plain));
+    broker.close().unwrap();
+    let expected_path = tmp.path().join("expected-transactions.txt");
+    std::fs::write(&expected_path, &expected).unwrap();
+    let part = tmp.path().join("tx-0");
+    let out = run_python(
+        "check_transactions.py",
+        &[part.as_os_str(), expected_path.as_os_str()],
+    );
+    assert!(out.contains("transactions: OK"), "{out}");
+}
+
+/// The idempotent producer's header fields, read by kafka-python: two idempotent producers
+/// and a plain one interleave on a one-replica persisted partition (batches cut where the
+/// producer changes), the broker restarts, and a retried send (the same producer id, epoch
+/// and sequence, `send_sequenced`) is answered with its first offset and not appended again;
+/// a send out of sequence is refused. kafka-python then finds every batch's producer id,
+/// epoch and base sequence, contiguous per producer, with no sequence twice.
+#[test]
+#[ignore = "needs kafka-python: run by scripts/test-all.sh (interop step)"]
+fn kafka_python_reads_producer_ids_and_sequences_across_a_restart() {
+    use logbus::broker::{Broker, TopicConfig};
+    use logbus::persist::PersistConfig;
+    use logbus::producer::{Acks, ProducerConfig, Record as Sent};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let open = || {
+        Broker::builder()
+            .data_dirs([tmp.path()])
+            .create(true)
+            .open()
+            .unwrap()
+    };
+    let broker = open();
+    broker
+        .create_topic::<(), u64>("idem", TopicConfig::new(1).persist(PersistConfig::new()))
+        .unwrap();
+    let a = broker.producer::<(), u64>();
+    let b = broker.producer::<(), u64>();
+    let plain = broker
+        .producer_with_config::<(), u64>(ProducerConfig::new().acks(Acks::Leader))
+        .unwrap();
+    assert!(plain.producer_identity().is_none());
+    let (ida, idb) = (
+        a.producer_identity().unwrap(),
+        b.producer_identity().unwrap(),
+    );
+    assert_ne!(ida.id, idb.id);
+    let mut sent = 0u64;
+    for round in 0..50u64 {
+        for _ in 0..(round % 4 + 1) {
+            a.send(Sent::new("idem", sent)).unwrap();
+            sent += 1;
+        }
+        b.send(Sent::new("idem", sent)).unwrap();
+        sent += 1;
+        if round % 5 == 0 {
+            plain.send(Sent::new("idem", sent)).unwrap();
+            sent += 1;
+        }
+    }
+    // A's sequences so far: how many records it sent.
+    let a_sent = (0..50u64).map(|r| r % 4 + 1).sum::<u64>() as i32;
+    let last_a = a.send(Sent::new("idem", 1_000)).unwrap();
+    sent += 1;
+    drop((a, b, plain));
+    broker.close().unwrap();
+    drop(broker);
+
+    // After a restart the broker knows A's sequences from the batch headers on disk.
+    let broker = open();
+    broker.topic::<(), u64>("idem").unwrap();
+    let p = broker.producer::<(), u64>();
+    let retried = p
+        .send_sequenced(Sent::new("idem", 1_000), ida, a_sent)
+        .expect("a retry of A's last send");
+    assert_eq!(
+        retried.offset, last_a.offset,
+        "answered with its first offset"
+    );
+    let gap = p.send_sequenced(Sent::new("idem", 1_001), ida, a_sent + 5);
+    assert!(
+        matches!(
+            gap.as_ref().map_err(|e| e.error()),
+            Err(logbus::Error::OutOfOrderSequence { expected, got, .. })
+                if *expected == a_sent + 1 && *got == a_sent + 5
+        ),
+        "{:?}",
+        gap.map_err(|e| e.to_string())
+    );
+    let next = p
+        .send_sequenced(Sent::new("idem", 1_001), ida, a_sent + 1)
+        .unwrap();
+    assert_eq!(next.offset, sent, "appended after every earlier record");
+    sent += 1;
+    let end = broker.describe_topic("idem").unwrap().partitions[0].log_end;
+    assert_eq!(end, sent, "the retry appended nothing");
+    drop(p);
+    broker.close().unwrap();
+
+    let out = run_python(
+        "check_producers.py",
+        &[tmp.path().join("idem-0").as_os_str()],
+    );
+    assert!(out.contains("producers OK"), "{out}");
+    // Batches of both producers and plain ones, and A's last batch after the restart.
+    let batches: Vec<Vec<i64>> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("BATCH "))
+        .map(|l| l.split(' ').map(|f| f.parse().unwrap()).collect())
+        .collect();
+    for id in [ida.id, idb.id, -1] {
+        assert!(
+            batches.iter().any(|b| b[2] == id),
+            "no batch of producer {id}: {out}"
+        );
+    }
+    let last = batches.last().unwrap();
+    assert_eq!(
+        (last[0], last[2], last[3], last[4]),
+        (
+            sent as i64 - 1,
+            ida.id,
+            i64::from(ida.epoch),
+            i64::from(a_sent + 1)
+        ),
+        "{out}"
+    );
+}

@@ -38,7 +38,8 @@ pub struct PartitionLag {
     pub owner: Option<String>,
     /// The group's committed offset (the next record to read), if it committed.
     pub committed: Option<u64>,
-    /// The log end offset (as consumers see it: the high watermark).
+    /// The log end offset as the group's consumers see it: the high watermark, or for a
+    /// group with a read-committed consumer the last stable offset.
     pub log_end: u64,
     /// `log_end - committed`; `None` without a committed offset.
     pub lag: Option<u64>,
@@ -177,6 +178,7 @@ impl Broker {
             }
         }
         let mut partitions = Vec::new();
+        let read_committed = self.is_read_committed_group(name);
         for topic in self.topics() {
             let Some(count) = self.partition_count(&topic) else {
                 continue;
@@ -194,9 +196,15 @@ impl Broker {
                     .iter()
                     .find(|m| m.assignment.contains(&tp))
                     .map(|m| m.member_id.clone());
+                // A read-committed group reads to the LSO: its lag counts to there.
+                let end = if read_committed {
+                    offsets.last_stable_offset
+                } else {
+                    offsets.high_watermark
+                };
                 partitions.push(PartitionLag {
-                    log_end: offsets.high_watermark,
-                    lag: committed.map(|c| offsets.high_watermark.saturating_sub(c)),
+                    log_end: end,
+                    lag: committed.map(|c| end.saturating_sub(c)),
                     missed: committed.map_or(0, |c| offsets.log_start.saturating_sub(c)),
                     partition: tp,
                     owner,

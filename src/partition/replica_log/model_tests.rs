@@ -344,7 +344,7 @@ proptest! {
             match *op {
                 Op::Append => {
                     let Some(l) = p.leader else { continue };
-                    let (chunk, at) = p.logs[l].append_one(p.epoch, Entry::plain(0, next), room);
+                    let (chunk, at) = p.logs[l].append_one(p.epoch, Entry::plain(0, next), room, None);
                     placed.push((chunk, at, next));
                     p.models[l].records.push((p.epoch, next));
                     next += 1;
@@ -420,7 +420,7 @@ fn a_follower_cut_to_its_log_start_keeps_no_stale_epoch() {
             match *op {
                 Append => {
                     let l = p.leader.expect("a leader");
-                    p.logs[l].append_one(p.epoch, Entry::plain(0, next), 4);
+                    p.logs[l].append_one(p.epoch, Entry::plain(0, next), 4, None);
                     p.models[l].records.push((p.epoch, next));
                     next += 1;
                     p.appended(l);

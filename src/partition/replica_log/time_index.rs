@@ -159,7 +159,7 @@ mod tests {
             Op::Append(ts) => {
                 if ts.len() == 1 {
                     // Into the leader's open chunk (a new one after a cut inside it).
-                    leader.append_one(0, entry(ts[0]), 4);
+                    leader.append_one(0, entry(ts[0]), 4, None);
                 } else {
                     let chunk = Chunk::many(ts.iter().map(|&t| entry(t)).collect());
                     leader.append_run(Run::whole(0, chunk));

@@ -78,6 +78,7 @@ impl DataDir {
             disk,
         )?;
         let partition = Arc::new(partition);
+        partition.rebuild_transactions();
         // Restore the groups' offsets, clamped to the recovered log end. They stay in
         // `loaded` until `track_open` has the partition in `open`: a checkpoint taken in
         // between must still find them (a crash then would lose every group's offset here).

@@ -15,6 +15,7 @@
 //! every request is appended exactly once, by whichever comes first.
 
 use super::{Failure, Nudge, ReplicaSet, SendRecords, State};
+use crate::partition::progress::Idem;
 use crate::partition::{Acks, AppendError};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::StdArc as Arc;
@@ -31,6 +32,9 @@ pub(super) struct Queued<K, V> {
     /// hand back on failure) once done or taken out of the queue.
     records: Mutex<SendRecords<K, V>>,
     acks: Acks,
+    /// Its idempotence: the holder assigns the sequence at the first append; the sender
+    /// takes it back with the records.
+    idem: Mutex<Idem>,
     nudge: Nudge,
     /// Set (after `outcome`) by the thread that appended it, under the partition's lock.
     done: AtomicBool,
@@ -103,6 +107,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         &self,
         records: &mut SendRecords<K, V>,
         acks: Acks,
+        idem: &mut Idem,
         nudge: Nudge,
     ) -> Entered<'_, K, V> {
         // Only blocking `acks = all` senders hand over a send the lock does not force them
@@ -130,6 +135,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let req = Arc::new(Queued {
             records: Mutex::new(std::mem::replace(records, SendRecords::Lent)),
             acks,
+            idem: Mutex::new(*idem),
             nudge,
             done: AtomicBool::new(false),
             outcome: Mutex::new(None),
@@ -142,11 +148,12 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         }
         let st = self.wait_served(&req, delegate);
         // Back from the request, appended or not: done, or (under the lock) still queued.
-        let lent = |records: &mut SendRecords<K, V>| {
+        let lent = |records: &mut SendRecords<K, V>, idem: &mut Idem| {
             *records = std::mem::replace(&mut *req.records.lock(), SendRecords::Lent);
+            *idem = *req.idem.lock();
         };
         let Some(st) = st else {
-            lent(records);
+            lent(records, idem);
             return Entered::Served(req.take());
         };
         // Under the partition's lock: a thread that appended the request marked it done
@@ -156,7 +163,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         // Relaxed: the partition's lock orders it after the server's store.
         if req.done.load(Ordering::Relaxed) {
             drop(st);
-            lent(records);
+            lent(records, idem);
             return Entered::Served(req.take());
         }
         {
@@ -167,7 +174,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 self.combiner.queued.store(false, Ordering::Relaxed);
             }
         }
-        lent(records);
+        lent(records, idem);
         if delegate {
             // The owner did not come back in time: stop handing sends over until a
             // contended lock shows senders overlapping again (`serve`).
@@ -251,7 +258,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             // returns, and every queued request is marked done. The state is as a panic in
             // the sender's own append would leave it (the lock does not poison).
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                self.append_locked(st, &mut req.records.lock(), req.acks, moved)
+                self.append_locked(
+                    st,
+                    &mut req.records.lock(),
+                    req.acks,
+                    &mut req.idem.lock(),
+                    moved,
+                )
             }));
             if matches!(outcome, Ok(Ok(_))) {
                 *wake = (*wake).max(req.nudge);

@@ -3,6 +3,7 @@
 //! the topic's metadata files, and a partition rebuilt from disk at open.
 
 use super::{ReplicaSet, State, Status};
+use crate::partition::producer_state::Stamp;
 use crate::partition::replica_log::ReplicaLog;
 use crate::partition::{AppendError, Entry};
 use crate::persist::replica_store::{ReplicaStore, Stored};
@@ -89,7 +90,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         &self,
         st: &mut State<K, V>,
         i: usize,
-        records: impl Iterator<Item = (i32, &'a Entry<K, V>)>,
+        records: impl Iterator<Item = (i32, Stamp, &'a Entry<K, V>)>,
     ) -> std::result::Result<(), AppendError> {
         let r = &mut st.replicas[i];
         let Some(store) = r.store.as_mut() else {
@@ -153,6 +154,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             }
         }
         st.replicas[i].log.reset_to(start);
+        // Its producers' states: the leader's as of `start` (Kafka's follower takes the
+        // leader's snapshot when it starts over); the records it copies next apply theirs.
+        if let Some(l) = st.leader.filter(|&l| l != i) {
+            let mut states = st.replicas[l].log.producers().clone();
+            states.truncate(start);
+            *st.replicas[i].log.producers_mut() = states;
+        }
     }
 
     /// Replica `i`'s records in `from..to` from its disk, with their offsets (gaps kept),

@@ -66,6 +66,8 @@ pub(crate) struct ReplicationConfig {
     pub(crate) min_insync: usize,
     pub(crate) unclean: bool,
     pub(crate) lag_max_ms: i64,
+    /// Idle producer ids expire after this (`TopicConfig::producer_id_expiration`).
+    pub(crate) producer_expiration_ms: i64,
     /// Records each replica keeps (the oldest beyond are dropped).
     pub(crate) capacity: usize,
 }
@@ -77,6 +79,8 @@ impl ReplicationConfig {
             min_insync: config.min_insync() as usize,
             unclean: config.unclean_election(),
             lag_max_ms: i64::try_from(config.replica_lag_max().as_millis()).unwrap_or(i64::MAX),
+            producer_expiration_ms: i64::try_from(config.producer_expiration().as_millis())
+                .unwrap_or(i64::MAX),
             capacity: config.records_in_memory_per_partition(),
         }
     }
@@ -131,6 +135,14 @@ struct State<K, V> {
     spare: Vec<Run<K, V>>,
     /// An empty vector with room, for the queued sends a lock holder appends (`combine`).
     served: Vec<Arc<combine::Queued<K, V>>>,
+    /// Per idempotent producer id: its epoch and the next sequence to give its next send
+    /// here. The producer's own counter, kept with the partition so that it outlives
+    /// leader changes: a new leader's log may have lost the old one's last records, whose
+    /// retries bring their sequences back (a fresh send meanwhile is out of order, and
+    /// retried).
+    sequences: crate::partition::producer_state::IdMap<(i16, i32)>,
+    /// When idle producer ids were last expired (broker clock, ms).
+    producers_expired_ms: i64,
 }
 
 /// Copies a record a failed send hands back while the log keeps it (`None`: cannot).
@@ -281,6 +293,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             closed: false,
             spare: Vec::new(),
             served: Vec::new(),
+            sequences: Default::default(),
+            producers_expired_ms: i64::MIN,
         };
         state.replicas[0].log.begin_epoch(0);
         let set = Self {
@@ -472,12 +486,12 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             let mut at = first;
             let dense = read
                 .into_iter()
-                .take_while(|(o, _, _)| {
+                .take_while(|(o, _, _, _)| {
                     let dense = *o == at;
                     at += 1;
                     dense
                 })
-                .map(|(_, epoch, e)| (epoch, e))
+                .map(|(_, epoch, stamp, e)| (epoch, stamp, e))
                 .collect();
             runs_of(dense)
         } else {
@@ -523,7 +537,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             r.log.skip_to(at);
         }
         if self
-            .append_to_disk(st, i, records.iter().flat_map(Run::entries))
+            .append_to_disk(st, i, records.iter().flat_map(Run::stamped_entries))
             .is_err()
         {
             return true;
@@ -611,6 +625,15 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         // Closed (deleted, or the broker closed): its files are gone or final.
         if st.closed {
             return;
+        }
+        // Idle producer ids expire (Kafka's `producer.id.expiration.ms`), on every replica
+        // alike, at most once a second of the broker's clock.
+        if now_ms.saturating_sub(st.producers_expired_ms) >= 1000 {
+            st.producers_expired_ms = now_ms;
+            let max = self.config.producer_expiration_ms;
+            for r in &mut st.replicas {
+                r.log.producers_mut().expire(now_ms, max);
+            }
         }
         let Some(l) = st.leader else { return };
         let leader_end = st.replicas[l].log.end();
@@ -903,7 +926,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
             let Some((records, next)) = self.read_disk_sparse(&mut st, l, offset, to) else {
                 return ReadOutcome::Empty;
             };
-            for (o, _, e) in &records {
+            for (o, _, _, e) in &records {
                 f(*o, e);
             }
             return ReadOutcome::of(offset, records.len(), next);
@@ -935,6 +958,20 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for
     ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
         let mut records = SendRecords::One(entry);
         match self.send(&mut records, policy, deadline) {
+            Ok(offset) => Ok(offset),
+            Err(why) => Err((self.take_back(records), why)),
+        }
+    }
+
+    fn append_sequenced(
+        &self,
+        entry: Entry<K, V>,
+        policy: &SendPolicy,
+        id: crate::partition::ProducerIdentity,
+        seq: i32,
+    ) -> Result<u64, (Option<Entry<K, V>>, AppendError)> {
+        let mut records = SendRecords::One(entry);
+        match self.send_sequenced(&mut records, policy, id, seq) {
             Ok(offset) => Ok(offset),
             Err(why) => Err((self.take_back(records), why)),
         }

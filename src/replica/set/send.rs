@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use super::combine::Entered;
 use super::{Failure, ReplicaSet, Run, SendRecords, State, FETCH_MAX, OPEN_CHUNK};
-use crate::partition::progress::{Budget, SendProgress, Step};
+use crate::partition::producer_state::{seq_add, Check, Stamp};
+use crate::partition::progress::{Budget, Idem, SendProgress, Step};
 use crate::partition::{Acks, AppendError, Entry, Pending, Refused, SendPolicy};
 use crate::sync::atomic::Ordering;
 use crate::sync::time::{self, Instant};
@@ -55,14 +56,15 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         &self,
         records: &mut SendRecords<K, V>,
         acks: Acks,
+        idem: &mut Idem,
         wake: Nudge,
     ) -> Result<Appended<'_, K, V>, Failure> {
-        let mut st = match self.enter(records, acks, wake) {
+        let mut st = match self.enter(records, acks, idem, wake) {
             Entered::Locked(st) => st,
             Entered::Served(outcome) => return outcome.map(|(epoch, last)| (None, epoch, last)),
         };
         let mut moved = false;
-        let own = self.append_locked(&mut st, records, acks, &mut moved);
+        let own = self.append_locked(&mut st, records, acks, idem, &mut moved);
         let mut wake = if own.is_ok() { wake } else { Nudge::Never };
         self.serve(&mut st, &mut moved, &mut wake);
         if let Some(l) = st.leader {
@@ -82,12 +84,20 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// the last offset. `moved`: set if HW moved. A single record not yet in any log goes
     /// into the leader's open chunk and becomes `SendRecords::Placed` there (a retry appends
     /// that slot again, shared).
+    ///
+    /// An idempotent send (`idem.producer`) gets its first sequence at its first append,
+    /// here, from the partition's counter for its producer (`State::sequences`), and keeps
+    /// it for its retries. The leader's producer state checks it under this lock, so the
+    /// check and the append are one step (`producer_state`): a retry of records the leader
+    /// holds returns their offsets (in the current epoch: the wait for acks then waits for
+    /// HW to pass them) and appends nothing.
     #[inline]
     pub(super) fn append_locked(
         &self,
         st: &mut State<K, V>,
         records: &mut SendRecords<K, V>,
         acks: Acks,
+        idem: &mut Idem,
         moved: &mut bool,
     ) -> Result<(i32, u64), Failure> {
         if st.closed {
@@ -108,27 +118,80 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             return Err(Failure::Refused(AppendError::LeaderNotAvailable));
         }
         let epoch = st.epoch;
+        // The idempotent producer's stamp (`seq` counting the send's records from 0).
+        let stamp = match idem.producer {
+            None => Stamp::NONE,
+            Some(id) => {
+                let seq = match idem.seq {
+                    Some(seq) => seq,
+                    None => match st.sequences.get(&id.id) {
+                        Some(&(e, next)) if e == id.epoch => next,
+                        _ => st.replicas[l].log.producers().next_seq(id),
+                    },
+                };
+                let stamp = Stamp::based(id, seq, 0, false);
+                let n = records.count() as u64;
+                match st.replicas[l].log.producers().check(&stamp, 0, n) {
+                    Check::Append => {}
+                    Check::Duplicate(_, last) => {
+                        idem.deduplicated = true;
+                        return Ok((epoch, last));
+                    }
+                    Check::Fenced { current } => {
+                        return Err(Failure::Refused(AppendError::ProducerFenced {
+                            producer: id,
+                            current,
+                        }))
+                    }
+                    Check::OutOfOrder { expected } => {
+                        return Err(Failure::Refused(AppendError::OutOfOrderSequence {
+                            producer: id,
+                            expected,
+                            got: seq,
+                        }))
+                    }
+                }
+                if idem.seq.is_none() {
+                    idem.seq = Some(seq);
+                    st.sequences.insert(id.id, (id.epoch, seq_add(seq, n)));
+                }
+                stamp
+            }
+        };
         // Nothing was appended on an error: a record too large, or the leader's directory
         // failed (a new leader took over).
         if st.replicas[l].store.is_some() {
             records
-                .with_entries(|entries| self.append_to_disk(st, l, entries.map(|e| (epoch, e))))
+                .with_entries(|entries| {
+                    self.append_to_disk(
+                        st,
+                        l,
+                        entries
+                            .enumerate()
+                            .map(|(i, e)| (epoch, stamp.moved(i as u64, 0), e)),
+                    )
+                })
                 .map_err(Failure::Refused)?;
         }
         let room = self.config.capacity.clamp(1, OPEN_CHUNK);
         let log = &mut st.replicas[l].log;
         match std::mem::replace(records, SendRecords::Lent) {
             SendRecords::One(entry) => {
-                let (chunk, at) = log.append_one(epoch, entry, room);
+                let producer = idem.producer.map(|id| (id, stamp.seq));
+                let (chunk, at) = log.append_one(epoch, entry, room, producer);
                 *records = SendRecords::Placed(chunk, at);
             }
             SendRecords::Placed(chunk, at) => {
-                log.append_run(Run::slot(epoch, chunk.clone(), at));
+                let run =
+                    Run::slot(epoch, chunk.clone(), at).stamped(stamp.moved(0, u64::from(at)));
+                log.append_run(run);
                 *records = SendRecords::Placed(chunk, at);
             }
             SendRecords::Chunks(chunks) => {
+                let mut done = 0u64;
                 for chunk in &chunks {
-                    log.append_run(Run::whole(epoch, chunk.clone()));
+                    log.append_run(Run::whole(epoch, chunk.clone()).stamped(stamp.moved(done, 0)));
+                    done += chunk.len() as u64;
                 }
                 *records = SendRecords::Chunks(chunks);
             }
@@ -280,11 +343,38 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         pending: &mut SendProgress,
         wait: bool,
     ) -> Result<(i32, u64), AppendError> {
+        let done = self.drive_steps(records, policy, pending, wait);
+        if std::mem::take(&mut pending.idem.deduplicated) {
+            // Relaxed: counters read for metrics only.
+            policy.counters.deduplicated.fetch_add(1, Ordering::Relaxed);
+        }
+        if let (Err(why), Some(handle), Some(id)) = (&done, &policy.producer, pending.idem.producer)
+        {
+            // Given up with a sequence assigned (its records may be in a log) or behind a
+            // gap: the producer's next sends start a new epoch (KIP-360).
+            let gap =
+                pending.idem.seq.is_some() || matches!(why, AppendError::OutOfOrderSequence { .. });
+            if gap && !matches!(why, AppendError::ProducerFenced { .. }) {
+                handle.gave_up(id);
+            }
+        }
+        done
+    }
+
+    /// [`drive`](Self::drive)'s steps.
+    fn drive_steps(
+        &self,
+        records: &mut SendRecords<K, V>,
+        policy: &SendPolicy,
+        pending: &mut SendProgress,
+        wait: bool,
+    ) -> Result<(i32, u64), AppendError> {
         loop {
             let failure = match pending.step {
                 Step::Append => match self.append_once(
                     records,
                     policy.acks,
+                    &mut pending.idem,
                     match (policy.acks, wait) {
                         (Acks::All, true) => Nudge::Never,
                         (Acks::All, false) => Nudge::Backlog,
@@ -323,8 +413,17 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             };
             let (why, appended) = match failure {
                 Failure::Closed(why) => return Err(why),
-                // No retry makes a record smaller.
-                Failure::Refused(why @ AppendError::TooLarge(..)) => return Err(why),
+                // No retry makes a record smaller, or a fenced producer current.
+                Failure::Refused(
+                    why @ (AppendError::TooLarge(..) | AppendError::ProducerFenced { .. }),
+                ) => return Err(why),
+                // A sequence its caller gave: the answer is the caller's (a sequence the
+                // producer gave waits for the retries of the records before it instead).
+                Failure::Refused(why @ AppendError::OutOfOrderSequence { .. })
+                    if pending.idem.explicit =>
+                {
+                    return Err(why)
+                }
                 Failure::Refused(why) => (why, false),
                 Failure::Appended(why) => (why, true),
             };
@@ -367,6 +466,25 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         deadline: Option<Instant>,
     ) -> Result<u64, AppendError> {
         let mut progress = SendProgress::new(policy, deadline);
+        self.drive(records, policy, &mut progress, true)
+            .map(|(_, last)| last)
+    }
+
+    /// [`send`](Self::send) of records whose producer and first sequence the caller gives.
+    pub(super) fn send_sequenced(
+        &self,
+        records: &mut SendRecords<K, V>,
+        policy: &SendPolicy,
+        id: crate::partition::ProducerIdentity,
+        seq: i32,
+    ) -> Result<u64, AppendError> {
+        let mut progress = SendProgress::new(policy, None);
+        progress.idem = Idem {
+            producer: Some(id),
+            seq: Some(seq),
+            deduplicated: false,
+            explicit: true,
+        };
         self.drive(records, policy, &mut progress, true)
             .map(|(_, last)| last)
     }

@@ -19,8 +19,13 @@ use crate::storage::varint::{put_varint, put_varlong, varint_size, varlong_size}
 /// records is not used, and the batch is written uncompressed (codec bits 0).
 ///
 /// Offsets are dense from the base offset (record `i` gets offset delta `i`); the first
-/// record's timestamp is the base timestamp. Producer id, epoch and base sequence are -1;
-/// the partition leader epoch is 0 unless set with
+/// record's timestamp is the base timestamp. Producer id, epoch and base sequence are -1
+/// (no idempotence) unless set with [`set_producer`](BatchBuilder::set_producer) (the
+/// idempotent producer: record `i`'s sequence is then `base_sequence + i`, Kafka's rule),
+/// and the transactional and control attribute bits clear unless set
+/// ([`set_transactional`](BatchBuilder::set_transactional),
+/// [`set_control`](BatchBuilder::set_control)); [`clear`](BatchBuilder::clear) resets all
+/// of them, as each batch has its own. The partition leader epoch is 0 unless set with
 /// [`with_partition_leader_epoch`](BatchBuilder::with_partition_leader_epoch).
 /// [`finish`](BatchBuilder::finish) fills in the header and the CRC.
 ///
@@ -56,7 +61,20 @@ pub struct BatchBuilder {
     sealed: Vec<u8>,
     /// The size of the batch the last `finish` returned.
     finished: usize,
+    /// Whether the last `finish` returned `sealed` (a compressed batch) rather than `buf`.
+    finished_sealed: bool,
+    /// `producerId`, `producerEpoch`, `baseSequence` (-1, -1, -1: not idempotent).
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    /// Attribute bits 4 (transactional) and 5 (control), Kafka's `DefaultRecordBatch`.
+    flags: i16,
 }
+
+/// Attribute bit 4: the batch is part of a transaction.
+pub(crate) const TRANSACTIONAL_FLAG: i16 = 0x10;
+/// Attribute bit 5: the batch holds a control record (a transaction marker).
+pub(crate) const CONTROL_FLAG: i16 = 0x20;
 
 impl BatchBuilder {
     /// An empty batch starting at `base_offset`.
@@ -72,6 +90,11 @@ impl BatchBuilder {
             compression: Compression::None,
             sealed: Vec::new(),
             finished: 0,
+            finished_sealed: false,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            flags: 0,
         };
         b.clear(base_offset);
         b
@@ -129,7 +152,8 @@ impl BatchBuilder {
     }
 
     /// Empties the builder for a new batch at `base_offset`, keeping its buffer (and the
-    /// partition leader epoch).
+    /// partition leader epoch); the producer fields go back to -1 and the transactional
+    /// and control bits are cleared.
     pub fn clear(&mut self, base_offset: u64) {
         self.buf.truncate(self.start);
         self.buf.resize(self.start + HEADER_SIZE, 0);
@@ -137,6 +161,62 @@ impl BatchBuilder {
         self.count = 0;
         self.base_timestamp = NO_TIMESTAMP;
         self.max_timestamp = NO_TIMESTAMP;
+        self.producer_id = -1;
+        self.producer_epoch = -1;
+        self.base_sequence = -1;
+        self.flags = 0;
+        self.finished_sealed = false;
+    }
+
+    /// Sets the batch's producer id, producer epoch and base sequence (the idempotent
+    /// producer's header fields: the sequence of record `i` is `base_sequence + i`, wrapping
+    /// past `i32::MAX` to 0). `(-1, -1, -1)` means no producer (the default).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::storage::record_batch::{Batch, BatchBuilder};
+    ///
+    /// let mut b = BatchBuilder::new(0);
+    /// b.set_producer(7, 2, 40);
+    /// b.set_transactional(true);
+    /// b.append(1, None, Some(b"v"), &[])?;
+    /// let h = *Batch::decode(b.finish())?.header();
+    /// assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence), (7, 2, 40));
+    /// assert!(h.is_transactional() && !h.is_control());
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn set_producer(&mut self, producer_id: i64, producer_epoch: i16, base_sequence: i32) {
+        self.producer_id = producer_id;
+        self.producer_epoch = producer_epoch;
+        self.base_sequence = base_sequence;
+    }
+
+    /// The producer id, epoch and base sequence the header will carry.
+    pub fn producer(&self) -> (i64, i16, i32) {
+        (self.producer_id, self.producer_epoch, self.base_sequence)
+    }
+
+    /// Sets the transactional attribute bit (bit 4): the batch belongs to a transaction,
+    /// which a COMMIT or ABORT control batch of the same producer ends.
+    pub fn set_transactional(&mut self, transactional: bool) {
+        self.set_flag(TRANSACTIONAL_FLAG, transactional);
+    }
+
+    /// Sets the control attribute bit (bit 5): the batch holds a control record (a
+    /// transaction marker, Kafka's `EndTransactionMarker`: the record's key is
+    /// `version: i16, type: i16` with type 0 = ABORT, 1 = COMMIT; its value is
+    /// `version: i16, coordinator epoch: i32`).
+    pub fn set_control(&mut self, control: bool) {
+        self.set_flag(CONTROL_FLAG, control);
+    }
+
+    fn set_flag(&mut self, flag: i16, on: bool) {
+        if on {
+            self.flags |= flag;
+        } else {
+            self.flags &= !flag;
+        }
     }
 
     /// Changes the base offset (outside the CRC, as a leader assigning offsets does).
@@ -296,13 +376,26 @@ impl BatchBuilder {
         Ok(self)
     }
 
+    /// The header of the batch as last [`finish`](BatchBuilder::finish)ed (parsed back
+    /// from its bytes, no CRC computed).
+    pub fn finished_header(&self) -> Option<BatchHeader> {
+        let batch = if self.finished_sealed {
+            &self.sealed[..]
+        } else {
+            &self.buf[self.start..]
+        };
+        BatchHeader::parse(batch).ok()
+    }
+
     /// Writes the header and CRC and returns the batch's bytes (the builder keeps them until
     /// the next [`clear`](BatchBuilder::clear); calling `finish` again is harmless).
     ///
     /// With a codec set, the records are compressed here, as one stream (each call
     /// compresses them again: call it once per batch).
     pub fn finish(&mut self) -> &[u8] {
-        if self.compression != Compression::None && self.count > 0 {
+        // Control batches (transaction markers) stay uncompressed, as Kafka writes them.
+        if self.compression != Compression::None && self.count > 0 && self.flags & CONTROL_FLAG == 0
+        {
             let mut sealed = std::mem::take(&mut self.sealed);
             sealed.clear();
             sealed.extend_from_slice(&self.buf[self.start..self.start + HEADER_SIZE]);
@@ -314,12 +407,14 @@ impl BatchBuilder {
                 self.header_into(&mut sealed, attributes);
                 self.sealed = sealed;
                 self.finished = self.sealed.len();
+                self.finished_sealed = true;
                 return &self.sealed;
             }
             self.sealed = sealed;
         }
         self.write_header(false);
         self.finished = self.size();
+        self.finished_sealed = false;
         &self.buf[self.start..]
     }
 
@@ -329,7 +424,11 @@ impl BatchBuilder {
     /// whose buffer holds nothing else after the batch).
     fn write_header(&mut self, compress_in_place: bool) -> BatchHeader {
         let mut attributes = 0i16;
-        if compress_in_place && self.compression != Compression::None && self.count > 0 {
+        if compress_in_place
+            && self.compression != Compression::None
+            && self.count > 0
+            && self.flags & CONTROL_FLAG == 0
+        {
             let at = self.start + HEADER_SIZE;
             let mut stream = std::mem::take(&mut self.sealed);
             stream.clear();
@@ -361,7 +460,9 @@ impl BatchBuilder {
             &self.partition_leader_epoch.to_be_bytes(),
         );
         b[field::MAGIC] = MAGIC as u8;
-        put(b, field::ATTRIBUTES, &attributes.to_be_bytes()); // codec, CreateTime
+        // The codec, CreateTime, and the transactional and control bits as set.
+        let attributes = attributes | self.flags;
+        put(b, field::ATTRIBUTES, &attributes.to_be_bytes());
         put(
             b,
             field::LAST_OFFSET_DELTA,
@@ -369,9 +470,9 @@ impl BatchBuilder {
         );
         put(b, field::BASE_TIMESTAMP, &self.base_timestamp.to_be_bytes());
         put(b, field::MAX_TIMESTAMP, &self.max_timestamp.to_be_bytes());
-        put(b, field::PRODUCER_ID, &(-1i64).to_be_bytes()); // producer id
-        put(b, field::PRODUCER_EPOCH, &(-1i16).to_be_bytes()); // producer epoch
-        put(b, field::BASE_SEQUENCE, &(-1i32).to_be_bytes()); // base sequence
+        put(b, field::PRODUCER_ID, &self.producer_id.to_be_bytes());
+        put(b, field::PRODUCER_EPOCH, &self.producer_epoch.to_be_bytes());
+        put(b, field::BASE_SEQUENCE, &self.base_sequence.to_be_bytes());
         put(b, field::RECORDS_COUNT, &self.count.to_be_bytes());
         let crc = crc32c(&b[field::ATTRIBUTES..]);
         put(b, field::CRC, &crc.to_be_bytes());
@@ -385,9 +486,9 @@ impl BatchBuilder {
             last_offset_delta,
             base_timestamp: self.base_timestamp,
             max_timestamp: self.max_timestamp,
-            producer_id: -1,
-            producer_epoch: -1,
-            base_sequence: -1,
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            base_sequence: self.base_sequence,
             records_count: self.count,
         }
     }

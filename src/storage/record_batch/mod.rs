@@ -17,8 +17,10 @@
 //! it is used, nothing is allocated in proportion to a declared count, and every loop consumes
 //! at least one byte per step. Decoding never panics.
 //!
-//! logbus writes batches with producer id, epoch and base sequence -1 (no idempotence yet)
-//! and `CreateTime` timestamps, uncompressed or compressed with any of Kafka's four codecs
+//! logbus writes batches with `CreateTime` timestamps; producer id, epoch and base sequence
+//! are -1 for records of a producer without idempotence, else the producer's (one batch holds
+//! one producer's contiguous sequences: record `i` has sequence `baseSequence + i`). Batches
+//! are uncompressed or compressed with any of Kafka's four codecs
 //! ([`BatchBuilder::set_compression`]; the framing of each is Kafka's, see
 //! [`compression`](self#compression)). A compressed batch's records are one compressed stream
 //! after `recordsCount`, covered by the CRC; [`Batch::records`] decompresses it once into a

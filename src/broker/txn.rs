@@ -1,0 +1,863 @@
+//! The transaction coordinator (KIP-98) and its transaction log.
+//!
+//! One coordinator per broker keeps, per `transactional_id`, the producer id, the current
+//! epoch, the state (Kafka's `TransactionState`: `Empty`, `Ongoing`, `PrepareCommit`,
+//! `PrepareAbort`, `CompleteCommit`, `CompleteAbort`), the partitions the open transaction
+//! wrote to and the group offsets sent to it. Every state change is written to the
+//! transaction log first.
+//!
+//! # One epoch per transaction (KIP-890), and why a late marker cannot land
+//!
+//! A transaction runs at one producer epoch; its end markers carry that epoch; completing
+//! it bumps the epoch, and the producer's next transaction runs at the new one. Each
+//! partition (`partition::txn`) refuses a record whose epoch has a marker there already,
+//! and a marker whose epoch is not that of the transaction open there. So:
+//!
+//! - a record of transaction *k* sent late (a zombie, a retry) is refused once *k*'s
+//!   marker is written: it cannot be read as committed, nor join transaction *k+1*;
+//! - a marker of *k* delivered late (a coordinator retry after a failover) finds *k+1*
+//!   open at a newer epoch and is refused: it cannot commit or abort *k+1* (the torn
+//!   transaction Jepsen found in Kafka 3.x, where the marker carried no transaction
+//!   identity beyond the producer id and epoch of a whole session);
+//! - `init_transactions` bumps the epoch as well: the previous producer with the same id
+//!   is fenced at the coordinator (`add partition`, `end`) and at every partition its
+//!   abandoned transaction touched (its ABORT markers).
+//!
+//! The coordinator lets *k+1* begin only after all of *k*'s markers are written (its state
+//! leaves `Prepare*` only then), and group offsets sent to *k* are committed after its
+//! COMMIT markers and before the state becomes `CompleteCommit`: a later
+//! `init_transactions` (the restarted worker) completes a `Prepare*` transaction first, so
+//! it resumes from the offsets of exactly the transactions whose output is committed.
+//!
+//! # Transaction timeout
+//!
+//! The coordinator checks on the broker's [`Clock`](crate::Clock): every coordinator call
+//! (any transactional id's) and every `describe_transactions` aborts the transactions open
+//! longer than their `transaction_timeout` (no thread: a manual clock in tests decides
+//! exactly when). A transaction abandoned while no transactional producer calls and no one
+//! describes stays open (its LSO held) until the next such call. The producer of a timed-out transaction gets
+//! [`Error::TransactionTimedOut`] and may begin again.
+//!
+//! # The transaction log
+//!
+//! In memory on an in-memory broker. On a broker with a data directory, the file
+//! `__transaction_state.log` in it (Kafka's `__transaction_state` topic, in a format of
+//! logbus's own: a single-writer file, compacted at open), appended and fsynced before each
+//! state change takes effect. Each record:
+//!
+//! ```text
+//! length u32 | crc32c(payload) u32 | payload
+//! payload: version u8 (0) | transactional id (u16 length + UTF-8) | producer id i64 |
+//!          epoch i16 | state u8 | timeout ms u64 | last update ms i64 |
+//!          partitions u32 count, each (topic: u16 length + UTF-8, partition u32) |
+//!          offsets u32 count, each (group, topic: u16 length + UTF-8, partition u32, offset u64)
+//! ```
+//!
+//! all big-endian. The last record of an id is its state. Replay stops at the first
+//! record that is short or fails its CRC (a torn tail of a crash) and rewrites the file
+//! with the state of each id. The coordinator epoch (written into every marker) is one
+//! more than the number of times the file was replayed (a first record with an empty id
+//! counts the opens).
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::topic::MarkerWrite;
+use super::{Broker, TopicPartition};
+use crate::storage::{Io, IoFile, OpenMode};
+use crate::sync::Arc as SyncArc;
+use crate::sync::Mutex;
+use crate::{Error, Result};
+
+/// A transaction's state at the coordinator (Kafka's `TransactionState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TxnState {
+    /// No transaction since the epoch was bumped.
+    Empty,
+    /// Records or offsets were added to the open transaction.
+    Ongoing,
+    /// Committing: COMMIT markers being written.
+    PrepareCommit,
+    /// Aborting: ABORT markers being written.
+    PrepareAbort,
+    /// The last transaction committed.
+    CompleteCommit,
+    /// The last transaction aborted.
+    CompleteAbort,
+}
+
+impl TxnState {
+    fn code(self) -> u8 {
+        self as u8
+    }
+
+    fn from_code(c: u8) -> Option<Self> {
+        Some(match c {
+            0 => Self::Empty,
+            1 => Self::Ongoing,
+            2 => Self::PrepareCommit,
+            3 => Self::PrepareAbort,
+            4 => Self::CompleteCommit,
+            5 => Self::CompleteAbort,
+            _ => return None,
+        })
+    }
+
+    /// Whether a new transaction may begin (no transaction open or being completed).
+    fn is_idle(self) -> bool {
+        matches!(
+            self,
+            Self::Empty | Self::CompleteCommit | Self::CompleteAbort
+        )
+    }
+}
+
+/// One transactional id at the coordinator ([`Broker::describe_transactions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransactionDescription {
+    /// The transactional id.
+    pub transactional_id: String,
+    /// Its producer id.
+    pub producer_id: i64,
+    /// Its current epoch.
+    pub epoch: i16,
+    /// The state of its current (or last) transaction.
+    pub state: TxnState,
+    /// The partitions the open transaction wrote to.
+    pub partitions: Vec<TopicPartition>,
+    /// The transaction timeout.
+    pub timeout_ms: u64,
+}
+
+/// One group offset sent to a transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TxnOffset {
+    group: String,
+    tp: TopicPartition,
+    offset: u64,
+}
+
+#[derive(Debug, Clone)]
+struct TxnMeta {
+    producer_id: i64,
+    epoch: i16,
+    state: TxnState,
+    partitions: BTreeSet<TopicPartition>,
+    offsets: Vec<TxnOffset>,
+    timeout_ms: u64,
+    /// When the open transaction began (its first partition or offsets).
+    started_ms: i64,
+    /// The epoch of the last transaction the coordinator aborted on timeout (its producer
+    /// is told so rather than that it is fenced).
+    timed_out: Option<i16>,
+}
+
+/// The coordinator (module docs).
+pub(crate) struct TxnCoordinator {
+    txns: Mutex<HashMap<String, TxnMeta>>,
+    log: Mutex<Option<TxnLogFile>>,
+    coordinator_epoch: i32,
+    /// The largest producer id in the replayed log (the broker's allocator reserves it).
+    max_producer_id: i64,
+    /// How long a marker write waits for its acknowledgement.
+    marker_timeout: Duration,
+    /// Groups with a read-committed consumer: their lag counts to the LSO.
+    read_committed_groups: Mutex<std::collections::HashSet<String>>,
+}
+
+impl std::fmt::Debug for TxnCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxnCoordinator").finish_non_exhaustive()
+    }
+}
+
+/// The transaction log's file.
+struct TxnLogFile {
+    io: SyncArc<dyn Io>,
+    dir: PathBuf,
+    path: PathBuf,
+    /// `None` until the first transaction.
+    file: Option<Box<dyn IoFile>>,
+    /// Where the next record goes.
+    end: u64,
+}
+
+const LOG_NAME: &str = "__transaction_state.log";
+
+impl TxnCoordinator {
+    /// An in-memory coordinator.
+    pub(crate) fn in_memory() -> Self {
+        Self {
+            txns: Mutex::new(HashMap::new()),
+            log: Mutex::new(None),
+            coordinator_epoch: 0,
+            max_producer_id: -1,
+            marker_timeout: Duration::from_secs(10),
+            read_committed_groups: Mutex::default(),
+        }
+    }
+
+    /// The coordinator of a data directory: replays and compacts its transaction log
+    /// (through the directory's `Io`, so that fault-injecting file systems see it too).
+    pub(crate) fn open(io: SyncArc<dyn Io>, dir: &std::path::Path) -> Result<Self> {
+        let path = dir.join(LOG_NAME);
+        let err = |what: &'static str, e: std::io::Error| Error::Io {
+            context: format!("{what} the transaction log {}", path.display()),
+            source: e,
+        };
+        let mut bytes = Vec::new();
+        let exists = io.exists(&path).map_err(|e| err("looking for", e))?;
+        if !exists {
+            // Created with the first transaction (a directory without transactions keeps
+            // only its topics).
+            return Ok(Self {
+                txns: Mutex::new(HashMap::new()),
+                log: Mutex::new(Some(TxnLogFile {
+                    io,
+                    dir: dir.to_path_buf(),
+                    path,
+                    file: None,
+                    end: 0,
+                })),
+                coordinator_epoch: 0,
+                max_producer_id: -1,
+                marker_timeout: Duration::from_secs(10),
+                read_committed_groups: Mutex::default(),
+            });
+        }
+        {
+            let f = io
+                .open(&path, OpenMode::Read)
+                .map_err(|e| err("opening", e))?;
+            let len = f.len().map_err(|e| err("reading", e))?;
+            bytes.resize(len as usize, 0);
+            f.read_exact_at(&mut bytes, 0)
+                .map_err(|e| err("reading", e))?;
+        }
+        let mut txns = HashMap::new();
+        let mut opens = 0i32;
+        let mut max_pid = -1i64;
+        for (id, meta) in replay(&bytes) {
+            if id.is_empty() {
+                opens = opens.max(meta.epoch as i32 + 1);
+                continue;
+            }
+            max_pid = max_pid.max(meta.producer_id);
+            txns.insert(id, meta);
+        }
+        let coordinator_epoch = opens;
+        // Compacted: the open's own record, then each id's state.
+        let tmp = dir.join(format!("{LOG_NAME}.tmp"));
+        let mut out = Vec::new();
+        let open_meta = TxnMeta {
+            producer_id: -1,
+            epoch: coordinator_epoch as i16,
+            state: TxnState::Empty,
+            partitions: BTreeSet::new(),
+            offsets: Vec::new(),
+            timeout_ms: 0,
+            started_ms: 0,
+            timed_out: None,
+        };
+        encode_record(&mut out, "", &open_meta);
+        for (id, meta) in &txns {
+            encode_record(&mut out, id, meta);
+        }
+        {
+            let f = io
+                .open(&tmp, OpenMode::Truncate)
+                .map_err(|e| err("creating", e))?;
+            f.write_all_at(&out, 0).map_err(|e| err("writing", e))?;
+            f.sync_all().map_err(|e| err("syncing", e))?;
+        }
+        io.rename(&tmp, &path).map_err(|e| err("renaming", e))?;
+        io.sync_dir(dir)
+            .map_err(|e| err("syncing the directory of", e))?;
+        let file = io
+            .open(&path, OpenMode::ReadWrite)
+            .map_err(|e| err("opening", e))?;
+        Ok(Self {
+            txns: Mutex::new(txns),
+            log: Mutex::new(Some(TxnLogFile {
+                io,
+                dir: dir.to_path_buf(),
+                path,
+                file: Some(file),
+                end: out.len() as u64,
+            })),
+            coordinator_epoch,
+            max_producer_id: max_pid,
+            marker_timeout: Duration::from_secs(10),
+            read_committed_groups: Mutex::default(),
+        })
+    }
+
+    /// Writes `meta` to the log (durable before it returns, on a durable broker).
+    fn log(&self, id: &str, meta: &TxnMeta) -> Result<()> {
+        let mut log = self.log.lock();
+        let Some(l) = log.as_mut() else {
+            return Ok(());
+        };
+        let mut out = Vec::new();
+        let err = |e: std::io::Error| Error::Io {
+            context: format!("appending to the transaction log {}", l.path.display()),
+            source: e,
+        };
+        if l.file.is_none() {
+            // The first record: the file begins with this open's record (epoch 0).
+            let open = TxnMeta {
+                producer_id: -1,
+                epoch: self.coordinator_epoch as i16,
+                state: TxnState::Empty,
+                partitions: BTreeSet::new(),
+                offsets: Vec::new(),
+                timeout_ms: 0,
+                started_ms: 0,
+                timed_out: None,
+            };
+            encode_record(&mut out, "", &open);
+            let f = l.io.open(&l.path, OpenMode::Truncate).map_err(err)?;
+            l.io.sync_dir(&l.dir).map_err(err)?;
+            l.file = Some(f);
+        }
+        encode_record(&mut out, id, meta);
+        let f = l.file.as_ref().expect("opened above");
+        f.write_all_at(&out, l.end).map_err(err)?;
+        f.sync_data().map_err(err)?;
+        l.end += out.len() as u64;
+        Ok(())
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u16).to_be_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn encode_record(out: &mut Vec<u8>, id: &str, m: &TxnMeta) {
+    let mut p = vec![0u8];
+    put_str(&mut p, id);
+    p.extend_from_slice(&m.producer_id.to_be_bytes());
+    p.extend_from_slice(&m.epoch.to_be_bytes());
+    p.push(m.state.code());
+    p.extend_from_slice(&m.timeout_ms.to_be_bytes());
+    p.extend_from_slice(&m.started_ms.to_be_bytes());
+    p.extend_from_slice(&(m.partitions.len() as u32).to_be_bytes());
+    for tp in &m.partitions {
+        put_str(&mut p, &tp.topic);
+        p.extend_from_slice(&tp.partition.to_be_bytes());
+    }
+    p.extend_from_slice(&(m.offsets.len() as u32).to_be_bytes());
+    for o in &m.offsets {
+        put_str(&mut p, &o.group);
+        put_str(&mut p, &o.tp.topic);
+        p.extend_from_slice(&o.tp.partition.to_be_bytes());
+        p.extend_from_slice(&o.offset.to_be_bytes());
+    }
+    out.extend_from_slice(&(p.len() as u32).to_be_bytes());
+    out.extend_from_slice(&crate::storage::record_batch::crc32c(&p).to_be_bytes());
+    out.extend_from_slice(&p);
+}
+
+/// A cursor over a payload; `None` past its end.
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Some(a)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_be_bytes(self.take(2)?.try_into().ok()?))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_be_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn str(&mut self) -> Option<String> {
+        let n = self.u16()? as usize;
+        String::from_utf8(self.take(n)?.to_vec()).ok()
+    }
+}
+
+fn decode_payload(p: &[u8]) -> Option<(String, TxnMeta)> {
+    let mut c = Cursor(p);
+    if c.u8()? != 0 {
+        return None;
+    }
+    let id = c.str()?;
+    let producer_id = c.u64()? as i64;
+    let epoch = c.u16()? as i16;
+    let state = TxnState::from_code(c.u8()?)?;
+    let timeout_ms = c.u64()?;
+    let started_ms = c.u64()? as i64;
+    let mut partitions = BTreeSet::new();
+    for _ in 0..c.u32()? {
+        let topic = c.str()?;
+        partitions.insert(TopicPartition::new(topic, c.u32()?));
+    }
+    let mut offsets = Vec::new();
+    for _ in 0..c.u32()? {
+        let group = c.str()?;
+        let topic = c.str()?;
+        let partition = c.u32()?;
+        offsets.push(TxnOffset {
+            group,
+            tp: TopicPartition::new(topic, partition),
+            offset: c.u64()?,
+        });
+    }
+    Some((
+        id,
+        TxnMeta {
+            producer_id,
+            epoch,
+            state,
+            partitions,
+            offsets,
+            timeout_ms,
+            started_ms,
+            timed_out: None,
+        },
+    ))
+}
+
+/// The records of a transaction log, up to the first torn or corrupt one.
+fn replay(bytes: &[u8]) -> Vec<(String, TxnMeta)> {
+    let mut out = Vec::new();
+    let mut c = Cursor(bytes);
+    while let (Some(len), Some(crc)) = (c.u32(), c.u32()) {
+        let Some(p) = c.take(len as usize) else {
+            break;
+        };
+        if crate::storage::record_batch::crc32c(p) != crc {
+            break;
+        }
+        let Some(r) = decode_payload(p) else { break };
+        out.push(r);
+    }
+    out
+}
+
+/// What a transactional producer holds: its id and the epoch of its transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TxnIds {
+    pub(crate) producer_id: i64,
+    pub(crate) epoch: i16,
+}
+
+fn state_name(s: TxnState) -> &'static str {
+    match s {
+        TxnState::Empty => "Empty",
+        TxnState::Ongoing => "Ongoing",
+        TxnState::PrepareCommit => "PrepareCommit",
+        TxnState::PrepareAbort => "PrepareAbort",
+        TxnState::CompleteCommit => "CompleteCommit",
+        TxnState::CompleteAbort => "CompleteAbort",
+    }
+}
+
+impl Broker {
+    pub(crate) fn txn_coordinator(&self) -> &TxnCoordinator {
+        &self.inner.txn
+    }
+
+    /// Notes that `group` has a read-committed consumer: `describe_group` then reports its
+    /// lag against the last stable offset (what it can read), as Kafka's tools do.
+    pub(crate) fn note_read_committed_group(&self, group: &str) {
+        self.txn_coordinator()
+            .read_committed_groups
+            .lock()
+            .insert(group.to_owned());
+    }
+
+    /// Whether `group` had a read-committed consumer.
+    pub(crate) fn is_read_committed_group(&self, group: &str) -> bool {
+        self.txn_coordinator()
+            .read_committed_groups
+            .lock()
+            .contains(group)
+    }
+
+    /// Reserves the producer ids the replayed transaction log holds (at open).
+    pub(crate) fn txn_reserve_ids(&self) {
+        let max = self.txn_coordinator().max_producer_id;
+        if max >= 0 {
+            self.producer_ids().reserve_through(max);
+        }
+    }
+
+    /// The error for a producer at `ids` whose id is now at `meta`.
+    fn txn_fenced(id: &str, ids: TxnIds, meta: Option<&TxnMeta>) -> Error {
+        match meta {
+            Some(m) if m.producer_id == ids.producer_id && m.timed_out == Some(ids.epoch) => {
+                Error::TransactionTimedOut {
+                    transactional_id: id.to_owned(),
+                    epoch: ids.epoch,
+                    timeout_ms: m.timeout_ms,
+                }
+            }
+            _ => Error::ProducerFenced {
+                producer_id: ids.producer_id,
+                epoch: ids.epoch,
+                current_epoch: meta.map_or(-1, |m| m.epoch),
+            },
+        }
+    }
+
+    /// `init_transactions`: completes (or aborts) what the previous producer with `id`
+    /// left, bumps the epoch (fencing that producer) and returns the new ids.
+    pub(crate) fn txn_init(&self, id: &str, timeout_ms: u64) -> Result<TxnIds> {
+        self.txn_expire();
+        let c = self.txn_coordinator();
+        loop {
+            let mut txns = c.txns.lock();
+            let meta = txns.entry(id.to_owned()).or_insert_with(|| TxnMeta {
+                producer_id: self.producer_ids().allocate().id,
+                epoch: -1,
+                state: TxnState::Empty,
+                partitions: BTreeSet::new(),
+                offsets: Vec::new(),
+                timeout_ms,
+                started_ms: 0,
+                timed_out: None,
+            });
+            match meta.state {
+                TxnState::Ongoing => {
+                    meta.state = TxnState::PrepareAbort;
+                    c.log(id, meta)?;
+                    let target = meta.clone();
+                    drop(txns);
+                    self.txn_complete(id, &target)?;
+                }
+                TxnState::PrepareAbort | TxnState::PrepareCommit => {
+                    let target = meta.clone();
+                    drop(txns);
+                    self.txn_complete(id, &target)?;
+                }
+                _ => {
+                    if meta.epoch == i16::MAX {
+                        // Epochs exhausted: a new producer id (Kafka does the same).
+                        meta.producer_id = self.producer_ids().allocate().id;
+                        meta.epoch = -1;
+                    }
+                    // Read and written under the one lock: two racing inits get two epochs
+                    // (loom: `two_producers_racing_init_transactions_get_two_epochs`).
+                    let next = meta.epoch + 1;
+                    meta.epoch = next;
+                    meta.state = TxnState::Empty;
+                    meta.partitions.clear();
+                    meta.offsets.clear();
+                    meta.timeout_ms = timeout_ms;
+                    meta.timed_out = None;
+                    c.log(id, meta)?;
+                    return Ok(TxnIds {
+                        producer_id: meta.producer_id,
+                        epoch: meta.epoch,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Checks that `ids` holds `id`'s current epoch and its transaction may take more
+    /// (`Ongoing`, or idle: it begins now); returns the meta, locked.
+    fn txn_ongoing<'a>(
+        &self,
+        txns: &'a mut HashMap<String, TxnMeta>,
+        id: &str,
+        ids: TxnIds,
+        operation: &'static str,
+    ) -> Result<&'a mut TxnMeta> {
+        let now = self.now_ms();
+        let meta = match txns.get_mut(id) {
+            Some(m) if m.producer_id == ids.producer_id && m.epoch == ids.epoch => m,
+            other => return Err(Self::txn_fenced(id, ids, other.map(|m| &*m))),
+        };
+        if meta.state.is_idle() {
+            meta.state = TxnState::Ongoing;
+            meta.started_ms = now;
+            meta.partitions.clear();
+            meta.offsets.clear();
+        } else if meta.state != TxnState::Ongoing {
+            return Err(Error::InvalidTxnState {
+                transactional_id: id.to_owned(),
+                state: state_name(meta.state),
+                operation,
+                valid: "commit_transaction or abort_transaction again, to finish it",
+            });
+        }
+        Ok(meta)
+    }
+
+    /// Adds `tp` to `id`'s open transaction (before the first record is sent there).
+    pub(crate) fn txn_add_partition(
+        &self,
+        id: &str,
+        ids: TxnIds,
+        tp: &TopicPartition,
+    ) -> Result<()> {
+        self.txn_expire();
+        let c = self.txn_coordinator();
+        let mut txns = c.txns.lock();
+        let meta = self.txn_ongoing(&mut txns, id, ids, "send")?;
+        if meta.partitions.insert(tp.clone()) {
+            if let Err(e) = c.log(id, meta) {
+                meta.partitions.remove(tp);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds group offsets to `id`'s open transaction: committed with it, atomically.
+    pub(crate) fn txn_add_offsets(
+        &self,
+        id: &str,
+        ids: TxnIds,
+        group: &str,
+        offsets: &[(TopicPartition, u64)],
+    ) -> Result<()> {
+        self.txn_expire();
+        for (tp, _) in offsets {
+            self.check_partition(tp)?;
+        }
+        let c = self.txn_coordinator();
+        let mut txns = c.txns.lock();
+        let meta = self.txn_ongoing(&mut txns, id, ids, "send_offsets_to_transaction")?;
+        for (tp, offset) in offsets {
+            meta.offsets.retain(|o| !(o.group == group && o.tp == *tp));
+            meta.offsets.push(TxnOffset {
+                group: group.to_owned(),
+                tp: tp.clone(),
+                offset: *offset,
+            });
+        }
+        c.log(id, meta)
+    }
+
+    /// Commits or aborts `id`'s transaction at `ids`: writes its markers (and, on commit,
+    /// its group offsets), bumps the epoch; the ids of the next transaction.
+    pub(crate) fn txn_end(&self, id: &str, ids: TxnIds, commit: bool) -> Result<TxnIds> {
+        self.txn_expire();
+        let c = self.txn_coordinator();
+        let mut txns = c.txns.lock();
+        let meta = match txns.get_mut(id) {
+            Some(m) if m.producer_id == ids.producer_id && m.epoch == ids.epoch => m,
+            other => return Err(Self::txn_fenced(id, ids, other.map(|m| &*m))),
+        };
+        let prepare = if commit {
+            TxnState::PrepareCommit
+        } else {
+            TxnState::PrepareAbort
+        };
+        match meta.state {
+            TxnState::Ongoing => {
+                meta.state = prepare;
+                c.log(id, meta)?;
+            }
+            s if s == prepare => {}
+            s if s.is_idle() => {
+                // Nothing was sent: nothing to write; the epoch still moves on.
+                meta.state = if commit {
+                    TxnState::CompleteCommit
+                } else {
+                    TxnState::CompleteAbort
+                };
+                meta.epoch += 1;
+                meta.partitions.clear();
+                meta.offsets.clear();
+                c.log(id, meta)?;
+                return Ok(TxnIds {
+                    producer_id: meta.producer_id,
+                    epoch: meta.epoch,
+                });
+            }
+            s => {
+                return Err(Error::InvalidTxnState {
+                    transactional_id: id.to_owned(),
+                    state: state_name(s),
+                    operation: if commit {
+                        "commit_transaction"
+                    } else {
+                        "abort_transaction"
+                    },
+                    valid: "the call that began finishing it (commit or abort), again",
+                })
+            }
+        }
+        let target = meta.clone();
+        drop(txns);
+        self.txn_complete(id, &target)
+    }
+
+    /// Writes the markers of the `Prepare*` transaction `target` and, on commit, its
+    /// offsets; then completes it (if no other call completed it meanwhile) with the
+    /// epoch bumped. Idempotent: partitions refuse a marker already written.
+    fn txn_complete(&self, id: &str, target: &TxnMeta) -> Result<TxnIds> {
+        let c = self.txn_coordinator();
+        let commit = target.state == TxnState::PrepareCommit;
+        for tp in &target.partitions {
+            let admin = self.topic_admin(&tp.topic)?;
+            admin.write_marker(
+                tp.partition,
+                &MarkerWrite {
+                    producer_id: target.producer_id,
+                    epoch: target.epoch,
+                    commit,
+                    coordinator_epoch: c.coordinator_epoch,
+                    now_ms: self.now_ms().clamp(0, crate::MAX_TIMESTAMP),
+                    timeout: c.marker_timeout,
+                },
+            )?;
+        }
+        if commit {
+            for o in &target.offsets {
+                let group: crate::sync::StdArc<str> = crate::sync::StdArc::from(o.group.as_str());
+                self.commit(&group, &o.tp, o.offset)?;
+            }
+        }
+        let mut txns = c.txns.lock();
+        let meta = txns
+            .get_mut(id)
+            .expect("a transactional id is never removed");
+        if meta.producer_id == target.producer_id
+            && meta.epoch == target.epoch
+            && meta.state == target.state
+        {
+            meta.state = if commit {
+                TxnState::CompleteCommit
+            } else {
+                TxnState::CompleteAbort
+            };
+            meta.epoch += 1;
+            meta.partitions.clear();
+            meta.offsets.clear();
+            c.log(id, meta)?;
+        }
+        Ok(TxnIds {
+            producer_id: meta.producer_id,
+            epoch: meta.epoch,
+        })
+    }
+
+    /// Aborts every transaction open longer than its timeout, on the broker's clock.
+    pub(crate) fn txn_expire(&self) {
+        let c = self.txn_coordinator();
+        let now = self.now_ms();
+        let expired: Vec<(String, TxnMeta)> = {
+            let mut txns = c.txns.lock();
+            let mut out = Vec::new();
+            for (id, meta) in txns.iter_mut() {
+                if meta.state == TxnState::Ongoing
+                    && now.saturating_sub(meta.started_ms) > meta.timeout_ms as i64
+                {
+                    meta.state = TxnState::PrepareAbort;
+                    meta.timed_out = Some(meta.epoch);
+                    if c.log(id, meta).is_err() {
+                        meta.state = TxnState::Ongoing;
+                        meta.timed_out = None;
+                        continue;
+                    }
+                    out.push((id.clone(), meta.clone()));
+                }
+            }
+            out
+        };
+        for (id, target) in expired {
+            // A failed marker leaves it `PrepareAbort`: the next call completes it.
+            let _ = self.txn_complete(&id, &target);
+        }
+    }
+
+    /// The ids of the transaction after the one the coordinator aborted on timeout at
+    /// `ids` (if nothing happened to the id since).
+    pub(crate) fn txn_after_timeout(&self, id: &str, ids: TxnIds) -> Option<TxnIds> {
+        let txns = self.txn_coordinator().txns.lock();
+        let m = txns.get(id)?;
+        (m.producer_id == ids.producer_id
+            && m.timed_out == Some(ids.epoch)
+            && m.epoch == ids.epoch + 1
+            && m.state.is_idle())
+        .then_some(TxnIds {
+            producer_id: m.producer_id,
+            epoch: m.epoch,
+        })
+    }
+
+    /// Every transactional id the coordinator knows, with its state (after aborting the
+    /// transactions past their timeout).
+    pub fn describe_transactions(&self) -> Vec<TransactionDescription> {
+        self.txn_expire();
+        let txns = self.txn_coordinator().txns.lock();
+        let mut out: Vec<_> = txns
+            .iter()
+            .map(|(id, m)| TransactionDescription {
+                transactional_id: id.clone(),
+                producer_id: m.producer_id,
+                epoch: m.epoch,
+                state: m.state,
+                partitions: m.partitions.iter().cloned().collect(),
+                timeout_ms: m.timeout_ms,
+            })
+            .collect();
+        out.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+        out
+    }
+
+    /// A partition's open transactions and aborted ones (`describe`'s view).
+    pub fn partition_transactions(
+        &self,
+        tp: &TopicPartition,
+    ) -> Result<(
+        Vec<crate::partition::OpenTxn>,
+        Vec<crate::partition::AbortedTxn>,
+    )> {
+        self.topic_admin(&tp.topic)?.transactions(tp.partition)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_transaction_log_replays_up_to_a_torn_tail() {
+        let meta = TxnMeta {
+            producer_id: 3,
+            epoch: 7,
+            state: TxnState::PrepareCommit,
+            partitions: [TopicPartition::new("out", 1)].into_iter().collect(),
+            offsets: vec![TxnOffset {
+                group: "g".into(),
+                tp: TopicPartition::new("in", 0),
+                offset: 42,
+            }],
+            timeout_ms: 60_000,
+            started_ms: 5,
+            timed_out: None,
+        };
+        let mut bytes = Vec::new();
+        encode_record(&mut bytes, "worker", &meta);
+        let whole = bytes.len();
+        encode_record(&mut bytes, "worker", &meta);
+        bytes.truncate(whole + 5);
+        let got = replay(&bytes);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, "worker");
+        assert_eq!(got[0].1.offsets, meta.offsets);
+        assert_eq!(got[0].1.partitions, meta.partitions);
+        assert_eq!(got[0].1.state, TxnState::PrepareCommit);
+    }
+}

@@ -1,0 +1,269 @@
+//! The transactional API on an in-memory broker: commit, abort, isolation levels, LSO,
+//! fencing, typed errors for misuse, timeouts, offsets sent to a transaction.
+
+use std::time::Duration;
+
+use logbus::consumer::{ConsumerConfig, IsolationLevel, OffsetReset};
+use logbus::producer::{ProducerConfig, Record};
+use logbus::{Broker, Error, ManualClock, TopicConfig, TopicPartition};
+
+fn values(broker: &Broker, topic: &str, isolation: IsolationLevel) -> Vec<u64> {
+    let mut c = broker
+        .consumer::<(), u64>(
+            ConsumerConfig::new()
+                .auto_offset_reset(OffsetReset::Earliest)
+                .isolation_level(isolation),
+        )
+        .unwrap();
+    let parts = broker.describe_topic(topic).unwrap().partitions.len() as u32;
+    let tps: Vec<_> = (0..parts).map(|p| TopicPartition::new(topic, p)).collect();
+    c.assign(&tps).unwrap();
+    let mut out = Vec::new();
+    loop {
+        let got = c.poll(Duration::from_millis(20)).unwrap();
+        if got.is_empty() {
+            break;
+        }
+        out.extend(got.iter().map(|r| r.value));
+    }
+    out.sort_unstable();
+    out
+}
+
+fn txn_producer(broker: &Broker, id: &str) -> logbus::Producer<(), u64> {
+    broker
+        .producer_with_config::<(), u64>(ProducerConfig::new().transactional_id(id))
+        .unwrap()
+}
+
+#[test]
+fn committed_records_are_read_and_aborted_ones_are_not() {
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(2))
+        .unwrap();
+    let p = txn_producer(&broker, "w");
+    p.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    for i in 0..4 {
+        p.send(Record::new("t", i).partition((i % 2) as u32))
+            .unwrap();
+    }
+    p.commit_transaction().unwrap();
+    p.begin_transaction().unwrap();
+    for i in 10..14 {
+        p.send(Record::new("t", i).partition((i % 2) as u32))
+            .unwrap();
+    }
+    p.abort_transaction().unwrap();
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 20).partition(0)).unwrap();
+    // Open: read-committed stops at the LSO, read-uncommitted reads it.
+    assert_eq!(
+        values(&broker, "t", IsolationLevel::ReadCommitted),
+        vec![0, 1, 2, 3]
+    );
+    assert_eq!(
+        values(&broker, "t", IsolationLevel::ReadUncommitted),
+        vec![0, 1, 2, 3, 10, 11, 12, 13, 20]
+    );
+    let info = broker.describe_topic("t").unwrap().partitions[0];
+    // 2 records, COMMIT, 2 records, ABORT, then the open one: LSO at it.
+    assert_eq!(info.last_stable_offset, 6);
+    assert_eq!(info.high_watermark, 7);
+    p.commit_transaction().unwrap();
+    assert_eq!(
+        values(&broker, "t", IsolationLevel::ReadCommitted),
+        vec![0, 1, 2, 3, 20]
+    );
+    let info = broker.describe_topic("t").unwrap().partitions[0];
+    assert_eq!(info.last_stable_offset, info.high_watermark);
+}
+
+#[test]
+fn misuse_gets_typed_errors_naming_the_state() {
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(1))
+        .unwrap();
+    let p = txn_producer(&broker, "w");
+    let e = p.begin_transaction().unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidTxnState {
+                state: "Uninitialized",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    p.init_transactions().unwrap();
+    let e = p.send(Record::new("t", 1)).unwrap_err().into_error();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidTxnState {
+                state: "Ready",
+                operation: "send",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = p.commit_transaction().unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidTxnState {
+                operation: "commit_transaction",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    p.begin_transaction().unwrap();
+    let e = p.begin_transaction().unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidTxnState {
+                state: "InTransaction",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let plain = broker.producer::<(), u64>();
+    let e = plain.begin_transaction().unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidTxnState {
+                state: "NotTransactional",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_second_producer_with_the_same_id_fences_the_first_and_aborts_its_transaction() {
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(1))
+        .unwrap();
+    let old = txn_producer(&broker, "w");
+    old.init_transactions().unwrap();
+    old.begin_transaction().unwrap();
+    old.send(Record::new("t", 1)).unwrap();
+    let new = txn_producer(&broker, "w");
+    new.init_transactions().unwrap();
+    // The zombie's sends and commit are fenced.
+    let e = old.send(Record::new("t", 2)).unwrap_err().into_error();
+    assert!(matches!(e, Error::ProducerFenced { .. }), "{e}");
+    let e = old.commit_transaction().unwrap_err();
+    assert!(matches!(e, Error::ProducerFenced { .. }), "{e}");
+    new.begin_transaction().unwrap();
+    new.send(Record::new("t", 3)).unwrap();
+    new.commit_transaction().unwrap();
+    assert_eq!(values(&broker, "t", IsolationLevel::ReadCommitted), vec![3]);
+}
+
+#[test]
+fn a_transaction_left_open_past_its_timeout_is_aborted() {
+    let clock = std::sync::Arc::new(ManualClock::new(1_000));
+    let broker = Broker::builder().clock(clock.clone()).build().unwrap();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(1))
+        .unwrap();
+    let p = broker
+        .producer_with_config::<(), u64>(
+            ProducerConfig::new()
+                .transactional_id("w")
+                .transaction_timeout(Duration::from_secs(5)),
+        )
+        .unwrap();
+    p.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 1)).unwrap();
+    assert_eq!(
+        broker.describe_topic("t").unwrap().partitions[0].last_stable_offset,
+        0
+    );
+    clock.advance(Duration::from_secs(6));
+    broker.describe_transactions();
+    assert_eq!(
+        broker.describe_topic("t").unwrap().partitions[0].last_stable_offset,
+        2
+    );
+    let e = p.commit_transaction().unwrap_err();
+    assert!(matches!(e, Error::TransactionTimedOut { .. }), "{e}");
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 2)).unwrap();
+    p.commit_transaction().unwrap();
+    assert_eq!(values(&broker, "t", IsolationLevel::ReadCommitted), vec![2]);
+}
+
+#[test]
+fn offsets_sent_to_a_transaction_are_committed_with_it_only() {
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<(), u64>("in", TopicConfig::new(1))
+        .unwrap();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(1))
+        .unwrap();
+    let input = broker.producer::<(), u64>();
+    for i in 0..10 {
+        input.send(Record::new("in", i)).unwrap();
+    }
+    let p = txn_producer(&broker, "w");
+    p.init_transactions().unwrap();
+    let tp = TopicPartition::new("in", 0);
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 1)).unwrap();
+    p.send_offsets_to_transaction(&[(tp.clone(), 5)], "g")
+        .unwrap();
+    p.abort_transaction().unwrap();
+    let c = broker
+        .consumer::<(), u64>(ConsumerConfig::new().group_id("g"))
+        .unwrap();
+    assert_eq!(c.committed(&tp).unwrap(), None);
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 2)).unwrap();
+    p.send_offsets_to_transaction(&[(tp.clone(), 7)], "g")
+        .unwrap();
+    p.commit_transaction().unwrap();
+    assert_eq!(c.committed(&tp).unwrap(), Some(7));
+}
+
+#[test]
+fn a_read_committed_groups_lag_counts_to_the_lso() {
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(1))
+        .unwrap();
+    let p = txn_producer(&broker, "w");
+    p.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 1)).unwrap();
+    p.commit_transaction().unwrap();
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 2)).unwrap();
+    let mut c = broker
+        .consumer::<(), u64>(
+            ConsumerConfig::new()
+                .group_id("g")
+                .isolation_level(IsolationLevel::ReadCommitted),
+        )
+        .unwrap();
+    let tp = TopicPartition::new("t", 0);
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    c.commit_offsets(&[(tp, 0)]).unwrap();
+    let d = broker.describe_group("g").unwrap();
+    let lag = &d.partitions[0];
+    // Record, COMMIT, then the open transaction's record at the LSO (2).
+    assert_eq!((lag.log_end, lag.lag), (2, Some(2)));
+}
