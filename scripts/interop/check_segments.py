@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent check of a logbus partition directory with kafka-python's record parser.
 
-Usage: check_segments.py DIR EXPECTED [--index-interval N] [--closed] [--epochs]
+Usage: check_segments.py DIR EXPECTED [--index-interval N] [--closed] [--epochs] [--gaps]
 
 DIR holds NNNNNNNNNNNNNNNNNNNN.log/.index/.timeindex files written by logbus. EXPECTED lists
 the records that were written, one per line, tab-separated:
@@ -22,6 +22,10 @@ Checks, by Kafka's rules (record batch v2, .index and .timeindex files):
 - .timeindex entries are exactly those the same rule produces (largest timestamp so far and
   the last offset of the batch holding it, appended only when strictly greater), plus, with
   --closed, the final entry written on roll and close.
+- with --gaps (a compacted log): offsets strictly increase instead of being dense, a
+  segment's first batch may start above the offset it is named by, and a batch may hold
+  fewer records than its offset range (Kafka's cleaner keeps a batch's base offset and last
+  offset delta; an emptied batch holds none);
 - with --epochs (a replica's directory): DIR/leader-epoch-checkpoint follows Kafka's layout
   (version 0, the entry count, then `epoch startOffset` lines, epochs and start offsets
   strictly increasing), and every batch's partitionLeaderEpoch (bytes 12..16 of its header)
@@ -80,7 +84,7 @@ def read_entries(path, size, fmt):
     return entries
 
 
-def check_segment(log_path, interval, closed):
+def check_segment(log_path, interval, closed, gaps=False):
     base = int(os.path.basename(log_path)[:20])
     data = open(log_path, "rb").read()
     mr = MemoryRecords(data)
@@ -94,7 +98,7 @@ def check_segment(log_path, interval, closed):
             problem(f"{log_path}@{pos}: magic {batch.magic}, expected 2")
         if not batch.validate_crc():  # before iterating (kafka-python asserts otherwise)
             problem(f"{log_path}@{pos}: CRC-32C mismatch")
-        if pos == 0 and batch.base_offset != base:
+        if pos == 0 and (batch.base_offset < base if gaps else batch.base_offset != base):
             problem(f"{log_path}: named {base}, first batch starts at offset {batch.base_offset}")
         recs = [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in batch]
         if len(recs) != batch.records_count:
@@ -196,7 +200,7 @@ def main():
         problem(f"{directory}: no .log files")
     records = []
     for name in logs:
-        records += check_segment(os.path.join(directory, name), interval, closed)
+        records += check_segment(os.path.join(directory, name), interval, closed, "--gaps" in args)
     if "--epochs" in args:
         check_epochs(directory)
     expected = parse_expected(expected_path)
@@ -207,8 +211,9 @@ def main():
             problem(f"record {want[0]}: got {got!r}, expected {want!r}")
             break
     for a, b in zip(records, records[1:]):
-        if b[0] != a[0] + 1:
-            problem(f"offsets not dense: {a[0]} then {b[0]}")
+        if b[0] <= a[0] if "--gaps" in args else b[0] != a[0] + 1:
+            problem(f"offsets not {'increasing' if '--gaps' in args else 'dense'}: "
+                    f"{a[0]} then {b[0]}")
             break
     print(f"checked {len(logs)} segments, {len(records)} records: "
           + ("OK" if not problems else f"{len(problems)} problems"))

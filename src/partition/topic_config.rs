@@ -59,10 +59,12 @@ pub enum Overflow {
 /// [`CompactAndDelete`](Self::CompactAndDelete) does both.
 ///
 /// Compaction needs keys: on a topic whose policy compacts, a send without a key is refused
-/// with [`Error::KeyRequired`] (Kafka refuses it too). A persisted topic is compacted on disk
-/// by the log cleaner. An in-memory topic made by
-/// [`Broker::create_compacted_topic`](crate::Broker::create_compacted_topic) keeps, besides
-/// its ring, the latest record of each key the ring let go (at most
+/// with [`Error::KeyRequired`] (Kafka refuses it too). A persisted topic with one replica is
+/// compacted on disk by the log cleaner (a replicated persisted topic with a compacting
+/// policy is refused with [`Error::InvalidConfig`]: its replicas do not compact yet); see
+/// `Broker::compact_now`, `PartitionInfo::cleaner` and `logbus compact`. An in-memory topic
+/// made by [`Broker::create_compacted_topic`](crate::Broker::create_compacted_topic) keeps,
+/// besides its ring, the latest record of each key the ring let go (at most
 /// [`TopicConfig::max_compacted_keys`] keys per partition), so that a replay from offset 0
 /// still reads every key's latest value; [`Broker::create_topic`](crate::Broker::create_topic)
 /// refuses a compacting policy for an in-memory topic, whose key type need not have the

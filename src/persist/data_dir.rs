@@ -98,11 +98,13 @@ const TOPIC_SUFFIX: &str = ".topic";
 const CLEANER_OFFSETS: &str = "cleaner-offset-checkpoint";
 
 /// The log cleaner's bookkeeping (see `data_dir/cleaner.rs`).
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct CleanerState {
     progress: Mutex<BTreeMap<(String, u32), CleanerProgress>>,
     /// Partitions a cleaner thread is cleaning.
     in_progress: Mutex<std::collections::BTreeSet<(String, u32)>>,
+    /// Notified when a pass ends (`compact_now` waits for the threads' passes).
+    pass_ended: WaitSet,
 }
 
 /// The broker's clock (a std `Arc`) as the storage layer takes clocks (`sync::Arc`, which

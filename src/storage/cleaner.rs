@@ -24,9 +24,11 @@
 //!    last batch's header with no records (as Kafka keeps empty batches), so that its cleaned
 //!    segment exists and covers the group's offsets (see the recovery rule below).
 //! 3. **Swap** ([`SegmentSet::commit_clean`], under the lock again), Kafka's crash-safe
-//!    protocol per group: `.cleaned` → `.swap` (directory fsynced), each old segment's files
-//!    → `.deleted`, `.swap` → `<base>.log` (directory fsynced), the new segment opened and its
-//!    indexes rebuilt and fsynced, then the `.deleted` files removed. A group whose segments
+//!    protocol per group, in order: `.cleaned` → `.swap` (directory fsynced: from here on
+//!    recovery finishes the swap), each old segment's files → `.deleted` (directory fsynced:
+//!    no old segment survives beside its replacement), `.swap` → `<base>.log`, the new
+//!    segment opened and its indexes rebuilt and fsynced, the `.deleted` files removed (the
+//!    next group's first fsync, or the pass's last, makes these names durable). A group whose segments
 //!    changed meanwhile (retention deleted one, a truncation cut one) is not swapped: its
 //!    `.cleaned` file is removed.
 //!
@@ -51,7 +53,9 @@ use std::path::{Path, PathBuf};
 
 use super::file_names::{file_name, LOG_SUFFIX};
 use super::io::{Io, IoFile, OpenMode};
-use super::record_batch::{crc32c, field, Batch, Compression, HEADER_SIZE, NO_TIMESTAMP};
+use super::record_batch::{
+    crc32c, field, Batch, BatchHeader, Compression, TimestampType, HEADER_SIZE, NO_TIMESTAMP,
+};
 use super::scan::{scan_log, ScanEnd};
 use super::segment::Segment;
 use super::segment_set::SegmentSet;
@@ -199,9 +203,11 @@ impl Cleaned {
 struct OffsetMap {
     map: HashMap<u128, u64, FixedState>,
     max_entries: usize,
+    /// The keys of the map's SipHash half.
+    state: std::hash::RandomState,
 }
 
-/// The map's keys are SipHash values already: they are used as they are.
+/// The map's keys are hashes already: they are used as they are.
 #[derive(Clone, Copy, Default)]
 struct FixedState;
 
@@ -230,16 +236,100 @@ impl Hasher for IdentityU128 {
     }
 }
 
-fn key_hash(key: &[u8]) -> u128 {
-    // `DefaultHasher::new` has fixed keys: the seed, hashed first, makes two independent
-    // halves.
-    let half = |seed: u64| {
-        let mut h = std::hash::DefaultHasher::new();
-        h.write_u64(seed);
-        h.write(key);
-        h.finish()
+/// A key's 128-bit hash: SipHash-1-3 under the map's random keys (so that no producer can
+/// craft keys that collide, and delete another key's latest record), and an independent
+/// multiply-xorshift hash for the other 64 bits (so that accidental collisions stay out of
+/// reach at any key count, as with Kafka's MD5).
+fn key_hash(state: &std::hash::RandomState, key: &[u8]) -> u128 {
+    let sip = state.hash_one(key);
+    let mut h = 0x243f_6a88_85a3_08d3u64 ^ (key.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut chunks = key.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        h = (h ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd).rotate_left(29);
+    }
+    let mut last = [0u8; 8];
+    last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    h = (h ^ u64::from_le_bytes(last)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 29;
+    (u128::from(sip) << 64) | u128::from(h)
+}
+
+/// What the cleaner looks at in a record, read without decoding the rest (headers are
+/// skipped): its place in the batch's bytes, offset, timestamp, key, and whether its value
+/// is null.
+struct RecordSpan<'a> {
+    start: usize,
+    end: usize,
+    offset: u64,
+    timestamp: i64,
+    key: Option<&'a [u8]>,
+    null_value: bool,
+}
+
+/// Calls `f` with each record of the uncompressed batch `bytes` (CRC checked by the scan).
+fn each_record<'a>(
+    bytes: &'a [u8],
+    h: &BatchHeader,
+    mut f: impl FnMut(RecordSpan<'a>) -> Result<()>,
+) -> Result<()> {
+    let bad = |position: usize, what: &str| Error::Corrupt {
+        file: None,
+        position: position as u64,
+        reason: crate::error::Corruption::Truncated {
+            what: if what.is_empty() {
+                "record"
+            } else {
+                "record field"
+            },
+            needed: 1,
+            available: 0,
+        },
     };
-    (u128::from(half(0x6c6f_6762_7573_3332)) << 64) | u128::from(half(0x636c_6561_6e65_7221))
+    let log_append = h.timestamp_type() == TimestampType::LogAppendTime;
+    let mut pos = HEADER_SIZE;
+    for _ in 0..h.records_count.max(0) {
+        let start = pos;
+        let (len, n) = read_varint(bytes, pos)?;
+        let end = pos
+            .checked_add(n)
+            .and_then(|p| p.checked_add(usize::try_from(len).ok()?))
+            .filter(|&e| e <= bytes.len())
+            .ok_or_else(|| bad(pos, ""))?;
+        let body = &bytes[..end];
+        let mut at = pos + n + 1; // attributes
+        let (ts_delta, n) = super::varint::read_varlong(body, at)?;
+        at += n;
+        let (offset_delta, n) = read_varint(body, at)?;
+        at += n;
+        let (key_len, n) = read_varint(body, at)?;
+        at += n;
+        let key = if key_len < 0 {
+            None
+        } else {
+            let k = at + key_len as usize;
+            let key = body.get(at..k).ok_or_else(|| bad(at, "key"))?;
+            at = k;
+            Some(key)
+        };
+        let (value_len, _) = read_varint(body, at)?;
+        f(RecordSpan {
+            start,
+            end,
+            offset: h.base_offset + offset_delta.max(0) as u64,
+            timestamp: if log_append {
+                h.max_timestamp
+            } else {
+                h.base_timestamp.wrapping_add(ts_delta)
+            },
+            key,
+            null_value: value_len < 0,
+        })?;
+        pos = end;
+    }
+    Ok(())
 }
 
 impl OffsetMap {
@@ -248,6 +338,7 @@ impl OffsetMap {
         OffsetMap {
             map: HashMap::with_hasher(FixedState),
             max_entries: max_entries.max(1),
+            state: std::hash::RandomState::new(),
         }
     }
 
@@ -365,6 +456,7 @@ impl CleanPlan {
         // 1. The map over the dirty section, stopping at a batch boundary when it fills.
         let mut map = OffsetMap::new(cfg.dedupe_buffer_bytes);
         let mut map_end = cfg.first_dirty;
+        let mut keys: Vec<(u128, u64)> = Vec::new();
         'segments: for s in &self.segments {
             if s.next_offset <= cfg.first_dirty {
                 continue;
@@ -378,19 +470,20 @@ impl CleanPlan {
                 }
                 if inspectable(&b) {
                     // All of a batch's keys, or none: the map's end is a batch boundary.
-                    let mut keys = Vec::new();
-                    for r in b.records()? {
-                        let r = r?;
+                    keys.clear();
+                    each_record(b.as_bytes(), h, |r| {
                         if let Some(k) = r.key {
-                            keys.push((key_hash(k), r.offset));
+                            keys.push((key_hash(&map.state, k), r.offset));
                         }
-                    }
+                        Ok(())
+                    })
+                    .map_err(|e| e.in_file(&s.path, b.position()))?;
                     let new = keys.iter().filter(|(k, _)| map.get(*k).is_none()).count();
                     if map.map.len() + new > map.max_entries {
                         full = true;
                         return Ok(false);
                     }
-                    for (k, o) in keys {
+                    for &(k, o) in &keys {
                         map.put(k, o);
                     }
                 }
@@ -446,8 +539,10 @@ impl CleanPlan {
             written.push(cleaned.clone());
             let mut out = Vec::with_capacity(1 << 20);
             let mut pos = 0u64;
-            let mut last_batch: Vec<u8> = Vec::new();
+            // The header of the group's last batch (for an emptied group).
+            let mut last_header = [0u8; HEADER_SIZE];
             let mut any = false;
+            let mut kept = Vec::new();
             for s in &g {
                 stats.bytes_read += s.size;
                 let mut result = Ok(());
@@ -455,14 +550,9 @@ impl CleanPlan {
                     if result.is_err() {
                         return Ok(());
                     }
-                    last_batch.clear();
-                    last_batch.extend_from_slice(b.as_bytes());
-                    match self.filter_batch(b, &map, map_end, &mut stats) {
-                        Ok(Some(bytes)) => {
-                            any = true;
-                            out.extend_from_slice(&bytes);
-                        }
-                        Ok(None) => {}
+                    last_header.copy_from_slice(&b.as_bytes()[..HEADER_SIZE]);
+                    match self.filter_batch(b, &map, map_end, &mut stats, &mut out, &mut kept) {
+                        Ok(appended) => any |= appended,
                         Err(e) => result = Err(e),
                     }
                     Ok(())
@@ -475,11 +565,11 @@ impl CleanPlan {
                     out.clear();
                 }
             }
-            if !any && !last_batch.is_empty() {
+            if !any && last_header != [0u8; HEADER_SIZE] {
                 // Never an empty cleaned segment: the group's last batch stays, emptied of
                 // its records (as Kafka keeps an empty batch), so that the cleaned segment
                 // covers the group's offsets (see the recovery rule in the module docs).
-                out.extend_from_slice(&empty_batch(&last_batch));
+                out.extend_from_slice(&empty_batch(&last_header));
             }
             file.write_all_at(&out, pos)
                 .map_err(io_err("writing", &cleaned))?;
@@ -498,45 +588,44 @@ impl CleanPlan {
         })
     }
 
-    /// The batch `b` with the records the pass keeps, or `None` when it keeps none.
+    /// Appends to `out` the batch `b` with the records the pass keeps (`kept`: scratch);
+    /// `false` when it keeps none (nothing appended).
     fn filter_batch(
         &self,
         b: &Batch<'_>,
         map: &OffsetMap,
         map_end: u64,
         stats: &mut CleanStats,
-    ) -> Result<Option<Vec<u8>>> {
+        out: &mut Vec<u8>,
+        kept: &mut Vec<(usize, usize)>,
+    ) -> Result<bool> {
         let h = b.header();
         if !inspectable(b) || h.base_offset >= map_end {
-            return Ok(Some(b.as_bytes().to_vec()));
+            out.extend_from_slice(b.as_bytes());
+            return Ok(true);
         }
         let bytes = b.as_bytes();
-        let mut kept: Vec<(usize, usize)> = Vec::new();
+        kept.clear();
         let mut kept_count = 0i32;
         let mut max_ts = NO_TIMESTAMP;
-        let mut pos = HEADER_SIZE;
         let horizon = self.now_ms.saturating_sub(self.config.delete_retention_ms);
         let mut all = true;
-        for r in b.records()? {
-            let r = r?;
-            // The record's bytes: its length varint, then that many bytes.
-            let (len, n) = read_varint(bytes, pos)?;
-            let end = pos + n + len.max(0) as usize;
+        each_record(bytes, h, |r| {
             stats.records_read += 1;
             // (kept, removed as an expired tombstone)
             let (keep, expired) = match r.key {
                 _ if r.offset >= map_end => (true, false),
                 None => (true, false),
-                Some(k) => match map.get(key_hash(k)) {
+                Some(k) => match map.get(key_hash(&map.state, k)) {
                     Some(latest) if latest > r.offset => (false, false),
-                    _ if r.value.is_none() && r.timestamp <= horizon => (false, true),
+                    _ if r.null_value && r.timestamp <= horizon => (false, true),
                     _ => (true, false),
                 },
             };
             if keep {
                 match kept.last_mut() {
-                    Some((_, e)) if *e == pos => *e = end,
-                    _ => kept.push((pos, end)),
+                    Some((_, e)) if *e == r.start => *e = r.end,
+                    _ => kept.push((r.start, r.end)),
                 }
                 kept_count += 1;
                 max_ts = max_ts.max(r.timestamp);
@@ -545,31 +634,33 @@ impl CleanPlan {
                 stats.records_removed += 1;
                 stats.tombstones_removed += u64::from(expired);
             }
-            pos = end;
-        }
+            Ok(())
+        })?;
         if all {
-            return Ok(Some(bytes.to_vec()));
+            out.extend_from_slice(bytes);
+            return Ok(true);
         }
         if kept_count == 0 {
-            return Ok(None);
+            return Ok(false);
         }
-        let mut out = Vec::with_capacity(bytes.len());
+        let at = out.len();
         out.extend_from_slice(&bytes[..HEADER_SIZE]);
-        for (s, e) in kept {
+        for &(s, e) in kept.iter() {
             out.extend_from_slice(&bytes[s..e]);
         }
-        let batch_length = (out.len() - field::PARTITION_LEADER_EPOCH) as i32;
-        out[field::BATCH_LENGTH..field::BATCH_LENGTH + 4]
+        let batch = &mut out[at..];
+        let batch_length = (batch.len() - field::PARTITION_LEADER_EPOCH) as i32;
+        batch[field::BATCH_LENGTH..field::BATCH_LENGTH + 4]
             .copy_from_slice(&batch_length.to_be_bytes());
-        if h.timestamp_type() == super::record_batch::TimestampType::CreateTime {
-            out[field::MAX_TIMESTAMP..field::MAX_TIMESTAMP + 8]
+        if h.timestamp_type() == TimestampType::CreateTime {
+            batch[field::MAX_TIMESTAMP..field::MAX_TIMESTAMP + 8]
                 .copy_from_slice(&max_ts.to_be_bytes());
         }
-        out[field::RECORDS_COUNT..field::RECORDS_COUNT + 4]
+        batch[field::RECORDS_COUNT..field::RECORDS_COUNT + 4]
             .copy_from_slice(&kept_count.to_be_bytes());
-        let crc = crc32c(&out[field::ATTRIBUTES..]);
-        out[field::CRC..field::CRC + 4].copy_from_slice(&crc.to_be_bytes());
-        Ok(Some(out))
+        let crc = crc32c(&batch[field::ATTRIBUTES..]);
+        batch[field::CRC..field::CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        Ok(true)
     }
 }
 
@@ -704,6 +795,10 @@ impl SegmentSet {
             self.guarded(|set| set.swap_group(i, &g))?;
             stats.segments_cleaned += g.old.len() as u64;
         }
+        if stats.segments_cleaned > 0 {
+            // The last group's names (its segment, its indexes) durable.
+            self.guarded(|set| set.sync_dir())?;
+        }
         Ok(stats)
     }
 
@@ -730,9 +825,11 @@ impl SegmentSet {
         // The old segments' names are gone before the swap takes the first one's: a crash
         // never leaves the cleaned segment beside an old one it replaces.
         self.sync_dir()?;
+        // Not synced here: until the name is durable the `.swap` file is, and recovery
+        // finishes the swap from it; the next group's first sync, or the pass's last, makes
+        // this group's names durable.
         io.rename(&swap, &log_path)
             .map_err(io_err("renaming", &swap))?;
-        self.sync_dir()?;
         let params = self.config.segment_params();
         let (mut segment, _) = Segment::open(&*io, &self.dir, base, params, self.clock.now_ms())?;
         let min_offset = if i > 0 {
@@ -752,9 +849,8 @@ impl SegmentSet {
                 std::io::Error::other("cleaned segment invalid"),
             ));
         }
-        segment.mark_unsynced();
+        // Its log was fsynced whole as `.cleaned`; its rebuilt indexes are made durable here.
         segment.sync(true)?;
-        self.sync_dir()?;
         self.segments.insert(i, segment);
         for d in &deleted {
             io.remove_file(d).map_err(io_err("removing", d))?;

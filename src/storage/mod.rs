@@ -85,8 +85,9 @@
 //!   checked) but reading them is [`Error::UnsupportedCompression`](crate::Error).
 //!   [`SegmentSet::read_records`] skips transaction control records, as Kafka's consumers do.
 //! - **Files** are opened only if regular (no symlinks, FIFOs, devices:
-//!   [`Error::NotRegularFile`](crate::Error::NotRegularFile)). Kafka's compaction leftovers
-//!   (`.swap`, `.cleaned`), which logbus never writes, are reported and left alone.
+//!   [`Error::NotRegularFile`](crate::Error::NotRegularFile)). A compaction's leftovers
+//!   are finished as Kafka's `LogLoader` does: a `.cleaned` file is removed, a whole `.swap`
+//!   file replaces the segments it covers (see [`cleaner`] and [`recovery`]).
 //! - No input bytes make logbus panic, loop or read out of bounds; they are typed errors
 //!   ([`Error::Corrupt`](crate::Error::Corrupt) with file and byte position) or
 //!   reported repairs ([`RecoveryReport`]). Files are written only through [`Io`], with

@@ -10,6 +10,7 @@ mod persisted_common;
 #[path = "../storage_common/mod.rs"]
 mod storage_common;
 
+mod compaction;
 mod persisted;
 mod persisted_checkpoints;
 mod persisted_open;

@@ -189,7 +189,18 @@ impl DataDir {
         // key map reached (the next pass goes on): bounded by the logs' batches, and by a
         // count for passes that swap nothing (their segments changed meanwhile).
         let mut idle = 0;
-        while let Some(r) = self.clean_dirtiest(true) {
+        loop {
+            let Some(r) = self.clean_dirtiest(true) else {
+                // Nothing left to take: once the threads' passes (over logs this call
+                // skipped) end, a last look.
+                if self.cleaner.in_progress.lock().is_empty() {
+                    break;
+                }
+                self.cleaner.pass_ended.wait_until(None, || {
+                    self.cleaner.in_progress.lock().is_empty().then_some(())
+                });
+                continue;
+            };
             match r {
                 Ok(s) => {
                     total.segments_cleaned += s.segments_cleaned;
@@ -225,6 +236,7 @@ impl DataDir {
         let key = (c.cell.topic.clone(), c.cell.partition);
         let result = self.clean_log(&c);
         self.cleaner.in_progress.lock().remove(&key);
+        self.cleaner.pass_ended.notify_all();
         Some(result)
     }
 
