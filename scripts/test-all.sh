@@ -29,14 +29,26 @@ run_tests() {
 
 ensure_python_venv() {
     # kafka-python is the independent implementation the interop test checks our segment
-    # files against; it lives in a local virtual environment, created when missing.
+    # files against; it lives in a local virtual environment, created when missing. Its
+    # codecs need libraries it imports only when present (kafka/codec.py: `snappy` from
+    # python-snappy, `lz4.frame` from lz4, `zstandard`; gzip is Python's own): checked by
+    # import too, so an existing venv lacking them gets them, and a pip that cannot install
+    # them fails the step rather than letting the codec tests fail later.
     local venv=.venv
-    if ! "$venv/bin/python" -c 'import kafka.record' >/dev/null 2>&1; then
-        say "creating $venv with kafka-python (PyPI)"
+    local imports='import kafka.record, crc32c, snappy, lz4.frame, zstandard, kafka.codec as c
+assert c.has_snappy() and c.has_lz4() and c.has_zstd(), "kafka-python sees no codec library"'
+    if ! "$venv/bin/python" -c "$imports" >/dev/null 2>&1; then
         command -v python3 >/dev/null || die "python3 is needed for the interop test"
-        python3 -m venv "$venv" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
-        "$venv/bin/pip" install --quiet 'kafka-python>=2.2' crc32c \
-            || die "could not install kafka-python from PyPI"
+        if [ ! -x "$venv/bin/python" ]; then
+            say "creating $venv (PyPI: kafka-python and its codec libraries)"
+            python3 -m venv "$venv" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+        else
+            say "$venv lacks kafka-python or a codec library: installing (PyPI)"
+        fi
+        "$venv/bin/pip" install --quiet 'kafka-python>=2.2' crc32c python-snappy lz4 zstandard \
+            || die "could not install kafka-python and its codec libraries (python-snappy, lz4, zstandard) from PyPI"
+        "$venv/bin/python" -c "$imports" \
+            || die "$venv: kafka-python or its codec libraries still do not import after pip install"
     fi
     LOGBUS_PYTHON="$PWD/$venv/bin/python"
     export LOGBUS_PYTHON

@@ -105,10 +105,12 @@ pub enum Error {
         reason: Corruption,
     },
 
-    /// A record batch is compressed; logbus reads and writes uncompressed batches only.
+    /// A record batch is compressed with a codec this build cannot read: an id Kafka does
+    /// not define (5-7), or a codec whose cargo feature (`gzip`, `snappy`, `lz4`, `zstd`) is
+    /// off. Also returned when asked to write with a codec whose feature is off.
     #[error(
-        "record batch at byte {position}{} is compressed with {codec}; logbus reads only \
-         uncompressed batches (attributes bits 0-2 = 0)",
+        "record batch at byte {position}{} is compressed with {codec}, which this build cannot \
+         read or write (codec ids 0-4 are Kafka's; each codec needs its cargo feature)",
         in_file(file)
     )]
     UnsupportedCompression {

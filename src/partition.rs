@@ -192,6 +192,8 @@ pub(crate) struct SendPolicy {
     pub(crate) request_timeout: std::time::Duration,
     /// Counts retries (shared by the producer's appenders).
     pub(crate) counters: Arc<SendCounters>,
+    /// The producer's codec (persisted topics whose `compression.type` is `producer`).
+    pub(crate) compression: crate::storage::record_batch::Compression,
 }
 
 /// What a producer's retries did (its metrics).
@@ -211,6 +213,7 @@ impl Default for SendPolicy {
             delivery_timeout: std::time::Duration::from_secs(120),
             request_timeout: std::time::Duration::from_secs(30),
             counters: Arc::default(),
+            compression: crate::storage::record_batch::Compression::None,
         }
     }
 }
@@ -477,6 +480,11 @@ pub(crate) struct Partition<K, V> {
 pub(crate) trait DiskLog<K, V>: Send + Sync {
     /// The log start offset (retention moves it).
     fn log_start(&self) -> u64;
+    /// A producer with this codec began sending to the partition (see
+    /// `crate::persist::append::CodecChoice`).
+    fn note_producer_codec(&self, codec: crate::storage::record_batch::Compression) {
+        let _ = codec;
+    }
     /// Passes the records from `offset` on (at most `max`, all below the ring's oldest
     /// record) to `f`, each decoded for it, in increasing offset order (with gaps where the
     /// log has them); returns the count read and the next offset to read (past the last
@@ -708,6 +716,14 @@ impl<K, V> Partition<K, V> {
             .into_iter()
             .filter_map(|(g, s)| s.lock().committed.map(|c| (g, c)))
             .collect()
+    }
+
+    /// A producer with `codec` began sending here: persisted partitions compress with it
+    /// unless their topic names a codec.
+    pub(crate) fn note_producer_codec(&self, codec: crate::storage::record_batch::Compression) {
+        if let Some(disk) = &self.disk {
+            disk.note_producer_codec(codec);
+        }
     }
 
     /// A handle for one producer thread.

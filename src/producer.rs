@@ -50,6 +50,7 @@ mod partition_producer;
 mod partitioner;
 mod pending_send;
 mod record;
+pub use crate::storage::record_batch::Compression;
 pub use error::{ProduceBatchError, ProduceError, ProduceTimeoutError, TryProduceError};
 pub use partition_producer::{PartitionProducer, Payload};
 pub use partitioner::{murmur2, partition_for_key, to_positive, Partitioner};
@@ -65,6 +66,7 @@ pub struct ProducerConfig {
     retries: u32,
     delivery_timeout: Duration,
     request_timeout: Duration,
+    compression: Compression,
 }
 
 impl Default for ProducerConfig {
@@ -83,7 +85,28 @@ impl ProducerConfig {
             retries: u32::MAX,
             delivery_timeout: Duration::from_secs(120),
             request_timeout: Duration::from_secs(30),
+            compression: Compression::None,
         }
+    }
+
+    /// The producer's codec (Kafka's producer `compression.type`; none by default): the
+    /// batches of a persisted topic whose own `compression.type` is
+    /// [`Producer`](crate::persist::CompressionType::Producer) (its default) are compressed
+    /// with it on disk. A topic that names a codec compresses with that one instead, as a
+    /// Kafka broker recompresses. In-memory topics keep records as objects and ignore it.
+    ///
+    /// logbus's producers hand records to the partition, whose writer batches the records
+    /// of all its producers together; a batch therefore takes the codec of the producer that
+    /// most recently began sending to the partition. Codec costs: see
+    /// [`CompressionType`](crate::persist::CompressionType).
+    pub const fn compression(mut self, codec: Compression) -> Self {
+        self.compression = codec;
+        self
+    }
+
+    /// The codec set.
+    pub const fn compression_codec(&self) -> Compression {
+        self.compression
     }
 
     /// How many replicas must have a record before `send` returns (replicated topics;
@@ -126,6 +149,15 @@ impl ProducerConfig {
     }
 
     fn validate(&self) -> Result<()> {
+        if !crate::storage::record_batch::codec_available(self.compression) {
+            return Err(Error::InvalidConfig {
+                name: "compression",
+                value: self.compression.to_string(),
+                valid: "none, or a codec this build has (gzip, snappy, lz4, zstd: each its \
+                        cargo feature)"
+                    .into(),
+            });
+        }
         if self.sticky_batch == 0 {
             return Err(Error::InvalidConfig {
                 name: "sticky_batch",
@@ -233,6 +265,7 @@ impl<K, V> Cached<K, V> {
     fn add_partitions(&mut self, generation: u64) {
         let parts = self.topic.partitions();
         for p in parts.iter().skip(self.appenders.len()) {
+            p.note_producer_codec(self.policy.compression);
             self.appenders
                 .push(p.appender().with_policy(self.policy.clone()));
             self.held.push(Arc::default());
@@ -449,6 +482,7 @@ where
             delivery_timeout: self.config.delivery_timeout,
             request_timeout: self.config.request_timeout,
             counters: Arc::clone(&self.counters),
+            compression: self.config.compression,
         }
     }
 

@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use logbus::storage::record_batch::{
-    crc32c, next_batch_extent, Batch, BatchHeader, BatchIter, Extent,
+    crc32c, next_batch_extent, Batch, BatchHeader, BatchIter, Extent, MAX_DECOMPRESSED_BATCH,
 };
 
 /// Walks `data` as a file of batches, decoding every record; checks what the decoder reports
@@ -28,7 +28,8 @@ fn decode_all(data: &[u8]) {
             h.compression(),
             h.timestamp_type(),
         );
-        if let Ok(records) = batch.records() {
+        let mut decompressed = Vec::new();
+        if let Ok(records) = batch.records(&mut decompressed) {
             let mut count = 0u64;
             for record in records {
                 match record {
@@ -37,13 +38,18 @@ fn decode_all(data: &[u8]) {
                         let owned = r.to_record();
                         let key = owned.key.as_ref().map_or(0, Vec::len);
                         let value = owned.value.as_ref().map_or(0, Vec::len);
-                        assert!(key + value <= batch.as_bytes().len());
+                        // Inside the batch, or inside what its stream decompressed to.
+                        assert!(
+                            key + value <= batch.as_bytes().len()
+                                || key + value <= MAX_DECOMPRESSED_BATCH
+                        );
                     }
                     Err(_) => break,
                 }
             }
-            // Every record takes at least one byte.
-            assert!(count <= batch.size());
+            // Every record takes at least one byte (of the batch, or of its decompressed
+            // records, which are bounded).
+            assert!(count <= batch.size().max(MAX_DECOMPRESSED_BATCH as u64));
         }
         let _ = batch.validate_records();
         let _ = batch.to_records();

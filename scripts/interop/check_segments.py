@@ -2,6 +2,7 @@
 """Independent check of a logbus partition directory with kafka-python's record parser.
 
 Usage: check_segments.py DIR EXPECTED [--index-interval N] [--closed] [--epochs] [--gaps]
+                         [--codec none|gzip|snappy|lz4|zstd]
 
 DIR holds NNNNNNNNNNNNNNNNNNNN.log/.index/.timeindex files written by logbus. EXPECTED lists
 the records that were written, one per line, tab-separated:
@@ -30,6 +31,9 @@ Checks, by Kafka's rules (record batch v2, .index and .timeindex files):
   (version 0, the entry count, then `epoch startOffset` lines, epochs and start offsets
   strictly increasing), and every batch's partitionLeaderEpoch (bytes 12..16 of its header)
   is the epoch whose range holds the whole batch.
+- with --codec: every batch carries that codec (attributes bits 0-2); kafka-python
+  decompresses compressed batches with its own codecs (kafka/codec.py), so their records are
+  checked as above. The count of batches per codec is printed ("codecs: ...").
 Exits 0 when all hold; otherwise prints every problem and exits 1.
 """
 
@@ -41,6 +45,12 @@ from kafka.record.memory_records import MemoryRecords
 
 problems = []
 batch_epochs = []  # (base offset, last offset, partitionLeaderEpoch) of every batch
+
+
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+# --codec NAME: every batch must carry this codec (attributes bits 0-2).
+want_codec = None
+codec_counts = {}
 
 
 def problem(msg):
@@ -100,6 +110,11 @@ def check_segment(log_path, interval, closed, gaps=False):
             problem(f"{log_path}@{pos}: CRC-32C mismatch")
         if pos == 0 and (batch.base_offset < base if gaps else batch.base_offset != base):
             problem(f"{log_path}: named {base}, first batch starts at offset {batch.base_offset}")
+        codec = struct.unpack_from(">h", data, pos + 21)[0] & 7
+        codec_counts[codec] = codec_counts.get(codec, 0) + 1
+        if want_codec is not None and codec != want_codec:
+            problem(f"{log_path}@{pos}: codec {codec}, expected {want_codec}")
+        # kafka-python decompresses a compressed batch itself (kafka/codec.py).
         recs = [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in batch]
         if len(recs) != batch.records_count:
             problem(f"{log_path}@{pos}: {len(recs)} records, header says {batch.records_count}")
@@ -195,6 +210,9 @@ def main():
     directory, expected_path = args[0], args[1]
     interval = int(args[args.index("--index-interval") + 1]) if "--index-interval" in args else 4096
     closed = "--closed" in args
+    global want_codec
+    if "--codec" in args:
+        want_codec = CODECS[args[args.index("--codec") + 1]]
     logs = sorted(f for f in os.listdir(directory) if f.endswith(".log"))
     if not logs:
         problem(f"{directory}: no .log files")
@@ -215,6 +233,8 @@ def main():
             problem(f"offsets not {'increasing' if '--gaps' in args else 'dense'}: "
                     f"{a[0]} then {b[0]}")
             break
+    names = {v: k for k, v in CODECS.items()}
+    print("codecs: " + ", ".join(f"{names.get(c, c)} {n}" for c, n in sorted(codec_counts.items())))
     print(f"checked {len(logs)} segments, {len(records)} records: "
           + ("OK" if not problems else f"{len(problems)} problems"))
     return 0 if not problems else 1

@@ -797,7 +797,9 @@ fn write_records(
     print_data: bool,
 ) -> Result<(), Failure> {
     let h = batch.header();
-    let records = match batch.records() {
+    // A compressed batch is decompressed here, once (its codec is on the batch's line).
+    let mut decompressed = Vec::new();
+    let records = match batch.records(&mut decompressed) {
         Ok(records) => records,
         Err(e) => {
             writeln!(out, "| records not shown: {}", e.in_file(path, 0))?;

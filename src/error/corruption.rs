@@ -95,6 +95,23 @@ pub enum Corruption {
         /// The limit.
         max: u64,
     },
+    /// A compressed batch's records do not decompress: the codec's stream is corrupt or
+    /// truncated (the CRC matched, so the bytes are as written: the writer wrote them so).
+    BadCompressedData {
+        /// The codec (`gzip`, `snappy`, `lz4`, `zstd`).
+        codec: &'static str,
+        /// What the decoder reported.
+        detail: String,
+    },
+    /// A compressed batch's records decompress to more than the batch may hold (a
+    /// decompression bomb, or a batch beyond logbus's limit): see
+    /// [`MAX_DECOMPRESSED_BATCH`](crate::storage::record_batch::MAX_DECOMPRESSED_BATCH).
+    DecompressedTooLarge {
+        /// The codec.
+        codec: &'static str,
+        /// The limit for this batch, in bytes.
+        limit: u64,
+    },
     /// An index entry disagrees with the log or with the index's own ordering.
     BadIndexEntry {
         /// The entry's number in the index (0-based).
@@ -139,6 +156,17 @@ impl fmt::Display for Corruption {
                 "{count} bytes remain after the declared records (incorrect declared batch size)"
             ),
             Corruption::HeaderKeyNotUtf8 => write!(f, "a header key is not valid UTF-8"),
+            Corruption::BadCompressedData { codec, detail } => {
+                write!(
+                    f,
+                    "the {codec} stream of the batch's records is corrupt: {detail}"
+                )
+            }
+            Corruption::DecompressedTooLarge { codec, limit } => write!(
+                f,
+                "the {codec} stream of the batch's records decompresses to more than {limit} \
+                 bytes, the most this batch may hold"
+            ),
             Corruption::BadOffsetDelta {
                 delta,
                 min,

@@ -11,17 +11,58 @@
 //!   replica's log end (what followers fetch and HW counts) must not pass what its disk
 //!   holds; the set's combined appends already batch concurrent senders there.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use super::encoded::EncodedEntry;
-use super::FlushPolicy;
+use super::{CompressionType, FlushPolicy};
 use crate::codec::Codec;
 use crate::partition::Entry;
+use crate::storage::record_batch::Compression;
 use crate::storage::{BatchBuilder, SegmentSet};
 use crate::Result;
+use std::sync::Arc;
 
 /// A batch stops taking records once it reaches this size.
 pub(crate) const BATCH_TARGET: usize = 256 << 10;
+
+/// Which codec a partition's batches are compressed with, as Kafka decides it: the topic's
+/// `compression.type` when it names a codec (the broker recompresses), else
+/// ([`CompressionType::Producer`]) the producers' codec. logbus's writer batches the records
+/// of every producer of a partition together (a producer does not build batches), so the
+/// producers' codec is the one of the producer that most recently began sending to the
+/// partition ([`ProducerConfig::compression`](crate::producer::ProducerConfig::compression)).
+#[derive(Debug)]
+pub(crate) struct CodecChoice {
+    topic: CompressionType,
+    /// The producers' codec id (attribute bits 0–2).
+    producer: AtomicU8,
+}
+
+impl CodecChoice {
+    pub(crate) fn new(topic: CompressionType) -> Arc<Self> {
+        Arc::new(Self {
+            topic,
+            producer: AtomicU8::new(0),
+        })
+    }
+
+    /// A producer with codec `codec` began sending to the partition.
+    pub(crate) fn note_producer(&self, codec: Compression) {
+        // Relaxed: a hint for the next batch, ordered with nothing else.
+        if self.producer.load(Ordering::Relaxed) != codec.id() {
+            self.producer.store(codec.id(), Ordering::Relaxed);
+        }
+    }
+
+    /// The codec of the next batch.
+    pub(crate) fn for_batch(&self) -> Compression {
+        match self.topic.codec() {
+            Some(codec) => codec,
+            None => Compression::from_attributes(i16::from(self.producer.load(Ordering::Relaxed))),
+        }
+    }
+}
 
 /// When the flush policy wants an fsync: what was appended since the last one.
 #[derive(Debug)]
@@ -85,6 +126,8 @@ pub(crate) struct Appender {
     limit: usize,
     /// A batch stops taking records at this size.
     target: usize,
+    /// The codec of each batch, read as the batch begins.
+    codec: Arc<CodecChoice>,
     pub(crate) flush: Flush,
 }
 
@@ -100,20 +143,30 @@ pub(crate) enum Pushed {
 impl Appender {
     /// Batches of at most `limit` bytes (unless one record alone is larger), cut at
     /// `target`.
-    pub(crate) fn new(policy: FlushPolicy, limit: usize, target: usize) -> Self {
+    pub(crate) fn new(
+        policy: FlushPolicy,
+        limit: usize,
+        target: usize,
+        codec: Arc<CodecChoice>,
+    ) -> Self {
         Self {
             builder: BatchBuilder::new(0),
             key: Vec::new(),
             value: Vec::new(),
             limit,
             target,
+            codec,
             flush: Flush::new(policy),
         }
     }
 
-    /// Starts a new batch whose first record gets offset `base`.
+    /// Starts a new batch whose first record gets offset `base`, compressed with the codec
+    /// the partition's [`CodecChoice`] names now (records are encoded as they are pushed;
+    /// the batch is compressed once, when it is appended).
     pub(crate) fn begin(&mut self, base: u64) {
         self.builder.clear(base);
+        // Every codec a CodecChoice names is one this build has (checked at config).
+        let _ = self.builder.set_compression(self.codec.for_batch());
     }
 
     /// Whether the batch reached its target size.
@@ -151,9 +204,8 @@ impl Appender {
         if let Some(e) = epoch {
             set.set_partition_leader_epoch(e);
         }
-        let bytes = self.builder.size() as u64;
         set.append_built(&mut self.builder)?;
-        Ok(bytes)
+        Ok(self.builder.finished_size() as u64)
     }
 
     /// Appends the batch to `set` at offset `base`, past the set's log end (a gap the
@@ -164,11 +216,10 @@ impl Appender {
     /// The segment set's append errors.
     pub(crate) fn append_at(&mut self, set: &mut SegmentSet, base: u64, epoch: i32) -> Result<u64> {
         set.set_partition_leader_epoch(epoch);
-        let bytes = self.builder.size() as u64;
         self.builder.set_base_offset(base);
         self.builder.set_partition_leader_epoch(epoch);
         set.append_batch(self.builder.finish())?;
-        Ok(bytes)
+        Ok(self.builder.finished_size() as u64)
     }
 
     /// Counts the records just appended and fsyncs `set` when the policy says so: whether

@@ -288,6 +288,7 @@ impl TopicMeta {
             ("segment_bytes", p.segment_bytes.to_string()),
             ("max_message_bytes", p.max_message_bytes.to_string()),
             ("flush", flush),
+            ("compression_type", p.compression.name().to_string()),
             ("cleanup_policy", self.cleanup.kafka_name().to_owned()),
             (
                 "min_cleanable_dirty_ratio",
@@ -331,6 +332,11 @@ impl TopicMeta {
             .max_message_bytes(num("max_message_bytes")? as u64);
         if retention_bytes >= 0 {
             persist = persist.retention_bytes(retention_bytes as u64);
+        }
+        // Missing in metadata written before compression: `producer`, Kafka's default.
+        if let Some(c) = map.get("compression_type") {
+            let c = super::CompressionType::from_name(c).ok_or_else(|| bad("compression_type"))?;
+            persist = persist.compression(c);
         }
         let cleanup = match map.get("cleanup_policy") {
             None => CleanupPolicy::Delete,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::append::{Appender, Pushed, BATCH_TARGET};
+use super::append::{Appender, CodecChoice, Pushed, BATCH_TARGET};
 use super::FlushPolicy;
 use crate::codec::Codec;
 use crate::partition::{valid_timestamp, DiskLog, Entry, Partition};
@@ -210,6 +210,8 @@ pub(crate) struct PartitionLog<K, V> {
     /// segment set takes can hold: a larger one would fail at the writer, after its send was
     /// acknowledged, and take the partition offline.
     pub(crate) segment_room: u64,
+    /// The codec of the writer's batches (shared with it).
+    pub(crate) codec: Arc<CodecChoice>,
     pub(crate) _types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -243,6 +245,10 @@ pub(crate) fn segment_room(max_batch: u64) -> u64 {
 }
 
 impl<K: Codec + Send + Sync, V: Codec + Send + Sync> DiskLog<K, V> for PartitionLog<K, V> {
+    fn note_producer_codec(&self, codec: crate::storage::record_batch::Compression) {
+        self.codec.note_producer(codec);
+    }
+
     fn log_start(&self) -> u64 {
         self.cell.log_start()
     }
@@ -419,7 +425,18 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
                 next = next.max(batch_end);
                 continue;
             }
-            for record in batch.records().map_err(stored)? {
+            // A compressed batch is decompressed once into a buffer of its own, which its
+            // records' values and headers then share, as an uncompressed batch's share
+            // `bytes`: no allocation per record either way.
+            let mut decompressed = Vec::new();
+            let owned;
+            let (bytes, records) = if batch.decompress(&mut decompressed).map_err(stored)? {
+                owned = Bytes::from(decompressed);
+                (&owned, batch.records_of(&owned).map_err(stored)?)
+            } else {
+                (bytes, batch.records_of(&[]).map_err(stored)?)
+            };
+            for record in records {
                 let r = record.map_err(stored)?;
                 let at = r.offset;
                 if at < next || at >= end {
@@ -467,6 +484,7 @@ pub(crate) fn spawn_writer<K, V>(
     gate: Reader<Entry<K, V>>,
     policy: FlushPolicy,
     batch_limit: usize,
+    codec: Arc<CodecChoice>,
 ) -> Result<JoinHandle<()>>
 where
     K: Codec + Send + Sync + 'static,
@@ -478,7 +496,12 @@ where
             cell,
             partition,
             gate,
-            appender: Appender::new(policy, batch_limit, BATCH_TARGET.min(batch_limit / 2)),
+            appender: Appender::new(
+                policy,
+                batch_limit,
+                BATCH_TARGET.min(batch_limit / 2),
+                codec,
+            ),
         };
         // A user codec may panic on this thread: the log then goes offline as for an I/O
         // error (otherwise the thread dies, nobody frees the ring and sends wait for ever).

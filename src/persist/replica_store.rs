@@ -97,6 +97,8 @@ pub(crate) struct StoreParams {
     pub(crate) capacity: usize,
     /// The topic's `max_message_bytes`.
     pub(crate) max_message_bytes: u64,
+    /// The topic's `compression.type`.
+    pub(crate) compression: super::CompressionType,
 }
 
 /// Decodes one stored record.
@@ -215,7 +217,12 @@ where
             io: SyncArc::clone(&p.io),
             epoch_file,
             saved_epochs: Vec::new(),
-            appender: Appender::new(p.policy, max_batch, BATCH_TARGET),
+            appender: Appender::new(
+                p.policy,
+                max_batch,
+                BATCH_TARGET,
+                super::append::CodecChoice::new(p.compression),
+            ),
             max_record: usize::try_from(p.max_message_bytes)
                 .unwrap_or(usize::MAX)
                 .min(max_batch - BATCH_OVERHEAD),
@@ -349,6 +356,7 @@ where
         let mut out = Vec::new();
         // Past the last record returned or batch read whole; never back.
         let mut next = from;
+        let mut decompressed = Vec::new();
         for batch in BatchIter::new(&bytes) {
             let batch = batch?;
             let h = *batch.header();
@@ -357,7 +365,7 @@ where
                 next = next.max(batch_end);
                 continue;
             }
-            for record in batch.records()? {
+            for record in batch.records(&mut decompressed)? {
                 let r = record?;
                 let at = r.offset;
                 if at < next || at >= end {
@@ -419,7 +427,8 @@ mod tests {
         ] {
             let bytes = encode_batch(3, &[BatchRecord::new(ts, None, &value)]).unwrap();
             let batch = BatchIter::new(&bytes).next().unwrap().unwrap();
-            let r = batch.records().unwrap().next().unwrap().unwrap();
+            let mut buf = Vec::new();
+            let r = batch.records(&mut buf).unwrap().next().unwrap().unwrap();
             match decode_entry::<(), u64>(&r) {
                 Ok(e) if ok => assert_eq!((e.timestamp(), *e.value()), (ts, 7)),
                 Err(Error::InvalidTimestamp {

@@ -533,6 +533,7 @@ impl DiskDirs {
             policy: meta.topic.persist.flush_policy(),
             capacity: meta.topic.records_in_memory,
             max_message_bytes: meta.topic.persist.message_limit(),
+            compression: meta.topic.persist.compression_type(),
         }
     }
 }

@@ -3,8 +3,9 @@
 //! A partition directory holds segments, each three files named by the segment's base offset
 //! (20 zero-padded digits): `NNNNNNNNNNNNNNNNNNNN.log` (RecordBatch v2 batches back to back,
 //! CRC-32C), `.index` (sparse offset → position) and `.timeindex` (sparse timestamp →
-//! offset). Kafka's tools can read what logbus writes, and logbus reads what Kafka writes
-//! (uncompressed batches). Opening a directory runs Kafka's log segment recovery
+//! offset). Kafka's tools can read what logbus writes, and logbus reads what Kafka writes,
+//! uncompressed or compressed with any of Kafka's codecs (gzip, snappy, lz4, zstd: see
+//! [`record_batch`]'s "Compression"). Opening a directory runs Kafka's log segment recovery
 //! (`LogLoader` / `LogSegment.recover`): from the recovery point on, every batch is checked and
 //! a torn or corrupt tail is cut, never served.
 //!
@@ -81,8 +82,14 @@
 //!   corruption, found by a streaming CRC), an index at most `segment_index_bytes`;
 //!   [`verify`] and `logbus dump` hold batches up to 16 MiB ([`VERIFY_MAX_BATCH_BYTES`]).
 //! - **BatchRecords** are validated on append and on recovery (structure, and offset deltas
-//!   increasing inside `[0, lastOffsetDelta]`). Compressed batches are kept (their CRC is
-//!   checked) but reading them is [`Error::UnsupportedCompression`](crate::Error).
+//!   increasing inside `[0, lastOffsetDelta]`); a compressed batch's records are
+//!   decompressed for that, once per batch, never to more than
+//!   [`MAX_DECOMPRESSED_BATCH`](record_batch::MAX_DECOMPRESSED_BATCH) (a stream that does not
+//!   decode, or decompresses past it, is [`Error::Corrupt`](crate::Error::Corrupt) at the
+//!   stream's first byte: recovery cuts the log there). Uncompressed batches are read in
+//!   place (zero-copy). Only a codec id Kafka does not define (5–7), or one whose cargo
+//!   feature is off, is [`Error::UnsupportedCompression`](crate::Error); such a batch is kept
+//!   on its CRC.
 //!   [`SegmentSet::read_records`] skips transaction control records, as Kafka's consumers do.
 //! - **Files** are opened only if regular (no symlinks, FIFOs, devices:
 //!   [`Error::NotRegularFile`](crate::Error::NotRegularFile)). A compaction's leftovers

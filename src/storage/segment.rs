@@ -722,7 +722,11 @@ impl Segment {
                 self.read_exact_at(&mut bytes, pos)?;
                 let batch =
                     Batch::decode_at(&bytes, pos).map_err(|e| e.in_file(&self.log_path, 0))?;
-                for record in batch.records().map_err(|e| e.in_file(&self.log_path, 0))? {
+                let mut decompressed = Vec::new();
+                let records = batch
+                    .records(&mut decompressed)
+                    .map_err(|e| e.in_file(&self.log_path, 0))?;
+                for record in records {
                     let record = record.map_err(|e| e.in_file(&self.log_path, 0))?;
                     if record.timestamp >= target && record.offset >= min_offset {
                         return Ok(Some((record.offset, record.timestamp)));

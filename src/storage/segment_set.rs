@@ -46,7 +46,8 @@ pub use super::config::{LogConfig, LogSetup, SEVEN_DAYS_MS};
 use super::file_names::MAX_OFFSET;
 use super::io::{DirLock, Io};
 use super::record_batch::{
-    next_batch_extent, Batch, BatchBuilder, BatchHeader, BatchIter, BatchRecord, Extent,
+    next_batch_extent, Batch, BatchBuilder, BatchHeader, BatchIter, BatchRecord, Compression,
+    Extent,
 };
 use super::recovery::{self, RecoveryReport};
 use super::segment::Segment;
@@ -114,6 +115,8 @@ pub struct SegmentSet {
     pub(super) recovery_point: u64,
     pub(super) offline: bool,
     builder: Option<BatchBuilder>,
+    /// The codec [`append`](SegmentSet::append) compresses its batches with.
+    compression: Compression,
     /// Written into the batches [`append`](SegmentSet::append) builds (0 until replication
     /// sets it).
     partition_leader_epoch: i32,
@@ -158,6 +161,7 @@ impl SegmentSet {
             recovery_point: loaded.report.recovery_point,
             offline: false,
             builder: None,
+            compression: Compression::None,
             partition_leader_epoch: 0,
             _lock: loaded.lock,
         };
@@ -248,6 +252,18 @@ impl SegmentSet {
         self.partition_leader_epoch = epoch;
     }
 
+    /// Compresses the batches [`append`](SegmentSet::append) builds from now on with
+    /// `codec` (none by default); batches appended already encoded keep theirs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnsupportedCompression`] for a codec this build lacks.
+    pub fn set_compression(&mut self, codec: Compression) -> Result<()> {
+        BatchBuilder::new(0).set_compression(codec)?;
+        self.compression = codec;
+        Ok(())
+    }
+
     /// Appends `records` as one batch at the log end offset.
     ///
     /// # Errors
@@ -263,6 +279,8 @@ impl SegmentSet {
         let mut builder = self.builder.take().unwrap_or_else(|| BatchBuilder::new(0));
         builder.clear(self.log_end_offset());
         builder.set_partition_leader_epoch(self.partition_leader_epoch);
+        // Checked by `set_compression`.
+        let _ = builder.set_compression(self.compression);
         let result = records
             .iter()
             .try_for_each(|r| builder.append_record(r))
@@ -295,6 +313,7 @@ impl SegmentSet {
         let epoch = self.partition_leader_epoch;
         let mut builder = self.builder.take().unwrap_or_else(|| BatchBuilder::new(0));
         builder.set_partition_leader_epoch(epoch);
+        let _ = builder.set_compression(self.compression);
         let clock = &self.clock;
         let Some(active) = self.segments.last_mut() else {
             self.builder = Some(builder);
@@ -645,8 +664,9 @@ impl SegmentSet {
     ///
     /// # Errors
     ///
-    /// As [`read`](SegmentSet::read), plus [`Error::Corrupt`] for a malformed record
-    /// and [`Error::UnsupportedCompression`] for a compressed batch.
+    /// As [`read`](SegmentSet::read), plus [`Error::Corrupt`] for a malformed record or
+    /// compressed stream and [`Error::UnsupportedCompression`] for a batch of a codec this
+    /// build cannot read (compressed batches are decompressed, once per batch).
     pub fn read_records(&self, offset: u64, max_bytes: usize) -> Result<Vec<(u64, BatchRecord)>> {
         let end = self.log_end_offset();
         let mut from = offset;
@@ -656,6 +676,7 @@ impl SegmentSet {
             };
             let mut out = Vec::new();
             let mut next = from;
+            let mut decompressed = Vec::new();
             for (i, batch) in BatchIter::with_base(&bytes, pos).enumerate() {
                 let batch = match batch {
                     Ok(b) => b,
@@ -667,7 +688,10 @@ impl SegmentSet {
                 if h.is_control() {
                     continue;
                 }
-                for record in batch.records().map_err(|e| e.in_file(path, 0))? {
+                for record in batch
+                    .records(&mut decompressed)
+                    .map_err(|e| e.in_file(path, 0))?
+                {
                     let record = record.map_err(|e| e.in_file(path, 0))?;
                     if record.offset >= offset {
                         out.push((record.offset, record.to_record()));

@@ -95,7 +95,7 @@ proptest! {
             for batch in BatchIter::new(input) {
                 match batch {
                     Ok(batch) => {
-                        if let Ok(records) = batch.records() {
+                        if let Ok(records) = batch.records(&mut Vec::new()) {
                             for r in records {
                                 if r.is_err() { break; }
                             }

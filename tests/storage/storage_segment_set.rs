@@ -331,12 +331,25 @@ fn append_batch_checks_its_input() {
         .unwrap()
         .finish()
         .to_vec();
+    // The codec bits say gzip, the records are not a gzip stream: a corrupt stream.
     gz[22] = 1;
     let crc = crc32c::crc32c(&gz[21..]);
     gz[17..21].copy_from_slice(&crc.to_be_bytes());
     assert!(matches!(
         log.append_batch(&gz),
-        Err(Error::UnsupportedCompression { ref codec, .. }) if codec == "gzip"
+        Err(Error::Corrupt {
+            position: 61,
+            reason: logbus::error::Corruption::BadCompressedData { codec: "gzip", .. },
+            ..
+        })
+    ));
+    // A codec id Kafka does not define.
+    gz[22] = 5;
+    let crc = crc32c::crc32c(&gz[21..]);
+    gz[17..21].copy_from_slice(&crc.to_be_bytes());
+    assert!(matches!(
+        log.append_batch(&gz),
+        Err(Error::UnsupportedCompression { ref codec, .. }) if codec == "unknown(5)"
     ));
     // A follower's batch with a gap is accepted, in the active segment (as Kafka does).
     let gap = BatchBuilder::new(10)

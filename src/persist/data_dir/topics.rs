@@ -3,6 +3,7 @@
 //! each: partition directories it does not count are leftovers of a crash, removed before
 //! their names are used again.
 
+use crate::persist::append::CodecChoice;
 use std::marker::PhantomData;
 
 use super::{DataDir, OpenPartition, TopicMeta, TOPIC_SUFFIX};
@@ -60,7 +61,9 @@ impl DataDir {
             .persist
             .segment_bytes
             .min(meta.log_config().max_batch_bytes);
+        let codec = CodecChoice::new(meta.persist.compression_type());
         let disk = Arc::new(PartitionLog::<K, V> {
+            codec: std::sync::Arc::clone(&codec),
             cell: Arc::clone(&cell),
             buf: Mutex::new(bytes::Bytes::new()),
             policy: meta.persist.flush,
@@ -106,6 +109,7 @@ impl DataDir {
             gate,
             meta.persist.flush,
             batch_limit as usize,
+            codec,
         )?;
         let open = OpenPartition {
             topic: meta.name.clone(),

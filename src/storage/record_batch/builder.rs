@@ -1,12 +1,22 @@
 //! Writing batches: [`BatchBuilder`] and [`encode_batch`].
 
+use super::compression::{codec_available, compress};
 use super::field;
 use super::header::crc32c;
-use super::{BatchHeader, BatchRecord, HEADER_SIZE, LOG_OVERHEAD, MAGIC, NO_TIMESTAMP};
+use super::{
+    BatchHeader, BatchRecord, Compression, HEADER_SIZE, LOG_OVERHEAD, MAGIC, NO_TIMESTAMP,
+};
 use crate::error::{Error, Result};
 use crate::storage::varint::{put_varint, put_varlong, varint_size, varlong_size};
 
-/// Builds one uncompressed batch, record by record, into a reusable buffer.
+/// Builds one batch, record by record, into a reusable buffer: uncompressed, or compressed
+/// with the codec set by [`set_compression`](BatchBuilder::set_compression).
+///
+/// Records are encoded as they are appended; a compressed batch's records are compressed
+/// once, as one stream, by [`finish`](BatchBuilder::finish) (Kafka's layout: everything
+/// after `recordsCount`). [`size`](BatchBuilder::size) is the uncompressed size, an upper
+/// bound of the finished batch's: a compressed stream that would not be smaller than the
+/// records is not used, and the batch is written uncompressed (codec bits 0).
 ///
 /// Offsets are dense from the base offset (record `i` gets offset delta `i`); the first
 /// record's timestamp is the base timestamp. Producer id, epoch and base sequence are -1;
@@ -40,6 +50,12 @@ pub struct BatchBuilder {
     count: i32,
     base_timestamp: i64,
     max_timestamp: i64,
+    compression: Compression,
+    /// The finished batch when compressed: header and stream (the records stay in `buf`,
+    /// so `finish` may be called again and records appended after it).
+    sealed: Vec<u8>,
+    /// The size of the batch the last `finish` returned.
+    finished: usize,
 }
 
 impl BatchBuilder {
@@ -53,9 +69,52 @@ impl BatchBuilder {
             count: 0,
             base_timestamp: NO_TIMESTAMP,
             max_timestamp: NO_TIMESTAMP,
+            compression: Compression::None,
+            sealed: Vec::new(),
+            finished: 0,
         };
         b.clear(base_offset);
         b
+    }
+
+    /// Compresses the batches [`finish`](BatchBuilder::finish) returns from now on with
+    /// `codec` ([`Compression::None`] by default).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnsupportedCompression`] for [`Compression::Unknown`] or a codec whose cargo
+    /// feature is off; the builder is then unchanged.
+    pub fn set_compression(&mut self, codec: Compression) -> Result<()> {
+        if !codec_available(codec) {
+            return Err(Error::UnsupportedCompression {
+                file: None,
+                position: 0,
+                codec: codec.to_string(),
+            });
+        }
+        self.compression = codec;
+        Ok(())
+    }
+
+    /// [`set_compression`](BatchBuilder::set_compression), chainable.
+    ///
+    /// # Errors
+    ///
+    /// As [`set_compression`](BatchBuilder::set_compression).
+    pub fn with_compression(mut self, codec: Compression) -> Result<Self> {
+        self.set_compression(codec)?;
+        Ok(self)
+    }
+
+    /// The codec batches are compressed with.
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// The size of the batch the last [`finish`](BatchBuilder::finish) returned (compressed,
+    /// when it was).
+    pub fn finished_size(&self) -> usize {
+        self.finished
     }
 
     /// Sets the partition leader epoch written in the header (0 by default).
@@ -100,7 +159,7 @@ impl BatchBuilder {
         self.count == 0
     }
 
-    /// Bytes the finished batch will occupy.
+    /// Bytes the finished batch will occupy uncompressed (at most what it occupies).
     pub fn size(&self) -> usize {
         self.buf.len() - self.start
     }
@@ -239,15 +298,59 @@ impl BatchBuilder {
 
     /// Writes the header and CRC and returns the batch's bytes (the builder keeps them until
     /// the next [`clear`](BatchBuilder::clear); calling `finish` again is harmless).
+    ///
+    /// With a codec set, the records are compressed here, as one stream (each call
+    /// compresses them again: call it once per batch).
     pub fn finish(&mut self) -> &[u8] {
-        self.write_header();
+        if self.compression != Compression::None && self.count > 0 {
+            let mut sealed = std::mem::take(&mut self.sealed);
+            sealed.clear();
+            sealed.extend_from_slice(&self.buf[self.start..self.start + HEADER_SIZE]);
+            let records = &self.buf[self.start + HEADER_SIZE..];
+            if compress(self.compression, records, &mut sealed).is_ok()
+                && sealed.len() < self.size()
+            {
+                let attributes = i16::from(self.compression.id());
+                self.header_into(&mut sealed, attributes);
+                self.sealed = sealed;
+                self.finished = self.sealed.len();
+                return &self.sealed;
+            }
+            self.sealed = sealed;
+        }
+        self.write_header(false);
+        self.finished = self.size();
         &self.buf[self.start..]
     }
 
     /// Writes the header and the CRC (one pass over the contiguous batch bytes) and returns
-    /// the header, built from what the builder knows rather than parsed back.
-    fn write_header(&mut self) -> BatchHeader {
-        let b = &mut self.buf[self.start..];
+    /// the header, built from what the builder knows rather than parsed back. A codec set
+    /// compresses the records in place first (for [`encode_onto`](BatchBuilder::encode_onto),
+    /// whose buffer holds nothing else after the batch).
+    fn write_header(&mut self, compress_in_place: bool) -> BatchHeader {
+        let mut attributes = 0i16;
+        if compress_in_place && self.compression != Compression::None && self.count > 0 {
+            let at = self.start + HEADER_SIZE;
+            let mut stream = std::mem::take(&mut self.sealed);
+            stream.clear();
+            if compress(self.compression, &self.buf[at..], &mut stream).is_ok()
+                && stream.len() < self.buf.len() - at
+            {
+                self.buf.truncate(at);
+                self.buf.extend_from_slice(&stream);
+                attributes = i16::from(self.compression.id());
+            }
+            self.sealed = stream;
+        }
+        let start = self.start;
+        let mut buf = std::mem::take(&mut self.buf);
+        let header = self.header_into(&mut buf[start..], attributes);
+        self.buf = buf;
+        header
+    }
+
+    /// Writes the header, with `attributes`, and the CRC into `b` (a whole batch).
+    fn header_into(&self, b: &mut [u8], attributes: i16) -> BatchHeader {
         let batch_length = (b.len() - LOG_OVERHEAD) as i32;
         let last_offset_delta = (self.count - 1).max(0);
         put(b, field::BASE_OFFSET, &self.base_offset.to_be_bytes());
@@ -258,7 +361,7 @@ impl BatchBuilder {
             &self.partition_leader_epoch.to_be_bytes(),
         );
         b[field::MAGIC] = MAGIC as u8;
-        put(b, field::ATTRIBUTES, &0i16.to_be_bytes()); // no compression, CreateTime
+        put(b, field::ATTRIBUTES, &attributes.to_be_bytes()); // codec, CreateTime
         put(
             b,
             field::LAST_OFFSET_DELTA,
@@ -278,7 +381,7 @@ impl BatchBuilder {
             partition_leader_epoch: self.partition_leader_epoch,
             magic: MAGIC,
             crc,
-            attributes: 0,
+            attributes,
             last_offset_delta,
             base_timestamp: self.base_timestamp,
             max_timestamp: self.max_timestamp,
@@ -309,7 +412,7 @@ impl BatchBuilder {
         let result = records
             .iter()
             .try_for_each(|r| self.append_record(r))
-            .map(|()| self.write_header());
+            .map(|()| self.write_header(true));
         if result.is_err() {
             self.buf.truncate(before);
         }

@@ -130,22 +130,97 @@ impl<'a> Batch<'a> {
 
     /// An iterator over the records, checking each one's structure as it goes.
     ///
+    /// An uncompressed batch's records are read in place (`buf` is not touched); a
+    /// compressed batch's are decompressed once, into `buf` (cleared first; reuse it from
+    /// batch to batch and nothing is allocated once it is large enough), and read from there.
+    /// Decompression stops at [`decompressed_limit`](super::decompressed_limit).
+    ///
     /// # Errors
     ///
-    /// [`Error::UnsupportedCompression`] for a compressed batch; [`Error::Corrupt`] when
-    /// `recordsCount` is negative. The iterator yields [`Error::Corrupt`] for a malformed
-    /// record, a record whose offset delta is outside `[0, lastOffsetDelta]` or not above the
-    /// previous record's (records may skip offsets, as compaction leaves them, but never leave
-    /// their batch), or trailing bytes, then stops.
-    pub fn records(&self) -> Result<BatchRecords<'a>> {
+    /// [`Error::UnsupportedCompression`] for a codec this build cannot read (ids 5–7, or a
+    /// codec whose feature is off); [`Error::Corrupt`] when `recordsCount` is negative, or
+    /// when the compressed stream does not decode ([`Corruption::BadCompressedData`],
+    /// [`Corruption::DecompressedTooLarge`], reported at the stream's first byte). The
+    /// iterator yields [`Error::Corrupt`] for a malformed record, a record whose offset
+    /// delta is outside `[0, lastOffsetDelta]` or not above the previous record's (records
+    /// may skip offsets, as compaction leaves them, but never leave their batch), or
+    /// trailing bytes, then stops; in a compressed batch these are reported at the stream's
+    /// first byte too (a position inside the decompressed bytes is no position in a file).
+    pub fn records<'b>(&self, buf: &'b mut Vec<u8>) -> Result<BatchRecords<'b>>
+    where
+        'a: 'b,
+    {
+        if self.header.records_count < 0 {
+            return Err(Error::Corrupt {
+                file: None,
+                position: self.position + field::RECORDS_COUNT as u64,
+                reason: Corruption::NegativeLength {
+                    what: "recordsCount",
+                    value: i64::from(self.header.records_count),
+                },
+            });
+        }
+        let (bytes, pos, fixed_position): (&'b [u8], usize, Option<u64>) =
+            if self.decompress(buf)? {
+                (&buf[..], 0, Some(self.position + HEADER_SIZE as u64))
+            } else {
+                (self.bytes, HEADER_SIZE, None)
+            };
+        self.records_over(bytes, pos, fixed_position)
+    }
+
+    /// Decompresses a compressed batch's records into `buf` (cleared first): `true`; for an
+    /// uncompressed batch `buf` is untouched: `false`. The records are then read from `buf`
+    /// with [`records_of`](Batch::records_of) (for a caller that wants to own the buffer,
+    /// as the consumers' read path does to share values out of it).
+    ///
+    /// # Errors
+    ///
+    /// As [`records`](Batch::records), for the stream.
+    pub fn decompress(&self, buf: &mut Vec<u8>) -> Result<bool> {
         let compression = self.header.compression();
-        if compression != Compression::None {
+        if compression == Compression::None {
+            return Ok(false);
+        }
+        if !super::codec_available(compression) {
             return Err(Error::UnsupportedCompression {
                 file: None,
                 position: self.position,
                 codec: compression.to_string(),
             });
         }
+        let limit = super::decompressed_limit(self.header.records_count);
+        super::compression::decompress(compression, &self.bytes[HEADER_SIZE..], buf, limit)
+            .map_err(|e| at_position(e, self.position + HEADER_SIZE as u64))?;
+        Ok(true)
+    }
+
+    /// The records of a compressed batch from `decompressed`, what
+    /// [`decompress`](Batch::decompress) put in its buffer (for an uncompressed batch pass
+    /// anything: its records are read in place).
+    ///
+    /// # Errors
+    ///
+    /// As [`records`](Batch::records), less the stream's errors.
+    pub fn records_of<'b>(&self, decompressed: &'b [u8]) -> Result<BatchRecords<'b>>
+    where
+        'a: 'b,
+    {
+        let (bytes, pos, fixed_position): (&'b [u8], usize, Option<u64>) =
+            if self.header.compression() == Compression::None {
+                (self.bytes, HEADER_SIZE, None)
+            } else {
+                (decompressed, 0, Some(self.position + HEADER_SIZE as u64))
+            };
+        self.records_over(bytes, pos, fixed_position)
+    }
+
+    fn records_over<'b>(
+        &self,
+        bytes: &'b [u8],
+        pos: usize,
+        fixed_position: Option<u64>,
+    ) -> Result<BatchRecords<'b>> {
         if self.header.records_count < 0 {
             return Err(Error::Corrupt {
                 file: None,
@@ -157,8 +232,8 @@ impl<'a> Batch<'a> {
             });
         }
         Ok(BatchRecords {
-            bytes: self.bytes,
-            pos: HEADER_SIZE,
+            bytes,
+            pos,
             remaining: self.header.records_count as u32,
             next_min_delta: 0,
             last_offset_delta: self.header.last_offset_delta,
@@ -167,17 +242,20 @@ impl<'a> Batch<'a> {
             log_append_time: (self.header.timestamp_type() == TimestampType::LogAppendTime)
                 .then_some(self.header.max_timestamp),
             position: self.position,
+            fixed_position,
             done: false,
         })
     }
 
-    /// Walks every record without allocating, checking Kafka's strictness rules.
+    /// Walks every record, checking Kafka's strictness rules: without allocating for an
+    /// uncompressed batch, decompressing into one buffer for a compressed one.
     ///
     /// # Errors
     ///
     /// The first error [`records`](Batch::records) or its iterator reports.
     pub fn validate_records(&self) -> Result<()> {
-        for record in self.records()? {
+        let mut buf = Vec::new();
+        for record in self.records(&mut buf)? {
             record?;
         }
         Ok(())
@@ -191,11 +269,31 @@ impl<'a> Batch<'a> {
     pub fn to_records(&self) -> Result<Vec<(u64, BatchRecord)>> {
         // No capacity from the declared count: it may be hostile. Growth is bounded by bytes.
         let mut out = Vec::new();
-        for record in self.records()? {
+        let mut buf = Vec::new();
+        for record in self.records(&mut buf)? {
             let record = record?;
             out.push((record.offset, record.to_record()));
         }
         Ok(out)
+    }
+}
+
+/// `e` (an error at position 0 of the compressed stream) moved to `position`.
+fn at_position(e: Error, position: u64) -> Error {
+    match e {
+        Error::Corrupt {
+            file: None, reason, ..
+        } => Error::Corrupt {
+            file: None,
+            position,
+            reason,
+        },
+        Error::UnsupportedCompression { file, codec, .. } => Error::UnsupportedCompression {
+            file,
+            position,
+            codec,
+        },
+        other => other,
     }
 }
 
@@ -289,6 +387,8 @@ pub struct BatchRecords<'a> {
     base_timestamp: i64,
     log_append_time: Option<i64>,
     position: u64,
+    /// Where errors are reported in a compressed batch (its stream's first byte).
+    fixed_position: Option<u64>,
     done: bool,
 }
 
@@ -307,7 +407,9 @@ impl<'a> Iterator for BatchRecords<'a> {
             }
             return Some(Err(Error::Corrupt {
                 file: None,
-                position: self.position + self.pos as u64,
+                position: self
+                    .fixed_position
+                    .unwrap_or(self.position + self.pos as u64),
                 reason: Corruption::TrailingBytes {
                     count: trailing as u64,
                 },
@@ -318,7 +420,10 @@ impl<'a> Iterator for BatchRecords<'a> {
             Ok(record) => Some(Ok(record)),
             Err(e) => {
                 self.done = true;
-                Some(Err(e))
+                Some(Err(match self.fixed_position {
+                    Some(p) => at_position(e, p),
+                    None => e,
+                }))
             }
         }
     }
@@ -418,6 +523,7 @@ impl<'a> BatchRecords<'a> {
             pos: self.pos,
             base: self.position,
         };
+        // (In a compressed batch `next` moves every error to the stream's start.)
         let length_at = outer.pos;
         let length = outer.varint()?;
         if length < 0 {

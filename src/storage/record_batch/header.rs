@@ -7,10 +7,12 @@ use super::{HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH};
 use crate::error::{Corruption, Error, Result};
 use crate::storage::file_names::MAX_OFFSET;
 
-/// The compression codec named by attribute bits 0–2.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The compression codec named by attribute bits 0–2 (framings and costs: the
+/// [module docs](super#compression)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Compression {
-    /// Uncompressed (the only codec logbus reads and writes).
+    /// Uncompressed.
+    #[default]
     None,
     /// gzip (1).
     Gzip,

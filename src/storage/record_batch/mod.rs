@@ -17,9 +17,29 @@
 //! it is used, nothing is allocated in proportion to a declared count, and every loop consumes
 //! at least one byte per step. Decoding never panics.
 //!
-//! logbus writes uncompressed batches with producer id, epoch and base sequence -1 (no
-//! idempotence yet) and `CreateTime` timestamps. Reading a compressed batch's records is an
-//! [`Error::UnsupportedCompression`](crate::Error::UnsupportedCompression); its header and CRC can still be read and checked.
+//! logbus writes batches with producer id, epoch and base sequence -1 (no idempotence yet)
+//! and `CreateTime` timestamps, uncompressed or compressed with any of Kafka's four codecs
+//! ([`BatchBuilder::set_compression`]; the framing of each is Kafka's, see
+//! [`compression`](self#compression)). A compressed batch's records are one compressed stream
+//! after `recordsCount`, covered by the CRC; [`Batch::records`] decompresses it once into a
+//! buffer the caller reuses (an uncompressed batch's records are read in place), bounded by
+//! [`MAX_DECOMPRESSED_BATCH`]. Codec ids 5–7, or a codec whose cargo feature is off, are
+//! [`Error::UnsupportedCompression`](crate::Error::UnsupportedCompression); the header and
+//! CRC can still be read and checked.
+//!
+//! # Compression
+//!
+//! | id | codec  | stream, as Kafka's Java client writes it | cost (write; read) |
+//! |----|--------|------------------------------------------|--------------------|
+//! | 0  | none   | the records as they are                  | none; zero-copy reads |
+//! | 1  | gzip   | a gzip stream (level 6)                  | slowest to write, slow to read; good ratio |
+//! | 2  | snappy | xerial framing: 16-byte header (`82 'SNAPPY' 00`, version 1, compatible 1), then 32 KiB blocks, each an i32 length and a raw snappy block; a raw snappy block is read too | fast both ways; modest ratio |
+//! | 3  | lz4    | the LZ4 frame format, 64 KiB independent blocks | fastest both ways; modest ratio |
+//! | 4  | zstd   | a zstd frame (level 3)                   | fast to read, moderate to write; best ratio |
+//!
+//! A batch whose compressed stream would be larger than its records (incompressible data)
+//! is written uncompressed instead: any reader reads it, and no batch outgrows the limit its
+//! records were cut to.
 //!
 //! # Examples
 //!
@@ -42,12 +62,14 @@
 //! ```
 
 mod builder;
+pub(crate) mod compression;
 mod decoder;
 mod header;
 #[cfg(test)]
 mod tests;
 
 pub use builder::{encode_batch, BatchBuilder};
+pub use compression::{codec_available, decompressed_limit, MAX_DECOMPRESSED_BATCH};
 pub use decoder::{
     next_batch_extent, Batch, BatchIter, BatchRecord, BatchRecords, Extent, Header, HeaderView,
     RecordView,

@@ -108,7 +108,7 @@ fn strict_record_rules() {
     b[field::RECORDS_COUNT..field::END].copy_from_slice(&(-3i32).to_be_bytes());
     let b = reseal(b);
     assert!(matches!(
-        Batch::decode(&b).unwrap().records(),
+        Batch::decode(&b).unwrap().records(&mut Vec::new()),
         Err(Error::Corrupt {
             file: None,
             reason: Corruption::NegativeLength { .. },
@@ -136,21 +136,215 @@ fn strict_record_rules() {
     assert!(Batch::decode(&b).unwrap().validate_records().is_err());
 }
 
-#[test]
-fn compressed_batches_are_typed_errors() {
-    let mut b = sample();
-    b[22] |= 2; // snappy
-    let b = reseal(b);
-    let batch = Batch::decode(&b).unwrap();
-    match batch.records() {
-        Err(Error::UnsupportedCompression {
-            codec, position, ..
-        }) => {
-            assert_eq!(codec, "snappy");
-            assert_eq!(position, 0);
-        }
-        other => panic!("unexpected {other:?}"),
+/// Compressible records: what a codec shrinks.
+fn compressible(b: &mut BatchBuilder, n: usize) {
+    for i in 0..n {
+        let value = format!("value {i} {}", "abcdefgh".repeat(20));
+        b.append(
+            1_700_000_000_000 + i as i64,
+            Some(format!("key-{i}").as_bytes()),
+            Some(value.as_bytes()),
+            &[("h", Some(b"x")), ("n", None)],
+        )
+        .unwrap();
     }
+}
+
+const CODECS: [Compression; 4] = [
+    Compression::Gzip,
+    Compression::Snappy,
+    Compression::Lz4,
+    Compression::Zstd,
+];
+
+#[test]
+fn every_codec_round_trips_and_shrinks() {
+    let mut plain = BatchBuilder::new(7);
+    compressible(&mut plain, 300);
+    let plain = plain.finish().to_vec();
+    let want = Batch::decode(&plain).unwrap().to_records().unwrap();
+    for codec in CODECS {
+        let mut b = BatchBuilder::new(7).with_compression(codec).unwrap();
+        compressible(&mut b, 300);
+        let bytes = b.finish().to_vec();
+        assert_eq!(b.finished_size(), bytes.len());
+        // Finishing again gives the same bytes.
+        assert_eq!(b.finish(), &bytes[..]);
+        assert!(
+            bytes.len() < plain.len() / 3,
+            "{codec}: {} of {}",
+            bytes.len(),
+            plain.len()
+        );
+        let batch = Batch::decode(&bytes).unwrap();
+        assert_eq!(batch.header().compression(), codec);
+        assert_eq!(batch.header().attributes & 7, i16::from(codec.id()));
+        assert_eq!(batch.to_records().unwrap(), want, "{codec}");
+        // One buffer serves batch after batch.
+        let mut buf = Vec::new();
+        for _ in 0..2 {
+            let n = batch.records(&mut buf).unwrap().count();
+            assert_eq!(n, 300);
+        }
+        // Through `encode_onto`, after other bytes in the buffer, as a segment stages it.
+        let records: Vec<BatchRecord> = want.iter().map(|(_, r)| r.clone()).collect();
+        let mut b = BatchBuilder::new(0).with_compression(codec).unwrap();
+        for before in [0usize, 5] {
+            let mut out = vec![9u8; before];
+            let header = b.encode_onto(&mut out, 7, &records).unwrap();
+            assert_eq!(&out[..before], &vec![9u8; before][..]);
+            let batch = Batch::decode(&out[before..]).unwrap();
+            assert_eq!(*batch.header(), header);
+            assert_eq!(header.compression(), codec);
+            assert_eq!(batch.to_records().unwrap(), want, "{codec} onto");
+        }
+    }
+}
+
+#[test]
+fn incompressible_records_are_written_uncompressed() {
+    let mut rng = fastrand::Rng::with_seed(3);
+    let value: Vec<u8> = (0..4096).map(|_| rng.u8(..)).collect();
+    for codec in CODECS {
+        let mut b = BatchBuilder::new(0).with_compression(codec).unwrap();
+        b.append(1, None, Some(&value), &[]).unwrap();
+        let bytes = b.finish().to_vec();
+        assert_eq!(bytes.len(), b.size());
+        let batch = Batch::decode(&bytes).unwrap();
+        assert_eq!(batch.header().compression(), Compression::None);
+        assert_eq!(
+            batch.to_records().unwrap()[0].1.value.as_deref(),
+            Some(&value[..])
+        );
+    }
+}
+
+/// A batch of `codec` whose records are `stream`, resealed.
+fn with_stream(codec_id: u8, stream: &[u8], count: i32) -> Vec<u8> {
+    let mut b = sample();
+    b.truncate(HEADER_SIZE);
+    b.extend_from_slice(stream);
+    let len = (b.len() - LOG_OVERHEAD) as i32;
+    b[field::BATCH_LENGTH..field::BATCH_LENGTH + 4].copy_from_slice(&len.to_be_bytes());
+    b[field::ATTRIBUTES + 1] = (b[field::ATTRIBUTES + 1] & !7) | codec_id;
+    b[field::RECORDS_COUNT..field::END].copy_from_slice(&count.to_be_bytes());
+    reseal(b)
+}
+
+#[test]
+fn unknown_codecs_are_typed_errors() {
+    for id in 5..=7u8 {
+        let b = with_stream(id, b"whatever", 1);
+        let batch = Batch::decode(&b).unwrap();
+        match batch.records(&mut Vec::new()) {
+            Err(Error::UnsupportedCompression {
+                codec, position, ..
+            }) => {
+                assert_eq!(codec, format!("unknown({id})"));
+                assert_eq!(position, 0);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(BatchBuilder::new(0)
+            .with_compression(Compression::Unknown(id))
+            .is_err());
+    }
+}
+
+#[test]
+fn corrupt_compressed_streams_are_typed_errors() {
+    let mut good = BatchBuilder::new(0);
+    compressible(&mut good, 50);
+    let records = &good.finish()[HEADER_SIZE..].to_vec();
+    for codec in CODECS {
+        let mut stream = Vec::new();
+        compression::compress(codec, records, &mut stream).unwrap();
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("garbage", b"\x01\x02\x03 not a stream at all".to_vec()),
+            ("empty", Vec::new()),
+            ("cut in half", stream[..stream.len() / 2].to_vec()),
+            ("flipped", {
+                let mut s = stream.clone();
+                let mid = s.len() / 2;
+                s[mid] ^= 0x55;
+                s[mid + 1] ^= 0xff;
+                s
+            }),
+        ];
+        for (what, s) in cases {
+            let b = with_stream(codec.id(), &s, 50);
+            let batch = Batch::decode(&b).unwrap();
+            let result = batch.validate_records();
+            match result {
+                Err(Error::Corrupt { position, .. }) => {
+                    assert_eq!(position, HEADER_SIZE as u64, "{codec} {what}")
+                }
+                other => panic!("{codec} {what}: {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn decompression_bombs_stop_at_the_limit() {
+    // 65 MiB of zeros: a few KiB compressed, past MAX_DECOMPRESSED_BATCH decompressed.
+    let zeros = vec![0u8; MAX_DECOMPRESSED_BATCH + (1 << 20)];
+    for codec in CODECS {
+        let mut stream = Vec::new();
+        compression::compress(codec, &zeros, &mut stream).unwrap();
+        assert!(stream.len() < zeros.len() / 10);
+        let b = with_stream(codec.id(), &stream, 1);
+        let batch = Batch::decode(&b).unwrap();
+        let mut buf = Vec::new();
+        match batch.records(&mut buf) {
+            Err(Error::Corrupt {
+                position,
+                reason: Corruption::DecompressedTooLarge { limit, .. },
+                ..
+            }) => {
+                assert_eq!(position, HEADER_SIZE as u64);
+                assert_eq!(limit, MAX_DECOMPRESSED_BATCH as u64);
+            }
+            other => panic!("{codec}: {:?}", other.map(|_| ())),
+        }
+        assert!(buf.capacity() <= MAX_DECOMPRESSED_BATCH * 2 + 64, "{codec}");
+        // A batch declaring no record may decompress to nothing at all.
+        let mut small = Vec::new();
+        compression::compress(codec, b"x", &mut small).unwrap();
+        let b = with_stream(codec.id(), &small, 0);
+        assert!(matches!(
+            Batch::decode(&b).unwrap().validate_records(),
+            Err(Error::Corrupt {
+                reason: Corruption::DecompressedTooLarge { limit: 0, .. },
+                ..
+            })
+        ));
+    }
+}
+
+#[test]
+fn snappy_reads_raw_blocks_and_xerial_frames() {
+    let mut good = BatchBuilder::new(0);
+    compressible(&mut good, 50);
+    let built = good.finish().to_vec();
+    let want = Batch::decode(&built).unwrap().to_records().unwrap();
+    let records = &built[HEADER_SIZE..];
+    // Raw: one snappy block, as some clients write it.
+    let raw = snap::raw::Encoder::new().compress_vec(records).unwrap();
+    let b = with_stream(2, &raw, 50);
+    let mut b = b;
+    b[field::LAST_OFFSET_DELTA..field::LAST_OFFSET_DELTA + 4].copy_from_slice(&49i32.to_be_bytes());
+    let b = reseal(b);
+    let got = Batch::decode(&b).unwrap().to_records().unwrap();
+    let values = |r: &[(u64, BatchRecord)]| r.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>();
+    assert!(values(&got) == values(&want), "raw snappy records differ");
+    // What logbus writes is xerial: the header, then 32 KiB blocks.
+    let mut xerial = Vec::new();
+    compression::compress(Compression::Snappy, records, &mut xerial).unwrap();
+    assert_eq!(
+        &xerial[..16],
+        b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"
+    );
 }
 
 #[test]

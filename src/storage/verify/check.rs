@@ -236,8 +236,10 @@ fn dense_gap(batch: &Batch<'_>, next: u64) -> Option<String> {
             h.last_offset()
         ));
     }
-    // A compressed batch's records cannot be read here; its counts matched above.
-    if let Ok(records) = batch.records() {
+    // A compressed batch's records are decompressed to check them (a stream that does not
+    // decode was reported by the scan, which validates every batch's records).
+    let mut decompressed = Vec::new();
+    if let Ok(records) = batch.records(&mut decompressed) {
         for (i, record) in records.enumerate() {
             let offset = record.map(|r| r.offset).ok()?;
             if u64::try_from(i).map_or(true, |i| offset != h.base_offset.saturating_add(i)) {
