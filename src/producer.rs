@@ -97,8 +97,10 @@ impl ProducerConfig {
     ///
     /// logbus's producers hand records to the partition, whose writer batches the records
     /// of all its producers together; a batch therefore takes the codec of the producer that
-    /// most recently began sending to the partition. Codec costs: see
-    /// [`CompressionType`](crate::persist::CompressionType).
+    /// most recently began sending to the partition. Replicated persisted topics take
+    /// their topic's codec only (with `Producer`, their batches are uncompressed): their
+    /// replicas write inline, and the producers' codec does not reach them yet. Codec costs:
+    /// see [`CompressionType`](crate::persist::CompressionType).
     pub const fn compression(mut self, codec: Compression) -> Self {
         self.compression = codec;
         self

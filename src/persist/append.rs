@@ -11,7 +11,6 @@
 //!   replica's log end (what followers fetch and HW counts) must not pass what its disk
 //!   holds; the set's combined appends already batch concurrent senders there.
 
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use super::encoded::EncodedEntry;
@@ -20,8 +19,9 @@ use crate::codec::Codec;
 use crate::partition::Entry;
 use crate::storage::record_batch::Compression;
 use crate::storage::{BatchBuilder, SegmentSet};
+use crate::sync::atomic::{AtomicU32, Ordering};
+use crate::sync::StdArc as Arc;
 use crate::Result;
-use std::sync::Arc;
 
 /// A batch stops taking records once it reaches this size.
 pub(crate) const BATCH_TARGET: usize = 256 << 10;
@@ -36,22 +36,23 @@ pub(crate) const BATCH_TARGET: usize = 256 << 10;
 pub(crate) struct CodecChoice {
     topic: CompressionType,
     /// The producers' codec id (attribute bits 0–2).
-    producer: AtomicU8,
+    producer: AtomicU32,
 }
 
 impl CodecChoice {
     pub(crate) fn new(topic: CompressionType) -> Arc<Self> {
         Arc::new(Self {
             topic,
-            producer: AtomicU8::new(0),
+            producer: AtomicU32::new(0),
         })
     }
 
     /// A producer with codec `codec` began sending to the partition.
     pub(crate) fn note_producer(&self, codec: Compression) {
         // Relaxed: a hint for the next batch, ordered with nothing else.
-        if self.producer.load(Ordering::Relaxed) != codec.id() {
-            self.producer.store(codec.id(), Ordering::Relaxed);
+        let id = u32::from(codec.id());
+        if self.producer.load(Ordering::Relaxed) != id {
+            self.producer.store(id, Ordering::Relaxed);
         }
     }
 
@@ -59,7 +60,8 @@ impl CodecChoice {
     pub(crate) fn for_batch(&self) -> Compression {
         match self.topic.codec() {
             Some(codec) => codec,
-            None => Compression::from_attributes(i16::from(self.producer.load(Ordering::Relaxed))),
+            // An id `note_producer` stored (0..=4): the cast keeps it.
+            None => Compression::from_attributes(self.producer.load(Ordering::Relaxed) as i16),
         }
     }
 }

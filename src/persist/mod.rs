@@ -125,9 +125,9 @@ impl Default for FlushPolicy {
 ///
 /// | value | what the batches get | costs (see [`record_batch`](crate::storage::record_batch#compression)) |
 /// |---|---|---|
-/// | `Producer` (default) | the producers' codec ([`ProducerConfig::compression`](crate::producer::ProducerConfig::compression); none unless one sets it) | that codec's |
+/// | `Producer` (default) | the producers' codec ([`ProducerConfig::compression`](crate::producer::ProducerConfig::compression); none unless one sets it; none for a replicated topic) | that codec's |
 /// | `Uncompressed` | none, whatever the producers ask | none: reads are zero-copy |
-/// | `Gzip` | gzip, level 6 | the slowest writes (some 3-5x the CPU of lz4), good ratio |
+/// | `Gzip` | gzip, level 6 | the slowest writes, good ratio |
 /// | `Snappy` | snappy (xerial-framed, as Kafka's Java client) | fast, a modest ratio |
 /// | `Lz4` | lz4 frame | the fastest, a modest ratio |
 /// | `Zstd` | zstd, level 3 | the best ratio; writes slower than lz4, reads fast |

@@ -63,7 +63,7 @@ impl DataDir {
             .min(meta.log_config().max_batch_bytes);
         let codec = CodecChoice::new(meta.persist.compression_type());
         let disk = Arc::new(PartitionLog::<K, V> {
-            codec: std::sync::Arc::clone(&codec),
+            codec: crate::sync::StdArc::clone(&codec),
             cell: Arc::clone(&cell),
             buf: Mutex::new(bytes::Bytes::new()),
             policy: meta.persist.flush,

@@ -1,6 +1,6 @@
 //! Writing batches: [`BatchBuilder`] and [`encode_batch`].
 
-use super::compression::{codec_available, compress};
+use super::compression::{codec_available, compress, MAX_DECOMPRESSED_BATCH};
 use super::field;
 use super::header::crc32c;
 use super::{
@@ -16,7 +16,8 @@ use crate::storage::varint::{put_varint, put_varlong, varint_size, varlong_size}
 /// once, as one stream, by [`finish`](BatchBuilder::finish) (Kafka's layout: everything
 /// after `recordsCount`). [`size`](BatchBuilder::size) is the uncompressed size, an upper
 /// bound of the finished batch's: a compressed stream that would not be smaller than the
-/// records is not used, and the batch is written uncompressed (codec bits 0).
+/// records is not used, and the batch is written uncompressed (codec bits 0); so is a batch
+/// whose records exceed [`MAX_DECOMPRESSED_BATCH`], which no reader would decompress.
 ///
 /// Offsets are dense from the base offset (record `i` gets offset delta `i`); the first
 /// record's timestamp is the base timestamp. Producer id, epoch and base sequence are -1;
@@ -302,7 +303,7 @@ impl BatchBuilder {
     /// With a codec set, the records are compressed here, as one stream (each call
     /// compresses them again: call it once per batch).
     pub fn finish(&mut self) -> &[u8] {
-        if self.compression != Compression::None && self.count > 0 {
+        if self.compresses() {
             let mut sealed = std::mem::take(&mut self.sealed);
             sealed.clear();
             sealed.extend_from_slice(&self.buf[self.start..self.start + HEADER_SIZE]);
@@ -323,13 +324,22 @@ impl BatchBuilder {
         &self.buf[self.start..]
     }
 
+    /// Whether `finish` compresses this batch: a codec is set, and the records fit what a
+    /// reader decompresses ([`MAX_DECOMPRESSED_BATCH`]: a batch past it, possible only with
+    /// one huge record, is written uncompressed so that it stays readable).
+    fn compresses(&self) -> bool {
+        self.compression != Compression::None
+            && self.count > 0
+            && self.size() - HEADER_SIZE <= MAX_DECOMPRESSED_BATCH
+    }
+
     /// Writes the header and the CRC (one pass over the contiguous batch bytes) and returns
     /// the header, built from what the builder knows rather than parsed back. A codec set
     /// compresses the records in place first (for [`encode_onto`](BatchBuilder::encode_onto),
     /// whose buffer holds nothing else after the batch).
     fn write_header(&mut self, compress_in_place: bool) -> BatchHeader {
         let mut attributes = 0i16;
-        if compress_in_place && self.compression != Compression::None && self.count > 0 {
+        if compress_in_place && self.compresses() {
             let at = self.start + HEADER_SIZE;
             let mut stream = std::mem::take(&mut self.sealed);
             stream.clear();

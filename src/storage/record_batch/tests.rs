@@ -424,3 +424,18 @@ fn crc32c_matches_an_independent_implementation() {
         }
     }
 }
+
+#[test]
+fn a_batch_past_the_decompression_cap_is_written_uncompressed() {
+    // One record whose encoding alone exceeds MAX_DECOMPRESSED_BATCH: compressed, no reader
+    // would decompress it, so it is written as it is (and stays readable).
+    let value = vec![b'a'; MAX_DECOMPRESSED_BATCH];
+    let mut b = BatchBuilder::new(0)
+        .with_compression(Compression::Zstd)
+        .unwrap();
+    b.append(1, None, Some(&value), &[]).unwrap();
+    let bytes = b.finish().to_vec();
+    let batch = Batch::decode(&bytes).unwrap();
+    assert_eq!(batch.header().compression(), Compression::None);
+    assert_eq!(batch.records(&mut Vec::new()).unwrap().count(), 1);
+}
