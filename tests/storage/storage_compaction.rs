@@ -616,3 +616,60 @@ fn an_emptied_group_keeps_no_value_behind_a_dropped_tombstone() {
     let keys: Vec<_> = read_all(&log).into_iter().map(|(_, r)| r.key).collect();
     assert_eq!(keys, [Some(b"k3".to_vec()), Some(b"k2".to_vec())]);
 }
+
+/// The open that finishes a swap, cut at each of its I/O calls (power loss or kill): the
+/// next open finishes it, and nothing is lost or served twice.
+#[test]
+fn a_cut_during_the_open_that_finishes_a_swap() {
+    let (cleaned, covered) = cleaned_first_group();
+    assert!(covered.len() >= 2, "{covered:?}");
+    for power_loss in [true, false] {
+        let mut at = 0i64;
+        loop {
+            let (fs, plain, dir, clock, all) = swap_setup();
+            craft(
+                &plain,
+                &dir.join(format!("{}.swap", file_name(0, "log"))),
+                &cleaned,
+            );
+            let cut = Arc::new(CutAt {
+                fs: fs.clone(),
+                left: AtomicI64::new(at),
+                power_loss,
+                cut: AtomicBool::new(false),
+            });
+            let io: Arc<dyn Io> = Arc::new(CutIo(cut.clone()));
+            let opened = SegmentSet::open(
+                &dir,
+                LogSetup {
+                    config: config(),
+                    io,
+                    clock: clock.clone() as Arc<dyn Clock>,
+                    checkpoints: Checkpoints::default(),
+                },
+            );
+            let finished = !cut.cut.load(Ordering::SeqCst);
+            drop(opened);
+            if !power_loss {
+                fs.kill();
+            }
+            let log = open_log(&plain, &dir, &clock, Checkpoints::default());
+            check_log(&log, &all, clock.now_ms()).unwrap_or_else(|e| {
+                panic!("cut at call {at} of the open (power loss {power_loss}): {e}")
+            });
+            let bases: Vec<u64> = log.segments().iter().map(|s| s.base_offset).collect();
+            for b in &covered[1..] {
+                assert!(
+                    !bases.contains(b),
+                    "cut at {at}: old segment {b} back: {bases:?}"
+                );
+            }
+            drop(log);
+            assert_consistent(&*plain, &dir);
+            if finished {
+                break;
+            }
+            at += 1;
+        }
+    }
+}

@@ -681,3 +681,55 @@ fn kafka_python_reads_a_compacted_log() {
         "{out}"
     );
 }
+
+/// kafka-python reads the empty batch an emptied group keeps (its header only: base offset
+/// and last offset delta, no records), with the records after it at their offsets.
+#[test]
+#[ignore = "needs kafka-python: run by scripts/test-all.sh (interop step)"]
+fn kafka_python_reads_an_emptied_group() {
+    use logbus::storage::CleanConfig;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("emptied-0");
+    let mut log = open(&dir, INDEX_INTERVAL, Checkpoints::default());
+    let rec = |k: u8, v: u8| BatchRecord::new(1_700_000_000_000, Some(&[b'k', k]), &[v; 1200]);
+    // Segment 0: k1, k2, both superseded by segment 1 (each batch fills more than half a
+    // segment, so each segment is a group of its own).
+    log.append(&[rec(1, 1), rec(2, 2)]).unwrap();
+    log.roll().unwrap();
+    log.append(&[rec(1, 3), rec(2, 4)]).unwrap();
+    log.roll().unwrap();
+    log.append(&[rec(3, 5)]).unwrap();
+    let stats = log.clean(&CleanConfig::default()).expect("clean");
+    assert_eq!(stats.records_removed, 2, "{stats:?}");
+    let first = log.read(0, 1 << 20).unwrap();
+    let batch = BatchIter::new(&first).next().unwrap().unwrap();
+    assert_eq!(
+        (
+            batch.header().base_offset,
+            batch.header().last_offset(),
+            batch.header().records_count
+        ),
+        (0, 1, 0),
+        "the emptied segment keeps an empty batch"
+    );
+    log.close().expect("close");
+    let expected: String = [(2, rec(1, 3)), (3, rec(2, 4)), (4, rec(3, 5))]
+        .iter()
+        .map(|(o, r)| format!("{}\n", expected_line(*o, r)))
+        .collect();
+    let expected_path = tmp.path().join("expected.tsv");
+    std::fs::write(&expected_path, expected).unwrap();
+    let interval = INDEX_INTERVAL.to_string();
+    let out = run_python(
+        "check_segments.py",
+        &[
+            dir.as_os_str(),
+            expected_path.as_os_str(),
+            "--index-interval".as_ref(),
+            interval.as_ref(),
+            "--closed".as_ref(),
+            "--gaps".as_ref(),
+        ],
+    );
+    assert!(out.contains("checked 3 segments, 3 records: OK"), "{out}");
+}

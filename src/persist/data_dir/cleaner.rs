@@ -253,7 +253,31 @@ impl DataDir {
         if plan.is_empty() {
             return Ok(CleanStats::default());
         }
-        let cleaned = plan.build()?;
+        let planned: Vec<(u64, u64)> = plan.segments.iter().map(|s| (s.base, s.size)).collect();
+        let cleaned = match plan.build() {
+            Ok(cleaned) => cleaned,
+            Err(e) => {
+                // Retention may have deleted a planned segment meanwhile (or a truncation cut
+                // one): nothing wrong, the pass is given up and the next one plans again.
+                let log = cell.log.lock();
+                let changed = log.as_ref().is_none_or(|set| {
+                    let now: Vec<(u64, u64)> = set
+                        .segments()
+                        .iter()
+                        .map(|s| (s.base_offset, s.size))
+                        .collect();
+                    !planned.iter().all(|p| now.contains(p))
+                });
+                return if changed {
+                    Ok(CleanStats {
+                        groups_abandoned: 1,
+                        ..CleanStats::default()
+                    })
+                } else {
+                    Err(e)
+                };
+            }
+        };
         let stats = {
             let mut log = cell.log.lock();
             let Some(set) = log.as_mut() else {
