@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use logbus::broker::{Broker, CleanupPolicy, TopicConfig};
 use logbus::persist::PersistConfig;
-use logbus::producer::{Producer, ProducerConfig, Record};
+use logbus::producer::{Compression, Producer, ProducerConfig, Record};
 
 const TOPIC: &str = "balances";
 const ACCOUNTS: u64 = 2_000;
@@ -67,10 +67,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .persist(PersistConfig::new().segment_bytes(64 * 1024));
         broker.create_topic::<String, String>(TOPIC, config)?;
         // Two producers, one per compression codec, taking turns: the log holds batches of
-        // both (each codec is one setting of `ProducerConfig`).
+        // both (a batch takes the codec of the producer that last began sending to it).
         let producers = [
-            broker.producer_with_config::<String, String>(ProducerConfig::new())?,
-            broker.producer_with_config::<String, String>(ProducerConfig::new())?,
+            broker.producer_with_config::<String, String>(
+                ProducerConfig::new().compression(Compression::Lz4),
+            )?,
+            broker.producer_with_config::<String, String>(
+                ProducerConfig::new().compression(Compression::Zstd),
+            )?,
         ];
         let state = run_service(&producers)?;
         broker.close()?;

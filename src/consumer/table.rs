@@ -86,8 +86,8 @@ impl Broker {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use bytes::Bytes;
     /// use logbus::broker::{Broker, CleanupPolicy, TopicConfig};
+    /// use logbus::Bytes;
     /// use logbus::producer::Record;
     ///
     /// let broker = Broker::in_memory();
