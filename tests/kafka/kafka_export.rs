@@ -235,11 +235,11 @@ fn export_interrupted_resumes_then_import_round_trips() {
         280
     );
     assert_eq!(
-        rows_in_dir::<Bytes, Bytes>(target.path(), "orders"),
+        rows_in_dir::<Bytes, Option<Bytes>>(target.path(), "orders"),
         expected_orders
     );
     assert_eq!(
-        rows_in_dir::<Bytes, Bytes>(target.path(), "audit"),
+        rows_in_dir::<Bytes, Option<Bytes>>(target.path(), "audit"),
         expected_audit
     );
     // Importing again finds everything there.
@@ -574,7 +574,7 @@ fn import_stopped_before_the_end_resumes_exactly_once() {
     let third = import(target.path(), &kafka, ExportConfig::new().topics(["t"])).unwrap();
     assert_eq!(third.partitions[0].copied, 0);
     assert_eq!(
-        rows_in_dir::<Bytes, Bytes>(target.path(), "t"),
+        rows_in_dir::<Bytes, Option<Bytes>>(target.path(), "t"),
         rows_in_dir::<(), String>(source.path(), "t")
     );
 }

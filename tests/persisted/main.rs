@@ -2,7 +2,7 @@
 //! tests are in `tests/crash/`): one test binary, a module per former file.
 
 mod persisted_adversarial;
-mod persisted_compression;
 mod persisted_compaction;
+mod persisted_compression;
 mod persisted_defects;
 mod persisted_offline;

@@ -70,7 +70,12 @@ fn unsupported(codec: Compression) -> Error {
 }
 
 /// A stream error at position 0 (the caller moves it to the batch's records).
-#[cfg(any(feature = "gzip", feature = "snappy", feature = "lz4", feature = "zstd"))]
+#[cfg(any(
+    feature = "gzip",
+    feature = "snappy",
+    feature = "lz4",
+    feature = "zstd"
+))]
 fn bad(codec: &'static str, detail: impl std::fmt::Display) -> Error {
     Error::Corrupt {
         file: None,
