@@ -477,7 +477,6 @@ fn none_values_are_tombstones_kept_for_delete_retention_then_dropped() {
     for i in 0..200 {
         send(format!("filler-{}", i % 5), Some(format!("{i:040}")));
     }
-    drop(send);
     let history = replay_nullable(&broker, "kv");
     assert_eq!(latest(&history), model);
 

@@ -223,7 +223,7 @@ fn option_is_kafkas_null_and_an_empty_value_is_not() {
         }
     }
     assert_eq!(<Option<String> as Codec>::TYPE_ID, String::TYPE_ID);
-    assert!(<Option<String> as Codec>::NULLABLE && !String::NULLABLE);
+    const { assert!(<Option<String> as Codec>::NULLABLE && !String::NULLABLE) };
     assert_eq!(type_name::<String>(), "logbus.string");
     assert_eq!(type_name::<Option<Bytes>>(), "nullable(logbus.bytes)");
     // Zero-copy decoding carries over to `Option<Bytes>`.
