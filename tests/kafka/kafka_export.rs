@@ -774,3 +774,88 @@ fn export_refused_on_different_partitions_ends_equal_to_the_source() {
     );
     assert_eq!(rows_on_cluster(&kafka, "orders"), expected);
 }
+
+/// A null value (a `None` of `Option` values: a tombstone) stays null through an export to
+/// the cluster and an import back, and an empty value stays an empty value.
+#[test]
+fn null_values_stay_null_through_export_and_import() {
+    let sent: Vec<(String, Option<String>)> = vec![
+        ("a".into(), Some("x".into())),
+        ("b".into(), None),
+        ("c".into(), Some(String::new())),
+        ("a".into(), None),
+    ];
+    let source = tempfile::tempdir().unwrap();
+    {
+        let broker = Broker::builder()
+            .data_dir(source.path())
+            .create(true)
+            .open()
+            .unwrap();
+        broker
+            .create_topic::<String, Option<String>>(
+                "kv",
+                TopicConfig::new(1).persist(PersistConfig::default()),
+            )
+            .unwrap();
+        let producer = broker.producer::<String, Option<String>>();
+        for (i, (k, v)) in sent.iter().enumerate() {
+            producer
+                .send(
+                    Record::new("kv", v.clone())
+                        .key(k.clone())
+                        .timestamp(T0 + i as i64),
+                )
+                .unwrap();
+        }
+        broker.close().unwrap();
+    }
+    let kafka = idempotent_mock();
+    export(source.path(), &kafka, ExportConfig::new()).unwrap();
+    let read = |mut c: logbus::kafka::KafkaConsumer<String, Option<String>>| {
+        c.assign(&[TopicPartition::new("kv", 0)]).unwrap();
+        let mut got = Vec::new();
+        while got.len() < sent.len() {
+            let records = c.poll(Duration::from_millis(100)).unwrap();
+            assert!(!records.is_empty(), "only {got:?}");
+            for r in records {
+                got.push((r.key.unwrap(), r.value));
+            }
+        }
+        got
+    };
+    let on_kafka = read(
+        kafka
+            .consumer::<String, Option<String>>(
+                ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest),
+            )
+            .unwrap(),
+    );
+    assert_eq!(on_kafka, sent);
+
+    let target = tempfile::tempdir().unwrap();
+    import(target.path(), &kafka, ExportConfig::new().topics(["kv"])).unwrap();
+    let broker = Broker::open(target.path()).unwrap();
+    broker.topic::<Bytes, Option<Bytes>>("kv").unwrap();
+    let mut c = broker
+        .consumer::<Bytes, Option<Bytes>>(
+            ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest),
+        )
+        .unwrap();
+    c.assign(&[TopicPartition::new("kv", 0)]).unwrap();
+    let mut imported = Vec::new();
+    while imported.len() < sent.len() {
+        let records = c.poll(Duration::from_millis(100)).unwrap();
+        assert!(!records.is_empty(), "only {imported:?}");
+        for r in records {
+            imported.push((r.key.unwrap(), r.value));
+        }
+    }
+    let want: Vec<(Bytes, Option<Bytes>)> = sent
+        .iter()
+        .map(|(k, v)| (Bytes::from(k.clone()), v.clone().map(Bytes::from)))
+        .collect();
+    assert_eq!(imported, want);
+    drop(c);
+    broker.close().unwrap();
+}
