@@ -527,7 +527,7 @@ fn every_replica_keeps_a_null_value_null() {
     drop(p);
     broker.close().unwrap();
     for dir in &dirs {
-        let (set, _) = SegmentSet::open(&dir.join(format!("{T}-0")), LogSetup::default()).unwrap();
+        let (set, _) = SegmentSet::open(dir.join(format!("{T}-0")), LogSetup::default()).unwrap();
         let bytes = set.read(0, 1 << 20).unwrap();
         let mut values = Vec::new();
         let mut decompressed = Vec::new();
