@@ -69,6 +69,7 @@ fn policy(acks: Acks) -> SendPolicy {
         delivery_timeout: Duration::MAX,
         request_timeout: Duration::MAX,
         counters: Arc::default(),
+        compression: crate::storage::record_batch::Compression::None,
     }
 }
 
