@@ -144,6 +144,16 @@ fn decode_error(type_id: &'static str, reason: impl Into<String>) -> Error {
 /// assert!(String::decode_null().is_err());
 /// # Ok::<(), logbus::Error>(())
 /// ```
+///
+/// `Option<Option<T>>` has no codec: Kafka has one null, so `Some(None)` and `None` could not
+/// both be written. Using it fails to compile:
+///
+/// ```compile_fail
+/// use logbus::Codec;
+///
+/// let twice: Option<Option<u8>> = Some(None);
+/// let _ = twice.is_null();
+/// ```
 impl<T: Codec> Codec for Option<T> {
     const TYPE_ID: &'static str = T::TYPE_ID;
 
