@@ -16,6 +16,18 @@
 //! the same bytes share an id (`Vec<u8>` and `Bytes`), so a topic written with one will be
 //! readable with the other.
 //!
+//! # Null
+//!
+//! A Kafka record's value (and key) may be *null*: length −1 in the record, distinct from an
+//! empty value (length 0). In a compacted topic a null value is a *tombstone*, deleting its
+//! key. In logbus null is `None` of an [`Option<T>`] value type: `Topic<K, Option<V>>`, where
+//! `Some(v)` is `v`'s encoding and `None` is null. A type that is not an `Option` has no null:
+//! reading a null value (written by Kafka, or by a logbus topic of `Option` values) as such a
+//! type is [`Error::Decode`], never an empty value. `Option<T>` records the type id of `T`
+//! with [`NULLABLE`](Codec::NULLABLE) set, so a persisted topic of `Option<String>` values
+//! reopens only as `Option<String>` (see [`type_name`]). `Option<Option<T>>` has no codec
+//! (one null cannot be two values): using it fails to compile.
+//!
 //! With the `serde` feature, `serde_codec!` gives any serde type a codec in the compact
 //! postcard format.
 #![cfg_attr(
@@ -46,6 +58,29 @@ pub trait Codec: Sized {
     /// A stable name for this encoding, recorded in a persisted topic's metadata and checked when
     /// it is reopened.
     const TYPE_ID: &'static str;
+
+    /// Whether null (Kafka's length −1) is a value of this type: `true` only for
+    /// [`Option<T>`], whose `None` is null.
+    const NULLABLE: bool = false;
+
+    /// Whether `self` is null, written as length −1 rather than through
+    /// [`encode`](Self::encode). `false` (the default) for a type without null.
+    fn is_null(&self) -> bool {
+        false
+    }
+
+    /// The value a null (length −1) decodes to.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Decode`] naming this type (the default): a type that is not nullable has no
+    /// value for null. An empty value is not null: it goes to [`decode`](Self::decode).
+    fn decode_null() -> Result<Self> {
+        Err(decode_error(
+            Self::TYPE_ID,
+            "null value (a tombstone) for a type without null: read it as an Option",
+        ))
+    }
 
     /// Appends the encoding of `self` to `out`.
     fn encode(&self, out: &mut Vec<u8>);
@@ -89,6 +124,124 @@ fn decode_error(type_id: &'static str, reason: impl Into<String>) -> Error {
     Error::Decode {
         type_id,
         reason: reason.into(),
+    }
+}
+
+/// Kafka's null as `None`; `Some(v)` is `v`'s encoding.
+///
+/// # Examples
+///
+/// ```
+/// use logbus::Codec;
+///
+/// let deleted: Option<String> = None;
+/// assert!(deleted.is_null());
+/// assert_eq!(Option::<String>::decode_null()?, None);
+/// // An empty string is a value, not null.
+/// assert!(!Some(String::new()).is_null());
+/// assert_eq!(Option::<String>::decode(b"")?, Some(String::new()));
+/// // A type without null refuses one.
+/// assert!(String::decode_null().is_err());
+/// # Ok::<(), logbus::Error>(())
+/// ```
+///
+/// `Option<Option<T>>` has no codec: Kafka has one null, so `Some(None)` and `None` could not
+/// both be written. Using it fails to compile:
+///
+/// ```compile_fail
+/// use logbus::Codec;
+///
+/// let twice: Option<Option<u8>> = Some(None);
+/// let _ = twice.is_null();
+/// ```
+impl<T: Codec> Codec for Option<T> {
+    const TYPE_ID: &'static str = T::TYPE_ID;
+
+    const NULLABLE: bool = true;
+
+    fn is_null(&self) -> bool {
+        const {
+            assert!(
+                !T::NULLABLE,
+                "Option<Option<T>> has no codec: Kafka has one null"
+            )
+        };
+        self.is_none()
+    }
+
+    fn decode_null() -> Result<Self> {
+        const {
+            assert!(
+                !T::NULLABLE,
+                "Option<Option<T>> has no codec: Kafka has one null"
+            )
+        };
+        Ok(None)
+    }
+
+    /// Writes nothing for `None`: callers ask [`is_null`](Codec::is_null) first and write
+    /// length −1.
+    fn encode(&self, out: &mut Vec<u8>) {
+        if let Some(v) = self {
+            v.encode(out);
+        }
+    }
+
+    fn encoded(&self) -> Option<&[u8]> {
+        match self {
+            Some(v) => v.encoded(),
+            None => Some(&[]),
+        }
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        T::decode(bytes).map(Some)
+    }
+
+    fn decode_from(buffer: &Bytes, bytes: &[u8]) -> Result<Self> {
+        T::decode_from(buffer, bytes).map(Some)
+    }
+}
+
+/// The name of `C`'s encoding as persisted metadata records it: its
+/// [`TYPE_ID`](Codec::TYPE_ID), in `nullable(...)` when it is [`NULLABLE`](Codec::NULLABLE).
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(logbus::codec::type_name::<String>(), "logbus.string");
+/// assert_eq!(logbus::codec::type_name::<Option<String>>(), "nullable(logbus.string)");
+/// ```
+pub fn type_name<C: Codec>() -> std::borrow::Cow<'static, str> {
+    if C::NULLABLE {
+        format!("nullable({})", C::TYPE_ID).into()
+    } else {
+        C::TYPE_ID.into()
+    }
+}
+
+/// The encoding of `c` as a record holds it: `None` for null.
+pub(crate) fn nullable_encoding<'a, C: Codec>(c: &'a C, buf: &'a mut Vec<u8>) -> Option<&'a [u8]> {
+    if c.is_null() {
+        None
+    } else {
+        Some(encoding(c, buf))
+    }
+}
+
+/// Decodes a record's value or key as read: `None` (null) by [`Codec::decode_null`].
+pub(crate) fn decode_nullable<C: Codec>(bytes: Option<&[u8]>) -> Result<C> {
+    match bytes {
+        Some(bytes) => C::decode(bytes),
+        None => C::decode_null(),
+    }
+}
+
+/// As [`decode_nullable`], sharing `buffer` where the type can ([`Codec::decode_from`]).
+pub(crate) fn decode_nullable_from<C: Codec>(buffer: &Bytes, bytes: Option<&[u8]>) -> Result<C> {
+    match bytes {
+        Some(bytes) => C::decode_from(buffer, bytes),
+        None => C::decode_null(),
     }
 }
 

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{Broker, BrokerBuilder, Topic, TopicInner, TopicStore};
-use crate::codec::Codec;
+use crate::codec::{type_name, Codec};
 use crate::partition::topic_config::TopicConfig;
 use crate::partition::{ClosedByBroker, Partition};
 use crate::persist::replica_store::{codec_copy, partition_dir, DiskReplica};
@@ -649,14 +649,14 @@ where
     let meta = meta.ok_or_else(|| Error::UnknownTopic {
         topic: name.to_owned(),
     })?;
-    if meta.key_type != K::TYPE_ID || meta.value_type != V::TYPE_ID {
+    if meta.key_type != type_name::<K>() || meta.value_type != type_name::<V>() {
         return Err(Error::TypeMismatch {
             topic: name.to_owned(),
             existing: format!(
                 "Topic<{}, {}> (codec type ids)",
                 meta.key_type, meta.value_type
             ),
-            requested: format!("Topic<{}, {}>", K::TYPE_ID, V::TYPE_ID),
+            requested: format!("Topic<{}, {}>", type_name::<K>(), type_name::<V>()),
         });
     }
     start_single::<K, V>(data, broker, &meta)
@@ -832,14 +832,14 @@ where
     if let Some(m) = dirs.misplaced.get(name) {
         return Err(misplaced_error(name, m));
     }
-    if meta.topic.key_type != K::TYPE_ID || meta.topic.value_type != V::TYPE_ID {
+    if meta.topic.key_type != type_name::<K>() || meta.topic.value_type != type_name::<V>() {
         return Err(Error::TypeMismatch {
             topic: name.to_owned(),
             existing: format!(
                 "Topic<{}, {}> (codec type ids)",
                 meta.topic.key_type, meta.topic.value_type
             ),
-            requested: format!("Topic<{}, {}>", K::TYPE_ID, V::TYPE_ID),
+            requested: format!("Topic<{}, {}>", type_name::<K>(), type_name::<V>()),
         });
     }
     if let Some(d) = meta

@@ -142,7 +142,8 @@ impl Broker {
     /// - below them, the latest record of each key (compared by its [`Codec`] encoding, as
     ///   the durable log cleaner compares them), in offset order, with gaps where records
     ///   were replaced: consumers move on to the next offset present;
-    /// - a tombstone (a value that encodes to nothing) deletes its key: it stays for
+    /// - a tombstone (a null value: `None` of a `Topic<K, Option<V>>`; an empty value is a
+    ///   value) deletes its key: it stays for
     ///   [`TopicConfig::delete_retention`] on the broker's clock, counted from when the ring
     ///   let it go, so that a consumer behind sees the deletion;
     /// - memory is bounded by key count: at most [`TopicConfig::max_compacted_keys`] keys
@@ -195,6 +196,38 @@ impl Broker {
     ///     }
     /// }
     /// assert_eq!((latest["apple"], latest["pear"], latest["plum"]), (99, 97, 98));
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    ///
+    /// **Deleting a key**: make the value type an `Option` and send `None`, Kafka's null
+    /// value (a tombstone). A durable topic writes it as length −1, as Kafka does, and its
+    /// log cleaner drops it after `delete_retention`; a [`Table`](crate::consumer::Table)
+    /// removes the key. An empty value (`Some("")`) is a value, not a deletion.
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, CleanupPolicy, TopicConfig};
+    /// use logbus::producer::Record;
+    /// use std::time::Duration;
+    ///
+    /// let broker = Broker::in_memory();
+    /// let config = TopicConfig::new(1)
+    ///     .records_in_memory(2)
+    ///     .cleanup_policy(CleanupPolicy::Compact);
+    /// broker.create_compacted_topic::<String, Option<String>>("carts", config)?;
+    /// let producer = broker.producer::<String, Option<String>>();
+    /// let key = |k: &str| k.to_string();
+    /// producer.send(Record::new("carts", Some("tea".to_string())).key(key("ann")))?;
+    /// producer.send(Record::new("carts", Some("jam".to_string())).key(key("bob")))?;
+    /// producer.send(Record::new("carts", Some(String::new())).key(key("cy")))?;
+    /// producer.send(Record::new("carts", None).key(key("ann")))?; // deletes "ann"
+    /// for n in 0..10 {
+    ///     producer.send(Record::new("carts", Some(format!("n{n}"))).key(key("filler")))?;
+    /// }
+    /// let mut table = broker.table::<String, Option<String>>("carts")?;
+    /// table.catch_up(Duration::from_secs(5))?;
+    /// assert!(table.get(&key("ann")).is_none());
+    /// assert_eq!(table.get(&key("bob")), Some(&Some("jam".to_string())));
+    /// assert_eq!(table.get(&key("cy")), Some(&Some(String::new())));
     /// # Ok::<(), logbus::Error>(())
     /// ```
     pub fn create_compacted_topic<K, V>(

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::{Consumer, ConsumerConfig, OffsetReset};
 use crate::broker::{Broker, Topic, TopicPartition};
-use crate::codec::{encoding, Codec};
+use crate::codec::Codec;
 use crate::sync::time::{self, Instant};
 use crate::{Error, Result};
 
@@ -29,8 +29,9 @@ pub struct TableMetrics {
 ///
 /// It reads every partition of its topic from the log start through a consumer of its own
 /// (no group: it commits nothing and holds no producer back), and applies each record to a
-/// `HashMap`: a record replaces its key's value, a tombstone (a value that encodes to
-/// nothing, the rule the log cleaner and in-memory compaction follow) removes the key, a
+/// `HashMap`: a record replaces its key's value, a tombstone (a null value: `None` of a
+/// `Table<K, Option<V>>`, the rule the log cleaner and in-memory compaction follow; an
+/// empty value is a value) removes the key, a
 /// record without a key is counted ([`TableMetrics::unkeyed`]) and skipped. Durable topics
 /// are read from disk, then from the ring; in-memory compacted topics from what they keep,
 /// then from the ring: a compacted topic replays in about as many records as it has live
@@ -52,8 +53,6 @@ pub struct Table<K, V> {
     consumer: Consumer<K, V>,
     map: HashMap<K, V>,
     metrics: TableMetrics,
-    /// Scratch for values that encode on demand (the tombstone test).
-    buf: Vec<u8>,
 }
 
 impl<K, V> fmt::Debug for Table<K, V> {
@@ -92,20 +91,24 @@ impl Broker {
     ///
     /// let broker = Broker::in_memory();
     /// let config = TopicConfig::new(2).records_in_memory(8).cleanup_policy(CleanupPolicy::Compact);
-    /// broker.create_compacted_topic::<String, Bytes>("users", config)?;
-    /// let producer = broker.producer::<String, Bytes>();
+    /// // `Option` values: `None` is Kafka's null, a tombstone.
+    /// broker.create_compacted_topic::<String, Option<Bytes>>("users", config)?;
+    /// let producer = broker.producer::<String, Option<Bytes>>();
     /// for n in 0..100 {
-    ///     let record = Record::new("users", Bytes::from(format!("v{n}")));
+    ///     let record = Record::new("users", Some(Bytes::from(format!("v{n}"))));
     ///     producer.send(record.key(format!("user-{}", n % 10)))?;
     /// }
-    /// producer.send(Record::new("users", Bytes::new()).key("user-3".to_string()))?; // tombstone
+    /// producer.send(Record::new("users", None).key("user-3".to_string()))?; // tombstone
+    /// // An empty value is a value, not a tombstone.
+    /// producer.send(Record::new("users", Some(Bytes::new())).key("user-4".to_string()))?;
     ///
-    /// let mut table = broker.table::<String, Bytes>("users")?;
+    /// let mut table = broker.table::<String, Option<Bytes>>("users")?;
     /// table.catch_up(Duration::from_secs(5))?;
     /// assert_eq!(table.len(), 9);
-    /// assert_eq!(table.get(&"user-9".to_string()).unwrap().as_ref(), b"v99");
+    /// assert_eq!(table.get(&"user-9".to_string()), Some(&Some(Bytes::from("v99"))));
+    /// assert_eq!(table.get(&"user-4".to_string()), Some(&Some(Bytes::new())));
     /// assert!(table.get(&"user-3".to_string()).is_none());
-    /// assert!(table.metrics().records_read < 101, "the compacted topic replays fewer");
+    /// assert!(table.metrics().records_read < 102, "the compacted topic replays fewer");
     /// # Ok::<(), logbus::Error>(())
     /// ```
     pub fn table<K, V>(&self, name: &str) -> Result<Table<K, V>>
@@ -124,7 +127,6 @@ impl Broker {
             consumer,
             map: HashMap::new(),
             metrics: TableMetrics::default(),
-            buf: Vec::new(),
         };
         table.assign_new()?;
         Ok(table)
@@ -151,14 +153,14 @@ where
 
     /// Polls once (waiting up to `timeout` for a record), applying what it read; how many.
     fn poll_once(&mut self, timeout: Duration) -> Result<usize> {
-        let (map, metrics, buf) = (&mut self.map, &mut self.metrics, &mut self.buf);
+        let (map, metrics) = (&mut self.map, &mut self.metrics);
         self.consumer.poll_with(TABLE_POLL_RECORDS, timeout, |r| {
             metrics.records_read += 1;
             let Some(key) = r.key else {
                 metrics.unkeyed += 1;
                 return;
             };
-            if encoding(r.value, buf).is_empty() {
+            if r.value.is_null() {
                 metrics.tombstones += 1;
                 map.remove(key);
                 return;

@@ -310,12 +310,12 @@ pub fn export(
         .collect();
     topics.sort();
     let producer = SharedProducer::new(&export_producer_config(broker.config()))?;
-    let group_consumer = broker.consumer::<Bytes, Bytes>(
+    let group_consumer = broker.consumer::<Bytes, Option<Bytes>>(
         ConsumerConfig::new()
             .group_id(options.group.clone())
             .enable_auto_commit(false),
     )?;
-    let mut reader = broker.consumer::<Bytes, Bytes>(ConsumerConfig::new())?;
+    let mut reader = broker.consumer::<Bytes, Option<Bytes>>(ConsumerConfig::new())?;
     let mut report = CopyReport {
         partitions: Vec::new(),
         stopped: false,
@@ -444,24 +444,24 @@ fn same_headers(a: &[Header], b: &[(String, Option<Bytes>)]) -> bool {
             .all(|(x, (k, v))| x.key == *k && x.value.as_deref() == v.as_deref())
 }
 
-/// Whether `target` is a copy of `source` (key, value, headers but the marker; Kafka gives
-/// a null value as empty bytes, and a topic may stamp its own timestamps).
+/// Whether `target` is a copy of `source` (key, value, headers but the marker; a
+/// topic may stamp its own timestamps; a null value stays null).
 fn same_content(
     source: &crate::storage::BatchRecord,
-    target: &ConsumerRecord<Bytes, Bytes>,
+    target: &ConsumerRecord<Bytes, Option<Bytes>>,
 ) -> bool {
     source.key.as_deref() == target.key.as_deref()
-        && source.value.as_deref().unwrap_or_default() == &target.value[..]
+        && source.value.as_deref() == target.value.as_deref()
         && same_headers(&source.headers, without_marker(&target.headers))
 }
 
 /// Reads `tp` on the cluster from `from` up to `high`, handing each record to `f`.
 fn read_target(
-    reader: &mut KafkaConsumer<Bytes, Bytes>,
+    reader: &mut KafkaConsumer<Bytes, Option<Bytes>>,
     tp: &TopicPartition,
     from: u64,
     high: u64,
-    mut f: impl FnMut(ConsumerRecord<Bytes, Bytes>) -> Result<()>,
+    mut f: impl FnMut(ConsumerRecord<Bytes, Option<Bytes>>) -> Result<()>,
 ) -> Result<()> {
     if from >= high {
         return Ok(());
@@ -506,7 +506,7 @@ impl PartitionExport<'_> {
     }
 
     /// What a target record is, in words.
-    fn describe(&self, r: &ConsumerRecord<Bytes, Bytes>) -> String {
+    fn describe(&self, r: &ConsumerRecord<Bytes, Option<Bytes>>) -> String {
         match marker(&r.headers) {
             Some((id, m)) if id == self.source_id => format!("a copy of source offset {m}"),
             Some((id, m)) => format!(
@@ -520,8 +520,8 @@ impl PartitionExport<'_> {
     fn run(
         &mut self,
         dir: &Path,
-        group: &KafkaConsumer<Bytes, Bytes>,
-        reader: &mut KafkaConsumer<Bytes, Bytes>,
+        group: &KafkaConsumer<Bytes, Option<Bytes>>,
+        reader: &mut KafkaConsumer<Bytes, Option<Bytes>>,
         options: &mut ExportConfig<'_>,
         copied_total: &mut u64,
     ) -> Result<(OffsetMapping, bool)> {
@@ -548,8 +548,8 @@ impl PartitionExport<'_> {
     fn copy(
         &mut self,
         set: &SegmentSet,
-        group: &KafkaConsumer<Bytes, Bytes>,
-        reader: &mut KafkaConsumer<Bytes, Bytes>,
+        group: &KafkaConsumer<Bytes, Option<Bytes>>,
+        reader: &mut KafkaConsumer<Bytes, Option<Bytes>>,
         options: &mut ExportConfig<'_>,
         copied_total: &mut u64,
     ) -> Result<(OffsetMapping, bool)> {
@@ -598,7 +598,7 @@ impl PartitionExport<'_> {
     /// source's (a copy made with another group, or one whose group was deleted).
     fn refuse_own_copy(
         &self,
-        reader: &mut KafkaConsumer<Bytes, Bytes>,
+        reader: &mut KafkaConsumer<Bytes, Option<Bytes>>,
         low: u64,
         high: u64,
     ) -> Result<()> {
@@ -635,7 +635,7 @@ impl PartitionExport<'_> {
     /// `source` past them and mapping them.
     fn verify(
         &self,
-        reader: &mut KafkaConsumer<Bytes, Bytes>,
+        reader: &mut KafkaConsumer<Bytes, Option<Bytes>>,
         base: u64,
         low: u64,
         high: u64,
@@ -880,9 +880,9 @@ fn count_records(set: &SegmentSet) -> Result<u64> {
 
 /// Copies Kafka topics `topics` from `broker`'s cluster into the data directory `data_dir`
 /// (opened, formatted first when missing or empty, and closed at the end) as persisted topics
-/// of raw bytes (`topic::<Bytes, Bytes>`; decode with the codecs the producers used),
-/// with the same partition counts. Each record keeps its partition, key, value (a null value
-/// becomes empty), timestamp and headers (but an export's [`SOURCE_HEADER`]); offsets are
+/// of raw bytes (`topic::<Bytes, Option<Bytes>>`, `None` being a null value; decode with the
+/// codecs the producers used), with the same partition counts. Each record keeps its
+/// partition, key, value (a null value stays null), timestamp and headers (but an export's [`SOURCE_HEADER`]); offsets are
 /// dense from 0 in the target (Kafka's may have gaps: see the mapping).
 ///
 /// A topic the directory already has must be one an earlier import of the same Kafka topic
@@ -917,7 +917,10 @@ pub fn import(
 }
 
 /// Whether `local` is the import of `kafka` (the marker aside).
-fn same_import(local: &ConsumerRecord<Bytes, Bytes>, kafka: &ConsumerRecord<Bytes, Bytes>) -> bool {
+fn same_import(
+    local: &ConsumerRecord<Bytes, Option<Bytes>>,
+    kafka: &ConsumerRecord<Bytes, Option<Bytes>>,
+) -> bool {
     local.key == kafka.key
         && local.value == kafka.value
         && local.timestamp == kafka.timestamp.max(0)
@@ -926,14 +929,14 @@ fn same_import(local: &ConsumerRecord<Bytes, Bytes>, kafka: &ConsumerRecord<Byte
 
 /// One Kafka partition's records from its low watermark to `high`, a poll at a time.
 struct KafkaCursor<'a> {
-    reader: &'a mut KafkaConsumer<Bytes, Bytes>,
+    reader: &'a mut KafkaConsumer<Bytes, Option<Bytes>>,
     tp: &'a TopicPartition,
     high: u64,
-    buf: VecDeque<ConsumerRecord<Bytes, Bytes>>,
+    buf: VecDeque<ConsumerRecord<Bytes, Option<Bytes>>>,
 }
 
 impl KafkaCursor<'_> {
-    fn next(&mut self) -> Result<Option<ConsumerRecord<Bytes, Bytes>>> {
+    fn next(&mut self) -> Result<Option<ConsumerRecord<Bytes, Option<Bytes>>>> {
         while self.buf.is_empty() && self.reader.position(self.tp)? < self.high {
             let high = self.high;
             let records = self.reader.poll(Duration::from_millis(100))?;
@@ -961,7 +964,7 @@ fn import_into(
     let mut copied_total = 0;
     for topic in topics {
         let partitions = broker.partition_count(topic)?;
-        let resuming = match target.topic::<Bytes, Bytes>(topic) {
+        let resuming = match target.topic::<Bytes, Option<Bytes>>(topic) {
             Ok(t) if t.partition_count() != partitions => {
                 return Err(Error::InvalidConfig {
                     name: "import target partitions",
@@ -977,7 +980,7 @@ fn import_into(
             }
             Ok(_) => true,
             Err(Error::UnknownTopic { .. }) => {
-                target.create_topic::<Bytes, Bytes>(
+                target.create_topic::<Bytes, Option<Bytes>>(
                     topic,
                     TopicConfig::new(partitions).persist(PersistConfig::default()),
                 )?;
@@ -990,11 +993,11 @@ fn import_into(
             }
             Err(e) => return Err(e),
         };
-        let producer = target.producer::<Bytes, Bytes>();
-        let mut reader = broker.consumer::<Bytes, Bytes>(
+        let producer = target.producer::<Bytes, Option<Bytes>>();
+        let mut reader = broker.consumer::<Bytes, Option<Bytes>>(
             ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest),
         )?;
-        let mut local = target.consumer::<Bytes, Bytes>(
+        let mut local = target.consumer::<Bytes, Option<Bytes>>(
             ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest),
         )?;
         for p in 0..partitions {
@@ -1053,7 +1056,7 @@ fn import_into(
 /// Matches the records an earlier import left in `tp` of the data directory to the
 /// cluster's, in order from the start, moving `kafka` past them and mapping them.
 fn verify_import(
-    local: &mut crate::Consumer<Bytes, Bytes>,
+    local: &mut crate::Consumer<Bytes, Option<Bytes>>,
     tp: &TopicPartition,
     kafka: &mut KafkaCursor<'_>,
     mapping: &mut OffsetMapping,

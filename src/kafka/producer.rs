@@ -354,8 +354,11 @@ where
             }
             r.value.encode(&mut value);
             let mut base: Outgoing<'_> =
-                BaseRecord::with_opaque_to(&r.topic, Box::new((Arc::clone(&batch), i)))
-                    .payload(&value[..]);
+                BaseRecord::with_opaque_to(&r.topic, Box::new((Arc::clone(&batch), i)));
+            // A null value (a tombstone) has no payload: Kafka's length -1.
+            if !r.value.is_null() {
+                base = base.payload(&value[..]);
+            }
             if r.key.is_some() {
                 base = base.key(&key[..]);
             }

@@ -16,7 +16,8 @@
 //!   the latest record of every key that was there. A reader's position only grows, so no
 //!   record is read twice across the boundary, and none is missed: replay from offset 0
 //!   reads at least the latest record of every key still live.
-//! - **Tombstones** (a value that encodes to nothing, the durable cleaner's rule) delete
+//! - **Tombstones** (a null value: `None` of an `Option` value type,
+//!   [`Codec::is_null`]; the durable cleaner's rule, length −1 on disk) delete
 //!   their key: a tombstone stays in the section for the topic's `delete_retention`, on the
 //!   broker's [`Clock`], counted from when the ring let it go, so that a reader behind sees
 //!   the deletion; then the key is gone.
@@ -177,9 +178,9 @@ impl<K, V> Section<K, V> {
     }
 }
 
-/// Whether `value` is a tombstone: it encodes to nothing (a null value on disk).
-pub(crate) fn is_tombstone<V: Codec>(value: &V, buf: &mut Vec<u8>) -> bool {
-    encoding(value, buf).is_empty()
+/// Whether `value` is a tombstone: it is null (length −1 on disk). An empty value is not.
+pub(crate) fn is_tombstone<V: Codec>(value: &V) -> bool {
+    value.is_null()
 }
 
 impl<K, V> State<K, V> {
@@ -237,7 +238,7 @@ where
                 continue;
             };
             let key: Box<[u8]> = encoding(key, &mut s.buf).into();
-            let tombstone = is_tombstone(entry.value(), &mut s.buf);
+            let tombstone = is_tombstone(entry.value());
             let full = s.by_key.len() >= self.config.max_keys;
             match s.by_key.get_mut(&key) {
                 Some(old) => {

@@ -250,8 +250,8 @@ impl TopicMeta {
         TopicMeta {
             name: name.to_owned(),
             partitions: config.partitions(),
-            key_type: K::TYPE_ID.to_owned(),
-            value_type: V::TYPE_ID.to_owned(),
+            key_type: crate::codec::type_name::<K>().into_owned(),
+            value_type: crate::codec::type_name::<V>().into_owned(),
             records_in_memory: config.records_in_memory_per_partition(),
             retention_ms: config
                 .retention_age()

@@ -1,7 +1,7 @@
 //! A partition's entry as a record batch takes it, for every writer of batches (the plain
 //! persisted partition's writer, the replicas' disk stores).
 
-use crate::codec::{encoding, Codec};
+use crate::codec::{encoding, nullable_encoding, Codec};
 use crate::partition::Entry;
 use crate::storage::record_batch::MAX_RECORD_OVERHEAD;
 use crate::storage::BatchBuilder;
@@ -15,7 +15,8 @@ const HEADER_LENGTHS: usize = 10;
 pub(crate) struct EncodedEntry<'a> {
     timestamp: i64,
     key: Option<&'a [u8]>,
-    value: &'a [u8],
+    /// `None` for a null value (a tombstone), written as length −1.
+    value: Option<&'a [u8]>,
     headers: Vec<(&'a str, Option<&'a [u8]>)>,
 }
 
@@ -45,7 +46,7 @@ impl<'a> EncodedEntry<'a> {
         Self {
             timestamp,
             key: k.map(|k| encoding(k, key)),
-            value: encoding(v, value),
+            value: nullable_encoding(v, value),
             headers: headers
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_deref()))
@@ -60,7 +61,10 @@ impl<'a> EncodedEntry<'a> {
             .iter()
             .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len) + HEADER_LENGTHS)
             .sum();
-        self.key.map_or(0, <[u8]>::len) + self.value.len() + headers + MAX_RECORD_OVERHEAD
+        self.key.map_or(0, <[u8]>::len)
+            + self.value.map_or(0, <[u8]>::len)
+            + headers
+            + MAX_RECORD_OVERHEAD
     }
 
     /// A control record's marker from its key and value bytes (`None`: not a marker
@@ -92,7 +96,7 @@ impl<'a> EncodedEntry<'a> {
     ///
     /// [`BatchBuilder::append`]'s.
     pub(crate) fn append_to(&self, builder: &mut BatchBuilder) -> Result<()> {
-        builder.append(self.timestamp, self.key, Some(self.value), &self.headers)
+        builder.append(self.timestamp, self.key, self.value, &self.headers)
     }
 }
 

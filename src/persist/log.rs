@@ -479,7 +479,7 @@ impl<K: Codec + Send + Sync, V: Codec + Send + Sync> PartitionLog<K, V> {
                     Some(k) => Some(K::decode_from(bytes, k).map_err(stored)?),
                     None => None,
                 };
-                let value = V::decode_from(bytes, r.value.unwrap_or_default()).map_err(stored)?;
+                let value = crate::codec::decode_nullable_from(bytes, r.value).map_err(stored)?;
                 let headers: Vec<(String, Option<Bytes>)> = r
                     .headers
                     .iter()

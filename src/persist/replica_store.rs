@@ -290,7 +290,7 @@ fn decode_entry<K: Codec, V: Codec>(
         Some(k) => Some(K::decode(k)?),
         None => None,
     };
-    let value = V::decode(r.value.unwrap_or_default())?;
+    let value = crate::codec::decode_nullable(r.value)?;
     let headers: Vec<(String, Option<Bytes>)> = r
         .headers
         .iter()
@@ -321,7 +321,8 @@ pub(crate) fn codec_copy<K: Codec, V: Codec>(e: &Entry<K, V>) -> Option<Entry<K,
         Some(k) => Some(K::decode(encoding(k, &mut buf)).ok()?),
         None => None,
     };
-    let value = V::decode(encoding(value, &mut buf)).ok()?;
+    let value =
+        crate::codec::decode_nullable(crate::codec::nullable_encoding(value, &mut buf)).ok()?;
     Some(Entry::new(timestamp, key, value, headers.to_vec()))
 }
 

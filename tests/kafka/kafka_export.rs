@@ -235,11 +235,11 @@ fn export_interrupted_resumes_then_import_round_trips() {
         280
     );
     assert_eq!(
-        rows_in_dir::<Bytes, Bytes>(target.path(), "orders"),
+        rows_in_dir::<Bytes, Option<Bytes>>(target.path(), "orders"),
         expected_orders
     );
     assert_eq!(
-        rows_in_dir::<Bytes, Bytes>(target.path(), "audit"),
+        rows_in_dir::<Bytes, Option<Bytes>>(target.path(), "audit"),
         expected_audit
     );
     // Importing again finds everything there.
@@ -574,7 +574,7 @@ fn import_stopped_before_the_end_resumes_exactly_once() {
     let third = import(target.path(), &kafka, ExportConfig::new().topics(["t"])).unwrap();
     assert_eq!(third.partitions[0].copied, 0);
     assert_eq!(
-        rows_in_dir::<Bytes, Bytes>(target.path(), "t"),
+        rows_in_dir::<Bytes, Option<Bytes>>(target.path(), "t"),
         rows_in_dir::<(), String>(source.path(), "t")
     );
 }
@@ -773,4 +773,89 @@ fn export_refused_on_different_partitions_ends_equal_to_the_source() {
         250
     );
     assert_eq!(rows_on_cluster(&kafka, "orders"), expected);
+}
+
+/// A null value (a `None` of `Option` values: a tombstone) stays null through an export to
+/// the cluster and an import back, and an empty value stays an empty value.
+#[test]
+fn null_values_stay_null_through_export_and_import() {
+    let sent: Vec<(String, Option<String>)> = vec![
+        ("a".into(), Some("x".into())),
+        ("b".into(), None),
+        ("c".into(), Some(String::new())),
+        ("a".into(), None),
+    ];
+    let source = tempfile::tempdir().unwrap();
+    {
+        let broker = Broker::builder()
+            .data_dir(source.path())
+            .create(true)
+            .open()
+            .unwrap();
+        broker
+            .create_topic::<String, Option<String>>(
+                "kv",
+                TopicConfig::new(1).persist(PersistConfig::default()),
+            )
+            .unwrap();
+        let producer = broker.producer::<String, Option<String>>();
+        for (i, (k, v)) in sent.iter().enumerate() {
+            producer
+                .send(
+                    Record::new("kv", v.clone())
+                        .key(k.clone())
+                        .timestamp(T0 + i as i64),
+                )
+                .unwrap();
+        }
+        broker.close().unwrap();
+    }
+    let kafka = idempotent_mock();
+    export(source.path(), &kafka, ExportConfig::new()).unwrap();
+    let read = |mut c: logbus::kafka::KafkaConsumer<String, Option<String>>| {
+        c.assign(&[TopicPartition::new("kv", 0)]).unwrap();
+        let mut got = Vec::new();
+        while got.len() < sent.len() {
+            let records = c.poll(Duration::from_millis(100)).unwrap();
+            assert!(!records.is_empty(), "only {got:?}");
+            for r in records {
+                got.push((r.key.unwrap(), r.value));
+            }
+        }
+        got
+    };
+    let on_kafka = read(
+        kafka
+            .consumer::<String, Option<String>>(
+                ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest),
+            )
+            .unwrap(),
+    );
+    assert_eq!(on_kafka, sent);
+
+    let target = tempfile::tempdir().unwrap();
+    import(target.path(), &kafka, ExportConfig::new().topics(["kv"])).unwrap();
+    let broker = Broker::open(target.path()).unwrap();
+    broker.topic::<Bytes, Option<Bytes>>("kv").unwrap();
+    let mut c = broker
+        .consumer::<Bytes, Option<Bytes>>(
+            ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest),
+        )
+        .unwrap();
+    c.assign(&[TopicPartition::new("kv", 0)]).unwrap();
+    let mut imported = Vec::new();
+    while imported.len() < sent.len() {
+        let records = c.poll(Duration::from_millis(100)).unwrap();
+        assert!(!records.is_empty(), "only {imported:?}");
+        for r in records {
+            imported.push((r.key.unwrap(), r.value));
+        }
+    }
+    let want: Vec<(Bytes, Option<Bytes>)> = sent
+        .iter()
+        .map(|(k, v)| (Bytes::from(k.clone()), v.clone().map(Bytes::from)))
+        .collect();
+    assert_eq!(imported, want);
+    drop(c);
+    broker.close().unwrap();
 }

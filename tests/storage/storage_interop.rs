@@ -9,6 +9,8 @@
 //!
 //! - kafka-python checks the data directory `examples/persisted_log.rs` leaves behind.
 //! - kafka-python reads a compacted log (`--gaps`): records and offsets equal, gaps included.
+//! - kafka-python reads a `None` value a typed send wrote (`Topic<K, Option<V>>`) as null
+//!   (`None`), and an empty value as empty.
 //! - kafka-python checks every replica of a replicated persisted topic after its leader
 //!   crashed: records, and each batch's `partitionLeaderEpoch` against the
 //!   replica's `leader-epoch-checkpoint`.
@@ -913,4 +915,75 @@ fn kafka_python_reads_an_emptied_group() {
         ],
     );
     assert!(out.contains("checked 3 segments, 3 records: OK"), "{out}");
+}
+
+/// A persisted topic of `Option<String>` values through the broker: kafka-python reads the
+/// `None` values (tombstones) as null and the empty string as an empty value, each record
+/// as sent.
+#[test]
+#[ignore = "needs kafka-python: run by scripts/test-all.sh (interop step)"]
+fn kafka_python_reads_a_none_value_as_null() {
+    use logbus::broker::{Broker, CleanupPolicy, TopicConfig};
+    use logbus::persist::PersistConfig;
+    use logbus::producer::Record;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let sent: Vec<(&str, Option<&str>)> = vec![
+        ("a", Some("x")),
+        ("b", None),
+        ("c", Some("")),
+        ("a", None),
+        ("d", Some("y")),
+    ];
+    let base_ts = 1_700_000_000_000i64;
+    {
+        let broker = Broker::builder()
+            .data_dir(&data)
+            .create(true)
+            .open()
+            .unwrap();
+        let config = TopicConfig::new(1)
+            .cleanup_policy(CleanupPolicy::Compact)
+            .persist(PersistConfig::new());
+        broker
+            .create_topic::<String, Option<String>>("kv", config)
+            .unwrap();
+        let producer = broker.producer::<String, Option<String>>();
+        for (i, (k, v)) in sent.iter().enumerate() {
+            let record = Record::new("kv", v.map(str::to_owned))
+                .key(k.to_string())
+                .timestamp(base_ts + i as i64);
+            producer.send(record).unwrap();
+        }
+        broker.close().unwrap();
+    }
+    let mut expected = String::new();
+    for (i, (k, v)) in sent.iter().enumerate() {
+        let record = BatchRecord {
+            timestamp: base_ts + i as i64,
+            key: Some(k.as_bytes().to_vec()),
+            value: v.map(|v| v.as_bytes().to_vec()),
+            headers: Vec::new(),
+        };
+        expected.push_str(&expected_line(i as u64, &record));
+        expected.push('\n');
+    }
+    assert!(
+        expected.contains("\t-\t"),
+        "nulls are in the expectation: {expected}"
+    );
+    let expected_path = tmp.path().join("expected.tsv");
+    std::fs::write(&expected_path, &expected).unwrap();
+    let dir = data.join("kv-0");
+    let out = run_python(
+        "check_segments.py",
+        &[
+            dir.as_os_str(),
+            expected_path.as_os_str(),
+            "--index-interval".as_ref(),
+            "4096".as_ref(),
+            "--closed".as_ref(),
+        ],
+    );
+    assert!(out.contains("5 records: OK"), "{out}");
 }

@@ -192,3 +192,44 @@ fn borrowed_encodings_match_encode() {
     assert!(String::from("x").encoded().is_some());
     assert!(42u32.encoded().is_none());
 }
+
+/// `Option<T>`: `None` is Kafka's null (not encoded: callers write length −1), `Some(v)` is
+/// `v`'s encoding, an empty `Some` is a value; a type without null refuses one with
+/// `Error::Decode` naming it; the persisted type name says nullable.
+#[test]
+fn option_is_kafkas_null_and_an_empty_value_is_not() {
+    use logbus::codec::type_name;
+    assert!(Option::<String>::None.is_null());
+    assert!(!Some(String::new()).is_null());
+    assert!(!"x".to_string().is_null());
+    assert_eq!(Some(7i32).to_bytes(), 7i32.to_bytes());
+    assert_eq!(Option::<i32>::decode(&[0, 0, 0, 7]).unwrap(), Some(7));
+    assert_eq!(Option::<String>::decode(b"").unwrap(), Some(String::new()));
+    assert_eq!(Option::<String>::decode_null().unwrap(), None);
+    assert!(
+        Option::<i32>::decode(&[1]).is_err(),
+        "T's errors pass through"
+    );
+    for err in [
+        String::decode_null().unwrap_err(),
+        i64::decode_null().map(|_| ()).unwrap_err(),
+    ] {
+        match &err {
+            Error::Decode { type_id, reason } => {
+                assert!(type_id.starts_with("logbus."), "{err}");
+                assert!(reason.contains("null"), "{err}");
+            }
+            other => panic!("expected Decode, got {other:?}"),
+        }
+    }
+    assert_eq!(<Option<String> as Codec>::TYPE_ID, String::TYPE_ID);
+    const { assert!(<Option<String> as Codec>::NULLABLE && !String::NULLABLE) };
+    assert_eq!(type_name::<String>(), "logbus.string");
+    assert_eq!(type_name::<Option<Bytes>>(), "nullable(logbus.bytes)");
+    // Zero-copy decoding carries over to `Option<Bytes>`.
+    let buffer = Bytes::from_static(b"key:value");
+    let value = Option::<Bytes>::decode_from(&buffer, &buffer[4..])
+        .unwrap()
+        .unwrap();
+    assert_eq!(value.as_ptr(), buffer[4..].as_ptr());
+}

@@ -1,7 +1,8 @@
 //! In-memory compacted topics (`Broker::create_compacted_topic`) and tables
 //! (`Broker::table`).
 //!
-//! - A model (proptest): sends of a few keys, tombstones among them, through a ring of 4 that
+//! - A model (proptest): sends of a few keys, tombstones (`None` values, Kafka's null) and
+//!   empty values (values, not tombstones) among them, through a ring of 4 that
 //!   overwrites, with a manual clock moving between them; a replay from offset 0 must read
 //!   exactly what the model keeps (each key's latest record the ring let go, less tombstones
 //!   past `delete_retention`, then the ring), and a table must equal the model's live keys.
@@ -62,7 +63,7 @@ fn replay<V: Clone + Send + Sync + 'static>(
 
 #[derive(Debug, Clone)]
 enum Op {
-    /// A record of key `k`: a value, or a tombstone (`None`).
+    /// A record of key `k`: a value (0 is an empty one), or a tombstone (`None`).
     Send(u8, Option<u16>),
     /// The clock moves on, in milliseconds.
     Advance(u8),
@@ -72,24 +73,28 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (0u8..6, proptest::option::weighted(0.8, any::<u16>())).prop_map(|(k, v)| Op::Send(k, v)),
+        6 => (0u8..6, proptest::option::weighted(0.8, prop_oneof![Just(0u16), any::<u16>()]))
+            .prop_map(|(k, v)| Op::Send(k, v)),
         2 => (0u8..40).prop_map(Op::Advance),
         1 => Just(Op::Check),
     ]
 }
 
+/// A value: `None` is Kafka's null, a tombstone; `Some` of empty bytes is a value.
+type Value = Option<Bytes>;
+
 /// What the model keeps: each key's latest record the ring let go, with when it went.
 #[derive(Default)]
 struct Model {
     /// Every record sent: `(key, value)`, by offset.
-    history: Vec<(String, Bytes)>,
+    history: Vec<(String, Value)>,
     /// The kept records: offset -> (key, value, when the ring let it go).
-    kept: BTreeMap<u64, (String, Bytes, i64)>,
+    kept: BTreeMap<u64, (String, Value, i64)>,
     by_key: HashMap<String, u64>,
 }
 
 impl Model {
-    fn send(&mut self, key: String, value: Bytes, now: i64) {
+    fn send(&mut self, key: String, value: Value, now: i64) {
         self.history.push((key, value));
         let end = self.history.len() as u64;
         if end > RING {
@@ -103,11 +108,11 @@ impl Model {
     }
 
     /// What a replay reads now.
-    fn expected(&mut self, now: i64) -> Vec<(u64, String, Bytes)> {
+    fn expected(&mut self, now: i64) -> Vec<(u64, String, Value)> {
         let expired: Vec<u64> = self
             .kept
             .iter()
-            .filter(|(_, (_, v, at))| v.is_empty() && now - at >= DELETE_RETENTION_MS)
+            .filter(|(_, (_, v, at))| v.is_none() && now - at >= DELETE_RETENTION_MS)
             .map(|(&o, _)| o)
             .collect();
         for o in expired {
@@ -129,10 +134,10 @@ impl Model {
     }
 
     /// The live keys: each key's latest value, unless it is a tombstone.
-    fn live(&self) -> HashMap<String, Bytes> {
+    fn live(&self) -> HashMap<String, Value> {
         let mut m = HashMap::new();
         for (k, v) in &self.history {
-            if v.is_empty() {
+            if v.is_none() {
                 m.remove(k);
             } else {
                 m.insert(k.clone(), v.clone());
@@ -159,15 +164,15 @@ proptest! {
         let broker = Broker::builder().clock(clock.clone()).build().unwrap();
         let overflow = if block { Overflow::Block } else { Overflow::DropOldest };
         broker
-            .create_compacted_topic::<String, Bytes>("c", compact(1, RING as usize).overflow(overflow))
+            .create_compacted_topic::<String, Value>("c", compact(1, RING as usize).overflow(overflow))
             .unwrap();
-        let producer = broker.producer::<String, Bytes>();
+        let producer = broker.producer::<String, Value>();
         let mut model = Model::default();
         for op in ops.into_iter().chain([Op::Check]) {
             match op {
                 Op::Send(k, v) => {
                     let key = format!("k{k}");
-                    let value = v.map_or_else(Bytes::new, |v| Bytes::from(v.to_string()));
+                    let value = v.map(|v| if v == 0 { Bytes::new() } else { Bytes::from(v.to_string()) });
                     producer
                         .send(Record::new("c", value.clone()).key(key.clone()).timestamp(clock.now_ms()))
                         .unwrap();
@@ -175,9 +180,9 @@ proptest! {
                 }
                 Op::Advance(ms) => clock.advance(Duration::from_millis(ms.into())),
                 Op::Check => {
-                    let got = replay::<Bytes>(&broker, "c", 0);
+                    let got = replay::<Value>(&broker, "c", 0);
                     prop_assert_eq!(got, model.expected(clock.now_ms()));
-                    let mut table = broker.table::<String, Bytes>("c").unwrap();
+                    let mut table = broker.table::<String, Value>("c").unwrap();
                     table.catch_up(Duration::from_secs(10)).unwrap();
                     prop_assert_eq!(table.as_map(), &model.live());
                 }
@@ -295,35 +300,43 @@ fn replays_racing_overwrites_read_every_latest_value_once_in_order() {
 fn table_catches_up_applies_tombstones_and_reads_its_own_writes() {
     let broker = Broker::in_memory();
     broker
-        .create_compacted_topic::<String, Bytes>("t", compact(2, 8))
+        .create_compacted_topic::<String, Option<Bytes>>("t", compact(2, 8))
         .unwrap();
-    let producer = broker.producer::<String, Bytes>();
+    let producer = broker.producer::<String, Option<Bytes>>();
     for n in 0..1_000u32 {
         let key = format!("k{}", n % 20);
         producer
-            .send(Record::new("t", Bytes::from(n.to_string())).key(key))
+            .send(Record::new("t", Some(Bytes::from(n.to_string()))).key(key))
             .unwrap();
     }
     for k in [3, 7] {
         producer
-            .send(Record::new("t", Bytes::new()).key(format!("k{k}")))
+            .send(Record::new("t", None).key(format!("k{k}")))
             .unwrap();
     }
-    let mut table = broker.table::<String, Bytes>("t").unwrap();
+    // An empty value is a value: its key stays.
+    producer
+        .send(Record::new("t", Some(Bytes::new())).key("k5".to_string()))
+        .unwrap();
+    let mut table = broker.table::<String, Option<Bytes>>("t").unwrap();
     assert!(table.is_empty(), "nothing read before a catch-up");
     table.catch_up(Duration::from_secs(10)).unwrap();
     assert_eq!(table.len(), 18);
     assert!(table.get(&"k3".to_string()).is_none());
-    assert_eq!(table.get(&"k19".to_string()).unwrap().as_ref(), b"999");
+    assert_eq!(table.get(&"k5".to_string()), Some(&Some(Bytes::new())));
+    assert_eq!(
+        table.get(&"k19".to_string()),
+        Some(&Some(Bytes::from("999")))
+    );
     let m = table.metrics();
     assert!(
-        m.records_read < 1_002,
+        m.records_read < 1_003,
         "{m:?}: compacted, fewer than the history"
     );
     assert!(m.tombstones >= 2, "{m:?}");
     // Its own write, then the table waits for it.
     let sent = producer
-        .send(Record::new("t", Bytes::from_static(b"new")).key("k3".to_string()))
+        .send(Record::new("t", Some(Bytes::from_static(b"new"))).key("k3".to_string()))
         .unwrap();
     table
         .wait_for(
@@ -331,7 +344,10 @@ fn table_catches_up_applies_tombstones_and_reads_its_own_writes() {
             Duration::from_secs(10),
         )
         .unwrap();
-    assert_eq!(table.get(&"k3".to_string()).unwrap().as_ref(), b"new");
+    assert_eq!(
+        table.get(&"k3".to_string()),
+        Some(&Some(Bytes::from("new")))
+    );
     assert_eq!(table.update().unwrap(), 0, "nothing new");
     let err = table
         .wait_for(&[(0, 1 << 40)], Duration::from_millis(30))
@@ -374,7 +390,8 @@ fn table_of_a_plain_topic_counts_records_without_a_key() {
     assert_eq!(table.get(&"k2".to_string()), Some(&6));
 }
 
-/// A persisted topic's table after a restart: read from disk, then from the ring.
+/// A persisted topic's table after a restart: read from disk, then from the ring; a `None`
+/// value (null on disk) removed its key, an empty one is a value.
 #[test]
 fn table_restores_a_persisted_topic_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -391,27 +408,31 @@ fn table_restores_a_persisted_topic_after_a_restart() {
             .records_in_memory(16)
             .cleanup_policy(CleanupPolicy::Compact);
         broker
-            .create_topic::<String, String>("state", config.persist(PersistConfig::new()))
+            .create_topic::<String, Option<String>>("state", config.persist(PersistConfig::new()))
             .unwrap();
-        let producer = broker.producer::<String, String>();
+        let producer = broker.producer::<String, Option<String>>();
         for n in 0..500 {
             producer
-                .send(Record::new("state", n.to_string()).key(format!("k{}", n % 25)))
+                .send(Record::new("state", Some(n.to_string())).key(format!("k{}", n % 25)))
                 .unwrap();
         }
         producer
-            .send(Record::new("state", String::new()).key("k0".to_string()))
+            .send(Record::new("state", None).key("k0".to_string()))
+            .unwrap();
+        producer
+            .send(Record::new("state", Some(String::new())).key("k1".to_string()))
             .unwrap();
         broker.close().unwrap();
     }
     let broker = open();
-    let mut table = broker.table::<String, String>("state").unwrap();
+    let mut table = broker.table::<String, Option<String>>("state").unwrap();
     table.catch_up(Duration::from_secs(10)).unwrap();
     assert_eq!(table.len(), 24);
     assert_eq!(
-        table.get(&"k24".to_string()).map(String::as_str),
-        Some("499")
+        table.get(&"k24".to_string()),
+        Some(&Some("499".to_string()))
     );
+    assert_eq!(table.get(&"k1".to_string()), Some(&Some(String::new())));
     assert!(table.get(&"k0".to_string()).is_none());
     broker.close().unwrap();
 }

@@ -240,7 +240,7 @@ pub(super) fn decode<K: Codec, V: Codec>(
         Some(k) => Some(K::decode(k)?),
         None => None,
     };
-    let value = V::decode(payload.unwrap_or(&[]))?;
+    let value = crate::codec::decode_nullable(payload)?;
     let mut kind = rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
     // SAFETY: `m` is a live message; `kind` is valid for the write.
     let ts = unsafe { rd::rd_kafka_message_timestamp(m, &mut kind) };
