@@ -38,7 +38,7 @@ impl<'a> EncodedEntry<'a> {
             return Self {
                 timestamp: e.timestamp(),
                 key: Some(key),
-                value,
+                value: Some(value),
                 headers: Vec::new(),
             };
         }

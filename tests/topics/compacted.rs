@@ -51,9 +51,13 @@ fn replay<V: Clone + Send + Sync + 'static>(
         .consumer::<String, V>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
         .unwrap();
     c.assign(std::slice::from_ref(&tp)).unwrap();
-    let end = c.end_offsets(std::slice::from_ref(&tp)).unwrap()[&tp];
+    // Up to the end as it moves: while a replay reads, compaction may replace a key's record
+    // below the end it started with by a newer one past it, which a replay stopping at that
+    // first end would miss (as a Kafka consumer stopping there would).
+    let end =
+        |c: &logbus::Consumer<String, V>| c.end_offsets(std::slice::from_ref(&tp)).unwrap()[&tp];
     let mut out = Vec::new();
-    while c.position(&tp).map_or(end > 0, |at| at < end) {
+    while c.position(&tp).map_or(end(&c) > 0, |at| at < end(&c)) {
         for r in c.poll(Duration::from_millis(10)).unwrap().iter() {
             out.push((r.offset, r.key.clone().unwrap(), r.value.clone()));
         }
