@@ -540,6 +540,8 @@ impl DiskDirs {
 /// One replicated persisted topic's files: the [`Backing`] of its partitions.
 pub(crate) struct TopicFiles<K, V> {
     pub(crate) dirs: Arc<DiskDirs>,
+    /// The data directory whose offsets checkpoint holds this topic's committed offsets.
+    pub(crate) offsets: Option<Arc<super::data_dir::DataDir>>,
     pub(crate) meta: Mutex<ReplicatedMeta>,
     pub(crate) _types: PhantomData<fn() -> (K, V)>,
 }

@@ -11,3 +11,4 @@ mod replicas_disk;
 mod replicas_disk_adversarial;
 mod replicas_disk_races;
 mod replicas_jepsen;
+mod replicas_offsets;

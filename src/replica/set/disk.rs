@@ -262,6 +262,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 }
             }
         }
+        // Every replica holds what lies below the high watermark, fsynced now: the saved
+        // state takes the HW with it, so that after a crash the partition reopens with
+        // the records (and the group offsets checkpointed up to them) readable, not with
+        // the HW of its last leader or ISR change.
+        if first.is_ok() {
+            self.save_state(&st);
+        }
         first
     }
 
