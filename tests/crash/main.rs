@@ -13,6 +13,7 @@ mod storage_common;
 mod persisted;
 mod persisted_checkpoints;
 mod persisted_open;
+mod replicated_offsets;
 mod storage_crash;
 
 /// The harness's name for test `test` of the module whose `module_path!()` is `module`: the
