@@ -253,3 +253,34 @@ fn a_recreated_replicated_topic_does_not_inherit_the_old_offsets() {
     c.close();
     broker.close().unwrap();
 }
+
+/// A topic of either kind deleted and created again, then a process death before any
+/// later checkpoint: the offsets checkpoint on disk still named the deleted topic's
+/// offsets, and a reopen must not hand them to the new one.
+#[test]
+fn a_recreated_topic_does_not_inherit_the_old_offsets_after_a_crash() {
+    let fs = FaultyIo::new(32);
+    let dirs = virtual_dirs();
+    let broker = open_on(&fs, &dirs);
+    create_topics(&broker);
+    commit_all(&broker);
+    broker.fsync_and_checkpoint().unwrap();
+    for (topic, config) in [(T, config(2)), (SINGLE, TopicConfig::new(2))] {
+        broker.delete_topic(topic).unwrap();
+        broker
+            .create_topic::<(), u64>(topic, config.persist(PersistConfig::new()))
+            .unwrap();
+    }
+    broker.simulate_process_death();
+    drop(broker);
+    fs.kill();
+    let broker = open_on(&fs, &dirs);
+    broker.topic::<(), u64>(T).unwrap();
+    broker.topic::<(), u64>(SINGLE).unwrap();
+    let c = group_consumer(&broker, GROUPS[1]);
+    for tp in every_partition() {
+        assert_eq!(c.committed(&tp).unwrap(), None, "{tp:?}");
+    }
+    c.close();
+    broker.close().unwrap();
+}
