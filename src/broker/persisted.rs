@@ -436,6 +436,9 @@ impl Broker {
     pub fn fsync_and_checkpoint(&self) -> Result<()> {
         match self.data() {
             Some(d) => {
+                // The replicas first: their saved high watermarks then cover every
+                // replicated offset the checkpoint below holds (a group commits only below
+                // the HW), and a reopen after a crash finds those offsets in range.
                 let replicas = dirs_of(self).map_or(Ok(()), |r| r.sync());
                 d.sync_all().and(replicas)
             }
@@ -596,6 +599,7 @@ where
     // this name: rewritten from the open partitions, durably, before its metadata
     // exists, so that a reopen never applies the old topic's offsets to the new one.
     data.write_log_checkpoints(None)?;
+    data.clear_commits_for_creation(name)?;
     let mut metas = data.metas.lock();
     if metas.contains_key(name) {
         return Err(Error::TopicExists {
@@ -716,8 +720,22 @@ where
 
     fn delete(&self) -> Result<()> {
         let name = self.meta.lock().topic.name.clone();
-        delete_files(&self.dirs, &name)
+        delete_replicated(self.offsets.as_deref(), &self.dirs, &name)
     }
+}
+
+/// Deletes replicated persisted topic `name`'s files and, once they are gone, its groups'
+/// committed offsets from the offsets checkpoint's sources.
+pub(super) fn delete_replicated(
+    offsets: Option<&DataDir>,
+    dirs: &DiskDirs,
+    name: &str,
+) -> Result<()> {
+    delete_files(dirs, name)?;
+    if let Some(d) = offsets {
+        d.forget_commits(name);
+    }
+    Ok(())
 }
 
 /// The broker's data directories, when it was opened on some.
@@ -785,6 +803,9 @@ where
         generation: 0,
         parts,
     };
+    if let Some(d) = broker.data() {
+        d.clear_commits_for_creation(name)?;
+    }
     // Leftovers of a creation that crashed before its metadata was written.
     for (p, s) in meta.parts.iter().enumerate() {
         for &d in &s.replicas {
@@ -796,6 +817,7 @@ where
     }
     let files = TopicFiles::<K, V> {
         dirs: Arc::clone(&dirs),
+        offsets: broker.data().cloned(),
         meta: Mutex::new(meta.clone()),
         _types: PhantomData,
     };
@@ -855,6 +877,7 @@ where
     }
     let files = TopicFiles::<K, V> {
         dirs: Arc::clone(&dirs),
+        offsets: broker.data().cloned(),
         meta: Mutex::new(meta.clone()),
         _types: PhantomData,
     };
@@ -938,6 +961,11 @@ where
     #[cfg(all(test, not(logbus_loom)))]
     replicated_tests::before_tracking();
     dirs.track_open(disks)?;
+    // The groups' offsets, restored before the topic is visible, and checkpointed with the
+    // single-copy topics' from now on.
+    if let Some(d) = broker.data() {
+        d.track_replicated_commits(&meta.topic.name, &partitions)?;
+    }
     let inner = Arc::new(
         TopicInner::new(&meta.topic.name, config, partitions, arrivals)
             .with_store(files as Arc<dyn TopicStore<K, V>>),

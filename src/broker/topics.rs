@@ -553,7 +553,7 @@ impl Broker {
                     drop(opening);
                     return self.delete_topic(name);
                 }
-                return crate::persist::replicated::delete_files(&r, name);
+                return super::persisted::delete_replicated(self.data().map(|d| &**d), &r, name);
             }
             return match self.data() {
                 Some(d) if d.meta_types(name).is_some() => d.delete_topic(name),

@@ -63,6 +63,13 @@
 //!   crash a group resumes from the last checkpoint: it re-reads at most what it committed
 //!   since (at-least-once). An offset beyond a recovered log end is clamped to it and
 //!   reported ([`Broker::clamped_offsets`](crate::broker::Broker::clamped_offsets)).
+//!   The checkpoint, on the first data directory, holds the groups' offsets on replicated
+//!   topics too; a replicated partition's recovered end is its high watermark, saved with
+//!   its state by `fsync_and_checkpoint` once its replicas are fsynced (so it covers the
+//!   offsets that checkpoint writes), and at leader or ISR changes and close. A checkpoint
+//!   the background thread writes in between may hold offsets above the saved HW: after a
+//!   crash those are clamped to it and reported.
+//!   Creating a topic first rewrites the checkpoint without a deleted namesake's offsets.
 //! - [`Broker::close`](crate::broker::Broker::close) stops the writers (draining the rings), closes every segment set,
 //!   writes the checkpoints and the clean-shutdown marker, and joins every thread; the next
 //!   open then skips revalidation, as Kafka does.

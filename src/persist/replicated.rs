@@ -67,7 +67,8 @@ pub(crate) trait DiskPartition: Send + Sync {
     fn topic_name(&self) -> &str;
     /// `for_broker`: by `Broker::close` (sends then say so), not by a delete.
     fn close_disk(&self, for_broker: bool) -> Result<()>;
-    fn sync_disk(&self) -> Result<()>;
+    /// Fsyncs every replica, then saves the partition state (with its high watermark).
+    fn sync_and_save_state(&self) -> Result<()>;
     fn abandon_disk(&self);
 }
 
@@ -498,12 +499,13 @@ impl DiskDirs {
         first
     }
 
-    /// Fsyncs every open partition's replicas (`Broker::fsync_and_checkpoint`). The first error.
+    /// Fsyncs every open partition's replicas and saves their states with their high
+    /// watermarks (`Broker::fsync_and_checkpoint`). The first error.
     pub(crate) fn sync(&self) -> Result<()> {
         let open = self.open.lock().clone();
         let mut first = Ok(());
         for s in open {
-            if let Err(e) = s.sync_disk() {
+            if let Err(e) = s.sync_and_save_state() {
                 if first.is_ok() {
                     first = Err(e);
                 }
@@ -541,6 +543,8 @@ impl DiskDirs {
 /// One replicated persisted topic's files: the [`Backing`] of its partitions.
 pub(crate) struct TopicFiles<K, V> {
     pub(crate) dirs: Arc<DiskDirs>,
+    /// The data directory whose offsets checkpoint holds this topic's committed offsets.
+    pub(crate) offsets: Option<Arc<super::data_dir::DataDir>>,
     pub(crate) meta: Mutex<ReplicatedMeta>,
     pub(crate) _types: PhantomData<fn() -> (K, V)>,
 }

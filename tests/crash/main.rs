@@ -14,6 +14,7 @@ mod compaction;
 mod persisted;
 mod persisted_checkpoints;
 mod persisted_open;
+mod replicated_offsets;
 mod storage_crash;
 
 /// The harness's name for test `test` of the module whose `module_path!()` is `module`: the

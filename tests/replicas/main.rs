@@ -12,3 +12,4 @@ mod replicas_disk_adversarial;
 mod replicas_disk_races;
 mod replicas_idempotence;
 mod replicas_jepsen;
+mod replicas_offsets;

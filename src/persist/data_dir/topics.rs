@@ -79,31 +79,11 @@ impl DataDir {
         )?;
         let partition = Arc::new(partition);
         partition.rebuild_transactions();
-        // Restore the groups' offsets, clamped to the recovered log end. They stay in
-        // `loaded` until `track_open` has the partition in `open`: a checkpoint taken in
-        // between must still find them (a crash then would lose every group's offset here).
-        let end = cell.written();
-        let loaded = self.loaded.lock();
-        let mine: Vec<_> = loaded
-            .iter()
-            .filter(|((_, t, q), _)| *t == meta.name && *q == p)
-            .map(|(k, o)| (k.clone(), *o))
-            .collect();
-        drop(loaded);
-        for (key, committed) in mine {
-            let offset = committed.min(end);
-            if committed > end {
-                self.clamped.lock().push(ClampedOffset {
-                    group: key.0.clone(),
-                    topic: meta.name.clone(),
-                    partition: p,
-                    committed,
-                    log_end: end,
-                });
-            }
-            let group: Arc<str> = Arc::from(key.0.as_str());
-            let _ = partition.commit(&group, offset, 0);
-        }
+        // The groups' offsets, clamped to the recovered log end. They stay in `loaded`
+        // until `track_open` has the partition in `open`: a
+        // checkpoint taken in between must still find them (a crash then would lose every
+        // group's offset here).
+        self.restore_offsets(&meta.name, p, cell.written(), &partition);
         let writer = spawn_writer(
             cell,
             Arc::clone(&partition),
@@ -130,6 +110,88 @@ impl DataDir {
             writer: Some(writer),
         };
         Ok((partition, open))
+    }
+
+    /// Restores the checkpointed offsets of every group on partition `p` of `topic` into
+    /// `partition`, each clamped to `end` (the recovered log end) and reported when it was
+    /// beyond it.
+    fn restore_offsets<K, V>(&self, topic: &str, p: u32, end: u64, partition: &Partition<K, V>) {
+        let mine: Vec<_> = self
+            .loaded
+            .lock()
+            .iter()
+            .filter(|((_, t, q), _)| t == topic && *q == p)
+            .map(|(k, o)| (k.0.clone(), *o))
+            .collect();
+        for (group, committed) in mine {
+            let offset = committed.min(end);
+            if committed > end {
+                self.clamped.lock().push(ClampedOffset {
+                    group: group.clone(),
+                    topic: topic.to_owned(),
+                    partition: p,
+                    committed,
+                    log_end: end,
+                });
+            }
+            let group: Arc<str> = Arc::from(group.as_str());
+            // At most `end`: within the partition's range, accepted.
+            let _ = partition.commit(&group, offset, 0);
+        }
+    }
+
+    /// Restores the groups' offsets on a replicated persisted topic's partitions (clamped
+    /// to each one's high watermark as recovered at open: the end of what its consumers
+    /// read) and hands their live commits to the offsets checkpoint, as `start_partition`
+    /// and `track_open` do for a single-copy topic. The replicas' files and writers are
+    /// the replication layer's; the checkpoint only reads the partitions' commits.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] once `close` began.
+    pub(crate) fn track_replicated_commits<K, V>(
+        &self,
+        topic: &str,
+        partitions: &[Arc<Partition<K, V>>],
+    ) -> Result<()>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
+    {
+        let mut started = Vec::new();
+        for (p, partition) in (0u32..).zip(partitions) {
+            self.restore_offsets(topic, p, partition.log_end(), partition);
+            started.push(OpenPartition {
+                topic: topic.to_owned(),
+                partition: p,
+                committed: {
+                    let part = Arc::clone(partition);
+                    Box::new(move || part.committed_all())
+                },
+                close: Box::new(|| {}),
+                sync: Box::new(|| Ok(())),
+                writer: None,
+            });
+        }
+        self.track_open(started)
+    }
+
+    /// Forgets the committed offsets of a deleted replicated persisted topic (its
+    /// partitions' live commits and any left from the checkpoint), so that no later
+    /// checkpoint has them. Under `checkpointing`: a checkpoint snapshots both or neither.
+    pub(crate) fn forget_commits(&self, topic: &str) {
+        let _writing = self.checkpointing.lock();
+        self.open.lock().retain(|p| p.topic != topic);
+        self.loaded.lock().retain(|(_, t, _), _| t != topic);
+    }
+
+    /// Before a topic named `topic` is created: the offsets checkpoint may still hold a
+    /// deleted topic's offsets under this name (a crash came before the next checkpoint),
+    /// rewritten without them, durably, before the new metadata exists, so that a reopen
+    /// never applies them to the new topic.
+    pub(crate) fn clear_commits_for_creation(&self, topic: &str) -> Result<()> {
+        self.forget_commits(topic);
+        self.write_offsets()
     }
 
     /// Grows topic `name` from `from` to `to` persisted partitions: their directories

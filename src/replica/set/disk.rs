@@ -273,6 +273,20 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         first
     }
 
+    /// [`sync_disk`](Self::sync_disk), then the partition state saved with its high
+    /// watermark (`Broker::fsync_and_checkpoint`): every replica holds what lies below
+    /// the HW, fsynced now, so after a crash the partition reopens with those records (and
+    /// the group offsets checkpointed up to them) readable, not with the HW of its last
+    /// leader or ISR change. Not on every sync: a metadata write per batch.
+    pub(crate) fn sync_and_save_state(&self) -> Result<()> {
+        self.sync_disk()?;
+        let st = self.state.lock();
+        if !st.closed {
+            self.save_state(&st);
+        }
+        Ok(())
+    }
+
     /// Closes a persisted partition: no more appends or fetches, every replica's log
     /// closed (fsynced), the final state (with HW) saved. The first error.
     /// `for_broker`: closed by `Broker::close` (sends then say so), not by a delete; the
@@ -324,8 +338,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> DiskPartition for Repli
     fn close_disk(&self, for_broker: bool) -> Result<()> {
         ReplicaSet::close_disk(self, for_broker)
     }
-    fn sync_disk(&self) -> Result<()> {
-        ReplicaSet::sync_disk(self)
+    fn sync_and_save_state(&self) -> Result<()> {
+        ReplicaSet::sync_and_save_state(self)
     }
     fn abandon_disk(&self) {
         ReplicaSet::abandon_disk(self);
