@@ -91,7 +91,7 @@ pub(crate) fn apply_header(states: &mut ProducerStates, h: &crate::storage::Batc
 /// # Errors
 ///
 /// The directory or a file cannot be read.
-pub fn producer_states(partition_dir: &Path) -> Result<Vec<crate::producer::ProducerState>> {
+pub fn producer_states(partition_dir: &Path) -> Result<Vec<crate::partition::ProducerState>> {
     let mut names: Vec<PathBuf> = std::fs::read_dir(partition_dir)
         .map_err(|e| Error::io(format!("reading {}", partition_dir.display()), e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
