@@ -388,9 +388,12 @@ pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Whether a batch's records can be looked into: uncompressed, not a control batch.
+/// Whether a batch's records can be looked into: not a control batch, of a codec this build has.
 fn inspectable(batch: &Batch<'_>) -> bool {
-    !batch.header().is_control()
+    let h = batch.header();
+    // A batch of a codec this build lacks is kept whole, its keys not mapped (so nothing
+    // it supersedes is removed), rather than failing every pass over the log.
+    !h.is_control() && super::record_batch::codec_available(h.compression())
 }
 
 /// The records section of `b` and where its first record starts: the batch's own bytes
