@@ -427,6 +427,21 @@ fn latest(records: &[(u64, String, String)]) -> std::collections::BTreeMap<Strin
         .collect()
 }
 
+/// The control batches (transaction markers) in the `.log` files of `partition_dir`.
+fn control_batches(partition_dir: &std::path::Path) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(partition_dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "log") {
+            let bytes = std::fs::read(&path).unwrap();
+            for b in logbus::storage::BatchIter::new(&bytes) {
+                n += usize::from(b.unwrap().header().is_control());
+            }
+        }
+    }
+    n
+}
+
 /// Kafka's cleaner rules for transactions: committed and aborted transactions write the
 /// same keys, then a transaction stays open while plain records follow. After compaction a
 /// read_committed replay gives every key its last committed value, no aborted record is
@@ -507,9 +522,13 @@ fn compaction_follows_the_transaction_rules() {
             .unwrap();
     }
     let before = replay(&broker, "kv", ReadUncommitted);
+    broker.fsync_and_checkpoint().unwrap();
+    assert_eq!(control_batches(&dir.path().join("kv-0")), 120);
     let stats = broker.compact_now().unwrap();
     assert!(stats.records_removed > 0, "{stats:?}");
     assert!(stats.aborted_removed > 0, "{stats:?}");
+    // Every marker stays (the cleaner keeps markers; see `storage::cleaner`).
+    assert_eq!(control_batches(&dir.path().join("kv-0")), 120);
     let below = |v: Vec<(u64, String, String)>| -> Vec<(u64, String, String)> {
         v.into_iter().filter(|r| r.0 < open).collect()
     };
