@@ -71,6 +71,7 @@ fn policy(acks: Acks) -> SendPolicy {
         request_timeout: Duration::MAX,
         counters: Arc::default(),
         producer: None,
+        compression: crate::storage::record_batch::Compression::None,
     }
 }
 
