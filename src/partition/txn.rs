@@ -604,6 +604,11 @@ impl<K, V> Partition<K, V> {
                 Handed::Lent(x) => *x,
                 Handed::Owned(x) => x,
             };
+            // The count cap above is no offset cap where the log has gaps (a compacted
+            // log): nothing at or past the LSO is passed.
+            if view.as_ref().is_some_and(|v| o >= v.stable) {
+                return;
+            }
             if let Some(t) = entry.txn() {
                 if t.control.is_some() {
                     return;
@@ -618,9 +623,14 @@ impl<K, V> Partition<K, V> {
             passed += 1;
             given(o, e);
         });
+        // A read past the LSO (over gaps) resumes there.
+        let capped = |next: u64| match &view {
+            Some(v) if offset < v.stable => next.min(v.stable),
+            _ => next,
+        };
         match outcome {
-            ReadOutcome::Read(n) => ReadOutcome::of(offset, passed, offset + n as u64),
-            ReadOutcome::Sparse { next, .. } => ReadOutcome::Sparse { n: passed, next },
+            ReadOutcome::Read(n) => ReadOutcome::of(offset, passed, capped(offset + n as u64)),
+            ReadOutcome::Sparse { next, .. } => ReadOutcome::of(offset, passed, capped(next)),
             other => other,
         }
     }

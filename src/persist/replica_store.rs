@@ -63,7 +63,9 @@ pub(crate) fn stamp_in(h: &crate::storage::BatchHeader, offset: u64) -> Stamp {
 /// Applies one batch header to `states` (recovery: no checks, as Kafka's
 /// `ProducerStateManager` loads from the log).
 pub(crate) fn apply_header(states: &mut ProducerStates, h: &crate::storage::BatchHeader) {
-    if h.producer_id < 0 || h.records_count <= 0 {
+    // A batch with no records counts: the cleaner keeps a producer's last batch emptied of
+    // its records (its header alone), as Kafka's does, for this state.
+    if h.producer_id < 0 || h.records_count < 0 {
         return;
     }
     if h.is_control() {
@@ -89,7 +91,7 @@ pub(crate) fn apply_header(states: &mut ProducerStates, h: &crate::storage::Batc
 /// # Errors
 ///
 /// The directory or a file cannot be read.
-pub fn producer_states(partition_dir: &Path) -> Result<Vec<crate::producer::ProducerState>> {
+pub fn producer_states(partition_dir: &Path) -> Result<Vec<crate::partition::ProducerState>> {
     let mut names: Vec<PathBuf> = std::fs::read_dir(partition_dir)
         .map_err(|e| Error::io(format!("reading {}", partition_dir.display()), e))?
         .filter_map(|e| e.ok().map(|e| e.path()))

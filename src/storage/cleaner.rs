@@ -18,11 +18,25 @@
 //!    its key (or lies past the map's end), except a tombstone (null value) older than
 //!    `delete_retention` by its timestamp. A batch keeps its base offset, last offset delta,
 //!    leader epoch and producer fields; only its records (copied byte for byte, their deltas
-//!    unchanged), count, max timestamp, length and CRC change. Control batches and compressed
-//!    batches (whose records cannot be looked into yet) are kept whole, and their keys not
-//!    mapped (so nothing they supersede is removed). A group that would be left empty keeps its
-//!    last batch's header with no records (as Kafka keeps empty batches), so that its cleaned
+//!    unchanged), count, max timestamp, length and CRC change. A compressed batch is
+//!    decompressed, filtered the same way, and its survivors compressed again with its codec
+//!    (as Kafka's cleaner recompresses). A group that would be left empty keeps its last
+//!    batch's header with no records (as Kafka keeps empty batches), so that its cleaned
 //!    segment exists and covers the group's offsets (see the recovery rule below).
+//!
+//! Transactions, as Kafka's cleaner (`CleanedTransactionMetadata`): a first scan of the
+//! cleanable segments pairs each transactional data batch with its producer's next marker.
+//! - A transaction with no marker in the range (an open one, or one whose marker lies past
+//!   the range) stops the pass at its first offset: nothing at or past the first unstable
+//!   offset is cleaned, and the pass's first dirty offset stays there.
+//! - An aborted transaction's records never enter the key map and are removed (counted in
+//!   [`CleanStats::aborted_removed`]); committed ones are compacted as any record.
+//! - Control batches (the markers) are always kept whole: a marker whose data is all gone
+//!   is kept too (Kafka removes those after `delete_retention` in a second pass; this one
+//!   does not yet, which costs a batch header a transaction and is always safe).
+//! - Each producer id's last data batch in the range is kept, emptied of its records if need
+//!   be (its header alone), so that recovery, which rebuilds producer state from batch
+//!   headers, finds the same sequence and epoch after compaction.
 //! 3. **Swap** ([`SegmentSet::commit_clean`], under the lock again), Kafka's crash-safe
 //!    protocol per group, in order: `.cleaned` → `.swap` (directory fsynced: from here on
 //!    recovery finishes the swap), each old segment's files → `.deleted` (directory fsynced:
@@ -53,12 +67,14 @@ use std::path::{Path, PathBuf};
 
 use super::file_names::{file_name, LOG_SUFFIX};
 use super::io::{Io, IoFile, OpenMode};
+use super::record_batch::compression::compress;
 use super::record_batch::{
     crc32c, field, Batch, BatchHeader, Compression, TimestampType, HEADER_SIZE, NO_TIMESTAMP,
 };
 use super::scan::{scan_log, ScanEnd};
 use super::segment::Segment;
 use super::segment_set::SegmentSet;
+use super::txn_index;
 use super::varint::read_varint;
 use crate::error::{Error, Result};
 use crate::sync::Arc;
@@ -143,6 +159,8 @@ pub struct CleanStats {
     pub records_removed: u64,
     /// Of those, expired tombstones.
     pub tombstones_removed: u64,
+    /// Of those, records of aborted transactions.
+    pub aborted_removed: u64,
     /// The first offset not yet cleaned after the pass (the new cleaner checkpoint).
     pub first_dirty: u64,
     /// Whether the key map filled before the dirty section's end.
@@ -272,6 +290,7 @@ struct RecordSpan<'a> {
 /// Calls `f` with each record of the uncompressed batch `bytes` (CRC checked by the scan).
 fn each_record<'a>(
     bytes: &'a [u8],
+    first: usize,
     h: &BatchHeader,
     mut f: impl FnMut(RecordSpan<'a>) -> Result<()>,
 ) -> Result<()> {
@@ -289,7 +308,7 @@ fn each_record<'a>(
         },
     };
     let log_append = h.timestamp_type() == TimestampType::LogAppendTime;
-    let mut pos = HEADER_SIZE;
+    let mut pos = first;
     for _ in 0..h.records_count.max(0) {
         let start = pos;
         let (len, n) = read_varint(bytes, pos)?;
@@ -369,19 +388,51 @@ pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Whether a batch's records can be looked into: uncompressed, not a control batch.
+/// Whether a batch's records can be looked into: not a control batch, of a codec this build has.
 fn inspectable(batch: &Batch<'_>) -> bool {
     let h = batch.header();
-    !h.is_control() && h.compression() == Compression::None
+    // A batch of a codec this build lacks is kept whole, its keys not mapped (so nothing
+    // it supersedes is removed), rather than failing every pass over the log.
+    !h.is_control() && super::record_batch::codec_available(h.compression())
+}
+
+/// The records section of `b` and where its first record starts: the batch's own bytes
+/// past the header, or, for a compressed batch, its records decompressed into `buf`.
+fn records_section<'a>(b: &'a Batch<'_>, buf: &'a mut Vec<u8>) -> Result<(&'a [u8], usize)> {
+    if b.decompress(buf)? {
+        Ok((&buf[..], 0))
+    } else {
+        Ok((b.as_bytes(), HEADER_SIZE))
+    }
+}
+
+/// What the transactions of the cleanable range are (Kafka's `CleanedTransactionMetadata`
+/// and `lastRecordsOfActiveProducers`), from one scan of it in offset order.
+#[derive(Debug, Default)]
+struct TxnFacts {
+    /// Base offsets of the data batches of aborted transactions.
+    aborted: std::collections::HashSet<u64>,
+    /// The first offset of a transaction with no marker in the range (an open transaction,
+    /// or one whose marker lies past the range): nothing from here on is cleaned, as
+    /// Kafka cleans only below the first unstable offset.
+    first_unstable: u64,
+    /// Each producer id's last data batch in the range (its base offset): kept, emptied of
+    /// its records if need be, so that recovery rebuilds the producer's sequence state.
+    last_of_producer: HashMap<i64, u64>,
 }
 
 /// The batch whose header is `batch`'s with no records: its base offset, last offset delta,
-/// leader epoch and producer fields kept.
+/// leader epoch, producer fields and transactional flag kept.
 fn empty_batch(batch: &[u8]) -> Vec<u8> {
     let mut out = batch[..HEADER_SIZE].to_vec();
     let batch_length = (HEADER_SIZE - field::PARTITION_LEADER_EPOCH) as i32;
     out[field::BATCH_LENGTH..field::BATCH_LENGTH + 4].copy_from_slice(&batch_length.to_be_bytes());
     out[field::RECORDS_COUNT..field::RECORDS_COUNT + 4].copy_from_slice(&0i32.to_be_bytes());
+    // No records, so no compressed stream: the codec bits are cleared (an empty stream is
+    // no valid frame of most codecs).
+    let attributes =
+        i16::from_be_bytes([out[field::ATTRIBUTES], out[field::ATTRIBUTES + 1]]) & !0x07;
+    out[field::ATTRIBUTES..field::ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
     let crc = crc32c(&out[field::ATTRIBUTES..]);
     out[field::CRC..field::CRC + 4].copy_from_slice(&crc.to_be_bytes());
     out
@@ -454,24 +505,34 @@ impl CleanPlan {
         let cfg = self.config;
         let mut stats = CleanStats::default();
         // 1. The map over the dirty section, stopping at a batch boundary when it fills.
+        let txns = self.txn_facts()?;
         let mut map = OffsetMap::new(cfg.dedupe_buffer_bytes);
         let mut map_end = cfg.first_dirty;
         let mut keys: Vec<(u128, u64)> = Vec::new();
+        let mut buf = Vec::new();
         'segments: for s in &self.segments {
             if s.next_offset <= cfg.first_dirty {
                 continue;
             }
             let file = self.open(s)?;
             let mut full = false;
+            let mut unstable = false;
             let end = scan_log(&*file, &s.path, 0, s.size, self.max_batch_bytes, |b| {
                 let h = b.header();
                 if h.next_offset() <= cfg.first_dirty {
                     return Ok(true);
                 }
-                if inspectable(&b) {
+                if h.base_offset >= txns.first_unstable {
+                    unstable = true;
+                    return Ok(false);
+                }
+                // An aborted transaction's records never become a key's latest.
+                if inspectable(&b) && !txns.aborted.contains(&h.base_offset) {
                     // All of a batch's keys, or none: the map's end is a batch boundary.
                     keys.clear();
-                    each_record(b.as_bytes(), h, |r| {
+                    let (bytes, first) = records_section(&b, &mut buf)
+                        .map_err(|e| e.in_file(&s.path, b.position()))?;
+                    each_record(bytes, first, h, |r| {
                         if let Some(k) = r.key {
                             keys.push((key_hash(&map.state, k), r.offset));
                         }
@@ -497,10 +558,14 @@ impl CleanPlan {
                 stats.map_full = true;
                 break 'segments;
             }
+            if unstable {
+                break 'segments;
+            }
             map_end = map_end.max(s.next_offset);
         }
-        if stats.map_full && map_end <= cfg.first_dirty {
-            // Not one batch fitted: the buffer is smaller than a batch's keys. Clean nothing.
+        if map_end <= cfg.first_dirty {
+            // Not one batch fitted (the buffer is smaller than a batch's keys), or the dirty
+            // section starts with an unfinished transaction. Clean nothing.
             return Ok(Cleaned {
                 io: self.io.clone(),
                 groups: Vec::new(),
@@ -551,7 +616,8 @@ impl CleanPlan {
                         return Ok(());
                     }
                     last_header.copy_from_slice(&b.as_bytes()[..HEADER_SIZE]);
-                    match self.filter_batch(b, &map, map_end, &mut stats, &mut out, &mut kept) {
+                    let found = (&map, &txns, map_end);
+                    match self.filter_batch(b, found, &mut stats, &mut out, &mut kept, &mut buf) {
                         Ok(appended) => any |= appended,
                         Err(e) => result = Err(e),
                     }
@@ -588,32 +654,69 @@ impl CleanPlan {
         })
     }
 
-    /// Appends to `out` the batch `b` with the records the pass keeps (`kept`: scratch);
-    /// `false` when it keeps none (nothing appended).
+    /// The pass's [`TxnFacts`]: one scan of the planned segments.
+    fn txn_facts(&self) -> Result<TxnFacts> {
+        let mut facts = TxnFacts::default();
+        // Per producer id, the data batches of its transaction with no marker seen yet.
+        let mut open: HashMap<i64, Vec<u64>> = HashMap::new();
+        for s in &self.segments {
+            self.scan(s, |b| {
+                let h = b.header();
+                if h.producer_id < 0 {
+                    return Ok(());
+                }
+                if h.is_control() {
+                    let pending = open.remove(&h.producer_id).unwrap_or_default();
+                    // Type 0 is ABORT; any other (COMMIT) keeps the records.
+                    if txn_index::batch_control_type(b) == Some(0) {
+                        facts.aborted.extend(pending);
+                    }
+                } else {
+                    facts.last_of_producer.insert(h.producer_id, h.base_offset);
+                    if h.is_transactional() {
+                        open.entry(h.producer_id).or_default().push(h.base_offset);
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        facts.first_unstable = open
+            .values()
+            .filter_map(|v| v.first().copied())
+            .min()
+            .unwrap_or(u64::MAX);
+        Ok(facts)
+    }
+
+    /// Appends to `out` the batch `b` with the records the pass keeps (`kept`, `buf`:
+    /// scratch); `false` when it keeps none (nothing appended). A compressed batch's
+    /// survivors are compressed again with its codec (as Kafka's cleaner recompresses).
     fn filter_batch(
         &self,
         b: &Batch<'_>,
-        map: &OffsetMap,
-        map_end: u64,
+        (map, txns, map_end): (&OffsetMap, &TxnFacts, u64),
         stats: &mut CleanStats,
         out: &mut Vec<u8>,
         kept: &mut Vec<(usize, usize)>,
+        buf: &mut Vec<u8>,
     ) -> Result<bool> {
         let h = b.header();
         if !inspectable(b) || h.base_offset >= map_end {
             out.extend_from_slice(b.as_bytes());
             return Ok(true);
         }
-        let bytes = b.as_bytes();
+        let aborted = txns.aborted.contains(&h.base_offset);
+        let (bytes, first) = records_section(b, buf)?;
         kept.clear();
         let mut kept_count = 0i32;
         let mut max_ts = NO_TIMESTAMP;
         let horizon = self.now_ms.saturating_sub(self.config.delete_retention_ms);
         let mut all = true;
-        each_record(bytes, h, |r| {
+        each_record(bytes, first, h, |r| {
             stats.records_read += 1;
             // (kept, removed as an expired tombstone)
             let (keep, expired) = match r.key {
+                _ if aborted => (false, false),
                 _ if r.offset >= map_end => (true, false),
                 None => (true, false),
                 Some(k) => match map.get(key_hash(&map.state, k)) {
@@ -633,20 +736,36 @@ impl CleanPlan {
                 all = false;
                 stats.records_removed += 1;
                 stats.tombstones_removed += u64::from(expired);
+                stats.aborted_removed += u64::from(aborted);
             }
             Ok(())
         })?;
         if all {
-            out.extend_from_slice(bytes);
+            out.extend_from_slice(b.as_bytes());
             return Ok(true);
         }
         if kept_count == 0 {
+            if txns.last_of_producer.get(&h.producer_id) == Some(&h.base_offset) {
+                // The producer's last batch: its header stays, so that recovery rebuilds
+                // the producer's sequence and epoch (as Kafka retains it).
+                out.extend_from_slice(&empty_batch(b.as_bytes()));
+                return Ok(true);
+            }
             return Ok(false);
         }
         let at = out.len();
-        out.extend_from_slice(&bytes[..HEADER_SIZE]);
-        for &(s, e) in kept.iter() {
-            out.extend_from_slice(&bytes[s..e]);
+        out.extend_from_slice(&b.as_bytes()[..HEADER_SIZE]);
+        let codec = h.compression();
+        if codec == Compression::None {
+            for &(s, e) in kept.iter() {
+                out.extend_from_slice(&bytes[s..e]);
+            }
+        } else {
+            let mut records = Vec::with_capacity(kept.iter().map(|(s, e)| e - s).sum());
+            for &(s, e) in kept.iter() {
+                records.extend_from_slice(&bytes[s..e]);
+            }
+            compress(codec, &records, out)?;
         }
         let batch = &mut out[at..];
         let batch_length = (batch.len() - field::PARTITION_LEADER_EPOCH) as i32;

@@ -414,10 +414,44 @@ fn replay_nullable(broker: &Broker, topic: &str) -> Vec<(u64, String, Option<Str
     got
 }
 
+/// Every record of `topic`-0 from offset 0 under `isolation`: `(offset, key, value)`.
+fn replay(
+    broker: &Broker,
+    topic: &str,
+    isolation: logbus::consumer::IsolationLevel,
+) -> Vec<(u64, String, String)> {
+    use logbus::broker::TopicPartition;
+    use logbus::consumer::ConsumerConfig;
+    let mut c = broker
+        .consumer::<String, String>(ConsumerConfig::new().isolation_level(isolation))
+        .unwrap();
+    c.assign(&[TopicPartition::new(topic, 0)]).unwrap();
+    c.seek(&TopicPartition::new(topic, 0), 0).unwrap();
+    let mut got = Vec::new();
+    let mut empty = 0;
+    while empty < 3 {
+        let records = c.poll(Duration::from_millis(20)).unwrap();
+        if records.is_empty() {
+            empty += 1;
+        }
+        for r in records.iter() {
+            got.push((r.offset, r.key.clone().unwrap(), r.value.clone()));
+        }
+    }
+    got
+}
+
 /// Each key's latest value in `records`, a tombstone included (as `None`).
 fn latest(
     records: &[(u64, String, Option<String>)],
 ) -> std::collections::BTreeMap<String, Option<String>> {
+    records
+        .iter()
+        .map(|(_, k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn latest_strings(records: &[(u64, String, String)]) -> std::collections::BTreeMap<String, String> {
     records
         .iter()
         .map(|(_, k, v)| (k.clone(), v.clone()))
@@ -599,6 +633,295 @@ fn a_null_value_read_as_a_type_without_null_is_a_decode_error() {
     assert!(
         text.contains("logbus.string") && text.contains("null"),
         "{err:?}"
+    );
+    broker.close().unwrap();
+}
+
+/// The control batches (transaction markers) in the `.log` files of `partition_dir`.
+fn control_batches(partition_dir: &std::path::Path) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(partition_dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "log") {
+            let bytes = std::fs::read(&path).unwrap();
+            for b in logbus::storage::BatchIter::new(&bytes) {
+                n += usize::from(b.unwrap().header().is_control());
+            }
+        }
+    }
+    n
+}
+
+/// Kafka's cleaner rules for transactions: committed and aborted transactions write the
+/// same keys, then a transaction stays open while plain records follow. After compaction a
+/// read_committed replay gives every key its last committed value, no aborted record is
+/// left in the log, nothing from the open transaction's first offset on was touched, and a
+/// reopen reads the same.
+#[test]
+fn compaction_follows_the_transaction_rules() {
+    use logbus::consumer::IsolationLevel::{ReadCommitted, ReadUncommitted};
+    use logbus::producer::ProducerConfig;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
+    let config = TopicConfig::new(1)
+        .records_in_memory(16)
+        .cleanup_policy(CleanupPolicy::Compact)
+        .min_cleanable_dirty_ratio(0.01)
+        .persist(PersistConfig::new().segment_bytes(4096));
+    broker.create_topic::<String, String>("kv", config).unwrap();
+    let p = broker
+        .producer_with_config::<String, String>(ProducerConfig::new().transactional_id("w"))
+        .unwrap();
+    p.init_transactions().unwrap();
+    let plain = broker.producer::<String, String>();
+    let mut model = std::collections::BTreeMap::new();
+    const KEYS: u64 = 5;
+    for i in 0..60u64 {
+        let k = format!("k{}", i % KEYS);
+        p.begin_transaction().unwrap();
+        p.send(
+            Record::new("kv", format!("c{i}"))
+                .key(k.clone())
+                .partition(0),
+        )
+        .unwrap();
+        p.commit_transaction().unwrap();
+        model.insert(k.clone(), format!("c{i}"));
+        // An aborted transaction after the commit: its value must never win.
+        p.begin_transaction().unwrap();
+        p.send(
+            Record::new("kv", format!("a{i}"))
+                .key(k.clone())
+                .partition(0),
+        )
+        .unwrap();
+        p.abort_transaction().unwrap();
+        if i % 7 == 0 {
+            let k = format!("k{}", (i + 1) % KEYS);
+            plain
+                .send(
+                    Record::new("kv", format!("p{i}"))
+                        .key(k.clone())
+                        .partition(0),
+                )
+                .unwrap();
+            model.insert(k, format!("p{i}"));
+        }
+    }
+    // An open transaction, then plain records past it, several segments' worth.
+    p.begin_transaction().unwrap();
+    let open = p
+        .send(
+            Record::new("kv", "open".to_string())
+                .key("k0".to_string())
+                .partition(0),
+        )
+        .unwrap()
+        .offset;
+    for j in 0..200u64 {
+        plain
+            .send(
+                Record::new("kv", format!("q{j}"))
+                    .key(format!("q{}", j % 3))
+                    .partition(0),
+            )
+            .unwrap();
+    }
+    let before = replay(&broker, "kv", ReadUncommitted);
+    broker.fsync_and_checkpoint().unwrap();
+    assert_eq!(control_batches(&dir.path().join("kv-0")), 120);
+    let stats = broker.compact_now().unwrap();
+    assert!(stats.records_removed > 0, "{stats:?}");
+    assert!(stats.aborted_removed > 0, "{stats:?}");
+    // Every marker stays (the cleaner keeps markers; see `storage::cleaner`).
+    assert_eq!(control_batches(&dir.path().join("kv-0")), 120);
+    let below = |v: Vec<(u64, String, String)>| -> Vec<(u64, String, String)> {
+        v.into_iter().filter(|r| r.0 < open).collect()
+    };
+    let committed = replay(&broker, "kv", ReadCommitted);
+    // A read_committed reader stops at the LSO, gaps or not.
+    assert!(committed.iter().all(|r| r.0 < open), "{committed:?}");
+    assert_eq!(latest_strings(&committed), model);
+    let after = replay(&broker, "kv", ReadUncommitted);
+    // Nothing at or past the open transaction's first offset was cleaned.
+    let tail = |v: &[(u64, String, String)]| -> Vec<(u64, String, String)> {
+        v.iter().filter(|r| r.0 >= open).cloned().collect()
+    };
+    assert_eq!(tail(&after), tail(&before));
+    assert!(tail(&after).len() > 200);
+    // Below it: no aborted record, and one record a key.
+    let head: Vec<_> = after.iter().filter(|r| r.0 < open).collect();
+    assert!(head.iter().all(|(_, _, v)| !v.starts_with('a')), "{head:?}");
+    assert_eq!(head.len() as u64, KEYS, "{head:?}");
+    // The markers stayed: a read_committed reader still tells committed from aborted.
+    broker.close().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    let _t = broker.topic::<String, String>("kv").unwrap();
+    // The open transaction was never ended: after the reopen it is still open (or aborted
+    // by the coordinator), never committed.
+    let again = replay(&broker, "kv", ReadCommitted);
+    assert_eq!(latest_strings(&below(again.clone())), model);
+    assert!(again.iter().all(|(_, _, v)| v != "open"));
+    assert_eq!(replay(&broker, "kv", ReadUncommitted), after);
+    broker.close().unwrap();
+}
+
+/// An idempotent producer's last batch, superseded by another producer's later record of
+/// its key, keeps its header through compaction (emptied of its record): after a reopen a
+/// retry of it is still a duplicate, and the next sequence is accepted.
+#[test]
+fn compaction_keeps_idempotent_producer_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
+    let config = TopicConfig::new(1)
+        .records_in_memory(16)
+        .cleanup_policy(CleanupPolicy::Compact)
+        .min_cleanable_dirty_ratio(0.01)
+        .persist(PersistConfig::new().segment_bytes(4096));
+    broker.create_topic::<String, String>("kv", config).unwrap();
+    let p = broker.producer::<String, String>();
+    let id = broker.init_producer_id();
+    let n = 40i32;
+    let mut last = 0;
+    for s in 0..n {
+        let r = Record::new("kv", format!("s{s}")).key(format!("k{}", s % 4));
+        last = p.send_sequenced(r.partition(0), id, s).unwrap().offset;
+    }
+    // Another producer supersedes every key, for several segments.
+    for j in 0..300 {
+        p.send(
+            Record::new("kv", format!("o{j}"))
+                .key(format!("k{}", j % 4))
+                .partition(0),
+        )
+        .unwrap();
+    }
+    let stats = broker.compact_now().unwrap();
+    assert!(stats.records_removed >= n as u64, "{stats:?}");
+    let got = replay(
+        &broker,
+        "kv",
+        logbus::consumer::IsolationLevel::ReadUncommitted,
+    );
+    assert!(got.iter().all(|(_, _, v)| !v.starts_with('s')), "{got:?}");
+    broker.close().unwrap();
+    // Without its snapshots, recovery rebuilds producer state from the log alone.
+    for e in std::fs::read_dir(dir.path().join("kv-0")).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "snapshot") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let broker = Broker::open(dir.path()).unwrap();
+    let _t = broker.topic::<String, String>("kv").unwrap();
+    let p = broker.producer::<String, String>();
+    let retry = Record::new("kv", format!("s{}", n - 1)).key(format!("k{}", (n - 1) % 4));
+    let again = p.send_sequenced(retry.partition(0), id, n - 1).unwrap();
+    assert_eq!(again.offset, last, "the retry was appended again");
+    let next = Record::new("kv", "next".to_string()).key("k0".to_string());
+    p.send_sequenced(next.partition(0), id, n).unwrap();
+    let skip = Record::new("kv", "gap".to_string()).key("k0".to_string());
+    assert!(p.send_sequenced(skip.partition(0), id, n + 5).is_err());
+    broker.close().unwrap();
+}
+
+/// A compressed (lz4) compacted topic compacts: superseded records inside compressed
+/// batches go, the survivors are written in lz4 batches again, and every key's latest
+/// value reads back, before and after a reopen.
+#[test]
+fn compressed_batches_are_compacted() {
+    use logbus::persist::CompressionType;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::builder()
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
+    let config = TopicConfig::new(1)
+        .records_in_memory(16)
+        .cleanup_policy(CleanupPolicy::Compact)
+        .min_cleanable_dirty_ratio(0.01)
+        .persist(
+            PersistConfig::new()
+                .segment_bytes(4096)
+                .compression(CompressionType::Lz4),
+        );
+    broker.create_topic::<String, String>("kv", config).unwrap();
+    let p = broker.producer::<String, String>();
+    let mut model = std::collections::BTreeMap::new();
+    for round in 0..150u64 {
+        let mut batch: Vec<_> = (0..8u64)
+            .map(|i| {
+                let k = format!("k{}", (round * 3 + i) % 11);
+                let v = format!("{round}-{i}-{}", "x".repeat(20));
+                model.insert(k.clone(), v.clone());
+                Record::new("kv", v).key(k).partition(0)
+            })
+            .collect();
+        p.send_batch(&mut batch).unwrap();
+    }
+    let before = replay(
+        &broker,
+        "kv",
+        logbus::consumer::IsolationLevel::ReadUncommitted,
+    );
+    let stats = broker.compact_now().unwrap();
+    assert!(stats.records_removed > 0, "{stats:?}");
+    let after = replay(
+        &broker,
+        "kv",
+        logbus::consumer::IsolationLevel::ReadUncommitted,
+    );
+    assert!(
+        after.len() < before.len() / 2,
+        "{} of {}",
+        after.len(),
+        before.len()
+    );
+    assert_eq!(latest_strings(&after), model);
+    for w in after.windows(2) {
+        assert!(w[0].0 < w[1].0);
+    }
+    // Each surviving record is the one written at its offset.
+    let at: std::collections::HashMap<_, _> = before.iter().map(|r| (r.0, r)).collect();
+    assert!(after.iter().all(|r| at[&r.0] == r));
+    // The cleaned segments hold lz4 batches.
+    let mut lz4 = 0;
+    for e in std::fs::read_dir(dir.path().join("kv-0")).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "log") {
+            let bytes = std::fs::read(&path).unwrap();
+            for b in logbus::storage::BatchIter::new(&bytes) {
+                let b = b.unwrap();
+                if b.header().records_count > 0 {
+                    assert_eq!(
+                        b.header().compression(),
+                        logbus::storage::record_batch::Compression::Lz4
+                    );
+                    lz4 += 1;
+                }
+            }
+        }
+    }
+    assert!(lz4 > 0);
+    broker.close().unwrap();
+    let broker = Broker::open(dir.path()).unwrap();
+    let _t = broker.topic::<String, String>("kv").unwrap();
+    assert_eq!(
+        replay(
+            &broker,
+            "kv",
+            logbus::consumer::IsolationLevel::ReadUncommitted
+        ),
+        after
     );
     broker.close().unwrap();
 }

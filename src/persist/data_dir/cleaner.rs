@@ -209,6 +209,7 @@ impl DataDir {
                     total.records_read += s.records_read;
                     total.records_removed += s.records_removed;
                     total.tombstones_removed += s.tombstones_removed;
+                    total.aborted_removed += s.aborted_removed;
                     total.map_full |= s.map_full;
                     total.groups_abandoned += s.groups_abandoned;
                     idle += usize::from(s.segments_cleaned == 0);
