@@ -89,6 +89,7 @@ impl Drop for BrokerInner {
     /// threads stop and its directory is released rather than held locked until the process
     /// exits.
     fn drop(&mut self) {
+        self.txn.stop_timeouts();
         if let Some(d) = &self.data {
             let runtime = self.replication.lock().clone();
             if let Some(replicas) = runtime.and_then(|r| r.disk()) {
