@@ -298,6 +298,7 @@ impl BrokerBuilder {
         broker.set_txn_cleanup_interval(self.txn_cleanup_interval);
         broker.replication().attach_disk(disk);
         data.start_background()?;
+        broker.txn_start_timeouts_if_open()?;
         Ok(broker)
     }
 }

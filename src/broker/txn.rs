@@ -83,9 +83,9 @@ use std::time::Duration;
 use super::topic::MarkerWrite;
 use super::{Broker, TopicPartition};
 use crate::storage::{Io, IoFile, OpenMode};
-use crate::sync::Arc as SyncArc;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::thread::{self, JoinHandle};
+use crate::sync::Arc as SyncArc;
 use crate::sync::{Mutex, WaitSet};
 use crate::{Error, Result};
 
@@ -611,6 +611,21 @@ impl Broker {
         Ok(())
     }
 
+    /// At open: starts the timeout thread if the replayed transaction log holds a
+    /// transaction left unfinished (its producer may never come back).
+    pub(crate) fn txn_start_timeouts_if_open(&self) -> Result<()> {
+        let unfinished = self
+            .txn_coordinator()
+            .txns
+            .lock()
+            .values()
+            .any(|m| !m.state.is_idle());
+        if unfinished {
+            self.txn_start_timeouts()?;
+        }
+        Ok(())
+    }
+
     /// The body of the `logbus-txn-timeouts` thread: every `interval`, aborts the
     /// transactions past their timeout, until stopped or the broker is gone.
     fn txn_timeouts_thread(
@@ -620,7 +635,8 @@ impl Broker {
     ) {
         loop {
             let deadline = crate::sync::time::deadline_after(interval);
-            stop.wait.wait_until(deadline, || stop.stopping().then_some(()));
+            stop.wait
+                .wait_until(deadline, || stop.stopping().then_some(()));
             if stop.stopping() {
                 return;
             }
