@@ -44,16 +44,20 @@
 //! timeout the broker's clock: with a [`ManualClock`](crate::ManualClock), advancing the
 //! clock past the timeout lets the next check abort it, with no call on the coordinator.
 //!
+//! The thread also completes a transaction left `PrepareCommit` or `PrepareAbort` (a
+//! marker write failed, or the broker closed between the decision and the markers), as
+//! Kafka's coordinator resends a decided transaction's markers.
+//!
 //! The check aborts as `init_transactions` of a new producer would: under the
 //! coordinator's lock it moves the transaction from `Ongoing` to `PrepareAbort` (logged),
 //! so a racing `commit_transaction` either moved it to `PrepareCommit` first (the check
 //! leaves it alone and the commit completes) or finds it `PrepareAbort` (and gets
 //! [`Error::TransactionTimedOut`]): never both. It then writes the ABORT markers and bumps
 //! the epoch. The producer of a timed-out transaction gets [`Error::TransactionTimedOut`]
-//! at its next call and may begin again; a [`Producer`](crate::producer::Producer) dropped
-//! with a transaction open does not abort it (as Kafka's client, whose `close` without a
-//! timeout does not either): the coordinator's timeout does, or the next
-//! `init_transactions` with the same id.
+//! at its next call and may begin again. The last clone of a
+//! [`Producer`](crate::producer::Producer) dropped with a transaction open aborts it
+//! itself (as Kafka's client's `close` does); the timeout is for the producers that never
+//! run their drop.
 
 //! # The transaction log
 //!
@@ -612,7 +616,8 @@ impl Broker {
     }
 
     /// At open: starts the timeout thread if the replayed transaction log holds a
-    /// transaction left unfinished (its producer may never come back).
+    /// transaction left unfinished (its producer may never come back): it aborts an
+    /// `Ongoing` one past its timeout and completes a `Prepare*` one.
     pub(crate) fn txn_start_timeouts_if_open(&self) -> Result<()> {
         let unfinished = self
             .txn_coordinator()
@@ -645,7 +650,29 @@ impl Broker {
             let Some(inner) = broker.upgrade() else {
                 return;
             };
-            Broker { inner }.txn_expire();
+            let broker = Broker { inner };
+            broker.txn_expire();
+            broker.txn_complete_prepared();
+        }
+    }
+
+    /// Writes the markers of every transaction left `Prepare*` (a marker write failed, or
+    /// the broker was closed or reopened between the decision and its markers) and
+    /// completes it, as Kafka's coordinator resends the markers of a decided transaction:
+    /// otherwise its LSO would hold until its producer's next call. Only the timeout
+    /// thread calls it (a marker may wait for its acknowledgement).
+    fn txn_complete_prepared(&self) {
+        let prepared: Vec<(String, TxnMeta)> = self
+            .txn_coordinator()
+            .txns
+            .lock()
+            .iter()
+            .filter(|(_, m)| matches!(m.state, TxnState::PrepareAbort | TxnState::PrepareCommit))
+            .map(|(id, m)| (id.clone(), m.clone()))
+            .collect();
+        for (id, target) in prepared {
+            // Idempotent: a marker already written is refused; a completed one is left.
+            let _ = self.txn_complete(&id, &target);
         }
     }
 

@@ -229,15 +229,44 @@ fn a_transaction_open_at_close_is_aborted_after_the_reopen_with_no_call() {
         durable_topic(&broker);
         let p = open_transaction(&broker);
         write_after(&broker);
+        // Its process died: no drop, no abort.
+        std::mem::forget(p);
         broker.close().unwrap();
-        drop(p);
     }
     let broker = builder(&clock).data_dir(dir.path()).open().unwrap();
     broker.topic::<(), u64>("t").unwrap();
     let mut c = read_committed(&broker);
+    assert!(c.poll(Duration::from_millis(20)).unwrap().is_empty());
     clock.advance(TIMEOUT + Duration::from_secs(1));
     let got = poll_until(&mut c, &[10, 11]);
     assert_eq!(got, BTreeSet::from([10, 11]), "aborted records were read");
+    broker.close().unwrap();
+}
+
+#[test]
+fn an_abort_decided_before_close_is_completed_after_the_reopen_with_no_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    {
+        let broker = builder(&clock)
+            .data_dir(dir.path())
+            .create(true)
+            .open()
+            .unwrap();
+        durable_topic(&broker);
+        let p = open_transaction(&broker);
+        write_after(&broker);
+        broker.close().unwrap();
+        // The drop's abort is logged (PrepareAbort); its markers fail on the closed broker.
+        drop(p);
+    }
+    let broker = builder(&clock).data_dir(dir.path()).open().unwrap();
+    broker.topic::<(), u64>("t").unwrap();
+    // No time passes: the decided abort is completed by the coordinator's thread.
+    let got = poll_until(&mut read_committed(&broker), &[10, 11]);
+    assert_eq!(got, BTreeSet::from([10, 11]), "aborted records were read");
+    wait_stable(&broker);
+    assert_eq!(state_of_w(&broker), TxnState::CompleteAbort);
     broker.close().unwrap();
 }
 
@@ -290,4 +319,31 @@ fn a_commit_racing_the_timeout_is_never_torn() {
         }
     }
     eprintln!("commits racing the timeout: {committed} committed, {aborted} aborted");
+}
+
+#[test]
+fn dropping_the_last_clone_aborts_its_open_transaction_at_once() {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let broker = builder(&clock).build().unwrap();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(2))
+        .unwrap();
+    let p = open_transaction(&broker);
+    let clone = p.clone();
+    drop(p);
+    // A clone lives: the transaction is still its to end.
+    clone.commit_transaction().unwrap();
+    clone.begin_transaction().unwrap();
+    clone.send(Record::new("t", 3).partition(1)).unwrap();
+    drop(clone);
+    // No time passed: the drop aborted it.
+    write_after(&broker);
+    wait_stable(&broker);
+    let got = poll_until(&mut read_committed(&broker), &[1, 2, 10, 11]);
+    assert_eq!(
+        got,
+        BTreeSet::from([1, 2, 10, 11]),
+        "aborted records were read"
+    );
+    assert_eq!(state_of_w(&broker), TxnState::CompleteAbort);
 }
