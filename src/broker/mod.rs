@@ -140,7 +140,7 @@ pub struct Broker {
 
 /// See [`Broker`]'s `handles`.
 struct UserHandles {
-    inner: std::sync::Weak<BrokerInner>,
+    inner: crate::sync::StdWeak<BrokerInner>,
 }
 
 impl Drop for UserHandles {
