@@ -1,8 +1,9 @@
 //! Exactly-once consume → transform → produce: a worker copies `input` to `output` (each
 //! value squared) in transactions, sending its input offsets to each transaction, so that
-//! a transaction's output and its group's progress commit together. The worker crashes
-//! (is dropped) twice in the middle of a transaction; each restart with the same
-//! `transactional_id` aborts what the crashed one left and resumes from the committed
+//! a transaction's output and its group's progress commit together. The worker stops
+//! (is dropped: its producer's drop aborts the open transaction, as a crash would leave it
+//! to the next `init_transactions` or the coordinator's timeout) twice in the middle of a
+//! transaction; each restart with the same `transactional_id` resumes from the committed
 //! offsets. At the end the output holds every input exactly once.
 //!
 //! `cargo run --example exactly_once [DATA_DIR]`: given a directory, the topics are
@@ -98,7 +99,7 @@ fn main() -> logbus::Result<()> {
         let n = transaction(&mut worker, crash)?;
         if crash {
             crashes += 1;
-            drop(worker); // the crash: no commit, no abort
+            drop(worker); // mid-transaction: no commit; the drop aborts it
             worker = start_worker(&broker)?;
         }
         copied += n;
@@ -132,8 +133,8 @@ fn main() -> logbus::Result<()> {
         .map(|p| p.high_watermark)
         .sum();
     println!(
-        "copied {INPUTS} records exactly once in {transactions} transactions ({crashes} crashed \
-         and aborted at restart); the output log holds {hw} offsets (records of aborted \
+        "copied {INPUTS} records exactly once in {transactions} transactions ({crashes} stopped \
+         mid-transaction, aborted); the output log holds {hw} offsets (records of aborted \
          transactions and the markers are skipped by read-committed readers)"
     );
     drop((worker, reader, input));

@@ -569,14 +569,14 @@ where
     fn new(broker: Broker, config: ProducerConfig, choice: Choice<K>) -> Self {
         let identity = identity_of(&broker, &config);
         Self {
+            txn: config
+                .transactional_id
+                .map(|id| Arc::new(txn::TxnClient::new(id, broker.clone()))),
             broker,
             config,
             choice: Arc::new(choice),
             state: Mutex::new(State::new()),
             counters: Arc::default(),
-            txn: config
-                .transactional_id
-                .map(|id| Arc::new(txn::TxnClient::new(id))),
             identity,
         }
     }

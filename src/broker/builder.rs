@@ -17,6 +17,8 @@ pub struct BrokerBuilder {
     pub(crate) empty_group_timeout: Duration,
     /// Where and how a data directory is opened ([`BrokerBuilder::open`]).
     pub(crate) persist: crate::persist::DataDirConfig,
+    /// See [`BrokerBuilder::transaction_abort_timed_out_transaction_cleanup_interval`].
+    pub(crate) txn_cleanup_interval: Duration,
 }
 
 impl BrokerBuilder {
@@ -74,6 +76,60 @@ impl BrokerBuilder {
         self
     }
 
+    /// How often the transaction coordinator looks for transactions open longer than their
+    /// [`transaction_timeout`](crate::producer::ProducerConfig::transaction_timeout) and
+    /// aborts them, with no call from any producer (Kafka's
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`): 10 seconds by
+    /// default. Real time between two checks, from the broker's first
+    /// `init_transactions` until [`close`](Broker::close); whether a transaction is past
+    /// its timeout is read on the broker's [clock](Self::clock). A transaction whose
+    /// producer died stays open (holding read-committed consumers at its first offset) for
+    /// at most its timeout plus this interval.
+    ///
+    /// # Errors
+    ///
+    /// [`build`](Self::build) and [`open`](Self::open) refuse a zero interval with
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use logbus::broker::Broker;
+    /// use logbus::Error;
+    ///
+    /// let broker = Broker::builder()
+    ///     .transaction_abort_timed_out_transaction_cleanup_interval(Duration::from_millis(100))
+    ///     .build()?;
+    /// # drop(broker);
+    /// assert!(matches!(
+    ///     Broker::builder()
+    ///         .transaction_abort_timed_out_transaction_cleanup_interval(Duration::ZERO)
+    ///         .build(),
+    ///     Err(Error::InvalidConfig { .. })
+    /// ));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn transaction_abort_timed_out_transaction_cleanup_interval(
+        mut self,
+        interval: Duration,
+    ) -> Self {
+        self.txn_cleanup_interval = interval;
+        self
+    }
+
+    /// Refuses a zero [`transaction_abort_timed_out_transaction_cleanup_interval`](Self::transaction_abort_timed_out_transaction_cleanup_interval).
+    pub(crate) fn validate_txn_cleanup_interval(&self) -> Result<()> {
+        if self.txn_cleanup_interval.is_zero() {
+            return Err(crate::Error::InvalidConfig {
+                name: "transaction_abort_timed_out_transaction_cleanup_interval",
+                value: format!("{:?}", self.txn_cleanup_interval),
+                valid: "a positive duration (Kafka's default: 10 s)".into(),
+            });
+        }
+        Ok(())
+    }
+
     /// The broker: in memory, or, when a data directory was given
     /// ([`data_dir`](Self::data_dir), [`data_dirs`](Self::data_dirs)), opened on it exactly as
     /// [`open`](Self::open) opens it — a builder given a directory never quietly builds an
@@ -81,7 +137,9 @@ impl BrokerBuilder {
     ///
     /// # Errors
     ///
-    /// Only with a data directory: as [`open`](Self::open) (a missing or unformatted
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for a zero
+    /// [`transaction_abort_timed_out_transaction_cleanup_interval`](Self::transaction_abort_timed_out_transaction_cleanup_interval).
+    /// With a data directory: as [`open`](Self::open) (a missing or unformatted
     /// directory without [`create`](Self::create), a locked one, ...).
     ///
     /// # Examples
@@ -108,8 +166,10 @@ impl BrokerBuilder {
         if self.persist.dir.is_some() || self.persist.no_dirs {
             return self.open();
         }
+        self.validate_txn_cleanup_interval()?;
         let broker = Broker::from_parts(self.clock, None, super::txn::TxnCoordinator::in_memory());
         broker.set_empty_group_timeout(self.empty_group_timeout);
+        broker.set_txn_cleanup_interval(self.txn_cleanup_interval);
         Ok(broker)
     }
 }
@@ -129,6 +189,7 @@ impl Broker {
             clock: Arc::new(SystemClock),
             empty_group_timeout: DEFAULT_EMPTY_GROUP_TIMEOUT,
             persist: crate::persist::DataDirConfig::default(),
+            txn_cleanup_interval: super::txn::DEFAULT_TXN_CLEANUP_INTERVAL,
         }
     }
 }

@@ -89,6 +89,7 @@ impl Drop for BrokerInner {
     /// threads stop and its directory is released rather than held locked until the process
     /// exits.
     fn drop(&mut self) {
+        self.txn.stop_timeouts();
         if let Some(d) = &self.data {
             let runtime = self.replication.lock().clone();
             if let Some(replicas) = runtime.and_then(|r| r.disk()) {
@@ -127,7 +128,28 @@ impl Drop for BrokerInner {
 /// ```
 #[derive(Clone)]
 pub struct Broker {
+    /// Shared by the handles users hold (`None` in the broker's own threads' handles):
+    /// dropped before `inner`, so that the last user handle stops and joins those
+    /// threads first and its own `inner` is the broker's last (its drop closes it here,
+    /// not later on one of those threads).
+    // Read by no one: held for its drop.
+    #[allow(dead_code)]
+    handles: Option<Arc<UserHandles>>,
     inner: Arc<BrokerInner>,
+}
+
+/// See [`Broker`]'s `handles`.
+struct UserHandles {
+    inner: crate::sync::StdWeak<BrokerInner>,
+}
+
+impl Drop for UserHandles {
+    fn drop(&mut self) {
+        // The dropping handle still holds `inner`: the upgrade succeeds.
+        if let Some(inner) = self.inner.upgrade() {
+            inner.txn.stop_timeouts();
+        }
+    }
 }
 
 impl fmt::Debug for Broker {
@@ -145,18 +167,31 @@ impl Broker {
         data: Option<Arc<crate::persist::DataDir>>,
         txn: txn::TxnCoordinator,
     ) -> Broker {
+        let inner = Arc::new(BrokerInner {
+            producer_ids: producer_ids::ProducerIds::starting(data.is_some()),
+            clock,
+            data,
+            topics: Mutex::new(HashMap::new()),
+            groups: Mutex::new(HashMap::new()),
+            empty_group_timeout_ms: AtomicU64::new(millis(DEFAULT_EMPTY_GROUP_TIMEOUT)),
+            metadata_version: AtomicU64::new(0),
+            replication: Mutex::new(None),
+            txn,
+        });
         Broker {
-            inner: Arc::new(BrokerInner {
-                producer_ids: producer_ids::ProducerIds::starting(data.is_some()),
-                clock,
-                data,
-                topics: Mutex::new(HashMap::new()),
-                groups: Mutex::new(HashMap::new()),
-                empty_group_timeout_ms: AtomicU64::new(millis(DEFAULT_EMPTY_GROUP_TIMEOUT)),
-                metadata_version: AtomicU64::new(0),
-                replication: Mutex::new(None),
-                txn,
-            }),
+            handles: Some(Arc::new(UserHandles {
+                inner: Arc::downgrade(&inner),
+            })),
+            inner,
+        }
+    }
+
+    /// A handle for the broker's own threads: it does not count as a user's (see
+    /// `handles`).
+    fn internal(inner: Arc<BrokerInner>) -> Broker {
+        Broker {
+            handles: None,
+            inner,
         }
     }
 }

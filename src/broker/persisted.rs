@@ -255,6 +255,7 @@ impl BrokerBuilder {
             return Err(crate::persist::no_data_dirs());
         }
         self.persist.validate_cleaner()?;
+        self.validate_txn_cleanup_interval()?;
         let Some(dir) = self.persist.dir.clone() else {
             return Err(Error::InvalidConfig {
                 name: "data_dir",
@@ -294,8 +295,10 @@ impl BrokerBuilder {
         let broker = Broker::from_parts(Arc::clone(&self.clock), Some(Arc::clone(&data)), txn);
         broker.txn_reserve_ids();
         broker.set_empty_group_timeout(self.empty_group_timeout);
+        broker.set_txn_cleanup_interval(self.txn_cleanup_interval);
         broker.replication().attach_disk(disk);
         data.start_background()?;
+        broker.txn_start_timeouts_if_open()?;
         Ok(broker)
     }
 }
@@ -451,13 +454,16 @@ impl Broker {
     /// offsets and the clean-shutdown marker, joins the background thread and releases the
     /// directory. Sends fail afterwards, to the broker's in-memory topics too, with
     /// [`Error::Closed`] saying the broker was closed; sends waiting for room wake with
-    /// it. A no-op for an in-memory broker. A broker whose last handle is dropped without
+    /// it. For an in-memory broker, only stops (and joins) the thread aborting timed-out
+    /// transactions. A broker whose last handle is dropped without
     /// `close` is closed the same way, its errors unseen: call `close` to see them.
     ///
     /// # Errors
     ///
     /// The first I/O error (the marker is then not written: the next open recovers).
     pub fn close(&self) -> Result<()> {
+        // First: no transaction is aborted by timeout while the topics close.
+        self.txn_coordinator().stop_timeouts();
         let Some(d) = self.data() else {
             return Ok(());
         };
@@ -481,6 +487,8 @@ impl Broker {
     /// [`kill`](crate::storage::fault::FaultyIo::kill). Waiting sends return (unacknowledged).
     #[doc(hidden)]
     pub fn simulate_process_death(&self) {
+        // A dead process aborts nothing: its transactions are aborted after the reopen.
+        self.txn_coordinator().stop_timeouts();
         if let Some(d) = self.data() {
             if let Some(r) = dirs_of(self) {
                 r.abandon();

@@ -31,13 +31,34 @@
 //!
 //! # Transaction timeout
 //!
-//! The coordinator checks on the broker's [`Clock`](crate::Clock): every coordinator call
-//! (any transactional id's) and every `describe_transactions` aborts the transactions open
-//! longer than their `transaction_timeout` (no thread: a manual clock in tests decides
-//! exactly when). A transaction abandoned while no transactional producer calls and no one
-//! describes stays open (its LSO held) until the next such call. The producer of a timed-out transaction gets
-//! [`Error::TransactionTimedOut`] and may begin again.
+//! A transaction open longer than its `transaction_timeout`, on the broker's
+//! [`Clock`](crate::Clock), is aborted by the coordinator on its own (Kafka's
+//! `abortTimedOutTransactions`): a broker thread, `logbus-txn-timeouts`, started with the
+//! broker's first `init_transactions` and stopped and joined by
+//! [`close`](Broker::close) or the drop of the broker's last handle, checks every
+//! [`transaction_abort_timed_out_transaction_cleanup_interval`](crate::broker::BrokerBuilder::transaction_abort_timed_out_transaction_cleanup_interval)
+//! of real time (10 s by default); every coordinator call and every
+//! `describe_transactions` checks as well. So a producer that died with a transaction
+//! open (dropped, its thread gone, never restarted) holds the LSO of the partitions it
+//! wrote to for at most its timeout plus one interval. The interval is real time, the
+//! timeout the broker's clock: with a [`ManualClock`](crate::ManualClock), advancing the
+//! clock past the timeout lets the next check abort it, with no call on the coordinator.
 //!
+//! The thread also completes a transaction left `PrepareCommit` or `PrepareAbort` (a
+//! marker write failed, or the broker closed between the decision and the markers), as
+//! Kafka's coordinator resends a decided transaction's markers.
+//!
+//! The check aborts as `init_transactions` of a new producer would: under the
+//! coordinator's lock it moves the transaction from `Ongoing` to `PrepareAbort` (logged),
+//! so a racing `commit_transaction` either moved it to `PrepareCommit` first (the check
+//! leaves it alone and the commit completes) or finds it `PrepareAbort` (and gets
+//! [`Error::TransactionTimedOut`]): never both. It then writes the ABORT markers and bumps
+//! the epoch. The producer of a timed-out transaction gets [`Error::TransactionTimedOut`]
+//! at its next call and may begin again. The last clone of a
+//! [`Producer`](crate::producer::Producer) dropped with a transaction open aborts it
+//! itself (as Kafka's client's `close` does); the timeout is for the producers that never
+//! run their drop.
+
 //! # The transaction log
 //!
 //! In memory on an in-memory broker. On a broker with a data directory, the file
@@ -66,8 +87,10 @@ use std::time::Duration;
 use super::topic::MarkerWrite;
 use super::{Broker, TopicPartition};
 use crate::storage::{Io, IoFile, OpenMode};
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::thread::{self, JoinHandle};
 use crate::sync::Arc as SyncArc;
-use crate::sync::Mutex;
+use crate::sync::{Mutex, WaitSet};
 use crate::{Error, Result};
 
 /// A transaction's state at the coordinator (Kafka's `TransactionState`).
@@ -165,7 +188,67 @@ pub(crate) struct TxnCoordinator {
     marker_timeout: Duration,
     /// Groups with a read-committed consumer: their lag counts to the LSO.
     read_committed_groups: Mutex<std::collections::HashSet<String>>,
+    /// The thread aborting timed-out transactions (module docs).
+    timeouts: TimeoutTask,
 }
+
+/// The name of the thread aborting timed-out transactions.
+const TIMEOUT_THREAD: &str = "logbus-txn-timeouts";
+
+/// The coordinator's thread aborting timed-out transactions, and how to stop it.
+struct TimeoutTask {
+    /// The real time between two checks.
+    interval: Mutex<Duration>,
+    /// The thread, once started; `None` again once joined.
+    handle: Mutex<Option<JoinHandle<()>>>,
+    /// Shared with the thread, which waits on it without holding the broker.
+    stop: crate::sync::StdArc<TimeoutStop>,
+}
+
+/// Set by [`TimeoutTask::stop`]: the thread ends and no other starts.
+struct TimeoutStop {
+    stop: AtomicBool,
+    wait: WaitSet,
+}
+
+impl TimeoutStop {
+    fn stopping(&self) -> bool {
+        // Acquire: pairs with the Release store in `TimeoutTask::stop`.
+        self.stop.load(Ordering::Acquire)
+    }
+}
+
+impl TimeoutTask {
+    fn new() -> Self {
+        Self {
+            interval: Mutex::new(DEFAULT_TXN_CLEANUP_INTERVAL),
+            handle: Mutex::new(None),
+            stop: crate::sync::StdArc::new(TimeoutStop {
+                stop: AtomicBool::new(false),
+                wait: WaitSet::new(),
+            }),
+        }
+    }
+
+    /// Stops the thread and joins it (the drop of the last user handle, `close`), unless
+    /// called on it (a handle it holds turned out the last): it then ends on its own as
+    /// soon as this returns.
+    fn stop(&self) {
+        // Release: pairs with the Acquire in `stopping`.
+        self.stop.stop.store(true, Ordering::Release);
+        self.stop.wait.notify_all();
+        let handle = self.handle.lock().take();
+        if let Some(h) = handle {
+            if thread::current().name() != Some(TIMEOUT_THREAD) {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+/// [`BrokerBuilder::transaction_abort_timed_out_transaction_cleanup_interval`](crate::broker::BrokerBuilder::transaction_abort_timed_out_transaction_cleanup_interval)'s
+/// default (Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`).
+pub(crate) const DEFAULT_TXN_CLEANUP_INTERVAL: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for TxnCoordinator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -196,6 +279,7 @@ impl TxnCoordinator {
             max_producer_id: -1,
             marker_timeout: Duration::from_secs(10),
             read_committed_groups: Mutex::default(),
+            timeouts: TimeoutTask::new(),
         }
     }
 
@@ -225,6 +309,7 @@ impl TxnCoordinator {
                 max_producer_id: -1,
                 marker_timeout: Duration::from_secs(10),
                 read_committed_groups: Mutex::default(),
+                timeouts: TimeoutTask::new(),
             });
         }
         {
@@ -291,7 +376,14 @@ impl TxnCoordinator {
             max_producer_id: max_pid,
             marker_timeout: Duration::from_secs(10),
             read_committed_groups: Mutex::default(),
+            timeouts: TimeoutTask::new(),
         })
+    }
+
+    /// Stops and joins the thread aborting timed-out transactions (`close`, drop); no
+    /// other starts after.
+    pub(crate) fn stop_timeouts(&self) {
+        self.timeouts.stop();
     }
 
     /// Writes `meta` to the log (durable before it returns, on a durable broker).
@@ -498,6 +590,98 @@ impl Broker {
         }
     }
 
+    /// Sets [`BrokerBuilder::transaction_abort_timed_out_transaction_cleanup_interval`](crate::broker::BrokerBuilder::transaction_abort_timed_out_transaction_cleanup_interval)
+    /// (checked non-zero by the builder).
+    pub(crate) fn set_txn_cleanup_interval(&self, interval: Duration) {
+        *self.txn_coordinator().timeouts.interval.lock() = interval;
+    }
+
+    /// Starts the thread aborting timed-out transactions, if not yet started (nor
+    /// stopped by `close`).
+    fn txn_start_timeouts(&self) -> Result<()> {
+        if cfg!(logbus_loom) {
+            // A loom model cannot hold a thread that waits forever on timed waits (each
+            // may expire at once there): models see the coordinator calls' own checks.
+            return Ok(());
+        }
+        let task = &self.txn_coordinator().timeouts;
+        let mut handle = task.handle.lock();
+        if handle.is_some() || task.stop.stopping() {
+            return Ok(());
+        }
+        // Weak: the thread must not keep the broker alive (its drop stops the thread).
+        let broker = crate::sync::StdArc::downgrade(&self.inner);
+        let stop = crate::sync::StdArc::clone(&task.stop);
+        let interval = *task.interval.lock();
+        let h = thread::spawn_named(TIMEOUT_THREAD.into(), move || {
+            Broker::txn_timeouts_thread(&broker, &stop, interval);
+        })
+        .map_err(|e| Error::io("spawning the transaction timeout thread", e))?;
+        *handle = Some(h);
+        Ok(())
+    }
+
+    /// At open: starts the timeout thread if the replayed transaction log holds a
+    /// transaction left unfinished (its producer may never come back): it aborts an
+    /// `Ongoing` one past its timeout and completes a `Prepare*` one.
+    pub(crate) fn txn_start_timeouts_if_open(&self) -> Result<()> {
+        let unfinished = self
+            .txn_coordinator()
+            .txns
+            .lock()
+            .values()
+            .any(|m| !m.state.is_idle());
+        if unfinished {
+            self.txn_start_timeouts()?;
+        }
+        Ok(())
+    }
+
+    /// The body of the `logbus-txn-timeouts` thread: every `interval`, aborts the
+    /// transactions past their timeout, until stopped or the broker is gone.
+    fn txn_timeouts_thread(
+        broker: &crate::sync::StdWeak<super::BrokerInner>,
+        stop: &TimeoutStop,
+        interval: Duration,
+    ) {
+        loop {
+            let deadline = crate::sync::time::deadline_after(interval);
+            stop.wait
+                .wait_until(deadline, || stop.stopping().then_some(()));
+            if stop.stopping() {
+                return;
+            }
+            // The broker is held only for the check, by a handle that is not a user's:
+            // the last user handle's drop joins this thread before the broker goes.
+            let Some(inner) = broker.upgrade() else {
+                return;
+            };
+            let broker = Broker::internal(inner);
+            broker.txn_expire();
+            broker.txn_complete_prepared();
+        }
+    }
+
+    /// Writes the markers of every transaction left `Prepare*` (a marker write failed, or
+    /// the broker was closed or reopened between the decision and its markers) and
+    /// completes it, as Kafka's coordinator resends the markers of a decided transaction:
+    /// otherwise its LSO would hold until its producer's next call. Only the timeout
+    /// thread calls it (a marker may wait for its acknowledgement).
+    fn txn_complete_prepared(&self) {
+        let prepared: Vec<(String, TxnMeta)> = self
+            .txn_coordinator()
+            .txns
+            .lock()
+            .iter()
+            .filter(|(_, m)| matches!(m.state, TxnState::PrepareAbort | TxnState::PrepareCommit))
+            .map(|(id, m)| (id.clone(), m.clone()))
+            .collect();
+        for (id, target) in prepared {
+            // Idempotent: a marker already written is refused; a completed one is left.
+            let _ = self.txn_complete(&id, &target);
+        }
+    }
+
     /// The error for a producer at `ids` whose id is now at `meta`.
     fn txn_fenced(id: &str, ids: TxnIds, meta: Option<&TxnMeta>) -> Error {
         match meta {
@@ -519,6 +703,7 @@ impl Broker {
     /// `init_transactions`: completes (or aborts) what the previous producer with `id`
     /// left, bumps the epoch (fencing that producer) and returns the new ids.
     pub(crate) fn txn_init(&self, id: &str, timeout_ms: u64) -> Result<TxnIds> {
+        self.txn_start_timeouts()?;
         self.txn_expire();
         let c = self.txn_coordinator();
         loop {
@@ -585,6 +770,11 @@ impl Broker {
             Some(m) if m.producer_id == ids.producer_id && m.epoch == ids.epoch => m,
             other => return Err(Self::txn_fenced(id, ids, other.map(|m| &*m))),
         };
+        if meta.state == TxnState::PrepareAbort && meta.timed_out == Some(meta.epoch) {
+            // The timeout thread is aborting it: the caller completes the abort
+            // (`txn_finish_timed_out`) so that the producer can begin again.
+            return Err(Self::txn_fenced(id, ids, Some(meta)));
+        }
         if meta.state.is_idle() {
             meta.state = TxnState::Ongoing;
             meta.started_ms = now;
@@ -611,7 +801,13 @@ impl Broker {
         self.txn_expire();
         let c = self.txn_coordinator();
         let mut txns = c.txns.lock();
-        let meta = self.txn_ongoing(&mut txns, id, ids, "send")?;
+        let meta = match self.txn_ongoing(&mut txns, id, ids, "send") {
+            Ok(meta) => meta,
+            Err(e) => {
+                drop(txns);
+                return Err(self.txn_finish_timed_out(id, ids, e));
+            }
+        };
         if meta.partitions.insert(tp.clone()) {
             if let Err(e) = c.log(id, meta) {
                 meta.partitions.remove(tp);
@@ -635,7 +831,13 @@ impl Broker {
         }
         let c = self.txn_coordinator();
         let mut txns = c.txns.lock();
-        let meta = self.txn_ongoing(&mut txns, id, ids, "send_offsets_to_transaction")?;
+        let meta = match self.txn_ongoing(&mut txns, id, ids, "send_offsets_to_transaction") {
+            Ok(meta) => meta,
+            Err(e) => {
+                drop(txns);
+                return Err(self.txn_finish_timed_out(id, ids, e));
+            }
+        };
         for (tp, offset) in offsets {
             meta.offsets.retain(|o| !(o.group == group && o.tp == *tp));
             meta.offsets.push(TxnOffset {
@@ -666,6 +868,12 @@ impl Broker {
             TxnState::Ongoing => {
                 meta.state = prepare;
                 c.log(id, meta)?;
+            }
+            TxnState::PrepareAbort if meta.timed_out == Some(meta.epoch) => {
+                // The timeout thread won the race to end it: it is aborted, whole.
+                let e = Self::txn_fenced(id, ids, Some(meta));
+                drop(txns);
+                return Err(self.txn_finish_timed_out(id, ids, e));
             }
             s if s == prepare => {}
             s if s.is_idle() => {
@@ -750,6 +958,31 @@ impl Broker {
             producer_id: meta.producer_id,
             epoch: meta.epoch,
         })
+    }
+
+    /// `e`, after completing the abort of `id`'s transaction at `ids` if it is the timeout
+    /// thread's, still under way (its markers may not all be written): once this returns
+    /// [`Error::TransactionTimedOut`], the producer's next transaction can begin. A marker
+    /// write's error is returned instead (the abort is decided; a later call finishes it).
+    fn txn_finish_timed_out(&self, id: &str, ids: TxnIds, e: Error) -> Error {
+        let target = {
+            let txns = self.txn_coordinator().txns.lock();
+            match txns.get(id) {
+                Some(m)
+                    if m.producer_id == ids.producer_id
+                        && m.epoch == ids.epoch
+                        && m.state == TxnState::PrepareAbort
+                        && m.timed_out == Some(ids.epoch) =>
+                {
+                    m.clone()
+                }
+                _ => return e,
+            }
+        };
+        match self.txn_complete(id, &target) {
+            Ok(_) => e,
+            Err(marker) => marker,
+        }
     }
 
     /// Aborts every transaction open longer than its timeout, on the broker's clock.

@@ -13,6 +13,19 @@
 //! ([`Error::TransactionAbortable`]), since its record may or may not be in the log and a
 //! retry could land it twice. Each transaction has its own epoch (KIP-890), returned by the
 //! coordinator when the previous one completes.
+//!
+//! Dropping the last clone of a producer with a transaction open aborts it (the
+//! producer's clones share the transaction; the drop waits for the ABORT markers), as
+//! Kafka's client's graceful `close` does ("Aborting incomplete transaction due to
+//! shutdown"). A producer that never runs its drop (its process died, `mem::forget`, a
+//! forced close in Kafka's terms) leaves the transaction to the coordinator, which aborts
+//! it once it is open longer than
+//! [`transaction_timeout`](crate::producer::ProducerConfig::transaction_timeout) (on its
+//! own thread, checked every
+//! [`transaction_abort_timed_out_transaction_cleanup_interval`](crate::broker::BrokerBuilder::transaction_abort_timed_out_transaction_cleanup_interval)),
+//! or at once when a producer with the same transactional id calls `init_transactions`.
+//! A commit begun and not finished is left as it is (its outcome is decided; the next
+//! `init_transactions` finishes it).
 
 use std::collections::HashSet;
 
@@ -90,11 +103,34 @@ struct TxnClientState {
 pub(crate) struct TxnClient {
     id: &'static str,
     state: Mutex<TxnClientState>,
+    /// For the abort when the last clone of the producer is dropped.
+    broker: crate::broker::Broker,
+}
+
+impl Drop for TxnClient {
+    /// The last clone of the producer dropped with a transaction open (or an abort
+    /// unfinished) aborts it, as Kafka's graceful `close` does (module docs); errors are
+    /// ignored (the coordinator's timeout aborts what this could not). A commit begun is
+    /// left to finish: its outcome is decided.
+    fn drop(&mut self) {
+        let (open, ids) = {
+            let st = self.state.lock();
+            let open = matches!(
+                st.phase,
+                Phase::InTransaction | Phase::Aborting | Phase::Abortable(_)
+            );
+            (open, st.ids)
+        };
+        if let (true, Some(ids)) = (open, ids) {
+            let _ = self.broker.txn_end(self.id, ids, false);
+        }
+    }
 }
 
 impl TxnClient {
-    pub(crate) fn new(id: &'static str) -> Self {
+    pub(crate) fn new(id: &'static str, broker: crate::broker::Broker) -> Self {
         Self {
+            broker,
             id,
             state: Mutex::new(TxnClientState {
                 phase: Phase::Uninitialized,

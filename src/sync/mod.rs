@@ -113,6 +113,8 @@ pub(crate) use wait_set::{WaitSet, WakerSlot};
 /// it only shares values built before they are shared and synchronised by their own
 /// (loom-visible) primitives inside.
 pub(crate) use std::sync::Arc as StdArc;
+/// [`StdArc`]'s weak reference (a background thread that must not keep its owner alive).
+pub(crate) use std::sync::Weak as StdWeak;
 
 /// A [`StdArc`] as the shim's `Arc` (the same type, except under loom): for values built
 /// unsized (`dyn Trait`), which loom's `Arc` cannot coerce to.

@@ -3,9 +3,10 @@
 //! consumer in group `g`) copies every record of topic `in` to topic `out` in
 //! transactions, sending its input offsets to each transaction, while a fault thread runs
 //! a schedule: leader crashes (and elections), follower stalls, time passing (ISR shrinks,
-//! transaction timeouts), delayed markers of past transactions; the worker itself crashes
-//! mid-transaction (dropped, restarted with the same transactional id: the old producer
-//! stays as a zombie that keeps trying), and delayed sends of past transactions arrive.
+//! transaction timeouts: aborted by the coordinator's own thread, or found by a call),
+//! delayed markers of past transactions; the worker itself crashes mid-transaction
+//! (dropped, restarted with the same transactional id: the old producer stays as a zombie
+//! that keeps trying), and delayed sends of past transactions arrive.
 //! A read-committed reader polls `out` throughout. RF 3, `min_insync_replicas` 2.
 //!
 //! From the recorded history (every attempt's sends and how it ended, every read):
@@ -399,7 +400,10 @@ enum Fault {
     Stall(&'static str, u32, usize),
     ResumeAll,
     TimePasses,
-    TxnTimeout,
+    /// The clock moves past the transaction timeout; with `true`, the fault thread then
+    /// calls the coordinator (`describe_transactions`), with `false` only the
+    /// coordinator's own timeout thread aborts the open transaction.
+    TxnTimeout(bool),
     DelayedMarker(u32, bool),
     Pause,
 }
@@ -414,7 +418,7 @@ fn schedule(seed: u64) -> Vec<Fault> {
             3 => Fault::Stall(topic(&mut rng), rng.u32(..PARTITIONS), rng.usize(..3)),
             4 => Fault::ResumeAll,
             5 => Fault::TimePasses,
-            6 => Fault::TxnTimeout,
+            6 => Fault::TxnTimeout(rng.bool()),
             7 => Fault::DelayedMarker(rng.u32(..PARTITIONS), rng.bool()),
             _ => Fault::Pause,
         })
@@ -436,7 +440,12 @@ fn heal(broker: &Broker) {
 
 fn run_schedule(seed: u64) -> Vec<String> {
     let clock = Arc::new(ManualClock::new(1_000_000));
-    let broker = Broker::builder().clock(clock.clone()).build().unwrap();
+    // A short cleanup interval: the coordinator's own timeout aborts race the worker.
+    let broker = Broker::builder()
+        .clock(clock.clone())
+        .transaction_abort_timed_out_transaction_cleanup_interval(Duration::from_millis(1))
+        .build()
+        .unwrap();
     for t in ["in", "out"] {
         broker
             .create_topic::<(), u64>(
@@ -494,10 +503,12 @@ fn run_schedule(seed: u64) -> Vec<String> {
                 clock.advance(Duration::from_secs(31));
                 faults.check_isr_now();
             }
-            Fault::TxnTimeout => {
+            Fault::TxnTimeout(call) => {
                 clock.advance(TXN_TIMEOUT + Duration::from_secs(1));
                 faults.check_isr_now();
-                broker.describe_transactions();
+                if call {
+                    broker.describe_transactions();
+                }
             }
             Fault::DelayedMarker(p, commit) => {
                 let past = {

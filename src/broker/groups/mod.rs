@@ -163,7 +163,7 @@ impl Broker {
         let broker = Arc::downgrade(&self.inner);
         Arc::new(move || {
             if let Some(inner) = broker.upgrade() {
-                Broker { inner }.expire_empty_groups();
+                Broker::internal(inner).expire_empty_groups();
             }
         })
     }
