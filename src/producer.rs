@@ -172,7 +172,7 @@ impl ProducerConfig {
     ///
     /// assert!(ProducerConfig::new().is_idempotent());
     /// assert!(!ProducerConfig::new().acks(Acks::Leader).is_idempotent());
-    /// let broker = logbus::Broker::new();
+    /// let broker = logbus::Broker::in_memory();
     /// let bad = ProducerConfig::new().acks(Acks::Leader).enable_idempotence(true);
     /// assert!(broker.producer_with_config::<(), u64>(bad).is_err());
     /// ```
@@ -618,7 +618,7 @@ where
     /// use logbus::producer::Record;
     /// use logbus::{Broker, TopicConfig};
     ///
-    /// let broker = Broker::new();
+    /// let broker = Broker::in_memory();
     /// broker.create_topic::<(), u64>("t", TopicConfig::new(1))?;
     /// let producer = broker.producer::<(), u64>();
     /// let id = broker.init_producer_id();

@@ -95,7 +95,7 @@ impl Broker {
     /// # Examples
     ///
     /// ```
-    /// let broker = logbus::Broker::new();
+    /// let broker = logbus::Broker::in_memory();
     /// let a = broker.init_producer_id();
     /// let b = broker.init_producer_id();
     /// assert_ne!(a.id, b.id);
@@ -116,7 +116,7 @@ impl Broker {
     /// # Examples
     ///
     /// ```
-    /// let broker = logbus::Broker::new();
+    /// let broker = logbus::Broker::in_memory();
     /// let a = broker.init_producer_id();
     /// let b = broker.bump_producer_epoch(a)?;
     /// assert_eq!((b.id, b.epoch), (a.id, 1));
