@@ -67,6 +67,26 @@
 //! ```
 //!
 //! `examples/exactly_once.rs` runs the whole loop with a consumer group and crashes.
+//! # Idempotence
+//!
+//! With `acks = all` (the default) a producer is idempotent, as Kafka's producers are since
+//! 3.0 (KIP-98; [`ProducerConfig::enable_idempotence`]): the broker gives it a producer id
+//! and epoch ([`Producer::producer_identity`]), and every record it sends to a partition
+//! carries the next sequence number of that (producer, partition), given under the lock its
+//! append takes anyway (the ring producer's with one replica, the replica set's otherwise),
+//! so sequences follow the log's order. The partition's leader checks a retry's sequence in
+//! the same critical section as the append: a retry of records it holds is answered with
+//! their offsets and not appended again, so a send retried across a leader crash and
+//! election never leaves a duplicate. What follows from the sequences:
+//! - [`Error::OutOfOrderSequence`]: a record's sequence is not the next one (the records
+//!   before it are missing from the new leader's log and their own retries have not come);
+//!   the producer retries it within its `delivery_timeout`.
+//! - A send that gives up after its sequence was given bumps the producer's epoch
+//!   ([`Broker::bump_producer_epoch`], KIP-360): its sequences restart at 0 everywhere,
+//!   and older retries still in flight are [`Error::ProducerFenced`].
+//! - The producer's state per partition follows the log on disk (batch headers and
+//!   Kafka's `.snapshot` files), so after a broker restart a retry made with
+//!   [`Producer::send_sequenced`] is still recognised.
 //!
 //! # Examples
 //!

@@ -798,6 +798,12 @@ fn idempotent_sequences_follow_the_log() {
             assert_eq!(end, 1, "the retry was answered, not appended");
         } else {
             assert_eq!(end, 2);
+            // Appended, the retry must have come first (sequence 0 at offset 0, the fresh
+            // send's sequence 1 after it): after the fresh send, sequence 0 is there twice.
+            assert!(
+                again < first,
+                "sequence 0 appended twice: the retry at {again} after the fresh send at {first}"
+            );
         }
         let last = p.with_producers(|s| s.get(1).and_then(|e| e.last()));
         assert_eq!(last, Some(((end - 1) as i32, end - 1)));
