@@ -35,6 +35,8 @@ use logbus::consumer::{ConsumerConfig, IsolationLevel, OffsetReset};
 use logbus::producer::{ProducerConfig, Record};
 use logbus::{Broker, Consumer, Error, ManualClock, Producer, TopicConfig, TopicPartition};
 
+use super::{assert_no_violations, seeds};
+
 pub(crate) const INPUTS: u64 = 24;
 pub(crate) const PARTITIONS: u32 = 2;
 /// Output value: input * SCALE + attempt.
@@ -108,7 +110,7 @@ fn retry<T>(deadline: Instant, mut f: impl FnMut() -> logbus::Result<T>) -> logb
     }
 }
 
-fn retriable(e: &Error) -> bool {
+pub(crate) fn retriable(e: &Error) -> bool {
     matches!(
         e,
         Error::NotEnoughReplicas { .. }
@@ -425,7 +427,7 @@ fn schedule(seed: u64) -> Vec<Fault> {
         .collect()
 }
 
-fn heal(broker: &Broker) {
+pub(crate) fn heal(broker: &Broker) {
     let faults = broker.faults();
     for t in ["in", "out"] {
         let d = broker.describe_topic(t).unwrap();
@@ -614,22 +616,8 @@ pub(crate) fn check(broker: &Broker, h: &History) -> Vec<String> {
 
 #[test]
 fn transactions_keep_their_guarantees_under_random_fault_schedules() {
-    let seeds: Vec<u64> = match std::env::var("LOGBUS_TXN_SEED") {
-        Ok(s) => vec![s.parse().expect("LOGBUS_TXN_SEED is a number")],
-        Err(_) => {
-            let n = std::env::var("LOGBUS_TXN_SCHEDULES")
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(300u64);
-            (0..n).collect()
-        }
-    };
-    for seed in seeds {
-        let violations = run_schedule(seed);
-        assert!(
-            violations.is_empty(),
-            "seed {seed} (replay: LOGBUS_TXN_SEED={seed} cargo test --test txn txn_checker::): {violations:#?}"
-        );
+    for seed in seeds("LOGBUS_TXN_SEED", "LOGBUS_TXN_SCHEDULES", 300) {
+        assert_no_violations(seed, "LOGBUS_TXN_SEED", "txn_checker", run_schedule(seed));
     }
     eprintln!(
         "transaction attempts and reads: {:?}",

@@ -1,41 +1,46 @@
-//! The history checker on a durable broker, where the fault schedule restarts the whole
-//! broker: the
-//! coordinator replays its transaction log and every partition rebuilds its transaction
-//! state from disk, possibly with a transaction open (the next `init_transactions` aborts
-//! it). One thread runs worker steps and faults in the order of the seed, so a seed replays
-//! exactly. Same checks as `txn_checker` (its `check`), plus the group's offsets against the
-//! committed output after every restart.
+//! The history checker on a durable broker with three data directories (replication factor
+//! 3, `min_insync_replicas` 2), where the fault schedule restarts the whole broker — the
+//! coordinator replays its transaction log and every replica rebuilds its transaction state
+//! from disk, possibly with a transaction open (the next `init_transactions` aborts it) —
+//! and crashes leaders, stalls followers (time passes: they leave the ISR) and restarts
+//! replicas between the worker's steps. One thread runs worker steps and faults in the order
+//! of the seed, so a seed replays exactly. Same checks as `txn_checker` (its `check`), plus
+//! the group's offsets against the committed output after every restart.
 //!
 //! `LOGBUS_TXN_DURABLE_SCHEDULES=n` (default 30), `LOGBUS_TXN_DURABLE_SEED=s`.
-//!
-//! One replica per partition: a replicated persisted topic does not restore its groups'
-//! committed offsets at open yet (they are checkpointed for single-replica topics only), and
-//! the exactly-once check needs them. Replication's faults run in `txn_checker` (RF 3).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use logbus::consumer::{ConsumerConfig, IsolationLevel, OffsetReset};
 use logbus::persist::PersistConfig;
 use logbus::producer::{ProducerConfig, Record};
-use logbus::{Broker, Consumer, Producer, TopicConfig, TopicPartition};
+use logbus::{Broker, Consumer, ManualClock, Producer, TopicConfig, TopicPartition};
 
 use super::txn_checker::{
-    check, check_offsets_match_output, tps, Attempt, History, Outcome, Shared, GHOST, INPUTS,
-    PARTITIONS, SCALE,
+    check, check_offsets_match_output, heal, retriable, tps, Attempt, History, Outcome, Shared,
+    GHOST, INPUTS, PARTITIONS, SCALE,
 };
+use super::{assert_no_violations, seeds};
 
-fn open(dirs: &[tempfile::TempDir], create: bool) -> Broker {
+const REPLICAS: u32 = 3;
+
+fn open(dirs: &[tempfile::TempDir], clock: &Arc<ManualClock>, create: bool) -> Broker {
     let b = Broker::builder()
         .data_dirs(dirs.iter().map(|d| d.path().to_path_buf()))
         .create(create)
+        .clock(clock.clone())
         .open()
         .unwrap();
     if create {
         for t in ["in", "out"] {
             b.create_topic::<(), u64>(
                 t,
-                TopicConfig::new(PARTITIONS).persist(PersistConfig::new()),
+                TopicConfig::new(PARTITIONS)
+                    .replication_factor(REPLICAS)
+                    .min_insync_replicas(2)
+                    .persist(PersistConfig::new()),
             )
             .unwrap();
         }
@@ -52,6 +57,24 @@ struct Worker {
     consumer: Consumer<(), u64>,
 }
 
+/// Heals every replica and waits until each partition's ISR is whole again: what an operator
+/// does when a partition has too few in-sync replicas to take writes.
+fn recover(broker: &Broker) {
+    heal(broker);
+    for t in ["in", "out"] {
+        for p in 0..PARTITIONS {
+            let synced = broker
+                .faults()
+                .wait_in_sync(t, p, Duration::from_secs(10))
+                .unwrap();
+            assert!(
+                synced,
+                "{t}-{p}: the replicas did not catch up after healing"
+            );
+        }
+    }
+}
+
 fn worker(broker: &Broker, history: &Shared) -> Worker {
     let producer = broker
         .producer_with_config::<(), u64>(
@@ -61,7 +84,11 @@ fn worker(broker: &Broker, history: &Shared) -> Worker {
                 .delivery_timeout(Duration::from_secs(1)),
         )
         .unwrap();
-    producer.init_transactions().unwrap();
+    // Its markers (aborting what the last worker left open) need the in-sync replicas.
+    while let Err(e) = producer.init_transactions() {
+        assert!(retriable(&e), "init_transactions: {e}");
+        recover(broker);
+    }
     check_offsets_match_output(broker, history);
     let mut consumer = broker
         .consumer::<(), u64>(
@@ -151,8 +178,6 @@ fn step(w: &mut Worker, h: &Shared, crash: bool, abort: bool) -> bool {
         }
     }
     // Rewind to the committed offsets (after an abort; a no-op after a commit).
-    let probe = w.consumer.committed(&tps("in")[0]).ok();
-    let _ = probe;
     for tp in tps("in") {
         let c = w.consumer.committed(&tp).unwrap().unwrap_or(0);
         w.consumer.seek(&tp, c).unwrap();
@@ -162,8 +187,11 @@ fn step(w: &mut Worker, h: &Shared, crash: bool, abort: bool) -> bool {
 
 fn run(seed: u64) -> Vec<String> {
     let mut rng = fastrand::Rng::with_seed(seed);
-    let dirs: Vec<_> = (0..1).map(|_| tempfile::tempdir().unwrap()).collect();
-    let mut broker = open(&dirs, true);
+    let dirs: Vec<_> = (0..REPLICAS)
+        .map(|_| tempfile::tempdir().unwrap())
+        .collect();
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let mut broker = open(&dirs, &clock, true);
     let input = broker.producer::<(), u64>();
     for v in 0..INPUTS {
         input
@@ -186,16 +214,41 @@ fn run(seed: u64) -> Vec<String> {
                 .collect();
             panic!("seed {seed}: the worker did not finish: {summary:?}");
         }
-        match rng.u8(..10) {
+        match rng.u8(..13) {
+            // A leader crash, while another in-sync replica can take over (no unclean
+            // election); a follower stall, long enough to leave the ISR; replicas back.
+            10 | 11 => {
+                let t = if rng.bool() { "in" } else { "out" };
+                let p = rng.u32(..PARTITIONS);
+                let d = broker.describe_topic(t).unwrap();
+                let part = &d.replicas[p as usize];
+                let faults = broker.faults();
+                if rng.bool() {
+                    if let (Some(l), true) = (part.leader, part.isr.len() > 1) {
+                        faults.crash_replica(t, p, l).unwrap();
+                        count("leader crashes");
+                    }
+                } else {
+                    let id = part.replicas[rng.usize(..part.replicas.len())].id;
+                    if part.leader != Some(id) {
+                        faults.stall_replica(t, p, id).unwrap();
+                        clock.advance(Duration::from_secs(31));
+                        faults.check_isr_now();
+                        count("follower stalls");
+                    }
+                }
+            }
+            12 => heal(&broker),
             // A broker restart (the coordinator's too), maybe with a transaction open.
             0 | 1 => {
                 if rng.bool() {
                     step(&mut w, &history, true, false);
                 }
+                count("broker restarts");
                 zombies.clear();
                 drop(w);
                 broker.close().unwrap();
-                broker = open(&dirs, false);
+                broker = open(&dirs, &clock, false);
                 w = worker(&broker, &history);
             }
             2 | 3 => {
@@ -237,29 +290,38 @@ fn run(seed: u64) -> Vec<String> {
     }
     drop((w, zombies));
     let h = history.lock().unwrap();
+    for a in &h.attempts {
+        count(&format!("{:?}", a.outcome));
+    }
     let found = check(&broker, &h);
     drop(h);
     broker.close().unwrap();
     found
 }
 
+/// Faults and outcomes over the run, printed at the end (to see that the faults bite).
+static STATS: Mutex<BTreeMap<String, usize>> = Mutex::new(BTreeMap::new());
+
+fn count(what: &str) {
+    *STATS.lock().unwrap().entry(what.to_owned()).or_insert(0) += 1;
+}
+
 #[test]
 fn transactions_keep_their_guarantees_across_broker_restarts() {
-    let seeds: Vec<u64> = match std::env::var("LOGBUS_TXN_DURABLE_SEED") {
-        Ok(s) => vec![s.parse().expect("a number")],
-        Err(_) => {
-            let n = std::env::var("LOGBUS_TXN_DURABLE_SCHEDULES")
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(30u64);
-            (0..n).collect()
-        }
-    };
-    for seed in seeds {
-        let v = run(seed);
-        assert!(
-            v.is_empty(),
-            "seed {seed} (replay: LOGBUS_TXN_DURABLE_SEED={seed} cargo test --test txn txn_checker_durable::): {v:#?}"
+    for seed in seeds(
+        "LOGBUS_TXN_DURABLE_SEED",
+        "LOGBUS_TXN_DURABLE_SCHEDULES",
+        30,
+    ) {
+        assert_no_violations(
+            seed,
+            "LOGBUS_TXN_DURABLE_SEED",
+            "txn_checker_durable",
+            run(seed),
         );
     }
+    eprintln!(
+        "faults and transaction outcomes: {:?}",
+        STATS.lock().unwrap()
+    );
 }
