@@ -353,7 +353,7 @@ where
     fn reset_target(&self, partition: &Partition<K, V>, now: i64) -> Option<u64> {
         match self.config.auto_offset_reset {
             OffsetReset::Earliest => Some(partition.log_start(now)),
-            OffsetReset::Latest => Some(partition.log_end()),
+            OffsetReset::Latest => Some(readable_end(partition, self.config.isolation_level)),
             OffsetReset::None => None,
         }
     }
@@ -724,13 +724,15 @@ where
     }
 
     /// Moves the positions in `partitions` (every assigned partition if empty) to their
-    /// log end.
+    /// end: the log end, or with [`IsolationLevel::ReadCommitted`] the last stable offset,
+    /// so that the records of a transaction still open are read once it commits.
     ///
     /// # Errors
     ///
     /// [`Error::NotAssigned`] (nothing moves).
     pub fn seek_to_end(&mut self, partitions: &[TopicPartition]) -> Result<()> {
-        self.seek_each(partitions, |p, _| p.log_end())
+        let isolation = self.config.isolation_level;
+        self.seek_each(partitions, move |p, _| readable_end(p, isolation))
     }
 
     fn seek_each(
@@ -795,8 +797,9 @@ where
         self.offsets_of(partitions, |o| o.log_start)
     }
 
-    /// The log end offset (the high watermark) of each partition. Partitions need not be
-    /// assigned.
+    /// The end offset of each partition, as far as this consumer can read: the high watermark,
+    /// or with [`IsolationLevel::ReadCommitted`] the last stable offset (the first offset of
+    /// a transaction still open), as Kafka's `endOffsets`. Partitions need not be assigned.
     ///
     /// # Errors
     ///
@@ -805,14 +808,17 @@ where
         &self,
         partitions: &[TopicPartition],
     ) -> Result<HashMap<TopicPartition, u64>> {
-        self.offsets_of(partitions, |o| o.high_watermark)
+        match self.config.isolation_level {
+            IsolationLevel::ReadCommitted => self.offsets_of(partitions, |o| o.last_stable_offset),
+            IsolationLevel::ReadUncommitted => self.offsets_of(partitions, |o| o.high_watermark),
+        }
     }
 
     /// One of each partition's offsets, chosen by `pick`.
     fn offsets_of(
         &self,
         partitions: &[TopicPartition],
-        pick: fn(&crate::partition::Offsets) -> u64,
+        pick: impl Fn(&crate::partition::Offsets) -> u64,
     ) -> Result<HashMap<TopicPartition, u64>> {
         partitions
             .iter()
@@ -891,6 +897,17 @@ impl<K, V> Drop for Consumer<K, V> {
 
 /// Reads from one assigned partition, passing each record to `sink`, handling an
 /// out-of-range position per `reset`.
+/// The end of what a consumer at `isolation` may read: the log end (the high watermark when
+/// replicated), or for read-committed the last stable offset below it. A position reset to
+/// the end starts there, so a transaction open at that moment is read once it commits.
+fn readable_end<K, V>(partition: &Partition<K, V>, isolation: IsolationLevel) -> u64 {
+    let end = partition.log_end();
+    match isolation {
+        IsolationLevel::ReadCommitted => partition.stable_below(end),
+        IsolationLevel::ReadUncommitted => end,
+    }
+}
+
 fn read_one<K: Clone, V: Clone>(
     a: &mut Assigned<K, V>,
     sink: &mut impl FnMut(&'static str, u32, u64, Handed<'_, K, V>),
@@ -953,7 +970,7 @@ fn read_one<K: Clone, V: Clone>(
                         })
                     }
                     OffsetReset::Earliest => start,
-                    OffsetReset::Latest => end,
+                    OffsetReset::Latest => readable_end(&a.partition, a.isolation).min(end),
                 };
                 if target > position {
                     *metrics.skipped.entry(a.tp.clone()).or_insert(0) += target - position;

@@ -267,3 +267,82 @@ fn a_read_committed_groups_lag_counts_to_the_lso() {
     // Record, COMMIT, then the open transaction's record at the LSO (2).
     assert_eq!((lag.log_end, lag.lag), (2, Some(2)));
 }
+
+#[test]
+fn a_read_committed_consumers_end_offset_is_the_lso() {
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(1))
+        .unwrap();
+    let tp = TopicPartition::new("t", 0);
+    let end = |isolation| {
+        broker
+            .consumer::<(), u64>(ConsumerConfig::new().isolation_level(isolation))
+            .unwrap()
+            .end_offsets(std::slice::from_ref(&tp))
+            .unwrap()[&tp]
+    };
+    let p = txn_producer(&broker, "w");
+    p.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 1)).unwrap();
+    p.commit_transaction().unwrap();
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 2)).unwrap();
+    // Record, COMMIT, and the open transaction's record: the LSO is its offset.
+    assert_eq!(end(IsolationLevel::ReadUncommitted), 3);
+    assert_eq!(end(IsolationLevel::ReadCommitted), 2);
+    p.abort_transaction().unwrap();
+    assert_eq!(end(IsolationLevel::ReadCommitted), 4);
+    assert_eq!(end(IsolationLevel::ReadUncommitted), 4);
+}
+
+/// A read-committed consumer that starts at the end (`OffsetReset::Latest`, or
+/// `seek_to_end`) while a transaction is open starts at the LSO, as Kafka's does: the
+/// transaction's records are read once it commits, not skipped.
+#[test]
+fn a_read_committed_consumer_starting_at_the_end_reads_the_open_transaction_once_committed() {
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(1))
+        .unwrap();
+    let tp = TopicPartition::new("t", 0);
+    let p = txn_producer(&broker, "w");
+    p.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 1)).unwrap();
+    p.send(Record::new("t", 2)).unwrap();
+    let consumer = |seek: bool| {
+        let mut c = broker
+            .consumer::<(), u64>(
+                ConsumerConfig::new()
+                    .auto_offset_reset(if seek {
+                        OffsetReset::Earliest
+                    } else {
+                        OffsetReset::Latest
+                    })
+                    .isolation_level(IsolationLevel::ReadCommitted),
+            )
+            .unwrap();
+        c.assign(std::slice::from_ref(&tp)).unwrap();
+        if seek {
+            c.seek_to_end(&[]).unwrap();
+        }
+        assert!(c.poll(Duration::from_millis(10)).unwrap().is_empty());
+        c
+    };
+    let mut by_reset = consumer(false);
+    let mut by_seek = consumer(true);
+    assert_eq!(by_reset.position(&tp).unwrap(), 0);
+    assert_eq!(by_seek.position(&tp).unwrap(), 0);
+    p.commit_transaction().unwrap();
+    for c in [&mut by_reset, &mut by_seek] {
+        let got: Vec<u64> = c
+            .poll(Duration::from_millis(100))
+            .unwrap()
+            .iter()
+            .map(|r| r.value)
+            .collect();
+        assert_eq!(got, [1, 2]);
+    }
+}
