@@ -7,7 +7,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
-use super::{Consumer, ConsumerConfig, OffsetReset};
+use super::{Consumer, ConsumerConfig, IsolationLevel, OffsetReset};
 use crate::broker::{Broker, Topic, TopicPartition};
 use crate::codec::Codec;
 use crate::sync::time::{self, Instant};
@@ -28,7 +28,9 @@ pub struct TableMetrics {
 /// A keyed topic replayed into a map and kept current by its owner: [`Broker::table`].
 ///
 /// It reads every partition of its topic from the log start through a consumer of its own
-/// (no group: it commits nothing and holds no producer back), and applies each record to a
+/// (no group: it commits nothing and holds no producer back; read-committed, so a
+/// transaction's records appear once it commits and an aborted one's never, as a Kafka
+/// Streams restore under exactly-once reads its changelog), and applies each record to a
 /// `HashMap`: a record replaces its key's value, a tombstone (a null value: `None` of a
 /// `Table<K, Option<V>>`, the rule the log cleaner and in-memory compaction follow; an
 /// empty value is a value) removes the key, a
@@ -120,6 +122,7 @@ impl Broker {
         let consumer = self.consumer::<K, V>(
             ConsumerConfig::new()
                 .auto_offset_reset(OffsetReset::Earliest)
+                .isolation_level(IsolationLevel::ReadCommitted)
                 .max_poll_records(TABLE_POLL_RECORDS),
         )?;
         let mut table = Table {
@@ -208,7 +211,8 @@ where
 
     /// Reads until the record before each `(partition, offset)` is applied: the table then
     /// reflects every record below those offsets (pass a send's offset + 1 to read your own
-    /// write).
+    /// write). A record of a transaction is applied when its transaction commits: until then
+    /// this waits (an aborted transaction's records are passed over, never applied).
     ///
     /// # Errors
     ///

@@ -346,3 +346,41 @@ fn a_read_committed_consumer_starting_at_the_end_reads_the_open_transaction_once
         assert_eq!(got, [1, 2]);
     }
 }
+
+/// A table over a topic written in transactions shows only committed values: an aborted
+/// transaction's never, an open one's once it commits.
+#[test]
+fn a_table_applies_committed_transactions_only() {
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<String, u64>("state", TopicConfig::new(1))
+        .unwrap();
+    let p = broker
+        .producer_with_config::<String, u64>(ProducerConfig::new().transactional_id("w"))
+        .unwrap();
+    p.init_transactions().unwrap();
+    let put = |v: u64| {
+        p.send(Record::new("state", v).key("k".to_string()))
+            .unwrap()
+            .offset
+    };
+    p.begin_transaction().unwrap();
+    put(1);
+    p.commit_transaction().unwrap();
+    p.begin_transaction().unwrap();
+    put(2);
+    p.abort_transaction().unwrap();
+    p.begin_transaction().unwrap();
+    let open = put(3);
+    let mut table = broker.table::<String, u64>("state").unwrap();
+    table.catch_up(Duration::from_secs(5)).unwrap();
+    assert_eq!(table.get(&"k".to_string()), Some(&1));
+    assert!(table
+        .wait_for(&[(0, open + 1)], Duration::from_millis(50))
+        .is_err());
+    p.commit_transaction().unwrap();
+    table
+        .wait_for(&[(0, open + 1)], Duration::from_secs(5))
+        .unwrap();
+    assert_eq!(table.get(&"k".to_string()), Some(&3));
+}
