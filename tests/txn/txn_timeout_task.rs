@@ -175,25 +175,33 @@ fn a_zero_cleanup_interval_is_refused() {
     }
 }
 
-fn durable_topic(broker: &Broker) {
+/// A durable broker in a new directory with topic `t`, `w`'s transaction open on it and the
+/// plain records after it; `first_life` ends that broker's life (the broker and the producer
+/// are its to close, drop or forget), then the broker reopens on the same clock.
+fn reopened_after(
+    first_life: impl FnOnce(Broker, &ManualClock, Producer<(), u64>),
+) -> (tempfile::TempDir, Arc<ManualClock>, Broker) {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let broker = builder(&clock)
+        .data_dir(dir.path())
+        .create(true)
+        .open()
+        .unwrap();
     broker
         .create_topic::<(), u64>("t", TopicConfig::new(2).persist(PersistConfig::new()))
         .unwrap();
+    let p = open_transaction(&broker);
+    write_after(&broker);
+    first_life(broker, &clock, p);
+    let broker = builder(&clock).data_dir(dir.path()).open().unwrap();
+    broker.topic::<(), u64>("t").unwrap();
+    (dir, clock, broker)
 }
 
 #[test]
 fn a_timed_out_abort_on_a_durable_broker_survives_a_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(1_000_000));
-    {
-        let broker = builder(&clock)
-            .data_dir(dir.path())
-            .create(true)
-            .open()
-            .unwrap();
-        durable_topic(&broker);
-        let p = open_transaction(&broker);
-        write_after(&broker);
+    let (_dir, _clock, broker) = reopened_after(|broker, clock, p| {
         let mut c = read_committed(&broker);
         clock.advance(TIMEOUT + Duration::from_secs(1));
         let got = poll_until(&mut c, &[10, 11]);
@@ -201,9 +209,8 @@ fn a_timed_out_abort_on_a_durable_broker_survives_a_reopen() {
         drop(c);
         drop(p);
         // Dropped, not closed: the drop stops and joins the timeout thread too.
-    }
-    let broker = builder(&clock).data_dir(dir.path()).open().unwrap();
-    broker.topic::<(), u64>("t").unwrap();
+        drop(broker);
+    });
     // The ABORT markers are on disk: stable at once, before any coordinator call.
     let parts = broker.describe_topic("t").unwrap().partitions;
     assert!(
@@ -218,23 +225,11 @@ fn a_timed_out_abort_on_a_durable_broker_survives_a_reopen() {
 
 #[test]
 fn a_transaction_open_at_close_is_aborted_after_the_reopen_with_no_call() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(1_000_000));
-    {
-        let broker = builder(&clock)
-            .data_dir(dir.path())
-            .create(true)
-            .open()
-            .unwrap();
-        durable_topic(&broker);
-        let p = open_transaction(&broker);
-        write_after(&broker);
-        // Its process died: no drop, no abort.
+    // Its process died: no drop, no abort.
+    let (_dir, clock, broker) = reopened_after(|broker, _, p| {
         std::mem::forget(p);
         broker.close().unwrap();
-    }
-    let broker = builder(&clock).data_dir(dir.path()).open().unwrap();
-    broker.topic::<(), u64>("t").unwrap();
+    });
     let mut c = read_committed(&broker);
     assert!(c.poll(Duration::from_millis(20)).unwrap().is_empty());
     clock.advance(TIMEOUT + Duration::from_secs(1));
@@ -245,23 +240,11 @@ fn a_transaction_open_at_close_is_aborted_after_the_reopen_with_no_call() {
 
 #[test]
 fn an_abort_decided_before_close_is_completed_after_the_reopen_with_no_call() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(1_000_000));
-    {
-        let broker = builder(&clock)
-            .data_dir(dir.path())
-            .create(true)
-            .open()
-            .unwrap();
-        durable_topic(&broker);
-        let p = open_transaction(&broker);
-        write_after(&broker);
+    // The drop's abort is logged (PrepareAbort); its markers fail on the closed broker.
+    let (_dir, _clock, broker) = reopened_after(|broker, _, p| {
         broker.close().unwrap();
-        // The drop's abort is logged (PrepareAbort); its markers fail on the closed broker.
         drop(p);
-    }
-    let broker = builder(&clock).data_dir(dir.path()).open().unwrap();
-    broker.topic::<(), u64>("t").unwrap();
+    });
     // No time passes: the decided abort is completed by the coordinator's thread.
     let got = poll_until(&mut read_committed(&broker), &[10, 11]);
     assert_eq!(got, BTreeSet::from([10, 11]), "aborted records were read");
