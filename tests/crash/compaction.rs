@@ -67,7 +67,6 @@ fn compaction_crash_child() {
 fn compaction_sigkill_rounds() {
     let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
     // Per key, the last offset acknowledged.
     let mut acked: HashMap<u64, u64> = HashMap::new();
     let mut checked = 0;
@@ -77,28 +76,16 @@ fn compaction_sigkill_rounds() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(15);
     for round in 0..rounds {
-        let mut child = std::process::Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                &crate::child_test(module_path!(), "compaction_crash_child"),
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("LOGBUS_COMPACTION_CRASH_DIR", dir.path())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(80 + (round * 53) % 200));
-        child.kill().unwrap(); // SIGKILL
-        let out = child.wait_with_output().unwrap();
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            if let Some(o) = line.strip_prefix("acked ") {
-                let o: u64 = o.parse().unwrap();
-                let last = acked.entry(o % KEYS).or_insert(o);
-                *last = (*last).max(o);
-            }
+        let stdout = crate::kill_child_after(
+            module_path!(),
+            "compaction_crash_child",
+            "LOGBUS_COMPACTION_CRASH_DIR",
+            dir.path(),
+            Duration::from_millis(80 + (round * 53) % 200),
+        );
+        for o in crate::numbers_after(&stdout, "acked ") {
+            let last = acked.entry(o % KEYS).or_insert(o);
+            *last = (*last).max(o);
         }
         let broker = open(dir.path());
         if !broker.topics().contains(&"kv".to_string()) {

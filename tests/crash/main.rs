@@ -27,3 +27,50 @@ fn child_test(module: &str, test: &str) -> String {
         None => test.to_owned(),
     }
 }
+
+/// Runs test `test` of the module whose `module_path!()` is `module` in a child process of
+/// this binary, with the environment variable `env` naming `dir`, kills it (SIGKILL) after
+/// `after`, and returns what it printed. Fails if the child ran no test: its `--exact` name
+/// matched none, and the parent would check nothing.
+fn kill_child_after(
+    module: &str,
+    test: &str,
+    env: &str,
+    dir: &std::path::Path,
+    after: std::time::Duration,
+) -> String {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            &child_test(module, test),
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(env, dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    child.kill().unwrap(); // SIGKILL
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        !stdout.contains("running 0 tests"),
+        "the child ran no test: {test} matched none in {module}"
+    );
+    stdout
+}
+
+/// The numbers a child printed on lines starting with `prefix` (`"synced "`).
+fn numbers_after<'a>(stdout: &'a str, prefix: &'a str) -> impl Iterator<Item = u64> + 'a {
+    stdout
+        .lines()
+        .filter_map(move |l| l.strip_prefix(prefix))
+        .map(|n| {
+            n.trim()
+                .parse()
+                .expect("a child prints numbers after its prefix")
+        })
+}

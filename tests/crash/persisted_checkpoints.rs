@@ -269,36 +269,18 @@ fn sigkill_during_syncs_never_leaves_an_unopenable_directory() {
     let rounds = env_count("LOGBUS_CHECKPOINT_KILL_ROUNDS", 40);
     let dir = tempfile::tempdir().unwrap();
     setup(dir.path());
-    let exe = std::env::current_exe().unwrap();
     let mut rng = fastrand::Rng::with_seed(34);
     let mut synced: Option<u64> = None;
     for round in 0..rounds {
-        let mut child = std::process::Command::new(&exe)
-            .args([
-                &crate::child_test(module_path!(), "checkpoint_crash_child"),
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, dir.path())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(rng.u64(5..60)));
-        child.kill().unwrap(); // SIGKILL
-        let out = child.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            !stdout.contains("running 0 tests"),
-            "round {round}: the child ran no test (its `--exact` name matched none)"
+        let stdout = crate::kill_child_after(
+            module_path!(),
+            "checkpoint_crash_child",
+            CHILD_ENV,
+            dir.path(),
+            Duration::from_millis(rng.u64(5..60)),
         );
-        for line in stdout.lines() {
-            if let Some(o) = line.strip_prefix("synced ") {
-                let o: u64 = o.parse().unwrap();
-                synced = Some(synced.map_or(o, |s| s.max(o)));
-            }
+        if let Some(o) = crate::numbers_after(&stdout, "synced ").max() {
+            synced = Some(synced.map_or(o, |s| s.max(o)));
         }
         let broker = Broker::builder()
             .data_dir(dir.path())

@@ -126,39 +126,21 @@ fn sigkill_keeps_the_checkpointed_offsets_of_a_replicated_topic() {
     let _serial = one_at_a_time();
     let root = tempfile::tempdir().unwrap();
     setup(root.path());
-    let exe = std::env::current_exe().unwrap();
     let mut rng = fastrand::Rng::with_seed(30);
     let mut synced: Option<u64> = None;
     // The offsets the previous reopen found (all checkpointed again by its close).
     let mut floor = 0u64;
     for round in 0..12 {
-        let mut child = std::process::Command::new(&exe)
-            .args([
-                &crate::child_test(module_path!(), "replicated_offsets_crash_child"),
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, root.path())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(rng.u64(100..600)));
-        child.kill().unwrap(); // SIGKILL
-        let out = child.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            !stdout.contains("running 0 tests"),
-            "round {round}: the child ran no test (its `--exact` name matched none)"
+        let stdout = crate::kill_child_after(
+            module_path!(),
+            "replicated_offsets_crash_child",
+            CHILD_ENV,
+            root.path(),
+            Duration::from_millis(rng.u64(100..600)),
         );
-        for line in stdout.lines() {
-            if let Some(o) = line.strip_prefix("synced ") {
-                let o: u64 = o.parse().unwrap();
-                synced = Some(synced.map_or(o, |s| s.max(o)));
-                floor = floor.max(o);
-            }
+        for o in crate::numbers_after(&stdout, "synced ") {
+            synced = Some(synced.map_or(o, |s| s.max(o)));
+            floor = floor.max(o);
         }
         let broker = Broker::builder()
             .data_dirs(dirs(root.path()))

@@ -5,9 +5,7 @@
 
 use crate::storage_common;
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -61,35 +59,14 @@ fn kill_at_random_moments() {
     let mut rng = fastrand::Rng::with_seed(11);
     let mut total = 0;
     for round in 0..4 {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                &crate::child_test(module_path!(), "crash_child"),
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(rng.u64(50..400)));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let mut out = String::new();
-        child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        let synced = out
-            .lines()
-            .filter_map(|l| l.strip_prefix("synced "))
-            .filter_map(|n| n.trim().parse::<u64>().ok())
-            .max()
-            .unwrap_or(0);
+        let out = crate::kill_child_after(
+            module_path!(),
+            "crash_child",
+            CHILD_ENV,
+            dir.path(),
+            Duration::from_millis(rng.u64(50..400)),
+        );
+        let synced = crate::numbers_after(&out, "synced ").max().unwrap_or(0);
 
         // Unclean shutdown: recover everything.
         let (log, report) = open(
