@@ -19,6 +19,7 @@
 //! virtual environment, sets `LOGBUS_PYTHON` and runs them with `--ignored`. Run that way
 //! without `LOGBUS_PYTHON`, they fail rather than pass without checking anything.
 
+use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -56,6 +57,26 @@ fn run_python(name: &str, args: &[&std::ffi::OsStr]) -> String {
         out.status
     );
     stdout
+}
+
+/// kafka-python's check of the segments in `dir` against the records in `expected`
+/// (`--closed`: each segment as a close or a reopen leaves it), with the index interval the
+/// log was written with when its `.index` entries are to be checked too, and `flags` of the
+/// script; its output, for the caller's assertions.
+fn check_segments(
+    dir: &Path,
+    expected: &Path,
+    index_interval: Option<i64>,
+    flags: &[&str],
+) -> String {
+    let interval = index_interval.map(|i| i.to_string());
+    let mut args = vec![dir.as_os_str(), expected.as_os_str()];
+    if let Some(i) = &interval {
+        args.extend([OsStr::new("--index-interval"), OsStr::new(i)]);
+    }
+    args.push(OsStr::new("--closed"));
+    args.extend(flags.iter().map(OsStr::new));
+    run_python("check_segments.py", &args)
 }
 
 fn hex(bytes: Option<&[u8]>) -> String {
@@ -229,17 +250,7 @@ fn kafka_python_reads_what_logbus_wrote() {
 
     let expected_path = tmp.path().join("expected.tsv");
     std::fs::write(&expected_path, &expected).unwrap();
-    let interval = INDEX_INTERVAL.to_string();
-    let out = run_python(
-        "check_segments.py",
-        &[
-            dir.as_os_str(),
-            expected_path.as_os_str(),
-            "--index-interval".as_ref(),
-            interval.as_ref(),
-            "--closed".as_ref(),
-        ],
-    );
+    let out = check_segments(&dir, &expected_path, Some(INDEX_INTERVAL), &[]);
     assert!(
         out.contains(&format!(
             "checked {segments} segments, {written} records: OK"
@@ -288,16 +299,7 @@ fn logbus_reads_what_kafka_python_wrote() {
     log.close().expect("close");
 
     // Recovery wrote Kafka's final time index entry, so the checker's closed rule applies.
-    let out = run_python(
-        "check_segments.py",
-        &[
-            dir.as_os_str(),
-            expected_path.as_os_str(),
-            "--index-interval".as_ref(),
-            interval.to_string().as_ref(),
-            "--closed".as_ref(),
-        ],
-    );
+    let out = check_segments(&dir, &expected_path, Some(interval), &[]);
     assert!(out.contains(": OK"), "{out}");
     let index = std::fs::read(dir.join("00000000000000000000.index")).unwrap();
     assert!(!index.is_empty(), "a 64-byte interval gives index entries");
@@ -354,18 +356,11 @@ fn kafka_python_reads_every_codec_logbus_writes() {
         log.close().expect("close");
         let expected_path = tmp.path().join("expected.tsv");
         std::fs::write(&expected_path, &expected).unwrap();
-        let interval = INDEX_INTERVAL.to_string();
-        let out = run_python(
-            "check_segments.py",
-            &[
-                dir.as_os_str(),
-                expected_path.as_os_str(),
-                "--index-interval".as_ref(),
-                interval.as_ref(),
-                "--closed".as_ref(),
-                "--codec".as_ref(),
-                name.as_ref(),
-            ],
+        let out = check_segments(
+            &dir,
+            &expected_path,
+            Some(INDEX_INTERVAL),
+            &["--codec", name],
         );
         assert!(
             out.contains(&format!("{written} records: OK")),
@@ -421,18 +416,7 @@ fn logbus_reads_every_codec_kafka_python_writes() {
             );
         }
         log.close().expect("close");
-        let out = run_python(
-            "check_segments.py",
-            &[
-                dir.as_os_str(),
-                expected_path.as_os_str(),
-                "--index-interval".as_ref(),
-                "64".as_ref(),
-                "--closed".as_ref(),
-                "--codec".as_ref(),
-                name.as_ref(),
-            ],
-        );
+        let out = check_segments(&dir, &expected_path, Some(64), &["--codec", name]);
         assert!(out.contains(": OK"), "{name}: {out}");
     }
 }
@@ -508,16 +492,7 @@ fn kafka_python_reads_the_persisted_log_example() {
         let expected_path = tmp.path().join(format!("expected-{p}"));
         std::fs::write(&expected_path, &expected[p as usize]).unwrap();
         let dir = data.join(format!("orders-{p}"));
-        let out = run_python(
-            "check_segments.py",
-            &[
-                dir.as_os_str(),
-                expected_path.as_os_str(),
-                "--index-interval".as_ref(),
-                "4096".as_ref(),
-                "--closed".as_ref(),
-            ],
-        );
+        let out = check_segments(&dir, &expected_path, Some(4096), &[]);
         assert!(out.contains("OK"), "{out}");
     }
 }
@@ -579,15 +554,7 @@ fn kafka_python_reads_every_replica_with_its_leader_epochs() {
             std::fs::read_to_string(part.join("leader-epoch-checkpoint")).unwrap(),
             "0\n2\n0 0\n1 120\n"
         );
-        let out = run_python(
-            "check_segments.py",
-            &[
-                part.as_os_str(),
-                expected_path.as_os_str(),
-                "--closed".as_ref(),
-                "--epochs".as_ref(),
-            ],
-        );
+        let out = check_segments(&part, &expected_path, None, &["--epochs"]);
         assert!(out.contains("records: OK"), "{}: {out}", part.display());
         assert!(out.contains("batches agree"), "{}: {out}", part.display());
     }
@@ -666,18 +633,7 @@ fn kafka_python_reads_a_compacted_log() {
                 .is_some_and(|x| x == "log")
         })
         .count();
-    let interval = INDEX_INTERVAL.to_string();
-    let out = run_python(
-        "check_segments.py",
-        &[
-            dir.as_os_str(),
-            expected_path.as_os_str(),
-            "--index-interval".as_ref(),
-            interval.as_ref(),
-            "--closed".as_ref(),
-            "--gaps".as_ref(),
-        ],
-    );
+    let out = check_segments(&dir, &expected_path, Some(INDEX_INTERVAL), &["--gaps"]);
     assert!(
         out.contains(&format!("checked {segments} segments, {kept} records: OK")),
         "{out}"
@@ -902,18 +858,7 @@ fn kafka_python_reads_an_emptied_group() {
         .collect();
     let expected_path = tmp.path().join("expected.tsv");
     std::fs::write(&expected_path, expected).unwrap();
-    let interval = INDEX_INTERVAL.to_string();
-    let out = run_python(
-        "check_segments.py",
-        &[
-            dir.as_os_str(),
-            expected_path.as_os_str(),
-            "--index-interval".as_ref(),
-            interval.as_ref(),
-            "--closed".as_ref(),
-            "--gaps".as_ref(),
-        ],
-    );
+    let out = check_segments(&dir, &expected_path, Some(INDEX_INTERVAL), &["--gaps"]);
     assert!(out.contains("checked 3 segments, 3 records: OK"), "{out}");
 }
 
@@ -975,15 +920,6 @@ fn kafka_python_reads_a_none_value_as_null() {
     let expected_path = tmp.path().join("expected.tsv");
     std::fs::write(&expected_path, &expected).unwrap();
     let dir = data.join("kv-0");
-    let out = run_python(
-        "check_segments.py",
-        &[
-            dir.as_os_str(),
-            expected_path.as_os_str(),
-            "--index-interval".as_ref(),
-            "4096".as_ref(),
-            "--closed".as_ref(),
-        ],
-    );
+    let out = check_segments(&dir, &expected_path, Some(4096), &[]);
     assert!(out.contains("5 records: OK"), "{out}");
 }
