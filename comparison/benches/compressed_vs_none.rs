@@ -30,22 +30,16 @@
 //! COMPRESS_BENCH_CODECS=lz4 COMPRESS_BENCH_SIZE=1024 cargo bench -p logbus-comparison --bench compressed_vs_none
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use logbus::broker::{Broker, TopicConfig, TopicPartition};
+use logbus::broker::{Broker, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::persist::{CompressionType, FlushPolicy, PersistConfig};
-use logbus::producer::Record;
-use logbus_comparison::{env_u64, print_row, Pairs, Side, Source, Stall, Tally};
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use logbus_comparison::{
+    env_u64, print_row, scratch_dir, write_persisted, Pairs, Side, Stall, Tally,
+};
 
 /// `count` records of `size` bytes: record i's index in hex, then JSON-like fields.
 fn records(size: usize, count: u64) -> Vec<Bytes> {
@@ -102,34 +96,10 @@ fn write(
     compression: CompressionType,
     side: Side,
 ) -> (Duration, Broker) {
-    let broker = Broker::builder().data_dir(dir).create(true).open().unwrap();
-    let topic = broker
-        .create_topic::<(), Bytes>(
-            "t",
-            TopicConfig::new(1).records_in_memory(8192).persist(
-                PersistConfig::new()
-                    .flush(FlushPolicy::Bytes(1 << 20))
-                    .compression(compression),
-            ),
-        )
-        .unwrap();
-    let producer = broker.producer::<(), Bytes>();
-    let mut batch = Vec::with_capacity(BATCH);
-    let mut src = Source::all(side, records.len() as u64);
-    let started = Instant::now();
-    loop {
-        batch.extend(src.by_ref().take(BATCH).map(|i| {
-            Record::new("t", records[i as usize].clone())
-                .partition(0)
-                .timestamp(1)
-        }));
-        if batch.is_empty() {
-            break;
-        }
-        producer.send_batch(&mut batch).unwrap();
-    }
-    topic.fsync().unwrap();
-    (started.elapsed(), broker)
+    let persist = PersistConfig::new()
+        .flush(FlushPolicy::Bytes(1 << 20))
+        .compression(compression);
+    write_persisted(dir, records, persist, side, BATCH)
 }
 
 /// Reads the topic from offset 0, asserting the count, each length and the ordered checksum.
@@ -198,9 +168,9 @@ fn codec_rows(name: &str, codec: CompressionType, size: usize, total_mb: u64, pa
     let write_row = format!("compressed write {name}");
     let read_row = format!("compressed read {name}");
     for _ in 0..pairs {
-        let dir_a = scratch("compressed-bench-codec");
+        let dir_a = scratch_dir(env!("CARGO_TARGET_TMPDIR"), "compressed-bench-codec");
         let (t_a, broker_a) = write(&dir_a, &records, codec, Side::Ours);
-        let dir_b = scratch("compressed-bench-none");
+        let dir_b = scratch_dir(env!("CARGO_TARGET_TMPDIR"), "compressed-bench-none");
         let (t_b, broker_b) = write(
             &dir_b,
             &records,

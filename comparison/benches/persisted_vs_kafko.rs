@@ -50,7 +50,7 @@
 //! ```
 
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -58,18 +58,11 @@ use logbus::broker::{Broker, TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
-use logbus_comparison::{env_u64, print_row, Pairs, Side, Source, Stall, Tally};
+use logbus_comparison::{env_u64, print_row, scratch_dir, Pairs, Side, Source, Stall, Tally};
 
 /// `KAFKO_BENCH_END=fsync`: each run ends with an fsync of everything (module docs).
 fn fsync_at_end() -> bool {
     std::env::var("KAFKO_BENCH_END").is_ok_and(|v| v == "fsync")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// The records of a run: 256-byte values, record i starting with i.
@@ -89,7 +82,7 @@ fn index_of(value: &[u8]) -> u64 {
 }
 
 fn logbus_run(values: &[Bytes], batch: usize) -> Duration {
-    let dir = scratch("kafko-bench-logbus");
+    let dir = scratch_dir(env!("CARGO_TARGET_TMPDIR"), "kafko-bench-logbus");
     let broker = Broker::builder()
         .data_dir(&dir)
         .create(true)
@@ -171,7 +164,7 @@ fn logbus_run(values: &[Bytes], batch: usize) -> Duration {
 }
 
 fn kafko_run(rt: &tokio::runtime::Runtime, values: &[Bytes], batch: usize) -> Duration {
-    let dir = scratch("kafko-bench-kafko");
+    let dir = scratch_dir(env!("CARGO_TARGET_TMPDIR"), "kafko-bench-kafko");
     let count = values.len() as u64;
     let window = (env_u64("KAFKO_BENCH_WINDOW", 8192) as usize / batch.max(1)).max(1);
     let mut src = Source::all(Side::Theirs, count);

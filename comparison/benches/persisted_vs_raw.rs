@@ -43,14 +43,9 @@ use logbus::broker::{Broker, TopicConfig, TopicPartition};
 use logbus::consumer::{ConsumerConfig, OffsetReset};
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
-use logbus_comparison::{env_u64, print_row, Pairs, Side, Source, Stall, Tally};
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use logbus_comparison::{
+    env_u64, print_row, scratch_dir, write_persisted, Pairs, Side, Source, Stall, Tally,
+};
 
 /// The records of a run: `count` records of `size` bytes, record i starting with i.
 fn records(size: usize, count: u64) -> Vec<Bytes> {
@@ -130,32 +125,8 @@ fn verify_raw(dir: &Path, size: usize, count: u64, row: &str) {
 
 /// logbus: a persisted topic, batches of 256 sends, fsync every `sync_every` bytes.
 fn logbus_write(dir: &Path, records: &[Bytes], sync_every: u64) -> (Duration, Broker) {
-    let broker = Broker::builder().data_dir(dir).create(true).open().unwrap();
-    let topic = broker
-        .create_topic::<(), Bytes>(
-            "t",
-            TopicConfig::new(1)
-                .records_in_memory(8192)
-                .persist(PersistConfig::new().flush(FlushPolicy::Bytes(sync_every))),
-        )
-        .unwrap();
-    let producer = broker.producer::<(), Bytes>();
-    let mut batch = Vec::with_capacity(BATCH);
-    let mut src = Source::all(Side::Ours, records.len() as u64);
-    let started = Instant::now();
-    loop {
-        batch.extend(src.by_ref().take(BATCH).map(|i| {
-            Record::new("t", records[i as usize].clone())
-                .partition(0)
-                .timestamp(1)
-        }));
-        if batch.is_empty() {
-            break;
-        }
-        producer.send_batch(&mut batch).unwrap();
-    }
-    topic.fsync().unwrap();
-    (started.elapsed(), broker)
+    let persist = PersistConfig::new().flush(FlushPolicy::Bytes(sync_every));
+    write_persisted(dir, records, persist, Side::Ours, BATCH)
 }
 
 /// Reads the logbus topic back from offset 0 (after the timing, or timed for the replay
@@ -248,9 +219,9 @@ fn write_row(size: usize, total_mb: u64, pairs: usize) {
     let row = format!("write {size}B");
     let (mut write, mut replay) = (Pairs::default(), Pairs::default());
     for _ in 0..pairs {
-        let dir = scratch("persisted-bench");
+        let dir = scratch_dir(env!("CARGO_TARGET_TMPDIR"), "persisted-bench");
         let (t_ours, broker) = logbus_write(&dir, &records, sync);
-        let raw_dir = scratch("raw-bench");
+        let raw_dir = scratch_dir(env!("CARGO_TARGET_TMPDIR"), "raw-bench");
         let t_raw = raw_write(&raw_dir, &records, sync);
         // Both sides' data, read back once outside the timing.
         read_logbus(&broker, size, count, &row);
@@ -285,7 +256,7 @@ fn write_row(size: usize, total_mb: u64, pairs: usize) {
 }
 
 fn everybatch_row(producers: usize, per_producer: u64) {
-    let dir = scratch("everybatch-bench");
+    let dir = scratch_dir(env!("CARGO_TARGET_TMPDIR"), "everybatch-bench");
     let broker = Broker::builder()
         .data_dir(&dir)
         .create(true)

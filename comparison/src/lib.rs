@@ -359,6 +359,59 @@ pub fn one_partition_in_lockstep(
     (c, broker.producer::<(), u64>())
 }
 
+/// A new, empty directory `name` under `base` (a harness passes its
+/// `env!("CARGO_TARGET_TMPDIR")`): what an earlier run left there is removed first.
+pub fn scratch_dir(base: &str, name: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(base).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes `records` (in `side`'s order, see [`Source`]) to partition 0 of topic `t`, created
+/// with `persist` on a new broker in `dir`, in `send_batch`es of `batch` records, then
+/// fsyncs the topic: the time from the first send to the fsync's return, and the broker
+/// (for the caller's read back).
+pub fn write_persisted(
+    dir: &std::path::Path,
+    records: &[logbus::Bytes],
+    persist: logbus::persist::PersistConfig,
+    side: Side,
+    batch: usize,
+) -> (Duration, logbus::Broker) {
+    use logbus::producer::Record;
+    let broker = logbus::Broker::builder()
+        .data_dir(dir)
+        .create(true)
+        .open()
+        .unwrap();
+    let topic = broker
+        .create_topic::<(), logbus::Bytes>(
+            "t",
+            logbus::TopicConfig::new(1)
+                .records_in_memory(8192)
+                .persist(persist),
+        )
+        .unwrap();
+    let producer = broker.producer::<(), logbus::Bytes>();
+    let mut sends = Vec::with_capacity(batch);
+    let mut src = Source::all(side, records.len() as u64);
+    let started = Instant::now();
+    loop {
+        sends.extend(src.by_ref().take(batch).map(|i| {
+            Record::new("t", records[i as usize].clone())
+                .partition(0)
+                .timestamp(1)
+        }));
+        if sends.is_empty() {
+            break;
+        }
+        producer.send_batch(&mut sends).unwrap();
+    }
+    topic.fsync().unwrap();
+    (started.elapsed(), broker)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
