@@ -2,10 +2,10 @@
 //! the service keeps its state in a map and writes every change to a topic, its changelog;
 //! after a restart it rebuilds the map with one call (`Broker::table(...)?.catch_up(...)`).
 //! Compaction keeps the latest record per key, so the restore reads about as many records as
-//! there are accounts, not the whole history. Closed accounts are tombstones (an empty
-//! value): the restore drops them.
+//! there are accounts, not the whole history. Closed accounts are tombstones (`None`, Kafka's
+//! null value): the restore drops them.
 //!
-//! Twice: with an in-memory compacted topic (`Broker::create_compacted_topic`: a ring of
+//! Twice: with an in-memory compacted topic (`TopicConfig::compacted`: a ring of
 //! 1024 records and, below it, the latest record of each key), then with a persisted one in
 //! `DATA_DIR` (a temporary directory without it), which the broker's log cleaner compacts on
 //! disk and which stays there, in Kafka's segment format, for `logbus describe` and Kafka's
@@ -40,11 +40,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("in memory:");
     let broker = Broker::in_memory();
-    let config = TopicConfig::new(4)
-        .records_in_memory(1024)
-        .cleanup_policy(CleanupPolicy::Compact);
-    broker.create_compacted_topic::<String, String>(TOPIC, config)?;
-    let state = run_service(&[broker.producer::<String, String>()])?;
+    let config = TopicConfig::new(4).records_in_memory(1024).compacted();
+    broker.create_topic::<String, Option<String>>(TOPIC, config)?;
+    let state = run_service(&[broker.producer::<String, Option<String>>()])?;
     restore(&broker, &state)?;
 
     println!("on disk, in {}:", dir.display());
@@ -65,14 +63,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .cleanup_policy(CleanupPolicy::Compact)
             // Small segments, so that most of the log is in closed segments the cleaner takes.
             .persist(PersistConfig::new().segment_bytes(64 * 1024));
-        broker.create_topic::<String, String>(TOPIC, config)?;
+        broker.create_topic::<String, Option<String>>(TOPIC, config)?;
         // Two producers, one per compression codec, taking turns: the log holds batches of
         // both (a batch takes the codec of the producer that last began sending to it).
         let producers = [
-            broker.producer_with_config::<String, String>(
+            broker.producer_with_config::<String, Option<String>>(
                 ProducerConfig::new().compression(Compression::Lz4),
             )?,
-            broker.producer_with_config::<String, String>(
+            broker.producer_with_config::<String, Option<String>>(
                 ProducerConfig::new().compression(Compression::Zstd),
             )?,
         ];
@@ -102,20 +100,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// accounts (some closed: a tombstone), each applied to the state and written to the
 /// changelog, the producers taking turns by run of 500. Returns the state.
 fn run_service(
-    producers: &[Producer<String, String>],
-) -> Result<HashMap<String, String>, Box<dyn std::error::Error>> {
+    producers: &[Producer<String, Option<String>>],
+) -> Result<HashMap<String, Option<String>>, Box<dyn std::error::Error>> {
     let mut state = HashMap::new();
     for n in 0..HISTORY {
         // A deterministic walk over the accounts, repeating each one many times.
         let account = format!("account-{:05}", n.wrapping_mul(7919) % ACCOUNTS);
         let balance = if n % 97 == 0 {
-            // Closed: a tombstone deletes the key.
+            // Closed: a tombstone (`None`, Kafka's null value) deletes the key.
             state.remove(&account);
-            String::new()
+            None
         } else {
             let balance = (n * 31 % 10_000).to_string();
-            state.insert(account.clone(), balance.clone());
-            balance
+            state.insert(account.clone(), Some(balance.clone()));
+            Some(balance)
         };
         let producer = &producers[(n / 500) as usize % producers.len()];
         producer.send(Record::new(TOPIC, balance).key(account))?;
@@ -130,10 +128,10 @@ fn run_service(
 /// against the state it had.
 fn restore(
     broker: &Broker,
-    before: &HashMap<String, String>,
+    before: &HashMap<String, Option<String>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let start = Instant::now();
-    let mut table = broker.table::<String, String>(TOPIC)?;
+    let mut table = broker.table::<String, Option<String>>(TOPIC)?;
     table.catch_up(Duration::from_secs(60))?;
     let took = start.elapsed();
     let read = table.metrics().records_read;

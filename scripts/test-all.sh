@@ -25,6 +25,27 @@ run_tests() {
     done
     say "unit, integration and doc tests (all features, the kafka ones included)"
     cargo test --workspace --all-features
+    run_examples
+}
+
+run_examples() {
+    # Each example checks what it shows and fails (exit status) when it does not hold; the
+    # tests above only compile them. `cargo test` built them with these features.
+    say "examples (each run to its end)"
+    local dir example out
+    dir=$(mktemp -d)
+    for example in examples/*.rs; do
+        example=$(basename "$example" .rs)
+        out="$dir/$example.out"
+        # persisted_log needs a data directory; the others take an optional one or none.
+        if ! timeout 300 cargo run --quiet --all-features --example "$example" -- "$dir/$example-data" \
+            >"$out" 2>&1 </dev/null; then
+            cat "$out" >&2
+            die "example $example failed (its output is above)"
+        fi
+        printf '  %s: %s\n' "$example" "$(tail -n 1 "$out")"
+    done
+    rm -rf "$dir"
 }
 
 ensure_python_venv() {

@@ -41,7 +41,7 @@
 //!   the broker through [`GateExpiry`], which producers waiting for room call): its
 //!   committed offset stays, and its next registration gates from there again. What is
 //!   overwritten while no gate exists is counted (`overwritten_unread`).
-//! - **Compacted in-memory partitions** (`Broker::create_compacted_topic`) keep, below the
+//! - **Compacted in-memory partitions** (`TopicConfig::compacted`) keep, below the
 //!   ring, the latest record of each key the ring let go (module `compacted`): an appender
 //!   hands the records a publish will overwrite to the section first, under the ring's
 //!   producer lock; a read below the section's `covered` offset is served from it (with

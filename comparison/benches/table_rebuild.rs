@@ -1,5 +1,5 @@
 //! A state store's restore: `Broker::table(...)?.catch_up(...)` from an in-memory compacted
-//! topic (`create_compacted_topic`: a ring of `TABLE_BENCH_RING` records per partition and,
+//! topic (`TopicConfig::compacted`: a ring of `TABLE_BENCH_RING` records per partition and,
 //! below it, the latest record of each key) against the same history in an uncompacted
 //! in-memory topic big enough to hold all of it (what a restore reads without compaction).
 //!
@@ -50,13 +50,13 @@ fn main() {
     let history = keys * overwrites;
     let broker = Broker::in_memory();
     broker
-        .create_compacted_topic::<u64, u64>(
+        .create_topic::<u64, u64>(
             "compacted",
             TopicConfig::new(PARTITIONS)
                 .records_in_memory(ring)
                 .overflow(Overflow::DropOldest)
-                .cleanup_policy(CleanupPolicy::Compact)
-                .max_compacted_keys(keys as usize),
+                .max_compacted_keys(keys as usize)
+                .compacted(),
         )
         .unwrap();
     // Room for the whole history in every partition (keys hash unevenly: twice the mean).

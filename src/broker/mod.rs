@@ -62,7 +62,7 @@ pub use config::{
 pub use topic::Topic;
 use topic::TopicSlot;
 pub(crate) use topic::{TopicInner, TopicStore};
-pub use topics::{CompactedInfo, NewTopic, PartitionInfo, TopicDescription};
+pub use topics::{CompactedInfo, CompactedTopicConfig, NewTopic, PartitionInfo, TopicDescription};
 
 struct BrokerInner {
     clock: Arc<dyn Clock>,

@@ -46,13 +46,13 @@ pub struct PartitionInfo {
     /// and bytes removed); `None` for other topics.
     pub cleaner: Option<crate::persist::CleanerProgress>,
     /// An in-memory compacted topic's partition
-    /// ([`Broker::create_compacted_topic`]): what it keeps beyond its ring. `None` for
+    /// ([`TopicConfig::compacted`]): what it keeps beyond its ring. `None` for
     /// other topics.
     pub compacted: Option<CompactedInfo>,
 }
 
 /// What an in-memory compacted partition keeps beyond its ring
-/// ([`Broker::create_compacted_topic`]): the latest record of each key the ring let go.
+/// ([`TopicConfig::compacted`]): the latest record of each key the ring let go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CompactedInfo {
@@ -132,123 +132,13 @@ impl Broker {
         config.create_in(self, name)
     }
 
-    /// Creates an in-memory compacted topic `name` with key type `K` and value type `V`:
-    /// besides its ring, each partition keeps the latest record of every key the ring lets
-    /// go (Kafka's log compaction, in memory), so that a replay from offset 0 reads at least
-    /// the latest value of every key, however many records the history had. `config`'s
-    /// [`CleanupPolicy`](super::CleanupPolicy) must compact. What it keeps:
-    ///
-    /// - the ring's `records_in_memory` latest records, as any in-memory topic, dense;
-    /// - below them, the latest record of each key (compared by its [`Codec`] encoding, as
-    ///   the durable log cleaner compares them), in offset order, with gaps where records
-    ///   were replaced: consumers move on to the next offset present;
-    /// - a tombstone (a null value: `None` of a `Topic<K, Option<V>>`; an empty value is a
-    ///   value) deletes its key: it stays for
-    ///   [`TopicConfig::delete_retention`] on the broker's clock, counted from when the ring
-    ///   let it go, so that a consumer behind sees the deletion;
-    /// - memory is bounded by key count: at most [`TopicConfig::max_compacted_keys`] keys
-    ///   per partition besides the ring; a record of a new key beyond them is not kept and
-    ///   is counted in [`PartitionInfo::compacted`] (nothing is dropped silently);
-    /// - with [`CleanupPolicy::CompactAndDelete`](super::CleanupPolicy::CompactAndDelete)
-    ///   and a retention age, records older than it are deleted as well.
-    ///
-    /// Sends without a key are refused ([`Error::KeyRequired`]). A persisted topic is
-    /// compacted on disk instead: [`create_topic`](Self::create_topic) with a
-    /// [`TopicConfig::persist`] config.
-    ///
-    /// # Errors
-    ///
-    /// As [`create_topic`](Self::create_topic); [`Error::InvalidConfig`] for a policy that
-    /// does not compact, or a replication factor above 1 (a replicated topic compacts on
-    /// disk: persist it).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use logbus::broker::{Broker, CleanupPolicy, TopicConfig, TopicPartition};
-    /// use logbus::consumer::{ConsumerConfig, OffsetReset};
-    /// use logbus::producer::Record;
-    /// use std::time::Duration;
-    ///
-    /// let broker = Broker::in_memory();
-    /// let config = TopicConfig::new(1)
-    ///     .records_in_memory(4)
-    ///     .cleanup_policy(CleanupPolicy::Compact);
-    /// broker.create_compacted_topic::<String, u64>("prices", config)?;
-    /// let producer = broker.producer::<String, u64>();
-    /// for v in 0..100 {
-    ///     let key = ["apple", "pear", "plum"][v as usize % 3];
-    ///     producer.send(Record::new("prices", v).key(key.to_string()))?;
-    /// }
-    /// // The ring holds 4 records; the three keys' latest values are all still there.
-    /// let mut consumer = broker.consumer::<String, u64>(
-    ///     ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest),
-    /// )?;
-    /// consumer.assign(&[TopicPartition::new("prices", 0)])?;
-    /// let mut latest = std::collections::HashMap::new();
-    /// loop {
-    ///     let records = consumer.poll(Duration::from_millis(10))?;
-    ///     if records.is_empty() {
-    ///         break;
-    ///     }
-    ///     for r in records.iter() {
-    ///         latest.insert(r.key.clone().unwrap(), r.value);
-    ///     }
-    /// }
-    /// assert_eq!((latest["apple"], latest["pear"], latest["plum"]), (99, 97, 98));
-    /// # Ok::<(), logbus::Error>(())
-    /// ```
-    ///
-    /// **Deleting a key**: make the value type an `Option` and send `None`, Kafka's null
-    /// value (a tombstone). A durable topic writes it as length −1, as Kafka does, and its
-    /// log cleaner drops it after `delete_retention`; a [`Table`](crate::consumer::Table)
-    /// removes the key. An empty value (`Some("")`) is a value, not a deletion.
-    ///
-    /// ```
-    /// use logbus::broker::{Broker, CleanupPolicy, TopicConfig};
-    /// use logbus::producer::Record;
-    /// use std::time::Duration;
-    ///
-    /// let broker = Broker::in_memory();
-    /// let config = TopicConfig::new(1)
-    ///     .records_in_memory(2)
-    ///     .cleanup_policy(CleanupPolicy::Compact);
-    /// broker.create_compacted_topic::<String, Option<String>>("carts", config)?;
-    /// let producer = broker.producer::<String, Option<String>>();
-    /// let key = |k: &str| k.to_string();
-    /// producer.send(Record::new("carts", Some("tea".to_string())).key(key("ann")))?;
-    /// producer.send(Record::new("carts", Some("jam".to_string())).key(key("bob")))?;
-    /// producer.send(Record::new("carts", Some(String::new())).key(key("cy")))?;
-    /// producer.send(Record::new("carts", None).key(key("ann")))?; // deletes "ann"
-    /// for n in 0..10 {
-    ///     producer.send(Record::new("carts", Some(format!("n{n}"))).key(key("filler")))?;
-    /// }
-    /// let mut table = broker.table::<String, Option<String>>("carts")?;
-    /// table.catch_up(Duration::from_secs(5))?;
-    /// assert!(table.get(&key("ann")).is_none());
-    /// assert_eq!(table.get(&key("bob")), Some(&Some("jam".to_string())));
-    /// assert_eq!(table.get(&key("cy")), Some(&Some(String::new())));
-    /// # Ok::<(), logbus::Error>(())
-    /// ```
-    pub fn create_compacted_topic<K, V>(
-        &self,
-        name: &str,
-        config: TopicConfig,
-    ) -> Result<Topic<K, V>>
+    /// Creates an in-memory compacted topic (`create_topic` with a
+    /// [`CompactedTopicConfig`]).
+    fn create_compacted<K, V>(&self, name: &str, config: TopicConfig) -> Result<Topic<K, V>>
     where
         K: Codec + Clone + Send + Sync + 'static,
         V: Codec + Clone + Send + Sync + 'static,
     {
-        let policy = config.cleanup();
-        if !policy.compacts() {
-            return Err(Error::InvalidConfig {
-                name: "cleanup_policy",
-                value: policy.kafka_name().into(),
-                valid: "a policy that compacts (Compact or CompactAndDelete) for \
-                        create_compacted_topic; other in-memory topics are made by create_topic"
-                    .into(),
-            });
-        }
         if config.replication_factor > 1 {
             return Err(Error::InvalidConfig {
                 name: "replication_factor",
@@ -284,10 +174,10 @@ impl Broker {
             return Err(Error::InvalidConfig {
                 name: "cleanup_policy",
                 value: config.cleanup().kafka_name().into(),
-                valid: "Delete for an in-memory topic made by create_topic: an in-memory \
-                        compacted topic is made by Broker::create_compacted_topic (its key and \
-                        value types need a Codec: compaction compares keys by their encoding), \
-                        a persisted one by create_topic with TopicConfig::persist"
+                valid: "Delete for a plain in-memory topic: an in-memory compacted topic is \
+                        created from TopicConfig::compacted (its key and value types need a \
+                        Codec: compaction compares keys by their encoding), a persisted one \
+                        from TopicConfig::persist"
                     .into(),
             });
         }
@@ -706,9 +596,10 @@ impl Broker {
 }
 
 /// What [`Broker::create_topic`] creates a topic from: a [`TopicConfig`] (an in-memory
-/// topic; any `Clone` key and value types) or a [`PersistedTopicConfig`] (a persisted topic,
-/// from [`TopicConfig::persist`]; key and value types with a [`Codec`]). Sealed: these two
-/// are the only kinds.
+/// topic; any `Clone` key and value types), a [`CompactedTopicConfig`] (an in-memory
+/// compacted topic, from [`TopicConfig::compacted`]; key and value types with a [`Codec`]) or
+/// a [`PersistedTopicConfig`] (a persisted topic, from [`TopicConfig::persist`]; key and
+/// value types with a [`Codec`]). Sealed: these three are the only kinds.
 pub trait NewTopic<K, V>: sealed::Sealed {
     /// Creates topic `name` on `broker` (what `create_topic` runs).
     #[doc(hidden)]
@@ -719,6 +610,144 @@ mod sealed {
     pub trait Sealed {}
     impl Sealed for super::TopicConfig {}
     impl Sealed for super::PersistedTopicConfig {}
+    impl Sealed for super::CompactedTopicConfig {}
+}
+
+/// A topic's configuration for an in-memory compacted topic: what [`TopicConfig::compacted`]
+/// returns and [`Broker::create_topic`] takes. A type of its own because compaction compares
+/// keys by their encoding, so its key and value types need a [`Codec`], which a plain
+/// in-memory topic's do not: the compiler checks it where the types are known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactedTopicConfig {
+    topic: TopicConfig,
+}
+
+impl CompactedTopicConfig {
+    /// The topic's settings (partitions, ring size, cleanup policy, compaction bounds).
+    pub const fn topic_config(&self) -> TopicConfig {
+        self.topic
+    }
+}
+
+/// The topic's settings, its compacting cleanup policy included: a Kafka cluster's topic is
+/// made from them (`KafkaBroker::create_topic`, feature `kafka`).
+impl From<CompactedTopicConfig> for TopicConfig {
+    fn from(config: CompactedTopicConfig) -> Self {
+        config.topic
+    }
+}
+
+impl TopicConfig {
+    /// An in-memory compacted topic, for [`Broker::create_topic`]: besides its ring, each
+    /// partition keeps the latest record of every key the ring lets go (Kafka's log
+    /// compaction, in memory), so that a replay from offset 0 reads at least the latest value
+    /// of every key, however many records the history had. The cleanup policy becomes
+    /// [`CleanupPolicy::Compact`](super::CleanupPolicy::Compact) unless it compacts already.
+    /// What it keeps:
+    ///
+    /// - the ring's `records_in_memory` latest records, as any in-memory topic, dense;
+    /// - below them, the latest record of each key (compared by its [`Codec`] encoding, as
+    ///   the durable log cleaner compares them), in offset order, with gaps where records
+    ///   were replaced: consumers move on to the next offset present;
+    /// - a tombstone (a null value: `None` of a `Topic<K, Option<V>>`; an empty value is a
+    ///   value) deletes its key: it stays for
+    ///   [`TopicConfig::delete_retention`] on the broker's clock, counted from when the ring
+    ///   let it go, so that a consumer behind sees the deletion;
+    /// - memory is bounded by key count: at most [`TopicConfig::max_compacted_keys`] keys
+    ///   per partition besides the ring; a record of a new key beyond them is not kept and
+    ///   is counted in [`PartitionInfo::compacted`] (nothing is dropped silently);
+    /// - with [`CleanupPolicy::CompactAndDelete`](super::CleanupPolicy::CompactAndDelete)
+    ///   and a retention age, records older than it are deleted as well.
+    ///
+    /// Sends without a key are refused ([`Error::KeyRequired`]). A persisted topic is
+    /// compacted on disk instead: a compacting [`cleanup_policy`](Self::cleanup_policy) and
+    /// [`persist`](Self::persist).
+    ///
+    /// `create_topic` refuses a replication factor above 1 ([`Error::InvalidConfig`]: a
+    /// replicated topic compacts on disk, persist it), and what it refuses for any topic.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, TopicConfig, TopicPartition};
+    /// use logbus::consumer::{ConsumerConfig, OffsetReset};
+    /// use logbus::producer::Record;
+    /// use std::time::Duration;
+    ///
+    /// let broker = Broker::in_memory();
+    /// let config = TopicConfig::new(1).records_in_memory(4).compacted();
+    /// broker.create_topic::<String, u64>("prices", config)?;
+    /// let producer = broker.producer::<String, u64>();
+    /// for v in 0..100 {
+    ///     let key = ["apple", "pear", "plum"][v as usize % 3];
+    ///     producer.send(Record::new("prices", v).key(key.to_string()))?;
+    /// }
+    /// // The ring holds 4 records; the three keys' latest values are all still there.
+    /// let mut consumer = broker.consumer::<String, u64>(
+    ///     ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest),
+    /// )?;
+    /// consumer.assign(&[TopicPartition::new("prices", 0)])?;
+    /// let mut latest = std::collections::HashMap::new();
+    /// loop {
+    ///     let records = consumer.poll(Duration::from_millis(10))?;
+    ///     if records.is_empty() {
+    ///         break;
+    ///     }
+    ///     for r in records.iter() {
+    ///         latest.insert(r.key.clone().unwrap(), r.value);
+    ///     }
+    /// }
+    /// assert_eq!((latest["apple"], latest["pear"], latest["plum"]), (99, 97, 98));
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    ///
+    /// **Deleting a key**: make the value type an `Option` and send `None`, Kafka's null
+    /// value (a tombstone). A durable topic writes it as length −1, as Kafka does, and its
+    /// log cleaner drops it after `delete_retention`; a [`Table`](crate::consumer::Table)
+    /// removes the key. An empty value (`Some("")`) is a value, not a deletion.
+    ///
+    /// ```
+    /// use logbus::broker::{Broker, TopicConfig};
+    /// use logbus::producer::Record;
+    /// use std::time::Duration;
+    ///
+    /// let broker = Broker::in_memory();
+    /// let config = TopicConfig::new(1).records_in_memory(2).compacted();
+    /// broker.create_topic::<String, Option<String>>("carts", config)?;
+    /// let producer = broker.producer::<String, Option<String>>();
+    /// let key = |k: &str| k.to_string();
+    /// producer.send(Record::new("carts", Some("tea".to_string())).key(key("ann")))?;
+    /// producer.send(Record::new("carts", Some("jam".to_string())).key(key("bob")))?;
+    /// producer.send(Record::new("carts", Some(String::new())).key(key("cy")))?;
+    /// producer.send(Record::new("carts", None).key(key("ann")))?; // deletes "ann"
+    /// for n in 0..10 {
+    ///     producer.send(Record::new("carts", Some(format!("n{n}"))).key(key("filler")))?;
+    /// }
+    /// let mut table = broker.table::<String, Option<String>>("carts")?;
+    /// table.catch_up(Duration::from_secs(5))?;
+    /// assert!(table.get(&key("ann")).is_none());
+    /// assert_eq!(table.get(&key("bob")), Some(&Some("jam".to_string())));
+    /// assert_eq!(table.get(&key("cy")), Some(&Some(String::new())));
+    /// # Ok::<(), logbus::Error>(())
+    /// ```
+    pub fn compacted(self) -> CompactedTopicConfig {
+        let topic = if self.cleanup().compacts() {
+            self
+        } else {
+            self.cleanup_policy(super::CleanupPolicy::Compact)
+        };
+        CompactedTopicConfig { topic }
+    }
+}
+
+impl<K, V> NewTopic<K, V> for CompactedTopicConfig
+where
+    K: Codec + Clone + Send + Sync + 'static,
+    V: Codec + Clone + Send + Sync + 'static,
+{
+    fn create_in(self, broker: &Broker, name: &str) -> Result<Topic<K, V>> {
+        broker.create_compacted(name, self.topic)
+    }
 }
 
 impl<K, V> NewTopic<K, V> for TopicConfig

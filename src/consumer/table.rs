@@ -75,7 +75,7 @@ impl Broker {
     /// map by key (see [`Table`]). Empty until
     /// [`catch_up`](Table::catch_up) or [`update`](Table::update) reads; a restore is
     /// `broker.table(name)?.catch_up(timeout)?`. Any keyed topic works; a compacted one
-    /// ([`create_compacted_topic`](Broker::create_compacted_topic), or persisted with
+    /// ([`TopicConfig::compacted`](crate::broker::TopicConfig::compacted), or persisted with
     /// [`CleanupPolicy::Compact`](crate::broker::CleanupPolicy::Compact)) replays fastest.
     ///
     /// # Errors
@@ -87,14 +87,14 @@ impl Broker {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use logbus::broker::{Broker, CleanupPolicy, TopicConfig};
+    /// use logbus::broker::{Broker, TopicConfig};
     /// use logbus::Bytes;
     /// use logbus::producer::Record;
     ///
     /// let broker = Broker::in_memory();
-    /// let config = TopicConfig::new(2).records_in_memory(8).cleanup_policy(CleanupPolicy::Compact);
+    /// let config = TopicConfig::new(2).records_in_memory(8).compacted();
     /// // `Option` values: `None` is Kafka's null, a tombstone.
-    /// broker.create_compacted_topic::<String, Option<Bytes>>("users", config)?;
+    /// broker.create_topic::<String, Option<Bytes>>("users", config)?;
     /// let producer = broker.producer::<String, Option<Bytes>>();
     /// for n in 0..100 {
     ///     let record = Record::new("users", Some(Bytes::from(format!("v{n}"))));

@@ -63,7 +63,7 @@ pub enum Overflow {
 /// compacted on disk by the log cleaner (a replicated persisted topic with a compacting
 /// policy is refused with [`Error::InvalidConfig`]: its replicas do not compact yet); see
 /// `Broker::compact_now`, `PartitionInfo::cleaner` and `logbus compact`. An in-memory topic
-/// made by [`Broker::create_compacted_topic`](crate::Broker::create_compacted_topic) keeps,
+/// made from [`TopicConfig::compacted`] keeps,
 /// besides its ring, the latest record of each key the ring let go (at most
 /// [`TopicConfig::max_compacted_keys`] keys per partition), so that a replay from offset 0
 /// still reads every key's latest value; [`Broker::create_topic`](crate::Broker::create_topic)

@@ -1,4 +1,4 @@
-//! In-memory compacted topics (`Broker::create_compacted_topic`) and tables
+//! In-memory compacted topics (`TopicConfig::compacted`) and tables
 //! (`Broker::table`).
 //!
 //! - A model (proptest): sends of a few keys, tombstones (`None` values, Kafka's null) and
@@ -168,7 +168,7 @@ proptest! {
         let broker = Broker::builder().clock(clock.clone()).build().unwrap();
         let overflow = if block { Overflow::Block } else { Overflow::DropOldest };
         broker
-            .create_compacted_topic::<String, Value>("c", compact(1, RING as usize).overflow(overflow))
+            .create_topic::<String, Value>("c", compact(1, RING as usize).overflow(overflow).compacted())
             .unwrap();
         let producer = broker.producer::<String, Value>();
         let mut model = Model::default();
@@ -209,7 +209,7 @@ fn replays_racing_overwrites_read_every_latest_value_once_in_order() {
     };
     let broker = Broker::in_memory();
     broker
-        .create_compacted_topic::<String, u64>("s", compact(PARTITIONS, 64))
+        .create_topic::<String, u64>("s", compact(PARTITIONS, 64).compacted())
         .unwrap();
     // What each producer has sent (its next sequence): the values below it are in the log.
     let sent: Arc<Vec<AtomicU64>> = Arc::new((0..PRODUCERS).map(|_| AtomicU64::new(0)).collect());
@@ -304,7 +304,7 @@ fn replays_racing_overwrites_read_every_latest_value_once_in_order() {
 fn table_catches_up_applies_tombstones_and_reads_its_own_writes() {
     let broker = Broker::in_memory();
     broker
-        .create_compacted_topic::<String, Option<Bytes>>("t", compact(2, 8))
+        .create_topic::<String, Option<Bytes>>("t", compact(2, 8).compacted())
         .unwrap();
     let producer = broker.producer::<String, Option<Bytes>>();
     for n in 0..1_000u32 {
@@ -442,14 +442,15 @@ fn table_restores_a_persisted_topic_after_a_restart() {
 }
 
 /// Bad input: keyless sends to an in-memory compacted topic are refused (a single send and
-/// a batch); policies that do not compact, a replicated topic and a key bound of 0 are
-/// refused by `create_compacted_topic`; `create_topic` refuses an in-memory topic whose
-/// policy compacts and says where to go.
+/// a batch); a replicated topic and a key bound of 0 are refused for a compacted config;
+/// `create_topic` refuses a plain in-memory config whose policy compacts and says where to
+/// go. `compacted` sets `Compact` on a config that does not compact and keeps
+/// `CompactAndDelete`.
 #[test]
 fn bad_input_to_compacted_topics_gets_typed_errors() {
     let broker = Broker::in_memory();
     broker
-        .create_compacted_topic::<String, u64>("c", compact(1, 4))
+        .create_topic::<String, u64>("c", compact(1, 4).compacted())
         .unwrap();
     let producer = broker.producer::<String, u64>();
     let err = producer.send(Record::new("c", 1)).unwrap_err();
@@ -463,21 +464,17 @@ fn bad_input_to_compacted_topics_gets_typed_errors() {
     ];
     let err = producer.send_batch(&mut batch).unwrap_err();
     assert!(matches!(err.error, Error::KeyRequired { .. }), "{err}");
-    let err = broker
-        .create_compacted_topic::<String, u64>("d", TopicConfig::new(1))
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::InvalidConfig {
-                name: "cleanup_policy",
-                ..
-            }
-        ),
-        "{err}"
+    assert_eq!(
+        TopicConfig::new(1).compacted().topic_config().cleanup(),
+        CleanupPolicy::Compact
+    );
+    let both = TopicConfig::new(1).cleanup_policy(CleanupPolicy::CompactAndDelete);
+    assert_eq!(
+        both.compacted().topic_config().cleanup(),
+        CleanupPolicy::CompactAndDelete
     );
     let err = broker
-        .create_compacted_topic::<String, u64>("d", compact(1, 4).replication_factor(2))
+        .create_topic::<String, u64>("d", compact(1, 4).replication_factor(2).compacted())
         .unwrap_err();
     assert!(
         matches!(
@@ -490,7 +487,7 @@ fn bad_input_to_compacted_topics_gets_typed_errors() {
         "{err}"
     );
     let err = broker
-        .create_compacted_topic::<String, u64>("d", compact(1, 4).max_compacted_keys(0))
+        .create_topic::<String, u64>("d", compact(1, 4).max_compacted_keys(0).compacted())
         .unwrap_err();
     assert!(
         matches!(
@@ -506,7 +503,7 @@ fn bad_input_to_compacted_topics_gets_typed_errors() {
         .create_topic::<String, u64>("d", compact(1, 4))
         .unwrap_err();
     assert!(
-        matches!(err, Error::InvalidConfig { name: "cleanup_policy", ref valid, .. } if valid.contains("create_compacted_topic")),
+        matches!(err, Error::InvalidConfig { name: "cleanup_policy", ref valid, .. } if valid.contains("TopicConfig::compacted")),
         "{err}"
     );
 }
@@ -517,7 +514,7 @@ fn bad_input_to_compacted_topics_gets_typed_errors() {
 fn keys_beyond_the_bound_are_counted_not_kept() {
     let broker = Broker::in_memory();
     broker
-        .create_compacted_topic::<String, u64>("b", compact(1, 4).max_compacted_keys(3))
+        .create_topic::<String, u64>("b", compact(1, 4).max_compacted_keys(3).compacted())
         .unwrap();
     let producer = broker.producer::<String, u64>();
     // Keys k0..k5 once each, then k0 again four times: the ring lets k0..k5 go.
@@ -556,7 +553,7 @@ fn keys_beyond_the_bound_are_counted_not_kept() {
 fn offsets_for_times_finds_kept_records_first() {
     let broker = Broker::in_memory();
     broker
-        .create_compacted_topic::<String, u64>("ts", compact(1, 4))
+        .create_topic::<String, u64>("ts", compact(1, 4).compacted())
         .unwrap();
     let producer = broker.producer::<String, u64>();
     // Offsets 0..20, timestamp 10 × offset, keys k0..k4 in turn: the ring holds 16..20;
