@@ -66,6 +66,7 @@ use rayon::prelude::*;
 
 mod cleaner;
 mod marker;
+mod replica_cleaner;
 mod topics;
 
 pub use cleaner::CleanerProgress;
@@ -105,6 +106,12 @@ struct CleanerState {
     in_progress: Mutex<std::collections::BTreeSet<(String, u32)>>,
     /// Notified when a pass ends (`compact_now` waits for the threads' passes).
     pass_ended: WaitSet,
+    /// Per replica of a replicated topic (topic, partition, replica id): its metrics, and
+    /// the replica's disk generation when its first dirty offset was taken (see
+    /// `data_dir/replica_cleaner.rs`).
+    replica_progress: Mutex<BTreeMap<(String, u32, u32), (CleanerProgress, u64)>>,
+    /// Replicas a cleaner thread is cleaning.
+    replicas_in_progress: Mutex<std::collections::BTreeSet<(String, u32, u32)>>,
 }
 
 /// The broker's clock (a std `Arc`) as the storage layer takes clocks (`sync::Arc`, which
@@ -458,6 +465,9 @@ pub(crate) struct DataDir {
     closed: AtomicBool,
     /// Directories formatted again at open, having lost their marker.
     replaced: Mutex<Vec<PathBuf>>,
+    /// The broker's data directories as its replicated topics use them, whose replicas
+    /// the cleaner threads compact too (set once, at open).
+    replicated: Mutex<Option<Arc<super::replicated::DiskDirs>>>,
 }
 
 impl std::fmt::Debug for DataDir {
@@ -604,6 +614,7 @@ impl DataDir {
             stop_wait: WaitSet::new(),
             closed: AtomicBool::new(false),
             replaced: Mutex::new(Vec::new()),
+            replicated: Mutex::new(None),
         });
         data.read_cleaner_checkpoint()?;
         Ok(data)

@@ -17,8 +17,9 @@
 //! - **Metrics** ([`CleanerProgress`]): per partition, passes, records and bytes removed,
 //!   and the dirty section's bytes, in `Broker::describe_topic`'s partitions.
 //!
-//! Replicated persisted topics are not compacted yet (as they have no retention yet): each
-//! replica will clean its own log, below its high watermark.
+//! The replicas of replicated persisted topics are cleaned by the same threads, each replica's
+//! log on its own below its high watermark (`data_dir/replica_cleaner.rs`), in rounds where
+//! no single-replica log is dirty enough.
 
 use std::collections::BTreeSet;
 
@@ -193,12 +194,12 @@ impl DataDir {
             let Some(r) = self.clean_dirtiest(true) else {
                 // Nothing left to take: once the threads' passes (over logs this call
                 // skipped) end, a last look.
-                if self.cleaner.in_progress.lock().is_empty() {
+                if self.no_pass_in_progress() {
                     break;
                 }
-                self.cleaner.pass_ended.wait_until(None, || {
-                    self.cleaner.in_progress.lock().is_empty().then_some(())
-                });
+                self.cleaner
+                    .pass_ended
+                    .wait_until(None, || self.no_pass_in_progress().then_some(()));
                 continue;
             };
             match r {
@@ -233,7 +234,10 @@ impl DataDir {
     ///
     /// The pass's error (the partition's log is offline after a failed swap).
     pub(crate) fn clean_dirtiest(&self, force: bool) -> Option<Result<CleanStats>> {
-        let c = self.grab_dirtiest(force)?;
+        let Some(c) = self.grab_dirtiest(force) else {
+            // The replicas of replicated topics, once no single-replica log is dirty enough.
+            return self.clean_dirtiest_replica(force);
+        };
         let key = (c.cell.topic.clone(), c.cell.partition);
         let result = self.clean_log(&c);
         self.cleaner.in_progress.lock().remove(&key);
