@@ -53,7 +53,11 @@ fn replicated_compaction_crash_child() {
             .records_in_memory(32)
             .cleanup_policy(CleanupPolicy::Compact)
             .min_cleanable_dirty_ratio(0.0)
-            .persist(PersistConfig::new().segment_bytes(4096).flush(FlushPolicy::Os)),
+            .persist(
+                PersistConfig::new()
+                    .segment_bytes(4096)
+                    .flush(FlushPolicy::Os),
+            ),
     );
     broker.topic::<String, String>(T).unwrap();
     let end = broker.describe_topic(T).unwrap().partitions[0].log_end;

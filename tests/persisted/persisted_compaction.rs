@@ -400,7 +400,11 @@ fn a_compacted_replicated_topic_compacts() {
     for i in 0..600 {
         let (key, value) = (format!("k{}", i % 7), format!("{i:040}"));
         producer
-            .send(Record::new("r", value.clone()).key(key.clone()).partition(0))
+            .send(
+                Record::new("r", value.clone())
+                    .key(key.clone())
+                    .partition(0),
+            )
             .unwrap();
         model.insert(key, value);
     }
