@@ -21,7 +21,9 @@
 //!   `persist/dir_io.rs`: the per-directory `Io` that fails on demand;
 //!   `persist/data_dir.rs`: the data directory (lock, checkpoint files, committed offsets,
 //!   recovery at open, the retention thread); `persist/data_dir/topics.rs`: an RF 1 topic's
-//!   life on disk (create, open, add partitions, delete).
+//!   life on disk (create, open, add partitions, delete); `persist/data_dir/cleaner.rs`: the
+//!   log cleaner threads over RF 1 logs, `persist/data_dir/replica_cleaner.rs`: which replica
+//!   of a replicated topic they clean (the pass itself runs in `replica::set::clean`).
 //! - `persist/data_dir/marker.rs`: each data directory's marker, `meta.properties` (Kafka's
 //!   layout: `version`, `cluster.id`, `node.id`, `directory.id`, plus `logbus.directories`, the
 //!   broker's whole set). `BrokerBuilder::open` plans the markers twice: before anything is
@@ -98,6 +100,9 @@ const TOPIC_SUFFIX: &str = ".topic";
 /// Kafka's file of each compacted partition's first dirty offset.
 const CLEANER_OFFSETS: &str = "cleaner-offset-checkpoint";
 
+/// One replica of a replicated topic's partition: (topic, partition, replica id).
+type ReplicaKey = (String, u32, u32);
+
 /// The log cleaner's bookkeeping (see `data_dir/cleaner.rs`).
 #[derive(Default)]
 struct CleanerState {
@@ -106,12 +111,11 @@ struct CleanerState {
     in_progress: Mutex<std::collections::BTreeSet<(String, u32)>>,
     /// Notified when a pass ends (`compact_now` waits for the threads' passes).
     pass_ended: WaitSet,
-    /// Per replica of a replicated topic (topic, partition, replica id): its metrics, and
-    /// the replica's disk generation when its first dirty offset was taken (see
-    /// `data_dir/replica_cleaner.rs`).
-    replica_progress: Mutex<BTreeMap<(String, u32, u32), (CleanerProgress, u64)>>,
+    /// Per replica of a replicated topic: its metrics, and the replica's disk generation
+    /// when its first dirty offset was taken (see `data_dir/replica_cleaner.rs`).
+    replica_progress: Mutex<BTreeMap<ReplicaKey, (CleanerProgress, u64)>>,
     /// Replicas a cleaner thread is cleaning.
-    replicas_in_progress: Mutex<std::collections::BTreeSet<(String, u32, u32)>>,
+    replicas_in_progress: Mutex<std::collections::BTreeSet<ReplicaKey>>,
 }
 
 /// The broker's clock (a std `Arc`) as the storage layer takes clocks (`sync::Arc`, which
@@ -1092,7 +1096,9 @@ pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> 
 /// Opens the data directory `dir` (not in use, as [`describe_data_dir`] does), runs the log
 /// cleaner over every dirty partition of its compacted topics (whatever their
 /// `min_cleanable_dirty_ratio`), and closes it cleanly: `logbus compact`. Returns the passes'
-/// totals and each compacted partition's progress afterwards.
+/// totals and each compacted partition's progress afterwards. Replicated topics are left
+/// alone: a running broker cleans their replicas, each below its high watermark, which only
+/// the partition's leader and ISR define.
 ///
 /// # Errors
 ///

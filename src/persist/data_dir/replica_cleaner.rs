@@ -13,7 +13,7 @@
 //!   its cleaner checkpoint with the log. After a restart every replica log is cleaned again
 //!   from its start once (no record is lost by that; only the pass's work is repeated).
 
-use super::{CleanerProgress, DataDir, TopicMeta};
+use super::{CleanerProgress, DataDir, ReplicaKey, TopicMeta};
 use crate::persist::replicated::{DiskDirs, DiskPartition};
 use crate::storage::{CleanConfig, CleanStats};
 use crate::sync::StdArc as Arc;
@@ -22,7 +22,7 @@ use crate::Result;
 /// One replica's log and its topic's settings.
 struct ReplicaCandidate {
     part: Arc<dyn DiskPartition>,
-    key: (String, u32, u32),
+    key: ReplicaKey,
     min_ratio: f64,
     config: CleanConfig,
 }
