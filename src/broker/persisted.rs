@@ -400,10 +400,13 @@ impl Broker {
     }
 
     /// Runs the log cleaner now, on this thread: passes over every dirty partition of the
-    /// persisted topics whose [`CleanupPolicy`](crate::broker::CleanupPolicy) compacts,
+    /// persisted topics whose [`CleanupPolicy`](crate::broker::CleanupPolicy) compacts (every
+    /// replica's log of a replicated one, each on its own),
     /// whatever its `min_cleanable_dirty_ratio` (the cleaner threads wait for the ratio),
-    /// until none is dirty. Returns the passes' totals. The active segment and segments
-    /// holding records younger than `min_compaction_lag` are never cleaned.
+    /// until none is dirty. Returns the passes' totals. The active segment, segments
+    /// holding records younger than `min_compaction_lag` and, on a replica, anything at or
+    /// past its high watermark are never cleaned; nor is a replica that is offline or has
+    /// yet to truncate by leader epoch after an election.
     ///
     /// # Errors
     ///
