@@ -252,6 +252,17 @@ pub(crate) struct TopicMeta {
 }
 
 impl TopicMeta {
+    /// A cleaning pass's settings for this topic (its first dirty offset and bound are set
+    /// per log).
+    pub(crate) fn clean_config(&self, dedupe_buffer_bytes: usize) -> crate::storage::CleanConfig {
+        crate::storage::CleanConfig {
+            delete_retention_ms: i64::try_from(self.delete_retention_ms).unwrap_or(i64::MAX),
+            min_compaction_lag_ms: i64::try_from(self.min_compaction_lag_ms).unwrap_or(i64::MAX),
+            dedupe_buffer_bytes,
+            ..crate::storage::CleanConfig::default()
+        }
+    }
+
     /// The metadata of a new topic of `K` keys and `V` values.
     pub(crate) fn new<K: Codec, V: Codec>(
         name: &str,

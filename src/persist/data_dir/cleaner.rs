@@ -72,7 +72,7 @@ struct Candidate {
 impl DataDir {
     /// The partitions of every open topic whose policy compacts.
     fn compacted_logs(&self) -> Vec<Candidate> {
-        let topics: Vec<(String, u32, f64, i64, i64)> = self
+        let topics: Vec<(String, u32, f64, CleanConfig)> = self
             .metas
             .lock()
             .values()
@@ -82,25 +82,19 @@ impl DataDir {
                     m.name.clone(),
                     m.partitions,
                     m.min_cleanable_dirty_ratio,
-                    i64::try_from(m.delete_retention_ms).unwrap_or(i64::MAX),
-                    i64::try_from(m.min_compaction_lag_ms).unwrap_or(i64::MAX),
+                    m.clean_config(self.options.dedupe_buffer_size),
                 )
             })
             .collect();
         let cells = self.cells.lock();
         let mut out = Vec::new();
-        for (name, partitions, min_ratio, retention, lag) in topics {
+        for (name, partitions, min_ratio, config) in topics {
             for p in 0..partitions {
                 if let Some(cell) = cells.get(&(name.clone(), p)) {
                     out.push(Candidate {
                         cell: Arc::clone(cell),
                         min_ratio,
-                        config: CleanConfig {
-                            delete_retention_ms: retention,
-                            min_compaction_lag_ms: lag,
-                            dedupe_buffer_bytes: self.options.dedupe_buffer_size,
-                            ..CleanConfig::default()
-                        },
+                        config,
                     });
                 }
             }

@@ -13,7 +13,7 @@
 //!   its cleaner checkpoint with the log. After a restart every replica log is cleaned again
 //!   from its start once (no record is lost by that; only the pass's work is repeated).
 
-use super::{CleanerProgress, DataDir, ReplicaKey, TopicMeta};
+use super::{CleanerProgress, DataDir, ReplicaKey};
 use crate::persist::replicated::{DiskDirs, DiskPartition};
 use crate::storage::{CleanConfig, CleanStats};
 use crate::sync::StdArc as Arc;
@@ -46,7 +46,7 @@ impl DataDir {
         };
         let mut out = Vec::new();
         for (meta, part) in dirs.compacted_partitions() {
-            let config = clean_config(&meta, self.options.dedupe_buffer_size);
+            let config = meta.clean_config(self.options.dedupe_buffer_size);
             let partition = part.partition_number();
             for id in part.replica_ids() {
                 out.push(ReplicaCandidate {
@@ -149,15 +149,5 @@ impl DataDir {
             .filter(|((t, p, _), _)| t == topic && *p == partition)
             .map(|((_, _, id), (progress, _))| (*id, *progress))
             .collect()
-    }
-}
-
-/// A pass's settings for a topic (its first dirty offset and bound set per replica).
-fn clean_config(meta: &TopicMeta, dedupe_buffer_bytes: usize) -> CleanConfig {
-    CleanConfig {
-        delete_retention_ms: i64::try_from(meta.delete_retention_ms).unwrap_or(i64::MAX),
-        min_compaction_lag_ms: i64::try_from(meta.min_compaction_lag_ms).unwrap_or(i64::MAX),
-        dedupe_buffer_bytes,
-        ..CleanConfig::default()
     }
 }
