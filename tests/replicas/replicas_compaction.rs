@@ -33,6 +33,19 @@ fn open(dirs: &[PathBuf], clock: &Arc<ManualClock>) -> Broker {
         .unwrap()
 }
 
+/// A broker whose two cleaner threads look for dirty logs every millisecond: they race the
+/// fetches, elections, truncations and `compact_now`.
+fn open_eager(dirs: &[PathBuf], clock: &Arc<ManualClock>) -> Broker {
+    Broker::builder()
+        .data_dirs(dirs.iter())
+        .create(true)
+        .clock(clock.clone() as Arc<dyn Clock>)
+        .log_cleaner_threads(2)
+        .log_cleaner_backoff(Duration::from_millis(1))
+        .open()
+        .unwrap()
+}
+
 /// The topic: followers leave the ISR after `lag` behind.
 fn config(lag: Duration) -> logbus::persist::PersistedTopicConfig {
     TopicConfig::new(1)
@@ -451,7 +464,7 @@ fn run_schedule(seed: u64) {
     let clock = Arc::new(ManualClock::new(T0));
     let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
-    let mut broker = open(&dirs, &clock);
+    let mut broker = open_eager(&dirs, &clock);
     broker
         .create_topic::<String, Value>(T, config(Duration::from_secs(1)))
         .unwrap();
@@ -525,7 +538,7 @@ fn run_schedule(seed: u64) {
                     u64::MAX,
                     &format!("seed {seed}: step {i}, closed"),
                 );
-                broker = open(&dirs, &clock);
+                broker = open_eager(&dirs, &clock);
                 broker.topic::<String, Value>(T).unwrap();
                 wait_in_sync(&broker);
                 w.reconnect(&broker, Acks::All);
