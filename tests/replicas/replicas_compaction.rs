@@ -595,3 +595,68 @@ fn seeded_fault_schedules_keep_every_replica_compacted_and_equal() {
         }
     }
 }
+
+/// A directory fsync fails part-way through the cleaning of the replicas (the replica whose
+/// swap it was goes offline), then the power fails: every replica reopens with its swap
+/// finished or undone by recovery, and with `FlushPolicy::EveryBatch` and `acks = all` the
+/// consumer's replay is still the model's, each record at its offset, before and after the
+/// replicas are cleaned again.
+#[test]
+fn a_failed_swap_then_a_power_loss_keeps_every_key() {
+    use logbus::persist::FlushPolicy;
+    use logbus::storage::fault::{Fault, FaultyIo};
+    for seed in 0..6u64 {
+        let clock = Arc::new(ManualClock::new(T0));
+        let fs = FaultyIo::new(seed);
+        let dirs: Vec<PathBuf> = ["/d0", "/d1", "/d2"].iter().map(PathBuf::from).collect();
+        let open = || {
+            Broker::builder()
+                .io(Arc::new(fs.clone()))
+                .data_dirs(dirs.iter())
+                .create(true)
+                .clock(clock.clone() as Arc<dyn Clock>)
+                .log_cleaner_threads(0)
+                .open()
+                .unwrap()
+        };
+        let broker = open();
+        let config = TopicConfig::new(1)
+            .replication_factor(3)
+            .min_insync_replicas(2)
+            .records_in_memory(4)
+            .cleanup_policy(CleanupPolicy::Compact)
+            .delete_retention(Duration::from_secs(10))
+            .persist(
+                PersistConfig::new()
+                    .segment_bytes(4096)
+                    .flush(FlushPolicy::EveryBatch),
+            );
+        broker.create_topic::<String, Value>(T, config).unwrap();
+        let mut w = Writer::new(&broker, Acks::All);
+        w.overwrites("a", 4);
+        wait_in_sync(&broker);
+        clock.advance(Duration::from_secs(30));
+        // The cleaner's swaps sync the directory several times per replica.
+        fs.inject(Fault::DirSyncError, seed as usize * 2);
+        let failed = broker.compact_now();
+        assert!(failed.is_err(), "seed {seed}: the fault hits a swap");
+        broker.simulate_process_death();
+        drop((w.producer, broker));
+        fs.clear_faults();
+        fs.crash();
+        let broker = open();
+        broker.topic::<String, Value>(T).unwrap();
+        wait_in_sync(&broker);
+        w.producer = broker
+            .producer_with_config(ProducerConfig::new().request_timeout(WAIT))
+            .unwrap();
+        check_replay(&broker, &w, &format!("seed {seed}: reopened"));
+        w.overwrites("b", 1);
+        wait_in_sync(&broker);
+        clock.advance(Duration::from_secs(30));
+        let stats = broker.compact_now().unwrap();
+        assert!(stats.records_removed > 0, "seed {seed}: {stats:?}");
+        check_replay(&broker, &w, &format!("seed {seed}: cleaned again"));
+        broker.close().unwrap();
+    }
+}
