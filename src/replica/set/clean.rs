@@ -14,9 +14,9 @@
 //! of its key below the bound, and a clean election's truncation (KIP-101, by leader epoch)
 //! never cuts below the high watermark, since every in-sync replica holds the committed
 //! prefix. What can cut below it is what loses committed records anyway, reported as
-//! `RecordsLost`: an unclean election, or the last in-sync replica reopening without an
-//! unsynced tail; a key whose later record is lost that way may then have lost its older
-//! value to cleaning too, as in Kafka. A truncation or a replaced store between a pass's plan
+//! `RecordsLost`: an unclean election, or the last in-sync replica reopening after a power
+//! loss took its unsynced tail; a key whose later record is lost that way may then have lost
+//! its older value to cleaning too, as in Kafka. A truncation or a replaced store between a pass's plan
 //! and its swap makes the pass swap nothing (`disk_generation`), and the storage layer
 //! swaps no group whose segments changed.
 //!
