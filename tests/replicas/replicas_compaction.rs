@@ -288,6 +288,21 @@ fn every_replica_compacts_through_an_election_a_stall_and_a_restart() {
     assert!(stats.records_removed > 0, "{stats:?}");
     assert!(stats.segments_cleaned > 0, "{stats:?}");
     assert!(check_replay(&broker, &w, "cleaned") < written);
+    // A read at an offset cleaned away returns the next record kept.
+    let kept: Vec<u64> = replay(&broker).iter().map(|r| r.0).collect();
+    let gone = (0..kept[kept.len() - 1])
+        .find(|o| !kept.contains(o))
+        .unwrap();
+    let next = kept.iter().copied().find(|&o| o > gone).unwrap();
+    let tp = TopicPartition::new(T, 0);
+    let mut c = broker
+        .consumer::<String, Value>(ConsumerConfig::new())
+        .unwrap();
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    c.seek(&tp, gone).unwrap();
+    let first = c.poll(WAIT).unwrap().iter().next().map(|r| r.offset);
+    assert_eq!(first, Some(next), "read at {gone}, cleaned away");
+    drop(c);
     let cleaner = broker.describe_topic(T).unwrap().partitions[0].cleaner;
     assert!(
         cleaner.is_some_and(|c| c.passes > 0 && c.records_removed > 0),
