@@ -39,7 +39,8 @@ impl DataDir {
             && self.cleaner.replicas_in_progress.lock().is_empty()
     }
 
-    /// Every replica of every open partition whose topic's policy compacts.
+    /// Every replica of every open partition whose topic's policy compacts; the progress
+    /// of replicas no longer open (a topic deleted or closed) is forgotten.
     fn compacted_replicas(&self) -> Vec<ReplicaCandidate> {
         let Some(dirs) = self.replicated.lock().clone() else {
             return Vec::new();
@@ -57,6 +58,10 @@ impl DataDir {
                 });
             }
         }
+        self.cleaner
+            .replica_progress
+            .lock()
+            .retain(|key, _| out.iter().any(|c| c.key == *key));
         out
     }
 
