@@ -296,6 +296,7 @@ impl BrokerBuilder {
         broker.txn_reserve_ids();
         broker.set_empty_group_timeout(self.empty_group_timeout);
         broker.set_txn_cleanup_interval(self.txn_cleanup_interval);
+        data.clean_replicas_of(&disk);
         broker.replication().attach_disk(disk);
         data.start_background()?;
         broker.txn_start_timeouts_if_open()?;
@@ -361,17 +362,6 @@ impl Broker {
         super::validate_topic_name(name)?;
         persist.validate()?;
         persist.validate_with(&config)?;
-        if config.replicas_per_partition() > 1 && config.cleanup().compacts() {
-            // Its replicas would each clean their own log below their high watermark, as
-            // Kafka's do; until they do, a compacted topic that would never compact is refused.
-            return Err(Error::InvalidConfig {
-                name: "cleanup_policy",
-                value: format!("{:?}", config.cleanup()),
-                valid: "CleanupPolicy::Delete for a replicated persisted topic (its replicas do \
-                        not compact yet; a compacted topic has one replica)"
-                    .into(),
-            });
-        }
         if config.replicas_per_partition() > 1 {
             self.data_or_err()?;
             return create_replicated(self, name, config, persist);
@@ -410,10 +400,13 @@ impl Broker {
     }
 
     /// Runs the log cleaner now, on this thread: passes over every dirty partition of the
-    /// persisted topics whose [`CleanupPolicy`](crate::broker::CleanupPolicy) compacts,
+    /// persisted topics whose [`CleanupPolicy`](crate::broker::CleanupPolicy) compacts (every
+    /// replica's log of a replicated one, each on its own),
     /// whatever its `min_cleanable_dirty_ratio` (the cleaner threads wait for the ratio),
-    /// until none is dirty. Returns the passes' totals. The active segment and segments
-    /// holding records younger than `min_compaction_lag` are never cleaned.
+    /// until none is dirty. Returns the passes' totals. The active segment, segments
+    /// holding records younger than `min_compaction_lag` and, on a replica, anything at or
+    /// past its high watermark are never cleaned; nor is a replica that is offline or has
+    /// yet to truncate by leader epoch after an election.
     ///
     /// # Errors
     ///

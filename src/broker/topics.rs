@@ -43,7 +43,8 @@ pub struct PartitionInfo {
     pub overwritten_unread: u64,
     /// A persisted topic whose [`CleanupPolicy`](super::CleanupPolicy) compacts: the log
     /// cleaner's progress on this partition (first dirty offset, dirty ratio, passes, records
-    /// and bytes removed); `None` for other topics.
+    /// and bytes removed; of a replicated topic, its leader's log's, once the cleaner looked
+    /// at it since the broker opened); `None` for other topics.
     pub cleaner: Option<crate::persist::CleanerProgress>,
     /// An in-memory compacted topic's partition
     /// ([`TopicConfig::compacted`]): what it keeps beyond its ring. `None` for
@@ -499,7 +500,7 @@ impl Broker {
         let slot = self.slot(name)?;
         let now = self.now_ms();
         let config = slot.admin.config();
-        let partitions = (0..config.partitions)
+        let mut partitions = (0..config.partitions)
             .map(|p| {
                 slot.admin.offsets(p, now).map(|o| PartitionInfo {
                     partition: p,
@@ -528,6 +529,21 @@ impl Broker {
             Some(rt) if config.replication_factor > 1 => rt.describe_topic(name),
             _ => Vec::new(),
         };
+        if let Some(d) = self.data() {
+            // A replicated compacted partition: its leader's cleaner (each replica cleans its
+            // own log).
+            for r in &replicas {
+                let leader = d
+                    .replica_cleaner_progress(name, r.partition)
+                    .into_iter()
+                    .find(|(id, _)| Some(*id) == r.leader);
+                if let (Some(info), Some((_, progress))) =
+                    (partitions.get_mut(r.partition as usize), leader)
+                {
+                    info.cleaner = Some(progress);
+                }
+            }
+        }
         Ok(TopicDescription {
             name: name.to_owned(),
             key_type: slot.key.1,

@@ -59,9 +59,9 @@ pub enum Overflow {
 /// [`CompactAndDelete`](Self::CompactAndDelete) does both.
 ///
 /// Compaction needs keys: on a topic whose policy compacts, a send without a key is refused
-/// with [`Error::KeyRequired`] (Kafka refuses it too). A persisted topic with one replica is
-/// compacted on disk by the log cleaner (a replicated persisted topic with a compacting
-/// policy is refused with [`Error::InvalidConfig`]: its replicas do not compact yet); see
+/// with [`Error::KeyRequired`] (Kafka refuses it too). A persisted topic is compacted on
+/// disk by the log cleaner; a replicated one on every replica, each replica's log on its own
+/// and never at or past that replica's high watermark (Kafka's rule); see
 /// `Broker::compact_now`, `PartitionInfo::cleaner` and `logbus compact`. An in-memory topic
 /// made from [`TopicConfig::compacted`] keeps,
 /// besides its ring, the latest record of each key the ring let go (at most

@@ -21,7 +21,9 @@
 //!   `persist/dir_io.rs`: the per-directory `Io` that fails on demand;
 //!   `persist/data_dir.rs`: the data directory (lock, checkpoint files, committed offsets,
 //!   recovery at open, the retention thread); `persist/data_dir/topics.rs`: an RF 1 topic's
-//!   life on disk (create, open, add partitions, delete).
+//!   life on disk (create, open, add partitions, delete); `persist/data_dir/cleaner.rs`: the
+//!   log cleaner threads over RF 1 logs, `persist/data_dir/replica_cleaner.rs`: which replica
+//!   of a replicated topic they clean (the pass itself runs in `replica::set::clean`).
 //! - `persist/data_dir/marker.rs`: each data directory's marker, `meta.properties` (Kafka's
 //!   layout: `version`, `cluster.id`, `node.id`, `directory.id`, plus `logbus.directories`, the
 //!   broker's whole set). `BrokerBuilder::open` plans the markers twice: before anything is
@@ -66,6 +68,7 @@ use rayon::prelude::*;
 
 mod cleaner;
 mod marker;
+mod replica_cleaner;
 mod topics;
 
 pub use cleaner::CleanerProgress;
@@ -97,6 +100,9 @@ const TOPIC_SUFFIX: &str = ".topic";
 /// Kafka's file of each compacted partition's first dirty offset.
 const CLEANER_OFFSETS: &str = "cleaner-offset-checkpoint";
 
+/// One replica of a replicated topic's partition: (topic, partition, replica id).
+type ReplicaKey = (String, u32, u32);
+
 /// The log cleaner's bookkeeping (see `data_dir/cleaner.rs`).
 #[derive(Default)]
 struct CleanerState {
@@ -105,6 +111,11 @@ struct CleanerState {
     in_progress: Mutex<std::collections::BTreeSet<(String, u32)>>,
     /// Notified when a pass ends (`compact_now` waits for the threads' passes).
     pass_ended: WaitSet,
+    /// Per replica of a replicated topic: its metrics, and the replica's disk generation
+    /// when its first dirty offset was taken (see `data_dir/replica_cleaner.rs`).
+    replica_progress: Mutex<BTreeMap<ReplicaKey, (CleanerProgress, u64)>>,
+    /// Replicas a cleaner thread is cleaning.
+    replicas_in_progress: Mutex<std::collections::BTreeSet<ReplicaKey>>,
 }
 
 /// The broker's clock (a std `Arc`) as the storage layer takes clocks (`sync::Arc`, which
@@ -241,6 +252,17 @@ pub(crate) struct TopicMeta {
 }
 
 impl TopicMeta {
+    /// A cleaning pass's settings for this topic (its first dirty offset and bound are set
+    /// per log).
+    pub(crate) fn clean_config(&self, dedupe_buffer_bytes: usize) -> crate::storage::CleanConfig {
+        crate::storage::CleanConfig {
+            delete_retention_ms: i64::try_from(self.delete_retention_ms).unwrap_or(i64::MAX),
+            min_compaction_lag_ms: i64::try_from(self.min_compaction_lag_ms).unwrap_or(i64::MAX),
+            dedupe_buffer_bytes,
+            ..crate::storage::CleanConfig::default()
+        }
+    }
+
     /// The metadata of a new topic of `K` keys and `V` values.
     pub(crate) fn new<K: Codec, V: Codec>(
         name: &str,
@@ -458,6 +480,9 @@ pub(crate) struct DataDir {
     closed: AtomicBool,
     /// Directories formatted again at open, having lost their marker.
     replaced: Mutex<Vec<PathBuf>>,
+    /// The broker's data directories as its replicated topics use them, whose replicas
+    /// the cleaner threads compact too (set once, at open).
+    replicated: Mutex<Option<Arc<super::replicated::DiskDirs>>>,
 }
 
 impl std::fmt::Debug for DataDir {
@@ -604,6 +629,7 @@ impl DataDir {
             stop_wait: WaitSet::new(),
             closed: AtomicBool::new(false),
             replaced: Mutex::new(Vec::new()),
+            replicated: Mutex::new(None),
         });
         data.read_cleaner_checkpoint()?;
         Ok(data)
@@ -1081,7 +1107,9 @@ pub fn describe_data_dir(dir: impl Into<PathBuf>) -> Result<DataDirDescription> 
 /// Opens the data directory `dir` (not in use, as [`describe_data_dir`] does), runs the log
 /// cleaner over every dirty partition of its compacted topics (whatever their
 /// `min_cleanable_dirty_ratio`), and closes it cleanly: `logbus compact`. Returns the passes'
-/// totals and each compacted partition's progress afterwards.
+/// totals and each compacted partition's progress afterwards. Replicated topics are left
+/// alone: a running broker cleans their replicas, each below its high watermark, which only
+/// the partition's leader and ISR define.
 ///
 /// # Errors
 ///

@@ -22,8 +22,11 @@ use crate::partition::replica_log::{runs_of, ReplicaLog};
 use crate::partition::Entry;
 use crate::persist::FlushPolicy;
 use crate::storage::checkpoint::{self, EpochEntry};
+use crate::storage::cleaner::{CleanPlan, Cleaned};
 use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
-use crate::storage::{BatchIter, Checkpoints, Io, LogConfig, LogSetup, SegmentSet};
+use crate::storage::{
+    BatchIter, Checkpoints, CleanConfig, CleanStats, DirtyInfo, Io, LogConfig, LogSetup, SegmentSet,
+};
 use crate::sync::Arc as SyncArc;
 use crate::{Error, Result};
 
@@ -234,6 +237,14 @@ pub(crate) trait ReplicaStore<K, V>: Send {
     fn offset_for_time(&self, timestamp: i64) -> Result<Option<(u64, i64)>>;
     /// Fsyncs everything appended.
     fn sync(&mut self) -> Result<()>;
+    /// How dirty the log is under `config` (the log cleaner's measure).
+    fn dirty_info(&self, config: &CleanConfig) -> DirtyInfo;
+    /// Plans a cleaning pass under `config` (the caller builds it without the replica
+    /// set's lock, then hands the result to [`commit_clean`](Self::commit_clean)).
+    fn plan_clean(&self, config: &CleanConfig) -> Result<CleanPlan>;
+    /// Swaps a built pass's cleaned segments in (groups whose segments changed meanwhile
+    /// are left as they are).
+    fn commit_clean(&mut self, cleaned: Cleaned) -> Result<CleanStats>;
     /// Closes the log cleanly (fsync).
     fn close(self: Box<Self>) -> Result<()>;
     /// A dead process: nothing more is written, not even the write buffer.
@@ -611,6 +622,20 @@ where
         self.set.fsync()?;
         self.appender.flush.synced();
         Ok(())
+    }
+
+    fn dirty_info(&self, config: &CleanConfig) -> DirtyInfo {
+        self.set.dirty_info(config)
+    }
+
+    fn plan_clean(&self, config: &CleanConfig) -> Result<CleanPlan> {
+        self.set.plan_clean(config)
+    }
+
+    fn commit_clean(&mut self, cleaned: Cleaned) -> Result<CleanStats> {
+        // Only closed segments change: the appender's open batch and the producer-state
+        // snapshots (taken at rolls, of batch headers the cleaner keeps) stay valid.
+        self.set.commit_clean(cleaned)
     }
 
     fn close(self: Box<Self>) -> Result<()> {

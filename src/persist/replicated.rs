@@ -32,7 +32,7 @@ use super::{BrokerClock, MetaLine, TopicMeta};
 use crate::clock::Clock;
 use crate::codec::Codec;
 use crate::partition::topic_config::TopicConfig;
-use crate::storage::{checkpoint, DirLock, Io};
+use crate::storage::{checkpoint, CleanConfig, CleanStats, DirLock, DirtyInfo, Io};
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::Arc as SyncArc;
 use crate::sync::Mutex;
@@ -70,6 +70,18 @@ pub(crate) trait DiskPartition: Send + Sync {
     /// Fsyncs every replica, then saves the partition state (with its high watermark).
     fn sync_and_save_state(&self) -> Result<()>;
     fn abandon_disk(&self);
+    /// Its partition number.
+    fn partition_number(&self) -> u32;
+    /// Its replicas' ids (data directories).
+    fn replica_ids(&self) -> Vec<u32>;
+    /// How dirty replica `id`'s log is below the replica's cleanable bound, which is set
+    /// in `config.limit_offset`, and the replica's disk generation (it changes whenever the
+    /// log is cut or reopened); `None` when it cannot be cleaned now (offline, closed, or
+    /// not yet truncated by leader epoch).
+    fn replica_dirty_info(&self, id: u32, config: &mut CleanConfig) -> Option<(DirtyInfo, u64)>;
+    /// One cleaning pass over replica `id`'s log, never past its cleanable bound; `None`
+    /// when it cannot be cleaned now.
+    fn clean_replica(&self, id: u32, config: &CleanConfig) -> Option<Result<CleanStats>>;
 }
 
 /// The metadata file of a replicated persisted topic: `<data dir>/<topic>.replicas`.
@@ -468,6 +480,22 @@ impl DiskDirs {
             }
         }
         out
+    }
+
+    /// The open partitions of topics whose cleanup policy compacts, with their topics'
+    /// metadata (the log cleaner's candidates).
+    pub(crate) fn compacted_partitions(&self) -> Vec<(TopicMeta, Arc<dyn DiskPartition>)> {
+        let open = self.open.lock().clone();
+        let metas = self.metas.lock();
+        open.into_iter()
+            .filter_map(|p| {
+                let meta = metas.get(p.topic_name())?;
+                meta.topic
+                    .cleanup
+                    .compacts()
+                    .then(|| (meta.topic.clone(), p))
+            })
+            .collect()
     }
 
     /// Replicated persisted topics on disk (open or not).

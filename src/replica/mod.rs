@@ -46,6 +46,11 @@
 //! ([`Faults::crash_replica_losing`]); a failed directory loses its in-memory replicas'
 //! logs, and makes a persisted directory's I/O fail.
 //!
+//! A persisted replicated topic whose cleanup policy compacts has every replica's log
+//! cleaned on its own by the broker's log cleaner, never at or past that replica's high
+//! watermark (`set/clean.rs` states the rule); followers fetch across the offset gaps the
+//! leader's cleaning leaves, as Kafka's do.
+//!
 //! Persisted replicated topics do not yet apply retention, grow partitions, or keep their
 //! groups' committed offsets across a restart.
 //!

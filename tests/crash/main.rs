@@ -14,6 +14,7 @@ mod compaction;
 mod persisted;
 mod persisted_checkpoints;
 mod persisted_open;
+mod replicated_compaction;
 mod replicated_offsets;
 mod storage_crash;
 

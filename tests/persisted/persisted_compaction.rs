@@ -364,32 +364,59 @@ fn cleaner_threads_compact_under_a_producer_and_a_disk_reader() {
     broker.close().unwrap();
 }
 
-/// A replicated persisted topic cannot compact yet: refused, not silently left uncompacted.
+/// A replicated persisted topic takes a compacting policy (both of them), and its replicas
+/// compact: `compact_now` removes superseded records and a replay keeps each key's latest
+/// value (the replication cases are in `tests/replicas/replicas_compaction.rs`).
 #[test]
-fn a_compacted_replicated_topic_is_refused() {
+fn a_compacted_replicated_topic_compacts() {
     let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
     let broker = Broker::builder()
         .data_dirs(dirs.iter().map(|d| d.path()))
         .create(true)
         .open()
         .unwrap();
-    let refused = broker.create_topic::<String, String>(
-        "r",
-        compacted()
-            .replication_factor(2)
-            .persist(PersistConfig::new()),
-    );
-    assert!(
-        matches!(
-            refused,
-            Err(Error::InvalidConfig {
-                name: "cleanup_policy",
-                ..
-            })
-        ),
-        "{:?}",
-        refused.map(|_| ())
-    );
+    broker
+        .create_topic::<String, String>(
+            "both",
+            TopicConfig::new(1)
+                .cleanup_policy(CleanupPolicy::CompactAndDelete)
+                .retention(Duration::from_secs(3600))
+                .replication_factor(2)
+                .persist(PersistConfig::new()),
+        )
+        .unwrap();
+    broker
+        .create_topic::<String, String>(
+            "r",
+            TopicConfig::new(1)
+                .records_in_memory(16)
+                .cleanup_policy(CleanupPolicy::Compact)
+                .replication_factor(2)
+                .persist(PersistConfig::new().segment_bytes(4096)),
+        )
+        .unwrap();
+    let producer = broker.producer::<String, String>();
+    let mut model = std::collections::BTreeMap::new();
+    for i in 0..600 {
+        let (key, value) = (format!("k{}", i % 7), format!("{i:040}"));
+        producer
+            .send(
+                Record::new("r", value.clone())
+                    .key(key.clone())
+                    .partition(0),
+            )
+            .unwrap();
+        model.insert(key, value);
+    }
+    assert!(broker
+        .faults()
+        .wait_in_sync("r", 0, Duration::from_secs(20))
+        .unwrap());
+    let stats = broker.compact_now().unwrap();
+    assert!(stats.records_removed > 0, "{stats:?}");
+    let got = read_from(&broker, "r", 0);
+    assert!(got.len() < 600, "{} records left", got.len());
+    assert_eq!(latest_strings(&got), model);
     broker.close().unwrap();
 }
 

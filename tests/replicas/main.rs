@@ -7,6 +7,7 @@ mod data_dirs;
 mod replicas;
 mod replicas_async;
 mod replicas_combine_defects;
+mod replicas_compaction;
 mod replicas_disk;
 mod replicas_disk_adversarial;
 mod replicas_disk_races;

@@ -17,8 +17,9 @@
 //! - **Metrics** ([`CleanerProgress`]): per partition, passes, records and bytes removed,
 //!   and the dirty section's bytes, in `Broker::describe_topic`'s partitions.
 //!
-//! Replicated persisted topics are not compacted yet (as they have no retention yet): each
-//! replica will clean its own log, below its high watermark.
+//! The replicas of replicated persisted topics are cleaned by the same threads, each replica's
+//! log on its own below its high watermark (`data_dir/replica_cleaner.rs`), in rounds where
+//! no single-replica log is dirty enough.
 
 use std::collections::BTreeSet;
 
@@ -71,7 +72,7 @@ struct Candidate {
 impl DataDir {
     /// The partitions of every open topic whose policy compacts.
     fn compacted_logs(&self) -> Vec<Candidate> {
-        let topics: Vec<(String, u32, f64, i64, i64)> = self
+        let topics: Vec<(String, u32, f64, CleanConfig)> = self
             .metas
             .lock()
             .values()
@@ -81,25 +82,19 @@ impl DataDir {
                     m.name.clone(),
                     m.partitions,
                     m.min_cleanable_dirty_ratio,
-                    i64::try_from(m.delete_retention_ms).unwrap_or(i64::MAX),
-                    i64::try_from(m.min_compaction_lag_ms).unwrap_or(i64::MAX),
+                    m.clean_config(self.options.dedupe_buffer_size),
                 )
             })
             .collect();
         let cells = self.cells.lock();
         let mut out = Vec::new();
-        for (name, partitions, min_ratio, retention, lag) in topics {
+        for (name, partitions, min_ratio, config) in topics {
             for p in 0..partitions {
                 if let Some(cell) = cells.get(&(name.clone(), p)) {
                     out.push(Candidate {
                         cell: Arc::clone(cell),
                         min_ratio,
-                        config: CleanConfig {
-                            delete_retention_ms: retention,
-                            min_compaction_lag_ms: lag,
-                            dedupe_buffer_bytes: self.options.dedupe_buffer_size,
-                            ..CleanConfig::default()
-                        },
+                        config,
                     });
                 }
             }
@@ -193,12 +188,12 @@ impl DataDir {
             let Some(r) = self.clean_dirtiest(true) else {
                 // Nothing left to take: once the threads' passes (over logs this call
                 // skipped) end, a last look.
-                if self.cleaner.in_progress.lock().is_empty() {
+                if self.no_pass_in_progress() {
                     break;
                 }
-                self.cleaner.pass_ended.wait_until(None, || {
-                    self.cleaner.in_progress.lock().is_empty().then_some(())
-                });
+                self.cleaner
+                    .pass_ended
+                    .wait_until(None, || self.no_pass_in_progress().then_some(()));
                 continue;
             };
             match r {
@@ -233,7 +228,10 @@ impl DataDir {
     ///
     /// The pass's error (the partition's log is offline after a failed swap).
     pub(crate) fn clean_dirtiest(&self, force: bool) -> Option<Result<CleanStats>> {
-        let c = self.grab_dirtiest(force)?;
+        let Some(c) = self.grab_dirtiest(force) else {
+            // The replicas of replicated topics, once no single-replica log is dirty enough.
+            return self.clean_dirtiest_replica(force);
+        };
         let key = (c.cell.topic.clone(), c.cell.partition);
         let result = self.clean_log(&c);
         self.cleaner.in_progress.lock().remove(&key);

@@ -9,6 +9,7 @@ use crate::partition::{AppendError, Entry};
 use crate::persist::replica_store::{ReplicaStore, Stored};
 use crate::persist::replicated::{Backing, DiskPartition, PartState};
 use crate::replica::events::EventKind;
+use crate::storage::{CleanConfig, CleanStats, DirtyInfo};
 use crate::sync::atomic::Ordering;
 use crate::sync::StdArc as Arc;
 use crate::Result;
@@ -130,6 +131,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// lower); `false` when its directory failed.
     pub(super) fn cut(&self, st: &mut State<K, V>, i: usize, offset: u64) -> bool {
         let r = &mut st.replicas[i];
+        r.disk_generation += 1;
         let at = match r.store.as_mut().map(|s| s.truncate_to(offset)) {
             None => offset,
             Some(Ok(end)) => end,
@@ -221,6 +223,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         r.status = Status::DirFailed;
         r.known_leo = 0;
         drop(r.store.take());
+        r.disk_generation += 1;
         self.event(EventKind::Crashed {
             replica: id,
             lost_from: Some(start),
@@ -297,6 +300,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             // Before the lock: a send that finds the set closed under it reads the flag set.
             self.broker_closed.mark();
         }
+        // A cleaning pass in progress ends first (it writes in the replicas' directories).
+        let _cleaning = self.cleaning.lock();
         let mut st = self.state.lock();
         st.closed = true;
         let mut first = Ok(());
@@ -343,5 +348,17 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> DiskPartition for Repli
     }
     fn abandon_disk(&self) {
         ReplicaSet::abandon_disk(self);
+    }
+    fn partition_number(&self) -> u32 {
+        ReplicaSet::partition(self)
+    }
+    fn replica_ids(&self) -> Vec<u32> {
+        ReplicaSet::replica_ids(self)
+    }
+    fn replica_dirty_info(&self, id: u32, config: &mut CleanConfig) -> Option<(DirtyInfo, u64)> {
+        ReplicaSet::replica_dirty_info(self, id, config)
+    }
+    fn clean_replica(&self, id: u32, config: &CleanConfig) -> Option<Result<CleanStats>> {
+        ReplicaSet::clean_replica(self, id, config)
     }
 }

@@ -20,6 +20,7 @@
 //!   election bumps the leader epoch; every other replica then truncates by epoch
 //!   (`log::truncation_point`) before it fetches again.
 
+mod clean;
 mod combine;
 mod disk;
 mod help;
@@ -113,6 +114,9 @@ struct Replica<K, V> {
     needs_truncation: bool,
     /// A persisted replica's disk side (`None` in memory, and while its directory failed).
     store: Option<Box<dyn ReplicaStore<K, V>>>,
+    /// Bumped whenever the log on disk is cut or its store replaced: a cleaning pass
+    /// planned before swaps nothing in (`clean`).
+    disk_generation: u64,
 }
 
 struct State<K, V> {
@@ -210,6 +214,10 @@ pub(crate) struct ReplicaSet<K, V> {
     cloner: Cloner<K, V>,
     /// A persisted partition's files (`None` in memory).
     backing: Option<Arc<dyn Backing<K, V>>>,
+    /// Held by a cleaning pass over one of the replicas' logs from its plan to its swap,
+    /// and by `close_disk` before it closes the stores (taken before `state`): a pass
+    /// never writes into a directory being closed or deleted.
+    cleaning: Mutex<()>,
     /// The partition's flag, read when a send finds the set closed: closed by
     /// `Broker::close`, or deleted.
     broker_closed: ClosedByBroker,
@@ -280,6 +288,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 last_caught_up_ms: now,
                 needs_truncation: false,
                 store: None,
+                disk_generation: 0,
             })
             .collect::<Vec<_>>();
         let mut state = State {
@@ -314,6 +323,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             events,
             cloner,
             backing: None,
+            cleaning: Mutex::new(()),
             broker_closed,
         };
         set.event(EventKind::LeaderElected {
@@ -782,6 +792,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             r.status = Status::DirFailed;
             // Dropped, not closed: its directory is failing (errors are ignored).
             drop(r.store.take());
+            r.disk_generation += 1;
             Some(start)
         } else {
             st.replicas[i].status = Status::Crashed;
@@ -834,6 +845,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 match b.reopen(self.partition, id) {
                     Ok((store, log)) => {
                         r.store = Some(store);
+                        r.disk_generation += 1;
                         r.log = log;
                     }
                     Err(_) => return true,

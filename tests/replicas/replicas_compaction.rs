@@ -1,0 +1,677 @@
+//! Log compaction of replicated persisted topics: every replica's log is cleaned on its own,
+//! never at or past its high watermark; followers fetch across the gaps the leader's
+//! cleaning leaves; elections, a stalled follower catching up, a restarted replica
+//! truncating by epoch and a reopen from disk all keep every replica's key → latest value
+//! view equal to the model's, with every record at its original offset.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use logbus::broker::CleanupPolicy;
+use logbus::consumer::ConsumerConfig;
+use logbus::persist::PersistConfig;
+use logbus::producer::{Acks, ProducerConfig, Record};
+use logbus::storage::BatchIter;
+use logbus::{Broker, Clock, ManualClock, TopicConfig, TopicPartition};
+
+const T: &str = "kv";
+const WAIT: Duration = Duration::from_secs(20);
+const T0: i64 = 1_700_000_000_000;
+
+type Value = Option<String>;
+/// offset → (key, value): every record the test wrote, where it was written.
+type History = BTreeMap<u64, (String, Value)>;
+
+fn open(dirs: &[PathBuf], clock: &Arc<ManualClock>) -> Broker {
+    Broker::builder()
+        .data_dirs(dirs.iter())
+        .create(true)
+        .clock(clock.clone() as Arc<dyn Clock>)
+        .open()
+        .unwrap()
+}
+
+/// A broker whose two cleaner threads look for dirty logs every millisecond: they race the
+/// fetches, elections, truncations and `compact_now`.
+fn open_eager(dirs: &[PathBuf], clock: &Arc<ManualClock>) -> Broker {
+    Broker::builder()
+        .data_dirs(dirs.iter())
+        .create(true)
+        .clock(clock.clone() as Arc<dyn Clock>)
+        .log_cleaner_threads(2)
+        .log_cleaner_backoff(Duration::from_millis(1))
+        .open()
+        .unwrap()
+}
+
+/// The topic: followers leave the ISR after `lag` behind.
+fn config(lag: Duration) -> logbus::persist::PersistedTopicConfig {
+    TopicConfig::new(1)
+        .replication_factor(3)
+        .min_insync_replicas(2)
+        .replica_lag_time_max(lag)
+        .records_in_memory(4)
+        .cleanup_policy(CleanupPolicy::Compact)
+        .delete_retention(Duration::from_secs(10))
+        .min_compaction_lag(Duration::from_secs(20))
+        .persist(PersistConfig::new().segment_bytes(4096))
+}
+
+/// Writes and remembers what it wrote.
+struct Writer {
+    producer: logbus::Producer<String, Value>,
+    model: BTreeMap<String, Value>,
+    history: History,
+}
+
+impl Writer {
+    fn new(broker: &Broker, acks: Acks) -> Self {
+        let config = ProducerConfig::new().acks(acks).request_timeout(WAIT);
+        Writer {
+            producer: broker.producer_with_config(config).unwrap(),
+            model: BTreeMap::new(),
+            history: History::new(),
+        }
+    }
+
+    fn reconnect(&mut self, broker: &Broker, acks: Acks) {
+        let config = ProducerConfig::new().acks(acks).request_timeout(WAIT);
+        self.producer = broker.producer_with_config(config).unwrap();
+    }
+
+    fn send(&mut self, key: String, value: Value) {
+        let meta = self
+            .producer
+            .send(Record::new(T, value.clone()).key(key.clone()).partition(0))
+            .unwrap();
+        self.history
+            .insert(meta.offset, (key.clone(), value.clone()));
+        self.model.insert(key, value);
+    }
+
+    /// `rounds` overwrites of 12 keys, then tombstones for three of them, then filler
+    /// records of other keys that roll the rest out of the active segment.
+    fn overwrites(&mut self, tag: &str, rounds: usize) {
+        for round in 0..rounds {
+            for k in 0..12 {
+                self.send(format!("k{k}"), Some(format!("{tag}-{round}-{k}")));
+            }
+        }
+        for k in [2, 5, 7] {
+            self.send(format!("k{k}"), None);
+        }
+        self.send("k5".into(), Some(format!("{tag}-back")));
+        for i in 0..100 {
+            self.send(format!("fill-{}", i % 4), Some(format!("{tag}{i:040}")));
+        }
+    }
+
+    /// The keys with a value (a tombstone may be kept or, once old enough, dropped).
+    fn live(&self) -> BTreeMap<String, String> {
+        live(self.model.iter().map(|(k, v)| (k.clone(), v.clone())))
+    }
+}
+
+fn live(records: impl Iterator<Item = (String, Value)>) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::new();
+    for (k, v) in records {
+        match v {
+            Some(v) => map.insert(k, v),
+            None => map.remove(&k),
+        };
+    }
+    map
+}
+
+/// Every record of `dir`'s partition `T`-0 on disk, `(offset, key, value)`, from its
+/// `.log` files in offset order (a torn tail ends a file's records).
+fn disk_records(data_dir: &Path) -> Vec<(u64, String, Value)> {
+    let part = data_dir.join(format!("{T}-0"));
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&part)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort();
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    for path in logs {
+        let bytes = std::fs::read(&path).unwrap();
+        for batch in BatchIter::new(&bytes) {
+            let Ok(batch) = batch else { break };
+            if batch.header().is_control() {
+                continue;
+            }
+            for r in batch.records(&mut buf).unwrap() {
+                let r = r.unwrap();
+                let key = String::from_utf8(r.key.unwrap().to_vec()).unwrap();
+                let value = r.value.map(|v| String::from_utf8(v.to_vec()).unwrap());
+                out.push((r.offset, key, value));
+            }
+        }
+    }
+    out
+}
+
+/// Every replica's log on disk: offsets strictly increase, each record is the one written
+/// at its offset, every record at or past `young_from` is still there, and the live keys
+/// are the model's. Returns each replica's record count.
+fn check_disk(dirs: &[PathBuf], w: &Writer, young_from: u64, what: &str) -> Vec<usize> {
+    let mut counts = Vec::new();
+    for (d, dir) in dirs.iter().enumerate() {
+        let records = disk_records(dir);
+        assert!(
+            records.windows(2).all(|p| p[0].0 < p[1].0),
+            "{what}: replica {d}: offsets increase"
+        );
+        for (o, k, v) in &records {
+            assert_eq!(
+                w.history.get(o),
+                Some(&(k.clone(), v.clone())),
+                "{what}: replica {d}: the record at {o} is the one written there"
+            );
+        }
+        let offsets: std::collections::BTreeSet<u64> = records.iter().map(|r| r.0).collect();
+        for o in w.history.range(young_from..).map(|(o, _)| o) {
+            assert!(
+                offsets.contains(o),
+                "{what}: replica {d}: {o} is younger than min_compaction_lag, yet gone"
+            );
+        }
+        let view = live(records.iter().map(|(_, k, v)| (k.clone(), v.clone())));
+        assert_eq!(view, w.live(), "{what}: replica {d}'s replay");
+        counts.push(records.len());
+    }
+    counts
+}
+
+/// A consumer's replay of partition 0 from offset 0 to its end: `(offset, key, value)`.
+fn replay(broker: &Broker) -> Vec<(u64, String, Value)> {
+    let tp = TopicPartition::new(T, 0);
+    let mut c = broker
+        .consumer::<String, Value>(ConsumerConfig::new())
+        .unwrap();
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    c.seek(&tp, 0).unwrap();
+    let end = c.end_offsets(std::slice::from_ref(&tp)).unwrap()[&tp];
+    let mut got = Vec::new();
+    while c.position(&tp).is_ok_and(|at| at < end) {
+        for r in c.poll(Duration::from_millis(100)).unwrap().iter() {
+            got.push((r.offset, r.key.clone().unwrap(), r.value.clone()));
+        }
+    }
+    got
+}
+
+fn check_replay(broker: &Broker, w: &Writer, what: &str) -> usize {
+    let got = replay(broker);
+    for (o, k, v) in &got {
+        assert_eq!(
+            w.history.get(o),
+            Some(&(k.clone(), v.clone())),
+            "{what}: read at {o}"
+        );
+    }
+    assert_eq!(
+        live(got.iter().map(|(_, k, v)| (k.clone(), v.clone()))),
+        w.live(),
+        "{what}: the consumer's replay"
+    );
+    got.len()
+}
+
+fn partition(broker: &Broker) -> logbus::replica::PartitionReplicas {
+    broker.describe_topic(T).unwrap().replicas[0].clone()
+}
+
+fn wait_in_sync(broker: &Broker) {
+    assert!(broker.faults().wait_in_sync(T, 0, WAIT).unwrap());
+}
+
+/// Waits until every replica but `but` holds the leader's log end.
+fn wait_followers_but(broker: &Broker, but: u32) {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let p = partition(broker);
+        let end = p
+            .replicas
+            .iter()
+            .find(|r| Some(r.id) == p.leader)
+            .unwrap()
+            .log_end;
+        if p.replicas.iter().all(|r| r.id == but || r.log_end == end) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "not caught up: {p:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Waits until the high watermark reaches the leader's log end.
+fn wait_hw(broker: &Broker) {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let p = partition(broker);
+        let leader = p.replicas.iter().find(|r| Some(r.id) == p.leader).unwrap();
+        if p.high_watermark == leader.log_end {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "HW stuck: {p:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The RF 3 scenario: writes with overwrites and tombstones, cleaning on every replica, a
+/// leader crash and election, writes and cleaning on the survivors, the old leader back
+/// (truncating by epoch, then fetching across the new leader's gaps), a stalled follower
+/// left behind while the others clean and then catching up, records younger than
+/// `min_compaction_lag` left alone, and a reopen from disk.
+#[test]
+fn every_replica_compacts_through_an_election_a_stall_and_a_restart() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
+    let broker = open(&dirs, &clock);
+    broker
+        .create_topic::<String, Value>(T, config(Duration::from_secs(1)))
+        .unwrap();
+    let mut w = Writer::new(&broker, Acks::All);
+
+    // 1. Every replica cleans its own log, below its high watermark.
+    w.overwrites("a", 6);
+    wait_in_sync(&broker);
+    clock.advance(Duration::from_secs(30));
+    let written = w.history.len();
+    let stats = broker.compact_now().unwrap();
+    assert!(stats.records_removed > 0, "{stats:?}");
+    assert!(stats.segments_cleaned > 0, "{stats:?}");
+    assert!(check_replay(&broker, &w, "cleaned") < written);
+    // A read at an offset cleaned away returns the next record kept.
+    let kept: Vec<u64> = replay(&broker).iter().map(|r| r.0).collect();
+    let gone = (0..kept[kept.len() - 1])
+        .find(|o| !kept.contains(o))
+        .unwrap();
+    let next = kept.iter().copied().find(|&o| o > gone).unwrap();
+    let tp = TopicPartition::new(T, 0);
+    let mut c = broker
+        .consumer::<String, Value>(ConsumerConfig::new())
+        .unwrap();
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    c.seek(&tp, gone).unwrap();
+    let first = c.poll(WAIT).unwrap().iter().next().map(|r| r.offset);
+    assert_eq!(first, Some(next), "read at {gone}, cleaned away");
+    drop(c);
+    let cleaner = broker.describe_topic(T).unwrap().partitions[0].cleaner;
+    assert!(
+        cleaner.is_some_and(|c| c.passes > 0 && c.records_removed > 0),
+        "{cleaner:?}"
+    );
+
+    // 2. The leader crashes; the survivors elect, take writes and clean; the old leader
+    // comes back, truncates by epoch and fetches across the new leader's gaps.
+    let old = partition(&broker).leader.unwrap();
+    broker.faults().crash_replica(T, 0, old).unwrap();
+    let p = partition(&broker);
+    assert!(p.leader.is_some_and(|l| l != old), "{p:?}");
+    w.overwrites("b", 5);
+    clock.advance(Duration::from_secs(30));
+    broker.compact_now().unwrap();
+    check_replay(&broker, &w, "after the election");
+    broker.faults().restart_replica(T, 0, old).unwrap();
+    wait_in_sync(&broker);
+    check_replay(&broker, &w, "the old leader back");
+
+    // 3. A follower stalls and leaves the ISR; the others take writes (acks = 1) and clean;
+    // it resumes and fetches across the gaps.
+    let p = partition(&broker);
+    let stalled = p
+        .replicas
+        .iter()
+        .map(|r| r.id)
+        .find(|&id| Some(id) != p.leader);
+    let stalled = stalled.unwrap();
+    broker.faults().stall_replica(T, 0, stalled).unwrap();
+    w.reconnect(&broker, Acks::Leader);
+    w.overwrites("c", 5);
+    wait_followers_but(&broker, stalled);
+    clock.advance(Duration::from_secs(2));
+    broker.faults().check_isr_now();
+    assert!(!partition(&broker).isr.contains(&stalled));
+    wait_hw(&broker);
+    clock.advance(Duration::from_secs(30));
+    broker.compact_now().unwrap();
+    broker.faults().resume_replica(T, 0, stalled).unwrap();
+    wait_in_sync(&broker);
+    w.reconnect(&broker, Acks::All);
+
+    // 4. Young records: left alone by every replica's cleaner.
+    let young_from = w.history.keys().next_back().unwrap() + 1;
+    w.overwrites("d", 3);
+    wait_in_sync(&broker);
+    broker.compact_now().unwrap();
+    check_replay(&broker, &w, "with young records");
+    broker.close().unwrap();
+    let counts = check_disk(&dirs, &w, young_from, "closed");
+    assert!(
+        counts.iter().all(|&n| n < w.history.len()),
+        "every replica cleaned: {counts:?} of {}",
+        w.history.len()
+    );
+
+    // 5. Reopened from disk: the same views, and cleaning goes on.
+    let broker = open(&dirs, &clock);
+    broker.topic::<String, Value>(T).unwrap();
+    wait_in_sync(&broker);
+    check_replay(&broker, &w, "reopened");
+    clock.advance(Duration::from_secs(30));
+    w.reconnect(&broker, Acks::All);
+    w.overwrites("e", 2);
+    wait_in_sync(&broker);
+    clock.advance(Duration::from_secs(30));
+    broker.compact_now().unwrap();
+    check_replay(&broker, &w, "reopened and cleaned");
+    broker.close().unwrap();
+    let young_from = w.history.keys().next_back().unwrap() + 1;
+    check_disk(&dirs, &w, young_from, "reopened, closed");
+}
+
+/// The cleaner never cleans at or past a replica's high watermark: a leader whose followers
+/// stalled holds a newer value of a key above the HW (acks = 1); its cleaner keeps the
+/// committed older value, so once it crashes, a follower is elected without the newer one
+/// and the old leader truncates it away by epoch, the key still reads its committed value
+/// on every replica (a cleaner that went up to the log end would have removed it).
+#[test]
+fn no_replica_cleans_past_its_high_watermark() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
+    let broker = open(&dirs, &clock);
+    broker
+        .create_topic::<String, Value>(T, config(Duration::from_secs(3600)))
+        .unwrap();
+    let mut w = Writer::new(&broker, Acks::All);
+    w.send("k".into(), Some("committed".into()));
+    w.overwrites("a", 2);
+    wait_in_sync(&broker);
+    let committed = w.history.clone();
+    let hw = partition(&broker).high_watermark;
+    let leader = partition(&broker).leader.unwrap();
+    let followers: Vec<u32> = partition(&broker)
+        .replicas
+        .iter()
+        .map(|r| r.id)
+        .filter(|&id| id != leader)
+        .collect();
+    for &f in &followers {
+        broker.faults().stall_replica(T, 0, f).unwrap();
+    }
+    // Above the HW, on the leader only: a newer value of "k", and enough records of other
+    // keys to roll it out of the active segment.
+    w.reconnect(&broker, Acks::Leader);
+    w.send("k".into(), Some("uncommitted".into()));
+    w.overwrites("b", 2);
+    assert_eq!(partition(&broker).high_watermark, hw);
+    clock.advance(Duration::from_secs(30));
+    broker.compact_now().unwrap();
+    broker.faults().crash_replica(T, 0, leader).unwrap();
+    for &f in &followers {
+        broker.faults().resume_replica(T, 0, f).unwrap();
+    }
+    let p = partition(&broker);
+    assert!(p.leader.is_some_and(|l| l != leader), "{p:?}");
+    broker.faults().restart_replica(T, 0, leader).unwrap();
+    wait_in_sync(&broker);
+    assert_eq!(partition(&broker).replicas[0].log_end, hw);
+    // What the partition holds now: the committed records.
+    w.history = committed;
+    w.model.clear();
+    for (k, v) in w.history.values() {
+        w.model.insert(k.clone(), v.clone());
+    }
+    assert_eq!(w.live().get("k").map(String::as_str), Some("committed"));
+    check_replay(&broker, &w, "after the election");
+    broker.close().unwrap();
+    check_disk(&dirs, &w, u64::MAX, "closed");
+}
+
+/// One step of a fault schedule.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Sends this many overwrite rounds (tombstones and fillers included).
+    Write(usize),
+    /// The clock passes `min_compaction_lag`; every replica is cleaned.
+    Compact,
+    CrashLeader,
+    CrashFollower(usize),
+    StallFollower(usize),
+    /// Every crashed replica restarts, every stalled one resumes; all back in sync.
+    Heal,
+    /// The broker closes (healed first) and reopens from disk.
+    Reopen,
+}
+
+fn fault_schedule(seed: u64) -> Vec<Step> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    (0..10)
+        .map(|_| match rng.u8(..10) {
+            0..=2 => Step::Write(rng.usize(1..4)),
+            3 | 4 => Step::Compact,
+            5 => Step::CrashLeader,
+            6 => Step::CrashFollower(rng.usize(..2)),
+            7 => Step::StallFollower(rng.usize(..2)),
+            8 => Step::Heal,
+            _ => Step::Reopen,
+        })
+        .collect()
+}
+
+/// What is wrong with the replicas now, at most one replica at a time.
+#[derive(Clone, Copy, PartialEq)]
+enum Fault {
+    None,
+    Crashed(u32),
+    Stalled(u32),
+}
+
+fn run_schedule(seed: u64) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
+    let mut broker = open_eager(&dirs, &clock);
+    broker
+        .create_topic::<String, Value>(T, config(Duration::from_secs(1)))
+        .unwrap();
+    let mut w = Writer::new(&broker, Acks::All);
+    w.overwrites("init", 2);
+    let mut fault = Fault::None;
+    let heal = |broker: &Broker, fault: &mut Fault| {
+        match *fault {
+            Fault::Crashed(id) => broker.faults().restart_replica(T, 0, id).unwrap(),
+            Fault::Stalled(id) => broker.faults().resume_replica(T, 0, id).unwrap(),
+            Fault::None => {}
+        }
+        *fault = Fault::None;
+        wait_in_sync(broker);
+    };
+    let follower = |broker: &Broker, n: usize| {
+        let p = partition(broker);
+        let ids = p.replicas.iter().map(|r| r.id);
+        ids.filter(|&id| Some(id) != p.leader).collect::<Vec<_>>()[n]
+    };
+    for (i, step) in fault_schedule(seed).into_iter().enumerate() {
+        let tag = format!("s{i}");
+        match step {
+            Step::Write(rounds) => match fault {
+                Fault::Stalled(id) => {
+                    // acks = 1 while the stalled follower is in the ISR; committed once it
+                    // leaves it (it lags past `replica_lag_time_max`).
+                    w.reconnect(&broker, Acks::Leader);
+                    w.overwrites(&tag, rounds);
+                    wait_followers_but(&broker, id);
+                    clock.advance(Duration::from_secs(2));
+                    broker.faults().check_isr_now();
+                    wait_hw(&broker);
+                    w.reconnect(&broker, Acks::All);
+                }
+                _ => w.overwrites(&tag, rounds),
+            },
+            Step::Compact => {
+                clock.advance(Duration::from_secs(30));
+                broker.compact_now().unwrap();
+            }
+            Step::CrashLeader | Step::CrashFollower(_) | Step::StallFollower(_) => {
+                heal(&broker, &mut fault);
+                let p = partition(&broker);
+                match step {
+                    Step::CrashLeader => {
+                        let id = p.leader.unwrap();
+                        broker.faults().crash_replica(T, 0, id).unwrap();
+                        fault = Fault::Crashed(id);
+                    }
+                    Step::CrashFollower(n) => {
+                        let id = follower(&broker, n);
+                        broker.faults().crash_replica(T, 0, id).unwrap();
+                        fault = Fault::Crashed(id);
+                    }
+                    Step::StallFollower(n) => {
+                        let id = follower(&broker, n);
+                        broker.faults().stall_replica(T, 0, id).unwrap();
+                        fault = Fault::Stalled(id);
+                    }
+                    _ => unreachable!(),
+                }
+            }
+            Step::Heal => heal(&broker, &mut fault),
+            Step::Reopen => {
+                heal(&broker, &mut fault);
+                broker.close().unwrap();
+                check_disk(
+                    &dirs,
+                    &w,
+                    u64::MAX,
+                    &format!("seed {seed}: step {i}, closed"),
+                );
+                broker = open_eager(&dirs, &clock);
+                broker.topic::<String, Value>(T).unwrap();
+                wait_in_sync(&broker);
+                w.reconnect(&broker, Acks::All);
+            }
+        }
+        check_replay(&broker, &w, &format!("seed {seed}: step {i} ({step:?})"));
+    }
+    // Healed and cleaned, then records younger than the lag, cleaned again: kept.
+    heal(&broker, &mut fault);
+    clock.advance(Duration::from_secs(30));
+    broker.compact_now().unwrap();
+    let young_from = w.history.keys().next_back().map_or(0, |o| o + 1);
+    w.overwrites("young", 2);
+    wait_in_sync(&broker);
+    broker.compact_now().unwrap();
+    check_replay(&broker, &w, &format!("seed {seed}: the end"));
+    broker.close().unwrap();
+    let counts = check_disk(&dirs, &w, young_from, &format!("seed {seed}: the end"));
+    assert!(
+        counts.iter().all(|&n| n < w.history.len()),
+        "seed {seed}: every replica cleaned: {counts:?} of {}",
+        w.history.len()
+    );
+}
+
+/// Seeded fault schedules (crashes of the leader or a follower, a stalled follower, heals,
+/// writes, cleaning, reopens; one fault at a time, so every acknowledged record stays
+/// committed): after every step a consumer's replay is the model's view, and at each
+/// close every replica's log on disk is, with each record at its offset.
+/// `LOGBUS_REPLICA_COMPACTION_SEED=s` runs the schedule of seed `s` alone;
+/// `LOGBUS_REPLICA_COMPACTION_SCHEDULES=n` runs seeds `0..n` (default 6).
+#[test]
+fn seeded_fault_schedules_keep_every_replica_compacted_and_equal() {
+    let seeds: Vec<u64> = match std::env::var("LOGBUS_REPLICA_COMPACTION_SEED") {
+        Ok(s) => vec![s
+            .parse()
+            .expect("LOGBUS_REPLICA_COMPACTION_SEED is a number")],
+        Err(_) => {
+            let n = std::env::var("LOGBUS_REPLICA_COMPACTION_SCHEDULES")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(6);
+            (0..n).collect()
+        }
+    };
+    for seed in seeds {
+        let run = std::panic::catch_unwind(|| run_schedule(seed));
+        if let Err(panic) = run {
+            eprintln!(
+                "seed {seed} failed; schedule: {:?}\n  replay: LOGBUS_REPLICA_COMPACTION_SEED={seed} cargo test --test replicas -- --exact replicas_compaction::seeded_fault_schedules_keep_every_replica_compacted_and_equal",
+                fault_schedule(seed)
+            );
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+/// A directory fsync fails part-way through the cleaning of the replicas (the replica whose
+/// swap it was goes offline), then the power fails: every replica reopens with its swap
+/// finished or undone by recovery, and with `FlushPolicy::EveryBatch` and `acks = all` the
+/// consumer's replay is still the model's, each record at its offset, before and after the
+/// replicas are cleaned again.
+#[test]
+fn a_failed_swap_then_a_power_loss_keeps_every_key() {
+    use logbus::persist::FlushPolicy;
+    use logbus::storage::fault::{Fault, FaultyIo};
+    for seed in 0..6u64 {
+        let clock = Arc::new(ManualClock::new(T0));
+        let fs = FaultyIo::new(seed);
+        let dirs: Vec<PathBuf> = ["/d0", "/d1", "/d2"].iter().map(PathBuf::from).collect();
+        let open = || {
+            Broker::builder()
+                .io(Arc::new(fs.clone()))
+                .data_dirs(dirs.iter())
+                .create(true)
+                .clock(clock.clone() as Arc<dyn Clock>)
+                .log_cleaner_threads(0)
+                .open()
+                .unwrap()
+        };
+        let broker = open();
+        let config = TopicConfig::new(1)
+            .replication_factor(3)
+            .min_insync_replicas(2)
+            .records_in_memory(4)
+            .cleanup_policy(CleanupPolicy::Compact)
+            .delete_retention(Duration::from_secs(10))
+            .persist(
+                PersistConfig::new()
+                    .segment_bytes(4096)
+                    .flush(FlushPolicy::EveryBatch),
+            );
+        broker.create_topic::<String, Value>(T, config).unwrap();
+        let mut w = Writer::new(&broker, Acks::All);
+        w.overwrites("a", 4);
+        wait_in_sync(&broker);
+        clock.advance(Duration::from_secs(30));
+        // The cleaner's swaps sync the directory several times per replica.
+        fs.inject(Fault::DirSyncError, seed as usize * 2);
+        let failed = broker.compact_now();
+        assert!(failed.is_err(), "seed {seed}: the fault hits a swap");
+        broker.simulate_process_death();
+        drop((w.producer, broker));
+        fs.clear_faults();
+        fs.crash();
+        let broker = open();
+        broker.topic::<String, Value>(T).unwrap();
+        wait_in_sync(&broker);
+        w.producer = broker
+            .producer_with_config(ProducerConfig::new().request_timeout(WAIT))
+            .unwrap();
+        check_replay(&broker, &w, &format!("seed {seed}: reopened"));
+        w.overwrites("b", 1);
+        wait_in_sync(&broker);
+        clock.advance(Duration::from_secs(30));
+        let stats = broker.compact_now().unwrap();
+        assert!(stats.records_removed > 0, "seed {seed}: {stats:?}");
+        check_replay(&broker, &w, &format!("seed {seed}: cleaned again"));
+        broker.close().unwrap();
+    }
+}
