@@ -122,7 +122,6 @@ fn latest_view(records: &[(u64, String, String)], what: &str) -> BTreeMap<u64, u
 fn replicated_compaction_sigkill_rounds() {
     let _serial = one_at_a_time();
     let root = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
     // Per key, the last offset acknowledged.
     let mut acked: HashMap<u64, u64> = HashMap::new();
     let mut checked = 0;
@@ -132,28 +131,16 @@ fn replicated_compaction_sigkill_rounds() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
     for round in 0..rounds {
-        let mut child = std::process::Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                &crate::child_test(module_path!(), "replicated_compaction_crash_child"),
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("LOGBUS_REPLICATED_COMPACTION_CRASH_DIR", root.path())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(150 + (round * 53) % 250));
-        child.kill().unwrap(); // SIGKILL
-        let out = child.wait_with_output().unwrap();
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            if let Some(o) = line.strip_prefix("acked ") {
-                let o: u64 = o.parse().unwrap();
-                let last = acked.entry(o % KEYS).or_insert(o);
-                *last = (*last).max(o);
-            }
+        let stdout = crate::kill_child_after(
+            module_path!(),
+            "replicated_compaction_crash_child",
+            "LOGBUS_REPLICATED_COMPACTION_CRASH_DIR",
+            root.path(),
+            Duration::from_millis(150 + (round * 53) % 250),
+        );
+        for o in crate::numbers_after(&stdout, "acked ") {
+            let last = acked.entry(o % KEYS).or_insert(o);
+            *last = (*last).max(o);
         }
         let broker = open(root.path());
         if !broker.topics().contains(&T.to_string()) {
