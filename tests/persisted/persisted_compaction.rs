@@ -4,9 +4,12 @@
 use std::time::Duration;
 
 use logbus::broker::{Broker, CleanupPolicy, TopicConfig};
+use logbus::consumer::IsolationLevel::{ReadCommitted, ReadUncommitted};
 use logbus::persist::PersistConfig;
 use logbus::producer::Record;
 use logbus::Error;
+
+use crate::replay_common::{latest, replay};
 
 fn compacted() -> TopicConfig {
     TopicConfig::new(2)
@@ -216,28 +219,6 @@ fn keyless_send_to_a_compacted_topic_is_refused() {
     broker.close().unwrap();
 }
 
-/// Every record of `t`-0 from `from`, through a consumer (from disk once the ring moved on):
-/// `(offset, key, value)`.
-fn read_from(broker: &Broker, topic: &str, from: u64) -> Vec<(u64, String, String)> {
-    use logbus::broker::TopicPartition;
-    use logbus::consumer::ConsumerConfig;
-    let mut c = broker
-        .consumer::<String, String>(ConsumerConfig::new())
-        .unwrap();
-    c.assign(&[TopicPartition::new(topic, 0)]).unwrap();
-    c.seek(&TopicPartition::new(topic, 0), from).unwrap();
-    let mut got = Vec::new();
-    loop {
-        let records = c.poll(Duration::from_millis(100)).unwrap();
-        if records.is_empty() {
-            return got;
-        }
-        for r in records.iter() {
-            got.push((r.offset, r.key.clone().unwrap(), r.value.clone()));
-        }
-    }
-}
-
 /// The cleaner threads compact a topic while a producer appends and a consumer reads it
 /// from disk: the consumer sees offsets strictly increasing, each record the one sent at its
 /// offset; afterwards every key's latest value is there, in order, and superseded records
@@ -338,7 +319,7 @@ fn cleaner_threads_compact_under_a_producer_and_a_disk_reader() {
         progress.passes > 0 && progress.records_removed > 0,
         "{progress:?}"
     );
-    let got = read_from(&broker, "kv", 0);
+    let got = replay::<String>(&broker, "kv", 0, ReadUncommitted);
     assert!(
         (got.len() as u64) < n / 2,
         "little was removed: {}",
@@ -360,7 +341,7 @@ fn cleaner_threads_compact_under_a_producer_and_a_disk_reader() {
     // Reopened, the same.
     let broker = Broker::open(dir.path()).unwrap();
     let _t = broker.topic::<String, String>("kv").unwrap();
-    assert_eq!(read_from(&broker, "kv", 0), got);
+    assert_eq!(replay::<String>(&broker, "kv", 0, ReadUncommitted), got);
     broker.close().unwrap();
 }
 
@@ -414,75 +395,10 @@ fn a_compacted_replicated_topic_compacts() {
         .unwrap());
     let stats = broker.compact_now().unwrap();
     assert!(stats.records_removed > 0, "{stats:?}");
-    let got = read_from(&broker, "r", 0);
+    let got = replay::<String>(&broker, "r", 0, ReadUncommitted);
     assert!(got.len() < 600, "{} records left", got.len());
-    assert_eq!(latest_strings(&got), model);
+    assert_eq!(latest(&got), model);
     broker.close().unwrap();
-}
-
-/// Every record of `topic`-0 from offset 0 of a topic of `Option<String>` values:
-/// `(offset, key, value)`, `None` being a tombstone.
-fn replay_nullable(broker: &Broker, topic: &str) -> Vec<(u64, String, Option<String>)> {
-    use logbus::broker::TopicPartition;
-    use logbus::consumer::ConsumerConfig;
-    let tp = TopicPartition::new(topic, 0);
-    let mut c = broker
-        .consumer::<String, Option<String>>(ConsumerConfig::new())
-        .unwrap();
-    c.assign(std::slice::from_ref(&tp)).unwrap();
-    c.seek(&tp, 0).unwrap();
-    let end = c.end_offsets(std::slice::from_ref(&tp)).unwrap()[&tp];
-    let mut got = Vec::new();
-    while c.position(&tp).is_ok_and(|at| at < end) {
-        for r in c.poll(Duration::from_millis(100)).unwrap().iter() {
-            got.push((r.offset, r.key.clone().unwrap(), r.value.clone()));
-        }
-    }
-    got
-}
-
-/// Every record of `topic`-0 from offset 0 under `isolation`: `(offset, key, value)`.
-fn replay(
-    broker: &Broker,
-    topic: &str,
-    isolation: logbus::consumer::IsolationLevel,
-) -> Vec<(u64, String, String)> {
-    use logbus::broker::TopicPartition;
-    use logbus::consumer::ConsumerConfig;
-    let mut c = broker
-        .consumer::<String, String>(ConsumerConfig::new().isolation_level(isolation))
-        .unwrap();
-    c.assign(&[TopicPartition::new(topic, 0)]).unwrap();
-    c.seek(&TopicPartition::new(topic, 0), 0).unwrap();
-    let mut got = Vec::new();
-    let mut empty = 0;
-    while empty < 3 {
-        let records = c.poll(Duration::from_millis(20)).unwrap();
-        if records.is_empty() {
-            empty += 1;
-        }
-        for r in records.iter() {
-            got.push((r.offset, r.key.clone().unwrap(), r.value.clone()));
-        }
-    }
-    got
-}
-
-/// Each key's latest value in `records`, a tombstone included (as `None`).
-fn latest(
-    records: &[(u64, String, Option<String>)],
-) -> std::collections::BTreeMap<String, Option<String>> {
-    records
-        .iter()
-        .map(|(_, k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
-fn latest_strings(records: &[(u64, String, String)]) -> std::collections::BTreeMap<String, String> {
-    records
-        .iter()
-        .map(|(_, k, v)| (k.clone(), v.clone()))
-        .collect()
 }
 
 /// Tombstones written by typed sends (`Topic<String, Option<String>>`, `None` is Kafka's
@@ -538,7 +454,7 @@ fn none_values_are_tombstones_kept_for_delete_retention_then_dropped() {
     for i in 0..200 {
         send(format!("filler-{}", i % 5), Some(format!("{i:040}")));
     }
-    let history = replay_nullable(&broker, "kv");
+    let history = replay::<Option<String>>(&broker, "kv", 0, ReadUncommitted);
     assert_eq!(latest(&history), model);
 
     // Younger than delete_retention: superseded records go, tombstones stay.
@@ -546,7 +462,7 @@ fn none_values_are_tombstones_kept_for_delete_retention_then_dropped() {
     let stats = broker.compact_now().unwrap();
     assert!(stats.records_removed > 0, "{stats:?}");
     assert_eq!(stats.tombstones_removed, 0, "{stats:?}");
-    let kept = replay_nullable(&broker, "kv");
+    let kept = replay::<Option<String>>(&broker, "kv", 0, ReadUncommitted);
     assert!(kept.len() < history.len());
     assert_eq!(latest(&kept), model);
     for k in 1..=3 {
@@ -584,7 +500,7 @@ fn none_values_are_tombstones_kept_for_delete_retention_then_dropped() {
         .filter(|(_, v)| v.is_some())
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let cleaned = replay_nullable(&broker, "kv");
+    let cleaned = replay::<Option<String>>(&broker, "kv", 0, ReadUncommitted);
     assert!(cleaned.iter().all(|(_, _, v)| v.is_some()), "{cleaned:?}");
     assert_eq!(latest(&cleaned), live);
     let mut table = broker.table::<String, Option<String>>("kv").unwrap();
@@ -607,7 +523,10 @@ fn none_values_are_tombstones_kept_for_delete_retention_then_dropped() {
         other => panic!("expected TypeMismatch, got {:?}", other.map(|_| ())),
     }
     broker.topic::<String, Option<String>>("kv").unwrap();
-    assert_eq!(replay_nullable(&broker, "kv"), cleaned);
+    assert_eq!(
+        replay::<Option<String>>(&broker, "kv", 0, ReadUncommitted),
+        cleaned
+    );
     broker.close().unwrap();
 }
 
@@ -686,7 +605,6 @@ fn control_batches(partition_dir: &std::path::Path) -> usize {
 /// reopen reads the same.
 #[test]
 fn compaction_follows_the_transaction_rules() {
-    use logbus::consumer::IsolationLevel::{ReadCommitted, ReadUncommitted};
     use logbus::producer::ProducerConfig;
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::builder()
@@ -758,7 +676,7 @@ fn compaction_follows_the_transaction_rules() {
             )
             .unwrap();
     }
-    let before = replay(&broker, "kv", ReadUncommitted);
+    let before = replay::<String>(&broker, "kv", 0, ReadUncommitted);
     broker.fsync_and_checkpoint().unwrap();
     assert_eq!(control_batches(&dir.path().join("kv-0")), 120);
     let stats = broker.compact_now().unwrap();
@@ -769,11 +687,11 @@ fn compaction_follows_the_transaction_rules() {
     let below = |v: Vec<(u64, String, String)>| -> Vec<(u64, String, String)> {
         v.into_iter().filter(|r| r.0 < open).collect()
     };
-    let committed = replay(&broker, "kv", ReadCommitted);
+    let committed = replay::<String>(&broker, "kv", 0, ReadCommitted);
     // A read_committed reader stops at the LSO, gaps or not.
     assert!(committed.iter().all(|r| r.0 < open), "{committed:?}");
-    assert_eq!(latest_strings(&committed), model);
-    let after = replay(&broker, "kv", ReadUncommitted);
+    assert_eq!(latest(&committed), model);
+    let after = replay::<String>(&broker, "kv", 0, ReadUncommitted);
     // Nothing at or past the open transaction's first offset was cleaned.
     let tail = |v: &[(u64, String, String)]| -> Vec<(u64, String, String)> {
         v.iter().filter(|r| r.0 >= open).cloned().collect()
@@ -790,10 +708,10 @@ fn compaction_follows_the_transaction_rules() {
     let _t = broker.topic::<String, String>("kv").unwrap();
     // The open transaction was never ended: after the reopen it is still open (or aborted
     // by the coordinator), never committed.
-    let again = replay(&broker, "kv", ReadCommitted);
-    assert_eq!(latest_strings(&below(again.clone())), model);
+    let again = replay::<String>(&broker, "kv", 0, ReadCommitted);
+    assert_eq!(latest(&below(again.clone())), model);
     assert!(again.iter().all(|(_, _, v)| v != "open"));
-    assert_eq!(replay(&broker, "kv", ReadUncommitted), after);
+    assert_eq!(replay::<String>(&broker, "kv", 0, ReadUncommitted), after);
     broker.close().unwrap();
 }
 
@@ -833,11 +751,7 @@ fn compaction_keeps_idempotent_producer_state() {
     }
     let stats = broker.compact_now().unwrap();
     assert!(stats.records_removed >= n as u64, "{stats:?}");
-    let got = replay(
-        &broker,
-        "kv",
-        logbus::consumer::IsolationLevel::ReadUncommitted,
-    );
+    let got = replay::<String>(&broker, "kv", 0, ReadUncommitted);
     assert!(got.iter().all(|(_, _, v)| !v.starts_with('s')), "{got:?}");
     broker.close().unwrap();
     // Without its snapshots, recovery rebuilds producer state from the log alone.
@@ -895,25 +809,17 @@ fn compressed_batches_are_compacted() {
             .collect();
         p.send_batch(&mut batch).unwrap();
     }
-    let before = replay(
-        &broker,
-        "kv",
-        logbus::consumer::IsolationLevel::ReadUncommitted,
-    );
+    let before = replay::<String>(&broker, "kv", 0, ReadUncommitted);
     let stats = broker.compact_now().unwrap();
     assert!(stats.records_removed > 0, "{stats:?}");
-    let after = replay(
-        &broker,
-        "kv",
-        logbus::consumer::IsolationLevel::ReadUncommitted,
-    );
+    let after = replay::<String>(&broker, "kv", 0, ReadUncommitted);
     assert!(
         after.len() < before.len() / 2,
         "{} of {}",
         after.len(),
         before.len()
     );
-    assert_eq!(latest_strings(&after), model);
+    assert_eq!(latest(&after), model);
     for w in after.windows(2) {
         assert!(w[0].0 < w[1].0);
     }
@@ -942,13 +848,6 @@ fn compressed_batches_are_compacted() {
     broker.close().unwrap();
     let broker = Broker::open(dir.path()).unwrap();
     let _t = broker.topic::<String, String>("kv").unwrap();
-    assert_eq!(
-        replay(
-            &broker,
-            "kv",
-            logbus::consumer::IsolationLevel::ReadUncommitted
-        ),
-        after
-    );
+    assert_eq!(replay::<String>(&broker, "kv", 0, ReadUncommitted), after);
     broker.close().unwrap();
 }

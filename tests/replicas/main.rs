@@ -1,6 +1,8 @@
 //! Replicated topics, in memory and on data directories, and the data directories' markers:
 //! one test binary, a module per former file.
 
+#[path = "../replay_common/mod.rs"]
+mod replay_common;
 mod replicas_adversarial_common;
 
 mod data_dirs;

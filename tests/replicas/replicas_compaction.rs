@@ -11,10 +11,13 @@ use std::time::Duration;
 
 use logbus::broker::CleanupPolicy;
 use logbus::consumer::ConsumerConfig;
+use logbus::consumer::IsolationLevel::ReadUncommitted;
 use logbus::persist::PersistConfig;
 use logbus::producer::{Acks, ProducerConfig, Record};
 use logbus::storage::BatchIter;
 use logbus::{Broker, Clock, ManualClock, TopicConfig, TopicPartition};
+
+use crate::replay_common::replay;
 
 const T: &str = "kv";
 const WAIT: Duration = Duration::from_secs(20);
@@ -187,26 +190,8 @@ fn check_disk(dirs: &[PathBuf], w: &Writer, young_from: u64, what: &str) -> Vec<
     counts
 }
 
-/// A consumer's replay of partition 0 from offset 0 to its end: `(offset, key, value)`.
-fn replay(broker: &Broker) -> Vec<(u64, String, Value)> {
-    let tp = TopicPartition::new(T, 0);
-    let mut c = broker
-        .consumer::<String, Value>(ConsumerConfig::new())
-        .unwrap();
-    c.assign(std::slice::from_ref(&tp)).unwrap();
-    c.seek(&tp, 0).unwrap();
-    let end = c.end_offsets(std::slice::from_ref(&tp)).unwrap()[&tp];
-    let mut got = Vec::new();
-    while c.position(&tp).is_ok_and(|at| at < end) {
-        for r in c.poll(Duration::from_millis(100)).unwrap().iter() {
-            got.push((r.offset, r.key.clone().unwrap(), r.value.clone()));
-        }
-    }
-    got
-}
-
 fn check_replay(broker: &Broker, w: &Writer, what: &str) -> usize {
-    let got = replay(broker);
+    let got = replay::<Value>(broker, T, 0, ReadUncommitted);
     for (o, k, v) in &got {
         assert_eq!(
             w.history.get(o),
@@ -289,7 +274,10 @@ fn every_replica_compacts_through_an_election_a_stall_and_a_restart() {
     assert!(stats.segments_cleaned > 0, "{stats:?}");
     assert!(check_replay(&broker, &w, "cleaned") < written);
     // A read at an offset cleaned away returns the next record kept.
-    let kept: Vec<u64> = replay(&broker).iter().map(|r| r.0).collect();
+    let kept: Vec<u64> = replay::<Value>(&broker, T, 0, ReadUncommitted)
+        .iter()
+        .map(|r| r.0)
+        .collect();
     let gone = (0..kept[kept.len() - 1])
         .find(|o| !kept.contains(o))
         .unwrap();

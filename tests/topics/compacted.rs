@@ -22,11 +22,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use logbus::broker::{Broker, CleanupPolicy, Overflow, TopicConfig, TopicPartition};
-use logbus::consumer::{ConsumerConfig, OffsetReset};
+use logbus::consumer::ConsumerConfig;
+use logbus::consumer::IsolationLevel::ReadUncommitted;
 use logbus::persist::PersistConfig;
 use logbus::producer::Record;
 use logbus::{Clock as _, Error, ManualClock};
 use proptest::prelude::*;
+
+use crate::replay_common::replay;
 
 const RING: u64 = 4;
 const DELETE_RETENTION_MS: i64 = 50;
@@ -37,32 +40,6 @@ fn compact(partitions: u32, ring: usize) -> TopicConfig {
         .overflow(Overflow::DropOldest)
         .cleanup_policy(CleanupPolicy::Compact)
         .delete_retention(Duration::from_millis(DELETE_RETENTION_MS as u64))
-}
-
-/// Every record of partition `p` from offset 0 to the log end as of the call:
-/// `(offset, key, value)`.
-fn replay<V: Clone + Send + Sync + 'static>(
-    broker: &Broker,
-    topic: &str,
-    p: u32,
-) -> Vec<(u64, String, V)> {
-    let tp = TopicPartition::new(topic, p);
-    let mut c = broker
-        .consumer::<String, V>(ConsumerConfig::new().auto_offset_reset(OffsetReset::Earliest))
-        .unwrap();
-    c.assign(std::slice::from_ref(&tp)).unwrap();
-    // Up to the end as it moves: while a replay reads, compaction may replace a key's record
-    // below the end it started with by a newer one past it, which a replay stopping at that
-    // first end would miss (as a Kafka consumer stopping there would).
-    let end =
-        |c: &logbus::Consumer<String, V>| c.end_offsets(std::slice::from_ref(&tp)).unwrap()[&tp];
-    let mut out = Vec::new();
-    while c.position(&tp).map_or(end(&c) > 0, |at| at < end(&c)) {
-        for r in c.poll(Duration::from_millis(10)).unwrap().iter() {
-            out.push((r.offset, r.key.clone().unwrap(), r.value.clone()));
-        }
-    }
-    out
 }
 
 #[derive(Debug, Clone)]
@@ -184,7 +161,7 @@ proptest! {
                 }
                 Op::Advance(ms) => clock.advance(Duration::from_millis(ms.into())),
                 Op::Check => {
-                    let got = replay::<Value>(&broker, "c", 0);
+                    let got = replay::<Value>(&broker, "c", 0, ReadUncommitted);
                     prop_assert_eq!(got, model.expected(clock.now_ms()));
                     let mut table = broker.table::<String, Value>("c").unwrap();
                     table.catch_up(Duration::from_secs(10)).unwrap();
@@ -236,7 +213,7 @@ fn replays_racing_overwrites_read_every_latest_value_once_in_order() {
             let mut read = 0;
             for p in 0..PARTITIONS {
                 let mut last_offset = None;
-                for (offset, key, value) in replay::<u64>(&broker, "s", p) {
+                for (offset, key, value) in replay::<u64>(&broker, "s", p, ReadUncommitted) {
                     read += 1;
                     assert!(
                         last_offset < Some(offset),
@@ -533,7 +510,7 @@ fn keys_beyond_the_bound_are_counted_not_kept() {
         .compacted
         .expect("a compacted partition says what it keeps");
     assert_eq!((c.keys, c.dropped, c.retained_below), (3, 3, 6), "{c:?}");
-    let got: Vec<u64> = replay::<u64>(&broker, "b", 0)
+    let got: Vec<u64> = replay::<u64>(&broker, "b", 0, ReadUncommitted)
         .into_iter()
         .map(|r| r.2)
         .collect();

@@ -2,6 +2,9 @@
 //! module per former file. The allocation count (`tests/topics_alloc.rs`) keeps a binary of
 //! its own.
 
+#[path = "../replay_common/mod.rs"]
+mod replay_common;
+
 mod batch_contract;
 mod codec;
 mod compacted;
