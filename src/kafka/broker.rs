@@ -269,11 +269,14 @@ impl KafkaBroker {
             .client(false)
             .create::<AdminClient<DefaultClientContext>>()
             .map_err(|e| config_error(e).unwrap_or_else(bad))?;
+        // Watermarks are the high watermark, whatever the consumers' isolation level
+        // (librdkafka's default, read_committed, would answer the last stable offset).
         let meta = config
             .client(false)
+            .set("isolation.level", "read_uncommitted")
             .create::<BaseConsumer>()
             .map_err(|e| config_error(e).unwrap_or_else(bad))?;
-        let producer = SharedProducer::new(&config)?;
+        let producer = SharedProducer::new(&config, None)?;
         Ok(Self {
             inner: Arc::new(BrokerInner {
                 config,
@@ -529,13 +532,52 @@ impl KafkaBroker {
     }
 
     /// A producer of records with keys `K` and values `V`, encoded with their codecs.
-    /// Every producer of a broker shares one client (as librdkafka advises).
+    /// Every producer made here shares the broker's one client (as librdkafka advises),
+    /// set by the broker's [`KafkaConfig`]: `acks=all` and, with it, idempotence
+    /// (`enable.idempotence`) unless the config says otherwise, as in process.
     pub fn producer<K, V>(&self) -> KafkaProducer<K, V>
     where
         K: Codec + Send + Sync + 'static,
         V: Codec + Send + Sync + 'static,
     {
         KafkaProducer::new(self.clone())
+    }
+
+    /// A producer with its own client, set by `config` as
+    /// [`Broker::producer_with_config`](crate::Broker::producer_with_config) sets an
+    /// in-process one (the broker's [`KafkaConfig`] for everything else). `config` maps
+    /// onto the client's settings, replacing the broker's for the same setting:
+    ///
+    /// | `ProducerConfig` | librdkafka |
+    /// |---|---|
+    /// | `acks` | `acks` (`0`, `1`, `all`) |
+    /// | `enable_idempotence` (on by default with `acks = all`) | `enable.idempotence` |
+    /// | `retries` | `retries` |
+    /// | `delivery_timeout` | `message.timeout.ms` (at most the transaction timeout for a transactional producer, as librdkafka requires) |
+    /// | `request_timeout` | `request.timeout.ms` |
+    /// | `compression` | `compression.type` |
+    /// | `transactional_id` | `transactional.id` (idempotence on) |
+    /// | `transaction_timeout` | `transaction.timeout.ms` (only with a transactional id) |
+    ///
+    /// `sticky_batch` has no librdkafka counterpart counted in records and does not apply.
+    /// A transactional producer calls
+    /// [`init_transactions`](KafkaProducer::init_transactions) first (see the
+    /// [module docs](super#transactions)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`]: what `Broker::producer_with_config` refuses (idempotence
+    /// asked for without `acks = all`, an empty transactional id, a zero timeout, ...), and
+    /// a setting librdkafka refuses.
+    pub fn producer_with_config<K, V>(
+        &self,
+        config: crate::producer::ProducerConfig,
+    ) -> Result<KafkaProducer<K, V>>
+    where
+        K: Codec + Send + Sync + 'static,
+        V: Codec + Send + Sync + 'static,
+    {
+        KafkaProducer::with_config(self.clone(), &config)
     }
 }
 

@@ -309,7 +309,7 @@ pub fn export(
         .map(|(name, partitions, ..)| (name.clone(), *partitions))
         .collect();
     topics.sort();
-    let producer = SharedProducer::new(&export_producer_config(broker.config()))?;
+    let producer = SharedProducer::new(&export_producer_config(broker.config()), None)?;
     let group_consumer = broker.consumer::<Bytes, Option<Bytes>>(
         ConsumerConfig::new()
             .group_id(options.group.clone())

@@ -138,6 +138,7 @@ mod error;
 pub mod export;
 mod mock;
 mod producer;
+mod txn;
 
 pub use broker::{KafkaBroker, KafkaConfig, KafkaTopic};
 pub use consumer::{KafkaConsumer, KafkaRebalanceListener};

@@ -39,9 +39,9 @@ use crate::{Error, Result};
 /// The ids the coordinator gave: producer id and the epoch of the current transaction.
 type Ids = crate::broker::TxnIds;
 
-/// Where a transactional producer is.
+/// Where a transactional producer is (the `kafka` face's producer keeps the same states).
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Phase {
+pub(crate) enum Phase {
     /// `init_transactions` not called yet.
     Uninitialized,
     /// Between transactions.
@@ -61,7 +61,7 @@ enum Phase {
 }
 
 impl Phase {
-    fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Phase::Uninitialized => "Uninitialized",
             Phase::Ready => "Ready",
@@ -74,7 +74,7 @@ impl Phase {
         }
     }
 
-    fn valid(&self) -> &'static str {
+    pub(crate) fn valid(&self) -> &'static str {
         match self {
             Phase::Uninitialized => "init_transactions",
             Phase::Ready => "begin_transaction",
@@ -163,7 +163,7 @@ impl TxnClient {
     }
 }
 
-fn not_transactional(operation: &'static str) -> Error {
+pub(crate) fn not_transactional(operation: &'static str) -> Error {
     Error::InvalidTxnState {
         transactional_id: String::new(),
         state: "NotTransactional",

@@ -21,7 +21,7 @@ mod seek;
 use super::broker::{config_error, KafkaBroker};
 use super::error::{from_code, from_kafka, At};
 use crate::codec::Codec;
-use crate::consumer::{ConsumerConfig, ConsumerMetrics, OffsetReset};
+use crate::consumer::{ConsumerConfig, ConsumerMetrics, IsolationLevel, OffsetReset};
 use crate::error::{Error, Result};
 use crate::sync::Mutex;
 use crate::TopicPartition;
@@ -259,6 +259,15 @@ impl KafkaBroker {
             },
         );
         c.set("enable.partition.eof", "false");
+        // Set always: librdkafka's own default is read_committed, Kafka's (and logbus's)
+        // read_uncommitted.
+        c.set(
+            "isolation.level",
+            match config.isolation_level {
+                IsolationLevel::ReadUncommitted => "read_uncommitted",
+                IsolationLevel::ReadCommitted => "read_committed",
+            },
+        );
         let client = c
             .create_with_context::<_, BaseConsumer<GroupContext>>(GroupContext::default())
             .map_err(|e| config_error(e).unwrap_or_else(|e| from_kafka(e, At::op("consumer"))))?;
