@@ -194,5 +194,19 @@ mod tests {
             from_code(Code::UnknownTopic, String::new(), at),
             Error::UnknownTopic { topic } if topic == "t"
         ));
+        // A newer producer with the same id: the in-process producer's variant.
+        for code in [
+            Code::ProducerFenced,
+            Code::InvalidProducerEpoch,
+            Code::Fenced,
+        ] {
+            assert!(
+                matches!(
+                    from_code(code, "x".into(), at),
+                    Error::ProducerFenced { .. }
+                ),
+                "{code:?}"
+            );
+        }
     }
 }

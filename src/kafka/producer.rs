@@ -135,37 +135,7 @@ impl SharedProducer {
     /// The client for `config`'s cluster; with `producer`, that producer's own settings
     /// (acks, idempotence, retries, timeouts, codec, transactional id) override the broker's.
     pub(crate) fn new(config: &KafkaConfig, producer: Option<&ProducerConfig>) -> Result<Self> {
-        let mut c = config.client(true);
-        // Java's partitioner, so that keys land where logbus's in-process partitioner puts
-        // them.
-        if config.get("partitioner").is_none() {
-            c.set("partitioner", "murmur2_random");
-        }
-        let delivery = match producer {
-            None => {
-                // acks=all unless the user chose otherwise, and then idempotence, as in
-                // process (librdkafka's own default is off).
-                let acks = config
-                    .get("acks")
-                    .or(config.get("request.required.acks"))
-                    .unwrap_or("all");
-                if config.get("acks").is_none() && config.get("request.required.acks").is_none()
-                {
-                    c.set("acks", "all");
-                }
-                if config.get("enable.idempotence").is_none() && matches!(acks, "all" | "-1") {
-                    c.set("enable.idempotence", "true");
-                }
-                Duration::from_millis(
-                    config
-                        .get("message.timeout.ms")
-                        .or(config.get("delivery.timeout.ms"))
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(300_000),
-                )
-            }
-            Some(p) => apply(&mut c, p),
-        };
+        let (c, delivery) = client_config(config, producer);
         let client = c
             .create_with_context::<_, ThreadedProducer<DeliveryContext>>(DeliveryContext)
             .map_err(|e| config_error(e).unwrap_or_else(|e| from_kafka(e, At::op("producer"))))?;
@@ -185,6 +155,45 @@ impl SharedProducer {
         let (code, reason) = self.client.client().fatal_error()?;
         Some(fatal_error(code, reason, transactional_id))
     }
+}
+
+/// The client settings of a producer of the cluster `config` names (with `producer`'s own
+/// settings, if given), and its delivery timeout.
+fn client_config(
+    config: &KafkaConfig,
+    producer: Option<&ProducerConfig>,
+) -> (rdkafka::ClientConfig, Duration) {
+    let mut c = config.client(true);
+    // Java's partitioner, so that keys land where logbus's in-process partitioner puts
+    // them.
+    if config.get("partitioner").is_none() {
+        c.set("partitioner", "murmur2_random");
+    }
+    let delivery = match producer {
+        None => {
+            // acks=all unless the user chose otherwise, and then idempotence, as in
+            // process (librdkafka's own default is off).
+            let acks = config
+                .get("acks")
+                .or(config.get("request.required.acks"))
+                .unwrap_or("all");
+            if config.get("acks").is_none() && config.get("request.required.acks").is_none() {
+                c.set("acks", "all");
+            }
+            if config.get("enable.idempotence").is_none() && matches!(acks, "all" | "-1") {
+                c.set("enable.idempotence", "true");
+            }
+            Duration::from_millis(
+                config
+                    .get("message.timeout.ms")
+                    .or(config.get("delivery.timeout.ms"))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(300_000),
+            )
+        }
+        Some(p) => apply(&mut c, p),
+    };
+    (c, delivery)
 }
 
 /// A fatal error of a producer's client: fenced, or failed for good.
@@ -295,9 +304,13 @@ where
     pub(crate) fn with_config(broker: KafkaBroker, config: &ProducerConfig) -> Result<Self> {
         config.validate()?;
         let shared = Arc::new(SharedProducer::new(&broker.inner.config, Some(config))?);
-        let txn = config
-            .transactional()
-            .map(|id| Arc::new(KafkaTxn::new(id, Arc::clone(&shared), broker.inner.config.timeout())));
+        let txn = config.transactional().map(|id| {
+            Arc::new(KafkaTxn::new(
+                id,
+                Arc::clone(&shared),
+                broker.inner.config.timeout(),
+            ))
+        });
         Ok(Self {
             broker,
             shared,
@@ -736,4 +749,59 @@ pub(crate) fn to_headers(headers: &crate::Headers) -> OwnedHeaders {
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(producer: Option<&ProducerConfig>) -> (rdkafka::ClientConfig, Duration) {
+        client_config(&KafkaConfig::new("localhost:9092"), producer)
+    }
+
+    #[test]
+    fn the_shared_producer_is_idempotent_with_acks_all_as_in_process() {
+        let (c, _) = settings(None);
+        assert_eq!(c.get("acks"), Some("all"));
+        assert_eq!(c.get("enable.idempotence"), Some("true"));
+        let leader = KafkaConfig::new("x").acks("1");
+        let (c, _) = client_config(&leader, None);
+        assert_eq!(c.get("enable.idempotence"), None, "acks=1: not idempotent");
+        let off = KafkaConfig::new("x").set("enable.idempotence", "false");
+        let (c, _) = client_config(&off, None);
+        assert_eq!(
+            c.get("enable.idempotence"),
+            Some("false"),
+            "the user's choice"
+        );
+    }
+
+    #[test]
+    fn producer_config_maps_onto_the_client() {
+        let config = ProducerConfig::new()
+            .acks(Acks::Leader)
+            .retries(7)
+            .delivery_timeout(Duration::from_secs(9))
+            .request_timeout(Duration::from_secs(3));
+        let (c, delivery) = settings(Some(&config));
+        assert_eq!(c.get("acks"), Some("1"));
+        assert_eq!(c.get("enable.idempotence"), Some("false"));
+        assert_eq!(c.get("retries"), Some("7"));
+        assert_eq!(c.get("message.timeout.ms"), Some("9000"));
+        assert_eq!(c.get("request.timeout.ms"), Some("3000"));
+        assert_eq!(c.get("transactional.id"), None);
+        assert_eq!(delivery, Duration::from_secs(9));
+
+        let txn = ProducerConfig::new()
+            .transactional_id("worker")
+            .transaction_timeout(Duration::from_secs(20));
+        let (c, delivery) = settings(Some(&txn));
+        assert_eq!(c.get("acks"), Some("all"));
+        assert_eq!(c.get("enable.idempotence"), Some("true"));
+        assert_eq!(c.get("transactional.id"), Some("worker"));
+        assert_eq!(c.get("transaction.timeout.ms"), Some("20000"));
+        // The default delivery timeout (120 s) is cut to the transaction's.
+        assert_eq!(c.get("message.timeout.ms"), Some("20000"));
+        assert_eq!(delivery, Duration::from_secs(20));
+    }
 }

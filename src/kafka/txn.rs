@@ -114,8 +114,9 @@ pub(crate) struct KafkaTxn {
 
 impl Drop for KafkaTxn {
     /// The last clone of the producer dropped with a transaction open aborts it, as the
-    /// in-process producer and Kafka's graceful `close` do; errors are ignored (the
-    /// coordinator aborts what this could not, after `transaction.timeout.ms`).
+    /// in-process producer and Kafka's graceful `close` do, waiting up to the broker's
+    /// request timeout; errors are ignored (the coordinator aborts what this could not,
+    /// after `transaction.timeout.ms`).
     fn drop(&mut self) {
         let open = matches!(
             self.state.lock().phase,
