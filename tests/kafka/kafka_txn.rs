@@ -374,6 +374,73 @@ fn producer_config_is_checked_as_in_process() {
     assert_eq!(p.send(Record::new("t", 1).partition(0)).unwrap().offset, 0);
 }
 
+#[test]
+fn the_consume_transform_produce_loop_of_examples_exactly_once_runs() {
+    // examples/exactly_once.rs's worker, with the Kafka types: the calls are the same.
+    let broker = mock_broker();
+    for name in ["input", "output"] {
+        broker
+            .create_topic::<(), u64>(name, TopicConfig::new(2))
+            .unwrap();
+    }
+    let input = broker.producer::<(), u64>();
+    for v in 0..40u64 {
+        input
+            .send(Record::new("input", v).partition((v % 2) as u32))
+            .unwrap();
+    }
+    let producer = transactional(&broker, "squarer");
+    producer.init_transactions().unwrap();
+    let mut consumer = broker
+        .consumer::<(), u64>(
+            ConsumerConfig::new()
+                .group_id("squarer")
+                .auto_offset_reset(OffsetReset::Earliest)
+                .isolation_level(IsolationLevel::ReadCommitted)
+                .max_poll_records(10),
+        )
+        .unwrap();
+    let parts = [
+        TopicPartition::new("input", 0),
+        TopicPartition::new("input", 1),
+    ];
+    consumer.assign(&parts).unwrap();
+    let mut done = 0;
+    while done < 40 {
+        let records = consumer.poll(POLL).unwrap();
+        assert!(!records.is_empty(), "the input ran dry after {done}");
+        producer.begin_transaction().unwrap();
+        for r in records.iter() {
+            producer
+                .send(Record::new("output", r.value * r.value).partition(r.partition))
+                .unwrap();
+        }
+        let offsets: Vec<_> = parts
+            .iter()
+            .map(|tp| (tp.clone(), consumer.position(tp).unwrap()))
+            .collect();
+        producer
+            .send_offsets_to_transaction(&offsets, "squarer")
+            .unwrap();
+        producer.commit_transaction().unwrap();
+        done += records.len();
+    }
+    assert_eq!(done, 40);
+    for p in 0..2u64 {
+        let mut out = broker
+            .consumer::<(), u64>(
+                ConsumerConfig::new()
+                    .auto_offset_reset(OffsetReset::Earliest)
+                    .isolation_level(IsolationLevel::ReadCommitted),
+            )
+            .unwrap();
+        out.assign(&[TopicPartition::new("output", p as u32)])
+            .unwrap();
+        let want: Vec<u64> = (0..40).filter(|v| v % 2 == p).map(|v| v * v).collect();
+        assert_eq!(drain(&mut out), want, "partition {p}");
+    }
+}
+
 // What the mock lacks. If one of these fails, librdkafka's mock gained the feature: turn the
 // assertion around and move the check into the tests above.
 
