@@ -102,6 +102,20 @@ impl KafkaConfig {
         self
     }
 
+    /// Whether the broker's shared producer is idempotent: `enable.idempotence` if set,
+    /// else whether `acks` is `all` (the default), as in process.
+    pub(crate) fn idempotent(&self) -> bool {
+        match self.get("enable.idempotence") {
+            Some(v) => v == "true",
+            None => matches!(
+                self.get("acks")
+                    .or(self.get("request.required.acks"))
+                    .unwrap_or("all"),
+                "all" | "-1"
+            ),
+        }
+    }
+
     pub(crate) fn timeout(&self) -> Duration {
         self.timeout
     }

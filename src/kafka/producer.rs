@@ -173,14 +173,10 @@ fn client_config(
         None => {
             // acks=all unless the user chose otherwise, and then idempotence, as in
             // process (librdkafka's own default is off).
-            let acks = config
-                .get("acks")
-                .or(config.get("request.required.acks"))
-                .unwrap_or("all");
             if config.get("acks").is_none() && config.get("request.required.acks").is_none() {
                 c.set("acks", "all");
             }
-            if config.get("enable.idempotence").is_none() && matches!(acks, "all" | "-1") {
+            if config.get("enable.idempotence").is_none() && config.idempotent() {
                 c.set("enable.idempotence", "true");
             }
             Duration::from_millis(
