@@ -576,7 +576,7 @@ impl KafkaBroker {
     /// `sticky_batch` has no librdkafka counterpart counted in records and does not apply.
     /// A transactional producer calls
     /// [`init_transactions`](KafkaProducer::init_transactions) first (see the
-    /// [module docs](super#transactions)).
+    /// [module docs](super#idempotence-and-transactions)).
     ///
     /// # Errors
     ///

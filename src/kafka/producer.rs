@@ -241,7 +241,12 @@ fn millis(d: Duration) -> String {
 }
 
 /// Sends records to a Kafka cluster, as [`Producer`](crate::Producer) does in process.
-/// `Clone` and `Send + Sync`; every clone shares the broker's one client.
+/// `Clone` and `Send + Sync`; every clone shares the client it was made with: the broker's
+/// one ([`KafkaBroker::producer`]) or its own ([`KafkaBroker::producer_with_config`]; a
+/// transactional producer's clones share its transaction, as in process).
+///
+/// Idempotent with `acks=all` (the default); transactional with a `transactional_id`: see
+/// the [module docs](super#idempotence-and-transactions).
 ///
 /// `send` returns once the cluster acknowledged the record (per `acks`), with its partition
 /// and offset; `send_batch` hands librdkafka every record, then waits for every

@@ -8,7 +8,7 @@
 //! commit finds every send finished. librdkafka runs the protocol (InitProducerId,
 //! AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn) and classifies each error
 //! it returns; the classes become these errors (what to do is in the
-//! [module docs](super#transactions)):
+//! [module docs](super#idempotence-and-transactions)):
 //!
 //! | librdkafka | logbus | state after |
 //! |---|---|---|
