@@ -528,10 +528,18 @@ impl KafkaBroker {
 
     /// The log start and the high watermark of `tp`.
     pub(crate) fn watermarks(&self, tp: &TopicPartition) -> Result<(u64, u64)> {
+        self.watermarks_by(&self.inner.meta, tp)
+    }
+
+    /// The log start and the end of `tp` as `client` asks for them: the end is the high
+    /// watermark, or the last stable offset for a read-committed client.
+    pub(crate) fn watermarks_by<C: rdkafka::consumer::ConsumerContext>(
+        &self,
+        client: &BaseConsumer<C>,
+        tp: &TopicPartition,
+    ) -> Result<(u64, u64)> {
         let timeout = self.inner.config.timeout;
-        let (low, high) = self
-            .inner
-            .meta
+        let (low, high) = client
             .fetch_watermarks(&tp.topic, tp.partition as i32, timeout)
             .map_err(|e| {
                 from_kafka(

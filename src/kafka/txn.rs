@@ -394,10 +394,10 @@ impl<K, V> KafkaProducer<K, V> {
         };
         let txn = self.txn(operation)?;
         let mut st = txn.state.lock();
-        match (&st.phase, commit) {
-            (Phase::InTransaction, _) | (Phase::Committing, true) | (Phase::Aborting, false) => {}
-            (Phase::Abortable(_), false) => {}
-            _ => return Err(txn.refuse(&st, operation)),
+        // No `TimedOut` phase here: librdkafka reports a coordinator's timeout abort as an
+        // abortable or fenced error.
+        if !st.phase.may_end(commit) {
+            return Err(txn.refuse(&st, operation));
         }
         let done = if commit {
             txn.shared.client.commit_transaction(txn.timeout)

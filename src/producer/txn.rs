@@ -74,6 +74,17 @@ impl Phase {
         }
     }
 
+    /// Whether a commit (`commit`) or an abort may be made in this phase (a `TimedOut`
+    /// transaction's abort is answered without one).
+    pub(crate) fn may_end(&self, commit: bool) -> bool {
+        match self {
+            Phase::InTransaction => true,
+            Phase::Committing => commit,
+            Phase::Aborting | Phase::Abortable(_) => !commit,
+            _ => false,
+        }
+    }
+
     pub(crate) fn valid(&self) -> &'static str {
         match self {
             Phase::Uninitialized => "init_transactions",
@@ -310,14 +321,12 @@ where
         };
         let txn = self.txn_client(operation)?;
         let mut st = txn.state.lock();
-        match (&st.phase, commit) {
-            (Phase::InTransaction, _) | (Phase::Committing, true) | (Phase::Aborting, false) => {}
-            (Phase::Abortable(_), false) => {}
-            (Phase::TimedOut, false) => {
-                st.phase = Phase::Ready;
-                return Ok(());
-            }
-            (p, _) => return Err(txn.refuse(p, operation)),
+        if st.phase == Phase::TimedOut && !commit {
+            st.phase = Phase::Ready;
+            return Ok(());
+        }
+        if !st.phase.may_end(commit) {
+            return Err(txn.refuse(&st.phase, operation));
         }
         let ids = st.ids.expect("initialized");
         match self.broker.txn_end(txn.id, ids, commit) {

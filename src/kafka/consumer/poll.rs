@@ -361,23 +361,10 @@ where
                 continue;
             }
             let tp = &self.assigned[i].tp;
-            let end = if read_committed {
-                let timeout = self.broker.inner.config.timeout();
-                let (_, end) = self
-                    .client
-                    .fetch_watermarks(&tp.topic, tp.partition as i32, timeout)
-                    .map_err(|e| {
-                        from_kafka(
-                            e,
-                            At::op("watermarks")
-                                .topic(&tp.topic)
-                                .partition(tp.partition)
-                                .timeout(timeout),
-                        )
-                    })?;
-                end.max(0) as u64
+            let (_, end) = if read_committed {
+                self.broker.watermarks_by(&self.client, tp)?
             } else {
-                self.broker.watermarks(tp)?.1
+                self.broker.watermarks(tp)?
             };
             if !self.reached(i, end, &mut moved) {
                 return Ok(false);
