@@ -784,6 +784,21 @@ pub enum Error {
         current_epoch: i16,
     },
 
+    /// The producer met an error it cannot recover from (librdkafka's fatal errors, on the
+    /// `kafka` face: an idempotent producer's broken sequence under
+    /// `enable.gapless.guarantee`, a transactional producer's lost authorization or an
+    /// unsupported broker). Every later call fails the same way: drop the producer and
+    /// make a new one (a transactional one then calls `init_transactions`).
+    #[error("producer{} failed for good ({name}): {reason}; make a new producer", transactional_id.as_deref().map(|t| format!(" `{t}`")).unwrap_or_default())]
+    ProducerFatal {
+        /// The transactional id, for a transactional producer.
+        transactional_id: Option<String>,
+        /// Kafka's (or librdkafka's) name of the error.
+        name: String,
+        /// The client's words.
+        reason: String,
+    },
+
     /// A producer-state snapshot file (`<offset>.snapshot`) that does not parse: recovery
     /// skips and deletes it and rebuilds the producers' states from an older snapshot or the
     /// log.

@@ -128,7 +128,7 @@ mod partitioner;
 mod pending_send;
 mod record;
 pub use crate::storage::record_batch::Compression;
-mod txn;
+pub(crate) mod txn;
 pub use error::{ProduceBatchError, ProduceError, ProduceTimeoutError, TryProduceError};
 pub use partition_producer::{PartitionProducer, Payload};
 pub use partitioner::{murmur2, partition_for_key, to_positive, Partitioner};
@@ -289,7 +289,24 @@ impl ProducerConfig {
         self
     }
 
-    fn validate(&self) -> Result<()> {
+    /// The transactional id, if set (for the `kafka` face's `transactional.id`).
+    pub(crate) fn transactional(&self) -> Option<&'static str> {
+        self.transactional_id
+    }
+
+    /// The transaction timeout (the `kafka` face's `transaction.timeout.ms`).
+    pub(crate) fn transaction_timeout_value(&self) -> Duration {
+        self.transaction_timeout
+    }
+
+    /// The retries, delivery timeout and request timeout (the `kafka` face's `retries`,
+    /// `delivery.timeout.ms` and `request.timeout.ms`).
+    pub(crate) fn retry_settings(&self) -> (u32, Duration, Duration) {
+        (self.retries, self.delivery_timeout, self.request_timeout)
+    }
+
+    /// Checks the settings (the in-process and the `kafka` face's producers alike).
+    pub(crate) fn validate(&self) -> Result<()> {
         if !crate::storage::record_batch::codec_available(self.compression) {
             return Err(Error::InvalidConfig {
                 name: "compression",

@@ -102,6 +102,20 @@ impl KafkaConfig {
         self
     }
 
+    /// Whether the broker's shared producer is idempotent: `enable.idempotence` if set,
+    /// else whether `acks` is `all` (the default), as in process.
+    pub(crate) fn idempotent(&self) -> bool {
+        match self.get("enable.idempotence") {
+            Some(v) => v == "true",
+            None => matches!(
+                self.get("acks")
+                    .or(self.get("request.required.acks"))
+                    .unwrap_or("all"),
+                "all" | "-1"
+            ),
+        }
+    }
+
     pub(crate) fn timeout(&self) -> Duration {
         self.timeout
     }
@@ -269,11 +283,14 @@ impl KafkaBroker {
             .client(false)
             .create::<AdminClient<DefaultClientContext>>()
             .map_err(|e| config_error(e).unwrap_or_else(bad))?;
+        // Watermarks are the high watermark, whatever the consumers' isolation level
+        // (librdkafka's default, read_committed, would answer the last stable offset).
         let meta = config
             .client(false)
+            .set("isolation.level", "read_uncommitted")
             .create::<BaseConsumer>()
             .map_err(|e| config_error(e).unwrap_or_else(bad))?;
-        let producer = SharedProducer::new(&config)?;
+        let producer = SharedProducer::new(&config, None)?;
         Ok(Self {
             inner: Arc::new(BrokerInner {
                 config,
@@ -511,10 +528,18 @@ impl KafkaBroker {
 
     /// The log start and the high watermark of `tp`.
     pub(crate) fn watermarks(&self, tp: &TopicPartition) -> Result<(u64, u64)> {
+        self.watermarks_by(&self.inner.meta, tp)
+    }
+
+    /// The log start and the end of `tp` as `client` asks for them: the end is the high
+    /// watermark, or the last stable offset for a read-committed client.
+    pub(crate) fn watermarks_by<C: rdkafka::consumer::ConsumerContext>(
+        &self,
+        client: &BaseConsumer<C>,
+        tp: &TopicPartition,
+    ) -> Result<(u64, u64)> {
         let timeout = self.inner.config.timeout;
-        let (low, high) = self
-            .inner
-            .meta
+        let (low, high) = client
             .fetch_watermarks(&tp.topic, tp.partition as i32, timeout)
             .map_err(|e| {
                 from_kafka(
@@ -529,13 +554,52 @@ impl KafkaBroker {
     }
 
     /// A producer of records with keys `K` and values `V`, encoded with their codecs.
-    /// Every producer of a broker shares one client (as librdkafka advises).
+    /// Every producer made here shares the broker's one client (as librdkafka advises),
+    /// set by the broker's [`KafkaConfig`]: `acks=all` and, with it, idempotence
+    /// (`enable.idempotence`) unless the config says otherwise, as in process.
     pub fn producer<K, V>(&self) -> KafkaProducer<K, V>
     where
         K: Codec + Send + Sync + 'static,
         V: Codec + Send + Sync + 'static,
     {
         KafkaProducer::new(self.clone())
+    }
+
+    /// A producer with its own client, set by `config` as
+    /// [`Broker::producer_with_config`](crate::Broker::producer_with_config) sets an
+    /// in-process one (the broker's [`KafkaConfig`] for everything else). `config` maps
+    /// onto the client's settings, replacing the broker's for the same setting:
+    ///
+    /// | `ProducerConfig` | librdkafka |
+    /// |---|---|
+    /// | `acks` | `acks` (`0`, `1`, `all`) |
+    /// | `enable_idempotence` (on by default with `acks = all`) | `enable.idempotence` |
+    /// | `retries` | `retries` |
+    /// | `delivery_timeout` | `message.timeout.ms` (at most the transaction timeout for a transactional producer, as librdkafka requires) |
+    /// | `request_timeout` | `request.timeout.ms` |
+    /// | `compression` | `compression.type` |
+    /// | `transactional_id` | `transactional.id` (idempotence on) |
+    /// | `transaction_timeout` | `transaction.timeout.ms` (only with a transactional id) |
+    ///
+    /// `sticky_batch` has no librdkafka counterpart counted in records and does not apply.
+    /// A transactional producer calls
+    /// [`init_transactions`](KafkaProducer::init_transactions) first (see the
+    /// [module docs](super#idempotence-and-transactions)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`]: what `Broker::producer_with_config` refuses (idempotence
+    /// asked for without `acks = all`, an empty transactional id, a zero timeout, ...), and
+    /// a setting librdkafka refuses.
+    pub fn producer_with_config<K, V>(
+        &self,
+        config: crate::producer::ProducerConfig,
+    ) -> Result<KafkaProducer<K, V>>
+    where
+        K: Codec + Send + Sync + 'static,
+        V: Codec + Send + Sync + 'static,
+    {
+        KafkaProducer::with_config(self.clone(), &config)
     }
 }
 

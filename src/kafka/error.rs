@@ -89,6 +89,26 @@ pub(crate) fn is_retriable(code: Code) -> bool {
     )
 }
 
+/// Whether `code` says a newer producer with the same id (or a newer epoch of this one)
+/// took over: Kafka's `PRODUCER_FENCED` and `INVALID_PRODUCER_EPOCH`, librdkafka's `_FENCED`.
+pub(crate) fn is_fenced(code: Code) -> bool {
+    matches!(
+        code,
+        Code::ProducerFenced | Code::InvalidProducerEpoch | Code::Fenced
+    )
+}
+
+/// [`Error::ProducerFenced`] as the `kafka` face reports it: librdkafka does not tell the
+/// client its producer id or the epochs, so they are -1 (as the in-process producer reports
+/// a call made after it was fenced).
+pub(crate) fn fenced() -> Error {
+    Error::ProducerFenced {
+        producer_id: -1,
+        epoch: -1,
+        current_epoch: -1,
+    }
+}
+
 /// A local wait at `at` that ran out (no Kafka error code).
 pub(crate) fn timed_out(at: At<'_>) -> Error {
     Error::Timeout {
@@ -114,6 +134,7 @@ pub(crate) fn from_code(code: Code, reason: String, at: At<'_>) -> Error {
         Code::UnknownTopic => Error::UnknownTopic {
             topic: topic.unwrap_or_default(),
         },
+        c if is_fenced(c) => fenced(),
         c => Error::Kafka {
             operation: at.operation,
             topic,
@@ -173,5 +194,19 @@ mod tests {
             from_code(Code::UnknownTopic, String::new(), at),
             Error::UnknownTopic { topic } if topic == "t"
         ));
+        // A newer producer with the same id: the in-process producer's variant.
+        for code in [
+            Code::ProducerFenced,
+            Code::InvalidProducerEpoch,
+            Code::Fenced,
+        ] {
+            assert!(
+                matches!(
+                    from_code(code, "x".into(), at),
+                    Error::ProducerFenced { .. }
+                ),
+                "{code:?}"
+            );
+        }
     }
 }

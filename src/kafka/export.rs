@@ -262,8 +262,8 @@ pub struct CopyReport {
 ///
 /// # Errors
 ///
-/// [`Error::InvalidConfig`] unless the broker's producer is idempotent
-/// (`enable.idempotence=true`); [`Error::UnknownTopic`] for a topic asked for that the
+/// [`Error::InvalidConfig`] unless the broker's producer is idempotent (the default:
+/// `acks=all` and `enable.idempotence` not set to `false`); [`Error::UnknownTopic`] for a topic asked for that the
 /// directory does not have; [`Error::InvalidConfig`] for a target topic with fewer
 /// partitions; the data directory's errors ([`Error::DirectoryLocked`], I/O, corruption);
 /// [`Error::ExportGap`] when records are missing on the target before others that landed;
@@ -275,14 +275,13 @@ pub fn export(
     broker: &KafkaBroker,
     mut options: ExportConfig<'_>,
 ) -> Result<CopyReport> {
-    if broker.config().get("enable.idempotence") != Some("true") {
+    if !broker.config().idempotent() {
         return Err(Error::InvalidConfig {
             name: "enable.idempotence",
             value: broker
                 .config()
                 .get("enable.idempotence")
-                .unwrap_or("unset")
-                .into(),
+                .map_or_else(|| "unset, with acks other than all".into(), str::to_owned),
             valid: "true: an export resumes after what reached each partition, which needs a \
                     producer that neither duplicates nor reorders"
                 .into(),
@@ -309,7 +308,7 @@ pub fn export(
         .map(|(name, partitions, ..)| (name.clone(), *partitions))
         .collect();
     topics.sort();
-    let producer = SharedProducer::new(&export_producer_config(broker.config()))?;
+    let producer = SharedProducer::new(&export_producer_config(broker.config()), None)?;
     let group_consumer = broker.consumer::<Bytes, Option<Bytes>>(
         ConsumerConfig::new()
             .group_id(options.group.clone())

@@ -64,6 +64,49 @@
 //! request per assigned partition (it checks that the consumer has caught up, see
 //! [`KafkaConsumer::poll`]).
 //!
+//! # Idempotence and transactions
+//!
+//! As in process (see the producer module's "Delivery semantics"): a producer with
+//! `acks=all` is idempotent (`enable.idempotence`, off in librdkafka by default, is set
+//! unless the [`KafkaConfig`] says otherwise), and
+//! [`KafkaBroker::producer_with_config`] takes the same
+//! [`ProducerConfig`](crate::producer::ProducerConfig) as
+//! [`Broker::producer_with_config`](crate::Broker::producer_with_config), its
+//! `transactional_id` making a transactional producer with its own client. The calls are
+//! the in-process ones, in the same states, with the same refusals
+//! ([`Error::InvalidTxnState`]): [`KafkaProducer::init_transactions`],
+//! [`begin_transaction`](KafkaProducer::begin_transaction), sends,
+//! [`send_offsets_to_transaction`](KafkaProducer::send_offsets_to_transaction),
+//! [`commit_transaction`](KafkaProducer::commit_transaction),
+//! [`abort_transaction`](KafkaProducer::abort_transaction); dropping the last clone with a
+//! transaction open aborts it. A consumer's
+//! [`isolation_level`](crate::ConsumerConfig::isolation_level) becomes `isolation.level`
+//! (always set: librdkafka's own default is `read_committed`, Kafka's and logbus's
+//! `read_uncommitted`); a read-committed consumer reads up to the last stable offset, and
+//! a consumer's position moves past transaction markers and aborted records, which are
+//! never returned, as in process.
+//!
+//! librdkafka sorts a transactional error into a class; each class is one logbus error,
+//! and says what to do:
+//!
+//! | class | error | what to do |
+//! |---|---|---|
+//! | fenced: a newer producer with the same `transactional_id` called `init_transactions` | [`Error::ProducerFenced`] (producer id and epochs -1: librdkafka does not tell them) | nothing more with this producer: drop it; the newer one owns the id |
+//! | fatal: any other error librdkafka cannot recover from (lost authorization, a broker without transactions) | [`Error::ProducerFatal`] | drop the producer; make a new one and call `init_transactions` |
+//! | abortable: a send of the transaction failed, or the coordinator refused a partition or the offsets | [`Error::TransactionAbortable`] | `abort_transaction`, then do the transaction's work again from the last committed input offsets |
+//! | retriable: no answer within the broker's request timeout, the coordinator moving | [`Error::Timeout`] or [`Error::Kafka`] with `retriable` | call the same method again (a commit or abort that timed out must be finished by calling it again: its outcome is not known) |
+//!
+//! After a fenced or fatal error every call fails the same way. A send's own error inside
+//! a transaction is the send's (a record too large, an unknown partition); the transaction
+//! is then abortable only, as in process. `send_offsets_to_transaction` names the group, as
+//! in process: librdkafka sends it without member id and generation, so Kafka does not
+//! check that the offsets come from the group's current generation (KIP-447).
+//!
+//! No `Producer::transaction_ids` or `producer_identity` here: librdkafka does not tell the
+//! application its producer id and epoch. An in-process [`Error::TransactionTimedOut`] has
+//! no counterpart either: a transaction the coordinator aborted on its timeout shows as
+//! [`Error::ProducerFenced`] or an abortable error, as librdkafka reports it.
+//!
 //! # Errors
 //!
 //! Kafka's error codes become [`Error::Kafka`] (the operation, topic, partition, code, its
@@ -109,7 +152,8 @@
 //! |---|---|
 //! | `src/kafka/mod.rs` | why mirror types (`KafkaBroker`, `KafkaProducer`, `KafkaConsumer`), what maps to what |
 //! | `src/kafka/broker.rs` | `KafkaConfig` (bootstrap servers, client settings), topics, metadata, watermarks |
-//! | `src/kafka/producer.rs` | one shared `ThreadedProducer`; delivery reports routed to the waiting batch |
+//! | `src/kafka/producer.rs` | one shared `ThreadedProducer` (or a producer's own, with a `ProducerConfig`); delivery reports routed to the waiting batch |
+//! | `src/kafka/txn.rs` | the transactional calls: the in-process states, librdkafka's error classes |
 //! | `src/kafka/consumer/` | positions kept by logbus; rebalances queued by the context and run in `poll` |
 //! | `src/kafka/error.rs` | Kafka error codes → `Error::Kafka` / `Error::Timeout` |
 //! | `src/kafka/mock.rs` | librdkafka's mock cluster, `Send + Sync` |
@@ -117,13 +161,39 @@
 //!
 //! Tests run against librdkafka's mock cluster (in the test process; no Kafka to install):
 //! the `tests/kafka/` binary (`kafka_mock`, `kafka_differential`, `kafka_export`, `kafka_faults`,
-//! `kafka_auto_commit`).
+//! `kafka_auto_commit`, `kafka_txn`).
 //!
 //! ```sh
 //! cargo test --features kafka,cli --test kafka
 //! cargo run --features kafka --example to_kafka
 //! cargo bench -p logbus-comparison --features kafka --bench kafka_vs_rdkafka
 //! ```
+//!
+//! Transactions on the mock cluster (`kafka_txn`): the mock answers InitProducerId,
+//! AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and EndTxn and checks a
+//! transactional record's producer id, epoch and sequence, so the calls, their states, the
+//! records of committed and aborted transactions as read-uncommitted consumers see them, and
+//! the error classes (by injected errors) are tested. It does not:
+//! - write COMMIT or ABORT markers: EndTxn only checks the producer id, and its fetch
+//!   responses give the high watermark as the last stable offset and list no aborted
+//!   transactions, so a read-committed consumer reads open and aborted transactions' records
+//!   (and positions never skip markers);
+//! - commit offsets sent to a transaction: TxnOffsetCommit checks the request and stores
+//!   nothing, so the group's committed offsets do not move;
+//! - fence: each InitProducerId with a transactional id gets a new producer id at epoch 0,
+//!   and the older producer's id stays valid, so a second producer with the same id does not
+//!   fence the first (fencing is tested by injecting `PRODUCER_FENCED`);
+//! - restart a producer's sequences at a new epoch: after an epoch bump (an abort that
+//!   follows a failed send, KIP-360), it still expects the old epoch's next sequence on the
+//!   partitions the producer wrote to, so the producer's next transaction fails there;
+//! - check the sequences of an idempotent producer without a transactional id (nothing to
+//!   see of idempotence but the settings).
+//!
+//! The `real_cluster_*` tests in `kafka_txn` check what the mock cannot (read committed
+//! skips aborted and open transactions, offsets commit with the transaction, a second
+//! producer fences the first) on a cluster named by `LOGBUS_KAFKA_BOOTSTRAP`; they are
+//! `#[ignore]`d otherwise. The `mock_*` tests there pin each gap above, so a librdkafka
+//! whose mock gains the feature fails them.
 //!
 //! What the mock cluster does not do, and the tests therefore do not show: it answers no
 //! CreateTopics request (`KafkaBroker::create_topic` creates through the mock's own API when the
@@ -138,6 +208,7 @@ mod error;
 pub mod export;
 mod mock;
 mod producer;
+mod txn;
 
 pub use broker::{KafkaBroker, KafkaConfig, KafkaTopic};
 pub use consumer::{KafkaConsumer, KafkaRebalanceListener};

@@ -13,10 +13,12 @@ use rdkafka::ClientContext;
 
 use super::broker::{config_error, KafkaBroker, KafkaConfig};
 use super::error::{from_code, from_kafka, At};
+use super::txn::KafkaTxn;
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::producer::{
-    ProduceBatchError, ProduceError, ProduceTimeoutError, Record, RecordMetadata, TryProduceError,
+    Acks, ProduceBatchError, ProduceError, ProduceTimeoutError, ProducerConfig, Record,
+    RecordMetadata, TryProduceError,
 };
 use crate::sync::{Arc, Condvar, Mutex};
 
@@ -123,28 +125,17 @@ impl ProducerContext for DeliveryContext {
 /// The one librdkafka producer a broker's producers share, with the timeout its records
 /// are delivered within.
 pub(crate) struct SharedProducer {
-    client: ThreadedProducer<DeliveryContext>,
+    pub(crate) client: ThreadedProducer<DeliveryContext>,
     delivery_timeout: Duration,
     /// librdkafka's limit on one record (`message.max.bytes`, 1,000,000 by default).
     max_message_bytes: u64,
 }
 
 impl SharedProducer {
-    pub(crate) fn new(config: &KafkaConfig) -> Result<Self> {
-        let mut c = config.client(true);
-        // Java's partitioner, so that keys land where logbus's in-process partitioner puts
-        // them; acks=all unless the user chose otherwise.
-        if config.get("partitioner").is_none() {
-            c.set("partitioner", "murmur2_random");
-        }
-        if config.get("acks").is_none() && config.get("request.required.acks").is_none() {
-            c.set("acks", "all");
-        }
-        let delivery_ms: u64 = config
-            .get("message.timeout.ms")
-            .or(config.get("delivery.timeout.ms"))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(300_000);
+    /// The client for `config`'s cluster; with `producer`, that producer's own settings
+    /// (acks, idempotence, retries, timeouts, codec, transactional id) override the broker's.
+    pub(crate) fn new(config: &KafkaConfig, producer: Option<&ProducerConfig>) -> Result<Self> {
+        let (c, delivery) = client_config(config, producer);
         let client = c
             .create_with_context::<_, ThreadedProducer<DeliveryContext>>(DeliveryContext)
             .map_err(|e| config_error(e).unwrap_or_else(|e| from_kafka(e, At::op("producer"))))?;
@@ -154,14 +145,108 @@ impl SharedProducer {
             .unwrap_or(1_000_000);
         Ok(Self {
             client,
-            delivery_timeout: Duration::from_millis(delivery_ms),
+            delivery_timeout: delivery,
             max_message_bytes,
         })
     }
+
+    /// The client's fatal error as a logbus error, if it has one.
+    pub(crate) fn fatal(&self, transactional_id: Option<&str>) -> Option<Error> {
+        let (code, reason) = self.client.client().fatal_error()?;
+        Some(fatal_error(code, reason, transactional_id))
+    }
+}
+
+/// The client settings of a producer of the cluster `config` names (with `producer`'s own
+/// settings, if given), and its delivery timeout.
+fn client_config(
+    config: &KafkaConfig,
+    producer: Option<&ProducerConfig>,
+) -> (rdkafka::ClientConfig, Duration) {
+    let mut c = config.client(true);
+    // Java's partitioner, so that keys land where logbus's in-process partitioner puts
+    // them.
+    if config.get("partitioner").is_none() {
+        c.set("partitioner", "murmur2_random");
+    }
+    let delivery = match producer {
+        None => {
+            // acks=all unless the user chose otherwise, and then idempotence, as in
+            // process (librdkafka's own default is off).
+            if config.get("acks").is_none() && config.get("request.required.acks").is_none() {
+                c.set("acks", "all");
+            }
+            if config.get("enable.idempotence").is_none() && config.idempotent() {
+                c.set("enable.idempotence", "true");
+            }
+            Duration::from_millis(
+                config
+                    .get("message.timeout.ms")
+                    .or(config.get("delivery.timeout.ms"))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(300_000),
+            )
+        }
+        Some(p) => apply(&mut c, p),
+    };
+    (c, delivery)
+}
+
+/// A fatal error of a producer's client: fenced, or failed for good.
+pub(crate) fn fatal_error(code: Code, reason: String, transactional_id: Option<&str>) -> Error {
+    if super::error::is_fenced(code) {
+        return super::error::fenced();
+    }
+    Error::ProducerFatal {
+        transactional_id: transactional_id.map(str::to_owned),
+        name: format!("{code:?}"),
+        reason,
+    }
+}
+
+/// Sets `p`'s settings on the client configuration `c`; returns the delivery timeout.
+fn apply(c: &mut rdkafka::ClientConfig, p: &ProducerConfig) -> Duration {
+    let acks = match p.acks_level() {
+        Acks::None => "0",
+        Acks::Leader => "1",
+        Acks::All => "all",
+    };
+    c.remove("request.required.acks").set("acks", acks);
+    let transactional = p.transactional();
+    c.set(
+        "enable.idempotence",
+        (p.is_idempotent() || transactional.is_some()).to_string(),
+    );
+    let (retries, mut delivery, request) = p.retry_settings();
+    c.remove("message.send.max.retries")
+        .set("retries", retries.min(i32::MAX as u32).to_string());
+    c.set("request.timeout.ms", millis(request));
+    c.set("compression.type", p.compression_codec().to_string());
+    if let Some(id) = transactional {
+        let timeout = p.transaction_timeout_value();
+        c.set("transactional.id", id);
+        c.set("transaction.timeout.ms", millis(timeout));
+        // librdkafka refuses a delivery timeout past the transaction's: a record may not
+        // outlive the transaction it belongs to.
+        delivery = delivery.min(timeout);
+    }
+    c.remove("delivery.timeout.ms")
+        .set("message.timeout.ms", millis(delivery));
+    delivery
+}
+
+/// A duration as librdkafka's milliseconds (at least 1, at most `i32::MAX`).
+fn millis(d: Duration) -> String {
+    d.as_millis().clamp(1, i32::MAX as u128).to_string()
 }
 
 /// Sends records to a Kafka cluster, as [`Producer`](crate::Producer) does in process.
-/// `Clone` and `Send + Sync`; every clone shares the broker's one client.
+/// `Clone` and `Send + Sync`; every clone shares the client it was made with: the broker's
+/// one ([`KafkaBroker::producer`]) or its own ([`KafkaBroker::producer_with_config`]; a
+/// transactional producer's clones share its transaction, as in process).
+///
+/// Idempotent with `acks=all` (the default); transactional with a `transactional_id`: see
+/// the [module docs](super#idempotence-and-transactions).
 ///
 /// `send` returns once the cluster acknowledged the record (per `acks`), with its partition
 /// and offset; `send_batch` hands librdkafka every record, then waits for every
@@ -173,6 +258,11 @@ impl SharedProducer {
 /// runtime's blocking pool, such as `tokio::task::spawn_blocking`).
 pub struct KafkaProducer<K, V> {
     broker: KafkaBroker,
+    /// The broker's shared client, or this producer's own (made by
+    /// [`KafkaBroker::producer_with_config`]), shared by its clones.
+    shared: Arc<SharedProducer>,
+    /// A transactional producer's state, shared by its clones.
+    pub(crate) txn: Option<Arc<KafkaTxn>>,
     _types: PhantomData<fn(K, V)>,
 }
 
@@ -180,6 +270,8 @@ impl<K, V> Clone for KafkaProducer<K, V> {
     fn clone(&self) -> Self {
         Self {
             broker: self.broker.clone(),
+            shared: Arc::clone(&self.shared),
+            txn: self.txn.clone(),
             _types: PhantomData,
         }
     }
@@ -202,13 +294,34 @@ where
 {
     pub(crate) fn new(broker: KafkaBroker) -> Self {
         Self {
+            shared: Arc::clone(&broker.inner.producer),
             broker,
+            txn: None,
             _types: PhantomData,
         }
     }
 
-    fn shared(&self) -> &SharedProducer {
-        &self.broker.inner.producer
+    /// A producer with its own client, configured by `config`.
+    pub(crate) fn with_config(broker: KafkaBroker, config: &ProducerConfig) -> Result<Self> {
+        config.validate()?;
+        let shared = Arc::new(SharedProducer::new(&broker.inner.config, Some(config))?);
+        let txn = config.transactional().map(|id| {
+            Arc::new(KafkaTxn::new(
+                id,
+                Arc::clone(&shared),
+                broker.inner.config.timeout(),
+            ))
+        });
+        Ok(Self {
+            broker,
+            shared,
+            txn,
+            _types: PhantomData,
+        })
+    }
+
+    pub(crate) fn shared(&self) -> &SharedProducer {
+        &self.shared
     }
 
     /// Sends `record` and waits for the cluster's acknowledgement. A key goes to the
@@ -328,6 +441,18 @@ where
         records: &mut Vec<Record<K, V>>,
         queue_wait: Option<Duration>,
     ) -> Result<Vec<RecordMetadata>, ProduceError<K, V>> {
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        // A transactional producer sends inside a transaction only, one send at a time (so
+        // that a commit finds every send of its transaction finished, as in process).
+        let mut phase = match &self.txn {
+            Some(txn) => match txn.enter_send() {
+                Ok(guard) => Some(guard),
+                Err(e) => return Err(send_error(e, records.remove(0))),
+            },
+            None => None,
+        };
         let shared = self.shared();
         let batch = Batch::new(records.len());
         let mut key = Vec::new();
@@ -425,6 +550,11 @@ where
                 None => break,
             }
         }
+        if let (Some(phase), Some((_, error))) = (phase.as_mut(), &failed) {
+            // librdkafka makes a transaction with a failed send abortable only; say so.
+            super::txn::after_failed_send(phase, error);
+        }
+        drop(phase);
         if let Some((i, error)) = failed {
             // Kafka pipelines a batch: records after the failed one may be acknowledged
             // already. Hand back only those that were not, so sending them again does not
@@ -446,8 +576,17 @@ where
         Ok(metas)
     }
 
+    /// The client's fatal error, as the error of a send that failed with `_FATAL`.
+    fn fatal_or(&self, code: Code, reason: String, at: At<'_>) -> Error {
+        let id = self.txn.as_ref().map(|t| t.id());
+        self.shared()
+            .fatal(id)
+            .unwrap_or_else(|| from_code(code, reason, at))
+    }
+
     fn enqueue_error(&self, code: Code, r: &Record<K, V>, at: At<'_>) -> Error {
         match code {
+            Code::Fatal => self.fatal_or(code, "refused by the client".into(), at),
             Code::QueueFull => crate::kafka::error::timed_out(at),
             Code::UnknownPartition => self.partition_error(r),
             c => from_code(c, "refused by the client".into(), at),
@@ -456,6 +595,7 @@ where
 
     fn delivery_error(&self, code: Code, reason: String, r: &Record<K, V>, at: At<'_>) -> Error {
         match code {
+            Code::Fatal => self.fatal_or(code, reason, at),
             Code::UnknownPartition => self.partition_error(r),
             c => from_code(c, reason, at),
         }
@@ -610,4 +750,59 @@ pub(crate) fn to_headers(headers: &crate::Headers) -> OwnedHeaders {
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(producer: Option<&ProducerConfig>) -> (rdkafka::ClientConfig, Duration) {
+        client_config(&KafkaConfig::new("localhost:9092"), producer)
+    }
+
+    #[test]
+    fn the_shared_producer_is_idempotent_with_acks_all_as_in_process() {
+        let (c, _) = settings(None);
+        assert_eq!(c.get("acks"), Some("all"));
+        assert_eq!(c.get("enable.idempotence"), Some("true"));
+        let leader = KafkaConfig::new("x").acks("1");
+        let (c, _) = client_config(&leader, None);
+        assert_eq!(c.get("enable.idempotence"), None, "acks=1: not idempotent");
+        let off = KafkaConfig::new("x").set("enable.idempotence", "false");
+        let (c, _) = client_config(&off, None);
+        assert_eq!(
+            c.get("enable.idempotence"),
+            Some("false"),
+            "the user's choice"
+        );
+    }
+
+    #[test]
+    fn producer_config_maps_onto_the_client() {
+        let config = ProducerConfig::new()
+            .acks(Acks::Leader)
+            .retries(7)
+            .delivery_timeout(Duration::from_secs(9))
+            .request_timeout(Duration::from_secs(3));
+        let (c, delivery) = settings(Some(&config));
+        assert_eq!(c.get("acks"), Some("1"));
+        assert_eq!(c.get("enable.idempotence"), Some("false"));
+        assert_eq!(c.get("retries"), Some("7"));
+        assert_eq!(c.get("message.timeout.ms"), Some("9000"));
+        assert_eq!(c.get("request.timeout.ms"), Some("3000"));
+        assert_eq!(c.get("transactional.id"), None);
+        assert_eq!(delivery, Duration::from_secs(9));
+
+        let txn = ProducerConfig::new()
+            .transactional_id("worker")
+            .transaction_timeout(Duration::from_secs(20));
+        let (c, delivery) = settings(Some(&txn));
+        assert_eq!(c.get("acks"), Some("all"));
+        assert_eq!(c.get("enable.idempotence"), Some("true"));
+        assert_eq!(c.get("transactional.id"), Some("worker"));
+        assert_eq!(c.get("transaction.timeout.ms"), Some("20000"));
+        // The default delivery timeout (120 s) is cut to the transaction's.
+        assert_eq!(c.get("message.timeout.ms"), Some("20000"));
+        assert_eq!(delivery, Duration::from_secs(20));
+    }
 }

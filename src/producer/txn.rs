@@ -39,9 +39,9 @@ use crate::{Error, Result};
 /// The ids the coordinator gave: producer id and the epoch of the current transaction.
 type Ids = crate::broker::TxnIds;
 
-/// Where a transactional producer is.
+/// Where a transactional producer is (the `kafka` face's producer keeps the same states).
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Phase {
+pub(crate) enum Phase {
     /// `init_transactions` not called yet.
     Uninitialized,
     /// Between transactions.
@@ -61,7 +61,7 @@ enum Phase {
 }
 
 impl Phase {
-    fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Phase::Uninitialized => "Uninitialized",
             Phase::Ready => "Ready",
@@ -74,7 +74,18 @@ impl Phase {
         }
     }
 
-    fn valid(&self) -> &'static str {
+    /// Whether a commit (`commit`) or an abort may be made in this phase (a `TimedOut`
+    /// transaction's abort is answered without one).
+    pub(crate) fn may_end(&self, commit: bool) -> bool {
+        match self {
+            Phase::InTransaction => true,
+            Phase::Committing => commit,
+            Phase::Aborting | Phase::Abortable(_) => !commit,
+            _ => false,
+        }
+    }
+
+    pub(crate) fn valid(&self) -> &'static str {
         match self {
             Phase::Uninitialized => "init_transactions",
             Phase::Ready => "begin_transaction",
@@ -163,7 +174,7 @@ impl TxnClient {
     }
 }
 
-fn not_transactional(operation: &'static str) -> Error {
+pub(crate) fn not_transactional(operation: &'static str) -> Error {
     Error::InvalidTxnState {
         transactional_id: String::new(),
         state: "NotTransactional",
@@ -310,14 +321,12 @@ where
         };
         let txn = self.txn_client(operation)?;
         let mut st = txn.state.lock();
-        match (&st.phase, commit) {
-            (Phase::InTransaction, _) | (Phase::Committing, true) | (Phase::Aborting, false) => {}
-            (Phase::Abortable(_), false) => {}
-            (Phase::TimedOut, false) => {
-                st.phase = Phase::Ready;
-                return Ok(());
-            }
-            (p, _) => return Err(txn.refuse(p, operation)),
+        if st.phase == Phase::TimedOut && !commit {
+            st.phase = Phase::Ready;
+            return Ok(());
+        }
+        if !st.phase.may_end(commit) {
+            return Err(txn.refuse(&st.phase, operation));
         }
         let ids = st.ids.expect("initialized");
         match self.broker.txn_end(txn.id, ids, commit) {

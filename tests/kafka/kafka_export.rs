@@ -272,14 +272,18 @@ fn export_interrupted_resumes_then_import_round_trips() {
 #[test]
 fn export_refuses_what_it_cannot_resume() {
     let source = source_dir();
-    let plain = KafkaBroker::mock(1).unwrap();
-    assert!(matches!(
-        export(source.path(), &plain, ExportConfig::new()),
-        Err(logbus::Error::InvalidConfig {
-            name: "enable.idempotence",
-            ..
-        })
-    ));
+    // Not idempotent: turned off, or off by default with acks other than all.
+    for (key, value) in [("enable.idempotence", "false"), ("acks", "1")] {
+        let config = KafkaConfig::new("").set(key, value);
+        let plain = KafkaBroker::mock_with(MockCluster::start(1).unwrap(), config).unwrap();
+        assert!(matches!(
+            export(source.path(), &plain, ExportConfig::new()),
+            Err(logbus::Error::InvalidConfig {
+                name: "enable.idempotence",
+                ..
+            })
+        ));
+    }
     let kafka = idempotent_mock();
     assert!(matches!(
         export(source.path(), &kafka, ExportConfig::new().topics(["nope"])),

@@ -7,3 +7,4 @@ mod kafka_differential;
 mod kafka_export;
 mod kafka_faults;
 mod kafka_mock;
+mod kafka_txn;

@@ -5,7 +5,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer as _, ConsumerContext, RebalanceProtocol,
 };
@@ -21,7 +21,7 @@ mod seek;
 use super::broker::{config_error, KafkaBroker};
 use super::error::{from_code, from_kafka, At};
 use crate::codec::Codec;
-use crate::consumer::{ConsumerConfig, ConsumerMetrics, OffsetReset};
+use crate::consumer::{ConsumerConfig, ConsumerMetrics, IsolationLevel, OffsetReset};
 use crate::error::{Error, Result};
 use crate::sync::Mutex;
 use crate::TopicPartition;
@@ -193,6 +193,30 @@ impl KafkaBroker {
         K: Codec + Clone + Send + Sync + 'static,
         V: Codec + Clone + Send + Sync + 'static,
     {
+        let c = self.consumer_client_config(&config)?;
+        let auto_commit = config.member.enable_auto_commit && config.group().is_some();
+        let client = c
+            .create_with_context::<_, BaseConsumer<GroupContext>>(GroupContext::default())
+            .map_err(|e| config_error(e).unwrap_or_else(|e| from_kafka(e, At::op("consumer"))))?;
+        Ok(KafkaConsumer {
+            broker: self.clone(),
+            fetched: queue::Fetched::new(&client),
+            client,
+            config,
+            assigned: Vec::new(),
+            subscription: Vec::new(),
+            listener: None,
+            in_listener: false,
+            pending: None,
+            metrics: ConsumerMetrics::default(),
+            probe: None,
+            store_positions: auto_commit,
+            _types: PhantomData,
+        })
+    }
+
+    /// The client settings of a consumer with `config`.
+    fn consumer_client_config(&self, config: &ConsumerConfig) -> Result<ClientConfig> {
         if config.poll_records() == 0 {
             return Err(Error::InvalidConfig {
                 name: "max_poll_records",
@@ -259,24 +283,16 @@ impl KafkaBroker {
             },
         );
         c.set("enable.partition.eof", "false");
-        let client = c
-            .create_with_context::<_, BaseConsumer<GroupContext>>(GroupContext::default())
-            .map_err(|e| config_error(e).unwrap_or_else(|e| from_kafka(e, At::op("consumer"))))?;
-        Ok(KafkaConsumer {
-            broker: self.clone(),
-            fetched: queue::Fetched::new(&client),
-            client,
-            config,
-            assigned: Vec::new(),
-            subscription: Vec::new(),
-            listener: None,
-            in_listener: false,
-            pending: None,
-            metrics: ConsumerMetrics::default(),
-            probe: None,
-            store_positions: auto_commit,
-            _types: PhantomData,
-        })
+        // Set always: librdkafka's own default is read_committed, Kafka's (and logbus's)
+        // read_uncommitted.
+        c.set(
+            "isolation.level",
+            match config.isolation_level {
+                IsolationLevel::ReadUncommitted => "read_uncommitted",
+                IsolationLevel::ReadCommitted => "read_committed",
+            },
+        );
+        Ok(c)
     }
 }
 
@@ -935,6 +951,26 @@ mod tests {
     fn globs_become_anchored_regular_expressions() {
         assert_eq!(glob_to_regex("orders.*"), "^orders\\..*$");
         assert_eq!(glob_to_regex("a?c"), "^a.c$");
+    }
+
+    #[test]
+    fn isolation_level_maps_and_is_always_set() {
+        use crate::consumer::IsolationLevel;
+        // No connection is made: clients connect lazily.
+        let broker = KafkaBroker::connect(crate::kafka::KafkaConfig::new("127.0.0.1:1")).unwrap();
+        let level = |config: ConsumerConfig| {
+            let c = broker.consumer_client_config(&config).unwrap();
+            c.get("isolation.level").map(str::to_owned)
+        };
+        // librdkafka's default is read_committed: logbus's (Kafka's) must be set.
+        assert_eq!(
+            level(ConsumerConfig::new()).as_deref(),
+            Some("read_uncommitted")
+        );
+        assert_eq!(
+            level(ConsumerConfig::new().isolation_level(IsolationLevel::ReadCommitted)).as_deref(),
+            Some("read_committed")
+        );
     }
 
     #[test]

@@ -4,11 +4,12 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
+use rdkafka::topic_partition_list::Offset;
 use rdkafka::types::RDKafkaRespErr;
 
 use super::{queue, Assigned, GroupContext, KafkaConsumer};
 use crate::codec::Codec;
-use crate::consumer::{ConsumerRecord, ConsumerRecords, RecordRef};
+use crate::consumer::{ConsumerRecord, ConsumerRecords, IsolationLevel, RecordRef};
 use crate::error::{Error, Result};
 use crate::kafka::error::{from_kafka, At};
 use crate::TopicPartition;
@@ -262,12 +263,21 @@ where
 
     /// Whether this consumer read everything the cluster holds in its assigned, unpaused
     /// partitions: by the high watermarks the last fetch responses carried (kept by
-    /// librdkafka, no request), or, for a partition not fetched yet, by asking the cluster.
-    fn fetched(&self) -> Result<bool> {
+    /// librdkafka, no request), or, for a partition not fetched yet and for a read-committed
+    /// consumer (whose end is the last stable offset, which librdkafka does not keep), by
+    /// asking the cluster.
+    fn fetched(&mut self) -> Result<bool> {
+        if self.config.isolation_level == IsolationLevel::ReadCommitted {
+            return self.caught_up();
+        }
         let mut unknown = false;
-        for a in self.assigned.iter().filter(|a| !a.paused) {
-            match self.cached_high(&a.tp) {
-                Some(high) if a.position.is_some_and(|p| p < high) => return Ok(false),
+        let mut moved = false;
+        for i in 0..self.assigned.len() {
+            if self.assigned[i].paused {
+                continue;
+            }
+            match self.cached_high(&self.assigned[i].tp) {
+                Some(high) if !self.reached(i, high, &mut moved) => return Ok(false),
                 Some(_) => {}
                 None => unknown = true,
             }
@@ -276,6 +286,48 @@ where
             self.caught_up()
         } else {
             Ok(true)
+        }
+    }
+
+    /// Whether assigned partition `i`'s position is at `end` or past it, once moved past
+    /// the records the client skipped (`moved`: whether that was done already).
+    fn reached(&mut self, i: usize, end: u64, moved: &mut bool) -> bool {
+        let at = |a: &Assigned| a.position.is_none_or(|p| p >= end);
+        if at(&self.assigned[i]) {
+            return true;
+        }
+        if !*moved {
+            *moved = true;
+            self.move_past_skipped();
+        }
+        at(&self.assigned[i])
+    }
+
+    /// Moves the positions past the records the client read and did not hand out:
+    /// transaction markers (control records, never returned) and, read committed, the
+    /// records of aborted transactions. The client's own position of a partition (the
+    /// offset after the last message it served, control records included) is past them;
+    /// it is past this consumer's only then, since every message the client serves for an
+    /// unpaused assigned partition is handed out, and a batch cut short by an error, a
+    /// seek, a resume or an assignment resets it. As in process, a position skips the
+    /// offsets no consumer reads.
+    fn move_past_skipped(&mut self) {
+        let Ok(list) = self.client.position() else {
+            return;
+        };
+        for e in list.elements() {
+            let Offset::Offset(o) = e.offset() else {
+                continue;
+            };
+            let found = self.assigned.iter_mut().find(|a| {
+                !a.paused && a.tp.partition as i32 == e.partition() && a.tp.topic == e.topic()
+            });
+            if let Some(a) = found {
+                if o >= 0 && a.position.is_some_and(|p| (o as u64) > p) {
+                    a.position = Some(o as u64);
+                    a.unstored = true;
+                }
+            }
         }
     }
 
@@ -298,12 +350,23 @@ where
         (err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high as u64)
     }
 
-    /// Whether every assigned, unpaused partition's position is at its high watermark,
-    /// asking the cluster.
-    fn caught_up(&self) -> Result<bool> {
-        for a in self.assigned.iter().filter(|a| !a.paused) {
-            let (_, high) = self.broker.watermarks(&a.tp)?;
-            if a.position.is_some_and(|p| p < high) {
+    /// Whether every assigned, unpaused partition's position is at its end, asking the
+    /// cluster: the high watermark, or read committed the last stable offset (asked through
+    /// this consumer's own client, which asks with its isolation level).
+    fn caught_up(&mut self) -> Result<bool> {
+        let read_committed = self.config.isolation_level == IsolationLevel::ReadCommitted;
+        let mut moved = false;
+        for i in 0..self.assigned.len() {
+            if self.assigned[i].paused {
+                continue;
+            }
+            let tp = &self.assigned[i].tp;
+            let (_, end) = if read_committed {
+                self.broker.watermarks_by(&self.client, tp)?
+            } else {
+                self.broker.watermarks(tp)?
+            };
+            if !self.reached(i, end, &mut moved) {
                 return Ok(false);
             }
         }
