@@ -351,21 +351,15 @@ where
     }
 
     /// Whether every assigned, unpaused partition's position is at its end, asking the
-    /// cluster: the high watermark, or read committed the last stable offset (asked through
-    /// this consumer's own client, which asks with its isolation level).
+    /// cluster (`readable_watermarks`).
     fn caught_up(&mut self) -> Result<bool> {
-        let read_committed = self.config.isolation_level == IsolationLevel::ReadCommitted;
         let mut moved = false;
         for i in 0..self.assigned.len() {
             if self.assigned[i].paused {
                 continue;
             }
             let tp = &self.assigned[i].tp;
-            let (_, end) = if read_committed {
-                self.broker.watermarks_by(&self.client, tp)?
-            } else {
-                self.broker.watermarks(tp)?
-            };
+            let (_, end) = self.readable_watermarks(tp)?;
             if !self.reached(i, end, &mut moved) {
                 return Ok(false);
             }

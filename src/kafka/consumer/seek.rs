@@ -10,7 +10,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::{private_group, KafkaConsumer};
 use crate::codec::Codec;
-use crate::consumer::OffsetAndTimestamp;
+use crate::consumer::{IsolationLevel, OffsetAndTimestamp};
 use crate::error::{Error, Result};
 use crate::kafka::error::{from_code, from_kafka, At};
 use crate::TopicPartition;
@@ -118,8 +118,8 @@ where
         let indices = self.indices(partitions)?;
         let mut targets = Vec::with_capacity(indices.len());
         for &i in &indices {
-            let (low, high) = self.broker.watermarks(&self.assigned[i].tp)?;
-            targets.push(if beginning { low } else { high });
+            let (low, end) = self.readable_watermarks(&self.assigned[i].tp)?;
+            targets.push(if beginning { low } else { end });
         }
         for (&i, t) in indices.iter().zip(targets) {
             self.assigned[i].position = Some(t);
@@ -257,7 +257,9 @@ where
             .collect()
     }
 
-    /// The high watermark of each partition. Partitions need not be assigned.
+    /// The end offset of each partition, as far as this consumer can read: the high
+    /// watermark, or with `ReadCommitted` the last stable offset, as in process (and Kafka's
+    /// `endOffsets`). Partitions need not be assigned.
     ///
     /// # Errors
     ///
@@ -268,7 +270,17 @@ where
     ) -> Result<HashMap<TopicPartition, u64>> {
         partitions
             .iter()
-            .map(|tp| Ok((tp.clone(), self.broker.watermarks(tp)?.1)))
+            .map(|tp| Ok((tp.clone(), self.readable_watermarks(tp)?.1)))
             .collect()
+    }
+
+    /// The log start and the end of what this consumer reads (the high watermark, or read
+    /// committed the last stable offset: asked through its own client, which asks with its
+    /// isolation level).
+    pub(super) fn readable_watermarks(&self, tp: &TopicPartition) -> Result<(u64, u64)> {
+        match self.config.isolation_level {
+            IsolationLevel::ReadCommitted => self.broker.watermarks_by(&self.client, tp),
+            IsolationLevel::ReadUncommitted => self.broker.watermarks(tp),
+        }
     }
 }
