@@ -307,6 +307,11 @@ impl Default for SendPolicy {
 pub(crate) trait ReplicatedLog<K, V>: Send + Sync {
     /// The leader's log start offset.
     fn log_start(&self) -> u64;
+    /// A producer with this codec began sending to the partition: persisted replicas
+    /// compress with it unless their topic names a codec (see `DiskLog`'s).
+    fn note_producer_codec(&self, codec: crate::storage::record_batch::Compression) {
+        let _ = codec;
+    }
     /// The leader's log end offset.
     fn log_end(&self) -> u64;
     /// The high watermark (lock-free).
@@ -847,6 +852,9 @@ impl<K, V> Partition<K, V> {
     pub(crate) fn note_producer_codec(&self, codec: crate::storage::record_batch::Compression) {
         if let Some(disk) = &self.disk {
             disk.note_producer_codec(codec);
+        }
+        if let Some(r) = &self.replicated {
+            r.note_producer_codec(codec);
         }
     }
 

@@ -290,17 +290,20 @@ impl ProducerConfig {
     }
 
     /// The transactional id, if set (for the `kafka` face's `transactional.id`).
+    #[cfg(feature = "kafka")]
     pub(crate) fn transactional(&self) -> Option<&'static str> {
         self.transactional_id
     }
 
     /// The transaction timeout (the `kafka` face's `transaction.timeout.ms`).
+    #[cfg(feature = "kafka")]
     pub(crate) fn transaction_timeout_value(&self) -> Duration {
         self.transaction_timeout
     }
 
     /// The retries, delivery timeout and request timeout (the `kafka` face's `retries`,
     /// `delivery.timeout.ms` and `request.timeout.ms`).
+    #[cfg(feature = "kafka")]
     pub(crate) fn retry_settings(&self) -> (u32, Duration, Duration) {
         (self.retries, self.delivery_timeout, self.request_timeout)
     }

@@ -21,7 +21,7 @@ use crate::persist::{ClampedOffset, DataDir, PartitionRecovery, PersistConfig, T
 use crate::replica::{ReplicaControl, ReplicaLogView, ReplicaSet, ReplicationConfig};
 use crate::storage::{checkpoint, Io};
 use crate::sync::StdArc as Arc;
-use crate::sync::{Mutex, WaitSet};
+use crate::sync::WaitSet;
 use crate::{Error, Result};
 
 impl BrokerBuilder {
@@ -816,12 +816,7 @@ where
             }
         }
     }
-    let files = TopicFiles::<K, V> {
-        dirs: Arc::clone(&dirs),
-        offsets: broker.data().cloned(),
-        meta: Mutex::new(meta.clone()),
-        _types: PhantomData,
-    };
+    let files = TopicFiles::<K, V>::new(Arc::clone(&dirs), broker.data().cloned(), meta.clone());
     // The commit point: once one copy is written, the topic exists.
     if files.write_all(&meta) == 0 {
         return Err(Error::Io {
@@ -876,12 +871,7 @@ where
             count: dirs.count(),
         });
     }
-    let files = TopicFiles::<K, V> {
-        dirs: Arc::clone(&dirs),
-        offsets: broker.data().cloned(),
-        meta: Mutex::new(meta.clone()),
-        _types: PhantomData,
-    };
+    let files = TopicFiles::<K, V>::new(Arc::clone(&dirs), broker.data().cloned(), meta.clone());
     start_replicated(broker, &dirs, files, &meta, true).map(Some)
 }
 
@@ -914,7 +904,7 @@ where
                 opened.push(None);
                 continue;
             }
-            match DiskReplica::<K, V>::open(&dirs.params(meta, d, p)) {
+            match DiskReplica::<K, V>::open(&dirs.params(meta, d, p, files.codec(p))) {
                 Ok(o) => opened.push(Some(o)),
                 Err(e @ (Error::DirectoryLocked { .. } | Error::InvalidConfig { .. })) => {
                     return Err(e)

@@ -284,8 +284,9 @@ pub(crate) struct StoreParams {
     pub(crate) capacity: usize,
     /// The topic's `max_message_bytes`.
     pub(crate) max_message_bytes: u64,
-    /// The topic's `compression.type`.
-    pub(crate) compression: super::CompressionType,
+    /// The codec of the partition's batches, shared by its replicas (see
+    /// [`CodecChoice`](super::append::CodecChoice)).
+    pub(crate) codec: std::sync::Arc<super::append::CodecChoice>,
 }
 
 /// Decodes one stored record.
@@ -423,7 +424,7 @@ where
                 p.policy,
                 max_batch,
                 BATCH_TARGET,
-                super::append::CodecChoice::new(p.compression),
+                std::sync::Arc::clone(&p.codec),
             ),
             max_record: usize::try_from(p.max_message_bytes)
                 .unwrap_or(usize::MAX)

@@ -25,6 +25,7 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::append::CodecChoice;
 use super::dir_io::{DirIo, DirSwitch};
 use super::io_err;
 use super::replica_store::{partition_dir, DiskReplica, Loaded, StoreParams};
@@ -32,6 +33,7 @@ use super::{BrokerClock, MetaLine, TopicMeta};
 use crate::clock::Clock;
 use crate::codec::Codec;
 use crate::partition::topic_config::TopicConfig;
+use crate::storage::record_batch::Compression;
 use crate::storage::{checkpoint, CleanConfig, CleanStats, DirLock, DirtyInfo, Io};
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::Arc as SyncArc;
@@ -58,6 +60,9 @@ pub(crate) trait Backing<K, V>: Send + Sync {
     fn reopen(&self, partition: u32, dir: u32) -> Result<Loaded<K, V>>;
     /// Directory `dir` returned an I/O error: every replica on it goes offline.
     fn dir_failed(&self, dir: u32);
+    /// A producer with `codec` began sending to partition `partition`: its replicas compress
+    /// with it unless the topic names a codec.
+    fn note_producer_codec(&self, partition: u32, codec: Compression);
 }
 
 /// An open replicated partition as its directories see it: closed, synced or abandoned with
@@ -554,7 +559,13 @@ impl DiskDirs {
         }
     }
 
-    pub(crate) fn params(&self, meta: &ReplicatedMeta, dir: u32, partition: u32) -> StoreParams {
+    pub(crate) fn params(
+        &self,
+        meta: &ReplicatedMeta,
+        dir: u32,
+        partition: u32,
+        codec: Arc<CodecChoice>,
+    ) -> StoreParams {
         StoreParams {
             dir: partition_dir(&self.paths[dir as usize], &meta.topic.name, partition),
             io: self.io(dir),
@@ -563,7 +574,7 @@ impl DiskDirs {
             policy: meta.topic.persist.flush_policy(),
             capacity: meta.topic.records_in_memory,
             max_message_bytes: meta.topic.persist.message_limit(),
-            compression: meta.topic.persist.compression_type(),
+            codec,
         }
     }
 }
@@ -574,10 +585,38 @@ pub(crate) struct TopicFiles<K, V> {
     /// The data directory whose offsets checkpoint holds this topic's committed offsets.
     pub(crate) offsets: Option<Arc<super::data_dir::DataDir>>,
     pub(crate) meta: Mutex<ReplicatedMeta>,
-    pub(crate) _types: PhantomData<fn() -> (K, V)>,
+    /// Per partition: the codec its replicas' batches take, one for all of them (a replica
+    /// reopened keeps it), told which codec the producers use.
+    codecs: Mutex<Vec<Arc<CodecChoice>>>,
+    _types: PhantomData<fn() -> (K, V)>,
 }
 
 impl<K, V> TopicFiles<K, V> {
+    pub(crate) fn new(
+        dirs: Arc<DiskDirs>,
+        offsets: Option<Arc<super::data_dir::DataDir>>,
+        meta: ReplicatedMeta,
+    ) -> Self {
+        Self {
+            dirs,
+            offsets,
+            meta: Mutex::new(meta),
+            codecs: Mutex::new(Vec::new()),
+            _types: PhantomData,
+        }
+    }
+
+    /// Partition `partition`'s codec choice, made from the topic's `compression.type` the
+    /// first time.
+    pub(crate) fn codec(&self, partition: u32) -> Arc<CodecChoice> {
+        let mut codecs = self.codecs.lock();
+        let topic = self.meta.lock().topic.persist.compression_type();
+        while codecs.len() <= partition as usize {
+            codecs.push(CodecChoice::new(topic));
+        }
+        Arc::clone(&codecs[partition as usize])
+    }
+
     /// Writes the metadata to every live directory; a directory that fails is flagged.
     /// The number written.
     pub(crate) fn write_all(&self, meta: &ReplicatedMeta) -> usize {
@@ -623,11 +662,16 @@ where
 
     fn reopen(&self, partition: u32, dir: u32) -> Result<Loaded<K, V>> {
         let meta = self.meta.lock().clone();
-        DiskReplica::<K, V>::open(&self.dirs.params(&meta, dir, partition))
+        let codec = self.codec(partition);
+        DiskReplica::<K, V>::open(&self.dirs.params(&meta, dir, partition, codec))
     }
 
     fn dir_failed(&self, dir: u32) {
         self.dirs.flag(dir);
+    }
+
+    fn note_producer_codec(&self, partition: u32, codec: Compression) {
+        self.codec(partition).note_producer(codec);
     }
 }
 

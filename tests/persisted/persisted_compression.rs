@@ -194,6 +194,95 @@ fn the_topic_codec_overrides_the_producers_as_in_kafka() {
     }
 }
 
+/// The same rule on a replicated topic (three data directories, replication factor 3):
+/// every replica writes its batches with the codec Kafka's rule picks, a restarted one too
+/// (its followers compress what they fetch as the leader does).
+#[test]
+fn every_replica_takes_the_codec_the_topic_and_producer_pick() {
+    let cases = [
+        (
+            CompressionType::Producer,
+            Compression::Lz4,
+            Compression::Lz4,
+        ),
+        (
+            CompressionType::Producer,
+            Compression::None,
+            Compression::None,
+        ),
+        (
+            CompressionType::Zstd,
+            Compression::Snappy,
+            Compression::Zstd,
+        ),
+    ];
+    for (topic, producer, want) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let dirs: Vec<_> = (0..3).map(|d| tmp.path().join(format!("d{d}"))).collect();
+        let broker = Broker::builder()
+            .data_dirs(&dirs)
+            .create(true)
+            .open()
+            .unwrap();
+        broker
+            .create_topic::<String, String>(
+                "t",
+                TopicConfig::new(1)
+                    .replication_factor(3)
+                    .min_insync_replicas(2)
+                    .records_in_memory(64)
+                    .persist(PersistConfig::new().compression(topic)),
+            )
+            .unwrap();
+        // In batches: a batch of one short record does not shrink, and is written
+        // uncompressed whatever the codec.
+        let p = broker
+            .producer_with_config::<String, String>(ProducerConfig::new().compression(producer))
+            .unwrap();
+        let send = |from: u64| {
+            let mut batch: Vec<_> = (from..from + 100)
+                .map(|i| {
+                    Record::new("t", value(i))
+                        .key(format!("k{}", i % 10))
+                        .partition(0)
+                })
+                .collect();
+            p.send_batch(&mut batch).unwrap();
+        };
+        for from in (0..500).step_by(100) {
+            send(from);
+        }
+        // A follower restarted mid-stream reopens its log and goes on with the same codec.
+        let follower = broker.describe_topic("t").unwrap().replicas[0]
+            .replicas
+            .iter()
+            .map(|r| r.id)
+            .find(|id| Some(*id) != broker.describe_topic("t").unwrap().replicas[0].leader)
+            .unwrap();
+        broker.faults().crash_replica("t", 0, follower).unwrap();
+        broker.faults().restart_replica("t", 0, follower).unwrap();
+        for from in (500..1000).step_by(100) {
+            send(from);
+        }
+        drop(p);
+        assert!(broker
+            .faults()
+            .wait_in_sync("t", 0, Duration::from_secs(20))
+            .unwrap());
+        broker.close().unwrap();
+        for dir in &dirs {
+            let codecs = codecs_on_disk(dir);
+            let hits = codecs.iter().filter(|c| **c == want).count();
+            assert!(
+                !codecs.is_empty() && hits * 2 >= codecs.len(),
+                "{}: topic {topic:?}, producer {producer}: {hits} of {} batches in {want}",
+                dir.display(),
+                codecs.len()
+            );
+        }
+    }
+}
+
 fn log_config() -> LogConfig {
     LogConfig {
         segment_bytes: 1 << 20,

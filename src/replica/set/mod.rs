@@ -900,6 +900,12 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
 }
 
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicatedLog<K, V> for ReplicaSet<K, V> {
+    fn note_producer_codec(&self, codec: crate::storage::record_batch::Compression) {
+        if let Some(b) = &self.backing {
+            b.note_producer_codec(self.partition, codec);
+        }
+    }
+
     fn log_start(&self) -> u64 {
         let st = self.state.lock();
         st.leader
