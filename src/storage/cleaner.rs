@@ -1146,14 +1146,21 @@ impl SegmentSet {
             && upper.map_or(true, |u| segment.next_offset() <= u)
             && segment.next_offset() >= min_offset;
         if !indexed {
-            // Only a failing disk gets here: the files were fsynced whole before the renames.
-            return Err(Error::io(
-                format!(
-                    "swapping in the cleaned segment {}: it does not read back as written",
-                    log_path.display()
-                ),
-                std::io::Error::other("cleaned segment invalid"),
-            ));
+            // The indexes as written are not usable as they are (one longer than
+            // `segment_index_bytes` is not read back, say): rebuilt from the log, as opening
+            // the log would, and made durable.
+            let outcome = segment.recover(min_offset, upper)?;
+            if let Some((position, _, reason)) = outcome.truncated {
+                // The log was fsynced whole before the renames: only a failing disk gets here.
+                return Err(Error::io(
+                    format!(
+                        "swapping in the cleaned segment {}: invalid at byte {position}: {reason}",
+                        log_path.display()
+                    ),
+                    std::io::Error::other("cleaned segment invalid"),
+                ));
+            }
+            segment.sync(true)?;
         }
         segment.set_holds_producer_batches(g.old.iter().any(|s| s.may_hold_producer_batches));
         self.segments.insert(i, segment);

@@ -695,3 +695,64 @@ fn a_cut_during_the_open_that_finishes_a_swap() {
         }
     }
 }
+
+/// A cleaned group whose indexes outgrow `segment_index_bytes` (its old segments rolled
+/// because their indexes were full; the group's survivors fit one segment): the swap rebuilds
+/// them from the log rather than failing, and the log reopens whole and consistent.
+#[test]
+fn a_group_whose_indexes_outgrow_their_limit_is_swapped_in() {
+    let fs = FaultyIo::new(3);
+    let io: Arc<dyn Io> = Arc::new(fs.clone());
+    let dir = PathBuf::from("/c/index-limit-0");
+    let clock = Arc::new(ManualClock::new(T0));
+    let setup = |checkpoints| LogSetup {
+        config: LogConfig {
+            segment_bytes: 1 << 20,
+            // Three offset entries a segment, one each batch after the first.
+            segment_index_bytes: 24,
+            index_interval_bytes: 0,
+            write_buffer_bytes: 0,
+            ..LogConfig::default()
+        },
+        io: io.clone(),
+        clock: clock.clone() as Arc<dyn Clock>,
+        checkpoints,
+    };
+    let (mut log, _) = SegmentSet::open(&dir, setup(Checkpoints::default())).expect("open");
+    let mut all = BTreeMap::new();
+    for i in 0..24u32 {
+        // Keys 0..12 twice: the second round supersedes the first.
+        let r = put(i % 12, Some(vec![i as u8; 20]), clock.now_ms());
+        let info = log.append(std::slice::from_ref(&r)).expect("append");
+        all.insert(info.base_offset, r);
+    }
+    log.roll().expect("roll");
+    assert!(log.segments().len() > 4, "{:?}", log.segments());
+    clock.advance(Duration::from_secs(60));
+    let stats = log.clean(&pass_config()).expect("clean");
+    assert_eq!(stats.records_removed, 12, "{stats:?}");
+    assert_eq!(
+        log.segments().len(),
+        2,
+        "one cleaned segment and the active one"
+    );
+    let entries = log_index_entries(&*io, &dir);
+    assert!(
+        entries > 3,
+        "the cleaned segment's index holds {entries} entries"
+    );
+    check_log(&log, &all, clock.now_ms()).unwrap();
+    log.close().expect("close");
+    let (log, _) = SegmentSet::open(&dir, setup(Checkpoints::default())).expect("reopen");
+    check_log(&log, &all, clock.now_ms()).unwrap();
+    drop(log);
+    assert_consistent(&*io, &dir);
+}
+
+/// Entries in the `.index` of the segment based at 0.
+fn log_index_entries(io: &dyn Io, dir: &Path) -> usize {
+    let f = io
+        .open(&dir.join(file_name(0, "index")), OpenMode::Read)
+        .unwrap();
+    f.len().unwrap() as usize / 8
+}
