@@ -17,8 +17,8 @@
 //!    `<base>.log.cleaned` file with its `.index.cleaned` and `.timeindex.cleaned` (written
 //!    by the segment's index rule as the log is written, so nothing reads the cleaned log
 //!    again to index it), the three fsynced: a group takes consecutive segments while its
-//!    survivors stay within `segment_bytes` and its offsets within a 32-bit delta of its base
-//!    (Kafka groups by the old segments' sizes; grouping by what is written merges the small
+//!    survivors stay within `segment_bytes`, its offsets within a 32-bit delta of its base
+//!    and its offset index within `segment_index_bytes` (Kafka groups by the old segments' sizes; grouping by what is written merges the small
 //!    outputs of a pass into one segment at once, with one set of files and fsyncs). A record
 //!    stays when it is the latest of its key (or lies past the map's end), except a
 //!    tombstone (null value) older than `delete_retention` by its timestamp. In the dirty
@@ -525,6 +525,9 @@ struct GroupWriter {
     offset_index: OffsetIndex,
     time_index: TimeIndex,
     rule: IndexRule,
+    /// The offset index's capacity (`segment_index_bytes`); the time index never outgrows
+    /// its own (it drops entries when full).
+    max_offset_entries: usize,
     /// The header of the group's last old batch (all zero before any).
     last_header: [u8; HEADER_SIZE],
 }
@@ -542,6 +545,7 @@ impl GroupWriter {
         let max_bytes = plan.params.segment_index_bytes;
         written.push(index_path.clone());
         let (offset_index, _) = IndexFile::open(&*plan.io, &index_path, base, max_bytes, true)?;
+        let max_offset_entries = offset_index.max_entries();
         written.push(time_path.clone());
         let (time_index, _) = IndexFile::open(&*plan.io, &time_path, base, max_bytes, true)?;
         Ok(GroupWriter {
@@ -552,8 +556,26 @@ impl GroupWriter {
             offset_index: OffsetIndex::from(offset_index),
             time_index: TimeIndex::from(time_index),
             rule: IndexRule::new(base, plan.params.index_interval_bytes),
+            max_offset_entries,
             last_header: [0; HEADER_SIZE],
         })
+    }
+
+    /// Whether `bytes` (whole batches, at `batches`) fit the group: its log within
+    /// `segment_bytes`, its offsets within a 32-bit delta of its base (up to `next_offset`),
+    /// its offset index within `segment_index_bytes` (as Kafka's grouping bounds both).
+    fn fits(
+        &self,
+        bytes: &[u8],
+        batches: &[(usize, u64, i64)],
+        next_offset: u64,
+        segment_bytes: u64,
+    ) -> bool {
+        let positions = batches.iter().map(|&(at, _, _)| self.size + at as u64);
+        self.size + bytes.len() as u64 <= segment_bytes
+            && next_offset - self.old[0].base <= i32::MAX as u64
+            && self.offset_index.entries().len() + self.rule.offset_entries_due(positions)
+                <= self.max_offset_entries
     }
 
     /// Appends `bytes` (whole batches, each at `(at, last offset, max timestamp)` of
@@ -775,10 +797,9 @@ impl CleanPlan {
                 Ok(())
             })?;
             result?;
-            let fits = group.as_ref().is_some_and(|g| {
-                g.size + out.len() as u64 <= self.segment_bytes
-                    && s.next_offset - g.old[0].base <= i32::MAX as u64
-            });
+            let fits = group
+                .as_ref()
+                .is_some_and(|g| g.fits(&out, &batches, s.next_offset, self.segment_bytes));
             if !fits {
                 if let Some(g) = group.take() {
                     out_groups.push(g.finish(&mut stats)?);

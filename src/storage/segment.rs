@@ -106,6 +106,20 @@ impl IndexRule {
         }
     }
 
+    /// How many offset entries batches at `positions` (in order, after those counted so
+    /// far) would add.
+    pub(crate) fn offset_entries_due(&self, positions: impl IntoIterator<Item = u64>) -> usize {
+        let mut last = self.last_entry_position;
+        let mut due = 0;
+        for position in positions {
+            if position - last > self.interval {
+                last = position;
+                due += 1;
+            }
+        }
+        due
+    }
+
     /// Adds the final time entry, after the last batch.
     pub(crate) fn finish(&self, time_index: &mut TimeIndex) {
         time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true);

@@ -696,63 +696,111 @@ fn a_cut_during_the_open_that_finishes_a_swap() {
     }
 }
 
-/// A cleaned group whose indexes outgrow `segment_index_bytes` (its old segments rolled
-/// because their indexes were full; the group's survivors fit one segment): the swap rebuilds
-/// them from the log rather than failing, and the log reopens whole and consistent.
-#[test]
-fn a_group_whose_indexes_outgrow_their_limit_is_swapped_in() {
-    let fs = FaultyIo::new(3);
-    let io: Arc<dyn Io> = Arc::new(fs.clone());
-    let dir = PathBuf::from("/c/index-limit-0");
-    let clock = Arc::new(ManualClock::new(T0));
-    let setup = |checkpoints| LogSetup {
+/// A log of 24 one-record batches (keys 0..12 twice: the second round supersedes the
+/// first) at `segment_index_bytes` = `index_bytes`, an offset entry for each batch after a
+/// segment's first; rolled, and reopened at `segment_index_bytes` = 24 (three entries).
+fn index_limited_log(
+    io: &Arc<dyn Io>,
+    dir: &Path,
+    clock: &Arc<ManualClock>,
+    index_bytes: u64,
+) -> (SegmentSet, BTreeMap<u64, BatchRecord>) {
+    let setup = |index_bytes| LogSetup {
         config: LogConfig {
             segment_bytes: 1 << 20,
-            // Three offset entries a segment, one each batch after the first.
-            segment_index_bytes: 24,
+            segment_index_bytes: index_bytes,
             index_interval_bytes: 0,
             write_buffer_bytes: 0,
             ..LogConfig::default()
         },
         io: io.clone(),
         clock: clock.clone() as Arc<dyn Clock>,
-        checkpoints,
+        checkpoints: Checkpoints::default(),
     };
-    let (mut log, _) = SegmentSet::open(&dir, setup(Checkpoints::default())).expect("open");
+    let (mut log, _) = SegmentSet::open(dir, setup(index_bytes)).expect("open");
     let mut all = BTreeMap::new();
     for i in 0..24u32 {
-        // Keys 0..12 twice: the second round supersedes the first.
         let r = put(i % 12, Some(vec![i as u8; 20]), clock.now_ms());
         let info = log.append(std::slice::from_ref(&r)).expect("append");
         all.insert(info.base_offset, r);
     }
     log.roll().expect("roll");
-    assert!(log.segments().len() > 4, "{:?}", log.segments());
+    log.close().expect("close");
     clock.advance(Duration::from_secs(60));
+    let (log, _) = SegmentSet::open(dir, setup(24)).expect("reopen");
+    (log, all)
+}
+
+/// The `.index` files of the closed segments, by base offset: their entry counts.
+fn index_entries(log: &SegmentSet, io: &dyn Io, dir: &Path) -> Vec<(u64, usize)> {
+    let segments = log.segments();
+    segments[..segments.len() - 1]
+        .iter()
+        .map(|s| {
+            let path = dir.join(file_name(s.base_offset, "index"));
+            let len = io.open(&path, OpenMode::Read).unwrap().len().unwrap();
+            (s.base_offset, len as usize / 8)
+        })
+        .collect()
+}
+
+/// Segments rolled on full indexes: the cleaned groups' survivors would fit one segment,
+/// but each group's offset index stays within `segment_index_bytes` (three entries), as
+/// Kafka's grouping bounds it; the log reopens whole and consistent.
+#[test]
+fn cleaned_groups_keep_their_indexes_within_the_limit() {
+    let io: Arc<dyn Io> = Arc::new(FaultyIo::new(3));
+    let dir = PathBuf::from("/c/index-limit-0");
+    let clock = Arc::new(ManualClock::new(T0));
+    let (mut log, all) = index_limited_log(&io, &dir, &clock, 24);
+    let before = log.segments().len();
+    assert!(before > 4, "{:?}", log.segments());
     let stats = log.clean(&pass_config()).expect("clean");
     assert_eq!(stats.records_removed, 12, "{stats:?}");
-    assert_eq!(
-        log.segments().len(),
-        2,
-        "one cleaned segment and the active one"
-    );
-    let entries = log_index_entries(&*io, &dir);
+    let entries = index_entries(&log, &*io, &dir);
+    assert!(entries.iter().all(|&(_, n)| n <= 3), "{entries:?}");
     assert!(
-        entries > 3,
-        "the cleaned segment's index holds {entries} entries"
+        log.segments().len() < before,
+        "small survivors merge: {:?}",
+        log.segments()
     );
     check_log(&log, &all, clock.now_ms()).unwrap();
     log.close().expect("close");
-    let (log, _) = SegmentSet::open(&dir, setup(Checkpoints::default())).expect("reopen");
+    let (log, report) = SegmentSet::open(
+        &dir,
+        LogSetup {
+            config: LogConfig {
+                segment_index_bytes: 24,
+                ..config()
+            },
+            io: io.clone(),
+            clock: clock.clone() as Arc<dyn Clock>,
+            checkpoints: Checkpoints::default(),
+        },
+    )
+    .expect("reopen");
+    assert!(report.rebuilt_indexes.is_empty(), "{report:?}");
     check_log(&log, &all, clock.now_ms()).unwrap();
     drop(log);
     assert_consistent(&*io, &dir);
 }
 
-/// Entries in the `.index` of the segment based at 0.
-fn log_index_entries(io: &dyn Io, dir: &Path) -> usize {
-    let f = io
-        .open(&dir.join(file_name(0, "index")), OpenMode::Read)
-        .unwrap();
-    f.len().unwrap() as usize / 8
+/// A segment written under a larger `segment_index_bytes` than the log has now: alone in
+/// its group, its cleaned offset index outgrows the limit and is not read back as written;
+/// the swap rebuilds it from the log rather than failing, and the log reopens whole and
+/// consistent.
+#[test]
+fn a_cleaned_segment_whose_index_outgrows_the_limit_is_swapped_in() {
+    let io: Arc<dyn Io> = Arc::new(FaultyIo::new(4));
+    let dir = PathBuf::from("/c/index-limit-1");
+    let clock = Arc::new(ManualClock::new(T0));
+    let (mut log, all) = index_limited_log(&io, &dir, &clock, 10 << 20);
+    assert_eq!(log.segments().len(), 2, "{:?}", log.segments());
+    let stats = log.clean(&pass_config()).expect("clean");
+    assert_eq!(stats.records_removed, 12, "{stats:?}");
+    let entries = index_entries(&log, &*io, &dir);
+    assert!(entries.iter().any(|&(_, n)| n > 3), "{entries:?}");
+    check_log(&log, &all, clock.now_ms()).unwrap();
+    drop(log);
+    assert_consistent(&*io, &dir);
 }
