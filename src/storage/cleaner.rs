@@ -18,8 +18,9 @@
 //!    by the segment's index rule as the log is written, so nothing reads the cleaned log
 //!    again to index it), the three fsynced: a group takes consecutive segments while its
 //!    survivors stay within `segment_bytes`, its offsets within a 32-bit delta of its base
-//!    and its offset index within `segment_index_bytes` (Kafka groups by the old segments' sizes; grouping by what is written merges the small
-//!    outputs of a pass into one segment at once, with one set of files and fsyncs). A record
+//!    and its offset index within `segment_index_bytes` (Kafka groups by the old segments'
+//!    sizes; grouping by what is written merges the small outputs of a pass into one segment
+//!    at once, with one set of files and fsyncs). A record
 //!    stays when it is the latest of its key (or lies past the map's end), except a
 //!    tombstone (null value) older than `delete_retention` by its timestamp. In the dirty
 //!    section every keyed record was mapped, so a record there is its key's latest exactly
@@ -507,9 +508,10 @@ fn empty_batch(batch: &[u8]) -> Vec<u8> {
 /// Where a batch [`CleanPlan::filter_batch`] appended at `at` of `out` lands in the index
 /// rule's terms: `(at, its last offset, its max timestamp)`.
 fn appended(out: &[u8], at: usize, h: &BatchHeader) -> (usize, u64, i64) {
-    let ts = &out[at + field::MAX_TIMESTAMP..at + field::MAX_TIMESTAMP + 8];
-    let max_timestamp = i64::from_be_bytes(ts.try_into().unwrap_or([0xff; 8]));
-    (at, h.last_offset(), max_timestamp)
+    // The written batch's own max timestamp: filtering may have lowered the old one's.
+    let mut ts = [0u8; 8];
+    ts.copy_from_slice(&out[at + field::MAX_TIMESTAMP..at + field::MAX_TIMESTAMP + 8]);
+    (at, h.last_offset(), i64::from_be_bytes(ts))
 }
 
 /// One group's `.cleaned` files being written: the log and, by the segment's index rule
@@ -563,7 +565,7 @@ impl GroupWriter {
 
     /// Whether `bytes` (whole batches, at `batches`) fit the group: its log within
     /// `segment_bytes`, its offsets within a 32-bit delta of its base (up to `next_offset`),
-    /// its offset index within `segment_index_bytes` (as Kafka's grouping bounds both).
+    /// its offset index within `segment_index_bytes` (Kafka's grouping bounds these too).
     fn fits(
         &self,
         bytes: &[u8],
@@ -766,8 +768,8 @@ impl CleanPlan {
         let mut latest: Vec<u64> = map.map.values().copied().collect();
         latest.sort_unstable();
         // 2. Each segment below the map's end is filtered, in order, into the current group's
-        // `.cleaned` files; a group ends where the next segment's survivors would take it past
-        // `segment_bytes` or past a 32-bit offset delta of its base.
+        // `.cleaned` files; a group ends where the next segment's survivors would not fit it
+        // (`GroupWriter::fits`).
         let mut out_groups = Vec::new();
         let mut group: Option<GroupWriter> = None;
         let mut out = Vec::with_capacity(1 << 20);
