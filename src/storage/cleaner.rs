@@ -241,14 +241,22 @@ pub struct DeletedFiles {
 }
 
 impl DeletedFiles {
-    /// Removes the files. No fsync: a removal lost to a crash is redone by the next open.
+    /// Removes the files. No fsync: a removal lost to a crash is redone by the next open. A
+    /// file already gone is fine: without the set's lock, a retention pass may have reused
+    /// the name (its segment at that base deleted, renamed `.deleted` over this one) and
+    /// removed it.
     ///
     /// # Errors
     ///
-    /// The first removal that fails (the files after it are left too).
+    /// The first removal that fails otherwise (the files after it are left too).
     pub fn remove(self) -> Result<()> {
         for p in &self.paths {
-            self.io.remove_file(p).map_err(io_err("removing", p))?;
+            match self.io.remove_file(p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io_err("removing", p)(e))
+                }
+                _ => {}
+            }
         }
         Ok(())
     }

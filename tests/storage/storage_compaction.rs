@@ -804,3 +804,48 @@ fn a_cleaned_segment_whose_index_outgrows_the_limit_is_swapped_in() {
     drop(log);
     assert_consistent(&*io, &dir);
 }
+
+/// The old files a pass renamed `.deleted` are removed after the commit, without the lock:
+/// until then they are there; one already gone (a retention pass reused its name and removed
+/// it) is no error; and a log dropped before the removal leaves them to the next open.
+#[test]
+fn deleted_files_are_removed_after_the_commit() {
+    let fs = FaultyIo::new(5);
+    let io: Arc<dyn Io> = Arc::new(fs.clone());
+    let dir = PathBuf::from("/c/deleted-0");
+    let clock = Arc::new(ManualClock::new(T0));
+    let mut all = build_log(&io, &dir, &clock);
+    clock.advance(Duration::from_secs(60));
+    let deleted = |io: &Arc<dyn Io>| -> Vec<String> {
+        let mut names = io.list_dir(&dir).unwrap();
+        names.retain(|n| n.ends_with(".deleted"));
+        names
+    };
+    for drop_first in [false, true] {
+        let mut log = open_log(&io, &dir, &clock, Checkpoints::default());
+        let cleaned = log.plan_clean(&pass_config()).unwrap().build().unwrap();
+        log.commit_clean(cleaned).expect("commit");
+        let files = log.take_deleted_files();
+        let left = deleted(&io);
+        assert!(!left.is_empty(), "nothing renamed .deleted");
+        if drop_first {
+            drop(files);
+            drop(log);
+            let log = open_log(&io, &dir, &clock, Checkpoints::default());
+            assert!(deleted(&io).is_empty(), "the open removes them");
+            check_log(&log, &all, clock.now_ms()).unwrap();
+        } else {
+            io.remove_file(&dir.join(&left[0])).unwrap();
+            files.remove().expect("a file already gone is no error");
+            assert!(deleted(&io).is_empty());
+            check_log(&log, &all, clock.now_ms()).unwrap();
+            // New dirty data for the second round's pass.
+            let r = put(1, Some(vec![9; 40]), clock.now_ms());
+            let info = log.append(std::slice::from_ref(&r)).unwrap();
+            all.insert(info.base_offset, r);
+            log.roll().unwrap();
+            log.close().unwrap();
+            clock.advance(Duration::from_secs(60));
+        }
+    }
+}
