@@ -13,10 +13,19 @@
 //!    latest offset over the dirty section (bounded by `dedupe_buffer_bytes`, 24 bytes a key
 //!    at a load of 0.9, as Kafka's `SkimpyOffsetMap`: a 128-bit hash of the key, then the
 //!    offset; when it fills, the pass cleans up to where it got and the next pass goes on from
-//!    there), then each group of consecutive segments (at most `segment_bytes` together) is
-//!    rewritten into `<base>.log.cleaned`, fsynced: a record stays when it is the latest of
-//!    its key (or lies past the map's end), except a tombstone (null value) older than
-//!    `delete_retention` by its timestamp. A batch keeps its base offset, last offset delta,
+//!    there), then the segments are rewritten in order into groups, each a
+//!    `<base>.log.cleaned` file with its `.index.cleaned` and `.timeindex.cleaned` (written
+//!    by the segment's index rule as the log is written, so nothing reads the cleaned log
+//!    again to index it), the three fsynced: a group takes consecutive segments while its
+//!    survivors stay within `segment_bytes`, its offsets within a 32-bit delta of its base
+//!    and its offset index within `segment_index_bytes` (Kafka groups by the old segments'
+//!    sizes; grouping by what is written merges the small outputs of a pass into one segment
+//!    at once, with one set of files and fsyncs). A record
+//!    stays when it is the latest of its key (or lies past the map's end), except a
+//!    tombstone (null value) older than `delete_retention` by its timestamp. In the dirty
+//!    section every keyed record was mapped, so a record there is its key's latest exactly
+//!    when its offset is one of the map's: the rewrite finds that in the map's offsets,
+//!    sorted, without hashing the key again. A batch keeps its base offset, last offset delta,
 //!    leader epoch and producer fields; only its records (copied byte for byte, their deltas
 //!    unchanged), count, max timestamp, length and CRC change. A compressed batch is
 //!    decompressed, filtered the same way, and its survivors compressed again with its codec
@@ -26,6 +35,8 @@
 //!
 //! Transactions, as Kafka's cleaner (`CleanedTransactionMetadata`): a first scan of the
 //! cleanable segments pairs each transactional data batch with its producer's next marker.
+//! It reads only the segments that may hold a batch with a producer id (the segment set
+//! knows which from its appends and from its read of every batch at open).
 //! - A transaction with no marker in the range (an open one, or one whose marker lies past
 //!   the range) stops the pass at its first offset: nothing at or past the first unstable
 //!   offset is cleaned, and the pass's first dirty offset stays there.
@@ -40,9 +51,13 @@
 //! 3. **Swap** ([`SegmentSet::commit_clean`], under the lock again), Kafka's crash-safe
 //!    protocol per group, in order: `.cleaned` → `.swap` (directory fsynced: from here on
 //!    recovery finishes the swap), each old segment's files → `.deleted` (directory fsynced:
-//!    no old segment survives beside its replacement), `.swap` → `<base>.log`, the new
-//!    segment opened and its indexes rebuilt and fsynced, the `.deleted` files removed (the
-//!    next group's first fsync, or the pass's last, makes these names durable). A group whose segments
+//!    no old segment survives beside its replacement), the indexes' `.cleaned` names → their
+//!    own, `.swap` → `<base>.log`, the new segment opened on its indexes (only the batch
+//!    headers past the last offset entry read); the `.deleted` files are removed after the
+//!    commit, without the lock ([`SegmentSet::take_deleted_files`]). These last
+//!    renames are not synced: until they are durable the `.swap` file is, and recovery
+//!    finishes the swap from it (an index still named `.cleaned` is removed, and rebuilt);
+//!    the next group's first fsync makes them durable. A group whose segments
 //!    changed meanwhile (retention deleted one, a truncation cut one) is not swapped: its
 //!    `.cleaned` file is removed.
 //!
@@ -65,15 +80,18 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 
-use super::file_names::{file_name, LOG_SUFFIX};
+use super::file_names::{file_name, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use super::index_file::IndexFile;
 use super::io::{Io, IoFile, OpenMode};
+use super::offset_index::OffsetIndex;
 use super::record_batch::compression::compress;
 use super::record_batch::{
     crc32c, field, Batch, BatchHeader, Compression, TimestampType, HEADER_SIZE, NO_TIMESTAMP,
 };
-use super::scan::{scan_log, ScanEnd};
-use super::segment::Segment;
+use super::scan::{scan_log, scan_log_unverified, ScanEnd};
+use super::segment::{IndexRule, Segment, SegmentParams};
 use super::segment_set::SegmentSet;
+use super::time_index::TimeIndex;
 use super::txn_index;
 use super::varint::read_varint;
 use crate::error::{Error, Result};
@@ -176,6 +194,9 @@ pub(crate) struct PlannedSegment {
     pub(crate) next_offset: u64,
     pub(crate) size: u64,
     pub(crate) path: PathBuf,
+    /// Whether it may hold a batch with a producer id (else the scan for the producers'
+    /// and transactions' facts skips it).
+    pub(crate) may_hold_producer_batches: bool,
 }
 
 /// A pass planned over a [`SegmentSet`]: owned, so that it runs without the set's lock.
@@ -187,12 +208,15 @@ pub struct CleanPlan {
     pub(crate) now_ms: i64,
     pub(crate) max_batch_bytes: u64,
     pub(crate) segment_bytes: u64,
+    /// The log's segment settings (index interval and size), for the cleaned segments.
+    pub(crate) params: SegmentParams,
     /// The cleanable segments, oldest first.
     pub(crate) segments: Vec<PlannedSegment>,
     pub(crate) first_uncleanable: u64,
 }
 
-/// One group of old segments and the `.cleaned` file written for it.
+/// One group of old segments and the `.cleaned` log written for it (its indexes beside it,
+/// named by [`cleaned_paths`]).
 #[derive(Debug)]
 pub(crate) struct CleanedGroup {
     pub(crate) old: Vec<PlannedSegment>,
@@ -207,11 +231,53 @@ pub struct Cleaned {
     pub(crate) stats: CleanStats,
 }
 
+/// Files renamed `.deleted` by a swap ([`SegmentSet::take_deleted_files`]), to remove.
+/// Dropped without [`remove`](DeletedFiles::remove), they stay until the next open of the
+/// log removes them (as it removes every `.deleted` file).
+#[derive(Debug)]
+pub struct DeletedFiles {
+    io: Arc<dyn Io>,
+    paths: Vec<PathBuf>,
+}
+
+impl DeletedFiles {
+    /// Removes the files. No fsync: a removal lost to a crash is redone by the next open. A
+    /// file already gone is fine: without the set's lock, a retention pass may have reused
+    /// the name (its segment at that base deleted, renamed `.deleted` over this one) and
+    /// removed it.
+    ///
+    /// # Errors
+    ///
+    /// The first removal that fails otherwise (the files after it are left too).
+    pub fn remove(self) -> Result<()> {
+        for p in &self.paths {
+            match self.io.remove_file(p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io_err("removing", p)(e))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+impl CleanedGroup {
+    /// Removes the group's `.cleaned` files (a failed removal leaves a leftover the next
+    /// open removes).
+    fn remove(&self, io: &dyn Io) {
+        let dir = self.cleaned.parent().unwrap_or(Path::new(""));
+        for p in cleaned_paths(dir, self.old[0].base) {
+            let _ = io.remove_file(&p);
+        }
+    }
+}
+
 impl Cleaned {
     /// Removes the `.cleaned` files (the pass is given up).
     pub fn discard(self) {
         for g in &self.groups {
-            let _ = self.io.remove_file(&g.cleaned);
+            g.remove(&*self.io);
         }
     }
 }
@@ -361,13 +427,22 @@ impl OffsetMap {
         }
     }
 
-    /// Records `offset` as `key`'s latest; `false` (nothing recorded) when the key is new and
-    /// the map is full.
-    fn put(&mut self, key: u128, offset: u64) -> bool {
-        if self.map.len() >= self.max_entries && !self.map.contains_key(&key) {
-            return false;
+    /// Records each `(key, offset)` of `keys` (one batch's, in offset order) as the key's
+    /// latest, all of them or, when the new keys would overfill the map, none (`false`).
+    fn put_all(&mut self, keys: &[(u128, u64)]) -> bool {
+        // Only near the budget are the new keys counted (a lookup each).
+        if self.map.len() + keys.len() > self.max_entries {
+            let new = keys
+                .iter()
+                .filter(|(k, _)| !self.map.contains_key(k))
+                .count();
+            if self.map.len() + new > self.max_entries {
+                return false;
+            }
         }
-        self.map.insert(key, offset);
+        for &(k, o) in keys {
+            self.map.insert(k, o);
+        }
         true
     }
 
@@ -436,6 +511,130 @@ fn empty_batch(batch: &[u8]) -> Vec<u8> {
     let crc = crc32c(&out[field::ATTRIBUTES..]);
     out[field::CRC..field::CRC + 4].copy_from_slice(&crc.to_be_bytes());
     out
+}
+
+/// Where a batch [`CleanPlan::filter_batch`] appended at `at` of `out` lands in the index
+/// rule's terms: `(at, its last offset, its max timestamp)`.
+fn appended(out: &[u8], at: usize, h: &BatchHeader) -> (usize, u64, i64) {
+    // The written batch's own max timestamp: filtering may have lowered the old one's.
+    let mut ts = [0u8; 8];
+    ts.copy_from_slice(&out[at + field::MAX_TIMESTAMP..at + field::MAX_TIMESTAMP + 8]);
+    (at, h.last_offset(), i64::from_be_bytes(ts))
+}
+
+/// One group's `.cleaned` files being written: the log and, by the segment's index rule
+/// ([`IndexRule`]) as the log is written, its offset and time indexes (as Kafka's cleaner
+/// writes a cleaned `LogSegment` with its indexes), so that the swap needs no second read
+/// of the cleaned log to index it.
+struct GroupWriter {
+    old: Vec<PlannedSegment>,
+    log_path: PathBuf,
+    log: Box<dyn IoFile>,
+    /// Bytes written to `log`.
+    size: u64,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    rule: IndexRule,
+    /// The offset index's capacity (`segment_index_bytes`); the time index never outgrows
+    /// its own (it drops entries when full).
+    max_offset_entries: usize,
+    /// The header of the group's last old batch (all zero before any).
+    last_header: [u8; HEADER_SIZE],
+}
+
+impl GroupWriter {
+    /// Creates the group's `.cleaned` files for base offset `base`, listing them in
+    /// `written` (removed if the pass fails).
+    fn create(plan: &CleanPlan, base: u64, written: &mut Vec<PathBuf>) -> Result<Self> {
+        let [log_path, index_path, time_path] = cleaned_paths(&plan.dir, base);
+        let log = plan
+            .io
+            .open(&log_path, OpenMode::Truncate)
+            .map_err(|e| Error::opening("creating", &log_path, e))?;
+        written.push(log_path.clone());
+        let max_bytes = plan.params.segment_index_bytes;
+        written.push(index_path.clone());
+        let (offset_index, _) = IndexFile::open(&*plan.io, &index_path, base, max_bytes, true)?;
+        let max_offset_entries = offset_index.max_entries();
+        written.push(time_path.clone());
+        let (time_index, _) = IndexFile::open(&*plan.io, &time_path, base, max_bytes, true)?;
+        Ok(GroupWriter {
+            old: Vec::new(),
+            log_path,
+            log,
+            size: 0,
+            offset_index: OffsetIndex::from(offset_index),
+            time_index: TimeIndex::from(time_index),
+            rule: IndexRule::new(base, plan.params.index_interval_bytes),
+            max_offset_entries,
+            last_header: [0; HEADER_SIZE],
+        })
+    }
+
+    /// Whether `bytes` (whole batches, at `batches`) fit the group: its log within
+    /// `segment_bytes`, its offsets within a 32-bit delta of its base (up to `next_offset`),
+    /// its offset index within `segment_index_bytes` (Kafka's grouping bounds these too).
+    fn fits(
+        &self,
+        bytes: &[u8],
+        batches: &[(usize, u64, i64)],
+        next_offset: u64,
+        segment_bytes: u64,
+    ) -> bool {
+        let positions = batches.iter().map(|&(at, _, _)| self.size + at as u64);
+        self.size + bytes.len() as u64 <= segment_bytes
+            && next_offset - self.old[0].base <= i32::MAX as u64
+            && self.offset_index.entries().len() + self.rule.offset_entries_due(positions)
+                <= self.max_offset_entries
+    }
+
+    /// Appends `bytes` (whole batches, each at `(at, last offset, max timestamp)` of
+    /// `batches`) to the log, indexing them.
+    fn append(&mut self, bytes: &[u8], batches: &[(usize, u64, i64)]) -> Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.log
+            .write_all_at(bytes, self.size)
+            .map_err(io_err("writing", &self.log_path))?;
+        for &(at, last, max_timestamp) in batches {
+            let position = self.size + at as u64;
+            let (o, t) = (&mut self.offset_index, &mut self.time_index);
+            self.rule.add(o, t, position, last, max_timestamp);
+        }
+        self.size += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Ends the group: never an empty cleaned segment (the group's last batch stays,
+    /// emptied of its records, as Kafka keeps an empty batch, so that the cleaned segment
+    /// covers the group's offsets: see the recovery rule in the module docs); then the
+    /// three files are made durable, before any of them is renamed.
+    fn finish(mut self, stats: &mut CleanStats) -> Result<CleanedGroup> {
+        if self.size == 0 && self.last_header != [0u8; HEADER_SIZE] {
+            let empty = empty_batch(&self.last_header);
+            let h = BatchHeader::parse(&empty)?;
+            let batch = appended(&empty, 0, &h);
+            self.append(&empty, &[batch])?;
+        }
+        self.rule.finish(&mut self.time_index);
+        self.offset_index.file_mut().sync()?;
+        self.time_index.file_mut().sync()?;
+        self.log
+            .sync_data()
+            .map_err(io_err("syncing", &self.log_path))?;
+        stats.bytes_written += self.size;
+        Ok(CleanedGroup {
+            old: self.old,
+            cleaned: self.log_path,
+        })
+    }
+}
+
+/// The `.cleaned` files of the group based at `base`: its log, offset index and time index.
+fn cleaned_paths(dir: &Path, base: u64) -> [PathBuf; 3] {
+    [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX]
+        .map(|suffix| dir.join(format!("{}{CLEANED_SUFFIX}", file_name(base, suffix))))
 }
 
 impl CleanPlan {
@@ -517,7 +716,9 @@ impl CleanPlan {
             let file = self.open(s)?;
             let mut full = false;
             let mut unstable = false;
-            let end = scan_log(&*file, &s.path, 0, s.size, self.max_batch_bytes, |b| {
+            // CRCs unchecked here: the rewrite reads every batch the map reads again, checked,
+            // and a bad one fails the pass before anything is swapped.
+            let end = scan_log_unverified(&*file, &s.path, 0, s.size, self.max_batch_bytes, |b| {
                 let h = b.header();
                 if h.next_offset() <= cfg.first_dirty {
                     return Ok(true);
@@ -539,13 +740,9 @@ impl CleanPlan {
                         Ok(())
                     })
                     .map_err(|e| e.in_file(&s.path, b.position()))?;
-                    let new = keys.iter().filter(|(k, _)| map.get(*k).is_none()).count();
-                    if map.map.len() + new > map.max_entries {
+                    if !map.put_all(&keys) {
                         full = true;
                         return Ok(false);
-                    }
-                    for &(k, o) in &keys {
-                        map.put(k, o);
                     }
                 }
                 map_end = map_end.max(h.next_offset());
@@ -576,76 +773,60 @@ impl CleanPlan {
             });
         }
         stats.first_dirty = map_end;
-        // 2. The groups: consecutive segments below the map's end, at most `segment_bytes`
-        // together and within a 32-bit offset delta of the group's base.
-        let mut groups: Vec<Vec<&PlannedSegment>> = Vec::new();
-        for s in self.segments.iter().filter(|s| s.base < map_end) {
-            match groups.last_mut() {
-                Some(g)
-                    if g.iter().map(|x| x.size).sum::<u64>() + s.size <= self.segment_bytes
-                        && s.next_offset - g[0].base <= i32::MAX as u64 =>
-                {
-                    g.push(s)
-                }
-                _ => groups.push(vec![s]),
-            }
-        }
-        // 3. Rewrite each group.
+        let mut latest: Vec<u64> = map.map.values().copied().collect();
+        latest.sort_unstable();
+        // 2. Each segment below the map's end is filtered, in order, into the current group's
+        // `.cleaned` files; a group ends where the next segment's survivors would not fit it
+        // (`GroupWriter::fits`).
         let mut out_groups = Vec::new();
-        for g in groups {
-            let base = g[0].base;
-            let cleaned = self
-                .dir
-                .join(format!("{}{CLEANED_SUFFIX}", file_name(base, LOG_SUFFIX)));
-            let file = self
-                .io
-                .open(&cleaned, OpenMode::Truncate)
-                .map_err(|e| Error::opening("creating", &cleaned, e))?;
-            written.push(cleaned.clone());
-            let mut out = Vec::with_capacity(1 << 20);
-            let mut pos = 0u64;
-            // The header of the group's last batch (for an emptied group).
-            let mut last_header = [0u8; HEADER_SIZE];
-            let mut any = false;
-            let mut kept = Vec::new();
-            for s in &g {
-                stats.bytes_read += s.size;
-                let mut result = Ok(());
-                self.scan(s, |b| {
-                    if result.is_err() {
-                        return Ok(());
-                    }
-                    last_header.copy_from_slice(&b.as_bytes()[..HEADER_SIZE]);
-                    let found = (&map, &txns, map_end);
-                    match self.filter_batch(b, found, &mut stats, &mut out, &mut kept, &mut buf) {
-                        Ok(appended) => any |= appended,
-                        Err(e) => result = Err(e),
-                    }
-                    Ok(())
-                })?;
-                result?;
-                if out.len() >= 1 << 20 {
-                    file.write_all_at(&out, pos)
-                        .map_err(io_err("writing", &cleaned))?;
-                    pos += out.len() as u64;
-                    out.clear();
+        let mut group: Option<GroupWriter> = None;
+        let mut out = Vec::with_capacity(1 << 20);
+        let mut batches: Vec<(usize, u64, i64)> = Vec::new();
+        let mut kept = Vec::new();
+        for s in self.segments.iter().filter(|s| s.base < map_end) {
+            stats.bytes_read += s.size;
+            out.clear();
+            batches.clear();
+            // The header of the segment's last batch (for an emptied group).
+            let mut last_header = None;
+            let mut result = Ok(());
+            self.scan(s, |b| {
+                if result.is_err() {
+                    return Ok(());
                 }
+                let mut header = [0u8; HEADER_SIZE];
+                header.copy_from_slice(&b.as_bytes()[..HEADER_SIZE]);
+                last_header = Some(header);
+                let at = out.len();
+                let found = (&map, &latest[..], &txns, map_end);
+                match self.filter_batch(b, found, &mut stats, &mut out, &mut kept, &mut buf) {
+                    Ok(true) => batches.push(appended(&out, at, b.header())),
+                    Ok(false) => {}
+                    Err(e) => result = Err(e),
+                }
+                Ok(())
+            })?;
+            result?;
+            let fits = group
+                .as_ref()
+                .is_some_and(|g| g.fits(&out, &batches, s.next_offset, self.segment_bytes));
+            if !fits {
+                if let Some(g) = group.take() {
+                    out_groups.push(g.finish(&mut stats)?);
+                }
+                group = Some(GroupWriter::create(self, s.base, written)?);
             }
-            if !any && last_header != [0u8; HEADER_SIZE] {
-                // Never an empty cleaned segment: the group's last batch stays, emptied of
-                // its records (as Kafka keeps an empty batch), so that the cleaned segment
-                // covers the group's offsets (see the recovery rule in the module docs).
-                out.extend_from_slice(&empty_batch(&last_header));
+            let Some(g) = group.as_mut() else {
+                unreachable!("a group was just created")
+            };
+            g.old.push(s.clone());
+            if let Some(h) = last_header {
+                g.last_header = h;
             }
-            file.write_all_at(&out, pos)
-                .map_err(io_err("writing", &cleaned))?;
-            pos += out.len() as u64;
-            file.sync_data().map_err(io_err("syncing", &cleaned))?;
-            stats.bytes_written += pos;
-            out_groups.push(CleanedGroup {
-                old: g.into_iter().cloned().collect(),
-                cleaned,
-            });
+            g.append(&out, &batches)?;
+        }
+        if let Some(g) = group.take() {
+            out_groups.push(g.finish(&mut stats)?);
         }
         Ok(Cleaned {
             io: self.io.clone(),
@@ -659,7 +840,7 @@ impl CleanPlan {
         let mut facts = TxnFacts::default();
         // Per producer id, the data batches of its transaction with no marker seen yet.
         let mut open: HashMap<i64, Vec<u64>> = HashMap::new();
-        for s in &self.segments {
+        for s in self.segments.iter().filter(|s| s.may_hold_producer_batches) {
             self.scan(s, |b| {
                 let h = b.header();
                 if h.producer_id < 0 {
@@ -694,7 +875,7 @@ impl CleanPlan {
     fn filter_batch(
         &self,
         b: &Batch<'_>,
-        (map, txns, map_end): (&OffsetMap, &TxnFacts, u64),
+        (map, latest, txns, map_end): (&OffsetMap, &[u64], &TxnFacts, u64),
         stats: &mut CleanStats,
         out: &mut Vec<u8>,
         kept: &mut Vec<(usize, usize)>,
@@ -706,6 +887,18 @@ impl CleanPlan {
             return Ok(true);
         }
         let aborted = txns.aborted.contains(&h.base_offset);
+        // A batch of the dirty section had every keyed record mapped: a record there is its
+        // key's latest exactly when its offset is one of the map's (`latest`, sorted), found
+        // without hashing its key again. The clean section's keys are looked up in the map.
+        let dirty = h.next_offset() > self.config.first_dirty;
+        let batch_range = h.base_offset..=h.last_offset();
+        let in_batch = if dirty {
+            let lo = latest.partition_point(|&o| o < h.base_offset);
+            let hi = latest.partition_point(|&o| o <= h.last_offset());
+            &latest[lo..hi]
+        } else {
+            &[]
+        };
         let (bytes, first) = records_section(b, buf)?;
         kept.clear();
         let mut kept_count = 0i32;
@@ -719,11 +912,21 @@ impl CleanPlan {
                 _ if aborted => (false, false),
                 _ if r.offset >= map_end => (true, false),
                 None => (true, false),
-                Some(k) => match map.get(key_hash(&map.state, k)) {
-                    Some(latest) if latest > r.offset => (false, false),
-                    _ if r.null_value && r.timestamp <= horizon => (false, true),
-                    _ => (true, false),
-                },
+                Some(k) => {
+                    let superseded = if !dirty {
+                        map.get(key_hash(&map.state, k))
+                            .is_some_and(|latest| latest > r.offset)
+                    } else if batch_range.contains(&r.offset) {
+                        in_batch.binary_search(&r.offset).is_err()
+                    } else {
+                        latest.binary_search(&r.offset).is_err()
+                    };
+                    match () {
+                        _ if superseded => (false, false),
+                        _ if r.null_value && r.timestamp <= horizon => (false, true),
+                        _ => (true, false),
+                    }
+                }
             };
             if keep {
                 match kept.last_mut() {
@@ -856,6 +1059,7 @@ impl SegmentSet {
                     next_offset: s.next_offset(),
                     size: s.size(),
                     path: s.log_path().to_path_buf(),
+                    may_hold_producer_batches: s.may_hold_producer_batches(),
                 })
                 .collect()
         } else {
@@ -871,6 +1075,7 @@ impl SegmentSet {
             now_ms: self.clock.now_ms(),
             max_batch_bytes: self.config.max_batch_bytes,
             segment_bytes: self.config.segment_bytes,
+            params: self.config.segment_params(),
             segments,
             first_uncleanable,
         })
@@ -904,20 +1109,18 @@ impl SegmentSet {
             let (Some(i), true) = (i, same) else {
                 stats.groups_abandoned += 1;
                 stats.first_dirty = stats.first_dirty.min(first);
-                let _ = io.remove_file(&g.cleaned);
+                g.remove(&*io);
                 for g in groups.by_ref() {
                     stats.groups_abandoned += 1;
-                    let _ = io.remove_file(&g.cleaned);
+                    g.remove(&*io);
                 }
                 break;
             };
             self.guarded(|set| set.swap_group(i, &g))?;
             stats.segments_cleaned += g.old.len() as u64;
         }
-        if stats.segments_cleaned > 0 {
-            // The last group's names (its segment, its indexes) durable.
-            self.guarded(|set| set.sync_dir())?;
-        }
+        // The last group's final renames are not synced: until they are durable, the `.swap`
+        // file is, and recovery finishes the swap from it (its indexes then rebuilt).
         Ok(stats)
     }
 
@@ -944,37 +1147,67 @@ impl SegmentSet {
         // The old segments' names are gone before the swap takes the first one's: a crash
         // never leaves the cleaned segment beside an old one it replaces.
         self.sync_dir()?;
-        // Not synced here: until the name is durable the `.swap` file is, and recovery
-        // finishes the swap from it; the next group's first sync, or the pass's last, makes
-        // this group's names durable.
+        // Not synced here: until the log's name is durable the `.swap` file is, and recovery
+        // finishes the swap from it; an index still named `.cleaned` is removed and rebuilt.
+        // The indexes' contents were made durable before the swap began.
+        let [_, index_cleaned, time_cleaned] = cleaned_paths(&self.dir, base);
+        for (from, suffix) in [
+            (&index_cleaned, INDEX_SUFFIX),
+            (&time_cleaned, TIME_INDEX_SUFFIX),
+        ] {
+            let to = self.dir.join(file_name(base, suffix));
+            io.rename(from, &to).map_err(io_err("renaming", from))?;
+        }
         io.rename(&swap, &log_path)
             .map_err(io_err("renaming", &swap))?;
         let params = self.config.segment_params();
-        let (mut segment, _) = Segment::open(&*io, &self.dir, base, params, self.clock.now_ms())?;
+        let (mut segment, health) =
+            Segment::open(&*io, &self.dir, base, params, self.clock.now_ms())?;
         let min_offset = if i > 0 {
             self.segments[i - 1].next_offset().max(base)
         } else {
             base
         };
         let upper = self.segments.get(i).map(Segment::base_offset);
-        let outcome = segment.recover(min_offset, upper)?;
-        if let Some((position, _, reason)) = outcome.truncated {
-            // The file was fsynced whole before the rename: only a failing disk gets here.
-            return Err(Error::io(
-                format!(
-                    "swapping in the cleaned segment {}: invalid at byte {position}: {reason}",
-                    log_path.display()
-                ),
-                std::io::Error::other("cleaned segment invalid"),
-            ));
+        // The indexes were written with the log: only the batch headers past the last offset
+        // entry are read, for the segment's tail state.
+        let indexed = health.offset_index_ok
+            && health.time_index_ok
+            && segment.load().is_ok()
+            && upper.map_or(true, |u| segment.next_offset() <= u)
+            && segment.next_offset() >= min_offset;
+        if !indexed {
+            // The indexes as written are not usable as they are (one longer than
+            // `segment_index_bytes` is not read back, say): rebuilt from the log, as opening
+            // the log would, and made durable.
+            let outcome = segment.recover(min_offset, upper)?;
+            if let Some((position, _, reason)) = outcome.truncated {
+                // The log was fsynced whole before the renames: only a failing disk gets here.
+                return Err(Error::io(
+                    format!(
+                        "swapping in the cleaned segment {}: invalid at byte {position}: {reason}",
+                        log_path.display()
+                    ),
+                    std::io::Error::other("cleaned segment invalid"),
+                ));
+            }
+            segment.sync(true)?;
         }
-        // Its log was fsynced whole as `.cleaned`; its rebuilt indexes are made durable here.
-        segment.sync(true)?;
+        segment.set_holds_producer_batches(g.old.iter().any(|s| s.may_hold_producer_batches));
         self.segments.insert(i, segment);
-        for d in &deleted {
-            io.remove_file(d).map_err(io_err("removing", d))?;
-        }
+        self.deleted_files.extend(deleted);
         Ok(())
+    }
+
+    /// The old segments' files the passes committed so far renamed `.deleted`: removing
+    /// them ([`DeletedFiles::remove`]) needs no lock on the set (as Kafka deletes a replaced
+    /// segment's files later, from another thread). Unlinking a file costs a journal update
+    /// on most file systems, milliseconds on some, which the set's lock need not be held for.
+    pub fn take_deleted_files(&mut self) -> DeletedFiles {
+        DeletedFiles {
+            io: self.io.clone(),
+            paths: std::mem::take(&mut self.deleted_files),
+        }
     }
 
     /// One whole pass: [`plan_clean`](Self::plan_clean), [`CleanPlan::build`],
@@ -993,6 +1226,9 @@ impl SegmentSet {
             });
         }
         let cleaned = plan.build()?;
-        self.commit_clean(cleaned)
+        let stats = self.commit_clean(cleaned)?;
+        let deleted = self.take_deleted_files();
+        self.guarded(|_| deleted.remove())?;
+        Ok(stats)
     }
 }

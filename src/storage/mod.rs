@@ -142,7 +142,7 @@ pub mod txn_index;
 pub mod varint;
 pub mod verify;
 
-pub use cleaner::{CleanConfig, CleanStats, DirtyInfo};
+pub use cleaner::{CleanConfig, CleanStats, DeletedFiles, DirtyInfo};
 pub use config::{LogConfig, LogSetup};
 pub use io::{DirLock, FsIo, Io, IoFile, OpenMode};
 pub use record_batch::{Batch, BatchBuilder, BatchHeader, BatchIter, BatchRecord, Header};

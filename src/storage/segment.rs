@@ -58,6 +58,74 @@ pub(crate) struct SegmentRecovery {
     pub truncated: Option<(u64, u64, String)>,
 }
 
+/// Kafka's rule for a segment's index entries, fed the segment's batches in file order:
+/// when more than `index_interval_bytes` lie between the last entry's batch and this one, an
+/// offset entry (the batch's last offset → its position) and a time entry (the largest
+/// timestamp so far → the last offset of its batch) are added; on the last batch, a final
+/// time entry. [`Segment::recover`] rebuilds indexes by it, and the cleaner writes a cleaned
+/// segment's indexes by it as it writes the segment, so both give the same entries.
+#[derive(Debug)]
+pub(crate) struct IndexRule {
+    interval: u64,
+    /// Position of the batch the last offset entry names (0 before any).
+    pub(crate) last_entry_position: u64,
+    /// Largest batch max-timestamp so far ([`NO_TIMESTAMP`] when none).
+    pub(crate) max_timestamp: i64,
+    /// The last offset of the batch holding `max_timestamp`.
+    pub(crate) offset_of_max_timestamp: u64,
+}
+
+impl IndexRule {
+    pub(crate) fn new(base_offset: u64, index_interval_bytes: u64) -> Self {
+        IndexRule {
+            interval: index_interval_bytes,
+            last_entry_position: 0,
+            max_timestamp: NO_TIMESTAMP,
+            offset_of_max_timestamp: base_offset,
+        }
+    }
+
+    /// Counts the batch at `position` (last offset `last`, max timestamp `max_timestamp`),
+    /// adding its entries when they are due.
+    pub(crate) fn add(
+        &mut self,
+        offset_index: &mut OffsetIndex,
+        time_index: &mut TimeIndex,
+        position: u64,
+        last: u64,
+        max_timestamp: i64,
+    ) {
+        if max_timestamp > self.max_timestamp {
+            self.max_timestamp = max_timestamp;
+            self.offset_of_max_timestamp = last;
+        }
+        if position - self.last_entry_position > self.interval {
+            offset_index.append(last, position as u32);
+            time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, false);
+            self.last_entry_position = position;
+        }
+    }
+
+    /// How many offset entries batches at `positions` (in order, after those counted so
+    /// far) would add.
+    pub(crate) fn offset_entries_due(&self, positions: impl IntoIterator<Item = u64>) -> usize {
+        let mut last = self.last_entry_position;
+        let mut due = 0;
+        for position in positions {
+            if position - last > self.interval {
+                last = position;
+                due += 1;
+            }
+        }
+        due
+    }
+
+    /// Adds the final time entry, after the last batch.
+    pub(crate) fn finish(&self, time_index: &mut TimeIndex) {
+        time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true);
+    }
+}
+
 /// One segment of a partition's log.
 pub struct Segment {
     base_offset: u64,
@@ -83,6 +151,10 @@ pub struct Segment {
     /// batches carry no timestamps.
     created_ms: i64,
     next_offset: u64,
+    /// Whether the segment may hold a batch with a producer id (idempotent, transactional
+    /// or a transaction marker): true until a read of every batch, or its creation empty,
+    /// proves otherwise. The cleaner reads only such segments for their producers' state.
+    may_hold_producer_batches: bool,
 }
 
 impl fmt::Debug for Segment {
@@ -121,6 +193,7 @@ impl Segment {
         let (segment, _) = Self::with_indexes(io, dir, base_offset, params, now_ms, log, true)?;
         Ok(Segment {
             log_unsynced: true,
+            may_hold_producer_batches: false,
             ..segment
         })
     }
@@ -159,6 +232,7 @@ impl Segment {
             rolling_timestamp: None,
             created_ms: now_ms,
             next_offset: base_offset,
+            may_hold_producer_batches: true,
         };
         Ok((segment, [index_whole, time_whole]))
     }
@@ -321,11 +395,8 @@ impl Segment {
         self.offset_index.file_mut().begin_rebuild();
         self.time_index.file_mut().begin_rebuild();
         let base = self.base_offset;
-        let interval = self.params.index_interval_bytes;
+        let mut entries = IndexRule::new(base, self.params.index_interval_bytes);
         let mut next = base;
-        let mut max_ts = NO_TIMESTAMP;
-        let mut max_off = base;
-        let mut last_entry_pos = 0u64;
         let mut valid = 0u64;
         let mut batches = 0u64;
         let mut rolling = None;
@@ -352,15 +423,7 @@ impl Segment {
             |batch, last| {
                 let h = batch.header();
                 let pos = batch.position();
-                if h.max_timestamp > max_ts {
-                    max_ts = h.max_timestamp;
-                    max_off = last;
-                }
-                if pos - last_entry_pos > interval {
-                    offset_index.append(last, pos as u32);
-                    time_index.maybe_append(max_ts, max_off, false);
-                    last_entry_pos = pos;
-                }
+                entries.add(offset_index, time_index, pos, last, h.max_timestamp);
                 rolling.get_or_insert(h.max_timestamp);
                 next = last + 1;
                 valid = pos + batch.size();
@@ -387,16 +450,16 @@ impl Segment {
             self.flushed = valid;
             self.log_unsynced = true;
         }
-        self.time_index.maybe_append(max_ts, max_off, true);
+        entries.finish(&mut self.time_index);
         self.offset_index.file_mut().end_rebuild();
         self.time_index.file_mut().end_rebuild();
         self.offset_index.file_mut().flush()?;
         self.time_index.file_mut().flush()?;
-        self.max_timestamp = max_ts;
-        self.offset_of_max_timestamp = max_off;
+        self.max_timestamp = entries.max_timestamp;
+        self.offset_of_max_timestamp = entries.offset_of_max_timestamp;
         self.rolling_timestamp = rolling;
         self.next_offset = next;
-        self.bytes_since_last_entry = valid - last_entry_pos;
+        self.bytes_since_last_entry = valid - entries.last_entry_position;
         Ok(SegmentRecovery {
             valid_bytes: valid,
             batches,
@@ -427,6 +490,16 @@ impl Segment {
     /// The largest timestamp in the segment ([`NO_TIMESTAMP`] when there is none).
     pub fn max_timestamp(&self) -> i64 {
         self.max_timestamp
+    }
+
+    /// Whether the segment may hold a batch with a producer id (see the field).
+    pub(crate) fn may_hold_producer_batches(&self) -> bool {
+        self.may_hold_producer_batches
+    }
+
+    /// Records whether a read of every batch of the segment found one with a producer id.
+    pub(crate) fn set_holds_producer_batches(&mut self, holds: bool) {
+        self.may_hold_producer_batches = holds;
     }
 
     /// The path of the `.log` file.
@@ -519,6 +592,7 @@ impl Segment {
     pub(crate) fn commit_staged(&mut self, size: u64, header: &BatchHeader) -> Result<()> {
         let position = self.size() - size;
         let last = header.last_offset();
+        self.may_hold_producer_batches |= header.producer_id >= 0;
         if position == 0 {
             self.rolling_timestamp = Some(header.max_timestamp);
         }

@@ -122,6 +122,9 @@ pub struct SegmentSet {
     partition_leader_epoch: i32,
     /// The open transactions, from the batch headers (`txn_index`).
     txns: super::txn_index::OpenTxns,
+    /// Files a cleaning pass renamed `.deleted`, to be removed by whoever takes them
+    /// ([`take_deleted_files`](SegmentSet::take_deleted_files)), without the set's lock.
+    pub(super) deleted_files: Vec<PathBuf>,
     /// The directory's lock (one writer per directory), released when the set is dropped:
     /// declared last, so it outlives the flush `Drop` makes.
     _lock: Box<dyn DirLock>,
@@ -166,6 +169,7 @@ impl SegmentSet {
             compression: Compression::None,
             partition_leader_epoch: 0,
             txns: Default::default(),
+            deleted_files: Vec::new(),
             _lock: loaded.lock,
         };
         set.rebuild_txn_index()?;
@@ -183,6 +187,8 @@ impl SegmentSet {
         let end = self.log_end_offset();
         let mut at = self.log_start_offset;
         let mut bytes = Vec::new();
+        // Per segment, whether a batch with a producer id was seen.
+        let mut producers = vec![false; bases.len()];
         while at < end {
             // A batch that does not read back (a corrupt segment below the recovery point)
             // ends the scan: reads report it where they meet it.
@@ -194,12 +200,13 @@ impl SegmentSet {
                 let Ok(batch) = batch else { break };
                 let h = *batch.header();
                 next = next.max(h.next_offset());
+                let seg = bases
+                    .partition_point(|&b| b <= h.base_offset)
+                    .saturating_sub(1);
+                producers[seg] |= h.producer_id >= 0;
                 if let TxnEvent::Aborted(e) =
                     txns.apply(&h, || super::txn_index::batch_control_type(&batch))
                 {
-                    let seg = bases
-                        .partition_point(|&b| b <= h.base_offset)
-                        .saturating_sub(1);
                     entries.entry(bases[seg]).or_default().push(e);
                 }
             }
@@ -209,6 +216,15 @@ impl SegmentSet {
             at = next;
         }
         self.txns = txns;
+        // A segment the scan read whole is known; one it did not reach, or whose first
+        // batches lie below the log start (not read), stays unknown.
+        let start = self.log_start_offset;
+        for (segment, holds) in self.segments.iter_mut().zip(producers) {
+            let whole = segment.base_offset() >= start && segment.next_offset() <= at;
+            if whole || segment.is_empty() {
+                segment.set_holds_producer_batches(holds);
+            }
+        }
         for &base in &bases {
             let path = self
                 .dir

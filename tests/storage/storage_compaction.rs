@@ -356,14 +356,26 @@ fn pass_config() -> CleanConfig {
     }
 }
 
-/// Cuts every pass at each of its I/O calls in turn, by a power loss or a killed process:
-/// the log reopens valid (verify finds nothing), no record twice, every record the one
-/// appended at its offset, and the replay the same as before the pass.
+/// Cuts every pass at each of its I/O calls in turn, and after its last, by a power loss or
+/// a killed process: the log reopens valid (verify finds nothing), no record twice, every
+/// record the one appended at its offset, and the replay the same as before the pass. Each
+/// cut is reopened as after an unclean shutdown either from offset 0 (every segment
+/// revalidated) or from the recovery point the log had before the pass (`trusted`: the
+/// segments below it, cleaned ones included, opened on their indexes unchecked, which must
+/// then be durable and right).
 #[test]
 fn a_cut_at_every_io_call_of_a_pass_loses_no_latest_value() {
     let dir = PathBuf::from("/c/t-0");
-    // Second: a pass over segments cleaned once already, in groups of several.
-    for (power_loss, second) in [(true, false), (false, false), (true, true), (false, true)] {
+    // Second: a pass over segments cleaned once already.
+    let runs = [
+        (true, false, false),
+        (false, false, false),
+        (true, true, false),
+        (false, true, false),
+        (true, false, true),
+        (true, true, true),
+    ];
+    for (power_loss, second, trusted) in runs {
         let mut at = 0i64;
         loop {
             let fs = FaultyIo::new(at as u64 + 17);
@@ -392,6 +404,10 @@ fn a_cut_at_every_io_call_of_a_pass_loses_no_latest_value() {
             });
             let io: Arc<dyn Io> = Arc::new(CutIo(cut.clone()));
             let mut log = open_log(&io, &dir, &clock, Checkpoints::default());
+            let reopen = Checkpoints {
+                recovery_point: if trusted { log.recovery_point() } else { 0 },
+                ..Checkpoints::default()
+            };
             cut.left.store(at, Ordering::SeqCst);
             let done = log.clean(&pass_config());
             let finished = !cut.cut.load(Ordering::SeqCst);
@@ -402,10 +418,16 @@ fn a_cut_at_every_io_call_of_a_pass_loses_no_latest_value() {
             drop(log);
             if !power_loss {
                 fs.kill();
+            } else if finished {
+                // The cut after the pass's last call: what it left only in the page cache goes.
+                fs.crash();
             }
-            let log = open_log(&plain, &dir, &clock, Checkpoints::default());
+            let log = open_log(&plain, &dir, &clock, reopen);
             check_log(&log, &all, clock.now_ms()).unwrap_or_else(|e| {
-                panic!("cut at call {at} (power loss {power_loss}, second {second}): {e}")
+                panic!(
+                    "cut at call {at} (power loss {power_loss}, second {second}, trusted \
+                     {trusted}): {e}"
+                )
             });
             drop(log);
             assert_consistent(&*plain, &dir);
@@ -670,6 +692,160 @@ fn a_cut_during_the_open_that_finishes_a_swap() {
                 break;
             }
             at += 1;
+        }
+    }
+}
+
+/// A log of 24 one-record batches (keys 0..12 twice: the second round supersedes the
+/// first) at `segment_index_bytes` = `index_bytes`, an offset entry for each batch after a
+/// segment's first; rolled, and reopened at `segment_index_bytes` = 24 (three entries).
+fn index_limited_log(
+    io: &Arc<dyn Io>,
+    dir: &Path,
+    clock: &Arc<ManualClock>,
+    index_bytes: u64,
+) -> (SegmentSet, BTreeMap<u64, BatchRecord>) {
+    let setup = |index_bytes| LogSetup {
+        config: LogConfig {
+            segment_bytes: 1 << 20,
+            segment_index_bytes: index_bytes,
+            index_interval_bytes: 0,
+            write_buffer_bytes: 0,
+            ..LogConfig::default()
+        },
+        io: io.clone(),
+        clock: clock.clone() as Arc<dyn Clock>,
+        checkpoints: Checkpoints::default(),
+    };
+    let (mut log, _) = SegmentSet::open(dir, setup(index_bytes)).expect("open");
+    let mut all = BTreeMap::new();
+    for i in 0..24u32 {
+        let r = put(i % 12, Some(vec![i as u8; 20]), clock.now_ms());
+        let info = log.append(std::slice::from_ref(&r)).expect("append");
+        all.insert(info.base_offset, r);
+    }
+    log.roll().expect("roll");
+    log.close().expect("close");
+    clock.advance(Duration::from_secs(60));
+    let (log, _) = SegmentSet::open(dir, setup(24)).expect("reopen");
+    (log, all)
+}
+
+/// The `.index` files of the closed segments, by base offset: their entry counts.
+fn index_entries(log: &SegmentSet, io: &dyn Io, dir: &Path) -> Vec<(u64, usize)> {
+    let segments = log.segments();
+    segments[..segments.len() - 1]
+        .iter()
+        .map(|s| {
+            let path = dir.join(file_name(s.base_offset, "index"));
+            let len = io.open(&path, OpenMode::Read).unwrap().len().unwrap();
+            (s.base_offset, len as usize / 8)
+        })
+        .collect()
+}
+
+/// Segments rolled on full indexes: the cleaned groups' survivors would fit one segment,
+/// but each group's offset index stays within `segment_index_bytes` (three entries), as
+/// Kafka's grouping bounds it; the log reopens whole and consistent.
+#[test]
+fn cleaned_groups_keep_their_indexes_within_the_limit() {
+    let io: Arc<dyn Io> = Arc::new(FaultyIo::new(3));
+    let dir = PathBuf::from("/c/index-limit-0");
+    let clock = Arc::new(ManualClock::new(T0));
+    let (mut log, all) = index_limited_log(&io, &dir, &clock, 24);
+    let before = log.segments().len();
+    assert!(before > 4, "{:?}", log.segments());
+    let stats = log.clean(&pass_config()).expect("clean");
+    assert_eq!(stats.records_removed, 12, "{stats:?}");
+    let entries = index_entries(&log, &*io, &dir);
+    assert!(entries.iter().all(|&(_, n)| n <= 3), "{entries:?}");
+    assert!(
+        log.segments().len() < before,
+        "small survivors merge: {:?}",
+        log.segments()
+    );
+    check_log(&log, &all, clock.now_ms()).unwrap();
+    log.close().expect("close");
+    let (log, report) = SegmentSet::open(
+        &dir,
+        LogSetup {
+            config: LogConfig {
+                segment_index_bytes: 24,
+                ..config()
+            },
+            io: io.clone(),
+            clock: clock.clone() as Arc<dyn Clock>,
+            checkpoints: Checkpoints::default(),
+        },
+    )
+    .expect("reopen");
+    assert!(report.rebuilt_indexes.is_empty(), "{report:?}");
+    check_log(&log, &all, clock.now_ms()).unwrap();
+    drop(log);
+    assert_consistent(&*io, &dir);
+}
+
+/// A segment written under a larger `segment_index_bytes` than the log has now: alone in
+/// its group, its cleaned offset index outgrows the limit and is not read back as written;
+/// the swap rebuilds it from the log rather than failing, and the log reopens whole and
+/// consistent.
+#[test]
+fn a_cleaned_segment_whose_index_outgrows_the_limit_is_swapped_in() {
+    let io: Arc<dyn Io> = Arc::new(FaultyIo::new(4));
+    let dir = PathBuf::from("/c/index-limit-1");
+    let clock = Arc::new(ManualClock::new(T0));
+    let (mut log, all) = index_limited_log(&io, &dir, &clock, 10 << 20);
+    assert_eq!(log.segments().len(), 2, "{:?}", log.segments());
+    let stats = log.clean(&pass_config()).expect("clean");
+    assert_eq!(stats.records_removed, 12, "{stats:?}");
+    let entries = index_entries(&log, &*io, &dir);
+    assert!(entries.iter().any(|&(_, n)| n > 3), "{entries:?}");
+    check_log(&log, &all, clock.now_ms()).unwrap();
+    drop(log);
+    assert_consistent(&*io, &dir);
+}
+
+/// The old files a pass renamed `.deleted` are removed after the commit, without the lock:
+/// until then they are there; one already gone (a retention pass reused its name and removed
+/// it) is no error; and a log dropped before the removal leaves them to the next open.
+#[test]
+fn deleted_files_are_removed_after_the_commit() {
+    let fs = FaultyIo::new(5);
+    let io: Arc<dyn Io> = Arc::new(fs.clone());
+    let dir = PathBuf::from("/c/deleted-0");
+    let clock = Arc::new(ManualClock::new(T0));
+    let mut all = build_log(&io, &dir, &clock);
+    clock.advance(Duration::from_secs(60));
+    let deleted = |io: &Arc<dyn Io>| -> Vec<String> {
+        let mut names = io.list_dir(&dir).unwrap();
+        names.retain(|n| n.ends_with(".deleted"));
+        names
+    };
+    for drop_first in [false, true] {
+        let mut log = open_log(&io, &dir, &clock, Checkpoints::default());
+        let cleaned = log.plan_clean(&pass_config()).unwrap().build().unwrap();
+        log.commit_clean(cleaned).expect("commit");
+        let files = log.take_deleted_files();
+        let left = deleted(&io);
+        assert!(!left.is_empty(), "nothing renamed .deleted");
+        if drop_first {
+            drop(files);
+            drop(log);
+            let log = open_log(&io, &dir, &clock, Checkpoints::default());
+            assert!(deleted(&io).is_empty(), "the open removes them");
+            check_log(&log, &all, clock.now_ms()).unwrap();
+        } else {
+            io.remove_file(&dir.join(&left[0])).unwrap();
+            files.remove().expect("a file already gone is no error");
+            assert!(deleted(&io).is_empty());
+            check_log(&log, &all, clock.now_ms()).unwrap();
+            // New dirty data for the second round's pass.
+            let r = put(1, Some(vec![9; 40]), clock.now_ms());
+            let info = log.append(std::slice::from_ref(&r)).unwrap();
+            all.insert(info.base_offset, r);
+            log.roll().unwrap();
+            log.close().unwrap();
+            clock.advance(Duration::from_secs(60));
         }
     }
 }

@@ -284,7 +284,11 @@ impl DataDir {
                 return Ok(CleanStats::default());
             };
             match set.commit_clean(cleaned) {
-                Ok(stats) => (stats, size_before.saturating_sub(set.size_bytes())),
+                Ok(stats) => (
+                    stats,
+                    size_before.saturating_sub(set.size_bytes()),
+                    set.take_deleted_files(),
+                ),
                 Err(e) => {
                     drop(log);
                     cell.fail(&e);
@@ -292,7 +296,13 @@ impl DataDir {
                 }
             }
         };
-        let (stats, removed_bytes) = stats;
+        let (stats, removed_bytes, deleted) = stats;
+        // The replaced segments' files go without the log's lock: writers and readers are
+        // not held for the unlinks.
+        if let Err(e) = deleted.remove() {
+            cell.fail(&e);
+            return Err(e);
+        }
         {
             let mut progress = self.cleaner.progress.lock();
             let p = progress

@@ -55,6 +55,14 @@ impl<'a> Batch<'a> {
         Self::decode_inner(buf, position, true)
     }
 
+    /// As [`decode_at`](Batch::decode_at) without the CRC check, for a reader that reads
+    /// the same bytes again, checked, before anything it derived from them takes effect (the
+    /// cleaner's key map: its rewrite checks every batch the map read, and a bad one fails
+    /// the pass before any segment is swapped).
+    pub(crate) fn decode_unverified_at(buf: &'a [u8], position: u64) -> Result<Self> {
+        Self::decode_inner(buf, position, false)
+    }
+
     /// As [`decode_at`](Batch::decode_at), with the CRC check only when `check_crc`: for
     /// bytes whose CRC was checked when they were read (see [`BatchIter::crc_checked`]).
     fn decode_inner(buf: &'a [u8], position: u64, check_crc: bool) -> Result<Self> {
