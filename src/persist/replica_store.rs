@@ -636,7 +636,11 @@ where
     fn commit_clean(&mut self, cleaned: Cleaned) -> Result<CleanStats> {
         // Only closed segments change: the appender's open batch and the producer-state
         // snapshots (taken at rolls, of batch headers the cleaner keeps) stay valid.
-        self.set.commit_clean(cleaned)
+        let stats = self.set.commit_clean(cleaned)?;
+        // The replaced segments' files, removed under the replica set's lock: a replica is
+        // cleaned rarely next to its appends, and its store has no other owner to hand them to.
+        self.set.take_deleted_files().remove()?;
+        Ok(stats)
     }
 
     fn close(self: Box<Self>) -> Result<()> {
