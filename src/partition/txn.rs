@@ -135,7 +135,9 @@ impl ReadView {
         if self.aborted_spans.is_empty() {
             return false;
         }
-        let at = self.aborted_spans.partition_point(|&(_, end)| end <= offset);
+        let at = self
+            .aborted_spans
+            .partition_point(|&(_, end)| end <= offset);
         self.aborted_spans
             .get(at)
             .is_some_and(|&(first, _)| first <= offset)

@@ -101,7 +101,9 @@ struct TxnClientState {
 
 impl TxnClientState {
     fn is_added(&self, topic: &str, partition: u32) -> bool {
-        self.added.get(topic).is_some_and(|p| p.contains(&partition))
+        self.added
+            .get(topic)
+            .is_some_and(|p| p.contains(&partition))
     }
 
     /// Forgets the registrations (a new transaction), keeping the topics' sets.
@@ -623,7 +625,12 @@ where
                 && r.timestamp.is_none_or(crate::partition::valid_timestamp)
         };
         while let Some(r) = rest.next_if(same) {
-            run.push(Entry::new(r.timestamp.unwrap_or(now), r.key, r.value, r.headers));
+            run.push(Entry::new(
+                r.timestamp.unwrap_or(now),
+                r.key,
+                r.value,
+                r.headers,
+            ));
         }
         let n = run.len();
         let appender = &mut state.topics[t].appenders[partition as usize];

@@ -338,7 +338,11 @@ fn a_fenced_producers_send_batch_appends_nothing() {
             .collect();
         let e = old.send_batch(&mut late).unwrap_err();
         assert_eq!(e.sent, 0);
-        assert!(matches!(e.error, Error::ProducerFenced { .. }), "{}", e.error);
+        assert!(
+            matches!(e.error, Error::ProducerFenced { .. }),
+            "{}",
+            e.error
+        );
         assert_eq!(late.len(), 3, "the records are handed back");
     }
     new.begin_transaction().unwrap();
