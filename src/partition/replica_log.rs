@@ -1087,4 +1087,44 @@ mod tests {
         reconcile(&mut f, &leader);
         assert_eq!(f.end(), 0);
     }
+
+    /// A follower copying an idempotent producer's records one at a time defers their
+    /// producer state (`unapplied`): what it reports is the leader's, after each copy, a
+    /// record of another producer, a second run and a truncation.
+    #[test]
+    fn a_followers_deferred_producer_state_is_the_leaders() {
+        use crate::partition::ProducerIdentity;
+        let a = ProducerIdentity { id: 7, epoch: 0 };
+        let b = ProducerIdentity { id: 8, epoch: 0 };
+        let mut leader = ReplicaLog::new(0);
+        let mut follower = ReplicaLog::new(0);
+        let mut spare = Vec::new();
+        let same = |l: &mut ReplicaLog<(), u64>, f: &mut ReplicaLog<(), u64>| {
+            for id in [a.id, b.id] {
+                assert_eq!(
+                    f.producers().get(id).cloned(),
+                    l.producers().get(id).cloned(),
+                    "producer {id} at offset {}",
+                    f.end()
+                );
+            }
+        };
+        let sends = [(a, 0), (a, 1), (a, 2), (b, 0), (a, 3), (a, 4), (a, 5)];
+        for (i, &(id, seq)) in sends.iter().enumerate() {
+            leader.append_one(1, Entry::plain(i as i64, i as u64), 4, Some((id, seq)));
+            let to = leader.end();
+            follower.copy_from(&leader, to, &mut spare);
+            // Read from the fifth copy on only: before, the copies stay deferred and join,
+            // and runs change (another producer, a new chunk) with some still deferred.
+            if i >= 4 {
+                same(&mut leader, &mut follower);
+            }
+        }
+        follower.copy_from(&leader, leader.end(), &mut spare);
+        leader.truncate_to(5);
+        follower.truncate_to(5);
+        same(&mut leader, &mut follower);
+        let a_state = follower.producers().get(a.id).cloned().expect("known");
+        assert_eq!(a_state.last(), Some((3, 4)));
+    }
 }
