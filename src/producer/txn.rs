@@ -8,11 +8,14 @@
 //! every send of the transaction finished (Kafka's commit flushes first).
 //!
 //! A send registers its partition with the coordinator before the first record goes
-//! there, then appends a transactional record (the producer id and the transaction's
-//! epoch in the entry) with no retry: a failed send leaves the transaction abortable only
+//! there (once per transaction: the producer remembers the partitions it registered), then
+//! appends a transactional record (the producer id and the transaction's epoch in the
+//! entry) with no retry: a failed send leaves the transaction abortable only
 //! ([`Error::TransactionAbortable`]), since its record may or may not be in the log and a
-//! retry could land it twice. Each transaction has its own epoch (KIP-890), returned by the
-//! coordinator when the previous one completes.
+//! retry could land it twice. A `send_batch` run to one partition held in its ring alone
+//! goes in one claim as plain entries, as a plain batch does; that partition's
+//! transaction table keeps their offsets instead (`partition::txn`). Each transaction has
+//! its own epoch (KIP-890), returned by the coordinator when the previous one completes.
 //!
 //! Dropping the last clone of a producer with a transaction open aborts it (the
 //! producer's clones share the transaction; the drop waits for the ABORT markers), as
