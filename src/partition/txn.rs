@@ -512,10 +512,10 @@ impl<K, V> Partition<K, V> {
         epoch: i16,
         marker: ControlMarker,
         timestamp: i64,
-        policy: super::SendPolicy,
+        policy: crate::sync::StdArc<super::SendPolicy>,
         deadline: Option<crate::sync::time::Instant>,
     ) -> Result<u64, TxnAppendError<K, V>> {
-        let mut appender = self.appender().with_policy(policy);
+        let mut appender = self.appender_with(policy);
         let mut backoff = Backoff::new();
         loop {
             let entry = Entry::control(timestamp, producer_id, epoch, marker);
