@@ -269,10 +269,11 @@ impl TxnTable {
         // Markers are appended in offset order: the aborted list is sorted by last offset.
         let at = self.aborted.partition_point(|a| a.last_offset < from);
         // A span starting before `from` may reach past it: the last one starting there.
+        // (`from` may be past the LSO: a reader positioned at the log end, say.)
         let before = self.unmarked_aborted.range(..from).next_back();
         let spans = before
             .into_iter()
-            .chain(self.unmarked_aborted.range(from..stable))
+            .chain(self.unmarked_aborted.range(from..stable.max(from)))
             .filter(|&(_, &end)| end > from)
             .map(|(&first, &end)| (first, end));
         ReadView {
@@ -361,6 +362,11 @@ mod tests {
         // The committed producer's spans are gone, the aborted one's moved.
         assert!(t.unmarked_open.is_empty());
         assert_eq!(t.unmarked_aborted.len(), 2);
+        // A view from past the LSO (a transaction open below it).
+        t.check_append(9, 1).unwrap();
+        t.appended_plain(9, 1, 12, 14);
+        assert_eq!(t.stable(20), 12);
+        assert!(t.view(15, 20).aborted_spans.is_empty());
     }
 }
 

@@ -355,3 +355,42 @@ fn a_fenced_producers_send_batch_appends_nothing() {
         vec![1, 9]
     );
 }
+
+/// A read-committed consumer positioned past the LSO (at the log end, `Latest`, while a
+/// transaction is open below it) waits there, and reads on once the transaction commits.
+#[test]
+fn a_read_committed_consumer_at_the_log_end_past_the_lso_waits() {
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(1))
+        .unwrap();
+    let p = txn_producer(&broker, "w");
+    let plain = broker.producer::<(), u64>();
+    p.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    p.send_batch(&mut vec![Record::new("t", 1).partition(0)])
+        .unwrap();
+    p.abort_transaction().unwrap();
+    p.begin_transaction().unwrap();
+    p.send_batch(&mut vec![Record::new("t", 2).partition(0)])
+        .unwrap();
+    plain.send(Record::new("t", 3).partition(0)).unwrap();
+    let mut c = broker
+        .consumer::<(), u64>(
+            ConsumerConfig::new()
+                .auto_offset_reset(OffsetReset::Latest)
+                .isolation_level(IsolationLevel::ReadCommitted),
+        )
+        .unwrap();
+    c.assign(&[TopicPartition::new("t", 0)]).unwrap();
+    assert!(c.poll(Duration::from_millis(20)).unwrap().is_empty());
+    p.commit_transaction().unwrap();
+    plain.send(Record::new("t", 4).partition(0)).unwrap();
+    let got: Vec<u64> = c
+        .poll(Duration::from_millis(200))
+        .unwrap()
+        .iter()
+        .map(|r| r.value)
+        .collect();
+    assert_eq!(got, vec![4]);
+}
