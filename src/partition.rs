@@ -860,6 +860,11 @@ impl<K, V> Partition<K, V> {
 
     /// A handle for one producer thread.
     pub(crate) fn appender(&self) -> Appender<K, V> {
+        self.appender_with(Arc::new(SendPolicy::default()))
+    }
+
+    /// [`appender`](Self::appender) with `policy`, shared (no policy made per appender).
+    pub(crate) fn appender_with(&self, policy: Arc<SendPolicy>) -> Appender<K, V> {
         Appender {
             direct: self.disk.is_none() && self.replicated.is_none() && self.compaction.is_none(),
             compaction: self.compaction.clone(),
@@ -869,7 +874,7 @@ impl<K, V> Partition<K, V> {
             disk: self.disk.clone(),
             broker_closed: self.broker_closed.clone(),
             replicated: self.replicated.clone(),
-            policy: Arc::new(SendPolicy::default()),
+            policy,
             unsettled: None,
             expiry: self.expiry.clone(),
             txn: Arc::clone(&self.txn),

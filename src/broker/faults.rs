@@ -49,7 +49,7 @@ impl Broker {
                 commit,
                 coordinator_epoch: -1,
                 now_ms: self.now_ms().clamp(0, crate::MAX_TIMESTAMP),
-                timeout: std::time::Duration::from_secs(10),
+                policy: super::topic::marker_policy(std::time::Duration::from_secs(10)),
             },
         )
     }

@@ -148,37 +148,43 @@ pub(super) trait TopicAdmin: Send + Sync {
 }
 
 /// One end marker to write ([`TopicAdmin::write_marker`]).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct MarkerWrite {
     pub(crate) producer_id: i64,
     pub(crate) epoch: i16,
     pub(crate) commit: bool,
     pub(crate) coordinator_epoch: i32,
     pub(crate) now_ms: i64,
-    /// How long the write may wait for its acknowledgement.
-    pub(crate) timeout: std::time::Duration,
+    /// The write's policy ([`marker_policy`]): shared, so that a marker allocates none.
+    pub(crate) policy: Arc<crate::partition::SendPolicy>,
+}
+
+/// How a transaction marker is written: `acks = all`, no retry, waiting at most `timeout`
+/// for its acknowledgement.
+pub(crate) fn marker_policy(timeout: std::time::Duration) -> Arc<crate::partition::SendPolicy> {
+    Arc::new(crate::partition::SendPolicy {
+        acks: crate::partition::Acks::All,
+        retries: 0,
+        delivery_timeout: timeout,
+        request_timeout: timeout,
+        counters: Arc::default(),
+        // Markers carry no sequence (the partition's transaction table fences them).
+        producer: None,
+        // Control batches are written uncompressed whatever the codec.
+        compression: crate::storage::record_batch::Compression::None,
+    })
 }
 
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInner<K, V> {
     fn write_marker(&self, partition: u32, m: &MarkerWrite) -> Result<bool> {
         use crate::partition::txn::{TxnAppendError, TxnRefusal};
         let p = self.partition(partition)?;
-        let policy = crate::partition::SendPolicy {
-            acks: crate::partition::Acks::All,
-            retries: 0,
-            delivery_timeout: m.timeout,
-            request_timeout: m.timeout,
-            counters: Arc::default(),
-            // Markers carry no sequence (the partition's transaction table fences them).
-            producer: None,
-            // Control batches are written uncompressed whatever the codec.
-            compression: crate::storage::record_batch::Compression::None,
-        };
+        let policy = Arc::clone(&m.policy);
         let marker = crate::partition::ControlMarker {
             commit: m.commit,
             coordinator_epoch: m.coordinator_epoch,
         };
-        let deadline = crate::sync::time::Instant::now().checked_add(m.timeout);
+        let deadline = crate::sync::time::Instant::now().checked_add(policy.request_timeout);
         match p.write_marker(m.producer_id, m.epoch, marker, m.now_ms, policy, deadline) {
             Ok(_) => Ok(true),
             // Already written, or a later transaction of the producer is open here (which

@@ -184,8 +184,9 @@ pub(crate) struct TxnCoordinator {
     coordinator_epoch: i32,
     /// The largest producer id in the replayed log (the broker's allocator reserves it).
     max_producer_id: i64,
-    /// How long a marker write waits for its acknowledgement.
-    marker_timeout: Duration,
+    /// How a marker is written (`acks = all`, waiting at most 10 s for its
+    /// acknowledgement): one policy shared by every marker.
+    marker_policy: crate::sync::StdArc<crate::partition::SendPolicy>,
     /// Groups with a read-committed consumer: their lag counts to the LSO.
     read_committed_groups: Mutex<std::collections::HashSet<String>>,
     /// The thread aborting timed-out transactions (module docs).
@@ -277,7 +278,7 @@ impl TxnCoordinator {
             log: Mutex::new(None),
             coordinator_epoch: 0,
             max_producer_id: -1,
-            marker_timeout: Duration::from_secs(10),
+            marker_policy: super::topic::marker_policy(Duration::from_secs(10)),
             read_committed_groups: Mutex::default(),
             timeouts: TimeoutTask::new(),
         }
@@ -307,7 +308,7 @@ impl TxnCoordinator {
                 })),
                 coordinator_epoch: 0,
                 max_producer_id: -1,
-                marker_timeout: Duration::from_secs(10),
+                marker_policy: super::topic::marker_policy(Duration::from_secs(10)),
                 read_committed_groups: Mutex::default(),
                 timeouts: TimeoutTask::new(),
             });
@@ -374,7 +375,7 @@ impl TxnCoordinator {
             })),
             coordinator_epoch,
             max_producer_id: max_pid,
-            marker_timeout: Duration::from_secs(10),
+            marker_policy: super::topic::marker_policy(Duration::from_secs(10)),
             read_committed_groups: Mutex::default(),
             timeouts: TimeoutTask::new(),
         })
@@ -926,7 +927,7 @@ impl Broker {
                     commit,
                     coordinator_epoch: c.coordinator_epoch,
                     now_ms: self.now_ms().clamp(0, crate::MAX_TIMESTAMP),
-                    timeout: c.marker_timeout,
+                    policy: crate::sync::StdArc::clone(&c.marker_policy),
                 },
             )?;
         }

@@ -377,6 +377,18 @@ impl<K, V> Appender<K, V> {
         entries: &mut Vec<Entry<K, V>>,
         wait: AppendWait,
     ) -> std::result::Result<(), AppendError> {
+        self.publish_batch_spans(entries, wait, &mut |_, _| {})
+    }
+
+    /// [`publish_batch`](Self::publish_batch), telling `published` the offsets of each
+    /// claim, `from..end`, in order, while the ring's producer is still held (so before
+    /// any later claim).
+    pub(super) fn publish_batch_spans(
+        &mut self,
+        entries: &mut Vec<Entry<K, V>>,
+        wait: AppendWait,
+        published: &mut dyn FnMut(u64, u64),
+    ) -> std::result::Result<(), AppendError> {
         use crate::ring::BatchClosed;
         if let Some(disk) = &self.disk {
             if let Some(e) = disk.offline_error() {
@@ -399,27 +411,28 @@ impl<K, V> Appender<K, V> {
             let mut handle = self.handle.lock();
             let from = handle.next_sequence();
             let stamp = handle.stamp_next(producer);
-            let published = if self.compaction.is_some() {
+            let claimed = if self.compaction.is_some() {
                 // At most a lap per publish, so that every record it overwrites (even one
                 // of this batch) is retained first.
                 let cap = self.ring.capacity();
                 let mut rest = entries.split_off(entries.len().min(cap));
                 self.retain_overwritten(handle.next_sequence(), entries.len());
-                let published = handle.try_publish_batch_known(entries, plain);
+                let claimed = handle.try_publish_batch_known(entries, plain);
                 entries.append(&mut rest);
-                published
+                claimed
             } else {
                 handle.try_publish_batch_known(entries, plain)
             };
-            if matches!(published, Ok(1..) | Err(BatchClosed { published: 1.. })) {
+            if matches!(claimed, Ok(1..) | Err(BatchClosed { published: 1.. })) {
                 last = handle.last_sequence();
                 if let Some(l) = last {
                     handle.published(stamp, from, l + 1 - from, ts);
+                    published(from, l + 1);
                 }
             }
             let at = handle.next_sequence();
             drop(handle);
-            match published {
+            match claimed {
                 Err(_) => break Err(AppendError::Closed),
                 Ok(_) if entries.is_empty() => break Ok(()),
                 Ok(1..) => {}

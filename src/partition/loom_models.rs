@@ -757,7 +757,14 @@ fn a_read_committed_fetch_never_reads_a_transaction_opening_meanwhile() {
             coordinator_epoch: 0,
         };
         assert!(p
-            .write_marker(1, 0, marker, 0, SendPolicy::default(), None)
+            .write_marker(
+                1,
+                0,
+                marker,
+                0,
+                crate::sync::StdArc::new(SendPolicy::default()),
+                None
+            )
             .is_ok());
         let mut got = Vec::new();
         let _ = p.read_as(txn::IsolationLevel::ReadCommitted, 0, 4, 0, None, |o, _| {

@@ -156,8 +156,26 @@ pub(crate) struct ReplicaLog<K, V> {
     /// Where `offset_for_time` looks (module `time_index`); built by the lookups, so
     /// appends never touch it.
     times: TimestampBlocks,
-    /// Its producers' states (`producer_state`), following every append and truncation.
+    /// Its producers' states (`producer_state`), following every append and truncation,
+    /// except the records in `unapplied`.
     producers: ProducerStates,
+    /// Records a follower copied one after another into its last run, whose producer
+    /// state is applied in one step (`apply_unapplied`) before anything reads or changes
+    /// `producers`, or applies later records: a follower of a producer sending one record
+    /// at a time looks its producer up once per change of run instead of once per record.
+    unapplied: Option<Unapplied>,
+}
+
+/// Stamped records copied but not yet applied to a log's producer states: `count`
+/// records at offsets `offset..`, positions `at..` of `stamp`, their largest timestamp
+/// `max_timestamp` (the arguments of one `ProducerStates::applied`).
+#[derive(Debug, Clone, Copy)]
+struct Unapplied {
+    stamp: Stamp,
+    at: u64,
+    offset: u64,
+    count: u64,
+    max_timestamp: i64,
 }
 
 impl<K, V> ReplicaLog<K, V> {
@@ -172,6 +190,7 @@ impl<K, V> ReplicaLog<K, V> {
             epochs: Vec::new(),
             times: TimestampBlocks::default(),
             producers: ProducerStates::new(),
+            unapplied: None,
         }
     }
 
@@ -196,6 +215,7 @@ impl<K, V> ReplicaLog<K, V> {
             epochs,
             times: TimestampBlocks::default(),
             producers,
+            unapplied: None,
         };
         for run in records {
             log.push(run);
@@ -203,14 +223,47 @@ impl<K, V> ReplicaLog<K, V> {
         log
     }
 
-    /// Its producers' states.
-    pub(crate) fn producers(&self) -> &ProducerStates {
+    /// Its producers' states (the records copied last applied first: `unapplied`).
+    pub(crate) fn producers(&mut self) -> &ProducerStates {
+        self.apply_unapplied();
         &self.producers
     }
 
     /// Its producers' states, to change (expiry, transaction markers).
     pub(crate) fn producers_mut(&mut self) -> &mut ProducerStates {
+        self.apply_unapplied();
         &mut self.producers
+    }
+
+    /// Applies the records `unapplied` holds, if any.
+    #[inline]
+    fn apply_unapplied(&mut self) {
+        if let Some(u) = self.unapplied.take() {
+            self.producers
+                .applied(&u.stamp, u.at, u.offset, u.count, u.max_timestamp);
+        }
+    }
+
+    /// `ProducerStates::applied` for records copied into the last run, deferred: joined
+    /// to `unapplied` when they continue it (the same stamp, the next positions and
+    /// offsets: one `applied` of both is the same as two in a row), else after applying it.
+    #[inline]
+    fn defer_applied(&mut self, stamp: Stamp, at: u64, offset: u64, count: u64, ts: i64) {
+        if let Some(u) = &mut self.unapplied {
+            if u.stamp == stamp && u.at + u.count == at && u.offset + u.count == offset {
+                u.count += count;
+                u.max_timestamp = u.max_timestamp.max(ts);
+                return;
+            }
+        }
+        self.apply_unapplied();
+        self.unapplied = Some(Unapplied {
+            stamp,
+            at,
+            offset,
+            count,
+            max_timestamp: ts,
+        });
     }
 
     /// The stamp of the record at `offset` (its own sequence as `seq`), if held in memory.
@@ -431,8 +484,8 @@ impl<K, V> ReplicaLog<K, V> {
                         .chunk
                         .get(last.hi as usize - 1)
                         .map_or(-1, Entry::timestamp);
-                    self.producers
-                        .applied(&last.stamp, u64::from(lo), from, n, ts);
+                    let stamp = last.stamp;
+                    self.defer_applied(stamp, u64::from(lo), from, n, ts);
                 }
                 self.end += n;
                 if self.end >= to {
@@ -477,6 +530,10 @@ impl<K, V> ReplicaLog<K, V> {
         room: usize,
         producer: Option<(crate::partition::ProducerIdentity, i32)>,
     ) -> (Chunk<K, V>, u32) {
+        if producer.is_some() {
+            // Applied in offset order: the copied records before this one first.
+            self.apply_unapplied();
+        }
         let entry = match self.runs.back_mut() {
             Some(last)
                 if last.epoch == epoch && self.epochs.last().is_some_and(|e| e.0 == epoch) =>
@@ -556,6 +613,7 @@ impl<K, V> ReplicaLog<K, V> {
         }
         run.first = self.end;
         if !run.stamp.is_none() {
+            self.apply_unapplied();
             let ts = run
                 .chunk
                 .get(run.hi as usize - 1)
@@ -605,6 +663,7 @@ impl<K, V> ReplicaLog<K, V> {
             }
         }
         self.end = offset;
+        self.apply_unapplied();
         self.producers.truncate(offset);
         if offset == self.floor {
             // Nothing is left, on disk either: the epochs of the records cut go with them.
@@ -635,6 +694,7 @@ impl<K, V> ReplicaLog<K, V> {
     pub(crate) fn reset_to(&mut self, start: u64) {
         self.runs.clear();
         self.epochs.clear();
+        self.unapplied = None;
         self.producers = ProducerStates::new();
         self.times = TimestampBlocks::default();
         self.start = start;
@@ -1026,5 +1086,45 @@ mod tests {
         let mut f = log(&[1, 1]);
         reconcile(&mut f, &leader);
         assert_eq!(f.end(), 0);
+    }
+
+    /// A follower copying an idempotent producer's records one at a time defers their
+    /// producer state (`unapplied`): what it reports is the leader's, after each copy, a
+    /// record of another producer, a second run and a truncation.
+    #[test]
+    fn a_followers_deferred_producer_state_is_the_leaders() {
+        use crate::partition::ProducerIdentity;
+        let a = ProducerIdentity { id: 7, epoch: 0 };
+        let b = ProducerIdentity { id: 8, epoch: 0 };
+        let mut leader = ReplicaLog::new(0);
+        let mut follower = ReplicaLog::new(0);
+        let mut spare = Vec::new();
+        let same = |l: &mut ReplicaLog<(), u64>, f: &mut ReplicaLog<(), u64>| {
+            for id in [a.id, b.id] {
+                assert_eq!(
+                    f.producers().get(id).cloned(),
+                    l.producers().get(id).cloned(),
+                    "producer {id} at offset {}",
+                    f.end()
+                );
+            }
+        };
+        let sends = [(a, 0), (a, 1), (a, 2), (b, 0), (a, 3), (a, 4), (a, 5)];
+        for (i, &(id, seq)) in sends.iter().enumerate() {
+            leader.append_one(1, Entry::plain(i as i64, i as u64), 4, Some((id, seq)));
+            let to = leader.end();
+            follower.copy_from(&leader, to, &mut spare);
+            // Read from the fifth copy on only: before, the copies stay deferred and join,
+            // and runs change (another producer, a new chunk) with some still deferred.
+            if i >= 4 {
+                same(&mut leader, &mut follower);
+            }
+        }
+        follower.copy_from(&leader, leader.end(), &mut spare);
+        leader.truncate_to(5);
+        follower.truncate_to(5);
+        same(&mut leader, &mut follower);
+        let a_state = follower.producers().get(a.id).cloned().expect("known");
+        assert_eq!(a_state.last(), Some((3, 4)));
     }
 }

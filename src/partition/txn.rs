@@ -20,8 +20,17 @@
 //!   (the torn-transaction anomaly Jepsen found in Kafka's protocol);
 //! - an ABORT adds `(p, first, marker offset)` to the aborted list (Kafka's `AbortedTxn`,
 //!   with the LSO when it was written): a reader skips the records of `p` in that range.
+//!
+//! A record carries its transaction (producer id and epoch) in its entry, except the
+//! records of a run sent with `send_batch` to a partition held in its ring alone
+//! ([`Appender::append_txn_run`]): those are plain entries, as a plain batch's are (no
+//! per-record box), and the table keeps instead the offsets they were appended at, as
+//! spans. A span of a committed transaction is forgotten with its COMMIT; an ABORT moves
+//! the spans of its transaction to the aborted spans, which a read-committed reader skips
+//! like the aborted ranges. The fence is the same either way: it is checked at the append,
+//! under this lock, never from the entry.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Which records a consumer reads (Kafka's `isolation.level`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -92,6 +101,12 @@ pub(crate) struct TxnTable {
     open: BTreeSet<(u64, i64)>,
     /// Aborted transactions, in marker order (so by `last_offset`).
     aborted: Vec<AbortedTxn>,
+    /// Per producer, the offsets of its open transaction's records appended as plain
+    /// entries (module docs): `[first, end)` spans in offset order, disjoint.
+    unmarked_open: HashMap<i64, Vec<(u64, u64)>>,
+    /// The spans of aborted transactions' plain entries, `first -> end`; disjoint, as every
+    /// offset holds one record.
+    unmarked_aborted: BTreeMap<u64, u64>,
 }
 
 /// What a read-committed reader needs to filter one read: the LSO and the aborted
@@ -100,6 +115,8 @@ pub(crate) struct TxnTable {
 pub(crate) struct ReadView {
     pub(crate) stable: u64,
     pub(crate) aborted: Vec<AbortedTxn>,
+    /// The aborted spans of plain entries the read may meet, by first offset.
+    pub(crate) aborted_spans: Vec<(u64, u64)>,
 }
 
 impl ReadView {
@@ -109,6 +126,21 @@ impl ReadView {
         self.aborted.iter().any(|a| {
             a.producer_id == producer_id && a.first_offset <= offset && offset < a.last_offset
         })
+    }
+
+    /// Whether the plain entry at `offset` is a record of an aborted transaction (one
+    /// appended without its mark: module docs).
+    #[inline]
+    pub(crate) fn is_aborted_plain(&self, offset: u64) -> bool {
+        if self.aborted_spans.is_empty() {
+            return false;
+        }
+        let at = self
+            .aborted_spans
+            .partition_point(|&(_, end)| end <= offset);
+        self.aborted_spans
+            .get(at)
+            .is_some_and(|&(first, _)| first <= offset)
     }
 }
 
@@ -153,6 +185,19 @@ impl TxnTable {
         }
     }
 
+    /// Records that producer `p`'s records at `epoch` were appended as plain entries at
+    /// offsets `from..end` (module docs; after [`check_append`](Self::check_append)
+    /// passed, under the same lock).
+    pub(crate) fn appended_plain(&mut self, p: i64, epoch: i16, from: u64, end: u64) {
+        debug_assert!(from < end, "an empty span {from}..{end}");
+        self.appended(p, epoch, from);
+        let spans = self.unmarked_open.entry(p).or_default();
+        match spans.last_mut() {
+            Some(last) if last.1 == from => last.1 = end,
+            _ => spans.push((from, end)),
+        }
+    }
+
     /// Whether a marker of producer `p` at `epoch` may be written: it must close the open
     /// transaction at that same epoch, or (no record of it reached this partition) be the
     /// newest epoch seen.
@@ -179,7 +224,9 @@ impl TxnTable {
         let s = self.producers.entry(p).or_default();
         if let Some((_, first)) = s.open.take() {
             self.open.remove(&(first, p));
+            let spans = self.unmarked_open.remove(&p).unwrap_or_default();
             if !commit {
+                self.unmarked_aborted.extend(spans);
                 self.aborted.push(AbortedTxn {
                     producer_id: p,
                     first_offset: first,
@@ -221,6 +268,14 @@ impl TxnTable {
         let stable = self.stable(hw);
         // Markers are appended in offset order: the aborted list is sorted by last offset.
         let at = self.aborted.partition_point(|a| a.last_offset < from);
+        // A span starting before `from` may reach past it: the last one starting there.
+        // (`from` may be past the LSO: a reader positioned at the log end, say.)
+        let before = self.unmarked_aborted.range(..from).next_back();
+        let spans = before
+            .into_iter()
+            .chain(self.unmarked_aborted.range(from..stable.max(from)))
+            .filter(|&(_, &end)| end > from)
+            .map(|(&first, &end)| (first, end));
         ReadView {
             stable,
             aborted: self.aborted[at..]
@@ -228,6 +283,7 @@ impl TxnTable {
                 .filter(|a| a.first_offset < stable)
                 .copied()
                 .collect(),
+            aborted_spans: spans.collect(),
         }
     }
 
@@ -280,6 +336,37 @@ mod tests {
         assert_eq!(t.stable(10), 10);
         let v = t.view(0, 10);
         assert!(v.is_aborted(7, 2) && !v.is_aborted(8, 3) && !v.is_aborted(7, 0));
+    }
+
+    #[test]
+    fn plain_spans_of_an_aborted_transaction_are_skipped_and_a_committed_ones_forgotten() {
+        let mut t = TxnTable::default();
+        // Producer 7's runs at 0..3 and 5..7 (another producer's records between), 8
+        // after a third run right behind the second.
+        t.check_append(7, 0).unwrap();
+        t.appended_plain(7, 0, 0, 3);
+        t.appended_plain(7, 0, 5, 7);
+        t.appended_plain(7, 0, 7, 8);
+        t.check_append(9, 0).unwrap();
+        t.appended_plain(9, 0, 3, 5);
+        assert_eq!(t.stable(20), 0);
+        t.marked(9, 0, true, 8, 9);
+        t.marked(7, 0, false, 9, 10);
+        assert_eq!(t.stable(20), 20);
+        let v = t.view(0, 20);
+        let skipped: Vec<u64> = (0..12).filter(|&o| v.is_aborted_plain(o)).collect();
+        assert_eq!(skipped, vec![0, 1, 2, 5, 6, 7]);
+        // A view from inside a span still sees it; one past every span sees none.
+        assert!(t.view(6, 20).is_aborted_plain(6));
+        assert!(t.view(8, 20).aborted_spans.is_empty());
+        // The committed producer's spans are gone, the aborted one's moved.
+        assert!(t.unmarked_open.is_empty());
+        assert_eq!(t.unmarked_aborted.len(), 2);
+        // A view from past the LSO (a transaction open below it).
+        t.check_append(9, 1).unwrap();
+        t.appended_plain(9, 1, 12, 14);
+        assert_eq!(t.stable(20), 12);
+        assert!(t.view(15, 20).aborted_spans.is_empty());
     }
 }
 
@@ -392,9 +479,11 @@ impl<K, V> Appender<K, V> {
 }
 
 impl<K, V> Appender<K, V> {
-    /// Appends a run of records of producer `producer_id`'s transaction at `epoch` in one
-    /// claim, under the transaction lock, on an in-memory partition (`None` elsewhere: the
-    /// caller sends them one by one). Appends what fits now; the rest stays in `entries`.
+    /// Appends a run of records of producer `producer_id`'s transaction at `epoch`, under
+    /// the transaction lock, on a partition held in its ring alone (`None` elsewhere: the
+    /// caller sends them one by one). `entries` are plain entries (made with
+    /// [`Entry::new`], not [`Entry::transactional`]): the table keeps the offsets they get
+    /// (module docs). Appends what fits now; the rest stays in `entries`.
     pub(crate) fn append_txn_run(
         &mut self,
         entries: &mut Vec<Entry<K, V>>,
@@ -404,21 +493,17 @@ impl<K, V> Appender<K, V> {
         if self.replicated.is_some() || self.disk.is_some() {
             return None;
         }
+        debug_assert!(entries.iter().all(|e| e.txn().is_none()));
         let txn = crate::sync::StdArc::clone(&self.txn);
         let mut table = txn.table.lock();
         if let Err(why) = table.check_append(producer_id, epoch) {
             return Some(Err(why));
         }
+        // Before the publish: a reader that sees these entries filters (`read_as`).
         txn.activate();
-        // At or below the run's first offset (a plain producer may append in between): a
-        // transaction's first offset may be low, never high (the LSO holds back, the
-        // aborted range filters by producer id).
-        let first = self.handle.lock().next_sequence();
-        let before = entries.len();
-        let _ = self.append_batch(entries, AppendWait::No);
-        if entries.len() < before {
-            table.appended(producer_id, epoch, first);
-        }
+        let _ = self.publish_batch_spans(entries, AppendWait::No, &mut |from, end| {
+            table.appended_plain(producer_id, epoch, from, end)
+        });
         Some(Ok(()))
     }
 }
@@ -433,10 +518,10 @@ impl<K, V> Partition<K, V> {
         epoch: i16,
         marker: ControlMarker,
         timestamp: i64,
-        policy: super::SendPolicy,
+        policy: crate::sync::StdArc<super::SendPolicy>,
         deadline: Option<crate::sync::time::Instant>,
     ) -> Result<u64, TxnAppendError<K, V>> {
-        let mut appender = self.appender().with_policy(policy);
+        let mut appender = self.appender_with(policy);
         let mut backoff = Backoff::new();
         loop {
             let entry = Entry::control(timestamp, producer_id, epoch, marker);
@@ -619,6 +704,8 @@ impl<K, V> Partition<K, V> {
                 {
                     return;
                 }
+            } else if view.as_ref().is_some_and(|v| v.is_aborted_plain(o)) {
+                return;
             }
             passed += 1;
             given(o, e);

@@ -8,11 +8,14 @@
 //! every send of the transaction finished (Kafka's commit flushes first).
 //!
 //! A send registers its partition with the coordinator before the first record goes
-//! there, then appends a transactional record (the producer id and the transaction's
-//! epoch in the entry) with no retry: a failed send leaves the transaction abortable only
+//! there (once per transaction: the producer remembers the partitions it registered), then
+//! appends a transactional record (the producer id and the transaction's epoch in the
+//! entry) with no retry: a failed send leaves the transaction abortable only
 //! ([`Error::TransactionAbortable`]), since its record may or may not be in the log and a
-//! retry could land it twice. Each transaction has its own epoch (KIP-890), returned by the
-//! coordinator when the previous one completes.
+//! retry could land it twice. A `send_batch` run to one partition held in its ring alone
+//! goes in one claim as plain entries, as a plain batch does; that partition's
+//! transaction table keeps their offsets instead (`partition::txn`). Each transaction has
+//! its own epoch (KIP-890), returned by the coordinator when the previous one completes.
 //!
 //! Dropping the last clone of a producer with a transaction open aborts it (the
 //! producer's clones share the transaction; the drop waits for the ABORT markers), as
@@ -27,7 +30,7 @@
 //! A commit begun and not finished is left as it is (its outcome is decided; the next
 //! `init_transactions` finishes it).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::{ProduceBatchError, ProduceError, Producer, Record, RecordMetadata};
 use crate::broker::TopicPartition;
@@ -105,8 +108,26 @@ impl Phase {
 struct TxnClientState {
     phase: Phase,
     ids: Option<Ids>,
-    /// Partitions registered with the coordinator in this transaction.
-    added: HashSet<TopicPartition>,
+    /// Partitions registered with the coordinator in this transaction, by topic (looked
+    /// up by name, without building a `TopicPartition`, on every send).
+    added: HashMap<String, HashSet<u32>>,
+}
+
+impl TxnClientState {
+    fn is_added(&self, topic: &str, partition: u32) -> bool {
+        self.added
+            .get(topic)
+            .is_some_and(|p| p.contains(&partition))
+    }
+
+    /// Forgets the registrations (a new transaction), keeping the topics' sets.
+    fn clear_added(&mut self) {
+        self.added.values_mut().for_each(HashSet::clear);
+    }
+
+    fn add(&mut self, tp: TopicPartition) {
+        self.added.entry(tp.topic).or_default().insert(tp.partition);
+    }
 }
 
 /// A transactional producer's state (module docs).
@@ -146,7 +167,7 @@ impl TxnClient {
             state: Mutex::new(TxnClientState {
                 phase: Phase::Uninitialized,
                 ids: None,
-                added: HashSet::new(),
+                added: HashMap::new(),
             }),
         }
     }
@@ -253,7 +274,7 @@ where
         match st.phase {
             Phase::Ready | Phase::TimedOut => {
                 st.phase = Phase::InTransaction;
-                st.added.clear();
+                st.clear_added();
                 Ok(())
             }
             ref p => Err(txn.refuse(p, "begin_transaction")),
@@ -333,7 +354,7 @@ where
             Ok(next) => {
                 st.ids = Some(next);
                 st.phase = Phase::Ready;
-                st.added.clear();
+                st.clear_added();
                 Ok(())
             }
             Err(e) => {
@@ -448,12 +469,12 @@ where
         let topic = state.topics[t].topic.clone();
         drop(state);
         let tp = TopicPartition::new(topic.name.to_string(), partition);
-        if !st.added.contains(&tp) {
+        if !st.is_added(&tp.topic, partition) {
             if let Err(e) = self.broker.txn_add_partition(txn.id, ids, &tp) {
                 self.txn_after(txn, &mut st, &e);
                 return Err(ProduceError::new(e, record));
             }
-            st.added.insert(tp.clone());
+            st.add(tp.clone());
         }
         let (entry, sent) = self.entry_of(record, partition);
         let (timestamp, key, value, headers) = entry.into_parts();
@@ -528,113 +549,143 @@ where
         }
     }
 
-    /// `send_batch` of a transactional producer: each run of records for one in-memory
-    /// partition appended in one claim under the transaction lock; the rest one by one.
+    /// `send_batch` of a transactional producer: each run of records for one explicit
+    /// partition of a partition held in its ring alone is appended in one claim, as plain
+    /// entries (the partition's transaction table keeps their offsets: `partition::txn`),
+    /// under the transaction lock; the rest one by one.
     pub(super) fn send_batch_txn(
         &self,
         txn: &TxnClient,
         records: &mut Vec<Record<K, V>>,
     ) -> Result<usize, ProduceBatchError> {
         let mut sent = 0;
-        let mut rest = std::mem::take(records).into_iter().peekable();
-        let mut run: Vec<Entry<K, V>> = Vec::new();
+        let mut unsent = Vec::new();
+        let mut failed = None;
+        let mut rest = records.drain(..).peekable();
+        let valid = |r: &Record<K, V>| r.timestamp.is_none_or(crate::partition::valid_timestamp);
         while let Some(record) = rest.next() {
             // A run: this record and the next ones naming the same explicit partition of
             // the same topic (the common shape of a transactional batch).
-            let valid =
-                |r: &Record<K, V>| r.timestamp.is_none_or(crate::partition::valid_timestamp);
-            let fast = record.partition.is_some()
-                && valid(&record)
-                && self.txn_run_ready(txn, &record).unwrap_or(false);
-            if fast {
-                let (topic, partition) = (record.topic.clone(), record.partition);
-                let mut group = vec![record];
-                while let Some(next) =
-                    rest.next_if(|r| r.topic == topic && r.partition == partition && valid(r))
-                {
-                    group.push(next);
+            let one_by_one = match record.partition {
+                Some(partition) if valid(&record) => {
+                    self.append_txn_run(txn, record, partition, &mut rest, &mut sent)
                 }
-                let st = txn.state.lock();
-                let ids = st.ids.expect("initialized");
-                let t = self.broker.topic_inner::<K, V>(&topic);
-                let p = t.and_then(|t| t.partition(partition.unwrap_or(0)));
-                if let Ok(p) = p {
-                    let now = self.broker.now_ms().clamp(0, crate::MAX_TIMESTAMP);
-                    run.clear();
-                    let n = group.len();
-                    for r in group.drain(..) {
-                        let ts = r.timestamp.unwrap_or(now);
-                        run.push(Entry::transactional(
-                            ts,
-                            r.key,
-                            r.value,
-                            r.headers,
-                            ids.producer_id,
-                            ids.epoch,
-                        ));
-                    }
-                    let mut appender = p.appender();
-                    if let Some(Ok(())) =
-                        appender.append_txn_run(&mut run, ids.producer_id, ids.epoch)
-                    {
-                        sent += n - run.len();
-                    }
-                    drop(st);
-                    // What did not fit (or was refused) goes one by one.
-                    for e in run.drain(..) {
-                        let (timestamp, key, value, headers) = e.into_parts();
-                        group.push(Record {
-                            topic: topic.clone(),
-                            partition,
-                            timestamp: Some(timestamp),
-                            key,
-                            value,
-                            headers,
-                        });
-                    }
+                _ => vec![record],
+            };
+            let mut left = one_by_one.into_iter();
+            for r in left.by_ref() {
+                if let Err(e) = self.send_txn(txn, r, AppendWait::Until(None)) {
+                    let (error, record) = e.into_parts();
+                    unsent.extend(record);
+                    failed = Some(error);
+                    break;
                 }
-                let mut left = group.into_iter();
-                for r in left.by_ref() {
-                    if let Err(e) = self.send_txn(txn, r, AppendWait::Until(None)) {
-                        let (error, record) = e.into_parts();
-                        records.extend(record);
-                        records.extend(left);
-                        records.extend(rest);
-                        return Err(ProduceBatchError { sent, error });
-                    }
-                    sent += 1;
-                }
-                continue;
+                sent += 1;
             }
-            if let Err(e) = self.send_txn(txn, record, AppendWait::Until(None)) {
-                let (error, record) = e.into_parts();
-                records.extend(record);
-                records.extend(rest);
-                return Err(ProduceBatchError { sent, error });
+            if failed.is_some() {
+                unsent.extend(left);
+                unsent.extend(rest.by_ref());
+                break;
             }
-            sent += 1;
         }
-        Ok(sent)
+        drop(rest);
+        match failed {
+            None => Ok(sent),
+            Some(error) => {
+                *records = unsent;
+                Err(ProduceBatchError { sent, error })
+            }
+        }
     }
 
-    /// Whether `record`'s partition is registered in the open transaction (registering it
-    /// if needed): a run to it may then be appended at once.
-    fn txn_run_ready(&self, txn: &TxnClient, record: &Record<K, V>) -> Result<bool> {
+    /// Appends `first` and the records after it in `rest` naming the same topic and
+    /// `partition` as one run, if the transaction is open and the partition takes runs
+    /// (`Appender::append_txn_run`); counts them in `sent`. Returns the records of the run
+    /// it did not append (all of them when it could not), for the caller to send one by one.
+    fn append_txn_run(
+        &self,
+        txn: &TxnClient,
+        first: Record<K, V>,
+        partition: u32,
+        rest: &mut std::iter::Peekable<std::vec::Drain<'_, Record<K, V>>>,
+        sent: &mut usize,
+    ) -> Vec<Record<K, V>> {
         let mut st = txn.state.lock();
+        let Some(ids) = self.txn_run_ready(txn, &mut st, &first.topic, partition) else {
+            return vec![first];
+        };
+        let mut state = self.state.lock();
+        let Ok((t, _)) = self.route(&mut state, &first) else {
+            return vec![first];
+        };
+        let now = self.broker.now_ms().clamp(0, crate::MAX_TIMESTAMP);
+        let mut run = std::mem::take(&mut state.run);
+        run.clear();
+        let Record {
+            topic,
+            timestamp,
+            key,
+            value,
+            headers,
+            ..
+        } = first;
+        // Plain entries: the table records where they land (`partition::txn`).
+        run.push(Entry::new(timestamp.unwrap_or(now), key, value, headers));
+        let same = |r: &Record<K, V>| {
+            r.topic == topic
+                && r.partition == Some(partition)
+                && r.timestamp.is_none_or(crate::partition::valid_timestamp)
+        };
+        while let Some(r) = rest.next_if(same) {
+            run.push(Entry::new(
+                r.timestamp.unwrap_or(now),
+                r.key,
+                r.value,
+                r.headers,
+            ));
+        }
+        let n = run.len();
+        let appender = &mut state.topics[t].appenders[partition as usize];
+        if let Some(Ok(())) = appender.append_txn_run(&mut run, ids.producer_id, ids.epoch) {
+            *sent += n - run.len();
+        }
+        // What did not fit (or was refused) goes one by one.
+        let left = run
+            .drain(..)
+            .map(|e| {
+                let (timestamp, key, value, headers) = e.into_parts();
+                Record {
+                    topic: topic.clone(),
+                    partition: Some(partition),
+                    timestamp: Some(timestamp),
+                    key,
+                    value,
+                    headers,
+                }
+            })
+            .collect();
+        state.run = run;
+        left
+    }
+
+    /// The transaction's ids if it is open, with `topic`'s `partition` registered with the
+    /// coordinator (registering it if needed): a run to it may then be appended at once.
+    fn txn_run_ready(
+        &self,
+        txn: &TxnClient,
+        st: &mut TxnClientState,
+        topic: &str,
+        partition: u32,
+    ) -> Option<Ids> {
         if st.phase != Phase::InTransaction {
-            return Ok(false);
+            return None;
         }
         let ids = st.ids.expect("initialized");
-        let Some(partition) = record.partition else {
-            return Ok(false);
-        };
-        let tp = TopicPartition::new(record.topic.to_string(), partition);
-        if !st.added.contains(&tp) {
-            if self.broker.txn_add_partition(txn.id, ids, &tp).is_err() {
-                return Ok(false);
-            }
-            st.added.insert(tp);
+        if !st.is_added(topic, partition) {
+            let tp = TopicPartition::new(topic.to_owned(), partition);
+            self.broker.txn_add_partition(txn.id, ids, &tp).ok()?;
+            st.add(tp);
         }
-        Ok(true)
+        Some(ids)
     }
 }

@@ -384,3 +384,130 @@ fn a_table_applies_committed_transactions_only() {
         .unwrap();
     assert_eq!(table.get(&"k".to_string()), Some(&3));
 }
+
+/// `send_batch` in transactions, between a plain producer's records on the same partition:
+/// the runs are appended as plain entries whose offsets the partition's table keeps, so
+/// the aborted run must still be skipped by read-committed readers (and only it).
+#[test]
+fn an_aborted_send_batch_is_skipped_and_the_plain_records_around_it_are_read() {
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(1))
+        .unwrap();
+    let p = txn_producer(&broker, "w");
+    let plain = broker.producer::<(), u64>();
+    let batch = |range: std::ops::Range<u64>| -> Vec<Record<(), u64>> {
+        range.map(|v| Record::new("t", v).partition(0)).collect()
+    };
+    p.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    assert_eq!(p.send_batch(&mut batch(0..3)).unwrap(), 3);
+    plain.send(Record::new("t", 100).partition(0)).unwrap();
+    assert_eq!(p.send_batch(&mut batch(3..5)).unwrap(), 2);
+    p.abort_transaction().unwrap();
+    plain.send(Record::new("t", 101).partition(0)).unwrap();
+    p.begin_transaction().unwrap();
+    assert_eq!(p.send_batch(&mut batch(10..13)).unwrap(), 3);
+    // Open: read-committed stops before it.
+    assert_eq!(
+        values(&broker, "t", IsolationLevel::ReadCommitted),
+        vec![100, 101]
+    );
+    p.commit_transaction().unwrap();
+    assert_eq!(
+        values(&broker, "t", IsolationLevel::ReadCommitted),
+        vec![10, 11, 12, 100, 101]
+    );
+    assert_eq!(
+        values(&broker, "t", IsolationLevel::ReadUncommitted),
+        vec![0, 1, 2, 3, 4, 10, 11, 12, 100, 101]
+    );
+    // 3 records, the plain one, 2 records, ABORT, the plain one, 3 records, COMMIT.
+    let info = broker.describe_topic("t").unwrap().partitions[0];
+    assert_eq!(info.high_watermark, 12);
+    assert_eq!(info.last_stable_offset, 12);
+    let (open, aborted) = broker
+        .partition_transactions(&TopicPartition::new("t", 0))
+        .unwrap();
+    assert!(open.is_empty());
+    assert_eq!(aborted.len(), 1);
+    assert_eq!((aborted[0].first_offset, aborted[0].last_offset), (0, 6));
+}
+
+/// A zombie's `send_batch` is fenced whole, on a partition its transaction already wrote
+/// to (the partition refuses the run) and on one it did not (the coordinator refuses it).
+#[test]
+fn a_fenced_producers_send_batch_appends_nothing() {
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(2))
+        .unwrap();
+    let old = txn_producer(&broker, "w");
+    old.init_transactions().unwrap();
+    old.begin_transaction().unwrap();
+    let mut first = vec![Record::new("t", 1).partition(0)];
+    old.send_batch(&mut first).unwrap();
+    let new = txn_producer(&broker, "w");
+    new.init_transactions().unwrap();
+    for partition in [0, 1] {
+        let mut late: Vec<_> = (2..5)
+            .map(|v| Record::new("t", v).partition(partition))
+            .collect();
+        let e = old.send_batch(&mut late).unwrap_err();
+        assert_eq!(e.sent, 0);
+        assert!(
+            matches!(e.error, Error::ProducerFenced { .. }),
+            "{}",
+            e.error
+        );
+        assert_eq!(late.len(), 3, "the records are handed back");
+    }
+    new.begin_transaction().unwrap();
+    new.send_batch(&mut vec![Record::new("t", 9).partition(1)])
+        .unwrap();
+    new.commit_transaction().unwrap();
+    assert_eq!(values(&broker, "t", IsolationLevel::ReadCommitted), vec![9]);
+    assert_eq!(
+        values(&broker, "t", IsolationLevel::ReadUncommitted),
+        vec![1, 9]
+    );
+}
+
+/// A read-committed consumer positioned past the LSO (at the log end, `Latest`, while a
+/// transaction is open below it) waits there, and reads on once the transaction commits.
+#[test]
+fn a_read_committed_consumer_at_the_log_end_past_the_lso_waits() {
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(1))
+        .unwrap();
+    let p = txn_producer(&broker, "w");
+    let plain = broker.producer::<(), u64>();
+    p.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    p.send_batch(&mut vec![Record::new("t", 1).partition(0)])
+        .unwrap();
+    p.abort_transaction().unwrap();
+    p.begin_transaction().unwrap();
+    p.send_batch(&mut vec![Record::new("t", 2).partition(0)])
+        .unwrap();
+    plain.send(Record::new("t", 3).partition(0)).unwrap();
+    let mut c = broker
+        .consumer::<(), u64>(
+            ConsumerConfig::new()
+                .auto_offset_reset(OffsetReset::Latest)
+                .isolation_level(IsolationLevel::ReadCommitted),
+        )
+        .unwrap();
+    c.assign(&[TopicPartition::new("t", 0)]).unwrap();
+    assert!(c.poll(Duration::from_millis(20)).unwrap().is_empty());
+    p.commit_transaction().unwrap();
+    plain.send(Record::new("t", 4).partition(0)).unwrap();
+    let got: Vec<u64> = c
+        .poll(Duration::from_millis(200))
+        .unwrap()
+        .iter()
+        .map(|r| r.value)
+        .collect();
+    assert_eq!(got, vec![4]);
+}

@@ -122,9 +122,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let stamp = match idem.producer {
             None => Stamp::NONE,
             Some(id) => {
+                // Looked up once: read here, moved on below.
+                let counter = st.sequences.get_mut(&id.id);
                 let seq = match idem.seq {
                     Some(seq) => seq,
-                    None => match st.sequences.get(&id.id) {
+                    None => match counter.as_deref() {
                         Some(&(e, next)) if e == id.epoch => next,
                         _ => st.replicas[l].log.producers().next_seq(id),
                     },
@@ -153,7 +155,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 }
                 if idem.seq.is_none() {
                     idem.seq = Some(seq);
-                    st.sequences.insert(id.id, (id.epoch, seq_add(seq, n)));
+                    let next = (id.epoch, seq_add(seq, n));
+                    match counter {
+                        Some(c) => *c = next,
+                        None => {
+                            st.sequences.insert(id.id, next);
+                        }
+                    }
                 }
                 stamp
             }
