@@ -162,16 +162,14 @@ pub(crate) struct MarkerWrite {
 /// How a transaction marker is written: `acks = all`, no retry, waiting at most `timeout`
 /// for its acknowledgement.
 pub(crate) fn marker_policy(timeout: std::time::Duration) -> Arc<crate::partition::SendPolicy> {
+    // No producer sequence (the partition's transaction table fences markers); the codec is
+    // the batch builder's to refuse for a control batch.
     Arc::new(crate::partition::SendPolicy {
         acks: crate::partition::Acks::All,
         retries: 0,
         delivery_timeout: timeout,
         request_timeout: timeout,
-        counters: Arc::default(),
-        // Markers carry no sequence (the partition's transaction table fences them).
-        producer: None,
-        // Control batches are written uncompressed whatever the codec.
-        compression: crate::storage::record_batch::Compression::None,
+        ..crate::partition::SendPolicy::default()
     })
 }
 
