@@ -27,7 +27,14 @@ fn steady_state_unbounded_traffic_does_not_allocate() {
         }
     };
     burst(10);
-    assert_eq!(allocations_during(|| burst(1_000)), 0, "single thread");
+    // The fewest of three windows: the counter sees every thread of the process, and on a
+    // loaded machine one of the harness's own may allocate during a window; an allocation
+    // per message or per block would show in each.
+    let fewest = (0..3)
+        .map(|_| allocations_during(|| burst(1_000)))
+        .min()
+        .unwrap();
+    assert_eq!(fewest, 0, "single thread");
 
     // Two threads: at most 20 messages in flight (credits come back through a bounded
     // queue, which never allocates), so at most three blocks are in use at once.
