@@ -473,10 +473,11 @@ fn a_fenced_producers_send_batch_appends_nothing() {
     );
 }
 
-/// A read-committed consumer positioned past the LSO (at the log end, `Latest`, while a
-/// transaction is open below it) waits there, and reads on once the transaction commits.
+/// A read-committed consumer that seeks past the LSO (to the log end, while a transaction
+/// is open below it) waits there, and reads on from its position once the transaction
+/// commits. (A reset to `Latest` starts at the LSO instead, as Kafka's does.)
 #[test]
-fn a_read_committed_consumer_at_the_log_end_past_the_lso_waits() {
+fn a_read_committed_consumer_sought_past_the_lso_waits() {
     let broker = Broker::in_memory();
     broker
         .create_topic::<(), u64>("t", TopicConfig::new(1))
@@ -493,14 +494,14 @@ fn a_read_committed_consumer_at_the_log_end_past_the_lso_waits() {
         .unwrap();
     plain.send(Record::new("t", 3).partition(0)).unwrap();
     let mut c = broker
-        .consumer::<(), u64>(
-            ConsumerConfig::new()
-                .auto_offset_reset(OffsetReset::Latest)
-                .isolation_level(IsolationLevel::ReadCommitted),
-        )
+        .consumer::<(), u64>(ConsumerConfig::new().isolation_level(IsolationLevel::ReadCommitted))
         .unwrap();
-    c.assign(&[TopicPartition::new("t", 0)]).unwrap();
+    let tp = TopicPartition::new("t", 0);
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    // 1, ABORT, 2 (open), 3: the log end is 4, the LSO 2.
+    c.seek(&tp, 4).unwrap();
     assert!(c.poll(Duration::from_millis(20)).unwrap().is_empty());
+    assert_eq!(c.position(&tp).unwrap(), 4);
     p.commit_transaction().unwrap();
     plain.send(Record::new("t", 4).partition(0)).unwrap();
     let got: Vec<u64> = c
