@@ -721,3 +721,40 @@ fn a_follower_behind_a_cleaned_tombstone_keeps_no_deleted_key() {
     broker.close().unwrap();
     check_disk(&dirs, &w, u64::MAX, "closed");
 }
+
+/// A topic deleted and created again with the same name starts its replicas' cleaning from
+/// the log start: the old topic's first dirty offset is forgotten with it. Were it kept, the
+/// new topic's records below it would count as cleaned: an expired tombstone there is
+/// dropped while the older value of its key, never in a pass's key map, stays, and the
+/// deleted key reads again.
+#[test]
+fn a_topic_created_again_is_cleaned_from_its_start() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
+    let broker = open(&dirs, &clock);
+    broker
+        .create_topic::<String, Value>(T, config(Duration::from_secs(3600)))
+        .unwrap();
+    let mut w = Writer::new(&broker, Acks::All);
+    w.overwrites("a", 8);
+    wait_in_sync(&broker);
+    clock.advance(Duration::from_secs(30));
+    broker.compact_now().unwrap();
+    let cleaner = broker.describe_topic(T).unwrap().partitions[0].cleaner;
+    assert!(cleaner.is_some_and(|c| c.first_dirty > 100), "{cleaner:?}");
+    broker.delete_topic(T).unwrap();
+    broker
+        .create_topic::<String, Value>(T, config(Duration::from_secs(3600)))
+        .unwrap();
+    let mut w = Writer::new(&broker, Acks::All);
+    w.send("gone".into(), Some("before the deletion".into()));
+    w.send("gone".into(), None);
+    w.overwrites("b", 10);
+    wait_in_sync(&broker);
+    clock.advance(Duration::from_secs(30));
+    broker.compact_now().unwrap();
+    check_replay(&broker, &w, "created again, cleaned");
+    broker.close().unwrap();
+    check_disk(&dirs, &w, u64::MAX, "closed");
+}
