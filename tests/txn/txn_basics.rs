@@ -506,3 +506,56 @@ fn a_table_waits_past_an_aborted_transaction_and_its_marker() {
     table.catch_up(Duration::from_secs(5)).unwrap();
     assert!(table.is_empty());
 }
+
+/// An in-memory compacted topic whose ring lets go of an open transaction's record (other
+/// producers go on writing): a read-committed reader stops at the LSO, reading neither the
+/// open record nor anything after it until the transaction ends.
+#[test]
+fn a_compacted_topic_reads_committed_up_to_an_open_transaction_let_go_by_the_ring() {
+    let broker = Broker::in_memory();
+    broker
+        .create_topic::<String, u64>("state", TopicConfig::new(1).records_in_memory(2).compacted())
+        .unwrap();
+    let p = broker
+        .producer_with_config::<String, u64>(ProducerConfig::new().transactional_id("w"))
+        .unwrap();
+    let plain = broker.producer::<String, u64>();
+    p.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    let open = p
+        .send(Record::new("state", 100).key("k".to_string()))
+        .unwrap()
+        .offset;
+    for v in 0..6 {
+        plain
+            .send(Record::new("state", v).key(format!("fill{}", v % 2)))
+            .unwrap();
+    }
+    let mut c = broker
+        .consumer::<String, u64>(
+            ConsumerConfig::new()
+                .auto_offset_reset(OffsetReset::Earliest)
+                .isolation_level(IsolationLevel::ReadCommitted),
+        )
+        .unwrap();
+    let tp = TopicPartition::new("state", 0);
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    let mut got = Vec::new();
+    loop {
+        let records = c.poll(Duration::from_millis(20)).unwrap();
+        if records.is_empty() {
+            break;
+        }
+        got.extend(records.iter().map(|r| (r.offset, r.value)));
+    }
+    assert!(got.iter().all(|&(o, _)| o < open), "read past the LSO {open}: {got:?}");
+    p.commit_transaction().unwrap();
+    loop {
+        let records = c.poll(Duration::from_millis(20)).unwrap();
+        if records.is_empty() {
+            break;
+        }
+        got.extend(records.iter().map(|r| (r.offset, r.value)));
+    }
+    assert!(got.contains(&(open, 100)), "{got:?}");
+}
