@@ -514,7 +514,10 @@ fn a_table_waits_past_an_aborted_transaction_and_its_marker() {
 fn a_compacted_topic_reads_committed_up_to_an_open_transaction_let_go_by_the_ring() {
     let broker = Broker::in_memory();
     broker
-        .create_topic::<String, u64>("state", TopicConfig::new(1).records_in_memory(2).compacted())
+        .create_topic::<String, u64>(
+            "state",
+            TopicConfig::new(1).records_in_memory(2).compacted(),
+        )
         .unwrap();
     let p = broker
         .producer_with_config::<String, u64>(ProducerConfig::new().transactional_id("w"))
@@ -548,7 +551,10 @@ fn a_compacted_topic_reads_committed_up_to_an_open_transaction_let_go_by_the_rin
         }
         got.extend(records.iter().map(|r| (r.offset, r.value)));
     }
-    assert!(got.iter().all(|&(o, _)| o < open), "read past the LSO {open}: {got:?}");
+    assert!(
+        got.iter().all(|&(o, _)| o < open),
+        "read past the LSO {open}: {got:?}"
+    );
     p.commit_transaction().unwrap();
     loop {
         let records = c.poll(Duration::from_millis(20)).unwrap();
