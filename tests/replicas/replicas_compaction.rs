@@ -758,3 +758,56 @@ fn a_topic_created_again_is_cleaned_from_its_start() {
     broker.close().unwrap();
     check_disk(&dirs, &w, u64::MAX, "closed");
 }
+
+/// Directory failures around cleaning, with the eager cleaner threads racing: the leader's
+/// directory fails (an election), the survivors take writes and clean, the directory comes
+/// back (its replica reopens its log as the disk kept it, truncates by epoch and fetches);
+/// then a follower's directory fails and comes back. Every replica's view stays the model's.
+#[test]
+fn a_failed_and_restored_data_directory_keeps_every_replica_compacted_and_equal() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
+    let broker = open_eager(&dirs, &clock);
+    broker
+        .create_topic::<String, Value>(T, config(Duration::from_secs(3600)))
+        .unwrap();
+    let mut w = Writer::new(&broker, Acks::All);
+    w.overwrites("a", 4);
+    wait_in_sync(&broker);
+    clock.advance(Duration::from_secs(30));
+    broker.compact_now().unwrap();
+    let leader = partition(&broker).leader.unwrap();
+    broker.faults().fail_data_dir(leader).unwrap();
+    let p = partition(&broker);
+    assert!(p.leader.is_some_and(|l| l != leader), "{p:?}");
+    w.reconnect(&broker, Acks::All);
+    w.overwrites("b", 4);
+    clock.advance(Duration::from_secs(30));
+    broker.compact_now().unwrap();
+    check_replay(&broker, &w, "the leader's directory failed");
+    broker.faults().restore_data_dir(leader).unwrap();
+    wait_in_sync(&broker);
+    clock.advance(Duration::from_secs(30));
+    broker.compact_now().unwrap();
+    check_replay(&broker, &w, "its directory back");
+    let p = partition(&broker);
+    let follower = p
+        .replicas
+        .iter()
+        .map(|r| r.id)
+        .find(|&id| Some(id) != p.leader);
+    let follower = follower.unwrap();
+    broker.faults().fail_data_dir(follower).unwrap();
+    w.reconnect(&broker, Acks::All);
+    w.overwrites("c", 3);
+    clock.advance(Duration::from_secs(30));
+    broker.compact_now().unwrap();
+    broker.faults().restore_data_dir(follower).unwrap();
+    wait_in_sync(&broker);
+    clock.advance(Duration::from_secs(30));
+    broker.compact_now().unwrap();
+    check_replay(&broker, &w, "a follower's directory back");
+    broker.close().unwrap();
+    check_disk(&dirs, &w, u64::MAX, "closed");
+}
