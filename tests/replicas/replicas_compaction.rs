@@ -849,3 +849,37 @@ fn a_close_during_cleaning_passes_keeps_every_replica_whole() {
         check_disk(&dirs, &w, u64::MAX, "closed");
     }
 }
+
+/// A topic deleted and created again under the same name while the eager cleaner threads
+/// and `compact_now` clean its replicas: the old topic's passes end (or find it closed),
+/// the new topic is cleaned from its own start, and no deleted key of it reads again.
+#[test]
+fn a_topic_deleted_and_created_again_during_passes_keeps_its_deletions() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
+    let broker = Arc::new(open_eager(&dirs, &clock));
+    for round in 0..4 {
+        broker
+            .create_topic::<String, Value>(T, config(Duration::from_secs(3600)))
+            .unwrap();
+        let mut w = Writer::new(&broker, Acks::All);
+        w.send("gone".into(), Some(format!("round {round}")));
+        w.send("gone".into(), None);
+        w.overwrites(&format!("r{round}"), 6);
+        wait_in_sync(&broker);
+        clock.advance(Duration::from_secs(30));
+        broker.compact_now().unwrap();
+        check_replay(&broker, &w, "cleaned");
+        let compacting = {
+            let broker = Arc::clone(&broker);
+            std::thread::spawn(move || {
+                let _ = broker.compact_now();
+            })
+        };
+        drop(w);
+        broker.delete_topic(T).unwrap();
+        compacting.join().unwrap();
+    }
+    broker.close().unwrap();
+}
