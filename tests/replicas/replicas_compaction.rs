@@ -963,3 +963,88 @@ fn every_replica_cleans_aborted_transactions_away_and_keeps_committed_values() {
     }
     broker.close().unwrap();
 }
+
+/// As `every_replica_cleans_aborted_transactions_away_and_keeps_committed_values`, the
+/// replicas first reopened from disk (each rebuilds which transactions aborted from its
+/// own log) before they clean.
+#[test]
+fn every_replica_reopened_cleans_aborted_transactions_away() {
+    use logbus::consumer::IsolationLevel::ReadCommitted;
+    let clock = Arc::new(ManualClock::new(T0));
+    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
+    let broker = open(&dirs, &clock);
+    broker
+        .create_topic::<String, Value>(T, config(Duration::from_secs(3600)))
+        .unwrap();
+    let p = broker
+        .producer_with_config::<String, Value>(
+            ProducerConfig::new()
+                .transactional_id("w")
+                .request_timeout(WAIT),
+        )
+        .unwrap();
+    p.init_transactions().unwrap();
+    let mut model = BTreeMap::new();
+    for round in 0..6 {
+        p.begin_transaction().unwrap();
+        for k in 0..12 {
+            let v = Some(format!("committed-{round}-{k}"));
+            p.send(Record::new(T, v.clone()).key(format!("k{k}")).partition(0))
+                .unwrap();
+            model.insert(format!("k{k}"), v);
+        }
+        p.commit_transaction().unwrap();
+        p.begin_transaction().unwrap();
+        for k in 0..12 {
+            let v = Some(format!("aborted-{round}-{k}"));
+            p.send(Record::new(T, v).key(format!("k{k}")).partition(0))
+                .unwrap();
+        }
+        p.abort_transaction().unwrap();
+    }
+    p.begin_transaction().unwrap();
+    for i in 0..100 {
+        let v = Some(format!("{i:040}"));
+        p.send(
+            Record::new(T, v.clone())
+                .key(format!("fill-{}", i % 4))
+                .partition(0),
+        )
+        .unwrap();
+        model.insert(format!("fill-{}", i % 4), v);
+    }
+    p.commit_transaction().unwrap();
+    wait_in_sync(&broker);
+    drop(p);
+    broker.close().unwrap();
+    let broker = open(&dirs, &clock);
+    broker.topic::<String, Value>(T).unwrap();
+    wait_in_sync(&broker);
+    clock.advance(Duration::from_secs(30));
+    let stats = broker.compact_now().unwrap();
+    assert!(stats.aborted_removed > 0, "{stats:?}");
+    let want = live(model.clone().into_iter());
+    for leader in 0..3u32 {
+        // Replica `leader` leads (the others crashed and back, in sync).
+        for id in 0..3u32 {
+            if id != leader {
+                broker.faults().crash_replica(T, 0, id).unwrap();
+            }
+        }
+        assert_eq!(partition(&broker).leader, Some(leader));
+        let got = replay::<Value>(&broker, T, 0, ReadCommitted);
+        assert_eq!(
+            live(got.into_iter().map(|(_, k, v)| (k, v))),
+            want,
+            "read committed, replica {leader} leading"
+        );
+        for id in 0..3u32 {
+            if id != leader {
+                broker.faults().restart_replica(T, 0, id).unwrap();
+            }
+        }
+        wait_in_sync(&broker);
+    }
+    broker.close().unwrap();
+}
