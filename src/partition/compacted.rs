@@ -233,6 +233,11 @@ where
                 continue;
             };
             let s = &mut *s;
+            // A transaction marker has no value to keep: read-committed readers learn the
+            // outcome from the partition's transaction table, not from the log.
+            if entry.is_control() {
+                continue;
+            }
             let Some(key) = entry.key() else {
                 s.unkeyed += 1;
                 continue;

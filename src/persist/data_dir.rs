@@ -111,9 +111,9 @@ struct CleanerState {
     in_progress: Mutex<std::collections::BTreeSet<(String, u32)>>,
     /// Notified when a pass ends (`compact_now` waits for the threads' passes).
     pass_ended: WaitSet,
-    /// Per replica of a replicated topic: its metrics, and the replica's disk generation
-    /// when its first dirty offset was taken (see `data_dir/replica_cleaner.rs`).
-    replica_progress: Mutex<BTreeMap<ReplicaKey, (CleanerProgress, u64)>>,
+    /// Per replica of a replicated topic: where its cleaning got (see
+    /// `data_dir/replica_cleaner.rs`).
+    replica_progress: Mutex<BTreeMap<ReplicaKey, replica_cleaner::ReplicaProgress>>,
     /// Replicas a cleaner thread is cleaning.
     replicas_in_progress: Mutex<std::collections::BTreeSet<ReplicaKey>>,
 }

@@ -318,6 +318,30 @@ fn offsets_go_to_the_group_coordinator_inside_the_transaction() {
     p.commit_transaction().unwrap();
 }
 
+/// An offset Kafka's signed 64-bit offsets cannot hold is refused, not sent as a logical
+/// (negative) offset that would be skipped without a word, and the transaction goes on.
+#[test]
+fn an_offset_past_i64_max_is_refused_not_dropped() {
+    let broker = mock_broker();
+    broker
+        .create_topic::<(), u64>("in", TopicConfig::new(1))
+        .unwrap();
+    broker
+        .create_topic::<(), u64>("out", TopicConfig::new(1))
+        .unwrap();
+    let p = transactional(&broker, "big-offset");
+    p.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    send_all(&p, "out", 0..1);
+    let tp = TopicPartition::new("in", 0);
+    let e = p
+        .send_offsets_to_transaction(&[(tp.clone(), u64::MAX)], "g")
+        .unwrap_err();
+    assert!(matches!(e, Error::Kafka { .. }), "{e:?}");
+    p.send_offsets_to_transaction(&[(tp, 3)], "g").unwrap();
+    p.commit_transaction().unwrap();
+}
+
 #[test]
 fn dropping_a_producer_with_a_transaction_open_aborts_it() {
     let broker = mock_broker();

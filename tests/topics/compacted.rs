@@ -559,3 +559,67 @@ fn offsets_for_times_finds_kept_records_first() {
     assert_eq!(at(190), Some((19, 190)));
     assert_eq!(at(191), None);
 }
+
+/// A partition added to an in-memory compacted topic compacts as the first ones do; an
+/// in-memory compacted topic cannot take the name of a persisted topic on disk (open or
+/// not), nor a persisted one the name of an in-memory compacted topic.
+#[test]
+fn added_partitions_compact_and_names_do_not_clash_with_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        Broker::builder()
+            .data_dir(dir.path())
+            .create(true)
+            .open()
+            .unwrap()
+    };
+    {
+        let broker = open();
+        broker
+            .create_topic::<String, u64>(
+                "disk",
+                TopicConfig::new(1)
+                    .cleanup_policy(CleanupPolicy::Compact)
+                    .persist(PersistConfig::new()),
+            )
+            .unwrap();
+        broker.close().unwrap();
+    }
+    let broker = open();
+    let err = broker
+        .create_topic::<String, u64>("disk", compact(1, 4).compacted())
+        .unwrap_err();
+    assert!(matches!(err, Error::TopicExists { .. }), "{err}");
+    broker
+        .create_topic::<String, u64>("mem", compact(1, 4).compacted())
+        .unwrap();
+    let err = broker
+        .create_topic::<String, u64>(
+            "mem",
+            TopicConfig::new(1)
+                .cleanup_policy(CleanupPolicy::Compact)
+                .persist(PersistConfig::new()),
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::TopicExists { .. }), "{err}");
+    broker.add_partitions("mem", 2).unwrap();
+    let producer = broker.producer::<String, u64>();
+    for v in 0..40u64 {
+        producer
+            .send(
+                Record::new("mem", v)
+                    .key(format!("k{}", v % 5))
+                    .partition(1),
+            )
+            .unwrap();
+    }
+    let got = replay::<u64>(&broker, "mem", 1, ReadUncommitted);
+    let mut latest = BTreeMap::new();
+    for (_, k, v) in &got {
+        latest.insert(k.clone(), *v);
+    }
+    let want: BTreeMap<String, u64> = (35..40).map(|v| (format!("k{}", v % 5), v)).collect();
+    assert_eq!(latest, want);
+    assert!(got.len() < 40, "compacted: {} records", got.len());
+    broker.close().unwrap();
+}

@@ -12,12 +12,58 @@
 //!   leader epoch, a directory back), it starts again from the log start, as Kafka truncates
 //!   its cleaner checkpoint with the log. After a restart every replica log is cleaned again
 //!   from its start once (no record is lost by that; only the pass's work is repeated).
+//! - **Of one partition, not of a name**: the progress also names the partition it was
+//!   taken on. A topic deleted and created again under the same name starts from its log
+//!   start: were the old first dirty offset kept, the new log's records below it would count
+//!   as cleaned, never enter a pass's key map, and an expired tombstone there would be dropped
+//!   while the older value of its key stayed (the deleted key read again).
 
 use super::{CleanerProgress, DataDir, ReplicaKey};
 use crate::persist::replicated::{DiskDirs, DiskPartition};
 use crate::storage::{CleanConfig, CleanStats};
 use crate::sync::StdArc as Arc;
+use crate::sync::StdWeak as Weak;
 use crate::Result;
+
+/// Where one replica's cleaning got: its metrics, the replica's disk generation when its
+/// first dirty offset was taken, and the partition it was taken on.
+pub(super) struct ReplicaProgress {
+    pub(super) progress: CleanerProgress,
+    generation: u64,
+    /// Weak: the progress does not keep a deleted partition alive, and while it is held the
+    /// partition's allocation is not reused, so an equal address is the same partition.
+    of: Weak<dyn DiskPartition>,
+}
+
+impl ReplicaProgress {
+    fn new(part: &Arc<dyn DiskPartition>) -> Self {
+        Self {
+            progress: CleanerProgress::default(),
+            generation: 0,
+            of: Arc::downgrade(part),
+        }
+    }
+
+    fn is_of(&self, part: &Arc<dyn DiskPartition>) -> bool {
+        std::ptr::addr_eq(self.of.as_ptr(), Arc::as_ptr(part))
+    }
+}
+
+/// `key`'s progress on `part`: a progress taken on another partition of the same name (a
+/// topic deleted and created again) is started over.
+fn progress_of<'a>(
+    progress: &'a mut std::collections::BTreeMap<ReplicaKey, ReplicaProgress>,
+    key: &ReplicaKey,
+    part: &Arc<dyn DiskPartition>,
+) -> &'a mut ReplicaProgress {
+    let entry = progress
+        .entry(key.clone())
+        .or_insert_with(|| ReplicaProgress::new(part));
+    if !entry.is_of(part) {
+        *entry = ReplicaProgress::new(part);
+    }
+    entry
+}
 
 /// One replica's log and its topic's settings.
 struct ReplicaCandidate {
@@ -68,12 +114,11 @@ impl DataDir {
     /// Measures `c`'s dirty section now, from its first dirty offset (the log start when
     /// the replica's log changed since it was taken); `None` when it cannot be cleaned now.
     fn measure_replica(&self, c: &mut ReplicaCandidate) -> Option<f64> {
-        let (first_dirty, generation) = self
-            .cleaner
-            .replica_progress
-            .lock()
-            .get(&c.key)
-            .map_or((0, 0), |(p, g)| (p.first_dirty, *g));
+        let (first_dirty, generation) = {
+            let mut progress = self.cleaner.replica_progress.lock();
+            let p = progress_of(&mut progress, &c.key, &c.part);
+            (p.progress.first_dirty, p.generation)
+        };
         c.config.first_dirty = first_dirty;
         let (mut info, now) = c.part.replica_dirty_info(c.key.2, &mut c.config)?;
         if now != generation && first_dirty != 0 {
@@ -81,11 +126,12 @@ impl DataDir {
             (info, _) = c.part.replica_dirty_info(c.key.2, &mut c.config)?;
         }
         let mut progress = self.cleaner.replica_progress.lock();
-        let (p, g) = progress.entry(c.key.clone()).or_default();
+        let entry = progress_of(&mut progress, &c.key, &c.part);
+        let p = &mut entry.progress;
         p.first_dirty = c.config.first_dirty;
         p.clean_bytes = info.clean_bytes;
         p.dirty_bytes = info.dirty_bytes;
-        *g = now;
+        entry.generation = now;
         Some(info.ratio()).filter(|_| info.dirty_bytes > 0)
     }
 
@@ -124,7 +170,7 @@ impl DataDir {
         let result = c.part.clean_replica(c.key.2, &c.config);
         if let Some(Ok(stats)) = &result {
             let mut progress = self.cleaner.replica_progress.lock();
-            let (p, _) = progress.entry(c.key.clone()).or_default();
+            let p = &mut progress_of(&mut progress, &c.key, &c.part).progress;
             p.first_dirty = stats.first_dirty;
             if stats.segments_cleaned > 0 {
                 p.passes += 1;
@@ -152,7 +198,7 @@ impl DataDir {
             .lock()
             .iter()
             .filter(|((t, p, _), _)| t == topic && *p == partition)
-            .map(|((_, _, id), (progress, _))| (*id, *progress))
+            .map(|((_, _, id), p)| (*id, p.progress))
             .collect()
     }
 }

@@ -20,6 +20,12 @@
 //! and its swap makes the pass swap nothing (`disk_generation`), and the storage layer
 //! swaps no group whose segments changed.
 //!
+//! One divergence cleaning does cause, as Kafka's does for a replica behind longer than
+//! `delete.retention.ms`: a replica that holds a key's value but not yet its tombstone, and
+//! fetches after the leader's cleaner dropped both (the tombstone expired) from its disk,
+//! steps over the gap and keeps the value (the test
+//! `a_follower_behind_a_cleaned_tombstone_keeps_no_deleted_key` shows it).
+//!
 //! Offsets never change: a cleaned log has gaps, which follower fetches and consumer reads
 //! step over (a fetch at a cleaned-away offset continues at the next record). The records
 //! in memory (the tail) are not cleaned: a reader there sees superseded values as well,
