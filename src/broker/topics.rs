@@ -675,8 +675,10 @@ impl TopicConfig {
     /// - with [`CleanupPolicy::CompactAndDelete`](super::CleanupPolicy::CompactAndDelete)
     ///   and a retention age, records older than it are deleted as well.
     ///
-    /// Sends without a key are refused ([`Error::KeyRequired`]). A persisted topic is
-    /// compacted on disk instead: a compacting [`cleanup_policy`](Self::cleanup_policy) and
+    /// Sends without a key are refused ([`Error::KeyRequired`]), and so are a transaction's
+    /// records ([`Error::InvalidConfig`]: the section keeps a key's latest record whatever
+    /// its transaction's outcome). A persisted topic is compacted on disk instead, its
+    /// cleaner following the transaction rules: a compacting [`cleanup_policy`](Self::cleanup_policy) and
     /// [`persist`](Self::persist).
     ///
     /// `create_topic` refuses a replication factor above 1 ([`Error::InvalidConfig`]: a

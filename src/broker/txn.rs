@@ -800,6 +800,19 @@ impl Broker {
         tp: &TopicPartition,
     ) -> Result<()> {
         self.txn_expire();
+        // An in-memory compacted partition keeps each key's latest record as the ring lets
+        // it go, knowing nothing of transactions: an aborted record would replace its key's
+        // committed value there. A persisted topic's cleaner follows the transaction rules.
+        if self.offsets(tp)?.compacted.is_some() {
+            return Err(Error::InvalidConfig {
+                name: "cleanup_policy",
+                value: format!("compact, in memory (topic `{}`)", tp.topic),
+                valid: "a topic that is persisted or does not compact, for a transaction's \
+                        records: an in-memory compacted topic keeps a key's latest record \
+                        whatever its transaction's outcome"
+                    .into(),
+            });
+        }
         let c = self.txn_coordinator();
         let mut txns = c.txns.lock();
         let meta = match self.txn_ongoing(&mut txns, id, ids, "send") {
