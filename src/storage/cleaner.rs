@@ -118,6 +118,10 @@ pub struct CleanConfig {
     pub limit_offset: u64,
     /// A tombstone older than this (by its timestamp, against the log's clock) is removed.
     pub delete_retention_ms: i64,
+    /// A tombstone at or above this offset is kept whatever its age: a replicated log's
+    /// replicas that have not fetched it yet (the lowest of their log ends) would otherwise
+    /// keep the value it deletes. `u64::MAX`: no such bound.
+    pub keep_tombstones_from: u64,
     /// A segment holding a record younger than this, and everything after it, is not
     /// cleaned.
     pub min_compaction_lag_ms: i64,
@@ -131,6 +135,7 @@ impl Default for CleanConfig {
             first_dirty: 0,
             limit_offset: u64::MAX,
             delete_retention_ms: 24 * 3600 * 1000,
+            keep_tombstones_from: u64::MAX,
             min_compaction_lag_ms: 0,
             dedupe_buffer_bytes: 32 << 20,
         }
@@ -923,7 +928,12 @@ impl CleanPlan {
                     };
                     match () {
                         _ if superseded => (false, false),
-                        _ if r.null_value && r.timestamp <= horizon => (false, true),
+                        _ if r.null_value
+                            && r.timestamp <= horizon
+                            && r.offset < self.config.keep_tombstones_from =>
+                        {
+                            (false, true)
+                        }
                         _ => (true, false),
                     }
                 }

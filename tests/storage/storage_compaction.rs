@@ -174,6 +174,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         first_dirty,
                         limit_offset: u64::MAX,
                         delete_retention_ms: RETENTION_MS,
+                        keep_tombstones_from: u64::MAX,
                         min_compaction_lag_ms: LAG_MS,
                         dedupe_buffer_bytes: usize::from(keys) * 24 * 10 / 9 + 24 * 8,
                     })
@@ -351,6 +352,7 @@ fn pass_config() -> CleanConfig {
         first_dirty: 0,
         limit_offset: u64::MAX,
         delete_retention_ms: 2_000,
+        keep_tombstones_from: u64::MAX,
         min_compaction_lag_ms: 0,
         dedupe_buffer_bytes: 1 << 16,
     }

@@ -20,11 +20,13 @@
 //! and its swap makes the pass swap nothing (`disk_generation`), and the storage layer
 //! swaps no group whose segments changed.
 //!
-//! One divergence cleaning does cause, as Kafka's does for a replica behind longer than
-//! `delete.retention.ms`: a replica that holds a key's value but not yet its tombstone, and
-//! fetches after the leader's cleaner dropped both (the tombstone expired) from its disk,
-//! steps over the gap and keeps the value (the test
-//! `a_follower_behind_a_cleaned_tombstone_keeps_no_deleted_key` shows it).
+//! **Tombstones wait for every replica.** A replica that holds a key's value but not yet its
+//! tombstone, fetching after the leader's cleaner dropped both (the tombstone expired),
+//! would step over the gap and keep the value: a deleted key back when it leads. So a
+//! tombstone expires only below every replica's log end, the offline ones' included (Kafka
+//! lets it expire by age alone, and documents the divergence for a replica behind longer
+//! than `delete.retention.ms`). A replica offline for good holds tombstones back: space, not
+//! correctness.
 //!
 //! Offsets never change: a cleaned log has gaps, which follower fetches and consumer reads
 //! step over (a fetch at a cleaned-away offset continues at the next record). The records
@@ -89,8 +91,12 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             let i = Self::index(&st, id)?;
             let bound = Self::cleanable_bound(&st, i)?;
             let r = &st.replicas[i];
+            // Every replica's log end, the offline ones' too (a restarted replica fetches
+            // from its end): a tombstone none of them lacks may expire.
+            let fetched_by_all = st.replicas.iter().map(|r| r.log.end()).min().unwrap_or(0);
             let config = CleanConfig {
                 limit_offset: bound.min(config.limit_offset),
+                keep_tombstones_from: fetched_by_all.min(config.keep_tombstones_from),
                 ..*config
             };
             (r.store.as_ref()?.plan_clean(&config), r.disk_generation)
