@@ -41,16 +41,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use logbus::storage::{BatchRecord, CleanConfig, LogConfig, LogSetup, SegmentSet};
-use logbus_comparison::{env_u64, lost_value, mix, print_row, Pairs, Side, Tally};
+use logbus_comparison::{env_u64, lost_value, mix, print_row, scratch_dir, Pairs, Side, Tally};
 
 const ROW: &str = "compaction pass";
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn config() -> LogConfig {
     LogConfig {
@@ -151,7 +144,7 @@ fn main() {
     let mb = env_u64("COMPACT_BENCH_MB", 64);
     let keys = env_u64("COMPACT_BENCH_KEYS", 10_000);
     let pairs = env_u64("COMPACT_BENCH_PAIRS", 5) as usize;
-    let source = scratch("compaction_source");
+    let source = scratch_dir(env!("CARGO_TARGET_TMPDIR"), "compaction_source");
     let (mut survivors, files) = write_source(&source, mb << 20, keys);
     if let Some(at) = lost_value(Side::Ours, survivors.len() as u64) {
         survivors.remove(at as usize);

@@ -17,7 +17,7 @@
 
 use std::time::{Duration, Instant};
 
-use logbus::broker::{Broker, CleanupPolicy, Overflow, TopicConfig};
+use logbus::broker::{Broker, Overflow, TopicConfig};
 use logbus::producer::{Record, RecordMetadata};
 use logbus_comparison::{env_u64, env_usize, mix, print_row, Pairs, Side, Tally};
 
