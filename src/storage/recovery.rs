@@ -575,7 +575,15 @@ fn delete_files(io: &dyn Io, dir: &Path, paths: &[PathBuf]) -> Result<()> {
     }
     io.sync_dir(dir).map_err(io_err("syncing directory", dir))?;
     for path in &renamed {
-        io.remove_file(path).map_err(io_err("removing", path))?;
+        // Already gone is done: a cleaning pass's old files wait for their removal without
+        // the set's lock under these same names (`DeletedFiles`), and that removal may take
+        // this file between the rename and here.
+        match io.remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io_err("removing", path)(e))
+            }
+            _ => {}
+        }
     }
     Ok(())
 }

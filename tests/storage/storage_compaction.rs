@@ -851,3 +851,93 @@ fn deleted_files_are_removed_after_the_commit() {
         }
     }
 }
+
+/// An `Io` that, before the next file removal, removes the `.deleted` files a cleaning pass
+/// left to remove (`DeletedFiles`, whose removal runs without the set's lock, so at any
+/// moment of another operation).
+#[derive(Debug, Clone)]
+struct RemoveAtSync {
+    fs: FaultyIo,
+    pending: Arc<std::sync::Mutex<Option<logbus::storage::cleaner::DeletedFiles>>>,
+}
+
+impl Io for RemoveAtSync {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn IoFile>> {
+        self.fs.open(path, mode)
+    }
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        self.fs.list_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.fs.create_dir_all(dir)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        let pending = self.pending.lock().unwrap().take();
+        if let Some(files) = pending {
+            files.remove().map_err(io::Error::other)?;
+        }
+        self.fs.remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.fs.rename(from, to)
+    }
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        self.fs.remove_dir(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.fs.sync_dir(dir)
+    }
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        self.fs.exists(path)
+    }
+    fn lock_dir(&self, dir: &Path) -> io::Result<Box<dyn DirLock>> {
+        self.fs.lock_dir(dir)
+    }
+}
+
+/// Retention deletes the cleaned segments while the pass's old files still wait for their
+/// removal under the same `.deleted` names: the cleaner's removal, running between
+/// retention's renames and its own removals, takes retention's files too. Retention must
+/// take that as done (as the cleaner's removal takes a file already gone), not fail and
+/// take the log offline.
+#[test]
+fn retention_shares_deleted_names_with_a_passs_pending_removal() {
+    let fs = FaultyIo::new(6);
+    let pending = Arc::new(std::sync::Mutex::new(None));
+    let io: Arc<dyn Io> = Arc::new(RemoveAtSync {
+        fs: fs.clone(),
+        pending: pending.clone(),
+    });
+    let dir = PathBuf::from("/c/deleted-retention-0");
+    let clock = Arc::new(ManualClock::new(T0));
+    build_log(&io, &dir, &clock);
+    clock.advance(Duration::from_secs(60));
+    let (mut log, _) = SegmentSet::open(
+        &dir,
+        LogSetup {
+            config: LogConfig {
+                retention_ms: 1_000,
+                ..config()
+            },
+            io: io.clone(),
+            clock: clock.clone() as Arc<dyn Clock>,
+            checkpoints: Checkpoints::default(),
+        },
+    )
+    .expect("open");
+    let cleaned = log.plan_clean(&pass_config()).unwrap().build().unwrap();
+    let stats = log.commit_clean(cleaned).expect("commit");
+    assert!(stats.segments_cleaned > 0, "{stats:?}");
+    *pending.lock().unwrap() = Some(log.take_deleted_files());
+    let end = log.log_end_offset();
+    let gone = log
+        .delete_old_segments(end)
+        .expect("retention beside a pending removal");
+    assert!(!gone.is_empty() && gone[0] == 0, "{gone:?}");
+    assert!(pending.lock().unwrap().is_none(), "the removal ran");
+    let names = io.list_dir(&dir).unwrap();
+    assert!(!names.iter().any(|n| n.ends_with(".deleted")), "{names:?}");
+    // Still online: it takes appends.
+    log.append(&[put(1, Some(vec![1]), clock.now_ms())])
+        .expect("append after retention");
+}
