@@ -1065,3 +1065,31 @@ fn a_key_changed_under_a_bad_crc_fails_the_pass_before_any_swap() {
         "{names:?}"
     );
 }
+
+/// The log reopened while the last instance's pass still has its old files to remove (the
+/// data directory's cleaner removes them after the lock): the open removes the same
+/// `.deleted` files, and one the pending removal took first is no error.
+#[test]
+fn an_open_beside_a_pending_removal_of_the_same_deleted_files() {
+    let fs = FaultyIo::new(8);
+    let pending = Arc::new(std::sync::Mutex::new(None));
+    let io: Arc<dyn Io> = Arc::new(RemoveAtSync {
+        fs: fs.clone(),
+        pending: pending.clone(),
+    });
+    let dir = PathBuf::from("/c/deleted-reopen-0");
+    let clock = Arc::new(ManualClock::new(T0));
+    let all = build_log(&io, &dir, &clock);
+    clock.advance(Duration::from_secs(60));
+    let mut log = open_log(&io, &dir, &clock, Checkpoints::default());
+    let cleaned = log.plan_clean(&pass_config()).unwrap().build().unwrap();
+    log.commit_clean(cleaned).expect("commit");
+    let files = log.take_deleted_files();
+    drop(log);
+    *pending.lock().unwrap() = Some(files);
+    let log = open_log(&io, &dir, &clock, Checkpoints::default());
+    assert!(pending.lock().unwrap().is_none(), "the removal ran");
+    check_log(&log, &all, clock.now_ms()).unwrap();
+    drop(log);
+    assert_consistent(&*io, &dir);
+}
