@@ -27,8 +27,10 @@
 //! per-record box), and the table keeps instead the offsets they were appended at, as
 //! spans. A span of a committed transaction is forgotten with its COMMIT; an ABORT moves
 //! the spans of its transaction to the aborted spans, which a read-committed reader skips
-//! like the aborted ranges. The fence is the same either way: it is checked at the append,
-//! under this lock, never from the entry.
+//! like the aborted ranges. On such a partition the aborted transactions and spans wholly
+//! below the ring's lap are forgotten at each marker ([`TxnTable::forget_below`]): no reader
+//! finds those records any more. The fence is the same either way: it is checked at the
+//! append, under this lock, never from the entry.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
