@@ -27,8 +27,10 @@
 //! per-record box), and the table keeps instead the offsets they were appended at, as
 //! spans. A span of a committed transaction is forgotten with its COMMIT; an ABORT moves
 //! the spans of its transaction to the aborted spans, which a read-committed reader skips
-//! like the aborted ranges. The fence is the same either way: it is checked at the append,
-//! under this lock, never from the entry.
+//! like the aborted ranges. On such a partition the aborted transactions and spans wholly
+//! below the ring's lap are forgotten at each marker ([`TxnTable::forget_below`]): no reader
+//! finds those records any more. The fence is the same either way: it is checked at the
+//! append, under this lock, never from the entry.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -241,6 +243,22 @@ impl TxnTable {
         }
     }
 
+    /// Forgets the aborted transactions whose marker, and the aborted spans whose records,
+    /// lie below `floor`: on a partition held in its ring alone, the ring's start, below
+    /// which no reader finds a record to filter (as Kafka's aborted-transaction index goes
+    /// with its segments). Without it both would grow by every aborted transaction.
+    pub(crate) fn forget_below(&mut self, floor: u64) {
+        // Sorted by marker offset (`aborted`), and the spans are disjoint: both by end.
+        let gone = self.aborted.partition_point(|a| a.last_offset < floor);
+        self.aborted.drain(..gone);
+        while let Some(span) = self.unmarked_aborted.first_entry() {
+            if *span.get() > floor {
+                break;
+            }
+            span.remove();
+        }
+    }
+
     /// Where producer `p`'s marker at `epoch` was appended, if that is its last marker.
     pub(crate) fn marker_at(&self, p: i64, epoch: i16) -> Option<u64> {
         let s = self.producers.get(&p)?;
@@ -368,6 +386,25 @@ mod tests {
         assert_eq!(t.stable(20), 12);
         assert!(t.view(15, 20).aborted_spans.is_empty());
     }
+
+    #[test]
+    fn what_lies_below_the_floor_is_forgotten_and_what_reaches_it_kept() {
+        let mut t = TxnTable::default();
+        for (p, first) in [(1, 0), (2, 10)] {
+            t.check_append(p, 0).unwrap();
+            t.appended_plain(p, 0, first, first + 4);
+            t.marked(p, 0, false, first + 4, first + 5);
+        }
+        // Producer 1's records and marker (0..5) are below 5; producer 2's (10..15) not.
+        t.forget_below(5);
+        assert_eq!(t.aborted().len(), 1);
+        assert_eq!(t.unmarked_aborted.len(), 1);
+        t.forget_below(13);
+        assert_eq!(t.aborted().len(), 1, "its marker at 14 is still there");
+        assert!(t.view(12, 20).is_aborted_plain(13));
+        t.forget_below(15);
+        assert!(t.aborted().is_empty() && t.unmarked_aborted.is_empty());
+    }
 }
 
 use super::{
@@ -457,6 +494,14 @@ impl<K, V> Appender<K, V> {
                 Ok(offset) => {
                     let hw = offset + 1;
                     note(&mut table, offset, hw);
+                    if marker.is_some() && self.direct {
+                        // Every offset below the published cursor's lap was overwritten.
+                        let floor = self
+                            .ring
+                            .cursor()
+                            .saturating_sub(self.ring.capacity() as u64);
+                        table.forget_below(floor);
+                    }
                     return Ok(offset);
                 }
                 Err((Some(back), AppendError::Full)) => {

@@ -184,7 +184,14 @@ pub(crate) fn load(
     let mut changed = false;
     let remove = |names: &mut BTreeSet<String>, report: &mut RecoveryReport, name: &str| {
         let path = dir.join(name);
-        io.remove_file(&path).map_err(io_err("removing", &path))?;
+        // A leftover already gone is removed: a cleaning pass of the log's last instance
+        // may still be removing its `.deleted` files (`DeletedFiles`, without a lock).
+        match io.remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io_err("removing", &path)(e))
+            }
+            _ => {}
+        }
         names.remove(name);
         report.removed_files.push(path);
         Ok::<(), Error>(())
@@ -575,7 +582,15 @@ fn delete_files(io: &dyn Io, dir: &Path, paths: &[PathBuf]) -> Result<()> {
     }
     io.sync_dir(dir).map_err(io_err("syncing directory", dir))?;
     for path in &renamed {
-        io.remove_file(path).map_err(io_err("removing", path))?;
+        // Already gone is done: a cleaning pass's old files wait for their removal without
+        // the set's lock under these same names (`DeletedFiles`), and that removal may take
+        // this file between the rename and here.
+        match io.remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io_err("removing", path)(e))
+            }
+            _ => {}
+        }
     }
     Ok(())
 }

@@ -52,3 +52,156 @@ fn the_new_leader_answers_a_retry_and_idle_producers_expire() {
     let fresh = p.send_sequenced(Record::new("t", 1), id, 0).unwrap();
     assert_eq!(fresh.offset, 2, "an expired producer's record is appended");
 }
+
+/// Followers copying two producers' records one at a time (their producer state deferred
+/// and joined while a producer's run continues, applied when the other's begins): after
+/// the leader crashes, the new leader answers every retry of either producer with its
+/// first offset, takes each producer's next sequence, and refuses a gap; a second election
+/// does the same.
+#[test]
+fn after_elections_every_retry_is_answered_and_every_next_sequence_taken() {
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let broker = Broker::builder().clock(clock.clone()).build().unwrap();
+    let config = TopicConfig::new(1)
+        .replication_factor(3)
+        .min_insync_replicas(1);
+    broker.create_topic::<(), u64>("t", config).unwrap();
+    let p = broker.producer::<(), u64>();
+    let (a, b) = (broker.init_producer_id(), broker.init_producer_id());
+    let mut offsets = Vec::new();
+    let plan = [
+        (a, 0),
+        (a, 1),
+        (a, 2),
+        (b, 0),
+        (b, 1),
+        (a, 3),
+        (a, 4),
+        (b, 2),
+        (a, 5),
+    ];
+    for (i, &(id, seq)) in plan.iter().enumerate() {
+        let m = p
+            .send_sequenced(Record::new("t", i as u64), id, seq)
+            .unwrap();
+        offsets.push(m.offset);
+    }
+    let mut next = [(a, 6), (b, 3)];
+    for round in 0..2 {
+        let d = broker.describe_topic("t").unwrap();
+        let leader = d.replicas[0].leader.unwrap();
+        broker.faults().crash_replica("t", 0, leader).unwrap();
+        for (i, &(id, seq)) in plan.iter().enumerate() {
+            let again = p
+                .send_sequenced(Record::new("t", i as u64), id, seq)
+                .unwrap_or_else(|e| panic!("round {round}: retry of {seq}: {e}"));
+            assert_eq!(again.offset, offsets[i], "round {round}: retry of {seq}");
+        }
+        for (id, seq) in next.iter_mut() {
+            let gap = p.send_sequenced(Record::new("t", 99), *id, *seq + 1);
+            assert!(gap.is_err(), "round {round}: a gap after {seq} was taken");
+            let m = p
+                .send_sequenced(Record::new("t", 100), *id, *seq)
+                .unwrap_or_else(|e| panic!("round {round}: next sequence {seq}: {e}"));
+            offsets.push(m.offset);
+            *seq += 1;
+        }
+        broker.faults().restart_replica("t", 0, leader).unwrap();
+    }
+}
+
+/// Waits (real time, generous) until every online replica of `t`-0 holds `end` records.
+fn caught_up(broker: &Broker, end: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = &broker.describe_topic("t").unwrap().replicas[0];
+        if r.replicas
+            .iter()
+            .filter(|x| x.online)
+            .all(|x| x.log_end == end)
+        {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "not caught up: {r:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A leader's tail of one producer's records that no follower copied (followers stalled,
+/// `acks = 1`) is lost to an election: the new leader takes those sequences anew, once
+/// (a second retry is answered with the new offset); the old leader, restarted, truncates
+/// that tail and copies the new records one at a time (deferred producer state), and led
+/// again it answers every retry with the offsets the log now holds and takes the next
+/// sequence.
+#[test]
+fn a_tail_lost_to_an_election_is_taken_anew_once_and_the_truncated_replica_agrees() {
+    use logbus::producer::{Acks, ProducerConfig};
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let broker = Broker::builder().clock(clock.clone()).build().unwrap();
+    let config = TopicConfig::new(1)
+        .replication_factor(3)
+        .min_insync_replicas(1);
+    broker.create_topic::<(), u64>("t", config).unwrap();
+    let p = broker
+        .producer_with_config::<(), u64>(ProducerConfig::new().acks(Acks::Leader))
+        .unwrap();
+    let a = broker.init_producer_id();
+    for seq in 0..3 {
+        p.send_sequenced(Record::new("t", seq as u64), a, seq)
+            .unwrap();
+    }
+    caught_up(&broker, 3);
+    let first = broker.describe_topic("t").unwrap().replicas[0]
+        .leader
+        .unwrap();
+    let followers: Vec<u32> = (0..3).filter(|&r| r != first).collect();
+    for &f in &followers {
+        broker.faults().stall_replica("t", 0, f).unwrap();
+    }
+    for seq in 3..5 {
+        let m = p
+            .send_sequenced(Record::new("t", 50 + seq as u64), a, seq)
+            .unwrap();
+        assert_eq!(m.offset, seq as u64);
+    }
+    broker.faults().crash_replica("t", 0, first).unwrap();
+    for &f in &followers {
+        broker.faults().resume_replica("t", 0, f).unwrap();
+    }
+    // The new leader never had sequences 3 and 4: they are legit sends, taken once.
+    for seq in 3..5 {
+        let m = p
+            .send_sequenced(Record::new("t", seq as u64), a, seq)
+            .unwrap_or_else(|e| panic!("sequence {seq} lost to the election: {e}"));
+        assert_eq!(m.offset, seq as u64);
+    }
+    let again = p.send_sequenced(Record::new("t", 3), a, 3).unwrap();
+    assert_eq!(again.offset, 3, "the retry answered, not appended");
+    broker.faults().restart_replica("t", 0, first).unwrap();
+    caught_up(&broker, 5);
+    // Lead with the truncated replica: crash the others in turn until it leads.
+    let second = broker.describe_topic("t").unwrap().replicas[0]
+        .leader
+        .unwrap();
+    broker.faults().crash_replica("t", 0, second).unwrap();
+    let third = followers.iter().copied().find(|&f| f != second).unwrap();
+    if broker.describe_topic("t").unwrap().replicas[0].leader != Some(first) {
+        broker.faults().crash_replica("t", 0, third).unwrap();
+    }
+    assert_eq!(
+        broker.describe_topic("t").unwrap().replicas[0].leader,
+        Some(first)
+    );
+    for seq in 0..5 {
+        let m = p
+            .send_sequenced(Record::new("t", seq as u64), a, seq)
+            .unwrap_or_else(|e| panic!("retry of {seq} on the truncated replica: {e}"));
+        assert_eq!(
+            m.offset, seq as u64,
+            "retry of {seq} on the truncated replica"
+        );
+    }
+    let m = p.send_sequenced(Record::new("t", 5), a, 5).unwrap();
+    assert_eq!(m.offset, 5);
+    assert_eq!(broker.describe_topic("t").unwrap().partitions[0].log_end, 6);
+}

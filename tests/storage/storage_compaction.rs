@@ -851,3 +851,245 @@ fn deleted_files_are_removed_after_the_commit() {
         }
     }
 }
+
+/// An `Io` that, before the next file removal, removes the `.deleted` files a cleaning pass
+/// left to remove (`DeletedFiles`, whose removal runs without the set's lock, so at any
+/// moment of another operation).
+#[derive(Debug, Clone)]
+struct RemoveAtSync {
+    fs: FaultyIo,
+    pending: Arc<std::sync::Mutex<Option<logbus::storage::cleaner::DeletedFiles>>>,
+}
+
+impl Io for RemoveAtSync {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn IoFile>> {
+        self.fs.open(path, mode)
+    }
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        self.fs.list_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.fs.create_dir_all(dir)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        let pending = self.pending.lock().unwrap().take();
+        if let Some(files) = pending {
+            files.remove().map_err(io::Error::other)?;
+        }
+        self.fs.remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.fs.rename(from, to)
+    }
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        self.fs.remove_dir(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.fs.sync_dir(dir)
+    }
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        self.fs.exists(path)
+    }
+    fn lock_dir(&self, dir: &Path) -> io::Result<Box<dyn DirLock>> {
+        self.fs.lock_dir(dir)
+    }
+}
+
+/// Retention deletes the cleaned segments while the pass's old files still wait for their
+/// removal under the same `.deleted` names: the cleaner's removal, running between
+/// retention's renames and its own removals, takes retention's files too. Retention must
+/// take that as done (as the cleaner's removal takes a file already gone), not fail and
+/// take the log offline.
+#[test]
+fn retention_shares_deleted_names_with_a_passs_pending_removal() {
+    let fs = FaultyIo::new(6);
+    let pending = Arc::new(std::sync::Mutex::new(None));
+    let io: Arc<dyn Io> = Arc::new(RemoveAtSync {
+        fs: fs.clone(),
+        pending: pending.clone(),
+    });
+    let dir = PathBuf::from("/c/deleted-retention-0");
+    let clock = Arc::new(ManualClock::new(T0));
+    build_log(&io, &dir, &clock);
+    clock.advance(Duration::from_secs(60));
+    let (mut log, _) = SegmentSet::open(
+        &dir,
+        LogSetup {
+            config: LogConfig {
+                retention_ms: 1_000,
+                ..config()
+            },
+            io: io.clone(),
+            clock: clock.clone() as Arc<dyn Clock>,
+            checkpoints: Checkpoints::default(),
+        },
+    )
+    .expect("open");
+    let cleaned = log.plan_clean(&pass_config()).unwrap().build().unwrap();
+    let stats = log.commit_clean(cleaned).expect("commit");
+    assert!(stats.segments_cleaned > 0, "{stats:?}");
+    *pending.lock().unwrap() = Some(log.take_deleted_files());
+    let end = log.log_end_offset();
+    let gone = log
+        .delete_old_segments(end)
+        .expect("retention beside a pending removal");
+    assert!(!gone.is_empty() && gone[0] == 0, "{gone:?}");
+    assert!(pending.lock().unwrap().is_none(), "the removal ran");
+    let names = io.list_dir(&dir).unwrap();
+    assert!(!names.iter().any(|n| n.ends_with(".deleted")), "{names:?}");
+    // Still online: it takes appends.
+    log.append(&[put(1, Some(vec![1]), clock.now_ms())])
+        .expect("append after retention");
+}
+
+/// Offset and time lookups on cleaned segments, at every offset and every timestamp (and
+/// one past each): each finds the first surviving record at or after it, as a full read
+/// does, right after the pass and after reopening on the cleaned indexes (trusted) or with
+/// every segment revalidated. The timestamps go up and down, so a batch's max timestamp is
+/// often one a filtered batch lost, and segments' maxima lie mid-segment.
+#[test]
+fn lookups_on_cleaned_segments_at_every_offset_and_timestamp() {
+    let fs = FaultyIo::new(7);
+    let io: Arc<dyn Io> = Arc::new(fs.clone());
+    let dir = PathBuf::from("/c/lookups-0");
+    let clock = Arc::new(ManualClock::new(T0));
+    let mut log = open_log(&io, &dir, &clock, Checkpoints::default());
+    for round in 0..30u32 {
+        let now = clock.now_ms();
+        let n = 1 + round % 4;
+        let records: Vec<BatchRecord> = (0..n)
+            .map(|i| {
+                let key = (round * 3 + i * 7) % 11;
+                // Up and down around `now`, by key: a key's old values carry the large ones.
+                let ts = now + i64::from((key * 37 + round * 13) % 29) * 100 - 1_400;
+                put(
+                    key,
+                    Some(vec![round as u8; 10 + (i * 17 % 40) as usize]),
+                    ts,
+                )
+            })
+            .collect();
+        log.append(&records).expect("append");
+        clock.advance(Duration::from_millis(300));
+    }
+    log.roll().expect("roll");
+    clock.advance(Duration::from_secs(60));
+    let stats = log.clean(&pass_config()).expect("clean");
+    assert!(stats.records_removed > 0, "{stats:?}");
+    let check = |log: &SegmentSet, when: &str| {
+        let all = read_all(log);
+        let end = log.log_end_offset();
+        for o in log.log_start_offset()..end {
+            let want = all.iter().find(|(x, _)| *x >= o).map(|(x, _)| *x);
+            let got = log
+                .read_records(o, 1)
+                .unwrap_or_else(|e| panic!("{when}: read at {o}: {e}"))
+                .first()
+                .map(|(x, _)| *x);
+            assert_eq!(got, want, "{when}: the first record at or after offset {o}");
+        }
+        let mut stamps: Vec<i64> = all.iter().map(|(_, r)| r.timestamp).collect();
+        stamps.sort_unstable();
+        stamps.dedup();
+        for ts in stamps.iter().flat_map(|&t| [t - 1, t, t + 1]) {
+            let want = all
+                .iter()
+                .find(|(_, r)| r.timestamp >= ts)
+                .map(|(o, r)| (*o, r.timestamp));
+            let got = log
+                .offset_for_timestamp(ts)
+                .unwrap_or_else(|e| panic!("{when}: time lookup {ts}: {e}"));
+            assert_eq!(got, want, "{when}: the first record at or after time {ts}");
+        }
+    };
+    check(&log, "after the pass");
+    let trusted = log.recovery_point();
+    log.close().expect("close");
+    for recovery_point in [trusted, 0] {
+        let reopen = Checkpoints {
+            recovery_point,
+            ..Checkpoints::default()
+        };
+        let log = open_log(&io, &dir, &clock, reopen);
+        check(
+            &log,
+            &format!("reopened at recovery point {recovery_point}"),
+        );
+    }
+    assert_consistent(&*io, &dir);
+}
+
+/// A batch whose CRC fails only because a key was changed to another valid key (its
+/// structure intact): the key-map pass reads CRCs unchecked, so it maps the wrong key, and
+/// the rewrite, which checks, must fail the pass before anything is swapped; the log keeps
+/// every segment as it was.
+#[test]
+fn a_key_changed_under_a_bad_crc_fails_the_pass_before_any_swap() {
+    let (fs, io, dir, clock, _all) = swap_setup();
+    let path = dir.join(file_name(0, "log"));
+    let mut bytes = fs.read_file(&path).unwrap();
+    // A key in the segment's last batch, `k<digit>`, changed to another key.
+    let at = (61..bytes.len() - 1)
+        .rev()
+        .find(|&i| bytes[i] == b'k' && bytes[i + 1].is_ascii_digit())
+        .expect("a key");
+    bytes[at + 1] = if bytes[at + 1] == b'1' { b'2' } else { b'1' };
+    craft(&io, &path, &bytes);
+    let mut log = open_log(
+        &io,
+        &dir,
+        &clock,
+        Checkpoints {
+            recovery_point: u64::MAX,
+            ..Checkpoints::default()
+        },
+    );
+    let before: Vec<u64> = log.segments().iter().map(|s| s.base_offset).collect();
+    let done = log.clean(&pass_config());
+    assert!(
+        matches!(done, Err(logbus::Error::Corrupt { .. })),
+        "a pass over a bad CRC: {done:?}"
+    );
+    let after: Vec<u64> = log.segments().iter().map(|s| s.base_offset).collect();
+    assert_eq!(before, after);
+    assert_eq!(
+        fs.read_file(&path).unwrap(),
+        bytes,
+        "the segment is untouched"
+    );
+    let names = io.list_dir(&dir).unwrap();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.ends_with(".swap") || n.ends_with(".cleaned") || n.ends_with(".deleted")),
+        "{names:?}"
+    );
+}
+
+/// The log reopened while the last instance's pass still has its old files to remove (the
+/// data directory's cleaner removes them after the lock): the open removes the same
+/// `.deleted` files, and one the pending removal took first is no error.
+#[test]
+fn an_open_beside_a_pending_removal_of_the_same_deleted_files() {
+    let fs = FaultyIo::new(8);
+    let pending = Arc::new(std::sync::Mutex::new(None));
+    let io: Arc<dyn Io> = Arc::new(RemoveAtSync {
+        fs: fs.clone(),
+        pending: pending.clone(),
+    });
+    let dir = PathBuf::from("/c/deleted-reopen-0");
+    let clock = Arc::new(ManualClock::new(T0));
+    let all = build_log(&io, &dir, &clock);
+    clock.advance(Duration::from_secs(60));
+    let mut log = open_log(&io, &dir, &clock, Checkpoints::default());
+    let cleaned = log.plan_clean(&pass_config()).unwrap().build().unwrap();
+    log.commit_clean(cleaned).expect("commit");
+    let files = log.take_deleted_files();
+    drop(log);
+    *pending.lock().unwrap() = Some(files);
+    let log = open_log(&io, &dir, &clock, Checkpoints::default());
+    assert!(pending.lock().unwrap().is_none(), "the removal ran");
+    check_log(&log, &all, clock.now_ms()).unwrap();
+    drop(log);
+    assert_consistent(&*io, &dir);
+}

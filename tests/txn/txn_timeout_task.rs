@@ -330,3 +330,88 @@ fn dropping_the_last_clone_aborts_its_open_transaction_at_once() {
     );
     assert_eq!(state_of_w(&broker), TxnState::CompleteAbort);
 }
+
+/// The coordinator's timeout abort racing transactional `send_batch` runs (plain entries
+/// whose offsets the partition's table keeps) and single sends, with a plain producer
+/// between them: a read-committed consumer reads every record of each transaction whose
+/// commit returned `Ok` and the plain records, and nothing of a transaction that failed
+/// before its commit was asked.
+#[test]
+fn timeout_aborts_racing_send_batch_runs_leave_only_committed_records() {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let broker = builder(&clock).build().unwrap();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(2).records_in_memory(1 << 14))
+        .unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ticker = {
+        let (clock, stop) = (clock.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_micros(100));
+                clock.advance(TIMEOUT + Duration::from_millis(1));
+            }
+        })
+    };
+    let plain = broker.producer::<(), u64>();
+    let mut p = txn_producer(&broker);
+    let mut committed: Vec<u64> = Vec::new();
+    let mut undecided: BTreeSet<u64> = BTreeSet::new();
+    let mut plain_values = Vec::new();
+    let (mut commits, mut failures) = (0, 0);
+    for round in 0..1_000u64 {
+        let base = 1_000 + round * 10;
+        let v = 1_000_000 + round;
+        plain
+            .send(Record::new("t", v).partition((round % 2) as u32))
+            .unwrap();
+        plain_values.push(v);
+        let mut committing = false;
+        let attempt = (|| -> logbus::Result<()> {
+            p.begin_transaction()?;
+            let mut batch: Vec<_> = (0..3)
+                .map(|i| Record::new("t", base + i).partition(0))
+                .collect();
+            p.send_batch(&mut batch).map_err(|e| e.error)?;
+            p.send(Record::new("t", base + 3).partition(0))?;
+            let mut batch: Vec<_> = (4..6)
+                .map(|i| Record::new("t", base + i).partition((i % 2) as u32))
+                .collect();
+            p.send_batch(&mut batch).map_err(|e| e.error)?;
+            committing = true;
+            p.commit_transaction()
+        })();
+        match attempt {
+            Ok(()) => {
+                commits += 1;
+                committed.extend(base..base + 6);
+            }
+            Err(_) => {
+                failures += 1;
+                if committing {
+                    // Its outcome may be decided already (the next init finishes it).
+                    undecided.extend(base..base + 6);
+                }
+                if p.abort_transaction().is_err() {
+                    p = txn_producer(&broker);
+                }
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    ticker.join().unwrap();
+    let mut want: BTreeSet<u64> = committed.into_iter().collect();
+    want.extend(plain_values);
+    let mut c = read_committed(&broker);
+    let want_list: Vec<u64> = want.iter().copied().collect();
+    let got = poll_until(&mut c, &want_list);
+    let extra: Vec<&u64> = got
+        .difference(&want)
+        .filter(|v| !undecided.contains(v))
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "read records of transactions not committed: {extra:?} ({commits} commits, \
+         {failures} failures)"
+    );
+}
