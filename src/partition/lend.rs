@@ -66,6 +66,13 @@ impl<K, V> Partition<K, V> {
             Err(outcome) => return outcome,
         };
         let _lending = Lending { group };
+        // Asked again after `hold` saw the run published: a transaction's appender marks
+        // the partition (`activate`, Release) before it publishes its first record, so a
+        // clear mark now means no record of the run is transactional. Asked only before
+        // `hold`, it could miss a transaction whose records `hold` then sees published.
+        if self.has_transactions() {
+            return None;
+        }
         // Asked after `hold` saw the run published (its Acquire, or the view the group's
         // lock passed on): the appender of an entry with headers marks the ring impure
         // before it publishes it (ring `Shared::published_only_plain`), so a clear flag
