@@ -44,6 +44,12 @@ mutant txn-init-epoch-one-lock src/broker/txn.rs \
     $'                    let next = meta.epoch + 1;\n                    meta.epoch = next;' \
     $'                    let next = meta.epoch + 1;\n                    drop(txns);\n                    let mut txns = c.txns.lock();\n                    let meta = txns.get_mut(id).expect("known");\n                    meta.epoch = next;' \
     transactions::two_producers_racing_init_transactions_get_two_epochs
+# Lending reads: the transaction mark asked again once the run is held; asked only before,
+# a lend racing the first transactional append lends the open transaction's record.
+mutant lend-txn-recheck-after-hold src/partition/lend.rs \
+    $'        // `hold`, it could miss a transaction whose records `hold` then sees published.\n        if self.has_transactions() {' \
+    $'        // `hold`, it could miss a transaction whose records `hold` then sees published.\n        if false {' \
+    lib::partition::loom_models::a_lending_read_never_lends_a_transaction_opening_meanwhile
 # The idempotent producer on one replica: the sequence check and the publish under one hold
 # of the ring producer's lock (a second hold between them lets the fresh send in: sequence 0
 # twice).

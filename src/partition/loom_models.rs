@@ -407,6 +407,33 @@ fn a_commit_racing_a_lending_read_waits_for_it() {
     });
 }
 
+/// A lending read (`lend`) races a partition's first transactional append: it never lends
+/// the open transaction's record. Key ordering: the transaction mark (`activate`, Release,
+/// before the publish) asked again after `hold` saw the run published (Acquire); asked only
+/// before `hold`, the read could miss the mark and lend a record `hold` then sees.
+#[test]
+fn a_lending_read_never_lends_a_transaction_opening_meanwhile() {
+    model(|| {
+        let (p, _group) = gated_by_group();
+        let slot = p.group_slot("g").unwrap();
+        let writer = {
+            let p = Arc::clone(&p);
+            thread::spawn(move || {
+                let mut a = p.appender();
+                let e = Entry::transactional(0, None, crate::sync::Arc::new(7), Vec::new(), 1, 0);
+                assert!(a.append_txn(e, 1, 0, AppendWait::No).is_ok());
+            })
+        };
+        let mut got = Vec::new();
+        let _ = p.lend(0, 2, 0, &slot, |o, _| got.push(o));
+        writer.join().unwrap();
+        assert!(
+            got.is_empty(),
+            "lent offsets {got:?} of an open transaction"
+        );
+    });
+}
+
 /// The group is removed (`delete_group`) while one of its reads lends records in place:
 /// the gate stays until the read ends, so the producer, released by the removal, never
 /// overwrites a lent record (loom reports a racing access to the slot's cell otherwise).
