@@ -286,7 +286,7 @@ pub(crate) struct StoreParams {
     pub(crate) max_message_bytes: u64,
     /// The codec of the partition's batches, shared by its replicas (see
     /// [`CodecChoice`](super::append::CodecChoice)).
-    pub(crate) codec: std::sync::Arc<super::append::CodecChoice>,
+    pub(crate) codec: crate::sync::StdArc<super::append::CodecChoice>,
 }
 
 /// Decodes one stored record.
@@ -424,7 +424,7 @@ where
                 p.policy,
                 max_batch,
                 BATCH_TARGET,
-                std::sync::Arc::clone(&p.codec),
+                crate::sync::StdArc::clone(&p.codec),
             ),
             max_record: usize::try_from(p.max_message_bytes)
                 .unwrap_or(usize::MAX)
