@@ -76,6 +76,21 @@ pub(crate) struct History {
     pub(crate) violations: Vec<String>,
 }
 
+impl History {
+    /// Records a new attempt of the producer at `ids`, open: its index.
+    pub(crate) fn begin_attempt(&mut self, ids: (i64, i16)) -> usize {
+        self.attempts.push(Attempt {
+            acked: Vec::new(),
+            failed: Vec::new(),
+            partitions: HashSet::new(),
+            ids,
+            outcome: Outcome::Open,
+            commit_started: false,
+        });
+        self.attempts.len() - 1
+    }
+}
+
 pub(crate) type Shared = Arc<Mutex<History>>;
 
 fn attempt_of(v: u64) -> usize {
@@ -267,18 +282,10 @@ fn run_worker(broker: Broker, history: Shared, seed: u64, stop_faults: Arc<Atomi
                 }
             }
         }
-        let id = {
-            let mut h = history.lock().unwrap();
-            h.attempts.push(Attempt {
-                acked: Vec::new(),
-                failed: Vec::new(),
-                partitions: HashSet::new(),
-                ids: w.producer.transaction_ids().unwrap(),
-                outcome: Outcome::Open,
-                commit_started: false,
-            });
-            h.attempts.len() - 1
-        };
+        let id = history
+            .lock()
+            .unwrap()
+            .begin_attempt(w.producer.transaction_ids().unwrap());
         let set = |o: Outcome| history.lock().unwrap().attempts[id].outcome = o;
         if let Err(e) = w.producer.begin_transaction() {
             panic!("seed {seed}: begin_transaction: {e}");

@@ -19,8 +19,8 @@ use logbus::producer::{ProducerConfig, Record};
 use logbus::{Broker, Consumer, ManualClock, Producer, TopicConfig, TopicPartition};
 
 use super::txn_checker::{
-    check, check_offsets_match_output, heal, retriable, tps, Attempt, History, Outcome, Shared,
-    GHOST, INPUTS, PARTITIONS, SCALE,
+    check, check_offsets_match_output, heal, retriable, tps, History, Outcome, Shared, GHOST,
+    INPUTS, PARTITIONS, SCALE,
 };
 use super::{assert_no_violations, seeds};
 
@@ -114,18 +114,10 @@ fn committed_all(broker: &Broker) -> bool {
 
 /// One transaction of the worker; `crash`: it stops mid-way (the producer becomes a zombie).
 fn step(w: &mut Worker, h: &Shared, crash: bool, abort: bool) -> bool {
-    let id = {
-        let mut h = h.lock().unwrap();
-        h.attempts.push(Attempt {
-            acked: Vec::new(),
-            failed: Vec::new(),
-            partitions: Default::default(),
-            ids: w.producer.transaction_ids().unwrap(),
-            outcome: Outcome::Open,
-            commit_started: false,
-        });
-        h.attempts.len() - 1
-    };
+    let id = h
+        .lock()
+        .unwrap()
+        .begin_attempt(w.producer.transaction_ids().unwrap());
     let set = |o: Outcome| h.lock().unwrap().attempts[id].outcome = o;
     w.producer.begin_transaction().unwrap();
     let values: Vec<u64> = w
