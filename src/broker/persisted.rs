@@ -600,7 +600,7 @@ where
     // this name: rewritten from the open partitions, durably, before its metadata
     // exists, so that a reopen never applies the old topic's offsets to the new one.
     data.write_log_checkpoints(None)?;
-    data.clear_commits_for_creation(name)?;
+    data.clear_namesake_for_creation(name)?;
     let mut metas = data.metas.lock();
     if metas.contains_key(name) {
         return Err(Error::TopicExists {
@@ -805,7 +805,7 @@ where
         parts,
     };
     if let Some(d) = broker.data() {
-        d.clear_commits_for_creation(name)?;
+        d.clear_namesake_for_creation(name)?;
     }
     // Leftovers of a creation that crashed before its metadata was written.
     for (p, s) in meta.parts.iter().enumerate() {

@@ -862,12 +862,18 @@ fn a_topic_created_again_is_cleaned_from_its_start() {
     use std::sync::Arc;
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::builder()
-        .data_dir(dir.path())
-        .create(true)
-        .clock(clock.clone() as Arc<dyn Clock>)
-        .open()
-        .unwrap();
+    let open = || {
+        Broker::builder()
+            .data_dir(dir.path())
+            .create(true)
+            .clock(clock.clone() as Arc<dyn Clock>)
+            // Only `compact_now`'s passes: a background pass over the new log while it is
+            // still shorter than the old first dirty offset would hide a kept one.
+            .log_cleaner_threads(0)
+            .open()
+            .unwrap()
+    };
+    let broker = open();
     let config = || {
         TopicConfig::new(1)
             .records_in_memory(4)
@@ -875,7 +881,11 @@ fn a_topic_created_again_is_cleaned_from_its_start() {
             .delete_retention(Duration::from_secs(10))
             .persist(PersistConfig::new().segment_bytes(4096))
     };
-    let write = |model: &mut BTreeMap<String, Option<String>>, first: &[(&str, Option<&str>)]| {
+    // The new log is twice the old one: the old first dirty offset lies in its cleanable
+    // segments, whatever the writer's batches.
+    let write = |model: &mut BTreeMap<String, Option<String>>,
+                 first: &[(&str, Option<&str>)],
+                 fillers: usize| {
         let producer = broker.producer::<String, Option<String>>();
         let mut send = |key: String, value: Option<String>| {
             producer
@@ -886,14 +896,14 @@ fn a_topic_created_again_is_cleaned_from_its_start() {
         for (k, v) in first {
             send(k.to_string(), v.map(str::to_string));
         }
-        for i in 0..300 {
+        for i in 0..fillers {
             send(format!("filler-{}", i % 5), Some(format!("{i:040}")));
         }
     };
     broker
         .create_topic::<String, Option<String>>("kv", config())
         .unwrap();
-    write(&mut BTreeMap::new(), &[]);
+    write(&mut BTreeMap::new(), &[], 300);
     clock.advance(Duration::from_secs(30));
     broker.compact_now().unwrap();
     let cleaner = broker.describe_topic("kv").unwrap().partitions[0].cleaner;
@@ -906,7 +916,13 @@ fn a_topic_created_again_is_cleaned_from_its_start() {
     write(
         &mut model,
         &[("gone", Some("before the deletion")), ("gone", None)],
+        600,
     );
+    // Every record on disk before the pass (the writer is asynchronous), and the progress
+    // as a reopen reads it from the cleaner's checkpoint.
+    broker.close().unwrap();
+    let broker = open();
+    let _t = broker.topic::<String, Option<String>>("kv").unwrap();
     clock.advance(Duration::from_secs(30));
     broker.compact_now().unwrap();
     let kept = replay::<Option<String>>(&broker, "kv", 0, ReadUncommitted);

@@ -340,6 +340,12 @@ impl DataDir {
         checkpoint::write(&*self.io, &self.dir.join(CLEANER_OFFSETS), &entries)
     }
 
+    /// Forgets the cleaner's progress over topic `topic`'s partitions (deleted, or about
+    /// to be created again).
+    pub(crate) fn forget_cleaner_progress(&self, topic: &str) {
+        self.cleaner.progress.lock().retain(|(t, _), _| t != topic);
+    }
+
     /// The first dirty offsets of the checkpoint (at open).
     pub(crate) fn read_cleaner_checkpoint(&self) -> Result<()> {
         let read = read_tpo(&*self.io, &self.dir.join(CLEANER_OFFSETS))?;

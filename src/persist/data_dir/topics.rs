@@ -185,13 +185,17 @@ impl DataDir {
         self.loaded.lock().retain(|(_, t, _), _| t != topic);
     }
 
-    /// Before a topic named `topic` is created: the offsets checkpoint may still hold a
-    /// deleted topic's offsets under this name (a crash came before the next checkpoint),
-    /// rewritten without them, durably, before the new metadata exists, so that a reopen
-    /// never applies them to the new topic.
-    pub(crate) fn clear_commits_for_creation(&self, topic: &str) -> Result<()> {
+    /// Before a topic named `topic` is created: the offsets and cleaner checkpoints may
+    /// still hold a deleted topic's offsets under this name (a crash came before the next
+    /// checkpoint), rewritten without them, durably, before the new metadata exists, so
+    /// that a reopen never applies them to the new topic. The cleaner's first dirty offset
+    /// goes too: kept, the new log's records below it would count as cleaned, and an
+    /// expired tombstone there would be dropped while its key's older value stayed.
+    pub(crate) fn clear_namesake_for_creation(&self, topic: &str) -> Result<()> {
         self.forget_commits(topic);
-        self.write_offsets()
+        self.write_offsets()?;
+        self.forget_cleaner_progress(topic);
+        self.write_cleaner_checkpoint()
     }
 
     /// Grows topic `name` from `from` to `to` persisted partitions: their directories
@@ -298,6 +302,8 @@ impl DataDir {
                 first_error.get_or_insert(e);
             }
         }
+        // After every pass over its logs has ended (`close_partition_log` waits for them).
+        self.forget_cleaner_progress(name);
         first_error.map_or(Ok(()), Err)
     }
 
