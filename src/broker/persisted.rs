@@ -598,8 +598,12 @@ where
     }
     // The recovery-point and log-start checkpoints may still name a deleted topic of
     // this name: rewritten from the open partitions, durably, before its metadata
-    // exists, so that a reopen never applies the old topic's offsets to the new one.
-    data.write_log_checkpoints(None)?;
+    // exists, so that a reopen never applies the old topic's offsets to the new one. A
+    // name no checkpoint file may hold needs no rewrite (the deleted topic's partitions
+    // left the open ones at its deletion).
+    if data.checkpoints_may_name(name)? {
+        data.write_log_checkpoints(None)?;
+    }
     data.clear_namesake_for_creation(name)?;
     let mut metas = data.metas.lock();
     if metas.contains_key(name) {

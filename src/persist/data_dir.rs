@@ -60,7 +60,7 @@
 //!   new `Io` method needs its `FaultyIo` model to say what survives a `crash` (see
 //!   `remove_dir`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -475,6 +475,12 @@ pub(crate) struct DataDir {
     /// checkpoint writers: each file's writers share its temp file, and a snapshot must
     /// reach the file in the order it was taken. Taken before `loaded` and `open`.
     checkpointing: Mutex<()>,
+    /// Every topic name the checkpoint files (recovery points, log starts, consumer offsets,
+    /// cleaner offsets) may hold: the names read at open, and each name a writer puts in a
+    /// file, added under `checkpointing` before the write (a failed write may still have
+    /// replaced the file). Never shrinks: a name outside it is in none of the files, as
+    /// they are now and as a crash would leave them.
+    checkpointed: Mutex<BTreeSet<String>>,
     stop: AtomicBool,
     stop_wait: WaitSet,
     closed: AtomicBool,
@@ -530,6 +536,11 @@ impl DataDir {
         }
         let points = read_tpo(&*io, &dir.join(RECOVERY_POINTS))?;
         let starts = read_tpo(&*io, &dir.join(LOG_STARTS))?;
+        let mut checkpointed: BTreeSet<String> = points
+            .keys()
+            .chain(starts.keys())
+            .map(|(t, _)| t.clone())
+            .collect();
         let mut metas = BTreeMap::new();
         for name in io.list_dir(&dir).map_err(|e| io_err("listing", &dir, e))? {
             let Some(topic) = name.strip_suffix(TOPIC_SUFFIX) else {
@@ -605,6 +616,7 @@ impl DataDir {
         let mut loaded = BTreeMap::new();
         let offsets_path = dir.join(OFFSETS);
         for g in checkpoint::read::<GroupOffset>(&*io, &offsets_path)?.unwrap_or_default() {
+            checkpointed.insert(g.1.topic.clone());
             loaded.insert((g.0, g.1.topic, g.1.partition), g.1.offset);
         }
         let data = Arc::new(DataDir {
@@ -625,6 +637,7 @@ impl DataDir {
             cleaners: Mutex::new(Vec::new()),
             cleaner: CleanerState::default(),
             checkpointing: Mutex::new(()),
+            checkpointed: Mutex::new(checkpointed),
             stop: AtomicBool::new(false),
             stop_wait: WaitSet::new(),
             closed: AtomicBool::new(false),
@@ -741,6 +754,7 @@ impl DataDir {
                 }
             }
         }
+        self.note_checkpointed(points.iter().chain(&starts));
         checkpoint::write(&*self.io, &self.dir.join(RECOVERY_POINTS), &points)?;
         checkpoint::write(&*self.io, &self.dir.join(LOG_STARTS), &starts)
     }
@@ -942,12 +956,38 @@ impl DataDir {
         self.write_offset_map(with_live_commits(loaded, open))
     }
 
+    /// Under `checkpointing`.
     fn write_offset_map(&self, all: OffsetMap) -> Result<()> {
         let entries: Vec<GroupOffset> = all
             .into_iter()
             .map(|((g, t, p), o)| GroupOffset(g, tpo(&t, p, o)))
             .collect();
+        self.note_checkpointed(entries.iter().map(|g| &g.1));
         checkpoint::write(&*self.io, &self.dir.join(OFFSETS), &entries)
+    }
+
+    /// Adds the topics of `entries`, about to be written to a checkpoint file, to
+    /// `checkpointed`. Under `checkpointing`.
+    fn note_checkpointed<'a>(&self, entries: impl Iterator<Item = &'a TopicPartitionOffset>) {
+        let mut names = self.checkpointed.lock();
+        for e in entries {
+            if !names.contains(&e.topic) {
+                names.insert(e.topic.clone());
+            }
+        }
+    }
+
+    /// Whether a checkpoint file may hold an entry of topic `topic` (see `checkpointed`).
+    /// Under `checkpointing`, so that a writer's snapshot taken before the caller forgot the
+    /// topic has noted it by then.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] once `close` began, as a checkpoint write would.
+    pub(crate) fn checkpoints_may_name(&self, topic: &str) -> Result<bool> {
+        let _writing = self.checkpointing.lock();
+        self.check_open()?;
+        Ok(self.checkpointed.lock().contains(topic))
     }
 
     /// Per partition: log start and log end; per group: committed offsets.

@@ -69,7 +69,8 @@
 //!   offsets that checkpoint writes), and at leader or ISR changes and close. A checkpoint
 //!   the background thread writes in between may hold offsets above the saved HW: after a
 //!   crash those are clamped to it and reported.
-//!   Creating a topic first rewrites the checkpoint without a deleted namesake's offsets.
+//!   Creating a topic first rewrites the checkpoint without a deleted namesake's offsets,
+//!   unless no checkpoint file read at open or written since names the topic.
 //! - [`Broker::close`](crate::broker::Broker::close) stops the writers (draining the rings), closes every segment set,
 //!   writes the checkpoints and the clean-shutdown marker, and joins every thread; the next
 //!   open then skips revalidation, as Kafka does.

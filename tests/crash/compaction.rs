@@ -11,7 +11,7 @@ use logbus::consumer::ConsumerConfig;
 use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
 
-use crate::persisted_common::one_at_a_time;
+use crate::persisted_common::{assert_verifies, check_read_back, note_acked, one_at_a_time};
 
 const KEYS: u64 = 13;
 
@@ -83,10 +83,7 @@ fn compaction_sigkill_rounds() {
             dir.path(),
             Duration::from_millis(80 + (round * 53) % 200),
         );
-        for o in crate::numbers_after(&stdout, "acked ") {
-            let last = acked.entry(o % KEYS).or_insert(o);
-            *last = (*last).max(o);
-        }
+        note_acked(&stdout, KEYS, &mut acked);
         let broker = open(dir.path());
         if !broker.topics().contains(&"kv".to_string()) {
             broker.close().unwrap();
@@ -111,34 +108,10 @@ fn compaction_sigkill_rounds() {
             }
         }
         drop(c);
-        for w in got.windows(2) {
-            assert!(w[0].0 < w[1].0, "round {round}: {} then {}", w[0].0, w[1].0);
-        }
-        let mut latest: HashMap<u64, u64> = HashMap::new();
-        for (o, k, v) in &got {
-            assert!(
-                v.starts_with(&format!("v{o}-")),
-                "round {round}: {v} at {o}"
-            );
-            assert_eq!(*k, format!("k{}", o % KEYS), "round {round}");
-            latest.insert(o % KEYS, *o);
-        }
-        for (k, a) in &acked {
-            let l = latest.get(k).copied();
-            assert!(
-                l.is_some_and(|l| l >= *a),
-                "round {round}: key k{k} acked at {a}, latest present {l:?}"
-            );
-        }
+        check_read_back(&got, KEYS, &acked, &format!("round {round}"));
         compacted += usize::from((got.len() as u64) < end);
         broker.close().unwrap();
-        let pdir = dir.path().join("kv-0");
-        let report = logbus::storage::verify_dir(&logbus::storage::FsIo, &pdir).unwrap();
-        assert!(
-            report.problem.is_none(),
-            "round {round}: {:?}",
-            report.problem
-        );
+        assert_verifies(&dir.path().join("kv-0"), &format!("round {round}"));
         checked += 1;
     }
     assert!(checked > rounds / 2, "only {checked} rounds checked");

@@ -6,7 +6,7 @@
 //! offset, each key's last acknowledged value (or a later one) is there, and every
 //! replica's directory verifies and holds the same key → latest offset view.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -16,7 +16,9 @@ use logbus::persist::{FlushPolicy, PersistConfig};
 use logbus::producer::Record;
 use logbus::storage::BatchIter;
 
-use crate::persisted_common::one_at_a_time;
+use crate::persisted_common::{
+    assert_verifies, check_read_back, latest_by_key, note_acked, one_at_a_time,
+};
 
 const KEYS: u64 = 11;
 const T: &str = "kv";
@@ -103,21 +105,6 @@ fn disk_records(part: &Path) -> Vec<(u64, String, String)> {
     out
 }
 
-/// Each record is the one the child sent at its offset, offsets increase; key → latest
-/// offset.
-fn latest_view(records: &[(u64, String, String)], what: &str) -> BTreeMap<u64, u64> {
-    for w in records.windows(2) {
-        assert!(w[0].0 < w[1].0, "{what}: {} then {}", w[0].0, w[1].0);
-    }
-    let mut latest = BTreeMap::new();
-    for (o, k, v) in records {
-        assert!(v.starts_with(&format!("v{o}-")), "{what}: {v} at {o}");
-        assert_eq!(*k, format!("k{}", o % KEYS), "{what}");
-        latest.insert(o % KEYS, *o);
-    }
-    latest
-}
-
 #[test]
 fn replicated_compaction_sigkill_rounds() {
     let _serial = one_at_a_time();
@@ -138,10 +125,7 @@ fn replicated_compaction_sigkill_rounds() {
             root.path(),
             Duration::from_millis(150 + (round * 53) % 250),
         );
-        for o in crate::numbers_after(&stdout, "acked ") {
-            let last = acked.entry(o % KEYS).or_insert(o);
-            *last = (*last).max(o);
-        }
+        note_acked(&stdout, KEYS, &mut acked);
         let broker = open(root.path());
         if !broker.topics().contains(&T.to_string()) {
             broker.close().unwrap();
@@ -166,27 +150,14 @@ fn replicated_compaction_sigkill_rounds() {
             }
         }
         drop(c);
-        let latest = latest_view(&got, &format!("round {round}: read"));
-        for (k, a) in &acked {
-            let l = latest.get(k).copied();
-            assert!(
-                l.is_some_and(|l| l >= *a),
-                "round {round}: key k{k} acked at {a}, latest present {l:?}"
-            );
-        }
+        let latest = check_read_back(&got, KEYS, &acked, &format!("round {round}: read"));
         broker.close().unwrap();
         for dir in dirs(root.path()) {
             let part = dir.join(format!("{T}-0"));
-            let report = logbus::storage::verify_dir(&logbus::storage::FsIo, &part).unwrap();
-            assert!(
-                report.problem.is_none(),
-                "round {round}: {}: {:?}",
-                part.display(),
-                report.problem
-            );
-            let records = disk_records(&part);
             let what = format!("round {round}: {}", part.display());
-            assert_eq!(latest_view(&records, &what), latest, "{what}");
+            assert_verifies(&part, &what);
+            let records = disk_records(&part);
+            assert_eq!(latest_by_key(&records, KEYS, &what), latest, "{what}");
             compacted += usize::from((records.len() as u64) < end);
         }
         checked += 1;

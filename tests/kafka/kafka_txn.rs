@@ -32,6 +32,20 @@ fn transactional(broker: &KafkaBroker, id: &str) -> KafkaProducer<(), u64> {
         .expect("transactional producer")
 }
 
+/// A mock cluster's broker with `topics` of one partition each, and `id`'s transactional
+/// producer on it, initialized.
+fn mock_with_producer(topics: &[&str], id: &str) -> (KafkaBroker, KafkaProducer<(), u64>) {
+    let broker = mock_broker();
+    for topic in topics {
+        broker
+            .create_topic::<(), u64>(topic, TopicConfig::new(1))
+            .unwrap();
+    }
+    let p = transactional(&broker, id);
+    p.init_transactions().unwrap();
+    (broker, p)
+}
+
 fn reader(broker: &KafkaBroker, level: IsolationLevel, topic: &str) -> KafkaConsumer<(), u64> {
     let mut c = broker
         .consumer::<(), u64>(
@@ -135,12 +149,7 @@ fn calls_out_of_turn_are_refused_as_in_process() {
 
 #[test]
 fn a_committed_transaction_is_read_by_read_committed_consumers() {
-    let broker = mock_broker();
-    broker
-        .create_topic::<(), u64>("out", TopicConfig::new(1))
-        .unwrap();
-    let p = transactional(&broker, "committer");
-    p.init_transactions().unwrap();
+    let (broker, p) = mock_with_producer(&["out"], "committer");
     for round in 0..3u64 {
         p.begin_transaction().unwrap();
         // A batch and single sends in one transaction; a clone shares it.
@@ -158,12 +167,7 @@ fn a_committed_transaction_is_read_by_read_committed_consumers() {
 
 #[test]
 fn an_aborted_transaction_is_read_uncommitted_and_the_next_one_commits() {
-    let broker = mock_broker();
-    broker
-        .create_topic::<(), u64>("out", TopicConfig::new(1))
-        .unwrap();
-    let p = transactional(&broker, "aborter");
-    p.init_transactions().unwrap();
+    let (broker, p) = mock_with_producer(&["out"], "aborter");
     p.begin_transaction().unwrap();
     send_all(&p, "out", 0..4);
     p.abort_transaction().unwrap();
@@ -178,12 +182,7 @@ fn an_aborted_transaction_is_read_uncommitted_and_the_next_one_commits() {
 
 #[test]
 fn a_failed_send_leaves_the_transaction_abortable_only() {
-    let broker = mock_broker();
-    broker
-        .create_topic::<(), u64>("out", TopicConfig::new(1))
-        .unwrap();
-    let p = transactional(&broker, "abortable");
-    p.init_transactions().unwrap();
+    let (broker, p) = mock_with_producer(&["out"], "abortable");
     p.begin_transaction().unwrap();
     send_all(&p, "out", 0..2);
     // A permanent produce error: librdkafka fails the record and the transaction with it.
@@ -224,12 +223,7 @@ fn a_failed_send_leaves_the_transaction_abortable_only() {
 
 #[test]
 fn an_abortable_end_txn_error_is_aborted_then_the_producer_goes_on() {
-    let broker = mock_broker();
-    broker
-        .create_topic::<(), u64>("out", TopicConfig::new(1))
-        .unwrap();
-    let p = transactional(&broker, "endtxn");
-    p.init_transactions().unwrap();
+    let (broker, p) = mock_with_producer(&["out"], "endtxn");
     p.begin_transaction().unwrap();
     send_all(&p, "out", 0..2);
     // An EndTxn error librdkafka calls permanent, not fatal: the transaction must be
@@ -252,12 +246,7 @@ fn an_abortable_end_txn_error_is_aborted_then_the_producer_goes_on() {
 
 #[test]
 fn a_fenced_producer_gets_producer_fenced_from_then_on() {
-    let broker = mock_broker();
-    broker
-        .create_topic::<(), u64>("out", TopicConfig::new(1))
-        .unwrap();
-    let p = transactional(&broker, "fenced");
-    p.init_transactions().unwrap();
+    let (broker, p) = mock_with_producer(&["out"], "fenced");
     p.begin_transaction().unwrap();
     send_all(&p, "out", 0..1);
     // The coordinator's answer to a producer a newer one with its id fenced.
@@ -322,15 +311,7 @@ fn offsets_go_to_the_group_coordinator_inside_the_transaction() {
 /// (negative) offset that would be skipped without a word, and the transaction goes on.
 #[test]
 fn an_offset_past_i64_max_is_refused_not_dropped() {
-    let broker = mock_broker();
-    broker
-        .create_topic::<(), u64>("in", TopicConfig::new(1))
-        .unwrap();
-    broker
-        .create_topic::<(), u64>("out", TopicConfig::new(1))
-        .unwrap();
-    let p = transactional(&broker, "big-offset");
-    p.init_transactions().unwrap();
+    let (_broker, p) = mock_with_producer(&["in", "out"], "big-offset");
     p.begin_transaction().unwrap();
     send_all(&p, "out", 0..1);
     let tp = TopicPartition::new("in", 0);
@@ -344,12 +325,7 @@ fn an_offset_past_i64_max_is_refused_not_dropped() {
 
 #[test]
 fn dropping_a_producer_with_a_transaction_open_aborts_it() {
-    let broker = mock_broker();
-    broker
-        .create_topic::<(), u64>("out", TopicConfig::new(1))
-        .unwrap();
-    let p = transactional(&broker, "dropped");
-    p.init_transactions().unwrap();
+    let (broker, p) = mock_with_producer(&["out"], "dropped");
     p.begin_transaction().unwrap();
     send_all(&p, "out", 0..2);
     // The drop aborts: an EndTxn request, which takes the one error queued for EndTxn (so
@@ -472,12 +448,7 @@ fn the_consume_transform_produce_loop_of_examples_exactly_once_runs() {
 fn mock_shows_aborted_records_to_read_committed_consumers() {
     // The mock writes no COMMIT/ABORT markers, answers the high watermark as the last
     // stable offset and lists no aborted transactions in its fetch responses.
-    let broker = mock_broker();
-    broker
-        .create_topic::<(), u64>("out", TopicConfig::new(1))
-        .unwrap();
-    let p = transactional(&broker, "mock-abort");
-    p.init_transactions().unwrap();
+    let (broker, p) = mock_with_producer(&["out"], "mock-abort");
     p.begin_transaction().unwrap();
     send_all(&p, "out", 0..2);
     p.abort_transaction().unwrap();
@@ -489,12 +460,7 @@ fn mock_shows_aborted_records_to_read_committed_consumers() {
 fn mock_does_not_fence_by_a_second_init_transactions() {
     // The mock gives every InitProducerId a new producer id at epoch 0 and keeps the old
     // one valid: the first producer is not fenced.
-    let broker = mock_broker();
-    broker
-        .create_topic::<(), u64>("out", TopicConfig::new(1))
-        .unwrap();
-    let first = transactional(&broker, "mock-twice");
-    first.init_transactions().unwrap();
+    let (broker, first) = mock_with_producer(&["out"], "mock-twice");
     let second = transactional(&broker, "mock-twice");
     second.init_transactions().unwrap();
     first.begin_transaction().unwrap();
@@ -506,15 +472,7 @@ fn mock_does_not_fence_by_a_second_init_transactions() {
 
 #[test]
 fn mock_does_not_commit_transactional_offsets() {
-    let broker = mock_broker();
-    broker
-        .create_topic::<(), u64>("in", TopicConfig::new(1))
-        .unwrap();
-    broker
-        .create_topic::<(), u64>("out", TopicConfig::new(1))
-        .unwrap();
-    let p = transactional(&broker, "mock-offsets");
-    p.init_transactions().unwrap();
+    let (broker, p) = mock_with_producer(&["in", "out"], "mock-offsets");
     p.begin_transaction().unwrap();
     send_all(&p, "out", 0..1);
     let tp = TopicPartition::new("in", 0);

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use logbus::broker::{Broker, CleanupPolicy, TopicConfig};
 use logbus::consumer::IsolationLevel::{ReadCommitted, ReadUncommitted};
-use logbus::persist::PersistConfig;
+use logbus::persist::{PersistConfig, PersistedTopicConfig};
 use logbus::producer::Record;
 use logbus::Error;
 
@@ -19,16 +19,37 @@ fn compacted() -> TopicConfig {
         .min_compaction_lag(Duration::from_millis(1500))
 }
 
+/// A broker on data directory `dir`, created there if new.
+fn created_broker(dir: &std::path::Path) -> Broker {
+    Broker::builder().data_dir(dir).create(true).open().unwrap()
+}
+
+/// Topic `kv` of the tests of cleaning passes: one partition, a short in-memory tail, 4 KiB
+/// segments (of `persist` otherwise) and a pass at the slightest dirt.
+fn eagerly_compacted(persist: PersistConfig) -> PersistedTopicConfig {
+    TopicConfig::new(1)
+        .records_in_memory(16)
+        .cleanup_policy(CleanupPolicy::Compact)
+        .min_cleanable_dirty_ratio(0.01)
+        .persist(persist.segment_bytes(4096))
+}
+
+/// Topic `kv` of the tests of tombstones (`Option` values): one partition, a short
+/// in-memory tail, 4 KiB segments, tombstones kept for 10 s.
+fn with_tombstones() -> PersistedTopicConfig {
+    TopicConfig::new(1)
+        .records_in_memory(4)
+        .cleanup_policy(CleanupPolicy::Compact)
+        .delete_retention(Duration::from_secs(10))
+        .persist(PersistConfig::new().segment_bytes(4096))
+}
+
 /// The policy and its knobs are written to the topic's metadata: a reopen keeps them.
 #[test]
 fn cleanup_policy_survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let broker = Broker::builder()
-            .data_dir(dir.path())
-            .create(true)
-            .open()
-            .unwrap();
+        let broker = created_broker(dir.path());
         broker
             .create_topic::<String, String>("c", compacted().persist(PersistConfig::new()))
             .unwrap();
@@ -62,11 +83,7 @@ fn cleanup_policy_survives_reopen() {
 fn metadata_without_a_policy_reads_as_delete() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let broker = Broker::builder()
-            .data_dir(dir.path())
-            .create(true)
-            .open()
-            .unwrap();
+        let broker = created_broker(dir.path());
         broker
             .create_topic::<String, String>("t", compacted().persist(PersistConfig::new()))
             .unwrap();
@@ -106,11 +123,7 @@ fn metadata_without_a_policy_reads_as_delete() {
 #[test]
 fn invalid_compaction_settings_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::builder()
-        .data_dir(dir.path())
-        .create(true)
-        .open()
-        .unwrap();
+    let broker = created_broker(dir.path());
     let refused = |config: TopicConfig, persist: PersistConfig| match broker
         .create_topic::<String, String>("x", config.persist(persist))
     {
@@ -165,11 +178,7 @@ fn invalid_compaction_settings_are_refused() {
 #[test]
 fn keyless_send_to_a_compacted_topic_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::builder()
-        .data_dir(dir.path())
-        .create(true)
-        .open()
-        .unwrap();
+    let broker = created_broker(dir.path());
     broker
         .create_topic::<String, String>("c", compacted().persist(PersistConfig::new()))
         .unwrap();
@@ -234,12 +243,9 @@ fn cleaner_threads_compact_under_a_producer_and_a_disk_reader() {
         .log_cleaner_backoff(Duration::from_millis(5))
         .open()
         .unwrap();
-    let config = TopicConfig::new(1)
-        .records_in_memory(16)
-        .cleanup_policy(CleanupPolicy::Compact)
-        .min_cleanable_dirty_ratio(0.01)
-        .persist(PersistConfig::new().segment_bytes(4096));
-    broker.create_topic::<String, String>("kv", config).unwrap();
+    broker
+        .create_topic::<String, String>("kv", eagerly_compacted(PersistConfig::new()))
+        .unwrap();
     let n: u64 = if cfg!(debug_assertions) {
         6_000
     } else {
@@ -423,13 +429,8 @@ fn none_values_are_tombstones_kept_for_delete_retention_then_dropped() {
             .unwrap()
     };
     let broker = open();
-    let config = TopicConfig::new(1)
-        .records_in_memory(4)
-        .cleanup_policy(CleanupPolicy::Compact)
-        .delete_retention(Duration::from_secs(10))
-        .persist(PersistConfig::new().segment_bytes(4096));
     broker
-        .create_topic::<String, Option<String>>("kv", config)
+        .create_topic::<String, Option<String>>("kv", with_tombstones())
         .unwrap();
     let producer = broker.producer::<String, Option<String>>();
     let mut model: BTreeMap<String, Option<String>> = BTreeMap::new();
@@ -539,11 +540,7 @@ fn a_null_value_read_as_a_type_without_null_is_a_decode_error() {
     use logbus::consumer::ConsumerConfig;
     let dir = tempfile::tempdir().unwrap();
     {
-        let broker = Broker::builder()
-            .data_dir(dir.path())
-            .create(true)
-            .open()
-            .unwrap();
+        let broker = created_broker(dir.path());
         broker
             .create_topic::<String, Option<String>>(
                 "t",
@@ -607,17 +604,10 @@ fn control_batches(partition_dir: &std::path::Path) -> usize {
 fn compaction_follows_the_transaction_rules() {
     use logbus::producer::ProducerConfig;
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::builder()
-        .data_dir(dir.path())
-        .create(true)
-        .open()
+    let broker = created_broker(dir.path());
+    broker
+        .create_topic::<String, String>("kv", eagerly_compacted(PersistConfig::new()))
         .unwrap();
-    let config = TopicConfig::new(1)
-        .records_in_memory(16)
-        .cleanup_policy(CleanupPolicy::Compact)
-        .min_cleanable_dirty_ratio(0.01)
-        .persist(PersistConfig::new().segment_bytes(4096));
-    broker.create_topic::<String, String>("kv", config).unwrap();
     let p = broker
         .producer_with_config::<String, String>(ProducerConfig::new().transactional_id("w"))
         .unwrap();
@@ -721,17 +711,10 @@ fn compaction_follows_the_transaction_rules() {
 #[test]
 fn compaction_keeps_idempotent_producer_state() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::builder()
-        .data_dir(dir.path())
-        .create(true)
-        .open()
+    let broker = created_broker(dir.path());
+    broker
+        .create_topic::<String, String>("kv", eagerly_compacted(PersistConfig::new()))
         .unwrap();
-    let config = TopicConfig::new(1)
-        .records_in_memory(16)
-        .cleanup_policy(CleanupPolicy::Compact)
-        .min_cleanable_dirty_ratio(0.01)
-        .persist(PersistConfig::new().segment_bytes(4096));
-    broker.create_topic::<String, String>("kv", config).unwrap();
     let p = broker.producer::<String, String>();
     let id = broker.init_producer_id();
     let n = 40i32;
@@ -781,20 +764,8 @@ fn compaction_keeps_idempotent_producer_state() {
 fn compressed_batches_are_compacted() {
     use logbus::persist::CompressionType;
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::builder()
-        .data_dir(dir.path())
-        .create(true)
-        .open()
-        .unwrap();
-    let config = TopicConfig::new(1)
-        .records_in_memory(16)
-        .cleanup_policy(CleanupPolicy::Compact)
-        .min_cleanable_dirty_ratio(0.01)
-        .persist(
-            PersistConfig::new()
-                .segment_bytes(4096)
-                .compression(CompressionType::Lz4),
-        );
+    let broker = created_broker(dir.path());
+    let config = eagerly_compacted(PersistConfig::new().compression(CompressionType::Lz4));
     broker.create_topic::<String, String>("kv", config).unwrap();
     let p = broker.producer::<String, String>();
     let mut model = std::collections::BTreeMap::new();
@@ -874,13 +845,6 @@ fn a_topic_created_again_is_cleaned_from_its_start() {
             .unwrap()
     };
     let broker = open();
-    let config = || {
-        TopicConfig::new(1)
-            .records_in_memory(4)
-            .cleanup_policy(CleanupPolicy::Compact)
-            .delete_retention(Duration::from_secs(10))
-            .persist(PersistConfig::new().segment_bytes(4096))
-    };
     // The new log is twice the old one: the old first dirty offset lies in its cleanable
     // segments, whatever the writer's batches.
     let write = |model: &mut BTreeMap<String, Option<String>>,
@@ -901,7 +865,7 @@ fn a_topic_created_again_is_cleaned_from_its_start() {
         }
     };
     broker
-        .create_topic::<String, Option<String>>("kv", config())
+        .create_topic::<String, Option<String>>("kv", with_tombstones())
         .unwrap();
     write(&mut BTreeMap::new(), &[], 300);
     clock.advance(Duration::from_secs(30));
@@ -910,7 +874,7 @@ fn a_topic_created_again_is_cleaned_from_its_start() {
     assert!(cleaner.is_some_and(|c| c.first_dirty > 100), "{cleaner:?}");
     broker.delete_topic("kv").unwrap();
     broker
-        .create_topic::<String, Option<String>>("kv", config())
+        .create_topic::<String, Option<String>>("kv", with_tombstones())
         .unwrap();
     let mut model = BTreeMap::new();
     write(

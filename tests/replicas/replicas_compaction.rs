@@ -11,11 +11,12 @@ use std::time::Duration;
 
 use logbus::broker::CleanupPolicy;
 use logbus::consumer::ConsumerConfig;
-use logbus::consumer::IsolationLevel::ReadUncommitted;
+use logbus::consumer::IsolationLevel::{ReadCommitted, ReadUncommitted};
 use logbus::persist::PersistConfig;
 use logbus::producer::{Acks, ProducerConfig, Record};
 use logbus::storage::BatchIter;
 use logbus::{Broker, Clock, ManualClock, TopicConfig, TopicPartition};
+use tempfile::TempDir;
 
 use crate::replay_common::replay;
 
@@ -60,6 +61,23 @@ fn config(lag: Duration) -> logbus::persist::PersistedTopicConfig {
         .delete_retention(Duration::from_secs(10))
         .min_compaction_lag(Duration::from_secs(20))
         .persist(PersistConfig::new().segment_bytes(4096))
+}
+
+/// Three new data directories (removed when the first element drops) and their paths, a
+/// manual clock at `T0`, and a broker opened on them by `open` (`open` or `open_eager`)
+/// with topic `T` created by `config(lag)`.
+fn cluster(
+    open: fn(&[PathBuf], &Arc<ManualClock>) -> Broker,
+    lag: Duration,
+) -> (Vec<TempDir>, Vec<PathBuf>, Arc<ManualClock>, Broker) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
+    let broker = open(&dirs, &clock);
+    broker
+        .create_topic::<String, Value>(T, config(lag))
+        .unwrap();
+    (tmp, dirs, clock, broker)
 }
 
 /// Writes and remembers what it wrote.
@@ -255,13 +273,7 @@ fn wait_hw(broker: &Broker) {
 /// `min_compaction_lag` left alone, and a reopen from disk.
 #[test]
 fn every_replica_compacts_through_an_election_a_stall_and_a_restart() {
-    let clock = Arc::new(ManualClock::new(T0));
-    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
-    let broker = open(&dirs, &clock);
-    broker
-        .create_topic::<String, Value>(T, config(Duration::from_secs(1)))
-        .unwrap();
+    let (_tmp, dirs, clock, broker) = cluster(open, Duration::from_secs(1));
     let mut w = Writer::new(&broker, Acks::All);
 
     // 1. Every replica cleans its own log, below its high watermark.
@@ -381,13 +393,7 @@ fn every_replica_compacts_through_an_election_a_stall_and_a_restart() {
 /// on every replica (a cleaner that went up to the log end would have removed it).
 #[test]
 fn no_replica_cleans_past_its_high_watermark() {
-    let clock = Arc::new(ManualClock::new(T0));
-    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
-    let broker = open(&dirs, &clock);
-    broker
-        .create_topic::<String, Value>(T, config(Duration::from_secs(3600)))
-        .unwrap();
+    let (_tmp, dirs, clock, broker) = cluster(open, Duration::from_secs(3600));
     let mut w = Writer::new(&broker, Acks::All);
     w.send("k".into(), Some("committed".into()));
     w.overwrites("a", 2);
@@ -473,13 +479,7 @@ enum Fault {
 }
 
 fn run_schedule(seed: u64) {
-    let clock = Arc::new(ManualClock::new(T0));
-    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
-    let mut broker = open_eager(&dirs, &clock);
-    broker
-        .create_topic::<String, Value>(T, config(Duration::from_secs(1)))
-        .unwrap();
+    let (_tmp, dirs, clock, mut broker) = cluster(open_eager, Duration::from_secs(1));
     let mut w = Writer::new(&broker, Acks::All);
     w.overwrites("init", 2);
     let mut fault = Fault::None;
@@ -682,13 +682,7 @@ fn a_failed_swap_then_a_power_loss_keeps_every_key() {
 /// tombstone expire by age and leaves such a replica diverged.)
 #[test]
 fn a_follower_behind_a_cleaned_tombstone_keeps_no_deleted_key() {
-    let clock = Arc::new(ManualClock::new(T0));
-    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
-    let broker = open(&dirs, &clock);
-    broker
-        .create_topic::<String, Value>(T, config(Duration::from_secs(1)))
-        .unwrap();
+    let (_tmp, dirs, clock, broker) = cluster(open, Duration::from_secs(1));
     let mut w = Writer::new(&broker, Acks::All);
     w.send("gone".into(), Some("before the deletion".into()));
     w.overwrites("a", 1);
@@ -738,13 +732,7 @@ fn a_follower_behind_a_cleaned_tombstone_keeps_no_deleted_key() {
 /// deleted key reads again.
 #[test]
 fn a_topic_created_again_is_cleaned_from_its_start() {
-    let clock = Arc::new(ManualClock::new(T0));
-    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
-    let broker = open(&dirs, &clock);
-    broker
-        .create_topic::<String, Value>(T, config(Duration::from_secs(3600)))
-        .unwrap();
+    let (_tmp, dirs, clock, broker) = cluster(open, Duration::from_secs(3600));
     let mut w = Writer::new(&broker, Acks::All);
     w.overwrites("a", 8);
     wait_in_sync(&broker);
@@ -774,13 +762,7 @@ fn a_topic_created_again_is_cleaned_from_its_start() {
 /// then a follower's directory fails and comes back. Every replica's view stays the model's.
 #[test]
 fn a_failed_and_restored_data_directory_keeps_every_replica_compacted_and_equal() {
-    let clock = Arc::new(ManualClock::new(T0));
-    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
-    let broker = open_eager(&dirs, &clock);
-    broker
-        .create_topic::<String, Value>(T, config(Duration::from_secs(3600)))
-        .unwrap();
+    let (_tmp, dirs, clock, broker) = cluster(open_eager, Duration::from_secs(3600));
     let mut w = Writer::new(&broker, Acks::All);
     w.overwrites("a", 4);
     wait_in_sync(&broker);
@@ -827,13 +809,8 @@ fn a_failed_and_restored_data_directory_keeps_every_replica_compacted_and_equal(
 #[test]
 fn a_close_during_cleaning_passes_keeps_every_replica_whole() {
     for round in 0..3 {
-        let clock = Arc::new(ManualClock::new(T0));
-        let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-        let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
-        let broker = Arc::new(open_eager(&dirs, &clock));
-        broker
-            .create_topic::<String, Value>(T, config(Duration::from_secs(3600)))
-            .unwrap();
+        let (_tmp, dirs, clock, broker) = cluster(open_eager, Duration::from_secs(3600));
+        let broker = Arc::new(broker);
         let mut w = Writer::new(&broker, Acks::All);
         w.overwrites("a", 6);
         wait_in_sync(&broker);
@@ -893,19 +870,13 @@ fn a_topic_deleted_and_created_again_during_passes_keeps_its_deletions() {
     broker.close().unwrap();
 }
 
-/// Transactions on a replicated compacted topic: every replica's cleaner removes an aborted
-/// transaction's records and keeps the committed value they would have superseded, so
-/// that whichever replica leads, a read-committed table reads each key's committed value.
-#[test]
-fn every_replica_cleans_aborted_transactions_away_and_keeps_committed_values() {
-    use logbus::consumer::IsolationLevel::ReadCommitted;
-    let clock = Arc::new(ManualClock::new(T0));
-    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
-    let broker = open(&dirs, &clock);
-    broker
-        .create_topic::<String, Value>(T, config(Duration::from_secs(3600)))
-        .unwrap();
+/// `w`'s transactions on `T`: six rounds of a committed transaction over 12 keys and an
+/// aborted one over the same keys, then a committed one of filler records that rolls them
+/// out of the active segment; every replica in sync after. Returns the producer and each
+/// key's committed value.
+fn committed_and_aborted_transactions(
+    broker: &Broker,
+) -> (logbus::Producer<String, Value>, BTreeMap<String, Value>) {
     let p = broker
         .producer_with_config::<String, Value>(
             ProducerConfig::new()
@@ -944,20 +915,22 @@ fn every_replica_cleans_aborted_transactions_away_and_keeps_committed_values() {
         model.insert(format!("fill-{}", i % 4), v);
     }
     p.commit_transaction().unwrap();
-    wait_in_sync(&broker);
-    clock.advance(Duration::from_secs(30));
-    let stats = broker.compact_now().unwrap();
-    assert!(stats.aborted_removed > 0, "{stats:?}");
+    wait_in_sync(broker);
+    (p, model)
+}
+
+/// Each replica leads in turn (the others crashed and back, in sync): a read-committed
+/// replay's live keys are `model`'s every time.
+fn read_committed_under_each_leader(broker: &Broker, model: &BTreeMap<String, Value>) {
     let want = live(model.clone().into_iter());
     for leader in 0..3u32 {
-        // Replica `leader` leads (the others crashed and back, in sync).
         for id in 0..3u32 {
             if id != leader {
                 broker.faults().crash_replica(T, 0, id).unwrap();
             }
         }
-        assert_eq!(partition(&broker).leader, Some(leader));
-        let got = replay::<Value>(&broker, T, 0, ReadCommitted);
+        assert_eq!(partition(broker).leader, Some(leader));
+        let got = replay::<Value>(broker, T, 0, ReadCommitted);
         assert_eq!(
             live(got.into_iter().map(|(_, k, v)| (k, v))),
             want,
@@ -968,8 +941,21 @@ fn every_replica_cleans_aborted_transactions_away_and_keeps_committed_values() {
                 broker.faults().restart_replica(T, 0, id).unwrap();
             }
         }
-        wait_in_sync(&broker);
+        wait_in_sync(broker);
     }
+}
+
+/// Transactions on a replicated compacted topic: every replica's cleaner removes an aborted
+/// transaction's records and keeps the committed value they would have superseded, so
+/// that whichever replica leads, a read-committed table reads each key's committed value.
+#[test]
+fn every_replica_cleans_aborted_transactions_away_and_keeps_committed_values() {
+    let (_tmp, _dirs, clock, broker) = cluster(open, Duration::from_secs(3600));
+    let (_p, model) = committed_and_aborted_transactions(&broker);
+    clock.advance(Duration::from_secs(30));
+    let stats = broker.compact_now().unwrap();
+    assert!(stats.aborted_removed > 0, "{stats:?}");
+    read_committed_under_each_leader(&broker, &model);
     broker.close().unwrap();
 }
 
@@ -978,53 +964,8 @@ fn every_replica_cleans_aborted_transactions_away_and_keeps_committed_values() {
 /// own log) before they clean.
 #[test]
 fn every_replica_reopened_cleans_aborted_transactions_away() {
-    use logbus::consumer::IsolationLevel::ReadCommitted;
-    let clock = Arc::new(ManualClock::new(T0));
-    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let dirs: Vec<PathBuf> = tmp.iter().map(|d| d.path().to_path_buf()).collect();
-    let broker = open(&dirs, &clock);
-    broker
-        .create_topic::<String, Value>(T, config(Duration::from_secs(3600)))
-        .unwrap();
-    let p = broker
-        .producer_with_config::<String, Value>(
-            ProducerConfig::new()
-                .transactional_id("w")
-                .request_timeout(WAIT),
-        )
-        .unwrap();
-    p.init_transactions().unwrap();
-    let mut model = BTreeMap::new();
-    for round in 0..6 {
-        p.begin_transaction().unwrap();
-        for k in 0..12 {
-            let v = Some(format!("committed-{round}-{k}"));
-            p.send(Record::new(T, v.clone()).key(format!("k{k}")).partition(0))
-                .unwrap();
-            model.insert(format!("k{k}"), v);
-        }
-        p.commit_transaction().unwrap();
-        p.begin_transaction().unwrap();
-        for k in 0..12 {
-            let v = Some(format!("aborted-{round}-{k}"));
-            p.send(Record::new(T, v).key(format!("k{k}")).partition(0))
-                .unwrap();
-        }
-        p.abort_transaction().unwrap();
-    }
-    p.begin_transaction().unwrap();
-    for i in 0..100 {
-        let v = Some(format!("{i:040}"));
-        p.send(
-            Record::new(T, v.clone())
-                .key(format!("fill-{}", i % 4))
-                .partition(0),
-        )
-        .unwrap();
-        model.insert(format!("fill-{}", i % 4), v);
-    }
-    p.commit_transaction().unwrap();
-    wait_in_sync(&broker);
+    let (_tmp, dirs, clock, broker) = cluster(open, Duration::from_secs(3600));
+    let (p, model) = committed_and_aborted_transactions(&broker);
     drop(p);
     broker.close().unwrap();
     let broker = open(&dirs, &clock);
@@ -1033,27 +974,6 @@ fn every_replica_reopened_cleans_aborted_transactions_away() {
     clock.advance(Duration::from_secs(30));
     let stats = broker.compact_now().unwrap();
     assert!(stats.aborted_removed > 0, "{stats:?}");
-    let want = live(model.clone().into_iter());
-    for leader in 0..3u32 {
-        // Replica `leader` leads (the others crashed and back, in sync).
-        for id in 0..3u32 {
-            if id != leader {
-                broker.faults().crash_replica(T, 0, id).unwrap();
-            }
-        }
-        assert_eq!(partition(&broker).leader, Some(leader));
-        let got = replay::<Value>(&broker, T, 0, ReadCommitted);
-        assert_eq!(
-            live(got.into_iter().map(|(_, k, v)| (k, v))),
-            want,
-            "read committed, replica {leader} leading"
-        );
-        for id in 0..3u32 {
-            if id != leader {
-                broker.faults().restart_replica(T, 0, id).unwrap();
-            }
-        }
-        wait_in_sync(&broker);
-    }
+    read_committed_under_each_leader(&broker, &model);
     broker.close().unwrap();
 }

@@ -284,3 +284,47 @@ fn a_recreated_topic_does_not_inherit_the_old_offsets_after_a_crash() {
     c.close();
     broker.close().unwrap();
 }
+
+/// As `a_recreated_topic_does_not_inherit_the_old_offsets_after_a_crash`, the offsets
+/// checkpointed in an earlier life and no checkpoint written in this one before the
+/// creation: the broker knows from the offsets checkpoint it read at open (the only file
+/// that names a replicated topic) that it holds the topic's offsets, so the creation still
+/// rewrites it. The single-copy topic's offsets stay.
+#[test]
+fn a_topic_recreated_after_a_reopen_does_not_inherit_the_checkpointed_offsets() {
+    let fs = FaultyIo::new(33);
+    let dirs = virtual_dirs();
+    let open = || {
+        Broker::builder()
+            .io(std::sync::Arc::new(fs.clone()))
+            .data_dirs(dirs.iter())
+            .create(true)
+            // No periodic offsets checkpoint: none is written between the open and the
+            // creation.
+            .offsets_checkpoint_interval(std::time::Duration::from_secs(3600))
+            .open()
+            .unwrap()
+    };
+    let broker = open();
+    create_topics(&broker);
+    commit_all(&broker);
+    broker.close().unwrap();
+    let broker = open();
+    broker.delete_topic(T).unwrap();
+    broker
+        .create_topic::<(), u64>(T, config(2).persist(PersistConfig::new()))
+        .unwrap();
+    broker.simulate_process_death();
+    drop(broker);
+    fs.kill();
+    let broker = open();
+    broker.topic::<(), u64>(T).unwrap();
+    broker.topic::<(), u64>(SINGLE).unwrap();
+    let c = group_consumer(&broker, GROUPS[1]);
+    for tp in every_partition() {
+        let want = (tp.topic == SINGLE).then(|| offset_of(1, SINGLE, tp.partition));
+        assert_eq!(c.committed(&tp).unwrap(), want, "{tp:?}");
+    }
+    c.close();
+    broker.close().unwrap();
+}

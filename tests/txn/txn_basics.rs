@@ -36,14 +36,21 @@ fn txn_producer(broker: &Broker, id: &str) -> logbus::Producer<(), u64> {
         .unwrap()
 }
 
-#[test]
-fn committed_records_are_read_and_aborted_ones_are_not() {
+/// An in-memory broker with topic `t` of `partitions` partitions, and `w`'s transactional
+/// producer on it, initialized.
+fn t_and_producer(partitions: u32) -> (Broker, logbus::Producer<(), u64>) {
     let broker = Broker::in_memory();
     broker
-        .create_topic::<(), u64>("t", TopicConfig::new(2))
+        .create_topic::<(), u64>("t", TopicConfig::new(partitions))
         .unwrap();
     let p = txn_producer(&broker, "w");
     p.init_transactions().unwrap();
+    (broker, p)
+}
+
+#[test]
+fn committed_records_are_read_and_aborted_ones_are_not() {
+    let (broker, p) = t_and_producer(2);
     p.begin_transaction().unwrap();
     for i in 0..4 {
         p.send(Record::new("t", i).partition((i % 2) as u32))
@@ -150,12 +157,7 @@ fn misuse_gets_typed_errors_naming_the_state() {
 
 #[test]
 fn a_second_producer_with_the_same_id_fences_the_first_and_aborts_its_transaction() {
-    let broker = Broker::in_memory();
-    broker
-        .create_topic::<(), u64>("t", TopicConfig::new(1))
-        .unwrap();
-    let old = txn_producer(&broker, "w");
-    old.init_transactions().unwrap();
+    let (broker, old) = t_and_producer(1);
     old.begin_transaction().unwrap();
     old.send(Record::new("t", 1)).unwrap();
     let new = txn_producer(&broker, "w");
@@ -241,12 +243,7 @@ fn offsets_sent_to_a_transaction_are_committed_with_it_only() {
 
 #[test]
 fn a_read_committed_groups_lag_counts_to_the_lso() {
-    let broker = Broker::in_memory();
-    broker
-        .create_topic::<(), u64>("t", TopicConfig::new(1))
-        .unwrap();
-    let p = txn_producer(&broker, "w");
-    p.init_transactions().unwrap();
+    let (broker, p) = t_and_producer(1);
     p.begin_transaction().unwrap();
     p.send(Record::new("t", 1)).unwrap();
     p.commit_transaction().unwrap();
@@ -270,10 +267,7 @@ fn a_read_committed_groups_lag_counts_to_the_lso() {
 
 #[test]
 fn a_read_committed_consumers_end_offset_is_the_lso() {
-    let broker = Broker::in_memory();
-    broker
-        .create_topic::<(), u64>("t", TopicConfig::new(1))
-        .unwrap();
+    let (broker, p) = t_and_producer(1);
     let tp = TopicPartition::new("t", 0);
     let end = |isolation| {
         broker
@@ -282,8 +276,6 @@ fn a_read_committed_consumers_end_offset_is_the_lso() {
             .end_offsets(std::slice::from_ref(&tp))
             .unwrap()[&tp]
     };
-    let p = txn_producer(&broker, "w");
-    p.init_transactions().unwrap();
     p.begin_transaction().unwrap();
     p.send(Record::new("t", 1)).unwrap();
     p.commit_transaction().unwrap();
@@ -302,13 +294,8 @@ fn a_read_committed_consumers_end_offset_is_the_lso() {
 /// transaction's records are read once it commits, not skipped.
 #[test]
 fn a_read_committed_consumer_starting_at_the_end_reads_the_open_transaction_once_committed() {
-    let broker = Broker::in_memory();
-    broker
-        .create_topic::<(), u64>("t", TopicConfig::new(1))
-        .unwrap();
+    let (broker, p) = t_and_producer(1);
     let tp = TopicPartition::new("t", 0);
-    let p = txn_producer(&broker, "w");
-    p.init_transactions().unwrap();
     p.begin_transaction().unwrap();
     p.send(Record::new("t", 1)).unwrap();
     p.send(Record::new("t", 2)).unwrap();
@@ -390,16 +377,11 @@ fn a_table_applies_committed_transactions_only() {
 /// the aborted run must still be skipped by read-committed readers (and only it).
 #[test]
 fn an_aborted_send_batch_is_skipped_and_the_plain_records_around_it_are_read() {
-    let broker = Broker::in_memory();
-    broker
-        .create_topic::<(), u64>("t", TopicConfig::new(1))
-        .unwrap();
-    let p = txn_producer(&broker, "w");
+    let (broker, p) = t_and_producer(1);
     let plain = broker.producer::<(), u64>();
     let batch = |range: std::ops::Range<u64>| -> Vec<Record<(), u64>> {
         range.map(|v| Record::new("t", v).partition(0)).collect()
     };
-    p.init_transactions().unwrap();
     p.begin_transaction().unwrap();
     assert_eq!(p.send_batch(&mut batch(0..3)).unwrap(), 3);
     plain.send(Record::new("t", 100).partition(0)).unwrap();
@@ -438,12 +420,7 @@ fn an_aborted_send_batch_is_skipped_and_the_plain_records_around_it_are_read() {
 /// to (the partition refuses the run) and on one it did not (the coordinator refuses it).
 #[test]
 fn a_fenced_producers_send_batch_appends_nothing() {
-    let broker = Broker::in_memory();
-    broker
-        .create_topic::<(), u64>("t", TopicConfig::new(2))
-        .unwrap();
-    let old = txn_producer(&broker, "w");
-    old.init_transactions().unwrap();
+    let (broker, old) = t_and_producer(2);
     old.begin_transaction().unwrap();
     let mut first = vec![Record::new("t", 1).partition(0)];
     old.send_batch(&mut first).unwrap();
@@ -478,13 +455,8 @@ fn a_fenced_producers_send_batch_appends_nothing() {
 /// commits. (A reset to `Latest` starts at the LSO instead, as Kafka's does.)
 #[test]
 fn a_read_committed_consumer_sought_past_the_lso_waits() {
-    let broker = Broker::in_memory();
-    broker
-        .create_topic::<(), u64>("t", TopicConfig::new(1))
-        .unwrap();
-    let p = txn_producer(&broker, "w");
+    let (broker, p) = t_and_producer(1);
     let plain = broker.producer::<(), u64>();
-    p.init_transactions().unwrap();
     p.begin_transaction().unwrap();
     p.send_batch(&mut vec![Record::new("t", 1).partition(0)])
         .unwrap();

@@ -111,11 +111,7 @@ fn state_of_w(broker: &Broker) -> TxnState {
 
 #[test]
 fn a_forgotten_producers_transaction_is_aborted_with_no_call_on_the_coordinator() {
-    let clock = Arc::new(ManualClock::new(1_000_000));
-    let broker = builder(&clock).build().unwrap();
-    broker
-        .create_topic::<(), u64>("t", TopicConfig::new(2))
-        .unwrap();
+    let (clock, broker) = in_memory_with_t(TopicConfig::new(2));
     let p = open_transaction(&broker);
     // Its process died: no call on the producer ever again (nor its drop).
     std::mem::forget(p);
@@ -132,11 +128,7 @@ fn a_forgotten_producers_transaction_is_aborted_with_no_call_on_the_coordinator(
 
 #[test]
 fn the_timed_out_producers_next_commit_gets_transaction_timed_out() {
-    let clock = Arc::new(ManualClock::new(1_000_000));
-    let broker = builder(&clock).build().unwrap();
-    broker
-        .create_topic::<(), u64>("t", TopicConfig::new(2))
-        .unwrap();
+    let (clock, broker) = in_memory_with_t(TopicConfig::new(2));
     // Kept, never called until the abort happened.
     let p = open_transaction(&broker);
     write_after(&broker);
@@ -173,6 +165,15 @@ fn a_zero_cleanup_interval_is_refused() {
             "{e}"
         );
     }
+}
+
+/// An in-memory broker on a new manual clock with topic `t` made by `config` (of two
+/// partitions: `open_transaction` and `write_after` write to both).
+fn in_memory_with_t(config: TopicConfig) -> (Arc<ManualClock>, Broker) {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let broker = builder(&clock).build().unwrap();
+    broker.create_topic::<(), u64>("t", config).unwrap();
+    (clock, broker)
 }
 
 /// A durable broker in a new directory with topic `t`, `w`'s transaction open on it and the
@@ -306,11 +307,7 @@ fn a_commit_racing_the_timeout_is_never_torn() {
 
 #[test]
 fn dropping_the_last_clone_aborts_its_open_transaction_at_once() {
-    let clock = Arc::new(ManualClock::new(1_000_000));
-    let broker = builder(&clock).build().unwrap();
-    broker
-        .create_topic::<(), u64>("t", TopicConfig::new(2))
-        .unwrap();
+    let (_clock, broker) = in_memory_with_t(TopicConfig::new(2));
     let p = open_transaction(&broker);
     let clone = p.clone();
     drop(p);
@@ -338,11 +335,7 @@ fn dropping_the_last_clone_aborts_its_open_transaction_at_once() {
 /// before its commit was asked.
 #[test]
 fn timeout_aborts_racing_send_batch_runs_leave_only_committed_records() {
-    let clock = Arc::new(ManualClock::new(1_000_000));
-    let broker = builder(&clock).build().unwrap();
-    broker
-        .create_topic::<(), u64>("t", TopicConfig::new(2).records_in_memory(1 << 14))
-        .unwrap();
+    let (clock, broker) = in_memory_with_t(TopicConfig::new(2).records_in_memory(1 << 14));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let ticker = {
         let (clock, stop) = (clock.clone(), stop.clone());

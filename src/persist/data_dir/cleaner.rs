@@ -337,6 +337,7 @@ impl DataDir {
             .filter(|(k, _)| open.contains(*k))
             .map(|((t, p), prog)| tpo(t, *p, prog.first_dirty))
             .collect();
+        self.note_checkpointed(entries.iter());
         checkpoint::write(&*self.io, &self.dir.join(CLEANER_OFFSETS), &entries)
     }
 
@@ -349,6 +350,9 @@ impl DataDir {
     /// The first dirty offsets of the checkpoint (at open).
     pub(crate) fn read_cleaner_checkpoint(&self) -> Result<()> {
         let read = read_tpo(&*self.io, &self.dir.join(CLEANER_OFFSETS))?;
+        self.checkpointed
+            .lock()
+            .extend(read.keys().map(|(t, _)| t.clone()));
         let mut progress = self.cleaner.progress.lock();
         for (key, first_dirty) in read {
             progress.entry(key).or_default().first_dirty = first_dirty;

@@ -191,10 +191,16 @@ impl DataDir {
     /// that a reopen never applies them to the new topic. The cleaner's first dirty offset
     /// goes too: kept, the new log's records below it would count as cleaned, and an
     /// expired tombstone there would be dropped while its key's older value stayed.
+    /// Forgotten in memory first: a name no checkpoint file may hold (`checkpoints_may_name`,
+    /// asked after that) is in none of them durably either, and no later write puts it back,
+    /// so the files are not rewritten.
     pub(crate) fn clear_namesake_for_creation(&self, topic: &str) -> Result<()> {
         self.forget_commits(topic);
-        self.write_offsets()?;
         self.forget_cleaner_progress(topic);
+        if !self.checkpoints_may_name(topic)? {
+            return Ok(());
+        }
+        self.write_offsets()?;
         self.write_cleaner_checkpoint()
     }
 
