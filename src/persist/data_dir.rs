@@ -68,6 +68,7 @@ use rayon::prelude::*;
 
 mod cleaner;
 mod marker;
+mod removals;
 mod replica_cleaner;
 mod topics;
 
@@ -116,6 +117,8 @@ struct CleanerState {
     replica_progress: Mutex<BTreeMap<ReplicaKey, replica_cleaner::ReplicaProgress>>,
     /// Replicas a cleaner thread is cleaning.
     replicas_in_progress: Mutex<std::collections::BTreeSet<ReplicaKey>>,
+    /// The passes' replaced files, removed after the passes (`data_dir/removals.rs`).
+    removals: removals::PendingRemovals,
 }
 
 /// The broker's clock (a std `Arc`) as the storage layer takes clocks (`sync::Arc`, which
@@ -870,6 +873,9 @@ impl DataDir {
             return Ok(());
         }
         self.stop_background();
+        // The cleaner threads are joined: their passes' replaced files go now. A failure
+        // leaves files the next open removes, so the close goes on (and reports it).
+        let removed = self.cleaner.removals.finish();
         let mut open = std::mem::take(&mut *self.open.lock());
         close_partitions(&mut open);
         let mut first_error = None;
@@ -909,7 +915,7 @@ impl DataDir {
         }
         self.lock.lock().take();
         match first_error {
-            None => Ok(()),
+            None => removed,
             Some(e) => Err(e),
         }
     }

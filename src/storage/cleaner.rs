@@ -236,32 +236,45 @@ pub struct Cleaned {
     pub(crate) stats: CleanStats,
 }
 
-/// Files renamed `.deleted` by a swap ([`SegmentSet::take_deleted_files`]), to remove.
-/// Dropped without [`remove`](DeletedFiles::remove), they stay until the next open of the
-/// log removes them (as it removes every `.deleted` file).
-#[derive(Debug)]
+/// Files renamed `.deleted` by a swap ([`SegmentSet::take_deleted_files`]), to remove. Their
+/// removal may wait (as Kafka's `file.delete.delay.ms`): no reader or writer of the log uses
+/// them, and no live file is ever named `.deleted`. Dropped without
+/// [`remove`](DeletedFiles::remove), they stay until the next open of the log removes them
+/// (as it removes every `.deleted` file).
+#[derive(Debug, Default)]
 pub struct DeletedFiles {
-    io: Arc<dyn Io>,
+    /// `None` only with no paths (the default: no files).
+    io: Option<Arc<dyn Io>>,
     paths: Vec<PathBuf>,
 }
 
 impl DeletedFiles {
+    /// Whether every file was removed (or there were none).
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
     /// Removes the files. No fsync: a removal lost to a crash is redone by the next open. A
     /// file already gone is fine: without the set's lock, a retention pass may have reused
     /// the name (its segment at that base deleted, renamed `.deleted` over this one) and
-    /// removed it.
+    /// removed it, or the log's directory may have been deleted with its topic.
     ///
     /// # Errors
     ///
-    /// The first removal that fails otherwise (the files after it are left too).
-    pub fn remove(self) -> Result<()> {
-        for p in &self.paths {
-            match self.io.remove_file(p) {
+    /// The first removal that fails otherwise; that file and the ones after it stay listed
+    /// here, for another try.
+    pub fn remove(&mut self) -> Result<()> {
+        let Some(io) = &self.io else {
+            return Ok(());
+        };
+        while let Some(p) = self.paths.last() {
+            match io.remove_file(p) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     return Err(io_err("removing", p)(e))
                 }
                 _ => {}
             }
+            self.paths.pop();
         }
         Ok(())
     }
@@ -1210,12 +1223,13 @@ impl SegmentSet {
     }
 
     /// The old segments' files the passes committed so far renamed `.deleted`: removing
-    /// them ([`DeletedFiles::remove`]) needs no lock on the set (as Kafka deletes a replaced
-    /// segment's files later, from another thread). Unlinking a file costs a journal update
-    /// on most file systems, milliseconds on some, which the set's lock need not be held for.
+    /// them ([`DeletedFiles::remove`]) needs no lock on the set and may wait (as Kafka
+    /// deletes a replaced segment's files later, from another thread). Unlinking a file
+    /// costs a journal update on most file systems, milliseconds on some, which neither the
+    /// set's lock nor the pass need be held for.
     pub fn take_deleted_files(&mut self) -> DeletedFiles {
         DeletedFiles {
-            io: self.io.clone(),
+            io: Some(self.io.clone()),
             paths: std::mem::take(&mut self.deleted_files),
         }
     }
@@ -1237,7 +1251,7 @@ impl SegmentSet {
         }
         let cleaned = plan.build()?;
         let stats = self.commit_clean(cleaned)?;
-        let deleted = self.take_deleted_files();
+        let mut deleted = self.take_deleted_files();
         self.guarded(|_| deleted.remove())?;
         Ok(stats)
     }
