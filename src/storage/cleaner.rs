@@ -25,7 +25,12 @@
 //!    tombstone (null value) older than `delete_retention` by its timestamp. In the dirty
 //!    section every keyed record was mapped, so a record there is its key's latest exactly
 //!    when its offset is one of the map's: the rewrite finds that in the map's offsets,
-//!    sorted, without hashing the key again. A batch keeps its base offset, last offset delta,
+//!    sorted, without hashing the key again. The map's scan checks every batch's CRC and
+//!    notes where each lies, so that the rewrite of a segment the map read whole reads
+//!    again only the batches it may keep: one of the dirty section none of whose offsets is
+//!    in the map, with no keyless record (the map counts a batch's keys against its records)
+//!    and not its producer's last batch, has every record superseded, and is dropped whole
+//!    unread (Kafka's cleaner reads each batch twice). A batch keeps its base offset, last offset delta,
 //!    leader epoch and producer fields; only its records (copied byte for byte, their deltas
 //!    unchanged), count, max timestamp, length and CRC change. A compressed batch is
 //!    decompressed, filtered the same way, and its survivors compressed again with its codec
@@ -88,7 +93,7 @@ use super::record_batch::compression::compress;
 use super::record_batch::{
     crc32c, field, Batch, BatchHeader, Compression, TimestampType, HEADER_SIZE, NO_TIMESTAMP,
 };
-use super::scan::{scan_log, scan_log_unverified, ScanEnd};
+use super::scan::{scan_log, ScanEnd};
 use super::segment::{IndexRule, Segment, SegmentParams};
 use super::segment_set::SegmentSet;
 use super::time_index::TimeIndex;
@@ -649,6 +654,28 @@ impl GroupWriter {
     }
 }
 
+/// Bytes the rewrite reads again at once, at most (one batch over it is read alone).
+const REWRITE_READ: usize = 1 << 20;
+
+/// One batch as the key map's scan found it (CRC checked).
+struct MappedBatch {
+    position: u64,
+    size: usize,
+    base: u64,
+    last: u64,
+    records: i32,
+    producer_id: i64,
+    /// In the dirty section, mapped, with no keyless record: dropped whole when none of
+    /// its offsets is a key's latest (and it is not its producer's last batch).
+    droppable: bool,
+}
+
+/// A segment the key map read whole: its batches, and its last batch's header.
+struct MappedSegment {
+    batches: Vec<MappedBatch>,
+    last_header: [u8; HEADER_SIZE],
+}
+
 /// The `.cleaned` files of the group based at `base`: its log, offset index and time index.
 fn cleaned_paths(dir: &Path, base: u64) -> [PathBuf; 3] {
     [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX]
@@ -727,18 +754,37 @@ impl CleanPlan {
         let mut map_end = cfg.first_dirty;
         let mut keys: Vec<(u128, u64)> = Vec::new();
         let mut buf = Vec::new();
-        'segments: for s in &self.segments {
+        // The segments the map read whole, by index in `self.segments`: their batches'
+        // places, for the rewrite to skip those it drops whole.
+        let mut mapped: Vec<Option<MappedSegment>> = Vec::new();
+        mapped.resize_with(self.segments.len(), || None);
+        'segments: for (i, s) in self.segments.iter().enumerate() {
             if s.next_offset <= cfg.first_dirty {
                 continue;
             }
             let file = self.open(s)?;
             let mut full = false;
             let mut unstable = false;
-            // CRCs unchecked here: the rewrite reads every batch the map reads again, checked,
-            // and a bad one fails the pass before anything is swapped.
-            let end = scan_log_unverified(&*file, &s.path, 0, s.size, self.max_batch_bytes, |b| {
+            let mut seen = MappedSegment {
+                batches: Vec::new(),
+                last_header: [0; HEADER_SIZE],
+            };
+            // CRCs checked here: a batch the rewrite drops whole is not read again.
+            let end = scan_log(&*file, &s.path, 0, s.size, self.max_batch_bytes, |b| {
                 let h = b.header();
+                let mut batch = MappedBatch {
+                    position: b.position(),
+                    size: b.as_bytes().len(),
+                    base: h.base_offset,
+                    last: h.last_offset(),
+                    records: h.records_count,
+                    producer_id: h.producer_id,
+                    droppable: false,
+                };
+                seen.last_header
+                    .copy_from_slice(&b.as_bytes()[..HEADER_SIZE]);
                 if h.next_offset() <= cfg.first_dirty {
+                    seen.batches.push(batch);
                     return Ok(true);
                 }
                 if h.base_offset >= txns.first_unstable {
@@ -751,7 +797,9 @@ impl CleanPlan {
                     keys.clear();
                     let (bytes, first) = records_section(&b, &mut buf)
                         .map_err(|e| e.in_file(&s.path, b.position()))?;
+                    let mut records = 0i64;
                     each_record(bytes, first, h, |r| {
+                        records += 1;
                         if let Some(k) = r.key {
                             keys.push((key_hash(&map.state, k), r.offset));
                         }
@@ -762,12 +810,17 @@ impl CleanPlan {
                         full = true;
                         return Ok(false);
                     }
+                    // A keyless record is always kept: its batch is read again.
+                    batch.droppable = keys.len() as i64 == records;
                 }
+                seen.batches.push(batch);
                 map_end = map_end.max(h.next_offset());
                 Ok(true)
             })?;
-            if let ScanEnd::Corrupt { error, .. } = end {
-                return Err(error);
+            match end {
+                ScanEnd::Corrupt { error, .. } => return Err(error),
+                ScanEnd::Complete if !full && !unstable => mapped[i] = Some(seen),
+                _ => {}
             }
             if full {
                 stats.map_full = true;
@@ -801,30 +854,41 @@ impl CleanPlan {
         let mut out = Vec::with_capacity(1 << 20);
         let mut batches: Vec<(usize, u64, i64)> = Vec::new();
         let mut kept = Vec::new();
-        for s in self.segments.iter().filter(|s| s.base < map_end) {
+        let mut read = Vec::new();
+        for (i, s) in self.segments.iter().enumerate() {
+            if s.base >= map_end {
+                break;
+            }
             stats.bytes_read += s.size;
             out.clear();
             batches.clear();
             // The header of the segment's last batch (for an emptied group).
             let mut last_header = None;
             let mut result = Ok(());
-            self.scan(s, |b| {
-                if result.is_err() {
-                    return Ok(());
-                }
-                let mut header = [0u8; HEADER_SIZE];
-                header.copy_from_slice(&b.as_bytes()[..HEADER_SIZE]);
-                last_header = Some(header);
+            let found = (&map, &latest[..], &txns, map_end);
+            let mut filter = |b: &Batch<'_>, stats: &mut CleanStats| {
                 let at = out.len();
-                let found = (&map, &latest[..], &txns, map_end);
-                match self.filter_batch(b, found, &mut stats, &mut out, &mut kept, &mut buf) {
-                    Ok(true) => batches.push(appended(&out, at, b.header())),
-                    Ok(false) => {}
-                    Err(e) => result = Err(e),
+                if self.filter_batch(b, found, stats, &mut out, &mut kept, &mut buf)? {
+                    batches.push(appended(&out, at, b.header()));
                 }
-                Ok(())
-            })?;
-            result?;
+                Ok::<(), Error>(())
+            };
+            if let Some(m) = &mapped[i] {
+                last_header = m.batches.last().map(|_| m.last_header);
+                self.rewrite_mapped(s, m, (&latest[..], &txns), &mut stats, &mut read, filter)?;
+            } else {
+                self.scan(s, |b| {
+                    if result.is_err() {
+                        return Ok(());
+                    }
+                    let mut header = [0u8; HEADER_SIZE];
+                    header.copy_from_slice(&b.as_bytes()[..HEADER_SIZE]);
+                    last_header = Some(header);
+                    result = filter(b, &mut stats);
+                    Ok(())
+                })?;
+                result?;
+            }
             let fits = group
                 .as_ref()
                 .is_some_and(|g| g.fits(&out, &batches, s.next_offset, self.segment_bytes));
@@ -851,6 +915,64 @@ impl CleanPlan {
             groups: out_groups,
             stats,
         })
+    }
+
+    /// Rewrites segment `s`, which the key map read whole (`m`): a batch of the dirty
+    /// section that holds no key's latest offset, no keyless record and is not its
+    /// producer's last is dropped whole without being read again (its records all
+    /// superseded, as `filter_batch` would find them one by one); the others are read again
+    /// (runs of neighbours at once, into `read`) and go through `filter`. Their CRCs were
+    /// checked by the map's scan of the same closed file.
+    fn rewrite_mapped(
+        &self,
+        s: &PlannedSegment,
+        m: &MappedSegment,
+        (latest, txns): (&[u64], &TxnFacts),
+        stats: &mut CleanStats,
+        read: &mut Vec<u8>,
+        mut filter: impl FnMut(&Batch<'_>, &mut CleanStats) -> Result<()>,
+    ) -> Result<()> {
+        let dropped_whole = |b: &MappedBatch| {
+            b.droppable
+                && latest.partition_point(|&o| o < b.base)
+                    == latest.partition_point(|&o| o <= b.last)
+                && txns.last_of_producer.get(&b.producer_id) != Some(&b.base)
+        };
+        let file = self.open(s)?;
+        let mut i = 0;
+        while i < m.batches.len() {
+            let first = &m.batches[i];
+            if dropped_whole(first) {
+                let records = u64::from(first.records.max(0).unsigned_abs());
+                stats.records_read += records;
+                stats.records_removed += records;
+                i += 1;
+                continue;
+            }
+            let mut j = i + 1;
+            while j < m.batches.len()
+                && m.batches[j].position + m.batches[j].size as u64 - first.position
+                    <= REWRITE_READ as u64
+                && !dropped_whole(&m.batches[j])
+            {
+                j += 1;
+            }
+            let last = &m.batches[j - 1];
+            read.resize(
+                (last.position + last.size as u64 - first.position) as usize,
+                0,
+            );
+            file.read_exact_at(read, first.position)
+                .map_err(io_err("reading", &s.path))?;
+            for b in &m.batches[i..j] {
+                let at = (b.position - first.position) as usize;
+                let batch = Batch::decode_unverified_at(&read[at..at + b.size], b.position)
+                    .map_err(|e| e.in_file(&s.path, b.position))?;
+                filter(&batch, stats)?;
+            }
+            i = j;
+        }
+        Ok(())
     }
 
     /// The pass's [`TxnFacts`]: one scan of the planned segments.
