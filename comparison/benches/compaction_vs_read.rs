@@ -17,9 +17,10 @@
 //!
 //! What the two sides do alike: both read every byte of the same closed segments, from the
 //! page cache (the source is read on every pair; the copy was just written), with no file
-//! dirty when the timing starts. What the pass does beyond a read, and must: it reads the
-//! bytes twice (once for the key map, once to rewrite them, as Kafka's cleaner does), checks
-//! every batch's CRC, writes the survivors and their indexes, and makes them durable: an
+//! dirty when the timing starts. What the pass does beyond a read, and must: it checks every
+//! batch's CRC and parses, hashes and maps every key, reads again the batches it may keep
+//! (Kafka's cleaner reads every batch twice; this one skips those whose records are all
+//! superseded), writes the survivors and their indexes, and makes them durable: an
 //! fsync of each cleaned file and of the directory at the swap's steps. Those fsyncs cost
 //! milliseconds each on most disks whatever their size, so the ratio depends on the file
 //! system as much as on the cleaner; `COMPACT_BENCH_PHASES=1` prints the pass's phases (the

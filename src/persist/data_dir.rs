@@ -23,7 +23,8 @@
 //!   recovery at open, the retention thread); `persist/data_dir/topics.rs`: an RF 1 topic's
 //!   life on disk (create, open, add partitions, delete); `persist/data_dir/cleaner.rs`: the
 //!   log cleaner threads over RF 1 logs, `persist/data_dir/replica_cleaner.rs`: which replica
-//!   of a replicated topic they clean (the pass itself runs in `replica::set::clean`).
+//!   of a replicated topic they clean (the pass itself runs in `replica::set::clean`),
+//!   `persist/data_dir/removals.rs`: the passes' replaced files, removed after the passes.
 //! - `persist/data_dir/marker.rs`: each data directory's marker, `meta.properties` (Kafka's
 //!   layout: `version`, `cluster.id`, `node.id`, `directory.id`, plus `logbus.directories`, the
 //!   broker's whole set). `BrokerBuilder::open` plans the markers twice: before anything is
