@@ -348,7 +348,11 @@ impl Hasher for IdentityU128 {
 /// multiply-xorshift hash for the other 64 bits (so that accidental collisions stay out of
 /// reach at any key count, as with Kafka's MD5).
 fn key_hash(state: &std::hash::RandomState, key: &[u8]) -> u128 {
-    let sip = state.hash_one(key);
+    // The bytes alone, not `Hash for [u8]`'s length prefix too: SipHash's last block
+    // carries the input's length already, and the prefix cost a compression round a key.
+    let mut hasher = state.build_hasher();
+    hasher.write(key);
+    let sip = hasher.finish();
     let mut h = 0x243f_6a88_85a3_08d3u64 ^ (key.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mut chunks = key.chunks_exact(8);
     for c in &mut chunks {
