@@ -266,20 +266,19 @@ impl DeletedFiles {
     ///
     /// # Errors
     ///
-    /// The first removal that fails otherwise; that file and the ones after it stay listed
-    /// here, for another try.
-    pub fn remove(&mut self) -> Result<()> {
+    /// The first removal that fails otherwise (the files after it are left too, for the
+    /// next open).
+    pub fn remove(self) -> Result<()> {
         let Some(io) = &self.io else {
             return Ok(());
         };
-        while let Some(p) = self.paths.last() {
+        for p in &self.paths {
             match io.remove_file(p) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     return Err(io_err("removing", p)(e))
                 }
                 _ => {}
             }
-            self.paths.pop();
         }
         Ok(())
     }
@@ -1377,7 +1376,7 @@ impl SegmentSet {
         }
         let cleaned = plan.build()?;
         let stats = self.commit_clean(cleaned)?;
-        let mut deleted = self.take_deleted_files();
+        let deleted = self.take_deleted_files();
         self.guarded(|_| deleted.remove())?;
         Ok(stats)
     }

@@ -827,7 +827,7 @@ fn deleted_files_are_removed_after_the_commit() {
         let mut log = open_log(&io, &dir, &clock, Checkpoints::default());
         let cleaned = log.plan_clean(&pass_config()).unwrap().build().unwrap();
         log.commit_clean(cleaned).expect("commit");
-        let mut files = log.take_deleted_files();
+        let files = log.take_deleted_files();
         let left = deleted(&io);
         assert!(!left.is_empty(), "nothing renamed .deleted");
         if drop_first {
@@ -873,7 +873,7 @@ impl Io for RemoveAtSync {
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         let pending = self.pending.lock().unwrap().take();
-        if let Some(mut files) = pending {
+        if let Some(files) = pending {
             files.remove().map_err(io::Error::other)?;
         }
         self.fs.remove_file(path)

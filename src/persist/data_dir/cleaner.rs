@@ -381,8 +381,8 @@ impl DataDir {
     /// while a log is dirty enough, else a nap of `log_cleaner_backoff`, until `close`.
     pub(super) fn cleaner_thread(&self) {
         while !self.stopping() {
-            // The replaced files of the passes so far (this thread's and others'); a
-            // failure stays queued for the next round, and `close` reports it.
+            // The replaced files of the passes so far (this thread's and others'); what a
+            // failed removal leaves, the next open removes.
             let _ = self.cleaner.removals.remove_queued();
             match self.clean_dirtiest(false) {
                 Some(Ok(_)) => continue,

@@ -15,8 +15,12 @@
 //!   in its turn, or the whole directory): each side takes a file already gone as removed.
 //! - **A crash** (or `simulate_process_death`) leaves them: the next open of the log removes
 //!   every `.deleted` file, as recovery does for any interrupted deletion.
-//! - **A removal that fails** keeps its files queued for the next try; `compact_now` and
-//!   `close` report the error.
+//! - **A removal that fails** (a failing disk, a directory failed by fault injection) leaves
+//!   its pass's remaining files to the next open, which removes them, rather than queuing
+//!   them again: a directory that stays failed would fail every later round, and every
+//!   `compact_now` and `close` with it. The round that met it reports the error: to
+//!   `compact_now` or `close` when they ran it; a cleaner thread's round drops it, as it
+//!   drops its passes' errors (the files are garbage nothing reads).
 
 use crate::storage::DeletedFiles;
 use crate::sync::{Mutex, WaitSet};
@@ -50,8 +54,8 @@ impl PendingRemovals {
     ///
     /// # Errors
     ///
-    /// The first removal that failed (its files, and the rest of its pass's, are queued
-    /// again).
+    /// The first removal that failed (its files, and the rest of its pass's, are left to
+    /// the next open).
     pub(super) fn remove_queued(&self) -> Result<()> {
         let taken = {
             let mut q = self.queue.lock();
@@ -62,24 +66,19 @@ impl PendingRemovals {
             std::mem::take(&mut q.files)
         };
         let mut first_error = None;
-        let mut failed = Vec::new();
-        for mut files in taken {
+        for files in taken {
             if let Err(e) = files.remove() {
                 first_error.get_or_insert(e);
-                failed.push(files);
             }
         }
-        {
-            let mut q = self.queue.lock();
-            q.files.extend(failed);
-            q.rounds -= 1;
-        }
+        self.queue.lock().rounds -= 1;
         self.round_ended.notify_all();
         first_error.map_or(Ok(()), Err)
     }
 
     /// Removes every file queued so far and waits for the rounds other threads run: once
-    /// it returns `Ok`, every file queued before the call is gone.
+    /// it returns, every file queued before the call is gone, or left to the next open
+    /// after a failed removal (reported here when this call's own round met it).
     ///
     /// # Errors
     ///
@@ -88,32 +87,79 @@ impl PendingRemovals {
         let removed = self.remove_queued();
         self.round_ended
             .wait_until(None, || (self.queue.lock().rounds == 0).then_some(()));
-        // Those rounds may have queued their failures again: one more try.
-        removed.and_then(|()| self.remove_queued())
+        removed
     }
 }
 
 #[cfg(all(test, not(logbus_loom)))]
 mod tests {
     use super::*;
-    use crate::storage::{BatchRecord, CleanConfig, LogConfig, LogSetup, SegmentSet};
+    use crate::storage::io::{DirLock, IoFile, OpenMode};
+    use crate::storage::{BatchRecord, CleanConfig, FsIo, Io, LogConfig, LogSetup, SegmentSet};
     use std::path::{Path, PathBuf};
 
-    fn open(dir: &Path) -> SegmentSet {
+    fn open_on(dir: &Path, io: crate::sync::Arc<dyn Io>) -> SegmentSet {
         let setup = LogSetup {
             config: LogConfig {
                 segment_bytes: 4096,
                 ..LogConfig::default()
             },
+            io,
             ..LogSetup::default()
         };
         SegmentSet::open(dir, setup).unwrap().0
     }
 
+    fn open(dir: &Path) -> SegmentSet {
+        open_on(dir, crate::sync::Arc::new(FsIo))
+    }
+
+    /// The file system, with removals failing (`EIO`) while `failing` is set.
+    #[derive(Debug, Default)]
+    struct FailingRemovals {
+        failing: std::sync::atomic::AtomicBool,
+    }
+
+    impl Io for FailingRemovals {
+        fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<Box<dyn IoFile>> {
+            FsIo.open(path, mode)
+        }
+        fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+            FsIo.list_dir(dir)
+        }
+        fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+            FsIo.create_dir_all(dir)
+        }
+        fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+            if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(std::io::Error::other("injected removal failure"));
+            }
+            FsIo.remove_file(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+            FsIo.rename(from, to)
+        }
+        fn remove_dir(&self, dir: &Path) -> std::io::Result<()> {
+            FsIo.remove_dir(dir)
+        }
+        fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+            FsIo.sync_dir(dir)
+        }
+        fn exists(&self, path: &Path) -> std::io::Result<bool> {
+            FsIo.exists(path)
+        }
+        fn lock_dir(&self, dir: &Path) -> std::io::Result<Box<dyn DirLock>> {
+            FsIo.lock_dir(dir)
+        }
+    }
+
     /// A log of several segments overwriting 4 keys, cleaned once: its replaced files are
     /// left `.deleted`, taken from the set.
     fn cleaned_log(dir: &Path) -> (SegmentSet, DeletedFiles) {
-        let mut log = open(dir);
+        clean(open(dir), dir)
+    }
+
+    fn clean(mut log: SegmentSet, dir: &Path) -> (SegmentSet, DeletedFiles) {
         let value = [7u8; 100];
         for i in 0..200u32 {
             let key = format!("k{}", i % 4);
@@ -233,5 +279,31 @@ mod tests {
             .map(|r| r.0)
             .collect();
         assert_eq!(again, kept);
+    }
+
+    /// A removal that fails is reported by the round that met it, and its files are left
+    /// to the next open, not queued again (a directory that stays failed would fail every
+    /// later round, `compact_now` and `close` with it).
+    #[test]
+    fn a_failed_removal_is_reported_once_and_left_to_the_next_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let io = crate::sync::Arc::new(FailingRemovals::default());
+        let (log, deleted) = clean(open_on(tmp.path(), io.clone()), tmp.path());
+        drop(log);
+        let pending = PendingRemovals::default();
+        pending.defer(deleted);
+        io.failing.store(true, std::sync::atomic::Ordering::SeqCst);
+        let err = pending.remove_queued().unwrap_err();
+        assert!(err.to_string().contains(".deleted"), "{err}");
+        assert!(pending.queue.lock().files.is_empty());
+        pending.finish().unwrap();
+        let left = deleted_files(tmp.path());
+        assert!(!left.is_empty());
+        io.failing.store(false, std::sync::atomic::Ordering::SeqCst);
+        let (_log, report) = SegmentSet::open(tmp.path(), LogSetup::default()).unwrap();
+        for f in &left {
+            assert!(report.removed_files.contains(f), "{f:?} in {report:?}");
+        }
+        assert_eq!(deleted_files(tmp.path()), Vec::<PathBuf>::new());
     }
 }
