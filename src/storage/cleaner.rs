@@ -813,8 +813,9 @@ impl CleanPlan {
                         full = true;
                         return Ok(false);
                     }
-                    // A keyless record is always kept: its batch is read again.
-                    batch.droppable = keys.len() as i64 == records;
+                    // A keyless record is always kept: its batch is read again. So is a batch
+                    // with no records, which the rewrite keeps whole (nothing in it removed).
+                    batch.droppable = records > 0 && keys.len() as i64 == records;
                 }
                 seen.batches.push(batch);
                 map_end = map_end.max(h.next_offset());
