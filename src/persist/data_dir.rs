@@ -23,7 +23,8 @@
 //!   recovery at open, the retention thread); `persist/data_dir/topics.rs`: an RF 1 topic's
 //!   life on disk (create, open, add partitions, delete); `persist/data_dir/cleaner.rs`: the
 //!   log cleaner threads over RF 1 logs, `persist/data_dir/replica_cleaner.rs`: which replica
-//!   of a replicated topic they clean (the pass itself runs in `replica::set::clean`).
+//!   of a replicated topic they clean (the pass itself runs in `replica::set::clean`),
+//!   `persist/data_dir/removals.rs`: the passes' replaced files, removed after the passes.
 //! - `persist/data_dir/marker.rs`: each data directory's marker, `meta.properties` (Kafka's
 //!   layout: `version`, `cluster.id`, `node.id`, `directory.id`, plus `logbus.directories`, the
 //!   broker's whole set). `BrokerBuilder::open` plans the markers twice: before anything is
@@ -68,6 +69,7 @@ use rayon::prelude::*;
 
 mod cleaner;
 mod marker;
+mod removals;
 mod replica_cleaner;
 mod topics;
 
@@ -116,6 +118,8 @@ struct CleanerState {
     replica_progress: Mutex<BTreeMap<ReplicaKey, replica_cleaner::ReplicaProgress>>,
     /// Replicas a cleaner thread is cleaning.
     replicas_in_progress: Mutex<std::collections::BTreeSet<ReplicaKey>>,
+    /// The passes' replaced files, removed after the passes (`data_dir/removals.rs`).
+    removals: removals::PendingRemovals,
 }
 
 /// The broker's clock (a std `Arc`) as the storage layer takes clocks (`sync::Arc`, which
@@ -884,6 +888,9 @@ impl DataDir {
             return Ok(());
         }
         self.stop_background();
+        // The cleaner threads are joined: their passes' replaced files go now. A failure
+        // leaves files the next open removes, so the close goes on (and reports it).
+        let removed = self.cleaner.removals.finish();
         let mut open = std::mem::take(&mut *self.open.lock());
         close_partitions(&mut open);
         let mut first_error = None;
@@ -923,7 +930,7 @@ impl DataDir {
         }
         self.lock.lock().take();
         match first_error {
-            None => Ok(()),
+            None => removed,
             Some(e) => Err(e),
         }
     }

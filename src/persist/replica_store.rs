@@ -22,7 +22,7 @@ use crate::partition::replica_log::{runs_of, ReplicaLog};
 use crate::partition::Entry;
 use crate::persist::FlushPolicy;
 use crate::storage::checkpoint::{self, EpochEntry};
-use crate::storage::cleaner::{CleanPlan, Cleaned};
+use crate::storage::cleaner::{CleanPlan, Cleaned, DeletedFiles};
 use crate::storage::record_batch::{HEADER_SIZE, MAX_RECORD_OVERHEAD};
 use crate::storage::{
     BatchIter, Checkpoints, CleanConfig, CleanStats, DirtyInfo, Io, LogConfig, LogSetup, SegmentSet,
@@ -243,8 +243,9 @@ pub(crate) trait ReplicaStore<K, V>: Send {
     /// set's lock, then hands the result to [`commit_clean`](Self::commit_clean)).
     fn plan_clean(&self, config: &CleanConfig) -> Result<CleanPlan>;
     /// Swaps a built pass's cleaned segments in (groups whose segments changed meanwhile
-    /// are left as they are).
-    fn commit_clean(&mut self, cleaned: Cleaned) -> Result<CleanStats>;
+    /// are left as they are); the replaced segments' files are returned, to be removed
+    /// after the pass, without the replica set's lock.
+    fn commit_clean(&mut self, cleaned: Cleaned) -> Result<(CleanStats, DeletedFiles)>;
     /// Closes the log cleanly (fsync).
     fn close(self: Box<Self>) -> Result<()>;
     /// A dead process: nothing more is written, not even the write buffer.
@@ -633,14 +634,11 @@ where
         self.set.plan_clean(config)
     }
 
-    fn commit_clean(&mut self, cleaned: Cleaned) -> Result<CleanStats> {
+    fn commit_clean(&mut self, cleaned: Cleaned) -> Result<(CleanStats, DeletedFiles)> {
         // Only closed segments change: the appender's open batch and the producer-state
         // snapshots (taken at rolls, of batch headers the cleaner keeps) stay valid.
         let stats = self.set.commit_clean(cleaned)?;
-        // The replaced segments' files, removed under the replica set's lock: a replica is
-        // cleaned rarely next to its appends, and its store has no other owner to hand them to.
-        self.set.take_deleted_files().remove()?;
-        Ok(stats)
+        Ok((stats, self.set.take_deleted_files()))
     }
 
     fn close(self: Box<Self>) -> Result<()> {

@@ -34,7 +34,7 @@ use crate::clock::Clock;
 use crate::codec::Codec;
 use crate::partition::topic_config::TopicConfig;
 use crate::storage::record_batch::Compression;
-use crate::storage::{checkpoint, CleanConfig, CleanStats, DirLock, DirtyInfo, Io};
+use crate::storage::{checkpoint, CleanConfig, CleanStats, DeletedFiles, DirLock, DirtyInfo, Io};
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::Arc as SyncArc;
 use crate::sync::Mutex;
@@ -84,9 +84,13 @@ pub(crate) trait DiskPartition: Send + Sync {
     /// log is cut or reopened); `None` when it cannot be cleaned now (offline, closed, or
     /// not yet truncated by leader epoch).
     fn replica_dirty_info(&self, id: u32, config: &mut CleanConfig) -> Option<(DirtyInfo, u64)>;
-    /// One cleaning pass over replica `id`'s log, never past its cleanable bound; `None`
-    /// when it cannot be cleaned now.
-    fn clean_replica(&self, id: u32, config: &CleanConfig) -> Option<Result<CleanStats>>;
+    /// One cleaning pass over replica `id`'s log, never past its cleanable bound, and the
+    /// replaced segments' files, to remove after it; `None` when it cannot be cleaned now.
+    fn clean_replica(
+        &self,
+        id: u32,
+        config: &CleanConfig,
+    ) -> Option<Result<(CleanStats, DeletedFiles)>>;
 }
 
 /// The metadata file of a replicated persisted topic: `<data dir>/<topic>.replicas`.
@@ -732,7 +736,14 @@ pub(crate) fn remove_tree(io: &dyn Io, dir: &Path) -> Result<()> {
     }
     for f in io.list_dir(dir).map_err(|e| io_err("listing", dir, e))? {
         let p = dir.join(f);
-        io.remove_file(&p).map_err(|e| io_err("removing", &p, e))?;
+        // Already gone is removed: a cleaning pass's replaced files are removed after the
+        // pass, without the replica's lock.
+        match io.remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io_err("removing", &p, e))
+            }
+            _ => {}
+        }
     }
     io.sync_dir(dir).map_err(|e| io_err("syncing", dir, e))?;
     io.remove_dir(dir).map_err(|e| io_err("removing", dir, e))?;

@@ -25,7 +25,12 @@
 //!    tombstone (null value) older than `delete_retention` by its timestamp. In the dirty
 //!    section every keyed record was mapped, so a record there is its key's latest exactly
 //!    when its offset is one of the map's: the rewrite finds that in the map's offsets,
-//!    sorted, without hashing the key again. A batch keeps its base offset, last offset delta,
+//!    sorted, without hashing the key again. The map's scan checks every batch's CRC and
+//!    notes where each lies, so that the rewrite of a segment the map read whole reads
+//!    again only the batches it may keep: one of the dirty section none of whose offsets is
+//!    in the map, with no keyless record (the map counts a batch's keys against its records)
+//!    and not its producer's last batch, has every record superseded, and is dropped whole
+//!    unread (Kafka's cleaner reads each batch twice). A batch keeps its base offset, last offset delta,
 //!    leader epoch and producer fields; only its records (copied byte for byte, their deltas
 //!    unchanged), count, max timestamp, length and CRC change. A compressed batch is
 //!    decompressed, filtered the same way, and its survivors compressed again with its codec
@@ -88,7 +93,7 @@ use super::record_batch::compression::compress;
 use super::record_batch::{
     crc32c, field, Batch, BatchHeader, Compression, TimestampType, HEADER_SIZE, NO_TIMESTAMP,
 };
-use super::scan::{scan_log, scan_log_unverified, ScanEnd};
+use super::scan::{scan_log, ScanEnd};
 use super::segment::{IndexRule, Segment, SegmentParams};
 use super::segment_set::SegmentSet;
 use super::time_index::TimeIndex;
@@ -236,27 +241,39 @@ pub struct Cleaned {
     pub(crate) stats: CleanStats,
 }
 
-/// Files renamed `.deleted` by a swap ([`SegmentSet::take_deleted_files`]), to remove.
-/// Dropped without [`remove`](DeletedFiles::remove), they stay until the next open of the
-/// log removes them (as it removes every `.deleted` file).
-#[derive(Debug)]
+/// Files renamed `.deleted` by a swap ([`SegmentSet::take_deleted_files`]), to remove. Their
+/// removal may wait (as Kafka's `file.delete.delay.ms`): no reader or writer of the log uses
+/// them, and no live file is ever named `.deleted`. Dropped without
+/// [`remove`](DeletedFiles::remove), they stay until the next open of the log removes them
+/// (as it removes every `.deleted` file).
+#[derive(Debug, Default)]
 pub struct DeletedFiles {
-    io: Arc<dyn Io>,
+    /// `None` only with no paths (the default: no files).
+    io: Option<Arc<dyn Io>>,
     paths: Vec<PathBuf>,
 }
 
 impl DeletedFiles {
+    /// Whether every file was removed (or there were none).
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
     /// Removes the files. No fsync: a removal lost to a crash is redone by the next open. A
     /// file already gone is fine: without the set's lock, a retention pass may have reused
     /// the name (its segment at that base deleted, renamed `.deleted` over this one) and
-    /// removed it.
+    /// removed it, or the log's directory may have been deleted with its topic.
     ///
     /// # Errors
     ///
-    /// The first removal that fails otherwise (the files after it are left too).
+    /// The first removal that fails otherwise (the files after it are left too, for the
+    /// next open).
     pub fn remove(self) -> Result<()> {
+        let Some(io) = &self.io else {
+            return Ok(());
+        };
         for p in &self.paths {
-            match self.io.remove_file(p) {
+            match io.remove_file(p) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     return Err(io_err("removing", p)(e))
                 }
@@ -330,7 +347,11 @@ impl Hasher for IdentityU128 {
 /// multiply-xorshift hash for the other 64 bits (so that accidental collisions stay out of
 /// reach at any key count, as with Kafka's MD5).
 fn key_hash(state: &std::hash::RandomState, key: &[u8]) -> u128 {
-    let sip = state.hash_one(key);
+    // The bytes alone, not `Hash for [u8]`'s length prefix too: SipHash's last block
+    // carries the input's length already, and the prefix cost a compression round a key.
+    let mut hasher = state.build_hasher();
+    hasher.write(key);
+    let sip = hasher.finish();
     let mut h = 0x243f_6a88_85a3_08d3u64 ^ (key.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mut chunks = key.chunks_exact(8);
     for c in &mut chunks {
@@ -636,6 +657,28 @@ impl GroupWriter {
     }
 }
 
+/// Bytes the rewrite reads again at once, at most (one batch over it is read alone).
+const REWRITE_READ: usize = 1 << 20;
+
+/// One batch as the key map's scan found it (CRC checked).
+struct MappedBatch {
+    position: u64,
+    size: usize,
+    base: u64,
+    last: u64,
+    records: i32,
+    producer_id: i64,
+    /// In the dirty section, mapped, with no keyless record: dropped whole when none of
+    /// its offsets is a key's latest (and it is not its producer's last batch).
+    droppable: bool,
+}
+
+/// A segment the key map read whole: its batches, and its last batch's header.
+struct MappedSegment {
+    batches: Vec<MappedBatch>,
+    last_header: [u8; HEADER_SIZE],
+}
+
 /// The `.cleaned` files of the group based at `base`: its log, offset index and time index.
 fn cleaned_paths(dir: &Path, base: u64) -> [PathBuf; 3] {
     [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX]
@@ -714,18 +757,37 @@ impl CleanPlan {
         let mut map_end = cfg.first_dirty;
         let mut keys: Vec<(u128, u64)> = Vec::new();
         let mut buf = Vec::new();
-        'segments: for s in &self.segments {
+        // The segments the map read whole, by index in `self.segments`: their batches'
+        // places, for the rewrite to skip those it drops whole.
+        let mut mapped: Vec<Option<MappedSegment>> = Vec::new();
+        mapped.resize_with(self.segments.len(), || None);
+        'segments: for (i, s) in self.segments.iter().enumerate() {
             if s.next_offset <= cfg.first_dirty {
                 continue;
             }
             let file = self.open(s)?;
             let mut full = false;
             let mut unstable = false;
-            // CRCs unchecked here: the rewrite reads every batch the map reads again, checked,
-            // and a bad one fails the pass before anything is swapped.
-            let end = scan_log_unverified(&*file, &s.path, 0, s.size, self.max_batch_bytes, |b| {
+            let mut seen = MappedSegment {
+                batches: Vec::new(),
+                last_header: [0; HEADER_SIZE],
+            };
+            // CRCs checked here: a batch the rewrite drops whole is not read again.
+            let end = scan_log(&*file, &s.path, 0, s.size, self.max_batch_bytes, |b| {
                 let h = b.header();
+                let mut batch = MappedBatch {
+                    position: b.position(),
+                    size: b.as_bytes().len(),
+                    base: h.base_offset,
+                    last: h.last_offset(),
+                    records: h.records_count,
+                    producer_id: h.producer_id,
+                    droppable: false,
+                };
+                seen.last_header
+                    .copy_from_slice(&b.as_bytes()[..HEADER_SIZE]);
                 if h.next_offset() <= cfg.first_dirty {
+                    seen.batches.push(batch);
                     return Ok(true);
                 }
                 if h.base_offset >= txns.first_unstable {
@@ -738,7 +800,9 @@ impl CleanPlan {
                     keys.clear();
                     let (bytes, first) = records_section(&b, &mut buf)
                         .map_err(|e| e.in_file(&s.path, b.position()))?;
+                    let mut records = 0i64;
                     each_record(bytes, first, h, |r| {
+                        records += 1;
                         if let Some(k) = r.key {
                             keys.push((key_hash(&map.state, k), r.offset));
                         }
@@ -749,12 +813,18 @@ impl CleanPlan {
                         full = true;
                         return Ok(false);
                     }
+                    // A keyless record is always kept: its batch is read again. So is a batch
+                    // with no records, which the rewrite keeps whole (nothing in it removed).
+                    batch.droppable = records > 0 && keys.len() as i64 == records;
                 }
+                seen.batches.push(batch);
                 map_end = map_end.max(h.next_offset());
                 Ok(true)
             })?;
-            if let ScanEnd::Corrupt { error, .. } = end {
-                return Err(error);
+            match end {
+                ScanEnd::Corrupt { error, .. } => return Err(error),
+                ScanEnd::Complete if !full && !unstable => mapped[i] = Some(seen),
+                _ => {}
             }
             if full {
                 stats.map_full = true;
@@ -788,30 +858,41 @@ impl CleanPlan {
         let mut out = Vec::with_capacity(1 << 20);
         let mut batches: Vec<(usize, u64, i64)> = Vec::new();
         let mut kept = Vec::new();
-        for s in self.segments.iter().filter(|s| s.base < map_end) {
+        let mut read = Vec::new();
+        for (i, s) in self.segments.iter().enumerate() {
+            if s.base >= map_end {
+                break;
+            }
             stats.bytes_read += s.size;
             out.clear();
             batches.clear();
             // The header of the segment's last batch (for an emptied group).
             let mut last_header = None;
             let mut result = Ok(());
-            self.scan(s, |b| {
-                if result.is_err() {
-                    return Ok(());
-                }
-                let mut header = [0u8; HEADER_SIZE];
-                header.copy_from_slice(&b.as_bytes()[..HEADER_SIZE]);
-                last_header = Some(header);
+            let found = (&map, &latest[..], &txns, map_end);
+            let mut filter = |b: &Batch<'_>, stats: &mut CleanStats| {
                 let at = out.len();
-                let found = (&map, &latest[..], &txns, map_end);
-                match self.filter_batch(b, found, &mut stats, &mut out, &mut kept, &mut buf) {
-                    Ok(true) => batches.push(appended(&out, at, b.header())),
-                    Ok(false) => {}
-                    Err(e) => result = Err(e),
+                if self.filter_batch(b, found, stats, &mut out, &mut kept, &mut buf)? {
+                    batches.push(appended(&out, at, b.header()));
                 }
-                Ok(())
-            })?;
-            result?;
+                Ok::<(), Error>(())
+            };
+            if let Some(m) = &mapped[i] {
+                last_header = m.batches.last().map(|_| m.last_header);
+                self.rewrite_mapped(s, m, (&latest[..], &txns), &mut stats, &mut read, filter)?;
+            } else {
+                self.scan(s, |b| {
+                    if result.is_err() {
+                        return Ok(());
+                    }
+                    let mut header = [0u8; HEADER_SIZE];
+                    header.copy_from_slice(&b.as_bytes()[..HEADER_SIZE]);
+                    last_header = Some(header);
+                    result = filter(b, &mut stats);
+                    Ok(())
+                })?;
+                result?;
+            }
             let fits = group
                 .as_ref()
                 .is_some_and(|g| g.fits(&out, &batches, s.next_offset, self.segment_bytes));
@@ -838,6 +919,64 @@ impl CleanPlan {
             groups: out_groups,
             stats,
         })
+    }
+
+    /// Rewrites segment `s`, which the key map read whole (`m`): a batch of the dirty
+    /// section that holds no key's latest offset, no keyless record and is not its
+    /// producer's last is dropped whole without being read again (its records all
+    /// superseded, as `filter_batch` would find them one by one); the others are read again
+    /// (runs of neighbours at once, into `read`) and go through `filter`. Their CRCs were
+    /// checked by the map's scan of the same closed file.
+    fn rewrite_mapped(
+        &self,
+        s: &PlannedSegment,
+        m: &MappedSegment,
+        (latest, txns): (&[u64], &TxnFacts),
+        stats: &mut CleanStats,
+        read: &mut Vec<u8>,
+        mut filter: impl FnMut(&Batch<'_>, &mut CleanStats) -> Result<()>,
+    ) -> Result<()> {
+        let dropped_whole = |b: &MappedBatch| {
+            b.droppable
+                && latest.partition_point(|&o| o < b.base)
+                    == latest.partition_point(|&o| o <= b.last)
+                && txns.last_of_producer.get(&b.producer_id) != Some(&b.base)
+        };
+        let file = self.open(s)?;
+        let mut i = 0;
+        while i < m.batches.len() {
+            let first = &m.batches[i];
+            if dropped_whole(first) {
+                let records = u64::from(first.records.max(0).unsigned_abs());
+                stats.records_read += records;
+                stats.records_removed += records;
+                i += 1;
+                continue;
+            }
+            let mut j = i + 1;
+            while j < m.batches.len()
+                && m.batches[j].position + m.batches[j].size as u64 - first.position
+                    <= REWRITE_READ as u64
+                && !dropped_whole(&m.batches[j])
+            {
+                j += 1;
+            }
+            let last = &m.batches[j - 1];
+            read.resize(
+                (last.position + last.size as u64 - first.position) as usize,
+                0,
+            );
+            file.read_exact_at(read, first.position)
+                .map_err(io_err("reading", &s.path))?;
+            for b in &m.batches[i..j] {
+                let at = (b.position - first.position) as usize;
+                let batch = Batch::decode_unverified_at(&read[at..at + b.size], b.position)
+                    .map_err(|e| e.in_file(&s.path, b.position))?;
+                filter(&batch, stats)?;
+            }
+            i = j;
+        }
+        Ok(())
     }
 
     /// The pass's [`TxnFacts`]: one scan of the planned segments.
@@ -1210,12 +1349,13 @@ impl SegmentSet {
     }
 
     /// The old segments' files the passes committed so far renamed `.deleted`: removing
-    /// them ([`DeletedFiles::remove`]) needs no lock on the set (as Kafka deletes a replaced
-    /// segment's files later, from another thread). Unlinking a file costs a journal update
-    /// on most file systems, milliseconds on some, which the set's lock need not be held for.
+    /// them ([`DeletedFiles::remove`]) needs no lock on the set and may wait (as Kafka
+    /// deletes a replaced segment's files later, from another thread). Unlinking a file
+    /// costs a journal update on most file systems, milliseconds on some, which neither the
+    /// set's lock nor the pass need be held for.
     pub fn take_deleted_files(&mut self) -> DeletedFiles {
         DeletedFiles {
-            io: self.io.clone(),
+            io: Some(self.io.clone()),
             paths: std::mem::take(&mut self.deleted_files),
         }
     }

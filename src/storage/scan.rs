@@ -92,36 +92,15 @@ pub fn scan_log(
     max_batch_bytes: u64,
     visit: impl FnMut(Batch<'_>) -> Result<bool>,
 ) -> Result<ScanEnd> {
-    walk_log(file, path, (start, end), max_batch_bytes, true, visit)
+    walk_log(file, path, (start, end), max_batch_bytes, visit)
 }
 
-/// As [`scan_log`], without checking the CRCs of batches it holds (sizes and headers are
-/// checked as there): for the cleaner's key map only, whose every batch the rewrite reads
-/// again through [`scan_log`] before anything derived from it takes effect
-/// ([`Batch::decode_unverified_at`]).
-///
-/// # Errors
-///
-/// As [`scan_log`].
-pub(crate) fn scan_log_unverified(
-    file: &dyn IoFile,
-    path: &Path,
-    start: u64,
-    end: u64,
-    max_batch_bytes: u64,
-    visit: impl FnMut(Batch<'_>) -> Result<bool>,
-) -> Result<ScanEnd> {
-    walk_log(file, path, (start, end), max_batch_bytes, false, visit)
-}
-
-/// [`scan_log`]'s walk over `[start, end)`, with the CRC of each batch held checked when
-/// `check_crc`.
+/// [`scan_log`]'s walk over `[start, end)`.
 fn walk_log(
     file: &dyn IoFile,
     path: &Path,
     (start, end): (u64, u64),
     max_batch_bytes: u64,
-    check_crc: bool,
     mut visit: impl FnMut(Batch<'_>) -> Result<bool>,
 ) -> Result<ScanEnd> {
     let mut buf = ScanBuf {
@@ -195,12 +174,7 @@ fn walk_log(
             continue;
         }
         let bytes = &buf.data[off..off + size as usize];
-        let decoded = if check_crc {
-            Batch::decode_at(bytes, pos)
-        } else {
-            Batch::decode_unverified_at(bytes, pos)
-        };
-        let batch = match decoded {
+        let batch = match Batch::decode_at(bytes, pos) {
             Ok(batch) => batch,
             Err(e) => {
                 return Ok(ScanEnd::Corrupt {

@@ -898,3 +898,94 @@ fn a_topic_created_again_is_cleaned_from_its_start() {
     assert_eq!(live(latest(&kept)), live(model));
     broker.close().unwrap();
 }
+
+/// Every `.deleted` file under `dir`, recursively.
+fn replaced_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(replaced_files(&p));
+        } else if p.to_string_lossy().ends_with(".deleted") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The cleaner threads remove their passes' replaced files after the passes: while a
+/// producer writes, the topic is deleted and created again under the threads' passes and
+/// their pending removals (the deletion of its directories meeting the removals), the
+/// broker is closed, and no `.deleted` file is left; `compact_now` leaves none either, and
+/// the reopened log replays each key's latest value.
+#[test]
+fn replaced_files_are_removed_after_the_passes_through_deletes_and_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        Broker::builder()
+            .data_dir(dir.path())
+            .create(true)
+            .log_cleaner_threads(2)
+            .log_cleaner_backoff(Duration::from_millis(1))
+            .open()
+            .unwrap()
+    };
+    let config = || {
+        TopicConfig::new(1)
+            .records_in_memory(16)
+            .cleanup_policy(CleanupPolicy::Compact)
+            .min_cleanable_dirty_ratio(0.01)
+            .persist(PersistConfig::new().segment_bytes(4096))
+    };
+    const KEYS: u64 = 11;
+    let broker = open();
+    for round in 0..6u64 {
+        broker
+            .create_topic::<String, String>("kv", config())
+            .unwrap();
+        let p = broker.producer::<String, String>();
+        for i in 0..1_500u64 {
+            p.send(Record::new("kv", format!("{round}-{i}")).key(format!("k{}", i % KEYS)))
+                .unwrap();
+        }
+        p.flush().unwrap();
+        broker.fsync_and_checkpoint().unwrap();
+        if round < 5 {
+            broker.delete_topic("kv").unwrap();
+        }
+    }
+    broker.compact_now().unwrap();
+    let progress = broker.describe_topic("kv").unwrap().partitions[0].cleaner;
+    assert!(progress.is_some_and(|p| p.passes > 0), "{progress:?}");
+    assert_eq!(
+        replaced_files(dir.path()),
+        Vec::<std::path::PathBuf>::new(),
+        "after compact_now"
+    );
+    let p = broker.producer::<String, String>();
+    for i in 0..1_500u64 {
+        p.send(Record::new("kv", format!("last-{i}")).key(format!("k{}", i % KEYS)))
+            .unwrap();
+    }
+    p.flush().unwrap();
+    broker.fsync_and_checkpoint().unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    broker.close().unwrap();
+    assert_eq!(
+        replaced_files(dir.path()),
+        Vec::<std::path::PathBuf>::new(),
+        "after close"
+    );
+    let broker = open();
+    broker.topic::<String, String>("kv").unwrap();
+    let kept = latest(&replay::<String>(&broker, "kv", 0, ReadUncommitted));
+    for k in 0..KEYS {
+        let i = (0..1_500u64).rev().find(|i| i % KEYS == k).unwrap();
+        assert_eq!(
+            kept.get(&format!("k{k}")).map(String::as_str),
+            Some(format!("last-{i}").as_str()),
+            "key k{k}"
+        );
+    }
+    broker.close().unwrap();
+}

@@ -1093,3 +1093,105 @@ fn an_open_beside_a_pending_removal_of_the_same_deleted_files() {
     drop(log);
     assert_consistent(&*io, &dir);
 }
+
+/// The rewrite drops a batch of the dirty section whole, unread, when none of its offsets is
+/// a key's latest; a batch holding a keyless record is read again and that record kept
+/// (its keyed records superseded all the same), wherever it lies among dropped batches.
+#[test]
+fn batches_dropped_unread_never_take_a_keyless_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let io: Arc<dyn Io> = Arc::new(logbus::storage::FsIo);
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let mut log = open_log(&io, tmp.path(), &clock, Checkpoints::default());
+    let mut all = BTreeMap::new();
+    let mut keyless = Vec::new();
+    for b in 0..60u32 {
+        let mut batch: Vec<BatchRecord> =
+            (0..4).map(|k| put(k, Some(vec![b as u8; 40]), 1)).collect();
+        // Every seventh batch carries a keyless record, first, in the middle or last.
+        if b % 7 == 3 {
+            let at = (b as usize / 7) % 5;
+            batch.insert(at.min(4), BatchRecord::new(1, None, &[0xee; 40]));
+        }
+        let first = log.log_end_offset();
+        log.append(&batch).unwrap();
+        for (i, r) in batch.into_iter().enumerate() {
+            let o = first + i as u64;
+            if r.key.is_none() {
+                keyless.push(o);
+            }
+            all.insert(o, r);
+        }
+    }
+    log.roll().unwrap();
+    assert!(log.segments().len() > 4, "{:?}", log.segments());
+    let stats = log.clean(&pass_config()).unwrap();
+    let active = log.segments().last().unwrap().base_offset;
+    let mut kept: Vec<(u64, BatchRecord)> = Vec::new();
+    let mut next = 0;
+    while next < log.log_end_offset() {
+        let records = log.read_records(next, 1 << 20).unwrap();
+        let Some(last) = records.last() else { break };
+        next = last.0 + 1;
+        kept.extend(records);
+    }
+    let offsets: Vec<u64> = kept.iter().map(|r| r.0).collect();
+    for o in &keyless {
+        assert!(
+            offsets.contains(o),
+            "keyless record at {o} lost: {offsets:?}"
+        );
+    }
+    let mut latest: HashMap<Vec<u8>, u64> = HashMap::new();
+    for (o, r) in all.range(..active) {
+        if let Some(k) = &r.key {
+            latest.insert(k.clone(), *o);
+        }
+    }
+    let mut want: Vec<u64> = latest
+        .into_values()
+        .chain(keyless.iter().copied())
+        .collect();
+    want.extend(all.range(active..).map(|(o, _)| *o));
+    want.sort_unstable();
+    want.dedup();
+    assert_eq!(offsets, want, "{stats:?}");
+    for (o, r) in &kept {
+        assert_eq!(r, &all[o], "record at {o}");
+    }
+    assert_eq!(
+        stats.records_removed,
+        (all.len() - want.len()) as u64,
+        "{stats:?}"
+    );
+}
+
+/// A wholly superseded batch (which the rewrite drops unread) with a bad CRC fails the pass
+/// before any swap: the key map's scan checks every batch it reads.
+#[test]
+fn a_bad_crc_in_a_batch_dropped_unread_fails_the_pass() {
+    let (fs, io, dir, clock, _all) = swap_setup();
+    let path = dir.join(file_name(0, "log"));
+    let mut bytes = fs.read_file(&path).unwrap();
+    // A byte of the first batch's last record (its value), past the header.
+    let len = i32::from_be_bytes(bytes[8..12].try_into().unwrap()) as usize + 12;
+    bytes[len - 2] ^= 0x55;
+    craft(&io, &path, &bytes);
+    let mut log = open_log(
+        &io,
+        &dir,
+        &clock,
+        Checkpoints {
+            recovery_point: u64::MAX,
+            ..Checkpoints::default()
+        },
+    );
+    let before: Vec<u64> = log.segments().iter().map(|s| s.base_offset).collect();
+    let done = log.clean(&pass_config());
+    assert!(
+        matches!(done, Err(logbus::Error::Corrupt { .. })),
+        "a pass over a bad CRC: {done:?}"
+    );
+    let after: Vec<u64> = log.segments().iter().map(|s| s.base_offset).collect();
+    assert_eq!(before, after);
+}

@@ -8,7 +8,8 @@
 //!   sleeps `log_cleaner_backoff` (woken early by `close`).
 //! - **A pass** plans under the log's lock, builds the key map and the `.cleaned` files
 //!   without it (the writer appends meanwhile; readers are never held for the rewrite), and
-//!   swaps under the lock again. The cell's `cleaning` lock is held for the whole pass, so
+//!   swaps under the lock again; the replaced segments' files are removed after the pass
+//!   (`data_dir/removals.rs`). The cell's `cleaning` lock is held for the whole pass, so
 //!   the log is never closed or its directory removed under a pass (`close_partition_log`
 //!   takes it first).
 //! - **Where it got.** The first dirty offset of each partition is kept in Kafka's
@@ -218,6 +219,10 @@ impl DataDir {
                 break;
             }
         }
+        // The passes' replaced files are gone when this returns.
+        if let Err(e) = self.cleaner.removals.finish() {
+            first_error.get_or_insert(e);
+        }
         first_error.map_or(Ok(total), Err)
     }
 
@@ -297,12 +302,8 @@ impl DataDir {
             }
         };
         let (stats, removed_bytes, deleted) = stats;
-        // The replaced segments' files go without the log's lock: writers and readers are
-        // not held for the unlinks.
-        if let Err(e) = deleted.remove() {
-            cell.fail(&e);
-            return Err(e);
-        }
+        // The replaced segments' files go after the pass (`data_dir/removals.rs`).
+        self.cleaner.removals.defer(deleted);
         {
             let mut progress = self.cleaner.progress.lock();
             let p = progress
@@ -380,10 +381,13 @@ impl DataDir {
         )
     }
 
-    /// A cleaner thread's loop: a pass while a log is dirty enough, else a nap of
-    /// `log_cleaner_backoff`, until `close`.
+    /// A cleaner thread's loop: the replaced files of the passes so far removed, then a pass
+    /// while a log is dirty enough, else a nap of `log_cleaner_backoff`, until `close`.
     pub(super) fn cleaner_thread(&self) {
         while !self.stopping() {
+            // The replaced files of the passes so far (this thread's and others'); what a
+            // failed removal leaves, the next open removes.
+            let _ = self.cleaner.removals.remove_queued();
             match self.clean_dirtiest(false) {
                 Some(Ok(_)) => continue,
                 // An error backs off as an idle round does: it may recur.

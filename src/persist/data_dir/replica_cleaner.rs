@@ -167,7 +167,13 @@ impl DataDir {
     /// The pass's error (the replica is offline after a failed swap).
     pub(super) fn clean_dirtiest_replica(&self, force: bool) -> Option<Result<CleanStats>> {
         let c = self.grab_dirtiest_replica(force)?;
-        let result = c.part.clean_replica(c.key.2, &c.config);
+        let result = c.part.clean_replica(c.key.2, &c.config).map(|r| {
+            r.map(|(stats, deleted)| {
+                // Removed after the pass (`data_dir/removals.rs`).
+                self.cleaner.removals.defer(deleted);
+                stats
+            })
+        });
         if let Some(Ok(stats)) = &result {
             let mut progress = self.cleaner.replica_progress.lock();
             let p = &mut progress_of(&mut progress, &c.key, &c.part).progress;

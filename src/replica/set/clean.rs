@@ -34,7 +34,7 @@
 //! which compaction allows (it promises each key's latest value, not only it).
 
 use super::{ReplicaSet, State, Status};
-use crate::storage::{CleanConfig, CleanStats, DirtyInfo};
+use crate::storage::{CleanConfig, CleanStats, DeletedFiles, DirtyInfo};
 use crate::Result;
 
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
@@ -73,8 +73,9 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     }
 
     /// One cleaning pass over replica `id`'s log: planned under the partition's lock, built
-    /// without it (appends and fetches go on), swapped in under it again. `None` when the
-    /// replica cannot be cleaned now. An I/O error in the swap takes the replica offline, as
+    /// without it (appends and fetches go on), swapped in under it again; the replaced
+    /// segments' files are returned, for the caller to remove without the lock. `None` when
+    /// the replica cannot be cleaned now. An I/O error in the swap takes the replica offline, as
     /// a failed write does.
     ///
     /// # Errors
@@ -84,7 +85,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         &self,
         id: u32,
         config: &CleanConfig,
-    ) -> Option<Result<CleanStats>> {
+    ) -> Option<Result<(CleanStats, DeletedFiles)>> {
         let _cleaning = self.cleaning.lock();
         let (plan, generation) = {
             let st = self.state.lock();
@@ -106,10 +107,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             Err(e) => return Some(Err(e)),
         };
         if plan.is_empty() {
-            return Some(Ok(CleanStats {
-                first_dirty: config.first_dirty,
-                ..CleanStats::default()
-            }));
+            return Some(Ok((
+                CleanStats {
+                    first_dirty: config.first_dirty,
+                    ..CleanStats::default()
+                },
+                DeletedFiles::default(),
+            )));
         }
         let built = plan.build();
         let mut st = self.state.lock();
@@ -122,11 +126,14 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             // Cut or reopened meanwhile (a planned segment gone): given up, planned again
             // next time.
             Err(_) if !unchanged => {
-                return Some(Ok(CleanStats {
-                    groups_abandoned: 1,
-                    first_dirty: config.first_dirty,
-                    ..CleanStats::default()
-                }))
+                return Some(Ok((
+                    CleanStats {
+                        groups_abandoned: 1,
+                        first_dirty: config.first_dirty,
+                        ..CleanStats::default()
+                    },
+                    DeletedFiles::default(),
+                )))
             }
             Err(e) => return Some(Err(e)),
         };
@@ -134,15 +141,18 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             Some(store) if unchanged => store,
             _ => {
                 cleaned.discard();
-                return Some(Ok(CleanStats {
-                    groups_abandoned: 1,
-                    first_dirty: config.first_dirty,
-                    ..CleanStats::default()
-                }));
+                return Some(Ok((
+                    CleanStats {
+                        groups_abandoned: 1,
+                        first_dirty: config.first_dirty,
+                        ..CleanStats::default()
+                    },
+                    DeletedFiles::default(),
+                )));
             }
         };
         match store.commit_clean(cleaned) {
-            Ok(stats) => Some(Ok(stats)),
+            Ok(committed) => Some(Ok(committed)),
             Err(e) => {
                 self.disk_failed(&mut st, i);
                 Some(Err(e))

@@ -9,7 +9,7 @@ use crate::partition::{AppendError, Entry};
 use crate::persist::replica_store::{ReplicaStore, Stored};
 use crate::persist::replicated::{Backing, DiskPartition, PartState};
 use crate::replica::events::EventKind;
-use crate::storage::{CleanConfig, CleanStats, DirtyInfo};
+use crate::storage::{CleanConfig, CleanStats, DeletedFiles, DirtyInfo};
 use crate::sync::atomic::Ordering;
 use crate::sync::StdArc as Arc;
 use crate::Result;
@@ -358,7 +358,11 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> DiskPartition for Repli
     fn replica_dirty_info(&self, id: u32, config: &mut CleanConfig) -> Option<(DirtyInfo, u64)> {
         ReplicaSet::replica_dirty_info(self, id, config)
     }
-    fn clean_replica(&self, id: u32, config: &CleanConfig) -> Option<Result<CleanStats>> {
+    fn clean_replica(
+        &self,
+        id: u32,
+        config: &CleanConfig,
+    ) -> Option<Result<(CleanStats, DeletedFiles)>> {
         ReplicaSet::clean_replica(self, id, config)
     }
 }

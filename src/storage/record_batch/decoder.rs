@@ -55,10 +55,9 @@ impl<'a> Batch<'a> {
         Self::decode_inner(buf, position, true)
     }
 
-    /// As [`decode_at`](Batch::decode_at) without the CRC check, for a reader that reads
-    /// the same bytes again, checked, before anything it derived from them takes effect (the
-    /// cleaner's key map: its rewrite checks every batch the map read, and a bad one fails
-    /// the pass before any segment is swapped).
+    /// As [`decode_at`](Batch::decode_at) without the CRC check, for bytes read again from
+    /// a file that is never written again after a scan checked them (the cleaner's rewrite
+    /// of a closed segment its key map's scan read whole).
     pub(crate) fn decode_unverified_at(buf: &'a [u8], position: u64) -> Result<Self> {
         Self::decode_inner(buf, position, false)
     }
