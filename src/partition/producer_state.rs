@@ -14,9 +14,10 @@
 //! ([`Stamp::at`], [`Stamp::based`]).
 //!
 //! **The broker's rules** (`ProducerAppendInfo.checkSequence`, KAFKA_FORMAT.md "Idempotent
-//! producer"), checked only when a client appends to the leader ([`ProducerStates::check`]);
-//! followers and recovery apply what the log holds without checks
-//! ([`ProducerStates::applied`]):
+//! producer"), checked only when a client appends to the leader ([`ProducerStates::check`];
+//! a replicated leader skips the look-up for records going on from their producer's last
+//! record at its log's end, which the check appends: `ReplicaLog::continues`); followers and
+//! recovery apply what the log holds without checks ([`ProducerStates::applied`]):
 //! - an epoch older than the producer's current one: [`Check::Fenced`];
 //! - a new epoch must start at sequence 0;
 //! - otherwise a batch must start at the last sequence + 1 (wrapping), or it is
@@ -33,8 +34,9 @@
 //! their boundaries anyway). The last [`RANGES_KEPT`] ranges are kept, so every retry
 //! Kafka recognises is recognised (a batch lies in one range), and more.
 //!
-//! **Following the log.** Each replica's log keeps its own states, updated by every
-//! append, leader or follower ([`super::replica_log`]); a truncation rolls them back
+//! **Following the log.** Each replica's log keeps its own states, updated with its
+//! appends, leader or follower, run by run before anything reads them
+//! ([`super::replica_log`]); a truncation rolls them back
 //! ([`ProducerStates::truncate`]): ranges are cut at the truncation offset, and a producer
 //! whose ranges are all gone keeps its epoch with its sequences unknown. A new leader
 //! therefore has its producers' states as its log has them.
@@ -66,6 +68,57 @@ impl Hasher for IdHasher {
     #[inline]
     fn write_i64(&mut self, v: i64) {
         self.0 = (v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// A map by producer id that finds the id it found last without hashing: a partition's
+/// sends are most often one producer's, one after another (`ReplicaSet`'s sequence
+/// counters).
+///
+/// The values live in a vector, found by id through `index`; nothing is ever removed, so
+/// a position stays valid, and `recent` is the position found last.
+#[derive(Debug, Clone)]
+pub(crate) struct ProducerMap<V> {
+    /// Each id with its value, in the order they came.
+    entries: Vec<(i64, V)>,
+    /// The position in `entries` of each id.
+    index: IdMap<usize>,
+    /// The position in `entries` of the id found last (0 while empty).
+    recent: usize,
+}
+
+impl<V> Default for ProducerMap<V> {
+    fn default() -> Self {
+        Self {
+            entries: Vec::new(),
+            index: IdMap::default(),
+            recent: 0,
+        }
+    }
+}
+
+impl<V> ProducerMap<V> {
+    /// The value of `id`, if present, remembered as the one found last.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, id: i64) -> Option<&mut V> {
+        let at = match self.entries.get(self.recent) {
+            Some(&(known, _)) if known == id => self.recent,
+            _ => *self.index.get(&id)?,
+        };
+        self.recent = at;
+        Some(&mut self.entries[at].1)
+    }
+
+    /// Puts `value` for `id`, replacing any.
+    pub(crate) fn insert(&mut self, id: i64, value: V) {
+        match self.get_mut(id) {
+            Some(v) => *v = value,
+            None => {
+                self.recent = self.entries.len();
+                self.index.insert(id, self.recent);
+                self.entries.push((id, value));
+            }
+        }
     }
 }
 
@@ -272,7 +325,8 @@ pub(crate) struct ProducerEntry {
     /// The latest ranges, oldest first (at most [`RANGES_KEPT`]); empty: the sequences are
     /// unknown (any is accepted).
     pub(crate) ranges: Vec<Range>,
-    /// The largest timestamp of its records (its last activity, for expiry).
+    /// The largest timestamp of its records (its last activity, for expiry), as a log
+    /// reads them: the last record's of each run of them it applies at once.
     pub(crate) last_timestamp: i64,
     /// The transaction coordinator's epoch of its last marker (-1: none).
     pub(crate) coordinator_epoch: i32,

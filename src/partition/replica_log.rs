@@ -32,6 +32,12 @@ mod time_index;
 pub(crate) use chunk::{Chunk, SendRecords, CHUNK_MAX};
 use time_index::TimestampBlocks;
 
+/// The most records a log holds whose producer state is not applied yet (`applied_to`):
+/// a few thousand, so that applying them (one update per run) is a matter of microseconds
+/// for whoever needs the state next, while a producer's single records cost one update
+/// per run.
+const PENDING_MAX: u64 = 4096;
+
 /// No epoch (Kafka's `UNDEFINED_EPOCH`).
 pub(crate) const NO_EPOCH: i32 = -1;
 
@@ -156,26 +162,14 @@ pub(crate) struct ReplicaLog<K, V> {
     /// Where `offset_for_time` looks (module `time_index`); built by the lookups, so
     /// appends never touch it.
     times: TimestampBlocks,
-    /// Its producers' states (`producer_state`), following every append and truncation,
-    /// except the records in `unapplied`.
+    /// Its producers' states (`producer_state`) as of the records below `applied_to`.
     producers: ProducerStates,
-    /// Records a follower copied one after another into its last run, whose producer
-    /// state is applied in one step (`apply_unapplied`) before anything reads or changes
-    /// `producers`, or applies later records: a follower of a producer sending one record
-    /// at a time looks its producer up once per change of run instead of once per record.
-    unapplied: Option<Unapplied>,
-}
-
-/// Stamped records copied but not yet applied to a log's producer states: `count`
-/// records at offsets `offset..`, positions `at..` of `stamp`, their largest timestamp
-/// `max_timestamp` (the arguments of one `ProducerStates::applied`).
-#[derive(Debug, Clone, Copy)]
-struct Unapplied {
-    stamp: Stamp,
-    at: u64,
-    offset: u64,
-    count: u64,
-    max_timestamp: i64,
+    /// The records from here to `end` are not yet applied to `producers`: appends and
+    /// copies only add records, and their producer state is applied run by run
+    /// (`apply_pending`) before anything reads or changes `producers` or removes one of
+    /// them. A send or a follower's copy of a producer sending one record at a time then
+    /// costs no producer-state work, and the state is updated once per run, not per record.
+    applied_to: u64,
 }
 
 impl<K, V> ReplicaLog<K, V> {
@@ -190,7 +184,7 @@ impl<K, V> ReplicaLog<K, V> {
             epochs: Vec::new(),
             times: TimestampBlocks::default(),
             producers: ProducerStates::new(),
-            unapplied: None,
+            applied_to: start,
         }
     }
 
@@ -215,7 +209,7 @@ impl<K, V> ReplicaLog<K, V> {
             epochs,
             times: TimestampBlocks::default(),
             producers,
-            unapplied: None,
+            applied_to: start,
         };
         for run in records {
             log.push(run);
@@ -223,47 +217,82 @@ impl<K, V> ReplicaLog<K, V> {
         log
     }
 
-    /// Its producers' states (the records copied last applied first: `unapplied`).
+    /// Its producers' states (the records not yet applied applied first: `applied_to`).
     pub(crate) fn producers(&mut self) -> &ProducerStates {
-        self.apply_unapplied();
+        self.apply_pending();
         &self.producers
     }
 
     /// Its producers' states, to change (expiry, transaction markers).
     pub(crate) fn producers_mut(&mut self) -> &mut ProducerStates {
-        self.apply_unapplied();
+        self.apply_pending();
         &mut self.producers
     }
 
-    /// Applies the records `unapplied` holds, if any.
+    /// Applies the producer state of the records from `applied_to` to the end.
     #[inline]
-    fn apply_unapplied(&mut self) {
-        if let Some(u) = self.unapplied.take() {
-            self.producers
-                .applied(&u.stamp, u.at, u.offset, u.count, u.max_timestamp);
+    fn apply_pending(&mut self) {
+        if self.applied_to < self.end {
+            self.apply_runs();
         }
     }
 
-    /// `ProducerStates::applied` for records copied into the last run, deferred: joined
-    /// to `unapplied` when they continue it (the same stamp, the next positions and
-    /// offsets: one `applied` of both is the same as two in a row), else after applying it.
+    /// Applies the pending records once they are [`PENDING_MAX`]: one apply's work, done
+    /// under the partition's lock by whoever needs the state next, stays small.
     #[inline]
-    fn defer_applied(&mut self, stamp: Stamp, at: u64, offset: u64, count: u64, ts: i64) {
-        if let Some(u) = &mut self.unapplied {
-            if u.stamp == stamp && u.at + u.count == at && u.offset + u.count == offset {
-                u.count += count;
-                u.max_timestamp = u.max_timestamp.max(ts);
-                return;
-            }
+    fn bound_pending(&mut self) {
+        if self.end - self.applied_to > PENDING_MAX {
+            self.apply_runs();
         }
-        self.apply_unapplied();
-        self.unapplied = Some(Unapplied {
-            stamp,
-            at,
-            offset,
-            count,
-            max_timestamp: ts,
-        });
+    }
+
+    /// `apply_pending`'s work: each stamped run's records from `applied_to` on, in offset
+    /// order, with the timestamp of the run's last record.
+    fn apply_runs(&mut self) {
+        let from = self.applied_to.max(self.start);
+        self.applied_to = self.end;
+        let Some(k) = self.run_at(from) else {
+            debug_assert!(false, "pending records {from}.. left memory unapplied");
+            return;
+        };
+        for run in self.runs.range(k..) {
+            if run.stamp.is_none() {
+                continue;
+            }
+            // Within the run: `from` is below its end (runs cover the log without gaps).
+            let skip = from.saturating_sub(run.first);
+            let lo = run.lo + skip as u32;
+            // The last record's timestamp stands for the run's: one read per run, not one per
+            // record, which would cost a batch send about as much as the rest of its work.
+            let timestamp = run
+                .chunk
+                .slice(run.hi - 1, run.hi)
+                .next()
+                .map_or(-1, Entry::timestamp);
+            self.producers.applied(
+                &run.stamp,
+                u64::from(lo),
+                run.first + skip,
+                u64::from(run.hi - lo),
+                timestamp,
+            );
+        }
+    }
+
+    /// Whether the log's last record is the one before the first record of `stamp` (at
+    /// position `at`): the same producer and epoch, the sequence before. A leader's check
+    /// of such records finds them in order (`ProducerStates::check` answers `Append`): the
+    /// producer's last range ends at that record, in that epoch, and its ranges hold
+    /// increasing sequences, so none holds the next one.
+    #[inline]
+    pub(crate) fn continues(&self, stamp: &Stamp, at: u64) -> bool {
+        self.runs.back().is_some_and(|last| {
+            last.hi > last.lo
+                && !stamp.is_none()
+                && last.stamp.id == stamp.id
+                && last.stamp.epoch == stamp.epoch
+                && last.stamp.at(u64::from(last.hi)) == stamp.at(at)
+        })
     }
 
     /// The stamp of the record at `offset` (its own sequence as `seq`), if held in memory.
@@ -479,15 +508,8 @@ impl<K, V> ReplicaLog<K, V> {
                 let n = run.end().min(to) - from;
                 // At most the run's length, a `u32`.
                 last.hi += n as u32;
-                if !last.stamp.is_none() {
-                    let ts = last
-                        .chunk
-                        .get(last.hi as usize - 1)
-                        .map_or(-1, Entry::timestamp);
-                    let stamp = last.stamp;
-                    self.defer_applied(stamp, u64::from(lo), from, n, ts);
-                }
                 self.end += n;
+                self.bound_pending();
                 if self.end >= to {
                     return;
                 }
@@ -530,10 +552,6 @@ impl<K, V> ReplicaLog<K, V> {
         room: usize,
         producer: Option<(crate::partition::ProducerIdentity, i32)>,
     ) -> (Chunk<K, V>, u32) {
-        if producer.is_some() {
-            // Applied in offset order: the copied records before this one first.
-            self.apply_unapplied();
-        }
         let entry = match self.runs.back_mut() {
             Some(last)
                 if last.epoch == epoch && self.epochs.last().is_some_and(|e| e.0 == epoch) =>
@@ -545,17 +563,14 @@ impl<K, V> ReplicaLog<K, V> {
                 if last.stamp != stamp {
                     entry
                 } else {
-                    let ts = entry.timestamp();
                     match last.chunk.fill(last.hi, entry) {
                         Ok(()) => {
                             let at = last.hi;
                             last.hi += 1;
-                            if !stamp.is_none() {
-                                self.producers
-                                    .applied(&stamp, u64::from(at), self.end, 1, ts);
-                            }
                             self.end += 1;
-                            return (last.chunk.clone(), at);
+                            let chunk = last.chunk.clone();
+                            self.bound_pending();
+                            return (chunk, at);
                         }
                         Err(entry) => entry,
                     }
@@ -612,21 +627,8 @@ impl<K, V> ReplicaLog<K, V> {
             return;
         }
         run.first = self.end;
-        if !run.stamp.is_none() {
-            self.apply_unapplied();
-            let ts = run
-                .chunk
-                .get(run.hi as usize - 1)
-                .map_or(-1, Entry::timestamp);
-            self.producers.applied(
-                &run.stamp,
-                u64::from(run.lo),
-                run.first,
-                run.len() as u64,
-                ts,
-            );
-        }
         self.end += run.len() as u64;
+        self.bound_pending();
         if let Some(last) = self.runs.back_mut() {
             if last.hi == run.lo
                 && last.epoch == run.epoch
@@ -648,6 +650,8 @@ impl<K, V> ReplicaLog<K, V> {
         if offset >= self.end() {
             return;
         }
+        // Applied with the records cut, then rolled back with them (`producer_state`).
+        self.apply_pending();
         if offset < self.start {
             self.runs.clear();
             self.start = offset;
@@ -663,7 +667,7 @@ impl<K, V> ReplicaLog<K, V> {
             }
         }
         self.end = offset;
-        self.apply_unapplied();
+        self.applied_to = offset;
         self.producers.truncate(offset);
         if offset == self.floor {
             // Nothing is left, on disk either: the epochs of the records cut go with them.
@@ -684,6 +688,8 @@ impl<K, V> ReplicaLog<K, V> {
         if offset <= self.end {
             return;
         }
+        self.apply_pending();
+        self.applied_to = offset;
         self.runs.clear();
         self.times = TimestampBlocks::default();
         self.start = offset;
@@ -694,7 +700,7 @@ impl<K, V> ReplicaLog<K, V> {
     pub(crate) fn reset_to(&mut self, start: u64) {
         self.runs.clear();
         self.epochs.clear();
-        self.unapplied = None;
+        self.applied_to = start;
         self.producers = ProducerStates::new();
         self.times = TimestampBlocks::default();
         self.start = start;
@@ -721,6 +727,9 @@ impl<K, V> ReplicaLog<K, V> {
     fn drop_front(&mut self, capacity: usize, floor: u64) {
         let held = self.end - self.start;
         let to = self.start + (held - capacity as u64).min(floor - self.start);
+        if to > self.applied_to {
+            self.apply_pending();
+        }
         while let Some(run) = self.runs.front_mut() {
             if run.end() <= to {
                 self.runs.pop_front();
@@ -1088,8 +1097,78 @@ mod tests {
         assert_eq!(f.end(), 0);
     }
 
+    /// A leader skips the check of a send going on from its producer's last record
+    /// (`continues`) only where the check would append it; the state it applies later is
+    /// the same, also once the records left memory.
+    #[test]
+    fn a_continued_producer_is_in_order_and_its_state_survives_a_trim() {
+        use crate::partition::producer_state::Check;
+        use crate::partition::ProducerIdentity;
+        let a = ProducerIdentity { id: 7, epoch: 0 };
+        let b = ProducerIdentity { id: 8, epoch: 0 };
+        let next = |id, seq| Stamp::based(id, seq, 0, false);
+        let mut l: ReplicaLog<(), u64> = ReplicaLog::new(0);
+        assert!(
+            !l.continues(&next(a, 0), 0),
+            "an empty log continues nothing"
+        );
+        // One run applied at once: its last record's timestamp is the producer's.
+        for (seq, ts) in [(0, 5), (1, 3), (2, 9)] {
+            l.append_one(1, Entry::plain(ts, seq as u64), 4, Some((a, seq)));
+        }
+        assert!(l.continues(&next(a, 3), 0));
+        assert_eq!(l.producers().check(&next(a, 3), 0, 1), Check::Append);
+        assert_eq!(l.producers().get(a.id).map(|e| e.last_timestamp), Some(9));
+        for other in [
+            next(a, 4),
+            next(b, 3),
+            next(ProducerIdentity { id: 7, epoch: 1 }, 3),
+            Stamp::NONE,
+        ] {
+            assert!(!l.continues(&other, 0), "{other:?}");
+        }
+        // Across a new chunk (room 4): still one producer going on.
+        for seq in 3..6 {
+            assert!(l.continues(&next(a, seq), 0));
+            l.append_one(1, Entry::plain(1, seq as u64), 4, Some((a, seq)));
+        }
+        l.append_one(1, Entry::plain(1, 6), 4, Some((b, 0)));
+        assert!(!l.continues(&next(a, 6), 0), "b's record came last");
+        // Every record a's leaves memory before the state is read.
+        l.trim(1, u64::MAX);
+        assert_eq!(l.start(), 6);
+        let state = l.producers().get(a.id).cloned().expect("known");
+        assert_eq!(state.last(), Some((5, 5)));
+        assert_eq!(state.last_timestamp, 9);
+        assert_eq!(
+            l.producers().check(&next(a, 0), 0, 1),
+            Check::Duplicate(0, 0)
+        );
+        assert_eq!(
+            l.producers().check(&next(a, 7), 0, 1),
+            Check::OutOfOrder { expected: 6 }
+        );
+    }
+
+    /// Pending producer state is applied before a log holds more than `PENDING_MAX`
+    /// records without it.
+    #[test]
+    fn pending_producer_state_stays_bounded() {
+        use crate::partition::ProducerIdentity;
+        let a = ProducerIdentity { id: 7, epoch: 0 };
+        let mut l: ReplicaLog<(), u64> = ReplicaLog::new(0);
+        for seq in 0..3 * PENDING_MAX as i32 {
+            l.append_one(1, Entry::plain(1, seq as u64), 64, Some((a, seq)));
+            assert!(l.end() - l.applied_to <= PENDING_MAX);
+        }
+        assert_eq!(
+            l.producers().get(a.id).and_then(|e| e.last()),
+            Some((3 * PENDING_MAX as i32 - 1, 3 * PENDING_MAX - 1))
+        );
+    }
+
     /// A follower copying an idempotent producer's records one at a time defers their
-    /// producer state (`unapplied`): what it reports is the leader's, after each copy, a
+    /// producer state (`applied_to`): what it reports is the leader's, after each copy, a
     /// record of another producer, a second run and a truncation.
     #[test]
     fn a_followers_deferred_producer_state_is_the_leaders() {

@@ -222,6 +222,7 @@ impl<K, V> Chunk<K, V> {
     }
 
     /// Its record `i`, if written.
+    #[cfg(test)]
     pub(crate) fn get(&self, i: usize) -> Option<&Entry<K, V>> {
         let i = u32::try_from(i).ok()?;
         self.slice(i, i.saturating_add(1)).next()

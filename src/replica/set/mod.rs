@@ -144,7 +144,7 @@ struct State<K, V> {
     /// leader changes: a new leader's log may have lost the old one's last records, whose
     /// retries bring their sequences back (a fresh send meanwhile is out of order, and
     /// retried).
-    sequences: crate::partition::producer_state::IdMap<(i16, i32)>,
+    sequences: crate::partition::producer_state::ProducerMap<(i16, i32)>,
     /// When idle producer ids were last expired (broker clock, ms).
     producers_expired_ms: i64,
 }

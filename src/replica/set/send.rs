@@ -90,7 +90,9 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
     /// it for its retries. The leader's producer state checks it under this lock, so the
     /// check and the append are one step (`producer_state`): a retry of records the leader
     /// holds returns their offsets (in the current epoch: the wait for acks then waits for
-    /// HW to pass them) and appends nothing.
+    /// HW to pass them) and appends nothing. A send going on from its producer's record at
+    /// the log's end, the common case, needs no look-up: the check would append it
+    /// (`ReplicaLog::continues`).
     #[inline]
     pub(super) fn append_locked(
         &self,
@@ -123,7 +125,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             None => Stamp::NONE,
             Some(id) => {
                 // Looked up once: read here, moved on below.
-                let counter = st.sequences.get_mut(&id.id);
+                let counter = st.sequences.get_mut(id.id);
                 let seq = match idem.seq {
                     Some(seq) => seq,
                     None => match counter.as_deref() {
@@ -133,7 +135,16 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 };
                 let stamp = Stamp::based(id, seq, 0, false);
                 let n = records.count() as u64;
-                match st.replicas[l].log.producers().check(&stamp, 0, n) {
+                let log = &mut st.replicas[l].log;
+                // A send going on from its producer's last record at the log's end is in
+                // order (`ReplicaLog::continues`): no lookup. Any other is checked.
+                let check = if log.continues(&stamp, 0) {
+                    debug_assert_eq!(log.producers().check(&stamp, 0, n), Check::Append);
+                    Check::Append
+                } else {
+                    log.producers().check(&stamp, 0, n)
+                };
+                match check {
                     Check::Append => {}
                     Check::Duplicate(_, last) => {
                         idem.deduplicated = true;
