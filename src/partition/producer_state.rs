@@ -354,7 +354,10 @@ pub struct ProducerState {
     pub last_sequence: i32,
     /// The offset of that record.
     pub last_offset: Option<u64>,
-    /// The largest timestamp of its records (its last activity; expiry counts from it).
+    /// The timestamp of its last activity, which expiry counts from: the largest of its
+    /// last batch's as a log on disk reads it (Kafka's batch max timestamp); an in-memory
+    /// replicated log takes the last record's of each run it applies at once (the same
+    /// unless producers set their own timestamps out of order).
     pub last_timestamp: i64,
     /// The transaction coordinator's epoch of its last marker (-1: none).
     pub coordinator_epoch: i32,
