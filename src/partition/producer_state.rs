@@ -126,6 +126,31 @@ impl<V> ProducerMap<V> {
 /// which is also the most in-flight requests an idempotent Kafka producer allows).
 pub(crate) const RANGES_KEPT: usize = 5;
 
+/// The most sequences a producer's kept ranges cover together: half the sequence space
+/// (sequences wrap at 2^31), so that a sequence past a wrap is never found in an old range
+/// and taken for a duplicate. Ranges join while a producer's records follow each other,
+/// so without the bound one could grow past the wrap.
+const SEQ_WINDOW: u64 = 1 << 30;
+
+/// Forgets the oldest sequences of `ranges` (oldest first) beyond [`SEQ_WINDOW`].
+#[inline]
+fn bound_window(ranges: &mut Vec<Range>) {
+    let mut total: u64 = ranges.iter().map(|r| r.len).sum();
+    while total > SEQ_WINDOW {
+        let excess = total - SEQ_WINDOW;
+        let oldest = &mut ranges[0];
+        if oldest.len <= excess {
+            total -= oldest.len;
+            ranges.remove(0);
+        } else {
+            oldest.seq = seq_add(oldest.seq, excess);
+            oldest.offset += excess;
+            oldest.len -= excess;
+            total -= excess;
+        }
+    }
+}
+
 /// No producer id, epoch or sequence (Kafka's `RecordBatch.NO_PRODUCER_ID` etc.).
 pub const NO_PRODUCER_ID: i64 = -1;
 
@@ -565,20 +590,20 @@ impl ProducerStates {
         if stamp.transactional && e.txn_first_offset.is_none() {
             e.txn_first_offset = Some(offset);
         }
-        if let Some(r) = e.ranges.last_mut() {
-            if r.end() == offset && seq_add(r.last_seq(), 1) == seq {
-                r.len += count;
-                return;
+        match e.ranges.last_mut() {
+            Some(r) if r.end() == offset && seq_add(r.last_seq(), 1) == seq => r.len += count,
+            _ => {
+                if e.ranges.len() == RANGES_KEPT {
+                    e.ranges.remove(0);
+                }
+                e.ranges.push(Range {
+                    seq,
+                    offset,
+                    len: count,
+                });
             }
         }
-        if e.ranges.len() == RANGES_KEPT {
-            e.ranges.remove(0);
-        }
-        e.ranges.push(Range {
-            seq,
-            offset,
-            len: count,
-        });
+        bound_window(&mut e.ranges);
     }
 
     /// A transaction marker of producer `id` written at `offset` by coordinator epoch
@@ -670,6 +695,26 @@ mod tests {
         st.truncate(0);
         assert!(st.get(7).unwrap().ranges.is_empty());
         assert_eq!(st.check(&gap, 0, 1), Check::Append);
+    }
+
+    #[test]
+    fn a_sequence_past_the_wrap_is_never_a_duplicate_of_a_long_run() {
+        let mut st = ProducerStates::new();
+        let run = 1u64 << 30;
+        // Three runs of 2^30 records, each following the last: one range, past the wrap.
+        for i in 0..3u64 {
+            let s = Stamp::based(P, seq_add(0, i * run), 0, false);
+            assert_eq!(st.check(&s, 0, run), Check::Append);
+            st.applied(&s, 0, i * run, run, 1);
+        }
+        let next = Stamp::based(P, seq_add(0, 3 * run), 0, false);
+        assert_eq!(st.check(&next, 0, 1), Check::Append);
+        // The last run's retry is still a duplicate, at its offsets.
+        let retry = Stamp::based(P, seq_add(0, 2 * run), 0, false);
+        assert_eq!(
+            st.check(&retry, 0, run),
+            Check::Duplicate(2 * run, 3 * run - 1)
+        );
     }
 
     #[test]
