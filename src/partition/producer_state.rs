@@ -109,6 +109,16 @@ impl<V> ProducerMap<V> {
         Some(&mut self.entries[at].1)
     }
 
+    /// Keeps the ids `keep` says to keep (positions change: rare, at expiry).
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(i64) -> bool) {
+        self.entries.retain(|(id, _)| keep(*id));
+        self.index.clear();
+        for (at, (id, _)) in self.entries.iter().enumerate() {
+            self.index.insert(*id, at);
+        }
+        self.recent = 0;
+    }
+
     /// Puts `value` for `id`, replacing any.
     pub(crate) fn insert(&mut self, id: i64, value: V) {
         match self.get_mut(id) {

@@ -253,6 +253,9 @@ pub(crate) struct TopicMeta {
     pub(crate) min_cleanable_dirty_ratio: f64,
     pub(crate) delete_retention_ms: u64,
     pub(crate) min_compaction_lag_ms: u64,
+    /// Kafka's `producer.id.expiration.ms`; a file written before it was stored reads as
+    /// the default.
+    pub(crate) producer_id_expiration_ms: u64,
 }
 
 impl TopicMeta {
@@ -289,6 +292,8 @@ impl TopicMeta {
                 .unwrap_or(u64::MAX),
             min_compaction_lag_ms: u64::try_from(config.compaction_lag().as_millis())
                 .unwrap_or(u64::MAX),
+            producer_id_expiration_ms: u64::try_from(config.producer_expiration().as_millis())
+                .unwrap_or(u64::MAX),
         }
     }
 
@@ -324,6 +329,10 @@ impl TopicMeta {
             (
                 "min_compaction_lag_ms",
                 self.min_compaction_lag_ms.to_string(),
+            ),
+            (
+                "producer_id_expiration_ms",
+                self.producer_id_expiration_ms.to_string(),
             ),
         ]
         .into_iter()
@@ -386,6 +395,10 @@ impl TopicMeta {
             min_cleanable_dirty_ratio,
             delete_retention_ms: ms_or("delete_retention_ms", defaults.tombstone_retention())?,
             min_compaction_lag_ms: ms_or("min_compaction_lag_ms", defaults.compaction_lag())?,
+            producer_id_expiration_ms: ms_or(
+                "producer_id_expiration_ms",
+                defaults.producer_expiration(),
+            )?,
             name: name.to_owned(),
             partitions: u32::try_from(num("partitions")?).map_err(|_| bad("partitions"))?,
             key_type: get("key_type")?,
@@ -414,7 +427,8 @@ impl TopicMeta {
             .cleanup_policy(self.cleanup)
             .min_cleanable_dirty_ratio(self.min_cleanable_dirty_ratio)
             .delete_retention(Duration::from_millis(self.delete_retention_ms))
-            .min_compaction_lag(Duration::from_millis(self.min_compaction_lag_ms));
+            .min_compaction_lag(Duration::from_millis(self.min_compaction_lag_ms))
+            .producer_id_expiration(Duration::from_millis(self.producer_id_expiration_ms));
         if self.retention_ms > 0 {
             c = c.retention(Duration::from_millis(self.retention_ms as u64));
         }

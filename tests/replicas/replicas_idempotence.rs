@@ -205,3 +205,45 @@ fn a_tail_lost_to_an_election_is_taken_anew_once_and_the_truncated_replica_agree
     assert_eq!(m.offset, 5);
     assert_eq!(broker.describe_topic("t").unwrap().partitions[0].log_end, 6);
 }
+
+/// An expired producer's sequence counter goes with its state: its next send starts over at
+/// sequence 0, as a new producer's does (kept, the counters of every idempotent producer
+/// ever made would pile up). Seen in every replica's batch headers.
+#[test]
+fn an_expired_producers_next_send_starts_its_sequences_over() {
+    use logbus::persist::{producer_states, PersistConfig};
+    use logbus::producer::{Acks, ProducerConfig};
+    use logbus::Clock;
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let broker = Broker::builder()
+        .data_dirs(dirs.iter().map(|d| d.path()))
+        .create(true)
+        .clock(clock.clone() as Arc<dyn Clock>)
+        .open()
+        .unwrap();
+    let config = TopicConfig::new(1)
+        .replication_factor(3)
+        .min_insync_replicas(2)
+        .producer_id_expiration(Duration::from_secs(60))
+        .persist(PersistConfig::new());
+    broker.create_topic::<(), u64>("t", config).unwrap();
+    let p = broker
+        .producer_with_config::<(), u64>(ProducerConfig::new().acks(Acks::All))
+        .unwrap();
+    for v in 0..3 {
+        p.send(Record::new("t", v)).unwrap();
+    }
+    clock.advance(Duration::from_secs(61));
+    broker.faults().check_isr_now();
+    p.send(Record::new("t", 3)).unwrap();
+    broker.close().unwrap();
+    for d in &dirs {
+        let states = producer_states(&d.path().join("t-0")).unwrap();
+        assert_eq!(states.len(), 1, "{states:?}");
+        assert_eq!(
+            states[0].last_sequence, 0,
+            "the send after the expiry started over: {states:?}"
+        );
+    }
+}

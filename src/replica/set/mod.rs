@@ -641,8 +641,24 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         if now_ms.saturating_sub(st.producers_expired_ms) >= 1000 {
             st.producers_expired_ms = now_ms;
             let max = self.config.producer_expiration_ms;
+            let mut expired = 0;
             for r in &mut st.replicas {
-                r.log.producers_mut().expire(now_ms, max);
+                expired += r.log.producers_mut().expire(now_ms, max);
+            }
+            // A counter no replica's log has the producer of any more goes with it (its
+            // next send starts over, as after Kafka's expiry): ids would pile up otherwise,
+            // one per idempotent producer ever made.
+            if expired > 0 {
+                let State {
+                    sequences,
+                    replicas,
+                    ..
+                } = &mut *st;
+                sequences.retain(|id| {
+                    replicas
+                        .iter_mut()
+                        .any(|r| r.log.producers().get(id).is_some())
+                });
             }
         }
         let Some(l) = st.leader else { return };
