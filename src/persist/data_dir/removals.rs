@@ -117,7 +117,7 @@ mod tests {
     /// The file system, with removals failing (`EIO`) while `failing` is set.
     #[derive(Debug, Default)]
     struct FailingRemovals {
-        failing: std::sync::atomic::AtomicBool,
+        failing: crate::sync::atomic::AtomicBool,
     }
 
     impl Io for FailingRemovals {
@@ -131,7 +131,7 @@ mod tests {
             FsIo.create_dir_all(dir)
         }
         fn remove_file(&self, path: &Path) -> std::io::Result<()> {
-            if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            if self.failing.load(crate::sync::atomic::Ordering::SeqCst) {
                 return Err(std::io::Error::other("injected removal failure"));
             }
             FsIo.remove_file(path)
@@ -292,14 +292,14 @@ mod tests {
         drop(log);
         let pending = PendingRemovals::default();
         pending.defer(deleted);
-        io.failing.store(true, std::sync::atomic::Ordering::SeqCst);
+        io.failing.store(true, crate::sync::atomic::Ordering::SeqCst);
         let err = pending.remove_queued().unwrap_err();
         assert!(err.to_string().contains(".deleted"), "{err}");
         assert!(pending.queue.lock().files.is_empty());
         pending.finish().unwrap();
         let left = deleted_files(tmp.path());
         assert!(!left.is_empty());
-        io.failing.store(false, std::sync::atomic::Ordering::SeqCst);
+        io.failing.store(false, crate::sync::atomic::Ordering::SeqCst);
         let (_log, report) = SegmentSet::open(tmp.path(), LogSetup::default()).unwrap();
         for f in &left {
             assert!(report.removed_files.contains(f), "{f:?} in {report:?}");
