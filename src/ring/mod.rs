@@ -74,6 +74,7 @@
 
 mod config;
 mod error;
+mod impure;
 mod producer;
 mod reader;
 mod registry;
