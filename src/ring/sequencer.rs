@@ -565,7 +565,8 @@ impl<T> Sequencer<T> {
     /// type with drop glue, so only there does any run consult the record.
     #[inline(always)]
     fn note_slot(shared: &Shared<T>, slots: &mut ImpureSlots, seq: u64, plain: bool) {
-        if shared.plain.is_some() {
+        // Without drop glue (known at compile time) nothing needs a drop.
+        if std::mem::needs_drop::<T>() && shared.plain.is_some() {
             if plain {
                 slots.clear(seq);
             } else {
@@ -921,12 +922,9 @@ impl<T> Sequencer<T> {
             shared.readers_wait.notify_all_light();
             return;
         }
-        if !plain && !self.shared.multi {
+        if !plain && !self.shared.multi && self.shared.plain.is_some() {
             // Before the writes, so that an unwind leaves no such value unmarked.
-            let slots = &mut self.impure_slots;
-            if self.shared.plain.is_some() {
-                slots.mark_run(first, len as u64);
-            }
+            self.impure_slots.mark_run(first, len as u64);
         }
         let mut run = Run {
             shared: &self.shared,
