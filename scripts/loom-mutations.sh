@@ -164,11 +164,35 @@ mutant close-wakes-readers src/ring/shared.rs \
     $'self.closed_at.fetch_min(end, Ordering::Release);\n        self.readers_wait.notify_all();' \
     'self.closed_at.fetch_min(end, Ordering::Release);' \
     ring::close_racing_a_parked_reader
-# Plain values: the single-entry fast path not marking the ring impure.
+# Plain values: the single-entry fast path not marking the ring impure (the flag readers
+# ask before they read a run without asking each entry's shape).
 mutant fast-path-impure src/ring/sequencer.rs \
-    $'            // Before the write (module docs, "Plain values").\n            shared.mark_impure();\n        }\n        let lock = self.view.lossy() || self.announced_run(seq + 1);' \
-    $'        }\n        let lock = self.view.lossy() || self.announced_run(seq + 1);' \
+    $'            // Before the write (module docs, "Plain values").\n            shared.mark_impure();\n        }\n        // The write below drops what it replaces (or `T` has no drop glue).' \
+    $'        }\n        // The write below drops what it replaces (or `T` has no drop glue).' \
+    lib::partition::loom_models::a_lending_read_sees_the_headers_of_every_entry_it_lends
+# Plain values: the single producer's record of the slots that hold values needing their
+# drop. The single-entry fast path not marking its slot, the straight-line run path and the
+# general run path not asking the record: each leaks the box a plain run overwrites.
+mutant fast-path-impure-slot src/ring/sequencer.rs \
+    $'        Self::note_slot(shared, &mut self.impure_slots, seq, plain);\n        let lock' \
+    $'        let lock' \
     lib::partition::loom_models::plain_runs_drop_the_headers_they_overwrite
+mutant straight-line-impure-slots src/ring/sequencer.rs \
+    '&& self.impure_slots.next_marked(self.next, self.next + len) != self.next + len)' \
+    '&& false)' \
+    lib::partition::loom_models::copied_runs_in_the_fast_path_drop_the_headers_they_overwrite
+for model in copied_runs_drop_the_headers_they_overwrite \
+    copied_runs_over_a_boxed_entry_are_read_whole_through_the_gate; do
+    mutant run-impure-slots src/ring/sequencer.rs \
+        'self.impure_slots.next_marked(at, end)' \
+        'end' \
+        "lib::partition::loom_models::$model"
+done
+# The single producer's published cursor after a plain run over marked slots.
+mutant marked-run-published-cursor src/ring/sequencer.rs \
+    $'                // Release: publishes the run\'s slot writes to readers\' Acquire loads.\n                shared.published.store(end, Ordering::Release);' \
+    $'                // Release: publishes the run\'s slot writes to readers\' Acquire loads.\n                shared.published.store(end, Ordering::Relaxed);' \
+    lib::partition::loom_models::copied_runs_over_a_boxed_entry_are_read_whole_through_the_gate
 # The array queue's shared protocol: its stamps.
 mutant stamp-store src/queue/array/shared.rs \
     'const STAMP_STORE: Ordering = Ordering::Release;' \

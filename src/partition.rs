@@ -772,6 +772,12 @@ impl<K, V> Partition<K, V> {
     }
 
     /// What an in-memory compacted partition's section holds (`None` for others).
+    /// Whether the partition keeps each key's latest record in memory as its ring lets it
+    /// go (an in-memory compacted topic's partition; `offsets` reports its stats then).
+    pub(crate) fn compacts_in_memory(&self) -> bool {
+        self.replicated.is_none() && self.compaction.is_some()
+    }
+
     pub(crate) fn compacted_stats(&self) -> Option<CompactedStats> {
         self.compaction.as_ref().map(|c| c.log.stats())
     }

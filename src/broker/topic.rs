@@ -123,6 +123,8 @@ pub(super) trait TopicAdmin: Send + Sync {
     /// Closes every partition because the broker is closing (`Broker::close`).
     fn close_for_broker(&self);
     fn offsets(&self, partition: u32, now_ms: i64) -> Result<Offsets>;
+    /// Whether `partition` is an in-memory compacted one (`Partition::compacts_in_memory`).
+    fn compacts_in_memory(&self, partition: u32) -> Result<bool>;
     fn offset_for_time(
         &self,
         partition: u32,
@@ -287,6 +289,10 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInn
 
     fn offsets(&self, partition: u32, now_ms: i64) -> Result<Offsets> {
         Ok(self.partition(partition)?.offsets(now_ms))
+    }
+
+    fn compacts_in_memory(&self, partition: u32) -> Result<bool> {
+        Ok(self.partition(partition)?.compacts_in_memory())
     }
 
     fn offset_for_time(

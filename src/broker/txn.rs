@@ -803,7 +803,12 @@ impl Broker {
         // An in-memory compacted partition keeps each key's latest record as the ring lets
         // it go, knowing nothing of transactions: an aborted record would replace its key's
         // committed value there. A persisted topic's cleaner follows the transaction rules.
-        if self.offsets(tp)?.compacted.is_some() {
+        // (Asked of the partition alone: its offsets would read the clock and its stats.)
+        if self
+            .slot(&tp.topic)?
+            .admin
+            .compacts_in_memory(tp.partition)?
+        {
             return Err(Error::InvalidConfig {
                 name: "cleanup_policy",
                 value: format!("compact, in memory (topic `{}`)", tp.topic),

@@ -607,6 +607,53 @@ fn copied_runs_drop_the_headers_they_overwrite() {
     });
 }
 
+/// Copied runs on a partition that holds an entry with headers (boxed, as a transaction's
+/// marker is): the single producer writes the run's slots that hold plain entries unread
+/// and replaces the marked one (the boxed entry's) with a write that drops it, all in its
+/// batch path (ring `sequencer`, "Plain values"), while the group reads through the gate.
+/// The group has read and committed the boxed entry at offset 0; one appender then copies
+/// offset 1 and offset 2 (over offset 0's slot). Every offset must read whole and the box
+/// be dropped once (loom reports its leaked `Arc` otherwise). Key ordering: the Release
+/// store of the published cursor after that run (`Sequencer::write_run`, its
+/// single-producer path over marked slots) against the gated read's Acquire load of it; a
+/// Relaxed store there fails this model (a racing access to the slot's cell), and so does
+/// writing the marked slot unread (the leak).
+#[test]
+fn copied_runs_over_a_boxed_entry_are_read_whole_through_the_gate() {
+    model(|| {
+        let (p, group, slot) = with_group_g::<(), u64>(2, true);
+        let mut a = p.appender();
+        a.append(tracked_header_entry(0), AppendWait::No)
+            .map_err(|(_, e)| e)
+            .unwrap();
+        let mut headers = 0;
+        p.read(0, 1, 0, Some(&slot), |_, e| {
+            headers = e.entry().headers().len()
+        });
+        assert_eq!(headers, 1);
+        p.commit(&group, 1, 0).unwrap();
+        let producer = thread::spawn(move || {
+            for v in 1..3 {
+                let (sent, done) = a.append_copied(&[(v, v as u64)], AppendWait::No);
+                assert_eq!(sent, 1);
+                done.unwrap();
+            }
+        });
+        let mut seen = Vec::new();
+        while seen.len() < 2 {
+            match p.read(1 + seen.len() as u64, 2, 0, Some(&slot), |_, e| {
+                seen.push((e.entry().timestamp(), *e.entry().value()))
+            }) {
+                ReadOutcome::Read(_) => {}
+                ReadOutcome::Empty => thread::yield_now(),
+                other => panic!("{other:?}"),
+            }
+        }
+        producer.join().unwrap();
+        assert_eq!(seen, [(1, 1), (2, 2)]);
+    });
+}
+
 /// Copied runs through the ring's straight-line path (`Sequencer::publish_made_fast`): the
 /// second of two runs from one appender fits under the limit the first one refreshed, so it
 /// is written and published without a claim; the group reads both through the gate, whole

@@ -631,8 +631,11 @@ where
         } = first;
         // Plain entries: the table records where they land (`partition::txn`).
         run.push(Entry::new(timestamp.unwrap_or(now), key, value, headers));
+        // The topic as `send_batch`'s plain path recognises it (a `&'static str` name by
+        // its address first), not by comparing names per record.
+        let cached = &state.topics[t];
         let same = |r: &Record<K, V>| {
-            r.topic == topic
+            cached.is_named(&r.topic)
                 && r.partition == Some(partition)
                 && r.timestamp.is_none_or(crate::partition::valid_timestamp)
         };

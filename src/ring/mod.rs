@@ -49,7 +49,9 @@
 //!   neither do the `*_async` reads (their futures wait without blocking the thread).
 //! - **Allocation:** none per entry. Creating a ring allocates the slots; adding a reader
 //!   allocates its cursor; producers re-snapshot the reader list (allocating only if it
-//!   grew) when readers join or leave. Batch reads push into your `Vec`.
+//!   grew) when readers join or leave; a single producer of a ring that tracks plain values
+//!   allocates a bit per slot at its first value that is not plain (`impure`). Batch reads
+//!   push into your `Vec`.
 //! - **Drop:** every value is dropped exactly once: when overwritten, or when the ring's last
 //!   handle goes.
 //! - **Close:** [`Ring::close`] (or dropping the last producer) wakes every waiter; readers
@@ -74,6 +76,7 @@
 
 mod config;
 mod error;
+mod impure;
 mod producer;
 mod reader;
 mod registry;

@@ -36,13 +36,27 @@
 //!
 //! Overwriting a slot normally moves the old value out to drop it (a read of the old line,
 //! and a guard in case its `Drop` panics). A ring told which values drop as a no-op (the
-//! partition's entries without headers: `Shared::plain`) skips that while the ring has only
-//! ever held such values: a producer whose run holds a value that is not plain sets
-//! `Shared::impure` *before* its claim, hence before the Release store of each of its
-//! slots' tags; a writer of plain values asks the flag per slot, after its Acquire load
-//! (or CAS) of the tag it replaces, so it sees the flag whenever the value it overwrites
-//! may need its drop. While the flag is clear, runs of plain values overwrite unread;
-//! everything else drops as before.
+//! partition's entries without headers: `Shared::plain`) skips that for the slots it knows
+//! hold such values. Two questions are kept apart:
+//!
+//! - **Does the value a write replaces need its drop?** A single producer wrote every value
+//!   the ring holds, so it answers from its own record (`impure_slots`, module `impure`):
+//!   a bit per slot, set when it writes a value that is not plain, cleared when a write
+//!   drops that value. A run of plain values overwrites unread every slot whose bit is
+//!   clear and replaces each marked one with a tagged write that reads its value back: a
+//!   partition's transaction markers (one boxed entry per transaction) cost one slot each,
+//!   and the runs between them keep the batch path. The record is the handle's own memory,
+//!   ordered with the writes by program order (and, for the partition's appenders, by the
+//!   lock they share the handle under). Multi-producer rings ask `Shared::impure` per slot
+//!   instead, after their Acquire load (or CAS) of the tag they replace: a producer whose
+//!   run holds a value that is not plain sets it *before* its claim, hence before the
+//!   Release store of each of its slots' tags.
+//! - **May a published run hold a value that is not plain?** Readers that read in place
+//!   without asking each value's shape (the partition's lending reads:
+//!   `Shared::published_only_plain`) ask `Shared::impure`, set for good before the first
+//!   such value is published (before the Release store of the cursor that publishes it).
+//!
+//! Slots written unread are overwritten without a drop; everything else drops as before.
 //!
 //! # Plain runs (multi-producer)
 //!
@@ -57,6 +71,7 @@
 //! public `MultiProducer` of `Copy`-like values); the flag's check stays, one load per
 //! run, so that the argument above does not depend on who may set it.
 
+use super::impure::ImpureSlots;
 use super::registry::GateView;
 use super::shared::{Shared, CLOSED_BIT};
 use super::wait;
@@ -151,6 +166,9 @@ pub(crate) struct Sequencer<T> {
     next: u64,
     /// The sequence of the last entry this handle published ([`LAST_NONE`] before the first).
     last: u64,
+    /// Single producer over a ring with a `plain` predicate: the slots that may hold a value
+    /// that is not plain (module docs, "Plain values").
+    impure_slots: ImpureSlots,
 }
 
 /// `Sequencer::last` before the handle published anything.
@@ -159,6 +177,7 @@ const LAST_NONE: u64 = u64::MAX;
 impl<T> Sequencer<T> {
     pub(crate) fn new(shared: Arc<Shared<T>>) -> Self {
         let next = shared.start;
+        let impure_slots = ImpureSlots::new(shared.capacity);
         Self {
             shared,
             view: GateView::new(),
@@ -166,6 +185,7 @@ impl<T> Sequencer<T> {
             limit: 0,
             next,
             last: LAST_NONE,
+            impure_slots,
         }
     }
 
@@ -311,7 +331,7 @@ impl<T> Sequencer<T> {
     /// `make` never panics (a claimed slot would be left unwritten) and touches no ring;
     /// `plain` only if every value it makes drops as a no-op and the ring tracks plain
     /// values (`Shared::plain` is set, or `T` has no drop glue): the single producer then
-    /// overwrites plain values unread while `Shared::impure` is clear.
+    /// overwrites unread the slots it knows hold plain values (module docs, "Plain values").
     pub(crate) unsafe fn publish_made(
         &mut self,
         n: usize,
@@ -406,8 +426,10 @@ impl<T> Sequencer<T> {
             || !plain
             || self.view.lossy()
             || self.next + len > self.limit
-            // A single producer is the only writer of `impure` (module docs, "Plain values").
-            || (std::mem::needs_drop::<T>() && self.shared.may_be_impure())
+            // A slot of the run may hold a value that needs its drop (module docs, "Plain
+            // values"); `len` is at most the capacity here (the limit's test above).
+            || (std::mem::needs_drop::<T>()
+                && self.impure_slots.next_marked(self.next, self.next + len) != self.next + len)
         {
             return None;
         }
@@ -429,8 +451,9 @@ impl<T> Sequencer<T> {
         let shared = &*self.shared;
         // SAFETY: `first..end` is below the limit, so ours (single producer) and at most
         // the capacity long; no non-gating reader is known and no read is announced (module
-        // docs); the values written and those they replace drop as no-ops (`plain`, and the
-        // flag is clear or `T` has no drop glue); `make` does not panic (caller).
+        // docs); the values written and those they replace drop as no-ops (`plain`, and no
+        // slot of the run is marked in `impure_slots`, or `T` has no drop glue); `make`
+        // does not panic (caller).
         unsafe {
             shared.slots.write_run_untagged(
                 first,
@@ -471,10 +494,13 @@ impl<T> Sequencer<T> {
         if !self.begin_sp() {
             return Err(value);
         }
-        if !shared.all_plain(std::slice::from_ref(&value)) {
+        let plain = shared.all_plain(std::slice::from_ref(&value));
+        if !plain {
             // Before the write (module docs, "Plain values").
             shared.mark_impure();
         }
+        // The write below drops what it replaces (or `T` has no drop glue).
+        Self::note_slot(shared, &mut self.impure_slots, seq, plain);
         let lock = self.view.lossy() || self.announced_run(seq + 1);
         let old = if !lock && !std::mem::needs_drop::<T>() {
             let mut value = Some(value);
@@ -530,6 +556,22 @@ impl<T> Sequencer<T> {
             shared.reads_announced()
         } else {
             false
+        }
+    }
+
+    /// Single producer, before writing `seq` with a write that drops the value it replaces:
+    /// records in `slots` whether the slot will hold a value that is not plain (module
+    /// docs, "Plain values"). Only a ring with a `plain` predicate has plain values of a
+    /// type with drop glue, so only there does any run consult the record.
+    #[inline(always)]
+    fn note_slot(shared: &Shared<T>, slots: &mut ImpureSlots, seq: u64, plain: bool) {
+        // Without drop glue (known at compile time) nothing needs a drop.
+        if std::mem::needs_drop::<T>() && shared.plain.is_some() {
+            if plain {
+                slots.clear(seq);
+            } else {
+                slots.mark(seq);
+            }
         }
     }
 
@@ -611,10 +653,13 @@ impl<T> Sequencer<T> {
                         let seq = first + i;
                         let value = make(seq);
                         let shared = run.shared;
-                        if shared.plain.is_some_and(|plain| !plain(&value)) {
+                        let plain = shared.plain.map_or(true, |plain| plain(&value));
+                        if !plain {
                             // Before the write (module docs, "Plain values").
                             shared.mark_impure();
                         }
+                        // The write below drops what it replaces.
+                        Self::note_slot(shared, &mut self.impure_slots, seq, plain);
                         // SAFETY: `seq` is claimed by us (single producer: no previous-lap
                         // writer); `lock` follows our gate view (module docs).
                         let old = unsafe {
@@ -657,8 +702,10 @@ impl<T> Sequencer<T> {
     /// written (leaking what it replaces) and published, so a claimed slot is never left
     /// empty.
     ///
-    /// With `plain` (every value of the run drops as a no-op), the old values are overwritten
-    /// unread while `Shared::impure` says they are plain too (module docs, "Plain values").
+    /// With `plain` (every value of the run drops as a no-op), the old values known to be
+    /// plain too are overwritten unread: a single producer's unmarked slots
+    /// (`impure_slots`), every slot while `Shared::impure` is clear (module docs, "Plain
+    /// values").
     ///
     /// # Safety
     ///
@@ -740,13 +787,87 @@ impl<T> Sequencer<T> {
             // The common case for plain data: no slot locks and nothing to drop, so nothing
             // in the loop can panic and no unwind guard is needed — a tight loop.
             let shared = &*self.shared;
-            // A single producer is the only writer of `impure`: while it is clear, every
-            // value the ring holds is plain.
-            if !shared.multi && (!std::mem::needs_drop::<T>() || !shared.may_be_impure()) {
-                // SAFETY: `first..first + len` is claimed by us (single producer), no
-                // non-gating reader is known and no read is announced (module docs); the
-                // values of the run and those they replace drop as no-ops (`T` has no drop
-                // glue, or `plain` and the flag is clear); `make` does not panic (caller).
+            if !shared.multi {
+                // A single producer wrote every value the ring holds: stretches of slots
+                // whose values are plain are overwritten unread, and each slot marked in
+                // `impure_slots` is replaced by a tagged write that reads its value back
+                // (module docs, "Plain values").
+                let end = first + len as u64;
+                let mut at = first;
+                loop {
+                    let stop = if std::mem::needs_drop::<T>() {
+                        self.impure_slots.next_marked(at, end)
+                    } else {
+                        end
+                    };
+                    // SAFETY: `at..stop` is claimed by us (single producer), no non-gating
+                    // reader is known and no read is announced (module docs); the values
+                    // written are plain (`plain`), and so is each value they replace (no
+                    // slot of `at..stop` is marked, or `T` has no drop glue); `make` does
+                    // not panic (caller); `stop - at <= len <= capacity`.
+                    unsafe {
+                        shared.slots.write_run_untagged(
+                            at,
+                            stop - at,
+                            move |seq| make((seq - first) as usize),
+                            &mut 0,
+                        );
+                    }
+                    if stop == end {
+                        break;
+                    }
+                    // The value written is plain and the one replaced is dropped below.
+                    self.impure_slots.clear(stop);
+                    // SAFETY: `stop` is claimed by us (single producer: no previous-lap
+                    // writer, the slot holds `stop - capacity`); no lock, as above; the old
+                    // value is read back to be dropped.
+                    let old = unsafe {
+                        shared.slot(stop).write(
+                            stop,
+                            make((stop - first) as usize),
+                            shared.prev_tag(stop),
+                            false,
+                            false,
+                            || true,
+                        )
+                    };
+                    at = stop + 1;
+                    if let Some(old) = old {
+                        // If its `Drop` panics, the guard writes the rest of the run
+                        // (leaking what it replaces) and publishes it.
+                        let guard = Run {
+                            shared,
+                            first,
+                            make,
+                            len,
+                            written: (at - first) as usize,
+                            lock: false,
+                            drop_old: true,
+                            done: false,
+                        };
+                        drop(old);
+                        // No unwind: this loop writes the rest of the run.
+                        std::mem::forget(guard);
+                    }
+                }
+                // Release: publishes the run's slot writes to readers' Acquire loads.
+                shared.published.store(end, Ordering::Release);
+                // Per run, not per entry; a fence-free check unless a reader is parked.
+                shared.readers_wait.notify_all_light();
+                return;
+            }
+            // Multi-producer plain runs in three passes (module docs, "Plain runs"):
+            // own every slot, ask the flag once, move the values in, publish the tags.
+            shared
+                .slots
+                .wait_prev_run(first, len as u64, shared.start, shared.capacity);
+            if !shared.may_be_impure() {
+                // SAFETY: `first..first + len` is claimed by us and each slot's previous
+                // lap was seen published (Acquire, just above), so no other producer
+                // writes them; no non-gating reader is known and no read is announced
+                // (`lock` is false), so no reader reads them; the flag, asked after
+                // every one of those Acquire loads, says each value replaced is plain;
+                // nothing here can panic (`make` does not: caller).
                 unsafe {
                     shared.slots.write_run_untagged(
                         first,
@@ -755,57 +876,24 @@ impl<T> Sequencer<T> {
                         &mut 0,
                     );
                 }
-                // Release: publishes the run's slot writes to readers' Acquire loads.
-                shared
-                    .published
-                    .store(first + len as u64, Ordering::Release);
+                shared.slots.publish_tags(first, len as u64);
                 // Per run, not per entry; a fence-free check unless a reader is parked.
                 shared.readers_wait.notify_all_light();
                 return;
             }
-            if shared.multi {
-                // Multi-producer plain runs in three passes (module docs, "Plain runs"):
-                // own every slot, ask the flag once, move the values in, publish the tags.
-                shared
-                    .slots
-                    .wait_prev_run(first, len as u64, shared.start, shared.capacity);
-                if !shared.may_be_impure() {
-                    // SAFETY: `first..first + len` is claimed by us and each slot's previous
-                    // lap was seen published (Acquire, just above), so no other producer
-                    // writes them; no non-gating reader is known and no read is announced
-                    // (`lock` is false), so no reader reads them; the flag, asked after
-                    // every one of those Acquire loads, says each value replaced is plain;
-                    // nothing here can panic (`make` does not: caller).
-                    unsafe {
-                        shared.slots.write_run_untagged(
-                            first,
-                            len as u64,
-                            move |seq| make((seq - first) as usize),
-                            &mut 0,
-                        );
-                    }
-                    shared.slots.publish_tags(first, len as u64);
-                    // Per run, not per entry; a fence-free check unless a reader is parked.
-                    shared.readers_wait.notify_all_light();
-                    return;
-                }
-                // A value replaced may be impure: slot by slot below (each slot already
-                // holds its previous lap, so the writes do not wait again).
-            }
+            // A value replaced may be impure: slot by slot below (each slot already
+            // holds its previous lap, so the writes do not wait again).
             for i in 0..len {
                 let seq = first + i as u64;
-                // SAFETY: `seq` is claimed by us; `wait_prev` covers a multi-producer previous lap still being written; no
-                // non-gating reader is known, so no lock (module docs); the replaced value
-                // is read back when it may need its drop.
+                // SAFETY: `seq` is claimed by us and holds its previous lap (waited for
+                // above); no non-gating reader is known, so no lock (module docs); the
+                // replaced value is read back when it may need its drop.
                 let old = unsafe {
-                    shared.slot(seq).write(
-                        seq,
-                        make(i),
-                        shared.prev_tag(seq),
-                        shared.multi,
-                        false,
-                        || shared.may_be_impure(),
-                    )
+                    shared
+                        .slot(seq)
+                        .write(seq, make(i), shared.prev_tag(seq), true, false, || {
+                            shared.may_be_impure()
+                        })
                 };
                 if let Some(old) = old {
                     // An impure value seen only now (types with drop glue only): the rest of
@@ -830,17 +918,13 @@ impl<T> Sequencer<T> {
                     return;
                 }
             }
-            if !shared.multi {
-                // A single producer's values with drop glue: tagged writes, published by
-                // its cursor. Release: publishes the run's slot writes to readers' Acquire
-                // loads.
-                shared
-                    .published
-                    .store(first + len as u64, Ordering::Release);
-            }
             // Per run, not per entry; a fence-free check unless a reader is parked.
             shared.readers_wait.notify_all_light();
             return;
+        }
+        if !plain && !self.shared.multi && self.shared.plain.is_some() {
+            // Before the writes, so that an unwind leaves no such value unmarked.
+            self.impure_slots.mark_run(first, len as u64);
         }
         let mut run = Run {
             shared: &self.shared,

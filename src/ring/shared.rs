@@ -24,8 +24,11 @@ pub(crate) struct Shared<T> {
     /// entries without headers), so that overwriting them needs no drop (`sequencer`,
     /// "Plain values"). `None`: no value of a type with drop glue is plain.
     pub(crate) plain: Option<fn(&T) -> bool>,
-    /// Set, for good, before the claim of a run holding a value that is not plain. Written
-    /// once, read per slot overwritten: it sits among the read-mostly fields.
+    /// Set, for good, before the claim of a run holding a value that is not plain: for
+    /// readers, whether a published run may hold one (`published_only_plain`); for
+    /// multi-producer writers, whether a value they replace may need its drop (a single
+    /// producer keeps an exact record of its own instead: `sequencer`, "Plain values").
+    /// Written once, read per run: it sits among the read-mostly fields.
     pub(crate) impure: AtomicBool,
     /// Multi-producer: the next sequence to claim, plus [`CLOSED_BIT`] once closed. A single
     /// producer with `announces`: the end of its latest claim (never the closed bit).
@@ -105,8 +108,9 @@ impl<T> Shared<T> {
         }
     }
 
-    /// For a writer that holds a slot (it loaded the previous value's tag with Acquire):
-    /// whether that value may be impure, and so must be dropped.
+    /// For a multi-producer writer that holds a slot (it loaded the previous value's tag
+    /// with Acquire), or a writer taking slot locks: whether that value may be impure, and
+    /// so must be dropped.
     #[inline]
     pub(crate) fn may_be_impure(&self) -> bool {
         // Relaxed: ordered after the previous writer's `mark_impure` by the slot's tag

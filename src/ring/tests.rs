@@ -1,6 +1,7 @@
 //! Unit tests of the ring's unsafe core; Miri runs them (`ring::` filter), with counts
 //! shrunk under `cfg(miri)`.
 
+use super::slot::tag;
 use super::*;
 use crate::sync::atomic::AtomicUsize;
 use std::thread;
@@ -831,6 +832,77 @@ fn single_producer_plain_fast_path_marks_impure() {
         let mut plain = vec![None; 2];
         assert_eq!(p.try_publish_batch_known(&mut plain, true), Ok(2));
     }
+}
+
+/// `None` is the plain value.
+fn counted_ring(cap: usize) -> (SingleProducer<Option<Counted>>, Ring<Option<Counted>>) {
+    let plain = Some(Option::is_none as fn(&Option<Counted>) -> bool);
+    Ring::single_producer_plain(RingConfig::new(cap).overflow(LapPolicy::DropOldest), plain)
+        .unwrap()
+}
+
+/// Plain runs on a ring that holds values needing their drop (a partition's transaction
+/// markers): the slots the single producer knows hold plain values are written untagged
+/// (their tags lag), and each value needing its drop is dropped once, when a plain run, a
+/// single publish or a run with such values overwrites it, or when the ring goes. Laps of
+/// runs of every length up to the capacity, with such values at varying places.
+#[test]
+fn plain_runs_beside_values_needing_a_drop_stay_untagged_and_drop_each_once() {
+    let live = Arc::new(AtomicUsize::new(0));
+    let counted = || {
+        live.fetch_add(1, Ordering::Relaxed);
+        Some(Counted(0, Arc::clone(&live)))
+    };
+    let (mut p, ring) = counted_ring(8);
+    // A value needing its drop at 0, then a plain run: written untagged (tags stay 0).
+    p.try_publish(counted()).unwrap();
+    let mut plain: Vec<_> = (0..4).map(|_| None).collect();
+    assert_eq!(p.try_publish_batch_known(&mut plain, true), Ok(4));
+    assert!(ring.shared.may_be_impure());
+    assert_eq!(ring.shared.slot(0).tag(), tag(0));
+    for seq in 1..5 {
+        assert_eq!(
+            ring.shared.slot(seq).tag(),
+            0,
+            "slot {seq} written untagged"
+        );
+    }
+    let mut next = 5u64;
+    for round in 0..if cfg!(miri) { 12 } else { 400 } {
+        let len = 1 + round % 8;
+        match round % 5 {
+            0 => {
+                p.try_publish(counted()).unwrap();
+                next += 1;
+            }
+            1 => {
+                // A run with values needing their drop at its ends.
+                let mut mixed: Vec<_> = (0..len)
+                    .map(|i| (i == 0 || i + 1 == len).then(counted).flatten())
+                    .collect();
+                assert_eq!(p.try_publish_batch_known(&mut mixed, false), Ok(len));
+                next += len as u64;
+            }
+            _ => {
+                let mut plain: Vec<_> = (0..len).map(|_| None).collect();
+                assert_eq!(p.try_publish_batch_known(&mut plain, true), Ok(len));
+                next += len as u64;
+            }
+        }
+    }
+    assert_eq!(ring.cursor(), next);
+    // A lap of plain values: every value needing its drop is overwritten, dropped once.
+    let mut plain: Vec<_> = (0..8).map(|_| None).collect();
+    assert_eq!(p.try_publish_batch_known(&mut plain, true), Ok(8));
+    assert_eq!(live.load(Ordering::Relaxed), 0);
+    // Two more left for the ring's drop.
+    p.try_publish(counted()).unwrap();
+    let mut mixed = vec![None, counted(), None];
+    assert_eq!(p.try_publish_batch_known(&mut mixed, false), Ok(3));
+    assert_eq!(live.load(Ordering::Relaxed), 2);
+    drop(p);
+    drop(ring);
+    assert_eq!(live.load(Ordering::Relaxed), 0);
 }
 
 /// An announcing reader reads while the single producer overwrites plain runs untagged
