@@ -292,14 +292,16 @@ mod tests {
         drop(log);
         let pending = PendingRemovals::default();
         pending.defer(deleted);
-        io.failing.store(true, crate::sync::atomic::Ordering::SeqCst);
+        io.failing
+            .store(true, crate::sync::atomic::Ordering::SeqCst);
         let err = pending.remove_queued().unwrap_err();
         assert!(err.to_string().contains(".deleted"), "{err}");
         assert!(pending.queue.lock().files.is_empty());
         pending.finish().unwrap();
         let left = deleted_files(tmp.path());
         assert!(!left.is_empty());
-        io.failing.store(false, crate::sync::atomic::Ordering::SeqCst);
+        io.failing
+            .store(false, crate::sync::atomic::Ordering::SeqCst);
         let (_log, report) = SegmentSet::open(tmp.path(), LogSetup::default()).unwrap();
         for f in &left {
             assert!(report.removed_files.contains(f), "{f:?} in {report:?}");
