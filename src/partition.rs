@@ -696,7 +696,20 @@ impl<K, V> Partition<K, V> {
         tail.keep_stamps(at)
     }
 
-    /// Puts the producers' states recovered from disk.
+    /// With idle producer ids expiring by `expiry` (module `tail`, "Expiry"): a
+    /// one-replica partition of a broker.
+    pub(crate) fn with_producer_expiry(self, expiry: ProducerExpiry) -> Self {
+        self.producer.lock().expire_producers(expiry);
+        self
+    }
+
+    /// How the partition's idle producer ids expire, if they do (the disk writer's
+    /// snapshots follow the same rule).
+    pub(crate) fn producer_expiry(&self) -> Option<ProducerExpiry> {
+        self.producer.lock().producer_expiry().cloned()
+    }
+
+    /// Puts the producers' states recovered from disk (expired at once: module `tail`).
     pub(crate) fn restore_producers(&self, states: producer_state::ProducerStates) {
         self.producer.lock().restore(states);
     }
@@ -1386,6 +1399,7 @@ pub(crate) mod producer_state;
 pub(crate) mod progress;
 pub(crate) mod tail;
 pub(crate) use appender_async::Unsynced;
+pub(crate) use producer_state::ProducerExpiry;
 pub use producer_state::{ProducerIdentity, ProducerState};
 pub(crate) mod replica_log;
 pub(crate) mod topic_config;

@@ -5,7 +5,7 @@ use std::any::{Any, TypeId};
 use std::fmt;
 
 use super::{check_partition_count, TopicConfig};
-use crate::partition::{GateExpiry, Offsets, Partition};
+use crate::partition::{GateExpiry, Offsets, Partition, ProducerExpiry};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 // Std's Arc (also under loom): the broker shares unsized values (see `sync::StdArc`).
 use crate::sync::StdArc as Arc;
@@ -35,6 +35,8 @@ pub(crate) struct TopicInner<K, V> {
     pub(super) factory: Option<PartitionFactory<K, V>>,
     /// `Block` topics in memory: the broker's group expiry, for added partitions.
     pub(super) gate_expiry: Option<GateExpiry>,
+    /// One-replica topics in memory: how added partitions expire idle producer ids.
+    pub(super) producer_expiry: Option<ProducerExpiry>,
 }
 
 /// A persisted topic's files, as the admin operations reach them (`crate::persist`).
@@ -74,6 +76,7 @@ impl<K, V> TopicInner<K, V> {
             store: None,
             factory: None,
             gate_expiry: None,
+            producer_expiry: None,
         }
     }
 
@@ -254,10 +257,13 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInn
             }
             (None, None) => {
                 for _ in current..total {
-                    grown.push(Arc::new(
+                    let mut p =
                         Partition::new(self.config.partition_config(), Arc::clone(&self.arrivals))?
-                            .with_gate_expiry(self.gate_expiry.clone()),
-                    ));
+                            .with_gate_expiry(self.gate_expiry.clone());
+                    if let Some(expiry) = &self.producer_expiry {
+                        p = p.with_producer_expiry(expiry.clone());
+                    }
+                    grown.push(Arc::new(p));
                 }
             }
         }

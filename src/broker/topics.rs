@@ -7,7 +7,7 @@ use super::topic::{PartitionFactory, TopicAdmin, TopicSlot};
 use super::{validate_topic_name, Broker, Topic, TopicConfig, TopicInner, TopicPartition};
 use crate::codec::Codec;
 use crate::partition::compacted::Section;
-use crate::partition::{Offsets, Partition};
+use crate::partition::{Offsets, Partition, ProducerExpiry};
 use crate::persist::PersistedTopicConfig;
 // Std's Arc (also under loom): the broker shares unsized values (see `sync::StdArc`).
 use crate::sync::atomic::Ordering;
@@ -150,6 +150,7 @@ impl Broker {
             });
         }
         let (clock, expiry) = (Arc::clone(self.clock()), self.gate_expiry());
+        let producer_expiry = self.producer_expiry(&config);
         self.register_in_memory(name, config, move |arrivals| {
             let arrivals = Arc::clone(arrivals);
             let compaction = config.compaction_config();
@@ -157,6 +158,7 @@ impl Broker {
                 let clock = Arc::clone(&clock);
                 Partition::new(config.partition_config(), Arc::clone(&arrivals))?
                     .with_gate_expiry(Some(Arc::clone(&expiry)))
+                    .with_producer_expiry(producer_expiry.clone())
                     .with_compaction(move |start| {
                         Arc::new(Section::<K, V>::new(compaction, clock, start))
                     })
@@ -227,16 +229,22 @@ impl Broker {
         }
         let arrivals = Arc::new(WaitSet::new());
         let factory = factory(&arrivals);
+        let producer_expiry = self.producer_expiry(&config);
         let partitions = (0..config.partitions)
             .map(|n| match &factory {
                 Some(make) => make(n),
-                None => Partition::new(config.partition_config(), Arc::clone(&arrivals))
-                    .map(|p| Arc::new(p.with_gate_expiry(Some(self.gate_expiry())))),
+                None => Partition::new(config.partition_config(), Arc::clone(&arrivals)).map(|p| {
+                    Arc::new(
+                        p.with_gate_expiry(Some(self.gate_expiry()))
+                            .with_producer_expiry(producer_expiry.clone()),
+                    )
+                }),
             })
             .collect::<Result<Vec<_>>>()?;
         let inner = Arc::new(TopicInner {
             factory,
             gate_expiry: Some(self.gate_expiry()),
+            producer_expiry: Some(producer_expiry),
             ..TopicInner::new(name, config, partitions, arrivals)
         });
         topics.insert(
@@ -251,6 +259,12 @@ impl Broker {
         drop(topics);
         self.bump_metadata();
         Ok(Topic::from_inner(inner))
+    }
+
+    /// How the idle producer ids of a one-replica partition of a topic with `config`
+    /// expire: the topic's `producer_id_expiration` on the broker's clock.
+    pub(crate) fn producer_expiry(&self, config: &TopicConfig) -> ProducerExpiry {
+        ProducerExpiry::new(Arc::clone(self.clock()), config.producer_expiration())
     }
 
     /// Whether a topic `name` with `config` could be created now (valid, not taken).

@@ -855,12 +855,26 @@ fn a_read_committed_fetch_never_reads_a_transaction_opening_meanwhile() {
 /// or the retry appends it and the fresh send gets sequence 1; the producer's state ends at
 /// the last offset with sequence `log end - 1`. Key lock: the ring producer's, held from the
 /// check to the publish (`Tail::check_next` .. `published`); checking under one hold and
-/// publishing under another appends sequence 0 twice.
+/// publishing under another appends sequence 0 twice. Idle producer ids expire here as on
+/// a broker's partition (none is idle: the expiry's look at the states is in both paths).
 #[test]
 fn idempotent_sequences_follow_the_log() {
-    use super::producer_state::ProducerHandle;
+    use super::producer_state::{ProducerExpiry, ProducerHandle};
     model(|| {
-        let p = partition_of::<(), Value>(4, false);
+        let clock: Arc<dyn crate::clock::Clock> = Arc::new(crate::clock::ManualClock::new(0));
+        let config = PartitionConfig {
+            capacity: 4,
+            gated: false,
+            retention_ms: None,
+        };
+        let p = Arc::new(
+            Partition::<(), Value>::new(config, Arc::new(WaitSet::new()))
+                .unwrap()
+                .with_producer_expiry(ProducerExpiry::new(
+                    clock,
+                    std::time::Duration::from_secs(60),
+                )),
+        );
         let id = ProducerIdentity { id: 1, epoch: 0 };
         let policy = SendPolicy {
             producer: Some(Arc::new(ProducerHandle::new(id, Ok))),

@@ -44,7 +44,9 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use crate::clock::Clock;
 use crate::sync::atomic::{AtomicI64, Ordering};
+use crate::sync::StdArc;
 
 /// A map by producer id with a multiplicative hash (ids are not attacker-chosen: the
 /// broker hands them out), so a send's lookups cost a multiply, not SipHash.
@@ -557,12 +559,15 @@ impl ProducerStates {
     }
 
     /// The sequence an append of producer `id` in `epoch` continues from: the next one
-    /// after its last, 0 in a new epoch or for a producer not known.
-    pub(crate) fn next_seq(&self, id: ProducerIdentity) -> i32 {
-        match self.producers.get(&id.id) {
-            Some(e) if e.epoch == id.epoch => e.last().map_or(0, |(s, _)| seq_add(s, 1)),
-            _ => 0,
-        }
+    /// after its last, 0 in a new epoch; `None` for a producer id not known (its first
+    /// append starts at 0).
+    pub(crate) fn next_seq(&self, id: ProducerIdentity) -> Option<i32> {
+        let e = self.producers.get(&id.id)?;
+        Some(if e.epoch == id.epoch {
+            e.last().map_or(0, |(s, _)| seq_add(s, 1))
+        } else {
+            0
+        })
     }
 
     /// Applies `count` records stamped `stamp` (their first at position `at` of the
@@ -654,6 +659,52 @@ impl ProducerStates {
     }
 }
 
+/// How idle producer ids expire in a log that expires them itself (a one-replica
+/// partition, the snapshots of a log on disk): Kafka's `producer.id.expiration.ms`
+/// ([`ProducerStates::expire`]) against the broker's clock.
+#[derive(Debug, Clone)]
+pub(crate) struct ProducerExpiry {
+    clock: StdArc<dyn Clock>,
+    max_idle_ms: i64,
+    /// When ids were last expired (the clock's ms; `i64::MIN`: never).
+    last_ms: i64,
+}
+
+/// The least time between two expiries by [`ProducerExpiry::expire_due`], on the clock:
+/// a look at every producer's state is not worth making more often (the replica sets
+/// expire at the same pace).
+const EXPIRY_INTERVAL_MS: i64 = 1000;
+
+impl ProducerExpiry {
+    /// Producers idle longer than `max_idle` (by their records' timestamps against
+    /// `clock`) go, unless a transaction of theirs is open.
+    pub(crate) fn new(clock: StdArc<dyn Clock>, max_idle: std::time::Duration) -> Self {
+        Self {
+            clock,
+            max_idle_ms: i64::try_from(max_idle.as_millis()).unwrap_or(i64::MAX),
+            last_ms: i64::MIN,
+        }
+    }
+
+    /// Expires the idle producers of `states` now: how many went.
+    pub(crate) fn expire_now(&mut self, states: &mut ProducerStates) -> usize {
+        let now = self.clock.now_ms();
+        self.last_ms = now;
+        states.expire(now, self.max_idle_ms)
+    }
+
+    /// [`expire_now`](Self::expire_now) unless it ran less than a second of the clock
+    /// ago: one read of the clock then.
+    pub(crate) fn expire_due(&mut self, states: &mut ProducerStates) -> usize {
+        let now = self.clock.now_ms();
+        if now.saturating_sub(self.last_ms) < EXPIRY_INTERVAL_MS {
+            return 0;
+        }
+        self.last_ms = now;
+        states.expire(now, self.max_idle_ms)
+    }
+}
+
 #[cfg(all(test, not(logbus_loom)))]
 mod tests {
     use super::*;
@@ -735,7 +786,7 @@ mod tests {
             st.applied(&Stamp::based(P, i as i32, 0, false), 0, i * 10, 1, i as i64);
         }
         assert_eq!(st.get(7).unwrap().ranges.len(), RANGES_KEPT);
-        assert_eq!(st.next_seq(P), 10);
+        assert_eq!(st.next_seq(P), Some(10));
         assert_eq!(st.expire(100, 1000), 0);
         assert_eq!(st.expire(2000, 1000), 1);
         assert_eq!(st.len(), 0);

@@ -17,6 +17,17 @@
 //! producer appends ([`Tail::hot`]). Plain sends compare one word. Nothing allocates in the
 //! steady state.
 //!
+//! **Expiry.** Idle producer ids go (Kafka's `producer.id.expiration.ms`,
+//! [`ProducerExpiry`]) when a producer id the states do not know first appends, and before
+//! a send with a sequence its caller gives is checked, at most once a second of the
+//! broker's clock each: the states grow only by a new id, and the check is where a
+//! forgotten producer's sequence is accepted anew; a send going on from the hot run never
+//! reads the clock. States restored from disk are expired at once (as Kafka skips the
+//! expired producers of a snapshot it loads). A transaction's records carry no sequences
+//! here (the transaction table fences them), so a producer of an open transaction is in
+//! these states only as restored from disk, its open transaction with it
+//! ([`Tail::txn_ended`] clears that): it is never expired while that transaction is open.
+//!
 //! **Stamps for the writer.** `stamps` holds `(first offset, stamp)` runs (the stamp's
 //! `seq` counting offsets: the record at offset `o` has sequence `stamp.at(o)`), pushed
 //! *before* the publish of the first record they cover, so a writer that sees a record
@@ -25,7 +36,7 @@
 use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};
 
-use super::producer_state::{ProducerStates, Stamp};
+use super::producer_state::{ProducerExpiry, ProducerStates, Stamp};
 use super::{Entry, ProducerIdentity};
 use crate::ring::SingleProducer as RingProducer;
 use crate::sync::Mutex;
@@ -55,6 +66,8 @@ pub(crate) struct Tail<K, V> {
     stamps: Option<StampRuns>,
     /// The stamp of the last run pushed to `stamps`.
     pushed: Stamp,
+    /// How idle producer ids expire (`None`: never, as in a partition of no broker).
+    expiry: Option<ProducerExpiry>,
 }
 
 impl<K, V> Deref for Tail<K, V> {
@@ -78,7 +91,18 @@ impl<K, V> Tail<K, V> {
             hot: None,
             stamps: None,
             pushed: Stamp::NONE,
+            expiry: None,
         }
+    }
+
+    /// Expires idle producer ids by `expiry` from now on (module docs).
+    pub(crate) fn expire_producers(&mut self, expiry: ProducerExpiry) {
+        self.expiry = Some(expiry);
+    }
+
+    /// How idle producer ids expire, if they do.
+    pub(crate) fn producer_expiry(&self) -> Option<&ProducerExpiry> {
+        self.expiry.as_ref()
     }
 
     /// Keeps stamp runs for a writer from offset `at` on (a persisted partition).
@@ -92,6 +116,25 @@ impl<K, V> Tail<K, V> {
     pub(crate) fn restore(&mut self, producers: ProducerStates) {
         self.producers = producers;
         self.hot = None;
+        if let Some(expiry) = &mut self.expiry {
+            expiry.expire_now(&mut self.producers);
+        }
+    }
+
+    /// A marker of producer `id`'s transaction was appended: its transaction, if the
+    /// states hold it open (restored from disk), is over (module docs, "Expiry").
+    pub(crate) fn txn_ended(&mut self, id: i64) {
+        self.producers.marker(id, -1);
+    }
+
+    /// Expires idle producer ids if a second of the clock passed since the last time
+    /// (after a fold: the hot run's producer is in the states).
+    #[cold]
+    fn expire_due(&mut self) {
+        debug_assert!(self.hot.is_none(), "the hot run is folded first");
+        if let Some(expiry) = &mut self.expiry {
+            expiry.expire_due(&mut self.producers);
+        }
     }
 
     /// Every producer's state (the hot run folded in first).
@@ -128,7 +171,15 @@ impl<K, V> Tail<K, V> {
                 }
                 _ => {
                     self.fold();
-                    Stamp::based(id, self.producers.next_seq(id), at, false)
+                    let seq = match self.producers.next_seq(id) {
+                        Some(seq) => seq,
+                        None => {
+                            // A new id: the states grow, so the idle ones go first.
+                            self.expire_due();
+                            0
+                        }
+                    };
+                    Stamp::based(id, seq, at, false)
                 }
             },
         };
@@ -146,6 +197,8 @@ impl<K, V> Tail<K, V> {
         count: u64,
     ) -> (super::producer_state::Check, Stamp) {
         self.fold();
+        // A producer idle past the expiration is forgotten before its sequence is judged.
+        self.expire_due();
         let check = self
             .producers
             .check(&Stamp::based(id, seq, 0, false), 0, count);
@@ -242,5 +295,72 @@ impl StampCursor {
         }
         let (_, stamp) = self.runs.get(self.k)?;
         Some(stamp.moved(offset, 0))
+    }
+}
+
+#[cfg(all(test, not(logbus_loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::producer_state::{ProducerExpiry, ProducerHandle};
+    use super::super::*;
+    use crate::clock::{Clock, ManualClock};
+
+    /// A one-replica partition expiring producers idle 10 s on `clock`.
+    fn expiring(clock: &Arc<ManualClock>) -> Partition<(), u64> {
+        let config = PartitionConfig {
+            capacity: 256,
+            gated: false,
+            retention_ms: None,
+        };
+        let clock = Arc::clone(clock) as Arc<dyn Clock>;
+        Partition::new(config, Arc::new(WaitSet::new()))
+            .unwrap()
+            .with_producer_expiry(ProducerExpiry::new(clock, Duration::from_secs(10)))
+    }
+
+    fn send(p: &Partition<(), u64>, clock: &ManualClock, id: i64) {
+        let identity = ProducerIdentity { id, epoch: 0 };
+        let policy = SendPolicy {
+            producer: Some(Arc::new(ProducerHandle::new(identity, Ok))),
+            ..SendPolicy::default()
+        };
+        let entry = Entry::new(clock.now_ms(), None, id as u64, Vec::new());
+        p.appender()
+            .with_policy(policy)
+            .append(entry, AppendWait::No)
+            .map_err(|(_, e)| e)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_new_producer_id_expires_the_idle_ones_and_the_hot_one_reads_no_clock() {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let p = expiring(&clock);
+        for id in 0..100 {
+            send(&p, &clock, id);
+        }
+        assert_eq!(p.with_producers(|s| s.len()), 100);
+        clock.advance(Duration::from_secs(11));
+        // The producer that appended last goes on: nothing expires.
+        send(&p, &clock, 99);
+        // A producer the partition knows, not the last: nothing expires either.
+        send(&p, &clock, 5);
+        assert_eq!(p.with_producers(|s| s.len()), 100);
+        // A new id: the idle ones go first (not 5 and 99, which just sent).
+        send(&p, &clock, 100);
+        let mut left: Vec<i64> = p.with_producers(|s| s.iter().map(|(id, _)| id).collect());
+        left.sort_unstable();
+        assert_eq!(left, [5, 99, 100]);
+        // Within a second of the clock, another new id reads the clock but expires nothing.
+        clock.advance(Duration::from_millis(500));
+        send(&p, &clock, 101);
+        assert_eq!(p.with_producers(|s| s.len()), 4);
+        // 10.1 s after the last expiry: 5, 99 and 100 are idle past it, 101 is not.
+        clock.advance(Duration::from_millis(9_600));
+        send(&p, &clock, 102);
+        let mut left: Vec<i64> = p.with_producers(|s| s.iter().map(|(id, _)| id).collect());
+        left.sort_unstable();
+        assert_eq!(left, [101, 102]);
     }
 }

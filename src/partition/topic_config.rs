@@ -269,8 +269,16 @@ impl TopicConfig {
     /// (by record timestamp, on the broker's clock), when no transaction of it is open:
     /// Kafka's `producer.id.expiration.ms`, 24 hours by default. An expired producer's
     /// retries are no longer recognised (its next record is accepted whatever its
-    /// sequence, as Kafka accepts a producer it does not know). Applied at the replicas'
-    /// lag checks (replicated topics).
+    /// sequence, as Kafka accepts a producer it does not know).
+    ///
+    /// Applied on every topic, at most once a second of the broker's clock: on a
+    /// replicated one at the replicas' lag checks; on a one-replica one when a producer id
+    /// the partition does not know first appends to it (so its states never grow by more
+    /// than the producers of one expiration window) and before a send with a sequence its
+    /// caller gives ([`Producer::send_sequenced`](crate::producer::Producer::send_sequenced))
+    /// is checked. A persisted one-replica partition leaves expired ids out of the
+    /// `.snapshot` files it writes at each roll and expires the states it recovers when it
+    /// opens, so a reopen never brings an expired producer back.
     pub const fn producer_id_expiration(mut self, expiration: Duration) -> Self {
         self.producer_id_expiration = expiration;
         self

@@ -494,6 +494,11 @@ impl<K, V> Appender<K, V> {
                 Ok(offset) => {
                     let hw = offset + 1;
                     note(&mut table, offset, hw);
+                    if marker.is_some() && self.disk.is_some() {
+                        // Its open transaction may be in the producers' states, restored
+                        // from disk (module `tail`, "Expiry").
+                        self.handle.lock().txn_ended(producer_id);
+                    }
                     if marker.is_some() && self.direct {
                         // Every offset below the published cursor's lap was overwritten.
                         let floor = self

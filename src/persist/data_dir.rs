@@ -469,6 +469,8 @@ pub(crate) struct DataDir {
     options: DataDirConfig,
     /// The broker's clock, shared the way the storage layer takes it.
     clock: SyncArc<dyn Clock>,
+    /// The broker's clock itself, for what partitions time (their producer ids' expiry).
+    broker_clock: Arc<dyn Clock>,
     lock: Mutex<Option<Box<dyn DirLock>>>,
     pub(crate) metas: Mutex<BTreeMap<String, TopicMeta>>,
     cells: Mutex<BTreeMap<(String, u32), Arc<LogCell>>>,
@@ -523,6 +525,7 @@ impl DataDir {
         options: DataDirConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<Self>> {
+        let broker_clock = Arc::clone(&clock);
         let clock: SyncArc<dyn Clock> =
             crate::sync::arc_from_std(Arc::new(BrokerClock(clock)) as Arc<dyn Clock>);
         let io = match &options.io {
@@ -642,6 +645,7 @@ impl DataDir {
             io,
             options,
             clock,
+            broker_clock,
             lock: Mutex::new(Some(lock)),
             metas: Mutex::new(metas),
             cells: Mutex::new(cells),

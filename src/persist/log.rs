@@ -534,7 +534,7 @@ where
         if let Some(set) = log.as_ref() {
             let (states, _corrupt) =
                 crate::persist::replica_store::recover_producers(set, set.log_end_offset())?;
-            keeper = SnapshotKeeper::new(states.clone(), set);
+            keeper = SnapshotKeeper::new(states.clone(), set, partition.producer_expiry());
             partition.restore_producers(states);
         }
         drop(log);

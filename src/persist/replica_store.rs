@@ -17,7 +17,7 @@ use bytes::Bytes;
 use super::append::{Appender, Pushed, BATCH_TARGET};
 use crate::clock::Clock;
 use crate::codec::{encoding, Codec};
-use crate::partition::producer_state::{ProducerStates, Stamp};
+use crate::partition::producer_state::{ProducerExpiry, ProducerStates, Stamp};
 use crate::partition::replica_log::{runs_of, ReplicaLog};
 use crate::partition::Entry;
 use crate::persist::FlushPolicy;
@@ -137,18 +137,36 @@ pub(crate) fn recover_producers(set: &SegmentSet, to: u64) -> Result<(ProducerSt
 /// Follows the batches appended to a log on disk for its producer-state snapshots: applies
 /// each batch's header, and at each roll writes the snapshot at the new segment's base
 /// offset (Kafka's `takeSnapshot` at roll).
+///
+/// With an expiry (a one-replica partition's: its own, on the broker's clock), idle
+/// producer ids go from the states here too, at each roll before the snapshot: the states
+/// would otherwise grow by every idempotent producer ever made, and a reopen would load
+/// them all back. The keeper sees the log only as written, which may lag the partition's
+/// appends: a producer it expires may have records in the ring past the roll, but those go
+/// in segments after the snapshot, where recovery reads them back; only its records older
+/// than the expiration are forgotten, as expiry means.
 #[derive(Debug, Default)]
 pub(crate) struct SnapshotKeeper {
     states: ProducerStates,
     active: u64,
+    expiry: Option<ProducerExpiry>,
 }
 
 impl SnapshotKeeper {
-    /// From the states recovered for the whole log of `set`.
-    pub(crate) fn new(states: ProducerStates, set: &SegmentSet) -> Self {
+    /// From the states recovered for the whole log of `set`, idle producer ids expiring
+    /// by `expiry`, if given.
+    pub(crate) fn new(
+        mut states: ProducerStates,
+        set: &SegmentSet,
+        mut expiry: Option<ProducerExpiry>,
+    ) -> Self {
+        if let Some(expiry) = &mut expiry {
+            expiry.expire_now(&mut states);
+        }
         Self {
             states,
             active: set.active_base_offset(),
+            expiry,
         }
     }
 
@@ -159,6 +177,9 @@ impl SnapshotKeeper {
         if active != self.active && active == h.base_offset {
             // Rolled: the new segment starts with this batch; the snapshot holds the state
             // below it.
+            if let Some(expiry) = &mut self.expiry {
+                expiry.expire_now(&mut self.states);
+            }
             let _ = crate::storage::producer_snapshot::write(
                 set.io(),
                 set.dir(),
@@ -467,7 +488,7 @@ where
         } else {
             recover_producers(&store.set, end)?
         };
-        store.keeper = SnapshotKeeper::new(whole, &store.set);
+        store.keeper = SnapshotKeeper::new(whole, &store.set, None);
         let log = ReplicaLog::restored(start, mem_start, runs_of(tail), epochs, producers);
         Ok((Box::new(store), log))
     }

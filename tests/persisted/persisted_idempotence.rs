@@ -97,3 +97,142 @@ fn run(rf: u32) {
         "the corrupt snapshot is gone: {left:?}"
     );
 }
+
+/// A persisted one-replica topic on a manual clock: a producer idle past
+/// `producer_id_expiration` is left out of the `.snapshot` written at the next roll, a
+/// producer not idle and one whose transaction is open are kept; after a reopen the
+/// expired producer is still gone (its old sequence accepted anew) and the other's retry
+/// is still answered.
+#[test]
+fn idle_producers_expire_one_replica_and_stay_gone_after_a_reopen() {
+    use logbus::ManualClock;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let open = || {
+        Broker::builder()
+            .clock(clock.clone())
+            .data_dir(tmp.path())
+            .create(true)
+            .open()
+            .unwrap()
+    };
+    let broker = open();
+    let config = TopicConfig::new(1)
+        .producer_id_expiration(Duration::from_secs(10))
+        .persist(PersistConfig::new().segment_bytes(4096));
+    broker.create_topic::<(), u64>("s", config).unwrap();
+    let p = broker.producer::<(), u64>();
+    let (idle, busy) = (broker.init_producer_id(), broker.init_producer_id());
+    let first_idle = p.send_sequenced(Record::new("s", 1), idle, 0).unwrap();
+    let txn = broker
+        .producer_with_config::<(), u64>(ProducerConfig::new().transactional_id("w"))
+        .unwrap();
+    txn.init_transactions().unwrap();
+    txn.begin_transaction().unwrap();
+    let in_txn = txn.send(Record::new("s", 2)).unwrap();
+    clock.advance(Duration::from_secs(6));
+    let first_busy = p.send_sequenced(Record::new("s", 3), busy, 0).unwrap();
+    // `idle` and the transaction's producer have been idle 11 s, `busy` 5 s.
+    clock.advance(Duration::from_secs(5));
+    let filler = broker.producer::<(), u64>();
+    let before = snapshots(&tmp.path().join("s-0")).len();
+    for v in 0..1_000u64 {
+        filler.send(Record::new("s", v)).unwrap();
+    }
+    drop(filler);
+    txn.commit_transaction().unwrap();
+    drop(txn);
+    let again = p.send_sequenced(Record::new("s", 3), busy, 0).unwrap();
+    assert_eq!(
+        again.offset, first_busy.offset,
+        "busy is kept: its retry answered"
+    );
+    drop(p);
+    broker.close().unwrap();
+    drop(broker);
+
+    // The snapshot of the last roll (after the expiration): without `idle`, with `busy`
+    // and the open transaction.
+    let part = tmp.path().join("s-0");
+    let snaps = snapshots(&part);
+    assert!(snaps.len() > before, "rolled: {snaps:?}");
+    let latest = part.join(producer_snapshot::file_name(*snaps.last().unwrap()));
+    let entries = producer_snapshot::decode(&latest, &std::fs::read(&latest).unwrap()).unwrap();
+    let ids: Vec<i64> = entries.iter().map(|e| e.producer_id).collect();
+    assert!(
+        !ids.contains(&idle.id),
+        "idle expired from the snapshot: {ids:?}"
+    );
+    assert!(ids.contains(&busy.id), "busy kept in the snapshot: {ids:?}");
+    assert!(
+        entries
+            .iter()
+            .any(|e| e.current_txn_first_offset == in_txn.offset as i64),
+        "the producer of the open transaction kept: {entries:?}"
+    );
+
+    // Reopened: `idle` is still gone, `busy`'s retry still answered.
+    let broker = open();
+    broker.topic::<(), u64>("s").unwrap();
+    let p = broker.producer::<(), u64>();
+    let again = p.send_sequenced(Record::new("s", 3), busy, 0).unwrap();
+    assert_eq!(
+        again.offset, first_busy.offset,
+        "busy's retry after the reopen"
+    );
+    let fresh = p.send_sequenced(Record::new("s", 1), idle, 0).unwrap();
+    assert_ne!(
+        fresh.offset, first_idle.offset,
+        "idle's old sequence is accepted anew after the reopen"
+    );
+    drop(p);
+    broker.close().unwrap();
+}
+
+/// A persisted one-replica topic that never rolled (no snapshot): the states recovered
+/// from the log when it reopens are expired (at once, before any send is checked), so a
+/// producer idle past the expiration, counted across the close, is gone after it.
+#[test]
+fn producers_recovered_idle_are_expired_when_a_one_replica_topic_reopens() {
+    use logbus::ManualClock;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let open = || {
+        Broker::builder()
+            .clock(clock.clone())
+            .data_dir(tmp.path())
+            .create(true)
+            .open()
+            .unwrap()
+    };
+    let broker = open();
+    let config = TopicConfig::new(1)
+        .producer_id_expiration(Duration::from_secs(10))
+        .persist(PersistConfig::new());
+    broker.create_topic::<(), u64>("s", config).unwrap();
+    let p = broker.producer::<(), u64>();
+    let idle = broker.init_producer_id();
+    let first = p.send_sequenced(Record::new("s", 1), idle, 0).unwrap();
+    drop(p);
+    broker.close().unwrap();
+    drop(broker);
+    assert!(snapshots(&tmp.path().join("s-0")).is_empty());
+
+    clock.advance(Duration::from_secs(11));
+    let broker = open();
+    broker.topic::<(), u64>("s").unwrap();
+    let p = broker.producer::<(), u64>();
+    let fresh = p.send_sequenced(Record::new("s", 1), idle, 0).unwrap();
+    assert_ne!(
+        fresh.offset, first.offset,
+        "recovered idle, expired at the reopen"
+    );
+    drop(p);
+    broker.close().unwrap();
+}

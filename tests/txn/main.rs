@@ -10,6 +10,7 @@ mod txn_checker;
 mod txn_checker_durable;
 mod txn_durable;
 mod txn_plain_runs;
+mod txn_producer_expiry;
 mod txn_timeout_task;
 
 /// The seeds a history checker runs: the one named by `replay_var`, else `0..n` where `n` is

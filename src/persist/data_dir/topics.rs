@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 
 use super::{DataDir, OpenPartition, TopicMeta, TOPIC_SUFFIX};
 use crate::codec::Codec;
-use crate::partition::Partition;
+use crate::partition::{Partition, ProducerExpiry};
 use crate::persist::log::{segment_room, spawn_writer, LogCell, PartitionLog};
 use crate::persist::ClampedOffset;
 use crate::storage::{checkpoint, Checkpoints, LogSetup, SegmentSet};
@@ -71,13 +71,18 @@ impl DataDir {
             segment_room: segment_room(batch_limit),
             _types: PhantomData,
         });
+        let config = meta.topic_config();
         let (partition, gate) = Partition::persisted(
-            meta.topic_config().partition_config(),
+            config.partition_config(),
             Arc::clone(arrivals),
             cell.written(),
             disk,
         )?;
-        let partition = Arc::new(partition);
+        // Before the writer restores the states on disk (expired at once there).
+        let partition = Arc::new(partition.with_producer_expiry(ProducerExpiry::new(
+            Arc::clone(&self.broker_clock),
+            config.producer_expiration(),
+        )));
         partition.rebuild_transactions();
         // The groups' offsets, clamped to the recovered log end. They stay in `loaded`
         // until `track_open` has the partition in `open`: a

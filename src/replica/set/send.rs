@@ -130,7 +130,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                     Some(seq) => seq,
                     None => match counter.as_deref() {
                         Some(&(e, next)) if e == id.epoch => next,
-                        _ => st.replicas[l].log.producers().next_seq(id),
+                        _ => st.replicas[l].log.producers().next_seq(id).unwrap_or(0),
                     },
                 };
                 let stamp = Stamp::based(id, seq, 0, false);
