@@ -309,6 +309,9 @@ pub(crate) struct StoreParams {
     /// The codec of the partition's batches, shared by its replicas (see
     /// [`CodecChoice`](super::append::CodecChoice)).
     pub(crate) codec: crate::sync::StdArc<super::append::CodecChoice>,
+    /// The topic's producer-id expiration, for the `.snapshot` files' states (the replica
+    /// set expires the log's own).
+    pub(crate) expiry: ProducerExpiry,
 }
 
 /// Decodes one stored record.
@@ -488,7 +491,7 @@ where
         } else {
             recover_producers(&store.set, end)?
         };
-        store.keeper = SnapshotKeeper::new(whole, &store.set, None);
+        store.keeper = SnapshotKeeper::new(whole, &store.set, Some(p.expiry.clone()));
         let log = ReplicaLog::restored(start, mem_start, runs_of(tail), epochs, producers);
         Ok((Box::new(store), log))
     }

@@ -32,6 +32,7 @@ use super::replica_store::{partition_dir, DiskReplica, Loaded, StoreParams};
 use super::{BrokerClock, MetaLine, TopicMeta};
 use crate::clock::Clock;
 use crate::codec::Codec;
+use crate::partition::producer_state::ProducerExpiry;
 use crate::partition::topic_config::TopicConfig;
 use crate::storage::record_batch::Compression;
 use crate::storage::{checkpoint, CleanConfig, CleanStats, DeletedFiles, DirLock, DirtyInfo, Io};
@@ -330,6 +331,8 @@ pub(crate) struct DiskDirs {
     ios: Vec<SyncArc<dyn Io>>,
     switches: Vec<DirSwitch>,
     clock: SyncArc<dyn Clock>,
+    /// The broker's clock as the producer states' expiry takes it.
+    broker_clock: Arc<dyn Clock>,
     /// The directories' locks (the first is the broker's data directory, locked there).
     locks: Mutex<Vec<Box<dyn DirLock>>>,
     /// Per directory: it failed (an I/O error, or gone).
@@ -396,7 +399,10 @@ impl DiskDirs {
                 .map(|d| crate::sync::arc_from_std(Arc::new(d) as Arc<dyn Io>))
                 .collect(),
             base,
-            clock: crate::sync::arc_from_std(Arc::new(BrokerClock(clock)) as Arc<dyn Clock>),
+            clock: crate::sync::arc_from_std(
+                Arc::new(BrokerClock(Arc::clone(&clock))) as Arc<dyn Clock>
+            ),
+            broker_clock: clock,
             locks: Mutex::new(locks),
             failed: (0..n).map(|_| AtomicBool::new(false)).collect(),
             handled: Mutex::new(vec![false; n]),
@@ -579,6 +585,10 @@ impl DiskDirs {
             capacity: meta.topic.records_in_memory,
             max_message_bytes: meta.topic.persist.message_limit(),
             codec,
+            expiry: ProducerExpiry::new(
+                Arc::clone(&self.broker_clock),
+                Duration::from_millis(meta.topic.producer_id_expiration_ms),
+            ),
         }
     }
 }

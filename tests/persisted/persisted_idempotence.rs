@@ -236,3 +236,53 @@ fn producers_recovered_idle_are_expired_when_a_one_replica_topic_reopens() {
     drop(p);
     broker.close().unwrap();
 }
+
+/// On a replicated persisted topic too, every replica's `.snapshot` written at a roll after
+/// a producer's expiration leaves it out.
+#[test]
+fn idle_producers_expire_from_every_replicas_snapshots() {
+    use logbus::ManualClock;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let broker = Broker::builder()
+        .clock(clock.clone())
+        .data_dirs(tmp.iter().map(|t| t.path()))
+        .create(true)
+        .open()
+        .unwrap();
+    let config = TopicConfig::new(1)
+        .replication_factor(3)
+        .min_insync_replicas(2)
+        .producer_id_expiration(Duration::from_secs(10))
+        .persist(PersistConfig::new().segment_bytes(4096));
+    broker.create_topic::<(), u64>("s", config).unwrap();
+    let p = broker.producer::<(), u64>();
+    let idle = broker.init_producer_id();
+    p.send_sequenced(Record::new("s", 1), idle, 0).unwrap();
+    clock.advance(Duration::from_secs(11));
+    let before: Vec<usize> = tmp
+        .iter()
+        .map(|t| snapshots(&t.path().join("s-0")).len())
+        .collect();
+    for v in 0..1_000u64 {
+        p.send(Record::new("s", v)).unwrap();
+    }
+    drop(p);
+    broker.close().unwrap();
+    for (t, before) in tmp.iter().zip(before) {
+        let part = t.path().join("s-0");
+        let snaps = snapshots(&part);
+        assert!(snaps.len() > before, "rolled: {snaps:?}");
+        let latest = part.join(producer_snapshot::file_name(*snaps.last().unwrap()));
+        let entries = producer_snapshot::decode(&latest, &std::fs::read(&latest).unwrap()).unwrap();
+        let ids: Vec<i64> = entries.iter().map(|e| e.producer_id).collect();
+        assert!(
+            !ids.contains(&idle.id),
+            "idle expired from {}: {ids:?}",
+            latest.display()
+        );
+    }
+}
