@@ -563,6 +563,10 @@ impl GroupWriter {
     }
 }
 
+/// The most the rewrite reserves at once for one segment's survivors (a larger output
+/// grows the buffer as it comes).
+const MAX_OUT_RESERVE: u64 = 64 << 20;
+
 /// Bytes the rewrite reads again at once, at most (one batch over it is read alone).
 const REWRITE_READ: usize = 1 << 20;
 
@@ -761,7 +765,16 @@ impl CleanPlan {
         // (`GroupWriter::fits`).
         let mut out_groups = Vec::new();
         let mut group: Option<GroupWriter> = None;
-        let mut out = Vec::with_capacity(1 << 20);
+        // Room for the largest segment's survivors at once (a segment's output is at most its
+        // size, short of a recompressed batch growing): a buffer grown by doubling copies
+        // what it holds and touches fresh pages at every step, while only the pages written
+        // of one reserved at once cost anything.
+        let largest = self
+            .segments
+            .iter()
+            .filter(|s| s.base < map_end)
+            .map(|s| s.size);
+        let mut out = Vec::with_capacity(largest.max().unwrap_or(0).min(MAX_OUT_RESERVE) as usize);
         let mut batches: Vec<(usize, u64, i64)> = Vec::new();
         let mut kept = Vec::new();
         let mut read = Vec::new();
