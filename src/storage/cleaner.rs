@@ -11,8 +11,8 @@
 //! 2. **Build** ([`CleanPlan::build`], without the lock: the planned segments are closed and
 //!    never written again, and each is read through a handle of its own): a map of key →
 //!    latest offset over the dirty section (bounded by `dedupe_buffer_bytes`, 24 bytes a key
-//!    at a load of 0.9, as Kafka's `SkimpyOffsetMap`: a 128-bit hash of the key, then the
-//!    offset; when it fills, the pass cleans up to where it got and the next pass goes on from
+//!    at a load of 0.9, as Kafka's `SkimpyOffsetMap`: a 128-bit identity of the key, the key
+//!    itself when shorter than 16 bytes, else its keyed hash, then the offset; when it fills, the pass cleans up to where it got and the next pass goes on from
 //!    there), then the segments are rewritten in order into groups, each a
 //!    `<base>.log.cleaned` file with its `.index.cleaned` and `.timeindex.cleaned` (written
 //!    by the segment's index rule as the log is written, so nothing reads the cleaned log
@@ -714,7 +714,7 @@ impl CleanPlan {
                     each_record(bytes, first, h, |r| {
                         records += 1;
                         if let Some(k) = r.key {
-                            keys.push((map.hasher.hash(k), r.offset));
+                            keys.push((map.hasher.identity(k), r.offset));
                         }
                         Ok(())
                     })
@@ -977,7 +977,7 @@ impl CleanPlan {
                 None => (true, false),
                 Some(k) => {
                     let superseded = if !dirty {
-                        map.get(map.hasher.hash(k))
+                        map.get(map.hasher.identity(k))
                             .is_some_and(|latest| latest > r.offset)
                     } else if batch_range.contains(&r.offset) {
                         in_batch.binary_search(&r.offset).is_err()

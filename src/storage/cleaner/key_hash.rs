@@ -1,41 +1,75 @@
-//! The key map's key identity: SipHash-1-3 with its 128-bit output (Aumasson and Bernstein's
-//! SipHash; the 128-bit mode of their reference code) under a random 128-bit key drawn for
-//! each pass.
+//! The key map's key identity: a key shorter than 16 bytes is its own identity (its bytes
+//! and its length in 128 bits); a longer one is identified by its SipHash-1-3 in the 128-bit
+//! mode (Aumasson and Bernstein's SipHash; the 128-bit mode of their reference code) under a
+//! random 128-bit key drawn for each pass, its top bit set so that it never equals a short
+//! key's identity (whose top byte is its length, below 16).
 //!
-//! Two keys of one hash are one key to the map, and the cleaner would drop the live record
-//! of one of them, so the hash must be one a producer cannot make collide. SipHash is a
-//! pseudorandom function of its secret key: whoever does not know the key (it never leaves
-//! the pass, and no hash value is ever shown) can do no better than guess, and any two
-//! distinct keys collide with probability 2^-128, whatever way they were chosen. SipHash-1-3
-//! (one compression round a word, three at the end) is the reduced-round variant that Rust's
-//! `std` and CPython use against crafted hash-table collisions; no attack is published that
-//! finds its collisions under an unknown key. Accidental collisions are as rare as with
-//! Kafka's MD5 (also 128 bits, but unkeyed, so craftable). The whole key is hashed in one
-//! call (no streaming state), which is what makes it cheap for short keys.
+//! Two keys of one identity are one key to the map, and the cleaner would drop the live
+//! record of one of them, so no producer may be able to make two keys collide. Short keys
+//! never collide at all. SipHash is a pseudorandom function of its secret key: whoever does
+//! not know the key (it never leaves the pass, and no hash value is ever shown) can do no
+//! better than guess, and any two distinct long keys collide with probability 2^-127,
+//! whatever way they were chosen. SipHash-1-3 (one compression round a word, three at the
+//! end) is the reduced-round variant that Rust's `std` and CPython use against crafted
+//! hash-table collisions; no attack is published that finds its collisions under an unknown
+//! key. Accidental collisions are as rare as with Kafka's MD5 (128 bits, but unkeyed, so
+//! craftable). The whole key is hashed in one call (no streaming state).
+//!
+//! An identity chooses its slot in the map through [`KeyHasher::slot_hash`], a folded
+//! multiply under two more random words (the mixing of the `foldhash` and `ahash` crates):
+//! short keys' bytes are no hash, and keys crafted to share a slot would only lengthen
+//! probes, never merge two keys.
 
-/// A random SipHash-1-3 key, drawn once per pass.
+/// The random keys of one pass: SipHash-1-3's, and the slot hash's.
 #[derive(Clone, Copy)]
 pub(super) struct KeyHasher {
     k0: u64,
     k1: u64,
+    s0: u64,
+    s1: u64,
 }
 
 impl KeyHasher {
-    /// A hasher under a fresh random key: `std`'s `RandomState` keys come from the OS's
-    /// randomness, and its hashes of two constants under them are as unpredictable.
+    /// A hasher under fresh random keys: `std`'s `RandomState` keys come from the OS's
+    /// randomness, and its hashes of constants under them are as unpredictable.
     pub(super) fn random() -> Self {
         use std::hash::BuildHasher;
         let state = std::hash::RandomState::new();
         KeyHasher {
             k0: state.hash_one(0x6b30_u64),
             k1: state.hash_one(0x6b31_u64),
+            s0: state.hash_one(0x7330_u64),
+            s1: state.hash_one(0x7331_u64),
         }
     }
 
-    /// The 128-bit SipHash-1-3 of `key`.
+    /// The 128-bit identity of `key` (see the module docs).
     #[inline]
-    pub(super) fn hash(&self, key: &[u8]) -> u128 {
-        SipState::<1, 3>::absorb(self.k0, self.k1, key, true).finish128()
+    pub(super) fn identity(&self, key: &[u8]) -> u128 {
+        let len = key.len();
+        if len < 16 {
+            let (low, high) = match key.split_first_chunk::<8>() {
+                Some((first, rest)) => (u64::from_le_bytes(*first), tail_word(rest)),
+                None => (tail_word(key), 0),
+            };
+            // The top byte is the length: free in both cases (at most 7 bytes in `high`).
+            (u128::from(high | ((len as u64) << 56)) << 64) | u128::from(low)
+        } else {
+            SipState::<1, 3>::absorb(self.k0, self.k1, key, true).finish128() | (1 << 127)
+        }
+    }
+
+    /// Where `identity`'s probe starts in the map: a folded multiply (the 128-bit product's
+    /// halves xored) of its halves under the random words, and once more to spread its
+    /// bits.
+    #[inline]
+    pub(super) fn slot_hash(&self, identity: u128) -> u64 {
+        let fold = |a: u64, b: u64| {
+            let p = u128::from(a) * u128::from(b);
+            (p as u64) ^ ((p >> 64) as u64)
+        };
+        let h = fold(identity as u64 ^ self.s0, (identity >> 64) as u64 ^ self.s1);
+        fold(h ^ self.s1, 0x9e37_79b9_7f4a_7c15)
     }
 }
 
@@ -202,11 +236,41 @@ mod tests {
     }
 
     #[test]
-    fn two_passes_hash_under_different_keys() {
+    fn two_passes_hash_long_keys_under_different_keys() {
         let (a, b) = (KeyHasher::random(), KeyHasher::random());
-        assert_ne!(a.hash(b"key"), b.hash(b"key"));
-        assert_eq!(a.hash(b"key"), a.hash(b"key"));
-        // The length is hashed: a key and the same key with a zero byte more differ.
-        assert_ne!(a.hash(b"key"), a.hash(b"key\0"));
+        let long = b"a key of sixteen bytes or more";
+        assert_ne!(a.identity(long), b.identity(long));
+        assert_eq!(a.identity(long), a.identity(long));
+        // Short keys are themselves, whatever the pass.
+        assert_eq!(a.identity(b"key"), b.identity(b"key"));
+        assert_ne!(
+            a.slot_hash(a.identity(b"key")),
+            b.slot_hash(b.identity(b"key"))
+        );
+    }
+
+    #[test]
+    fn no_two_keys_around_the_short_keys_bound_share_an_identity() {
+        let h = KeyHasher::random();
+        let mut seen = std::collections::HashMap::new();
+        // Every length from 0 to 24, with zero bytes (a key and the same key with a zero
+        // byte more must differ) and with 0xff bytes (high bits of every word set).
+        for len in 0..=24 {
+            for fill in [0u8, 0xff, b'k'] {
+                let key = vec![fill; len];
+                let other = seen.insert(h.identity(&key), key.clone());
+                assert!(
+                    other.as_ref().is_none_or(|o| *o == key),
+                    "{key:?} and {other:?}"
+                );
+            }
+        }
+        // Long keys' identities have the top bit set; short keys' never.
+        assert!(h.identity(&[0xff; 15]) >> 127 == 0);
+        assert!(h.identity(&[0; 16]) >> 127 == 1);
+        // The identity of a short key is its bytes and length.
+        let id = h.identity(b"key-00001234");
+        assert_eq!(&id.to_le_bytes()[..12], b"key-00001234");
+        assert_eq!(id.to_le_bytes()[12..], [0, 0, 0, 12]);
     }
 }

@@ -1,13 +1,14 @@
-//! The key map of a cleaning pass, as Kafka's `SkimpyOffsetMap`: a key's 128-bit hash
-//! ([`KeyHasher`]) → the key's latest offset, in one flat array of 24-byte slots probed
+//! The key map of a cleaning pass, as Kafka's `SkimpyOffsetMap`: a key's 128-bit identity
+//! ([`KeyHasher::identity`]: the key itself when short, else its keyed hash) → the key's
+//! latest offset, in one flat array of 24-byte slots probed
 //! linearly, within a fixed budget of entries.
 //!
 //! Kafka sizes its array from the dedupe buffer once; this one starts small and doubles up
 //! to the same size, so that a pass over few keys neither allocates nor touches the whole
 //! buffer (the rehash on growth costs a pass over the entries so far, amortized). A slot is
 //! `[hash low, hash high, offset]`; an offset of `u64::MAX` (never a record's) marks it
-//! empty. The slot of a hash is its low word scaled to the array's length, so the length
-//! need not be a power of two and the array fills the buffer exactly.
+//! empty. The slot of an identity is its [`KeyHasher::slot_hash`] scaled to the array's
+//! length, so the length need not be a power of two and the array fills the buffer exactly.
 
 use super::key_hash::KeyHasher;
 use super::BYTES_PER_KEY;
@@ -45,10 +46,11 @@ impl OffsetMap {
         }
     }
 
-    /// The slot where `hash`'s probe starts: its low word scaled to the array.
+    /// The slot where `hash`'s probe starts: its slot hash scaled to the array.
     #[inline]
     fn home(&self, hash: u128) -> usize {
-        ((u128::from(hash as u64) * self.slots.len() as u128) >> 64) as usize
+        let h = self.hasher.slot_hash(hash);
+        ((u128::from(h) * self.slots.len() as u128) >> 64) as usize
     }
 
     /// The slot holding `hash`, or the empty slot where it would go.
@@ -140,7 +142,11 @@ mod tests {
     fn many_keys_each_find_their_own_latest_offset() {
         let mut map = OffsetMap::new(64 << 20);
         let hasher = map.hasher;
-        let hash = |k: u64| hasher.hash(format!("key-{k}").as_bytes());
+        // Half the keys short (their own identity), half long (hashed).
+        let hash = |k: u64| match k % 2 {
+            0 => hasher.identity(format!("key-{k}").as_bytes()),
+            _ => hasher.identity(format!("a key longer than 16 bytes: {k}").as_bytes()),
+        };
         // 200,000 keys, each written twice: the second offset is the latest.
         let keys: Vec<(u128, u64)> = (0..200_000u64).map(|k| (hash(k), k)).collect();
         for chunk in keys.chunks(64) {
@@ -154,7 +160,7 @@ mod tests {
         for (k, &(h, _)) in keys.iter().enumerate() {
             assert_eq!(map.get(h), Some(k as u64 + 1_000_000), "key {k}");
         }
-        assert_eq!(map.get(map.hasher.hash(b"never written")), None);
+        assert_eq!(map.get(map.hasher.identity(b"never written")), None);
         let mut offsets: Vec<u64> = map.offsets().collect();
         offsets.sort_unstable();
         assert_eq!(offsets, (1_000_000..1_200_000).collect::<Vec<_>>());
@@ -165,7 +171,7 @@ mod tests {
         // 100 slots: 90 keys.
         let mut map = OffsetMap::new(100 * BYTES_PER_KEY);
         let hasher = map.hasher;
-        let hash = |k: u64| hasher.hash(&k.to_be_bytes());
+        let hash = |k: u64| hasher.identity(&k.to_be_bytes());
         let batch = |from: u64, n: u64| (from..from + n).map(|k| (hash(k), k)).collect::<Vec<_>>();
         assert!(map.put_all(&batch(0, 80)));
         // 11 new keys would make 91: none is taken.
@@ -187,7 +193,7 @@ mod tests {
     #[test]
     fn a_buffer_below_one_slot_still_maps_one_key() {
         let mut map = OffsetMap::new(0);
-        let (a, b) = (map.hasher.hash(b"a"), map.hasher.hash(b"b"));
+        let (a, b) = (map.hasher.identity(b"a"), map.hasher.identity(b"b"));
         assert!(map.put_all(&[(a, 1)]));
         assert!(map.put_all(&[(a, 2)]));
         assert!(!map.put_all(&[(b, 3)]));
