@@ -99,11 +99,13 @@ impl OffsetMap {
     }
 
     /// Grows the array (doubling, up to `max_slots`) so that `more` new keys keep it at
-    /// most three-quarters full, or as full as the budget allows at its last size.
+    /// most half full, or as full as the budget allows at its last size: short probes, as
+    /// the slots a probe reads are mostly cache misses once the scan has streamed the log
+    /// through the cache.
     fn reserve(&mut self, more: usize) {
         let want = (self.len + more).min(self.max_entries);
         let mut slots = self.slots.len();
-        while slots < self.max_slots && want > slots / 4 * 3 {
+        while slots < self.max_slots && want > slots / 2 {
             slots = slots.saturating_mul(2).min(self.max_slots);
         }
         if slots == self.slots.len() {
