@@ -11,8 +11,8 @@
 //! 2. **Build** ([`CleanPlan::build`], without the lock: the planned segments are closed and
 //!    never written again, and each is read through a handle of its own): a map of key →
 //!    latest offset over the dirty section (bounded by `dedupe_buffer_bytes`, 24 bytes a key
-//!    at a load of 0.9, as Kafka's `SkimpyOffsetMap`: a 128-bit hash of the key, then the
-//!    offset; when it fills, the pass cleans up to where it got and the next pass goes on from
+//!    at a load of 0.9, as Kafka's `SkimpyOffsetMap`: a 128-bit identity of the key, the key
+//!    itself when shorter than 16 bytes, else its keyed hash, then the offset; when it fills, the pass cleans up to where it got and the next pass goes on from
 //!    there), then the segments are rewritten in order into groups, each a
 //!    `<base>.log.cleaned` file with its `.index.cleaned` and `.timeindex.cleaned` (written
 //!    by the segment's index rule as the log is written, so nothing reads the cleaned log
@@ -82,7 +82,6 @@
 //! past it).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 
 use super::file_names::{file_name, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
@@ -101,6 +100,10 @@ use super::txn_index;
 use super::varint::read_varint;
 use crate::error::{Error, Result};
 use crate::sync::Arc;
+use offset_map::OffsetMap;
+
+mod key_hash;
+mod offset_map;
 
 /// Suffix of a cleaned segment being written (Kafka's `CleanedFileSuffix`).
 pub const CLEANED_SUFFIX: &str = ".cleaned";
@@ -304,69 +307,6 @@ impl Cleaned {
     }
 }
 
-/// Kafka's `SkimpyOffsetMap`: a key's 128-bit hash → its latest offset, with a fixed budget
-/// of entries.
-struct OffsetMap {
-    map: HashMap<u128, u64, FixedState>,
-    max_entries: usize,
-    /// The keys of the map's SipHash half.
-    state: std::hash::RandomState,
-}
-
-/// The map's keys are hashes already: they are used as they are.
-#[derive(Clone, Copy, Default)]
-struct FixedState;
-
-impl BuildHasher for FixedState {
-    type Hasher = IdentityU128;
-    fn build_hasher(&self) -> IdentityU128 {
-        IdentityU128(0)
-    }
-}
-
-/// The map's keys are hashes already.
-#[derive(Default)]
-struct IdentityU128(u64);
-
-impl Hasher for IdentityU128 {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u128(&mut self, i: u128) {
-        self.0 = i as u64;
-    }
-}
-
-/// A key's 128-bit hash: SipHash-1-3 under the map's random keys (so that no producer can
-/// craft keys that collide, and delete another key's latest record), and an independent
-/// multiply-xorshift hash for the other 64 bits (so that accidental collisions stay out of
-/// reach at any key count, as with Kafka's MD5).
-fn key_hash(state: &std::hash::RandomState, key: &[u8]) -> u128 {
-    // The bytes alone, not `Hash for [u8]`'s length prefix too: SipHash's last block
-    // carries the input's length already, and the prefix cost a compression round a key.
-    let mut hasher = state.build_hasher();
-    hasher.write(key);
-    let sip = hasher.finish();
-    let mut h = 0x243f_6a88_85a3_08d3u64 ^ (key.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    let mut chunks = key.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        h = (h ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd).rotate_left(29);
-    }
-    let mut last = [0u8; 8];
-    last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-    h = (h ^ u64::from_le_bytes(last)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 29;
-    (u128::from(sip) << 64) | u128::from(h)
-}
-
 /// What the cleaner looks at in a record, read without decoding the rest (headers are
 /// skipped): its place in the batch's bytes, offset, timestamp, key, and whether its value
 /// is null.
@@ -441,40 +381,6 @@ fn each_record<'a>(
         pos = end;
     }
     Ok(())
-}
-
-impl OffsetMap {
-    fn new(buffer_bytes: usize) -> Self {
-        let max_entries = (buffer_bytes / BYTES_PER_KEY).saturating_mul(9) / 10;
-        OffsetMap {
-            map: HashMap::with_hasher(FixedState),
-            max_entries: max_entries.max(1),
-            state: std::hash::RandomState::new(),
-        }
-    }
-
-    /// Records each `(key, offset)` of `keys` (one batch's, in offset order) as the key's
-    /// latest, all of them or, when the new keys would overfill the map, none (`false`).
-    fn put_all(&mut self, keys: &[(u128, u64)]) -> bool {
-        // Only near the budget are the new keys counted (a lookup each).
-        if self.map.len() + keys.len() > self.max_entries {
-            let new = keys
-                .iter()
-                .filter(|(k, _)| !self.map.contains_key(k))
-                .count();
-            if self.map.len() + new > self.max_entries {
-                return false;
-            }
-        }
-        for &(k, o) in keys {
-            self.map.insert(k, o);
-        }
-        true
-    }
-
-    fn get(&self, key: u128) -> Option<u64> {
-        self.map.get(&key).copied()
-    }
 }
 
 fn io_err(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
@@ -657,6 +563,10 @@ impl GroupWriter {
     }
 }
 
+/// The most the rewrite reserves at once for one segment's survivors (a larger output
+/// grows the buffer as it comes).
+const MAX_OUT_RESERVE: u64 = 64 << 20;
+
 /// Bytes the rewrite reads again at once, at most (one batch over it is read alone).
 const REWRITE_READ: usize = 1 << 20;
 
@@ -804,7 +714,7 @@ impl CleanPlan {
                     each_record(bytes, first, h, |r| {
                         records += 1;
                         if let Some(k) = r.key {
-                            keys.push((key_hash(&map.state, k), r.offset));
+                            keys.push((map.hasher.identity(k), r.offset));
                         }
                         Ok(())
                     })
@@ -848,14 +758,23 @@ impl CleanPlan {
             });
         }
         stats.first_dirty = map_end;
-        let mut latest: Vec<u64> = map.map.values().copied().collect();
+        let mut latest: Vec<u64> = map.offsets().collect();
         latest.sort_unstable();
         // 2. Each segment below the map's end is filtered, in order, into the current group's
         // `.cleaned` files; a group ends where the next segment's survivors would not fit it
         // (`GroupWriter::fits`).
         let mut out_groups = Vec::new();
         let mut group: Option<GroupWriter> = None;
-        let mut out = Vec::with_capacity(1 << 20);
+        // Room for the largest segment's survivors at once (a segment's output is at most its
+        // size, short of a recompressed batch growing): a buffer grown by doubling copies
+        // what it holds and touches fresh pages at every step, while only the pages written
+        // of one reserved at once cost anything.
+        let largest = self
+            .segments
+            .iter()
+            .filter(|s| s.base < map_end)
+            .map(|s| s.size);
+        let mut out = Vec::with_capacity(largest.max().unwrap_or(0).min(MAX_OUT_RESERVE) as usize);
         let mut batches: Vec<(usize, u64, i64)> = Vec::new();
         let mut kept = Vec::new();
         let mut read = Vec::new();
@@ -1058,7 +977,7 @@ impl CleanPlan {
                 None => (true, false),
                 Some(k) => {
                     let superseded = if !dirty {
-                        map.get(key_hash(&map.state, k))
+                        map.get(map.hasher.identity(k))
                             .is_some_and(|latest| latest > r.offset)
                     } else if batch_range.contains(&r.offset) {
                         in_batch.binary_search(&r.offset).is_err()
