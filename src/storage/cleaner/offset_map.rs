@@ -26,7 +26,7 @@ pub(super) struct OffsetMap {
     len: usize,
     /// The slots the buffer allows (the array's last size).
     max_slots: usize,
-    /// The keys the buffer allows: 90% of `max_slots` (as Kafka's load factor).
+    /// The keys the buffer allows: `max_slots` at Kafka's load factor, 0.9.
     max_entries: usize,
     /// The keys under this pass's random SipHash key.
     pub(super) hasher: KeyHasher,
