@@ -121,34 +121,26 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
         let unchanged = !st.closed
             && st.replicas[i].status == Status::Online
             && st.replicas[i].disk_generation == generation;
+        // The pass given up, its progress unchanged: planned again next time.
+        let abandoned = || {
+            let stats = CleanStats {
+                groups_abandoned: 1,
+                first_dirty: config.first_dirty,
+                ..CleanStats::default()
+            };
+            Some(Ok((stats, DeletedFiles::default())))
+        };
         let cleaned = match built {
             Ok(cleaned) => cleaned,
-            // Cut or reopened meanwhile (a planned segment gone): given up, planned again
-            // next time.
-            Err(_) if !unchanged => {
-                return Some(Ok((
-                    CleanStats {
-                        groups_abandoned: 1,
-                        first_dirty: config.first_dirty,
-                        ..CleanStats::default()
-                    },
-                    DeletedFiles::default(),
-                )))
-            }
+            // Cut or reopened meanwhile (a planned segment gone).
+            Err(_) if !unchanged => return abandoned(),
             Err(e) => return Some(Err(e)),
         };
         let store = match st.replicas[i].store.as_mut() {
             Some(store) if unchanged => store,
             _ => {
                 cleaned.discard();
-                return Some(Ok((
-                    CleanStats {
-                        groups_abandoned: 1,
-                        first_dirty: config.first_dirty,
-                        ..CleanStats::default()
-                    },
-                    DeletedFiles::default(),
-                )));
+                return abandoned();
             }
         };
         match store.commit_clean(cleaned) {
