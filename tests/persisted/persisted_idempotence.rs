@@ -5,7 +5,10 @@
 use logbus::persist::PersistConfig;
 use logbus::producer::{ProducerConfig, Record};
 use logbus::storage::producer_snapshot;
-use logbus::{Broker, TopicConfig};
+use logbus::{Broker, ManualClock, TopicConfig};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 fn snapshots(dir: &std::path::Path) -> Vec<u64> {
     producer_snapshot::list(&logbus::storage::FsIo, dir)
@@ -13,6 +16,35 @@ fn snapshots(dir: &std::path::Path) -> Vec<u64> {
         .into_iter()
         .map(|(o, _)| o)
         .collect()
+}
+
+const T0: i64 = 1_700_000_000_000;
+
+/// A broker over `dirs` on `clock`, creating what is missing.
+fn open_on(dirs: &[&Path], clock: &Arc<ManualClock>) -> Broker {
+    Broker::builder()
+        .clock(clock.clone())
+        .data_dirs(dirs.iter().copied())
+        .create(true)
+        .open()
+        .unwrap()
+}
+
+/// One partition whose producer ids expire after 10 s idle.
+fn expiring(replicas: u32, persist: PersistConfig) -> logbus::persist::PersistedTopicConfig {
+    TopicConfig::new(1)
+        .replication_factor(replicas)
+        .min_insync_replicas(replicas.min(2))
+        .producer_id_expiration(Duration::from_secs(10))
+        .persist(persist)
+}
+
+/// The entries of partition directory `part`'s latest `.snapshot`.
+fn latest_snapshot(part: &Path) -> Vec<producer_snapshot::SnapshotEntry> {
+    let latest = part.join(producer_snapshot::file_name(
+        *snapshots(part).last().unwrap(),
+    ));
+    producer_snapshot::decode(&latest, &std::fs::read(&latest).unwrap()).unwrap()
 }
 
 #[test]
@@ -105,24 +137,11 @@ fn run(rf: u32) {
 /// is still answered.
 #[test]
 fn idle_producers_expire_one_replica_and_stay_gone_after_a_reopen() {
-    use logbus::ManualClock;
-    use std::sync::Arc;
-    use std::time::Duration;
-
     let tmp = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let open = || {
-        Broker::builder()
-            .clock(clock.clone())
-            .data_dir(tmp.path())
-            .create(true)
-            .open()
-            .unwrap()
-    };
+    let clock = Arc::new(ManualClock::new(T0));
+    let open = || open_on(&[tmp.path()], &clock);
     let broker = open();
-    let config = TopicConfig::new(1)
-        .producer_id_expiration(Duration::from_secs(10))
-        .persist(PersistConfig::new().segment_bytes(4096));
+    let config = expiring(1, PersistConfig::new().segment_bytes(4096));
     broker.create_topic::<(), u64>("s", config).unwrap();
     let p = broker.producer::<(), u64>();
     let (idle, busy) = (broker.init_producer_id(), broker.init_producer_id());
@@ -159,8 +178,7 @@ fn idle_producers_expire_one_replica_and_stay_gone_after_a_reopen() {
     let part = tmp.path().join("s-0");
     let snaps = snapshots(&part);
     assert!(snaps.len() > before, "rolled: {snaps:?}");
-    let latest = part.join(producer_snapshot::file_name(*snaps.last().unwrap()));
-    let entries = producer_snapshot::decode(&latest, &std::fs::read(&latest).unwrap()).unwrap();
+    let entries = latest_snapshot(&part);
     let ids: Vec<i64> = entries.iter().map(|e| e.producer_id).collect();
     assert!(
         !ids.contains(&idle.id),
@@ -197,25 +215,13 @@ fn idle_producers_expire_one_replica_and_stay_gone_after_a_reopen() {
 /// producer idle past the expiration, counted across the close, is gone after it.
 #[test]
 fn producers_recovered_idle_are_expired_when_a_one_replica_topic_reopens() {
-    use logbus::ManualClock;
-    use std::sync::Arc;
-    use std::time::Duration;
-
     let tmp = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let open = || {
-        Broker::builder()
-            .clock(clock.clone())
-            .data_dir(tmp.path())
-            .create(true)
-            .open()
-            .unwrap()
-    };
+    let clock = Arc::new(ManualClock::new(T0));
+    let open = || open_on(&[tmp.path()], &clock);
     let broker = open();
-    let config = TopicConfig::new(1)
-        .producer_id_expiration(Duration::from_secs(10))
-        .persist(PersistConfig::new());
-    broker.create_topic::<(), u64>("s", config).unwrap();
+    broker
+        .create_topic::<(), u64>("s", expiring(1, PersistConfig::new()))
+        .unwrap();
     let p = broker.producer::<(), u64>();
     let idle = broker.init_producer_id();
     let first = p.send_sequenced(Record::new("s", 1), idle, 0).unwrap();
@@ -241,23 +247,11 @@ fn producers_recovered_idle_are_expired_when_a_one_replica_topic_reopens() {
 /// a producer's expiration leaves it out.
 #[test]
 fn idle_producers_expire_from_every_replicas_snapshots() {
-    use logbus::ManualClock;
-    use std::sync::Arc;
-    use std::time::Duration;
-
     let tmp: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let broker = Broker::builder()
-        .clock(clock.clone())
-        .data_dirs(tmp.iter().map(|t| t.path()))
-        .create(true)
-        .open()
-        .unwrap();
-    let config = TopicConfig::new(1)
-        .replication_factor(3)
-        .min_insync_replicas(2)
-        .producer_id_expiration(Duration::from_secs(10))
-        .persist(PersistConfig::new().segment_bytes(4096));
+    let clock = Arc::new(ManualClock::new(T0));
+    let dirs: Vec<&Path> = tmp.iter().map(|t| t.path()).collect();
+    let broker = open_on(&dirs, &clock);
+    let config = expiring(3, PersistConfig::new().segment_bytes(4096));
     broker.create_topic::<(), u64>("s", config).unwrap();
     let p = broker.producer::<(), u64>();
     let idle = broker.init_producer_id();
@@ -276,13 +270,14 @@ fn idle_producers_expire_from_every_replicas_snapshots() {
         let part = t.path().join("s-0");
         let snaps = snapshots(&part);
         assert!(snaps.len() > before, "rolled: {snaps:?}");
-        let latest = part.join(producer_snapshot::file_name(*snaps.last().unwrap()));
-        let entries = producer_snapshot::decode(&latest, &std::fs::read(&latest).unwrap()).unwrap();
-        let ids: Vec<i64> = entries.iter().map(|e| e.producer_id).collect();
+        let ids: Vec<i64> = latest_snapshot(&part)
+            .iter()
+            .map(|e| e.producer_id)
+            .collect();
         assert!(
             !ids.contains(&idle.id),
-            "idle expired from {}: {ids:?}",
-            latest.display()
+            "idle expired from {}'s latest snapshot: {ids:?}",
+            part.display()
         );
     }
 }
