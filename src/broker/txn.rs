@@ -172,9 +172,31 @@ struct TxnMeta {
     timeout_ms: u64,
     /// When the open transaction began (its first partition or offsets).
     started_ms: i64,
-    /// The epoch of the last transaction the coordinator aborted on timeout (its producer
+    /// The ids of the last transaction the coordinator aborted on timeout (its producer
     /// is told so rather than that it is fenced).
-    timed_out: Option<i16>,
+    timed_out: Option<TxnIds>,
+}
+
+impl TxnMeta {
+    /// The ids the current (or next) transaction runs under.
+    fn ids(&self) -> TxnIds {
+        TxnIds {
+            producer_id: self.producer_id,
+            epoch: self.epoch,
+        }
+    }
+
+    /// Moves on to the next epoch: past the last one, a fresh producer id at epoch 0
+    /// (Kafka's rule at epoch exhaustion), so that a long-lived transactional id goes on
+    /// fencing its earlier transactions instead of wrapping into negative epochs.
+    fn bump_epoch(&mut self, ids: &crate::broker::producer_ids::ProducerIds) {
+        if self.epoch == i16::MAX {
+            self.producer_id = ids.allocate().id;
+            self.epoch = 0;
+        } else {
+            self.epoch += 1;
+        }
+    }
 }
 
 /// The coordinator (module docs).
@@ -686,13 +708,11 @@ impl Broker {
     /// The error for a producer at `ids` whose id is now at `meta`.
     fn txn_fenced(id: &str, ids: TxnIds, meta: Option<&TxnMeta>) -> Error {
         match meta {
-            Some(m) if m.producer_id == ids.producer_id && m.timed_out == Some(ids.epoch) => {
-                Error::TransactionTimedOut {
-                    transactional_id: id.to_owned(),
-                    epoch: ids.epoch,
-                    timeout_ms: m.timeout_ms,
-                }
-            }
+            Some(m) if m.timed_out == Some(ids) => Error::TransactionTimedOut {
+                transactional_id: id.to_owned(),
+                epoch: ids.epoch,
+                timeout_ms: m.timeout_ms,
+            },
             _ => Error::ProducerFenced {
                 producer_id: ids.producer_id,
                 epoch: ids.epoch,
@@ -733,15 +753,9 @@ impl Broker {
                     self.txn_complete(id, &target)?;
                 }
                 _ => {
-                    if meta.epoch == i16::MAX {
-                        // Epochs exhausted: a new producer id (Kafka does the same).
-                        meta.producer_id = self.producer_ids().allocate().id;
-                        meta.epoch = -1;
-                    }
                     // Read and written under the one lock: two racing inits get two epochs
                     // (loom: `two_producers_racing_init_transactions_get_two_epochs`).
-                    let next = meta.epoch + 1;
-                    meta.epoch = next;
+                    meta.bump_epoch(self.producer_ids());
                     meta.state = TxnState::Empty;
                     meta.partitions.clear();
                     meta.offsets.clear();
@@ -771,7 +785,7 @@ impl Broker {
             Some(m) if m.producer_id == ids.producer_id && m.epoch == ids.epoch => m,
             other => return Err(Self::txn_fenced(id, ids, other.map(|m| &*m))),
         };
-        if meta.state == TxnState::PrepareAbort && meta.timed_out == Some(meta.epoch) {
+        if meta.state == TxnState::PrepareAbort && meta.timed_out == Some(ids) {
             // The timeout thread is aborting it: the caller completes the abort
             // (`txn_finish_timed_out`) so that the producer can begin again.
             return Err(Self::txn_fenced(id, ids, Some(meta)));
@@ -888,7 +902,7 @@ impl Broker {
                 meta.state = prepare;
                 c.log(id, meta)?;
             }
-            TxnState::PrepareAbort if meta.timed_out == Some(meta.epoch) => {
+            TxnState::PrepareAbort if meta.timed_out == Some(ids) => {
                 // The timeout thread won the race to end it: it is aborted, whole.
                 let e = Self::txn_fenced(id, ids, Some(meta));
                 drop(txns);
@@ -902,14 +916,11 @@ impl Broker {
                 } else {
                     TxnState::CompleteAbort
                 };
-                meta.epoch += 1;
+                meta.bump_epoch(self.producer_ids());
                 meta.partitions.clear();
                 meta.offsets.clear();
                 c.log(id, meta)?;
-                return Ok(TxnIds {
-                    producer_id: meta.producer_id,
-                    epoch: meta.epoch,
-                });
+                return Ok(meta.ids());
             }
             s => {
                 return Err(Error::InvalidTxnState {
@@ -968,15 +979,12 @@ impl Broker {
             } else {
                 TxnState::CompleteAbort
             };
-            meta.epoch += 1;
+            meta.bump_epoch(self.producer_ids());
             meta.partitions.clear();
             meta.offsets.clear();
             c.log(id, meta)?;
         }
-        Ok(TxnIds {
-            producer_id: meta.producer_id,
-            epoch: meta.epoch,
-        })
+        Ok(meta.ids())
     }
 
     /// `e`, after completing the abort of `id`'s transaction at `ids` if it is the timeout
@@ -991,7 +999,7 @@ impl Broker {
                     if m.producer_id == ids.producer_id
                         && m.epoch == ids.epoch
                         && m.state == TxnState::PrepareAbort
-                        && m.timed_out == Some(ids.epoch) =>
+                        && m.timed_out == Some(ids) =>
                 {
                     m.clone()
                 }
@@ -1016,7 +1024,7 @@ impl Broker {
                     && now.saturating_sub(meta.started_ms) > meta.timeout_ms as i64
                 {
                     meta.state = TxnState::PrepareAbort;
-                    meta.timed_out = Some(meta.epoch);
+                    meta.timed_out = Some(meta.ids());
                     if c.log(id, meta).is_err() {
                         meta.state = TxnState::Ongoing;
                         meta.timed_out = None;
@@ -1038,14 +1046,14 @@ impl Broker {
     pub(crate) fn txn_after_timeout(&self, id: &str, ids: TxnIds) -> Option<TxnIds> {
         let txns = self.txn_coordinator().txns.lock();
         let m = txns.get(id)?;
-        (m.producer_id == ids.producer_id
-            && m.timed_out == Some(ids.epoch)
-            && m.epoch == ids.epoch + 1
-            && m.state.is_idle())
-        .then_some(TxnIds {
-            producer_id: m.producer_id,
-            epoch: m.epoch,
-        })
+        // The abort's own epoch bump, and nothing since: the epoch after `ids`, or a fresh
+        // producer id at epoch 0 past the last epoch (`TxnMeta::bump_epoch`).
+        let next = if ids.epoch == i16::MAX {
+            m.producer_id != ids.producer_id && m.epoch == 0
+        } else {
+            m.producer_id == ids.producer_id && m.epoch == ids.epoch + 1
+        };
+        (m.timed_out == Some(ids) && next && m.state.is_idle()).then_some(m.ids())
     }
 
     /// Every transactional id the coordinator knows, with its state (after aborting the

@@ -564,3 +564,73 @@ fn a_transaction_refuses_an_in_memory_compacted_topic() {
         .unwrap();
     assert_eq!(end("state"), 1);
 }
+
+/// Runs empty transactions (each moves the epoch on) until `p`'s epoch is `epoch`.
+fn run_empty_transactions_to(p: &logbus::Producer<(), u64>, epoch: i16) {
+    while p.transaction_ids().unwrap().1 < epoch {
+        p.begin_transaction().unwrap();
+        p.commit_transaction().unwrap();
+    }
+}
+
+#[test]
+fn a_transactional_id_past_its_last_epoch_goes_on_under_a_fresh_producer_id() {
+    let (broker, p) = t_and_producer(1);
+    let (first_id, _) = p.transaction_ids().unwrap();
+    run_empty_transactions_to(&p, i16::MAX - 1);
+    // Two transactions at the last epochs, then one under the fresh id.
+    for v in 0..3 {
+        p.begin_transaction().unwrap();
+        p.send(Record::new("t", v)).unwrap();
+        p.commit_transaction().unwrap();
+    }
+    let (id, epoch) = p.transaction_ids().unwrap();
+    assert_ne!(id, first_id, "the epochs ran out: a fresh producer id");
+    assert_eq!(epoch, 1, "the fresh id's first transaction ran at epoch 0");
+    // An aborted one under the fresh id stays unread; the committed ones are all read.
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 9)).unwrap();
+    p.abort_transaction().unwrap();
+    assert_eq!(
+        values(&broker, "t", IsolationLevel::ReadCommitted),
+        vec![0, 1, 2]
+    );
+    // A second producer with the id fences the one that moved to the fresh id.
+    let new = txn_producer(&broker, "w");
+    new.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    let e = p.send(Record::new("t", 7)).unwrap_err();
+    assert!(matches!(e.error(), Error::ProducerFenced { .. }), "{e}");
+}
+
+#[test]
+fn a_timeout_abort_at_the_last_epoch_hands_its_producer_the_fresh_id() {
+    let clock = std::sync::Arc::new(ManualClock::new(1_000));
+    let broker = Broker::builder().clock(clock.clone()).build().unwrap();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(1))
+        .unwrap();
+    let p = broker
+        .producer_with_config::<(), u64>(
+            ProducerConfig::new()
+                .transactional_id("w")
+                .transaction_timeout(Duration::from_secs(5)),
+        )
+        .unwrap();
+    p.init_transactions().unwrap();
+    run_empty_transactions_to(&p, i16::MAX);
+    let (last_id, _) = p.transaction_ids().unwrap();
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 1)).unwrap();
+    clock.advance(Duration::from_secs(6));
+    broker.describe_transactions();
+    let e = p.commit_transaction().unwrap_err();
+    assert!(matches!(e, Error::TransactionTimedOut { .. }), "{e}");
+    let (id, epoch) = p.transaction_ids().unwrap();
+    assert_ne!(id, last_id);
+    assert_eq!(epoch, 0);
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 2)).unwrap();
+    p.commit_transaction().unwrap();
+    assert_eq!(values(&broker, "t", IsolationLevel::ReadCommitted), vec![2]);
+}
