@@ -68,7 +68,8 @@ struct BrokerInner {
     clock: Arc<dyn Clock>,
     /// The data directory of a broker opened on one (`crate::persist`).
     data: Option<Arc<crate::persist::DataDir>>,
-    topics: Mutex<HashMap<String, TopicSlot>>,
+    /// Looked up by name on every transaction (its partitions, its markers).
+    topics: Mutex<foldhash::HashMap<String, TopicSlot>>,
     groups: Mutex<HashMap<String, groups::GroupEntry>>,
     /// How long a group without an open consumer keeps holding producers back, in
     /// milliseconds of the broker's clock (`BrokerBuilder::empty_group_timeout`).
@@ -171,7 +172,7 @@ impl Broker {
             producer_ids: producer_ids::ProducerIds::starting(data.is_some()),
             clock,
             data,
-            topics: Mutex::new(HashMap::new()),
+            topics: Mutex::new(foldhash::HashMap::default()),
             groups: Mutex::new(HashMap::new()),
             empty_group_timeout_ms: AtomicU64::new(millis(DEFAULT_EMPTY_GROUP_TIMEOUT)),
             metadata_version: AtomicU64::new(0),

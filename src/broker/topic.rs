@@ -126,8 +126,6 @@ pub(super) trait TopicAdmin: Send + Sync {
     /// Closes every partition because the broker is closing (`Broker::close`).
     fn close_for_broker(&self);
     fn offsets(&self, partition: u32, now_ms: i64) -> Result<Offsets>;
-    /// Whether `partition` is an in-memory compacted one (`Partition::compacts_in_memory`).
-    fn compacts_in_memory(&self, partition: u32) -> Result<bool>;
     fn offset_for_time(
         &self,
         partition: u32,
@@ -187,8 +185,8 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInn
             commit: m.commit,
             coordinator_epoch: m.coordinator_epoch,
         };
-        let deadline = crate::sync::time::Instant::now().checked_add(policy.request_timeout);
-        match p.write_marker(m.producer_id, m.epoch, marker, m.now_ms, policy, deadline) {
+        let timeout = policy.request_timeout;
+        match p.write_marker(m.producer_id, m.epoch, marker, m.now_ms, policy, timeout) {
             Ok(_) => Ok(true),
             // Already written, or a later transaction of the producer is open here (which
             // the coordinator lets begin only after this one's markers were all written).
@@ -295,10 +293,6 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInn
 
     fn offsets(&self, partition: u32, now_ms: i64) -> Result<Offsets> {
         Ok(self.partition(partition)?.offsets(now_ms))
-    }
-
-    fn compacts_in_memory(&self, partition: u32) -> Result<bool> {
-        Ok(self.partition(partition)?.compacts_in_memory())
     }
 
     fn offset_for_time(

@@ -80,18 +80,20 @@
 //! more than the number of times the file was replayed (a first record with an empty id
 //! counts the opens).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use super::topic::MarkerWrite;
 use super::{Broker, TopicPartition};
 use crate::storage::{Io, IoFile, OpenMode};
-use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::Arc as SyncArc;
+use crate::sync::StdArc;
 use crate::sync::{Mutex, WaitSet};
 use crate::{Error, Result};
+use foldhash::HashMap;
 
 /// A transaction's state at the coordinator (Kafka's `TransactionState`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -167,7 +169,9 @@ struct TxnMeta {
     producer_id: i64,
     epoch: i16,
     state: TxnState,
-    partitions: BTreeSet<TopicPartition>,
+    /// Shared with the marker writes of a `Prepare*` transaction (`txn_complete`), which
+    /// take a handle rather than a copy.
+    partitions: StdArc<BTreeSet<TopicPartition>>,
     offsets: Vec<TxnOffset>,
     timeout_ms: u64,
     /// When the open transaction began (its first partition or offsets).
@@ -186,6 +190,22 @@ impl TxnMeta {
         }
     }
 
+    /// The instant (broker clock) past which the open transaction times out.
+    fn deadline_ms(&self) -> i64 {
+        self.started_ms
+            .saturating_add(i64::try_from(self.timeout_ms).unwrap_or(i64::MAX))
+    }
+
+    /// Forgets the transaction's partitions and offsets (it ended, or a new one begins).
+    fn clear_members(&mut self) {
+        match StdArc::get_mut(&mut self.partitions) {
+            Some(p) => p.clear(),
+            // A marker writer still holds the set it wrote from.
+            None => self.partitions = StdArc::default(),
+        }
+        self.offsets.clear();
+    }
+
     /// Moves on to the next epoch: past the last one, a fresh producer id at epoch 0
     /// (Kafka's rule at epoch exhaustion), so that a long-lived transactional id goes on
     /// fencing its earlier transactions instead of wrapping into negative epochs.
@@ -202,7 +222,14 @@ impl TxnMeta {
 /// The coordinator (module docs).
 pub(crate) struct TxnCoordinator {
     txns: Mutex<HashMap<String, TxnMeta>>,
+    /// The earliest deadline of an `Ongoing` transaction (`i64::MIN`: not known, look):
+    /// `txn_expire` looks through the transactions only past it. Read and written under
+    /// `txns`'s lock only.
+    next_expiry: AtomicI64,
     log: Mutex<Option<TxnLogFile>>,
+    /// Whether `log` holds a file (a durable broker's coordinator): fixed at construction,
+    /// so that an in-memory coordinator's state changes take no lock for it.
+    durable: bool,
     coordinator_epoch: i32,
     /// The largest producer id in the replayed log (the broker's allocator reserves it).
     max_producer_id: i64,
@@ -296,8 +323,10 @@ impl TxnCoordinator {
     /// An in-memory coordinator.
     pub(crate) fn in_memory() -> Self {
         Self {
-            txns: Mutex::new(HashMap::new()),
+            txns: Mutex::new(HashMap::default()),
+            next_expiry: AtomicI64::new(i64::MIN),
             log: Mutex::new(None),
+            durable: false,
             coordinator_epoch: 0,
             max_producer_id: -1,
             marker_policy: super::topic::marker_policy(Duration::from_secs(10)),
@@ -320,7 +349,9 @@ impl TxnCoordinator {
             // Created with the first transaction (a directory without transactions keeps
             // only its topics).
             return Ok(Self {
-                txns: Mutex::new(HashMap::new()),
+                txns: Mutex::new(HashMap::default()),
+                next_expiry: AtomicI64::new(i64::MIN),
+                durable: true,
                 log: Mutex::new(Some(TxnLogFile {
                     io,
                     dir: dir.to_path_buf(),
@@ -344,7 +375,7 @@ impl TxnCoordinator {
             f.read_exact_at(&mut bytes, 0)
                 .map_err(|e| err("reading", e))?;
         }
-        let mut txns = HashMap::new();
+        let mut txns = HashMap::default();
         let mut opens = 0i32;
         let mut max_pid = -1i64;
         for (id, meta) in replay(&bytes) {
@@ -363,7 +394,7 @@ impl TxnCoordinator {
             producer_id: -1,
             epoch: coordinator_epoch as i16,
             state: TxnState::Empty,
-            partitions: BTreeSet::new(),
+            partitions: StdArc::default(),
             offsets: Vec::new(),
             timeout_ms: 0,
             started_ms: 0,
@@ -388,6 +419,8 @@ impl TxnCoordinator {
             .map_err(|e| err("opening", e))?;
         Ok(Self {
             txns: Mutex::new(txns),
+            next_expiry: AtomicI64::new(i64::MIN),
+            durable: true,
             log: Mutex::new(Some(TxnLogFile {
                 io,
                 dir: dir.to_path_buf(),
@@ -411,6 +444,9 @@ impl TxnCoordinator {
 
     /// Writes `meta` to the log (durable before it returns, on a durable broker).
     fn log(&self, id: &str, meta: &TxnMeta) -> Result<()> {
+        if !self.durable {
+            return Ok(());
+        }
         let mut log = self.log.lock();
         let Some(l) = log.as_mut() else {
             return Ok(());
@@ -426,7 +462,7 @@ impl TxnCoordinator {
                 producer_id: -1,
                 epoch: self.coordinator_epoch as i16,
                 state: TxnState::Empty,
-                partitions: BTreeSet::new(),
+                partitions: StdArc::default(),
                 offsets: Vec::new(),
                 timeout_ms: 0,
                 started_ms: 0,
@@ -460,7 +496,7 @@ fn encode_record(out: &mut Vec<u8>, id: &str, m: &TxnMeta) {
     p.extend_from_slice(&m.timeout_ms.to_be_bytes());
     p.extend_from_slice(&m.started_ms.to_be_bytes());
     p.extend_from_slice(&(m.partitions.len() as u32).to_be_bytes());
-    for tp in &m.partitions {
+    for tp in m.partitions.iter() {
         put_str(&mut p, &tp.topic);
         p.extend_from_slice(&tp.partition.to_be_bytes());
     }
@@ -539,7 +575,7 @@ fn decode_payload(p: &[u8]) -> Option<(String, TxnMeta)> {
             producer_id,
             epoch,
             state,
-            partitions,
+            partitions: StdArc::new(partitions),
             offsets,
             timeout_ms,
             started_ms,
@@ -701,7 +737,7 @@ impl Broker {
             .collect();
         for (id, target) in prepared {
             // Idempotent: a marker already written is refused; a completed one is left.
-            let _ = self.txn_complete(&id, &target);
+            let _ = self.txn_complete(&id, target, self.now_ms());
         }
     }
 
@@ -733,7 +769,7 @@ impl Broker {
                 producer_id: self.producer_ids().allocate().id,
                 epoch: -1,
                 state: TxnState::Empty,
-                partitions: BTreeSet::new(),
+                partitions: StdArc::default(),
                 offsets: Vec::new(),
                 timeout_ms,
                 started_ms: 0,
@@ -745,20 +781,19 @@ impl Broker {
                     c.log(id, meta)?;
                     let target = meta.clone();
                     drop(txns);
-                    self.txn_complete(id, &target)?;
+                    self.txn_complete(id, target, self.now_ms())?;
                 }
                 TxnState::PrepareAbort | TxnState::PrepareCommit => {
                     let target = meta.clone();
                     drop(txns);
-                    self.txn_complete(id, &target)?;
+                    self.txn_complete(id, target, self.now_ms())?;
                 }
                 _ => {
                     // Read and written under the one lock: two racing inits get two epochs
                     // (loom: `two_producers_racing_init_transactions_get_two_epochs`).
                     meta.bump_epoch(self.producer_ids());
                     meta.state = TxnState::Empty;
-                    meta.partitions.clear();
-                    meta.offsets.clear();
+                    meta.clear_members();
                     meta.timeout_ms = timeout_ms;
                     meta.timed_out = None;
                     c.log(id, meta)?;
@@ -779,8 +814,8 @@ impl Broker {
         id: &str,
         ids: TxnIds,
         operation: &'static str,
+        now: i64,
     ) -> Result<&'a mut TxnMeta> {
-        let now = self.now_ms();
         let meta = match txns.get_mut(id) {
             Some(m) if m.producer_id == ids.producer_id && m.epoch == ids.epoch => m,
             other => return Err(Self::txn_fenced(id, ids, other.map(|m| &*m))),
@@ -793,8 +828,11 @@ impl Broker {
         if meta.state.is_idle() {
             meta.state = TxnState::Ongoing;
             meta.started_ms = now;
-            meta.partitions.clear();
-            meta.offsets.clear();
+            meta.clear_members();
+            // Relaxed: under `txns`'s lock, as every access (field docs).
+            self.txn_coordinator()
+                .next_expiry
+                .fetch_min(meta.deadline_ms(), Ordering::Relaxed);
         } else if meta.state != TxnState::Ongoing {
             return Err(Error::InvalidTxnState {
                 transactional_id: id.to_owned(),
@@ -806,26 +844,25 @@ impl Broker {
         Ok(meta)
     }
 
-    /// Adds `tp` to `id`'s open transaction (before the first record is sent there).
-    pub(crate) fn txn_add_partition(
+    /// Adds partition `partition` of `topic` to `id`'s open transaction (before the first
+    /// record is sent there) at `now` on the broker's clock. `topic` is the sender's handle
+    /// on the topic it routed the record to.
+    pub(crate) fn txn_add_partition<K, V>(
         &self,
         id: &str,
         ids: TxnIds,
-        tp: &TopicPartition,
+        topic: &super::topic::TopicInner<K, V>,
+        partition: u32,
+        now: i64,
     ) -> Result<()> {
-        self.txn_expire();
         // An in-memory compacted partition keeps each key's latest record as the ring lets
         // it go, knowing nothing of transactions: an aborted record would replace its key's
         // committed value there. A persisted topic's cleaner follows the transaction rules.
         // (Asked of the partition alone: its offsets would read the clock and its stats.)
-        if self
-            .slot(&tp.topic)?
-            .admin
-            .compacts_in_memory(tp.partition)?
-        {
+        if topic.partition(partition)?.compacts_in_memory() {
             return Err(Error::InvalidConfig {
                 name: "cleanup_policy",
-                value: format!("compact, in memory (topic `{}`)", tp.topic),
+                value: format!("compact, in memory (topic `{}`)", topic.name),
                 valid: "a topic that is persisted or does not compact, for a transaction's \
                         records: an in-memory compacted topic keeps a key's latest record \
                         whatever its transaction's outcome"
@@ -833,17 +870,19 @@ impl Broker {
             });
         }
         let c = self.txn_coordinator();
-        let mut txns = c.txns.lock();
-        let meta = match self.txn_ongoing(&mut txns, id, ids, "send") {
+        let mut txns = self.txns_at(now);
+        let meta = match self.txn_ongoing(&mut txns, id, ids, "send", now) {
             Ok(meta) => meta,
             Err(e) => {
                 drop(txns);
                 return Err(self.txn_finish_timed_out(id, ids, e));
             }
         };
-        if meta.partitions.insert(tp.clone()) {
+        let tp = TopicPartition::new(topic.name.to_string(), partition);
+        if StdArc::make_mut(&mut meta.partitions).insert(tp) {
             if let Err(e) = c.log(id, meta) {
-                meta.partitions.remove(tp);
+                StdArc::make_mut(&mut meta.partitions)
+                    .retain(|p| !(p.partition == partition && *p.topic == *topic.name));
                 return Err(e);
             }
         }
@@ -858,13 +897,14 @@ impl Broker {
         group: &str,
         offsets: &[(TopicPartition, u64)],
     ) -> Result<()> {
-        self.txn_expire();
+        let now = self.now_ms();
+        self.txn_expire_at(now);
         for (tp, _) in offsets {
             self.check_partition(tp)?;
         }
         let c = self.txn_coordinator();
         let mut txns = c.txns.lock();
-        let meta = match self.txn_ongoing(&mut txns, id, ids, "send_offsets_to_transaction") {
+        let meta = match self.txn_ongoing(&mut txns, id, ids, "send_offsets_to_transaction", now) {
             Ok(meta) => meta,
             Err(e) => {
                 drop(txns);
@@ -885,9 +925,10 @@ impl Broker {
     /// Commits or aborts `id`'s transaction at `ids`: writes its markers (and, on commit,
     /// its group offsets), bumps the epoch; the ids of the next transaction.
     pub(crate) fn txn_end(&self, id: &str, ids: TxnIds, commit: bool) -> Result<TxnIds> {
-        self.txn_expire();
+        // One clock read: the timeouts' check and the markers' timestamp.
+        let now = self.now_ms();
         let c = self.txn_coordinator();
-        let mut txns = c.txns.lock();
+        let mut txns = self.txns_at(now);
         let meta = match txns.get_mut(id) {
             Some(m) if m.producer_id == ids.producer_id && m.epoch == ids.epoch => m,
             other => return Err(Self::txn_fenced(id, ids, other.map(|m| &*m))),
@@ -917,8 +958,7 @@ impl Broker {
                     TxnState::CompleteAbort
                 };
                 meta.bump_epoch(self.producer_ids());
-                meta.partitions.clear();
-                meta.offsets.clear();
+                meta.clear_members();
                 c.log(id, meta)?;
                 return Ok(meta.ids());
             }
@@ -937,16 +977,17 @@ impl Broker {
         }
         let target = meta.clone();
         drop(txns);
-        self.txn_complete(id, &target)
+        self.txn_complete(id, target, now)
     }
 
     /// Writes the markers of the `Prepare*` transaction `target` and, on commit, its
     /// offsets; then completes it (if no other call completed it meanwhile) with the
     /// epoch bumped. Idempotent: partitions refuse a marker already written.
-    fn txn_complete(&self, id: &str, target: &TxnMeta) -> Result<TxnIds> {
+    fn txn_complete(&self, id: &str, target: TxnMeta, now_ms: i64) -> Result<TxnIds> {
         let c = self.txn_coordinator();
         let commit = target.state == TxnState::PrepareCommit;
-        for tp in &target.partitions {
+        let now_ms = now_ms.clamp(0, crate::MAX_TIMESTAMP);
+        for tp in target.partitions.iter() {
             let admin = self.topic_admin(&tp.topic)?;
             admin.write_marker(
                 tp.partition,
@@ -955,7 +996,7 @@ impl Broker {
                     epoch: target.epoch,
                     commit,
                     coordinator_epoch: c.coordinator_epoch,
-                    now_ms: self.now_ms().clamp(0, crate::MAX_TIMESTAMP),
+                    now_ms,
                     policy: crate::sync::StdArc::clone(&c.marker_policy),
                 },
             )?;
@@ -966,22 +1007,21 @@ impl Broker {
                 self.commit(&group, &o.tp, o.offset)?;
             }
         }
+        let (ids, state) = (target.ids(), target.state);
+        // Its partitions' handle goes before the lock: the set is then cleared in place.
+        drop(target);
         let mut txns = c.txns.lock();
         let meta = txns
             .get_mut(id)
             .expect("a transactional id is never removed");
-        if meta.producer_id == target.producer_id
-            && meta.epoch == target.epoch
-            && meta.state == target.state
-        {
+        if meta.ids() == ids && meta.state == state {
             meta.state = if commit {
                 TxnState::CompleteCommit
             } else {
                 TxnState::CompleteAbort
             };
             meta.bump_epoch(self.producer_ids());
-            meta.partitions.clear();
-            meta.offsets.clear();
+            meta.clear_members();
             c.log(id, meta)?;
         }
         Ok(meta.ids())
@@ -1006,7 +1046,7 @@ impl Broker {
                 _ => return e,
             }
         };
-        match self.txn_complete(id, &target) {
+        match self.txn_complete(id, target, self.now_ms()) {
             Ok(_) => e,
             Err(marker) => marker,
         }
@@ -1014,30 +1054,59 @@ impl Broker {
 
     /// Aborts every transaction open longer than its timeout, on the broker's clock.
     pub(crate) fn txn_expire(&self) {
+        self.txn_expire_at(self.now_ms());
+    }
+
+    /// The transactions, locked, once those past their timeout at `now` are aborted: the
+    /// lock is taken once unless one may be due.
+    fn txns_at(&self, now: i64) -> crate::sync::MutexGuard<'_, HashMap<String, TxnMeta>> {
         let c = self.txn_coordinator();
-        let now = self.now_ms();
+        let txns = c.txns.lock();
+        // Relaxed: read and written under the lock (field docs).
+        if now <= c.next_expiry.load(Ordering::Relaxed) {
+            return txns;
+        }
+        drop(txns);
+        self.txn_expire_at(now);
+        c.txns.lock()
+    }
+
+    /// [`txn_expire`](Self::txn_expire) at `now`, read by a caller that needs the time too.
+    fn txn_expire_at(&self, now: i64) {
+        let c = self.txn_coordinator();
         let expired: Vec<(String, TxnMeta)> = {
             let mut txns = c.txns.lock();
-            let mut out = Vec::new();
-            for (id, meta) in txns.iter_mut() {
-                if meta.state == TxnState::Ongoing
-                    && now.saturating_sub(meta.started_ms) > meta.timeout_ms as i64
-                {
-                    meta.state = TxnState::PrepareAbort;
-                    meta.timed_out = Some(meta.ids());
-                    if c.log(id, meta).is_err() {
-                        meta.state = TxnState::Ongoing;
-                        meta.timed_out = None;
-                        continue;
-                    }
-                    out.push((id.clone(), meta.clone()));
-                }
+            // Relaxed: read and written under the lock (field docs).
+            if now <= c.next_expiry.load(Ordering::Relaxed) {
+                return;
             }
+            let mut out = Vec::new();
+            let mut next = i64::MAX;
+            for (id, meta) in txns.iter_mut() {
+                if meta.state != TxnState::Ongoing {
+                    continue;
+                }
+                if now.saturating_sub(meta.started_ms) <= meta.timeout_ms as i64 {
+                    next = next.min(meta.deadline_ms());
+                    continue;
+                }
+                meta.state = TxnState::PrepareAbort;
+                meta.timed_out = Some(meta.ids());
+                if c.log(id, meta).is_err() {
+                    meta.state = TxnState::Ongoing;
+                    meta.timed_out = None;
+                    // Due still: the next call tries again.
+                    next = i64::MIN;
+                    continue;
+                }
+                out.push((id.clone(), meta.clone()));
+            }
+            c.next_expiry.store(next, Ordering::Relaxed);
             out
         };
         for (id, target) in expired {
             // A failed marker leaves it `PrepareAbort`: the next call completes it.
-            let _ = self.txn_complete(&id, &target);
+            let _ = self.txn_complete(&id, target, self.now_ms());
         }
     }
 
@@ -1098,7 +1167,7 @@ mod tests {
             producer_id: 3,
             epoch: 7,
             state: TxnState::PrepareCommit,
-            partitions: [TopicPartition::new("out", 1)].into_iter().collect(),
+            partitions: StdArc::new([TopicPartition::new("out", 1)].into_iter().collect()),
             offsets: vec![TxnOffset {
                 group: "g".into(),
                 tp: TopicPartition::new("in", 0),

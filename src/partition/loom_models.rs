@@ -837,7 +837,7 @@ fn a_read_committed_fetch_never_reads_a_transaction_opening_meanwhile() {
                 marker,
                 0,
                 crate::sync::StdArc::new(SendPolicy::default()),
-                None
+                std::time::Duration::MAX
             )
             .is_ok());
         let mut got = Vec::new();

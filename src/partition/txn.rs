@@ -84,7 +84,7 @@ pub(crate) enum TxnRefusal {
     PreviousOpen { epoch: i16, open: i16 },
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default)]
 struct ProducerTxn {
     /// The open transaction: (epoch, first offset).
     open: Option<(i16, u64)>,
@@ -93,19 +93,20 @@ struct ProducerTxn {
     /// Where that marker was appended (a replicated log may lose it to a leader change
     /// before it is acknowledged: the coordinator's retry checks it is still there).
     closed_at: u64,
+    /// The offsets of the open transaction's records appended as plain entries (module
+    /// docs): `[first, end)` spans in offset order, disjoint. Emptied, not dropped, when
+    /// the transaction ends: the producer's next one reuses it.
+    plain_spans: Vec<(u64, u64)>,
 }
 
 /// One partition's transaction state (module docs).
 #[derive(Debug, Default)]
 pub(crate) struct TxnTable {
-    producers: HashMap<i64, ProducerTxn>,
+    producers: HashMap<i64, ProducerTxn, foldhash::fast::RandomState>,
     /// Open transactions by first offset: the LSO is the first.
     open: BTreeSet<(u64, i64)>,
     /// Aborted transactions, in marker order (so by `last_offset`).
     aborted: Vec<AbortedTxn>,
-    /// Per producer, the offsets of its open transaction's records appended as plain
-    /// entries (module docs): `[first, end)` spans in offset order, disjoint.
-    unmarked_open: HashMap<i64, Vec<(u64, u64)>>,
     /// The spans of aborted transactions' plain entries, `first -> end`; disjoint, as every
     /// offset holds one record.
     unmarked_aborted: BTreeMap<u64, u64>,
@@ -176,15 +177,18 @@ impl TxnTable {
     /// Records that producer `p`'s record at `epoch` was appended at `offset` (after
     /// [`check_append`](Self::check_append) passed, under the same lock).
     pub(crate) fn appended(&mut self, p: i64, epoch: i16, offset: u64) {
+        self.opened(p, epoch, offset);
+    }
+
+    /// Producer `p`'s state, its transaction at `epoch` open from `offset` unless open
+    /// already (`check_append` refused every other epoch).
+    fn opened(&mut self, p: i64, epoch: i16, offset: u64) -> &mut ProducerTxn {
         let s = self.producers.entry(p).or_default();
-        match s.open {
-            // `check_append` refused every other epoch.
-            Some(_) => {}
-            None => {
-                s.open = Some((epoch, offset));
-                self.open.insert((offset, p));
-            }
+        if s.open.is_none() {
+            s.open = Some((epoch, offset));
+            self.open.insert((offset, p));
         }
+        s
     }
 
     /// Records that producer `p`'s records at `epoch` were appended as plain entries at
@@ -192,8 +196,7 @@ impl TxnTable {
     /// passed, under the same lock).
     pub(crate) fn appended_plain(&mut self, p: i64, epoch: i16, from: u64, end: u64) {
         debug_assert!(from < end, "an empty span {from}..{end}");
-        self.appended(p, epoch, from);
-        let spans = self.unmarked_open.entry(p).or_default();
+        let spans = &mut self.opened(p, epoch, from).plain_spans;
         match spans.last_mut() {
             Some(last) if last.1 == from => last.1 = end,
             _ => spans.push((from, end)),
@@ -204,14 +207,17 @@ impl TxnTable {
     /// transaction at that same epoch, or (no record of it reached this partition) be the
     /// newest epoch seen.
     pub(crate) fn check_marker(&self, p: i64, epoch: i16) -> Result<(), TxnRefusal> {
-        let s = self.producers.get(&p).copied().unwrap_or_default();
-        match s.open {
+        let (open, closed) = self
+            .producers
+            .get(&p)
+            .map_or((None, None), |s| (s.open, s.closed));
+        match open {
             Some((open, _)) if open == epoch => Ok(()),
             Some((open, _)) => Err(TxnRefusal::StaleMarker {
                 epoch,
                 open: Some(open),
             }),
-            None if s.closed.is_some_and(|c| c >= epoch) => {
+            None if closed.is_some_and(|c| c >= epoch) => {
                 Err(TxnRefusal::StaleMarker { epoch, open: None })
             }
             None => Ok(()),
@@ -226,9 +232,10 @@ impl TxnTable {
         let s = self.producers.entry(p).or_default();
         if let Some((_, first)) = s.open.take() {
             self.open.remove(&(first, p));
-            let spans = self.unmarked_open.remove(&p).unwrap_or_default();
-            if !commit {
-                self.unmarked_aborted.extend(spans);
+            if commit {
+                s.plain_spans.clear();
+            } else {
+                self.unmarked_aborted.extend(s.plain_spans.drain(..));
                 self.aborted.push(AbortedTxn {
                     producer_id: p,
                     first_offset: first,
@@ -378,7 +385,7 @@ mod tests {
         assert!(t.view(6, 20).is_aborted_plain(6));
         assert!(t.view(8, 20).aborted_spans.is_empty());
         // The committed producer's spans are gone, the aborted one's moved.
-        assert!(t.unmarked_open.is_empty());
+        assert!(t.producers.values().all(|s| s.plain_spans.is_empty()));
         assert_eq!(t.unmarked_aborted.len(), 2);
         // A view from past the LSO (a transaction open below it).
         t.check_append(9, 1).unwrap();
@@ -569,13 +576,27 @@ impl<K, V> Partition<K, V> {
         marker: ControlMarker,
         timestamp: i64,
         policy: crate::sync::StdArc<super::SendPolicy>,
-        deadline: Option<crate::sync::time::Instant>,
+        timeout: std::time::Duration,
     ) -> Result<u64, TxnAppendError<K, V>> {
         let mut appender = self.appender_with(policy);
         let mut backoff = Backoff::new();
+        // Read from the clock at the first wait only: a marker that finds room waits for
+        // nothing.
+        let mut deadline_at = None;
+        let mut deadline = || {
+            *deadline_at
+                .get_or_insert_with(|| crate::sync::time::Instant::now().checked_add(timeout))
+        };
+        let mut wait = AppendWait::No;
         loop {
             let entry = Entry::control(timestamp, producer_id, epoch, marker);
-            match appender.append_txn(entry, producer_id, epoch, AppendWait::Until(deadline)) {
+            match appender.append_txn(entry, producer_id, epoch, wait) {
+                Err(TxnAppendError::Append(_, AppendError::Full))
+                    if matches!(wait, AppendWait::No) =>
+                {
+                    // No room now: wait for it, until the timeout.
+                    wait = AppendWait::Until(deadline());
+                }
                 Err(TxnAppendError::Refused(
                     why @ TxnRefusal::StaleMarker { open: None, .. },
                     e,
@@ -605,7 +626,7 @@ impl<K, V> Partition<K, V> {
                     } else if at < r.log_end() {
                         // Appended, not yet acknowledged: wait for it to settle.
                         drop(table);
-                        if deadline.is_some_and(|d| crate::sync::time::Instant::now() >= d) {
+                        if deadline().is_some_and(|d| crate::sync::time::Instant::now() >= d) {
                             return Err(TxnAppendError::Append(None, AppendError::Timeout));
                         }
                         backoff.snooze();

@@ -30,10 +30,10 @@
 //! A commit begun and not finished is left as it is (its outcome is decided; the next
 //! `init_transactions` finishes it).
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 use super::{ProduceBatchError, ProduceError, Producer, Record, RecordMetadata};
-use crate::broker::TopicPartition;
+use crate::broker::{TopicInner, TopicPartition};
 use crate::partition::txn::{TxnAppendError, TxnRefusal};
 use crate::partition::{AppendWait, Entry, SendPolicy};
 use crate::sync::Mutex;
@@ -125,8 +125,16 @@ impl TxnClientState {
         self.added.values_mut().for_each(HashSet::clear);
     }
 
-    fn add(&mut self, tp: TopicPartition) {
-        self.added.entry(tp.topic).or_default().insert(tp.partition);
+    fn add(&mut self, topic: &str, partition: u32) {
+        match self.added.get_mut(topic) {
+            Some(partitions) => {
+                partitions.insert(partition);
+            }
+            None => {
+                self.added
+                    .insert(topic.to_owned(), HashSet::from_iter([partition]));
+            }
+        }
     }
 }
 
@@ -167,7 +175,7 @@ impl TxnClient {
             state: Mutex::new(TxnClientState {
                 phase: Phase::Uninitialized,
                 ids: None,
-                added: HashMap::new(),
+                added: HashMap::default(),
             }),
         }
     }
@@ -468,13 +476,16 @@ where
         };
         let topic = state.topics[t].topic.clone();
         drop(state);
-        let tp = TopicPartition::new(topic.name.to_string(), partition);
-        if !st.is_added(&tp.topic, partition) {
-            if let Err(e) = self.broker.txn_add_partition(txn.id, ids, &tp) {
+        if !st.is_added(&topic.name, partition) {
+            let now = self.broker.now_ms();
+            if let Err(e) = self
+                .broker
+                .txn_add_partition(txn.id, ids, &topic, partition, now)
+            {
                 self.txn_after(txn, &mut st, &e);
                 return Err(ProduceError::new(e, record));
             }
-            st.add(tp.clone());
+            st.add(&topic.name, partition);
         }
         let (entry, sent) = self.entry_of(record, partition);
         let (timestamp, key, value, headers) = entry.into_parts();
@@ -522,7 +533,10 @@ where
                         st.phase = Phase::Abortable(format!("{other:?}"));
                         Error::TransactionAbortable {
                             transactional_id: txn.id.to_owned(),
-                            reason: format!("partition {tp} refused the record: {other:?}"),
+                            reason: format!(
+                                "partition {} refused the record: {other:?}",
+                                TopicPartition::new(topic.name.to_string(), partition)
+                            ),
                         }
                     }
                 };
@@ -611,14 +625,17 @@ where
         sent: &mut usize,
     ) -> Vec<Record<K, V>> {
         let mut st = txn.state.lock();
-        let Some(ids) = self.txn_run_ready(txn, &mut st, &first.topic, partition) else {
-            return vec![first];
-        };
         let mut state = self.state.lock();
         let Ok((t, _)) = self.route(&mut state, &first) else {
             return vec![first];
         };
-        let now = self.broker.now_ms().clamp(0, crate::MAX_TIMESTAMP);
+        // One clock read: the coordinator's and the records' timestamps.
+        let clock = self.broker.now_ms();
+        let Some(ids) = self.txn_run_ready(txn, &mut st, &state.topics[t].topic, partition, clock)
+        else {
+            return vec![first];
+        };
+        let now = clock.clamp(0, crate::MAX_TIMESTAMP);
         let mut run = std::mem::take(&mut state.run);
         run.clear();
         let Record {
@@ -672,22 +689,25 @@ where
     }
 
     /// The transaction's ids if it is open, with `topic`'s `partition` registered with the
-    /// coordinator (registering it if needed): a run to it may then be appended at once.
+    /// coordinator at `now` (registering it if needed): a run to it may then be appended at
+    /// once.
     fn txn_run_ready(
         &self,
         txn: &TxnClient,
         st: &mut TxnClientState,
-        topic: &str,
+        topic: &TopicInner<K, V>,
         partition: u32,
+        now: i64,
     ) -> Option<Ids> {
         if st.phase != Phase::InTransaction {
             return None;
         }
         let ids = st.ids.expect("initialized");
-        if !st.is_added(topic, partition) {
-            let tp = TopicPartition::new(topic.to_owned(), partition);
-            self.broker.txn_add_partition(txn.id, ids, &tp).ok()?;
-            st.add(tp);
+        if !st.is_added(&topic.name, partition) {
+            self.broker
+                .txn_add_partition(txn.id, ids, topic, partition, now)
+                .ok()?;
+            st.add(&topic.name, partition);
         }
         Some(ids)
     }
