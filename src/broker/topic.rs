@@ -140,6 +140,8 @@ pub(super) trait TopicAdmin: Send + Sync {
     /// Writes a transaction's end marker on `partition` (`acks = all`): `Ok(true)` written,
     /// `Ok(false)` already there (or a later transaction of the producer is open there).
     fn write_marker(&self, partition: u32, marker: &MarkerWrite) -> Result<bool>;
+    /// Whether the topic was deleted.
+    fn is_deleted(&self) -> bool;
     /// The partition's open and aborted transactions.
     fn transactions(
         &self,
@@ -177,6 +179,10 @@ pub(crate) fn marker_policy(timeout: std::time::Duration) -> Arc<crate::partitio
 }
 
 impl<K: Send + Sync + 'static, V: Send + Sync + 'static> TopicAdmin for TopicInner<K, V> {
+    fn is_deleted(&self) -> bool {
+        TopicInner::is_deleted(self)
+    }
+
     fn write_marker(&self, partition: u32, m: &MarkerWrite) -> Result<bool> {
         use crate::partition::txn::{TxnAppendError, TxnRefusal};
         let p = self.partition(partition)?;

@@ -80,11 +80,11 @@
 //! more than the number of times the file was replayed (a first record with an empty id
 //! counts the opens).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::topic::MarkerWrite;
+use super::topic::{MarkerWrite, TopicAdmin, TopicInner};
 use super::{Broker, TopicPartition};
 use crate::storage::{Io, IoFile, OpenMode};
 use crate::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -164,14 +164,15 @@ struct TxnOffset {
     offset: u64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct TxnMeta {
     producer_id: i64,
     epoch: i16,
     state: TxnState,
-    /// Shared with the marker writes of a `Prepare*` transaction (`txn_complete`), which
-    /// take a handle rather than a copy.
-    partitions: StdArc<BTreeSet<TopicPartition>>,
+    /// Each with the topic its sender routed to (`None` when replayed from the log), where
+    /// `txn_complete` writes its marker with no lookup by name. Shared with the marker
+    /// writes of a `Prepare*` transaction, which take a handle rather than a copy.
+    partitions: StdArc<TxnPartitions>,
     offsets: Vec<TxnOffset>,
     timeout_ms: u64,
     /// When the open transaction began (its first partition or offsets).
@@ -180,6 +181,9 @@ struct TxnMeta {
     /// is told so rather than that it is fenced).
     timed_out: Option<TxnIds>,
 }
+
+/// A transaction's partitions (`TxnMeta::partitions`).
+type TxnPartitions = BTreeMap<TopicPartition, Option<StdArc<dyn TopicAdmin>>>;
 
 impl TxnMeta {
     /// The ids the current (or next) transaction runs under.
@@ -496,7 +500,7 @@ fn encode_record(out: &mut Vec<u8>, id: &str, m: &TxnMeta) {
     p.extend_from_slice(&m.timeout_ms.to_be_bytes());
     p.extend_from_slice(&m.started_ms.to_be_bytes());
     p.extend_from_slice(&(m.partitions.len() as u32).to_be_bytes());
-    for tp in m.partitions.iter() {
+    for tp in m.partitions.keys() {
         put_str(&mut p, &tp.topic);
         p.extend_from_slice(&tp.partition.to_be_bytes());
     }
@@ -553,10 +557,10 @@ fn decode_payload(p: &[u8]) -> Option<(String, TxnMeta)> {
     let state = TxnState::from_code(c.u8()?)?;
     let timeout_ms = c.u64()?;
     let started_ms = c.u64()? as i64;
-    let mut partitions = BTreeSet::new();
+    let mut partitions = TxnPartitions::new();
     for _ in 0..c.u32()? {
         let topic = c.str()?;
-        partitions.insert(TopicPartition::new(topic, c.u32()?));
+        partitions.insert(TopicPartition::new(topic, c.u32()?), None);
     }
     let mut offsets = Vec::new();
     for _ in 0..c.u32()? {
@@ -851,10 +855,14 @@ impl Broker {
         &self,
         id: &str,
         ids: TxnIds,
-        topic: &super::topic::TopicInner<K, V>,
+        topic: &StdArc<TopicInner<K, V>>,
         partition: u32,
         now: i64,
-    ) -> Result<()> {
+    ) -> Result<()>
+    where
+        K: Send + Sync + 'static,
+        V: Send + Sync + 'static,
+    {
         // An in-memory compacted partition keeps each key's latest record as the ring lets
         // it go, knowing nothing of transactions: an aborted record would replace its key's
         // committed value there. A persisted topic's cleaner follows the transaction rules.
@@ -879,10 +887,14 @@ impl Broker {
             }
         };
         let tp = TopicPartition::new(topic.name.to_string(), partition);
-        if StdArc::make_mut(&mut meta.partitions).insert(tp) {
+        let writer = StdArc::clone(topic) as StdArc<dyn TopicAdmin>;
+        if StdArc::make_mut(&mut meta.partitions)
+            .insert(tp, Some(writer))
+            .is_none()
+        {
             if let Err(e) = c.log(id, meta) {
                 StdArc::make_mut(&mut meta.partitions)
-                    .retain(|p| !(p.partition == partition && *p.topic == *topic.name));
+                    .retain(|p, _| !(p.partition == partition && *p.topic == *topic.name));
                 return Err(e);
             }
         }
@@ -987,8 +999,17 @@ impl Broker {
         let c = self.txn_coordinator();
         let commit = target.state == TxnState::PrepareCommit;
         let now_ms = now_ms.clamp(0, crate::MAX_TIMESTAMP);
-        for tp in target.partitions.iter() {
-            let admin = self.topic_admin(&tp.topic)?;
+        for (tp, writer) in target.partitions.iter() {
+            // The topic the records went to, unless deleted since (a topic of that name
+            // created since is looked up, as for a transaction replayed from the log).
+            let looked_up;
+            let admin = match writer {
+                Some(w) if !w.is_deleted() => &**w,
+                _ => {
+                    looked_up = self.topic_admin(&tp.topic)?;
+                    &*looked_up
+                }
+            };
             admin.write_marker(
                 tp.partition,
                 &MarkerWrite {
@@ -1137,7 +1158,7 @@ impl Broker {
                 producer_id: m.producer_id,
                 epoch: m.epoch,
                 state: m.state,
-                partitions: m.partitions.iter().cloned().collect(),
+                partitions: m.partitions.keys().cloned().collect(),
                 timeout_ms: m.timeout_ms,
             })
             .collect();
@@ -1167,7 +1188,11 @@ mod tests {
             producer_id: 3,
             epoch: 7,
             state: TxnState::PrepareCommit,
-            partitions: StdArc::new([TopicPartition::new("out", 1)].into_iter().collect()),
+            partitions: StdArc::new(
+                [(TopicPartition::new("out", 1), None)]
+                    .into_iter()
+                    .collect(),
+            ),
             offsets: vec![TxnOffset {
                 group: "g".into(),
                 tp: TopicPartition::new("in", 0),
@@ -1186,7 +1211,7 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].0, "worker");
         assert_eq!(got[0].1.offsets, meta.offsets);
-        assert_eq!(got[0].1.partitions, meta.partitions);
+        assert!(got[0].1.partitions.keys().eq(meta.partitions.keys()));
         assert_eq!(got[0].1.state, TxnState::PrepareCommit);
     }
 }

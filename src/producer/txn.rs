@@ -695,7 +695,7 @@ where
         &self,
         txn: &TxnClient,
         st: &mut TxnClientState,
-        topic: &TopicInner<K, V>,
+        topic: &crate::sync::StdArc<TopicInner<K, V>>,
         partition: u32,
         now: i64,
     ) -> Option<Ids> {

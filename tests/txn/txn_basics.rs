@@ -634,3 +634,25 @@ fn a_timeout_abort_at_the_last_epoch_hands_its_producer_the_fresh_id() {
     p.commit_transaction().unwrap();
     assert_eq!(values(&broker, "t", IsolationLevel::ReadCommitted), vec![2]);
 }
+
+#[test]
+fn a_commit_after_its_topic_was_created_again_writes_to_the_new_topic_and_it_goes_on() {
+    let (broker, p) = t_and_producer(1);
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 1)).unwrap();
+    broker.delete_topic("t").unwrap();
+    broker
+        .create_topic::<(), u64>("t", TopicConfig::new(1))
+        .unwrap();
+    // The partition the record went to is gone: its marker goes where the name leads now.
+    p.commit_transaction().unwrap();
+    assert!(values(&broker, "t", IsolationLevel::ReadCommitted).is_empty());
+    p.begin_transaction().unwrap();
+    p.send(Record::new("t", 2)).unwrap();
+    p.commit_transaction().unwrap();
+    assert_eq!(values(&broker, "t", IsolationLevel::ReadCommitted), vec![2]);
+    assert_eq!(
+        broker.describe_topic("t").unwrap().partitions[0].last_stable_offset,
+        broker.describe_topic("t").unwrap().partitions[0].high_watermark
+    );
+}
