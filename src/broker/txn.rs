@@ -80,7 +80,6 @@
 //! more than the number of times the file was replayed (a first record with an empty id
 //! counts the opens).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -169,9 +168,8 @@ struct TxnMeta {
     producer_id: i64,
     epoch: i16,
     state: TxnState,
-    /// Each with the topic its sender routed to (`None` when replayed from the log), where
-    /// `txn_complete` writes its marker with no lookup by name. Shared with the marker
-    /// writes of a `Prepare*` transaction, which take a handle rather than a copy.
+    /// Shared with the marker writes of a `Prepare*` transaction, which take a handle
+    /// rather than a copy.
     partitions: StdArc<TxnPartitions>,
     offsets: Vec<TxnOffset>,
     timeout_ms: u64,
@@ -182,8 +180,93 @@ struct TxnMeta {
     timed_out: Option<TxnIds>,
 }
 
-/// A transaction's partitions (`TxnMeta::partitions`).
-type TxnPartitions = BTreeMap<TopicPartition, Option<StdArc<dyn TopicAdmin>>>;
+/// A transaction's partitions, in order, each with the topic its sender routed to (`None`
+/// when replayed from the log), where `txn_complete` writes its marker with no lookup by
+/// name. The entries of the transactions before stay, out of the transaction, for a later
+/// one to take back without allocating: an id's transactions mostly write to the same
+/// partitions.
+#[derive(Clone, Default)]
+struct TxnPartitions {
+    /// Sorted by partition; those in the transaction marked `member`.
+    entries: Vec<TxnPartition>,
+}
+
+#[derive(Clone)]
+struct TxnPartition {
+    tp: TopicPartition,
+    writer: Option<StdArc<dyn TopicAdmin>>,
+    member: bool,
+}
+
+/// How many entries out of the transaction [`TxnPartitions`] keeps for the next one.
+const KEPT_PARTITIONS: usize = 64;
+
+impl TxnPartitions {
+    /// Adds partition `partition` of `topic`; `false` if it was in the transaction already.
+    fn insert(
+        &mut self,
+        topic: &str,
+        partition: u32,
+        writer: Option<StdArc<dyn TopicAdmin>>,
+    ) -> bool {
+        let at = self
+            .entries
+            .binary_search_by(|e| (e.tp.topic.as_str(), e.tp.partition).cmp(&(topic, partition)));
+        match at {
+            Ok(i) => {
+                let e = &mut self.entries[i];
+                let added = !e.member;
+                e.member = true;
+                e.writer = writer;
+                added
+            }
+            Err(i) => {
+                self.entries.insert(
+                    i,
+                    TxnPartition {
+                        tp: TopicPartition::new(topic.to_owned(), partition),
+                        writer,
+                        member: true,
+                    },
+                );
+                true
+            }
+        }
+    }
+
+    /// Takes partition `partition` of `topic` out of the transaction.
+    fn remove(&mut self, topic: &str, partition: u32) {
+        for e in &mut self.entries {
+            if e.tp.partition == partition && e.tp.topic == topic {
+                e.member = false;
+                e.writer = None;
+            }
+        }
+    }
+
+    /// Takes every partition out of the transaction.
+    fn clear(&mut self) {
+        if self.entries.len() > KEPT_PARTITIONS {
+            self.entries.clear();
+        }
+        for e in &mut self.entries {
+            e.member = false;
+            e.writer = None;
+        }
+    }
+
+    /// The transaction's partitions, in order, with their writers.
+    fn iter(&self) -> impl Iterator<Item = (&TopicPartition, Option<&dyn TopicAdmin>)> {
+        self.entries
+            .iter()
+            .filter(|e| e.member)
+            .map(|e| (&e.tp, e.writer.as_deref()))
+    }
+
+    fn len(&self) -> usize {
+        self.entries.iter().filter(|e| e.member).count()
+    }
+}
 
 impl TxnMeta {
     /// The ids the current (or next) transaction runs under.
@@ -500,7 +583,7 @@ fn encode_record(out: &mut Vec<u8>, id: &str, m: &TxnMeta) {
     p.extend_from_slice(&m.timeout_ms.to_be_bytes());
     p.extend_from_slice(&m.started_ms.to_be_bytes());
     p.extend_from_slice(&(m.partitions.len() as u32).to_be_bytes());
-    for tp in m.partitions.keys() {
+    for (tp, _) in m.partitions.iter() {
         put_str(&mut p, &tp.topic);
         p.extend_from_slice(&tp.partition.to_be_bytes());
     }
@@ -557,10 +640,10 @@ fn decode_payload(p: &[u8]) -> Option<(String, TxnMeta)> {
     let state = TxnState::from_code(c.u8()?)?;
     let timeout_ms = c.u64()?;
     let started_ms = c.u64()? as i64;
-    let mut partitions = TxnPartitions::new();
+    let mut partitions = TxnPartitions::default();
     for _ in 0..c.u32()? {
         let topic = c.str()?;
-        partitions.insert(TopicPartition::new(topic, c.u32()?), None);
+        partitions.insert(&topic, c.u32()?, None);
     }
     let mut offsets = Vec::new();
     for _ in 0..c.u32()? {
@@ -886,15 +969,10 @@ impl Broker {
                 return Err(self.txn_finish_timed_out(id, ids, e));
             }
         };
-        let tp = TopicPartition::new(topic.name.to_string(), partition);
         let writer = StdArc::clone(topic) as StdArc<dyn TopicAdmin>;
-        if StdArc::make_mut(&mut meta.partitions)
-            .insert(tp, Some(writer))
-            .is_none()
-        {
+        if StdArc::make_mut(&mut meta.partitions).insert(&topic.name, partition, Some(writer)) {
             if let Err(e) = c.log(id, meta) {
-                StdArc::make_mut(&mut meta.partitions)
-                    .retain(|p, _| !(p.partition == partition && *p.topic == *topic.name));
+                StdArc::make_mut(&mut meta.partitions).remove(&topic.name, partition);
                 return Err(e);
             }
         }
@@ -1004,7 +1082,7 @@ impl Broker {
             // created since is looked up, as for a transaction replayed from the log).
             let looked_up;
             let admin = match writer {
-                Some(w) if !w.is_deleted() => &**w,
+                Some(w) if !w.is_deleted() => w,
                 _ => {
                     looked_up = self.topic_admin(&tp.topic)?;
                     &*looked_up
@@ -1158,7 +1236,7 @@ impl Broker {
                 producer_id: m.producer_id,
                 epoch: m.epoch,
                 state: m.state,
-                partitions: m.partitions.keys().cloned().collect(),
+                partitions: m.partitions.iter().map(|(tp, _)| tp.clone()).collect(),
                 timeout_ms: m.timeout_ms,
             })
             .collect();
@@ -1188,11 +1266,11 @@ mod tests {
             producer_id: 3,
             epoch: 7,
             state: TxnState::PrepareCommit,
-            partitions: StdArc::new(
-                [(TopicPartition::new("out", 1), None)]
-                    .into_iter()
-                    .collect(),
-            ),
+            partitions: StdArc::new({
+                let mut p = TxnPartitions::default();
+                p.insert("out", 1, None);
+                p
+            }),
             offsets: vec![TxnOffset {
                 group: "g".into(),
                 tp: TopicPartition::new("in", 0),
@@ -1211,7 +1289,10 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].0, "worker");
         assert_eq!(got[0].1.offsets, meta.offsets);
-        assert!(got[0].1.partitions.keys().eq(meta.partitions.keys()));
+        let tps = |m: &TxnMeta| -> Vec<TopicPartition> {
+            m.partitions.iter().map(|(tp, _)| tp.clone()).collect()
+        };
+        assert_eq!(tps(&got[0].1), tps(&meta));
         assert_eq!(got[0].1.state, TxnState::PrepareCommit);
     }
 }
