@@ -36,7 +36,7 @@ use super::{ProduceBatchError, ProduceError, Producer, Record, RecordMetadata};
 use crate::broker::{TopicInner, TopicPartition};
 use crate::partition::txn::{TxnAppendError, TxnRefusal};
 use crate::partition::{AppendWait, Entry, SendPolicy};
-use crate::sync::Mutex;
+use crate::sync::{Mutex, StdArc};
 use crate::{Error, Result};
 
 /// The ids the coordinator gave: producer id and the epoch of the current transaction.
@@ -108,33 +108,68 @@ impl Phase {
 struct TxnClientState {
     phase: Phase,
     ids: Option<Ids>,
-    /// Partitions registered with the coordinator in this transaction, by topic (looked
-    /// up by name, without building a `TopicPartition`, on every send).
-    added: HashMap<String, HashSet<u32>>,
+    /// Partitions registered with the coordinator in this transaction.
+    added: AddedPartitions,
 }
 
 impl TxnClientState {
-    fn is_added(&self, topic: &str, partition: u32) -> bool {
-        self.added
-            .get(topic)
+    fn is_added(&self, topic: &StdArc<str>, partition: u32) -> bool {
+        self.added.contains(topic, partition)
+    }
+
+    /// Forgets the registrations (a new transaction).
+    fn clear_added(&mut self) {
+        self.added.clear();
+    }
+
+    fn add(&mut self, topic: &StdArc<str>, partition: u32) {
+        self.added.insert(topic, partition);
+    }
+}
+
+/// The partitions registered in a transaction, looked up by topic name (the topic's
+/// own handle on its name first) on every send: a list while a transaction has few, a
+/// map by name beyond.
+#[derive(Debug, Default)]
+struct AddedPartitions {
+    few: Vec<(StdArc<str>, u32)>,
+    /// Every registration once there are more than [`FEW_ADDED`]; `few` is then empty.
+    many: HashMap<StdArc<str>, HashSet<u32>>,
+}
+
+/// How many registrations [`AddedPartitions`] keeps in its list.
+const FEW_ADDED: usize = 16;
+
+impl AddedPartitions {
+    fn contains(&self, topic: &StdArc<str>, partition: u32) -> bool {
+        if self.many.is_empty() {
+            return self
+                .few
+                .iter()
+                .any(|(t, p)| *p == partition && (StdArc::ptr_eq(t, topic) || **t == **topic));
+        }
+        self.many
+            .get(&**topic)
             .is_some_and(|p| p.contains(&partition))
     }
 
-    /// Forgets the registrations (a new transaction), keeping the topics' sets.
-    fn clear_added(&mut self) {
-        self.added.values_mut().for_each(HashSet::clear);
+    fn insert(&mut self, topic: &StdArc<str>, partition: u32) {
+        if self.many.is_empty() && self.few.len() < FEW_ADDED {
+            self.few.push((StdArc::clone(topic), partition));
+            return;
+        }
+        for (t, p) in self.few.drain(..) {
+            self.many.entry(t).or_default().insert(p);
+        }
+        self.many
+            .entry(StdArc::clone(topic))
+            .or_default()
+            .insert(partition);
     }
 
-    fn add(&mut self, topic: &str, partition: u32) {
-        match self.added.get_mut(topic) {
-            Some(partitions) => {
-                partitions.insert(partition);
-            }
-            None => {
-                self.added
-                    .insert(topic.to_owned(), HashSet::from_iter([partition]));
-            }
-        }
+    fn clear(&mut self) {
+        self.few.clear();
+        self.many.clear();
     }
 }
 
@@ -175,7 +210,7 @@ impl TxnClient {
             state: Mutex::new(TxnClientState {
                 phase: Phase::Uninitialized,
                 ids: None,
-                added: HashMap::default(),
+                added: AddedPartitions::default(),
             }),
         }
     }

@@ -656,3 +656,23 @@ fn a_commit_after_its_topic_was_created_again_writes_to_the_new_topic_and_it_goe
         broker.describe_topic("t").unwrap().partitions[0].high_watermark
     );
 }
+
+#[test]
+fn a_transaction_over_many_partitions_registers_and_commits_each() {
+    let (broker, p) = t_and_producer(40);
+    for round in 0..2 {
+        p.begin_transaction().unwrap();
+        for v in 0..80u64 {
+            p.send(Record::new("t", round * 100 + v).partition((v % 40) as u32))
+                .unwrap();
+        }
+        let open = broker.describe_transactions();
+        assert_eq!(open[0].partitions.len(), 40, "round {round}");
+        p.commit_transaction().unwrap();
+    }
+    let want: Vec<u64> = (0..80).chain(100..180).collect();
+    assert_eq!(values(&broker, "t", IsolationLevel::ReadCommitted), want);
+    for part in broker.describe_topic("t").unwrap().partitions {
+        assert_eq!(part.last_stable_offset, part.high_watermark);
+    }
+}
