@@ -41,8 +41,8 @@ mutant lso-hw-before-lock src/partition/txn.rs \
 # Transactions: init_transactions reads the epoch and writes the next under one lock; split
 # in two, two racing inits get the same epoch and neither is fenced.
 mutant txn-init-epoch-one-lock src/broker/txn.rs \
-    $'                    let next = meta.epoch + 1;\n                    meta.epoch = next;' \
-    $'                    let next = meta.epoch + 1;\n                    drop(txns);\n                    let mut txns = c.txns.lock();\n                    let meta = txns.get_mut(id).expect("known");\n                    meta.epoch = next;' \
+    $'get_two_epochs`).\n                    meta.bump_epoch(self.producer_ids());' \
+    $'get_two_epochs`).\n                    let read = (meta.producer_id, meta.epoch);\n                    drop(txns);\n                    let mut txns = c.txns.lock();\n                    let meta = txns.get_mut(id).expect("known");\n                    (meta.producer_id, meta.epoch) = read;\n                    meta.bump_epoch(self.producer_ids());' \
     transactions::two_producers_racing_init_transactions_get_two_epochs
 # Lending reads: the transaction mark asked again once the run is held; asked only before,
 # a lend racing the first transactional append lends the open transaction's record.
