@@ -92,7 +92,7 @@ use super::record_batch::compression::compress;
 use super::record_batch::{
     crc32c, field, Batch, BatchHeader, Compression, TimestampType, HEADER_SIZE, NO_TIMESTAMP,
 };
-use super::scan::{scan_log, ScanEnd};
+use super::scan::{scan_log, scan_log_reusing, ScanEnd};
 use super::segment::{IndexRule, Segment, SegmentParams};
 use super::segment_set::SegmentSet;
 use super::time_index::TimeIndex;
@@ -605,6 +605,37 @@ struct MappedBatch {
     droppable: bool,
 }
 
+/// The batch the key map's scan parsed last: its keys wait, read and their slots
+/// prefetched, until the next batch is parsed (or the segment ends), so that the slots
+/// have a whole batch's parse to come into the cache before they are probed.
+struct Unsettled {
+    batch: MappedBatch,
+    next_offset: u64,
+    /// The key map's array length the keys' homes were found for.
+    homes_for: usize,
+}
+
+/// Puts the keys of the `unsettled` batch (`keys`) in the map, and the batch among the
+/// segment's mapped ones (`seen`), the map's end past it: `false`, with nothing recorded,
+/// when they would overfill the map. Nothing to do when no batch waits.
+fn settle(
+    map: &mut OffsetMap,
+    keys: &[PendingKey],
+    unsettled: &mut Option<Unsettled>,
+    seen: &mut MappedSegment,
+    map_end: &mut u64,
+) -> bool {
+    let Some(u) = unsettled.take() else {
+        return true;
+    };
+    if !map.put_all(keys, u.homes_for) {
+        return false;
+    }
+    *map_end = (*map_end).max(u.next_offset);
+    seen.batches.push(u.batch);
+    true
+}
+
 /// A segment the key map read whole: its batches, and its last batch's header.
 struct MappedSegment {
     batches: Vec<MappedBatch>,
@@ -688,7 +719,10 @@ impl CleanPlan {
         let mut map = OffsetMap::new(cfg.dedupe_buffer_bytes);
         let mut map_end = cfg.first_dirty;
         let mut keys: Vec<PendingKey> = Vec::new();
+        let mut settling: Vec<PendingKey> = Vec::new();
         let mut buf = Vec::new();
+        // The scan's read buffer, allocated once for every segment.
+        let mut scan_buf = Vec::new();
         // The segments the map read whole, by index in `self.segments`: their batches'
         // places, for the rewrite to skip those it drops whole.
         let mut mapped: Vec<Option<MappedSegment>> = Vec::new();
@@ -704,32 +738,54 @@ impl CleanPlan {
                 batches: Vec::new(),
                 last_header: [0; HEADER_SIZE],
             };
+            // The batch parsed last, its keys (`settling`) not yet in the map.
+            let mut unsettled: Option<Unsettled> = None;
             // CRCs checked here: a batch the rewrite drops whole is not read again.
-            let end = scan_log(&*file, &s.path, 0, s.size, self.max_batch_bytes, |b| {
-                let h = b.header();
-                let mut batch = MappedBatch {
-                    position: b.position(),
-                    size: b.as_bytes().len(),
-                    base: h.base_offset,
-                    last: h.last_offset(),
-                    records: h.records_count,
-                    producer_id: h.producer_id,
-                    droppable: false,
-                };
-                seen.last_header
-                    .copy_from_slice(&b.as_bytes()[..HEADER_SIZE]);
-                if h.next_offset() <= cfg.first_dirty {
-                    seen.batches.push(batch);
-                    return Ok(true);
-                }
-                if h.base_offset >= txns.first_unstable {
-                    unstable = true;
-                    return Ok(false);
-                }
-                // An aborted transaction's records never become a key's latest.
-                if inspectable(&b) && !txns.aborted.contains(&h.base_offset) {
+            let range = (0, s.size);
+            let end = scan_log_reusing(
+                &*file,
+                &s.path,
+                range,
+                self.max_batch_bytes,
+                &mut scan_buf,
+                |b| {
+                    let h = b.header();
+                    let mut batch = MappedBatch {
+                        position: b.position(),
+                        size: b.as_bytes().len(),
+                        base: h.base_offset,
+                        last: h.last_offset(),
+                        records: h.records_count,
+                        producer_id: h.producer_id,
+                        droppable: false,
+                    };
+                    seen.last_header
+                        .copy_from_slice(&b.as_bytes()[..HEADER_SIZE]);
+                    let keyed = h.next_offset() > cfg.first_dirty
+                        && h.base_offset < txns.first_unstable
+                        && inspectable(&b)
+                        // An aborted transaction's records never become a key's latest.
+                        && !txns.aborted.contains(&h.base_offset);
+                    if !keyed {
+                        if !settle(&mut map, &settling, &mut unsettled, &mut seen, &mut map_end) {
+                            full = true;
+                            return Ok(false);
+                        }
+                        if h.next_offset() <= cfg.first_dirty {
+                            seen.batches.push(batch);
+                            return Ok(true);
+                        }
+                        if h.base_offset >= txns.first_unstable {
+                            unstable = true;
+                            return Ok(false);
+                        }
+                        seen.batches.push(batch);
+                        map_end = map_end.max(h.next_offset());
+                        return Ok(true);
+                    }
                     // All of a batch's keys, or none: the map's end is a batch boundary.
                     keys.clear();
+                    let homes_for = map.array_len();
                     let (bytes, first) = records_section(&b, &mut buf)
                         .map_err(|e| e.in_file(&s.path, b.position()))?;
                     let mut records = 0i64;
@@ -741,22 +797,32 @@ impl CleanPlan {
                         Ok(())
                     })
                     .map_err(|e| e.in_file(&s.path, b.position()))?;
-                    if !map.put_all(&keys) {
+                    // The previous batch's keys go in now, their slots' prefetches given
+                    // this batch's parse to land.
+                    if !settle(&mut map, &settling, &mut unsettled, &mut seen, &mut map_end) {
                         full = true;
                         return Ok(false);
                     }
                     // A keyless record is always kept: its batch is read again. So is a batch
                     // with no records, which the rewrite keeps whole (nothing in it removed).
                     batch.droppable = records > 0 && keys.len() as i64 == records;
-                }
-                seen.batches.push(batch);
-                map_end = map_end.max(h.next_offset());
-                Ok(true)
-            })?;
-            match end {
-                ScanEnd::Corrupt { error, .. } => return Err(error),
-                ScanEnd::Complete if !full && !unstable => mapped[i] = Some(seen),
-                _ => {}
+                    std::mem::swap(&mut keys, &mut settling);
+                    unsettled = Some(Unsettled {
+                        batch,
+                        next_offset: h.next_offset(),
+                        homes_for,
+                    });
+                    Ok(true)
+                },
+            )?;
+            if let ScanEnd::Corrupt { error, .. } = end {
+                return Err(error);
+            }
+            if !full && !settle(&mut map, &settling, &mut unsettled, &mut seen, &mut map_end) {
+                full = true;
+            }
+            if matches!(end, ScanEnd::Complete) && !full && !unstable {
+                mapped[i] = Some(seen);
             }
             if full {
                 stats.map_full = true;
