@@ -234,7 +234,8 @@ mod tests {
     #[test]
     fn keys_read_before_another_batch_grew_the_array_are_still_found() {
         let mut map = OffsetMap::new(64 << 20);
-        let hash = |k: u64| map.hasher.identity(&k.to_be_bytes());
+        let hasher = map.hasher;
+        let hash = |k: u64| hasher.identity(&k.to_be_bytes());
         // Batch A's keys read (their homes found) while the array is at its first size…
         let homes_for = map.array_len();
         let a: Vec<PendingKey> = (0..64u64).map(|k| map.pending(hash(k), k)).collect();
