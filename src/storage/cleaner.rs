@@ -544,6 +544,9 @@ impl GroupWriter {
         self.log
             .write_all_at(bytes, self.size)
             .map_err(io_err("writing", &self.log_path))?;
+        // The device starts on them while the pass goes on; `finish`'s sync waits for less.
+        // Only a hint: a failed write-back is reported by that sync.
+        self.log.start_writeback(self.size, bytes.len() as u64).ok();
         for &(at, last, max_timestamp) in batches {
             let position = self.size + at as u64;
             let (o, t) = (&mut self.offset_index, &mut self.time_index);
@@ -565,10 +568,8 @@ impl GroupWriter {
             self.append(&empty, &[batch])?;
         }
         self.rule.finish(&mut self.time_index);
-        // The indexes' write-backs start before the log's sync, so that the device works
-        // on the three at once and each sync waits only for its own. The log's is left to
-        // its sync: started as each segment's survivors were written, or here, it cost the
-        // pass more CPU than the sync's wait it saved.
+        // The indexes' write-backs start beside the log's (started as it was written), so
+        // that the device works on the three at once and each sync waits only for its own.
         self.offset_index.file_mut().start_writeback()?;
         self.time_index.file_mut().start_writeback()?;
         self.log
@@ -602,37 +603,6 @@ struct MappedBatch {
     /// In the dirty section, mapped, with no keyless record: dropped whole when none of
     /// its offsets is a key's latest (and it is not its producer's last batch).
     droppable: bool,
-}
-
-/// The batch the key map's scan parsed last: its keys wait, read and their slots
-/// prefetched, until the next batch is parsed (or the segment ends), so that the slots
-/// have a whole batch's parse to come into the cache before they are probed.
-struct Unsettled {
-    batch: MappedBatch,
-    next_offset: u64,
-    /// The key map's array length the keys' homes were found for.
-    homes_for: usize,
-}
-
-/// Puts the keys of the `unsettled` batch (`keys`) in the map, and the batch among the
-/// segment's mapped ones (`seen`), the map's end past it: `false`, with nothing recorded,
-/// when they would overfill the map. Nothing to do when no batch waits.
-fn settle(
-    map: &mut OffsetMap,
-    keys: &[PendingKey],
-    unsettled: &mut Option<Unsettled>,
-    seen: &mut MappedSegment,
-    map_end: &mut u64,
-) -> bool {
-    let Some(u) = unsettled.take() else {
-        return true;
-    };
-    if !map.put_all(keys, u.homes_for) {
-        return false;
-    }
-    *map_end = (*map_end).max(u.next_offset);
-    seen.batches.push(u.batch);
-    true
 }
 
 /// A segment the key map read whole: its batches, and its last batch's header.
@@ -718,9 +688,8 @@ impl CleanPlan {
         let mut map = OffsetMap::new(cfg.dedupe_buffer_bytes);
         let mut map_end = cfg.first_dirty;
         let mut keys: Vec<PendingKey> = Vec::new();
-        let mut settling: Vec<PendingKey> = Vec::new();
         let mut buf = Vec::new();
-        // The scan's read buffer, allocated once for every segment.
+        // The scan's read buffer, allocated and zeroed once for every segment.
         let mut scan_buf = Vec::new();
         // The segments the map read whole, by index in `self.segments`: their batches'
         // places, for the rewrite to skip those it drops whole.
@@ -737,8 +706,6 @@ impl CleanPlan {
                 batches: Vec::new(),
                 last_header: [0; HEADER_SIZE],
             };
-            // The batch parsed last, its keys (`settling`) not yet in the map.
-            let mut unsettled: Option<Unsettled> = None;
             // CRCs checked here: a batch the rewrite drops whole is not read again.
             let range = (0, s.size);
             let end = scan_log_reusing(
@@ -760,68 +727,46 @@ impl CleanPlan {
                     };
                     seen.last_header
                         .copy_from_slice(&b.as_bytes()[..HEADER_SIZE]);
-                    let keyed = h.next_offset() > cfg.first_dirty
-                        && h.base_offset < txns.first_unstable
-                        && inspectable(&b)
-                        // An aborted transaction's records never become a key's latest.
-                        && !txns.aborted.contains(&h.base_offset);
-                    if !keyed {
-                        if !settle(&mut map, &settling, &mut unsettled, &mut seen, &mut map_end) {
+                    if h.next_offset() <= cfg.first_dirty {
+                        seen.batches.push(batch);
+                        return Ok(true);
+                    }
+                    if h.base_offset >= txns.first_unstable {
+                        unstable = true;
+                        return Ok(false);
+                    }
+                    // An aborted transaction's records never become a key's latest.
+                    if inspectable(&b) && !txns.aborted.contains(&h.base_offset) {
+                        // All of a batch's keys, or none: the map's end is a batch boundary.
+                        keys.clear();
+                        let (bytes, first) = records_section(&b, &mut buf)
+                            .map_err(|e| e.in_file(&s.path, b.position()))?;
+                        let mut records = 0i64;
+                        each_record(bytes, first, h, |r| {
+                            records += 1;
+                            if let Some(k) = r.key {
+                                keys.push(map.pending(map.hasher.identity(k), r.offset));
+                            }
+                            Ok(())
+                        })
+                        .map_err(|e| e.in_file(&s.path, b.position()))?;
+                        if !map.put_all(&keys) {
                             full = true;
                             return Ok(false);
                         }
-                        if h.next_offset() <= cfg.first_dirty {
-                            seen.batches.push(batch);
-                            return Ok(true);
-                        }
-                        if h.base_offset >= txns.first_unstable {
-                            unstable = true;
-                            return Ok(false);
-                        }
-                        seen.batches.push(batch);
-                        map_end = map_end.max(h.next_offset());
-                        return Ok(true);
+                        // A keyless record is always kept: its batch is read again. So is a batch
+                        // with no records, which the rewrite keeps whole (nothing in it removed).
+                        batch.droppable = records > 0 && keys.len() as i64 == records;
                     }
-                    // All of a batch's keys, or none: the map's end is a batch boundary.
-                    keys.clear();
-                    let homes_for = map.array_len();
-                    let (bytes, first) = records_section(&b, &mut buf)
-                        .map_err(|e| e.in_file(&s.path, b.position()))?;
-                    let mut records = 0i64;
-                    each_record(bytes, first, h, |r| {
-                        records += 1;
-                        if let Some(k) = r.key {
-                            keys.push(map.pending(map.hasher.identity(k), r.offset));
-                        }
-                        Ok(())
-                    })
-                    .map_err(|e| e.in_file(&s.path, b.position()))?;
-                    // The previous batch's keys go in now, their slots' prefetches given
-                    // this batch's parse to land.
-                    if !settle(&mut map, &settling, &mut unsettled, &mut seen, &mut map_end) {
-                        full = true;
-                        return Ok(false);
-                    }
-                    // A keyless record is always kept: its batch is read again. So is a batch
-                    // with no records, which the rewrite keeps whole (nothing in it removed).
-                    batch.droppable = records > 0 && keys.len() as i64 == records;
-                    std::mem::swap(&mut keys, &mut settling);
-                    unsettled = Some(Unsettled {
-                        batch,
-                        next_offset: h.next_offset(),
-                        homes_for,
-                    });
+                    seen.batches.push(batch);
+                    map_end = map_end.max(h.next_offset());
                     Ok(true)
                 },
             )?;
-            if let ScanEnd::Corrupt { error, .. } = end {
-                return Err(error);
-            }
-            if !full && !settle(&mut map, &settling, &mut unsettled, &mut seen, &mut map_end) {
-                full = true;
-            }
-            if matches!(end, ScanEnd::Complete) && !full && !unstable {
-                mapped[i] = Some(seen);
+            match end {
+                ScanEnd::Corrupt { error, .. } => return Err(error),
+                ScanEnd::Complete if !full && !unstable => mapped[i] = Some(seen),
+                _ => {}
             }
             if full {
                 stats.map_full = true;

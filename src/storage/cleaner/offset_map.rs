@@ -86,17 +86,9 @@ impl OffsetMap {
         }
     }
 
-    /// The array's length, which the homes of [`pending`](Self::pending) keys depend on:
-    /// taken before a batch's keys are read, and given back to [`put_all`](Self::put_all).
-    pub(super) fn array_len(&self) -> usize {
-        self.slots.len()
-    }
-
     /// Records each key of `keys` (one batch's, in offset order) at its offset as the key's
     /// latest, all of them or, when the new keys would overfill the map, none (`false`).
-    /// `homes_for` is the [`array_len`](Self::array_len) their homes were found for: the
-    /// homes are found again if the array has grown since.
-    pub(super) fn put_all(&mut self, keys: &[PendingKey], homes_for: usize) -> bool {
+    pub(super) fn put_all(&mut self, keys: &[PendingKey]) -> bool {
         // Only near the budget are the new keys counted (a lookup each).
         if self.len + keys.len() > self.max_entries {
             let new = keys
@@ -107,8 +99,7 @@ impl OffsetMap {
                 return false;
             }
         }
-        self.reserve(keys.len());
-        let stale = homes_for != self.slots.len();
+        let grown = self.reserve(keys.len());
         for &PendingKey {
             identity: k,
             offset,
@@ -116,7 +107,7 @@ impl OffsetMap {
         } in keys
         {
             // A home taken before the array grew is a slot of the old array.
-            let home = if stale { self.home(k) } else { home };
+            let home = if grown { self.home(k) } else { home };
             let i = self.find_from(k, home);
             let slot = &mut self.slots[i];
             if slot[2] == EMPTY {
@@ -157,15 +148,15 @@ impl OffsetMap {
     /// Grows the array (doubling, up to `max_slots`) so that `more` new keys keep it at
     /// most half full, or as full as the budget allows at its last size: short probes, as
     /// the slots a probe reads are mostly cache misses once the scan has streamed the log
-    /// through the cache.
-    fn reserve(&mut self, more: usize) {
+    /// through the cache. Whether it grew.
+    fn reserve(&mut self, more: usize) -> bool {
         let want = (self.len + more).min(self.max_entries);
         let mut slots = self.slots.len();
         while slots < self.max_slots && want > slots / 2 {
             slots = slots.saturating_mul(2).min(self.max_slots);
         }
         if slots == self.slots.len() {
-            return;
+            return false;
         }
         let old = std::mem::replace(&mut self.slots, vec![[0, 0, EMPTY]; slots]);
         for [low, high, offset] in old {
@@ -175,6 +166,7 @@ impl OffsetMap {
                 self.slots[i] = [low, high, offset];
             }
         }
+        true
     }
 
     /// The latest offset of the key whose hash is `hash`.
@@ -198,9 +190,8 @@ mod tests {
 
     /// `put_all` of `(identity, offset)` pairs.
     fn put(map: &mut OffsetMap, keys: &[(u128, u64)]) -> bool {
-        let homes_for = map.array_len();
         let keys: Vec<PendingKey> = keys.iter().map(|&(k, o)| map.pending(k, o)).collect();
-        map.put_all(&keys, homes_for)
+        map.put_all(&keys)
     }
 
     #[test]
@@ -229,27 +220,6 @@ mod tests {
         let mut offsets: Vec<u64> = map.offsets().collect();
         offsets.sort_unstable();
         assert_eq!(offsets, (1_000_000..1_200_000).collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn keys_read_before_another_batch_grew_the_array_are_still_found() {
-        let mut map = OffsetMap::new(64 << 20);
-        let hasher = map.hasher;
-        let hash = |k: u64| hasher.identity(&k.to_be_bytes());
-        // Batch A's keys read (their homes found) while the array is at its first size…
-        let homes_for = map.array_len();
-        let a: Vec<PendingKey> = (0..64u64).map(|k| map.pending(hash(k), k)).collect();
-        // …then batch B, put first, grows it.
-        let b: Vec<(u128, u64)> = (1000..1000 + FIRST_SLOTS as u64)
-            .map(|k| (hash(k), k))
-            .collect();
-        assert!(put(&mut map, &b));
-        assert_ne!(map.array_len(), homes_for);
-        assert!(map.put_all(&a, homes_for));
-        for k in (0..64u64).chain(1000..1000 + FIRST_SLOTS as u64) {
-            assert_eq!(map.get(hash(k)), Some(k), "key {k}");
-        }
-        assert_eq!(map.len, 64 + FIRST_SLOTS);
     }
 
     #[test]
