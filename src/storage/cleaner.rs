@@ -92,7 +92,7 @@ use super::record_batch::compression::compress;
 use super::record_batch::{
     crc32c, field, Batch, BatchHeader, Compression, TimestampType, HEADER_SIZE, NO_TIMESTAMP,
 };
-use super::scan::{scan_log, ScanEnd};
+use super::scan::{scan_log, scan_log_reusing, ScanEnd};
 use super::segment::{IndexRule, Segment, SegmentParams};
 use super::segment_set::SegmentSet;
 use super::time_index::TimeIndex;
@@ -100,7 +100,7 @@ use super::txn_index;
 use super::varint::read_varint;
 use crate::error::{Error, Result};
 use crate::sync::Arc;
-use offset_map::OffsetMap;
+use offset_map::{OffsetMap, PendingKey};
 
 mod key_hash;
 mod offset_map;
@@ -308,18 +308,33 @@ impl Cleaned {
 }
 
 /// What the cleaner looks at in a record, read without decoding the rest (headers are
-/// skipped): its place in the batch's bytes, offset, timestamp, key, and whether its value
-/// is null.
+/// skipped): its place in the batch's bytes, offset, timestamp, key, and, read only when
+/// asked ([`null_value`](RecordSpan::null_value)), whether its value is null.
 struct RecordSpan<'a> {
     start: usize,
     end: usize,
     offset: u64,
     timestamp: i64,
     key: Option<&'a [u8]>,
-    null_value: bool,
+    /// The batch's bytes up to the record's end, and where its value's length starts.
+    body: &'a [u8],
+    value_at: usize,
+}
+
+impl RecordSpan<'_> {
+    /// Whether the record's value is null (a tombstone). Read apart from the other fields:
+    /// the key map's scan, which needs only offsets and keys, leaves it, as every field
+    /// after the key lies on the chain of dependent loads a record's fields make.
+    #[inline(always)]
+    fn null_value(&self) -> Result<bool> {
+        let (value_len, _) = read_varint(self.body, self.value_at)?;
+        Ok(value_len < 0)
+    }
 }
 
 /// Calls `f` with each record of the uncompressed batch `bytes` (CRC checked by the scan).
+/// Inlined into each caller, so that what its `f` ignores of a record is never computed.
+#[inline(always)]
 fn each_record<'a>(
     bytes: &'a [u8],
     first: usize,
@@ -365,7 +380,6 @@ fn each_record<'a>(
             at = k;
             Some(key)
         };
-        let (value_len, _) = read_varint(body, at)?;
         f(RecordSpan {
             start,
             end,
@@ -376,7 +390,8 @@ fn each_record<'a>(
                 h.base_timestamp.wrapping_add(ts_delta)
             },
             key,
-            null_value: value_len < 0,
+            body,
+            value_at: at,
         })?;
         pos = end;
     }
@@ -529,6 +544,9 @@ impl GroupWriter {
         self.log
             .write_all_at(bytes, self.size)
             .map_err(io_err("writing", &self.log_path))?;
+        // The device starts on them while the pass goes on; `finish`'s sync waits for less.
+        // Only a hint: a failed write-back is reported by that sync.
+        self.log.start_writeback(self.size, bytes.len() as u64).ok();
         for &(at, last, max_timestamp) in batches {
             let position = self.size + at as u64;
             let (o, t) = (&mut self.offset_index, &mut self.time_index);
@@ -550,11 +568,15 @@ impl GroupWriter {
             self.append(&empty, &[batch])?;
         }
         self.rule.finish(&mut self.time_index);
-        self.offset_index.file_mut().sync()?;
-        self.time_index.file_mut().sync()?;
+        // The indexes' write-backs start beside the log's (started as it was written), so
+        // that the device works on the three at once and each sync waits only for its own.
+        self.offset_index.file_mut().start_writeback()?;
+        self.time_index.file_mut().start_writeback()?;
         self.log
             .sync_data()
             .map_err(io_err("syncing", &self.log_path))?;
+        self.offset_index.file_mut().sync()?;
+        self.time_index.file_mut().sync()?;
         stats.bytes_written += self.size;
         Ok(CleanedGroup {
             old: self.old,
@@ -665,8 +687,10 @@ impl CleanPlan {
         let txns = self.txn_facts()?;
         let mut map = OffsetMap::new(cfg.dedupe_buffer_bytes);
         let mut map_end = cfg.first_dirty;
-        let mut keys: Vec<(u128, u64)> = Vec::new();
+        let mut keys: Vec<PendingKey> = Vec::new();
         let mut buf = Vec::new();
+        // The scan's read buffer, allocated and zeroed once for every segment.
+        let mut scan_buf = Vec::new();
         // The segments the map read whole, by index in `self.segments`: their batches'
         // places, for the rewrite to skip those it drops whole.
         let mut mapped: Vec<Option<MappedSegment>> = Vec::new();
@@ -683,54 +707,62 @@ impl CleanPlan {
                 last_header: [0; HEADER_SIZE],
             };
             // CRCs checked here: a batch the rewrite drops whole is not read again.
-            let end = scan_log(&*file, &s.path, 0, s.size, self.max_batch_bytes, |b| {
-                let h = b.header();
-                let mut batch = MappedBatch {
-                    position: b.position(),
-                    size: b.as_bytes().len(),
-                    base: h.base_offset,
-                    last: h.last_offset(),
-                    records: h.records_count,
-                    producer_id: h.producer_id,
-                    droppable: false,
-                };
-                seen.last_header
-                    .copy_from_slice(&b.as_bytes()[..HEADER_SIZE]);
-                if h.next_offset() <= cfg.first_dirty {
-                    seen.batches.push(batch);
-                    return Ok(true);
-                }
-                if h.base_offset >= txns.first_unstable {
-                    unstable = true;
-                    return Ok(false);
-                }
-                // An aborted transaction's records never become a key's latest.
-                if inspectable(&b) && !txns.aborted.contains(&h.base_offset) {
-                    // All of a batch's keys, or none: the map's end is a batch boundary.
-                    keys.clear();
-                    let (bytes, first) = records_section(&b, &mut buf)
-                        .map_err(|e| e.in_file(&s.path, b.position()))?;
-                    let mut records = 0i64;
-                    each_record(bytes, first, h, |r| {
-                        records += 1;
-                        if let Some(k) = r.key {
-                            keys.push((map.hasher.identity(k), r.offset));
-                        }
-                        Ok(())
-                    })
-                    .map_err(|e| e.in_file(&s.path, b.position()))?;
-                    if !map.put_all(&keys) {
-                        full = true;
+            let range = (0, s.size);
+            let end = scan_log_reusing(
+                &*file,
+                &s.path,
+                range,
+                self.max_batch_bytes,
+                &mut scan_buf,
+                |b| {
+                    let h = b.header();
+                    let mut batch = MappedBatch {
+                        position: b.position(),
+                        size: b.as_bytes().len(),
+                        base: h.base_offset,
+                        last: h.last_offset(),
+                        records: h.records_count,
+                        producer_id: h.producer_id,
+                        droppable: false,
+                    };
+                    seen.last_header
+                        .copy_from_slice(&b.as_bytes()[..HEADER_SIZE]);
+                    if h.next_offset() <= cfg.first_dirty {
+                        seen.batches.push(batch);
+                        return Ok(true);
+                    }
+                    if h.base_offset >= txns.first_unstable {
+                        unstable = true;
                         return Ok(false);
                     }
-                    // A keyless record is always kept: its batch is read again. So is a batch
-                    // with no records, which the rewrite keeps whole (nothing in it removed).
-                    batch.droppable = records > 0 && keys.len() as i64 == records;
-                }
-                seen.batches.push(batch);
-                map_end = map_end.max(h.next_offset());
-                Ok(true)
-            })?;
+                    // An aborted transaction's records never become a key's latest.
+                    if inspectable(&b) && !txns.aborted.contains(&h.base_offset) {
+                        // All of a batch's keys, or none: the map's end is a batch boundary.
+                        keys.clear();
+                        let (bytes, first) = records_section(&b, &mut buf)
+                            .map_err(|e| e.in_file(&s.path, b.position()))?;
+                        let mut records = 0i64;
+                        each_record(bytes, first, h, |r| {
+                            records += 1;
+                            if let Some(k) = r.key {
+                                keys.push(map.pending(map.hasher.identity(k), r.offset));
+                            }
+                            Ok(())
+                        })
+                        .map_err(|e| e.in_file(&s.path, b.position()))?;
+                        if !map.put_all(&keys) {
+                            full = true;
+                            return Ok(false);
+                        }
+                        // A keyless record is always kept: its batch is read again. So is a batch
+                        // with no records, which the rewrite keeps whole (nothing in it removed).
+                        batch.droppable = records > 0 && keys.len() as i64 == records;
+                    }
+                    seen.batches.push(batch);
+                    map_end = map_end.max(h.next_offset());
+                    Ok(true)
+                },
+            )?;
             match end {
                 ScanEnd::Corrupt { error, .. } => return Err(error),
                 ScanEnd::Complete if !full && !unstable => mapped[i] = Some(seen),
@@ -881,10 +913,12 @@ impl CleanPlan {
                 j += 1;
             }
             let last = &m.batches[j - 1];
-            read.resize(
-                (last.position + last.size as u64 - first.position) as usize,
-                0,
-            );
+            let len = (last.position + last.size as u64 - first.position) as usize;
+            // Grown, never shrunk: its bytes are overwritten by each read, not zeroed again.
+            if read.len() < len {
+                read.resize(len, 0);
+            }
+            let read = &mut read[..len];
             file.read_exact_at(read, first.position)
                 .map_err(io_err("reading", &s.path))?;
             for b in &m.batches[i..j] {
@@ -970,6 +1004,7 @@ impl CleanPlan {
         let mut all = true;
         each_record(bytes, first, h, |r| {
             stats.records_read += 1;
+            let null_value = r.null_value()?;
             // (kept, removed as an expired tombstone)
             let (keep, expired) = match r.key {
                 _ if aborted => (false, false),
@@ -986,7 +1021,7 @@ impl CleanPlan {
                     };
                     match () {
                         _ if superseded => (false, false),
-                        _ if r.null_value
+                        _ if null_value
                             && r.timestamp <= horizon
                             && r.offset < self.config.keep_tombstones_from =>
                         {

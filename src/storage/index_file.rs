@@ -171,6 +171,20 @@ impl<E: IndexEntry> IndexFile<E> {
         Ok(())
     }
 
+    /// Flushes, then starts the device on the file's bytes without waiting for it (a hint:
+    /// [`IoFile::start_writeback`]), so that a [`sync`](IndexFile::sync) made later, after
+    /// other files' write-backs have been started too, waits for less.
+    pub(crate) fn start_writeback(&mut self) -> Result<()> {
+        self.flush()?;
+        if self.unsynced {
+            // Only a hint: a failed write-back is reported by `sync`'s fdatasync.
+            self.file
+                .start_writeback(0, (self.persisted * E::SIZE) as u64)
+                .ok();
+        }
+        Ok(())
+    }
+
     /// Flushes, then makes the file durable.
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.flush()?;

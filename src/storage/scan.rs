@@ -92,19 +92,29 @@ pub fn scan_log(
     max_batch_bytes: u64,
     visit: impl FnMut(Batch<'_>) -> Result<bool>,
 ) -> Result<ScanEnd> {
-    walk_log(file, path, (start, end), max_batch_bytes, visit)
+    scan_log_reusing(
+        file,
+        path,
+        (start, end),
+        max_batch_bytes,
+        &mut Vec::new(),
+        visit,
+    )
 }
 
-/// [`scan_log`]'s walk over `[start, end)`.
-fn walk_log(
+/// [`scan_log`] over `[start, end)` reading into `data`, a buffer the caller keeps from
+/// scan to scan (a pass over several files allocates and zeroes it once); its contents
+/// on entry are never read.
+pub(crate) fn scan_log_reusing(
     file: &dyn IoFile,
     path: &Path,
     (start, end): (u64, u64),
     max_batch_bytes: u64,
+    data: &mut Vec<u8>,
     mut visit: impl FnMut(Batch<'_>) -> Result<bool>,
 ) -> Result<ScanEnd> {
     let mut buf = ScanBuf {
-        data: Vec::new(),
+        data,
         len: 0,
         start,
     };
@@ -245,13 +255,13 @@ fn oversized_batch(
 }
 
 /// A read buffer reused across refills: `data[..len]` holds file bytes from `start`.
-struct ScanBuf {
-    data: Vec<u8>,
+struct ScanBuf<'a> {
+    data: &'a mut Vec<u8>,
     len: usize,
     start: u64,
 }
 
-impl ScanBuf {
+impl ScanBuf<'_> {
     /// Moves the bytes from `off` to the front and reads more, up to the larger of `need`
     /// and a chunk in all, never past `end`. Memory is only zeroed when the buffer grows.
     fn refill(

@@ -70,7 +70,7 @@ fn unsigned_size(v: u64) -> usize {
 ///
 /// [`Error::Corrupt`] at `pos` with [`Corruption::Truncated`] when `buf` ends inside the
 /// varint, or [`Corruption::VarintTooLong`] when it runs past 5 bytes.
-#[inline]
+#[inline(always)]
 pub fn read_varint(buf: &[u8], pos: usize) -> Result<(i32, usize)> {
     let (raw, len) = read_unsigned(buf, pos, MAX_VARINT_BYTES)?;
     let raw = raw as u32;
@@ -82,24 +82,24 @@ pub fn read_varint(buf: &[u8], pos: usize) -> Result<(i32, usize)> {
 /// # Errors
 ///
 /// As [`read_varint`], with a maximum of 10 bytes.
-#[inline]
+#[inline(always)]
 pub fn read_varlong(buf: &[u8], pos: usize) -> Result<(i64, usize)> {
     let (raw, len) = read_unsigned(buf, pos, MAX_VARLONG_BYTES)?;
     Ok((((raw >> 1) as i64) ^ -((raw & 1) as i64), len))
 }
 
-#[inline]
+#[inline(always)]
 fn read_unsigned(buf: &[u8], pos: usize, max_bytes: usize) -> Result<(u64, usize)> {
-    // Most of a record's fields take one byte (attributes, small deltas, short keys).
-    if let Some(&byte) = buf.get(pos) {
-        if byte & 0x80 == 0 {
-            return Ok((u64::from(byte), 1));
-        }
+    // Most of a record's fields take one byte (attributes, small deltas, short keys), and
+    // most of the rest two (a record's length and its value's, up to 8 KiB).
+    match buf.get(pos..).unwrap_or_default() {
+        [b0, ..] if b0 & 0x80 == 0 => Ok((u64::from(*b0), 1)),
+        [b0, b1, ..] if b1 & 0x80 == 0 => Ok((u64::from(b0 & 0x7f) | (u64::from(*b1) << 7), 2)),
+        _ => read_unsigned_long(buf, pos, max_bytes),
     }
-    read_unsigned_long(buf, pos, max_bytes)
 }
 
-/// [`read_unsigned`] past its one-byte case.
+/// [`read_unsigned`] past its one- and two-byte cases.
 fn read_unsigned_long(buf: &[u8], pos: usize, max_bytes: usize) -> Result<(u64, usize)> {
     let mut value = 0u64;
     for i in 0..max_bytes {

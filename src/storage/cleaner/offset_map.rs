@@ -18,6 +18,16 @@ const EMPTY: u64 = u64::MAX;
 /// The slots a map starts with.
 const FIRST_SLOTS: usize = 1 << 12;
 
+/// A key of the batch being mapped, read but not yet recorded ([`OffsetMap::put_all`]): its
+/// identity, its record's offset, and the slot its probe starts at in the array as the array
+/// was when the key was read ([`OffsetMap::pending`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PendingKey {
+    identity: u128,
+    offset: u64,
+    home: usize,
+}
+
 /// A key's hash → its latest offset, at most `max_entries` keys.
 pub(super) struct OffsetMap {
     /// `[hash low, hash high, offset]`, `offset == EMPTY` when free; never full (at least
@@ -56,8 +66,14 @@ impl OffsetMap {
     /// The slot holding `hash`, or the empty slot where it would go.
     #[inline]
     fn find(&self, hash: u128) -> usize {
+        self.find_from(hash, self.home(hash))
+    }
+
+    /// [`find`](Self::find) from `home`, `hash`'s home slot.
+    #[inline]
+    fn find_from(&self, hash: u128, home: usize) -> usize {
         let (low, high) = (hash as u64, (hash >> 64) as u64);
-        let mut i = self.home(hash);
+        let mut i = home;
         loop {
             let [l, h, offset] = self.slots[i];
             if offset == EMPTY || (l == low && h == high) {
@@ -70,22 +86,29 @@ impl OffsetMap {
         }
     }
 
-    /// Records each `(hash, offset)` of `keys` (one batch's, in offset order) as the key's
+    /// Records each key of `keys` (one batch's, in offset order) at its offset as the key's
     /// latest, all of them or, when the new keys would overfill the map, none (`false`).
-    pub(super) fn put_all(&mut self, keys: &[(u128, u64)]) -> bool {
+    pub(super) fn put_all(&mut self, keys: &[PendingKey]) -> bool {
         // Only near the budget are the new keys counted (a lookup each).
         if self.len + keys.len() > self.max_entries {
             let new = keys
                 .iter()
-                .filter(|&&(k, _)| self.slots[self.find(k)][2] == EMPTY)
+                .filter(|k| self.slots[self.find(k.identity)][2] == EMPTY)
                 .count();
             if self.len + new > self.max_entries {
                 return false;
             }
         }
-        self.reserve(keys.len());
-        for &(k, offset) in keys {
-            let i = self.find(k);
+        let grown = self.reserve(keys.len());
+        for &PendingKey {
+            identity: k,
+            offset,
+            home,
+        } in keys
+        {
+            // A home taken before the array grew is a slot of the old array.
+            let home = if grown { self.home(k) } else { home };
+            let i = self.find_from(k, home);
             let slot = &mut self.slots[i];
             if slot[2] == EMPTY {
                 self.len += 1;
@@ -98,18 +121,42 @@ impl OffsetMap {
         true
     }
 
+    /// The key of identity `identity` at `offset`, for [`put_all`](Self::put_all), its home
+    /// slot found and loading into the cache meanwhile: the scan takes each key of a batch
+    /// as it parses the batch, so that by the time `put_all` probes them, the batch's slots
+    /// (cache misses, most of them, once the scan has streamed the log through the cache)
+    /// have come in together rather than one after another.
+    #[inline(always)]
+    pub(super) fn pending(&self, identity: u128, offset: u64) -> PendingKey {
+        let home = self.home(identity);
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let slot: *const [u64; 3] = &self.slots[home];
+            // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 processor has; a prefetch
+            // only hints the cache (it never faults, and reads nothing into the program), and
+            // `slot` points into the array anyway.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(slot.cast()) };
+        }
+        PendingKey {
+            identity,
+            offset,
+            home,
+        }
+    }
+
     /// Grows the array (doubling, up to `max_slots`) so that `more` new keys keep it at
     /// most half full, or as full as the budget allows at its last size: short probes, as
     /// the slots a probe reads are mostly cache misses once the scan has streamed the log
-    /// through the cache.
-    fn reserve(&mut self, more: usize) {
+    /// through the cache. Whether it grew.
+    fn reserve(&mut self, more: usize) -> bool {
         let want = (self.len + more).min(self.max_entries);
         let mut slots = self.slots.len();
         while slots < self.max_slots && want > slots / 2 {
             slots = slots.saturating_mul(2).min(self.max_slots);
         }
         if slots == self.slots.len() {
-            return;
+            return false;
         }
         let old = std::mem::replace(&mut self.slots, vec![[0, 0, EMPTY]; slots]);
         for [low, high, offset] in old {
@@ -119,6 +166,7 @@ impl OffsetMap {
                 self.slots[i] = [low, high, offset];
             }
         }
+        true
     }
 
     /// The latest offset of the key whose hash is `hash`.
@@ -140,6 +188,12 @@ impl OffsetMap {
 mod tests {
     use super::*;
 
+    /// `put_all` of `(identity, offset)` pairs.
+    fn put(map: &mut OffsetMap, keys: &[(u128, u64)]) -> bool {
+        let keys: Vec<PendingKey> = keys.iter().map(|&(k, o)| map.pending(k, o)).collect();
+        map.put_all(&keys)
+    }
+
     #[test]
     fn many_keys_each_find_their_own_latest_offset() {
         let mut map = OffsetMap::new(64 << 20);
@@ -152,11 +206,11 @@ mod tests {
         // 200,000 keys, each written twice: the second offset is the latest.
         let keys: Vec<(u128, u64)> = (0..200_000u64).map(|k| (hash(k), k)).collect();
         for chunk in keys.chunks(64) {
-            assert!(map.put_all(chunk));
+            assert!(put(&mut map, chunk));
         }
         let again: Vec<(u128, u64)> = keys.iter().map(|&(h, k)| (h, k + 1_000_000)).collect();
         for chunk in again.chunks(100) {
-            assert!(map.put_all(chunk));
+            assert!(put(&mut map, chunk));
         }
         assert_eq!(map.len, 200_000);
         for (k, &(h, _)) in keys.iter().enumerate() {
@@ -175,20 +229,20 @@ mod tests {
         let hasher = map.hasher;
         let hash = |k: u64| hasher.identity(&k.to_be_bytes());
         let batch = |from: u64, n: u64| (from..from + n).map(|k| (hash(k), k)).collect::<Vec<_>>();
-        assert!(map.put_all(&batch(0, 80)));
+        assert!(put(&mut map, &batch(0, 80)));
         // 11 new keys would make 91: none is taken.
-        assert!(!map.put_all(&batch(80, 11)));
+        assert!(!put(&mut map, &batch(80, 11)));
         assert_eq!(map.len, 80);
         assert_eq!(map.get(hash(80)), None);
         // Known keys cost nothing: 80 old and 10 new make 90.
         let mut mixed = batch(0, 80);
         mixed.extend(batch(80, 10));
-        assert!(map.put_all(&mixed));
+        assert!(put(&mut map, &mixed));
         assert_eq!(map.len, 90);
         // Updates of known keys still fit a full map.
-        assert!(map.put_all(&[(hash(3), 500)]));
+        assert!(put(&mut map, &[(hash(3), 500)]));
         assert_eq!(map.get(hash(3)), Some(500));
-        assert!(!map.put_all(&batch(1000, 1)));
+        assert!(!put(&mut map, &batch(1000, 1)));
         assert_eq!(map.len, 90);
     }
 
@@ -196,9 +250,9 @@ mod tests {
     fn a_buffer_below_one_slot_still_maps_one_key() {
         let mut map = OffsetMap::new(0);
         let (a, b) = (map.hasher.identity(b"a"), map.hasher.identity(b"b"));
-        assert!(map.put_all(&[(a, 1)]));
-        assert!(map.put_all(&[(a, 2)]));
-        assert!(!map.put_all(&[(b, 3)]));
+        assert!(put(&mut map, &[(a, 1)]));
+        assert!(put(&mut map, &[(a, 2)]));
+        assert!(!put(&mut map, &[(b, 3)]));
         assert_eq!((map.get(a), map.get(b)), (Some(2), None));
     }
 }
