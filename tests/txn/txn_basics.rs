@@ -173,8 +173,13 @@ fn a_second_producer_with_the_same_id_fences_the_first_and_aborts_its_transactio
     assert_eq!(values(&broker, "t", IsolationLevel::ReadCommitted), vec![3]);
 }
 
-#[test]
-fn a_transaction_left_open_past_its_timeout_is_aborted() {
+/// A broker on a manual clock with topic `t` of one partition, and `w`'s transactional
+/// producer on it with a 5 s transaction timeout, initialized.
+fn on_a_manual_clock_with_a_5_s_timeout() -> (
+    std::sync::Arc<ManualClock>,
+    Broker,
+    logbus::Producer<(), u64>,
+) {
     let clock = std::sync::Arc::new(ManualClock::new(1_000));
     let broker = Broker::builder().clock(clock.clone()).build().unwrap();
     broker
@@ -188,6 +193,12 @@ fn a_transaction_left_open_past_its_timeout_is_aborted() {
         )
         .unwrap();
     p.init_transactions().unwrap();
+    (clock, broker, p)
+}
+
+#[test]
+fn a_transaction_left_open_past_its_timeout_is_aborted() {
+    let (clock, broker, p) = on_a_manual_clock_with_a_5_s_timeout();
     p.begin_transaction().unwrap();
     p.send(Record::new("t", 1)).unwrap();
     assert_eq!(
@@ -605,19 +616,7 @@ fn a_transactional_id_past_its_last_epoch_goes_on_under_a_fresh_producer_id() {
 
 #[test]
 fn a_timeout_abort_at_the_last_epoch_hands_its_producer_the_fresh_id() {
-    let clock = std::sync::Arc::new(ManualClock::new(1_000));
-    let broker = Broker::builder().clock(clock.clone()).build().unwrap();
-    broker
-        .create_topic::<(), u64>("t", TopicConfig::new(1))
-        .unwrap();
-    let p = broker
-        .producer_with_config::<(), u64>(
-            ProducerConfig::new()
-                .transactional_id("w")
-                .transaction_timeout(Duration::from_secs(5)),
-        )
-        .unwrap();
-    p.init_transactions().unwrap();
+    let (clock, broker, p) = on_a_manual_clock_with_a_5_s_timeout();
     run_empty_transactions_to(&p, i16::MAX);
     let (last_id, _) = p.transaction_ids().unwrap();
     p.begin_transaction().unwrap();
