@@ -784,13 +784,13 @@ impl<K, V> Partition<K, V> {
         Ok(self)
     }
 
-    /// What an in-memory compacted partition's section holds (`None` for others).
     /// Whether the partition keeps each key's latest record in memory as its ring lets it
     /// go (an in-memory compacted topic's partition; `offsets` reports its stats then).
     pub(crate) fn compacts_in_memory(&self) -> bool {
         self.replicated.is_none() && self.compaction.is_some()
     }
 
+    /// What an in-memory compacted partition's section holds (`None` for others).
     pub(crate) fn compacted_stats(&self) -> Option<CompactedStats> {
         self.compaction.as_ref().map(|c| c.log.stats())
     }

@@ -187,7 +187,7 @@ struct TxnMeta {
 /// partitions.
 #[derive(Clone, Default)]
 struct TxnPartitions {
-    /// Sorted by partition; those in the transaction marked `member`.
+    /// Sorted by topic and partition; those in the transaction marked `member`.
     entries: Vec<TxnPartition>,
 }
 
@@ -313,10 +313,9 @@ pub(crate) struct TxnCoordinator {
     /// `txn_expire` looks through the transactions only past it. Read and written under
     /// `txns`'s lock only.
     next_expiry: AtomicI64,
-    log: Mutex<Option<TxnLogFile>>,
-    /// Whether `log` holds a file (a durable broker's coordinator): fixed at construction,
-    /// so that an in-memory coordinator's state changes take no lock for it.
-    durable: bool,
+    /// A durable broker's transaction log (`None` in memory: its state changes then take
+    /// no lock for it).
+    log: Option<Mutex<TxnLogFile>>,
     coordinator_epoch: i32,
     /// The largest producer id in the replayed log (the broker's allocator reserves it).
     max_producer_id: i64,
@@ -412,8 +411,7 @@ impl TxnCoordinator {
         Self {
             txns: Mutex::new(HashMap::default()),
             next_expiry: AtomicI64::new(i64::MIN),
-            log: Mutex::new(None),
-            durable: false,
+            log: None,
             coordinator_epoch: 0,
             max_producer_id: -1,
             marker_policy: super::topic::marker_policy(Duration::from_secs(10)),
@@ -438,8 +436,7 @@ impl TxnCoordinator {
             return Ok(Self {
                 txns: Mutex::new(HashMap::default()),
                 next_expiry: AtomicI64::new(i64::MIN),
-                durable: true,
-                log: Mutex::new(Some(TxnLogFile {
+                log: Some(Mutex::new(TxnLogFile {
                     io,
                     dir: dir.to_path_buf(),
                     path,
@@ -507,8 +504,7 @@ impl TxnCoordinator {
         Ok(Self {
             txns: Mutex::new(txns),
             next_expiry: AtomicI64::new(i64::MIN),
-            durable: true,
-            log: Mutex::new(Some(TxnLogFile {
+            log: Some(Mutex::new(TxnLogFile {
                 io,
                 dir: dir.to_path_buf(),
                 path,
@@ -531,13 +527,11 @@ impl TxnCoordinator {
 
     /// Writes `meta` to the log (durable before it returns, on a durable broker).
     fn log(&self, id: &str, meta: &TxnMeta) -> Result<()> {
-        if !self.durable {
-            return Ok(());
-        }
-        let mut log = self.log.lock();
-        let Some(l) = log.as_mut() else {
+        let Some(log) = &self.log else {
             return Ok(());
         };
+        let mut guard = log.lock();
+        let l = &mut *guard;
         let mut out = Vec::new();
         let err = |e: std::io::Error| Error::Io {
             context: format!("appending to the transaction log {}", l.path.display()),

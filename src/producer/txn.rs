@@ -112,21 +112,6 @@ struct TxnClientState {
     added: AddedPartitions,
 }
 
-impl TxnClientState {
-    fn is_added(&self, topic: &StdArc<str>, partition: u32) -> bool {
-        self.added.contains(topic, partition)
-    }
-
-    /// Forgets the registrations (a new transaction).
-    fn clear_added(&mut self) {
-        self.added.clear();
-    }
-
-    fn add(&mut self, topic: &StdArc<str>, partition: u32) {
-        self.added.insert(topic, partition);
-    }
-}
-
 /// The partitions registered in a transaction, looked up by topic name (the topic's
 /// own handle on its name first) on every send: a list while a transaction has few, a
 /// map by name beyond.
@@ -317,7 +302,7 @@ where
         match st.phase {
             Phase::Ready | Phase::TimedOut => {
                 st.phase = Phase::InTransaction;
-                st.clear_added();
+                st.added.clear();
                 Ok(())
             }
             ref p => Err(txn.refuse(p, "begin_transaction")),
@@ -397,7 +382,7 @@ where
             Ok(next) => {
                 st.ids = Some(next);
                 st.phase = Phase::Ready;
-                st.clear_added();
+                st.added.clear();
                 Ok(())
             }
             Err(e) => {
@@ -511,16 +496,10 @@ where
         };
         let topic = state.topics[t].topic.clone();
         drop(state);
-        if !st.is_added(&topic.name, partition) {
-            let now = self.broker.now_ms();
-            if let Err(e) = self
-                .broker
-                .txn_add_partition(txn.id, ids, &topic, partition, now)
-            {
-                self.txn_after(txn, &mut st, &e);
-                return Err(ProduceError::new(e, record));
-            }
-            st.add(&topic.name, partition);
+        let now = || self.broker.now_ms();
+        if let Err(e) = self.txn_register(txn, &mut st, ids, &topic, partition, now) {
+            self.txn_after(txn, &mut st, &e);
+            return Err(ProduceError::new(e, record));
         }
         let (entry, sent) = self.entry_of(record, partition);
         let (timestamp, key, value, headers) = entry.into_parts();
@@ -730,7 +709,7 @@ where
         &self,
         txn: &TxnClient,
         st: &mut TxnClientState,
-        topic: &crate::sync::StdArc<TopicInner<K, V>>,
+        topic: &StdArc<TopicInner<K, V>>,
         partition: u32,
         now: i64,
     ) -> Option<Ids> {
@@ -738,12 +717,27 @@ where
             return None;
         }
         let ids = st.ids.expect("initialized");
-        if !st.is_added(&topic.name, partition) {
-            self.broker
-                .txn_add_partition(txn.id, ids, topic, partition, now)
-                .ok()?;
-            st.add(&topic.name, partition);
-        }
+        self.txn_register(txn, st, ids, topic, partition, || now)
+            .ok()?;
         Some(ids)
+    }
+
+    /// Registers `topic`'s `partition` with the coordinator at `now()` (read only then),
+    /// unless this transaction did already.
+    fn txn_register(
+        &self,
+        txn: &TxnClient,
+        st: &mut TxnClientState,
+        ids: Ids,
+        topic: &StdArc<TopicInner<K, V>>,
+        partition: u32,
+        now: impl FnOnce() -> i64,
+    ) -> Result<()> {
+        if !st.added.contains(&topic.name, partition) {
+            self.broker
+                .txn_add_partition(txn.id, ids, topic, partition, now())?;
+            st.added.insert(&topic.name, partition);
+        }
+        Ok(())
     }
 }
