@@ -552,39 +552,64 @@ impl<K, V> ReplicaLog<K, V> {
         room: usize,
         producer: Option<(crate::partition::ProducerIdentity, i32)>,
     ) -> (Chunk<K, V>, u32) {
-        let entry = match self.runs.back_mut() {
-            Some(last)
-                if last.epoch == epoch && self.epochs.last().is_some_and(|e| e.0 == epoch) =>
-            {
-                let stamp = match producer {
-                    None => Stamp::NONE,
-                    Some((id, seq)) => Stamp::based(id, seq, u64::from(last.hi), false),
-                };
-                if last.stamp != stamp {
-                    entry
-                } else {
-                    match last.chunk.fill(last.hi, entry) {
-                        Ok(()) => {
-                            let at = last.hi;
-                            last.hi += 1;
-                            self.end += 1;
-                            let chunk = last.chunk.clone();
-                            self.bound_pending();
-                            return (chunk, at);
-                        }
-                        Err(entry) => entry,
-                    }
-                }
-            }
-            _ => entry,
-        };
-        let chunk = Chunk::open(room, entry);
         let stamp = match producer {
             None => Stamp::NONE,
             Some((id, seq)) => Stamp::based(id, seq, 0, false),
         };
-        self.append_run(Run::slot(epoch, chunk.clone(), 0).stamped(stamp));
-        (chunk, 0)
+        match self.fill_last(epoch, entry, &stamp, false) {
+            Ok(placed) => placed,
+            Err(entry) => {
+                let chunk = Chunk::open(room, entry);
+                self.append_run(Run::slot(epoch, chunk.clone(), 0).stamped(stamp));
+                (chunk, 0)
+            }
+        }
+    }
+
+    /// Appends `entry`, the record of `stamp` (at position 0), to the last run if it goes
+    /// on from that run's last record ([`ReplicaLog::continues`]: a leader's check would
+    /// find it in order) in `epoch` and the run's chunk has room; hands it back otherwise.
+    #[inline]
+    pub(crate) fn extend_continued(
+        &mut self,
+        epoch: i32,
+        entry: Entry<K, V>,
+        stamp: &Stamp,
+    ) -> Result<(Chunk<K, V>, u32), Entry<K, V>> {
+        if stamp.is_none() {
+            return Err(entry);
+        }
+        self.fill_last(epoch, entry, stamp, true)
+    }
+
+    /// Fills the last run's next slot with `entry` if the run is in `epoch` (the latest),
+    /// its records share `stamp`'s producer and sequences (`stamp` at position 0 is the
+    /// slot's), and, if `continuing`, it holds at least one record.
+    #[inline]
+    fn fill_last(
+        &mut self,
+        epoch: i32,
+        entry: Entry<K, V>,
+        stamp: &Stamp,
+        continuing: bool,
+    ) -> Result<(Chunk<K, V>, u32), Entry<K, V>> {
+        let Some(last) = self.runs.back_mut() else {
+            return Err(entry);
+        };
+        if last.epoch != epoch
+            || (continuing && last.hi == last.lo)
+            || last.stamp != stamp.moved(0, u64::from(last.hi))
+            || self.epochs.last().is_none_or(|e| e.0 != epoch)
+        {
+            return Err(entry);
+        }
+        last.chunk.fill(last.hi, entry)?;
+        let at = last.hi;
+        last.hi += 1;
+        self.end += 1;
+        let chunk = last.chunk.clone();
+        self.bound_pending();
+        Ok((chunk, at))
     }
 
     /// Appends a run of records written in its epoch (never older than the latest epoch
@@ -1148,6 +1173,55 @@ mod tests {
             l.producers().check(&next(a, 7), 0, 1),
             Check::OutOfOrder { expected: 6 }
         );
+    }
+
+    /// `extend_continued` places a record exactly where `continues` holds and the last
+    /// chunk has room, and hands every other record back untouched.
+    #[test]
+    fn only_a_continuing_record_extends_the_last_run() {
+        use crate::partition::ProducerIdentity;
+        let a = ProducerIdentity { id: 7, epoch: 0 };
+        let b = ProducerIdentity { id: 8, epoch: 0 };
+        let next = |id, seq| Stamp::based(id, seq, 0, false);
+        let mut l: ReplicaLog<(), u64> = ReplicaLog::new(0);
+        let back = |r: Result<(Chunk<(), u64>, u32), Entry<(), u64>>| match r {
+            Ok(_) => panic!("placed"),
+            Err(e) => *e.value(),
+        };
+        assert_eq!(
+            back(l.extend_continued(1, Entry::plain(1, 0), &next(a, 0))),
+            0
+        );
+        l.append_one(1, Entry::plain(1, 0), 2, Some((a, 0)));
+        for (epoch, stamp) in [
+            (1, next(a, 2)),
+            (1, next(b, 1)),
+            (1, next(ProducerIdentity { id: 7, epoch: 1 }, 1)),
+            (1, Stamp::NONE),
+            (2, next(a, 1)),
+        ] {
+            assert!(!l.continues(&stamp, 0) || epoch != 1);
+            assert_eq!(
+                back(l.extend_continued(epoch, Entry::plain(1, 9), &stamp)),
+                9
+            );
+            assert_eq!(l.end(), 1, "{epoch} {stamp:?}");
+        }
+        let (_, at) = l
+            .extend_continued(1, Entry::plain(1, 1), &next(a, 1))
+            .unwrap_or_else(|_| panic!("a continues"));
+        assert_eq!((at, l.end()), (1, 2));
+        // The chunk (room 2) is full: handed back, though it continues.
+        assert!(l.continues(&next(a, 2), 0));
+        assert_eq!(
+            back(l.extend_continued(1, Entry::plain(1, 2), &next(a, 2))),
+            2
+        );
+        assert_eq!(l.end(), 2);
+        for offset in 0..2 {
+            assert_eq!(l.get(offset).map(|(_, e)| *e.value()), Some(offset));
+            assert_eq!(l.stamp_at(offset).map(|s| s.seq), Some(offset as i32));
+        }
     }
 
     /// Pending producer state is applied before a log holds more than `PENDING_MAX`

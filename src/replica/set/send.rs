@@ -135,11 +135,38 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                 };
                 let stamp = Stamp::based(id, seq, 0, false);
                 let n = records.count() as u64;
+                let in_memory = st.replicas[l].store.is_none();
                 let log = &mut st.replicas[l].log;
                 // A send going on from its producer's last record at the log's end is in
-                // order (`ReplicaLog::continues`): no lookup. Any other is checked.
-                let check = if log.continues(&stamp, 0) {
-                    debug_assert_eq!(log.producers().check(&stamp, 0, n), Check::Append);
+                // order (`ReplicaLog::continues`): no lookup. A single record kept in
+                // memory is placed in the same step that finds it continues. Any other
+                // send is checked.
+                #[cfg(debug_assertions)]
+                let continued = log.continues(&stamp, 0) && {
+                    assert_eq!(log.producers().check(&stamp, 0, n), Check::Append);
+                    true
+                };
+                let placed = match std::mem::replace(records, SendRecords::Lent) {
+                    SendRecords::One(entry) if in_memory => {
+                        match log.extend_continued(epoch, entry, &stamp) {
+                            Ok((chunk, at)) => {
+                                *records = SendRecords::Placed(chunk, at);
+                                true
+                            }
+                            Err(entry) => {
+                                *records = SendRecords::One(entry);
+                                false
+                            }
+                        }
+                    }
+                    other => {
+                        *records = other;
+                        false
+                    }
+                };
+                #[cfg(debug_assertions)]
+                debug_assert!(!placed || continued);
+                let check = if placed || log.continues(&stamp, 0) {
                     Check::Append
                 } else {
                     log.producers().check(&stamp, 0, n)
@@ -173,6 +200,9 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
                             st.sequences.insert(id.id, next);
                         }
                     }
+                }
+                if placed {
+                    return Ok((epoch, self.appended(st, l, moved)));
                 }
                 stamp
             }
@@ -216,12 +246,19 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> ReplicaSet<K, V> {
             }
             SendRecords::Lent => {}
         }
-        let last = log.end() - 1;
+        Ok((epoch, self.appended(st, l, moved)))
+    }
+
+    /// After leader `l` appended a send: HW moved as far as the ISR allows and memory
+    /// trimmed; the offset of the send's last record.
+    #[inline]
+    fn appended(&self, st: &mut State<K, V>, l: usize, moved: &mut bool) -> u64 {
+        let last = st.replicas[l].log.end() - 1;
         *moved |= self.advance_hw(st);
         // Records not yet below HW stay, so a follower can always copy what it lacks.
         let hw = st.hw;
         st.replicas[l].log.trim(self.config.capacity, hw);
-        Ok((epoch, last))
+        last
     }
 
     /// Why a send to the closed partition fails: the broker was closed, or the topic
