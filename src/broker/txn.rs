@@ -1077,10 +1077,18 @@ impl Broker {
             let looked_up;
             let admin = match writer {
                 Some(w) if !w.is_deleted() => w,
-                _ => {
-                    looked_up = self.topic_admin(&tp.topic)?;
-                    &*looked_up
-                }
+                _ => match self.topic_admin(&tp.topic) {
+                    Ok(admin) if tp.partition < admin.partition_count() => {
+                        looked_up = admin;
+                        &*looked_up
+                    }
+                    // Deleted, with the transaction's records there, and no partition of
+                    // that name since: nothing is left to mark (Kafka's coordinator skips
+                    // such a partition too). A persisted topic not opened yet is not
+                    // skipped: its marker waits for it.
+                    Ok(_) | Err(Error::UnknownTopic { .. }) => continue,
+                    Err(e) => return Err(e),
+                },
             };
             admin.write_marker(
                 tp.partition,

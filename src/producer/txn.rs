@@ -338,7 +338,9 @@ where
     }
 
     /// Commits the transaction: writes COMMIT markers to every partition it wrote to
-    /// (with `acks = all`), commits its group offsets, and moves to the next epoch.
+    /// (with `acks = all`), commits its group offsets, and moves to the next epoch. A
+    /// partition whose topic was deleted since (and has no partition of that number under
+    /// its name now) gets no marker: its records went with it.
     ///
     /// # Errors
     ///

@@ -657,6 +657,38 @@ fn a_commit_after_its_topic_was_created_again_writes_to_the_new_topic_and_it_goe
 }
 
 #[test]
+fn a_transaction_whose_topic_was_deleted_commits_and_aborts_on_its_other_partitions() {
+    let (broker, p) = t_and_producer(1);
+    for (round, commit) in [(0u64, true), (1, false), (2, true)] {
+        for (name, partitions) in [("u", 1), ("v", 2)] {
+            broker
+                .create_topic::<(), u64>(name, TopicConfig::new(partitions))
+                .unwrap();
+        }
+        p.begin_transaction().unwrap();
+        p.send(Record::new("t", round)).unwrap();
+        p.send(Record::new("u", round)).unwrap();
+        p.send(Record::new("v", round).partition(1)).unwrap();
+        // u is gone for good; v comes back with fewer partitions than the one written.
+        broker.delete_topic("u").unwrap();
+        broker.delete_topic("v").unwrap();
+        broker
+            .create_topic::<(), u64>("v", TopicConfig::new(1))
+            .unwrap();
+        if commit {
+            p.commit_transaction().unwrap();
+        } else {
+            p.abort_transaction().unwrap();
+        }
+        assert!(broker.describe_transactions()[0].partitions.is_empty());
+        broker.delete_topic("v").unwrap();
+    }
+    assert_eq!(values(&broker, "t", IsolationLevel::ReadCommitted), [0, 2]);
+    let t = &broker.describe_topic("t").unwrap().partitions[0];
+    assert_eq!(t.last_stable_offset, t.high_watermark);
+}
+
+#[test]
 fn a_transaction_over_many_partitions_registers_and_commits_each() {
     let (broker, p) = t_and_producer(40);
     for round in 0..2 {
