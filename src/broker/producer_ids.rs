@@ -25,7 +25,9 @@ use crate::{Broker, Error, Result};
 pub(crate) struct ProducerIds {
     /// The next id to hand out.
     next: AtomicI64,
-    /// The current epoch of every id handed out or bumped.
+    /// The current epoch of every id bumped. An id handed out and never bumped is at
+    /// epoch 0 and takes no entry: a broker that makes a producer per task keeps none of
+    /// them.
     epochs: Mutex<HashMap<i64, i16>>,
 }
 
@@ -47,7 +49,6 @@ impl ProducerIds {
     pub(crate) fn allocate(&self) -> ProducerIdentity {
         // Relaxed: a counter; uniqueness needs only the atomic add.
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.epochs.lock().insert(id, 0);
         ProducerIdentity { id, epoch: 0 }
     }
 
@@ -61,7 +62,8 @@ impl ProducerIds {
     /// instance bumped it already).
     pub(crate) fn bump(&self, from: ProducerIdentity) -> Result<ProducerIdentity> {
         let mut epochs = self.epochs.lock();
-        let current = epochs.entry(from.id).or_insert(from.epoch);
+        // An id without an entry was never bumped: at epoch 0 (or an earlier run's).
+        let current = epochs.entry(from.id).or_insert(from.epoch.max(0));
         if from.epoch < *current {
             return Err(Error::ProducerFenced {
                 producer_id: from.id,
@@ -134,5 +136,43 @@ impl Broker {
     )]
     pub(crate) fn producer_ids(&self) -> &ProducerIds {
         &self.inner.producer_ids
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_bumped_ids_take_an_entry() {
+        let ids = ProducerIds::default();
+        let made: Vec<_> = (0..1000).map(|_| ids.allocate()).collect();
+        assert!(ids.epochs.lock().is_empty());
+        let bumped = ids.bump(made[7]).unwrap();
+        assert_eq!(
+            bumped,
+            ProducerIdentity {
+                id: made[7].id,
+                epoch: 1
+            }
+        );
+        assert!(matches!(
+            ids.bump(made[7]),
+            Err(Error::ProducerFenced {
+                current_epoch: 1,
+                ..
+            })
+        ));
+        assert!(matches!(
+            ids.bump(ProducerIdentity {
+                id: made[8].id,
+                epoch: -1
+            }),
+            Err(Error::ProducerFenced {
+                current_epoch: 0,
+                ..
+            })
+        ));
+        assert_eq!(ids.epochs.lock().len(), 2);
     }
 }
