@@ -170,6 +170,11 @@ pub(crate) struct ReplicaLog<K, V> {
     /// them. A send or a follower's copy of a producer sending one record at a time then
     /// costs no producer-state work, and the state is updated once per run, not per record.
     applied_to: u64,
+    /// The last run's producer is at that run's epoch in `producers` (once applied), so
+    /// `continues` may answer for it. False after a truncation, which keeps a producer's
+    /// newer epoch (`ProducerStates::truncate`) while an older run of it may end the log;
+    /// true again once a record is appended.
+    tail_current: bool,
 }
 
 impl<K, V> ReplicaLog<K, V> {
@@ -185,6 +190,7 @@ impl<K, V> ReplicaLog<K, V> {
             times: TimestampBlocks::default(),
             producers: ProducerStates::new(),
             applied_to: start,
+            tail_current: true,
         }
     }
 
@@ -210,6 +216,7 @@ impl<K, V> ReplicaLog<K, V> {
             times: TimestampBlocks::default(),
             producers,
             applied_to: start,
+            tail_current: true,
         };
         for run in records {
             log.push(run);
@@ -286,13 +293,14 @@ impl<K, V> ReplicaLog<K, V> {
     /// increasing sequences, so none holds the next one.
     #[inline]
     pub(crate) fn continues(&self, stamp: &Stamp, at: u64) -> bool {
-        self.runs.back().is_some_and(|last| {
-            last.hi > last.lo
-                && !stamp.is_none()
-                && last.stamp.id == stamp.id
-                && last.stamp.epoch == stamp.epoch
-                && last.stamp.at(u64::from(last.hi)) == stamp.at(at)
-        })
+        self.tail_current
+            && self.runs.back().is_some_and(|last| {
+                last.hi > last.lo
+                    && !stamp.is_none()
+                    && last.stamp.id == stamp.id
+                    && last.stamp.epoch == stamp.epoch
+                    && last.stamp.at(u64::from(last.hi)) == stamp.at(at)
+            })
     }
 
     /// The stamp of the record at `offset` (its own sequence as `seq`), if held in memory.
@@ -597,7 +605,7 @@ impl<K, V> ReplicaLog<K, V> {
             return Err(entry);
         };
         if last.epoch != epoch
-            || (continuing && last.hi == last.lo)
+            || (continuing && (last.hi == last.lo || !self.tail_current))
             || last.stamp != stamp.moved(0, u64::from(last.hi))
             || self.epochs.last().is_none_or(|e| e.0 != epoch)
         {
@@ -607,6 +615,7 @@ impl<K, V> ReplicaLog<K, V> {
         let at = last.hi;
         last.hi += 1;
         self.end += 1;
+        self.tail_current = true;
         let chunk = last.chunk.clone();
         self.bound_pending();
         Ok((chunk, at))
@@ -653,6 +662,7 @@ impl<K, V> ReplicaLog<K, V> {
         }
         run.first = self.end;
         self.end += run.len() as u64;
+        self.tail_current = true;
         self.bound_pending();
         if let Some(last) = self.runs.back_mut() {
             if last.hi == run.lo
@@ -694,6 +704,7 @@ impl<K, V> ReplicaLog<K, V> {
         self.end = offset;
         self.applied_to = offset;
         self.producers.truncate(offset);
+        self.tail_current = false;
         if offset == self.floor {
             // Nothing is left, on disk either: the epochs of the records cut go with them.
             // Kept, they would outlive every record of theirs, and the next run appended (a
@@ -1173,6 +1184,33 @@ mod tests {
             l.producers().check(&next(a, 7), 0, 1),
             Check::OutOfOrder { expected: 6 }
         );
+    }
+
+    /// REVIEW: a producer's run crossing `i32::MAX` goes on at sequence 0 (wrapped), and
+    /// the check agrees; a truncation makes `continues` and `extend_continued` decline.
+    #[test]
+    fn review_extend_continued_across_the_sequence_wrap_and_after_a_truncation() {
+        use crate::partition::producer_state::Check;
+        use crate::partition::ProducerIdentity;
+        let a = ProducerIdentity { id: 7, epoch: 0 };
+        let next = |seq| Stamp::based(a, seq, 0, false);
+        let mut l: ReplicaLog<(), u64> = ReplicaLog::new(0);
+        l.append_one(1, Entry::plain(1, 0), 8, Some((a, i32::MAX - 1)));
+        for (v, seq) in [(1u64, i32::MAX), (2, 0), (3, 1)] {
+            assert!(l.continues(&next(seq), 0));
+            assert_eq!(l.producers().check(&next(seq), 0, 1), Check::Append);
+            l.extend_continued(1, Entry::plain(1, v), &next(seq))
+                .unwrap_or_else(|_| panic!("{seq} continues"));
+        }
+        assert_eq!(l.end(), 4);
+        assert!(matches!(
+            l.producers().check(&next(0), 0, 1),
+            Check::Duplicate(2, 2)
+        ));
+        l.truncate_to(3);
+        assert!(!l.continues(&next(1), 0));
+        assert!(l.extend_continued(1, Entry::plain(1, 9), &next(1)).is_err());
+        assert_eq!(l.producers().check(&next(1), 0, 1), Check::Append);
     }
 
     /// `extend_continued` places a record exactly where `continues` holds and the last

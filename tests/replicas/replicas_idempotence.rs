@@ -249,3 +249,82 @@ fn an_expired_producers_next_send_starts_its_sequences_over() {
         );
     }
 }
+
+/// REVIEW (d1677db / `ReplicaLog::continues`): a replica that applied a producer's newer
+/// epoch keeps it when that record is truncated away (`ProducerStates::truncate`), while its
+/// last run is still the producer's older epoch. Led again, an older-epoch send that goes on
+/// from that run "continues" and skips the check, which answers `Fenced`.
+#[test]
+fn review_a_truncated_newer_epoch_still_fences_a_continuing_older_send() {
+    use logbus::producer::{Acks, ProducerConfig};
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let broker = Broker::builder().clock(clock.clone()).build().unwrap();
+    let config = TopicConfig::new(1)
+        .replication_factor(3)
+        .min_insync_replicas(1);
+    broker.create_topic::<(), u64>("t", config).unwrap();
+    let p = broker
+        .producer_with_config::<(), u64>(ProducerConfig::new().acks(Acks::Leader))
+        .unwrap();
+    let a = broker.init_producer_id();
+    for seq in 0..3 {
+        p.send_sequenced(Record::new("t", seq as u64), a, seq)
+            .unwrap();
+    }
+    caught_up(&broker, 3);
+    let first = broker.describe_topic("t").unwrap().replicas[0]
+        .leader
+        .unwrap();
+    let followers: Vec<u32> = (0..3).filter(|&r| r != first).collect();
+    for &f in &followers {
+        broker.faults().stall_replica("t", 0, f).unwrap();
+    }
+    // The producer's epoch is bumped (fencing `a`); its first record of epoch 1 reaches
+    // the leader alone.
+    let a1 = broker.bump_producer_epoch(a).unwrap();
+    assert_eq!(
+        p.send_sequenced(Record::new("t", 100), a1, 0)
+            .unwrap()
+            .offset,
+        3
+    );
+    broker.faults().crash_replica("t", 0, first).unwrap();
+    for &f in &followers {
+        broker.faults().resume_replica("t", 0, f).unwrap();
+    }
+    broker.faults().restart_replica("t", 0, first).unwrap();
+    caught_up(&broker, 3);
+    // Lead with the truncated replica (it keeps epoch 1 for the producer).
+    let second = broker.describe_topic("t").unwrap().replicas[0]
+        .leader
+        .unwrap();
+    broker.faults().crash_replica("t", 0, second).unwrap();
+    let third = followers.iter().copied().find(|&f| f != second).unwrap();
+    if broker.describe_topic("t").unwrap().replicas[0].leader != Some(first) {
+        broker.faults().crash_replica("t", 0, third).unwrap();
+    }
+    assert_eq!(
+        broker.describe_topic("t").unwrap().replicas[0].leader,
+        Some(first)
+    );
+    // The same send not continuing (a gap) is fenced by the check:
+    let gap = p.send_sequenced(Record::new("t", 7), a, 4);
+    assert!(
+        matches!(
+            gap.as_ref().map_err(|e| e.error()),
+            Err(logbus::Error::ProducerFenced { .. })
+        ),
+        "gap: {:?}",
+        gap.map_err(|e| e.to_string())
+    );
+    // ... and so must the continuing one be.
+    let zombie = p.send_sequenced(Record::new("t", 3), a, 3);
+    assert!(
+        matches!(
+            zombie.as_ref().map_err(|e| e.error()),
+            Err(logbus::Error::ProducerFenced { .. })
+        ),
+        "an epoch-0 send after the bump was taken: {:?}",
+        zombie.map(|m| m.offset).map_err(|e| e.to_string())
+    );
+}
