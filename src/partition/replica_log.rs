@@ -287,10 +287,12 @@ impl<K, V> ReplicaLog<K, V> {
     }
 
     /// Whether the log's last record is the one before the first record of `stamp` (at
-    /// position `at`): the same producer and epoch, the sequence before. A leader's check
-    /// of such records finds them in order (`ProducerStates::check` answers `Append`): the
-    /// producer's last range ends at that record, in that epoch, and its ranges hold
-    /// increasing sequences, so none holds the next one.
+    /// position `at`): the same producer and epoch, the sequence before, appended since the
+    /// last truncation. A leader's check of such records finds them in order
+    /// (`ProducerStates::check` answers `Append`): the producer's last range ends at that
+    /// record, in that epoch, and its ranges hold increasing sequences, so none holds the
+    /// next one. After a truncation the producer's state may hold a newer epoch than its
+    /// last run's (`tail_current`), so the check answers.
     #[inline]
     pub(crate) fn continues(&self, stamp: &Stamp, at: u64) -> bool {
         self.tail_current
@@ -1186,10 +1188,11 @@ mod tests {
         );
     }
 
-    /// REVIEW: a producer's run crossing `i32::MAX` goes on at sequence 0 (wrapped), and
-    /// the check agrees; a truncation makes `continues` and `extend_continued` decline.
+    /// A producer's run crossing `i32::MAX` goes on at sequence 0 (wrapped), and the check
+    /// agrees; after a truncation, `continues` and `extend_continued` decline (the check
+    /// answers).
     #[test]
-    fn review_extend_continued_across_the_sequence_wrap_and_after_a_truncation() {
+    fn extend_continued_goes_across_the_sequence_wrap_and_not_after_a_truncation() {
         use crate::partition::producer_state::Check;
         use crate::partition::ProducerIdentity;
         let a = ProducerIdentity { id: 7, epoch: 0 };

@@ -250,12 +250,12 @@ fn an_expired_producers_next_send_starts_its_sequences_over() {
     }
 }
 
-/// REVIEW (d1677db / `ReplicaLog::continues`): a replica that applied a producer's newer
-/// epoch keeps it when that record is truncated away (`ProducerStates::truncate`), while its
-/// last run is still the producer's older epoch. Led again, an older-epoch send that goes on
-/// from that run "continues" and skips the check, which answers `Fenced`.
+/// A replica that applied a producer's newer epoch keeps it when that record is truncated
+/// away (`ProducerStates::truncate`), while its last run is still the producer's older
+/// epoch. Led again, it fences an older-epoch send that goes on from that run, as it
+/// fences one that does not.
 #[test]
-fn review_a_truncated_newer_epoch_still_fences_a_continuing_older_send() {
+fn a_truncated_newer_epoch_still_fences_a_continuing_older_send() {
     use logbus::producer::{Acks, ProducerConfig};
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let broker = Broker::builder().clock(clock.clone()).build().unwrap();
