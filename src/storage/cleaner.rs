@@ -469,6 +469,33 @@ fn appended(out: &[u8], at: usize, h: &BatchHeader) -> (usize, u64, i64) {
     (at, h.last_offset(), i64::from_be_bytes(ts))
 }
 
+/// The map's offsets that lie in one batch (sorted), walked along with the batch's records:
+/// records come in offset order, so each lookup moves a cursor a step or two instead of
+/// searching again. An offset below the cursor's (a batch whose offsets do not increase,
+/// which no writer makes) is searched for.
+struct LatestCursor<'a> {
+    offsets: &'a [u64],
+    at: usize,
+}
+
+impl<'a> LatestCursor<'a> {
+    fn new(offsets: &'a [u64]) -> Self {
+        LatestCursor { offsets, at: 0 }
+    }
+
+    /// Whether `offset` is one of the offsets.
+    #[inline(always)]
+    fn holds(&mut self, offset: u64) -> bool {
+        if self.at > 0 && self.offsets[self.at - 1] >= offset {
+            return self.offsets.binary_search(&offset).is_ok();
+        }
+        while self.offsets.get(self.at).is_some_and(|&o| o < offset) {
+            self.at += 1;
+        }
+        self.offsets.get(self.at) == Some(&offset)
+    }
+}
+
 /// One group's `.cleaned` files being written: the log and, by the segment's index rule
 /// ([`IndexRule`]) as the log is written, its offset and time indexes (as Kafka's cleaner
 /// writes a cleaned `LogSegment` with its indexes), so that the swap needs no second read
@@ -1002,9 +1029,9 @@ impl CleanPlan {
         let mut max_ts = NO_TIMESTAMP;
         let horizon = self.now_ms.saturating_sub(self.config.delete_retention_ms);
         let mut all = true;
+        let mut in_batch = LatestCursor::new(in_batch);
         each_record(bytes, first, h, |r| {
             stats.records_read += 1;
-            let null_value = r.null_value()?;
             // (kept, removed as an expired tombstone)
             let (keep, expired) = match r.key {
                 _ if aborted => (false, false),
@@ -1015,13 +1042,14 @@ impl CleanPlan {
                         map.get(map.hasher.identity(k))
                             .is_some_and(|latest| latest > r.offset)
                     } else if batch_range.contains(&r.offset) {
-                        in_batch.binary_search(&r.offset).is_err()
+                        !in_batch.holds(r.offset)
                     } else {
                         latest.binary_search(&r.offset).is_err()
                     };
                     match () {
                         _ if superseded => (false, false),
-                        _ if null_value
+                        // A superseded record's value is never read.
+                        _ if r.null_value()?
                             && r.timestamp <= horizon
                             && r.offset < self.config.keep_tombstones_from =>
                         {
@@ -1334,5 +1362,31 @@ impl SegmentSet {
         let deleted = self.take_deleted_files();
         self.guarded(|_| deleted.remove())?;
         Ok(stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LatestCursor;
+
+    #[test]
+    fn the_latest_cursor_answers_as_a_search_in_any_order() {
+        let offsets = [3u64, 4, 9, 10, 20];
+        // In order, as a batch's records come: every offset from below the first to past
+        // the last.
+        let mut cursor = LatestCursor::new(&offsets);
+        for o in 0..25 {
+            assert_eq!(cursor.holds(o), offsets.contains(&o), "offset {o} in order");
+        }
+        // Out of order and repeated: still the same answers.
+        let mut cursor = LatestCursor::new(&offsets);
+        for o in [9, 9, 3, 10, 4, 2, 20, 0, 21, 10] {
+            assert_eq!(
+                cursor.holds(o),
+                offsets.contains(&o),
+                "offset {o} out of order"
+            );
+        }
+        assert!(!LatestCursor::new(&[]).holds(0));
     }
 }
