@@ -68,7 +68,7 @@ impl KeyHasher {
 
     /// Where `identity`'s probe starts in the map: a folded multiply (the 128-bit product's
     /// halves xored) of its halves under the random words, and once more to spread its
-    /// bits.
+    /// bits (with one fold, keys that differ in a few bytes cluster under some words).
     #[inline]
     pub(super) fn slot_hash(&self, identity: u128) -> u64 {
         let fold = |a: u64, b: u64| {
@@ -239,6 +239,54 @@ mod tests {
         for (len, want) in vectors {
             let got = SipState::<2, 4>::absorb(K0, K1, &message(len), true).finish128();
             assert_eq!(got.to_le_bytes(), want, "SipHash-2-4-128 of {len} bytes");
+        }
+    }
+
+    /// Keys that differ in a few bytes (counters as text, big- and little-endian) spread
+    /// over the slots as random ones would: linear probes into a third-full array stay
+    /// short on average, in every one of several passes.
+    #[test]
+    fn structured_keys_spread_over_the_slots() {
+        let sets: [(&str, Vec<Vec<u8>>); 3] = [
+            (
+                "text",
+                (0..10_000u64)
+                    .map(|k| format!("key-{k:08}").into_bytes())
+                    .collect(),
+            ),
+            (
+                "big-endian",
+                (0..10_000u64)
+                    .map(|k| (k << 20).to_be_bytes().to_vec())
+                    .collect(),
+            ),
+            (
+                "little-endian",
+                (0..10_000u64)
+                    .map(|k| (k << 40).to_le_bytes().to_vec())
+                    .collect(),
+            ),
+        ];
+        for _ in 0..20 {
+            let h = KeyHasher::random();
+            for (name, keys) in &sets {
+                let slots = 32_768usize;
+                let mut taken = vec![false; slots];
+                let mut probes = 0;
+                for k in keys {
+                    let home = (u128::from(h.slot_hash(h.identity(k))) * slots as u128) >> 64;
+                    let mut i = home as usize;
+                    probes += 1;
+                    while taken[i] {
+                        i = (i + 1) % slots;
+                        probes += 1;
+                    }
+                    taken[i] = true;
+                }
+                let mean = probes as f64 / keys.len() as f64;
+                // Random homes average about 1.2 probes at this load.
+                assert!(mean < 2.0, "{name} keys: {mean:.2} probes a key on average");
+            }
         }
     }
 
