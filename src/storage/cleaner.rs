@@ -365,13 +365,24 @@ fn each_record<'a>(
             .filter(|&e| e <= bytes.len())
             .ok_or_else(|| bad(pos, ""))?;
         let body = &bytes[..end];
-        let mut at = pos + n + 1; // attributes
-        let (ts_delta, n) = super::varint::read_varlong(body, at)?;
-        at += n;
-        let (offset_delta, n) = read_varint(body, at)?;
-        at += n;
-        let (key_len, n) = read_varint(body, at)?;
-        at += n;
+        let fields = pos + n + 1; // past the attributes
+                                  // The timestamp delta, offset delta and key length take a byte each in most
+                                  // records (deltas below 64, keys below 64 bytes): read as one.
+        let unzigzag = |b: u8| i32::from(b >> 1) ^ -i32::from(b & 1);
+        let (ts_delta, offset_delta, key_len, mut at) = match body.get(fields..fields + 3) {
+            Some(&[t, o, k]) if (t | o | k) & 0x80 == 0 => {
+                (i64::from(unzigzag(t)), unzigzag(o), unzigzag(k), fields + 3)
+            }
+            _ => {
+                let mut at = fields;
+                let (ts_delta, n) = super::varint::read_varlong(body, at)?;
+                at += n;
+                let (offset_delta, n) = read_varint(body, at)?;
+                at += n;
+                let (key_len, n) = read_varint(body, at)?;
+                (ts_delta, offset_delta, key_len, at + n)
+            }
+        };
         let key = if key_len < 0 {
             None
         } else {
