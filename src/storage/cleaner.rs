@@ -627,6 +627,13 @@ impl GroupWriter {
 /// grows the buffer as it comes).
 const MAX_OUT_RESERVE: u64 = 64 << 20;
 
+/// Bytes the key map's scan reads at once. Larger than the reads of recovery's scans
+/// (which keep their buffer within the L2 cache for the CRC after the copy): the map's
+/// work between two reads (parsing, hashing and mapping every key) evicts the buffer
+/// anyway, and fewer, longer copies from the page cache cost less, as does the move of
+/// each read's last partial batch to the buffer's front.
+const MAP_SCAN_CHUNK: usize = 2 << 20;
+
 /// Bytes the rewrite reads again at once, at most (one batch over it is read alone).
 const REWRITE_READ: usize = 1 << 20;
 
@@ -751,7 +758,7 @@ impl CleanPlan {
                 &s.path,
                 range,
                 self.max_batch_bytes,
-                &mut scan_buf,
+                (&mut scan_buf, MAP_SCAN_CHUNK),
                 |b| {
                     let h = b.header();
                     let mut batch = MappedBatch {
