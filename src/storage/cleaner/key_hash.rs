@@ -49,9 +49,14 @@ impl KeyHasher {
     pub(super) fn identity(&self, key: &[u8]) -> u128 {
         let len = key.len();
         if len < 16 {
-            let (low, high) = match key.split_first_chunk::<8>() {
-                Some((first, rest)) => (u64::from_le_bytes(*first), tail_word(rest)),
-                None => (tail_word(key), 0),
+            let (low, high) = match (key.first_chunk::<8>(), key.last_chunk::<8>()) {
+                // 8 to 15 bytes: the second word is the last 8 bytes, overlapping the first,
+                // shifted down past the overlap (none left of a key of 8 bytes).
+                (Some(first), Some(last)) => {
+                    let past_first = u64::from_le_bytes(*last).checked_shr(8 * (16 - len as u32));
+                    (u64::from_le_bytes(*first), past_first.unwrap_or(0))
+                }
+                _ => (tail_word(key), 0),
             };
             // The top byte is the length: free in both cases (at most 7 bytes in `high`).
             (u128::from(high | ((len as u64) << 56)) << 64) | u128::from(low)
@@ -302,6 +307,19 @@ mod tests {
             a.slot_hash(a.identity(b"key")),
             b.slot_hash(b.identity(b"key"))
         );
+    }
+
+    #[test]
+    fn a_short_key_is_its_bytes_and_length() {
+        let h = KeyHasher::random();
+        for len in 0..16 {
+            let key: Vec<u8> = (0..len as u8).map(|i| i.wrapping_mul(37) ^ 0xa5).collect();
+            let mut want = (len as u128) << 120;
+            for (i, &b) in key.iter().enumerate() {
+                want |= u128::from(b) << (8 * i);
+            }
+            assert_eq!(h.identity(&key), want, "a key of {len} bytes");
+        }
     }
 
     #[test]
