@@ -730,7 +730,13 @@ impl CleanPlan {
         let mut stats = CleanStats::default();
         // 1. The map over the dirty section, stopping at a batch boundary when it fills.
         let txns = self.txn_facts()?;
-        let mut map = OffsetMap::new(cfg.dedupe_buffer_bytes);
+        let dirty_bytes = self
+            .segments
+            .iter()
+            .filter(|s| s.next_offset > cfg.first_dirty)
+            .map(|s| s.size)
+            .sum();
+        let mut map = OffsetMap::new(cfg.dedupe_buffer_bytes, dirty_bytes);
         let mut map_end = cfg.first_dirty;
         let mut keys: Vec<PendingKey> = Vec::new();
         let mut buf = Vec::new();
