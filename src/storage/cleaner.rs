@@ -365,9 +365,10 @@ fn each_record<'a>(
             .filter(|&e| e <= bytes.len())
             .ok_or_else(|| bad(pos, ""))?;
         let body = &bytes[..end];
-        let fields = pos + n + 1; // past the attributes
-                                  // The timestamp delta, offset delta and key length take a byte each in most
-                                  // records (deltas below 64, keys below 64 bytes): read as one.
+        // Past the attributes: the timestamp delta, offset delta and key length, which
+        // take a byte each in most records (deltas below 64, keys below 64 bytes): read
+        // as one.
+        let fields = pos + n + 1;
         let unzigzag = |b: u8| i32::from(b >> 1) ^ -i32::from(b & 1);
         let (ts_delta, offset_delta, key_len, mut at) = match body.get(fields..fields + 3) {
             Some(&[t, o, k]) if (t | o | k) & 0x80 == 0 => {
