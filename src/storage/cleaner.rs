@@ -365,13 +365,25 @@ fn each_record<'a>(
             .filter(|&e| e <= bytes.len())
             .ok_or_else(|| bad(pos, ""))?;
         let body = &bytes[..end];
-        let mut at = pos + n + 1; // attributes
-        let (ts_delta, n) = super::varint::read_varlong(body, at)?;
-        at += n;
-        let (offset_delta, n) = read_varint(body, at)?;
-        at += n;
-        let (key_len, n) = read_varint(body, at)?;
-        at += n;
+        // Past the attributes: the timestamp delta, offset delta and key length, which
+        // take a byte each in most records (deltas below 64, keys below 64 bytes): read
+        // as one.
+        let fields = pos + n + 1;
+        let unzigzag = |b: u8| i32::from(b >> 1) ^ -i32::from(b & 1);
+        let (ts_delta, offset_delta, key_len, mut at) = match body.get(fields..fields + 3) {
+            Some(&[t, o, k]) if (t | o | k) & 0x80 == 0 => {
+                (i64::from(unzigzag(t)), unzigzag(o), unzigzag(k), fields + 3)
+            }
+            _ => {
+                let mut at = fields;
+                let (ts_delta, n) = super::varint::read_varlong(body, at)?;
+                at += n;
+                let (offset_delta, n) = read_varint(body, at)?;
+                at += n;
+                let (key_len, n) = read_varint(body, at)?;
+                (ts_delta, offset_delta, key_len, at + n)
+            }
+        };
         let key = if key_len < 0 {
             None
         } else {
@@ -467,6 +479,33 @@ fn appended(out: &[u8], at: usize, h: &BatchHeader) -> (usize, u64, i64) {
     let mut ts = [0u8; 8];
     ts.copy_from_slice(&out[at + field::MAX_TIMESTAMP..at + field::MAX_TIMESTAMP + 8]);
     (at, h.last_offset(), i64::from_be_bytes(ts))
+}
+
+/// The map's offsets that lie in one batch (sorted), walked along with the batch's records:
+/// records come in offset order, so each lookup moves a cursor a step or two instead of
+/// searching again. An offset below the cursor's (a batch whose offsets do not increase,
+/// which no writer makes) is searched for.
+struct LatestCursor<'a> {
+    offsets: &'a [u64],
+    at: usize,
+}
+
+impl<'a> LatestCursor<'a> {
+    fn new(offsets: &'a [u64]) -> Self {
+        LatestCursor { offsets, at: 0 }
+    }
+
+    /// Whether `offset` is one of the offsets.
+    #[inline(always)]
+    fn holds(&mut self, offset: u64) -> bool {
+        if self.at > 0 && self.offsets[self.at - 1] >= offset {
+            return self.offsets.binary_search(&offset).is_ok();
+        }
+        while self.offsets.get(self.at).is_some_and(|&o| o < offset) {
+            self.at += 1;
+        }
+        self.offsets.get(self.at) == Some(&offset)
+    }
 }
 
 /// One group's `.cleaned` files being written: the log and, by the segment's index rule
@@ -589,6 +628,13 @@ impl GroupWriter {
 /// grows the buffer as it comes).
 const MAX_OUT_RESERVE: u64 = 64 << 20;
 
+/// Bytes the key map's scan reads at once. Larger than the reads of recovery's scans
+/// (which keep their buffer within the L2 cache for the CRC after the copy): the map's
+/// work between two reads (parsing, hashing and mapping every key) evicts the buffer
+/// anyway, and fewer, longer copies from the page cache cost less, as does the move of
+/// each read's last partial batch to the buffer's front.
+const MAP_SCAN_CHUNK: usize = 2 << 20;
+
 /// Bytes the rewrite reads again at once, at most (one batch over it is read alone).
 const REWRITE_READ: usize = 1 << 20;
 
@@ -685,7 +731,13 @@ impl CleanPlan {
         let mut stats = CleanStats::default();
         // 1. The map over the dirty section, stopping at a batch boundary when it fills.
         let txns = self.txn_facts()?;
-        let mut map = OffsetMap::new(cfg.dedupe_buffer_bytes);
+        let dirty_bytes = self
+            .segments
+            .iter()
+            .filter(|s| s.next_offset > cfg.first_dirty)
+            .map(|s| s.size)
+            .sum();
+        let mut map = OffsetMap::new(cfg.dedupe_buffer_bytes, dirty_bytes);
         let mut map_end = cfg.first_dirty;
         let mut keys: Vec<PendingKey> = Vec::new();
         let mut buf = Vec::new();
@@ -713,7 +765,7 @@ impl CleanPlan {
                 &s.path,
                 range,
                 self.max_batch_bytes,
-                &mut scan_buf,
+                (&mut scan_buf, MAP_SCAN_CHUNK),
                 |b| {
                     let h = b.header();
                     let mut batch = MappedBatch {
@@ -1002,9 +1054,9 @@ impl CleanPlan {
         let mut max_ts = NO_TIMESTAMP;
         let horizon = self.now_ms.saturating_sub(self.config.delete_retention_ms);
         let mut all = true;
+        let mut in_batch = LatestCursor::new(in_batch);
         each_record(bytes, first, h, |r| {
             stats.records_read += 1;
-            let null_value = r.null_value()?;
             // (kept, removed as an expired tombstone)
             let (keep, expired) = match r.key {
                 _ if aborted => (false, false),
@@ -1015,13 +1067,14 @@ impl CleanPlan {
                         map.get(map.hasher.identity(k))
                             .is_some_and(|latest| latest > r.offset)
                     } else if batch_range.contains(&r.offset) {
-                        in_batch.binary_search(&r.offset).is_err()
+                        !in_batch.holds(r.offset)
                     } else {
                         latest.binary_search(&r.offset).is_err()
                     };
                     match () {
                         _ if superseded => (false, false),
-                        _ if null_value
+                        // A superseded record's value is never read.
+                        _ if r.null_value()?
                             && r.timestamp <= horizon
                             && r.offset < self.config.keep_tombstones_from =>
                         {
@@ -1334,5 +1387,31 @@ impl SegmentSet {
         let deleted = self.take_deleted_files();
         self.guarded(|_| deleted.remove())?;
         Ok(stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LatestCursor;
+
+    #[test]
+    fn the_latest_cursor_answers_as_a_search_in_any_order() {
+        let offsets = [3u64, 4, 9, 10, 20];
+        // In order, as a batch's records come: every offset from below the first to past
+        // the last.
+        let mut cursor = LatestCursor::new(&offsets);
+        for o in 0..25 {
+            assert_eq!(cursor.holds(o), offsets.contains(&o), "offset {o} in order");
+        }
+        // Out of order and repeated: still the same answers.
+        let mut cursor = LatestCursor::new(&offsets);
+        for o in [9, 9, 3, 10, 4, 2, 20, 0, 21, 10] {
+            assert_eq!(
+                cursor.holds(o),
+                offsets.contains(&o),
+                "offset {o} out of order"
+            );
+        }
+        assert!(!LatestCursor::new(&[]).holds(0));
     }
 }

@@ -97,26 +97,28 @@ pub fn scan_log(
         path,
         (start, end),
         max_batch_bytes,
-        &mut Vec::new(),
+        (&mut Vec::new(), SCAN_CHUNK),
         visit,
     )
 }
 
-/// [`scan_log`] over `[start, end)` reading into `data`, a buffer the caller keeps from
-/// scan to scan (a pass over several files allocates and zeroes it once); its contents
-/// on entry are never read.
+/// [`scan_log`] over `[start, end)` reading `chunk` bytes at a time (the larger of it and
+/// `max_batch_bytes` held at most) into `data`, a buffer the caller keeps from scan to scan
+/// (a pass over several files allocates and zeroes it once); its contents on entry are
+/// never read.
 pub(crate) fn scan_log_reusing(
     file: &dyn IoFile,
     path: &Path,
     (start, end): (u64, u64),
     max_batch_bytes: u64,
-    data: &mut Vec<u8>,
+    (data, chunk): (&mut Vec<u8>, usize),
     mut visit: impl FnMut(Batch<'_>) -> Result<bool>,
 ) -> Result<ScanEnd> {
     let mut buf = ScanBuf {
         data,
         len: 0,
         start,
+        chunk,
     };
     let mut off = 0usize; // next batch in buf
     loop {
@@ -254,11 +256,13 @@ fn oversized_batch(
     Ok(None)
 }
 
-/// A read buffer reused across refills: `data[..len]` holds file bytes from `start`.
+/// A read buffer reused across refills: `data[..len]` holds file bytes from `start`; each
+/// refill reads up to `chunk` bytes.
 struct ScanBuf<'a> {
     data: &'a mut Vec<u8>,
     len: usize,
     start: u64,
+    chunk: usize,
 }
 
 impl ScanBuf<'_> {
@@ -277,7 +281,7 @@ impl ScanBuf<'_> {
         self.start += *off as u64;
         *off = 0;
         let file_left = end - (self.start + self.len as u64);
-        let want = need.max(SCAN_CHUNK).saturating_sub(self.len) as u64;
+        let want = need.max(self.chunk).saturating_sub(self.len) as u64;
         let add = want.min(file_left) as usize;
         if self.data.len() < self.len + add {
             self.data.resize(self.len + add, 0);

@@ -49,9 +49,14 @@ impl KeyHasher {
     pub(super) fn identity(&self, key: &[u8]) -> u128 {
         let len = key.len();
         if len < 16 {
-            let (low, high) = match key.split_first_chunk::<8>() {
-                Some((first, rest)) => (u64::from_le_bytes(*first), tail_word(rest)),
-                None => (tail_word(key), 0),
+            let (low, high) = match (key.first_chunk::<8>(), key.last_chunk::<8>()) {
+                // 8 to 15 bytes: the second word is the last 8 bytes, overlapping the first,
+                // shifted down past the overlap (none left of a key of 8 bytes).
+                (Some(first), Some(last)) => {
+                    let past_first = u64::from_le_bytes(*last).checked_shr(8 * (16 - len as u32));
+                    (u64::from_le_bytes(*first), past_first.unwrap_or(0))
+                }
+                _ => (tail_word(key), 0),
             };
             // The top byte is the length: free in both cases (at most 7 bytes in `high`).
             (u128::from(high | ((len as u64) << 56)) << 64) | u128::from(low)
@@ -68,7 +73,7 @@ impl KeyHasher {
 
     /// Where `identity`'s probe starts in the map: a folded multiply (the 128-bit product's
     /// halves xored) of its halves under the random words, and once more to spread its
-    /// bits.
+    /// bits (with one fold, keys that differ in a few bytes cluster under some words).
     #[inline]
     pub(super) fn slot_hash(&self, identity: u128) -> u64 {
         let fold = |a: u64, b: u64| {
@@ -242,6 +247,54 @@ mod tests {
         }
     }
 
+    /// Keys that differ in a few bytes (counters as text, big- and little-endian) spread
+    /// over the slots as random ones would: linear probes into a third-full array stay
+    /// short on average, in every one of several passes.
+    #[test]
+    fn structured_keys_spread_over_the_slots() {
+        let sets: [(&str, Vec<Vec<u8>>); 3] = [
+            (
+                "text",
+                (0..10_000u64)
+                    .map(|k| format!("key-{k:08}").into_bytes())
+                    .collect(),
+            ),
+            (
+                "big-endian",
+                (0..10_000u64)
+                    .map(|k| (k << 20).to_be_bytes().to_vec())
+                    .collect(),
+            ),
+            (
+                "little-endian",
+                (0..10_000u64)
+                    .map(|k| (k << 40).to_le_bytes().to_vec())
+                    .collect(),
+            ),
+        ];
+        for _ in 0..20 {
+            let h = KeyHasher::random();
+            for (name, keys) in &sets {
+                let slots = 32_768usize;
+                let mut taken = vec![false; slots];
+                let mut probes = 0;
+                for k in keys {
+                    let home = (u128::from(h.slot_hash(h.identity(k))) * slots as u128) >> 64;
+                    let mut i = home as usize;
+                    probes += 1;
+                    while taken[i] {
+                        i = (i + 1) % slots;
+                        probes += 1;
+                    }
+                    taken[i] = true;
+                }
+                let mean = probes as f64 / keys.len() as f64;
+                // Random homes average about 1.2 probes at this load.
+                assert!(mean < 2.0, "{name} keys: {mean:.2} probes a key on average");
+            }
+        }
+    }
+
     #[test]
     fn two_passes_hash_long_keys_under_different_keys() {
         let (a, b) = (KeyHasher::random(), KeyHasher::random());
@@ -254,6 +307,19 @@ mod tests {
             a.slot_hash(a.identity(b"key")),
             b.slot_hash(b.identity(b"key"))
         );
+    }
+
+    #[test]
+    fn a_short_key_is_its_bytes_and_length() {
+        let h = KeyHasher::random();
+        for len in 0..16 {
+            let key: Vec<u8> = (0..len as u8).map(|i| i.wrapping_mul(37) ^ 0xa5).collect();
+            let mut want = (len as u128) << 120;
+            for (i, &b) in key.iter().enumerate() {
+                want |= u128::from(b) << (8 * i);
+            }
+            assert_eq!(h.identity(&key), want, "a key of {len} bytes");
+        }
     }
 
     #[test]

@@ -3,9 +3,12 @@
 //! latest offset, in one flat array of 24-byte slots probed
 //! linearly, within a fixed budget of entries.
 //!
-//! Kafka sizes its array from the dedupe buffer once; this one starts small and doubles up
-//! to the same size, so that a pass over few keys neither allocates nor touches the whole
-//! buffer (the rehash on growth costs a pass over the entries so far, amortized). A slot is
+//! Kafka sizes its array from the dedupe buffer once; this one starts at a slot per KiB of
+//! the bytes the pass maps (at least a few thousand slots) and doubles up to the same size,
+//! so that a pass over few keys neither allocates nor touches the whole buffer, while a
+//! pass over many rarely grows it: a rehash on growth re-places every entry so far, with a
+//! cache miss for most, where setting up a slot per KiB costs a small part of reading that
+//! KiB. A slot is
 //! `[hash low, hash high, offset]`; an offset of `u64::MAX` (never a record's) marks it
 //! empty. The slot of an identity is its [`KeyHasher::slot_hash`] scaled to the array's
 //! length, so the length need not be a power of two and the array fills the buffer exactly.
@@ -15,8 +18,10 @@ use super::BYTES_PER_KEY;
 
 /// The offset no record has: an empty slot.
 const EMPTY: u64 = u64::MAX;
-/// The slots a map starts with.
+/// The fewest slots a map starts with.
 const FIRST_SLOTS: usize = 1 << 12;
+/// Bytes to map per slot the map starts with.
+const BYTES_PER_FIRST_SLOT: u64 = 1 << 10;
 
 /// A key of the batch being mapped, read but not yet recorded ([`OffsetMap::put_all`]): its
 /// identity, its record's offset, and the slot its probe starts at in the array as the array
@@ -43,12 +48,14 @@ pub(super) struct OffsetMap {
 }
 
 impl OffsetMap {
-    /// A map within `buffer_bytes` (24 bytes a slot), for at least one key.
-    pub(super) fn new(buffer_bytes: usize) -> Self {
+    /// A map within `buffer_bytes` (24 bytes a slot), for at least one key, sized for a
+    /// scan of `mapped_bytes` of log.
+    pub(super) fn new(buffer_bytes: usize, mapped_bytes: u64) -> Self {
         let max_slots = (buffer_bytes / BYTES_PER_KEY).max(2);
         let max_entries = (max_slots - max_slots.div_ceil(10)).max(1);
+        let first = usize::try_from(mapped_bytes / BYTES_PER_FIRST_SLOT).unwrap_or(usize::MAX);
         OffsetMap {
-            slots: vec![[0, 0, EMPTY]; FIRST_SLOTS.min(max_slots)],
+            slots: vec![[0, 0, EMPTY]; first.max(FIRST_SLOTS).min(max_slots)],
             len: 0,
             max_slots,
             max_entries,
@@ -196,7 +203,7 @@ mod tests {
 
     #[test]
     fn many_keys_each_find_their_own_latest_offset() {
-        let mut map = OffsetMap::new(64 << 20);
+        let mut map = OffsetMap::new(64 << 20, 0);
         let hasher = map.hasher;
         // Half the keys short (their own identity), half long (hashed).
         let hash = |k: u64| match k % 2 {
@@ -225,7 +232,7 @@ mod tests {
     #[test]
     fn a_full_map_takes_no_key_of_a_batch_that_overfills_it() {
         // 100 slots: 90 keys.
-        let mut map = OffsetMap::new(100 * BYTES_PER_KEY);
+        let mut map = OffsetMap::new(100 * BYTES_PER_KEY, 1 << 30);
         let hasher = map.hasher;
         let hash = |k: u64| hasher.identity(&k.to_be_bytes());
         let batch = |from: u64, n: u64| (from..from + n).map(|k| (hash(k), k)).collect::<Vec<_>>();
@@ -248,7 +255,7 @@ mod tests {
 
     #[test]
     fn a_buffer_below_one_slot_still_maps_one_key() {
-        let mut map = OffsetMap::new(0);
+        let mut map = OffsetMap::new(0, 1 << 30);
         let (a, b) = (map.hasher.identity(b"a"), map.hasher.identity(b"b"));
         assert!(put(&mut map, &[(a, 1)]));
         assert!(put(&mut map, &[(a, 2)]));
