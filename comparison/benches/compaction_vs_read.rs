@@ -158,7 +158,7 @@ fn offsets(log: &SegmentSet) -> Tally {
 fn main() {
     let mb = env_u64("COMPACT_BENCH_MB", 64);
     let keys = env_u64("COMPACT_BENCH_KEYS", 10_000);
-    let pairs = env_u64("COMPACT_BENCH_PAIRS", 5) as usize;
+    let pairs = env_u64("COMPACT_BENCH_PAIRS", 9) as usize;
     let source = scratch_dir(env!("CARGO_TARGET_TMPDIR"), "compaction_source");
     let (mut survivors, files) = write_source(&source, mb << 20, keys);
     if let Some(at) = lost_value(Side::Ours, survivors.len() as u64) {
