@@ -248,12 +248,17 @@ fn main() {
     };
     let pairs = Pairs::interleave(pairs, ours, theirs);
     println!(
-        "{ROW}: {} MiB of closed segments, {} survivors; cleaner {:.0} MiB/s, sequential read {:.0} MiB/s, median ratio {:.2}",
+        "{ROW}: {} MiB of closed segments, {} survivors; cleaner {:.0} MiB/s, sequential read {:.0} MiB/s, median ratio {:.3} (per pair {:?})",
         total >> 20,
         survivors.len(),
         pairs.ours_median() / (1 << 20) as f64,
         pairs.theirs_median() / (1 << 20) as f64,
-        pairs.median_ratio()
+        pairs.median_ratio(),
+        pairs
+            .ratios()
+            .iter()
+            .map(|r| format!("{r:.3}"))
+            .collect::<Vec<_>>()
     );
     print_row(ROW, "sequential read", &pairs);
     let _ = std::fs::remove_dir_all(&source);
