@@ -1392,7 +1392,207 @@ impl SegmentSet {
 
 #[cfg(test)]
 mod tests {
-    use super::LatestCursor;
+    use super::{each_record, LatestCursor, RecordSpan};
+    use crate::error::Result;
+    use crate::storage::record_batch::{BatchHeader, TimestampType};
+    use crate::storage::varint::{put_varint, put_varlong, read_varint, read_varlong};
+    use proptest::prelude::*;
+
+    /// A record as the walk reports it, its value's nullness included.
+    fn seen(r: &RecordSpan<'_>) -> String {
+        format!(
+            "{}..{} @{} t{} key {:?} body {} value at {} null {:?}",
+            r.start,
+            r.end,
+            r.offset,
+            r.timestamp,
+            r.key,
+            r.body.len(),
+            r.value_at,
+            r.null_value().map_err(|e| format!("{e:?}"))
+        )
+    }
+
+    /// The record walk with every field read as a varint: the model of `each_record`.
+    fn each_record_by_varints(
+        bytes: &[u8],
+        first: usize,
+        h: &BatchHeader,
+        out: &mut Vec<String>,
+    ) -> Result<()> {
+        let mut pos = first;
+        for _ in 0..h.records_count.max(0) {
+            let start = pos;
+            let (len, n) = read_varint(bytes, pos)?;
+            let end = pos
+                .checked_add(n)
+                .and_then(|p| p.checked_add(usize::try_from(len).ok()?))
+                .filter(|&e| e <= bytes.len())
+                .ok_or_else(|| truncated(pos, "record"))?;
+            let body = &bytes[..end];
+            let mut at = pos + n + 1;
+            let (ts_delta, n) = read_varlong(body, at)?;
+            at += n;
+            let (offset_delta, n) = read_varint(body, at)?;
+            at += n;
+            let (key_len, n) = read_varint(body, at)?;
+            at += n;
+            let key = if key_len < 0 {
+                None
+            } else {
+                let k = at + key_len as usize;
+                let key = body
+                    .get(at..k)
+                    .ok_or_else(|| truncated(at, "record field"))?;
+                at = k;
+                Some(key)
+            };
+            out.push(seen(&RecordSpan {
+                start,
+                end,
+                offset: h.base_offset + offset_delta.max(0) as u64,
+                timestamp: if h.timestamp_type() == TimestampType::LogAppendTime {
+                    h.max_timestamp
+                } else {
+                    h.base_timestamp.wrapping_add(ts_delta)
+                },
+                key,
+                body,
+                value_at: at,
+            }));
+            pos = end;
+        }
+        Ok(())
+    }
+
+    fn truncated(position: usize, what: &'static str) -> crate::error::Error {
+        crate::error::Error::Corrupt {
+            file: None,
+            position: position as u64,
+            reason: crate::error::Corruption::Truncated {
+                what,
+                needed: 1,
+                available: 0,
+            },
+        }
+    }
+
+    /// The records `each_record` reports up to its error, if any, and the error.
+    fn walk(bytes: &[u8], first: usize, h: &BatchHeader) -> (Vec<String>, String) {
+        let mut out = Vec::new();
+        let end = each_record(bytes, first, h, |r| {
+            out.push(seen(&r));
+            Ok(())
+        });
+        (out, format!("{end:?}"))
+    }
+
+    fn header(records_count: i32, log_append: bool, base_timestamp: i64) -> BatchHeader {
+        BatchHeader {
+            base_offset: 1_000,
+            batch_length: 0,
+            partition_leader_epoch: 0,
+            magic: 2,
+            crc: 0,
+            attributes: if log_append { 0x08 } else { 0 },
+            last_offset_delta: 0,
+            base_timestamp,
+            max_timestamp: 77,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            records_count,
+        }
+    }
+
+    /// One record, its fields encoded from the given values (a length of `None` is the
+    /// record's own), then `rest` (key, value, headers or garbage).
+    fn record(
+        (len, attrs, ts_delta, offset_delta, key_len, rest): (
+            Option<i32>,
+            u8,
+            i64,
+            i32,
+            i32,
+            Vec<u8>,
+        ),
+    ) -> Vec<u8> {
+        let mut r = vec![attrs];
+        put_varlong(&mut r, ts_delta);
+        put_varint(&mut r, offset_delta);
+        put_varint(&mut r, key_len);
+        r.extend_from_slice(&rest);
+        let mut out = Vec::new();
+        put_varint(&mut out, len.unwrap_or(r.len() as i32));
+        out.extend_from_slice(&r);
+        out
+    }
+
+    fn records() -> impl Strategy<Value = Vec<u8>> {
+        let one = (
+            prop_oneof![3 => Just(None), 1 => (-2i32..12).prop_map(Some), 1 => any::<i32>().prop_map(Some)],
+            any::<u8>(),
+            prop_oneof![-70i64..70, any::<i64>()],
+            prop_oneof![-70i32..70, any::<i32>()],
+            prop_oneof![-70i32..70, any::<i32>()],
+            prop::collection::vec(any::<u8>(), 0..80),
+        )
+            .prop_map(record);
+        prop_oneof![
+            prop::collection::vec(one, 0..6).prop_map(|rs| rs.concat()),
+            prop::collection::vec(any::<u8>(), 0..64),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+        /// The one-byte fields read at once give what reading each as a varint gives, for
+        /// any bytes: the same records, and the same error where the varints give one.
+        #[test]
+        fn the_record_walk_reads_as_the_varints_do(
+            section in records(),
+            cut in any::<prop::sample::Index>(),
+            flip in proptest::option::of((any::<prop::sample::Index>(), any::<u8>())),
+            first in 0usize..3,
+            records_count in -1i32..8,
+            log_append in any::<bool>(),
+            base_timestamp in prop_oneof![Just(0i64), any::<i64>()],
+        ) {
+            let mut bytes = vec![0u8; first];
+            bytes.extend_from_slice(&section);
+            if let Some((at, b)) = flip {
+                if !bytes.is_empty() {
+                    let at = at.index(bytes.len());
+                    bytes[at] = b;
+                }
+            }
+            let whole = bytes.len();
+            for len in [whole, cut.index(whole + 1)] {
+                let bytes = &bytes[..len];
+                let h = header(records_count, log_append, base_timestamp);
+                let (got, end) = walk(bytes, first, &h);
+                let mut want = Vec::new();
+                let want_end = format!("{:?}", each_record_by_varints(bytes, first, &h, &mut want));
+                prop_assert_eq!(&got, &want, "records of {:?}", bytes);
+                prop_assert_eq!(&end, &want_end, "end of {:?}", bytes);
+            }
+        }
+
+        /// The cursor answers as a search of the offsets, for any sorted offsets (repeats
+        /// too) and any order of lookups.
+        #[test]
+        fn the_latest_cursor_answers_as_a_binary_search(
+            mut offsets in prop::collection::vec(0u64..40, 0..20),
+            lookups in prop::collection::vec(0u64..45, 0..60),
+        ) {
+            offsets.sort_unstable();
+            let mut cursor = LatestCursor::new(&offsets);
+            for o in lookups {
+                prop_assert_eq!(cursor.holds(o), offsets.binary_search(&o).is_ok(), "offset {}", o);
+            }
+        }
+    }
 
     #[test]
     fn the_latest_cursor_answers_as_a_search_in_any_order() {

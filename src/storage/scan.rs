@@ -135,7 +135,8 @@ pub(crate) fn scan_log_reusing(
             });
         }
         if avail < HEADER_SIZE_UP_TO_MAGIC as u64 {
-            buf.refill(file, path, &mut off, end, 0)?;
+            // Asks for the header at least, so a read smaller than one still makes progress.
+            buf.refill(file, path, &mut off, end, HEADER_SIZE_UP_TO_MAGIC)?;
             continue;
         }
         let extent = super::record_batch::next_batch_extent(&buf.data[off..buf.len]);
@@ -554,4 +555,107 @@ pub(crate) fn stray_copy_reason(path: &Path, previous: &Path) -> String {
         path.display(),
         previous.display()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::io::FsIo;
+    use crate::storage::record_batch::BatchBuilder;
+    use proptest::prelude::*;
+
+    /// How a scan ended, without the error's wording.
+    fn end_of(end: Result<ScanEnd>) -> String {
+        match end {
+            Ok(ScanEnd::Complete) => "complete".into(),
+            Ok(ScanEnd::Partial { position, bytes }) => format!("partial at {position}, {bytes}"),
+            Ok(ScanEnd::Corrupt { position, .. }) => format!("corrupt at {position}"),
+            Ok(ScanEnd::Stopped { position }) => format!("stopped at {position}"),
+            Err(Error::BatchTooLarge { position, .. }) => format!("too large at {position}"),
+            Err(e) => format!("error {e:?}"),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Whatever the read size, a scan visits the batches a model of the file says, ends as
+        /// it says (a torn tail, a bad CRC, a batch over the limit), and holds at most the
+        /// larger of a read and the limit, never more than the file.
+        #[test]
+        fn a_scan_ends_alike_for_every_read_size(
+            values in prop::collection::vec(prop::collection::vec(0usize..3000, 1..4), 1..8),
+            cut in any::<prop::sample::Index>(),
+            torn in any::<bool>(),
+            flip in proptest::option::of((any::<prop::sample::Index>(), any::<prop::sample::Index>())),
+            max_batch_bytes in prop_oneof![61u64..9000, Just(1u64 << 30)],
+            chunks in prop::collection::vec(prop_oneof![1usize..100, 100usize..10_000, Just(SCAN_CHUNK), Just(2usize << 20)], 1..4),
+        ) {
+            let mut bytes = Vec::new();
+            let mut batches = Vec::new(); // (position, size, base offset)
+            let mut base = 0u64;
+            for sizes in &values {
+                let mut b = BatchBuilder::new(base);
+                for (i, &n) in sizes.iter().enumerate() {
+                    let value: Vec<u8> = (0..n).map(|j| (j * 31 + i) as u8).collect();
+                    b = b.with_record(1, Some(b"k"), Some(&value)).unwrap();
+                }
+                let batch = b.finish().to_vec();
+                batches.push((bytes.len() as u64, batch.len() as u64, base));
+                bytes.extend_from_slice(&batch);
+                base += sizes.len() as u64;
+            }
+            let mut bad = None;
+            if let Some((which, at)) = flip {
+                let (p, size, _) = batches[which.index(batches.len())];
+                let at = p as usize + 21 + at.index(size as usize - 21);
+                bytes[at] ^= 0x5a;
+                bad = Some(p);
+            }
+            if torn {
+                let len = cut.index(bytes.len());
+                bytes.truncate(len);
+            }
+            let file_len = bytes.len() as u64;
+            // The model: batches in order until the first that cannot be visited.
+            let mut want = Vec::new();
+            let mut want_end = "complete".to_string();
+            for &(p, size, base) in &batches {
+                if p >= file_len {
+                    break;
+                }
+                let left = file_len - p;
+                if left < HEADER_SIZE_UP_TO_MAGIC as u64 || size > left {
+                    want_end = format!("partial at {p}, {left}");
+                    break;
+                }
+                if bad == Some(p) {
+                    want_end = format!("corrupt at {p}");
+                    break;
+                }
+                if size > max_batch_bytes {
+                    want_end = format!("too large at {p}");
+                    break;
+                }
+                want.push((p, base));
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("00000000000000000000.log");
+            let file = FsIo.open(&path, OpenMode::CreateNew).unwrap();
+            file.write_all_at(&bytes, 0).unwrap();
+            let mut data = Vec::new();
+            for chunk in chunks {
+                let mut seen = Vec::new();
+                let end = scan_log_reusing(&*file, &path, (0, file_len), max_batch_bytes, (&mut data, chunk), |b| {
+                    seen.push((b.position(), b.header().base_offset));
+                    Ok(true)
+                });
+                prop_assert_eq!(&seen, &want, "chunk {}", chunk);
+                prop_assert_eq!(end_of(end), want_end.clone(), "chunk {}", chunk);
+                let bound = (chunk as u64).max(max_batch_bytes).min(file_len);
+                prop_assert!(data.len() as u64 <= bound, "held {} of a {}-byte file, chunk {}", data.len(), file_len, chunk);
+                data.clear();
+            }
+        }
+    }
 }
