@@ -139,7 +139,7 @@ impl Broker {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(logbus_loom)))]
 mod tests {
     use super::*;
 

@@ -557,7 +557,7 @@ pub(crate) fn stray_copy_reason(path: &Path, previous: &Path) -> String {
     )
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(logbus_loom)))]
 mod tests {
     use super::*;
     use crate::storage::io::FsIo;
