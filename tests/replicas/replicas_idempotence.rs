@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use logbus::producer::Record;
+use logbus::producer::{Producer, ProducerIdentity, Record};
 use logbus::{Broker, ManualClock, TopicConfig};
 
 #[test]
@@ -129,17 +129,14 @@ fn caught_up(broker: &Broker, end: u64) {
     }
 }
 
-/// A leader's tail of one producer's records that no follower copied (followers stalled,
-/// `acks = 1`) is lost to an election: the new leader takes those sequences anew, once
-/// (a second retry is answered with the new offset); the old leader, restarted, truncates
-/// that tail and copies the new records one at a time (deferred producer state), and led
-/// again it answers every retry with the offsets the log now holds and takes the next
-/// sequence.
-#[test]
-fn a_tail_lost_to_an_election_is_taken_anew_once_and_the_truncated_replica_agrees() {
+/// A broker with topic "t" (RF 3, `min_insync_replicas` 1) and an `acks = 1` producer whose
+/// id sent sequences 0 to 2, copied by every replica; then the followers stalled, so what
+/// the leader takes next reaches it alone. Returns the leader and the followers too.
+fn three_records_then_followers_stalled(
+) -> (Broker, Producer<(), u64>, ProducerIdentity, u32, Vec<u32>) {
     use logbus::producer::{Acks, ProducerConfig};
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let broker = Broker::builder().clock(clock.clone()).build().unwrap();
+    let broker = Broker::builder().clock(clock).build().unwrap();
     let config = TopicConfig::new(1)
         .replication_factor(3)
         .min_insync_replicas(1);
@@ -160,6 +157,18 @@ fn a_tail_lost_to_an_election_is_taken_anew_once_and_the_truncated_replica_agree
     for &f in &followers {
         broker.faults().stall_replica("t", 0, f).unwrap();
     }
+    (broker, p, a, first, followers)
+}
+
+/// A leader's tail of one producer's records that no follower copied (followers stalled,
+/// `acks = 1`) is lost to an election: the new leader takes those sequences anew, once
+/// (a second retry is answered with the new offset); the old leader, restarted, truncates
+/// that tail and copies the new records one at a time (deferred producer state), and led
+/// again it answers every retry with the offsets the log now holds and takes the next
+/// sequence.
+#[test]
+fn a_tail_lost_to_an_election_is_taken_anew_once_and_the_truncated_replica_agrees() {
+    let (broker, p, a, first, followers) = three_records_then_followers_stalled();
     for seq in 3..5 {
         let m = p
             .send_sequenced(Record::new("t", 50 + seq as u64), a, seq)
@@ -256,29 +265,7 @@ fn an_expired_producers_next_send_starts_its_sequences_over() {
 /// fences one that does not.
 #[test]
 fn a_truncated_newer_epoch_still_fences_a_continuing_older_send() {
-    use logbus::producer::{Acks, ProducerConfig};
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let broker = Broker::builder().clock(clock.clone()).build().unwrap();
-    let config = TopicConfig::new(1)
-        .replication_factor(3)
-        .min_insync_replicas(1);
-    broker.create_topic::<(), u64>("t", config).unwrap();
-    let p = broker
-        .producer_with_config::<(), u64>(ProducerConfig::new().acks(Acks::Leader))
-        .unwrap();
-    let a = broker.init_producer_id();
-    for seq in 0..3 {
-        p.send_sequenced(Record::new("t", seq as u64), a, seq)
-            .unwrap();
-    }
-    caught_up(&broker, 3);
-    let first = broker.describe_topic("t").unwrap().replicas[0]
-        .leader
-        .unwrap();
-    let followers: Vec<u32> = (0..3).filter(|&r| r != first).collect();
-    for &f in &followers {
-        broker.faults().stall_replica("t", 0, f).unwrap();
-    }
+    let (broker, p, a, first, followers) = three_records_then_followers_stalled();
     // The producer's epoch is bumped (fencing `a`); its first record of epoch 1 reaches
     // the leader alone.
     let a1 = broker.bump_producer_epoch(a).unwrap();
